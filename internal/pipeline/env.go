@@ -1,0 +1,27 @@
+package pipeline
+
+// Environment variables each Lambda reads. The construct sets them; README documents them.
+const (
+	// Controller.
+	EnvStateMachineARN   = "STATE_MACHINE_ARN"   // the tenant's file state machine
+	EnvQueueURL          = "QUEUE_URL"           // the tenant's FIFO queue (ChangeMessageVisibility)
+	EnvTenant            = "TENANT"              // JSON of Tenant, passed into every execution
+	EnvTenantPrefix      = "TENANT_PREFIX"       // key prefix this tenant's files arrive under
+	EnvBucket            = "INGEST_BUCKET"       // the ingest bucket (events of any other are quarantined)
+	EnvOnFailure         = "ON_FAILURE"          // continue | halt
+	EnvIdempotencyKey    = "IDEMPOTENCY_KEY"     // event-id | object-version
+	EnvMaxWaitSeconds    = "MAX_WAIT_SECONDS"    // longest wait between checks: the queue visibility timeout
+	EnvHaltWaitSeconds   = "HALT_WAIT_SECONDS"   // wait between checks while the tenant is halted
+	EnvMetricsNamespace  = "METRICS_NAMESPACE"   // CloudWatch namespace of the EMF metrics
+	EnvFirstWaitMillis   = "FIRST_WAIT_MILLIS"   // first wait of the backoff (default 1000)
+	EnvPollBudgetSeconds = "POLL_BUDGET_SECONDS" // how long to poll in-process before handing back
+
+	// Split.
+	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)
+
+	// Register.
+	EnvHTTPTimeoutSeconds = "HTTP_TIMEOUT_SECONDS" // per-request timeout towards the core system
+)
+
+// DefaultMetricsNamespace is the CloudWatch namespace of the pipeline's own metrics.
+const DefaultMetricsNamespace = "TenantPipeline"

@@ -1,0 +1,36 @@
+package pipeline
+
+// The Lambda runtime reports a returned error's Go type name as errorType, and the state machine's
+// Retry and Catch match on that name (DESIGN.md, "Go on Lambda"). These types are that contract:
+// return them unwrapped from a handler.
+
+// RetryableError is a transient failure (throttling, 5xx, timeout). The workflow retries the task
+// with backoff.
+type RetryableError struct{ Message string }
+
+func (e *RetryableError) Error() string { return e.Message }
+
+// PermanentError is a failure that a retry cannot fix (a 4xx from the core system). The workflow
+// fails without retrying.
+type PermanentError struct{ Message string }
+
+func (e *PermanentError) Error() string { return e.Message }
+
+// ValidationError is a file that breaks its format. It is raised before anything is registered
+// and names the file and line, never record contents.
+type ValidationError struct{ Message string }
+
+func (e *ValidationError) Error() string { return e.Message }
+
+// ObjectChangedError means the object no longer matches the version that triggered the event.
+type ObjectChangedError struct{ Message string }
+
+func (e *ObjectChangedError) Error() string { return e.Message }
+
+// Error type names as they appear in Step Functions.
+const (
+	ErrRetryable     = "RetryableError"
+	ErrPermanent     = "PermanentError"
+	ErrValidation    = "ValidationError"
+	ErrObjectChanged = "ObjectChangedError"
+)

@@ -1,0 +1,167 @@
+// Package pipeline is the contract between the parts of the tenant pipeline: the JSON payloads that
+// cross the controller → state machine → split/register boundaries, the environment each Lambda
+// reads, the error types the state machine matches on, and the key prefixes the pipeline reserves in
+// the ingest bucket.
+//
+// Everything that two parts must agree on lives here, so that the construct, the workflow, the
+// Lambdas and the local harness cannot drift apart.
+package pipeline
+
+// Reserved key prefixes in the ingest bucket. No tenant prefix may overlap them, so nothing the
+// pipeline writes itself can ever match a tenant's EventBridge rule.
+const (
+	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest.
+	WorkPrefix = "work/"
+	// QuarantinePrefix holds message bodies the controller could never process:
+	// quarantine/<tenant>/<message id>.json.
+	QuarantinePrefix = "quarantine/"
+	// ControlPrefix holds operator markers. A file of a halted tenant is skipped by writing
+	// control/<tenant>/skip/<execution name> (its body is the operator's reason).
+	ControlPrefix = "control/"
+)
+
+// ReservedPrefixes lists every prefix the pipeline writes to or reads control data from.
+var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix}
+
+// Formats and encodings a tenant's files may use.
+const (
+	FormatCSV   = "csv"
+	FormatJSONL = "jsonl"
+
+	EncodingUTF8  = "utf-8"
+	EncodingCP932 = "cp932"
+)
+
+// Failure policies and idempotency keys (see DESIGN.md §3–4).
+const (
+	OnFailureContinue = "continue"
+	OnFailureHalt     = "halt"
+
+	IdempotencyEventID       = "event-id"
+	IdempotencyObjectVersion = "object-version"
+)
+
+// Limits and defaults shared by validation, Split and Register.
+const (
+	DefaultChunkSize = 100
+	MinChunkSize     = 1
+	MaxChunkSize     = 1000
+
+	// DefaultMaxFieldBytes bounds one CSV field or one JSONL line, so a malformed file cannot make
+	// Split or Register buffer without limit.
+	DefaultMaxFieldBytes = 64 * 1024
+
+	// SegmentChunks is the number of chunks one segment execution registers. It is the maximum
+	// length of States.ArrayRange (1,000 items), and keeps a segment execution at about 7,000
+	// history events, well inside the 25,000 limit.
+	SegmentChunks = 1000
+
+	// MaxSegments bounds the segments of one file. Each segment costs the file execution about 8
+	// history events and about 40 bytes of Map input, so 2,500 segments stay below 25,000 events and
+	// 256 KiB. With the default chunk size that is 250,000,000 records a file.
+	MaxSegments = 2500
+)
+
+// Tenant is the part of a tenant's configuration that travels with every execution, so that Split
+// and Register (or a user's own register function) need no configuration of their own.
+type Tenant struct {
+	ID       string `json:"id"`
+	Format   string `json:"format"`
+	Encoding string `json:"encoding"`
+	// Delimiter is the CSV field delimiter, one character. Empty means ",".
+	Delimiter     string `json:"delimiter,omitempty"`
+	ChunkSize     int    `json:"chunkSize"`
+	MaxFieldBytes int    `json:"maxFieldBytes"`
+	RegisterURL   string `json:"registerUrl,omitempty"`
+	// RegisterAuthSecretARN names a Secrets Manager secret whose string value is sent as the
+	// Authorization header. Empty means no header.
+	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
+}
+
+// Source is the exact object version that triggered a workflow.
+type Source struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"` // raw, exactly as S3 stores it; never URL-decoded
+	// VersionID is set when the bucket is versioned; otherwise ETag pins the content.
+	VersionID string `json:"versionId,omitempty"`
+	ETag      string `json:"etag,omitempty"`
+	Size      int64  `json:"size"`
+	Sequencer string `json:"sequencer,omitempty"`
+}
+
+// WorkflowInput is the input the controller gives StartExecution for one file.
+type WorkflowInput struct {
+	Tenant  Tenant `json:"tenant"`
+	Source  Source `json:"source"`
+	EventID string `json:"eventId"`
+}
+
+// SplitRequest is the payload of the Split task. ExecutionName is the file execution's own name
+// ($$.Execution.Name); Split derives the manifest key from it.
+type SplitRequest struct {
+	Tenant        Tenant `json:"tenant"`
+	Source        Source `json:"source"`
+	ExecutionName string `json:"executionName"`
+}
+
+// Location is an S3 object.
+type Location struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+}
+
+// Segment is a run of at most SegmentChunks consecutive chunks, registered by one segment execution.
+type Segment struct {
+	Index      int `json:"index"`
+	FirstChunk int `json:"firstChunk"`
+	LastChunk  int `json:"lastChunk"` // inclusive, as States.ArrayRange takes it
+}
+
+// SplitResult is what Split returns. Chunk i holds records i*ChunkSize+1 … of the file (1-based,
+// data rows only); every chunk but the last is full.
+type SplitResult struct {
+	Manifest Location `json:"manifest"`
+	Records  int64    `json:"records"`
+	Chunks   int      `json:"chunks"`
+	// Header holds the CSV field names; empty for JSON Lines.
+	Header   []string  `json:"header,omitempty"`
+	Segments []Segment `json:"segments"`
+}
+
+// SegmentInput is the input of one segment execution.
+type SegmentInput struct {
+	Tenant        Tenant   `json:"tenant"`
+	Source        Source   `json:"source"`
+	ExecutionName string   `json:"executionName"` // the file execution's name, never the segment's
+	Manifest      Location `json:"manifest"`
+	Records       int64    `json:"records"`
+	Header        []string `json:"header,omitempty"`
+	Segment       Segment  `json:"segment"`
+}
+
+// ChunkRequest is the payload of one Register task, and the documented payload a user's own
+// register function receives.
+type ChunkRequest struct {
+	Tenant        Tenant   `json:"tenant"`
+	Source        Source   `json:"source"`
+	ExecutionName string   `json:"executionName"` // the file execution's name: stable across retries and redrives
+	Manifest      Location `json:"manifest"`
+	Records       int64    `json:"records"` // records in the whole file
+	Header        []string `json:"header,omitempty"`
+	Chunk         int      `json:"chunk"` // 0-based chunk index
+}
+
+// FirstRecord is the 1-based number of the chunk's first record.
+func (r ChunkRequest) FirstRecord() int64 { return int64(r.Chunk)*int64(r.Tenant.ChunkSize) + 1 }
+
+// RecordCount is the number of records in the chunk.
+func (r ChunkRequest) RecordCount() int64 {
+	n := r.Records - int64(r.Chunk)*int64(r.Tenant.ChunkSize)
+	return max(0, min(n, int64(r.Tenant.ChunkSize)))
+}
+
+// ChunkResult is what Register returns. The Map discards it; it is kept for logs and tests.
+type ChunkResult struct {
+	Chunk      int   `json:"chunk"`
+	Registered int64 `json:"registered"`
+}
