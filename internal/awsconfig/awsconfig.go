@@ -1,0 +1,33 @@
+// Package awsconfig loads the SDK configuration the Lambdas share, so that the same binaries run on
+// AWS and against the local emulators.
+//
+// On AWS nothing here changes the SDK's defaults. Locally, the harness points the clients at the
+// emulators with the SDK's own AWS_ENDPOINT_URL_<SERVICE> variables and sets S3_USE_PATH_STYLE=true,
+// because the local S3 serves buckets by path, not by virtual host.
+package awsconfig
+
+import (
+	"context"
+	"os"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// EnvS3PathStyle, when "true", makes S3 clients address buckets by path.
+const EnvS3PathStyle = "S3_USE_PATH_STYLE"
+
+// Load returns the default SDK configuration (environment, shared config, the Lambda role), with
+// the SDK's standard retryer.
+func Load(ctx context.Context) (aws.Config, error) {
+	return config.LoadDefaultConfig(ctx)
+}
+
+// S3Options applies S3_USE_PATH_STYLE to an S3 client.
+func S3Options(o *s3.Options) {
+	if v, _ := strconv.ParseBool(os.Getenv(EnvS3PathStyle)); v {
+		o.UsePathStyle = true
+	}
+}
