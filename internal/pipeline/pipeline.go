@@ -123,8 +123,9 @@ type SplitResult struct {
 	Manifest Location `json:"manifest"`
 	Records  int64    `json:"records"`
 	Chunks   int      `json:"chunks"`
-	// Header holds the CSV field names; empty for JSON Lines.
-	Header   []string  `json:"header,omitempty"`
+	// Header holds the CSV field names; empty (never absent) for JSON Lines, because the workflow
+	// passes $.header on by path.
+	Header   []string  `json:"header"`
 	Segments []Segment `json:"segments"`
 }
 
@@ -135,7 +136,7 @@ type SegmentInput struct {
 	ExecutionName string   `json:"executionName"` // the file execution's name, never the segment's
 	Manifest      Location `json:"manifest"`
 	Records       int64    `json:"records"`
-	Header        []string `json:"header,omitempty"`
+	Header        []string `json:"header"`
 	Segment       Segment  `json:"segment"`
 }
 
@@ -147,7 +148,7 @@ type ChunkRequest struct {
 	ExecutionName string   `json:"executionName"` // the file execution's name: stable across retries and redrives
 	Manifest      Location `json:"manifest"`
 	Records       int64    `json:"records"` // records in the whole file
-	Header        []string `json:"header,omitempty"`
+	Header        []string `json:"header"`
 	Chunk         int      `json:"chunk"` // 0-based chunk index
 }
 
