@@ -1,0 +1,119 @@
+package tenants
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseDefaults(t *testing.T) {
+	f, err := Parse([]byte(`{"tenants": [{"id": "acme"}, {"id": "globex", "encoding": "cp932", "onFailure": "halt", "format": "csv"}]}`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	got := f.Tenants[0]
+	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "event-id"}
+	if got != want {
+		t.Errorf("defaults: got %+v, want %+v", got, want)
+	}
+	if g := f.Tenants[1]; g.Encoding != "cp932" || g.OnFailure != "halt" || g.Prefix != "inbox/globex/" {
+		t.Errorf("globex: got %+v", g)
+	}
+	if s := f.Tenants[1].Settings(); s.ID != "globex" || s.Encoding != "cp932" || s.ChunkSize != 100 {
+		t.Errorf("Settings: got %+v", s)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		want       []string // every fragment must appear in the error
+	}{
+		{"unknown field", `{"tenants": [{"id": "acme", "chunksize": 5}]}`, []string{`tenants[0] ("acme")`, `unknown field "chunksize"`}},
+		{"unknown top-level field", `{"tenant": []}`, []string{`unknown field "tenant"`}},
+		{"no tenants", `{"tenants": []}`, []string{`"tenants" is empty`}},
+		{"duplicate id", `{"tenants": [{"id": "acme"}, {"id": "acme", "prefix": "in/acme2/"}]}`, []string{`tenant "acme": id: duplicate of tenants[0]`}},
+		{"id upper case", `{"tenants": [{"id": "Acme"}]}`, []string{`tenant "Acme": id: "Acme" is invalid`}},
+		{"id with dot", `{"tenants": [{"id": "ac.me"}]}`, []string{`tenant "ac.me": id`}},
+		{"id empty", `{"tenants": [{"id": ""}]}`, []string{`tenant "": id`}},
+		{"id too long", `{"tenants": [{"id": "` + strings.Repeat("a", 33) + `"}]}`, []string{`id: "aaaa`}},
+		{"prefix without slash", `{"tenants": [{"id": "acme", "prefix": "inbox/acme"}]}`, []string{`tenant "acme": prefix: "inbox/acme" is invalid`}},
+		{"prefix leading slash", `{"tenants": [{"id": "acme", "prefix": "/inbox/acme/"}]}`, []string{`prefix: "/inbox/acme/" is invalid`}},
+		{"prefix in work", `{"tenants": [{"id": "acme", "prefix": "work/acme/"}]}`, []string{`prefix: "work/acme/" overlaps "work/"`}},
+		{"prefix above quarantine", `{"tenants": [{"id": "acme", "prefix": "q/"}, {"id": "b", "prefix": "quarantine/"}]}`, []string{`tenant "b": prefix: "quarantine/" overlaps "quarantine/"`}},
+		{"overlapping prefixes", `{"tenants": [{"id": "acme", "prefix": "in/"}, {"id": "globex", "prefix": "in/globex/"}]}`,
+			[]string{`tenant "globex": prefix: "in/globex/" overlaps tenant "acme"'s prefix "in/"`}},
+		{"same prefix", `{"tenants": [{"id": "a", "prefix": "in/x/"}, {"id": "b", "prefix": "in/x/"}]}`, []string{`tenant "b": prefix`}},
+		{"chunk size zero is default, negative rejected", `{"tenants": [{"id": "acme", "chunkSize": -1}]}`, []string{`tenant "acme": chunkSize: -1 is out of range: use 1 to 1000`}},
+		{"chunk size too big", `{"tenants": [{"id": "acme", "chunkSize": 1001}]}`, []string{`chunkSize: 1001 is out of range`}},
+		{"format", `{"tenants": [{"id": "acme", "format": "xml"}]}`, []string{`format: "xml" is invalid`}},
+		{"encoding", `{"tenants": [{"id": "acme", "encoding": "sjis"}]}`, []string{`encoding: "sjis" is invalid: use "utf-8" or "cp932"`}},
+		{"on failure", `{"tenants": [{"id": "acme", "onFailure": "stop"}]}`, []string{`onFailure: "stop" is invalid`}},
+		{"idempotency key", `{"tenants": [{"id": "acme", "idempotencyKey": "etag"}]}`, []string{`idempotencyKey: "etag" is invalid`}},
+		{"register url", `{"tenants": [{"id": "acme", "registerUrl": "core.example.com/x"}]}`, []string{`registerUrl: "core.example.com/x" is invalid`}},
+		{"secret arn", `{"tenants": [{"id": "acme", "registerAuthSecretArn": "my-secret"}]}`, []string{`registerAuthSecretArn: "my-secret" is invalid`}},
+		{"delimiter two chars", `{"tenants": [{"id": "acme", "delimiter": ";;"}]}`, []string{`delimiter: ";;" is invalid: use exactly one character`}},
+		{"delimiter quote", `{"tenants": [{"id": "acme", "delimiter": "\""}]}`, []string{`delimiter: "\"" is invalid`}},
+		{"delimiter unsafe in cp932", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "|"}]}`, []string{`delimiter: "|" is invalid for cp932`}},
+		{"delimiter on jsonl", `{"tenants": [{"id": "acme", "format": "jsonl", "delimiter": ";"}]}`, []string{`delimiter: ";" is set, but only CSV`}},
+		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes: 2000000 is out of range`}},
+		{"every problem at once", `{"tenants": [{"id": "acme", "format": "xml", "chunkSize": 5000}, {"id": "B"}]}`,
+			[]string{`tenant "acme": format`, `tenant "acme": chunkSize`, `tenant "B": id`}},
+		{"not json", `{"tenants": [`, []string{`unexpected EOF`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.json))
+			if err == nil {
+				t.Fatalf("got no error, want one containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	for _, tc := range []struct{ name, json string }{
+		{"jsonl without delimiter", `{"tenants": [{"id": "acme", "format": "jsonl"}]}`},
+		{"cp932 with tab", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "\t"}]}`},
+		{"utf-8 with pipe", `{"tenants": [{"id": "acme", "delimiter": "|"}]}`},
+		{"sibling prefixes", `{"tenants": [{"id": "a", "prefix": "in/a/"}, {"id": "ab", "prefix": "in/ab/"}]}`},
+		{"japanese prefix", `{"tenants": [{"id": "acme", "prefix": "受信/acme/"}]}`},
+		{"bounds", `{"tenants": [{"id": "a", "chunkSize": 1}, {"id": "b", "chunkSize": 1000}]}`},
+		{"full", `{"tenants": [{"id": "acme", "prefix": "in/acme/", "format": "csv", "encoding": "utf-8", "delimiter": ";", "chunkSize": 50,
+			"maxFieldBytes": 1024, "onFailure": "halt", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records",
+			"registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-AbCdEf"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tc.json)); err != nil {
+				t.Errorf("got %v, want no error", err)
+			}
+		})
+	}
+}
+
+func TestLoadShippedFile(t *testing.T) {
+	f, err := Load(filepath.Join("..", "..", "tenants.json"))
+	if err != nil {
+		t.Fatalf("the shipped tenants.json must load: %v", err)
+	}
+	if len(f.Tenants) < 2 {
+		t.Errorf("got %d sample tenants, want at least 2", len(f.Tenants))
+	}
+}
+
+func TestLoadNamesFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(p, []byte(`{"tenants": [{"id": "x", "chunkSize": 0.5}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("got %v, want an error naming %s", err, p)
+	}
+}
