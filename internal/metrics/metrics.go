@@ -1,0 +1,147 @@
+// Package metrics writes CloudWatch Embedded Metric Format (EMF) lines. On Lambda everything written
+// to stdout reaches CloudWatch Logs, which extracts the metrics from EMF lines, so the pipeline needs
+// no cloudwatch:PutMetricData permission and adds no API call to a request path.
+//
+// Format: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
+// Lambda: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Lambda.html
+//
+// The metric names below are a contract with the construct, which alarms on some of them.
+package metrics
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// DimensionTenant is the one dimension of every controller metric.
+const DimensionTenant = "Tenant"
+
+// Controller metric names. Counts use unit Count, HeadWaitSeconds uses Seconds.
+const (
+	// Waits counts deliveries the controller handed back to the queue to look again later.
+	Waits = "Waits"
+	// Starts counts StartExecution calls that created (or idempotently confirmed) an execution.
+	Starts = "Starts"
+	// Completions counts files whose execution SUCCEEDED and whose message was released.
+	Completions = "Completions"
+	// FailedFiles counts files whose execution FAILED, TIMED_OUT or was ABORTED under the continue
+	// policy; the tenant moved on.
+	FailedFiles = "FailedFiles"
+	// Blocked counts deliveries of a halted tenant's head file (execution failed, policy halt, no
+	// skip marker). Any value above zero means the tenant is stuck until an operator acts.
+	Blocked = "Blocked"
+	// Skipped counts failed files an operator skipped with a control marker.
+	Skipped = "Skipped"
+	// Quarantined counts message bodies copied to quarantine/ because they can never be processed.
+	Quarantined = "Quarantined"
+	// TransientErrors counts deliveries kept because Step Functions, SQS or S3 still failed after
+	// the SDK's retries.
+	TransientErrors = "TransientErrors"
+	// HeadWaitSeconds is how long the file at the head of the tenant's queue has been waiting,
+	// from its SQS SentTimestamp to now. Alarm on its Maximum.
+	HeadWaitSeconds = "HeadWaitSeconds"
+)
+
+// Unit is a CloudWatch metric unit.
+type Unit string
+
+// Units the pipeline uses.
+const (
+	UnitCount   Unit = "Count"
+	UnitSeconds Unit = "Seconds"
+)
+
+// Metric is one value to record.
+type Metric struct {
+	Name  string
+	Unit  Unit
+	Value float64
+}
+
+// Count is a Metric of unit Count.
+func Count(name string, n float64) Metric { return Metric{Name: name, Unit: UnitCount, Value: n} }
+
+// Seconds is a Metric of unit Seconds.
+func Seconds(name string, d time.Duration) Metric {
+	return Metric{Name: name, Unit: UnitSeconds, Value: d.Seconds()}
+}
+
+// Emitter writes EMF lines with a fixed namespace and one Tenant dimension. It is safe for
+// concurrent use; each line is written with a single Write call.
+type Emitter struct {
+	mu        sync.Mutex
+	w         io.Writer
+	namespace string
+	tenant    string
+	now       func() time.Time
+}
+
+// New returns an Emitter that writes to w (stdout on Lambda).
+func New(w io.Writer, namespace, tenant string) *Emitter {
+	return &Emitter{w: w, namespace: namespace, tenant: tenant, now: time.Now}
+}
+
+// WithClock makes the Emitter stamp lines with now instead of the wall clock.
+func (e *Emitter) WithClock(now func() time.Time) *Emitter {
+	e.now = now
+	return e
+}
+
+type metricDef struct {
+	Name string `json:"Name"`
+	Unit Unit   `json:"Unit"`
+}
+
+type directive struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []metricDef `json:"Metrics"`
+}
+
+type metadata struct {
+	Timestamp         int64       `json:"Timestamp"`
+	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
+}
+
+// Emit writes one EMF line holding all of ms. Metric names must be unique within one call and
+// must not be "Tenant" or "_aws".
+func (e *Emitter) Emit(ms ...Metric) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	doc := make(map[string]any, len(ms)+2)
+	defs := make([]metricDef, 0, len(ms))
+	for _, m := range ms {
+		if m.Name == "" || m.Name == DimensionTenant || m.Name == "_aws" {
+			return fmt.Errorf("metric name %q is reserved or empty", m.Name)
+		}
+		if _, dup := doc[m.Name]; dup {
+			return fmt.Errorf("metric %q given twice in one line", m.Name)
+		}
+		doc[m.Name] = m.Value
+		defs = append(defs, metricDef{Name: m.Name, Unit: m.Unit})
+	}
+	doc[DimensionTenant] = e.tenant
+	doc["_aws"] = metadata{
+		Timestamp: e.now().UnixMilli(),
+		CloudWatchMetrics: []directive{{
+			Namespace:  e.namespace,
+			Dimensions: [][]string{{DimensionTenant}},
+			Metrics:    defs,
+		}},
+	}
+	line, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode EMF line: %w", err)
+	}
+	line = append(line, '\n')
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(line); err != nil {
+		return fmt.Errorf("write EMF line: %w", err)
+	}
+	return nil
+}
