@@ -1,0 +1,129 @@
+package tenantpipeline
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Lambda packages, relative to the module root. The harness reads them from the functions'
+// metadata (MetadataSource) to run the same code locally.
+const (
+	pkgController = "lambdas/controller"
+	pkgSplit      = "lambdas/split"
+	pkgRegister   = "lambdas/register"
+
+	// MetadataSource is the resource metadata key naming a function's Go main package.
+	MetadataSource = "tenantpipeline:source"
+)
+
+// goBundler builds a Lambda main package on this machine, without Docker: linux/arm64, static,
+// -tags lambda.norpc, an executable named bootstrap for the provided.al2023 runtime.
+// https://docs.aws.amazon.com/lambda/latest/dg/golang-package.html
+//
+// The asset hash is taken from the output, so a change in any shared package redeploys the
+// function, and -trimpath with an empty build id keeps the binary (and so the hash) the same on
+// every machine with the same Go version.
+type goBundler struct {
+	pkg string
+}
+
+// TryBundle implements awscdk.ILocalBundling.
+func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *bool {
+	bin, err := builds.build(b.pkg)
+	if err == nil {
+		err = copyExecutable(bin, filepath.Join(*outputDir, "bootstrap"))
+	}
+	if err != nil {
+		// Returning false would make CDK fall back to Docker, which is neither wanted nor present;
+		// failing synth with the build error is the useful outcome.
+		panic(fmt.Errorf("bundling %s: %w", b.pkg, err))
+	}
+	return jsii.Bool(true)
+}
+
+// buildCache builds each package once per synth, however many tenants use it.
+type buildCache struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
+var builds = &buildCache{bins: map[string]string{}}
+
+func (c *buildCache) build(pkg string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bin, ok := c.bins[pkg]; ok {
+		return bin, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "tenantpipeline-bundle-"); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(c.dir, strings.ReplaceAll(pkg, "/", "_"))
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", bin, "./"+pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./%s in %s: %w\n%s", pkg, root, err, out.String())
+	}
+	c.bins[pkg] = bin
+	return bin, nil
+}
+
+// moduleRoot finds this module's source, both in its own checkout and when a user's CDK app
+// imports the construct from the module cache.
+var moduleRoot = sync.OnceValues(func() (string, error) {
+	mod := strings.TrimSuffix(reflect.TypeFor[Props]().PkgPath(), "/constructs/tenantpipeline")
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s with go list: %w", mod, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s has no source directory", mod)
+	}
+	return dir, nil
+})
+
+func copyExecutable(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
+}
+
+// lambdaCode returns the bundled code of a Lambda package.
+func lambdaCode(pkg string) awslambda.Code {
+	root, err := moduleRoot()
+	if err != nil {
+		panic(err)
+	}
+	return awslambda.Code_FromAsset(jsii.String(root), &awss3assets.AssetOptions{
+		AssetHashType: awscdk.AssetHashType_OUTPUT,
+		Bundling: &awscdk.BundlingOptions{
+			// Required by the type, never pulled: local bundling always succeeds or fails synth.
+			Image: awscdk.DockerImage_FromRegistry(jsii.String("scratch")),
+			Local: &goBundler{pkg: pkg},
+		},
+	})
+}

@@ -1,0 +1,212 @@
+package tenantpipeline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Tenant is one tenant's configuration, as in tenants.json: ID is required, every other field has
+// a documented default.
+type Tenant = tenants.Tenant
+
+// Props configures one tenant's pipeline. Zero values mean the documented default.
+type Props struct {
+	// Tenant names the tenant and its file format. Required: Tenant.ID, and Tenant.RegisterURL
+	// unless RegisterFunction is set.
+	Tenant Tenant
+
+	// Bucket is the ingest bucket. It must send events to EventBridge (EventBridgeEnabled). The
+	// pipeline writes manifests under work/<tenant>/ and quarantined messages under
+	// quarantine/<tenant>/, and reads skip markers under control/<tenant>/skip/. Required.
+	Bucket awss3.IBucket
+
+	// RegisterFunction replaces the bundled HTTP register adapter. It receives the chunk payload
+	// documented in docs/data-path.md and must be idempotent per record.
+	// Default: the bundled adapter, POSTing each record to Tenant.RegisterURL.
+	RegisterFunction awslambda.IFunction
+
+	// VisibilityTimeout of the tenant's FIFO queue: the longest wait between two checks of a running
+	// file. AWS recommends at least 6× the function timeout for event source mappings; this
+	// pipeline keeps the message in flight on purpose and sets its visibility per delivery, so the
+	// function timeout only has to stay below it.
+	// Default: 30 seconds.
+	VisibilityTimeout time.Duration
+
+	// ControllerTimeout is the controller function's timeout. Must be shorter than VisibilityTimeout.
+	// Default: 20 seconds.
+	ControllerTimeout time.Duration
+
+	// ControllerReservedConcurrency reserves concurrency for the controller. The FIFO message group
+	// already serializes a tenant's files; reserving 1 also keeps a tenant from consuming the
+	// account's concurrency, at the price of 1 unit of the account quota per tenant (default quota
+	// 1,000, of which 100 must stay unreserved: at most 900 tenants per account and region).
+	// Default: 1. A negative value leaves the function unreserved.
+	ControllerReservedConcurrency int
+
+	// SplitTimeout is the split function's timeout. Default: 5 minutes.
+	SplitTimeout time.Duration
+	// SplitMemoryMB is the split function's memory. Default: 256 MB.
+	SplitMemoryMB int
+	// RegisterTimeout is the register function's timeout. Default: 2 minutes.
+	RegisterTimeout time.Duration
+	// RegisterMemoryMB is the register function's memory. Default: 256 MB.
+	RegisterMemoryMB int
+
+	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
+	// so that a hung workflow can never outlive its message. Default: 24 hours.
+	WorkflowTimeout time.Duration
+
+	// HaltedRecheck is how often a halted tenant's head file is checked for a redrive or a skip
+	// marker. Default: 5 minutes.
+	HaltedRecheck time.Duration
+
+	// LogRetention of every log group the pipeline creates. Default: one month.
+	LogRetention awslogs.RetentionDays
+
+	// Alarms sets the alarm thresholds. Zero fields take their defaults.
+	Alarms AlarmThresholds
+
+	// AlarmTopic receives every alarm's state changes. Default: alarms without actions.
+	AlarmTopic awssns.ITopic
+}
+
+// AlarmThresholds are the points at which the tenant's alarms fire.
+type AlarmThresholds struct {
+	// OldestMessageAge alarms when the oldest message that has not yet been received three times
+	// is older than this. SQS leaves messages received three or more times out of
+	// ApproximateAgeOfOldestMessage, so a waiting head file is covered by HeadWait instead.
+	// Default: 30 minutes.
+	OldestMessageAge time.Duration
+	// BacklogMessages alarms when this many files wait behind the head file. Default: 100.
+	BacklogMessages int
+	// HeadWait alarms when the file at the head of the queue has waited this long, counted from when
+	// it was queued (the controller's HeadWaitSeconds metric). Default: 2 hours.
+	HeadWait time.Duration
+	// EvaluationMinutes is the period over which each alarm evaluates. Default: 5 minutes.
+	EvaluationMinutes int
+}
+
+// Defaults.
+const (
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultControllerTimeout = 20 * time.Second
+	DefaultSplitTimeout      = 5 * time.Minute
+	DefaultRegisterTimeout   = 2 * time.Minute
+	DefaultMemoryMB          = 256
+	DefaultWorkflowTimeout   = 24 * time.Hour
+	DefaultHaltedRecheck     = 5 * time.Minute
+	DefaultOldestMessageAge  = 30 * time.Minute
+	DefaultBacklogMessages   = 100
+	DefaultHeadWait          = 2 * time.Hour
+	DefaultEvaluationMinutes = 5
+
+	// QueueRetention is the maximum SQS retention: no DLQ, so a waiting file must outlast any outage.
+	QueueRetention = 14 * 24 * time.Hour
+	// maxVisibility is SQS's maximum visibility timeout.
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html
+	maxVisibility = 12 * time.Hour
+	// maxLambdaTimeout is Lambda's maximum function timeout.
+	maxLambdaTimeout = 15 * time.Minute
+)
+
+// withDefaults returns p with every zero field at its documented default.
+func (p Props) withDefaults() Props {
+	p.Tenant = p.Tenant.WithDefaults()
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&p.VisibilityTimeout, DefaultVisibilityTimeout)
+	def(&p.ControllerTimeout, DefaultControllerTimeout)
+	defInt(&p.ControllerReservedConcurrency, 1)
+	def(&p.SplitTimeout, DefaultSplitTimeout)
+	defInt(&p.SplitMemoryMB, DefaultMemoryMB)
+	def(&p.RegisterTimeout, DefaultRegisterTimeout)
+	defInt(&p.RegisterMemoryMB, DefaultMemoryMB)
+	def(&p.WorkflowTimeout, DefaultWorkflowTimeout)
+	def(&p.HaltedRecheck, DefaultHaltedRecheck)
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	def(&p.Alarms.OldestMessageAge, DefaultOldestMessageAge)
+	defInt(&p.Alarms.BacklogMessages, DefaultBacklogMessages)
+	def(&p.Alarms.HeadWait, DefaultHeadWait)
+	defInt(&p.Alarms.EvaluationMinutes, DefaultEvaluationMinutes)
+	return p
+}
+
+// validate reports every problem at once, each naming the field, the value and the fix. It runs
+// on defaulted props, before anything is created.
+func (p Props) validate() error {
+	errs := []error{p.Tenant.Validate()}
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("tenant %q: "+format, append([]any{p.Tenant.ID}, args...)...))
+	}
+
+	if p.Bucket == nil {
+		bad("Bucket is required: pass the ingest bucket (EventBridge notifications on)")
+	}
+	if p.RegisterFunction == nil && p.Tenant.RegisterURL == "" {
+		bad("registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter")
+	}
+	if p.VisibilityTimeout < time.Second || p.VisibilityTimeout > maxVisibility || p.VisibilityTimeout%time.Second != 0 {
+		bad("visibility timeout %v is invalid: use whole seconds from 1s to 12h", p.VisibilityTimeout)
+	}
+	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html: the mapping is
+	// rejected when the queue's visibility timeout is below the function timeout.
+	if p.ControllerTimeout >= p.VisibilityTimeout {
+		bad("controller timeout %v must be shorter than the queue visibility timeout %v", p.ControllerTimeout, p.VisibilityTimeout)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"controller", p.ControllerTimeout}, {"split", p.SplitTimeout}, {"register", p.RegisterTimeout}} {
+		if f.d < time.Second || f.d > maxLambdaTimeout || f.d%time.Second != 0 {
+			bad("%s timeout %v is invalid: use whole seconds from 1s to 15m", f.name, f.d)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		mb   int
+	}{{"split", p.SplitMemoryMB}, {"register", p.RegisterMemoryMB}} {
+		if f.mb < 128 || f.mb > 10240 {
+			bad("%s memory %d MB is invalid: use 128 to 10240 MB", f.name, f.mb)
+		}
+	}
+	if p.ControllerReservedConcurrency > 1000 {
+		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or a negative value for none", p.ControllerReservedConcurrency)
+	}
+	if p.WorkflowTimeout < time.Minute || p.WorkflowTimeout >= QueueRetention/2 {
+		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", p.WorkflowTimeout)
+	}
+	if p.HaltedRecheck < time.Second || p.HaltedRecheck > maxVisibility {
+		bad("halted recheck %v is invalid: use 1s to 12h", p.HaltedRecheck)
+	}
+	if p.Alarms.OldestMessageAge < time.Minute {
+		bad("alarm oldest message age %v is invalid: use at least 1m", p.Alarms.OldestMessageAge)
+	}
+	if p.Alarms.BacklogMessages < 1 {
+		bad("alarm backlog %d is invalid: use at least 1 message", p.Alarms.BacklogMessages)
+	}
+	if p.Alarms.HeadWait < time.Minute {
+		bad("alarm head wait %v is invalid: use at least 1m", p.Alarms.HeadWait)
+	}
+	if p.Alarms.EvaluationMinutes < 1 || p.Alarms.EvaluationMinutes > 1440 {
+		bad("alarm evaluation period %d minutes is invalid: use 1 to 1440", p.Alarms.EvaluationMinutes)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,205 @@
+// Package tenantpipeline provides TenantPipeline, the L3 construct that deploys one tenant's
+// ordered file pipeline: an EventBridge rule on the tenant's key prefix, a FIFO queue that serves
+// as the tenant's lock, the controller, split and register functions, the two state machines of
+// package workflows, and the alarms an operator needs.
+//
+// Within a tenant, files are processed one at a time in arrival order and records in file order;
+// tenants never wait for each other. See README.md and DESIGN.md for why each piece is there.
+package tenantpipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/workflows"
+)
+
+// TenantPipeline is one tenant's pipeline. Every resource it creates is exposed, so callers can
+// add permissions, alarms or dashboards without reaching into the construct tree.
+type TenantPipeline struct {
+	constructs.Construct
+
+	// Props are the props after defaults were applied.
+	Props Props
+
+	// Rule routes the tenant's "Object Created" events to Queue.
+	Rule awsevents.Rule
+	// Queue is the tenant's FIFO queue: one message group, so one file in flight at a time.
+	Queue awssqs.Queue
+	// Controller holds each file's message until that file's workflow has finished.
+	Controller awslambda.Function
+	// Split streams a file and writes its chunk manifest.
+	Split awslambda.Function
+	// Register registers one chunk: the bundled HTTP adapter, or Props.RegisterFunction.
+	Register awslambda.IFunction
+	// Workflow holds the File and Segment state machines.
+	Workflow *workflows.Workflow
+	// StateMachine is Workflow.File, the one the controller starts.
+	StateMachine awsstepfunctions.StateMachine
+	// LogGroups are the functions' and state machines' log groups.
+	LogGroups []awslogs.LogGroup
+	// Alarms are the tenant's alarms.
+	Alarms Alarms
+
+	functionLogs []awslogs.LogGroup
+}
+
+// New validates props and creates the tenant's pipeline under scope/id. Invalid props panic with
+// every problem listed, before any resource is created, so `cdk synth` fails with that message.
+func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
+	p := props.withDefaults()
+	if err := p.validate(); err != nil {
+		panic(fmt.Errorf("TenantPipeline %s: invalid props:\n%w", id, err))
+	}
+	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	tenant := p.Tenant
+
+	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
+		Fifo:                      jsii.Bool(true),
+		ContentBasedDeduplication: jsii.Bool(true), // EventBridge sends no deduplication id
+		VisibilityTimeout:         seconds(p.VisibilityTimeout),
+		RetentionPeriod:           seconds(QueueRetention),
+		ReceiveMessageWaitTime:    awscdk.Duration_Seconds(jsii.Number(20)),
+		// SSE-SQS: EventBridge cannot send to a queue encrypted with the AWS-managed alias/aws/sqs key.
+		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL: jsii.Bool(true),
+		// No dead-letter queue, on purpose: moving a failing head file aside would let later files
+		// overtake it. A file that fails is handled by the tenant's failure policy instead.
+	})
+
+	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("Files of tenant %s to its FIFO queue", tenant.ID)),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings("aws.s3"),
+			DetailType: jsii.Strings("Object Created"),
+			Detail: &map[string]any{
+				"bucket": map[string]any{"name": []any{p.Bucket.BucketName()}},
+				"object": map[string]any{"key": []any{map[string]any{"prefix": tenant.Prefix}}},
+			},
+		},
+	})
+	// The target adds a queue policy that lets only this rule send (aws:SourceArn).
+	t.Rule.AddTarget(awseventstargets.NewSqsQueue(t.Queue, &awseventstargets.SqsQueueProps{
+		MessageGroupId: jsii.String(tenant.ID),
+	}))
+
+	t.Split = t.function("Split", pkgSplit, p.SplitTimeout, p.SplitMemoryMB, map[string]string{
+		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
+	})
+	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+
+	t.Register = p.RegisterFunction
+	if t.Register == nil {
+		register := t.function("Register", pkgRegister, p.RegisterTimeout, p.RegisterMemoryMB, map[string]string{
+			pipeline.EnvHTTPTimeoutSeconds: "10",
+		})
+		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		if tenant.RegisterAuthSecretARN != "" {
+			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+				Resources: jsii.Strings(tenant.RegisterAuthSecretARN),
+			}))
+		}
+		t.Register = register
+	}
+
+	workflowLogs := t.logGroup("WorkflowLogs")
+	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
+		Split:    t.Split,
+		Register: t.Register,
+		Timeout:  p.WorkflowTimeout,
+		Logs:     workflowLogs,
+	})
+	t.StateMachine = t.Workflow.File
+
+	settings, err := json.Marshal(tenant.Settings())
+	if err != nil {
+		panic(err)
+	}
+	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, map[string]string{
+		pipeline.EnvStateMachineARN:  *t.StateMachine.StateMachineArn(),
+		pipeline.EnvQueueURL:         *t.Queue.QueueUrl(),
+		pipeline.EnvTenant:           string(settings),
+		pipeline.EnvTenantPrefix:     tenant.Prefix,
+		pipeline.EnvBucket:           *p.Bucket.BucketName(),
+		pipeline.EnvOnFailure:        tenant.OnFailure,
+		pipeline.EnvIdempotencyKey:   tenant.IdempotencyKey,
+		pipeline.EnvMaxWaitSeconds:   strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
+		pipeline.EnvHaltWaitSeconds:  strconv.Itoa(int(p.HaltedRecheck.Seconds())),
+		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
+	})
+	if p.ControllerReservedConcurrency > 0 {
+		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
+		cfn.SetReservedConcurrentExecutions(jsii.Number(p.ControllerReservedConcurrency))
+	}
+	t.Controller.AddEventSource(awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize: jsii.Number(1),
+		// Waiting is reported per message, not thrown: the function's Errors metric counts faults only.
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+	t.StateMachine.GrantStartExecution(t.Controller)
+	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"))
+	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
+	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
+
+	t.Alarms = t.newAlarms()
+	return t
+}
+
+// function creates one of the tenant's Go functions with its own log group.
+func (t *TenantPipeline) function(id, pkg string, timeout time.Duration, memoryMB int, env map[string]string) awslambda.Function {
+	vars := map[string]*string{}
+	for k, v := range env {
+		vars[k] = jsii.String(v)
+	}
+	logs := t.logGroup(id + "Logs")
+	t.functionLogs = append(t.functionLogs, logs)
+	fn := awslambda.NewFunction(t.Construct, jsii.String(id), &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         lambdaCode(pkg),
+		Timeout:      seconds(timeout),
+		MemorySize:   jsii.Number(memoryMB),
+		Environment:  &vars,
+		LogGroup:     logs,
+		Description:  jsii.String(fmt.Sprintf("Tenant %s: %s", t.Props.Tenant.ID, pkg)),
+	})
+	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
+	return fn
+}
+
+func (t *TenantPipeline) logGroup(id string) awslogs.LogGroup {
+	lg := awslogs.NewLogGroup(t.Construct, jsii.String(id), &awslogs.LogGroupProps{Retention: t.Props.LogRetention})
+	t.LogGroups = append(t.LogGroups, lg)
+	return lg
+}
+
+// allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
+func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
+	}))
+}
+
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}

@@ -1,0 +1,173 @@
+// Package stacks builds the app's stacks from the tenants file and CDK context: one stack with
+// the ingest bucket (unless an existing bucket is named), and tenant stacks of at most
+// TenantsPerStack tenants each, so that no stack nears CloudFormation's 500-resource limit.
+package stacks
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Context keys the app reads (cdk.json, or `cdk synth -c key=value`).
+const (
+	CtxTenantsFile     = "tenantsFile"
+	CtxBucketName      = "bucketName"
+	CtxTenantsPerStack = "tenantsPerStack"
+	CtxAlarmTopicArn   = "alarmTopicArn"
+	CtxStackPrefix     = "stackPrefix"
+)
+
+// Options are the app-wide settings.
+type Options struct {
+	// TenantsFile is the tenants configuration. Default: tenants.json.
+	TenantsFile string
+	// BucketName names an existing ingest bucket, which must have EventBridge notifications on.
+	// Default: the app creates the bucket in its own stack.
+	BucketName string
+	// TenantsPerStack groups tenants into stacks in file order. A tenant is about 39 resources
+	// (README), so the default keeps a stack near 400 of CloudFormation's 500.
+	// Default: 10.
+	TenantsPerStack int
+	// AlarmTopicArn receives every alarm. Default: alarms without actions.
+	AlarmTopicArn string
+	// StackPrefix starts every stack name. Default: TenantPipeline.
+	StackPrefix string
+}
+
+// MaxTenantsPerStack keeps the largest allowed group under 500 resources.
+const MaxTenantsPerStack = 12
+
+// OptionsFromContext reads Options from the app's context, with defaults.
+func OptionsFromContext(app constructs.Construct) (Options, error) {
+	get := func(key string) string {
+		if v := app.Node().TryGetContext(jsii.String(key)); v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
+	o := Options{
+		TenantsFile:   get(CtxTenantsFile),
+		BucketName:    get(CtxBucketName),
+		AlarmTopicArn: get(CtxAlarmTopicArn),
+		StackPrefix:   get(CtxStackPrefix),
+	}
+	if v := get(CtxTenantsPerStack); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return o, fmt.Errorf("context %s: %q is not a whole number", CtxTenantsPerStack, v)
+		}
+		o.TenantsPerStack = n
+	}
+	return o.withDefaults(), nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.TenantsFile == "" {
+		o.TenantsFile = "tenants.json"
+	}
+	if o.TenantsPerStack == 0 {
+		o.TenantsPerStack = 10
+	}
+	if o.StackPrefix == "" {
+		o.StackPrefix = "TenantPipeline"
+	}
+	return o
+}
+
+// App is what Build made.
+type App struct {
+	// Ingest holds the bucket; nil when an existing bucket was named.
+	Ingest awscdk.Stack
+	// Bucket is the ingest bucket as seen from the Ingest stack (nil for an existing bucket).
+	Bucket awss3.Bucket
+	// TenantStacks hold the pipelines, TenantsPerStack at most each.
+	TenantStacks []awscdk.Stack
+	// Pipelines are keyed by tenant id.
+	Pipelines map[string]*tenantpipeline.TenantPipeline
+}
+
+// Build loads the tenants file and builds every stack into app.
+func Build(app awscdk.App, o Options) (*App, error) {
+	o = o.withDefaults()
+	if o.TenantsPerStack < 1 || o.TenantsPerStack > MaxTenantsPerStack {
+		return nil, fmt.Errorf("context %s: %d is out of range: use 1 to %d, so that no stack exceeds CloudFormation's 500 resources",
+			CtxTenantsPerStack, o.TenantsPerStack, MaxTenantsPerStack)
+	}
+	file, err := tenants.Load(o.TenantsFile)
+	if err != nil {
+		return nil, err
+	}
+	out := &App{Pipelines: map[string]*tenantpipeline.TenantPipeline{}}
+
+	bucketFor := func(scope constructs.Construct) awss3.IBucket {
+		return awss3.Bucket_FromBucketName(scope, jsii.String("IngestBucket"), jsii.String(o.BucketName))
+	}
+	if o.BucketName == "" {
+		out.Ingest = awscdk.NewStack(app, jsii.String(o.StackPrefix+"-Ingest"), &awscdk.StackProps{
+			Description: jsii.String("Ordered per-tenant file pipeline: the ingest bucket"),
+		})
+		out.Bucket = NewIngestBucket(out.Ingest, "Bucket")
+		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
+	}
+
+	for i := 0; i < len(file.Tenants); i += o.TenantsPerStack {
+		group := file.Tenants[i:min(i+o.TenantsPerStack, len(file.Tenants))]
+		stack := awscdk.NewStack(app, jsii.String(fmt.Sprintf("%s-Tenants-%d", o.StackPrefix, len(out.TenantStacks)+1)), &awscdk.StackProps{
+			Description: jsii.String(fmt.Sprintf("Ordered per-tenant file pipeline: tenants %s … %s", group[0].ID, group[len(group)-1].ID)),
+		})
+		out.TenantStacks = append(out.TenantStacks, stack)
+		bucket := bucketFor(stack)
+		var topic awssns.ITopic
+		if o.AlarmTopicArn != "" {
+			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
+		}
+		for _, t := range group {
+			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
+				Tenant:     t,
+				Bucket:     bucket,
+				AlarmTopic: topic,
+			})
+		}
+	}
+	return out, nil
+}
+
+// NewIngestBucket creates the ingest bucket: private, TLS only, versioned (so the pipeline reads
+// exactly the version that triggered a file's event), sending its events to EventBridge, and with
+// the pipeline's own work files expiring.
+func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
+	return awss3.NewBucket(scope, jsii.String(id), &awss3.BucketProps{
+		BlockPublicAccess:  awss3.BlockPublicAccess_BLOCK_ALL(),
+		Encryption:         awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:         jsii.Bool(true),
+		Versioned:          jsii.Bool(true),
+		EventBridgeEnabled: jsii.Bool(true),
+		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+		LifecycleRules: &[]*awss3.LifecycleRule{
+			{
+				Id:     jsii.String("ExpireWorkFiles"),
+				Prefix: jsii.String(pipeline.WorkPrefix),
+				// Longer than the 14 days in which a failed execution can be redriven.
+				Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
+				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+			},
+			{
+				Id: jsii.String("ExpireOldVersions"),
+				// A queued file is read by version id for at most the queue's 14-day retention.
+				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(30)),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+			},
+		},
+	})
+}

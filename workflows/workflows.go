@@ -1,0 +1,198 @@
+// Package workflows defines the tenant pipeline's Step Functions state machines with CDK's typed
+// awsstepfunctions/awsstepfunctionstasks API.
+//
+// A file is registered by two Standard state machines, so that a file of any size stays inside
+// Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
+//
+//	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
+//	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
+//
+// Split returns a few numbers and one small descriptor per 1,000 chunks, never the chunks
+// themselves; Register reads its chunk's byte range from the manifest Split wrote to S3. README
+// ("Staying inside Step Functions limits") gives the arithmetic.
+package workflows
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	sfn "github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	tasks "github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctionstasks"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// State names. They appear in execution histories, in the local harness and in operators'
+// runbooks, so they are part of the contract.
+const (
+	StateSplit           = "Split"
+	StateSegments        = "Segments"
+	StateRegisterSegment = "RegisterSegment"
+	StateChunkIndexes    = "ChunkIndexes"
+	StateChunks          = "Chunks"
+	StateRegister        = "Register"
+)
+
+// Props configures the workflow of one tenant.
+type Props struct {
+	// Split cuts the file into chunks and writes the manifest. Required.
+	Split awslambda.IFunction
+	// Register registers one chunk. Required.
+	Register awslambda.IFunction
+	// Timeout bounds one file execution and each segment execution. Required.
+	Timeout time.Duration
+	// Logs receives both state machines' logs at level ERROR, without execution data. Required.
+	Logs awslogs.ILogGroup
+}
+
+// Workflow is the pair of state machines of one tenant.
+type Workflow struct {
+	constructs.Construct
+	// File runs once per file; the controller starts it and watches its status.
+	File sfn.StateMachine
+	// Segment registers the chunks of one segment; File starts it once per segment.
+	Segment sfn.StateMachine
+}
+
+// Lambda errors worth retrying on any task: the service's own transient failures.
+// https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+var lambdaTransientErrors = []string{
+	"Lambda.ServiceException",
+	"Lambda.AWSLambdaException",
+	"Lambda.SdkClientException",
+	"Lambda.TooManyRequestsException",
+}
+
+// New creates the segment and file state machines under scope/id.
+func New(scope constructs.Construct, id string, p *Props) *Workflow {
+	w := &Workflow{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	w.Segment = newStateMachine(w.Construct, "Segment", segmentDefinition(w.Construct, p), p)
+	w.File = newStateMachine(w.Construct, "File", fileDefinition(w.Construct, p, w.Segment), p)
+	return w
+}
+
+func newStateMachine(scope constructs.Construct, id string, def sfn.IChainable, p *Props) sfn.StateMachine {
+	return sfn.NewStateMachine(scope, jsii.String(id), &sfn.StateMachineProps{
+		DefinitionBody:   sfn.DefinitionBody_FromChainable(def),
+		StateMachineType: sfn.StateMachineType_STANDARD,
+		Timeout:          awscdk.Duration_Seconds(jsii.Number(p.Timeout.Seconds())),
+		TracingEnabled:   jsii.Bool(true),
+		Logs: &sfn.LogOptions{
+			Destination:          p.Logs,
+			Level:                sfn.LogLevel_ERROR,
+			IncludeExecutionData: jsii.Bool(false),
+		},
+	})
+}
+
+// fileDefinition: Split, then one segment execution at a time, in order.
+func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMachine) sfn.IChainable {
+	split := tasks.NewLambdaInvoke(scope, jsii.String(StateSplit), &tasks.LambdaInvokeProps{
+		LambdaFunction: p.Split,
+		Payload: sfn.TaskInput_FromObject(&map[string]any{
+			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+		}),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultPath:               jsii.String("$.split"),
+	})
+	addTaskRetries(split)
+
+	registerSegment := tasks.NewStepFunctionsStartExecution(scope, jsii.String(StateRegisterSegment), &tasks.StepFunctionsStartExecutionProps{
+		StateMachine:       segment,
+		IntegrationPattern: sfn.IntegrationPattern_RUN_JOB,
+		Input:              sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
+		// Links the segment execution to its file execution in the console.
+		AssociateWithParent: jsii.Bool(true),
+		ResultPath:          sfn.JsonPath_DISCARD(),
+	})
+
+	segments := sfn.NewMap(scope, jsii.String(StateSegments), &sfn.MapProps{
+		ItemsPath: jsii.String("$.split.segments"),
+		// One at a time, in array order; a failed iteration fails the Map and later ones never start.
+		// https://docs.aws.amazon.com/step-functions/latest/dg/state-map-inline.html
+		MaxConcurrency: jsii.Number(1),
+		ItemSelector: &map[string]any{
+			"tenant.$":        "$.tenant",
+			"source.$":        "$.source",
+			"executionName.$": "$$.Execution.Name",
+			"manifest.$":      "$.split.manifest",
+			"records.$":       "$.split.records",
+			"header.$":        "$.split.header",
+			"segment.$":       "$$.Map.Item.Value",
+		},
+		// Iteration results are discarded, so the Map's output does not grow with the file.
+		ResultPath: sfn.JsonPath_DISCARD(),
+	})
+	segments.ItemProcessor(registerSegment, nil)
+
+	return split.Next(segments)
+}
+
+// segmentDefinition: Register each chunk of one segment, one at a time, in order.
+func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
+	indexes := sfn.NewPass(scope, jsii.String(StateChunkIndexes), &sfn.PassProps{
+		Parameters: &map[string]any{
+			// States.ArrayRange returns at most 1,000 items: pipeline.SegmentChunks.
+			"indexes": sfn.JsonPath_ArrayRange(
+				sfn.JsonPath_NumberAt(jsii.String("$.segment.firstChunk")),
+				sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
+				jsii.Number(1)),
+		},
+		ResultPath: jsii.String("$.chunkIndexes"),
+	})
+
+	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
+		LambdaFunction:           p.Register,
+		Payload:                  sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultPath:               sfn.JsonPath_DISCARD(),
+	})
+	addTaskRetries(register)
+
+	chunks := sfn.NewMap(scope, jsii.String(StateChunks), &sfn.MapProps{
+		ItemsPath:      jsii.String("$.chunkIndexes.indexes"),
+		MaxConcurrency: jsii.Number(1),
+		ItemSelector: &map[string]any{
+			"tenant.$":        "$.tenant",
+			"source.$":        "$.source",
+			"executionName.$": "$.executionName",
+			"manifest.$":      "$.manifest",
+			"records.$":       "$.records",
+			"header.$":        "$.header",
+			"chunk.$":         "$$.Map.Item.Value",
+		},
+		ResultPath: sfn.JsonPath_DISCARD(),
+	})
+	// Retries sit on the task, never on the Map: a Retry on the Map would rerun every iteration.
+	chunks.ItemProcessor(register, nil)
+
+	return indexes.Next(chunks)
+}
+
+// addTaskRetries retries the Lambda service's transient errors quickly, and the pipeline's own
+// RetryableError (core system throttling or outage, S3 hiccups) patiently with jittered backoff.
+// PermanentError, ValidationError and ObjectChangedError are not retried: the file fails.
+func addTaskRetries(t sfn.TaskStateBase) {
+	t.AddRetry(&sfn.RetryProps{
+		Errors:      jsii.Strings(lambdaTransientErrors...),
+		Interval:    awscdk.Duration_Seconds(jsii.Number(1)),
+		MaxAttempts: jsii.Number(3),
+		BackoffRate: jsii.Number(2),
+	})
+	t.AddRetry(&sfn.RetryProps{
+		Errors:         jsii.Strings(pipeline.ErrRetryable),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(2)),
+		MaxAttempts:    jsii.Number(8),
+		BackoffRate:    jsii.Number(2),
+		MaxDelay:       awscdk.Duration_Seconds(jsii.Number(60)),
+		JitterStrategy: sfn.JitterType_FULL,
+	})
+}
