@@ -37,9 +37,9 @@ const (
 	Skipped = "Skipped"
 	// Quarantined counts message bodies copied to quarantine/ because they can never be processed.
 	Quarantined = "Quarantined"
-	// TransientErrors counts deliveries kept because Step Functions, SQS or S3 still failed after
-	// the SDK's retries.
-	TransientErrors = "TransientErrors"
+	// ServiceErrors counts deliveries kept because a Step Functions or S3 call still failed after
+	// the SDK's retries (throttling, outages, missing permissions).
+	ServiceErrors = "ServiceErrors"
 	// HeadWaitSeconds is how long the file at the head of the tenant's queue has been waiting,
 	// from its SQS SentTimestamp to now. Alarm on its Maximum.
 	HeadWaitSeconds = "HeadWaitSeconds"
