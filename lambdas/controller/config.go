@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// maxVisibility is the longest visibility timeout SQS accepts: 12 hours.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
+const maxVisibility = 12 * time.Hour
+
+// Defaults of the optional variables.
+const (
+	defaultOnFailure      = pipeline.OnFailureContinue
+	defaultIdempotencyKey = pipeline.IdempotencyEventID
+	defaultFirstWait      = time.Second
+	defaultHaltWait       = 15 * time.Minute
+	defaultPollBudget     = 10 * time.Second
+)
+
+// Config is the controller's environment, parsed and checked once at start-up.
+type Config struct {
+	StateMachineARN  string
+	QueueURL         string
+	Tenant           pipeline.Tenant
+	TenantPrefix     string
+	Bucket           string
+	OnFailure        string
+	IdempotencyKey   string
+	FirstWait        time.Duration
+	MaxWait          time.Duration
+	HaltWait         time.Duration
+	PollBudget       time.Duration
+	MetricsNamespace string
+
+	// executionPrefix is the execution ARN of this state machine without the execution name.
+	executionPrefix string
+}
+
+// ExecutionARN is the ARN of this state machine's execution called name.
+func (c Config) ExecutionARN(name string) string { return c.executionPrefix + name }
+
+// configFromEnv reads and validates the controller's environment (pipeline.Env* names). Every
+// problem is reported, each naming its variable.
+func configFromEnv(getenv func(string) string) (Config, error) {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	required := func(name string) string {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			bad(name, "is required")
+		}
+		return v
+	}
+	optional := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	duration := func(name string, v string, unit time.Duration, lo, hi time.Duration) time.Duration {
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			bad(name, "%q is not a whole number", v)
+			return 0
+		}
+		if n < int64(lo/unit) || n > int64(hi/unit) {
+			bad(name, "%s is out of range, want %d to %d", v, lo/unit, hi/unit)
+			return 0
+		}
+		return time.Duration(n) * unit
+	}
+
+	c := Config{
+		StateMachineARN:  required(pipeline.EnvStateMachineARN),
+		QueueURL:         required(pipeline.EnvQueueURL),
+		TenantPrefix:     required(pipeline.EnvTenantPrefix),
+		Bucket:           required(pipeline.EnvBucket),
+		OnFailure:        optional(pipeline.EnvOnFailure, defaultOnFailure),
+		IdempotencyKey:   optional(pipeline.EnvIdempotencyKey, defaultIdempotencyKey),
+		MetricsNamespace: optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
+	}
+
+	if c.StateMachineARN != "" {
+		p, err := executionPrefix(c.StateMachineARN)
+		if err != nil {
+			bad(pipeline.EnvStateMachineARN, "%v", err)
+		}
+		c.executionPrefix = p
+	}
+	if c.QueueURL != "" {
+		if u, err := url.Parse(c.QueueURL); err != nil || u.Scheme == "" || u.Host == "" {
+			bad(pipeline.EnvQueueURL, "%q is not an absolute URL", c.QueueURL)
+		}
+	}
+	if raw := required(pipeline.EnvTenant); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c.Tenant); err != nil {
+			bad(pipeline.EnvTenant, "is not the JSON of a tenant: %v", err)
+		} else if c.Tenant.ID == "" || strings.ContainsAny(c.Tenant.ID, "/ ") {
+			bad(pipeline.EnvTenant, "id %q must be non-empty, without '/' or spaces", c.Tenant.ID)
+		}
+	}
+	if c.TenantPrefix != "" {
+		if !strings.HasSuffix(c.TenantPrefix, "/") {
+			bad(pipeline.EnvTenantPrefix, "%q must end with '/'", c.TenantPrefix)
+		}
+		for _, r := range pipeline.ReservedPrefixes {
+			if strings.HasPrefix(c.TenantPrefix, r) || strings.HasPrefix(r, c.TenantPrefix) {
+				bad(pipeline.EnvTenantPrefix, "%q overlaps the reserved prefix %q", c.TenantPrefix, r)
+			}
+		}
+	}
+	if c.OnFailure != pipeline.OnFailureContinue && c.OnFailure != pipeline.OnFailureHalt {
+		bad(pipeline.EnvOnFailure, "%q, want %q or %q", c.OnFailure, pipeline.OnFailureContinue, pipeline.OnFailureHalt)
+	}
+	if c.IdempotencyKey != pipeline.IdempotencyEventID && c.IdempotencyKey != pipeline.IdempotencyObjectVersion {
+		bad(pipeline.EnvIdempotencyKey, "%q, want %q or %q", c.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
+	}
+
+	c.MaxWait = duration(pipeline.EnvMaxWaitSeconds, required(pipeline.EnvMaxWaitSeconds), time.Second, time.Second, maxVisibility)
+	c.HaltWait = duration(pipeline.EnvHaltWaitSeconds, optional(pipeline.EnvHaltWaitSeconds, strconv.Itoa(int(defaultHaltWait/time.Second))), time.Second, time.Second, maxVisibility)
+	c.FirstWait = duration(pipeline.EnvFirstWaitMillis, optional(pipeline.EnvFirstWaitMillis, strconv.Itoa(int(defaultFirstWait/time.Millisecond))), time.Millisecond, time.Millisecond, maxVisibility)
+	c.PollBudget = duration(pipeline.EnvPollBudgetSeconds, optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
+	if c.FirstWait > 0 && c.MaxWait > 0 && c.FirstWait > c.MaxWait {
+		bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("controller environment: %w", err)
+	}
+	return c, nil
+}
+
+// executionPrefix turns a state machine ARN, arn:PARTITION:states:REGION:ACCOUNT:stateMachine:NAME,
+// into the prefix of its execution ARNs, arn:PARTITION:states:REGION:ACCOUNT:execution:NAME:.
+// https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsstepfunctions.html#awsstepfunctions-resources-for-iam-policies
+func executionPrefix(stateMachineARN string) (string, error) {
+	p := strings.Split(stateMachineARN, ":")
+	if len(p) != 7 || p[0] != "arn" || p[1] == "" || p[2] != "states" || p[3] == "" || p[4] == "" || p[5] != "stateMachine" || p[6] == "" {
+		return "", fmt.Errorf("%q is not an unqualified state machine ARN (arn:PARTITION:states:REGION:ACCOUNT:stateMachine:NAME)", stateMachineARN)
+	}
+	p[5] = "execution"
+	return strings.Join(p, ":") + ":", nil
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+// The small slices of the SDK clients the controller uses.
+type (
+	stepFunctions interface {
+		DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+		StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+	}
+	queue interface {
+		ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	}
+	objectStore interface {
+		PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+		GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	}
+)
+
+var (
+	_ stepFunctions = (*sfn.Client)(nil)
+	_ queue         = (*sqs.Client)(nil)
+	_ objectStore   = (*s3.Client)(nil)
+)
+
+const (
+	// deadlineMargin is the time the handler keeps in hand before the invocation deadline: in-process
+	// polling stops this early, leaving room to change visibility and return.
+	deadlineMargin = 5 * time.Second
+	// maxPollInterval caps the in-process polling interval.
+	maxPollInterval = 5 * time.Second
+)
+
+// Handler is the controller: it holds each file's message in flight until that file's execution has
+// finished, which keeps the tenant's FIFO message group locked (DESIGN.md §1–2).
+type Handler struct {
+	cfg     Config
+	sfn     stepFunctions
+	sqs     queue
+	s3      objectStore
+	log     *slog.Logger
+	metrics *metrics.Emitter
+	now     func() time.Time
+	sleep   func(context.Context, time.Duration) error
+}
+
+// NewHandler wires a Handler. cfg must come from configFromEnv.
+func NewHandler(cfg Config, sf stepFunctions, q queue, s objectStore, log *slog.Logger, m *metrics.Emitter) *Handler {
+	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext}
+}
+
+// Handle processes the records in order. On the first record that must wait or could not be
+// processed, it reports that record and every later one as batch item failures, so nothing
+// overtakes the tenant's head file. A wait is never an error: the returned error is non-nil only
+// for a fault of the controller itself.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	if h.cfg.executionPrefix == "" || h.cfg.Tenant.ID == "" {
+		return resp, errors.New("controller is not configured: build its Config with configFromEnv")
+	}
+	pollUntil := h.pollDeadline(ctx)
+	for i, rec := range ev.Records {
+		d := h.process(ctx, rec, pollUntil)
+		if d.release {
+			continue
+		}
+		for _, r := range ev.Records[i:] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+		// Later records of the group come back no earlier than the head, so the group stays in order
+		// and is not held locked by a message nobody looked at.
+		for _, r := range ev.Records[i+1:] {
+			h.log.InfoContext(ctx, "held behind an earlier message", "tenant", h.cfg.Tenant.ID, "messageId", r.MessageId,
+				"headMessageId", rec.MessageId, "nextWaitSeconds", d.wait.Seconds())
+			h.changeVisibility(ctx, r, d.wait)
+		}
+		break
+	}
+	return resp, nil
+}
+
+// decision is what happens to one record: released (the event source mapping deletes it) or kept
+// in flight for wait.
+type decision struct {
+	release bool
+	wait    time.Duration
+}
+
+var released = decision{release: true}
+
+// delivery is one record being processed, with the context every log line of it carries.
+type delivery struct {
+	rec     events.SQSMessage
+	attempt int
+	log     *slog.Logger
+	metrics []metrics.Metric
+}
+
+func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
+
+func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil time.Time) decision {
+	d := &delivery{
+		rec:     rec,
+		attempt: receiveCount(rec),
+		log:     h.log.With("tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId),
+	}
+	d.log = d.log.With("attempt", d.attempt)
+	if sent, ok := sentAt(rec); ok {
+		d.metrics = append(d.metrics, metrics.Seconds(metrics.HeadWaitSeconds, max(0, h.now().Sub(sent))))
+	}
+	defer func() {
+		if err := h.metrics.Emit(d.metrics...); err != nil {
+			d.log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+	}()
+
+	ev, err := s3event.Parse([]byte(rec.Body))
+	if err == nil {
+		err = h.belongs(ev)
+	}
+	if err != nil {
+		return h.quarantine(ctx, d, err)
+	}
+
+	name := executionName(h.cfg.IdempotencyKey, ev)
+	arn := h.cfg.ExecutionARN(name)
+	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
+
+	st, err := h.describe(ctx, arn)
+	if isNotFound(err) {
+		st, err = h.start(ctx, d, ev, name, arn)
+	}
+	if err == nil {
+		st, err = h.poll(ctx, arn, st, pollUntil)
+	}
+	if err != nil {
+		return h.serviceError(ctx, d, "look up or start the file's execution", err)
+	}
+
+	switch st.Status {
+	case sfntypes.ExecutionStatusRunning, sfntypes.ExecutionStatusPendingRedrive:
+		wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+		d.log.InfoContext(ctx, "waiting for the file's execution", "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
+		d.count(metrics.Waits)
+		return h.hold(ctx, d, wait)
+	case sfntypes.ExecutionStatusSucceeded:
+		d.log.InfoContext(ctx, "file done", "executionArn", arn, "status", string(st.Status), "executionSeconds", runSeconds(st))
+		d.count(metrics.Completions)
+		return released
+	case sfntypes.ExecutionStatusFailed, sfntypes.ExecutionStatusTimedOut, sfntypes.ExecutionStatusAborted:
+		return h.failed(ctx, d, name, arn, st)
+	default:
+		return h.serviceError(ctx, d, "read the execution status", fmt.Errorf("unknown execution status %q", st.Status))
+	}
+}
+
+// belongs checks that an event is about this tenant's files. Anything else reached this queue by
+// mistake and can never be processed here.
+func (h *Handler) belongs(ev s3event.Event) error {
+	if b := ev.Detail.Bucket.Name; b != h.cfg.Bucket {
+		return fmt.Errorf("event is for bucket %q, want %q", b, h.cfg.Bucket)
+	}
+	if k := ev.Detail.Object.Key; !strings.HasPrefix(k, h.cfg.TenantPrefix) {
+		return fmt.Errorf("object key %q is outside the tenant prefix %q", k, h.cfg.TenantPrefix)
+	}
+	return nil
+}
+
+// describe returns the execution's description; a missing execution is an error isNotFound accepts.
+func (h *Handler) describe(ctx context.Context, arn string) (*sfn.DescribeExecutionOutput, error) {
+	return h.sfn.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+}
+
+func isNotFound(err error) bool {
+	var nf *sfntypes.ExecutionDoesNotExist
+	return errors.As(err, &nf)
+}
+
+// start starts the file's execution. A name that is already taken is answered by describing that
+// execution, never by assuming how it went. StartExecution with the name and input of a running
+// execution succeeds without starting another one, so a repeated start is harmless.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (*sfn.DescribeExecutionOutput, error) {
+	o := ev.Detail.Object
+	input, err := json.Marshal(pipeline.WorkflowInput{
+		Tenant: h.cfg.Tenant,
+		Source: pipeline.Source{
+			Bucket:    ev.Detail.Bucket.Name,
+			Key:       o.Key,
+			VersionID: o.VersionID,
+			ETag:      o.ETag,
+			Size:      o.Size,
+			Sequencer: o.Sequencer,
+		},
+		EventID: ev.ID,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow input: %w", err)
+	}
+	out, err := h.sfn.StartExecution(ctx, &sfn.StartExecutionInput{
+		StateMachineArn: aws.String(h.cfg.StateMachineARN),
+		Name:            aws.String(name),
+		Input:           aws.String(string(input)),
+	})
+	var exists *sfntypes.ExecutionAlreadyExists
+	switch {
+	case errors.As(err, &exists):
+		d.log.InfoContext(ctx, "execution name already used; continuing from its status", "executionArn", arn)
+		st, err := h.describe(ctx, arn)
+		if isNotFound(err) {
+			return nil, fmt.Errorf("execution %s exists but cannot be described yet: %w", arn, err)
+		}
+		return st, err
+	case err != nil:
+		return nil, fmt.Errorf("start execution %s: %w", arn, err)
+	}
+	d.log.InfoContext(ctx, "execution started", "executionArn", aws.ToString(out.ExecutionArn))
+	d.count(metrics.Starts)
+	return &sfn.DescribeExecutionOutput{ExecutionArn: out.ExecutionArn, Status: sfntypes.ExecutionStatusRunning, StartDate: out.StartDate}, nil
+}
+
+// poll describes a running execution until it finishes or until is reached, so that a short
+// workflow's next file starts without a round trip through the queue.
+func (h *Handler) poll(ctx context.Context, arn string, st *sfn.DescribeExecutionOutput, until time.Time) (*sfn.DescribeExecutionOutput, error) {
+	interval := min(h.cfg.FirstWait, maxPollInterval)
+	for running(st.Status) && !h.now().Add(interval).After(until) {
+		if err := h.sleep(ctx, interval); err != nil {
+			return st, nil // the invocation is ending: hand the message back as a normal wait
+		}
+		next, err := h.describe(ctx, arn)
+		if err != nil {
+			return nil, fmt.Errorf("describe execution %s: %w", arn, err)
+		}
+		st = next
+		interval = min(2*interval, maxPollInterval)
+	}
+	return st, nil
+}
+
+func running(s sfntypes.ExecutionStatus) bool {
+	return s == sfntypes.ExecutionStatusRunning || s == sfntypes.ExecutionStatusPendingRedrive
+}
+
+// pollDeadline is when in-process polling must stop: after the poll budget, and never later than
+// deadlineMargin before the invocation's deadline.
+func (h *Handler) pollDeadline(ctx context.Context) time.Time {
+	until := h.now().Add(h.cfg.PollBudget)
+	if dl, ok := ctx.Deadline(); ok {
+		if limit := h.now().Add(time.Until(dl) - deadlineMargin); limit.Before(until) {
+			until = limit
+		}
+	}
+	return until
+}
+
+// failed applies the tenant's failure policy to a file whose execution FAILED, TIMED_OUT or was
+// ABORTED.
+func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput) decision {
+	// The error name only: the cause is free text from the workflow and could quote record data.
+	attrs := []any{"executionArn", arn, "status", string(st.Status), "executionError", aws.ToString(st.Error), "policy", h.cfg.OnFailure}
+	if h.cfg.OnFailure == pipeline.OnFailureContinue {
+		d.log.ErrorContext(ctx, "file failed; the tenant moves on to its next file", attrs...)
+		d.count(metrics.FailedFiles)
+		return released
+	}
+
+	markerKey := skipMarkerKey(h.cfg.Tenant.ID, name)
+	attrs = append(attrs, "skipMarkerKey", markerKey)
+	marker, found, err := h.skipMarker(ctx, markerKey)
+	if err != nil {
+		d.log.ErrorContext(ctx, "tenant halted; the skip marker could not be read", append(attrs, "error", err, "nextWaitSeconds", h.cfg.HaltWait.Seconds())...)
+		d.count(metrics.Blocked)
+		return h.hold(ctx, d, h.cfg.HaltWait)
+	}
+	if found {
+		d.log.WarnContext(ctx, "file skipped by an operator; the tenant moves on", append(attrs,
+			"skipMarkerVersionId", marker.versionID, "reason", marker.reason, "reasonBytes", marker.size)...)
+		d.count(metrics.Skipped)
+		return released
+	}
+	d.log.ErrorContext(ctx, "tenant halted: redrive the execution or write the skip marker", append(attrs, "nextWaitSeconds", h.cfg.HaltWait.Seconds())...)
+	d.count(metrics.Blocked)
+	return h.hold(ctx, d, h.cfg.HaltWait)
+}
+
+// serviceError keeps a message after a Step Functions or S3 call failed even after the SDK's own
+// retries. Nothing is lost: the message comes back, and the deterministic execution name means
+// nothing is started twice. Throttling and other transient errors log WARN; errors no retry can
+// fix (permissions, a wrong ARN) log ERROR so the alarm fires.
+func (h *Handler) serviceError(ctx context.Context, d *delivery, what string, err error) decision {
+	wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+	level := slog.LevelError
+	if transient(err) {
+		level = slog.LevelWarn
+	}
+	d.log.Log(ctx, level, "could not "+what+"; message kept", "error", err, "nextWaitSeconds", wait.Seconds())
+	d.count(metrics.ServiceErrors)
+	return h.hold(ctx, d, wait)
+}
+
+// transient reports whether err is one the SDK's standard retryer treats as retryable (throttling,
+// 5xx, connection errors), or a timeout.
+func transient(err error) bool {
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
+
+// hold keeps the record in flight for wait: it will be reported as a batch item failure, and
+// its visibility is set so that it returns after wait.
+func (h *Handler) hold(ctx context.Context, d *delivery, wait time.Duration) decision {
+	h.changeVisibility(ctx, d.rec, wait)
+	return decision{wait: wait}
+}
+
+// changeVisibility sets when a kept record becomes visible again. If it fails, the record still
+// comes back, after the queue's visibility timeout.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
+func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) {
+	secs := int32(min(math.Ceil(wait.Seconds()), maxVisibility.Seconds()))
+	_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(h.cfg.QueueURL),
+		ReceiptHandle:     aws.String(rec.ReceiptHandle),
+		VisibilityTimeout: secs,
+	})
+	if err != nil {
+		h.log.WarnContext(ctx, "could not change the message visibility; it returns after the queue's visibility timeout",
+			"tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId, "error", err)
+	}
+}
+
+// backoff is the wait before the attempt'th delivery is looked at again: first, doubling per
+// delivery, at most limit, rounded up to the whole seconds a visibility timeout takes.
+func backoff(first, limit time.Duration, attempt int) time.Duration {
+	d := first
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return time.Duration(math.Ceil(max(d.Seconds(), 1))) * time.Second
+}
+
+// receiveCount is the record's ApproximateReceiveCount: 1 on the first delivery.
+func receiveCount(rec events.SQSMessage) int {
+	n, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// sentAt is the record's SentTimestamp (epoch milliseconds).
+func sentAt(rec events.SQSMessage) (time.Time, bool) {
+	ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+func runSeconds(st *sfn.DescribeExecutionOutput) float64 {
+	if st.StartDate == nil || st.StopDate == nil {
+		return 0
+	}
+	return st.StopDate.Sub(*st.StartDate).Seconds()
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// maxReasonBytes bounds how much of an operator's skip reason is read and logged.
+const maxReasonBytes = 256
+
+// skipMarkerKey is the object an operator writes to skip a halted tenant's failed file:
+// control/<tenant>/skip/<execution name> in the ingest bucket. The bucket is versioned and its
+// writes are recorded by CloudTrail, which makes the marker its own audit trail.
+func skipMarkerKey(tenantID, executionName string) string {
+	return pipeline.ControlPrefix + tenantID + "/skip/" + executionName
+}
+
+type skipMarker struct {
+	versionID string
+	reason    string // operator text, at most maxReasonBytes, valid UTF-8
+	size      int64  // the whole reason's size in bytes
+}
+
+// skipMarker reads the marker at key. A missing marker is not an error. S3 answers 404 for a missing
+// key only when the caller may list the bucket, otherwise 403, so the role needs s3:ListBucket.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html
+func (h *Handler) skipMarker(ctx context.Context, key string) (skipMarker, bool, error) {
+	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	var noKey *s3types.NoSuchKey
+	if errors.As(err, &noKey) {
+		return skipMarker{}, false, nil
+	}
+	if err != nil {
+		return skipMarker{}, false, fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, maxReasonBytes))
+	if err != nil {
+		return skipMarker{}, false, fmt.Errorf("read s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	return skipMarker{
+		versionID: aws.ToString(out.VersionId),
+		reason:    cleanReason(b),
+		size:      max(aws.ToInt64(out.ContentLength), int64(len(b))),
+	}, true, nil
+}
+
+// cleanReason makes the reason one line of valid UTF-8 (a rune cut by the byte limit becomes U+FFFD).
+func cleanReason(b []byte) string {
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "\uFFFD")), " ")
+}
