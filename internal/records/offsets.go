@@ -1,0 +1,210 @@
+package records
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// bufSize is the read buffer of every stage. A line that fits in it is parsed without copying.
+const bufSize = 64 << 10
+
+// errRecordTooLarge stops the parser from buffering a record past the size bound.
+var errRecordTooLarge = errors.New("record too large")
+
+// counter passes a stream through, counting its bytes. When lfs is on it also remembers the offset
+// just past every '\n' it has delivered and that the parser has not yet moved past. When limit is
+// set it fails once the reader would run more than limit bytes ahead of the parser's last record
+// end, which bounds what encoding/csv buffers for one record.
+type counter struct {
+	r     io.Reader
+	n     int64
+	eof   bool
+	lfs   bool
+	ends  []int64
+	head  int
+	limit int64 // 0: none
+	check *textCheck
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	if c.limit > 0 && c.n >= c.limit {
+		return 0, errRecordTooLarge
+	}
+	if c.limit > 0 && int64(len(p)) > c.limit-c.n {
+		p = p[:c.limit-c.n]
+	}
+	n, err := c.r.Read(p)
+	if c.lfs {
+		for b, off := p[:n], c.n; ; {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				break
+			}
+			off += int64(i + 1)
+			c.ends = append(c.ends, off)
+			b = b[i+1:]
+		}
+	}
+	if c.check != nil {
+		c.check.scan(p[:n])
+	}
+	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+		if c.check != nil {
+			c.check.end()
+		}
+	}
+	return n, err
+}
+
+// textCheck watches decoded text in the blocks the parser reads and notes whether any of it is
+// undecodable. Checking 64 KiB blocks is several times faster than checking every field, so Split
+// checks fields one by one (to name the exact line) only once a block has failed.
+type textCheck struct {
+	cp932 bool
+	carry []byte // UTF-8: an incomplete rune ending the last block; CP932: its last two bytes
+	bad   bool
+}
+
+var replacement = []byte(string(utf8.RuneError))
+
+func (c *textCheck) scan(b []byte) {
+	if c.bad || len(b) == 0 {
+		return
+	}
+	if c.cp932 {
+		// The decoder writes U+FFFD for every byte it cannot map; it may straddle two blocks.
+		joined := append(c.carry, b[:min(len(b), len(replacement)-1)]...)
+		c.bad = bytes.Contains(joined, replacement) || bytes.Contains(b, replacement)
+		if len(b) >= len(replacement)-1 {
+			joined = b
+		}
+		c.carry = append(c.carry[:0], joined[max(0, len(joined)-(len(replacement)-1)):]...)
+		return
+	}
+	for len(c.carry) > 0 && len(b) > 0 && !utf8.FullRune(c.carry) {
+		c.carry, b = append(c.carry, b[0]), b[1:]
+	}
+	if len(c.carry) > 0 {
+		if !utf8.FullRune(c.carry) {
+			return
+		}
+		if !utf8.Valid(c.carry) {
+			c.bad = true
+			return
+		}
+		c.carry = c.carry[:0]
+	}
+	i := len(b) - 1
+	for i >= 0 && i > len(b)-utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i--
+	}
+	if i >= 0 && !utf8.FullRune(b[i:]) {
+		c.carry = append(c.carry[:0], b[i:]...)
+		b = b[:i]
+	}
+	c.bad = !utf8.Valid(b)
+}
+
+// end is called at the end of the text: a rune still incomplete there is undecodable.
+func (c *textCheck) end() {
+	if !c.cp932 && len(c.carry) > 0 {
+		c.bad = true
+	}
+}
+
+// rawOffsets maps offsets in the decoded text back to offsets in the raw object.
+//
+// For UTF-8 the text is the raw stream after the BOM, so the map is a shift. For CP932 it relies
+// on one property of the encoding: 0x0A is never the trail byte of a double-byte character, so the
+// k-th '\n' of the decoded text is the k-th 0x0A of the raw bytes. Records, and so chunks, always
+// start just after a '\n' (or at the start or end of the text), so pairing the two streams' line
+// ends is enough; no per-character bookkeeping is needed.
+type rawOffsets struct {
+	base    int64    // raw bytes before the text (the BOM)
+	raw     *counter // raw side, nil for UTF-8
+	decoded *counter // decoded side, nil for UTF-8
+}
+
+// at returns the raw offset of decoded offset off, which must be 0, just past a '\n', or the end
+// of the text. Calls must come in non-decreasing order of off.
+func (m *rawOffsets) at(off int64) (int64, error) {
+	if m.raw == nil {
+		return m.base + off, nil
+	}
+	if off == 0 {
+		return m.base, nil
+	}
+	d, r := m.decoded, m.raw
+	for d.head < len(d.ends) && d.ends[d.head] < off {
+		d.head++
+		r.head++
+	}
+	if d.head < len(d.ends) && d.ends[d.head] == off {
+		if r.head >= len(r.ends) {
+			return 0, fmt.Errorf("decoded line end %d has no raw line end", off)
+		}
+		raw := r.ends[r.head]
+		m.compact()
+		return raw, nil
+	}
+	if d.eof && off == d.n && r.eof {
+		return m.base + r.n, nil
+	}
+	return 0, fmt.Errorf("decoded offset %d is not at a line end", off)
+}
+
+// compact keeps the two queues short; the parser only ever asks about the lines it reads next.
+func (m *rawOffsets) compact() {
+	d, r := m.decoded, m.raw
+	if d.head > 1024 && d.head*2 > len(d.ends) {
+		d.ends = d.ends[:copy(d.ends, d.ends[d.head:])]
+		r.ends = r.ends[:copy(r.ends, r.ends[r.head:])]
+		d.head, r.head = 0, 0
+	}
+}
+
+// text is the decoded input of a scan: the parser reads from its counter, and offsets maps the
+// parser's positions back to the raw object.
+type text struct {
+	in      *counter
+	offsets *rawOffsets
+}
+
+// openText decodes CP932, strips a UTF-8 BOM when bom is set (at the start of a file, never of a
+// chunk), and wires up the offset map.
+func openText(r io.Reader, f Format, bom bool) (*text, error) {
+	if f.Encoding != pipeline.EncodingCP932 {
+		br, ok := r.(interface {
+			io.Reader
+			Peek(int) ([]byte, error)
+			Discard(int) (int, error)
+		})
+		if !ok {
+			br = newBufReader(r)
+		}
+		var base int64
+		if b, err := br.Peek(len(utf8BOM)); bom && bytes.Equal(b, utf8BOM) {
+			if _, err := br.Discard(len(utf8BOM)); err != nil {
+				return nil, err
+			}
+			base = int64(len(utf8BOM))
+		} else if err != nil && err != io.EOF {
+			return nil, err
+		}
+		in := &counter{r: br, check: &textCheck{}}
+		return &text{in: in, offsets: &rawOffsets{base: base}}, nil
+	}
+	raw := &counter{r: newBufReader(r), lfs: true}
+	in := &counter{r: f.decode(raw), lfs: true, check: &textCheck{cp932: true}}
+	return &text{in: in, offsets: &rawOffsets{raw: raw, decoded: in}}, nil
+}
+
+func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, bufSize) }
