@@ -1,0 +1,258 @@
+package localrun
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+// nodeProcess is one of the Node emulators (fauxqs, the Step Functions server), started on a free
+// loopback port. It prints {"port": N} when ready and exits when its stdin closes, so it never
+// outlives the harness, even when the harness is killed.
+type nodeProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	URL   string
+	done  chan struct{}
+}
+
+func startNode(ctx context.Context, node, script string, args []string, logs io.Writer) (*nodeProcess, error) {
+	cmd := exec.Command(node, append([]string{"--no-warnings", script}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", script, err)
+	}
+	p := &nodeProcess{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			ready <- sc.Text()
+		}
+		io.Copy(logs, stdout)
+	}()
+	select {
+	case line := <-ready:
+		var v struct{ Port int }
+		if err := json.Unmarshal([]byte(line), &v); err != nil || v.Port == 0 {
+			p.Close()
+			return nil, fmt.Errorf("%s: unexpected first line %q", script, line)
+		}
+		p.URL = fmt.Sprintf("http://127.0.0.1:%d", v.Port)
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("%s exited before listening (see its log)", script)
+	case <-time.After(30 * time.Second):
+		p.Close()
+		return nil, fmt.Errorf("%s did not start within 30s", script)
+	case <-ctx.Done():
+		p.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops the process: closing stdin asks it to exit, a kill follows after a grace period.
+func (p *nodeProcess) Close() {
+	p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// APICounter counts API calls by service and operation.
+type APICounter struct {
+	mu sync.Mutex
+	m  map[string]map[string]int64
+}
+
+// Add counts one call.
+func (c *APICounter) Add(service, op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]map[string]int64{}
+	}
+	if c.m[service] == nil {
+		c.m[service] = map[string]int64{}
+	}
+	c.m[service][op]++
+}
+
+// Snapshot copies the counts.
+func (c *APICounter) Snapshot() map[string]map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]map[string]int64{}
+	for s, ops := range c.m {
+		out[s] = map[string]int64{}
+		for k, v := range ops {
+			out[s][k] = v
+		}
+	}
+	return out
+}
+
+// Total sums the counts of one service.
+func (c *APICounter) Total(service string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, v := range c.m[service] {
+		n += v
+	}
+	return n
+}
+
+// countingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
+func countingProxy(target string, service string, c *APICounter) http.Handler {
+	u, _ := url.Parse(target)
+	p := httputil.NewSingleHostReverseProxy(u)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.Header.Get("X-Amz-Target")
+		if i := strings.LastIndex(op, "."); i >= 0 {
+			op = op[i+1:]
+		}
+		c.Add(service, cmpOr(op, "unknown"))
+		p.ServeHTTP(w, r)
+	})
+}
+
+// serve starts an HTTP server on a free loopback port.
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// S3 is gofakes3 in-process over plain HTTP (over TLS it corrupts multipart bodies; DESIGN.md),
+// with two endpoints: the pipeline's, whose calls are counted, and the harness's. Every successful
+// PutObject on either becomes an EventBridge "Object Created" event.
+type S3 struct {
+	Backend  *s3mem.Backend
+	fake     *gofakes3.GoFakeS3
+	OnPut    func(bucket, key, versionID, etag string, size int64)
+	counter  *APICounter
+	mu       sync.Mutex
+	sequence uint64
+}
+
+func newS3(counter *APICounter) *S3 {
+	b := s3mem.New()
+	s := &S3{Backend: b, counter: counter}
+	s.fake = gofakes3.New(b, gofakes3.WithIntegrityCheck(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	return s
+}
+
+// Handler returns the S3 endpoint; counted endpoints add to the API counter.
+func (s *S3) Handler(counted bool) http.Handler {
+	inner := s.fake.Server()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := s3Operation(r)
+		if counted {
+			s.counter.Add("s3", op)
+		}
+		if op != "PutObject" {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		inner.ServeHTTP(rec, r)
+		if rec.status != http.StatusOK || s.OnPut == nil {
+			return
+		}
+		bucket, key := splitPath(r.URL.Path)
+		size := r.ContentLength
+		if d := r.Header.Get("X-Amz-Decoded-Content-Length"); d != "" {
+			fmt.Sscan(d, &size)
+		}
+		s.OnPut(bucket, key, w.Header().Get("X-Amz-Version-Id"), strings.Trim(w.Header().Get("ETag"), `"`), size)
+	})
+}
+
+// Sequencer returns a growing hexadecimal value, as S3 orders events of one key
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+func (s *S3) Sequencer() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sequence++
+	return fmt.Sprintf("%016X", uint64(time.Now().UnixNano())<<8|s.sequence&0xff)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func splitPath(p string) (bucket, key string) {
+	p = strings.TrimPrefix(p, "/")
+	bucket, key, _ = strings.Cut(p, "/")
+	return bucket, key
+}
+
+func s3Operation(r *http.Request) string {
+	_, key := splitPath(r.URL.Path)
+	q := r.URL.Query()
+	switch {
+	case q.Has("uploadId") || q.Has("uploads"):
+		return "Multipart" + r.Method
+	case key == "" && r.Method == http.MethodGet:
+		return "ListObjects"
+	case key == "":
+		return "Bucket" + r.Method
+	case r.Method == http.MethodGet:
+		return "GetObject"
+	case r.Method == http.MethodHead:
+		return "HeadObject"
+	case r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
+		return "CopyObject"
+	case r.Method == http.MethodPut:
+		return "PutObject"
+	case r.Method == http.MethodDelete:
+		return "DeleteObject"
+	}
+	return r.Method
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

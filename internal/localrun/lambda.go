@@ -1,0 +1,416 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Function is one Lambda function of the templates, run as host-built processes that talk the
+// Lambda Runtime API (https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html) to a small
+// server of the harness, one server and one process per execution environment.
+type Function struct {
+	Name    string
+	ARN     string
+	Binary  string
+	Env     []string
+	Timeout time.Duration
+	// Concurrency is the reserved concurrency; invocations beyond it are throttled, as on AWS.
+	Concurrency int
+	Logs        io.Writer
+
+	// BeforeResponse, if set, is called when a function process posts its response; returning true
+	// kills the process instead of accepting it (a crash after the handler's side effects).
+	BeforeResponse func(fn *Function, payload []byte) bool
+
+	mu      sync.Mutex
+	idle    []*instance
+	running int
+	all     map[*instance]bool
+	closed  bool
+	invokes atomic.Int64
+}
+
+// ErrThrottled is an invocation refused because the function's reserved concurrency is in use.
+var ErrThrottled = errors.New("TooManyRequestsException: Rate Exceeded")
+
+// Result is the outcome of one invocation, as the Invoke API reports it.
+type Result struct {
+	Payload []byte
+	// ErrorType is set when the function failed (X-Amz-Function-Error); Payload then holds
+	// {"errorType", "errorMessage"}.
+	ErrorType string
+}
+
+type invocation struct {
+	id       string
+	payload  []byte
+	deadline time.Time
+	done     chan Result
+	once     sync.Once
+}
+
+func (inv *invocation) finish(r Result) { inv.once.Do(func() { inv.done <- r }) }
+
+type instance struct {
+	fn     *Function
+	ln     net.Listener
+	srv    *http.Server
+	cmd    *exec.Cmd
+	next   chan *invocation
+	mu     sync.Mutex
+	cur    *invocation
+	exited chan struct{}
+}
+
+// Invoke runs one invocation synchronously (InvocationType RequestResponse).
+func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
+	inst, err := f.acquire()
+	if err != nil {
+		return Result{}, err
+	}
+	f.invokes.Add(1)
+	inv := &invocation{id: newID(), payload: payload, deadline: time.Now().Add(f.Timeout), done: make(chan Result, 1)}
+	timer := time.NewTimer(f.Timeout)
+	defer timer.Stop()
+	select {
+	case inst.next <- inv:
+	case <-inst.exited:
+		f.release(inst, false)
+		return crashResult("Runtime.ExitError", "the function process exited before the invocation"), nil
+	case <-ctx.Done():
+		f.release(inst, true)
+		return Result{}, ctx.Err()
+	}
+	select {
+	case r := <-inv.done:
+		f.release(inst, true)
+		return r, nil
+	case <-inst.exited:
+		f.release(inst, false)
+		return crashResult("Runtime.ExitError", "RequestId: "+inv.id+" Error: Runtime exited without providing a reason"), nil
+	case <-timer.C:
+		inst.kill()
+		f.release(inst, false)
+		return crashResult("Sandbox.Timedout", fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", inv.id, f.Timeout.Seconds())), nil
+	case <-ctx.Done():
+		inst.kill()
+		f.release(inst, false)
+		return Result{}, ctx.Err()
+	}
+}
+
+// Invocations is how many times the function was invoked.
+func (f *Function) Invocations() int64 { return f.invokes.Load() }
+
+func crashResult(typ, msg string) Result {
+	b, _ := json.Marshal(map[string]string{"errorType": typ, "errorMessage": msg})
+	return Result{Payload: b, ErrorType: typ}
+}
+
+func (f *Function) acquire() (*instance, error) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, errors.New("function closed")
+	}
+	for len(f.idle) > 0 {
+		inst := f.idle[len(f.idle)-1]
+		f.idle = f.idle[:len(f.idle)-1]
+		select {
+		case <-inst.exited:
+			continue
+		default:
+		}
+		f.running++
+		f.mu.Unlock()
+		return inst, nil
+	}
+	if f.Concurrency > 0 && f.running >= f.Concurrency {
+		f.mu.Unlock()
+		return nil, ErrThrottled
+	}
+	f.running++
+	f.mu.Unlock()
+	inst, err := f.start()
+	if err != nil {
+		f.mu.Lock()
+		f.running--
+		f.mu.Unlock()
+		return nil, err
+	}
+	return inst, nil
+}
+
+func (f *Function) release(inst *instance, reusable bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running--
+	if reusable && !f.closed {
+		select {
+		case <-inst.exited:
+		default:
+			f.idle = append(f.idle, inst)
+			return
+		}
+	}
+	inst.kill()
+}
+
+// KillRunning kills every process that is handling an invocation right now.
+func (f *Function) KillRunning() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for inst := range f.all {
+		inst.mu.Lock()
+		busy := inst.cur != nil
+		inst.mu.Unlock()
+		if busy {
+			inst.kill()
+			n++
+		}
+	}
+	return n
+}
+
+// Close stops every execution environment of the function.
+func (f *Function) Close() {
+	f.mu.Lock()
+	f.closed = true
+	all := f.all
+	f.all = nil
+	f.idle = nil
+	f.mu.Unlock()
+	for inst := range all {
+		inst.kill()
+		<-inst.exited
+	}
+}
+
+func (f *Function) start() (*instance, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{fn: f, ln: ln, next: make(chan *invocation), exited: make(chan struct{})}
+	mux := http.NewServeMux()
+	const base = "/2018-06-01/runtime/"
+	mux.HandleFunc("GET "+base+"invocation/next", inst.handleNext)
+	mux.HandleFunc("POST "+base+"invocation/{id}/response", inst.handleResponse)
+	mux.HandleFunc("POST "+base+"invocation/{id}/error", inst.handleError)
+	mux.HandleFunc("POST "+base+"init/error", inst.handleInitError)
+	inst.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go inst.srv.Serve(ln)
+
+	cmd := exec.Command(f.Binary)
+	cmd.Env = append(append([]string{}, f.Env...),
+		"AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(),
+		"AWS_LAMBDA_FUNCTION_NAME="+f.Name,
+		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
+		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/"+f.Name,
+		"_HANDLER=bootstrap",
+	)
+	cmd.Stdout, cmd.Stderr = f.Logs, f.Logs
+	if err := cmd.Start(); err != nil {
+		inst.srv.Close()
+		return nil, fmt.Errorf("start %s: %w", f.Binary, err)
+	}
+	inst.cmd = cmd
+	f.mu.Lock()
+	if f.all == nil {
+		f.all = map[*instance]bool{}
+	}
+	f.all[inst] = true
+	f.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		inst.srv.Close()
+		f.mu.Lock()
+		delete(f.all, inst)
+		f.mu.Unlock()
+		close(inst.exited)
+	}()
+	return inst, nil
+}
+
+func (inst *instance) kill() {
+	if inst.cmd != nil && inst.cmd.Process != nil {
+		inst.cmd.Process.Kill()
+	}
+}
+
+// handleNext hands the next invocation to the function process. The headers are the ones
+// aws-lambda-go reads (lambda/runtime_api_client.go).
+func (inst *instance) handleNext(w http.ResponseWriter, r *http.Request) {
+	select {
+	case inv := <-inst.next:
+		inst.mu.Lock()
+		inst.cur = inv
+		inst.mu.Unlock()
+		h := w.Header()
+		h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)
+		h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(inv.deadline.UnixMilli(), 10))
+		h.Set("Lambda-Runtime-Invoked-Function-Arn", inst.fn.ARN)
+		h.Set("Lambda-Runtime-Trace-Id", "Root=1-"+inv.id[:8]+"-"+inv.id[8:32]+";Sampled=0")
+		h.Set("Content-Type", "application/json")
+		w.Write(inv.payload)
+	case <-r.Context().Done():
+	case <-inst.exited:
+	}
+}
+
+func (inst *instance) current(id string) *invocation {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.cur == nil || inst.cur.id != id {
+		return nil
+	}
+	inv := inst.cur
+	inst.cur = nil
+	return inv
+}
+
+func (inst *instance) handleResponse(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if hook := inst.fn.BeforeResponse; hook != nil && hook(inst.fn, body) {
+		inst.kill()
+		return
+	}
+	inv := inst.current(r.PathValue("id"))
+	if inv == nil {
+		http.Error(w, "unknown request id", http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	inv.finish(Result{Payload: body})
+}
+
+func (inst *instance) handleError(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	inv := inst.current(r.PathValue("id"))
+	if inv == nil {
+		http.Error(w, "unknown request id", http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	inv.finish(errorResult(r, body))
+}
+
+func (inst *instance) handleInitError(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintf(inst.fn.Logs, "%s: init error: %s\n", inst.fn.Name, body)
+	inst.kill()
+}
+
+func errorResult(r *http.Request, body []byte) Result {
+	var e struct {
+		ErrorType string `json:"errorType"`
+	}
+	json.Unmarshal(body, &e)
+	typ := cmpOr(e.ErrorType, r.Header.Get("Lambda-Runtime-Function-Error-Type"), "Unhandled")
+	return Result{Payload: body, ErrorType: typ}
+}
+
+func cmpOr(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// LambdaService serves the Lambda Invoke API
+// (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html) for the functions of the run, so
+// that the Step Functions server invokes them as Step Functions would.
+type LambdaService struct {
+	mu    sync.Mutex
+	byKey map[string]*Function
+}
+
+// Add registers a function under its name and ARN.
+func (s *LambdaService) Add(f *Function) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = map[string]*Function{}
+	}
+	s.byKey[f.Name] = f
+	s.byKey[f.ARN] = f
+}
+
+// Lookup finds a function by name or ARN.
+func (s *LambdaService) Lookup(nameOrARN string) *Function {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[nameOrARN]
+}
+
+func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	const prefix = "/2015-03-31/functions/"
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, prefix) || !strings.HasSuffix(r.URL.Path, "/invocations") {
+		http.NotFound(w, r)
+		return
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, prefix), "/invocations")
+	f := s.Lookup(name)
+	if f == nil {
+		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
+		http.Error(w, `{"message":"Function not found: `+name+`"}`, http.StatusNotFound)
+		return
+	}
+	payload, _ := io.ReadAll(r.Body)
+	res, err := f.Invoke(r.Context(), payload)
+	if errors.Is(err, ErrThrottled) {
+		w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
+		http.Error(w, `{"message":"Rate Exceeded."}`, http.StatusTooManyRequests)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if res.ErrorType != "" {
+		w.Header().Set("X-Amz-Function-Error", "Unhandled")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(res.Payload)
+}
+
+// buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
+// linux/arm64), with the tag the deployed build uses, once per package.
+func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
+	out := outDir + "/" + strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", out, "./"+strings.TrimPrefix(pkg, "./"))
+	cmd.Dir = moduleRoot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, stderr.String())
+	}
+	return out, nil
+}

