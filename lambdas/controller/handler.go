@@ -193,6 +193,9 @@ func (h *Handler) describe(ctx context.Context, arn string) (*sfn.DescribeExecut
 	return h.sfn.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 }
 
+// errNotYetVisible is a name StartExecution calls taken that DescribeExecution does not find yet.
+var errNotYetVisible = errors.New("execution name is taken but the execution cannot be described yet")
+
 func isNotFound(err error) bool {
 	var nf *sfntypes.ExecutionDoesNotExist
 	return errors.As(err, &nf)
@@ -230,7 +233,7 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 		d.log.InfoContext(ctx, "execution name already used; continuing from its status", "executionArn", arn)
 		st, err := h.describe(ctx, arn)
 		if isNotFound(err) {
-			return nil, fmt.Errorf("execution %s exists but cannot be described yet: %w", arn, err)
+			return nil, fmt.Errorf("execution %s: %w", arn, errNotYetVisible)
 		}
 		return st, err
 	case err != nil:
@@ -324,7 +327,8 @@ func (h *Handler) serviceError(ctx context.Context, d *delivery, what string, er
 // 5xx, connection errors), or a timeout.
 func transient(err error) bool {
 	var maxAttempts *retry.MaxAttemptsError
-	if errors.As(err, &maxAttempts) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.As(err, &maxAttempts) || errors.Is(err, errNotYetVisible) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
 	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary

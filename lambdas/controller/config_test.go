@@ -1,0 +1,105 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	cfg := mustConfig(t, map[string]string{
+		pipeline.EnvOnFailure:         "",
+		pipeline.EnvIdempotencyKey:    "",
+		pipeline.EnvHaltWaitSeconds:   "",
+		pipeline.EnvFirstWaitMillis:   "",
+		pipeline.EnvPollBudgetSeconds: "",
+	})
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"tenant id", cfg.Tenant.ID, "acme"},
+		{"tenant chunk size", cfg.Tenant.ChunkSize, 100},
+		{"on failure default", cfg.OnFailure, pipeline.OnFailureContinue},
+		{"idempotency key default", cfg.IdempotencyKey, pipeline.IdempotencyEventID},
+		{"max wait", cfg.MaxWait, time.Minute},
+		{"halt wait default", cfg.HaltWait, 15 * time.Minute},
+		{"first wait default", cfg.FirstWait, time.Second},
+		{"poll budget default", cfg.PollBudget, 10 * time.Second},
+		{"metrics namespace default", cfg.MetricsNamespace, pipeline.DefaultMetricsNamespace},
+		{"execution ARN", cfg.ExecutionARN("x"), testExecPrefix + "x"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+// Every invalid variable is named in the error.
+func TestConfigFromEnvRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"missing state machine", map[string]string{pipeline.EnvStateMachineARN: ""}, []string{"STATE_MACHINE_ARN: is required"}},
+		{"execution ARN as state machine", map[string]string{pipeline.EnvStateMachineARN: testExecPrefix + "x"}, []string{"STATE_MACHINE_ARN:"}},
+		{"state machine version ARN", map[string]string{pipeline.EnvStateMachineARN: testStateMachine + ":1"}, []string{"STATE_MACHINE_ARN:"}},
+		{"relative queue URL", map[string]string{pipeline.EnvQueueURL: "acme.fifo"}, []string{"QUEUE_URL:"}},
+		{"tenant not JSON", map[string]string{pipeline.EnvTenant: "acme"}, []string{"TENANT:"}},
+		{"tenant without id", map[string]string{pipeline.EnvTenant: `{"format":"csv"}`}, []string{"TENANT: id"}},
+		{"tenant id with a slash", map[string]string{pipeline.EnvTenant: `{"id":"a/b"}`}, []string{"TENANT: id"}},
+		{"prefix without slash", map[string]string{pipeline.EnvTenantPrefix: "inbox/acme"}, []string{"TENANT_PREFIX:"}},
+		{"prefix in reserved space", map[string]string{pipeline.EnvTenantPrefix: "control/acme/"}, []string{"TENANT_PREFIX:", "reserved"}},
+		{"missing bucket", map[string]string{pipeline.EnvBucket: ""}, []string{"INGEST_BUCKET: is required"}},
+		{"bad policy", map[string]string{pipeline.EnvOnFailure: "stop"}, []string{"ON_FAILURE:"}},
+		{"bad idempotency key", map[string]string{pipeline.EnvIdempotencyKey: "etag"}, []string{"IDEMPOTENCY_KEY:"}},
+		{"missing max wait", map[string]string{pipeline.EnvMaxWaitSeconds: ""}, []string{"MAX_WAIT_SECONDS: is required"}},
+		{"max wait above 12 h", map[string]string{pipeline.EnvMaxWaitSeconds: "43201"}, []string{"MAX_WAIT_SECONDS:"}},
+		{"halt wait zero", map[string]string{pipeline.EnvHaltWaitSeconds: "0"}, []string{"HALT_WAIT_SECONDS:"}},
+		{"first wait not a number", map[string]string{pipeline.EnvFirstWaitMillis: "1s"}, []string{"FIRST_WAIT_MILLIS:"}},
+		{"first wait above max wait", map[string]string{pipeline.EnvFirstWaitMillis: "61000"}, []string{"FIRST_WAIT_MILLIS:"}},
+		{"negative poll budget", map[string]string{pipeline.EnvPollBudgetSeconds: "-1"}, []string{"POLL_BUDGET_SECONDS:"}},
+		{"huge number", map[string]string{pipeline.EnvMaxWaitSeconds: "99999999999999999"}, []string{"MAX_WAIT_SECONDS:"}},
+		{"several at once", map[string]string{pipeline.EnvBucket: "", pipeline.EnvOnFailure: "x"}, []string{"INGEST_BUCKET:", "ON_FAILURE:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := baseEnv()
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			_, err := configFromEnv(func(k string) string { return env[k] })
+			if err == nil {
+				t.Fatalf("got no error, want one naming %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExecutionPrefix(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{testStateMachine, testExecPrefix},
+		{"arn:aws-cn:states:cn-north-1:123456789012:stateMachine:m", "arn:aws-cn:states:cn-north-1:123456789012:execution:m:"},
+		{"arn:aws-us-gov:states:us-gov-west-1:123456789012:stateMachine:m-1_x", "arn:aws-us-gov:states:us-gov-west-1:123456789012:execution:m-1_x:"},
+		{"arn:aws:states:eu-west-1:123456789012:stateMachine:", ""},
+		{"arn:aws:lambda:eu-west-1:123456789012:function:f", ""},
+		{"arn:aws:states:eu-west-1:123456789012:stateMachine:m:prod", ""},
+	}
+	for _, tt := range tests {
+		got, err := executionPrefix(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("executionPrefix(%q): got %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}

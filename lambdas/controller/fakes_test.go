@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+// Test fixtures shared by the handler tests.
+const (
+	testStateMachine = "arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files"
+	testExecPrefix   = "arn:aws:states:eu-west-1:123456789012:execution:acme-files:"
+	testQueueURL     = "https://sqs.eu-west-1.amazonaws.com/123456789012/acme.fifo"
+	testBucket       = "ingest"
+	evID1            = "6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2"
+	evID2            = "7a2d3b4c-1e5f-4a6b-9c7d-8e9fa0b1c2d3"
+	evID3            = "8b3e4c5d-2f6a-4b7c-ad8e-9fa0b1c2d3e4"
+)
+
+var testStart = time.Date(2024, 5, 1, 9, 0, 0, 0, time.UTC)
+
+func baseEnv() map[string]string {
+	return map[string]string{
+		pipeline.EnvStateMachineARN:   testStateMachine,
+		pipeline.EnvQueueURL:          testQueueURL,
+		pipeline.EnvTenant:            `{"id":"acme","format":"csv","encoding":"utf-8","chunkSize":100,"maxFieldBytes":65536}`,
+		pipeline.EnvTenantPrefix:      "inbox/acme/",
+		pipeline.EnvBucket:            testBucket,
+		pipeline.EnvMaxWaitSeconds:    "60",
+		pipeline.EnvHaltWaitSeconds:   "900",
+		pipeline.EnvFirstWaitMillis:   "1000",
+		pipeline.EnvPollBudgetSeconds: "0",
+	}
+}
+
+func mustConfig(t *testing.T, overrides map[string]string) Config {
+	t.Helper()
+	env := baseEnv()
+	maps.Copy(env, overrides)
+	cfg, err := configFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	return cfg
+}
+
+// throttled is what the SDK returns once its retryer gave up on a throttled call.
+func throttled() error {
+	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
+}
+
+func accessDenied() error {
+	return &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
+}
+
+type fakeExec struct {
+	status  sfntypes.ExecutionStatus
+	input   string
+	errName string
+}
+
+// fakeSFN behaves like Step Functions for one state machine: names are unique, and StartExecution
+// with the name and input of a running execution succeeds without starting another.
+type fakeSFN struct {
+	mu           sync.Mutex
+	execs        map[string]*fakeExec // by execution ARN
+	created      []string             // ARNs of executions created, in order
+	describes    int
+	starts       int
+	describeErrs []error // returned in order before normal answers
+	startErrs    []error
+	// loseStartResponse creates the execution but returns an error, as if the response was lost.
+	loseStartResponse bool
+	// afterStart runs after an execution was created (e.g. to kill the invocation).
+	afterStart func()
+	// onDescribe runs under the lock before each answer, with the number of describes so far.
+	onDescribe func(n int, f *fakeSFN)
+	// raceGate, if set, holds the first two DescribeExecution answers until both were computed.
+	raceGate *sync.WaitGroup
+}
+
+func newFakeSFN() *fakeSFN { return &fakeSFN{execs: map[string]*fakeExec{}} }
+
+func (f *fakeSFN) set(arn string, status sfntypes.ExecutionStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.execs[arn]; ok {
+		e.status = status
+		return
+	}
+	f.execs[arn] = &fakeExec{status: status, errName: "States.TaskFailed"}
+}
+
+func (f *fakeSFN) DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, _ ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out, n, err := f.answerDescribe(aws.ToString(in.ExecutionArn))
+	if f.raceGate != nil && n <= 2 {
+		f.raceGate.Done()
+		f.raceGate.Wait()
+	}
+	return out, err
+}
+
+func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.describes++
+	n := f.describes
+	if f.onDescribe != nil {
+		f.onDescribe(n, f)
+	}
+	if len(f.describeErrs) > 0 {
+		err := f.describeErrs[0]
+		f.describeErrs = f.describeErrs[1:]
+		return nil, n, err
+	}
+	e, ok := f.execs[arn]
+	if !ok {
+		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+	}
+	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(testStart)}
+	if e.status == sfntypes.ExecutionStatusFailed {
+		out.Error = aws.String(e.errName)
+		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged
+	}
+	return out, n, nil
+}
+
+func (f *fakeSFN) StartExecution(ctx context.Context, in *sfn.StartExecutionInput, _ ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out, err := f.start(in)
+	if err == nil && f.afterStart != nil {
+		f.afterStart()
+	}
+	if err == nil && f.loseStartResponse {
+		return nil, errors.New("read tcp: connection reset by peer")
+	}
+	return out, err
+}
+
+func (f *fakeSFN) start(in *sfn.StartExecutionInput) (*sfn.StartExecutionOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts++
+	if len(f.startErrs) > 0 {
+		err := f.startErrs[0]
+		f.startErrs = f.startErrs[1:]
+		return nil, err
+	}
+	if aws.ToString(in.StateMachineArn) != testStateMachine {
+		return nil, &sfntypes.StateMachineDoesNotExist{Message: in.StateMachineArn}
+	}
+	arn := testExecPrefix + aws.ToString(in.Name)
+	if e, ok := f.execs[arn]; ok {
+		if e.status == sfntypes.ExecutionStatusRunning && e.input == aws.ToString(in.Input) {
+			return &sfn.StartExecutionOutput{ExecutionArn: aws.String(arn), StartDate: aws.Time(testStart)}, nil
+		}
+		return nil, &sfntypes.ExecutionAlreadyExists{Message: aws.String("Execution Already Exists: '" + arn + "'")}
+	}
+	f.execs[arn] = &fakeExec{status: sfntypes.ExecutionStatusRunning, input: aws.ToString(in.Input), errName: "States.TaskFailed"}
+	f.created = append(f.created, arn)
+	return &sfn.StartExecutionOutput{ExecutionArn: aws.String(arn), StartDate: aws.Time(testStart)}, nil
+}
+
+func (f *fakeSFN) input(t *testing.T, arn string) pipeline.WorkflowInput {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.execs[arn]
+	if !ok {
+		t.Fatalf("got no execution %s, want one", arn)
+	}
+	var in pipeline.WorkflowInput
+	if err := json.Unmarshal([]byte(e.input), &in); err != nil {
+		t.Fatalf("execution input %q: %v", e.input, err)
+	}
+	return in
+}
+
+type visibilityChange struct {
+	Receipt string
+	Seconds int32
+}
+
+type fakeSQS struct {
+	mu      sync.Mutex
+	changes []visibilityChange
+	err     error
+}
+
+func (f *fakeSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if aws.ToString(in.QueueUrl) != testQueueURL {
+		return nil, errors.New("wrong queue " + aws.ToString(in.QueueUrl))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.changes = append(f.changes, visibilityChange{aws.ToString(in.ReceiptHandle), in.VisibilityTimeout})
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+type fakeS3 struct {
+	mu      sync.Mutex
+	objects map[string]string // "bucket/key" → body
+	putErr  error
+	getErr  error
+}
+
+func newFakeS3() *fakeS3 { return &fakeS3{objects: map[string]string{}} }
+
+func (f *fakeS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	if f.putErr != nil {
+		return nil, f.putErr
+	}
+	b, err := io.ReadAll(in.Body)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)] = string(b)
+	return &s3.PutObjectOutput{}, nil
+}
+
+func (f *fakeS3) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	if f.getErr != nil {
+		return nil, f.getErr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
+	if !ok {
+		return nil, &s3types.NoSuchKey{Message: aws.String("The specified key does not exist.")}
+	}
+	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(b)), ContentLength: aws.Int64(int64(len(b))), VersionId: aws.String("3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY")}, nil
+}
+
+// rig is a Handler wired to fakes, a fake clock and captured logs and metrics.
+type rig struct {
+	h      *Handler
+	sfn    *fakeSFN
+	sqs    *fakeSQS
+	s3     *fakeS3
+	out    *syncBuffer
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var docs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("got a log line that is not JSON: %q", l)
+		}
+		docs = append(docs, m)
+	}
+	return docs
+}
+
+func newRig(t *testing.T, env map[string]string) *rig {
+	t.Helper()
+	r := &rig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &syncBuffer{}, now: testStart}
+	cfg := mustConfig(t, env)
+	logger := slog.New(slog.NewJSONHandler(r.out, nil))
+	r.h = NewHandler(cfg, r.sfn, r.sqs, r.s3, logger, metrics.New(r.out, cfg.MetricsNamespace, cfg.Tenant.ID).WithClock(r.clock))
+	r.h.now = r.clock
+	r.h.sleep = func(ctx context.Context, d time.Duration) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.sleeps = append(r.sleeps, d)
+		r.now = r.now.Add(d)
+		return ctx.Err()
+	}
+	return r
+}
+
+func (r *rig) clock() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now
+}
+
+// logs are the slog lines (those with a level).
+func (r *rig) logs(t *testing.T) []map[string]any {
+	var out []map[string]any
+	for _, d := range r.out.lines(t) {
+		if _, ok := d["level"]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (r *rig) countLevel(t *testing.T, level string) int {
+	n := 0
+	for _, l := range r.logs(t) {
+		if l["level"] == level {
+			n++
+		}
+	}
+	return n
+}
+
+// metricSums adds up every EMF value per metric name, checking each line's structure.
+func (r *rig) metricSums(t *testing.T) map[string]float64 {
+	t.Helper()
+	sums := map[string]float64{}
+	for _, d := range r.out.lines(t) {
+		aws, ok := d["_aws"].(map[string]any)
+		if !ok {
+			continue
+		}
+		if _, hasLevel := d["level"]; hasLevel {
+			t.Errorf("got an EMF line with a level field, want none (it would match the ERROR filter): %v", d)
+		}
+		if d[metrics.DimensionTenant] != "acme" {
+			t.Errorf("got EMF Tenant %v, want acme", d[metrics.DimensionTenant])
+		}
+		for _, dir := range aws["CloudWatchMetrics"].([]any) {
+			for _, m := range dir.(map[string]any)["Metrics"].([]any) {
+				name := m.(map[string]any)["Name"].(string)
+				sums[name] += d[name].(float64)
+			}
+		}
+	}
+	return sums
+}
+
+// findLog returns the first log line at level whose msg contains msg.
+func (r *rig) findLog(t *testing.T, level, msg string) map[string]any {
+	t.Helper()
+	for _, l := range r.logs(t) {
+		if l["level"] == level && strings.Contains(l["msg"].(string), msg) {
+			return l
+		}
+	}
+	t.Fatalf("got no %s log containing %q; logs:\n%v", level, msg, r.logs(t))
+	return nil
+}
+
+func (r *rig) failures(resp events.SQSEventResponse) []string {
+	ids := []string{}
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// eventBody is the EventBridge event S3 sends for one new object version under the tenant prefix.
+func eventBody(t *testing.T, id, key string) string {
+	t.Helper()
+	ev := s3event.ObjectCreated(id, testStart.Add(-2*time.Minute), testBucket, s3event.Object{
+		Key: key, Size: 1234, ETag: "9b2cf535f27731c974343645a3985328", VersionID: "v-" + id[:8], Sequencer: "0062E99A88DC407460",
+	})
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// message is an SQS record as the event source mapping delivers it: sent 90 s before testStart.
+func message(id, body string, receiveCount int) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:     id,
+		ReceiptHandle: "rh-" + id,
+		Body:          body,
+		Attributes: map[string]string{
+			"ApproximateReceiveCount": strconv.Itoa(receiveCount),
+			"SentTimestamp":           strconv.FormatInt(testStart.Add(-90*time.Second).UnixMilli(), 10),
+			"MessageGroupId":          "acme",
+		},
+		EventSource: "aws:sqs",
+	}
+}
