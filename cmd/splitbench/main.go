@@ -1,0 +1,113 @@
+// Command splitbench times the split Lambda's parsing and boundary core on a local file: the same
+// records.Split call the Lambda makes, with the S3 object replaced by the file and the manifest by
+// a counter. It prints one line, "bytes=… records=… chunks=… seconds=… MBps=… maxrss_MB=…", for
+// scripts/bench.sh to compare with the reference splitter.
+//
+// With -gen ROWS it instead writes a benchmark CSV like ../shared/bench/gen_csv.py's (10 columns,
+// Japanese text, quoted fields), for machines without the shared reference scripts.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/text/encoding/japanese"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
+)
+
+func main() {
+	encoding := flag.String("encoding", pipeline.EncodingUTF8, "utf-8 or cp932")
+	format := flag.String("format", pipeline.FormatCSV, "csv or jsonl")
+	chunkSize := flag.Int("chunk-size", pipeline.DefaultChunkSize, "records per chunk")
+	gen := flag.Int("gen", 0, "write a benchmark CSV of this many rows to the file instead of splitting it")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: splitbench [-encoding utf-8|cp932] [-format csv|jsonl] [-gen ROWS] FILE")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	var err error
+	if *gen > 0 {
+		err = generate(flag.Arg(0), *gen, *encoding)
+	} else {
+		err = run(flag.Arg(0), records.Format{Kind: *format, Encoding: *encoding}, *chunkSize)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "splitbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(path string, f records.Format, chunkSize int) error {
+	f, err := records.FormatOf(pipeline.Tenant{Format: f.Kind, Encoding: f.Encoding})
+	if err != nil {
+		return err
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	info, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	boundaries := 0
+	start := time.Now()
+	sum, err := records.Split(file, f, chunkSize, func(int64) error { boundaries++; return nil })
+	seconds := time.Since(start).Seconds()
+	if err != nil {
+		return err
+	}
+	if boundaries != sum.Chunks+1 {
+		return fmt.Errorf("got %d boundaries, want %d", boundaries, sum.Chunks+1)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return err
+	}
+	// Linux reports ru_maxrss in KiB.
+	fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f\n",
+		info.Size(), sum.Records, sum.Chunks, seconds, float64(info.Size())/seconds/1e6, float64(ru.Maxrss)/1024)
+	return nil
+}
+
+// generate writes rows like gen_csv.py does; the bytes differ, the shape does not.
+func generate(path string, rows int, encoding string) (err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var w io.Writer = file
+	if encoding == pipeline.EncodingCP932 {
+		w = japanese.ShiftJIS.NewEncoder().Writer(file)
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	rng := rand.New(rand.NewPCG(42, 42))
+	cities := []string{"東京", "大阪", "Nagoya", "Fukuoka"}
+	statuses := []string{"new", "paid", "shipped"}
+	fmt.Fprint(bw, "id,name,email,city,amount,qty,sku,date,note,status\r\n")
+	for i := range rows {
+		fmt.Fprintf(bw, "%08d,顧客%d,user%d@example.com,%s,%.2f,%d,SKU-%07d,2026-%02d-%02d,\"%s\",%s\r\n",
+			i, i, i, cities[rng.IntN(len(cities))], rng.Float64()*100000, 1+rng.IntN(99), rng.IntN(1000001),
+			1+rng.IntN(12), 1+rng.IntN(28), strings.Repeat("備考, ", 1+rng.IntN(8)), statuses[rng.IntN(len(statuses))])
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
+)
+
+// ObjectAPI is the part of the S3 client Split uses.
+type ObjectAPI interface {
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+var _ ObjectAPI = (*s3.Client)(nil)
+
+// Handler splits one file.
+type Handler struct {
+	S3         ObjectAPI
+	WorkBucket string
+	Log        *slog.Logger
+	// MaxChunks bounds the chunks of one file. Default: pipeline.MaxSegments × pipeline.SegmentChunks.
+	MaxChunks int
+}
+
+// Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the
+// Lambda runtime reports the Go type name as errorType and the state machine matches on it.
+func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
+	start := time.Now()
+	file := fileName(req.Source)
+	res, size, err := h.split(ctx, req)
+	if err != nil {
+		h.Log.Error("split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
+			"errorType", errorType(err), "error", err.Error())
+		return pipeline.SplitResult{}, err
+	}
+	h.Log.Info("split done", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
+		"bytes", size, "records", res.Records, "chunks", res.Chunks, "segments", len(res.Segments),
+		"manifest", res.Manifest.Key, "ms", time.Since(start).Milliseconds())
+	return res, nil
+}
+
+var errTooManyChunks = errors.New("too many chunks")
+
+func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, int64, error) {
+	file := fileName(req.Source)
+	t := req.Tenant
+	f, err := records.FormatOf(t)
+	if err != nil {
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q configuration: %v", file, t.ID, err)}
+	}
+	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q chunkSize %d is outside %d..%d", file, t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)}
+	}
+	if t.ID == "" || req.ExecutionName == "" {
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
+	}
+	in, err := sourceInput(req.Source)
+	if err != nil {
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
+	}
+	out, err := h.S3.GetObject(ctx, in)
+	if err != nil {
+		return pipeline.SplitResult{}, 0, getError(req.Source, err)
+	}
+	defer out.Body.Close()
+
+	maxChunks := h.MaxChunks
+	if maxChunks == 0 {
+		maxChunks = pipeline.MaxSegments * pipeline.SegmentChunks
+	}
+	offsets := []int64{}
+	sum, err := records.Split(out.Body, f, t.ChunkSize, func(off int64) error {
+		if len(offsets) > maxChunks {
+			return errTooManyChunks
+		}
+		offsets = append(offsets, off)
+		return nil
+	})
+	var fe *records.Error
+	switch {
+	case errors.Is(err, errTooManyChunks):
+		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
+			"%s: the file is too large: it has more than %d chunks of %d records, and one file execution runs at most %d segments of %d chunks "+
+				"to stay within Step Functions' 25,000 history events and 256 KiB payload; split the file or raise chunkSize (at most %d)",
+			file, maxChunks, t.ChunkSize, pipeline.MaxSegments, pipeline.SegmentChunks, pipeline.MaxChunkSize)}
+	case errors.As(err, &fe):
+		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, fe)}
+	case err != nil:
+		// The object is pinned, so a failed read is the connection, not the data: retry.
+		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
+	}
+
+	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
+	body := pipeline.EncodeManifest(offsets)
+	if _, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(manifest.Bucket),
+		Key:           aws.String(manifest.Key),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String("application/octet-stream"),
+	}); err != nil {
+		msg := fmt.Sprintf("%s: writing the manifest s3://%s/%s failed: %v", file, manifest.Bucket, manifest.Key, err)
+		if httpStatus(err) == http.StatusForbidden {
+			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: msg}
+		}
+		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: msg}
+	}
+	size := aws.ToInt64(out.ContentLength)
+	return pipeline.SplitResult{
+		Manifest: manifest,
+		Records:  sum.Records,
+		Chunks:   sum.Chunks,
+		Header:   sum.Header,
+		Segments: pipeline.Segments(sum.Chunks),
+	}, size, nil
+}
+
+// fileName names a source object in messages: the raw key, never URL-decoded.
+func fileName(src pipeline.Source) string { return "s3://" + src.Bucket + "/" + src.Key }
+
+// sourceInput reads exactly the object version that triggered the event: by VersionId on a
+// versioned bucket, otherwise with If-Match on the ETag, which S3 answers with 412 Precondition
+// Failed when the object has been overwritten since.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html
+func sourceInput(src pipeline.Source) (*s3.GetObjectInput, error) {
+	if src.Bucket == "" || src.Key == "" {
+		return nil, errors.New("the source names no bucket or key")
+	}
+	in := &s3.GetObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
+	switch {
+	case src.VersionID != "":
+		in.VersionId = aws.String(src.VersionID)
+	case src.ETag != "":
+		in.IfMatch = aws.String(quoteETag(src.ETag))
+	default:
+		return nil, errors.New("the source has neither a versionId nor an etag, so the exact object cannot be pinned")
+	}
+	return in, nil
+}
+
+// quoteETag makes an event's ETag (EventBridge sends it bare) an RFC 7232 entity tag.
+func quoteETag(etag string) string {
+	if strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, `W/"`) {
+		return etag
+	}
+	return `"` + etag + `"`
+}
+
+// getError classifies a failed GetObject of the source.
+func getError(src pipeline.Source, err error) error {
+	file := fileName(src)
+	switch httpStatus(err) {
+	case http.StatusPreconditionFailed:
+		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object changed after the event: its ETag is no longer %s", file, src.ETag)}
+	case http.StatusNotFound:
+		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object version of the event no longer exists (versionId %q, etag %q)", file, src.VersionID, src.ETag)}
+	case http.StatusForbidden:
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: access denied reading the object", file)}
+	case http.StatusBadRequest:
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: S3 rejected the request: %v", file, err)}
+	}
+	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
+}
+
+// httpStatus is the HTTP status of a failed SDK call, or 0. The SDK's response errors expose it
+// through HTTPStatusCode (smithy-go transport/http.ResponseError).
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// errorType is the name the Lambda runtime reports for err.
+func errorType(err error) string {
+	t := reflect.TypeOf(err)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}

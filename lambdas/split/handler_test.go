@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+const (
+	ingest = "ingest-bucket"
+	work   = "work-bucket"
+)
+
+func tenant() pipeline.Tenant {
+	return pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 100}
+}
+
+func csvRows(n int) []byte {
+	var b strings.Builder
+	b.WriteString("id,name\r\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%d,\"名前 %d\"\r\n", i+1, i+1)
+	}
+	return []byte(b.String())
+}
+
+func newHandler(s3 *fakeS3) *Handler {
+	return &Handler{S3: s3, WorkBucket: work, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+}
+
+func TestSplit(t *testing.T) {
+	keys := []string{
+		"inbox/t1/plain.csv",
+		"inbox/t1/red flower.csv",
+		"inbox/t1/a+b%20c.csv",
+		"inbox/t1/請求書 ①.csv",
+	}
+	for _, key := range keys {
+		for _, versioned := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/versioned=%v", key, versioned), func(t *testing.T) {
+				s3 := newFakeS3()
+				data := csvRows(250)
+				src := pipeline.Source{Bucket: ingest, Key: key, ETag: "abc123", Size: int64(len(data))}
+				obj := &fakeObject{data: []byte("other content"), etag: "abc123"}
+				if versioned {
+					src.VersionID = "v1"
+					obj.versions = map[string][]byte{"v1": data}
+					obj.etag = "changed-since"
+				} else {
+					obj.data = data
+				}
+				s3.put(ingest, key, obj)
+				res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: src, ExecutionName: "exec-1"})
+				if err != nil {
+					t.Fatalf("got error %v, want none", err)
+				}
+				want := pipeline.SplitResult{
+					Manifest: pipeline.Location{Bucket: work, Key: "work/t1/exec-1/manifest"},
+					Records:  250, Chunks: 3, Header: []string{"id", "name"},
+					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
+				}
+				if !reflect.DeepEqual(res, want) {
+					t.Errorf("got %+v, want %+v", res, want)
+				}
+				if len(s3.gets) != 1 {
+					t.Fatalf("got %d GetObject calls, want 1", len(s3.gets))
+				}
+				get := s3.gets[0]
+				if aws.ToString(get.Key) != key {
+					t.Errorf("got key %q, want the raw key %q", aws.ToString(get.Key), key)
+				}
+				if versioned && (aws.ToString(get.VersionId) != "v1" || get.IfMatch != nil) {
+					t.Errorf("got VersionId %q IfMatch %q, want v1 and none", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
+				}
+				if !versioned && (get.VersionId != nil || aws.ToString(get.IfMatch) != `"abc123"`) {
+					t.Errorf("got VersionId %q IfMatch %q, want none and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
+				}
+				manifest := s3.puts[work+"/work/t1/exec-1/manifest"]
+				if len(s3.puts) != 1 || len(manifest) != 4*8 {
+					t.Fatalf("got puts %d, manifest %d bytes, want one manifest of 32 bytes", len(s3.puts), len(manifest))
+				}
+				// Chunk 1 is records 101..200: its range must start with record 101's line.
+				start, end, err := pipeline.DecodeChunkRange(manifest[8:24])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := string(data[start:end]); !strings.HasPrefix(got, "101,") || !strings.HasSuffix(got, "\"名前 200\"\r\n") {
+					t.Errorf("got chunk 1 = %.20q…, want records 101..200", got)
+				}
+			})
+		}
+	}
+}
+
+func TestSplitEmptyFile(t *testing.T) {
+	for _, data := range []string{"", "id,name\r\n"} {
+		s3 := newFakeS3()
+		s3.put(ingest, "k", &fakeObject{data: []byte(data), etag: "e"})
+		res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+		if err != nil {
+			t.Fatalf("%q: got error %v, want none", data, err)
+		}
+		if res.Chunks != 0 || res.Records != 0 || res.Segments == nil || len(res.Segments) != 0 {
+			t.Errorf("%q: got %+v, want zero chunks and an empty (not null) segments list", data, res)
+		}
+		if got := len(s3.puts[work+"/work/t1/x/manifest"]); got != 8 {
+			t.Errorf("%q: got a manifest of %d bytes, want 8", data, got)
+		}
+	}
+}
+
+func TestSplitErrors(t *testing.T) {
+	const key = "inbox/t1/売上 a+b.csv"
+	tests := []struct {
+		name     string
+		mutate   func(*fakeS3, *pipeline.SplitRequest, *Handler)
+		wantType string
+		wantMsg  string
+	}{
+		{"etag changed", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "old" },
+			pipeline.ErrObjectChanged, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: the object changed after the event"},
+		{"version gone", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.VersionID = "v-deleted" },
+			pipeline.ErrObjectChanged, "no longer exists"},
+		{"object gone", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { delete(s.objects, ingest+"/"+key) },
+			pipeline.ErrObjectChanged, "no longer exists"},
+		{"other bucket", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
+			pipeline.ErrObjectChanged, "s3://other/"},
+		{"access denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.getErr = apiError("GetObject", 403, "AccessDenied") },
+			pipeline.ErrPermanent, "access denied reading the object"},
+		{"throttled", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.getErr = apiError("GetObject", 503, "SlowDown") },
+			pipeline.ErrRetryable, "reading the object failed"},
+		{"invalid file", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.objects[ingest+"/"+key].data = []byte("id,name\n1,SECRET\n2\n")
+		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 3: record has 1 fields, the header has 2"},
+		{"too many chunks", func(s *fakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
+			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
+		{"read fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.failRead = 1000 },
+			pipeline.ErrRetryable, "reading the object failed"},
+		{"manifest write fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.putErr = apiError("PutObject", 503, "SlowDown") },
+			pipeline.ErrRetryable, "writing the manifest s3://work-bucket/work/t1/exec/manifest failed"},
+		{"manifest write denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.putErr = apiError("PutObject", 403, "AccessDenied") },
+			pipeline.ErrPermanent, "writing the manifest"},
+		{"no pin", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "" },
+			pipeline.ErrPermanent, "neither a versionId nor an etag"},
+		{"bad chunk size", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.ChunkSize = 0 },
+			pipeline.ErrPermanent, "chunkSize 0 is outside 1..1000"},
+		{"bad encoding", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.Encoding = "euc-jp" },
+			pipeline.ErrPermanent, `encoding "euc-jp" is not`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s3 := newFakeS3()
+			s3.put(ingest, key, &fakeObject{data: csvRows(300), etag: "e1"})
+			req := pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: key, ETag: "e1"}, ExecutionName: "exec"}
+			h := newHandler(s3)
+			tt.mutate(s3, &req, h)
+			_, err := h.Handle(context.Background(), req)
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			if got := errorType(err); got != tt.wantType {
+				t.Errorf("got error type %s (%v), want %s", got, err, tt.wantType)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %q, want it to contain %q", err, tt.wantMsg)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("got %q, want no record contents", err)
+			}
+			if tt.wantType != pipeline.ErrRetryable && tt.wantType != pipeline.ErrPermanent && len(s3.puts) != 0 {
+				t.Errorf("got %d manifests written, want none for a failed file", len(s3.puts))
+			}
+		})
+	}
+}
+
+// TestErrorsAreUnwrapped pins that each named type is returned as itself: the Lambda runtime
+// reports the dynamic type's name, so a wrapper would hide it from the state machine's Retry.
+func TestErrorsAreUnwrapped(t *testing.T) {
+	s3 := newFakeS3()
+	s3.put(ingest, "k", &fakeObject{data: []byte("a\n\xff\n"), etag: "e"})
+	_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+	if _, ok := err.(*pipeline.ValidationError); !ok {
+		t.Fatalf("got %T, want *pipeline.ValidationError", err)
+	}
+	var ve *pipeline.ValidationError
+	if !errors.As(err, &ve) || ve.Message != "s3://ingest-bucket/k: line 2: field 1 has bytes that are not valid utf-8" {
+		t.Errorf("got %q", err)
+	}
+}
+
+// TestStateSizeFor2MRecords pins the arithmetic of docs/data-path.md: a 2,000,000-record file
+// returns a Split result far below the 256 KiB state payload limit, and its segments keep every
+// execution far below 25,000 history events.
+func TestStateSizeFor2MRecords(t *testing.T) {
+	header := []string{"id", "name", "email", "city", "amount", "qty", "sku", "date", "note", "status"}
+	const records = 2_000_000
+	chunks := records / pipeline.DefaultChunkSize
+	res := pipeline.SplitResult{
+		Manifest: pipeline.Location{Bucket: strings.Repeat("b", 63), Key: pipeline.ManifestKey(strings.Repeat("t", 64), strings.Repeat("e", 80))},
+		Records:  records, Chunks: chunks, Header: header, Segments: pipeline.Segments(chunks),
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 4096 {
+		t.Errorf("got a Split result of %d bytes, want at most 4 KiB", len(b))
+	}
+	if got := len(res.Segments); got != 20 {
+		t.Errorf("got %d segments, want 20", got)
+	}
+	// ~7 events per Register iteration plus a handful per segment execution.
+	if perSegment := 7*pipeline.SegmentChunks + 20; perSegment > 25000 {
+		t.Errorf("got %d history events per segment execution, want at most 25,000", perSegment)
+	}
+	if manifest := len(pipeline.EncodeManifest(make([]int64, chunks+1))); manifest != 160_008 {
+		t.Errorf("got a manifest of %d bytes, want 160,008", manifest)
+	}
+}

@@ -1,0 +1,38 @@
+// Command split is the tenant pipeline's Split Lambda. It streams the exact object version that
+// started a file execution, validates every record, and writes one manifest of chunk boundaries
+// that the Register tasks read. See docs/data-path.md.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/example/tenantpipeline/internal/awsconfig"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	slog.SetDefault(logger)
+
+	workBucket := os.Getenv(pipeline.EnvWorkBucket)
+	if workBucket == "" {
+		logger.Error("split cannot start: " + pipeline.EnvWorkBucket + " is not set")
+		os.Exit(1)
+	}
+	cfg, err := awsconfig.Load(context.Background())
+	if err != nil {
+		logger.Error("split cannot load the AWS SDK configuration", "error", err)
+		os.Exit(1)
+	}
+	h := &Handler{
+		S3:         s3.NewFromConfig(cfg, awsconfig.S3Options),
+		WorkBucket: workBucket,
+		Log:        logger,
+	}
+	lambda.Start(h.Handle)
+}
