@@ -101,4 +101,3 @@ func (f *fakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*
 	f.puts[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)] = b
 	return &s3.PutObjectOutput{}, nil
 }
-

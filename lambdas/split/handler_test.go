@@ -135,9 +135,13 @@ func TestSplitErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "no longer exists"},
 		{"other bucket", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
 			pipeline.ErrObjectChanged, "s3://other/"},
-		{"access denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.getErr = apiError("GetObject", 403, "AccessDenied") },
+		{"access denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.getErr = apiError("GetObject", 403, "AccessDenied")
+		},
 			pipeline.ErrPermanent, "access denied reading the object"},
-		{"throttled", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.getErr = apiError("GetObject", 503, "SlowDown") },
+		{"throttled", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.getErr = apiError("GetObject", 503, "SlowDown")
+		},
 			pipeline.ErrRetryable, "reading the object failed"},
 		{"invalid file", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
 			s.objects[ingest+"/"+key].data = []byte("id,name\n1,SECRET\n2\n")
@@ -146,9 +150,13 @@ func TestSplitErrors(t *testing.T) {
 			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
 		{"read fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.failRead = 1000 },
 			pipeline.ErrRetryable, "reading the object failed"},
-		{"manifest write fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.putErr = apiError("PutObject", 503, "SlowDown") },
+		{"manifest write fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.putErr = apiError("PutObject", 503, "SlowDown")
+		},
 			pipeline.ErrRetryable, "writing the manifest s3://work-bucket/work/t1/exec/manifest failed"},
-		{"manifest write denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.putErr = apiError("PutObject", 403, "AccessDenied") },
+		{"manifest write denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.putErr = apiError("PutObject", 403, "AccessDenied")
+		},
 			pipeline.ErrPermanent, "writing the manifest"},
 		{"no pin", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "" },
 			pipeline.ErrPermanent, "neither a versionId nor an etag"},
