@@ -43,10 +43,14 @@ func (r Record) Object(header []string) (json.RawMessage, error) {
 	return append(b, '}'), nil
 }
 
+// ErrTooManyRecords is a range that holds more records than the chunk may: the range and the
+// record count disagree, which no retry can fix.
+var ErrTooManyRecords = errors.New("the range holds more records than the chunk")
+
 // ParseRange parses the records of one chunk: r holds the raw bytes of the byte range Split
 // reported, header the file's CSV header (nil for JSON Lines), first the number of the range's
-// first record. It reads at most max records and fails if the range holds more, so a wrong range
-// cannot make it buffer without limit. It checks every record as Split did, so a range of a
+// first record. It reads at most max records and fails with ErrTooManyRecords if the range holds
+// more, so a wrong range cannot make it buffer without limit. It checks every record as Split did, so a range of a
 // changed object fails rather than registering different data.
 func ParseRange(r io.Reader, f Format, header []string, first, max int64) ([]Record, error) {
 	t, err := openText(r, f, false)
@@ -80,7 +84,7 @@ func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, e
 			return nil, csvParseError(err, n)
 		}
 		if int64(len(recs)) == max {
-			return nil, &Error{Record: n, Reason: fmt.Sprintf("the chunk holds more than %d records", max)}
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
 		}
 		for i, v := range rec {
 			if len(v) > f.MaxFieldBytes {
@@ -112,7 +116,7 @@ func parseJSONL(t *text, f Format, first, max int64) ([]Record, error) {
 			return nil, lineError(err, 0, n, f)
 		}
 		if int64(len(recs)) == max {
-			return nil, &Error{Record: n, Reason: fmt.Sprintf("the chunk holds more than %d records", max)}
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
 		}
 		recs = append(recs, Record{Number: n, JSON: append(json.RawMessage(nil), b...)})
 		n++

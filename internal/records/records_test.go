@@ -423,7 +423,6 @@ func TestParseRangeErrors(t *testing.T) {
 		wantRecord int64
 		wantReason string
 	}{
-		{"more records than the chunk", "1,2\n3,4\n5,6\n", 2, 12, "the chunk holds more than 2 records"},
 		{"wrong field count", "1,2\n3\n", 2, 11, "wrong number of fields"},
 		{"field over limit", "1,123456789\n", 2, 10, "field 2 is 9 bytes, over the 8-byte limit"},
 		{"invalid utf-8", "1,2\n\xff,2\n", 2, 11, "field 1 has bytes that are not valid utf-8"},
@@ -436,6 +435,15 @@ func TestParseRangeErrors(t *testing.T) {
 				t.Errorf("got %v, want record %d: %s", err, tt.wantRecord, tt.wantReason)
 			}
 		})
+	}
+}
+
+func TestParseRangeTooManyRecords(t *testing.T) {
+	for _, kind := range []string{"csv", "jsonl"} {
+		_, err := ParseRange(strings.NewReader("{}\n{}\n{}\n"), mustFormat(t, kind, "utf-8", "", 0), []string{"a"}, 1, 2)
+		if !errors.Is(err, ErrTooManyRecords) {
+			t.Errorf("%s: got %v, want ErrTooManyRecords", kind, err)
+		}
 	}
 }
 

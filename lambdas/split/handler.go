@@ -185,8 +185,11 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// errorType is the name the Lambda runtime reports for err.
+// errorType is the name the Lambda runtime reports for err ("" for nil).
 func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
 	t := reflect.TypeOf(err)
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()

@@ -1,0 +1,486 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/text/encoding/japanese"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
+)
+
+const (
+	ingest    = "ingest-bucket"
+	work      = "work-bucket"
+	execName  = "t1-0123456789abcdef"
+	secretARN = "arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:core-auth"
+)
+
+// core is an httptest core system that records every request and answers with reply.
+type core struct {
+	mu    sync.Mutex
+	seen  []seenRequest
+	reply func(n int, r seenRequest) int // status for the n-th request (0-based)
+	srv   *httptest.Server
+	conns int
+}
+
+type seenRequest struct {
+	Key, Auth, ContentType string
+	Body                   wireRecord
+}
+
+func newCore(t *testing.T, reply func(int, seenRequest) int) *core {
+	c := &core{reply: reply}
+	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var rec wireRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Errorf("got an invalid JSON body: %v", err)
+		}
+		s := seenRequest{Key: r.Header.Get("Idempotency-Key"), Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type"), Body: rec}
+		c.mu.Lock()
+		n := len(c.seen)
+		c.seen = append(c.seen, s)
+		c.mu.Unlock()
+		status := http.StatusOK
+		if c.reply != nil {
+			status = c.reply(n, s)
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"echo":"SECRET-RECORD-CONTENT"}`)
+	}))
+	c.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			c.mu.Lock()
+			c.conns++
+			c.mu.Unlock()
+		}
+	}
+	c.srv.Start()
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// fixture stores a file and the manifest Split would write for it, and returns the chunk requests.
+func fixture(t *testing.T, s3 *fakeS3, tenant pipeline.Tenant, src pipeline.Source, data []byte) []pipeline.ChunkRequest {
+	t.Helper()
+	f, err := records.FormatOf(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int64
+	sum, err := records.Split(bytes.NewReader(data), f, tenant.ChunkSize, func(off int64) error {
+		offsets = append(offsets, off)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &fakeObject{data: data, etag: "etag-1"}
+	if src.VersionID != "" {
+		obj.versions = map[string][]byte{src.VersionID: data}
+		obj.data = []byte("a newer version")
+		obj.etag = "etag-2"
+	}
+	s3.put(src.Bucket, src.Key, obj)
+	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName)}
+	s3.put(work, manifest.Key, &fakeObject{data: pipeline.EncodeManifest(offsets)})
+	var reqs []pipeline.ChunkRequest
+	for i := range sum.Chunks {
+		reqs = append(reqs, pipeline.ChunkRequest{Tenant: tenant, Source: src, ExecutionName: execName,
+			Manifest: manifest, Records: sum.Records, Header: sum.Header, Chunk: i})
+	}
+	return reqs
+}
+
+func newHandler(s3 *fakeS3, secrets *fakeSecrets) *Handler {
+	return &Handler{
+		S3: s3, HTTP: newHTTPClient(2 * time.Second), Secrets: NewSecretCache(secrets),
+		HTTPTimeout: 2 * time.Second, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	}
+}
+
+func csvTenant(url string) pipeline.Tenant {
+	return pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 3, RegisterURL: url}
+}
+
+func TestRegisterWireFormat(t *testing.T) {
+	cp932 := func(s string) []byte {
+		b, err := japanese.ShiftJIS.NewEncoder().Bytes([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name     string
+		format   string
+		encoding string
+		key      string
+		version  string
+		data     []byte
+		chunk    int
+		want     []string // the "record" objects of the chunk, in order
+		firstNum int64
+	}{
+		{"csv utf-8 BOM", "csv", "utf-8", "inbox/t1/plain.csv", "",
+			[]byte("\xEF\xBB\xBFid,名前,note\r\n1,①,a\r\n2,\"～,x\",b\r\n3,㎡,\"line\r\nbreak\"\r\n4,d,e\r\n"), 1,
+			[]string{`{"id":"4","名前":"d","note":"e"}`}, 4},
+		{"csv cp932, versioned, key with space", "csv", "cp932", "inbox/t1/red flower.csv", "v7",
+			cp932("id,名前\r\n1,①\r\n2,～\r\n3,㎡\r\n"), 0,
+			[]string{`{"id":"1","名前":"①"}`, `{"id":"2","名前":"～"}`, `{"id":"3","名前":"㎡"}`}, 1},
+		{"jsonl, key with + and %", "jsonl", "utf-8", "inbox/t1/a+b%20c.jsonl", "",
+			[]byte("{\"a\":1}\n{\"b\": [1, 2]}\n{}\n{\"名\":\"①\"}\n"), 1,
+			[]string{`{"名":"①"}`}, 4},
+		{"jsonl cp932, Japanese key", "jsonl", "cp932", "inbox/t1/請求書.jsonl", "",
+			cp932("{\"品名\":\"①～㎡\"}\r\n"), 0,
+			[]string{`{"品名":"①～㎡"}`}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			s3 := newFakeS3()
+			tenant := csvTenant(c.srv.URL + "/register")
+			tenant.Format, tenant.Encoding = tt.format, tt.encoding
+			tenant.RegisterAuthSecretARN = secretARN
+			src := pipeline.Source{Bucket: ingest, Key: tt.key, VersionID: tt.version, ETag: "etag-1"}
+			reqs := fixture(t, s3, tenant, src, tt.data)
+			res, err := newHandler(s3, &fakeSecrets{values: map[string]string{secretARN: "Bearer s3cr3t"}}).Handle(context.Background(), reqs[tt.chunk])
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if res.Registered != int64(len(tt.want)) || res.Chunk != tt.chunk {
+				t.Errorf("got %+v, want chunk %d with %d registered", res, tt.chunk, len(tt.want))
+			}
+			if len(c.seen) != len(tt.want) {
+				t.Fatalf("got %d requests, want %d", len(c.seen), len(tt.want))
+			}
+			for i, s := range c.seen {
+				n := tt.firstNum + int64(i)
+				wantBody := wireRecord{Tenant: "t1", Source: wireSource{Bucket: ingest, Key: tt.key, VersionID: tt.version}, RecordNumber: n, Record: json.RawMessage(tt.want[i])}
+				if !reflect.DeepEqual(s.Body, wantBody) {
+					t.Errorf("request %d: got body %+v (record %s), want %+v (record %s)", i, s.Body, s.Body.Record, wantBody, wantBody.Record)
+				}
+				if want := fmt.Sprintf("%s-%d", execName, n); s.Key != want {
+					t.Errorf("request %d: got Idempotency-Key %q, want %q", i, s.Key, want)
+				}
+				if s.Auth != "Bearer s3cr3t" || s.ContentType != "application/json" {
+					t.Errorf("request %d: got Authorization %q, Content-Type %q", i, s.Auth, s.ContentType)
+				}
+			}
+			// One ranged manifest GET and one ranged source GET, pinned to the version.
+			if len(s3.gets) != 2 {
+				t.Fatalf("got %d GetObject calls, want 2", len(s3.gets))
+			}
+			if got, want := *s3.gets[0].Range, pipeline.ManifestRange(tt.chunk); got != want {
+				t.Errorf("got manifest range %q, want %q", got, want)
+			}
+			g := s3.gets[1]
+			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || (tt.version == "" && *g.IfMatch != `"etag-1"`) {
+				t.Errorf("got source GET key %q range %v version %v if-match %v", *g.Key, g.Range, g.VersionId, g.IfMatch)
+			}
+		})
+	}
+}
+
+func TestRegisterStatusClasses(t *testing.T) {
+	tests := []struct {
+		status   int
+		wantType string // "" for success
+	}{
+		{200, ""}, {201, ""}, {202, ""}, {204, ""}, {409, ""},
+		{429, pipeline.ErrRetryable}, {500, pipeline.ErrRetryable}, {502, pipeline.ErrRetryable}, {503, pipeline.ErrRetryable}, {504, pipeline.ErrRetryable},
+		{400, pipeline.ErrPermanent}, {401, pipeline.ErrPermanent}, {403, pipeline.ErrPermanent}, {404, pipeline.ErrPermanent}, {422, pipeline.ErrPermanent},
+		{301, pipeline.ErrPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			// Records 1 and 2 succeed; record 3 gets the status under test.
+			c := newCore(t, func(n int, _ seenRequest) int {
+				if n == 2 {
+					return tt.status
+				}
+				return 200
+			})
+			s3 := newFakeS3()
+			tenant := csvTenant(c.srv.URL)
+			tenant.ChunkSize = 10
+			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k.csv", ETag: "etag-1"}, []byte("a\nSECRET-1\nSECRET-2\nSECRET-3\nSECRET-4\nSECRET-5\n"))
+			res, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
+			if tt.wantType == "" {
+				if err != nil || res.Registered != 5 || len(c.seen) != 5 {
+					t.Errorf("got %v, %d registered, %d requests, want success with 5", err, res.Registered, len(c.seen))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			if got := errorType(err); got != tt.wantType {
+				t.Errorf("got %s (%v), want %s", got, err, tt.wantType)
+			}
+			if len(c.seen) != 3 {
+				t.Errorf("got %d requests, want 3: registration must stop at the first failure", len(c.seen))
+			}
+			if want := fmt.Sprintf("s3://ingest-bucket/k.csv: record 3: the core system"); !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("got %q, want it to start with %q", err, want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("got %q, want no record or response contents", err)
+			}
+		})
+	}
+}
+
+func TestRegisterTransportFailures(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+		defer srv.Close()
+		defer close(release)
+		s3 := newFakeS3()
+		reqs := fixture(t, s3, csvTenant(srv.URL), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+		h := newHandler(s3, &fakeSecrets{})
+		h.HTTPTimeout = 100 * time.Millisecond
+		_, err := h.Handle(context.Background(), reqs[0])
+		if errorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "record 1: the core system did not answer: timed out") {
+			t.Errorf("got %v (%s), want a RetryableError naming the timeout", err, errorType(err))
+		}
+		if strings.Contains(err.Error(), srv.URL) {
+			t.Errorf("got %q, want no URL in the message", err)
+		}
+	})
+	t.Run("connection refused", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		s3 := newFakeS3()
+		reqs := fixture(t, s3, csvTenant(url), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+		_, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
+		if errorType(err) != pipeline.ErrRetryable {
+			t.Errorf("got %v (%s), want RetryableError", err, errorType(err))
+		}
+	})
+}
+
+// TestIdempotencyKeysStableAcrossRetry runs one chunk twice, as the state machine's Retry does
+// after a 503: the records sent twice carry the same keys.
+func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
+	fail := true
+	c := newCore(t, func(n int, s seenRequest) int {
+		if fail && s.Body.RecordNumber == 5 {
+			fail = false
+			return 503
+		}
+		return 200
+	})
+	s3 := newFakeS3()
+	reqs := fixture(t, s3, csvTenant(c.srv.URL), pipeline.Source{Bucket: ingest, Key: "k", VersionID: "v1"}, []byte("a\n1\n2\n3\n4\n5\n6\n"))
+	h := newHandler(s3, &fakeSecrets{})
+	if _, err := h.Handle(context.Background(), reqs[1]); errorType(err) != pipeline.ErrRetryable {
+		t.Fatalf("first attempt: got %v, want RetryableError", err)
+	}
+	// A redrive may run in a new execution environment: a fresh handler must give the same keys.
+	if _, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[1]); err != nil {
+		t.Fatalf("retry: got %v, want success", err)
+	}
+	var got []string
+	for _, s := range c.seen {
+		got = append(got, s.Key)
+	}
+	want := []string{execName + "-4", execName + "-5", execName + "-4", execName + "-5", execName + "-6"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got keys %q, want %q", got, want)
+	}
+}
+
+func TestRegisterStopsBeforeDeadline(t *testing.T) {
+	c := newCore(t, nil)
+	s3 := newFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	tenant.ChunkSize = 100
+	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n3\n4\n5\n"))
+	h := newHandler(s3, &fakeSecrets{})
+	h.HTTPTimeout = 10 * time.Second
+	// The fake clock advances 3 s per check; the Lambda has 20 s and each POST may take 10 s plus
+	// the 2 s margin. Checks at 0, 3 and 6 s leave room (≤ 20 s); at 9 s, 9+12 > 20: stop.
+	base := time.Now()
+	clock := base
+	h.now = func() time.Time { t := clock; clock = clock.Add(3 * time.Second); return t }
+	ctx, cancel := context.WithDeadline(context.Background(), base.Add(20*time.Second))
+	defer cancel()
+	res, err := h.Handle(ctx, reqs[0])
+	if errorType(err) != pipeline.ErrRetryable {
+		t.Fatalf("got %v, want RetryableError", err)
+	}
+	if len(c.seen) != 3 || !strings.Contains(err.Error(), "stopped before record 4 of chunk 0: the Lambda timeout is near") {
+		t.Errorf("got %d requests and %q, want 3 sent and a stop before record 4", len(c.seen), err)
+	}
+	if res.Registered != 0 {
+		t.Errorf("got result %+v, want the zero result with an error", res)
+	}
+}
+
+func TestRegisterErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		mutate   func(*fakeS3, *fakeSecrets, *pipeline.ChunkRequest)
+		wantType string
+		wantMsg  string
+	}{
+		{"object overwritten", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.objects[ingest+"/k"].etag = "new" },
+			pipeline.ErrObjectChanged, "s3://ingest-bucket/k: the object changed after the event"},
+		{"object deleted", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.objects, ingest+"/k") },
+			pipeline.ErrObjectChanged, "no longer exists"},
+		{"object shorter", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.objects[ingest+"/k"].data = []byte("a\n1\n") },
+			pipeline.ErrObjectChanged, "got 2 bytes of the range 2-9, want 8"},
+		{"more records than the request says", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Records = 3 },
+			pipeline.ErrPermanent, "chunk 0 holds more than 3 records: the manifest does not match the request"},
+		{"fewer records than the request says", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.objects[work+"/"+r.Manifest.Key].data = pipeline.EncodeManifest([]int64{2, 6, 14})
+		}, pipeline.ErrPermanent, "chunk 0 holds 2 records, want 4"},
+		{"chunk past the end", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Chunk = 2 },
+			pipeline.ErrPermanent, "chunk 2 is outside the file's 6 records"},
+		{"manifest missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Manifest.Key = "work/t1/other/manifest" },
+			pipeline.ErrPermanent, "reading the manifest s3://work-bucket/work/t1/other/manifest failed"},
+		{"manifest throttled", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.getErr = apiError("GetObject", 503, "SlowDown") },
+			pipeline.ErrRetryable, "reading the manifest"},
+		{"changed bytes fail validation", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.objects[ingest+"/k"].data = []byte("a\n1\n\xff\n3\n4\n5\n6\n")
+		}, pipeline.ErrValidation, "s3://ingest-bucket/k: chunk 0: record 2: field 1 has bytes that are not valid utf-8"},
+		{"secret missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.RegisterAuthSecretARN = secretARN + "-gone" },
+			pipeline.ErrPermanent, "fetching the registerAuthSecretArn secret failed"},
+		{"secret throttled", func(s *fakeS3, sm *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Tenant.RegisterAuthSecretARN = secretARN
+			sm.err = apiError("GetSecretValue", 400, "ThrottlingException")
+		}, pipeline.ErrRetryable, "fetching the registerAuthSecretArn secret failed"},
+		{"bad url", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.RegisterURL = "ftp://core" },
+			pipeline.ErrPermanent, `tenant "t1" registerUrl is not an http(s) URL`},
+		{"no execution name", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.ExecutionName = "" },
+			pipeline.ErrPermanent, "no executionName"},
+		{"bad chunk size", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.ChunkSize = 5000 },
+			pipeline.ErrPermanent, "chunkSize 5000 is outside 1..1000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			s3 := newFakeS3()
+			tenant := csvTenant(c.srv.URL)
+			tenant.ChunkSize = 4
+			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n3\n4\n5\n6\n"))
+			sm := &fakeSecrets{values: map[string]string{secretARN: "x"}}
+			req := reqs[0]
+			tt.mutate(s3, sm, &req)
+			_, err := newHandler(s3, sm).Handle(context.Background(), req)
+			if got := errorType(err); got != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %q, want %s containing %q", got, err, tt.wantType, tt.wantMsg)
+			}
+			if len(c.seen) != 0 {
+				t.Errorf("got %d records sent, want none", len(c.seen))
+			}
+		})
+	}
+}
+
+func TestSecretRotation(t *testing.T) {
+	sm := &fakeSecrets{values: map[string]string{secretARN: "old"}}
+	c := newCore(t, func(_ int, s seenRequest) int {
+		if s.Auth != "new" {
+			return 401
+		}
+		return 200
+	})
+	s3 := newFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	tenant.RegisterAuthSecretARN = secretARN
+	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n"))
+	h := newHandler(s3, sm)
+	if _, err := h.Secrets.Get(context.Background(), secretARN); err != nil { // cache "old"
+		t.Fatal(err)
+	}
+	sm.values[secretARN] = "new"
+	if _, err := h.Handle(context.Background(), reqs[0]); err != nil {
+		t.Fatalf("got %v, want success after refetching the rotated secret", err)
+	}
+	if sm.calls != 2 || len(c.seen) != 3 {
+		t.Errorf("got %d secret fetches and %d requests, want 2 and 3 (one 401, then records 1 and 2)", sm.calls, len(c.seen))
+	}
+	// Still 401 with a fresh secret: permanent.
+	sm.values[secretARN] = "wrong"
+	h.Secrets.Forget(secretARN)
+	if _, err := h.Handle(context.Background(), reqs[0]); errorType(err) != pipeline.ErrPermanent {
+		t.Errorf("got %v, want PermanentError", err)
+	}
+}
+
+func TestSecretCache(t *testing.T) {
+	sm := &fakeSecrets{values: map[string]string{secretARN: "v"}}
+	c := NewSecretCache(sm)
+	now := time.Unix(0, 0)
+	c.now = func() time.Time { return now }
+	for range 3 {
+		if v, err := c.Get(context.Background(), secretARN); err != nil || v != "v" {
+			t.Fatalf("got %q, %v, want v", v, err)
+		}
+	}
+	if sm.calls != 1 {
+		t.Errorf("got %d fetches, want 1", sm.calls)
+	}
+	now = now.Add(SecretTTL)
+	if _, err := c.Get(context.Background(), secretARN); err != nil || sm.calls != 2 {
+		t.Errorf("got %d fetches after the TTL, want 2", sm.calls)
+	}
+}
+
+// TestKeepAlive pins that a chunk's records, and the next chunk's, share one connection.
+func TestKeepAlive(t *testing.T) {
+	c := newCore(t, nil)
+	s3 := newFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	tenant.ChunkSize = 20
+	var b strings.Builder
+	b.WriteString("a\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte(b.String()))
+	h := newHandler(s3, &fakeSecrets{})
+	for _, r := range reqs {
+		if _, err := h.Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.seen) != 40 || c.conns != 1 {
+		t.Errorf("got %d requests over %d connections, want 40 over 1", len(c.seen), c.conns)
+	}
+}
+
+func TestHTTPTimeoutEnv(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", 10 * time.Second, false}, {"3", 3 * time.Second, false}, {"0", 0, true}, {"x", 0, true}, {"1.5", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := httpTimeout(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("httpTimeout(%q): got %v, %v, want %v (error %v)", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Command register is the tenant pipeline's Register Lambda. For one chunk of a file it reads the
+// chunk's byte range of the exact object version, parses its records, and sends them in order to
+// the tenant's core system, stopping at the first failure. See docs/data-path.md.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/example/tenantpipeline/internal/awsconfig"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	slog.SetDefault(logger)
+
+	timeout, err := httpTimeout(os.Getenv(pipeline.EnvHTTPTimeoutSeconds))
+	if err != nil {
+		logger.Error("register cannot start", "error", err)
+		os.Exit(1)
+	}
+	cfg, err := awsconfig.Load(context.Background())
+	if err != nil {
+		logger.Error("register cannot load the AWS SDK configuration", "error", err)
+		os.Exit(1)
+	}
+	h := &Handler{
+		S3:          s3.NewFromConfig(cfg, awsconfig.S3Options),
+		HTTP:        newHTTPClient(timeout),
+		Secrets:     NewSecretCache(secretsmanager.NewFromConfig(cfg)),
+		HTTPTimeout: timeout,
+		Log:         logger,
+	}
+	lambda.Start(h.Handle)
+}
