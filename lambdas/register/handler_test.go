@@ -346,7 +346,9 @@ func TestRegisterErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "s3://ingest-bucket/k: the object changed after the event"},
 		{"object deleted", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.objects, ingest+"/k") },
 			pipeline.ErrObjectChanged, "no longer exists"},
-		{"object shorter", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.objects[ingest+"/k"].data = []byte("a\n1\n") },
+		{"object shorter", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.objects[ingest+"/k"].data = []byte("a\n1\n")
+		},
 			pipeline.ErrObjectChanged, "got 2 bytes of the range 2-9, want 8"},
 		{"more records than the request says", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Records = 3 },
 			pipeline.ErrPermanent, "chunk 0 holds more than 3 records: the manifest does not match the request"},
@@ -357,12 +359,16 @@ func TestRegisterErrors(t *testing.T) {
 			pipeline.ErrPermanent, "chunk 2 is outside the file's 6 records"},
 		{"manifest missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Manifest.Key = "work/t1/other/manifest" },
 			pipeline.ErrPermanent, "reading the manifest s3://work-bucket/work/t1/other/manifest failed"},
-		{"manifest throttled", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.getErr = apiError("GetObject", 503, "SlowDown") },
+		{"manifest throttled", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.getErr = apiError("GetObject", 503, "SlowDown")
+		},
 			pipeline.ErrRetryable, "reading the manifest"},
 		{"changed bytes fail validation", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
 			s.objects[ingest+"/k"].data = []byte("a\n1\n\xff\n3\n4\n5\n6\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/k: chunk 0: record 2: field 1 has bytes that are not valid utf-8"},
-		{"secret missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.RegisterAuthSecretARN = secretARN + "-gone" },
+		{"secret missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Tenant.RegisterAuthSecretARN = secretARN + "-gone"
+		},
 			pipeline.ErrPermanent, "fetching the registerAuthSecretArn secret failed"},
 		{"secret throttled", func(s *fakeS3, sm *fakeSecrets, r *pipeline.ChunkRequest) {
 			r.Tenant.RegisterAuthSecretARN = secretARN
