@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Split benchmark (make bench). Generates the shared benchmark CSV, then runs the reference Python
+# splitter (../shared/bench/seed_splitter.py) and our split core (cmd/splitbench) on the same file
+# in the same run, and prints one line per encoding:
+#
+#   split-csv-utf8: <MB/s> MB/s, peak <MB> MB; reference: <MB/s> MB/s; ratio <x>
+#   split-csv-cp932: …
+#
+# Goals: ratio ≥ 15 for UTF-8, peak RSS ≤ 64 MB. BENCH_BIG=1 also splits a ~1 GB file to show that
+# memory stays flat. BENCH_ROWS changes the row count (default 1,000,000). BENCH_STRICT=1 makes a
+# missed goal fail the script. Generated files go to bench/out/ (gitignored) and are reused, since
+# the generator is deterministic.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROWS=${BENCH_ROWS:-1000000}
+REF=${BENCH_REF_DIR:-../shared/bench}
+OUT=bench/out
+mkdir -p "$OUT"
+
+go build -o "$OUT/splitbench" ./cmd/splitbench
+
+have_ref=1
+if [[ ! -f $REF/gen_csv.py || ! -f $REF/seed_splitter.py ]]; then
+  have_ref=0
+  echo "bench: $REF/gen_csv.py and seed_splitter.py are absent: no side-by-side comparison;" \
+    "timing our split alone on a similar file from splitbench -gen" >&2
+elif ! command -v python3 >/dev/null; then
+  have_ref=0
+  echo "bench: python3 is not installed: no side-by-side comparison" >&2
+fi
+
+# field NAME LINE prints the value of NAME=value in a "k=v k=v" line.
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+
+generate() { # generate ENCODING FILE ROWS
+  [[ -s $2 ]] && return
+  if ((have_ref)); then
+    python3 "$REF/gen_csv.py" "$3" "$2.tmp" --encoding "$1"
+  else
+    "$OUT/splitbench" -gen "$3" -encoding "$1" "$2.tmp"
+  fi
+  mv "$2.tmp" "$2"
+}
+
+# reference ENCODING FILE runs the unmodified seed splitter. It always decodes as utf-8-sig, so
+# for the CP932 file it runs with io.TextIOWrapper's encoding forced to cp932; nothing else changes.
+reference() {
+  if [[ $1 == utf-8 ]]; then
+    python3 "$REF/seed_splitter.py" "$2"
+  else
+    python3 - "$REF/seed_splitter.py" "$2" <<'PY'
+import io, runpy, sys
+wrapper = io.TextIOWrapper
+io.TextIOWrapper = lambda buffer, encoding=None, **kw: wrapper(buffer, encoding="cp932", **kw)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+  fi
+}
+
+status=0
+goal() { # goal MESSAGE: report a missed goal
+  echo "bench: below goal: $1" >&2
+  if [[ ${BENCH_STRICT:-0} == 1 ]]; then status=1; fi
+}
+
+for enc in utf-8 cp932; do
+  name=${enc/-/}
+  file=$OUT/bench-$ROWS-$enc$( ((have_ref)) || echo -go).csv
+  generate "$enc" "$file" "$ROWS"
+  ours=$("$OUT/splitbench" -encoding "$enc" "$file")
+  mbps=$(field MBps "$ours")
+  peak=$(field maxrss_MB "$ours")
+  if ((have_ref)); then
+    ref=$(field MBps "$(reference "$enc" "$file")")
+    ratio=$(awk -v a="$mbps" -v b="$ref" 'BEGIN { printf "%.1f", a / b }')
+    echo "split-csv-$name: $mbps MB/s, peak $peak MB; reference: $ref MB/s; ratio $ratio"
+    if [[ $enc == utf-8 ]] && awk -v r="$ratio" 'BEGIN { exit !(r < 15) }'; then goal "utf-8 ratio $ratio < 15"; fi
+  else
+    echo "split-csv-$name: $mbps MB/s, peak $peak MB; reference: skipped (no $REF)"
+  fi
+  if awk -v p="$peak" 'BEGIN { exit !(p > 64) }'; then goal "$enc peak RSS $peak MB > 64 MB"; fi
+done
+
+if [[ ${BENCH_BIG:-0} == 1 ]]; then
+  # ~8,000,000 rows ≈ 1 GB. splitbench -gen is much faster than gen_csv.py and the shape is the same.
+  big=$OUT/bench-big-8000000-utf-8.csv
+  if [[ ! -s $big ]]; then
+    "$OUT/splitbench" -gen 8000000 "$big.tmp"
+    mv "$big.tmp" "$big"
+  fi
+  ours=$("$OUT/splitbench" "$big")
+  peak=$(field maxrss_MB "$ours")
+  echo "split-csv-utf8-big: $(field MBps "$ours") MB/s, peak $peak MB; $(field bytes "$ours") bytes, $(field records "$ours") records, $(field chunks "$ours") chunks"
+  if awk -v p="$peak" 'BEGIN { exit !(p > 64) }'; then goal "1 GB peak RSS $peak MB > 64 MB"; fi
+fi
+exit $status
