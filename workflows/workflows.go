@@ -107,7 +107,15 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	registerSegment := tasks.NewStepFunctionsStartExecution(scope, jsii.String(StateRegisterSegment), &tasks.StepFunctionsStartExecutionProps{
 		StateMachine:       segment,
 		IntegrationPattern: sfn.IntegrationPattern_RUN_JOB,
-		Input:              sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
+		Input: sfn.TaskInput_FromObject(&map[string]any{
+			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$.executionName")),
+			"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.manifest")),
+			"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
+			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
+			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
+		}),
 		// Links the segment execution to its file execution in the console.
 		AssociateWithParent: jsii.Bool(true),
 		ResultPath:          sfn.JsonPath_DISCARD(),
@@ -149,8 +157,8 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	})
 
 	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
-		LambdaFunction:           p.Register,
-		Payload:                  sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
+		LambdaFunction: p.Register,
+		// No payload: the function receives the iteration's input, which is a pipeline.ChunkRequest.
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultPath:               sfn.JsonPath_DISCARD(),

@@ -160,6 +160,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
 
 	t.Alarms = t.newAlarms()
+	t.suppressNagFindings()
 	return t
 }
 

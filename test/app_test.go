@@ -1,0 +1,170 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
+// error or warning. Suppressions live next to the resources they excuse, each with its reason.
+func TestCdkNag(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", "tenants.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
+	for _, stack := range all {
+		an := assertions.Annotations_FromStack(stack)
+		for _, level := range []struct {
+			name string
+			find func(*string, any) *[]*cxapi.SynthesisMessage
+		}{{"error", an.FindError}, {"warning", an.FindWarning}} {
+			msgs := level.find(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+			for _, m := range *msgs {
+				t.Errorf("%s %s at %s: %v", *stack.StackName(), level.name, *m.Id, m.Entry.Data)
+			}
+		}
+	}
+}
+
+// TestStatefulLogicalIDsArePinned: a changed logical id replaces the resource, and replacing a
+// queue or the bucket loses files. Construct ids are an API.
+func TestStatefulLogicalIDsArePinned(t *testing.T) {
+	sharedApp(t)
+	want := map[string]string{"acme": "TenantacmeQueue", "globex": "TenantglobexQueue", "initech": "TenantinitechQueue"}
+	for tenant, prefix := range want {
+		id, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+		if !strings.HasPrefix(id, prefix) || len(id) != len(prefix)+8 {
+			t.Errorf("tenant %s queue logical id %s, want %s + 8-character hash", tenant, id, prefix)
+		}
+	}
+	pinned := map[string]string{}
+	for _, tenant := range sampleTenants {
+		id, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+		pinned[tenant] = id
+	}
+	ingest := templateJSON(shared.ingest)
+	for id, r := range ingest["Resources"].(map[string]any) {
+		if r.(map[string]any)["Type"] == "AWS::S3::Bucket" {
+			pinned["bucket"] = id
+		}
+	}
+	golden := map[string]string{
+		"acme":    "TenantacmeQueue845A1A6A",
+		"globex":  "TenantglobexQueue0624010D",
+		"initech": "TenantinitechQueue67674DFE",
+		"bucket":  "Bucket83908E77",
+	}
+	for k, v := range golden {
+		if pinned[k] != v {
+			t.Errorf("%s logical id: got %s, want %s", k, pinned[k], v)
+		}
+	}
+}
+
+// TestTenantIsIndependentOfItsNeighbours: adding a tenant must not change another tenant's
+// resources (its queue in particular).
+func TestTenantIsIndependentOfItsNeighbours(t *testing.T) {
+	sharedApp(t)
+	_, one := synthApp(t, "one-tenant.json", stacks.Options{})
+	alone := templateJSON(assertions.Template_FromStack(one.TenantStacks[0], nil))
+	for _, typ := range []string{"AWS::SQS::Queue", "AWS::Events::Rule", "AWS::StepFunctions::StateMachine"} {
+		a := tenantResources(t, alone, typ, "acme")
+		b := tenantResources(t, shared.template, typ, "acme")
+		if scrub(asJSON(a)) != scrub(asJSON(b)) {
+			t.Errorf("%s of acme differs when other tenants are added", typ)
+		}
+	}
+}
+
+// TestResourceCounts states the per-tenant resource count (README quotes it) and checks that the
+// largest allowed stack stays under CloudFormation's 500 resources.
+func TestResourceCounts(t *testing.T) {
+	sharedApp(t)
+	total := len(shared.template["Resources"].(map[string]any))
+	per := map[string]int{}
+	for _, tenant := range sampleTenants {
+		n := 0
+		for id := range shared.template["Resources"].(map[string]any) {
+			if strings.HasPrefix(id, "Tenant"+tenant) {
+				n++
+			}
+		}
+		per[tenant] = n
+	}
+	const perTenant = 35 // README: "Resources per tenant"
+	for tenant, n := range per {
+		if n != perTenant {
+			t.Errorf("tenant %s: got %d resources, want %d (update README if this changed on purpose)", tenant, n, perTenant)
+		}
+	}
+	if shared := total - 3*perTenant; shared != 0 {
+		t.Errorf("stack-level resources: got %d, want 0", shared)
+	}
+	if max := stacks.MaxTenantsPerStack * perTenant; max > 500 {
+		t.Errorf("%d tenants per stack would make %d resources, over 500", stacks.MaxTenantsPerStack, max)
+	}
+}
+
+// TestTenantsAreGroupedIntoStacks: 25 tenants at 10 per stack make three tenant stacks.
+func TestTenantsAreGroupedIntoStacks(t *testing.T) {
+	dir := t.TempDir()
+	var entries []string
+	for i := range 25 {
+		entries = append(entries, fmt.Sprintf(`{"id": "t%02d", "registerUrl": "https://core.example.com/r"}`, i))
+	}
+	p := filepath.Join(dir, "many.json")
+	if err := os.WriteFile(p, []byte(`{"tenants": [`+strings.Join(entries, ",")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	built, err := stacks.Build(app, stacks.Options{TenantsFile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built.TenantStacks) != 3 {
+		t.Fatalf("got %d tenant stacks, want 3", len(built.TenantStacks))
+	}
+	for i, want := range []int{10, 10, 5} {
+		tpl := assertions.Template_FromStack(built.TenantStacks[i], nil)
+		tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(want))
+	}
+}
+
+// TestSnapshot pins one whole tenant stack and the ingest stack, asset hashes scrubbed;
+// `go test ./test -run Snapshot -update` rewrites them.
+func TestSnapshot(t *testing.T) {
+	_, one := synthApp(t, "one-tenant.json", stacks.Options{})
+	for name, stack := range map[string]awscdk.Stack{"tenants": one.TenantStacks[0], "ingest": one.Ingest} {
+		got := scrub(prettyJSON(templateJSON(assertions.Template_FromStack(stack, nil))))
+		path := filepath.Join("testdata", "snapshots", name+".template.json")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s template differs from %s; review the change and run with -update if intended", name, path)
+		}
+	}
+}
