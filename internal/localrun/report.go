@@ -33,15 +33,17 @@ type TenantReport struct {
 
 // FileReport is one uploaded file and its execution.
 type FileReport struct {
-	Key           string     `json:"key"`
-	VersionID     string     `json:"versionId,omitempty"`
-	ExecutionName string     `json:"executionName"`
-	Status        string     `json:"status"` // an execution status, or WAITING before one started
-	Error         string     `json:"error,omitempty"`
-	UploadedAt    time.Time  `json:"uploadedAt"`
-	StartedAt     *time.Time `json:"startedAt"`
-	StoppedAt     *time.Time `json:"stoppedAt"`
-	Records       int64      `json:"records"`
+	Key           string `json:"key"`
+	VersionID     string `json:"versionId,omitempty"`
+	ExecutionName string `json:"executionName"`
+	Status        string `json:"status"` // an execution status, or WAITING before one started
+	Error         string `json:"error,omitempty"`
+	// Cause is the failed execution's cause, or that of its failed segment execution.
+	Cause      string     `json:"cause,omitempty"`
+	UploadedAt time.Time  `json:"uploadedAt"`
+	StartedAt  *time.Time `json:"startedAt"`
+	StoppedAt  *time.Time `json:"stoppedAt"`
+	Records    int64      `json:"records"`
 	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
 	// of its segment executions. Each must stay below 25,000.
 	HistoryEvents           int `json:"historyEvents"`
@@ -143,7 +145,11 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				if e.Status == "SUCCEEDED" {
 					fr.expected = r.splitRecords(ctx, e.ExecutionArn)
 				}
+				fr.Cause = e.Cause
 				for _, c := range byParent[e.ExecutionArn] {
+					if c.Status == "FAILED" && e.Status == "FAILED" {
+						fr.Cause = c.Error + ": " + c.Cause
+					}
 					fr.SegmentExecutions++
 					fr.SegmentHistoryEventsMax = max(fr.SegmentHistoryEventsMax, c.HistoryEvents)
 					fr.MaxPayloadBytes = max(fr.MaxPayloadBytes, c.MaxPayloadBytes)

@@ -719,6 +719,7 @@ type sfnExecution struct {
 	ParentArn       string  `json:"parentArn"`
 	RedriveCount    int     `json:"redriveCount"`
 	Error           string  `json:"error"`
+	Cause           string  `json:"cause"`
 }
 
 // queueDepth is the number of messages of a queue, visible or in flight.

@@ -497,6 +497,7 @@ const localOperations = {
         parentArn: e.parentArn,
         redriveCount: e.redriveCount,
         error: e.error,
+        cause: e.cause,
       })),
     };
   },

@@ -1,0 +1,158 @@
+package localrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	wd, _ := os.Getwd()
+	root, err := ModuleRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(NodeBinary(root)); err != nil {
+		t.Fatalf("Node 22 is missing (%v): run make setup", err)
+	}
+	return root
+}
+
+// TestSFNServer runs the Step Functions server's own tests (Map stop, retries, redrive,
+// sync:2 children, history counting).
+func TestSFNServer(t *testing.T) {
+	root := moduleRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+}
+
+func TestPattern(t *testing.T) {
+	p, err := ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(bucket, key string) map[string]any {
+		return map[string]any{"source": "aws.s3", "detail-type": "Object Created", "detail": map[string]any{"bucket": map[string]any{"name": bucket}, "object": map[string]any{"key": key}}}
+	}
+	for _, tc := range []struct {
+		name string
+		ev   map[string]any
+		want bool
+	}{
+		{"match", ev("b", "inbox/acme/a b 日本.csv"), true},
+		{"other tenant", ev("b", "inbox/acme2/x"), false},
+		{"other bucket", ev("c", "inbox/acme/x"), false},
+		{"work prefix", ev("b", "work/acme/x"), false},
+		{"missing detail", map[string]any{"source": "aws.s3", "detail-type": "Object Created"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.Match(tc.ev); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`{"a":[{"numeric":[">",1]}]}`, `{"a":"x"}`} {
+		if _, err := ParsePattern([]byte(bad)); err == nil {
+			t.Errorf("ParsePattern(%s): got no error, want one", bad)
+		}
+	}
+	q, _ := ParsePattern([]byte(`{"a":[{"anything-but":["x"]}],"b":[{"exists":false}],"c":[{"suffix":".csv"}]}`))
+	if !q.Match(map[string]any{"a": "y", "c": "f.csv"}) || q.Match(map[string]any{"a": "x", "c": "f.csv"}) || q.Match(map[string]any{"a": "y", "b": 1, "c": "f.csv"}) {
+		t.Error("anything-but/exists/suffix: got a wrong match")
+	}
+}
+
+// startFixture runs the hand-made fixture templates (testdata/fixture): the real controller with
+// the harness's own split and register doubles, so the harness is tested on its own.
+func startFixture(t *testing.T, cfg Config) *Run {
+	t.Helper()
+	root := moduleRoot(t)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
+	cfg.WorkDir = t.TempDir()
+	logs, _ := os.Create(filepath.Join(cfg.WorkDir, "run.log"))
+	cfg.Logs = logs
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Close()
+		logs.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("run log (tail):\n%s", tail(string(b), 4000))
+		}
+	})
+	return r
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func csv(records int, bad bool) []byte {
+	var b strings.Builder
+	b.WriteString("id,name\n")
+	for i := 1; i <= records; i++ {
+		if bad && i == 6 {
+			b.WriteString("BAD\n")
+			continue
+		}
+		fmt.Fprintf(&b, "%d,name %d\n", i, i)
+	}
+	return []byte(b.String())
+}
+
+func TestFixtureEndToEnd(t *testing.T) {
+	r := startFixture(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for _, u := range []struct {
+		tenant, rel string
+		n           int
+	}{{"acme", "a 1 日本.csv", 7}, {"acme", "b.csv", 4}, {"globex", "x.csv", 5}} {
+		if _, err := r.Upload(ctx, u.tenant, u.rel, csv(u.n, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drainErr := r.WaitDrained(ctx, nil, 500*time.Millisecond)
+	rep, err := r.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) > 0 {
+		t.Errorf("violations: %v", rep.Violations)
+	}
+	if drainErr != nil {
+		t.Error(drainErr)
+	}
+	for tenant, want := range map[string]int64{"acme": 11, "globex": 5} {
+		if got := rep.Tenants[tenant].RecordsRegistered; got != want {
+			t.Errorf("%s: got %d records, want %d", tenant, got, want)
+		}
+		for _, f := range rep.Tenants[tenant].Files {
+			if f.Status != "SUCCEEDED" {
+				t.Errorf("%s %s: got %s (%s %s), want SUCCEEDED", tenant, f.Key, f.Status, f.Error, f.Cause)
+			}
+		}
+	}
+	if rep.InterFileGapSecond.N != 1 {
+		t.Errorf("inter-file gaps: got %d, want 1", rep.InterFileGapSecond.N)
+	}
+}
