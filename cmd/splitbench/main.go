@@ -42,7 +42,11 @@ func main() {
 	if *gen > 0 {
 		err = generate(flag.Arg(0), *gen, *encoding)
 	} else {
-		err = run(flag.Arg(0), records.Format{Kind: *format, Encoding: *encoding}, *chunkSize)
+		var r result
+		if r, err = run(flag.Arg(0), records.Format{Kind: *format, Encoding: *encoding}, *chunkSize); err == nil {
+			fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f\n",
+				r.bytes, r.records, r.chunks, r.seconds, float64(r.bytes)/r.seconds/1e6, r.maxRSSMB)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "splitbench:", err)
@@ -50,38 +54,43 @@ func main() {
 	}
 }
 
-func run(path string, f records.Format, chunkSize int) error {
+type result struct {
+	bytes, records int64
+	chunks         int
+	seconds        float64
+	maxRSSMB       float64
+}
+
+func run(path string, f records.Format, chunkSize int) (result, error) {
 	f, err := records.FormatOf(pipeline.Tenant{Format: f.Kind, Encoding: f.Encoding})
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	file, err := os.Open(path)
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	defer file.Close()
 	info, err := file.Stat()
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	boundaries := 0
 	start := time.Now()
 	sum, err := records.Split(file, f, chunkSize, func(int64) error { boundaries++; return nil })
 	seconds := time.Since(start).Seconds()
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	if boundaries != sum.Chunks+1 {
-		return fmt.Errorf("got %d boundaries, want %d", boundaries, sum.Chunks+1)
+		return result{}, fmt.Errorf("got %d boundaries, want %d", boundaries, sum.Chunks+1)
 	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return err
+		return result{}, err
 	}
 	// Linux reports ru_maxrss in KiB.
-	fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f\n",
-		info.Size(), sum.Records, sum.Chunks, seconds, float64(info.Size())/seconds/1e6, float64(ru.Maxrss)/1024)
-	return nil
+	return result{bytes: info.Size(), records: sum.Records, chunks: sum.Chunks, seconds: seconds, maxRSSMB: float64(ru.Maxrss) / 1024}, nil
 }
 
 // generate writes rows like gen_csv.py does; the bytes differ, the shape does not.
