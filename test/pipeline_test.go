@@ -171,6 +171,26 @@ func TestFunctionsPerTenant(t *testing.T) {
 	}
 }
 
+// TestEachFunctionHasItsOwnCode guards the bundling cache: CDK keys it on the bundling options,
+// so a cache hit across packages would deploy one binary as all three functions.
+func TestEachFunctionHasItsOwnCode(t *testing.T) {
+	sharedApp(t)
+	fns := functionsOf(t, "acme")
+	seen := map[string]string{}
+	for pkg, fn := range fns {
+		key := asJSON(get(t, props(fn), "Code", "S3Key"))
+		if other, dup := seen[key]; dup {
+			t.Errorf("%s and %s share code %s", pkg, other, key)
+		}
+		seen[key] = pkg
+	}
+	for pkg, fn := range functionsOf(t, "globex") {
+		if got, want := asJSON(get(t, props(fn), "Code", "S3Key")), asJSON(get(t, props(fns[pkg]), "Code", "S3Key")); got != want {
+			t.Errorf("%s: globex code %s, acme code %s; want one asset per package", pkg, got, want)
+		}
+	}
+}
+
 func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 	return func(yield func(K) bool) {
 		for k := range m {

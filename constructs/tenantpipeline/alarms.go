@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -16,9 +17,9 @@ import (
 // Embedded Metric Format metrics, with dimension Tenant.
 const (
 	MetricErrorLogs       = "ErrorLogs"
-	MetricHeadWaitSeconds = "HeadWaitSeconds"
-	MetricBlocked         = "Blocked"
-	DimensionTenant       = "Tenant"
+	MetricHeadWaitSeconds = metrics.HeadWaitSeconds
+	MetricBlocked         = metrics.Blocked
+	DimensionTenant       = metrics.DimensionTenant
 )
 
 // Alarms are the tenant's alarms. Each has a description that says what to do.

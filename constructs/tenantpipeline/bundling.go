@@ -123,7 +123,11 @@ func lambdaCode(pkg string) awslambda.Code {
 		Bundling: &awscdk.BundlingOptions{
 			// Required by the type, never pulled: local bundling always succeeds or fails synth.
 			Image: awscdk.DockerImage_FromRegistry(jsii.String("scratch")),
-			Local: &goBundler{pkg: pkg},
+			// CDK keys its bundling cache on these options, not on the Go bundler value, so the
+			// command that describes the build must name the package, or every function of a
+			// stack would get the first one's binary.
+			Command: jsii.Strings("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", "/asset-output/bootstrap", "./"+pkg),
+			Local:   &goBundler{pkg: pkg},
 		},
 	})
 }
