@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// exchange is one HTTP request the real SDK clients must send, and the stubbed answer.
+type exchange struct {
+	op     string                                  // "<target>" for JSON APIs, "S3 <METHOD> <bucket><path>" for S3
+	check  func(t *testing.T, body map[string]any) // checks the decoded JSON request (JSON APIs)
+	s3Body string                                  // the exact request body an S3 PUT must carry
+	status int
+	header map[string]string
+	body   string
+}
+
+// stubTransport answers the SDK's requests from a script, in order, and records what was sent.
+type stubTransport struct {
+	t      *testing.T
+	mu     sync.Mutex
+	script []exchange
+}
+
+func (s *stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var raw []byte
+	if req.Body != nil {
+		raw, _ = io.ReadAll(req.Body)
+	}
+	op := req.Header.Get("X-Amz-Target")
+	if op == "" {
+		bucket, _, _ := strings.Cut(req.URL.Host, ".")
+		op = "S3 " + req.Method + " " + bucket + req.URL.Path
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.script) == 0 {
+		s.t.Errorf("got unexpected request %s, want none", op)
+		return respond(req, 500, nil, `{}`), nil
+	}
+	x := s.script[0]
+	s.script = s.script[1:]
+	if op != x.op {
+		s.t.Errorf("got request %s, want %s", op, x.op)
+	}
+	if x.check != nil {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			s.t.Errorf("%s: got body %q that is not JSON: %v", op, raw, err)
+		}
+		x.check(s.t, m)
+	}
+	if x.s3Body != "" && !bytes.Contains(raw, []byte(x.s3Body)) {
+		s.t.Errorf("%s: got body %q, want it to carry %q", op, raw, x.s3Body)
+	}
+	return respond(req, x.status, x.header, x.body), nil
+}
+
+func respond(req *http.Request, status int, header map[string]string, body string) *http.Response {
+	h := http.Header{}
+	if strings.HasPrefix(req.Header.Get("X-Amz-Target"), "A") {
+		h.Set("Content-Type", "application/x-amz-json-1.0")
+	}
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	return &http.Response{
+		StatusCode: status, Status: http.StatusText(status), Header: h, Request: req,
+		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+	}
+}
+
+func (s *stubTransport) done(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.script {
+		t.Errorf("got no request %s, want one", x.op)
+	}
+	s.script = nil
+}
+
+func (s *stubTransport) expect(xs ...exchange) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, xs...)
+}
+
+// sdkHandler is a Handler built on the real aws-sdk-go-v2 clients over the stub, with the
+// standard retryer (3 attempts) minus its sleeps.
+func sdkHandler(t *testing.T, env map[string]string) (*Handler, *stubTransport, *syncBuffer) {
+	stub := &stubTransport{t: t}
+	awsCfg := aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		HTTPClient:  &http.Client{Transport: stub},
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+				o.RateLimiter = ratelimit.None
+			})
+		},
+	}
+	cfg := mustConfig(t, env)
+	out := &syncBuffer{}
+	h := NewHandler(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg),
+		slog.New(slog.NewJSONHandler(out, nil)), metrics.New(out, cfg.MetricsNamespace, cfg.Tenant.ID))
+	return h, stub, out
+}
+
+func wantFields(want map[string]any) func(t *testing.T, body map[string]any) {
+	return func(t *testing.T, body map[string]any) {
+		t.Helper()
+		for k, w := range want {
+			if got := body[k]; got != w {
+				t.Errorf("got request field %s = %v, want %v", k, got, w)
+			}
+		}
+	}
+}
+
+func sfnError(code string) exchange {
+	return exchange{status: 400, body: fmt.Sprintf(`{"__type":"com.amazonaws.swf.service.v2.model#%s","message":"stub"}`, code)}
+}
+
+func describeOK(arn, status string) exchange {
+	return exchange{status: 200, body: fmt.Sprintf(
+		`{"executionArn":%q,"stateMachineArn":%q,"name":"n","status":%q,"startDate":1714554000,"stopDate":1714554060,"error":"States.TaskFailed"}`,
+		arn, testStateMachine, status)}
+}
+
+func with(x exchange, op string, check func(*testing.T, map[string]any)) exchange {
+	x.op, x.check = op, check
+	return x
+}
+
+const (
+	opDescribe   = "AWSStepFunctions.DescribeExecution"
+	opStart      = "AWSStepFunctions.StartExecution"
+	opVisibility = "AmazonSQS.ChangeMessageVisibility"
+)
+
+// The whole lifecycle of one file through the real clients: the request serialization of the
+// execution ARN, the name, the raw key in the input, the queue URL and receipt handle, and the SDK's
+// own retry of a throttled call.
+func TestHandleWithSDKClients(t *testing.T) {
+	const key = "inbox/acme/請求書 a+b 100%25.csv"
+	h, stub, _ := sdkHandler(t, nil)
+	body := eventBody(t, evID1, key)
+
+	stub.expect(
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, wantFields(map[string]any{"executionArn": arn1})),
+		with(exchange{status: 200, body: fmt.Sprintf(`{"executionArn":%q,"startDate":1714554000}`, arn1)}, opStart,
+			func(t *testing.T, b map[string]any) {
+				wantFields(map[string]any{"stateMachineArn": testStateMachine, "name": evID1})(t, b)
+				var in pipeline.WorkflowInput
+				if err := json.Unmarshal([]byte(b["input"].(string)), &in); err != nil {
+					t.Fatalf("got input that is not JSON: %v", err)
+				}
+				if in.Source.Key != key || in.Tenant.ID != "acme" || in.EventID != evID1 || in.Source.VersionID != "v-6f1c2a3b" {
+					t.Errorf("got input %+v, want raw key %q, tenant acme, event %s, version v-6f1c2a3b", in, key, evID1)
+				}
+			}),
+		with(exchange{status: 200, body: `{}`}, opVisibility,
+			wantFields(map[string]any{"QueueUrl": testQueueURL, "ReceiptHandle": "rh-m1", "VisibilityTimeout": 1.0})),
+	)
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("first delivery: got failures %v, want [m1]", got)
+	}
+	stub.done(t)
+
+	// Second delivery: DescribeExecution is throttled twice; the SDK's retryer absorbs it.
+	stub.expect(
+		with(sfnError("ThrottlingException"), opDescribe, wantFields(map[string]any{"executionArn": arn1})),
+		with(sfnError("ThrottlingException"), opDescribe, nil),
+		with(describeOK(arn1, "SUCCEEDED"), opDescribe, nil),
+	)
+	resp, err = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); len(got) != 0 {
+		t.Errorf("second delivery: got failures %v, want none", got)
+	}
+	stub.done(t)
+}
+
+// StartExecution throttled on every attempt: the message is kept (WARN), and the next delivery
+// starts the execution once.
+func TestHandleWithSDKClientsThrottledStart(t *testing.T) {
+	h, stub, out := sdkHandler(t, nil)
+	body := eventBody(t, evID1, "inbox/acme/a.csv")
+	stub.expect(
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil),
+		with(sfnError("ThrottlingException"), opStart, nil),
+		with(sfnError("ThrottlingException"), opStart, nil),
+		with(sfnError("ThrottlingException"), opStart, nil),
+		with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 1.0})),
+	)
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("got failures %v, want [m1]", got)
+	}
+	stub.done(t)
+	logs := out.lines(t)
+	var warned bool
+	for _, l := range logs {
+		if l["level"] == "ERROR" {
+			t.Errorf("got ERROR line %v, want throttling at WARN", l)
+		}
+		warned = warned || (l["level"] == "WARN" && strings.Contains(l["msg"].(string), "message kept"))
+	}
+	if !warned {
+		t.Errorf("got no WARN 'message kept' line, want one; logs: %v", logs)
+	}
+
+	stub.expect(
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil),
+		with(exchange{status: 200, body: fmt.Sprintf(`{"executionArn":%q,"startDate":1714554000}`, arn1)}, opStart, wantFields(map[string]any{"name": evID1})),
+		with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 2.0})),
+	)
+	if _, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	stub.done(t)
+}
+
+// A halted tenant through the real S3 client: a 404 NoSuchKey for the marker keeps it blocked,
+// a marker releases the file.
+func TestHandleWithSDKClientsSkipMarker(t *testing.T) {
+	h, stub, out := sdkHandler(t, map[string]string{pipeline.EnvOnFailure: pipeline.OnFailureHalt})
+	body := eventBody(t, evID1, "inbox/acme/a.csv")
+	markerOp := "S3 GET " + testBucket + "/control/acme/skip/" + evID1
+
+	stub.expect(
+		with(describeOK(arn1, "FAILED"), opDescribe, nil),
+		exchange{op: markerOp, status: 404, header: map[string]string{"Content-Type": "application/xml"},
+			body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><RequestId>R</RequestId><HostId>H</HostId></Error>`},
+		with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 900.0})),
+	)
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("without marker: got failures %v, want [m1]", got)
+	}
+	stub.done(t)
+
+	stub.expect(
+		with(describeOK(arn1, "FAILED"), opDescribe, nil),
+		exchange{op: markerOp, status: 200, header: map[string]string{"x-amz-version-id": "mv1", "Content-Type": "text/plain"}, body: "OPS-7 resent as b.csv"},
+	)
+	resp, err = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); len(got) != 0 {
+		t.Errorf("with marker: got failures %v, want none", got)
+	}
+	stub.done(t)
+	var skipped bool
+	for _, l := range out.lines(t) {
+		skipped = skipped || (l["level"] == "WARN" && l["skipMarkerVersionId"] == "mv1" && l["reason"] == "OPS-7 resent as b.csv")
+	}
+	if !skipped {
+		t.Errorf("got no WARN skip line with the marker version and reason, want one")
+	}
+}
+
+// A malformed body is written to quarantine through the real S3 client before it is released.
+func TestHandleWithSDKClientsQuarantine(t *testing.T) {
+	h, stub, _ := sdkHandler(t, nil)
+	body := `{"Records":[{"s3":{"object":{"key":"inbox/acme/red+flower.csv"}}}]}`
+	stub.expect(exchange{op: "S3 PUT " + testBucket + "/quarantine/acme/m9.json", s3Body: body, status: 200, header: map[string]string{"ETag": `"x"`}})
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m9", body, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); len(got) != 0 {
+		t.Errorf("got failures %v, want none", got)
+	}
+	stub.done(t)
+}
+
+func ids(resp events.SQSEventResponse) []string {
+	out := []string{}
+	for _, f := range resp.BatchItemFailures {
+		out = append(out, f.ItemIdentifier)
+	}
+	return out
+}
