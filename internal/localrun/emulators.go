@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -133,6 +134,7 @@ func (c *APICounter) Total(service string) int64 {
 func countingProxy(target string, service string, c *APICounter) http.Handler {
 	u, _ := url.Parse(target)
 	p := httputil.NewSingleHostReverseProxy(u)
+	p.ErrorLog = log.New(io.Discard, "", 0) // calls cut short when the run stops
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target")
 		if i := strings.LastIndex(op, "."); i >= 0 {

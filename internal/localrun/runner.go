@@ -128,10 +128,11 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r = &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now()}
+	run := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now()}
+	r = run
 	defer func() {
 		if err != nil {
-			r.Close()
+			run.Close()
 		}
 	}()
 	r.closers = append(r.closers, cancel)
@@ -271,6 +272,12 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		"PATH=" + os.Getenv("PATH"),
 	}
 	for _, fr := range asm.OfType("AWS::Lambda::Function") {
+		if _, ok := fr.Metadata[MetadataSource]; !ok {
+			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS
+			// at deploy time; the local run has nothing for them to do.
+			fmt.Fprintf(cfg.Logs, "localrun: %s has no %s metadata; not run locally\n", fr.LogicalID, MetadataSource)
+			continue
+		}
 		f, err := r.function(ctx, asm, res, fr, binDir, built, endpoints)
 		if err != nil {
 			return nil, err
@@ -577,6 +584,11 @@ func (r *Run) Upload(ctx context.Context, tenantID, rel string, body []byte) (*U
 		return nil, fmt.Errorf("unknown tenant %q", tenantID)
 	}
 	key := t.Prefix + rel
+	r.mu.Lock()
+	if len(r.uploads) == 0 {
+		r.started = time.Now() // wall time and throughput are measured from the first upload
+	}
+	r.mu.Unlock()
 	out, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
 	if err != nil {
 		return nil, fmt.Errorf("upload %s: %w", key, err)
