@@ -8,11 +8,16 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
 
-.PHONY: setup synth test vet bench clean
+.PHONY: setup demo synth test vet bench clean
 
 ## setup: install Node 22, the npm tools and the Go modules into the project (idempotent)
 setup:
 	@scripts/setup.sh
+
+## demo: synthesize, run local/inbox through the local emulators with live progress and a summary;
+## exits non-zero if an invariant broke. Flags of the runner: docs/local-run.md.
+demo: setup
+	go run ./cmd/local --report .build/local/report.json
 
 ## synth: write the CloudFormation templates of the configured tenants to cdk.out/
 synth: setup
@@ -26,6 +31,10 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+
+## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it)
+bench: setup
+	scripts/bench.sh
 
 clean:
 	rm -rf cdk.out .build
