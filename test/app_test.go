@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -166,5 +168,36 @@ func TestSnapshot(t *testing.T) {
 		if got != string(want) {
 			t.Errorf("%s template differs from %s; review the change and run with -update if intended", name, path)
 		}
+	}
+}
+
+// TestInvalidPropsFailBeforeAnythingIsCreated: New panics with every problem listed, and the
+// scope is left without the tenant's construct.
+func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
+	bucket := stacks.NewIngestBucket(stack, "Bucket")
+	var msg string
+	func() {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
+			Tenant:            tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
+			Bucket:            bucket,
+			ControllerTimeout: 45 * time.Second,
+		})
+	}()
+	for _, want := range []string{
+		`TenantPipeline Tenant-bad: invalid props`,
+		`tenant "Bad_Id": id: "Bad_Id" is invalid`,
+		`chunkSize: 5000 is out of range`,
+		`registerUrl is required`,
+		`controller timeout 45s must be shorter than the queue visibility timeout 30s`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("got panic %q, want it to contain %q", msg, want)
+		}
+	}
+	if child := stack.Node().TryFindChild(jsii.String("Tenant-bad")); child != nil {
+		t.Errorf("got a Tenant-bad construct, want nothing created")
 	}
 }
