@@ -21,7 +21,7 @@ const (
 	defaultOnFailure      = pipeline.OnFailureContinue
 	defaultIdempotencyKey = pipeline.IdempotencyEventID
 	defaultFirstWait      = time.Second
-	defaultHaltWait       = 15 * time.Minute
+	defaultHaltWait       = 5 * time.Minute
 	defaultPollBudget     = 10 * time.Second
 )
 

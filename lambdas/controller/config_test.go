@@ -25,7 +25,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"on failure default", cfg.OnFailure, pipeline.OnFailureContinue},
 		{"idempotency key default", cfg.IdempotencyKey, pipeline.IdempotencyEventID},
 		{"max wait", cfg.MaxWait, time.Minute},
-		{"halt wait default", cfg.HaltWait, 15 * time.Minute},
+		{"halt wait default", cfg.HaltWait, 5 * time.Minute},
 		{"first wait default", cfg.FirstWait, time.Second},
 		{"poll budget default", cfg.PollBudget, 10 * time.Second},
 		{"metrics namespace default", cfg.MetricsNamespace, pipeline.DefaultMetricsNamespace},

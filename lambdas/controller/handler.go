@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -293,7 +294,11 @@ func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st 
 	attrs = append(attrs, "skipMarkerKey", markerKey)
 	marker, found, err := h.skipMarker(ctx, markerKey)
 	if err != nil {
-		d.log.ErrorContext(ctx, "tenant halted; the skip marker could not be read", append(attrs, "error", err, "nextWaitSeconds", h.cfg.HaltWait.Seconds())...)
+		attrs = append(attrs, "error", err, "nextWaitSeconds", h.cfg.HaltWait.Seconds())
+		if accessDeniedError(err) {
+			attrs = append(attrs, "hint", "S3 answers 403 for a missing key unless the role may s3:ListBucket the ingest bucket")
+		}
+		d.log.ErrorContext(ctx, "tenant halted; the skip marker could not be read", attrs...)
 		d.count(metrics.Blocked)
 		return h.hold(ctx, d, h.cfg.HaltWait)
 	}
@@ -332,6 +337,11 @@ func transient(err error) bool {
 		return true
 	}
 	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
+
+func accessDeniedError(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && (api.ErrorCode() == "AccessDenied" || api.ErrorCode() == "Forbidden")
 }
 
 // hold keeps the record in flight for wait: it will be reported as a batch item failure, and

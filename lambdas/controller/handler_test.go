@@ -216,7 +216,8 @@ func TestHandle(t *testing.T) {
 			wantWait:    900,
 			wantErrors:  1,
 			wantMetrics: map[string]float64{metrics.Blocked: 1},
-			wantLogs:    []wantLog{{"ERROR", "skip marker could not be read", nil}},
+			wantLogs: []wantLog{{"ERROR", "skip marker could not be read", map[string]any{
+				"hint": "S3 answers 403 for a missing key unless the role may s3:ListBucket the ingest bucket"}}},
 		},
 		{
 			name:        "halted tenant resumes once the redriven execution runs",
