@@ -260,7 +260,7 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	stmts := policyStatements(t, "acme", "Controller")
 	got := actionsOf(stmts)
 	want := []string{
-		"s3:GetObject", "s3:PutObject",
+		"s3:GetObject", "s3:ListBucket", "s3:PutObject",
 		"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
 		"states:DescribeExecution", "states:StartExecution",
 	}
@@ -316,9 +316,9 @@ func TestAlarmsPerTenant(t *testing.T) {
 		byMetric[p["Namespace"].(string)+"/"+p["MetricName"].(string)] = p
 	}
 	want := map[string]float64{
-		"TenantPipeline/ErrorLogs-acme":         1,
-		"AWS/Lambda/Errors":                     1,
-		"AWS/SQS/ApproximateAgeOfOldestMessage": 1800,
+		"TenantPipeline/ErrorLogs-acme":              1,
+		"AWS/Lambda/Errors":                          1,
+		"AWS/SQS/ApproximateAgeOfOldestMessage":      1800,
 		"AWS/SQS/ApproximateNumberOfMessagesVisible": 100,
 		"TenantPipeline/HeadWaitSeconds":             7200,
 		"TenantPipeline/Blocked":                     1,

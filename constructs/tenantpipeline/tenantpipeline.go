@@ -158,6 +158,13 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"))
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
+	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
+	// controller could not tell "no skip marker" from "no access". It lists key names only.
+	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
+	t.Controller.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("s3:ListBucket"),
+		Resources: jsii.Strings(*p.Bucket.BucketArn()),
+	}))
 
 	t.Alarms = t.newAlarms()
 	t.suppressNagFindings()
