@@ -131,7 +131,8 @@ func (c *APICounter) Total(service string) int64 {
 }
 
 // countingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
-func countingProxy(target string, service string, c *APICounter) http.Handler {
+// Each call is also passed to the optional observers.
+func countingProxy(target string, service string, c *APICounter, observers ...func(op string)) http.Handler {
 	u, _ := url.Parse(target)
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.ErrorLog = log.New(io.Discard, "", 0) // calls cut short when the run stops
@@ -141,6 +142,9 @@ func countingProxy(target string, service string, c *APICounter) http.Handler {
 			op = op[i+1:]
 		}
 		c.Add(service, cmpOr(op, "unknown"))
+		for _, o := range observers {
+			o(op)
+		}
 		p.ServeHTTP(w, r)
 	})
 }

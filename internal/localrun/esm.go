@@ -55,6 +55,17 @@ func (m *mapping) poll(ctx context.Context) {
 }
 
 func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
+	m.run.mu.Lock()
+	if m.run.delivered == nil {
+		m.run.delivered = map[string]map[string]bool{}
+	}
+	if m.run.delivered[m.queue.ARN] == nil {
+		m.run.delivered[m.queue.ARN] = map[string]bool{}
+	}
+	for _, msg := range msgs {
+		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = true
+	}
+	m.run.mu.Unlock()
 	event := map[string]any{"Records": m.records(msgs)}
 	payload, _ := json.Marshal(event)
 	res, err := m.fn.Invoke(ctx, payload)
@@ -131,6 +142,18 @@ func (m *mapping) records(msgs []sqstypes.Message) []map[string]any {
 		})
 	}
 	return out
+}
+
+// Messages is how many distinct messages of the tenant's queue the event source mapping has handed
+// to the controller so far (a message delivered again counts once).
+func (r *Run) Messages(tenantID string) int {
+	t := r.Tenant(tenantID)
+	if t == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.delivered[t.Queue.ARN])
 }
 
 func (r *Run) setBusy(d int) {

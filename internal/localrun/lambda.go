@@ -36,6 +36,8 @@ type Function struct {
 	// BeforeResponse, if set, is called when a function process posts its response; returning true
 	// kills the process instead of accepting it (a crash after the handler's side effects).
 	BeforeResponse func(fn *Function, payload []byte) bool
+	// OnInvoke, if set, is called when an invocation is handed to an execution environment.
+	OnInvoke func(fn *Function)
 
 	mu      sync.Mutex
 	idle    []*instance
@@ -84,6 +86,9 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 		return Result{}, err
 	}
 	f.invokes.Add(1)
+	if f.OnInvoke != nil {
+		f.OnInvoke(f)
+	}
 	inv := &invocation{id: newID(), payload: payload, deadline: time.Now().Add(f.Timeout), done: make(chan Result, 1)}
 	timer := time.NewTimer(f.Timeout)
 	defer timer.Stop()
@@ -400,9 +405,27 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(res.Payload)
 }
 
+// builtBinaries remembers the binaries this process built, by module root and package, so that
+// several runs in one process (the scenario tests) link each package once.
+var builtBinaries sync.Map
+
 // buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
-// linux/arm64), with the tag the deployed build uses, once per package.
+// linux/arm64), with the tag the deployed build uses, once per package and process.
 func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
+	cacheKey := moduleRoot + "\x00" + pkg
+	if p, ok := builtBinaries.Load(cacheKey); ok {
+		if _, err := os.Stat(p.(string)); err == nil {
+			return p.(string), nil
+		}
+	}
+	out, err := goBuild(ctx, moduleRoot, pkg, outDir)
+	if err == nil {
+		builtBinaries.Store(cacheKey, out)
+	}
+	return out, err
+}
+
+func goBuild(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	out := outDir + "/" + strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", out, "./"+strings.TrimPrefix(pkg, "./"))
 	cmd.Dir = moduleRoot

@@ -35,6 +35,7 @@ type TenantReport struct {
 type FileReport struct {
 	Key           string `json:"key"`
 	VersionID     string `json:"versionId,omitempty"`
+	ETag          string `json:"etag,omitempty"`
 	ExecutionName string `json:"executionName"`
 	Status        string `json:"status"` // an execution status, or WAITING before one started
 	Error         string `json:"error,omitempty"`
@@ -52,6 +53,9 @@ type FileReport struct {
 	// MaxPayloadBytes is the largest state input or output of the file and its segment executions.
 	MaxPayloadBytes int `json:"maxPayloadBytes"`
 	RedriveCount    int `json:"redriveCount,omitempty"`
+	// Executions is how many executions of the tenant's file state machine name this exact file
+	// (key and version) in their input: 1 when nothing was started twice.
+	Executions int `json:"executions"`
 
 	expected int64 // records Split found, -1 when unknown
 }
@@ -72,6 +76,12 @@ type execInput struct {
 	} `json:"source"`
 }
 
+// names reports whether the execution input is about the uploaded object version.
+func (in execInput) names(u *Upload) bool {
+	return in.Source.Key == u.Key && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
+		(u.VersionID != "" || in.Source.ETag == "" || in.Source.ETag == u.ETag)
+}
+
 // Snapshot builds the report from the state of the run now.
 func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	st, err := r.sfnStats(ctx)
@@ -86,7 +96,13 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		}
 		byMachine[e.StateMachineArn] = append(byMachine[e.StateMachineArn], e)
 	}
-	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: time.Since(r.started).Seconds()}
+	r.mu.Lock()
+	end := r.drainedAt
+	r.mu.Unlock()
+	if end.IsZero() {
+		end = time.Now()
+	}
+	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: end.Sub(r.started).Seconds()}
 	var lambdaCalls = map[string]int64{}
 	for _, f := range r.functions {
 		lambdaCalls["Invoke"] += f.Invocations()
@@ -123,7 +139,13 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 			if u.Tenant != t.ID {
 				continue
 			}
-			fr := FileReport{Key: u.Key, VersionID: u.VersionID, Status: "WAITING", UploadedAt: u.At, expected: -1}
+			fr := FileReport{Key: u.Key, VersionID: u.VersionID, ETag: u.ETag, Status: "WAITING", UploadedAt: u.At, expected: -1}
+			for _, e := range execs {
+				var in execInput
+				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u) {
+					fr.Executions++
+				}
+			}
 			for _, e := range execs {
 				if used[e.ExecutionArn] {
 					continue
@@ -132,7 +154,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				if err := json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in); err != nil {
 					continue
 				}
-				if in.Source.Key != u.Key || (u.VersionID != "" && in.Source.VersionID != u.VersionID) || (u.VersionID == "" && in.Source.ETag != "" && in.Source.ETag != u.ETag) {
+				if !in.names(u) {
 					continue
 				}
 				used[e.ExecutionArn] = true
@@ -357,6 +379,11 @@ func (r *Run) WaitDrained(ctx context.Context, w io.Writer, interval time.Durati
 			return err
 		}
 		if ok {
+			if streak == 0 {
+				r.mu.Lock()
+				r.drainedAt = time.Now()
+				r.mu.Unlock()
+			}
 			streak++
 			if streak >= 2 {
 				return nil

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,15 +40,31 @@ type Config struct {
 	RegisterURL string
 	Node        string // Node >= 22.5
 	WorkDir     string // binaries and logs
+	BinDir      string // where the Lambda binaries go; default WorkDir/bin
 	Logs        io.Writer
 	// Env adds or overrides environment variables of every Lambda process (NAME=value), after the
 	// template's; EnvFor adds variables to the functions of one source package.
 	EnvFor map[string][]string
-	// ControllerCrash, if set, is asked on every controller response; true kills the process
-	// before the response reaches the event source mapping.
-	ControllerCrash func(tenant string, response []byte) bool
-	// DuplicateEvents delivers every EventBridge event twice.
+	// ControllerCrash, if set, is asked when a controller process posts its response; true kills
+	// the process instead, so the event source mapping sees a crashed invocation after the
+	// handler's side effects (StartExecution, ChangeMessageVisibility) happened.
+	ControllerCrash func(ControllerCall) bool
+	// DuplicateEvents delivers every EventBridge event twice, with the same body. A FIFO queue's
+	// content-based deduplication drops the second copy within its 5-minute interval.
 	DuplicateEvents bool
+	// DuplicateAfterDedupWindow makes the second copy of DuplicateEvents bypass the queue's
+	// deduplication (an explicit MessageDeduplicationId), as a copy EventBridge delivers after the
+	// 5-minute deduplication interval would, so that the controller itself sees both.
+	DuplicateAfterDedupWindow bool
+}
+
+// ControllerCall is one controller invocation at the moment its process posts the response.
+type ControllerCall struct {
+	Tenant   string
+	Response []byte
+	// StartExecutions is how many StartExecution calls the invocation made. It is exact because a
+	// controller runs one invocation at a time (reserved concurrency 1 in the templates).
+	StartExecutions int64
 }
 
 const (
@@ -100,6 +117,10 @@ type Run struct {
 	started time.Time
 	busy    int // event source mapping invocations in flight
 	inputs  map[string]string
+	// delivered holds, per queue ARN, the ids of the messages handed to the function.
+	delivered map[string]map[string]bool
+	// drainedAt is when WaitDrained first saw the run drained (zero until then).
+	drainedAt time.Time
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -254,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 	}
 
 	// Lambda functions.
-	binDir := filepath.Join(cfg.WorkDir, "bin")
+	binDir := cmpOr(cfg.BinDir, filepath.Join(cfg.WorkDir, "bin"))
 	os.MkdirAll(binDir, 0o755)
 	built := map[string]string{}
 	endpoints := []string{
@@ -478,8 +499,27 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	if t, ok := vars["TENANT"]; ok && r.cfg.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
+		if reserved != 1 {
+			return nil, fmt.Errorf("function %s: ControllerCrash needs reserved concurrency 1 to attribute StartExecution calls to an invocation, got %d", fr.LogicalID, reserved)
+		}
+		// The controller gets its own counting Step Functions endpoint, so the hook knows whether
+		// the invocation it is asked about started an execution.
+		var starts atomic.Int64
+		u, stop, err := serve(countingProxy(r.sfnURL, "stepfunctions", r.Counter, func(op string) {
+			if op == "StartExecution" {
+				starts.Add(1)
+			}
+		}))
+		if err != nil {
+			return nil, err
+		}
+		r.closers = append(r.closers, stop)
+		f.Env = append(f.Env, "AWS_ENDPOINT_URL_SFN="+u) // the last value of a repeated variable wins
 		crash := r.cfg.ControllerCrash
-		f.BeforeResponse = func(_ *Function, payload []byte) bool { return crash(cfg.ID, payload) }
+		f.OnInvoke = func(*Function) { starts.Store(0) }
+		f.BeforeResponse = func(_ *Function, payload []byte) bool {
+			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: starts.Load()})
+		}
 	}
 	return f, nil
 }
@@ -588,6 +628,7 @@ func (r *Run) Upload(ctx context.Context, tenantID, rel string, body []byte) (*U
 	if len(r.uploads) == 0 {
 		r.started = time.Now() // wall time and throughput are measured from the first upload
 	}
+	r.drainedAt = time.Time{}
 	r.mu.Unlock()
 	out, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
 	if err != nil {
@@ -638,14 +679,18 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 	}
 	r.PutEvent(context.Background(), ev)
 	if r.cfg.DuplicateEvents {
-		r.PutEvent(context.Background(), ev)
+		r.putEvent(context.Background(), ev, r.cfg.DuplicateAfterDedupWindow)
 	}
 }
 
 // PutEvent routes one event to every matching rule's target queue, as EventBridge does: the body is
 // the event, the message group is the target's fixed MessageGroupId, and deduplication is left to
 // the queue's content-based deduplication (EventBridge sends no deduplication id).
-func (r *Run) PutEvent(ctx context.Context, ev map[string]any) {
+func (r *Run) PutEvent(ctx context.Context, ev map[string]any) { r.putEvent(ctx, ev, false) }
+
+// putEvent routes one event; late sends it with its own deduplication id, as a copy that arrives
+// after the queue's deduplication interval is no longer deduplicated.
+func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
 	body, _ := json.Marshal(ev)
 	// Route on the decoded event, as EventBridge matches JSON values.
 	var decoded map[string]any
@@ -658,6 +703,9 @@ func (r *Run) PutEvent(ctx context.Context, ev map[string]any) {
 		in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body))}
 		if rl.groupID != "" {
 			in.MessageGroupId = aws.String(rl.groupID)
+		}
+		if late && strings.HasSuffix(q.Name, ".fifo") {
+			in.MessageDeduplicationId = aws.String(newID())
 		}
 		// EventBridge retries delivery for up to 24 hours; locally a few attempts suffice.
 		for attempt := 0; attempt < 5; attempt++ {

@@ -16,6 +16,7 @@ import (
 type Sink struct {
 	// Fault, if set, decides the answer to one request before it is registered: 0 lets it
 	// through, an HTTP status fails it, and -1 holds the request until the client gives up.
+	// Set it with SetFault while the run is going.
 	Fault func(tenant string, source string, recordNumber int64, attempt int) int
 
 	mu         sync.Mutex
@@ -102,6 +103,13 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: time.Now()})
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprint(w, `{"status":"registered"}`)
+}
+
+// SetFault replaces Fault; nil lets every request through.
+func (s *Sink) SetFault(f func(tenant string, source string, recordNumber int64, attempt int) int) {
+	s.mu.Lock()
+	s.Fault = f
+	s.mu.Unlock()
 }
 
 func (s *Sink) count(n *int64) {
