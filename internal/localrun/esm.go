@@ -32,9 +32,11 @@ type mapping struct {
 func (m *mapping) poll(ctx context.Context) {
 	for ctx.Err() == nil {
 		out, err := m.run.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(m.queue.URL),
-			MaxNumberOfMessages:         int32(m.batch),
-			WaitTimeSeconds:             2,
+			QueueUrl:            aws.String(m.queue.URL),
+			MaxNumberOfMessages: int32(m.batch),
+			// Lambda's pollers long-poll for 20 s, so an idle queue costs few ReceiveMessage calls
+			// (they count in the API-call figures).
+			WaitTimeSeconds:             20,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
