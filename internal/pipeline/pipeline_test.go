@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"fmt"
+	"testing"
+)
+
+func fmtSscanf(s string, first, last *int64) (int, error) {
+	return fmt.Sscanf(s, "bytes=%d-%d", first, last)
+}
+
+func TestManifestRoundTrip(t *testing.T) {
+	offsets := []int64{3, 120, 4_000_000_000, 4_000_000_100}
+	m := EncodeManifest(offsets)
+	if len(m) != 8*len(offsets) {
+		t.Fatalf("manifest is %d bytes, want %d", len(m), 8*len(offsets))
+	}
+	for chunk := range len(offsets) - 1 {
+		var first, last int64
+		if _, err := fmtSscanf(ManifestRange(chunk), &first, &last); err != nil {
+			t.Fatal(err)
+		}
+		start, end, err := DecodeChunkRange(m[first : last+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start != offsets[chunk] || end != offsets[chunk+1] {
+			t.Errorf("chunk %d: got [%d, %d), want [%d, %d)", chunk, start, end, offsets[chunk], offsets[chunk+1])
+		}
+	}
+}
+
+func TestDecodeChunkRangeRejects(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"short":      make([]byte, 15),
+		"decreasing": EncodeManifest([]int64{10, 5}),
+	} {
+		if _, _, err := DecodeChunkRange(b); err == nil {
+			t.Errorf("%s: got no error, want one", name)
+		}
+	}
+}
+
+func TestSegments(t *testing.T) {
+	for _, tc := range []struct {
+		chunks int
+		want   []Segment
+	}{
+		{0, []Segment{}},
+		{1, []Segment{{0, 0, 0}}},
+		{1000, []Segment{{0, 0, 999}}},
+		{1001, []Segment{{0, 0, 999}, {1, 1000, 1000}}},
+		{20000, nil},
+	} {
+		got := Segments(tc.chunks)
+		if tc.want != nil && !equalSegments(got, tc.want) {
+			t.Errorf("Segments(%d): got %v, want %v", tc.chunks, got, tc.want)
+		}
+		covered := 0
+		for i, s := range got {
+			if s.Index != i || s.FirstChunk != covered || s.LastChunk-s.FirstChunk+1 > SegmentChunks {
+				t.Errorf("Segments(%d)[%d] = %+v: not contiguous or too long", tc.chunks, i, s)
+			}
+			covered = s.LastChunk + 1
+		}
+		if covered != tc.chunks {
+			t.Errorf("Segments(%d) covers %d chunks", tc.chunks, covered)
+		}
+	}
+}
+
+func equalSegments(a, b []Segment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestChunkRecordNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		records            int64
+		chunk, size        int
+		wantFirst, wantLen int64
+	}{
+		{250, 0, 100, 1, 100},
+		{250, 2, 100, 201, 50},
+		{250, 3, 100, 301, 0},
+		{2_000_000, 19_999, 100, 1_999_901, 100},
+	} {
+		r := ChunkRequest{Tenant: Tenant{ChunkSize: tc.size}, Records: tc.records, Chunk: tc.chunk}
+		if got := r.FirstRecord(); got != tc.wantFirst {
+			t.Errorf("%+v FirstRecord: got %d, want %d", tc, got, tc.wantFirst)
+		}
+		if got := r.RecordCount(); got != tc.wantLen {
+			t.Errorf("%+v RecordCount: got %d, want %d", tc, got, tc.wantLen)
+		}
+	}
+}
+
+func TestManifestKey(t *testing.T) {
+	if got, want := ManifestKey("acme", "f-123"), "work/acme/f-123/manifest"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
