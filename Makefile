@@ -8,7 +8,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
 
-.PHONY: setup demo synth test vet bench clean
+.PHONY: setup demo synth test vet bench figures clean
 
 ## setup: install Node 22, the npm tools and the Go modules into the project (idempotent)
 setup:
@@ -35,6 +35,10 @@ vet:
 ## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it)
 bench: setup
 	scripts/bench.sh
+
+## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait
+figures: setup
+	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
 
 clean:
 	rm -rf cdk.out .build
