@@ -466,6 +466,16 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 		}
 	}
 	tw.Flush()
+	// Causes name the file and line, never record contents, so they are safe to show.
+	for _, id := range ids {
+		if tr := rep.Tenants[id]; tr != nil {
+			for _, f := range tr.Files {
+				if f.Cause != "" {
+					fmt.Fprintf(w, "%s %s: %s: %s\n", id, f.Key, f.Error, readableCause(f.Cause))
+				}
+			}
+		}
+	}
 	fmt.Fprintf(w, "\ninter-file gap: mean %.2fs p95 %.2fs max %.2fs (n=%d); wall %.1fs; %.0f records/s\n",
 		rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.P95, rep.InterFileGapSecond.Max, rep.InterFileGapSecond.N, rep.WallSeconds, rep.RecordsPerSecond)
 	if len(rep.APICallsPer1000) > 0 {
@@ -483,4 +493,16 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 			fmt.Fprintln(w, "  - "+v)
 		}
 	}
+}
+
+// readableCause shows a Lambda error's message; Step Functions records the cause as the function's
+// JSON error response ({"errorMessage", "errorType"}).
+func readableCause(cause string) string {
+	var lambdaErr struct {
+		ErrorMessage string `json:"errorMessage"`
+	}
+	if i := strings.Index(cause, "{"); i >= 0 && json.Unmarshal([]byte(cause[i:]), &lambdaErr) == nil && lambdaErr.ErrorMessage != "" {
+		return cause[:i] + lambdaErr.ErrorMessage
+	}
+	return cause
 }
