@@ -10,9 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 // ObjectAPI is the part of the S3 client Register uses.
@@ -59,10 +58,10 @@ type Handler struct {
 func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
 	start := time.Now()
 	n, err := h.register(ctx, req)
-	attrs := []any{"tenant", req.Tenant.ID, "file", fileName(req.Source), "execution", req.ExecutionName,
+	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "registered", n, "ms", time.Since(start).Milliseconds()}
 	if err != nil {
-		h.Log.Error("register failed", append(attrs, "errorType", errorType(err), "error", err.Error())...)
+		h.Log.Error("register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunk registered", attrs...)
@@ -76,7 +75,7 @@ func IdempotencyKey(executionName string, record int64) string {
 }
 
 func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int64, error) {
-	file := fileName(req.Source)
+	file := source.Name(req.Source)
 	t := req.Tenant
 	permanent := func(format string, a ...any) error {
 		return &pipeline.PermanentError{Message: file + ": " + fmt.Sprintf(format, a...)}
@@ -221,7 +220,7 @@ func classify(file string, record int64, status int, err error) error {
 }
 
 func (h *Handler) read(ctx context.Context, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
-	file := fileName(req.Source)
+	file := source.Name(req.Source)
 	m := req.Manifest
 	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(m.Bucket),
@@ -230,7 +229,7 @@ func (h *Handler) read(ctx context.Context, req pipeline.ChunkRequest, f records
 	})
 	if err != nil {
 		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", file, m.Bucket, m.Key, err)
-		switch httpStatus(err) {
+		switch source.HTTPStatus(err) {
 		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
 			return nil, &pipeline.PermanentError{Message: msg}
 		}
@@ -249,14 +248,14 @@ func (h *Handler) read(ctx context.Context, req pipeline.ChunkRequest, f records
 		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", file, req.Chunk, req.RecordCount())}
 	}
 
-	in, err := sourceInput(req.Source)
+	in, err := source.GetInput(req.Source)
 	if err != nil {
 		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
 	}
 	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", start, end-1))
 	src, err := h.S3.GetObject(ctx, in)
 	if err != nil {
-		return nil, getError(req.Source, err)
+		return nil, source.GetError(req.Source, err)
 	}
 	defer src.Body.Close()
 	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
@@ -289,74 +288,4 @@ func secretError(file string, err error) error {
 		}
 	}
 	return &pipeline.RetryableError{Message: msg}
-}
-
-// fileName names a source object in messages: the raw key, never URL-decoded.
-func fileName(src pipeline.Source) string { return "s3://" + src.Bucket + "/" + src.Key }
-
-// sourceInput reads exactly the object version Split read: by VersionId on a versioned bucket,
-// otherwise with If-Match on the ETag (412 Precondition Failed once the object is overwritten).
-// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html
-func sourceInput(src pipeline.Source) (*s3.GetObjectInput, error) {
-	if src.Bucket == "" || src.Key == "" {
-		return nil, errors.New("the source names no bucket or key")
-	}
-	in := &s3.GetObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
-	switch {
-	case src.VersionID != "":
-		in.VersionId = aws.String(src.VersionID)
-	case src.ETag != "":
-		in.IfMatch = aws.String(quoteETag(src.ETag))
-	default:
-		return nil, errors.New("the source has neither a versionId nor an etag, so the exact object cannot be pinned")
-	}
-	return in, nil
-}
-
-// quoteETag makes an event's ETag (EventBridge sends it bare) an RFC 7232 entity tag.
-func quoteETag(etag string) string {
-	if strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, `W/"`) {
-		return etag
-	}
-	return `"` + etag + `"`
-}
-
-// getError classifies a failed ranged GetObject of the source.
-func getError(src pipeline.Source, err error) error {
-	file := fileName(src)
-	switch httpStatus(err) {
-	case http.StatusPreconditionFailed:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object changed after the event: its ETag is no longer %s", file, src.ETag)}
-	case http.StatusNotFound:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object version of the event no longer exists (versionId %q, etag %q)", file, src.VersionID, src.ETag)}
-	case http.StatusRequestedRangeNotSatisfiable:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object is shorter than the manifest says", file)}
-	case http.StatusForbidden:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: access denied reading the object", file)}
-	case http.StatusBadRequest:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: S3 rejected the request: %v", file, err)}
-	}
-	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
-}
-
-// httpStatus is the HTTP status of a failed SDK call, or 0. The SDK's response errors expose it
-// through HTTPStatusCode (smithy-go transport/http.ResponseError).
-func httpStatus(err error) int {
-	var re interface{ HTTPStatusCode() int }
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// errorType is the name the Lambda runtime reports for err ("" for nil).
-func errorType(err error) string {
-	if err == nil {
-		return ""
-	}
-	t := reflect.TypeOf(err)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.Name()
 }

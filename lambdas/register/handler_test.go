@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 const (
@@ -230,7 +231,7 @@ func TestRegisterStatusClasses(t *testing.T) {
 			if err == nil {
 				t.Fatal("got no error")
 			}
-			if got := errorType(err); got != tt.wantType {
+			if got := source.ErrorType(err); got != tt.wantType {
 				t.Errorf("got %s (%v), want %s", got, err, tt.wantType)
 			}
 			if len(c.seen) != 3 {
@@ -257,8 +258,8 @@ func TestRegisterTransportFailures(t *testing.T) {
 		h := newHandler(s3, &fakeSecrets{})
 		h.HTTPTimeout = 100 * time.Millisecond
 		_, err := h.Handle(context.Background(), reqs[0])
-		if errorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "record 1: the core system did not answer: timed out") {
-			t.Errorf("got %v (%s), want a RetryableError naming the timeout", err, errorType(err))
+		if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "record 1: the core system did not answer: timed out") {
+			t.Errorf("got %v (%s), want a RetryableError naming the timeout", err, source.ErrorType(err))
 		}
 		if strings.Contains(err.Error(), srv.URL) {
 			t.Errorf("got %q, want no URL in the message", err)
@@ -271,8 +272,8 @@ func TestRegisterTransportFailures(t *testing.T) {
 		s3 := newFakeS3()
 		reqs := fixture(t, s3, csvTenant(url), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
 		_, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
-		if errorType(err) != pipeline.ErrRetryable {
-			t.Errorf("got %v (%s), want RetryableError", err, errorType(err))
+		if source.ErrorType(err) != pipeline.ErrRetryable {
+			t.Errorf("got %v (%s), want RetryableError", err, source.ErrorType(err))
 		}
 	})
 }
@@ -291,7 +292,7 @@ func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
 	s3 := newFakeS3()
 	reqs := fixture(t, s3, csvTenant(c.srv.URL), pipeline.Source{Bucket: ingest, Key: "k", VersionID: "v1"}, []byte("a\n1\n2\n3\n4\n5\n6\n"))
 	h := newHandler(s3, &fakeSecrets{})
-	if _, err := h.Handle(context.Background(), reqs[1]); errorType(err) != pipeline.ErrRetryable {
+	if _, err := h.Handle(context.Background(), reqs[1]); source.ErrorType(err) != pipeline.ErrRetryable {
 		t.Fatalf("first attempt: got %v, want RetryableError", err)
 	}
 	// A redrive may run in a new execution environment: a fresh handler must give the same keys.
@@ -324,7 +325,7 @@ func TestRegisterStopsBeforeDeadline(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), base.Add(20*time.Second))
 	defer cancel()
 	res, err := h.Handle(ctx, reqs[0])
-	if errorType(err) != pipeline.ErrRetryable {
+	if source.ErrorType(err) != pipeline.ErrRetryable {
 		t.Fatalf("got %v, want RetryableError", err)
 	}
 	if len(c.seen) != 3 || !strings.Contains(err.Error(), "stopped before record 4 of chunk 0: the Lambda timeout is near") {
@@ -392,7 +393,7 @@ func TestRegisterErrors(t *testing.T) {
 			req := reqs[0]
 			tt.mutate(s3, sm, &req)
 			_, err := newHandler(s3, sm).Handle(context.Background(), req)
-			if got := errorType(err); got != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
+			if got := source.ErrorType(err); got != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("got %s %q, want %s containing %q", got, err, tt.wantType, tt.wantMsg)
 			}
 			if len(c.seen) != 0 {
@@ -428,7 +429,7 @@ func TestSecretRotation(t *testing.T) {
 	// Still 401 with a fresh secret: permanent.
 	sm.values[secretARN] = "wrong"
 	h.Secrets.Forget(secretARN)
-	if _, err := h.Handle(context.Background(), reqs[0]); errorType(err) != pipeline.ErrPermanent {
+	if _, err := h.Handle(context.Background(), reqs[0]); source.ErrorType(err) != pipeline.ErrPermanent {
 		t.Errorf("got %v, want PermanentError", err)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 // ObjectAPI is the part of the S3 client Split uses.
@@ -39,11 +38,11 @@ type Handler struct {
 // Lambda runtime reports the Go type name as errorType and the state machine matches on it.
 func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
 	start := time.Now()
-	file := fileName(req.Source)
+	file := source.Name(req.Source)
 	res, size, err := h.split(ctx, req)
 	if err != nil {
 		h.Log.Error("split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
-			"errorType", errorType(err), "error", err.Error())
+			"errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SplitResult{}, err
 	}
 	h.Log.Info("split done", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
@@ -55,7 +54,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeli
 var errTooManyChunks = errors.New("too many chunks")
 
 func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, int64, error) {
-	file := fileName(req.Source)
+	file := source.Name(req.Source)
 	t := req.Tenant
 	f, err := records.FormatOf(t)
 	if err != nil {
@@ -67,13 +66,13 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}
-	in, err := sourceInput(req.Source)
+	in, err := source.GetInput(req.Source)
 	if err != nil {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
 	}
 	out, err := h.S3.GetObject(ctx, in)
 	if err != nil {
-		return pipeline.SplitResult{}, 0, getError(req.Source, err)
+		return pipeline.SplitResult{}, 0, source.GetError(req.Source, err)
 	}
 	defer out.Body.Close()
 
@@ -113,7 +112,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		ContentType:   aws.String("application/octet-stream"),
 	}); err != nil {
 		msg := fmt.Sprintf("%s: writing the manifest s3://%s/%s failed: %v", file, manifest.Bucket, manifest.Key, err)
-		if httpStatus(err) == http.StatusForbidden {
+		if source.HTTPStatus(err) == http.StatusForbidden {
 			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: msg}
 		}
 		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: msg}
@@ -126,73 +125,4 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		Header:   sum.Header,
 		Segments: pipeline.Segments(sum.Chunks),
 	}, size, nil
-}
-
-// fileName names a source object in messages: the raw key, never URL-decoded.
-func fileName(src pipeline.Source) string { return "s3://" + src.Bucket + "/" + src.Key }
-
-// sourceInput reads exactly the object version that triggered the event: by VersionId on a
-// versioned bucket, otherwise with If-Match on the ETag, which S3 answers with 412 Precondition
-// Failed when the object has been overwritten since.
-// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html
-func sourceInput(src pipeline.Source) (*s3.GetObjectInput, error) {
-	if src.Bucket == "" || src.Key == "" {
-		return nil, errors.New("the source names no bucket or key")
-	}
-	in := &s3.GetObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
-	switch {
-	case src.VersionID != "":
-		in.VersionId = aws.String(src.VersionID)
-	case src.ETag != "":
-		in.IfMatch = aws.String(quoteETag(src.ETag))
-	default:
-		return nil, errors.New("the source has neither a versionId nor an etag, so the exact object cannot be pinned")
-	}
-	return in, nil
-}
-
-// quoteETag makes an event's ETag (EventBridge sends it bare) an RFC 7232 entity tag.
-func quoteETag(etag string) string {
-	if strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, `W/"`) {
-		return etag
-	}
-	return `"` + etag + `"`
-}
-
-// getError classifies a failed GetObject of the source.
-func getError(src pipeline.Source, err error) error {
-	file := fileName(src)
-	switch httpStatus(err) {
-	case http.StatusPreconditionFailed:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object changed after the event: its ETag is no longer %s", file, src.ETag)}
-	case http.StatusNotFound:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object version of the event no longer exists (versionId %q, etag %q)", file, src.VersionID, src.ETag)}
-	case http.StatusForbidden:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: access denied reading the object", file)}
-	case http.StatusBadRequest:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: S3 rejected the request: %v", file, err)}
-	}
-	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
-}
-
-// httpStatus is the HTTP status of a failed SDK call, or 0. The SDK's response errors expose it
-// through HTTPStatusCode (smithy-go transport/http.ResponseError).
-func httpStatus(err error) int {
-	var re interface{ HTTPStatusCode() int }
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// errorType is the name the Lambda runtime reports for err ("" for nil).
-func errorType(err error) string {
-	if err == nil {
-		return ""
-	}
-	t := reflect.TypeOf(err)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.Name()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 const (
@@ -176,7 +177,7 @@ func TestSplitErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("got no error")
 			}
-			if got := errorType(err); got != tt.wantType {
+			if got := source.ErrorType(err); got != tt.wantType {
 				t.Errorf("got error type %s (%v), want %s", got, err, tt.wantType)
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
