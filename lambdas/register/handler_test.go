@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
 	"log/slog"
 	"net"
@@ -77,7 +78,7 @@ func newCore(t *testing.T, reply func(int, seenRequest) int) *core {
 }
 
 // fixture stores a file and the manifest Split would write for it, and returns the chunk requests.
-func fixture(t *testing.T, s3 *fakeS3, tenant pipeline.Tenant, src pipeline.Source, data []byte) []pipeline.ChunkRequest {
+func fixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pipeline.Source, data []byte) []pipeline.ChunkRequest {
 	t.Helper()
 	f, err := records.FormatOf(tenant)
 	if err != nil {
@@ -91,15 +92,15 @@ func fixture(t *testing.T, s3 *fakeS3, tenant pipeline.Tenant, src pipeline.Sour
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := &fakeObject{data: data, etag: "etag-1"}
+	obj := &sourcetest.Object{Data: data, ETag: "etag-1"}
 	if src.VersionID != "" {
-		obj.versions = map[string][]byte{src.VersionID: data}
-		obj.data = []byte("a newer version")
-		obj.etag = "etag-2"
+		obj.Versions = map[string][]byte{src.VersionID: data}
+		obj.Data = []byte("a newer version")
+		obj.ETag = "etag-2"
 	}
-	s3.put(src.Bucket, src.Key, obj)
+	s3.Put(src.Bucket, src.Key, obj)
 	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName)}
-	s3.put(work, manifest.Key, &fakeObject{data: pipeline.EncodeManifest(offsets)})
+	s3.Put(work, manifest.Key, &sourcetest.Object{Data: pipeline.EncodeManifest(offsets)})
 	var reqs []pipeline.ChunkRequest
 	for i := range sum.Chunks {
 		reqs = append(reqs, pipeline.ChunkRequest{Tenant: tenant, Source: src, ExecutionName: execName,
@@ -108,7 +109,7 @@ func fixture(t *testing.T, s3 *fakeS3, tenant pipeline.Tenant, src pipeline.Sour
 	return reqs
 }
 
-func newHandler(s3 *fakeS3, secrets *fakeSecrets) *Handler {
+func newHandler(s3 *sourcetest.FakeS3, secrets *fakeSecrets) *Handler {
 	return &Handler{
 		S3: s3, HTTP: newHTTPClient(2 * time.Second), Secrets: NewSecretCache(secrets),
 		HTTPTimeout: 2 * time.Second, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -154,7 +155,7 @@ func TestRegisterWireFormat(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCore(t, nil)
-			s3 := newFakeS3()
+			s3 := sourcetest.NewFakeS3()
 			tenant := csvTenant(c.srv.URL + "/register")
 			tenant.Format, tenant.Encoding = tt.format, tt.encoding
 			tenant.RegisterAuthSecretARN = secretARN
@@ -184,13 +185,13 @@ func TestRegisterWireFormat(t *testing.T) {
 				}
 			}
 			// One ranged manifest GET and one ranged source GET, pinned to the version.
-			if len(s3.gets) != 2 {
-				t.Fatalf("got %d GetObject calls, want 2", len(s3.gets))
+			if len(s3.Gets) != 2 {
+				t.Fatalf("got %d GetObject calls, want 2", len(s3.Gets))
 			}
-			if got, want := *s3.gets[0].Range, pipeline.ManifestRange(tt.chunk); got != want {
+			if got, want := *s3.Gets[0].Range, pipeline.ManifestRange(tt.chunk); got != want {
 				t.Errorf("got manifest range %q, want %q", got, want)
 			}
-			g := s3.gets[1]
+			g := s3.Gets[1]
 			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || (tt.version == "" && *g.IfMatch != `"etag-1"`) {
 				t.Errorf("got source GET key %q range %v version %v if-match %v", *g.Key, g.Range, g.VersionId, g.IfMatch)
 			}
@@ -217,7 +218,7 @@ func TestRegisterStatusClasses(t *testing.T) {
 				}
 				return 200
 			})
-			s3 := newFakeS3()
+			s3 := sourcetest.NewFakeS3()
 			tenant := csvTenant(c.srv.URL)
 			tenant.ChunkSize = 10
 			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k.csv", ETag: "etag-1"}, []byte("a\nSECRET-1\nSECRET-2\nSECRET-3\nSECRET-4\nSECRET-5\n"))
@@ -253,7 +254,7 @@ func TestRegisterTransportFailures(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 		defer srv.Close()
 		defer close(release)
-		s3 := newFakeS3()
+		s3 := sourcetest.NewFakeS3()
 		reqs := fixture(t, s3, csvTenant(srv.URL), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
 		h := newHandler(s3, &fakeSecrets{})
 		h.HTTPTimeout = 100 * time.Millisecond
@@ -269,7 +270,7 @@ func TestRegisterTransportFailures(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL
 		srv.Close()
-		s3 := newFakeS3()
+		s3 := sourcetest.NewFakeS3()
 		reqs := fixture(t, s3, csvTenant(url), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
 		_, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
 		if source.ErrorType(err) != pipeline.ErrRetryable {
@@ -289,7 +290,7 @@ func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
 		}
 		return 200
 	})
-	s3 := newFakeS3()
+	s3 := sourcetest.NewFakeS3()
 	reqs := fixture(t, s3, csvTenant(c.srv.URL), pipeline.Source{Bucket: ingest, Key: "k", VersionID: "v1"}, []byte("a\n1\n2\n3\n4\n5\n6\n"))
 	h := newHandler(s3, &fakeSecrets{})
 	if _, err := h.Handle(context.Background(), reqs[1]); source.ErrorType(err) != pipeline.ErrRetryable {
@@ -311,7 +312,7 @@ func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
 
 func TestRegisterStopsBeforeDeadline(t *testing.T) {
 	c := newCore(t, nil)
-	s3 := newFakeS3()
+	s3 := sourcetest.NewFakeS3()
 	tenant := csvTenant(c.srv.URL)
 	tenant.ChunkSize = 100
 	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n3\n4\n5\n"))
@@ -339,53 +340,59 @@ func TestRegisterStopsBeforeDeadline(t *testing.T) {
 func TestRegisterErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		mutate   func(*fakeS3, *fakeSecrets, *pipeline.ChunkRequest)
+		mutate   func(*sourcetest.FakeS3, *fakeSecrets, *pipeline.ChunkRequest)
 		wantType string
 		wantMsg  string
 	}{
-		{"object overwritten", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { s.objects[ingest+"/k"].etag = "new" },
+		{"object overwritten", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.Objects[ingest+"/k"].ETag = "new"
+		},
 			pipeline.ErrObjectChanged, "s3://ingest-bucket/k: the object changed after the event"},
-		{"object deleted", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.objects, ingest+"/k") },
+		{"object deleted", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.Objects, ingest+"/k") },
 			pipeline.ErrObjectChanged, "no longer exists"},
-		{"object shorter", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
-			s.objects[ingest+"/k"].data = []byte("a\n1\n")
+		{"object shorter", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.Objects[ingest+"/k"].Data = []byte("a\n1\n")
 		},
 			pipeline.ErrObjectChanged, "got 2 bytes of the range 2-9, want 8"},
-		{"more records than the request says", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Records = 3 },
+		{"more records than the request says", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Records = 3 },
 			pipeline.ErrPermanent, "chunk 0 holds more than 3 records: the manifest does not match the request"},
-		{"fewer records than the request says", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
-			s.objects[work+"/"+r.Manifest.Key].data = pipeline.EncodeManifest([]int64{2, 6, 14})
+		{"fewer records than the request says", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.Objects[work+"/"+r.Manifest.Key].Data = pipeline.EncodeManifest([]int64{2, 6, 14})
 		}, pipeline.ErrPermanent, "chunk 0 holds 2 records, want 4"},
-		{"chunk past the end", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Chunk = 2 },
+		{"chunk past the end", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Chunk = 2 },
 			pipeline.ErrPermanent, "chunk 2 is outside the file's 6 records"},
-		{"manifest missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Manifest.Key = "work/t1/other/manifest" },
+		{"manifest missing", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Manifest.Key = "work/t1/other/manifest"
+		},
 			pipeline.ErrPermanent, "reading the manifest s3://work-bucket/work/t1/other/manifest failed"},
-		{"manifest throttled", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
-			s.getErr = apiError("GetObject", 503, "SlowDown")
+		{"manifest throttled", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.GetErr = sourcetest.APIError("GetObject", 503, "SlowDown")
 		},
 			pipeline.ErrRetryable, "reading the manifest"},
-		{"changed bytes fail validation", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
-			s.objects[ingest+"/k"].data = []byte("a\n1\n\xff\n3\n4\n5\n6\n")
+		{"changed bytes fail validation", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			s.Objects[ingest+"/k"].Data = []byte("a\n1\n\xff\n3\n4\n5\n6\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/k: chunk 0: record 2: field 1 has bytes that are not valid utf-8"},
-		{"secret missing", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+		{"secret missing", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
 			r.Tenant.RegisterAuthSecretARN = secretARN + "-gone"
 		},
 			pipeline.ErrPermanent, "fetching the registerAuthSecretArn secret failed"},
-		{"secret throttled", func(s *fakeS3, sm *fakeSecrets, r *pipeline.ChunkRequest) {
+		{"secret throttled", func(s *sourcetest.FakeS3, sm *fakeSecrets, r *pipeline.ChunkRequest) {
 			r.Tenant.RegisterAuthSecretARN = secretARN
-			sm.err = apiError("GetSecretValue", 400, "ThrottlingException")
+			sm.err = sourcetest.APIError("GetSecretValue", 400, "ThrottlingException")
 		}, pipeline.ErrRetryable, "fetching the registerAuthSecretArn secret failed"},
-		{"bad url", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.RegisterURL = "ftp://core" },
+		{"bad url", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Tenant.RegisterURL = "ftp://core"
+		},
 			pipeline.ErrPermanent, `tenant "t1" registerUrl is not an http(s) URL`},
-		{"no execution name", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.ExecutionName = "" },
+		{"no execution name", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.ExecutionName = "" },
 			pipeline.ErrPermanent, "no executionName"},
-		{"bad chunk size", func(s *fakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.ChunkSize = 5000 },
+		{"bad chunk size", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { r.Tenant.ChunkSize = 5000 },
 			pipeline.ErrPermanent, "chunkSize 5000 is outside 1..1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCore(t, nil)
-			s3 := newFakeS3()
+			s3 := sourcetest.NewFakeS3()
 			tenant := csvTenant(c.srv.URL)
 			tenant.ChunkSize = 4
 			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n3\n4\n5\n6\n"))
@@ -411,7 +418,7 @@ func TestSecretRotation(t *testing.T) {
 		}
 		return 200
 	})
-	s3 := newFakeS3()
+	s3 := sourcetest.NewFakeS3()
 	tenant := csvTenant(c.srv.URL)
 	tenant.RegisterAuthSecretARN = secretARN
 	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n"))
@@ -456,7 +463,7 @@ func TestSecretCache(t *testing.T) {
 // TestKeepAlive pins that a chunk's records, and the next chunk's, share one connection.
 func TestKeepAlive(t *testing.T) {
 	c := newCore(t, nil)
-	s3 := newFakeS3()
+	s3 := sourcetest.NewFakeS3()
 	tenant := csvTenant(c.srv.URL)
 	tenant.ChunkSize = 20
 	var b strings.Builder

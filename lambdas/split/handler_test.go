@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
 	"log/slog"
 	"reflect"
@@ -35,7 +36,7 @@ func csvRows(n int) []byte {
 	return []byte(b.String())
 }
 
-func newHandler(s3 *fakeS3) *Handler {
+func newHandler(s3 *sourcetest.FakeS3) *Handler {
 	return &Handler{S3: s3, WorkBucket: work, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 }
 
@@ -49,18 +50,18 @@ func TestSplit(t *testing.T) {
 	for _, key := range keys {
 		for _, versioned := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/versioned=%v", key, versioned), func(t *testing.T) {
-				s3 := newFakeS3()
+				s3 := sourcetest.NewFakeS3()
 				data := csvRows(250)
 				src := pipeline.Source{Bucket: ingest, Key: key, ETag: "abc123", Size: int64(len(data))}
-				obj := &fakeObject{data: []byte("other content"), etag: "abc123"}
+				obj := &sourcetest.Object{Data: []byte("other content"), ETag: "abc123"}
 				if versioned {
 					src.VersionID = "v1"
-					obj.versions = map[string][]byte{"v1": data}
-					obj.etag = "changed-since"
+					obj.Versions = map[string][]byte{"v1": data}
+					obj.ETag = "changed-since"
 				} else {
-					obj.data = data
+					obj.Data = data
 				}
-				s3.put(ingest, key, obj)
+				s3.Put(ingest, key, obj)
 				res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: src, ExecutionName: "exec-1"})
 				if err != nil {
 					t.Fatalf("got error %v, want none", err)
@@ -73,10 +74,10 @@ func TestSplit(t *testing.T) {
 				if !reflect.DeepEqual(res, want) {
 					t.Errorf("got %+v, want %+v", res, want)
 				}
-				if len(s3.gets) != 1 {
-					t.Fatalf("got %d GetObject calls, want 1", len(s3.gets))
+				if len(s3.Gets) != 1 {
+					t.Fatalf("got %d GetObject calls, want 1", len(s3.Gets))
 				}
-				get := s3.gets[0]
+				get := s3.Gets[0]
 				if aws.ToString(get.Key) != key {
 					t.Errorf("got key %q, want the raw key %q", aws.ToString(get.Key), key)
 				}
@@ -86,9 +87,9 @@ func TestSplit(t *testing.T) {
 				if !versioned && (get.VersionId != nil || aws.ToString(get.IfMatch) != `"abc123"`) {
 					t.Errorf("got VersionId %q IfMatch %q, want none and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
 				}
-				manifest := s3.puts[work+"/work/t1/exec-1/manifest"]
-				if len(s3.puts) != 1 || len(manifest) != 4*8 {
-					t.Fatalf("got puts %d, manifest %d bytes, want one manifest of 32 bytes", len(s3.puts), len(manifest))
+				manifest := s3.Puts[work+"/work/t1/exec-1/manifest"]
+				if len(s3.Puts) != 1 || len(manifest) != 4*8 {
+					t.Fatalf("got puts %d, manifest %d bytes, want one manifest of 32 bytes", len(s3.Puts), len(manifest))
 				}
 				// Chunk 1 is records 101..200: its range must start with record 101's line.
 				start, end, err := pipeline.DecodeChunkRange(manifest[8:24])
@@ -105,8 +106,8 @@ func TestSplit(t *testing.T) {
 
 func TestSplitEmptyFile(t *testing.T) {
 	for _, data := range []string{"", "id,name\r\n"} {
-		s3 := newFakeS3()
-		s3.put(ingest, "k", &fakeObject{data: []byte(data), etag: "e"})
+		s3 := sourcetest.NewFakeS3()
+		s3.Put(ingest, "k", &sourcetest.Object{Data: []byte(data), ETag: "e"})
 		res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
 		if err != nil {
 			t.Fatalf("%q: got error %v, want none", data, err)
@@ -114,7 +115,7 @@ func TestSplitEmptyFile(t *testing.T) {
 		if res.Chunks != 0 || res.Records != 0 || res.Segments == nil || len(res.Segments) != 0 {
 			t.Errorf("%q: got %+v, want zero chunks and an empty (not null) segments list", data, res)
 		}
-		if got := len(s3.puts[work+"/work/t1/x/manifest"]); got != 8 {
+		if got := len(s3.Puts[work+"/work/t1/x/manifest"]); got != 8 {
 			t.Errorf("%q: got a manifest of %d bytes, want 8", data, got)
 		}
 	}
@@ -124,52 +125,52 @@ func TestSplitErrors(t *testing.T) {
 	const key = "inbox/t1/売上 a+b.csv"
 	tests := []struct {
 		name     string
-		mutate   func(*fakeS3, *pipeline.SplitRequest, *Handler)
+		mutate   func(*sourcetest.FakeS3, *pipeline.SplitRequest, *Handler)
 		wantType string
 		wantMsg  string
 	}{
-		{"etag changed", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "old" },
+		{"etag changed", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "old" },
 			pipeline.ErrObjectChanged, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: the object changed after the event"},
-		{"version gone", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.VersionID = "v-deleted" },
+		{"version gone", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.VersionID = "v-deleted" },
 			pipeline.ErrObjectChanged, "no longer exists"},
-		{"object gone", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { delete(s.objects, ingest+"/"+key) },
+		{"object gone", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { delete(s.Objects, ingest+"/"+key) },
 			pipeline.ErrObjectChanged, "no longer exists"},
-		{"other bucket", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
+		{"other bucket", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
 			pipeline.ErrObjectChanged, "s3://other/"},
-		{"access denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
-			s.getErr = apiError("GetObject", 403, "AccessDenied")
+		{"access denied", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.GetErr = sourcetest.APIError("GetObject", 403, "AccessDenied")
 		},
 			pipeline.ErrPermanent, "access denied reading the object"},
-		{"throttled", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
-			s.getErr = apiError("GetObject", 503, "SlowDown")
+		{"throttled", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.GetErr = sourcetest.APIError("GetObject", 503, "SlowDown")
 		},
 			pipeline.ErrRetryable, "reading the object failed"},
-		{"invalid file", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
-			s.objects[ingest+"/"+key].data = []byte("id,name\n1,SECRET\n2\n")
+		{"invalid file", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.Objects[ingest+"/"+key].Data = []byte("id,name\n1,SECRET\n2\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 3: record has 1 fields, the header has 2"},
-		{"too many chunks", func(s *fakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
+		{"too many chunks", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
 			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
-		{"read fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { s.failRead = 1000 },
+		{"read fails", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { s.FailRead = 1000 },
 			pipeline.ErrRetryable, "reading the object failed"},
-		{"manifest write fails", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
-			s.putErr = apiError("PutObject", 503, "SlowDown")
+		{"manifest write fails", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.PutErr = sourcetest.APIError("PutObject", 503, "SlowDown")
 		},
 			pipeline.ErrRetryable, "writing the manifest s3://work-bucket/work/t1/exec/manifest failed"},
-		{"manifest write denied", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) {
-			s.putErr = apiError("PutObject", 403, "AccessDenied")
+		{"manifest write denied", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.PutErr = sourcetest.APIError("PutObject", 403, "AccessDenied")
 		},
 			pipeline.ErrPermanent, "writing the manifest"},
-		{"no pin", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "" },
+		{"no pin", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.ETag = "" },
 			pipeline.ErrPermanent, "neither a versionId nor an etag"},
-		{"bad chunk size", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.ChunkSize = 0 },
+		{"bad chunk size", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.ChunkSize = 0 },
 			pipeline.ErrPermanent, "chunkSize 0 is outside 1..1000"},
-		{"bad encoding", func(s *fakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.Encoding = "euc-jp" },
+		{"bad encoding", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Tenant.Encoding = "euc-jp" },
 			pipeline.ErrPermanent, `encoding "euc-jp" is not`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s3 := newFakeS3()
-			s3.put(ingest, key, &fakeObject{data: csvRows(300), etag: "e1"})
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, key, &sourcetest.Object{Data: csvRows(300), ETag: "e1"})
 			req := pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: key, ETag: "e1"}, ExecutionName: "exec"}
 			h := newHandler(s3)
 			tt.mutate(s3, &req, h)
@@ -186,8 +187,8 @@ func TestSplitErrors(t *testing.T) {
 			if strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("got %q, want no record contents", err)
 			}
-			if tt.wantType != pipeline.ErrRetryable && tt.wantType != pipeline.ErrPermanent && len(s3.puts) != 0 {
-				t.Errorf("got %d manifests written, want none for a failed file", len(s3.puts))
+			if tt.wantType != pipeline.ErrRetryable && tt.wantType != pipeline.ErrPermanent && len(s3.Puts) != 0 {
+				t.Errorf("got %d manifests written, want none for a failed file", len(s3.Puts))
 			}
 		})
 	}
@@ -196,8 +197,8 @@ func TestSplitErrors(t *testing.T) {
 // TestErrorsAreUnwrapped pins that each named type is returned as itself: the Lambda runtime
 // reports the dynamic type's name, so a wrapper would hide it from the state machine's Retry.
 func TestErrorsAreUnwrapped(t *testing.T) {
-	s3 := newFakeS3()
-	s3.put(ingest, "k", &fakeObject{data: []byte("a\n\xff\n"), etag: "e"})
+	s3 := sourcetest.NewFakeS3()
+	s3.Put(ingest, "k", &sourcetest.Object{Data: []byte("a\n\xff\n"), ETag: "e"})
 	_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
 	if _, ok := err.(*pipeline.ValidationError); !ok {
 		t.Fatalf("got %T, want *pipeline.ValidationError", err)

@@ -1,0 +1,111 @@
+// Package sourcetest is an in-memory S3 for the Lambdas' tests, with the GetObject semantics the
+// pipeline relies on (VersionId, If-Match, Range) and failures shaped as the SDK returns them.
+package sourcetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// FakeS3 is an in-memory bucket store with S3's GetObject semantics for VersionId, If-Match and
+// Range, failing the way the SDK does (an OperationError around an HTTP ResponseError).
+type FakeS3 struct {
+	mu       sync.Mutex
+	Objects  map[string]*Object // "bucket/key", the key exactly as stored
+	Puts     map[string][]byte
+	Gets     []s3.GetObjectInput
+	PutErr   error
+	GetErr   error
+	FailRead int // if > 0, bodies fail after this many bytes
+}
+
+// Object is one stored object: its current data and ETag, and older versions by id.
+type Object struct {
+	Data     []byte
+	ETag     string            // bare
+	Versions map[string][]byte // version id -> data
+}
+
+// NewFakeS3 returns an empty store.
+func NewFakeS3() *FakeS3 {
+	return &FakeS3{Objects: map[string]*Object{}, Puts: map[string][]byte{}}
+}
+
+// Put stores an object under its raw key.
+func (f *FakeS3) Put(bucket, key string, o *Object) { f.Objects[bucket+"/"+key] = o }
+
+// APIError is a failed call as the SDK returns it.
+func APIError(op string, status int, code string) error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: op, Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err:      &smithy.GenericAPIError{Code: code, Message: code},
+		},
+		RequestID: "req-1",
+	}}
+}
+
+// GetObject implements s3.Client.GetObject for the semantics above.
+func (f *FakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Gets = append(f.Gets, *in)
+	if f.GetErr != nil {
+		return nil, f.GetErr
+	}
+	o, ok := f.Objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
+	if !ok {
+		return nil, APIError("GetObject", 404, "NoSuchKey")
+	}
+	data := o.Data
+	if v := aws.ToString(in.VersionId); v != "" {
+		if data, ok = o.Versions[v]; !ok {
+			return nil, APIError("GetObject", 404, "NoSuchVersion")
+		}
+	}
+	if m := aws.ToString(in.IfMatch); m != "" && m != `"`+o.ETag+`"` {
+		return nil, APIError("GetObject", 412, "PreconditionFailed")
+	}
+	if r := aws.ToString(in.Range); r != "" {
+		var start, end int64
+		if _, err := fmt.Sscanf(r, "bytes=%d-%d", &start, &end); err != nil || start > end || start >= int64(len(data)) {
+			return nil, APIError("GetObject", 416, "InvalidRange")
+		}
+		data = data[start:min(end+1, int64(len(data)))]
+	}
+	var body io.Reader = bytes.NewReader(data)
+	if f.FailRead > 0 {
+		body = io.MultiReader(io.LimitReader(body, int64(f.FailRead)), errReader{})
+	}
+	return &s3.GetObjectOutput{Body: io.NopCloser(body), ContentLength: aws.Int64(int64(len(data)))}, nil
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+
+// PutObject records the body under Puts.
+func (f *FakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.PutErr != nil {
+		return nil, f.PutErr
+	}
+	b, err := io.ReadAll(in.Body)
+	if err != nil {
+		return nil, err
+	}
+	f.Puts[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)] = b
+	return &s3.PutObjectOutput{}, nil
+}
