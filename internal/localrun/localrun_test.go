@@ -80,12 +80,23 @@ func startFixture(t *testing.T, cfg Config) *Run {
 	root := moduleRoot(t)
 	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
 	cfg.WorkDir = t.TempDir()
-	logs, _ := os.Create(filepath.Join(cfg.WorkDir, "run.log"))
+	return startRun(t, cfg, 3*time.Minute)
+}
+
+// startRun starts cfg with a run log in cfg.WorkDir; everything it starts is stopped when the test
+// ends, and the log's tail is printed when the test failed.
+func startRun(t *testing.T, cfg Config, startTimeout time.Duration) *Run {
+	t.Helper()
+	logs, err := os.Create(filepath.Join(cfg.WorkDir, "run.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Logs = logs
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	r, err := Start(ctx, cfg)
 	if err != nil {
+		logs.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -93,7 +104,7 @@ func startFixture(t *testing.T, cfg Config) *Run {
 		logs.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logs.Name())
-			t.Logf("run log (tail):\n%s", tail(string(b), 4000))
+			t.Logf("run log (tail):\n%s", tail(string(b), 6000))
 		}
 	})
 	return r

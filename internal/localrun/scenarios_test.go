@@ -90,27 +90,7 @@ func startScenario(t *testing.T, tenantsJSON string, cfg Config) *Run {
 	root := moduleRoot(t)
 	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesized(t, root, tenantsJSON), NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
-	logs, err := os.Create(filepath.Join(cfg.WorkDir, "run.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Logs = logs
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	r, err := Start(ctx, cfg)
-	if err != nil {
-		logs.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.Close()
-		logs.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("run log (tail):\n%s", tail(string(b), 6000))
-		}
-	})
-	return r
+	return startRun(t, cfg, 5*time.Minute)
 }
 
 // upload is one file of a scenario.
