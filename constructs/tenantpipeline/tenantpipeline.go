@@ -4,7 +4,7 @@
 // package workflows, and the alarms an operator needs.
 //
 // Within a tenant, files are processed one at a time in arrival order and records in file order;
-// tenants never wait for each other. See README.md and DESIGN.md for why each piece is there.
+// tenants never wait for each other. See README.md and docs/ for why each piece is there.
 package tenantpipeline
 
 import (

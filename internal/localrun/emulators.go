@@ -160,7 +160,7 @@ func serve(h http.Handler) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-// S3 is gofakes3 in-process over plain HTTP (over TLS it corrupts multipart bodies; DESIGN.md),
+// S3 is gofakes3 in-process over plain HTTP (over TLS it corrupts multipart bodies),
 // with two endpoints: the pipeline's, whose calls are counted, and the harness's. Every successful
 // PutObject on either becomes an EventBridge "Object Created" event.
 type S3 struct {

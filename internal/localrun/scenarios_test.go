@@ -386,7 +386,7 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 			t.Fatalf("re-upload: got versions %q/%q with ETags %q/%q, want a new version of the same content",
 				first.VersionID, again.VersionID, first.ETag, again.ETag)
 		}
-		// DESIGN.md §3 says the object-version key recognises "a re-upload of identical content".
+		// One could expect the object-version key to recognise "a re-upload of identical content".
 		// The controller's key (lambdas/controller/naming.go) hashes the bucket, the key, the version
 		// id (the bucket is versioned) and the event's sequencer, all of which differ for a new PUT,
 		// so an identical re-upload is a new file: a second execution, and its records are

@@ -15,6 +15,13 @@ const (
 	EnvMetricsNamespace  = "METRICS_NAMESPACE"   // CloudWatch namespace of the EMF metrics
 	EnvFirstWaitMillis   = "FIRST_WAIT_MILLIS"   // first wait of the backoff (default 1000)
 	EnvPollBudgetSeconds = "POLL_BUDGET_SECONDS" // how long to poll in-process before handing back
+	// EnvRegisterTimeoutSeconds is the Register function's timeout. A stopped (TIMED_OUT, ABORTED)
+	// execution's file is released only after its stopDate plus this, because Step Functions cannot
+	// stop a Lambda invocation that is already running.
+	EnvRegisterTimeoutSeconds = "REGISTER_TIMEOUT_SECONDS"
+	// EnvSegmentStateMachineARN is the tenant's segment state machine, whose executions of a stopped
+	// file the controller checks before releasing the file.
+	EnvSegmentStateMachineARN = "SEGMENT_STATE_MACHINE_ARN"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

@@ -1,7 +1,7 @@
 package pipeline
 
 // The Lambda runtime reports a returned error's Go type name as errorType, and the state machine's
-// Retry and Catch match on that name (DESIGN.md, "Go on Lambda"). These types are that contract:
+// Retry and Catch match on that name (https://docs.aws.amazon.com/lambda/latest/dg/golang-exceptions.html). These types are that contract:
 // return them unwrapped from a handler.
 
 // RetryableError is a transient failure (throttling, 5xx, timeout). The workflow retries the task

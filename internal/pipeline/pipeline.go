@@ -32,7 +32,7 @@ const (
 	EncodingCP932 = "cp932"
 )
 
-// Failure policies and idempotency keys (see DESIGN.md §3–4).
+// Failure policies and idempotency keys (docs/controller.md).
 const (
 	OnFailureContinue = "continue"
 	OnFailureHalt     = "halt"

@@ -3,7 +3,7 @@
 // local harness builds them with the same types, so both sides agree on the wire format.
 //
 // Object keys in these events are raw: they are never URL-decoded here or anywhere else
-// (DESIGN.md §9). Classic S3 notifications form-encode keys; EventBridge events carry them as
+// (docs/data-path.md). Classic S3 notifications form-encode keys; EventBridge events carry them as
 // stored, so decoding would corrupt a literal "+" or "%".
 //
 // Event structure: https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html

@@ -55,7 +55,7 @@ const (
 )
 
 // Handler is the controller: it holds each file's message in flight until that file's execution has
-// finished, which keeps the tenant's FIFO message group locked (DESIGN.md §1–2).
+// finished, which keeps the tenant's FIFO message group locked (docs/controller.md).
 type Handler struct {
 	cfg     Config
 	sfn     stepFunctions
