@@ -140,16 +140,16 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int6
 		if err != nil {
 			return int64(i), permanent("record %d: %v", rec.Number, err)
 		}
-		status, err := h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
-		if status == http.StatusUnauthorized && t.RegisterAuthSecretARN != "" {
+		resp, err := h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
+		if resp.status == http.StatusUnauthorized && t.RegisterAuthSecretARN != "" {
 			// The secret may have been rotated since it was cached: fetch it again, resend once.
 			h.Secrets.Forget(t.RegisterAuthSecretARN)
 			if auth, err = h.Secrets.Get(ctx, t.RegisterAuthSecretARN); err != nil {
 				return int64(i), secretError(file, err)
 			}
-			status, err = h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
+			resp, err = h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
 		}
-		if err := classify(file, rec.Number, status, err); err != nil {
+		if err := classify(file, rec.Number, resp, err); err != nil {
 			return int64(i), err
 		}
 	}
@@ -170,13 +170,20 @@ type wireSource struct {
 	VersionID string `json:"versionId,omitempty"`
 }
 
-// post sends one record and returns the response status, or an error if there was no response.
-func (h *Handler) post(ctx context.Context, target, key, auth string, body []byte) (int, error) {
+// response is what Register keeps of the core system's answer: never the body, which may echo the
+// record.
+type response struct {
+	status   int
+	location string // the Location header, for a redirect's message
+}
+
+// post sends one record and returns the response, or an error if there was no response.
+func (h *Handler) post(ctx context.Context, target, key, auth string, body []byte) (response, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.HTTPTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return response{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -185,19 +192,21 @@ func (h *Handler) post(ctx context.Context, target, key, auth string, body []byt
 	}
 	resp, err := h.HTTP.Do(req)
 	if err != nil {
-		return 0, err
+		return response{}, err
 	}
 	// Drain a little of the body so the connection goes back to the pool; never log it, since a
 	// core system may echo the record.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return resp.StatusCode, nil
+	return response{status: resp.StatusCode, location: resp.Header.Get("Location")}, nil
 }
 
 // classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
-// (already registered) succeed; 429, 5xx and transport failures are retried; anything else is
-// permanent. Messages name the file and record, never its contents or the response body.
-func classify(file string, record int64, status int, err error) error {
+// (already registered) succeed; 408, 429, 5xx and transport failures are retried; anything else,
+// every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
+// redirect is reported with its status and Location: following it would turn the POST into a GET.
+// Messages name the file and record, never its contents or the response body.
+func classify(file string, record int64, resp response, err error) error {
 	if err != nil {
 		var ue *url.Error
 		reason := err.Error()
@@ -207,16 +216,30 @@ func classify(file string, record int64, status int, err error) error {
 				reason = "timed out: " + reason
 			}
 		}
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system did not answer: %s", file, record, reason)}
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system did not answer: %s", file, record, reason), Err: err}
 	}
+	status := resp.status
 	switch {
 	case status >= 200 && status < 300, status == http.StatusConflict:
 		return nil
-	case status == http.StatusTooManyRequests, status >= 500:
+	case status >= 300 && status < 400:
+		return &pipeline.PermanentError{Message: fmt.Sprintf(
+			"%s: record %d: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
+			file, record, status, http.StatusText(status), redactURL(resp.location))}
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
 		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system answered %d %s", file, record, status, http.StatusText(status))}
 	default:
 		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: the core system rejected it with %d %s", file, record, status, http.StatusText(status))}
 	}
+}
+
+// redactURL drops the user info of a URL, which may carry credentials.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 func (h *Handler) read(ctx context.Context, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {

@@ -206,8 +206,8 @@ func TestRegisterStatusClasses(t *testing.T) {
 	}{
 		{200, ""}, {201, ""}, {202, ""}, {204, ""}, {409, ""},
 		{429, pipeline.ErrRetryable}, {500, pipeline.ErrRetryable}, {502, pipeline.ErrRetryable}, {503, pipeline.ErrRetryable}, {504, pipeline.ErrRetryable},
+		{408, pipeline.ErrRetryable},
 		{400, pipeline.ErrPermanent}, {401, pipeline.ErrPermanent}, {403, pipeline.ErrPermanent}, {404, pipeline.ErrPermanent}, {422, pipeline.ErrPermanent},
-		{301, pipeline.ErrPermanent},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
@@ -243,6 +243,45 @@ func TestRegisterStatusClasses(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("got %q, want no record or response contents", err)
+			}
+		})
+	}
+}
+
+// TestRegisterRedirectIsPermanent: a core system that redirects the POST to a GET endpoint
+// answering 200 (an http:// registerUrl behind an HTTP→HTTPS redirect whose GET is a list page)
+// must fail the file with a PermanentError naming the status and the Location, and nothing may
+// count as registered. Following the redirect would resend the POST as a GET without a body
+// (301, 302, 303) or resend the POST elsewhere (307, 308).
+func TestRegisterRedirectIsPermanent(t *testing.T) {
+	for _, status := range []int{301, 302, 303, 307, 308} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var mu sync.Mutex
+			var followed []string
+			mux := http.NewServeMux()
+			mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/list", status)
+			})
+			mux.HandleFunc("/list", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				followed = append(followed, r.Method)
+				mu.Unlock()
+				fmt.Fprint(w, "<html>list page</html>")
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			s3 := sourcetest.NewFakeS3()
+			reqs := fixture(t, s3, csvTenant(srv.URL+"/register"), pipeline.Source{Bucket: ingest, Key: "k.csv", ETag: "etag-1"}, []byte("a\n1\n2\n"))
+			res, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
+			if got := source.ErrorType(err); got != pipeline.ErrPermanent {
+				t.Fatalf("got %s (%v), %d registered, want PermanentError", got, err, res.Registered)
+			}
+			want := fmt.Sprintf(`record 1: the core system answered %d %s with Location "/list"`, status, http.StatusText(status))
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got %q, want it to contain %q", err, want)
+			}
+			if len(followed) != 0 || res.Registered != 0 {
+				t.Errorf("got the redirect followed with %q and %d registered, want it never followed and 0 registered", followed, res.Registered)
 			}
 		})
 	}
