@@ -6,6 +6,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
@@ -84,4 +85,15 @@ func ErrorType(err error) string {
 		t = t.Elem()
 	}
 	return t.Name()
+}
+
+// LogLevel is the level a handler logs its returned error at: WARN for a RetryableError, which the
+// state machine's Retry usually absorbs, so that it does not raise the ERROR-log alarm; ERROR for
+// everything else, which fails the file.
+func LogLevel(err error) slog.Level {
+	var re *pipeline.RetryableError
+	if errors.As(err, &re) {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }

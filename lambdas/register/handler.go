@@ -61,7 +61,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "registered", n, "ms", time.Since(start).Milliseconds()}
 	if err != nil {
-		h.Log.Error("register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
+		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunk registered", attrs...)

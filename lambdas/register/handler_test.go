@@ -537,3 +537,35 @@ func TestHTTPTimeoutEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterLogLevels: a RetryableError, which the state machine's Retry usually absorbs, is
+// logged at WARN so it does not raise the ERROR-log alarm; a failure that fails the file at ERROR.
+func TestRegisterLogLevels(t *testing.T) {
+	tests := []struct {
+		status    int
+		wantLevel string
+	}{
+		{429, "WARN"}, {503, "WARN"}, {400, "ERROR"}, {301, "ERROR"}, {200, "INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			c := newCore(t, func(int, seenRequest) int { return tt.status })
+			s3 := sourcetest.NewFakeS3()
+			reqs := fixture(t, s3, csvTenant(c.srv.URL), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+			var logs strings.Builder
+			h := newHandler(s3, &fakeSecrets{})
+			h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			_, _ = h.Handle(context.Background(), reqs[0])
+			var line struct{ Level, Msg string }
+			if err := json.Unmarshal([]byte(logs.String()), &line); err != nil {
+				t.Fatalf("got log %q, want one JSON line: %v", logs.String(), err)
+			}
+			if line.Level != tt.wantLevel {
+				t.Errorf("got level %s (%s), want %s", line.Level, line.Msg, tt.wantLevel)
+			}
+			if strings.Contains(logs.String(), "SECRET") {
+				t.Errorf("got log %q, want no record or response contents", logs.String())
+			}
+		})
+	}
+}

@@ -41,7 +41,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeli
 	file := source.Name(req.Source)
 	res, size, err := h.split(ctx, req)
 	if err != nil {
-		h.Log.Error("split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
+		h.Log.Log(ctx, source.LogLevel(err), "split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SplitResult{}, err
 	}

@@ -238,3 +238,36 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 		t.Errorf("got a manifest of %d bytes, want 160,008", manifest)
 	}
 }
+
+// TestSplitLogLevels: a RetryableError, which the state machine's Retry usually absorbs, is logged
+// at WARN so it does not raise the ERROR-log alarm; a failure that fails the file at ERROR.
+func TestSplitLogLevels(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*sourcetest.FakeS3)
+		wantLevel string
+	}{
+		{"retryable", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 503, "SlowDown") }, "WARN"},
+		{"permanent", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 403, "AccessDenied") }, "ERROR"},
+		{"validation", func(s *sourcetest.FakeS3) { s.Objects[ingest+"/k"].Data = []byte("a\n\xff\n") }, "ERROR"},
+		{"success", func(*sourcetest.FakeS3) {}, "INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, "k", &sourcetest.Object{Data: csvRows(3), ETag: "e"})
+			tt.mutate(s3)
+			var logs strings.Builder
+			h := newHandler(s3)
+			h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			_, _ = h.Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+			var line struct{ Level, Msg string }
+			if err := json.Unmarshal([]byte(logs.String()), &line); err != nil {
+				t.Fatalf("got log %q, want one JSON line: %v", logs.String(), err)
+			}
+			if line.Level != tt.wantLevel {
+				t.Errorf("got level %s (%s), want %s", line.Level, line.Msg, tt.wantLevel)
+			}
+		})
+	}
+}
