@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -20,21 +21,26 @@ import (
 // Name names a source object in messages: the raw key, never URL-decoded.
 func Name(src pipeline.Source) string { return "s3://" + src.Bucket + "/" + src.Key }
 
-// GetInput reads exactly the object version that triggered the event: by VersionId on a versioned bucket,
-// otherwise with If-Match on the ETag (412 Precondition Failed once the object is overwritten).
-// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html
+// GetInput reads exactly the object version that triggered the event: by VersionId when the event
+// has one, and always also with If-Match on its ETag when the event has one. Both matter: with
+// versioning suspended S3 gives every new object the version id "null", and the next PUT of the
+// key replaces that null version, so only the ETag can tell that the content changed; S3 answers
+// 412 Precondition Failed when If-Match does not hold for the version read.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (VersionId, If-Match)
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/AddingObjectstoVersionSuspendedBuckets.html
 func GetInput(src pipeline.Source) (*s3.GetObjectInput, error) {
 	if src.Bucket == "" || src.Key == "" {
 		return nil, errors.New("the source names no bucket or key")
 	}
-	in := &s3.GetObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
-	switch {
-	case src.VersionID != "":
-		in.VersionId = aws.String(src.VersionID)
-	case src.ETag != "":
-		in.IfMatch = aws.String(QuoteETag(src.ETag))
-	default:
+	if src.VersionID == "" && src.ETag == "" {
 		return nil, errors.New("the source has neither a versionId nor an etag, so the exact object cannot be pinned")
+	}
+	in := &s3.GetObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
+	if src.VersionID != "" {
+		in.VersionId = aws.String(src.VersionID)
+	}
+	if src.ETag != "" {
+		in.IfMatch = aws.String(QuoteETag(src.ETag))
 	}
 	return in, nil
 }
@@ -48,21 +54,36 @@ func QuoteETag(etag string) string {
 }
 
 // GetError classifies a failed GetObject of the source (whole or ranged).
+//
+// A vanished object or version reads as 404 only when the reader also has s3:ListBucket on the
+// bucket; without it S3 answers 403 Access Denied
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"). The
+// construct grants Split and Register s3:ListBucket on their tenant's prefix, so a 404 is a
+// changed object and a 403 is a real permission problem.
 func GetError(src pipeline.Source, err error) error {
 	file := Name(src)
 	switch HTTPStatus(err) {
 	case http.StatusPreconditionFailed:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object changed after the event: its ETag is no longer %s", file, src.ETag)}
+		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object changed after the event: its ETag is no longer %s", file, src.ETag), Err: err}
 	case http.StatusNotFound:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object version of the event no longer exists (versionId %q, etag %q)", file, src.VersionID, src.ETag)}
+		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object version of the event no longer exists (%s; versionId %q, etag %q)", file, ErrorCode(err), src.VersionID, src.ETag), Err: err}
 	case http.StatusRequestedRangeNotSatisfiable:
-		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object is shorter than the manifest says", file)}
+		return &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: the object is shorter than the manifest says", file), Err: err}
 	case http.StatusForbidden:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: access denied reading the object", file)}
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: access denied reading the object; without s3:ListBucket on the bucket a deleted object or version also reads as access denied, so check that the role has both s3:GetObject(Version) and s3:ListBucket", file), Err: err}
 	case http.StatusBadRequest:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: S3 rejected the request: %v", file, err)}
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: S3 rejected the request: %v", file, err), Err: err}
 	}
-	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
+	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err), Err: err}
+}
+
+// ErrorCode is the S3 error code of a failed SDK call (NoSuchKey, NoSuchVersion …), or "".
+func ErrorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
 }
 
 // HTTPStatus is the HTTP status of a failed SDK call, or 0. The SDK's response errors expose it

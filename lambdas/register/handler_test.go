@@ -95,6 +95,7 @@ func fixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pi
 	obj := &sourcetest.Object{Data: data, ETag: "etag-1"}
 	if src.VersionID != "" {
 		obj.Versions = map[string][]byte{src.VersionID: data}
+		obj.VersionETags = map[string]string{src.VersionID: src.ETag}
 		obj.Data = []byte("a newer version")
 		obj.ETag = "etag-2"
 	}
@@ -192,7 +193,7 @@ func TestRegisterWireFormat(t *testing.T) {
 				t.Errorf("got manifest range %q, want %q", got, want)
 			}
 			g := s3.Gets[1]
-			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || (tt.version == "" && *g.IfMatch != `"etag-1"`) {
+			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || g.IfMatch == nil || *g.IfMatch != `"etag-1"` {
 				t.Errorf("got source GET key %q range %v version %v if-match %v", *g.Key, g.Range, g.VersionId, g.IfMatch)
 			}
 		})
@@ -389,6 +390,12 @@ func TestRegisterErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "s3://ingest-bucket/k: the object changed after the event"},
 		{"object deleted", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.Objects, ingest+"/k") },
 			pipeline.ErrObjectChanged, "no longer exists"},
+		{"versioning suspended, version null overwritten", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Source.VersionID = "null"
+			o := s.Objects[ingest+"/k"]
+			o.Versions = map[string][]byte{"null": []byte("a\n7\n8\n9\n10\n11\n12\n")}
+			o.VersionETags = map[string]string{"null": "etag-2"}
+		}, pipeline.ErrObjectChanged, "its ETag is no longer etag-1"},
 		{"object shorter", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
 			s.Objects[ingest+"/k"].Data = []byte("a\n1\n")
 		},

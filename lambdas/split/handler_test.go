@@ -57,6 +57,7 @@ func TestSplit(t *testing.T) {
 				if versioned {
 					src.VersionID = "v1"
 					obj.Versions = map[string][]byte{"v1": data}
+					obj.VersionETags = map[string]string{"v1": "abc123"}
 					obj.ETag = "changed-since"
 				} else {
 					obj.Data = data
@@ -81,8 +82,8 @@ func TestSplit(t *testing.T) {
 				if aws.ToString(get.Key) != key {
 					t.Errorf("got key %q, want the raw key %q", aws.ToString(get.Key), key)
 				}
-				if versioned && (aws.ToString(get.VersionId) != "v1" || get.IfMatch != nil) {
-					t.Errorf("got VersionId %q IfMatch %q, want v1 and none", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
+				if versioned && (aws.ToString(get.VersionId) != "v1" || aws.ToString(get.IfMatch) != `"abc123"`) {
+					t.Errorf("got VersionId %q IfMatch %q, want v1 and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
 				}
 				if !versioned && (get.VersionId != nil || aws.ToString(get.IfMatch) != `"abc123"`) {
 					t.Errorf("got VersionId %q IfMatch %q, want none and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
@@ -135,6 +136,16 @@ func TestSplitErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "no longer exists"},
 		{"object gone", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { delete(s.Objects, ingest+"/"+key) },
 			pipeline.ErrObjectChanged, "no longer exists"},
+		{"versioning suspended, version null overwritten", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			r.Source.VersionID = "null"
+			o := s.Objects[ingest+"/"+key]
+			o.Versions = map[string][]byte{"null": csvRows(5)}
+			o.VersionETags = map[string]string{"null": "e2"}
+		}, pipeline.ErrObjectChanged, "the object changed after the event: its ETag is no longer e1"},
+		{"object gone, no s3:ListBucket", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			delete(s.Objects, ingest+"/"+key)
+			s.NoListBucket = true
+		}, pipeline.ErrPermanent, "without s3:ListBucket"},
 		{"other bucket", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
 			pipeline.ErrObjectChanged, "s3://other/"},
 		{"access denied", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
