@@ -4,10 +4,12 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 
@@ -117,4 +119,70 @@ func LogLevel(err error) slog.Level {
 		return slog.LevelWarn
 	}
 	return slog.LevelError
+}
+
+// GetObjectAPI is the part of the S3 client that reads objects.
+type GetObjectAPI interface {
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+}
+
+// Open reads the source object of an event whose key may be raw or form-encoded, and returns the
+// open object and the source it resolved to (src with Key set to the key that was read).
+//
+// AWS documents neither form for the key of an EventBridge "Object Created" event
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html). Classic S3 event
+// notifications form-encode it ("red flower.jpg" arrives as "red+flower.jpg",
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html), and
+// AWS's Lambda Powertools decodes the EventBridge key with unquote_plus. The form cannot be told
+// from the characters (a literal '+' and an encoded space look the same), so Open asks S3: first
+// the key as given, pinned to the event's version id and ETag (GetInput); if S3 answers that no
+// such key or version exists (404), or that the key's object does not match the ETag (412: with
+// versioning suspended or off, a different object can live under the other form of the key), the
+// form-decoded key (url.QueryUnescape: '+' is a space, %XX a byte), pinned the same way. Whichever
+// matches the event's pin is the object; when neither does, the file's object is gone or changed.
+//
+// Errors are the pipeline's types, as GetError returns them.
+func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source) (*s3.GetObjectOutput, pipeline.Source, error) {
+	in, err := GetInput(src)
+	if err != nil {
+		return nil, src, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", Name(src), err)}
+	}
+	out, err := api.GetObject(ctx, in)
+	if err == nil {
+		return out, src, nil
+	}
+	if !notThisKey(err) {
+		return nil, src, GetError(src, err)
+	}
+	decoded, derr := url.QueryUnescape(src.Key)
+	if derr != nil || decoded == src.Key || decoded == "" {
+		return nil, src, GetError(src, err)
+	}
+	alt := src
+	alt.Key = decoded
+	in, _ = GetInput(alt)
+	out, altErr := api.GetObject(ctx, in)
+	if altErr == nil {
+		return out, alt, nil
+	}
+	if !notThisKey(altErr) {
+		return nil, src, GetError(alt, altErr)
+	}
+	// Neither form holds the event's object. Report the key as given, and what the decoded form
+	// answered, so an operator can see both were tried.
+	first := GetError(src, err).(*pipeline.ObjectChangedError)
+	return nil, src, &pipeline.ObjectChangedError{
+		Message: fmt.Sprintf("%s; the form-decoded key %q answered %d %s too", first.Message, decoded, HTTPStatus(altErr), ErrorCode(altErr)),
+		Err:     err,
+	}
+}
+
+// notThisKey reports a read that may have used the wrong form of the key: the key or version does
+// not exist under it (404 NoSuchKey/NoSuchVersion), or its object is not the event's (412).
+func notThisKey(err error) bool {
+	switch HTTPStatus(err) {
+	case http.StatusNotFound, http.StatusPreconditionFailed:
+		return true
+	}
+	return false
 }

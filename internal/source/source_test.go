@@ -2,6 +2,9 @@ package source
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -102,6 +105,113 @@ func TestReadDetectsChange(t *testing.T) {
 			got := GetError(src, err)
 			if ErrorType(got) != tt.wantType || !strings.Contains(got.Error(), tt.wantMsg) {
 				t.Errorf("got %s %q, want %s containing %q", ErrorType(got), got, tt.wantType, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// formEncode is the key as a classic S3 notification carries it: application/x-www-form-urlencoded
+// ("red flower.jpg" → "red+flower.jpg"), '/' kept or, with all set, encoded as well.
+func formEncode(key string, all bool) string {
+	if all {
+		return url.QueryEscape(key)
+	}
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.QueryEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// TestOpenKeyForms: an event may carry the key raw or form-encoded; Open reads the event's object
+// either way, and returns the key that S3 stores. The bucket also holds the other objects a wrong
+// guess would read: "a b.csv" next to "a+b.csv", "100%.csv" next to "100%25.csv".
+func TestOpenKeyForms(t *testing.T) {
+	keys := []string{
+		"inbox/t1/red flower.csv",
+		"inbox/t1/a+b.csv",
+		"inbox/t1/a b.csv",
+		"inbox/t1/100%.csv",
+		"inbox/t1/100%25.csv",
+		"inbox/t1/請求書 ①.csv",
+		"inbox/t1/plain.csv",
+	}
+	for _, versioning := range []string{"enabled", "suspended", "off"} {
+		s3 := sourcetest.NewFakeS3()
+		srcs := map[string]pipeline.Source{}
+		for i, key := range keys {
+			etag := fmt.Sprintf("etag-%d", i)
+			o := &sourcetest.Object{Data: []byte("data of " + key), ETag: etag}
+			src := pipeline.Source{Bucket: "b", Key: key, ETag: etag}
+			switch versioning {
+			case "enabled":
+				src.VersionID = fmt.Sprintf("v-%d", i)
+			case "suspended":
+				src.VersionID = "null"
+			}
+			if src.VersionID != "" {
+				o.Versions = map[string][]byte{src.VersionID: o.Data}
+				o.VersionETags = map[string]string{src.VersionID: etag}
+			}
+			s3.Put("b", key, o)
+			srcs[key] = src
+		}
+		for _, key := range keys {
+			forms := map[string]string{"raw": key, "form-encoded": formEncode(key, false), "form-encoded with /": formEncode(key, true)}
+			for form, eventKey := range forms {
+				t.Run(fmt.Sprintf("versioning %s/%s/%s", versioning, key, form), func(t *testing.T) {
+					src := srcs[key]
+					src.Key = eventKey
+					out, got, err := Open(context.Background(), s3, src)
+					if err != nil {
+						t.Fatalf("got %v, want the object of %q", err, key)
+					}
+					b, _ := io.ReadAll(out.Body)
+					if string(b) != "data of "+key {
+						t.Errorf("got %q, want %q", b, "data of "+key)
+					}
+					want := srcs[key]
+					if got != want {
+						t.Errorf("got source %+v, want %+v", got, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		eventKey string
+		mutate   func(*sourcetest.FakeS3)
+		wantType string
+		wantMsg  string
+		wantGets int
+	}{
+		{"gone under both forms", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {}, pipeline.ErrObjectChanged,
+			`s3://b/inbox/a+b.csv: the object version of the event no longer exists (NoSuchKey; versionId "v1", etag "e1"); the form-decoded key "inbox/a b.csv" answered 404 NoSuchKey too`, 2},
+		{"changed under the decoded form", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {
+			s.Put("b", "inbox/a b.csv", &sourcetest.Object{Versions: map[string][]byte{"v1": []byte("x")}, VersionETags: map[string]string{"v1": "e2"}})
+		}, pipeline.ErrObjectChanged, `the form-decoded key "inbox/a b.csv" answered 412 PreconditionFailed too`, 2},
+		{"no decoded form to try", "inbox/plain.csv", func(s *sourcetest.FakeS3) {}, pipeline.ErrObjectChanged, "no longer exists (NoSuchKey", 1},
+		{"not form-encoded (bad escape)", "inbox/100%.csv", func(s *sourcetest.FakeS3) {}, pipeline.ErrObjectChanged, "no longer exists", 1},
+		{"decoded read throttled", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {
+			s.Put("b", "inbox/a b.csv", &sourcetest.Object{})
+			s.GetErrFor = map[string]error{"inbox/a b.csv": sourcetest.APIError("GetObject", 503, "SlowDown")}
+		}, pipeline.ErrRetryable, `s3://b/inbox/a b.csv: reading the object failed`, 2},
+		{"access denied is not a key form", "inbox/a+b.csv", func(s *sourcetest.FakeS3) { s.NoListBucket = true }, pipeline.ErrPermanent, "access denied", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			tt.mutate(s3)
+			_, _, err := Open(context.Background(), s3, pipeline.Source{Bucket: "b", Key: tt.eventKey, VersionID: "v1", ETag: "e1"})
+			if ErrorType(err) != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %q, want %s containing %q", ErrorType(err), err, tt.wantType, tt.wantMsg)
+			}
+			if len(s3.Gets) != tt.wantGets {
+				t.Errorf("got %d GetObject calls, want %d", len(s3.Gets), tt.wantGets)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -68,6 +69,7 @@ func TestSplit(t *testing.T) {
 					t.Fatalf("got error %v, want none", err)
 				}
 				want := pipeline.SplitResult{
+					Source:   src,
 					Manifest: pipeline.Location{Bucket: work, Key: "work/t1/exec-1/manifest"},
 					Records:  250, Chunks: 3, Header: []string{"id", "name"},
 					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
@@ -99,6 +101,48 @@ func TestSplit(t *testing.T) {
 				}
 				if got := string(data[start:end]); !strings.HasPrefix(got, "101,") || !strings.HasSuffix(got, "\"名前 200\"\r\n") {
 					t.Errorf("got chunk 1 = %.20q…, want records 101..200", got)
+				}
+			})
+		}
+	}
+}
+
+// TestSplitKeyForms: an EventBridge event may carry the key raw or form-encoded (as classic S3
+// notifications do: "red flower.csv" → "red+flower.csv"). Split reads the event's object either
+// way and returns the key S3 stores in its result's source, which Register then reads. The bucket
+// also holds the objects that guessing the form from the characters would read instead.
+func TestSplitKeyForms(t *testing.T) {
+	formEncode := func(key string) string {
+		parts := strings.Split(key, "/")
+		for i, p := range parts {
+			parts[i] = url.QueryEscape(p)
+		}
+		return strings.Join(parts, "/")
+	}
+	keys := []string{"inbox/t1/red flower.csv", "inbox/t1/a+b.csv", "inbox/t1/a b.csv", "inbox/t1/100%.csv", "inbox/t1/100%25.csv", "inbox/t1/請求書 ①.csv"}
+	s3 := sourcetest.NewFakeS3()
+	srcs := map[string]pipeline.Source{}
+	for i, key := range keys {
+		// Each object has a different number of records, so the result tells which one was read.
+		data := csvRows(10 + i)
+		src := pipeline.Source{Bucket: ingest, Key: key, VersionID: fmt.Sprint("v", i), ETag: fmt.Sprint("e", i), Size: int64(len(data))}
+		s3.Put(ingest, key, &sourcetest.Object{Versions: map[string][]byte{src.VersionID: data}, VersionETags: map[string]string{src.VersionID: src.ETag}})
+		srcs[key] = src
+	}
+	for i, key := range keys {
+		for form, eventKey := range map[string]string{"raw": key, "form-encoded": formEncode(key)} {
+			t.Run(key+"/"+form, func(t *testing.T) {
+				event := srcs[key]
+				event.Key = eventKey
+				res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: event, ExecutionName: "exec"})
+				if err != nil {
+					t.Fatalf("got %v, want success", err)
+				}
+				if res.Source != srcs[key] {
+					t.Errorf("got source %+v, want %+v", res.Source, srcs[key])
+				}
+				if want := int64(10 + i); res.Records != want {
+					t.Errorf("got %d records, want %d (the object of %q)", res.Records, want, key)
 				}
 			})
 		}
@@ -227,7 +271,10 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	header := []string{"id", "name", "email", "city", "amount", "qty", "sku", "date", "note", "status"}
 	const records = 2_000_000
 	chunks := records / pipeline.DefaultChunkSize
+	// S3 keys are at most 1,024 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
 	res := pipeline.SplitResult{
+		Source: pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
+			ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 18)},
 		Manifest: pipeline.Location{Bucket: strings.Repeat("b", 63), Key: pipeline.ManifestKey(strings.Repeat("t", 64), strings.Repeat("e", 80))},
 		Records:  records, Chunks: chunks, Header: header, Segments: pipeline.Segments(chunks),
 	}
@@ -238,6 +285,7 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	if len(b) > 4096 {
 		t.Errorf("got a Split result of %d bytes, want at most 4 KiB", len(b))
 	}
+	t.Logf("Split result: %d bytes", len(b))
 	if got := len(res.Segments); got != 20 {
 		t.Errorf("got %d segments, want 20", got)
 	}

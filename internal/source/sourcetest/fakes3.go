@@ -21,13 +21,15 @@ import (
 // FakeS3 is an in-memory bucket store with S3's GetObject semantics for VersionId, If-Match and
 // Range, failing the way the SDK does (an OperationError around an HTTP ResponseError).
 type FakeS3 struct {
-	mu       sync.Mutex
-	Objects  map[string]*Object // "bucket/key", the key exactly as stored
-	Puts     map[string][]byte
-	Gets     []s3.GetObjectInput
-	PutErr   error
-	GetErr   error
-	FailRead int // if > 0, bodies fail after this many bytes
+	mu      sync.Mutex
+	Objects map[string]*Object // "bucket/key", the key exactly as stored
+	Puts    map[string][]byte
+	Gets    []s3.GetObjectInput
+	PutErr  error
+	GetErr  error
+	// GetErrFor fails GetObject of one key (any bucket) with its error.
+	GetErrFor map[string]error
+	FailRead  int // if > 0, bodies fail after this many bytes
 	// NoListBucket makes the caller lack s3:ListBucket: S3 then answers a missing key or version
 	// with 403 AccessDenied instead of 404 NoSuchKey/NoSuchVersion.
 	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html ("Permissions")
@@ -70,6 +72,9 @@ func (f *FakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*
 	f.Gets = append(f.Gets, *in)
 	if f.GetErr != nil {
 		return nil, f.GetErr
+	}
+	if err := f.GetErrFor[aws.ToString(in.Key)]; err != nil {
+		return nil, err
 	}
 	missing := func(code string) error {
 		if f.NoListBucket {
