@@ -56,6 +56,12 @@ const (
 	// history events, well inside the 25,000 limit.
 	SegmentChunks = 1000
 
+	// MaxHeaderBytes bounds a CSV header's size as a JSON array of strings. The header travels in
+	// Split's result and in every segment and Register payload, which Step Functions limits to
+	// 256 KiB (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), so a wider
+	// header fails the file with a ValidationError instead of States.DataLimitExceeded.
+	MaxHeaderBytes = 16 * 1024
+
 	// MaxSegments bounds the segments of one file. Each segment costs the file execution about 8
 	// history events and about 40 bytes of Map input, so 2,500 segments stay below 25,000 events and
 	// 256 KiB. With the default chunk size that is 250,000,000 records a file.

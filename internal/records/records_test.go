@@ -326,6 +326,10 @@ const secret = "SECRET"
 
 func TestValidationErrors(t *testing.T) {
 	long := strings.Repeat("x", 40)
+	var wide []string // 2,100 columns: ["c0000","c0001",…] is 2,100 × 8 + 1 = 16,801 bytes as JSON
+	for i := range 2100 {
+		wide = append(wide, fmt.Sprintf("c%04d", i))
+	}
 	tests := []struct {
 		name, kind, encoding, delim string
 		maxField                    int
@@ -350,6 +354,10 @@ func TestValidationErrors(t *testing.T) {
 		{"cp932 lead byte at end", "csv", "cp932", "", 0, "a,b\r\n1,2\r\n3,\x81", 3, "field 2 has bytes that are not valid cp932"},
 		{"field over limit", "csv", "utf-8", "", 16, "a,b\n1,2\n" + secret + long + ",2\n", 3, "field 1 is 46 bytes, over the 16-byte limit"},
 		{"header over limit", "csv", "utf-8", "", 16, long + ",b\n", 1, "field 1 is 40 bytes, over the 16-byte limit"},
+		{"header over the JSON size limit", "csv", "utf-8", "", 0, strings.Join(wide, ",") + "\n" + secret + "\n", 1,
+			"the header is 16801 bytes as JSON, over the 16384-byte limit: it travels in every Step Functions payload; shorten the column names"},
+		{"one-column header one byte over the JSON size limit", "csv", "utf-8", "", 0, strings.Repeat("h", 16381) + "\n", 1,
+			"the header is 16385 bytes as JSON, over the 16384-byte limit: it travels in every Step Functions payload; shorten the column names"},
 		{"record far over limit", "csv", "utf-8", "", 16, "a,b\n1,2\n\"" + strings.Repeat(secret, 50000) + "\",2\n", 3, "record is longer than 72 bytes, so a field is over the 16-byte limit"},
 		{"bare quote", "csv", "utf-8", "", 0, "a,b\n1,x\"" + secret + "\n", 2, `an unquoted field holds a '"'`},
 		{"unterminated quote", "csv", "utf-8", "", 0, "a,b\n1,2\n3,\"" + secret + "\n", 3, `a quoted field has a stray or missing '"'`},
@@ -379,6 +387,19 @@ func TestValidationErrors(t *testing.T) {
 				t.Errorf("got message %q, want no record contents", err)
 			}
 		})
+	}
+}
+
+// TestHeaderAtJSONSizeLimit: a header of exactly pipeline.MaxHeaderBytes as JSON is accepted
+// (["h…h"] is the name plus 4 bytes).
+func TestHeaderAtJSONSizeLimit(t *testing.T) {
+	name := strings.Repeat("h", pipeline.MaxHeaderBytes-4)
+	sum, err := Split(strings.NewReader(name+"\n1\n"), mustFormat(t, "csv", "utf-8", "", 0), 1, func(int64) error { return nil })
+	if err != nil || sum.Records != 1 {
+		t.Fatalf("got %+v, %v, want 1 record", sum, err)
+	}
+	if b, _ := json.Marshal(sum.Header); len(b) != pipeline.MaxHeaderBytes {
+		t.Errorf("got a header of %d bytes as JSON, want %d", len(b), pipeline.MaxHeaderBytes)
 	}
 }
 

@@ -207,6 +207,16 @@ func (s *splitter) checkHeader(cr *csv.Reader, rec []string) error {
 		}
 		seen[name] = i
 	}
+	// json.Marshal escapes <, > and & as \u003c…, so this may overcount a little, never under.
+	enc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if len(enc) > pipeline.MaxHeaderBytes {
+		line, _ := cr.FieldPos(0)
+		return &Error{Line: int64(line), Reason: fmt.Sprintf(
+			"the header is %d bytes as JSON, over the %d-byte limit: it travels in every Step Functions payload; shorten the column names", len(enc), pipeline.MaxHeaderBytes)}
+	}
 	return nil
 }
 

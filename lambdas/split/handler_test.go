@@ -203,6 +203,9 @@ func TestSplitErrors(t *testing.T) {
 		{"invalid file", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
 			s.Objects[ingest+"/"+key].Data = []byte("id,name\n1,SECRET\n2\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 3: record has 1 fields, the header has 2"},
+		{"header too wide", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.Objects[ingest+"/"+key].Data = []byte(strings.Repeat("h", pipeline.MaxHeaderBytes) + "\nSECRET\n")
+		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 1: the header is 16388 bytes as JSON, over the 16384-byte limit"},
 		{"too many chunks", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
 			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
 		{"read fails", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { s.FailRead = 1000 },
