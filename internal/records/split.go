@@ -107,7 +107,7 @@ func (s *splitter) csv() error {
 	cr := newCSVReader(s.in, s.f, 0)
 	// The header's width is not known yet, so bound it as a record of 16 fields at the limit.
 	s.recCap = s.f.recordCap(16)
-	s.in.limit = s.recCap + bufSize
+	s.in.setLimit(s.recCap + bufSize)
 	rec, err := cr.Read()
 	if err == io.EOF {
 		return s.started(cr.InputOffset())
@@ -128,7 +128,7 @@ func (s *splitter) csv() error {
 	lastLine, _ := cr.FieldPos(width - 1)
 	last := rec[width-1]
 	for {
-		s.in.limit = cr.InputOffset() + s.recCap + bufSize
+		s.in.setLimit(cr.InputOffset() + s.recCap + bufSize)
 		rec, err := cr.Read()
 		if err == io.EOF {
 			if s.in.check.bad {
