@@ -455,8 +455,8 @@ func TestFormatOf(t *testing.T) {
 		{"backslash in cp932", pipeline.Tenant{Format: "csv", Encoding: "cp932", Delimiter: `\`}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\\', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
 		{"bad format", pipeline.Tenant{Format: "xml", Encoding: "utf-8"}, Format{}, `format "xml" is not "csv" or "jsonl"`},
 		{"bad encoding", pipeline.Tenant{Format: "csv", Encoding: "latin1"}, Format{}, `encoding "latin1" is not "utf-8" or "cp932"`},
-		{"two-char delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}, Format{}, `delimiter ";;" must be one character`},
-		{"quote delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}, Format{}, `delimiter "\"" must be one character`},
+		{"two-char delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}, Format{}, `delimiter ";;" is invalid: use exactly one character`},
+		{"quote delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}, Format{}, `delimiter "\"" is invalid: it cannot be NUL, a quote`},
 		{"negative limit", pipeline.Tenant{Format: "csv", Encoding: "utf-8", MaxFieldBytes: -1}, Format{}, "maxFieldBytes -1 must be positive"},
 	}
 	for _, tt := range tests {
@@ -679,4 +679,25 @@ func TestBlankLinesScan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCP932DoubleByteDelimiter: CheckDelimiter accepts any character CP932 encodes, a double-byte
+// one included, because parsing works on decoded text.
+func TestCP932DoubleByteDelimiter(t *testing.T) {
+	data, err := japanese.ShiftJIS.NewEncoder().Bytes([]byte("aソb\r\n①ソ～\r\nポソ\\\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := mustFormat(t, "csv", "cp932", "ソ", 0)
+	c, err := splitAndParse(t, data, f, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"①", "～"}, {"ポ", `\`}}
+	for i, w := range want {
+		if got := c.chunks[i][0].Fields; !reflect.DeepEqual(got, w) {
+			t.Errorf("record %d: got %q, want %q", i+1, got, w)
+		}
+	}
+	checkRoundTrip(t, data, f, 1)
 }
