@@ -107,7 +107,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.Register = p.RegisterFunction
 	if t.Register == nil {
 		register := t.function("Register", pkgRegister, p.RegisterTimeout, p.RegisterMemoryMB, map[string]string{
-			pipeline.EnvHTTPTimeoutSeconds: "10",
+			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(p.RegisterHTTPTimeout.Seconds())),
 		})
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
@@ -134,16 +134,18 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		panic(err)
 	}
 	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, map[string]string{
-		pipeline.EnvStateMachineARN:  *t.StateMachine.StateMachineArn(),
-		pipeline.EnvQueueURL:         *t.Queue.QueueUrl(),
-		pipeline.EnvTenant:           string(settings),
-		pipeline.EnvTenantPrefix:     tenant.Prefix,
-		pipeline.EnvBucket:           *p.Bucket.BucketName(),
-		pipeline.EnvOnFailure:        tenant.OnFailure,
-		pipeline.EnvIdempotencyKey:   tenant.IdempotencyKey,
-		pipeline.EnvMaxWaitSeconds:   strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
-		pipeline.EnvHaltWaitSeconds:  strconv.Itoa(int(p.HaltedRecheck.Seconds())),
-		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
+		pipeline.EnvStateMachineARN: *t.StateMachine.StateMachineArn(),
+		pipeline.EnvQueueURL:        *t.Queue.QueueUrl(),
+		pipeline.EnvTenant:          string(settings),
+		pipeline.EnvTenantPrefix:    tenant.Prefix,
+		pipeline.EnvBucket:          *p.Bucket.BucketName(),
+		pipeline.EnvOnFailure:       tenant.OnFailure,
+		pipeline.EnvIdempotencyKey:  tenant.IdempotencyKey,
+		pipeline.EnvMaxWaitSeconds:  strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
+		pipeline.EnvHaltWaitSeconds: strconv.Itoa(int(p.HaltedRecheck.Seconds())),
+		// Set, not defaulted, so that validate's ControllerTimeout rule holds what the function runs.
+		pipeline.EnvPollBudgetSeconds: strconv.Itoa(int(ControllerPollBudget.Seconds())),
+		pipeline.EnvMetricsNamespace:  pipeline.DefaultMetricsNamespace,
 	})
 	if p.ControllerReservedConcurrency > 0 {
 		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
