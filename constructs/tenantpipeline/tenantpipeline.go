@@ -122,10 +122,12 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 
 	workflowLogs := t.logGroup("WorkflowLogs")
 	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
-		Split:    t.Split,
-		Register: t.Register,
-		Timeout:  p.WorkflowTimeout,
-		Logs:     workflowLogs,
+		Split:           t.Split,
+		Register:        t.Register,
+		Timeout:         p.WorkflowTimeout,
+		SplitTimeout:    p.SplitTimeout,
+		RegisterTimeout: p.RegisterTimeout,
+		Logs:            workflowLogs,
 	})
 	t.StateMachine = t.Workflow.File
 
