@@ -109,7 +109,26 @@ func TestFileWorkflowShape(t *testing.T) {
 	if !strings.HasSuffix(inner["Resource"].(string), ":states:startExecution.sync:2") {
 		t.Errorf("RegisterSegment resource %v, want startExecution.sync:2 (waits for the segment)", inner["Resource"])
 	}
+	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
+}
+
+// checkIterationOutputIsEmpty: the last state of an item processor must output {}. The inline
+// Map collects every iteration's output before its ResultPath discards the array, and AWS counts
+// that array against the 256 KiB payload quota; ASL defines a null OutputPath as output {}.
+// https://states-language.net/spec.html#filters
+// https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
+func checkIterationOutputIsEmpty(t *testing.T, name string, state map[string]any) {
+	t.Helper()
+	if state["End"] != true {
+		t.Errorf("%s: End %v, want the item processor's last state", name, state["End"])
+	}
+	if v, ok := state["OutputPath"]; !ok || v != nil {
+		t.Errorf("%s: OutputPath got %v (present %v), want null so the iteration outputs {}", name, v, ok)
+	}
+	if _, ok := state["ResultSelector"]; ok {
+		t.Errorf("%s: ResultSelector %v, want none (OutputPath null already empties the output)", name, state["ResultSelector"])
+	}
 }
 
 // neverRetried are failures that must end the file: the States.* names Step Functions reports
@@ -253,6 +272,7 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	if v, ok := reg["ResultPath"]; !ok || v != nil {
 		t.Errorf("Register ResultPath %v, want null (discarded)", v)
 	}
+	checkIterationOutputIsEmpty(t, "Register", reg)
 	checkLambdaRetries(t, "Register", reg, 120)
 }
 

@@ -163,6 +163,9 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// Links the segment execution to its file execution in the console.
 		AssociateWithParent: jsii.Bool(true),
 		ResultPath:          sfn.JsonPath_DISCARD(),
+		// The iteration's output is {}: the Map collects every iteration's output before its
+		// ResultPath discards the array, and that array counts against the 256 KiB payload quota.
+		OutputPath: sfn.JsonPath_DISCARD(),
 	})
 	registerSegment.AddRetry(&sfn.RetryProps{
 		Errors:         jsii.Strings(startSegmentErrors...),
@@ -214,6 +217,9 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultPath:               sfn.JsonPath_DISCARD(),
+		// The iteration's output is {}, so the Map's collected array stays 1,000 × 2 bytes at most
+		// (see RegisterSegment).
+		OutputPath: sfn.JsonPath_DISCARD(),
 	})
 	addLambdaRetries(register, p.RegisterTimeout)
 
