@@ -105,9 +105,17 @@ func TestFileWorkflowShape(t *testing.T) {
 	checkLambdaRetries(t, "Split", split, 300)
 	m := get(t, file, "States", "Segments").(map[string]any)
 	checkSequentialMap(t, "Segments", m, "$.split.segments")
+	// Segments and chunks read the key Split actually resolved (the event's key as given or its
+	// form-decoded form), never the event's key again.
+	if got := get(t, m, "ItemSelector", "source.$"); got != "$.split.source" {
+		t.Errorf("Segments ItemSelector source.$: got %v, want $.split.source (the resolved source)", got)
+	}
 	inner := get(t, m, "ItemProcessor", "States", "RegisterSegment").(map[string]any)
 	if !strings.HasSuffix(inner["Resource"].(string), ":states:startExecution.sync:2") {
 		t.Errorf("RegisterSegment resource %v, want startExecution.sync:2 (waits for the segment)", inner["Resource"])
+	}
+	if got := asJSON(get(t, inner, "Parameters", "Input", "source.$")); got != `"$.source"` {
+		t.Errorf("RegisterSegment input source.$: got %s, want \"$.source\" of the iteration (the resolved source)", got)
 	}
 	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
@@ -268,6 +276,9 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	}
 	m := get(t, seg, "States", "Chunks").(map[string]any)
 	checkSequentialMap(t, "Chunks", m, "$.chunkIndexes.indexes")
+	if got := get(t, m, "ItemSelector", "source.$"); got != "$.source" {
+		t.Errorf("Chunks ItemSelector source.$: got %v, want $.source (the segment's input: the resolved source)", got)
+	}
 	reg := get(t, m, "ItemProcessor", "States", "Register").(map[string]any)
 	if v, ok := reg["ResultPath"]; !ok || v != nil {
 		t.Errorf("Register ResultPath %v, want null (discarded)", v)

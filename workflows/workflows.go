@@ -182,8 +182,10 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// https://docs.aws.amazon.com/step-functions/latest/dg/state-map-inline.html
 		MaxConcurrency: jsii.Number(1),
 		ItemSelector: &map[string]any{
-			"tenant.$":        "$.tenant",
-			"source.$":        "$.source",
+			"tenant.$": "$.tenant",
+			// The source Split actually read: the event's key as given or its form-decoded form
+			// (pipeline.SplitResult.Source). Register reads that key and never resolves it again.
+			"source.$":        "$.split.source",
 			"executionName.$": "$$.Execution.Name",
 			"manifest.$":      "$.split.manifest",
 			"records.$":       "$.split.records",
