@@ -156,13 +156,41 @@ func TestFunctionsPerTenant(t *testing.T) {
 				t.Errorf("controller reserved concurrency: got %v, want 1", c["ReservedConcurrentExecutions"])
 			}
 			env := get(t, c, "Environment", "Variables").(map[string]any)
-			for _, k := range []string{"STATE_MACHINE_ARN", "QUEUE_URL", "TENANT", "TENANT_PREFIX", "INGEST_BUCKET", "ON_FAILURE", "IDEMPOTENCY_KEY", "MAX_WAIT_SECONDS", "HALT_WAIT_SECONDS", "METRICS_NAMESPACE"} {
+			for _, k := range []string{"STATE_MACHINE_ARN", "QUEUE_URL", "TENANT", "TENANT_PREFIX", "INGEST_BUCKET", "ON_FAILURE", "IDEMPOTENCY_KEY",
+				"MAX_WAIT_SECONDS", "HALT_WAIT_SECONDS", "METRICS_NAMESPACE", "POLL_BUDGET_SECONDS", "REGISTER_TIMEOUT_SECONDS", "SEGMENT_STATE_MACHINE_ARN"} {
 				if _, ok := env[k]; !ok {
 					t.Errorf("controller env: missing %s", k)
 				}
 			}
-			if env["MAX_WAIT_SECONDS"] != "30" {
-				t.Errorf("MAX_WAIT_SECONDS: got %v, want the visibility timeout 30", env["MAX_WAIT_SECONDS"])
+			for k, want := range map[string]string{
+				"MAX_WAIT_SECONDS":         "30",  // the visibility timeout
+				"POLL_BUDGET_SECONDS":      "10",  // the controller's default, set explicitly
+				"REGISTER_TIMEOUT_SECONDS": "120", // the register function's default timeout
+			} {
+				if env[k] != want {
+					t.Errorf("%s: got %v, want %s", k, env[k], want)
+				}
+			}
+			var fileSM, segmentSM string
+			for id := range tenantResources(t, shared.template, "AWS::StepFunctions::StateMachine", tenant) {
+				if strings.Contains(id, "WorkflowFile") {
+					fileSM = id
+				} else if strings.Contains(id, "WorkflowSegment") {
+					segmentSM = id
+				}
+			}
+			if got := asJSON(env["STATE_MACHINE_ARN"]); got != `{"Ref":"`+fileSM+`"}` {
+				t.Errorf("STATE_MACHINE_ARN: got %s, want the file state machine %s", got, fileSM)
+			}
+			if got := asJSON(env["SEGMENT_STATE_MACHINE_ARN"]); got != `{"Ref":"`+segmentSM+`"}` {
+				t.Errorf("SEGMENT_STATE_MACHINE_ARN: got %s, want the segment state machine %s", got, segmentSM)
+			}
+			r := props(fns["lambdas/register"])
+			if got := get(t, r, "Environment", "Variables", "HTTP_TIMEOUT_SECONDS"); got != "10" {
+				t.Errorf("register HTTP_TIMEOUT_SECONDS: got %v, want the default 10", got)
+			}
+			if r["Timeout"] != float64(120) {
+				t.Errorf("register timeout: got %v, want 120", r["Timeout"])
 			}
 			if !strings.Contains(env["TENANT"].(string), `"id":"`+tenant+`"`) {
 				t.Errorf("TENANT: got %v, want the tenant's settings", env["TENANT"])
@@ -262,7 +290,7 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	want := []string{
 		"s3:GetObject", "s3:ListBucket", "s3:PutObject",
 		"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
-		"states:DescribeExecution", "states:StartExecution",
+		"states:DescribeExecution", "states:GetExecutionHistory", "states:StartExecution", "states:StopExecution",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller actions:\ngot  %v\nwant %v", got, want)
@@ -272,6 +300,50 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 		if !strings.Contains(all, frag) {
 			t.Errorf("controller policy lacks resource %s: %s", frag, all)
 		}
+	}
+
+	// Step Functions actions, per state machine: the file's executions are started, described and
+	// read back (history); the segment's are described and stopped, and nothing else.
+	var fileName, segmentName string
+	for id := range tenantResources(t, shared.template, "AWS::StepFunctions::StateMachine", "acme") {
+		if strings.Contains(id, "WorkflowFile") {
+			fileName = id
+		} else if strings.Contains(id, "WorkflowSegment") {
+			segmentName = id
+		}
+	}
+	bySM := map[string][]string{}
+	for _, s := range stmts {
+		acts := actionsOf([]map[string]any{s})
+		if !strings.HasPrefix(acts[0], "states:") {
+			continue
+		}
+		res := asJSON(s["Resource"])
+		key := "other: " + res
+		switch {
+		case res == `{"Ref":"`+fileName+`"}`:
+			key = "file state machine"
+		case strings.Contains(res, `{"Ref":"`+fileName+`"}`) && strings.Contains(res, ":execution:"):
+			key = "file executions"
+		case strings.Contains(res, `{"Ref":"`+segmentName+`"}`) && strings.Contains(res, ":execution:"):
+			key = "segment executions"
+		}
+		bySM[key] = append(bySM[key], acts...)
+	}
+	for key, want := range map[string][]string{
+		"file state machine": {"states:StartExecution"},
+		"file executions":    {"states:DescribeExecution", "states:GetExecutionHistory"},
+		"segment executions": {"states:DescribeExecution", "states:StopExecution"},
+	} {
+		got := bySM[key]
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("controller on %s: got %v, want %v", key, got, want)
+		}
+		delete(bySM, key)
+	}
+	if len(bySM) != 0 {
+		t.Errorf("controller has Step Functions actions on other resources: %v", bySM)
 	}
 }
 

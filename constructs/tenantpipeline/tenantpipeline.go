@@ -147,7 +147,10 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		pipeline.EnvHaltWaitSeconds: strconv.Itoa(int(p.HaltedRecheck.Seconds())),
 		// Set, not defaulted, so that validate's ControllerTimeout rule holds what the function runs.
 		pipeline.EnvPollBudgetSeconds: strconv.Itoa(int(ControllerPollBudget.Seconds())),
-		pipeline.EnvMetricsNamespace:  pipeline.DefaultMetricsNamespace,
+		// A stopped file is released only after its stopDate plus the register timeout.
+		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(p.RegisterTimeout.Seconds())),
+		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
+		pipeline.EnvMetricsNamespace:       pipeline.DefaultMetricsNamespace,
 	})
 	if p.ControllerReservedConcurrency > 0 {
 		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
@@ -159,7 +162,11 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		ReportBatchItemFailures: jsii.Bool(true),
 	}))
 	t.StateMachine.GrantStartExecution(t.Controller)
-	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"))
+	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
+	// run: the controller finds the file's running segment child in the file execution's history,
+	// stops it and waits for it (docs/controller.md).
+	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"))
+	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
