@@ -347,6 +347,52 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	}
 }
 
+// listStatements returns the function's s3:ListBucket statements.
+func listStatements(stmts []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, s := range stmts {
+		if slices.Contains(actionsOf([]map[string]any{s}), "s3:ListBucket") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestListBucketIsScopedToTheTenant: Split, Register and the controller may list (so that a
+// missing key reads as 404, not 403), but only under the tenant's own prefix: one statement,
+// ListBucket alone, on the bucket, with an s3:prefix condition.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
+func TestListBucketIsScopedToTheTenant(t *testing.T) {
+	sharedApp(t)
+	for _, tc := range []struct {
+		tenant, fn, prefix string
+	}{
+		{"acme", "Split", "inbox/acme/*"},
+		{"acme", "Register", "inbox/acme/*"},
+		{"acme", "Controller", "control/acme/*"},
+		{"initech", "Split", "drop/initech/*"},
+		{"initech", "Register", "drop/initech/*"},
+		{"initech", "Controller", "control/initech/*"},
+	} {
+		t.Run(tc.tenant+"/"+tc.fn, func(t *testing.T) {
+			ls := listStatements(policyStatements(t, tc.tenant, tc.fn))
+			if len(ls) != 1 {
+				t.Fatalf("got %d ListBucket statements, want 1: %s", len(ls), asJSON(ls))
+			}
+			s := ls[0]
+			if got := asJSON(s["Action"]); got != `"s3:ListBucket"` {
+				t.Errorf("actions: got %s, want ListBucket alone", got)
+			}
+			if got := asJSON(s["Resource"]); !strings.Contains(got, "Fn::ImportValue") || strings.Contains(got, "/*") {
+				t.Errorf("resource: got %s, want the ingest bucket's ARN (not its objects)", got)
+			}
+			if got := asJSON(s["Condition"]); got != `{"StringLike":{"s3:prefix":"`+tc.prefix+`"}}` {
+				t.Errorf("condition: got %s, want StringLike s3:prefix %s", got, tc.prefix)
+			}
+		})
+	}
+}
+
 func TestDataPathPermissions(t *testing.T) {
 	sharedApp(t)
 	split := asJSON(policyStatements(t, "acme", "Split"))

@@ -102,6 +102,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
 	})
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+	t.allowList(t.Split, tenant.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 
 	t.Register = p.RegisterFunction
@@ -110,6 +111,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(p.RegisterHTTPTimeout.Seconds())),
 		})
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+		t.allowList(register, tenant.Prefix)
 		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 		if tenant.RegisterAuthSecretARN != "" {
 			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -170,12 +172,8 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
-	// controller could not tell "no skip marker" from "no access". It lists key names only.
-	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
-	t.Controller.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("s3:ListBucket"),
-		Resources: jsii.Strings(*p.Bucket.BucketArn()),
-	}))
+	// controller could not tell "no skip marker" from "no access".
+	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
 
 	t.Alarms = t.newAlarms()
 	t.suppressNagFindings()
@@ -216,6 +214,19 @@ func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, patte
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(actions...),
 		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
+	}))
+}
+
+// allowList grants s3:ListBucket on the ingest bucket for keys under prefix only. With it, S3
+// answers a read of a missing key or version with 404 (NoSuchKey, NoSuchVersion) instead of 403
+// AccessDenied, so a vanished object surfaces as ObjectChangedError rather than "access denied".
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html (s3:prefix)
+func (t *TenantPipeline) allowList(fn awslambda.IFunction, prefix string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": prefix + "*"}},
 	}))
 }
 
