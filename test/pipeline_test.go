@@ -4,9 +4,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
 )
 
 var sampleTenants = []string{"acme", "globex", "initech"}
@@ -528,5 +533,49 @@ func TestExistingBucketByName(t *testing.T) {
 	_, r := only(t, tpl, "AWS::Events::Rule", "acme")
 	if got := asJSON(get(t, props(r), "EventPattern", "detail", "bucket", "name")); got != `["corp-ingest"]` {
 		t.Errorf("bucket name: got %s, want [\"corp-ingest\"]", got)
+	}
+}
+
+// TestTimeoutPropsReachTheFunctionsAndTheWorkflow: non-default RegisterHTTPTimeout and
+// RegisterTimeout reach the register function (HTTP_TIMEOUT_SECONDS, its timeout), the controller
+// (REGISTER_TIMEOUT_SECONDS) and the Register task's retry after an unknown invoke outcome
+// (function timeout + 30 s).
+func TestTimeoutPropsReachTheFunctionsAndTheWorkflow(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Props"), nil)
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant:              tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},
+		Bucket:              stacks.NewIngestBucket(stack, "Bucket"),
+		RegisterHTTPTimeout: 30 * time.Second,
+		RegisterTimeout:     45 * time.Second,
+	})
+	tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+	fns := map[string]map[string]any{}
+	for _, fn := range tenantResources(t, tpl, "AWS::Lambda::Function", "acme") {
+		src, _ := get(t, fn, "Metadata").(map[string]any)["tenantpipeline:source"].(string)
+		fns[src] = props(fn)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"register HTTP_TIMEOUT_SECONDS", get(t, fns["lambdas/register"], "Environment", "Variables", "HTTP_TIMEOUT_SECONDS"), "30"},
+		{"register Timeout", fns["lambdas/register"]["Timeout"], float64(45)},
+		{"controller REGISTER_TIMEOUT_SECONDS", get(t, fns["lambdas/controller"], "Environment", "Variables", "REGISTER_TIMEOUT_SECONDS"), "45"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	for id, sm := range tenantResources(t, tpl, "AWS::StepFunctions::StateMachine", "acme") {
+		if !strings.Contains(id, "WorkflowSegment") {
+			continue
+		}
+		_, asl := renderASL(t, props(sm)["DefinitionString"])
+		reg := get(t, asl, "States", "Chunks", "ItemProcessor", "States", "Register").(map[string]any)
+		by := retriersByError(t, "Register", reg)
+		if got := by["Lambda.ClientExecutionTimeoutException"]["IntervalSeconds"]; got != float64(75) {
+			t.Errorf("Register ClientExecutionTimeoutException interval: got %v, want 75 (45 s timeout + 30 s)", got)
+		}
 	}
 }
