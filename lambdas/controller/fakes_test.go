@@ -32,6 +32,8 @@ import (
 const (
 	testStateMachine = "arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files"
 	testExecPrefix   = "arn:aws:states:eu-west-1:123456789012:execution:acme-files:"
+	testSegmentSM    = "arn:aws:states:eu-west-1:123456789012:stateMachine:acme-segments"
+	testSegPrefix    = "arn:aws:states:eu-west-1:123456789012:execution:acme-segments:"
 	testQueueURL     = "https://sqs.eu-west-1.amazonaws.com/123456789012/acme.fifo"
 	testBucket       = "ingest"
 	evID1            = "6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2"
@@ -52,6 +54,9 @@ func baseEnv() map[string]string {
 		pipeline.EnvHaltWaitSeconds:   "900",
 		pipeline.EnvFirstWaitMillis:   "1000",
 		pipeline.EnvPollBudgetSeconds: "0",
+		// A stopped file waits 20 s + the 30 s margin after the later stop date.
+		pipeline.EnvRegisterTimeoutSeconds: "20",
+		pipeline.EnvSegmentStateMachineARN: testSegmentSM,
 	}
 }
 
