@@ -66,12 +66,7 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 		}
 		attrs = append(attrs, "segmentExecutionArn", child, "segmentStatus", string(cst.Status))
 		if running(cst.Status) {
-			if _, err := h.sfn.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(child)}); err != nil {
-				return h.serviceError(ctx, d, "stop the stopped file's segment execution", fmt.Errorf("stop %s: %w", child, err)), true
-			}
-			// The child stops now, so its Register invocations end by now + the bound.
-			return h.stoppedHold(ctx, d, h.cfg.RegisterTimeout+releaseMargin,
-				"the segment execution was still running: stop requested", attrs), true
+			return h.stopSegment(ctx, d, child, attrs), true
 		}
 		if cst.StopDate == nil {
 			return h.serviceError(ctx, d, "read the segment execution's stop date", fmt.Errorf("execution %s is %s without a stopDate", child, cst.Status)), true
@@ -88,6 +83,15 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 	return decision{}, false
 }
 
+// stopSegment stops a segment execution that outlived its stopped file, and holds the file's
+// message: the segment stops now, so its Register invocations end by now + the bound.
+func (h *Handler) stopSegment(ctx context.Context, d *delivery, child string, attrs []any) decision {
+	if _, err := h.sfn.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(child)}); err != nil {
+		return h.serviceError(ctx, d, "stop the stopped file's segment execution", fmt.Errorf("stop %s: %w", child, err))
+	}
+	return h.stoppedHold(ctx, d, h.cfg.RegisterTimeout+releaseMargin, "the segment execution was still running: stop requested", attrs)
+}
+
 // stoppedHold holds a stopped file's message for left, at most the longest wait.
 func (h *Handler) stoppedHold(ctx context.Context, d *delivery, left time.Duration, reason string, attrs []any) decision {
 	wait := min(time.Duration(math.Ceil(left.Seconds()))*time.Second, h.cfg.MaxWait)
@@ -98,7 +102,7 @@ func (h *Handler) stoppedHold(ctx context.Context, d *delivery, left time.Durati
 }
 
 // errNoSegmentTask is a history too long to search for the segment task.
-var errNoSegmentTask = errors.New("no RegisterSegment task among the newest events")
+var errNoSegmentTask = errors.New("no RegisterSegment task among the newest events searched")
 
 // segmentChild returns the ARN of the segment execution the file execution started last, or ""
 // if it started none. It reads the history newest first: the newest TaskSubmitted event of the

@@ -230,6 +230,22 @@ func TestStoppedFile(t *testing.T) {
 			wantChild:   aborted,
 		},
 		{
+			name:    "no segment task within the 1,000 newest events: held, ERROR",
+			status:  aborted,
+			stopAgo: time.Hour,
+			history: func() []sfntypes.HistoryEvent {
+				evs := splitEvents()
+				for range 1000 {
+					evs = append(evs, event(sfntypes.HistoryEventTypeTaskFailed))
+				}
+				return append(evs, event(sfntypes.HistoryEventTypeExecutionAborted))
+			}(),
+			wantWait:    4, // the backoff of the third delivery
+			wantPages:   40,
+			wantErrors:  1,
+			wantMetrics: map[string]float64{metrics.ServiceErrors: 1, metrics.FailedFiles: 0},
+		},
+		{
 			name:        "long wait capped at the longest wait",
 			env:         map[string]string{pipeline.EnvRegisterTimeoutSeconds: "900"},
 			status:      aborted,
