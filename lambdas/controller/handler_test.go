@@ -64,7 +64,7 @@ func TestHandle(t *testing.T) {
 			name:        "new file starts its execution and waits",
 			wantWait:    1,
 			wantCreated: 1,
-			wantMetrics: map[string]float64{metrics.Starts: 1, metrics.Waits: 1, metrics.HeadWaitSeconds: 90},
+			wantMetrics: map[string]float64{metrics.Starts: 1, metrics.Waits: 1, metrics.HeadQueuedSeconds: 90},
 			wantLogs: []wantLog{
 				{"INFO", "execution started", map[string]any{"executionArn": arn1}},
 				{"INFO", "waiting for the file's execution", map[string]any{
@@ -97,7 +97,7 @@ func TestHandle(t *testing.T) {
 			setup:       func(r *rig) { r.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded) },
 			receives:    7,
 			wantRelease: true,
-			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.Waits: 0, metrics.HeadWaitSeconds: 90},
+			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.Waits: 0, metrics.HeadQueuedSeconds: 90},
 			wantLogs:    []wantLog{{"INFO", "file done", map[string]any{"executionArn": arn1}}},
 		},
 		{
