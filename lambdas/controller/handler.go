@@ -150,7 +150,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	st, err := h.describe(ctx, arn)
 	if isNotFound(err) {
-		st, err = h.start(ctx, d, ev, name, arn)
+		name, arn, st, err = h.startOrAdopt(ctx, d, ev, name, arn)
 	}
 	if err == nil {
 		st, err = h.poll(ctx, arn, st, pollUntil)

@@ -618,13 +618,13 @@ func TestPollInProcess(t *testing.T) {
 	tests := []struct {
 		name        string
 		budget      string
-		succeedAt   int // describe call that first answers SUCCEEDED; 0: never
+		succeedAt   int // describe call that first answers SUCCEEDED (1 and 2 find nothing: current and other name); 0: never
 		wantRelease bool
 		wantSleeps  []time.Duration
 	}{
-		{name: "short workflow finishes within the budget", budget: "10", succeedAt: 3, wantRelease: true, wantSleeps: []time.Duration{time.Second, 2 * time.Second}},
+		{name: "short workflow finishes within the budget", budget: "10", succeedAt: 4, wantRelease: true, wantSleeps: []time.Duration{time.Second, 2 * time.Second}},
 		{name: "long workflow: polling stops at the budget", budget: "10", wantSleeps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		{name: "no budget: no polling", budget: "0", succeedAt: 2, wantSleeps: nil},
+		{name: "no budget: no polling", budget: "0", succeedAt: 3, wantSleeps: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
