@@ -9,13 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-
-	"github.com/example/tenantpipeline/internal/tenants"
 )
-
-// Tenant is one tenant's configuration, as in tenants.json: ID is required, every other field has
-// a documented default.
-type Tenant = tenants.Tenant
 
 // Props configures one tenant's pipeline. Zero values mean the documented default.
 type Props struct {

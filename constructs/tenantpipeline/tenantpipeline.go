@@ -129,7 +129,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	})
 	t.StateMachine = t.Workflow.File
 
-	settings, err := json.Marshal(tenant.Settings())
+	settings, err := json.Marshal(tenant.settings())
 	if err != nil {
 		panic(err)
 	}

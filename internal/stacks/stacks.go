@@ -135,7 +135,7 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		}
 		for _, t := range group {
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:     t,
+				Tenant:     pipelineTenant(t),
 				Bucket:     bucket,
 				AlarmTopic: topic,
 			})
