@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources.
-const MaxTenantsPerStack = 14
+const MaxTenantsPerStack = 12 // 12 × 41 resources = 492
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
