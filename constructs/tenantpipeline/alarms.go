@@ -33,7 +33,8 @@ const RunbookURL = "README.md#operations"
 type AlarmThresholds struct {
 	// OldestMessageAge alarms when the queue's oldest message is older than this. On a FIFO queue
 	// the head file's message stays queued for its whole run, so its age grows for as long as the
-	// file runs, up to the workflow timeout; only a stuck tenant goes beyond.
+	// file runs, up to the workflow timeout; beyond it (plus the margin) the tenant is stuck, or a
+	// file waited behind several long ones.
 	// Default: WorkflowTimeout + OldestMessageMargin.
 	OldestMessageAge time.Duration
 	// OldestMessageMargin is added to WorkflowTimeout for the default OldestMessageAge: the time a
@@ -251,8 +252,8 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
 			description: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
 		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
-			description: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v), which a working tenant cannot reach. "+
-				"Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge)}),
+			description: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
+				"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge)}),
 		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
 			description: fmt.Sprintf("Files of tenant %%[1]s are queued but none has been in flight for %d minutes: nothing is working on them. "+
 				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
