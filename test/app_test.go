@@ -48,14 +48,14 @@ func TestStatefulLogicalIDsArePinned(t *testing.T) {
 	sharedApp(t)
 	want := map[string]string{"acme": "TenantacmeQueue", "globex": "TenantglobexQueue", "initech": "TenantinitechQueue"}
 	for tenant, prefix := range want {
-		id, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+		id, _ := fifoQueue(t, shared.template, tenant)
 		if !strings.HasPrefix(id, prefix) || len(id) != len(prefix)+8 {
 			t.Errorf("tenant %s queue logical id %s, want %s + 8-character hash", tenant, id, prefix)
 		}
 	}
 	pinned := map[string]string{}
 	for _, tenant := range sampleTenants {
-		id, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+		id, _ := fifoQueue(t, shared.template, tenant)
 		pinned[tenant] = id
 	}
 	ingest := templateJSON(shared.ingest)
@@ -107,7 +107,7 @@ func TestResourceCounts(t *testing.T) {
 		}
 		per[tenant] = n
 	}
-	const perTenant = 35 // README: "Resources per tenant"
+	const perTenant = 41 // README: "Resources per tenant"
 	for tenant, n := range per {
 		if n != perTenant {
 			t.Errorf("tenant %s: got %d resources, want %d (update README if this changed on purpose)", tenant, n, perTenant)
@@ -142,7 +142,7 @@ func TestTenantsAreGroupedIntoStacks(t *testing.T) {
 	}
 	for i, want := range []int{10, 10, 5} {
 		tpl := assertions.Template_FromStack(built.TenantStacks[i], nil)
-		tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(want))
+		tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2*want)) // FIFO queue and rule dead-letter queue
 	}
 }
 

@@ -20,7 +20,7 @@ func TestQueuePerTenant(t *testing.T) {
 	sharedApp(t)
 	for _, tenant := range sampleTenants {
 		t.Run(tenant, func(t *testing.T) {
-			_, q := only(t, shared.template, "AWS::SQS::Queue", tenant)
+			_, q := fifoQueue(t, shared.template, tenant)
 			p := props(q)
 			want := map[string]any{
 				"FifoQueue":                     true,
@@ -49,8 +49,8 @@ func TestQueuePolicyOnlyRuleSendsAndTLSOnly(t *testing.T) {
 	for _, tenant := range sampleTenants {
 		t.Run(tenant, func(t *testing.T) {
 			ruleID, _ := only(t, shared.template, "AWS::Events::Rule", tenant)
-			queueID, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
-			_, pol := only(t, shared.template, "AWS::SQS::QueuePolicy", tenant)
+			queueID, _ := fifoQueue(t, shared.template, tenant)
+			pol := queuePolicyOf(t, shared.template, tenant, queueID)
 			stmts := get(t, props(pol), "PolicyDocument", "Statement").([]any)
 			var tlsDeny, ruleAllow bool
 			for _, s := range stmts {
@@ -103,7 +103,7 @@ func TestRulePerTenant(t *testing.T) {
 			if got := get(t, target, "SqsParameters", "MessageGroupId"); got != tenant {
 				t.Errorf("MessageGroupId: got %v, want %s", got, tenant)
 			}
-			queueID, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+			queueID, _ := fifoQueue(t, shared.template, tenant)
 			if got := asJSON(target["Arn"]); got != `{"Fn::GetAtt":["`+queueID+`","Arn"]}` {
 				t.Errorf("target: got %s, want the tenant's queue", got)
 			}
@@ -156,9 +156,6 @@ func TestFunctionsPerTenant(t *testing.T) {
 			c := props(fns["lambdas/controller"])
 			if c["Timeout"] != float64(20) {
 				t.Errorf("controller timeout: got %v, want 20", c["Timeout"])
-			}
-			if c["ReservedConcurrentExecutions"] != float64(1) {
-				t.Errorf("controller reserved concurrency: got %v, want 1", c["ReservedConcurrentExecutions"])
 			}
 			env := get(t, c, "Environment", "Variables").(map[string]any)
 			for _, k := range []string{"STATE_MACHINE_ARN", "QUEUE_URL", "TENANT", "TENANT_PREFIX", "INGEST_BUCKET", "ON_FAILURE", "IDEMPOTENCY_KEY",
@@ -249,7 +246,7 @@ func TestEventSourceMapping(t *testing.T) {
 			if _, ok := p["ScalingConfig"]; ok {
 				t.Errorf("ScalingConfig: got %v; MaximumConcurrency cannot be 1, so none is set", p["ScalingConfig"])
 			}
-			queueID, _ := only(t, shared.template, "AWS::SQS::Queue", tenant)
+			queueID, _ := fifoQueue(t, shared.template, tenant)
 			if got := asJSON(p["EventSourceArn"]); !strings.Contains(got, queueID) {
 				t.Errorf("EventSourceArn: got %s, want %s", got, queueID)
 			}
@@ -428,67 +425,6 @@ func TestLogGroupsHaveRetention(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestAlarmsPerTenant(t *testing.T) {
-	sharedApp(t)
-	alarms := tenantResources(t, shared.template, "AWS::CloudWatch::Alarm", "acme")
-	byMetric := map[string]map[string]any{}
-	for _, a := range alarms {
-		p := props(a)
-		byMetric[p["Namespace"].(string)+"/"+p["MetricName"].(string)] = p
-	}
-	want := map[string]float64{
-		"TenantPipeline/ErrorLogs-acme":              1,
-		"AWS/Lambda/Errors":                          1,
-		"AWS/SQS/ApproximateAgeOfOldestMessage":      1800,
-		"AWS/SQS/ApproximateNumberOfMessagesVisible": 100,
-		"TenantPipeline/HeadWaitSeconds":             7200,
-		"TenantPipeline/Blocked":                     1,
-		"AWS/States/ExecutionsFailed":                1,
-		"AWS/States/ExecutionsTimedOut":              1,
-		"AWS/States/ExecutionsAborted":               1,
-	}
-	if len(alarms) != len(want) {
-		t.Errorf("got %d alarms, want %d: %v", len(alarms), len(want), keys(anyMap(byMetric)))
-	}
-	for metric, threshold := range want {
-		p, ok := byMetric[metric]
-		if !ok {
-			t.Errorf("no alarm on %s", metric)
-			continue
-		}
-		if p["Threshold"] != threshold || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["TreatMissingData"] != "notBreaching" {
-			t.Errorf("%s: got threshold %v %v %v, want >= %v, notBreaching", metric, p["ComparisonOperator"], p["Threshold"], p["TreatMissingData"], threshold)
-		}
-		if _, ok := p["AlarmActions"]; ok {
-			t.Errorf("%s: alarm actions without a topic: %v", metric, p["AlarmActions"])
-		}
-	}
-	if got := asJSON(byMetric["TenantPipeline/HeadWaitSeconds"]["Dimensions"]); got != `[{"Name":"Tenant","Value":"acme"}]` {
-		t.Errorf("HeadWaitSeconds dimensions: got %s", got)
-	}
-	filters := tenantResources(t, shared.template, "AWS::Logs::MetricFilter", "acme")
-	if len(filters) != 3 {
-		t.Errorf("got %d metric filters, want one per function (3)", len(filters))
-	}
-	for id, f := range filters {
-		p := props(f)
-		if p["FilterPattern"] != `{ $.level = "ERROR" }` {
-			t.Errorf("%s: FilterPattern got %v", id, p["FilterPattern"])
-		}
-		if got := get(t, p, "MetricTransformations", 0, "MetricName"); got != "ErrorLogs-acme" {
-			t.Errorf("%s: MetricName got %v", id, got)
-		}
-	}
-}
-
-func anyMap[V any](m map[string]V) map[string]any {
-	out := map[string]any{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func TestAlarmTopicReceivesEveryAlarm(t *testing.T) {

@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -16,38 +17,176 @@ import (
 // Metric names. ErrorLogs-<tenant> comes from the log metric filters; the others are the controller's
 // Embedded Metric Format metrics, with dimension Tenant.
 const (
-	MetricErrorLogs       = "ErrorLogs"
-	MetricHeadWaitSeconds = metrics.HeadWaitSeconds
-	MetricBlocked         = metrics.Blocked
-	DimensionTenant       = metrics.DimensionTenant
+	MetricErrorLogs          = "ErrorLogs"
+	MetricHeadQueuedSeconds  = metrics.HeadQueuedSeconds
+	MetricHeadRunningSeconds = metrics.HeadRunningSeconds
+	MetricBlocked            = metrics.Blocked
+	DimensionTenant          = metrics.DimensionTenant
 )
 
-// Alarms are the tenant's alarms. Each has a description that says what to do.
+// RunbookURL is where every alarm description sends the operator: the operations section of the
+// README, which says for each alarm what it means and what to do.
+const RunbookURL = "README.md#operations"
+
+// AlarmThresholds are the points at which the tenant's alarms fire. Zero fields take their
+// defaults; some defaults derive from Props.WorkflowTimeout.
+type AlarmThresholds struct {
+	// OldestMessageAge alarms when the queue's oldest message is older than this. On a FIFO queue
+	// the head file's message stays queued for its whole run, so its age grows for as long as the
+	// file runs, up to the workflow timeout; beyond it (plus the margin) the tenant is stuck, or a
+	// file waited behind several long ones.
+	// Default: WorkflowTimeout + OldestMessageMargin.
+	OldestMessageAge time.Duration
+	// OldestMessageMargin is added to WorkflowTimeout for the default OldestMessageAge: the time a
+	// file may reasonably have waited behind earlier ones. Default: 1 hour.
+	OldestMessageMargin time.Duration
+	// StalledMinutes alarms when, for this many minutes in a row, messages are visible and no
+	// message group has a message in flight: files wait and nothing works on them (the event source
+	// mapping is disabled or throttled, or the controller cannot run). Default: 15.
+	StalledMinutes int
+	// BacklogMessages alarms when this many files wait behind the head file. Default: 100.
+	BacklogMessages int
+	// HeadQueued alarms when the head file was queued this long before its execution started (the
+	// controller's HeadQueuedSeconds metric): files wait too long behind earlier ones. Default: 2 hours.
+	HeadQueued time.Duration
+	// HeadRunning alarms when the head file's execution has been running this long (the
+	// controller's HeadRunningSeconds metric), a warning before the workflow timeout stops it.
+	// Default: three quarters of WorkflowTimeout.
+	HeadRunning time.Duration
+	// BlockedDatapoints of the last BlockedPeriods periods must show a halted tenant for the Blocked
+	// alarm to fire (M of N). A halted head file is rechecked every HaltedRecheck, so a period may
+	// hold no datapoint; those are treated as missing, not as OK. Defaults: 2 of 3.
+	BlockedDatapoints int
+	BlockedPeriods    int
+	// EvaluationMinutes is the period over which each alarm evaluates. It must be at least
+	// HaltedRecheck, so that a halted tenant reports in every period. Default: 5 minutes.
+	EvaluationMinutes int
+}
+
+// Alarm defaults that do not depend on other props.
+const (
+	DefaultOldestMessageMargin = time.Hour
+	DefaultStalledMinutes      = 15
+	DefaultBacklogMessages     = 100
+	DefaultHeadQueued          = 2 * time.Hour
+	DefaultBlockedDatapoints   = 2
+	DefaultBlockedPeriods      = 3
+	DefaultEvaluationMinutes   = 5
+)
+
+// DefaultHeadRunning is the HeadRunning threshold for a workflow timeout: three quarters of it.
+func DefaultHeadRunning(workflowTimeout time.Duration) time.Duration {
+	return workflowTimeout / 4 * 3
+}
+
+func (a AlarmThresholds) withDefaults(workflowTimeout time.Duration) AlarmThresholds {
+	setD := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setI := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setD(&a.OldestMessageMargin, DefaultOldestMessageMargin)
+	setD(&a.OldestMessageAge, workflowTimeout+a.OldestMessageMargin)
+	setI(&a.StalledMinutes, DefaultStalledMinutes)
+	setI(&a.BacklogMessages, DefaultBacklogMessages)
+	setD(&a.HeadQueued, DefaultHeadQueued)
+	setD(&a.HeadRunning, DefaultHeadRunning(workflowTimeout))
+	setI(&a.BlockedDatapoints, DefaultBlockedDatapoints)
+	setI(&a.BlockedPeriods, DefaultBlockedPeriods)
+	setI(&a.EvaluationMinutes, DefaultEvaluationMinutes)
+	return a
+}
+
+// validate reports bad thresholds through bad. CloudWatch limits an alarm's evaluation range
+// (periods × period) to one day.
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html
+func (a AlarmThresholds) validate(haltedRecheck time.Duration, bad func(string, ...any)) {
+	if a.OldestMessageAge < time.Minute {
+		bad("alarm oldest message age %v is invalid: use at least 1m", a.OldestMessageAge)
+	}
+	if a.OldestMessageMargin < 0 {
+		bad("alarm oldest message margin %v is invalid: use 0 or more", a.OldestMessageMargin)
+	}
+	if a.StalledMinutes < 1 || a.StalledMinutes > 1440 {
+		bad("alarm stalled minutes %d is invalid: use 1 to 1440", a.StalledMinutes)
+	}
+	if a.BacklogMessages < 1 {
+		bad("alarm backlog %d is invalid: use at least 1 message", a.BacklogMessages)
+	}
+	if a.HeadQueued < time.Minute {
+		bad("alarm head queued %v is invalid: use at least 1m", a.HeadQueued)
+	}
+	if a.HeadRunning < time.Minute {
+		bad("alarm head running %v is invalid: use at least 1m", a.HeadRunning)
+	}
+	if a.EvaluationMinutes < 1 || a.EvaluationMinutes > 1440 {
+		bad("alarm evaluation period %d minutes is invalid: use 1 to 1440", a.EvaluationMinutes)
+		return
+	}
+	if period := time.Duration(a.EvaluationMinutes) * time.Minute; period < haltedRecheck {
+		bad("alarm evaluation period %v is shorter than the halted recheck %v: a halted tenant reports Blocked once per recheck, "+
+			"so use a period of at least %v or a shorter HaltedRecheck", period, haltedRecheck, haltedRecheck.Round(time.Minute))
+	}
+	if a.BlockedPeriods < 1 || a.BlockedPeriods*a.EvaluationMinutes > 1440 {
+		bad("alarm blocked periods %d is invalid: use 1 or more, at most one day of %d-minute periods", a.BlockedPeriods, a.EvaluationMinutes)
+	}
+	if a.BlockedDatapoints < 1 || a.BlockedDatapoints > a.BlockedPeriods {
+		bad("alarm blocked datapoints %d is invalid: use 1 to BlockedPeriods (%d)", a.BlockedDatapoints, a.BlockedPeriods)
+	}
+}
+
+// Alarms are the tenant's alarms. Each description says what it means and what to do, and links
+// RunbookURL.
 type Alarms struct {
 	// ErrorLogs: any function of the tenant logged at level ERROR.
 	ErrorLogs awscloudwatch.Alarm
 	// ControllerErrors: the controller failed an invocation. Waiting is not an error, so this
 	// counts real faults only.
 	ControllerErrors awscloudwatch.Alarm
-	// OldestMessage: a file has not been picked up for too long.
+	// OldestMessage: the oldest queued file is older than any healthy tenant's can be.
 	OldestMessage awscloudwatch.Alarm
+	// Stalled: files are queued and nothing works on them.
+	Stalled awscloudwatch.Alarm
 	// Backlog: too many files queued behind the head file.
 	Backlog awscloudwatch.Alarm
-	// HeadWait: the head file has waited too long (it may have been received many times, which
-	// ApproximateAgeOfOldestMessage leaves out).
-	HeadWait awscloudwatch.Alarm
+	// HeadQueued: the head file waited too long before its execution started.
+	HeadQueued awscloudwatch.Alarm
+	// HeadRunning: the head file's execution has been running long, close to the workflow timeout.
+	HeadRunning awscloudwatch.Alarm
 	// Blocked: a halted tenant waits for an operator to redrive or skip its head file.
 	Blocked awscloudwatch.Alarm
 	// ExecutionsFailed, ExecutionsTimedOut, ExecutionsAborted: a file's workflow did not succeed.
 	ExecutionsFailed   awscloudwatch.Alarm
 	ExecutionsTimedOut awscloudwatch.Alarm
 	ExecutionsAborted  awscloudwatch.Alarm
+	// RuleFailedInvocations: EventBridge could not deliver a file's event to the tenant's queue.
+	RuleFailedInvocations awscloudwatch.Alarm
+	// RuleDeadLetters: events that could not be delivered are waiting in the rule's dead-letter queue.
+	RuleDeadLetters awscloudwatch.Alarm
+}
+
+// alarmSpec is one alarm: its metric and how it evaluates. Zero values: one period, one datapoint,
+// missing data not breaching, threshold compared with >=.
+type alarmSpec struct {
+	id          string
+	metric      awscloudwatch.IMetric
+	threshold   float64
+	periods     int
+	datapoints  int
+	missing     awscloudwatch.TreatMissingData
+	description string // what it means and what to do; %[1]s is the tenant id
 }
 
 func (t *TenantPipeline) newAlarms() Alarms {
 	p := t.Props
 	tenant := p.Tenant.ID
 	period := awscdk.Duration_Minutes(jsii.Number(p.Alarms.EvaluationMinutes))
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	dims := &map[string]*string{DimensionTenant: jsii.String(tenant)}
 
 	// One metric per tenant, fed by a filter on each of the tenant's function log groups; JSON
@@ -74,40 +213,89 @@ func (t *TenantPipeline) newAlarms() Alarms {
 			DimensionsMap: dims, Statistic: jsii.String(statistic), Period: period,
 		})
 	}
-	opts := func(name string) *awscloudwatch.MetricOptions {
-		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(name)}
+	opts := func(statistic string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
 	}
+
+	// Stalled: messages visible for the whole minute while no group had a message in flight at
+	// any time in it. The controller keeps the head file's message in flight while its workflow
+	// runs, so a working tenant always has one group in flight.
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
+	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html (IF, AND)
+	perMinute := func(statistic string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String(statistic)}
+	}
+	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("IF(visible > 0 AND inflight == 0, 1, 0)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"visible":  t.Queue.MetricApproximateNumberOfMessagesVisible(perMinute("Minimum")),
+			"inflight": t.Queue.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), perMinute("Maximum")),
+		},
+		Label:  jsii.String("Stalled"),
+		Period: minute,
+	})
+
+	// EventBridge reports FailedInvocations per rule (dimension RuleName) for events it could not
+	// deliver to a target even after its retries.
+	// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html
+	failedInvocations := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String("AWS/Events"), MetricName: jsii.String("FailedInvocations"),
+		DimensionsMap: &map[string]*string{"RuleName": t.Rule.RuleName()},
+		Statistic:     jsii.String("Sum"), Period: period,
+	})
+
 	sm := t.StateMachine
+	a := p.Alarms
 	return Alarms{
-		ErrorLogs: t.alarm("ErrorLogsAlarm", errorLogs, 1,
-			"A function of tenant %s logged at ERROR. Read the tenant's function logs: a failed file, a quarantined message or a fault."),
-		ControllerErrors: t.alarm("ControllerErrorsAlarm", t.Controller.MetricErrors(opts("Sum")), 1,
-			"The controller of tenant %s failed an invocation (waits are not errors). Its message stays queued; read the controller logs."),
-		OldestMessage: t.alarm("OldestMessageAlarm", t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), p.Alarms.OldestMessageAge.Seconds(),
-			"A file of tenant %s has not been picked up in time. Check the controller's event source mapping and its logs."),
-		Backlog: t.alarm("BacklogAlarm", t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), float64(p.Alarms.BacklogMessages),
-			"Files of tenant %s are piling up behind the head file. Check whether the tenant is halted or its workflows are slow."),
-		HeadWait: t.alarm("HeadWaitAlarm", emf(MetricHeadWaitSeconds, "Maximum"), p.Alarms.HeadWait.Seconds(),
-			"The head file of tenant %s has waited too long. Its workflow is slow or stuck, or the tenant is halted."),
-		Blocked: t.alarm("BlockedAlarm", emf(MetricBlocked, "Maximum"), 1,
-			"Tenant %s is halted on a failed file. Redrive the failed execution, or skip the file (README, Operations)."),
-		ExecutionsFailed: t.alarm("ExecutionsFailedAlarm", sm.MetricFailed(opts("Sum")), 1,
-			"A file workflow of tenant %s failed. Read the execution's error; redrive it once the cause is fixed."),
-		ExecutionsTimedOut: t.alarm("ExecutionsTimedOutAlarm", sm.MetricTimedOut(opts("Sum")), 1,
-			"A file workflow of tenant %s timed out. Check the core system and the register function."),
-		ExecutionsAborted: t.alarm("ExecutionsAbortedAlarm", sm.MetricAborted(opts("Sum")), 1,
-			"A file workflow of tenant %s was aborted. Someone stopped it; check CloudTrail."),
+		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: errorLogs, threshold: 1,
+			description: "A function of tenant %[1]s logged at ERROR: a failed file, a quarantined message or a fault. Read the tenant's function logs for the ERROR line."}),
+		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
+			description: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
+		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
+			description: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
+				"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge)}),
+		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
+			description: fmt.Sprintf("Files of tenant %%[1]s are queued but none has been in flight for %d minutes: nothing is working on them. "+
+				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
+		Backlog: t.alarm(alarmSpec{id: "BacklogAlarm", metric: t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: float64(a.BacklogMessages),
+			description: "Files of tenant %[1]s are piling up behind the head file. Check whether the tenant is halted or its workflows are slow."}),
+		HeadQueued: t.alarm(alarmSpec{id: "HeadQueuedAlarm", metric: emf(MetricHeadQueuedSeconds, "Maximum"), threshold: a.HeadQueued.Seconds(),
+			description: fmt.Sprintf("The head file of tenant %%[1]s waited more than %v in the queue before its execution started: files wait long behind earlier ones. "+
+				"Check the tenant's backlog and how long its files run.", a.HeadQueued)}),
+		HeadRunning: t.alarm(alarmSpec{id: "HeadRunningAlarm", metric: emf(MetricHeadRunningSeconds, "Maximum"), threshold: a.HeadRunning.Seconds(),
+			description: fmt.Sprintf("The head file of tenant %%[1]s has been running more than %v; at the workflow timeout (%v) it fails. "+
+				"Open its execution (the controller logs its name) and check the core system and the register function.", a.HeadRunning, p.WorkflowTimeout)}),
+		Blocked: t.alarm(alarmSpec{id: "BlockedAlarm", metric: emf(MetricBlocked, "Maximum"), threshold: 1,
+			periods: a.BlockedPeriods, datapoints: a.BlockedDatapoints, missing: awscloudwatch.TreatMissingData_MISSING,
+			description: "Tenant %[1]s is halted on a failed file and processes nothing else. Redrive the failed execution once the cause is fixed, or write the file's skip marker."}),
+		ExecutionsFailed: t.alarm(alarmSpec{id: "ExecutionsFailedAlarm", metric: sm.MetricFailed(opts("Sum")), threshold: 1,
+			description: "A file workflow of tenant %[1]s failed. Read the execution's error; redrive it once the cause is fixed."}),
+		ExecutionsTimedOut: t.alarm(alarmSpec{id: "ExecutionsTimedOutAlarm", metric: sm.MetricTimedOut(opts("Sum")), threshold: 1,
+			description: "A file workflow of tenant %[1]s reached the workflow timeout. Check the core system and the register function, then redrive it."}),
+		ExecutionsAborted: t.alarm(alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1,
+			description: "A file workflow of tenant %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed."}),
+		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm", metric: failedInvocations, threshold: 1,
+			description: "EventBridge could not deliver a file event of tenant %[1]s to its queue after its retries; the event went to the rule's dead-letter queue. " +
+				"Check the queue's policy and encryption, then re-send the dead-lettered events in order."}),
+		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
+			description: "File events of tenant %[1]s wait in the rule's dead-letter queue: those files were never queued. Fix the cause, then re-send the events in order of their time field."}),
 	}
 }
 
-func (t *TenantPipeline) alarm(id string, metric awscloudwatch.IMetric, threshold float64, description string) awscloudwatch.Alarm {
-	a := awscloudwatch.NewAlarm(t.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
-		Metric:             metric,
-		Threshold:          jsii.Number(threshold),
-		EvaluationPeriods:  jsii.Number(1),
+func (t *TenantPipeline) alarm(s alarmSpec) awscloudwatch.Alarm {
+	periods, datapoints := max(s.periods, 1), max(s.datapoints, 1)
+	missing := s.missing
+	if missing == "" {
+		missing = awscloudwatch.TreatMissingData_NOT_BREACHING
+	}
+	a := awscloudwatch.NewAlarm(t.Construct, jsii.String(s.id), &awscloudwatch.AlarmProps{
+		Metric:             s.metric,
+		Threshold:          jsii.Number(s.threshold),
+		EvaluationPeriods:  jsii.Number(periods),
+		DatapointsToAlarm:  jsii.Number(datapoints),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		AlarmDescription:   jsii.String(fmt.Sprintf(description, t.Props.Tenant.ID)),
+		TreatMissingData:   missing,
+		AlarmDescription:   jsii.String(fmt.Sprintf(s.description, t.Props.Tenant.ID) + " Runbook: " + RunbookURL),
 	})
 	if t.Props.AlarmTopic != nil {
 		action := awscloudwatchactions.NewSnsAction(t.Props.AlarmTopic)

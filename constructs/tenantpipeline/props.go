@@ -9,13 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-
-	"github.com/example/tenantpipeline/internal/tenants"
 )
-
-// Tenant is one tenant's configuration, as in tenants.json: ID is required, every other field has
-// a documented default.
-type Tenant = tenants.Tenant
 
 // Props configures one tenant's pipeline. Zero values mean the documented default.
 type Props struct {
@@ -44,11 +38,15 @@ type Props struct {
 	// Default: 20 seconds.
 	ControllerTimeout time.Duration
 
-	// ControllerReservedConcurrency reserves concurrency for the controller. The FIFO message group
-	// already serializes a tenant's files; reserving 1 also keeps a tenant from consuming the
-	// account's concurrency, at the price of 1 unit of the account quota per tenant (default quota
-	// 1,000, of which 100 must stay unreserved: at most 900 tenants per account and region).
-	// Default: 1. A negative value leaves the function unreserved.
+	// ControllerReservedConcurrency reserves concurrency for the controller: opt in only. It is not
+	// needed for order: the FIFO message group already serializes a tenant's files (a group never
+	// has two messages in flight, and the event source mapping scales by active message groups).
+	// Each reserved unit comes out of the account's concurrency quota, of which 100 must stay
+	// unreserved, so reserving fails to deploy on accounts with a low quota (new accounts often
+	// have 10 or 50) and caps 1,000 tenants at 900.
+	// https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html
+	// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html (FIFO queues, message groups)
+	// Default: 0, no reservation. A negative value also means none.
 	ControllerReservedConcurrency int
 
 	// SplitTimeout is the split function's timeout. Default: 5 minutes.
@@ -87,22 +85,6 @@ type Props struct {
 	AlarmTopic awssns.ITopic
 }
 
-// AlarmThresholds are the points at which the tenant's alarms fire.
-type AlarmThresholds struct {
-	// OldestMessageAge alarms when the oldest message that has not yet been received three times
-	// is older than this. SQS leaves messages received three or more times out of
-	// ApproximateAgeOfOldestMessage, so a waiting head file is covered by HeadWait instead.
-	// Default: 30 minutes.
-	OldestMessageAge time.Duration
-	// BacklogMessages alarms when this many files wait behind the head file. Default: 100.
-	BacklogMessages int
-	// HeadWait alarms when the file at the head of the queue has waited this long, counted from when
-	// it was queued (the controller's HeadWaitSeconds metric). Default: 2 hours.
-	HeadWait time.Duration
-	// EvaluationMinutes is the period over which each alarm evaluates. Default: 5 minutes.
-	EvaluationMinutes int
-}
-
 // Defaults.
 const (
 	DefaultVisibilityTimeout   = 30 * time.Second
@@ -113,10 +95,6 @@ const (
 	DefaultMemoryMB            = 256
 	DefaultWorkflowTimeout     = 24 * time.Hour
 	DefaultHaltedRecheck       = 5 * time.Minute
-	DefaultOldestMessageAge    = 30 * time.Minute
-	DefaultBacklogMessages     = 100
-	DefaultHeadWait            = 2 * time.Hour
-	DefaultEvaluationMinutes   = 5
 
 	// QueueRetention is the maximum SQS retention: no DLQ, so a waiting file must outlast any outage.
 	QueueRetention = 14 * 24 * time.Hour
@@ -154,7 +132,6 @@ func (p Props) withDefaults() Props {
 	}
 	def(&p.VisibilityTimeout, DefaultVisibilityTimeout)
 	def(&p.ControllerTimeout, DefaultControllerTimeout)
-	defInt(&p.ControllerReservedConcurrency, 1)
 	def(&p.SplitTimeout, DefaultSplitTimeout)
 	defInt(&p.SplitMemoryMB, DefaultMemoryMB)
 	def(&p.RegisterTimeout, DefaultRegisterTimeout)
@@ -165,10 +142,7 @@ func (p Props) withDefaults() Props {
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
-	def(&p.Alarms.OldestMessageAge, DefaultOldestMessageAge)
-	defInt(&p.Alarms.BacklogMessages, DefaultBacklogMessages)
-	def(&p.Alarms.HeadWait, DefaultHeadWait)
-	defInt(&p.Alarms.EvaluationMinutes, DefaultEvaluationMinutes)
+	p.Alarms = p.Alarms.withDefaults(p.WorkflowTimeout)
 	return p
 }
 
@@ -211,7 +185,7 @@ func (p Props) validate() error {
 		}
 	}
 	if p.ControllerReservedConcurrency > 1000 {
-		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or a negative value for none", p.ControllerReservedConcurrency)
+		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)
 	}
 	if p.WorkflowTimeout < time.Minute || p.WorkflowTimeout >= QueueRetention/2 {
 		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", p.WorkflowTimeout)
@@ -220,18 +194,7 @@ func (p Props) validate() error {
 		bad("halted recheck %v is invalid: use 1s to 12h", p.HaltedRecheck)
 	}
 	p.validateAcrossFields(bad)
-	if p.Alarms.OldestMessageAge < time.Minute {
-		bad("alarm oldest message age %v is invalid: use at least 1m", p.Alarms.OldestMessageAge)
-	}
-	if p.Alarms.BacklogMessages < 1 {
-		bad("alarm backlog %d is invalid: use at least 1 message", p.Alarms.BacklogMessages)
-	}
-	if p.Alarms.HeadWait < time.Minute {
-		bad("alarm head wait %v is invalid: use at least 1m", p.Alarms.HeadWait)
-	}
-	if p.Alarms.EvaluationMinutes < 1 || p.Alarms.EvaluationMinutes > 1440 {
-		bad("alarm evaluation period %d minutes is invalid: use 1 to 1440", p.Alarms.EvaluationMinutes)
-	}
+	p.Alarms.validate(p.HaltedRecheck, bad)
 	return errors.Join(errs...)
 }
 

@@ -26,7 +26,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"VisibilityTimeout", p.VisibilityTimeout, 30 * time.Second},
 		{"ControllerTimeout", p.ControllerTimeout, 20 * time.Second},
-		{"ControllerReservedConcurrency", p.ControllerReservedConcurrency, 1},
+		{"ControllerReservedConcurrency", p.ControllerReservedConcurrency, 0},
 		{"WorkflowTimeout", p.WorkflowTimeout, 24 * time.Hour},
 		{"SplitTimeout", p.SplitTimeout, 5 * time.Minute},
 		{"RegisterTimeout", p.RegisterTimeout, 2 * time.Minute},
@@ -34,7 +34,7 @@ func TestDefaults(t *testing.T) {
 		{"HaltedRecheck", p.HaltedRecheck, 5 * time.Minute},
 		{"Tenant.Prefix", p.Tenant.Prefix, "inbox/acme/"},
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
-		{"Alarms.HeadWait", p.Alarms.HeadWait, 2 * time.Hour},
+		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 	} {
 		if c.got != c.want {
@@ -68,7 +68,7 @@ func TestValidateRejects(t *testing.T) {
 		{"halted recheck", func(p *Props) { p.HaltedRecheck = 24 * time.Hour }, `halted recheck 24h0m0s is invalid`},
 		{"alarm age", func(p *Props) { p.Alarms.OldestMessageAge = time.Second }, `alarm oldest message age 1s is invalid`},
 		{"alarm backlog", func(p *Props) { p.Alarms.BacklogMessages = -1 }, `alarm backlog -1 is invalid`},
-		{"alarm head wait", func(p *Props) { p.Alarms.HeadWait = time.Second }, `alarm head wait 1s is invalid`},
+		{"alarm head queued", func(p *Props) { p.Alarms.HeadQueued = time.Second }, `alarm head queued 1s is invalid`},
 		{"alarm period", func(p *Props) { p.Alarms.EvaluationMinutes = 2000 }, `alarm evaluation period 2000 minutes is invalid`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +151,11 @@ func TestValidateAcrossFields(t *testing.T) {
 		{"halted recheck past the cap after a controller run", func(p *Props) { p.HaltedRecheck = 12 * time.Hour },
 			"halted recheck 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap, counted from the message's receipt, " +
 				"so ChangeMessageVisibility would be rejected: use a HaltedRecheck of at most 11h59m40s, or a shorter ControllerTimeout"},
-		{"halted recheck at the cap", func(p *Props) { p.HaltedRecheck = 12*time.Hour - 20*time.Second }, ""},
+		{"halted recheck at the cap", func(p *Props) {
+			p.HaltedRecheck = 12*time.Hour - 20*time.Second
+			p.Alarms.EvaluationMinutes = 720
+			p.Alarms.BlockedPeriods = 2
+		}, ""},
 		{"visibility timeout past the cap after a controller run", func(p *Props) { p.VisibilityTimeout = 12 * time.Hour },
 			"visibility timeout 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap"},
 	} {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
@@ -39,6 +38,8 @@ type TenantPipeline struct {
 
 	// Rule routes the tenant's "Object Created" events to Queue.
 	Rule awsevents.Rule
+	// RuleDeadLetterQueue keeps the events Rule could not deliver to Queue after its retries.
+	RuleDeadLetterQueue awssqs.Queue
 	// Queue is the tenant's FIFO queue: one message group, so one file in flight at a time.
 	Queue awssqs.Queue
 	// Controller holds each file's message until that file's workflow has finished.
@@ -78,6 +79,8 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		// SSE-SQS: EventBridge cannot send to a queue encrypted with the AWS-managed alias/aws/sqs key.
 		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL: jsii.Bool(true),
+		// Removing a tenant must never delete its queued files (README, Operations).
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 		// No dead-letter queue, on purpose: moving a failing head file aside would let later files
 		// overtake it. A file that fails is handled by the tenant's failure policy instead.
 	})
@@ -93,10 +96,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 			},
 		},
 	})
-	// The target adds a queue policy that lets only this rule send (aws:SourceArn).
-	t.Rule.AddTarget(awseventstargets.NewSqsQueue(t.Queue, &awseventstargets.SqsQueueProps{
-		MessageGroupId: jsii.String(tenant.ID),
-	}))
+	t.addRuleTarget()
 
 	t.Split = t.function("Split", pkgSplit, p.SplitTimeout, p.SplitMemoryMB, map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
@@ -122,7 +122,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		t.Register = register
 	}
 
-	workflowLogs := t.logGroup("WorkflowLogs")
+	workflowLogs := t.workflowLogGroup()
 	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
 		Split:           t.Split,
 		Register:        t.Register,
@@ -133,7 +133,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	})
 	t.StateMachine = t.Workflow.File
 
-	settings, err := json.Marshal(tenant.Settings())
+	settings, err := json.Marshal(tenant.settings())
 	if err != nil {
 		panic(err)
 	}
@@ -176,6 +176,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
 
 	t.Alarms = t.newAlarms()
+	t.checkBucket()
 	t.suppressNagFindings()
 	return t
 }

@@ -19,7 +19,7 @@ import (
 // DimensionTenant is the one dimension of every controller metric.
 const DimensionTenant = "Tenant"
 
-// Controller metric names. Counts use unit Count, HeadWaitSeconds uses Seconds.
+// Controller metric names. Counts use unit Count, the *Seconds metrics use Seconds.
 const (
 	// Waits counts deliveries the controller handed back to the queue to look again later.
 	Waits = "Waits"
@@ -30,8 +30,9 @@ const (
 	// FailedFiles counts files whose execution FAILED, TIMED_OUT or was ABORTED under the continue
 	// policy; the tenant moved on.
 	FailedFiles = "FailedFiles"
-	// Blocked counts deliveries of a halted tenant's head file (execution failed, policy halt, no
-	// skip marker). Any value above zero means the tenant is stuck until an operator acts.
+	// Blocked is 1 on each delivery of a halted tenant's head file (execution failed, policy halt, no
+	// skip marker) and 0 on every other delivery, so that "not blocked" is data, not silence. Any
+	// value above zero means the tenant is stuck until an operator acts.
 	Blocked = "Blocked"
 	// Skipped counts failed files an operator skipped with a control marker.
 	Skipped = "Skipped"
@@ -44,9 +45,15 @@ const (
 	// Register invocations, or its segment execution, may still be running (docs/controller.md,
 	// "Stopped files"). The file is released once none can.
 	StoppedFileHolds = "StoppedFileHolds"
-	// HeadWaitSeconds is how long the file at the head of the tenant's queue has been waiting,
-	// from its SQS SentTimestamp to now. Alarm on its Maximum.
-	HeadWaitSeconds = "HeadWaitSeconds"
+	// HeadQueuedSeconds is how long the file at the head of the tenant's queue was queued before its
+	// execution started: the execution's StartDate − the message's SQS SentTimestamp, or now −
+	// SentTimestamp while no execution has started. It includes the time spent behind earlier files.
+	// Alarm on its Maximum.
+	HeadQueuedSeconds = "HeadQueuedSeconds"
+	// HeadRunningSeconds is how long the head file's execution has been running: now − its
+	// StartDate (or its RedriveDate, if later), emitted only while the execution is RUNNING. Alarm
+	// on its Maximum.
+	HeadRunningSeconds = "HeadRunningSeconds"
 )
 
 // Unit is a CloudWatch metric unit.

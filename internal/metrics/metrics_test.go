@@ -15,7 +15,7 @@ var clock = func() time.Time { return time.UnixMilli(1700000000123) }
 func TestEmitMatchesGolden(t *testing.T) {
 	var buf bytes.Buffer
 	e := New(&buf, "TenantPipeline", "acme").WithClock(clock)
-	if err := e.Emit(Count(Waits, 1), Seconds(HeadWaitSeconds, 2500*time.Millisecond)); err != nil {
+	if err := e.Emit(Count(Waits, 1), Seconds(HeadQueuedSeconds, 2500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join("testdata", "waits.json"))

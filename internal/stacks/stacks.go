@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources.
-const MaxTenantsPerStack = 14
+const MaxTenantsPerStack = 12 // 12 × 41 resources = 492
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
@@ -135,7 +135,7 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		}
 		for _, t := range group {
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:     t,
+				Tenant:     pipelineTenant(t),
 				Bucket:     bucket,
 				AlarmTopic: topic,
 			})

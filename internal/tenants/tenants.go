@@ -44,7 +44,9 @@ type Tenant struct {
 	MaxFieldBytes int `json:"maxFieldBytes,omitempty"`
 	// OnFailure is "continue" or "halt". Default: "continue".
 	OnFailure string `json:"onFailure,omitempty"`
-	// IdempotencyKey is "event-id" or "object-version". Default: "event-id".
+	// IdempotencyKey is "event-id" or "object-version". Default: "object-version": S3 delivers events
+	// to EventBridge at least once, and a duplicate can carry a new event id.
+	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// RegisterURL is the core system's endpoint for the bundled HTTP register adapter.
 	RegisterURL string `json:"registerUrl,omitempty"`
@@ -161,7 +163,7 @@ func (t Tenant) WithDefaults() Tenant {
 		t.MaxFieldBytes = pipeline.DefaultMaxFieldBytes
 	}
 	t.OnFailure = cmpOr(t.OnFailure, pipeline.OnFailureContinue)
-	t.IdempotencyKey = cmpOr(t.IdempotencyKey, pipeline.IdempotencyEventID)
+	t.IdempotencyKey = cmpOr(t.IdempotencyKey, pipeline.IdempotencyObjectVersion)
 	return t
 }
 

@@ -19,7 +19,7 @@ func TestParseDefaults(t *testing.T) {
 	}
 	got := f.Tenants[0]
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "event-id"}
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version"}
 	if got != want {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}

@@ -89,6 +89,15 @@ type fakeExec struct {
 	history  []sfntypes.HistoryEvent // oldest first, as Step Functions records them
 }
 
+// startDate is when the execution started: the test's start, as the head-metric tests expect, unless
+// it stopped before that, when it started an hour before its stop.
+func (e *fakeExec) startDate() time.Time {
+	if e.stopDate != nil && e.stopDate.Before(testStart) {
+		return e.stopDate.Add(-time.Hour)
+	}
+	return testStart
+}
+
 // stoppedLongAgo is the stop date set gives a finished execution: far beyond any release bound.
 var stoppedLongAgo = testStart.Add(-time.Hour)
 
@@ -134,7 +143,11 @@ func (f *fakeSFN) set(arn string, status sfntypes.ExecutionStatus) {
 		f.execs[arn] = e
 	}
 	e.status = status
-	if status != sfntypes.ExecutionStatusRunning && status != sfntypes.ExecutionStatusPendingRedrive && e.stopDate == nil {
+	switch {
+	case e.stopDate != nil, status == sfntypes.ExecutionStatusRunning, status == sfntypes.ExecutionStatusPendingRedrive:
+	case status == sfntypes.ExecutionStatusSucceeded:
+		e.stopDate = aws.Time(testStart) // the head metrics count from a start at testStart
+	default:
 		e.stopDate = aws.Time(stoppedLongAgo)
 	}
 }
@@ -255,7 +268,7 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 	if !ok {
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
-	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(testStart.Add(-2 * time.Hour)), StopDate: e.stopDate}
+	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged

@@ -119,6 +119,7 @@ type delivery struct {
 	attempt int
 	log     *slog.Logger
 	metrics []metrics.Metric
+	exec    *sfn.DescribeExecutionOutput // the file's execution, once known (headMetrics)
 }
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
@@ -130,10 +131,8 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		log:     h.log.With("tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId),
 	}
 	d.log = d.log.With("attempt", d.attempt)
-	if sent, ok := sentAt(rec); ok {
-		d.metrics = append(d.metrics, metrics.Seconds(metrics.HeadWaitSeconds, max(0, h.now().Sub(sent))))
-	}
 	defer func() {
+		d.metrics = append(d.metrics, h.headMetrics(d)...)
 		if err := h.metrics.Emit(d.metrics...); err != nil {
 			d.log.WarnContext(ctx, "metrics not written", "error", err)
 		}
@@ -153,7 +152,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	st, err := h.describe(ctx, arn)
 	if isNotFound(err) {
-		st, err = h.start(ctx, d, ev, name, arn)
+		name, arn, st, err = h.startOrAdopt(ctx, d, ev, name, arn)
 	}
 	if err == nil {
 		st, err = h.poll(ctx, arn, st, pollUntil)
@@ -161,6 +160,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the file's execution", err)
 	}
+	d.exec = st
 
 	switch st.Status {
 	case sfntypes.ExecutionStatusRunning, sfntypes.ExecutionStatusPendingRedrive:

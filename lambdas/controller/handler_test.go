@@ -64,7 +64,7 @@ func TestHandle(t *testing.T) {
 			name:        "new file starts its execution and waits",
 			wantWait:    1,
 			wantCreated: 1,
-			wantMetrics: map[string]float64{metrics.Starts: 1, metrics.Waits: 1, metrics.HeadWaitSeconds: 90},
+			wantMetrics: map[string]float64{metrics.Starts: 1, metrics.Waits: 1, metrics.HeadQueuedSeconds: 90},
 			wantLogs: []wantLog{
 				{"INFO", "execution started", map[string]any{"executionArn": arn1}},
 				{"INFO", "waiting for the file's execution", map[string]any{
@@ -97,7 +97,7 @@ func TestHandle(t *testing.T) {
 			setup:       func(r *rig) { r.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded) },
 			receives:    7,
 			wantRelease: true,
-			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.Waits: 0, metrics.HeadWaitSeconds: 90},
+			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.Waits: 0, metrics.HeadQueuedSeconds: 90},
 			wantLogs:    []wantLog{{"INFO", "file done", map[string]any{"executionArn": arn1}}},
 		},
 		{
@@ -618,13 +618,13 @@ func TestPollInProcess(t *testing.T) {
 	tests := []struct {
 		name        string
 		budget      string
-		succeedAt   int // describe call that first answers SUCCEEDED; 0: never
+		succeedAt   int // describe call that first answers SUCCEEDED (1 and 2 find nothing: current and other name); 0: never
 		wantRelease bool
 		wantSleeps  []time.Duration
 	}{
-		{name: "short workflow finishes within the budget", budget: "10", succeedAt: 3, wantRelease: true, wantSleeps: []time.Duration{time.Second, 2 * time.Second}},
+		{name: "short workflow finishes within the budget", budget: "10", succeedAt: 4, wantRelease: true, wantSleeps: []time.Duration{time.Second, 2 * time.Second}},
 		{name: "long workflow: polling stops at the budget", budget: "10", wantSleeps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		{name: "no budget: no polling", budget: "0", succeedAt: 2, wantSleeps: nil},
+		{name: "no budget: no polling", budget: "0", succeedAt: 3, wantSleeps: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

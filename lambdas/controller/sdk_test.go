@@ -172,6 +172,9 @@ func TestHandleWithSDKClients(t *testing.T) {
 
 	stub.expect(
 		with(sfnError("ExecutionDoesNotExist"), opDescribe, wantFields(map[string]any{"executionArn": arn1})),
+		// Not found: one look under the other idempotency key's name before starting (known answer:
+		// sha256 of the length-prefixed bucket, key, "version\x00"+version id and sequencer).
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, wantFields(map[string]any{"executionArn": testExecPrefix + "ov-98c2ed009958c465eacba8d70a4f189ca779e8aec538a8f1466ed6459f6ed960"})),
 		with(exchange{status: 200, body: fmt.Sprintf(`{"executionArn":%q,"startDate":1714554000}`, arn1)}, opStart,
 			func(t *testing.T, b map[string]any) {
 				wantFields(map[string]any{"stateMachineArn": testStateMachine, "name": evID1})(t, b)
@@ -218,6 +221,7 @@ func TestHandleWithSDKClientsThrottledStart(t *testing.T) {
 	body := eventBody(t, evID1, "inbox/acme/a.csv")
 	stub.expect(
 		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil),
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil), // the other idempotency key's name
 		with(sfnError("ThrottlingException"), opStart, nil),
 		with(sfnError("ThrottlingException"), opStart, nil),
 		with(sfnError("ThrottlingException"), opStart, nil),
@@ -245,6 +249,7 @@ func TestHandleWithSDKClientsThrottledStart(t *testing.T) {
 
 	stub.expect(
 		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil),
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil), // the other idempotency key's name
 		with(exchange{status: 200, body: fmt.Sprintf(`{"executionArn":%q,"startDate":1714554000}`, arn1)}, opStart, wantFields(map[string]any{"name": evID1})),
 		with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 2.0})),
 	)

@@ -1,0 +1,124 @@
+package tenantpipeline
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Alarm thresholds that only a stuck tenant reaches derive from the workflow timeout.
+func TestAlarmDefaultsDeriveFromWorkflowTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		workflowTimeout time.Duration
+		margin          time.Duration
+		wantOldest      time.Duration
+		wantRunning     time.Duration
+	}{
+		{"default 24h timeout", 0, 0, 25 * time.Hour, 18 * time.Hour},
+		{"2h timeout", 2 * time.Hour, 0, 3 * time.Hour, 90 * time.Minute},
+		{"2h timeout, 30m margin", 2 * time.Hour, 30 * time.Minute, 150 * time.Minute, 90 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			p.WorkflowTimeout = tc.workflowTimeout
+			p.Alarms.OldestMessageMargin = tc.margin
+			a := p.withDefaults().Alarms
+			if a.OldestMessageAge != tc.wantOldest {
+				t.Errorf("OldestMessageAge: got %v, want %v", a.OldestMessageAge, tc.wantOldest)
+			}
+			if a.HeadRunning != tc.wantRunning {
+				t.Errorf("HeadRunning: got %v, want %v", a.HeadRunning, tc.wantRunning)
+			}
+		})
+	}
+	a := valid().withDefaults().Alarms
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"HeadQueued", a.HeadQueued, 2 * time.Hour},
+		{"StalledMinutes", a.StalledMinutes, 15},
+		{"BlockedDatapoints", a.BlockedDatapoints, 2},
+		{"BlockedPeriods", a.BlockedPeriods, 3},
+		{"EvaluationMinutes", a.EvaluationMinutes, 5},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestAlarmValidateRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Props)
+		want   string
+	}{
+		{"period shorter than the halted recheck", func(p *Props) { p.HaltedRecheck = 10 * time.Minute },
+			`alarm evaluation period 5m0s is shorter than the halted recheck 10m0s`},
+		{"blocked datapoints above periods", func(p *Props) { p.Alarms.BlockedDatapoints = 4 }, `alarm blocked datapoints 4 is invalid: use 1 to BlockedPeriods (3)`},
+		{"blocked range above a day", func(p *Props) { p.Alarms.BlockedPeriods = 300 }, `alarm blocked periods 300 is invalid`},
+		{"stalled minutes", func(p *Props) { p.Alarms.StalledMinutes = 2000 }, `alarm stalled minutes 2000 is invalid`},
+		{"head running", func(p *Props) { p.Alarms.HeadRunning = time.Second }, `alarm head running 1s is invalid`},
+		{"negative reserved concurrency is none, above 1000 is not", func(p *Props) { p.ControllerReservedConcurrency = 1001 },
+			`controller reserved concurrency 1001 is invalid: use 1 to 1000, or 0 for none`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p)
+			err := p.withDefaults().validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	p := valid()
+	p.HaltedRecheck = 10 * time.Minute
+	p.Alarms.EvaluationMinutes = 10
+	if err := p.withDefaults().validate(); err != nil {
+		t.Errorf("period equal to the halted recheck: got %v, want no error", err)
+	}
+}
+
+// The public Tenant carries every field of a tenants-file entry into the pipeline and back.
+func TestTenantConvertsEveryField(t *testing.T) {
+	var pub Tenant
+	v := reflect.ValueOf(&pub).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.String:
+			f.SetString("v" + v.Type().Field(i).Name)
+		case reflect.Int:
+			f.SetInt(int64(7 + i))
+		default:
+			t.Fatalf("field %s: kind %s not covered", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	in := reflect.ValueOf(pub.internal())
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if got := in.FieldByName(name); !got.IsValid() || got.Interface() != v.Field(i).Interface() {
+			t.Errorf("%s: got %v in tenants.Tenant, want %v", name, got, v.Field(i).Interface())
+		}
+	}
+	if back := tenantFrom(pub.internal()); back != pub {
+		t.Errorf("round trip: got %+v, want %+v", back, pub)
+	}
+	if got := reflect.TypeOf(tenants.Tenant{}).NumField(); got < v.NumField() {
+		t.Errorf("tenants.Tenant has %d fields, fewer than the public Tenant's %d", got, v.NumField())
+	}
+}
+
+// Defaults come from the tenants-file rules: a public Tenant defaults like a tenants.json entry.
+func TestTenantDefaults(t *testing.T) {
+	got := Tenant{ID: "acme"}.WithDefaults()
+	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version"}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}

@@ -1,0 +1,88 @@
+package tenantpipeline
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// WarningBucketUnversioned is the id of the warning for an unversioned ingest bucket.
+const WarningBucketUnversioned = "tenantpipeline:BucketUnversioned"
+
+// checkBucket checks, at synth, an ingest bucket created in this app (an awss3.Bucket, not an
+// imported one, whose settings cannot be read): without EventBridge notifications no file would
+// ever reach the pipeline, so synth fails; without versioning the pipeline cannot pin the version
+// that triggered a file, so synth warns. It runs at validation, after the app may have changed the
+// bucket (EnableEventBridgeNotification, versioning on the L1).
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html
+func (t *TenantPipeline) checkBucket() {
+	t.Node().AddValidation(&bucketCheck{t: t})
+}
+
+type bucketCheck struct{ t *TenantPipeline }
+
+func (c *bucketCheck) Validate() *[]*string {
+	t := c.t
+	bucket := t.Props.Bucket
+	cfn, ok := bucket.Node().DefaultChild().(awss3.CfnBucket)
+	if !ok {
+		return &[]*string{} // imported: nothing to read
+	}
+	var problems []*string
+	if !eventBridgeEnabled(bucket) {
+		problems = append(problems, jsii.String(fmt.Sprintf(
+			"tenant %q: bucket %s does not send events to EventBridge, so no file would ever reach the pipeline: "+
+				"create it with awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true)} or call its EnableEventBridgeNotification()",
+			t.Props.Tenant.ID, *bucket.Node().Path())))
+	}
+	if !versioned(cfn) {
+		awscdk.Annotations_Of(t.Construct).AddWarningV2(jsii.String(WarningBucketUnversioned), jsii.String(fmt.Sprintf(
+			"tenant %q: bucket %s is not versioned: a file overwritten while queued is read in its new content, and idempotencyKey "+
+				"object-version falls back to the ETag. Create it with awss3.BucketProps{Versioned: jsii.Bool(true)}",
+			t.Props.Tenant.ID, *bucket.Node().Path())), nil)
+	}
+	return &problems
+}
+
+// eventBridgeEnabled reads the bucket's notification configuration, which CDK renders into its
+// Custom::S3BucketNotifications resource (child Notifications/Resource of the bucket).
+func eventBridgeEnabled(bucket awss3.IBucket) bool {
+	n := bucket.Node().TryFindChild(jsii.String("Notifications"))
+	if n == nil {
+		return false
+	}
+	r, ok := n.Node().TryFindChild(jsii.String("Resource")).(awscdk.CfnResource)
+	if !ok || r == nil {
+		return false
+	}
+	props := r.CfnProperties()
+	if props == nil {
+		return false
+	}
+	conf, ok := awscdk.Stack_Of(r).Resolve((*props)["NotificationConfiguration"]).(map[string]any)
+	if !ok {
+		return false
+	}
+	_, on := conf["EventBridgeConfiguration"]
+	return on
+}
+
+// versioned reads the bucket's VersioningConfiguration.Status.
+func versioned(cfn awss3.CfnBucket) bool {
+	conf := cfn.VersioningConfiguration()
+	if conf == nil {
+		return false
+	}
+	m, ok := awscdk.Stack_Of(cfn).Resolve(conf).(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, k := range []string{"status", "Status"} {
+		if s, ok := m[k].(string); ok {
+			return s == "Enabled"
+		}
+	}
+	return false
+}

@@ -1,0 +1,63 @@
+package tenantpipeline
+
+import (
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Tenant is one tenant's configuration, the fields of one entry of tenants.json: ID is required,
+// every other field has a documented default. It is this package's own type, so that an app
+// outside this module can build a TenantPipeline; this module's app converts its tenants-file
+// entries to it (internal/stacks).
+type Tenant struct {
+	// ID names the tenant in resource ids, the FIFO message group, metrics and logs: 1-32
+	// lower-case letters, digits and hyphens.
+	ID string
+	// Prefix is the key prefix the tenant's files arrive under. Default: "inbox/<id>/".
+	Prefix string
+	// Format is "csv" or "jsonl". Default: "csv".
+	Format string
+	// Encoding is "utf-8" (with or without BOM) or "cp932". Default: "utf-8".
+	Encoding string
+	// Delimiter is the CSV field delimiter, one character. Default: ",".
+	Delimiter string
+	// ChunkSize is the number of records one Register task sends. Default: 100.
+	ChunkSize int
+	// MaxFieldBytes bounds one CSV field or JSON line. Default: 65,536.
+	MaxFieldBytes int
+	// OnFailure is "continue" or "halt". Default: "continue".
+	OnFailure string
+	// IdempotencyKey is "object-version" or "event-id". Default: "object-version".
+	IdempotencyKey string
+	// RegisterURL is the core system's endpoint for the bundled HTTP register adapter. Required
+	// unless Props.RegisterFunction is set.
+	RegisterURL string
+	// RegisterAuthSecretARN is a Secrets Manager secret sent as the Authorization header.
+	// Default: no Authorization header.
+	RegisterAuthSecretARN string
+}
+
+// WithDefaults returns t with every unset field at its documented default.
+func (t Tenant) WithDefaults() Tenant { return tenantFrom(t.internal().WithDefaults()) }
+
+// Validate reports every problem of t at once; t must already have its defaults.
+func (t Tenant) Validate() error { return t.internal().Validate() }
+
+func tenantFrom(t tenants.Tenant) Tenant {
+	return Tenant{
+		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
+		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
+		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+	}
+}
+
+func (t Tenant) internal() tenants.Tenant {
+	return tenants.Tenant{
+		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
+		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
+		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+	}
+}
+
+// settings is the part of the configuration that travels with every execution.
+func (t Tenant) settings() pipeline.Tenant { return t.internal().Settings() }

@@ -1,0 +1,48 @@
+package stacks
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// appOnlyFields are tenants-file fields that configure the app, not the pipeline: they have no
+// counterpart in the construct's Tenant.
+var appOnlyFields = map[string]bool{}
+
+// Every field of a tenants-file entry reaches the construct's public Tenant, with its value.
+func TestPipelineTenantCopiesEveryField(t *testing.T) {
+	var in tenants.Tenant
+	v := reflect.ValueOf(&in).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(fmt.Sprintf("value-%d", i))
+		case reflect.Int:
+			f.SetInt(int64(1000 + i))
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	out := reflect.ValueOf(pipelineTenant(in))
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if appOnlyFields[name] {
+			continue
+		}
+		got := out.FieldByName(name)
+		if !got.IsValid() {
+			t.Errorf("tenantpipeline.Tenant has no field %s: add it, or list it in appOnlyFields", name)
+			continue
+		}
+		if got.Interface() != v.Field(i).Interface() {
+			t.Errorf("%s: got %v, want %v", name, got.Interface(), v.Field(i).Interface())
+		}
+	}
+	if n, m := out.NumField(), v.NumField()-len(appOnlyFields); n != m {
+		t.Errorf("got %d fields in tenantpipeline.Tenant, want %d (one per pipeline field of the tenants file)", n, m)
+	}
+}

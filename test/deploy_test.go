@@ -1,0 +1,359 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// fifoQueue returns the tenant's FIFO queue (the tenant also has its rule's standard dead-letter queue).
+func fifoQueue(t *testing.T, tpl map[string]any, tenant string) (string, map[string]any) {
+	t.Helper()
+	var id string
+	var q map[string]any
+	for qid, r := range tenantResources(t, tpl, "AWS::SQS::Queue", tenant) {
+		if props(r)["FifoQueue"] == true {
+			if id != "" {
+				t.Fatalf("tenant %s: got FIFO queues %s and %s, want one", tenant, id, qid)
+			}
+			id, q = qid, r
+		}
+	}
+	if id == "" {
+		t.Fatalf("tenant %s: got no FIFO queue", tenant)
+	}
+	return id, q
+}
+
+// ruleDLQ returns the tenant's only standard queue: its rule target's dead-letter queue.
+func ruleDLQ(t *testing.T, tpl map[string]any, tenant string) (string, map[string]any) {
+	t.Helper()
+	var id string
+	var q map[string]any
+	for qid, r := range tenantResources(t, tpl, "AWS::SQS::Queue", tenant) {
+		if props(r)["FifoQueue"] == nil {
+			if id != "" {
+				t.Fatalf("tenant %s: got standard queues %s and %s, want one", tenant, id, qid)
+			}
+			id, q = qid, r
+		}
+	}
+	if id == "" {
+		t.Fatalf("tenant %s: got no standard (dead-letter) queue", tenant)
+	}
+	return id, q
+}
+
+// queuePolicyOf returns the queue policy attached to one queue.
+func queuePolicyOf(t *testing.T, tpl map[string]any, tenant, queueID string) map[string]any {
+	t.Helper()
+	for _, pol := range tenantResources(t, tpl, "AWS::SQS::QueuePolicy", tenant) {
+		if asJSON(get(t, props(pol), "Queues")) == `[{"Ref":"`+queueID+`"}]` {
+			return pol
+		}
+	}
+	t.Fatalf("tenant %s: no queue policy for %s", tenant, queueID)
+	return nil
+}
+
+// pipelineApp builds one TenantPipeline in a stack of its own with a bucket of this app, so that
+// props the tenants file cannot set are tested. bucket may be nil for an EventBridge-enabled,
+// versioned bucket.
+func pipelineApp(t *testing.T, change func(*tenantpipeline.Props), bucket func(awscdk.Stack) awss3.IBucket) (awscdk.Stack, map[string]any) {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Construct-Test"), nil)
+	if bucket == nil {
+		bucket = func(s awscdk.Stack) awss3.IBucket {
+			return awss3.NewBucket(s, jsii.String("Ingest"), &awss3.BucketProps{
+				EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true),
+				EnforceSSL: jsii.Bool(true), BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			})
+		}
+	}
+	p := &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},
+		Bucket: bucket(stack),
+	}
+	if change != nil {
+		change(p)
+	}
+	tenantpipeline.New(stack, "Tenant-acme", p)
+	return stack, templateJSON(assertions.Template_FromStack(stack, nil))
+}
+
+// 1a. Every state machine logs to a log group named under /aws/vendedlogs/states/, so that
+// log groups do not grow the account's single CloudWatch Logs resource policy; names are unique
+// per stack and tenant.
+// https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html
+func TestWorkflowLogGroupsAreVendedAndUnique(t *testing.T) {
+	sharedApp(t)
+	seen := map[string]string{}
+	for _, tenant := range sampleTenants {
+		sms := tenantResources(t, shared.template, "AWS::StepFunctions::StateMachine", tenant)
+		if len(sms) != 2 {
+			t.Fatalf("tenant %s: got %d state machines, want 2", tenant, len(sms))
+		}
+		for id, sm := range sms {
+			dests := get(t, props(sm), "LoggingConfiguration", "Destinations").([]any)
+			if len(dests) != 1 {
+				t.Fatalf("%s: got %d log destinations, want 1", id, len(dests))
+			}
+			lgID, _ := get(t, dests[0], "CloudWatchLogsLogGroup", "LogGroupArn", "Fn::GetAtt", 0).(string)
+			lg, ok := shared.template["Resources"].(map[string]any)[lgID].(map[string]any)
+			if !ok {
+				t.Fatalf("%s: log destination %q is not a log group of this stack", id, lgID)
+			}
+			name, _ := props(lg)["LogGroupName"].(string)
+			want := "/aws/vendedlogs/states/TenantPipeline-Tenants-1/" + tenant
+			if name != want {
+				t.Errorf("%s: log group name got %q, want %q", id, name, want)
+			}
+			if other, dup := seen[name]; dup && other != tenant {
+				t.Errorf("log group %s is shared by tenants %s and %s", name, other, tenant)
+			}
+			seen[name] = tenant
+		}
+	}
+	// A second app with another stack prefix names its groups apart from the first.
+	_, built := synthApp(t, "one-tenant.json", stacks.Options{StackPrefix: "Other"})
+	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	var names []string
+	for _, lg := range tenantResources(t, tpl, "AWS::Logs::LogGroup", "acme") {
+		if n, ok := props(lg)["LogGroupName"].(string); ok {
+			names = append(names, n)
+		}
+	}
+	if asJSON(names) != `["/aws/vendedlogs/states/Other-Tenants-1/acme"]` {
+		t.Errorf("stack prefix Other: got named log groups %v, want [/aws/vendedlogs/states/Other-Tenants-1/acme]", names)
+	}
+}
+
+// 1b. The controller reserves no concurrency by default: the FIFO message group serializes, and a
+// reservation fails on accounts with a low concurrency quota. It stays available as an opt-in.
+func TestControllerConcurrency(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		c := props(functionsOf(t, tenant)["lambdas/controller"])
+		if v, ok := c["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("tenant %s: ReservedConcurrentExecutions got %v, want none by default", tenant, v)
+		}
+	}
+	_, tpl := pipelineApp(t, func(p *tenantpipeline.Props) { p.ControllerReservedConcurrency = 1 }, nil)
+	var got []any
+	for _, fn := range tenantResources(t, tpl, "AWS::Lambda::Function", "acme") {
+		if v, ok := props(fn)["ReservedConcurrentExecutions"]; ok {
+			got = append(got, v)
+		}
+	}
+	if asJSON(got) != `[1]` {
+		t.Errorf("opt-in ControllerReservedConcurrency 1: got reserved values %v, want [1] on the controller only", got)
+	}
+}
+
+// 1c. The rule's target has an explicit retry policy and a standard, SSE-SQS, TLS-only dead-letter
+// queue that only this rule may send to.
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
+func TestRuleTargetHasRetryPolicyAndDeadLetterQueue(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		t.Run(tenant, func(t *testing.T) {
+			ruleID, r := only(t, shared.template, "AWS::Events::Rule", tenant)
+			dlqID, dlq := ruleDLQ(t, shared.template, tenant)
+			target := get(t, props(r), "Targets", 0)
+			if got := asJSON(get(t, target, "DeadLetterConfig", "Arn")); got != `{"Fn::GetAtt":["`+dlqID+`","Arn"]}` {
+				t.Errorf("DeadLetterConfig.Arn: got %s, want the tenant's dead-letter queue %s", got, dlqID)
+			}
+			if got := asJSON(get(t, target, "RetryPolicy")); got != `{"MaximumEventAgeInSeconds":86400,"MaximumRetryAttempts":185}` {
+				t.Errorf("RetryPolicy: got %s, want 24 h and 185 attempts", got)
+			}
+			p := props(dlq)
+			if p["SqsManagedSseEnabled"] != true || p["MessageRetentionPeriod"] != float64(1209600) {
+				t.Errorf("dead-letter queue: got SSE-SQS %v, retention %v; want true, 1209600", p["SqsManagedSseEnabled"], p["MessageRetentionPeriod"])
+			}
+			if _, kms := p["KmsMasterKeyId"]; kms {
+				t.Errorf("dead-letter queue: got a KMS key, want SSE-SQS")
+			}
+			var tlsDeny, ruleAllow bool
+			for _, s := range get(t, props(queuePolicyOf(t, shared.template, tenant, dlqID)), "PolicyDocument", "Statement").([]any) {
+				js := asJSON(s)
+				st := s.(map[string]any)
+				if st["Effect"] == "Deny" && strings.Contains(js, `"aws:SecureTransport":"false"`) {
+					tlsDeny = true
+				}
+				if st["Effect"] == "Allow" {
+					if !strings.Contains(js, `"Service":"events.amazonaws.com"`) || !strings.Contains(js, `"aws:SourceArn":{"Fn::GetAtt":["`+ruleID+`","Arn"]}`) {
+						t.Errorf("dead-letter queue allow statement %s: want only events.amazonaws.com on behalf of rule %s", js, ruleID)
+					}
+					ruleAllow = true
+				}
+			}
+			if !tlsDeny || !ruleAllow {
+				t.Errorf("dead-letter queue policy: got TLS deny %v, rule allow %v, want both", tlsDeny, ruleAllow)
+			}
+		})
+	}
+}
+
+// 2a. Both queues are retained when a tenant is removed: they may hold files.
+func TestQueuesAreRetained(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		qs := tenantResources(t, shared.template, "AWS::SQS::Queue", tenant)
+		if len(qs) != 2 {
+			t.Errorf("tenant %s: got %d queues, want 2 (FIFO queue, rule dead-letter queue)", tenant, len(qs))
+		}
+		for id, q := range qs {
+			if q["DeletionPolicy"] != "Retain" || q["UpdateReplacePolicy"] != "Retain" {
+				t.Errorf("%s: got DeletionPolicy %v, UpdateReplacePolicy %v, want Retain, Retain", id, q["DeletionPolicy"], q["UpdateReplacePolicy"])
+			}
+		}
+	}
+}
+
+// 4a. A bucket of this app without EventBridge fails synth with the fix in the message; without
+// versioning it warns; an imported bucket cannot be read and is not checked.
+func TestBucketChecks(t *testing.T) {
+	bucketWith := func(eventBridge, versioned bool) func(awscdk.Stack) awss3.IBucket {
+		return func(s awscdk.Stack) awss3.IBucket {
+			return awss3.NewBucket(s, jsii.String("Ingest"), &awss3.BucketProps{
+				EventBridgeEnabled: jsii.Bool(eventBridge), Versioned: jsii.Bool(versioned), EnforceSSL: jsii.Bool(true),
+			})
+		}
+	}
+	tests := []struct {
+		name        string
+		bucket      func(awscdk.Stack) awss3.IBucket
+		wantError   string
+		wantWarning bool
+	}{
+		{name: "EventBridge on, versioned", bucket: bucketWith(true, true)},
+		{name: "EventBridge off", bucket: bucketWith(false, true), wantError: "does not send events to EventBridge"},
+		{name: "EventBridge turned on after creation", bucket: func(s awscdk.Stack) awss3.IBucket {
+			b := bucketWith(false, true)(s).(awss3.Bucket)
+			b.EnableEventBridgeNotification()
+			return b
+		}},
+		{name: "unversioned", bucket: bucketWith(true, false), wantWarning: true},
+		{name: "imported", bucket: func(s awscdk.Stack) awss3.IBucket {
+			return awss3.Bucket_FromBucketName(s, jsii.String("Ingest"), jsii.String("corp-ingest"))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stack awscdk.Stack
+			err := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("%v", r)
+					}
+				}()
+				stack, _ = pipelineApp(t, nil, tt.bucket)
+				return nil
+			}()
+			switch {
+			case tt.wantError == "" && err != nil:
+				t.Fatalf("got synth error %v, want none", err)
+			case tt.wantError != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantError) || !strings.Contains(err.Error(), "EventBridgeEnabled: jsii.Bool(true)") {
+					t.Fatalf("got synth error %v, want one containing %q and the fix", err, tt.wantError)
+				}
+				return
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("is not versioned.*Versioned: jsii.Bool\\(true\\)")))
+			if got := len(*warnings) > 0; got != tt.wantWarning {
+				t.Errorf("got versioning warning %v, want %v", got, tt.wantWarning)
+			}
+		})
+	}
+}
+
+// 4b. An app outside this module builds a TenantPipeline from the public API alone: a temporary
+// module that requires this one (through a replace directive) and imports only the construct's
+// package must compile.
+func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same requirements as this module, so no download is needed.
+	mod := strings.Replace(string(goMod), "module github.com/example/tenantpipeline", "module example.org/outside", 1) +
+		"\nrequire github.com/example/tenantpipeline v0.0.0\nreplace github.com/example/tenantpipeline => " + root + "\n"
+	files := map[string]string{
+		"go.mod": mod,
+		"main.go": `package main
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+)
+
+func main() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Outside"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+	p := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant:          tenantpipeline.Tenant{ID: "acme", Format: "jsonl", OnFailure: "halt", RegisterURL: "https://core.example.com/r"},
+		Bucket:          bucket,
+		WorkflowTimeout: 2 * time.Hour,
+		Alarms:          tenantpipeline.AlarmThresholds{HeadQueued: time.Hour},
+	})
+	_ = p.Alarms.Stalled
+	app.Synth(nil)
+}
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "outside"), ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of an app in a module outside this one: %v\n%s", err, out)
+	}
+}
+
+// Defaults that derive from the workflow timeout reach the template.
+func TestAlarmThresholdsFollowWorkflowTimeout(t *testing.T) {
+	_, tpl := pipelineApp(t, func(p *tenantpipeline.Props) { p.WorkflowTimeout = 2 * time.Hour }, nil)
+	want := map[string]float64{"OldestMessageAlarm": 3 * 3600, "HeadRunningAlarm": 90 * 60, "HeadQueuedAlarm": 2 * 3600}
+	for suffix, threshold := range want {
+		p := alarmByID(t, tpl, "acme", suffix)
+		if p["Threshold"] != threshold {
+			t.Errorf("%s: got threshold %v, want %v", suffix, p["Threshold"], threshold)
+		}
+	}
+}
