@@ -94,3 +94,34 @@ func TestSplitBatchErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitDynamoDBKeyColumns: a CSV file whose header lacks a dynamodb.key column fails in Split,
+// naming line 1 and the column, before anything is written.
+func TestSplitDynamoDBKeyColumns(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		key        []string
+		want       string
+	}{
+		{"key present", "id,at,v\n1,2,3\n", []string{"id", "at"}, ""},
+		{"sort key missing", "id,v\n1,3\n", []string{"id", "at"}, `inbox/t1/k.csv: line 1: the header has no column "at", which the tenant's dynamodb.key names`},
+		{"header only is an empty file", "v\n", []string{"id"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, "inbox/t1/k.csv", &sourcetest.Object{Data: []byte(tc.data), ETag: "e"})
+			ten := pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 100, DynamoDB: &pipeline.DynamoDBSink{Key: tc.key, Table: "tbl"}}
+			_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
+				Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k.csv", ETag: "e"}, ExecutionName: "exec-1"})
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("got %v, want no error", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || fmt.Sprintf("%T", err) != "*pipeline.ValidationError" {
+				t.Errorf("got %T %v, want a ValidationError containing %q", err, err, tc.want)
+			}
+		})
+	}
+}

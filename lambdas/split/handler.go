@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -113,6 +114,16 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
 	}
 
+	if d := t.DynamoDB; d != nil && t.Format == pipeline.FormatCSV && sum.Records > 0 {
+		// Every record would fail in Register for want of its key; say so once, before anything is
+		// written.
+		for _, k := range d.Key {
+			if !slices.Contains(sum.Header, k) {
+				return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
+					"%s: line 1: the header has no column %q, which the tenant's dynamodb.key names", file, k)}
+			}
+		}
+	}
 	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
 	var body []byte
 	if t.BatchMode() {
