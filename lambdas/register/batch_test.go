@@ -286,3 +286,45 @@ func TestBatchSecretRotation(t *testing.T) {
 		t.Errorf("got %d POSTs, want 2 with one key (a 401, then the resend)", len(c.seen))
 	}
 }
+
+func TestValidateRequestSinks(t *testing.T) {
+	base := pipeline.ChunkRequest{Source: pipeline.Source{Bucket: "b", Key: "k", EventTime: "2026-11-30T12:00:00Z"}, ExecutionName: "e", Records: 10, Chunk: 3}
+	for _, tc := range []struct {
+		name    string
+		tenant  pipeline.Tenant
+		mutate  func(*pipeline.ChunkRequest)
+		target  string
+		wantMsg string // "" for valid
+	}{
+		{"batch", batchTenant("https://core.example.com/r"), nil, "https://core.example.com/r", ""},
+		{"version 2: the chunk index is not checked against chunkSize", batchTenant("https://core.example.com/r"),
+			func(r *pipeline.ChunkRequest) { r.Manifest.Version = 2; r.Chunk = 50 }, "https://core.example.com/r", ""},
+		{"version 2, negative chunk", batchTenant("https://core.example.com/r"),
+			func(r *pipeline.ChunkRequest) { r.Manifest.Version = 2; r.Chunk = -1 }, "", "chunk -1 is outside the file"},
+		{"unknown manifest version", batchTenant("https://core.example.com/r"),
+			func(r *pipeline.ChunkRequest) { r.Manifest.Version = 3 }, "", "manifest version 3 is not 1 or 2"},
+		{"dynamodb needs no registerUrl", ddbTenant("csv", "id"), nil, "", ""},
+		{"dynamodb without a table", func() pipeline.Tenant { t := ddbTenant("csv", "id"); t.DynamoDB.Table = ""; return t }(), nil, "", "dynamodb needs a table"},
+		{"dynamodb with three keys", ddbTenant("csv", "a", "b", "c"), nil, "", "1 or 2 key fields"},
+		{"dynamodb, bad event time", ddbTenant("csv", "id"), func(r *pipeline.ChunkRequest) { r.Source.EventTime = "noon" }, "", "cannot order this file's records"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			r.Tenant = tc.tenant
+			r.Tenant.ChunkSize = 3
+			if tc.mutate != nil {
+				tc.mutate(&r)
+			}
+			_, target, err := validateRequest(r)
+			if tc.wantMsg == "" {
+				if err != nil || target != tc.target {
+					t.Errorf("got %q, %v, want %q and no error", target, err, tc.target)
+				}
+				return
+			}
+			if source.ErrorType(err) != pipeline.ErrPermanent || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("got %s %v, want a PermanentError containing %q", source.ErrorType(err), err, tc.wantMsg)
+			}
+		})
+	}
+}
