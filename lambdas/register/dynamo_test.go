@@ -352,7 +352,7 @@ func TestDynamoDBPerKeyOrder(t *testing.T) {
 			db.delay = func() time.Duration {
 				mu.Lock()
 				defer mu.Unlock()
-				return time.Duration(rng.IntN(300)) * time.Microsecond
+				return time.Duration(200+rng.IntN(800)) * time.Microsecond
 			}
 			tenant := ddbTenant("csv", "id")
 			tenant.DynamoDB.Concurrency = conc
@@ -438,7 +438,8 @@ func TestDynamoDBStopsBeforeDeadline(t *testing.T) {
 	if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "the Lambda timeout is near") {
 		t.Errorf("got %v, want a RetryableError naming the timeout", err)
 	}
-	if d := time.Since(start); d > 1250*time.Millisecond {
-		t.Errorf("got the handler back after %s, want it before the margin (1.2s)", d)
+	// The budget ends at 1.2 s, the write would take 5 s; allow for a loaded machine.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("got the handler back after %s, want it at the budget's end (1.2s), not after the 5s write", d)
 	}
 }
