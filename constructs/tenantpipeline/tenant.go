@@ -35,6 +35,40 @@ type Tenant struct {
 	// RegisterAuthSecretARN is a Secrets Manager secret sent as the Authorization header.
 	// Default: no Authorization header.
 	RegisterAuthSecretARN string
+	// RegisterMode is "record" (one POST per record) or "batch" (one POST per chunk).
+	// Default: "record".
+	RegisterMode string
+	// MaxBatchBytes bounds the encoded records of one batch POST; Split cuts chunks by records and
+	// by these bytes. Batch mode only. Default: 5 MiB.
+	MaxBatchBytes int
+	// DynamoDB makes the tenant's sink a DynamoDB table of conditional upserts instead of HTTP.
+	// Default: none (the HTTP adapter).
+	DynamoDB *DynamoDB
+}
+
+// DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
+type DynamoDB struct {
+	// Key names the record fields of the partition key and, if two, the sort key. Required.
+	Key []string
+	// Table is an existing table's name. Default: the construct creates the table.
+	Table string
+	// Concurrency bounds the records of one chunk written at once; records of one key are always
+	// written in file order. Default: 16.
+	Concurrency int
+}
+
+func (d *DynamoDB) internal() *tenants.DynamoDB {
+	if d == nil {
+		return nil
+	}
+	return &tenants.DynamoDB{Key: append([]string(nil), d.Key...), Table: d.Table, Concurrency: d.Concurrency}
+}
+
+func dynamoDBFrom(d *tenants.DynamoDB) *DynamoDB {
+	if d == nil {
+		return nil
+	}
+	return &DynamoDB{Key: append([]string(nil), d.Key...), Table: d.Table, Concurrency: d.Concurrency}
 }
 
 // WithDefaults returns t with every unset field at its documented default.
@@ -48,6 +82,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
 	}
 }
 
@@ -56,6 +91,7 @@ func (t Tenant) internal() tenants.Tenant {
 		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
 	}
 }
 

@@ -82,7 +82,63 @@ type Tenant struct {
 	// RegisterAuthSecretARN names a Secrets Manager secret whose string value is sent as the
 	// Authorization header. Empty means no header.
 	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
+	// RegisterMode is RegisterModeRecord (one POST per record; empty means this) or
+	// RegisterModeBatch (one POST per chunk).
+	RegisterMode string `json:"registerMode,omitempty"`
+	// MaxBatchBytes bounds the encoded "records" array of one batch POST; Split cuts a batch-mode
+	// chunk before it would exceed it. Zero means DefaultMaxBatchBytes.
+	MaxBatchBytes int `json:"maxBatchBytes,omitempty"`
+	// DynamoDB, when set, makes Register write the records to a DynamoDB table instead of POSTing
+	// them (docs/data-path.md, "DynamoDB sink").
+	DynamoDB *DynamoDBSink `json:"dynamodb,omitempty"`
 }
+
+// Register modes of the bundled HTTP adapter.
+const (
+	RegisterModeRecord = "record"
+	RegisterModeBatch  = "batch"
+)
+
+// Batch limits. A batch POST carries at most MaxBatchBytes of encoded records.
+const (
+	DefaultMaxBatchBytes = 5 * 1024 * 1024
+	MinMaxBatchBytes     = 1024
+	MaxMaxBatchBytes     = 64 * 1024 * 1024
+)
+
+// BatchMode reports whether Register sends one POST per chunk.
+func (t Tenant) BatchMode() bool { return t.DynamoDB == nil && t.RegisterMode == RegisterModeBatch }
+
+// BatchBytes is the tenant's maxBatchBytes, defaulted.
+func (t Tenant) BatchBytes() int {
+	if t.MaxBatchBytes == 0 {
+		return DefaultMaxBatchBytes
+	}
+	return t.MaxBatchBytes
+}
+
+// DynamoDBSink is a tenant's DynamoDB sink: each record becomes one item of Table, keyed by the
+// record's Key fields (partition key, then optional sort key), both stored as strings.
+type DynamoDBSink struct {
+	Key []string `json:"key"`
+	// Table is the table's name. tenants.json may leave it empty; the construct then creates the
+	// table and fills its name in before the tenant is passed to an execution.
+	Table string `json:"table,omitempty"`
+	// Concurrency bounds the records of one chunk written at once (records of one key are always
+	// written one after another, in file order). Zero means DefaultDynamoDBConcurrency.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// DynamoDB sink limits and reserved attribute names.
+const (
+	DefaultDynamoDBConcurrency = 16
+	MaxDynamoDBConcurrency     = 256
+	// SeqAttribute holds an item's order (docs/data-path.md): a newer-or-equal one is never
+	// overwritten.
+	SeqAttribute = "_seq"
+	// MetaAttribute holds {executionName, recordNumber}, for audit.
+	MetaAttribute = "_meta"
+)
 
 // Source is the exact object version that triggered a workflow.
 type Source struct {
@@ -96,6 +152,9 @@ type Source struct {
 	ETag      string `json:"etag,omitempty"`
 	Size      int64  `json:"size"`
 	Sequencer string `json:"sequencer,omitempty"`
+	// EventTime is the event's "time" (RFC 3339). With Sequencer it orders the DynamoDB sink's
+	// writes (SeqOf).
+	EventTime string `json:"eventTime,omitempty"`
 }
 
 // WorkflowInput is the input the controller gives StartExecution for one file.
@@ -117,6 +176,9 @@ type SplitRequest struct {
 type Location struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
+	// Version is the manifest format, for a manifest (manifest.go): 0 (absent) or ManifestV1, and
+	// ManifestV2 for chunks cut by bytes.
+	Version int `json:"version,omitempty"`
 }
 
 // Segment is a run of at most SegmentChunks consecutive chunks, registered by one segment execution.
@@ -126,8 +188,10 @@ type Segment struct {
 	LastChunk  int `json:"lastChunk"` // inclusive, as States.ArrayRange takes it
 }
 
-// SplitResult is what Split returns. Chunk i holds records i*ChunkSize+1 … of the file (1-based,
-// data rows only); every chunk but the last is full.
+// SplitResult is what Split returns. With a version 1 manifest chunk i holds records
+// i*ChunkSize+1 … of the file (1-based, data rows only) and every chunk but the last is full; with a
+// version 2 manifest (batch mode) a chunk may also end early to stay within MaxBatchBytes, and the
+// manifest holds each chunk's first record.
 type SplitResult struct {
 	// Source is the object Split read: the input source with Key set to the key that matched the
 	// event's version and ETag, the key as given or its form-decoded form (source.Open). The
@@ -166,10 +230,12 @@ type ChunkRequest struct {
 	Chunk         int      `json:"chunk"` // 0-based chunk index
 }
 
-// FirstRecord is the 1-based number of the chunk's first record.
+// FirstRecord is the 1-based number of the chunk's first record. It holds only for a version 1
+// manifest, whose chunks are all ChunkSize records; a version 2 manifest (chunks cut by bytes)
+// stores each chunk's first record and Register reads it from there.
 func (r ChunkRequest) FirstRecord() int64 { return int64(r.Chunk)*int64(r.Tenant.ChunkSize) + 1 }
 
-// RecordCount is the number of records in the chunk.
+// RecordCount is the number of records in the chunk, for a version 1 manifest (see FirstRecord).
 func (r ChunkRequest) RecordCount() int64 {
 	n := r.Records - int64(r.Chunk)*int64(r.Tenant.ChunkSize)
 	return max(0, min(n, int64(r.Tenant.ChunkSize)))

@@ -107,3 +107,69 @@ func TestManifestKey(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+func TestManifestV2RoundTrip(t *testing.T) {
+	// Chunks of 2, 1 and 3 records (cut by bytes), the last offsets above 2^32.
+	bs := []Boundary{{3, 1}, {120, 3}, {4_000_000_000, 4}, {4_000_000_100, 7}}
+	want := []ChunkSpan{{3, 120, 1, 2}, {120, 4_000_000_000, 3, 1}, {4_000_000_000, 4_000_000_100, 4, 3}}
+	m := EncodeManifestV2(bs)
+	if len(m) != 16*len(bs) {
+		t.Fatalf("manifest is %d bytes, want %d", len(m), 16*len(bs))
+	}
+	for chunk, w := range want {
+		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
+			var first, last int64
+			if _, err := fmtSscanf(ManifestRangeV2(chunk), &first, &last); err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeChunkSpan(m[first : last+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != w {
+				t.Errorf("got %+v, want %+v", got, w)
+			}
+		})
+	}
+}
+
+func TestDecodeChunkSpanRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"short", make([]byte, 31)},
+		{"v1 entry", EncodeManifest([]int64{0, 10})},
+		{"empty range", EncodeManifestV2([]Boundary{{10, 1}, {10, 2}})},
+		{"no records", EncodeManifestV2([]Boundary{{0, 1}, {10, 1}})},
+		{"record zero", EncodeManifestV2([]Boundary{{0, 0}, {10, 2}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := DecodeChunkSpan(tc.b); err == nil {
+				t.Errorf("got %+v and no error, want an error", got)
+			}
+		})
+	}
+}
+
+func TestBatchDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		t         Tenant
+		batch     bool
+		batchSize int
+	}{
+		{"record mode by default", Tenant{}, false, 5 * 1024 * 1024},
+		{"batch", Tenant{RegisterMode: "batch", MaxBatchBytes: 2048}, true, 2048},
+		{"dynamodb is never batch", Tenant{RegisterMode: "batch", DynamoDB: &DynamoDBSink{Key: []string{"id"}}}, false, 5 * 1024 * 1024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.t.BatchMode(); got != tc.batch {
+				t.Errorf("BatchMode: got %v, want %v", got, tc.batch)
+			}
+			if got := tc.t.BatchBytes(); got != tc.batchSize {
+				t.Errorf("BatchBytes: got %d, want %d", got, tc.batchSize)
+			}
+		})
+	}
+}

@@ -43,6 +43,17 @@ func (r Record) Object(header []string) (json.RawMessage, error) {
 	return append(b, '}'), nil
 }
 
+// BatchJSON is the record exactly as a batch POST's "records" array holds it: Object, compacted
+// and escaped as encoding/json embeds a json.RawMessage. Split measures chunks with it, so the
+// bytes Split counts are the bytes Register sends.
+func (r Record) BatchJSON(header []string) (json.RawMessage, error) {
+	obj, err := r.Object(header)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
 // ErrTooManyRecords is a range that holds more records than the chunk may: the range and the
 // record count disagree, which no retry can fix.
 var ErrTooManyRecords = errors.New("the range holds more records than the chunk")

@@ -29,14 +29,32 @@ type Summary struct {
 // A file that breaks its format fails with *Error. An error returned by boundary is returned as
 // is; any other error is a read error of r.
 func Split(r io.Reader, f Format, chunkSize int, boundary func(offset int64) error) (Summary, error) {
-	if chunkSize < 1 {
-		return Summary{}, fmt.Errorf("chunk size %d must be at least 1", chunkSize)
+	return SplitCut(r, f, Cut{Records: chunkSize}, func(b pipeline.Boundary) error { return boundary(b.Offset) })
+}
+
+// Cut says where a chunk ends: after Records records, or earlier when Bytes > 0 and one more
+// record would make the chunk's records, encoded as the JSON array a batch POST carries (BatchJSON
+// of each, comma-separated, in brackets), longer than Bytes.
+type Cut struct {
+	Records int
+	Bytes   int64
+}
+
+// SplitCut is Split with chunks cut by records and, optionally, bytes. Each boundary carries the
+// number of the first record after it (Records+1 for the last). A record whose encoding alone is
+// over cut.Bytes fails the file with an *Error naming its line.
+func SplitCut(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundary) error) (Summary, error) {
+	if cut.Records < 1 {
+		return Summary{}, fmt.Errorf("chunk size %d must be at least 1", cut.Records)
+	}
+	if cut.Bytes < 0 {
+		return Summary{}, fmt.Errorf("chunk byte limit %d must not be negative", cut.Bytes)
 	}
 	t, err := openText(r, f, true)
 	if err != nil {
 		return Summary{}, err
 	}
-	s := &splitter{text: t, f: f, chunkSize: int64(chunkSize), boundary: boundary}
+	s := &splitter{text: t, f: f, chunkSize: int64(cut.Records), maxBytes: cut.Bytes, boundary: boundary}
 	if f.Kind == pipeline.FormatJSONL {
 		err = s.jsonl()
 	} else {
@@ -52,10 +70,13 @@ type splitter struct {
 	*text
 	f         Format
 	chunkSize int64
-	boundary  func(int64) error
+	maxBytes  int64 // 0: chunks are not cut by bytes
+	boundary  func(pipeline.Boundary) error
 	header    []string
 	records   int64
 	chunks    int
+	inChunk   int64 // records in the current chunk
+	bytes     int64 // the current chunk's records as a JSON array
 	end       int64 // decoded offset just past the last record
 	recCap    int64 // CSV: the longest a record may be
 }
@@ -63,40 +84,79 @@ type splitter struct {
 // started reports the first boundary.
 func (s *splitter) started(off int64) error {
 	s.end = off
-	raw, err := s.offsets.at(off)
-	if err != nil {
-		return err
-	}
-	return s.boundary(raw)
+	return s.cut(off)
 }
 
-// recorded counts a record that ends at decoded offset off and reports a boundary when a chunk
-// is full.
-func (s *splitter) recorded(off int64) error {
-	s.records++
-	s.end = off
+// cut reports a boundary at decoded offset off, before record s.records+1.
+func (s *splitter) cut(off int64) error {
 	raw, err := s.offsets.at(off)
 	if err != nil {
 		return err
 	}
-	if s.records%s.chunkSize == 0 {
+	return s.boundary(pipeline.Boundary{Offset: raw, FirstRecord: s.records + 1})
+}
+
+// fits makes room for a record of size encoded bytes that starts on line: it ends the current
+// chunk first if the record would take it over the byte limit. A record that fits in no chunk
+// fails the file. Without a byte limit it does nothing.
+func (s *splitter) fits(size, line int64) error {
+	if s.maxBytes == 0 {
+		return nil
+	}
+	if size+2 > s.maxBytes {
+		return &Error{Line: line, Reason: fmt.Sprintf("record is %d bytes as JSON, so a batch holding it alone is over the maxBatchBytes limit of %d", size, s.maxBytes)}
+	}
+	if s.inChunk > 0 && s.bytes+size+1 > s.maxBytes {
 		s.chunks++
-		return s.boundary(raw)
+		s.inChunk, s.bytes = 0, 0
+		return s.cut(s.end)
+	}
+	return nil
+}
+
+// recorded counts a record of size encoded bytes that ends at decoded offset off, and reports a
+// boundary when a chunk is full.
+func (s *splitter) recorded(off, size int64) error {
+	s.records++
+	s.end = off
+	if s.inChunk == 0 {
+		s.bytes = 1 // "["
+	}
+	s.inChunk++
+	s.bytes += size + 1 // the record and its "," or "]"
+	if s.inChunk == s.chunkSize {
+		s.chunks++
+		s.inChunk, s.bytes = 0, 0
+		return s.cut(off)
 	}
 	return nil
 }
 
 // finished reports the end of a last, partial chunk.
 func (s *splitter) finished() error {
-	if s.records%s.chunkSize == 0 {
+	if s.inChunk == 0 {
 		return nil
 	}
-	raw, err := s.offsets.at(s.end)
-	if err != nil {
-		return err
-	}
 	s.chunks++
-	return s.boundary(raw)
+	return s.cut(s.end)
+}
+
+// csvSize is a CSV record's BatchJSON length, when chunks are cut by bytes.
+func (s *splitter) csvSize(rec []string) (int64, error) {
+	if s.maxBytes == 0 {
+		return 0, nil
+	}
+	obj, err := Record{Fields: rec}.BatchJSON(s.header)
+	return int64(len(obj)), err
+}
+
+// jsonSize is a JSON line's BatchJSON length, when chunks are cut by bytes.
+func (s *splitter) jsonSize(b []byte) (int64, error) {
+	if s.maxBytes == 0 {
+		return 0, nil
+	}
+	obj, err := Record{JSON: b}.BatchJSON(nil)
+	return int64(len(obj)), err
 }
 
 // recordCap is the largest a CSV record of n fields can be in the text: every field at the limit,
@@ -147,7 +207,15 @@ func (s *splitter) csv() error {
 		if err := s.checkFields(cr, rec); err != nil {
 			return err
 		}
-		if err := s.recorded(cr.InputOffset()); err != nil {
+		size, err := s.csvSize(rec)
+		if err != nil {
+			return err
+		}
+		line, _ := cr.FieldPos(0)
+		if err := s.fits(size, int64(line)); err != nil {
+			return err
+		}
+		if err := s.recorded(cr.InputOffset(), size); err != nil {
 			return err
 		}
 		lastLine, _ = cr.FieldPos(width - 1)
@@ -268,7 +336,14 @@ func (s *splitter) jsonl() error {
 		if err := checkJSONLine(b, s.f, s.in.check.bad); err != nil {
 			return lineError(err, line, 0, s.f)
 		}
-		if err := s.recorded(off); err != nil {
+		size, err := s.jsonSize(b)
+		if err != nil {
+			return err
+		}
+		if err := s.fits(size, line); err != nil {
+			return err
+		}
+		if err := s.recorded(off, size); err != nil {
 			return err
 		}
 	}

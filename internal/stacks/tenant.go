@@ -11,5 +11,13 @@ func pipelineTenant(t tenants.Tenant) tenantpipeline.Tenant {
 		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDB(t.DynamoDB),
 	}
+}
+
+func dynamoDB(d *tenants.DynamoDB) *tenantpipeline.DynamoDB {
+	if d == nil {
+		return nil
+	}
+	return &tenantpipeline.DynamoDB{Key: append([]string(nil), d.Key...), Table: d.Table, Concurrency: d.Concurrency}
 }

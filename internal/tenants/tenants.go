@@ -53,6 +53,36 @@ type Tenant struct {
 	// RegisterAuthSecretARN is a Secrets Manager secret sent as the Authorization header.
 	// Default: no Authorization header.
 	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
+
+	// Sinks (issue 11). RegisterMode is "record" (one POST per record) or "batch" (one POST per
+	// chunk). Default: "record" (left empty).
+	RegisterMode string `json:"registerMode,omitempty"`
+	// MaxBatchBytes bounds one batch POST's encoded records; batch mode only. Default: 5 MiB.
+	MaxBatchBytes int `json:"maxBatchBytes,omitempty"`
+	// DynamoDB makes Register write each record to a DynamoDB table instead of POSTing it; such a
+	// tenant has no registerUrl.
+	DynamoDB *DynamoDB `json:"dynamodb,omitempty"`
+}
+
+// DynamoDB is a tenant's "dynamodb" sink.
+type DynamoDB struct {
+	// Key names the record fields of the partition key and, if two, the sort key.
+	Key []string `json:"key"`
+	// Table is an existing table's name. Default: the construct creates the table.
+	Table string `json:"table,omitempty"`
+	// Concurrency bounds the records of a chunk written at once. Default: 16.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// UnmarshalJSON decodes strictly, as the tenant around it: unknown or mis-cased fields are errors.
+func (d *DynamoDB) UnmarshalJSON(b []byte) error {
+	type plain DynamoDB
+	var p plain
+	if err := strictDecode(b, &p); err != nil {
+		return fmt.Errorf("dynamodb: %w", err)
+	}
+	*d = DynamoDB(p)
+	return nil
 }
 
 // idPattern keeps ids safe everywhere they appear: CloudFormation logical ids and generated names
@@ -164,6 +194,7 @@ func (t Tenant) WithDefaults() Tenant {
 	}
 	t.OnFailure = cmpOr(t.OnFailure, pipeline.OnFailureContinue)
 	t.IdempotencyKey = cmpOr(t.IdempotencyKey, pipeline.IdempotencyObjectVersion)
+	t = t.sinkDefaults()
 	return t
 }
 
@@ -246,6 +277,7 @@ func (t Tenant) Validate() error {
 	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
+	t.validateSink(bad)
 	return errors.Join(errs...)
 }
 
@@ -275,5 +307,8 @@ func (t Tenant) Settings() pipeline.Tenant {
 		MaxFieldBytes:         t.MaxFieldBytes,
 		RegisterURL:           t.RegisterURL,
 		RegisterAuthSecretARN: t.RegisterAuthSecretARN,
+		RegisterMode:          t.RegisterMode,
+		MaxBatchBytes:         t.MaxBatchBytes,
+		DynamoDB:              t.DynamoDB.settings(),
 	}
 }

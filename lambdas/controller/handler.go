@@ -219,6 +219,7 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 			ETag:      o.ETag,
 			Size:      o.Size,
 			Sequencer: o.Sequencer,
+			EventTime: eventTime(ev),
 		},
 		EventID: ev.ID,
 	})
@@ -424,4 +425,12 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// eventTime is the event's time for the DynamoDB sink's order (pipeline.SeqOf); "" when absent.
+func eventTime(ev s3event.Event) string {
+	if ev.Time.IsZero() {
+		return ""
+	}
+	return ev.Time.UTC().Format(time.RFC3339Nano)
 }

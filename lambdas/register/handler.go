@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,6 +44,7 @@ const DefaultDeadlineMargin = 2 * time.Second
 // Handler registers one chunk.
 type Handler struct {
 	S3          ObjectAPI
+	DynamoDB    ItemAPI // the DynamoDB sink's client; unused by HTTP tenants
 	HTTP        Doer
 	Secrets     *SecretCache
 	HTTPTimeout time.Duration
@@ -84,13 +86,22 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int6
 		return 0, err
 	}
 	b := h.budget(ctx, req)
-	recs, err := h.readChunk(ctx, b, req, f)
+	recs, err := h.readChunk(ctx, &b, req, f)
 	if err != nil {
 		return 0, err
+	}
+	if req.Tenant.DynamoDB != nil {
+		return h.writeItems(ctx, b, req, recs)
 	}
 	auth, err := h.auth(ctx, b, req, false)
 	if err != nil {
 		return 0, err
+	}
+	if req.Tenant.BatchMode() {
+		if err := h.sendBatch(ctx, b, req, target, &auth, recs); err != nil {
+			return 0, err
+		}
+		return int64(len(recs)), nil
 	}
 	for i, rec := range recs {
 		if err := h.send(ctx, b, req, target, &auth, rec); err != nil {
@@ -101,7 +112,8 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int6
 }
 
 // validateRequest checks what a retry cannot fix: the tenant's format settings, chunk size and
-// registerUrl, the chunk index and the execution name the idempotency keys are built from.
+// sink (registerUrl, or the DynamoDB table and key), the manifest version, the chunk index and the
+// execution name the idempotency keys are built from. The target is "" for the DynamoDB sink.
 func validateRequest(req pipeline.ChunkRequest) (records.Format, string, error) {
 	t := req.Tenant
 	permanent := func(format string, a ...any) error {
@@ -114,17 +126,38 @@ func validateRequest(req pipeline.ChunkRequest) (records.Format, string, error) 
 	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
 		return f, "", permanent("tenant %q chunkSize %d is outside %d..%d", t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)
 	}
-	target, err := url.Parse(t.RegisterURL)
-	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
-		return f, "", permanent("tenant %q registerUrl is not an http(s) URL", t.ID)
+	var targetURL string
+	if d := t.DynamoDB; d != nil {
+		if d.Table == "" || len(d.Key) < 1 || len(d.Key) > 2 || slices.Contains(d.Key, "") {
+			return f, "", permanent("tenant %q dynamodb needs a table and 1 or 2 key fields", t.ID)
+		}
+		if _, err := pipeline.SeqOf(req.Source, 1); err != nil {
+			return f, "", permanent("the DynamoDB sink cannot order this file's records: %v", err)
+		}
+	} else {
+		target, err := url.Parse(t.RegisterURL)
+		if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
+			return f, "", permanent("tenant %q registerUrl is not an http(s) URL", t.ID)
+		}
+		targetURL = target.String()
 	}
-	if req.Chunk < 0 || req.RecordCount() == 0 {
-		return f, "", permanent("chunk %d is outside the file's %d records", req.Chunk, req.Records)
+	switch req.Manifest.Version {
+	case 0, pipeline.ManifestV1:
+		if req.Chunk < 0 || req.RecordCount() == 0 {
+			return f, "", permanent("chunk %d is outside the file's %d records", req.Chunk, req.Records)
+		}
+	case pipeline.ManifestV2:
+		// The manifest says which records the chunk holds; a chunk past the end reads as 416.
+		if req.Chunk < 0 {
+			return f, "", permanent("chunk %d is outside the file", req.Chunk)
+		}
+	default:
+		return f, "", permanent("manifest version %d is not 1 or 2", req.Manifest.Version)
 	}
 	if req.ExecutionName == "" {
 		return f, "", permanent("the request has no executionName, so records would have no stable idempotency key")
 	}
-	return f, target.String(), nil
+	return f, targetURL, nil
 }
 
 // minCallTime is the least time left (after the margin) in which Register starts an S3 or Secrets
@@ -142,11 +175,14 @@ type budget struct {
 	now      func() time.Time
 	file     string
 	chunk    int
-	first    int64 // the chunk's first record, where a retry resumes
+	first    int64 // the chunk's first record, where a retry resumes; 0 until a version 2 manifest is read
 }
 
 func (h *Handler) budget(ctx context.Context, req pipeline.ChunkRequest) budget {
-	b := budget{margin: h.DeadlineMargin, now: h.now, file: source.Name(req.Source), chunk: req.Chunk, first: req.FirstRecord()}
+	b := budget{margin: h.DeadlineMargin, now: h.now, file: source.Name(req.Source), chunk: req.Chunk}
+	if req.Manifest.Version != pipeline.ManifestV2 {
+		b.first = req.FirstRecord()
+	}
 	if b.margin == 0 {
 		b.margin = DefaultDeadlineMargin
 	}
@@ -170,9 +206,13 @@ func (b budget) call(ctx context.Context, what string, need, limit time.Duration
 	}
 	left := b.deadline.Sub(b.now()) - b.margin
 	if left < need {
+		from := "its first record"
+		if b.first > 0 {
+			from = fmt.Sprintf("record %d", b.first)
+		}
 		return nil, nil, &pipeline.RetryableError{Message: fmt.Sprintf(
-			"%s: stopped before %s of chunk %d: the Lambda timeout is near (%s left, it needs %s); the retry resends the chunk from record %d with the same idempotency keys",
-			b.file, what, b.chunk, left.Round(time.Millisecond), need, b.first)}
+			"%s: stopped before %s of chunk %d: the Lambda timeout is near (%s left, it needs %s); the retry resends the chunk from %s with the same idempotency keys",
+			b.file, what, b.chunk, left.Round(time.Millisecond), need, from)}
 	}
 	if limit > 0 && limit < left {
 		left = limit
@@ -181,61 +221,87 @@ func (b budget) call(ctx context.Context, what string, need, limit time.Duration
 	return ctx, cancel, nil
 }
 
-// readChunk reads the chunk's two manifest offsets, then its byte range of the pinned object
-// version, and parses it; each read under the budget.
-func (h *Handler) readChunk(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
-	start, end, err := h.readManifestEntry(ctx, b, req)
+// stopped is the RetryableError of a call the budget's context ended: the Lambda timeout is near.
+func (b budget) stopped(what string) error {
+	return &pipeline.RetryableError{Message: fmt.Sprintf(
+		"%s: stopped %s of chunk %d: the Lambda timeout is near; the retry rewrites the chunk, and records already written are kept by their _seq",
+		b.file, what, b.chunk)}
+}
+
+// readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,
+// and parses it; each read under the budget. It sets b.first from a version 2 manifest.
+func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
+	span, err := h.readManifestEntry(ctx, *b, req)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := h.readRange(ctx, b, req, f, start, end)
+	b.first = span.FirstRecord
+	recs, err := h.readRange(ctx, *b, req, f, span)
 	if err != nil {
 		return nil, err
 	}
-	if want := req.RecordCount(); int64(len(recs)) != want {
+	if want := span.Records; int64(len(recs)) != want {
 		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, len(recs), want)}
 	}
 	return recs, nil
 }
 
-func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.ChunkRequest) (int64, int64, error) {
+// readManifestEntry reads the chunk's span: its byte range from either manifest version, and its
+// records from a version 2 manifest or, for version 1, from the chunk index and ChunkSize.
+func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.ChunkRequest) (pipeline.ChunkSpan, error) {
 	m := req.Manifest
+	v2 := m.Version == pipeline.ManifestV2
+	rng, size := pipeline.ManifestRange(req.Chunk), 16
+	if v2 {
+		rng, size = pipeline.ManifestRangeV2(req.Chunk), 32
+	}
 	ctx, cancel, err := b.call(ctx, "reading the manifest", minCallTime, 0)
 	if err != nil {
-		return 0, 0, err
+		return pipeline.ChunkSpan{}, err
 	}
 	defer cancel()
 	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(m.Bucket),
 		Key:    aws.String(m.Key),
-		Range:  aws.String(pipeline.ManifestRange(req.Chunk)),
+		Range:  aws.String(rng),
 	})
 	if err != nil {
 		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", b.file, m.Bucket, m.Key, err)
 		switch source.HTTPStatus(err) {
 		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
-			return 0, 0, &pipeline.PermanentError{Message: msg, Err: err}
+			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: msg, Err: err}
 		}
-		return 0, 0, &pipeline.RetryableError{Message: msg, Err: err}
+		return pipeline.ChunkSpan{}, &pipeline.RetryableError{Message: msg, Err: err}
 	}
-	entry, err := io.ReadAll(io.LimitReader(out.Body, 17))
+	entry, err := io.ReadAll(io.LimitReader(out.Body, int64(size)+1))
 	out.Body.Close()
 	if err != nil {
-		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the manifest failed: %v", b.file, err), Err: err}
+		return pipeline.ChunkSpan{}, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the manifest failed: %v", b.file, err), Err: err}
+	}
+	bad := func(err error) error {
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: manifest s3://%s/%s, chunk %d: %v", b.file, m.Bucket, m.Key, req.Chunk, err), Err: err}
+	}
+	if v2 {
+		span, err := pipeline.DecodeChunkSpan(entry)
+		if err != nil {
+			return pipeline.ChunkSpan{}, bad(err)
+		}
+		return span, nil
 	}
 	start, end, err := pipeline.DecodeChunkRange(entry)
 	if err != nil {
-		return 0, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: manifest s3://%s/%s, chunk %d: %v", b.file, m.Bucket, m.Key, req.Chunk, err), Err: err}
+		return pipeline.ChunkSpan{}, bad(err)
 	}
 	if start == end {
-		return 0, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", b.file, req.Chunk, req.RecordCount())}
+		return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", b.file, req.Chunk, req.RecordCount())}
 	}
-	return start, end, nil
+	return pipeline.ChunkSpan{Start: start, End: end, FirstRecord: req.FirstRecord(), Records: req.RecordCount()}, nil
 }
 
 // readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the
 // key Split resolved, its version id and ETag), and parses them while the call's context lives.
-func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, start, end int64) ([]records.Record, error) {
+func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan) ([]records.Record, error) {
+	start, end := span.Start, span.End
 	in, err := source.GetInput(req.Source)
 	if err != nil {
 		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", b.file, err), Err: err}
@@ -254,11 +320,11 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
 		return nil, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", b.file, req.Chunk, n, start, end-1, end-start)}
 	}
-	recs, err := records.ParseRange(src.Body, f, req.Header, req.FirstRecord(), req.RecordCount())
+	recs, err := records.ParseRange(src.Body, f, req.Header, span.FirstRecord, span.Records)
 	var fe *records.Error
 	switch {
 	case errors.Is(err, records.ErrTooManyRecords):
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", b.file, req.Chunk, req.RecordCount()), Err: err}
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", b.file, req.Chunk, span.Records), Err: err}
 	case errors.As(err, &fe):
 		return nil, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, fe), Err: err}
 	case err != nil:
@@ -318,7 +384,7 @@ func (h *Handler) send(ctx context.Context, b budget, req pipeline.ChunkRequest,
 	if errors.As(err, &stop) {
 		return stop // the budget stopped before the POST
 	}
-	return classify(b.file, rec.Number, resp, err)
+	return classify(b.file, fmt.Sprintf("record %d", rec.Number), resp, err)
 }
 
 // wireRecord is the JSON body of one POST (docs/data-path.md, "Register wire format").
@@ -376,7 +442,7 @@ func (h *Handler) post(ctx context.Context, b budget, what, target, key, auth st
 // every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
 // redirect is reported with its status and Location: following it would turn the POST into a GET.
 // Messages name the file and record, never its contents or the response body.
-func classify(file string, record int64, resp response, err error) error {
+func classify(file, what string, resp response, err error) error {
 	if err != nil {
 		var ue *url.Error
 		reason := err.Error()
@@ -386,7 +452,7 @@ func classify(file string, record int64, resp response, err error) error {
 				reason = "timed out: " + reason
 			}
 		}
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system did not answer: %s", file, record, reason), Err: err}
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system did not answer: %s", file, what, reason), Err: err}
 	}
 	status := resp.status
 	switch {
@@ -394,12 +460,12 @@ func classify(file string, record int64, resp response, err error) error {
 		return nil
 	case status >= 300 && status < 400:
 		return &pipeline.PermanentError{Message: fmt.Sprintf(
-			"%s: record %d: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
-			file, record, status, http.StatusText(status), redactURL(resp.location))}
+			"%s: %s: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
+			file, what, status, http.StatusText(status), redactURL(resp.location))}
 	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system answered %d %s", file, record, status, http.StatusText(status))}
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system answered %d %s", file, what, status, http.StatusText(status))}
 	default:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: the core system rejected it with %d %s", file, record, status, http.StatusText(status))}
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: the core system rejected it with %d %s", file, what, status, http.StatusText(status))}
 	}
 }
 

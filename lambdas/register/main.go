@@ -32,6 +32,7 @@ func main() {
 	}
 	h := &Handler{
 		S3:          s3.NewFromConfig(cfg, awsconfig.S3Options),
+		DynamoDB:    newDynamoDB(cfg),
 		HTTP:        newHTTPClient(timeout),
 		Secrets:     NewSecretCache(secretsmanager.NewFromConfig(cfg)),
 		HTTPTimeout: timeout,

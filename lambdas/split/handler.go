@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,6 +64,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q chunkSize %d is outside %d..%d", file, t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)}
 	}
+	if t.BatchMode() && (t.BatchBytes() < pipeline.MinMaxBatchBytes || t.BatchBytes() > pipeline.MaxMaxBatchBytes) {
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q maxBatchBytes %d is outside %d..%d", file, t.ID, t.MaxBatchBytes, pipeline.MinMaxBatchBytes, pipeline.MaxMaxBatchBytes)}
+	}
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}
@@ -82,12 +86,18 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	if maxChunks == 0 {
 		maxChunks = pipeline.MaxSegments * pipeline.SegmentChunks
 	}
-	offsets := []int64{}
-	sum, err := records.Split(out.Body, f, t.ChunkSize, func(off int64) error {
-		if len(offsets) > maxChunks {
+	// Batch mode cuts chunks by bytes as well, so chunks hold any number of records and the
+	// manifest (version 2) records each chunk's first record; record mode keeps version 1.
+	cut := records.Cut{Records: t.ChunkSize}
+	if t.BatchMode() {
+		cut.Bytes = int64(t.BatchBytes())
+	}
+	bounds := []pipeline.Boundary{}
+	sum, err := records.SplitCut(out.Body, f, cut, func(b pipeline.Boundary) error {
+		if len(bounds) > maxChunks {
 			return errTooManyChunks
 		}
-		offsets = append(offsets, off)
+		bounds = append(bounds, b)
 		return nil
 	})
 	var fe *records.Error
@@ -104,8 +114,28 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
 	}
 
+	if d := t.DynamoDB; d != nil && t.Format == pipeline.FormatCSV && sum.Records > 0 {
+		// Every record would fail in Register for want of its key; say so once, before anything is
+		// written.
+		for _, k := range d.Key {
+			if !slices.Contains(sum.Header, k) {
+				return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
+					"%s: line 1: the header has no column %q, which the tenant's dynamodb.key names", file, k)}
+			}
+		}
+	}
 	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
-	body := pipeline.EncodeManifest(offsets)
+	var body []byte
+	if t.BatchMode() {
+		manifest.Version = pipeline.ManifestV2
+		body = pipeline.EncodeManifestV2(bounds)
+	} else {
+		offsets := make([]int64, len(bounds))
+		for i, b := range bounds {
+			offsets[i] = b.Offset
+		}
+		body = pipeline.EncodeManifest(offsets)
+	}
 	if _, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(manifest.Bucket),
 		Key:           aws.String(manifest.Key),
