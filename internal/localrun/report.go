@@ -76,9 +76,10 @@ type execInput struct {
 	} `json:"source"`
 }
 
-// names reports whether the execution input is about the uploaded object version.
-func (in execInput) names(u *Upload) bool {
-	return in.Source.Key == u.Key && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
+// names reports whether the execution input is about the uploaded object version. The controller
+// passes the key as the event carried it (eventKey: raw or form-encoded, Config.EventKeyForm).
+func (in execInput) names(u *Upload, eventKey string) bool {
+	return in.Source.Key == eventKey && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
 		(u.VersionID != "" || in.Source.ETag == "" || in.Source.ETag == u.ETag)
 }
 
@@ -142,7 +143,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 			fr := FileReport{Key: u.Key, VersionID: u.VersionID, ETag: u.ETag, Status: "WAITING", UploadedAt: u.At, expected: -1}
 			for _, e := range execs {
 				var in execInput
-				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u) {
+				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u, r.eventKey(u.Key)) {
 					fr.Executions++
 				}
 			}
@@ -154,7 +155,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				if err := json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in); err != nil {
 					continue
 				}
-				if !in.names(u) {
+				if !in.names(u, r.eventKey(u.Key)) {
 					continue
 				}
 				used[e.ExecutionArn] = true
