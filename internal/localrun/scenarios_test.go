@@ -22,12 +22,14 @@ import (
 // Lambda binaries. Each scenario starts its own emulators, so a failure names one scenario; the
 // assemblies and binaries are shared by the whole test binary.
 
-// scenarioTenants is the tenants file of scenarios 1–4 and 6: one tenant per failure policy and
-// idempotency key. The harness replaces registerUrl with the embedded sink.
+// scenarioTenants is the tenants file of every scenario but the burst: one tenant per failure
+// policy and idempotency key, and "wide" with one record per chunk (the 1,000-chunk segment of
+// TestScenarioWideSegment). The harness replaces registerUrl with the embedded sink.
 const scenarioTenants = `{"tenants": [
   {"id": "cont", "registerUrl": "https://core.example.com/records"},
   {"id": "halt", "onFailure": "halt", "registerUrl": "https://core.example.com/records"},
-  {"id": "ov", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records"}
+  {"id": "ov", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records"},
+  {"id": "wide", "chunkSize": 1, "registerUrl": "https://core.example.com/records"}
 ]}`
 
 const controllerPkg, registerPkg = "lambdas/controller", "lambdas/register"
