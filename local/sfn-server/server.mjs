@@ -241,7 +241,7 @@ function taskHandler(exec, st) {
 // Data fields of history events (input, output, parameters) are kept up to this size; a longer one
 // is kept as its first bytes (the server must hold the history of 1,000-chunk segments with wide
 // headers). GetExecutionHistory marks it with <field>Details.truncated.
-const MAX_EVENT_DATA = 1024;
+const MAX_EVENT_DATA = 256;
 const TRUNCATED = Symbol('truncated');
 
 function data(v) {
