@@ -511,10 +511,17 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // several runs in one process (the scenario tests) link each package once.
 var builtBinaries sync.Map
 
+// buildLocks serializes builds of one package, so that runs starting side by side (parallel
+// scenarios) never write the same binary at once.
+var buildLocks sync.Map
+
 // buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
 func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	cacheKey := moduleRoot + "\x00" + pkg
+	mu, _ := buildLocks.LoadOrStore(cacheKey, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if p, ok := builtBinaries.Load(cacheKey); ok {
 		if _, err := os.Stat(p.(string)); err == nil {
 			return p.(string), nil
