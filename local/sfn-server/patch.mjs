@@ -55,6 +55,22 @@ const LOGGER_REPLACEMENT =
   '    if (event.localSeq === undefined) event.localSeq = globalThis.__localStepFunctionsSeq = (globalThis.__localStepFunctionsSeq ?? 0) + 1;\n' +
   '    this.eventQueue.push(event);';
 
+// Third patch: "ResultPath": "$" replaces the state's input with its result, as the default does
+// (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultpath.html, "Use
+// ResultPath to replace the input with the result"). The library strips "$." from the path and
+// then writes the result into a field literally named "$", keeping the whole input.
+const RESULTPATH_ANCHOR =
+  '  if (path === null) {\n' +
+  '    return rawInput;\n' +
+  '  }\n' +
+  '  const sanitizedPath = path.replace("$.", "");';
+const RESULTPATH_REPLACEMENT =
+  '  if (path === null) {\n' +
+  '    return rawInput;\n' +
+  '  }\n' +
+  '  if (path === "$") return result;\n' +
+  '  const sanitizedPath = path.replace("$.", "");';
+
 export let patched = false;
 
 function replaceOnce(source, anchor, replacement) {
@@ -69,7 +85,10 @@ registerHooks({
   load(url, context, nextLoad) {
     const result = nextLoad(url, context);
     if (!TARGET.test(url)) return result;
-    const source = replaceOnce(replaceOnce(String(result.source), ANCHOR, REPLACEMENT), LOGGER_ANCHOR, LOGGER_REPLACEMENT);
+    let source = String(result.source);
+    source = replaceOnce(source, ANCHOR, REPLACEMENT);
+    source = replaceOnce(source, LOGGER_ANCHOR, LOGGER_REPLACEMENT);
+    source = replaceOnce(source, RESULTPATH_ANCHOR, RESULTPATH_REPLACEMENT);
     patched = true;
     return { ...result, source, shortCircuit: true };
   },

@@ -222,6 +222,21 @@ function wideMap(discard) {
   };
 }
 
+test('ResultPath "$" replaces the input with the result, as on AWS', async () => {
+  const def = {
+    StartAt: 'Replace',
+    States: {
+      Replace: { Type: 'Pass', Result: { done: true }, ResultPath: '$', Next: 'Selected' },
+      Selected: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, Payload: { x: 1 } }, ResultSelector: { 'n.$': '$.Payload.echoed.x' }, ResultPath: '$', End: true },
+    },
+  };
+  const m = await api('CreateStateMachine', { name: 'resultpath', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'r', input: JSON.stringify({ big: 'x'.repeat(100) }) });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'SUCCEEDED', JSON.stringify(d));
+  assert.deepEqual(JSON.parse(d.output), { n: 1 });
+});
+
 test('a Map whose collected results exceed 256 KiB fails with States.DataLimitExceeded even with ResultPath null', async () => {
   const wide = 'x'.repeat(1000); // 300 iterations × ≈ 1,020 B ≈ 306,000 B > 262,144 B; each state payload ≈ 2 KB
   for (const [name, discard, want] of [['kept', false, 'FAILED'], ['discarded', true, 'SUCCEEDED']]) {
