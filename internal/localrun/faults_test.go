@@ -28,8 +28,9 @@ func functionsOf(r *Run, pkg string) []*Function {
 	return out
 }
 
-// taskErrors returns the error names of the TaskFailed events of a file execution's segment
-// executions, in order, read with GetExecutionHistory as an operator would.
+// taskErrors returns the error names of the failed task attempts (TaskFailed, LambdaFunctionFailed)
+// of a file execution's segment executions, in order, read with GetExecutionHistory as an operator
+// would.
 func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []string {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
@@ -49,7 +50,12 @@ func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f File
 				t.Fatalf("GetExecutionHistory %s: %v", e.ExecutionArn, err)
 			}
 			for _, ev := range page.Events {
+				// A Task with a plain Lambda ARN (LambdaInvoke with PayloadResponseOnly) writes
+				// LambdaFunctionFailed, an integration TaskFailed.
 				if d := ev.TaskFailedEventDetails; d != nil {
+					errs = append(errs, aws.ToString(d.Error))
+				}
+				if d := ev.LambdaFunctionFailedEventDetails; d != nil {
 					errs = append(errs, aws.ToString(d.Error))
 				}
 			}
