@@ -4,9 +4,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
 )
 
 var sampleTenants = []string{"acme", "globex", "initech"}
@@ -156,13 +161,41 @@ func TestFunctionsPerTenant(t *testing.T) {
 				t.Errorf("controller reserved concurrency: got %v, want 1", c["ReservedConcurrentExecutions"])
 			}
 			env := get(t, c, "Environment", "Variables").(map[string]any)
-			for _, k := range []string{"STATE_MACHINE_ARN", "QUEUE_URL", "TENANT", "TENANT_PREFIX", "INGEST_BUCKET", "ON_FAILURE", "IDEMPOTENCY_KEY", "MAX_WAIT_SECONDS", "HALT_WAIT_SECONDS", "METRICS_NAMESPACE"} {
+			for _, k := range []string{"STATE_MACHINE_ARN", "QUEUE_URL", "TENANT", "TENANT_PREFIX", "INGEST_BUCKET", "ON_FAILURE", "IDEMPOTENCY_KEY",
+				"MAX_WAIT_SECONDS", "HALT_WAIT_SECONDS", "METRICS_NAMESPACE", "POLL_BUDGET_SECONDS", "REGISTER_TIMEOUT_SECONDS", "SEGMENT_STATE_MACHINE_ARN"} {
 				if _, ok := env[k]; !ok {
 					t.Errorf("controller env: missing %s", k)
 				}
 			}
-			if env["MAX_WAIT_SECONDS"] != "30" {
-				t.Errorf("MAX_WAIT_SECONDS: got %v, want the visibility timeout 30", env["MAX_WAIT_SECONDS"])
+			for k, want := range map[string]string{
+				"MAX_WAIT_SECONDS":         "30",  // the visibility timeout
+				"POLL_BUDGET_SECONDS":      "10",  // the controller's default, set explicitly
+				"REGISTER_TIMEOUT_SECONDS": "120", // the register function's default timeout
+			} {
+				if env[k] != want {
+					t.Errorf("%s: got %v, want %s", k, env[k], want)
+				}
+			}
+			var fileSM, segmentSM string
+			for id := range tenantResources(t, shared.template, "AWS::StepFunctions::StateMachine", tenant) {
+				if strings.Contains(id, "WorkflowFile") {
+					fileSM = id
+				} else if strings.Contains(id, "WorkflowSegment") {
+					segmentSM = id
+				}
+			}
+			if got := asJSON(env["STATE_MACHINE_ARN"]); got != `{"Ref":"`+fileSM+`"}` {
+				t.Errorf("STATE_MACHINE_ARN: got %s, want the file state machine %s", got, fileSM)
+			}
+			if got := asJSON(env["SEGMENT_STATE_MACHINE_ARN"]); got != `{"Ref":"`+segmentSM+`"}` {
+				t.Errorf("SEGMENT_STATE_MACHINE_ARN: got %s, want the segment state machine %s", got, segmentSM)
+			}
+			r := props(fns["lambdas/register"])
+			if got := get(t, r, "Environment", "Variables", "HTTP_TIMEOUT_SECONDS"); got != "10" {
+				t.Errorf("register HTTP_TIMEOUT_SECONDS: got %v, want the default 10", got)
+			}
+			if r["Timeout"] != float64(120) {
+				t.Errorf("register timeout: got %v, want 120", r["Timeout"])
 			}
 			if !strings.Contains(env["TENANT"].(string), `"id":"`+tenant+`"`) {
 				t.Errorf("TENANT: got %v, want the tenant's settings", env["TENANT"])
@@ -262,7 +295,7 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	want := []string{
 		"s3:GetObject", "s3:ListBucket", "s3:PutObject",
 		"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
-		"states:DescribeExecution", "states:StartExecution",
+		"states:DescribeExecution", "states:GetExecutionHistory", "states:StartExecution", "states:StopExecution",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller actions:\ngot  %v\nwant %v", got, want)
@@ -272,6 +305,96 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 		if !strings.Contains(all, frag) {
 			t.Errorf("controller policy lacks resource %s: %s", frag, all)
 		}
+	}
+
+	// Step Functions actions, per state machine: the file's executions are started, described and
+	// read back (history); the segment's are described and stopped, and nothing else.
+	var fileName, segmentName string
+	for id := range tenantResources(t, shared.template, "AWS::StepFunctions::StateMachine", "acme") {
+		if strings.Contains(id, "WorkflowFile") {
+			fileName = id
+		} else if strings.Contains(id, "WorkflowSegment") {
+			segmentName = id
+		}
+	}
+	bySM := map[string][]string{}
+	for _, s := range stmts {
+		acts := actionsOf([]map[string]any{s})
+		if !strings.HasPrefix(acts[0], "states:") {
+			continue
+		}
+		res := asJSON(s["Resource"])
+		key := "other: " + res
+		switch {
+		case res == `{"Ref":"`+fileName+`"}`:
+			key = "file state machine"
+		case strings.Contains(res, `{"Ref":"`+fileName+`"}`) && strings.Contains(res, ":execution:"):
+			key = "file executions"
+		case strings.Contains(res, `{"Ref":"`+segmentName+`"}`) && strings.Contains(res, ":execution:"):
+			key = "segment executions"
+		}
+		bySM[key] = append(bySM[key], acts...)
+	}
+	for key, want := range map[string][]string{
+		"file state machine": {"states:StartExecution"},
+		"file executions":    {"states:DescribeExecution", "states:GetExecutionHistory"},
+		"segment executions": {"states:DescribeExecution", "states:StopExecution"},
+	} {
+		got := bySM[key]
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("controller on %s: got %v, want %v", key, got, want)
+		}
+		delete(bySM, key)
+	}
+	if len(bySM) != 0 {
+		t.Errorf("controller has Step Functions actions on other resources: %v", bySM)
+	}
+}
+
+// listStatements returns the function's s3:ListBucket statements.
+func listStatements(stmts []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, s := range stmts {
+		if slices.Contains(actionsOf([]map[string]any{s}), "s3:ListBucket") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestListBucketIsScopedToTheTenant: Split, Register and the controller may list (so that a
+// missing key reads as 404, not 403), but only under the tenant's own prefix: one statement,
+// ListBucket alone, on the bucket, with an s3:prefix condition.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
+func TestListBucketIsScopedToTheTenant(t *testing.T) {
+	sharedApp(t)
+	for _, tc := range []struct {
+		tenant, fn, prefix string
+	}{
+		{"acme", "Split", "inbox/acme/*"},
+		{"acme", "Register", "inbox/acme/*"},
+		{"acme", "Controller", "control/acme/*"},
+		{"initech", "Split", "drop/initech/*"},
+		{"initech", "Register", "drop/initech/*"},
+		{"initech", "Controller", "control/initech/*"},
+	} {
+		t.Run(tc.tenant+"/"+tc.fn, func(t *testing.T) {
+			ls := listStatements(policyStatements(t, tc.tenant, tc.fn))
+			if len(ls) != 1 {
+				t.Fatalf("got %d ListBucket statements, want 1: %s", len(ls), asJSON(ls))
+			}
+			s := ls[0]
+			if got := asJSON(s["Action"]); got != `"s3:ListBucket"` {
+				t.Errorf("actions: got %s, want ListBucket alone", got)
+			}
+			if got := asJSON(s["Resource"]); !strings.Contains(got, "Fn::ImportValue") || strings.Contains(got, "/*") {
+				t.Errorf("resource: got %s, want the ingest bucket's ARN (not its objects)", got)
+			}
+			if got := asJSON(s["Condition"]); got != `{"StringLike":{"s3:prefix":"`+tc.prefix+`"}}` {
+				t.Errorf("condition: got %s, want StringLike s3:prefix %s", got, tc.prefix)
+			}
+		})
 	}
 }
 
@@ -410,5 +533,49 @@ func TestExistingBucketByName(t *testing.T) {
 	_, r := only(t, tpl, "AWS::Events::Rule", "acme")
 	if got := asJSON(get(t, props(r), "EventPattern", "detail", "bucket", "name")); got != `["corp-ingest"]` {
 		t.Errorf("bucket name: got %s, want [\"corp-ingest\"]", got)
+	}
+}
+
+// TestTimeoutPropsReachTheFunctionsAndTheWorkflow: non-default RegisterHTTPTimeout and
+// RegisterTimeout reach the register function (HTTP_TIMEOUT_SECONDS, its timeout), the controller
+// (REGISTER_TIMEOUT_SECONDS) and the Register task's retry after an unknown invoke outcome
+// (function timeout + 30 s).
+func TestTimeoutPropsReachTheFunctionsAndTheWorkflow(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Props"), nil)
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant:              tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},
+		Bucket:              stacks.NewIngestBucket(stack, "Bucket"),
+		RegisterHTTPTimeout: 30 * time.Second,
+		RegisterTimeout:     45 * time.Second,
+	})
+	tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+	fns := map[string]map[string]any{}
+	for _, fn := range tenantResources(t, tpl, "AWS::Lambda::Function", "acme") {
+		src, _ := get(t, fn, "Metadata").(map[string]any)["tenantpipeline:source"].(string)
+		fns[src] = props(fn)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"register HTTP_TIMEOUT_SECONDS", get(t, fns["lambdas/register"], "Environment", "Variables", "HTTP_TIMEOUT_SECONDS"), "30"},
+		{"register Timeout", fns["lambdas/register"]["Timeout"], float64(45)},
+		{"controller REGISTER_TIMEOUT_SECONDS", get(t, fns["lambdas/controller"], "Environment", "Variables", "REGISTER_TIMEOUT_SECONDS"), "45"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	for id, sm := range tenantResources(t, tpl, "AWS::StepFunctions::StateMachine", "acme") {
+		if !strings.Contains(id, "WorkflowSegment") {
+			continue
+		}
+		_, asl := renderASL(t, props(sm)["DefinitionString"])
+		reg := get(t, asl, "States", "Chunks", "ItemProcessor", "States", "Register").(map[string]any)
+		by := retriersByError(t, "Register", reg)
+		if got := by["Lambda.ClientExecutionTimeoutException"]["IntervalSeconds"]; got != float64(75) {
+			t.Errorf("Register ClientExecutionTimeoutException interval: got %v, want 75 (45 s timeout + 30 s)", got)
+		}
 	}
 }

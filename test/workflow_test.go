@@ -3,9 +3,11 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,14 +102,165 @@ func TestFileWorkflowShape(t *testing.T) {
 	if got := asJSON(get(t, split, "Parameters")); got != `{"executionName.$":"$$.Execution.Name","source.$":"$.source","tenant.$":"$.tenant"}` {
 		t.Errorf("Split payload: got %s", got)
 	}
+	checkLambdaRetries(t, "Split", split, 300)
 	m := get(t, file, "States", "Segments").(map[string]any)
 	checkSequentialMap(t, "Segments", m, "$.split.segments")
+	// Segments and chunks read the key Split actually resolved (the event's key as given or its
+	// form-decoded form), never the event's key again.
+	if got := get(t, m, "ItemSelector", "source.$"); got != "$.split.source" {
+		t.Errorf("Segments ItemSelector source.$: got %v, want $.split.source (the resolved source)", got)
+	}
 	inner := get(t, m, "ItemProcessor", "States", "RegisterSegment").(map[string]any)
 	if !strings.HasSuffix(inner["Resource"].(string), ":states:startExecution.sync:2") {
 		t.Errorf("RegisterSegment resource %v, want startExecution.sync:2 (waits for the segment)", inner["Resource"])
 	}
-	if _, ok := inner["Retry"]; ok {
-		t.Errorf("RegisterSegment has Retry %v: a segment is retried through its Register tasks", inner["Retry"])
+	if got := asJSON(get(t, inner, "Parameters", "Input", "source.$")); got != `"$.source"` {
+		t.Errorf("RegisterSegment input source.$: got %s, want \"$.source\" of the iteration (the resolved source)", got)
+	}
+	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
+	checkStartSegmentRetries(t, inner)
+}
+
+// checkIterationOutputIsEmpty: the last state of an item processor must output {}. The inline
+// Map collects every iteration's output before its ResultPath discards the array, and AWS counts
+// that array against the 256 KiB payload quota; ASL defines a null OutputPath as output {}.
+// https://states-language.net/spec.html#filters
+// https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
+func checkIterationOutputIsEmpty(t *testing.T, name string, state map[string]any) {
+	t.Helper()
+	if state["End"] != true {
+		t.Errorf("%s: End %v, want the item processor's last state", name, state["End"])
+	}
+	if v, ok := state["OutputPath"]; !ok || v != nil {
+		t.Errorf("%s: OutputPath got %v (present %v), want null so the iteration outputs {}", name, v, ok)
+	}
+	if _, ok := state["ResultSelector"]; ok {
+		t.Errorf("%s: ResultSelector %v, want none (OutputPath null already empties the output)", name, state["ResultSelector"])
+	}
+}
+
+// neverRetried are failures that must end the file: the States.* names Step Functions reports
+// for a failed task or child execution, and the pipeline's permanent errors.
+// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+var neverRetried = []string{"States.ALL", "States.TaskFailed", "States.Timeout", "States.Runtime",
+	"PermanentError", "ValidationError", "ObjectChangedError"}
+
+// retriersByError maps each error name to the retrier that matches it, failing on a name matched
+// twice (only the first retrier would ever apply) or a permanent failure being retried.
+func retriersByError(t *testing.T, name string, state map[string]any) map[string]map[string]any {
+	t.Helper()
+	rs, ok := state["Retry"].([]any)
+	if !ok {
+		t.Fatalf("%s: no Retry", name)
+	}
+	out := map[string]map[string]any{}
+	for _, r := range rs {
+		rm := r.(map[string]any)
+		for _, e := range rm["ErrorEquals"].([]any) {
+			if _, dup := out[e.(string)]; dup {
+				t.Errorf("%s: %s matched by two retriers", name, e)
+			}
+			if slices.Contains(neverRetried, e.(string)) {
+				t.Errorf("%s: retrier %s retries %s, a failure that must end the file", name, asJSON(rm), e)
+			}
+			out[e.(string)] = rm
+		}
+	}
+	return out
+}
+
+// totalWaitSeconds is the longest a retrier waits over all its attempts, before jitter:
+// min(interval × backoff^i, maxDelay) summed over the attempts.
+func totalWaitSeconds(r map[string]any) float64 {
+	interval, _ := r["IntervalSeconds"].(float64)
+	if interval == 0 {
+		interval = 1
+	}
+	backoff, _ := r["BackoffRate"].(float64)
+	if backoff == 0 {
+		backoff = 2
+	}
+	attempts, _ := r["MaxAttempts"].(float64)
+	maxDelay, hasMax := r["MaxDelaySeconds"].(float64)
+	total, d := 0.0, interval
+	for range int(attempts) {
+		w := d
+		if hasMax && w > maxDelay {
+			w = maxDelay
+		}
+		total += w
+		d *= backoff
+	}
+	return total
+}
+
+// checkLambdaRetries asserts the retry policy of a Lambda task (issue 8 point 2) against the error
+// names AWS documents. fnTimeout is the function's timeout in seconds.
+// https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeout float64) {
+	t.Helper()
+	by := retriersByError(t, name, task)
+	for _, e := range []string{"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
+		"Lambda.ClientExecutionTimeoutException", "Lambda.Unknown", "Sandbox.Timedout", "Lambda.TooManyRequestsException", "RetryableError"} {
+		r, ok := by[e]
+		if !ok {
+			t.Errorf("%s: %s is not retried", name, e)
+			continue
+		}
+		if a := r["MaxAttempts"].(float64); a < 2 || a > 10 {
+			t.Errorf("%s: %s MaxAttempts %v, want bounded, 2 to 10", name, e, a)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	fast := by["Lambda.ServiceException"]
+	if fast["IntervalSeconds"] != float64(1) || fast["MaxAttempts"] != float64(3) || fast["BackoffRate"] != float64(2) {
+		t.Errorf("%s: service-exception retrier %s, want 1 s, 3 attempts, backoff 2", name, asJSON(fast))
+	}
+	// A crashed or timed-out invocation is over: retry soon, a few times.
+	if ended := by["Sandbox.Timedout"]; asJSON(ended) != asJSON(by["Lambda.Unknown"]) || ended["MaxAttempts"].(float64) > 5 || totalWaitSeconds(ended) > 60 {
+		t.Errorf("%s: Lambda.Unknown/Sandbox.Timedout retrier %s, want one retrier, at most 5 attempts within a minute", name, asJSON(ended))
+	}
+	// The invocation whose outcome is unknown may still run: wait out the function timeout first.
+	if cet := by["Lambda.ClientExecutionTimeoutException"]; cet["IntervalSeconds"].(float64) <= fnTimeout {
+		t.Errorf("%s: ClientExecutionTimeoutException retried after %v s, want longer than the function timeout %v s", name, cet["IntervalSeconds"], fnTimeout)
+	}
+	// Throttling: a patient jittered backoff of minutes, not 3 attempts in 7 s.
+	thr := by["Lambda.TooManyRequestsException"]
+	if thr["JitterStrategy"] != "FULL" || totalWaitSeconds(thr) < 20*60 || thr["MaxDelaySeconds"] == nil {
+		t.Errorf("%s: throttling retrier %s waits %v s in all, want FULL jitter, a MaxDelay and at least 20 minutes in all",
+			name, asJSON(thr), totalWaitSeconds(thr))
+	}
+	if thr["IntervalSeconds"] == fast["IntervalSeconds"] {
+		t.Errorf("%s: throttling shares the service exceptions' 1 s interval", name)
+	}
+	own := by["RetryableError"]
+	if own["JitterStrategy"] != "FULL" || own["MaxDelaySeconds"] != float64(60) || own["MaxAttempts"] != float64(8) {
+		t.Errorf("%s: RetryableError retrier %s, want 8 attempts, full jitter, 60 s MaxDelay", name, asJSON(own))
+	}
+}
+
+// checkStartSegmentRetries: the child start's transient failures are retried (issue 8 point 2);
+// a child that ran and failed (States.TaskFailed) is not.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#API_StartExecution_Errors
+// https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html
+func checkStartSegmentRetries(t *testing.T, task map[string]any) {
+	t.Helper()
+	by := retriersByError(t, "RegisterSegment", task)
+	want := []string{"StepFunctions.ExecutionLimitExceededException", "StepFunctions.SdkClientException",
+		"StepFunctions.ThrottlingException", "StepFunctions.AWSStepFunctionsException"}
+	if got := slices.Sorted(maps.Keys(by)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("RegisterSegment retried errors: got %v, want %v", got, want)
+	}
+	for _, e := range want {
+		r := by[e]
+		if r == nil {
+			continue
+		}
+		if r["JitterStrategy"] != "FULL" || r["MaxAttempts"].(float64) > 10 || totalWaitSeconds(r) < 5*60 {
+			t.Errorf("RegisterSegment %s retrier %s, want FULL jitter, at most 10 attempts, at least 5 minutes in all", e, asJSON(r))
+		}
 	}
 }
 
@@ -123,30 +276,15 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	}
 	m := get(t, seg, "States", "Chunks").(map[string]any)
 	checkSequentialMap(t, "Chunks", m, "$.chunkIndexes.indexes")
+	if got := get(t, m, "ItemSelector", "source.$"); got != "$.source" {
+		t.Errorf("Chunks ItemSelector source.$: got %v, want $.source (the segment's input: the resolved source)", got)
+	}
 	reg := get(t, m, "ItemProcessor", "States", "Register").(map[string]any)
-	if reg["ResultPath"] != nil {
-		t.Errorf("Register ResultPath %v, want null (discarded)", reg["ResultPath"])
+	if v, ok := reg["ResultPath"]; !ok || v != nil {
+		t.Errorf("Register ResultPath %v, want null (discarded)", v)
 	}
-	retries := reg["Retry"].([]any)
-	if len(retries) != 2 {
-		t.Fatalf("Register: got %d retriers, want 2", len(retries))
-	}
-	lambda := retries[0].(map[string]any)
-	if got := asJSON(lambda["ErrorEquals"]); got != `["Lambda.ServiceException","Lambda.AWSLambdaException","Lambda.SdkClientException","Lambda.TooManyRequestsException"]` {
-		t.Errorf("first retrier errors: got %s", got)
-	}
-	if lambda["IntervalSeconds"] != float64(1) || lambda["MaxAttempts"] != float64(3) || lambda["BackoffRate"] != float64(2) {
-		t.Errorf("first retrier: got %s, want 1 s, 3 attempts, backoff 2", asJSON(lambda))
-	}
-	own := retries[1].(map[string]any)
-	if asJSON(own["ErrorEquals"]) != `["RetryableError"]` || own["JitterStrategy"] != "FULL" {
-		t.Errorf("second retrier: got %s, want RetryableError with full jitter", asJSON(own))
-	}
-	for _, r := range retries {
-		if strings.Contains(asJSON(r), "States.ALL") || strings.Contains(asJSON(r), "PermanentError") || strings.Contains(asJSON(r), "ValidationError") {
-			t.Errorf("retrier %s retries a permanent failure", asJSON(r))
-		}
-	}
+	checkIterationOutputIsEmpty(t, "Register", reg)
+	checkLambdaRetries(t, "Register", reg, 120)
 }
 
 // checkSequentialMap asserts what keeps order: one iteration at a time, no Retry on the Map, and

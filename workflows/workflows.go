@@ -45,6 +45,10 @@ type Props struct {
 	Register awslambda.IFunction
 	// Timeout bounds one file execution and each segment execution. Required.
 	Timeout time.Duration
+	// SplitTimeout and RegisterTimeout are the functions' own timeouts. A Lambda invoke whose
+	// outcome Step Functions could not learn (Lambda.ClientExecutionTimeoutException) is retried
+	// only after this long, when the earlier invocation can no longer be running. Required.
+	SplitTimeout, RegisterTimeout time.Duration
 	// Logs receives both state machines' logs at level ERROR, without execution data. Required.
 	Logs awslogs.ILogGroup
 }
@@ -58,14 +62,54 @@ type Workflow struct {
 	Segment sfn.StateMachine
 }
 
-// Lambda errors worth retrying on any task: the service's own transient failures.
+// Error names Step Functions reports for a Lambda task; each is matched by exactly one retrier
+// of addLambdaRetries.
 // https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
-var lambdaTransientErrors = []string{
-	"Lambda.ServiceException",
-	"Lambda.AWSLambdaException",
-	"Lambda.SdkClientException",
-	"Lambda.TooManyRequestsException",
+// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+var (
+	// The Lambda service's own transient failures: the invocation did not run.
+	lambdaServiceErrors = []string{
+		"Lambda.ServiceException",
+		"Lambda.AWSLambdaException",
+		"Lambda.SdkClientException",
+	}
+	// The invocation ran and ended without a handled error: the guide reports crashes,
+	// out-of-memory kills and function timeouts as Lambda.Unknown; a function timeout reaches Step
+	// Functions as the errorType Lambda's runtime API writes for it, Sandbox.Timedout (task
+	// failures carry the function's errorType as the error name). Either way the invocation is
+	// over, so it is retried at once; a chunk that always ends this way fails the file after a few
+	// attempts. https://docs.aws.amazon.com/lambda/latest/dg/services-stepfunctions.html
+	lambdaEndedErrors = []string{
+		"Lambda.Unknown",
+		"Sandbox.Timedout",
+	}
+	// Step Functions gave up waiting for the Invoke call: the invocation may still be running, and a
+	// second Register of the same chunk beside it could reorder records. Retried only once the
+	// function timeout has passed.
+	lambdaOutcomeUnknownErrors = []string{"Lambda.ClientExecutionTimeoutException"}
+	// Lambda throttled the invoke (concurrency or rate quota): nothing ran. Throttling lasts as long
+	// as the account's load, so the retry waits minutes, with full jitter to spread the tenants.
+	lambdaThrottleErrors = []string{"Lambda.TooManyRequestsException"}
+)
+
+// Error names of the segment's startExecution.sync:2 task that mean the child execution was not
+// started: the account's open-execution quota, the Step Functions SDK client, throttling (as the
+// service names it and as the SDK's generic exception reports it). A child that started and then
+// failed, timed out or was aborted reports States.TaskFailed (or the child's own error), which is
+// never retried here: its Register tasks already retried, and its chunks must not run twice at once.
+// https://docs.aws.amazon.com/step-functions/latest/dg/connect-stepfunctions.html
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#API_StartExecution_Errors
+// https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html
+var startSegmentErrors = []string{
+	"StepFunctions.ExecutionLimitExceededException",
+	"StepFunctions.SdkClientException",
+	"StepFunctions.ThrottlingException",
+	"StepFunctions.AWSStepFunctionsException",
 }
+
+// outcomeUnknownMargin is added to a function's timeout before an invoke whose outcome is unknown
+// is retried, the same margin the controller keeps after a stopped file's stopDate.
+const outcomeUnknownMargin = 30 * time.Second
 
 // New creates the segment and file state machines under scope/id.
 func New(scope constructs.Construct, id string, p *Props) *Workflow {
@@ -102,7 +146,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultPath:               jsii.String("$.split"),
 	})
-	addTaskRetries(split)
+	addLambdaRetries(split, p.SplitTimeout)
 
 	registerSegment := tasks.NewStepFunctionsStartExecution(scope, jsii.String(StateRegisterSegment), &tasks.StepFunctionsStartExecutionProps{
 		StateMachine:       segment,
@@ -119,6 +163,17 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// Links the segment execution to its file execution in the console.
 		AssociateWithParent: jsii.Bool(true),
 		ResultPath:          sfn.JsonPath_DISCARD(),
+		// The iteration's output is {}: the Map collects every iteration's output before its
+		// ResultPath discards the array, and that array counts against the 256 KiB payload quota.
+		OutputPath: sfn.JsonPath_DISCARD(),
+	})
+	registerSegment.AddRetry(&sfn.RetryProps{
+		Errors:         jsii.Strings(startSegmentErrors...),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(5)),
+		MaxAttempts:    jsii.Number(10),
+		BackoffRate:    jsii.Number(2),
+		MaxDelay:       awscdk.Duration_Minutes(jsii.Number(5)),
+		JitterStrategy: sfn.JitterType_FULL,
 	})
 
 	segments := sfn.NewMap(scope, jsii.String(StateSegments), &sfn.MapProps{
@@ -127,8 +182,10 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// https://docs.aws.amazon.com/step-functions/latest/dg/state-map-inline.html
 		MaxConcurrency: jsii.Number(1),
 		ItemSelector: &map[string]any{
-			"tenant.$":        "$.tenant",
-			"source.$":        "$.source",
+			"tenant.$": "$.tenant",
+			// The source Split actually read: the event's key as given or its form-decoded form
+			// (pipeline.SplitResult.Source). Register reads that key and never resolves it again.
+			"source.$":        "$.split.source",
 			"executionName.$": "$$.Execution.Name",
 			"manifest.$":      "$.split.manifest",
 			"records.$":       "$.split.records",
@@ -162,8 +219,11 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultPath:               sfn.JsonPath_DISCARD(),
+		// The iteration's output is {}, so the Map's collected array stays 1,000 × 2 bytes at most
+		// (see RegisterSegment).
+		OutputPath: sfn.JsonPath_DISCARD(),
 	})
-	addTaskRetries(register)
+	addLambdaRetries(register, p.RegisterTimeout)
 
 	chunks := sfn.NewMap(scope, jsii.String(StateChunks), &sfn.MapProps{
 		ItemsPath:      jsii.String("$.chunkIndexes.indexes"),
@@ -185,15 +245,38 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	return indexes.Next(chunks)
 }
 
-// addTaskRetries retries the Lambda service's transient errors quickly, and the pipeline's own
-// RetryableError (core system throttling or outage, S3 hiccups) patiently with jittered backoff.
-// PermanentError, ValidationError and ObjectChangedError are not retried: the file fails.
-func addTaskRetries(t sfn.TaskStateBase) {
+// addLambdaRetries retries what ends a Lambda task without the function deciding the outcome,
+// each class by its own rule, and the pipeline's own RetryableError (core system throttling or
+// outage, S3 hiccups) patiently with jittered backoff. PermanentError, ValidationError and
+// ObjectChangedError are not retried: the file fails. fnTimeout is the function's timeout.
+func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 	t.AddRetry(&sfn.RetryProps{
-		Errors:      jsii.Strings(lambdaTransientErrors...),
+		Errors:      jsii.Strings(lambdaServiceErrors...),
 		Interval:    awscdk.Duration_Seconds(jsii.Number(1)),
 		MaxAttempts: jsii.Number(3),
 		BackoffRate: jsii.Number(2),
+	})
+	t.AddRetry(&sfn.RetryProps{
+		Errors:      jsii.Strings(lambdaEndedErrors...),
+		Interval:    awscdk.Duration_Seconds(jsii.Number(2)),
+		MaxAttempts: jsii.Number(3),
+		BackoffRate: jsii.Number(2),
+	})
+	t.AddRetry(&sfn.RetryProps{
+		Errors:      jsii.Strings(lambdaOutcomeUnknownErrors...),
+		Interval:    awscdk.Duration_Seconds(jsii.Number((fnTimeout + outcomeUnknownMargin).Seconds())),
+		MaxAttempts: jsii.Number(2),
+		BackoffRate: jsii.Number(1),
+	})
+	// At most 30 s, 60 s, 120 s, 240 s, then 5 min six times: 37.5 min in all, about half that on
+	// average with full jitter. https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html#error-handling-retrying-after-an-error
+	t.AddRetry(&sfn.RetryProps{
+		Errors:         jsii.Strings(lambdaThrottleErrors...),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(30)),
+		MaxAttempts:    jsii.Number(10),
+		BackoffRate:    jsii.Number(2),
+		MaxDelay:       awscdk.Duration_Minutes(jsii.Number(5)),
+		JitterStrategy: sfn.JitterType_FULL,
 	})
 	t.AddRetry(&sfn.RetryProps{
 		Errors:         jsii.Strings(pipeline.ErrRetryable),

@@ -48,7 +48,9 @@ func (t *TenantPipeline) suppressNagFindings() {
 	}
 	suppress(t.Controller, "AwsSolutions-IAM5",
 		"Object-level grants on exactly the tenant's quarantine prefix (writes unprocessable messages) and skip-marker prefix (reads operator decisions); "+
-			"execution-level DescribeExecution on the tenant's own state machine, whose execution names are per file.",
+			"execution-level DescribeExecution and GetExecutionHistory on the tenant's own file state machine, and DescribeExecution and "+
+			"StopExecution on its own segment state machine (a stopped file's running segment is stopped before the next file starts); "+
+			"execution names are per file and per segment.",
 		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/"),
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+:\*$/`)})
 	suppress(t.Split, "AwsSolutions-IAM5",

@@ -55,8 +55,17 @@ type Props struct {
 	SplitTimeout time.Duration
 	// SplitMemoryMB is the split function's memory. Default: 256 MB.
 	SplitMemoryMB int
-	// RegisterTimeout is the register function's timeout. Default: 2 minutes.
+	// RegisterTimeout is the register function's timeout. It must exceed RegisterHTTPTimeout plus
+	// the register function's 2 s deadline margin, or no record could ever be sent. With
+	// RegisterFunction, set it to at least that function's timeout: the controller waits this long
+	// after a stopped file's stopDate before it starts the next file, and the workflow waits this
+	// long before it retries an invocation whose outcome Step Functions could not learn.
+	// Default: 2 minutes.
 	RegisterTimeout time.Duration
+	// RegisterHTTPTimeout bounds one POST to the core system by the bundled register adapter
+	// (HTTP_TIMEOUT_SECONDS): whole seconds from 1s to 5m. Ignored with RegisterFunction.
+	// Default: 10 seconds.
+	RegisterHTTPTimeout time.Duration
 	// RegisterMemoryMB is the register function's memory. Default: 256 MB.
 	RegisterMemoryMB int
 
@@ -96,17 +105,18 @@ type AlarmThresholds struct {
 
 // Defaults.
 const (
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultControllerTimeout = 20 * time.Second
-	DefaultSplitTimeout      = 5 * time.Minute
-	DefaultRegisterTimeout   = 2 * time.Minute
-	DefaultMemoryMB          = 256
-	DefaultWorkflowTimeout   = 24 * time.Hour
-	DefaultHaltedRecheck     = 5 * time.Minute
-	DefaultOldestMessageAge  = 30 * time.Minute
-	DefaultBacklogMessages   = 100
-	DefaultHeadWait          = 2 * time.Hour
-	DefaultEvaluationMinutes = 5
+	DefaultVisibilityTimeout   = 30 * time.Second
+	DefaultControllerTimeout   = 20 * time.Second
+	DefaultSplitTimeout        = 5 * time.Minute
+	DefaultRegisterTimeout     = 2 * time.Minute
+	DefaultRegisterHTTPTimeout = 10 * time.Second
+	DefaultMemoryMB            = 256
+	DefaultWorkflowTimeout     = 24 * time.Hour
+	DefaultHaltedRecheck       = 5 * time.Minute
+	DefaultOldestMessageAge    = 30 * time.Minute
+	DefaultBacklogMessages     = 100
+	DefaultHeadWait            = 2 * time.Hour
+	DefaultEvaluationMinutes   = 5
 
 	// QueueRetention is the maximum SQS retention: no DLQ, so a waiting file must outlast any outage.
 	QueueRetention = 14 * 24 * time.Hour
@@ -115,6 +125,18 @@ const (
 	maxVisibility = 12 * time.Hour
 	// maxLambdaTimeout is Lambda's maximum function timeout.
 	maxLambdaTimeout = 15 * time.Minute
+	// maxRegisterHTTPTimeout is the largest HTTP_TIMEOUT_SECONDS the register function accepts.
+	maxRegisterHTTPTimeout = 5 * time.Minute
+
+	// registerDeadlineMargin duplicates lambdas/register.DefaultDeadlineMargin: Register starts a
+	// POST only while one HTTP timeout plus this margin remains before its deadline.
+	registerDeadlineMargin = 2 * time.Second
+	// ControllerPollBudget is how long the controller polls a running execution in-process before
+	// it hands the message back (POLL_BUDGET_SECONDS, which the construct sets).
+	ControllerPollBudget = 10 * time.Second
+	// controllerDeadlineMargin duplicates lambdas/controller's deadlineMargin: in-process polling
+	// stops this long before the invocation's deadline.
+	controllerDeadlineMargin = 5 * time.Second
 )
 
 // withDefaults returns p with every zero field at its documented default.
@@ -136,6 +158,7 @@ func (p Props) withDefaults() Props {
 	def(&p.SplitTimeout, DefaultSplitTimeout)
 	defInt(&p.SplitMemoryMB, DefaultMemoryMB)
 	def(&p.RegisterTimeout, DefaultRegisterTimeout)
+	def(&p.RegisterHTTPTimeout, DefaultRegisterHTTPTimeout)
 	defInt(&p.RegisterMemoryMB, DefaultMemoryMB)
 	def(&p.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&p.HaltedRecheck, DefaultHaltedRecheck)
@@ -196,6 +219,7 @@ func (p Props) validate() error {
 	if p.HaltedRecheck < time.Second || p.HaltedRecheck > maxVisibility {
 		bad("halted recheck %v is invalid: use 1s to 12h", p.HaltedRecheck)
 	}
+	p.validateAcrossFields(bad)
 	if p.Alarms.OldestMessageAge < time.Minute {
 		bad("alarm oldest message age %v is invalid: use at least 1m", p.Alarms.OldestMessageAge)
 	}
@@ -209,4 +233,39 @@ func (p Props) validate() error {
 		bad("alarm evaluation period %d minutes is invalid: use 1 to 1440", p.Alarms.EvaluationMinutes)
 	}
 	return errors.Join(errs...)
+}
+
+// validateAcrossFields checks the limits one field sets on another. Each message names both
+// fields, the rule and a value that satisfies it.
+func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
+	if p.RegisterFunction == nil {
+		h := p.RegisterHTTPTimeout
+		if h < time.Second || h > maxRegisterHTTPTimeout || h%time.Second != 0 {
+			bad("register HTTP timeout %v is invalid: use whole seconds from 1s to 5m", h)
+		} else if floor := h + registerDeadlineMargin; p.RegisterTimeout <= floor {
+			// Register starts a POST only while HTTP timeout + margin remains before its deadline
+			// (lambdas/register), so a shorter function timeout registers nothing, ever.
+			bad("register timeout %v must be longer than the register HTTP timeout %v plus the register deadline margin %v, "+
+				"or no record is ever sent: raise RegisterTimeout above %v (e.g. %v) or lower RegisterHTTPTimeout below %v",
+				p.RegisterTimeout, h, registerDeadlineMargin, floor, floor+time.Second, p.RegisterTimeout-registerDeadlineMargin)
+		}
+	}
+	if need := ControllerPollBudget + controllerDeadlineMargin; p.ControllerTimeout < need {
+		bad("controller timeout %v cannot hold the controller's in-process poll budget %v plus its deadline margin %v: "+
+			"raise ControllerTimeout to at least %v (and VisibilityTimeout above it)",
+			p.ControllerTimeout, ControllerPollBudget, controllerDeadlineMargin, need)
+	}
+	// SQS counts the 12-hour visibility cap from the message's receipt; the controller sets the next
+	// wait up to ControllerTimeout after it, and a request past the cap is rejected.
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
+	for _, f := range []struct {
+		name, field string
+		wait        time.Duration
+	}{{"halted recheck", "HaltedRecheck", p.HaltedRecheck}, {"visibility timeout", "VisibilityTimeout", p.VisibilityTimeout}} {
+		if f.wait <= maxVisibility && f.wait+p.ControllerTimeout > maxVisibility {
+			bad("%s %v plus the controller timeout %v exceeds SQS's 12h visibility cap, counted from the message's receipt, "+
+				"so ChangeMessageVisibility would be rejected: use a %s of at most %v, or a shorter ControllerTimeout",
+				f.name, f.wait, p.ControllerTimeout, f.field, maxVisibility-p.ControllerTimeout)
+		}
+	}
 }

@@ -30,6 +30,7 @@ func TestDefaults(t *testing.T) {
 		{"WorkflowTimeout", p.WorkflowTimeout, 24 * time.Hour},
 		{"SplitTimeout", p.SplitTimeout, 5 * time.Minute},
 		{"RegisterTimeout", p.RegisterTimeout, 2 * time.Minute},
+		{"RegisterHTTPTimeout", p.RegisterHTTPTimeout, 10 * time.Second},
 		{"HaltedRecheck", p.HaltedRecheck, 5 * time.Minute},
 		{"Tenant.Prefix", p.Tenant.Prefix, "inbox/acme/"},
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
@@ -101,13 +102,68 @@ func TestValidateAccepts(t *testing.T) {
 	}{
 		{"custom register function without url", func(p *Props) { p.Tenant.RegisterURL = ""; p.RegisterFunction = fakeFunction{} }},
 		{"unreserved controller", func(p *Props) { p.ControllerReservedConcurrency = -1 }},
-		{"long visibility", func(p *Props) { p.VisibilityTimeout = 12 * time.Hour; p.ControllerTimeout = 15 * time.Minute }},
+		{"long visibility", func(p *Props) {
+			p.VisibilityTimeout = 11*time.Hour + 45*time.Minute
+			p.ControllerTimeout = 15 * time.Minute
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := valid()
 			tc.change(&p)
 			if err := p.withDefaults().validate(); err != nil {
 				t.Errorf("got %v, want no error", err)
+			}
+		})
+	}
+}
+
+// TestValidateAcrossFields: each cross-field rule fails just past its boundary, with a message that
+// names both fields and the fix, and passes at the boundary. The boundaries come from the
+// functions' own constants (lambdas/register DefaultDeadlineMargin 2 s, HTTP_TIMEOUT_SECONDS 1-300;
+// lambdas/controller deadlineMargin 5 s and its 10 s poll budget) and SQS's 12 h visibility cap
+// counted from receipt.
+func TestValidateAcrossFields(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Props)
+		want   string // "" = valid
+	}{
+		{"register timeout equal to HTTP timeout plus margin", func(p *Props) { p.RegisterTimeout = 12 * time.Second },
+			"register timeout 12s must be longer than the register HTTP timeout 10s plus the register deadline margin 2s, " +
+				"or no record is ever sent: raise RegisterTimeout above 12s (e.g. 13s) or lower RegisterHTTPTimeout below 10s"},
+		{"register timeout one second above the floor", func(p *Props) { p.RegisterTimeout = 13 * time.Second }, ""},
+		{"register timeout below a raised HTTP timeout", func(p *Props) { p.RegisterHTTPTimeout = time.Minute; p.RegisterTimeout = 61 * time.Second },
+			"register timeout 1m1s must be longer than the register HTTP timeout 1m0s plus the register deadline margin 2s"},
+		{"short HTTP timeout allows a short register timeout", func(p *Props) { p.RegisterHTTPTimeout = 3 * time.Second; p.RegisterTimeout = 6 * time.Second }, ""},
+		{"custom register function ignores the HTTP timeout", func(p *Props) {
+			p.Tenant.RegisterURL = ""
+			p.RegisterFunction = fakeFunction{}
+			p.RegisterTimeout = 5 * time.Second
+		}, ""},
+		{"HTTP timeout fractional", func(p *Props) { p.RegisterHTTPTimeout = 1500 * time.Millisecond },
+			"register HTTP timeout 1.5s is invalid: use whole seconds from 1s to 5m"},
+		{"HTTP timeout too long", func(p *Props) { p.RegisterHTTPTimeout = 6 * time.Minute },
+			"register HTTP timeout 6m0s is invalid: use whole seconds from 1s to 5m"},
+		{"controller timeout below poll budget plus margin", func(p *Props) { p.ControllerTimeout = 14 * time.Second },
+			"controller timeout 14s cannot hold the controller's in-process poll budget 10s plus its deadline margin 5s: " +
+				"raise ControllerTimeout to at least 15s (and VisibilityTimeout above it)"},
+		{"controller timeout exactly poll budget plus margin", func(p *Props) { p.ControllerTimeout = 15 * time.Second }, ""},
+		{"halted recheck past the cap after a controller run", func(p *Props) { p.HaltedRecheck = 12 * time.Hour },
+			"halted recheck 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap, counted from the message's receipt, " +
+				"so ChangeMessageVisibility would be rejected: use a HaltedRecheck of at most 11h59m40s, or a shorter ControllerTimeout"},
+		{"halted recheck at the cap", func(p *Props) { p.HaltedRecheck = 12*time.Hour - 20*time.Second }, ""},
+		{"visibility timeout past the cap after a controller run", func(p *Props) { p.VisibilityTimeout = 12 * time.Hour },
+			"visibility timeout 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p)
+			err := p.withDefaults().validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}

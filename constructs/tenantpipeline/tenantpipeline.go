@@ -102,14 +102,16 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
 	})
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+	t.allowList(t.Split, tenant.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 
 	t.Register = p.RegisterFunction
 	if t.Register == nil {
 		register := t.function("Register", pkgRegister, p.RegisterTimeout, p.RegisterMemoryMB, map[string]string{
-			pipeline.EnvHTTPTimeoutSeconds: "10",
+			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(p.RegisterHTTPTimeout.Seconds())),
 		})
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+		t.allowList(register, tenant.Prefix)
 		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 		if tenant.RegisterAuthSecretARN != "" {
 			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -122,10 +124,12 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 
 	workflowLogs := t.logGroup("WorkflowLogs")
 	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
-		Split:    t.Split,
-		Register: t.Register,
-		Timeout:  p.WorkflowTimeout,
-		Logs:     workflowLogs,
+		Split:           t.Split,
+		Register:        t.Register,
+		Timeout:         p.WorkflowTimeout,
+		SplitTimeout:    p.SplitTimeout,
+		RegisterTimeout: p.RegisterTimeout,
+		Logs:            workflowLogs,
 	})
 	t.StateMachine = t.Workflow.File
 
@@ -134,16 +138,21 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		panic(err)
 	}
 	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, map[string]string{
-		pipeline.EnvStateMachineARN:  *t.StateMachine.StateMachineArn(),
-		pipeline.EnvQueueURL:         *t.Queue.QueueUrl(),
-		pipeline.EnvTenant:           string(settings),
-		pipeline.EnvTenantPrefix:     tenant.Prefix,
-		pipeline.EnvBucket:           *p.Bucket.BucketName(),
-		pipeline.EnvOnFailure:        tenant.OnFailure,
-		pipeline.EnvIdempotencyKey:   tenant.IdempotencyKey,
-		pipeline.EnvMaxWaitSeconds:   strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
-		pipeline.EnvHaltWaitSeconds:  strconv.Itoa(int(p.HaltedRecheck.Seconds())),
-		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
+		pipeline.EnvStateMachineARN: *t.StateMachine.StateMachineArn(),
+		pipeline.EnvQueueURL:        *t.Queue.QueueUrl(),
+		pipeline.EnvTenant:          string(settings),
+		pipeline.EnvTenantPrefix:    tenant.Prefix,
+		pipeline.EnvBucket:          *p.Bucket.BucketName(),
+		pipeline.EnvOnFailure:       tenant.OnFailure,
+		pipeline.EnvIdempotencyKey:  tenant.IdempotencyKey,
+		pipeline.EnvMaxWaitSeconds:  strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
+		pipeline.EnvHaltWaitSeconds: strconv.Itoa(int(p.HaltedRecheck.Seconds())),
+		// Set, not defaulted, so that validate's ControllerTimeout rule holds what the function runs.
+		pipeline.EnvPollBudgetSeconds: strconv.Itoa(int(ControllerPollBudget.Seconds())),
+		// A stopped file is released only after its stopDate plus the register timeout.
+		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(p.RegisterTimeout.Seconds())),
+		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
+		pipeline.EnvMetricsNamespace:       pipeline.DefaultMetricsNamespace,
 	})
 	if p.ControllerReservedConcurrency > 0 {
 		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
@@ -155,16 +164,16 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		ReportBatchItemFailures: jsii.Bool(true),
 	}))
 	t.StateMachine.GrantStartExecution(t.Controller)
-	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"))
+	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
+	// run: the controller finds the file's running segment child in the file execution's history,
+	// stops it and waits for it (docs/controller.md).
+	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"))
+	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
-	// controller could not tell "no skip marker" from "no access". It lists key names only.
-	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
-	t.Controller.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("s3:ListBucket"),
-		Resources: jsii.Strings(*p.Bucket.BucketArn()),
-	}))
+	// controller could not tell "no skip marker" from "no access".
+	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
 
 	t.Alarms = t.newAlarms()
 	t.suppressNagFindings()
@@ -205,6 +214,19 @@ func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, patte
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(actions...),
 		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
+	}))
+}
+
+// allowList grants s3:ListBucket on the ingest bucket for keys under prefix only. With it, S3
+// answers a read of a missing key or version with 404 (NoSuchKey, NoSuchVersion) instead of 403
+// AccessDenied, so a vanished object surfaces as ObjectChangedError rather than "access denied".
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html (s3:prefix)
+func (t *TenantPipeline) allowList(fn awslambda.IFunction, prefix string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": prefix + "*"}},
 	}))
 }
 

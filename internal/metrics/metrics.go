@@ -40,6 +40,10 @@ const (
 	// ServiceErrors counts deliveries kept because a Step Functions or S3 call still failed after
 	// the SDK's retries (throttling, outages, missing permissions).
 	ServiceErrors = "ServiceErrors"
+	// StoppedFileHolds counts deliveries of a TIMED_OUT or ABORTED file held because one of its
+	// Register invocations, or its segment execution, may still be running (docs/controller.md,
+	// "Stopped files"). The file is released once none can.
+	StoppedFileHolds = "StoppedFileHolds"
 	// HeadWaitSeconds is how long the file at the head of the tenant's queue has been waiting,
 	// from its SQS SentTimestamp to now. Alarm on its Maximum.
 	HeadWaitSeconds = "HeadWaitSeconds"

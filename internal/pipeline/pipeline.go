@@ -56,6 +56,12 @@ const (
 	// history events, well inside the 25,000 limit.
 	SegmentChunks = 1000
 
+	// MaxHeaderBytes bounds a CSV header's size as a JSON array of strings. The header travels in
+	// Split's result and in every segment and Register payload, which Step Functions limits to
+	// 256 KiB (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), so a wider
+	// header fails the file with a ValidationError instead of States.DataLimitExceeded.
+	MaxHeaderBytes = 16 * 1024
+
 	// MaxSegments bounds the segments of one file. Each segment costs the file execution about 8
 	// history events and about 40 bytes of Map input, so 2,500 segments stay below 25,000 events and
 	// 256 KiB. With the default chunk size that is 250,000,000 records a file.
@@ -81,7 +87,10 @@ type Tenant struct {
 // Source is the exact object version that triggered a workflow.
 type Source struct {
 	Bucket string `json:"bucket"`
-	Key    string `json:"key"` // raw, exactly as S3 stores it; never URL-decoded
+	// Key is the key as the event gave it (WorkflowInput, SplitRequest) or, from Split's result on,
+	// the key exactly as S3 stores it. EventBridge does not document whether it form-encodes keys,
+	// so Split resolves the form (source.Open); nothing else ever decodes a key.
+	Key string `json:"key"`
 	// VersionID is set when the bucket is versioned; otherwise ETag pins the content.
 	VersionID string `json:"versionId,omitempty"`
 	ETag      string `json:"etag,omitempty"`
@@ -120,6 +129,11 @@ type Segment struct {
 // SplitResult is what Split returns. Chunk i holds records i*ChunkSize+1 … of the file (1-based,
 // data rows only); every chunk but the last is full.
 type SplitResult struct {
+	// Source is the object Split read: the input source with Key set to the key that matched the
+	// event's version and ETag, the key as given or its form-decoded form (source.Open). The
+	// workflow passes it, not the input's source, to the segments and chunks, so Register reads the
+	// same object and never resolves the key again.
+	Source   Source   `json:"source"`
 	Manifest Location `json:"manifest"`
 	Records  int64    `json:"records"`
 	Chunks   int      `json:"chunks"`

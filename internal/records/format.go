@@ -43,15 +43,10 @@ func FormatOf(t pipeline.Tenant) (Format, error) {
 		errs = append(errs, fmt.Errorf("encoding %q is not %q or %q", t.Encoding, pipeline.EncodingUTF8, pipeline.EncodingCP932))
 	}
 	if t.Delimiter != "" {
-		r, size := utf8.DecodeRuneInString(t.Delimiter)
-		// encoding/csv rejects these itself; checking here turns a per-file failure into a clear
-		// configuration error. Any other character is safe, in CP932 too: the CSV parser only ever
-		// sees decoded text, so a delimiter such as '\' or '|' never matches the trail byte of a
-		// double-byte character (ソ is 0x83 0x5C, ポ is 0x83 0x7C).
-		if size != len(t.Delimiter) || r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
-			errs = append(errs, fmt.Errorf("delimiter %q must be one character other than a quote, CR or LF", t.Delimiter))
+		if err := CheckDelimiter(t.Delimiter, t.Encoding); err != nil {
+			errs = append(errs, fmt.Errorf("delimiter %w", err))
 		} else {
-			f.Delimiter = r
+			f.Delimiter, _ = utf8.DecodeRuneInString(t.Delimiter)
 		}
 	}
 	switch {
@@ -61,6 +56,29 @@ func FormatOf(t pipeline.Tenant) (Format, error) {
 		errs = append(errs, fmt.Errorf("maxFieldBytes %d must be positive", t.MaxFieldBytes))
 	}
 	return f, errors.Join(errs...)
+}
+
+// CheckDelimiter is the one rule for a CSV delimiter, used by tenants.json validation at synth and
+// by Split and Register at run time: one character that encoding/csv accepts as Comma (not NUL, a
+// quote, CR, LF or U+FFFD: https://pkg.go.dev/encoding/csv#Reader), and not a byte order mark.
+//
+// Any other character is safe in CP932 too, including '\' and '|', which are also trail bytes of
+// double-byte characters (ソ is 0x83 0x5C, ポ is 0x83 0x7C): the parser only ever sees decoded text,
+// never raw bytes (fixtures cp932_backslash.csv, cp932_pipe.csv). For CP932 it must be a character
+// CP932 can encode, or it could never appear in a file.
+func CheckDelimiter(d, encoding string) error {
+	r, size := utf8.DecodeRuneInString(d)
+	switch {
+	case d == "" || size != len(d) || r == utf8.RuneError:
+		return fmt.Errorf("%q is invalid: use exactly one character", d)
+	case r == 0 || r == '"' || r == '\r' || r == '\n' || r == 0xFEFF:
+		return fmt.Errorf("%q is invalid: it cannot be NUL, a quote, a line end or a byte order mark", d)
+	case encoding == pipeline.EncodingCP932:
+		if _, err := japanese.ShiftJIS.NewEncoder().String(d); err != nil {
+			return fmt.Errorf("%q is invalid for cp932 files: CP932 cannot encode it, so it never appears in a file", d)
+		}
+	}
+	return nil
 }
 
 // Error is a file that breaks its format. It names the 1-based physical line in the file (Split)

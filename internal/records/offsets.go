@@ -18,28 +18,48 @@ const bufSize = 64 << 10
 var errRecordTooLarge = errors.New("record too large")
 
 // counter passes a stream through, counting its bytes. When lfs is on it also remembers the offset
-// just past every '\n' it has delivered and that the parser has not yet moved past. When limit is
-// set it fails once the reader would run more than limit bytes ahead of the parser's last record
-// end, which bounds what encoding/csv buffers for one record.
+// just past every '\n' it has delivered and that the parser has not yet moved past. When a limit
+// is set (setLimit) it fails once the reader would run more than limit bytes ahead of the parser's
+// last record end, which bounds what encoding/csv buffers for one record. Blank lines do not count
+// against the limit (blanks): encoding/csv skips them inside one Read, and they are not records.
 type counter struct {
-	r     io.Reader
-	n     int64
-	eof   bool
-	lfs   bool
-	ends  []int64
-	head  int
-	limit int64 // 0: none
-	check *textCheck
+	r          io.Reader
+	n          int64
+	eof        bool
+	lfs        bool
+	ends       []int64
+	head       int
+	limit      int64 // 0: none
+	check      *textCheck
+	blanks     *blankLines // CSV text only
+	limitBlank int64       // blanks.n when the limit was set
+}
+
+// setLimit lets the reader run to offset limit, plus the bytes of any blank lines it reads from now.
+func (c *counter) setLimit(limit int64) {
+	c.limit = limit
+	if c.blanks != nil {
+		c.limitBlank = c.blanks.n
+	}
 }
 
 func (c *counter) Read(p []byte) (int, error) {
-	if c.limit > 0 && c.n >= c.limit {
-		return 0, errRecordTooLarge
-	}
-	if c.limit > 0 && int64(len(p)) > c.limit-c.n {
-		p = p[:c.limit-c.n]
+	if c.limit > 0 {
+		limit := c.limit
+		if c.blanks != nil {
+			limit += c.blanks.n - c.limitBlank
+		}
+		if c.n >= limit {
+			return 0, errRecordTooLarge
+		}
+		if int64(len(p)) > limit-c.n {
+			p = p[:limit-c.n]
+		}
 	}
 	n, err := c.r.Read(p)
+	if c.blanks != nil {
+		c.blanks.scan(p[:n])
+	}
 	if c.lfs {
 		for b, off := p[:n], c.n; ; {
 			i := bytes.IndexByte(b, '\n')
@@ -62,6 +82,65 @@ func (c *counter) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// blankLines counts the bytes of the blank lines ("\n" or "\r\n" alone) of CSV text that lie
+// outside quoted fields: the lines encoding/csv skips. Inside quotes a line end is field content
+// and counts. With LazyQuotes off every '"' of text that parses opens or closes a quoted field or
+// is half of a doubled quote inside one, so the parity of the quotes seen tells whether a line end
+// is inside a field; text past a quoting error never parses, so a wrong parity there is harmless.
+type blankLines struct {
+	inQuote bool
+	midLine bool // outside quotes, past the start of a line
+	cr      bool // at the start of a line, after one '\r'
+	n       int64
+}
+
+func (s *blankLines) scan(b []byte) {
+	for len(b) > 0 {
+		if s.inQuote {
+			i := bytes.IndexByte(b, '"')
+			if i < 0 {
+				return
+			}
+			s.inQuote, s.midLine = false, true
+			b = b[i+1:]
+			continue
+		}
+		if !s.midLine {
+			switch {
+			case b[0] == '\n':
+				s.n++
+				if s.cr {
+					s.n++
+				}
+				s.cr = false
+				b = b[1:]
+				continue
+			case b[0] == '\r' && !s.cr:
+				s.cr = true
+				b = b[1:]
+				continue
+			}
+			s.midLine, s.cr = true, false
+		}
+		// Inside a line, outside quotes: on to the line end or the next quote, whichever is first.
+		end := bytes.IndexByte(b, '\n')
+		line := b
+		if end >= 0 {
+			line = b[:end]
+		}
+		if q := bytes.IndexByte(line, '"'); q >= 0 {
+			s.inQuote = true
+			b = b[q+1:]
+			continue
+		}
+		if end < 0 {
+			return
+		}
+		s.midLine = false
+		b = b[end+1:]
+	}
 }
 
 // textCheck watches decoded text in the blocks the parser reads and notes whether any of it is
@@ -199,12 +278,21 @@ func openText(r io.Reader, f Format, bom bool) (*text, error) {
 		} else if err != nil && err != io.EOF {
 			return nil, err
 		}
-		in := &counter{r: br, check: &textCheck{}}
+		in := &counter{r: br, check: &textCheck{}, blanks: f.blankLines()}
 		return &text{in: in, offsets: &rawOffsets{base: base}}, nil
 	}
 	raw := &counter{r: newBufReader(r), lfs: true}
-	in := &counter{r: f.decode(raw), lfs: true, check: &textCheck{cp932: true}}
+	in := &counter{r: f.decode(raw), lfs: true, check: &textCheck{cp932: true}, blanks: f.blankLines()}
 	return &text{in: in, offsets: &rawOffsets{raw: raw, decoded: in}}, nil
+}
+
+// blankLines tracks blank lines for a CSV text; JSON Lines are read line by line, so a blank line
+// is never buffered with a record.
+func (f Format) blankLines() *blankLines {
+	if f.Kind == pipeline.FormatCSV {
+		return &blankLines{}
+	}
+	return nil
 }
 
 func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, bufSize) }

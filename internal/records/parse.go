@@ -72,7 +72,7 @@ func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, e
 	recCap := f.recordCap(len(header))
 	var recs []Record
 	for n := first; ; n++ {
-		t.in.limit = cr.InputOffset() + recCap + bufSize
+		t.in.setLimit(cr.InputOffset() + recCap + bufSize)
 		rec, err := cr.Read()
 		if err == io.EOF {
 			return recs, nil

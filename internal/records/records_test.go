@@ -100,6 +100,35 @@ func whole(t testing.TB, data []byte, f Format) (header []string, recs [][]strin
 	return all[0], all[1:]
 }
 
+// checkTooLong asserts that a file Split rejected as holding a record too long to be valid does
+// hold a field over the limit, whenever a whole-file parse reads it and its header has at most the
+// 16 fields Split bounds a header by. Blank lines, which are not records, must never cause it.
+func checkTooLong(t testing.TB, data []byte, f Format) {
+	t.Helper()
+	if f.Encoding == pipeline.EncodingCP932 {
+		var err error
+		if data, err = japanese.ShiftJIS.NewDecoder().Bytes(data); err != nil {
+			return
+		}
+	} else {
+		data = bytes.TrimPrefix(data, utf8BOM)
+	}
+	cr := csv.NewReader(bytes.NewReader(data))
+	cr.Comma = f.Delimiter
+	all, err := cr.ReadAll()
+	if err != nil || len(all) == 0 || len(all[0]) > 16 {
+		return
+	}
+	for _, rec := range all {
+		for _, v := range rec {
+			if len(v) > f.MaxFieldBytes {
+				return
+			}
+		}
+	}
+	t.Fatalf("Split rejected a record as too long, but every field is within %d bytes", f.MaxFieldBytes)
+}
+
 // checkRoundTrip asserts that the chunks' records, concatenated, are the whole file's records:
 // none lost, duplicated or reordered, numbered 1… in file order, every chunk but the last full.
 func checkRoundTrip(t testing.TB, data []byte, f Format, chunkSize int) {
@@ -107,6 +136,9 @@ func checkRoundTrip(t testing.TB, data []byte, f Format, chunkSize int) {
 	c, err := splitAndParse(t, data, f, chunkSize)
 	var fe *Error
 	if errors.As(err, &fe) {
+		if strings.HasPrefix(fe.Reason, "record is longer") {
+			checkTooLong(t, data, f)
+		}
 		return // an invalid file; the validation tests pin which
 	}
 	if err != nil {
@@ -129,6 +161,14 @@ func checkRoundTrip(t testing.TB, data []byte, f Format, chunkSize int) {
 				got = append(got, []string{string(r.JSON)})
 			} else {
 				got = append(got, r.Fields)
+			}
+			for _, v := range r.Fields {
+				if len(v) > f.MaxFieldBytes {
+					t.Fatalf("record %d: got a field of %d bytes accepted, over the %d-byte limit", r.Number, len(v), f.MaxFieldBytes)
+				}
+			}
+			if len(r.JSON) > f.MaxFieldBytes {
+				t.Fatalf("record %d: got a line of %d bytes accepted, over the %d-byte limit", r.Number, len(r.JSON), f.MaxFieldBytes)
 			}
 		}
 	}
@@ -326,6 +366,10 @@ const secret = "SECRET"
 
 func TestValidationErrors(t *testing.T) {
 	long := strings.Repeat("x", 40)
+	var wide []string // 2,100 columns: ["c0000","c0001",…] is 2,100 × 8 + 1 = 16,801 bytes as JSON
+	for i := range 2100 {
+		wide = append(wide, fmt.Sprintf("c%04d", i))
+	}
 	tests := []struct {
 		name, kind, encoding, delim string
 		maxField                    int
@@ -350,6 +394,10 @@ func TestValidationErrors(t *testing.T) {
 		{"cp932 lead byte at end", "csv", "cp932", "", 0, "a,b\r\n1,2\r\n3,\x81", 3, "field 2 has bytes that are not valid cp932"},
 		{"field over limit", "csv", "utf-8", "", 16, "a,b\n1,2\n" + secret + long + ",2\n", 3, "field 1 is 46 bytes, over the 16-byte limit"},
 		{"header over limit", "csv", "utf-8", "", 16, long + ",b\n", 1, "field 1 is 40 bytes, over the 16-byte limit"},
+		{"header over the JSON size limit", "csv", "utf-8", "", 0, strings.Join(wide, ",") + "\n" + secret + "\n", 1,
+			"the header is 16801 bytes as JSON, over the 16384-byte limit: it travels in every Step Functions payload; shorten the column names"},
+		{"one-column header one byte over the JSON size limit", "csv", "utf-8", "", 0, strings.Repeat("h", 16381) + "\n", 1,
+			"the header is 16385 bytes as JSON, over the 16384-byte limit: it travels in every Step Functions payload; shorten the column names"},
 		{"record far over limit", "csv", "utf-8", "", 16, "a,b\n1,2\n\"" + strings.Repeat(secret, 50000) + "\",2\n", 3, "record is longer than 72 bytes, so a field is over the 16-byte limit"},
 		{"bare quote", "csv", "utf-8", "", 0, "a,b\n1,x\"" + secret + "\n", 2, `an unquoted field holds a '"'`},
 		{"unterminated quote", "csv", "utf-8", "", 0, "a,b\n1,2\n3,\"" + secret + "\n", 3, `a quoted field has a stray or missing '"'`},
@@ -382,6 +430,19 @@ func TestValidationErrors(t *testing.T) {
 	}
 }
 
+// TestHeaderAtJSONSizeLimit: a header of exactly pipeline.MaxHeaderBytes as JSON is accepted
+// (["h…h"] is the name plus 4 bytes).
+func TestHeaderAtJSONSizeLimit(t *testing.T) {
+	name := strings.Repeat("h", pipeline.MaxHeaderBytes-4)
+	sum, err := Split(strings.NewReader(name+"\n1\n"), mustFormat(t, "csv", "utf-8", "", 0), 1, func(int64) error { return nil })
+	if err != nil || sum.Records != 1 {
+		t.Fatalf("got %+v, %v, want 1 record", sum, err)
+	}
+	if b, _ := json.Marshal(sum.Header); len(b) != pipeline.MaxHeaderBytes {
+		t.Errorf("got a header of %d bytes as JSON, want %d", len(b), pipeline.MaxHeaderBytes)
+	}
+}
+
 func TestFormatOf(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -394,8 +455,8 @@ func TestFormatOf(t *testing.T) {
 		{"backslash in cp932", pipeline.Tenant{Format: "csv", Encoding: "cp932", Delimiter: `\`}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\\', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
 		{"bad format", pipeline.Tenant{Format: "xml", Encoding: "utf-8"}, Format{}, `format "xml" is not "csv" or "jsonl"`},
 		{"bad encoding", pipeline.Tenant{Format: "csv", Encoding: "latin1"}, Format{}, `encoding "latin1" is not "utf-8" or "cp932"`},
-		{"two-char delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}, Format{}, `delimiter ";;" must be one character`},
-		{"quote delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}, Format{}, `delimiter "\"" must be one character`},
+		{"two-char delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}, Format{}, `delimiter ";;" is invalid: use exactly one character`},
+		{"quote delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}, Format{}, `delimiter "\"" is invalid: it cannot be NUL, a quote`},
 		{"negative limit", pipeline.Tenant{Format: "csv", Encoding: "utf-8", MaxFieldBytes: -1}, Format{}, "maxFieldBytes -1 must be positive"},
 	}
 	for _, tt := range tests {
@@ -545,4 +606,98 @@ func TestReadError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBlankLinesCostNothing: blank lines are not records, so a long run of them must not count
+// against maxFieldBytes. encoding/csv skips blank lines inside one Read, so before they were
+// credited a valid file with more blank lines in a row than the record bound (here 2 × 35 + 2
+// bytes plus the 64 KiB read buffer) failed as "record is longer than …". Chunk size 1 makes
+// every chunk's range start with a run of blank lines, so Register's ParseRange is covered too.
+// Inside a quoted field line ends are content: a field of many line ends still breaks the limit.
+func TestBlankLinesCostNothing(t *testing.T) {
+	run := func(s string, n int) string { return strings.Repeat(s, n) }
+	tests := []struct {
+		name, encoding string
+		data           string
+		wantRecords    int64
+		wantReason     string // "" for success
+	}{
+		{"LF blank lines", "utf-8", "a,b\n1,2\n" + run("\n", 200_000) + "3,4\n" + run("\n", 100_000) + "5,6\n", 3, ""},
+		{"CRLF blank lines", "utf-8", "a,b\r\n1,2\r\n" + run("\r\n", 150_000) + "3,4\r\n", 2, ""},
+		{"blank lines before the header", "utf-8", run("\n", 100_000) + "a,b\n1,2\n", 1, ""},
+		{"blank lines at the end", "utf-8", "a,b\n1,2\n" + run("\r\n", 100_000), 1, ""},
+		{"cp932 blank lines", "cp932", "a,b\r\n\x83\x5c,2\r\n" + run("\r\n", 150_000) + "3,\x83\x7c\r\n", 2, ""},
+		{"blank lines after a quoted line break", "utf-8", "a,b\n\"x\ny\",2\n" + run("\n", 200_000) + "3,4\n", 2, ""},
+		{"line ends inside quotes still count", "utf-8", "a,b\n1,\"" + run("\n", 200_000) + "\"\n", 0,
+			"record is longer than 72 bytes, so a field is over the 16-byte limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := mustFormat(t, "csv", tt.encoding, "", 16)
+			c, err := splitAndParse(t, []byte(tt.data), f, 1)
+			if tt.wantReason != "" {
+				var fe *Error
+				if !errors.As(err, &fe) || fe.Reason != tt.wantReason {
+					t.Fatalf("got %v, want %q", err, tt.wantReason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got %v, want %d records", err, tt.wantRecords)
+			}
+			if c.sum.Records != tt.wantRecords {
+				t.Errorf("got %d records, want %d", c.sum.Records, tt.wantRecords)
+			}
+		})
+	}
+}
+
+// TestBlankLinesScan pins the blank-line count on known answers, fed in every split of the text
+// so that state carried across reads is covered.
+func TestBlankLinesScan(t *testing.T) {
+	tests := []struct {
+		text string
+		want int64
+	}{
+		{"\n\n", 2},
+		{"\r\n\r\n", 4},
+		{"a\n\nb\n", 1},
+		{"a\r\n\r\nb\r\n", 2},
+		{"\r\r\n", 0},       // "\r" then a line end: a record, not a blank line
+		{" \n", 0},          // a space is a field
+		{"\"\n\n\"\n\n", 1}, // line ends inside quotes are content
+		{"\"a\"\"\n\n\"\n\n", 1},
+		{"a,\"\"\n\n", 1}, // an empty quoted field closes at once
+	}
+	for _, tt := range tests {
+		for cut := 0; cut <= len(tt.text); cut++ {
+			var s blankLines
+			s.scan([]byte(tt.text[:cut]))
+			s.scan([]byte(tt.text[cut:]))
+			if s.n != tt.want {
+				t.Errorf("%q split at %d: got %d blank bytes, want %d", tt.text, cut, s.n, tt.want)
+			}
+		}
+	}
+}
+
+// TestCP932DoubleByteDelimiter: CheckDelimiter accepts any character CP932 encodes, a double-byte
+// one included, because parsing works on decoded text.
+func TestCP932DoubleByteDelimiter(t *testing.T) {
+	data, err := japanese.ShiftJIS.NewEncoder().Bytes([]byte("aソb\r\n①ソ～\r\nポソ\\\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := mustFormat(t, "csv", "cp932", "ソ", 0)
+	c, err := splitAndParse(t, data, f, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"①", "～"}, {"ポ", `\`}}
+	for i, w := range want {
+		if got := c.chunks[i][0].Fields; !reflect.DeepEqual(got, w) {
+			t.Errorf("record %d: got %q, want %q", i+1, got, w)
+		}
+	}
+	checkRoundTrip(t, data, f, 1)
 }

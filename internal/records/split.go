@@ -107,7 +107,7 @@ func (s *splitter) csv() error {
 	cr := newCSVReader(s.in, s.f, 0)
 	// The header's width is not known yet, so bound it as a record of 16 fields at the limit.
 	s.recCap = s.f.recordCap(16)
-	s.in.limit = s.recCap + bufSize
+	s.in.setLimit(s.recCap + bufSize)
 	rec, err := cr.Read()
 	if err == io.EOF {
 		return s.started(cr.InputOffset())
@@ -128,7 +128,7 @@ func (s *splitter) csv() error {
 	lastLine, _ := cr.FieldPos(width - 1)
 	last := rec[width-1]
 	for {
-		s.in.limit = cr.InputOffset() + s.recCap + bufSize
+		s.in.setLimit(cr.InputOffset() + s.recCap + bufSize)
 		rec, err := cr.Read()
 		if err == io.EOF {
 			if s.in.check.bad {
@@ -206,6 +206,16 @@ func (s *splitter) checkHeader(cr *csv.Reader, rec []string) error {
 			return &Error{Line: int64(line), Reason: fmt.Sprintf("header columns %d and %d have the same name", j+1, i+1)}
 		}
 		seen[name] = i
+	}
+	// json.Marshal escapes <, > and & as \u003c…, so this may overcount a little, never under.
+	enc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if len(enc) > pipeline.MaxHeaderBytes {
+		line, _ := cr.FieldPos(0)
+		return &Error{Line: int64(line), Reason: fmt.Sprintf(
+			"the header is %d bytes as JSON, over the %d-byte limit: it travels in every Step Functions payload; shorten the column names", len(enc), pipeline.MaxHeaderBytes)}
 	}
 	return nil
 }

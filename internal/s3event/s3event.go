@@ -2,9 +2,11 @@
 // bucket has EventBridge notifications turned on. The controller reads them from its queue; the
 // local harness builds them with the same types, so both sides agree on the wire format.
 //
-// Object keys in these events are raw: they are never URL-decoded here or anywhere else
-// (docs/data-path.md). Classic S3 notifications form-encode keys; EventBridge events carry them as
-// stored, so decoding would corrupt a literal "+" or "%".
+// Object keys are kept exactly as the event gives them: never decoded here. Classic S3
+// notifications form-encode keys ("red flower.jpg" arrives as "red+flower.jpg"); AWS documents
+// neither form for EventBridge events, and a literal "+" or "%" cannot be told from an encoded one
+// by its characters. Split resolves the form by asking S3 for the event's pinned object under the
+// key as given, then under its form-decoded form (source.Open, docs/data-path.md).
 //
 // Event structure: https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html
 package s3event
@@ -58,7 +60,8 @@ type Bucket struct {
 
 // Object is the object version the event is about.
 type Object struct {
-	// Key is the raw object key. Never URL-decode it.
+	// Key is the object key as the event gives it, raw or form-encoded; only Split resolves which
+	// (source.Open). Never decode it anywhere else.
 	Key  string `json:"key"`
 	Size int64  `json:"size"`
 	ETag string `json:"etag,omitempty"`

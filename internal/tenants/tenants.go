@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
 )
 
 // File is the tenants configuration file.
@@ -218,7 +219,8 @@ func (t Tenant) Validate() error {
 		bad("delimiter", "%q is set, but only CSV files have a delimiter", t.Delimiter)
 	}
 	if t.Format == pipeline.FormatCSV {
-		if err := CheckDelimiter(t.Delimiter, t.Encoding); err != nil {
+		// One rule with Split and Register: records.CheckDelimiter.
+		if err := records.CheckDelimiter(t.Delimiter, t.Encoding); err != nil {
 			bad("delimiter", "%v", err)
 		}
 	}
@@ -243,22 +245,6 @@ func (t Tenant) Validate() error {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
 	return errors.Join(errs...)
-}
-
-// CheckDelimiter accepts one character that cannot be confused with quoting, line ends, or (for
-// CP932) the second byte of a double-byte character: Shift_JIS trail bytes are 0x40–0x7E and
-// 0x80–0xFC, so only ASCII below 0x40 is safe to scan for in raw CP932 bytes.
-func CheckDelimiter(d, encoding string) error {
-	r, size := utf8.DecodeRuneInString(d)
-	switch {
-	case d == "" || size != len(d) || r == utf8.RuneError:
-		return fmt.Errorf("%q is invalid: use exactly one character", d)
-	case r == '"' || r == '\r' || r == '\n' || r == 0xFEFF:
-		return fmt.Errorf("%q is invalid: it cannot be a quote, a line end or a byte order mark", d)
-	case encoding == pipeline.EncodingCP932 && r >= 0x40:
-		return fmt.Errorf("%q is invalid for cp932 files: it can be the second byte of a double-byte character; use an ASCII character below '@', such as ',', ';' or a tab", d)
-	}
-	return nil
 }
 
 func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }

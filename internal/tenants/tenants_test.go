@@ -1,10 +1,15 @@
 package tenants
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -56,7 +61,7 @@ func TestParseRejects(t *testing.T) {
 		{"secret arn", `{"tenants": [{"id": "acme", "registerAuthSecretArn": "my-secret"}]}`, []string{`registerAuthSecretArn: "my-secret" is invalid`}},
 		{"delimiter two chars", `{"tenants": [{"id": "acme", "delimiter": ";;"}]}`, []string{`delimiter: ";;" is invalid: use exactly one character`}},
 		{"delimiter quote", `{"tenants": [{"id": "acme", "delimiter": "\""}]}`, []string{`delimiter: "\"" is invalid`}},
-		{"delimiter unsafe in cp932", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "|"}]}`, []string{`delimiter: "|" is invalid for cp932`}},
+		{"delimiter cp932 cannot encode", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "é"}]}`, []string{`delimiter: "é" is invalid for cp932`}},
 		{"delimiter on jsonl", `{"tenants": [{"id": "acme", "format": "jsonl", "delimiter": ";"}]}`, []string{`delimiter: ";" is set, but only CSV`}},
 		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes: 2000000 is out of range`}},
 		{"every problem at once", `{"tenants": [{"id": "acme", "format": "xml", "chunkSize": 5000}, {"id": "B"}]}`,
@@ -81,6 +86,8 @@ func TestParseAccepts(t *testing.T) {
 	for _, tc := range []struct{ name, json string }{
 		{"jsonl without delimiter", `{"tenants": [{"id": "acme", "format": "jsonl"}]}`},
 		{"cp932 with tab", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "\t"}]}`},
+		{"cp932 with pipe (a trail byte of ポ)", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "|"}]}`},
+		{"cp932 with backslash (a trail byte of ソ)", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "\\"}]}`},
 		{"utf-8 with pipe", `{"tenants": [{"id": "acme", "delimiter": "|"}]}`},
 		{"sibling prefixes", `{"tenants": [{"id": "a", "prefix": "in/a/"}, {"id": "ab", "prefix": "in/ab/"}]}`},
 		{"japanese prefix", `{"tenants": [{"id": "acme", "prefix": "受信/acme/"}]}`},
@@ -115,5 +122,33 @@ func TestLoadNamesFile(t *testing.T) {
 	_, err := Load(p)
 	if err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("got %v, want an error naming %s", err, p)
+	}
+}
+
+// TestDelimiterRuleIsShared: tenants.json validation and the Lambdas' records.FormatOf accept and
+// reject the same delimiters (they once disagreed on CP932: the tenants file refused '|' and '\',
+// which the parser handles because it reads decoded text). Known answers, checked against both.
+func TestDelimiterRuleIsShared(t *testing.T) {
+	tests := []struct {
+		delim, encoding string
+		ok              bool
+	}{
+		{",", "cp932", true}, {"\t", "cp932", true}, {"|", "cp932", true}, {`\`, "cp932", true}, {"@", "cp932", true},
+		{"ソ", "cp932", true}, {"、", "cp932", true}, {"é", "cp932", false}, {"é", "utf-8", true},
+		{"|", "utf-8", true}, {"\x00", "utf-8", false}, {"\ufeff", "cp932", false}, {"\ufeff", "utf-8", false},
+		{`"`, "utf-8", false}, {"\r", "cp932", false}, {"\n", "utf-8", false}, {";;", "utf-8", false}, {"\xff", "utf-8", false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q in %s", tt.delim, tt.encoding), func(t *testing.T) {
+			b, _ := json.Marshal(map[string]any{"tenants": []map[string]string{{"id": "acme", "encoding": tt.encoding, "delimiter": tt.delim}}})
+			_, err := Parse(b)
+			if got := err == nil; got != tt.ok {
+				t.Errorf("tenants: got accepted=%v (%v), want %v", got, err, tt.ok)
+			}
+			_, err = records.FormatOf(pipeline.Tenant{Format: "csv", Encoding: tt.encoding, Delimiter: tt.delim})
+			if got := err == nil; got != tt.ok {
+				t.Errorf("records: got accepted=%v (%v), want %v", got, err, tt.ok)
+			}
+		})
 	}
 }

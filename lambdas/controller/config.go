@@ -16,6 +16,11 @@ import (
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
 const maxVisibility = 12 * time.Hour
 
+// maxRegisterTimeout is the longest timeout a Lambda function can have: 900 seconds. It is the
+// default Register timeout, the safe bound when the variable is not set.
+// https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html
+const maxRegisterTimeout = 900 * time.Second
+
 // Defaults of the optional variables.
 const (
 	defaultOnFailure      = pipeline.OnFailureContinue
@@ -39,9 +44,17 @@ type Config struct {
 	HaltWait         time.Duration
 	PollBudget       time.Duration
 	MetricsNamespace string
+	// SegmentStateMachineARN is the tenant's segment state machine, whose executions the file
+	// state machine starts (startExecution.sync:2).
+	SegmentStateMachineARN string
+	// RegisterTimeout is the Register function's timeout: how long a Register invocation can go
+	// on after the execution that started it stopped.
+	RegisterTimeout time.Duration
 
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
+	// segmentExecutionPrefix is the same for the segment state machine.
+	segmentExecutionPrefix string
 }
 
 // ExecutionARN is the ARN of this state machine's execution called name.
@@ -91,6 +104,8 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 		OnFailure:        optional(pipeline.EnvOnFailure, defaultOnFailure),
 		IdempotencyKey:   optional(pipeline.EnvIdempotencyKey, defaultIdempotencyKey),
 		MetricsNamespace: optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
+
+		SegmentStateMachineARN: required(pipeline.EnvSegmentStateMachineARN),
 	}
 
 	if c.StateMachineARN != "" {
@@ -99,6 +114,15 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 			bad(pipeline.EnvStateMachineARN, "%v", err)
 		}
 		c.executionPrefix = p
+	}
+	if c.SegmentStateMachineARN != "" {
+		p, err := executionPrefix(c.SegmentStateMachineARN)
+		if err != nil {
+			bad(pipeline.EnvSegmentStateMachineARN, "%v", err)
+		} else if p == c.executionPrefix {
+			bad(pipeline.EnvSegmentStateMachineARN, "is the file state machine %s, want the segment state machine", pipeline.EnvStateMachineARN)
+		}
+		c.segmentExecutionPrefix = p
 	}
 	if c.QueueURL != "" {
 		if u, err := url.Parse(c.QueueURL); err != nil || u.Scheme == "" || u.Host == "" {
@@ -133,6 +157,7 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 	c.HaltWait = duration(pipeline.EnvHaltWaitSeconds, optional(pipeline.EnvHaltWaitSeconds, strconv.Itoa(int(defaultHaltWait/time.Second))), time.Second, time.Second, maxVisibility)
 	c.FirstWait = duration(pipeline.EnvFirstWaitMillis, optional(pipeline.EnvFirstWaitMillis, strconv.Itoa(int(defaultFirstWait/time.Millisecond))), time.Millisecond, time.Millisecond, maxVisibility)
 	c.PollBudget = duration(pipeline.EnvPollBudgetSeconds, optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
+	c.RegisterTimeout = duration(pipeline.EnvRegisterTimeoutSeconds, optional(pipeline.EnvRegisterTimeoutSeconds, strconv.Itoa(int(maxRegisterTimeout/time.Second))), time.Second, time.Second, maxRegisterTimeout)
 	if c.FirstWait > 0 && c.MaxWait > 0 && c.FirstWait > c.MaxWait {
 		bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
 	}

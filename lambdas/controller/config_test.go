@@ -10,11 +10,12 @@ import (
 
 func TestConfigFromEnv(t *testing.T) {
 	cfg := mustConfig(t, map[string]string{
-		pipeline.EnvOnFailure:         "",
-		pipeline.EnvIdempotencyKey:    "",
-		pipeline.EnvHaltWaitSeconds:   "",
-		pipeline.EnvFirstWaitMillis:   "",
-		pipeline.EnvPollBudgetSeconds: "",
+		pipeline.EnvOnFailure:              "",
+		pipeline.EnvIdempotencyKey:         "",
+		pipeline.EnvHaltWaitSeconds:        "",
+		pipeline.EnvFirstWaitMillis:        "",
+		pipeline.EnvPollBudgetSeconds:      "",
+		pipeline.EnvRegisterTimeoutSeconds: "",
 	})
 	checks := []struct {
 		what      string
@@ -30,6 +31,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{"poll budget default", cfg.PollBudget, 10 * time.Second},
 		{"metrics namespace default", cfg.MetricsNamespace, pipeline.DefaultMetricsNamespace},
 		{"execution ARN", cfg.ExecutionARN("x"), testExecPrefix + "x"},
+		// Unset, a stopped file waits as long as any Lambda invocation can run: Lambda's maximum
+		// timeout, 900 s (https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html).
+		{"register timeout default", cfg.RegisterTimeout, 900 * time.Second},
+		{"segment state machine", cfg.SegmentStateMachineARN, testSegmentSM},
+		{"segment execution prefix", cfg.segmentExecutionPrefix, testSegPrefix},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -64,6 +70,12 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"first wait above max wait", map[string]string{pipeline.EnvFirstWaitMillis: "61000"}, []string{"FIRST_WAIT_MILLIS:"}},
 		{"negative poll budget", map[string]string{pipeline.EnvPollBudgetSeconds: "-1"}, []string{"POLL_BUDGET_SECONDS:"}},
 		{"huge number", map[string]string{pipeline.EnvMaxWaitSeconds: "99999999999999999"}, []string{"MAX_WAIT_SECONDS:"}},
+		{"missing segment state machine", map[string]string{pipeline.EnvSegmentStateMachineARN: ""}, []string{"SEGMENT_STATE_MACHINE_ARN: is required"}},
+		{"segment state machine is an execution", map[string]string{pipeline.EnvSegmentStateMachineARN: testSegPrefix + "x"}, []string{"SEGMENT_STATE_MACHINE_ARN:"}},
+		{"segment state machine is the file state machine", map[string]string{pipeline.EnvSegmentStateMachineARN: testStateMachine}, []string{"SEGMENT_STATE_MACHINE_ARN:", "segment"}},
+		{"register timeout zero", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "0"}, []string{"REGISTER_TIMEOUT_SECONDS:"}},
+		{"register timeout above Lambda's maximum", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "901"}, []string{"REGISTER_TIMEOUT_SECONDS:", "1 to 900"}},
+		{"register timeout not a number", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "15m"}, []string{"REGISTER_TIMEOUT_SECONDS:"}},
 		{"several at once", map[string]string{pipeline.EnvBucket: "", pipeline.EnvOnFailure: "x"}, []string{"INGEST_BUCKET:", "ON_FAILURE:"}},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,8 @@ import (
 const (
 	testStateMachine = "arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files"
 	testExecPrefix   = "arn:aws:states:eu-west-1:123456789012:execution:acme-files:"
+	testSegmentSM    = "arn:aws:states:eu-west-1:123456789012:stateMachine:acme-segments"
+	testSegPrefix    = "arn:aws:states:eu-west-1:123456789012:execution:acme-segments:"
 	testQueueURL     = "https://sqs.eu-west-1.amazonaws.com/123456789012/acme.fifo"
 	testBucket       = "ingest"
 	evID1            = "6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2"
@@ -52,6 +55,9 @@ func baseEnv() map[string]string {
 		pipeline.EnvHaltWaitSeconds:   "900",
 		pipeline.EnvFirstWaitMillis:   "1000",
 		pipeline.EnvPollBudgetSeconds: "0",
+		// A stopped file waits 20 s + the 30 s margin after the later stop date.
+		pipeline.EnvRegisterTimeoutSeconds: "20",
+		pipeline.EnvSegmentStateMachineARN: testSegmentSM,
 	}
 }
 
@@ -76,10 +82,15 @@ func accessDenied() error {
 }
 
 type fakeExec struct {
-	status  sfntypes.ExecutionStatus
-	input   string
-	errName string
+	status   sfntypes.ExecutionStatus
+	input    string
+	errName  string
+	stopDate *time.Time
+	history  []sfntypes.HistoryEvent // oldest first, as Step Functions records them
 }
+
+// stoppedLongAgo is the stop date set gives a finished execution: far beyond any release bound.
+var stoppedLongAgo = testStart.Add(-time.Hour)
 
 // fakeSFN behaves like Step Functions for one state machine: names are unique, and StartExecution
 // with the name and input of a running execution succeeds without starting another.
@@ -99,18 +110,120 @@ type fakeSFN struct {
 	onDescribe func(n int, f *fakeSFN)
 	// raceGate, if set, holds the first two DescribeExecution answers until both were computed.
 	raceGate *sync.WaitGroup
+
+	historyCalls []sfn.GetExecutionHistoryInput
+	historyErrs  []error // returned in order before normal answers
+	stops        []string
+	stopErrs     []error
+	// now is the clock StopExecution stamps the stop date with.
+	now func() time.Time
 }
 
-func newFakeSFN() *fakeSFN { return &fakeSFN{execs: map[string]*fakeExec{}} }
+func newFakeSFN() *fakeSFN {
+	return &fakeSFN{execs: map[string]*fakeExec{}, now: func() time.Time { return testStart }}
+}
 
+// set gives the execution arn the status; a finished one stopped at stoppedLongAgo unless
+// setStopped says otherwise.
 func (f *fakeSFN) set(arn string, status sfntypes.ExecutionStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e, ok := f.execs[arn]; ok {
-		e.status = status
-		return
+	e, ok := f.execs[arn]
+	if !ok {
+		e = &fakeExec{errName: "States.TaskFailed"}
+		f.execs[arn] = e
 	}
-	f.execs[arn] = &fakeExec{status: status, errName: "States.TaskFailed"}
+	e.status = status
+	if status != sfntypes.ExecutionStatusRunning && status != sfntypes.ExecutionStatusPendingRedrive && e.stopDate == nil {
+		e.stopDate = aws.Time(stoppedLongAgo)
+	}
+}
+
+// setStopped gives the execution arn a finished status and its stop date.
+func (f *fakeSFN) setStopped(arn string, status sfntypes.ExecutionStatus, stopDate time.Time) {
+	f.set(arn, status)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execs[arn].stopDate = aws.Time(stopDate)
+}
+
+// setHistory records events (oldest first) as the history of the execution arn, numbering them.
+func (f *fakeSFN) setHistory(arn string, events ...sfntypes.HistoryEvent) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range events {
+		events[i].Id = int64(i + 1)
+		events[i].PreviousEventId = int64(i)
+		events[i].Timestamp = aws.Time(testStart.Add(-2 * time.Hour).Add(time.Duration(i) * time.Second))
+	}
+	f.execs[arn].history = events
+}
+
+// GetExecutionHistory pages through the recorded history as Step Functions does: maxResults
+// events per page (default 100), newest first with reverseOrder, and a nextToken while more remain.
+func (f *fakeSFN) GetExecutionHistory(ctx context.Context, in *sfn.GetExecutionHistoryInput, _ ...func(*sfn.Options)) (*sfn.GetExecutionHistoryOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.historyCalls = append(f.historyCalls, *in)
+	if len(f.historyErrs) > 0 {
+		err := f.historyErrs[0]
+		f.historyErrs = f.historyErrs[1:]
+		return nil, err
+	}
+	e, ok := f.execs[aws.ToString(in.ExecutionArn)]
+	if !ok {
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: in.ExecutionArn}
+	}
+	events := slices.Clone(e.history)
+	if in.ReverseOrder {
+		slices.Reverse(events)
+	}
+	from := 0
+	if in.NextToken != nil {
+		n, err := strconv.Atoi(aws.ToString(in.NextToken))
+		if err != nil {
+			return nil, &sfntypes.InvalidToken{Message: in.NextToken}
+		}
+		from = n
+	}
+	size := int(in.MaxResults)
+	if size == 0 {
+		size = 100
+	}
+	to := min(from+size, len(events))
+	out := &sfn.GetExecutionHistoryOutput{Events: events[from:to]}
+	if to < len(events) {
+		out.NextToken = aws.String(strconv.Itoa(to))
+	}
+	return out, nil
+}
+
+// StopExecution aborts a running execution at f.now.
+func (f *fakeSFN) StopExecution(ctx context.Context, in *sfn.StopExecutionInput, _ ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	arn := aws.ToString(in.ExecutionArn)
+	f.stops = append(f.stops, arn)
+	if len(f.stopErrs) > 0 {
+		err := f.stopErrs[0]
+		f.stopErrs = f.stopErrs[1:]
+		return nil, err
+	}
+	e, ok := f.execs[arn]
+	if !ok {
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: in.ExecutionArn}
+	}
+	now := f.now()
+	if e.status == sfntypes.ExecutionStatusRunning || e.status == sfntypes.ExecutionStatusPendingRedrive {
+		e.status, e.stopDate = sfntypes.ExecutionStatusAborted, aws.Time(now)
+	}
+	return &sfn.StopExecutionOutput{StopDate: aws.Time(now)}, nil
 }
 
 func (f *fakeSFN) DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, _ ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
@@ -142,7 +255,7 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 	if !ok {
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
-	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(testStart)}
+	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(testStart.Add(-2 * time.Hour)), StopDate: e.stopDate}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged
@@ -314,6 +427,7 @@ func newRig(t *testing.T, env map[string]string) *rig {
 	logger := slog.New(slog.NewJSONHandler(r.out, nil))
 	r.h = NewHandler(cfg, r.sfn, r.sqs, r.s3, logger, metrics.New(r.out, cfg.MetricsNamespace, cfg.Tenant.ID).WithClock(r.clock))
 	r.h.now = r.clock
+	r.sfn.now = r.clock
 	r.h.sleep = func(ctx context.Context, d time.Duration) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()

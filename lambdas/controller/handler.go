@@ -30,6 +30,8 @@ type (
 	stepFunctions interface {
 		DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
 		StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+		GetExecutionHistory(ctx context.Context, in *sfn.GetExecutionHistoryInput, optFns ...func(*sfn.Options)) (*sfn.GetExecutionHistoryOutput, error)
+		StopExecution(ctx context.Context, in *sfn.StopExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error)
 	}
 	queue interface {
 		ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
@@ -280,16 +282,23 @@ func (h *Handler) pollDeadline(ctx context.Context) time.Time {
 }
 
 // failed applies the tenant's failure policy to a file whose execution FAILED, TIMED_OUT or was
-// ABORTED.
+// ABORTED. A stopped file is released only once none of its invocations can still run (stopped).
 func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput) decision {
 	// The error name only: the cause is free text from the workflow and could quote record data.
 	attrs := []any{"executionArn", arn, "status", string(st.Status), "executionError", aws.ToString(st.Error), "policy", h.cfg.OnFailure}
 	if h.cfg.OnFailure == pipeline.OnFailureContinue {
+		if held, ok := h.stopped(ctx, d, arn, st); ok {
+			return held
+		}
 		d.log.ErrorContext(ctx, "file failed; the tenant moves on to its next file", attrs...)
 		d.count(metrics.FailedFiles)
 		return released
 	}
+	return h.halted(ctx, d, name, arn, st, attrs)
+}
 
+// halted keeps a halt tenant's failed file until an operator redrives it or writes its skip marker.
+func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, attrs []any) decision {
 	markerKey := skipMarkerKey(h.cfg.Tenant.ID, name)
 	attrs = append(attrs, "skipMarkerKey", markerKey)
 	marker, found, err := h.skipMarker(ctx, markerKey)
@@ -303,6 +312,9 @@ func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st 
 		return h.hold(ctx, d, h.cfg.HaltWait)
 	}
 	if found {
+		if held, ok := h.stopped(ctx, d, arn, st); ok {
+			return held
+		}
 		d.log.WarnContext(ctx, "file skipped by an operator; the tenant moves on", append(attrs,
 			"skipMarkerVersionId", marker.versionID, "reason", marker.reason, "reasonBytes", marker.size)...)
 		d.count(metrics.Skipped)

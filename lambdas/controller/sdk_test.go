@@ -319,3 +319,100 @@ func ids(resp events.SQSEventResponse) []string {
 	}
 	return out
 }
+
+const (
+	opHistory = "AWSStepFunctions.GetExecutionHistory"
+	opStop    = "AWSStepFunctions.StopExecution"
+)
+
+func describeStopped(arn, stateMachine, status string, stop int64) exchange {
+	return exchange{status: 200, body: fmt.Sprintf(
+		`{"executionArn":%q,"stateMachineArn":%q,"name":"n","status":%q,"startDate":1714553000.25,"stopDate":%d}`,
+		arn, stateMachine, status, stop)}
+}
+
+// segmentHistoryPage is the newest page of a file execution that timed out while its segment
+// execution child ran, as Step Functions answers GetExecutionHistory with reverseOrder: epoch
+// seconds for timestamps, and the task's StartExecution response as a JSON string in
+// taskSubmittedEventDetails.output.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_TaskSubmittedEventDetails.html
+func segmentHistoryPage(child string) string {
+	output, _ := json.Marshal(map[string]any{
+		"ExecutionArn":        child,
+		"SdkHttpMetadata":     map[string]any{"AllHttpHeaders": map[string]any{"Content-Type": []string{"application/x-amz-json-1.0"}}, "HttpStatusCode": 200},
+		"SdkResponseMetadata": map[string]any{"RequestId": "8a1c2f6e-0000-4000-8000-000000000000"},
+		"StartDate":           1714554001456,
+	})
+	page, _ := json.Marshal(map[string]any{
+		"events": []any{
+			map[string]any{"timestamp": 1714554060.123, "type": "ExecutionTimedOut", "id": 16, "previousEventId": 15,
+				"executionTimedOutEventDetails": map[string]any{"error": "States.Timeout"}},
+			map[string]any{"timestamp": 1714554001.5, "type": "TaskSubmitted", "id": 15, "previousEventId": 14,
+				"taskSubmittedEventDetails": map[string]any{"resourceType": "states", "resource": "startExecution.sync:2",
+					"output": string(output), "outputDetails": map[string]any{"truncated": false}}},
+			map[string]any{"timestamp": 1714554001.2, "type": "TaskStarted", "id": 14, "previousEventId": 13,
+				"taskStartedEventDetails": map[string]any{"resourceType": "states", "resource": "startExecution.sync:2"}},
+		},
+		"nextToken": "AAAAKgAAAAIAAAAAAAAAAQ==",
+	})
+	return string(page)
+}
+
+// A file that TIMED_OUT while its segment execution ran, through the real clients: the history is
+// read newest first, the child's ARN parsed from the output string, the running child stopped, and
+// the message held until the child's stopDate + REGISTER_TIMEOUT_SECONDS (20 s) + 30 s.
+func TestHandleWithSDKClientsStoppedFile(t *testing.T) {
+	const child = testSegPrefix + evID1 + "-0"
+	h, stub, _ := sdkHandler(t, nil)
+	body := eventBody(t, evID1, "inbox/acme/a.csv")
+	history := with(exchange{status: 200, body: segmentHistoryPage(child)}, opHistory,
+		wantFields(map[string]any{"executionArn": arn1, "reverseOrder": true, "maxResults": 25.0, "includeExecutionData": true}))
+	fileTimedOut := with(describeStopped(arn1, testStateMachine, "TIMED_OUT", 1714554060), opDescribe, wantFields(map[string]any{"executionArn": arn1}))
+
+	steps := []struct {
+		name        string
+		now         time.Time
+		script      []exchange
+		wantRelease bool
+	}{
+		{
+			name: "child running: stopped, held 50 s",
+			now:  time.Unix(1714554120, 0), // 09:02:00, the file stopped at 09:01:00
+			script: []exchange{fileTimedOut, history,
+				with(describeOK(child, "RUNNING"), opDescribe, wantFields(map[string]any{"executionArn": child})),
+				with(exchange{status: 200, body: `{"stopDate":1714554120.5}`}, opStop, wantFields(map[string]any{"executionArn": child})),
+				with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 50.0})),
+			},
+		},
+		{
+			name: "child aborted at 09:02:00.5: held until 09:02:50.5",
+			now:  time.Unix(1714554150, 0), // 09:02:30
+			script: []exchange{fileTimedOut, history,
+				with(exchange{status: 200, body: `{"executionArn":"` + child + `","stateMachineArn":"` + testSegmentSM +
+					`","name":"n","status":"ABORTED","startDate":1714554001.456,"stopDate":1714554120.5}`}, opDescribe, wantFields(map[string]any{"executionArn": child})),
+				with(exchange{status: 200, body: `{}`}, opVisibility, wantFields(map[string]any{"VisibilityTimeout": 21.0})),
+			},
+		},
+		{
+			name: "after the bound: released",
+			now:  time.Unix(1714554171, 0), // 09:02:51
+			script: []exchange{fileTimedOut, history,
+				with(describeStopped(child, testSegmentSM, "ABORTED", 1714554121), opDescribe, nil),
+			},
+			wantRelease: true,
+		},
+	}
+	for i, s := range steps {
+		h.now = func() time.Time { return s.now }
+		stub.expect(s.script...)
+		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, i+1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(ids(resp)) == 0; got != s.wantRelease {
+			t.Errorf("%s: got released %v, want %v", s.name, got, s.wantRelease)
+		}
+		stub.done(t)
+	}
+}

@@ -61,7 +61,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "registered", n, "ms", time.Since(start).Milliseconds()}
 	if err != nil {
-		h.Log.Error("register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
+		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunk registered", attrs...)
@@ -74,86 +74,251 @@ func IdempotencyKey(executionName string, record int64) string {
 	return executionName + "-" + strconv.FormatInt(record, 10)
 }
 
+// register is the thin loop of one chunk: validate the request, read the chunk, fetch the
+// Authorization header, then send the records in order, stopping at the first failure. Every call
+// it makes runs under the invocation's budget (deadline guard), and returns the number of records
+// registered.
 func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int64, error) {
-	file := source.Name(req.Source)
-	t := req.Tenant
-	permanent := func(format string, a ...any) error {
-		return &pipeline.PermanentError{Message: file + ": " + fmt.Sprintf(format, a...)}
-	}
-	f, err := records.FormatOf(t)
-	if err != nil {
-		return 0, permanent("tenant %q configuration: %v", t.ID, err)
-	}
-	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
-		return 0, permanent("tenant %q chunkSize %d is outside %d..%d", t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)
-	}
-	target, err := url.Parse(t.RegisterURL)
-	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
-		return 0, permanent("tenant %q registerUrl is not an http(s) URL", t.ID)
-	}
-	want := req.RecordCount()
-	if req.Chunk < 0 || want == 0 {
-		return 0, permanent("chunk %d is outside the file's %d records", req.Chunk, req.Records)
-	}
-	if req.ExecutionName == "" {
-		return 0, permanent("the request has no executionName, so records would have no stable idempotency key")
-	}
-
-	recs, err := h.read(ctx, req, f)
+	f, target, err := validateRequest(req)
 	if err != nil {
 		return 0, err
 	}
-	if int64(len(recs)) != want {
-		return 0, permanent("chunk %d holds %d records, want %d: the manifest does not match the request", req.Chunk, len(recs), want)
+	b := h.budget(ctx, req)
+	recs, err := h.readChunk(ctx, b, req, f)
+	if err != nil {
+		return 0, err
 	}
-
-	auth := ""
-	if arn := t.RegisterAuthSecretARN; arn != "" {
-		if auth, err = h.Secrets.Get(ctx, arn); err != nil {
-			return 0, secretError(file, err)
-		}
-	}
-	margin := h.DeadlineMargin
-	if margin == 0 {
-		margin = DefaultDeadlineMargin
-	}
-	now := h.now
-	if now == nil {
-		now = time.Now
+	auth, err := h.auth(ctx, b, req, false)
+	if err != nil {
+		return 0, err
 	}
 	for i, rec := range recs {
-		if deadline, ok := ctx.Deadline(); ok && now().Add(h.HTTPTimeout+margin).After(deadline) {
-			return int64(i), &pipeline.RetryableError{Message: fmt.Sprintf(
-				"%s: stopped before record %d of chunk %d: the Lambda timeout is near; the retry resends the chunk from record %d with the same idempotency keys",
-				file, rec.Number, req.Chunk, req.FirstRecord())}
-		}
-		obj, err := rec.Object(req.Header)
-		if err != nil {
-			return int64(i), permanent("record %d: %v", rec.Number, err)
-		}
-		body, err := json.Marshal(wireRecord{
-			Tenant:       t.ID,
-			Source:       wireSource{Bucket: req.Source.Bucket, Key: req.Source.Key, VersionID: req.Source.VersionID},
-			RecordNumber: rec.Number,
-			Record:       obj,
-		})
-		if err != nil {
-			return int64(i), permanent("record %d: %v", rec.Number, err)
-		}
-		status, err := h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
-		if status == http.StatusUnauthorized && t.RegisterAuthSecretARN != "" {
-			// The secret may have been rotated since it was cached: fetch it again, resend once.
-			h.Secrets.Forget(t.RegisterAuthSecretARN)
-			if auth, err = h.Secrets.Get(ctx, t.RegisterAuthSecretARN); err != nil {
-				return int64(i), secretError(file, err)
-			}
-			status, err = h.post(ctx, target.String(), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
-		}
-		if err := classify(file, rec.Number, status, err); err != nil {
+		if err := h.send(ctx, b, req, target, &auth, rec); err != nil {
 			return int64(i), err
 		}
 	}
 	return int64(len(recs)), nil
+}
+
+// validateRequest checks what a retry cannot fix: the tenant's format settings, chunk size and
+// registerUrl, the chunk index and the execution name the idempotency keys are built from.
+func validateRequest(req pipeline.ChunkRequest) (records.Format, string, error) {
+	t := req.Tenant
+	permanent := func(format string, a ...any) error {
+		return &pipeline.PermanentError{Message: source.Name(req.Source) + ": " + fmt.Sprintf(format, a...)}
+	}
+	f, err := records.FormatOf(t)
+	if err != nil {
+		return f, "", permanent("tenant %q configuration: %v", t.ID, err)
+	}
+	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
+		return f, "", permanent("tenant %q chunkSize %d is outside %d..%d", t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)
+	}
+	target, err := url.Parse(t.RegisterURL)
+	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
+		return f, "", permanent("tenant %q registerUrl is not an http(s) URL", t.ID)
+	}
+	if req.Chunk < 0 || req.RecordCount() == 0 {
+		return f, "", permanent("chunk %d is outside the file's %d records", req.Chunk, req.Records)
+	}
+	if req.ExecutionName == "" {
+		return f, "", permanent("the request has no executionName, so records would have no stable idempotency key")
+	}
+	return f, target.String(), nil
+}
+
+// minCallTime is the least time left (after the margin) in which Register starts an S3 or Secrets
+// Manager call; a POST needs one whole HTTP timeout.
+const minCallTime = time.Second
+
+// budget is the deadline guard of one invocation. Lambda ends an invocation at its timeout without
+// letting the handler return (https://docs.aws.amazon.com/lambda/latest/dg/golang-context.html:
+// the context's deadline is the function's timeout), so every call gets a context that ends a
+// margin before the deadline, and no call starts unless it can have the time it needs. Either way
+// the handler returns a RetryableError in time, instead of being killed mid-call.
+type budget struct {
+	deadline time.Time // the Lambda deadline; zero when the context has none
+	margin   time.Duration
+	now      func() time.Time
+	file     string
+	chunk    int
+	first    int64 // the chunk's first record, where a retry resumes
+}
+
+func (h *Handler) budget(ctx context.Context, req pipeline.ChunkRequest) budget {
+	b := budget{margin: h.DeadlineMargin, now: h.now, file: source.Name(req.Source), chunk: req.Chunk, first: req.FirstRecord()}
+	if b.margin == 0 {
+		b.margin = DefaultDeadlineMargin
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	b.deadline, _ = ctx.Deadline()
+	return b
+}
+
+// call returns the context for one call that needs at least need, bounded by limit (0: none) and
+// by the time left; or a RetryableError naming what would not fit.
+func (b budget) call(ctx context.Context, what string, need, limit time.Duration) (context.Context, context.CancelFunc, error) {
+	if b.deadline.IsZero() {
+		if limit > 0 {
+			ctx, cancel := context.WithTimeout(ctx, limit)
+			return ctx, cancel, nil
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, cancel, nil
+	}
+	left := b.deadline.Sub(b.now()) - b.margin
+	if left < need {
+		return nil, nil, &pipeline.RetryableError{Message: fmt.Sprintf(
+			"%s: stopped before %s of chunk %d: the Lambda timeout is near (%s left, it needs %s); the retry resends the chunk from record %d with the same idempotency keys",
+			b.file, what, b.chunk, left.Round(time.Millisecond), need, b.first)}
+	}
+	if limit > 0 && limit < left {
+		left = limit
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	return ctx, cancel, nil
+}
+
+// readChunk reads the chunk's two manifest offsets, then its byte range of the pinned object
+// version, and parses it; each read under the budget.
+func (h *Handler) readChunk(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
+	start, end, err := h.readManifestEntry(ctx, b, req)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := h.readRange(ctx, b, req, f, start, end)
+	if err != nil {
+		return nil, err
+	}
+	if want := req.RecordCount(); int64(len(recs)) != want {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, len(recs), want)}
+	}
+	return recs, nil
+}
+
+func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.ChunkRequest) (int64, int64, error) {
+	m := req.Manifest
+	ctx, cancel, err := b.call(ctx, "reading the manifest", minCallTime, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cancel()
+	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(m.Bucket),
+		Key:    aws.String(m.Key),
+		Range:  aws.String(pipeline.ManifestRange(req.Chunk)),
+	})
+	if err != nil {
+		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", b.file, m.Bucket, m.Key, err)
+		switch source.HTTPStatus(err) {
+		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
+			return 0, 0, &pipeline.PermanentError{Message: msg, Err: err}
+		}
+		return 0, 0, &pipeline.RetryableError{Message: msg, Err: err}
+	}
+	entry, err := io.ReadAll(io.LimitReader(out.Body, 17))
+	out.Body.Close()
+	if err != nil {
+		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the manifest failed: %v", b.file, err), Err: err}
+	}
+	start, end, err := pipeline.DecodeChunkRange(entry)
+	if err != nil {
+		return 0, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: manifest s3://%s/%s, chunk %d: %v", b.file, m.Bucket, m.Key, req.Chunk, err), Err: err}
+	}
+	if start == end {
+		return 0, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", b.file, req.Chunk, req.RecordCount())}
+	}
+	return start, end, nil
+}
+
+// readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the
+// key Split resolved, its version id and ETag), and parses them while the call's context lives.
+func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, start, end int64) ([]records.Record, error) {
+	in, err := source.GetInput(req.Source)
+	if err != nil {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", b.file, err), Err: err}
+	}
+	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", start, end-1))
+	ctx, cancel, err := b.call(ctx, "reading the chunk", minCallTime, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	src, err := h.S3.GetObject(ctx, in)
+	if err != nil {
+		return nil, source.GetError(req.Source, err)
+	}
+	defer src.Body.Close()
+	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
+		return nil, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", b.file, req.Chunk, n, start, end-1, end-start)}
+	}
+	recs, err := records.ParseRange(src.Body, f, req.Header, req.FirstRecord(), req.RecordCount())
+	var fe *records.Error
+	switch {
+	case errors.Is(err, records.ErrTooManyRecords):
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", b.file, req.Chunk, req.RecordCount()), Err: err}
+	case errors.As(err, &fe):
+		return nil, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, fe), Err: err}
+	case err != nil:
+		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", b.file, req.Chunk, err), Err: err}
+	}
+	return recs, nil
+}
+
+// auth returns the Authorization header value: "" without a registerAuthSecretArn, else the
+// secret, from the cache or (refresh, or not cached) from Secrets Manager under the budget.
+func (h *Handler) auth(ctx context.Context, b budget, req pipeline.ChunkRequest, refresh bool) (string, error) {
+	arn := req.Tenant.RegisterAuthSecretARN
+	if arn == "" {
+		return "", nil
+	}
+	if refresh {
+		h.Secrets.Forget(arn)
+	}
+	ctx, cancel, err := b.call(ctx, "fetching the registerAuthSecretArn secret", minCallTime, 0)
+	if err != nil {
+		return "", err
+	}
+	defer cancel()
+	v, err := h.Secrets.Get(ctx, arn)
+	if err != nil {
+		return "", secretError(b.file, err)
+	}
+	return v, nil
+}
+
+// send POSTs one record. On a 401 with a secret configured the secret may have been rotated since
+// it was cached: it fetches the secret once more and resends once; a second 401 is permanent.
+// Each POST, and the refresh, runs under the budget.
+func (h *Handler) send(ctx context.Context, b budget, req pipeline.ChunkRequest, target string, auth *string, rec records.Record) error {
+	obj, err := rec.Object(req.Header)
+	if err != nil {
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+	}
+	body, err := json.Marshal(wireRecord{
+		Tenant:       req.Tenant.ID,
+		Source:       wireSource{Bucket: req.Source.Bucket, Key: req.Source.Key, VersionID: req.Source.VersionID},
+		RecordNumber: rec.Number,
+		Record:       obj,
+	})
+	if err != nil {
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+	}
+	key := IdempotencyKey(req.ExecutionName, rec.Number)
+	resp, err := h.post(ctx, b, fmt.Sprintf("record %d", rec.Number), target, key, *auth, body)
+	if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" {
+		if *auth, err = h.auth(ctx, b, req, true); err != nil {
+			return err
+		}
+		resp, err = h.post(ctx, b, fmt.Sprintf("resending record %d after a 401", rec.Number), target, key, *auth, body)
+	}
+	var stop *pipeline.RetryableError
+	if errors.As(err, &stop) {
+		return stop // the budget stopped before the POST
+	}
+	return classify(b.file, rec.Number, resp, err)
 }
 
 // wireRecord is the JSON body of one POST (docs/data-path.md, "Register wire format").
@@ -170,13 +335,25 @@ type wireSource struct {
 	VersionID string `json:"versionId,omitempty"`
 }
 
-// post sends one record and returns the response status, or an error if there was no response.
-func (h *Handler) post(ctx context.Context, target, key, auth string, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.HTTPTimeout)
+// response is what Register keeps of the core system's answer: never the body, which may echo the
+// record.
+type response struct {
+	status   int
+	location string // the Location header, for a redirect's message
+}
+
+// post sends one record and returns the response, or an error if there was no response. It
+// starts only when one whole HTTP timeout is left in the budget (what names the POST in that
+// RetryableError).
+func (h *Handler) post(ctx context.Context, b budget, what, target, key, auth string, body []byte) (response, error) {
+	ctx, cancel, err := b.call(ctx, what, h.HTTPTimeout, h.HTTPTimeout)
+	if err != nil {
+		return response{}, err
+	}
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return response{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -185,19 +362,21 @@ func (h *Handler) post(ctx context.Context, target, key, auth string, body []byt
 	}
 	resp, err := h.HTTP.Do(req)
 	if err != nil {
-		return 0, err
+		return response{}, err
 	}
 	// Drain a little of the body so the connection goes back to the pool; never log it, since a
 	// core system may echo the record.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return resp.StatusCode, nil
+	return response{status: resp.StatusCode, location: resp.Header.Get("Location")}, nil
 }
 
 // classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
-// (already registered) succeed; 429, 5xx and transport failures are retried; anything else is
-// permanent. Messages name the file and record, never its contents or the response body.
-func classify(file string, record int64, status int, err error) error {
+// (already registered) succeed; 408, 429, 5xx and transport failures are retried; anything else,
+// every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
+// redirect is reported with its status and Location: following it would turn the POST into a GET.
+// Messages name the file and record, never its contents or the response body.
+func classify(file string, record int64, resp response, err error) error {
 	if err != nil {
 		var ue *url.Error
 		reason := err.Error()
@@ -207,71 +386,30 @@ func classify(file string, record int64, status int, err error) error {
 				reason = "timed out: " + reason
 			}
 		}
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system did not answer: %s", file, record, reason)}
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system did not answer: %s", file, record, reason), Err: err}
 	}
+	status := resp.status
 	switch {
 	case status >= 200 && status < 300, status == http.StatusConflict:
 		return nil
-	case status == http.StatusTooManyRequests, status >= 500:
+	case status >= 300 && status < 400:
+		return &pipeline.PermanentError{Message: fmt.Sprintf(
+			"%s: record %d: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
+			file, record, status, http.StatusText(status), redactURL(resp.location))}
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
 		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: record %d: the core system answered %d %s", file, record, status, http.StatusText(status))}
 	default:
 		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: the core system rejected it with %d %s", file, record, status, http.StatusText(status))}
 	}
 }
 
-func (h *Handler) read(ctx context.Context, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
-	file := source.Name(req.Source)
-	m := req.Manifest
-	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{
-		Bucket: aws.String(m.Bucket),
-		Key:    aws.String(m.Key),
-		Range:  aws.String(pipeline.ManifestRange(req.Chunk)),
-	})
-	if err != nil {
-		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", file, m.Bucket, m.Key, err)
-		switch source.HTTPStatus(err) {
-		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
-			return nil, &pipeline.PermanentError{Message: msg}
-		}
-		return nil, &pipeline.RetryableError{Message: msg}
+// redactURL drops the user info of a URL, which may carry credentials.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
 	}
-	entry, err := io.ReadAll(io.LimitReader(out.Body, 17))
-	out.Body.Close()
-	if err != nil {
-		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the manifest failed: %v", file, err)}
-	}
-	start, end, err := pipeline.DecodeChunkRange(entry)
-	if err != nil {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: manifest s3://%s/%s, chunk %d: %v", file, m.Bucket, m.Key, req.Chunk, err)}
-	}
-	if start == end {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", file, req.Chunk, req.RecordCount())}
-	}
-
-	in, err := source.GetInput(req.Source)
-	if err != nil {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
-	}
-	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", start, end-1))
-	src, err := h.S3.GetObject(ctx, in)
-	if err != nil {
-		return nil, source.GetError(req.Source, err)
-	}
-	defer src.Body.Close()
-	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
-		return nil, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", file, req.Chunk, n, start, end-1, end-start)}
-	}
-	recs, err := records.ParseRange(src.Body, f, req.Header, req.FirstRecord(), req.RecordCount())
-	var fe *records.Error
-	switch {
-	case errors.Is(err, records.ErrTooManyRecords):
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", file, req.Chunk, req.RecordCount())}
-	case errors.As(err, &fe):
-		return nil, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", file, req.Chunk, fe)}
-	case err != nil:
-		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", file, req.Chunk, err)}
-	}
-	return recs, nil
+	return u.Redacted()
 }
 
 func secretError(file string, err error) error {
@@ -284,8 +422,8 @@ func secretError(file string, err error) error {
 		switch ae.ErrorCode() {
 		case "ResourceNotFoundException", "AccessDeniedException", "DecryptionFailure",
 			"InvalidParameterException", "InvalidRequestException":
-			return &pipeline.PermanentError{Message: msg}
+			return &pipeline.PermanentError{Message: msg, Err: err}
 		}
 	}
-	return &pipeline.RetryableError{Message: msg}
+	return &pipeline.RetryableError{Message: msg, Err: err}
 }

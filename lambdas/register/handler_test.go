@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"golang.org/x/text/encoding/japanese"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -95,6 +97,7 @@ func fixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pi
 	obj := &sourcetest.Object{Data: data, ETag: "etag-1"}
 	if src.VersionID != "" {
 		obj.Versions = map[string][]byte{src.VersionID: data}
+		obj.VersionETags = map[string]string{src.VersionID: src.ETag}
 		obj.Data = []byte("a newer version")
 		obj.ETag = "etag-2"
 	}
@@ -192,7 +195,7 @@ func TestRegisterWireFormat(t *testing.T) {
 				t.Errorf("got manifest range %q, want %q", got, want)
 			}
 			g := s3.Gets[1]
-			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || (tt.version == "" && *g.IfMatch != `"etag-1"`) {
+			if *g.Key != tt.key || g.Range == nil || (tt.version != "" && *g.VersionId != tt.version) || g.IfMatch == nil || *g.IfMatch != `"etag-1"` {
 				t.Errorf("got source GET key %q range %v version %v if-match %v", *g.Key, g.Range, g.VersionId, g.IfMatch)
 			}
 		})
@@ -206,8 +209,8 @@ func TestRegisterStatusClasses(t *testing.T) {
 	}{
 		{200, ""}, {201, ""}, {202, ""}, {204, ""}, {409, ""},
 		{429, pipeline.ErrRetryable}, {500, pipeline.ErrRetryable}, {502, pipeline.ErrRetryable}, {503, pipeline.ErrRetryable}, {504, pipeline.ErrRetryable},
+		{408, pipeline.ErrRetryable},
 		{400, pipeline.ErrPermanent}, {401, pipeline.ErrPermanent}, {403, pipeline.ErrPermanent}, {404, pipeline.ErrPermanent}, {422, pipeline.ErrPermanent},
-		{301, pipeline.ErrPermanent},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
@@ -243,6 +246,45 @@ func TestRegisterStatusClasses(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("got %q, want no record or response contents", err)
+			}
+		})
+	}
+}
+
+// TestRegisterRedirectIsPermanent: a core system that redirects the POST to a GET endpoint
+// answering 200 (an http:// registerUrl behind an HTTP→HTTPS redirect whose GET is a list page)
+// must fail the file with a PermanentError naming the status and the Location, and nothing may
+// count as registered. Following the redirect would resend the POST as a GET without a body
+// (301, 302, 303) or resend the POST elsewhere (307, 308).
+func TestRegisterRedirectIsPermanent(t *testing.T) {
+	for _, status := range []int{301, 302, 303, 307, 308} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var mu sync.Mutex
+			var followed []string
+			mux := http.NewServeMux()
+			mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/list", status)
+			})
+			mux.HandleFunc("/list", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				followed = append(followed, r.Method)
+				mu.Unlock()
+				fmt.Fprint(w, "<html>list page</html>")
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			s3 := sourcetest.NewFakeS3()
+			reqs := fixture(t, s3, csvTenant(srv.URL+"/register"), pipeline.Source{Bucket: ingest, Key: "k.csv", ETag: "etag-1"}, []byte("a\n1\n2\n"))
+			res, err := newHandler(s3, &fakeSecrets{}).Handle(context.Background(), reqs[0])
+			if got := source.ErrorType(err); got != pipeline.ErrPermanent {
+				t.Fatalf("got %s (%v), %d registered, want PermanentError", got, err, res.Registered)
+			}
+			want := fmt.Sprintf(`record 1: the core system answered %d %s with Location "/list"`, status, http.StatusText(status))
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got %q, want it to contain %q", err, want)
+			}
+			if len(followed) != 0 || res.Registered != 0 {
+				t.Errorf("got the redirect followed with %q and %d registered, want it never followed and 0 registered", followed, res.Registered)
 			}
 		})
 	}
@@ -310,20 +352,28 @@ func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock that tests move by hand; the core system's handler may move it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
 func TestRegisterStopsBeforeDeadline(t *testing.T) {
-	c := newCore(t, nil)
+	// Each POST takes 3 s on the fake clock. The Lambda has 20 s; a POST needs its 10 s HTTP
+	// timeout plus the 2 s margin. POSTs at 0, 3 and 6 s fit (≤ 20 s); at 9 s, 9+12 > 20: stop.
+	clock := &fakeClock{t: time.Now()}
+	c := newCore(t, func(int, seenRequest) int { clock.add(3 * time.Second); return 200 })
 	s3 := sourcetest.NewFakeS3()
 	tenant := csvTenant(c.srv.URL)
 	tenant.ChunkSize = 100
 	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n2\n3\n4\n5\n"))
 	h := newHandler(s3, &fakeSecrets{})
 	h.HTTPTimeout = 10 * time.Second
-	// The fake clock advances 3 s per check; the Lambda has 20 s and each POST may take 10 s plus
-	// the 2 s margin. Checks at 0, 3 and 6 s leave room (≤ 20 s); at 9 s, 9+12 > 20: stop.
-	base := time.Now()
-	clock := base
-	h.now = func() time.Time { t := clock; clock = clock.Add(3 * time.Second); return t }
-	ctx, cancel := context.WithDeadline(context.Background(), base.Add(20*time.Second))
+	h.now = clock.now
+	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(20*time.Second))
 	defer cancel()
 	res, err := h.Handle(ctx, reqs[0])
 	if source.ErrorType(err) != pipeline.ErrRetryable {
@@ -334,6 +384,265 @@ func TestRegisterStopsBeforeDeadline(t *testing.T) {
 	}
 	if res.Registered != 0 {
 		t.Errorf("got result %+v, want the zero result with an error", res)
+	}
+}
+
+// blockingS3 is an S3 whose reads of one key hang until the call's context ends, as a stalled
+// connection does.
+type blockingS3 struct {
+	*sourcetest.FakeS3
+	key string
+}
+
+func (b blockingS3) GetObject(ctx context.Context, in *s3.GetObjectInput, opt ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	if *in.Key == b.key {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.FakeS3.GetObject(ctx, in, opt...)
+}
+
+// blockingSecrets is a Secrets Manager that hangs until the call's context ends.
+type blockingSecrets struct{}
+
+func (blockingSecrets) GetSecretValue(ctx context.Context, _ *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRegisterDeadlineCoversEveryCall: every call an invocation makes (the manifest read, the chunk
+// read, the secret fetch) ends the deadline margin before the Lambda deadline, with a
+// RetryableError, even when the call itself hangs. Without the guard the call runs into the
+// deadline, where Lambda kills the invocation before the handler can return.
+func TestRegisterDeadlineCoversEveryCall(t *testing.T) {
+	const margin, lambdaTimeout = 500 * time.Millisecond, 2 * time.Second
+	tests := []struct {
+		name    string
+		hang    string // "manifest", "source" or "secret"
+		wantMsg string
+	}{
+		{"manifest read hangs", "manifest", "reading the manifest"},
+		{"chunk read hangs", "source", "reading the object failed"},
+		{"secret fetch hangs", "secret", "fetching the registerAuthSecretArn secret failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			fake := sourcetest.NewFakeS3()
+			tenant := csvTenant(c.srv.URL)
+			tenant.RegisterAuthSecretARN = secretARN
+			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+			h := newHandler(fake, &fakeSecrets{values: map[string]string{secretARN: "x"}})
+			h.DeadlineMargin = margin
+			switch tt.hang {
+			case "manifest":
+				h.S3 = blockingS3{fake, reqs[0].Manifest.Key}
+			case "source":
+				h.S3 = blockingS3{fake, "k"}
+			case "secret":
+				h.Secrets = NewSecretCache(blockingSecrets{})
+			}
+			start := time.Now()
+			deadline := start.Add(lambdaTimeout)
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			_, err := h.Handle(ctx, reqs[0])
+			returned := time.Now()
+			if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %v, want a RetryableError containing %q", source.ErrorType(err), err, tt.wantMsg)
+			}
+			if latest := deadline.Add(-margin / 2); returned.After(latest) {
+				t.Errorf("got the handler back %v after the start, want it back by %v (the deadline %v minus about the %v margin)",
+					returned.Sub(start), latest.Sub(start), lambdaTimeout, margin)
+			}
+			if len(c.seen) != 0 {
+				t.Errorf("got %d records sent, want none", len(c.seen))
+			}
+		})
+	}
+}
+
+// TestRegisterNoCallWithoutTime: when less time is left than a call needs, the call does not start
+// and the invocation returns a RetryableError at once.
+func TestRegisterNoCallWithoutTime(t *testing.T) {
+	tests := []struct {
+		name        string
+		left        time.Duration // before the 2 s margin
+		secret      bool
+		wantGets    int
+		wantSecrets int
+		wantMsg     string
+	}{
+		{"no time for the manifest read", 2*time.Second + 500*time.Millisecond, false, 0, 0, "stopped before reading the manifest of chunk 0"},
+		{"no time for the secret fetch", 3*time.Second + 500*time.Millisecond, true, 2, 0, "stopped before fetching the registerAuthSecretArn secret of chunk 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			s3 := sourcetest.NewFakeS3()
+			tenant := csvTenant(c.srv.URL)
+			if tt.secret {
+				tenant.RegisterAuthSecretARN = secretARN
+			}
+			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+			sm := &fakeSecrets{values: map[string]string{secretARN: "x"}}
+			h := newHandler(s3, sm)
+			// The clock stands still until the S3 reads are done, then jumps 600 ms.
+			clock := &fakeClock{t: time.Now()}
+			h.now = func() time.Time {
+				if len(s3.Gets) == 2 {
+					return clock.now().Add(600 * time.Millisecond)
+				}
+				return clock.now()
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(tt.left))
+			defer cancel()
+			_, err := h.Handle(ctx, reqs[0])
+			if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %v, want a RetryableError containing %q", source.ErrorType(err), err, tt.wantMsg)
+			}
+			if len(s3.Gets) != tt.wantGets || sm.calls != tt.wantSecrets || len(c.seen) != 0 {
+				t.Errorf("got %d S3 reads, %d secret fetches, %d POSTs, want %d, %d, 0", len(s3.Gets), sm.calls, len(c.seen), tt.wantGets, tt.wantSecrets)
+			}
+		})
+	}
+}
+
+// TestRegisterDeadlineAfter401: a 401 uses up the time, so neither the secret refresh nor the
+// resent POST may start when they no longer fit.
+func TestRegisterDeadlineAfter401(t *testing.T) {
+	tests := []struct {
+		name        string
+		spent       time.Duration // by the first POST, which answers 401
+		wantPOSTs   int
+		wantSecrets int // fetches, the first one included
+		wantMsg     string
+	}{
+		// 20 s to the deadline, 2 s margin, 2 s HTTP timeout.
+		{"no time for the refresh", 17*time.Second + 500*time.Millisecond, 1, 1, "stopped before fetching the registerAuthSecretArn secret"},
+		{"no time for the second POST", 16*time.Second + 500*time.Millisecond, 1, 2, "stopped before resending record 1 after a 401 of chunk 0"},
+		{"time for both", 10 * time.Second, 2, 2, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Now()}
+			sm := &fakeSecrets{values: map[string]string{secretARN: "old"}}
+			c := newCore(t, func(n int, s seenRequest) int {
+				if s.Auth == "old" {
+					clock.add(tt.spent)
+					sm.mu.Lock()
+					sm.values[secretARN] = "new"
+					sm.mu.Unlock()
+					return 401
+				}
+				return 200
+			})
+			s3 := sourcetest.NewFakeS3()
+			tenant := csvTenant(c.srv.URL)
+			tenant.RegisterAuthSecretARN = secretARN
+			reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+			h := newHandler(s3, sm)
+			h.now = clock.now
+			ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(20*time.Second))
+			defer cancel()
+			_, err := h.Handle(ctx, reqs[0])
+			if tt.wantMsg == "" {
+				if err != nil {
+					t.Errorf("got %v, want success", err)
+				}
+			} else if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %v, want a RetryableError containing %q", source.ErrorType(err), err, tt.wantMsg)
+			}
+			if len(c.seen) != tt.wantPOSTs || sm.calls != tt.wantSecrets {
+				t.Errorf("got %d POSTs and %d secret fetches, want %d and %d", len(c.seen), sm.calls, tt.wantPOSTs, tt.wantSecrets)
+			}
+		})
+	}
+}
+
+// TestBudget pins the guard's arithmetic on a fake clock.
+func TestBudget(t *testing.T) {
+	base := time.Unix(1_000_000, 0)
+	tests := []struct {
+		name      string
+		deadline  time.Time // zero: none
+		need      time.Duration
+		limit     time.Duration
+		wantErr   bool
+		wantUntil time.Duration // the call context's deadline, from base; 0: none
+	}{
+		{"no deadline, no limit", time.Time{}, time.Second, 0, false, 0},
+		{"no deadline, limit", time.Time{}, time.Second, 5 * time.Second, false, 5 * time.Second},
+		{"time left bounds the call", base.Add(10 * time.Second), time.Second, 0, false, 8 * time.Second},
+		{"limit shorter than the time left", base.Add(10 * time.Second), time.Second, 3 * time.Second, false, 3 * time.Second},
+		{"exactly enough", base.Add(10 * time.Second), 8 * time.Second, 8 * time.Second, false, 8 * time.Second},
+		{"not enough", base.Add(10 * time.Second), 8*time.Second + time.Millisecond, 0, true, 0},
+		{"past the deadline", base.Add(-time.Second), 0, 0, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := budget{deadline: tt.deadline, margin: 2 * time.Second, now: func() time.Time { return base }, file: "f", chunk: 3, first: 301}
+			// Context deadlines use the real clock: compare them as durations from the real now.
+			realStart := time.Now()
+			ctx, cancel, err := b.call(context.Background(), "x", tt.need, tt.limit)
+			if tt.wantErr {
+				if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "from record 301") {
+					t.Errorf("got %v, want a RetryableError naming record 301", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancel()
+			d, ok := ctx.Deadline()
+			if tt.wantUntil == 0 {
+				if ok {
+					t.Errorf("got a deadline in %v, want none", d.Sub(realStart))
+				}
+				return
+			}
+			if got := d.Sub(realStart); !ok || got < tt.wantUntil || got > tt.wantUntil+time.Second {
+				t.Errorf("got a deadline in %v, want %v", got, tt.wantUntil)
+			}
+		})
+	}
+}
+
+// TestValidateRequest pins what fails before any call: the tenant settings, the chunk and the
+// execution name.
+func TestValidateRequest(t *testing.T) {
+	good := pipeline.ChunkRequest{Tenant: csvTenant("https://core.example.com/r"), Source: pipeline.Source{Bucket: "b", Key: "k"},
+		ExecutionName: "e", Records: 10, Chunk: 3}
+	tests := []struct {
+		name    string
+		mutate  func(*pipeline.ChunkRequest)
+		wantMsg string // "" for valid
+	}{
+		{"valid", func(*pipeline.ChunkRequest) {}, ""},
+		{"last chunk of one record", func(r *pipeline.ChunkRequest) { r.Chunk = 3 }, ""},
+		{"chunk past the end", func(r *pipeline.ChunkRequest) { r.Chunk = 4 }, "chunk 4 is outside the file's 10 records"},
+		{"negative chunk", func(r *pipeline.ChunkRequest) { r.Chunk = -1 }, "chunk -1 is outside"},
+		{"no execution name", func(r *pipeline.ChunkRequest) { r.ExecutionName = "" }, "no executionName"},
+		{"bad url", func(r *pipeline.ChunkRequest) { r.Tenant.RegisterURL = "core.example.com/r" }, "registerUrl is not an http(s) URL"},
+		{"chunk size 0", func(r *pipeline.ChunkRequest) { r.Tenant.ChunkSize = 0 }, "chunkSize 0 is outside 1..1000"},
+		{"bad format", func(r *pipeline.ChunkRequest) { r.Tenant.Format = "xml" }, `format "xml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good
+			tt.mutate(&r)
+			_, target, err := validateRequest(r)
+			if tt.wantMsg == "" {
+				if err != nil || target != r.Tenant.RegisterURL {
+					t.Errorf("got %q, %v, want the URL and no error", target, err)
+				}
+				return
+			}
+			if source.ErrorType(err) != pipeline.ErrPermanent || !strings.Contains(err.Error(), "s3://b/k: ") || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %s %v, want a PermanentError naming the file and containing %q", source.ErrorType(err), err, tt.wantMsg)
+			}
+		})
 	}
 }
 
@@ -350,6 +659,12 @@ func TestRegisterErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "s3://ingest-bucket/k: the object changed after the event"},
 		{"object deleted", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) { delete(s.Objects, ingest+"/k") },
 			pipeline.ErrObjectChanged, "no longer exists"},
+		{"versioning suspended, version null overwritten", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
+			r.Source.VersionID = "null"
+			o := s.Objects[ingest+"/k"]
+			o.Versions = map[string][]byte{"null": []byte("a\n7\n8\n9\n10\n11\n12\n")}
+			o.VersionETags = map[string]string{"null": "etag-2"}
+		}, pipeline.ErrObjectChanged, "its ETag is no longer etag-1"},
 		{"object shorter", func(s *sourcetest.FakeS3, _ *fakeSecrets, r *pipeline.ChunkRequest) {
 			s.Objects[ingest+"/k"].Data = []byte("a\n1\n")
 		},
@@ -496,5 +811,37 @@ func TestHTTPTimeoutEnv(t *testing.T) {
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("httpTimeout(%q): got %v, %v, want %v (error %v)", tt.in, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// TestRegisterLogLevels: a RetryableError, which the state machine's Retry usually absorbs, is
+// logged at WARN so it does not raise the ERROR-log alarm; a failure that fails the file at ERROR.
+func TestRegisterLogLevels(t *testing.T) {
+	tests := []struct {
+		status    int
+		wantLevel string
+	}{
+		{429, "WARN"}, {503, "WARN"}, {400, "ERROR"}, {301, "ERROR"}, {200, "INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			c := newCore(t, func(int, seenRequest) int { return tt.status })
+			s3 := sourcetest.NewFakeS3()
+			reqs := fixture(t, s3, csvTenant(c.srv.URL), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
+			var logs strings.Builder
+			h := newHandler(s3, &fakeSecrets{})
+			h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			_, _ = h.Handle(context.Background(), reqs[0])
+			var line struct{ Level, Msg string }
+			if err := json.Unmarshal([]byte(logs.String()), &line); err != nil {
+				t.Fatalf("got log %q, want one JSON line: %v", logs.String(), err)
+			}
+			if line.Level != tt.wantLevel {
+				t.Errorf("got level %s (%s), want %s", line.Level, line.Msg, tt.wantLevel)
+			}
+			if strings.Contains(logs.String(), "SECRET") {
+				t.Errorf("got log %q, want no record or response contents", logs.String())
+			}
+		})
 	}
 }

@@ -34,6 +34,12 @@ func newHTTPClient(timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
 		Timeout: timeout,
+		// Never follow a redirect: for a 301, 302 or 303 net/http would resend the POST as a GET
+		// without a body, and a 2xx answer to that GET would count as "registered"
+		// (https://pkg.go.dev/net/http#Client: "If CheckRedirect returns ErrUseLastResponse, then the
+		// most recent response is returned with its body unclosed"). classify makes every 3xx a
+		// PermanentError.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           dialer.DialContext,

@@ -41,7 +41,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeli
 	file := source.Name(req.Source)
 	res, size, err := h.split(ctx, req)
 	if err != nil {
-		h.Log.Error("split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
+		h.Log.Log(ctx, source.LogLevel(err), "split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SplitResult{}, err
 	}
@@ -66,15 +66,17 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}
-	in, err := source.GetInput(req.Source)
+	// The event's key may be raw or form-encoded: Open reads whichever form holds the event's
+	// object, and the result carries that key on to Register.
+	out, src, err := source.Open(ctx, h.S3, req.Source)
 	if err != nil {
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
-	}
-	out, err := h.S3.GetObject(ctx, in)
-	if err != nil {
-		return pipeline.SplitResult{}, 0, source.GetError(req.Source, err)
+		return pipeline.SplitResult{}, 0, err
 	}
 	defer out.Body.Close()
+	if src.Key != req.Source.Key {
+		file = source.Name(src)
+		h.Log.Info("the event's key was form-encoded; read the decoded key", "tenant", t.ID, "eventKey", req.Source.Key, "file", file, "execution", req.ExecutionName)
+	}
 
 	maxChunks := h.MaxChunks
 	if maxChunks == 0 {
@@ -119,6 +121,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	}
 	size := aws.ToInt64(out.ContentLength)
 	return pipeline.SplitResult{
+		Source:   src,
 		Manifest: manifest,
 		Records:  sum.Records,
 		Chunks:   sum.Chunks,

@@ -8,6 +8,7 @@ import (
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,6 +58,7 @@ func TestSplit(t *testing.T) {
 				if versioned {
 					src.VersionID = "v1"
 					obj.Versions = map[string][]byte{"v1": data}
+					obj.VersionETags = map[string]string{"v1": "abc123"}
 					obj.ETag = "changed-since"
 				} else {
 					obj.Data = data
@@ -67,6 +69,7 @@ func TestSplit(t *testing.T) {
 					t.Fatalf("got error %v, want none", err)
 				}
 				want := pipeline.SplitResult{
+					Source:   src,
 					Manifest: pipeline.Location{Bucket: work, Key: "work/t1/exec-1/manifest"},
 					Records:  250, Chunks: 3, Header: []string{"id", "name"},
 					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
@@ -81,8 +84,8 @@ func TestSplit(t *testing.T) {
 				if aws.ToString(get.Key) != key {
 					t.Errorf("got key %q, want the raw key %q", aws.ToString(get.Key), key)
 				}
-				if versioned && (aws.ToString(get.VersionId) != "v1" || get.IfMatch != nil) {
-					t.Errorf("got VersionId %q IfMatch %q, want v1 and none", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
+				if versioned && (aws.ToString(get.VersionId) != "v1" || aws.ToString(get.IfMatch) != `"abc123"`) {
+					t.Errorf("got VersionId %q IfMatch %q, want v1 and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
 				}
 				if !versioned && (get.VersionId != nil || aws.ToString(get.IfMatch) != `"abc123"`) {
 					t.Errorf("got VersionId %q IfMatch %q, want none and \"abc123\"", aws.ToString(get.VersionId), aws.ToString(get.IfMatch))
@@ -98,6 +101,48 @@ func TestSplit(t *testing.T) {
 				}
 				if got := string(data[start:end]); !strings.HasPrefix(got, "101,") || !strings.HasSuffix(got, "\"名前 200\"\r\n") {
 					t.Errorf("got chunk 1 = %.20q…, want records 101..200", got)
+				}
+			})
+		}
+	}
+}
+
+// TestSplitKeyForms: an EventBridge event may carry the key raw or form-encoded (as classic S3
+// notifications do: "red flower.csv" → "red+flower.csv"). Split reads the event's object either
+// way and returns the key S3 stores in its result's source, which Register then reads. The bucket
+// also holds the objects that guessing the form from the characters would read instead.
+func TestSplitKeyForms(t *testing.T) {
+	formEncode := func(key string) string {
+		parts := strings.Split(key, "/")
+		for i, p := range parts {
+			parts[i] = url.QueryEscape(p)
+		}
+		return strings.Join(parts, "/")
+	}
+	keys := []string{"inbox/t1/red flower.csv", "inbox/t1/a+b.csv", "inbox/t1/a b.csv", "inbox/t1/100%.csv", "inbox/t1/100%25.csv", "inbox/t1/請求書 ①.csv"}
+	s3 := sourcetest.NewFakeS3()
+	srcs := map[string]pipeline.Source{}
+	for i, key := range keys {
+		// Each object has a different number of records, so the result tells which one was read.
+		data := csvRows(10 + i)
+		src := pipeline.Source{Bucket: ingest, Key: key, VersionID: fmt.Sprint("v", i), ETag: fmt.Sprint("e", i), Size: int64(len(data))}
+		s3.Put(ingest, key, &sourcetest.Object{Versions: map[string][]byte{src.VersionID: data}, VersionETags: map[string]string{src.VersionID: src.ETag}})
+		srcs[key] = src
+	}
+	for i, key := range keys {
+		for form, eventKey := range map[string]string{"raw": key, "form-encoded": formEncode(key)} {
+			t.Run(key+"/"+form, func(t *testing.T) {
+				event := srcs[key]
+				event.Key = eventKey
+				res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: event, ExecutionName: "exec"})
+				if err != nil {
+					t.Fatalf("got %v, want success", err)
+				}
+				if res.Source != srcs[key] {
+					t.Errorf("got source %+v, want %+v", res.Source, srcs[key])
+				}
+				if want := int64(10 + i); res.Records != want {
+					t.Errorf("got %d records, want %d (the object of %q)", res.Records, want, key)
 				}
 			})
 		}
@@ -135,6 +180,16 @@ func TestSplitErrors(t *testing.T) {
 			pipeline.ErrObjectChanged, "no longer exists"},
 		{"object gone", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { delete(s.Objects, ingest+"/"+key) },
 			pipeline.ErrObjectChanged, "no longer exists"},
+		{"versioning suspended, version null overwritten", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			r.Source.VersionID = "null"
+			o := s.Objects[ingest+"/"+key]
+			o.Versions = map[string][]byte{"null": csvRows(5)}
+			o.VersionETags = map[string]string{"null": "e2"}
+		}, pipeline.ErrObjectChanged, "the object changed after the event: its ETag is no longer e1"},
+		{"object gone, no s3:ListBucket", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			delete(s.Objects, ingest+"/"+key)
+			s.NoListBucket = true
+		}, pipeline.ErrPermanent, "without s3:ListBucket"},
 		{"other bucket", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { r.Source.Bucket = "other" },
 			pipeline.ErrObjectChanged, "s3://other/"},
 		{"access denied", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
@@ -148,6 +203,9 @@ func TestSplitErrors(t *testing.T) {
 		{"invalid file", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
 			s.Objects[ingest+"/"+key].Data = []byte("id,name\n1,SECRET\n2\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 3: record has 1 fields, the header has 2"},
+		{"header too wide", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.Objects[ingest+"/"+key].Data = []byte(strings.Repeat("h", pipeline.MaxHeaderBytes) + "\nSECRET\n")
+		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 1: the header is 16388 bytes as JSON, over the 16384-byte limit"},
 		{"too many chunks", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
 			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
 		{"read fails", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { s.FailRead = 1000 },
@@ -216,7 +274,10 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	header := []string{"id", "name", "email", "city", "amount", "qty", "sku", "date", "note", "status"}
 	const records = 2_000_000
 	chunks := records / pipeline.DefaultChunkSize
+	// S3 keys are at most 1,024 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
 	res := pipeline.SplitResult{
+		Source: pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
+			ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 18)},
 		Manifest: pipeline.Location{Bucket: strings.Repeat("b", 63), Key: pipeline.ManifestKey(strings.Repeat("t", 64), strings.Repeat("e", 80))},
 		Records:  records, Chunks: chunks, Header: header, Segments: pipeline.Segments(chunks),
 	}
@@ -227,6 +288,7 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	if len(b) > 4096 {
 		t.Errorf("got a Split result of %d bytes, want at most 4 KiB", len(b))
 	}
+	t.Logf("Split result: %d bytes", len(b))
 	if got := len(res.Segments); got != 20 {
 		t.Errorf("got %d segments, want 20", got)
 	}
@@ -236,5 +298,38 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	}
 	if manifest := len(pipeline.EncodeManifest(make([]int64, chunks+1))); manifest != 160_008 {
 		t.Errorf("got a manifest of %d bytes, want 160,008", manifest)
+	}
+}
+
+// TestSplitLogLevels: a RetryableError, which the state machine's Retry usually absorbs, is logged
+// at WARN so it does not raise the ERROR-log alarm; a failure that fails the file at ERROR.
+func TestSplitLogLevels(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*sourcetest.FakeS3)
+		wantLevel string
+	}{
+		{"retryable", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 503, "SlowDown") }, "WARN"},
+		{"permanent", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 403, "AccessDenied") }, "ERROR"},
+		{"validation", func(s *sourcetest.FakeS3) { s.Objects[ingest+"/k"].Data = []byte("a\n\xff\n") }, "ERROR"},
+		{"success", func(*sourcetest.FakeS3) {}, "INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, "k", &sourcetest.Object{Data: csvRows(3), ETag: "e"})
+			tt.mutate(s3)
+			var logs strings.Builder
+			h := newHandler(s3)
+			h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			_, _ = h.Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+			var line struct{ Level, Msg string }
+			if err := json.Unmarshal([]byte(logs.String()), &line); err != nil {
+				t.Fatalf("got log %q, want one JSON line: %v", logs.String(), err)
+			}
+			if line.Level != tt.wantLevel {
+				t.Errorf("got level %s (%s), want %s", line.Level, line.Msg, tt.wantLevel)
+			}
+		})
 	}
 }

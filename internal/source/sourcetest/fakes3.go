@@ -21,20 +21,29 @@ import (
 // FakeS3 is an in-memory bucket store with S3's GetObject semantics for VersionId, If-Match and
 // Range, failing the way the SDK does (an OperationError around an HTTP ResponseError).
 type FakeS3 struct {
-	mu       sync.Mutex
-	Objects  map[string]*Object // "bucket/key", the key exactly as stored
-	Puts     map[string][]byte
-	Gets     []s3.GetObjectInput
-	PutErr   error
-	GetErr   error
-	FailRead int // if > 0, bodies fail after this many bytes
+	mu      sync.Mutex
+	Objects map[string]*Object // "bucket/key", the key exactly as stored
+	Puts    map[string][]byte
+	Gets    []s3.GetObjectInput
+	PutErr  error
+	GetErr  error
+	// GetErrFor fails GetObject of one key (any bucket) with its error.
+	GetErrFor map[string]error
+	FailRead  int // if > 0, bodies fail after this many bytes
+	// NoListBucket makes the caller lack s3:ListBucket: S3 then answers a missing key or version
+	// with 403 AccessDenied instead of 404 NoSuchKey/NoSuchVersion.
+	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html ("Permissions")
+	NoListBucket bool
 }
 
-// Object is one stored object: its current data and ETag, and older versions by id.
+// Object is one stored object: its current data and ETag, and versions by id. A bucket whose
+// versioning is suspended stores a new object as the version "null", and the next PUT of the key
+// replaces it: model that as Versions["null"] with its VersionETags["null"].
 type Object struct {
-	Data     []byte
-	ETag     string            // bare
-	Versions map[string][]byte // version id -> data
+	Data         []byte
+	ETag         string            // bare
+	Versions     map[string][]byte // version id -> data
+	VersionETags map[string]string // version id -> bare ETag (a version not listed has the ETag "")
 }
 
 // NewFakeS3 returns an empty store.
@@ -64,17 +73,28 @@ func (f *FakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*
 	if f.GetErr != nil {
 		return nil, f.GetErr
 	}
+	if err := f.GetErrFor[aws.ToString(in.Key)]; err != nil {
+		return nil, err
+	}
+	missing := func(code string) error {
+		if f.NoListBucket {
+			return APIError("GetObject", 403, "AccessDenied")
+		}
+		return APIError("GetObject", 404, code)
+	}
 	o, ok := f.Objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
 	if !ok {
-		return nil, APIError("GetObject", 404, "NoSuchKey")
+		return nil, missing("NoSuchKey")
 	}
-	data := o.Data
+	data, etag := o.Data, o.ETag
 	if v := aws.ToString(in.VersionId); v != "" {
 		if data, ok = o.Versions[v]; !ok {
-			return nil, APIError("GetObject", 404, "NoSuchVersion")
+			return nil, missing("NoSuchVersion")
 		}
+		etag = o.VersionETags[v]
 	}
-	if m := aws.ToString(in.IfMatch); m != "" && m != `"`+o.ETag+`"` {
+	// If-Match holds for the version read (the current one without VersionId).
+	if m := aws.ToString(in.IfMatch); m != "" && m != `"`+etag+`"` {
 		return nil, APIError("GetObject", 412, "PreconditionFailed")
 	}
 	if r := aws.ToString(in.Range); r != "" {
