@@ -71,6 +71,15 @@ const RESULTPATH_REPLACEMENT =
   '  if (path === "$") return result;\n' +
   '  const sanitizedPath = path.replace("$.", "");';
 
+// Fourth patch: a stopped execution makes no further attempt. The library's retry wait ends early
+// when the execution is aborted, and then runs the state again: a new Lambda invocation of a
+// stopped execution, which AWS never makes (StopExecution "Stops an execution":
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html).
+const RETRY_ANCHOR = '        await sleep(waitTimeBeforeRetry, options.abortSignal);\n';
+const RETRY_REPLACEMENT =
+  '        await sleep(waitTimeBeforeRetry, options.abortSignal);\n' +
+  '        if (options.abortSignal?.aborted) throw error;\n';
+
 export let patched = false;
 
 function replaceOnce(source, anchor, replacement) {
@@ -89,6 +98,7 @@ registerHooks({
     source = replaceOnce(source, ANCHOR, REPLACEMENT);
     source = replaceOnce(source, LOGGER_ANCHOR, LOGGER_REPLACEMENT);
     source = replaceOnce(source, RESULTPATH_ANCHOR, RESULTPATH_REPLACEMENT);
+    source = replaceOnce(source, RETRY_ANCHOR, RETRY_REPLACEMENT);
     patched = true;
     return { ...result, source, shortCircuit: true };
   },

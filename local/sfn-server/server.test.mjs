@@ -43,6 +43,14 @@ before(async () => {
           return;
         }
       }
+      if (payload?.slowFailMs) {
+        calls.push({ fn, payload, slowFail: true });
+        setTimeout(() => {
+          res.writeHead(200, { 'x-amz-function-error': 'Unhandled' });
+          res.end(JSON.stringify({ errorType: 'RetryableError', errorMessage: 'slow failure' }));
+        }, payload.slowFailMs);
+        return;
+      }
       if (payload?.slowMs) {
         setTimeout(() => {
           slowDone.push(Date.now());
@@ -314,4 +322,21 @@ test('GetExecutionHistory: AWS event shape, paging both ways; TaskSubmitted name
   const types = new Set(forward.map((e) => e.type));
   for (const t of ['MapStateEntered', 'MapStateStarted', 'MapIterationStarted', 'MapIterationSucceeded', 'TaskScheduled', 'TaskStarted', 'TaskSucceeded']) assert.ok(types.has(t), t);
   await assert.rejects(api('GetExecutionHistory', { executionArn: s.executionArn, nextToken: 'x' }), (e) => e.type === 'InvalidToken');
+});
+
+test('a stopped execution makes no further attempt of a task it was retrying', async () => {
+  const def = {
+    StartAt: 'Register',
+    States: { Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' },
+      Retry: [{ ErrorEquals: ['RetryableError'], IntervalSeconds: 1, MaxAttempts: 3 }], End: true } },
+  };
+  const m = await api('CreateStateMachine', { name: 'stop-retry', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const before = calls.filter((c) => c.slowFail).length;
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 's', input: JSON.stringify({ slowFailMs: 300 }) });
+  await new Promise((r) => setTimeout(r, 100));
+  await api('StopExecution', { executionArn: s.executionArn });
+  assert.equal((await waitDone(s.executionArn)).status, 'ABORTED');
+  await new Promise((r) => setTimeout(r, 1800)); // past the failed attempt (0.3 s) and the retry interval (1 s)
+  assert.equal(calls.filter((c) => c.slowFail).length - before, 1, 'Lambda invocations of the stopped execution');
 });
