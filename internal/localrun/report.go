@@ -540,7 +540,7 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 		fmt.Fprintln(w)
 	}
 	if len(rep.Violations) == 0 {
-		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key)")
+		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key, one file registering at a time)")
 	} else {
 		fmt.Fprintf(w, "invariants: %d VIOLATED\n", len(rep.Violations))
 		for _, v := range rep.Violations {
