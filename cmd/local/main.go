@@ -1,7 +1,7 @@
 // Command local runs the synthesized tenant pipeline end to end on this machine, with emulators
 // on loopback and the real Lambda handlers; docs/local-run.md describes it and its flags.
 //
-//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m]
+//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m] [--event-key-form raw|form]
 //
 // Exit status: 0 when every upload drained and every invariant held; 1 when an invariant broke or
 // the run failed; 2 on bad usage; 3 when the pipeline had not drained by --timeout.
@@ -43,8 +43,9 @@ func run() int {
 	timeout := flag.Duration("timeout", 10*time.Minute, "exit non-zero if the pipeline has not drained by then")
 	assembly := flag.String("cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	workDir := flag.String("work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
+	keyForm := flag.String("event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
 	flag.Parse()
-	if flag.NArg() > 0 {
+	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) {
 		flag.Usage()
 		return 2
 	}
@@ -77,6 +78,7 @@ func run() int {
 	fmt.Println("starting emulators (S3, SQS, Step Functions) and building the Lambda handlers ...")
 	r, err := localrun.Start(deadline, localrun.Config{
 		ModuleRoot: root, Assembly: *assembly, RegisterURL: *registerURL, Node: localrun.NodeBinary(root), WorkDir: *workDir, Logs: logs,
+		EventKeyForm: *keyForm,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -26,6 +27,8 @@ import (
 type Function struct {
 	Name    string
 	ARN     string
+	Source  string // the Go main package (tenantpipeline:source metadata)
+	Tenant  string // the id in the function's TENANT variable, if any
 	Binary  string
 	Env     []string
 	Timeout time.Duration
@@ -39,12 +42,60 @@ type Function struct {
 	// OnInvoke, if set, is called when an invocation is handed to an execution environment.
 	OnInvoke func(fn *Function)
 
-	mu      sync.Mutex
-	idle    []*instance
-	running int
-	all     map[*instance]bool
-	closed  bool
-	invokes atomic.Int64
+	mu        sync.Mutex
+	idle      []*instance
+	running   int
+	all       map[*instance]bool
+	closed    bool
+	invokes   atomic.Int64
+	throttle  Throttle
+	throttled int64     // invocations refused by throttle
+	throttleT time.Time // when throttle's For started (the first refused invocation)
+}
+
+// Throttle makes the Lambda Invoke API refuse a function's invocations with
+// TooManyRequestsException (HTTP 429), as Lambda does when the function's concurrency or the
+// account's request rate is exhausted (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html,
+// "TooManyRequestsException ... HTTP Status Code: 429"). Step Functions reports it as
+// Lambda.TooManyRequestsException.
+type Throttle struct {
+	// Count refuses this many invocations.
+	Count int
+	// For refuses every invocation for this long from the first refused one.
+	For time.Duration
+}
+
+// SetThrottle replaces the function's throttle; the zero Throttle ends it.
+func (f *Function) SetThrottle(t Throttle) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.throttle, f.throttleT = t, time.Time{}
+}
+
+// Throttled is how many invocations the throttle refused.
+func (f *Function) Throttled() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.throttled
+}
+
+// refuse reports whether the throttle refuses this invocation, and counts it.
+func (f *Function) refuse() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &f.throttle
+	now := time.Now()
+	switch {
+	case t.Count > 0:
+		t.Count--
+	case t.For > 0 && f.throttleT.IsZero():
+		f.throttleT = now
+	case t.For > 0 && now.Sub(f.throttleT) < t.For:
+	default:
+		return false
+	}
+	f.throttled++
+	return true
 }
 
 // ErrThrottled is an invocation refused because the function's reserved concurrency is in use.
@@ -69,14 +120,26 @@ type invocation struct {
 func (inv *invocation) finish(r Result) { inv.once.Do(func() { inv.done <- r }) }
 
 type instance struct {
-	fn     *Function
-	ln     net.Listener
-	srv    *http.Server
-	cmd    *exec.Cmd
-	next   chan *invocation
-	mu     sync.Mutex
-	cur    *invocation
-	exited chan struct{}
+	fn      *Function
+	ln      net.Listener
+	srv     *http.Server
+	cmd     *exec.Cmd
+	next    chan *invocation
+	mu      sync.Mutex
+	cur     *invocation
+	exited  chan struct{}
+	waitErr error // how the process ended, once exited is closed
+}
+
+// exitReason describes how the process ended, as Lambda's Runtime.ExitError message does
+// ("signal: killed", "exit status 2").
+func (inst *instance) exitReason() string {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.waitErr == nil {
+		return "exit status 0"
+	}
+	return inst.waitErr.Error()
 }
 
 // Invoke runs one invocation synchronously (InvocationType RequestResponse).
@@ -96,7 +159,7 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	case inst.next <- inv:
 	case <-inst.exited:
 		f.release(inst, false)
-		return crashResult("Runtime.ExitError", "the function process exited before the invocation"), nil
+		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited before the invocation"), nil
 	case <-ctx.Done():
 		f.release(inst, true)
 		return Result{}, ctx.Err()
@@ -106,9 +169,13 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 		f.release(inst, true)
 		return r, nil
 	case <-inst.exited:
+		// Killed or crashed without a response (out of memory, a fatal signal): the payload has
+		// no errorType, which Step Functions reports as Lambda.Unknown
+		// (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
 		f.release(inst, false)
-		return crashResult("Runtime.ExitError", "RequestId: "+inv.id+" Error: Runtime exited without providing a reason"), nil
+		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited with error: "+inst.exitReason()), nil
 	case <-timer.C:
+		// The function timeout: Lambda stops the invocation and reports errorType Sandbox.Timedout.
 		inst.kill()
 		f.release(inst, false)
 		return crashResult("Sandbox.Timedout", fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", inv.id, f.Timeout.Seconds())), nil
@@ -122,9 +189,15 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 // Invocations is how many times the function was invoked.
 func (f *Function) Invocations() int64 { return f.invokes.Load() }
 
+// crashResult is the Invoke answer for an invocation the runtime did not answer itself; typ "" leaves
+// errorType out of the payload.
 func crashResult(typ, msg string) Result {
-	b, _ := json.Marshal(map[string]string{"errorType": typ, "errorMessage": msg})
-	return Result{Payload: b, ErrorType: typ}
+	body := map[string]string{"errorMessage": msg}
+	if typ != "" {
+		body["errorType"] = typ
+	}
+	b, _ := json.Marshal(body)
+	return Result{Payload: b, ErrorType: cmpOr(typ, "Unhandled")}
 }
 
 func (f *Function) acquire() (*instance, error) {
@@ -193,6 +266,25 @@ func (f *Function) KillRunning() int {
 	return n
 }
 
+// FreezeRunning stops (SIGSTOP) every process that is handling an invocation right now, as a
+// process that makes no more progress (a stuck call, a hung dependency): it is killed at the
+// function timeout like any other, and the invocation reports Sandbox.Timedout.
+func (f *Function) FreezeRunning() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for inst := range f.all {
+		inst.mu.Lock()
+		busy := inst.cur != nil
+		inst.mu.Unlock()
+		if busy && inst.cmd != nil && inst.cmd.Process != nil {
+			inst.cmd.Process.Signal(syscall.SIGSTOP)
+			n++
+		}
+	}
+	return n
+}
+
 // Close stops every execution environment of the function.
 func (f *Function) Close() {
 	f.mu.Lock()
@@ -244,7 +336,10 @@ func (f *Function) start() (*instance, error) {
 	f.all[inst] = true
 	f.mu.Unlock()
 	go func() {
-		cmd.Wait()
+		err := cmd.Wait()
+		inst.mu.Lock()
+		inst.waitErr = err
+		inst.mu.Unlock()
 		inst.srv.Close()
 		f.mu.Lock()
 		delete(f.all, inst)
@@ -388,6 +483,13 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	payload, _ := io.ReadAll(r.Body)
+	if f.refuse() {
+		w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"Reason":"ReservedFunctionConcurrentInvocationLimitExceeded","Type":"User","message":"Rate Exceeded."}`)
+		return
+	}
 	res, err := f.Invoke(r.Context(), payload)
 	if errors.Is(err, ErrThrottled) {
 		w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
@@ -409,10 +511,17 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // several runs in one process (the scenario tests) link each package once.
 var builtBinaries sync.Map
 
+// buildLocks serializes builds of one package, so that runs starting side by side (parallel
+// scenarios) never write the same binary at once.
+var buildLocks sync.Map
+
 // buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
 func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	cacheKey := moduleRoot + "\x00" + pkg
+	mu, _ := buildLocks.LoadOrStore(cacheKey, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if p, ok := builtBinaries.Load(cacheKey); ok {
 		if _, err := os.Stat(p.(string)); err == nil {
 			return p.(string), nil

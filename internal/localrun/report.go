@@ -76,9 +76,10 @@ type execInput struct {
 	} `json:"source"`
 }
 
-// names reports whether the execution input is about the uploaded object version.
-func (in execInput) names(u *Upload) bool {
-	return in.Source.Key == u.Key && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
+// names reports whether the execution input is about the uploaded object version. The controller
+// passes the key as the event carried it (eventKey: raw or form-encoded, Config.EventKeyForm).
+func (in execInput) names(u *Upload, eventKey string) bool {
+	return in.Source.Key == eventKey && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
 		(u.VersionID != "" || in.Source.ETag == "" || in.Source.ETag == u.ETag)
 }
 
@@ -142,7 +143,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 			fr := FileReport{Key: u.Key, VersionID: u.VersionID, ETag: u.ETag, Status: "WAITING", UploadedAt: u.At, expected: -1}
 			for _, e := range execs {
 				var in execInput
-				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u) {
+				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u, r.eventKey(u.Key)) {
 					fr.Executions++
 				}
 			}
@@ -154,7 +155,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				if err := json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in); err != nil {
 					continue
 				}
-				if !in.names(u) {
+				if !in.names(u, r.eventKey(u.Key)) {
 					continue
 				}
 				used[e.ExecutionArn] = true
@@ -277,7 +278,8 @@ func gapStats(g []float64) GapStats {
 
 // checkInvariants checks, per tenant: executions started in upload order and never overlapped;
 // records were first registered file by file in that order and, inside a file, in record order;
-// every record of a succeeded file was registered exactly once by its idempotency key.
+// every record of a succeeded file was registered exactly once by its idempotency key; and the
+// registration windows of two files (first POST to the end of the last, at the sink) never overlap.
 func (r *Run) checkInvariants(rep *Report) []string {
 	var v []string
 	_, _, _, bad := r.Sink.Stats()
@@ -309,6 +311,7 @@ func (r *Run) checkInvariants(rep *Report) []string {
 				v = append(v, fmt.Sprintf("%s: %s has %d records but %d were registered", t.ID, f.Key, f.expected, f.Records))
 			}
 		}
+		v = append(v, windowOverlaps(t.ID, tr.Files, r.Sink.Requests(t.ID))...)
 		last := -1
 		lastRec := map[string]int64{}
 		for _, rec := range r.Sink.Registered(t.ID) {
@@ -324,6 +327,57 @@ func (r *Run) checkInvariants(rep *Report) []string {
 			}
 			last = max(last, i)
 			lastRec[id] = rec.RecordNumber
+		}
+	}
+	return v
+}
+
+// Window is the time a file's records were being sent to the core system: from the arrival of its
+// first POST to the answer of its last one, whatever the answers were.
+type Window struct {
+	First, Last time.Time
+	Requests    int
+}
+
+// RegistrationWindows returns, per file (key and version id), its registration window at the sink.
+func RegistrationWindows(reqs []SinkRequest) map[string]*Window {
+	w := map[string]*Window{}
+	for _, q := range reqs {
+		id := q.Source + "\x00" + q.VersionID
+		x := w[id]
+		if x == nil {
+			x = &Window{First: q.Start, Last: q.End}
+			w[id] = x
+		}
+		if q.Start.Before(x.First) {
+			x.First = q.Start
+		}
+		if q.End.After(x.Last) {
+			x.Last = q.End
+		}
+		x.Requests++
+	}
+	return w
+}
+
+// windowOverlaps lists the files whose registration started before an earlier upload's last POST
+// was answered: two files of one tenant registering at the same time.
+func windowOverlaps(tenant string, files []FileReport, reqs []SinkRequest) []string {
+	var v []string
+	windows := RegistrationWindows(reqs)
+	var prev *Window
+	var prevKey string
+	for _, f := range files {
+		w := windows[f.Key+"\x00"+f.VersionID]
+		if w == nil {
+			continue
+		}
+		if prev != nil && !w.First.After(prev.Last) {
+			v = append(v, fmt.Sprintf("%s: %s's first POST came %s before %s's last POST was answered (two files registering at once)",
+				tenant, f.Key, prev.Last.Sub(w.First).Round(time.Millisecond), prevKey))
+		}
+		if prev == nil || w.Last.After(prev.Last) {
+			prev, prevKey = w, f.Key
 		}
 	}
 	return v
@@ -486,7 +540,7 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 		fmt.Fprintln(w)
 	}
 	if len(rep.Violations) == 0 {
-		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key)")
+		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key, one file registering at a time)")
 	} else {
 		fmt.Fprintf(w, "invariants: %d VIOLATED\n", len(rep.Violations))
 		for _, v := range rep.Violations {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,7 +57,28 @@ type Config struct {
 	// deduplication (an explicit MessageDeduplicationId), as a copy EventBridge delivers after the
 	// 5-minute deduplication interval would, so that the controller itself sees both.
 	DuplicateAfterDedupWindow bool
+	// FunctionTimeout overrides the template's Timeout of the functions of one source package (a
+	// scenario's small Register timeout). The harness changes nothing else: a variable that
+	// carries the same number to another function (the controller's REGISTER_TIMEOUT_SECONDS) is
+	// the scenario's to set through EnvFor.
+	FunctionTimeout map[string]time.Duration
+	// Throttle makes the Lambda Invoke API refuse invocations of the functions of one source package
+	// with TooManyRequestsException, from the first invocation on (Function.SetThrottle changes it
+	// while the run goes).
+	Throttle map[string]Throttle
+	// EventKeyForm is how the "Object Created" events carry the object key: "raw" (default, the key
+	// as written) or "form" (form-encoded, as classic S3 event notifications carry it: "red
+	// flower.jpg" becomes "red+flower.jpg",
+	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+	// AWS documents neither form for EventBridge, so the pipeline must work with both.
+	EventKeyForm string
 }
+
+// Event key forms (Config.EventKeyForm).
+const (
+	EventKeyRaw  = "raw"
+	EventKeyForm = "form"
+)
 
 // ControllerCall is one controller invocation at the moment its process posts the response.
 type ControllerCall struct {
@@ -143,6 +165,11 @@ type rule struct {
 func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 	if cfg.Logs == nil {
 		cfg.Logs = io.Discard
+	}
+	switch cfg.EventKeyForm {
+	case "", EventKeyRaw, EventKeyForm:
+	default:
+		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.EventKeyForm, EventKeyRaw, EventKeyForm)
 	}
 	asm, err := LoadAssembly(cfg.Assembly)
 	if err != nil {
@@ -495,7 +522,18 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, Logs: r.cfg.Logs}
+	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, Logs: r.cfg.Logs}
+	if d, ok := r.cfg.FunctionTimeout[src]; ok {
+		f.Timeout = d
+	}
+	if t, ok := r.cfg.Throttle[src]; ok {
+		f.SetThrottle(t)
+	}
+	if t, ok := vars["TENANT"]; ok {
+		var cfg struct{ ID string }
+		json.Unmarshal([]byte(t), &cfg)
+		f.Tenant = cfg.ID
+	}
 	if t, ok := vars["TENANT"]; ok && r.cfg.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
@@ -606,6 +644,17 @@ func (r *Run) tenantOf(f *Function, q *Queue) *Tenant {
 	return &Tenant{ID: id, Prefix: prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg}
 }
 
+// Function returns the function of a source package that serves a tenant (by its TENANT
+// variable), or nil.
+func (r *Run) Function(pkg, tenant string) *Function {
+	for _, f := range r.functions {
+		if f.Source == pkg && f.Tenant == tenant {
+			return f
+		}
+	}
+	return nil
+}
+
 // Tenant returns one tenant by id.
 func (r *Run) Tenant(id string) *Tenant {
 	for _, t := range r.Tenants {
@@ -657,7 +706,7 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 	detail := map[string]any{
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
-		"object":            map[string]any{"key": key, "size": size, "etag": etag, "sequencer": r.S3.Sequencer()},
+		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer()},
 		"request-id":        newID()[:16],
 		"requester":         account,
 		"source-ip-address": "127.0.0.1",
@@ -681,6 +730,26 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 	if r.cfg.DuplicateEvents {
 		r.putEvent(context.Background(), ev, r.cfg.DuplicateAfterDedupWindow)
 	}
+}
+
+// eventKey is the object key as the events carry it (Config.EventKeyForm).
+func (r *Run) eventKey(key string) string {
+	if r.cfg.EventKeyForm != EventKeyForm {
+		return key
+	}
+	return FormEncodeKey(key)
+}
+
+// FormEncodeKey form-encodes an object key as S3 event notifications do: each path segment as
+// application/x-www-form-urlencoded (space as "+", "+" as "%2B", "%" as "%25", UTF-8 bytes as %XX),
+// the "/" between segments kept, so that key prefixes still match
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+func FormEncodeKey(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.QueryEscape(s)
+	}
+	return strings.Join(segs, "/")
 }
 
 // PutEvent routes one event to every matching rule's target queue, as EventBridge does: the body is

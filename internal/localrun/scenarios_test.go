@@ -22,12 +22,14 @@ import (
 // Lambda binaries. Each scenario starts its own emulators, so a failure names one scenario; the
 // assemblies and binaries are shared by the whole test binary.
 
-// scenarioTenants is the tenants file of scenarios 1–4 and 6: one tenant per failure policy and
-// idempotency key. The harness replaces registerUrl with the embedded sink.
+// scenarioTenants is the tenants file of every scenario but the burst: one tenant per failure
+// policy and idempotency key, and "wide" with one record per chunk (the 1,000-chunk segment of
+// TestScenarioWideSegment). The harness replaces registerUrl with the embedded sink.
 const scenarioTenants = `{"tenants": [
   {"id": "cont", "registerUrl": "https://core.example.com/records"},
   {"id": "halt", "onFailure": "halt", "registerUrl": "https://core.example.com/records"},
-  {"id": "ov", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records"}
+  {"id": "ov", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records"},
+  {"id": "wide", "chunkSize": 1, "registerUrl": "https://core.example.com/records"}
 ]}`
 
 const controllerPkg, registerPkg = "lambdas/controller", "lambdas/register"
@@ -293,6 +295,7 @@ func startCount(rep *Report) int64 { return rep.APICalls["stepfunctions"]["Start
 // response was accepted. The message comes back; the redelivery must find the execution by its
 // deterministic name and start nothing.
 func TestScenarioControllerCrash(t *testing.T) {
+	t.Parallel()
 	var crashes atomic.Int64
 	r := startScenario(t, scenarioTenants, Config{
 		// No in-process polling: the crashed invocation has just started the execution and set the
@@ -332,6 +335,7 @@ func TestScenarioControllerCrash(t *testing.T) {
 
 // Scenario 2: the same EventBridge event delivered twice, and the same object re-uploaded.
 func TestScenarioDuplicateEvents(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		late bool
@@ -408,6 +412,7 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 // The state machine retries the chunk (RetryableError, 2 s × 2, full jitter); records sent again
 // are answered as duplicates.
 func TestScenarioRegisterFaults(t *testing.T) {
+	t.Parallel()
 	r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}}})
 	r.Sink.SetFault(func(tenant, source string, n int64, attempt int) int {
 		if tenant != "cont" || !strings.HasSuffix(source, "/faulty.csv") {
@@ -448,6 +453,7 @@ func TestScenarioRegisterFaults(t *testing.T) {
 
 // Scenario 4: a bad file (wrong column count on line 7) under continue and under halt.
 func TestScenarioBadFile(t *testing.T) {
+	t.Parallel()
 	// HALT_WAIT_SECONDS=1: a halted tenant rechecks its head file every second.
 	env := map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}}
 

@@ -16,8 +16,12 @@ import (
 type Sink struct {
 	// Fault, if set, decides the answer to one request before it is registered: 0 lets it
 	// through, an HTTP status fails it, and -1 holds the request until the client gives up.
+	// A redirect status (301, 302, 303, 307, 308) answers with a Location on the sink's list page,
+	// a GET endpoint that answers 200 (an http:// endpoint behind a redirect to a page).
 	// Set it with SetFault while the run is going.
 	Fault func(tenant string, source string, recordNumber int64, attempt int) int
+	// Delay, if set, is how long the sink takes to answer one request (a slow core system).
+	Delay func(tenant string, source string, recordNumber int64) time.Duration
 
 	mu         sync.Mutex
 	keys       map[string]bool
@@ -26,7 +30,18 @@ type Sink struct {
 	requests   int64
 	duplicates int64
 	faults     int64
+	gets       int64
 	bad        []string
+	log        map[string][]SinkRequest // tenant -> every POST, in arrival order
+}
+
+// SinkRequest is one POST the sink received, whatever it answered.
+type SinkRequest struct {
+	Source       string // source key
+	VersionID    string
+	RecordNumber int64
+	Start, End   time.Time // arrival and answer
+	Status       int
 }
 
 // SinkRecord is one first registration.
@@ -50,6 +65,17 @@ type sinkRequest struct {
 }
 
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		// The list page a redirect points to: a client that follows a 301/302/303 resends the
+		// POST as a GET without a body, and this 2xx must not count as a registration.
+		s.count(&s.gets)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body>records</body></html>")
+		return
+	}
+	start := time.Now()
+	rw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	w = rw
 	body, err := io.ReadAll(r.Body)
 	key := r.Header.Get("Idempotency-Key")
 	var req sinkRequest
@@ -69,8 +95,24 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.attempts[key]++
 	attempt := s.attempts[key]
-	fault := s.Fault
+	fault, delay := s.Fault, s.Delay
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.log == nil {
+			s.log = map[string][]SinkRequest{}
+		}
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Start: start, End: time.Now(), Status: rw.status})
+		s.mu.Unlock()
+	}()
+	if delay != nil {
+		if d := delay(req.Tenant, req.Source.Key, req.RecordNumber); d > 0 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(d):
+			}
+		}
+	}
 
 	if fault != nil {
 		switch code := fault(req.Tenant, req.Source.Key, req.RecordNumber, attempt); {
@@ -80,6 +122,11 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-r.Context().Done():
 			case <-time.After(2 * time.Minute):
 			}
+			return
+		case code >= 300 && code < 400:
+			s.count(&s.faults)
+			w.Header().Set("Location", "/"+req.Tenant+"/list")
+			w.WriteHeader(code)
 			return
 		case code != 0:
 			s.count(&s.faults)
@@ -103,6 +150,27 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: time.Now()})
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprint(w, `{"status":"registered"}`)
+}
+
+// SetDelay replaces Delay; nil answers at once.
+func (s *Sink) SetDelay(d func(tenant string, source string, recordNumber int64) time.Duration) {
+	s.mu.Lock()
+	s.Delay = d
+	s.mu.Unlock()
+}
+
+// Requests returns every POST of one tenant, in arrival order.
+func (s *Sink) Requests(tenant string) []SinkRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]SinkRequest(nil), s.log[tenant]...)
+}
+
+// Gets is how many GET requests the sink answered (a client that followed a redirect).
+func (s *Sink) Gets() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets
 }
 
 // SetFault replaces Fault; nil lets every request through.

@@ -11,6 +11,11 @@
 // earlier attempt ("RedriveExecution ... reschedules and redrives only the iterations ... that failed
 // or aborted": https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html).
 //
+// And it hands each iteration's result to the server as it completes, so that the server counts the
+// Map's collected result array against the payload limit before ResultPath discards it (see
+// mapCollector in server.mjs); an iteration whose result takes the array over the limit fails the Map
+// before the next iteration starts.
+//
 // The patch is applied to the library's source text when Node loads it; it fails loudly if the
 // library no longer has the expected code, so a version bump cannot silently drop it.
 import { registerHooks } from 'node:module';
@@ -23,26 +28,78 @@ const ANCHOR =
 const REPLACEMENT =
   '    const mapFailed = { value: false };\n' +
   '    const redrive = options.runOptions?.localRedrive;\n' +
+  '    const collect = redrive?.collector?.(this.stateName);\n' +
+  '    const collected = (r) => {\n' +
+  '      if (collect && !collect(r)) { mapFailed.value = true; const e = new Error("Map results exceed the payload limit"); e.name = "States.DataLimitExceeded"; throw e; }\n' +
+  '      return r;\n' +
+  '    };\n' +
   '    const processedItemsPromise = items.map(\n' +
   '      (item, i) => limit(() => {\n' +
   '        if (mapFailed.value) return Promise.resolve(null);\n' +
-  '        if (redrive && redrive.succeeded(this.stateName, i)) return Promise.resolve(redrive.result(this.stateName, i));\n' +
-  '        return this.processItem(iteratorStateMachine, item, input, context, i, options).catch((e) => { mapFailed.value = true; throw e; });\n' +
+  '        if (redrive && redrive.succeeded(this.stateName, i)) return Promise.resolve().then(() => collected(redrive.result(this.stateName, i)));\n' +
+  '        return this.processItem(iteratorStateMachine, item, input, context, i, options).then(collected, (e) => { mapFailed.value = true; throw e; });\n' +
   '      })\n' +
   '    );';
 
+// Second patch: every event of the library's log gets a sequence number when it is dispatched,
+// from one counter that the server's own task events share, so that the server can write the
+// execution history in the order things happened even though it reads the log asynchronously (and
+// events of Map iterations reach it later still, forwarded by the Map state).
+const LOGGER_ANCHOR =
+  '  dispatch(event) {\n' +
+  '    if (this.isLoggerClosed) return;\n' +
+  '    this.eventQueue.push(event);';
+const LOGGER_REPLACEMENT =
+  '  dispatch(event) {\n' +
+  '    if (this.isLoggerClosed) return;\n' +
+  '    if (event.localSeq === undefined) event.localSeq = globalThis.__localStepFunctionsSeq = (globalThis.__localStepFunctionsSeq ?? 0) + 1;\n' +
+  '    this.eventQueue.push(event);';
+
+// Third patch: "ResultPath": "$" replaces the state's input with its result, as the default does
+// (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultpath.html, "Use
+// ResultPath to replace the input with the result"). The library strips "$." from the path and
+// then writes the result into a field literally named "$", keeping the whole input.
+const RESULTPATH_ANCHOR =
+  '  if (path === null) {\n' +
+  '    return rawInput;\n' +
+  '  }\n' +
+  '  const sanitizedPath = path.replace("$.", "");';
+const RESULTPATH_REPLACEMENT =
+  '  if (path === null) {\n' +
+  '    return rawInput;\n' +
+  '  }\n' +
+  '  if (path === "$") return result;\n' +
+  '  const sanitizedPath = path.replace("$.", "");';
+
+// Fourth patch: a stopped execution makes no further attempt. The library's retry wait ends early
+// when the execution is aborted, and then runs the state again: a new Lambda invocation of a
+// stopped execution, which AWS never makes (StopExecution "Stops an execution":
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html).
+const RETRY_ANCHOR = '        await sleep(waitTimeBeforeRetry, options.abortSignal);\n';
+const RETRY_REPLACEMENT =
+  '        await sleep(waitTimeBeforeRetry, options.abortSignal);\n' +
+  '        if (options.abortSignal?.aborted) throw error;\n';
+
 export let patched = false;
+
+function replaceOnce(source, anchor, replacement) {
+  const at = source.indexOf(anchor);
+  if (at < 0 || source.indexOf(anchor, at + 1) >= 0) {
+    throw new Error('sfn-server: aws-local-stepfunctions code changed; update local/sfn-server/patch.mjs');
+  }
+  return source.replace(anchor, replacement);
+}
 
 registerHooks({
   load(url, context, nextLoad) {
     const result = nextLoad(url, context);
     if (!TARGET.test(url)) return result;
-    const source = String(result.source);
-    const at = source.indexOf(ANCHOR);
-    if (at < 0 || source.indexOf(ANCHOR, at + 1) >= 0) {
-      throw new Error('sfn-server: aws-local-stepfunctions Map code changed; update local/sfn-server/patch.mjs');
-    }
+    let source = String(result.source);
+    source = replaceOnce(source, ANCHOR, REPLACEMENT);
+    source = replaceOnce(source, LOGGER_ANCHOR, LOGGER_REPLACEMENT);
+    source = replaceOnce(source, RESULTPATH_ANCHOR, RESULTPATH_REPLACEMENT);
+    source = replaceOnce(source, RETRY_ANCHOR, RETRY_REPLACEMENT);
     patched = true;
-    return { ...result, source: source.replace(ANCHOR, REPLACEMENT), shortCircuit: true };
+    return { ...result, source, shortCircuit: true };
   },
 });

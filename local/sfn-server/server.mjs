@@ -107,21 +107,39 @@ function taskStates(def, out = {}) {
 
 // ---- Task handlers -------------------------------------------------------------------------------
 
+// invokeLambda calls the Lambda Invoke API (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html)
+// and names a failure as Step Functions does:
+//   - an API error is "Lambda." + its exception name: 429 TooManyRequestsException becomes
+//     Lambda.TooManyRequestsException (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html);
+//   - a function error (X-Amz-Function-Error: Unhandled) is named by the errorType of the returned
+//     payload (a handler's error, Sandbox.Timedout for a function timeout); when the payload has no
+//     errorType (the process was killed or crashed without a response) it is Lambda.Unknown:
+//     "Unhandled errors in Lambda are reported as Lambda.Unknown in the error output. These include
+//     out-of-memory errors and function timeouts." (same page).
 async function invokeLambda(functionName, payload) {
   const url = `${args['lambda-endpoint']}/2015-03-31/functions/${encodeURIComponent(functionName)}/invocations`;
   let res;
   try {
     res = await fetch(url, { method: 'POST', body: JSON.stringify(payload ?? null) });
   } catch (e) {
-    throw new TaskError('Lambda.ServiceException', `local Lambda endpoint unreachable: ${e.message}`);
+    throw new TaskError('Lambda.SdkClientException', `local Lambda endpoint unreachable: ${e.message}`);
   }
   const text = await res.text();
-  if (res.status === 429) throw new TaskError('Lambda.TooManyRequestsException', text);
-  if (res.status === 404) throw new TaskError('Lambda.ResourceNotFoundException', text);
-  if (res.status >= 300) throw new TaskError('Lambda.ServiceException', text);
-  const body = text === '' ? null : JSON.parse(text);
+  if (res.status >= 300) {
+    let type = res.headers.get('x-amzn-errortype')?.split(':')[0];
+    if (!type) type = res.status === 429 ? 'TooManyRequestsException' : res.status === 404 ? 'ResourceNotFoundException' : 'ServiceException';
+    throw new TaskError(`Lambda.${type}`, text);
+  }
+  let body = null;
+  try {
+    body = text === '' ? null : JSON.parse(text);
+  } catch {
+    body = text;
+  }
   if (res.headers.get('x-amz-function-error')) {
-    throw new TaskError(body?.errorType ?? 'Lambda.Unknown', text);
+    const type = typeof body?.errorType === 'string' && body.errorType !== '' ? body.errorType : undefined;
+    if (!type) throw new TaskError('Lambda.Unknown', `The cause could not be determined because Lambda did not return an error type. Returned payload: ${text}`);
+    throw new TaskError(type, text);
   }
   return body;
 }
@@ -132,52 +150,60 @@ async function invokeLambda(functionName, payload) {
 function taskHandler(exec, st) {
   const resource = st.Resource;
   if (resource.startsWith('arn:aws:states:::lambda:invoke')) {
+    const detail = { resourceType: 'lambda', resource: resource.slice('arn:aws:states:::lambda:'.length) };
     return async (input) => {
-      exec.history += 2;
+      addEvent(exec, 'TaskScheduled', { taskScheduledEventDetails: { ...detail, region: args.region, parameters: data(input) } });
+      addEvent(exec, 'TaskStarted', { taskStartedEventDetails: detail });
       try {
         const payload = await invokeLambda(input.FunctionName, input.Payload);
-        exec.history += 1;
-        return { ExecutedVersion: '$LATEST', Payload: payload, StatusCode: 200 };
+        const out = { ExecutedVersion: '$LATEST', Payload: payload, StatusCode: 200 };
+        addEvent(exec, 'TaskSucceeded', { taskSucceededEventDetails: { ...detail, output: data(out) } });
+        return out;
       } catch (e) {
-        exec.history += 1;
+        addEvent(exec, 'TaskFailed', { taskFailedEventDetails: { ...detail, error: e.name, cause: e.message } });
         throw e;
       }
     };
   }
   if (/^arn:aws:lambda:/.test(resource)) {
     return async (input) => {
-      exec.history += 2;
+      addEvent(exec, 'LambdaFunctionScheduled', { lambdaFunctionScheduledEventDetails: { resource, input: data(input) } });
+      addEvent(exec, 'LambdaFunctionStarted', {});
       try {
         const r = await invokeLambda(resource, input);
-        exec.history += 1;
+        addEvent(exec, 'LambdaFunctionSucceeded', { lambdaFunctionSucceededEventDetails: { output: data(r) } });
         return r;
       } catch (e) {
-        exec.history += 1;
+        addEvent(exec, 'LambdaFunctionFailed', { lambdaFunctionFailedEventDetails: { error: e.name, cause: e.message } });
         throw e;
       }
     };
   }
-  const sfn = /^arn:aws:states:::states:startExecution(\.sync(:2)?)?$/.exec(resource);
+  const sfn = /^arn:aws:states:::states:(startExecution(\.sync(:2)?)?)$/.exec(resource);
   if (sfn) {
-    const sync = sfn[1] !== undefined;
-    const v2 = sfn[2] !== undefined;
+    const sync = sfn[2] !== undefined;
+    const v2 = sfn[3] !== undefined;
+    const detail = { resourceType: 'states', resource: sfn[1] };
     return async (input) => {
-      exec.history += 2;
+      addEvent(exec, 'TaskScheduled', { taskScheduledEventDetails: { ...detail, region: args.region, parameters: data(input) } });
+      addEvent(exec, 'TaskStarted', { taskStartedEventDetails: detail });
       let child;
       try {
         const childInput = typeof input.Input === 'string' ? input.Input : JSON.stringify(input.Input ?? {});
         child = startExecution({ stateMachineArn: input.StateMachineArn, name: input.Name, input: childInput }, exec);
       } catch (e) {
-        exec.history += 1;
-        throw new TaskError(e instanceof ApiError ? `StepFunctions.${e.type}Exception` : 'States.TaskFailed', e.message);
+        const error = e instanceof ApiError ? `StepFunctions.${e.type}Exception` : 'States.TaskFailed';
+        addEvent(exec, 'TaskFailed', { taskFailedEventDetails: { ...detail, error, cause: e.message } });
+        throw new TaskError(error, e.message);
       }
+      // The StartExecution answer, as the task's TaskSubmitted (.sync) or TaskSucceeded output.
+      const started = { ExecutionArn: child.executionArn, StartDate: child.startDate };
       if (!sync) {
-        exec.history += 1;
-        return { ExecutionArn: child.executionArn, StartDate: child.startDate };
+        addEvent(exec, 'TaskSucceeded', { taskSucceededEventDetails: { ...detail, output: JSON.stringify(started) } });
+        return started;
       }
-      exec.history += 1; // TaskSubmitted
+      addEvent(exec, 'TaskSubmitted', { taskSubmittedEventDetails: { ...detail, output: JSON.stringify(started), outputDetails: { truncated: false } } });
       await child.done;
-      exec.history += 1;
       const d = describe(child);
       const out = {
         ExecutionArn: d.executionArn,
@@ -192,47 +218,122 @@ function taskHandler(exec, st) {
         StopDate: child.stopDate,
       };
       if (child.status !== 'SUCCEEDED') {
-        throw new TaskError('States.TaskFailed', JSON.stringify({ ...out, Error: child.error, Cause: child.cause }));
+        const cause = JSON.stringify({ ...out, Error: child.error, Cause: child.cause });
+        addEvent(exec, 'TaskFailed', { taskFailedEventDetails: { ...detail, error: 'States.TaskFailed', cause: data(cause) } });
+        throw new TaskError('States.TaskFailed', cause);
       }
+      addEvent(exec, 'TaskSucceeded', { taskSucceededEventDetails: { ...detail, output: data(out) } });
       return out;
     };
   }
   return async () => {
-    exec.history += 3;
-    throw new TaskError('States.Runtime', `sfn-server: unsupported Task resource ${resource}`);
+    const detail = { resourceType: 'unknown', resource };
+    addEvent(exec, 'TaskScheduled', { taskScheduledEventDetails: { ...detail, region: args.region, parameters: '{}' } });
+    addEvent(exec, 'TaskStarted', { taskStartedEventDetails: detail });
+    const cause = `sfn-server: unsupported Task resource ${resource}`;
+    addEvent(exec, 'TaskFailed', { taskFailedEventDetails: { ...detail, error: 'States.Runtime', cause } });
+    throw new TaskError('States.Runtime', cause);
   };
 }
 
-// ---- History accounting ------------------------------------------------------------------------
+// ---- History -----------------------------------------------------------------------------------
 
-// Counts the history events AWS writes for one event of the library's log. The library reports state
+// Data fields of history events (input, output, parameters) are kept up to this size; a longer one
+// is kept as its first bytes (the server must hold the history of 1,000-chunk segments with wide
+// headers). GetExecutionHistory marks it with <field>Details.truncated.
+const MAX_EVENT_DATA = 256;
+const TRUNCATED = Symbol('truncated');
+
+function data(v) {
+  const s = typeof v === 'string' ? v : JSON.stringify(v ?? null);
+  if (s.length <= MAX_EVENT_DATA) return s;
+  const t = new String(s.slice(0, MAX_EVENT_DATA));
+  t[TRUNCATED] = true;
+  return t;
+}
+
+// nextSeq is the next number of the counter that patch.mjs stamps the library's events with.
+const nextSeq = () => (globalThis.__localStepFunctionsSeq = (globalThis.__localStepFunctionsSeq ?? 0) + 1);
+
+// addEvent adds one history event in the shape of the HistoryEvent API type
+// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html): type and
+// the type's details; GetExecutionHistory adds id (from 1), previousEventId and timestamp. Task
+// events are written by the task handlers as the task runs; state events come from the library's
+// event log, which the server reads asynchronously, so each event carries the sequence number of
+// the moment it happened (patch.mjs) and the list is kept in that order.
+function addEvent(exec, type, details, seq = nextSeq()) {
+  // Nothing follows the terminal event (a stopped execution's task handler may still return).
+  if (exec.closed) return;
+  const ev = { seq, timestamp: Date.now(), type, ...details };
+  const list = exec.events;
+  let i = list.length;
+  while (i > 0 && list[i - 1].seq > seq) i--;
+  list.splice(i, 0, ev);
+  if (exec.events.length > MAX_HISTORY_EVENTS && exec.status === 'RUNNING' && !exec.limitFailure) {
+    failOnLimit(exec, 'States.Runtime', `execution history exceeded the limit of ${MAX_HISTORY_EVENTS} events`);
+  }
+}
+
+function eventForAPI(ev, id) {
+  const out = { id, previousEventId: id - 1 };
+  for (const [k, v] of Object.entries(ev)) {
+    if (k === 'seq') continue;
+    if (k === 'timestamp') {
+      out[k] = v / 1000;
+    } else if (k.endsWith('EventDetails') && v && typeof v === 'object') {
+      const d = {};
+      for (const [f, x] of Object.entries(v)) {
+        if (x instanceof String) {
+          d[f] = String(x);
+          d[`${f}Details`] = { truncated: x[TRUNCATED] === true };
+        } else {
+          d[f] = x;
+        }
+      }
+      out[k] = d;
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
+// AWS's event type of a state entered/exited: <Type>StateEntered, e.g. TaskStateEntered, MapStateExited.
+const stateEvent = (state, what) => `${state.type}State${what}`;
+
+// Writes the history events AWS writes for one event of the library's log. The library reports state
 // entry, exit and failure; AWS additionally writes MapStateStarted after MapStateEntered and
 // MapStateSucceeded before MapStateExited, and MapStateFailed when an iteration fails. Task events
-// are counted in taskHandler. StateRetried and StateCaught have no history event of their own.
-// (Event types: https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html)
+// are written in taskHandler, and the execution's terminal event in finish. StateRetried and
+// StateCaught have no history event of their own.
 function countEvent(exec, ev) {
+  const seq = ev.localSeq ?? nextSeq();
   switch (ev.type) {
     case 'ExecutionStarted':
-      exec.history += 1;
+      addEvent(exec, 'ExecutionStarted', { executionStartedEventDetails: { input: data(exec.input), roleArn: machines.get(exec.stateMachineArn)?.roleArn } }, seq);
       break;
     case 'StateEntered':
-      exec.history += ev.state.type === 'Map' ? 2 : 1;
+      addEvent(exec, stateEvent(ev.state, 'Entered'), { stateEnteredEventDetails: { name: ev.state.name, input: data(ev.state.input) } }, seq);
+      if (ev.state.type === 'Map') addEvent(exec, 'MapStateStarted', { mapStateStartedEventDetails: {} }, seq + 0.5);
       notePayload(exec, ev.state.input);
       if (ev.index === undefined) exec.lastTopState = { name: ev.state.name, input: ev.state.input };
       break;
     case 'StateExited':
-      exec.history += ev.state.type === 'Map' ? 2 : 1;
+      if (ev.state.type === 'Map') addEvent(exec, 'MapStateSucceeded', {}, seq - 0.5);
+      addEvent(exec, stateEvent(ev.state, 'Exited'), { stateExitedEventDetails: { name: ev.state.name, output: data(ev.state.output) } }, seq);
       notePayload(exec, ev.state.output);
       break;
     case 'StateFailed':
-      if (ev.state.type === 'Map') exec.history += 1;
+      if (ev.state.type === 'Map') addEvent(exec, 'MapStateFailed', {}, seq);
       break;
     case 'MapIterationStarted':
+      addEvent(exec, 'MapIterationStarted', { mapIterationStartedEventDetails: { name: ev.parentState?.name, index: ev.index } }, seq);
+      break;
     case 'MapIterationFailed':
-      exec.history += 1;
+      addEvent(exec, 'MapIterationFailed', { mapIterationFailedEventDetails: { name: ev.parentState?.name, index: ev.index } }, seq);
       break;
     case 'MapIterationSucceeded': {
-      exec.history += 1;
+      addEvent(exec, 'MapIterationSucceeded', { mapIterationSucceededEventDetails: { name: ev.parentState?.name, index: ev.index } }, seq);
       const name = ev.parentState?.name;
       if (!exec.mapResults.has(name)) exec.mapResults.set(name, new Map());
       exec.mapResults.get(name).set(ev.index, ev.output);
@@ -241,20 +342,36 @@ function countEvent(exec, ev) {
     case 'ParallelBranchStarted':
     case 'ParallelBranchSucceeded':
     case 'ParallelBranchFailed':
-      exec.history += 1;
-      break;
-    case 'ExecutionSucceeded':
-    case 'ExecutionFailed':
-    case 'ExecutionAborted':
-    case 'ExecutionTimeout':
-      exec.history += 1;
+      addEvent(exec, ev.type, {}, seq);
       break;
     default:
+      // ExecutionSucceeded/Failed/Aborted/Timeout: written by finish with the final status.
       break;
   }
-  if (exec.history > MAX_HISTORY_EVENTS && exec.status === 'RUNNING' && !exec.limitFailure) {
-    failOnLimit(exec, 'States.Runtime', `execution history exceeded the limit of ${MAX_HISTORY_EVENTS} events`);
-  }
+}
+
+// mapCollector counts one Map run's collected iteration results against the payload limit. A Map
+// state's result is the array of its iterations' outputs, and only then do ResultSelector and
+// ResultPath apply ("The Map state's output is an array of results":
+// https://docs.aws.amazon.com/step-functions/latest/dg/state-map-inline.html), so the array is a state
+// payload of its own, bound by the 256 KiB quota (service-quotas.html) even when ResultPath discards
+// it. Returns a function called with each iteration's result (in any order); it returns false once
+// the array is over the limit, after failing the execution with States.DataLimitExceeded.
+function mapCollector(exec, stateName) {
+  let bytes = 2; // []
+  let n = 0;
+  return (result) => {
+    bytes += payloadBytes(result ?? null) + (n > 0 ? 1 : 0);
+    n += 1;
+    if (bytes > exec.maxPayloadBytes) exec.maxPayloadBytes = bytes;
+    if (bytes > MAX_PAYLOAD_BYTES) {
+      if (exec.status === 'RUNNING' && !exec.limitFailure) {
+        failOnLimit(exec, 'States.DataLimitExceeded', `the results of Map state ${stateName} (${n} iterations, ${bytes} bytes) exceed the payload limit of ${MAX_PAYLOAD_BYTES} bytes`);
+      }
+      return false;
+    }
+    return true;
+  };
 }
 
 function notePayload(exec, value) {
@@ -304,7 +421,7 @@ function startExecution({ stateMachineArn, name, input }, parent) {
     input,
     status: 'RUNNING',
     startDate: Date.now(),
-    history: 0,
+    events: [],
     maxPayloadBytes: payloadBytes(parsed),
     redriveCount: 0,
     parentArn: parent?.executionArn,
@@ -323,9 +440,11 @@ function run(exec, definition, input, redrive) {
   for (const [name, st] of Object.entries(taskStates(definition))) handlers[name] = taskHandler(exec, st);
   const sm = new StateMachine(definition, { validationOptions: { noValidate: true } });
   const previous = redrive ? exec.mapResults : new Map();
+  // Hooks of patch.mjs inside the library's Map state.
   const localRedrive = {
     succeeded: (state, i) => previous.get(state)?.has(i) ?? false,
     result: (state, i) => previous.get(state).get(i),
+    collector: (state) => mapCollector(exec, state),
   };
   exec.mapResults = new Map(previous);
   exec.limitFailure = undefined;
@@ -343,6 +462,7 @@ function run(exec, definition, input, redrive) {
     for await (const ev of execution.eventLogs) {
       // A redriven execution continues its history: ExecutionRedriven instead of a second ExecutionStarted.
       if (first && redrive && ev.type === 'ExecutionStarted') {
+        // (ExecutionRedriven was written by RedriveExecution.)
         first = false;
         continue;
       }
@@ -353,6 +473,12 @@ function run(exec, definition, input, redrive) {
   exec.done = Promise.allSettled([execution.result, logs]).then(([r]) => {
     exec.stopDate = Date.now();
     exec.abort = undefined;
+    if (exec.limitFailure) {
+      // A limit can be noticed after the library has finished (history and payloads are read from its
+      // asynchronous event log); the execution fails all the same.
+      finish(exec, 'FAILED', exec.limitFailure.error, exec.limitFailure.cause);
+      return;
+    }
     if (r.status === 'fulfilled') {
       const output = JSON.stringify(r.value);
       if (Buffer.byteLength(output) > MAX_PAYLOAD_BYTES) {
@@ -364,9 +490,7 @@ function run(exec, definition, input, redrive) {
       return;
     }
     const err = r.reason;
-    if (exec.limitFailure) {
-      finish(exec, 'FAILED', exec.limitFailure.error, exec.limitFailure.cause);
-    } else if (err instanceof ExecutionAbortedError) {
+    if (err instanceof ExecutionAbortedError) {
       finish(exec, 'ABORTED', exec.stopError?.error, exec.stopError?.cause);
     } else if (err instanceof ExecutionTimeoutError) {
       finish(exec, 'TIMED_OUT', 'States.Timeout', 'execution timed out');
@@ -377,10 +501,26 @@ function run(exec, definition, input, redrive) {
   });
 }
 
+// The terminal event of each status (HistoryEvent types).
+const TERMINAL = {
+  SUCCEEDED: (e) => ['ExecutionSucceeded', { executionSucceededEventDetails: { output: data(e.output) } }],
+  FAILED: (e) => ['ExecutionFailed', { executionFailedEventDetails: { error: e.error, cause: e.cause } }],
+  ABORTED: (e) => ['ExecutionAborted', { executionAbortedEventDetails: { error: e.error, cause: e.cause } }],
+  TIMED_OUT: (e) => ['ExecutionTimedOut', { executionTimedOutEventDetails: { error: e.error, cause: e.cause } }],
+};
+
+// finish records the end of an execution. A stopped or failed parent stops its running children:
+// for a task of the "Run a Job (.sync)" pattern AWS attempts to stop the job on a best-effort basis
+// (https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html); the local server
+// always stops the child. Lambda invocations already running are not stopped, here as on AWS: their
+// HTTP call to the Lambda Invoke API completes in the background and its result is dropped.
 function finish(exec, status, error, cause) {
   exec.status = status;
   exec.error = error;
   exec.cause = cause;
+  const [type, details] = TERMINAL[status](exec);
+  addEvent(exec, type, details);
+  exec.closed = true;
   if (status !== 'SUCCEEDED') for (const c of exec.children) if (c.status === 'RUNNING') stop(c, 'States.Aborted', 'parent stopped');
 }
 
@@ -456,6 +596,27 @@ const operations = {
     });
     return { executions: page, nextToken: from + max < all.length ? String(from + max) : undefined };
   },
+  // GetExecutionHistory (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html):
+  // maxResults 1–1000 (default 100), reverseOrder, nextToken. The token is the id of the next event
+  // to return, so pages stay stable while the execution appends events.
+  GetExecutionHistory(req) {
+    const exec = getExecution(req.executionArn);
+    const max = req.maxResults ? Number(req.maxResults) : 100;
+    if (!Number.isInteger(max) || max < 0 || max > 1000) throw new ApiError('ValidationException', 'maxResults must be between 0 and 1000');
+    const n = exec.events.length;
+    let from;
+    if (req.nextToken) {
+      from = Number(req.nextToken);
+      if (!Number.isInteger(from) || from < 1 || from > n) throw new ApiError('InvalidToken', `Invalid Token: '${req.nextToken}'`);
+    } else {
+      from = req.reverseOrder ? n : 1;
+    }
+    const size = max === 0 ? 100 : max;
+    const page = [];
+    let id = from;
+    for (; page.length < size && id >= 1 && id <= n; id += req.reverseOrder ? -1 : 1) page.push(eventForAPI(exec.events[id - 1], id));
+    return { events: page, nextToken: id >= 1 && id <= n ? String(id) : undefined };
+  },
   StopExecution(req) {
     const exec = getExecution(req.executionArn);
     if (exec.status === 'RUNNING') stop(exec, req.error, req.cause);
@@ -470,8 +631,9 @@ const operations = {
     exec.status = 'RUNNING';
     exec.redriveCount += 1;
     exec.redriveDate = Date.now();
-    exec.history += 1; // ExecutionRedriven
     exec.error = exec.cause = exec.output = exec.stopDate = exec.stopError = undefined;
+    exec.closed = false;
+    addEvent(exec, 'ExecutionRedriven', { executionRedrivenEventDetails: { redriveCount: exec.redriveCount } });
     // Continue at the top-level state that did not complete, with the input it had.
     const from = exec.lastTopState;
     run(exec, { ...machine.definition, StartAt: from.name }, from.input, true);
@@ -492,7 +654,7 @@ const localOperations = {
         status: e.status,
         startDate: seconds(e.startDate),
         stopDate: seconds(e.stopDate),
-        historyEvents: e.history,
+        historyEvents: e.events.length,
         maxPayloadBytes: e.maxPayloadBytes,
         parentArn: e.parentArn,
         redriveCount: e.redriveCount,

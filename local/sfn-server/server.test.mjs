@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 const calls = [];
 let failAt = new Set(); // payload.i values that fail (once each, unless sticky)
 let sticky = new Set();
+const seen = new Set(); // keys of the fault modes already answered
+const slowDone = []; // when slow invocations answered
 let lambda, sfn, endpoint;
 
 before(async () => {
@@ -20,6 +22,42 @@ before(async () => {
       const payload = JSON.parse(Buffer.concat(chunks).toString());
       calls.push({ fn, payload });
       const i = payload?.i;
+      // Modes of the fault tests, each once per key: AWS's answers for a killed process, a function
+      // timeout and throttling (lambda Invoke API: X-Amz-Function-Error, 429 TooManyRequestsException).
+      const mode = payload?.mode;
+      if (mode && !seen.has(payload.key)) {
+        seen.add(payload.key);
+        if (mode === 'crash') {
+          res.writeHead(200, { 'x-amz-function-error': 'Unhandled' });
+          res.end(JSON.stringify({ errorMessage: 'RequestId: 1 Error: Runtime exited with error: signal: killed' }));
+          return;
+        }
+        if (mode === 'timeout') {
+          res.writeHead(200, { 'x-amz-function-error': 'Unhandled' });
+          res.end(JSON.stringify({ errorType: 'Sandbox.Timedout', errorMessage: 'RequestId: 2 Error: Task timed out after 1.00 seconds' }));
+          return;
+        }
+        if (mode === 'throttle') {
+          res.writeHead(429, { 'x-amzn-errortype': 'TooManyRequestsException' });
+          res.end(JSON.stringify({ message: 'Rate Exceeded.' }));
+          return;
+        }
+      }
+      if (payload?.slowFailMs) {
+        calls.push({ fn, payload, slowFail: true });
+        setTimeout(() => {
+          res.writeHead(200, { 'x-amz-function-error': 'Unhandled' });
+          res.end(JSON.stringify({ errorType: 'RetryableError', errorMessage: 'slow failure' }));
+        }, payload.slowFailMs);
+        return;
+      }
+      if (payload?.slowMs) {
+        setTimeout(() => {
+          slowDone.push(Date.now());
+          res.end(JSON.stringify({ echoed: payload }));
+        }, payload.slowMs);
+        return;
+      }
       if (sticky.has(i) || failAt.has(i)) {
         failAt.delete(i);
         res.writeHead(200, { 'x-amz-function-error': 'Unhandled' });
@@ -124,4 +162,181 @@ test('Map stops at the first failed iteration, retries, redrive resumes at the f
   assert.deepEqual(segs.map((e) => e.historyEvents), [8 + 4 * 7 + 3, 1 + 2 + 2 + 7 + (1 + 1 + 3 + 1) + 1 + 1, 8 + 4 * 7, 8 + 2 * 7]);
   const file = stats.executions.find((e) => e.executionArn === s.executionArn);
   assert.ok(file.historyEvents > 0 && file.maxPayloadBytes > 0);
+  // The redriven execution continues its history: one ExecutionStarted, ExecutionFailed, then
+  // ExecutionRedriven and ExecutionSucceeded.
+  const events = (await history(s.executionArn, false, 1000)).map((e) => e.type);
+  assert.equal(events.length, file.historyEvents);
+  assert.deepEqual(events.filter((t) => t.startsWith('Execution')), ['ExecutionStarted', 'ExecutionFailed', 'ExecutionRedriven', 'ExecutionSucceeded']);
+});
+
+async function localStats() {
+  return (await fetch(endpoint, { method: 'POST', headers: { 'x-amz-target': 'LocalStepFunctions.Stats' }, body: '{}' })).json();
+}
+
+// All events of an execution, page by page.
+async function history(arn, reverseOrder = false, maxResults = 7) {
+  const events = [];
+  let nextToken;
+  do {
+    const page = await api('GetExecutionHistory', { executionArn: arn, reverseOrder, maxResults, nextToken });
+    assert.ok(page.events.length <= maxResults, `page of ${page.events.length} events, maxResults ${maxResults}`);
+    events.push(...page.events);
+    nextToken = page.nextToken;
+  } while (nextToken);
+  return events;
+}
+
+test('Lambda failures are named as Step Functions names them: Lambda.Unknown, Sandbox.Timedout, Lambda.TooManyRequestsException', async () => {
+  const def = {
+    StartAt: 'Register',
+    States: { Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' },
+      Retry: [{ ErrorEquals: ['Lambda.Unknown', 'Sandbox.Timedout', 'Lambda.TooManyRequestsException'], IntervalSeconds: 0, MaxAttempts: 1 }],
+      ResultPath: null, End: true } },
+  };
+  const m = await api('CreateStateMachine', { name: 'names', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  for (const [mode, want] of [['crash', 'Lambda.Unknown'], ['timeout', 'Sandbox.Timedout'], ['throttle', 'Lambda.TooManyRequestsException']]) {
+    const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: mode, input: JSON.stringify({ mode, key: `names-${mode}` }) });
+    const d = await waitDone(s.executionArn);
+    assert.equal(d.status, 'SUCCEEDED', `${mode}: ${JSON.stringify(d)}`);
+    const failed = (await history(s.executionArn)).filter((e) => e.type === 'TaskFailed');
+    assert.deepEqual(failed.map((e) => e.taskFailedEventDetails.error), [want], mode);
+    if (mode === 'crash') assert.match(failed[0].taskFailedEventDetails.cause, /did not return an error type/);
+  }
+  // Without a Retry that names it, the killed invocation fails the execution with Lambda.Unknown.
+  const bare = { StartAt: 'Register', States: { Register: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' }, End: true } } };
+  const b = await api('CreateStateMachine', { name: 'bare', definition: JSON.stringify(bare), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const s = await api('StartExecution', { stateMachineArn: b.stateMachineArn, name: 'crash', input: JSON.stringify({ mode: 'crash', key: 'bare-crash' }) });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'FAILED');
+  assert.equal(d.error, 'Lambda.Unknown');
+});
+
+// A Map whose iterations return their input: the collected array is counted before ResultPath
+// discards it (AWS counts it against the 256 KiB payload quota).
+function wideMap(discard) {
+  return {
+    StartAt: 'Items',
+    States: {
+      Items: { Type: 'Pass', Parameters: { 'items.$': 'States.ArrayRange(1, 300, 1)', 'wide.$': 'States.Format(\'{}\', $.wide)' }, Next: 'Chunks' },
+      Chunks: {
+        Type: 'Map', MaxConcurrency: 1, ItemsPath: '$.items', ItemSelector: { 'wide.$': '$.wide', 'i.$': '$$.Map.Item.Value' }, ResultPath: null,
+        ItemProcessor: { StartAt: 'Work', States: { Work: discard
+          ? { Type: 'Pass', ResultPath: null, OutputPath: '$.none', End: true }
+          : { Type: 'Pass', ResultPath: null, End: true } } },
+        End: true,
+      },
+    },
+  };
+}
+
+test('ResultPath "$" replaces the input with the result, as on AWS', async () => {
+  const def = {
+    StartAt: 'Replace',
+    States: {
+      Replace: { Type: 'Pass', Result: { done: true }, ResultPath: '$', Next: 'Selected' },
+      Selected: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, Payload: { x: 1 } }, ResultSelector: { 'n.$': '$.Payload.echoed.x' }, ResultPath: '$', End: true },
+    },
+  };
+  const m = await api('CreateStateMachine', { name: 'resultpath', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'r', input: JSON.stringify({ big: 'x'.repeat(100) }) });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'SUCCEEDED', JSON.stringify(d));
+  assert.deepEqual(JSON.parse(d.output), { n: 1 });
+});
+
+test('a Map whose collected results exceed 256 KiB fails with States.DataLimitExceeded even with ResultPath null', async () => {
+  const wide = 'x'.repeat(1000); // 300 iterations × ≈ 1,020 B ≈ 306,000 B > 262,144 B; each state payload ≈ 2 KB
+  for (const [name, discard, want] of [['kept', false, 'FAILED'], ['discarded', true, 'SUCCEEDED']]) {
+    const def = wideMap(discard);
+    if (discard) def.States.Chunks.ItemProcessor.States.Work = { Type: 'Pass', Parameters: {}, End: true }; // the iteration returns {}
+    const m = await api('CreateStateMachine', { name: `wide-${name}`, definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+    const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'w', input: JSON.stringify({ wide }) });
+    const d = await waitDone(s.executionArn);
+    assert.equal(d.status, want, `${name}: ${JSON.stringify(d)}`);
+    const stats = (await localStats()).executions.find((e) => e.executionArn === s.executionArn);
+    if (want === 'FAILED') {
+      assert.equal(d.error, 'States.DataLimitExceeded');
+      assert.match(d.cause, /Map state Chunks/);
+      // The Map fails at the iteration that takes the array over the limit; later ones never start.
+      const started = (await history(s.executionArn, false, 1000)).filter((e) => e.type === 'MapIterationStarted').length;
+      const per = JSON.stringify({ wide, i: 100 }).length + 1;
+      assert.ok(started < 300 && started >= Math.floor(256 * 1024 / per), `iterations started: got ${started}, want the first ≈ ${Math.ceil(256 * 1024 / per)}`);
+    } else {
+      assert.ok(stats.maxPayloadBytes < 4000, `largest payload: got ${stats.maxPayloadBytes} B, want the ≈ 2 KB of one state`);
+    }
+  }
+});
+
+test('GetExecutionHistory: AWS event shape, paging both ways; TaskSubmitted names the .sync:2 child; StopExecution stops the child, not the running Lambda', async () => {
+  const childDef = { StartAt: 'Register', States: { Register: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' }, ResultPath: null, End: true } } };
+  const c = await api('CreateStateMachine', { name: 'slow-seg', definition: JSON.stringify(childDef), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const parentDef = {
+    StartAt: 'Segments',
+    States: { Segments: {
+      Type: 'Map', MaxConcurrency: 1, ItemsPath: '$.segs', ResultPath: null,
+      ItemProcessor: { StartAt: 'Seg', States: { Seg: { Type: 'Task', Resource: 'arn:aws:states:::states:startExecution.sync:2', Parameters: { StateMachineArn: c.stateMachineArn, 'Input.$': '$' }, ResultPath: null, End: true } } },
+      End: true } },
+  };
+  const p = await api('CreateStateMachine', { name: 'slow-file', definition: JSON.stringify(parentDef), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const s = await api('StartExecution', { stateMachineArn: p.stateMachineArn, name: 'f', input: JSON.stringify({ segs: [{ slowMs: 10 }, { slowMs: 1500 }] }) });
+  // Wait until the second child runs.
+  let children = [];
+  for (let i = 0; i < 100 && children.length < 2; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    children = (await localStats()).executions.filter((e) => e.parentArn === s.executionArn);
+  }
+  assert.equal(children.length, 2);
+  await new Promise((r) => setTimeout(r, 100)); // the Lambda call is under way
+  const newest = await api('GetExecutionHistory', { executionArn: s.executionArn, reverseOrder: true, maxResults: 25 });
+  const submitted = newest.events.find((e) => e.type === 'TaskSubmitted' && e.taskSubmittedEventDetails.resource === 'startExecution.sync:2');
+  assert.ok(submitted, JSON.stringify(newest.events.map((e) => e.type)));
+  assert.equal(submitted.taskSubmittedEventDetails.resourceType, 'states');
+  const out = JSON.parse(submitted.taskSubmittedEventDetails.output);
+  assert.equal(out.ExecutionArn, children[1].executionArn);
+  assert.equal(typeof out.StartDate, 'number');
+  assert.equal((await api('DescribeExecution', { executionArn: out.ExecutionArn })).status, 'RUNNING');
+
+  const stop = await api('StopExecution', { executionArn: s.executionArn, error: 'Operator', cause: 'test' });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'ABORTED');
+  const child = await waitDone(out.ExecutionArn);
+  assert.equal(child.status, 'ABORTED', 'the running .sync:2 child is stopped with its parent');
+  // The Lambda invocation is not stopped: it answers after the stop.
+  const answered = slowDone.length;
+  for (let i = 0; i < 100 && slowDone.length === answered; i++) await new Promise((r) => setTimeout(r, 25));
+  assert.ok(slowDone.length > answered && slowDone.at(-1) > stop.stopDate * 1000, 'the running invocation completes after StopExecution');
+
+  const forward = await history(s.executionArn);
+  const backward = await history(s.executionArn, true, 4);
+  assert.deepEqual(backward.map((e) => e.id), forward.map((e) => e.id).reverse());
+  assert.deepEqual(forward.map((e) => e.id), forward.map((_, i) => i + 1));
+  for (const e of forward) {
+    assert.equal(e.previousEventId, e.id - 1);
+    assert.equal(typeof e.timestamp, 'number');
+  }
+  assert.equal(forward[0].type, 'ExecutionStarted');
+  assert.equal(forward.at(-1).type, 'ExecutionAborted');
+  assert.deepEqual(forward.at(-1).executionAbortedEventDetails, { error: 'Operator', cause: 'test' });
+  assert.equal(forward.filter((e) => e.type === 'TaskSubmitted').length, 2);
+  const types = new Set(forward.map((e) => e.type));
+  for (const t of ['MapStateEntered', 'MapStateStarted', 'MapIterationStarted', 'MapIterationSucceeded', 'TaskScheduled', 'TaskStarted', 'TaskSucceeded']) assert.ok(types.has(t), t);
+  await assert.rejects(api('GetExecutionHistory', { executionArn: s.executionArn, nextToken: 'x' }), (e) => e.type === 'InvalidToken');
+});
+
+test('a stopped execution makes no further attempt of a task it was retrying', async () => {
+  const def = {
+    StartAt: 'Register',
+    States: { Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' },
+      Retry: [{ ErrorEquals: ['RetryableError'], IntervalSeconds: 1, MaxAttempts: 3 }], End: true } },
+  };
+  const m = await api('CreateStateMachine', { name: 'stop-retry', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const before = calls.filter((c) => c.slowFail).length;
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 's', input: JSON.stringify({ slowFailMs: 300 }) });
+  await new Promise((r) => setTimeout(r, 100));
+  await api('StopExecution', { executionArn: s.executionArn });
+  assert.equal((await waitDone(s.executionArn)).status, 'ABORTED');
+  await new Promise((r) => setTimeout(r, 1800)); // past the failed attempt (0.3 s) and the retry interval (1 s)
+  assert.equal(calls.filter((c) => c.slowFail).length - before, 1, 'Lambda invocations of the stopped execution');
 });

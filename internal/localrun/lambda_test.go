@@ -1,0 +1,182 @@
+package localrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
+// talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep"}.
+func init() {
+	if os.Getenv("LOCALRUN_TEST_RUNTIME") != "1" {
+		return
+	}
+	api := "http://" + os.Getenv("AWS_LAMBDA_RUNTIME_API") + "/2018-06-01/runtime/invocation/"
+	for {
+		resp, err := http.Get(api + "next")
+		if err != nil {
+			os.Exit(1)
+		}
+		id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
+		var ev struct{ Do string }
+		json.NewDecoder(resp.Body).Decode(&ev)
+		resp.Body.Close()
+		switch ev.Do {
+		case "exit":
+			os.Exit(2)
+		case "sleep":
+			time.Sleep(time.Minute)
+		}
+		http.Post(api+id+"/response", "application/json", strings.NewReader(`{"ok":true}`))
+	}
+}
+
+// TestLambdaInvokeAnswers checks the local Lambda Invoke API's answers against the Invoke API
+// reference (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html): a function error is
+// 200 with X-Amz-Function-Error; a process that ends without a response leaves errorType out (Step
+// Functions: Lambda.Unknown); a function timeout is errorType Sandbox.Timedout; a throttled
+// invocation is 429 TooManyRequestsException.
+func TestLambdaInvokeAnswers(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFn := func(t *testing.T) (*Function, *httptest.Server) {
+		f := &Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
+			Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 2 * time.Second, Logs: io.Discard}
+		svc := &LambdaService{}
+		svc.Add(f)
+		srv := httptest.NewServer(svc)
+		t.Cleanup(func() { srv.Close(); f.Close() })
+		return f, srv
+	}
+	invoke := func(t *testing.T, srv *httptest.Server, do string) (int, http.Header, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/2015-03-31/functions/fn/invocations", "application/json", bytes.NewReader([]byte(fmt.Sprintf(`{"do":%q}`, do))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, resp.Header, body
+	}
+
+	for _, tc := range []struct {
+		name string
+		do   string
+		// act runs while the invocation is in progress.
+		act           func(f *Function)
+		wantFnError   string // X-Amz-Function-Error
+		wantErrorType any    // payload errorType; nil: absent
+		wantMessage   string // in errorMessage
+	}{
+		{name: "answer", do: "answer"},
+		{name: "process exits", do: "exit", wantFnError: "Unhandled", wantMessage: "Runtime exited with error: exit status 2"},
+		{name: "process killed", do: "sleep", act: func(f *Function) { f.KillRunning() }, wantFnError: "Unhandled", wantMessage: "Runtime exited with error: signal: killed"},
+		{name: "function timeout", do: "sleep", wantFnError: "Unhandled", wantErrorType: "Sandbox.Timedout", wantMessage: "Task timed out after 2.00 seconds"},
+		{name: "frozen until the timeout", do: "sleep", act: func(f *Function) { f.FreezeRunning() }, wantFnError: "Unhandled", wantErrorType: "Sandbox.Timedout", wantMessage: "Task timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, srv := newFn(t)
+			if tc.act != nil {
+				go func() {
+					time.Sleep(500 * time.Millisecond)
+					tc.act(f)
+				}()
+			}
+			status, h, body := invoke(t, srv, tc.do)
+			if status != http.StatusOK {
+				t.Fatalf("status: got %d, want 200", status)
+			}
+			if got := h.Get("X-Amz-Function-Error"); got != tc.wantFnError {
+				t.Errorf("X-Amz-Function-Error: got %q, want %q", got, tc.wantFnError)
+			}
+			if tc.wantFnError == "" {
+				return
+			}
+			if got := body["errorType"]; got != tc.wantErrorType {
+				t.Errorf("errorType: got %v, want %v", got, tc.wantErrorType)
+			}
+			if msg, _ := body["errorMessage"].(string); !strings.Contains(msg, tc.wantMessage) {
+				t.Errorf("errorMessage: got %q, want it to contain %q", msg, tc.wantMessage)
+			}
+		})
+	}
+
+	t.Run("throttled by count", func(t *testing.T) {
+		f, srv := newFn(t)
+		f.SetThrottle(Throttle{Count: 2})
+		var got []int
+		for range 3 {
+			status, h, _ := invoke(t, srv, "answer")
+			got = append(got, status)
+			if status == http.StatusTooManyRequests && h.Get("X-Amzn-ErrorType") != "TooManyRequestsException" {
+				t.Errorf("X-Amzn-ErrorType: got %q, want TooManyRequestsException", h.Get("X-Amzn-ErrorType"))
+			}
+		}
+		if fmt.Sprint(got) != "[429 429 200]" || f.Throttled() != 2 {
+			t.Errorf("statuses: got %v (%d throttled), want [429 429 200] (2)", got, f.Throttled())
+		}
+	})
+	t.Run("throttled for a while", func(t *testing.T) {
+		f, srv := newFn(t)
+		f.SetThrottle(Throttle{For: 400 * time.Millisecond})
+		first, _, _ := invoke(t, srv, "answer")
+		time.Sleep(100 * time.Millisecond)
+		second, _, _ := invoke(t, srv, "answer")
+		time.Sleep(400 * time.Millisecond)
+		third, _, _ := invoke(t, srv, "answer")
+		if first != 429 || second != 429 || third != 200 {
+			t.Errorf("statuses at 0, 0.1 and 0.5 s: got %d %d %d, want 429 429 200", first, second, third)
+		}
+	})
+}
+
+func TestFormEncodeKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		// The example of S3's event message structure page.
+		{"red flower.jpg", "red+flower.jpg"},
+		{"inbox/acme/a b.csv", "inbox/acme/a+b.csv"},
+		{"inbox/acme/a+b.csv", "inbox/acme/a%2Bb.csv"},
+		{"inbox/acme/100%.csv", "inbox/acme/100%25.csv"},
+		{"inbox/acme/注文.csv", "inbox/acme/%E6%B3%A8%E6%96%87.csv"},
+	} {
+		if got := FormEncodeKey(tc.key); got != tc.want {
+			t.Errorf("FormEncodeKey(%q): got %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+func TestWindowOverlaps(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	files := []FileReport{{Key: "a"}, {Key: "b"}, {Key: "c"}}
+	req := func(src string, start, end int) SinkRequest {
+		return SinkRequest{Source: src, Start: at(start), End: at(end)}
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []SinkRequest
+		want int
+	}{
+		{"one after another", []SinkRequest{req("a", 0, 10), req("a", 10, 20), req("b", 30, 40), req("c", 50, 60)}, 0},
+		{"a file without requests between", []SinkRequest{req("a", 0, 10), req("c", 50, 60)}, 0},
+		{"next starts during the last POST", []SinkRequest{req("a", 0, 10), req("a", 10, 100), req("b", 50, 60)}, 1},
+		{"a stopped file still posting after the next started", []SinkRequest{req("a", 0, 10), req("b", 20, 30), req("a", 40, 50), req("c", 60, 70)}, 1},
+		{"overlap with the file before the previous", []SinkRequest{req("a", 0, 100), req("b", 10, 20), req("c", 50, 60)}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := windowOverlaps("t", files, tc.reqs); len(got) != tc.want {
+				t.Errorf("got %d overlaps %v, want %d", len(got), got, tc.want)
+			}
+		})
+	}
+}
