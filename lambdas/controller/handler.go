@@ -67,11 +67,14 @@ type Handler struct {
 	metrics *metrics.Emitter
 	now     func() time.Time
 	sleep   func(context.Context, time.Duration) error
+	// throttleBackoff draws the wait of a throttled delivery (throttle.go).
+	throttleBackoff retry.BackoffDelayer
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
 func NewHandler(cfg Config, sf stepFunctions, q queue, s objectStore, log *slog.Logger, m *metrics.Emitter) *Handler {
-	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext}
+	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext,
+		throttleBackoff: retry.NewExponentialJitterBackoff(cfg.MaxWait)}
 }
 
 // Handle processes the records in order. On the first record that must wait or could not be
@@ -156,7 +159,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		st, err = h.start(ctx, d, ev, name, arn)
 	}
 	if err == nil {
-		st, err = h.poll(ctx, arn, st, pollUntil)
+		st, err = h.poll(ctx, d, arn, st, pollUntil)
 	}
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the file's execution", err)
@@ -249,13 +252,19 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 
 // poll describes a running execution until it finishes or until is reached, so that a short
 // workflow's next file starts without a round trip through the queue.
-func (h *Handler) poll(ctx context.Context, arn string, st *sfn.DescribeExecutionOutput, until time.Time) (*sfn.DescribeExecutionOutput, error) {
+func (h *Handler) poll(ctx context.Context, d *delivery, arn string, st *sfn.DescribeExecutionOutput, until time.Time) (*sfn.DescribeExecutionOutput, error) {
 	interval := min(h.cfg.FirstWait, maxPollInterval)
 	for running(st.Status) && !h.now().Add(interval).After(until) {
 		if err := h.sleep(ctx, interval); err != nil {
 			return st, nil // the invocation is ending: hand the message back as a normal wait
 		}
 		next, err := h.describe(ctx, arn)
+		if throttledErr(err) {
+			// The execution was RUNNING a moment ago: stop polling and wait for it as usual.
+			d.log.WarnContext(ctx, "Step Functions throttled the call; polling stopped", "call", "DescribeExecution", "error", err)
+			d.count(metrics.Throttles)
+			return st, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("describe execution %s: %w", arn, err)
 		}
@@ -330,6 +339,9 @@ func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st 
 // nothing is started twice. Throttling and other transient errors log WARN; errors no retry can
 // fix (permissions, a wrong ARN) log ERROR so the alarm fires.
 func (h *Handler) serviceError(ctx context.Context, d *delivery, what string, err error) decision {
+	if throttledErr(err) {
+		return h.throttled(ctx, d, what, err)
+	}
 	wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
 	level := slog.LevelError
 	if transient(err) {
