@@ -122,6 +122,11 @@ type delivery struct {
 	attempt int
 	log     *slog.Logger
 	metrics []metrics.Metric
+	// armed: the wake-up state names this delivery (wake.go). visibility: the visibility timeout
+	// already set on it, if any. started: this delivery started the file's execution.
+	armed      bool
+	visibility time.Duration
+	started    bool
 }
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
@@ -154,11 +159,19 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
 
-	st, err := h.describe(ctx, arn)
-	if isNotFound(err) {
-		st, err = h.start(ctx, d, ev, name, arn)
+	if h.cfg.WakeEvents {
+		if h.wokenSucceeded(ctx, d, name, arn) {
+			d.log.InfoContext(ctx, "file done (recorded from its status event)", "executionArn", arn, "status", pipeline.StatusSucceeded)
+			d.count(metrics.Completions)
+			d.count(metrics.WakeReleases)
+			return released
+		}
+		h.arm(ctx, d, name, arn)
 	}
-	if err == nil {
+	st, err := h.lookup(ctx, d, ev, name, arn)
+	// With wake-up events, only the delivery that started the execution polls: every describe
+	// counts against the account's DescribeExecution quota (docs/controller.md, "Call budget").
+	if err == nil && (!h.cfg.WakeEvents || d.started) {
 		st, err = h.poll(ctx, d, arn, st, pollUntil)
 	}
 	if err != nil {
@@ -167,7 +180,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	switch st.Status {
 	case sfntypes.ExecutionStatusRunning, sfntypes.ExecutionStatusPendingRedrive:
-		wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+		wait := h.runningWait(d)
 		d.log.InfoContext(ctx, "waiting for the file's execution", "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
 		d.count(metrics.Waits)
 		return h.hold(ctx, d, wait)
@@ -247,6 +260,7 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 	}
 	d.log.InfoContext(ctx, "execution started", "executionArn", aws.ToString(out.ExecutionArn))
 	d.count(metrics.Starts)
+	d.started = true
 	return &sfn.DescribeExecutionOutput{ExecutionArn: out.ExecutionArn, Status: sfntypes.ExecutionStatusRunning, StartDate: out.StartDate}, nil
 }
 
@@ -371,14 +385,16 @@ func accessDeniedError(err error) bool {
 // hold keeps the record in flight for wait: it will be reported as a batch item failure, and
 // its visibility is set so that it returns after wait.
 func (h *Handler) hold(ctx context.Context, d *delivery, wait time.Duration) decision {
-	h.changeVisibility(ctx, d.rec, wait)
+	if d.visibility != wait && h.changeVisibility(ctx, d.rec, wait) {
+		d.visibility = wait
+	}
 	return decision{wait: wait}
 }
 
 // changeVisibility sets when a kept record becomes visible again. If it fails, the record still
-// comes back, after the queue's visibility timeout.
+// comes back, after the queue's visibility timeout. It reports whether the change was made.
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
-func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) {
+func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) bool {
 	secs := int32(min(math.Ceil(wait.Seconds()), maxVisibility.Seconds()))
 	_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl:          aws.String(h.cfg.QueueURL),
@@ -388,7 +404,9 @@ func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, w
 	if err != nil {
 		h.log.WarnContext(ctx, "could not change the message visibility; it returns after the queue's visibility timeout",
 			"tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId, "error", err)
+		return false
 	}
+	return true
 }
 
 // backoff is the wait before the attempt'th delivery is looked at again: first, doubling per

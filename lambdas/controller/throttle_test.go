@@ -118,6 +118,23 @@ func TestThrottledCallsHold(t *testing.T) {
 			wantWait:   1, // the backoff of a running execution at attempt 1, not the throttle draw
 			wantStarts: 1,
 		},
+		{
+			name:       "with wake-up events: StartExecution throttled on the first delivery",
+			env:        wakeEnv,
+			setup:      func(r *rig) { r.sfn.startErrs = []error{throttled()} },
+			wantWait:   7,
+			wantStarts: 1,
+		},
+		{
+			name: "with wake-up events: DescribeExecution throttled on a safety-net delivery",
+			env:  wakeEnv,
+			setup: func(r *rig) {
+				r.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+				r.sfn.describeErrs = []error{throttled()}
+			},
+			receives: 9,
+			wantWait: 7,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
