@@ -193,8 +193,11 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 
 // staleReceipt reports whether ChangeMessageVisibility rejected a receipt handle that is no longer
 // current: the message was deleted, received again, or is not in flight. SQS answers these with
-// ReceiptHandleIsInvalid, MessageNotInflight or InvalidParameterValue
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).
+// ReceiptHandleIsInvalid or MessageNotInflight
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html),
+// or with the common InvalidParameterValue ("Message does not exist or is not available for
+// visibility timeout change")
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html).
 func staleReceipt(err error) bool {
 	var invalid *sqstypes.ReceiptHandleIsInvalid
 	var notInflight *sqstypes.MessageNotInflight
