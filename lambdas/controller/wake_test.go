@@ -697,6 +697,11 @@ func TestWakeWriteOrder(t *testing.T) {
 				if at == "after the delivery" {
 					end()
 				}
+				// An end before the lookup is noticed by the lookup, in this very delivery.
+				beforeLookup := at != "after the describe" && at != "after the delivery"
+				if beforeLookup && !released {
+					t.Errorf("got the message kept, want it released in the same delivery (the lookup comes after the wake-up state)")
+				}
 				if !released && !w.q.visible() {
 					t.Errorf("got the message neither released nor visible (changes %v): the end waits for the safety net", w.q.changes)
 				}
