@@ -56,6 +56,28 @@ const (
 	HeadRunningSeconds = "HeadRunningSeconds"
 )
 
+// Wake-up and throttling metrics of the controller (docs/controller.md, "Wake-up on the execution's
+// completion event" and "Throttling").
+const (
+	// Throttles counts Step Functions calls (DescribeExecution, StartExecution) still throttled
+	// after the SDK's retries. The message is held with a jittered backoff; it is never an error.
+	Throttles = "Throttles"
+	// WakeUps counts status change events that made the tenant's head message visible at once.
+	WakeUps = "WakeUps"
+	// WakeStale counts wake-ups whose stored receipt handle was no longer current (the message was
+	// received again or deleted): harmless, the current delivery or the safety net decides.
+	WakeStale = "WakeStale"
+	// WakeIgnored counts status change events that woke nothing: no wake state, another execution,
+	// or a status that is not an end.
+	WakeIgnored = "WakeIgnored"
+	// WakeReleases counts head messages released because the wake-up handler had recorded that the
+	// file's execution SUCCEEDED, without a DescribeExecution call.
+	WakeReleases = "WakeReleases"
+	// WakeStateErrors counts wake-up state that could not be written or read. The controller then
+	// waits with its backoff, and a missed wake-up is caught by the safety net.
+	WakeStateErrors = "WakeStateErrors"
+)
+
 // Unit is a CloudWatch metric unit.
 type Unit string
 

@@ -22,6 +22,13 @@ const (
 	// EnvSegmentStateMachineARN is the tenant's segment state machine, whose executions of a stopped
 	// file the controller checks before releasing the file.
 	EnvSegmentStateMachineARN = "SEGMENT_STATE_MACHINE_ARN"
+	// EnvWakeEvents, "true", says a rule delivers the file state machine's "Step Functions Execution
+	// Status Change" events to the controller: it then keeps a wake-up state (WakeStateKey) and waits
+	// SAFETY_NET_SECONDS for a running execution instead of a growing backoff.
+	EnvWakeEvents = "WAKE_EVENTS"
+	// EnvSafetyNetSeconds is the longest wait for a running execution when wake-up events are on:
+	// a lost event delays the next file by at most this.
+	EnvSafetyNetSeconds = "SAFETY_NET_SECONDS"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

@@ -28,6 +28,9 @@ const (
 	defaultFirstWait      = time.Second
 	defaultHaltWait       = 5 * time.Minute
 	defaultPollBudget     = 10 * time.Second
+	// defaultSafetyNet is the longest wait for a running execution when wake-up events are on:
+	// 5 minutes, one DescribeExecution per running file every 5 minutes (docs/controller.md).
+	defaultSafetyNet = 5 * time.Minute
 )
 
 // Config is the controller's environment, parsed and checked once at start-up.
@@ -50,6 +53,12 @@ type Config struct {
 	// RegisterTimeout is the Register function's timeout: how long a Register invocation can go
 	// on after the execution that started it stopped.
 	RegisterTimeout time.Duration
+	// WakeEvents says the file state machine's status change events reach the controller's wake-up
+	// handler (wake.go). The controller then keeps a wake-up state and waits SafetyNet for a
+	// running execution; without them it polls with the growing backoff.
+	WakeEvents bool
+	// SafetyNet is the longest wait for a running execution when WakeEvents is on.
+	SafetyNet time.Duration
 
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
@@ -158,6 +167,19 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 	c.FirstWait = duration(pipeline.EnvFirstWaitMillis, optional(pipeline.EnvFirstWaitMillis, strconv.Itoa(int(defaultFirstWait/time.Millisecond))), time.Millisecond, time.Millisecond, maxVisibility)
 	c.PollBudget = duration(pipeline.EnvPollBudgetSeconds, optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
 	c.RegisterTimeout = duration(pipeline.EnvRegisterTimeoutSeconds, optional(pipeline.EnvRegisterTimeoutSeconds, strconv.Itoa(int(maxRegisterTimeout/time.Second))), time.Second, time.Second, maxRegisterTimeout)
+	c.SafetyNet = duration(pipeline.EnvSafetyNetSeconds, optional(pipeline.EnvSafetyNetSeconds, strconv.Itoa(int(defaultSafetyNet/time.Second))), time.Second, time.Second, maxVisibility)
+	switch v := optional(pipeline.EnvWakeEvents, "false"); v {
+	case "true":
+		c.WakeEvents = true
+	case "false":
+	default:
+		bad(pipeline.EnvWakeEvents, "%q, want \"true\" or \"false\"", v)
+	}
+	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
+	// safety net, so that a message whose visibility change failed still comes back within it.
+	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {
+		bad(pipeline.EnvSafetyNetSeconds, "%s is longer than %s=%s: raise the queue visibility timeout to at least the safety net", c.SafetyNet, pipeline.EnvMaxWaitSeconds, c.MaxWait)
+	}
 	if c.FirstWait > 0 && c.MaxWait > 0 && c.FirstWait > c.MaxWait {
 		bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
 	}

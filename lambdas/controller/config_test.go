@@ -16,6 +16,8 @@ func TestConfigFromEnv(t *testing.T) {
 		pipeline.EnvFirstWaitMillis:        "",
 		pipeline.EnvPollBudgetSeconds:      "",
 		pipeline.EnvRegisterTimeoutSeconds: "",
+		pipeline.EnvWakeEvents:             "",
+		pipeline.EnvSafetyNetSeconds:       "",
 	})
 	checks := []struct {
 		what      string
@@ -36,6 +38,9 @@ func TestConfigFromEnv(t *testing.T) {
 		{"register timeout default", cfg.RegisterTimeout, 900 * time.Second},
 		{"segment state machine", cfg.SegmentStateMachineARN, testSegmentSM},
 		{"segment execution prefix", cfg.segmentExecutionPrefix, testSegPrefix},
+		// Wake-up events are off unless the construct's rule is there; the safety net is 5 minutes.
+		{"wake events default", cfg.WakeEvents, false},
+		{"safety net default", cfg.SafetyNet, 5 * time.Minute},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -76,6 +81,15 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"register timeout zero", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "0"}, []string{"REGISTER_TIMEOUT_SECONDS:"}},
 		{"register timeout above Lambda's maximum", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "901"}, []string{"REGISTER_TIMEOUT_SECONDS:", "1 to 900"}},
 		{"register timeout not a number", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "15m"}, []string{"REGISTER_TIMEOUT_SECONDS:"}},
+		{"wake events not a boolean", map[string]string{pipeline.EnvWakeEvents: "yes"}, []string{"WAKE_EVENTS:", `"yes"`}},
+		{"wake events upper case", map[string]string{pipeline.EnvWakeEvents: "TRUE"}, []string{"WAKE_EVENTS:"}},
+		{"safety net zero", map[string]string{pipeline.EnvSafetyNetSeconds: "0"}, []string{"SAFETY_NET_SECONDS:"}},
+		{"safety net above 12 h", map[string]string{pipeline.EnvSafetyNetSeconds: "43201"}, []string{"SAFETY_NET_SECONDS:", "1 to 43200"}},
+		// The queue's visibility timeout (MAX_WAIT_SECONDS) must grow to hold the safety net.
+		{"safety net longer than the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "300", pipeline.EnvMaxWaitSeconds: "299"},
+			[]string{"SAFETY_NET_SECONDS:", "MAX_WAIT_SECONDS=4m59s", "visibility timeout"}},
+		{"default safety net with the old 30 s visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "30"},
+			[]string{"SAFETY_NET_SECONDS: 5m0s is longer than MAX_WAIT_SECONDS=30s"}},
 		{"several at once", map[string]string{pipeline.EnvBucket: "", pipeline.EnvOnFailure: "x"}, []string{"INGEST_BUCKET:", "ON_FAILURE:"}},
 	}
 	for _, tt := range tests {
@@ -113,5 +127,27 @@ func TestExecutionPrefix(t *testing.T) {
 		if got != tt.want || (err != nil) != (tt.want == "") {
 			t.Errorf("executionPrefix(%q): got %q, %v, want %q", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// The safety net only has to fit the visibility timeout when wake-up events are on.
+func TestConfigWakeEvents(t *testing.T) {
+	tests := []struct {
+		name          string
+		env           map[string]string
+		wantWake      bool
+		wantSafetyNet time.Duration
+	}{
+		{"on, safety net equal to the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "300", pipeline.EnvMaxWaitSeconds: "300"}, true, 5 * time.Minute},
+		{"on, default safety net", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "900"}, true, 5 * time.Minute},
+		{"off: an unused safety net may exceed the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "false", pipeline.EnvSafetyNetSeconds: "600"}, false, 10 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := mustConfig(t, tt.env)
+			if cfg.WakeEvents != tt.wantWake || cfg.SafetyNet != tt.wantSafetyNet {
+				t.Errorf("got wake events %v, safety net %v, want %v, %v", cfg.WakeEvents, cfg.SafetyNet, tt.wantWake, tt.wantSafetyNet)
+			}
+		})
 	}
 }

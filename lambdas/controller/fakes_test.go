@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -70,6 +71,14 @@ func mustConfig(t *testing.T, overrides map[string]string) Config {
 		t.Fatalf("test config: %v", err)
 	}
 	return cfg
+}
+
+// noJitter replaces the throttle backoff's random draw by the plain backoff, so that tests of other
+// paths see fixed waits (TestThrottleWait tests the jitter).
+func noJitter(cfg Config) retry.BackoffDelayer {
+	return retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+		return backoff(cfg.FirstWait, cfg.MaxWait, attempt), nil
+	})
 }
 
 // throttled is what the SDK returns once its retryer gave up on a throttled call.
@@ -441,6 +450,7 @@ func newRig(t *testing.T, env map[string]string) *rig {
 	r.h = NewHandler(cfg, r.sfn, r.sqs, r.s3, logger, metrics.New(r.out, cfg.MetricsNamespace, cfg.Tenant.ID).WithClock(r.clock))
 	r.h.now = r.clock
 	r.sfn.now = r.clock
+	r.h.throttleBackoff = noJitter(cfg)
 	r.h.sleep = func(ctx context.Context, d time.Duration) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -67,11 +67,14 @@ type Handler struct {
 	metrics *metrics.Emitter
 	now     func() time.Time
 	sleep   func(context.Context, time.Duration) error
+	// throttleBackoff draws the wait of a throttled delivery (throttle.go).
+	throttleBackoff retry.BackoffDelayer
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
 func NewHandler(cfg Config, sf stepFunctions, q queue, s objectStore, log *slog.Logger, m *metrics.Emitter) *Handler {
-	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext}
+	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext,
+		throttleBackoff: retry.NewExponentialJitterBackoff(cfg.MaxWait)}
 }
 
 // Handle processes the records in order. On the first record that must wait or could not be
@@ -120,6 +123,11 @@ type delivery struct {
 	log     *slog.Logger
 	metrics []metrics.Metric
 	exec    *sfn.DescribeExecutionOutput // the file's execution, once known (headMetrics)
+	// armed: the wake-up state names this delivery (wake.go). visibility: the visibility timeout
+	// already set on it, if any. started: this delivery started the file's execution.
+	armed      bool
+	visibility time.Duration
+	started    bool
 }
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
@@ -150,12 +158,20 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
 
-	st, err := h.describe(ctx, arn)
-	if isNotFound(err) {
-		name, arn, st, err = h.startOrAdopt(ctx, d, ev, name, arn)
+	if h.cfg.WakeEvents {
+		if h.wokenSucceeded(ctx, d, name, arn) {
+			d.log.InfoContext(ctx, "file done (recorded from its status event)", "executionArn", arn, "status", pipeline.StatusSucceeded)
+			d.count(metrics.Completions)
+			d.count(metrics.WakeReleases)
+			return released
+		}
+		h.arm(ctx, d, name, arn)
 	}
-	if err == nil {
-		st, err = h.poll(ctx, arn, st, pollUntil)
+	name, arn, st, err := h.lookup(ctx, d, ev, name, arn)
+	// With wake-up events, only the delivery that started the execution polls: every describe
+	// counts against the account's DescribeExecution quota (docs/controller.md, "Call budget").
+	if err == nil && (!h.cfg.WakeEvents || d.started) {
+		st, err = h.poll(ctx, d, arn, st, pollUntil)
 	}
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the file's execution", err)
@@ -164,7 +180,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	switch st.Status {
 	case sfntypes.ExecutionStatusRunning, sfntypes.ExecutionStatusPendingRedrive:
-		wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+		wait := h.runningWait(d)
 		d.log.InfoContext(ctx, "waiting for the file's execution", "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
 		d.count(metrics.Waits)
 		return h.hold(ctx, d, wait)
@@ -245,18 +261,25 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 	}
 	d.log.InfoContext(ctx, "execution started", "executionArn", aws.ToString(out.ExecutionArn))
 	d.count(metrics.Starts)
+	d.started = true
 	return &sfn.DescribeExecutionOutput{ExecutionArn: out.ExecutionArn, Status: sfntypes.ExecutionStatusRunning, StartDate: out.StartDate}, nil
 }
 
 // poll describes a running execution until it finishes or until is reached, so that a short
 // workflow's next file starts without a round trip through the queue.
-func (h *Handler) poll(ctx context.Context, arn string, st *sfn.DescribeExecutionOutput, until time.Time) (*sfn.DescribeExecutionOutput, error) {
+func (h *Handler) poll(ctx context.Context, d *delivery, arn string, st *sfn.DescribeExecutionOutput, until time.Time) (*sfn.DescribeExecutionOutput, error) {
 	interval := min(h.cfg.FirstWait, maxPollInterval)
 	for running(st.Status) && !h.now().Add(interval).After(until) {
 		if err := h.sleep(ctx, interval); err != nil {
 			return st, nil // the invocation is ending: hand the message back as a normal wait
 		}
 		next, err := h.describe(ctx, arn)
+		if throttledErr(err) {
+			// The execution was RUNNING a moment ago: stop polling and wait for it as usual.
+			d.log.WarnContext(ctx, "Step Functions throttled the call; polling stopped", "call", "DescribeExecution", "error", err)
+			d.count(metrics.Throttles)
+			return st, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("describe execution %s: %w", arn, err)
 		}
@@ -331,6 +354,9 @@ func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st 
 // nothing is started twice. Throttling and other transient errors log WARN; errors no retry can
 // fix (permissions, a wrong ARN) log ERROR so the alarm fires.
 func (h *Handler) serviceError(ctx context.Context, d *delivery, what string, err error) decision {
+	if throttledErr(err) {
+		return h.throttled(ctx, d, what, err)
+	}
 	wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
 	level := slog.LevelError
 	if transient(err) {
@@ -360,14 +386,16 @@ func accessDeniedError(err error) bool {
 // hold keeps the record in flight for wait: it will be reported as a batch item failure, and
 // its visibility is set so that it returns after wait.
 func (h *Handler) hold(ctx context.Context, d *delivery, wait time.Duration) decision {
-	h.changeVisibility(ctx, d.rec, wait)
+	if d.visibility != wait && h.changeVisibility(ctx, d.rec, wait) {
+		d.visibility = wait
+	}
 	return decision{wait: wait}
 }
 
 // changeVisibility sets when a kept record becomes visible again. If it fails, the record still
-// comes back, after the queue's visibility timeout.
+// comes back, after the queue's visibility timeout. It reports whether the change was made.
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
-func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) {
+func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) bool {
 	secs := int32(min(math.Ceil(wait.Seconds()), maxVisibility.Seconds()))
 	_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl:          aws.String(h.cfg.QueueURL),
@@ -377,7 +405,9 @@ func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, w
 	if err != nil {
 		h.log.WarnContext(ctx, "could not change the message visibility; it returns after the queue's visibility timeout",
 			"tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId, "error", err)
+		return false
 	}
+	return true
 }
 
 // backoff is the wait before the attempt'th delivery is looked at again: first, doubling per

@@ -1,6 +1,8 @@
 // Command controller is the tenant pipeline's controller Lambda. It reads the tenant's FIFO queue
 // one file event at a time and keeps each message in flight until that file's Step Functions
-// execution has finished, so the queue itself is the tenant's lock. See docs/controller.md.
+// execution has finished, so the queue itself is the tenant's lock. The same function handles the
+// execution's status change events, which make the waiting message visible at once. See
+// docs/controller.md.
 package main
 
 import (
@@ -40,5 +42,7 @@ func main() {
 		logger,
 		metrics.New(os.Stdout, cfg.MetricsNamespace, cfg.Tenant.ID),
 	)
-	lambda.Start(h.Handle)
+	// One binary, two event shapes: the tenant queue's SQS events, and the file state machine's
+	// status change events from the wake-up rule (wake.go).
+	lambda.Start(h.Invoke)
 }

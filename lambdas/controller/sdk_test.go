@@ -127,6 +127,7 @@ func sdkHandler(t *testing.T, env map[string]string) (*Handler, *stubTransport, 
 	out := &syncBuffer{}
 	h := NewHandler(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg),
 		slog.New(slog.NewJSONHandler(out, nil)), metrics.New(out, cfg.MetricsNamespace, cfg.Tenant.ID))
+	h.throttleBackoff = noJitter(cfg)
 	return h, stub, out
 }
 

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+// Wake-up on the execution's completion event (docs/controller.md).
+//
+// Step Functions sends a "Step Functions Execution Status Change" event to the default event bus
+// when a Standard workflow's execution changes status. Their delivery is best effort: an event can
+// be lost or arrive twice
+// (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html). So an event
+// only shortens a wait, it never decides anything on its own:
+//
+//   - On each delivery, before it looks the execution up, the controller writes the message's
+//     current receipt handle and the execution's name to control/<tenant>/wake.json, then sets the
+//     message's visibility to the safety net, then looks the execution up. A completion before the
+//     lookup is seen by the lookup; a completion after it emits its event after the state and the
+//     long visibility are in place, so the wake-up handler finds the current handle and its
+//     visibility change 0 comes after the controller's. No completion falls in between.
+//   - The wake-up handler checks that the event's execution is the one in wake.json, records its
+//     status in control/<tenant>/wake-done.json, then makes the message visible
+//     (ChangeMessageVisibility 0). Only SUCCEEDED, which is final (RedriveExecution restarts only
+//     FAILED, TIMED_OUT and ABORTED executions,
+//     https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html), is
+//     trusted without a DescribeExecution; any other status is described as usual.
+//   - A stale receipt handle (the message was received again, or deleted) is rejected by SQS
+//     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html):
+//     the delivery that holds the current handle decides. A lost event costs at most the safety
+//     net, after which the next delivery describes the execution, as without events.
+
+// Step Functions status change events (EventBridge "Events from AWS services").
+// https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html
+const (
+	statesEventSource      = "aws.states"
+	statusChangeDetailType = "Step Functions Execution Status Change"
+)
+
+// statusChange is the detail of a "Step Functions Execution Status Change" event. Only the fields
+// the wake-up handler reads are decoded; AWS may add others.
+type statusChange struct {
+	ExecutionARN    string `json:"executionArn"`
+	StateMachineARN string `json:"stateMachineArn"`
+	Name            string `json:"name"`
+	Status          string `json:"status"`
+}
+
+// Invoke is the controller's Lambda entry point. It serves two event shapes: the SQS event of the
+// tenant's queue (Handle), and a Step Functions status change event from EventBridge (Wake).
+// Anything else is a misconfiguration: ERROR and an error, so the function's Errors metric counts it.
+func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
+	var probe struct {
+		Records    json.RawMessage `json:"Records"`
+		Source     *string         `json:"source"`
+		DetailType *string         `json:"detail-type"`
+	}
+	if err := json.Unmarshal(payload, &probe); err != nil {
+		return nil, h.unknownShape(ctx, fmt.Errorf("payload is not a JSON object: %w", err))
+	}
+	switch {
+	case probe.Records != nil && probe.Source == nil && probe.DetailType == nil:
+		var ev events.SQSEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, h.unknownShape(ctx, fmt.Errorf("records are not SQS records: %w", err))
+		}
+		for i, r := range ev.Records {
+			if r.EventSource != "aws:sqs" {
+				return nil, h.unknownShape(ctx, fmt.Errorf("record %d has eventSource %q, want aws:sqs", i, r.EventSource))
+			}
+		}
+		return h.Handle(ctx, ev)
+	case probe.Records == nil && probe.Source != nil && probe.DetailType != nil:
+		var ev events.EventBridgeEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, h.unknownShape(ctx, fmt.Errorf("not an EventBridge event: %w", err))
+		}
+		if ev.Source != statesEventSource || ev.DetailType != statusChangeDetailType {
+			return nil, h.unknownShape(ctx, fmt.Errorf("event source %q, detail-type %q, want %q, %q", ev.Source, ev.DetailType, statesEventSource, statusChangeDetailType))
+		}
+		return nil, h.Wake(ctx, ev)
+	default:
+		return nil, h.unknownShape(ctx, errors.New("neither an SQS event (Records) nor an EventBridge event (source, detail-type)"))
+	}
+}
+
+func (h *Handler) unknownShape(ctx context.Context, err error) error {
+	err = fmt.Errorf("controller received an event it does not handle: %w", err)
+	h.log.ErrorContext(ctx, "unknown event shape", "tenant", h.cfg.Tenant.ID, "error", err)
+	return err
+}
+
+// Wake handles one status change event of the tenant's file state machine: if it ends the execution
+// the tenant's head message waits for, it records the status and makes the message visible at once.
+// A lost, late or duplicated event, or a stale receipt handle, is harmless and never an error
+// (see the comment at the top of this file). It returns an error only for an event that cannot be
+// this tenant's: a misrouted rule.
+func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
+	if h.cfg.executionPrefix == "" || h.cfg.Tenant.ID == "" {
+		return errors.New("controller is not configured: build its Config with configFromEnv")
+	}
+	var sc statusChange
+	if err := json.Unmarshal(ev.Detail, &sc); err != nil || sc.ExecutionARN == "" || sc.StateMachineARN == "" || sc.Name == "" || sc.Status == "" {
+		return h.unknownShape(ctx, fmt.Errorf("event %s: detail lacks executionArn, stateMachineArn, name or status (%v)", ev.ID, err))
+	}
+	log := h.log.With("tenant", h.cfg.Tenant.ID, "eventId", ev.ID, "executionName", sc.Name, "status", sc.Status)
+	if sc.StateMachineARN != h.cfg.StateMachineARN || sc.ExecutionARN != h.cfg.ExecutionARN(sc.Name) {
+		err := fmt.Errorf("event %s is about %s of %s, want an execution of %s", ev.ID, sc.ExecutionARN, sc.StateMachineARN, h.cfg.StateMachineARN)
+		log.ErrorContext(ctx, "status event of another state machine: check the tenant's wake-up rule", "error", err)
+		return err
+	}
+	var ms []metrics.Metric
+	defer func() {
+		if err := h.metrics.Emit(ms...); err != nil {
+			log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+	}()
+	count := func(name string) { ms = append(ms, metrics.Count(name, 1)) }
+
+	if !pipeline.TerminalStatus(sc.Status) {
+		log.InfoContext(ctx, "status event is not an end; nothing to wake")
+		count(metrics.WakeIgnored)
+		return nil
+	}
+	st, found, err := h.readWakeState(ctx)
+	switch {
+	case err != nil:
+		log.Log(ctx, stateErrorLevel(err), "wake-up state could not be read; the safety net will look again", "error", err)
+		count(metrics.WakeStateErrors)
+		return nil
+	case !found:
+		log.InfoContext(ctx, "no wake-up state; nothing to wake")
+		count(metrics.WakeIgnored)
+		return nil
+	case st.ExecutionName != sc.Name || st.ExecutionARN != sc.ExecutionARN:
+		log.InfoContext(ctx, "status event of an execution the head message does not wait for; nothing to wake", "waitingFor", st.ExecutionName)
+		count(metrics.WakeIgnored)
+		return nil
+	case st.QueueURL != h.cfg.QueueURL:
+		log.ErrorContext(ctx, "wake-up state names another queue; not woken", "queueUrl", st.QueueURL, "want", h.cfg.QueueURL)
+		count(metrics.WakeStateErrors)
+		return nil
+	}
+	log = log.With("messageId", st.MessageID)
+
+	// Recorded before the message is made visible, so the delivery it wakes can read it.
+	if err := h.writeWakeDone(ctx, pipeline.WakeDone{
+		Version: pipeline.WakeDoneVersion, ExecutionName: sc.Name, ExecutionARN: sc.ExecutionARN,
+		Status: sc.Status, EventID: ev.ID, WrittenAt: h.now().UTC(),
+	}); err != nil {
+		log.Log(ctx, stateErrorLevel(err), "execution end could not be recorded; the woken delivery describes the execution", "error", err)
+		count(metrics.WakeStateErrors)
+	}
+	_, err = h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(st.QueueURL),
+		ReceiptHandle:     aws.String(st.ReceiptHandle),
+		VisibilityTimeout: 0,
+	})
+	switch {
+	case err == nil:
+		log.InfoContext(ctx, "execution ended; head message made visible")
+		count(metrics.WakeUps)
+	case staleReceipt(err):
+		// The error code only: SQS quotes the receipt handle in the message.
+		log.InfoContext(ctx, "stored receipt handle is no longer current; the current delivery or the safety net decides", "errorCode", errorCode(err))
+		count(metrics.WakeStale)
+	default:
+		log.Log(ctx, stateErrorLevel(err), "head message could not be made visible; the safety net will look again", "error", err)
+		count(metrics.WakeStateErrors)
+	}
+	return nil
+}
+
+// staleReceipt reports whether ChangeMessageVisibility rejected a receipt handle that is no longer
+// current: the message was deleted, received again, or is not in flight. SQS answers these with
+// ReceiptHandleIsInvalid or MessageNotInflight
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html),
+// or with the common InvalidParameterValue ("Message does not exist or is not available for
+// visibility timeout change")
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html).
+func staleReceipt(err error) bool {
+	var invalid *sqstypes.ReceiptHandleIsInvalid
+	var notInflight *sqstypes.MessageNotInflight
+	if errors.As(err, &invalid) || errors.As(err, &notInflight) {
+		return true
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	// The JSON protocol may prefix query-compatible codes: AWS.SimpleQueueService.MessageNotInflight.
+	code := api.ErrorCode()
+	for _, c := range []string{"ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue"} {
+		if code == c || strings.HasSuffix(code, "."+c) {
+			return true
+		}
+	}
+	return false
+}
+
+func errorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+// stateErrorLevel is WARN for a failure a retry can fix, ERROR for one it cannot (permissions).
+func stateErrorLevel(err error) slog.Level {
+	if transient(err) {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
+// arm stores the delivery's wake-up state and then sets the message's visibility to the safety net,
+// in that order (see the comment at the top of this file). It runs before the execution is looked
+// up. If the state cannot be written, the delivery is not armed: a running execution then waits
+// with the growing backoff, as without events.
+func (h *Handler) arm(ctx context.Context, d *delivery, name, arn string) {
+	body, err := pipeline.EncodeWakeState(pipeline.WakeState{
+		Version:       pipeline.WakeStateVersion,
+		ExecutionName: name,
+		ExecutionARN:  arn,
+		MessageID:     d.rec.MessageId,
+		ReceiptHandle: d.rec.ReceiptHandle,
+		QueueURL:      h.cfg.QueueURL,
+		WrittenAt:     h.now().UTC(),
+	})
+	if err == nil {
+		err = h.putControl(ctx, pipeline.WakeStateKey(h.cfg.Tenant.ID), body)
+	}
+	if err != nil {
+		d.log.Log(ctx, stateErrorLevel(err), "wake-up state not written; waiting with the backoff", "error", err)
+		d.count(metrics.WakeStateErrors)
+		return
+	}
+	d.armed = true
+	if h.changeVisibility(ctx, d.rec, h.cfg.SafetyNet) {
+		d.visibility = h.cfg.SafetyNet
+	}
+}
+
+// wokenSucceeded reports whether the wake-up handler recorded that execution arn SUCCEEDED.
+// SUCCEEDED is final, so the file can be released without a DescribeExecution. Anything else, or
+// a record that cannot be read, leaves the decision to the lookup.
+func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) bool {
+	b, found, err := h.getControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID))
+	if err == nil && found {
+		var done pipeline.WakeDone
+		if done, err = pipeline.DecodeWakeDone(b); err == nil {
+			return done.ExecutionName == name && done.ExecutionARN == arn && done.Status == pipeline.StatusSucceeded
+		}
+	}
+	if err != nil {
+		d.log.Log(ctx, stateErrorLevel(err), "recorded execution end could not be read; describing the execution", "error", err)
+		d.count(metrics.WakeStateErrors)
+	}
+	return false
+}
+
+func (h *Handler) readWakeState(ctx context.Context) (pipeline.WakeState, bool, error) {
+	b, found, err := h.getControl(ctx, pipeline.WakeStateKey(h.cfg.Tenant.ID))
+	if err != nil || !found {
+		return pipeline.WakeState{}, found, err
+	}
+	st, err := pipeline.DecodeWakeState(b)
+	return st, err == nil, err
+}
+
+func (h *Handler) writeWakeDone(ctx context.Context, done pipeline.WakeDone) error {
+	body, err := pipeline.EncodeWakeDone(done)
+	if err != nil {
+		return err
+	}
+	return h.putControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID), body)
+}
+
+func (h *Handler) putControl(ctx context.Context, key string, body []byte) error {
+	_, err := h.s3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:      aws.String(h.cfg.Bucket),
+		Key:         aws.String(key),
+		Body:        bytes.NewReader(body),
+		ContentType: aws.String("application/json"),
+	})
+	if err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	return nil
+}
+
+// getControl reads a small control object; a missing one is not an error. S3 answers 404 for a
+// missing key only to a caller that may list the bucket, otherwise 403
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
+func (h *Handler) getControl(ctx context.Context, key string) ([]byte, bool, error) {
+	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	var noKey *s3types.NoSuchKey
+	if errors.As(err, &noKey) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxWakeObjectBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("read s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	return b, true, nil
+}
+
+// lookup finds the file's execution and starts it if it does not exist. With wake-up events, a
+// message's first delivery (ApproximateReceiveCount 1) calls StartExecution first: the execution
+// almost never exists yet, and StartExecution is idempotent for the name and input of a running
+// execution and answers ExecutionAlreadyExists for a closed one, which start then describes
+// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html). That
+// saves the DescribeExecution a new file would cost; StartExecution has its own, larger bucket
+// (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html).
+//
+// A file with no execution under its name may have one under the other idempotency key's name
+// (renamed.go); lookup then returns that execution's name and ARN. The wake-up state names the
+// first name, so such a delivery is disarmed and waits with the backoff.
+func (h *Handler) lookup(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (string, string, *sfn.DescribeExecutionOutput, error) {
+	if h.cfg.WakeEvents && d.attempt == 1 {
+		// The first receive of a message: no execution of this delivery's file can exist under the
+		// other naming, which only an earlier receive (under the previous configuration) could start.
+		st, err := h.start(ctx, d, ev, name, arn)
+		return name, arn, st, err
+	}
+	st, err := h.describe(ctx, arn)
+	if !isNotFound(err) {
+		return name, arn, st, err
+	}
+	adopted, adoptedARN, st, err := h.startOrAdopt(ctx, d, ev, name, arn)
+	if adopted != name {
+		d.armed = false
+	}
+	return adopted, adoptedARN, st, err
+}
+
+// runningWait is how long a delivery whose execution is still running is held: the safety net when
+// the wake-up state names this delivery (its completion event will wake it), else the growing
+// backoff.
+func (h *Handler) runningWait(d *delivery) time.Duration {
+	if d.armed {
+		return h.cfg.SafetyNet
+	}
+	return backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+}
