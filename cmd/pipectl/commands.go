@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/ops"
@@ -170,8 +169,7 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 // statusTable is one row per tenant, then one line per last failure.
 func statusTable(rep ops.StatusReport) string {
 	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "TENANT\tPOLICY\tPAUSED\tBLOCKED\tVISIBLE\tIN-FLIGHT\tHEAD\tEXECUTION\tSTATUS\tQUEUED\tRUNNING")
+	rows := [][]string{{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "QUEUED", "RUNNING"}}
 	for _, t := range rep.Tenants {
 		paused := "?"
 		if t.Paused != nil {
@@ -185,9 +183,9 @@ func statusTable(rep ops.StatusReport) string {
 		if h := t.Head; h != nil {
 			head, exec, status, queued, running = orDash(h.Key), h.ExecutionName, h.Status, dur(h.QueuedSeconds), dur(h.RunningSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, queued, running)
+		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, queued, running})
 	}
-	w.Flush()
+	b.WriteString(table(rows))
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.Error), orDash(f.Cause))
@@ -198,16 +196,15 @@ func statusTable(rep ops.StatusReport) string {
 
 func filesTable(rep ops.FilesReport) string {
 	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tEXECUTION\tSTATUS\tRECORDS\tSTART\tSTOP\tERROR")
+	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
 	for _, f := range rep.Files {
 		errName := "-"
 		if f.Error != nil {
 			errName = orDash(*f.Error)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(f.Key), f.ExecutionName, f.Status, "-", stamp(f.Start), stamp(f.Stop), errName)
+		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, "-", stamp(f.Start), stamp(f.Stop), errName})
 	}
-	w.Flush()
+	b.WriteString(table(rows))
 	if len(rep.Files) == 0 {
 		fmt.Fprintf(&b, "(%s has no files yet)\n", rep.Tenant)
 	}
