@@ -21,6 +21,9 @@ import (
 // the group and holds the group until the execution it redrove or started has finished, exactly as
 // for a file, so an operation never runs beside another file of the tenant. An invalid control
 // message is quarantined like a bad S3 event.
+//
+// Control messages are rare, so they are not polled in-process: a running redrive or replay is
+// looked at again when its message comes back, after the same backoff as a file's.
 
 // redriver is the Step Functions call a redrive request needs. *sfn.Client has it; the controller's
 // client is asserted to it, so the handler's wiring does not change.
@@ -39,7 +42,7 @@ const (
 )
 
 // control processes a message whose body claims to be a control message.
-func (h *Handler) control(ctx context.Context, d *delivery, pollUntil time.Time) decision {
+func (h *Handler) control(ctx context.Context, d *delivery) decision {
 	m, err := pipeline.DecodeControl([]byte(d.rec.Body))
 	if err == nil {
 		err = h.controlBelongs(m)
@@ -50,9 +53,9 @@ func (h *Handler) control(ctx context.Context, d *delivery, pollUntil time.Time)
 	// The reason is operator text about the operation, never record data.
 	d.log = d.log.With("controlAction", m.Action, "requestId", m.RequestID, "requestedBy", m.RequestedBy, "reason", m.Reason)
 	if m.Action == pipeline.ControlRedrive {
-		return h.controlRedrive(ctx, d, m, pollUntil)
+		return h.controlRedrive(ctx, d, m)
 	}
-	return h.controlReplay(ctx, d, m, pollUntil)
+	return h.controlReplay(ctx, d, m)
 }
 
 // controlBelongs checks that a valid control message is about this tenant and its files.
@@ -74,7 +77,7 @@ func (h *Handler) controlBelongs(m pipeline.ControlMessage) error {
 // controlRedrive redrives the named file execution once, then holds the group until it finishes.
 // A redrive reruns only what failed, under the same execution name, so its records keep their
 // Idempotency-Keys.
-func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.ControlMessage, pollUntil time.Time) decision {
+func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.ControlMessage) decision {
 	name := m.ExecutionName
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("executionName", name)
@@ -102,15 +105,12 @@ func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.Co
 		}
 		st = next
 	}
-	if st, err = h.poll(ctx, arn, st, pollUntil); err != nil {
-		return h.serviceError(ctx, d, "describe the redriven execution", err)
-	}
 	return h.controlOutcome(ctx, d, name, arn, st, "redriven execution")
 }
 
 // controlReplay starts a new execution of the object version under the request's own name, then
 // holds the group until it finishes. Every delivery of one request finds the same execution.
-func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.ControlMessage, pollUntil time.Time) decision {
+func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.ControlMessage) decision {
 	name := m.ReplayExecutionName()
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("key", m.Source.Key, "executionName", name)
@@ -123,9 +123,6 @@ func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.Con
 			Key: m.Source.Key, Size: m.Source.Size, ETag: m.Source.ETag, VersionID: m.Source.VersionID,
 		})
 		st, err = h.start(ctx, d, ev, name, arn)
-	}
-	if err == nil {
-		st, err = h.poll(ctx, arn, st, pollUntil)
 	}
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the replay's execution", err)

@@ -140,7 +140,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	}()
 
 	if pipeline.IsControl([]byte(rec.Body)) {
-		return h.control(ctx, d, pollUntil) // control.go
+		return h.control(ctx, d) // control.go
 	}
 	ev, err := s3event.Parse([]byte(rec.Body))
 	if err == nil {
