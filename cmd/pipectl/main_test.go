@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -527,4 +528,29 @@ func TestDiscoveryRefusesATenantInTwoStacks(t *testing.T) {
 
 func opsfakeStack(name string) cftypes.Stack {
 	return cftypes.Stack{StackName: aws.String(name), Outputs: []cftypes.Output{{OutputKey: aws.String("BucketName"), OutputValue: aws.String("ingest")}}}
+}
+
+func TestStatusWithoutMapping(t *testing.T) {
+	w := world()
+	w.Mappings = nil
+	code, stdout, _ := runIn(t, w, "status", "acme", "--json")
+	if code != 0 || !strings.Contains(stdout, `"paused": null`) {
+		t.Errorf("got exit %d, %s, want 0 and paused null", code, stdout)
+	}
+	code, _, stderr := runIn(t, w, "pause", "acme")
+	if code != 1 || !strings.Contains(stderr, "tenant acme: no event source mapping of acme-controller reads arn:aws:sqs:eu-west-1:123456789012:acme.fifo") {
+		t.Errorf("got exit %d, %q, want 1 and the missing mapping named", code, stderr)
+	}
+}
+
+func TestServiceErrorIsOneLine(t *testing.T) {
+	w := world()
+	w.Err["ListExecutions"] = errors.Join(errors.New("operation error SFN: ListExecutions, exceeded maximum number of attempts"), errors.New("ThrottlingException: Rate exceeded"))
+	code, stdout, stderr := runIn(t, w, "status")
+	if code != 1 || stdout != "" {
+		t.Errorf("got exit %d, stdout %q, want 1 and nothing on stdout", code, stdout)
+	}
+	if want := "pipectl: tenant acme: list running executions: operation error SFN: ListExecutions, exceeded maximum number of attempts; ThrottlingException: Rate exceeded\n"; stderr != want {
+		t.Errorf("got %q, want %q", stderr, want)
+	}
 }
