@@ -125,7 +125,7 @@ func stubAWS(t *testing.T) map[string]*wire {
 		xmlEscape(&esc, acmeOutput)
 		return ok(`<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><DescribeStacksResult>
 <Stacks><member><StackName>TenantPipeline-Tenants-1</StackName><StackStatus>UPDATE_COMPLETE</StackStatus><CreationTime>2026-11-29T10:00:00Z</CreationTime>
-<Outputs><member><OutputKey>PipelineTenantacme</OutputKey><OutputValue>` + esc.String() + `</OutputValue></member></Outputs></member></Stacks>
+<Outputs><member><OutputKey>PipelineTenant61636d65</OutputKey><OutputValue>` + esc.String() + `</OutputValue></member></Outputs></member></Stacks>
 </DescribeStacksResult><ResponseMetadata><RequestId>r2</RequestId></ResponseMetadata></DescribeStacksResponse>`)
 	})
 	// STS (awsQuery).

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +12,9 @@ import (
 // operator's tool (cmd/pipectl) finds a tenant's resources from the deployed stacks alone: the
 // stack prefix and the tenant id, no cdk.out and no tenants.json (docs/operations.md).
 //
-// The output's logical id is TenantOutputKeyPrefix followed by any alphanumeric suffix (the
-// construct uses the tenant id without its '-'); its value is the JSON of TenantOutput. The id
-// inside the value, not the key, names the tenant.
+// The output's logical id is TenantOutputKey(tenant id); its value is the JSON of TenantOutput.
+// pipectl reads every output whose logical id starts with TenantOutputKeyPrefix, and the id inside
+// the value, not the key, names the tenant.
 //
 // CloudFormation allows 200 outputs per template and output logical ids of at most 255
 // alphanumeric characters (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html,
@@ -26,6 +27,12 @@ const (
 	TenantOutputVersion   = 1
 	MaxTenantOutputBytes  = 4096
 )
+
+// TenantOutputKey is the logical id of a tenant's output: the prefix and the id in hex. Logical ids
+// are alphanumeric, and hex keeps "a-b" and "ab" apart; a 32-character id gives 78 characters.
+func TenantOutputKey(tenantID string) string {
+	return TenantOutputKeyPrefix + hex.EncodeToString([]byte(tenantID))
+}
 
 // TenantOutput is what pipectl needs to operate one tenant.
 type TenantOutput struct {

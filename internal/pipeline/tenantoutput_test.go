@@ -60,3 +60,27 @@ func TestTenantOutputSize(t *testing.T) {
 		t.Errorf("got %d bytes, want at most %d", len(b), MaxTenantOutputBytes)
 	}
 }
+
+func TestTenantOutputKey(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"acme", "PipelineTenant61636d65"},
+		{"a-b", "PipelineTenant612d62"},
+		{"ab", "PipelineTenant6162"},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			got := TenantOutputKey(tc.id)
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			// A CloudFormation logical id is alphanumeric and at most 255 characters.
+			if len(got) > 255 || strings.IndexFunc(got, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+			}) >= 0 {
+				t.Errorf("got %q, want an alphanumeric logical id of at most 255 characters", got)
+			}
+		})
+	}
+	if n := len(TenantOutputKey(strings.Repeat("x", 32))); n != 78 {
+		t.Errorf("got %d characters for a 32-character id, want 78", n)
+	}
+}

@@ -358,7 +358,7 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 	if err != nil {
 		panic(err)
 	}
-	out := cftypes.Output{OutputKey: aws.String(pipeline.TenantOutputKeyPrefix + strings.ReplaceAll(t.ID, "-", "")), OutputValue: aws.String(string(v))}
+	out := cftypes.Output{OutputKey: aws.String(pipeline.TenantOutputKey(t.ID)), OutputValue: aws.String(string(v))}
 	found := false
 	for i := range w.Stacks {
 		if aws.ToString(w.Stacks[i].StackName) == stack {
