@@ -169,7 +169,7 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 // statusTable is one row per tenant, then one line per last failure.
 func statusTable(rep ops.StatusReport) string {
 	var b strings.Builder
-	rows := [][]string{{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "QUEUED", "RUNNING"}}
+	rows := [][]string{{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
 	for _, t := range rep.Tenants {
 		paused := "?"
 		if t.Paused != nil {
@@ -179,11 +179,15 @@ func statusTable(rep ops.StatusReport) string {
 		if t.Queue != nil {
 			visible, inflight = fmt.Sprint(t.Queue.Visible), fmt.Sprint(t.Queue.InFlight)
 		}
-		head, exec, status, queued, running := "-", "-", "-", "-", "-"
+		head, exec, status, records, queued, running := "-", "-", "-", "-", "-", "-"
 		if h := t.Head; h != nil {
 			head, exec, status, queued, running = orDash(h.Key), h.ExecutionName, h.Status, dur(h.QueuedSeconds), dur(h.RunningSeconds)
+			if p := h.Progress; p != nil {
+				// Registered at segment granularity: at least this many.
+				records = fmt.Sprintf(">=%d/%d", p.Registered, p.Records)
+			}
 		}
-		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, queued, running})
+		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
 	}
 	b.WriteString(table(rows))
 	for _, t := range rep.Tenants {
@@ -202,7 +206,11 @@ func filesTable(rep ops.FilesReport) string {
 		if f.Error != nil {
 			errName = orDash(*f.Error)
 		}
-		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, "-", stamp(f.Start), stamp(f.Stop), errName})
+		records := "-"
+		if f.Records != nil {
+			records = fmt.Sprint(*f.Records)
+		}
+		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, stamp(f.Start), stamp(f.Stop), errName})
 	}
 	b.WriteString(table(rows))
 	if len(rep.Files) == 0 {

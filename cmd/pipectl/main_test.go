@@ -49,7 +49,9 @@ func world() *opsfake.World {
 
 	w.AddExecution(globex, "globex-1", sfntypes.ExecutionStatusFailed, "inbox/globex/old.csv", now.Add(-time.Hour))
 	w.AddExecution(globex, "globex-2", sfntypes.ExecutionStatusSucceeded, "inbox/globex/b.csv", now.Add(-30*time.Minute))
-	w.AddExecution(globex, "globex-3", sfntypes.ExecutionStatusRunning, "inbox/globex/big.csv", now.Add(-30*time.Second))
+	big := w.AddExecution(globex, "globex-3", sfntypes.ExecutionStatusRunning, "inbox/globex/big.csv", now.Add(-30*time.Second))
+	// 250,000 records at 100 a chunk are 3 segments of 100,000 records; 2 are done.
+	big.History = opsfake.SplitHistory(250_000, 3, 2)
 	w.Queues[globex.QueueURL].InFlight = 1
 	for i := range w.Mappings {
 		if aws.ToString(w.Mappings[i].UUID) == globex.EventSourceMappingUUID {
@@ -199,9 +201,9 @@ func TestStatusTable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	for i, want := range [][]string{
-		{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "QUEUED", "RUNNING"},
-		{"acme", "halt", "no", "yes", "2", "1", "inbox/acme/bad.csv", "acme-2", "FAILED", "11m0s", "-"},
-		{"globex", "continue", "yes", "no", "0", "1", "inbox/globex/big.csv", "globex-3", "RUNNING", "1m30s", "30s"},
+		{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"},
+		{"acme", "halt", "no", "yes", "2", "1", "inbox/acme/bad.csv", "acme-2", "FAILED", "-", "11m0s", "-"},
+		{"globex", "continue", "yes", "no", "0", "1", "inbox/globex/big.csv", "globex-3", "RUNNING", ">=200000/250000", "1m30s", "30s"},
 	} {
 		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
 			t.Errorf("line %d: got %q, want %q", i, got, want)
@@ -242,8 +244,11 @@ func TestFiles(t *testing.T) {
 	if got, want := keys(rep.Files[0]), []string{"error", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
-	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != nil {
-		t.Errorf("got %v, want null stop, error and records for a running file", rep.Files[0])
+	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
+		t.Errorf("got %v, want null stop and error and 250000 records (Split's count) for the running file", rep.Files[0])
+	}
+	if rep.Files[1]["records"] != nil {
+		t.Errorf("got records %v, want null for a file whose history does not tell", rep.Files[1]["records"])
 	}
 }
 

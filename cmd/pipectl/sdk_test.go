@@ -168,6 +168,13 @@ func stubAWS(t *testing.T) map[string]*wire {
 			return js(fmt.Sprintf(`{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-2",
 "status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError","cause":"inbox/acme/bad.csv line 3: 2 fields, want 3",
 "redriveStatus":"REDRIVABLE"}`, acme2ARN, string(failedInput)))
+		case "AWSStepFunctions.GetExecutionHistory":
+			split, _ := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: 150_000, Segments: make([]pipeline.Segment, 2)}})
+			return js(fmt.Sprintf(`{"events":[
+{"id":1,"type":"ExecutionStarted","timestamp":1796032800},
+{"id":6,"type":"TaskStateExited","timestamp":1796032801,"stateExitedEventDetails":{"name":"Split","output":%q}},
+{"id":14,"type":"MapIterationSucceeded","timestamp":1796032830,"mapIterationSucceededEventDetails":{"name":"Segments","index":0}},
+{"id":22,"type":"MapIterationFailed","timestamp":1796032860,"mapIterationFailedEventDetails":{"name":"Segments","index":1}}]}`, split))
 		case "AWSStepFunctions.RedriveExecution":
 			return js(`{"redriveDate":1796033400}`)
 		}
@@ -228,12 +235,20 @@ func TestSDKStatus(t *testing.T) {
 		"cfn":    {"DescribeStacks", "DescribeStacks"},
 		"lambda": {"GET /2015-03-31/event-source-mappings?EventSourceArn=arn%3Aaws%3Asqs%3Aeu-west-1%3A123456789012%3Aacme.fifo&FunctionName=acme-controller"},
 		"sqs":    {"AmazonSQS.GetQueueAttributes"},
-		"sfn":    {"AWSStepFunctions.ListExecutions", "AWSStepFunctions.ListExecutions", "AWSStepFunctions.DescribeExecution", "AWSStepFunctions.DescribeExecution"},
-		"s3":     {"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2"},
+		"sfn": {"AWSStepFunctions.ListExecutions", "AWSStepFunctions.ListExecutions", "AWSStepFunctions.DescribeExecution",
+			"AWSStepFunctions.GetExecutionHistory", "AWSStepFunctions.DescribeExecution"},
+		"s3": {"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2"},
 	} {
 		if got := w[svc].ops; !slices.Equal(got, want) {
 			t.Errorf("%s: got requests %q, want %q", svc, got, want)
 		}
+	}
+	if b := w["sfn"].bodies["AWSStepFunctions.GetExecutionHistory"]; !strings.Contains(b, `"includeExecutionData":true`) || !strings.Contains(b, `"maxResults":1000`) {
+		t.Errorf("got GetExecutionHistory %s, want execution data, 1000 events a page", b)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"status", "acme"}, &out, &errOut, awsOps); code != 0 || !strings.Contains(out.String(), ">=100000/150000") {
+		t.Errorf("got exit %d, %s, want the head's records from the wire history (>=100000/150000)", code, out.String())
 	}
 	if b := w["sqs"].bodies["AmazonSQS.GetQueueAttributes"]; !strings.Contains(b, `"AttributeNames":["ApproximateNumberOfMessages","ApproximateNumberOfMessagesNotVisible"]`) {
 		t.Errorf("got GetQueueAttributes %s, want both counts asked for", b)

@@ -31,8 +31,8 @@ type FilesReport struct {
 	Files  []File `json:"files"`
 }
 
-// File is one execution of the tenant's file state machine. Records is null: the count is known
-// only inside the workflow.
+// File is one execution of the tenant's file state machine. Records is the count Split made, null
+// before Split finished (or if the history cannot tell).
 type File struct {
 	Key           string     `json:"key"`
 	ExecutionName string     `json:"executionName"`
@@ -60,6 +60,9 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 			return FilesReport{}, err
 		}
 		f := File{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(e.Status), Start: e.StartDate, Stop: e.StopDate, Error: d.Error}
+		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
+			f.Records = &p.Records
+		}
 		rep.Files = append(rep.Files, f)
 	}
 	return rep, nil

@@ -55,6 +55,8 @@ type Head struct {
 	QueuedSeconds *float64 `json:"queuedSeconds"`
 	// RunningSeconds is the time since the execution started or was last redriven; null unless running.
 	RunningSeconds *float64 `json:"runningSeconds"`
+	// Progress is shown in the table; the JSON shape (issue 10) has no field for it.
+	Progress *Progress `json:"-"`
 }
 
 // Failure is the newest execution of the tenant that did not succeed.
@@ -229,6 +231,11 @@ func (o *Ops) head(ctx context.Context, t pipeline.TenantOutput, e sfntypes.Exec
 		}
 		h.RunningSeconds = seconds(now.Sub(since).Seconds())
 	}
+	chunkSize := pipeline.DefaultChunkSize
+	if in, ok := workflowInput(d); ok && in.Tenant.ChunkSize > 0 {
+		chunkSize = in.Tenant.ChunkSize
+	}
+	h.Progress = o.progress(ctx, aws.ToString(e.ExecutionArn), chunkSize, true)
 	if src, ok := inputSource(d); ok {
 		in := &s3.HeadObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
 		if src.VersionID != "" {
@@ -288,13 +295,19 @@ func (o *Ops) exists(ctx context.Context, bucket, key string) (bool, error) {
 	return true, nil
 }
 
-// inputSource reads the file source from an execution's input (pipeline.WorkflowInput).
-func inputSource(d *sfn.DescribeExecutionOutput) (pipeline.Source, bool) {
+// workflowInput reads an execution's input (pipeline.WorkflowInput).
+func workflowInput(d *sfn.DescribeExecutionOutput) (pipeline.WorkflowInput, bool) {
 	var in pipeline.WorkflowInput
-	if d.Input == nil || json.Unmarshal([]byte(*d.Input), &in) != nil || in.Source.Key == "" {
-		return pipeline.Source{}, false
+	if d.Input == nil || json.Unmarshal([]byte(*d.Input), &in) != nil {
+		return pipeline.WorkflowInput{}, false
 	}
-	return in.Source, true
+	return in, true
+}
+
+// inputSource reads the file source from an execution's input.
+func inputSource(d *sfn.DescribeExecutionOutput) (pipeline.Source, bool) {
+	in, ok := workflowInput(d)
+	return in.Source, ok && in.Source.Key != ""
 }
 
 func inputKey(d *sfn.DescribeExecutionOutput) string {

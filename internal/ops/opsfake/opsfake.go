@@ -40,6 +40,8 @@ type Execution struct {
 	Stop, Redrive         *time.Time
 	RedriveStatus         sfntypes.ExecutionRedriveStatus
 	RedriveReason         string
+	// History is the execution's history, oldest first.
+	History []sfntypes.HistoryEvent
 }
 
 // ARN is the execution's ARN.
@@ -251,6 +253,30 @@ func (f *sfnFake) RedriveExecution(_ context.Context, in *sfn.RedriveExecutionIn
 	return &sfn.RedriveExecutionOutput{RedriveDate: aws.Time(f.Now)}, nil
 }
 
+// GetExecutionHistory pages through the history, oldest first, maxResults a page (default 100).
+func (f *sfnFake) GetExecutionHistory(_ context.Context, in *sfn.GetExecutionHistoryInput, _ ...func(*sfn.Options)) (*sfn.GetExecutionHistoryOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, err := f.find(in.ExecutionArn)
+	if err != nil {
+		return nil, err
+	}
+	from := 0
+	if in.NextToken != nil {
+		from, _ = strconv.Atoi(*in.NextToken)
+	}
+	size := int(in.MaxResults)
+	if size == 0 {
+		size = 100
+	}
+	to := min(from+size, len(e.History))
+	out := &sfn.GetExecutionHistoryOutput{Events: e.History[from:to]}
+	if to < len(e.History) {
+		out.NextToken = aws.String(strconv.Itoa(to))
+	}
+	return out, nil
+}
+
 // ListEventSourceMappings filters by function name and event source ARN.
 func (w *World) ListEventSourceMappings(_ context.Context, in *lambda.ListEventSourceMappingsInput, _ ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
 	w.mu.Lock()
@@ -400,4 +426,31 @@ func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntyp
 	w.Executions = append(w.Executions, e)
 	w.Objects[t.Bucket+"/"+key] = &Object{VersionID: "v-" + name, ETag: `"etag-` + name + `"`, Body: "id,name\n1,a\n", LastModified: start.Add(-time.Minute)}
 	return e
+}
+
+// SplitHistory is the history of a file execution that split records into segments of the default
+// chunk size and registered done of them: Split's exit, then done MapIterationSucceeded events,
+// padded with other events so that it spans several pages.
+func SplitHistory(records int64, segments, done int) []sfntypes.HistoryEvent {
+	segs := make([]pipeline.Segment, segments)
+	out, err := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: records, Segments: segs}})
+	if err != nil {
+		panic(err)
+	}
+	h := []sfntypes.HistoryEvent{
+		{Type: sfntypes.HistoryEventTypeExecutionStarted},
+		{Type: sfntypes.HistoryEventTypeTaskStateEntered},
+		{Type: sfntypes.HistoryEventTypeLambdaFunctionSucceeded},
+		{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("Split"), Output: aws.String(string(out))}},
+	}
+	for range done {
+		for range 700 {
+			h = append(h, sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeTaskSubmitted})
+		}
+		h = append(h, sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeMapIterationSucceeded})
+	}
+	for i := range h {
+		h[i].Id = int64(i + 1)
+	}
+	return h
 }
