@@ -146,6 +146,9 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		}
 	}()
 
+	if pipeline.IsControl([]byte(rec.Body)) {
+		return h.control(ctx, d) // control.go
+	}
 	ev, err := s3event.Parse([]byte(rec.Body))
 	if err == nil {
 		err = h.belongs(ev)

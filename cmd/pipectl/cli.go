@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const defaultStackPrefix = "TenantPipeline"
+
+const usageText = `pipectl: operate the tenant pipeline's tenants
+
+usage: pipectl [--stack-prefix P] [--json] COMMAND [ARGS] [FLAGS]
+
+commands:
+  status [TENANT...]                      policy, paused, blocked, queue depth, head file, last failure
+  files TENANT [--limit N]                the tenant's recent files, newest first (N 1-1000, default 20)
+  pause TENANT                            stop processing: disable the controller's event source mapping
+  resume TENANT                           restart processing
+  skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
+  redrive TENANT [EXECUTION] [--reason T] resume a failed file from its failed segment, in order
+  replay TENANT KEY [--version-id V] [--reason T]
+                                          register a file again, behind what is queued, with new keys
+  replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
+
+global flags (before or after the arguments):
+  --stack-prefix P   start of the stack names (default TenantPipeline)
+  --json             print one JSON document instead of a table
+
+exit status: 0 ok, 1 failure or refused, 2 bad usage. docs/operations.md has the details.
+`
+
+// usageError is bad usage: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// globals are the flags every command takes.
+type globals struct {
+	stackPrefix string
+	json        bool
+}
+
+// register adds the global flags to fs, keeping the values already parsed (a command's flag set
+// parses them again after the command name).
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.stackPrefix, "stack-prefix", g.stackPrefix, "start of the stack names")
+	fs.BoolVar(&g.json, "json", g.json, "print one JSON document")
+}
+
+// command is one subcommand: its flags and what it does with its positional arguments.
+type command struct {
+	name    string
+	minArgs int
+	maxArgs int // -1: any
+	args    string
+	flags   func(fs *flag.FlagSet) func() error // registers flags; the returned func validates them
+	run     func(ctx context.Context, e *env, args []string) (any, error)
+}
+
+// env is what a command runs with.
+type env struct {
+	g      globals
+	newOps newOpsFunc
+	out    io.Writer
+	human  func(v any) string // set by the command for its table
+}
+
+// run is pipectl. It returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps newOpsFunc) int {
+	fail := func(code int, err error) int {
+		// One clear line.
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+		fmt.Fprintln(stderr, "pipectl: "+msg)
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "run 'pipectl help' for usage")
+		}
+		return code
+	}
+
+	g := globals{stackPrefix: defaultStackPrefix}
+	top := flag.NewFlagSet("pipectl", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		return fail(exitUsage, err)
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		return fail(exitUsage, usagef("no command given"))
+	}
+	name := rest[0]
+	if name == "help" {
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return fail(exitUsage, usagef("unknown command %q", name))
+	}
+	c := commands[i]
+
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	validate := func() error { return nil }
+	if c.flags != nil {
+		validate = c.flags(fs)
+	}
+	pos, err := parseInterspersed(fs, rest[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
+	if err != nil {
+		return fail(exitUsage, fmt.Errorf("%s: %w", c.name, err))
+	}
+	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
+		return fail(exitUsage, usagef("usage: pipectl %s %s", c.name, c.args))
+	}
+	if err := validate(); err != nil {
+		return fail(exitUsage, fmt.Errorf("%s: %w", c.name, err))
+	}
+
+	e := &env{g: g, newOps: newOps, out: stdout}
+	v, err := c.run(ctx, e, pos)
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(exitUsage, err)
+		}
+		return fail(exitFailure, err)
+	}
+	if g.json {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fail(exitFailure, err)
+		}
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
+	fmt.Fprint(stdout, e.human(v))
+	return exitOK
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments, as people type them
+// (`pipectl status acme --json`). Everything after "--" is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i+1:]
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

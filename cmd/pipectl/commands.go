@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/ops"
+)
+
+// commands are pipectl's subcommands, as issue 10 spells them.
+var commands = []command{
+	{name: "status", minArgs: 0, maxArgs: -1, args: "[TENANT...]", run: runStatus},
+	{name: "files", minArgs: 1, maxArgs: 1, args: "TENANT [--limit N]", flags: filesFlags, run: runFiles},
+	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(true)},
+	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false)},
+	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip},
+	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT]", flags: reasonFlag, run: runRedrive},
+	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay},
+}
+
+// Command flags. Each command's flag set is new per run, so these hold one run's values.
+var (
+	flagLimit     int
+	flagReason    string
+	flagVersionID string
+	flagFromDLQ   bool
+)
+
+func filesFlags(fs *flag.FlagSet) func() error {
+	fs.IntVar(&flagLimit, "limit", 20, "how many files")
+	return func() error {
+		// ListExecutions returns at most 1,000 executions a page.
+		// https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html
+		if flagLimit < 1 || flagLimit > 1000 {
+			return usagef("--limit %d is out of range, want 1 to 1000", flagLimit)
+		}
+		return nil
+	}
+}
+
+func reasonFlag(fs *flag.FlagSet) func() error {
+	fs.StringVar(&flagReason, "reason", "", "why (kept in the audit trail)")
+	return func() error { return nil }
+}
+
+func skipFlags(fs *flag.FlagSet) func() error {
+	reasonFlag(fs)
+	return func() error {
+		if strings.TrimSpace(flagReason) == "" {
+			return usagef("--reason is required: it is the audit record")
+		}
+		return nil
+	}
+}
+
+func replayFlags(fs *flag.FlagSet) func() error {
+	reasonFlag(fs)
+	fs.StringVar(&flagVersionID, "version-id", "", "the object version to replay (default: the current one)")
+	fs.BoolVar(&flagFromDLQ, "from-dlq", false, "re-send the events on the rule target's dead-letter queue")
+	return func() error { return nil }
+}
+
+func (e *env) ops(ctx context.Context) (*ops.Ops, error) { return e.newOps(ctx, e.g.stackPrefix) }
+
+func runStatus(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := o.Status(ctx, args)
+	e.human = func(any) string { return statusTable(rep) }
+	return rep, err
+}
+
+func runFiles(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := o.Files(ctx, args[0], flagLimit)
+	e.human = func(any) string { return filesTable(rep) }
+	return rep, err
+}
+
+func runPause(paused bool) func(ctx context.Context, e *env, args []string) (any, error) {
+	return func(ctx context.Context, e *env, args []string) (any, error) {
+		o, err := e.ops(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := o.SetPaused(ctx, args[0], paused)
+		e.human = func(any) string {
+			verb, note := "resumed", "the controller reads the queue again"
+			if paused {
+				verb, note = "paused", "files keep queuing (14 days) and nothing is lost"
+			}
+			if !res.Changed {
+				return fmt.Sprintf("%s was already %s (event source mapping %s is %s)\n", res.Tenant, verb, res.UUID, res.State)
+			}
+			return fmt.Sprintf("%s %s: event source mapping %s is %s; %s\n", verb, res.Tenant, res.UUID, res.State, note)
+		}
+		return res, err
+	}
+}
+
+func runSkip(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := o.Skip(ctx, args[0], args[1], flagReason)
+	e.human = func(any) string {
+		return fmt.Sprintf("skip marker written: s3://%s/%s (version %s, by %s); the controller releases %s at its next check\n",
+			res.Bucket, res.MarkerKey, res.VersionID, res.RequestedBy, res.Tenant)
+	}
+	return res, err
+}
+
+func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	exec := ""
+	if len(args) == 2 {
+		exec = args[1]
+	}
+	res, err := o.Redrive(ctx, args[0], exec, flagReason)
+	e.human = func(any) string {
+		if res.Mode == "redriven" {
+			return fmt.Sprintf("redriven %s: it resumes at its failed segment; the controller releases %s when it succeeds\n", res.ExecutionName, res.Tenant)
+		}
+		return fmt.Sprintf("redrive of %s queued behind %s's current files (request %s, message %s); the controller redrives it at the head\n",
+			res.ExecutionName, res.Tenant, res.RequestID, res.MessageID)
+	}
+	return res, err
+}
+
+func runReplay(ctx context.Context, e *env, args []string) (any, error) {
+	switch {
+	case flagFromDLQ && (len(args) != 1 || flagVersionID != ""):
+		return nil, usagef("replay --from-dlq takes only TENANT")
+	case !flagFromDLQ && len(args) != 2:
+		return nil, usagef("usage: pipectl replay TENANT KEY [--version-id V] | TENANT --from-dlq")
+	}
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var res ops.ReplayResult
+	if flagFromDLQ {
+		res, err = o.ReplayFromDLQ(ctx, args[0])
+		e.human = func(any) string {
+			return fmt.Sprintf("re-sent %d events from %s's dead-letter queue in order; %d other messages left there\n", res.Resent, res.Tenant, res.Skipped)
+		}
+		return res, err
+	}
+	res, err = o.Replay(ctx, args[0], args[1], flagVersionID, flagReason)
+	e.human = func(any) string {
+		return fmt.Sprintf("replay of %s (version %s) queued behind %s's current files as execution %s (new Idempotency-Keys)\n",
+			res.Key, res.VersionID, res.Tenant, res.ExecutionName)
+	}
+	return res, err
+}
+
+// statusTable is one row per tenant, then one line per last failure.
+func statusTable(rep ops.StatusReport) string {
+	var b strings.Builder
+	rows := [][]string{{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
+	for _, t := range rep.Tenants {
+		paused := "?"
+		if t.Paused != nil {
+			paused = yesNo(*t.Paused)
+		}
+		visible, inflight := "-", "-"
+		if t.Queue != nil {
+			visible, inflight = fmt.Sprint(t.Queue.Visible), fmt.Sprint(t.Queue.InFlight)
+		}
+		head, exec, status, records, queued, running := "-", "-", "-", "-", "-", "-"
+		if h := t.Head; h != nil {
+			head, exec, status, queued, running = orDash(h.Key), h.ExecutionName, h.Status, dur(h.QueuedSeconds), dur(h.RunningSeconds)
+			if p := h.Progress; p != nil {
+				// Registered at segment granularity: at least this many.
+				records = fmt.Sprintf(">=%d/%d", p.Registered, p.Records)
+			}
+		}
+		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
+	}
+	b.WriteString(table(rows))
+	for _, t := range rep.Tenants {
+		if f := t.LastFailure; f != nil {
+			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.Error), orDash(f.Cause))
+		}
+	}
+	return b.String()
+}
+
+func filesTable(rep ops.FilesReport) string {
+	var b strings.Builder
+	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
+	for _, f := range rep.Files {
+		errName := "-"
+		if f.Error != nil {
+			errName = orDash(*f.Error)
+		}
+		records := "-"
+		if f.Records != nil {
+			records = fmt.Sprint(*f.Records)
+		}
+		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, stamp(f.Start), stamp(f.Stop), errName})
+	}
+	b.WriteString(table(rows))
+	if len(rep.Files) == 0 {
+		fmt.Fprintf(&b, "(%s has no files yet)\n", rep.Tenant)
+	}
+	return b.String()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func dur(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return time.Duration(*s * float64(time.Second)).Round(time.Second).String()
+}
+
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,50 @@
+// Command pipectl operates the tenant pipeline's tenants: status, files, pause, resume, skip,
+// redrive and replay (docs/operations.md). It finds every tenant from the deployed stacks alone
+// (stack prefix + tenant id) and uses the AWS SDK's standard credential, region and endpoint chain,
+// including AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so the same binary works against AWS
+// and against the local run.
+//
+// Exit status: 0 success, 1 failure (including a refused operation), 2 bad usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/example/tenantpipeline/internal/awsconfig"
+	"github.com/example/tenantpipeline/internal/ops"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, awsOps))
+}
+
+// awsOps builds Ops on the SDK's default configuration. config.LoadDefaultConfig reads
+// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS) since
+// github.com/aws/aws-sdk-go-v2/config v1.21.0; go.mod requires a later one.
+// https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html
+func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load the AWS configuration: %w", err)
+	}
+	return ops.New(ops.Clients{
+		CloudFormation: cloudformation.NewFromConfig(cfg),
+		SQS:            sqs.NewFromConfig(cfg),
+		StepFunctions:  sfn.NewFromConfig(cfg),
+		Lambda:         lambda.NewFromConfig(cfg),
+		S3:             s3.NewFromConfig(cfg, awsconfig.S3Options),
+		STS:            sts.NewFromConfig(cfg),
+	}, stackPrefix), nil
+}
+
+// newOpsFunc builds the operations for a stack prefix (a fake in tests).
+type newOpsFunc func(ctx context.Context, stackPrefix string) (*ops.Ops, error)

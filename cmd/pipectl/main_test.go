@@ -1,0 +1,565 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/ops/opsfake"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+var (
+	acme   = opsfake.Tenant("acme", pipeline.OnFailureHalt)
+	globex = opsfake.Tenant("globex", pipeline.OnFailureContinue)
+	zeta   = opsfake.Tenant("zeta", pipeline.OnFailureContinue)
+)
+
+// world is two tenant stacks of the default prefix and one of another prefix:
+//   - acme (halt) is blocked at acme-2 (FAILED), with 2 files visible and its head in flight;
+//   - globex (continue) is paused, runs globex-3, and failed globex-1 an hour ago.
+func world() *opsfake.World {
+	w := opsfake.New(now)
+	w.Stacks = append(w.Stacks, opsfakeStack("TenantPipeline-Ingest"))
+	w.AddTenant("TenantPipeline-Tenants-1", acme)
+	w.AddTenant("TenantPipeline-Tenants-2", globex)
+	w.AddTenant("Other-Tenants-1", zeta)
+	w.AddTenant("TenantPipelineX-Tenants-1", opsfake.Tenant("xeno", pipeline.OnFailureContinue))
+
+	w.AddExecution(acme, "acme-1", sfntypes.ExecutionStatusSucceeded, "inbox/acme/a.csv", now.Add(-20*time.Minute))
+	w.AddExecution(acme, "acme-2", sfntypes.ExecutionStatusFailed, "inbox/acme/bad.csv", now.Add(-10*time.Minute))
+	w.Queues[acme.QueueURL].Visible, w.Queues[acme.QueueURL].InFlight = 2, 1
+
+	w.AddExecution(globex, "globex-1", sfntypes.ExecutionStatusFailed, "inbox/globex/old.csv", now.Add(-time.Hour))
+	w.AddExecution(globex, "globex-2", sfntypes.ExecutionStatusSucceeded, "inbox/globex/b.csv", now.Add(-30*time.Minute))
+	big := w.AddExecution(globex, "globex-3", sfntypes.ExecutionStatusRunning, "inbox/globex/big.csv", now.Add(-30*time.Second))
+	// 250,000 records at 100 a chunk are 3 segments of 100,000 records; 2 are done.
+	big.History = opsfake.SplitHistory(250_000, 3, 2)
+	w.Queues[globex.QueueURL].InFlight = 1
+	for i := range w.Mappings {
+		if aws.ToString(w.Mappings[i].UUID) == globex.EventSourceMappingUUID {
+			w.Mappings[i].State = aws.String("Disabled")
+		}
+	}
+	return w
+}
+
+// run runs pipectl against the world, with the world's clock and request id "req-1".
+func runIn(t *testing.T, w *opsfake.World, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
+		o := ops.New(w.Clients(), prefix)
+		o.Now = func() time.Time { return now }
+		o.NewRequestID = func() string { return "req-1" }
+		return o, nil
+	}
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut, newOps)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageAndExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		wantCode   int
+		wantStderr string // "" means stderr must be empty
+		wantStdout string
+	}{
+		{nil, 2, "pipectl: no command given", ""},
+		{[]string{"frobnicate"}, 2, `pipectl: unknown command "frobnicate"`, ""},
+		{[]string{"status", "--bogus"}, 2, "pipectl: status: flag provided but not defined: -bogus", ""},
+		{[]string{"--bogus", "status"}, 2, "pipectl: flag provided but not defined: -bogus", ""},
+		{[]string{"files"}, 2, "pipectl: usage: pipectl files TENANT [--limit N]", ""},
+		{[]string{"files", "acme", "--limit", "0"}, 2, "--limit 0 is out of range, want 1 to 1000", ""},
+		{[]string{"files", "acme", "--limit", "x"}, 2, `invalid value "x" for flag -limit`, ""},
+		{[]string{"skip", "acme", "acme-2"}, 2, "--reason is required", ""},
+		{[]string{"pause", "acme", "extra"}, 2, "usage: pipectl pause TENANT", ""},
+		{[]string{"replay", "acme"}, 2, "usage: pipectl replay TENANT KEY", ""},
+		{[]string{"replay", "acme", "inbox/acme/a.csv", "--from-dlq"}, 2, "replay --from-dlq takes only TENANT", ""},
+		{[]string{"help"}, 0, "", "usage: pipectl"},
+		{[]string{"status", "-h"}, 0, "", "usage: pipectl"},
+		{[]string{"status", "nobody"}, 1, `pipectl: tenant "nobody" not found; tenants: acme, globex`, ""},
+		{[]string{"--stack-prefix", "Nothing", "pause", "acme"}, 1, `no stack named Nothing-* has an output PipelineTenant*`, ""},
+		{[]string{"status"}, 0, "", "TENANT"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runIn(t, world(), tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("got exit %d, want %d; stderr %q", code, tc.wantCode, stderr)
+			}
+			if tc.wantStderr == "" && stderr != "" {
+				t.Errorf("got stderr %q, want none", stderr)
+			}
+			if !strings.Contains(stderr, tc.wantStderr) {
+				t.Errorf("got stderr %q, want it to contain %q", stderr, tc.wantStderr)
+			}
+			if !strings.Contains(stdout, tc.wantStdout) {
+				t.Errorf("got stdout %q, want it to contain %q", stdout, tc.wantStdout)
+			}
+			// Errors are one clear line (plus the usage hint for bad usage).
+			wantLines := map[int]int{0: 0, 1: 1, 2: 2}[tc.wantCode]
+			if n := strings.Count(stderr, "\n"); n != wantLines {
+				t.Errorf("got %d stderr lines, want %d: %q", n, wantLines, stderr)
+			}
+		})
+	}
+}
+
+// Flags may come before or after the arguments, as people type them.
+func TestFlagsAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantIDs []string
+	}{
+		{[]string{"status", "acme", "--json"}, []string{"acme"}},
+		{[]string{"--json", "status", "acme"}, []string{"acme"}},
+		{[]string{"status", "--json", "globex", "acme"}, []string{"globex", "acme"}},
+		{[]string{"status", "--json"}, []string{"acme", "globex"}},
+		{[]string{"--stack-prefix", "Other", "status", "--json"}, []string{"zeta"}},
+		{[]string{"status", "zeta", "--stack-prefix=Other", "-json"}, []string{"zeta"}},
+		{[]string{"status", "--json", "--", "acme"}, []string{"acme"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runIn(t, world(), tc.args...)
+			if code != 0 {
+				t.Fatalf("got exit %d (%s), want 0", code, stderr)
+			}
+			var rep ops.StatusReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout)
+			}
+			var ids []string
+			for _, r := range rep.Tenants {
+				ids = append(ids, r.ID)
+			}
+			if !slices.Equal(ids, tc.wantIDs) {
+				t.Errorf("got tenants %v, want %v", ids, tc.wantIDs)
+			}
+		})
+	}
+}
+
+// The JSON shape is the issue's, field for field, with null for what does not apply.
+func TestStatusJSON(t *testing.T) {
+	code, stdout, stderr := runIn(t, world(), "status", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, exp any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, exp) {
+		t.Errorf("got\n%s\nwant\n%s", stdout, want)
+	}
+}
+
+func TestStatusNulls(t *testing.T) {
+	w := opsfake.New(now)
+	w.AddTenant("TenantPipeline-Tenants-1", globex)
+	code, stdout, _ := runIn(t, w, "status", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, want 0", code)
+	}
+	want := `{"tenants":[{"id":"globex","policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}]}`
+	var got, exp any
+	json.Unmarshal([]byte(stdout), &got)
+	json.Unmarshal([]byte(want), &exp)
+	if !reflect.DeepEqual(got, exp) {
+		t.Errorf("got %s, want %s", stdout, want)
+	}
+}
+
+func TestStatusTable(t *testing.T) {
+	code, stdout, _ := runIn(t, world(), "status")
+	if code != 0 {
+		t.Fatalf("got exit %d, want 0", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	for i, want := range [][]string{
+		{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"},
+		{"acme", "halt", "no", "yes", "2", "1", "inbox/acme/bad.csv", "acme-2", "FAILED", "-", "11m0s", "-"},
+		{"globex", "continue", "yes", "no", "0", "1", "inbox/globex/big.csv", "globex-3", "RUNNING", ">=200000/250000", "1m30s", "30s"},
+	} {
+		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
+			t.Errorf("line %d: got %q, want %q", i, got, want)
+		}
+	}
+	if !strings.Contains(stdout, "acme last failure: inbox/acme/bad.csv acme-2 FAILED: ValidationError: inbox/acme/bad.csv line 3") {
+		t.Errorf("got %s, want acme's last failure line", stdout)
+	}
+}
+
+func TestFiles(t *testing.T) {
+	code, stdout, stderr := runIn(t, world(), "files", "globex", "--limit", "2", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var rep struct {
+		Tenant string           `json:"tenant"`
+		Files  []map[string]any `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 2 {
+		t.Fatalf("got %d files, want 2 (--limit 2)", len(rep.Files))
+	}
+	// Newest first.
+	if rep.Files[0]["executionName"] != "globex-3" || rep.Files[1]["executionName"] != "globex-2" {
+		t.Errorf("got %v, %v, want globex-3, globex-2", rep.Files[0]["executionName"], rep.Files[1]["executionName"])
+	}
+	keys := func(m map[string]any) []string {
+		var k []string
+		for n := range m {
+			k = append(k, n)
+		}
+		slices.Sort(k)
+		return k
+	}
+	if got, want := keys(rep.Files[0]), []string{"error", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
+		t.Errorf("got fields %v, want %v", got, want)
+	}
+	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
+		t.Errorf("got %v, want null stop and error and 250000 records (Split's count) for the running file", rep.Files[0])
+	}
+	if rep.Files[1]["records"] != nil {
+		t.Errorf("got records %v, want null for a file whose history does not tell", rep.Files[1]["records"])
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		wantEnabled *bool // the UpdateEventSourceMapping call, nil: none
+		wantOut     string
+	}{
+		{[]string{"pause", "acme"}, aws.Bool(false), "paused acme: event source mapping esm-acme is Disabling"},
+		{[]string{"resume", "globex"}, aws.Bool(true), "resumed globex: event source mapping esm-globex is Enabling"},
+		{[]string{"pause", "globex"}, nil, "globex was already paused"},
+		{[]string{"resume", "acme"}, nil, "acme was already resumed"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			w := world()
+			code, stdout, stderr := runIn(t, w, tc.args...)
+			if code != 0 {
+				t.Fatalf("got exit %d (%s), want 0", code, stderr)
+			}
+			if !strings.Contains(stdout, tc.wantOut) {
+				t.Errorf("got %q, want it to contain %q", stdout, tc.wantOut)
+			}
+			if tc.wantEnabled == nil {
+				if len(w.Updates) != 0 {
+					t.Errorf("got %d updates, want none", len(w.Updates))
+				}
+				return
+			}
+			if len(w.Updates) != 1 || aws.ToBool(w.Updates[0].Enabled) != *tc.wantEnabled || aws.ToString(w.Updates[0].UUID) != "esm-"+tc.args[1] {
+				t.Errorf("got updates %+v, want one of esm-%s with Enabled=%v", w.Updates, tc.args[1], *tc.wantEnabled)
+			}
+		})
+	}
+	// status shows what pause did.
+	w := world()
+	runIn(t, w, "pause", "acme")
+	_, stdout, _ := runIn(t, w, "status", "acme", "--json")
+	if !strings.Contains(stdout, `"paused": true`) {
+		t.Errorf("got %s, want acme paused", stdout)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	markerKey := "control/acme/skip/acme-2"
+	for _, tc := range []struct {
+		name      string
+		setup     func(w *opsfake.World)
+		args      []string
+		wantCode  int
+		wantError string
+	}{
+		{name: "the blocking execution is skipped", args: []string{"skip", "acme", "acme-2", "--reason", "row 3 fixed upstream; file resent"}},
+		{name: "flags first", args: []string{"skip", "--reason=row 3 fixed upstream; file resent", "acme", "acme-2"}},
+		{name: "another execution is refused", args: []string{"skip", "acme", "acme-1", "--reason", "x"}, wantCode: 1,
+			wantError: "execution acme-1 is not tenant acme's blocking execution (acme-2 is)"},
+		{name: "a continue tenant is refused", args: []string{"skip", "globex", "globex-1", "--reason", "x"}, wantCode: 1,
+			wantError: "tenant globex has policy continue"},
+		{name: "an execution being redriven is not blocking", args: []string{"skip", "acme", "acme-2", "--reason", "x"}, wantCode: 1,
+			setup: func(w *opsfake.World) {
+				w.Executions[1].Status = sfntypes.ExecutionStatusRunning
+			},
+			wantError: "tenant acme is not blocked"},
+		{name: "a drained tenant is not blocked", args: []string{"skip", "acme", "acme-2", "--reason", "x"}, wantCode: 1,
+			setup: func(w *opsfake.World) {
+				w.Queues[acme.QueueURL].Visible, w.Queues[acme.QueueURL].InFlight = 0, 0
+			},
+			wantError: "tenant acme is not blocked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			if tc.setup != nil {
+				tc.setup(w)
+			}
+			code, stdout, stderr := runIn(t, w, tc.args...)
+			if code != tc.wantCode {
+				t.Fatalf("got exit %d (%s), want %d", code, stderr, tc.wantCode)
+			}
+			body, written := w.Body("ingest", markerKey)
+			if tc.wantCode != 0 {
+				if !strings.Contains(stderr, tc.wantError) {
+					t.Errorf("got %q, want it to contain %q", stderr, tc.wantError)
+				}
+				if written {
+					t.Errorf("got a skip marker written, want none")
+				}
+				return
+			}
+			want := "row 3 fixed upstream; file resent\nrequested-by: arn:aws:sts::123456789012:assumed-role/Operator/alice\nrequested-at: 2026-11-30T12:00:00Z\n"
+			if body != want {
+				t.Errorf("got marker %q, want %q", body, want)
+			}
+			if !strings.Contains(stdout, "s3://ingest/"+markerKey) {
+				t.Errorf("got %q, want the marker's location", stdout)
+			}
+			// Once written, the tenant is no longer blocked.
+			_, st, _ := runIn(t, w, "status", "acme", "--json")
+			if !strings.Contains(st, `"blocked": false`) {
+				t.Errorf("got %s, want acme not blocked after the skip", st)
+			}
+		})
+	}
+}
+
+func TestRedrive(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		setup       func(w *opsfake.World)
+		args        []string
+		wantCode    int
+		wantError   string
+		wantRedrive string // execution redriven directly (halt)
+		wantControl string // execution named by the control message sent (continue)
+	}{
+		{name: "halt: the blocking execution is redriven", args: []string{"redrive", "acme"}, wantRedrive: "acme-2"},
+		{name: "halt: naming the blocking execution", args: []string{"redrive", "acme", "acme-2"}, wantRedrive: "acme-2"},
+		{name: "halt: another execution is refused", args: []string{"redrive", "acme", "acme-1"}, wantCode: 1,
+			wantError: "execution acme-1 is not tenant acme's blocking execution (acme-2 is)"},
+		{name: "halt: not blocked is refused", args: []string{"redrive", "acme"}, wantCode: 1, wantError: "tenant acme is not blocked",
+			setup: func(w *opsfake.World) { w.Queues[acme.QueueURL].Visible, w.Queues[acme.QueueURL].InFlight = 0, 0 }},
+		{name: "halt: stopped more than 14 days ago is refused", args: []string{"redrive", "acme"}, wantCode: 1,
+			wantError: "stopped 2026-11-16T11:59:00Z, more than 14 days ago",
+			setup:     func(w *opsfake.World) { w.Executions[1].Stop = aws.Time(now.Add(-14*24*time.Hour - time.Minute)) }},
+		{name: "halt: not redrivable is refused with Step Functions' reason", args: []string{"redrive", "acme"}, wantCode: 1,
+			wantError: "execution acme-2 is not redrivable: Execution history event limit exceeded.",
+			setup: func(w *opsfake.World) {
+				w.Executions[1].RedriveStatus = sfntypes.ExecutionRedriveStatusNotRedrivable
+				w.Executions[1].RedriveReason = "Execution history event limit exceeded."
+			}},
+		{name: "continue: goes through the FIFO group", args: []string{"redrive", "globex", "globex-1", "--reason", "core fixed"}, wantControl: "globex-1"},
+		{name: "continue: the newest failure by default", args: []string{"redrive", "globex"}, wantControl: "globex-1"},
+		{name: "continue: a succeeded execution is refused", args: []string{"redrive", "globex", "globex-2"}, wantCode: 1,
+			wantError: "execution globex-2 is SUCCEEDED: only FAILED, TIMED_OUT or ABORTED executions can be redriven"},
+		{name: "continue: an unknown execution is refused", args: []string{"redrive", "globex", "nope"}, wantCode: 1,
+			wantError: "tenant globex has no execution nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			if tc.setup != nil {
+				tc.setup(w)
+			}
+			code, _, stderr := runIn(t, w, tc.args...)
+			if code != tc.wantCode {
+				t.Fatalf("got exit %d (%s), want %d", code, stderr, tc.wantCode)
+			}
+			if !strings.Contains(stderr, tc.wantError) {
+				t.Errorf("got %q, want it to contain %q", stderr, tc.wantError)
+			}
+			var redriven []string
+			for _, r := range w.Redrives {
+				redriven = append(redriven, aws.ToString(r.ExecutionArn))
+			}
+			var wantRedrives []string
+			if tc.wantRedrive != "" {
+				wantRedrives = []string{"arn:aws:states:eu-west-1:123456789012:execution:acme-files:" + tc.wantRedrive}
+			}
+			if !slices.Equal(redriven, wantRedrives) {
+				t.Errorf("got RedriveExecution of %v, want %v", redriven, wantRedrives)
+			}
+			sent := w.Queues[globex.QueueURL].Sent
+			if tc.wantControl == "" {
+				if len(sent) != 0 {
+					t.Errorf("got %d messages sent, want none", len(sent))
+				}
+				return
+			}
+			if len(sent) != 1 {
+				t.Fatalf("got %d messages sent, want 1", len(sent))
+			}
+			if aws.ToString(sent[0].MessageGroupId) != "globex" || aws.ToString(sent[0].MessageDeduplicationId) != "req-1" {
+				t.Errorf("got group %s, dedup id %s, want globex, req-1", aws.ToString(sent[0].MessageGroupId), aws.ToString(sent[0].MessageDeduplicationId))
+			}
+			m, err := pipeline.DecodeControl([]byte(aws.ToString(sent[0].MessageBody)))
+			if err != nil {
+				t.Fatalf("got an invalid control message: %v", err)
+			}
+			if m.Action != pipeline.ControlRedrive || m.ExecutionName != tc.wantControl || m.Tenant != "globex" ||
+				m.RequestedBy != "arn:aws:sts::123456789012:assumed-role/Operator/alice" || m.RequestID != "req-1" || !m.RequestedAt.Equal(now) {
+				t.Errorf("got %+v, want a redrive of %s by alice at %s", m, tc.wantControl, now)
+			}
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	t.Run("a key is pinned to its current version and queued as a control message", func(t *testing.T) {
+		w := world()
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv", "--reason", "core lost it", "--json")
+		if code != 0 {
+			t.Fatalf("got exit %d (%s), want 0", code, stderr)
+		}
+		sent := w.Queues[globex.QueueURL].Sent
+		if len(sent) != 1 {
+			t.Fatalf("got %d messages, want 1", len(sent))
+		}
+		m, err := pipeline.DecodeControl([]byte(aws.ToString(sent[0].MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pipeline.ControlSource{Bucket: "ingest", Key: "inbox/globex/b.csv", VersionID: "v-globex-2", ETag: `"etag-globex-2"`, Size: 12,
+			LastModified: w.Objects["ingest/inbox/globex/b.csv"].LastModified.UTC().Format(time.RFC3339Nano)}
+		if want.LastModified == "0001-01-01T00:00:00Z" {
+			t.Fatalf("the fake object has no LastModified, so this case cannot check it")
+		}
+		if m.Action != pipeline.ControlReplay || m.Source == nil || *m.Source != want || m.Reason != "core lost it" {
+			t.Errorf("got %+v (source %+v), want a replay of %+v", m, m.Source, want)
+		}
+		if !strings.Contains(stdout, `"executionName": "rp-req-1"`) {
+			t.Errorf("got %s, want the replay's execution name", stdout)
+		}
+	})
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantError string
+	}{
+		{"outside the prefix", []string{"replay", "globex", "inbox/acme/a.csv"}, "key inbox/acme/a.csv is outside tenant globex's prefix inbox/globex/"},
+		{"a missing object", []string{"replay", "globex", "inbox/globex/none.csv"}, "head s3://ingest/inbox/globex/none.csv"},
+		{"a missing version", []string{"replay", "globex", "inbox/globex/b.csv", "--version-id", "old"}, "head s3://ingest/inbox/globex/b.csv"},
+		{"no dead-letter queue", []string{"replay", "globex", "--from-dlq"}, "tenant globex's stack names no dead-letter queue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			code, _, stderr := runIn(t, w, tc.args...)
+			if code != 1 || !strings.Contains(stderr, tc.wantError) {
+				t.Errorf("got exit %d, %q, want 1 and %q", code, stderr, tc.wantError)
+			}
+			if n := len(w.Queues[globex.QueueURL].Sent); n != 0 {
+				t.Errorf("got %d messages sent, want none", n)
+			}
+		})
+	}
+}
+
+func TestReplayFromDLQ(t *testing.T) {
+	w := opsfake.New(now)
+	tn := opsfake.Tenant("globex", pipeline.OnFailureContinue)
+	tn.DLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/globex-dlq"
+	w.AddTenant("TenantPipeline-Tenants-1", tn)
+	event := func(id, key string, at time.Time) sqstypes.Message {
+		b, _ := json.Marshal(s3event.ObjectCreated(id, at, "ingest", s3event.Object{Key: key, Size: 3}))
+		return sqstypes.Message{Body: aws.String(string(b)), ReceiptHandle: aws.String("rh-" + id)}
+	}
+	dlq := w.Queues[tn.DLQURL]
+	dlq.Messages = []sqstypes.Message{
+		event("e3", "inbox/globex/3.csv", now.Add(-1*time.Minute)),
+		event("e1", "inbox/globex/1.csv", now.Add(-3*time.Minute)),
+		{Body: aws.String("not an event"), ReceiptHandle: aws.String("rh-junk")},
+		event("e2", "inbox/globex/2.csv", now.Add(-2*time.Minute)),
+		event("eX", "inbox/acme/x.csv", now.Add(-2*time.Minute)),
+	}
+	code, stdout, stderr := runIn(t, w, "replay", "globex", "--from-dlq")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var ids []string
+	for _, s := range w.Queues[tn.QueueURL].Sent {
+		ev, err := s3event.Parse([]byte(aws.ToString(s.MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ev.ID)
+		if aws.ToString(s.MessageGroupId) != "globex" || aws.ToString(s.MessageDeduplicationId) != ev.ID {
+			t.Errorf("got group %s, dedup %s, want globex, %s", aws.ToString(s.MessageGroupId), aws.ToString(s.MessageDeduplicationId), ev.ID)
+		}
+	}
+	if want := []string{"e1", "e2", "e3"}; !slices.Equal(ids, want) {
+		t.Errorf("got events re-sent %v, want %v (oldest first)", ids, want)
+	}
+	if want := []string{"rh-e1", "rh-e2", "rh-e3"}; !slices.Equal(dlq.Deleted, want) {
+		t.Errorf("got deleted %v, want %v (the junk and the other tenant's event stay)", dlq.Deleted, want)
+	}
+	if !strings.Contains(stdout, "re-sent 3 events") || !strings.Contains(stdout, "2 other messages left there") {
+		t.Errorf("got %q, want 3 re-sent and 2 left", stdout)
+	}
+}
+
+func TestDiscoveryRefusesATenantInTwoStacks(t *testing.T) {
+	w := world()
+	w.AddTenant("TenantPipeline-Tenants-3", acme)
+	code, _, stderr := runIn(t, w, "status")
+	if code != 1 || !strings.Contains(stderr, `tenant "acme" is described by two stacks, TenantPipeline-Tenants-1 and TenantPipeline-Tenants-3`) {
+		t.Errorf("got exit %d, %q, want 1 and the two stacks named", code, stderr)
+	}
+}
+
+func opsfakeStack(name string) cftypes.Stack {
+	return cftypes.Stack{StackName: aws.String(name), Outputs: []cftypes.Output{{OutputKey: aws.String("BucketName"), OutputValue: aws.String("ingest")}}}
+}
+
+func TestStatusWithoutMapping(t *testing.T) {
+	w := world()
+	w.Mappings = nil
+	code, stdout, _ := runIn(t, w, "status", "acme", "--json")
+	if code != 0 || !strings.Contains(stdout, `"paused": null`) {
+		t.Errorf("got exit %d, %s, want 0 and paused null", code, stdout)
+	}
+	code, _, stderr := runIn(t, w, "pause", "acme")
+	if code != 1 || !strings.Contains(stderr, "tenant acme: no event source mapping of acme-controller reads arn:aws:sqs:eu-west-1:123456789012:acme.fifo") {
+		t.Errorf("got exit %d, %q, want 1 and the missing mapping named", code, stderr)
+	}
+}
+
+func TestServiceErrorIsOneLine(t *testing.T) {
+	w := world()
+	w.Err["ListExecutions"] = errors.Join(errors.New("operation error SFN: ListExecutions, exceeded maximum number of attempts"), errors.New("ThrottlingException: Rate exceeded"))
+	code, stdout, stderr := runIn(t, w, "status")
+	if code != 1 || stdout != "" {
+		t.Errorf("got exit %d, stdout %q, want 1 and nothing on stdout", code, stdout)
+	}
+	if want := "pipectl: tenant acme: list running executions: operation error SFN: ListExecutions, exceeded maximum number of attempts; ThrottlingException: Rate exceeded\n"; stderr != want {
+		t.Errorf("got %q, want %q", stderr, want)
+	}
+}

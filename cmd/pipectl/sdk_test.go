@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// These tests run pipectl with the real SDK clients against stub servers named by
+// AWS_ENDPOINT_URL_<SERVICE>, so they pin the wire format of every call pipectl makes: the request
+// each service gets and the smallest response pipectl needs. The local run's emulators must answer
+// the same (docs/operations.md).
+
+// wire is one stub service: it answers a request by its operation name and records the operations.
+type wire struct {
+	t      *testing.T
+	mu     sync.Mutex
+	ops    []string
+	bodies map[string]string
+	answer func(op string, r *http.Request, body []byte) (status int, header map[string]string, resp string)
+	// name derives the operation from the request.
+	name func(r *http.Request, body []byte) string
+}
+
+func (s *wire) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	op := s.name(r, body)
+	s.mu.Lock()
+	s.ops = append(s.ops, op)
+	s.bodies[op] = string(body)
+	s.mu.Unlock()
+	status, header, resp := s.answer(op, r, body)
+	for k, v := range header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, resp)
+}
+
+// awsQueryName is the Action of a form-encoded awsQuery request (CloudFormation, STS).
+func awsQueryName(_ *http.Request, body []byte) string {
+	v, _ := url.ParseQuery(string(body))
+	return v.Get("Action")
+}
+
+// jsonTargetName is the X-Amz-Target of an awsJson request (SQS, Step Functions).
+func jsonTargetName(r *http.Request, _ []byte) string { return r.Header.Get("X-Amz-Target") }
+
+// restName is METHOD PATH?QUERY (Lambda, S3 path-style).
+func restName(r *http.Request, _ []byte) string {
+	n := r.Method + " " + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		q := r.URL.Query()
+		q.Del("x-id")
+		if e := q.Encode(); e != "" {
+			n += "?" + e
+		}
+	}
+	return n
+}
+
+func newWire(t *testing.T, env string, name func(*http.Request, []byte) string,
+	answer func(op string, r *http.Request, body []byte) (int, map[string]string, string)) *wire {
+	s := &wire{t: t, name: name, answer: answer, bodies: map[string]string{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	t.Setenv(env, srv.URL)
+	return s
+}
+
+const (
+	acmeOutput = `{"version":1,"id":"acme","policy":"halt","idempotencyKey":"event-id","bucket":"ingest","prefix":"inbox/acme/",` +
+		`"queueUrl":"https://sqs.eu-west-1.amazonaws.com/123456789012/acme.fifo","queueArn":"arn:aws:sqs:eu-west-1:123456789012:acme.fifo",` +
+		`"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files",` +
+		`"segmentStateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-segments",` +
+		`"controllerFunction":"acme-controller","eventSourceMappingUuid":"esm-acme"}`
+	acme2ARN = "arn:aws:states:eu-west-1:123456789012:execution:acme-files:acme-2"
+	acme1ARN = "arn:aws:states:eu-west-1:123456789012:execution:acme-files:acme-1"
+)
+
+// stubAWS starts one stub per service pipectl calls, for the tenant acme blocked at acme-2.
+func stubAWS(t *testing.T) map[string]*wire {
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
+		"AWS_EC2_METADATA_DISABLED": "true", "S3_USE_PATH_STYLE": "true", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+	} {
+		t.Setenv(k, v)
+	}
+	ok := func(s string) (int, map[string]string, string) {
+		return 200, map[string]string{"Content-Type": "text/xml"}, s
+	}
+	js := func(s string) (int, map[string]string, string) {
+		return 200, map[string]string{"Content-Type": "application/x-amz-json-1.0"}, s
+	}
+	failedInput, _ := json.Marshal(pipeline.WorkflowInput{Source: pipeline.Source{Bucket: "ingest", Key: "inbox/acme/bad.csv", VersionID: "v2"}})
+	w := map[string]*wire{}
+
+	// CloudFormation (awsQuery): two pages, the ingest stack without tenant outputs first.
+	w["cfn"] = newWire(t, "AWS_ENDPOINT_URL_CLOUDFORMATION", awsQueryName, func(op string, _ *http.Request, body []byte) (int, map[string]string, string) {
+		if op != "DescribeStacks" {
+			return 400, nil, ""
+		}
+		v, _ := url.ParseQuery(string(body))
+		if v.Get("NextToken") == "" {
+			return ok(`<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><DescribeStacksResult>
+<Stacks><member><StackName>TenantPipeline-Ingest</StackName><StackStatus>CREATE_COMPLETE</StackStatus><CreationTime>2026-11-29T10:00:00Z</CreationTime>
+<Outputs><member><OutputKey>BucketName</OutputKey><OutputValue>ingest</OutputValue></member></Outputs></member></Stacks>
+<NextToken>page-2</NextToken></DescribeStacksResult><ResponseMetadata><RequestId>r1</RequestId></ResponseMetadata></DescribeStacksResponse>`)
+		}
+		var esc bytes.Buffer
+		xmlEscape(&esc, acmeOutput)
+		return ok(`<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><DescribeStacksResult>
+<Stacks><member><StackName>TenantPipeline-Tenants-1</StackName><StackStatus>UPDATE_COMPLETE</StackStatus><CreationTime>2026-11-29T10:00:00Z</CreationTime>
+<Outputs><member><OutputKey>PipelineTenant61636d65</OutputKey><OutputValue>` + esc.String() + `</OutputValue></member></Outputs></member></Stacks>
+</DescribeStacksResult><ResponseMetadata><RequestId>r2</RequestId></ResponseMetadata></DescribeStacksResponse>`)
+	})
+	// STS (awsQuery).
+	w["sts"] = newWire(t, "AWS_ENDPOINT_URL_STS", awsQueryName, func(string, *http.Request, []byte) (int, map[string]string, string) {
+		return ok(`<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>
+<Arn>arn:aws:sts::123456789012:assumed-role/Operator/alice</Arn><UserId>AROAEXAMPLE:alice</UserId><Account>123456789012</Account>
+</GetCallerIdentityResult><ResponseMetadata><RequestId>r3</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
+	})
+	// Lambda (restJson1).
+	w["lambda"] = newWire(t, "AWS_ENDPOINT_URL_LAMBDA", restName, func(op string, _ *http.Request, _ []byte) (int, map[string]string, string) {
+		if strings.HasPrefix(op, "PUT ") {
+			return 202, map[string]string{"Content-Type": "application/json"}, `{"UUID":"esm-acme","State":"Disabling"}`
+		}
+		return 200, map[string]string{"Content-Type": "application/json"},
+			`{"EventSourceMappings":[{"UUID":"esm-acme","State":"Enabled","EventSourceArn":"arn:aws:sqs:eu-west-1:123456789012:acme.fifo","FunctionArn":"arn:aws:lambda:eu-west-1:123456789012:function:acme-controller"}]}`
+	})
+	// SQS (awsJson1_0).
+	w["sqs"] = newWire(t, "AWS_ENDPOINT_URL_SQS", jsonTargetName, func(op string, _ *http.Request, _ []byte) (int, map[string]string, string) {
+		switch op {
+		case "AmazonSQS.GetQueueAttributes":
+			return js(`{"Attributes":{"ApproximateNumberOfMessages":"2","ApproximateNumberOfMessagesNotVisible":"1"}}`)
+		case "AmazonSQS.SendMessage":
+			return js(`{"MessageId":"m-1","MD5OfMessageBody":"x","SequenceNumber":"1"}`)
+		}
+		return 400, nil, `{}`
+	})
+	// Step Functions (awsJson1_0).
+	w["sfn"] = newWire(t, "AWS_ENDPOINT_URL_SFN", jsonTargetName, func(op string, _ *http.Request, body []byte) (int, map[string]string, string) {
+		var in map[string]any
+		json.Unmarshal(body, &in)
+		switch op {
+		case "AWSStepFunctions.ListExecutions":
+			if in["statusFilter"] == "RUNNING" {
+				return js(`{"executions":[]}`)
+			}
+			return js(fmt.Sprintf(`{"executions":[
+{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-2","status":"FAILED","startDate":1796032800,"stopDate":1796032860},
+{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-1","status":"SUCCEEDED","startDate":1796032200,"stopDate":1796032260}]}`, acme2ARN, acme1ARN))
+		case "AWSStepFunctions.DescribeExecution":
+			return js(fmt.Sprintf(`{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-2",
+"status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError","cause":"inbox/acme/bad.csv line 3: 2 fields, want 3",
+"redriveStatus":"REDRIVABLE"}`, acme2ARN, string(failedInput)))
+		case "AWSStepFunctions.GetExecutionHistory":
+			split, _ := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: 150_000, Segments: make([]pipeline.Segment, 2)}})
+			return js(fmt.Sprintf(`{"events":[
+{"id":1,"type":"ExecutionStarted","timestamp":1796032800},
+{"id":6,"type":"TaskStateExited","timestamp":1796032801,"stateExitedEventDetails":{"name":"Split","output":%q}},
+{"id":14,"type":"MapIterationSucceeded","timestamp":1796032830,"mapIterationSucceededEventDetails":{"name":"Segments","index":0}},
+{"id":22,"type":"MapIterationFailed","timestamp":1796032860,"mapIterationFailedEventDetails":{"name":"Segments","index":1}}]}`, split))
+		case "AWSStepFunctions.RedriveExecution":
+			return js(`{"redriveDate":1796033400}`)
+		}
+		return 400, nil, `{}`
+	})
+	// S3 (restXml, path style).
+	w["s3"] = newWire(t, "AWS_ENDPOINT_URL_S3", restName, func(op string, _ *http.Request, _ []byte) (int, map[string]string, string) {
+		switch {
+		case strings.HasPrefix(op, "HEAD /ingest/control/"):
+			return 404, nil, ""
+		case op == "HEAD /ingest/inbox/acme/bad.csv?versionId=v2":
+			return 200, map[string]string{"Last-Modified": "Mon, 30 Nov 2026 11:49:00 GMT", "ETag": `"e"`, "x-amz-version-id": "v2", "Content-Length": "0"}, ""
+		case strings.HasPrefix(op, "PUT /ingest/control/acme/skip/acme-2"):
+			return 200, map[string]string{"x-amz-version-id": "marker-v1", "ETag": `"m"`}, ""
+		}
+		return 404, nil, ""
+	})
+	return w
+}
+
+// xmlEscape escapes s as XML character data.
+func xmlEscape(b *bytes.Buffer, s string) {
+	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+	b.WriteString(r.Replace(s))
+}
+
+func TestSDKStatus(t *testing.T) {
+	w := stubAWS(t)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"status", "acme", "--json"}, &out, &errOut, awsOps); code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, errOut.String())
+	}
+	var rep struct {
+		Tenants []struct {
+			ID      string `json:"id"`
+			Paused  *bool  `json:"paused"`
+			Blocked bool   `json:"blocked"`
+			Queue   struct {
+				Visible, InFlight int
+			} `json:"queue"`
+			Head struct {
+				Key, ExecutionName, Status string
+				QueuedSeconds              *float64
+			} `json:"head"`
+			LastFailure struct{ Error, Cause string } `json:"lastFailure"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Tenants) != 1 {
+		t.Fatalf("got %s (%v), want one tenant", out.String(), err)
+	}
+	got := rep.Tenants[0]
+	if got.ID != "acme" || got.Paused == nil || *got.Paused || !got.Blocked || got.Queue.Visible != 2 || got.Queue.InFlight != 1 ||
+		got.Head.Key != "inbox/acme/bad.csv" || got.Head.ExecutionName != "acme-2" || got.Head.Status != "FAILED" || got.Head.QueuedSeconds == nil ||
+		got.LastFailure.Error != "ValidationError" {
+		t.Errorf("got %s, want acme blocked at acme-2 with 2 visible and 1 in flight", out.String())
+	}
+	for svc, want := range map[string][]string{
+		"cfn":    {"DescribeStacks", "DescribeStacks"},
+		"lambda": {"GET /2015-03-31/event-source-mappings?EventSourceArn=arn%3Aaws%3Asqs%3Aeu-west-1%3A123456789012%3Aacme.fifo&FunctionName=acme-controller"},
+		"sqs":    {"AmazonSQS.GetQueueAttributes"},
+		"sfn": {"AWSStepFunctions.ListExecutions", "AWSStepFunctions.ListExecutions", "AWSStepFunctions.DescribeExecution",
+			"AWSStepFunctions.GetExecutionHistory", "AWSStepFunctions.DescribeExecution"},
+		"s3": {"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2"},
+	} {
+		if got := w[svc].ops; !slices.Equal(got, want) {
+			t.Errorf("%s: got requests %q, want %q", svc, got, want)
+		}
+	}
+	if b := w["sfn"].bodies["AWSStepFunctions.GetExecutionHistory"]; !strings.Contains(b, `"includeExecutionData":true`) || !strings.Contains(b, `"maxResults":1000`) {
+		t.Errorf("got GetExecutionHistory %s, want execution data, 1000 events a page", b)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"status", "acme"}, &out, &errOut, awsOps); code != 0 || !strings.Contains(out.String(), ">=100000/150000") {
+		t.Errorf("got exit %d, %s, want the head's records from the wire history (>=100000/150000)", code, out.String())
+	}
+	if b := w["sqs"].bodies["AmazonSQS.GetQueueAttributes"]; !strings.Contains(b, `"AttributeNames":["ApproximateNumberOfMessages","ApproximateNumberOfMessagesNotVisible"]`) {
+		t.Errorf("got GetQueueAttributes %s, want both counts asked for", b)
+	}
+}
+
+func TestSDKPauseSkipRedrive(t *testing.T) {
+	w := stubAWS(t)
+	for _, args := range [][]string{
+		{"pause", "acme"},
+		{"skip", "acme", "acme-2", "--reason", "fixed upstream"},
+		{"redrive", "acme", "--json"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut, awsOps); code != 0 {
+			t.Fatalf("%v: got exit %d (%s), want 0", args, code, errOut.String())
+		}
+	}
+	if b := w["lambda"].bodies["PUT /2015-03-31/event-source-mappings/esm-acme"]; b != `{"Enabled":false}` {
+		t.Errorf("got UpdateEventSourceMapping body %q, want {\"Enabled\":false}", b)
+	}
+	if !slices.Contains(w["sts"].ops, "GetCallerIdentity") {
+		t.Errorf("got STS requests %v, want GetCallerIdentity", w["sts"].ops)
+	}
+	if b := w["s3"].bodies["PUT /ingest/control/acme/skip/acme-2"]; !strings.HasPrefix(b, "fixed upstream\nrequested-by: arn:aws:sts::123456789012:assumed-role/Operator/alice\n") {
+		t.Errorf("got marker body %q, want the reason and the caller", b)
+	}
+	var redrive map[string]any
+	json.Unmarshal([]byte(w["sfn"].bodies["AWSStepFunctions.RedriveExecution"]), &redrive)
+	if redrive["executionArn"] != acme2ARN || redrive["clientToken"] == nil {
+		t.Errorf("got RedriveExecution %v, want %s with a client token", redrive, acme2ARN)
+	}
+}

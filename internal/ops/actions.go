@@ -1,0 +1,416 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+// RedriveWindow is how long after it stopped an execution can be redriven: "Restarts unsuccessful
+// executions of Standard workflows that didn't complete successfully in the last 14 days."
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html
+const RedriveWindow = 14 * 24 * time.Hour
+
+// FilesReport is `pipectl files --json`: the tenant's recent files, newest first.
+type FilesReport struct {
+	Tenant string `json:"tenant"`
+	Files  []File `json:"files"`
+}
+
+// File is one execution of the tenant's file state machine. Records is the count Split made, null
+// before Split finished (or if the history cannot tell).
+type File struct {
+	Key           string     `json:"key"`
+	ExecutionName string     `json:"executionName"`
+	Status        string     `json:"status"`
+	Records       *int64     `json:"records"`
+	Start         *time.Time `json:"start"`
+	Stop          *time.Time `json:"stop"`
+	Error         *string    `json:"error"`
+}
+
+// Files lists the tenant's newest limit executions (1–1000, one ListExecutions page).
+func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return FilesReport{}, err
+	}
+	out, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(t.StateMachineARN), MaxResults: int32(limit)})
+	if err != nil {
+		return FilesReport{}, fmt.Errorf("list executions: %w", err)
+	}
+	rep := FilesReport{Tenant: t.ID, Files: []File{}}
+	for _, e := range out.Executions {
+		d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
+		if err != nil {
+			return FilesReport{}, err
+		}
+		f := File{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(e.Status), Start: e.StartDate, Stop: e.StopDate, Error: d.Error}
+		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
+			f.Records = &p.Records
+		}
+		rep.Files = append(rep.Files, f)
+	}
+	return rep, nil
+}
+
+// MappingResult is the outcome of pause and resume.
+type MappingResult struct {
+	Tenant string `json:"tenant"`
+	UUID   string `json:"eventSourceMappingUuid"`
+	State  string `json:"state"`
+	// Changed is false when the mapping already was as asked.
+	Changed bool `json:"changed"`
+}
+
+// SetPaused disables (pause) or enables (resume) the controller's event source mapping. While it
+// is disabled Lambda reads nothing from the queue: files keep queuing, for the queue's retention.
+// https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html
+func (o *Ops) SetPaused(ctx context.Context, id string, paused bool) (MappingResult, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return MappingResult{}, err
+	}
+	uuid, state, found, err := o.mapping(ctx, t)
+	if err != nil {
+		return MappingResult{}, err
+	}
+	if !found {
+		return MappingResult{}, fmt.Errorf("tenant %s: no event source mapping of %s reads %s", id, t.ControllerFunction, t.QueueARN)
+	}
+	res := MappingResult{Tenant: id, UUID: uuid, State: state}
+	isPaused := state == "Disabled" || state == "Disabling"
+	if isPaused == paused {
+		return res, nil
+	}
+	out, err := o.Lambda.UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{UUID: aws.String(uuid), Enabled: aws.Bool(!paused)})
+	if err != nil {
+		return res, fmt.Errorf("update event source mapping %s: %w", uuid, err)
+	}
+	res.State, res.Changed = aws.ToString(out.State), true
+	return res, nil
+}
+
+// SkipResult is the outcome of skip.
+type SkipResult struct {
+	Tenant        string `json:"tenant"`
+	ExecutionName string `json:"executionName"`
+	Bucket        string `json:"bucket"`
+	MarkerKey     string `json:"markerKey"`
+	VersionID     string `json:"versionId"`
+	RequestedBy   string `json:"requestedBy"`
+}
+
+// Skip writes the skip marker of the tenant's blocking execution. The body is the audit record:
+// the reason on its first line (the controller logs its first 256 bytes), then who and when. The
+// ingest bucket is versioned and CloudTrail records the write.
+func (o *Ops) Skip(ctx context.Context, id, execution, reason string) (SkipResult, error) {
+	if strings.TrimSpace(reason) == "" {
+		return SkipResult{}, refuse("skip needs --reason: it is the audit record")
+	}
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return SkipResult{}, err
+	}
+	if t.Policy != pipeline.OnFailureHalt {
+		return SkipResult{}, refuse("tenant %s has policy %s: a failed file never blocks it, nothing to skip", id, t.Policy)
+	}
+	st, err := o.state(ctx, t)
+	if err != nil {
+		return SkipResult{}, err
+	}
+	if st.blocking == nil {
+		return SkipResult{}, refuse("tenant %s is not blocked: skip only releases the tenant's blocking execution", id)
+	}
+	if name := aws.ToString(st.blocking.Name); name != execution {
+		return SkipResult{}, refuse("execution %s is not tenant %s's blocking execution (%s is)", execution, id, name)
+	}
+	who, err := o.caller(ctx)
+	if err != nil {
+		return SkipResult{}, err
+	}
+	now := o.Now().UTC()
+	key := skipMarkerKey(id, execution)
+	body := fmt.Sprintf("%s\nrequested-by: %s\nrequested-at: %s\n", oneLine(reason), who, now.Format(time.RFC3339))
+	out, err := o.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(t.Bucket), Key: aws.String(key), Body: strings.NewReader(body),
+		ContentType: aws.String("text/plain; charset=utf-8"),
+		Metadata:    map[string]string{"requested-by": who, "requested-at": now.Format(time.RFC3339)},
+	})
+	if err != nil {
+		return SkipResult{}, fmt.Errorf("put s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	return SkipResult{Tenant: id, ExecutionName: execution, Bucket: t.Bucket, MarkerKey: key, VersionID: aws.ToString(out.VersionId), RequestedBy: who}, nil
+}
+
+// RedriveResult is the outcome of redrive.
+type RedriveResult struct {
+	Tenant        string `json:"tenant"`
+	ExecutionName string `json:"executionName"`
+	// Mode is "redriven" (halt: RedriveExecution now) or "queued" (continue: a control message).
+	Mode      string `json:"mode"`
+	RequestID string `json:"requestId,omitempty"`
+	MessageID string `json:"messageId,omitempty"`
+}
+
+// Redrive resumes a failed file from its failed segment, never beside another file of the tenant.
+// Under halt it redrives the blocking execution, which is the only one that may run. Under continue
+// it sends a control message through the tenant's FIFO group; the controller redrives at the head.
+// It refuses what Step Functions would refuse: an execution that is not redrivable, or that
+// stopped more than 14 days ago.
+func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (RedriveResult, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return RedriveResult{}, err
+	}
+	st, err := o.state(ctx, t)
+	if err != nil {
+		return RedriveResult{}, err
+	}
+	if t.Policy == pipeline.OnFailureHalt {
+		if st.blocking == nil {
+			return RedriveResult{}, refuse("tenant %s is not blocked: under halt only the blocking execution is redriven", id)
+		}
+		if name := aws.ToString(st.blocking.Name); execution != "" && execution != name {
+			return RedriveResult{}, refuse("execution %s is not tenant %s's blocking execution (%s is); redriving it would run beside the tenant's order", execution, id, name)
+		}
+		execution = aws.ToString(st.blocking.Name)
+	} else if execution == "" {
+		for _, e := range st.recent {
+			if unsuccessful(e.Status) {
+				execution = aws.ToString(e.Name)
+				break
+			}
+		}
+		if execution == "" {
+			return RedriveResult{}, refuse("tenant %s has no failed execution among its %d newest; name the execution", id, recentExecutions)
+		}
+	}
+	arn := executionARN(t.StateMachineARN, execution)
+	d, err := o.StepFunctions.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	if _, nf := errorsAs[*sfntypes.ExecutionDoesNotExist](err); nf {
+		return RedriveResult{}, refuse("tenant %s has no execution %s", id, execution)
+	}
+	if err != nil {
+		return RedriveResult{}, fmt.Errorf("describe execution %s: %w", arn, err)
+	}
+	if err := o.redrivable(d, execution); err != nil {
+		return RedriveResult{}, err
+	}
+	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
+	if t.Policy == pipeline.OnFailureHalt {
+		_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(res.RequestID)})
+		if nr, ok := errorsAs[*sfntypes.ExecutionNotRedrivable](err); ok {
+			return RedriveResult{}, refuse("Step Functions refuses to redrive %s: %s", execution, aws.ToString(nr.Message))
+		}
+		if err != nil {
+			return RedriveResult{}, fmt.Errorf("redrive execution %s: %w", arn, err)
+		}
+		res.Mode = "redriven"
+		return res, nil
+	}
+	m := pipeline.ControlMessage{Action: pipeline.ControlRedrive, ExecutionName: execution}
+	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
+	if err != nil {
+		return RedriveResult{}, err
+	}
+	res.Mode = "queued"
+	return res, nil
+}
+
+// redrivable refuses an execution Step Functions would not redrive.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html#StepFunctions-DescribeExecution-response-redriveStatus
+func (o *Ops) redrivable(d *sfn.DescribeExecutionOutput, name string) error {
+	if !unsuccessful(d.Status) {
+		return refuse("execution %s is %s: only FAILED, TIMED_OUT or ABORTED executions can be redriven", name, d.Status)
+	}
+	if d.RedriveStatus == sfntypes.ExecutionRedriveStatusNotRedrivable {
+		return refuse("execution %s is not redrivable: %s", name, aws.ToString(d.RedriveStatusReason))
+	}
+	if d.StopDate != nil && o.Now().Sub(*d.StopDate) > RedriveWindow {
+		return refuse("execution %s stopped %s, more than 14 days ago: Step Functions no longer redrives it", name, d.StopDate.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ReplayResult is the outcome of replay.
+type ReplayResult struct {
+	Tenant        string `json:"tenant"`
+	Key           string `json:"key,omitempty"`
+	VersionID     string `json:"versionId,omitempty"`
+	RequestID     string `json:"requestId,omitempty"`
+	ExecutionName string `json:"executionName,omitempty"`
+	MessageID     string `json:"messageId,omitempty"`
+	// Resent is the number of events re-sent from the dead-letter queue (--from-dlq).
+	Resent int `json:"resent"`
+	// Skipped counts dead-letter messages that were not S3 events of the tenant; they stay there.
+	Skipped int `json:"skipped"`
+}
+
+// Replay registers an object version again, behind whatever is queued now, under a new execution
+// name (so new Idempotency-Keys). Without versionID it pins the key's current version.
+func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (ReplayResult, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	if !strings.HasPrefix(key, t.Prefix) {
+		return ReplayResult{}, refuse("key %s is outside tenant %s's prefix %s", key, id, t.Prefix)
+	}
+	in := &s3.HeadObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key)}
+	if versionID != "" {
+		in.VersionId = aws.String(versionID)
+	}
+	obj, err := o.S3.HeadObject(ctx, in)
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("head s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	src := &pipeline.ControlSource{Bucket: t.Bucket, Key: key, VersionID: aws.ToString(obj.VersionId), ETag: aws.ToString(obj.ETag), Size: aws.ToInt64(obj.ContentLength)}
+	if src.VersionID == "" {
+		src.VersionID = versionID
+	}
+	if obj.LastModified != nil {
+		src.LastModified = obj.LastModified.UTC().Format(time.RFC3339Nano)
+	}
+	m := pipeline.ControlMessage{Action: pipeline.ControlReplay, Source: src}
+	res := ReplayResult{Tenant: id, Key: key, VersionID: src.VersionID, RequestID: o.NewRequestID()}
+	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	res.ExecutionName = m.ReplayExecutionName()
+	return res, nil
+}
+
+// dlqVisibility hides the dead-letter messages being re-sent from other readers meanwhile.
+const (
+	dlqVisibility = 300
+	maxDLQ        = 10_000
+)
+
+// ReplayFromDLQ re-sends the S3 events on the EventBridge target's dead-letter queue to the tenant's
+// queue, oldest event first, and deletes each from the dead-letter queue once it is sent. The event
+// goes as EventBridge would have delivered it (MessageGroupId = tenant, MessageDeduplicationId = the
+// event id), so the controller names its execution as for the original delivery.
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
+func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	if t.DLQURL == "" {
+		return ReplayResult{}, refuse("tenant %s's stack names no dead-letter queue for its rule target", id)
+	}
+	type dead struct {
+		msg sqstypes.Message
+		ev  s3event.Event
+	}
+	var events []dead
+	res := ReplayResult{Tenant: id}
+	for len(events)+res.Skipped < maxDLQ {
+		out, err := o.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(t.DLQURL), MaxNumberOfMessages: 10, VisibilityTimeout: dlqVisibility, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			return res, fmt.Errorf("receive from %s: %w", t.DLQURL, err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			ev, err := s3event.Parse([]byte(aws.ToString(m.Body)))
+			if err != nil || ev.Detail.Bucket.Name != t.Bucket || !strings.HasPrefix(ev.Detail.Object.Key, t.Prefix) {
+				res.Skipped++
+				continue
+			}
+			events = append(events, dead{m, ev})
+		}
+	}
+	// Arrival order: event time, then the S3 sequencer for events of one key.
+	sort.SliceStable(events, func(i, j int) bool {
+		a, b := events[i].ev, events[j].ev
+		if !a.Time.Equal(b.Time) {
+			return a.Time.Before(b.Time)
+		}
+		if a.Detail.Object.Key == b.Detail.Object.Key {
+			return a.Detail.Object.Sequencer < b.Detail.Object.Sequencer
+		}
+		return false
+	})
+	for _, d := range events {
+		if _, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+			QueueUrl: aws.String(t.QueueURL), MessageBody: d.msg.Body,
+			MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(dedupID(d.ev.ID)),
+		}); err != nil {
+			return res, fmt.Errorf("send event %s to %s (%d re-sent before it): %w", d.ev.ID, t.QueueURL, res.Resent, err)
+		}
+		res.Resent++
+		if _, err := o.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(t.DLQURL), ReceiptHandle: d.msg.ReceiptHandle}); err != nil {
+			return res, fmt.Errorf("delete event %s from the dead-letter queue after re-sending it: %w", d.ev.ID, err)
+		}
+	}
+	return res, nil
+}
+
+// sendControl fills in the control message's common fields and sends it through the tenant's FIFO
+// group, deduplicated by its request id.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+func (o *Ops) sendControl(ctx context.Context, t pipeline.TenantOutput, m *pipeline.ControlMessage, requestID, reason string) (string, error) {
+	who, err := o.caller(ctx)
+	if err != nil {
+		return "", err
+	}
+	m.Type, m.Version, m.Tenant = pipeline.ControlType, pipeline.ControlVersion, t.ID
+	m.RequestedBy, m.Reason, m.RequestedAt, m.RequestID = who, oneLine(reason), o.Now().UTC(), requestID
+	body, err := pipeline.EncodeControl(*m)
+	if err != nil {
+		return "", err
+	}
+	out, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(t.QueueURL), MessageBody: aws.String(string(body)),
+		MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(requestID),
+	})
+	if err != nil {
+		return "", fmt.Errorf("send control message to %s: %w", t.QueueURL, err)
+	}
+	return aws.ToString(out.MessageId), nil
+}
+
+// caller is the ARN of the identity pipectl runs as.
+// https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
+func (o *Ops) caller(ctx context.Context) (string, error) {
+	out, err := o.STS.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("get caller identity: %w", err)
+	}
+	return aws.ToString(out.Arn), nil
+}
+
+// executionARN is the ARN of the state machine's execution called name.
+func executionARN(stateMachineARN, name string) string {
+	return strings.Replace(stateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
+}
+
+// dedupID fits an event id into SQS's 128-character deduplication id.
+func dedupID(id string) string {
+	if len(id) > 128 {
+		return id[:128]
+	}
+	return id
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

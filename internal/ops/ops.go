@@ -1,0 +1,205 @@
+// Package ops is what pipectl does, without its command line: find a tenant's resources from the
+// deployed stacks, read its state, and perform the operator actions (pause, resume, skip, redrive,
+// replay) in ways that keep the tenant's file order. Every AWS call goes through the small
+// interfaces below, which the SDK clients satisfy, so the logic is tested with fakes
+// (internal/ops/opsfake) and works the same against AWS and the local run. docs/operations.md.
+package ops
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// The slices of the SDK clients pipectl uses.
+type (
+	CloudFormation interface {
+		DescribeStacks(ctx context.Context, in *cloudformation.DescribeStacksInput, optFns ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error)
+	}
+	SQS interface {
+		GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+		SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+		ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+		DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	}
+	StepFunctions interface {
+		ListExecutions(ctx context.Context, in *sfn.ListExecutionsInput, optFns ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error)
+		DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+		RedriveExecution(ctx context.Context, in *sfn.RedriveExecutionInput, optFns ...func(*sfn.Options)) (*sfn.RedriveExecutionOutput, error)
+		GetExecutionHistory(ctx context.Context, in *sfn.GetExecutionHistoryInput, optFns ...func(*sfn.Options)) (*sfn.GetExecutionHistoryOutput, error)
+	}
+	Lambda interface {
+		ListEventSourceMappings(ctx context.Context, in *lambda.ListEventSourceMappingsInput, optFns ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error)
+		UpdateEventSourceMapping(ctx context.Context, in *lambda.UpdateEventSourceMappingInput, optFns ...func(*lambda.Options)) (*lambda.UpdateEventSourceMappingOutput, error)
+	}
+	S3 interface {
+		PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+		HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+	}
+	STS interface {
+		GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
+	}
+)
+
+var (
+	_ CloudFormation = (*cloudformation.Client)(nil)
+	_ SQS            = (*sqs.Client)(nil)
+	_ StepFunctions  = (*sfn.Client)(nil)
+	_ Lambda         = (*lambda.Client)(nil)
+	_ S3             = (*s3.Client)(nil)
+	_ STS            = (*sts.Client)(nil)
+)
+
+// Clients are the AWS clients Ops calls.
+type Clients struct {
+	CloudFormation CloudFormation
+	SQS            SQS
+	StepFunctions  StepFunctions
+	Lambda         Lambda
+	S3             S3
+	STS            STS
+}
+
+// Ops performs pipectl's operations for the stacks whose names start with StackPrefix + "-".
+type Ops struct {
+	Clients
+	StackPrefix string
+	Now         func() time.Time
+	// NewRequestID returns a unique request id (a random UUID unless a test sets it).
+	NewRequestID func() string
+}
+
+// New returns Ops with the real clock and random request ids.
+func New(c Clients, stackPrefix string) *Ops {
+	return &Ops{Clients: c, StackPrefix: stackPrefix, Now: time.Now, NewRequestID: randomUUID}
+}
+
+// RefusedError is an operation that pipectl refuses, because AWS would or because it would break
+// the tenant's order. The message says why.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return e.Reason }
+
+func refuse(format string, args ...any) error {
+	return &RefusedError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// NotFoundError is a tenant no stack describes.
+type NotFoundError struct {
+	Tenant, StackPrefix string
+	Known               []string
+}
+
+func (e *NotFoundError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("tenant %q not found: no stack named %s-* has an output %s*", e.Tenant, e.StackPrefix, pipeline.TenantOutputKeyPrefix)
+	}
+	return fmt.Sprintf("tenant %q not found; tenants: %s", e.Tenant, strings.Join(e.Known, ", "))
+}
+
+// Tenants returns every tenant the stacks describe, sorted by id. It pages through DescribeStacks
+// and reads the TenantOutput outputs of the stacks named StackPrefix-*.
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html
+func (o *Ops) Tenants(ctx context.Context) ([]pipeline.TenantOutput, error) {
+	byID := map[string]string{} // tenant id → stack name
+	var out []pipeline.TenantOutput
+	in := &cloudformation.DescribeStacksInput{}
+	for {
+		page, err := o.CloudFormation.DescribeStacks(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("describe stacks: %w", err)
+		}
+		for _, st := range page.Stacks {
+			name := deref(st.StackName)
+			if !strings.HasPrefix(name, o.StackPrefix+"-") {
+				continue
+			}
+			for _, op := range st.Outputs {
+				if !strings.HasPrefix(deref(op.OutputKey), pipeline.TenantOutputKeyPrefix) {
+					continue
+				}
+				t, err := pipeline.DecodeTenantOutput(deref(op.OutputValue))
+				if err != nil {
+					return nil, fmt.Errorf("stack %s, output %s: %w", name, deref(op.OutputKey), err)
+				}
+				if other, dup := byID[t.ID]; dup {
+					return nil, fmt.Errorf("tenant %q is described by two stacks, %s and %s", t.ID, other, name)
+				}
+				byID[t.ID] = name
+				out = append(out, t)
+			}
+		}
+		if deref(page.NextToken) == "" {
+			break
+		}
+		in.NextToken = page.NextToken
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Tenant returns one tenant's descriptor.
+func (o *Ops) Tenant(ctx context.Context, id string) (pipeline.TenantOutput, error) {
+	all, err := o.Tenants(ctx)
+	if err != nil {
+		return pipeline.TenantOutput{}, err
+	}
+	return o.pick(all, id)
+}
+
+func (o *Ops) pick(all []pipeline.TenantOutput, id string) (pipeline.TenantOutput, error) {
+	for _, t := range all {
+		if t.ID == id {
+			return t, nil
+		}
+	}
+	known := make([]string, 0, len(all))
+	for _, t := range all {
+		known = append(known, t.ID)
+	}
+	return pipeline.TenantOutput{}, &NotFoundError{Tenant: id, StackPrefix: o.StackPrefix, Known: known}
+}
+
+// skipMarkerKey is where the controller looks for an operator's skip of a halted file
+// (lambdas/controller/skip.go): control/<tenant>/skip/<execution name>.
+func skipMarkerKey(tenant, execution string) string {
+	return pipeline.ControlPrefix + tenant + "/skip/" + execution
+}
+
+// randomUUID is a version 4 UUID (RFC 9562).
+func randomUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// errorsAs is errors.As for a target type T.
+func errorsAs[T error](err error) (T, bool) {
+	var t T
+	ok := errors.As(err, &t)
+	return t, ok
+}

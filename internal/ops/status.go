@@ -1,0 +1,325 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// StatusReport is `pipectl status --json`. Fields that do not apply are null.
+type StatusReport struct {
+	Tenants []TenantStatus `json:"tenants"`
+}
+
+// TenantStatus is one tenant's row.
+type TenantStatus struct {
+	ID     string `json:"id"`
+	Policy string `json:"policy"`
+	// Paused is true while the controller's event source mapping is disabled (or disabling); null
+	// if the mapping was not found.
+	Paused *bool `json:"paused"`
+	// Blocked is true when a halt tenant stopped at a failed file that is neither redriven nor
+	// skipped. A continue tenant is never blocked.
+	Blocked     bool        `json:"blocked"`
+	Queue       *QueueDepth `json:"queue"`
+	Head        *Head       `json:"head"`
+	LastFailure *Failure    `json:"lastFailure"`
+}
+
+// QueueDepth is the queue's approximate message counts (GetQueueAttributes).
+type QueueDepth struct {
+	Visible  int64 `json:"visible"`
+	InFlight int64 `json:"inFlight"`
+}
+
+// Head is the file (or replay/redrive) the tenant is working on or blocked at.
+type Head struct {
+	Key           string `json:"key"`
+	ExecutionName string `json:"executionName"`
+	Status        string `json:"status"`
+	// QueuedSeconds is the time since the file's object version was written (its arrival); null if
+	// S3 cannot tell.
+	QueuedSeconds *float64 `json:"queuedSeconds"`
+	// RunningSeconds is the time since the execution started or was last redriven; null unless running.
+	RunningSeconds *float64 `json:"runningSeconds"`
+	// Progress is shown in the table; the JSON shape (issue 10) has no field for it.
+	Progress *Progress `json:"-"`
+}
+
+// Failure is the newest execution of the tenant that did not succeed.
+type Failure struct {
+	Key           string `json:"key"`
+	ExecutionName string `json:"executionName"`
+	// Status is shown in the table; the JSON shape (issue 10) has no field for it.
+	Status string `json:"-"`
+	Error  string `json:"error"`
+	Cause  string `json:"cause"`
+}
+
+// recentExecutions is how many of the newest executions status reads. Executions of one tenant
+// run one at a time, so the blocking one is always the newest.
+const recentExecutions = 20
+
+// tenantState is what status, skip and redrive derive their answers from.
+type tenantState struct {
+	t        pipeline.TenantOutput
+	queue    QueueDepth
+	running  *sfntypes.ExecutionListItem // the tenant's running execution, if any
+	recent   []sfntypes.ExecutionListItem
+	blocking *sfntypes.ExecutionListItem // halt tenants only
+}
+
+// Status reports the given tenants, or every tenant if ids is empty.
+func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
+	all, err := o.Tenants(ctx)
+	if err != nil {
+		return StatusReport{}, err
+	}
+	var ts []pipeline.TenantOutput
+	if len(ids) == 0 {
+		ts = all
+	}
+	for _, id := range ids {
+		t, err := o.pick(all, id)
+		if err != nil {
+			return StatusReport{}, err
+		}
+		ts = append(ts, t)
+	}
+	// Tenants are read side by side, a few at a time, each row in its place; the first error (in
+	// tenant order) is reported.
+	rows := make([]TenantStatus, len(ts))
+	errs := make([]error, len(ts))
+	sem := make(chan struct{}, statusParallelism)
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rows[i], errs[i] = o.tenantStatus(ctx, t)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return StatusReport{}, fmt.Errorf("tenant %s: %w", ts[i].ID, err)
+		}
+	}
+	return StatusReport{Tenants: append([]TenantStatus{}, rows...)}, nil
+}
+
+// statusParallelism is how many tenants status reads at once (each costs about eight API calls).
+const statusParallelism = 8
+
+func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (TenantStatus, error) {
+	row := TenantStatus{ID: t.ID, Policy: t.Policy}
+	_, state, found, err := o.mapping(ctx, t)
+	if err != nil {
+		return row, err
+	}
+	if found {
+		paused := state == "Disabled" || state == "Disabling"
+		row.Paused = &paused
+	}
+	st, err := o.state(ctx, t)
+	if err != nil {
+		return row, err
+	}
+	row.Queue = &st.queue
+	row.Blocked = st.blocking != nil
+	switch {
+	case st.running != nil:
+		row.Head, err = o.head(ctx, t, *st.running, true)
+	case st.blocking != nil:
+		row.Head, err = o.head(ctx, t, *st.blocking, false)
+	}
+	if err != nil {
+		return row, err
+	}
+	for _, e := range st.recent {
+		if unsuccessful(e.Status) {
+			d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
+			if err != nil {
+				return row, err
+			}
+			row.LastFailure = &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
+				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
+			break
+		}
+	}
+	return row, nil
+}
+
+// state reads the queue depth and the newest executions, and works out the blocking execution.
+// ListExecutions is eventually consistent, which an operator's view can live with.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html
+func (o *Ops) state(ctx context.Context, t pipeline.TenantOutput) (tenantState, error) {
+	st := tenantState{t: t}
+	qa, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(t.QueueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		return st, fmt.Errorf("get queue attributes: %w", err)
+	}
+	st.queue.Visible, _ = strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], 10, 64)
+	st.queue.InFlight, _ = strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], 10, 64)
+
+	run, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{
+		StateMachineArn: aws.String(t.StateMachineARN), StatusFilter: sfntypes.ExecutionStatusRunning, MaxResults: 10,
+	})
+	if err != nil {
+		return st, fmt.Errorf("list running executions: %w", err)
+	}
+	if len(run.Executions) > 0 {
+		st.running = &run.Executions[0]
+	}
+	all, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{
+		StateMachineArn: aws.String(t.StateMachineARN), MaxResults: recentExecutions,
+	})
+	if err != nil {
+		return st, fmt.Errorf("list executions: %w", err)
+	}
+	st.recent = all.Executions
+
+	// A halt tenant is blocked when nothing runs, its newest execution did not succeed, its message
+	// is still queued, and no skip marker releases it.
+	if t.Policy != pipeline.OnFailureHalt || st.running != nil || len(st.recent) == 0 || !unsuccessful(st.recent[0].Status) ||
+		st.queue.Visible+st.queue.InFlight == 0 {
+		return st, nil
+	}
+	newest := st.recent[0]
+	skipped, err := o.exists(ctx, t.Bucket, skipMarkerKey(t.ID, aws.ToString(newest.Name)))
+	if err != nil {
+		return st, err
+	}
+	if !skipped {
+		st.blocking = &newest
+	}
+	return st, nil
+}
+
+// head describes the execution at the head of the tenant.
+func (o *Ops) head(ctx context.Context, t pipeline.TenantOutput, e sfntypes.ExecutionListItem, isRunning bool) (*Head, error) {
+	d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
+	if err != nil {
+		return nil, err
+	}
+	h := &Head{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status)}
+	now := o.Now()
+	if isRunning && d.StartDate != nil {
+		since := *d.StartDate
+		if d.RedriveDate != nil && d.RedriveDate.After(since) {
+			since = *d.RedriveDate
+		}
+		h.RunningSeconds = seconds(now.Sub(since).Seconds())
+	}
+	chunkSize := pipeline.DefaultChunkSize
+	if in, ok := workflowInput(d); ok && in.Tenant.ChunkSize > 0 {
+		chunkSize = in.Tenant.ChunkSize
+	}
+	h.Progress = o.progress(ctx, aws.ToString(e.ExecutionArn), chunkSize, true)
+	if src, ok := inputSource(d); ok {
+		in := &s3.HeadObjectInput{Bucket: aws.String(src.Bucket), Key: aws.String(src.Key)}
+		if src.VersionID != "" {
+			in.VersionId = aws.String(src.VersionID)
+		}
+		// Best effort: a form-encoded key from the event, or a deleted version, leaves it unknown.
+		if obj, err := o.S3.HeadObject(ctx, in); err == nil && obj.LastModified != nil {
+			h.QueuedSeconds = seconds(now.Sub(*obj.LastModified).Seconds())
+		}
+	}
+	return h, nil
+}
+
+// mapping finds the controller's event source mapping for the tenant's queue.
+// https://docs.aws.amazon.com/lambda/latest/api/API_ListEventSourceMappings.html
+func (o *Ops) mapping(ctx context.Context, t pipeline.TenantOutput) (uuid, state string, found bool, err error) {
+	in := &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(t.ControllerFunction), EventSourceArn: aws.String(t.QueueARN)}
+	for {
+		out, err := o.Lambda.ListEventSourceMappings(ctx, in)
+		if err != nil {
+			return "", "", false, fmt.Errorf("list event source mappings of %s: %w", t.ControllerFunction, err)
+		}
+		for _, m := range out.EventSourceMappings {
+			if t.EventSourceMappingUUID == "" || aws.ToString(m.UUID) == t.EventSourceMappingUUID {
+				return aws.ToString(m.UUID), aws.ToString(m.State), true, nil
+			}
+		}
+		if aws.ToString(out.NextMarker) == "" {
+			return "", "", false, nil
+		}
+		in.Marker = out.NextMarker
+	}
+}
+
+func (o *Ops) describe(ctx context.Context, arn string) (*sfn.DescribeExecutionOutput, error) {
+	d, err := o.StepFunctions.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	if err != nil {
+		return nil, fmt.Errorf("describe execution %s: %w", arn, err)
+	}
+	return d, nil
+}
+
+// exists reports whether an object exists. S3 answers 404 for a missing key only to a caller that
+// may list the bucket, 403 otherwise.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html
+func (o *Ops) exists(ctx context.Context, bucket, key string) (bool, error) {
+	_, err := o.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if _, nf := errorsAs[*s3types.NotFound](err); nf {
+		return false, nil
+	}
+	if _, nk := errorsAs[*s3types.NoSuchKey](err); nk {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+// workflowInput reads an execution's input (pipeline.WorkflowInput).
+func workflowInput(d *sfn.DescribeExecutionOutput) (pipeline.WorkflowInput, bool) {
+	var in pipeline.WorkflowInput
+	if d.Input == nil || json.Unmarshal([]byte(*d.Input), &in) != nil {
+		return pipeline.WorkflowInput{}, false
+	}
+	return in, true
+}
+
+// inputSource reads the file source from an execution's input.
+func inputSource(d *sfn.DescribeExecutionOutput) (pipeline.Source, bool) {
+	in, ok := workflowInput(d)
+	return in.Source, ok && in.Source.Key != ""
+}
+
+func inputKey(d *sfn.DescribeExecutionOutput) string {
+	src, _ := inputSource(d)
+	return src.Key
+}
+
+func unsuccessful(s sfntypes.ExecutionStatus) bool {
+	return s == sfntypes.ExecutionStatusFailed || s == sfntypes.ExecutionStatusTimedOut || s == sfntypes.ExecutionStatusAborted
+}
+
+func seconds(s float64) *float64 {
+	s = float64(int64(s*10)) / 10 // tenths are enough for an operator
+	return &s
+}

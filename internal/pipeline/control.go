@@ -1,0 +1,205 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Control messages are operator requests that travel through a tenant's FIFO message group, so that
+// the controller performs them at the head of the group, in order with the tenant's files, and holds
+// the group until the work they start has finished (docs/operations.md). pipectl writes them; anyone
+// allowed sqs:SendMessage on the tenant's queue can, which makes that an operator privilege.
+//
+// The wire format is one JSON object, version 1:
+//
+//	{"type":"tenantpipeline.control","version":1,"action":"redrive","tenant":"acme",
+//	 "executionName":"...","requestedBy":"arn:aws:sts::...","reason":"...",
+//	 "requestedAt":"2026-11-30T12:00:00Z","requestId":"6f1c..."}
+//
+// "replay" carries "source" ({"bucket","key","versionId","etag","size"}) instead of "executionName".
+// A later version may add fields or actions; a controller rejects (quarantines) any version it does
+// not know, so a message is never half understood.
+const (
+	ControlType    = "tenantpipeline.control"
+	ControlVersion = 1
+
+	// ControlRedrive redrives a failed file execution of the tenant at the head of its group.
+	ControlRedrive = "redrive"
+	// ControlReplay registers an object version again under a new execution name.
+	ControlReplay = "replay"
+
+	// MaxControlReason bounds the operator's reason, in bytes.
+	MaxControlReason = 1024
+	// MaxControlRequestID bounds the request id. The replay's execution name is
+	// ReplayExecutionPrefix + request id, which must stay within Step Functions' 80 characters.
+	MaxControlRequestID = 64
+	// ReplayExecutionPrefix starts the execution name of a replay: "rp-" + the request id.
+	ReplayExecutionPrefix = "rp-"
+)
+
+// ControlMessage is a control message as it travels on a tenant's queue.
+type ControlMessage struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	Action  string `json:"action"`
+	Tenant  string `json:"tenant"`
+	// ExecutionName is the file execution to redrive (redrive only).
+	ExecutionName string `json:"executionName,omitempty"`
+	// Source is the object version to register again (replay only).
+	Source *ControlSource `json:"source,omitempty"`
+	// RequestedBy is the caller's identity (STS GetCallerIdentity ARN), for the audit trail.
+	RequestedBy string    `json:"requestedBy"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requestedAt"`
+	// RequestID is unique per request: the SQS deduplication id, and the replay's execution name.
+	RequestID string `json:"requestId"`
+}
+
+// ControlSource is the object version a replay registers.
+type ControlSource struct {
+	Bucket    string `json:"bucket"`
+	Key       string `json:"key"`
+	VersionID string `json:"versionId,omitempty"`
+	ETag      string `json:"etag,omitempty"`
+	Size      int64  `json:"size"`
+	// LastModified is when that object version was written (RFC 3339, from HeadObject). A replay
+	// runs with it as its event time, so the DynamoDB sink orders the replayed records as of the
+	// original write: a replay of an older file cannot overwrite newer data (docs/data-path.md).
+	LastModified string `json:"lastModified,omitempty"`
+}
+
+// ReplayExecutionName is the execution name of a replay request: new for every request, so the
+// replayed records get new Idempotency-Keys, and the same for every delivery of one request.
+func (m ControlMessage) ReplayExecutionName() string { return ReplayExecutionPrefix + m.RequestID }
+
+// ErrInvalidControl is wrapped by every error DecodeControl returns.
+var ErrInvalidControl = errors.New("invalid control message")
+
+var (
+	requestIDPattern     = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	executionNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+)
+
+// IsControl reports whether body claims to be a control message (its "type" is ControlType). It
+// says nothing about validity: DecodeControl checks that.
+func IsControl(body []byte) bool {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(body, &probe) == nil && probe.Type == ControlType
+}
+
+// DecodeControl decodes and validates a control message strictly: unknown fields, data after the
+// object, an unknown version or action, and missing or extra fields for the action are errors. The
+// error never quotes the body.
+func DecodeControl(body []byte) (ControlMessage, error) {
+	var m ControlMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return ControlMessage{}, fmt.Errorf("%w: %s", ErrInvalidControl, decodeProblem(err))
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return ControlMessage{}, fmt.Errorf("%w: data after the message", ErrInvalidControl)
+	}
+	if err := m.Validate(); err != nil {
+		return ControlMessage{}, err
+	}
+	return m, nil
+}
+
+// EncodeControl validates m and returns its wire form.
+func EncodeControl(m ControlMessage) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// Validate checks every field, reporting all problems at once.
+func (m ControlMessage) Validate() error {
+	var p []string
+	if m.Type != ControlType {
+		p = append(p, fmt.Sprintf("type is %q, want %q", m.Type, ControlType))
+	}
+	if m.Version != ControlVersion {
+		p = append(p, fmt.Sprintf("version is %d, want %d", m.Version, ControlVersion))
+	}
+	if m.Tenant == "" {
+		p = append(p, "tenant is empty")
+	}
+	if !requestIDPattern.MatchString(m.RequestID) {
+		p = append(p, fmt.Sprintf("requestId must be 1-%d of A-Z a-z 0-9 -", MaxControlRequestID))
+	}
+	if m.RequestedBy == "" {
+		p = append(p, "requestedBy is empty")
+	}
+	if m.RequestedAt.IsZero() {
+		p = append(p, "requestedAt is missing")
+	}
+	if len(m.Reason) > MaxControlReason || !utf8.ValidString(m.Reason) {
+		p = append(p, fmt.Sprintf("reason must be valid UTF-8 of at most %d bytes", MaxControlReason))
+	}
+	switch m.Action {
+	case ControlRedrive:
+		if !executionNamePattern.MatchString(m.ExecutionName) {
+			p = append(p, "redrive: executionName must be 1-80 of A-Z a-z 0-9 _ -")
+		}
+		if m.Source != nil {
+			p = append(p, "redrive: source must be absent")
+		}
+	case ControlReplay:
+		if m.ExecutionName != "" {
+			p = append(p, "replay: executionName must be absent")
+		}
+		switch {
+		case m.Source == nil:
+			p = append(p, "replay: source is missing")
+		case m.Source.Bucket == "" || m.Source.Key == "":
+			p = append(p, "replay: source.bucket and source.key are required")
+		case m.Source.Size < 0:
+			p = append(p, "replay: source.size must be >= 0")
+		}
+		if m.Source != nil && m.Source.LastModified != "" {
+			if _, err := time.Parse(time.RFC3339Nano, m.Source.LastModified); err != nil {
+				p = append(p, "replay: source.lastModified is not RFC 3339")
+			}
+		}
+	default:
+		p = append(p, fmt.Sprintf("action is %q, want %q or %q", m.Action, ControlRedrive, ControlReplay))
+	}
+	if len(p) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidControl, strings.Join(p, "; "))
+	}
+	return nil
+}
+
+// decodeProblem describes a decoding error without echoing values.
+func decodeProblem(err error) string {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		return fmt.Sprintf("field %q has JSON type %s, want %s", typ.Field, typ.Value, typ.Type)
+	}
+	var tm *time.ParseError
+	if errors.As(err, &tm) {
+		return "requestedAt is not RFC 3339"
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "body is empty or cut short"
+	}
+	return "undecodable JSON"
+}

@@ -1,0 +1,143 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readControl(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "control", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecodeControlValid(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want ControlMessage
+	}{
+		{"redrive.json", ControlMessage{
+			Type: ControlType, Version: 1, Action: ControlRedrive, Tenant: "acme",
+			ExecutionName: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8",
+			RequestedBy:   "arn:aws:sts::123456789012:assumed-role/Operator/alice",
+			Reason:        "core system fixed",
+			RequestedAt:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+			RequestID:     "5b0e6a8e-2f5c-4a0e-9d1e-7c2b9f0a1d3e",
+		}},
+		{"replay.json", ControlMessage{
+			Type: ControlType, Version: 1, Action: ControlReplay, Tenant: "acme",
+			Source: &ControlSource{Bucket: "ingest", Key: "inbox/acme/2026-11-29/orders.csv",
+				VersionID: "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY", ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, Size: 1024},
+			RequestedBy: "arn:aws:iam::123456789012:user/bob",
+			Reason:      "core system lost the batch",
+			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
+			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			body := readControl(t, tc.file)
+			if !IsControl(body) {
+				t.Fatalf("IsControl: got false, want true")
+			}
+			got, err := DecodeControl(body)
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if got.Type != tc.want.Type || got.Version != tc.want.Version || got.Action != tc.want.Action ||
+				got.Tenant != tc.want.Tenant || got.ExecutionName != tc.want.ExecutionName ||
+				got.RequestedBy != tc.want.RequestedBy || got.Reason != tc.want.Reason ||
+				!got.RequestedAt.Equal(tc.want.RequestedAt) || got.RequestID != tc.want.RequestID {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && *got.Source != *tc.want.Source) {
+				t.Errorf("source: got %+v, want %+v", got.Source, tc.want.Source)
+			}
+			// The encoder writes what the decoder reads back.
+			enc, err := EncodeControl(got)
+			if err != nil {
+				t.Fatalf("encode: %v", err)
+			}
+			again, err := DecodeControl(enc)
+			if err != nil || again.RequestID != got.RequestID || again.Action != got.Action {
+				t.Errorf("round trip: got %+v, %v, want %+v", again, err, got)
+			}
+		})
+	}
+}
+
+func TestDecodeControlRejects(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []string // every fragment must be in the error
+	}{
+		{"unknown-field.json", []string{`unknown field "priority"`}},
+		{"trailing-data.json", []string{"data after the message"}},
+		{"version-2.json", []string{"version is 2, want 1"}},
+		{"replay-with-execution.json", []string{"replay: executionName must be absent"}},
+		{"redrive-bad-name.json", []string{"redrive: executionName must be 1-80"}},
+		{"unknown-action.json", []string{`action is "delete"`}},
+		{"missing-fields.json", []string{"tenant is empty", "requestId", "requestedBy is empty", "requestedAt is missing", "replay: source is missing"}},
+		{"bad-time.json", []string{"requestedAt is not RFC 3339"}},
+		{"long-request-id.json", []string{"requestId must be 1-64"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, err := DecodeControl(readControl(t, tc.file))
+			if err == nil {
+				t.Fatal("got no error, want one")
+			}
+			if !errors.Is(err, ErrInvalidControl) {
+				t.Errorf("got %v, want an error wrapping ErrInvalidControl", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeControlNeverQuotesBody(t *testing.T) {
+	body := []byte(`{"type":"tenantpipeline.control","version":1,"action":"redrive","tenant":"acme","executionName":"SECRET-RECORD-DATA x"}`)
+	_, err := DecodeControl(body)
+	if err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("got %v, want an error that does not quote the body", err)
+	}
+}
+
+func TestIsControl(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"type":"tenantpipeline.control"}`, true},
+		{`{"version":"0","detail-type":"Object Created","source":"aws.s3"}`, false},
+		{`{"type":"other"}`, false},
+		{`not json`, false},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			if got := IsControl([]byte(tc.body)); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReplayExecutionName(t *testing.T) {
+	m := ControlMessage{RequestID: strings.Repeat("a", MaxControlRequestID)}
+	// Step Functions execution names are at most 80 characters.
+	// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#StepFunctions-StartExecution-request-name
+	if n := len(m.ReplayExecutionName()); n > 80 {
+		t.Errorf("got a %d-character name, want at most 80", n)
+	}
+	if got, want := (ControlMessage{RequestID: "r1"}).ReplayExecutionName(), "rp-r1"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

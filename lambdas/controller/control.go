@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
+)
+
+// Control messages (pipeline.ControlMessage, docs/operations.md) are operator requests that travel
+// through the tenant's FIFO message group. The controller performs one when it reaches the head of
+// the group and holds the group until the execution it redrove or started has finished, exactly as
+// for a file, so an operation never runs beside another file of the tenant. An invalid control
+// message is quarantined like a bad S3 event.
+//
+// Control messages are rare, so they are not polled in-process: a running redrive or replay is
+// looked at again when its message comes back, after the same backoff as a file's.
+
+// redriver is the Step Functions call a redrive request needs. *sfn.Client has it; the controller's
+// client is asserted to it, so the handler's wiring does not change.
+type redriver interface {
+	RedriveExecution(ctx context.Context, in *sfn.RedriveExecutionInput, optFns ...func(*sfn.Options)) (*sfn.RedriveExecutionOutput, error)
+}
+
+var _ redriver = (*sfn.Client)(nil)
+
+// Metrics of control messages, beside the file metrics of internal/metrics.
+const (
+	// metricRedrives counts executions redriven by a control message.
+	metricRedrives = "Redrives"
+	// metricControlRefused counts redrive requests Step Functions refused (ExecutionNotRedrivable).
+	metricControlRefused = "ControlRefused"
+)
+
+// control processes a message whose body claims to be a control message.
+func (h *Handler) control(ctx context.Context, d *delivery) decision {
+	m, err := pipeline.DecodeControl([]byte(d.rec.Body))
+	if err == nil {
+		err = h.controlBelongs(m)
+	}
+	if err != nil {
+		return h.quarantine(ctx, d, err)
+	}
+	// The reason is operator text about the operation, never record data.
+	d.log = d.log.With("controlAction", m.Action, "requestId", m.RequestID, "requestedBy", m.RequestedBy, "reason", m.Reason)
+	if m.Action == pipeline.ControlRedrive {
+		return h.controlRedrive(ctx, d, m)
+	}
+	return h.controlReplay(ctx, d, m)
+}
+
+// controlBelongs checks that a valid control message is about this tenant and its files.
+func (h *Handler) controlBelongs(m pipeline.ControlMessage) error {
+	if m.Tenant != h.cfg.Tenant.ID {
+		return fmt.Errorf("%w: tenant is %q, want %q", pipeline.ErrInvalidControl, m.Tenant, h.cfg.Tenant.ID)
+	}
+	if m.Action == pipeline.ControlReplay {
+		if m.Source.Bucket != h.cfg.Bucket {
+			return fmt.Errorf("%w: replay source bucket is %q, want %q", pipeline.ErrInvalidControl, m.Source.Bucket, h.cfg.Bucket)
+		}
+		if !strings.HasPrefix(m.Source.Key, h.cfg.TenantPrefix) {
+			return fmt.Errorf("%w: replay source key is outside the tenant prefix %q", pipeline.ErrInvalidControl, h.cfg.TenantPrefix)
+		}
+	}
+	return nil
+}
+
+// controlRedrive redrives the named file execution once, then holds the group until it finishes.
+// A redrive reruns only what failed, under the same execution name, so its records keep their
+// Idempotency-Keys.
+func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.ControlMessage) decision {
+	name := m.ExecutionName
+	arn := h.cfg.ExecutionARN(name)
+	d.log = d.log.With("executionName", name)
+
+	st, err := h.describe(ctx, arn)
+	if isNotFound(err) {
+		return h.quarantine(ctx, d, fmt.Errorf("%w: redrive: the tenant has no execution %q", pipeline.ErrInvalidControl, name))
+	}
+	if err != nil {
+		return h.serviceError(ctx, d, "describe the execution to redrive", err)
+	}
+	if unsuccessful(st.Status) && !redrivenSince(st, h.requestTime(d, m)) {
+		next, refused, err := h.redrive(ctx, d, m, arn)
+		if refused != nil {
+			// Step Functions will never redrive it (older than 14 days, history full, ...): holding
+			// the group would block the tenant for nothing.
+			d.log.ErrorContext(ctx, "redrive refused by Step Functions; control message released",
+				"executionArn", arn, "status", string(st.Status), "error", refused.Error(),
+				"redriveStatus", string(st.RedriveStatus), "redriveStatusReason", aws.ToString(st.RedriveStatusReason))
+			d.count(metricControlRefused)
+			return released
+		}
+		if err != nil {
+			return h.serviceError(ctx, d, "redrive the execution", err)
+		}
+		st = next
+	}
+	return h.controlOutcome(ctx, d, name, arn, st, "redriven execution")
+}
+
+// controlReplay starts a new execution of the object version under the request's own name, then
+// holds the group until it finishes. Every delivery of one request finds the same execution.
+func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.ControlMessage) decision {
+	name := m.ReplayExecutionName()
+	arn := h.cfg.ExecutionARN(name)
+	d.log = d.log.With("key", m.Source.Key, "executionName", name)
+
+	st, err := h.describe(ctx, arn)
+	if isNotFound(err) {
+		// The workflow input is the one an S3 event of that version would give, with the request id
+		// as the event id, and the version's own write time as the event time (never the request's):
+		// the DynamoDB sink orders records by it, and a replay must not outrank newer files.
+		var written time.Time
+		if m.Source.LastModified != "" {
+			if t, perr := time.Parse(time.RFC3339Nano, m.Source.LastModified); perr == nil {
+				written = t
+			}
+		}
+		ev := s3event.ObjectCreated(m.RequestID, written, m.Source.Bucket, s3event.Object{
+			Key: m.Source.Key, Size: m.Source.Size, ETag: m.Source.ETag, VersionID: m.Source.VersionID,
+		})
+		st, err = h.start(ctx, d, ev, name, arn)
+	}
+	if err != nil {
+		return h.serviceError(ctx, d, "look up or start the replay's execution", err)
+	}
+	return h.controlOutcome(ctx, d, name, arn, st, "replay execution")
+}
+
+// controlOutcome holds, releases or applies the failure policy, as for a file.
+func (h *Handler) controlOutcome(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, what string) decision {
+	switch {
+	case running(st.Status):
+		wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+		d.log.InfoContext(ctx, "waiting for the "+what, "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
+		d.count(metrics.Waits)
+		return h.hold(ctx, d, wait)
+	case st.Status == sfntypes.ExecutionStatusSucceeded:
+		d.log.InfoContext(ctx, what+" done; control message released", "executionArn", arn, "status", string(st.Status),
+			"redriveCount", aws.ToInt32(st.RedriveCount))
+		d.count(metrics.Completions)
+		return released
+	case unsuccessful(st.Status):
+		return h.failed(ctx, d, name, arn, st)
+	default:
+		return h.serviceError(ctx, d, "read the execution status", fmt.Errorf("unknown execution status %q", st.Status))
+	}
+}
+
+// redrive calls RedriveExecution with the request id as its client token, so a repeated call for
+// one request is idempotent. refused is set when Step Functions answers ExecutionNotRedrivable.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html
+func (h *Handler) redrive(ctx context.Context, d *delivery, m pipeline.ControlMessage, arn string) (st *sfn.DescribeExecutionOutput, refused error, err error) {
+	r, ok := h.sfn.(redriver)
+	if !ok {
+		return nil, nil, errors.New("the Step Functions client cannot redrive executions")
+	}
+	out, err := r.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(m.RequestID)})
+	var notRedrivable *sfntypes.ExecutionNotRedrivable
+	if errors.As(err, &notRedrivable) {
+		return nil, err, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redrive execution %s: %w", arn, err)
+	}
+	d.log.InfoContext(ctx, "execution redriven", "executionArn", arn)
+	d.count(metricRedrives)
+	return &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: sfntypes.ExecutionStatusRunning, RedriveDate: out.RedriveDate}, nil, nil
+}
+
+// requestTime is when the request entered the queue (SQS SentTimestamp), or the time the operator
+// gave if the attribute is missing. A redrive at or after it was made for this request.
+func (h *Handler) requestTime(d *delivery, m pipeline.ControlMessage) time.Time {
+	if t, ok := sentAt(d.rec); ok {
+		return t
+	}
+	return m.RequestedAt
+}
+
+// redrivenSince reports whether the execution was redriven at or after t.
+func redrivenSince(st *sfn.DescribeExecutionOutput, t time.Time) bool {
+	return st.RedriveDate != nil && !st.RedriveDate.Before(t)
+}
+
+func unsuccessful(s sfntypes.ExecutionStatus) bool {
+	return s == sfntypes.ExecutionStatusFailed || s == sfntypes.ExecutionStatusTimedOut || s == sfntypes.ExecutionStatusAborted
+}
