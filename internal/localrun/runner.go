@@ -416,8 +416,8 @@ func (r *Run) createQueue(ctx context.Context, asm *Assembly, res *Resolver, q *
 	}
 	attrs := map[string]string{}
 	set := func(k string, v any) {
-		if v != nil && fmt.Sprint(v) != "" {
-			attrs[k] = fmt.Sprint(v)
+		if s := attrString(v); s != "" {
+			attrs[k] = s
 		}
 	}
 	if fifo {
@@ -437,6 +437,20 @@ func (r *Run) createQueue(ctx context.Context, asm *Assembly, res *Resolver, q *
 	}
 	vis, _ := strconv.Atoi(cmpOr(attrs["VisibilityTimeout"], "30"))
 	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, account, name), VisibilityTimeout: vis}, nil
+}
+
+// attrString renders a template value as an SQS attribute value. SQS takes integers as decimal
+// strings ("MessageRetentionPeriod – An integer from 60 seconds (1 minute) to 1,209,600 seconds",
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html);
+// a JSON number decodes to float64, which fmt prints as 1.2096e+06.
+func attrString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 func (r *Run) createStateMachine(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
@@ -673,21 +687,43 @@ func (r *Run) Upload(ctx context.Context, tenantID, rel string, body []byte) (*U
 		return nil, fmt.Errorf("unknown tenant %q", tenantID)
 	}
 	key := t.Prefix + rel
-	r.mu.Lock()
-	if len(r.uploads) == 0 {
-		r.started = time.Now() // wall time and throughput are measured from the first upload
-	}
-	r.drainedAt = time.Time{}
-	r.mu.Unlock()
 	out, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
 	if err != nil {
 		return nil, fmt.Errorf("upload %s: %w", key, err)
 	}
-	u := &Upload{Tenant: tenantID, Key: key, VersionID: aws.ToString(out.VersionId), ETag: strings.Trim(aws.ToString(out.ETag), `"`), At: time.Now()}
+	vid, etag := aws.ToString(out.VersionId), strings.Trim(aws.ToString(out.ETag), `"`)
 	r.mu.Lock()
-	r.uploads = append(r.uploads, u)
-	r.mu.Unlock()
-	return u, nil
+	defer r.mu.Unlock()
+	for i := len(r.uploads) - 1; i >= 0; i-- {
+		if u := r.uploads[i]; u.Key == key && u.VersionID == vid && u.ETag == etag {
+			return u, nil
+		}
+	}
+	return nil, fmt.Errorf("upload %s: the ingest bucket saw no such PutObject", key)
+}
+
+// arrived records a PutObject under a tenant's prefix as a file of the run, whoever wrote it (the
+// harness, the aws CLI, pipectl), before its event is routed, so that the report lists it.
+func (r *Run) arrived(bucket, key, versionID, etag string) {
+	if bucket != r.Bucket {
+		return
+	}
+	var t *Tenant
+	for _, c := range r.Tenants {
+		if strings.HasPrefix(key, c.Prefix) && (t == nil || len(c.Prefix) > len(t.Prefix)) {
+			t = c
+		}
+	}
+	if t == nil {
+		return // control markers, work objects, keys of no tenant
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.uploads) == 0 {
+		r.started = time.Now() // wall time and throughput are measured from the first upload
+	}
+	r.drainedAt = time.Time{}
+	r.uploads = append(r.uploads, &Upload{Tenant: t.ID, Key: key, VersionID: versionID, ETag: etag, At: time.Now()})
 }
 
 // PutObject writes any object to the ingest bucket through the harness's S3 endpoint (operator
@@ -703,6 +739,7 @@ func (r *Run) StepFunctions() *sfn.Client { return r.sfn }
 // objectCreated turns a PutObject into the EventBridge event S3 sends
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html) and routes it.
 func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
+	r.arrived(bucket, key, versionID, etag)
 	detail := map[string]any{
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
