@@ -76,6 +76,8 @@ type WaitOptions struct {
 	// StopWhenHalted ends the wait when every tenant has drained or halted, with a *HaltedError
 	// when one has halted.
 	StopWhenHalted bool
+	// UntilInterrupted keeps waiting (and printing) after the run drained, until ctx ends (--serve).
+	UntilInterrupted bool
 }
 
 // WaitDrained waits until Drained holds twice in a row, printing progress to w every interval.
@@ -137,7 +139,7 @@ func (r *Run) Wait(ctx context.Context, w io.Writer, o WaitOptions) error {
 				r.mu.Unlock()
 			}
 			streak++
-			if streak >= 2 {
+			if streak >= 2 && !o.UntilInterrupted {
 				if len(haltedIDs) > 0 {
 					ids := make([]string, 0, len(haltedIDs))
 					for id := range haltedIDs {

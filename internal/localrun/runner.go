@@ -97,6 +97,7 @@ const (
 // Tenant is one tenant's pipeline as found in the templates.
 type Tenant struct {
 	ID          string
+	Stack       string // the stack (template) of its controller
 	Prefix      string
 	Queue       *Queue
 	FileMachine string // ARN
@@ -133,6 +134,10 @@ type Run struct {
 	closers   []func()
 	pollers   sync.WaitGroup
 	cancel    context.CancelFunc
+	asm       *Assembly
+	res       *Resolver
+	created   time.Time
+	endpoints Endpoints // for operators' clients (Env)
 
 	mu      sync.Mutex
 	uploads []*Upload
@@ -143,6 +148,8 @@ type Run struct {
 	delivered map[string]map[string]bool
 	// drainedAt is when WaitDrained first saw the run drained (zero until then).
 	drainedAt time.Time
+	esms      []*esm
+	esmOf     map[*mapping]*esm
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -176,7 +183,8 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	run := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now()}
+	run := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+		asm: asm, created: time.Now(), esmOf: map[*mapping]*esm{}}
 	r = run
 	defer func() {
 		if err != nil {
@@ -188,6 +196,7 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.res = res
 
 	// S3.
 	r.S3 = newS3(r.Counter)
@@ -369,6 +378,14 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 	if len(r.Tenants) == 0 {
 		return nil, errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT variable)")
 	}
+
+	// The control plane (CloudFormation, STS, Lambda's event source mapping API) for operators.
+	cp, stop, err := serve(r.controlPlane())
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, stop)
+	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp}
 	return r, nil
 }
 
@@ -592,9 +609,6 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
 		return fmt.Errorf("mapping %s: %w", m.LogicalID, err)
 	}
-	if props.Enabled != nil && !*props.Enabled {
-		return nil
-	}
 	q := r.queues[props.EventSourceArn]
 	if q == nil {
 		return fmt.Errorf("mapping %s: event source %s is not a queue of the templates", m.LogicalID, props.EventSourceArn)
@@ -612,6 +626,7 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 		reportFailures = reportFailures || t == "ReportBatchItemFailures"
 	}
 	if t := r.tenantOf(f, q); t != nil {
+		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
 	}
 	// Lambda scales SQS pollers up to the function's concurrency; a FIFO message group is never
@@ -621,6 +636,13 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 		pollers = min(pollers, props.ScalingConfig.MaximumConcurrency)
 	}
 	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures}
+	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
+	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
+	res.Set(m, Identity{Ref: state.UUID})
+	r.mu.Lock()
+	r.esms = append(r.esms, state)
+	r.esmOf[mp] = state
+	r.mu.Unlock()
 	for range pollers {
 		r.pollers.Add(1)
 		go func() {
