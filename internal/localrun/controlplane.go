@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -161,7 +160,7 @@ func (r *Run) controlPlane() http.Handler {
 		case "DescribeStacks":
 			r.serveDescribeStacks(w, form.Get("StackName"))
 		case "GetCallerIdentity":
-			writeXML(w, http.StatusOK, callerIdentity())
+			writeXML(w, http.StatusOK, callerIdentity(req))
 		default:
 			queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local run does not emulate %q", form.Get("Action")))
 		}
@@ -320,8 +319,12 @@ func (r *Run) tenantOutput(t *Tenant) pipeline.TenantOutput {
 		o.IdempotencyKey = k
 	}
 	for _, kv := range t.Controller.Env {
-		if v, ok := strings.CutPrefix(kv, "SEGMENT_STATE_MACHINE_ARN="); ok {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case pipeline.EnvSegmentStateMachineARN:
 			o.SegmentStateMachineARN = v
+		case pipeline.EnvIdempotencyKey:
+			o.IdempotencyKey = cmpOr(v, o.IdempotencyKey)
 		}
 	}
 	if e := r.Mapping(t.ID); e != nil {
@@ -330,9 +333,18 @@ func (r *Run) tenantOutput(t *Tenant) pipeline.TenantOutput {
 	return o
 }
 
-// callerIdentity is the local operator: the account of the local ARNs and the login name.
-func callerIdentity() any {
-	user := cmpOr(os.Getenv("USER"), "operator")
+// callerIdentity is the caller as STS names it from the request's credentials: locally the IAM
+// user named by the access key id of the SigV4 Authorization header
+// ("Credential=<access key id>/<date>/<region>/<service>/aws4_request",
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-signing-request.html), in the
+// account of the local ARNs.
+func callerIdentity(req *http.Request) any {
+	user := "anonymous"
+	if _, cred, ok := strings.Cut(req.Header.Get("Authorization"), "Credential="); ok {
+		if akid, _, _ := strings.Cut(cred, "/"); akid != "" {
+			user = akid
+		}
+	}
 	return struct {
 		XMLName xml.Name `xml:"GetCallerIdentityResponse"`
 		NS      string   `xml:"xmlns,attr"`

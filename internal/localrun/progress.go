@@ -29,8 +29,16 @@ func (h *Halt) Commands(tenant string) []string {
 	}
 }
 
-// Policy is the tenant's onFailure (continue when the TENANT variable does not say).
+// Policy is the tenant's onFailure: the controller's ON_FAILURE, else the TENANT variable's, else
+// continue.
 func (t *Tenant) Policy() string {
+	if t.Controller != nil {
+		for _, kv := range t.Controller.Env {
+			if v, ok := strings.CutPrefix(kv, pipeline.EnvOnFailure+"="); ok && v != "" {
+				return v
+			}
+		}
+	}
 	if p, _ := t.Config["onFailure"].(string); p != "" {
 		return p
 	}
