@@ -104,7 +104,7 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		return nil, fmt.Errorf("context %s: %d is out of range: use 1 to %d, so that no stack exceeds CloudFormation's 500 resources",
 			CtxTenantsPerStack, o.TenantsPerStack, MaxTenantsPerStack)
 	}
-	file, err := tenants.Load(o.TenantsFile)
+	file, err := tenants.Load(o.TenantsFile, tenants.Options{})
 	if err != nil {
 		return nil, err
 	}
