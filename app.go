@@ -1,10 +1,14 @@
 // Command tenantpipeline is the CDK app: it reads the tenants file named by the tenantsFile context
 // (default tenants.json) and synthesizes the ingest stack and the tenant stacks.
+//
+// Invalid input (the tenants file, context, props) prints one message naming every problem and
+// exits with status 1; it never ends in a goroutine dump.
 package main
 
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -13,7 +17,25 @@ import (
 )
 
 func main() {
-	defer jsii.Close()
+	code, panicked := run()
+	if !panicked {
+		// After a panic inside a jsii callback the JavaScript side is still waiting for the
+		// callback's answer; closing it then only adds Node's EPIPE noise to the message, and the
+		// runtime child ends with this process anyway.
+		jsii.Close()
+	}
+	os.Exit(code)
+}
+
+func run() (code int, panicked bool) {
+	// A panic here is a CDK or construct error raised through jsii (a Go panic carrying the
+	// JavaScript error), or a bundling failure: it is reported like any other synth error.
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintln(os.Stderr, "synth failed:", panicMessage(r))
+			code, panicked = 1, true
+		}
+	}()
 	app := awscdk.NewApp(nil)
 	opts, err := stacks.OptionsFromContext(app)
 	if err == nil {
@@ -21,8 +43,20 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth failed:", err)
-		jsii.Close()
-		os.Exit(1)
+		return 1, false
 	}
 	app.Synth(nil)
+	return 0, false
+}
+
+// panicMessage keeps the message of a panic and drops the JavaScript stack trace jsii appends.
+func panicMessage(r any) string {
+	var keep []string
+	for _, line := range strings.Split(fmt.Sprint(r), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "at ") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.TrimSpace(strings.Join(keep, "\n"))
 }

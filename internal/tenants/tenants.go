@@ -66,6 +66,11 @@ var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-using-console-create-stack-parameters.html
 var StackPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
 
+// EnvRegisterURL supplies the app's registerUrl context when no -c registerUrl is given. The local
+// run (cmd/local) sets it: it synthesizes through the CDK CLI and points every tenant at its own
+// endpoint at run time, so tenants need no registerUrl there.
+const EnvRegisterURL = "TENANTPIPELINE_REGISTER_URL"
+
 // Options change how a tenants file is checked.
 type Options struct {
 	// RegisterURL is the core system's endpoint for tenants that set no registerUrl of their own
