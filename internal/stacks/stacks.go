@@ -188,7 +188,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			})
 		}
 	}
-	warnRuleQuota(out)
+	WarnRuleQuota(out.TenantStacks[0], len(out.Pipelines))
 	return out, nil
 }
 
@@ -197,17 +197,18 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 // https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html
 const DefaultBusRuleQuota = 300
 
-// warnRuleQuota adds a synth warning when the app alone defines more rules on the default event
-// bus than the default quota allows. Every TenantPipeline adds one rule, on the default bus.
-func warnRuleQuota(out *App) {
-	rules := len(out.Pipelines)
-	if rules <= DefaultBusRuleQuota || len(out.TenantStacks) == 0 {
-		return
+// WarnRuleQuota adds a synth warning to stack when the app defines more rules on the default event
+// bus than the default quota allows, and says whether it did. Build calls it with one rule per
+// tenant: every TenantPipeline adds one rule, on the default bus.
+func WarnRuleQuota(stack awscdk.Stack, rules int) bool {
+	if rules <= DefaultBusRuleQuota {
+		return false
 	}
 	msg := fmt.Sprintf("this app defines %d EventBridge rules on the default event bus, more than the default quota of %d rules per event bus "+
 		"(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html); before deploying, raise \"Maximum number of rules per event bus\" "+
-		"for EventBridge in Service Quotas, or deploys fail once the bus is full [tenantpipeline:RuleQuota]", rules, DefaultBusRuleQuota)
-	awscdk.Annotations_Of(out.TenantStacks[0]).AddWarningV2(jsii.String("tenantpipeline:RuleQuota"), jsii.String(msg), nil)
+		"for EventBridge in Service Quotas, or deploys fail once the bus is full", rules, DefaultBusRuleQuota)
+	awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("tenantpipeline:RuleQuota"), jsii.String(msg), nil)
+	return true
 }
 
 // NewIngestBucket creates the ingest bucket: private, TLS only, versioned (so the pipeline reads
