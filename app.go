@@ -36,7 +36,13 @@ func run() (code int, panicked bool) {
 			code, panicked = 1, true
 		}
 	}()
-	app := awscdk.NewApp(nil)
+	app := awscdk.NewApp(&awscdk.AppProps{
+		// CDK's built-in CloudFormation validation checks every template against the resource
+		// schemas and only warns. `make test` lints the same templates with cfn-lint, zero errors,
+		// and the built-in check is most of the synth: at 200 tenants 36 s with it, 17 s without
+		// (and 770 MB against 350 MB). CDK_VALIDATION=true turns it back on.
+		BuiltinCloudFormationValidation: jsii.Bool(os.Getenv("CDK_VALIDATION") == "true"),
+	})
 	opts, err := stacks.OptionsFromContext(app)
 	if err == nil {
 		_, err = stacks.Build(app, opts)
