@@ -41,8 +41,9 @@ type Options struct {
 	// BucketName names an existing ingest bucket, which must have EventBridge notifications on.
 	// Default: the app creates the bucket in its own stack.
 	BucketName string
-	// TenantsPerStack groups tenants into stacks in file order. A tenant is 35 resources
-	// (README), so the default keeps a stack at 350 of CloudFormation's 500.
+	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
+	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is 35
+	// resources (README), so the default keeps a stack at 350 of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
