@@ -153,3 +153,29 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 		t.Errorf("without an endpoint: got status %d and %q, want 1 and the missing registerUrl named", r.code, r.out)
 	}
 }
+
+// TestSynthLeavesNothingInTempFolder: the Lambda binaries are built inside the cloud assembly, so
+// a synth leaves nothing behind in the system's temp folder (it used to leave about 30 MB each time).
+func TestSynthLeavesNothingInTempFolder(t *testing.T) {
+	r := runApp(t, map[string]any{"tenantsFile": filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")})
+	if r.code != 0 {
+		t.Fatalf("got exit status %d, want 0:\n%s", r.code, r.out)
+	}
+	left, _ := os.ReadDir(r.tmp)
+	for _, e := range left {
+		t.Errorf("synth left %s in the temp folder, want nothing", e.Name())
+	}
+	assets, _ := filepath.Glob(filepath.Join(r.outdir, "asset.*", "bootstrap"))
+	if len(assets) != 3 {
+		t.Errorf("got %d bundled bootstrap binaries in the assembly, want 3 (controller, split, register)", len(assets))
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
