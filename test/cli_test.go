@@ -46,7 +46,7 @@ func runApp(t *testing.T, context map[string]any, env ...string) appRun {
 	r := appRun{outdir: t.TempDir(), tmp: t.TempDir()}
 	cmd := exec.Command(bin)
 	cmd.Dir = ".." // the app finds its Lambda sources from the module
-	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+r.outdir, "TMPDIR="+r.tmp)
+	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+r.outdir, "TMPDIR="+r.tmp, "TENANTPIPELINE_REGISTER_URL=")
 	cmd.Env = append(cmd.Env, env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
