@@ -2,7 +2,9 @@ package tenantpipeline
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +88,11 @@ func (c *buildCache) build(pkg, assembly string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_"))
+	// A binary from an earlier synth into the same cdk.out is hard-linked into an asset folder
+	// named by its hash: the new build must be a new file, never a rewrite of that one.
+	if err := os.Remove(bin); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
 	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", bin, "./"+pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
