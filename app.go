@@ -17,23 +17,27 @@ import (
 )
 
 func main() {
-	code, panicked := run()
-	if !panicked {
-		// After a panic inside a jsii callback the JavaScript side is still waiting for the
-		// callback's answer; closing it then only adds Node's EPIPE noise to the message, and the
-		// runtime child ends with this process anyway.
-		jsii.Close()
+	code := run()
+	if code != 0 {
+		// The jsii runtime forwards its child's stderr through os.Stderr. After a failed call
+		// (a bundling failure, say) the child can still be writing when it is closed, and then
+		// reports a broken pipe with a stack trace; the message already printed is the whole
+		// story, so that noise goes nowhere.
+		if devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+			os.Stderr = devNull
+		}
 	}
+	jsii.Close()
 	os.Exit(code)
 }
 
-func run() (code int, panicked bool) {
+func run() (code int) {
 	// A panic here is a CDK or construct error raised through jsii (a Go panic carrying the
 	// JavaScript error), or a bundling failure: it is reported like any other synth error.
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintln(os.Stderr, "synth failed:", panicMessage(r))
-			code, panicked = 1, true
+			code = 1
 		}
 	}()
 	app := awscdk.NewApp(&awscdk.AppProps{
@@ -49,10 +53,10 @@ func run() (code int, panicked bool) {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth failed:", err)
-		return 1, false
+		return 1
 	}
 	app.Synth(nil)
-	return 0, false
+	return 0
 }
 
 // panicMessage keeps the message of a panic and drops the JavaScript stack trace jsii appends.
