@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,10 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
+
+// localRegisterURL stands in for the registerUrl of tenants that have none while synthesizing; the
+// run replaces every tenant's endpoint with --register-url or the embedded sink's.
+const localRegisterURL = "http://127.0.0.1/supplied-by-the-local-run"
 
 // Exit statuses.
 const (
@@ -100,7 +105,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	var ids []string
 	if o.assembly == "" {
-		f, err := tenants.Load(o.tenants)
+		f, err := tenants.Load(o.tenants, tenants.Options{RegisterURL: localRegisterURL})
 		if err != nil {
 			return nil, usagef("--tenants %s: %v", o.tenants, err)
 		}
@@ -173,6 +178,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.assembly == "" {
 		o.assembly = filepath.Join(o.workDir, "cdk.out")
 		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app; the first run compiles it, which takes minutes) ...\n", o.tenants)
+		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
+		os.Setenv(tenants.EnvRegisterURL, cmp.Or(o.registerURL, localRegisterURL))
 		if err := phase(startCtx, stdout, "synthesizing", func(ctx context.Context) error { return localrun.Synth(ctx, o.root, o.tenants, o.assembly) }); err != nil {
 			return fail(err)
 		}
