@@ -126,7 +126,11 @@ func (r *Run) Wait(ctx context.Context, w io.Writer, o WaitOptions) error {
 				fmt.Fprintf(w, "[%6.1fs] %s\n", time.Since(r.started).Seconds(), line)
 				last, lastAt = line, time.Now()
 			case o.Heartbeat > 0 && time.Since(lastAt) >= o.Heartbeat:
-				fmt.Fprintf(w, "[%6.1fs] still running; waiting on: %s\n", time.Since(r.started).Seconds(), WaitingOn(rep, r.TenantIDs()))
+				if !idle(rep) {
+					fmt.Fprintf(w, "[%6.1fs] still working; waiting on: %s\n", time.Since(r.started).Seconds(), WaitingOn(rep, r.TenantIDs()))
+				} else {
+					fmt.Fprintf(w, "[%6.1fs] idle: every tenant drained; waiting for files\n", time.Since(r.started).Seconds())
+				}
 				lastAt = time.Now()
 			}
 		}
@@ -216,6 +220,21 @@ func ProgressLine(rep *Report, ids []string) string {
 		parts = append(parts, fmt.Sprintf("%s, %d records", s, tr.RecordsRegistered))
 	}
 	return strings.Join(parts, " | ")
+}
+
+// idle reports whether no tenant has a message queued, a file running or a halt.
+func idle(rep *Report) bool {
+	for _, tr := range rep.Tenants {
+		if tr.Halted != nil || tr.Queued > 0 {
+			return false
+		}
+		for _, f := range tr.Files {
+			if f.Status == "RUNNING" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // WaitingOn says, per tenant, what it waits on: its running file, an operator (halted), the

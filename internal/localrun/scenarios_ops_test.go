@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,19 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 	}
 	if n := len(r.Sink.Registered("halt")); n != 20 {
 		t.Errorf("halted: got %d records, want 20 (1.csv only)", n)
+	}
+	// A run that is not served ends here: every tenant drained or halted, with its own error, and
+	// the halt printed with the exact commands.
+	var progress strings.Builder
+	err := r.Wait(ctx, &progress, WaitOptions{Interval: 250 * time.Millisecond, StopWhenHalted: true})
+	var he *HaltedError
+	if !errors.As(err, &he) || strings.Join(he.Tenants, ",") != "halt" {
+		t.Errorf("wait: got %v, want a HaltedError naming halt", err)
+	}
+	for _, want := range []string{"HALTED halt at inbox/halt/2-bad.csv", "pipectl skip halt " + h.ExecutionName + " --reason", "pipectl redrive halt " + h.ExecutionName} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress: got %q, want it to contain %q", progress.String(), want)
+		}
 	}
 	reason := "bad export, resent as 3.csv"
 	pipectl(t, r, "skip", "halt", h.ExecutionName, "--reason", reason, "--stack-prefix", opsPrefix)

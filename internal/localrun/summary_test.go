@@ -123,3 +123,25 @@ func TestSummaryExternalEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// The heartbeat says what each tenant waits on.
+func TestWaitingOn(t *testing.T) {
+	started := time.Now().Add(-12 * time.Second)
+	rep := &Report{Tenants: map[string]*TenantReport{
+		"a": {Files: []FileReport{{Key: "inbox/a/big.csv", Status: "RUNNING", StartedAt: &started}}, Queued: 2},
+		"h": {Halted: &Halt{Key: "inbox/h/bad.csv", ExecutionName: "h-2"}, Queued: 1},
+		"q": {Files: []FileReport{{Key: "inbox/q/x.csv", Status: "WAITING"}}, Queued: 1},
+		"i": {},
+	}}
+	got := WaitingOn(rep, []string{"a", "h", "q", "i"})
+	want := "a inbox/a/big.csv, running 12s | h an operator (halted at inbox/h/bad.csv) | q the controller (1 queued, none running) | i nothing (idle)"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if idle(rep) {
+		t.Error("got idle, want busy")
+	}
+	if !idle(&Report{Tenants: map[string]*TenantReport{"i": {}}}) {
+		t.Error("got busy, want idle")
+	}
+}
