@@ -249,26 +249,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
+	code, msg := exitStatus(rep, waitErr, errors.Is(startCtx.Err(), context.DeadlineExceeded), o)
+	if msg != "" {
+		fmt.Fprintln(stderr, "local:", msg)
+	}
+	return code
+}
+
+// exitStatus is the run's exit status and the line that explains a non-zero one.
+func exitStatus(rep *localrun.Report, waitErr error, timedOut bool, o *options) (int, string) {
 	var halted *localrun.HaltedError
 	failed := failedFiles(rep)
 	switch {
 	case len(rep.Violations) > 0:
-		return exitFailed
+		return exitFailed, fmt.Sprintf("%d invariant(s) violated", len(rep.Violations))
 	case o.serve:
-		return exitOK // interrupted, as asked
+		return exitOK, "" // interrupted, as asked
 	case errors.As(waitErr, &halted):
-		fmt.Fprintf(stderr, "local: %v; exit %d\n", waitErr, exitHalted)
-		return exitHalted
-	case waitErr != nil && errors.Is(startCtx.Err(), context.DeadlineExceeded):
-		fmt.Fprintf(stderr, "local: not drained after %s\n", o.timeout)
-		return exitTimeout
+		return exitHalted, fmt.Sprintf("%v; exit %d", waitErr, exitHalted)
+	case waitErr != nil && timedOut:
+		return exitTimeout, fmt.Sprintf("not drained after %s", o.timeout)
 	case waitErr != nil:
-		return fail(waitErr)
+		return exitFailed, waitErr.Error()
 	case o.failOnFailed && len(failed) > 0:
-		fmt.Fprintf(stderr, "local: %d file(s) did not succeed (--fail-on-failed-files): %s\n", len(failed), strings.Join(failed, ", "))
-		return exitFailed
+		return exitFailed, fmt.Sprintf("%d file(s) did not succeed (--fail-on-failed-files): %s", len(failed), strings.Join(failed, ", "))
 	}
-	return exitOK
+	return exitOK, ""
 }
 
 // phase runs a slow step, saying every 15 s that it is still going.

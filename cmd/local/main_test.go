@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun"
 )
 
 // Bad flags fail at once with exit 2 and the flag's name, before synth or any emulator starts
@@ -70,5 +73,38 @@ func TestExportLine(t *testing.T) {
 		if got := exportLine(tc.in); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	ok := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}}}}}
+	failed := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "bad.csv", Status: "FAILED"}}}}}
+	violated := &localrun.Report{Violations: []string{"acme: x"}, Tenants: map[string]*localrun.TenantReport{}}
+	for _, tc := range []struct {
+		name     string
+		rep      *localrun.Report
+		waitErr  error
+		timedOut bool
+		o        options
+		want     int
+	}{
+		{"drained", ok, nil, false, options{}, 0},
+		{"a failed file, default", failed, nil, false, options{}, 0},
+		{"a failed file, --fail-on-failed-files", failed, nil, false, options{failOnFailed: true}, 1},
+		{"every file failed is not OK with the flag", &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+			"acme": {Files: []localrun.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
+		{"violation", violated, nil, false, options{}, 1},
+		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
+		{"timeout", ok, errors.New("not drained: context deadline exceeded"), true, options{timeout: time.Minute}, 3},
+		{"serve, interrupted", ok, errors.New("not drained: context canceled"), false, options{serve: true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := exitStatus(tc.rep, tc.waitErr, tc.timedOut, &tc.o)
+			if got != tc.want {
+				t.Errorf("got %d (%s), want %d", got, msg, tc.want)
+			}
+		})
 	}
 }
