@@ -35,8 +35,9 @@ type Options struct {
 	// BucketName names an existing ingest bucket, which must have EventBridge notifications on.
 	// Default: the app creates the bucket in its own stack.
 	BucketName string
-	// TenantsPerStack groups tenants into stacks in file order. A tenant is 35 resources
-	// (README), so the default keeps a stack at 350 of CloudFormation's 500.
+	// TenantsPerStack groups tenants into stacks in file order. A tenant is at most 44
+	// resources (README), so the default keeps a stack at 441
+	// of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
@@ -45,8 +46,10 @@ type Options struct {
 	StackPrefix string
 }
 
-// MaxTenantsPerStack keeps the largest allowed group under 500 resources.
-const MaxTenantsPerStack = 12 // 12 × 41 resources = 492
+// MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
+// 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
+// are 485.
+const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
@@ -93,6 +96,8 @@ type App struct {
 	Bucket awss3.Bucket
 	// TenantStacks hold the pipelines, TenantsPerStack at most each.
 	TenantStacks []awscdk.Stack
+	// Dashboards are the tenant stacks' dashboards, one per stack, in TenantStacks' order.
+	Dashboards []*tenantpipeline.Dashboard
 	// Pipelines are keyed by tenant id.
 	Pipelines map[string]*tenantpipeline.TenantPipeline
 }
@@ -133,13 +138,16 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		if o.AlarmTopicArn != "" {
 			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
 		}
+		var pipelines []*tenantpipeline.TenantPipeline
 		for _, t := range group {
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
 				Tenant:     pipelineTenant(t),
 				Bucket:     bucket,
 				AlarmTopic: topic,
 			})
+			pipelines = append(pipelines, out.Pipelines[t.ID])
 		}
+		out.Dashboards = append(out.Dashboards, tenantpipeline.NewDashboard(stack, "Dashboard", pipelines...))
 	}
 	return out, nil
 }
