@@ -21,24 +21,28 @@ import (
 // TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
 // error or warning. Suppressions live next to the resources they excuse, each with its reason.
 func TestCdkNag(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", "tenants.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
-	for _, stack := range all {
-		an := assertions.Annotations_FromStack(stack)
-		for _, level := range []struct {
-			name string
-			find func(*string, any) *[]*cxapi.SynthesisMessage
-		}{{"error", an.FindError}, {"warning", an.FindWarning}} {
-			msgs := level.find(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-			for _, m := range *msgs {
-				t.Errorf("%s %s at %s: %v", *stack.StackName(), level.name, *m.Id, m.Entry.Data)
+	for _, file := range []string{"tenants.json", "sinks.json"} {
+		t.Run(file, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", file)})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+			all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
+			for _, stack := range all {
+				an := assertions.Annotations_FromStack(stack)
+				for _, level := range []struct {
+					name string
+					find func(*string, any) *[]*cxapi.SynthesisMessage
+				}{{"error", an.FindError}, {"warning", an.FindWarning}} {
+					msgs := level.find(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+					for _, m := range *msgs {
+						t.Errorf("%s %s at %s: %v", *stack.StackName(), level.name, *m.Id, m.Entry.Data)
+					}
+				}
+			}
+		})
 	}
 }
 

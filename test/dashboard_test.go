@@ -190,7 +190,9 @@ func TestDashboardMetricsAreEmitted(t *testing.T) {
 				t.Fatal(err)
 			}
 			var doc struct {
-				AWS struct{ CloudWatchMetrics []struct{ Dimensions [][]string } } `json:"_aws"`
+				AWS struct {
+					CloudWatchMetrics []struct{ Dimensions [][]string }
+				} `json:"_aws"`
 				Tenant string
 			}
 			if err := json.Unmarshal(line.Bytes(), &doc); err != nil {
