@@ -213,7 +213,8 @@ func (p Props) validate() error {
 	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html: the mapping is
 	// rejected when the queue's visibility timeout is below the function timeout.
 	if p.ControllerTimeout >= p.VisibilityTimeout {
-		bad("controller timeout %v must be shorter than the queue visibility timeout %v", p.ControllerTimeout, p.VisibilityTimeout)
+		bad("controller timeout %v must be shorter than the queue visibility timeout %v, or the event source mapping is rejected: "+
+			"raise VisibilityTimeout above %v, or lower ControllerTimeout below %v", p.ControllerTimeout, p.VisibilityTimeout, p.ControllerTimeout, p.VisibilityTimeout)
 	}
 	for _, f := range []struct {
 		name string

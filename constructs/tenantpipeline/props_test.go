@@ -211,7 +211,8 @@ func TestValidateSafetyNet(t *testing.T) {
 		{"visibility equal to the safety net", func(p *Props) { p.VisibilityTimeout = 5 * time.Minute }, ""},
 		{"short safety net, short visibility", func(p *Props) { p.SafetyNetInterval = 20 * time.Second; p.VisibilityTimeout = 25 * time.Second }, ""},
 		{"visibility not above the controller timeout", func(p *Props) { p.SafetyNetInterval = 20 * time.Second; p.VisibilityTimeout = 20 * time.Second },
-			"controller timeout 20s must be shorter than the queue visibility timeout 20s"},
+			"controller timeout 20s must be shorter than the queue visibility timeout 20s, or the event source mapping is rejected: " +
+				"raise VisibilityTimeout above 20s, or lower ControllerTimeout below 20s"},
 		{"safety net fractional", func(p *Props) { p.SafetyNetInterval = 1500 * time.Millisecond },
 			"safety net interval 1.5s is invalid: use whole seconds from 1s to 12h (default 5m)"},
 		{"safety net past SQS's cap", func(p *Props) { p.SafetyNetInterval = 13 * time.Hour },
