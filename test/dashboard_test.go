@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -253,5 +258,21 @@ func TestDashboardAndAlarmsLinkEachOther(t *testing.T) {
 				t.Errorf("alarm status widget: got %v, want the tenant's 13 alarms %v", got, want)
 			}
 		})
+	}
+}
+
+// TestDashboardIDIsChecked: the id goes into the dashboard's name, which CloudWatch limits to
+// letters, digits, '-' and '_'; CDK cannot check a name that holds the region token, so the
+// constructor does.
+func TestDashboardIDIsChecked(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Dash"), nil)
+	var msg string
+	func() {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		tenantpipeline.NewDashboard(stack, "my dashboard")
+	}()
+	if want := `NewDashboard: id "my dashboard" is invalid`; !strings.Contains(msg, want) {
+		t.Errorf("got panic %q, want it to contain %q", msg, want)
 	}
 }

@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -35,6 +36,10 @@ const (
 	graphHeight    = 6
 )
 
+// dashboardID is what a dashboard name may hold (besides the stack name and region, which fit it).
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
+var dashboardID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // DashboardURL is the console link of a dashboard in a region (the console's deep link,
 // https://<console>/cloudwatch/home?region=<region>#dashboards:name=<name>).
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Dashboards.html
@@ -45,6 +50,10 @@ func DashboardURL(region, name string) string {
 // NewDashboard creates the dashboard of pipelines under scope/id and links each pipeline's alarms
 // to it. internal/stacks calls it once per tenant stack.
 func NewDashboard(scope constructs.Construct, id string, pipelines ...*TenantPipeline) *Dashboard {
+	// The name is checked here: with the region token in it, CDK cannot check it at synth.
+	if !dashboardID.MatchString(id) {
+		panic(fmt.Errorf("NewDashboard: id %q is invalid: the dashboard's name holds it, so use letters, digits, '-' and '_'", id))
+	}
 	stack := awscdk.Stack_Of(scope)
 	name := *stack.StackName() + "-" + id + "-" + *awscdk.Aws_REGION()
 	d := &Dashboard{Name: jsii.String(name), URL: jsii.String(DashboardURL(*awscdk.Aws_REGION(), name))}
