@@ -1,7 +1,9 @@
 // Package tenantpipeline provides TenantPipeline, the L3 construct that deploys one tenant's
 // ordered file pipeline: an EventBridge rule on the tenant's key prefix, a FIFO queue that serves
 // as the tenant's lock, the controller, split and register functions, the two state machines of
-// package workflows, and the alarms an operator needs.
+// package workflows, a rule that wakes the controller when a file's execution ends, the DynamoDB
+// sink's table when the tenant needs one, the stack output pipectl reads, and the alarms an
+// operator needs. NewDashboard adds one dashboard for the tenants of a stack.
 //
 // Within a tenant, files are processed one at a time in arrival order and records in file order;
 // tenants never wait for each other. See README.md and docs/ for why each piece is there.
