@@ -46,6 +46,8 @@ func tenantSetting(t *testing.T, tpl map[string]any, tenant string) pipeline.Ten
 // partition key = key[0], sort key = key[1], both strings; on demand; point-in-time recovery;
 // AWS-managed encryption (SSEEnabled without a key of our own); retained on removal.
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
+// (SSEEnabled true without KMSMasterKeyId is the AWS managed key:
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-dynamodb-table-ssespecification.html)
 func TestDynamoDBTableCreated(t *testing.T) {
 	tpl := sinksApp(t)
 	for _, tc := range []struct {

@@ -33,7 +33,7 @@ func (t *TenantPipeline) sinkTable() awsdynamodb.ITable {
 		},
 		// The AWS managed key (aws/dynamodb): its key policy lets any principal of the account that
 		// may use the table use the key through DynamoDB, so Register needs no KMS grant.
-		// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/EncryptionAtRest.html
+		// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
 		Encryption: awsdynamodb.TableEncryption_AWS_MANAGED,
 		// The registered records: removing the tenant must never delete them.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
