@@ -71,6 +71,16 @@ type stored struct {
 	seq       string
 }
 
+// tableOf is the table a tenant's DynamoDB sink writes to, as synthesized.
+func tableOf(t *testing.T, r *Run, tenant string) string {
+	t.Helper()
+	name := r.Tenant(tenant).DynamoDBTable()
+	if name == "" {
+		t.Fatalf("tenant %s: no dynamodb.table in its TENANT variable", tenant)
+	}
+	return name
+}
+
 // readTable scans a table with the SDK.
 func readTable(t *testing.T, ctx context.Context, r *Run, table string) map[string]stored {
 	t.Helper()
@@ -148,7 +158,7 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 	rep := drain(t, ctx, r)
 	assertInvariants(t, r, rep, nil, false)
 	wantStatuses(t, rep, "dyn", "SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "SUCCEEDED")
-	assertTable(t, readTable(t, ctx, r, "dyn-items"), lastOccurrence(files...))
+	assertTable(t, readTable(t, ctx, r, tableOf(t, r, "dyn")), lastOccurrence(files...))
 	if got, want := rep.APICalls["dynamodb"]["PutItem"], int64(45+25+12+30); got != want {
 		t.Errorf("PutItem calls: got %d, want %d (one per record, nothing retried)", got, want)
 	}
@@ -170,6 +180,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	defer cancel()
 	a := keyedFile{"a.csv", 60, keyMod("k", 8)} // k00..k07; chunk 3 (records 21-30) writes k05 (21, 29) and k06 (22, 30) twice
 	b := keyedFile{"b.csv", 20, keyMod("k", 4)} // k00..k03, newer
+	table := tableOf(t, r, "dynh")
 	var crash atomic.Bool
 	crash.Store(true)
 	var kills atomic.Int64
@@ -181,7 +192,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		mu.Unlock()
 		// Record 29 is the second write of k05 in chunk 3 (records 21-30): it is held and the
 		// process killed, so records 21-28 are written and 29-30 are not.
-		if c.Table != "dynh-items" || c.RecordNumber != 29 || !crash.Load() || strings.HasPrefix(c.ExecutionName, pipeline.ReplayExecutionPrefix) {
+		if c.Table != table || c.RecordNumber != 29 || !crash.Load() || strings.HasPrefix(c.ExecutionName, pipeline.ReplayExecutionPrefix) {
 			return false
 		}
 		for _, f := range functionsOf(r, registerPkg) { // only dynh's is busy
@@ -206,7 +217,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	if got := fileOf(t, rep, "dynh", "b.csv").Status; got != "WAITING" {
 		t.Errorf("b.csv while a.csv is failed: got %s, want WAITING (halt)", got)
 	}
-	mid := readTable(t, ctx, r, "dynh-items")
+	mid := readTable(t, ctx, r, tableOf(t, r, "dynh"))
 	if got, want := mid["k05"].record, 21; got != want {
 		t.Errorf("k05 after the crashes: got record %d, want %d (written before the kill; record 29 not)", got, want)
 	}
@@ -222,10 +233,10 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		t.Errorf("a.csv redriveCount: got %d, want 1", got)
 	}
 	want := lastOccurrence(a, b)
-	assertTable(t, readTable(t, ctx, r, "dynh-items"), want)
+	assertTable(t, readTable(t, ctx, r, tableOf(t, r, "dynh")), want)
 
 	// The replay of a.csv: k07 (only in a.csv) is deleted first, so the replay has one key to write.
-	if _, err := r.DynamoDB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("dynh-items"), Key: map[string]dyntypes.AttributeValue{"id": &dyntypes.AttributeValueMemberS{Value: "k07"}}}); err != nil {
+	if _, err := r.DynamoDB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: map[string]dyntypes.AttributeValue{"id": &dyntypes.AttributeValueMemberS{Value: "k07"}}}); err != nil {
 		t.Fatal(err)
 	}
 	head, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(ua.Key), VersionId: aws.String(ua.VersionID)})
@@ -272,7 +283,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	got := readTable(t, ctx, r, "dynh-items")
+	got := readTable(t, ctx, r, tableOf(t, r, "dynh"))
 	assertTable(t, got, want)
 	if got["k07"].execution != replay {
 		t.Errorf("k07 after the replay: written by %q, want the replay %q", got["k07"].execution, replay)
