@@ -27,9 +27,11 @@ import (
 // occurrence in file order, whatever was retried, redriven or replayed.
 
 // sinkTenants: "dyn" and "dynh" (halt) write to DynamoDB, 10 records per chunk so a file has many
-// chunks; "bat" posts one batch per chunk of 1,000.
+// chunks; dyn's table is the one the construct creates (AWS::DynamoDB::Table in the template), dynh
+// names a table ("existing" on AWS, created by the local run). "bat" posts one batch per chunk of
+// 1,000.
 const sinkTenants = `{"tenants": [
-  {"id": "dyn", "chunkSize": 10, "dynamodb": {"key": ["id"], "table": "dyn-items"}},
+  {"id": "dyn", "chunkSize": 10, "dynamodb": {"key": ["id"]}},
   {"id": "dynh", "onFailure": "halt", "chunkSize": 10, "dynamodb": {"key": ["id"], "table": "dynh-items"}},
   {"id": "bat", "registerMode": "batch", "chunkSize": 1000, "registerUrl": "https://core.example.com/records"}
 ]}`
