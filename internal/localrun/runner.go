@@ -521,9 +521,11 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 			return nil, fmt.Errorf("function %s: TENANT is not JSON: %w", fr.LogicalID, err)
 		}
 		tid, _ := cfg["id"].(string)
-		if r.cfg.RegisterURL != "" {
+		switch {
+		case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
+		case r.cfg.RegisterURL != "":
 			cfg["registerUrl"] = r.cfg.RegisterURL
-		} else {
+		default:
 			cfg["registerUrl"] = sinkURL(r.sinkURL, tid)
 		}
 		b, _ := json.Marshal(cfg)
