@@ -35,6 +35,9 @@ type dynamoLocal struct {
 	tables []string
 	mu     sync.Mutex
 	onPut  func(PutItemCall) bool
+	// written holds, per execution name, the record numbers whose PutItem succeeded (a write the
+	// condition refused, an equal or newer item already stored, is not one).
+	written map[string]map[int64]bool
 }
 
 // PutItemCall is one PutItem of the pipeline as the DynamoDB endpoint receives it, before it is
@@ -47,7 +50,8 @@ type PutItemCall struct {
 
 // proxy forwards the pipeline's DynamoDB calls to dynalite, counts them, answers each latency later
 // (the same per-request latency the embedded sink adds), and shows every PutItem to OnPutItem,
-// which may hold it: it is then never forwarded, and the client gets no answer.
+// which may hold it: it is then never forwarded, and the client gets no answer. It remembers which
+// records each execution wrote (dynamoWritten).
 func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration) http.Handler {
 	next := countingProxy(target, "dynamodb", c)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -57,31 +61,46 @@ func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration)
 		d.mu.Lock()
 		onPut := d.onPut
 		d.mu.Unlock()
-		if onPut != nil && strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".PutItem") {
-			body, _ := io.ReadAll(req.Body)
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			var in struct {
-				TableName string
-				Item      struct {
-					Meta struct {
-						M struct {
-							ExecutionName struct{ S string } `json:"executionName"`
-							RecordNumber  struct{ N string } `json:"recordNumber"`
-						}
-					} `json:"_meta"`
-				}
-			}
-			json.Unmarshal(body, &in)
-			n, _ := strconv.ParseInt(in.Item.Meta.M.RecordNumber.N, 10, 64)
-			if onPut(PutItemCall{Table: in.TableName, ExecutionName: in.Item.Meta.M.ExecutionName.S, RecordNumber: n}) {
-				select {
-				case <-req.Context().Done():
-				case <-time.After(2 * time.Minute):
-				}
-				return
+		if !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".PutItem") {
+			next.ServeHTTP(w, req)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var in struct {
+			TableName string
+			Item      struct {
+				Meta struct {
+					M struct {
+						ExecutionName struct{ S string } `json:"executionName"`
+						RecordNumber  struct{ N string } `json:"recordNumber"`
+					}
+				} `json:"_meta"`
 			}
 		}
-		next.ServeHTTP(w, req)
+		json.Unmarshal(body, &in)
+		n, _ := strconv.ParseInt(in.Item.Meta.M.RecordNumber.N, 10, 64)
+		call := PutItemCall{Table: in.TableName, ExecutionName: in.Item.Meta.M.ExecutionName.S, RecordNumber: n}
+		if onPut != nil && onPut(call) {
+			select {
+			case <-req.Context().Done():
+			case <-time.After(2 * time.Minute):
+			}
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, req)
+		if rec.status == http.StatusOK && call.ExecutionName != "" {
+			d.mu.Lock()
+			if d.written == nil {
+				d.written = map[string]map[int64]bool{}
+			}
+			if d.written[call.ExecutionName] == nil {
+				d.written[call.ExecutionName] = map[int64]bool{}
+			}
+			d.written[call.ExecutionName][call.RecordNumber] = true
+			d.mu.Unlock()
+		}
 	})
 }
 
@@ -228,6 +247,17 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) (
 	}
 	r.dynamo = d
 	return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}, nil
+}
+
+// dynamoWritten is how many records of an execution the DynamoDB sink wrote (each once, whatever
+// was retried): the report's "records" of a DynamoDB tenant's file.
+func (r *Run) dynamoWritten(execution string) int64 {
+	if r.dynamo == nil || execution == "" {
+		return 0
+	}
+	r.dynamo.mu.Lock()
+	defer r.dynamo.mu.Unlock()
+	return int64(len(r.dynamo.written[execution]))
 }
 
 // DynamoDB is a client of the run's DynamoDB emulator (uncounted, without the sink latency), or
