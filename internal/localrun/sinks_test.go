@@ -161,13 +161,18 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 	assertInvariants(t, r, rep, nil, false)
 	wantStatuses(t, rep, "dyn", "SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "SUCCEEDED")
 	assertTable(t, readTable(t, ctx, r, tableOf(t, r, "dyn")), lastOccurrence(files...))
+	for _, f := range files {
+		if got := fileOf(t, rep, "dyn", f.rel).Records; got != int64(f.records) {
+			t.Errorf("%s: got %d records written, want %d", f.rel, got, f.records)
+		}
+	}
 	if got, want := rep.APICalls["dynamodb"]["PutItem"], int64(45+25+12+30); got != want {
 		t.Errorf("PutItem calls: got %d, want %d (one per record, nothing retried)", got, want)
 	}
 }
 
 // Issue 11, DynamoDB (b): the Register invocation of a.csv is killed mid-chunk (the DynamoDB
-// endpoint holds record 29 and the process dies) on every attempt
+// endpoint holds records 29 and 30 and the process dies) on every attempt
 // until its retries are spent, so a.csv fails and halts the tenant with some of the chunk written;
 // it is redriven, b.csv (newer, some of a.csv's keys) follows, and then a.csv is replayed with a
 // control message (source.lastModified = a.csv's LastModified, as pipectl sends it). No key
@@ -192,9 +197,9 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		mu.Lock()
 		puts[c.ExecutionName]++
 		mu.Unlock()
-		// Record 29 is the second write of k05 in chunk 3 (records 21-30): it is held and the
-		// process killed, so records 21-28 are written and 29-30 are not.
-		if c.Table != table || c.RecordNumber != 29 || !crash.Load() || strings.HasPrefix(c.ExecutionName, pipeline.ReplayExecutionPrefix) {
+		// Records 29 and 30 are the second writes of k05 and k06 in chunk 3 (records 21-30): each
+		// is held and the process killed, so records 21-28 are written and 29-30 are not.
+		if c.Table != table || (c.RecordNumber != 29 && c.RecordNumber != 30) || !crash.Load() || strings.HasPrefix(c.ExecutionName, pipeline.ReplayExecutionPrefix) {
 			return false
 		}
 		for _, f := range functionsOf(r, registerPkg) { // only dynh's is busy
@@ -219,9 +224,12 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	if got := fileOf(t, rep, "dynh", "b.csv").Status; got != "WAITING" {
 		t.Errorf("b.csv while a.csv is failed: got %s, want WAITING (halt)", got)
 	}
+	if fa.Records != 28 {
+		t.Errorf("a.csv after the crashes: got %d records written, want 28 (chunks 1-2, and records 21-28 of chunk 3 once)", fa.Records)
+	}
 	mid := readTable(t, ctx, r, tableOf(t, r, "dynh"))
-	if got, want := mid["k05"].record, 21; got != want {
-		t.Errorf("k05 after the crashes: got record %d, want %d (written before the kill; record 29 not)", got, want)
+	if a, b := mid["k05"].record, mid["k06"].record; a != 21 || b != 22 {
+		t.Errorf("k05 and k06 after the crashes: got records %d and %d, want 21 and 22 (written before the kill; 29 and 30 not)", a, b)
 	}
 
 	crash.Store(false)
@@ -231,8 +239,8 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	rep = drain(t, ctx, r)
 	assertInvariants(t, r, rep, nil, false)
 	wantStatuses(t, rep, "dynh", "SUCCEEDED", "SUCCEEDED")
-	if got := fileOf(t, rep, "dynh", "a.csv").RedriveCount; got != 1 {
-		t.Errorf("a.csv redriveCount: got %d, want 1", got)
+	if fr := fileOf(t, rep, "dynh", "a.csv"); fr.RedriveCount != 1 || fr.Records != 60 {
+		t.Errorf("a.csv: got redriveCount %d, %d records written; want 1, 60", fr.RedriveCount, fr.Records)
 	}
 	want := lastOccurrence(a, b)
 	assertTable(t, readTable(t, ctx, r, tableOf(t, r, "dynh")), want)
@@ -295,8 +303,8 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	if got := puts[replay]; got != a.records {
 		t.Errorf("PutItem calls of the replay: got %d, want %d (every record tried, the newer ones kept by the condition)", got, a.records)
 	}
-	if kills.Load() != 4 {
-		t.Errorf("Register processes killed: got %d, want 4", kills.Load())
+	if kills.Load() < 4 {
+		t.Errorf("Register processes killed: got %d, want at least 4 (one per attempt; records 29 and 30 may both find it)", kills.Load())
 	}
 }
 
