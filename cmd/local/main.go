@@ -50,8 +50,10 @@ func run() int {
 	assembly := flag.String("cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	workDir := flag.String("work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
 	keyForm := flag.String("event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
+	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
+	sinkLatency := flag.Duration("sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	flag.Parse()
-	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) {
+	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) || *sinkLatency < 0 {
 		flag.Usage()
 		return 2
 	}
@@ -86,7 +88,7 @@ func run() int {
 	fmt.Println("starting emulators (S3, SQS, Step Functions) and building the Lambda handlers ...")
 	r, err := localrun.Start(deadline, localrun.Config{
 		ModuleRoot: root, Assembly: *assembly, RegisterURL: *registerURL, Node: localrun.NodeBinary(root), WorkDir: *workDir, Logs: logs,
-		EventKeyForm: *keyForm,
+		EventKeyForm: *keyForm, SinkLatency: *sinkLatency,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
