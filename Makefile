@@ -44,7 +44,8 @@ vet:
 bench: setup
 	scripts/bench.sh
 
-## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait
+## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait;
+## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput)
 figures: setup
 	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
 

@@ -27,6 +27,12 @@ var keptCfnLintWarnings = map[string]struct {
 			"obsolete DependsOn; the policy dependency is the one that matters, and the redundant one is harmless.",
 		message: regexp.MustCompile(`^'[A-Za-z0-9]+(ServiceRole|Role)[0-9A-F]{8}' dependency already enforced by a 'GetAtt' at 'Resources/[A-Za-z0-9]+/Properties/(Role|RoleArn)'$`),
 	},
+	"W6001": {
+		reason: "Each tenant's stack output (the descriptor pipectl discovers the tenant by) names the ingest bucket, which the " +
+			"tenant stack imports from the ingest stack. The stack already imports it for its rule and policies, so the output adds " +
+			"no coupling, and pipectl then needs the tenant stack alone.",
+		message: regexp.MustCompile(`^The output value \{'Fn::ImportValue': '[A-Za-z0-9-]+:ExportsOutputRefBucket[0-9A-F]{8,16}'\} is an import from another output$`),
+	},
 }
 
 type cfnLintFinding struct {

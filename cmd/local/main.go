@@ -55,7 +55,7 @@ func main() {
 // options are the checked flags.
 type options struct {
 	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile string
-	timeout, haltedRecheck, heartbeat                                              time.Duration
+	timeout, haltedRecheck, heartbeat, sinkLatency                                 time.Duration
 	serve, failOnFailed                                                            bool
 	files                                                                          []inboxFile
 }
@@ -85,6 +85,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
 	fs.BoolVar(&o.serve, "serve", false, "keep running until interrupted, for the aws CLI and pipectl (needs --env-file)")
 	fs.StringVar(&o.envFile, "env-file", "", "with --serve: write the shell export lines of the local endpoints to this file")
+	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
+	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	if err := fs.Parse(args); err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -97,6 +99,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
 	case !o.serve && o.envFile != "":
 		return nil, usagef("--env-file is for --serve")
+	case o.sinkLatency < 0:
+		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
 		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
 	}
@@ -194,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var err error
 		r, err = localrun.Start(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
-			EventKeyForm: o.keyForm, EnvFor: env,
+			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency,
 		})
 		return err
 	})

@@ -385,7 +385,7 @@ type Endpoints struct {
 }
 
 // Env is the environment that points the AWS SDKs, the aws CLI and pipectl at the run: one
-// AWS_ENDPOINT_URL_<SERVICE> per emulated service, region, dummy credentials, S3 path style, and
+// AWS_ENDPOINT_URL_<SERVICE> per emulated service (DYNAMODB when a tenant has a DynamoDB sink), region, dummy credentials, S3 path style, and
 // INGEST_BUCKET. Sorted, NAME=value.
 func (r *Run) Env() []string {
 	e := r.endpoints
@@ -403,6 +403,9 @@ func (r *Run) Env() []string {
 		"AWS_EC2_METADATA_DISABLED=true",
 		"S3_USE_PATH_STYLE=true",
 		"INGEST_BUCKET=" + r.Bucket,
+	}
+	if r.dynamo != nil { // a DynamoDB sink's tables (dynamodb.go), direct to dynalite
+		env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+aws.ToString(r.dynamo.admin.Options().BaseEndpoint))
 	}
 	sort.Strings(env)
 	return env

@@ -72,6 +72,9 @@ type Config struct {
 	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
 	// AWS documents neither form for EventBridge, so the pipeline must work with both.
 	EventKeyForm string
+	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
+	// core system, or a table, that takes this long to answer); see sinklatency.go.
+	SinkLatency time.Duration
 }
 
 // Event key forms (Config.EventKeyForm).
@@ -137,7 +140,8 @@ type Run struct {
 	asm       *Assembly
 	res       *Resolver
 	created   time.Time
-	endpoints Endpoints // for operators' clients (Env)
+	endpoints Endpoints    // for operators' clients (Env)
+	dynamo    *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
 
 	mu      sync.Mutex
 	uploads []*Upload
@@ -310,6 +314,13 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		r.sinkURL = u
 	}
 
+	// DynamoDB (dynamodb.go), when a tenant has a DynamoDB sink.
+	dynamoEnv, err := r.startDynamoDB(ctx, asm, res)
+	if err != nil {
+		return nil, err
+	}
+	r.Sink.SetLatency(cfg.SinkLatency)
+
 	// Lambda functions.
 	binDir := cmpOr(cfg.BinDir, filepath.Join(cfg.WorkDir, "bin"))
 	os.MkdirAll(binDir, 0o755)
@@ -328,6 +339,7 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(cfg.WorkDir, "no-aws-credentials"),
 		"PATH=" + os.Getenv("PATH"),
 	}
+	endpoints = append(endpoints, dynamoEnv...)
 	for _, fr := range asm.OfType("AWS::Lambda::Function") {
 		if _, ok := fr.Metadata[MetadataSource]; !ok {
 			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS
@@ -540,9 +552,11 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 			return nil, fmt.Errorf("function %s: TENANT is not JSON: %w", fr.LogicalID, err)
 		}
 		tid, _ := cfg["id"].(string)
-		if r.cfg.RegisterURL != "" {
+		switch {
+		case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
+		case r.cfg.RegisterURL != "":
 			cfg["registerUrl"] = r.cfg.RegisterURL
-		} else {
+		default:
 			cfg["registerUrl"] = sinkURL(r.sinkURL, tid)
 		}
 		b, _ := json.Marshal(cfg)

@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// Sink is the embedded core-system endpoint: it registers records idempotently by their
-// Idempotency-Key and remembers, per tenant, the order in which records were first registered,
-// so that the run can check file order and record order afterwards.
+// Sink is the embedded core-system endpoint: it registers records (one per POST, or a batch POST's
+// records, all or none) idempotently by their Idempotency-Key and remembers, per tenant, the order
+// in which records were first registered, so that the run can check file order and record order
+// afterwards.
 type Sink struct {
 	// Fault, if set, decides the answer to one request before it is registered: 0 lets it
 	// through, an HTTP status fails it, and -1 holds the request until the client gives up.
@@ -39,12 +40,13 @@ type Sink struct {
 type SinkRequest struct {
 	Source       string // source key
 	VersionID    string
-	RecordNumber int64
+	RecordNumber int64     // the record's, or a batch's first
+	Records      int       // 1, or the records of a batch
 	Start, End   time.Time // arrival and answer
 	Status       int
 }
 
-// SinkRecord is one first registration.
+// SinkRecord is one first registration; the records of a batch share its Idempotency-Key.
 type SinkRecord struct {
 	Source       string // source key
 	VersionID    string
@@ -62,6 +64,21 @@ type sinkRequest struct {
 	} `json:"source"`
 	RecordNumber int64           `json:"recordNumber"`
 	Record       json.RawMessage `json:"record"`
+	// A batch POST (registerMode "batch", docs/data-path.md) carries the chunk's records in file
+	// order from firstRecordNumber, under one Idempotency-Key.
+	FirstRecordNumber int64             `json:"firstRecordNumber"`
+	Records           []json.RawMessage `json:"records"`
+}
+
+// batch reports whether the request is a batch POST.
+func (r sinkRequest) batch() bool { return r.Records != nil || r.FirstRecordNumber != 0 }
+
+// first is the request's first record number: the record's, or the batch's first.
+func (r sinkRequest) first() int64 {
+	if r.batch() {
+		return r.FirstRecordNumber
+	}
+	return r.RecordNumber
 }
 
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +101,10 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests++
-	if err != nil || key == "" || req.Tenant == "" || req.RecordNumber < 1 {
+	if err == nil && req.batch() && (req.RecordNumber != 0 || len(req.Records) == 0) {
+		err = fmt.Errorf("a batch with %d records and a recordNumber", len(req.Records))
+	}
+	if err != nil || key == "" || req.Tenant == "" || req.first() < 1 {
 		s.bad = append(s.bad, fmt.Sprintf("malformed request to %s (key %q): %v", r.URL.Path, key, err))
 		s.mu.Unlock()
 		http.Error(w, "bad request", http.StatusBadRequest)
@@ -102,11 +122,11 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.log == nil {
 			s.log = map[string][]SinkRequest{}
 		}
-		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Start: start, End: time.Now(), Status: rw.status})
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
 		s.mu.Unlock()
 	}()
 	if delay != nil {
-		if d := delay(req.Tenant, req.Source.Key, req.RecordNumber); d > 0 {
+		if d := delay(req.Tenant, req.Source.Key, req.first()); d > 0 {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(d):
@@ -115,7 +135,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if fault != nil {
-		switch code := fault(req.Tenant, req.Source.Key, req.RecordNumber, attempt); {
+		switch code := fault(req.Tenant, req.Source.Key, req.first(), attempt); {
 		case code == -1:
 			s.count(&s.faults)
 			select {
@@ -147,7 +167,13 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.keys[key] = true
-	s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: time.Now()})
+	now := time.Now()
+	if !req.batch() {
+		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: now})
+	}
+	for i := range req.Records { // a batch registers all its records, in order, or none
+		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.FirstRecordNumber + int64(i), Key: key, At: now})
+	}
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprint(w, `{"status":"registered"}`)
 }

@@ -42,8 +42,8 @@ type Options struct {
 	// Default: the app creates the bucket in its own stack.
 	BucketName string
 	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
-	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is 35
-	// resources (README), so the default keeps a stack at 350 of CloudFormation's 500.
+	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is at most
+	// 44 resources (README), so the default keeps a stack at 441 of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
@@ -58,8 +58,10 @@ type Options struct {
 	AssignmentFile string
 }
 
-// MaxTenantsPerStack keeps the largest allowed group under 500 resources.
-const MaxTenantsPerStack = 12 // 12 × 41 resources = 492
+// MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
+// 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
+// are 485.
+const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
@@ -116,6 +118,8 @@ type App struct {
 	TenantStacks []awscdk.Stack
 	// StackOf maps each tenant id to the name of its stack.
 	StackOf map[string]string
+	// Dashboards are the tenant stacks' dashboards, one per stack, in TenantStacks' order.
+	Dashboards []*tenantpipeline.Dashboard
 	// Pipelines are keyed by tenant id.
 	Pipelines map[string]*tenantpipeline.TenantPipeline
 }
@@ -180,6 +184,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		if o.AlarmTopicArn != "" {
 			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
 		}
+		var pipelines []*tenantpipeline.TenantPipeline
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
@@ -187,9 +192,18 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 				Bucket:     bucket,
 				AlarmTopic: topic,
 			})
+			pipelines = append(pipelines, out.Pipelines[t.ID])
+		}
+		out.Dashboards = append(out.Dashboards, tenantpipeline.NewDashboard(stack, "Dashboard", pipelines...))
+	}
+	rules := 0
+	for _, p := range out.Pipelines {
+		rules++ // the S3 rule
+		if p.StatusRule != nil {
+			rules++ // the wake-up rule on the file executions' status changes
 		}
 	}
-	WarnRuleQuota(out.TenantStacks[0], len(out.Pipelines))
+	WarnRuleQuota(out.TenantStacks[0], rules)
 	return out, nil
 }
 
@@ -199,8 +213,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 const DefaultBusRuleQuota = 300
 
 // WarnRuleQuota adds a synth warning to stack when the app defines more rules on the default event
-// bus than the default quota allows, and says whether it did. Build calls it with one rule per
-// tenant: every TenantPipeline adds one rule, on the default bus.
+// bus than the default quota allows, and says whether it did. Build counts every TenantPipeline's
+// rules on the default bus: its S3 rule, and its wake-up status rule unless wake events are off.
 func WarnRuleQuota(stack awscdk.Stack, rules int) bool {
 	if rules <= DefaultBusRuleQuota {
 		return false

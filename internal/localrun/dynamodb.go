@@ -1,0 +1,295 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The DynamoDB sink locally: dynalite (npm dynalite 4.0.0, in memory) on 127.0.0.1, started only
+// when the synthesized app needs it (a tenant whose TENANT variable has a "dynamodb" sink, or an
+// AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
+// (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
+// https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
+// Config.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
+// slowly in the figures.
+
+// dynamoLocal is the run's DynamoDB emulator.
+type dynamoLocal struct {
+	url    string           // the pipeline's endpoint (counted, delayed)
+	admin  *dynamodb.Client // direct, uncounted (harness: tables, read-back)
+	tables []string
+	mu     sync.Mutex
+	onPut  func(PutItemCall) bool
+	// written holds, per execution name, the record numbers whose PutItem succeeded (a write the
+	// condition refused, an equal or newer item already stored, is not one).
+	written map[string]map[int64]bool
+}
+
+// PutItemCall is one PutItem of the pipeline as the DynamoDB endpoint receives it, before it is
+// forwarded: the item's table and its _meta (docs/data-path.md), never its values.
+type PutItemCall struct {
+	Table         string
+	ExecutionName string
+	RecordNumber  int64
+}
+
+// proxy forwards the pipeline's DynamoDB calls to dynalite, counts them, answers each latency later
+// (the same per-request latency the embedded sink adds), and shows every PutItem to OnPutItem,
+// which may hold it: it is then never forwarded, and the client gets no answer. It remembers which
+// records each execution wrote (dynamoWritten).
+func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration) http.Handler {
+	next := countingProxy(target, "dynamodb", c)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if latency > 0 {
+			time.Sleep(latency)
+		}
+		d.mu.Lock()
+		onPut := d.onPut
+		d.mu.Unlock()
+		if !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".PutItem") {
+			next.ServeHTTP(w, req)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var in struct {
+			TableName string
+			Item      struct {
+				Meta struct {
+					M struct {
+						ExecutionName struct{ S string } `json:"executionName"`
+						RecordNumber  struct{ N string } `json:"recordNumber"`
+					}
+				} `json:"_meta"`
+			}
+		}
+		json.Unmarshal(body, &in)
+		n, _ := strconv.ParseInt(in.Item.Meta.M.RecordNumber.N, 10, 64)
+		call := PutItemCall{Table: in.TableName, ExecutionName: in.Item.Meta.M.ExecutionName.S, RecordNumber: n}
+		if onPut != nil && onPut(call) {
+			select {
+			case <-req.Context().Done():
+			case <-time.After(2 * time.Minute):
+			}
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, req)
+		if rec.status == http.StatusOK && call.ExecutionName != "" {
+			d.mu.Lock()
+			if d.written == nil {
+				d.written = map[string]map[int64]bool{}
+			}
+			if d.written[call.ExecutionName] == nil {
+				d.written[call.ExecutionName] = map[int64]bool{}
+			}
+			d.written[call.ExecutionName][call.RecordNumber] = true
+			d.mu.Unlock()
+		}
+	})
+}
+
+// OnPutItem sets a function that sees every PutItem of the pipeline before it is forwarded;
+// returning true holds the call (a scenario's crash mid-chunk: the write never reaches the table).
+// nil removes it. It does nothing without a DynamoDB sink.
+func (r *Run) OnPutItem(f func(PutItemCall) bool) {
+	if r.dynamo == nil {
+		return
+	}
+	r.dynamo.mu.Lock()
+	r.dynamo.onPut = f
+	r.dynamo.mu.Unlock()
+}
+
+// localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
+// a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
+// locally it is created too, with the tenant's key fields as string keys, for convenience).
+type localTable struct {
+	Name                 string
+	KeySchema            []dyntypes.KeySchemaElement
+	AttributeDefinitions []dyntypes.AttributeDefinition
+	From                 string // the logical id, or "tenant <id>"
+}
+
+// dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
+// adds the tables the tenants name that no template creates. It tells whether any tenant has a
+// DynamoDB sink. It must run after every identity an Environment refers to has been set.
+func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
+	var tables []localTable
+	byName := map[string]bool{}
+	for _, tr := range asm.OfType("AWS::DynamoDB::Table") {
+		var props struct {
+			TableName            string
+			KeySchema            []struct{ AttributeName, KeyType string }
+			AttributeDefinitions []struct{ AttributeName, AttributeType string }
+		}
+		for k, into := range map[string]any{"TableName": &props.TableName, "KeySchema": &props.KeySchema, "AttributeDefinitions": &props.AttributeDefinitions} {
+			if err := asm.Prop(res, tr, k, into); err != nil {
+				return nil, false, err
+			}
+		}
+		name := props.TableName
+		if name == "" {
+			name = physicalName(tr, 255)
+		}
+		if len(props.KeySchema) == 0 {
+			return nil, false, fmt.Errorf("table %s: no KeySchema", tr.LogicalID)
+		}
+		t := localTable{Name: name, From: tr.LogicalID}
+		for _, k := range props.KeySchema {
+			t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k.AttributeName), KeyType: dyntypes.KeyType(k.KeyType)})
+		}
+		for _, a := range props.AttributeDefinitions {
+			t.AttributeDefinitions = append(t.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(a.AttributeName), AttributeType: dyntypes.ScalarAttributeType(a.AttributeType)})
+		}
+		tables = append(tables, t)
+		byName[name] = true
+		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", region, account, name)
+		res.Set(tr, Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
+	}
+	needed := false
+	for _, fr := range asm.OfType("AWS::Lambda::Function") {
+		var env struct{ Variables map[string]string }
+		if err := asm.Prop(res, fr, "Environment", &env); err != nil {
+			return nil, false, err
+		}
+		raw, ok := env.Variables["TENANT"]
+		if !ok {
+			continue
+		}
+		var cfg struct {
+			ID       string `json:"id"`
+			DynamoDB *struct {
+				Key   []string `json:"key"`
+				Table string   `json:"table"`
+			} `json:"dynamodb"`
+		}
+		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+			return nil, false, fmt.Errorf("function %s: TENANT is not JSON: %w", fr.LogicalID, err)
+		}
+		d := cfg.DynamoDB
+		if d == nil {
+			continue
+		}
+		needed = true
+		switch {
+		case d.Table == "":
+			return nil, false, fmt.Errorf("tenant %s: dynamodb.table is empty in the synthesized TENANT variable: the construct fills in the name of the table it creates", cfg.ID)
+		case byName[d.Table]:
+			continue
+		case len(d.Key) < 1 || len(d.Key) > 2:
+			return nil, false, fmt.Errorf("tenant %s: dynamodb.key has %d fields, want 1 or 2", cfg.ID, len(d.Key))
+		}
+		t := localTable{Name: d.Table, From: "tenant " + cfg.ID}
+		for i, k := range d.Key {
+			typ := dyntypes.KeyTypeHash
+			if i == 1 {
+				typ = dyntypes.KeyTypeRange
+			}
+			t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k), KeyType: typ})
+			t.AttributeDefinitions = append(t.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(k), AttributeType: dyntypes.ScalarAttributeTypeS})
+		}
+		tables = append(tables, t)
+		byName[d.Table] = true
+	}
+	sort.Slice(tables, func(i, j int) bool { return tables[i].Name < tables[j].Name })
+	return tables, needed || len(tables) > 0, nil
+}
+
+// startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
+// environment the Lambdas need to reach it (none when the app has no DynamoDB sink).
+func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) ([]string, error) {
+	tables, needed, err := dynamoTables(asm, res)
+	if err != nil || !needed {
+		return nil, err
+	}
+	p, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/dynalite/server.mjs"), nil, r.cfg.Logs)
+	if err != nil {
+		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
+	}
+	r.closers = append(r.closers, p.Close)
+	d := &dynamoLocal{}
+	u, stop, err := serve(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency))
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, stop)
+	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(p.URL)
+	})
+	for _, t := range tables {
+		_, err := d.admin.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(t.Name),
+			KeySchema:            t.KeySchema,
+			AttributeDefinitions: t.AttributeDefinitions,
+			BillingMode:          dyntypes.BillingModePayPerRequest,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("create DynamoDB table %s (%s): %w", t.Name, t.From, err)
+		}
+		d.tables = append(d.tables, t.Name)
+		fmt.Fprintf(r.cfg.Logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
+	}
+	r.dynamo = d
+	return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}, nil
+}
+
+// dynamoWritten is how many records of an execution the DynamoDB sink wrote (each once, whatever
+// was retried): the report's "records" of a DynamoDB tenant's file.
+func (r *Run) dynamoWritten(execution string) int64 {
+	if r.dynamo == nil || execution == "" {
+		return 0
+	}
+	r.dynamo.mu.Lock()
+	defer r.dynamo.mu.Unlock()
+	return int64(len(r.dynamo.written[execution]))
+}
+
+// DynamoDB is a client of the run's DynamoDB emulator (uncounted, without the sink latency), or
+// nil when the app has no DynamoDB sink.
+func (r *Run) DynamoDB() *dynamodb.Client {
+	if r.dynamo == nil {
+		return nil
+	}
+	return r.dynamo.admin
+}
+
+// DynamoDBEndpoint is the DynamoDB endpoint the Lambdas use (counted, with the sink latency), or
+// "" when the app has no DynamoDB sink.
+func (r *Run) DynamoDBEndpoint() string {
+	if r.dynamo == nil {
+		return ""
+	}
+	return r.dynamo.url
+}
+
+// DynamoDBTables lists the tables the run created, by name.
+func (r *Run) DynamoDBTables() []string {
+	if r.dynamo == nil {
+		return nil
+	}
+	return append([]string(nil), r.dynamo.tables...)
+}
+
+// DynamoDBTable is the table a tenant's DynamoDB sink writes to (its synthesized dynamodb.table),
+// or "" for a tenant with an HTTP sink.
+func (t *Tenant) DynamoDBTable() string {
+	d, _ := t.Config["dynamodb"].(map[string]any)
+	name, _ := d["table"].(string)
+	return name
+}
