@@ -73,11 +73,13 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	res, err := m.fn.Invoke(ctx, payload)
 	if err != nil {
 		if !errors.Is(err, ErrThrottled) && ctx.Err() == nil {
+			m.run.mappingErrors.Add(1)
 			fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: invoke: %v\n", m.queue.Name, err)
 		}
 		return
 	}
 	if res.ErrorType != "" {
+		m.run.mappingErrors.Add(1)
 		fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: function error %s: %s\n", m.queue.Name, res.ErrorType, res.Payload)
 		return
 	}
@@ -157,6 +159,11 @@ func (r *Run) Messages(tenantID string) int {
 	defer r.mu.Unlock()
 	return len(r.delivered[t.Queue.ARN])
 }
+
+// MappingErrors is how many event source mapping invocations failed (a function error, a crash, a
+// timeout; not a throttle): the deliveries whose messages came back only after their visibility
+// timeout.
+func (r *Run) MappingErrors() int64 { return r.mappingErrors.Load() }
 
 func (r *Run) setBusy(d int) {
 	r.mu.Lock()

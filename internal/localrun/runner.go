@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -150,6 +151,8 @@ type Run struct {
 	runCtx     context.Context
 	statusOnce sync.Once
 	statusSt   *statusState
+	// mappingErrors counts failed event source mapping invocations (esm.go).
+	mappingErrors atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.

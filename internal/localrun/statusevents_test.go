@@ -1,0 +1,250 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Issue 12's scenarios: the controller waits for the file execution's status change event, which
+// the local Step Functions server emits and the harness routes through the synthesized status rule
+// to the controller (an asynchronous Lambda invocation). Each asserts per-tenant order and
+// exactly-once by Idempotency-Key (assertInvariants).
+
+// wakeSafetyNet is the scenarios' safety net (SAFETY_NET_SECONDS): short, so that a lost event
+// costs seconds, not the default 5 minutes.
+const wakeSafetyNet = 6 * time.Second
+
+// wakeEnv turns the wake-up on in the controller (the construct's default once its status rule is
+// in the templates) with the scenarios' short safety net and no in-process polling, so that every
+// wait ends by an event or by the safety net.
+var wakeEnv = []string{"WAKE_EVENTS=true", fmt.Sprintf("SAFETY_NET_SECONDS=%d", int(wakeSafetyNet/time.Second)), "POLL_BUDGET_SECONDS=0"}
+
+var wakeAssemblies sync.Map // synthesized dir -> *synthResult
+
+// wakeAssembly is the synthesized app for tenantsJSON with a status rule per tenant. When the
+// templates already have one (a rule on source aws.states), they are used as they are. Otherwise a
+// copy gets, per controller, the rule the construct adds (docs/controller.md): the file state
+// machine's terminal statuses, the controller function as target.
+func wakeAssembly(t *testing.T, tenantsJSON string) string {
+	t.Helper()
+	dir := synthesized(t, moduleRoot(t), tenantsJSON)
+	v, _ := wakeAssemblies.LoadOrStore(dir, &synthResult{})
+	s := v.(*synthResult)
+	s.once.Do(func() { s.dir, s.err = addStatusRules(dir, dir+"-wake") })
+	if s.err != nil {
+		t.Fatalf("status rules: %v", s.err)
+	}
+	return s.dir
+}
+
+func addStatusRules(src, dst string) (string, error) {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return "", err
+	}
+	type template struct {
+		name string
+		doc  map[string]any
+	}
+	var templates []template
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".template.json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return "", err
+		}
+		for _, res := range doc["Resources"].(map[string]any) {
+			res := res.(map[string]any)
+			if res["Type"] == "AWS::Events::Rule" && strings.Contains(fmt.Sprint(res["Properties"]), "aws.states") {
+				return src, nil // the construct's own status rules
+			}
+		}
+		templates = append(templates, template{e.Name(), doc})
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	for _, tp := range templates {
+		resources := tp.doc["Resources"].(map[string]any)
+		added := map[string]any{}
+		for id, res := range resources {
+			res := res.(map[string]any)
+			if res["Type"] != "AWS::Lambda::Function" {
+				continue
+			}
+			props, _ := res["Properties"].(map[string]any)
+			env, _ := props["Environment"].(map[string]any)
+			vars, _ := env["Variables"].(map[string]any)
+			machine, ok := vars["STATE_MACHINE_ARN"]
+			if !ok || vars["TENANT"] == nil {
+				continue
+			}
+			added["LocalStatusRule"+id] = map[string]any{
+				"Type": "AWS::Events::Rule",
+				"Properties": map[string]any{
+					"EventPattern": map[string]any{
+						"source":      []any{"aws.states"},
+						"detail-type": []any{"Step Functions Execution Status Change"},
+						"detail": map[string]any{
+							"stateMachineArn": []any{machine},
+							"status":          []any{"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"},
+						},
+					},
+					"State":   "ENABLED",
+					"Targets": []any{map[string]any{"Arn": map[string]any{"Fn::GetAtt": []any{id, "Arn"}}, "Id": "Target0"}},
+				},
+			}
+		}
+		for k, v := range added {
+			resources[k] = v
+		}
+		b, _ := json.MarshalIndent(tp.doc, "", " ")
+		if err := os.WriteFile(filepath.Join(dst, tp.name), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
+}
+
+// startWakeScenario starts a run of the scenario tenants with status rules and the wake-up on.
+func startWakeScenario(t *testing.T, cfg Config) *Run {
+	t.Helper()
+	root := moduleRoot(t)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), NodeBinary(root)
+	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
+	cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, wakeEnv...), cfg.EnvFor[controllerPkg]...)}
+	return startRun(t, cfg, 5*time.Minute)
+}
+
+// wakeFiles is the workload of the status event scenarios: two tenants, files that queue behind
+// each other (each waits for the previous file's status event or the safety net).
+func wakeFiles() []upload {
+	return []upload{
+		{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(120)}, {"cont", "c.csv", csvOf(60)}, {"cont", "d.csv", csvOf(40)},
+		{"ov", "x.csv", csvOf(110)}, {"ov", "y.csv", csvOf(40)}, {"ov", "z.csv", csvOf(80)},
+	}
+}
+
+func assertAllSucceeded(t *testing.T, rep *Report, files []upload) {
+	t.Helper()
+	for _, f := range files {
+		fr := fileOf(t, rep, f.tenant, f.rel)
+		if fr.Status != "SUCCEEDED" || fr.Executions != 1 {
+			t.Errorf("%s/%s: got %s with %d executions, want SUCCEEDED with 1", f.tenant, f.rel, fr.Status, fr.Executions)
+		}
+		if want := int64(strings.Count(string(f.body), "\n") - 1); fr.Records != want {
+			t.Errorf("%s/%s: got %d records, want %d", f.tenant, f.rel, fr.Records, want)
+		}
+	}
+}
+
+func TestScenarioStatusEvents(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		// maxGapMean bounds the inter-file gap's mean: with every event delivered, the next file
+		// starts on the event, well before the safety net.
+		maxGapMean time.Duration
+		// slow makes the sink answer each record in this long, so that files run for seconds.
+		slow  time.Duration
+		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
+	}{
+		{
+			name:       "30 percent dropped",
+			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 7}},
+			maxGapMean: wakeSafetyNet,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Dropped == 0 || c.Dropped == c.Emitted {
+					t.Errorf("status events dropped: got %d of %d, want some but not all", c.Dropped, c.Emitted)
+				}
+				// A lost event is made up for by the safety net: no wait exceeds it by much.
+				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max > wakeSafetyNet+3*time.Second {
+					t.Errorf("largest inter-file gap: got %s, want at most the safety net %s + 3 s", max, wakeSafetyNet)
+				}
+			},
+		},
+		{
+			name:       "every event twice",
+			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
+			maxGapMean: 2 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
+					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
+				}
+			},
+		},
+		{
+			name: "20 percent of DescribeExecution throttled",
+			// In-process polling on (10 s), so that the controller describes each running file
+			// several times, as without events or after a lost one.
+			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			slow:       15 * time.Millisecond,
+			maxGapMean: 2 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Throttled["DescribeExecution"] == 0 {
+					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := startWakeScenario(t, tc.cfg)
+			if tc.slow > 0 {
+				r.Sink.SetDelay(func(string, string, int64) time.Duration { return tc.slow })
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			files := wakeFiles()
+			uploadAll(t, ctx, r, files)
+			rep := drain(t, ctx, r)
+			c := r.StatusEventCounts()
+			t.Logf("status events: %+v; gap mean %.2f s max %.2f s (n %d); calls %v; controller errors %d",
+				c, rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.Max, rep.InterFileGapSecond.N, rep.APICalls["stepfunctions"], r.MappingErrors())
+
+			assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+			assertAllSucceeded(t, rep, files)
+			if got, want := startCount(rep), int64(len(files)); got != want {
+				t.Errorf("StartExecution calls: got %d, want %d", got, want)
+			}
+			// The controller woke on events: its status rule invoked it.
+			if c.Invokes == 0 {
+				t.Errorf("asynchronous invocations of the status rule's target: got 0, want some")
+			}
+			// Throttling, a lost or a repeated event are never errors of the controller.
+			if got := r.MappingErrors(); got != 0 {
+				t.Errorf("failed controller invocations: got %d, want 0", got)
+			}
+			if mean := time.Duration(rep.InterFileGapSecond.Mean * float64(time.Second)); rep.InterFileGapSecond.N == 0 || mean > tc.maxGapMean {
+				t.Errorf("inter-file gap mean: got %s over %d gaps, want at most %s", mean, rep.InterFileGapSecond.N, tc.maxGapMean)
+			}
+			tc.check(t, r, rep, c)
+		})
+	}
+}
