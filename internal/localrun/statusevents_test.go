@@ -248,3 +248,114 @@ func TestScenarioStatusEvents(t *testing.T) {
 		})
 	}
 }
+
+// controllerCalls is the controller's cost per running file-hour of one run: the pipeline's
+// DescribeExecution calls and the controller's invocations (event source mapping and status rule),
+// each divided by the summed running time of the file executions.
+type controllerCalls struct {
+	describePerHour, invocationsPerHour, gapMean float64
+	runningHours                                 float64
+	describes, invocations                       int64
+}
+
+func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
+	t.Helper()
+	var c controllerCalls
+	for _, id := range r.TenantIDs() {
+		for _, f := range rep.Tenants[id].Files {
+			if f.StartedAt != nil && f.StoppedAt != nil {
+				c.runningHours += f.StoppedAt.Sub(*f.StartedAt).Hours()
+			}
+		}
+		if fn := r.Function(controllerPkg, id); fn != nil {
+			c.invocations += fn.Invocations()
+		}
+	}
+	c.describes = rep.APICalls["stepfunctions"]["DescribeExecution"]
+	if c.runningHours > 0 {
+		c.describePerHour = float64(c.describes) / c.runningHours
+		c.invocationsPerHour = float64(c.invocations) / c.runningHours
+	}
+	c.gapMean = rep.InterFileGapSecond.Mean
+	return c
+}
+
+// TestFiguresControllerCalls measures issue 12's figures (make figures): files that register for at
+// least 2 minutes each (240 records, the sink answering each in 0.5 s), queued behind each other,
+// once with every status event delivered (the default 5-minute safety net) and once with every
+// status event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output).
+// The two runs go side by side. It prints:
+//
+//	controller-calls: describe <n> per running file-hour, invocations <n> per running file-hour, gap mean <s> s (events on); gap mean <s> s (events dropped)
+func TestFiguresControllerCalls(t *testing.T) {
+	if os.Getenv("LOCALRUN_FIGURES") == "" {
+		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes about 10 minutes)")
+	}
+	const files, records, perRecord = 3, 240, 500 * time.Millisecond
+	const figuresDroppedSafetyNet = 60
+	tenants := []string{"cont", "halt", "ov"}
+	modes := []struct {
+		name string
+		cfg  Config
+	}{
+		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
+		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
+	}
+	results := make([]controllerCalls, len(modes))
+	var wg sync.WaitGroup
+	for i, mode := range modes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := startWakeScenario(t, mode.cfg)
+			r.Sink.SetDelay(func(string, string, int64) time.Duration { return perRecord })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			var batch []upload
+			for f := range files {
+				for _, id := range tenants {
+					batch = append(batch, upload{id, fmt.Sprintf("%02d.csv", f+1), csvOf(records)})
+				}
+			}
+			for _, u := range batch {
+				if _, err := r.Upload(ctx, u.tenant, u.rel, u.body); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := r.WaitDrained(ctx, nil, time.Second); err != nil {
+				t.Errorf("%s: %v", mode.name, err)
+			}
+			rep, err := r.Snapshot(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, v := range rep.Violations {
+				t.Errorf("%s: invariant violated: %s", mode.name, v)
+			}
+			for _, id := range tenants {
+				if got := rep.Tenants[id].RecordsRegistered; got != files*records {
+					t.Errorf("%s %s: got %d records, want %d", mode.name, id, got, files*records)
+				}
+			}
+			results[i] = measureControllerCalls(t, r, rep)
+			t.Logf("%s: %+v; stepfunctions calls %v; status events %+v", mode.name, results[i], rep.APICalls["stepfunctions"], r.StatusEventCounts())
+		}()
+	}
+	wg.Wait()
+	on, dropped := results[0], results[1]
+	line := fmt.Sprintf("controller-calls: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s (events on); gap mean %.2f s (events dropped)",
+		on.describePerHour, on.invocationsPerHour, on.gapMean, dropped.gapMean)
+	// Printed bare, so that make figures shows the line as it is.
+	fmt.Println(line)
+	fmt.Printf("(%d tenants x %d files x %d records, each file registering for >= %s; events dropped: safety net shortened to %d s, default 300 s)\n",
+		len(tenants), files, records, time.Duration(records)*perRecord, figuresDroppedSafetyNet)
+	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
+		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
+}
