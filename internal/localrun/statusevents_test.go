@@ -212,6 +212,20 @@ func TestScenarioStatusEvents(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "20 percent of StartExecution throttled",
+			cfg:  Config{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}},
+			// Files of seconds, so that a tenant held for a second or two by a throttled start
+			// still runs beside the other.
+			slow: 15 * time.Millisecond,
+			// A throttled start holds the file for the controller's jittered backoff (>= 1 s).
+			maxGapMean: 5 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Throttled["StartExecution"] == 0 {
+					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -230,8 +244,10 @@ func TestScenarioStatusEvents(t *testing.T) {
 
 			assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
 			assertAllSucceeded(t, rep, files)
-			if got, want := startCount(rep), int64(len(files)); got != want {
-				t.Errorf("StartExecution calls: got %d, want %d", got, want)
+			// One StartExecution per file, plus the ones refused with ThrottlingException (a refused
+			// call is counted as a call and tried again).
+			if got, want := startCount(rep), int64(len(files))+c.Throttled["StartExecution"]; got != want {
+				t.Errorf("StartExecution calls: got %d, want %d (files + throttled)", got, want)
 			}
 			// The controller woke on events: its status rule invoked it.
 			if c.Invokes == 0 {
@@ -282,9 +298,9 @@ func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
 
 // TestFiguresControllerCalls measures issue 12's figures (make figures): files that register for at
 // least 2 minutes each (240 records, the sink answering each in 0.5 s), queued behind each other,
-// once with every status event delivered (the default 5-minute safety net) and once with every
-// status event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output).
-// The two runs go side by side. It prints:
+// once with every status event delivered (the default 5-minute safety net), once with every status
+// event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output), and once
+// as before issue 12 (no wake-up; polling), for comparison. The runs go side by side. It prints:
 //
 //	controller-calls: describe <n> per running file-hour, invocations <n> per running file-hour, gap mean <s> s (events on); gap mean <s> s (events dropped)
 func TestFiguresControllerCalls(t *testing.T) {
@@ -300,6 +316,8 @@ func TestFiguresControllerCalls(t *testing.T) {
 	}{
 		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
 		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
+		// Before issue 12: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
+		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
 	}
 	results := make([]controllerCalls, len(modes))
 	var wg sync.WaitGroup
@@ -344,11 +362,14 @@ func TestFiguresControllerCalls(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	on, dropped := results[0], results[1]
+	on, dropped, before := results[0], results[1], results[2]
 	line := fmt.Sprintf("controller-calls: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s (events on); gap mean %.2f s (events dropped)",
 		on.describePerHour, on.invocationsPerHour, on.gapMean, dropped.gapMean)
 	// Printed bare, so that make figures shows the line as it is.
 	fmt.Println(line)
+	fmt.Printf("(before, polling without events: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s)\n",
+		before.describePerHour, before.invocationsPerHour, before.gapMean)
+	fmt.Printf("(events on: a running file is described once per safety net, at most %d per running file-hour for a file longer than the 300 s safety net)\n", 3600/300)
 	fmt.Printf("(%d tenants x %d files x %d records, each file registering for >= %s; events dropped: safety net shortened to %d s, default 300 s)\n",
 		len(tenants), files, records, time.Duration(records)*perRecord, figuresDroppedSafetyNet)
 	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
