@@ -8,7 +8,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
 
-.PHONY: setup demo synth test vet bench figures clean
+.PHONY: setup demo synth test vet bench figures scale clean
 
 ## setup: install Node 22, the npm tools and the Go modules into the project (idempotent)
 setup:
@@ -39,6 +39,11 @@ bench: setup
 ## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait
 figures: setup
 	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
+
+## scale: synthesize 1,000 tenants (SCALE_TENANTS to change) and check every stack against
+## CloudFormation's limits; prints the synth's wall time and peak memory. `make test` runs 100.
+scale: setup
+	SCALE_TENANTS=$${SCALE_TENANTS:-1000} go test ./test -run 'TestScale$$' -count=1 -v -timeout 30m
 
 clean:
 	rm -rf cdk.out .build

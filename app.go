@@ -1,10 +1,14 @@
 // Command tenantpipeline is the CDK app: it reads the tenants file named by the tenantsFile context
 // (default tenants.json) and synthesizes the ingest stack and the tenant stacks.
+//
+// Invalid input (the tenants file, context, props) prints one message naming every problem and
+// exits with status 1; it never ends in a goroutine dump.
 package main
 
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -13,16 +17,56 @@ import (
 )
 
 func main() {
-	defer jsii.Close()
-	app := awscdk.NewApp(nil)
+	code := run()
+	if code != 0 {
+		// The jsii runtime forwards its child's stderr through os.Stderr. After a failed call
+		// (a bundling failure, say) the child can still be writing when it is closed, and then
+		// reports a broken pipe with a stack trace; the message already printed is the whole
+		// story, so that noise goes nowhere.
+		if devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+			os.Stderr = devNull
+		}
+	}
+	jsii.Close()
+	os.Exit(code)
+}
+
+func run() (code int) {
+	// A panic here is a CDK or construct error raised through jsii (a Go panic carrying the
+	// JavaScript error), or a bundling failure: it is reported like any other synth error.
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintln(os.Stderr, "synth failed:", panicMessage(r))
+			code = 1
+		}
+	}()
+	app := awscdk.NewApp(&awscdk.AppProps{
+		// CDK's built-in CloudFormation validation checks every template against the resource
+		// schemas and only warns. `make test` lints the same templates with cfn-lint, zero errors,
+		// and the built-in check is most of the synth: at 200 tenants 36 s with it, 17 s without
+		// (and 770 MB against 350 MB). CDK_VALIDATION=true turns it back on.
+		BuiltinCloudFormationValidation: jsii.Bool(os.Getenv("CDK_VALIDATION") == "true"),
+	})
 	opts, err := stacks.OptionsFromContext(app)
 	if err == nil {
 		_, err = stacks.Build(app, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth failed:", err)
-		jsii.Close()
-		os.Exit(1)
+		return 1
 	}
 	app.Synth(nil)
+	return 0
+}
+
+// panicMessage keeps the message of a panic and drops the JavaScript stack trace jsii appends.
+func panicMessage(r any) string {
+	var keep []string
+	for _, line := range strings.Split(fmt.Sprint(r), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "at ") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.TrimSpace(strings.Join(keep, "\n"))
 }

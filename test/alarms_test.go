@@ -82,7 +82,7 @@ func TestAlarmsPerTenant(t *testing.T) {
 			t.Errorf("%s dimensions: got %s", id, got)
 		}
 	}
-	ruleID, _ := only(t, shared.template, "AWS::Events::Rule", "acme")
+	ruleID, _ := fileRule(t, shared.template, "acme")
 	if got := asJSON(alarmByID(t, shared.template, "acme", "RuleFailedInvocationsAlarm")["Dimensions"]); got != `[{"Name":"RuleName","Value":{"Ref":"`+ruleID+`"}}]` {
 		t.Errorf("FailedInvocations dimensions: got %s, want the tenant's rule", got)
 	}
@@ -148,7 +148,7 @@ func TestAlarmDescriptionsLinkTheRunbook(t *testing.T) {
 	sharedApp(t)
 	for _, tenant := range sampleTenants {
 		for id, a := range tenantResources(t, shared.template, "AWS::CloudWatch::Alarm", tenant) {
-			d, _ := props(a)["AlarmDescription"].(string)
+			d := flatten(t, props(a)["AlarmDescription"]) // the dashboard link holds the region
 			if !strings.Contains(d, "README.md#operations") || !strings.Contains(d, tenant) || len(d) < 80 {
 				t.Errorf("%s: description %q, want what it means and what to do, the tenant, and README.md#operations", id, d)
 			}

@@ -21,24 +21,28 @@ import (
 // TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
 // error or warning. Suppressions live next to the resources they excuse, each with its reason.
 func TestCdkNag(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", "tenants.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
-	for _, stack := range all {
-		an := assertions.Annotations_FromStack(stack)
-		for _, level := range []struct {
-			name string
-			find func(*string, any) *[]*cxapi.SynthesisMessage
-		}{{"error", an.FindError}, {"warning", an.FindWarning}} {
-			msgs := level.find(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-			for _, m := range *msgs {
-				t.Errorf("%s %s at %s: %v", *stack.StackName(), level.name, *m.Id, m.Entry.Data)
+	for _, file := range []string{"tenants.json", "sinks.json"} {
+		t.Run(file, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", file)})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+			all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
+			for _, stack := range all {
+				an := assertions.Annotations_FromStack(stack)
+				for _, level := range []struct {
+					name string
+					find func(*string, any) *[]*cxapi.SynthesisMessage
+				}{{"error", an.FindError}, {"warning", an.FindWarning}} {
+					msgs := level.find(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+					for _, m := range *msgs {
+						t.Errorf("%s %s at %s: %v", *stack.StackName(), level.name, *m.Id, m.Entry.Data)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -93,31 +97,48 @@ func TestTenantIsIndependentOfItsNeighbours(t *testing.T) {
 }
 
 // TestResourceCounts states the per-tenant resource count (README quotes it) and checks that the
-// largest allowed stack stays under CloudFormation's 500 resources.
+// largest allowed stack stays under CloudFormation's 500 resources: a tenant is 43 resources, 44
+// with a DynamoDB table the construct creates, and each tenant stack adds one dashboard.
 func TestResourceCounts(t *testing.T) {
 	sharedApp(t)
-	total := len(shared.template["Resources"].(map[string]any))
-	per := map[string]int{}
-	for _, tenant := range sampleTenants {
-		n := 0
-		for id := range shared.template["Resources"].(map[string]any) {
-			if strings.HasPrefix(id, "Tenant"+tenant) {
-				n++
+	count := func(tpl map[string]any, tenants []string) (map[string]int, int) {
+		per := map[string]int{}
+		total := len(tpl["Resources"].(map[string]any))
+		for _, tenant := range tenants {
+			for id := range tpl["Resources"].(map[string]any) {
+				if strings.HasPrefix(id, "Tenant"+tenant) {
+					per[tenant]++
+				}
 			}
+			total -= per[tenant]
 		}
-		per[tenant] = n
+		return per, total
 	}
-	const perTenant = 41 // README: "Resources per tenant"
+	const (
+		perTenant      = 43 // README: "Resources per tenant"
+		perTenantTable = 44 // with the DynamoDB table the construct creates
+		perStack       = 1  // the dashboard
+	)
+	per, stackLevel := count(shared.template, sampleTenants)
 	for tenant, n := range per {
 		if n != perTenant {
 			t.Errorf("tenant %s: got %d resources, want %d (update README if this changed on purpose)", tenant, n, perTenant)
 		}
 	}
-	if shared := total - 3*perTenant; shared != 0 {
-		t.Errorf("stack-level resources: got %d, want 0", shared)
+	if stackLevel != perStack {
+		t.Errorf("stack-level resources: got %d, want %d (the dashboard)", stackLevel, perStack)
 	}
-	if max := stacks.MaxTenantsPerStack * perTenant; max > 500 {
-		t.Errorf("%d tenants per stack would make %d resources, over 500", stacks.MaxTenantsPerStack, max)
+	per, _ = count(sinksApp(t), []string{"ledger", "orders", "stock"})
+	for tenant, want := range map[string]int{"ledger": perTenantTable, "orders": perTenantTable, "stock": perTenant} {
+		if per[tenant] != want {
+			t.Errorf("DynamoDB tenant %s: got %d resources, want %d", tenant, per[tenant], want)
+		}
+	}
+	if max := stacks.MaxTenantsPerStack*perTenantTable + perStack; max > 500 {
+		t.Errorf("%d tenants per stack would make up to %d resources, over 500", stacks.MaxTenantsPerStack, max)
+	}
+	if more := (stacks.MaxTenantsPerStack+1)*perTenantTable + perStack; more <= 500 {
+		t.Errorf("MaxTenantsPerStack %d is lower than it needs to be: %d tenants make at most %d resources", stacks.MaxTenantsPerStack, stacks.MaxTenantsPerStack+1, more)
 	}
 }
 
@@ -184,6 +205,7 @@ func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 			Tenant:            tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
 			Bucket:            bucket,
 			ControllerTimeout: 45 * time.Second,
+			VisibilityTimeout: 30 * time.Second,
 		})
 	}()
 	for _, want := range []string{
@@ -192,6 +214,7 @@ func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 		`chunkSize: 5000 is out of range`,
 		`registerUrl is required`,
 		`controller timeout 45s must be shorter than the queue visibility timeout 30s`,
+		`visibility timeout 30s is shorter than the safety net interval 5m0s`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("got panic %q, want it to contain %q", msg, want)

@@ -170,7 +170,7 @@ func TestRuleTargetHasRetryPolicyAndDeadLetterQueue(t *testing.T) {
 	sharedApp(t)
 	for _, tenant := range sampleTenants {
 		t.Run(tenant, func(t *testing.T) {
-			ruleID, r := only(t, shared.template, "AWS::Events::Rule", tenant)
+			ruleID, r := fileRule(t, shared.template, tenant)
 			dlqID, dlq := ruleDLQ(t, shared.template, tenant)
 			target := get(t, props(r), "Targets", 0)
 			if got := asJSON(get(t, target, "DeadLetterConfig", "Arn")); got != `{"Fn::GetAtt":["`+dlqID+`","Arn"]}` {

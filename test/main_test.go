@@ -92,6 +92,26 @@ func only(t *testing.T, tpl map[string]any, typ, tenant string) (string, map[str
 	return "", nil
 }
 
+// fileRule returns the tenant's rule for its files' "Object Created" events (not its StatusRule).
+func fileRule(t *testing.T, tpl map[string]any, tenant string) (string, map[string]any) {
+	t.Helper()
+	var id string
+	var rule map[string]any
+	for rid, r := range tenantResources(t, tpl, "AWS::Events::Rule", tenant) {
+		if strings.Contains(rid, "StatusRule") {
+			continue
+		}
+		if rule != nil {
+			t.Fatalf("tenant %s: got two file rules, %s and %s, want 1", tenant, id, rid)
+		}
+		id, rule = rid, r
+	}
+	if rule == nil {
+		t.Fatalf("tenant %s: got no file rule, want 1", tenant)
+	}
+	return id, rule
+}
+
 func props(r map[string]any) map[string]any { return r["Properties"].(map[string]any) }
 
 // get walks a JSON value by keys and indexes, failing the test when a step is missing.

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,12 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	tenantcfg "github.com/example/tenantpipeline/internal/tenants"
 )
+
+// localRegisterURL stands in for the registerUrl of tenants that have none while synthesizing; the
+// run replaces every tenant's endpoint with --register-url or the embedded sink's.
+const localRegisterURL = "http://127.0.0.1/supplied-by-the-local-run"
 
 func main() {
 	os.Exit(run())
@@ -80,6 +86,8 @@ func run() int {
 	if *assembly == "" {
 		*assembly = filepath.Join(*workDir, "cdk.out")
 		fmt.Printf("synthesizing %s ...\n", *tenants)
+		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
+		os.Setenv(tenantcfg.EnvRegisterURL, cmp.Or(*registerURL, localRegisterURL))
 		if err := localrun.Synth(deadline, root, *tenants, *assembly); err != nil {
 			fmt.Fprintln(os.Stderr, "local:", err)
 			return 1

@@ -2,7 +2,9 @@ package tenantpipeline
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,9 +42,12 @@ type goBundler struct {
 
 // TryBundle implements awscdk.ILocalBundling.
 func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *bool {
-	bin, err := builds.build(b.pkg)
+	// outputDir is a bundling-temp-* folder inside the cloud assembly (cdk.out), which CDK renames
+	// to asset.<hash> once the output is hashed.
+	assembly := filepath.Dir(*outputDir)
+	bin, err := builds.build(b.pkg, assembly)
 	if err == nil {
-		err = copyExecutable(bin, filepath.Join(*outputDir, "bootstrap"))
+		err = linkOrCopy(bin, filepath.Join(*outputDir, "bootstrap"))
 	}
 	if err != nil {
 		// Returning false would make CDK fall back to Docker, which is neither wanted nor present;
@@ -52,31 +57,42 @@ func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *boo
 	return jsii.Bool(true)
 }
 
-// buildCache builds each package once per synth, however many tenants use it.
+// buildDir is the folder inside the cloud assembly where the binaries are built, so a synth leaves
+// nothing behind in the system's temp folder: cdk.out is the one place synth writes to.
+const buildDir = "tenantpipeline-build"
+
+// buildCache builds each package once per process while its assembly is there, however many
+// tenants and apps use it. CDK already bundles an asset once per assembly; the cache saves the
+// link step when one process synthesizes several apps (the tests).
 type buildCache struct {
 	mu   sync.Mutex
-	dir  string
 	bins map[string]string
 }
 
 var builds = &buildCache{bins: map[string]string{}}
 
-func (c *buildCache) build(pkg string) (string, error) {
+func (c *buildCache) build(pkg, assembly string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bin, ok := c.bins[pkg]; ok {
-		return bin, nil
+		if _, err := os.Stat(bin); err == nil {
+			return bin, nil
+		}
 	}
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "tenantpipeline-bundle-"); err != nil {
-			return "", err
-		}
+	dir := filepath.Join(assembly, buildDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
-	bin := filepath.Join(c.dir, strings.ReplaceAll(pkg, "/", "_"))
+	bin := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_"))
+	// A binary from an earlier synth into the same cdk.out is hard-linked into an asset folder
+	// named by its hash: the new build must be a new file, never a rewrite of that one.
+	if err := os.Remove(bin); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
 	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", bin, "./"+pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
@@ -104,7 +120,12 @@ var moduleRoot = sync.OnceValues(func() (string, error) {
 	return dir, nil
 })
 
-func copyExecutable(src, dst string) error {
+// linkOrCopy puts the binary into the asset folder as a hard link, so the assembly holds one
+// copy of it; across file systems it copies.
+func linkOrCopy(src, dst string) error {
+	if os.Link(src, dst) == nil {
+		return nil
+	}
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err

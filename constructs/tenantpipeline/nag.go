@@ -48,7 +48,8 @@ func (t *TenantPipeline) suppressNagFindings() {
 	}
 	suppress(t.Controller, "AwsSolutions-IAM5",
 		"Object-level grants on exactly the tenant's quarantine prefix (writes unprocessable messages) and skip-marker prefix (reads operator decisions); "+
-			"execution-level DescribeExecution and GetExecutionHistory on the tenant's own file state machine, and DescribeExecution and "+
+			"execution-level DescribeExecution, GetExecutionHistory and RedriveExecution (an operator's redrive, performed in the tenant's "+
+			"message group) on the tenant's own file state machine, and DescribeExecution and "+
 			"StopExecution on its own segment state machine (a stopped file's running segment is stopped before the next file starts); "+
 			"execution names are per file and per segment.",
 		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/"),

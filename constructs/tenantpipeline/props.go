@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -14,7 +15,7 @@ import (
 // Props configures one tenant's pipeline. Zero values mean the documented default.
 type Props struct {
 	// Tenant names the tenant and its file format. Required: Tenant.ID, and Tenant.RegisterURL
-	// unless RegisterFunction is set.
+	// unless RegisterFunction is set or the tenant has a DynamoDB sink (Tenant.DynamoDB).
 	Tenant Tenant
 
 	// Bucket is the ingest bucket. It must send events to EventBridge (EventBridgeEnabled). The
@@ -24,14 +25,38 @@ type Props struct {
 
 	// RegisterFunction replaces the bundled HTTP register adapter. It receives the chunk payload
 	// documented in docs/data-path.md and must be idempotent per record.
-	// Default: the bundled adapter, POSTing each record to Tenant.RegisterURL.
+	// Default: the bundled adapter, POSTing each record to Tenant.RegisterURL. Not allowed with a
+	// DynamoDB sink, which the bundled function writes.
 	RegisterFunction awslambda.IFunction
+
+	// DynamoDBTable is the table of the tenant's DynamoDB sink (Tenant.DynamoDB), for a table the
+	// app already has as a construct. Register is granted dynamodb:PutItem on it and nothing else.
+	// Default: the table Tenant.DynamoDB.Table names, or, without a name, a table the construct
+	// creates (TenantPipeline.Table). Only with Tenant.DynamoDB, and not with Tenant.DynamoDB.Table.
+	DynamoDBTable awsdynamodb.ITable
+
+	// DisableWakeEvents turns off the wake-up on the file execution's status change event
+	// (docs/controller.md). With wake events (the default) a rule sends the file state machine's
+	// "Step Functions Execution Status Change" events to the controller, which makes the waiting
+	// file's message visible at once; the controller checks a running execution itself only every
+	// SafetyNetInterval, about 12 DescribeExecution calls per running file-hour. Without them it
+	// polls in-process for ControllerPollBudget and then with a backoff growing to VisibilityTimeout.
+	// Default: false (wake events on).
+	DisableWakeEvents bool
+
+	// SafetyNetInterval is, with wake events, the longest wait between two checks of a running
+	// file: a lost status event delays the next file by at most this. Step Functions delivers these
+	// events on a best-effort basis.
+	// https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html
+	// Default: 5 minutes. Whole seconds from 1s to 12h, at most VisibilityTimeout.
+	SafetyNetInterval time.Duration
 
 	// VisibilityTimeout of the tenant's FIFO queue: the longest wait between two checks of a running
 	// file. AWS recommends at least 6× the function timeout for event source mappings; this
 	// pipeline keeps the message in flight on purpose and sets its visibility per delivery, so the
-	// function timeout only has to stay below it.
-	// Default: 30 seconds.
+	// function timeout only has to stay below it. With wake events it must be at least
+	// SafetyNetInterval, so that a message whose visibility change failed comes back within it.
+	// Default: SafetyNetInterval + 30 seconds (5m30s) with wake events, 30 seconds without.
 	VisibilityTimeout time.Duration
 
 	// ControllerTimeout is the controller function's timeout. Must be shorter than VisibilityTimeout.
@@ -95,6 +120,11 @@ const (
 	DefaultMemoryMB            = 256
 	DefaultWorkflowTimeout     = 24 * time.Hour
 	DefaultHaltedRecheck       = 5 * time.Minute
+	DefaultSafetyNetInterval   = 5 * time.Minute
+	// safetyNetVisibilityMargin is added to the safety net for the default visibility timeout with
+	// wake events: the controller sets each wait to at most the safety net, so the queue's own
+	// timeout only ends a delivery whose visibility change never happened.
+	safetyNetVisibilityMargin = 30 * time.Second
 
 	// QueueRetention is the maximum SQS retention: no DLQ, so a waiting file must outlast any outage.
 	QueueRetention = 14 * 24 * time.Hour
@@ -130,6 +160,10 @@ func (p Props) withDefaults() Props {
 			*d = v
 		}
 	}
+	def(&p.SafetyNetInterval, DefaultSafetyNetInterval)
+	if p.WakeEvents() {
+		def(&p.VisibilityTimeout, p.SafetyNetInterval+safetyNetVisibilityMargin)
+	}
 	def(&p.VisibilityTimeout, DefaultVisibilityTimeout)
 	def(&p.ControllerTimeout, DefaultControllerTimeout)
 	def(&p.SplitTimeout, DefaultSplitTimeout)
@@ -146,6 +180,18 @@ func (p Props) withDefaults() Props {
 	return p
 }
 
+// WakeEvents reports whether the controller wakes on the file execution's status change event.
+func (p Props) WakeEvents() bool { return !p.DisableWakeEvents }
+
+// PollBudget is the controller's in-process polling (POLL_BUDGET_SECONDS): none with wake events,
+// whose wait is the safety net, ControllerPollBudget without.
+func (p Props) PollBudget() time.Duration {
+	if p.WakeEvents() {
+		return 0
+	}
+	return ControllerPollBudget
+}
+
 // validate reports every problem at once, each naming the field, the value and the fix. It runs
 // on defaulted props, before anything is created.
 func (p Props) validate() error {
@@ -157,16 +203,18 @@ func (p Props) validate() error {
 	if p.Bucket == nil {
 		bad("Bucket is required: pass the ingest bucket (EventBridge notifications on)")
 	}
-	if p.RegisterFunction == nil && p.Tenant.RegisterURL == "" {
-		bad("registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter")
+	if p.RegisterFunction == nil && p.Tenant.RegisterURL == "" && p.Tenant.DynamoDB == nil {
+		bad("registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter, or the tenant has a dynamodb sink")
 	}
+	p.validateSink(bad)
 	if p.VisibilityTimeout < time.Second || p.VisibilityTimeout > maxVisibility || p.VisibilityTimeout%time.Second != 0 {
 		bad("visibility timeout %v is invalid: use whole seconds from 1s to 12h", p.VisibilityTimeout)
 	}
 	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html: the mapping is
 	// rejected when the queue's visibility timeout is below the function timeout.
 	if p.ControllerTimeout >= p.VisibilityTimeout {
-		bad("controller timeout %v must be shorter than the queue visibility timeout %v", p.ControllerTimeout, p.VisibilityTimeout)
+		bad("controller timeout %v must be shorter than the queue visibility timeout %v, or the event source mapping is rejected: "+
+			"raise VisibilityTimeout above %v, or lower ControllerTimeout below %v", p.ControllerTimeout, p.VisibilityTimeout, p.ControllerTimeout, p.VisibilityTimeout)
 	}
 	for _, f := range []struct {
 		name string
@@ -193,6 +241,9 @@ func (p Props) validate() error {
 	if p.HaltedRecheck < time.Second || p.HaltedRecheck > maxVisibility {
 		bad("halted recheck %v is invalid: use 1s to 12h", p.HaltedRecheck)
 	}
+	if p.WakeEvents() {
+		p.validateSafetyNet(bad)
+	}
 	p.validateAcrossFields(bad)
 	p.Alarms.validate(p.HaltedRecheck, bad)
 	return errors.Join(errs...)
@@ -213,7 +264,7 @@ func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
 				p.RegisterTimeout, h, registerDeadlineMargin, floor, floor+time.Second, p.RegisterTimeout-registerDeadlineMargin)
 		}
 	}
-	if need := ControllerPollBudget + controllerDeadlineMargin; p.ControllerTimeout < need {
+	if need := p.PollBudget() + controllerDeadlineMargin; p.PollBudget() > 0 && p.ControllerTimeout < need {
 		bad("controller timeout %v cannot hold the controller's in-process poll budget %v plus its deadline margin %v: "+
 			"raise ControllerTimeout to at least %v (and VisibilityTimeout above it)",
 			p.ControllerTimeout, ControllerPollBudget, controllerDeadlineMargin, need)
@@ -230,5 +281,39 @@ func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
 				"so ChangeMessageVisibility would be rejected: use a %s of at most %v, or a shorter ControllerTimeout",
 				f.name, f.wait, p.ControllerTimeout, f.field, maxVisibility-p.ControllerTimeout)
 		}
+	}
+}
+
+// validateSafetyNet checks the safety net against the queue: the controller waits at most the
+// safety net (MAX_WAIT_SECONDS is the visibility timeout, SAFETY_NET_SECONDS may not exceed it),
+// so a visibility timeout below it would make the controller refuse to start.
+func (p Props) validateSafetyNet(bad func(format string, args ...any)) {
+	s := p.SafetyNetInterval
+	if s < time.Second || s > maxVisibility || s%time.Second != 0 {
+		bad("safety net interval %v is invalid: use whole seconds from 1s to 12h (default 5m)", s)
+		return
+	}
+	if p.VisibilityTimeout < s {
+		bad("visibility timeout %v is shorter than the safety net interval %v: the controller waits up to the safety net for a running file, "+
+			"so raise VisibilityTimeout to at least %v (leave it unset for %v), or shorten SafetyNetInterval to at most %v",
+			p.VisibilityTimeout, s, s, s+safetyNetVisibilityMargin, p.VisibilityTimeout)
+	}
+}
+
+// validateSink checks the props that choose the tenant's sink. Tenant.Validate checks the tenant's
+// own sink fields (registerUrl with dynamodb, the key fields).
+func (p Props) validateSink(bad func(format string, args ...any)) {
+	d := p.Tenant.DynamoDB
+	if d == nil {
+		if p.DynamoDBTable != nil {
+			bad("Props.DynamoDBTable is set, but the tenant has no dynamodb sink: add dynamodb {key: [...]} to the tenant, or remove DynamoDBTable")
+		}
+		return
+	}
+	if p.RegisterFunction != nil {
+		bad("Props.RegisterFunction is set with a dynamodb sink: the bundled register function writes the table; remove RegisterFunction or the tenant's dynamodb")
+	}
+	if p.DynamoDBTable != nil && d.Table != "" {
+		bad("Props.DynamoDBTable is set and dynamodb.table names %q: give the table once, by one or the other", d.Table)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 )
@@ -24,7 +25,10 @@ func TestDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"VisibilityTimeout", p.VisibilityTimeout, 30 * time.Second},
+		{"VisibilityTimeout (safety net + 30 s)", p.VisibilityTimeout, 330 * time.Second},
+		{"SafetyNetInterval", p.SafetyNetInterval, 5 * time.Minute},
+		{"WakeEvents", p.WakeEvents(), true},
+		{"PollBudget", p.PollBudget(), time.Duration(0)},
 		{"ControllerTimeout", p.ControllerTimeout, 20 * time.Second},
 		{"ControllerReservedConcurrency", p.ControllerReservedConcurrency, 0},
 		{"WorkflowTimeout", p.WorkflowTimeout, 24 * time.Hour},
@@ -56,7 +60,7 @@ func TestValidateRejects(t *testing.T) {
 		{"no register url", func(p *Props) { p.Tenant.RegisterURL = "" }, `registerUrl is required unless Props.RegisterFunction`},
 		{"bad tenant id", func(p *Props) { p.Tenant.ID = "A B" }, `tenant "A B": id: "A B" is invalid`},
 		{"chunk size", func(p *Props) { p.Tenant.ChunkSize = 5000 }, `chunkSize: 5000 is out of range`},
-		{"controller not below visibility", func(p *Props) { p.ControllerTimeout = 30 * time.Second },
+		{"controller not below visibility", func(p *Props) { p.DisableWakeEvents = true; p.ControllerTimeout = 30 * time.Second },
 			`controller timeout 30s must be shorter than the queue visibility timeout 30s`},
 		{"visibility too long", func(p *Props) { p.VisibilityTimeout = 13 * time.Hour }, `visibility timeout 13h0m0s is invalid`},
 		{"visibility fractional", func(p *Props) { p.VisibilityTimeout = 1500 * time.Millisecond }, `visibility timeout 1.5s is invalid`},
@@ -87,6 +91,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	p.Bucket = nil
 	p.Tenant.Format = "xml"
 	p.ControllerTimeout = time.Minute
+	p.DisableWakeEvents = true
 	err := p.withDefaults().validate()
 	for _, want := range []string{"Bucket is required", `format: "xml"`, "controller timeout 1m0s must be shorter"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -144,10 +149,11 @@ func TestValidateAcrossFields(t *testing.T) {
 			"register HTTP timeout 1.5s is invalid: use whole seconds from 1s to 5m"},
 		{"HTTP timeout too long", func(p *Props) { p.RegisterHTTPTimeout = 6 * time.Minute },
 			"register HTTP timeout 6m0s is invalid: use whole seconds from 1s to 5m"},
-		{"controller timeout below poll budget plus margin", func(p *Props) { p.ControllerTimeout = 14 * time.Second },
+		{"controller timeout below poll budget plus margin", func(p *Props) { p.DisableWakeEvents = true; p.ControllerTimeout = 14 * time.Second },
 			"controller timeout 14s cannot hold the controller's in-process poll budget 10s plus its deadline margin 5s: " +
 				"raise ControllerTimeout to at least 15s (and VisibilityTimeout above it)"},
-		{"controller timeout exactly poll budget plus margin", func(p *Props) { p.ControllerTimeout = 15 * time.Second }, ""},
+		{"controller timeout exactly poll budget plus margin", func(p *Props) { p.DisableWakeEvents = true; p.ControllerTimeout = 15 * time.Second }, ""},
+		{"wake events: no poll budget, so a short controller timeout is fine", func(p *Props) { p.ControllerTimeout = 5 * time.Second }, ""},
 		{"halted recheck past the cap after a controller run", func(p *Props) { p.HaltedRecheck = 12 * time.Hour },
 			"halted recheck 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap, counted from the message's receipt, " +
 				"so ChangeMessageVisibility would be rejected: use a HaltedRecheck of at most 11h59m40s, or a shorter ControllerTimeout"},
@@ -158,6 +164,105 @@ func TestValidateAcrossFields(t *testing.T) {
 		}, ""},
 		{"visibility timeout past the cap after a controller run", func(p *Props) { p.VisibilityTimeout = 12 * time.Hour },
 			"visibility timeout 12h0m0s plus the controller timeout 20s exceeds SQS's 12h visibility cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p)
+			err := p.withDefaults().validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultsWithoutWakeEvents: without wake events the queue keeps its 30 s visibility and the
+// controller polls in-process for ControllerPollBudget.
+func TestDefaultsWithoutWakeEvents(t *testing.T) {
+	p := valid()
+	p.DisableWakeEvents = true
+	p = p.withDefaults()
+	if p.VisibilityTimeout != 30*time.Second || p.PollBudget() != 10*time.Second || p.WakeEvents() {
+		t.Errorf("got visibility %v, poll budget %v, wake events %v, want 30s, 10s, false", p.VisibilityTimeout, p.PollBudget(), p.WakeEvents())
+	}
+	if err := p.validate(); err != nil {
+		t.Errorf("got %v, want no error", err)
+	}
+}
+
+// TestValidateSafetyNet: with wake events the controller waits up to the safety net for a running
+// file and refuses to start when SAFETY_NET_SECONDS exceeds MAX_WAIT_SECONDS (the visibility
+// timeout), so the construct refuses first; and the visibility timeout stays above the controller
+// timeout (the event source mapping rejects a queue whose visibility timeout is below it:
+// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+func TestValidateSafetyNet(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Props)
+		want   string // "" = valid
+	}{
+		{"a longer safety net moves the default visibility", func(p *Props) { p.SafetyNetInterval = 10 * time.Minute }, ""},
+		{"visibility below the safety net", func(p *Props) { p.VisibilityTimeout = 4 * time.Minute },
+			"visibility timeout 4m0s is shorter than the safety net interval 5m0s: the controller waits up to the safety net for a running file, " +
+				"so raise VisibilityTimeout to at least 5m0s (leave it unset for 5m30s), or shorten SafetyNetInterval to at most 4m0s"},
+		{"visibility equal to the safety net", func(p *Props) { p.VisibilityTimeout = 5 * time.Minute }, ""},
+		{"short safety net, short visibility", func(p *Props) { p.SafetyNetInterval = 20 * time.Second; p.VisibilityTimeout = 25 * time.Second }, ""},
+		{"visibility not above the controller timeout", func(p *Props) { p.SafetyNetInterval = 20 * time.Second; p.VisibilityTimeout = 20 * time.Second },
+			"controller timeout 20s must be shorter than the queue visibility timeout 20s, or the event source mapping is rejected: " +
+				"raise VisibilityTimeout above 20s, or lower ControllerTimeout below 20s"},
+		{"safety net fractional", func(p *Props) { p.SafetyNetInterval = 1500 * time.Millisecond },
+			"safety net interval 1.5s is invalid: use whole seconds from 1s to 12h (default 5m)"},
+		{"safety net past SQS's cap", func(p *Props) { p.SafetyNetInterval = 13 * time.Hour },
+			"safety net interval 13h0m0s is invalid"},
+		{"safety net ignored without wake events", func(p *Props) { p.DisableWakeEvents = true; p.SafetyNetInterval = 13 * time.Hour }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p)
+			err := p.withDefaults().validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+type fakeTable struct{ awsdynamodb.ITable }
+
+// TestValidateSink: a tenant has one sink. The DynamoDB sink needs no registerUrl; it cannot be
+// combined with a registerUrl (Tenant.Validate), a RegisterFunction, or two tables; a table prop
+// without the sink is a mistake.
+func TestValidateSink(t *testing.T) {
+	ddb := func(p *Props) { p.Tenant.RegisterURL = ""; p.Tenant.DynamoDB = &DynamoDB{Key: []string{"id"}} }
+	for _, tc := range []struct {
+		name   string
+		change func(*Props)
+		want   string // "" = valid
+	}{
+		{"dynamodb without registerUrl", ddb, ""},
+		{"dynamodb with partition and sort key", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Key = []string{"id", "at"} }, ""},
+		{"dynamodb with an existing table by name", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Table = "orders" }, ""},
+		{"dynamodb with a table construct", func(p *Props) { ddb(p); p.DynamoDBTable = fakeTable{} }, ""},
+		{"dynamodb with three key fields", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Key = []string{"a", "b", "c"} },
+			`dynamodb.key: has 3 fields: use 1 (partition key) or 2 (partition key, sort key)`},
+		{"dynamodb without key fields", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Key = nil },
+			`dynamodb.key: has 0 fields: use 1 (partition key) or 2 (partition key, sort key)`},
+		{"dynamodb with registerUrl", func(p *Props) { ddb(p); p.Tenant.RegisterURL = "https://core.example.com/r" },
+			`registerUrl: is set with dynamodb: a tenant has one sink; remove registerUrl or dynamodb`},
+		{"dynamodb with a register function", func(p *Props) { ddb(p); p.RegisterFunction = fakeFunction{} },
+			`Props.RegisterFunction is set with a dynamodb sink: the bundled register function writes the table; remove RegisterFunction or the tenant's dynamodb`},
+		{"dynamodb with a table construct and a table name", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Table = "orders"; p.DynamoDBTable = fakeTable{} },
+			`Props.DynamoDBTable is set and dynamodb.table names "orders": give the table once, by one or the other`},
+		{"table construct without dynamodb", func(p *Props) { p.DynamoDBTable = fakeTable{} },
+			`Props.DynamoDBTable is set, but the tenant has no dynamodb sink: add dynamodb {key: [...]} to the tenant, or remove DynamoDBTable`},
+		{"neither registerUrl nor dynamodb", func(p *Props) { p.Tenant.RegisterURL = "" },
+			`registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter, or the tenant has a dynamodb sink`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := valid()

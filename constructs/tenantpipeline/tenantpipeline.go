@@ -1,7 +1,9 @@
 // Package tenantpipeline provides TenantPipeline, the L3 construct that deploys one tenant's
 // ordered file pipeline: an EventBridge rule on the tenant's key prefix, a FIFO queue that serves
 // as the tenant's lock, the controller, split and register functions, the two state machines of
-// package workflows, and the alarms an operator needs.
+// package workflows, a rule that wakes the controller when a file's execution ends, the DynamoDB
+// sink's table when the tenant needs one, the stack output pipectl reads, and the alarms an
+// operator needs. NewDashboard adds one dashboard for the tenants of a stack.
 //
 // Within a tenant, files are processed one at a time in arrival order and records in file order;
 // tenants never wait for each other. See README.md and docs/ for why each piece is there.
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -56,6 +59,18 @@ type TenantPipeline struct {
 	LogGroups []awslogs.LogGroup
 	// Alarms are the tenant's alarms.
 	Alarms Alarms
+	// StatusRule sends the ends of the file state machine's executions to Controller, which wakes
+	// the waiting file's message. Nil with Props.DisableWakeEvents.
+	StatusRule awsevents.Rule
+	// EventSource is the controller's SQS event source; its mapping is what pipectl pauses.
+	EventSource awslambdaeventsources.SqsEventSource
+	// Table is the DynamoDB sink's table when the construct created it; nil otherwise.
+	Table awsdynamodb.Table
+	// SinkTable is the table the DynamoDB sink writes: Table, Props.DynamoDBTable or the table
+	// Tenant.DynamoDB.Table names. Nil without a DynamoDB sink.
+	SinkTable awsdynamodb.ITable
+	// Output is the stack output that describes the tenant for pipectl (pipeline.TenantOutput).
+	Output awscdk.CfnOutput
 
 	functionLogs []awslogs.LogGroup
 }
@@ -105,11 +120,16 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	t.allowList(t.Split, tenant.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 
+	t.SinkTable = t.sinkTable()
 	t.Register = p.RegisterFunction
 	if t.Register == nil {
 		register := t.function("Register", pkgRegister, p.RegisterTimeout, p.RegisterMemoryMB, map[string]string{
 			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(p.RegisterHTTPTimeout.Seconds())),
+			pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
 		})
+		if t.SinkTable != nil {
+			allowPutItem(register, t.SinkTable)
+		}
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 		t.allowList(register, tenant.Prefix)
 		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
@@ -133,41 +153,43 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	})
 	t.StateMachine = t.Workflow.File
 
-	settings, err := json.Marshal(tenant.settings())
-	if err != nil {
-		panic(err)
-	}
-	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, map[string]string{
+	controllerEnv := map[string]string{
 		pipeline.EnvStateMachineARN: *t.StateMachine.StateMachineArn(),
 		pipeline.EnvQueueURL:        *t.Queue.QueueUrl(),
-		pipeline.EnvTenant:          string(settings),
+		pipeline.EnvTenant:          t.settingsJSON(),
 		pipeline.EnvTenantPrefix:    tenant.Prefix,
 		pipeline.EnvBucket:          *p.Bucket.BucketName(),
 		pipeline.EnvOnFailure:       tenant.OnFailure,
 		pipeline.EnvIdempotencyKey:  tenant.IdempotencyKey,
 		pipeline.EnvMaxWaitSeconds:  strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
 		pipeline.EnvHaltWaitSeconds: strconv.Itoa(int(p.HaltedRecheck.Seconds())),
-		// Set, not defaulted, so that validate's ControllerTimeout rule holds what the function runs.
-		pipeline.EnvPollBudgetSeconds: strconv.Itoa(int(ControllerPollBudget.Seconds())),
 		// A stopped file is released only after its stopDate plus the register timeout.
 		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(p.RegisterTimeout.Seconds())),
 		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
 		pipeline.EnvMetricsNamespace:       pipeline.DefaultMetricsNamespace,
-	})
+	}
+	// POLL_BUDGET_SECONDS is set, not defaulted, so that validate's ControllerTimeout rule holds
+	// what the function runs.
+	t.wakeEnv(controllerEnv)
+	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, controllerEnv)
 	if p.ControllerReservedConcurrency > 0 {
 		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
 		cfn.SetReservedConcurrentExecutions(jsii.Number(p.ControllerReservedConcurrency))
 	}
-	t.Controller.AddEventSource(awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
+	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize: jsii.Number(1),
 		// Waiting is reported per message, not thrown: the function's Errors metric counts faults only.
 		ReportBatchItemFailures: jsii.Bool(true),
-	}))
+	})
+	t.Controller.AddEventSource(t.EventSource)
 	t.StateMachine.GrantStartExecution(t.Controller)
 	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
 	// run: the controller finds the file's running segment child in the file execution's history,
 	// stops it and waits for it (docs/controller.md).
-	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"))
+	// A redrive control message (pipectl redrive) is performed by the controller when it reaches
+	// the head of the tenant's message group, so that it never runs beside another file.
+	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"),
+		jsii.String("states:RedriveExecution"))
 	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
@@ -175,7 +197,10 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	// controller could not tell "no skip marker" from "no access".
 	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
 
+	t.addStatusRule()
+
 	t.Alarms = t.newAlarms()
+	t.addOutput()
 	t.checkBucket()
 	t.suppressNagFindings()
 	return t
@@ -216,6 +241,35 @@ func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, patte
 		Actions:   jsii.Strings(actions...),
 		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
 	}))
+}
+
+// allowS3Keys grants exact S3 object actions on exact keys of the ingest bucket.
+func (t *TenantPipeline) allowS3Keys(fn awslambda.IFunction, actions []string, keys ...string) {
+	var arns []string
+	for _, k := range keys {
+		arns = append(arns, *t.Props.Bucket.ArnForObjects(jsii.String(k)))
+	}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: jsii.Strings(arns...),
+	}))
+}
+
+// settingsJSON is the TENANT variable: the tenant's settings, with the DynamoDB sink's table name
+// filled in (a token when the table is created here, resolved at deploy time).
+func (t *TenantPipeline) settingsJSON() string {
+	s := t.Props.Tenant.settings()
+	if s.DynamoDB != nil && t.SinkTable != nil {
+		s.DynamoDB.Table = *t.SinkTable.TableName()
+	}
+	if s.DynamoDB != nil && *awscdk.Token_IsUnresolved(s.DynamoDB.Table) {
+		return *toJSON(t.Construct, s)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
 // allowList grants s3:ListBucket on the ingest bucket for keys under prefix only. With it, S3

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// DimensionTenant is the one dimension of every controller metric.
+// DimensionTenant is the one dimension of every controller and Register metric.
 const DimensionTenant = "Tenant"
 
 // Controller metric names. Counts use unit Count, the *Seconds metrics use Seconds.
@@ -76,6 +76,14 @@ const (
 	// WakeStateErrors counts wake-up state that could not be written or read. The controller then
 	// waits with its backoff, and a missed wake-up is caught by the safety net.
 	WakeStateErrors = "WakeStateErrors"
+)
+
+// Register metric names, with the same Tenant dimension.
+const (
+	// RecordsRegistered counts the records of a chunk Register completed: one datapoint per chunk
+	// that succeeded (record, batch and DynamoDB sinks alike). Sum per minute is the tenant's
+	// registration rate; a chunk that fails and is retried counts once, when it succeeds.
+	RecordsRegistered = "RecordsRegistered"
 )
 
 // Unit is a CloudWatch metric unit.

@@ -12,7 +12,7 @@ const (
 	EnvIdempotencyKey    = "IDEMPOTENCY_KEY"     // event-id | object-version
 	EnvMaxWaitSeconds    = "MAX_WAIT_SECONDS"    // longest wait between checks: the queue visibility timeout
 	EnvHaltWaitSeconds   = "HALT_WAIT_SECONDS"   // wait between checks while the tenant is halted
-	EnvMetricsNamespace  = "METRICS_NAMESPACE"   // CloudWatch namespace of the EMF metrics
+	EnvMetricsNamespace  = "METRICS_NAMESPACE"   // CloudWatch namespace of the EMF metrics (controller and Register)
 	EnvFirstWaitMillis   = "FIRST_WAIT_MILLIS"   // first wait of the backoff (default 1000)
 	EnvPollBudgetSeconds = "POLL_BUDGET_SECONDS" // how long to poll in-process before handing back
 	// EnvRegisterTimeoutSeconds is the Register function's timeout. A stopped (TIMED_OUT, ABORTED)

@@ -19,7 +19,7 @@ import (
 // CloudFormation allows 200 outputs per template and output logical ids of at most 255
 // alphanumeric characters (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html,
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/outputs-section-structure.html);
-// a stack holds at most 14 tenants, so 14 outputs. It documents no size limit of its own for an
+// a stack holds at most 11 tenants (internal/stacks.MaxTenantsPerStack), so 11 outputs. It documents no size limit of its own for an
 // output value; the descriptor is kept below MaxTenantOutputBytes, the documented limit of a
 // parameter value, as a conservative bound.
 const (

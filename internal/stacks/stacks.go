@@ -1,11 +1,16 @@
 // Package stacks builds the app's stacks from the tenants file and CDK context: one stack with
 // the ingest bucket (unless an existing bucket is named), and tenant stacks of at most
 // TenantsPerStack tenants each, so that no stack nears CloudFormation's 500-resource limit.
+//
+// A tenant stays in the stack it was first given (assignment.go), so editing the tenants file
+// never moves a tenant's queue to another stack.
 package stacks
 
 import (
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -26,6 +31,7 @@ const (
 	CtxTenantsPerStack = "tenantsPerStack"
 	CtxAlarmTopicArn   = "alarmTopicArn"
 	CtxStackPrefix     = "stackPrefix"
+	CtxRegisterURL     = "registerUrl"
 )
 
 // Options are the app-wide settings.
@@ -35,18 +41,27 @@ type Options struct {
 	// BucketName names an existing ingest bucket, which must have EventBridge notifications on.
 	// Default: the app creates the bucket in its own stack.
 	BucketName string
-	// TenantsPerStack groups tenants into stacks in file order. A tenant is 35 resources
-	// (README), so the default keeps a stack at 350 of CloudFormation's 500.
+	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
+	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is at most
+	// 44 resources (README), so the default keeps a stack at 441 of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
 	AlarmTopicArn string
 	// StackPrefix starts every stack name. Default: TenantPipeline.
 	StackPrefix string
+	// RegisterURL is the core system's endpoint for every tenant that sets no registerUrl.
+	// Default: each tenant must set its own.
+	RegisterURL string
+	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
+	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
+	AssignmentFile string
 }
 
-// MaxTenantsPerStack keeps the largest allowed group under 500 resources.
-const MaxTenantsPerStack = 12 // 12 × 41 resources = 492
+// MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
+// 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
+// are 485.
+const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
@@ -61,6 +76,10 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		BucketName:    get(CtxBucketName),
 		AlarmTopicArn: get(CtxAlarmTopicArn),
 		StackPrefix:   get(CtxStackPrefix),
+		RegisterURL:   get(CtxRegisterURL),
+	}
+	if o.RegisterURL == "" {
+		o.RegisterURL = os.Getenv(tenants.EnvRegisterURL)
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -82,6 +101,9 @@ func (o Options) withDefaults() Options {
 	if o.StackPrefix == "" {
 		o.StackPrefix = "TenantPipeline"
 	}
+	if o.AssignmentFile == "" {
+		o.AssignmentFile = strings.TrimSuffix(o.TenantsFile, ".json") + ".stacks.json"
+	}
 	return o
 }
 
@@ -91,25 +113,48 @@ type App struct {
 	Ingest awscdk.Stack
 	// Bucket is the ingest bucket as seen from the Ingest stack (nil for an existing bucket).
 	Bucket awss3.Bucket
-	// TenantStacks hold the pipelines, TenantsPerStack at most each.
+	// TenantStacks hold the pipelines, TenantsPerStack at most each, in the order of their names
+	// (numbered stacks first, by number).
 	TenantStacks []awscdk.Stack
+	// StackOf maps each tenant id to the name of its stack.
+	StackOf map[string]string
+	// Dashboards are the tenant stacks' dashboards, one per stack, in TenantStacks' order.
+	Dashboards []*tenantpipeline.Dashboard
 	// Pipelines are keyed by tenant id.
 	Pipelines map[string]*tenantpipeline.TenantPipeline
 }
 
-// Build loads the tenants file and builds every stack into app.
-func Build(app awscdk.App, o Options) (*App, error) {
+// Build loads the tenants file and builds every stack into app. Invalid input returns an error
+// that lists every problem; it never panics.
+func Build(app awscdk.App, o Options) (_ *App, err error) {
 	o = o.withDefaults()
 	if o.TenantsPerStack < 1 || o.TenantsPerStack > MaxTenantsPerStack {
 		return nil, fmt.Errorf("context %s: %d is out of range: use 1 to %d, so that no stack exceeds CloudFormation's 500 resources",
 			CtxTenantsPerStack, o.TenantsPerStack, MaxTenantsPerStack)
 	}
-	file, err := tenants.Load(o.TenantsFile)
+	file, err := tenants.Load(o.TenantsFile, tenants.Options{RegisterURL: o.RegisterURL})
 	if err != nil {
 		return nil, err
 	}
-	out := &App{Pipelines: map[string]*tenantpipeline.TenantPipeline{}}
+	assigned, err := loadAssignment(o.AssignmentFile)
+	if err != nil {
+		return nil, err
+	}
+	stackOf, err := assign(file.Tenants, assigned, o.TenantsPerStack)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
+	}
+	if err := saveAssignment(o.AssignmentFile, o.TenantsFile, stackOf); err != nil {
+		return nil, err
+	}
+	// The construct panics on invalid props (a CDK convention); the app turns that into an error.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
 
+	out := &App{Pipelines: map[string]*tenantpipeline.TenantPipeline{}, StackOf: map[string]string{}}
 	bucketFor := func(scope constructs.Construct) awss3.IBucket {
 		return awss3.Bucket_FromBucketName(scope, jsii.String("IngestBucket"), jsii.String(o.BucketName))
 	}
@@ -122,9 +167,15 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
 	}
 
-	for i := 0; i < len(file.Tenants); i += o.TenantsPerStack {
-		group := file.Tenants[i:min(i+o.TenantsPerStack, len(file.Tenants))]
-		stack := awscdk.NewStack(app, jsii.String(fmt.Sprintf("%s-Tenants-%d", o.StackPrefix, len(out.TenantStacks)+1)), &awscdk.StackProps{
+	for _, name := range stackNames(stackOf) {
+		var group []tenants.Tenant
+		for _, t := range file.Tenants {
+			if stackOf[t.ID] == name {
+				group = append(group, t)
+			}
+		}
+		stackName := o.StackPrefix + "-Tenants-" + name
+		stack := awscdk.NewStack(app, jsii.String(stackName), &awscdk.StackProps{
 			Description: jsii.String(fmt.Sprintf("Ordered per-tenant file pipeline: tenants %s … %s", group[0].ID, group[len(group)-1].ID)),
 		})
 		out.TenantStacks = append(out.TenantStacks, stack)
@@ -133,15 +184,46 @@ func Build(app awscdk.App, o Options) (*App, error) {
 		if o.AlarmTopicArn != "" {
 			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
 		}
+		var pipelines []*tenantpipeline.TenantPipeline
 		for _, t := range group {
+			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
 				Tenant:     pipelineTenant(t),
 				Bucket:     bucket,
 				AlarmTopic: topic,
 			})
+			pipelines = append(pipelines, out.Pipelines[t.ID])
+		}
+		out.Dashboards = append(out.Dashboards, tenantpipeline.NewDashboard(stack, "Dashboard", pipelines...))
+	}
+	rules := 0
+	for _, p := range out.Pipelines {
+		rules++ // the S3 rule
+		if p.StatusRule != nil {
+			rules++ // the wake-up rule on the file executions' status changes
 		}
 	}
+	WarnRuleQuota(out.TenantStacks[0], rules)
 	return out, nil
+}
+
+// DefaultBusRuleQuota is EventBridge's default number of rules per event bus, per account and
+// region; it can be raised through Service Quotas.
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html
+const DefaultBusRuleQuota = 300
+
+// WarnRuleQuota adds a synth warning to stack when the app defines more rules on the default event
+// bus than the default quota allows, and says whether it did. Build counts every TenantPipeline's
+// rules on the default bus: its S3 rule, and its wake-up status rule unless wake events are off.
+func WarnRuleQuota(stack awscdk.Stack, rules int) bool {
+	if rules <= DefaultBusRuleQuota {
+		return false
+	}
+	msg := fmt.Sprintf("this app defines %d EventBridge rules on the default event bus, more than the default quota of %d rules per event bus "+
+		"(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html); before deploying, raise \"Maximum number of rules per event bus\" "+
+		"for EventBridge in Service Quotas, or deploys fail once the bus is full", rules, DefaultBusRuleQuota)
+	awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("tenantpipeline:RuleQuota"), jsii.String(msg), nil)
+	return true
 }
 
 // NewIngestBucket creates the ingest bucket: private, TLS only, versioned (so the pipeline reads

@@ -10,7 +10,7 @@ import (
 
 // appOnlyFields are tenants-file fields that configure the app, not the pipeline: they have no
 // counterpart in the construct's Tenant.
-var appOnlyFields = map[string]bool{}
+var appOnlyFields = map[string]bool{"Stack": true}
 
 // Every field of a tenants-file entry reaches the construct's public Tenant, with its value.
 func TestPipelineTenantCopiesEveryField(t *testing.T) {

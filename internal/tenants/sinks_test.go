@@ -26,7 +26,7 @@ func TestSinkDefaults(t *testing.T) {
 			pipeline.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"pk", "sk"}, Table: "Orders.v2", Concurrency: 1}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := Parse([]byte(`{"tenants": [` + tc.json + `]}`))
+			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), sinkOptions)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -74,7 +74,7 @@ func TestSinkRejects(t *testing.T) {
 		{"dynamodb not an object", `{"id": "a", "dynamodb": ["id"]}`, []string{`tenants[0] ("a")`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(`{"tenants": [` + tc.json + `]}`))
+			_, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), sinkOptions)
 			if err == nil {
 				t.Fatalf("got no error, want one containing %q", tc.want)
 			}
@@ -97,9 +97,13 @@ func TestSinkAccepts(t *testing.T) {
 		{"dynamodb jsonl", `{"id": "a", "format": "jsonl", "dynamodb": {"key": ["order.id"]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Parse([]byte(`{"tenants": [` + tc.json + `]}`)); err != nil {
+			if _, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), sinkOptions); err != nil {
 				t.Errorf("got %v, want no error", err)
 			}
 		})
 	}
 }
+
+// sinkOptions gives HTTP tenants of these tests an endpoint, as -c registerUrl would, so that only
+// the sink fields under test decide the outcome.
+var sinkOptions = Options{RegisterURL: "https://core.example.com/records"}

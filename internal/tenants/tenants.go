@@ -62,6 +62,10 @@ type Tenant struct {
 	// DynamoDB makes Register write each record to a DynamoDB table instead of POSTing it; such a
 	// tenant has no registerUrl.
 	DynamoDB *DynamoDB `json:"dynamodb,omitempty"`
+	// Stack places the tenant in the app's stack "<stackPrefix>-Tenants-<stack>". It is read by the
+	// app (internal/stacks), not by the construct. Default: the stack the app assigned to the tenant
+	// when it first appeared, kept in the assignment file beside the tenants file.
+	Stack string `json:"stack,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -85,56 +89,8 @@ func (d *DynamoDB) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// idPattern keeps ids safe everywhere they appear: CloudFormation logical ids and generated names
-// (queue names are at most 80 characters including ".fifo", rule names 64), the FIFO message group
-// id, S3 prefixes, metric dimensions.
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-
-// Load reads, defaults and validates a tenants file.
-func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tenants file: %w", err)
-	}
-	f, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("tenants file %s: %w", path, err)
-	}
-	return f, nil
-}
-
-// Parse decodes a tenants file strictly (unknown fields are errors), fills in defaults and validates.
-func Parse(b []byte) (*File, error) {
-	var raw struct {
-		Tenants []json.RawMessage `json:"tenants"`
-	}
-	if err := strictDecode(b, &raw); err != nil {
-		return nil, err
-	}
-	if len(raw.Tenants) == 0 {
-		return nil, errors.New(`"tenants" is empty: add at least one tenant, e.g. {"tenants": [{"id": "acme"}]}`)
-	}
-	f := &File{}
-	var errs []error
-	for i, r := range raw.Tenants {
-		var t Tenant
-		if err := strictDecode(r, &t); err != nil {
-			errs = append(errs, fmt.Errorf("tenants[%d]%s: %w", i, idHint(r), err))
-			continue
-		}
-		f.Tenants = append(f.Tenants, t.WithDefaults())
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// strictDecode rejects unknown fields. encoding/json matches names case-insensitively, so a key
-// is first checked for an exact match too: "chunksize" is a typo, not chunkSize.
+// strictDecode decodes one JSON object into v, rejecting unknown fields and mis-cased names
+// (encoding/json would accept "Key" for "key") and trailing data.
 func strictDecode(b []byte, v any) error {
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(b, &keys) == nil {
@@ -156,6 +112,182 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
+// idPattern keeps ids safe everywhere they appear: CloudFormation logical ids and generated names
+// (queue names are at most 80 characters including ".fifo", rule names 64), the FIFO message group
+// id, S3 prefixes, metric dimensions.
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// StackPattern is what a stack field may hold: it ends a CloudFormation stack name, which allows
+// letters, digits and hyphens (128 characters in all).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-using-console-create-stack-parameters.html
+var StackPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
+
+// EnvRegisterURL supplies the app's registerUrl context when no -c registerUrl is given. The local
+// run (cmd/local) sets it: it synthesizes through the CDK CLI and points every tenant at its own
+// endpoint at run time, so tenants need no registerUrl there.
+const EnvRegisterURL = "TENANTPIPELINE_REGISTER_URL"
+
+// Options change how a tenants file is checked.
+type Options struct {
+	// RegisterURL is the core system's endpoint for tenants that set no registerUrl of their own
+	// (the app's registerUrl context, or the endpoint of a local run). When empty, every tenant must
+	// set registerUrl: the app deploys the bundled HTTP register adapter for each.
+	RegisterURL string
+}
+
+// Load reads, defaults and validates a tenants file.
+func Load(path string, o Options) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file: %w", err)
+	}
+	f, err := Parse(b, o)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes a tenants file, fills in defaults and validates it. Unknown fields are errors, but
+// they do not stop the check: every problem of every tenant is reported at once. A JSON syntax
+// error is the one exception, reported alone with its line and column.
+func Parse(b []byte, o Options) (*File, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, jsonError(b, err)
+	}
+	var errs []error
+	errs = append(errs, unknownFields("", top, reflect.TypeFor[File]())...)
+	var raw []json.RawMessage
+	if r, ok := top["tenants"]; ok {
+		if err := json.Unmarshal(r, &raw); err != nil {
+			errs = append(errs, fmt.Errorf(`"tenants": %s`, typeProblem(err)))
+		}
+	}
+	if len(raw) == 0 {
+		errs = append(errs, errors.New(`"tenants" is empty: add at least one tenant, e.g. {"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/records"}]}`))
+		return nil, errors.Join(errs...)
+	}
+	if o.RegisterURL != "" && !validURL(o.RegisterURL) {
+		errs = append(errs, fmt.Errorf("default registerUrl %q is invalid: use an absolute http(s) URL", o.RegisterURL))
+		o.RegisterURL = ""
+	}
+	f := &File{}
+	for i, r := range raw {
+		where := fmt.Sprintf("tenants[%d]%s", i, idHint(r))
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(r, &fields); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s", where, typeProblem(err)))
+			continue
+		}
+		errs = append(errs, unknownFields(where, fields, reflect.TypeFor[Tenant]())...)
+		var t Tenant
+		if err := json.Unmarshal(r, &t); err != nil {
+			// The field is left at its zero value; the rest of the tenant is still checked.
+			errs = append(errs, fmt.Errorf("%s: %s", where, typeProblem(err)))
+		}
+		if t.RegisterURL == "" && t.NeedsRegisterURL() {
+			t.RegisterURL = o.RegisterURL
+		}
+		f.Tenants = append(f.Tenants, t.WithDefaults())
+	}
+	errs = append(errs, f.Validate())
+	for _, t := range f.Tenants {
+		if t.RegisterURL == "" && t.NeedsRegisterURL() {
+			errs = append(errs, fmt.Errorf(`tenant %q: registerUrl: missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`, t.ID))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// jsonError names the line and column of a syntax error, counted in characters from 1.
+func jsonError(b []byte, err error) error {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		return fmt.Errorf("%s", typeProblem(err))
+	}
+	off := min(int(syn.Offset), len(b))
+	before := b[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	if strings.Contains(syn.Error(), "end of JSON input") {
+		col++ // past the last character: the input ended too early
+	}
+	return fmt.Errorf("line %d, column %d: JSON syntax error: %v", line, col, syn)
+}
+
+// typeProblem says which field holds a value of the wrong JSON type.
+func typeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	want := te.Type.Kind().String()
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int64:
+		want = "a whole number"
+	case reflect.String:
+		want = "a string"
+	case reflect.Slice:
+		want = "an array"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	}
+	if te.Field == "" {
+		return fmt.Sprintf("got JSON %s, want %s", te.Value, want)
+	}
+	return fmt.Sprintf("%s: got JSON %s, want %s", te.Field, te.Value, want)
+}
+
+// unknownFields reports keys that are not fields of t. encoding/json would match names
+// case-insensitively, so "chunksize" is a typo here, not chunkSize; the message suggests the field.
+func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Type) []error {
+	known := jsonNames(t)
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if known[k] {
+			continue
+		}
+		hint := ""
+		for _, name := range slices.Sorted(maps.Keys(known)) {
+			if strings.EqualFold(name, k) || len(k) > 3 && editDistance(strings.ToLower(name), strings.ToLower(k)) <= 2 {
+				hint = fmt.Sprintf(" (did you mean %q?)", name)
+				break
+			}
+		}
+		msg := fmt.Sprintf("unknown field %q%s", k, hint)
+		if where != "" {
+			msg = where + ": " + msg
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return errs
+}
+
+// editDistance is the Levenshtein distance of two short strings, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 func jsonNames(t reflect.Type) map[string]bool {
 	names := map[string]bool{}
 	for f := range t.Fields() {
@@ -165,13 +297,15 @@ func jsonNames(t reflect.Type) map[string]bool {
 	return names
 }
 
-// idHint names the tenant of an entry that did not decode, when its id can be read at all.
+// idHint names the tenant of an entry, when its id can be read at all.
 func idHint(r json.RawMessage) string {
 	var t struct {
-		ID string `json:"id"`
+		ID any `json:"id"`
 	}
-	if json.Unmarshal(r, &t) == nil && t.ID != "" {
-		return fmt.Sprintf(" (%q)", t.ID)
+	if json.Unmarshal(r, &t) == nil {
+		if id, ok := t.ID.(string); ok && id != "" {
+			return fmt.Sprintf(" (%q)", id)
+		}
 	}
 	return ""
 }
@@ -269,16 +403,22 @@ func (t Tenant) Validate() error {
 	if !slices.Contains([]string{pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion}, t.IdempotencyKey) {
 		bad("idempotencyKey", "%q is invalid: use %q or %q", t.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
 	}
-	if t.RegisterURL != "" {
-		if u, err := url.Parse(t.RegisterURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
-		}
+	if t.RegisterURL != "" && !validURL(t.RegisterURL) {
+		bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
+	}
+	if t.Stack != "" && !StackPattern.MatchString(t.Stack) {
+		bad("stack", "%q is invalid: use 1-32 letters, digits and hyphens, starting with a letter or digit", t.Stack)
 	}
 	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
 	t.validateSink(bad)
 	return errors.Join(errs...)
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }

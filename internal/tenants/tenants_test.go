@@ -13,13 +13,14 @@ import (
 )
 
 func TestParseDefaults(t *testing.T) {
-	f, err := Parse([]byte(`{"tenants": [{"id": "acme"}, {"id": "globex", "encoding": "cp932", "onFailure": "halt", "format": "csv"}]}`))
+	f, err := Parse([]byte(`{"tenants": [{"id": "acme"}, {"id": "globex", "encoding": "cp932", "onFailure": "halt", "format": "csv"}]}`),
+		Options{RegisterURL: "https://core.example.com/records"})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	got := f.Tenants[0]
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version"}
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records"}
 	if got != want {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}
@@ -66,10 +67,11 @@ func TestParseRejects(t *testing.T) {
 		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes: 2000000 is out of range`}},
 		{"every problem at once", `{"tenants": [{"id": "acme", "format": "xml", "chunkSize": 5000}, {"id": "B"}]}`,
 			[]string{`tenant "acme": format`, `tenant "acme": chunkSize`, `tenant "B": id`}},
-		{"not json", `{"tenants": [`, []string{`unexpected EOF`}},
+		{"not json", `{"tenants": [`, []string{`line 1, column 14: JSON syntax error: unexpected end of JSON input`}},
+		{"stack", `{"tenants": [{"id": "acme", "stack": "a b"}]}`, []string{`tenant "acme": stack: "a b" is invalid`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.json))
+			_, err := Parse([]byte(tc.json), Options{})
 			if err == nil {
 				t.Fatalf("got no error, want one containing %q", tc.want)
 			}
@@ -97,7 +99,7 @@ func TestParseAccepts(t *testing.T) {
 			"registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-AbCdEf"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Parse([]byte(tc.json)); err != nil {
+			if _, err := Parse([]byte(tc.json), Options{RegisterURL: "https://core.example.com/records"}); err != nil {
 				t.Errorf("got %v, want no error", err)
 			}
 		})
@@ -105,7 +107,7 @@ func TestParseAccepts(t *testing.T) {
 }
 
 func TestLoadShippedFile(t *testing.T) {
-	f, err := Load(filepath.Join("..", "..", "tenants.json"))
+	f, err := Load(filepath.Join("..", "..", "tenants.json"), Options{})
 	if err != nil {
 		t.Fatalf("the shipped tenants.json must load: %v", err)
 	}
@@ -119,7 +121,7 @@ func TestLoadNamesFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"tenants": [{"id": "x", "chunkSize": 0.5}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(p)
+	_, err := Load(p, Options{})
 	if err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("got %v, want an error naming %s", err, p)
 	}
@@ -140,8 +142,8 @@ func TestDelimiterRuleIsShared(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%q in %s", tt.delim, tt.encoding), func(t *testing.T) {
-			b, _ := json.Marshal(map[string]any{"tenants": []map[string]string{{"id": "acme", "encoding": tt.encoding, "delimiter": tt.delim}}})
-			_, err := Parse(b)
+			b, _ := json.Marshal(map[string]any{"tenants": []map[string]string{{"id": "acme", "encoding": tt.encoding, "delimiter": tt.delim, "registerUrl": "https://core.example.com/records"}}})
+			_, err := Parse(b, Options{})
 			if got := err == nil; got != tt.ok {
 				t.Errorf("tenants: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
@@ -150,5 +152,77 @@ func TestDelimiterRuleIsShared(t *testing.T) {
 				t.Errorf("records: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestParseReportsEveryProblem: a missing registerUrl, an unknown field or a value of the wrong
+// JSON type is reported beside every other problem, never instead of them.
+func TestParseReportsEveryProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		want       []string
+	}{
+		{"missing registerUrl beside other problems", `{"tenants": [{"id": "acme", "format": "xml"}, {"id": "b", "registerUrl": "https://core.example.com/b"}]}`,
+			[]string{`tenant "acme": registerUrl: missing`, `tenant "acme": format: "xml" is invalid`}},
+		{"unknown field beside other problems", `{"tenants": [{"id": "acme", "chunksize": 5, "format": "xml"}, {"id": "B"}]}`,
+			[]string{`tenants[0] ("acme"): unknown field "chunksize" (did you mean "chunkSize"?)`, `tenant "acme": format: "xml" is invalid`,
+				`tenant "acme": registerUrl: missing`, `tenant "B": id: "B" is invalid`, `tenant "B": registerUrl: missing`}},
+		{"unknown top-level field beside other problems", `{"tenant": [], "tenants": [{"id": "Bad", "registerUrl": "https://core.example.com/b"}]}`,
+			[]string{`unknown field "tenant" (did you mean "tenants"?)`, `tenant "Bad": id: "Bad" is invalid`}},
+		{"wrong type beside other problems", `{"tenants": [{"id": "x", "chunkSize": "5", "format": "xml", "registerUrl": "https://core.example.com/x"}]}`,
+			[]string{`tenants[0] ("x"): chunkSize: got JSON string, want a whole number`, `tenant "x": format: "xml" is invalid`}},
+		{"fraction", `{"tenants": [{"id": "x", "chunkSize": 0.5}]}`,
+			[]string{`chunkSize: got JSON number 0.5, want a whole number`, `tenant "x": registerUrl: missing`}},
+		{"tenant not an object", `{"tenants": [5, {"id": "Y"}]}`, []string{`tenants[0]: got JSON number, want an object`, `tenant "Y": id`}},
+		{"invalid default registerUrl", `{"tenants": [{"id": "x"}]}`, []string{`default registerUrl "ftp://x" is invalid`, `tenant "x": registerUrl: missing`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{}
+			if strings.Contains(tc.name, "default registerUrl") {
+				o.RegisterURL = "ftp://x"
+			}
+			_, err := Parse([]byte(tc.json), o)
+			if err == nil {
+				t.Fatalf("got no error, want one containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestParseSyntaxErrorPosition: a JSON syntax error names its line and column (characters, from 1),
+// counted by hand for each input.
+func TestParseSyntaxErrorPosition(t *testing.T) {
+	for _, tc := range []struct{ name, json, want string }{
+		{"trailing comma", "{\"tenants\": [\n  {\"id\": \"acme\",}\n]}", "line 2, column 17: "},
+		{"missing comma", "{\"tenants\": [\n  {\"id\": \"a\"}\n  {\"id\": \"b\"}\n]}", "line 3, column 3: "},
+		{"ends early", `{"tenants": [`, "line 1, column 14: "},
+		{"multi-byte characters count once", `{"tenants": [{"id": "受信",,`, "line 1, column 26: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.json), Options{})
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error starting with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseDefaultRegisterURL: tenants without registerUrl take the supplied one; a tenant's own
+// registerUrl wins.
+func TestParseDefaultRegisterURL(t *testing.T) {
+	f, err := Parse([]byte(`{"tenants": [{"id": "a"}, {"id": "b", "registerUrl": "https://own.example.com/b"}]}`),
+		Options{RegisterURL: "http://127.0.0.1:9/local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"http://127.0.0.1:9/local", "https://own.example.com/b"} {
+		if got := f.Tenants[i].RegisterURL; got != want {
+			t.Errorf("tenant %s: got registerUrl %q, want %q", f.Tenants[i].ID, got, want)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
 	"github.com/example/tenantpipeline/internal/source"
@@ -51,7 +52,12 @@ type Handler struct {
 	// DeadlineMargin: Default: DefaultDeadlineMargin.
 	DeadlineMargin time.Duration
 	Log            *slog.Logger
-	now            func() time.Time
+	// Metrics receives one EMF line per registered chunk (metrics.RecordsRegistered, dimension
+	// Tenant): stdout on Lambda. Nil: no metrics.
+	Metrics io.Writer
+	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
+	MetricsNamespace string
+	now              func() time.Time
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -67,7 +73,23 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunk registered", attrs...)
+	h.emitRegistered(req.Tenant.ID, n)
 	return pipeline.ChunkResult{Chunk: req.Chunk, Registered: n}, nil
+}
+
+// emitRegistered writes the chunk's RecordsRegistered datapoint. A metric that cannot be written
+// never fails a chunk whose records are registered: it is logged at WARN.
+func (h *Handler) emitRegistered(tenant string, n int64) {
+	if h.Metrics == nil {
+		return
+	}
+	ns := h.MetricsNamespace
+	if ns == "" {
+		ns = pipeline.DefaultMetricsNamespace
+	}
+	if err := metrics.New(h.Metrics, ns, tenant).Emit(metrics.Count(metrics.RecordsRegistered, float64(n))); err != nil {
+		h.Log.Warn("records registered metric not written", "tenant", tenant, "error", err.Error())
+	}
 }
 
 // IdempotencyKey is the Idempotency-Key header of one record: the file execution's name (the same

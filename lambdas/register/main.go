@@ -37,6 +37,9 @@ func main() {
 		Secrets:     NewSecretCache(secretsmanager.NewFromConfig(cfg)),
 		HTTPTimeout: timeout,
 		Log:         logger,
+		// EMF lines on stdout become the RecordsRegistered metric; slog lines are ordinary logs.
+		Metrics:          os.Stdout,
+		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
 	}
 	lambda.Start(h.Handle)
 }

@@ -1,0 +1,64 @@
+package tenantpipeline
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Step Functions sends "Step Functions Execution Status Change" events of Standard workflows to
+// the account's default event bus, with source aws.states; delivery is best effort, so an event
+// may be lost or arrive twice, and the controller's safety-net check covers both.
+// https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html
+// https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html (detail: executionArn,
+// stateMachineArn, name, status, startDate, stopDate)
+const (
+	StatusEventSource     = "aws.states"
+	StatusEventDetailType = "Step Functions Execution Status Change"
+)
+
+// StatusRuleStatuses are the statuses the status rule matches: the ends of an execution.
+var StatusRuleStatuses = []string{pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusTimedOut, pipeline.StatusAborted}
+
+// wakeEnv is the controller's environment for the wake-up: WAKE_EVENTS, SAFETY_NET_SECONDS, and the
+// poll budget (none with wake events).
+func (t *TenantPipeline) wakeEnv(env map[string]string) {
+	p := t.Props
+	env[pipeline.EnvPollBudgetSeconds] = strconv.Itoa(int(p.PollBudget().Seconds()))
+	if p.WakeEvents() {
+		env[pipeline.EnvWakeEvents] = "true"
+		env[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(p.SafetyNetInterval.Seconds()))
+	}
+}
+
+// addStatusRule routes the end of each of the tenant's file executions to the controller, whose
+// wake-up handler makes the waiting file's message visible at once (docs/controller.md), and lets
+// the controller keep its wake-up state: it writes control/<tenant>/wake.json and the handler
+// writes control/<tenant>/wake-done.json; each reads both.
+func (t *TenantPipeline) addStatusRule() {
+	if !t.Props.WakeEvents() {
+		return
+	}
+	id := t.Props.Tenant.ID
+	t.StatusRule = awsevents.NewRule(t.Construct, jsii.String("StatusRule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", id)),
+		// No EventBus: the default bus, where Step Functions sends these events.
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings(StatusEventSource),
+			DetailType: jsii.Strings(StatusEventDetailType),
+			Detail: &map[string]any{
+				"stateMachineArn": []any{t.StateMachine.StateMachineArn()},
+				"status":          StatusRuleStatuses,
+			},
+		},
+	})
+	// The whole event is the function's input (the target's default); the target adds the
+	// function's resource policy for this rule alone (aws:SourceArn).
+	t.StatusRule.AddTarget(awseventstargets.NewLambdaFunction(t.Controller, nil))
+	t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(id), pipeline.WakeDoneKey(id))
+}

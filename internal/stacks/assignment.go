@@ -1,0 +1,158 @@
+package stacks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Stack assignment.
+//
+// CloudFormation replaces a resource that moves to another stack: it deletes it in the old stack
+// and creates it anew in the other, and a queue deleted that way loses the files it holds. So a
+// tenant must never change stacks because the tenants file was edited. Grouping by position in
+// the file breaks that as soon as a tenant is inserted or removed in the middle; a hash of the id
+// needs hundreds of stacks to keep every stack under its size bound by chance alone, and would
+// move every tenant of an app that was deployed with positional grouping.
+//
+// Synth therefore keeps the assignment in a file beside the tenants file, as the CDK CLI keeps
+// cdk.context.json, and the user commits it:
+//   - a tenant with a stack field goes to that stack (a deliberate move);
+//   - a tenant already in the file stays in its stack;
+//   - a new tenant goes to the lowest-numbered stack with room (TenantsPerStack), else a new one.
+//
+// With no file yet this is exactly the old grouping by position, so an app deployed before keeps
+// every tenant where it is. Removing a tenant frees its slot; nobody else moves.
+
+// assignmentDoc is the assignment file.
+type assignmentDoc struct {
+	Note   string            `json:"//"`
+	Stacks map[string]string `json:"stacks"`
+}
+
+const assignmentNote = "Written by synth from %s: the stack of each tenant. Commit this file. A tenant keeps its stack " +
+	"while the tenants file changes, because moving it would replace its queue; set the tenant's \"stack\" field to move it on purpose."
+
+func loadAssignment(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stack assignment: %w", err)
+	}
+	var doc assignmentDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("stack assignment %s: %v; restore it from version control (deleting it regroups tenants by their position in the tenants file)", path, err)
+	}
+	for id, s := range doc.Stacks {
+		if !tenants.StackPattern.MatchString(s) {
+			return nil, fmt.Errorf("stack assignment %s: tenant %q: stack %q is invalid: use 1-32 letters, digits and hyphens", path, id, s)
+		}
+	}
+	if doc.Stacks == nil {
+		doc.Stacks = map[string]string{}
+	}
+	return doc.Stacks, nil
+}
+
+// saveAssignment writes the assignment when it changed, so an unchanged app leaves the file alone.
+func saveAssignment(path, tenantsFile string, stackOf map[string]string) error {
+	b, err := json.MarshalIndent(assignmentDoc{Note: fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile)), Stacks: stackOf}, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return nil
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("stack assignment: %w (synth keeps each tenant's stack in this file)", err)
+	}
+	return nil
+}
+
+func tenantsFileName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// assign gives every tenant its stack: the stack field, else the persisted one, else the
+// lowest-numbered stack with fewer than perStack tenants. The result holds the tenants of ts only.
+func assign(ts []tenants.Tenant, persisted map[string]string, perStack int) (map[string]string, error) {
+	out := map[string]string{}
+	count := map[string]int{}
+	for _, t := range ts {
+		s := t.Stack
+		if s == "" {
+			s = persisted[t.ID]
+		}
+		if s != "" {
+			out[t.ID] = s
+			count[s]++
+		}
+	}
+	next := 1
+	for _, t := range ts {
+		if _, ok := out[t.ID]; ok {
+			continue
+		}
+		for count[strconv.Itoa(next)] >= perStack {
+			next++
+		}
+		s := strconv.Itoa(next)
+		out[t.ID] = s
+		count[s]++
+	}
+	var errs []error
+	for _, s := range stackNames(out) {
+		if count[s] > MaxTenantsPerStack {
+			var ids []string
+			for _, t := range ts {
+				if out[t.ID] == s {
+					ids = append(ids, t.ID)
+				}
+			}
+			errs = append(errs, fmt.Errorf("stack %q would hold %d tenants (%s), more than %d, and exceed CloudFormation's 500 resources: give some of them another \"stack\"",
+				s, count[s], strings.Join(ids, ", "), MaxTenantsPerStack))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// stackNames lists the distinct stacks of an assignment: numbered ones by number, then the others
+// by name.
+func stackNames(stackOf map[string]string) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, s := range stackOf {
+		if !seen[s] {
+			seen[s] = true
+			names = append(names, s)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		na, ea := strconv.Atoi(a)
+		nb, eb := strconv.Atoi(b)
+		switch {
+		case ea == nil && eb == nil:
+			return na - nb
+		case ea == nil:
+			return -1
+		case eb == nil:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return names
+}

@@ -1,0 +1,157 @@
+package stacks
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+func ids(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("t%02d", i))
+	}
+	return out
+}
+
+func tenantList(ids []string) []tenants.Tenant {
+	var ts []tenants.Tenant
+	for _, id := range ids {
+		ts = append(ts, tenants.Tenant{ID: id})
+	}
+	return ts
+}
+
+// TestAssignFresh: with no assignment file, tenants are grouped by position, as the app always
+// did, so an app deployed before keeps every tenant where it is.
+func TestAssignFresh(t *testing.T) {
+	got, err := assign(tenantList(ids(25)), map[string]string{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids(25) {
+		want := fmt.Sprint(i/10 + 1)
+		if got[id] != want {
+			t.Errorf("tenant %s: got stack %q, want %q", id, got[id], want)
+		}
+	}
+}
+
+// TestAssignKeepsEveryTenant: inserting, removing and reordering tenants never moves another one.
+func TestAssignKeepsEveryTenant(t *testing.T) {
+	base := ids(25)
+	first, err := assign(tenantList(base), map[string]string{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reversed := slices.Clone(base)
+	slices.Reverse(reversed)
+	for _, tc := range []struct {
+		name string
+		ids  []string
+		// new tenants and where they go: the lowest-numbered stack with room
+		want map[string]string
+	}{
+		{"insert at the front", append([]string{"new"}, base...), map[string]string{"new": "3"}},
+		{"insert in the middle", slices.Insert(slices.Clone(base), 5, "new"), map[string]string{"new": "3"}},
+		{"remove from the middle", slices.Delete(slices.Clone(base), 3, 5), nil},
+		{"remove, then insert: the freed slot is reused", append(slices.Delete(slices.Clone(base), 3, 4), "new"), map[string]string{"new": "1"}},
+		{"reorder", reversed, nil},
+		{"fill stack 3, then open stack 4", append(slices.Clone(base), "n1", "n2", "n3", "n4", "n5", "n6"),
+			map[string]string{"n1": "3", "n5": "3", "n6": "4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := assign(tenantList(tc.ids), first, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range tc.ids {
+				if want, old := first[id]; old && got[id] != want {
+					t.Errorf("tenant %s moved: got stack %q, want %q", id, got[id], want)
+				}
+			}
+			for id, want := range tc.want {
+				if got[id] != want {
+					t.Errorf("new tenant %s: got stack %q, want %q", id, got[id], want)
+				}
+			}
+			if len(got) != len(tc.ids) {
+				t.Errorf("got %d assignments, want %d (removed tenants are dropped)", len(got), len(tc.ids))
+			}
+		})
+	}
+}
+
+func TestAssignStackField(t *testing.T) {
+	first, _ := assign(tenantList(ids(12)), map[string]string{}, 10)
+	ts := tenantList(ids(12))
+	ts[0].Stack = "big"
+	ts[11].Stack = "1" // an explicit numbered stack counts against its room
+	got, err := assign(append(ts, tenants.Tenant{ID: "new"}), first, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"t00": "big", "t11": "1", "t01": "1", "t10": "2", "new": "2"} {
+		if got[id] != want {
+			t.Errorf("tenant %s: got stack %q, want %q", id, got[id], want)
+		}
+	}
+	// A stack field that puts more than MaxTenantsPerStack tenants in one stack fails.
+	over := tenantList(ids(MaxTenantsPerStack + 1))
+	for i := range over {
+		over[i].Stack = "x"
+	}
+	want := fmt.Sprintf(`stack "x" would hold %d tenants`, MaxTenantsPerStack+1)
+	if _, err := assign(over, map[string]string{}, 10); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error containing %q", err, want)
+	}
+}
+
+// TestAssignmentFileRoundTrip: the file is written on the first synth, read back on the next, and
+// left untouched when nothing changed.
+func TestAssignmentFileRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.stacks.json")
+	got, err := loadAssignment(path)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("missing file: got %v, %v, want an empty assignment", got, err)
+	}
+	want := map[string]string{"acme": "1", "globex": "2"}
+	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), want); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"acme": "1"`) || !strings.Contains(string(b), "Commit this file") {
+		t.Errorf("got file %s, want the assignment and the note", b)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(path, old, old)
+	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), want); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); !fi.ModTime().Equal(old) {
+		t.Errorf("got the file rewritten, want it untouched when the assignment did not change")
+	}
+	got, err = loadAssignment(path)
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("got %v, %v, want %v", got, err, want)
+	}
+	os.WriteFile(path, []byte(`{"stacks": `), 0o644)
+	if _, err := loadAssignment(path); err == nil || !strings.Contains(err.Error(), "restore it from version control") {
+		t.Errorf("got %v, want an error saying how to recover", err)
+	}
+}
+
+func TestStackNamesOrder(t *testing.T) {
+	got := stackNames(map[string]string{"a": "10", "b": "2", "c": "big", "d": "1", "e": "2", "f": "abc"})
+	if want := []string{"1", "2", "10", "abc", "big"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,43 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLocalRunWithoutRegisterURL runs `go run ./cmd/local` as a new user would, on a tenants file
+// whose tenant has no registerUrl: the run supplies its own endpoint (here the embedded sink), so
+// synth must accept it, and the file must be registered.
+func TestLocalRunWithoutRegisterURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local emulators")
+	}
+	dir := t.TempDir()
+	tenantsFile := filepath.Join(dir, "tenants.json")
+	inbox := filepath.Join(dir, "inbox")
+	if err := os.MkdirAll(filepath.Join(inbox, "acme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		tenantsFile: `{"tenants": [{"id": "acme"}]}`,
+		filepath.Join(inbox, "acme", "orders.csv"): "id,amount\n1,10\n2,20\n",
+	} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "run", "./cmd/local", "--tenants", tenantsFile, "--inbox", inbox, "--work", filepath.Join(dir, "work"), "--timeout", "5m")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run ./cmd/local: %v\n%s", err, out)
+	}
+	for _, want := range []string{"SUCCEEDED", "invariants: OK"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("got output without %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// CloudFormation's limits per stack: 500 resources, and 1 MB for a template body read from S3
+// (how the CDK CLI deploys large templates).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html
+const (
+	maxStackResources = 500
+	maxTemplateBytes  = 1 << 20
+)
+
+// TestScale synthesizes SCALE_TENANTS tenants (default 100; `make scale` runs 1,000) with the app
+// binary, as `cdk synth` does, and checks every stack against CloudFormation's limits, that no two
+// log groups share a name and no two state machines log to the same group, and the rule-quota
+// warning. It prints the synth's wall time and the peak memory of the app and its jsii runtime.
+func TestScale(t *testing.T) {
+	n := 100
+	if v := os.Getenv("SCALE_TENANTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SCALE_TENANTS=%q: want a positive whole number", v)
+		}
+	}
+	var entries []string
+	for i := range n {
+		entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d"}`, i))
+	}
+	tenantsFile := writeFile(t, "tenants.json", `{"tenants": [`+strings.Join(entries, ",\n")+`]}`)
+	bin, err := appBinary()
+	if err != nil {
+		t.Fatalf("building the app: %v", err)
+	}
+	outdir := t.TempDir()
+	ctx, _ := json.Marshal(map[string]any{"tenantsFile": tenantsFile, "registerUrl": "https://core.example.com/records"})
+	cmd := exec.Command(bin)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+outdir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	peak := make(chan int64)
+	stop := make(chan struct{})
+	go func() { peak <- watchTreeRSS(cmd.Process.Pid, stop) }()
+	err = cmd.Wait()
+	wall := time.Since(start)
+	close(stop)
+	peakRSS := <-peak
+	if err != nil {
+		t.Fatalf("synth of %d tenants: %v\n%s", n, err, out.String())
+	}
+	// CPU time counts the app and the children it waited for (the jsii runtime, go build), so it
+	// says what the synth costs on a machine shared with other work.
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	msg := fmt.Sprintf("synth of %d tenants: %.1f s wall, %.1f s CPU, peak RSS %d MB (app, jsii runtime and bundling builds together)",
+		n, wall.Seconds(), cpu.Seconds(), peakRSS>>20)
+	t.Log(msg)
+	fmt.Println(msg)
+
+	templates, _ := filepath.Glob(filepath.Join(outdir, "*.template.json"))
+	if want := 1 + (n+9)/10; len(templates) != want {
+		t.Errorf("got %d templates, want %d (the ingest stack and %d tenants per stack)", len(templates), want, 10)
+	}
+	logGroupNames := map[string]string{}
+	destinations := map[string]string{}
+	queues := 0
+	largest, most := 0, 0
+	for _, p := range templates {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stack := strings.TrimSuffix(filepath.Base(p), ".template.json")
+		largest = max(largest, len(b))
+		if len(b) > maxTemplateBytes {
+			t.Errorf("%s: template of %d bytes, over CloudFormation's %d", stack, len(b), maxTemplateBytes)
+		}
+		var tpl struct {
+			Resources map[string]struct {
+				Type       string
+				Properties map[string]any
+			}
+		}
+		if err := json.Unmarshal(b, &tpl); err != nil {
+			t.Fatalf("%s: %v", stack, err)
+		}
+		most = max(most, len(tpl.Resources))
+		if len(tpl.Resources) > maxStackResources {
+			t.Errorf("%s: %d resources, over CloudFormation's %d", stack, len(tpl.Resources), maxStackResources)
+		}
+		// A log group's identity: its name when set (the same in every stack), else its logical id
+		// within its stack.
+		groupKey := func(id string) string {
+			if name, ok := tpl.Resources[id].Properties["LogGroupName"]; ok {
+				return asJSON(name)
+			}
+			return stack + "/" + id
+		}
+		for id, r := range tpl.Resources {
+			switch r.Type {
+			case "AWS::SQS::Queue":
+				queues++
+			case "AWS::Logs::LogGroup":
+				if name, ok := r.Properties["LogGroupName"]; ok {
+					k := asJSON(name)
+					if other, dup := logGroupNames[k]; dup {
+						t.Errorf("log group name %s: %s/%s and %s", k, stack, id, other)
+					}
+					logGroupNames[k] = stack + "/" + id
+				}
+			case "AWS::StepFunctions::StateMachine":
+				var lc struct {
+					Destinations []struct {
+						CloudWatchLogsLogGroup struct{ LogGroupArn any }
+					}
+				}
+				b, _ := json.Marshal(r.Properties["LoggingConfiguration"])
+				json.Unmarshal(b, &lc)
+				if len(lc.Destinations) == 0 {
+					t.Errorf("%s/%s: state machine without a log destination", stack, id)
+				}
+				for _, d := range lc.Destinations {
+					k := asJSON(d.CloudWatchLogsLogGroup.LogGroupArn)
+					var ga struct {
+						GetAtt []string `json:"Fn::GetAtt"`
+					}
+					if json.Unmarshal([]byte(k), &ga) == nil && len(ga.GetAtt) == 2 {
+						k = groupKey(ga.GetAtt[0])
+					}
+					// A tenant's file and segment state machines may share its group; two tenants never.
+					tenant := tenantOfID.FindString(id)
+					if other, dup := destinations[k]; dup && other != tenant {
+						t.Errorf("state machines of %s and %s log to the same group %s", tenant, other, k)
+					}
+					destinations[k] = tenant
+				}
+			}
+		}
+	}
+	t.Logf("largest template %d KB, most resources in a stack %d, %d named log groups, %d state machine log destinations",
+		largest>>10, most, len(logGroupNames), len(destinations))
+	if queues < n {
+		t.Errorf("got %d queues, want at least one per tenant (%d)", queues, n)
+	}
+	if len(destinations) < n {
+		t.Errorf("got %d distinct state machine log destinations, want at least one per tenant (%d)", len(destinations), n)
+	}
+
+	// Annotations land in the stacks' metadata, written beside the manifest.
+	metadata, _ := filepath.Glob(filepath.Join(outdir, "*.json"))
+	warned := false
+	for _, p := range metadata {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned = warned || bytes.Contains(b, []byte("EventBridge rules on the default event bus"))
+	}
+	// Two rules per tenant on the default bus: its files' rule and its wake-up status rule.
+	if rules, want := 2*n, 2*n > 300; warned != want {
+		t.Errorf("%d rules on the default event bus: got the quota warning %v, want %v", rules, warned, want)
+	}
+}
+
+// tenantOfID finds the tenant in a logical id: the construct "Tenant-tenant-0042" gives ids
+// starting with "Tenanttenant0042".
+var tenantOfID = regexp.MustCompile(`^Tenanttenant[0-9]{4}`)
+
+// watchTreeRSS samples the resident memory of pid and all its descendants until stop closes, and
+// returns the largest sum seen, in bytes.
+func watchTreeRSS(pid int, stop <-chan struct{}) int64 {
+	var peak int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		peak = max(peak, treeRSS(pid))
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+func treeRSS(root int) int64 {
+	parent := map[int]int{}
+	rss := map[int]int64{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... ; comm may hold spaces, so split after the last ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 22 {
+			continue
+		}
+		parent[pid], _ = strconv.Atoi(f[1])
+		pages, _ := strconv.ParseInt(f[21], 10, 64) // rss, field 24 of stat
+		rss[pid] = pages * int64(os.Getpagesize())
+	}
+	var total int64
+	for pid, r := range rss {
+		for p := pid; p > 1; p = parent[p] {
+			if p == root {
+				total += r
+				break
+			}
+		}
+	}
+	return total
+}

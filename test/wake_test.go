@@ -1,0 +1,153 @@
+package test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// TestStatusRule (issue 12): one rule per tenant on the default bus matches exactly the end
+// statuses of the tenant's own file state machine's "Step Functions Execution Status Change"
+// events, and sends the whole event to the tenant's controller; only that rule may invoke it.
+// https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html
+// https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html
+func TestStatusRule(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		t.Run(tenant, func(t *testing.T) {
+			tpl := shared.template
+			ruleID := logicalIDOf(t, tpl, "AWS::Events::Rule", tenant, "StatusRule")
+			rule := props(tenantResources(t, tpl, "AWS::Events::Rule", tenant)[ruleID])
+			fileSM := logicalIDOf(t, tpl, "AWS::StepFunctions::StateMachine", tenant, "WorkflowFile")
+			want := `{"detail":{"stateMachineArn":[{"Ref":"` + fileSM + `"}],"status":["SUCCEEDED","FAILED","TIMED_OUT","ABORTED"]},` +
+				`"detail-type":["Step Functions Execution Status Change"],"source":["aws.states"]}`
+			if got := asJSON(rule["EventPattern"]); got != want {
+				t.Errorf("EventPattern:\ngot  %s\nwant %s", got, want)
+			}
+			if _, ok := rule["EventBusName"]; ok {
+				t.Errorf("EventBusName: got %v, want none (the default bus, where Step Functions sends)", rule["EventBusName"])
+			}
+			if rule["State"] != "ENABLED" {
+				t.Errorf("State: got %v, want ENABLED", rule["State"])
+			}
+			targets := rule["Targets"].([]any)
+			if len(targets) != 1 {
+				t.Fatalf("got %d targets, want 1", len(targets))
+			}
+			ctl := controllerID(t, tpl, tenant)
+			target := targets[0].(map[string]any)
+			if got := asJSON(target["Arn"]); got != `{"Fn::GetAtt":["`+ctl+`","Arn"]}` {
+				t.Errorf("target: got %s, want the tenant's controller %s", got, ctl)
+			}
+			for _, k := range []string{"Input", "InputPath", "InputTransformer", "RoleArn"} {
+				if _, ok := target[k]; ok {
+					t.Errorf("target %s: got %v, want none (the whole event is the input)", k, target[k])
+				}
+			}
+			// The function's resource policy lets exactly this rule invoke it.
+			var perms []string
+			for _, p := range tenantResources(t, tpl, "AWS::Lambda::Permission", tenant) {
+				pp := props(p)
+				if asJSON(pp["SourceArn"]) == `{"Fn::GetAtt":["`+ruleID+`","Arn"]}` {
+					perms = append(perms, asJSON(pp))
+					if pp["Action"] != "lambda:InvokeFunction" || pp["Principal"] != "events.amazonaws.com" ||
+						asJSON(pp["FunctionName"]) != `{"Fn::GetAtt":["`+ctl+`","Arn"]}` {
+						t.Errorf("permission: got %s, want lambda:InvokeFunction by events.amazonaws.com on the controller", asJSON(pp))
+					}
+				}
+			}
+			if len(perms) != 1 {
+				t.Errorf("got %d permissions for the status rule, want 1", len(perms))
+			}
+		})
+	}
+}
+
+// TestWakeGrantsAreExact (issue 12): the controller reads and writes exactly the tenant's two wake
+// objects, in one statement: control/<tenant>/wake.json and control/<tenant>/wake-done.json.
+func TestWakeGrantsAreExact(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		t.Run(tenant, func(t *testing.T) {
+			var wake []map[string]any
+			for _, s := range statementsOf(t, shared.template, tenant, "Controller") {
+				if strings.Contains(asJSON(s["Resource"]), "wake") {
+					wake = append(wake, s)
+				}
+			}
+			if len(wake) != 1 {
+				t.Fatalf("got %d statements on wake objects, want 1: %s", len(wake), asJSON(wake))
+			}
+			if got := actionsOf(wake); !slices.Equal(got, []string{"s3:GetObject", "s3:PutObject"}) {
+				t.Errorf("actions: got %v, want [s3:GetObject s3:PutObject]", got)
+			}
+			res, ok := wake[0]["Resource"].([]any)
+			if !ok || len(res) != 2 {
+				t.Fatalf("resources: got %s, want the two wake objects", asJSON(wake[0]["Resource"]))
+			}
+			var keys []string
+			for _, r := range res {
+				f := flatten(t, r)
+				keys = append(keys, f[strings.Index(f, "/")+1:])
+			}
+			slices.Sort(keys)
+			if want := []string{"control/" + tenant + "/wake-done.json", "control/" + tenant + "/wake.json"}; !slices.Equal(keys, want) {
+				t.Errorf("keys: got %v, want %v", keys, want)
+			}
+		})
+	}
+}
+
+// TestWakeEventsOffAndSafetyNetProps (issue 12): DisableWakeEvents removes the status rule and the
+// wake variables and keeps the 30 s visibility and the 10 s poll budget; SafetyNetInterval moves
+// SAFETY_NET_SECONDS and the default visibility timeout (safety net + 30 s) with it.
+func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		props          tenantpipeline.Props
+		wantRules      int
+		wantVisibility float64
+		wantEnv        map[string]any // nil value: absent
+	}{
+		{"wake events off", tenantpipeline.Props{DisableWakeEvents: true}, 1, 30,
+			map[string]any{"WAKE_EVENTS": nil, "SAFETY_NET_SECONDS": nil, "POLL_BUDGET_SECONDS": "10", "MAX_WAIT_SECONDS": "30"}},
+		{"safety net 10 minutes", tenantpipeline.Props{SafetyNetInterval: 10 * time.Minute}, 2, 630,
+			map[string]any{"WAKE_EVENTS": "true", "SAFETY_NET_SECONDS": "600", "POLL_BUDGET_SECONDS": "0", "MAX_WAIT_SECONDS": "630"}},
+		{"explicit visibility", tenantpipeline.Props{SafetyNetInterval: time.Minute, VisibilityTimeout: 2 * time.Minute}, 2, 120,
+			map[string]any{"WAKE_EVENTS": "true", "SAFETY_NET_SECONDS": "60", "POLL_BUDGET_SECONDS": "0", "MAX_WAIT_SECONDS": "120"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("Wake"), nil)
+			p := tc.props
+			p.Tenant = tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}
+			p.Bucket = stacks.NewIngestBucket(stack, "Bucket")
+			tenantpipeline.New(stack, "Tenant-acme", &p)
+			tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+			if got := len(tenantResources(t, tpl, "AWS::Events::Rule", "acme")); got != tc.wantRules {
+				t.Errorf("got %d rules, want %d", got, tc.wantRules)
+			}
+			_, q := fifoQueue(t, tpl, "acme")
+			if got := props(q)["VisibilityTimeout"]; got != tc.wantVisibility {
+				t.Errorf("VisibilityTimeout: got %v, want %v", got, tc.wantVisibility)
+			}
+			env := get(t, props(tenantResources(t, tpl, "AWS::Lambda::Function", "acme")[controllerID(t, tpl, "acme")]), "Environment", "Variables").(map[string]any)
+			for k, want := range tc.wantEnv {
+				got, ok := env[k]
+				if want == nil && ok {
+					t.Errorf("%s: got %v, want none", k, got)
+				} else if want != nil && got != want {
+					t.Errorf("%s: got %v, want %v", k, got, want)
+				}
+			}
+		})
+	}
+}
