@@ -22,7 +22,10 @@ import (
 // (https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html,
 // https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html).
 type StatusEvents struct {
-	// Drop is the fraction (0 to 1) of status change events that are lost before routing.
+	// Drop is the fraction (0 to 1) of status change events that are lost before routing. It is
+	// drawn for the events that match a rule only (the file executions' ends): losing an event no
+	// rule matches changes nothing, and so the number of drops in a run depends on the seed, not
+	// on the order in which executions of different tenants happen to end.
 	Drop float64
 	// Duplicate routes every status change event twice (same id, same body).
 	Duplicate bool
@@ -45,7 +48,7 @@ type SFNThrottle struct {
 // StatusEventCounts counts the status change events of a run.
 type StatusEventCounts struct {
 	Emitted   int64 // sent by the Step Functions server
-	Dropped   int64 // lost by Config.StatusEvents.Drop
+	Dropped   int64 // lost by Config.StatusEvents.Drop (events that match a rule)
 	Routed    int64 // routed to the rules (a duplicated event counts twice)
 	Invokes   int64 // asynchronous invocations of rule targets, retries included
 	Retries   int64 // retries after a function error or a throttle
@@ -175,9 +178,10 @@ func (r *Run) eventsHandler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 		st := r.status()
+		routable := r.matchesRule(ev)
 		st.mu.Lock()
 		st.counts.Emitted++
-		drop := r.cfg.StatusEvents.Drop > 0 && st.events.Float64() < r.cfg.StatusEvents.Drop
+		drop := routable && r.cfg.StatusEvents.Drop > 0 && st.events.Float64() < r.cfg.StatusEvents.Drop
 		if drop {
 			st.counts.Dropped++
 		}
@@ -196,6 +200,16 @@ func (r *Run) eventsHandler() http.Handler {
 			r.PutEvent(context.Background(), ev)
 		}
 	})
+}
+
+// matchesRule reports whether any rule of the templates matches the event.
+func (r *Run) matchesRule(ev map[string]any) bool {
+	for _, rl := range r.rules {
+		if rl.pattern.Match(ev) {
+			return true
+		}
+	}
+	return false
 }
 
 // Asynchronous invocation of a rule's Lambda target. EventBridge invokes a Lambda target
