@@ -52,8 +52,18 @@ func run() int {
 	keyForm := flag.String("event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
 	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
 	sinkLatency := flag.Duration("sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
+	// Step Functions status change events and throttling (docs/local-run.md).
+	dropStatus := flag.Float64("drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
+	dupStatus := flag.Bool("duplicate-status-events", false, "route every Step Functions status change event twice")
+	throttleDescribe := flag.Float64("throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
+	throttleStart := flag.Float64("throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
+	faultSeed := flag.Uint64("fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	flag.Parse()
-	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) || *sinkLatency < 0 {
+	fractionsOK := true
+	for _, f := range []float64{*dropStatus, *throttleDescribe, *throttleStart} {
+		fractionsOK = fractionsOK && f >= 0 && f <= 1
+	}
+	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) || *sinkLatency < 0 || !fractionsOK {
 		flag.Usage()
 		return 2
 	}
@@ -89,6 +99,8 @@ func run() int {
 	r, err := localrun.Start(deadline, localrun.Config{
 		ModuleRoot: root, Assembly: *assembly, RegisterURL: *registerURL, Node: localrun.NodeBinary(root), WorkDir: *workDir, Logs: logs,
 		EventKeyForm: *keyForm, SinkLatency: *sinkLatency,
+		StatusEvents: localrun.StatusEvents{Drop: *dropStatus, Duplicate: *dupStatus, Seed: *faultSeed},
+		SFNThrottle:  localrun.SFNThrottle{DescribeExecution: *throttleDescribe, StartExecution: *throttleStart, Seed: *faultSeed},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
@@ -123,6 +135,10 @@ func run() int {
 	}
 	fmt.Println()
 	localrun.WriteSummary(os.Stdout, rep, r.TenantIDs())
+	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
+		fmt.Printf("status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
+			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
+	}
 	if *report != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*report, append(b, '\n'), 0o644); err != nil {
