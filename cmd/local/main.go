@@ -56,7 +56,9 @@ func main() {
 type options struct {
 	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile string
 	timeout, haltedRecheck, heartbeat, sinkLatency                                 time.Duration
-	serve, failOnFailed                                                            bool
+	serve, failOnFailed, dupStatus                                                 bool
+	dropStatus, throttleDescribe, throttleStart                                    float64
+	faultSeed                                                                      uint64
 	files                                                                          []inboxFile
 }
 
@@ -87,6 +89,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.envFile, "env-file", "", "with --serve: write the shell export lines of the local endpoints to this file")
 	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
 	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
+	// Step Functions status change events and throttling (docs/local-run.md).
+	fs.Float64Var(&o.dropStatus, "drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
+	fs.BoolVar(&o.dupStatus, "duplicate-status-events", false, "route every Step Functions status change event twice")
+	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
+	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
+	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -99,6 +107,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
 	case !o.serve && o.envFile != "":
 		return nil, usagef("--env-file is for --serve")
+	case o.dropStatus < 0 || o.dropStatus > 1:
+		return nil, usagef("--drop-status-events %g: want a fraction from 0 to 1", o.dropStatus)
+	case o.throttleDescribe < 0 || o.throttleDescribe > 1:
+		return nil, usagef("--throttle-describe %g: want a fraction from 0 to 1", o.throttleDescribe)
+	case o.throttleStart < 0 || o.throttleStart > 1:
+		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.throttleStart)
 	case o.sinkLatency < 0:
 		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
@@ -199,6 +213,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		r, err = localrun.Start(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
 			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency,
+			StatusEvents: localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
+			SFNThrottle:  localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 		})
 		return err
 	})
@@ -247,6 +263,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	localrun.WriteSummary(stdout, rep, r.TenantIDs())
+	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
+		fmt.Fprintf(stdout, "status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
+			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
+	}
 	if o.report != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(o.report, append(b, '\n'), 0o644); err != nil {

@@ -76,11 +76,13 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	res, err := m.fn.Invoke(ctx, payload)
 	if err != nil {
 		if !errors.Is(err, ErrThrottled) && ctx.Err() == nil {
+			m.run.mappingErrors.Add(1)
 			fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: invoke: %v\n", m.queue.Name, err)
 		}
 		return
 	}
 	if res.ErrorType != "" {
+		m.run.mappingErrors.Add(1)
 		fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: function error %s: %s\n", m.queue.Name, res.ErrorType, res.Payload)
 		return
 	}
@@ -161,6 +163,11 @@ func (r *Run) Messages(tenantID string) int {
 	return len(r.delivered[t.Queue.ARN])
 }
 
+// MappingErrors is how many event source mapping invocations failed (a function error, a crash, a
+// timeout; not a throttle): the deliveries whose messages came back only after their visibility
+// timeout.
+func (r *Run) MappingErrors() int64 { return r.mappingErrors.Load() }
+
 func (r *Run) setBusy(d int) {
 	r.mu.Lock()
 	r.busy += d
@@ -174,4 +181,28 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// initialPollers is how many pollers Lambda starts an SQS event source mapping with: "Lambda
+// begins long polling with five concurrent batches"
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html).
+const initialPollers = 5
+
+// mappingPollers is how many invocations of one SQS event source mapping may run at once. Without a
+// reservation Lambda scales on the function's unreserved concurrency; on a FIFO queue it scales "to
+// the number of active message groups", and a message group never has two batches in flight
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html,
+// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html). So the pollers need no limit of
+// their own beyond the initial five: the queue hands each group to one of them at a time, and a
+// tenant's queue, with its single group, has one invocation at a time. A reserved concurrency
+// (ReservedConcurrentExecutions, opt-in) or the mapping's MaximumConcurrency caps them.
+func mappingPollers(reserved, maximumConcurrency int) int {
+	n := initialPollers
+	if reserved > 0 {
+		n = min(n, reserved)
+	}
+	if maximumConcurrency > 0 {
+		n = min(n, maximumConcurrency)
+	}
+	return n
 }

@@ -36,9 +36,10 @@ type Function struct {
 	Concurrency int
 	Logs        io.Writer
 
-	// BeforeResponse, if set, is called when a function process posts its response; returning true
-	// kills the process instead of accepting it (a crash after the handler's side effects).
-	BeforeResponse func(fn *Function, payload []byte) bool
+	// BeforeResponse, if set, is called when a function process posts the response of invocation
+	// id (the Lambda-Runtime-Aws-Request-Id); returning true kills the process instead of
+	// accepting it (a crash after the handler's side effects).
+	BeforeResponse func(fn *Function, id string, payload []byte) bool
 	// OnInvoke, if set, is called when an invocation is handed to an execution environment.
 	OnInvoke func(fn *Function)
 
@@ -388,7 +389,7 @@ func (inst *instance) current(id string) *invocation {
 
 func (inst *instance) handleResponse(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if hook := inst.fn.BeforeResponse; hook != nil && hook(inst.fn, body) {
+	if hook := inst.fn.BeforeResponse; hook != nil && hook(inst.fn, r.PathValue("id"), body) {
 		inst.kill()
 		return
 	}

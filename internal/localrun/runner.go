@@ -75,6 +75,10 @@ type Config struct {
 	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
 	// core system, or a table, that takes this long to answer); see sinklatency.go.
 	SinkLatency time.Duration
+	// StatusEvents drops or duplicates the Step Functions status change events (statusevents.go);
+	// SFNThrottle answers ThrottlingException to a fraction of the pipeline's Step Functions calls.
+	StatusEvents StatusEvents
+	SFNThrottle  SFNThrottle
 }
 
 // Event key forms (Config.EventKeyForm).
@@ -87,8 +91,8 @@ const (
 type ControllerCall struct {
 	Tenant   string
 	Response []byte
-	// StartExecutions is how many StartExecution calls the invocation made. It is exact because a
-	// controller runs one invocation at a time (reserved concurrency 1 in the templates).
+	// StartExecutions is how many StartExecution calls the invocation made, attributed by the
+	// invocation's trace id (invocationOfTrace), so it is exact at any concurrency.
 	StartExecutions int64
 }
 
@@ -154,6 +158,12 @@ type Run struct {
 	drainedAt time.Time
 	esms      []*esm
 	esmOf     map[*mapping]*esm
+
+	runCtx     context.Context
+	statusOnce sync.Once
+	statusSt   *statusState
+	// mappingErrors counts failed event source mapping invocations (esm.go).
+	mappingErrors atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -170,6 +180,7 @@ type rule struct {
 	pattern  *Pattern
 	queueARN string
 	groupID  string
+	fn       *Function // a Lambda target, invoked asynchronously with the whole event
 }
 
 // Start brings up the emulators and wires the pipeline from the synthesized templates.
@@ -188,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	run := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
-		asm: asm, created: time.Now(), esmOf: map[*mapping]*esm{}}
+		runCtx: runCtx, asm: asm, created: time.Now(), esmOf: map[*mapping]*esm{}}
 	r = run
 	defer func() {
 		if err != nil {
@@ -285,13 +296,18 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 		return nil, err
 	}
 	r.closers = append(r.closers, stop)
-	sf, err := startNode(ctx, cfg.Node, filepath.Join(cfg.ModuleRoot, "local/sfn-server/server.mjs"), []string{"--lambda-endpoint", lambdaURL, "--region", region, "--account", account}, cfg.Logs)
+	eventsURL, stop, err := serve(r.eventsHandler())
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, stop)
+	sf, err := startNode(ctx, cfg.Node, filepath.Join(cfg.ModuleRoot, "local/sfn-server/server.mjs"), []string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, cfg.Logs)
 	if err != nil {
 		return nil, err
 	}
 	r.closers = append(r.closers, sf.Close)
 	r.sfnURL = sf.URL
-	pipeSFN, stop, err := serve(countingProxy(sf.URL, "stepfunctions", r.Counter))
+	pipeSFN, stop, err := serve(r.sfnGate(countingProxy(sf.URL, "stepfunctions", r.Counter)))
 	if err != nil {
 		return nil, err
 	}
@@ -374,8 +390,12 @@ func Start(ctx context.Context, cfg Config) (r *Run, err error) {
 			return nil, fmt.Errorf("rule %s: %w", rr.LogicalID, err)
 		}
 		for _, t := range targets {
+			if f := r.Lambda.Lookup(t.Arn); f != nil {
+				r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
+				continue
+			}
 			if r.queues[t.Arn] == nil {
-				return nil, fmt.Errorf("rule %s: target %s is not a queue of the templates", rr.LogicalID, t.Arn)
+				return nil, fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
 			}
 			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.SqsParameters.MessageGroupId})
 		}
@@ -582,26 +602,11 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	if t, ok := vars["TENANT"]; ok && r.cfg.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
-		if reserved != 1 {
-			return nil, fmt.Errorf("function %s: ControllerCrash needs reserved concurrency 1 to attribute StartExecution calls to an invocation, got %d", fr.LogicalID, reserved)
-		}
-		// The controller gets its own counting Step Functions endpoint, so the hook knows whether
-		// the invocation it is asked about started an execution.
-		var starts atomic.Int64
-		u, stop, err := serve(countingProxy(r.sfnURL, "stepfunctions", r.Counter, func(op string) {
-			if op == "StartExecution" {
-				starts.Add(1)
-			}
-		}))
-		if err != nil {
-			return nil, err
-		}
-		r.closers = append(r.closers, stop)
-		f.Env = append(f.Env, "AWS_ENDPOINT_URL_SFN="+u) // the last value of a repeated variable wins
+		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
+		// hook knows whether the invocation it is asked about started an execution.
 		crash := r.cfg.ControllerCrash
-		f.OnInvoke = func(*Function) { starts.Store(0) }
-		f.BeforeResponse = func(_ *Function, payload []byte) bool {
-			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: starts.Load()})
+		f.BeforeResponse = func(_ *Function, id string, payload []byte) bool {
+			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
 		}
 	}
 	return f, nil
@@ -643,12 +648,7 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
 	}
-	// Lambda scales SQS pollers up to the function's concurrency; a FIFO message group is never
-	// handed out twice at once, so pollers beyond one only matter for several groups.
-	pollers := max(1, min(f.Concurrency, 5))
-	if props.ScalingConfig.MaximumConcurrency > 0 {
-		pollers = min(pollers, props.ScalingConfig.MaximumConcurrency)
-	}
+	pollers := mappingPollers(f.Concurrency, props.ScalingConfig.MaximumConcurrency)
 	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures}
 	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
 	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
@@ -839,6 +839,10 @@ func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
 	json.Unmarshal(body, &decoded)
 	for _, rl := range r.rules {
 		if !rl.pattern.Match(decoded) {
+			continue
+		}
+		if rl.fn != nil {
+			r.invokeAsync(rl.fn, body)
 			continue
 		}
 		q := r.queues[rl.queueARN]

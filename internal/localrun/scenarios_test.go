@@ -692,9 +692,11 @@ func TestFigures(t *testing.T) {
 		name string
 		env  []string
 	}{
-		{"backoff (1 s doubling, 10 s in-process polling)", nil},
+		// Both modes are the designs before the wake-up on status events (issue 12), which the
+		// templates now turn on: TestFiguresControllerCalls measures that one.
+		{"backoff (1 s doubling, 10 s in-process polling)", []string{"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}},
 		// The old design: look again every 30 s, no in-process polling.
-		{"fixed 30 s wait (old design)", []string{"FIRST_WAIT_MILLIS=30000", "MAX_WAIT_SECONDS=30", "POLL_BUDGET_SECONDS=0"}},
+		{"fixed 30 s wait (old design)", []string{"WAKE_EVENTS=false", "FIRST_WAIT_MILLIS=30000", "MAX_WAIT_SECONDS=30", "POLL_BUDGET_SECONDS=0"}},
 	} {
 		r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{controllerPkg: mode.env}})
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

@@ -11,7 +11,10 @@
 // enforces the 25,000-event and 256 KiB limits as AWS does
 // (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html).
 //
-// Usage: node server.mjs --lambda-endpoint http://127.0.0.1:PORT [--port 0] [--region R] [--account A]
+// With --events-endpoint URL it POSTs a "Step Functions Execution Status Change" event (one JSON
+// event per request) to URL whenever an execution's status changes (see emitStatus).
+//
+// Usage: node server.mjs --lambda-endpoint http://127.0.0.1:PORT [--events-endpoint URL] [--port 0] [--region R] [--account A]
 // Prints one JSON line {"port": N} on stdout when it is listening on 127.0.0.1.
 import './patch.mjs';
 import { createServer } from 'node:http';
@@ -24,6 +27,7 @@ const { values: args } = parseArgs({
   options: {
     port: { type: 'string', default: '0' },
     'lambda-endpoint': { type: 'string' },
+    'events-endpoint': { type: 'string' },
     region: { type: 'string', default: 'us-east-1' },
     account: { type: 'string', default: '000000000000' },
   },
@@ -389,6 +393,58 @@ function failOnLimit(exec, error, cause) {
 
 // ---- Executions --------------------------------------------------------------------------------
 
+// emitStatus sends the execution's "Step Functions Execution Status Change" event to the harness's
+// EventBridge routing. Step Functions sends one to the default bus for every status change of a
+// Standard workflow's execution (RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED; a redrive is
+// RUNNING again); detail carries executionArn, stateMachineArn, name, status, startDate and
+// stopDate in epoch milliseconds, input and output
+// (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html,
+// https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html). Delivery is best
+// effort; the harness, not this server, drops or duplicates events.
+function emitStatus(exec) {
+  const url = args['events-endpoint'];
+  if (!url) return;
+  const terminal = exec.status !== 'RUNNING';
+  const redrivable = ['FAILED', 'ABORTED', 'TIMED_OUT'].includes(exec.status);
+  const event = {
+    version: '0',
+    id: crypto.randomUUID(),
+    'detail-type': 'Step Functions Execution Status Change',
+    source: 'aws.states',
+    account: args.account,
+    time: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    region: args.region,
+    resources: [exec.executionArn],
+    detail: {
+      executionArn: exec.executionArn,
+      stateMachineArn: exec.stateMachineArn,
+      name: exec.name,
+      status: exec.status,
+      startDate: exec.startDate,
+      stopDate: terminal ? exec.stopDate ?? Date.now() : null,
+      input: exec.input,
+      inputDetails: { included: true },
+      output: exec.status === 'SUCCEEDED' ? exec.output ?? null : null,
+      outputDetails: exec.status === 'SUCCEEDED' ? { included: true } : null,
+      error: exec.error ?? null,
+      cause: exec.cause ?? null,
+      stateMachineVersionArn: null,
+      stateMachineAliasArn: null,
+      redriveCount: exec.redriveCount,
+      redriveDate: exec.redriveDate ?? null,
+      redriveStatus: redrivable ? 'REDRIVABLE' : 'NOT_REDRIVABLE',
+      redriveStatusReason: redrivable ? null : `Execution is ${exec.status} and cannot be redriven`,
+    },
+  };
+  const body = JSON.stringify(event);
+  const post = (attempt) =>
+    fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).catch((e) => {
+      if (attempt < 3) setTimeout(() => post(attempt + 1), 100);
+      else console.error(`sfn-server: status event not delivered: ${e.message ?? e}`);
+    });
+  post(0);
+}
+
 function executionArnOf(machine, name) {
   return `arn:aws:states:${args.region}:${args.account}:execution:${machine.name}:${name}`;
 }
@@ -431,6 +487,7 @@ function startExecution({ stateMachineArn, name, input }, parent) {
   executions.set(arn, exec);
   parent?.children.push(exec);
   run(exec, machine.definition, parsed, false);
+  emitStatus(exec);
   return exec;
 }
 
@@ -521,6 +578,7 @@ function finish(exec, status, error, cause) {
   const [type, details] = TERMINAL[status](exec);
   addEvent(exec, type, details);
   exec.closed = true;
+  emitStatus(exec);
   if (status !== 'SUCCEEDED') for (const c of exec.children) if (c.status === 'RUNNING') stop(c, 'States.Aborted', 'parent stopped');
 }
 
@@ -637,6 +695,7 @@ const operations = {
     // Continue at the top-level state that did not complete, with the input it had.
     const from = exec.lastTopState;
     run(exec, { ...machine.definition, StartAt: from.name }, from.input, true);
+    emitStatus(exec);
     return { redriveDate: exec.redriveDate / 1000 };
   },
 };

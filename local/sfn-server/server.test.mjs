@@ -11,7 +11,8 @@ let failAt = new Set(); // payload.i values that fail (once each, unless sticky)
 let sticky = new Set();
 const seen = new Set(); // keys of the fault modes already answered
 const slowDone = []; // when slow invocations answered
-let lambda, sfn, endpoint;
+let lambda, sfn, endpoint, eventsServer;
+const statusEvents = []; // what the server POSTed to --events-endpoint
 
 before(async () => {
   lambda = createServer((req, res) => {
@@ -68,8 +69,19 @@ before(async () => {
     });
   });
   await new Promise((r) => lambda.listen(0, '127.0.0.1', r));
+  eventsServer = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      statusEvents.push(JSON.parse(Buffer.concat(chunks).toString()));
+      res.writeHead(204);
+      res.end();
+    });
+  });
+  await new Promise((r) => eventsServer.listen(0, '127.0.0.1', r));
   const node = process.execPath;
-  sfn = spawn(node, [fileURLToPath(new URL('./server.mjs', import.meta.url)), '--lambda-endpoint', `http://127.0.0.1:${lambda.address().port}`], { stdio: ['pipe', 'pipe', 'inherit'] });
+  sfn = spawn(node, [fileURLToPath(new URL('./server.mjs', import.meta.url)), '--lambda-endpoint', `http://127.0.0.1:${lambda.address().port}`,
+    '--events-endpoint', `http://127.0.0.1:${eventsServer.address().port}/events`], { stdio: ['pipe', 'pipe', 'inherit'] });
   const line = await new Promise((resolve, reject) => {
     sfn.stdout.once('data', (d) => resolve(String(d)));
     sfn.once('exit', (c) => reject(new Error(`server exited ${c}`)));
@@ -80,6 +92,7 @@ before(async () => {
 after(() => {
   sfn?.kill();
   lambda?.close();
+  eventsServer?.close();
 });
 
 async function api(op, body) {
@@ -339,4 +352,46 @@ test('a stopped execution makes no further attempt of a task it was retrying', a
   assert.equal((await waitDone(s.executionArn)).status, 'ABORTED');
   await new Promise((r) => setTimeout(r, 1800)); // past the failed attempt (0.3 s) and the retry interval (1 s)
   assert.equal(calls.filter((c) => c.slowFail).length - before, 1, 'Lambda invocations of the stopped execution');
+});
+
+// Step Functions sends a "Step Functions Execution Status Change" event for every status change of a
+// Standard workflow's execution, detail with executionArn, stateMachineArn, name, status, startDate
+// and stopDate in epoch milliseconds, input and output
+// (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html; the example
+// event in lambdas/controller/testdata/status-change.json).
+test('status change events: RUNNING and the end of each execution, a redrive RUNNING again, in the EventBridge shape', async () => {
+  const def = { StartAt: 'Go', States: { Go: { Type: 'Task', Resource: fn, End: true } } };
+  const m = await api('CreateStateMachine', { name: 'events', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  sticky = new Set(['bad']);
+  const ok = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'ok-1', input: JSON.stringify({ i: 'good' }) });
+  const bad = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'bad-1', input: JSON.stringify({ i: 'bad' }) });
+  const okDone = await waitDone(ok.executionArn);
+  await waitDone(bad.executionArn);
+  sticky = new Set();
+  await api('RedriveExecution', { executionArn: bad.executionArn });
+  await waitDone(bad.executionArn);
+  const of = (arn) => statusEvents.filter((e) => e.detail.executionArn === arn);
+  for (let i = 0; i < 100 && (of(ok.executionArn).length < 2 || of(bad.executionArn).length < 4); i++) await new Promise((r) => setTimeout(r, 20));
+
+  const okEvents = of(ok.executionArn);
+  assert.deepEqual(okEvents.map((e) => e.detail.status).sort(), ['RUNNING', 'SUCCEEDED']);
+  assert.deepEqual(of(bad.executionArn).map((e) => e.detail.status).sort(), ['RUNNING', 'RUNNING', 'SUCCEEDED', 'FAILED'].sort());
+  for (const e of okEvents) {
+    assert.equal(e.source, 'aws.states');
+    assert.equal(e['detail-type'], 'Step Functions Execution Status Change');
+    assert.deepEqual(e.resources, [ok.executionArn]);
+    assert.equal(e.detail.stateMachineArn, m.stateMachineArn);
+    assert.equal(e.detail.name, 'ok-1');
+    assert.equal(e.detail.startDate, Math.round(okDone.startDate * 1000));
+    assert.equal(e.detail.input, JSON.stringify({ i: 'good' }));
+  }
+  const end = okEvents.find((e) => e.detail.status === 'SUCCEEDED');
+  assert.equal(end.detail.stopDate, Math.round(okDone.stopDate * 1000));
+  assert.equal(end.detail.output, okDone.output);
+  const running = okEvents.find((e) => e.detail.status === 'RUNNING');
+  assert.equal(running.detail.stopDate, null);
+  assert.equal(running.detail.output, null);
+  const failed = of(bad.executionArn).find((e) => e.detail.status === 'FAILED');
+  assert.equal(failed.detail.error, 'PermanentError');
+  assert.equal(failed.detail.redriveStatus, 'REDRIVABLE');
 });

@@ -1,0 +1,307 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Issue 12's scenarios: the controller waits for the file execution's status change event, which
+// the local Step Functions server emits and the harness routes through the synthesized status rule
+// to the controller (an asynchronous Lambda invocation). Each asserts per-tenant order and
+// exactly-once by Idempotency-Key (assertInvariants).
+
+// wakeSafetyNet is the scenarios' safety net (SAFETY_NET_SECONDS): short, so that a lost event
+// costs seconds, not the default 5 minutes.
+const wakeSafetyNet = 6 * time.Second
+
+// wakeEnv is the construct's wake-up environment (WAKE_EVENTS=true, no in-process polling) with the
+// scenarios' short safety net, so that every wait ends by an event or by the safety net.
+var wakeEnv = []string{"WAKE_EVENTS=true", fmt.Sprintf("SAFETY_NET_SECONDS=%d", int(wakeSafetyNet/time.Second)), "POLL_BUDGET_SECONDS=0"}
+
+// wakeAssembly is the synthesized app for tenantsJSON; its templates must carry the construct's
+// status rule per tenant (source aws.states, the file state machine's terminal statuses, the
+// controller as target), which the run routes the status change events through.
+func wakeAssembly(t *testing.T, tenantsJSON string) string {
+	t.Helper()
+	dir := synthesized(t, moduleRoot(t), tenantsJSON)
+	asm, err := LoadAssembly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := 0
+	for _, r := range asm.OfType("AWS::Events::Rule") {
+		b, _ := json.Marshal(r.Properties["EventPattern"])
+		if strings.Contains(string(b), `"aws.states"`) {
+			rules++
+		}
+	}
+	if rules == 0 {
+		t.Fatalf("no status rule (an AWS::Events::Rule on source aws.states) in the templates of %s", dir)
+	}
+	return dir
+}
+
+// startWakeScenario starts a run of the scenario tenants with status rules and the wake-up on.
+func startWakeScenario(t *testing.T, cfg Config) *Run {
+	t.Helper()
+	root := moduleRoot(t)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), NodeBinary(root)
+	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
+	cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, wakeEnv...), cfg.EnvFor[controllerPkg]...)}
+	return startRun(t, cfg, 5*time.Minute)
+}
+
+// wakeFiles is the workload of the status event scenarios: two tenants, files that queue behind
+// each other (each waits for the previous file's status event or the safety net).
+func wakeFiles() []upload {
+	return []upload{
+		{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(120)}, {"cont", "c.csv", csvOf(60)}, {"cont", "d.csv", csvOf(40)},
+		{"ov", "x.csv", csvOf(110)}, {"ov", "y.csv", csvOf(40)}, {"ov", "z.csv", csvOf(80)},
+	}
+}
+
+func assertAllSucceeded(t *testing.T, rep *Report, files []upload) {
+	t.Helper()
+	for _, f := range files {
+		fr := fileOf(t, rep, f.tenant, f.rel)
+		if fr.Status != "SUCCEEDED" || fr.Executions != 1 {
+			t.Errorf("%s/%s: got %s with %d executions, want SUCCEEDED with 1", f.tenant, f.rel, fr.Status, fr.Executions)
+		}
+		if want := int64(strings.Count(string(f.body), "\n") - 1); fr.Records != want {
+			t.Errorf("%s/%s: got %d records, want %d", f.tenant, f.rel, fr.Records, want)
+		}
+	}
+}
+
+func TestScenarioStatusEvents(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		// maxGapMean bounds the inter-file gap's mean: with every event delivered, the next file
+		// starts on the event, well before the safety net.
+		maxGapMean time.Duration
+		// slow makes the sink answer each record in this long, so that files run for seconds.
+		slow  time.Duration
+		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
+	}{
+		{
+			name: "30 percent dropped",
+			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
+			// one is not a tenant's last file and holds the next file until the safety net.
+			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
+			maxGapMean: wakeSafetyNet,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
+					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
+				}
+				// Each lost end is found by the safety net's delivery, which describes the execution
+				// (no in-process polling, and a delivered SUCCEEDED is trusted without a describe).
+				if got := rep.APICalls["stepfunctions"]["DescribeExecution"]; got < c.Dropped {
+					t.Errorf("DescribeExecution calls: got %d, want at least one per lost event (%d)", got, c.Dropped)
+				}
+				// A lost event is made up for by the safety net: the next file waited for it, and no
+				// wait exceeds it by much.
+				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max < wakeSafetyNet/3 || max > wakeSafetyNet+3*time.Second {
+					t.Errorf("largest inter-file gap: got %s, want between %s (a file held until the safety net) and the safety net %s + 3 s", max, wakeSafetyNet/3, wakeSafetyNet)
+				}
+			},
+		},
+		{
+			name:       "every event twice",
+			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
+			maxGapMean: 2 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
+					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
+				}
+			},
+		},
+		{
+			name: "20 percent of DescribeExecution throttled",
+			// In-process polling on (10 s), so that the controller describes each running file
+			// several times, as without events or after a lost one.
+			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			slow:       15 * time.Millisecond,
+			maxGapMean: 2 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Throttled["DescribeExecution"] == 0 {
+					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
+				}
+			},
+		},
+		{
+			name: "20 percent of StartExecution throttled",
+			cfg:  Config{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}},
+			// Files of seconds, so that a tenant held for a second or two by a throttled start
+			// still runs beside the other.
+			slow: 15 * time.Millisecond,
+			// A throttled start holds the file for the controller's jittered backoff (>= 1 s).
+			maxGapMean: 5 * time.Second,
+			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+				if c.Throttled["StartExecution"] == 0 {
+					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := startWakeScenario(t, tc.cfg)
+			if tc.slow > 0 {
+				r.Sink.SetDelay(func(string, string, int64) time.Duration { return tc.slow })
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			files := wakeFiles()
+			uploadAll(t, ctx, r, files)
+			rep := drain(t, ctx, r)
+			c := r.StatusEventCounts()
+			t.Logf("status events: %+v; gap mean %.2f s max %.2f s (n %d); calls %v; controller errors %d",
+				c, rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.Max, rep.InterFileGapSecond.N, rep.APICalls["stepfunctions"], r.MappingErrors())
+
+			assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+			assertAllSucceeded(t, rep, files)
+			// One StartExecution per file, plus the ones refused with ThrottlingException (a refused
+			// call is counted as a call and tried again).
+			if got, want := startCount(rep), int64(len(files))+c.Throttled["StartExecution"]; got != want {
+				t.Errorf("StartExecution calls: got %d, want %d (files + throttled)", got, want)
+			}
+			// The controller woke on events: its status rule invoked it.
+			if c.Invokes == 0 {
+				t.Errorf("asynchronous invocations of the status rule's target: got 0, want some")
+			}
+			// Throttling, a lost or a repeated event are never errors of the controller.
+			if got := r.MappingErrors(); got != 0 {
+				t.Errorf("failed controller invocations: got %d, want 0", got)
+			}
+			if mean := time.Duration(rep.InterFileGapSecond.Mean * float64(time.Second)); rep.InterFileGapSecond.N == 0 || mean > tc.maxGapMean {
+				t.Errorf("inter-file gap mean: got %s over %d gaps, want at most %s", mean, rep.InterFileGapSecond.N, tc.maxGapMean)
+			}
+			tc.check(t, r, rep, c)
+		})
+	}
+}
+
+// controllerCalls is the controller's cost per running file-hour of one run: the pipeline's
+// DescribeExecution calls and the controller's invocations (event source mapping and status rule),
+// each divided by the summed running time of the file executions.
+type controllerCalls struct {
+	describePerHour, invocationsPerHour, gapMean float64
+	runningHours                                 float64
+	describes, invocations                       int64
+}
+
+func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
+	t.Helper()
+	var c controllerCalls
+	for _, id := range r.TenantIDs() {
+		for _, f := range rep.Tenants[id].Files {
+			if f.StartedAt != nil && f.StoppedAt != nil {
+				c.runningHours += f.StoppedAt.Sub(*f.StartedAt).Hours()
+			}
+		}
+		if fn := r.Function(controllerPkg, id); fn != nil {
+			c.invocations += fn.Invocations()
+		}
+	}
+	c.describes = rep.APICalls["stepfunctions"]["DescribeExecution"]
+	if c.runningHours > 0 {
+		c.describePerHour = float64(c.describes) / c.runningHours
+		c.invocationsPerHour = float64(c.invocations) / c.runningHours
+	}
+	c.gapMean = rep.InterFileGapSecond.Mean
+	return c
+}
+
+// TestFiguresControllerCalls measures issue 12's figures (make figures): files that register for at
+// least 2 minutes each (240 records, the sink answering each in 0.5 s), queued behind each other,
+// once with every status event delivered (the default 5-minute safety net), once with every status
+// event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output), and once
+// as before issue 12 (no wake-up; polling), for comparison. The runs go side by side. It prints:
+//
+//	controller-calls: describe <n> per running file-hour, invocations <n> per running file-hour, gap mean <s> s (events on); gap mean <s> s (events dropped)
+func TestFiguresControllerCalls(t *testing.T) {
+	if os.Getenv("LOCALRUN_FIGURES") == "" {
+		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes about 10 minutes)")
+	}
+	const files, records, perRecord = 3, 240, 500 * time.Millisecond
+	const figuresDroppedSafetyNet = 60
+	tenants := []string{"cont", "halt", "ov"}
+	modes := []struct {
+		name string
+		cfg  Config
+	}{
+		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
+		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
+		// Before issue 12: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
+		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
+	}
+	results := make([]controllerCalls, len(modes))
+	var wg sync.WaitGroup
+	for i, mode := range modes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := startWakeScenario(t, mode.cfg)
+			r.Sink.SetDelay(func(string, string, int64) time.Duration { return perRecord })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			var batch []upload
+			for f := range files {
+				for _, id := range tenants {
+					batch = append(batch, upload{id, fmt.Sprintf("%02d.csv", f+1), csvOf(records)})
+				}
+			}
+			for _, u := range batch {
+				if _, err := r.Upload(ctx, u.tenant, u.rel, u.body); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := r.WaitDrained(ctx, nil, time.Second); err != nil {
+				t.Errorf("%s: %v", mode.name, err)
+			}
+			rep, err := r.Snapshot(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, v := range rep.Violations {
+				t.Errorf("%s: invariant violated: %s", mode.name, v)
+			}
+			for _, id := range tenants {
+				if got := rep.Tenants[id].RecordsRegistered; got != files*records {
+					t.Errorf("%s %s: got %d records, want %d", mode.name, id, got, files*records)
+				}
+			}
+			results[i] = measureControllerCalls(t, r, rep)
+			t.Logf("%s: %+v; stepfunctions calls %v; status events %+v", mode.name, results[i], rep.APICalls["stepfunctions"], r.StatusEventCounts())
+		}()
+	}
+	wg.Wait()
+	on, dropped, before := results[0], results[1], results[2]
+	line := fmt.Sprintf("controller-calls: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s (events on); gap mean %.2f s (events dropped)",
+		on.describePerHour, on.invocationsPerHour, on.gapMean, dropped.gapMean)
+	// Printed bare, so that make figures shows the line as it is.
+	fmt.Println(line)
+	fmt.Printf("(before, polling without events: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s)\n",
+		before.describePerHour, before.invocationsPerHour, before.gapMean)
+	fmt.Printf("(events on: a running file is described once per safety net, at most %d per running file-hour for a file longer than the 300 s safety net)\n", 3600/300)
+	fmt.Printf("(%d tenants x %d files x %d records, each file registering for >= %s; events dropped: safety net shortened to %d s, default 300 s)\n",
+		len(tenants), files, records, time.Duration(records)*perRecord, figuresDroppedSafetyNet)
+	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
+		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
+}
