@@ -1,10 +1,14 @@
 // Command local runs the synthesized tenant pipeline end to end on this machine, with emulators
 // on loopback and the real Lambda handlers; docs/local-run.md describes it and its flags.
 //
-//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m] [--event-key-form raw|form]
+//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m]
+//	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form]
+//	go run ./cmd/local --serve --env-file FILE [--tenants FILE] [--inbox DIR] [--register-url URL]
 //
-// Exit status: 0 when every upload drained and every invariant held; 1 when an invariant broke or
-// the run failed; 2 on bad usage; 3 when the pipeline had not drained by --timeout.
+// Exit status (build it into .build/ and run the binary to see it; `go run` prints its own):
+// 0 every upload drained and every invariant held; 1 an invariant broke, the run failed, or (with
+// --fail-on-failed-files) a file failed; 2 bad usage; 3 not drained by --timeout; 4 every tenant
+// drained or halted, and at least one halted (the halt is printed with the pipectl commands).
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -24,139 +29,332 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
-	tenantcfg "github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // localRegisterURL stands in for the registerUrl of tenants that have none while synthesizing; the
 // run replaces every tenant's endpoint with --register-url or the embedded sink's.
 const localRegisterURL = "http://127.0.0.1/supplied-by-the-local-run"
 
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitTimeout  = 3
+	exitHalted   = 4
+	controllerPk = "lambdas/controller"
+)
+
 func main() {
-	os.Exit(run())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
+// options are the checked flags.
+type options struct {
+	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile string
+	timeout, haltedRecheck, heartbeat, sinkLatency                                 time.Duration
+	serve, failOnFailed, dupStatus                                                 bool
+	dropStatus, throttleDescribe, throttleStart                                    float64
+	faultSeed                                                                      uint64
+	files                                                                          []inboxFile
+}
+
+// parse checks every flag before anything slow starts: a usage error is exit 2, in well under a
+// second, naming the flag.
+func parse(args []string, stderr io.Writer) (*options, error) {
 	cwd, _ := os.Getwd()
 	root, err := localrun.ModuleRoot(cwd)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 2
+		return nil, err
 	}
-	tenants := flag.String("tenants", filepath.Join(root, "tenants.json"), "tenants config to synthesize the app with")
-	inbox := flag.String("inbox", filepath.Join(root, "local/inbox"), "files to upload: DIR/<tenant-id>/<relative path>")
-	registerURL := flag.String("register-url", "", "core-system endpoint every tenant registers to (default: an embedded sink that checks order and idempotency)")
-	report := flag.String("report", "", "write the JSON report to this file")
-	timeout := flag.Duration("timeout", 10*time.Minute, "exit non-zero if the pipeline has not drained by then")
-	assembly := flag.String("cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
-	workDir := flag.String("work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
-	keyForm := flag.String("event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
+	o := &options{root: root}
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defaultInbox := filepath.Join(root, "local/inbox")
+	fs.StringVar(&o.tenants, "tenants", filepath.Join(root, "tenants.json"), "tenants config to synthesize the app with")
+	fs.StringVar(&o.inbox, "inbox", "", "files to upload: DIR/<tenant-id>/<relative path> (default local/inbox; none with --serve)")
+	fs.StringVar(&o.registerURL, "register-url", "", "core-system endpoint every tenant registers to (default: an embedded sink that checks order and idempotency)")
+	fs.StringVar(&o.report, "report", "", "write the JSON report to this file")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "exit 3 if the pipeline has not drained by then (not with --serve)")
+	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
+	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
+	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
+	fs.DurationVar(&o.haltedRecheck, "halted-recheck", 5*time.Second, "how often a halted tenant re-checks its failed file (HALT_WAIT_SECONDS of the controllers; 0 keeps the template's)")
+	fs.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "print what each tenant waits on at least this often")
+	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
+	fs.BoolVar(&o.serve, "serve", false, "keep running until interrupted, for the aws CLI and pipectl (needs --env-file)")
+	fs.StringVar(&o.envFile, "env-file", "", "with --serve: write the shell export lines of the local endpoints to this file")
 	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
-	sinkLatency := flag.Duration("sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
+	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	// Step Functions status change events and throttling (docs/local-run.md).
-	dropStatus := flag.Float64("drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
-	dupStatus := flag.Bool("duplicate-status-events", false, "route every Step Functions status change event twice")
-	throttleDescribe := flag.Float64("throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
-	throttleStart := flag.Float64("throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
-	faultSeed := flag.Uint64("fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
-	flag.Parse()
-	fractionsOK := true
-	for _, f := range []float64{*dropStatus, *throttleDescribe, *throttleStart} {
-		fractionsOK = fractionsOK && f >= 0 && f <= 1
+	fs.Float64Var(&o.dropStatus, "drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
+	fs.BoolVar(&o.dupStatus, "duplicate-status-events", false, "route every Step Functions status change event twice")
+	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
+	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
+	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
+	if err := fs.Parse(args); err != nil {
+		return nil, usagef("%v", err)
 	}
-	if flag.NArg() > 0 || (*keyForm != localrun.EventKeyRaw && *keyForm != localrun.EventKeyForm) || *sinkLatency < 0 || !fractionsOK {
-		flag.Usage()
-		return 2
+	switch {
+	case fs.NArg() > 0:
+		return nil, usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
+	case o.keyForm != localrun.EventKeyRaw && o.keyForm != localrun.EventKeyForm:
+		return nil, usagef("--event-key-form %q: want raw or form", o.keyForm)
+	case o.serve && o.envFile == "":
+		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
+	case !o.serve && o.envFile != "":
+		return nil, usagef("--env-file is for --serve")
+	case o.dropStatus < 0 || o.dropStatus > 1:
+		return nil, usagef("--drop-status-events %g: want a fraction from 0 to 1", o.dropStatus)
+	case o.throttleDescribe < 0 || o.throttleDescribe > 1:
+		return nil, usagef("--throttle-describe %g: want a fraction from 0 to 1", o.throttleDescribe)
+	case o.throttleStart < 0 || o.throttleStart > 1:
+		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.throttleStart)
+	case o.sinkLatency < 0:
+		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
+	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
+		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
 	}
+	if o.inbox == "" && !o.serve {
+		o.inbox = defaultInbox
+	}
+	var ids []string
+	if o.assembly == "" {
+		f, err := tenants.Load(o.tenants, tenants.Options{RegisterURL: localRegisterURL})
+		if err != nil {
+			return nil, usagef("--tenants %s: %v", o.tenants, err)
+		}
+		for _, t := range f.Tenants {
+			ids = append(ids, t.ID)
+		}
+	} else if st, err := os.Stat(o.assembly); err != nil || !st.IsDir() {
+		return nil, usagef("--cdk-out %s: not a directory", o.assembly)
+	}
+	if o.inbox != "" {
+		st, err := os.Stat(o.inbox)
+		if err != nil || !st.IsDir() {
+			return nil, usagef("--inbox %s: no such directory", o.inbox)
+		}
+		if o.files, err = inboxFiles(o.inbox); err != nil {
+			return nil, usagef("--inbox: %v", err)
+		}
+		if ids != nil {
+			for _, f := range o.files {
+				if !contains(ids, f.tenant) {
+					return nil, usagef("--inbox %s: folder %q is not a tenant of %s (tenants: %s)", o.inbox, f.tenant, o.tenants, strings.Join(ids, ", "))
+				}
+			}
+		}
+	}
+	return o, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	deadline, cancel := context.WithTimeout(ctx, *timeout)
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitUsage
+		}
+		fmt.Fprintln(stderr, "local:", err)
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "local:", err)
+		return exitFailed
+	}
+	startCtx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	if err := os.MkdirAll(*workDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 1
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return fail(err)
 	}
-	logPath := filepath.Join(*workDir, "run.log")
+	logPath := filepath.Join(o.workDir, "run.log")
 	logs, err := os.Create(logPath)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 1
+		return fail(err)
 	}
 	defer logs.Close()
 
-	if *assembly == "" {
-		*assembly = filepath.Join(*workDir, "cdk.out")
-		fmt.Printf("synthesizing %s ...\n", *tenants)
+	if o.assembly == "" {
+		o.assembly = filepath.Join(o.workDir, "cdk.out")
+		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app; the first run compiles it, which takes minutes) ...\n", o.tenants)
 		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
-		os.Setenv(tenantcfg.EnvRegisterURL, cmp.Or(*registerURL, localRegisterURL))
-		if err := localrun.Synth(deadline, root, *tenants, *assembly); err != nil {
-			fmt.Fprintln(os.Stderr, "local:", err)
-			return 1
+		os.Setenv(tenants.EnvRegisterURL, cmp.Or(o.registerURL, localRegisterURL))
+		if err := phase(startCtx, stdout, "synthesizing", func(ctx context.Context) error { return localrun.Synth(ctx, o.root, o.tenants, o.assembly) }); err != nil {
+			return fail(err)
 		}
 	}
-	fmt.Println("starting emulators (S3, SQS, Step Functions) and building the Lambda handlers ...")
-	r, err := localrun.Start(deadline, localrun.Config{
-		ModuleRoot: root, Assembly: *assembly, RegisterURL: *registerURL, Node: localrun.NodeBinary(root), WorkDir: *workDir, Logs: logs,
-		EventKeyForm: *keyForm, SinkLatency: *sinkLatency,
-		StatusEvents: localrun.StatusEvents{Drop: *dropStatus, Duplicate: *dupStatus, Seed: *faultSeed},
-		SFNThrottle:  localrun.SFNThrottle{DescribeExecution: *throttleDescribe, StartExecution: *throttleStart, Seed: *faultSeed},
+	fmt.Fprintln(stdout, "phase 2/3: starting the emulators (S3, SQS, Step Functions, control plane) and building the Lambda handlers ...")
+	env := map[string][]string{}
+	if o.haltedRecheck > 0 {
+		env[controllerPk] = []string{fmt.Sprintf("HALT_WAIT_SECONDS=%d", int(o.haltedRecheck/time.Second))}
+	}
+	var r *localrun.Run
+	err = phase(startCtx, stdout, "starting", func(ctx context.Context) error {
+		var err error
+		r, err = localrun.Start(ctx, localrun.Config{
+			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
+			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency,
+			StatusEvents: localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
+			SFNThrottle:  localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
+		})
+		return err
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 1
+		return fail(err)
 	}
 	defer r.Close()
-	fmt.Printf("tenants: %s; logs: %s\n", strings.Join(r.TenantIDs(), ", "), logPath)
-
-	files, err := inboxFiles(*inbox)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 2
+	fmt.Fprintf(stdout, "tenants: %s; logs: %s\n", strings.Join(r.TenantIDs(), ", "), logPath)
+	for _, f := range o.files {
+		if r.Tenant(f.tenant) == nil {
+			fmt.Fprintf(stderr, "local: --inbox %s: folder %q is not a tenant of the assembly (tenants: %s)\n", o.inbox, f.tenant, strings.Join(r.TenantIDs(), ", "))
+			return exitUsage
+		}
 	}
-	for _, f := range files {
+	if o.serve {
+		if err := writeEnvFile(o.envFile, r.Env()); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "serving; the local endpoints (also in %s; `source` it in another shell):\n", o.envFile)
+		for _, kv := range r.Env() {
+			fmt.Fprintln(stdout, exportLine(kv))
+		}
+		fmt.Fprintf(stdout, "then: aws s3 cp x.csv s3://$INGEST_BUCKET/<prefix>x.csv ; go run ./cmd/pipectl status\n")
+	}
+	fmt.Fprintln(stdout, "phase 3/3: uploading and running")
+	for _, f := range o.files {
 		body, err := os.ReadFile(f.path)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "local:", err)
-			return 1
+			return fail(err)
 		}
-		if _, err := r.Upload(deadline, f.tenant, f.rel, body); err != nil {
-			fmt.Fprintln(os.Stderr, "local:", err)
-			return 1
+		if _, err := r.Upload(startCtx, f.tenant, f.rel, body); err != nil {
+			return fail(err)
 		}
-		fmt.Printf("uploaded %s/%s (%d bytes)\n", f.tenant, f.rel, len(body))
+		fmt.Fprintf(stdout, "uploaded %s/%s (%d bytes)\n", f.tenant, f.rel, len(body))
 	}
 
-	drainErr := r.WaitDrained(deadline, os.Stdout, time.Second)
+	wait := localrun.WaitOptions{Interval: time.Second, Heartbeat: o.heartbeat, StopWhenHalted: true}
+	waitCtx := startCtx
+	if o.serve {
+		wait.UntilInterrupted, waitCtx = true, ctx
+	}
+	waitErr := r.Wait(waitCtx, stdout, wait)
 	rep, err := r.Snapshot(context.Background())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		return 1
+		return fail(err)
 	}
-	fmt.Println()
-	localrun.WriteSummary(os.Stdout, rep, r.TenantIDs())
+	fmt.Fprintln(stdout)
+	localrun.WriteSummary(stdout, rep, r.TenantIDs())
 	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
-		fmt.Printf("status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
+		fmt.Fprintf(stdout, "status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
 			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
 	}
-	if *report != "" {
+	if o.report != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*report, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "local:", err)
-			return 1
+		if err := os.WriteFile(o.report, append(b, '\n'), 0o644); err != nil {
+			return fail(err)
 		}
 	}
-	switch {
-	case drainErr != nil && errors.Is(deadline.Err(), context.DeadlineExceeded):
-		fmt.Fprintf(os.Stderr, "local: not drained after %s\n", *timeout)
-		return 3
-	case drainErr != nil:
-		fmt.Fprintln(os.Stderr, "local:", drainErr)
-		return 1
-	case len(rep.Violations) > 0:
-		return 1
+	code, msg := exitStatus(rep, waitErr, errors.Is(startCtx.Err(), context.DeadlineExceeded), o)
+	if msg != "" {
+		fmt.Fprintln(stderr, "local:", msg)
 	}
-	return 0
+	return code
+}
+
+// exitStatus is the run's exit status and the line that explains a non-zero one.
+func exitStatus(rep *localrun.Report, waitErr error, timedOut bool, o *options) (int, string) {
+	var halted *localrun.HaltedError
+	failed := failedFiles(rep)
+	switch {
+	case len(rep.Violations) > 0:
+		return exitFailed, fmt.Sprintf("%d invariant(s) violated", len(rep.Violations))
+	case o.serve:
+		return exitOK, "" // interrupted, as asked
+	case errors.As(waitErr, &halted):
+		return exitHalted, fmt.Sprintf("%v; exit %d", waitErr, exitHalted)
+	case waitErr != nil && timedOut:
+		return exitTimeout, fmt.Sprintf("not drained after %s", o.timeout)
+	case waitErr != nil:
+		return exitFailed, waitErr.Error()
+	case o.failOnFailed && len(failed) > 0:
+		return exitFailed, fmt.Sprintf("%d file(s) did not succeed (--fail-on-failed-files): %s", len(failed), strings.Join(failed, ", "))
+	}
+	return exitOK, ""
+}
+
+// phase runs a slow step, saying every 15 s that it is still going.
+func phase(ctx context.Context, w io.Writer, what string, f func(context.Context) error) error {
+	done := make(chan struct{})
+	defer close(done)
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "  still %s (%.0fs) ...\n", what, time.Since(start).Seconds())
+			}
+		}
+	}()
+	return f(ctx)
+}
+
+func failedFiles(rep *localrun.Report) []string {
+	var out []string
+	for _, id := range sortedKeys(rep.Tenants) {
+		for _, f := range rep.Tenants[id].Files {
+			if f.Status != "SUCCEEDED" {
+				out = append(out, id+" "+f.Key+" ("+f.Status+")")
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// exportLine is NAME=value as a POSIX shell export, single-quoted.
+func exportLine(kv string) string {
+	k, v, _ := strings.Cut(kv, "=")
+	return "export " + k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+func writeEnvFile(path string, env []string) error {
+	var b strings.Builder
+	b.WriteString("# The local run's endpoints (go run ./cmd/local --serve); source this file: . " + path + "\n")
+	for _, kv := range env {
+		b.WriteString(exportLine(kv) + "\n")
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 type inboxFile struct{ tenant, rel, path string }

@@ -25,8 +25,14 @@ func Load(ctx context.Context) (aws.Config, error) {
 	return config.LoadDefaultConfig(ctx)
 }
 
-// S3Options applies S3_USE_PATH_STYLE to an S3 client.
+// S3Options applies S3_USE_PATH_STYLE to an S3 client, and turns off the SDK's DEBUG line
+// "Response has no supported checksum" that it writes (to stderr, so into the function's log, not
+// as JSON) for every GetObject without a full-object checksum: S3 returns none for a ranged GET,
+// which is every read of Register ("for ranged GET requests ... checksums aren't returned",
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html).
+// Validation itself is unchanged; only the log line goes.
 func S3Options(o *s3.Options) {
+	o.DisableLogOutputChecksumValidationSkipped = true
 	if v, _ := strconv.ParseBool(os.Getenv(EnvS3PathStyle)); v {
 		o.UsePathStyle = true
 	}

@@ -31,6 +31,9 @@ type mapping struct {
 
 func (m *mapping) poll(ctx context.Context) {
 	for ctx.Err() == nil {
+		if !m.run.pollGate(ctx, m) { // a disabled mapping does not poll (controlplane.go)
+			continue
+		}
 		out, err := m.run.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:            aws.String(m.queue.URL),
 			MaxNumberOfMessages: int32(m.batch),
@@ -47,7 +50,7 @@ func (m *mapping) poll(ctx context.Context) {
 			}
 			continue
 		}
-		if len(out.Messages) == 0 {
+		if len(out.Messages) == 0 || m.run.releaseIfDisabled(ctx, m, out.Messages) {
 			continue
 		}
 		m.run.setBusy(1)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -23,12 +21,19 @@ type Report struct {
 	RecordsPerSecond   float64                     `json:"recordsPerSecond"`
 	APICallsPer1000    map[string]float64          `json:"apiCallsPer1000Records"`
 	Violations         []string                    `json:"violations"`
+	// ExternalEndpoint is true when the run registered to --register-url: the harness sees no
+	// record, so the record checks (record order, exactly once, registration windows) are skipped.
+	ExternalEndpoint bool `json:"externalEndpoint"`
 }
 
 // TenantReport is one tenant's files, in upload order.
 type TenantReport struct {
 	Files             []FileReport `json:"files"`
 	RecordsRegistered int64        `json:"recordsRegistered"`
+	// Halted is the file a halt tenant is stopped at, null when it is not halted.
+	Halted *Halt `json:"halted"`
+	// Queued is the tenant's queue depth (visible, in flight and delayed messages).
+	Queued int `json:"queued"`
 }
 
 // FileReport is one uploaded file and its execution.
@@ -103,7 +108,8 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	if end.IsZero() {
 		end = time.Now()
 	}
-	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: end.Sub(r.started).Seconds()}
+	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: end.Sub(r.started).Seconds(),
+		ExternalEndpoint: r.cfg.RegisterURL != ""}
 	var lambdaCalls = map[string]int64{}
 	for _, f := range r.functions {
 		lambdaCalls["Invoke"] += f.Invocations()
@@ -191,6 +197,10 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 			tr.Files = append(tr.Files, fr)
 			prev = &tr.Files[len(tr.Files)-1]
 		}
+		if n, err := r.queueDepth(ctx, t.Queue); err == nil {
+			tr.Queued = n
+		}
+		tr.Halted = halted(t, tr)
 	}
 	rep.InterFileGapSecond = gapStats(gaps)
 	if rep.WallSeconds > 0 {
@@ -286,7 +296,7 @@ func gapStats(g []float64) GapStats {
 // every record of a succeeded file was registered exactly once by its idempotency key; and the
 // registration windows of two files (first POST to the end of the last, at the sink) never overlap.
 func (r *Run) checkInvariants(rep *Report) []string {
-	var v []string
+	v := []string{} // the report's "violations" is [] when none, never null
 	_, _, _, bad := r.Sink.Stats()
 	v = append(v, bad...)
 	for _, t := range r.Tenants {
@@ -393,7 +403,11 @@ func windowOverlaps(tenant string, files []FileReport, reqs []SinkRequest) []str
 
 // Drained reports whether every upload has been processed: no message left in any queue, no
 // execution running and no event source mapping invocation in flight.
-func (r *Run) Drained(ctx context.Context) (bool, error) {
+func (r *Run) Drained(ctx context.Context) (bool, error) { return r.drained(ctx, nil) }
+
+// drained is Drained, except that the queues of the tenants in halted may hold messages (a halted
+// tenant holds its head file's message and every file behind it).
+func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error) {
 	r.mu.Lock()
 	busy := r.busy
 	r.mu.Unlock()
@@ -401,6 +415,9 @@ func (r *Run) Drained(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	for _, t := range r.Tenants {
+		if halted[t.ID] {
+			continue
+		}
 		n, err := r.queueDepth(ctx, t.Queue)
 		if err != nil {
 			return false, err
@@ -421,46 +438,6 @@ func (r *Run) Drained(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// WaitDrained waits until Drained holds twice in a row, printing progress to w every interval.
-func (r *Run) WaitDrained(ctx context.Context, w io.Writer, interval time.Duration) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	streak := 0
-	last := ""
-	for {
-		if w != nil {
-			if rep, err := r.Snapshot(ctx); err == nil {
-				if line := ProgressLine(rep, r.TenantIDs()); line != last {
-					fmt.Fprintf(w, "[%6.1fs] %s\n", time.Since(r.started).Seconds(), line)
-					last = line
-				}
-			}
-		}
-		ok, err := r.Drained(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-		if ok {
-			if streak == 0 {
-				r.mu.Lock()
-				r.drainedAt = time.Now()
-				r.mu.Unlock()
-			}
-			streak++
-			if streak >= 2 {
-				return nil
-			}
-		} else {
-			streak = 0
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not drained: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // TenantIDs lists the tenants in template order.
 func (r *Run) TenantIDs() []string {
 	ids := make([]string, len(r.Tenants))
@@ -468,93 +445,6 @@ func (r *Run) TenantIDs() []string {
 		ids[i] = t.ID
 	}
 	return ids
-}
-
-// ProgressLine is one line of live progress: per tenant, files done/total, waiting, and records.
-func ProgressLine(rep *Report, ids []string) string {
-	var parts []string
-	for _, id := range ids {
-		tr := rep.Tenants[id]
-		if tr == nil || len(tr.Files) == 0 {
-			continue
-		}
-		done, waiting, running, failed := 0, 0, 0, 0
-		for _, f := range tr.Files {
-			switch f.Status {
-			case "SUCCEEDED":
-				done++
-			case "RUNNING":
-				running++
-			case "WAITING":
-				waiting++
-			default:
-				failed++
-			}
-		}
-		s := fmt.Sprintf("%s %d/%d done", id, done+failed, len(tr.Files))
-		if running > 0 {
-			s += fmt.Sprintf(" %d running", running)
-		}
-		if waiting > 0 {
-			s += fmt.Sprintf(" %d waiting", waiting)
-		}
-		if failed > 0 {
-			s += fmt.Sprintf(" %d failed", failed)
-		}
-		parts = append(parts, fmt.Sprintf("%s, %d records", s, tr.RecordsRegistered))
-	}
-	return strings.Join(parts, " | ")
-}
-
-// WriteSummary prints the summary table of a report.
-func WriteSummary(w io.Writer, rep *Report, ids []string) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tFILE\tSTATUS\tRECORDS\tHISTORY\tPAYLOAD B\tSECONDS\tERROR")
-	for _, id := range ids {
-		tr := rep.Tenants[id]
-		if tr == nil {
-			continue
-		}
-		for _, f := range tr.Files {
-			secs := "-"
-			if f.StartedAt != nil && f.StoppedAt != nil {
-				secs = fmt.Sprintf("%.2f", f.StoppedAt.Sub(*f.StartedAt).Seconds())
-			}
-			hist := fmt.Sprint(f.HistoryEvents)
-			if f.SegmentExecutions > 0 {
-				hist += fmt.Sprintf(" (+%d×≤%d)", f.SegmentExecutions, f.SegmentHistoryEventsMax)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", id, f.Key, f.Status, f.Records, hist, f.MaxPayloadBytes, secs, f.Error)
-		}
-	}
-	tw.Flush()
-	// Causes name the file and line, never record contents, so they are safe to show.
-	for _, id := range ids {
-		if tr := rep.Tenants[id]; tr != nil {
-			for _, f := range tr.Files {
-				if f.Cause != "" {
-					fmt.Fprintf(w, "%s %s: %s: %s\n", id, f.Key, f.Error, readableCause(f.Cause))
-				}
-			}
-		}
-	}
-	fmt.Fprintf(w, "\ninter-file gap: mean %.2fs p95 %.2fs max %.2fs (n=%d); wall %.1fs; %.0f records/s\n",
-		rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.P95, rep.InterFileGapSecond.Max, rep.InterFileGapSecond.N, rep.WallSeconds, rep.RecordsPerSecond)
-	if len(rep.APICallsPer1000) > 0 {
-		fmt.Fprintf(w, "API calls per 1,000 records:")
-		for _, svc := range sortedKeys(rep.APICallsPer1000) {
-			fmt.Fprintf(w, " %s %.1f", svc, rep.APICallsPer1000[svc])
-		}
-		fmt.Fprintln(w)
-	}
-	if len(rep.Violations) == 0 {
-		fmt.Fprintln(w, "invariants: OK (file order, record order, exactly once by idempotency key, one file registering at a time)")
-	} else {
-		fmt.Fprintf(w, "invariants: %d VIOLATED\n", len(rep.Violations))
-		for _, v := range rep.Violations {
-			fmt.Fprintln(w, "  - "+v)
-		}
-	}
 }
 
 // readableCause shows a Lambda error's message; Step Functions records the cause as the function's

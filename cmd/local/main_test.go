@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun"
+)
+
+// Bad flags fail at once with exit 2 and the flag's name, before synth or any emulator starts
+// (issue 10: "Check flags before the slow work").
+func TestBadFlagsFailFast(t *testing.T) {
+	work := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"extra argument", []string{"demo"}, `unexpected argument "demo"`},
+		{"missing inbox", []string{"--inbox", filepath.Join(work, "nope")}, "--inbox"},
+		{"inbox folder of an unknown tenant", []string{"--inbox", "testdata/inbox-unknown"}, `folder "nosuch" is not a tenant`},
+		{"unknown flag", []string{"--sevre"}, "sevre"},
+		{"serve without env file", []string{"--serve"}, "--env-file"},
+		{"env file without serve", []string{"--env-file", "x"}, "--env-file"},
+		{"bad key form", []string{"--event-key-form", "plus"}, "--event-key-form"},
+		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			start := time.Now()
+			code := run(context.Background(), append(tc.args, "--work", work), &out, &errs)
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("took %s, want under 1s", took)
+			}
+			if code != exitUsage {
+				t.Errorf("got exit %d, want %d", code, exitUsage)
+			}
+			if !strings.Contains(errs.String(), tc.want) {
+				t.Errorf("got stderr %q, want it to name %q", errs.String(), tc.want)
+			}
+			if strings.Contains(out.String(), "phase") {
+				t.Errorf("got %q on stdout, want nothing started", out.String())
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(work, "cdk.out")); err == nil {
+		t.Error("got a cdk.out in the work directory, want no synth")
+	}
+}
+
+func TestParseAcceptsKnownTenantInbox(t *testing.T) {
+	var errs bytes.Buffer
+	o, err := parse([]string{"--inbox", "testdata/inbox-ok"}, &errs)
+	if err != nil {
+		t.Fatalf("got %v, want no error", err)
+	}
+	if len(o.files) != 1 || o.files[0].tenant != "acme" {
+		t.Errorf("got files %+v, want acme/a.csv", o.files)
+	}
+}
+
+func TestExportLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"AWS_ENDPOINT_URL_S3=http://127.0.0.1:1234", "export AWS_ENDPOINT_URL_S3='http://127.0.0.1:1234'"},
+		{"X=it's", `export X='it'\''s'`},
+	} {
+		if got := exportLine(tc.in); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	ok := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}}}}}
+	failed := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "bad.csv", Status: "FAILED"}}}}}
+	violated := &localrun.Report{Violations: []string{"acme: x"}, Tenants: map[string]*localrun.TenantReport{}}
+	for _, tc := range []struct {
+		name     string
+		rep      *localrun.Report
+		waitErr  error
+		timedOut bool
+		o        options
+		want     int
+	}{
+		{"drained", ok, nil, false, options{}, 0},
+		{"a failed file, default", failed, nil, false, options{}, 0},
+		{"a failed file, --fail-on-failed-files", failed, nil, false, options{failOnFailed: true}, 1},
+		{"every file failed is not OK with the flag", &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
+			"acme": {Files: []localrun.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
+		{"violation", violated, nil, false, options{}, 1},
+		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
+		{"timeout", ok, errors.New("not drained: context deadline exceeded"), true, options{timeout: time.Minute}, 3},
+		{"serve, interrupted", ok, errors.New("not drained: context canceled"), false, options{serve: true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := exitStatus(tc.rep, tc.waitErr, tc.timedOut, &tc.o)
+			if got != tc.want {
+				t.Errorf("got %d (%s), want %d", got, msg, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package localrun
+
+// The event source mappings of the templates: a poller per mapping (esm.go), its Enabled under the
+// Lambda API (controlplane.go), and the tenant it serves.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
+	var props struct {
+		EventSourceArn        string
+		FunctionName          string
+		BatchSize             int
+		Enabled               *bool
+		FunctionResponseTypes []string
+		ScalingConfig         struct{ MaximumConcurrency int }
+	}
+	raw, err := res.Resolve(m.Stack, mustJSON(m.Properties))
+	if err != nil {
+		return fmt.Errorf("mapping %s: %w", m.LogicalID, err)
+	}
+	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
+		return fmt.Errorf("mapping %s: %w", m.LogicalID, err)
+	}
+	q := r.queues[props.EventSourceArn]
+	if q == nil {
+		return fmt.Errorf("mapping %s: event source %s is not a queue of the templates", m.LogicalID, props.EventSourceArn)
+	}
+	f := r.Lambda.Lookup(props.FunctionName)
+	if f == nil {
+		return fmt.Errorf("mapping %s: function %s not found", m.LogicalID, props.FunctionName)
+	}
+	batch := props.BatchSize
+	if batch == 0 {
+		batch = 10 // the SQS default batch size
+	}
+	reportFailures := false
+	for _, t := range props.FunctionResponseTypes {
+		reportFailures = reportFailures || t == "ReportBatchItemFailures"
+	}
+	if t := r.tenantOf(f, q); t != nil {
+		t.Stack = m.Stack.Name
+		r.Tenants = append(r.Tenants, t)
+	}
+	pollers := mappingPollers(f.Concurrency, props.ScalingConfig.MaximumConcurrency)
+	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures}
+	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
+	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
+	res.Set(m, Identity{Ref: state.UUID})
+	r.mu.Lock()
+	r.esms = append(r.esms, state)
+	r.esmOf[mp] = state
+	r.mu.Unlock()
+	for range pollers {
+		r.pollers.Add(1)
+		go func() {
+			defer r.pollers.Done()
+			mp.poll(ctx)
+		}()
+	}
+	return nil
+}

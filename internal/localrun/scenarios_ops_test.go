@@ -1,0 +1,155 @@
+package localrun
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Issue 10's operator scenarios on the synthesized app, driven by the pipectl binary through the
+// environment --serve exports (stack prefix TenantPipeline, the app's default). Each asserts the
+// tenant's order and exactly-once by Idempotency-Key.
+
+const opsPrefix = "TenantPipeline"
+
+// halt tenant with a bad file: status shows it blocked with the cause naming the line; skip
+// releases it, the next file registers, and the marker holds the reason and the caller.
+func TestScenarioOpsHaltSkip(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}})
+	rep := waitFor(t, ctx, r, "halt halted", func(rep *Report) bool { return rep.Tenants["halt"].Halted != nil })
+	h := rep.Tenants["halt"].Halted
+	if !strings.HasSuffix(h.Key, "/2-bad.csv") {
+		t.Fatalf("got halted at %s, want 2-bad.csv", h.Key)
+	}
+	st := pipectlStatus(t, r, opsPrefix, "halt")
+	row := st.Tenants[0]
+	if !row.Blocked || row.LastFailure == nil || !strings.Contains(row.LastFailure.Cause, "line 7") || row.LastFailure.ExecutionName != h.ExecutionName {
+		t.Errorf("status: got blocked %v, last failure %+v; want blocked at %s with a cause naming line 7", row.Blocked, row.LastFailure, h.ExecutionName)
+	}
+	if n := len(r.Sink.Registered("halt")); n != 20 {
+		t.Errorf("halted: got %d records, want 20 (1.csv only)", n)
+	}
+	// A run that is not served ends here: every tenant drained or halted, with its own error, and
+	// the halt printed with the exact commands.
+	var progress strings.Builder
+	err := r.Wait(ctx, &progress, WaitOptions{Interval: 250 * time.Millisecond, StopWhenHalted: true})
+	var he *HaltedError
+	if !errors.As(err, &he) || strings.Join(he.Tenants, ",") != "halt" {
+		t.Errorf("wait: got %v, want a HaltedError naming halt", err)
+	}
+	for _, want := range []string{"HALTED halt at inbox/halt/2-bad.csv", "pipectl skip halt " + h.ExecutionName + " --reason", "pipectl redrive halt " + h.ExecutionName} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress: got %q, want it to contain %q", progress.String(), want)
+		}
+	}
+	reason := "bad export, resent as 3.csv"
+	pipectl(t, r, "skip", "halt", h.ExecutionName, "--reason", reason, "--stack-prefix", opsPrefix)
+	rep = drain(t, ctx, r)
+	wantStatuses(t, rep, "halt", "SUCCEEDED", "FAILED", "SUCCEEDED")
+	assertOrderedOnce(t, r, "halt", []string{"inbox/halt/1.csv", "inbox/halt/3.csv"}, map[string]int64{"inbox/halt/1.csv": 20, "inbox/halt/3.csv": 30})
+	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String("control/halt/skip/" + h.ExecutionName)})
+	if err != nil {
+		t.Fatalf("skip marker: %v", err)
+	}
+	marker, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	for _, want := range []string{reason, "arn:aws:iam::" + account + ":user/tester"} {
+		if !strings.Contains(string(marker), want) {
+			t.Errorf("skip marker: got %s, want it to hold %q", marker, want)
+		}
+	}
+}
+
+// continue tenant: 1.csv fails at record 15, the slow 2.csv runs, 3.csv is queued behind it. A
+// redrive of 1.csv goes through the tenant's message group: 1.csv's remaining records register only
+// after 2.csv and 3.csv, never beside them, and 1.csv's first 14 records are not sent again.
+func TestScenarioOpsContinueRedrive(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, scenarioTenants, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var fixed atomic.Bool
+	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
+		if tenant == "cont" && strings.HasSuffix(source, "/1.csv") && n == 15 && !fixed.Load() {
+			return 400 // permanent: the file fails
+		}
+		return 0
+	})
+	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
+		if tenant == "cont" && strings.HasSuffix(source, "/2-slow.csv") {
+			return 150 * time.Millisecond
+		}
+		return 0
+	})
+	uploadAll(t, ctx, r, []upload{{"cont", "1.csv", csvOf(40)}, {"cont", "2-slow.csv", csvOf(30)}, {"cont", "3.csv", csvOf(20)}})
+	rep := waitFor(t, ctx, r, "1.csv failed and 2-slow.csv running", func(rep *Report) bool {
+		return fileOf(t, rep, "cont", "1.csv").Status == "FAILED" && fileOf(t, rep, "cont", "2-slow.csv").Status == "RUNNING"
+	})
+	first := fileOf(t, rep, "cont", "1.csv")
+	fixed.Store(true)
+	pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
+	// Redriven through the queue, 1.csv waits for the running and the queued file.
+	rep = waitFor(t, ctx, r, "every file succeeded", func(rep *Report) bool {
+		for _, f := range rep.Tenants["cont"].Files {
+			if f.Status != "SUCCEEDED" {
+				return false
+			}
+		}
+		return true
+	})
+	if f := fileOf(t, rep, "cont", "1.csv"); f.RedriveCount != 1 || f.Records != 40 {
+		t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
+	}
+	var lastOther time.Time
+	var firstRedriven time.Time
+	for _, rec := range r.Sink.Registered("cont") {
+		switch {
+		case strings.HasSuffix(rec.Source, "/1.csv") && rec.RecordNumber >= 15:
+			if firstRedriven.IsZero() {
+				firstRedriven = rec.At
+			}
+		case !strings.HasSuffix(rec.Source, "/1.csv"):
+			lastOther = rec.At
+		}
+	}
+	if !firstRedriven.After(lastOther) {
+		t.Errorf("1.csv's record 15 registered at %s, want after 2-slow.csv's and 3.csv's last (%s)", firstRedriven, lastOther)
+	}
+	// Order: 1.csv (records 1-14), 2-slow.csv, 3.csv, then 1.csv from record 15; each key once.
+	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/1.csv", "inbox/cont/2-slow.csv", "inbox/cont/3.csv", "inbox/cont/1.csv"},
+		map[string]int64{"inbox/cont/1.csv": 40, "inbox/cont/2-slow.csv": 30, "inbox/cont/3.csv": 20})
+}
+
+// replay of a processed file, behind two files queued (while paused) before it: its records are
+// registered again with new Idempotency-Keys, after the files queued before the replay.
+func TestScenarioOpsReplay(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, scenarioTenants, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"cont", "x.csv", csvOf(10)}})
+	drain(t, ctx, r)
+	pipectl(t, r, "pause", "cont", "--stack-prefix", opsPrefix)
+	uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}, {"cont", "z.csv", csvOf(14)}})
+	pipectl(t, r, "replay", "cont", "inbox/cont/x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
+	st := pipectlStatus(t, r, opsPrefix, "cont")
+	if q := st.Tenants[0].Queue; q.Visible != 3 {
+		t.Errorf("paused: got queue %+v, want 3 visible (y, z and the replay)", q)
+	}
+	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
+	waitFor(t, ctx, r, "the replay registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
+	drain(t, ctx, r)
+	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv", "inbox/cont/x.csv"},
+		map[string]int64{"inbox/cont/x.csv": 20, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
+}

@@ -1,0 +1,261 @@
+package localrun
+
+// The steps of Start, in the order they run. Each reads its resources from the templates, creates
+// them locally and records their local identities (Ref, Fn::GetAtt), so that a later step can
+// resolve what refers to them: buckets and queues before the state machine definitions and the
+// function environments that name them, functions before the rules and mappings that target them.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/johannesboyne/gofakes3"
+)
+
+// localAWS is the SDK configuration of the harness's own clients.
+var localAWS = aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+
+// serveOn starts an HTTP server on loopback for h; it stops when the run closes.
+func (r *Run) serveOn(h http.Handler) (string, error) {
+	u, stop, err := serve(h)
+	if err != nil {
+		return "", err
+	}
+	r.closers = append(r.closers, stop)
+	return u, nil
+}
+
+// startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
+// Every PutObject on either becomes an "Object Created" event (events.go).
+func (r *Run) startS3(context.Context) (err error) {
+	r.S3 = newS3(r.Counter)
+	r.S3.OnPut = r.objectCreated
+	if r.pipe.s3, err = r.serveOn(r.S3.Handler(true)); err != nil {
+		return err
+	}
+	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
+		return err
+	}
+	r.s3 = s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
+	asm, res := r.asm, r.res
+	for _, b := range asm.OfType("AWS::S3::Bucket") {
+		var name string
+		var versioning struct{ Status string }
+		asm.Prop(res, b, "BucketName", &name)
+		asm.Prop(res, b, "VersioningConfiguration", &versioning)
+		if name == "" {
+			name = physicalName(b, 63)
+		}
+		if err := r.S3.Backend.CreateBucket(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+		if versioning.Status == "Enabled" {
+			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
+		}
+		res.Set(b, Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + region + ".amazonaws.com"}})
+		if r.Bucket == "" {
+			r.Bucket = name
+		}
+	}
+	return nil
+}
+
+// startSQS starts fauxqs, its counting proxy for the pipeline, and the queues (queues.go).
+func (r *Run) startSQS(ctx context.Context) error {
+	fq, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", region}, r.cfg.Logs)
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, fq.Close)
+	r.sqsURL = fq.URL
+	if r.pipe.sqs, err = r.serveOn(countingProxy(fq.URL, "sqs", r.Counter)); err != nil {
+		return err
+	}
+	r.sqs = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
+	r.sqsAdmin = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
+	for _, q := range r.asm.OfType("AWS::SQS::Queue") {
+		queue, err := r.createQueue(ctx, r.asm, r.res, q)
+		if err != nil {
+			return err
+		}
+		r.queues[queue.ARN] = queue
+		r.res.Set(q, Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
+	}
+	return nil
+}
+
+// nameFunctionsAndStateMachines gives functions and state machines their local names and ARNs,
+// before any environment or definition refers to them.
+func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
+	asm, res := r.asm, r.res
+	for _, f := range asm.OfType("AWS::Lambda::Function") {
+		var name string
+		asm.Prop(res, f, "FunctionName", &name)
+		if name == "" {
+			name = physicalName(f, 64)
+		}
+		res.Set(f, Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)}})
+	}
+	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
+		var name string
+		asm.Prop(res, m, "StateMachineName", &name)
+		if name == "" {
+			name = physicalName(m, 80)
+		}
+		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", region, account, name)
+		res.Set(m, Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
+	}
+	return nil
+}
+
+// startStepFunctions serves the Lambda Invoke API and the status-event intake, starts the Step
+// Functions server with them, and creates the state machines (statemachines.go).
+func (r *Run) startStepFunctions(ctx context.Context) error {
+	lambdaURL, err := r.serveOn(r.Lambda)
+	if err != nil {
+		return err
+	}
+	eventsURL, err := r.serveOn(r.eventsHandler())
+	if err != nil {
+		return err
+	}
+	sf, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), []string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, r.cfg.Logs)
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, sf.Close)
+	r.sfnURL = sf.URL
+	if r.pipe.sfn, err = r.serveOn(r.sfnGate(countingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
+		return err
+	}
+	r.sfn = sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
+	for _, m := range r.asm.OfType("AWS::StepFunctions::StateMachine") {
+		if err := r.createStateMachine(ctx, r.asm, r.res, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startSinks starts where records go: the embedded sink (unless --register-url) and, when a tenant
+// has a DynamoDB sink, dynalite (dynamodb.go).
+func (r *Run) startSinks(ctx context.Context) (err error) {
+	r.sinkURL = r.cfg.RegisterURL
+	if r.sinkURL == "" {
+		if r.sinkURL, err = r.serveOn(r.Sink); err != nil {
+			return err
+		}
+	}
+	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res); err != nil {
+		return err
+	}
+	r.Sink.SetLatency(r.cfg.SinkLatency)
+	return nil
+}
+
+// startFunctions builds each function's package once and prepares its processes (functions.go),
+// pointed at the pipeline's counted endpoints.
+func (r *Run) startFunctions(ctx context.Context) error {
+	binDir := cmpOr(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
+	os.MkdirAll(binDir, 0o755)
+	built := map[string]string{}
+	endpoints := []string{
+		"AWS_ENDPOINT_URL_S3=" + r.pipe.s3,
+		"AWS_ENDPOINT_URL_SQS=" + r.pipe.sqs,
+		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
+		"S3_USE_PATH_STYLE=true",
+		"AWS_REGION=" + region,
+		"AWS_DEFAULT_REGION=" + region,
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=" + filepath.Join(r.cfg.WorkDir, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(r.cfg.WorkDir, "no-aws-credentials"),
+		"PATH=" + os.Getenv("PATH"),
+	}
+	endpoints = append(endpoints, r.dynamoEnv...)
+	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
+		if _, ok := fr.Metadata[MetadataSource]; !ok {
+			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS
+			// at deploy time; the local run has nothing for them to do.
+			fmt.Fprintf(r.cfg.Logs, "localrun: %s has no %s metadata; not run locally\n", fr.LogicalID, MetadataSource)
+			continue
+		}
+		f, err := r.function(ctx, r.asm, r.res, fr, binDir, built, endpoints)
+		if err != nil {
+			return err
+		}
+		r.functions = append(r.functions, f)
+		r.Lambda.Add(f)
+	}
+	return nil
+}
+
+// routeRules reads each EventBridge rule's pattern and targets: a queue (with the target's message
+// group) or a function (invoked asynchronously). events.go routes by them.
+func (r *Run) routeRules(context.Context) error {
+	for _, rr := range r.asm.OfType("AWS::Events::Rule") {
+		var pattern map[string]any
+		var targets []struct {
+			Arn           string
+			SqsParameters struct{ MessageGroupId string }
+		}
+		if err := r.asm.Prop(r.res, rr, "EventPattern", &pattern); err != nil {
+			return err
+		}
+		if err := r.asm.Prop(r.res, rr, "Targets", &targets); err != nil {
+			return err
+		}
+		pb, _ := json.Marshal(pattern)
+		p, err := ParsePattern(pb)
+		if err != nil {
+			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
+		}
+		for _, t := range targets {
+			if f := r.Lambda.Lookup(t.Arn); f != nil {
+				r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
+				continue
+			}
+			if r.queues[t.Arn] == nil {
+				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
+			}
+			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.SqsParameters.MessageGroupId})
+		}
+	}
+	return nil
+}
+
+// startMappings starts the pollers of the event source mappings (mappings.go); each controller
+// mapping makes a tenant.
+func (r *Run) startMappings(context.Context) error {
+	for _, m := range r.asm.OfType("AWS::Lambda::EventSourceMapping") {
+		if err := r.startMapping(r.runCtx, r.asm, r.res, m); err != nil {
+			return err
+		}
+	}
+	if len(r.Tenants) == 0 {
+		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT variable)")
+	}
+	return nil
+}
+
+// startControlPlane serves CloudFormation, STS and Lambda's event source mapping API for operators'
+// clients (controlplane.go), and records the endpoints Env exports.
+func (r *Run) startControlPlane(context.Context) error {
+	cp, err := r.serveOn(r.controlPlane())
+	if err != nil {
+		return err
+	}
+	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp}
+	return nil
+}

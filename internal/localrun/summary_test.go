@@ -1,0 +1,147 @@
+package localrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The report's "violations" is [] when nothing broke, never null (issue 10).
+func TestViolationsEmptyIsArray(t *testing.T) {
+	r := &Run{Sink: &Sink{}}
+	rep := &Report{Tenants: map[string]*TenantReport{}}
+	rep.Violations = r.checkInvariants(rep)
+	b, _ := json.Marshal(rep)
+	if !strings.Contains(string(b), `"violations":[]`) {
+		t.Errorf("got %s, want \"violations\":[]", b)
+	}
+}
+
+// SQS takes integer attributes as decimal strings; 1.2096e+06 is rejected by real SQS.
+func TestAttrString(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{float64(1209600), "1209600"}, // MessageRetentionPeriod: 14 days
+		{float64(330), "330"},
+		{float64(262144), "262144"},
+		{"true", "true"},
+		{true, "true"},
+		{nil, ""},
+	} {
+		if got := attrString(tc.in); got != tc.want {
+			t.Errorf("attrString(%v): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Columns line up by terminal cells: a Japanese character is two cells wide (UAX #11).
+func TestTableDisplayWidth(t *testing.T) {
+	out := table([][]string{{"FILE", "STATUS"}, {"注文.csv", "SUCCEEDED"}, {"ab.csv", "FAILED"}})
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	// "注文.csv" is 8 cells wide (2+2+4), the widest cell: STATUS starts at cell 10 in every row.
+	for _, tc := range []struct {
+		line   string
+		prefix string
+	}{
+		{lines[0], "FILE      STATUS"},
+		{lines[1], "注文.csv  SUCCEEDED"},
+		{lines[2], "ab.csv    FAILED"},
+	} {
+		if tc.line != tc.prefix {
+			t.Errorf("got %q, want %q", tc.line, tc.prefix)
+		}
+	}
+}
+
+func TestHalted(t *testing.T) {
+	started := time.Unix(1_800_000_000, 0)
+	halt := &Tenant{ID: "h", Config: map[string]any{"id": "h", "onFailure": "halt"}}
+	cont := &Tenant{ID: "c", Config: map[string]any{"id": "c"}}
+	failed := FileReport{Key: "inbox/h/bad.csv", ExecutionName: "h-2", Status: "FAILED", Error: "ValidationError",
+		Cause: `{"errorType":"ValidationError","errorMessage":"inbox/h/bad.csv line 6: 1 fields, want 2"}`, StartedAt: &started, StoppedAt: &started}
+	ok := FileReport{Key: "inbox/h/a.csv", ExecutionName: "h-1", Status: "SUCCEEDED", StartedAt: &started, StoppedAt: &started}
+	waiting := FileReport{Key: "inbox/h/c.csv", Status: "WAITING"}
+	for _, tc := range []struct {
+		name   string
+		tenant *Tenant
+		tr     TenantReport
+		want   string // halted execution, "" for none
+	}{
+		{"halt tenant, failed head, queue holds it", halt, TenantReport{Files: []FileReport{ok, failed, waiting}, Queued: 2}, "h-2"},
+		{"released: queue empty", halt, TenantReport{Files: []FileReport{ok, failed}}, ""},
+		{"continue tenant never halts", cont, TenantReport{Files: []FileReport{ok, failed, waiting}, Queued: 1}, ""},
+		{"a later file started (skipped)", halt, TenantReport{Files: []FileReport{failed, ok}, Queued: 1}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := halted(tc.tenant, &tc.tr)
+			got := ""
+			if h != nil {
+				got = h.ExecutionName
+			}
+			if got != tc.want {
+				t.Fatalf("got halted %q, want %q", got, tc.want)
+			}
+			if h == nil {
+				return
+			}
+			var b bytes.Buffer
+			WriteHalt(&b, "h", h)
+			for _, want := range []string{
+				"line 6", // the cause names the line
+				`pipectl skip h h-2 --reason "`,
+				"pipectl redrive h h-2\n",
+			} {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("got %q, want it to contain %q", b.String(), want)
+				}
+			}
+		})
+	}
+}
+
+// With --register-url the harness sees no record, so the summary must not claim record checks.
+func TestSummaryExternalEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		external bool
+		want     string
+		notWant  string
+	}{
+		{true, "record checks skipped: external endpoint", "exactly once"},
+		{false, "invariants: OK (file order, record order, exactly once", "skipped"},
+	} {
+		var b bytes.Buffer
+		WriteSummary(&b, &Report{Tenants: map[string]*TenantReport{}, Violations: []string{}, ExternalEndpoint: tc.external}, nil)
+		if !strings.Contains(b.String(), tc.want) || strings.Contains(b.String(), tc.notWant) {
+			t.Errorf("external %v: got %q, want %q and not %q", tc.external, b.String(), tc.want, tc.notWant)
+		}
+		if !strings.Contains(b.String(), "HISTORY: events in the file execution's history") {
+			t.Errorf("got %q, want the HISTORY legend", b.String())
+		}
+	}
+}
+
+// The heartbeat says what each tenant waits on.
+func TestWaitingOn(t *testing.T) {
+	started := time.Now().Add(-12 * time.Second)
+	rep := &Report{Tenants: map[string]*TenantReport{
+		"a": {Files: []FileReport{{Key: "inbox/a/big.csv", Status: "RUNNING", StartedAt: &started}}, Queued: 2},
+		"h": {Halted: &Halt{Key: "inbox/h/bad.csv", ExecutionName: "h-2"}, Queued: 1},
+		"q": {Files: []FileReport{{Key: "inbox/q/x.csv", Status: "WAITING"}}, Queued: 1},
+		"i": {},
+	}}
+	got := WaitingOn(rep, []string{"a", "h", "q", "i"})
+	want := "a inbox/a/big.csv, running 12s | h an operator (halted at inbox/h/bad.csv) | q the controller (1 queued, none running) | i nothing (idle)"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if idle(rep) {
+		t.Error("got idle, want busy")
+	}
+	if !idle(&Report{Tenants: map[string]*TenantReport{"i": {}}}) {
+		t.Error("got busy, want idle")
+	}
+}
