@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/termtable"
 )
 
 // commands are pipectl's subcommands, as issue 10 spells them.
@@ -189,7 +190,7 @@ func statusTable(rep ops.StatusReport) string {
 		}
 		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
 	}
-	b.WriteString(table(rows))
+	b.WriteString(termtable.Render(rows))
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.Error), orDash(f.Cause))
@@ -212,7 +213,7 @@ func filesTable(rep ops.FilesReport) string {
 		}
 		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, stamp(f.Start), stamp(f.Stop), errName})
 	}
-	b.WriteString(table(rows))
+	b.WriteString(termtable.Render(rows))
 	if len(rep.Files) == 0 {
 		fmt.Fprintf(&b, "(%s has no files yet)\n", rep.Tenant)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/termtable"
 )
 
 // Halt is the file a halt tenant stopped at: its failed execution holds the tenant until an
@@ -288,7 +289,7 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 			rows = append(rows, []string{id, f.Key, f.Status, fmt.Sprint(f.Records), hist, fmt.Sprint(f.MaxPayloadBytes), secs, f.Error})
 		}
 	}
-	io.WriteString(w, table(rows))
+	io.WriteString(w, termtable.Render(rows))
 	fmt.Fprintln(w, "HISTORY: events in the file execution's history (+N×≤M: N segment executions, the largest with M events); each execution may hold 25,000.")
 	// Causes name the file and line, never record contents, so they are safe to show.
 	for _, id := range ids {

@@ -38,25 +38,6 @@ func TestAttrString(t *testing.T) {
 	}
 }
 
-// Columns line up by terminal cells: a Japanese character is two cells wide (UAX #11).
-func TestTableDisplayWidth(t *testing.T) {
-	out := table([][]string{{"FILE", "STATUS"}, {"注文.csv", "SUCCEEDED"}, {"ab.csv", "FAILED"}})
-	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	// "注文.csv" is 8 cells wide (2+2+4), the widest cell: STATUS starts at cell 10 in every row.
-	for _, tc := range []struct {
-		line   string
-		prefix string
-	}{
-		{lines[0], "FILE      STATUS"},
-		{lines[1], "注文.csv  SUCCEEDED"},
-		{lines[2], "ab.csv    FAILED"},
-	} {
-		if tc.line != tc.prefix {
-			t.Errorf("got %q, want %q", tc.line, tc.prefix)
-		}
-	}
-}
-
 func TestHalted(t *testing.T) {
 	started := time.Unix(1_800_000_000, 0)
 	halt := &Tenant{ID: "h", Config: map[string]any{"id": "h", "onFailure": "halt"}}
