@@ -104,7 +104,7 @@ func DecodeControl(body []byte) (ControlMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return ControlMessage{}, fmt.Errorf("%w: %s", ErrInvalidControl, decodeProblem(err))
+		return ControlMessage{}, fmt.Errorf("%w: %s", ErrInvalidControl, JSONProblem(err, "requestedAt"))
 	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
 		return ControlMessage{}, fmt.Errorf("%w: data after the message", ErrInvalidControl)
@@ -179,27 +179,4 @@ func (m ControlMessage) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidControl, strings.Join(p, "; "))
 	}
 	return nil
-}
-
-// decodeProblem describes a decoding error without echoing values.
-func decodeProblem(err error) string {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
-	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		return fmt.Sprintf("field %q has JSON type %s, want %s", typ.Field, typ.Value, typ.Type)
-	}
-	var tm *time.ParseError
-	if errors.As(err, &tm) {
-		return "requestedAt is not RFC 3339"
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "body is empty or cut short"
-	}
-	return "undecodable JSON"
 }

@@ -65,7 +65,7 @@ type TenantOutput struct {
 func DecodeTenantOutput(value string) (TenantOutput, error) {
 	var o TenantOutput
 	if err := json.Unmarshal([]byte(value), &o); err != nil {
-		return TenantOutput{}, fmt.Errorf("tenant output is not JSON: %s", decodeProblem(err))
+		return TenantOutput{}, fmt.Errorf("tenant output is not JSON: %s", JSONProblem(err, "time"))
 	}
 	if o.Version != TenantOutputVersion {
 		return TenantOutput{}, fmt.Errorf("tenant output %q has version %d, this pipectl reads version %d", o.ID, o.Version, TenantOutputVersion)

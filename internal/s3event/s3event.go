@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The values S3 puts into every "Object Created" event.
@@ -81,7 +83,7 @@ func Parse(body []byte) (Event, error) {
 	var ev Event
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&ev); err != nil {
-		return Event{}, fmt.Errorf("%w: body is not a JSON event: %v", ErrNotObjectCreated, jsonProblem(err))
+		return Event{}, fmt.Errorf("%w: body is not a JSON event: %v", ErrNotObjectCreated, pipeline.JSONProblem(err, "time"))
 	}
 	if dec.More() {
 		return Event{}, fmt.Errorf("%w: body has data after the event", ErrNotObjectCreated)
@@ -128,22 +130,4 @@ func ObjectCreated(id string, at time.Time, bucket string, obj Object) Event {
 			Reason:  "PutObject",
 		},
 	}
-}
-
-// jsonProblem describes a decoding error without echoing the input: json.SyntaxError and
-// UnmarshalTypeError messages name offsets and types, never values.
-func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
-	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		return fmt.Sprintf("field %q has JSON type %s, want %s", typ.Field, typ.Value, typ.Type)
-	}
-	var tm *time.ParseError
-	if errors.As(err, &tm) {
-		return "time is not RFC 3339"
-	}
-	return "undecodable JSON"
 }
