@@ -252,6 +252,12 @@ func (f *Function) release(inst *instance, reusable bool) {
 
 // KillRunning kills every process that is handling an invocation right now.
 func (f *Function) KillRunning() int {
+	return f.eachBusy(func(inst *instance) bool { inst.kill(); return true })
+}
+
+// eachBusy calls do for every process handling an invocation right now, and counts the ones it
+// acted on.
+func (f *Function) eachBusy(do func(*instance) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -259,8 +265,7 @@ func (f *Function) KillRunning() int {
 		inst.mu.Lock()
 		busy := inst.cur != nil
 		inst.mu.Unlock()
-		if busy {
-			inst.kill()
+		if busy && do(inst) {
 			n++
 		}
 	}
@@ -271,19 +276,13 @@ func (f *Function) KillRunning() int {
 // process that makes no more progress (a stuck call, a hung dependency): it is killed at the
 // function timeout like any other, and the invocation reports Sandbox.Timedout.
 func (f *Function) FreezeRunning() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for inst := range f.all {
-		inst.mu.Lock()
-		busy := inst.cur != nil
-		inst.mu.Unlock()
-		if busy && inst.cmd != nil && inst.cmd.Process != nil {
-			inst.cmd.Process.Signal(syscall.SIGSTOP)
-			n++
+	return f.eachBusy(func(inst *instance) bool {
+		if inst.cmd == nil || inst.cmd.Process == nil {
+			return false
 		}
-	}
-	return n
+		inst.cmd.Process.Signal(syscall.SIGSTOP)
+		return true
+	})
 }
 
 // Close stops every execution environment of the function.
