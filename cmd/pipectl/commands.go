@@ -193,7 +193,7 @@ func statusTable(rep ops.StatusReport) string {
 	b.WriteString(termtable.Render(rows))
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
-			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.Error), orDash(f.Cause))
+			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
 		}
 	}
 	return b.String()
@@ -204,8 +204,11 @@ func filesTable(rep ops.FilesReport) string {
 	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
 	for _, f := range rep.Files {
 		errName := "-"
-		if f.Error != nil {
-			errName = orDash(*f.Error)
+		if f.ErrorType != nil {
+			errName = orDash(*f.ErrorType)
+			if f.ErrorMessage != nil && *f.ErrorMessage != "" {
+				errName += ": " + oneLine(*f.ErrorMessage)
+			}
 		}
 		records := "-"
 		if f.Records != nil {
@@ -219,6 +222,9 @@ func filesTable(rep ops.FilesReport) string {
 	}
 	return b.String()
 }
+
+// oneLine keeps a table row on one line whatever a message holds.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func yesNo(b bool) string {
 	if b {

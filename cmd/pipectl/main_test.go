@@ -241,7 +241,7 @@ func TestFiles(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(rep.Files[0]), []string{"error", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
+	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
 	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
@@ -249,6 +249,43 @@ func TestFiles(t *testing.T) {
 	}
 	if rep.Files[1]["records"] != nil {
 		t.Errorf("got records %v, want null for a file whose history does not tell", rep.Files[1]["records"])
+	}
+}
+
+// A failed file shows what failed and why, read out of the Lambda's JSON error response that Step
+// Functions records as the cause, not the response itself.
+func TestFilesFailure(t *testing.T) {
+	code, stdout, stderr := runIn(t, world(), "files", "acme", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var rep ops.FilesReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 2 {
+		t.Fatalf("got %d files, want 2", len(rep.Files))
+	}
+	failed, ok := rep.Files[0], rep.Files[1]
+	if failed.ExecutionName != "acme-2" || aws.ToString(failed.Error) != "ValidationError" || aws.ToString(failed.ErrorType) != "ValidationError" ||
+		aws.ToString(failed.ErrorMessage) != "inbox/acme/bad.csv line 3: 2 fields, want 3" {
+		t.Errorf("got %s error %q, type %q, message %q, want acme-2 ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3",
+			failed.ExecutionName, aws.ToString(failed.Error), aws.ToString(failed.ErrorType), aws.ToString(failed.ErrorMessage))
+	}
+	if ok.Error != nil || ok.ErrorType != nil || ok.ErrorMessage != nil {
+		t.Errorf("got error fields %v %v %v for a succeeded file, want null", ok.Error, ok.ErrorType, ok.ErrorMessage)
+	}
+
+	code, stdout, _ = runIn(t, world(), "files", "acme")
+	if code != 0 {
+		t.Fatalf("got exit %d, want 0", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[1], "ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3") {
+		t.Errorf("got\n%s\nwant acme-2's row to end with its error type and message", stdout)
+	}
+	if strings.Contains(stdout, "errorMessage") {
+		t.Errorf("got\n%s\nwant no JSON error response in the table", stdout)
 	}
 }
 

@@ -166,7 +166,8 @@ func stubAWS(t *testing.T) map[string]*wire {
 {"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-1","status":"SUCCEEDED","startDate":1796032200,"stopDate":1796032260}]}`, acme2ARN, acme1ARN))
 		case "AWSStepFunctions.DescribeExecution":
 			return js(fmt.Sprintf(`{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-2",
-"status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError","cause":"inbox/acme/bad.csv line 3: 2 fields, want 3",
+"status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError",
+"cause":"{\"errorMessage\":\"inbox/acme/bad.csv line 3: 2 fields, want 3\",\"errorType\":\"ValidationError\"}",
 "redriveStatus":"REDRIVABLE"}`, acme2ARN, string(failedInput)))
 		case "AWSStepFunctions.GetExecutionHistory":
 			split, _ := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: 150_000, Segments: make([]pipeline.Segment, 2)}})
@@ -219,7 +220,9 @@ func TestSDKStatus(t *testing.T) {
 				Key, ExecutionName, Status string
 				QueuedSeconds              *float64
 			} `json:"head"`
-			LastFailure struct{ Error, Cause string } `json:"lastFailure"`
+			LastFailure struct {
+				Error, Cause, ErrorType, ErrorMessage string
+			} `json:"lastFailure"`
 		} `json:"tenants"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Tenants) != 1 {
@@ -230,6 +233,10 @@ func TestSDKStatus(t *testing.T) {
 		got.Head.Key != "inbox/acme/bad.csv" || got.Head.ExecutionName != "acme-2" || got.Head.Status != "FAILED" || got.Head.QueuedSeconds == nil ||
 		got.LastFailure.Error != "ValidationError" {
 		t.Errorf("got %s, want acme blocked at acme-2 with 2 visible and 1 in flight", out.String())
+	}
+	if f := got.LastFailure; f.ErrorType != "ValidationError" || f.ErrorMessage != "inbox/acme/bad.csv line 3: 2 fields, want 3" ||
+		f.Cause != `{"errorMessage":"inbox/acme/bad.csv line 3: 2 fields, want 3","errorType":"ValidationError"}` {
+		t.Errorf("got last failure %+v, want the Lambda's error type and message beside Step Functions' error and cause", f)
 	}
 	for svc, want := range map[string][]string{
 		"cfn":    {"DescribeStacks", "DescribeStacks"},

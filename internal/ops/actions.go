@@ -32,7 +32,9 @@ type FilesReport struct {
 }
 
 // File is one execution of the tenant's file state machine. Records is the count Split made, null
-// before Split finished (or if the history cannot tell).
+// before Split finished (or if the history cannot tell). Error is Step Functions' error name;
+// ErrorType and ErrorMessage say what failed and why (failureOf); all three are null for a file
+// that did not fail.
 type File struct {
 	Key           string     `json:"key"`
 	ExecutionName string     `json:"executionName"`
@@ -41,6 +43,8 @@ type File struct {
 	Start         *time.Time `json:"start"`
 	Stop          *time.Time `json:"stop"`
 	Error         *string    `json:"error"`
+	ErrorType     *string    `json:"errorType"`
+	ErrorMessage  *string    `json:"errorMessage"`
 }
 
 // Files lists the tenant's newest limit executions (1–1000, one ListExecutions page).
@@ -60,6 +64,10 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 			return FilesReport{}, err
 		}
 		f := File{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(e.Status), Start: e.StartDate, Stop: e.StopDate, Error: d.Error}
+		if d.Error != nil || d.Cause != nil {
+			errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+			f.ErrorType, f.ErrorMessage = &errType, &msg
+		}
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
 			f.Records = &p.Records
 		}

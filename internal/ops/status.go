@@ -65,8 +65,14 @@ type Failure struct {
 	ExecutionName string `json:"executionName"`
 	// Status is shown in the table; the JSON shape (issue 10) has no field for it.
 	Status string `json:"-"`
-	Error  string `json:"error"`
-	Cause  string `json:"cause"`
+	// Error and Cause are Step Functions' own (DescribeExecution), kept as they are for tools that
+	// read them; a Lambda's cause is its JSON error response.
+	Error string `json:"error"`
+	Cause string `json:"cause"`
+	// ErrorType and ErrorMessage are what failed and why, read out of that response when the
+	// cause is one (failureOf), else the error and the cause.
+	ErrorType    string `json:"errorType"`
+	ErrorMessage string `json:"errorMessage"`
 }
 
 // recentExecutions is how many of the newest executions status reads. Executions of one tenant
@@ -156,8 +162,10 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			if err != nil {
 				return row, err
 			}
-			row.LastFailure = &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
+			f := &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
 				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
+			f.ErrorType, f.ErrorMessage = failureOf(f.Error, f.Cause)
+			row.LastFailure = f
 			break
 		}
 	}
