@@ -98,6 +98,8 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"status", "nobody"}, 1, `pipectl: tenant "nobody" not found; tenants: acme, globex`, ""},
 		{[]string{"--stack-prefix", "Nothing", "pause", "acme"}, 1, `no stack named Nothing-* has an output PipelineTenant*`, ""},
 		{[]string{"status"}, 0, "", "TENANT"},
+		{[]string{"--stack-prefix", "Nothing", "status"}, 1, "pipectl: no tenants found in stacks named Nothing-*", ""},
+		{[]string{"status", "--stack-prefix", "Nothing", "--json"}, 1, "pipectl: no tenants found in stacks named Nothing-*", ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runIn(t, world(), tc.args...)

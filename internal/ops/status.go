@@ -88,7 +88,7 @@ type tenantState struct {
 	blocking *sfntypes.ExecutionListItem // halt tenants only
 }
 
-// Status reports the given tenants, or every tenant if ids is empty.
+// Status reports the given tenants, or every tenant if ids is empty; no tenant at all is an error.
 func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 	all, err := o.Tenants(ctx)
 	if err != nil {
@@ -96,6 +96,10 @@ func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 	}
 	var ts []pipeline.TenantOutput
 	if len(ids) == 0 {
+		if len(all) == 0 {
+			// An empty table would read as "all is well".
+			return StatusReport{}, &NoTenantsError{StackPrefix: o.StackPrefix}
+		}
 		ts = all
 	}
 	for _, id := range ids {
