@@ -505,8 +505,9 @@ func TestReplay(t *testing.T) {
 		wantError string
 	}{
 		{"outside the prefix", []string{"replay", "globex", "inbox/acme/a.csv"}, "key inbox/acme/a.csv is outside tenant globex's prefix inbox/globex/"},
-		{"a missing object", []string{"replay", "globex", "inbox/globex/none.csv"}, "head s3://ingest/inbox/globex/none.csv"},
-		{"a missing version", []string{"replay", "globex", "inbox/globex/b.csv", "--version-id", "old"}, "head s3://ingest/inbox/globex/b.csv"},
+		{"a missing object", []string{"replay", "globex", "inbox/globex/none.csv"}, "pipectl: no such object: s3://ingest/inbox/globex/none.csv\n"},
+		{"a missing version", []string{"replay", "globex", "inbox/globex/b.csv", "--version-id", "old"},
+			"pipectl: no such object version: s3://ingest/inbox/globex/b.csv has no version old (S3 answers 404); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/globex/b.csv\n"},
 		{"no dead-letter queue", []string{"replay", "globex", "--from-dlq"}, "tenant globex's stack names no dead-letter queue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

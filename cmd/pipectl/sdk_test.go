@@ -190,8 +190,11 @@ func stubAWS(t *testing.T) map[string]*wire {
 			return 200, map[string]string{"Last-Modified": "Mon, 30 Nov 2026 11:49:00 GMT", "ETag": `"e"`, "x-amz-version-id": "v2", "Content-Length": "0"}, ""
 		case strings.HasPrefix(op, "PUT /ingest/control/acme/skip/acme-2"):
 			return 200, map[string]string{"x-amz-version-id": "marker-v1", "ETag": `"m"`}, ""
+		case op == "HEAD /ingest/inbox/acme/bad.csv?versionId=bogus":
+			// A version id S3 cannot read: 400 (InvalidArgument), without a body on HEAD.
+			return 400, map[string]string{"x-amz-request-id": "R400", "x-amz-id-2": "HOST400"}, ""
 		}
-		return 404, nil, ""
+		return 404, map[string]string{"x-amz-request-id": "R404", "x-amz-id-2": "HOST404"}, ""
 	})
 	return w
 }
@@ -287,5 +290,32 @@ func TestSDKPauseSkipRedrive(t *testing.T) {
 	json.Unmarshal([]byte(w["sfn"].bodies["AWSStepFunctions.RedriveExecution"]), &redrive)
 	if redrive["executionArn"] != acme2ARN || redrive["clientToken"] == nil {
 		t.Errorf("got RedriveExecution %v, want %s with a client token", redrive, acme2ARN)
+	}
+}
+
+// A replay of an object S3 does not have says so, not the SDK's raw 404 with its request and host ids.
+func TestSDKReplayMissingObject(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no such key", []string{"replay", "acme", "inbox/acme/none.csv"}, "pipectl: no such object: s3://ingest/inbox/acme/none.csv\n"},
+		{"an unknown version", []string{"replay", "acme", "inbox/acme/bad.csv", "--version-id", "3LgTYf0k0FVELBxCi3bfG7dXXGrl7cdc"},
+			"pipectl: no such object version: s3://ingest/inbox/acme/bad.csv has no version 3LgTYf0k0FVELBxCi3bfG7dXXGrl7cdc (S3 answers 404); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/acme/bad.csv\n"},
+		{"a malformed version id", []string{"replay", "acme", "inbox/acme/bad.csv", "--version-id", "bogus"},
+			"pipectl: version id bogus is not valid for s3://ingest/inbox/acme/bad.csv (S3 answers 400 InvalidArgument); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/acme/bad.csv\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := stubAWS(t)
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errOut, awsOps)
+			if code != 1 || errOut.String() != tc.want {
+				t.Errorf("got exit %d, %q, want 1, %q", code, errOut.String(), tc.want)
+			}
+			if slices.Contains(w["sqs"].ops, "AmazonSQS.SendMessage") {
+				t.Errorf("got a control message sent, want none")
+			}
+		})
 	}
 }

@@ -3,13 +3,16 @@ package ops
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -285,7 +288,7 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	}
 	obj, err := o.S3.HeadObject(ctx, in)
 	if err != nil {
-		return ReplayResult{}, fmt.Errorf("head s3://%s/%s: %w", t.Bucket, key, err)
+		return ReplayResult{}, headProblem(t.Bucket, key, versionID, err)
 	}
 	src := &pipeline.ControlSource{Bucket: t.Bucket, Key: key, VersionID: aws.ToString(obj.VersionId), ETag: aws.ToString(obj.ETag), Size: aws.ToInt64(obj.ContentLength)}
 	if src.VersionID == "" {
@@ -302,6 +305,33 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	}
 	res.ExecutionName = m.ReplayExecutionName()
 	return res, nil
+}
+
+// headProblem says what a failed HeadObject of the object to replay means for the operator. A HEAD
+// response has no body, so the SDK sees only the status: 404 for a missing key or an unknown
+// version (NoSuchKey, NoSuchVersion), 400 for a version id S3 cannot read (InvalidArgument,
+// "Invalid version id specified").
+// https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html
+func headProblem(bucket, key, versionID string, err error) error {
+	_, notFound := errorsAs[*s3types.NotFound](err)
+	if _, noKey := errorsAs[*s3types.NoSuchKey](err); noKey {
+		notFound = true
+	}
+	status := 0
+	if re, ok := errorsAs[*awshttp.ResponseError](err); ok {
+		status = re.HTTPStatusCode()
+	}
+	list := fmt.Sprintf("aws s3api list-object-versions --bucket %s --prefix %s", bucket, key)
+	switch {
+	case (notFound || status == http.StatusNotFound) && versionID == "":
+		return fmt.Errorf("no such object: s3://%s/%s", bucket, key)
+	case notFound || status == http.StatusNotFound:
+		return fmt.Errorf("no such object version: s3://%s/%s has no version %s (S3 answers 404); its versions: %s", bucket, key, versionID, list)
+	case status == http.StatusBadRequest && versionID != "":
+		return fmt.Errorf("version id %s is not valid for s3://%s/%s (S3 answers 400 InvalidArgument); its versions: %s", versionID, bucket, key, list)
+	}
+	return fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
 }
 
 // dlqVisibility hides the dead-letter messages being re-sent from other readers meanwhile.
