@@ -423,9 +423,32 @@ func TestRedrive(t *testing.T) {
 			wantError: "execution globex-2 is SUCCEEDED: only FAILED, TIMED_OUT or ABORTED executions can be redriven"},
 		{name: "continue: an unknown execution is refused", args: []string{"redrive", "globex", "nope"}, wantCode: 1,
 			wantError: "tenant globex has no execution nope"},
+		{name: "halt: a file that failed validation is refused", args: []string{"redrive", "acme"}, wantCode: 1,
+			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") },
+			wantError: "pipectl: execution acme-2 failed validation (ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3): " +
+				"a redrive reads the same file and fails the same way; a file that fails validation can only be skipped " +
+				"(pipectl skip acme acme-2 --reason …) or replaced (upload a corrected file); pass --force to redrive it anyway\n"},
+		{name: "halt: --force redrives a file that failed validation", args: []string{"redrive", "acme", "--force"}, wantRedrive: "acme-2",
+			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") }},
+		{name: "continue: a file that failed validation is refused", args: []string{"redrive", "globex", "globex-1"}, wantCode: 1,
+			setup:     func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") },
+			wantError: "only be skipped or replaced (upload a corrected file); pass --force to redrive it anyway"},
+		{name: "continue: a failure named only by its error is refused", args: []string{"redrive", "globex"}, wantCode: 1,
+			setup: func(w *opsfake.World) {
+				w.Executions[2].Error, w.Executions[2].Cause = pipeline.ErrValidation, "inbox/globex/old.csv line 1: not UTF-8"
+			},
+			wantError: "execution globex-1 failed validation (ValidationError: inbox/globex/old.csv line 1: not UTF-8)"},
+		{name: "continue: --force queues a file that failed validation", args: []string{"redrive", "globex", "--force"}, wantControl: "globex-1",
+			setup: func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := world()
+			// A redrive is for a failure that another try can fix: here the core system's.
+			for _, e := range w.Executions {
+				if e.Error != "" {
+					e.Error, e.Cause = pipeline.ErrPermanent, `{"errorMessage":"core system answered 503 three times","errorType":"PermanentError"}`
+				}
+			}
 			if tc.setup != nil {
 				tc.setup(w)
 			}
@@ -470,6 +493,11 @@ func TestRedrive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failValidation makes e a file that failed validation at line 3 of key, as Step Functions records it.
+func failValidation(e *opsfake.Execution, key string) {
+	e.Error, e.Cause = pipeline.ErrValidation, `{"errorMessage":"`+key+` line 3: 2 fields, want 3","errorType":"ValidationError"}`
 }
 
 func TestReplay(t *testing.T) {

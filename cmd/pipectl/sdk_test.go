@@ -267,10 +267,19 @@ func TestSDKStatus(t *testing.T) {
 
 func TestSDKPauseSkipRedrive(t *testing.T) {
 	w := stubAWS(t)
+	// acme-2 failed validation: a redrive would fail the same way, so it takes --force.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"redrive", "acme"}, &out, &errOut, awsOps); code != 1 ||
+		!strings.Contains(errOut.String(), "execution acme-2 failed validation (ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3)") {
+		t.Errorf("got exit %d, %q, want 1 and the validation failure named", code, errOut.String())
+	}
+	if slices.Contains(w["sfn"].ops, "AWSStepFunctions.RedriveExecution") {
+		t.Fatalf("got RedriveExecution without --force, want none")
+	}
 	for _, args := range [][]string{
 		{"pause", "acme"},
 		{"skip", "acme", "acme-2", "--reason", "fixed upstream"},
-		{"redrive", "acme", "--json"},
+		{"redrive", "acme", "--force", "--json"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, &out, &errOut, awsOps); code != 0 {

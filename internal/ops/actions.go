@@ -182,8 +182,9 @@ type RedriveResult struct {
 // Under halt it redrives the blocking execution, which is the only one that may run. Under continue
 // it sends a control message through the tenant's FIFO group; the controller redrives at the head.
 // It refuses what Step Functions would refuse: an execution that is not redrivable, or that
-// stopped more than 14 days ago.
-func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (RedriveResult, error) {
+// stopped more than 14 days ago. Unless force is set, it also refuses a file that failed
+// validation, which a redrive reads again and fails the same way.
+func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force bool) (RedriveResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
 		return RedriveResult{}, err
@@ -222,6 +223,11 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (Redriv
 	if err := o.redrivable(d, execution); err != nil {
 		return RedriveResult{}, err
 	}
+	if !force {
+		if err := failedValidation(t, d, execution); err != nil {
+			return RedriveResult{}, err
+		}
+	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
 	if t.Policy == pipeline.OnFailureHalt {
 		_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(res.RequestID)})
@@ -256,6 +262,23 @@ func (o *Ops) redrivable(d *sfn.DescribeExecutionOutput, name string) error {
 		return refuse("execution %s stopped %s, more than 14 days ago: Step Functions no longer redrives it", name, d.StopDate.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// failedValidation refuses a redrive of a file that failed validation (pipeline.ValidationError):
+// the redrive reads the same object version with the same rules and fails again, holding a halt
+// tenant for nothing.
+func failedValidation(t pipeline.TenantOutput, d *sfn.DescribeExecutionOutput, name string) error {
+	errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+	if errType != pipeline.ErrValidation && aws.ToString(d.Error) != pipeline.ErrValidation {
+		return nil
+	}
+	skip := ""
+	if t.Policy == pipeline.OnFailureHalt {
+		skip = fmt.Sprintf(" (pipectl skip %s %s --reason …)", t.ID, name)
+	}
+	return refuse("execution %s failed validation (%s: %s): a redrive reads the same file and fails the same way; "+
+		"a file that fails validation can only be skipped%s or replaced (upload a corrected file); pass --force to redrive it anyway",
+		name, pipeline.ErrValidation, oneLine(msg), skip)
 }
 
 // ReplayResult is the outcome of replay.
