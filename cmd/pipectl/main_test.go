@@ -631,3 +631,36 @@ func TestServiceErrorIsOneLine(t *testing.T) {
 		t.Errorf("got %q, want %q", stderr, want)
 	}
 }
+
+// Two writes of one key in one second are re-sent in S3's order: sequencers compare after
+// left-padding to equal length, so 0A (10) comes before 09FF (2559), unlike as plain strings.
+func TestReplayFromDLQSequencerLengths(t *testing.T) {
+	w := opsfake.New(now)
+	tn := opsfake.Tenant("globex", pipeline.OnFailureContinue)
+	tn.DLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/globex-dlq"
+	w.AddTenant("TenantPipeline-Tenants-1", tn)
+	at := now.Add(-time.Minute)
+	event := func(id, key, seq string) sqstypes.Message {
+		b, _ := json.Marshal(s3event.ObjectCreated(id, at, "ingest", s3event.Object{Key: key, Size: 3, Sequencer: seq}))
+		return sqstypes.Message{Body: aws.String(string(b)), ReceiptHandle: aws.String("rh-" + id)}
+	}
+	w.Queues[tn.DLQURL].Messages = []sqstypes.Message{
+		event("second", "inbox/globex/a.csv", "09FF"),
+		event("first", "inbox/globex/a.csv", "0A"),
+		event("third", "inbox/globex/a.csv", "0000000A00"),
+	}
+	if code, _, stderr := runIn(t, w, "replay", "globex", "--from-dlq"); code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var ids []string
+	for _, s := range w.Queues[tn.QueueURL].Sent {
+		ev, err := s3event.Parse([]byte(aws.ToString(s.MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ev.ID)
+	}
+	if want := []string{"first", "second", "third"}; !slices.Equal(ids, want) {
+		t.Errorf("got events re-sent %v, want %v", ids, want)
+	}
+}

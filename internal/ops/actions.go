@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -401,17 +401,7 @@ func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error
 			events = append(events, dead{m, ev})
 		}
 	}
-	// Arrival order: event time, then the S3 sequencer for events of one key.
-	sort.SliceStable(events, func(i, j int) bool {
-		a, b := events[i].ev, events[j].ev
-		if !a.Time.Equal(b.Time) {
-			return a.Time.Before(b.Time)
-		}
-		if a.Detail.Object.Key == b.Detail.Object.Key {
-			return a.Detail.Object.Sequencer < b.Detail.Object.Sequencer
-		}
-		return false
-	})
+	slices.SortStableFunc(events, func(a, b dead) int { return arrivalOrder(a.ev, b.ev) })
 	for _, d := range events {
 		if _, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
 			QueueUrl: aws.String(t.QueueURL), MessageBody: d.msg.Body,
@@ -425,6 +415,19 @@ func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error
 		}
 	}
 	return res, nil
+}
+
+// arrivalOrder orders S3 events as they arrived: by event time, then by S3 sequencer, compared as
+// AWS says, left-padded to equal length (pipeline.CompareSequencers). AWS defines the sequencer's
+// order for events of one key only; using it for every pair keeps the comparison a strict weak
+// ordering, which a sort needs (comparing it for one key only would make "unordered"
+// intransitive: a~b and b~c with a<c). Events equal on both keep the order they were received in.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html
+func arrivalOrder(a, b s3event.Event) int {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	return pipeline.CompareSequencers(a.Detail.Object.Sequencer, b.Detail.Object.Sequencer)
 }
 
 // sendControl fills in the control message's common fields and sends it through the tenant's FIFO
