@@ -6,12 +6,17 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/johannesboyne/gofakes3"
+
+	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/ops/opsfake"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The local S3 answers version ids as S3 does: a version of the key is served, headers and all; an
@@ -85,6 +90,57 @@ func TestS3VersionIDs(t *testing.T) {
 				t.Errorf("got HEAD of version %s, want %s", aws.ToString(head.VersionId), tc.version)
 			}
 		})
+	}
+}
+
+// pipectl's replay reads the object through the local S3 as through S3, and names what is wrong
+// (the tenant's stack, queue and caller are fakes; S3 is the local one).
+func TestS3VersionIDsReplay(t *testing.T) {
+	ctx := context.Background()
+	s := newS3(&APICounter{})
+	u, stop, err := serve(s.Handler(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := s.Backend.CreateBucket("ingest"); err != nil {
+		t.Fatal(err)
+	}
+	s.Backend.SetVersioningConfiguration("ingest", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
+	c := s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(u); o.UsePathStyle = true })
+	out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("inbox/acme/x.csv"), Body: strings.NewReader("id\n1\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := opsfake.New(time.Now())
+	tn := opsfake.Tenant("acme", pipeline.OnFailureContinue)
+	w.AddTenant("TenantPipeline-Tenants-1", tn)
+	clients := w.Clients()
+	clients.S3 = c
+	o := ops.New(clients, "TenantPipeline")
+	for _, tc := range []struct {
+		name, key, version, want string
+	}{
+		{"no such key", "inbox/acme/none.csv", "", "no such object: s3://ingest/inbox/acme/none.csv"},
+		{"an id S3 cannot read", "inbox/acme/x.csv", "bogus", "version id bogus is not valid for s3://ingest/inbox/acme/x.csv (S3 answers 400 InvalidArgument)"},
+		{"no such version", "inbox/acme/x.csv", "3/0000000000000000", "no such object version: s3://ingest/inbox/acme/x.csv has no version 3/0000000000000000 (S3 answers 404)"},
+		{"the version", "inbox/acme/x.csv", aws.ToString(out.VersionId), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := o.Replay(ctx, "acme", tc.key, tc.version, "")
+			if tc.want == "" {
+				if err != nil || res.VersionID != tc.version {
+					t.Errorf("got %+v, %v, want a replay of version %s", res, err, tc.version)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+	if n := len(w.Queues[tn.QueueURL].Sent); n != 1 {
+		t.Errorf("got %d control messages sent, want 1 (the version's)", n)
 	}
 }
 
