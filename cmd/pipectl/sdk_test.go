@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -326,5 +327,45 @@ func TestSDKReplayMissingObject(t *testing.T) {
 				t.Errorf("got a control message sent, want none")
 			}
 		})
+	}
+}
+
+// Without credentials (the env file of --serve not sourced), pipectl says so in one line, before
+// any call, and the SDK's IMDS warnings do not reach the terminal. The instance role is still
+// asked, through an IMDS stub that has none, as outside EC2.
+func TestSDKNoCredentials(t *testing.T) {
+	w := stubAWS(t)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
+	imds := newWire(t, "AWS_EC2_METADATA_SERVICE_ENDPOINT", restName, func(string, *http.Request, []byte) (int, map[string]string, string) {
+		return 404, nil, "" // no token (IMDSv2), no role
+	})
+	// The SDK's default logger writes to os.Stderr.
+	sdkLog, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = sdkLog
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"status"}, &out, &errOut, awsOps)
+	os.Stderr = stderr
+
+	want := "pipectl: no AWS credentials found (environment, profile, SSO, container or instance role); " +
+		"for the local stack, source the env file that --serve wrote (make serve: . .build/local/env)\n"
+	if code != 1 || errOut.String() != want || out.Len() != 0 {
+		t.Errorf("got exit %d, stdout %q, stderr %q, want 1, nothing, %q", code, out.String(), errOut.String(), want)
+	}
+	if logged, _ := os.ReadFile(sdkLog.Name()); len(logged) != 0 {
+		t.Errorf("got SDK output %q, want none", logged)
+	}
+	if len(w["cfn"].ops) != 0 {
+		t.Errorf("got CloudFormation calls %v, want none before credentials", w["cfn"].ops)
+	}
+	if !slices.Contains(imds.ops, "GET /latest/meta-data/iam/security-credentials/") {
+		t.Errorf("got IMDS requests %v, want the instance role asked for", imds.ops)
 	}
 }
