@@ -30,7 +30,9 @@ commands:
   pause TENANT                            stop processing: disable the controller's event source mapping
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
-  redrive TENANT [EXECUTION] [--reason T] resume a failed file from its failed segment, in order
+  redrive TENANT [EXECUTION] [--reason T] [--force]
+                                          resume a failed file from its failed segment, in order
+                                          (--force: also a file that failed validation)
   replay TENANT KEY [--version-id V] [--reason T]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue

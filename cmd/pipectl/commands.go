@@ -18,7 +18,7 @@ var commands = []command{
 	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(true)},
 	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false)},
 	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip},
-	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT]", flags: reasonFlag, run: runRedrive},
+	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force]", flags: redriveFlags, run: runRedrive},
 	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay},
 }
 
@@ -28,6 +28,7 @@ var (
 	flagReason    string
 	flagVersionID string
 	flagFromDLQ   bool
+	flagForce     bool
 )
 
 func filesFlags(fs *flag.FlagSet) func() error {
@@ -55,6 +56,12 @@ func skipFlags(fs *flag.FlagSet) func() error {
 		}
 		return nil
 	}
+}
+
+func redriveFlags(fs *flag.FlagSet) func() error {
+	reasonFlag(fs)
+	fs.BoolVar(&flagForce, "force", false, "redrive a file that failed validation anyway")
+	return func() error { return nil }
 }
 
 func replayFlags(fs *flag.FlagSet) func() error {
@@ -129,7 +136,7 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	if len(args) == 2 {
 		exec = args[1]
 	}
-	res, err := o.Redrive(ctx, args[0], exec, flagReason)
+	res, err := o.Redrive(ctx, args[0], exec, flagReason, flagForce)
 	e.human = func(any) string {
 		if res.Mode == "redriven" {
 			return fmt.Sprintf("redriven %s: it resumes at its failed segment; the controller releases %s when it succeeds\n", res.ExecutionName, res.Tenant)
@@ -193,7 +200,7 @@ func statusTable(rep ops.StatusReport) string {
 	b.WriteString(termtable.Render(rows))
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
-			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.Error), orDash(f.Cause))
+			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
 		}
 	}
 	return b.String()
@@ -204,8 +211,11 @@ func filesTable(rep ops.FilesReport) string {
 	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
 	for _, f := range rep.Files {
 		errName := "-"
-		if f.Error != nil {
-			errName = orDash(*f.Error)
+		if f.ErrorType != nil {
+			errName = orDash(*f.ErrorType)
+			if f.ErrorMessage != nil && *f.ErrorMessage != "" {
+				errName += ": " + oneLine(*f.ErrorMessage)
+			}
 		}
 		records := "-"
 		if f.Records != nil {
@@ -219,6 +229,9 @@ func filesTable(rep ops.FilesReport) string {
 	}
 	return b.String()
 }
+
+// oneLine keeps a table row on one line whatever a message holds.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func yesNo(b bool) string {
 	if b {

@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/ops"
@@ -31,10 +33,18 @@ func main() {
 // AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS) since
 // github.com/aws/aws-sdk-go-v2/config v1.21.0; go.mod requires a later one.
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html
+//
+// The SDK's logger is quiet while the configuration loads, because the instance-role client (IMDS)
+// it builds then keeps that logger: outside EC2 it would warn "falling back to IMDSv1" before
+// every missing-credentials error. The service clients log as the SDK does by default.
 func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
-	cfg, err := awsconfig.Load(ctx)
+	cfg, err := awsconfig.Load(ctx, config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
+	}
+	cfg.Logger = logging.NewStandardLogger(os.Stderr)
+	if err := checkCredentials(ctx, cfg); err != nil {
+		return nil, err
 	}
 	return ops.New(ops.Clients{
 		CloudFormation: cloudformation.NewFromConfig(cfg),

@@ -98,6 +98,8 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"status", "nobody"}, 1, `pipectl: tenant "nobody" not found; tenants: acme, globex`, ""},
 		{[]string{"--stack-prefix", "Nothing", "pause", "acme"}, 1, `no stack named Nothing-* has an output PipelineTenant*`, ""},
 		{[]string{"status"}, 0, "", "TENANT"},
+		{[]string{"--stack-prefix", "Nothing", "status"}, 1, "pipectl: no tenants found in stacks named Nothing-*", ""},
+		{[]string{"status", "--stack-prefix", "Nothing", "--json"}, 1, "pipectl: no tenants found in stacks named Nothing-*", ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runIn(t, world(), tc.args...)
@@ -241,7 +243,7 @@ func TestFiles(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(rep.Files[0]), []string{"error", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
+	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
 	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
@@ -249,6 +251,43 @@ func TestFiles(t *testing.T) {
 	}
 	if rep.Files[1]["records"] != nil {
 		t.Errorf("got records %v, want null for a file whose history does not tell", rep.Files[1]["records"])
+	}
+}
+
+// A failed file shows what failed and why, read out of the Lambda's JSON error response that Step
+// Functions records as the cause, not the response itself.
+func TestFilesFailure(t *testing.T) {
+	code, stdout, stderr := runIn(t, world(), "files", "acme", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var rep ops.FilesReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 2 {
+		t.Fatalf("got %d files, want 2", len(rep.Files))
+	}
+	failed, ok := rep.Files[0], rep.Files[1]
+	if failed.ExecutionName != "acme-2" || aws.ToString(failed.Error) != "ValidationError" || aws.ToString(failed.ErrorType) != "ValidationError" ||
+		aws.ToString(failed.ErrorMessage) != "inbox/acme/bad.csv line 3: 2 fields, want 3" {
+		t.Errorf("got %s error %q, type %q, message %q, want acme-2 ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3",
+			failed.ExecutionName, aws.ToString(failed.Error), aws.ToString(failed.ErrorType), aws.ToString(failed.ErrorMessage))
+	}
+	if ok.Error != nil || ok.ErrorType != nil || ok.ErrorMessage != nil {
+		t.Errorf("got error fields %v %v %v for a succeeded file, want null", ok.Error, ok.ErrorType, ok.ErrorMessage)
+	}
+
+	code, stdout, _ = runIn(t, world(), "files", "acme")
+	if code != 0 {
+		t.Fatalf("got exit %d, want 0", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[1], "ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3") {
+		t.Errorf("got\n%s\nwant acme-2's row to end with its error type and message", stdout)
+	}
+	if strings.Contains(stdout, "errorMessage") {
+		t.Errorf("got\n%s\nwant no JSON error response in the table", stdout)
 	}
 }
 
@@ -384,9 +423,32 @@ func TestRedrive(t *testing.T) {
 			wantError: "execution globex-2 is SUCCEEDED: only FAILED, TIMED_OUT or ABORTED executions can be redriven"},
 		{name: "continue: an unknown execution is refused", args: []string{"redrive", "globex", "nope"}, wantCode: 1,
 			wantError: "tenant globex has no execution nope"},
+		{name: "halt: a file that failed validation is refused", args: []string{"redrive", "acme"}, wantCode: 1,
+			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") },
+			wantError: "pipectl: execution acme-2 failed validation (ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3): " +
+				"a redrive reads the same file and fails the same way; a file that fails validation can only be skipped " +
+				"(pipectl skip acme acme-2 --reason …) or replaced (upload a corrected file); pass --force to redrive it anyway\n"},
+		{name: "halt: --force redrives a file that failed validation", args: []string{"redrive", "acme", "--force"}, wantRedrive: "acme-2",
+			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") }},
+		{name: "continue: a file that failed validation is refused", args: []string{"redrive", "globex", "globex-1"}, wantCode: 1,
+			setup:     func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") },
+			wantError: "only be skipped or replaced (upload a corrected file); pass --force to redrive it anyway"},
+		{name: "continue: a failure named only by its error is refused", args: []string{"redrive", "globex"}, wantCode: 1,
+			setup: func(w *opsfake.World) {
+				w.Executions[2].Error, w.Executions[2].Cause = pipeline.ErrValidation, "inbox/globex/old.csv line 1: not UTF-8"
+			},
+			wantError: "execution globex-1 failed validation (ValidationError: inbox/globex/old.csv line 1: not UTF-8)"},
+		{name: "continue: --force queues a file that failed validation", args: []string{"redrive", "globex", "--force"}, wantControl: "globex-1",
+			setup: func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := world()
+			// A redrive is for a failure that another try can fix: here the core system's.
+			for _, e := range w.Executions {
+				if e.Error != "" {
+					e.Error, e.Cause = pipeline.ErrPermanent, `{"errorMessage":"core system answered 503 three times","errorType":"PermanentError"}`
+				}
+			}
 			if tc.setup != nil {
 				tc.setup(w)
 			}
@@ -433,6 +495,11 @@ func TestRedrive(t *testing.T) {
 	}
 }
 
+// failValidation makes e a file that failed validation at line 3 of key, as Step Functions records it.
+func failValidation(e *opsfake.Execution, key string) {
+	e.Error, e.Cause = pipeline.ErrValidation, `{"errorMessage":"`+key+` line 3: 2 fields, want 3","errorType":"ValidationError"}`
+}
+
 func TestReplay(t *testing.T) {
 	t.Run("a key is pinned to its current version and queued as a control message", func(t *testing.T) {
 		w := world()
@@ -466,8 +533,9 @@ func TestReplay(t *testing.T) {
 		wantError string
 	}{
 		{"outside the prefix", []string{"replay", "globex", "inbox/acme/a.csv"}, "key inbox/acme/a.csv is outside tenant globex's prefix inbox/globex/"},
-		{"a missing object", []string{"replay", "globex", "inbox/globex/none.csv"}, "head s3://ingest/inbox/globex/none.csv"},
-		{"a missing version", []string{"replay", "globex", "inbox/globex/b.csv", "--version-id", "old"}, "head s3://ingest/inbox/globex/b.csv"},
+		{"a missing object", []string{"replay", "globex", "inbox/globex/none.csv"}, "pipectl: no such object: s3://ingest/inbox/globex/none.csv\n"},
+		{"a missing version", []string{"replay", "globex", "inbox/globex/b.csv", "--version-id", "old"},
+			"pipectl: no such object version: s3://ingest/inbox/globex/b.csv has no version old (S3 answers 404); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/globex/b.csv\n"},
 		{"no dead-letter queue", []string{"replay", "globex", "--from-dlq"}, "tenant globex's stack names no dead-letter queue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -561,5 +629,38 @@ func TestServiceErrorIsOneLine(t *testing.T) {
 	}
 	if want := "pipectl: tenant acme: list running executions: operation error SFN: ListExecutions, exceeded maximum number of attempts; ThrottlingException: Rate exceeded\n"; stderr != want {
 		t.Errorf("got %q, want %q", stderr, want)
+	}
+}
+
+// Two writes of one key in one second are re-sent in S3's order: sequencers compare after
+// left-padding to equal length, so 0A (10) comes before 09FF (2559), unlike as plain strings.
+func TestReplayFromDLQSequencerLengths(t *testing.T) {
+	w := opsfake.New(now)
+	tn := opsfake.Tenant("globex", pipeline.OnFailureContinue)
+	tn.DLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/globex-dlq"
+	w.AddTenant("TenantPipeline-Tenants-1", tn)
+	at := now.Add(-time.Minute)
+	event := func(id, key, seq string) sqstypes.Message {
+		b, _ := json.Marshal(s3event.ObjectCreated(id, at, "ingest", s3event.Object{Key: key, Size: 3, Sequencer: seq}))
+		return sqstypes.Message{Body: aws.String(string(b)), ReceiptHandle: aws.String("rh-" + id)}
+	}
+	w.Queues[tn.DLQURL].Messages = []sqstypes.Message{
+		event("second", "inbox/globex/a.csv", "09FF"),
+		event("first", "inbox/globex/a.csv", "0A"),
+		event("third", "inbox/globex/a.csv", "0000000A00"),
+	}
+	if code, _, stderr := runIn(t, w, "replay", "globex", "--from-dlq"); code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	var ids []string
+	for _, s := range w.Queues[tn.QueueURL].Sent {
+		ev, err := s3event.Parse([]byte(aws.ToString(s.MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ev.ID)
+	}
+	if want := []string{"first", "second", "third"}; !slices.Equal(ids, want) {
+		t.Errorf("got events re-sent %v, want %v", ids, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -166,7 +167,8 @@ func stubAWS(t *testing.T) map[string]*wire {
 {"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-1","status":"SUCCEEDED","startDate":1796032200,"stopDate":1796032260}]}`, acme2ARN, acme1ARN))
 		case "AWSStepFunctions.DescribeExecution":
 			return js(fmt.Sprintf(`{"executionArn":%q,"stateMachineArn":"arn:aws:states:eu-west-1:123456789012:stateMachine:acme-files","name":"acme-2",
-"status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError","cause":"inbox/acme/bad.csv line 3: 2 fields, want 3",
+"status":"FAILED","startDate":1796032800,"stopDate":1796032860,"input":%q,"error":"ValidationError",
+"cause":"{\"errorMessage\":\"inbox/acme/bad.csv line 3: 2 fields, want 3\",\"errorType\":\"ValidationError\"}",
 "redriveStatus":"REDRIVABLE"}`, acme2ARN, string(failedInput)))
 		case "AWSStepFunctions.GetExecutionHistory":
 			split, _ := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: 150_000, Segments: make([]pipeline.Segment, 2)}})
@@ -189,8 +191,11 @@ func stubAWS(t *testing.T) map[string]*wire {
 			return 200, map[string]string{"Last-Modified": "Mon, 30 Nov 2026 11:49:00 GMT", "ETag": `"e"`, "x-amz-version-id": "v2", "Content-Length": "0"}, ""
 		case strings.HasPrefix(op, "PUT /ingest/control/acme/skip/acme-2"):
 			return 200, map[string]string{"x-amz-version-id": "marker-v1", "ETag": `"m"`}, ""
+		case op == "HEAD /ingest/inbox/acme/bad.csv?versionId=bogus":
+			// A version id S3 cannot read: 400 (InvalidArgument), without a body on HEAD.
+			return 400, map[string]string{"x-amz-request-id": "R400", "x-amz-id-2": "HOST400"}, ""
 		}
-		return 404, nil, ""
+		return 404, map[string]string{"x-amz-request-id": "R404", "x-amz-id-2": "HOST404"}, ""
 	})
 	return w
 }
@@ -219,7 +224,9 @@ func TestSDKStatus(t *testing.T) {
 				Key, ExecutionName, Status string
 				QueuedSeconds              *float64
 			} `json:"head"`
-			LastFailure struct{ Error, Cause string } `json:"lastFailure"`
+			LastFailure struct {
+				Error, Cause, ErrorType, ErrorMessage string
+			} `json:"lastFailure"`
 		} `json:"tenants"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Tenants) != 1 {
@@ -230,6 +237,10 @@ func TestSDKStatus(t *testing.T) {
 		got.Head.Key != "inbox/acme/bad.csv" || got.Head.ExecutionName != "acme-2" || got.Head.Status != "FAILED" || got.Head.QueuedSeconds == nil ||
 		got.LastFailure.Error != "ValidationError" {
 		t.Errorf("got %s, want acme blocked at acme-2 with 2 visible and 1 in flight", out.String())
+	}
+	if f := got.LastFailure; f.ErrorType != "ValidationError" || f.ErrorMessage != "inbox/acme/bad.csv line 3: 2 fields, want 3" ||
+		f.Cause != `{"errorMessage":"inbox/acme/bad.csv line 3: 2 fields, want 3","errorType":"ValidationError"}` {
+		t.Errorf("got last failure %+v, want the Lambda's error type and message beside Step Functions' error and cause", f)
 	}
 	for svc, want := range map[string][]string{
 		"cfn":    {"DescribeStacks", "DescribeStacks"},
@@ -257,10 +268,19 @@ func TestSDKStatus(t *testing.T) {
 
 func TestSDKPauseSkipRedrive(t *testing.T) {
 	w := stubAWS(t)
+	// acme-2 failed validation: a redrive would fail the same way, so it takes --force.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"redrive", "acme"}, &out, &errOut, awsOps); code != 1 ||
+		!strings.Contains(errOut.String(), "execution acme-2 failed validation (ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3)") {
+		t.Errorf("got exit %d, %q, want 1 and the validation failure named", code, errOut.String())
+	}
+	if slices.Contains(w["sfn"].ops, "AWSStepFunctions.RedriveExecution") {
+		t.Fatalf("got RedriveExecution without --force, want none")
+	}
 	for _, args := range [][]string{
 		{"pause", "acme"},
 		{"skip", "acme", "acme-2", "--reason", "fixed upstream"},
-		{"redrive", "acme", "--json"},
+		{"redrive", "acme", "--force", "--json"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, &out, &errOut, awsOps); code != 0 {
@@ -280,5 +300,72 @@ func TestSDKPauseSkipRedrive(t *testing.T) {
 	json.Unmarshal([]byte(w["sfn"].bodies["AWSStepFunctions.RedriveExecution"]), &redrive)
 	if redrive["executionArn"] != acme2ARN || redrive["clientToken"] == nil {
 		t.Errorf("got RedriveExecution %v, want %s with a client token", redrive, acme2ARN)
+	}
+}
+
+// A replay of an object S3 does not have says so, not the SDK's raw 404 with its request and host ids.
+func TestSDKReplayMissingObject(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no such key", []string{"replay", "acme", "inbox/acme/none.csv"}, "pipectl: no such object: s3://ingest/inbox/acme/none.csv\n"},
+		{"an unknown version", []string{"replay", "acme", "inbox/acme/bad.csv", "--version-id", "3LgTYf0k0FVELBxCi3bfG7dXXGrl7cdc"},
+			"pipectl: no such object version: s3://ingest/inbox/acme/bad.csv has no version 3LgTYf0k0FVELBxCi3bfG7dXXGrl7cdc (S3 answers 404); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/acme/bad.csv\n"},
+		{"a malformed version id", []string{"replay", "acme", "inbox/acme/bad.csv", "--version-id", "bogus"},
+			"pipectl: version id bogus is not valid for s3://ingest/inbox/acme/bad.csv (S3 answers 400 InvalidArgument); its versions: aws s3api list-object-versions --bucket ingest --prefix inbox/acme/bad.csv\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := stubAWS(t)
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errOut, awsOps)
+			if code != 1 || errOut.String() != tc.want {
+				t.Errorf("got exit %d, %q, want 1, %q", code, errOut.String(), tc.want)
+			}
+			if slices.Contains(w["sqs"].ops, "AmazonSQS.SendMessage") {
+				t.Errorf("got a control message sent, want none")
+			}
+		})
+	}
+}
+
+// Without credentials (the env file of --serve not sourced), pipectl says so in one line, before
+// any call, and the SDK's IMDS warnings do not reach the terminal. The instance role is still
+// asked, through an IMDS stub that has none, as outside EC2.
+func TestSDKNoCredentials(t *testing.T) {
+	w := stubAWS(t)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
+	imds := newWire(t, "AWS_EC2_METADATA_SERVICE_ENDPOINT", restName, func(string, *http.Request, []byte) (int, map[string]string, string) {
+		return 404, nil, "" // no token (IMDSv2), no role
+	})
+	// The SDK's default logger writes to os.Stderr.
+	sdkLog, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = sdkLog
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"status"}, &out, &errOut, awsOps)
+	os.Stderr = stderr
+
+	want := "pipectl: no AWS credentials found (environment, profile, SSO, container or instance role); " +
+		"for the local stack, source the env file that --serve wrote (make serve: . .build/local/env)\n"
+	if code != 1 || errOut.String() != want || out.Len() != 0 {
+		t.Errorf("got exit %d, stdout %q, stderr %q, want 1, nothing, %q", code, out.String(), errOut.String(), want)
+	}
+	if logged, _ := os.ReadFile(sdkLog.Name()); len(logged) != 0 {
+		t.Errorf("got SDK output %q, want none", logged)
+	}
+	if len(w["cfn"].ops) != 0 {
+		t.Errorf("got CloudFormation calls %v, want none before credentials", w["cfn"].ops)
+	}
+	if !slices.Contains(imds.ops, "GET /latest/meta-data/iam/security-credentials/") {
+		t.Errorf("got IMDS requests %v, want the instance role asked for", imds.ops)
 	}
 }

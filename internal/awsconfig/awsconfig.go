@@ -20,9 +20,9 @@ import (
 const EnvS3PathStyle = "S3_USE_PATH_STYLE"
 
 // Load returns the default SDK configuration (environment, shared config, the Lambda role), with
-// the SDK's standard retryer.
-func Load(ctx context.Context) (aws.Config, error) {
-	return config.LoadDefaultConfig(ctx)
+// the SDK's standard retryer, and the caller's options, if any.
+func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
+	return config.LoadDefaultConfig(ctx, optFns...)
 }
 
 // S3Options applies S3_USE_PATH_STYLE to an S3 client, and turns off the SDK's DEBUG line

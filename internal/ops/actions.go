@@ -3,13 +3,16 @@ package ops
 import (
 	"context"
 	"fmt"
-	"sort"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -32,7 +35,9 @@ type FilesReport struct {
 }
 
 // File is one execution of the tenant's file state machine. Records is the count Split made, null
-// before Split finished (or if the history cannot tell).
+// before Split finished (or if the history cannot tell). Error is Step Functions' error name;
+// ErrorType and ErrorMessage say what failed and why (failureOf); all three are null for a file
+// that did not fail.
 type File struct {
 	Key           string     `json:"key"`
 	ExecutionName string     `json:"executionName"`
@@ -41,6 +46,8 @@ type File struct {
 	Start         *time.Time `json:"start"`
 	Stop          *time.Time `json:"stop"`
 	Error         *string    `json:"error"`
+	ErrorType     *string    `json:"errorType"`
+	ErrorMessage  *string    `json:"errorMessage"`
 }
 
 // Files lists the tenant's newest limit executions (1–1000, one ListExecutions page).
@@ -60,6 +67,10 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 			return FilesReport{}, err
 		}
 		f := File{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(e.Status), Start: e.StartDate, Stop: e.StopDate, Error: d.Error}
+		if d.Error != nil || d.Cause != nil {
+			errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+			f.ErrorType, f.ErrorMessage = &errType, &msg
+		}
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
 			f.Records = &p.Records
 		}
@@ -171,8 +182,9 @@ type RedriveResult struct {
 // Under halt it redrives the blocking execution, which is the only one that may run. Under continue
 // it sends a control message through the tenant's FIFO group; the controller redrives at the head.
 // It refuses what Step Functions would refuse: an execution that is not redrivable, or that
-// stopped more than 14 days ago.
-func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (RedriveResult, error) {
+// stopped more than 14 days ago. Unless force is set, it also refuses a file that failed
+// validation, which a redrive reads again and fails the same way.
+func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force bool) (RedriveResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
 		return RedriveResult{}, err
@@ -211,6 +223,11 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (Redriv
 	if err := o.redrivable(d, execution); err != nil {
 		return RedriveResult{}, err
 	}
+	if !force {
+		if err := failedValidation(t, d, execution); err != nil {
+			return RedriveResult{}, err
+		}
+	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
 	if t.Policy == pipeline.OnFailureHalt {
 		_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(res.RequestID)})
@@ -247,6 +264,23 @@ func (o *Ops) redrivable(d *sfn.DescribeExecutionOutput, name string) error {
 	return nil
 }
 
+// failedValidation refuses a redrive of a file that failed validation (pipeline.ValidationError):
+// the redrive reads the same object version with the same rules and fails again, holding a halt
+// tenant for nothing.
+func failedValidation(t pipeline.TenantOutput, d *sfn.DescribeExecutionOutput, name string) error {
+	errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+	if errType != pipeline.ErrValidation && aws.ToString(d.Error) != pipeline.ErrValidation {
+		return nil
+	}
+	skip := ""
+	if t.Policy == pipeline.OnFailureHalt {
+		skip = fmt.Sprintf(" (pipectl skip %s %s --reason …)", t.ID, name)
+	}
+	return refuse("execution %s failed validation (%s: %s): a redrive reads the same file and fails the same way; "+
+		"a file that fails validation can only be skipped%s or replaced (upload a corrected file); pass --force to redrive it anyway",
+		name, pipeline.ErrValidation, oneLine(msg), skip)
+}
+
 // ReplayResult is the outcome of replay.
 type ReplayResult struct {
 	Tenant        string `json:"tenant"`
@@ -277,7 +311,7 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	}
 	obj, err := o.S3.HeadObject(ctx, in)
 	if err != nil {
-		return ReplayResult{}, fmt.Errorf("head s3://%s/%s: %w", t.Bucket, key, err)
+		return ReplayResult{}, headProblem(t.Bucket, key, versionID, err)
 	}
 	src := &pipeline.ControlSource{Bucket: t.Bucket, Key: key, VersionID: aws.ToString(obj.VersionId), ETag: aws.ToString(obj.ETag), Size: aws.ToInt64(obj.ContentLength)}
 	if src.VersionID == "" {
@@ -294,6 +328,33 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	}
 	res.ExecutionName = m.ReplayExecutionName()
 	return res, nil
+}
+
+// headProblem says what a failed HeadObject of the object to replay means for the operator. A HEAD
+// response has no body, so the SDK sees only the status: 404 for a missing key or an unknown
+// version (NoSuchKey, NoSuchVersion), 400 for a version id S3 cannot read (InvalidArgument,
+// "Invalid version id specified").
+// https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html
+func headProblem(bucket, key, versionID string, err error) error {
+	_, notFound := errorsAs[*s3types.NotFound](err)
+	if _, noKey := errorsAs[*s3types.NoSuchKey](err); noKey {
+		notFound = true
+	}
+	status := 0
+	if re, ok := errorsAs[*awshttp.ResponseError](err); ok {
+		status = re.HTTPStatusCode()
+	}
+	list := fmt.Sprintf("aws s3api list-object-versions --bucket %s --prefix %s", bucket, key)
+	switch {
+	case (notFound || status == http.StatusNotFound) && versionID == "":
+		return fmt.Errorf("no such object: s3://%s/%s", bucket, key)
+	case notFound || status == http.StatusNotFound:
+		return fmt.Errorf("no such object version: s3://%s/%s has no version %s (S3 answers 404); its versions: %s", bucket, key, versionID, list)
+	case status == http.StatusBadRequest && versionID != "":
+		return fmt.Errorf("version id %s is not valid for s3://%s/%s (S3 answers 400 InvalidArgument); its versions: %s", versionID, bucket, key, list)
+	}
+	return fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
 }
 
 // dlqVisibility hides the dead-letter messages being re-sent from other readers meanwhile.
@@ -340,17 +401,7 @@ func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error
 			events = append(events, dead{m, ev})
 		}
 	}
-	// Arrival order: event time, then the S3 sequencer for events of one key.
-	sort.SliceStable(events, func(i, j int) bool {
-		a, b := events[i].ev, events[j].ev
-		if !a.Time.Equal(b.Time) {
-			return a.Time.Before(b.Time)
-		}
-		if a.Detail.Object.Key == b.Detail.Object.Key {
-			return a.Detail.Object.Sequencer < b.Detail.Object.Sequencer
-		}
-		return false
-	})
+	slices.SortStableFunc(events, func(a, b dead) int { return arrivalOrder(a.ev, b.ev) })
 	for _, d := range events {
 		if _, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
 			QueueUrl: aws.String(t.QueueURL), MessageBody: d.msg.Body,
@@ -364,6 +415,19 @@ func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error
 		}
 	}
 	return res, nil
+}
+
+// arrivalOrder orders S3 events as they arrived: by event time, then by S3 sequencer, compared as
+// AWS says, left-padded to equal length (pipeline.CompareSequencers). AWS defines the sequencer's
+// order for events of one key only; using it for every pair keeps the comparison a strict weak
+// ordering, which a sort needs (comparing it for one key only would make "unordered"
+// intransitive: a~b and b~c with a<c). Events equal on both keep the order they were received in.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html
+func arrivalOrder(a, b s3event.Event) int {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	return pipeline.CompareSequencers(a.Detail.Object.Sequencer, b.Detail.Object.Sequencer)
 }
 
 // sendControl fills in the control message's common fields and sends it through the tenant's FIFO

@@ -110,6 +110,15 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("tenant %q not found; tenants: %s", e.Tenant, strings.Join(e.Known, ", "))
 }
 
+// NoTenantsError is a stack prefix that describes no tenant at all: a mistyped --stack-prefix, or
+// stacks not deployed yet.
+type NoTenantsError struct{ StackPrefix string }
+
+func (e *NoTenantsError) Error() string {
+	return fmt.Sprintf("no tenants found in stacks named %s-* (none has an output %s*); check --stack-prefix and the region",
+		e.StackPrefix, pipeline.TenantOutputKeyPrefix)
+}
+
 // Tenants returns every tenant the stacks describe, sorted by id. It pages through DescribeStacks
 // and reads the TenantOutput outputs of the stacks named StackPrefix-*.
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html

@@ -65,8 +65,14 @@ type Failure struct {
 	ExecutionName string `json:"executionName"`
 	// Status is shown in the table; the JSON shape (issue 10) has no field for it.
 	Status string `json:"-"`
-	Error  string `json:"error"`
-	Cause  string `json:"cause"`
+	// Error and Cause are Step Functions' own (DescribeExecution), kept as they are for tools that
+	// read them; a Lambda's cause is its JSON error response.
+	Error string `json:"error"`
+	Cause string `json:"cause"`
+	// ErrorType and ErrorMessage are what failed and why, read out of that response when the
+	// cause is one (failureOf), else the error and the cause.
+	ErrorType    string `json:"errorType"`
+	ErrorMessage string `json:"errorMessage"`
 }
 
 // recentExecutions is how many of the newest executions status reads. Executions of one tenant
@@ -82,7 +88,7 @@ type tenantState struct {
 	blocking *sfntypes.ExecutionListItem // halt tenants only
 }
 
-// Status reports the given tenants, or every tenant if ids is empty.
+// Status reports the given tenants, or every tenant if ids is empty; no tenant at all is an error.
 func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 	all, err := o.Tenants(ctx)
 	if err != nil {
@@ -90,6 +96,10 @@ func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 	}
 	var ts []pipeline.TenantOutput
 	if len(ids) == 0 {
+		if len(all) == 0 {
+			// An empty table would read as "all is well".
+			return StatusReport{}, &NoTenantsError{StackPrefix: o.StackPrefix}
+		}
 		ts = all
 	}
 	for _, id := range ids {
@@ -156,8 +166,10 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			if err != nil {
 				return row, err
 			}
-			row.LastFailure = &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
+			f := &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
 				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
+			f.ErrorType, f.ErrorMessage = failureOf(f.Error, f.Cause)
+			row.LastFailure = f
 			break
 		}
 	}

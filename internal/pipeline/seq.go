@@ -58,3 +58,15 @@ func SeqOf(src Source, record int64) (string, error) {
 	}
 	return fmt.Sprintf("%s.%0*s.%0*d", ts, seqSequencerLen, seq, seqRecordDigits, record), nil
 }
+
+// CompareSequencers orders two S3 sequencers of one key as AWS says to: as hexadecimal strings,
+// after left-padding the shorter with zeros
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+// It returns -1, 0 or +1 like strings.Compare. Padding both to a common length and comparing is
+// the same as padding every sequencer to one longest length, so this is a total preorder: sorts
+// may rely on it.
+func CompareSequencers(a, b string) int {
+	a, b = strings.ToUpper(a), strings.ToUpper(b)
+	n := max(len(a), len(b))
+	return strings.Compare(strings.Repeat("0", n-len(a))+a, strings.Repeat("0", n-len(b))+b)
+}

@@ -90,3 +90,54 @@ func TestSeqOfRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestCompareSequencers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"0A", "0A", 0},
+		{"0A", "0B", -1},
+		{"0B", "0A", 1},
+		// Different lengths: a plain string compare gets these wrong.
+		{"0A", "09FF", -1}, // 0x0A < 0x9FF, though "0A" > "09FF" as strings
+		{"FF", "0100", -1}, // 0xFF < 0x100
+		{"0100", "FF", 1},
+		{"A", "000A", 0}, // leading zeros do not count
+		{"", "0", 0},
+		{"0055AED6DCD90281E5", "55AED6DCD90281E6", -1},
+		{"0055aed6dcd90281e5", "0055AED6DCD90281E5", 0}, // S3 writes upper case; lower case reads the same
+	} {
+		t.Run(tc.a+"_"+tc.b, func(t *testing.T) {
+			if got := CompareSequencers(tc.a, tc.b); got != tc.want {
+				t.Errorf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// A sort needs a strict weak ordering: less(a, a) is false; less is transitive; and being
+// unordered (equivalent) is transitive too. Checked over every pair and triple of the values.
+func TestCompareSequencersIsAStrictWeakOrdering(t *testing.T) {
+	vals := []string{"", "0", "1", "01", "0A", "A", "09FF", "9FF", "FF", "0100", "100", "000A", "55AED6DCD90281E5", "0055AED6DCD90281E5", "FFFFFFFFFFFFFFFFFFFF"}
+	less := func(a, b string) bool { return CompareSequencers(a, b) < 0 }
+	equiv := func(a, b string) bool { return !less(a, b) && !less(b, a) }
+	for _, a := range vals {
+		if less(a, a) {
+			t.Errorf("less(%q, %q) is true, want irreflexive", a, a)
+		}
+		for _, b := range vals {
+			if CompareSequencers(a, b) != -CompareSequencers(b, a) {
+				t.Errorf("compare(%q, %q) = %d but compare(%q, %q) = %d, want opposite signs", a, b, CompareSequencers(a, b), b, a, CompareSequencers(b, a))
+			}
+			for _, c := range vals {
+				if less(a, b) && less(b, c) && !less(a, c) {
+					t.Errorf("%q < %q < %q but not %q < %q, want transitive", a, b, c, a, c)
+				}
+				if equiv(a, b) && equiv(b, c) && !equiv(a, c) {
+					t.Errorf("%q ~ %q ~ %q but not %q ~ %q, want equivalence transitive", a, b, c, a, c)
+				}
+			}
+		}
+	}
+}

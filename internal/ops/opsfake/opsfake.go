@@ -406,7 +406,8 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 }
 
 // AddExecution adds an execution of the tenant's file state machine for the key, started at start,
-// and the key's object (written a minute earlier). A finished status stops it a minute after start.
+// and the key's object (written a minute earlier). A finished status stops it a minute after start;
+// an unsuccessful one failed validation.
 func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntypes.ExecutionStatus, key string, start time.Time) *Execution {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -421,7 +422,9 @@ func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntyp
 	}
 	if status == sfntypes.ExecutionStatusFailed || status == sfntypes.ExecutionStatusTimedOut || status == sfntypes.ExecutionStatusAborted {
 		e.RedriveStatus = sfntypes.ExecutionRedriveStatusRedrivable
-		e.Error, e.Cause = "ValidationError", "inbox/"+t.ID+"/bad.csv line 3: 2 fields, want 3"
+		// As Step Functions records a Lambda task's failure: the cause is the function's JSON
+		// error response.
+		e.Error, e.Cause = "ValidationError", `{"errorMessage":"inbox/`+t.ID+`/bad.csv line 3: 2 fields, want 3","errorType":"ValidationError"}`
 	}
 	w.Executions = append(w.Executions, e)
 	w.Objects[t.Bucket+"/"+key] = &Object{VersionID: "v-" + name, ETag: `"etag-` + name + `"`, Body: "id,name\n1,a\n", LastModified: start.Add(-time.Minute)}
