@@ -119,6 +119,31 @@ func TestFileWorkflowShape(t *testing.T) {
 	}
 	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
+	checkSegmentName(t, inner)
+}
+
+// checkSegmentName: each child is named from the file execution's name, the segment index and the
+// redrive count, so a retried start finds the running child (StartExecution is idempotent for the
+// name and input of a running execution) and the controller can find it by name; the controller
+// computes the same name with pipeline.SegmentExecutionName.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+func checkSegmentName(t *testing.T, task map[string]any) {
+	t.Helper()
+	const want = "States.Format('{}-s{}-r{}', States.Hash($$.Execution.Name, 'SHA-1'), $.segment.index, $$.Execution.RedriveCount)"
+	if got := get(t, task, "Parameters", "Name.$"); got != want {
+		t.Errorf("RegisterSegment Name.$: got %v, want %s", got, want)
+	}
+	// A child that already finished answers a retried start with ExecutionAlreadyExists. That is
+	// never retried: the file fails, its tenant's policy applies, and a redrive names a new child.
+	by := retriersByError(t, "RegisterSegment", task)
+	for _, e := range []string{"StepFunctions.ExecutionAlreadyExistsException", "States.ALL", "States.TaskFailed"} {
+		if by[e] != nil {
+			t.Errorf("RegisterSegment retries %s: a finished or failed child must not be started again", e)
+		}
+	}
+	if _, ok := task["Catch"]; ok {
+		t.Errorf("RegisterSegment has a Catch: a failed segment must fail the file")
+	}
 }
 
 // checkIterationOutputIsEmpty: the last state of an item processor must output {}. The inline

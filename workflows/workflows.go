@@ -160,6 +160,13 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
 			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
 		}),
+		// A deterministic name (pipeline.SegmentExecutionName): a Retry after a start whose answer
+		// was lost finds the running child instead of starting a second one beside it, and the
+		// controller can find the child by name. A new redrive names a new child.
+		Name: sfn.JsonPath_Format(jsii.String("{}-s{}-r{}"),
+			sfn.JsonPath_Hash(sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")), jsii.String("SHA-1")),
+			sfn.JsonPath_StringAt(jsii.String("$.segment.index")),
+			sfn.JsonPath_StringAt(jsii.String("$$.Execution.RedriveCount"))),
 		// Links the segment execution to its file execution in the console.
 		AssociateWithParent: jsii.Bool(true),
 		ResultPath:          sfn.JsonPath_DISCARD(),

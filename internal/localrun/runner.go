@@ -70,6 +70,19 @@ type Config struct {
 	// SFNThrottle answers ThrottlingException to a fraction of the pipeline's Step Functions calls.
 	StatusEvents StatusEvents
 	SFNThrottle  SFNThrottle
+	// LambdaClientTimeout makes the Step Functions server give up on an Invoke of the functions of
+	// one source package that has not answered after this long: the task fails with
+	// Lambda.ClientExecutionTimeoutException and the invocation goes on running, as when Step
+	// Functions' own Invoke call times out (docs/local-run.md, "Ambiguous failures").
+	LambdaClientTimeout map[string]time.Duration
+	// LoseChildStartAnswers: the first N child executions the workflows start (each name once) are
+	// created, and the starting task then fails with StepFunctions.SdkClientException, as when the
+	// answer of a StartExecution that succeeded is lost.
+	LoseChildStartAnswers int
+	// RetryIntervalScale multiplies every Retry's IntervalSeconds and MaxDelaySeconds in the state
+	// machines (0 means 1): a scenario can wait out a retrier meant for minutes. Which errors are
+	// retried, and how often, stays as synthesized.
+	RetryIntervalScale float64
 }
 
 // Event key forms (Config.EventKeyForm).

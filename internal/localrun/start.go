@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -129,7 +130,8 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sf, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), []string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, r.cfg.Logs)
+	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, r.sfnFaultArgs()...)
+	sf, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
 	if err != nil {
 		return err
 	}
@@ -145,6 +147,30 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sfnFaultArgs are the Step Functions server's fault switches for Config.LambdaClientTimeout,
+// LoseChildStartAnswers and RetryIntervalScale; a client timeout names every function of its source
+// package.
+func (r *Run) sfnFaultArgs() []string {
+	var args []string
+	for _, f := range r.asm.OfType("AWS::Lambda::Function") {
+		var src string
+		if raw, ok := f.Metadata[MetadataSource]; ok {
+			json.Unmarshal(raw, &src)
+		}
+		if d, ok := r.cfg.LambdaClientTimeout[src]; ok {
+			id, _ := r.res.Identity(f)
+			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
+		}
+	}
+	if n := r.cfg.LoseChildStartAnswers; n > 0 {
+		args = append(args, "--lose-child-start-answers", strconv.Itoa(n))
+	}
+	if f := r.cfg.RetryIntervalScale; f > 0 && f != 1 {
+		args = append(args, "--retry-interval-scale", strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return args
 }
 
 // startSinks starts where records go: the embedded sink (unless --register-url) and, when a tenant

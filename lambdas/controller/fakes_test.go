@@ -91,11 +91,12 @@ func accessDenied() error {
 }
 
 type fakeExec struct {
-	status   sfntypes.ExecutionStatus
-	input    string
-	errName  string
-	stopDate *time.Time
-	history  []sfntypes.HistoryEvent // oldest first, as Step Functions records them
+	status       sfntypes.ExecutionStatus
+	input        string
+	errName      string
+	redriveCount int32
+	stopDate     *time.Time
+	history      []sfntypes.HistoryEvent // oldest first, as Step Functions records them
 }
 
 // startDate is when the execution started: the test's start, as the head-metric tests expect, unless
@@ -277,7 +278,8 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 	if !ok {
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
-	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate}
+	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate,
+		RedriveCount: aws.Int32(e.redriveCount)}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged

@@ -309,7 +309,9 @@ func (h *Handler) pollDeadline(ctx context.Context) time.Time {
 }
 
 // failed applies the tenant's failure policy to a file whose execution FAILED, TIMED_OUT or was
-// ABORTED. A stopped file is released only once none of its invocations can still run (stopped).
+// ABORTED. A stopped file, and a failed one whose last Register attempt had an unknown outcome or
+// whose segment execution still runs, is released only once none of its invocations can still run
+// (stopped).
 func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput) decision {
 	// The error name only: the cause is free text from the workflow and could quote record data.
 	attrs := []any{"executionArn", arn, "status", string(st.Status), "executionError", aws.ToString(st.Error), "policy", h.cfg.OnFailure}

@@ -77,6 +77,7 @@ func fileHistory(end sfntypes.HistoryEventType, children ...string) []sfntypes.H
 type childState struct {
 	status  sfntypes.ExecutionStatus
 	stopAgo time.Duration // before testStart; ignored while RUNNING
+	errName string        // a FAILED execution's error; States.TaskFailed if empty
 }
 
 // A TIMED_OUT or ABORTED file is released only when none of its invocations can still run:
@@ -87,7 +88,7 @@ func TestStoppedFile(t *testing.T) {
 	skipKey := testBucket + "/control/acme/skip/" + evID1
 	aborted := sfntypes.ExecutionStatusAborted
 	timedOut := sfntypes.ExecutionStatusTimedOut
-	ended := func(ago time.Duration) childState { return childState{aborted, ago} }
+	ended := func(ago time.Duration) childState { return childState{status: aborted, stopAgo: ago} }
 	tests := []struct {
 		name        string
 		env         map[string]string
@@ -111,7 +112,7 @@ func TestStoppedFile(t *testing.T) {
 			status:      aborted,
 			stopAgo:     time.Hour,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionAborted, child0, child1),
-			children:    map[string]childState{child0: {sfntypes.ExecutionStatusSucceeded, 2 * time.Hour}, child1: ended(time.Hour)},
+			children:    map[string]childState{child0: {status: sfntypes.ExecutionStatusSucceeded, stopAgo: 2 * time.Hour}, child1: ended(time.Hour)},
 			wantRelease: true,
 			wantPages:   1,
 			wantErrors:  1,
@@ -122,7 +123,7 @@ func TestStoppedFile(t *testing.T) {
 			status:      timedOut,
 			stopAgo:     10 * time.Second,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionTimedOut, child0, child1),
-			children:    map[string]childState{child0: {sfntypes.ExecutionStatusSucceeded, time.Hour}, child1: {sfntypes.ExecutionStatusTimedOut, 10 * time.Second}},
+			children:    map[string]childState{child0: {status: sfntypes.ExecutionStatusSucceeded, stopAgo: time.Hour}, child1: {status: sfntypes.ExecutionStatusTimedOut, stopAgo: 10 * time.Second}},
 			wantWait:    40,
 			wantPages:   1,
 			wantMetrics: map[string]float64{metrics.StoppedFileHolds: 1, metrics.FailedFiles: 0, metrics.Waits: 0},
@@ -157,7 +158,7 @@ func TestStoppedFile(t *testing.T) {
 			status:      aborted,
 			stopAgo:     time.Hour,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionAborted, child0, child1),
-			children:    map[string]childState{child0: {sfntypes.ExecutionStatusSucceeded, 2 * time.Hour}, child1: {status: sfntypes.ExecutionStatusRunning}},
+			children:    map[string]childState{child0: {status: sfntypes.ExecutionStatusSucceeded, stopAgo: 2 * time.Hour}, child1: {status: sfntypes.ExecutionStatusRunning}},
 			wantWait:    50,
 			wantStops:   []string{child1},
 			wantPages:   1,
@@ -171,7 +172,7 @@ func TestStoppedFile(t *testing.T) {
 			status:      aborted,
 			stopAgo:     5 * time.Minute,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionAborted, child0, child1),
-			children:    map[string]childState{child0: {sfntypes.ExecutionStatusSucceeded, time.Hour}, child1: ended(30 * time.Second)},
+			children:    map[string]childState{child0: {status: sfntypes.ExecutionStatusSucceeded, stopAgo: time.Hour}, child1: ended(30 * time.Second)},
 			wantWait:    20,
 			wantPages:   1,
 			wantMetrics: map[string]float64{metrics.StoppedFileHolds: 1},
@@ -322,7 +323,7 @@ func TestStoppedFile(t *testing.T) {
 			status:      timedOut,
 			stopAgo:     10 * time.Second,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionTimedOut, child1),
-			children:    map[string]childState{child1: {sfntypes.ExecutionStatusTimedOut, 10 * time.Second}},
+			children:    map[string]childState{child1: {status: sfntypes.ExecutionStatusTimedOut, stopAgo: 10 * time.Second}},
 			marker:      true,
 			wantWait:    40,
 			wantPages:   1,
@@ -368,12 +369,13 @@ func TestStoppedFile(t *testing.T) {
 			wantChild:   sfntypes.ExecutionStatusRunning,
 		},
 		{
-			name:        "failed 1 s ago: released at once, history not read",
+			name:        "failed 1 s ago in a segment that failed on a returned error: released at once",
 			status:      sfntypes.ExecutionStatusFailed,
 			stopAgo:     time.Second,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionFailed, child1),
-			children:    map[string]childState{child1: {sfntypes.ExecutionStatusFailed, time.Second}},
+			children:    map[string]childState{child1: {status: sfntypes.ExecutionStatusFailed, stopAgo: time.Second}},
 			wantRelease: true,
+			wantPages:   1,
 			wantErrors:  1,
 			wantMetrics: map[string]float64{metrics.FailedFiles: 1, metrics.StoppedFileHolds: 0},
 		},

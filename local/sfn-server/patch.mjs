@@ -1,4 +1,4 @@
-// Loader hook that corrects one behaviour of aws-local-stepfunctions 3.0.0 where it differs from AWS.
+// Loader hook that corrects behaviours of aws-local-stepfunctions 3.0.0 where it differs from AWS.
 //
 // A Map state on AWS stops at its first failed iteration: the Map fails and no further iteration
 // starts ("If any iteration fails, the entire Map state fails", and with MaxConcurrency 1 iterations
@@ -80,6 +80,21 @@ const RETRY_REPLACEMENT =
   '        await sleep(waitTimeBeforeRetry, options.abortSignal);\n' +
   '        if (options.abortSignal?.aborted) throw error;\n';
 
+// Fifth patch: States.Hash digests as AWS does. The library's own MD5 and SHA implementations pad
+// the message wrongly from 56 bytes on (one 64-byte block no longer holds the message and its
+// length), so every input of 56 bytes or more hashed to a wrong digest. Node's crypto computes the
+// standard digests of the string's UTF-8 bytes, in lower-case hex
+// (https://docs.aws.amazon.com/step-functions/latest/dg/intrinsic-functions.html).
+const HASH_ANCHOR =
+  '    switch (algorithm) {\n' +
+  '      case "MD5":\n' +
+  '        return md5.getDigest(str);\n';
+const HASH_REPLACEMENT =
+  '    return process.getBuiltinModule("node:crypto").createHash({ "MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512" }[algorithm]).update(str, "utf8").digest("hex");\n' +
+  '    switch (algorithm) {\n' +
+  '      case "MD5":\n' +
+  '        return md5.getDigest(str);\n';
+
 export let patched = false;
 
 function replaceOnce(source, anchor, replacement) {
@@ -99,6 +114,7 @@ registerHooks({
     source = replaceOnce(source, LOGGER_ANCHOR, LOGGER_REPLACEMENT);
     source = replaceOnce(source, RESULTPATH_ANCHOR, RESULTPATH_REPLACEMENT);
     source = replaceOnce(source, RETRY_ANCHOR, RETRY_REPLACEMENT);
+    source = replaceOnce(source, HASH_ANCHOR, HASH_REPLACEMENT);
     patched = true;
     return { ...result, source, shortCircuit: true };
   },

@@ -14,7 +14,19 @@
 // With --events-endpoint URL it POSTs a "Step Functions Execution Status Change" event (one JSON
 // event per request) to URL whenever an execution's status changes (see emitStatus).
 //
+// Fault switches, off by default (docs/local-run.md, "Ambiguous failures"):
+//   --lambda-client-timeout FUNCTION=MS (repeatable): an Invoke of FUNCTION (its name or ARN) that has
+//     not answered after MS ms fails the task with Lambda.ClientExecutionTimeoutException, and the
+//     invocation goes on running, as when Step Functions' own Invoke call times out;
+//   --lose-child-start-answers N: the first N child executions a task starts (each name once) are
+//     created, and then the task's StartExecution fails with StepFunctions.SdkClientException, as when
+//     the answer of a start that succeeded is lost;
+//   --retry-interval-scale F: every Retry's IntervalSeconds and MaxDelaySeconds are multiplied by F, so
+//     a scenario can wait out a retrier meant for minutes (which errors are retried, and how often,
+//     stays as defined).
+//
 // Usage: node server.mjs --lambda-endpoint http://127.0.0.1:PORT [--events-endpoint URL] [--port 0] [--region R] [--account A]
+//          [--lambda-client-timeout FUNCTION=MS ...] [--lose-child-start-answers N] [--retry-interval-scale F]
 // Prints one JSON line {"port": N} on stdout when it is listening on 127.0.0.1.
 import './patch.mjs';
 import { createServer } from 'node:http';
@@ -30,10 +42,30 @@ const { values: args } = parseArgs({
     'events-endpoint': { type: 'string' },
     region: { type: 'string', default: 'us-east-1' },
     account: { type: 'string', default: '000000000000' },
+    'lambda-client-timeout': { type: 'string', multiple: true, default: [] },
+    'lose-child-start-answers': { type: 'string', default: '0' },
+    'retry-interval-scale': { type: 'string', default: '1' },
   },
 });
 if (!args['lambda-endpoint']) {
   console.error('sfn-server: --lambda-endpoint is required');
+  process.exit(2);
+}
+// Function name -> ms after which an Invoke call is given up (--lambda-client-timeout).
+const clientTimeouts = new Map();
+for (const v of args['lambda-client-timeout']) {
+  const at = v.lastIndexOf('=');
+  const ms = Number(v.slice(at + 1));
+  if (at < 1 || !Number.isFinite(ms) || ms <= 0) {
+    console.error(`sfn-server: --lambda-client-timeout ${v}: want FUNCTION=MS`);
+    process.exit(2);
+  }
+  clientTimeouts.set(functionNameOf(v.slice(0, at)), ms);
+}
+let loseChildStartAnswers = Number(args['lose-child-start-answers']);
+const retryIntervalScale = Number(args['retry-interval-scale']);
+if (!Number.isInteger(loseChildStartAnswers) || loseChildStartAnswers < 0 || !(retryIntervalScale > 0)) {
+  console.error('sfn-server: --lose-child-start-answers must be an integer >= 0 and --retry-interval-scale > 0');
   process.exit(2);
 }
 if (!patched) {
@@ -50,6 +82,7 @@ const MAX_PAYLOAD_BYTES = 256 * 1024;
 const NO_TASK_TIMEOUT_SECONDS = 2147483;
 
 const machines = new Map(); // stateMachineArn -> machine
+const lostStartAnswers = new Set(); // child executions whose start answer was lost (--lose-child-start-answers)
 const executions = new Map(); // executionArn -> execution
 const apiCalls = {};
 
@@ -95,6 +128,31 @@ function withTaskTimeouts(def) {
   return copy;
 }
 
+// scaleRetries multiplies every retrier's IntervalSeconds (default 1) and MaxDelaySeconds by
+// --retry-interval-scale.
+function scaleRetries(def, scale) {
+  if (scale === 1) return def;
+  const copy = structuredClone(def);
+  const walk = (d) => {
+    for (const st of Object.values(d.States ?? {})) {
+      for (const r of st.Retry ?? []) {
+        r.IntervalSeconds = (r.IntervalSeconds ?? 1) * scale;
+        if (r.MaxDelaySeconds !== undefined) r.MaxDelaySeconds *= scale;
+      }
+      if (st.Type === 'Map') walk(st.ItemProcessor ?? st.Iterator);
+      if (st.Type === 'Parallel') st.Branches.forEach(walk);
+    }
+  };
+  walk(copy);
+  return copy;
+}
+
+// functionNameOf is the function name of a name or ARN (arn:aws:lambda:R:A:function:NAME[:QUALIFIER]).
+function functionNameOf(s) {
+  const m = /^arn:[^:]+:lambda:[^:]*:[^:]*:function:([^:]+)/.exec(s);
+  return m ? m[1] : s;
+}
+
 function taskStates(def, out = {}) {
   for (const [name, st] of Object.entries(def.States ?? {})) {
     if (st.Type === 'Task') {
@@ -120,7 +178,29 @@ function taskStates(def, out = {}) {
 //     errorType (the process was killed or crashed without a response) it is Lambda.Unknown:
 //     "Unhandled errors in Lambda are reported as Lambda.Unknown in the error output. These include
 //     out-of-memory errors and function timeouts." (same page).
+//
+// With --lambda-client-timeout, an Invoke of the function that has not answered in time fails with
+// Lambda.ClientExecutionTimeoutException, the error Step Functions reports when its own Invoke call
+// times out; the invocation is not cancelled (Lambda runs it to its end or its timeout) and its
+// answer is dropped (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
 async function invokeLambda(functionName, payload) {
+  const call = invokeOnce(functionName, payload);
+  const ms = clientTimeouts.get(functionNameOf(functionName));
+  if (ms === undefined) return call;
+  call.catch(() => {}); // a late failure of an abandoned call is nobody's
+  let timer;
+  const gaveUp = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new TaskError('Lambda.ClientExecutionTimeoutException',
+      `Client execution did not complete before the specified timeout configuration: ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([call, gaveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function invokeOnce(functionName, payload) {
   const url = `${args['lambda-endpoint']}/2015-03-31/functions/${encodeURIComponent(functionName)}/invocations`;
   let res;
   try {
@@ -195,6 +275,14 @@ function taskHandler(exec, st) {
       try {
         const childInput = typeof input.Input === 'string' ? input.Input : JSON.stringify(input.Input ?? {});
         child = startExecution({ stateMachineArn: input.StateMachineArn, name: input.Name, input: childInput }, exec);
+        // --lose-child-start-answers: the child exists, but the task sees an SDK client error, as
+        // when the StartExecution answer is lost. A Retry with the same name then finds the child
+        // while it runs (StartExecution is idempotent for a running execution's name and input).
+        if (loseChildStartAnswers > 0 && !lostStartAnswers.has(child.executionArn)) {
+          loseChildStartAnswers -= 1;
+          lostStartAnswers.add(child.executionArn);
+          throw new ApiError('SdkClient', `Unable to execute HTTP request: Read timed out (the start of ${child.executionArn} succeeded; its answer was lost)`);
+        }
       } catch (e) {
         const error = e instanceof ApiError ? `StepFunctions.${e.type}Exception` : 'States.TaskFailed';
         addEvent(exec, 'TaskFailed', { taskFailedEventDetails: { ...detail, error, cause: e.message } });
@@ -631,7 +719,7 @@ const operations = {
       throw new ApiError('InvalidDefinition', String(e.message ?? e));
     }
     if (machines.has(arn)) throw new ApiError('StateMachineAlreadyExists', `State Machine Already Exists: '${arn}'`);
-    machines.set(arn, { arn, name: req.name, roleArn: req.roleArn, type: req.type ?? 'STANDARD', definition: withTaskTimeouts(definition), created: Date.now() });
+    machines.set(arn, { arn, name: req.name, roleArn: req.roleArn, type: req.type ?? 'STANDARD', definition: scaleRetries(withTaskTimeouts(definition), retryIntervalScale), created: Date.now() });
     return { stateMachineArn: arn, creationDate: Date.now() / 1000 };
   },
   StartExecution(req) {

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
 
 const calls = [];
 let failAt = new Set(); // payload.i values that fail (once each, unless sticky)
@@ -12,6 +13,7 @@ let sticky = new Set();
 const seen = new Set(); // keys of the fault modes already answered
 const slowDone = []; // when slow invocations answered
 let lambda, sfn, endpoint, eventsServer;
+let faulty; // a second server with the fault switches (the last tests)
 const statusEvents = []; // what the server POSTed to --events-endpoint
 
 before(async () => {
@@ -79,24 +81,29 @@ before(async () => {
     });
   });
   await new Promise((r) => eventsServer.listen(0, '127.0.0.1', r));
-  const node = process.execPath;
-  sfn = spawn(node, [fileURLToPath(new URL('./server.mjs', import.meta.url)), '--lambda-endpoint', `http://127.0.0.1:${lambda.address().port}`,
-    '--events-endpoint', `http://127.0.0.1:${eventsServer.address().port}/events`], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const line = await new Promise((resolve, reject) => {
-    sfn.stdout.once('data', (d) => resolve(String(d)));
-    sfn.once('exit', (c) => reject(new Error(`server exited ${c}`)));
-  });
-  endpoint = `http://127.0.0.1:${JSON.parse(line).port}`;
+  ({ proc: sfn, endpoint } = await spawnServer(['--events-endpoint', `http://127.0.0.1:${eventsServer.address().port}/events`]));
 });
 
 after(() => {
   sfn?.kill();
+  faulty?.kill();
   lambda?.close();
   eventsServer?.close();
 });
 
-async function api(op, body) {
-  const res = await fetch(endpoint, { method: 'POST', headers: { 'x-amz-target': `AWSStepFunctions.${op}`, 'content-type': 'application/x-amz-json-1.0' }, body: JSON.stringify(body) });
+// spawnServer starts a Step Functions server on the test's Lambda endpoint with extra arguments.
+async function spawnServer(extra) {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL('./server.mjs', import.meta.url)), '--lambda-endpoint', `http://127.0.0.1:${lambda.address().port}`, ...extra],
+    { stdio: ['pipe', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve, reject) => {
+    proc.stdout.once('data', (d) => resolve(String(d)));
+    proc.once('exit', (c) => reject(new Error(`server exited ${c}`)));
+  });
+  return { proc, endpoint: `http://127.0.0.1:${JSON.parse(line).port}` };
+}
+
+async function api(op, body, at = endpoint) {
+  const res = await fetch(at, { method: 'POST', headers: { 'x-amz-target': `AWSStepFunctions.${op}`, 'content-type': 'application/x-amz-json-1.0' }, body: JSON.stringify(body) });
   const json = await res.json();
   if (res.status !== 200) {
     const e = new Error(json.message);
@@ -106,9 +113,9 @@ async function api(op, body) {
   return json;
 }
 
-async function waitDone(arn) {
-  for (let i = 0; i < 200; i++) {
-    const d = await api('DescribeExecution', { executionArn: arn });
+async function waitDone(arn, at = endpoint) {
+  for (let i = 0; i < 400; i++) {
+    const d = await api('DescribeExecution', { executionArn: arn }, at);
     if (d.status !== 'RUNNING') return d;
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -182,16 +189,16 @@ test('Map stops at the first failed iteration, retries, redrive resumes at the f
   assert.deepEqual(events.filter((t) => t.startsWith('Execution')), ['ExecutionStarted', 'ExecutionFailed', 'ExecutionRedriven', 'ExecutionSucceeded']);
 });
 
-async function localStats() {
-  return (await fetch(endpoint, { method: 'POST', headers: { 'x-amz-target': 'LocalStepFunctions.Stats' }, body: '{}' })).json();
+async function localStats(at = endpoint) {
+  return (await fetch(at, { method: 'POST', headers: { 'x-amz-target': 'LocalStepFunctions.Stats' }, body: '{}' })).json();
 }
 
 // All events of an execution, page by page.
-async function history(arn, reverseOrder = false, maxResults = 7) {
+async function history(arn, reverseOrder = false, maxResults = 7, at = endpoint) {
   const events = [];
   let nextToken;
   do {
-    const page = await api('GetExecutionHistory', { executionArn: arn, reverseOrder, maxResults, nextToken });
+    const page = await api('GetExecutionHistory', { executionArn: arn, reverseOrder, maxResults, nextToken }, at);
     assert.ok(page.events.length <= maxResults, `page of ${page.events.length} events, maxResults ${maxResults}`);
     events.push(...page.events);
     nextToken = page.nextToken;
@@ -394,4 +401,124 @@ test('status change events: RUNNING and the end of each execution, a redrive RUN
   const failed = of(bad.executionArn).find((e) => e.detail.status === 'FAILED');
   assert.equal(failed.detail.error, 'PermanentError');
   assert.equal(failed.detail.redriveStatus, 'REDRIVABLE');
+});
+
+// ---- Fault switches: ambiguous Lambda and child-start failures ------------------------------------
+
+const slowFn = 'arn:aws:lambda:us-east-1:000000000000:function:slow-register';
+
+async function faultyServer() {
+  if (!faulty) {
+    let at;
+    ({ proc: faulty, endpoint: at } = await spawnServer(['--lambda-client-timeout', 'slow-register=300', '--lose-child-start-answers', '3', '--retry-interval-scale', '0.01']));
+    faulty.endpoint = at;
+  }
+  return faulty.endpoint;
+}
+
+// AWS reports Lambda.ClientExecutionTimeoutException when its own Invoke call times out; the
+// invocation itself is not stopped (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
+test('--lambda-client-timeout: an Invoke that outlasts it fails with Lambda.ClientExecutionTimeoutException while the invocation goes on; --retry-interval-scale shortens the Retry', async () => {
+  const at = await faultyServer();
+  const def = {
+    StartAt: 'Register',
+    States: { Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: slowFn, 'Payload.$': '$' },
+      // 100 s, scaled by 0.01 to 1 s.
+      Retry: [{ ErrorEquals: ['Lambda.ClientExecutionTimeoutException'], IntervalSeconds: 100, MaxAttempts: 1 }],
+      ResultPath: null, End: true } },
+  };
+  const m = await api('CreateStateMachine', { name: 'client-timeout', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' }, at);
+  const answered = slowDone.length;
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'c', input: JSON.stringify({ slowMs: 800 }) }, at);
+  const d = await waitDone(s.executionArn, at);
+  assert.equal(d.status, 'FAILED', JSON.stringify(d));
+  assert.equal(d.error, 'Lambda.ClientExecutionTimeoutException');
+  const events = await history(s.executionArn, false, 100, at);
+  const failed = events.filter((e) => e.type === 'TaskFailed');
+  assert.deepEqual(failed.map((e) => e.taskFailedEventDetails.error), ['Lambda.ClientExecutionTimeoutException', 'Lambda.ClientExecutionTimeoutException']);
+  const scheduled = events.filter((e) => e.type === 'TaskScheduled').map((e) => e.timestamp);
+  const gap = scheduled[1] - scheduled[0];
+  assert.ok(gap >= 1.2 && gap < 5, `second attempt ${gap.toFixed(2)} s after the first, want 0.3 s (client timeout) + 1 s (the 100 s Retry scaled by 0.01)`);
+  // Both invocations answer after the execution has failed: Lambda ran them to their end.
+  for (let i = 0; i < 100 && slowDone.length < answered + 2; i++) await new Promise((r) => setTimeout(r, 25));
+  assert.equal(slowDone.length - answered, 2, 'invocations answered');
+  assert.ok(slowDone.at(-1) > d.stopDate * 1000, 'the last invocation goes on after the execution failed');
+  // A function without a client timeout waits for its answer.
+  const plain = { StartAt: 'T', States: { T: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' }, End: true } } };
+  const p = await api('CreateStateMachine', { name: 'no-client-timeout', definition: JSON.stringify(plain), roleArn: 'arn:aws:iam::000000000000:role/r' }, at);
+  const ok = await api('StartExecution', { stateMachineArn: p.stateMachineArn, name: 'p', input: JSON.stringify({ slowMs: 500 }) }, at);
+  assert.equal((await waitDone(ok.executionArn, at)).status, 'SUCCEEDED');
+});
+
+// The library's own digests are wrong from 56 bytes on (patch.mjs); the file executions' names are
+// 67 characters (ov-<sha-256>), so every child name depends on it.
+test('States.Hash gives the standard digests of inputs of any length', async () => {
+  const def = { StartAt: 'H', States: { H: { Type: 'Pass', Parameters: {
+    'md5.$': "States.Hash($.s, 'MD5')", 'sha1.$': "States.Hash($.s, 'SHA-1')", 'sha256.$': "States.Hash($.s, 'SHA-256')",
+    'sha384.$': "States.Hash($.s, 'SHA-384')", 'sha512.$': "States.Hash($.s, 'SHA-512')" }, End: true } } };
+  const m = await api('CreateStateMachine', { name: 'hash', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  for (const s of ['', 'file-a', 'x'.repeat(55), 'x'.repeat(56), `ov-${'0123456789abcdef'.repeat(4)}`, 'y'.repeat(80), '注文①'.repeat(30)]) {
+    const e = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: `h-${s.length}-${Buffer.byteLength(s)}`, input: JSON.stringify({ s }) });
+    const out = JSON.parse((await waitDone(e.executionArn)).output);
+    for (const [alg, node] of [['md5', 'md5'], ['sha1', 'sha1'], ['sha256', 'sha256'], ['sha384', 'sha384'], ['sha512', 'sha512']]) {
+      assert.equal(out[alg], createHash(node).update(s, 'utf8').digest('hex'), `${alg} of ${Buffer.byteLength(s)} bytes`);
+    }
+  }
+});
+
+// The workflow's child names: States.Format and States.Hash (SHA-1) of the parent's name, the segment
+// index and $$.Execution.RedriveCount, as workflows.go renders them.
+const childName = { 'Name.$': "States.Format('{}-s{}-r{}', States.Hash($$.Execution.Name, 'SHA-1'), $.segment.index, $$.Execution.RedriveCount)" };
+const sha1 = (s) => createHash('sha1').update(s).digest('hex');
+
+async function namedParent(at, name, childDef) {
+  const c = await api('CreateStateMachine', { name: `${name}-seg`, definition: JSON.stringify(childDef), roleArn: 'arn:aws:iam::000000000000:role/r' }, at);
+  const parent = {
+    StartAt: 'Segments',
+    States: { Segments: {
+      Type: 'Map', MaxConcurrency: 1, ItemsPath: '$.segs', ItemSelector: { 'segment.$': '$$.Map.Item.Value' }, ResultPath: null,
+      ItemProcessor: { StartAt: 'RegisterSegment', States: { RegisterSegment: {
+        Type: 'Task', Resource: 'arn:aws:states:::states:startExecution.sync:2',
+        Parameters: { StateMachineArn: c.stateMachineArn, 'Input.$': '$', ...childName },
+        // 10 s, scaled by 0.01 to 0.1 s.
+        Retry: [{ ErrorEquals: ['StepFunctions.SdkClientException'], IntervalSeconds: 10, MaxAttempts: 3 }],
+        ResultPath: null, OutputPath: null, End: true } } },
+      End: true } },
+  };
+  return api('CreateStateMachine', { name, definition: JSON.stringify(parent), roleArn: 'arn:aws:iam::000000000000:role/r' }, at);
+}
+
+test('--lose-child-start-answers: a start that succeeded but answered an SDK error is retried with the same name and finds the running child: one child per segment', async () => {
+  const at = await faultyServer();
+  const childDef = { StartAt: 'Register', States: { Register: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$.segment' }, ResultPath: null, End: true } } };
+  const p = await namedParent(at, 'lost-answer', childDef);
+  const before = calls.length;
+  const s = await api('StartExecution', { stateMachineArn: p.stateMachineArn, name: 'file-a', input: JSON.stringify({ segs: [{ index: 0, slowMs: 600 }, { index: 1, slowMs: 600 }] }) }, at);
+  const d = await waitDone(s.executionArn, at);
+  assert.equal(d.status, 'SUCCEEDED', JSON.stringify(d));
+  const children = (await localStats(at)).executions.filter((e) => e.parentArn === s.executionArn);
+  assert.deepEqual(children.map((e) => e.name), [`${sha1('file-a')}-s0-r0`, `${sha1('file-a')}-s1-r0`], 'one child per segment, named from the parent');
+  assert.deepEqual(children.map((e) => e.status), ['SUCCEEDED', 'SUCCEEDED']);
+  assert.equal(calls.length - before, 2, 'Lambda invocations: one per segment');
+  const failed = (await history(s.executionArn, false, 1000, at)).filter((e) => e.type === 'TaskFailed');
+  assert.deepEqual(failed.map((e) => e.taskFailedEventDetails.error), ['StepFunctions.SdkClientException', 'StepFunctions.SdkClientException']);
+});
+
+test('a retried start whose child already finished fails with StepFunctions.ExecutionAlreadyExistsException; a redrive names a new child', async () => {
+  const at = await faultyServer();
+  const childDef = { StartAt: 'Done', States: { Done: { Type: 'Pass', End: true } } };
+  const p = await namedParent(at, 'finished-child', childDef);
+  const s = await api('StartExecution', { stateMachineArn: p.stateMachineArn, name: 'file-b', input: JSON.stringify({ segs: [{ index: 0 }] }) }, at);
+  const d = await waitDone(s.executionArn, at);
+  assert.equal(d.status, 'FAILED', JSON.stringify(d));
+  assert.equal(d.error, 'StepFunctions.ExecutionAlreadyExistsException');
+  let children = (await localStats(at)).executions.filter((e) => e.parentArn === s.executionArn);
+  assert.deepEqual(children.map((e) => [e.name, e.status]), [[`${sha1('file-b')}-s0-r0`, 'SUCCEEDED']], 'the finished child, and no second one');
+
+  await api('RedriveExecution', { executionArn: s.executionArn }, at);
+  const r = await waitDone(s.executionArn, at);
+  assert.equal(r.status, 'SUCCEEDED', JSON.stringify(r));
+  children = (await localStats(at)).executions.filter((e) => e.parentArn === s.executionArn);
+  assert.deepEqual(children.map((e) => e.name), [`${sha1('file-b')}-s0-r0`, `${sha1('file-b')}-s0-r1`]);
 });
