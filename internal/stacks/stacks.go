@@ -257,8 +257,9 @@ func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
 			{
 				Id:     jsii.String("ExpireWorkFiles"),
 				Prefix: jsii.String(pipeline.WorkPrefix),
-				// Longer than the 14 days in which a failed execution can be redriven.
-				Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
+				// As long as a redrive can come: one year after the execution's start (the
+				// arithmetic and its sources: pipeline.WorkExpirationDays).
+				Expiration:                          awscdk.Duration_Days(jsii.Number(pipeline.WorkExpirationDays)),
 				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 			},
