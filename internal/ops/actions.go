@@ -171,7 +171,7 @@ type RedriveResult struct {
 // Under halt it redrives the blocking execution, which is the only one that may run. Under continue
 // it sends a control message through the tenant's FIFO group; the controller redrives at the head.
 // It refuses what Step Functions would refuse: an execution that is not redrivable, or that
-// stopped more than 14 days ago.
+// stopped more than 14 days ago; and one whose manifest or source version is gone.
 func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (RedriveResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
@@ -209,6 +209,9 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string) (Redriv
 		return RedriveResult{}, fmt.Errorf("describe execution %s: %w", arn, err)
 	}
 	if err := o.redrivable(d, execution); err != nil {
+		return RedriveResult{}, err
+	}
+	if err := o.workFilesPresent(ctx, arn, execution); err != nil {
 		return RedriveResult{}, err
 	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
