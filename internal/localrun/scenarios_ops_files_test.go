@@ -66,7 +66,7 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 	}
 	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
 	waitFor(t, ctx, r, "the re-sent files registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
-	drain(t, ctx, r)
+	noViolations(t, drain(t, ctx, r))
 	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv"},
 		map[string]int64{"inbox/cont/x.csv": 10, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
 
