@@ -35,7 +35,9 @@ type appRun struct {
 }
 
 // runApp runs the app as the CDK CLI does: context in CDK_CONTEXT_JSON, the assembly directory in
-// CDK_OUTDIR; with its own empty TMPDIR, so that what it leaves there can be seen.
+// CDK_OUTDIR; with its own empty TMPDIR, so that what it leaves there can be seen. CI is unset
+// unless env sets it: under CI=true (as `make test` runs in CI) synth refuses to write the stack
+// assignment file that the temp tenants files here have not got.
 func runApp(t *testing.T, context map[string]any, env ...string) appRun {
 	t.Helper()
 	bin, err := appBinary()
@@ -46,7 +48,7 @@ func runApp(t *testing.T, context map[string]any, env ...string) appRun {
 	r := appRun{outdir: t.TempDir(), tmp: t.TempDir()}
 	cmd := exec.Command(bin)
 	cmd.Dir = ".." // the app finds its Lambda sources from the module
-	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+r.outdir, "TMPDIR="+r.tmp, "TENANTPIPELINE_REGISTER_URL=")
+	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+r.outdir, "TMPDIR="+r.tmp, "TENANTPIPELINE_REGISTER_URL=", "CI=")
 	cmd.Env = append(cmd.Env, env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -168,6 +170,90 @@ func TestSynthLeavesNothingInTempFolder(t *testing.T) {
 	assets, _ := filepath.Glob(filepath.Join(r.outdir, "asset.*", "bootstrap"))
 	if len(assets) != 3 {
 		t.Errorf("got %d bundled bootstrap binaries in the assembly, want 3 (controller, split, register)", len(assets))
+	}
+}
+
+// TestAppStrictAssignment: under CI=true or -c strictAssignment=true, a synth that would create or
+// change the stack assignment file fails with one message naming the file to commit, and leaves
+// the file as it was; without either (or with strictAssignment=false) it writes the file, and a
+// strict synth then passes.
+func TestAppStrictAssignment(t *testing.T) {
+	const body = `{"tenants": [{"id": "acme"}, {"id": "globex"}]}`
+	const staleBody = `{"stacks": {"acme": "2", "initech": "1"}}` + "\n"
+	for _, tc := range []struct {
+		name    string
+		stale   bool
+		context map[string]any
+		env     []string
+		want    string
+	}{
+		{"CI=true, no file", false, nil, []string{"CI=true"}, "does not exist (new: acme in stack 1, globex in stack 1)"},
+		{"CI=true, stale file", true, nil, []string{"CI=true"}, "is out of date (new: globex in stack 1; removed: initech)"},
+		{"strictAssignment=true, no file", false, map[string]any{"strictAssignment": "true"}, nil, "does not exist"},
+		{"strictAssignment=true, stale file", true, map[string]any{"strictAssignment": true}, nil, "is out of date"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tenantsFile := writeFile(t, "tenants.json", body)
+			assignment := filepath.Join(filepath.Dir(tenantsFile), "tenants.stacks.json")
+			if tc.stale {
+				if err := os.WriteFile(assignment, []byte(staleBody), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := map[string]any{"tenantsFile": tenantsFile, "registerUrl": "https://core.example.com/all"}
+			for k, v := range tc.context {
+				ctx[k] = v
+			}
+			r := runApp(t, ctx, tc.env...)
+			if r.code != 1 {
+				t.Errorf("got exit status %d, want 1:\n%s", r.code, r.out)
+			}
+			for _, w := range []string{"synth failed: stack assignment " + assignment + " " + tc.want, "commit " + assignment} {
+				if !strings.Contains(r.out, w) {
+					t.Errorf("got output %q, want it to contain %q", r.out, w)
+				}
+			}
+			if n := strings.Count(r.out, "synth failed:"); n != 1 || strings.Contains(r.out, "goroutine ") || strings.Contains(r.out, "    at ") {
+				t.Errorf("got output %q, want one message and no stack dump", r.out)
+			}
+			b, err := os.ReadFile(assignment)
+			switch {
+			case tc.stale && string(b) != staleBody:
+				t.Errorf("got the assignment file changed to %s, want it untouched", b)
+			case !tc.stale && err == nil:
+				t.Errorf("got the assignment file written, want none")
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		context map[string]any
+		env     []string
+	}{
+		{"without CI", nil, nil},
+		{"CI=true with strictAssignment=false", map[string]any{"strictAssignment": "false"}, []string{"CI=true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tenantsFile := writeFile(t, "tenants.json", body)
+			ctx := map[string]any{"tenantsFile": tenantsFile, "registerUrl": "https://core.example.com/all"}
+			for k, v := range tc.context {
+				ctx[k] = v
+			}
+			if r := runApp(t, ctx, tc.env...); r.code != 0 {
+				t.Fatalf("got exit status %d, want 0:\n%s", r.code, r.out)
+			}
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(tenantsFile), "tenants.stacks.json"))
+			if err != nil || !strings.Contains(string(b), `"globex": "1"`) {
+				t.Fatalf("got assignment file %q, %v, want it written", b, err)
+			}
+			if tc.env != nil {
+				return
+			}
+			// The file is now current: a strict synth uses it.
+			if r := runApp(t, ctx, "CI=true"); r.code != 0 {
+				t.Errorf("CI=true with the file written: got exit status %d, want 0:\n%s", r.code, r.out)
+			}
+		})
 	}
 }
 

@@ -449,7 +449,7 @@ func TestIngestBucket(t *testing.T) {
 		"VersioningConfiguration":        map[string]any{"Status": "Enabled"},
 		"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
 		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
-			assertions.Match_ObjectLike(&map[string]any{"Prefix": "work/", "ExpirationInDays": 30, "Status": "Enabled"}),
+			assertions.Match_ObjectLike(&map[string]any{"Prefix": "work/", "ExpirationInDays": 366, "Status": "Enabled"}),
 		})},
 	})
 	shared.ingest.HasResource(jsii.String("AWS::S3::Bucket"), map[string]any{"DeletionPolicy": "Retain"})

@@ -63,6 +63,10 @@ type FileReport struct {
 	Executions int `json:"executions"`
 
 	expected int64 // records Split found, -1 when unknown
+	// firstStop is when the file's own run stopped and redrives when each operator redrive began,
+	// for a redriven execution (operatorruns.go).
+	firstStop *time.Time
+	redrives  []time.Time
 }
 
 // GapStats summarizes inter-file gaps.
@@ -136,6 +140,9 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		registered := r.Sink.Registered(t.ID)
 		perSource := map[string]int64{}
 		for _, rec := range registered {
+			if replayKey(rec.Key) {
+				continue // a replay's records are its own execution's, not the file's
+			}
 			perSource[rec.Source+"\x00"+rec.VersionID]++
 		}
 		tr.RecordsRegistered = int64(len(registered))
@@ -173,6 +180,9 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				}
 				if e.Status == "SUCCEEDED" {
 					fr.expected = r.splitRecords(ctx, e.ExecutionArn)
+				}
+				if e.RedriveCount > 0 {
+					fr.firstStop, fr.redrives = r.redriveHistory(ctx, e)
 				}
 				fr.Cause = e.Cause
 				for _, c := range byParent[e.ExecutionArn] {
@@ -292,7 +302,8 @@ func gapStats(g []float64) GapStats {
 }
 
 // checkInvariants checks, per tenant: executions started in upload order and never overlapped;
-// records were first registered file by file in that order and, inside a file, in record order;
+// records were first registered file by file in that order and, inside a file, in record order,
+// with an operator's replay or redrive checked as a run of its own (operatorruns.go);
 // every record of a succeeded file was registered exactly once by its idempotency key; and the
 // registration windows of two files (first POST to the end of the last, at the sink) never overlap.
 func (r *Run) checkInvariants(rep *Report) []string {
@@ -314,8 +325,9 @@ func (r *Run) checkInvariants(rep *Report) []string {
 			} else if lastStop != nil && f.StartedAt.Before(*lastStop) {
 				v = append(v, fmt.Sprintf("%s: file %d (%s) started before the previous file's execution stopped", t.ID, i+1, f.Key))
 			}
-			lastStart, lastStop = f.StartedAt, f.StoppedAt
+			lastStart, lastStop = f.StartedAt, f.ownStop()
 		}
+		v = append(v, redriveViolations(t.ID, tr.Files)...)
 		if r.cfg.RegisterURL != "" {
 			continue // an external endpoint: the harness cannot see what it registered
 		}
@@ -329,23 +341,7 @@ func (r *Run) checkInvariants(rep *Report) []string {
 		if t.DynamoDBTable() != "" {
 			continue // order is the table's to show (the scenarios read it back); the sink saw nothing
 		}
-		v = append(v, windowOverlaps(t.ID, tr.Files, r.Sink.Requests(t.ID))...)
-		last := -1
-		lastRec := map[string]int64{}
-		for _, rec := range r.Sink.Registered(t.ID) {
-			id := rec.Source + "\x00" + rec.VersionID
-			i, ok := order[id]
-			switch {
-			case !ok:
-				v = append(v, fmt.Sprintf("%s: record of a file that was never uploaded: %s", t.ID, rec.Source))
-			case i < last:
-				v = append(v, fmt.Sprintf("%s: record %d of %s registered after records of a later file", t.ID, rec.RecordNumber, rec.Source))
-			case rec.RecordNumber != lastRec[id]+1:
-				v = append(v, fmt.Sprintf("%s: %s record %d registered after record %d", t.ID, rec.Source, rec.RecordNumber, lastRec[id]))
-			}
-			last = max(last, i)
-			lastRec[id] = rec.RecordNumber
-		}
+		v = append(v, registrationViolations(t.ID, tr.Files, r.Sink.Registered(t.ID), r.Sink.Requests(t.ID))...)
 	}
 	return v
 }

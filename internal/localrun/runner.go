@@ -159,6 +159,8 @@ type Run struct {
 	started time.Time
 	busy    int // event source mapping invocations in flight
 	inputs  map[string]string
+	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
+	redriven map[string]redriveTimes
 	// delivered holds, per queue ARN, the ids of the messages handed to the function.
 	delivered map[string]map[string]bool
 	// drainedAt is when WaitDrained first saw the run drained (zero until then).

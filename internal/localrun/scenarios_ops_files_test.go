@@ -66,7 +66,7 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 	}
 	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
 	waitFor(t, ctx, r, "the re-sent files registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
-	drain(t, ctx, r)
+	noViolations(t, drain(t, ctx, r))
 	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv"},
 		map[string]int64{"inbox/cont/x.csv": 10, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
 
@@ -87,8 +87,10 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 			t.Errorf("files[%d]: got %s %s (start %v, stop %v, error %v), want %s SUCCEEDED with start and stop, no error",
 				i, f.Key, f.Status, f.Start, f.Stop, f.Error, w.key)
 		}
-		if f.Records != nil && *f.Records != w.records {
-			t.Errorf("files[%d] %s: got %d records, want %d", i, f.Key, *f.Records, w.records)
+		// The local Step Functions server keeps history data whole, as AWS does, so the records
+		// Split counted are known (RECORDS, never "-").
+		if f.Records == nil || *f.Records != w.records {
+			t.Errorf("files[%d] %s: got records %v, want %d", i, f.Key, f.Records, w.records)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type Sink struct {
 type SinkRequest struct {
 	Source       string // source key
 	VersionID    string
+	Key          string    // the Idempotency-Key
 	RecordNumber int64     // the record's, or a batch's first
 	Records      int       // 1, or the records of a batch
 	Start, End   time.Time // arrival and answer
@@ -122,7 +123,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.log == nil {
 			s.log = map[string][]SinkRequest{}
 		}
-		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
 		s.mu.Unlock()
 	}()
 	if delay != nil {

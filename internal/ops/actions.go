@@ -182,8 +182,9 @@ type RedriveResult struct {
 // Under halt it redrives the blocking execution, which is the only one that may run. Under continue
 // it sends a control message through the tenant's FIFO group; the controller redrives at the head.
 // It refuses what Step Functions would refuse: an execution that is not redrivable, or that
-// stopped more than 14 days ago. Unless force is set, it also refuses a file that failed
-// validation, which a redrive reads again and fails the same way.
+// stopped more than 14 days ago; and one whose manifest or source version is gone. Unless force
+// is set, it also refuses a file that failed validation, which a redrive reads again and fails the
+// same way.
 func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force bool) (RedriveResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
@@ -227,6 +228,9 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 		if err := failedValidation(t, d, execution); err != nil {
 			return RedriveResult{}, err
 		}
+	}
+	if err := o.workFilesPresent(ctx, arn, execution); err != nil {
+		return RedriveResult{}, err
 	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
 	if t.Policy == pipeline.OnFailureHalt {

@@ -31,8 +31,7 @@ const (
 )
 
 // progress reads the execution's history (the first events only, unless all) and returns what it
-// can tell, or nil. It is for display: any error leaves it unknown (the local run, for one, cuts
-// history data to 256 bytes).
+// can tell, or nil. It is for display: any error leaves it unknown.
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html
 func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool) *Progress {
 	in := &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(arn), IncludeExecutionData: aws.Bool(true), MaxResults: splitHistoryEvents}

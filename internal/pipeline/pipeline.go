@@ -20,6 +20,22 @@ const (
 	ControlPrefix = "control/"
 )
 
+// WorkExpirationDays is how long the ingest bucket keeps what Split writes under WorkPrefix (the
+// app's lifecycle rule, internal/stacks): past it, a redrive of the execution finds no manifest.
+//
+// A redrive may come as late as an execution can live. Step Functions redrives an execution within
+// 14 days of its (latest) stop, and a redriven run that fails again stops again, opening a new 14
+// days; what ends the chain is "the maximum open time of one year", counted from the start
+// (https://docs.aws.amazon.com/step-functions/latest/dg/redrive-executions.html, "Redrive
+// eligibility"; "Maximum execution time: 1 year", .../dg/service-quotas.html). Split writes the
+// manifest after the start, so the last redriven run ends within one year of the manifest's
+// creation: 366 days cover a leap year, and S3 rounds an expiration up to the next midnight UTC
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html).
+// The construct's workflow timeout (at most 7 days per run) does not shorten this, because each
+// redrive restarts it. One redrive alone fits in 7 + 14 + 7 = 28 days, the reason for the former
+// 30; a second one did not.
+const WorkExpirationDays = 366
+
 // ReservedPrefixes lists every prefix the pipeline writes to or reads control data from.
 var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix}
 

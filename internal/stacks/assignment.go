@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -24,7 +25,8 @@ import (
 // move every tenant of an app that was deployed with positional grouping.
 //
 // Synth therefore keeps the assignment in a file beside the tenants file, as the CDK CLI keeps
-// cdk.context.json, and the user commits it:
+// cdk.context.json, and the user commits it (under CI=true, or -c strictAssignment=true, synth
+// refuses to create or change it, so that a deploy never rests on an assignment nobody committed):
 //   - a tenant with a stack field goes to that stack (a deliberate move);
 //   - a tenant already in the file stays in its stack;
 //   - a new tenant goes to the lowest-numbered stack with room (TenantsPerStack), else a new one.
@@ -65,19 +67,64 @@ func loadAssignment(path string) (map[string]string, error) {
 }
 
 // saveAssignment writes the assignment when it changed, so an unchanged app leaves the file alone.
-func saveAssignment(path, tenantsFile string, stackOf map[string]string) error {
+// When strict, it writes nothing and fails instead: the file would be created or changed, and a
+// deploy from a synth whose assignment nobody commits can move a tenant on the next synth.
+func saveAssignment(path, tenantsFile string, persisted, stackOf map[string]string, strict bool) error {
 	b, err := json.MarshalIndent(assignmentDoc{Note: fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile)), Stacks: stackOf}, "", "  ")
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+	old, readErr := os.ReadFile(path)
+	if readErr == nil && bytes.Equal(old, b) {
 		return nil
+	}
+	if strict {
+		state := "is out of date"
+		if errors.Is(readErr, fs.ErrNotExist) {
+			state = "does not exist"
+		}
+		return fmt.Errorf("stack assignment %s %s (%s), and strict assignment (CI=true or -c %s=true) forbids synth to write it: "+
+			"a tenant whose stack changes gets a new queue, stranding the files queued in the old one. "+
+			"Run the synth once without CI=true, review the file and commit %s",
+			path, state, assignmentChanges(persisted, stackOf), CtxStrictAssignment, path)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("stack assignment: %w (synth keeps each tenant's stack in this file)", err)
 	}
 	return nil
+}
+
+// assignmentChanges says how the assignment differs from the persisted one, e.g.
+// "new: acme in stack 1; moved: globex from stack 1 to 2; removed: initech".
+func assignmentChanges(persisted, stackOf map[string]string) string {
+	var added, moved, removed []string
+	for _, id := range slices.Sorted(maps.Keys(stackOf)) {
+		switch old, ok := persisted[id]; {
+		case !ok:
+			added = append(added, fmt.Sprintf("%s in stack %s", id, stackOf[id]))
+		case old != stackOf[id]:
+			moved = append(moved, fmt.Sprintf("%s from stack %s to %s", id, old, stackOf[id]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(persisted)) {
+		if _, ok := stackOf[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		name string
+		ids  []string
+	}{{"new", added}, {"moved", moved}, {"removed", removed}} {
+		if len(p.ids) > 0 {
+			parts = append(parts, p.name+": "+strings.Join(p.ids, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "same tenants and stacks, another header"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func tenantsFileName(p string) string {

@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -124,7 +125,7 @@ func TestAssignmentFileRoundTrip(t *testing.T) {
 		t.Fatalf("missing file: got %v, %v, want an empty assignment", got, err)
 	}
 	want := map[string]string{"acme": "1", "globex": "2"}
-	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), want); err != nil {
+	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), got, want, false); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -133,7 +134,7 @@ func TestAssignmentFileRoundTrip(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(path, old, old)
-	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), want); err != nil {
+	if err := saveAssignment(path, filepath.Join(dir, "tenants.json"), got, want, false); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(path); !fi.ModTime().Equal(old) {
@@ -153,5 +154,45 @@ func TestStackNamesOrder(t *testing.T) {
 	got := stackNames(map[string]string{"a": "10", "b": "2", "c": "big", "d": "1", "e": "2", "f": "abc"})
 	if want := []string{"1", "2", "10", "abc", "big"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestStrictAssignmentRefusesToWrite: under strict assignment a missing or stale file is an error
+// naming the file and what would change, and the file is left as it was; a current file passes.
+func TestStrictAssignmentRefusesToWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.stacks.json")
+	tenantsFile := filepath.Join(dir, "tenants.json")
+	want := map[string]string{"acme": "1", "globex": "2"}
+
+	err := saveAssignment(path, tenantsFile, map[string]string{}, want, true)
+	for _, w := range []string{path + " does not exist", "new: acme in stack 1, globex in stack 2", "commit " + path} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("missing file: got %v, want an error containing %q", err, w)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("missing file: got it written, want no file")
+	}
+
+	if err := saveAssignment(path, tenantsFile, nil, map[string]string{"acme": "1", "initech": "1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := os.ReadFile(path)
+	err = saveAssignment(path, tenantsFile, map[string]string{"acme": "2", "initech": "1"}, want, true)
+	for _, w := range []string{path + " is out of date", "new: globex in stack 2", "moved: acme from stack 2 to 1", "removed: initech", "commit " + path} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("stale file: got %v, want an error containing %q", err, w)
+		}
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, stale) {
+		t.Errorf("stale file: got it rewritten to %s, want it untouched", b)
+	}
+
+	if err := saveAssignment(path, tenantsFile, nil, want, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveAssignment(path, tenantsFile, want, want, true); err != nil {
+		t.Errorf("current file: got %v, want no error", err)
 	}
 }

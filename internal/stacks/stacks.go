@@ -32,6 +32,9 @@ const (
 	CtxAlarmTopicArn   = "alarmTopicArn"
 	CtxStackPrefix     = "stackPrefix"
 	CtxRegisterURL     = "registerUrl"
+	// CtxStrictAssignment "true" makes synth fail instead of creating or changing the assignment
+	// file; "false" lets it write the file even under CI=true. Default: strict when CI=true.
+	CtxStrictAssignment = "strictAssignment"
 )
 
 // Options are the app-wide settings.
@@ -56,6 +59,9 @@ type Options struct {
 	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
 	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
 	AssignmentFile string
+	// StrictAssignment makes Build fail, naming the file to commit, where it would create or
+	// change the assignment file. Default: false (OptionsFromContext sets it under CI=true).
+	StrictAssignment bool
 }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
@@ -80,6 +86,16 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 	}
 	if o.RegisterURL == "" {
 		o.RegisterURL = os.Getenv(tenants.EnvRegisterURL)
+	}
+	// CI systems set CI=true (GitHub Actions, GitLab CI, CircleCI, Travis CI, Buildkite): a synth
+	// there feeds a deploy, so it must use the committed assignment.
+	o.StrictAssignment = os.Getenv("CI") == "true"
+	switch v := get(CtxStrictAssignment); v {
+	case "":
+	case "true", "false":
+		o.StrictAssignment = v == "true"
+	default:
+		return o, fmt.Errorf("context %s: %q is not true or false", CtxStrictAssignment, v)
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -144,7 +160,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	if err := saveAssignment(o.AssignmentFile, o.TenantsFile, stackOf); err != nil {
+	if err := saveAssignment(o.AssignmentFile, o.TenantsFile, assigned, stackOf, o.StrictAssignment); err != nil {
 		return nil, err
 	}
 	// The construct panics on invalid props (a CDK convention); the app turns that into an error.
@@ -241,8 +257,9 @@ func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
 			{
 				Id:     jsii.String("ExpireWorkFiles"),
 				Prefix: jsii.String(pipeline.WorkPrefix),
-				// Longer than the 14 days in which a failed execution can be redriven.
-				Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
+				// As long as a redrive can come: one year after the execution's start (the
+				// arithmetic and its sources: pipeline.WorkExpirationDays).
+				Expiration:                          awscdk.Duration_Days(jsii.Number(pipeline.WorkExpirationDays)),
 				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 			},

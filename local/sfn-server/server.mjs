@@ -330,17 +330,21 @@ function taskHandler(exec, st) {
 
 // ---- History -----------------------------------------------------------------------------------
 
-// Data fields of history events (input, output, parameters) are kept up to this size; a longer one
-// is kept as its first bytes (the server must hold the history of 1,000-chunk segments with wide
-// headers). GetExecutionHistory marks it with <field>Details.truncated.
-const MAX_EVENT_DATA = 256;
+// Data fields of history events (input, output, parameters) are kept whole, as AWS keeps them:
+// GetExecutionHistory's <field>Details.truncated is "Always false for API calls"
+// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEventExecutionDataDetails.html),
+// and no state payload can exceed the 256 KiB quota. Only a field over that bound, which AWS would
+// have failed with States.DataLimitExceeded first, is kept as its first 256 Ki characters and
+// marked truncated, so a run that goes wrong cannot exhaust the server's memory. A 1,000-chunk
+// segment with a 16,000-byte header (TestScenarioWideSegment) holds tens of MB of history this way.
+const MAX_EVENT_DATA = MAX_PAYLOAD_BYTES;
 const TRUNCATED = Symbol('truncated');
 
 function data(v) {
   const s = typeof v === 'string' ? v : JSON.stringify(v ?? null);
-  if (s.length <= MAX_EVENT_DATA) return s;
-  const t = new String(s.slice(0, MAX_EVENT_DATA));
-  t[TRUNCATED] = true;
+  const whole = s.length <= MAX_EVENT_DATA && Buffer.byteLength(s) <= MAX_EVENT_DATA;
+  const t = new String(whole ? s : s.slice(0, MAX_EVENT_DATA));
+  t[TRUNCATED] = !whole;
   return t;
 }
 
@@ -377,7 +381,8 @@ function eventForAPI(ev, id) {
       for (const [f, x] of Object.entries(v)) {
         if (x instanceof String) {
           d[f] = String(x);
-          d[`${f}Details`] = { truncated: x[TRUNCATED] === true };
+          // AWS's HistoryEventExecutionDataDetails go with input and output only.
+          if (f === 'input' || f === 'output') d[`${f}Details`] = { truncated: x[TRUNCATED] === true };
         } else {
           d[f] = x;
         }

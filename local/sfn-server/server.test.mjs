@@ -344,6 +344,32 @@ test('GetExecutionHistory: AWS event shape, paging both ways; TaskSubmitted name
   await assert.rejects(api('GetExecutionHistory', { executionArn: s.executionArn, nextToken: 'x' }), (e) => e.type === 'InvalidToken');
 });
 
+test('GetExecutionHistory returns data fields whole, as AWS does up to 256 KiB: never truncated', async () => {
+  const def = { StartAt: 'Work', States: { Work: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke',
+    Parameters: { FunctionName: fn, 'Payload.$': '$' }, ResultSelector: { 'echoed.$': '$.Payload.echoed' }, ResultPath: '$.result', End: true } } };
+  const m = await api('CreateStateMachine', { name: 'whole-data', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const big = 'x'.repeat(20_000);
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'd', input: JSON.stringify({ big }) });
+  assert.equal((await waitDone(s.executionArn)).status, 'SUCCEEDED');
+  const events = await history(s.executionArn);
+  const started = events.find((e) => e.type === 'ExecutionStarted').executionStartedEventDetails;
+  assert.deepEqual(JSON.parse(started.input), { big });
+  const exited = events.find((e) => e.type === 'TaskStateExited').stateExitedEventDetails;
+  assert.equal(JSON.parse(exited.output).result.echoed.big, big, 'the state output is whole');
+  let fields = 0;
+  for (const e of events) {
+    for (const [k, d] of Object.entries(e)) {
+      if (!k.endsWith('EventDetails')) continue;
+      for (const [f, x] of Object.entries(d)) {
+        if (!f.endsWith('Details') || typeof x !== 'object') continue;
+        fields++;
+        assert.equal(x.truncated, false, `${e.type}.${f}`);
+      }
+    }
+  }
+  assert.ok(fields >= 4, `data fields seen: ${fields}`);
+});
+
 test('a stopped execution makes no further attempt of a task it was retrying', async () => {
   const def = {
     StartAt: 'Register',

@@ -1,0 +1,111 @@
+package localrun
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheckInvariantsOperatorRuns: the run's own checker counts an operator's replay and a
+// redrive under continue as the operator's runs, so the orders they produce are no violation,
+// and it still flags what breaks order inside or around them.
+func TestCheckInvariantsOperatorRuns(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	ptr := func(ms int) *time.Time { x := at(ms); return &x }
+	file := func(key, exec string, start, stop int, records int64) FileReport {
+		return FileReport{Key: key, VersionID: "v-" + key, ExecutionName: exec, Status: "SUCCEEDED",
+			StartedAt: ptr(start), StoppedAt: ptr(stop), Records: records, expected: records}
+	}
+	// regs registers records first..last of a file under an execution, one every 10 ms from ms;
+	// each is one request.
+	type history struct {
+		regs []SinkRecord
+		reqs []SinkRequest
+	}
+	add := func(h *history, key, exec string, first, last int64, ms int) {
+		for n := first; n <= last; n++ {
+			when := at(ms + int(n-first)*10)
+			k := fmt.Sprintf("%s-%d", exec, n)
+			h.regs = append(h.regs, SinkRecord{Source: key, VersionID: "v-" + key, RecordNumber: n, Key: k, At: when.Add(5 * time.Millisecond)})
+			h.reqs = append(h.reqs, SinkRequest{Source: key, VersionID: "v-" + key, Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 200})
+		}
+	}
+	// continue redrive: 1.csv fails after record 14 (its run stops at 200), 2.csv and 3.csv run, the
+	// operator's redrive of 1.csv starts at 1000 and registers records 15-20.
+	redriven := func() []FileReport {
+		f1 := file("inbox/c/1.csv", "e1", 0, 1200, 20)
+		f1.firstStop, f1.redrives = ptr(200), []time.Time{at(1000)}
+		return []FileReport{f1, file("inbox/c/2.csv", "e2", 300, 500, 3), file("inbox/c/3.csv", "e3", 600, 800, 2)}
+	}
+	// replay: x, y and z run, then the operator's replay of x registers it anew.
+	replayed := []FileReport{file("inbox/c/x.csv", "ex", 0, 200, 3), file("inbox/c/y.csv", "ey", 300, 500, 2), file("inbox/c/z.csv", "ez", 600, 800, 2)}
+	for _, tc := range []struct {
+		name    string
+		files   []FileReport
+		history func(h *history)
+		want    []string // substrings of the violations, in order; none when empty
+	}{
+		{"a redrive under continue after later files", redriven(), func(h *history) {
+			add(h, "inbox/c/1.csv", "e1", 1, 14, 10)
+			add(h, "inbox/c/2.csv", "e2", 1, 3, 310)
+			add(h, "inbox/c/3.csv", "e3", 1, 2, 610)
+			add(h, "inbox/c/1.csv", "e1", 15, 20, 1010)
+		}, nil},
+		{"a replay after later files", replayed, func(h *history) {
+			add(h, "inbox/c/x.csv", "ex", 1, 3, 10)
+			add(h, "inbox/c/y.csv", "ey", 1, 2, 310)
+			add(h, "inbox/c/z.csv", "ez", 1, 2, 610)
+			add(h, "inbox/c/x.csv", "rp-req-1", 1, 3, 900)
+		}, nil},
+		{"a replay out of order", replayed, func(h *history) {
+			add(h, "inbox/c/x.csv", "ex", 1, 3, 10)
+			add(h, "inbox/c/y.csv", "ey", 1, 2, 310)
+			add(h, "inbox/c/z.csv", "ez", 1, 2, 610)
+			add(h, "inbox/c/x.csv", "rp-req-1", 1, 1, 900)
+			add(h, "inbox/c/x.csv", "rp-req-1", 3, 3, 920)
+		}, []string{"inbox/c/x.csv (replay rp-req-1) record 3 registered after record 1"}},
+		{"a redrive registering beside another file", redriven(), func(h *history) {
+			add(h, "inbox/c/1.csv", "e1", 1, 14, 10)
+			add(h, "inbox/c/2.csv", "e2", 1, 3, 310)
+			add(h, "inbox/c/3.csv", "e3", 1, 1, 610)
+			add(h, "inbox/c/1.csv", "e1", 15, 20, 1010)
+			add(h, "inbox/c/3.csv", "e3", 2, 2, 1100)
+		}, []string{"inbox/c/1.csv (redrive 1) registered while inbox/c/3.csv was registering", "record 2 of inbox/c/3.csv registered after records of another run"}},
+		{"a file's own run after a later file's, without a redrive", []FileReport{file("inbox/c/1.csv", "e1", 0, 200, 2), file("inbox/c/2.csv", "e2", 300, 500, 1)}, func(h *history) {
+			add(h, "inbox/c/1.csv", "e1", 1, 1, 10)
+			add(h, "inbox/c/2.csv", "e2", 1, 1, 310)
+			add(h, "inbox/c/1.csv", "e1", 2, 2, 600)
+		}, []string{"2.csv's first POST came", "record 2 of inbox/c/1.csv registered after records of a later file"}},
+		{"a redrive started while another file ran", func() []FileReport {
+			fs := redriven()
+			fs[0].redrives = []time.Time{at(700)}
+			return fs
+		}(), func(h *history) {
+			add(h, "inbox/c/1.csv", "e1", 1, 14, 10)
+			add(h, "inbox/c/2.csv", "e2", 1, 3, 310)
+			add(h, "inbox/c/3.csv", "e3", 1, 2, 610)
+			add(h, "inbox/c/1.csv", "e1", 15, 20, 1010)
+		}, []string{"inbox/c/1.csv (redrive 1) started while inbox/c/3.csv was running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h history
+			tc.history(&h)
+			r := &Run{Sink: &Sink{order: map[string][]SinkRecord{"c": h.regs}, log: map[string][]SinkRequest{"c": h.reqs}},
+				Tenants: []*Tenant{{ID: "c", Config: map[string]any{"id": "c"}}}}
+			rep := &Report{Tenants: map[string]*TenantReport{"c": {Files: tc.files}}}
+			got := r.checkInvariants(rep)
+			if len(tc.want) == 0 && len(got) > 0 {
+				t.Fatalf("got violations %q, want none", got)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d violations %q, want %d: %q", len(got), got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d: got %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
