@@ -26,6 +26,9 @@ type bucketCheck struct{ t *TenantPipeline }
 func (c *bucketCheck) Validate() *[]*string {
 	t := c.t
 	bucket := t.Props.Bucket
+	if bucket == nil {
+		return &[]*string{} // the pipeline's own validation reports it
+	}
 	cfn, ok := bucket.Node().DefaultChild().(awss3.CfnBucket)
 	if !ok {
 		return &[]*string{} // imported: nothing to read

@@ -371,7 +371,7 @@ func (t Tenant) Validate() error {
 		bad("prefix", "%q is invalid: must be valid UTF-8 of at most 512 bytes", t.Prefix)
 	default:
 		for _, r := range pipeline.ReservedPrefixes {
-			if overlaps(t.Prefix, r) {
+			if PrefixesOverlap(t.Prefix, r) {
 				bad("prefix", "%q overlaps %q, which the pipeline writes to itself; choose a prefix outside it", t.Prefix, r)
 			}
 		}
@@ -421,13 +421,15 @@ func validURL(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
-func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+// PrefixesOverlap reports whether a key can start with both prefixes, so that one file would reach
+// two tenants. The construct checks its pipelines on one bucket by the same rule.
+func PrefixesOverlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 func overlappingPrefixes(ts []Tenant) []error {
 	var errs []error
 	for i := range ts {
 		for j := i + 1; j < len(ts); j++ {
-			if ts[i].Prefix != "" && ts[j].Prefix != "" && overlaps(ts[i].Prefix, ts[j].Prefix) {
+			if ts[i].Prefix != "" && ts[j].Prefix != "" && PrefixesOverlap(ts[i].Prefix, ts[j].Prefix) {
 				errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
 					ts[j].ID, ts[j].Prefix, ts[i].ID, ts[i].Prefix))
 			}
