@@ -8,7 +8,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
 GO_TEST_PACKAGES ?= ./...
-TEST_JSON := .build/test/go-test.json
+TEST_JSON ?= .build/test/go-test.json
 
 .PHONY: setup demo serve synth test vet bench figures scale clean
 
