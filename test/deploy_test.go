@@ -284,8 +284,8 @@ func TestBucketChecks(t *testing.T) {
 
 // outsideApp builds, once, a CDK app in a module outside this one that uses the construct's public
 // API alone: a temporary module that requires this one through a replace directive. With
-// OUTSIDE_INVALID set it builds pipelines whose props are invalid, and two on one bucket whose
-// prefixes overlap.
+// OUTSIDE_INVALID set it builds pipelines whose props are invalid, two on one bucket whose
+// prefixes overlap, and one on a bucket without EventBridge notifications.
 var outsideApp = sync.OnceValues(func() (string, error) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -349,6 +349,11 @@ func main() {
 			Tenant: tenantpipeline.Tenant{ID: "sub", Prefix: "inbox/ok/sub/", RegisterURL: "https://core.example.com/r"},
 			Bucket: bucket, RegisterMemoryMB: 64,
 		})
+		quiet := awss3.NewBucket(stack, jsii.String("Quiet"), &awss3.BucketProps{Versioned: jsii.Bool(true)})
+		tenantpipeline.New(stack, "Tenant-quiet", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "quiet", RegisterURL: "https://core.example.com/r"},
+			Bucket: quiet, SplitMemoryMB: 64,
+		})
 	}
 	app.Synth(nil)
 }
@@ -410,6 +415,7 @@ func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
 		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
 		"\n  [Outside/Tenant-sub] tenant \"sub\": register memory 64 MB is invalid",
 		"\n  [Outside/Tenant-sub] tenant \"sub\": prefix \"inbox/ok/sub/\" overlaps the prefix \"inbox/ok/\" of tenant \"ok\" (Outside/Tenant-ok)",
+		"\n  [Outside/Tenant-quiet] tenant \"quiet\": bucket Outside/Quiet does not send events to EventBridge",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("got output %q, want it to contain %q", out, want)

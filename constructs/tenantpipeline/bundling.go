@@ -136,7 +136,7 @@ func linkOrCopy(src, dst string) error {
 // code returns the function code of a Lambda package: bundled, or, for a pipeline whose props are
 // invalid, a placeholder that builds nothing, since synth will fail at validation.
 func (t *TenantPipeline) code(pkg string) awslambda.Code {
-	if t.invalid != nil {
+	if t.checks.invalid != nil {
 		return awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
 	}
 	return lambdaCode(pkg)

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -75,11 +74,7 @@ type TenantPipeline struct {
 	Output awscdk.CfnOutput
 
 	functionLogs []awslogs.LogGroup
-	// invalid holds every problem of Props; the resources were then built from placeholders.
-	invalid   error
-	app       *appCheck
-	claimOnce sync.Once
-	claimed   claim
+	checks       checks
 }
 
 // New creates the tenant's pipeline under scope/id. Props are checked at synth, the CDK way
@@ -91,15 +86,15 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		props = &Props{}
 	}
 	p := props.withDefaults()
-	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, invalid: p.validate()}
-	if t.invalid != nil {
+	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	t.checks.invalid = p.validate()
+	if t.checks.invalid != nil {
 		t.Props = p.placeholder(t.Construct)
 	}
 	t.build()
 	t.Props = p
-	t.app = register(t)
+	t.checks.app = register(t)
 	t.Node().AddValidation(&validation{t: t})
-	t.checkBucket()
 	return t
 }
 

@@ -25,6 +25,19 @@ import (
 // ends under the CDK CLI. It does so only when a pipeline is invalid and the process is not a test:
 // tests see CDK's own panic, which they can recover.
 
+// checks is a pipeline's state for validation.
+type checks struct {
+	// invalid holds every problem of the props; the resources were then built from placeholders.
+	invalid error
+	app     *appCheck
+
+	claimOnce sync.Once
+	claimed   claim
+
+	bucketOnce sync.Once
+	bucket     []string
+}
+
 // validation is one pipeline's check, run by CDK at synth.
 type validation struct{ t *TenantPipeline }
 
@@ -33,12 +46,12 @@ func (v *validation) Validate() *[]*string {
 	return jsii.Strings(v.t.problems()...)
 }
 
-// problems lists every problem of the pipeline: its own props, then the prefixes it shares with
-// pipelines created before it on the same bucket.
+// problems lists every problem of the pipeline: its own props, its bucket, then the prefixes it
+// shares with pipelines created before it on the same bucket.
 func (t *TenantPipeline) problems() []string {
-	out := messages(t.invalid)
-	if t.app != nil {
-		out = append(out, overlapProblems(t.claim(), t.app.claimsBefore(t))...)
+	out := append(messages(t.checks.invalid), t.bucketProblems()...)
+	if t.checks.app != nil {
+		out = append(out, overlapProblems(t.claim(), t.checks.app.claimsBefore(t))...)
 	}
 	return out
 }
@@ -84,8 +97,8 @@ func overlapProblems(c claim, earlier []claim) []string {
 // claim reads the pipeline's bucket and prefix, once, at synth: the app is complete by then.
 // Tokens and invalid tenants claim nothing.
 func (t *TenantPipeline) claim() claim {
-	t.claimOnce.Do(func() { t.claimed = t.readClaim() })
-	return t.claimed
+	t.checks.claimOnce.Do(func() { t.checks.claimed = t.readClaim() })
+	return t.checks.claimed
 }
 
 func (t *TenantPipeline) readClaim() claim {
