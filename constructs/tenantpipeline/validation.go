@@ -19,10 +19,10 @@ import (
 // at once. Validations run at synth, after the whole app is built, which also lets a pipeline see
 // the other pipelines of its app (overlapping prefixes on one bucket).
 //
-// In a Go app, CDK's failure is a panic out of app.Synth, so the user's app would end in a
-// goroutine dump with status 2. The app check below, added once to the stage that synthesizes the
-// pipelines, prints CDK's message itself and exits with status 1, as a TypeScript app's failure
-// ends under the CDK CLI. It does so only when a pipeline is invalid and the process is not a test:
+// In a Go app, CDK's failure is a panic out of app.Synth (jsii turns the JavaScript error into
+// one), so the user's app would end in a goroutine dump with status 2. The app check below, added
+// once to the stage that synthesizes the pipelines, prints CDK's message itself and exits with
+// status 1 instead. It does so only when a pipeline is invalid and the process is not a test:
 // tests see CDK's own panic, which they can recover.
 
 // checks is a pipeline's state for validation.
