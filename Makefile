@@ -7,6 +7,8 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
+GO_TEST_PACKAGES ?= ./...
+TEST_JSON ?= .build/test/go-test.json
 
 .PHONY: setup demo serve synth test vet bench figures scale clean
 
@@ -31,9 +33,17 @@ serve: setup
 synth: setup
 	cdk synth --quiet --output cdk.out
 
-## test: vet, format check and every test
+## test: vet, format check and every test (GO_TEST_PACKAGES to choose). gotestsum (go.mod's tool)
+## prints each test as it ends, then its summary (failures with their output); the slowest packages
+## come before its closing DONE line, which is held back to stay last. The status is go test's.
 test: setup vet
-	go test $(GO_TEST_FLAGS) ./...
+	@mkdir -p $(dir $(TEST_JSON)); rm -f $(TEST_JSON).done
+	@set -o pipefail; status=0; \
+	  go tool gotestsum --format testname --jsonfile $(TEST_JSON) -- $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES) \
+	    | sed -e '/^DONE [0-9]* tests/{w $(TEST_JSON).done' -e 'd;}' || status=$$?; \
+	  go run scripts/slowest.go $(TEST_JSON); \
+	  echo; cat $(TEST_JSON).done; \
+	  exit $$status
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

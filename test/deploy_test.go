@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -281,27 +282,38 @@ func TestBucketChecks(t *testing.T) {
 	}
 }
 
-// 4b. An app outside this module builds a TenantPipeline from the public API alone: a temporary
-// module that requires this one (through a replace directive) and imports only the construct's
-// package must compile.
-func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
+// outsideApp builds, once, a CDK app in a module outside this one that uses the construct's public
+// API alone: a temporary module that requires this one through a replace directive. With
+// OUTSIDE_INVALID set it builds pipelines whose props are invalid, two on one bucket whose
+// prefixes overlap, and one on a bucket without EventBridge notifications.
+var outsideApp = sync.OnceValues(func() (string, error) {
 	root, err := filepath.Abs("..")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	dir := t.TempDir()
+	// In the project's ignored .build folder, as appBinary.
+	dir := filepath.Join(root, ".build", "test", "outside")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		return "", err
 	}
 	// Same requirements as this module, so no download is needed.
 	mod := strings.Replace(string(goMod), "module github.com/example/tenantpipeline", "module example.org/outside", 1) +
 		"\nrequire github.com/example/tenantpipeline v0.0.0\nreplace github.com/example/tenantpipeline => " + root + "\n"
 	files := map[string]string{
 		"go.mod": mod,
+		"go.sum": string(sum),
 		"main.go": `package main
 
 import (
+	"os"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -315,34 +327,102 @@ func main() {
 	app := awscdk.NewApp(nil)
 	stack := awscdk.NewStack(app, jsii.String("Outside"), nil)
 	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
-	p := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
-		Tenant:          tenantpipeline.Tenant{ID: "acme", Format: "jsonl", OnFailure: "halt", RegisterURL: "https://core.example.com/r"},
-		Bucket:          bucket,
-		WorkflowTimeout: 2 * time.Hour,
-		Alarms:          tenantpipeline.AlarmThresholds{HeadQueued: time.Hour},
-	})
-	_ = p.Alarms.Stalled
+	if os.Getenv("OUTSIDE_INVALID") == "" {
+		p := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+			Tenant:          tenantpipeline.Tenant{ID: "acme", Format: "jsonl", OnFailure: "halt", RegisterURL: "https://core.example.com/r"},
+			Bucket:          bucket,
+			WorkflowTimeout: 2 * time.Hour,
+			Alarms:          tenantpipeline.AlarmThresholds{HeadQueued: time.Hour},
+		})
+		_ = p.Alarms.Stalled
+	} else {
+		ok := tenantpipeline.New(stack, "Tenant-ok", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "ok", Prefix: "inbox/ok/", RegisterURL: "https://core.example.com/r"},
+			Bucket: bucket, SplitMemoryMB: 64,
+		})
+		ok.Queue.GrantSendMessages(ok.Controller) // the app keeps using the construct's fields
+		tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "Bad_Id"}, Bucket: bucket,
+			ControllerTimeout: 45 * time.Second, VisibilityTimeout: 30 * time.Second,
+		})
+		tenantpipeline.New(stack, "Tenant-sub", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "sub", Prefix: "inbox/ok/sub/", RegisterURL: "https://core.example.com/r"},
+			Bucket: bucket, RegisterMemoryMB: 64,
+		})
+		quiet := awss3.NewBucket(stack, jsii.String("Quiet"), &awss3.BucketProps{Versioned: jsii.Bool(true)})
+		tenantpipeline.New(stack, "Tenant-quiet", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "quiet", RegisterURL: "https://core.example.com/r"},
+			Bucket: quiet, SplitMemoryMB: 64,
+		})
+	}
 	app.Synth(nil)
 }
 `,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 	}
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "outside"), ".")
+	bin := filepath.Join(dir, "outside")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build of an app in a module outside this one: %v\n%s", err, out)
+		return "", fmt.Errorf("go build of an app in a module outside this one: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// 4b. An app outside this module builds a TenantPipeline from the public API alone.
+func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
+	if _, err := outsideApp(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOutsideAppInvalidPropsExitsCleanly: a user's own app, which calls app.Synth with no recover,
+// fails on invalid props as a CDK app does under the CDK CLI: CDK's "Validation failed with the
+// following errors", every construct's problems under its path, status 1, and no goroutine dump.
+func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
+	bin, err := outsideApp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outdir := t.TempDir()
+	cmd := exec.Command(bin)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "OUTSIDE_INVALID=1", "CDK_OUTDIR="+outdir, "CDK_CONTEXT_JSON={}")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Errorf("got exit status %d, want 1", code)
+	}
+	for _, bad := range []string{"goroutine ", "panic:", "    at "} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("got output containing %q, want CDK's message alone:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{
+		"Validation failed with the following errors:\n",
+		"\n  [Outside/Tenant-ok] tenant \"ok\": split memory 64 MB is invalid",
+		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
+		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
+		"\n  [Outside/Tenant-sub] tenant \"sub\": register memory 64 MB is invalid",
+		"\n  [Outside/Tenant-sub] tenant \"sub\": prefix \"inbox/ok/sub/\" overlaps the prefix \"inbox/ok/\" of tenant \"ok\" (Outside/Tenant-ok)",
+		"\n  [Outside/Tenant-quiet] tenant \"quiet\": bucket Outside/Quiet does not send events to EventBridge",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("got output %q, want it to contain %q", out, want)
+		}
+	}
+	if left, _ := os.ReadDir(outdir); len(left) != 0 {
+		t.Errorf("got %d entries in the assembly directory, want nothing written", len(left))
 	}
 }
 

@@ -63,8 +63,8 @@ type options struct {
 }
 
 // parse checks every flag before anything slow starts: a usage error is exit 2, in well under a
-// second, naming the flag.
-func parse(args []string, stderr io.Writer) (*options, error) {
+// second, naming the flag. --help prints the flags to help.
+func parse(args []string, help io.Writer) (*options, error) {
 	cwd, _ := os.Getwd()
 	root, err := localrun.ModuleRoot(cwd)
 	if err != nil {
@@ -72,7 +72,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	o := &options{root: root}
 	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A mistyped flag gets its error and a pointer to --help, not every flag's description.
+	fs.SetOutput(io.Discard)
 	defaultInbox := filepath.Join(root, "local/inbox")
 	fs.StringVar(&o.tenants, "tenants", filepath.Join(root, "tenants.json"), "tenants config to synthesize the app with")
 	fs.StringVar(&o.inbox, "inbox", "", "files to upload: DIR/<tenant-id>/<relative path> (default local/inbox; none with --serve)")
@@ -95,8 +96,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
 	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
-	if err := fs.Parse(args); err != nil {
-		return nil, usagef("%v", err)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(help, "usage: go run ./cmd/local [flags] (docs/local-run.md)")
+		fs.SetOutput(help)
+		fs.PrintDefaults()
+		return nil, err
+	} else if err != nil {
+		return nil, &usageError{msg: err.Error(), hint: "run it with --help for the flags"}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -152,11 +158,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-type usageError struct{ msg string }
+// usageError is bad usage: exit 2. hint, if any, is printed on a line of its own.
+type usageError struct{ msg, hint string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 func contains(s []string, v string) bool {
 	for _, x := range s {
@@ -168,12 +175,15 @@ func contains(s []string, v string) bool {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parse(args, stderr)
+	o, err := parse(args, stdout)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitUsage
+			return exitOK
 		}
 		fmt.Fprintln(stderr, "local:", err)
+		if ue := (*usageError)(nil); errors.As(err, &ue) && ue.hint != "" {
+			fmt.Fprintln(stderr, "local:", ue.hint)
+		}
 		return exitUsage
 	}
 	fail := func(err error) int {

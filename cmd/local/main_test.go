@@ -54,6 +54,26 @@ func TestBadFlagsFailFast(t *testing.T) {
 	}
 }
 
+// TestBadFlagSyntaxPointsToHelp: a mistyped flag or value prints its error and one line pointing
+// to --help, not the description of every flag; --help prints them on stdout and exits 0.
+func TestBadFlagSyntaxPointsToHelp(t *testing.T) {
+	for _, args := range [][]string{{"--sevre"}, {"--timeout", "soon"}, {"--drop-status-events"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errs bytes.Buffer
+			code := run(context.Background(), args, &out, &errs)
+			want := "local: run it with --help for the flags\n"
+			lines := strings.SplitAfter(strings.TrimSuffix(errs.String(), "\n"), "\n")
+			if code != exitUsage || len(lines) != 2 || !strings.HasPrefix(lines[0], "local: ") || lines[1]+"\n" != want || out.Len() != 0 {
+				t.Errorf("got exit %d, stdout %q, stderr %q; want %d, nothing, and the error then %q", code, out.String(), errs.String(), exitUsage, want)
+			}
+		})
+	}
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &errs); code != exitOK || !strings.Contains(out.String(), "-event-key-form") || errs.Len() != 0 {
+		t.Errorf("--help: got exit %d, stdout %q, stderr %q; want 0 and the flags on stdout", code, out.String(), errs.String())
+	}
+}
+
 func TestParseAcceptsKnownTenantInbox(t *testing.T) {
 	var errs bytes.Buffer
 	o, err := parse([]string{"--inbox", "testdata/inbox-ok"}, &errs)

@@ -11,31 +11,32 @@ import (
 // WarningBucketUnversioned is the id of the warning for an unversioned ingest bucket.
 const WarningBucketUnversioned = "tenantpipeline:BucketUnversioned"
 
-// checkBucket checks, at synth, an ingest bucket created in this app (an awss3.Bucket, not an
+// bucketProblems checks, at synth, an ingest bucket created in this app (an awss3.Bucket, not an
 // imported one, whose settings cannot be read): without EventBridge notifications no file would
 // ever reach the pipeline, so synth fails; without versioning the pipeline cannot pin the version
 // that triggered a file, so synth warns. It runs at validation, after the app may have changed the
-// bucket (EnableEventBridgeNotification, versioning on the L1).
+// bucket (EnableEventBridgeNotification, versioning on the L1), and once: validation may ask twice.
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html
-func (t *TenantPipeline) checkBucket() {
-	t.Node().AddValidation(&bucketCheck{t: t})
+func (t *TenantPipeline) bucketProblems() []string {
+	t.checks.bucketOnce.Do(func() { t.checks.bucket = t.checkBucket() })
+	return t.checks.bucket
 }
 
-type bucketCheck struct{ t *TenantPipeline }
-
-func (c *bucketCheck) Validate() *[]*string {
-	t := c.t
+func (t *TenantPipeline) checkBucket() []string {
 	bucket := t.Props.Bucket
+	if bucket == nil {
+		return nil // a props problem
+	}
 	cfn, ok := bucket.Node().DefaultChild().(awss3.CfnBucket)
 	if !ok {
-		return &[]*string{} // imported: nothing to read
+		return nil // imported: nothing to read
 	}
-	var problems []*string
+	var problems []string
 	if !eventBridgeEnabled(bucket) {
-		problems = append(problems, jsii.String(fmt.Sprintf(
+		problems = append(problems, fmt.Sprintf(
 			"tenant %q: bucket %s does not send events to EventBridge, so no file would ever reach the pipeline: "+
 				"create it with awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true)} or call its EnableEventBridgeNotification()",
-			t.Props.Tenant.ID, *bucket.Node().Path())))
+			t.Props.Tenant.ID, *bucket.Node().Path()))
 	}
 	if !versioned(cfn) {
 		awscdk.Annotations_Of(t.Construct).AddWarningV2(jsii.String(WarningBucketUnversioned), jsii.String(fmt.Sprintf(
@@ -43,7 +44,7 @@ func (c *bucketCheck) Validate() *[]*string {
 				"object-version falls back to the ETag. Create it with awss3.BucketProps{Versioned: jsii.Bool(true)}",
 			t.Props.Tenant.ID, *bucket.Node().Path())), nil)
 	}
-	return &problems
+	return problems
 }
 
 // eventBridgeEnabled reads the bucket's notification configuration, which CDK renders into its

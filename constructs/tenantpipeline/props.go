@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
 )
 
 // Props configures one tenant's pipeline. Zero values mean the documented default.
@@ -178,6 +180,24 @@ func (p Props) withDefaults() Props {
 	}
 	p.Alarms = p.Alarms.withDefaults(p.WorkflowTimeout)
 	return p
+}
+
+// placeholder returns props that build without error, in place of invalid props: the given
+// tenant, bucket and references where they are usable, defaults for everything else. Nothing built
+// from them reaches a template, because synth fails at validation first.
+func (p Props) placeholder(scope constructs.Construct) Props {
+	safe := Props{
+		Tenant: p.Tenant, Bucket: p.Bucket, RegisterFunction: p.RegisterFunction, DynamoDBTable: p.DynamoDBTable,
+		DisableWakeEvents: p.DisableWakeEvents, LogRetention: p.LogRetention, AlarmTopic: p.AlarmTopic,
+	}
+	if p.Tenant.Validate() != nil {
+		// The id names resources and the stack output's logical id: unique per construct.
+		safe.Tenant = Tenant{ID: "invalid-" + (*scope.Node().Addr())[2:10]}
+	}
+	if safe.Bucket == nil {
+		safe.Bucket = awss3.Bucket_FromBucketName(scope, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
+	}
+	return safe.withDefaults()
 }
 
 // WakeEvents reports whether the controller wakes on the file execution's status change event.

@@ -36,7 +36,8 @@ import (
 type TenantPipeline struct {
 	constructs.Construct
 
-	// Props are the props after defaults were applied.
+	// Props are the props after defaults were applied. When they are invalid, synth fails and the
+	// resources were built from placeholder props instead.
 	Props Props
 
 	// Rule routes the tenant's "Object Created" events to Queue.
@@ -73,16 +74,33 @@ type TenantPipeline struct {
 	Output awscdk.CfnOutput
 
 	functionLogs []awslogs.LogGroup
+	checks       checks
 }
 
-// New validates props and creates the tenant's pipeline under scope/id. Invalid props panic with
-// every problem listed, before any resource is created, so `cdk synth` fails with that message.
+// New creates the tenant's pipeline under scope/id. Props are checked at synth, the CDK way
+// (validation.go): invalid props fail synth with CDK's "Validation failed with the following
+// errors", every problem of every construct listed, and no template is written. Until then the
+// pipeline is built from placeholder props, so that the caller's code can use every field.
 func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
-	p := props.withDefaults()
-	if err := p.validate(); err != nil {
-		panic(fmt.Errorf("TenantPipeline %s: invalid props:\n%w", id, err))
+	if props == nil {
+		props = &Props{}
 	}
+	p := props.withDefaults()
 	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	t.checks.invalid = p.validate()
+	if t.checks.invalid != nil {
+		t.Props = p.placeholder(t.Construct)
+	}
+	t.build()
+	t.Props = p
+	t.checks.app = register(t)
+	t.Node().AddValidation(&validation{t: t})
+	return t
+}
+
+// build creates the resources from t.Props.
+func (t *TenantPipeline) build() {
+	p := t.Props
 	tenant := p.Tenant
 
 	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
@@ -201,9 +219,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 
 	t.Alarms = t.newAlarms()
 	t.addOutput()
-	t.checkBucket()
 	t.suppressNagFindings()
-	return t
 }
 
 // function creates one of the tenant's Go functions with its own log group.
@@ -218,7 +234,7 @@ func (t *TenantPipeline) function(id, pkg string, timeout time.Duration, memoryM
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         lambdaCode(pkg),
+		Code:         t.code(pkg),
 		Timeout:      seconds(timeout),
 		MemorySize:   jsii.Number(memoryMB),
 		Environment:  &vars,

@@ -402,6 +402,12 @@ func TestValidationErrors(t *testing.T) {
 		{"bare quote", "csv", "utf-8", "", 0, "a,b\n1,x\"" + secret + "\n", 2, `an unquoted field holds a '"'`},
 		{"unterminated quote", "csv", "utf-8", "", 0, "a,b\n1,2\n3,\"" + secret + "\n", 3, `a quoted field has a stray or missing '"'`},
 		{"text after closing quote", "csv", "utf-8", "", 0, "a,b\n1,\"" + secret + "\"x\n", 2, `a quoted field has a stray or missing '"'`},
+		// A quoted field's error names the line where the field opens, not where the reader gave up.
+		{"stray quote on the second line of a field", "csv", "utf-8", "", 0, "a,b\n1,\"" + secret + "\ny\"z\n2,3\n", 2, `a quoted field has a stray or missing '"'`},
+		{"stray quote after CRLF in a field", "csv", "utf-8", "", 0, "a,b\r\n1,\"" + secret + "\r\ny\"z\r\n2,3\r\n", 2, `a quoted field has a stray or missing '"'`},
+		{"quote never closed before more lines", "csv", "utf-8", "", 0, "a,b\n1,\"" + secret + "\n4,5\n6,7\n", 2, `a quoted field has a stray or missing '"'`},
+		{"stray quote in a field after a multi-line field", "csv", "utf-8", "", 0, "a,b,c\n\"p\nq\",\"" + secret + "\ny\"z,3\n", 3, `a quoted field has a stray or missing '"'`},
+		{"stray quote in the header", "csv", "utf-8", "", 0, "a,\"b\nc\"d\n1,2\n", 1, `a quoted field has a stray or missing '"'`},
 		{"jsonl invalid JSON", "jsonl", "utf-8", "", 0, "{\"a\":1}\n{\"a\":\"" + secret + "\"\n", 2, "line is not valid JSON"},
 		{"jsonl array", "jsonl", "utf-8", "", 0, "{}\n\n[\"" + secret + "\"]\n", 3, "line is valid JSON but not an object"},
 		{"jsonl invalid utf-8", "jsonl", "utf-8", "", 0, "{}\n{\"a\":\"" + secret + "\xff\"}\n", 2, "line has bytes that are not valid utf-8"},

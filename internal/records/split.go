@@ -173,7 +173,7 @@ func (s *splitter) csv() error {
 		return s.started(cr.InputOffset())
 	}
 	if err != nil {
-		return s.csvError(err, 0)
+		return s.csvError(err, cr, rec, 0)
 	}
 	if err := s.checkHeader(cr, rec); err != nil {
 		return err
@@ -202,7 +202,7 @@ func (s *splitter) csv() error {
 			return &Error{Line: int64(pe.StartLine), Reason: fmt.Sprintf("record has %d fields, the header has %d", len(rec), width)}
 		}
 		if err != nil {
-			return s.csvError(err, int64(lastLine+strings.Count(last, "\n")))
+			return s.csvError(err, cr, rec, int64(lastLine+strings.Count(last, "\n")))
 		}
 		if err := s.checkFields(cr, rec); err != nil {
 			return err
@@ -232,12 +232,31 @@ func newCSVReader(r io.Reader, f Format, fields int) *csv.Reader {
 	return cr
 }
 
-// csvError turns a parse error into an *Error; endLine is the line the previous record ended on.
-func (s *splitter) csvError(err error, endLine int64) error {
+// csvError turns a parse error into an *Error; rec is the partial record Read returned with it,
+// and endLine the line the previous record ended on.
+func (s *splitter) csvError(err error, cr *csv.Reader, rec []string, endLine int64) error {
 	if errors.Is(err, errRecordTooLarge) {
 		return &Error{Line: endLine + 1, Reason: fmt.Sprintf("record is longer than %d bytes, so a field is over the %d-byte limit", s.recCap, s.f.MaxFieldBytes)}
 	}
-	return csvParseError(err, 0)
+	e := csvParseError(err, 0)
+	if pe := (*csv.ParseError)(nil); errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrQuote) {
+		// encoding/csv names the line where it gave up: the stray quote's, or the file's last line
+		// for a quote never closed. The field opened earlier, where the reader can look for it.
+		e.(*Error).Line = int64(fieldOpenLine(cr, pe, rec))
+	}
+	return e
+}
+
+// fieldOpenLine is the line where the field that failed to parse opens. rec holds the fields of
+// the record before it (encoding/csv returns them with the error), so the field opens on the line
+// where the last of them ends; with none, on the record's first line.
+func fieldOpenLine(cr *csv.Reader, pe *csv.ParseError, rec []string) int {
+	n := len(rec)
+	if n == 0 {
+		return pe.StartLine
+	}
+	line, _ := cr.FieldPos(n - 1)
+	return line + strings.Count(rec[n-1], "\n")
 }
 
 // csvParseError describes an encoding/csv error without its record. record > 0 names that record

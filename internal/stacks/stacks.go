@@ -163,7 +163,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err := saveAssignment(o.AssignmentFile, o.TenantsFile, assigned, stackOf, o.StrictAssignment); err != nil {
 		return nil, err
 	}
-	// The construct panics on invalid props (a CDK convention); the app turns that into an error.
+	// A CDK error raised through jsii while building (a bad alarm topic ARN, say) is a panic; the
+	// app turns it into an error. Invalid props fail later, at synth's validation.
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%v", r)

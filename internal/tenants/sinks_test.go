@@ -69,8 +69,8 @@ func TestSinkRejects(t *testing.T) {
 		{"dynamodb with registerUrl", `{"id": "a", "registerUrl": "https://core.example.com/r", "dynamodb": {"key": ["id"]}}`, []string{`tenant "a": registerUrl: is set with dynamodb`}},
 		{"dynamodb with registerMode", `{"id": "a", "registerMode": "batch", "dynamodb": {"key": ["id"]}}`, []string{`registerMode: "batch" is set with dynamodb`}},
 		{"dynamodb with secret", `{"id": "a", "registerAuthSecretArn": "arn:aws:secretsmanager:x", "dynamodb": {"key": ["id"]}}`, []string{`registerAuthSecretArn: is set with dynamodb`}},
-		{"dynamodb unknown field", `{"id": "a", "dynamodb": {"key": ["id"], "tabel": "x"}}`, []string{`tenants[0] ("a")`, `dynamodb: json: unknown field "tabel"`}},
-		{"dynamodb mis-cased field", `{"id": "a", "dynamodb": {"Key": ["id"]}}`, []string{`dynamodb: json: unknown field "Key"`}},
+		{"dynamodb unknown field", `{"id": "a", "dynamodb": {"key": ["id"], "tabel": "x"}}`, []string{`tenants[0] ("a"): dynamodb: unknown field "tabel" (did you mean "table"?)`}},
+		{"dynamodb mis-cased field", `{"id": "a", "dynamodb": {"Key": ["id"]}}`, []string{`dynamodb: unknown field "Key" (did you mean "key"?)`}},
 		{"dynamodb not an object", `{"id": "a", "dynamodb": ["id"]}`, []string{`tenants[0] ("a")`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

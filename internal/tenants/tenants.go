@@ -78,40 +78,6 @@ type DynamoDB struct {
 	Concurrency int `json:"concurrency,omitempty"`
 }
 
-// UnmarshalJSON decodes strictly, as the tenant around it: unknown or mis-cased fields are errors.
-func (d *DynamoDB) UnmarshalJSON(b []byte) error {
-	type plain DynamoDB
-	var p plain
-	if err := strictDecode(b, &p); err != nil {
-		return fmt.Errorf("dynamodb: %w", err)
-	}
-	*d = DynamoDB(p)
-	return nil
-}
-
-// strictDecode decodes one JSON object into v, rejecting unknown fields and mis-cased names
-// (encoding/json would accept "Key" for "key") and trailing data.
-func strictDecode(b []byte, v any) error {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(b, &keys) == nil {
-		known := jsonNames(reflect.TypeOf(v).Elem())
-		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			if !known[k] {
-				return fmt.Errorf("json: unknown field %q", k)
-			}
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
 // idPattern keeps ids safe everywhere they appear: CloudFormation logical ids and generated names
 // (queue names are at most 80 characters including ".fifo", rule names 64), the FIFO message group
 // id, S3 prefixes, metric dimensions.
@@ -157,7 +123,8 @@ func Parse(b []byte, o Options) (*File, error) {
 		return nil, jsonError(b, err)
 	}
 	var errs []error
-	errs = append(errs, unknownFields("", top, reflect.TypeFor[File]())...)
+	unknown, _ := unknownFields("", top, reflect.TypeFor[File]())
+	errs = append(errs, unknown...)
 	var raw []json.RawMessage
 	if r, ok := top["tenants"]; ok {
 		if err := json.Unmarshal(r, &raw); err != nil {
@@ -173,6 +140,7 @@ func Parse(b []byte, o Options) (*File, error) {
 		o.RegisterURL = ""
 	}
 	f := &File{}
+	var unread []unreadable
 	for i, r := range raw {
 		where := fmt.Sprintf("tenants[%d]%s", i, idHint(r))
 		var fields map[string]json.RawMessage
@@ -180,27 +148,108 @@ func Parse(b []byte, o Options) (*File, error) {
 			errs = append(errs, fmt.Errorf("%s: %s", where, typeProblem(err)))
 			continue
 		}
-		errs = append(errs, unknownFields(where, fields, reflect.TypeFor[Tenant]())...)
 		var t Tenant
-		if err := json.Unmarshal(r, &t); err != nil {
-			// The field is left at its zero value; the rest of the tenant is still checked.
-			errs = append(errs, fmt.Errorf("%s: %s", where, typeProblem(err)))
+		u := unreadable{fields: map[string]bool{}}
+		errs = append(errs, decodeFields(where, "", fields, reflect.ValueOf(&t).Elem(), u.fields)...)
+		if u.fields["id"] {
+			// Messages name the entry instead, and the default prefix, made from the id, is unknown.
+			u.label = fmt.Sprintf("tenants[%d]", i)
+			if _, ok := fields["prefix"]; !ok {
+				u.fields["prefix"] = true
+			}
 		}
 		if t.RegisterURL == "" && t.NeedsRegisterURL() {
 			t.RegisterURL = o.RegisterURL
 		}
 		f.Tenants = append(f.Tenants, t.WithDefaults())
+		unread = append(unread, u)
 	}
-	errs = append(errs, f.Validate())
-	for _, t := range f.Tenants {
-		if t.RegisterURL == "" && t.NeedsRegisterURL() {
-			errs = append(errs, fmt.Errorf(`tenant %q: registerUrl: missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`, t.ID))
+	errs = append(errs, f.validate(unread))
+	for i, t := range f.Tenants {
+		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
+			errs = append(errs, fmt.Errorf(`%s: registerUrl: missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`, unread[i].name(t)))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// unreadable holds the fields of one tenant whose value is not known: of the wrong JSON type, or
+// misspelt (the field a suggestion names). Checks of those fields are skipped, so that one mistake
+// is one message, not a cascade about the zero value left in its place.
+type unreadable struct {
+	// fields are JSON paths: "id", "dynamodb", "dynamodb.key".
+	fields map[string]bool
+	// label names the tenant in messages when its id could not be read.
+	label string
+}
+
+// skips reports whether the checks of field are skipped: it, or the object holding it, is unknown.
+func (u unreadable) skips(field string) bool {
+	outer, _, _ := strings.Cut(field, ".")
+	return u.fields[field] || u.fields[outer]
+}
+
+// name names t in messages.
+func (u unreadable) name(t Tenant) string {
+	if u.label != "" {
+		return u.label
+	}
+	return fmt.Sprintf("tenant %q", t.ID)
+}
+
+// decodeFields decodes each field of fields into the struct v on its own, so that every problem is
+// reported and one bad value leaves the others read. Unknown fields are errors with a suggestion;
+// path is the JSON path of v ("" for a tenant, "dynamodb." inside its sink).
+func decodeFields(where, path string, fields map[string]json.RawMessage, v reflect.Value, u map[string]bool) []error {
+	inside := where
+	if path != "" {
+		inside = where + ": " + strings.TrimSuffix(path, ".")
+	}
+	errs, suggested := unknownFields(inside, fields, v.Type())
+	for _, name := range suggested {
+		u[path+name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		i := fieldIndex(v.Type(), name)
+		if i < 0 {
+			continue
+		}
+		field, raw := v.Field(i), fields[name]
+		if field.Kind() == reflect.Pointer && field.Type().Elem().Kind() == reflect.Struct {
+			var sub map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &sub); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %s", where, path+name, typeProblem(err)))
+				u[path+name] = true
+				field.Set(reflect.New(field.Type().Elem())) // present, so the sink's rules still apply
+				continue
+			}
+			if sub == nil {
+				continue // null: absent
+			}
+			field.Set(reflect.New(field.Type().Elem()))
+			errs = append(errs, decodeFields(where, path+name+".", sub, field.Elem(), u)...)
+			continue
+		}
+		if err := json.Unmarshal(raw, field.Addr().Interface()); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", where, path+name, typeProblem(err)))
+			u[path+name] = true
+			field.SetZero()
+		}
+	}
+	return errs
+}
+
+// fieldIndex returns the index of the field of t with the JSON name, or -1.
+func fieldIndex(t reflect.Type, name string) int {
+	for i := range t.NumField() {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // jsonError names the line and column of a syntax error, counted in characters from 1.
@@ -242,11 +291,11 @@ func typeProblem(err error) string {
 	return fmt.Sprintf("%s: got JSON %s, want %s", te.Field, te.Value, want)
 }
 
-// unknownFields reports keys that are not fields of t. encoding/json would match names
-// case-insensitively, so "chunksize" is a typo here, not chunkSize; the message suggests the field.
-func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Type) []error {
+// unknownFields reports keys that are not fields of t, and the fields its suggestions name.
+// encoding/json would match names case-insensitively, so "chunksize" is a typo here, not
+// chunkSize; the message suggests the field.
+func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Type) (errs []error, suggested []string) {
 	known := jsonNames(t)
-	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if known[k] {
 			continue
@@ -255,6 +304,7 @@ func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Ty
 		for _, name := range slices.Sorted(maps.Keys(known)) {
 			if strings.EqualFold(name, k) || len(k) > 3 && editDistance(strings.ToLower(name), strings.ToLower(k)) <= 2 {
 				hint = fmt.Sprintf(" (did you mean %q?)", name)
+				suggested = append(suggested, name)
 				break
 			}
 		}
@@ -264,7 +314,7 @@ func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Ty
 		}
 		errs = append(errs, errors.New(msg))
 	}
-	return errs
+	return errs, suggested
 }
 
 // editDistance is the Levenshtein distance of two short strings, in bytes.
@@ -341,37 +391,55 @@ func cmpOr(v, def string) string {
 
 // Validate reports every problem of every tenant at once. Each message names the tenant, the
 // field, the bad value and what would be accepted.
-func (f *File) Validate() error {
+func (f *File) Validate() error { return f.validate(nil) }
+
+// validate is Validate with the unreadable fields of each tenant, as Parse found them.
+func (f *File) validate(unread []unreadable) error {
+	u := func(i int) unreadable {
+		if i < len(unread) {
+			return unread[i]
+		}
+		return unreadable{}
+	}
 	var errs []error
 	seen := map[string]int{}
 	for i, t := range f.Tenants {
-		if j, dup := seen[t.ID]; dup {
+		// An empty or unreadable id has its own message; it is no one's duplicate.
+		if j, dup := seen[t.ID]; dup && t.ID != "" && !u(i).skips("id") {
 			errs = append(errs, fmt.Errorf("tenant %q: id: duplicate of tenants[%d]; ids must be unique", t.ID, j))
+		} else if !dup {
+			seen[t.ID] = i
 		}
-		seen[t.ID] = i
-		errs = append(errs, t.Validate())
+		errs = append(errs, t.check(u(i)))
 	}
 	errs = append(errs, overlappingPrefixes(f.Tenants)...)
 	return errors.Join(errs...)
 }
 
 // Validate checks one tenant on its own, fields already defaulted.
-func (t Tenant) Validate() error {
+func (t Tenant) Validate() error { return t.check(unreadable{}) }
+
+// check is Validate without the checks of the fields u could not read.
+func (t Tenant) check(u unreadable) error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("tenant %q: %s: %s", t.ID, field, fmt.Sprintf(format, args...)))
+		if !u.skips(field) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", u.name(t), field, fmt.Sprintf(format, args...)))
+		}
 	}
 	if !idPattern.MatchString(t.ID) {
 		bad("id", "%q is invalid: use 1-32 lower-case letters, digits and hyphens, starting with a letter or digit", t.ID)
 	}
 	switch {
+	case t.Prefix == "" && t.ID == "":
+		// The default prefix is made from the id, whose problem is already reported.
 	case t.Prefix == "" || strings.HasPrefix(t.Prefix, "/") || !strings.HasSuffix(t.Prefix, "/"):
 		bad("prefix", "%q is invalid: a prefix is a non-empty key prefix ending in \"/\" without a leading \"/\", e.g. \"inbox/%s/\"", t.Prefix, t.ID)
 	case !utf8.ValidString(t.Prefix) || len(t.Prefix) > 512:
 		bad("prefix", "%q is invalid: must be valid UTF-8 of at most 512 bytes", t.Prefix)
 	default:
 		for _, r := range pipeline.ReservedPrefixes {
-			if overlaps(t.Prefix, r) {
+			if PrefixesOverlap(t.Prefix, r) {
 				bad("prefix", "%q overlaps %q, which the pipeline writes to itself; choose a prefix outside it", t.Prefix, r)
 			}
 		}
@@ -421,13 +489,16 @@ func validURL(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
-func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+// PrefixesOverlap reports whether a key can start with both prefixes, so that one file would reach
+// two tenants. The construct checks its pipelines on one bucket by the same rule.
+func PrefixesOverlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 func overlappingPrefixes(ts []Tenant) []error {
 	var errs []error
 	for i := range ts {
 		for j := i + 1; j < len(ts); j++ {
-			if ts[i].Prefix != "" && ts[j].Prefix != "" && overlaps(ts[i].Prefix, ts[j].Prefix) {
+			// Two entries of one id are reported as a duplicate, not as overlapping themselves.
+			if ts[i].ID != ts[j].ID && ts[i].Prefix != "" && ts[j].Prefix != "" && PrefixesOverlap(ts[i].Prefix, ts[j].Prefix) {
 				errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
 					ts[j].ID, ts[j].Prefix, ts[i].ID, ts[i].Prefix))
 			}

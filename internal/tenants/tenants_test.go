@@ -194,6 +194,54 @@ func TestParseReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestParseOneMistakeOneMessage: a value that cannot be read (a misspelt field, a nested one too,
+// or one of the wrong JSON type) is one message; the checks of the field it should have set are
+// skipped, and the fields after it are still read and checked. A duplicate id is one message too.
+func TestParseOneMistakeOneMessage(t *testing.T) {
+	const url = `"registerUrl": "https://core.example.com/r"`
+	for _, tc := range []struct {
+		name, json string
+		want       []string // the error's lines, each by its start, in order
+	}{
+		{"misspelt nested field", `{"id": "acme", "dynamodb": {"tabel": "orders", "key": ["id"]}}`,
+			[]string{`tenants[0] ("acme"): dynamodb: unknown field "tabel" (did you mean "table"?)`}},
+		{"mis-cased nested field", `{"id": "acme", "dynamodb": {"Key": ["id"]}}`,
+			[]string{`tenants[0] ("acme"): dynamodb: unknown field "Key" (did you mean "key"?)`}},
+		{"fields after a bad nested field are read", `{"id": "acme", "dynamodb": {"tabel": "orders", "key": ["id"]}, "chunkSize": 5000}`,
+			[]string{`tenants[0] ("acme"): dynamodb: unknown field "tabel"`, `tenant "acme": chunkSize: 5000 is out of range`}},
+		{"nested object of the wrong type", `{"id": "acme", "dynamodb": 5}`,
+			[]string{`tenants[0] ("acme"): dynamodb: got JSON number, want an object`}},
+		{"nested field of the wrong type", `{"id": "acme", "dynamodb": {"key": "id"}}`,
+			[]string{`tenants[0] ("acme"): dynamodb.key: got JSON string, want an array`}},
+		{"id of the wrong type", `{"id": 7, ` + url + `}`, []string{`tenants[0]: id: got JSON number, want a string`}},
+		{"id of the wrong type, its problems named by position", `{"id": 7, "chunkSize": 0}, {"id": true, "chunkSize": -1}`,
+			[]string{`tenants[0]: id: got JSON number, want a string`, `tenants[1]: id: got JSON bool, want a string`,
+				`tenants[1]: chunkSize: -1 is out of range`, `tenants[0]: registerUrl: missing`, `tenants[1]: registerUrl: missing`}},
+		{"no id", `{` + url + `}`, []string{`tenant "": id: "" is invalid`}},
+		{"duplicate id", `{"id": "acme", ` + url + `}, {"id": "acme", ` + url + `}`,
+			[]string{`tenant "acme": id: duplicate of tenants[0]; ids must be unique`}},
+		{"misspelt registerUrl", `{"id": "acme", "registerurl": "https://core.example.com/r"}`,
+			[]string{`tenants[0] ("acme"): unknown field "registerurl" (did you mean "registerUrl"?)`}},
+		{"two values of the wrong type", `{"id": "acme", "chunkSize": "5", "format": 5, ` + url + `}`,
+			[]string{`tenants[0] ("acme"): chunkSize: got JSON string, want a whole number`, `tenants[0] ("acme"): format: got JSON number, want a string`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), Options{})
+			if err == nil {
+				t.Fatalf("got no error, want %q", tc.want)
+			}
+			got := strings.Split(err.Error(), "\n")
+			ok := len(got) == len(tc.want)
+			for i := 0; ok && i < len(got); i++ {
+				ok = strings.HasPrefix(got[i], tc.want[i])
+			}
+			if !ok {
+				t.Errorf("got %d messages:\n%s\nwant %d, starting with:\n%s", len(got), err, len(tc.want), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
 // TestParseSyntaxErrorPosition: a JSON syntax error names its line and column (characters, from 1),
 // counted by hand for each input.
 func TestParseSyntaxErrorPosition(t *testing.T) {
