@@ -30,8 +30,11 @@ serve: setup
 	.build/bin/local --serve --env-file .build/local/env --inbox local/inbox
 
 ## synth: write the CloudFormation templates of the configured tenants to cdk.out/
+## The CDK CLI ends a failed synth with its own "Subprocess exited with error 1" after the app's
+## message; it is dropped here, so the app's message is the last thing said (the status is kept).
 synth: setup
-	cdk synth --quiet --output cdk.out
+	@set -o pipefail; { cdk synth --quiet --output cdk.out 2>&1 1>&3 3>&- \
+	  | sed -u '/: Subprocess exited with error [0-9]*$$/d' >&2; } 3>&1
 
 ## test: vet, format check and every test (GO_TEST_PACKAGES to choose). gotestsum (go.mod's tool)
 ## prints each test as it ends, then its summary (failures with their output); the slowest packages
