@@ -331,12 +331,13 @@ func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st 
 	marker, found, err := h.skipMarker(ctx, markerKey)
 	if err != nil {
 		attrs = append(attrs, "error", err, "nextWaitSeconds", h.cfg.HaltWait.Seconds())
-		if accessDeniedError(err) {
-			attrs = append(attrs, "hint", "S3 answers 403 for a missing key unless the role may s3:ListBucket the ingest bucket")
-		}
 		d.log.ErrorContext(ctx, "tenant halted; the skip marker could not be read", attrs...)
 		d.count(metrics.Blocked)
 		return h.hold(ctx, d, h.cfg.HaltWait)
+	}
+	if marker.denied {
+		attrs = append(attrs, "skipMarkerRead", "403 AccessDenied, read as no marker: S3 answers 403 for a missing key unless the role may "+
+			"s3:ListBucket; if a marker was written, check the role's s3:GetObject on it")
 	}
 	if found {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -23,6 +22,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 // Wake-up on the execution's completion event (docs/controller.md).
@@ -312,11 +312,11 @@ func (h *Handler) putControl(ctx context.Context, key string, body []byte) error
 
 // getControl reads a small control object; a missing one is not an error. S3 answers 404 for a
 // missing key only to a caller that may list the bucket, otherwise 403
-// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html), so both read as absent
+// (source.Absent): absent only ever means "look the execution up", never a release.
 func (h *Handler) getControl(ctx context.Context, key string) ([]byte, bool, error) {
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
-	var noKey *s3types.NoSuchKey
-	if errors.As(err, &noKey) {
+	if source.Absent(err) {
 		return nil, false, nil
 	}
 	if err != nil {

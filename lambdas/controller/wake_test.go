@@ -335,6 +335,14 @@ func TestWake(t *testing.T) {
 			wantErrors:  1,
 		},
 		{
+			name: "no state and no s3:ListBucket: the 403 reads as no state, not an error",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.q.receive("rh-1")
+				w.s3.noListBucket = true
+			},
+			wantMetrics: map[string]float64{metrics.WakeIgnored: 1, metrics.WakeStateErrors: 0},
+		},
+		{
 			name: "corrupt state",
 			setup: func(t *testing.T, w *wakeRig) {
 				w.s3.objects[wakeStateObject] = `{"version":1}{}`
@@ -582,6 +590,18 @@ func TestWakeDelivery(t *testing.T) {
 			wantState:     true,
 			wantMetrics:   map[string]float64{metrics.Waits: 1, metrics.WakeStateErrors: 1},
 			wantErrors:    1, // only this code writes the record: a corrupt one is a fault
+		},
+		{
+			name: "no record and no s3:ListBucket: the 403 reads as no record, not an error",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+				w.s3.noListBucket = true
+			},
+			receives:      3,
+			wantChanges:   []visibilityChange{{"rh-3", 300}},
+			wantDescribes: 1,
+			wantState:     true,
+			wantMetrics:   map[string]float64{metrics.Waits: 1, metrics.WakeStateErrors: 0},
 		},
 		{
 			name: "state not written: not armed, the backoff wait",
