@@ -339,6 +339,16 @@ func TestScenarioDataPath(t *testing.T) {
 			if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
 				t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
 			}
+			if tc.cfg.S3MissingKeyForbidden {
+				// The form-encoded keys that differ from the stored ones were denied (403) and then
+				// read under their decoded form.
+				decoded := lambdaLogs(t, r, func(l map[string]any) bool {
+					return l["msg"] == "the event's key was form-encoded; read the decoded key"
+				})
+				if len(decoded) < len(files) {
+					t.Errorf("got %d reads of a decoded key after a denied one, want at least %d, one per file", len(decoded), len(files))
+				}
+			}
 		})
 	}
 }
