@@ -56,7 +56,7 @@ func main() {
 type options struct {
 	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile string
 	timeout, haltedRecheck, heartbeat, sinkLatency                                 time.Duration
-	serve, failOnFailed, dupStatus                                                 bool
+	serve, failOnFailed, dupStatus, s3MissingForbidden                             bool
 	dropStatus, throttleDescribe, throttleStart                                    float64
 	faultSeed                                                                      uint64
 	files                                                                          []inboxFile
@@ -91,6 +91,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
 	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	// Step Functions status change events and throttling (docs/local-run.md).
+	fs.BoolVar(&o.s3MissingForbidden, "s3-missing-key-403", false, "the Lambdas' S3 answers a read of a missing key with 403 AccessDenied instead of 404, as S3 does without s3:ListBucket")
 	fs.Float64Var(&o.dropStatus, "drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
 	fs.BoolVar(&o.dupStatus, "duplicate-status-events", false, "route every Step Functions status change event twice")
 	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
@@ -222,7 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var err error
 		r, err = localrun.Start(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
-			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency,
+			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
 			StatusEvents: localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:  localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 		})

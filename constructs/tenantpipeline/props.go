@@ -110,6 +110,20 @@ type Props struct {
 
 	// AlarmTopic receives every alarm's state changes. Default: alarms without actions.
 	AlarmTopic awssns.ITopic
+
+	// Operators may steer the tenant besides the pipeline itself: the tenant's queue and its
+	// rule's dead-letter queue deny sqs:SendMessage to every principal but the tenant's rule
+	// (aws:SourceArn), the controller's role and the operators, so only they can put events or
+	// control messages (pipectl redrive, replay) into the tenant's queue. Give the same set to
+	// BucketWriteDeny for the ingest bucket (docs/operations.md, "Who may steer a tenant").
+	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
+	Operators Operators
+
+	// RolePath is the IAM path of the functions' roles (controller, split, the bundled register):
+	// BucketWriteDeny lets the roles under it write the bucket's control/, work/ and quarantine/
+	// prefixes. "/" or "/<segments>/", printable ASCII, at most 512 characters. Changing it
+	// replaces the roles. Default: /tenantpipeline/.
+	RolePath string
 }
 
 // Defaults.
@@ -179,6 +193,10 @@ func (p Props) withDefaults() Props {
 		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
 	p.Alarms = p.Alarms.withDefaults(p.WorkflowTimeout)
+	p.Operators = p.Operators.withDefaults()
+	if p.RolePath == "" {
+		p.RolePath = DefaultRolePath
+	}
 	return p
 }
 
@@ -266,6 +284,10 @@ func (p Props) validate() error {
 	}
 	p.validateAcrossFields(bad)
 	p.Alarms.validate(p.HaltedRecheck, bad)
+	p.Operators.validate(bad)
+	if !validRolePath(p.RolePath) {
+		bad("RolePath %q is not an IAM path: use \"/\" or \"/<segments>/\" of printable ASCII, at most 512 characters (default %s)", p.RolePath, DefaultRolePath)
+	}
 	return errors.Join(errs...)
 }
 

@@ -40,6 +40,10 @@ func TestDefaults(t *testing.T) {
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
 		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
+		{"Operators.TagKey", p.Operators.TagKey, "tenantpipeline-operator"},
+		{"Operators.TagValue", p.Operators.TagValue, "true"},
+		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
+		{"RolePath", p.RolePath, "/tenantpipeline/"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -57,6 +61,13 @@ func TestValidateRejects(t *testing.T) {
 		want   string
 	}{
 		{"no bucket", func(p *Props) { p.Bucket = nil }, `tenant "acme": Bucket is required`},
+		{"role path without slashes", func(p *Props) { p.RolePath = "ops" }, `RolePath "ops" is not an IAM path`},
+		{"role path not ending in a slash", func(p *Props) { p.RolePath = "/ops" }, `RolePath "/ops" is not an IAM path`},
+		{"operator tag key in the aws: namespace", func(p *Props) { p.Operators.TagKey = "aws:team" }, `Operators.TagKey "aws:team" is not an IAM tag key`},
+		{"operator tag value with a quote", func(p *Props) { p.Operators = Operators{TagKey: "team", TagValue: `o"ps`} }, `Operators.TagValue "o\"ps" is not an IAM tag value`},
+		{"operator ARN of a session", func(p *Props) {
+			p.Operators.PrincipalARNs = []string{"arn:aws:sts::123456789012:assumed-role/Ops/alice"}
+		}, `"arn:aws:sts::123456789012:assumed-role/Ops/alice" is not an IAM role or user ARN`},
 		{"no register url", func(p *Props) { p.Tenant.RegisterURL = "" }, `registerUrl is required unless Props.RegisterFunction`},
 		{"bad tenant id", func(p *Props) { p.Tenant.ID = "A B" }, `tenant "A B": id: "A B" is invalid`},
 		{"chunk size", func(p *Props) { p.Tenant.ChunkSize = 5000 }, `chunkSize: 5000 is out of range`},

@@ -3,7 +3,9 @@
 // as the tenant's lock, the controller, split and register functions, the two state machines of
 // package workflows, a rule that wakes the controller when a file's execution ends, the DynamoDB
 // sink's table when the tenant needs one, the stack output pipectl reads, and the alarms an
-// operator needs. NewDashboard adds one dashboard for the tenants of a stack.
+// operator needs. NewDashboard adds one dashboard for the tenants of a stack. The tenant's queues
+// accept messages only from its rule, the controller's role and Props.Operators; BucketWriteDeny is
+// the matching statement for the ingest bucket's policy (operators.go).
 //
 // Within a tenant, files are processed one at a time in arrival order and records in file order;
 // tenants never wait for each other. See README.md and docs/ for why each piece is there.
@@ -216,6 +218,8 @@ func (t *TenantPipeline) build() {
 	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
 
 	t.addStatusRule()
+	t.placeRoles(t.Controller, t.Split, t.Register)
+	t.denyForeignSends()
 
 	t.Alarms = t.newAlarms()
 	t.addOutput()

@@ -170,6 +170,8 @@ type S3 struct {
 	counter  *APICounter
 	mu       sync.Mutex
 	sequence uint64
+	// missingForbidden answers the pipeline's reads of a missing key with 403 (Config.S3MissingKeyForbidden).
+	missingForbidden bool
 }
 
 func newS3(counter *APICounter) *S3 {
@@ -186,6 +188,9 @@ func (s *S3) Handler(counted bool) http.Handler {
 		op := s3Operation(r)
 		if counted {
 			s.counter.Add("s3", op)
+		}
+		if counted && s.missingForbidden && (op == "GetObject" || op == "HeadObject") {
+			w = &forbiddenWriter{ResponseWriter: w, head: r.Method == http.MethodHead}
 		}
 		if (op == "GetObject" || op == "HeadObject") && serveVersion(inner, w, r) {
 			return
@@ -221,6 +226,55 @@ func (s *S3) Sequencer() string {
 	defer s.mu.Unlock()
 	s.sequence++
 	return fmt.Sprintf("%016X", uint64(time.Now().UnixNano())<<8|s.sequence&0xff)
+}
+
+// forbiddenWriter turns a 404 answer (NoSuchKey, NoSuchVersion) into the 403 AccessDenied that S3
+// gives a reader without s3:ListBucket on the bucket
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"): the error
+// body S3 sends (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html), none for a
+// HEAD. Any other answer passes through.
+type forbiddenWriter struct {
+	http.ResponseWriter
+	head     bool
+	rewrote  bool
+	wroteHdr bool
+}
+
+const accessDeniedBody = `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+	`<Error><Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>LOCAL</RequestId><HostId>LOCAL</HostId></Error>`
+
+func (w *forbiddenWriter) WriteHeader(code int) {
+	if w.wroteHdr {
+		return
+	}
+	w.wroteHdr = true
+	if code != http.StatusNotFound {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.rewrote = true
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("X-Amz-Version-Id")
+	h.Del("X-Amz-Delete-Marker")
+	h.Set("Content-Type", "application/xml")
+	if !w.head {
+		h.Set("Content-Length", fmt.Sprint(len(accessDeniedBody)))
+	}
+	w.ResponseWriter.WriteHeader(http.StatusForbidden)
+	if !w.head {
+		io.WriteString(w.ResponseWriter, accessDeniedBody)
+	}
+}
+
+func (w *forbiddenWriter) Write(b []byte) (int, error) {
+	if !w.wroteHdr {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.rewrote {
+		return len(b), nil // the 404's own body is replaced
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 type statusRecorder struct {

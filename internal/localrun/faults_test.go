@@ -310,10 +310,20 @@ func TestScenarioDataPath(t *testing.T) {
 		{"cont", "注文 2026.csv", csvOf(14)},
 		{"ov", "x y+z.csv", csvOf(15)},
 	}
-	for _, form := range []string{EventKeyRaw, EventKeyForm} {
-		t.Run(form, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{EventKeyRaw, Config{EventKeyForm: EventKeyRaw}},
+		{EventKeyForm, Config{EventKeyForm: EventKeyForm}},
+		// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without
+		// s3:ListBucket: the key as given (form-encoded) is not there, and neither are the
+		// controller's wake-up objects at first. Nothing may fail or log at ERROR for it.
+		{"form, missing keys answer 403", Config{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := startScenario(t, scenarioTenants, Config{EventKeyForm: form})
+			r := startScenario(t, scenarioTenants, tc.cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			uploadAll(t, ctx, r, files)
@@ -324,6 +334,19 @@ func TestScenarioDataPath(t *testing.T) {
 				want := int64(strings.Count(string(u.body), "\n") - 1)
 				if f.Status != "SUCCEEDED" || f.Records != want || f.Executions != 1 {
 					t.Errorf("%s/%s: got %s (%s %s), %d records, %d executions; want SUCCEEDED, %d, 1", u.tenant, u.rel, f.Status, f.Error, f.Cause, f.Records, f.Executions, want)
+				}
+			}
+			if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
+				t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
+			}
+			if tc.cfg.S3MissingKeyForbidden {
+				// The form-encoded keys that differ from the stored ones were denied (403) and then
+				// read under their decoded form.
+				decoded := lambdaLogs(t, r, func(l map[string]any) bool {
+					return l["msg"] == "the event's key was form-encoded; read the decoded key"
+				})
+				if len(decoded) < len(files) {
+					t.Errorf("got %d reads of a decoded key after a denied one, want at least %d, one per file", len(decoded), len(files))
 				}
 			}
 		})

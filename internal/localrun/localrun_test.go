@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -166,4 +167,21 @@ func TestFixtureEndToEnd(t *testing.T) {
 	if rep.InterFileGapSecond.N != 1 {
 		t.Errorf("inter-file gaps: got %d, want 1", rep.InterFileGapSecond.N)
 	}
+}
+
+// lambdaLogs returns the JSON log lines of the run's Lambda processes (run.log) that match.
+func lambdaLogs(t *testing.T, r *Run, match func(map[string]any) bool) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.cfg.WorkDir, "run.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(b), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["level"] != nil && match(l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

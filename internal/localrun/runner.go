@@ -63,6 +63,13 @@ type Config struct {
 	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
 	// AWS documents neither form for EventBridge, so the pipeline must work with both.
 	EventKeyForm string
+	// S3MissingKeyForbidden makes the pipeline's S3 endpoint answer a GetObject or HeadObject of a
+	// missing key or version with 403 AccessDenied instead of 404, as S3 answers a caller without
+	// s3:ListBucket (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+	// "Permissions"). Whether the construct's prefix-conditioned ListBucket grant counts is not
+	// documented, so the pipeline must work either way. The harness's own endpoint (uploads,
+	// pipectl) keeps answering 404.
+	S3MissingKeyForbidden bool
 	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
 	// core system, or a table, that takes this long to answer); see sinklatency.go.
 	SinkLatency time.Duration

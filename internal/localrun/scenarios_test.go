@@ -520,8 +520,8 @@ func TestScenarioBadFile(t *testing.T) {
 		return rep
 	}
 
-	t.Run("halt then skip", func(t *testing.T) {
-		r := startScenario(t, scenarioTenants, Config{EnvFor: env})
+	haltThenSkip := func(t *testing.T, cfg Config) *Run {
+		r := startScenario(t, scenarioTenants, cfg)
 		rep := haltAndRelease(t, r, []upload{
 			{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}, {"halt", "4.csv", csvOf(40)},
 		}, "2-bad.csv", func(ctx context.Context, fr FileReport) {
@@ -533,6 +533,25 @@ func TestScenarioBadFile(t *testing.T) {
 		wantStatuses(t, rep, "halt", "SUCCEEDED", "FAILED", "SUCCEEDED", "SUCCEEDED")
 		if a, b := fileOf(t, rep, "halt", "3.csv").Records, fileOf(t, rep, "halt", "4.csv").Records; a != 30 || b != 40 {
 			t.Errorf("after the skip: got %d and %d records, want 30 and 40", a, b)
+		}
+		return r
+	}
+	t.Run("halt then skip", func(t *testing.T) { haltThenSkip(t, Config{EnvFor: env}) })
+
+	// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without s3:ListBucket:
+	// the missing skip marker and wake-up record read as absent, never as a failed read.
+	t.Run("halt then skip, missing keys answer 403", func(t *testing.T) {
+		r := haltThenSkip(t, Config{EnvFor: env, S3MissingKeyForbidden: true})
+		unread := lambdaLogs(t, r, func(l map[string]any) bool {
+			msg, _ := l["msg"].(string)
+			return strings.Contains(msg, "could not be read")
+		})
+		if len(unread) > 0 {
+			t.Errorf("got %d lines of an unreadable control object, want none: %v", len(unread), unread)
+		}
+		halted := lambdaLogs(t, r, func(l map[string]any) bool { return l["skipMarkerRead"] != nil })
+		if len(halted) == 0 {
+			t.Errorf("got no halted line saying the marker read was a 403; is the switch on?")
 		}
 	})
 

@@ -195,6 +195,12 @@ type Location struct {
 	// Version is the manifest format, for a manifest (manifest.go): 0 (absent) or ManifestV1, and
 	// ManifestV2 for chunks cut by bytes.
 	Version int `json:"version,omitempty"`
+	// VersionID and ETag are what S3 answered to the PutObject that wrote the object (Split's
+	// manifest), so readers read exactly that write: by version id in a versioned bucket, and with
+	// If-Match on the ETag always. An object written later under the same key is never read in its
+	// place. Both empty only for a manifest written before they were recorded (read unpinned).
+	VersionID string `json:"versionId,omitempty"`
+	ETag      string `json:"etag,omitempty"`
 }
 
 // Segment is a run of at most SegmentChunks consecutive chunks, registered by one segment execution.

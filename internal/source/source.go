@@ -136,9 +136,9 @@ type GetObjectAPI interface {
 // AWS's Lambda Powertools decodes the EventBridge key with unquote_plus. The form cannot be told
 // from the characters (a literal '+' and an encoded space look the same), so Open asks S3: first
 // the key as given, pinned to the event's version id and ETag (GetInput); if S3 answers that no
-// such key or version exists (404), or that the key's object does not match the ETag (412: with
-// versioning suspended or off, a different object can live under the other form of the key), the
-// form-decoded key (url.QueryUnescape: '+' is a space, %XX a byte), pinned the same way. Whichever
+// such key or version exists (404, or the 403 it gives a caller without s3:ListBucket: Absent),
+// or that the key's object does not match the ETag (412: with versioning suspended or off, a
+// different object can live under the other form of the key), the form-decoded key (url.QueryUnescape: '+' is a space, %XX a byte), pinned the same way. Whichever
 // matches the event's pin is the object; when neither does, the file's object is gone or changed.
 //
 // Errors are the pipeline's types, as GetError returns them.
@@ -169,20 +169,27 @@ func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source) (*s3.GetOb
 		return nil, src, GetError(alt, altErr)
 	}
 	// Neither form holds the event's object. Report the key as given, and what the decoded form
-	// answered, so an operator can see both were tried.
-	first := GetError(src, err).(*pipeline.ObjectChangedError)
-	return nil, src, &pipeline.ObjectChangedError{
-		Message: fmt.Sprintf("%s; the form-decoded key %q answered %d %s too", first.Message, decoded, HTTPStatus(altErr), ErrorCode(altErr)),
-		Err:     err,
+	// answered, so an operator can see both were tried: as a changed object when either form said
+	// so (404, 412), as access denied when both forms were denied.
+	suffix := fmt.Sprintf("; the form-decoded key %q answered %d %s too", decoded, HTTPStatus(altErr), ErrorCode(altErr))
+	var changed *pipeline.ObjectChangedError
+	switch first := GetError(src, err); {
+	case errors.As(first, &changed):
+		return nil, src, &pipeline.ObjectChangedError{Message: changed.Message + suffix, Err: err}
+	case errors.As(GetError(alt, altErr), &changed):
+		return nil, src, &pipeline.ObjectChangedError{
+			Message: fmt.Sprintf("%s: the object version of the event no longer exists (the key as given answered %d %s; versionId %q, etag %q)%s",
+				Name(src), HTTPStatus(err), ErrorCode(err), src.VersionID, src.ETag, suffix),
+			Err: altErr,
+		}
+	default:
+		return nil, src, &pipeline.PermanentError{Message: first.Error() + suffix, Err: err}
 	}
 }
 
 // notThisKey reports a read that may have used the wrong form of the key: the key or version does
-// not exist under it (404 NoSuchKey/NoSuchVersion), or its object is not the event's (412).
+// not exist under it (Absent: 404, or the 403 S3 answers for a missing key to a caller without
+// s3:ListBucket), or its object is not the event's (412).
 func notThisKey(err error) bool {
-	switch HTTPStatus(err) {
-	case http.StatusNotFound, http.StatusPreconditionFailed:
-		return true
-	}
-	return false
+	return Absent(err) || HTTPStatus(err) == http.StatusPreconditionFailed
 }

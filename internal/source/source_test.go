@@ -136,8 +136,15 @@ func TestOpenKeyForms(t *testing.T) {
 		"inbox/t1/請求書 ①.csv",
 		"inbox/t1/plain.csv",
 	}
-	for _, versioning := range []string{"enabled", "suspended", "off"} {
+	for _, tc := range []struct {
+		versioning string
+		// noListBucket: the reader lacks s3:ListBucket, so the form of the key that holds no
+		// object answers 403 AccessDenied instead of 404.
+		noListBucket bool
+	}{{"enabled", false}, {"suspended", false}, {"off", false}, {"enabled", true}, {"off", true}} {
+		versioning := tc.versioning
 		s3 := sourcetest.NewFakeS3()
+		s3.NoListBucket = tc.noListBucket
 		srcs := map[string]pipeline.Source{}
 		for i, key := range keys {
 			etag := fmt.Sprintf("etag-%d", i)
@@ -159,7 +166,7 @@ func TestOpenKeyForms(t *testing.T) {
 		for _, key := range keys {
 			forms := map[string]string{"raw": key, "form-encoded": formEncode(key, false), "form-encoded with /": formEncode(key, true)}
 			for form, eventKey := range forms {
-				t.Run(fmt.Sprintf("versioning %s/%s/%s", versioning, key, form), func(t *testing.T) {
+				t.Run(fmt.Sprintf("versioning %s/no ListBucket %v/%s/%s", versioning, tc.noListBucket, key, form), func(t *testing.T) {
 					src := srcs[key]
 					src.Key = eventKey
 					out, got, err := Open(context.Background(), s3, src)
@@ -200,7 +207,17 @@ func TestOpenErrors(t *testing.T) {
 			s.Put("b", "inbox/a b.csv", &sourcetest.Object{})
 			s.GetErrFor = map[string]error{"inbox/a b.csv": sourcetest.APIError("GetObject", 503, "SlowDown")}
 		}, pipeline.ErrRetryable, `s3://b/inbox/a b.csv: reading the object failed`, 2},
-		{"access denied is not a key form", "inbox/a+b.csv", func(s *sourcetest.FakeS3) { s.NoListBucket = true }, pipeline.ErrPermanent, "access denied", 1},
+		{"denied under both forms (no s3:ListBucket)", "inbox/a+b.csv", func(s *sourcetest.FakeS3) { s.NoListBucket = true }, pipeline.ErrPermanent,
+			`access denied reading the object; without s3:ListBucket on the bucket a deleted object or version also reads as access denied, so check that the role has both s3:GetObject(Version) and s3:ListBucket; the form-decoded key "inbox/a b.csv" answered 403 AccessDenied too`, 2},
+		{"denied as given, gone under the decoded form", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {
+			s.GetErrFor = map[string]error{"inbox/a+b.csv": sourcetest.APIError("GetObject", 403, "AccessDenied")}
+		}, pipeline.ErrObjectChanged, `s3://b/inbox/a+b.csv: the object version of the event no longer exists (the key as given answered 403 AccessDenied; versionId "v1", etag "e1"); the form-decoded key "inbox/a b.csv" answered 404 NoSuchKey too`, 2},
+		{"denied as given, decoded read fails otherwise", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {
+			s.GetErrFor = map[string]error{"inbox/a+b.csv": sourcetest.APIError("GetObject", 403, "AccessDenied"), "inbox/a b.csv": sourcetest.APIError("GetObject", 503, "SlowDown")}
+		}, pipeline.ErrRetryable, `s3://b/inbox/a b.csv: reading the object failed`, 2},
+		{"a real access problem is not a key form: 400 is not retried under the other form", "inbox/a+b.csv", func(s *sourcetest.FakeS3) {
+			s.GetErrFor = map[string]error{"inbox/a+b.csv": sourcetest.APIError("GetObject", 400, "InvalidRequest")}
+		}, pipeline.ErrPermanent, "S3 rejected the request", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

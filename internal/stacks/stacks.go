@@ -35,6 +35,8 @@ const (
 	// CtxStrictAssignment "true" makes synth fail instead of creating or changing the assignment
 	// file; "false" lets it write the file even under CI=true. Default: strict when CI=true.
 	CtxStrictAssignment = "strictAssignment"
+	CtxOperatorTag      = "operatorTag"
+	CtxOperatorArns     = "operatorArns"
 )
 
 // Options are the app-wide settings.
@@ -62,7 +64,16 @@ type Options struct {
 	// StrictAssignment makes Build fail, naming the file to commit, where it would create or
 	// change the assignment file. Default: false (OptionsFromContext sets it under CI=true).
 	StrictAssignment bool
+	// Operators may steer every tenant besides the pipeline itself: send to the tenants' queues
+	// and write the ingest bucket's control/, work/ and quarantine/ prefixes
+	// (tenantpipeline.Operators). Context: operatorTag "key=value", operatorArns comma-separated.
+	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
+	Operators tenantpipeline.Operators
 }
+
+// RolePath is the IAM path of the app's function roles, one per stack prefix, so that two copies
+// of the app in one account cannot write each other's control objects.
+func (o Options) RolePath() string { return tenantpipeline.DefaultRolePath + o.StackPrefix + "/" }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
 // 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
@@ -96,6 +107,20 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		o.StrictAssignment = v == "true"
 	default:
 		return o, fmt.Errorf("context %s: %q is not true or false", CtxStrictAssignment, v)
+	}
+	if v := get(CtxOperatorTag); v != "" {
+		key, value, ok := strings.Cut(v, "=")
+		if !ok || key == "" {
+			return o, fmt.Errorf("context %s: %q is not key=value (e.g. %s=%s)", CtxOperatorTag, v, tenantpipeline.DefaultOperatorTagKey, tenantpipeline.DefaultOperatorTagValue)
+		}
+		o.Operators.TagKey, o.Operators.TagValue = key, value
+	}
+	if v := get(CtxOperatorArns); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.Operators.PrincipalARNs = append(o.Operators.PrincipalARNs, a)
+			}
+		}
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -180,10 +205,12 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			Description: jsii.String("Ordered per-tenant file pipeline: the ingest bucket"),
 		})
 		out.Bucket = NewIngestBucket(out.Ingest, "Bucket")
+		out.Bucket.AddToResourcePolicy(tenantpipeline.BucketWriteDeny(out.Bucket, o.RolePath(), o.Operators))
 		suppressIngestNagFindings(out.Ingest, out.Bucket)
 		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
 	}
 
+	var firstBucket awss3.IBucket // the bucket as the first tenant stack sees it
 	for _, name := range stackNames(stackOf) {
 		var group []tenants.Tenant
 		for _, t := range file.Tenants {
@@ -197,6 +224,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		})
 		out.TenantStacks = append(out.TenantStacks, stack)
 		bucket := bucketFor(stack)
+		if firstBucket == nil {
+			firstBucket = bucket
+		}
 		var topic awssns.ITopic
 		if o.AlarmTopicArn != "" {
 			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
@@ -208,6 +238,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 				Tenant:     pipelineTenant(t),
 				Bucket:     bucket,
 				AlarmTopic: topic,
+				Operators:  o.Operators,
+				RolePath:   o.RolePath(),
 			})
 			pipelines = append(pipelines, out.Pipelines[t.ID])
 		}
@@ -221,7 +253,29 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		}
 	}
 	WarnRuleQuota(out.TenantStacks[0], rules)
+	if o.BucketName != "" {
+		ImportedBucketPolicy(out.TenantStacks[0], firstBucket, o)
+	}
 	return out, nil
+}
+
+// ImportedBucketPolicyOutput is the output that carries the statement an existing ingest bucket's
+// policy must get.
+const ImportedBucketPolicyOutput = "IngestBucketPolicyStatement"
+
+// ImportedBucketPolicy reports the Deny statement that an existing bucket's owner must add to its
+// bucket policy (tenantpipeline.BucketWriteDeny): CDK cannot change the policy of a bucket it
+// imports by name. The statement becomes a stack output, resolved at deploy time with the
+// account's partition and id, and synth prints a warning that says so.
+func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, o Options) {
+	awscdk.NewCfnOutput(stack, jsii.String(ImportedBucketPolicyOutput), &awscdk.CfnOutputProps{
+		Description: jsii.String("Add this statement to the policy of the existing ingest bucket: only the pipeline and its operators may write control/, work/ and quarantine/"),
+		Value:       jsii.String(tenantpipeline.BucketWriteDenyJSON(bucket, o.RolePath(), o.Operators)),
+	})
+	msg := fmt.Sprintf("the ingest bucket %s is not managed by this app, so CDK cannot add the Deny that keeps everyone but the pipeline's roles "+
+		"(IAM path %s) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s "+
+		"to the bucket's policy after the deploy (docs/operations.md, \"Who may steer a tenant\")", o.BucketName, o.RolePath(), ImportedBucketPolicyOutput)
+	awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("tenantpipeline:ImportedBucketPolicy"), jsii.String(msg), nil)
 }
 
 // DefaultBusRuleQuota is EventBridge's default number of rules per event bus, per account and

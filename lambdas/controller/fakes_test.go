@@ -28,6 +28,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 )
 
 // Test fixtures shared by the handler tests.
@@ -372,6 +373,10 @@ type fakeS3 struct {
 	objects map[string]string // "bucket/key" → body
 	putErr  error
 	getErr  error
+	// noListBucket: the role lacks s3:ListBucket, so S3 answers a missing key with 403
+	// AccessDenied instead of 404 NoSuchKey
+	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+	noListBucket bool
 }
 
 func newFakeS3() *fakeS3 { return &fakeS3{objects: map[string]string{}} }
@@ -397,6 +402,9 @@ func (f *fakeS3) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
+	if !ok && f.noListBucket {
+		return nil, sourcetest.APIError("GetObject", 403, "AccessDenied")
+	}
 	if !ok {
 		return nil, &s3types.NoSuchKey{Message: aws.String("The specified key does not exist.")}
 	}

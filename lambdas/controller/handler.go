@@ -162,8 +162,14 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
 
 	if h.cfg.WakeEvents {
-		if h.wokenSucceeded(ctx, d, name, arn) {
-			d.log.InfoContext(ctx, "file done (recorded from its status event)", "executionArn", arn, "status", pipeline.StatusSucceeded)
+		st, done, err := h.wokenSucceeded(ctx, d, name, arn)
+		if err != nil {
+			return h.serviceError(ctx, d, "confirm the recorded end of the file's execution", err)
+		}
+		if done {
+			d.exec = st
+			d.log.InfoContext(ctx, "file done (recorded from its status event, confirmed)", "executionArn", arn, "status", string(st.Status),
+				"executionSeconds", runSeconds(st))
 			d.count(metrics.Completions)
 			d.count(metrics.WakeReleases)
 			return released
@@ -333,12 +339,13 @@ func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st 
 	marker, found, err := h.skipMarker(ctx, markerKey)
 	if err != nil {
 		attrs = append(attrs, "error", err, "nextWaitSeconds", h.cfg.HaltWait.Seconds())
-		if accessDeniedError(err) {
-			attrs = append(attrs, "hint", "S3 answers 403 for a missing key unless the role may s3:ListBucket the ingest bucket")
-		}
 		d.log.ErrorContext(ctx, "tenant halted; the skip marker could not be read", attrs...)
 		d.count(metrics.Blocked)
 		return h.hold(ctx, d, h.cfg.HaltWait)
+	}
+	if marker.denied {
+		attrs = append(attrs, "skipMarkerRead", "403 AccessDenied, read as no marker: S3 answers 403 for a missing key unless the role may "+
+			"s3:ListBucket; if a marker was written, check the role's s3:GetObject on it")
 	}
 	if found {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {

@@ -207,17 +207,30 @@ func TestHandle(t *testing.T) {
 			wantMetrics: map[string]float64{metrics.FailedFiles: 1, metrics.Skipped: 0},
 		},
 		{
-			name: "unreadable skip marker keeps the tenant blocked",
+			name: "skip marker denied (no s3:ListBucket): no marker, the tenant stays blocked",
 			env:  halt,
 			setup: func(r *rig) {
 				r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
-				r.s3.getErr = &smithy.GenericAPIError{Code: "AccessDenied"}
+				r.s3.noListBucket = true
 			},
 			wantWait:    900,
 			wantErrors:  1,
 			wantMetrics: map[string]float64{metrics.Blocked: 1},
-			wantLogs: []wantLog{{"ERROR", "skip marker could not be read", map[string]any{
-				"hint": "S3 answers 403 for a missing key unless the role may s3:ListBucket the ingest bucket"}}},
+			wantLogs: []wantLog{{"ERROR", "tenant halted: redrive the execution or write the skip marker", map[string]any{
+				"skipMarkerRead": "403 AccessDenied, read as no marker: S3 answers 403 for a missing key unless the role may s3:ListBucket; " +
+					"if a marker was written, check the role's s3:GetObject on it"}}},
+		},
+		{
+			name: "unreadable skip marker keeps the tenant blocked",
+			env:  halt,
+			setup: func(r *rig) {
+				r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
+				r.s3.getErr = &smithy.GenericAPIError{Code: "InternalError"}
+			},
+			wantWait:    900,
+			wantErrors:  1,
+			wantMetrics: map[string]float64{metrics.Blocked: 1},
+			wantLogs:    []wantLog{{"ERROR", "skip marker could not be read", nil}},
 		},
 		{
 			name:        "halted tenant resumes once the redriven execution runs",

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -23,6 +23,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 // Wake-up on the execution's completion event (docs/controller.md).
@@ -41,10 +42,11 @@ import (
 //     visibility change 0 comes after the controller's. No completion falls in between.
 //   - The wake-up handler checks that the event's execution is the one in wake.json, records its
 //     status in control/<tenant>/wake-done.json, then makes the message visible
-//     (ChangeMessageVisibility 0). Only SUCCEEDED, which is final (RedriveExecution restarts only
-//     FAILED, TIMED_OUT and ABORTED executions,
+//     (ChangeMessageVisibility 0). A recorded SUCCEEDED, which is final (RedriveExecution restarts
+//     only FAILED, TIMED_OUT and ABORTED executions,
 //     https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html), is
-//     trusted without a DescribeExecution; any other status is described as usual.
+//     confirmed with one DescribeExecution and released without the wake-up state: the record is
+//     an object anyone allowed to write control/ could forge. Any other status is described as usual.
 //   - A stale receipt handle (the message was received again, or deleted) is rejected by SQS
 //     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html):
 //     the delivery that holds the current handle decides. A lost event costs at most the safety
@@ -262,22 +264,40 @@ func (h *Handler) arm(ctx context.Context, d *delivery, name, arn string) {
 	}
 }
 
-// wokenSucceeded reports whether the wake-up handler recorded that execution arn SUCCEEDED.
-// SUCCEEDED is final, so the file can be released without a DescribeExecution. Anything else, or
-// a record that cannot be read, leaves the decision to the lookup.
-func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) bool {
+// wokenSucceeded reports whether the wake-up handler recorded that execution arn SUCCEEDED, and
+// DescribeExecution confirms it. The record only says where to look: whoever may write under
+// control/ could have written it, so a recorded SUCCEEDED never releases a file on its own. One
+// DescribeExecution confirms it; SUCCEEDED is final, so a confirmed end is the end. The record
+// still spares the delivery its wake-up state, its visibility change and a second look.
+// Any other recorded status, none, or a record that cannot be read leaves the decision to the
+// lookup, with no Step Functions call here. err is a failed DescribeExecution.
+func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) (*sfn.DescribeExecutionOutput, bool, error) {
 	b, found, err := h.getControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID))
+	var done pipeline.WakeDone
 	if err == nil && found {
-		var done pipeline.WakeDone
-		if done, err = pipeline.DecodeWakeDone(b); err == nil {
-			return done.ExecutionName == name && done.ExecutionARN == arn && done.Status == pipeline.StatusSucceeded
-		}
+		done, err = pipeline.DecodeWakeDone(b)
 	}
 	if err != nil {
 		d.log.Log(ctx, stateErrorLevel(err), "recorded execution end could not be read; describing the execution", "error", err)
 		d.count(metrics.WakeStateErrors)
+		return nil, false, nil
 	}
-	return false
+	if !found || done.ExecutionName != name || done.ExecutionARN != arn || done.Status != pipeline.StatusSucceeded {
+		return nil, false, nil
+	}
+	st, err := h.describe(ctx, arn)
+	if err != nil {
+		return nil, false, fmt.Errorf("confirm the recorded end of %s: %w", arn, err)
+	}
+	if st.Status != sfntypes.ExecutionStatusSucceeded {
+		// Only the wake-up handler writes the record, and only after a SUCCEEDED event of this very
+		// execution: a record that Step Functions contradicts was written by someone else.
+		d.log.ErrorContext(ctx, "recorded SUCCEEDED is contradicted by DescribeExecution; the record is ignored (check who may write control/)",
+			"executionArn", arn, "status", string(st.Status), "recordEventId", done.EventID)
+		d.count(metrics.WakeStateErrors)
+		return nil, false, nil
+	}
+	return st, true, nil
 }
 
 func (h *Handler) readWakeState(ctx context.Context) (pipeline.WakeState, bool, error) {
@@ -312,11 +332,11 @@ func (h *Handler) putControl(ctx context.Context, key string, body []byte) error
 
 // getControl reads a small control object; a missing one is not an error. S3 answers 404 for a
 // missing key only to a caller that may list the bucket, otherwise 403
-// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html), so both read as absent
+// (source.Absent): absent only ever means "look the execution up", never a release.
 func (h *Handler) getControl(ctx context.Context, key string) ([]byte, bool, error) {
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
-	var noKey *s3types.NoSuchKey
-	if errors.As(err, &noKey) {
+	if source.Absent(err) {
 		return nil, false, nil
 	}
 	if err != nil {

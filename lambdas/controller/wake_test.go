@@ -335,6 +335,14 @@ func TestWake(t *testing.T) {
 			wantErrors:  1,
 		},
 		{
+			name: "no state and no s3:ListBucket: the 403 reads as no state, not an error",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.q.receive("rh-1")
+				w.s3.noListBucket = true
+			},
+			wantMetrics: map[string]float64{metrics.WakeIgnored: 1, metrics.WakeStateErrors: 0},
+		},
+		{
 			name: "corrupt state",
 			setup: func(t *testing.T, w *wakeRig) {
 				w.s3.objects[wakeStateObject] = `{"version":1}{}`
@@ -535,14 +543,57 @@ func TestWakeDelivery(t *testing.T) {
 			wantMetrics: map[string]float64{metrics.Waits: 1},
 		},
 		{
-			name: "recorded SUCCEEDED: released with no Step Functions call",
+			name: "recorded SUCCEEDED: confirmed by one describe, released with no state and no visibility change",
 			setup: func(t *testing.T, w *wakeRig) {
 				w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
 				w.putDone(t, evID1, "SUCCEEDED")
 			},
+			receives:      3,
+			wantRelease:   true,
+			wantDescribes: 1,
+			wantMetrics:   map[string]float64{metrics.Completions: 1, metrics.WakeReleases: 1},
+		},
+		{
+			// Anyone who may write control/ can write the record: Step Functions decides.
+			name: "forged SUCCEEDED record of a running execution: not released",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+				w.putDone(t, evID1, "SUCCEEDED")
+			},
 			receives:    3,
-			wantRelease: true,
-			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.WakeReleases: 1},
+			wantChanges: []visibilityChange{{"rh-3", 300}},
+			// The confirmation, then the lookup after the wake-up state is written (the order of
+			// writes that keeps a real end from waiting for the safety net).
+			wantDescribes: 2,
+			wantState:     true,
+			wantMetrics:   map[string]float64{metrics.Waits: 1, metrics.WakeReleases: 0, metrics.Completions: 0, metrics.WakeStateErrors: 1},
+			wantErrors:    1,
+		},
+		{
+			name: "forged SUCCEEDED record of a failed execution: the failure policy applies",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
+				w.putDone(t, evID1, "SUCCEEDED")
+			},
+			receives:      3,
+			wantRelease:   true,
+			wantChanges:   []visibilityChange{{"rh-3", 300}},
+			wantDescribes: 2,
+			wantState:     true,
+			wantMetrics:   map[string]float64{metrics.FailedFiles: 1, metrics.WakeReleases: 0, metrics.Completions: 0},
+			wantErrors:    2, // the contradicted record and the failed file
+		},
+		{
+			name: "recorded SUCCEEDED, the confirmation throttled: held, not released",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
+				w.putDone(t, evID1, "SUCCEEDED")
+				w.sfn.describeErrs = []error{throttled()}
+			},
+			receives:      3,
+			wantChanges:   []visibilityChange{{"rh-3", 4}}, // the throttled wait (no jitter in tests)
+			wantDescribes: 1,
+			wantMetrics:   map[string]float64{metrics.Throttles: 1, metrics.WakeReleases: 0, metrics.Completions: 0},
 		},
 		{
 			name: "recorded FAILED is described: the policy needs its details",
@@ -582,6 +633,18 @@ func TestWakeDelivery(t *testing.T) {
 			wantState:     true,
 			wantMetrics:   map[string]float64{metrics.Waits: 1, metrics.WakeStateErrors: 1},
 			wantErrors:    1, // only this code writes the record: a corrupt one is a fault
+		},
+		{
+			name: "no record and no s3:ListBucket: the 403 reads as no record, not an error",
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+				w.s3.noListBucket = true
+			},
+			receives:      3,
+			wantChanges:   []visibilityChange{{"rh-3", 300}},
+			wantDescribes: 1,
+			wantState:     true,
+			wantMetrics:   map[string]float64{metrics.Waits: 1, metrics.WakeStateErrors: 0},
 		},
 		{
 			name: "state not written: not armed, the backoff wait",
@@ -708,14 +771,14 @@ func TestWakeWriteOrder(t *testing.T) {
 				if w.sfn.describes > 1 {
 					t.Errorf("got %d describes in one delivery, want at most 1", w.sfn.describes)
 				}
-				// The woken delivery releases the file from the record, with no describe.
+				// The woken delivery releases the file from the record, confirmed by one describe.
 				if !released {
 					before := w.sfn.describes
 					if !w.deliver(t, receives+1) {
 						t.Errorf("got the woken delivery kept, want it released")
 					}
-					if w.sfn.describes != before {
-						t.Errorf("got %d describes in the woken delivery, want 0", w.sfn.describes-before)
+					if w.sfn.describes != before+1 {
+						t.Errorf("got %d describes in the woken delivery, want 1", w.sfn.describes-before)
 					}
 				}
 			})
@@ -823,12 +886,14 @@ func TestWakeWithSDKClients(t *testing.T) {
 	}
 	stub.done(t)
 
-	// The woken delivery reads the record and releases the file with no Step Functions call.
+	// The woken delivery reads the record, confirms it with one DescribeExecution and releases the
+	// file: no wake-up state, no visibility change.
 	doneBody, err := pipeline.EncodeWakeDone(pipeline.WakeDone{Version: 1, ExecutionName: evID1, ExecutionARN: arn1, Status: "SUCCEEDED", EventID: statusEventID, WrittenAt: testStart})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stub.expect(exchange{op: doneGet, status: 200, header: map[string]string{"Content-Type": "application/json"}, body: string(doneBody)})
+	stub.expect(exchange{op: doneGet, status: 200, header: map[string]string{"Content-Type": "application/json"}, body: string(doneBody)},
+		with(describeOK(arn1, "SUCCEEDED"), opDescribe, wantFields(map[string]any{"executionArn": arn1})))
 	resp, err = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 2)}})
 	if err != nil {
 		t.Fatal(err)
@@ -852,5 +917,42 @@ func TestWakeWithSDKClients(t *testing.T) {
 	}
 	if woke != 1 || stale != 2 {
 		t.Errorf("got %d wake-ups and %d stale handles, want 1 and 2", woke, stale)
+	}
+}
+
+// The call budget of the wake-up design with the recorded end confirmed: a file whose SUCCEEDED
+// event arrives costs one StartExecution and exactly one DescribeExecution (the confirmation), plus
+// one per safety-net delivery while it runs: at most one call per file more than trusting the
+// record did, and still at most 12 per running file-hour.
+func TestWakeCallBudget(t *testing.T) {
+	for _, safetyNets := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("%d safety-net deliveries", safetyNets), func(t *testing.T) {
+			w := newWakeRig(t, nil)
+			if w.deliver(t, 1) {
+				t.Fatal("first delivery: got released, want the file waited for")
+			}
+			receives := 1
+			for range safetyNets {
+				receives++
+				if w.deliver(t, receives) {
+					t.Fatalf("safety-net delivery %d: got released, want held", receives)
+				}
+			}
+			w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
+			w.wake(t, evID1, "SUCCEEDED")
+			if !w.q.visible() {
+				t.Fatal("got the head message not woken, want it visible")
+			}
+			receives++
+			if !w.deliver(t, receives) {
+				t.Fatal("woken delivery: got held, want released")
+			}
+			if w.sfn.starts != 1 || w.sfn.describes != safetyNets+1 {
+				t.Errorf("got %d starts and %d describes, want 1 and %d (one per safety net, one confirmation)", w.sfn.starts, w.sfn.describes, safetyNets+1)
+			}
+			if got := w.countLevel(t, "ERROR"); got != 0 {
+				t.Errorf("got %d ERROR lines, want none: %v", got, w.logs(t))
+			}
+		})
 	}
 }

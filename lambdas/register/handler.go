@@ -282,14 +282,13 @@ func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.
 		return pipeline.ChunkSpan{}, err
 	}
 	defer cancel()
-	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{
-		Bucket: aws.String(m.Bucket),
-		Key:    aws.String(m.Key),
-		Range:  aws.String(rng),
-	})
+	out, err := h.S3.GetObject(ctx, manifestInput(m, rng))
 	if err != nil {
 		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", b.file, m.Bucket, m.Key, err)
 		switch source.HTTPStatus(err) {
+		case http.StatusPreconditionFailed:
+			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: fmt.Sprintf(
+				"%s: the manifest s3://%s/%s was overwritten after Split wrote it (its ETag is no longer %s); it is not read", b.file, m.Bucket, m.Key, m.ETag), Err: err}
 		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
 			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: msg, Err: err}
 		}
@@ -318,6 +317,19 @@ func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.
 		return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d is empty in the manifest, want %d records", b.file, req.Chunk, req.RecordCount())}
 	}
 	return pipeline.ChunkSpan{Start: start, End: end, FirstRecord: req.FirstRecord(), Records: req.RecordCount()}, nil
+}
+
+// manifestInput reads range rng of the manifest exactly as Split wrote it: by the version id and
+// with If-Match on the ETag that its PutObject answered (source.GetInput pins them as it pins a
+// source object), so that anyone who can write under work/ cannot make Register read another
+// manifest. A location without either (written before Split recorded them) is read unpinned.
+func manifestInput(m pipeline.Location, rng string) *s3.GetObjectInput {
+	in, err := source.GetInput(pipeline.Source{Bucket: m.Bucket, Key: m.Key, VersionID: m.VersionID, ETag: m.ETag})
+	if err != nil {
+		in = &s3.GetObjectInput{Bucket: aws.String(m.Bucket), Key: aws.String(m.Key)}
+	}
+	in.Range = aws.String(rng)
+	return in
 }
 
 // readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"golang.org/x/text/encoding/japanese"
@@ -841,6 +842,55 @@ func TestRegisterLogLevels(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "SECRET") {
 				t.Errorf("got log %q, want no record or response contents", logs.String())
+			}
+		})
+	}
+}
+
+// TestRegisterReadsTheManifestSplitWrote: Register reads the manifest by the version id and ETag
+// that Split's PutObject answered, so a manifest written under the same key after Split (by anyone
+// who may write under work/) is never read: in a versioned bucket Register reads Split's version,
+// in an unversioned one If-Match fails and the chunk fails without a POST.
+func TestRegisterReadsTheManifestSplitWrote(t *testing.T) {
+	data := []byte("id,name\r\n1,a\r\n2,b\r\n3,c\r\n4,d\r\n5,e\r\n6,f\r\n7,g\r\n")
+	for _, versioned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("versioned=%v", versioned), func(t *testing.T) {
+			c := newCore(t, nil)
+			store := sourcetest.NewFakeS3()
+			store.Versioning = versioned
+			src := pipeline.Source{Bucket: ingest, Key: "inbox/t1/a.csv", ETag: "etag-1"}
+			reqs := fixture(t, store, csvTenant(c.srv.URL+"/register"), src, data)
+			put := func(body []byte) *s3.PutObjectOutput {
+				out, err := store.PutObject(context.Background(), &s3.PutObjectInput{
+					Bucket: aws.String(work), Key: aws.String(reqs[0].Manifest.Key), Body: bytes.NewReader(body)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			// Split's write, as Split records it, then a forged manifest under the same key.
+			split := put(store.Objects[work+"/"+reqs[0].Manifest.Key].Data)
+			put(pipeline.EncodeManifest([]int64{0, 0, 0}))
+			req := reqs[1]
+			req.Manifest.VersionID, req.Manifest.ETag = aws.ToString(split.VersionId), aws.ToString(split.ETag)
+
+			res, err := newHandler(store, &fakeSecrets{}).Handle(context.Background(), req)
+			if g := store.Gets[0]; aws.ToString(g.IfMatch) != aws.ToString(split.ETag) || aws.ToString(g.VersionId) != aws.ToString(split.VersionId) {
+				t.Errorf("got manifest GET version %q if-match %q, want %q and %q", aws.ToString(g.VersionId), aws.ToString(g.IfMatch),
+					aws.ToString(split.VersionId), aws.ToString(split.ETag))
+			}
+			if versioned {
+				if err != nil || res.Registered != 3 || len(c.seen) != 3 || c.seen[0].Body.RecordNumber != 4 {
+					t.Fatalf("got %+v, %v, %d POSTs; want records 4-6 of Split's manifest", res, err, len(c.seen))
+				}
+				return
+			}
+			want := "the manifest s3://work-bucket/" + req.Manifest.Key + " was overwritten after Split wrote it"
+			if source.ErrorType(err) != pipeline.ErrPermanent || !strings.Contains(err.Error(), want) {
+				t.Errorf("got %s %v, want %s containing %q", source.ErrorType(err), err, pipeline.ErrPermanent, want)
+			}
+			if len(c.seen) != 0 {
+				t.Errorf("got %d POSTs, want none", len(c.seen))
 			}
 		})
 	}

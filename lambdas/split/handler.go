@@ -136,19 +136,23 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		}
 		body = pipeline.EncodeManifest(offsets)
 	}
-	if _, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
+	put, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(manifest.Bucket),
 		Key:           aws.String(manifest.Key),
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String("application/octet-stream"),
-	}); err != nil {
+	})
+	if err != nil {
 		msg := fmt.Sprintf("%s: writing the manifest s3://%s/%s failed: %v", file, manifest.Bucket, manifest.Key, err)
 		if source.HTTPStatus(err) == http.StatusForbidden {
 			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: msg}
 		}
 		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: msg}
 	}
+	// Register reads exactly this write (its version id, and its ETag with If-Match), so a manifest
+	// written later under the same key is never read in its place.
+	manifest.VersionID, manifest.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
 	size := aws.ToInt64(out.ContentLength)
 	return pipeline.SplitResult{
 		Source:   src,

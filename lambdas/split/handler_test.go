@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,7 @@ func TestSplit(t *testing.T) {
 		for _, versioned := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/versioned=%v", key, versioned), func(t *testing.T) {
 				s3 := sourcetest.NewFakeS3()
+				s3.Versioning = versioned
 				data := csvRows(250)
 				src := pipeline.Source{Bucket: ingest, Key: key, ETag: "abc123", Size: int64(len(data))}
 				obj := &sourcetest.Object{Data: []byte("other content"), ETag: "abc123"}
@@ -68,9 +70,16 @@ func TestSplit(t *testing.T) {
 				if err != nil {
 					t.Fatalf("got error %v, want none", err)
 				}
+				// The manifest is pinned to the write Split made: its ETag, and its version id in a
+				// versioned bucket (the fake numbers versions pv1, pv2 …).
+				manifestLoc := pipeline.Location{Bucket: work, Key: "work/t1/exec-1/manifest"}
+				manifestLoc.ETag = fmt.Sprintf(`"%x"`, md5.Sum(s3.Puts[work+"/work/t1/exec-1/manifest"]))
+				if versioned {
+					manifestLoc.VersionID = "pv1"
+				}
 				want := pipeline.SplitResult{
 					Source:   src,
-					Manifest: pipeline.Location{Bucket: work, Key: "work/t1/exec-1/manifest"},
+					Manifest: manifestLoc,
 					Records:  250, Chunks: 3, Header: []string{"id", "name"},
 					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
 				}

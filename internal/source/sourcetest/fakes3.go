@@ -5,6 +5,7 @@ package sourcetest
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ type FakeS3 struct {
 	// with 403 AccessDenied instead of 404 NoSuchKey/NoSuchVersion.
 	// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html ("Permissions")
 	NoListBucket bool
+	// Versioning makes PutObject keep every write as a new version and answer its version id, as
+	// a versioned bucket does; without it a write replaces the key's object.
+	Versioning bool
+	versions   int
 }
 
 // Object is one stored object: its current data and ETag, and versions by id. A bucket whose
@@ -115,7 +120,9 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
 
-// PutObject records the body under Puts.
+// PutObject records the body under Puts and stores it as the key's current object, with an MD5
+// ETag (as S3 gives a single-part upload) and, with Versioning, as a new version. It answers the
+// ETag (quoted, as S3 sends it) and the version id.
 func (f *FakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,6 +133,24 @@ func (f *FakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*
 	if err != nil {
 		return nil, err
 	}
-	f.Puts[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)] = b
-	return &s3.PutObjectOutput{}, nil
+	k := aws.ToString(in.Bucket) + "/" + aws.ToString(in.Key)
+	f.Puts[k] = b
+	etag := fmt.Sprintf("%x", md5.Sum(b))
+	o := f.Objects[k]
+	if o == nil || !f.Versioning {
+		o = &Object{Versions: map[string][]byte{}, VersionETags: map[string]string{}}
+		f.Objects[k] = o
+	}
+	if o.Versions == nil {
+		o.Versions, o.VersionETags = map[string][]byte{}, map[string]string{}
+	}
+	o.Data, o.ETag = b, etag
+	out := &s3.PutObjectOutput{ETag: aws.String(`"` + etag + `"`)}
+	if f.Versioning {
+		f.versions++
+		v := fmt.Sprintf("pv%d", f.versions)
+		o.Versions[v], o.VersionETags[v] = b, etag
+		out.VersionId = aws.String(v)
+	}
+	return out, nil
 }

@@ -1,0 +1,197 @@
+package test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// Who may steer a tenant: the queues and the bucket's control/, work/ and quarantine/ prefixes
+// deny everyone but the pipeline and the operators (docs/operations.md, "Who may steer a tenant").
+
+// roleID is the logical id of the service role of the tenant's function whose id contains fn.
+func roleID(t *testing.T, tpl map[string]any, tenant, fn string) string {
+	t.Helper()
+	return logicalIDOf(t, tpl, "AWS::IAM::Role", tenant, fn+"ServiceRole")
+}
+
+// logicalIDOfType is the logical id of the template's only resource of a type.
+func logicalIDOfType(t *testing.T, tpl map[string]any, typ string) string {
+	t.Helper()
+	var found []string
+	for id, r := range tpl["Resources"].(map[string]any) {
+		if r.(map[string]any)["Type"] == typ {
+			found = append(found, id)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("got %v resources of type %s, want 1", found, typ)
+	}
+	return found[0]
+}
+
+func getAtt(id string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, "Arn"}} }
+
+// queueDeny is the exact statement a tenant's queue policy must carry for queueID.
+func queueDeny(queueID, ruleID, controllerRoleID, tagKey, tagValue string, operatorARNs ...any) map[string]any {
+	return map[string]any{
+		"Sid":       "OnlyTheRuleThePipelineAndOperatorsSend",
+		"Effect":    "Deny",
+		"Principal": "*",
+		"Action":    "sqs:SendMessage",
+		"Resource":  getAtt(queueID),
+		"Condition": map[string]any{
+			// ANDed: the Deny applies unless the request comes from the rule, the controller's
+			// role or an operator; each negated operator also holds when its key is absent.
+			"ArnNotEquals":    map[string]any{"aws:SourceArn": getAtt(ruleID)},
+			"ArnNotLike":      map[string]any{"aws:PrincipalArn": append([]any{getAtt(controllerRoleID)}, operatorARNs...)},
+			"StringNotEquals": map[string]any{"aws:PrincipalTag/" + tagKey: tagValue},
+		},
+	}
+}
+
+// bucketDeny is the exact statement the ingest bucket's policy must carry.
+func bucketDeny(bucketArn any, rolePath, tagKey, tagValue string, operatorARNs ...any) map[string]any {
+	res := func(prefix string) any {
+		if s, ok := bucketArn.(string); ok {
+			return map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":s3:::" + s + "/" + prefix + "*"}}}
+		}
+		return map[string]any{"Fn::Join": []any{"", []any{bucketArn, "/" + prefix + "*"}}}
+	}
+	roles := map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::", map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + "*"}}}
+	return map[string]any{
+		"Sid":       "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine",
+		"Effect":    "Deny",
+		"Principal": "*",
+		"Action":    []any{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
+		"Resource":  []any{res("control/"), res("work/"), res("quarantine/")},
+		"Condition": map[string]any{
+			"ArnNotLike":      map[string]any{"aws:PrincipalArn": append([]any{roles}, operatorARNs...)},
+			"StringNotEquals": map[string]any{"aws:PrincipalTag/" + tagKey: tagValue},
+		},
+	}
+}
+
+func hasStatement(t *testing.T, tpl assertions.Template, typ string, extra map[string]any, stmt map[string]any) {
+	t.Helper()
+	want := map[string]any{"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectEquals(&stmt)})}}
+	for k, v := range extra {
+		want[k] = v
+	}
+	tpl.HasResourceProperties(jsii.String(typ), want)
+}
+
+// TestQueuesDenySendsButTheRuleThePipelineAndOperators: both queues of every tenant (the FIFO
+// queue, and the rule's dead-letter queue that pipectl replays from) deny sqs:SendMessage to all
+// but the tenant's rule, the controller's role and the default operator tag.
+func TestQueuesDenySendsButTheRuleThePipelineAndOperators(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		t.Run(tenant, func(t *testing.T) {
+			ruleID, _ := fileRule(t, shared.template, tenant)
+			controller := roleID(t, shared.template, tenant, "Controller")
+			fifo, _ := fifoQueue(t, shared.template, tenant)
+			dlq, _ := ruleDLQ(t, shared.template, tenant)
+			for _, q := range []string{fifo, dlq} {
+				hasStatement(t, shared.tenants, "AWS::SQS::QueuePolicy", map[string]any{"Queues": []any{map[string]any{"Ref": q}}},
+					queueDeny(q, ruleID, controller, "tenantpipeline-operator", "true"))
+			}
+		})
+	}
+}
+
+// TestIngestBucketDeniesForeignWrites: the bucket the app creates denies writes and deletes under
+// control/, work/ and quarantine/ to all but the roles under the app's role path and the operators.
+func TestIngestBucketDeniesForeignWrites(t *testing.T) {
+	sharedApp(t)
+	bucket := logicalIDOfType(t, templateJSON(shared.ingest), "AWS::S3::Bucket")
+	hasStatement(t, shared.ingest, "AWS::S3::BucketPolicy", nil,
+		bucketDeny(getAtt(bucket), "/tenantpipeline/TenantPipeline/", "tenantpipeline-operator", "true"))
+}
+
+// TestFunctionRolesAreUnderTheRolePath: the roles the bucket's Deny exempts by path are exactly the
+// functions' roles; the state machines' roles write nothing to the bucket and keep the default path.
+func TestFunctionRolesAreUnderTheRolePath(t *testing.T) {
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		for id, r := range tenantResources(t, shared.template, "AWS::IAM::Role", tenant) {
+			got, _ := props(r)["Path"].(string)
+			want := ""
+			if strings.Contains(id, "ServiceRole") && !strings.Contains(id, "Workflow") {
+				want = "/tenantpipeline/TenantPipeline/"
+			}
+			if got != want {
+				t.Errorf("%s: got Path %q, want %q", id, got, want)
+			}
+		}
+	}
+}
+
+// TestOperatorsFromContext: the operator set of the CDK context reaches both Deny statements.
+func TestOperatorsFromContext(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
+		stacks.CtxOperatorTag:  "team=pipeline-ops",
+		stacks.CtxOperatorArns: "arn:aws:iam::123456789012:role/ops/*, arn:aws:iam::123456789012:user/alice",
+		stacks.CtxStackPrefix:  "Corp",
+	}})
+	o, err := stacks.OptionsFromContext(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.TenantsFile, o.AssignmentFile = "testdata/one-tenant.json", "testdata/one-tenant.stacks.json"
+	built, err := stacks.Build(app, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arns := []any{"arn:aws:iam::123456789012:role/ops/*", "arn:aws:iam::123456789012:user/alice"}
+	ingest := assertions.Template_FromStack(built.Ingest, nil)
+	hasStatement(t, ingest, "AWS::S3::BucketPolicy", nil,
+		bucketDeny(getAtt(logicalIDOfType(t, templateJSON(ingest), "AWS::S3::Bucket")), "/tenantpipeline/Corp/", "team", "pipeline-ops", arns...))
+	tenants := assertions.Template_FromStack(built.TenantStacks[0], nil)
+	tpl := templateJSON(tenants)
+	ruleID, _ := fileRule(t, tpl, "acme")
+	fifo, _ := fifoQueue(t, tpl, "acme")
+	hasStatement(t, tenants, "AWS::SQS::QueuePolicy", map[string]any{"Queues": []any{map[string]any{"Ref": fifo}}},
+		queueDeny(fifo, ruleID, roleID(t, tpl, "acme", "Controller"), "team", "pipeline-ops", arns...))
+}
+
+// TestBadOperatorTagContextFails: a context value that is not key=value names the key and the form.
+func TestBadOperatorTagContextFails(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxOperatorTag: "team"}})
+	if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), `context operatorTag: "team" is not key=value`) {
+		t.Errorf("got %v, want an error naming operatorTag and key=value", err)
+	}
+}
+
+// TestExistingBucketGetsTheStatementToAdd: CDK cannot change an imported bucket's policy, so the
+// first tenant stack outputs the exact statement for the bucket's owner, and synth warns.
+func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
+	o := stackOptions("")
+	o.BucketName = "corp-ingest"
+	_, built := synthApp(t, "one-tenant.json", o)
+	stack := built.TenantStacks[0]
+	tpl := assertions.Template_FromStack(stack, nil)
+	out := templateJSON(tpl)["Outputs"].(map[string]any)[stacks.ImportedBucketPolicyOutput]
+	if out == nil {
+		t.Fatalf("got no output %s", stacks.ImportedBucketPolicyOutput)
+	}
+	got := flatten(t, get(t, out, "Value"))
+	want := `{"Sid":"OnlyThePipelineAndOperatorsWriteControlWorkQuarantine","Effect":"Deny","Principal":"*",` +
+		`"Action":["s3:PutObject","s3:DeleteObject","s3:DeleteObjectVersion"],` +
+		`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/control/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/work/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/quarantine/*"],` +
+		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]},` +
+		`"StringNotEquals":{"aws:PrincipalTag/tenantpipeline-operator":"true"}}}`
+	if got != want {
+		t.Errorf("got output\n%s\nwant\n%s", got, want)
+	}
+	msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+		assertions.Match_StringLikeRegexp(jsii.String("corp-ingest is not managed by this app.*stack output "+stacks.ImportedBucketPolicyOutput)))
+	if len(*msgs) != 1 {
+		t.Errorf("got %d warnings about the imported bucket's policy, want 1", len(*msgs))
+	}
+}
