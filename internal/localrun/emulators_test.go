@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/base32"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -47,7 +48,9 @@ func TestS3MissingKeyForbidden(t *testing.T) {
 		{"existing version", pipe.URL, "k", aws.ToString(put.VersionId), false, 0, ""},
 		{"missing key", pipe.URL, "nope", "", false, 403, "AccessDenied"},
 		{"missing key, HEAD", pipe.URL, "nope", "", true, 403, "Forbidden"},
-		{"missing version", pipe.URL, "k", "3sL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY", false, 403, "AccessDenied"},
+		// A well-formed id that names no version: 404 NoSuchVersion, so 403 here. A malformed id
+		// stays S3's 400 InvalidArgument, which is not "absent".
+		{"missing version", pipe.URL, "k", "3/" + base32.HexEncoding.EncodeToString([]byte("no such version")), false, 403, "AccessDenied"},
 		{"harness endpoint keeps 404", harness.URL, "nope", "", false, 404, "NoSuchKey"},
 	}
 	for _, tt := range tests {
