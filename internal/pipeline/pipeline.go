@@ -254,3 +254,8 @@ type ChunkResult struct {
 	Chunk      int   `json:"chunk"`
 	Registered int64 `json:"registered"`
 }
+
+// OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:
+// control/<tenant>/order.json (lambdas/controller/order.go). It lives per tenant, not per queue,
+// so a tenant that moves to another queue, stack or tier keeps counting up.
+func OrderKey(tenantID string) string { return ControlPrefix + tenantID + "/order.json" }
