@@ -69,10 +69,14 @@ type ControlSource struct {
 	VersionID string `json:"versionId,omitempty"`
 	ETag      string `json:"etag,omitempty"`
 	Size      int64  `json:"size"`
-	// LastModified is when that object version was written (RFC 3339, from HeadObject). A replay
-	// runs with it as its event time, so the DynamoDB sink orders the replayed records as of the
-	// original write: a replay of an older file cannot overwrite newer data (docs/data-path.md).
+	// LastModified is when that object version was written (RFC 3339, from HeadObject), for the
+	// audit trail. The controller does not rank the replay by it: a body cannot set an order.
 	LastModified string `json:"lastModified,omitempty"`
+	// OriginalExecution names the tenant's execution that registered this object version first
+	// (pipectl finds it). The controller reads that execution's input and gives the replay the
+	// same order, clamped to the tenant's counter, so a replay never outranks a newer file; absent,
+	// unknown or of another version, the replay only fills keys no item holds (docs/data-path.md).
+	OriginalExecution string `json:"originalExecution,omitempty"`
 }
 
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the
@@ -166,6 +170,9 @@ func (m ControlMessage) Validate() error {
 			p = append(p, "replay: source.bucket and source.key are required")
 		case m.Source.Size < 0:
 			p = append(p, "replay: source.size must be >= 0")
+		}
+		if m.Source != nil && m.Source.OriginalExecution != "" && !executionNamePattern.MatchString(m.Source.OriginalExecution) {
+			p = append(p, "replay: source.originalExecution must be 1-80 of A-Z a-z 0-9 _ -")
 		}
 		if m.Source != nil && m.Source.LastModified != "" {
 			if _, err := time.Parse(time.RFC3339Nano, m.Source.LastModified); err != nil {

@@ -40,6 +40,16 @@ func TestDecodeControlValid(t *testing.T) {
 			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
 			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
 		}},
+		{"replay-original.json", ControlMessage{
+			Type: ControlType, Version: 1, Action: ControlReplay, Tenant: "acme",
+			Source: &ControlSource{Bucket: "ingest", Key: "inbox/acme/2026-11-29/orders.csv",
+				VersionID: "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY", ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, Size: 1024,
+				OriginalExecution: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"},
+			RequestedBy: "arn:aws:iam::123456789012:user/bob",
+			Reason:      "core system lost the batch",
+			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
+			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readControl(t, tc.file)
@@ -82,6 +92,7 @@ func TestDecodeControlRejects(t *testing.T) {
 		{"version-2.json", []string{"version is 2, want 1"}},
 		{"replay-with-execution.json", []string{"replay: executionName must be absent"}},
 		{"redrive-bad-name.json", []string{"redrive: executionName must be 1-80"}},
+		{"replay-bad-original.json", []string{"replay: source.originalExecution must be 1-80"}},
 		{"unknown-action.json", []string{`action is "delete"`}},
 		{"missing-fields.json", []string{"tenant is empty", "requestId", "requestedBy is empty", "requestedAt is missing", "replay: source is missing"}},
 		{"bad-time.json", []string{"requestedAt is not RFC 3339"}},

@@ -280,7 +280,7 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 	if !ok {
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
-	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate}
+	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate, Input: aws.String(e.input)}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged
