@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -142,9 +141,9 @@ func keyMod(prefix string, m int) func(int) string {
 	return func(n int) string { return fmt.Sprintf("%s%02d", prefix, n%m) }
 }
 
-// Issue 11, DynamoDB (a): files that repeat keys within and across files, uploaded at once (one
-// second, so their order is the S3 sequencer's). After the run every key holds the value of its
-// last occurrence in file order, although the records of one chunk are written 16 at a time.
+// Issue 11, DynamoDB (a): files that repeat keys within and across files, uploaded at once. After
+// the run every key holds the value of its last occurrence in file order (the queue's order),
+// although the records of one chunk are written 16 at a time.
 func TestScenarioDynamoDBLastWins(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, sinkTenants, Config{SinkLatency: 5 * time.Millisecond})
@@ -177,8 +176,8 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 // endpoint holds records 29 and 30 and the process dies) on every attempt
 // until its retries are spent, so a.csv fails and halts the tenant with some of the chunk written;
 // it is redriven, b.csv (newer, some of a.csv's keys) follows, and then a.csv is replayed with a
-// control message (source.lastModified = a.csv's LastModified, as pipectl sends it). No key
-// regresses: every key keeps the value of its last occurrence in file order.
+// control message naming a.csv's execution as the original, as pipectl sends it: the replay takes
+// a.csv's order. No key regresses: every key keeps the value of its last occurrence in file order.
 func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, sinkTenants, Config{
@@ -213,9 +212,6 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// b.csv's event time is a later second than a.csv's LastModified, so the replay's records
-	// (as of a.csv's write time) are older than b.csv's by time, not only by sequencer.
-	time.Sleep(1100 * time.Millisecond)
 	uploadAll(t, ctx, r, []upload{{"dynh", b.rel, b.body()}})
 
 	rep := waitFor(t, ctx, r, "a.csv failed", func(rep *Report) bool { return fileOf(t, rep, "dynh", "a.csv").Status == "FAILED" })
@@ -259,7 +255,8 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	msg, err := pipeline.EncodeControl(pipeline.ControlMessage{
 		Type: pipeline.ControlType, Version: pipeline.ControlVersion, Action: pipeline.ControlReplay, Tenant: "dynh",
 		Source: &pipeline.ControlSource{Bucket: r.Bucket, Key: ua.Key, VersionID: ua.VersionID, ETag: ua.ETag,
-			Size: aws.ToInt64(head.ContentLength), LastModified: aws.ToTime(head.LastModified).UTC().Format(time.RFC3339)},
+			Size: aws.ToInt64(head.ContentLength), LastModified: aws.ToTime(head.LastModified).UTC().Format(time.RFC3339),
+			OriginalExecution: fa.ExecutionName},
 		RequestedBy: "arn:aws:iam::000000000000:user/operator", Reason: "scenario: replay an older file",
 		RequestedAt: time.Now().UTC(), RequestID: requestID,
 	})
@@ -295,6 +292,20 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+	order := func(name string) int64 {
+		out, err := r.StepFunctions().DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(executionARN(t, r, "dynh", name))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in pipeline.WorkflowInput
+		if err := json.Unmarshal([]byte(aws.ToString(out.Input)), &in); err != nil {
+			t.Fatal(err)
+		}
+		return in.Source.Order
+	}
+	if ra, rb, rr := order(fa.ExecutionName), order(fileOf(t, rep, "dynh", "b.csv").ExecutionName), order(replay); rr != ra || !(ra < rb) {
+		t.Errorf("orders: got a.csv %d, b.csv %d, the replay %d; want the replay's a.csv's, below b.csv's", ra, rb, rr)
+	}
 	got := readTable(t, ctx, r, tableOf(t, r, "dynh"))
 	assertTable(t, got, want)
 	if got["k07"].execution != replay {
@@ -317,9 +328,8 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 // sequencer gets about half of the pairs backwards; ranking by the queue gets every one right.
 func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, sinkTenants, Config{Sequencers: SequencersPerKey})
 	// A fixed seed, so that the same pairs disagree with the queue on every run.
-	r.S3.seq = newSequencers(SequencersPerKey, rand.New(rand.NewPCG(7, 11)))
+	r := startScenario(t, sinkTenants, Config{Sequencers: SequencersPerKey, SequencerSeed: 7})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	type pair struct{ first, second keyedFile }
