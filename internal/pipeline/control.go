@@ -24,11 +24,14 @@ import (
 //	 "requestedAt":"2026-11-30T12:00:00Z","requestId":"6f1c..."}
 //
 // "replay" carries "source" ({"bucket","key","versionId","etag","size"}) instead of "executionName".
-// A later version may add fields or actions; a controller rejects (quarantines) any version it does
-// not know, so a message is never half understood.
+// Version 2 adds "source.originalExecution" to a replay. A later version may add fields or actions;
+// a controller rejects (quarantines) any version it does not know, so a message is never half
+// understood.
 const (
-	ControlType    = "tenantpipeline.control"
-	ControlVersion = 1
+	ControlType = "tenantpipeline.control"
+	// ControlVersion is the version pipectl writes; the controller reads MinControlVersion to it.
+	ControlVersion    = 2
+	MinControlVersion = 1
 
 	// ControlRedrive redrives a failed file execution of the tenant at the head of its group.
 	ControlRedrive = "redrive"
@@ -133,8 +136,8 @@ func (m ControlMessage) Validate() error {
 	if m.Type != ControlType {
 		p = append(p, fmt.Sprintf("type is %q, want %q", m.Type, ControlType))
 	}
-	if m.Version != ControlVersion {
-		p = append(p, fmt.Sprintf("version is %d, want %d", m.Version, ControlVersion))
+	if m.Version < MinControlVersion || m.Version > ControlVersion {
+		p = append(p, fmt.Sprintf("version is %d, want %d to %d", m.Version, MinControlVersion, ControlVersion))
 	}
 	if m.Tenant == "" {
 		p = append(p, "tenant is empty")
@@ -171,8 +174,13 @@ func (m ControlMessage) Validate() error {
 		case m.Source.Size < 0:
 			p = append(p, "replay: source.size must be >= 0")
 		}
-		if m.Source != nil && m.Source.OriginalExecution != "" && !executionNamePattern.MatchString(m.Source.OriginalExecution) {
-			p = append(p, "replay: source.originalExecution must be 1-80 of A-Z a-z 0-9 _ -")
+		if m.Source != nil && m.Source.OriginalExecution != "" {
+			if !executionNamePattern.MatchString(m.Source.OriginalExecution) {
+				p = append(p, "replay: source.originalExecution must be 1-80 of A-Z a-z 0-9 _ -")
+			}
+			if m.Version < 2 {
+				p = append(p, "replay: source.originalExecution needs version 2")
+			}
 		}
 		if m.Source != nil && m.Source.LastModified != "" {
 			if _, err := time.Parse(time.RFC3339Nano, m.Source.LastModified); err != nil {

@@ -41,7 +41,7 @@ func TestDecodeControlValid(t *testing.T) {
 			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
 		}},
 		{"replay-original.json", ControlMessage{
-			Type: ControlType, Version: 1, Action: ControlReplay, Tenant: "acme",
+			Type: ControlType, Version: 2, Action: ControlReplay, Tenant: "acme",
 			Source: &ControlSource{Bucket: "ingest", Key: "inbox/acme/2026-11-29/orders.csv",
 				VersionID: "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY", ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, Size: 1024,
 				OriginalExecution: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"},
@@ -89,7 +89,8 @@ func TestDecodeControlRejects(t *testing.T) {
 	}{
 		{"unknown-field.json", []string{`unknown field "priority"`}},
 		{"trailing-data.json", []string{"data after the message"}},
-		{"version-2.json", []string{"version is 2, want 1"}},
+		{"version-3.json", []string{"version is 3, want 1 to 2"}},
+		{"replay-original-v1.json", []string{"replay: source.originalExecution needs version 2"}},
 		{"replay-with-execution.json", []string{"replay: executionName must be absent"}},
 		{"redrive-bad-name.json", []string{"redrive: executionName must be 1-80"}},
 		{"replay-bad-original.json", []string{"replay: source.originalExecution must be 1-80"}},
