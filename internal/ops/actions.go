@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -334,7 +333,7 @@ func (o *Ops) originalExecution(ctx context.Context, t pipeline.TenantOutput, sr
 			if err != nil {
 				return "", err
 			}
-			if in, ok := inputSource(d); ok && sameVersion(in, src) {
+			if in, ok := inputSource(d); ok && src.IsVersionOf(in) {
 				found = aws.ToString(e.Name)
 			}
 		}
@@ -343,24 +342,6 @@ func (o *Ops) originalExecution(ctx context.Context, t pipeline.TenantOutput, sr
 		}
 		token = out.NextToken
 	}
-}
-
-// sameVersion reports whether an execution's source is the object version. The execution holds the
-// key as the event gave it, which may be form-encoded (docs/data-path.md, "Object keys").
-func sameVersion(exec pipeline.Source, v pipeline.ControlSource) bool {
-	if exec.Bucket != v.Bucket {
-		return false
-	}
-	if exec.Key != v.Key {
-		if decoded, err := url.QueryUnescape(exec.Key); err != nil || decoded != v.Key {
-			return false
-		}
-	}
-	if exec.VersionID != "" || v.VersionID != "" {
-		return exec.VersionID == v.VersionID
-	}
-	unquote := func(s string) string { return strings.Trim(s, `"`) }
-	return exec.ETag != "" && unquote(exec.ETag) == unquote(v.ETag)
 }
 
 // dlqVisibility hides the dead-letter messages being re-sent from other readers meanwhile.

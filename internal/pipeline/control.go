@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -80,6 +81,25 @@ type ControlSource struct {
 	// same order, clamped to the tenant's counter, so a replay never outranks a newer file; absent,
 	// unknown or of another version, the replay only fills keys no item holds (docs/data-path.md).
 	OriginalExecution string `json:"originalExecution,omitempty"`
+}
+
+// IsVersionOf reports whether an execution's source is this object version: same bucket, same key
+// (the execution holds the key as the event gave it, which may be form-encoded: docs/data-path.md,
+// "Object keys"), and the same version id or, without one, the same ETag.
+func (s ControlSource) IsVersionOf(exec Source) bool {
+	if exec.Bucket != s.Bucket {
+		return false
+	}
+	if exec.Key != s.Key {
+		if decoded, err := url.QueryUnescape(exec.Key); err != nil || decoded != s.Key {
+			return false
+		}
+	}
+	if exec.VersionID != "" || s.VersionID != "" {
+		return exec.VersionID == s.VersionID
+	}
+	unquote := func(e string) string { return strings.Trim(e, `"`) }
+	return exec.ETag != "" && unquote(exec.ETag) == unquote(s.ETag)
 }
 
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the

@@ -153,3 +153,30 @@ func TestReplayExecutionName(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestControlSourceIsVersionOf(t *testing.T) {
+	v := ControlSource{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v1", ETag: `"e1"`}
+	unversioned := ControlSource{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: `"e1"`}
+	for _, tc := range []struct {
+		name string
+		src  ControlSource
+		exec Source
+		want bool
+	}{
+		{"same version", v, Source{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v1"}, true},
+		{"form-encoded key in the event", v, Source{Bucket: "ingest", Key: "inbox/acme/a+b%2Bc.csv", VersionID: "v1"}, true},
+		{"another version", v, Source{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v2"}, false},
+		{"another key", v, Source{Bucket: "ingest", Key: "inbox/acme/x.csv", VersionID: "v1"}, false},
+		{"another bucket", v, Source{Bucket: "other", Key: "inbox/acme/a b+c.csv", VersionID: "v1"}, false},
+		{"unversioned: same ETag, quotes or not", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: "e1"}, true},
+		{"unversioned: another ETag", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: "e2"}, false},
+		{"unversioned: no ETag", ControlSource{Bucket: "ingest", Key: "inbox/acme/a.csv"}, Source{Bucket: "ingest", Key: "inbox/acme/a.csv"}, false},
+		{"one side versioned", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", VersionID: "v1", ETag: "e1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.src.IsVersionOf(tc.exec); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -76,27 +74,8 @@ func (h *Handler) originalSource(ctx context.Context, m pipeline.ControlMessage)
 	if err := json.Unmarshal([]byte(aws.ToString(out.Input)), &in); err != nil {
 		return src, fmt.Sprintf("execution %q has an input that is not a workflow input", name), nil
 	}
-	if !sameVersion(in.Source, *m.Source) {
+	if !m.Source.IsVersionOf(in.Source) {
 		return src, fmt.Sprintf("execution %q registered another object version", name), nil
 	}
 	return in.Source, "", nil
-}
-
-// sameVersion reports whether the execution's source is the replay's object version. The
-// execution holds the key as the event gave it, which may be form-encoded (docs/data-path.md,
-// "Object keys"); the replay holds the key as S3 stores it.
-func sameVersion(exec pipeline.Source, replay pipeline.ControlSource) bool {
-	if exec.Bucket != replay.Bucket {
-		return false
-	}
-	if exec.Key != replay.Key {
-		if decoded, err := url.QueryUnescape(exec.Key); err != nil || decoded != replay.Key {
-			return false
-		}
-	}
-	if exec.VersionID != "" || replay.VersionID != "" {
-		return exec.VersionID == replay.VersionID
-	}
-	unquote := func(s string) string { return strings.Trim(s, `"`) }
-	return exec.ETag != "" && unquote(exec.ETag) == unquote(replay.ETag)
 }
