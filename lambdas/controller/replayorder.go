@@ -19,8 +19,8 @@ import (
 // the replay by its own event time and sequencer, exactly as its records were written.
 //
 // When there is no original to read (none named, expired: Step Functions keeps a closed execution
-// for 90 days, or another version's), the replay is unordered: its records rank below every
-// stored item, so it only writes keys no item holds.
+// for 90 days, run by the tenant's state machine before a move, or another version's), the replay
+// is unordered: its records rank below every stored item, so it only writes keys no item holds.
 
 // rankReplay sets src's order (or event time and sequencer, or Unordered) for replay m.
 func (h *Handler) rankReplay(ctx context.Context, d *delivery, m pipeline.ControlMessage, src *pipeline.Source) error {
