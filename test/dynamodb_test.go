@@ -191,3 +191,36 @@ func TestDynamoDBTableProp(t *testing.T) {
 		t.Errorf("TENANT: got %s, want dynamodb.table <Ref:%s>", b, tables[0])
 	}
 }
+
+// TestControllerOrderCounterGrant: a DynamoDB tenant's controller reads and writes exactly its
+// order counter, control/<tenant>/order.json, in one statement (docs/data-path.md, "DynamoDB
+// sink"); a tenant without the sink gets no such grant.
+func TestControllerOrderCounterGrant(t *testing.T) {
+	tpl := sinksApp(t)
+	for _, tenant := range []string{"ledger", "orders", "stock"} {
+		t.Run(tenant, func(t *testing.T) {
+			var order []map[string]any
+			for _, s := range statementsOf(t, tpl, tenant, "Controller") {
+				if strings.Contains(asJSON(s["Resource"]), "order.json") {
+					order = append(order, s)
+				}
+			}
+			if len(order) != 1 {
+				t.Fatalf("got %d statements on the order counter, want 1: %s", len(order), asJSON(order))
+			}
+			if got := actionsOf(order); !slices.Equal(got, []string{"s3:GetObject", "s3:PutObject"}) {
+				t.Errorf("actions: got %v, want [s3:GetObject s3:PutObject]", got)
+			}
+			f := flatten(t, order[0]["Resource"])
+			if key := f[strings.Index(f, "/")+1:]; key != "control/"+tenant+"/order.json" {
+				t.Errorf("resource: got key %q (%s), want control/%s/order.json", key, f, tenant)
+			}
+		})
+	}
+	sharedApp(t)
+	for _, tenant := range sampleTenants {
+		if got := asJSON(statementsOf(t, shared.template, tenant, "Controller")); strings.Contains(got, "order.json") {
+			t.Errorf("tenant %s without a DynamoDB sink may touch an order counter: %s", tenant, got)
+		}
+	}
+}

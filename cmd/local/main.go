@@ -2,7 +2,7 @@
 // on loopback and the real Lambda handlers; docs/local-run.md describes it and its flags.
 //
 //	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m]
-//	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form]
+//	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form] [--sequencers per-key|global]
 //	go run ./cmd/local --serve --env-file FILE [--tenants FILE] [--inbox DIR] [--register-url URL]
 //
 // Exit status (build it into .build/ and run the binary to see it; `go run` prints its own):
@@ -54,12 +54,12 @@ func main() {
 
 // options are the checked flags.
 type options struct {
-	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile string
-	timeout, haltedRecheck, heartbeat, sinkLatency                                 time.Duration
-	serve, failOnFailed, dupStatus, s3MissingForbidden                             bool
-	dropStatus, throttleDescribe, throttleStart                                    float64
-	faultSeed                                                                      uint64
-	files                                                                          []inboxFile
+	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile, sequencers string
+	timeout, haltedRecheck, heartbeat, sinkLatency                                             time.Duration
+	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
+	dropStatus, throttleDescribe, throttleStart                                                float64
+	faultSeed                                                                                  uint64
+	files                                                                                      []inboxFile
 }
 
 // parse checks every flag before anything slow starts: a usage error is exit 2, in well under a
@@ -83,6 +83,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
 	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
+	fs.StringVar(&o.sequencers, "sequencers", localrun.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
 	fs.DurationVar(&o.haltedRecheck, "halted-recheck", 5*time.Second, "how often a halted tenant re-checks its failed file (HALT_WAIT_SECONDS of the controllers; 0 keeps the template's)")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "print what each tenant waits on at least this often")
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
@@ -110,6 +111,8 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case o.keyForm != localrun.EventKeyRaw && o.keyForm != localrun.EventKeyForm:
 		return nil, usagef("--event-key-form %q: want raw or form", o.keyForm)
+	case o.sequencers != localrun.SequencersPerKey && o.sequencers != localrun.SequencersGlobal:
+		return nil, usagef("--sequencers %q: want per-key or global", o.sequencers)
 	case o.serve && o.envFile == "":
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
 	case !o.serve && o.envFile != "":
@@ -223,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var err error
 		r, err = localrun.Start(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
-			EventKeyForm: o.keyForm, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
+			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
 			StatusEvents: localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:  localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 		})

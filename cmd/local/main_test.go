@@ -29,6 +29,7 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"serve without env file", []string{"--serve"}, "--env-file"},
 		{"env file without serve", []string{"--env-file", "x"}, "--env-file"},
 		{"bad key form", []string{"--event-key-form", "plus"}, "--event-key-form"},
+		{"bad sequencers", []string{"--sequencers", "sorted"}, `--sequencers "sorted": want per-key or global`},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -168,8 +168,12 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 	}
 	res, err = o.Replay(ctx, args[0], args[1], flagVersionID, flagReason)
 	e.human = func(any) string {
-		return fmt.Sprintf("replay of %s (version %s) queued behind %s's current files as execution %s (new Idempotency-Keys)\n",
-			res.Key, res.VersionID, res.Tenant, res.ExecutionName)
+		rank := "ranked as its original execution " + res.OriginalExecution
+		if res.OriginalExecution == "" {
+			rank = "no original execution found: a DynamoDB sink only fills keys no item holds"
+		}
+		return fmt.Sprintf("replay of %s (version %s) queued behind %s's current files as execution %s (new Idempotency-Keys; %s)\n",
+			res.Key, res.VersionID, res.Tenant, res.ExecutionName, rank)
 	}
 	return res, err
 }

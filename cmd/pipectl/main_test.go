@@ -516,7 +516,8 @@ func TestReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := pipeline.ControlSource{Bucket: "ingest", Key: "inbox/globex/b.csv", VersionID: "v-globex-2", ETag: `"etag-globex-2"`, Size: 12,
-			LastModified: w.Objects["ingest/inbox/globex/b.csv"].LastModified.UTC().Format(time.RFC3339Nano)}
+			LastModified:      w.Objects["ingest/inbox/globex/b.csv"].LastModified.UTC().Format(time.RFC3339Nano),
+			OriginalExecution: "globex-2"}
 		if want.LastModified == "0001-01-01T00:00:00Z" {
 			t.Fatalf("the fake object has no LastModified, so this case cannot check it")
 		}
@@ -525,6 +526,46 @@ func TestReplay(t *testing.T) {
 		}
 		if !strings.Contains(stdout, `"executionName": "rp-req-1"`) {
 			t.Errorf("got %s, want the replay's execution name", stdout)
+		}
+	})
+	// The original is the oldest execution of the version started after the version was written:
+	// a later replay of it (rp-earlier) is not, nor is anything started before the write.
+	t.Run("the original execution is the version's oldest", func(t *testing.T) {
+		w := world()
+		versionInput := w.Executions[len(w.Executions)-2].Input // globex-2's: inbox/globex/b.csv, v-globex-2
+		before := &opsfake.Execution{Name: "globex-0", StateMachineARN: globex.StateMachineARN, Status: sfntypes.ExecutionStatusSucceeded,
+			Input: versionInput, Start: now.Add(-2 * time.Hour)}
+		later := &opsfake.Execution{Name: "rp-earlier", StateMachineARN: globex.StateMachineARN, Status: sfntypes.ExecutionStatusSucceeded,
+			Input: versionInput, Start: now.Add(-time.Minute)}
+		w.Executions = append(append([]*opsfake.Execution{before}, w.Executions...), later)
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv")
+		if code != 0 {
+			t.Fatalf("got exit %d (%s), want 0", code, stderr)
+		}
+		m, err := pipeline.DecodeControl([]byte(aws.ToString(w.Queues[globex.QueueURL].Sent[0].MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Source.OriginalExecution; got != "globex-2" {
+			t.Errorf("got original execution %q, want globex-2", got)
+		}
+		if !strings.Contains(stdout, "ranked as its original execution globex-2") {
+			t.Errorf("got %q, want it to name the original", stdout)
+		}
+	})
+	t.Run("a version no execution registered has no original", func(t *testing.T) {
+		w := world()
+		w.Objects["ingest/inbox/globex/new.csv"] = &opsfake.Object{VersionID: "v-new", ETag: `"etag-new"`, Body: "id\n1\n", LastModified: now.Add(-time.Minute)}
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/new.csv")
+		if code != 0 {
+			t.Fatalf("got exit %d (%s), want 0", code, stderr)
+		}
+		m, err := pipeline.DecodeControl([]byte(aws.ToString(w.Queues[globex.QueueURL].Sent[0].MessageBody)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Source.OriginalExecution != "" || !strings.Contains(stdout, "no original execution found") {
+			t.Errorf("got original %q and %q, want none and a note", m.Source.OriginalExecution, stdout)
 		}
 	})
 	for _, tc := range []struct {

@@ -216,6 +216,11 @@ func (t *TenantPipeline) build() {
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
 	// controller could not tell "no skip marker" from "no access".
 	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
+	if tenant.DynamoDB != nil {
+		// The DynamoDB sink ranks files by their place in the tenant's queue: the controller keeps
+		// the tenant's order counter, control/<tenant>/order.json (docs/data-path.md).
+		t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.OrderKey(tenant.ID))
+	}
 
 	t.addStatusRule()
 	t.placeRoles(t.Controller, t.Split, t.Register)

@@ -164,19 +164,18 @@ func serve(h http.Handler) (string, func(), error) {
 // with two endpoints: the pipeline's, whose calls are counted, and the harness's. Every successful
 // PutObject on either becomes an EventBridge "Object Created" event.
 type S3 struct {
-	Backend  *s3mem.Backend
-	fake     *gofakes3.GoFakeS3
-	OnPut    func(bucket, key, versionID, etag string, size int64)
-	counter  *APICounter
-	mu       sync.Mutex
-	sequence uint64
+	Backend *s3mem.Backend
+	fake    *gofakes3.GoFakeS3
+	OnPut   func(bucket, key, versionID, etag string, size int64)
+	counter *APICounter
+	seq     *sequencers
 	// missingForbidden answers the pipeline's reads of a missing key with 403 (Config.S3MissingKeyForbidden).
 	missingForbidden bool
 }
 
-func newS3(counter *APICounter) *S3 {
+func newS3(counter *APICounter, seq *sequencers) *S3 {
 	b := s3mem.New()
-	s := &S3{Backend: b, counter: counter}
+	s := &S3{Backend: b, counter: counter, seq: seq}
 	s.fake = gofakes3.New(b, gofakes3.WithIntegrityCheck(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	return s
 }
@@ -219,14 +218,8 @@ func (s *S3) Handler(counted bool) http.Handler {
 	})
 }
 
-// Sequencer returns a growing hexadecimal value, as S3 orders events of one key
-// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
-func (s *S3) Sequencer() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sequence++
-	return fmt.Sprintf("%016X", uint64(time.Now().UnixNano())<<8|s.sequence&0xff)
-}
+// Sequencer returns the sequencer of a new event of bucket/key (sequencer.go, Config.Sequencers).
+func (s *S3) Sequencer(bucket, key string) string { return s.seq.next(bucket, key) }
 
 // forbiddenWriter turns a 404 answer (NoSuchKey, NoSuchVersion) into the 403 AccessDenied that S3
 // gives a reader without s3:ListBucket on the bucket

@@ -71,7 +71,7 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 	detail := map[string]any{
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
-		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer()},
+		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer(bucket, key)},
 		"request-id":        newID()[:16],
 		"requester":         account,
 		"source-ip-address": "127.0.0.1",

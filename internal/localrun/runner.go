@@ -70,6 +70,12 @@ type Config struct {
 	// documented, so the pipeline must work either way. The harness's own endpoint (uploads,
 	// pipectl) keeps answering 404.
 	S3MissingKeyForbidden bool
+	// Sequencers is how the "Object Created" events' S3 sequencers grow: "per-key" (default, as AWS
+	// documents them: increasing for the events of one key, in no order across keys) or "global"
+	// (one counter for all keys, following the order of the writes). See sequencer.go.
+	Sequencers string
+	// SequencerSeed fixes the per-key sequencers (0: a random seed), for a repeatable run.
+	SequencerSeed uint64
 	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
 	// core system, or a table, that takes this long to answer); see sinklatency.go.
 	SinkLatency time.Duration
@@ -210,6 +216,11 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	case "", EventKeyRaw, EventKeyForm:
 	default:
 		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.EventKeyForm, EventKeyRaw, EventKeyForm)
+	}
+	switch cfg.Sequencers {
+	case "", SequencersPerKey, SequencersGlobal:
+	default:
+		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Sequencers, SequencersPerKey, SequencersGlobal)
 	}
 	asm, err := LoadAssembly(cfg.Assembly)
 	if err != nil {

@@ -292,7 +292,11 @@ type ReplayResult struct {
 	VersionID     string `json:"versionId,omitempty"`
 	RequestID     string `json:"requestId,omitempty"`
 	ExecutionName string `json:"executionName,omitempty"`
-	MessageID     string `json:"messageId,omitempty"`
+	// OriginalExecution is the execution that registered the version first, whose order the replay
+	// takes (DynamoDB sink); empty when none was found, and the replay then only fills keys no item
+	// holds.
+	OriginalExecution string `json:"originalExecution,omitempty"`
+	MessageID         string `json:"messageId,omitempty"`
 	// Resent is the number of events re-sent from the dead-letter queue (--from-dlq).
 	Resent int `json:"resent"`
 	// Skipped counts dead-letter messages that were not S3 events of the tenant; they stay there.
@@ -324,8 +328,11 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	if obj.LastModified != nil {
 		src.LastModified = obj.LastModified.UTC().Format(time.RFC3339Nano)
 	}
+	if src.OriginalExecution, err = o.originalExecution(ctx, t, *src, obj.LastModified); err != nil {
+		return ReplayResult{}, err
+	}
 	m := pipeline.ControlMessage{Action: pipeline.ControlReplay, Source: src}
-	res := ReplayResult{Tenant: id, Key: key, VersionID: src.VersionID, RequestID: o.NewRequestID()}
+	res := ReplayResult{Tenant: id, Key: key, VersionID: src.VersionID, RequestID: o.NewRequestID(), OriginalExecution: src.OriginalExecution}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
 	if err != nil {
 		return ReplayResult{}, err
@@ -359,6 +366,47 @@ func headProblem(bucket, key, versionID string, err error) error {
 		return fmt.Errorf("version id %s is not valid for s3://%s/%s (S3 answers 400 InvalidArgument); its versions: %s", versionID, bucket, key, list)
 	}
 	return fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
+}
+
+// MaxOriginalSearch bounds the executions replay describes to find a version's original execution.
+const MaxOriginalSearch = 1000
+
+// originalExecution finds the tenant's oldest execution that registered the object version: the
+// controller gives the replay that execution's order (docs/data-path.md, "Replays"). ListExecutions
+// answers newest first, and an execution of the version started after the version was written, so
+// the search stops at the first execution started more than a minute (clock skew) before
+// written, or after MaxOriginalSearch descriptions. "" when none matches.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html
+func (o *Ops) originalExecution(ctx context.Context, t pipeline.TenantOutput, src pipeline.ControlSource, written *time.Time) (string, error) {
+	var found string
+	var token *string
+	described := 0
+	for {
+		out, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(t.StateMachineARN), MaxResults: 100, NextToken: token})
+		if err != nil {
+			return "", fmt.Errorf("list executions to find the original of s3://%s/%s: %w", src.Bucket, src.Key, err)
+		}
+		for _, e := range out.Executions {
+			if written != nil && e.StartDate != nil && e.StartDate.Before(written.Add(-time.Minute)) {
+				return found, nil
+			}
+			if described == MaxOriginalSearch {
+				return found, nil
+			}
+			described++
+			d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
+			if err != nil {
+				return "", err
+			}
+			if in, ok := inputSource(d); ok && src.IsVersionOf(in) {
+				found = aws.ToString(e.Name)
+			}
+		}
+		if out.NextToken == nil {
+			return found, nil
+		}
+		token = out.NextToken
+	}
 }
 
 // dlqVisibility hides the dead-letter messages being re-sent from other readers meanwhile.

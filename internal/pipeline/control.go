@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -24,11 +25,14 @@ import (
 //	 "requestedAt":"2026-11-30T12:00:00Z","requestId":"6f1c..."}
 //
 // "replay" carries "source" ({"bucket","key","versionId","etag","size"}) instead of "executionName".
-// A later version may add fields or actions; a controller rejects (quarantines) any version it does
-// not know, so a message is never half understood.
+// Version 2 adds "source.originalExecution" to a replay. A later version may add fields or actions;
+// a controller rejects (quarantines) any version it does not know, so a message is never half
+// understood.
 const (
-	ControlType    = "tenantpipeline.control"
-	ControlVersion = 1
+	ControlType = "tenantpipeline.control"
+	// ControlVersion is the version pipectl writes; the controller reads MinControlVersion to it.
+	ControlVersion    = 2
+	MinControlVersion = 1
 
 	// ControlRedrive redrives a failed file execution of the tenant at the head of its group.
 	ControlRedrive = "redrive"
@@ -69,10 +73,33 @@ type ControlSource struct {
 	VersionID string `json:"versionId,omitempty"`
 	ETag      string `json:"etag,omitempty"`
 	Size      int64  `json:"size"`
-	// LastModified is when that object version was written (RFC 3339, from HeadObject). A replay
-	// runs with it as its event time, so the DynamoDB sink orders the replayed records as of the
-	// original write: a replay of an older file cannot overwrite newer data (docs/data-path.md).
+	// LastModified is when that object version was written (RFC 3339, from HeadObject), for the
+	// audit trail. The controller does not rank the replay by it: a body cannot set an order.
 	LastModified string `json:"lastModified,omitempty"`
+	// OriginalExecution names the tenant's execution that registered this object version first
+	// (pipectl finds it). The controller reads that execution's input and gives the replay the
+	// same order, clamped to the tenant's counter, so a replay never outranks a newer file; absent,
+	// unknown or of another version, the replay only fills keys no item holds (docs/data-path.md).
+	OriginalExecution string `json:"originalExecution,omitempty"`
+}
+
+// IsVersionOf reports whether an execution's source is this object version: same bucket, same key
+// (the execution holds the key as the event gave it, which may be form-encoded: docs/data-path.md,
+// "Object keys"), and the same version id or, without one, the same ETag.
+func (s ControlSource) IsVersionOf(exec Source) bool {
+	if exec.Bucket != s.Bucket {
+		return false
+	}
+	if exec.Key != s.Key {
+		if decoded, err := url.QueryUnescape(exec.Key); err != nil || decoded != s.Key {
+			return false
+		}
+	}
+	if exec.VersionID != "" || s.VersionID != "" {
+		return exec.VersionID == s.VersionID
+	}
+	unquote := func(e string) string { return strings.Trim(e, `"`) }
+	return exec.ETag != "" && unquote(exec.ETag) == unquote(s.ETag)
 }
 
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the
@@ -129,8 +156,8 @@ func (m ControlMessage) Validate() error {
 	if m.Type != ControlType {
 		p = append(p, fmt.Sprintf("type is %q, want %q", m.Type, ControlType))
 	}
-	if m.Version != ControlVersion {
-		p = append(p, fmt.Sprintf("version is %d, want %d", m.Version, ControlVersion))
+	if m.Version < MinControlVersion || m.Version > ControlVersion {
+		p = append(p, fmt.Sprintf("version is %d, want %d to %d", m.Version, MinControlVersion, ControlVersion))
 	}
 	if m.Tenant == "" {
 		p = append(p, "tenant is empty")
@@ -166,6 +193,14 @@ func (m ControlMessage) Validate() error {
 			p = append(p, "replay: source.bucket and source.key are required")
 		case m.Source.Size < 0:
 			p = append(p, "replay: source.size must be >= 0")
+		}
+		if m.Source != nil && m.Source.OriginalExecution != "" {
+			if !executionNamePattern.MatchString(m.Source.OriginalExecution) {
+				p = append(p, "replay: source.originalExecution must be 1-80 of A-Z a-z 0-9 _ -")
+			}
+			if m.Version < 2 {
+				p = append(p, "replay: source.originalExecution needs version 2")
+			}
 		}
 		if m.Source != nil && m.Source.LastModified != "" {
 			if _, err := time.Parse(time.RFC3339Nano, m.Source.LastModified); err != nil {

@@ -40,6 +40,16 @@ func TestDecodeControlValid(t *testing.T) {
 			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
 			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
 		}},
+		{"replay-original.json", ControlMessage{
+			Type: ControlType, Version: 2, Action: ControlReplay, Tenant: "acme",
+			Source: &ControlSource{Bucket: "ingest", Key: "inbox/acme/2026-11-29/orders.csv",
+				VersionID: "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY", ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, Size: 1024,
+				OriginalExecution: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"},
+			RequestedBy: "arn:aws:iam::123456789012:user/bob",
+			Reason:      "core system lost the batch",
+			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
+			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readControl(t, tc.file)
@@ -79,9 +89,11 @@ func TestDecodeControlRejects(t *testing.T) {
 	}{
 		{"unknown-field.json", []string{`unknown field "priority"`}},
 		{"trailing-data.json", []string{"data after the message"}},
-		{"version-2.json", []string{"version is 2, want 1"}},
+		{"version-3.json", []string{"version is 3, want 1 to 2"}},
+		{"replay-original-v1.json", []string{"replay: source.originalExecution needs version 2"}},
 		{"replay-with-execution.json", []string{"replay: executionName must be absent"}},
 		{"redrive-bad-name.json", []string{"redrive: executionName must be 1-80"}},
+		{"replay-bad-original.json", []string{"replay: source.originalExecution must be 1-80"}},
 		{"unknown-action.json", []string{`action is "delete"`}},
 		{"missing-fields.json", []string{"tenant is empty", "requestId", "requestedBy is empty", "requestedAt is missing", "replay: source is missing"}},
 		{"bad-time.json", []string{"requestedAt is not RFC 3339"}},
@@ -139,5 +151,32 @@ func TestReplayExecutionName(t *testing.T) {
 	}
 	if got, want := (ControlMessage{RequestID: "r1"}).ReplayExecutionName(), "rp-r1"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestControlSourceIsVersionOf(t *testing.T) {
+	v := ControlSource{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v1", ETag: `"e1"`}
+	unversioned := ControlSource{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: `"e1"`}
+	for _, tc := range []struct {
+		name string
+		src  ControlSource
+		exec Source
+		want bool
+	}{
+		{"same version", v, Source{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v1"}, true},
+		{"form-encoded key in the event", v, Source{Bucket: "ingest", Key: "inbox/acme/a+b%2Bc.csv", VersionID: "v1"}, true},
+		{"another version", v, Source{Bucket: "ingest", Key: "inbox/acme/a b+c.csv", VersionID: "v2"}, false},
+		{"another key", v, Source{Bucket: "ingest", Key: "inbox/acme/x.csv", VersionID: "v1"}, false},
+		{"another bucket", v, Source{Bucket: "other", Key: "inbox/acme/a b+c.csv", VersionID: "v1"}, false},
+		{"unversioned: same ETag, quotes or not", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: "e1"}, true},
+		{"unversioned: another ETag", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", ETag: "e2"}, false},
+		{"unversioned: no ETag", ControlSource{Bucket: "ingest", Key: "inbox/acme/a.csv"}, Source{Bucket: "ingest", Key: "inbox/acme/a.csv"}, false},
+		{"one side versioned", unversioned, Source{Bucket: "ingest", Key: "inbox/acme/a.csv", VersionID: "v1", ETag: "e1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.src.IsVersionOf(tc.exec); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -168,9 +168,17 @@ type Source struct {
 	ETag      string `json:"etag,omitempty"`
 	Size      int64  `json:"size"`
 	Sequencer string `json:"sequencer,omitempty"`
-	// EventTime is the event's "time" (RFC 3339). With Sequencer it orders the DynamoDB sink's
-	// writes (SeqOf).
+	// EventTime is the event's "time" (RFC 3339). It orders the DynamoDB sink's writes only for an
+	// execution started without Order (SeqOf, the format before Order).
 	EventTime string `json:"eventTime,omitempty"`
+	// Order is the file's place in its tenant's queue: the controller takes it from the tenant's
+	// order counter when it starts the file's execution (lambdas/controller/order.go), and it only
+	// grows per tenant. A replay carries its original file's Order. It orders the DynamoDB sink's
+	// writes (SeqOf); nothing in a message body sets it.
+	Order int64 `json:"order,omitempty"`
+	// Unordered marks a replay whose original file's Order could not be found: its records rank
+	// below every stored item, so they only fill keys no item holds (SeqOf).
+	Unordered bool `json:"unordered,omitempty"`
 }
 
 // WorkflowInput is the input the controller gives StartExecution for one file.
@@ -268,3 +276,8 @@ type ChunkResult struct {
 	Chunk      int   `json:"chunk"`
 	Registered int64 `json:"registered"`
 }
+
+// OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:
+// control/<tenant>/order.json (lambdas/controller/order.go). It lives per tenant, not per queue,
+// so a tenant that moves to another queue, stack or tier keeps counting up.
+func OrderKey(tenantID string) string { return ControlPrefix + tenantID + "/order.json" }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
-	"github.com/example/tenantpipeline/internal/s3event"
 )
 
 // Control messages (pipeline.ControlMessage, docs/operations.md) are operator requests that travel
@@ -118,18 +117,20 @@ func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.Con
 	st, err := h.describe(ctx, arn)
 	if isNotFound(err) {
 		// The workflow input is the one an S3 event of that version would give, with the request id
-		// as the event id, and the version's own write time as the event time (never the request's):
-		// the DynamoDB sink orders records by it, and a replay must not outrank newer files.
-		var written time.Time
-		if m.Source.LastModified != "" {
-			if t, perr := time.Parse(time.RFC3339Nano, m.Source.LastModified); perr == nil {
-				written = t
-			}
+		// as the event id. A DynamoDB tenant's replay ranks as its original file (replayorder.go).
+		in := pipeline.WorkflowInput{
+			Tenant: h.cfg.Tenant,
+			Source: pipeline.Source{Bucket: m.Source.Bucket, Key: m.Source.Key, VersionID: m.Source.VersionID,
+				ETag: m.Source.ETag, Size: m.Source.Size},
+			EventID: m.RequestID,
 		}
-		ev := s3event.ObjectCreated(m.RequestID, written, m.Source.Bucket, s3event.Object{
-			Key: m.Source.Key, Size: m.Source.Size, ETag: m.Source.ETag, VersionID: m.Source.VersionID,
-		})
-		st, err = h.start(ctx, d, ev, name, arn)
+		err = nil
+		if h.ordered() {
+			err = h.rankReplay(ctx, d, m, &in.Source)
+		}
+		if err == nil {
+			st, err = h.startInput(ctx, d, in, name, arn)
+		}
 	}
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the replay's execution", err)

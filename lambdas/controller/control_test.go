@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -318,25 +319,160 @@ func TestControlMessages(t *testing.T) {
 }
 
 // A replay registers the object version it names, under an execution name no file event can
-// produce, so its records get new Idempotency-Keys.
+// produce, so its records get new Idempotency-Keys. The version's lastModified in the body ranks
+// nothing: a tenant without the DynamoDB sink gets no order at all.
 func TestReplayInput(t *testing.T) {
 	r, _ := newControlRig(t, nil)
 	body := controlBody(t, pipeline.ControlReplay, func(m *pipeline.ControlMessage) {
-		m.Source.LastModified = "2024-04-01T07:00:00Z" // the version's own write, long before the request
+		m.Source.LastModified = "2024-04-01T07:00:00Z"
 	})
 	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	in := r.sfn.input(t, replayARN)
-	// The event time is the version's write time, never the request's, so the DynamoDB sink's _seq
-	// ranks a replayed old file below newer files.
-	want := pipeline.Source{Bucket: testBucket, Key: key1, VersionID: "v-6f1c2a3b", ETag: "9b2cf535f27731c974343645a3985328", Size: 1234,
-		EventTime: "2024-04-01T07:00:00Z"}
+	want := pipeline.Source{Bucket: testBucket, Key: key1, VersionID: "v-6f1c2a3b", ETag: "9b2cf535f27731c974343645a3985328", Size: 1234}
 	if in.Source != want {
 		t.Errorf("got source %+v, want %+v", in.Source, want)
 	}
 	if in.Tenant.ID != "acme" || in.EventID != testRequestID {
 		t.Errorf("got tenant %q, event id %q, want acme, %s", in.Tenant.ID, in.EventID, testRequestID)
+	}
+	if _, ok := r.s3.objects[orderObject]; ok {
+		t.Errorf("got an order counter, want none")
+	}
+}
+
+// A DynamoDB tenant's replay ranks as its original file: the order comes from the original
+// execution's input (never from the message), clamped to the tenant's counter; without an original
+// to read, the replay is unordered (it only fills keys no item holds).
+func TestReplayOrder(t *testing.T) {
+	const origName = "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"
+	origARN := testExecPrefix + origName
+	original := func(src pipeline.Source) func(r *rig) {
+		return func(r *rig) {
+			b, _ := json.Marshal(pipeline.WorkflowInput{Source: src})
+			r.sfn.execs[origARN] = &fakeExec{status: sfntypes.ExecutionStatusSucceeded, input: string(b), stopDate: aws.Time(stoppedLongAgo)}
+		}
+	}
+	version := pipeline.Source{Bucket: testBucket, Key: key1, VersionID: "v-6f1c2a3b", ETag: "9b2cf535f27731c974343645a3985328"}
+	with := func(edit func(s *pipeline.Source)) pipeline.Source { s := version; edit(&s); return s }
+	counter := func(order int64) func(r *rig) {
+		return func(r *rig) { r.s3.objects[orderObject] = counterBody(order) }
+	}
+	tests := []struct {
+		name     string
+		setup    []func(r *rig)
+		edit     func(m *pipeline.ControlMessage)
+		want     pipeline.Source // the ranking fields of the replay's source
+		wantWarn string
+		wantHeld bool
+	}{
+		{
+			name:  "the original's order",
+			setup: []func(r *rig){counter(testStartMicros + 100), original(with(func(s *pipeline.Source) { s.Order = testStartMicros + 40 }))},
+			want:  pipeline.Source{Order: testStartMicros + 40},
+		},
+		{
+			name:     "an original order above the counter is clamped to it",
+			setup:    []func(r *rig){counter(testStartMicros + 100), original(with(func(s *pipeline.Source) { s.Order = pipeline.MaxOrder }))},
+			want:     pipeline.Source{Order: testStartMicros + 100},
+			wantWarn: "clamped",
+		},
+		{
+			name:     "without a counter, clamped to the clock",
+			setup:    []func(r *rig){original(with(func(s *pipeline.Source) { s.Order = testStartMicros + 5_000_000 }))},
+			want:     pipeline.Source{Order: testStartMicros},
+			wantWarn: "clamped",
+		},
+		{
+			name:  "the event's key was form-encoded",
+			setup: []func(r *rig){counter(testStartMicros), original(with(func(s *pipeline.Source) { s.Key = "inbox/acme/2024-05-01+orders.csv"; s.Order = 9 }))},
+			want:  pipeline.Source{Order: 9},
+		},
+		{
+			name: "an original from before orders: its event time and sequencer",
+			setup: []func(r *rig){original(with(func(s *pipeline.Source) {
+				s.EventTime, s.Sequencer = "2024-04-01T07:00:00Z", "0062E99A88DC407460"
+			}))},
+			want: pipeline.Source{EventTime: "2024-04-01T07:00:00Z", Sequencer: "0062E99A88DC407460"},
+		},
+		{
+			name:     "no original named: unordered",
+			edit:     func(m *pipeline.ControlMessage) { m.Source.OriginalExecution = "" },
+			want:     pipeline.Source{Unordered: true},
+			wantWarn: "names no original execution",
+		},
+		{
+			name:     "the original is gone: unordered",
+			want:     pipeline.Source{Unordered: true},
+			wantWarn: "keeps a closed execution for 90 days",
+		},
+		{
+			name:     "the original registered another version: unordered",
+			setup:    []func(r *rig){original(with(func(s *pipeline.Source) { s.VersionID = "v-other"; s.Order = 9 }))},
+			want:     pipeline.Source{Unordered: true},
+			wantWarn: "another object version",
+		},
+		{
+			name:     "an unordered original: unordered",
+			setup:    []func(r *rig){original(with(func(s *pipeline.Source) { s.Unordered = true }))},
+			want:     pipeline.Source{Unordered: true},
+			wantWarn: "unordered replay itself",
+		},
+		{
+			name:  "a far-future lastModified in the message ranks nothing",
+			setup: []func(r *rig){counter(testStartMicros), original(with(func(s *pipeline.Source) { s.Order = 7 }))},
+			edit:  func(m *pipeline.ControlMessage) { m.Source.LastModified = "9999-12-31T23:59:59Z" },
+			want:  pipeline.Source{Order: 7},
+		},
+		{
+			name:     "the original cannot be described: held",
+			setup:    []func(r *rig){func(r *rig) { r.sfn.describeErrs = []error{&sfntypes.ExecutionDoesNotExist{}, accessDenied()} }},
+			wantHeld: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := newControlRig(t, ddbEnv())
+			for _, s := range tt.setup {
+				s(r)
+			}
+			before := r.s3.objects[orderObject]
+			body := controlBody(t, pipeline.ControlReplay, func(m *pipeline.ControlMessage) {
+				m.Source.OriginalExecution = origName
+				if tt.edit != nil {
+					tt.edit(m)
+				}
+			})
+			released := r.deliver(t, "m1", body, 1)
+			if tt.wantHeld {
+				if released || slices.Contains(r.sfn.created, replayARN) {
+					t.Errorf("got released %v, executions %v, want the message held and nothing started", released, r.sfn.created)
+				}
+				return
+			}
+			src := r.sfn.input(t, replayARN).Source
+			got := pipeline.Source{Order: src.Order, Unordered: src.Unordered, EventTime: src.EventTime, Sequencer: src.Sequencer}
+			if got != tt.want {
+				t.Errorf("got ranking %+v, want %+v", got, tt.want)
+			}
+			if _, err := pipeline.SeqOf(src, 1); err != nil {
+				t.Errorf("got a replay source the sink cannot rank: %v", err)
+			}
+			if r.s3.objects[orderObject] != before {
+				t.Errorf("got the counter changed by a replay (%q → %q), want it unchanged", before, r.s3.objects[orderObject])
+			}
+			if tt.wantWarn != "" {
+				found := false
+				for _, l := range r.logs(t) {
+					text := fmt.Sprint(l["msg"], " ", l["why"])
+					found = found || (l["level"] == "WARN" && strings.Contains(text, tt.wantWarn))
+				}
+				if !found {
+					t.Errorf("got no WARN containing %q; logs:\n%v", tt.wantWarn, r.logs(t))
+				}
+			}
+		})
 	}
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -280,7 +283,7 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
 	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate,
-		RedriveCount: aws.Int32(e.redriveCount)}
+		RedriveCount: aws.Int32(e.redriveCount), Input: aws.String(e.input)}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged
@@ -347,6 +350,7 @@ type visibilityChange struct {
 }
 
 type fakeSQS struct {
+	url     string // the queue's URL; empty means testQueueURL
 	mu      sync.Mutex
 	changes []visibilityChange
 	err     error
@@ -356,7 +360,7 @@ func (f *fakeSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if aws.ToString(in.QueueUrl) != testQueueURL {
+	if want := cmp.Or(f.url, testQueueURL); aws.ToString(in.QueueUrl) != want {
 		return nil, errors.New("wrong queue " + aws.ToString(in.QueueUrl))
 	}
 	f.mu.Lock()
@@ -368,6 +372,9 @@ func (f *fakeSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
 
+// fakeS3 keeps objects with S3's ETag (the body's MD5, quoted) and honours PutObject's If-Match
+// and If-None-Match as S3 does: 412 PreconditionFailed when the condition does not hold
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
 type fakeS3 struct {
 	mu      sync.Mutex
 	objects map[string]string // "bucket/key" → body
@@ -377,9 +384,28 @@ type fakeS3 struct {
 	// AccessDenied instead of 404 NoSuchKey
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
 	noListBucket bool
+	// keyGetErrs and keyPutErrs are returned, in order, for one "bucket/key" before normal answers.
+	keyGetErrs map[string][]error
+	keyPutErrs map[string][]error
+	// beforePut runs before a put of "bucket/key" is decided (e.g. another writer coming first).
+	beforePut func(key string)
+	puts      map[string]int
 }
 
-func newFakeS3() *fakeS3 { return &fakeS3{objects: map[string]string{}} }
+func newFakeS3() *fakeS3 {
+	return &fakeS3{objects: map[string]string{}, keyGetErrs: map[string][]error{}, keyPutErrs: map[string][]error{}, puts: map[string]int{}}
+}
+
+func etagOf(body string) string { return fmt.Sprintf("%q", fmt.Sprintf("%x", md5.Sum([]byte(body)))) }
+
+func popErr(m map[string][]error, k string) error {
+	if len(m[k]) == 0 {
+		return nil
+	}
+	err := m[k][0]
+	m[k] = m[k][1:]
+	return err
+}
 
 func (f *fakeS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	if f.putErr != nil {
@@ -389,10 +415,22 @@ func (f *fakeS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func
 	if err != nil {
 		return nil, err
 	}
+	k := aws.ToString(in.Bucket) + "/" + aws.ToString(in.Key)
+	if f.beforePut != nil {
+		f.beforePut(k)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)] = string(b)
-	return &s3.PutObjectOutput{}, nil
+	if err := popErr(f.keyPutErrs, k); err != nil {
+		return nil, err
+	}
+	old, exists := f.objects[k]
+	if (in.IfNoneMatch != nil && exists) || (in.IfMatch != nil && (!exists || etagOf(old) != aws.ToString(in.IfMatch))) {
+		return nil, &smithy.GenericAPIError{Code: "PreconditionFailed", Message: "At least one of the pre-conditions you specified did not hold"}
+	}
+	f.objects[k] = string(b)
+	f.puts[k]++
+	return &s3.PutObjectOutput{ETag: aws.String(etagOf(string(b)))}, nil
 }
 
 func (f *fakeS3) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
@@ -401,14 +439,19 @@ func (f *fakeS3) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, ok := f.objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
+	k := aws.ToString(in.Bucket) + "/" + aws.ToString(in.Key)
+	if err := popErr(f.keyGetErrs, k); err != nil {
+		return nil, err
+	}
+	b, ok := f.objects[k]
 	if !ok && f.noListBucket {
 		return nil, sourcetest.APIError("GetObject", 403, "AccessDenied")
 	}
 	if !ok {
 		return nil, &s3types.NoSuchKey{Message: aws.String("The specified key does not exist.")}
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(b)), ContentLength: aws.Int64(int64(len(b))), VersionId: aws.String("3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY")}, nil
+	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(b)), ContentLength: aws.Int64(int64(len(b))),
+		VersionId: aws.String("3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY"), ETag: aws.String(etagOf(b))}, nil
 }
 
 // rig is a Handler wired to fakes, a fake clock and captured logs and metrics.

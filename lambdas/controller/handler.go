@@ -233,9 +233,26 @@ func isNotFound(err error) bool {
 // execution, never by assuming how it went. StartExecution with the name and input of a running
 // execution succeeds without starting another one, so a repeated start is harmless.
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+//
+// A DynamoDB tenant's file takes the tenant's next order first (order.go): only here, when the
+// execution is not known to exist, so a delivery that finds it never takes another.
 func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (*sfn.DescribeExecutionOutput, error) {
+	in := h.fileInput(ev)
+	if h.ordered() {
+		order, err := h.nextOrder(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("take the tenant's next order: %w", err)
+		}
+		in.Source.Order = order
+		d.log.InfoContext(ctx, "order taken", "order", order)
+	}
+	return h.startInput(ctx, d, in, name, arn)
+}
+
+// fileInput is the workflow input of the file the event is about.
+func (h *Handler) fileInput(ev s3event.Event) pipeline.WorkflowInput {
 	o := ev.Detail.Object
-	input, err := json.Marshal(pipeline.WorkflowInput{
+	return pipeline.WorkflowInput{
 		Tenant: h.cfg.Tenant,
 		Source: pipeline.Source{
 			Bucket:    ev.Detail.Bucket.Name,
@@ -247,7 +264,12 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 			EventTime: eventTime(ev),
 		},
 		EventID: ev.ID,
-	})
+	}
+}
+
+// startInput starts the execution name with the input.
+func (h *Handler) startInput(ctx context.Context, d *delivery, in pipeline.WorkflowInput, name, arn string) (*sfn.DescribeExecutionOutput, error) {
+	input, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("encode workflow input: %w", err)
 	}
@@ -469,7 +491,7 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// eventTime is the event's time for the DynamoDB sink's order (pipeline.SeqOf); "" when absent.
+// eventTime is the event's time, RFC 3339; "" when absent.
 func eventTime(ev s3event.Event) string {
 	if ev.Time.IsZero() {
 		return ""

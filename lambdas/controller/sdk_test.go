@@ -32,9 +32,11 @@ type exchange struct {
 	op     string                                  // "<target>" for JSON APIs, "S3 <METHOD> <bucket><path>" for S3
 	check  func(t *testing.T, body map[string]any) // checks the decoded JSON request (JSON APIs)
 	s3Body string                                  // the exact request body an S3 PUT must carry
-	status int
-	header map[string]string
-	body   string
+	// reqHeader are request headers that must be sent with these values ("" : must be absent).
+	reqHeader map[string]string
+	status    int
+	header    map[string]string
+	body      string
 }
 
 // stubTransport answers the SDK's requests from a script, in order, and records what was sent.
@@ -71,6 +73,11 @@ func (s *stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			s.t.Errorf("%s: got body %q that is not JSON: %v", op, raw, err)
 		}
 		x.check(s.t, m)
+	}
+	for k, want := range x.reqHeader {
+		if got := req.Header.Get(k); got != want {
+			s.t.Errorf("%s: got header %s %q, want %q", op, k, got, want)
+		}
 	}
 	if x.s3Body != "" && !bytes.Contains(raw, []byte(x.s3Body)) {
 		s.t.Errorf("%s: got body %q, want it to carry %q", op, raw, x.s3Body)
@@ -424,4 +431,48 @@ func TestHandleWithSDKClientsStoppedFile(t *testing.T) {
 		}
 		stub.done(t)
 	}
+}
+
+// s3Error is an S3 error answer as S3 sends it: XML with the code.
+func s3Error(op string, status int, code string) exchange {
+	return exchange{op: op, status: status, header: map[string]string{"Content-Type": "application/xml"},
+		body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>stub</Message><RequestId>R</RequestId><HostId>H</HostId></Error>`}
+}
+
+// A DynamoDB tenant's order through the real S3 client: a 403 on the missing counter is read as
+// missing and written with If-None-Match *; S3's 412 (another writer came first) is recognised, the
+// counter read again and written with If-Match its ETag; the order goes into the execution input.
+func TestHandleWithSDKClientsOrderCounter(t *testing.T) {
+	h, stub, _ := sdkHandler(t, ddbEnv())
+	body := eventBody(t, evID1, "inbox/acme/a.csv")
+	counter := "S3 GET " + testBucket + "/control/acme/order.json"
+	put := "S3 PUT " + testBucket + "/control/acme/order.json"
+	const stored = int64(8_000_000_000_000_000) // above the clock, so the order is stored + 1
+	stub.expect(
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil),
+		with(sfnError("ExecutionDoesNotExist"), opDescribe, nil), // the other idempotency key's name
+		s3Error(counter, 403, "AccessDenied"),
+		func() exchange {
+			x := s3Error(put, 412, "PreconditionFailed")
+			x.reqHeader = map[string]string{"If-None-Match": "*", "If-Match": ""}
+			return x
+		}(),
+		exchange{op: counter, status: 200, header: map[string]string{"ETag": `"e1"`, "Content-Type": "application/json"}, body: counterBody(stored)},
+		exchange{op: put, status: 200, header: map[string]string{"ETag": `"e2"`}, reqHeader: map[string]string{"If-Match": `"e1"`, "If-None-Match": ""},
+			s3Body: fmt.Sprintf(`"order":%d`, stored+1)},
+		with(exchange{status: 200, body: fmt.Sprintf(`{"executionArn":%q,"startDate":1714554000}`, arn1)}, opStart, func(t *testing.T, m map[string]any) {
+			var in pipeline.WorkflowInput
+			if err := json.Unmarshal([]byte(m["input"].(string)), &in); err != nil {
+				t.Fatal(err)
+			}
+			if in.Source.Order != stored+1 {
+				t.Errorf("got input order %d, want %d", in.Source.Order, stored+1)
+			}
+		}),
+		with(exchange{status: 200, body: `{}`}, opVisibility, nil),
+	)
+	if _, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	stub.done(t)
 }

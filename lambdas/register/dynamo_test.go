@@ -381,17 +381,27 @@ func TestDynamoDBPerKeyOrder(t *testing.T) {
 	}
 }
 
-// TestDynamoDBReplayCannotRegress: after a newer file, a redrive of it and a replay of an older
-// file (its original event: older time) change nothing; a later file still wins.
+// TestDynamoDBReplayCannotRegress: files rank by their queue order, whatever their event times and
+// sequencers say. After a newer file, a redrive of it and replays of an older file (with its order,
+// or unordered) change nothing; items of the event time format rank below every ordered file; a
+// re-upload (a new order) wins.
 func TestDynamoDBReplayCannotRegress(t *testing.T) {
 	db := newFakeDynamo("id")
 	s3 := sourcetest.NewFakeS3()
 	h := ddbHandler(s3, db)
 	tenant := ddbTenant("csv", "id")
 	tenant.ChunkSize = 2
-	older := ddbSource("inbox/t1/a.csv", "2026-11-30T12:00:00Z")
-	newer := ddbSource("inbox/t1/b.csv", "2026-11-30T12:00:05Z")
-	newer.Sequencer = "0011" // a sequencer smaller than the older file's: the time decides across keys
+	ordered := func(key string, order int64, eventTime, sequencer string) pipeline.Source {
+		src := ddbSource(key, eventTime)
+		src.Order, src.Sequencer = order, sequencer
+		return src
+	}
+	legacy := ddbSource("inbox/t1/l.csv", "2026-11-30T12:00:05Z") // before the controller took orders
+	older := ordered("inbox/t1/a.csv", 100, "2026-11-30T12:00:09Z", "FFFF")
+	// The queue ran b.csv after a.csv; its event time and sequencer are both smaller.
+	newer := ordered("inbox/t1/b.csv", 101, "2026-11-30T12:00:00Z", "0011")
+	unordered := older
+	unordered.Order, unordered.Unordered = 0, true
 	values := func() map[string]string {
 		m := map[string]string{}
 		for k, it := range db.items {
@@ -405,12 +415,15 @@ func TestDynamoDBReplayCannotRegress(t *testing.T) {
 		data string
 		want map[string]string
 	}{
-		{"older file", older, "id,v\n1,a1\n2,a2\n1,a3\n", map[string]string{"1": "a3", "2": "a2"}},
-		{"newer file", newer, "id,v\n1,b1\n3,b3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3"}},
-		{"redrive of the newer file", newer, "id,v\n1,b1\n3,b3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3"}},
-		{"replay of the older file", older, "id,v\n1,a1\n2,a2\n1,a3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3"}},
-		{"re-upload of the older file's data (new event)", ddbSource("inbox/t1/a.csv", "2026-11-30T12:10:00Z"), "id,v\n1,a1\n2,a2\n1,a3\n",
-			map[string]string{"1": "a3", "2": "a2", "3": "b3"}},
+		{"a file written before orders", legacy, "id,v\n1,l1\n4,l4\n", map[string]string{"1": "l1", "4": "l4"}},
+		{"older file", older, "id,v\n1,a1\n2,a2\n1,a3\n", map[string]string{"1": "a3", "2": "a2", "4": "l4"}},
+		{"newer file", newer, "id,v\n1,b1\n3,b3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3", "4": "l4"}},
+		{"redrive of the newer file", newer, "id,v\n1,b1\n3,b3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3", "4": "l4"}},
+		{"replay of the older file (its order)", older, "id,v\n1,a1\n2,a2\n1,a3\n", map[string]string{"1": "b1", "2": "a2", "3": "b3", "4": "l4"}},
+		{"unordered replay of the older file", unordered, "id,v\n1,a1\n2,a2\n1,a3\n5,a5\n", map[string]string{"1": "b1", "2": "a2", "3": "b3", "4": "l4", "5": "a5"}},
+		{"redrive of the file from before orders", legacy, "id,v\n1,l1\n4,l4\n", map[string]string{"1": "b1", "2": "a2", "3": "b3", "4": "l4", "5": "a5"}},
+		{"re-upload of the older file's data (a new order)", ordered("inbox/t1/a.csv", 102, "2026-11-30T12:10:00Z", "0001"), "id,v\n1,a1\n2,a2\n1,a3\n",
+			map[string]string{"1": "a3", "2": "a2", "3": "b3", "4": "l4", "5": "a5"}},
 	}
 	for _, st := range steps {
 		if err := registerFile(t, h, s3, tenant, st.src, st.data); err != nil {
