@@ -17,6 +17,7 @@ setup:
 ## demo: synthesize, run local/inbox through the local emulators with live progress and a summary.
 ## The runner is built into .build/bin first, so the exit status is its own (0 OK, 1 invariant
 ## broken or run failed, 2 usage, 3 timeout, 4 a tenant halted); `go run` would print its own.
+## It writes .build/local/report.json and, beside it, report.html (the run as a picture).
 ## Flags of the runner: docs/local-run.md.
 demo: setup
 	go build -o .build/bin/local ./cmd/local
