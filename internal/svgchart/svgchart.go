@@ -172,17 +172,19 @@ func Summarize(values []float64) Stats {
 	return Stats{N: len(s), Min: s[0], Mean: sum / float64(len(s)), P95: s[int(math.Ceil(0.95*float64(len(s))))-1], Max: s[len(s)-1]}
 }
 
-// Format prints a value with the precision its size needs: 13,730; 59.6; 0.71; 0.003.
+// Format prints a value with the precision its size needs: 13,730; 59.6; 90; 0.71; 0.003.
 func Format(v float64) string {
 	a := math.Abs(v)
 	switch {
-	case a >= 1000:
+	case a == 0:
+		return "0"
+	case a >= 1000 || (a >= 10 && v == math.Trunc(v)):
 		return thousands(int64(math.Round(v)))
 	case a >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 0.1 || a == 0:
+	case a >= 0.1:
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	default:
 		return strconv.FormatFloat(v, 'g', 2, 64)

@@ -191,7 +191,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
-	for v, want := range map[float64]string{0: "0.00", 0.003: "0.003", 0.71: "0.71", 9.99: "9.99", 59.56: "59.6", 897: "897", 13730: "13,730", 1234567: "1,234,567"} {
+	for v, want := range map[float64]string{0: "0", 0.003: "0.003", 0.71: "0.71", 9.99: "9.99", 59.56: "59.6", 90: "90", 897: "897", 13730: "13,730", 1234567: "1,234,567"} {
 		if got := Format(v); got != want {
 			t.Errorf("Format(%v): got %q, want %q", v, got, want)
 		}
