@@ -102,17 +102,16 @@ type htmlLane struct {
 }
 
 type htmlBar struct {
-	File                   FileReport
-	Kind                   string
-	StartMs, StopMs        int64 // upload (or replay start) and stop (or the report's end), from Origin
-	RunStartMs             int64
-	Started                bool
-	Left, Width            string // of the lane
-	QueuedWidth, RunLeft   string // of the bar
-	RunWidth, QueuedTop    string
-	Title                  string
-	Queued, Running, Where string
-	Cause                  string
+	File    FileReport
+	Kind    string
+	Started bool
+	// StartMs is the upload (a replay's start), RunStartMs the execution's start and StopMs its
+	// stop (or the report's end), in ms from the first upload.
+	StartMs, RunStartMs, StopMs int64
+	// Left and Width place the bar in its lane; the others place its parts in the bar.
+	Left, Width, QueuedWidth, QueuedTop, RunLeft, RunWidth string
+	// Title is the hover text; Queued and Running are durations as printed; Cause is readable.
+	Title, Queued, Running, Cause string
 }
 
 type htmlGap struct {
@@ -121,10 +120,10 @@ type htmlGap struct {
 }
 
 type htmlGapRow struct {
-	Tenant                   string
-	N                        int
-	Min, Mean, P95, Max      string
-	Overall, HasDistribution bool
+	Tenant              string
+	N                   int
+	Min, Mean, P95, Max string
+	Overall             bool
 }
 
 // HTMLPath is where the HTML report of the JSON report at path goes: beside it, with .json
@@ -298,7 +297,7 @@ func queuedTracks(files []FileReport, end time.Time) []int {
 
 func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
 	st := svgchart.Summarize(gaps)
-	row := htmlGapRow{Tenant: tenant, N: st.N, Overall: overall, HasDistribution: st.N > 0, Min: "-", Mean: "-", P95: "-", Max: "-"}
+	row := htmlGapRow{Tenant: tenant, N: st.N, Overall: overall, Min: "-", Mean: "-", P95: "-", Max: "-"}
 	if st.N > 0 {
 		row.Min, row.Mean, row.P95, row.Max = fmt.Sprintf("%.3f s", st.Min), fmt.Sprintf("%.3f s", st.Mean), fmt.Sprintf("%.3f s", st.P95), fmt.Sprintf("%.3f s", st.Max)
 	}
