@@ -19,6 +19,7 @@ setup:
 ## demo: synthesize, run local/inbox through the local emulators with live progress and a summary.
 ## The runner is built into .build/bin first, so the exit status is its own (0 OK, 1 invariant
 ## broken or run failed, 2 usage, 3 timeout, 4 a tenant halted); `go run` would print its own.
+## It writes .build/local/report.json and, beside it, report.html (the run as a picture).
 ## Flags of the runner: docs/local-run.md.
 demo: setup
 	go build -o .build/bin/local ./cmd/local
@@ -58,9 +59,10 @@ bench: setup
 	scripts/bench.sh
 
 ## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait;
-## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput)
+## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput);
+## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
-	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
+	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 30m
 
 ## scale: synthesize 1,000 tenants (SCALE_TENANTS to change) and check every stack against
 ## CloudFormation's limits; prints the synth's wall time and peak memory. `make test` runs 100.

@@ -1,7 +1,7 @@
 // Command local runs the synthesized tenant pipeline end to end on this machine, with emulators
 // on loopback and the real Lambda handlers; docs/local-run.md describes it and its flags.
 //
-//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE] [--timeout 10m]
+//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE.json] [--timeout 10m]
 //	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form] [--sequencers per-key|global]
 //	go run ./cmd/local --serve --env-file FILE [--tenants FILE] [--inbox DIR] [--register-url URL]
 //
@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -78,7 +79,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.tenants, "tenants", filepath.Join(root, "tenants.json"), "tenants config to synthesize the app with")
 	fs.StringVar(&o.inbox, "inbox", "", "files to upload: DIR/<tenant-id>/<relative path> (default local/inbox; none with --serve)")
 	fs.StringVar(&o.registerURL, "register-url", "", "core-system endpoint every tenant registers to (default: an embedded sink that checks order and idempotency)")
-	fs.StringVar(&o.report, "report", "", "write the JSON report to this file")
+	fs.StringVar(&o.report, "report", "", "write the JSON report to this file, and its HTML picture beside it (.json replaced by .html)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "exit 3 if the pipeline has not drained by then (not with --serve)")
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
@@ -282,16 +283,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
 	}
 	if o.report != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(o.report, append(b, '\n'), 0o644); err != nil {
+		if err := writeReports(o.report, rep, r.TenantIDs()); err != nil {
 			return fail(err)
 		}
+		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, localrun.HTMLPath(o.report))
 	}
 	code, msg := exitStatus(rep, waitErr, errors.Is(startCtx.Err(), context.DeadlineExceeded), o)
 	if msg != "" {
 		fmt.Fprintln(stderr, "local:", msg)
 	}
 	return code
+}
+
+// writeReports writes the JSON report to path and its picture, the HTML report, beside it.
+func writeReports(path string, rep *localrun.Report, ids []string) error {
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	if err := localrun.WriteHTML(&page, rep, ids, time.Now()); err != nil {
+		return fmt.Errorf("render the HTML report: %w", err)
+	}
+	return os.WriteFile(localrun.HTMLPath(path), page.Bytes(), 0o644)
 }
 
 // exitStatus is the run's exit status and the line that explains a non-zero one.

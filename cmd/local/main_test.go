@@ -129,3 +129,24 @@ func TestExitStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestWriteReportsBesideEachOther(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rep := &localrun.Report{Tenants: map[string]*localrun.TenantReport{
+		"acme": {Files: []localrun.FileReport{{Key: "inbox/acme/a.csv", Status: "WAITING", UploadedAt: at}}},
+	}, Violations: []string{}}
+	if err := writeReports(filepath.Join(dir, "report.json"), rep, []string{"acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.json")); err != nil {
+		t.Errorf("JSON report: %v", err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatalf("HTML report: got %v, want report.html beside report.json", err)
+	}
+	if !strings.Contains(string(page), `data-tenant="acme"`) || !strings.Contains(string(page), `data-key="inbox/acme/a.csv"`) {
+		t.Errorf("report.html: got no lane or bar of acme's file")
+	}
+}

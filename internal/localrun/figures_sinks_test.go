@@ -101,6 +101,7 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 	// Printed as plain lines, so make figures shows them as they are.
 	fmt.Println(line)
 	fmt.Println(strings.TrimSuffix(limits.String(), ";"))
+	writeFigure(t, "register-throughput.svg", throughputFigure(rate["rec"], rate["bat"], rate["ddb"], ms).SVG())
 
 	if got := rate["bat"] / rate["rec"]; got < 20 {
 		t.Errorf("batch/record: got %.1f, want >= 20", got)

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Report is the JSON report of a run (docs/local-run.md, "Report").
@@ -34,6 +37,9 @@ type TenantReport struct {
 	Halted *Halt `json:"halted"`
 	// Queued is the tenant's queue depth (visible, in flight and delayed messages).
 	Queued int `json:"queued"`
+	// Replays are the executions that ran an uploaded file again (a replay control message), in
+	// start order; each is marked replay and is not one of Files.
+	Replays []FileReport `json:"replays,omitempty"`
 }
 
 // FileReport is one uploaded file and its execution.
@@ -61,6 +67,11 @@ type FileReport struct {
 	// Executions is how many executions of the tenant's file state machine name this exact file
 	// (key and version) in their input: 1 when nothing was started twice.
 	Executions int `json:"executions"`
+	// Skipped is true for a failed file whose skip marker an operator wrote
+	// (control/<tenant>/skip/<execution name>), which released its halted tenant.
+	Skipped bool `json:"skipped,omitempty"`
+	// Replay is true for an entry of TenantReport.Replays.
+	Replay bool `json:"replay,omitempty"`
 
 	expected int64 // records Split found, -1 when unknown
 	// firstStop is when the file's own run stopped and redrives when each operator redrive began,
@@ -148,7 +159,6 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		tr.RecordsRegistered = int64(len(registered))
 		total += tr.RecordsRegistered
 		used := map[string]bool{}
-		var prev *FileReport
 		for _, u := range uploads {
 			if u.Tenant != t.ID {
 				continue
@@ -172,27 +182,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 					continue
 				}
 				used[e.ExecutionArn] = true
-				start := unixTime(e.StartDate)
-				fr.ExecutionName, fr.Status, fr.Error, fr.StartedAt, fr.HistoryEvents, fr.MaxPayloadBytes, fr.RedriveCount = e.Name, e.Status, e.Error, &start, e.HistoryEvents, e.MaxPayloadBytes, e.RedriveCount
-				if e.Status != "RUNNING" {
-					stop := unixTime(e.StopDate)
-					fr.StoppedAt = &stop
-				}
-				if e.Status == "SUCCEEDED" {
-					fr.expected = r.splitRecords(ctx, e.ExecutionArn)
-				}
-				if e.RedriveCount > 0 {
-					fr.firstStop, fr.redrives = r.redriveHistory(ctx, e)
-				}
-				fr.Cause = e.Cause
-				for _, c := range byParent[e.ExecutionArn] {
-					if c.Status == "FAILED" && e.Status == "FAILED" {
-						fr.Cause = c.Error + ": " + c.Cause
-					}
-					fr.SegmentExecutions++
-					fr.SegmentHistoryEventsMax = max(fr.SegmentHistoryEventsMax, c.HistoryEvents)
-					fr.MaxPayloadBytes = max(fr.MaxPayloadBytes, c.MaxPayloadBytes)
-				}
+				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
 				break
 			}
 			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
@@ -201,12 +191,34 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				tr.RecordsRegistered += fr.Records
 				total += fr.Records
 			}
-			if prev != nil && prev.StoppedAt != nil && fr.StartedAt != nil && u.At.Before(*prev.StoppedAt) {
-				gaps = append(gaps, fr.StartedAt.Sub(*prev.StoppedAt).Seconds())
-			}
 			tr.Files = append(tr.Files, fr)
-			prev = &tr.Files[len(tr.Files)-1]
 		}
+		// An execution left over names a file that already has one: the file ran again.
+		for _, e := range execs {
+			if used[e.ExecutionArn] {
+				continue
+			}
+			var in execInput
+			if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) != nil {
+				continue
+			}
+			for _, f := range tr.Files {
+				u := &Upload{Key: f.Key, VersionID: f.VersionID, ETag: f.ETag}
+				if f.ExecutionName == "" || !in.names(u, r.eventKey(f.Key)) {
+					continue
+				}
+				fr := FileReport{Key: f.Key, VersionID: f.VersionID, ETag: f.ETag, Replay: true, expected: -1}
+				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
+				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
+				if t.DynamoDBTable() != "" {
+					fr.Records = r.dynamoWritten(fr.ExecutionName)
+				}
+				tr.Replays = append(tr.Replays, fr)
+				break
+			}
+		}
+		sort.Slice(tr.Replays, func(i, j int) bool { return tr.Replays[i].StartedAt.Before(*tr.Replays[j].StartedAt) })
+		gaps = append(gaps, tr.Gaps()...)
 		if n, err := r.queueDepth(ctx, t.Queue); err == nil {
 			tr.Queued = n
 		}
@@ -230,6 +242,56 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	}
 	rep.Violations = r.checkInvariants(rep)
 	return rep, nil
+}
+
+// fillExecution sets what the file's execution e (and its segment executions) tell.
+func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *FileReport, e sfnExecution, segments []sfnExecution) {
+	start := unixTime(e.StartDate)
+	fr.ExecutionName, fr.Status, fr.Error, fr.StartedAt, fr.HistoryEvents, fr.MaxPayloadBytes, fr.RedriveCount = e.Name, e.Status, e.Error, &start, e.HistoryEvents, e.MaxPayloadBytes, e.RedriveCount
+	if e.Status != "RUNNING" {
+		stop := unixTime(e.StopDate)
+		fr.StoppedAt = &stop
+	}
+	switch e.Status {
+	case "SUCCEEDED":
+		fr.expected = r.splitRecords(ctx, e.ExecutionArn)
+	case "FAILED", "TIMED_OUT", "ABORTED":
+		fr.Skipped = r.skipMarked(ctx, t.ID, e.Name)
+	}
+	if e.RedriveCount > 0 {
+		fr.firstStop, fr.redrives = r.redriveHistory(ctx, e)
+	}
+	fr.Cause = e.Cause
+	for _, c := range segments {
+		if c.Status == "FAILED" && e.Status == "FAILED" {
+			fr.Cause = c.Error + ": " + c.Cause
+		}
+		fr.SegmentExecutions++
+		fr.SegmentHistoryEventsMax = max(fr.SegmentHistoryEventsMax, c.HistoryEvents)
+		fr.MaxPayloadBytes = max(fr.MaxPayloadBytes, c.MaxPayloadBytes)
+	}
+}
+
+// skipMarked reports whether an operator wrote the skip marker of the tenant's execution
+// (lambdas/controller/skip.go names it).
+func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
+	key := pipeline.ControlPrefix + tenant + "/skip/" + execution
+	_, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &r.Bucket, Key: &key})
+	return err == nil
+}
+
+// Gaps are the tenant's inter-file gaps in seconds, in upload order: from a file's execution
+// stopping to the next file's starting, for next files that were uploaded before that stop (a
+// file uploaded later never waited, so its gap says nothing about the pipeline).
+func (tr *TenantReport) Gaps() []float64 {
+	var gaps []float64
+	for i := 1; i < len(tr.Files); i++ {
+		prev, f := tr.Files[i-1], tr.Files[i]
+		if prev.StoppedAt != nil && f.StartedAt != nil && f.UploadedAt.Before(*prev.StoppedAt) {
+			gaps = append(gaps, f.StartedAt.Sub(*prev.StoppedAt).Seconds())
+		}
+	}
+	return gaps
 }
 
 func (r *Run) executionInput(ctx context.Context, arn string) string {

@@ -58,6 +58,9 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 	rep = drain(t, ctx, r)
 	wantStatuses(t, rep, "halt", "SUCCEEDED", "FAILED", "SUCCEEDED")
 	noViolations(t, rep)
+	if f := fileOf(t, rep, "halt", "2-bad.csv"); !f.Skipped {
+		t.Errorf("2-bad.csv in the report: got skipped false, want true (its skip marker was written)")
+	}
 	assertOrderedOnce(t, r, "halt", []string{"inbox/halt/1.csv", "inbox/halt/3.csv"}, map[string]int64{"inbox/halt/1.csv": 20, "inbox/halt/3.csv": 30})
 	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String("control/halt/skip/" + h.ExecutionName)})
 	if err != nil {
@@ -160,7 +163,18 @@ func TestScenarioOpsReplay(t *testing.T) {
 	}
 	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
 	waitFor(t, ctx, r, "the replay registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
-	noViolations(t, drain(t, ctx, r))
+	rep := drain(t, ctx, r)
+	noViolations(t, rep)
 	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv", "inbox/cont/x.csv"},
 		map[string]int64{"inbox/cont/x.csv": 20, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
+	// The report shows the replay as its own run of x.csv, after z.csv's.
+	replays := rep.Tenants["cont"].Replays
+	z := fileOf(t, rep, "cont", "z.csv")
+	if len(replays) != 1 || replays[0].Key != "inbox/cont/x.csv" || !replays[0].Replay || replays[0].Status != "SUCCEEDED" ||
+		z.StoppedAt == nil || replays[0].StartedAt.Before(*z.StoppedAt) {
+		t.Fatalf("replays in the report: got %+v, want one of inbox/cont/x.csv, SUCCEEDED, started after z.csv stopped", replays)
+	}
+	if x := fileOf(t, rep, "cont", "x.csv"); x.Replay || x.ExecutionName == replays[0].ExecutionName {
+		t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
+	}
 }

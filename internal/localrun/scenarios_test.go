@@ -760,6 +760,13 @@ func TestFigures(t *testing.T) {
 		b.WriteString("\n")
 	}
 	t.Log("\n" + b.String())
+	var modes []modeGaps
+	for _, res := range results {
+		short, _, _ := strings.Cut(res.name, " (") // the chart's label column holds about 30 characters
+		modes = append(modes, modeGaps{short, allGaps(res.rep, tenants)})
+	}
+	writeFigure(t, "inter-file-gap.svg", gapFigure(modes, 30,
+		fmt.Sprintf("%d tenants × %d files × %d records uploaded at once", len(tenants), files, records)).SVG())
 	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 			t.Error(err)

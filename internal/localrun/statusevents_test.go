@@ -297,6 +297,7 @@ func TestFiguresControllerCalls(t *testing.T) {
 	fmt.Printf("(events on: a running file is described once per safety net, at most %d per running file-hour for a file longer than the 300 s safety net)\n", 3600/300)
 	fmt.Printf("(%d tenants x %d files x %d records, each file registering for >= %s; events dropped: safety net shortened to %d s, default 300 s)\n",
 		len(tenants), files, records, time.Duration(records)*perRecord, figuresDroppedSafetyNet)
+	writeFigure(t, "controller-calls.svg", controllerCallsFigure(on, dropped, before, figuresDroppedSafetyNet).SVG())
 	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
 		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {

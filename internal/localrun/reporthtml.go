@@ -1,0 +1,351 @@
+package localrun
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/svgchart"
+)
+
+// The HTML report is a picture of one run: each tenant a lane on a shared time axis, each file a
+// bar from its upload to its stop, queued time apart from running time, coloured by what became of
+// it. It is one file with its CSS, script and charts inline, so it opens without a network.
+// html/template escapes every key, error and cause, which may hold anything (<, quotes, Japanese).
+
+//go:embed reporthtml.tmpl
+var reportHTMLSource string
+
+var reportHTML = template.Must(template.New("report").Parse(reportHTMLSource))
+
+// Bar kinds, in the order a file's kind is decided: a file that is several of these shows the
+// first. Each is a CSS class (kind-<name>) and a legend entry.
+const (
+	kindHalted    = "halted"    // the failed file a halt tenant is stopped at
+	kindSkipped   = "skipped"   // failed, then skipped by an operator
+	kindFailed    = "failed"    // FAILED, TIMED_OUT or ABORTED
+	kindReplayed  = "replayed"  // a replay's execution
+	kindRedriven  = "redriven"  // redriven at least once
+	kindRunning   = "running"   // still running when the report was written
+	kindWaiting   = "waiting"   // no execution yet
+	kindSucceeded = "succeeded" // none of the above
+)
+
+var legend = []struct{ Kind, Text string }{
+	{kindSucceeded, "succeeded"}, {kindRunning, "running"}, {kindFailed, "failed"}, {kindHalted, "halted (waits for an operator)"},
+	{kindSkipped, "skipped by an operator"}, {kindReplayed, "replayed"}, {kindRedriven, "redriven"},
+}
+
+// fileKind says what became of a file, for its colour.
+func fileKind(f FileReport, halt *Halt) string {
+	switch {
+	case halt != nil && f.ExecutionName != "" && f.ExecutionName == halt.ExecutionName && !f.Replay:
+		return kindHalted
+	case f.Skipped:
+		return kindSkipped
+	case f.Status == "FAILED" || f.Status == "TIMED_OUT" || f.Status == "ABORTED":
+		return kindFailed
+	case f.Replay:
+		return kindReplayed
+	case f.RedriveCount > 0:
+		return kindRedriven
+	case f.Status == "RUNNING":
+		return kindRunning
+	case f.Status == "WAITING" || f.StartedAt == nil:
+		return kindWaiting
+	}
+	return kindSucceeded
+}
+
+// Lane geometry in pixels: the running track on top, then one thin track per file queued at once.
+const (
+	runTop       = 6
+	runHeight    = 22
+	queuedTop    = runTop + runHeight + 5
+	queuedStride = 6
+)
+
+type htmlReport struct {
+	Title      string
+	Origin     string // the first upload, UTC
+	SpanMs     int64
+	Ticks      []htmlTick
+	Lanes      []htmlLane
+	Legend     []struct{ Kind, Text string }
+	Gaps       []htmlGapRow
+	GapChart   template.HTML
+	Files      int
+	Records    int64
+	Wall       string
+	PerSecond  string
+	Violations []string
+	External   bool
+}
+
+type htmlTick struct {
+	Left  string // CSS percentage
+	Label string
+}
+
+type htmlLane struct {
+	Tenant string
+	Height int
+	Bars   []htmlBar
+	Gaps   []htmlGap
+	Halted bool
+}
+
+type htmlBar struct {
+	File    FileReport
+	Kind    string
+	Started bool
+	// StartMs is the upload (a replay's start), RunStartMs the execution's start and StopMs its
+	// stop (or the report's end), in ms from the first upload.
+	StartMs, RunStartMs, StopMs int64
+	// Left and Width place the bar in its lane; the others place its parts in the bar.
+	Left, Width, QueuedWidth, QueuedTop, RunLeft, RunWidth string
+	// Title is the hover text; Queued and Running are durations as printed; Cause is readable.
+	Title, Queued, Running, Cause string
+}
+
+type htmlGap struct {
+	Left, Width string
+	Seconds     string
+}
+
+type htmlGapRow struct {
+	Tenant              string
+	N                   int
+	Min, Mean, P95, Max string
+	Overall             bool
+}
+
+// HTMLPath is where the HTML report of the JSON report at path goes: beside it, with .json
+// replaced by .html.
+func HTMLPath(path string) string {
+	if ext := filepath.Ext(path); strings.EqualFold(ext, ".json") {
+		path = strings.TrimSuffix(path, ext)
+	}
+	return path + ".html"
+}
+
+// WriteHTML writes the HTML report of rep to w, with the tenants' lanes in the order of ids. A
+// file still waiting or running is drawn up to now.
+func WriteHTML(w io.Writer, rep *Report, ids []string, now time.Time) error {
+	return reportHTML.Execute(w, buildHTMLReport(rep, ids, now))
+}
+
+func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
+	var origin, end time.Time
+	see := func(t time.Time) {
+		if origin.IsZero() || t.Before(origin) {
+			origin = t
+		}
+		if t.After(end) {
+			end = t
+		}
+	}
+	open := false
+	for _, id := range ids {
+		tr := rep.Tenants[id]
+		if tr == nil {
+			continue
+		}
+		for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+			see(f.UploadedAt)
+			if f.StartedAt != nil {
+				see(*f.StartedAt)
+			}
+			if f.StoppedAt != nil {
+				see(*f.StoppedAt)
+			} else {
+				open = true
+			}
+		}
+	}
+	if open && now.After(end) {
+		end = now
+	}
+	if origin.IsZero() {
+		origin, end = now, now
+	}
+	span := max(end.Sub(origin), time.Millisecond)
+	ms := func(t time.Time) int64 { return t.Sub(origin).Milliseconds() }
+	pct := func(d time.Duration, of time.Duration) string {
+		return fmt.Sprintf("%.4f%%", 100*float64(d)/float64(max(of, time.Nanosecond)))
+	}
+
+	out := htmlReport{
+		Origin: origin.UTC().Format("2006-01-02 15:04:05.000 UTC"), SpanMs: span.Milliseconds(), Legend: legend,
+		Wall: fmt.Sprintf("%.1f s", rep.WallSeconds), PerSecond: fmt.Sprintf("%.0f", rep.RecordsPerSecond),
+		Violations: rep.Violations, External: rep.ExternalEndpoint,
+	}
+	step := niceSeconds(span.Seconds() / 8)
+	for s := 0.0; s <= span.Seconds()+step/1000; s += step {
+		out.Ticks = append(out.Ticks, htmlTick{Left: pct(time.Duration(s*float64(time.Second)), span), Label: tickSeconds(s, step)})
+	}
+
+	var series []svgchart.Series
+	var all []float64
+	for _, id := range ids {
+		lane := htmlLane{Tenant: id}
+		tr := rep.Tenants[id]
+		if tr == nil {
+			tr = &TenantReport{}
+		}
+		lane.Halted = tr.Halted != nil
+		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
+		out.Files += len(files)
+		out.Records += tr.RecordsRegistered
+		tracks := queuedTracks(files, end)
+		for i, f := range files {
+			stop := end
+			if f.StoppedAt != nil {
+				stop = *f.StoppedAt
+			}
+			runStart := stop
+			if f.StartedAt != nil {
+				runStart = *f.StartedAt
+			}
+			whole := stop.Sub(f.UploadedAt)
+			b := htmlBar{
+				File: f, Kind: fileKind(f, tr.Halted), Started: f.StartedAt != nil,
+				StartMs: ms(f.UploadedAt), RunStartMs: ms(runStart), StopMs: ms(stop),
+				Left: pct(f.UploadedAt.Sub(origin), span), Width: pct(whole, span),
+				QueuedWidth: pct(runStart.Sub(f.UploadedAt), whole), RunLeft: pct(runStart.Sub(f.UploadedAt), whole),
+				RunWidth:  pct(stop.Sub(runStart), whole),
+				QueuedTop: fmt.Sprintf("%dpx", queuedTop+tracks[i]*queuedStride),
+				Queued:    seconds(runStart.Sub(f.UploadedAt)), Running: "-",
+				Cause: readableCause(f.Cause),
+			}
+			if f.StartedAt != nil {
+				b.Running = seconds(stop.Sub(runStart))
+			}
+			if f.Replay {
+				b.Queued = "- (a replay: queued as a control message)"
+			}
+			b.Title = barTitle(b)
+			lane.Bars = append(lane.Bars, b)
+			lane.Height = max(lane.Height, queuedTop+(tracks[i]+1)*queuedStride+2)
+		}
+		// The gaps drawn are the ones counted: between a file's stop and the next file's start,
+		// when the next was waiting already.
+		for i := 1; i < len(tr.Files); i++ {
+			prev, f := tr.Files[i-1], tr.Files[i]
+			if prev.StoppedAt != nil && f.StartedAt != nil && f.UploadedAt.Before(*prev.StoppedAt) {
+				lane.Gaps = append(lane.Gaps, htmlGap{
+					Left: pct(prev.StoppedAt.Sub(origin), span), Width: pct(f.StartedAt.Sub(*prev.StoppedAt), span),
+					Seconds: seconds(f.StartedAt.Sub(*prev.StoppedAt)),
+				})
+			}
+		}
+		lane.Height = max(lane.Height, queuedTop+queuedStride+2)
+		out.Lanes = append(out.Lanes, lane)
+
+		gaps := tr.Gaps()
+		all = append(all, gaps...)
+		out.Gaps = append(out.Gaps, gapRow(id, gaps, false))
+		if len(gaps) > 0 {
+			series = append(series, svgchart.Series{Label: id, Values: gaps})
+		}
+	}
+	out.Gaps = append(out.Gaps, gapRow("all tenants", all, true))
+	series = append(series, svgchart.Series{Label: "all tenants", Values: all})
+	if len(all) > 0 {
+		// svgchart escapes every label itself, so its document is safe to inline.
+		out.GapChart = template.HTML(svgchart.StripChart{Title: "Distribution (log scale)", Unit: "s", Log: true, Series: series,
+			Note: "from a file's stop to the next file's start, for files that were already waiting"}.SVG())
+	}
+	out.Title = fmt.Sprintf("Local run: %d tenants, %d files, %d records", len(ids), out.Files, out.Records)
+	return out
+}
+
+// queuedTracks gives each file the lowest thin track free when it was uploaded, so files queued at
+// the same time are drawn one under the other instead of on top of each other.
+func queuedTracks(files []FileReport, end time.Time) []int {
+	order := make([]int, len(files))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return files[order[a]].UploadedAt.Before(files[order[b]].UploadedAt) })
+	tracks := make([]int, len(files))
+	var busyUntil []time.Time
+	for _, i := range order {
+		f := files[i]
+		until := end
+		if f.StartedAt != nil {
+			until = *f.StartedAt
+		}
+		t := 0
+		for t < len(busyUntil) && busyUntil[t].After(f.UploadedAt) {
+			t++
+		}
+		if t == len(busyUntil) {
+			busyUntil = append(busyUntil, time.Time{})
+		}
+		busyUntil[t] = until
+		tracks[i] = t
+	}
+	return tracks
+}
+
+func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
+	st := svgchart.Summarize(gaps)
+	row := htmlGapRow{Tenant: tenant, N: st.N, Overall: overall, Min: "-", Mean: "-", P95: "-", Max: "-"}
+	if st.N > 0 {
+		row.Min, row.Mean, row.P95, row.Max = fmt.Sprintf("%.3f s", st.Min), fmt.Sprintf("%.3f s", st.Mean), fmt.Sprintf("%.3f s", st.P95), fmt.Sprintf("%.3f s", st.Max)
+	}
+	return row
+}
+
+// barTitle is the hover text of a bar: every detail, one per line.
+func barTitle(b htmlBar) string {
+	f := b.File
+	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
+		"queued: " + b.Queued + ", running: " + b.Running, fmt.Sprintf("records: %d", f.Records)}
+	if f.RedriveCount > 0 {
+		lines = append(lines, fmt.Sprintf("redriven: %d time(s)", f.RedriveCount))
+	}
+	if f.Error != "" {
+		lines = append(lines, "error: "+f.Error)
+	}
+	if b.Cause != "" {
+		lines = append(lines, "cause: "+b.Cause)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
+
+// niceSeconds rounds x up to 1, 2 or 5 times a power of ten.
+func niceSeconds(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// tickSeconds labels a tick with as many decimals as the step needs.
+func tickSeconds(s, step float64) string {
+	decimals := max(0, int(math.Ceil(-math.Log10(step)+1e-9)))
+	return fmt.Sprintf("%.*f s", decimals, s)
+}

@@ -1,0 +1,355 @@
+package localrun
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// htmlElement is one element of a parsed HTML page: its attributes and its text.
+type htmlElement struct {
+	name  string
+	attrs map[string]string
+	text  string
+}
+
+func (e htmlElement) hasClass(c string) bool {
+	for _, x := range strings.Fields(e.attrs["class"]) {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// htmlLaneBars is the page's timeline as the DOM holds it: per lane (data-tenant), its bars.
+type htmlLaneBars struct {
+	tenants []string
+	bars    map[string][]htmlElement
+}
+
+// parseHTML reads a page with encoding/xml in its HTML mode (void elements, HTML entities),
+// which the report's own markup and Chromium's serialization of it both satisfy.
+func parseHTML(t *testing.T, page []byte) ([]htmlElement, htmlLaneBars) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(page))
+	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
+	var els []htmlElement
+	var open []int
+	lanes := htmlLaneBars{bars: map[string][]htmlElement{}}
+	lane := ""
+	laneDepth := -1
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("parse the page: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			e := htmlElement{name: strings.ToLower(tok.Name.Local), attrs: map[string]string{}}
+			for _, a := range tok.Attr {
+				name := a.Name.Local
+				if a.Name.Space != "" {
+					name = a.Name.Space + ":" + name
+				}
+				e.attrs[name] = a.Value
+			}
+			els = append(els, e)
+			open = append(open, len(els)-1)
+			switch {
+			case e.hasClass("lane"):
+				lane, laneDepth = e.attrs["data-tenant"], len(open)
+				lanes.tenants = append(lanes.tenants, lane)
+			case e.hasClass("bar") && lane != "":
+				lanes.bars[lane] = append(lanes.bars[lane], e)
+			}
+		case xml.EndElement:
+			if len(open) == laneDepth {
+				lane, laneDepth = "", -1
+			}
+			open = open[:len(open)-1]
+		case xml.CharData:
+			for _, i := range open {
+				els[i].text += string(tok)
+			}
+		}
+	}
+	return els, lanes
+}
+
+// barSpan is a bar's times from its data attributes, in ms from the first upload.
+type barSpan struct {
+	start, runStart, stop int64
+	started               bool
+}
+
+func spanOf(t *testing.T, bar htmlElement) barSpan {
+	t.Helper()
+	ms := func(name string) int64 {
+		v, err := strconv.ParseInt(bar.attrs[name], 10, 64)
+		if err != nil {
+			t.Fatalf("bar %q: %s=%q: %v", bar.attrs["data-key"], name, bar.attrs[name], err)
+		}
+		return v
+	}
+	s := barSpan{start: ms("data-start"), stop: ms("data-stop")}
+	if _, ok := bar.attrs["data-run-start"]; ok {
+		s.runStart, s.started = ms("data-run-start"), true
+	}
+	return s
+}
+
+// runningOverlaps lists pairs of bars of one lane whose running parts overlap.
+func runningOverlaps(t *testing.T, bars []htmlElement) []string {
+	t.Helper()
+	var out []string
+	for i := range bars {
+		for j := i + 1; j < len(bars); j++ {
+			a, b := spanOf(t, bars[i]), spanOf(t, bars[j])
+			if a.started && b.started && a.runStart < b.stop && b.runStart < a.stop {
+				out = append(out, bars[i].attrs["data-key"]+" and "+bars[j].attrs["data-key"])
+			}
+		}
+	}
+	return out
+}
+
+func TestWriteHTML(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) *time.Time { x := t0.Add(time.Duration(ms) * time.Millisecond); return &x }
+	file := func(key, status string, up, start, stop int) FileReport {
+		f := FileReport{Key: key, ExecutionName: "exec-" + strings.Fields(key)[0], Status: status, UploadedAt: *at(up), Records: 10}
+		if start >= 0 {
+			f.StartedAt = at(start)
+		}
+		if stop >= 0 {
+			f.StoppedAt = at(stop)
+		}
+		return f
+	}
+	hostile := `a<script>alert("x")</script> 'q' & 注文.csv`
+	failed := file("bad.csv", "FAILED", 0, 1200, 1300)
+	failed.Error, failed.Cause = "ValidationError", `line 7: <b>2 fields</b>`
+	redriven := file("redriven.csv", "SUCCEEDED", 0, 1400, 2000)
+	redriven.RedriveCount = 1
+	halted := file("halted.csv", "FAILED", 100, 200, 300)
+	skipped := file("skipped.csv", "FAILED", 0, 100, 150)
+	skipped.Skipped = true
+	replay := file("again.csv", "SUCCEEDED", 2600, 2600, 2900)
+	replay.Replay = true
+	rep := &Report{
+		Tenants: map[string]*TenantReport{
+			"acme": {Files: []FileReport{file(hostile, "SUCCEEDED", 0, 100, 1000), failed, redriven, file("late.csv", "SUCCEEDED", 2500, 2600, 2700), file("running.csv", "RUNNING", 2600, 2800, -1)}},
+			"globex": {Files: []FileReport{halted, file("behind.csv", "WAITING", 150, -1, -1)},
+				Halted: &Halt{Key: "halted.csv", ExecutionName: halted.ExecutionName, Status: "FAILED"}, Queued: 2},
+			"initech": {Files: []FileReport{skipped, file("next.csv", "SUCCEEDED", 0, 400, 500)}, Replays: []FileReport{replay}},
+			"idle":    {},
+		},
+		Violations: []string{`acme: <i>order</i>`},
+	}
+	ids := []string{"acme", "globex", "initech", "idle"}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, rep, ids, t0.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.Bytes()
+	els, lanes := parseHTML(t, page)
+
+	t.Run("one lane per tenant, in order", func(t *testing.T) {
+		if got := strings.Join(lanes.tenants, ","); got != strings.Join(ids, ",") {
+			t.Errorf("lanes: got %s, want %s", got, strings.Join(ids, ","))
+		}
+	})
+
+	t.Run("one bar per file", func(t *testing.T) {
+		for _, id := range ids {
+			tr := rep.Tenants[id]
+			want := map[string]int{}
+			for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+				want[f.Key]++
+			}
+			got := map[string]int{}
+			for _, b := range lanes.bars[id] {
+				got[b.attrs["data-key"]]++
+			}
+			if len(got) != len(want) || len(lanes.bars[id]) != len(tr.Files)+len(tr.Replays) {
+				t.Errorf("%s bars: got %v, want %v", id, got, want)
+			}
+			for k, n := range want {
+				if got[k] != n {
+					t.Errorf("%s bars of %q: got %d, want %d", id, k, got[k], n)
+				}
+			}
+		}
+	})
+
+	t.Run("colour by status", func(t *testing.T) {
+		want := map[string]string{
+			hostile: kindSucceeded, "bad.csv": kindFailed, "redriven.csv": kindRedriven, "running.csv": kindRunning, "late.csv": kindSucceeded,
+			"halted.csv": kindHalted, "behind.csv": kindWaiting, "skipped.csv": kindSkipped, "next.csv": kindSucceeded, "again.csv": kindReplayed,
+		}
+		for _, id := range ids {
+			for _, b := range lanes.bars[id] {
+				k := b.attrs["data-key"]
+				if !b.hasClass("kind-" + want[k]) {
+					t.Errorf("%s %q: got class %q, want kind-%s", id, k, b.attrs["class"], want[k])
+				}
+			}
+		}
+	})
+
+	t.Run("times in ms from the first upload", func(t *testing.T) {
+		want := map[string]barSpan{
+			hostile:       {0, 100, 1000, true},
+			"running.csv": {2600, 2800, 3000, true}, // still running: drawn up to now
+			"behind.csv":  {150, 0, 3000, false},    // never started: all queued
+			"again.csv":   {2600, 2600, 2900, true}, // a replay: no queued time
+		}
+		for _, id := range ids {
+			for _, b := range lanes.bars[id] {
+				if w, ok := want[b.attrs["data-key"]]; ok {
+					if got := spanOf(t, b); got != w {
+						t.Errorf("%q: got %+v, want %+v", b.attrs["data-key"], got, w)
+					}
+				}
+			}
+		}
+		for _, id := range ids {
+			if o := runningOverlaps(t, lanes.bars[id]); len(o) > 0 {
+				t.Errorf("%s: running parts overlap: %v", id, o)
+			}
+		}
+	})
+
+	t.Run("keys, errors and causes are text, never markup", func(t *testing.T) {
+		for _, raw := range []string{"<script>alert", "<b>2 fields", "<i>order"} {
+			if bytes.Contains(page, []byte(raw)) {
+				t.Errorf("got %q unescaped in the page", raw)
+			}
+		}
+		var keys, causes []string
+		for _, b := range lanes.bars["acme"] {
+			keys, causes = append(keys, b.attrs["data-key"]), append(causes, b.attrs["data-cause"])
+		}
+		if keys[0] != hostile {
+			t.Errorf("first key: got %q, want %q", keys[0], hostile)
+		}
+		if causes[1] != failed.Cause {
+			t.Errorf("bad.csv cause: got %q, want %q", causes[1], failed.Cause)
+		}
+		if !strings.Contains(lanes.bars["acme"][1].attrs["title"], "error: ValidationError") {
+			t.Errorf("bad.csv hover text: got %q, want it to name the error", lanes.bars["acme"][1].attrs["title"])
+		}
+		for _, e := range els {
+			if e.name == "li" && strings.Contains(e.text, "order") && e.text != "acme: <i>order</i>" {
+				t.Errorf("violation: got %q, want the text as written", e.text)
+			}
+		}
+	})
+
+	t.Run("gap summary per tenant and overall", func(t *testing.T) {
+		// acme: bad.csv waited for the hostile file (200 ms), redriven.csv for bad.csv (100 ms),
+		// running.csv for late.csv (100 ms); late.csv was uploaded after redriven.csv stopped, so
+		// it never waited. initech: next.csv waited 250 ms. globex: behind.csv never started.
+		want := map[string][]string{
+			"acme":        {"acme", "3", "0.100 s", "0.133 s", "0.200 s", "0.200 s"},
+			"globex":      {"globex", "0", "-", "-", "-", "-"},
+			"initech":     {"initech", "1", "0.250 s", "0.250 s", "0.250 s", "0.250 s"},
+			"idle":        {"idle", "0", "-", "-", "-", "-"},
+			"all tenants": {"all tenants", "4", "0.100 s", "0.163 s", "0.250 s", "0.250 s"},
+		}
+		rows := 0
+		for i, e := range els {
+			if e.name != "tr" || e.attrs["data-tenant"] == "" {
+				continue
+			}
+			rows++
+			var cells []string
+			for _, c := range els[i+1 : i+7] {
+				cells = append(cells, strings.TrimSpace(c.text))
+			}
+			if w := want[e.attrs["data-tenant"]]; strings.Join(cells, "|") != strings.Join(w, "|") {
+				t.Errorf("gap row %s: got %v, want %v", e.attrs["data-tenant"], cells, w)
+			}
+		}
+		if rows != len(want) {
+			t.Errorf("gap rows: got %d, want %d", rows, len(want))
+		}
+		var gaps int
+		for _, e := range els {
+			if e.hasClass("gap") {
+				gaps++
+			}
+		}
+		if gaps != 4 {
+			t.Errorf("gap marks on the lanes: got %d, want 4", gaps)
+		}
+	})
+
+	t.Run("self-contained", func(t *testing.T) {
+		for _, e := range els {
+			for k, v := range e.attrs {
+				if k == "src" || k == "href" || (strings.Contains(v, "://") && v != "http://www.w3.org/2000/svg") {
+					t.Errorf("<%s %s=%q>: got a reference out of the page, want none", e.name, k, v)
+				}
+			}
+			if e.name == "link" || (e.name == "script" && e.attrs["src"] != "") {
+				t.Errorf("got <%s>, want inline CSS and script only", e.name)
+			}
+		}
+		if bytes.Contains(page, []byte("@import")) || bytes.Contains(page, []byte("url(")) {
+			t.Error("got a CSS import or url(), want none")
+		}
+	})
+}
+
+func TestFileKind(t *testing.T) {
+	halt := &Halt{ExecutionName: "e1"}
+	tests := []struct {
+		name string
+		f    FileReport
+		halt *Halt
+		want string
+	}{
+		{"succeeded", FileReport{Status: "SUCCEEDED", StartedAt: &time.Time{}}, nil, kindSucceeded},
+		{"waiting", FileReport{Status: "WAITING"}, nil, kindWaiting},
+		{"running", FileReport{Status: "RUNNING", StartedAt: &time.Time{}}, nil, kindRunning},
+		{"failed", FileReport{Status: "FAILED"}, nil, kindFailed},
+		{"timed out", FileReport{Status: "TIMED_OUT"}, nil, kindFailed},
+		{"aborted", FileReport{Status: "ABORTED"}, nil, kindFailed},
+		{"the file its tenant halted at", FileReport{Status: "FAILED", ExecutionName: "e1"}, halt, kindHalted},
+		{"another failed file of a halted tenant", FileReport{Status: "FAILED", ExecutionName: "e0"}, halt, kindFailed},
+		{"skipped", FileReport{Status: "FAILED", ExecutionName: "e0", Skipped: true}, nil, kindSkipped},
+		{"replayed", FileReport{Status: "SUCCEEDED", Replay: true}, nil, kindReplayed},
+		{"a replay that failed", FileReport{Status: "FAILED", Replay: true}, nil, kindFailed},
+		{"redriven, then succeeded", FileReport{Status: "SUCCEEDED", RedriveCount: 1}, nil, kindRedriven},
+		{"redriven, still running", FileReport{Status: "RUNNING", RedriveCount: 1}, nil, kindRedriven},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fileKind(tt.f, tt.halt); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHTMLPath(t *testing.T) {
+	for in, want := range map[string]string{
+		".build/local/report.json": ".build/local/report.html",
+		"out/run.JSON":             "out/run.html",
+		"report":                   "report.html",
+		"/tmp/a.b/r":               "/tmp/a.b/r.html",
+	} {
+		if got := HTMLPath(in); got != want {
+			t.Errorf("HTMLPath(%q): got %q, want %q", in, got, want)
+		}
+	}
+}
