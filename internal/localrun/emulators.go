@@ -168,13 +168,14 @@ type S3 struct {
 	fake     *gofakes3.GoFakeS3
 	OnPut    func(bucket, key, versionID, etag string, size int64)
 	counter  *APICounter
+	meter    *RequestMeter // billed requests by class and object key
 	mu       sync.Mutex
 	sequence uint64
 }
 
-func newS3(counter *APICounter) *S3 {
+func newS3(counter *APICounter, meter *RequestMeter) *S3 {
 	b := s3mem.New()
-	s := &S3{Backend: b, counter: counter}
+	s := &S3{Backend: b, counter: counter, meter: meter}
 	s.fake = gofakes3.New(b, gofakes3.WithIntegrityCheck(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	return s
 }
@@ -186,6 +187,10 @@ func (s *S3) Handler(counted bool) http.Handler {
 		op := s3Operation(r)
 		if counted {
 			s.counter.Add("s3", op)
+			if class := s3Class(op); class != "" {
+				_, key := splitPath(r.URL.Path)
+				s.meter.Add(class, key, 1)
+			}
 		}
 		if (op == "GetObject" || op == "HeadObject") && serveVersion(inner, w, r) {
 			return

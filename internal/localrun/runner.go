@@ -126,6 +126,7 @@ type Queue struct {
 type Run struct {
 	cfg       Config
 	Counter   *APICounter
+	Meter     *RequestMeter // billed S3 and SQS requests (meter.go)
 	S3        *S3
 	Sink      *Sink
 	Lambda    *LambdaService
@@ -211,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{
