@@ -45,7 +45,9 @@ bench: setup
 	scripts/bench.sh
 
 ## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait;
-## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput)
+## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput);
+## the cost per 1M records and per 1,000 files from counted usage at list prices, the default Register
+## design beside registerDesign=per-chunk (TestFiguresCost)
 figures: setup
 	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
 
