@@ -62,8 +62,9 @@ func TestCostCounting(t *testing.T) {
 		t.Errorf("executions: got %d, want 2", executions)
 	}
 	t.Logf("usage of one 150-record file: %+v", u)
-	if u.StateTransitions != float64(entered) || entered < 6 {
-		t.Errorf("state transitions: got %v, want the %d states entered in the histories (at least Split, the two Maps, a segment start, the chunk indexes and Register)", u.StateTransitions, entered)
+	// At least one state per execution, whatever the Register design.
+	if u.StateTransitions != float64(entered) || entered < executions {
+		t.Errorf("state transitions: got %v, want the %d states entered in the histories, at least one per execution", u.StateTransitions, entered)
 	}
 	if u.LambdaRequests < 3 || u.LambdaGBSeconds <= 0 {
 		t.Errorf("Lambda: got %v requests and %v GB-s, want at least 3 requests (controller, Split, Register) and some GB-s", u.LambdaRequests, u.LambdaGBSeconds)
