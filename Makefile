@@ -60,9 +60,11 @@ bench: setup
 
 ## figures: the local run's inter-file gap, records/s and API calls, this design against a fixed 30 s wait;
 ## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput);
+## the cost per 1M records and per 1,000 files from counted usage at list prices, the default Register
+## design beside registerDesign=per-chunk (TestFiguresCost)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
-	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 30m
+	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 60m
 
 ## scale: synthesize 1,000 tenants (SCALE_TENANTS to change) and check every stack against
 ## CloudFormation's limits; prints the synth's wall time and peak memory. `make test` runs 100.

@@ -213,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app; the first run compiles it, which takes minutes) ...\n", o.tenants)
 		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
 		os.Setenv(tenants.EnvRegisterURL, cmp.Or(o.registerURL, localRegisterURL))
-		if err := phase(startCtx, stdout, "synthesizing", func(ctx context.Context) error { return localrun.Synth(ctx, o.root, o.tenants, o.assembly) }); err != nil {
+		if err := phase(startCtx, stdout, "synthesizing", func(ctx context.Context) error { return localrun.Synth(ctx, o.root, o.tenants, o.assembly, nil) }); err != nil {
 			return fail(err)
 		}
 	}

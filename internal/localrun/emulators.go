@@ -168,14 +168,15 @@ type S3 struct {
 	fake    *gofakes3.GoFakeS3
 	OnPut   func(bucket, key, versionID, etag string, size int64)
 	counter *APICounter
+	meter   *RequestMeter // billed requests by class and object key
 	seq     *sequencers
 	// missingForbidden answers the pipeline's reads of a missing key with 403 (Config.S3MissingKeyForbidden).
 	missingForbidden bool
 }
 
-func newS3(counter *APICounter, seq *sequencers) *S3 {
+func newS3(counter *APICounter, meter *RequestMeter, seq *sequencers) *S3 {
 	b := s3mem.New()
-	s := &S3{Backend: b, counter: counter, seq: seq}
+	s := &S3{Backend: b, counter: counter, meter: meter, seq: seq}
 	s.fake = gofakes3.New(b, gofakes3.WithIntegrityCheck(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	return s
 }
@@ -187,6 +188,10 @@ func (s *S3) Handler(counted bool) http.Handler {
 		op := s3Operation(r)
 		if counted {
 			s.counter.Add("s3", op)
+			if class := s3Class(op); class != "" {
+				_, key := splitPath(r.URL.Path)
+				s.meter.Add(class, key, 1)
+			}
 		}
 		if counted && s.missingForbidden && (op == "GetObject" || op == "HeadObject") {
 			w = &forbiddenWriter{ResponseWriter: w, head: r.Method == http.MethodHead}

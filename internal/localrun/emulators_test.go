@@ -17,7 +17,7 @@ import (
 // as S3 answers a caller without s3:ListBucket (403 AccessDenied), through the real SDK client;
 // existing objects and the harness's endpoint are unchanged.
 func TestS3MissingKeyForbidden(t *testing.T) {
-	s := newS3(&APICounter{}, newSequencers("", 1))
+	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
 	s.missingForbidden = true
 	if err := s.Backend.CreateBucket("b"); err != nil {
 		t.Fatal(err)

@@ -32,11 +32,15 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	if err := asm.Prop(res, fr, "Environment", &env); err != nil {
 		return nil, err
 	}
-	var timeout, reserved int
+	var timeout, reserved, memory int
 	asm.Prop(res, fr, "Timeout", &timeout)
 	asm.Prop(res, fr, "ReservedConcurrentExecutions", &reserved)
+	asm.Prop(res, fr, "MemorySize", &memory)
 	if timeout == 0 {
 		timeout = 3 // the Lambda default
+	}
+	if memory == 0 {
+		memory = 128 // the Lambda default
 	}
 	vars := env.Variables
 	if vars == nil {
@@ -65,7 +69,7 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, Logs: r.cfg.Logs}
+	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs}
 	if d, ok := r.cfg.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}

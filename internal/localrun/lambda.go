@@ -34,7 +34,10 @@ type Function struct {
 	Timeout time.Duration
 	// Concurrency is the reserved concurrency; invocations beyond it are throttled, as on AWS.
 	Concurrency int
-	Logs        io.Writer
+	// MemoryMB is the template's MemorySize (Lambda's default 128 when unset): the process sees it
+	// as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, and it prices the billed duration (Usage).
+	MemoryMB int
+	Logs     io.Writer
 
 	// BeforeResponse, if set, is called when a function process posts the response of invocation
 	// id (the Lambda-Runtime-Aws-Request-Id); returning true kills the process instead of
@@ -52,6 +55,7 @@ type Function struct {
 	throttle  Throttle
 	throttled int64     // invocations refused by throttle
 	throttleT time.Time // when throttle's For started (the first refused invocation)
+	billedMs  int64     // billed duration of every invocation so far (Usage)
 }
 
 // Throttle makes the Lambda Invoke API refuse a function's invocations with
@@ -116,6 +120,7 @@ type invocation struct {
 	deadline time.Time
 	done     chan Result
 	once     sync.Once
+	began    atomic.Int64 // UnixNano when the process took it (handleNext); 0 before
 }
 
 func (inv *invocation) finish(r Result) { inv.once.Do(func() { inv.done <- r }) }
@@ -130,6 +135,11 @@ type instance struct {
 	cur     *invocation
 	exited  chan struct{}
 	waitErr error // how the process ended, once exited is closed
+	// The init phase: from the process start to its first request for an invocation. It is billed
+	// with the first invocation of the environment (bill).
+	startedAt  time.Time
+	initEnd    atomic.Int64 // UnixNano of the first invocation/next request; 0 before
+	initBilled bool
 }
 
 // exitReason describes how the process ended, as Lambda's Runtime.ExitError message does
@@ -156,6 +166,7 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	inv := &invocation{id: newID(), payload: payload, deadline: time.Now().Add(f.Timeout), done: make(chan Result, 1)}
 	timer := time.NewTimer(f.Timeout)
 	defer timer.Stop()
+	defer f.bill(inst, inv)
 	select {
 	case inst.next <- inv:
 	case <-inst.exited:
@@ -189,6 +200,56 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 
 // Invocations is how many times the function was invoked.
 func (f *Function) Invocations() int64 { return f.invokes.Load() }
+
+// LambdaUsage is what Lambda bills for a function: requests, and duration in GB-seconds.
+type LambdaUsage struct {
+	Requests int64
+	// BilledMillis sums each invocation's billed duration: "Duration is calculated from the time
+	// your code begins executing until it returns or otherwise terminates, rounded up to the nearest
+	// 1 ms", and it includes the initialization code of a new execution environment
+	// (https://aws.amazon.com/lambda/pricing/).
+	BilledMillis int64
+	MemoryMB     int
+}
+
+// GBSeconds is the billed duration times the configured memory (128 MB is 0.125 GB).
+func (u LambdaUsage) GBSeconds() float64 {
+	return float64(u.BilledMillis) / 1000 * float64(u.MemoryMB) / 1024
+}
+
+// Usage is the function's billed usage so far.
+func (f *Function) Usage() LambdaUsage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return LambdaUsage{Requests: f.invokes.Load(), BilledMillis: f.billedMs, MemoryMB: f.MemoryMB}
+}
+
+// bill adds an invocation's billed duration when Invoke returns: from the moment the process took
+// it until now (its response, its error, its timeout or its death), plus the environment's init
+// phase when this is its first invocation. An invocation the process never took bills nothing.
+func (f *Function) bill(inst *instance, inv *invocation) {
+	var d time.Duration
+	if began := inv.began.Load(); began != 0 {
+		d = time.Since(time.Unix(0, began))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !inst.initBilled {
+		if end := inst.initEnd.Load(); end != 0 {
+			d += time.Unix(0, end).Sub(inst.startedAt)
+			inst.initBilled = true
+		}
+	}
+	f.billedMs += billedMillis(d)
+}
+
+// billedMillis rounds a duration up to whole milliseconds, as Lambda bills it.
+func billedMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
 
 // crashResult is the Invoke answer for an invocation the runtime did not answer itself; typ "" leaves
 // errorType out of the payload.
@@ -304,7 +365,7 @@ func (f *Function) start() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst := &instance{fn: f, ln: ln, next: make(chan *invocation), exited: make(chan struct{})}
+	inst := &instance{fn: f, ln: ln, next: make(chan *invocation), exited: make(chan struct{}), startedAt: time.Now()}
 	mux := http.NewServeMux()
 	const base = "/2018-06-01/runtime/"
 	mux.HandleFunc("GET "+base+"invocation/next", inst.handleNext)
@@ -319,7 +380,7 @@ func (f *Function) start() (*instance, error) {
 		"AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(),
 		"AWS_LAMBDA_FUNCTION_NAME="+f.Name,
 		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(cmpOrInt(f.MemoryMB, 128)),
 		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/"+f.Name,
 		"_HANDLER=bootstrap",
 	)
@@ -358,8 +419,10 @@ func (inst *instance) kill() {
 // handleNext hands the next invocation to the function process. The headers are the ones
 // aws-lambda-go reads (lambda/runtime_api_client.go).
 func (inst *instance) handleNext(w http.ResponseWriter, r *http.Request) {
+	inst.initEnd.CompareAndSwap(0, time.Now().UnixNano())
 	select {
 	case inv := <-inst.next:
+		inv.began.Store(time.Now().UnixNano())
 		inst.mu.Lock()
 		inst.cur = inv
 		inst.mu.Unlock()
@@ -435,6 +498,13 @@ func cmpOr(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+func cmpOrInt(v, def int) int {
+	if v != 0 {
+		return v
+	}
+	return def
 }
 
 func newID() string {

@@ -34,6 +34,8 @@ func init() {
 			os.Exit(2)
 		case "sleep":
 			time.Sleep(time.Minute)
+		case "pause":
+			time.Sleep(100 * time.Millisecond)
 		}
 		http.Post(api+id+"/response", "application/json", strings.NewReader(`{"ok":true}`))
 	}
@@ -178,5 +180,54 @@ func TestWindowOverlaps(t *testing.T) {
 				t.Errorf("got %d overlaps %v, want %d", len(got), got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLambdaBilledDuration checks the billed usage against Lambda's pricing rules
+// (https://aws.amazon.com/lambda/pricing/): each invocation's duration rounded up to 1 ms, the first
+// one of an environment with its init phase, times the configured memory.
+func TestLambdaBilledDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 0},
+		{time.Nanosecond, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + time.Nanosecond, 2},
+		{1500 * time.Microsecond, 2},
+		{100 * time.Millisecond, 100},
+	} {
+		if got := billedMillis(tc.d); got != tc.want {
+			t.Errorf("billedMillis(%v): got %d, want %d", tc.d, got, tc.want)
+		}
+	}
+	if got, want := (LambdaUsage{BilledMillis: 2000, MemoryMB: 256}).GBSeconds(), 0.5; got != want {
+		t.Errorf("2,000 ms at 256 MB: got %v GB-s, want %v", got, want)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
+		Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 5 * time.Second, MemoryMB: 512, Logs: io.Discard}
+	t.Cleanup(f.Close)
+	for range 3 {
+		if _, err := f.Invoke(t.Context(), []byte(`{"do":"pause"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := f.Usage()
+	if u.Requests != 3 || u.MemoryMB != 512 {
+		t.Errorf("usage: got %d requests at %d MB, want 3 at 512 MB", u.Requests, u.MemoryMB)
+	}
+	// Three pauses of 100 ms each, plus the process's start-up once; far less than a second more
+	// even on a loaded machine.
+	if u.BilledMillis < 300 || u.BilledMillis > 1300 {
+		t.Errorf("billed duration of three 100 ms invocations: got %d ms, want 300 to 1,300", u.BilledMillis)
+	}
+	if got, want := u.GBSeconds(), float64(u.BilledMillis)/1000*0.5; got != want {
+		t.Errorf("GB-s: got %v, want %v", got, want)
 	}
 }

@@ -139,6 +139,7 @@ type Queue struct {
 type Run struct {
 	cfg       Config
 	Counter   *APICounter
+	Meter     *RequestMeter // billed S3 and SQS requests (meter.go)
 	S3        *S3
 	Sink      *Sink
 	Lambda    *LambdaService
@@ -160,10 +161,12 @@ type Run struct {
 	cancel    context.CancelFunc
 	asm       *Assembly
 	res       *Resolver
-	created   time.Time
-	endpoints Endpoints    // for operators' clients (Env)
-	dynamo    *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
-	dynamoEnv []string     // the Lambdas' DynamoDB endpoint, if any
+	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
+	definitions map[string]string
+	created     time.Time
+	endpoints   Endpoints    // for operators' clients (Env)
+	dynamo      *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
+	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
 	// pipe are the pipeline's counted endpoints, the ones the Lambda processes get.
 	pipe struct{ s3, sqs, sfn string }
 
@@ -231,8 +234,8 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
-		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}}
+	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{
 		r.startS3,

@@ -25,7 +25,7 @@ import (
 // HEAD with any id, so `pipectl replay --version-id bogus` was accepted.
 func TestS3VersionIDs(t *testing.T) {
 	ctx := context.Background()
-	s := newS3(&APICounter{}, newSequencers("", 1))
+	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
 	u, stop, err := serve(s.Handler(false))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestS3VersionIDs(t *testing.T) {
 // (the tenant's stack, queue and caller are fakes; S3 is the local one).
 func TestS3VersionIDsReplay(t *testing.T) {
 	ctx := context.Background()
-	s := newS3(&APICounter{}, newSequencers("", 1))
+	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
 	u, stop, err := serve(s.Handler(false))
 	if err != nil {
 		t.Fatal(err)

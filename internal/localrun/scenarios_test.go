@@ -58,15 +58,26 @@ type synthResult struct {
 	err  error
 }
 
-var assemblies sync.Map // tenants JSON -> *synthResult
+var assemblies sync.Map // tenants JSON and extra context -> *synthResult
 
 // synthesized synthesizes the app for a tenants file once per test binary.
 func synthesized(t *testing.T, root, tenantsJSON string) string {
 	t.Helper()
-	v, _ := assemblies.LoadOrStore(tenantsJSON, &synthResult{})
+	return synthesizedWith(t, root, tenantsJSON, nil)
+}
+
+// synthesizedWith synthesizes the app for a tenants file and extra context (Synth) once per test
+// binary.
+func synthesizedWith(t *testing.T, root, tenantsJSON string, extra map[string]string) string {
+	t.Helper()
+	key := tenantsJSON
+	for _, k := range sortedKeys(extra) {
+		key += "\x00" + k + "=" + extra[k]
+	}
+	v, _ := assemblies.LoadOrStore(key, &synthResult{})
 	s := v.(*synthResult)
 	s.once.Do(func() {
-		sum := sha256.Sum256([]byte(tenantsJSON))
+		sum := sha256.Sum256([]byte(key))
 		dir := filepath.Join(shared, "app-"+hex.EncodeToString(sum[:6]))
 		if s.err = os.MkdirAll(dir, 0o755); s.err != nil {
 			return
@@ -79,7 +90,7 @@ func synthesized(t *testing.T, root, tenantsJSON string) string {
 		defer cancel()
 		start := time.Now()
 		s.dir = filepath.Join(dir, "cdk.out")
-		s.err = Synth(ctx, root, file, s.dir)
+		s.err = Synth(ctx, root, file, s.dir, extra)
 		t.Logf("cdk synth: %.1fs", time.Since(start).Seconds())
 	})
 	if s.err != nil {
@@ -92,8 +103,14 @@ func synthesized(t *testing.T, root, tenantsJSON string) string {
 // stopped when the test ends, and the run log's tail is printed when it failed.
 func startScenario(t *testing.T, tenantsJSON string, cfg Config) *Run {
 	t.Helper()
+	return startScenarioWith(t, tenantsJSON, nil, cfg)
+}
+
+// startScenarioWith is startScenario for the app synthesized with extra context.
+func startScenarioWith(t *testing.T, tenantsJSON string, extra map[string]string, cfg Config) *Run {
+	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesized(t, root, tenantsJSON), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesizedWith(t, root, tenantsJSON, extra), NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	return startRun(t, cfg, 5*time.Minute)
 }

@@ -39,7 +39,7 @@ func (r *Run) serveOn(h http.Handler) (string, error) {
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = newS3(r.Counter, newSequencers(r.cfg.Sequencers, r.cfg.SequencerSeed))
+	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Sequencers, r.cfg.SequencerSeed))
 	r.S3.missingForbidden = r.cfg.S3MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
 	if r.pipe.s3, err = r.serveOn(r.S3.Handler(true)); err != nil {
@@ -80,7 +80,7 @@ func (r *Run) startSQS(ctx context.Context) error {
 	}
 	r.closers = append(r.closers, fq.Close)
 	r.sqsURL = fq.URL
-	if r.pipe.sqs, err = r.serveOn(countingProxy(fq.URL, "sqs", r.Counter)); err != nil {
+	if r.pipe.sqs, err = r.serveOn(meterSQS(countingProxy(fq.URL, "sqs", r.Counter), r.Meter)); err != nil {
 		return err
 	}
 	r.sqs = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })

@@ -36,6 +36,7 @@ func (r *Run) createStateMachine(ctx context.Context, asm *Assembly, res *Resolv
 	for k, v := range subs {
 		def = strings.ReplaceAll(def, "${"+k+"}", v)
 	}
+	r.definitions[id.Ref] = def
 	var roleArn string
 	asm.Prop(res, m, "RoleArn", &roleArn)
 	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmpOr(roleArn, "arn:aws:iam::"+account+":role/local"))})
@@ -74,9 +75,11 @@ type sfnExecution struct {
 	StartDate       float64 `json:"startDate"`
 	StopDate        float64 `json:"stopDate"`
 	HistoryEvents   int     `json:"historyEvents"`
-	MaxPayloadBytes int     `json:"maxPayloadBytes"`
-	ParentArn       string  `json:"parentArn"`
-	RedriveCount    int     `json:"redriveCount"`
-	Error           string  `json:"error"`
-	Cause           string  `json:"cause"`
+	// StateTransitions is what Step Functions bills for this execution alone (server.mjs).
+	StateTransitions int    `json:"stateTransitions"`
+	MaxPayloadBytes  int    `json:"maxPayloadBytes"`
+	ParentArn        string `json:"parentArn"`
+	RedriveCount     int    `json:"redriveCount"`
+	Error            string `json:"error"`
+	Cause            string `json:"cause"`
 }

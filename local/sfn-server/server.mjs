@@ -7,7 +7,8 @@
 //     (--lambda-endpoint), which runs the real function binaries;
 //   - arn:aws:states:::states:startExecution(.sync, .sync:2): a child execution on this same server.
 //
-// It counts history events the way AWS writes them (see countEvent) and measures state payloads, and
+// It counts history events the way AWS writes them (see countEvent) and the state transitions AWS
+// bills (countTransition; LocalStepFunctions.Stats reports both per execution), measures state payloads, and
 // enforces the 25,000-event and 256 KiB limits as AWS does
 // (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html).
 //
@@ -405,6 +406,7 @@ const stateEvent = (state, what) => `${state.type}State${what}`;
 // StateCaught have no history event of their own.
 function countEvent(exec, ev) {
   const seq = ev.localSeq ?? nextSeq();
+  countTransition(exec, ev);
   switch (ev.type) {
     case 'ExecutionStarted':
       addEvent(exec, 'ExecutionStarted', { executionStartedEventDetails: { input: data(exec.input), roleArn: machines.get(exec.stateMachineArn)?.roleArn } }, seq);
@@ -445,6 +447,20 @@ function countEvent(exec, ev) {
       // ExecutionSucceeded/Failed/Aborted/Timeout: written by finish with the final status.
       break;
   }
+}
+
+// countTransition counts the state transitions AWS bills for a Standard workflow: "Step Functions
+// counts a state transition each time a step of your workflow is executed ... including retries"
+// (https://aws.amazon.com/step-functions/pricing/). So every state entered counts, inside a Map
+// iteration too (an inline Map iteration is not charged on its own:
+// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html), and every retry of
+// a state counts once more; the library re-runs a retried state without a second StateEntered, so the
+// StateRetried event is counted. The start and end of an execution are not steps and are not
+// counted. A redrive counts one (RedriveExecution), and the states it reruns count as entered again
+// (concepts-transitions.html). Child executions count in their own execution; the harness sums them.
+function countTransition(exec, ev) {
+  if (exec.closed) return;
+  if (ev.type === 'StateEntered' || ev.type === 'StateRetried') exec.stateTransitions += 1;
 }
 
 // mapCollector counts one Map run's collected iteration results against the payload limit. A Map
@@ -573,6 +589,7 @@ function startExecution({ stateMachineArn, name, input }, parent) {
     events: [],
     maxPayloadBytes: payloadBytes(parsed),
     redriveCount: 0,
+    stateTransitions: 0,
     parentArn: parent?.executionArn,
     children: [],
     mapResults: new Map(),
@@ -784,6 +801,7 @@ const operations = {
     exec.redriveDate = Date.now();
     exec.error = exec.cause = exec.output = exec.stopDate = exec.stopError = undefined;
     exec.closed = false;
+    exec.stateTransitions += 1; // "When you redrive an execution, it's considered as a state transition" (concepts-transitions.html)
     addEvent(exec, 'ExecutionRedriven', { executionRedrivenEventDetails: { redriveCount: exec.redriveCount } });
     // Continue at the top-level state that did not complete, with the input it had.
     const from = exec.lastTopState;
@@ -807,6 +825,7 @@ const localOperations = {
         startDate: seconds(e.startDate),
         stopDate: seconds(e.stopDate),
         historyEvents: e.events.length,
+        stateTransitions: e.stateTransitions,
         maxPayloadBytes: e.maxPayloadBytes,
         parentArn: e.parentArn,
         redriveCount: e.redriveCount,

@@ -548,3 +548,39 @@ test('a retried start whose child already finished fails with StepFunctions.Exec
   children = (await localStats(at)).executions.filter((e) => e.parentArn === s.executionArn);
   assert.deepEqual(children.map((e) => e.name), [`${sha1('file-b')}-s0-r0`, `${sha1('file-b')}-s0-r1`]);
 });
+
+test('state transitions are counted as AWS bills them: every state entered, in Map iterations and child executions, each retry, and a redrive', async () => {
+  const c = await api('CreateStateMachine', { name: 'bill-seg', definition: JSON.stringify(child), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const parent = {
+    StartAt: 'Segments',
+    States: { Segments: {
+      Type: 'Map', MaxConcurrency: 1, ItemsPath: '$.segs', ResultPath: null,
+      ItemProcessor: { StartAt: 'Seg', States: { Seg: {
+        Type: 'Task', Resource: 'arn:aws:states:::states:startExecution.sync:2',
+        Parameters: { StateMachineArn: c.stateMachineArn, 'Input.$': '$' }, ResultPath: null, End: true } } },
+      End: true } },
+  };
+  const p = await api('CreateStateMachine', { name: 'bill-file', definition: JSON.stringify(parent), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  failAt = new Set([101]); // retried once
+  sticky = new Set([103]); // PermanentError: not retried, the segment and the file fail
+  const s = await api('StartExecution', { stateMachineArn: p.stateMachineArn, name: 'bill-1', input: JSON.stringify({ segs: [{ first: 100, last: 101 }, { first: 102, last: 103 }] }) });
+  assert.equal((await waitDone(s.executionArn)).status, 'FAILED');
+  sticky = new Set();
+  await api('RedriveExecution', { executionArn: s.executionArn });
+  assert.equal((await waitDone(s.executionArn)).status, 'SUCCEEDED');
+
+  const stats = await localStats();
+  const file = stats.executions.find((e) => e.executionArn === s.executionArn);
+  const segs = stats.executions.filter((e) => e.parentArn === s.executionArn);
+  // Segment 0: Range, Chunks, Register twice, one retry = 5. Segment 1 (failed): Range, Chunks,
+  // Register twice = 4. Its redriven replacement: 4 again. The file: Segments and Seg twice = 3, then
+  // the redrive 1, Segments entered again 1 and Seg for the failed iteration only 1 = 6.
+  assert.deepEqual(segs.map((e) => e.stateTransitions), [5, 4, 4]);
+  assert.equal(file.stateTransitions, 6);
+  assert.equal(file.stateTransitions + segs.reduce((n, e) => n + e.stateTransitions, 0), 19);
+  // The start and end of an execution are not steps: a one-state machine is one transition.
+  const one = await api('CreateStateMachine', { name: 'bill-one', definition: JSON.stringify({ StartAt: 'Only', States: { Only: { Type: 'Pass', End: true } } }), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const o = await api('StartExecution', { stateMachineArn: one.stateMachineArn, name: 'bill-one', input: '{}' });
+  await waitDone(o.executionArn);
+  assert.equal((await localStats()).executions.find((e) => e.executionArn === o.executionArn).stateTransitions, 1);
+});

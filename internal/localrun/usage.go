@@ -1,0 +1,106 @@
+package localrun
+
+// What AWS would bill for one tenant's work so far, from the run's counters: the state transitions
+// of its executions (child executions included), its functions' Lambda requests and GB-seconds, and
+// the S3 and SQS requests on its keys and its queue.
+
+import (
+	"context"
+	"strings"
+
+	"github.com/example/tenantpipeline/internal/cost"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Usage is the billed usage of one tenant so far. Nothing of the harness itself is in it (uploads,
+// monitoring): those calls go to uncounted endpoints. Step Functions API calls and EventBridge's
+// events from AWS services are not billed per request, and CloudWatch (logs, metrics, alarms) is
+// not counted.
+func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
+	t := r.Tenant(tenantID)
+	if t == nil {
+		return cost.Usage{}, nil
+	}
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		return cost.Usage{}, err
+	}
+	var u cost.Usage
+	byArn := map[string]sfnExecution{}
+	for _, e := range st.Executions {
+		byArn[e.ExecutionArn] = e
+	}
+	for _, e := range st.Executions {
+		root := e
+		for root.ParentArn != "" {
+			p, ok := byArn[root.ParentArn]
+			if !ok {
+				break
+			}
+			root = p
+		}
+		if root.StateMachineArn == t.FileMachine {
+			u.StateTransitions += float64(e.StateTransitions)
+		}
+	}
+	machines := r.machinesOf(t)
+	for _, f := range r.functions {
+		if f.Tenant != t.ID && !mentionedIn(machines, f.ARN, f.Name) {
+			continue
+		}
+		fu := f.Usage()
+		u.LambdaRequests += float64(fu.Requests)
+		u.LambdaGBSeconds += fu.GBSeconds()
+	}
+	ownKey := func(key string) bool { return tenantOfKey(key, t) }
+	u.S3Tier1Requests = float64(r.Meter.Sum(ClassS3Tier1, ownKey))
+	u.S3Tier2Requests = float64(r.Meter.Sum(ClassS3Tier2, ownKey))
+	u.SQSRequests = float64(r.Meter.Sum(ClassSQS, func(q string) bool { return q == t.Queue.URL }))
+	return u, nil
+}
+
+// machinesOf returns the definitions of the tenant's file state machine and of every state
+// machine it starts, directly or not.
+func (r *Run) machinesOf(t *Tenant) []string {
+	seen := map[string]bool{t.FileMachine: true}
+	queue := []string{t.FileMachine}
+	var defs []string
+	for len(queue) > 0 {
+		def := r.definitions[queue[0]]
+		queue = queue[1:]
+		defs = append(defs, def)
+		for arn := range r.definitions {
+			if !seen[arn] && mentionedIn([]string{def}, arn) {
+				seen[arn] = true
+				queue = append(queue, arn)
+			}
+		}
+	}
+	return defs
+}
+
+// mentionedIn reports whether one of the definitions names one of ids as a whole JSON string.
+func mentionedIn(defs []string, ids ...string) bool {
+	for _, d := range defs {
+		for _, id := range ids {
+			if id != "" && strings.Contains(d, `"`+id+`"`) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tenantOfKey reports whether an object key belongs to the tenant: under its ingest prefix, or
+// under a reserved prefix of the tenant (work/<tenant>/…, control/<tenant>/…, quarantine/<tenant>/…).
+func tenantOfKey(key string, t *Tenant) bool {
+	if t.Prefix != "" && strings.HasPrefix(key, t.Prefix) {
+		return true
+	}
+	for _, p := range pipeline.ReservedPrefixes {
+		if strings.HasPrefix(key, p+t.ID+"/") {
+			return true
+		}
+	}
+	return false
+}
