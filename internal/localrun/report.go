@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/svgchart"
 )
 
 // Report is the JSON report of a run (docs/local-run.md, "Report").
@@ -349,18 +350,9 @@ func unixTime(sec float64) time.Time {
 }
 
 func gapStats(g []float64) GapStats {
-	if len(g) == 0 {
-		return GapStats{}
-	}
-	s := append([]float64(nil), g...)
-	sort.Float64s(s)
-	var sum float64
-	for _, x := range s {
-		sum += x
-	}
-	p95 := s[int(math.Ceil(0.95*float64(len(s))))-1]
+	s := svgchart.Summarize(g)
 	round := func(x float64) float64 { return math.Round(x*1000) / 1000 }
-	return GapStats{N: len(s), Mean: round(sum / float64(len(s))), P95: round(p95), Max: round(s[len(s)-1])}
+	return GapStats{N: s.N, Mean: round(s.Mean), P95: round(s.P95), Max: round(s.Max)}
 }
 
 // checkInvariants checks, per tenant: executions started in upload order and never overlapped;
