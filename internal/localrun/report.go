@@ -276,7 +276,7 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *FileReport, e sf
 // skipMarked reports whether an operator wrote the skip marker of the tenant's execution
 // (lambdas/controller/skip.go names it).
 func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
-	key := pipeline.ControlPrefix + tenant + "/skip/" + execution
+	key := pipeline.SkipMarkerKey(tenant, execution)
 	_, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &r.Bucket, Key: &key})
 	return err == nil
 }

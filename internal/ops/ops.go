@@ -182,11 +182,8 @@ func (o *Ops) pick(all []pipeline.TenantOutput, id string) (pipeline.TenantOutpu
 	return pipeline.TenantOutput{}, &NotFoundError{Tenant: id, StackPrefix: o.StackPrefix, Known: known}
 }
 
-// skipMarkerKey is where the controller looks for an operator's skip of a halted file
-// (lambdas/controller/skip.go): control/<tenant>/skip/<execution name>.
-func skipMarkerKey(tenant, execution string) string {
-	return pipeline.ControlPrefix + tenant + "/skip/" + execution
-}
+// skipMarkerKey is where the controller looks for an operator's skip of a halted file.
+var skipMarkerKey = pipeline.SkipMarkerKey
 
 // randomUUID is a version 4 UUID (RFC 9562).
 func randomUUID() string {

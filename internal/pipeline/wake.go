@@ -53,6 +53,13 @@ func WakeStateKey(tenantID string) string { return ControlPrefix + tenantID + "/
 // WakeDoneKey is where the wake-up handler records an execution's end: control/<tenant>/wake-done.json.
 func WakeDoneKey(tenantID string) string { return ControlPrefix + tenantID + "/wake-done.json" }
 
+// SkipMarkerKey is the object an operator writes to skip a halted tenant's failed file:
+// control/<tenant>/skip/<execution name>. The bucket is versioned and its writes are recorded by
+// CloudTrail, which makes the marker its own audit trail.
+func SkipMarkerKey(tenantID, executionName string) string {
+	return ControlPrefix + tenantID + "/skip/" + executionName
+}
+
 // WakeState is what the controller stores on each delivery of a tenant's head message whose
 // execution it waits for: enough for the wake-up handler to make exactly that delivery visible.
 type WakeState struct {

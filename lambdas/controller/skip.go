@@ -16,12 +16,9 @@ import (
 // maxReasonBytes bounds how much of an operator's skip reason is read and logged.
 const maxReasonBytes = 256
 
-// skipMarkerKey is the object an operator writes to skip a halted tenant's failed file:
-// control/<tenant>/skip/<execution name> in the ingest bucket. The bucket is versioned and its
-// writes are recorded by CloudTrail, which makes the marker its own audit trail.
-func skipMarkerKey(tenantID, executionName string) string {
-	return pipeline.ControlPrefix + tenantID + "/skip/" + executionName
-}
+// skipMarkerKey is the object an operator writes to skip a halted tenant's failed file
+// (pipeline.SkipMarkerKey).
+var skipMarkerKey = pipeline.SkipMarkerKey
 
 type skipMarker struct {
 	versionID string
