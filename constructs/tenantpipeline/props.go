@@ -3,6 +3,7 @@ package tenantpipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+
+	"github.com/example/tenantpipeline/workflows"
 )
 
 // Props configures one tenant's pipeline. Zero values mean the documented default.
@@ -91,6 +94,14 @@ type Props struct {
 	RegisterHTTPTimeout time.Duration
 	// RegisterMemoryMB is the register function's memory. Default: 256 MB.
 	RegisterMemoryMB int
+	// RegisterDesign is how a segment execution drives Register: workflows.DesignPerInvocation
+	// ("per-invocation": one Register task per invocation, each registering consecutive chunks
+	// while its time budget lasts and returning a cursor) or workflows.DesignPerChunk
+	// ("per-chunk": one Register task per chunk in an inline Map, one state transition per chunk).
+	// per-chunk is kept for comparison, and for a RegisterFunction written against the one-chunk
+	// contract (docs/data-path.md, "Bringing your own register function").
+	// Default: per-invocation; per-chunk when RegisterFunction is set.
+	RegisterDesign string
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
 	// so that a hung workflow can never outlive its message. Default: 24 hours.
@@ -171,6 +182,12 @@ func (p Props) withDefaults() Props {
 	def(&p.RegisterTimeout, DefaultRegisterTimeout)
 	def(&p.RegisterHTTPTimeout, DefaultRegisterHTTPTimeout)
 	defInt(&p.RegisterMemoryMB, DefaultMemoryMB)
+	if p.RegisterDesign == "" {
+		p.RegisterDesign = workflows.DesignPerInvocation
+		if p.RegisterFunction != nil {
+			p.RegisterDesign = workflows.DesignPerChunk
+		}
+	}
 	def(&p.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&p.HaltedRecheck, DefaultHaltedRecheck)
 	if p.LogRetention == "" {
@@ -231,6 +248,9 @@ func (p Props) validate() error {
 		if f.mb < 128 || f.mb > 10240 {
 			bad("%s memory %d MB is invalid: use 128 to 10240 MB", f.name, f.mb)
 		}
+	}
+	if !slices.Contains(workflows.Designs, p.RegisterDesign) {
+		bad("register design %q is invalid: use %q or %q", p.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
 	}
 	if p.ControllerReservedConcurrency > 1000 {
 		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)

@@ -150,6 +150,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		SplitTimeout:    p.SplitTimeout,
 		RegisterTimeout: p.RegisterTimeout,
 		Logs:            workflowLogs,
+		Design:          p.RegisterDesign,
 	})
 	t.StateMachine = t.Workflow.File
 
