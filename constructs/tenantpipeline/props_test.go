@@ -41,6 +41,8 @@ func TestDefaults(t *testing.T) {
 		{"Tenant.Prefix", p.Tenant.Prefix, "inbox/acme/"},
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
 		{"RegisterDesign", p.RegisterDesign, workflows.DesignPerInvocation},
+		{"RegisterMemoryMB", p.RegisterMemoryMB, 128},
+		{"SplitMemoryMB", p.SplitMemoryMB, 256},
 		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 	} {
@@ -85,6 +87,27 @@ func TestValidateRejects(t *testing.T) {
 			err := p.withDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegisterMemoryFor: 128 MB unless a batch tenant's maxBatchBytes needs more (the measured
+// 24 MiB base plus 6 bytes per batch byte, a third of headroom, in 64 MB steps).
+func TestRegisterMemoryFor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tenant Tenant
+		want   int
+	}{
+		{"record mode", Tenant{ID: "a"}, 128},
+		{"batch, default 5 MiB", Tenant{ID: "a", RegisterMode: "batch"}, 128},
+		{"batch, 16 MiB", Tenant{ID: "a", RegisterMode: "batch", MaxBatchBytes: 16 << 20}, 192},
+		{"batch, the 64 MiB maximum", Tenant{ID: "a", RegisterMode: "batch", MaxBatchBytes: 64 << 20}, 576},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RegisterMemoryFor(tc.tenant); got != tc.want {
+				t.Errorf("got %d MB, want %d", got, tc.want)
 			}
 		})
 	}
