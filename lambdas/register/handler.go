@@ -52,8 +52,9 @@ type Handler struct {
 	// DeadlineMargin: Default: DefaultDeadlineMargin.
 	DeadlineMargin time.Duration
 	Log            *slog.Logger
-	// Metrics receives one EMF line per registered chunk (metrics.RecordsRegistered, dimension
-	// Tenant): stdout on Lambda. Nil: no metrics.
+	// Metrics receives one EMF line per successful invocation (metrics.RecordsRegistered, dimension
+	// Tenant): stdout on Lambda. A failed invocation emits none, because its retry re-registers its
+	// chunks and counts them. Nil: no metrics.
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
@@ -77,8 +78,8 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 	return res, nil
 }
 
-// emitRegistered writes the chunk's RecordsRegistered datapoint. A metric that cannot be written
-// never fails a chunk whose records are registered: it is logged at WARN.
+// emitRegistered writes the invocation's RecordsRegistered datapoint. A metric that cannot be written
+// never fails an invocation whose records are registered: it is logged at WARN.
 func (h *Handler) emitRegistered(tenant string, n int64) {
 	if h.Metrics == nil {
 		return
