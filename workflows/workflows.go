@@ -67,7 +67,7 @@ var Designs = []string{DesignPerInvocation, DesignPerChunk}
 type Props struct {
 	// Split cuts the file into chunks and writes the manifest. Required.
 	Split awslambda.IFunction
-	// Register registers one chunk. Required.
+	// Register registers a run of chunks (DesignPerInvocation) or one chunk (DesignPerChunk). Required.
 	Register awslambda.IFunction
 	// Timeout bounds one file execution and each segment execution. Required.
 	Timeout time.Duration

@@ -49,7 +49,7 @@ type TenantPipeline struct {
 	Controller awslambda.Function
 	// Split streams a file and writes its chunk manifest.
 	Split awslambda.Function
-	// Register registers one chunk: the bundled HTTP adapter, or Props.RegisterFunction.
+	// Register registers the chunks of a segment: the bundled HTTP adapter, or Props.RegisterFunction.
 	Register awslambda.IFunction
 	// Workflow holds the File and Segment state machines.
 	Workflow *workflows.Workflow
