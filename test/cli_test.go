@@ -87,6 +87,8 @@ func TestAppInvalidInputExitsCleanly(t *testing.T) {
 		{"missing registerUrl and an unknown field", `{"tenants": [{"id": "acme", "chunksize": 5}, {"id": "Bad"}]}`, nil,
 			[]string{`tenant "acme": registerUrl: missing`, `unknown field "chunksize"`, `tenant "Bad": id`}, nil},
 		{"invalid context", good, map[string]any{"tenantsPerStack": 99}, []string{"tenantsPerStack: 99 is out of range"}, nil},
+		{"invalid register design", good, map[string]any{"registerDesign": "per-file"},
+			[]string{`context registerDesign: "per-file" is not a register design: use "per-invocation" (the default) or "per-chunk"`}, nil},
 		{"CDK error raised through jsii", good, map[string]any{"alarmTopicArn": "not-an-arn"}, []string{`ARNs must start with "arn:"`}, nil},
 		// A Go panic inside a jsii callback, during app.Synth: the build cache cannot be created.
 		{"bundling fails during synth", good, nil, []string{"bundling lambdas/", "failed to initialize build cache"}, []string{"GOCACHE=/proc/nope"}},
@@ -153,6 +155,40 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 	r := runApp(t, map[string]any{"tenantsFile": tenantsFile})
 	if r.code != 1 || !strings.Contains(r.out, `tenant "acme": registerUrl: missing`) {
 		t.Errorf("without an endpoint: got status %d and %q, want 1 and the missing registerUrl named", r.code, r.out)
+	}
+}
+
+// TestAppRegisterDesignContext: -c registerDesign=per-chunk synthesizes the design before the
+// per-invocation cursor (a Map with one Register task per chunk), so both can be measured side by
+// side; without it the segment loops on a cursor.
+func TestAppRegisterDesignContext(t *testing.T) {
+	tenantsFile := filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")
+	for _, tc := range []struct {
+		design string
+		want   string // a state only that design's segment has
+		not    string
+	}{
+		{"", `\"NextChunks\":{\"Type\":\"Choice\"`, `\"Chunks\":`},
+		{"per-invocation", `\"NextChunks\":{\"Type\":\"Choice\"`, `\"Chunks\":`},
+		{"per-chunk", `\"Chunks\":{\"Type\":\"Map\"`, `\"NextChunks\":`},
+	} {
+		t.Run("design "+tc.design, func(t *testing.T) {
+			ctx := map[string]any{"tenantsFile": tenantsFile}
+			if tc.design != "" {
+				ctx["registerDesign"] = tc.design
+			}
+			r := runApp(t, ctx)
+			if r.code != 0 {
+				t.Fatalf("got exit status %d, want 0:\n%s", r.code, r.out)
+			}
+			b, err := os.ReadFile(filepath.Join(r.outdir, "TenantPipeline-Tenants-1.template.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tc.want) || strings.Contains(string(b), tc.not) {
+				t.Errorf("got a template without %s or with %s", tc.want, tc.not)
+			}
+		})
 	}
 }
 

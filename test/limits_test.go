@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -51,5 +53,78 @@ func TestLargestStackFitsCloudFormation(t *testing.T) {
 	t.Logf("largest stack: %d resources, %d outputs, %d bytes", len(tpl.Resources), len(tpl.Outputs), len(b))
 	if len(tpl.Resources) > 500 || len(tpl.Outputs) > 200 || len(b) > 1<<20 {
 		t.Errorf("got %d resources, %d outputs, %d bytes; want at most 500, 200, %d", len(tpl.Resources), len(tpl.Outputs), len(b), 1<<20)
+	}
+}
+
+// TestSegmentLoopFitsFor2MRecords: the arithmetic of docs/data-path.md for a 2,000,000-record file
+// at the default 100 records per chunk, from the rendered segment definition. Its worst case is one
+// chunk per Register invocation (a core system so slow that a chunk takes half the function
+// timeout); it must still fit 25,000 history events with room for retries, and no state payload
+// may come near 256 KiB. https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
+func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
+	sharedApp(t)
+	_, seg, _, _ := stateMachines(t, "acme")
+	states := get(t, seg, "States").(map[string]any)
+	// Walk the loop from Register back to Register: a Task state writes 5 events per entry
+	// (entered, scheduled, started, succeeded, exited), any other state 2.
+	perInvocation, name := 0, "Register"
+	for range len(states) {
+		st := states[name].(map[string]any)
+		if st["Type"] == "Task" {
+			perInvocation += 5
+		} else {
+			perInvocation += 2
+		}
+		next, _ := st["Next"].(string)
+		if next == "" {
+			next, _ = st["Default"].(string)
+		}
+		if name = next; name == "Register" || name == "" {
+			break
+		}
+	}
+	if name != "Register" || perInvocation != 7 {
+		t.Fatalf("the Register loop: got %d events per invocation (back at %q), want 7 (Register, NextChunks)", perInvocation, name)
+	}
+	const records, limit = 2_000_000, 25_000
+	chunks := records / pipeline.DefaultChunkSize
+	segments := pipeline.Segments(chunks)
+	// started 1, Cursor 2, the loop, SegmentDone 2, succeeded 1.
+	worst := 1 + 2 + pipeline.SegmentChunks*perInvocation + 2 + 1
+	if worst > limit-3*1000 {
+		t.Errorf("a segment's worst case: got %d events, want room for at least 1,000 retries (3 events each) under %d", worst, limit)
+	}
+	// started 1, Split 5, Map entered/started/succeeded/exited 4, per segment 8, succeeded 1.
+	file := 1 + 5 + 4 + 8*len(segments) + 1
+	if len(segments) != 20 || file > limit {
+		t.Errorf("file execution: got %d segments and %d events, want 20 and at most %d", len(segments), file, limit)
+	}
+	t.Logf("2,000,000 records: %d chunks, %d segments; file history %d events; segment history at most %d events (%d retries of headroom); transitions per file 2 + 3×%d + 2×invocations: %d to %d (per-chunk design: %d)",
+		chunks, len(segments), file, worst, (limit-worst)/3, len(segments), 2+3*len(segments)+2*len(segments), 2+3*len(segments)+2*chunks, 2+3*len(segments)+chunks)
+
+	// The largest payloads: the segment's state (its input and the cursor) and Register's input,
+	// with a 16 KiB header and the longest key S3 allows.
+	header := []string{strings.Repeat("h", pipeline.MaxHeaderBytes-4)}
+	src := pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
+		ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 40), EventTime: "2026-12-01T00:00:00Z"}
+	tenant := pipeline.Tenant{ID: strings.Repeat("t", 32), Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536,
+		RegisterURL: "https://" + strings.Repeat("u", 200), RegisterAuthSecretARN: strings.Repeat("s", 200)}
+	manifest := pipeline.Location{Bucket: src.Bucket, Key: pipeline.ManifestKey(tenant.ID, strings.Repeat("e", 80))}
+	last := segments[len(segments)-1]
+	state := map[string]any{
+		"input":  pipeline.SegmentInput{Tenant: tenant, Source: src, ExecutionName: strings.Repeat("e", 80), Manifest: manifest, Records: records, Header: header, Segment: last},
+		"cursor": map[string]any{"chunk": last.LastChunk, "done": false},
+	}
+	req := pipeline.ChunkRequest{Tenant: tenant, Source: src, ExecutionName: strings.Repeat("e", 80), Manifest: manifest, Records: records,
+		Header: header, Chunk: last.LastChunk, LastChunk: last.LastChunk}
+	for name, v := range map[string]any{"segment state": state, "Register input": req} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 24<<10 {
+			t.Errorf("%s: got %d bytes, want at most 24 KiB (256 KiB is the limit)", name, len(b))
+		}
+		t.Logf("%s: %d bytes", name, len(b))
 	}
 }

@@ -514,7 +514,7 @@ func TestTimeoutPropsReachTheFunctionsAndTheWorkflow(t *testing.T) {
 			continue
 		}
 		_, asl := renderASL(t, props(sm)["DefinitionString"])
-		reg := get(t, asl, "States", "Chunks", "ItemProcessor", "States", "Register").(map[string]any)
+		reg := get(t, asl, "States", "Register").(map[string]any)
 		by := retriersByError(t, "Register", reg)
 		if got := by["Lambda.ClientExecutionTimeoutException"]["IntervalSeconds"]; got != float64(75) {
 			t.Errorf("Register ClientExecutionTimeoutException interval: got %v, want 75 (45 s timeout + 30 s)", got)

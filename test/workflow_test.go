@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -289,9 +291,66 @@ func checkStartSegmentRetries(t *testing.T, task map[string]any) {
 	}
 }
 
+// TestSegmentWorkflowShape: the segment loops on a cursor: Register gets the run of chunks from
+// the cursor to the segment's last, its result is the next cursor, and a Choice sends it back to
+// Register until the segment is done. The cursor is state input (never only the function's memory),
+// so a Retry or a redrive of the segment resumes at the failed invocation's first chunk.
 func TestSegmentWorkflowShape(t *testing.T) {
 	sharedApp(t)
 	_, seg, _, _ := stateMachines(t, "acme")
+	if seg["StartAt"] != "Cursor" {
+		t.Errorf("StartAt %v, want Cursor", seg["StartAt"])
+	}
+	if got := slices.Sorted(maps.Keys(get(t, seg, "States").(map[string]any))); !slices.Equal(got, []string{"Cursor", "NextChunks", "Register", "SegmentDone"}) {
+		t.Errorf("states: got %v, want Cursor, NextChunks, Register, SegmentDone (no Map: one transition per invocation, not per chunk)", got)
+	}
+	cursor := get(t, seg, "States", "Cursor").(map[string]any)
+	if got := asJSON(cursor["Parameters"]); got != `{"chunk.$":"$.segment.firstChunk"}` || cursor["ResultPath"] != "$.cursor" || cursor["Next"] != "Register" {
+		t.Errorf("Cursor: Parameters %s ResultPath %v Next %v, want the segment's first chunk in $.cursor, then Register", got, cursor["ResultPath"], cursor["Next"])
+	}
+	reg := get(t, seg, "States", "Register").(map[string]any)
+	const payload = `{"chunk.$":"$.cursor.chunk","executionName.$":"$.executionName","header.$":"$.header","lastChunk.$":"$.segment.lastChunk",` +
+		`"manifest.$":"$.manifest","records.$":"$.records","source.$":"$.source","tenant.$":"$.tenant"}`
+	if got := asJSON(reg["Parameters"]); got != payload {
+		t.Errorf("Register payload: got %s, want %s (the file execution's name keeps the idempotency keys; the source is the resolved one)", got, payload)
+	}
+	if got := asJSON(reg["ResultSelector"]); got != `{"chunk.$":"$.next","done.$":"$.done"}` || reg["ResultPath"] != "$.cursor" {
+		t.Errorf("Register result: ResultSelector %s ResultPath %v, want the next cursor in $.cursor", got, reg["ResultPath"])
+	}
+	if reg["Next"] != "NextChunks" {
+		t.Errorf("Register Next %v, want NextChunks", reg["Next"])
+	}
+	if _, ok := reg["Catch"]; ok {
+		t.Errorf("Register has a Catch: a failed invocation must fail the segment")
+	}
+	checkLambdaRetries(t, "Register", reg, 120)
+	choice := get(t, seg, "States", "NextChunks").(map[string]any)
+	if choice["Type"] != "Choice" || choice["Default"] != "Register" {
+		t.Errorf("NextChunks: type %v Default %v, want a Choice back to Register", choice["Type"], choice["Default"])
+	}
+	if got := asJSON(choice["Choices"]); got != `[{"BooleanEquals":true,"Next":"SegmentDone","Variable":"$.cursor.done"}]` {
+		t.Errorf("NextChunks choices: got %s", got)
+	}
+	done := get(t, seg, "States", "SegmentDone").(map[string]any)
+	if v, ok := done["OutputPath"]; done["Type"] != "Succeed" || !ok || v != nil {
+		t.Errorf("SegmentDone: type %v OutputPath %v (present %v), want Succeed with output {}", done["Type"], v, ok)
+	}
+}
+
+// TestSegmentWorkflowShapePerChunk: -c registerDesign=per-chunk still synthesizes the design before
+// the cursor, one Map iteration (and one Register task) per chunk, for a side-by-side comparison.
+func TestSegmentWorkflowShapePerChunk(t *testing.T) {
+	_, built := synthApp(t, "one-tenant.json", stacks.Options{RegisterDesign: "per-chunk"})
+	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	var seg map[string]any
+	for id, sm := range tenantResources(t, tpl, "AWS::StepFunctions::StateMachine", "acme") {
+		if strings.Contains(id, "WorkflowSegment") {
+			_, seg = renderASL(t, props(sm)["DefinitionString"])
+		}
+	}
+	if seg == nil {
+		t.Fatal("no segment state machine")
+	}
 	if seg["StartAt"] != "ChunkIndexes" {
 		t.Errorf("StartAt %v", seg["StartAt"])
 	}
@@ -310,6 +369,12 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	}
 	checkIterationOutputIsEmpty(t, "Register", reg)
 	checkLambdaRetries(t, "Register", reg, 120)
+	// Both designs retry Register by exactly the same rules.
+	sharedApp(t)
+	_, cur, _, _ := stateMachines(t, "acme")
+	if got, want := asJSON(reg["Retry"]), asJSON(get(t, cur, "States", "Register", "Retry")); got != want {
+		t.Errorf("per-chunk Register Retry %s, want the per-invocation one %s", got, want)
+	}
 }
 
 // checkSequentialMap asserts what keeps order: one iteration at a time, no Retry on the Map, and

@@ -5,11 +5,20 @@
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
 //	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
+//	segment: Cursor (Pass) ─▶ Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
+//	                                                          └─▶ SegmentDone
+//
+// Each Register invocation works through consecutive chunks while its time budget lasts and
+// returns the cursor (the next chunk), which the segment keeps in its state: Step Functions bills
+// and limits state transitions, so a file costs transitions per Register invocation, not per chunk.
+// DesignPerChunk keeps the previous segment (an inline Map with one Register task per chunk) for
+// comparison:
+//
 //	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
 //
 // Split returns a few numbers and one small descriptor per 1,000 chunks, never the chunks
 // themselves; Register reads its chunk's byte range from the manifest Split wrote to S3. README
-// ("Staying inside Step Functions limits") gives the arithmetic.
+// ("Staying inside Step Functions limits") and docs/data-path.md give the arithmetic.
 package workflows
 
 import (
@@ -35,13 +44,30 @@ const (
 	StateChunkIndexes    = "ChunkIndexes"
 	StateChunks          = "Chunks"
 	StateRegister        = "Register"
+	StateCursor          = "Cursor"
+	StateNextChunks      = "NextChunks"
+	StateSegmentDone     = "SegmentDone"
 )
+
+// Register designs: how a segment execution drives Register.
+const (
+	// DesignPerInvocation loops on a cursor: one Register task (and one Choice) per invocation,
+	// each invocation registering as many consecutive chunks as its time budget allows.
+	DesignPerInvocation = "per-invocation"
+	// DesignPerChunk runs one Register task per chunk in an inline Map. Kept for comparison (it
+	// costs one state transition per chunk), and for a user's own register function written
+	// against the one-chunk contract.
+	DesignPerChunk = "per-chunk"
+)
+
+// Designs lists the valid Props.Design values.
+var Designs = []string{DesignPerInvocation, DesignPerChunk}
 
 // Props configures the workflow of one tenant.
 type Props struct {
 	// Split cuts the file into chunks and writes the manifest. Required.
 	Split awslambda.IFunction
-	// Register registers one chunk. Required.
+	// Register registers a run of chunks (DesignPerInvocation) or one chunk (DesignPerChunk). Required.
 	Register awslambda.IFunction
 	// Timeout bounds one file execution and each segment execution. Required.
 	Timeout time.Duration
@@ -51,6 +77,8 @@ type Props struct {
 	SplitTimeout, RegisterTimeout time.Duration
 	// Logs receives both state machines' logs at level ERROR, without execution data. Required.
 	Logs awslogs.ILogGroup
+	// Design is DesignPerInvocation or DesignPerChunk. Default: DesignPerInvocation.
+	Design string
 }
 
 // Workflow is the pair of state machines of one tenant.
@@ -207,8 +235,54 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	return split.Next(segments)
 }
 
-// segmentDefinition: Register each chunk of one segment, one at a time, in order.
+// segmentDefinition: Register the chunks of one segment, in order, one invocation at a time.
 func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
+	if p.Design == DesignPerChunk {
+		return perChunkSegmentDefinition(scope, p)
+	}
+	cursor := sfn.NewPass(scope, jsii.String(StateCursor), &sfn.PassProps{
+		Parameters: &map[string]any{"chunk.$": "$.segment.firstChunk"},
+		ResultPath: jsii.String("$.cursor"),
+	})
+
+	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
+		LambdaFunction: p.Register,
+		// A pipeline.ChunkRequest for the run of chunks from the cursor to the segment's last. The
+		// cursor is in the state, not in the function: a Retry, or a redrive of the segment
+		// execution, starts again at this invocation's first chunk.
+		Payload: sfn.TaskInput_FromObject(&map[string]any{
+			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$.executionName")),
+			"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.manifest")),
+			"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
+			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
+			"chunk":         sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
+			"lastChunk":     sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
+		}),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		// The new cursor (pipeline.ChunkResult): only two small fields, so the state never grows.
+		ResultSelector: &map[string]any{
+			"chunk.$": "$.next",
+			"done.$":  "$.done",
+		},
+		ResultPath: jsii.String("$.cursor"),
+	})
+	addLambdaRetries(register, p.RegisterTimeout)
+
+	// The segment's output is {}: RegisterSegment discards it anyway.
+	done := sfn.NewSucceed(scope, jsii.String(StateSegmentDone), &sfn.SucceedProps{OutputPath: sfn.JsonPath_DISCARD()})
+	next := sfn.NewChoice(scope, jsii.String(StateNextChunks), nil).
+		When(sfn.Condition_BooleanEquals(jsii.String("$.cursor.done"), jsii.Bool(true)), done, nil).
+		Otherwise(register)
+
+	return cursor.Next(register).Next(next)
+}
+
+// perChunkSegmentDefinition (DesignPerChunk): Register each chunk of one segment, one at a time,
+// in order, one Map iteration per chunk.
+func perChunkSegmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	indexes := sfn.NewPass(scope, jsii.String(StateChunkIndexes), &sfn.PassProps{
 		Parameters: &map[string]any{
 			// States.ArrayRange returns at most 1,000 items: pipeline.SegmentChunks.

@@ -3,6 +3,7 @@ package tenantpipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
@@ -12,6 +13,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/workflows"
 )
 
 // Props configures one tenant's pipeline. Zero values mean the documented default.
@@ -91,8 +95,18 @@ type Props struct {
 	// (HTTP_TIMEOUT_SECONDS): whole seconds from 1s to 5m. Ignored with RegisterFunction.
 	// Default: 10 seconds.
 	RegisterHTTPTimeout time.Duration
-	// RegisterMemoryMB is the register function's memory. Default: 256 MB.
+	// RegisterMemoryMB is the register function's memory. Register mostly waits on the network, and
+	// Lambda bills every MB of that wait. Default: DefaultRegisterMemoryMB (128 MB); for a batch
+	// tenant whose maxBatchBytes is over 5 MiB, RegisterMemoryFor's larger size.
 	RegisterMemoryMB int
+	// RegisterDesign is how a segment execution drives Register: workflows.DesignPerInvocation
+	// ("per-invocation": one Register task per invocation, each registering consecutive chunks
+	// while its time budget lasts and returning a cursor) or workflows.DesignPerChunk
+	// ("per-chunk": one Register task per chunk in an inline Map, one state transition per chunk).
+	// per-chunk is kept for comparison, and for a RegisterFunction written against the one-chunk
+	// contract (docs/data-path.md, "Bringing your own register function").
+	// Default: per-invocation; per-chunk when RegisterFunction is set.
+	RegisterDesign string
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
 	// so that a hung workflow can never outlive its message. Default: 24 hours.
@@ -124,6 +138,29 @@ type Props struct {
 	// prefixes. "/" or "/<segments>/", printable ASCII, at most 512 characters. Changing it
 	// replaces the roles. Default: /tenantpipeline/.
 	RolePath string
+}
+
+// DefaultRegisterMemoryMB is the bundled Register function's memory, Lambda's smallest size.
+// Measured (TestRegisterPeakMemory in lambdas/register, a fresh process registering whole
+// invocations of 1,000-record chunks): peak RSS 24 MiB in record mode with 1 KB records, 52 MiB in
+// batch mode at the default 5 MiB maxBatchBytes. Register holds one chunk at a time, so the peak
+// does not grow with the chunks an invocation registers.
+const DefaultRegisterMemoryMB = 128
+
+// RegisterMemoryFor is the default Register memory for a tenant: DefaultRegisterMemoryMB, or for a
+// batch tenant the measured 24 MiB base plus about 6 bytes per byte of maxBatchBytes (the chunk
+// read, its records, their JSON and the request body), with a third of headroom, in steps of
+// 64 MB: 192 MB at 16 MiB, 576 MB at the 64 MiB maximum.
+func RegisterMemoryFor(t Tenant) int {
+	if t.RegisterMode != pipeline.RegisterModeBatch || t.DynamoDB != nil {
+		return DefaultRegisterMemoryMB
+	}
+	batch := t.MaxBatchBytes
+	if batch == 0 {
+		batch = pipeline.DefaultMaxBatchBytes
+	}
+	need := (24 + 6*batch>>20) * 4 / 3
+	return max(DefaultRegisterMemoryMB, (need+63)/64*64)
 }
 
 // Defaults.
@@ -186,7 +223,13 @@ func (p Props) withDefaults() Props {
 	defInt(&p.SplitMemoryMB, DefaultMemoryMB)
 	def(&p.RegisterTimeout, DefaultRegisterTimeout)
 	def(&p.RegisterHTTPTimeout, DefaultRegisterHTTPTimeout)
-	defInt(&p.RegisterMemoryMB, DefaultMemoryMB)
+	defInt(&p.RegisterMemoryMB, RegisterMemoryFor(p.Tenant))
+	if p.RegisterDesign == "" {
+		p.RegisterDesign = workflows.DesignPerInvocation
+		if p.RegisterFunction != nil {
+			p.RegisterDesign = workflows.DesignPerChunk
+		}
+	}
 	def(&p.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&p.HaltedRecheck, DefaultHaltedRecheck)
 	if p.LogRetention == "" {
@@ -269,6 +312,9 @@ func (p Props) validate() error {
 		if f.mb < 128 || f.mb > 10240 {
 			bad("%s memory %d MB is invalid: use 128 to 10240 MB", f.name, f.mb)
 		}
+	}
+	if !slices.Contains(workflows.Designs, p.RegisterDesign) {
+		bad("register design %q is invalid: use %q or %q", p.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
 	}
 	if p.ControllerReservedConcurrency > 1000 {
 		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+
+	"github.com/example/tenantpipeline/workflows"
 )
 
 // These tests need no jsii runtime: validation runs on plain Go values before anything is created.
@@ -38,6 +40,9 @@ func TestDefaults(t *testing.T) {
 		{"HaltedRecheck", p.HaltedRecheck, 5 * time.Minute},
 		{"Tenant.Prefix", p.Tenant.Prefix, "inbox/acme/"},
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
+		{"RegisterDesign", p.RegisterDesign, workflows.DesignPerInvocation},
+		{"RegisterMemoryMB", p.RegisterMemoryMB, 128},
+		{"SplitMemoryMB", p.SplitMemoryMB, 256},
 		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"Operators.TagKey", p.Operators.TagKey, "tenantpipeline-operator"},
@@ -77,6 +82,7 @@ func TestValidateRejects(t *testing.T) {
 		{"visibility fractional", func(p *Props) { p.VisibilityTimeout = 1500 * time.Millisecond }, `visibility timeout 1.5s is invalid`},
 		{"split timeout", func(p *Props) { p.SplitTimeout = 16 * time.Minute }, `split timeout 16m0s is invalid`},
 		{"register memory", func(p *Props) { p.RegisterMemoryMB = 64 }, `register memory 64 MB is invalid`},
+		{"register design", func(p *Props) { p.RegisterDesign = "per-file" }, `register design "per-file" is invalid: use "per-invocation" or "per-chunk"`},
 		{"reserved concurrency", func(p *Props) { p.ControllerReservedConcurrency = 5000 }, `controller reserved concurrency 5000 is invalid`},
 		{"workflow timeout near retention", func(p *Props) { p.WorkflowTimeout = 10 * 24 * time.Hour }, `workflow timeout 240h0m0s is invalid`},
 		{"workflow timeout tiny", func(p *Props) { p.WorkflowTimeout = time.Second }, `workflow timeout 1s is invalid`},
@@ -92,6 +98,53 @@ func TestValidateRejects(t *testing.T) {
 			err := p.withDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegisterMemoryFor: 128 MB unless a batch tenant's maxBatchBytes needs more (the measured
+// 24 MiB base plus 6 bytes per batch byte, a third of headroom, in 64 MB steps).
+func TestRegisterMemoryFor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tenant Tenant
+		want   int
+	}{
+		{"record mode", Tenant{ID: "a"}, 128},
+		{"batch, default 5 MiB", Tenant{ID: "a", RegisterMode: "batch"}, 128},
+		{"batch, 16 MiB", Tenant{ID: "a", RegisterMode: "batch", MaxBatchBytes: 16 << 20}, 192},
+		{"batch, the 64 MiB maximum", Tenant{ID: "a", RegisterMode: "batch", MaxBatchBytes: 64 << 20}, 576},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RegisterMemoryFor(tc.tenant); got != tc.want {
+				t.Errorf("got %d MB, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegisterDesignDefault: the bundled Register loops on a cursor; a user's own function keeps
+// the one-chunk contract it was written against unless RegisterDesign says otherwise.
+func TestRegisterDesignDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Props)
+		want   string
+	}{
+		{"bundled register", func(*Props) {}, workflows.DesignPerInvocation},
+		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, workflows.DesignPerChunk},
+		{"own register function, per-invocation asked", func(p *Props) {
+			p.RegisterFunction = fakeFunction{}
+			p.RegisterDesign = workflows.DesignPerInvocation
+		}, workflows.DesignPerInvocation},
+		{"bundled register, per-chunk asked", func(p *Props) { p.RegisterDesign = workflows.DesignPerChunk }, workflows.DesignPerChunk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p)
+			if got := p.withDefaults().RegisterDesign; got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -118,6 +171,7 @@ func TestValidateAccepts(t *testing.T) {
 	}{
 		{"custom register function without url", func(p *Props) { p.Tenant.RegisterURL = ""; p.RegisterFunction = fakeFunction{} }},
 		{"unreserved controller", func(p *Props) { p.ControllerReservedConcurrency = -1 }},
+		{"per-chunk register design", func(p *Props) { p.RegisterDesign = workflows.DesignPerChunk }},
 		{"long visibility", func(p *Props) {
 			p.VisibilityTimeout = 11*time.Hour + 45*time.Minute
 			p.ControllerTimeout = 15 * time.Minute

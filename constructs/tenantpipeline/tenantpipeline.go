@@ -52,7 +52,7 @@ type TenantPipeline struct {
 	Controller awslambda.Function
 	// Split streams a file and writes its chunk manifest.
 	Split awslambda.Function
-	// Register registers one chunk: the bundled HTTP adapter, or Props.RegisterFunction.
+	// Register registers the chunks of a segment: the bundled HTTP adapter, or Props.RegisterFunction.
 	Register awslambda.IFunction
 	// Workflow holds the File and Segment state machines.
 	Workflow *workflows.Workflow
@@ -170,6 +170,7 @@ func (t *TenantPipeline) build() {
 		SplitTimeout:    p.SplitTimeout,
 		RegisterTimeout: p.RegisterTimeout,
 		Logs:            workflowLogs,
+		Design:          p.RegisterDesign,
 	})
 	t.StateMachine = t.Workflow.File
 

@@ -693,6 +693,12 @@ func TestScenarioLargeFile(t *testing.T) {
 		t.Errorf("big.csv: got history %d, segment history ≤ %d, payload ≤ %d B; want < %d events and < %d B",
 			f.HistoryEvents, f.SegmentHistoryEventsMax, f.MaxPayloadBytes, historyLimit, payloadLimit)
 	}
+	states, registers := stateEntries(t, ctx, r, "cont", f)
+	t.Logf("500,000 records: %d Register invocations for %d chunks, %d state transitions (the per-chunk design: %d)",
+		registers, records/100, states, 2+3*f.SegmentExecutions+records/100)
+	if registers >= records/100 {
+		t.Errorf("big.csv: got %d Register invocations, want fewer than its %d chunks", registers, records/100)
+	}
 	if want := records / (100 * 1000); f.SegmentExecutions != want {
 		t.Errorf("big.csv: got %d segment executions, want %d (1,000 chunks of 100 records each)", f.SegmentExecutions, want)
 	}

@@ -257,7 +257,12 @@ type ChunkRequest struct {
 	Manifest      Location `json:"manifest"`
 	Records       int64    `json:"records"` // records in the whole file
 	Header        []string `json:"header"`
-	Chunk         int      `json:"chunk"` // 0-based chunk index
+	Chunk         int      `json:"chunk"` // 0-based chunk index: the first (or only) chunk to register
+	// LastChunk is the last chunk (inclusive) this invocation may register, the segment's last: the
+	// bundled Register works through Chunk, Chunk+1, … while its time budget lasts and returns
+	// where the next invocation starts (ChunkResult.Next). Absent (0) or below Chunk: Chunk only,
+	// as the per-chunk workflow and a user's own register function expect.
+	LastChunk int `json:"lastChunk,omitempty"`
 }
 
 // FirstRecord is the 1-based number of the chunk's first record. It holds only for a version 1
@@ -271,13 +276,22 @@ func (r ChunkRequest) RecordCount() int64 {
 	return max(0, min(n, int64(r.Tenant.ChunkSize)))
 }
 
-// ChunkResult is what Register returns. The Map discards it; it is kept for logs and tests.
+// ChunkResult is what Register returns. The per-invocation segment keeps Next and Done as its
+// cursor (the next Register task's input); the per-chunk design discards the result.
 type ChunkResult struct {
-	Chunk      int   `json:"chunk"`
-	Registered int64 `json:"registered"`
+	Chunk      int   `json:"chunk"`      // the request's first chunk
+	Registered int64 `json:"registered"` // records registered by this invocation
+	// Next is the first chunk not yet registered: where the next invocation starts.
+	Next int `json:"next"`
+	// Done reports that every chunk through the request's LastChunk is registered.
+	Done bool `json:"done"`
 }
 
 // OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:
 // control/<tenant>/order.json (lambdas/controller/order.go). It lives per tenant, not per queue,
 // so a tenant that moves to another queue, stack or tier keeps counting up.
 func OrderKey(tenantID string) string { return ControlPrefix + tenantID + "/order.json" }
+
+// Until is the last chunk the request covers: LastChunk, or Chunk alone when LastChunk is absent or
+// lower.
+func (r ChunkRequest) Until() int { return max(r.Chunk, r.LastChunk) }

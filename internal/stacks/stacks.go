@@ -9,6 +9,7 @@ package stacks
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/workflows"
 )
 
 // Context keys the app reads (cdk.json, or `cdk synth -c key=value`).
@@ -37,6 +39,7 @@ const (
 	CtxStrictAssignment = "strictAssignment"
 	CtxOperatorTag      = "operatorTag"
 	CtxOperatorArns     = "operatorArns"
+	CtxRegisterDesign   = "registerDesign"
 )
 
 // Options are the app-wide settings.
@@ -58,6 +61,11 @@ type Options struct {
 	// RegisterURL is the core system's endpoint for every tenant that sets no registerUrl.
 	// Default: each tenant must set its own.
 	RegisterURL string
+	// RegisterDesign is how every tenant's segment drives Register (tenantpipeline.Props
+	// RegisterDesign): workflows.DesignPerInvocation, or workflows.DesignPerChunk, the design
+	// before per-invocation cursors, kept so that both can be synthesized side by side.
+	// Default: per-invocation.
+	RegisterDesign string
 	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
 	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
 	AssignmentFile string
@@ -89,11 +97,12 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		return ""
 	}
 	o := Options{
-		TenantsFile:   get(CtxTenantsFile),
-		BucketName:    get(CtxBucketName),
-		AlarmTopicArn: get(CtxAlarmTopicArn),
-		StackPrefix:   get(CtxStackPrefix),
-		RegisterURL:   get(CtxRegisterURL),
+		TenantsFile:    get(CtxTenantsFile),
+		BucketName:     get(CtxBucketName),
+		AlarmTopicArn:  get(CtxAlarmTopicArn),
+		StackPrefix:    get(CtxStackPrefix),
+		RegisterURL:    get(CtxRegisterURL),
+		RegisterDesign: get(CtxRegisterDesign),
 	}
 	if o.RegisterURL == "" {
 		o.RegisterURL = os.Getenv(tenants.EnvRegisterURL)
@@ -128,6 +137,10 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 			return o, fmt.Errorf("context %s: %q is not a whole number", CtxTenantsPerStack, v)
 		}
 		o.TenantsPerStack = n
+	}
+	if d := o.RegisterDesign; d != "" && !slices.Contains(workflows.Designs, d) {
+		return o, fmt.Errorf("context %s: %q is not a register design: use %q (the default) or %q (one Register task per chunk, kept for comparison)",
+			CtxRegisterDesign, d, workflows.DesignPerInvocation, workflows.DesignPerChunk)
 	}
 	return o.withDefaults(), nil
 }
@@ -235,11 +248,12 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:     pipelineTenant(t),
-				Bucket:     bucket,
-				AlarmTopic: topic,
-				Operators:  o.Operators,
-				RolePath:   o.RolePath(),
+				Tenant:         pipelineTenant(t),
+				Bucket:         bucket,
+				AlarmTopic:     topic,
+				Operators:      o.Operators,
+				RolePath:       o.RolePath(),
+				RegisterDesign: o.RegisterDesign,
 			})
 			pipelines = append(pipelines, out.Pipelines[t.ID])
 		}

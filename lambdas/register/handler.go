@@ -42,7 +42,7 @@ var _ Doer = (*http.Client)(nil)
 // the handler to return its error and the runtime to report it.
 const DefaultDeadlineMargin = 2 * time.Second
 
-// Handler registers one chunk.
+// Handler registers a run of consecutive chunks of one file (registerRun), one chunk at a time.
 type Handler struct {
 	S3          ObjectAPI
 	DynamoDB    ItemAPI // the DynamoDB sink's client; unused by HTTP tenants
@@ -52,8 +52,9 @@ type Handler struct {
 	// DeadlineMargin: Default: DefaultDeadlineMargin.
 	DeadlineMargin time.Duration
 	Log            *slog.Logger
-	// Metrics receives one EMF line per registered chunk (metrics.RecordsRegistered, dimension
-	// Tenant): stdout on Lambda. Nil: no metrics.
+	// Metrics receives one EMF line per successful invocation (metrics.RecordsRegistered, dimension
+	// Tenant): stdout on Lambda. A failed invocation emits none, because its retry re-registers its
+	// chunks and counts them. Nil: no metrics.
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
@@ -65,20 +66,20 @@ type Handler struct {
 // match on it.
 func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
 	start := time.Now()
-	n, err := h.register(ctx, req)
+	res, err := h.registerRun(ctx, req)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-		"chunk", req.Chunk, "registered", n, "ms", time.Since(start).Milliseconds()}
+		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
 		return pipeline.ChunkResult{}, err
 	}
-	h.Log.Info("chunk registered", attrs...)
-	h.emitRegistered(req.Tenant.ID, n)
-	return pipeline.ChunkResult{Chunk: req.Chunk, Registered: n}, nil
+	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
+	h.emitRegistered(req.Tenant.ID, res.Registered)
+	return res, nil
 }
 
-// emitRegistered writes the chunk's RecordsRegistered datapoint. A metric that cannot be written
-// never fails a chunk whose records are registered: it is logged at WARN.
+// emitRegistered writes the invocation's RecordsRegistered datapoint. A metric that cannot be written
+// never fails an invocation whose records are registered: it is logged at WARN.
 func (h *Handler) emitRegistered(tenant string, n int64) {
 	if h.Metrics == nil {
 		return
@@ -234,7 +235,7 @@ func (b budget) call(ctx context.Context, what string, need, limit time.Duration
 		}
 		return nil, nil, &pipeline.RetryableError{Message: fmt.Sprintf(
 			"%s: stopped before %s of chunk %d: the Lambda timeout is near (%s left, it needs %s); the retry resends the chunk from %s with the same idempotency keys",
-			b.file, what, b.chunk, left.Round(time.Millisecond), need, from)}
+			b.file, what, b.chunk, left.Round(time.Millisecond), need, from), Err: errNearDeadline}
 	}
 	if limit > 0 && limit < left {
 		left = limit
@@ -247,7 +248,7 @@ func (b budget) call(ctx context.Context, what string, need, limit time.Duration
 func (b budget) stopped(what string) error {
 	return &pipeline.RetryableError{Message: fmt.Sprintf(
 		"%s: stopped %s of chunk %d: the Lambda timeout is near; the retry rewrites the chunk, and records already written are kept by their _seq",
-		b.file, what, b.chunk)}
+		b.file, what, b.chunk), Err: errNearDeadline}
 }
 
 // readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,

@@ -67,6 +67,12 @@ before(async () => {
         res.end(JSON.stringify({ errorType: sticky.has(i) ? 'PermanentError' : 'RetryableError', errorMessage: `item ${i}` }));
         return;
       }
+      if (payload?.step) {
+        // A Register that works through payload.step chunks per invocation and returns the cursor.
+        const next = Math.min(payload.i + payload.step, payload.last + 1);
+        res.end(JSON.stringify({ next, done: next > payload.last }));
+        return;
+      }
       res.end(JSON.stringify({ echoed: payload }));
     });
   });
@@ -187,6 +193,50 @@ test('Map stops at the first failed iteration, retries, redrive resumes at the f
   const events = (await history(s.executionArn, false, 1000)).map((e) => e.type);
   assert.equal(events.length, file.historyEvents);
   assert.deepEqual(events.filter((t) => t.startsWith('Execution')), ['ExecutionStarted', 'ExecutionFailed', 'ExecutionRedriven', 'ExecutionSucceeded']);
+});
+
+// The per-invocation segment: Register gets the cursor in its input and returns the next one, and a
+// Choice loops back until done.
+const cursorChild = {
+  StartAt: 'Cursor',
+  States: {
+    Cursor: { Type: 'Pass', Parameters: { 'chunk.$': '$.first' }, ResultPath: '$.cursor', Next: 'Register' },
+    Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke',
+      Parameters: { FunctionName: fn, Payload: { 'i.$': '$.cursor.chunk', 'last.$': '$.last', step: 3 } },
+      ResultSelector: { 'chunk.$': '$.Payload.next', 'done.$': '$.Payload.done' }, ResultPath: '$.cursor',
+      Retry: [{ ErrorEquals: ['RetryableError'], IntervalSeconds: 0, MaxAttempts: 2 }], Next: 'NextChunks',
+    },
+    NextChunks: { Type: 'Choice', Choices: [{ Variable: '$.cursor.done', BooleanEquals: true, Next: 'SegmentDone' }], Default: 'Register' },
+    SegmentDone: { Type: 'Succeed', OutputPath: null },
+  },
+};
+
+test('a cursor loop: Register, Choice, Register; a retry and a redrive resume at the failed invocation\'s cursor', async () => {
+  const c = await api('CreateStateMachine', { name: 'cursor-seg', definition: JSON.stringify(cursorChild), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  calls.length = 0;
+  failAt = new Set([3]); // the second invocation fails once and is retried with the same cursor
+  sticky = new Set([6]); // the third fails for good
+  const s = await api('StartExecution', { stateMachineArn: c.stateMachineArn, name: 'cursor-1', input: JSON.stringify({ first: 0, last: 9 }) });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'FAILED');
+  assert.equal(d.error, 'PermanentError');
+  assert.deepEqual(calls.map((x) => x.payload.i), [0, 3, 3, 6]);
+  sticky = new Set();
+  calls.length = 0;
+  await api('RedriveExecution', { executionArn: s.executionArn });
+  const r = await waitDone(s.executionArn);
+  assert.equal(r.status, 'SUCCEEDED', JSON.stringify(r));
+  assert.equal(r.output, '{}');
+  // The redrive resumes at the failed Register with the cursor that was its input.
+  assert.deepEqual(calls.map((x) => x.payload.i), [6, 9]);
+  // Per invocation: TaskStateEntered, TaskScheduled, TaskStarted, TaskSucceeded, TaskStateExited,
+  // ChoiceStateEntered, ChoiceStateExited = 7; a retried attempt adds TaskFailed, TaskScheduled,
+  // TaskStarted = 3; the failed attempt: entered, scheduled, started, failed = 4.
+  const events = (await history(s.executionArn, false, 1000)).map((e) => e.type);
+  const want = 1 + 2 + 7 + (7 + 3) + 4 + 1 /* ExecutionFailed */ + 1 /* ExecutionRedriven */ + 7 + 7 + 2 /* Succeed */ + 1;
+  assert.equal(events.length, want, events.join(' '));
+  assert.equal(events.filter((t) => t === 'ChoiceStateEntered').length, 4);
 });
 
 async function localStats(at = endpoint) {

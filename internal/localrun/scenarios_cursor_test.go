@@ -1,0 +1,146 @@
+package localrun
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+)
+
+// stateEntries counts the states a file entered, in its own execution and in its segment
+// executions (every *StateEntered event of their histories, read with GetExecutionHistory): Step
+// Functions bills one state transition per state entered. It also returns the Register task
+// entries of the segments alone (one per Register invocation, retries not counted).
+func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) (states, registers int) {
+	t.Helper()
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := executionARN(t, r, tenant, f.ExecutionName)
+	for _, e := range st.Executions {
+		if e.ExecutionArn != parent && e.ParentArn != parent {
+			continue
+		}
+		p := sfn.NewGetExecutionHistoryPaginator(r.StepFunctions(), &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(e.ExecutionArn), MaxResults: 1000})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatalf("GetExecutionHistory %s: %v", e.ExecutionArn, err)
+			}
+			for _, ev := range page.Events {
+				if strings.HasSuffix(string(ev.Type), "StateEntered") {
+					states++
+					if d := ev.StateEnteredEventDetails; e.ParentArn == parent && d != nil && aws.ToString(d.Name) == "Register" {
+						registers++
+					}
+				}
+			}
+		}
+	}
+	return states, registers
+}
+
+// A Register invocation is killed midway through its time budget, after it has registered several
+// chunks, on every attempt, so the segment and the file fail and the halt tenant stops. Before
+// that, each Retry of the killed invocation starts again at the cursor in its input: it re-sends
+// that invocation's records only, never those of the earlier invocations. Then the core system is
+// fixed and the file is redriven: no record is lost, each record's first successful registration
+// is in file order, and the file needed far fewer Register invocations than chunks.
+func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
+	t.Parallel()
+	const records, killAt = 3000, 1450 // 30 chunks of 100; record 1,450 is in chunk 14
+	r := startScenario(t, scenarioTenants, Config{
+		// Each invocation may run for 8 s: 2 s of margin, and a chunk starts only while the slowest
+		// chunk so far plus one HTTP timeout (1 s) fits, so an invocation registers several chunks of
+		// 100 records at 5 ms each, and the kill falls in the middle of an invocation.
+		FunctionTimeout:    map[string]time.Duration{registerPkg: 8 * time.Second},
+		EnvFor:             map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8", "HALT_WAIT_SECONDS=1"}},
+		RetryIntervalScale: 0.1,
+	})
+	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
+		if tenant == "halt" && strings.HasSuffix(source, "/big.csv") {
+			return 5 * time.Millisecond
+		}
+		return 0
+	})
+	var fixed atomic.Bool
+	var kills atomic.Int64
+	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
+		if tenant != "halt" || !strings.HasSuffix(source, "/big.csv") || n != killAt || fixed.Load() {
+			return 0
+		}
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			for _, f := range functionsOf(r, registerPkg) {
+				kills.Add(int64(f.KillRunning()))
+			}
+		}()
+		return -1 // no answer: the process is killed while it waits (Lambda.Unknown)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"halt", "big.csv", csvOf(records)}, {"halt", "after.csv", csvOf(30)}})
+	rep := waitFor(t, ctx, r, "halt/big.csv failed", func(rep *Report) bool {
+		return len(rep.Tenants["halt"].Files) > 0 && rep.Tenants["halt"].Files[0].Status == "FAILED"
+	})
+	big := fileOf(t, rep, "halt", "big.csv")
+	if big.Error == "" || !strings.Contains(big.Cause, "Lambda.Unknown") {
+		t.Errorf("big.csv: got %s %q, want it failed by the killed Register (Lambda.Unknown)", big.Error, big.Cause)
+	}
+	if got := fileOf(t, rep, "halt", "after.csv").Status; got != "WAITING" {
+		t.Errorf("after.csv while big.csv is failed: got %s, want WAITING (halt)", got)
+	}
+
+	// Before the redrive: records sent more than once are exactly one invocation's, from a chunk
+	// boundary after the segment's start up to the killed record.
+	sent := map[int64]int{}
+	for _, q := range r.Sink.Requests("halt") {
+		if strings.HasSuffix(q.Source, "/big.csv") {
+			sent[q.RecordNumber]++
+		}
+	}
+	first := int64(0)
+	for n := int64(1); n <= killAt; n++ {
+		switch {
+		case sent[n] == 0:
+			t.Fatalf("record %d was never sent before the kill", n)
+		case sent[n] > 1 && first == 0:
+			first = n
+		case sent[n] == 1 && first != 0:
+			t.Errorf("record %d sent once, after record %d was re-sent: want the re-sent records one contiguous run", n, first)
+		}
+	}
+	if first <= 1 || (first-1)%100 != 0 || sent[killAt] != 4 {
+		t.Errorf("re-sent before the redrive: from record %d, record %d sent %d times; want a run starting at a later invocation's first chunk (101, 201, …) and 4 attempts (1 + 3 retries of Lambda.Unknown)",
+			first, killAt, sent[killAt])
+	}
+	for n := int64(killAt + 1); n <= records; n++ {
+		if sent[n] != 0 {
+			t.Fatalf("record %d was sent before the redrive: want nothing after the failure", n)
+		}
+	}
+	t.Logf("before the redrive: the killed invocation started at record %d; Register processes killed: %d", first, kills.Load())
+
+	fixed.Store(true)
+	arn := executionARN(t, r, "halt", big.ExecutionName)
+	if _, err := r.StepFunctions().RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn)}); err != nil {
+		t.Fatalf("redrive %s: %v", arn, err)
+	}
+	rep = drain(t, ctx, r)
+	assertInvariants(t, r, rep, nil, false)
+	wantStatuses(t, rep, "halt", "SUCCEEDED", "SUCCEEDED")
+	big = fileOf(t, rep, "halt", "big.csv")
+	if big.Records != records || big.RedriveCount != 1 || big.Executions != 1 {
+		t.Errorf("big.csv: got %d records, redriveCount %d, %d executions; want %d, 1, 1", big.Records, big.RedriveCount, big.Executions, records)
+	}
+	states, registers := stateEntries(t, ctx, r, "halt", big)
+	t.Logf("big.csv: %d chunks, %d Register invocations and %d states entered over both runs (the failed one and the redrive)", records/100, registers, states)
+	if registers >= records/100 {
+		t.Errorf("Register invocations: got %d, want fewer than the %d chunks", registers, records/100)
+	}
+}
