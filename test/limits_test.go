@@ -89,8 +89,8 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	const records, limit = 2_000_000, 25_000
 	chunks := records / pipeline.DefaultChunkSize
 	segments := pipeline.Segments(chunks)
-	// started 1, Cursor 2, the loop, SegmentDone 2, succeeded 1.
-	worst := 1 + 2 + pipeline.SegmentChunks*perInvocation + 2 + 1
+	// started 1, the loop, SegmentDone 2, succeeded 1.
+	worst := 1 + pipeline.SegmentChunks*perInvocation + 2 + 1
 	if worst > limit-3*1000 {
 		t.Errorf("a segment's worst case: got %d events, want room for at least 1,000 retries (3 events each) under %d", worst, limit)
 	}
@@ -99,8 +99,8 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	if len(segments) != 20 || file > limit {
 		t.Errorf("file execution: got %d segments and %d events, want 20 and at most %d", len(segments), file, limit)
 	}
-	t.Logf("2,000,000 records: %d chunks, %d segments; file history %d events; segment history at most %d events (%d retries of headroom); transitions per file 2 + 3×%d + 2×invocations: %d to %d (per-chunk design: %d)",
-		chunks, len(segments), file, worst, (limit-worst)/3, len(segments), 2+3*len(segments)+2*len(segments), 2+3*len(segments)+2*chunks, 2+3*len(segments)+chunks)
+	t.Logf("2,000,000 records: %d chunks, %d segments; file history %d events; segment history at most %d events (%d retries of headroom); transitions per file 2 + 2×%d + 2×invocations: %d to %d (per-chunk design: %d)",
+		chunks, len(segments), file, worst, (limit-worst)/3, len(segments), 2+2*len(segments)+2*len(segments), 2+2*len(segments)+2*chunks, 2+3*len(segments)+chunks)
 
 	// The largest payloads: the segment's state (its input and the cursor) and Register's input,
 	// with a 16 KiB header and the longest key S3 allows.

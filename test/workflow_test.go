@@ -119,6 +119,9 @@ func TestFileWorkflowShape(t *testing.T) {
 	if got := asJSON(get(t, inner, "Parameters", "Input", "source.$")); got != `"$.source"` {
 		t.Errorf("RegisterSegment input source.$: got %s, want \"$.source\" of the iteration (the resolved source)", got)
 	}
+	if got := asJSON(get(t, inner, "Parameters", "Input", "cursor")); got != `{"chunk.$":"$.segment.firstChunk"}` {
+		t.Errorf("RegisterSegment input cursor: got %s, want the segment's first chunk, where its Register loop starts", got)
+	}
 	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
 	checkSegmentName(t, inner)
@@ -298,15 +301,11 @@ func checkStartSegmentRetries(t *testing.T, task map[string]any) {
 func TestSegmentWorkflowShape(t *testing.T) {
 	sharedApp(t)
 	_, seg, _, _ := stateMachines(t, "acme")
-	if seg["StartAt"] != "Cursor" {
-		t.Errorf("StartAt %v, want Cursor", seg["StartAt"])
+	if seg["StartAt"] != "Register" {
+		t.Errorf("StartAt %v, want Register (RegisterSegment sets the cursor: no Pass state to pay for)", seg["StartAt"])
 	}
-	if got := slices.Sorted(maps.Keys(get(t, seg, "States").(map[string]any))); !slices.Equal(got, []string{"Cursor", "NextChunks", "Register", "SegmentDone"}) {
-		t.Errorf("states: got %v, want Cursor, NextChunks, Register, SegmentDone (no Map: one transition per invocation, not per chunk)", got)
-	}
-	cursor := get(t, seg, "States", "Cursor").(map[string]any)
-	if got := asJSON(cursor["Parameters"]); got != `{"chunk.$":"$.segment.firstChunk"}` || cursor["ResultPath"] != "$.cursor" || cursor["Next"] != "Register" {
-		t.Errorf("Cursor: Parameters %s ResultPath %v Next %v, want the segment's first chunk in $.cursor, then Register", got, cursor["ResultPath"], cursor["Next"])
+	if got := slices.Sorted(maps.Keys(get(t, seg, "States").(map[string]any))); !slices.Equal(got, []string{"NextChunks", "Register", "SegmentDone"}) {
+		t.Errorf("states: got %v, want NextChunks, Register, SegmentDone (no Map: one transition per invocation, not per chunk)", got)
 	}
 	reg := get(t, seg, "States", "Register").(map[string]any)
 	const payload = `{"chunk.$":"$.cursor.chunk","executionName.$":"$.executionName","header.$":"$.header","lastChunk.$":"$.segment.lastChunk",` +

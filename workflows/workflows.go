@@ -5,11 +5,12 @@
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
 //	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
-//	segment: Cursor (Pass) ─▶ Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
-//	                                                          └─▶ SegmentDone
+//	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
+//	                                          └─▶ SegmentDone
 //
 // Each Register invocation works through consecutive chunks while its time budget lasts and
-// returns the cursor (the next chunk), which the segment keeps in its state: Step Functions bills
+// returns the cursor (the next chunk), which the segment keeps in its state (RegisterSegment starts
+// it at the segment's first chunk): Step Functions bills
 // and limits state transitions, so a file costs transitions per Register invocation, not per chunk.
 // DesignPerChunk keeps the previous segment (an inline Map with one Register task per chunk) for
 // comparison:
@@ -44,7 +45,6 @@ const (
 	StateChunkIndexes    = "ChunkIndexes"
 	StateChunks          = "Chunks"
 	StateRegister        = "Register"
-	StateCursor          = "Cursor"
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
 )
@@ -187,6 +187,9 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 			"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
 			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
 			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
+			// The segment's Register loop starts at its first chunk. Set here rather than by a
+			// Pass state in the segment, which would cost a state transition per segment.
+			"cursor": map[string]any{"chunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.firstChunk"))},
 		}),
 		// A deterministic name (pipeline.SegmentExecutionName): a Retry after a start whose answer
 		// was lost finds the running child instead of starting a second one beside it, and the
@@ -240,11 +243,6 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	if p.Design == DesignPerChunk {
 		return perChunkSegmentDefinition(scope, p)
 	}
-	cursor := sfn.NewPass(scope, jsii.String(StateCursor), &sfn.PassProps{
-		Parameters: &map[string]any{"chunk.$": "$.segment.firstChunk"},
-		ResultPath: jsii.String("$.cursor"),
-	})
-
 	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
 		LambdaFunction: p.Register,
 		// A pipeline.ChunkRequest for the run of chunks from the cursor to the segment's last. The
@@ -277,7 +275,7 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		When(sfn.Condition_BooleanEquals(jsii.String("$.cursor.done"), jsii.Bool(true)), done, nil).
 		Otherwise(register)
 
-	return cursor.Next(register).Next(next)
+	return register.Next(next)
 }
 
 // perChunkSegmentDefinition (DesignPerChunk): Register each chunk of one segment, one at a time,
