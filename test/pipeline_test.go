@@ -409,6 +409,20 @@ func TestDataPathPermissions(t *testing.T) {
 			t.Errorf("split policy lacks %s: %s", frag, split)
 		}
 	}
+	// Register reads the manifests and writes each segment's progress under work/<tenant>/, and
+	// writes nowhere else.
+	for _, s := range policyStatements(t, "acme", "Register") {
+		acts, res := asJSON(s["Action"]), asJSON(s["Resource"])
+		if strings.Contains(res, "/work/") && acts != `["s3:GetObject","s3:PutObject"]` {
+			t.Errorf("acme register on work/: got actions %s, want [s3:GetObject s3:PutObject]", acts)
+		}
+		if strings.Contains(acts, "s3:PutObject") && (!strings.Contains(res, "/work/acme/*") || strings.Contains(res, "/inbox/")) {
+			t.Errorf("acme register may put objects at %s, want only work/acme/*", res)
+		}
+	}
+	if got := actionsOf(policyStatements(t, "acme", "Register")); !slices.Contains(got, "s3:PutObject") {
+		t.Errorf("acme register actions %v, want s3:PutObject for its segments' progress", got)
+	}
 	reg := policyStatements(t, "globex", "Register")
 	if got := actionsOf(reg); !slices.Contains(got, "secretsmanager:GetSecretValue") {
 		t.Errorf("globex register actions %v, want secretsmanager:GetSecretValue for its auth secret", got)

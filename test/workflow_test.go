@@ -309,9 +309,9 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	}
 	reg := get(t, seg, "States", "Register").(map[string]any)
 	const payload = `{"chunk.$":"$.cursor.chunk","executionName.$":"$.executionName","header.$":"$.header","lastChunk.$":"$.segment.lastChunk",` +
-		`"manifest.$":"$.manifest","records.$":"$.records","source.$":"$.source","tenant.$":"$.tenant"}`
+		`"manifest.$":"$.manifest","records.$":"$.records","segment.$":"$.segment","source.$":"$.source","tenant.$":"$.tenant"}`
 	if got := asJSON(reg["Parameters"]); got != payload {
-		t.Errorf("Register payload: got %s, want %s (the file execution's name keeps the idempotency keys; the source is the resolved one)", got, payload)
+		t.Errorf("Register payload: got %s, want %s (the file execution's name keeps the idempotency keys; the source is the resolved one; the segment keys its progress)", got, payload)
 	}
 	if got := asJSON(reg["ResultSelector"]); got != `{"chunk.$":"$.next","done.$":"$.done"}` || reg["ResultPath"] != "$.cursor" {
 		t.Errorf("Register result: ResultSelector %s ResultPath %v, want the next cursor in $.cursor", got, reg["ResultPath"])

@@ -247,7 +247,9 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		LambdaFunction: p.Register,
 		// A pipeline.ChunkRequest for the run of chunks from the cursor to the segment's last. The
 		// cursor is in the state, not in the function: a Retry, or a redrive of the segment
-		// execution, starts again at this invocation's first chunk.
+		// execution, starts again at this invocation's first chunk. The segment lets Register also
+		// keep the cursor in the work bucket, so that the new segment execution a redrive of the
+		// file starts (-r<n>) resumes there rather than at the segment's first chunk.
 		Payload: sfn.TaskInput_FromObject(&map[string]any{
 			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
 			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
@@ -257,6 +259,7 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
 			"chunk":         sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
 			"lastChunk":     sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
+			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
 		}),
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),

@@ -152,7 +152,9 @@ func (t *TenantPipeline) build() {
 		}
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 		t.allowList(register, tenant.Prefix)
-		t.allowS3(register, []string{"s3:GetObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		// The manifests Split writes, and each segment's progress, which Register writes after
+		// every successful invocation and reads when a segment execution begins.
+		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 		if tenant.RegisterAuthSecretARN != "" {
 			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Actions:   jsii.Strings("secretsmanager:GetSecretValue"),

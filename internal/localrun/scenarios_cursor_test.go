@@ -49,8 +49,11 @@ func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f Fi
 // chunks, on every attempt, so the segment and the file fail and the halt tenant stops. Before
 // that, each Retry of the killed invocation starts again at the cursor in its input: it re-sends
 // that invocation's records only, never those of the earlier invocations. Then the core system is
-// fixed and the file is redriven: no record is lost, each record's first successful registration
-// is in file order, and the file needed far fewer Register invocations than chunks.
+// fixed and the file is redriven (RedriveExecution of the file execution, which starts a new
+// segment execution, -r1): it resumes at the killed invocation's first chunk, from the segment's
+// progress in the work bucket, so it re-sends that invocation's records only. No record is lost,
+// each record's first successful registration is in file order, and the file needed far fewer
+// Register invocations than chunks.
 func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	t.Parallel()
 	const records, killAt = 3000, 1450 // 30 chunks of 100; record 1,450 is in chunk 14
@@ -127,6 +130,7 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	t.Logf("before the redrive: the killed invocation started at record %d; Register processes killed: %d", first, kills.Load())
 
 	fixed.Store(true)
+	beforeRedrive := len(r.Sink.Requests("halt"))
 	arn := executionARN(t, r, "halt", big.ExecutionName)
 	if _, err := r.StepFunctions().RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn)}); err != nil {
 		t.Fatalf("redrive %s: %v", arn, err)
@@ -138,6 +142,23 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	if big.Records != records || big.RedriveCount != 1 || big.Executions != 1 {
 		t.Errorf("big.csv: got %d records, redriveCount %d, %d executions; want %d, 1, 1", big.Records, big.RedriveCount, big.Executions, records)
 	}
+	// After the redrive: the records sent again are exactly the killed invocation's, from its first
+	// record to the killed one, each once; nothing the earlier invocations registered.
+	var resent []int64
+	for _, q := range r.Sink.Requests("halt")[beforeRedrive:] {
+		if strings.HasSuffix(q.Source, "/big.csv") && q.RecordNumber <= killAt {
+			resent = append(resent, q.RecordNumber)
+		}
+	}
+	if want := killAt - first + 1; int64(len(resent)) != want || len(resent) > 0 && (resent[0] != first || resent[len(resent)-1] != killAt) {
+		lo, hi := int64(0), int64(0)
+		if len(resent) > 0 {
+			lo, hi = resent[0], resent[len(resent)-1]
+		}
+		t.Errorf("re-sent after the redrive: got %d records (%d..%d), want %d (%d..%d): the redriven segment must resume at the killed invocation's cursor",
+			len(resent), lo, hi, want, first, int64(killAt))
+	}
+	t.Logf("after the redrive: %d records sent again (the killed invocation started at record %d)", len(resent), first)
 	states, registers := stateEntries(t, ctx, r, "halt", big)
 	t.Logf("big.csv: %d chunks, %d Register invocations and %d states entered over both runs (the failed one and the redrive)", records/100, registers, states)
 	if registers >= records/100 {

@@ -18,7 +18,9 @@ var errNearDeadline = errors.New("the Lambda timeout is near")
 // cursor travels in the segment execution's state (the next Register task's input), never only in
 // this process, so a Retry or a redrive of the task resumes at this invocation's first chunk, and
 // re-sends at most this invocation's records, with the same idempotency keys (they depend only on
-// the file execution's name and the record or chunk number).
+// the file execution's name and the record or chunk number). With the request's segment it also
+// keeps the cursor in the work bucket (progress.go), so that a new segment execution, which a
+// redrive of the file starts at the segment's first chunk, resumes there too.
 //
 // It stops early, returning the cursor of the next chunk as a success, when:
 //   - the time left (after the margin) is less than one more chunk needs: the slowest chunk of
@@ -35,10 +37,24 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (p
 	if now == nil {
 		now = time.Now
 	}
-	res := pipeline.ChunkResult{Chunk: req.Chunk, Next: req.Chunk}
+	from := req.Chunk
+	var reserve time.Duration // kept for writing the progress after the last chunk
+	if req.Segment != nil {
+		if err := checkSegment(req); err != nil {
+			return pipeline.ChunkResult{}, err
+		}
+		reserve = minCallTime
+		if req.Chunk == req.Segment.FirstChunk {
+			var err error
+			if from, err = h.resume(ctx, req); err != nil {
+				return pipeline.ChunkResult{}, err
+			}
+		}
+	}
+	res := pipeline.ChunkResult{Chunk: req.Chunk, Next: from}
 	var slowest time.Duration
-	for c := req.Chunk; c <= req.Until(); c++ {
-		if c > req.Chunk && !h.roomForChunk(ctx, now, slowest) {
+	for c := from; c <= req.Until(); c++ {
+		if c > from && !h.roomForChunk(ctx, now, slowest+reserve) {
 			break
 		}
 		one := req
@@ -47,7 +63,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (p
 		n, err := h.register(ctx, one)
 		res.Registered += n
 		if err != nil {
-			if c > req.Chunk && source.ErrorType(err) == pipeline.ErrRetryable {
+			if c > from && source.ErrorType(err) == pipeline.ErrRetryable {
 				h.Log.Warn("invocation ends before a failed chunk; the next invocation resumes there",
 					"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 					"chunk", c, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
@@ -59,6 +75,9 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (p
 		res.Next = c + 1
 	}
 	res.Done = res.Next > req.Until()
+	if req.Segment != nil && res.Next > from {
+		h.saveProgress(ctx, req, res.Next)
+	}
 	return res, nil
 }
 

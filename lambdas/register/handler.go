@@ -27,6 +27,7 @@ import (
 // ObjectAPI is the part of the S3 client Register uses.
 type ObjectAPI interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
 var _ ObjectAPI = (*s3.Client)(nil)

@@ -1,0 +1,51 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestProgressKey(t *testing.T) {
+	got := ProgressKey("acme", "acme-3f2a", 12)
+	if want := "work/acme/acme-3f2a/progress-s12.json"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if m := ManifestKey("acme", "acme-3f2a"); !strings.HasPrefix(got, m[:strings.LastIndex(m, "/")+1]) {
+		t.Errorf("got %q, want it in the manifest's folder %q", got, m)
+	}
+}
+
+func TestDecodeProgress(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		want    int
+		wantErr string
+	}{
+		{name: "as encoded", body: string(EncodeProgress(7)), want: 7},
+		{name: "zero", body: `{"version":1,"next":0}`, want: 0},
+		{name: "empty", body: ``, wantErr: "empty"},
+		{name: "not JSON", body: `next=7`, wantErr: "syntax"},
+		{name: "unknown field", body: `{"version":1,"next":7,"done":true}`, wantErr: "unknown field"},
+		{name: "trailing data", body: `{"version":1,"next":7}{}`, wantErr: "data after"},
+		{name: "no version", body: `{"next":7}`, wantErr: "version 0"},
+		{name: "a later version", body: `{"version":2,"next":7}`, wantErr: "version 2"},
+		{name: "negative", body: `{"version":1,"next":-1}`, wantErr: "negative"},
+		{name: "next a string", body: `{"version":1,"next":"7"}`, wantErr: "JSON type"},
+		{name: "next fractional", body: `{"version":1,"next":7.5}`, wantErr: "JSON type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := DecodeProgress([]byte(tt.body))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %+v, %v; want an error containing %q", p, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || p.Next != tt.want || p.Version != ProgressV1 {
+				t.Errorf("got %+v, %v; want next %d", p, err, tt.want)
+			}
+		})
+	}
+}
