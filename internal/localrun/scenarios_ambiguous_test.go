@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,9 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 
 // Register hangs past Step Functions' client timeout on every attempt, so each attempt ends with
 // Lambda.ClientExecutionTimeoutException while its invocation goes on posting; after the last
-// retry the segment and the file fail. The controller holds the failed file until the segment's
+// retry the segment and the file fail. The core system never accepts hung.csv's last record, so no
+// invocation finishes the segment (one that did would record the segment's progress, and the next
+// attempt would find the segment done instead of hanging again). The controller holds the failed file until the segment's
 // stop + the Register timeout + 30 s, so the next file's first record arrives only after the hung
 // invocation has ended.
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
@@ -59,6 +62,12 @@ func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
 		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") {
 			return 150 * time.Millisecond
+		}
+		return 0
+	})
+	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
+		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") && n == 30 {
+			return http.StatusServiceUnavailable
 		}
 		return 0
 	})

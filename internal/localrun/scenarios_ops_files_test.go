@@ -28,7 +28,12 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 	// Paused, the uploads' events wait in the tenant's queue; the test moves them to the
 	// dead-letter queue, as EventBridge would after failing to deliver them for 24 hours.
 	pipectl(t, r, "pause", "cont", "--stack-prefix", opsPrefix)
-	uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}, {"cont", "z.csv", csvOf(14)}})
+	// An event's time has whole seconds, and S3 sequencers order the events of one key only
+	// (notification-content-structure), so the dead-letter queue can give back the order of two
+	// keys only from different seconds: z.csv is written in the second after y.csv's.
+	uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}})
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	uploadAll(t, ctx, r, []upload{{"cont", "z.csv", csvOf(14)}})
 	out := tenantOutputOf(t, r, "cont")
 	if out.DLQURL == "" {
 		t.Fatal("the tenant's stack output names no dead-letter queue")
