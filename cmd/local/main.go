@@ -59,6 +59,9 @@ type options struct {
 	timeout, haltedRecheck, heartbeat, sinkLatency                                             time.Duration
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
+	loseChildStarts                                                                            int
+	retryScale                                                                                 float64
+	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
 	files                                                                                      []inboxFile
 }
@@ -98,6 +101,9 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.BoolVar(&o.dupStatus, "duplicate-status-events", false, "route every Step Functions status change event twice")
 	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
 	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
+	fs.DurationVar(&o.registerClientTimeout, "register-client-timeout", 0, "Step Functions gives up on an Invoke of Register after this long: the task fails with Lambda.ClientExecutionTimeoutException while the invocation goes on (0: never)")
+	fs.IntVar(&o.loseChildStarts, "lose-child-start-answers", 0, "the first N segment executions are started, and then each starting task fails with StepFunctions.SdkClientException, as when a start's answer is lost")
+	fs.Float64Var(&o.retryScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(help, "usage: go run ./cmd/local [flags] (docs/local-run.md)")
@@ -126,6 +132,12 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.throttleStart)
 	case o.sinkLatency < 0:
 		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
+	case o.registerClientTimeout < 0:
+		return nil, usagef("--register-client-timeout %s: want 0 or more", o.registerClientTimeout)
+	case o.loseChildStarts < 0:
+		return nil, usagef("--lose-child-start-answers %d: want 0 or more", o.loseChildStarts)
+	case !(o.retryScale > 0):
+		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
 		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
 	}
@@ -161,6 +173,18 @@ func parse(args []string, help io.Writer) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// registerSource is the bundled Register function's source package, by which the local run knows
+// its functions (the tenantpipeline:source metadata of the templates).
+const registerSource = "lambdas/register"
+
+// clientTimeouts is Config.LambdaClientTimeout for --register-client-timeout (nil for 0).
+func clientTimeouts(d time.Duration) map[string]time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return map[string]time.Duration{registerSource: d}
 }
 
 // usageError is bad usage: exit 2. hint, if any, is printed on a line of its own.
@@ -228,8 +252,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		r, err = localrun.Start(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
 			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
-			StatusEvents: localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
-			SFNThrottle:  localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
+			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
+			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
+			LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
 		})
 		return err
 	})
