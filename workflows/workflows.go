@@ -23,6 +23,7 @@
 package workflows
 
 import (
+	"maps"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -179,18 +180,12 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	registerSegment := tasks.NewStepFunctionsStartExecution(scope, jsii.String(StateRegisterSegment), &tasks.StepFunctionsStartExecutionProps{
 		StateMachine:       segment,
 		IntegrationPattern: sfn.IntegrationPattern_RUN_JOB,
-		Input: sfn.TaskInput_FromObject(&map[string]any{
-			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
-			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
-			"executionName": sfn.JsonPath_StringAt(jsii.String("$.executionName")),
-			"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.manifest")),
-			"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
-			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
-			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
+		Input: sfn.TaskInput_FromObject(fileFields(map[string]any{
+			"segment": sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
 			// The segment's Register loop starts at its first chunk. Set here rather than by a
 			// Pass state in the segment, which would cost a state transition per segment.
 			"cursor": map[string]any{"chunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.firstChunk"))},
-		}),
+		})),
 		// A deterministic name (pipeline.SegmentExecutionName): a Retry after a start whose answer
 		// was lost finds the running child instead of starting a second one beside it, and the
 		// controller can find the child by name. A new redrive names a new child.
@@ -238,6 +233,21 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	return split.Next(segments)
 }
 
+// fileFields is the file's part of a pipeline.ChunkRequest, which the segment's input and each
+// Register request carry from the state, plus extra.
+func fileFields(extra map[string]any) *map[string]any {
+	m := map[string]any{
+		"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+		"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
+		"executionName": sfn.JsonPath_StringAt(jsii.String("$.executionName")),
+		"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.manifest")),
+		"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
+		"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
+	}
+	maps.Copy(m, extra)
+	return &m
+}
+
 // segmentDefinition: Register the chunks of one segment, in order, one invocation at a time.
 func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	if p.Design == DesignPerChunk {
@@ -250,17 +260,11 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		// execution, starts again at this invocation's first chunk. The segment lets Register also
 		// keep the cursor in the work bucket, so that the new segment execution a redrive of the
 		// file starts (-r<n>) resumes there rather than at the segment's first chunk.
-		Payload: sfn.TaskInput_FromObject(&map[string]any{
-			"tenant":        sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
-			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.source")),
-			"executionName": sfn.JsonPath_StringAt(jsii.String("$.executionName")),
-			"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.manifest")),
-			"records":       sfn.JsonPath_NumberAt(jsii.String("$.records")),
-			"header":        sfn.JsonPath_ListAt(jsii.String("$.header")),
-			"chunk":         sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
-			"lastChunk":     sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
-			"segment":       sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
-		}),
+		Payload: sfn.TaskInput_FromObject(fileFields(map[string]any{
+			"chunk":     sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
+			"lastChunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
+			"segment":   sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
+		})),
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
 		// The new cursor (pipeline.ChunkResult): only two small fields, so the state never grows.
