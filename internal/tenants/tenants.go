@@ -23,7 +23,10 @@ import (
 
 // File is the tenants configuration file.
 type File struct {
-	Tenants []Tenant `json:"tenants"`
+	// Pools configures the pools of the pooled tier by name; a pool that pooled tenants name but
+	// that is not listed here takes every default (PoolConfig).
+	Pools   map[string]*PoolConfig `json:"pools,omitempty"`
+	Tenants []Tenant               `json:"tenants"`
 }
 
 // Tenant is one entry of the file. Zero values mean the documented default; Defaults fills them in.
@@ -66,6 +69,12 @@ type Tenant struct {
 	// app (internal/stacks), not by the construct. Default: the stack the app assigned to the tenant
 	// when it first appeared, kept in the assignment file beside the tenants file.
 	Stack string `json:"stack,omitempty"`
+	// Tier is "silo" (the tenant's own stack of resources) or "pool" (a row of configuration in a
+	// pool's shared resources). Default: the app's defaultTier context, itself "silo" by default.
+	Tier string `json:"tier,omitempty"`
+	// Pool names the pool of a pooled tenant: its stack is "<stackPrefix>-Pool-<pool>".
+	// Default: "default". Only with tier "pool".
+	Pool string `json:"pool,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -99,6 +108,8 @@ type Options struct {
 	// (the app's registerUrl context, or the endpoint of a local run). When empty, every tenant must
 	// set registerUrl: the app deploys the bundled HTTP register adapter for each.
 	RegisterURL string
+	// DefaultTier is the tier of tenants that set none: TierSilo or TierPool. Default: TierSilo.
+	DefaultTier string
 }
 
 // Load reads, defaults and validates a tenants file.
@@ -140,7 +151,11 @@ func Parse(b []byte, o Options) (*File, error) {
 		o.RegisterURL = ""
 	}
 	f := &File{}
+	if r, ok := top["pools"]; ok {
+		errs = append(errs, f.parsePools(r)...)
+	}
 	var unread []unreadable
+	var ownPrefix []bool
 	for i, r := range raw {
 		where := fmt.Sprintf("tenants[%d]%s", i, idHint(r))
 		var fields map[string]json.RawMessage
@@ -163,7 +178,10 @@ func Parse(b []byte, o Options) (*File, error) {
 		}
 		f.Tenants = append(f.Tenants, t.WithDefaults())
 		unread = append(unread, u)
+		_, own := fields["prefix"]
+		ownPrefix = append(ownPrefix, own)
 	}
+	f.tierDefaults(o.DefaultTier, ownPrefix)
 	errs = append(errs, f.validate(unread))
 	for i, t := range f.Tenants {
 		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
@@ -413,6 +431,7 @@ func (f *File) validate(unread []unreadable) error {
 		errs = append(errs, t.check(u(i)))
 	}
 	errs = append(errs, overlappingPrefixes(f.Tenants)...)
+	errs = append(errs, f.validateTiers(u)...)
 	return errors.Join(errs...)
 }
 

@@ -20,7 +20,7 @@ func TestParseDefaults(t *testing.T) {
 	}
 	got := f.Tenants[0]
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records"}
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records", Tier: "silo"}
 	if got != want {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}

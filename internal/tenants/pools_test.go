@@ -1,0 +1,91 @@
+package tenants
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPoolDefaults(t *testing.T) {
+	f, err := Parse([]byte(`{"tenants": [
+		{"id": "a", "tier": "pool"},
+		{"id": "b", "tier": "pool", "pool": "big"},
+		{"id": "c", "tier": "pool", "pool": "big", "prefix": "shared/big/custom-c/"},
+		{"id": "d"}
+	], "pools": {"big": {"prefix": "shared/big/", "maximumConcurrency": 50}}}`), Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := []struct{ tier, pool, prefix string }{
+		{"pool", "default", "pools/default/a/"},
+		{"pool", "big", "shared/big/b/"},
+		{"pool", "big", "shared/big/custom-c/"},
+		{"silo", "", "inbox/d/"},
+	}
+	for i, w := range want {
+		if g := f.Tenants[i]; g.Tier != w.tier || g.Pool != w.pool || g.Prefix != w.prefix {
+			t.Errorf("tenant %s: got tier %q pool %q prefix %q, want %+v", g.ID, g.Tier, g.Pool, g.Prefix, w)
+		}
+	}
+	if got := f.PoolNames(); strings.Join(got, ",") != "big,default" {
+		t.Errorf("PoolNames = %v", got)
+	}
+	if c := f.Pool("big"); c.MaximumConcurrency != 50 || c.BacklogAlarmMessages != DefaultPoolBacklogAlarmMessages {
+		t.Errorf("pool big = %+v", c)
+	}
+	if c := f.Pool("default"); c.Prefix != "pools/default/" || c.MaximumConcurrency != DefaultPoolMaximumConcurrency {
+		t.Errorf("pool default = %+v", c)
+	}
+
+	// The app's defaultTier context.
+	f, err = Parse([]byte(`{"tenants": [{"id": "a"}, {"id": "b", "tier": "silo"}]}`), Options{RegisterURL: "https://x.example.com/", DefaultTier: TierPool})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if f.Tenants[0].Tier != TierPool || f.Tenants[0].Pool != DefaultPool || f.Tenants[1].Tier != TierSilo {
+		t.Errorf("default tier pool: got %+v / %+v", f.Tenants[0], f.Tenants[1])
+	}
+}
+
+func TestPoolValidation(t *testing.T) {
+	cases := []struct {
+		name, json string
+		want       []string
+	}{
+		{"bad tier", `{"tenants": [{"id": "a", "tier": "shared"}]}`, []string{`tenant "a": tier: "shared" is invalid: use "silo" or "pool"`}},
+		{"pool on silo", `{"tenants": [{"id": "a", "pool": "x"}]}`, []string{`tenant "a": pool: "x" is set, but the tenant's tier is "silo"`}},
+		{"bad pool name", `{"tenants": [{"id": "a", "tier": "pool", "pool": "Big Pool"}]}`, []string{`tenant "a": pool: "Big Pool" is invalid`}},
+		{"prefix outside pool", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "inbox/a/"}]}`,
+			[]string{`tenant "a": prefix: "inbox/a/" is outside pool default's prefix "pools/default/"`}},
+		{"silo overlaps pool", `{"tenants": [{"id": "a", "tier": "pool"}, {"id": "b", "prefix": "pools/"}]}`,
+			[]string{`tenant "b": prefix: "pools/" overlaps the prefix "pools/default/" of pool default`}},
+		{"stack on pooled", `{"tenants": [{"id": "a", "tier": "pool", "stack": "1"}]}`, []string{`tenant "a": stack: "1" is set, but pooled tenants live in their pool's stack`}},
+		{"secret without prefix", `{"tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core/a-AbCdEf"}]}`,
+			[]string{`tenant "a": registerAuthSecretArn: is set, but pool default has no secretPrefix`}},
+		{"secret outside prefix", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core/a-AbCdEf"}]}`,
+			[]string{`secret name "core/a-AbCdEf" is outside pool default's secretPrefix "pipeline/"`}},
+		{"table missing", `{"tenants": [{"id": "a", "tier": "pool", "registerUrl": "", "dynamodb": {"key": ["id"]}}]}`,
+			[]string{`tenant "a": dynamodb.table: is missing: a pool creates no table per tenant`}},
+		{"table outside prefix", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "records"}}]}`,
+			[]string{`tenant "a": dynamodb.table: "records" is outside pool default's tablePrefix "pool-"`}},
+		{"pool limits", `{"pools": {"default": {"maximumConcurrency": 1, "backlogAlarmMessages": 120000}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
+		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
+		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: unknown field "maxConcurrency" (did you mean "maximumConcurrency"?)`}},
+		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a", "prefix": "p/x/"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
+			[]string{`pools.b: prefix "p/b/" overlaps pool a's prefix "p/"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.json), Options{RegisterURL: "https://core.example.com/records"})
+			if err == nil {
+				t.Fatal("Parse accepted it")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\nlacks %q", err, w)
+				}
+			}
+		})
+	}
+}
