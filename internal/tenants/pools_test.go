@@ -71,7 +71,7 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
-			[]string{`pools.default: unknown field "maxConcurrency" (did you mean "maximumConcurrency"?)`}},
+			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
 		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a", "prefix": "p/x/"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
 			[]string{`pools.b: prefix "p/b/" overlaps pool a's prefix "p/"`}},
 	}
