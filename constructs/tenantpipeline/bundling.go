@@ -2,13 +2,17 @@ package tenantpipeline
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,6 +42,8 @@ const (
 // every machine with the same Go version.
 type goBundler struct {
 	pkg string
+	// files are written into the asset beside bootstrap: a pool's tenants file (PoolSettingsFile).
+	files map[string][]byte
 }
 
 // TryBundle implements awscdk.ILocalBundling.
@@ -48,6 +54,11 @@ func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *boo
 	bin, err := builds.build(b.pkg, assembly)
 	if err == nil {
 		err = linkOrCopy(bin, filepath.Join(*outputDir, "bootstrap"))
+	}
+	for name, b := range b.files {
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*outputDir, name), b, 0o644)
+		}
 	}
 	if err != nil {
 		// Returning false would make CDK fall back to Docker, which is neither wanted nor present;
@@ -143,7 +154,10 @@ func (t *TenantPipeline) code(pkg string) awslambda.Code {
 }
 
 // lambdaCode returns the bundled code of a Lambda package.
-func lambdaCode(pkg string) awslambda.Code {
+func lambdaCode(pkg string) awslambda.Code { return lambdaCodeWith(pkg, nil) }
+
+// lambdaCodeWith returns the bundled code of a Lambda package with files beside its executable.
+func lambdaCodeWith(pkg string, files map[string][]byte) awslambda.Code {
 	root, err := moduleRoot()
 	if err != nil {
 		panic(err)
@@ -156,8 +170,19 @@ func lambdaCode(pkg string) awslambda.Code {
 			// CDK keys its bundling cache on these options, not on the Go bundler value, so the
 			// command that describes the build must name the package, or every function of a
 			// stack would get the first one's binary.
-			Command: jsii.Strings("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", "/asset-output/bootstrap", "./"+pkg),
-			Local:   &goBundler{pkg: pkg},
+			Command: jsii.Strings(append([]string{"go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", "/asset-output/bootstrap", "./" + pkg}, filesDigest(files)...)...),
+			Local:   &goBundler{pkg: pkg, files: files},
 		},
 	})
+}
+
+// filesDigest names the extra files of an asset in its bundling command, for the same reason the
+// command names the package: CDK keys its bundling cache on the options.
+func filesDigest(files map[string][]byte) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		sum := sha256.Sum256(files[name])
+		out = append(out, "&&", "write", name, "sha256:"+hex.EncodeToString(sum[:]))
+	}
+	return out
 }

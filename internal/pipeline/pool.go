@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,4 +129,32 @@ func (s *PoolSettings) Tenant(id string) (PoolTenant, bool) {
 		}
 	}
 	return PoolTenant{}, false
+}
+
+// The pool's stack output, for pipectl: one per pool, logical id PoolOutputKey(name), value the
+// JSON of PoolOutput. Tenants are not listed: 10,000 of them would not fit an output; the
+// pool's settings file names them.
+const (
+	PoolOutputKeyPrefix = "PipelinePool"
+	PoolOutputVersion   = 1
+)
+
+// PoolOutputKey is the logical id of a pool's output: the prefix and the name in hex.
+func PoolOutputKey(pool string) string { return PoolOutputKeyPrefix + hex.EncodeToString([]byte(pool)) }
+
+// PoolOutput is what pipectl needs to operate a pool.
+type PoolOutput struct {
+	Version                int    `json:"version"`
+	Pool                   string `json:"pool"`
+	Bucket                 string `json:"bucket"`
+	Prefix                 string `json:"prefix"`
+	Tenants                int    `json:"tenants"`
+	QueueURL               string `json:"queueUrl"`
+	QueueARN               string `json:"queueArn"`
+	StateMachineARN        string `json:"stateMachineArn"`
+	SegmentStateMachineARN string `json:"segmentStateMachineArn"`
+	ControllerFunction     string `json:"controllerFunction"`
+	RouterFunction         string `json:"routerFunction"`
+	EventSourceMappingUUID string `json:"eventSourceMappingUuid,omitempty"`
+	DLQURL                 string `json:"dlqUrl,omitempty"`
 }

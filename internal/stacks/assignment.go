@@ -38,39 +38,60 @@ import (
 type assignmentDoc struct {
 	Note   string            `json:"//"`
 	Stacks map[string]string `json:"stacks"`
+	// Pools holds the pool of each pooled tenant; Stacks holds the silo tenants only.
+	Pools map[string]string `json:"pools,omitempty"`
 }
 
-const assignmentNote = "Written by synth from %s: the stack of each tenant. Commit this file. A tenant keeps its stack " +
-	"while the tenants file changes, because moving it would replace its queue; set the tenant's \"stack\" field to move it on purpose."
+const assignmentNote = "Written by synth from %s: the stack of each silo tenant, and the pool of each pooled tenant. Commit this file. " +
+	"A tenant keeps its stack while the tenants file changes, because moving it would replace its queue; set the tenant's \"stack\" field " +
+	"to move it on purpose. A move between tiers or pools also replaces its queue: synth refuses it until -c moveTenants=<id> confirms it."
 
 func loadAssignment(path string) (map[string]string, error) {
+	stacks, _, err := loadAssignments(path)
+	return stacks, err
+}
+
+// loadAssignments reads the silo tenants' stacks and the pooled tenants' pools.
+func loadAssignments(path string) (stacks, pools map[string]string, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, nil
+		return map[string]string{}, map[string]string{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stack assignment: %w", err)
+		return nil, nil, fmt.Errorf("stack assignment: %w", err)
 	}
 	var doc assignmentDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("stack assignment %s: %v; restore it from version control (deleting it regroups tenants by their position in the tenants file)", path, err)
+		return nil, nil, fmt.Errorf("stack assignment %s: %v; restore it from version control (deleting it regroups tenants by their position in the tenants file)", path, err)
 	}
 	for id, s := range doc.Stacks {
 		if !tenants.StackPattern.MatchString(s) {
-			return nil, fmt.Errorf("stack assignment %s: tenant %q: stack %q is invalid: use 1-32 letters, digits and hyphens", path, id, s)
+			return nil, nil, fmt.Errorf("stack assignment %s: tenant %q: stack %q is invalid: use 1-32 letters, digits and hyphens", path, id, s)
 		}
 	}
 	if doc.Stacks == nil {
 		doc.Stacks = map[string]string{}
 	}
-	return doc.Stacks, nil
+	if doc.Pools == nil {
+		doc.Pools = map[string]string{}
+	}
+	return doc.Stacks, doc.Pools, nil
 }
 
 // saveAssignment writes the assignment when it changed, so an unchanged app leaves the file alone.
 // When strict, it writes nothing and fails instead: the file would be created or changed, and a
 // deploy from a synth whose assignment nobody commits can move a tenant on the next synth.
 func saveAssignment(path, tenantsFile string, persisted, stackOf map[string]string, strict bool) error {
-	b, err := json.MarshalIndent(assignmentDoc{Note: fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile)), Stacks: stackOf}, "", "  ")
+	return saveAssignments(path, tenantsFile, persisted, stackOf, nil, nil, strict)
+}
+
+// saveAssignments is saveAssignment with the pooled tenants' pools.
+func saveAssignments(path, tenantsFile string, persisted, stackOf, persistedPools, poolOf map[string]string, strict bool) error {
+	doc := assignmentDoc{Note: fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile)), Stacks: stackOf}
+	if len(poolOf) > 0 {
+		doc.Pools = poolOf
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -87,7 +108,7 @@ func saveAssignment(path, tenantsFile string, persisted, stackOf map[string]stri
 		return fmt.Errorf("stack assignment %s %s (%s), and strict assignment (CI=true or -c %s=true) forbids synth to write it: "+
 			"a tenant whose stack changes gets a new queue, stranding the files queued in the old one. "+
 			"Run the synth once without CI=true, review the file and commit %s",
-			path, state, assignmentChanges(persisted, stackOf), CtxStrictAssignment, path)
+			path, state, strings.TrimPrefix(assignmentChanges(persisted, stackOf)+poolChanges(persistedPools, poolOf), "same tenants and stacks, another header; "), CtxStrictAssignment, path)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("stack assignment: %w (synth keeps each tenant's stack in this file)", err)
@@ -202,4 +223,61 @@ func stackNames(stackOf map[string]string) []string {
 		return strings.Compare(a, b)
 	})
 	return names
+}
+
+// poolChanges says how the pooled tenants' pools differ, e.g. "; pooled: acme in pool default".
+func poolChanges(persisted, poolOf map[string]string) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(poolOf)) {
+		if old, ok := persisted[id]; !ok || old != poolOf[id] {
+			parts = append(parts, fmt.Sprintf("%s in pool %s", id, poolOf[id]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(persisted)) {
+		if _, ok := poolOf[id]; !ok {
+			parts = append(parts, fmt.Sprintf("%s left pool %s", id, persisted[id]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; pooled: " + strings.Join(parts, ", ")
+}
+
+// tierMoves refuses a tenant that changes tier or pool since the assignment was written, unless
+// confirmed lists it: its files would queue in another queue, and those still in the old one
+// would be processed beside the new ones, or stranded when the old queue goes.
+func tierMoves(ts []tenants.Tenant, stacks, pools map[string]string, o Options) error {
+	var errs []error
+	where := func(silo bool, name string) string {
+		if silo {
+			return fmt.Sprintf("silo stack %s-Tenants-%s", o.StackPrefix, name)
+		}
+		return fmt.Sprintf("pool %s (stack %s-Pool-%s)", name, o.StackPrefix, name)
+	}
+	for _, t := range ts {
+		oldStack, wasSilo := stacks[t.ID]
+		oldPool, wasPooled := pools[t.ID]
+		if !wasSilo && !wasPooled {
+			continue
+		}
+		var from, to string
+		switch {
+		case t.Pooled() && wasSilo:
+			from, to = where(true, oldStack), where(false, t.Pool)
+		case t.Pooled() && wasPooled && oldPool != t.Pool:
+			from, to = where(false, oldPool), where(false, t.Pool)
+		case !t.Pooled() && wasPooled:
+			from, to = where(false, oldPool), "the silo tier"
+		default:
+			continue
+		}
+		if slices.Contains(o.MoveTenants, t.ID) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("tenant %q moves from %s to %s: its files will queue in another queue, and files still queued in the old one "+
+			"would run beside the new ones or be lost with it. Drain it first: stop new files for the tenant, wait until pipectl status shows "+
+			"its queue empty and nothing running, then synth and deploy with -c %s=%s", t.ID, from, to, CtxMoveTenants, t.ID))
+	}
+	return errors.Join(errs...)
 }

@@ -40,6 +40,10 @@ const (
 	CtxOperatorTag      = "operatorTag"
 	CtxOperatorArns     = "operatorArns"
 	CtxRegisterDesign   = "registerDesign"
+	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
+	CtxDefaultTier = "defaultTier"
+	// CtxMoveTenants confirms, comma-separated, the tenants that move between tiers or pools.
+	CtxMoveTenants = "moveTenants"
 )
 
 // Options are the app-wide settings.
@@ -77,6 +81,12 @@ type Options struct {
 	// (tenantpipeline.Operators). Context: operatorTag "key=value", operatorArns comma-separated.
 	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
 	Operators tenantpipeline.Operators
+	// DefaultTier is the tier of tenants that set no "tier": tenants.TierSilo or tenants.TierPool.
+	// Default: silo.
+	DefaultTier string
+	// MoveTenants confirms the tenants that change tier or pool since the assignment file was
+	// written; synth refuses any other such move. Drain a tenant before moving it.
+	MoveTenants []string
 }
 
 // RolePath is the IAM path of the app's function roles, one per stack prefix, so that two copies
@@ -131,6 +141,17 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 			}
 		}
 	}
+	switch v := get(CtxDefaultTier); v {
+	case "", tenants.TierSilo, tenants.TierPool:
+		o.DefaultTier = v
+	default:
+		return o, fmt.Errorf("context %s: %q is not a tier: use %q (the default) or %q", CtxDefaultTier, v, tenants.TierSilo, tenants.TierPool)
+	}
+	for _, id := range strings.Split(get(CtxMoveTenants), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			o.MoveTenants = append(o.MoveTenants, id)
+		}
+	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -176,6 +197,11 @@ type App struct {
 	Dashboards []*tenantpipeline.Dashboard
 	// Pipelines are keyed by tenant id.
 	Pipelines map[string]*tenantpipeline.TenantPipeline
+	// PoolStacks hold one pool each, "<stackPrefix>-Pool-<name>", by name.
+	PoolStacks []awscdk.Stack
+	// Pools are keyed by pool name; PoolOf maps each pooled tenant id to its pool.
+	Pools  map[string]*tenantpipeline.TenantPool
+	PoolOf map[string]string
 }
 
 // Build loads the tenants file and builds every stack into app. Invalid input returns an error
@@ -186,19 +212,37 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("context %s: %d is out of range: use 1 to %d, so that no stack exceeds CloudFormation's 500 resources",
 			CtxTenantsPerStack, o.TenantsPerStack, MaxTenantsPerStack)
 	}
-	file, err := tenants.Load(o.TenantsFile, tenants.Options{RegisterURL: o.RegisterURL})
+	file, err := tenants.Load(o.TenantsFile, tenants.Options{RegisterURL: o.RegisterURL, DefaultTier: o.DefaultTier})
 	if err != nil {
 		return nil, err
 	}
-	assigned, err := loadAssignment(o.AssignmentFile)
+	assigned, assignedPools, err := loadAssignments(o.AssignmentFile)
 	if err != nil {
 		return nil, err
 	}
-	stackOf, err := assign(file.Tenants, assigned, o.TenantsPerStack)
+	if err := tierMoves(file.Tenants, assigned, assignedPools, o); err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
+	}
+	var silo []tenants.Tenant
+	poolOf := map[string]string{}
+	for _, t := range file.Tenants {
+		if t.Pooled() {
+			poolOf[t.ID] = t.Pool
+		} else {
+			silo = append(silo, t)
+		}
+	}
+	siloAssigned := map[string]string{}
+	for id, s := range assigned {
+		if _, pooled := poolOf[id]; !pooled {
+			siloAssigned[id] = s
+		}
+	}
+	stackOf, err := assign(silo, siloAssigned, o.TenantsPerStack)
 	if err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	if err := saveAssignment(o.AssignmentFile, o.TenantsFile, assigned, stackOf, o.StrictAssignment); err != nil {
+	if err := saveAssignments(o.AssignmentFile, o.TenantsFile, assigned, stackOf, assignedPools, poolOf, o.StrictAssignment); err != nil {
 		return nil, err
 	}
 	// A CDK error raised through jsii while building (a bad alarm topic ARN, say) is a panic; the
@@ -209,7 +253,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		}
 	}()
 
-	out := &App{Pipelines: map[string]*tenantpipeline.TenantPipeline{}, StackOf: map[string]string{}}
+	out := &App{Pipelines: map[string]*tenantpipeline.TenantPipeline{}, StackOf: map[string]string{},
+		Pools: map[string]*tenantpipeline.TenantPool{}, PoolOf: poolOf}
 	bucketFor := func(scope constructs.Construct) awss3.IBucket {
 		return awss3.Bucket_FromBucketName(scope, jsii.String("IngestBucket"), jsii.String(o.BucketName))
 	}
@@ -259,16 +304,52 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		}
 		out.Dashboards = append(out.Dashboards, tenantpipeline.NewDashboard(stack, "Dashboard", pipelines...))
 	}
+	for _, name := range file.PoolNames() {
+		stackName := o.StackPrefix + "-Pool-" + name
+		var members []tenantpipeline.Tenant
+		for _, t := range file.Tenants {
+			if t.Pooled() && t.Pool == name {
+				members = append(members, pipelineTenant(t))
+				out.StackOf[t.ID] = stackName
+			}
+		}
+		stack := awscdk.NewStack(app, jsii.String(stackName), &awscdk.StackProps{
+			Description: jsii.String(fmt.Sprintf("Ordered per-tenant file pipeline: pool %s (%d tenants)", name, len(members))),
+		})
+		out.PoolStacks = append(out.PoolStacks, stack)
+		bucket := bucketFor(stack)
+		if firstBucket == nil {
+			firstBucket = bucket
+		}
+		var topic awssns.ITopic
+		if o.AlarmTopicArn != "" {
+			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
+		}
+		c := file.Pool(name)
+		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
+			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
+			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix,
+			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
+		})
+	}
 	rules := 0
+	for _, p := range out.Pools {
+		rules++ // the S3 rule
+		if p.StatusRule != nil {
+			rules++
+		}
+	}
 	for _, p := range out.Pipelines {
 		rules++ // the S3 rule
 		if p.StatusRule != nil {
 			rules++ // the wake-up rule on the file executions' status changes
 		}
 	}
-	WarnRuleQuota(out.TenantStacks[0], rules)
+	first := append(append([]awscdk.Stack{}, out.TenantStacks...), out.PoolStacks...)[0]
+	WarnRuleQuota(first, rules)
 	if o.BucketName != "" {
-		ImportedBucketPolicy(out.TenantStacks[0], firstBucket, o)
+		ImportedBucketPolicy(first, firstBucket, o)
 	}
 	return out, nil
 }

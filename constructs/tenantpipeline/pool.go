@@ -1,0 +1,528 @@
+package tenantpipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/workflows"
+)
+
+// TenantPool is the pooled tier: many tenants share one pool's resources, and each tenant is a
+// row of configuration. Its resources do not grow with its tenants:
+//   - an EventBridge rule on the pool's key prefix, whose target is the Router function; the router
+//     maps each object to its tenant by the tenant's prefix and sends it to Queue with the tenant id
+//     as message group, so SQS keeps each tenant's files in order and one tenant's file in flight
+//     never blocks another's;
+//   - one FIFO queue, one controller with one event source mapping whose
+//     ScalingConfig.MaximumConcurrency caps how many tenants run at once;
+//   - one Split and one Register function, one file and one segment state machine;
+//   - the status-change rule, the rule's dead-letter queue, pool-wide alarms, a dashboard.
+//
+// Per-tenant settings travel in the controller's code asset (pipeline.PoolSettings), since a Lambda
+// environment holds only 4 KB. Every guarantee of TenantPipeline holds per tenant: files one at a
+// time in arrival order, exactly-once by the same idempotency keys, halt/continue, skip, quarantine.
+//
+// A pool's functions read every pool tenant's prefix: least privilege is per pool, not per tenant
+// (README, "Tiers").
+type TenantPool struct {
+	constructs.Construct
+
+	// Props are the props after defaults were applied.
+	Props PoolProps
+
+	// Rule routes "Object Created" events under the pool's prefix to Router.
+	Rule awsevents.Rule
+	// RuleDeadLetterQueue keeps the events that could not be routed: the rule's undeliverable
+	// events, the router's failed invocations after Lambda's retries, and objects of no tenant.
+	RuleDeadLetterQueue awssqs.Queue
+	// Router sends each event to Queue in its tenant's message group.
+	Router awslambda.Function
+	// Queue is the pool's FIFO queue: one message group per tenant.
+	Queue awssqs.Queue
+	// Controller holds each tenant's head file message until that file's workflow has finished.
+	Controller awslambda.Function
+	// EventSource is the controller's SQS event source, MaximumConcurrency capped.
+	EventSource awslambdaeventsources.SqsEventSource
+	Split       awslambda.Function
+	Register    awslambda.Function
+	Workflow    *workflows.Workflow
+	// StateMachine is Workflow.File, the one the controller starts.
+	StateMachine awsstepfunctions.StateMachine
+	// StatusRule sends the ends of the file executions to Controller (wake-up). Nil with
+	// Shared.DisableWakeEvents.
+	StatusRule awsevents.Rule
+	LogGroups  []awslogs.LogGroup
+	Alarms     PoolAlarms
+	// Dashboard shows the pool's totals and alarms; each alarm's description links to it.
+	Dashboard awscloudwatch.Dashboard
+	// Output describes the pool for pipectl (pipeline.PoolOutput).
+	Output awscdk.CfnOutput
+	// Settings is the tenants file in the controller's and the router's code.
+	Settings pipeline.PoolSettings
+
+	functionLogs []awslogs.LogGroup
+	invalid      error
+}
+
+// PoolProps configures one pool.
+type PoolProps struct {
+	// Name names the pool: 1-32 lower-case letters, digits and hyphens. Required.
+	Name string
+	// Prefix is the key prefix every tenant of the pool lies under; the pool's functions read all
+	// of it. Default: "pools/<name>/".
+	Prefix string
+	// Tenants are the pool's tenants. A tenant without a prefix gets "<Prefix><id>/". At least one.
+	Tenants []Tenant
+	// Bucket is the ingest bucket, EventBridge notifications on. Required.
+	Bucket awss3.IBucket
+	// MaximumConcurrency caps the controller's event source mapping: at most this many tenants of
+	// the pool have a controller invocation at once. 2 to 1,000. Default: 10.
+	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html#sqs-max-concurrency
+	MaximumConcurrency int
+	// BacklogAlarmMessages alarms on the queue's visible messages; keep it well below the 120,000
+	// messages SQS scans in a FIFO queue for available message groups, past which one tenant's
+	// backlog hides every other tenant's files. Default: 10,000.
+	BacklogAlarmMessages int
+	// SecretPrefix is the name prefix of the pooled tenants' Secrets Manager secrets
+	// (Tenant.RegisterAuthSecretARN). Register may read the secrets under it. Required when a tenant
+	// has a secret.
+	SecretPrefix string
+	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
+	// (Tenant.DynamoDB.Table). Register may write the tables under it. Required when a tenant has a
+	// DynamoDB sink; the pool creates no table.
+	TablePrefix string
+	// Shared holds what every tenant of the pool shares, as in a TenantPipeline's Props: timeouts,
+	// memory, wake events, log retention, alarm thresholds and topic, operators, role path. Its
+	// Tenant, Bucket, RegisterFunction, DynamoDBTable and ControllerReservedConcurrency must be left
+	// unset. Default: Props' defaults; RegisterMemoryMB is the largest any tenant needs.
+	Shared Props
+}
+
+// internal is the pool as the tenants file would give it, for the one set of pool rules.
+func (p PoolProps) file() *tenants.File {
+	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
+		Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
+		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix,
+	}}}
+	for _, t := range p.Tenants {
+		it := t.internal()
+		it.Tier, it.Pool = tenants.TierPool, p.Name
+		f.Tenants = append(f.Tenants, it)
+	}
+	return f
+}
+
+func (p PoolProps) withDefaults() PoolProps {
+	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages}.PoolDefaults(p.Name)
+	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages
+	ts := make([]Tenant, len(p.Tenants))
+	memory := DefaultRegisterMemoryMB
+	for i, t := range p.Tenants {
+		if t.Prefix == "" && t.ID != "" {
+			t.Prefix = p.Prefix + t.ID + "/"
+		}
+		ts[i] = t.WithDefaults()
+		memory = max(memory, RegisterMemoryFor(ts[i]))
+	}
+	p.Tenants = ts
+	shared := p.Shared
+	if shared.RegisterMemoryMB == 0 {
+		shared.RegisterMemoryMB = memory
+	}
+	shared.Tenant = Tenant{ID: "pool-" + p.Name}
+	p.Shared = shared.withDefaults()
+	p.Shared.Tenant = Tenant{}
+	return p
+}
+
+// validate reports every problem at once: the pool's own fields, each tenant's, and the shared
+// props' (messages name the pool).
+func (p PoolProps) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("pool %q: "+format, append([]any{p.Name}, args...)...))
+	}
+	if p.Bucket == nil {
+		bad("Bucket is required: pass the ingest bucket (EventBridge notifications on)")
+	}
+	if len(p.Tenants) == 0 {
+		bad("Tenants is empty: a pool needs at least one tenant")
+	}
+	s := p.Shared
+	if s.Bucket != nil || s.RegisterFunction != nil || s.DynamoDBTable != nil || s.ControllerReservedConcurrency != 0 {
+		bad("Shared.Bucket, Shared.RegisterFunction, Shared.DynamoDBTable and Shared.ControllerReservedConcurrency must be unset: " +
+			"a pool takes its bucket from PoolProps.Bucket and always uses the bundled register function")
+	}
+	for _, t := range p.Tenants {
+		if t.RegisterURL == "" && t.DynamoDB == nil {
+			errs = append(errs, fmt.Errorf("tenant %q: registerUrl is required unless the tenant has a dynamodb sink", t.ID))
+		}
+	}
+	errs = append(errs, p.file().Validate())
+	// The shared props are checked as a tenant's would be, with a stand-in tenant; their messages
+	// then name the pool.
+	s.Tenant = Tenant{ID: "pool", RegisterURL: "https://pool.invalid/"}.WithDefaults()
+	s.Bucket = p.Bucket
+	if err := s.validate(); err != nil {
+		for _, m := range messages(err) {
+			errs = append(errs, errors.New(strings.Replace(m, `tenant "pool": `, fmt.Sprintf("pool %q: Shared: ", p.Name), 1)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NewPool creates the pool under scope/id. Invalid props fail synth, as TenantPipeline's do.
+func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
+	if props == nil {
+		props = &PoolProps{}
+	}
+	p := props.withDefaults()
+	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	t.invalid = p.validate()
+	if t.invalid != nil {
+		t.Node().AddValidation(&poolValidation{t})
+		t.Props.Tenants = nil
+		if t.Props.Bucket == nil {
+			t.Props.Bucket = awss3.Bucket_FromBucketName(t.Construct, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
+		}
+		if !tenantIDPattern(t.Props.Name) {
+			t.Props.Name = "invalid"
+		}
+	}
+	t.build()
+	t.Props = p
+	return t
+}
+
+func tenantIDPattern(s string) bool { return (Tenant{ID: s}).WithDefaults().Validate() == nil }
+
+type poolValidation struct{ t *TenantPool }
+
+// Validate implements constructs.IValidation.
+func (v *poolValidation) Validate() *[]*string { return jsii.Strings(messages(v.t.invalid)...) }
+
+func (t *TenantPool) build() {
+	p := t.Props
+	s := p.Shared
+	t.Settings = t.settings()
+	settings, err := json.Marshal(t.Settings)
+	if err != nil {
+		panic(err)
+	}
+
+	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
+		Fifo: jsii.Bool(true),
+		// The router sends a deduplication id (the event's id); operators' messages (pipectl) may
+		// rely on the body's hash.
+		ContentBasedDeduplication: jsii.Bool(true),
+		VisibilityTimeout:         seconds(s.VisibilityTimeout),
+		RetentionPeriod:           seconds(QueueRetention),
+		ReceiveMessageWaitTime:    awscdk.Duration_Seconds(jsii.Number(20)),
+		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:                jsii.Bool(true),
+		RemovalPolicy:             awscdk.RemovalPolicy_RETAIN,
+		// No dead-letter queue, as in a silo: a failing head file must not be overtaken.
+	})
+	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: seconds(QueueRetention),
+		RemovalPolicy:   awscdk.RemovalPolicy_RETAIN,
+	})
+
+	code := t.code(map[string][]byte{pipeline.PoolSettingsFile: settings})
+	poolEnv := map[string]string{
+		pipeline.EnvPool:             p.Name,
+		pipeline.EnvPoolSettings:     pipeline.PoolSettingsFile,
+		pipeline.EnvPoolPrefix:       p.Prefix,
+		pipeline.EnvBucket:           *p.Bucket.BucketName(),
+		pipeline.EnvQueueURL:         *t.Queue.QueueUrl(),
+		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
+	}
+
+	// The router. EventBridge invokes a Lambda target asynchronously: a router failure is retried
+	// by Lambda (RetryAttempts) and then sent to the function's dead-letter queue, the rule's own;
+	// an event EventBridge cannot hand to Lambda follows the target's retry policy to the same queue.
+	// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
+	// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
+	routerEnv := with(poolEnv, map[string]string{
+		envFunctionRole:       functionRoleRouter,
+		envDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
+	})
+	t.Router = t.function("Router", pkgController, code, 30*time.Second, 128, routerEnv, &awslambda.FunctionProps{
+		DeadLetterQueue: t.RuleDeadLetterQueue,
+		RetryAttempts:   jsii.Number(2),
+		MaxEventAge:     awscdk.Duration_Hours(jsii.Number(6)),
+	})
+	t.Queue.GrantSendMessages(t.Router)
+	t.RuleDeadLetterQueue.GrantSendMessages(t.Router)
+	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("Files of pool %s to its router", p.Name)),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings("aws.s3"),
+			DetailType: jsii.Strings("Object Created"),
+			Detail: &map[string]any{
+				"bucket": map[string]any{"name": []any{p.Bucket.BucketName()}},
+				"object": map[string]any{"key": []any{map[string]any{"prefix": p.Prefix}}},
+			},
+		},
+	})
+	t.Rule.AddTarget(awseventstargets.NewLambdaFunction(t.Router, &awseventstargets.LambdaFunctionProps{
+		DeadLetterQueue: t.RuleDeadLetterQueue,
+		MaxEventAge:     seconds(RuleMaxEventAge),
+		RetryAttempts:   jsii.Number(RuleRetryAttempts),
+	}))
+
+	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
+		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
+	}, nil)
+	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
+	t.allowList(t.Split, p.Prefix)
+	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+"*")
+
+	t.Register = t.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, map[string]string{
+		pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
+		pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
+	}, nil)
+	t.allowS3(t.Register, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
+	t.allowList(t.Register, p.Prefix)
+	t.allowS3(t.Register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+"*")
+	stack := awscdk.Stack_Of(t.Construct)
+	if p.SecretPrefix != "" {
+		// Secrets by name prefix, never one by one (the ARN ends in a random suffix).
+		t.Register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s*",
+				*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix)),
+		}))
+	}
+	if p.TablePrefix != "" {
+		t.Register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("dynamodb:PutItem"),
+			Resources: jsii.Strings(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s*",
+				*stack.Partition(), *stack.Region(), *stack.Account(), p.TablePrefix)),
+		}))
+	}
+
+	workflowLogs := awslogs.NewLogGroup(t.Construct, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
+		LogGroupName: jsii.String(VendedLogsPrefix + *stack.StackName() + "/pool-" + p.Name),
+		Retention:    s.LogRetention,
+	})
+	t.LogGroups = append(t.LogGroups, workflowLogs)
+	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
+		Split:           t.Split,
+		Register:        t.Register,
+		Timeout:         s.WorkflowTimeout,
+		SplitTimeout:    s.SplitTimeout,
+		RegisterTimeout: s.RegisterTimeout,
+		Logs:            workflowLogs,
+		Design:          s.RegisterDesign,
+	})
+	t.StateMachine = t.Workflow.File
+
+	controllerEnv := with(poolEnv, map[string]string{
+		pipeline.EnvStateMachineARN:        *t.StateMachine.StateMachineArn(),
+		pipeline.EnvMaxWaitSeconds:         strconv.Itoa(int(s.VisibilityTimeout.Seconds())),
+		pipeline.EnvHaltWaitSeconds:        strconv.Itoa(int(s.HaltedRecheck.Seconds())),
+		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(s.RegisterTimeout.Seconds())),
+		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
+		pipeline.EnvPollBudgetSeconds:      strconv.Itoa(int(s.PollBudget().Seconds())),
+	})
+	if s.WakeEvents() {
+		controllerEnv[pipeline.EnvWakeEvents] = "true"
+		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
+	}
+	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv, nil)
+	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(1),
+		ReportBatchItemFailures: jsii.Bool(true),
+		// Lambda scales a FIFO mapping to the active message groups, here the tenants with files;
+		// this caps it. https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html
+		MaxConcurrency: jsii.Number(p.MaximumConcurrency),
+	})
+	t.Controller.AddEventSource(t.EventSource)
+	t.StateMachine.GrantStartExecution(t.Controller)
+	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"),
+		jsii.String("states:RedriveExecution"))
+	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
+	// Every pooled tenant's quarantine, skip markers, wake-up state and order counter: the
+	// controller's keys are control/<tenant>/… and quarantine/<tenant>/… for any tenant of the pool.
+	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+"*")
+	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+"*/skip/*")
+	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/wake*.json")
+	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/order.json")
+	t.allowList(t.Controller, pipeline.ControlPrefix)
+
+	if s.WakeEvents() {
+		t.StatusRule = awsevents.NewRule(t.Construct, jsii.String("StatusRule"), &awsevents.RuleProps{
+			Description: jsii.String(fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name)),
+			EventPattern: &awsevents.EventPattern{
+				Source:     jsii.Strings(StatusEventSource),
+				DetailType: jsii.Strings(StatusEventDetailType),
+				Detail: &map[string]any{
+					"stateMachineArn": []any{t.StateMachine.StateMachineArn()},
+					"status":          StatusRuleStatuses,
+				},
+			},
+		})
+		t.StatusRule.AddTarget(awseventstargets.NewLambdaFunction(t.Controller, nil))
+	}
+
+	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {
+		fn.Role().(awsiam.Role).Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(s.RolePath))
+	}
+	t.denyForeignSends()
+	t.Alarms = t.newAlarms()
+	t.Dashboard = t.newDashboard()
+	t.addOutput()
+	t.suppressNagFindings()
+}
+
+// settings is the pool's tenants file.
+func (t *TenantPool) settings() pipeline.PoolSettings {
+	p := t.Props
+	s := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Name, Prefix: p.Prefix}
+	for _, tn := range p.Tenants {
+		s.Tenants = append(s.Tenants, pipeline.PoolTenant{
+			Settings: tn.settings(), Prefix: tn.Prefix, OnFailure: tn.OnFailure, IdempotencyKey: tn.IdempotencyKey,
+		})
+	}
+	return s
+}
+
+func (t *TenantPool) code(files map[string][]byte) awslambda.Code {
+	if t.invalid != nil {
+		return awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkgController), nil)
+	}
+	return lambdaCodeWith(pkgController, files)
+}
+
+// function creates one of the pool's Go functions with its own log group; extra sets the
+// asynchronous-invocation props.
+func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string, extra *awslambda.FunctionProps) awslambda.Function {
+	if t.invalid != nil && pkg != pkgController {
+		code = awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
+	}
+	vars := map[string]*string{}
+	for k, v := range env {
+		vars[k] = jsii.String(v)
+	}
+	logs := awslogs.NewLogGroup(t.Construct, jsii.String(id+"Logs"), &awslogs.LogGroupProps{Retention: t.Props.Shared.LogRetention})
+	t.LogGroups = append(t.LogGroups, logs)
+	t.functionLogs = append(t.functionLogs, logs)
+	props := &awslambda.FunctionProps{}
+	if extra != nil {
+		props = extra
+	}
+	props.Runtime = awslambda.Runtime_PROVIDED_AL2023()
+	props.Architecture = awslambda.Architecture_ARM_64()
+	props.Handler = jsii.String("bootstrap")
+	props.Code = code
+	props.Timeout = seconds(timeout)
+	props.MemorySize = jsii.Number(memoryMB)
+	props.Environment = &vars
+	props.LogGroup = logs
+	props.Description = jsii.String(fmt.Sprintf("Pool %s: %s (%s)", t.Props.Name, pkg, strings.ToLower(id)))
+	fn := awslambda.NewFunction(t.Construct, jsii.String(id), props)
+	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
+	return fn
+}
+
+func (t *TenantPool) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
+	}))
+}
+
+// allowList: with ListBucket S3 answers a missing key with 404 rather than 403 (allowList of
+// TenantPipeline).
+func (t *TenantPool) allowList(fn awslambda.IFunction, prefix string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": prefix + "*"}},
+	}))
+}
+
+// denyForeignSends: only the router, the controller and the operators send to the pool's queue;
+// only the rule, the router and the operators to its dead-letter queue.
+func (t *TenantPool) denyForeignSends() {
+	roles := []string{*t.Controller.Role().RoleArn(), *t.Router.Role().RoleArn()}
+	for _, q := range []struct {
+		queue  awssqs.Queue
+		source *string
+	}{{t.Queue, nil}, {t.RuleDeadLetterQueue, t.Rule.RuleArn()}} {
+		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyTheRouterThePipelineAndOperatorsSend"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewStarPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  jsii.Strings(*q.queue.QueueArn()),
+			Conditions: ptr(exemptConditions(roles, t.Props.Shared.Operators, q.source)),
+		}))
+	}
+}
+
+func (t *TenantPool) addOutput() {
+	p := t.Props
+	o := pipeline.PoolOutput{
+		Version:                pipeline.PoolOutputVersion,
+		Pool:                   p.Name,
+		Bucket:                 *p.Bucket.BucketName(),
+		Prefix:                 p.Prefix,
+		Tenants:                len(p.Tenants),
+		QueueURL:               *t.Queue.QueueUrl(),
+		QueueARN:               *t.Queue.QueueArn(),
+		StateMachineARN:        *t.StateMachine.StateMachineArn(),
+		SegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
+		ControllerFunction:     *t.Controller.FunctionName(),
+		RouterFunction:         *t.Router.FunctionName(),
+		EventSourceMappingUUID: *t.EventSource.EventSourceMappingId(),
+		DLQURL:                 *t.RuleDeadLetterQueue.QueueUrl(),
+	}
+	t.Output = awscdk.NewCfnOutput(t.Construct, jsii.String("Output"), &awscdk.CfnOutputProps{
+		Description: jsii.String("Pool " + p.Name + " for pipectl (JSON, version 1)"),
+		Value:       toJSON(t.Construct, o),
+	})
+	t.Output.OverrideLogicalId(jsii.String(pipeline.PoolOutputKey(p.Name)))
+}
+
+// with returns a copy of base with more set.
+func with(base, more map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
+}
+
+// The router's variables (lambdas/controller, route mode).
+const (
+	envFunctionRole       = "FUNCTION_ROLE"
+	functionRoleRouter    = "router"
+	envDeadLetterQueueURL = "DEAD_LETTER_QUEUE_URL"
+)

@@ -1,0 +1,226 @@
+package tenantpipeline
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Pool-wide metrics of the router and the pool controller (EMF, dimension Pool).
+const (
+	// MetricUnroutedObjects counts objects under the pool's prefix that belong to no tenant.
+	MetricUnroutedObjects = "UnroutedObjects"
+	// MetricUnknownTenantMessages counts pool messages whose group is no tenant of the pool.
+	MetricUnknownTenantMessages = "UnknownTenantMessages"
+	DimensionPool               = "Pool"
+)
+
+// PoolAlarms are a pool's alarms: a fixed set, whatever its tenant count.
+type PoolAlarms struct {
+	// ErrorLogs: a function of the pool logged at ERROR.
+	ErrorLogs awscloudwatch.Alarm
+	// ControllerErrors, RouterErrors: an invocation failed.
+	ControllerErrors awscloudwatch.Alarm
+	RouterErrors     awscloudwatch.Alarm
+	// OldestMessage: the pool's oldest queued file is older than any healthy tenant's can be.
+	OldestMessage awscloudwatch.Alarm
+	// Stalled: files are queued and no tenant has one in flight.
+	Stalled awscloudwatch.Alarm
+	// Backlog: the queue's visible messages near the FIFO scan window (PoolProps.BacklogAlarmMessages).
+	Backlog awscloudwatch.Alarm
+	// ExecutionsFailed, ExecutionsTimedOut, ExecutionsAborted: a file's workflow did not succeed.
+	ExecutionsFailed   awscloudwatch.Alarm
+	ExecutionsTimedOut awscloudwatch.Alarm
+	ExecutionsAborted  awscloudwatch.Alarm
+	// RuleFailedInvocations: EventBridge could not hand an event to the router.
+	RuleFailedInvocations awscloudwatch.Alarm
+	// RuleDeadLetters: events wait in the dead-letter queue (undeliverable, router failures,
+	// objects of no tenant).
+	RuleDeadLetters awscloudwatch.Alarm
+	// UnroutedObjects: an object under the pool's prefix belongs to no tenant.
+	UnroutedObjects awscloudwatch.Alarm
+}
+
+// All lists the alarms.
+func (a PoolAlarms) All() []awscloudwatch.Alarm {
+	return []awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.Stalled, a.Backlog,
+		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects}
+}
+
+func (t *TenantPool) newAlarms() PoolAlarms {
+	p := t.Props
+	a := p.Shared.Alarms
+	period := awscdk.Duration_Minutes(jsii.Number(a.EvaluationMinutes))
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	opts := func(statistic string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
+	}
+	errorLogsName := MetricErrorLogs + "-pool-" + p.Name
+	for i, lg := range t.functionLogs {
+		awslogs.NewMetricFilter(t.Construct, jsii.String(fmt.Sprintf("ErrorLogsFilter%d", i)), &awslogs.MetricFilterProps{
+			LogGroup:        lg,
+			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.level"), jsii.String("="), jsii.String("ERROR")),
+			MetricNamespace: jsii.String(pipeline.DefaultMetricsNamespace),
+			MetricName:      jsii.String(errorLogsName),
+			MetricValue:     jsii.String("1"),
+		})
+	}
+	metric := func(namespace, name, statistic string, dims map[string]*string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(namespace), MetricName: jsii.String(name), DimensionsMap: &dims,
+			Statistic: jsii.String(statistic), Period: period,
+		})
+	}
+	pool := map[string]*string{DimensionPool: jsii.String(p.Name)}
+	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("IF(visible > 0 AND inflight == 0, 1, 0)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"visible":  t.Queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Minimum")}),
+			"inflight": t.Queue.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+		},
+		Label:  jsii.String("Stalled"),
+		Period: minute,
+	})
+	sm := t.StateMachine
+	return PoolAlarms{
+		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, errorLogsName, "Sum", nil), threshold: 1,
+			description: "A function of pool %[1]s logged at ERROR: a failed file, a quarantined message, an object of no tenant or a fault. Every line names its tenant; read the pool's function logs."}),
+		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
+			description: "The controller of pool %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
+		RouterErrors: t.alarm(alarmSpec{id: "RouterErrorsAlarm", metric: t.Router.MetricErrors(opts("Sum")), threshold: 1,
+			description: "The router of pool %[1]s failed an invocation: Lambda retries it twice, then the event goes to the dead-letter queue. Read the router's logs."}),
+		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
+			description: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
+				"Find it with pipectl status.", a.OldestMessageAge)}),
+		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
+			description: fmt.Sprintf("Files of pool %%[1]s are queued but no tenant has had one in flight for %d minutes. "+
+				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
+		Backlog: t.alarm(alarmSpec{id: "BacklogAlarm", metric: t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: float64(p.BacklogAlarmMessages),
+			description: fmt.Sprintf("Pool %%[1]s has %d or more files waiting. SQS looks for available tenants only among the first 120,000 messages of a FIFO queue: "+
+				"past that, one tenant's backlog stalls every other tenant of the pool. Find the tenant with the backlog and give it its own pool or a silo.", p.BacklogAlarmMessages)}),
+		ExecutionsFailed: t.alarm(alarmSpec{id: "ExecutionsFailedAlarm", metric: sm.MetricFailed(opts("Sum")), threshold: 1,
+			description: "A file workflow of pool %[1]s failed. The controller's ERROR log names the tenant and the execution; redrive it once the cause is fixed."}),
+		ExecutionsTimedOut: t.alarm(alarmSpec{id: "ExecutionsTimedOutAlarm", metric: sm.MetricTimedOut(opts("Sum")), threshold: 1,
+			description: "A file workflow of pool %[1]s reached the workflow timeout. Check the tenant's core system, then redrive it."}),
+		ExecutionsAborted: t.alarm(alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1,
+			description: "A file workflow of pool %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed."}),
+		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm",
+			metric: metric("AWS/Events", "FailedInvocations", "Sum", map[string]*string{"RuleName": t.Rule.RuleName()}), threshold: 1,
+			description: "EventBridge could not hand a file event of pool %[1]s to its router after its retries; the event went to the dead-letter queue."}),
+		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
+			description: "File events of pool %[1]s wait in its dead-letter queue: those files were never queued (an undeliverable event, a failed router, or an object of no tenant). " +
+				"Fix the cause, then re-send them with pipectl replay --from-dlq."}),
+		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,
+			description: "An object arrived under pool %[1]s's prefix but under no tenant's prefix; the router kept its event in the dead-letter queue. " +
+				"Add the tenant (or fix the sender's key), then re-send it with pipectl replay --from-dlq."}),
+	}
+}
+
+func (t *TenantPool) alarm(s alarmSpec) awscloudwatch.Alarm {
+	periods, datapoints := max(s.periods, 1), max(s.datapoints, 1)
+	missing := s.missing
+	if missing == "" {
+		missing = awscloudwatch.TreatMissingData_NOT_BREACHING
+	}
+	a := awscloudwatch.NewAlarm(t.Construct, jsii.String(s.id), &awscloudwatch.AlarmProps{
+		Metric:             s.metric,
+		Threshold:          jsii.Number(s.threshold),
+		EvaluationPeriods:  jsii.Number(periods),
+		DatapointsToAlarm:  jsii.Number(datapoints),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   missing,
+		AlarmDescription: jsii.String(fmt.Sprintf(s.description, t.Props.Name) + " Dashboard: " +
+			DashboardURL(*awscdk.Aws_REGION(), t.dashboardName()) + " Runbook: " + RunbookURL),
+	})
+	if topic := t.Props.Shared.AlarmTopic; topic != nil {
+		action := awscloudwatchactions.NewSnsAction(topic)
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	return a
+}
+
+func (t *TenantPool) dashboardName() string {
+	return *awscdk.Stack_Of(t.Construct).StackName() + "-" + *awscdk.Aws_REGION()
+}
+
+// newDashboard shows the pool's totals and the status of its alarms.
+func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
+	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum")}
+	sum := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum")}
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),
+		})
+	}
+	var alarms []interfacesawscloudwatch.IAlarmRef
+	for _, a := range t.Alarms.All() {
+		alarms = append(alarms, a)
+	}
+	return awscloudwatch.NewDashboard(t.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(t.dashboardName()),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+				Title: jsii.String("Pool " + t.Props.Name + " alarms"), Alarms: &alarms, Width: jsii.Number(dashboardWidth),
+			})},
+			{
+				graph("Files queued and in flight", t.Queue.MetricApproximateNumberOfMessagesVisible(opts), t.Queue.MetricApproximateNumberOfMessagesNotVisible(opts)),
+				graph("Tenants with a file in flight", t.Queue.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), opts)),
+				graph("Oldest file's age (s)", t.Queue.MetricApproximateAgeOfOldestMessage(opts)),
+				graph("Files succeeded and failed", t.StateMachine.MetricSucceeded(sum), t.StateMachine.MetricFailed(sum)),
+			},
+			{
+				graph("Controller and router errors", t.Controller.MetricErrors(sum), t.Router.MetricErrors(sum)),
+				graph("Controller concurrency", t.Controller.Metric(jsii.String("ConcurrentExecutions"), opts)),
+				graph("Dead-lettered events", t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts)),
+				graph("Controller throttles", t.Controller.MetricThrottles(sum)),
+			},
+		},
+	})
+}
+
+// suppressNagFindings records why each cdk-nag AwsSolutions finding of the pool is intended.
+func (t *TenantPool) suppressNagFindings() {
+	suppress := func(scope any, rule, reason string, appliesTo ...any) {
+		s := &cdknag.NagPackSuppression{Id: jsii.String(rule), Reason: jsii.String(reason)}
+		if len(appliesTo) > 0 {
+			s.AppliesTo = &appliesTo
+		}
+		cdknag.NagSuppressions_AddResourceSuppressions(scope, &[]*cdknag.NagPackSuppression{s}, jsii.Bool(true))
+	}
+	suppress(t.Queue, "AwsSolutions-SQS3",
+		"No dead-letter queue on purpose: moving a failing head file aside would let the tenant's later files overtake it. "+
+			"Failed files are handled by each tenant's failure policy, alarmed, and the queue keeps messages 14 days.")
+	suppress(t.RuleDeadLetterQueue, "AwsSolutions-SQS3",
+		"This queue is itself the dead-letter queue of the pool's rule target and router; its messages are alarmed on and re-sent by an operator.")
+	basicRole := "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {
+		suppress(fn, "AwsSolutions-IAM4",
+			"AWSLambdaBasicExecutionRole only lets the function write its own logs; it is the AWS-maintained minimum for Lambda logging.", basicRole)
+		suppress(fn, "AwsSolutions-IAM5",
+			"A pool's functions serve every tenant of the pool at a constant policy size: object grants on the pool's shared key prefix and on the "+
+				"pipeline's work/, control/<tenant>/ and quarantine/ prefixes, secrets and tables by the pool's name prefixes, and executions of the "+
+				"pool's own state machines; listing tenants one by one would outgrow IAM's 10,240 characters per role.",
+			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\*.*$/`)})
+	}
+	for _, sm := range []any{t.Workflow.File, t.Workflow.Segment} {
+		suppress(sm, "AwsSolutions-SF1",
+			"Logs at ERROR without execution data on purpose: records are customer data and must not reach logs. "+
+				"Execution history keeps every state transition for 90 days.")
+		suppress(sm, "AwsSolutions-IAM5",
+			"Generated by CDK for the task integrations: Lambda invoke on the function and its versions (arn:*), X-Ray and CloudWatch Logs delivery "+
+				"(these APIs take no resource), and describe/stop on the pool's own segment executions for startExecution.sync.",
+			"Resource::*",
+			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+(Split|Register)[A-F0-9]{8}\.Arn>:\*$/`)},
+			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+WorkflowSegment[A-F0-9]{8}.+\*$/`)})
+	}
+}
