@@ -9,8 +9,8 @@ import (
 )
 
 // appOnlyFields are tenants-file fields that configure the app, not the pipeline: they have no
-// counterpart in the construct's Tenant.
-var appOnlyFields = map[string]bool{"Stack": true}
+// counterpart in the construct's Tenant (the app picks the construct, TenantPipeline or TenantPool, by tier).
+var appOnlyFields = map[string]bool{"Stack": true, "Tier": true, "Pool": true}
 
 // Every field of a tenants-file entry reaches the construct's public Tenant, with its value.
 func TestPipelineTenantCopiesEveryField(t *testing.T) {
