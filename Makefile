@@ -66,10 +66,13 @@ bench: setup
 figures: setup
 	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 60m
 
-## scale: synthesize 1,000 tenants (SCALE_TENANTS to change) and check every stack against
-## CloudFormation's limits; prints the synth's wall time and peak memory. `make test` runs 100.
+## scale: synthesize SCALE_TENANTS tenants of SCALE_TIER (silo: 1,000 by default; pool: 10,000) and
+## check every stack against CloudFormation's limits (and, pooled, the constant-size bounds); prints
+## "scale: <n> tenants (<p> pool, <s> silo): <stacks> stacks, ... synth <t> s, peak <m> MB".
+## `make test` runs 100 of each.
 scale: setup
-	SCALE_TENANTS=$${SCALE_TENANTS:-1000} go test ./test -run 'TestScale$$' -count=1 -v -timeout 30m
+	@tier=$${SCALE_TIER:-silo}; n=$${SCALE_TENANTS:-$$(if [ "$$tier" = pool ]; then echo 10000; else echo 1000; fi)}; \
+	  SCALE_TIER=$$tier SCALE_TENANTS=$$n go test ./test -run 'TestScale$$' -count=1 -v -timeout 30m
 
 clean:
 	rm -rf cdk.out .build

@@ -22,10 +22,13 @@ const (
 	maxTemplateBytes  = 1 << 20
 )
 
-// TestScale synthesizes SCALE_TENANTS tenants (default 100; `make scale` runs 1,000) with the app
-// binary, as `cdk synth` does, and checks every stack against CloudFormation's limits, that no two
-// log groups share a name and no two state machines log to the same group, and the rule-quota
-// warning. It prints the synth's wall time and the peak memory of the app and its jsii runtime.
+// TestScale synthesizes SCALE_TENANTS tenants of the tier SCALE_TIER (silo, the default, or pool;
+// default 100 tenants; `make scale` runs 1,000 silo or 10,000 pooled) with the app binary, as
+// `cdk synth` does, and checks every stack against CloudFormation's limits, that no two log groups
+// share a name and no two state machines log to the same group, the rule-quota warning, and for
+// the pooled tier the constant-size bounds. It prints one line: tenants, stacks, resources, IAM
+// roles, alarms and rules counted from the templates, the synth's wall time and the peak memory
+// of the app and its jsii runtime.
 func TestScale(t *testing.T) {
 	n := 100
 	if v := os.Getenv("SCALE_TENANTS"); v != "" {
@@ -34,9 +37,42 @@ func TestScale(t *testing.T) {
 			t.Fatalf("SCALE_TENANTS=%q: want a positive whole number", v)
 		}
 	}
+	tier := os.Getenv("SCALE_TIER")
+	switch tier {
+	case "":
+		tier = "silo"
+	case "silo", "pool":
+	default:
+		t.Fatalf("SCALE_TIER=%q: want silo or pool", tier)
+	}
+	scale(t, n, tier)
+}
+
+// TestScalePool: 100 pooled tenants fit the pooled tier's constant bounds (the same bounds hold at
+// 10,000: make scale SCALE_TIER=pool).
+func TestScalePool(t *testing.T) {
+	if os.Getenv("SCALE_TENANTS") != "" {
+		t.Skip("make scale runs TestScale alone")
+	}
+	scale(t, 100, "pool")
+}
+
+// Pooled-tier bounds for the whole app, whatever the tenant count.
+const (
+	poolMaxRoles     = 20
+	poolMaxAlarms    = 40
+	poolMaxRules     = 10
+	poolMaxResources = 300
+)
+
+func scale(t *testing.T, n int, tier string) {
 	var entries []string
 	for i := range n {
-		entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d"}`, i))
+		if tier == "pool" {
+			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d", "tier": "pool"}`, i))
+		} else {
+			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d"}`, i))
+		}
 	}
 	tenantsFile := writeFile(t, "tenants.json", `{"tenants": [`+strings.Join(entries, ",\n")+`]}`)
 	bin, err := appBinary()
@@ -68,15 +104,19 @@ func TestScale(t *testing.T) {
 	// CPU time counts the app and the children it waited for (the jsii runtime, go build), so it
 	// says what the synth costs on a machine shared with other work.
 	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	msg := fmt.Sprintf("synth of %d tenants: %.1f s wall, %.1f s CPU, peak RSS %d MB (app, jsii runtime and bundling builds together)",
-		n, wall.Seconds(), cpu.Seconds(), peakRSS>>20)
-	t.Log(msg)
-	fmt.Println(msg)
+	t.Logf("synth of %d %s tenants: %.1f s wall, %.1f s CPU, peak RSS %d MB (app, jsii runtime and bundling builds together)",
+		n, tier, wall.Seconds(), cpu.Seconds(), peakRSS>>20)
 
 	templates, _ := filepath.Glob(filepath.Join(outdir, "*.template.json"))
-	if want := 1 + (n+9)/10; len(templates) != want {
-		t.Errorf("got %d templates, want %d (the ingest stack and %d tenants per stack)", len(templates), want, 10)
+	want := 1 + (n+9)/10
+	if tier == "pool" {
+		want = 2 // the ingest stack and the default pool
 	}
+	if len(templates) != want {
+		t.Errorf("got %d templates, want %d", len(templates), want)
+	}
+	counts := map[string]int{}
+	resources := 0
 	logGroupNames := map[string]string{}
 	destinations := map[string]string{}
 	queues := 0
@@ -101,6 +141,10 @@ func TestScale(t *testing.T) {
 			t.Fatalf("%s: %v", stack, err)
 		}
 		most = max(most, len(tpl.Resources))
+		resources += len(tpl.Resources)
+		for _, r := range tpl.Resources {
+			counts[r.Type]++
+		}
 		if len(tpl.Resources) > maxStackResources {
 			t.Errorf("%s: %d resources, over CloudFormation's %d", stack, len(tpl.Resources), maxStackResources)
 		}
@@ -144,7 +188,7 @@ func TestScale(t *testing.T) {
 						k = groupKey(ga.GetAtt[0])
 					}
 					// A tenant's file and segment state machines may share its group; two tenants never.
-					tenant := tenantOfID.FindString(id)
+					tenant := stack + "/" + tenantOfID.FindString(id)
 					if other, dup := destinations[k]; dup && other != tenant {
 						t.Errorf("state machines of %s and %s log to the same group %s", tenant, other, k)
 					}
@@ -155,11 +199,30 @@ func TestScale(t *testing.T) {
 	}
 	t.Logf("largest template %d KB, most resources in a stack %d, %d named log groups, %d state machine log destinations",
 		largest>>10, most, len(logGroupNames), len(destinations))
-	if queues < n {
-		t.Errorf("got %d queues, want at least one per tenant (%d)", queues, n)
+	roles, alarms, rules := counts["AWS::IAM::Role"], counts["AWS::CloudWatch::Alarm"], counts["AWS::Events::Rule"]
+	pooled := 0
+	if tier == "pool" {
+		pooled = n
 	}
-	if len(destinations) < n {
-		t.Errorf("got %d distinct state machine log destinations, want at least one per tenant (%d)", len(destinations), n)
+	// The one line make scale prints.
+	fmt.Printf("scale: %d tenants (%d pool, %d silo): %d stacks, %d resources, %d IAM roles, %d alarms, %d rules; synth %.1f s, peak %d MB\n",
+		n, pooled, n-pooled, len(templates), resources, roles, alarms, rules, wall.Seconds(), peakRSS>>20)
+	if tier == "pool" {
+		for _, b := range []struct {
+			what       string
+			got, limit int
+		}{{"IAM roles", roles, poolMaxRoles}, {"alarms", alarms, poolMaxAlarms}, {"EventBridge rules", rules, poolMaxRules}, {"resources", resources, poolMaxResources}} {
+			if b.got > b.limit {
+				t.Errorf("%d pooled tenants: %d %s in the app, want at most %d whatever the tenant count", n, b.got, b.what, b.limit)
+			}
+		}
+	} else {
+		if queues < n {
+			t.Errorf("got %d queues, want at least one per tenant (%d)", queues, n)
+		}
+		if len(destinations) < n {
+			t.Errorf("got %d distinct state machine log destinations, want at least one per tenant (%d)", len(destinations), n)
+		}
 	}
 
 	// Annotations land in the stacks' metadata, written beside the manifest.
@@ -172,8 +235,8 @@ func TestScale(t *testing.T) {
 		}
 		warned = warned || bytes.Contains(b, []byte("EventBridge rules on the default event bus"))
 	}
-	// Two rules per tenant on the default bus: its files' rule and its wake-up status rule.
-	if rules, want := 2*n, 2*n > 300; warned != want {
+	// Two rules per tenant (per pool, pooled) on the default bus: the files' rule and the wake-up status rule.
+	if want := rules > 300; warned != want {
 		t.Errorf("%d rules on the default event bus: got the quota warning %v, want %v", rules, warned, want)
 	}
 }
