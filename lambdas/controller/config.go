@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ type Config struct {
 	// SafetyNet is the longest wait for a running execution when WakeEvents is on.
 	SafetyNet time.Duration
 
+	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
+	Pool string
+
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
 	// segmentExecutionPrefix is the same for the segment state machine.
@@ -90,6 +94,74 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("controller environment: %w", err)
 	}
 	return c, nil
+}
+
+// PoolConfig is a pool controller's environment: the variables its tenants share, and the pool's
+// settings file, which holds what a silo controller reads from TENANT, TENANT_PREFIX, ON_FAILURE
+// and IDEMPOTENCY_KEY for each tenant.
+type PoolConfig struct {
+	Shared   Config
+	Settings *pipeline.PoolSettings
+}
+
+// poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set). Each
+// tenant of the settings file is checked as a silo controller checks its variables, so a bad
+// tenant stops the controller at start rather than at its first file.
+func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
+	e := newEnvReader(getenv)
+	c := e.shared()
+	for _, name := range []string{pipeline.EnvTenant, pipeline.EnvTenantPrefix, pipeline.EnvOnFailure, pipeline.EnvIdempotencyKey} {
+		if strings.TrimSpace(getenv(name)) != "" {
+			e.bad(name, "is set, but a pool controller (%s) reads each tenant's settings from %s: remove it", pipeline.EnvPool, pipeline.EnvPoolSettings)
+		}
+	}
+	var settings *pipeline.PoolSettings
+	c.Pool, settings = e.pool()
+	if settings != nil {
+		for _, t := range settings.Tenants {
+			tc := c.forTenant(t)
+			field := fmt.Sprintf("%s: tenant %q", pipeline.EnvPoolSettings, t.ID())
+			checkTenantID(t.ID(), field+" settings", e.bad)
+			checkTenantPolicy(tc, tenantNames{field + " settings", field + " prefix", field + " onFailure", field + " idempotencyKey"}, e.bad)
+		}
+	}
+	if err := errors.Join(e.errs...); err != nil {
+		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
+	}
+	return PoolConfig{Shared: c, Settings: settings}, nil
+}
+
+// pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file, and checks that they agree. settings is
+// nil if the file could not be loaded.
+func (e *envReader) pool() (string, *pipeline.PoolSettings) {
+	pool := e.required(pipeline.EnvPool)
+	prefix := e.required(pipeline.EnvPoolPrefix)
+	if prefix != "" {
+		checkPrefix(pipeline.EnvPoolPrefix, prefix, e.bad)
+	}
+	path := pipeline.PoolSettingsPath(e.getenv)
+	settings, err := pipeline.LoadPoolSettings(path)
+	if err != nil {
+		e.bad(pipeline.EnvPoolSettings, "%s: %v", path, err)
+		return pool, nil
+	}
+	if pool != "" && settings.Pool != pool {
+		e.bad(pipeline.EnvPool, "%q, but %s %s is the settings of pool %q", pool, pipeline.EnvPoolSettings, path, settings.Pool)
+	}
+	if prefix != "" && settings.Prefix != prefix {
+		e.bad(pipeline.EnvPoolPrefix, "%q, but %s %s gives the prefix %q", prefix, pipeline.EnvPoolSettings, path, settings.Prefix)
+	}
+	return pool, settings
+}
+
+// forTenant is the Config of one pool tenant: the shared variables with the tenant's settings in
+// place of a silo's TENANT, TENANT_PREFIX, ON_FAILURE and IDEMPOTENCY_KEY (same defaults).
+func (c Config) forTenant(t pipeline.PoolTenant) Config {
+	c.Tenant = t.Settings
+	c.TenantPrefix = t.Prefix
+	c.OnFailure = cmp.Or(t.OnFailure, defaultOnFailure)
+	c.IdempotencyKey = cmp.Or(t.IdempotencyKey, defaultIdempotencyKey)
+	return c
 }
 
 // tenantNames are the names a tenant's settings are reported under: a silo's variables, or a pool
