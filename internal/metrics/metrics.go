@@ -19,6 +19,10 @@ import (
 // DimensionTenant is the one dimension of every controller and Register metric.
 const DimensionTenant = "Tenant"
 
+// DimensionPool is the one dimension of the pooled tier's pool-wide metrics, those about an event
+// or message that has no tenant of the pool.
+const DimensionPool = "Pool"
+
 // Controller metric names. Counts use unit Count, the *Seconds metrics use Seconds.
 const (
 	// Waits counts deliveries the controller handed back to the queue to look again later.
@@ -78,6 +82,24 @@ const (
 	WakeStateErrors = "WakeStateErrors"
 )
 
+// Pooled tier metrics (docs/controller.md, "Pooled tier").
+const (
+	// FilesRouted counts "Object Created" events the pool's router put on the pool queue, under
+	// their tenant's message group. Dimension Tenant.
+	FilesRouted = "FilesRouted"
+	// UnroutedObjects counts events the pool's router could give to no tenant (a key under no
+	// tenant's prefix, another bucket, not an "Object Created" event): each was kept on the
+	// router's dead-letter queue. Dimension Pool.
+	UnroutedObjects = "UnroutedObjects"
+	// UnknownTenantMessages counts deliveries of pool queue messages whose message group is no
+	// tenant of the pool (a tenant removed while its files were queued). The message is kept.
+	// Dimension Pool.
+	UnknownTenantMessages = "UnknownTenantMessages"
+	// UnknownTenantEvents counts status change events of the pool's file state machine whose
+	// execution belongs to no tenant of the pool, or whose tenant could not be read. Dimension Pool.
+	UnknownTenantEvents = "UnknownTenantEvents"
+)
+
 // Register metric names, with the same Tenant dimension.
 const (
 	// RecordsRegistered counts the records of a chunk Register completed: one datapoint per chunk
@@ -110,19 +132,25 @@ func Seconds(name string, d time.Duration) Metric {
 	return Metric{Name: name, Unit: UnitSeconds, Value: d.Seconds()}
 }
 
-// Emitter writes EMF lines with a fixed namespace and one Tenant dimension. It is safe for
-// concurrent use; each line is written with a single Write call.
+// Emitter writes EMF lines with a fixed namespace and one dimension (Tenant unless built with
+// NewDimension). It is safe for concurrent use; each line is written with a single Write call.
 type Emitter struct {
 	mu        sync.Mutex
 	w         io.Writer
 	namespace string
-	tenant    string
+	dimension string
+	value     string
 	now       func() time.Time
 }
 
-// New returns an Emitter that writes to w (stdout on Lambda).
+// New returns an Emitter that writes to w (stdout on Lambda), with the Tenant dimension.
 func New(w io.Writer, namespace, tenant string) *Emitter {
-	return &Emitter{w: w, namespace: namespace, tenant: tenant, now: time.Now}
+	return NewDimension(w, namespace, DimensionTenant, tenant)
+}
+
+// NewDimension returns an Emitter whose one dimension is name=value, such as DimensionPool.
+func NewDimension(w io.Writer, namespace, name, value string) *Emitter {
+	return &Emitter{w: w, namespace: namespace, dimension: name, value: value, now: time.Now}
 }
 
 // WithClock makes the Emitter stamp lines with now instead of the wall clock.
@@ -148,7 +176,7 @@ type metadata struct {
 }
 
 // Emit writes one EMF line holding all of ms. Metric names must be unique within one call and
-// must not be "Tenant" or "_aws".
+// must not be the dimension's name or "_aws".
 func (e *Emitter) Emit(ms ...Metric) error {
 	if len(ms) == 0 {
 		return nil
@@ -156,7 +184,7 @@ func (e *Emitter) Emit(ms ...Metric) error {
 	doc := make(map[string]any, len(ms)+2)
 	defs := make([]metricDef, 0, len(ms))
 	for _, m := range ms {
-		if m.Name == "" || m.Name == DimensionTenant || m.Name == "_aws" {
+		if m.Name == "" || m.Name == e.dimension || m.Name == "_aws" {
 			return fmt.Errorf("metric name %q is reserved or empty", m.Name)
 		}
 		if _, dup := doc[m.Name]; dup {
@@ -165,12 +193,12 @@ func (e *Emitter) Emit(ms ...Metric) error {
 		doc[m.Name] = m.Value
 		defs = append(defs, metricDef{Name: m.Name, Unit: m.Unit})
 	}
-	doc[DimensionTenant] = e.tenant
+	doc[e.dimension] = e.value
 	doc["_aws"] = metadata{
 		Timestamp: e.now().UnixMilli(),
 		CloudWatchMetrics: []directive{{
 			Namespace:  e.namespace,
-			Dimensions: [][]string{{DimensionTenant}},
+			Dimensions: [][]string{{e.dimension}},
 			Metrics:    defs,
 		}},
 	}

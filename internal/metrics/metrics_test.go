@@ -72,3 +72,34 @@ func TestEmitNothing(t *testing.T) {
 		t.Errorf("got output %q, want none", buf.String())
 	}
 }
+
+// A pool-wide Emitter has the Pool dimension, and that dimension's name is reserved instead.
+func TestEmitPoolDimension(t *testing.T) {
+	var buf bytes.Buffer
+	e := NewDimension(&buf, "TenantPipeline", DimensionPool, "shared-1").WithClock(clock)
+	if err := e.Emit(Count(UnroutedObjects, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Pool            string  `json:"Pool"`
+		Tenant          *string `json:"Tenant"`
+		UnroutedObjects float64 `json:"UnroutedObjects"`
+		AWS             struct {
+			CloudWatchMetrics []struct {
+				Dimensions [][]string `json:"Dimensions"`
+			} `json:"CloudWatchMetrics"`
+		} `json:"_aws"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("got invalid JSON %q: %v", buf.String(), err)
+	}
+	if doc.Pool != "shared-1" || doc.Tenant != nil || doc.UnroutedObjects != 1 {
+		t.Errorf("got Pool %q, Tenant %v, UnroutedObjects %v, want shared-1, none, 1", doc.Pool, doc.Tenant, doc.UnroutedObjects)
+	}
+	if d := doc.AWS.CloudWatchMetrics; len(d) != 1 || len(d[0].Dimensions) != 1 || len(d[0].Dimensions[0]) != 1 || d[0].Dimensions[0][0] != DimensionPool {
+		t.Errorf("got dimensions %v, want [[Pool]]", d)
+	}
+	if err := e.Emit(Count(DimensionPool, 1)); err == nil {
+		t.Error("got no error for a metric named like the dimension, want one")
+	}
+}

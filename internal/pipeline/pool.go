@@ -27,6 +27,16 @@ const (
 	// EnvPoolPrefix is the key prefix every tenant of the pool lies under: the router logs, counts
 	// and alarms on an object under it that belongs to no tenant.
 	EnvPoolPrefix = "POOL_PREFIX"
+	// EnvFunctionRole selects what the controller binary runs as in a pool: unset, the pool's
+	// controller; FunctionRoleRouter, the router that puts each "Object Created" event on the
+	// pool's queue under its tenant's message group.
+	EnvFunctionRole = "FUNCTION_ROLE"
+	// EnvDeadLetterQueueURL is the router's standard queue for events that belong to no tenant of
+	// the pool, kept there to be replayed once the tenant exists.
+	EnvDeadLetterQueueURL = "DEAD_LETTER_QUEUE_URL"
+
+	// FunctionRoleRouter is the EnvFunctionRole value of the pool's router.
+	FunctionRoleRouter = "router"
 
 	// PoolSettingsFile is the settings file's name in the controller's asset.
 	PoolSettingsFile = "pool-tenants.json"

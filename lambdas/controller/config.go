@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ type Config struct {
 	// SafetyNet is the longest wait for a running execution when WakeEvents is on.
 	SafetyNet time.Duration
 
+	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
+	Pool string
+
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
 	// segmentExecutionPrefix is the same for the segment state machine.
@@ -69,125 +73,236 @@ type Config struct {
 // ExecutionARN is the ARN of this state machine's execution called name.
 func (c Config) ExecutionARN(name string) string { return c.executionPrefix + name }
 
-// configFromEnv reads and validates the controller's environment (pipeline.Env* names). Every
-// problem is reported, each naming its variable.
+// configFromEnv reads and validates a silo controller's environment (pipeline.Env* names): its one
+// tenant comes from TENANT, TENANT_PREFIX, ON_FAILURE and IDEMPOTENCY_KEY. Every problem is
+// reported, each naming its variable.
 func configFromEnv(getenv func(string) string) (Config, error) {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
-	}
-	required := func(name string) string {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			bad(name, "is required")
+	e := newEnvReader(getenv)
+	c := e.shared()
+	c.TenantPrefix = e.required(pipeline.EnvTenantPrefix)
+	c.OnFailure = e.optional(pipeline.EnvOnFailure, defaultOnFailure)
+	c.IdempotencyKey = e.optional(pipeline.EnvIdempotencyKey, defaultIdempotencyKey)
+	if raw := e.required(pipeline.EnvTenant); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c.Tenant); err != nil {
+			e.bad(pipeline.EnvTenant, "is not the JSON of a tenant: %v", err)
+		} else {
+			checkTenantID(c.Tenant.ID, pipeline.EnvTenant, e.bad)
 		}
+	}
+	checkTenantPolicy(c, siloNames, e.bad)
+	if err := errors.Join(e.errs...); err != nil {
+		return Config{}, fmt.Errorf("controller environment: %w", err)
+	}
+	return c, nil
+}
+
+// PoolConfig is a pool controller's environment: the variables its tenants share, and the pool's
+// settings file, which holds what a silo controller reads from TENANT, TENANT_PREFIX, ON_FAILURE
+// and IDEMPOTENCY_KEY for each tenant.
+type PoolConfig struct {
+	Shared   Config
+	Settings *pipeline.PoolSettings
+}
+
+// poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set). Each
+// tenant of the settings file is checked as a silo controller checks its variables, so a bad
+// tenant stops the controller at start rather than at its first file.
+func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
+	e := newEnvReader(getenv)
+	c := e.shared()
+	for _, name := range []string{pipeline.EnvTenant, pipeline.EnvTenantPrefix, pipeline.EnvOnFailure, pipeline.EnvIdempotencyKey} {
+		if strings.TrimSpace(getenv(name)) != "" {
+			e.bad(name, "is set, but a pool controller (%s) reads each tenant's settings from %s: remove it", pipeline.EnvPool, pipeline.EnvPoolSettings)
+		}
+	}
+	var settings *pipeline.PoolSettings
+	c.Pool, settings = e.pool()
+	if settings != nil {
+		for _, t := range settings.Tenants {
+			tc := c.forTenant(t)
+			field := fmt.Sprintf("%s: tenant %q", pipeline.EnvPoolSettings, t.ID())
+			checkTenantID(t.ID(), field+" settings", e.bad)
+			checkTenantPolicy(tc, tenantNames{field + " settings", field + " prefix", field + " onFailure", field + " idempotencyKey"}, e.bad)
+		}
+	}
+	if err := errors.Join(e.errs...); err != nil {
+		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
+	}
+	return PoolConfig{Shared: c, Settings: settings}, nil
+}
+
+// pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file, and checks that they agree. settings is
+// nil if the file could not be loaded.
+func (e *envReader) pool() (string, *pipeline.PoolSettings) {
+	pool := e.required(pipeline.EnvPool)
+	prefix := e.required(pipeline.EnvPoolPrefix)
+	if prefix != "" {
+		checkPrefix(pipeline.EnvPoolPrefix, prefix, e.bad)
+	}
+	path := pipeline.PoolSettingsPath(e.getenv)
+	settings, err := pipeline.LoadPoolSettings(path)
+	if err != nil {
+		e.bad(pipeline.EnvPoolSettings, "%s: %v", path, err)
+		return pool, nil
+	}
+	if pool != "" && settings.Pool != pool {
+		e.bad(pipeline.EnvPool, "%q, but %s %s is the settings of pool %q", pool, pipeline.EnvPoolSettings, path, settings.Pool)
+	}
+	if prefix != "" && settings.Prefix != prefix {
+		e.bad(pipeline.EnvPoolPrefix, "%q, but %s %s gives the prefix %q", prefix, pipeline.EnvPoolSettings, path, settings.Prefix)
+	}
+	return pool, settings
+}
+
+// forTenant is the Config of one pool tenant: the shared variables with the tenant's settings in
+// place of a silo's TENANT, TENANT_PREFIX, ON_FAILURE and IDEMPOTENCY_KEY (same defaults).
+func (c Config) forTenant(t pipeline.PoolTenant) Config {
+	c.Tenant = t.Settings
+	c.TenantPrefix = t.Prefix
+	c.OnFailure = cmp.Or(t.OnFailure, defaultOnFailure)
+	c.IdempotencyKey = cmp.Or(t.IdempotencyKey, defaultIdempotencyKey)
+	return c
+}
+
+// tenantNames are the names a tenant's settings are reported under: a silo's variables, or a pool
+// tenant's fields in the settings file.
+type tenantNames struct{ tenant, prefix, onFailure, idempotencyKey string }
+
+var siloNames = tenantNames{pipeline.EnvTenant, pipeline.EnvTenantPrefix, pipeline.EnvOnFailure, pipeline.EnvIdempotencyKey}
+
+func checkTenantID(id, name string, bad func(name, format string, args ...any)) {
+	if id == "" || strings.ContainsAny(id, "/ ") {
+		bad(name, "id %q must be non-empty, without '/' or spaces", id)
+	}
+}
+
+// checkTenantPolicy checks a tenant's prefix, failure policy and idempotency key.
+func checkTenantPolicy(c Config, n tenantNames, bad func(name, format string, args ...any)) {
+	if c.TenantPrefix != "" {
+		checkPrefix(n.prefix, c.TenantPrefix, bad)
+	}
+	if c.OnFailure != pipeline.OnFailureContinue && c.OnFailure != pipeline.OnFailureHalt {
+		bad(n.onFailure, "%q, want %q or %q", c.OnFailure, pipeline.OnFailureContinue, pipeline.OnFailureHalt)
+	}
+	if c.IdempotencyKey != pipeline.IdempotencyEventID && c.IdempotencyKey != pipeline.IdempotencyObjectVersion {
+		bad(n.idempotencyKey, "%q, want %q or %q", c.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
+	}
+}
+
+// checkPrefix checks a key prefix: a folder outside the pipeline's reserved prefixes.
+func checkPrefix(name, prefix string, bad func(name, format string, args ...any)) {
+	if !strings.HasSuffix(prefix, "/") {
+		bad(name, "%q must end with '/'", prefix)
+	}
+	for _, r := range pipeline.ReservedPrefixes {
+		if strings.HasPrefix(prefix, r) || strings.HasPrefix(r, prefix) {
+			bad(name, "%q overlaps the reserved prefix %q", prefix, r)
+		}
+	}
+}
+
+// envReader collects every problem of an environment, each naming its variable.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func newEnvReader(getenv func(string) string) *envReader { return &envReader{getenv: getenv} }
+
+func (e *envReader) bad(name, format string, args ...any) {
+	e.errs = append(e.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (e *envReader) required(name string) string {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		e.bad(name, "is required")
+	}
+	return v
+}
+
+func (e *envReader) optional(name, def string) string {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
 		return v
 	}
-	optional := func(name, def string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
-		}
-		return def
-	}
-	duration := func(name string, v string, unit time.Duration, lo, hi time.Duration) time.Duration {
-		if v == "" {
-			return 0
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			bad(name, "%q is not a whole number", v)
-			return 0
-		}
-		if n < int64(lo/unit) || n > int64(hi/unit) {
-			bad(name, "%s is out of range, want %d to %d", v, lo/unit, hi/unit)
-			return 0
-		}
-		return time.Duration(n) * unit
-	}
+	return def
+}
 
+func (e *envReader) duration(name string, v string, unit time.Duration, lo, hi time.Duration) time.Duration {
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		e.bad(name, "%q is not a whole number", v)
+		return 0
+	}
+	if n < int64(lo/unit) || n > int64(hi/unit) {
+		e.bad(name, "%s is out of range, want %d to %d", v, lo/unit, hi/unit)
+		return 0
+	}
+	return time.Duration(n) * unit
+}
+
+// shared reads the variables every controller has, silo or pool: all but the tenant's own.
+func (e *envReader) shared() Config {
 	c := Config{
-		StateMachineARN:  required(pipeline.EnvStateMachineARN),
-		QueueURL:         required(pipeline.EnvQueueURL),
-		TenantPrefix:     required(pipeline.EnvTenantPrefix),
-		Bucket:           required(pipeline.EnvBucket),
-		OnFailure:        optional(pipeline.EnvOnFailure, defaultOnFailure),
-		IdempotencyKey:   optional(pipeline.EnvIdempotencyKey, defaultIdempotencyKey),
-		MetricsNamespace: optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
+		StateMachineARN:  e.required(pipeline.EnvStateMachineARN),
+		QueueURL:         e.required(pipeline.EnvQueueURL),
+		Bucket:           e.required(pipeline.EnvBucket),
+		MetricsNamespace: e.optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
 
-		SegmentStateMachineARN: required(pipeline.EnvSegmentStateMachineARN),
+		SegmentStateMachineARN: e.required(pipeline.EnvSegmentStateMachineARN),
 	}
 
 	if c.StateMachineARN != "" {
 		p, err := executionPrefix(c.StateMachineARN)
 		if err != nil {
-			bad(pipeline.EnvStateMachineARN, "%v", err)
+			e.bad(pipeline.EnvStateMachineARN, "%v", err)
 		}
 		c.executionPrefix = p
 	}
 	if c.SegmentStateMachineARN != "" {
 		p, err := executionPrefix(c.SegmentStateMachineARN)
 		if err != nil {
-			bad(pipeline.EnvSegmentStateMachineARN, "%v", err)
+			e.bad(pipeline.EnvSegmentStateMachineARN, "%v", err)
 		} else if p == c.executionPrefix {
-			bad(pipeline.EnvSegmentStateMachineARN, "is the file state machine %s, want the segment state machine", pipeline.EnvStateMachineARN)
+			e.bad(pipeline.EnvSegmentStateMachineARN, "is the file state machine %s, want the segment state machine", pipeline.EnvStateMachineARN)
 		}
 		c.segmentExecutionPrefix = p
 	}
 	if c.QueueURL != "" {
-		if u, err := url.Parse(c.QueueURL); err != nil || u.Scheme == "" || u.Host == "" {
-			bad(pipeline.EnvQueueURL, "%q is not an absolute URL", c.QueueURL)
-		}
-	}
-	if raw := required(pipeline.EnvTenant); raw != "" {
-		if err := json.Unmarshal([]byte(raw), &c.Tenant); err != nil {
-			bad(pipeline.EnvTenant, "is not the JSON of a tenant: %v", err)
-		} else if c.Tenant.ID == "" || strings.ContainsAny(c.Tenant.ID, "/ ") {
-			bad(pipeline.EnvTenant, "id %q must be non-empty, without '/' or spaces", c.Tenant.ID)
-		}
-	}
-	if c.TenantPrefix != "" {
-		if !strings.HasSuffix(c.TenantPrefix, "/") {
-			bad(pipeline.EnvTenantPrefix, "%q must end with '/'", c.TenantPrefix)
-		}
-		for _, r := range pipeline.ReservedPrefixes {
-			if strings.HasPrefix(c.TenantPrefix, r) || strings.HasPrefix(r, c.TenantPrefix) {
-				bad(pipeline.EnvTenantPrefix, "%q overlaps the reserved prefix %q", c.TenantPrefix, r)
-			}
-		}
-	}
-	if c.OnFailure != pipeline.OnFailureContinue && c.OnFailure != pipeline.OnFailureHalt {
-		bad(pipeline.EnvOnFailure, "%q, want %q or %q", c.OnFailure, pipeline.OnFailureContinue, pipeline.OnFailureHalt)
-	}
-	if c.IdempotencyKey != pipeline.IdempotencyEventID && c.IdempotencyKey != pipeline.IdempotencyObjectVersion {
-		bad(pipeline.EnvIdempotencyKey, "%q, want %q or %q", c.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
+		checkURL(pipeline.EnvQueueURL, c.QueueURL, e.bad)
 	}
 
-	c.MaxWait = duration(pipeline.EnvMaxWaitSeconds, required(pipeline.EnvMaxWaitSeconds), time.Second, time.Second, maxVisibility)
-	c.HaltWait = duration(pipeline.EnvHaltWaitSeconds, optional(pipeline.EnvHaltWaitSeconds, strconv.Itoa(int(defaultHaltWait/time.Second))), time.Second, time.Second, maxVisibility)
-	c.FirstWait = duration(pipeline.EnvFirstWaitMillis, optional(pipeline.EnvFirstWaitMillis, strconv.Itoa(int(defaultFirstWait/time.Millisecond))), time.Millisecond, time.Millisecond, maxVisibility)
-	c.PollBudget = duration(pipeline.EnvPollBudgetSeconds, optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
-	c.RegisterTimeout = duration(pipeline.EnvRegisterTimeoutSeconds, optional(pipeline.EnvRegisterTimeoutSeconds, strconv.Itoa(int(maxRegisterTimeout/time.Second))), time.Second, time.Second, maxRegisterTimeout)
-	c.SafetyNet = duration(pipeline.EnvSafetyNetSeconds, optional(pipeline.EnvSafetyNetSeconds, strconv.Itoa(int(defaultSafetyNet/time.Second))), time.Second, time.Second, maxVisibility)
-	switch v := optional(pipeline.EnvWakeEvents, "false"); v {
+	c.MaxWait = e.duration(pipeline.EnvMaxWaitSeconds, e.required(pipeline.EnvMaxWaitSeconds), time.Second, time.Second, maxVisibility)
+	c.HaltWait = e.duration(pipeline.EnvHaltWaitSeconds, e.optional(pipeline.EnvHaltWaitSeconds, strconv.Itoa(int(defaultHaltWait/time.Second))), time.Second, time.Second, maxVisibility)
+	c.FirstWait = e.duration(pipeline.EnvFirstWaitMillis, e.optional(pipeline.EnvFirstWaitMillis, strconv.Itoa(int(defaultFirstWait/time.Millisecond))), time.Millisecond, time.Millisecond, maxVisibility)
+	c.PollBudget = e.duration(pipeline.EnvPollBudgetSeconds, e.optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
+	c.RegisterTimeout = e.duration(pipeline.EnvRegisterTimeoutSeconds, e.optional(pipeline.EnvRegisterTimeoutSeconds, strconv.Itoa(int(maxRegisterTimeout/time.Second))), time.Second, time.Second, maxRegisterTimeout)
+	c.SafetyNet = e.duration(pipeline.EnvSafetyNetSeconds, e.optional(pipeline.EnvSafetyNetSeconds, strconv.Itoa(int(defaultSafetyNet/time.Second))), time.Second, time.Second, maxVisibility)
+	switch v := e.optional(pipeline.EnvWakeEvents, "false"); v {
 	case "true":
 		c.WakeEvents = true
 	case "false":
 	default:
-		bad(pipeline.EnvWakeEvents, "%q, want \"true\" or \"false\"", v)
+		e.bad(pipeline.EnvWakeEvents, "%q, want \"true\" or \"false\"", v)
 	}
 	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
 	// safety net, so that a message whose visibility change failed still comes back within it.
 	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {
-		bad(pipeline.EnvSafetyNetSeconds, "%s is longer than %s=%s: raise the queue visibility timeout to at least the safety net", c.SafetyNet, pipeline.EnvMaxWaitSeconds, c.MaxWait)
+		e.bad(pipeline.EnvSafetyNetSeconds, "%s is longer than %s=%s: raise the queue visibility timeout to at least the safety net", c.SafetyNet, pipeline.EnvMaxWaitSeconds, c.MaxWait)
 	}
 	if c.FirstWait > 0 && c.MaxWait > 0 && c.FirstWait > c.MaxWait {
-		bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
+		e.bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
 	}
+	return c
+}
 
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("controller environment: %w", err)
+func checkURL(name, v string, bad func(name, format string, args ...any)) {
+	if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
+		bad(name, "%q is not an absolute URL", v)
 	}
-	return c, nil
 }
 
 // executionPrefix turns a state machine ARN, arn:PARTITION:states:REGION:ACCOUNT:stateMachine:NAME,

@@ -613,3 +613,24 @@ func message(id, body string, receiveCount int) events.SQSMessage {
 		EventSource: "aws:sqs",
 	}
 }
+
+// fakeSender records SendMessage calls as SQS would take them; errs answers a queue URL with an
+// error instead.
+type fakeSender struct {
+	mu    sync.Mutex
+	sends []*sqs.SendMessageInput
+	errs  map[string]error
+}
+
+func (f *fakeSender) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.errs[aws.ToString(in.QueueUrl)]; err != nil {
+		return nil, err
+	}
+	f.sends = append(f.sends, in)
+	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sends)))}, nil
+}

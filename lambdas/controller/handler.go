@@ -430,18 +430,24 @@ func (h *Handler) hold(ctx context.Context, d *delivery, wait time.Duration) dec
 // comes back, after the queue's visibility timeout. It reports whether the change was made.
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
 func (h *Handler) changeVisibility(ctx context.Context, rec events.SQSMessage, wait time.Duration) bool {
-	secs := int32(min(math.Ceil(wait.Seconds()), maxVisibility.Seconds()))
-	_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl:          aws.String(h.cfg.QueueURL),
-		ReceiptHandle:     aws.String(rec.ReceiptHandle),
-		VisibilityTimeout: secs,
-	})
-	if err != nil {
+	if err := setVisibility(ctx, h.sqs, h.cfg.QueueURL, rec, wait); err != nil {
 		h.log.WarnContext(ctx, "could not change the message visibility; it returns after the queue's visibility timeout",
 			"tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId, "error", err)
 		return false
 	}
 	return true
+}
+
+// setVisibility sets the visibility timeout of the record to wait, rounded up to whole seconds and
+// at most maxVisibility.
+func setVisibility(ctx context.Context, q queue, queueURL string, rec events.SQSMessage, wait time.Duration) error {
+	secs := int32(min(math.Ceil(wait.Seconds()), maxVisibility.Seconds()))
+	_, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(queueURL),
+		ReceiptHandle:     aws.String(rec.ReceiptHandle),
+		VisibilityTimeout: secs,
+	})
+	return err
 }
 
 // backoff is the wait before the attempt'th delivery is looked at again: first, doubling per

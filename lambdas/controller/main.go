@@ -1,22 +1,27 @@
 // Command controller is the tenant pipeline's controller Lambda. It reads the tenant's FIFO queue
 // one file event at a time and keeps each message in flight until that file's Step Functions
 // execution has finished, so the queue itself is the tenant's lock. The same function handles the
-// execution's status change events, which make the waiting message visible at once. See
+// execution's status change events, which make the waiting message visible at once. In the pooled
+// tier the same binary is a pool's controller, whose tenants share one queue (one message group
+// each), or the pool's router, which puts each S3 event under its tenant's group. See
 // docs/controller.md.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 func main() {
@@ -25,7 +30,51 @@ func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	slog.SetDefault(logger)
 
-	cfg, err := configFromEnv(os.Getenv)
+	// One binary, three roles chosen by the environment: a silo tenant's controller, a pool's
+	// controller (POOL set, pool.go), and a pool's router (FUNCTION_ROLE=router, router.go).
+	var (
+		build func(aws.Config) any
+		err   error
+	)
+	switch role, pool := os.Getenv(pipeline.EnvFunctionRole), os.Getenv(pipeline.EnvPool); {
+	case role == pipeline.FunctionRoleRouter:
+		var cfg RouterConfig
+		cfg, err = routerConfigFromEnv(os.Getenv)
+		build = func(awsCfg aws.Config) any {
+			r := NewRouter(cfg, sqs.NewFromConfig(awsCfg), logger,
+				metrics.NewDimension(os.Stdout, cfg.MetricsNamespace, metrics.DimensionPool, cfg.Pool),
+				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, cfg.MetricsNamespace, tenant) })
+			return r.Invoke
+		}
+	case role != "":
+		err = fmt.Errorf("%s: %q, want %q or unset", pipeline.EnvFunctionRole, role, pipeline.FunctionRoleRouter)
+	case pool != "":
+		var cfg PoolConfig
+		cfg, err = poolConfigFromEnv(os.Getenv)
+		build = func(awsCfg aws.Config) any {
+			ns := cfg.Shared.MetricsNamespace
+			p := NewPool(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg, awsconfig.S3Options), logger,
+				metrics.NewDimension(os.Stdout, ns, metrics.DimensionPool, cfg.Shared.Pool),
+				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, ns, tenant) })
+			// The pool queue's SQS events and the pool's status change events (wake.go).
+			return p.Invoke
+		}
+	default:
+		var cfg Config
+		cfg, err = configFromEnv(os.Getenv)
+		build = func(awsCfg aws.Config) any {
+			h := NewHandler(cfg,
+				sfn.NewFromConfig(awsCfg),
+				sqs.NewFromConfig(awsCfg),
+				s3.NewFromConfig(awsCfg, awsconfig.S3Options),
+				logger,
+				metrics.New(os.Stdout, cfg.MetricsNamespace, cfg.Tenant.ID),
+			)
+			// One binary, two event shapes: the tenant queue's SQS events, and the file state
+			// machine's status change events from the wake-up rule (wake.go).
+			return h.Invoke
+		}
+	}
 	if err != nil {
 		logger.Error("controller cannot start", "error", err)
 		os.Exit(1)
@@ -35,14 +84,5 @@ func main() {
 		logger.Error("controller cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
-	h := NewHandler(cfg,
-		sfn.NewFromConfig(awsCfg),
-		sqs.NewFromConfig(awsCfg),
-		s3.NewFromConfig(awsCfg, awsconfig.S3Options),
-		logger,
-		metrics.New(os.Stdout, cfg.MetricsNamespace, cfg.Tenant.ID),
-	)
-	// One binary, two event shapes: the tenant queue's SQS events, and the file state machine's
-	// status change events from the wake-up rule (wake.go).
-	lambda.Start(h.Invoke)
+	lambda.Start(build(awsCfg))
 }

@@ -72,37 +72,49 @@ type statusChange struct {
 // tenant's queue (Handle), and a Step Functions status change event from EventBridge (Wake).
 // Anything else is a misconfiguration: ERROR and an error, so the function's Errors metric counts it.
 func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
+	return invoke(ctx, h, payload)
+}
+
+// target is what invoke hands an event to: a silo tenant's Handler, or a pool's dispatcher (Pool).
+type target interface {
+	Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+	Wake(ctx context.Context, ev events.EventBridgeEvent) error
+	unknownShape(ctx context.Context, err error) error
+}
+
+// invoke tells the two event shapes apart and hands the event to t.
+func invoke(ctx context.Context, t target, payload json.RawMessage) (any, error) {
 	var probe struct {
 		Records    json.RawMessage `json:"Records"`
 		Source     *string         `json:"source"`
 		DetailType *string         `json:"detail-type"`
 	}
 	if err := json.Unmarshal(payload, &probe); err != nil {
-		return nil, h.unknownShape(ctx, fmt.Errorf("payload is not a JSON object: %w", err))
+		return nil, t.unknownShape(ctx, fmt.Errorf("payload is not a JSON object: %w", err))
 	}
 	switch {
 	case probe.Records != nil && probe.Source == nil && probe.DetailType == nil:
 		var ev events.SQSEvent
 		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, h.unknownShape(ctx, fmt.Errorf("records are not SQS records: %w", err))
+			return nil, t.unknownShape(ctx, fmt.Errorf("records are not SQS records: %w", err))
 		}
 		for i, r := range ev.Records {
 			if r.EventSource != "aws:sqs" {
-				return nil, h.unknownShape(ctx, fmt.Errorf("record %d has eventSource %q, want aws:sqs", i, r.EventSource))
+				return nil, t.unknownShape(ctx, fmt.Errorf("record %d has eventSource %q, want aws:sqs", i, r.EventSource))
 			}
 		}
-		return h.Handle(ctx, ev)
+		return t.Handle(ctx, ev)
 	case probe.Records == nil && probe.Source != nil && probe.DetailType != nil:
 		var ev events.EventBridgeEvent
 		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, h.unknownShape(ctx, fmt.Errorf("not an EventBridge event: %w", err))
+			return nil, t.unknownShape(ctx, fmt.Errorf("not an EventBridge event: %w", err))
 		}
 		if ev.Source != statesEventSource || ev.DetailType != statusChangeDetailType {
-			return nil, h.unknownShape(ctx, fmt.Errorf("event source %q, detail-type %q, want %q, %q", ev.Source, ev.DetailType, statesEventSource, statusChangeDetailType))
+			return nil, t.unknownShape(ctx, fmt.Errorf("event source %q, detail-type %q, want %q, %q", ev.Source, ev.DetailType, statesEventSource, statusChangeDetailType))
 		}
-		return nil, h.Wake(ctx, ev)
+		return nil, t.Wake(ctx, ev)
 	default:
-		return nil, h.unknownShape(ctx, errors.New("neither an SQS event (Records) nor an EventBridge event (source, detail-type)"))
+		return nil, t.unknownShape(ctx, errors.New("neither an SQS event (Records) nor an EventBridge event (source, detail-type)"))
 	}
 }
 
