@@ -266,8 +266,8 @@ func (t *TenantPool) build() {
 	// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
 	// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
 	routerEnv := with(poolEnv, map[string]string{
-		envFunctionRole:       functionRoleRouter,
-		envDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
+		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
+		pipeline.EnvDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
 	})
 	t.Router = t.function("Router", pkgController, code, 30*time.Second, 128, routerEnv, &awslambda.FunctionProps{
 		DeadLetterQueue: t.RuleDeadLetterQueue,
@@ -519,10 +519,3 @@ func with(base, more map[string]string) map[string]string {
 	}
 	return out
 }
-
-// The router's variables (lambdas/controller, route mode).
-const (
-	envFunctionRole       = "FUNCTION_ROLE"
-	functionRoleRouter    = "router"
-	envDeadLetterQueueURL = "DEAD_LETTER_QUEUE_URL"
-)

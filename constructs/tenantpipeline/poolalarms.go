@@ -12,16 +12,17 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Pool-wide metrics of the router and the pool controller (EMF, dimension Pool).
 const (
 	// MetricUnroutedObjects counts objects under the pool's prefix that belong to no tenant.
-	MetricUnroutedObjects = "UnroutedObjects"
+	MetricUnroutedObjects = metrics.UnroutedObjects
 	// MetricUnknownTenantMessages counts pool messages whose group is no tenant of the pool.
-	MetricUnknownTenantMessages = "UnknownTenantMessages"
-	DimensionPool               = "Pool"
+	MetricUnknownTenantMessages = metrics.UnknownTenantMessages
+	DimensionPool               = metrics.DimensionPool
 )
 
 // PoolAlarms are a pool's alarms: a fixed set, whatever its tenant count.
