@@ -69,7 +69,15 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs}
+	var dlc struct{ TargetArn string }
+	if err := asm.Prop(res, fr, "DeadLetterConfig", &dlc); err != nil {
+		return nil, err
+	}
+	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
+		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
+	}
+	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs,
+		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}}
 	if d, ok := r.cfg.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
@@ -114,4 +122,40 @@ func (r *Run) tenantOf(f *Function, q *Queue) *Tenant {
 	json.Unmarshal([]byte(tenantVar), &cfg)
 	id, _ := cfg["id"].(string)
 	return &Tenant{ID: id, Prefix: prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg}
+}
+
+// eventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's asynchronous
+// invocations (asyncinvoke.go). Its DestinationConfig is not emulated.
+func (r *Run) eventInvokeConfig(asm *Assembly, res *Resolver, c *Resource) error {
+	var props struct {
+		FunctionName             string
+		Qualifier                string
+		MaximumRetryAttempts     *int
+		MaximumEventAgeInSeconds int
+		DestinationConfig        map[string]any
+	}
+	raw, err := res.Resolve(c.Stack, mustJSON(c.Properties))
+	if err != nil {
+		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
+	}
+	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
+		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
+	}
+	f := r.Lambda.Lookup(props.FunctionName)
+	if f == nil {
+		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: function %s is not run locally\n", c.LogicalID, props.FunctionName)
+		return nil
+	}
+	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > asyncDefaultRetries) {
+		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, asyncDefaultRetries)
+	}
+	age := time.Duration(props.MaximumEventAgeInSeconds) * time.Second
+	if age != 0 && (age < asyncMinEventAge || age > asyncDefaultEventAge) {
+		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(asyncMinEventAge.Seconds()), int(asyncDefaultEventAge.Seconds()))
+	}
+	if len(props.DestinationConfig) > 0 {
+		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", c.LogicalID)
+	}
+	f.Async.MaximumRetryAttempts, f.Async.MaximumEventAge = props.MaximumRetryAttempts, age
+	return nil
 }

@@ -96,6 +96,10 @@ type Config struct {
 	// machines (0 means 1): a scenario can wait out a retrier meant for minutes. Which errors are
 	// retried, and how often, stays as synthesized.
 	RetryIntervalScale float64
+	// AsyncRetryScale multiplies Lambda's waits before retrying a failed asynchronous invocation
+	// (1 minute, then 2 minutes) and the function's maximum event age (asyncinvoke.go). 0 means
+	// 1/60: retries after 1 s and 2 s, the local default.
+	AsyncRetryScale float64
 }
 
 // Event key forms (Config.EventKeyForm).

@@ -225,6 +225,11 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		r.functions = append(r.functions, f)
 		r.Lambda.Add(f)
 	}
+	for _, c := range r.asm.OfType("AWS::Lambda::EventInvokeConfig") {
+		if err := r.eventInvokeConfig(r.asm, r.res, c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
