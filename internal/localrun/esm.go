@@ -145,13 +145,13 @@ func (m *mapping) poll(ctx context.Context) {
 func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	m.run.mu.Lock()
 	if m.run.delivered == nil {
-		m.run.delivered = map[string]map[string]bool{}
+		m.run.delivered = map[string]map[string]string{}
 	}
 	if m.run.delivered[m.queue.ARN] == nil {
-		m.run.delivered[m.queue.ARN] = map[string]bool{}
+		m.run.delivered[m.queue.ARN] = map[string]string{}
 	}
 	for _, msg := range msgs {
-		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = true
+		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
 	}
 	m.run.mu.Unlock()
 	event := map[string]any{"Records": m.records(msgs)}
@@ -237,7 +237,8 @@ func (m *mapping) records(msgs []sqstypes.Message) []map[string]any {
 }
 
 // Messages is how many distinct messages of the tenant's queue the event source mapping has handed
-// to the controller so far (a message delivered again counts once).
+// to the controller so far (a message delivered again counts once); for a pooled tenant, the
+// messages of its message group in the pool's queue.
 func (r *Run) Messages(tenantID string) int {
 	t := r.Tenant(tenantID)
 	if t == nil {
@@ -245,7 +246,16 @@ func (r *Run) Messages(tenantID string) int {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.delivered[t.Queue.ARN])
+	if !t.Pooled() {
+		return len(r.delivered[t.Queue.ARN])
+	}
+	n := 0
+	for _, g := range r.delivered[t.Queue.ARN] {
+		if g == t.ID {
+			n++
+		}
+	}
+	return n
 }
 
 // MappingErrors is how many event source mapping invocations failed (a function error, a crash, a

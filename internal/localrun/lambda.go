@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Function is one Lambda function of the templates, run as host-built processes that talk the
@@ -47,6 +49,13 @@ type Function struct {
 	OnInvoke func(fn *Function)
 	// Async is how Lambda handles the function's asynchronous invocations (asyncinvoke.go).
 	Async AsyncConfig
+	// AssetDir is the function's code asset directory (LAMBDA_TASK_ROOT), if the template names it.
+	AssetDir string
+	// Pool is the pool a pooled tier's function serves (its POOL variable), PoolSettings the pool's
+	// settings as the function reads them, and Role its FUNCTION_ROLE ("router" for a pool's router).
+	Pool         string
+	PoolSettings *pipeline.PoolSettings
+	Role         string
 
 	mu        sync.Mutex
 	idle      []*instance

@@ -41,7 +41,10 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 	for _, t := range props.FunctionResponseTypes {
 		reportFailures = reportFailures || t == "ReportBatchItemFailures"
 	}
-	if t := r.tenantOf(f, q); t != nil {
+	for _, t := range r.tenantsOf(f, q) {
+		if r.Tenant(t.ID) != nil {
+			return fmt.Errorf("mapping %s: tenant %s is served twice", m.LogicalID, t.ID)
+		}
 		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
 	}

@@ -276,7 +276,7 @@ func (r *Run) startMappings(context.Context) error {
 		}
 	}
 	if len(r.Tenants) == 0 {
-		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT variable)")
+		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT or POOL variable)")
 	}
 	return nil
 }
