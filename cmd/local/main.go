@@ -60,7 +60,7 @@ type options struct {
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
 	loseChildStarts                                                                            int
-	retryScale                                                                                 float64
+	retryScale, asyncRetryScale                                                                float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
 	files                                                                                      []inboxFile
@@ -103,6 +103,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
 	fs.DurationVar(&o.registerClientTimeout, "register-client-timeout", 0, "Step Functions gives up on an Invoke of Register after this long: the task fails with Lambda.ClientExecutionTimeoutException while the invocation goes on (0: never)")
 	fs.IntVar(&o.loseChildStarts, "lose-child-start-answers", 0, "the first N segment executions are started, and then each starting task fails with StepFunctions.SdkClientException, as when a start's answer is lost")
+	fs.Float64Var(&o.asyncRetryScale, "async-retry-scale", 1.0/60, "multiply Lambda's waits before retrying a failed asynchronous invocation (1 and 2 minutes) and the maximum event age (default: retries after 1 s and 2 s)")
 	fs.Float64Var(&o.retryScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -138,6 +139,8 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--lose-child-start-answers %d: want 0 or more", o.loseChildStarts)
 	case !(o.retryScale > 0):
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
+	case !(o.asyncRetryScale > 0):
+		return nil, usagef("--async-retry-scale %g: want more than 0", o.asyncRetryScale)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
 		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
 	}
@@ -255,6 +258,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 			LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
+			AsyncRetryScale: o.asyncRetryScale,
 		})
 		return err
 	})
@@ -306,6 +310,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
 		fmt.Fprintf(stdout, "status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
 			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
+	}
+	if c := r.StatusEventCounts(); c.DeadLettered > 0 || c.Discarded > 0 {
+		fmt.Fprintf(stdout, "asynchronous invocations given up: %d sent to a dead-letter queue, %d discarded\n", c.DeadLettered, c.Discarded)
 	}
 	if o.report != "" {
 		if err := writeReports(o.report, rep, r.TenantIDs()); err != nil {

@@ -33,6 +33,7 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"negative client timeout", []string{"--register-client-timeout", "-1s"}, "--register-client-timeout -1s: want 0 or more"},
 		{"negative lost starts", []string{"--lose-child-start-answers", "-2"}, "--lose-child-start-answers -2: want 0 or more"},
 		{"zero retry scale", []string{"--retry-interval-scale", "0"}, "--retry-interval-scale 0: want more than 0"},
+		{"zero async retry scale", []string{"--async-retry-scale", "0"}, "--async-retry-scale 0: want more than 0"},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

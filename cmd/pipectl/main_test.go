@@ -331,6 +331,29 @@ func TestPauseResume(t *testing.T) {
 	}
 }
 
+// Two pooled tenants read one queue through one event source mapping: pausing either would pause
+// the pool, so pause and resume refuse and change nothing.
+func TestPausePooledTenantRefused(t *testing.T) {
+	w := world()
+	pooled := func(id string) pipeline.TenantOutput {
+		o := opsfake.Tenant(id, pipeline.OnFailureContinue)
+		o.QueueURL, o.QueueARN = "https://sqs.eu-west-1.amazonaws.com/123456789012/pool-a.fifo", "arn:aws:sqs:eu-west-1:123456789012:pool-a.fifo"
+		o.ControllerFunction, o.EventSourceMappingUUID = "pool-a-controller", "esm-pool-a"
+		return o
+	}
+	w.AddTenant("TenantPipeline-Pool-a", pooled("p1"))
+	w.AddTenant("TenantPipeline-Pool-a", pooled("p2"))
+	for _, verb := range []string{"pause", "resume"} {
+		code, _, stderr := runIn(t, w, verb, "p1")
+		if code != 1 || !strings.Contains(stderr, "tenant p1 shares its queue") || !strings.Contains(stderr, "(p2)") || !strings.Contains(stderr, "the whole pool") {
+			t.Errorf("%s p1: got exit %d, %q; want 1 and a refusal naming p2 and the pool", verb, code, stderr)
+		}
+	}
+	if len(w.Updates) != 0 {
+		t.Errorf("got %d event source mapping updates, want none", len(w.Updates))
+	}
+}
+
 func TestSkip(t *testing.T) {
 	markerKey := "control/acme/skip/acme-2"
 	for _, tc := range []struct {

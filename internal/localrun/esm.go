@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,6 +28,78 @@ type mapping struct {
 	fn             *Function
 	batch          int
 	reportFailures bool
+	// scale is how many pollers the mapping starts with and may grow to (mappingScale).
+	scale pollerScale
+
+	mu       sync.Mutex
+	pollers  int // pollers running
+	holding  int // pollers with a batch they have not finished handling
+	inFlight int // invocations in progress
+	peak     int // the most invocations in progress at once
+	peakPoll int // the most pollers running at once
+}
+
+// start starts the mapping's first pollers; more start as messages arrive (poll).
+func (m *mapping) start(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for range m.scale.initial {
+		m.spawn(ctx)
+	}
+}
+
+// spawn starts one poller; m.mu is held.
+func (m *mapping) spawn(ctx context.Context) {
+	m.pollers++
+	m.peakPoll = max(m.peakPoll, m.pollers)
+	m.run.pollers.Add(1)
+	go func() {
+		defer m.run.pollers.Done()
+		m.poll(ctx)
+	}()
+}
+
+// received adjusts the pollers to demand after a ReceiveMessage call: a poller that got a batch
+// when every other poller holds one too starts another poller (up to the maximum), so that the
+// next message group finds one waiting; a poller whose long poll came back empty stops when there
+// are more pollers than the mapping starts with. It reports whether the caller stops.
+func (m *mapping) received(ctx context.Context, got int, err error) (stop bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err == nil && got == 0 && m.pollers > m.scale.initial:
+		m.pollers--
+		return true
+	case got > 0:
+		m.holding++
+		if m.holding == m.pollers && m.pollers < m.scale.max {
+			m.spawn(ctx)
+		}
+	}
+	return false
+}
+
+// handled ends a batch received.
+func (m *mapping) handled() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holding--
+}
+
+// invoking counts an invocation of the function in progress (+1) or finished (-1), and the peak.
+func (m *mapping) invoking(d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inFlight += d
+	m.peak = max(m.peak, m.inFlight)
+}
+
+// Peak is the most invocations of the mapping that were in progress at once, and the most pollers
+// that ran at once.
+func (m *mapping) Peak() (invocations, pollers int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak, m.peakPoll
 }
 
 func (m *mapping) poll(ctx context.Context) {
@@ -43,6 +116,13 @@ func (m *mapping) poll(ctx context.Context) {
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		var got int
+		if err == nil {
+			got = len(out.Messages)
+		}
+		if m.received(ctx, got, err) {
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: receive: %v\n", m.queue.Name, err)
@@ -50,30 +130,35 @@ func (m *mapping) poll(ctx context.Context) {
 			}
 			continue
 		}
-		if len(out.Messages) == 0 || m.run.releaseIfDisabled(ctx, m, out.Messages) {
+		if len(out.Messages) == 0 {
 			continue
 		}
-		m.run.setBusy(1)
-		m.handle(ctx, out.Messages)
-		m.run.setBusy(-1)
+		if !m.run.releaseIfDisabled(ctx, m, out.Messages) {
+			m.run.setBusy(1)
+			m.handle(ctx, out.Messages)
+			m.run.setBusy(-1)
+		}
+		m.handled()
 	}
 }
 
 func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	m.run.mu.Lock()
 	if m.run.delivered == nil {
-		m.run.delivered = map[string]map[string]bool{}
+		m.run.delivered = map[string]map[string]string{}
 	}
 	if m.run.delivered[m.queue.ARN] == nil {
-		m.run.delivered[m.queue.ARN] = map[string]bool{}
+		m.run.delivered[m.queue.ARN] = map[string]string{}
 	}
 	for _, msg := range msgs {
-		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = true
+		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
 	}
 	m.run.mu.Unlock()
 	event := map[string]any{"Records": m.records(msgs)}
 	payload, _ := json.Marshal(event)
+	m.invoking(1)
 	res, err := m.fn.Invoke(ctx, payload)
+	m.invoking(-1)
 	if err != nil {
 		if !errors.Is(err, ErrThrottled) && ctx.Err() == nil {
 			m.run.mappingErrors.Add(1)
@@ -152,7 +237,8 @@ func (m *mapping) records(msgs []sqstypes.Message) []map[string]any {
 }
 
 // Messages is how many distinct messages of the tenant's queue the event source mapping has handed
-// to the controller so far (a message delivered again counts once).
+// to the controller so far (a message delivered again counts once); for a pooled tenant, the
+// messages of its message group in the pool's queue.
 func (r *Run) Messages(tenantID string) int {
 	t := r.Tenant(tenantID)
 	if t == nil {
@@ -160,7 +246,16 @@ func (r *Run) Messages(tenantID string) int {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.delivered[t.Queue.ARN])
+	if !t.Pooled() {
+		return len(r.delivered[t.Queue.ARN])
+	}
+	n := 0
+	for _, g := range r.delivered[t.Queue.ARN] {
+		if g == t.ID {
+			n++
+		}
+	}
+	return n
 }
 
 // MappingErrors is how many event source mapping invocations failed (a function error, a crash, a
@@ -188,21 +283,44 @@ func sleep(ctx context.Context, d time.Duration) {
 // (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html).
 const initialPollers = 5
 
-// mappingPollers is how many invocations of one SQS event source mapping may run at once. Without a
-// reservation Lambda scales on the function's unreserved concurrency; on a FIFO queue it scales "to
-// the number of active message groups", and a message group never has two batches in flight
+// Bounds of an event source mapping's ScalingConfig.MaximumConcurrency: "The minimum value is 2 and
+// the maximum value is 1000" (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html#sqs-max-concurrency,
+// https://docs.aws.amazon.com/lambda/latest/api/API_ScalingConfig.html). Without it, or a reserved
+// concurrency, a mapping scales on the function's unreserved concurrency, which the account's
+// default concurrency limit of 1,000 bounds
+// (https://docs.aws.amazon.com/lambda/latest/dg/lambda-concurrency.html).
+const (
+	minMaximumConcurrency   = 2
+	maxMaximumConcurrency   = 1000
+	accountConcurrencyLimit = 1000
+)
+
+// pollerScale is how many pollers of one mapping run: initial from the start, up to max as
+// messages arrive. Each poller has at most one invocation in progress, so max bounds the mapping's
+// concurrency.
+type pollerScale struct{ initial, max int }
+
+// mappingScale is how many invocations of one SQS event source mapping may run at once, and how
+// many pollers it starts with. Lambda begins with five pollers and scales up while messages wait;
+// on a FIFO queue it scales "to the number of active message groups", since a message group never
+// has two batches in flight, capped by the mapping's ScalingConfig.MaximumConcurrency and by the
+// function's reserved concurrency
 // (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html,
-// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html). So the pollers need no limit of
-// their own beyond the initial five: the queue hands each group to one of them at a time, and a
-// tenant's queue, with its single group, has one invocation at a time. A reserved concurrency
-// (ReservedConcurrentExecutions, opt-in) or the mapping's MaximumConcurrency caps them.
-func mappingPollers(reserved, maximumConcurrency int) int {
-	n := initialPollers
+// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html): concurrency = min(active message
+// groups, MaximumConcurrency, reserved). The queue enforces the groups (fauxqs hands out no message
+// of a group with a message in flight); the pollers enforce the caps: the mapping starts with
+// min(5, cap) pollers and grows by one whenever a poller receives a batch while no other poller is
+// waiting on the queue (mapping.received), up to the cap, and shrinks back when long polls come
+// back empty. A silo tenant's queue, with one group, has one invocation at a time and five idle
+// long polls, as before; a pool queue with 20 active tenants and MaximumConcurrency 10 has 10
+// invocations at once, one with 3 active tenants has 3, and an idle pool costs five long polls.
+func mappingScale(reserved, maximumConcurrency int) pollerScale {
+	limit := accountConcurrencyLimit
 	if reserved > 0 {
-		n = min(n, reserved)
+		limit = min(limit, reserved)
 	}
 	if maximumConcurrency > 0 {
-		n = min(n, maximumConcurrency)
+		limit = min(limit, maximumConcurrency)
 	}
-	return n
+	return pollerScale{initial: min(initialPollers, limit), max: limit}
 }

@@ -40,17 +40,22 @@ func TestInvocationOfTrace(t *testing.T) {
 // Lambda starts an SQS event source mapping with five concurrent batches and, on a FIFO queue,
 // scales to the active message groups; a reserved concurrency or MaximumConcurrency caps it
 // (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html).
-func TestMappingPollers(t *testing.T) {
-	for _, tc := range []struct{ reserved, maxConc, want int }{
-		{0, 0, 5}, // no reservation: not 1, not unlimited
-		{1, 0, 1}, // the opt-in reserved concurrency 1
-		{3, 0, 3},
-		{10, 0, 5},
-		{0, 2, 2},
-		{4, 2, 2},
+func TestMappingScale(t *testing.T) {
+	for _, tc := range []struct {
+		reserved, maxConc int
+		want              pollerScale
+	}{
+		{0, 0, pollerScale{5, 1000}}, // no reservation: the account's unreserved concurrency
+		{1, 0, pollerScale{1, 1}},    // the opt-in reserved concurrency 1
+		{3, 0, pollerScale{3, 3}},
+		{10, 0, pollerScale{5, 10}},
+		{0, 2, pollerScale{2, 2}},
+		{4, 2, pollerScale{2, 2}},
+		{0, 10, pollerScale{5, 10}},
+		{4, 10, pollerScale{4, 4}},
 	} {
-		if got := mappingPollers(tc.reserved, tc.maxConc); got != tc.want {
-			t.Errorf("mappingPollers(%d, %d): got %d, want %d", tc.reserved, tc.maxConc, got, tc.want)
+		if got := mappingScale(tc.reserved, tc.maxConc); got != tc.want {
+			t.Errorf("mappingScale(%d, %d): got %+v, want %+v", tc.reserved, tc.maxConc, got, tc.want)
 		}
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Resource, binDir string, built map[string]string, endpoints []string) (*Function, error) {
@@ -64,12 +68,33 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		b, _ := json.Marshal(cfg)
 		vars["TENANT"] = string(b)
 	}
+	// Lambda unpacks the code asset in /var/task and names it LAMBDA_TASK_ROOT; locally it is the
+	// asset's directory in the cloud assembly, where a pool's settings file lies beside bootstrap.
+	assetDir := r.assetDir(fr)
 	all := append([]string{}, endpoints...)
+	if assetDir != "" {
+		all = append(all, "LAMBDA_TASK_ROOT="+assetDir)
+	}
+	var pool *pipeline.PoolSettings
+	if vars[pipeline.EnvPool] != "" {
+		var err error
+		if pool, err = r.poolSettings(fr, id.Ref, assetDir, vars); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range sortedKeys(vars) {
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs}
+	var dlc struct{ TargetArn string }
+	if err := asm.Prop(res, fr, "DeadLetterConfig", &dlc); err != nil {
+		return nil, err
+	}
+	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
+		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
+	}
+	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs,
+		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
@@ -94,7 +119,10 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	return f, nil
 }
 
-func (r *Run) tenantOf(f *Function, q *Queue) *Tenant {
+// tenantsOf makes the tenants a controller's mapping serves: the one of its TENANT variable (a
+// silo tenant, with its own queue), or every tenant of its pool's settings file (pooled tenants,
+// sharing the pool's queue, each its message group).
+func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
 	var tenantVar, prefix, machine string
 	for _, kv := range f.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -107,11 +135,120 @@ func (r *Run) tenantOf(f *Function, q *Queue) *Tenant {
 			machine = v
 		}
 	}
+	if f.PoolSettings != nil && tenantVar == "" {
+		var ts []*Tenant
+		for _, pt := range f.PoolSettings.Tenants {
+			var cfg map[string]any
+			json.Unmarshal(mustJSON(pt.Settings), &cfg)
+			if pt.OnFailure != "" {
+				cfg["onFailure"] = pt.OnFailure
+			}
+			if pt.IdempotencyKey != "" {
+				cfg["idempotencyKey"] = pt.IdempotencyKey
+			}
+			ts = append(ts, &Tenant{ID: pt.ID(), Prefix: pt.Prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg, Tier: TierPool, Pool: f.Pool})
+		}
+		return ts
+	}
 	if tenantVar == "" {
 		return nil
 	}
 	var cfg map[string]any
 	json.Unmarshal([]byte(tenantVar), &cfg)
 	id, _ := cfg["id"].(string)
-	return &Tenant{ID: id, Prefix: prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg}
+	return []*Tenant{{ID: id, Prefix: prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg, Tier: TierSilo}}
+}
+
+// assetDir is the directory of a function's code asset (its "aws:asset:path" metadata, relative
+// to the cloud assembly), or "" when the template names none.
+func (r *Run) assetDir(fr *Resource) string {
+	var p string
+	if raw, ok := fr.Metadata["aws:asset:path"]; ok {
+		json.Unmarshal(raw, &p)
+	}
+	if p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.cfg.Assembly, p)
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return p
+}
+
+// poolSettings reads the settings file of a pool function (POOL_SETTINGS against its asset
+// directory, as the function resolves it) and, as the harness does for a silo tenant's TENANT
+// variable, points every pooled tenant at the register endpoint of the run: it writes the changed
+// file to the work directory and sets POOL_SETTINGS to it (an absolute path, which the function
+// takes as it is).
+func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
+	path := pipeline.PoolSettingsPath(func(k string) string {
+		if k == "LAMBDA_TASK_ROOT" {
+			return assetDir
+		}
+		return vars[k]
+	})
+	s, err := pipeline.LoadPoolSettings(path)
+	if err != nil {
+		return nil, fmt.Errorf("function %s (pool %s): %w", fr.LogicalID, vars[pipeline.EnvPool], err)
+	}
+	for i := range s.Tenants {
+		t := &s.Tenants[i].Settings
+		switch {
+		case t.DynamoDB != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
+		case r.cfg.RegisterURL != "":
+			t.RegisterURL = r.cfg.RegisterURL
+		default:
+			t.RegisterURL = sinkURL(r.sinkURL, t.ID)
+		}
+	}
+	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, name+".json")
+	b, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return nil, err
+	}
+	vars[pipeline.EnvPoolSettings] = out
+	return s, nil
+}
+
+// eventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's asynchronous
+// invocations (asyncinvoke.go). Its DestinationConfig is not emulated.
+func (r *Run) eventInvokeConfig(asm *Assembly, res *Resolver, c *Resource) error {
+	var props struct {
+		FunctionName             string
+		Qualifier                string
+		MaximumRetryAttempts     *int
+		MaximumEventAgeInSeconds int
+		DestinationConfig        map[string]any
+	}
+	raw, err := res.Resolve(c.Stack, mustJSON(c.Properties))
+	if err != nil {
+		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
+	}
+	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
+		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
+	}
+	f := r.Lambda.Lookup(props.FunctionName)
+	if f == nil {
+		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: function %s is not run locally\n", c.LogicalID, props.FunctionName)
+		return nil
+	}
+	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > asyncDefaultRetries) {
+		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, asyncDefaultRetries)
+	}
+	age := time.Duration(props.MaximumEventAgeInSeconds) * time.Second
+	if age != 0 && (age < asyncMinEventAge || age > asyncDefaultEventAge) {
+		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(asyncMinEventAge.Seconds()), int(asyncDefaultEventAge.Seconds()))
+	}
+	if len(props.DestinationConfig) > 0 {
+		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", c.LogicalID)
+	}
+	f.Async.MaximumRetryAttempts, f.Async.MaximumEventAge = props.MaximumRetryAttempts, age
+	return nil
 }

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Function is one Lambda function of the templates, run as host-built processes that talk the
@@ -45,6 +47,15 @@ type Function struct {
 	BeforeResponse func(fn *Function, id string, payload []byte) bool
 	// OnInvoke, if set, is called when an invocation is handed to an execution environment.
 	OnInvoke func(fn *Function)
+	// Async is how Lambda handles the function's asynchronous invocations (asyncinvoke.go).
+	Async AsyncConfig
+	// AssetDir is the function's code asset directory (LAMBDA_TASK_ROOT), if the template names it.
+	AssetDir string
+	// Pool is the pool a pooled tier's function serves (its POOL variable), PoolSettings the pool's
+	// settings as the function reads them, and Role its FUNCTION_ROLE ("router" for a pool's router).
+	Pool         string
+	PoolSettings *pipeline.PoolSettings
+	Role         string
 
 	mu        sync.Mutex
 	idle      []*instance
@@ -112,6 +123,8 @@ type Result struct {
 	// ErrorType is set when the function failed (X-Amz-Function-Error); Payload then holds
 	// {"errorType", "errorMessage"}.
 	ErrorType string
+	// RequestID is the invocation's request id (Lambda-Runtime-Aws-Request-Id).
+	RequestID string
 }
 
 type invocation struct {
@@ -155,9 +168,17 @@ func (inst *instance) exitReason() string {
 
 // Invoke runs one invocation synchronously (InvocationType RequestResponse).
 func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
+	res, id, err := f.invoke(ctx, payload)
+	if err == nil {
+		res.RequestID = id
+	}
+	return res, err
+}
+
+func (f *Function) invoke(ctx context.Context, payload []byte) (Result, string, error) {
 	inst, err := f.acquire()
 	if err != nil {
-		return Result{}, err
+		return Result{}, "", err
 	}
 	f.invokes.Add(1)
 	if f.OnInvoke != nil {
@@ -171,30 +192,30 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	case inst.next <- inv:
 	case <-inst.exited:
 		f.release(inst, false)
-		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited before the invocation"), nil
+		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited before the invocation"), inv.id, nil
 	case <-ctx.Done():
 		f.release(inst, true)
-		return Result{}, ctx.Err()
+		return Result{}, inv.id, ctx.Err()
 	}
 	select {
 	case r := <-inv.done:
 		f.release(inst, true)
-		return r, nil
+		return r, inv.id, nil
 	case <-inst.exited:
 		// Killed or crashed without a response (out of memory, a fatal signal): the payload has
 		// no errorType, which Step Functions reports as Lambda.Unknown
 		// (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
 		f.release(inst, false)
-		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited with error: "+inst.exitReason()), nil
+		return crashResult("", "RequestId: "+inv.id+" Error: Runtime exited with error: "+inst.exitReason()), inv.id, nil
 	case <-timer.C:
 		// The function timeout: Lambda stops the invocation and reports errorType Sandbox.Timedout.
 		inst.kill()
 		f.release(inst, false)
-		return crashResult("Sandbox.Timedout", fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", inv.id, f.Timeout.Seconds())), nil
+		return crashResult("Sandbox.Timedout", fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", inv.id, f.Timeout.Seconds())), inv.id, nil
 	case <-ctx.Done():
 		inst.kill()
 		f.release(inst, false)
-		return Result{}, ctx.Err()
+		return Result{}, inv.id, ctx.Err()
 	}
 }
 

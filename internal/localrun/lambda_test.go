@@ -14,7 +14,8 @@ import (
 )
 
 // TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
-// talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep"}.
+// talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep" | "pause"
+// | "hold" | "fail"}; an SQS event does what its first message's body says.
 func init() {
 	if os.Getenv("LOCALRUN_TEST_RUNTIME") != "1" {
 		return
@@ -26,9 +27,15 @@ func init() {
 			os.Exit(1)
 		}
 		id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
-		var ev struct{ Do string }
+		var ev struct {
+			Do      string
+			Records []struct{ Body string }
+		}
 		json.NewDecoder(resp.Body).Decode(&ev)
 		resp.Body.Close()
+		if ev.Do == "" && len(ev.Records) > 0 { // an SQS event: the first message's body says
+			json.Unmarshal([]byte(ev.Records[0].Body), &ev)
+		}
 		switch ev.Do {
 		case "exit":
 			os.Exit(2)
@@ -36,6 +43,11 @@ func init() {
 			time.Sleep(time.Minute)
 		case "pause":
 			time.Sleep(100 * time.Millisecond)
+		case "hold":
+			time.Sleep(400 * time.Millisecond)
+		case "fail":
+			http.Post(api+id+"/error", "application/json", strings.NewReader(`{"errorType":"TestError","errorMessage":"failed on purpose"}`))
+			continue
 		}
 		http.Post(api+id+"/response", "application/json", strings.NewReader(`{"ok":true}`))
 	}

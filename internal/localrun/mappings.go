@@ -41,12 +41,18 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 	for _, t := range props.FunctionResponseTypes {
 		reportFailures = reportFailures || t == "ReportBatchItemFailures"
 	}
-	if t := r.tenantOf(f, q); t != nil {
+	for _, t := range r.tenantsOf(f, q) {
+		if r.Tenant(t.ID) != nil {
+			return fmt.Errorf("mapping %s: tenant %s is served twice", m.LogicalID, t.ID)
+		}
 		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
 	}
-	pollers := mappingPollers(f.Concurrency, props.ScalingConfig.MaximumConcurrency)
-	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures}
+	if c := props.ScalingConfig.MaximumConcurrency; c != 0 && (c < minMaximumConcurrency || c > maxMaximumConcurrency) {
+		return fmt.Errorf("mapping %s: ScalingConfig.MaximumConcurrency %d: Lambda accepts %d to %d", m.LogicalID, c, minMaximumConcurrency, maxMaximumConcurrency)
+	}
+	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures,
+		scale: mappingScale(f.Concurrency, props.ScalingConfig.MaximumConcurrency)}
 	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
 	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
 	res.Set(m, Identity{Ref: state.UUID})
@@ -54,12 +60,6 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 	r.esms = append(r.esms, state)
 	r.esmOf[mp] = state
 	r.mu.Unlock()
-	for range pollers {
-		r.pollers.Add(1)
-		go func() {
-			defer r.pollers.Done()
-			mp.poll(ctx)
-		}()
-	}
+	mp.start(ctx)
 	return nil
 }

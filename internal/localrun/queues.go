@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,6 +97,57 @@ func (r *Run) queueDepth(ctx context.Context, q *Queue) (int, error) {
 	for _, v := range out.Attributes {
 		x, _ := strconv.Atoi(v)
 		n += x
+	}
+	return n, nil
+}
+
+// tenantDepth is the number of a tenant's messages, visible, in flight or delayed: its queue's
+// depth for a silo tenant, its message group's in the pool's queue for a pooled one.
+func (r *Run) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
+	if !t.Pooled() {
+		return r.queueDepth(ctx, t.Queue)
+	}
+	groups, err := r.groupDepths(ctx, t.Queue)
+	if err != nil {
+		return 0, err
+	}
+	return groups[t.ID], nil
+}
+
+// groupDepths counts a FIFO queue's messages (visible, in flight, delayed) by message group. SQS
+// has no API for it; fauxqs's inspection endpoint (GET /_fauxqs/queues/<name>) lists every message
+// without changing it.
+func (r *Run) groupDepths(ctx context.Context, q *Queue) (map[string]int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.sqsURL+"/_fauxqs/queues/"+url.PathEscape(q.Name), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("inspect queue %s: %s", q.Name, resp.Status)
+	}
+	type message struct {
+		MessageGroupID string `json:"messageGroupId"`
+	}
+	var body struct {
+		Messages struct {
+			Ready, Delayed []message
+			Inflight       []struct{ Message message }
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("inspect queue %s: %w", q.Name, err)
+	}
+	n := map[string]int{}
+	for _, m := range append(body.Messages.Ready, body.Messages.Delayed...) {
+		n[m.MessageGroupID]++
+	}
+	for _, m := range body.Messages.Inflight {
+		n[m.Message.MessageGroupID]++
 	}
 	return n, nil
 }

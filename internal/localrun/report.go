@@ -32,6 +32,10 @@ type Report struct {
 
 // TenantReport is one tenant's files, in upload order.
 type TenantReport struct {
+	// Tier is "silo" (the tenant's own queue and functions) or "pool" (a message group of its
+	// pool's queue); Pool is the pool's name, "" for a silo tenant.
+	Tier              string       `json:"tier"`
+	Pool              string       `json:"pool"`
 	Files             []FileReport `json:"files"`
 	RecordsRegistered int64        `json:"recordsRegistered"`
 	// Halted is the file a halt tenant is stopped at, null when it is not halted.
@@ -146,7 +150,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	var gaps []float64
 	var total int64
 	for _, t := range r.Tenants {
-		tr := &TenantReport{Files: []FileReport{}}
+		tr := &TenantReport{Files: []FileReport{}, Tier: cmpOr(t.Tier, TierSilo), Pool: t.Pool}
 		rep.Tenants[t.ID] = tr
 		execs := byMachine[t.FileMachine]
 		registered := r.Sink.Registered(t.ID)
@@ -220,7 +224,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		}
 		sort.Slice(tr.Replays, func(i, j int) bool { return tr.Replays[i].StartedAt.Before(*tr.Replays[j].StartedAt) })
 		gaps = append(gaps, tr.Gaps()...)
-		if n, err := r.queueDepth(ctx, t.Queue); err == nil {
+		if n, err := r.tenantDepth(ctx, t); err == nil {
 			tr.Queued = n
 		}
 		tr.Halted = halted(t, tr)
@@ -468,7 +472,7 @@ func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error)
 		if halted[t.ID] {
 			continue
 		}
-		n, err := r.queueDepth(ctx, t.Queue)
+		n, err := r.tenantDepth(ctx, t)
 		if err != nil {
 			return false, err
 		}

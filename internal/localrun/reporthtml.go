@@ -95,6 +95,8 @@ type htmlTick struct {
 
 type htmlLane struct {
 	Tenant string
+	// Pool is the pool of a pooled tenant; a silo tenant's lane is shown as before.
+	Pool   string
 	Height int
 	Bars   []htmlBar
 	Gaps   []htmlGap
@@ -200,6 +202,9 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			tr = &TenantReport{}
 		}
 		lane.Halted = tr.Halted != nil
+		if tr.Tier == TierPool {
+			lane.Pool = cmpOr(tr.Pool, "-")
+		}
 		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
 		out.Files += len(files)
 		out.Records += tr.RecordsRegistered

@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"io"
 	"strconv"
@@ -351,5 +352,31 @@ func TestHTMLPath(t *testing.T) {
 		if got := HTMLPath(in); got != want {
 			t.Errorf("HTMLPath(%q): got %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A pooled tenant's lane names its pool; a silo tenant's lane is as it was.
+func TestWriteHTMLPooledTenant(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	start, stop := t0.Add(100*time.Millisecond), t0.Add(900*time.Millisecond)
+	f := FileReport{Key: "inbox/pool-a/p1/a.csv", ExecutionName: "p1-a", Status: "SUCCEEDED", UploadedAt: t0, StartedAt: &start, StoppedAt: &stop}
+	rep := &Report{Tenants: map[string]*TenantReport{
+		"p1":   {Tier: TierPool, Pool: "a", Files: []FileReport{f}},
+		"acme": {Tier: TierSilo, Files: []FileReport{f}},
+	}}
+	var b strings.Builder
+	if err := WriteHTML(&b, rep, []string{"p1", "acme"}, stop); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	if !strings.Contains(html, `<div class="name">p1<small>pool a · 1 file(s)`) || !strings.Contains(html, `data-tenant="p1" data-tier="pool" data-pool="a"`) {
+		t.Errorf("p1's lane does not name pool a:\n%s", html)
+	}
+	if !strings.Contains(html, `<div class="name">acme<small>1 file(s)`) || !strings.Contains(html, `data-tenant="acme" style`) {
+		t.Errorf("acme's silo lane changed:\n%s", html)
+	}
+	j, _ := json.Marshal(rep.Tenants["p1"])
+	if !strings.Contains(string(j), `"tier":"pool","pool":"a"`) {
+		t.Errorf("report.json: got %s, want tier and pool", j)
 	}
 }

@@ -96,6 +96,10 @@ type Config struct {
 	// machines (0 means 1): a scenario can wait out a retrier meant for minutes. Which errors are
 	// retried, and how often, stays as synthesized.
 	RetryIntervalScale float64
+	// AsyncRetryScale multiplies Lambda's waits before retrying a failed asynchronous invocation
+	// (1 minute, then 2 minutes) and the function's maximum event age (asyncinvoke.go). 0 means
+	// 1/60: retries after 1 s and 2 s, the local default.
+	AsyncRetryScale float64
 }
 
 // Event key forms (Config.EventKeyForm).
@@ -126,8 +130,21 @@ type Tenant struct {
 	Queue       *Queue
 	FileMachine string // ARN
 	Controller  *Function
-	Config      map[string]any // the TENANT variable
+	Config      map[string]any // the TENANT variable, or the tenant's settings in its pool's file
+	// Tier is TierSilo (its own queue and functions) or TierPool (one message group of its pool's
+	// queue); Pool is the pool's name, "" for a silo tenant.
+	Tier string
+	Pool string
 }
+
+// Tenant tiers (Tenant.Tier).
+const (
+	TierSilo = "silo"
+	TierPool = "pool"
+)
+
+// Pooled reports whether the tenant shares its pool's queue and functions.
+func (t *Tenant) Pooled() bool { return t.Tier == TierPool }
 
 // Queue is one SQS queue of the templates.
 type Queue struct {
@@ -177,8 +194,9 @@ type Run struct {
 	inputs  map[string]string
 	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
 	redriven map[string]redriveTimes
-	// delivered holds, per queue ARN, the ids of the messages handed to the function.
-	delivered map[string]map[string]bool
+	// delivered holds, per queue ARN, the ids of the messages handed to the function, with their
+	// message group.
+	delivered map[string]map[string]string
 	// drainedAt is when WaitDrained first saw the run drained (zero until then).
 	drainedAt time.Time
 	esms      []*esm
@@ -271,10 +289,23 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // Function returns the function of a source package that serves a tenant (by its TENANT
-// variable), or nil.
+// variable; for a pooled tenant, its pool's controller, or the pool's other function of the
+// package that is not the router), or nil.
 func (r *Run) Function(pkg, tenant string) *Function {
 	for _, f := range r.functions {
 		if f.Source == pkg && f.Tenant == tenant {
+			return f
+		}
+	}
+	t := r.Tenant(tenant)
+	if t == nil || !t.Pooled() {
+		return nil
+	}
+	if t.Controller != nil && t.Controller.Source == pkg {
+		return t.Controller
+	}
+	for _, f := range r.functions {
+		if f.Source == pkg && f.Pool == t.Pool && f.Role != "router" {
 			return f
 		}
 	}

@@ -225,6 +225,11 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		r.functions = append(r.functions, f)
 		r.Lambda.Add(f)
 	}
+	for _, c := range r.asm.OfType("AWS::Lambda::EventInvokeConfig") {
+		if err := r.eventInvokeConfig(r.asm, r.res, c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -271,7 +276,7 @@ func (r *Run) startMappings(context.Context) error {
 		}
 	}
 	if len(r.Tenants) == 0 {
-		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT variable)")
+		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT or POOL variable)")
 	}
 	return nil
 }

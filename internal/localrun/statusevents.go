@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Step Functions status change events, the EventBridge rules with a Lambda target, and throttling of
@@ -47,12 +46,16 @@ type SFNThrottle struct {
 
 // StatusEventCounts counts the status change events of a run.
 type StatusEventCounts struct {
-	Emitted   int64 // sent by the Step Functions server
-	Dropped   int64 // lost by Config.StatusEvents.Drop (events that match a rule)
-	Routed    int64 // routed to the rules (a duplicated event counts twice)
-	Invokes   int64 // asynchronous invocations of rule targets, retries included
-	Retries   int64 // retries after a function error or a throttle
-	Throttled map[string]int64
+	Emitted int64 // sent by the Step Functions server
+	Dropped int64 // lost by Config.StatusEvents.Drop (events that match a rule)
+	Routed  int64 // routed to the rules (a duplicated event counts twice)
+	Invokes int64 // asynchronous invocations of rule targets, retries included
+	Retries int64 // retries after a function error or a throttle
+	// DeadLettered counts the events sent to a function's dead-letter queue; Discarded the events
+	// dropped after their last attempt or their maximum age without one (asyncinvoke.go).
+	DeadLettered int64
+	Discarded    int64
+	Throttled    map[string]int64
 }
 
 // statusState is the run's state for status events and Step Functions throttling.
@@ -210,59 +213,6 @@ func (r *Run) matchesRule(ev map[string]any) bool {
 		}
 	}
 	return false
-}
-
-// Asynchronous invocation of a rule's Lambda target. EventBridge invokes a Lambda target
-// asynchronously (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions);
-// Lambda queues the event and retries a function error twice, and a throttle or a system error with
-// backoff for up to 6 hours
-// (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html). AWS waits at
-// least 1 minute before the first retry and 2 minutes before the second; the local run waits
-// asyncRetryDelay and twice that, so that scenarios stay short.
-const (
-	asyncFunctionRetries = 2
-	asyncRetryDelay      = time.Second
-	asyncThrottleRetries = 60 // local bound of the 6-hour throttle retry window
-)
-
-func (r *Run) invokeAsync(f *Function, payload []byte) {
-	st := r.status()
-	st.async.Add(1)
-	r.setBusy(1)
-	go func() {
-		defer st.async.Done()
-		defer r.setBusy(-1)
-		ctx := r.runCtx
-		failures, throttles := 0, 0
-		for ctx.Err() == nil {
-			st.mu.Lock()
-			st.counts.Invokes++
-			st.mu.Unlock()
-			res, err := f.Invoke(ctx, payload)
-			switch {
-			case isThrottle(err) && throttles < asyncThrottleRetries:
-				throttles++
-				sleep(ctx, time.Duration(min(throttles, 5))*200*time.Millisecond)
-			case err != nil:
-				if ctx.Err() == nil {
-					fmt.Fprintf(r.cfg.Logs, "lambda async %s: invoke: %v (event dropped)\n", f.Name, err)
-				}
-				return
-			case res.ErrorType != "" && failures < asyncFunctionRetries:
-				failures++
-				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d\n", f.Name, res.ErrorType, failures, asyncFunctionRetries)
-				sleep(ctx, time.Duration(failures)*asyncRetryDelay)
-			case res.ErrorType != "":
-				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s after %d retries; event dropped\n", f.Name, res.ErrorType, failures)
-				return
-			default:
-				return
-			}
-			st.mu.Lock()
-			st.counts.Retries++
-			st.mu.Unlock()
-		}
-	}()
 }
 
 func isThrottle(err error) bool { return errors.Is(err, ErrThrottled) }

@@ -91,10 +91,29 @@ type MappingResult struct {
 // SetPaused disables (pause) or enables (resume) the controller's event source mapping. While it
 // is disabled Lambda reads nothing from the queue: files keep queuing, for the queue's retention.
 // https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html
+//
+// A pooled tenant shares its pool's queue and mapping with the other tenants of the pool:
+// disabling the mapping would pause them all, so SetPaused refuses a tenant whose queue another
+// tenant reads.
 func (o *Ops) SetPaused(ctx context.Context, id string, paused bool) (MappingResult, error) {
-	t, err := o.Tenant(ctx, id)
+	all, err := o.Tenants(ctx)
 	if err != nil {
 		return MappingResult{}, err
+	}
+	t, err := o.pick(all, id)
+	if err != nil {
+		return MappingResult{}, err
+	}
+	var sharing []string
+	for _, u := range all {
+		if u.ID != t.ID && u.QueueARN == t.QueueARN {
+			sharing = append(sharing, u.ID)
+		}
+	}
+	if len(sharing) > 0 {
+		verb := map[bool]string{true: "pause", false: "resume"}[paused]
+		return MappingResult{}, fmt.Errorf("tenant %s shares its queue %s with %d other tenant(s) (%s): it is a pooled tenant, and to %s its event source mapping would %s the whole pool; pausing one pooled tenant is not supported",
+			id, t.QueueARN, len(sharing), strings.Join(sharing, ", "), verb, verb)
 	}
 	uuid, state, found, err := o.mapping(ctx, t)
 	if err != nil {

@@ -1,0 +1,191 @@
+package localrun
+
+// Asynchronous invocation of a rule's Lambda target, with Lambda's error handling for it.
+// EventBridge invokes a Lambda target asynchronously
+// (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions).
+// Lambda queues the event and
+//   - retries a function error up to MaximumRetryAttempts times (0 to 2, default 2), waiting at
+//     least 1 minute before the first retry and 2 minutes before the second, and a throttle or a
+//     system error with backoff, for as long as the event is younger than MaximumEventAgeInSeconds
+//     (60 to 21,600, default 6 hours), both from the function's AWS::Lambda::EventInvokeConfig
+//     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html);
+//   - sends an event that failed its last attempt, or grew too old, to the function's
+//     DeadLetterConfig.TargetArn queue: the event as it is, with the message attributes RequestID
+//     (String, the invocation's request id), ErrorCode (Number, the 3-digit HTTP status code) and
+//     ErrorMessage (String, the first 1 KB of the error message)
+//     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
+//     Without one the event is discarded.
+// Config.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
+// minutes and a short maximum age still cuts the retries as it would on AWS.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// AsyncConfig is a function's asynchronous invocation configuration: its
+// AWS::Lambda::EventInvokeConfig and its DeadLetterConfig.
+type AsyncConfig struct {
+	// MaximumRetryAttempts is how many times a function error is retried; nil means Lambda's
+	// default, 2.
+	MaximumRetryAttempts *int
+	// MaximumEventAge is how long Lambda keeps an event; 0 means Lambda's default, 6 hours.
+	MaximumEventAge time.Duration
+	// DeadLetterTargetARN is the queue that receives the events that failed; "" discards them.
+	DeadLetterTargetARN string
+}
+
+// Lambda's defaults and bounds of asynchronous invocation
+// (https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
+const (
+	asyncDefaultRetries  = 2
+	asyncDefaultEventAge = 6 * time.Hour
+	asyncMinEventAge     = 60 * time.Second
+	// asyncThrottleRetries bounds the throttle retries locally (AWS: until the maximum age).
+	asyncThrottleRetries = 60
+	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
+	dlqErrorMessageBytes = 1024
+)
+
+// asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
+var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
+
+// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Config.AsyncRetryScale says.
+const defaultAsyncRetryScale = 1.0 / 60
+
+func (c AsyncConfig) retries() int {
+	if c.MaximumRetryAttempts == nil {
+		return asyncDefaultRetries
+	}
+	return *c.MaximumRetryAttempts
+}
+
+func (c AsyncConfig) eventAge() time.Duration {
+	if c.MaximumEventAge == 0 {
+		return asyncDefaultEventAge
+	}
+	return c.MaximumEventAge
+}
+
+// asyncScale is the factor of the asynchronous invocation waits and maximum age.
+func (r *Run) asyncScale() float64 {
+	if r.cfg.AsyncRetryScale > 0 {
+		return r.cfg.AsyncRetryScale
+	}
+	return defaultAsyncRetryScale
+}
+
+func scaled(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+
+// invokeAsync queues one asynchronous invocation of f with payload and handles its failures.
+func (r *Run) invokeAsync(f *Function, payload []byte) {
+	st := r.status()
+	st.async.Add(1)
+	r.setBusy(1)
+	queued := time.Now()
+	go func() {
+		defer st.async.Done()
+		defer r.setBusy(-1)
+		ctx := r.runCtx
+		cfg, scale := f.Async, r.asyncScale()
+		maxAge := scaled(cfg.eventAge(), scale)
+		failures, throttles := 0, 0
+		count := func(p *int64) {
+			st.mu.Lock()
+			*p++
+			st.mu.Unlock()
+		}
+		for ctx.Err() == nil {
+			count(&st.counts.Invokes)
+			res, err := f.Invoke(ctx, payload)
+			var wait time.Duration
+			switch {
+			case isThrottle(err):
+				throttles++
+				if throttles > asyncThrottleRetries {
+					r.asyncFailed(ctx, f, payload, "", 429, "Rate Exceeded.", fmt.Sprintf("throttled %d times", throttles))
+					return
+				}
+				wait = time.Duration(min(throttles, 5)) * 200 * time.Millisecond
+			case err != nil:
+				if ctx.Err() == nil {
+					fmt.Fprintf(r.cfg.Logs, "lambda async %s: invoke: %v (event dropped)\n", f.Name, err)
+				}
+				return
+			case res.ErrorType != "":
+				if failures >= cfg.retries() {
+					// A function error answers the Invoke with 200 and X-Amz-Function-Error.
+					r.asyncFailed(ctx, f, payload, res.RequestID, 200, errorMessage(res), fmt.Sprintf("function error %s after %d retries", res.ErrorType, failures))
+					return
+				}
+				wait = scaled(asyncRetryWaits[min(failures, len(asyncRetryWaits)-1)], scale)
+				failures++
+				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.retries(), wait)
+			default:
+				return
+			}
+			if time.Since(queued)+wait > maxAge {
+				code, msg := 200, errorMessage(res)
+				if err != nil {
+					code, msg = 429, "Rate Exceeded."
+				}
+				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.eventAge(), maxAge))
+				return
+			}
+			sleep(ctx, wait)
+			count(&st.counts.Retries)
+		}
+	}()
+}
+
+// errorMessage is a function error's errorMessage, or its payload.
+func errorMessage(res Result) string {
+	var e struct {
+		ErrorMessage string `json:"errorMessage"`
+	}
+	if json.Unmarshal(res.Payload, &e) == nil && e.ErrorMessage != "" {
+		return e.ErrorMessage
+	}
+	return string(res.Payload)
+}
+
+// asyncFailed ends an event Lambda gives up on: to the function's dead-letter queue, or discarded.
+func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requestID string, code int, message, why string) {
+	st := r.status()
+	q := r.queues[f.Async.DeadLetterTargetARN]
+	if q == nil {
+		st.mu.Lock()
+		st.counts.Discarded++
+		st.mu.Unlock()
+		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event discarded\n", f.Name, why)
+		return
+	}
+	if len(message) > dlqErrorMessageBytes {
+		message = message[:dlqErrorMessageBytes]
+	}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(payload)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			"RequestID":    {DataType: aws.String("String"), StringValue: aws.String(cmpOr(requestID, uuid()))},
+			"ErrorCode":    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(code))},
+			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmpOr(message, "-"))},
+		}}
+	for attempt := 0; ctx.Err() == nil && attempt < 5; attempt++ {
+		if _, err := r.sqs.SendMessage(ctx, in); err != nil {
+			fmt.Fprintf(r.cfg.Logs, "lambda async %s: send to dead-letter queue %s: %v\n", f.Name, q.Name, err)
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		st.mu.Lock()
+		st.counts.DeadLettered++
+		st.mu.Unlock()
+		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event sent to dead-letter queue %s\n", f.Name, why, q.Name)
+		return
+	}
+}
