@@ -44,7 +44,8 @@ func main() {
 			r := NewRouter(cfg, sqs.NewFromConfig(awsCfg), logger,
 				metrics.NewDimension(os.Stdout, cfg.MetricsNamespace, metrics.DimensionPool, cfg.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, cfg.MetricsNamespace, tenant) })
-			return r.Invoke
+			// The pool's intake queue, through its event source mapping.
+			return r.Handle
 		}
 	case role != "":
 		err = fmt.Errorf("%s: %q, want %q or unset", pipeline.EnvFunctionRole, role, pipeline.FunctionRoleRouter)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -19,11 +20,17 @@ import (
 	"github.com/example/tenantpipeline/internal/s3event"
 )
 
-// The pool's router (FUNCTION_ROLE=router; docs/controller.md, "Pooled tier"). It is the target of
-// the pool's EventBridge rule on S3 "Object Created" events under POOL_PREFIX, invoked
-// asynchronously, one event per invocation. It puts each event on the pool's FIFO queue under its
-// tenant's message group, unchanged: the body is the event JSON as EventBridge's SQS target would
-// write it, so the controller and pipectl replay --from-dlq read it as they read a silo queue's.
+// The pool's router (FUNCTION_ROLE=router; docs/controller.md, "Pooled tier"). The pool's
+// EventBridge rule sends S3 "Object Created" events under POOL_PREFIX to the pool's intake queue, a
+// FIFO queue with one message group, so the events wait there in the order EventBridge delivered
+// them, as a silo tenant's events wait in its own queue. The router reads the intake through an
+// event source mapping, one ordered batch at a time, and puts each event on the pool's FIFO queue
+// under its tenant's message group, unchanged: the body is the event JSON as EventBridge's SQS
+// target wrote it, so the controller and pipectl replay --from-dlq read it as they read a silo
+// queue's.
+//
+// An asynchronous Lambda target would not do: Lambda does not keep the order of asynchronous
+// invocations, so a burst of one tenant's files would reach the pool queue out of arrival order.
 
 // sender is the slice of the SQS client the router uses.
 type sender interface {
@@ -107,14 +114,32 @@ const (
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
 const maxDeduplicationID = 128
 
-// Invoke routes one EventBridge event. The payload is kept byte for byte: it becomes the message
+// Handle routes a batch of intake messages in order. When one cannot be stored on either queue,
+// it and every later message of the batch are reported as failures: they stay on the intake queue
+// and come back, still in order, after its visibility timeout, while the earlier ones are deleted.
+// A message that belongs to no tenant is never a failure (it goes to the dead-letter queue), so one
+// bad event cannot hold up the pool.
+// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html
+func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for i, rec := range ev.Records {
+		if err := r.Route(ctx, json.RawMessage(rec.Body)); err != nil {
+			for _, later := range ev.Records[i:] {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: later.MessageId})
+			}
+			r.log.WarnContext(ctx, "intake messages kept for the next delivery, in order", "kept", len(ev.Records)-i, "error", err)
+			break
+		}
+	}
+	return resp, nil
+}
+
+// Route routes one EventBridge event. The payload is kept byte for byte: it becomes the message
 // body. Object keys are used exactly as the event gives them, never URL-decoded (internal/s3event).
 //
-// An error is returned only when the event could not be stored on either queue. Lambda then
-// retries the asynchronous invocation (twice by default) and, once its retries are spent, sends
-// the event to the function's own dead-letter queue or on-failure destination, so no event is
-// dropped silently. https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
-func (r *Router) Invoke(ctx context.Context, payload json.RawMessage) error {
+// An error is returned only when the event could not be stored on either queue; Handle then keeps
+// it on the intake queue for the next delivery.
+func (r *Router) Route(ctx context.Context, payload json.RawMessage) error {
 	body := string(payload)
 	ev, err := s3event.Parse(payload)
 	if err != nil {
@@ -129,8 +154,8 @@ func (r *Router) Invoke(ctx context.Context, payload json.RawMessage) error {
 		return r.unrouted(ctx, body, ev.ID, key, unroutedNoTenant, fmt.Sprintf("key is under no tenant's prefix in pool %q (prefix %q)", r.cfg.Pool, r.cfg.Settings.Prefix))
 	}
 	log := r.log.With("tenant", t.ID(), "key", key, "eventId", ev.ID)
-	// The deduplication id is the EventBridge event id, the same on every retry by EventBridge and
-	// by Lambda's asynchronous invocation, so a redelivered event within SQS's 5-minute
+	// The deduplication id is the EventBridge event id, the same on every redelivery of the intake
+	// message, so a message sent again within SQS's 5-minute
 	// deduplication interval is accepted and not queued twice. A later duplicate still finds its
 	// file's execution under the same name (IDEMPOTENCY_KEY event-id) or object version.
 	out, err := r.sqs.SendMessage(ctx, &sqs.SendMessageInput{
@@ -140,7 +165,7 @@ func (r *Router) Invoke(ctx context.Context, payload json.RawMessage) error {
 		MessageDeduplicationId: aws.String(deduplicationID(ev.ID, body)),
 	})
 	if err != nil {
-		log.ErrorContext(ctx, "event could not be put on the pool queue; Lambda retries the invocation", "error", err)
+		log.ErrorContext(ctx, "event could not be put on the pool queue; it stays on the intake queue", "error", err)
 		return fmt.Errorf("send event %s to the pool queue for tenant %s: %w", ev.ID, t.ID(), err)
 	}
 	log.InfoContext(ctx, "file routed to its tenant", "messageId", aws.ToString(out.MessageId))
@@ -164,7 +189,7 @@ func (r *Router) unrouted(ctx context.Context, body, id, key, reason, detail str
 		},
 	})
 	if err != nil {
-		log.ErrorContext(ctx, "object belongs to no tenant of the pool, and the event could not be kept on the dead-letter queue; Lambda retries the invocation", "error", err)
+		log.ErrorContext(ctx, "object belongs to no tenant of the pool, and the event could not be kept on the dead-letter queue; it stays on the intake queue", "error", err)
 		return fmt.Errorf("send unrouted event %s to the dead-letter queue: %w", id, err)
 	}
 	log.ErrorContext(ctx, "object belongs to no tenant of the pool; event kept on the dead-letter queue", "messageId", aws.ToString(out.MessageId))

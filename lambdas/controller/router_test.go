@@ -7,11 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -152,7 +155,7 @@ func TestRouterInvoke(t *testing.T) {
 			rr := newRouterRig(t)
 			maps.Copy(rr.sqs.errs, tt.errs)
 			body := tt.body(t)
-			err := rr.r.Invoke(context.Background(), json.RawMessage(body))
+			err := rr.r.Route(context.Background(), json.RawMessage(body))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
 			}
@@ -222,6 +225,63 @@ func TestRouterInvoke(t *testing.T) {
 			}
 			if emf[0][metrics.DimensionPool] != testPool || emf[0][metrics.UnroutedObjects] != 1.0 || emf[0][metrics.DimensionTenant] != nil {
 				t.Errorf("got metrics %v, want UnroutedObjects 1 of pool %s", emf[0], testPool)
+			}
+		})
+	}
+}
+
+// The router handles an intake batch in order: every message up to the first that cannot be stored
+// is sent, in order, and that one and every later one stay on the intake queue, so a tenant's files
+// never reach the pool queue out of arrival order.
+func TestRouterHandleKeepsOrder(t *testing.T) {
+	batch := func(t *testing.T, keys ...string) events.SQSEvent {
+		var ev events.SQSEvent
+		for i, k := range keys {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i+1),
+				Body: objectEvent(t, fmt.Sprintf("11111111-2222-3333-4444-%012d", i+1), testBucket, k)})
+		}
+		return ev
+	}
+	const noTenant = "inbox/initech/a.csv"
+	tests := []struct {
+		name         string
+		keys         []string
+		errs         map[string]error
+		wantQueues   []string // queue of each send, in order
+		wantFailures []string
+	}{
+		{"all stored, in order", []string{acmeKey, noTenant, globexKey, acmeKey + "2"}, nil,
+			[]string{testQueueURL, testDLQURL, testQueueURL, testQueueURL}, nil},
+		{"the third cannot be stored: it and the fourth stay", []string{acmeKey, globexKey, noTenant, acmeKey + "2"},
+			map[string]error{testDLQURL: errors.New("AccessDenied")}, []string{testQueueURL, testQueueURL}, []string{"m3", "m4"}},
+		{"the pool queue is down: the whole batch stays", []string{acmeKey, globexKey},
+			map[string]error{testQueueURL: errors.New("ServiceUnavailable")}, nil, []string{"m1", "m2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rr := newRouterRig(t)
+			maps.Copy(rr.sqs.errs, tt.errs)
+			ev := batch(t, tt.keys...)
+			resp, err := rr.r.Handle(context.Background(), ev)
+			if err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			var queues []string
+			for i, in := range rr.sqs.sends {
+				queues = append(queues, aws.ToString(in.QueueUrl))
+				if aws.ToString(in.MessageBody) != ev.Records[i].Body {
+					t.Errorf("send %d: body of another message: sends are out of order", i)
+				}
+			}
+			if !slices.Equal(queues, tt.wantQueues) {
+				t.Errorf("sends to %v, want %v", queues, tt.wantQueues)
+			}
+			var failures []string
+			for _, f := range resp.BatchItemFailures {
+				failures = append(failures, f.ItemIdentifier)
+			}
+			if !slices.Equal(failures, tt.wantFailures) {
+				t.Errorf("batch item failures %v, want %v", failures, tt.wantFailures)
 			}
 		})
 	}
