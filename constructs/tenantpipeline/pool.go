@@ -29,9 +29,10 @@ import (
 
 // TenantPool is the pooled tier: many tenants share one pool's resources, and each tenant is a
 // row of configuration. Its resources do not grow with its tenants:
-//   - an EventBridge rule on the pool's key prefix, whose target is the Router function; the router
-//     maps each object to its tenant by the tenant's prefix and sends it to Queue with the tenant id
-//     as message group, so SQS keeps each tenant's files in order and one tenant's file in flight
+//   - an EventBridge rule on the pool's key prefix, whose target is the Intake FIFO queue (one
+//     message group, so events keep their order); the Router function reads it in order, maps each
+//     object to its tenant by the tenant's prefix and sends it to Queue with the tenant id as
+//     message group, so SQS keeps each tenant's files in order and one tenant's file in flight
 //     never blocks another's;
 //   - one FIFO queue, one controller with one event source mapping whose
 //     ScalingConfig.MaximumConcurrency caps how many tenants run at once;
@@ -50,13 +51,18 @@ type TenantPool struct {
 	// Props are the props after defaults were applied.
 	Props PoolProps
 
-	// Rule routes "Object Created" events under the pool's prefix to Router.
+	// Rule sends "Object Created" events under the pool's prefix to Intake.
 	Rule awsevents.Rule
-	// RuleDeadLetterQueue keeps the events that could not be routed: the rule's undeliverable
-	// events, the router's failed invocations after Lambda's retries, and objects of no tenant.
+	// RuleDeadLetterQueue keeps the events that could not be routed: the events the rule could not
+	// deliver to Intake, and objects of no tenant.
 	RuleDeadLetterQueue awssqs.Queue
-	// Router sends each event to Queue in its tenant's message group.
+	// Intake is the FIFO queue the rule sends to, one message group (IntakeMessageGroup), so the
+	// pool's events wait in the order EventBridge delivered them.
+	Intake awssqs.Queue
+	// Router reads Intake in order and sends each event to Queue in its tenant's message group.
 	Router awslambda.Function
+	// RouterSource is the router's event source on Intake.
+	RouterSource awslambdaeventsources.SqsEventSource
 	// Queue is the pool's FIFO queue: one message group per tenant.
 	Queue awssqs.Queue
 	// Controller holds each tenant's head file message until that file's workflow has finished.
@@ -260,24 +266,40 @@ func (t *TenantPool) build() {
 		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
 	}
 
-	// The router. EventBridge invokes a Lambda target asynchronously: a router failure is retried
-	// by Lambda (RetryAttempts) and then sent to the function's dead-letter queue, the rule's own;
-	// an event EventBridge cannot hand to Lambda follows the target's retry policy to the same queue.
+	// The router. The rule sends the pool's events to the intake, a FIFO queue with one message
+	// group, as a silo's rule sends to the tenant's queue (same retry policy, same dead-letter
+	// queue), so they wait in the order EventBridge delivered them; the router reads the intake
+	// in order and puts each event in its tenant's message group of Queue. An asynchronous Lambda
+	// target would not keep that order: Lambda does not order asynchronous invocations.
 	// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
-	// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html
+	t.Intake = awssqs.NewQueue(t.Construct, jsii.String("Intake"), &awssqs.QueueProps{
+		Fifo:                      jsii.Bool(true),
+		ContentBasedDeduplication: jsii.Bool(true), // EventBridge sends no deduplication id
+		// Lambda's advice for a mapping: at least six times the function's timeout.
+		// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+		VisibilityTimeout:      seconds(6 * routerTimeout),
+		RetentionPeriod:        seconds(QueueRetention),
+		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
+		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:             jsii.Bool(true),
+		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
+		// No dead-letter queue: an event the router cannot store stays, in order, until it can;
+		// an event of no tenant is never a failure (it goes to RuleDeadLetterQueue).
+	})
 	routerEnv := with(poolEnv, map[string]string{
 		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
 		pipeline.EnvDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
 	})
-	t.Router = t.function("Router", pkgController, code, 30*time.Second, 128, routerEnv, &awslambda.FunctionProps{
-		DeadLetterQueue: t.RuleDeadLetterQueue,
-		RetryAttempts:   jsii.Number(2),
-		MaxEventAge:     awscdk.Duration_Hours(jsii.Number(6)),
+	t.Router = t.function("Router", pkgController, code, routerTimeout, 128, routerEnv)
+	t.RouterSource = awslambdaeventsources.NewSqsEventSource(t.Intake, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
 	})
+	t.Router.AddEventSource(t.RouterSource)
 	t.Queue.GrantSendMessages(t.Router)
 	t.RuleDeadLetterQueue.GrantSendMessages(t.Router)
 	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
-		Description: jsii.String(fmt.Sprintf("Files of pool %s to its router", p.Name)),
+		Description: jsii.String(fmt.Sprintf("Files of pool %s to its intake queue", p.Name)),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.s3"),
 			DetailType: jsii.Strings("Object Created"),
@@ -287,7 +309,8 @@ func (t *TenantPool) build() {
 			},
 		},
 	})
-	t.Rule.AddTarget(awseventstargets.NewLambdaFunction(t.Router, &awseventstargets.LambdaFunctionProps{
+	t.Rule.AddTarget(awseventstargets.NewSqsQueue(t.Intake, &awseventstargets.SqsQueueProps{
+		MessageGroupId:  jsii.String(IntakeMessageGroup),
 		DeadLetterQueue: t.RuleDeadLetterQueue,
 		MaxEventAge:     seconds(RuleMaxEventAge),
 		RetryAttempts:   jsii.Number(RuleRetryAttempts),
@@ -295,7 +318,7 @@ func (t *TenantPool) build() {
 
 	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
-	}, nil)
+	})
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
 	t.allowList(t.Split, p.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+"*")
@@ -303,7 +326,7 @@ func (t *TenantPool) build() {
 	t.Register = t.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, map[string]string{
 		pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
 		pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
-	}, nil)
+	})
 	t.allowS3(t.Register, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
 	t.allowList(t.Register, p.Prefix)
 	t.allowS3(t.Register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+"*")
@@ -352,7 +375,7 @@ func (t *TenantPool) build() {
 		controllerEnv[pipeline.EnvWakeEvents] = "true"
 		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
 	}
-	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv, nil)
+	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv)
 	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(1),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -417,9 +440,8 @@ func (t *TenantPool) code(files map[string][]byte) awslambda.Code {
 	return lambdaCodeWith(pkgController, files)
 }
 
-// function creates one of the pool's Go functions with its own log group; extra sets the
-// asynchronous-invocation props.
-func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string, extra *awslambda.FunctionProps) awslambda.Function {
+// function creates one of the pool's Go functions with its own log group.
+func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string) awslambda.Function {
 	if t.invalid != nil && pkg != pkgController {
 		code = awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
 	}
@@ -431,9 +453,6 @@ func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.
 	t.LogGroups = append(t.LogGroups, logs)
 	t.functionLogs = append(t.functionLogs, logs)
 	props := &awslambda.FunctionProps{}
-	if extra != nil {
-		props = extra
-	}
 	props.Runtime = awslambda.Runtime_PROVIDED_AL2023()
 	props.Architecture = awslambda.Architecture_ARM_64()
 	props.Handler = jsii.String("bootstrap")
@@ -465,21 +484,23 @@ func (t *TenantPool) allowList(fn awslambda.IFunction, prefix string) {
 	}))
 }
 
-// denyForeignSends: only the router, the controller and the operators send to the pool's queue;
-// only the rule, the router and the operators to its dead-letter queue.
+// denyForeignSends: only the router, the controller and the operators send to the pool's queue and
+// the intake (besides the rule); only the rule, the router and the operators to the dead-letter
+// queue.
 func (t *TenantPool) denyForeignSends() {
 	roles := []string{*t.Controller.Role().RoleArn(), *t.Router.Role().RoleArn()}
 	for _, q := range []struct {
 		queue  awssqs.Queue
 		source *string
-	}{{t.Queue, nil}, {t.RuleDeadLetterQueue, t.Rule.RuleArn()}} {
+		roles  []string
+	}{{t.Queue, nil, roles}, {t.Intake, t.Rule.RuleArn(), roles}, {t.RuleDeadLetterQueue, t.Rule.RuleArn(), roles[1:]}} {
 		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTheRouterThePipelineAndOperatorsSend"),
 			Effect:     awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewStarPrincipal()},
 			Actions:    jsii.Strings("sqs:SendMessage"),
 			Resources:  jsii.Strings(*q.queue.QueueArn()),
-			Conditions: ptr(exemptConditions(roles, t.Props.Shared.Operators, q.source)),
+			Conditions: ptr(exemptConditions(q.roles, t.Props.Shared.Operators, q.source)),
 		}))
 	}
 }
@@ -519,3 +540,9 @@ func with(base, more map[string]string) map[string]string {
 	}
 	return out
 }
+
+// IntakeMessageGroup is the one message group of a pool's intake queue.
+const IntakeMessageGroup = "intake"
+
+// routerTimeout bounds one router invocation: a batch of up to 10 SendMessage calls.
+const routerTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -25,6 +26,10 @@ const (
 	DimensionPool               = metrics.DimensionPool
 )
 
+// IntakeAgeAlarm is how long an event may wait in a pool's intake queue before IntakeOldestMessage
+// fires: the router routes a batch in well under a second.
+const IntakeAgeAlarm = 15 * time.Minute
+
 // PoolAlarms are a pool's alarms: a fixed set, whatever its tenant count.
 type PoolAlarms struct {
 	// ErrorLogs: a function of the pool logged at ERROR.
@@ -42,7 +47,10 @@ type PoolAlarms struct {
 	ExecutionsFailed   awscloudwatch.Alarm
 	ExecutionsTimedOut awscloudwatch.Alarm
 	ExecutionsAborted  awscloudwatch.Alarm
-	// RuleFailedInvocations: EventBridge could not hand an event to the router.
+	// IntakeOldestMessage: an event has waited in the intake longer than IntakeAgeAlarm: the router
+	// is failing or throttled, and the pool's new files are not queued.
+	IntakeOldestMessage awscloudwatch.Alarm
+	// RuleFailedInvocations: EventBridge could not deliver an event to the intake.
 	RuleFailedInvocations awscloudwatch.Alarm
 	// RuleDeadLetters: events wait in the dead-letter queue (undeliverable, router failures,
 	// objects of no tenant).
@@ -54,7 +62,7 @@ type PoolAlarms struct {
 // All lists the alarms.
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
 	return []awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.Stalled, a.Backlog,
-		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects}
+		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects}
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -98,7 +106,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
 			description: "The controller of pool %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
 		RouterErrors: t.alarm(alarmSpec{id: "RouterErrorsAlarm", metric: t.Router.MetricErrors(opts("Sum")), threshold: 1,
-			description: "The router of pool %[1]s failed an invocation: Lambda retries it twice, then the event goes to the dead-letter queue. Read the router's logs."}),
+			description: "The router of pool %[1]s failed an invocation: its intake batch stays queued, in order, and is retried. Read the router's logs."}),
 		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
 			description: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
 				"Find it with pipectl status.", a.OldestMessageAge)}),
@@ -114,11 +122,14 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 			description: "A file workflow of pool %[1]s reached the workflow timeout. Check the tenant's core system, then redrive it."}),
 		ExecutionsAborted: t.alarm(alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1,
 			description: "A file workflow of pool %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed."}),
+		IntakeOldestMessage: t.alarm(alarmSpec{id: "IntakeOldestMessageAlarm", metric: t.Intake.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: IntakeAgeAlarm.Seconds(),
+			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue: the router is failing or throttled, "+
+				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", IntakeAgeAlarm)}),
 		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm",
 			metric: metric("AWS/Events", "FailedInvocations", "Sum", map[string]*string{"RuleName": t.Rule.RuleName()}), threshold: 1,
-			description: "EventBridge could not hand a file event of pool %[1]s to its router after its retries; the event went to the dead-letter queue."}),
+			description: "EventBridge could not deliver a file event of pool %[1]s to its intake queue after its retries; the event went to the dead-letter queue."}),
 		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
-			description: "File events of pool %[1]s wait in its dead-letter queue: those files were never queued (an undeliverable event, a failed router, or an object of no tenant). " +
+			description: "File events of pool %[1]s wait in its dead-letter queue: those files were never queued (an event EventBridge could not deliver, or an object of no tenant). " +
 				"Fix the cause, then re-send them with pipectl replay --from-dlq."}),
 		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,
 			description: "An object arrived under pool %[1]s's prefix but under no tenant's prefix; the router kept its event in the dead-letter queue. " +
@@ -182,7 +193,8 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 			{
 				graph("Controller and router errors", t.Controller.MetricErrors(sum), t.Router.MetricErrors(sum)),
 				graph("Controller concurrency", t.Controller.Metric(jsii.String("ConcurrentExecutions"), opts)),
-				graph("Dead-lettered events", t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts)),
+				graph("Dead-lettered events and intake backlog", t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts),
+					t.Intake.MetricApproximateNumberOfMessagesVisible(opts)),
 				graph("Controller throttles", t.Controller.MetricThrottles(sum)),
 			},
 		},
@@ -203,6 +215,9 @@ func (t *TenantPool) suppressNagFindings() {
 			"Failed files are handled by each tenant's failure policy, alarmed, and the queue keeps messages 14 days.")
 	suppress(t.RuleDeadLetterQueue, "AwsSolutions-SQS3",
 		"This queue is itself the dead-letter queue of the pool's rule target and router; its messages are alarmed on and re-sent by an operator.")
+	suppress(t.Intake, "AwsSolutions-SQS3",
+		"No dead-letter queue on purpose: an event the router cannot store yet stays, in order, until it can (alarmed by IntakeOldestMessage); "+
+			"an event of no tenant is never a failure, it goes to the pool's dead-letter queue.")
 	basicRole := "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {
 		suppress(fn, "AwsSolutions-IAM4",

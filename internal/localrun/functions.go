@@ -136,6 +136,9 @@ func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
 		}
 	}
 	if f.PoolSettings != nil && tenantVar == "" {
+		if f.Role == pipeline.FunctionRoleRouter {
+			return nil // the router's mapping reads the pool's intake, not a tenant's files
+		}
 		var ts []*Tenant
 		for _, pt := range f.PoolSettings.Tenants {
 			var cfg map[string]any
