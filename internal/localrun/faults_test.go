@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,34 @@ import (
 // about. Each asserts the AWS-correct outcome and the invariants of assertInvariants, which include
 // that two files of a tenant never register at the same time (Report.Violations). They share no
 // state, so they run side by side.
+
+// forEachTier runs a scenario twice, side by side: with the tenants as written (silo), and with
+// every tenant pooled in one pool, so that each fault holds per tenant in both tiers.
+func forEachTier(t *testing.T, tenantsJSON string, body func(t *testing.T, tenants string)) {
+	for _, tier := range []string{"silo", "pool"} {
+		t.Run(tier, func(t *testing.T) {
+			t.Parallel()
+			body(t, withTier(t, tenantsJSON, tier))
+		})
+	}
+}
+
+// withTier sets "tier" on every tenant of a tenants file.
+func withTier(t *testing.T, tenantsJSON, tier string) string {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal([]byte(tenantsJSON), &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range f["tenants"].([]any) {
+		tn.(map[string]any)["tier"] = tier
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // functionsOf returns the run's functions built from one source package (one per tenant).
 func functionsOf(r *Run, pkg string) []*Function {
@@ -70,33 +99,35 @@ func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f File
 // registered and the GET never sent.
 func TestScenarioRedirect(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{})
-	r.Sink.SetFault(func(tenant, source string, _ int64, _ int) int {
-		if tenant == "cont" && strings.HasSuffix(source, "/moved.csv") {
-			return 301
-		}
-		return 0
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "moved.csv", csvOf(120)}, {"cont", "after.csv", csvOf(30)}, {"ov", "x.csv", csvOf(50)}})
-	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		r.Sink.SetFault(func(tenant, source string, _ int64, _ int) int {
+			if tenant == "cont" && strings.HasSuffix(source, "/moved.csv") {
+				return 301
+			}
+			return 0
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"cont", "moved.csv", csvOf(120)}, {"cont", "after.csv", csvOf(30)}, {"ov", "x.csv", csvOf(50)}})
+		rep := drain(t, ctx, r)
+		assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
 
-	moved := fileOf(t, rep, "cont", "moved.csv")
-	if moved.Status != "FAILED" || !strings.Contains(moved.Cause, "PermanentError") || !strings.Contains(moved.Cause, "301") || !strings.Contains(moved.Cause, "/cont/list") {
-		t.Errorf("moved.csv: got %s, cause %q; want FAILED with a PermanentError naming 301 and its Location /cont/list", moved.Status, moved.Cause)
-	}
-	if moved.Records != 0 {
-		t.Errorf("moved.csv: got %d records registered, want 0", moved.Records)
-	}
-	if got := r.Sink.Gets(); got != 0 {
-		t.Errorf("GET requests to the redirect's page: got %d, want 0 (redirects are never followed)", got)
-	}
-	wantStatuses(t, rep, "cont", "FAILED", "SUCCEEDED")
-	if got := fileOf(t, rep, "cont", "after.csv").Records; got != 30 {
-		t.Errorf("after.csv: got %d records, want 30", got)
-	}
+		moved := fileOf(t, rep, "cont", "moved.csv")
+		if moved.Status != "FAILED" || !strings.Contains(moved.Cause, "PermanentError") || !strings.Contains(moved.Cause, "301") || !strings.Contains(moved.Cause, "/cont/list") {
+			t.Errorf("moved.csv: got %s, cause %q; want FAILED with a PermanentError naming 301 and its Location /cont/list", moved.Status, moved.Cause)
+		}
+		if moved.Records != 0 {
+			t.Errorf("moved.csv: got %d records registered, want 0", moved.Records)
+		}
+		if got := r.Sink.Gets(); got != 0 {
+			t.Errorf("GET requests to the redirect's page: got %d, want 0 (redirects are never followed)", got)
+		}
+		wantStatuses(t, rep, "cont", "FAILED", "SUCCEEDED")
+		if got := fileOf(t, rep, "cont", "after.csv").Records; got != 30 {
+			t.Errorf("after.csv: got %d records, want 30", got)
+		}
+	})
 }
 
 // Issue 8, point 2: a Register invocation stops making progress mid-chunk and is killed at its
@@ -105,88 +136,92 @@ func TestScenarioRedirect(t *testing.T) {
 // file succeeds with every record registered once.
 func TestScenarioRegisterKilled(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{
-		// A small Register timeout, so that waiting for it is short. The HTTP timeout stays below it
-		// by more than Register's deadline margin, as the construct's validation demands.
-		FunctionTimeout: map[string]time.Duration{registerPkg: 5 * time.Second},
-		EnvFor: map[string][]string{
-			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
-			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=5"},
-		},
-	})
-	var frozen, killed atomic.Int64
-	r.Sink.SetFault(func(tenant, source string, n int64, attempt int) int {
-		if tenant != "cont" || !strings.HasSuffix(source, "/killed.csv") || attempt != 1 {
-			return 0
-		}
-		switch n {
-		case 40: // record 40 of chunk 1: the process stops; Lambda kills it at the timeout
-			for _, f := range functionsOf(r, registerPkg) {
-				frozen.Add(int64(f.FreezeRunning()))
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{
+			// A small Register timeout, so that waiting for it is short. The HTTP timeout stays below it
+			// by more than Register's deadline margin, as the construct's validation demands.
+			FunctionTimeout: map[string]time.Duration{registerPkg: 5 * time.Second},
+			EnvFor: map[string][]string{
+				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
+				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=5"},
+			},
+		})
+		var frozen, killed atomic.Int64
+		r.Sink.SetFault(func(tenant, source string, n int64, attempt int) int {
+			if tenant != "cont" || !strings.HasSuffix(source, "/killed.csv") || attempt != 1 {
+				return 0
 			}
-			return -1
-		case 140: // record 40 of chunk 2: the process is killed without a response
-			go func() {
-				time.Sleep(200 * time.Millisecond)
+			switch n {
+			case 40: // record 40 of chunk 1: the process stops; Lambda kills it at the timeout
 				for _, f := range functionsOf(r, registerPkg) {
-					killed.Add(int64(f.KillRunning()))
+					frozen.Add(int64(f.FreezeRunning()))
 				}
-			}()
-			return -1
+				return -1
+			case 140: // record 40 of chunk 2: the process is killed without a response
+				go func() {
+					time.Sleep(200 * time.Millisecond)
+					for _, f := range functionsOf(r, registerPkg) {
+						killed.Add(int64(f.KillRunning()))
+					}
+				}()
+				return -1
+			}
+			return 0
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"cont", "killed.csv", csvOf(250)}, {"cont", "after.csv", csvOf(30)}})
+		rep := drain(t, ctx, r)
+		assertInvariants(t, r, rep, nil, false)
+		f := fileOf(t, rep, "cont", "killed.csv")
+		if f.Status != "SUCCEEDED" || f.Records != 250 {
+			t.Errorf("killed.csv: got %s (%s %s) with %d records, want SUCCEEDED with 250", f.Status, f.Error, f.Cause, f.Records)
 		}
-		return 0
+		if got, want := strings.Join(taskErrors(t, ctx, r, "cont", f), " "), "Sandbox.Timedout Lambda.Unknown"; got != want {
+			t.Errorf("killed.csv: Register task failures: got %q, want %q", got, want)
+		}
+		if frozen.Load() != 1 || killed.Load() != 1 {
+			t.Errorf("Register processes frozen and killed: got %d and %d, want 1 and 1", frozen.Load(), killed.Load())
+		}
+		wantStatuses(t, rep, "cont", "SUCCEEDED", "SUCCEEDED")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "killed.csv", csvOf(250)}, {"cont", "after.csv", csvOf(30)}})
-	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, nil, false)
-	f := fileOf(t, rep, "cont", "killed.csv")
-	if f.Status != "SUCCEEDED" || f.Records != 250 {
-		t.Errorf("killed.csv: got %s (%s %s) with %d records, want SUCCEEDED with 250", f.Status, f.Error, f.Cause, f.Records)
-	}
-	if got, want := strings.Join(taskErrors(t, ctx, r, "cont", f), " "), "Sandbox.Timedout Lambda.Unknown"; got != want {
-		t.Errorf("killed.csv: Register task failures: got %q, want %q", got, want)
-	}
-	if frozen.Load() != 1 || killed.Load() != 1 {
-		t.Errorf("Register processes frozen and killed: got %d and %d, want 1 and 1", frozen.Load(), killed.Load())
-	}
-	wantStatuses(t, rep, "cont", "SUCCEEDED", "SUCCEEDED")
 }
 
 // Issue 8, point 2: Lambda throttles Register (TooManyRequestsException from the Invoke API) for
 // longer than a few quick retries last. The file waits it out and succeeds.
 func TestScenarioThrottled(t *testing.T) {
 	t.Parallel()
-	const throttleFor = 15 * time.Second
-	r := startScenario(t, scenarioTenants, Config{Throttle: map[string]Throttle{registerPkg: {For: throttleFor}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(50)}, {"ov", "x.csv", csvOf(60)}})
-	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
-	var throttled int64
-	for _, f := range functionsOf(r, registerPkg) {
-		throttled += f.Throttled()
-	}
-	if throttled < 2 {
-		t.Errorf("throttled Register invocations: got %d, want at least 2", throttled)
-	}
-	wantStatuses(t, rep, "cont", "SUCCEEDED", "SUCCEEDED")
-	wantStatuses(t, rep, "ov", "SUCCEEDED")
-	a := fileOf(t, rep, "cont", "a.csv")
-	if a.Records != 150 {
-		t.Errorf("a.csv: got %d records, want 150", a.Records)
-	}
-	errs := taskErrors(t, ctx, r, "cont", a)
-	ok := len(errs) > 0
-	for _, e := range errs {
-		ok = ok && e == "Lambda.TooManyRequestsException"
-	}
-	if !ok {
-		t.Errorf("a.csv: Register task failures: got %v, want one or more Lambda.TooManyRequestsException and nothing else", errs)
-	}
-	t.Logf("throttled for %s: %d refused invocations, %.1fs from upload to drained", throttleFor, throttled, rep.WallSeconds)
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		const throttleFor = 15 * time.Second
+		r := startScenario(t, tenants, Config{Throttle: map[string]Throttle{registerPkg: {For: throttleFor}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(50)}, {"ov", "x.csv", csvOf(60)}})
+		rep := drain(t, ctx, r)
+		assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+		var throttled int64
+		for _, f := range functionsOf(r, registerPkg) {
+			throttled += f.Throttled()
+		}
+		if throttled < 2 {
+			t.Errorf("throttled Register invocations: got %d, want at least 2", throttled)
+		}
+		wantStatuses(t, rep, "cont", "SUCCEEDED", "SUCCEEDED")
+		wantStatuses(t, rep, "ov", "SUCCEEDED")
+		a := fileOf(t, rep, "cont", "a.csv")
+		if a.Records != 150 {
+			t.Errorf("a.csv: got %d records, want 150", a.Records)
+		}
+		errs := taskErrors(t, ctx, r, "cont", a)
+		ok := len(errs) > 0
+		for _, e := range errs {
+			ok = ok && e == "Lambda.TooManyRequestsException"
+		}
+		if !ok {
+			t.Errorf("a.csv: Register task failures: got %v, want one or more Lambda.TooManyRequestsException and nothing else", errs)
+		}
+		t.Logf("throttled for %s: %d refused invocations, %.1fs from upload to drained", throttleFor, throttled, rep.WallSeconds)
+	})
 }
 
 // Issue 8, point 3: a file's execution is stopped while its Register invocation is still posting
@@ -194,54 +229,56 @@ func TestScenarioThrottled(t *testing.T) {
 // of the tenant must not start registering before the stopped file's last POST.
 func TestScenarioStoppedFile(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{
-		FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second},
-		EnvFor: map[string][]string{
-			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
-			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"},
-		},
-	})
-	// 40 ms per record: a chunk of 100 records takes about 4 s.
-	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
-		if tenant == "cont" && strings.HasSuffix(source, "/stopped.csv") {
-			return 40 * time.Millisecond
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{
+			FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second},
+			EnvFor: map[string][]string{
+				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
+				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"},
+			},
+		})
+		// 40 ms per record: a chunk of 100 records takes about 4 s.
+		r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
+			if tenant == "cont" && strings.HasSuffix(source, "/stopped.csv") {
+				return 40 * time.Millisecond
+			}
+			return 0
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"cont", "stopped.csv", csvOf(300)}, {"cont", "next.csv", csvOf(20)}})
+		rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *Report) bool {
+			return fileOf(t, rep, "cont", "stopped.csv").Records >= 20
+		})
+		arn := executionARN(t, r, "cont", fileOf(t, rep, "cont", "stopped.csv").ExecutionName)
+		out, err := r.StepFunctions().StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(arn), Error: aws.String("Operator"), Cause: aws.String("stopped by the scenario")})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return 0
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "stopped.csv", csvOf(300)}, {"cont", "next.csv", csvOf(20)}})
-	rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *Report) bool {
-		return fileOf(t, rep, "cont", "stopped.csv").Records >= 20
-	})
-	arn := executionARN(t, r, "cont", fileOf(t, rep, "cont", "stopped.csv").ExecutionName)
-	out, err := r.StepFunctions().StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(arn), Error: aws.String("Operator"), Cause: aws.String("stopped by the scenario")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stoppedAt := aws.ToTime(out.StopDate)
-	rep = drain(t, ctx, r)
-	assertInvariants(t, r, rep, nil, false)
-	wantStatuses(t, rep, "cont", "ABORTED", "SUCCEEDED")
+		stoppedAt := aws.ToTime(out.StopDate)
+		rep = drain(t, ctx, r)
+		assertInvariants(t, r, rep, nil, false)
+		wantStatuses(t, rep, "cont", "ABORTED", "SUCCEEDED")
 
-	w := RegistrationWindows(r.Sink.Requests("cont"))
-	stopped, next := fileOf(t, rep, "cont", "stopped.csv"), fileOf(t, rep, "cont", "next.csv")
-	ws, wn := w[stopped.Key+"\x00"+stopped.VersionID], w[next.Key+"\x00"+next.VersionID]
-	if ws == nil || wn == nil {
-		t.Fatalf("registration windows: got %v and %v, want both files registering", ws, wn)
-	}
-	// The scenario only means something if Register went on posting after the stop.
-	if !ws.Last.After(stoppedAt) {
-		t.Errorf("stopped.csv's last POST: got %s, want after the stop at %s (the invocation keeps running)", ws.Last.Format(time.StampMilli), stoppedAt.Format(time.StampMilli))
-	}
-	if !wn.First.After(ws.Last) {
-		t.Errorf("next.csv's first POST at %s: want after stopped.csv's last POST at %s", wn.First.Format(time.StampMilli), ws.Last.Format(time.StampMilli))
-	}
-	if next.Records != 20 {
-		t.Errorf("next.csv: got %d records, want 20", next.Records)
-	}
-	t.Logf("stopped at %s; stopped.csv posted until %s (%d records); next.csv's first POST %s later",
-		stoppedAt.Format(time.StampMilli), ws.Last.Format(time.StampMilli), stopped.Records, wn.First.Sub(ws.Last).Round(time.Millisecond))
+		w := RegistrationWindows(r.Sink.Requests("cont"))
+		stopped, next := fileOf(t, rep, "cont", "stopped.csv"), fileOf(t, rep, "cont", "next.csv")
+		ws, wn := w[stopped.Key+"\x00"+stopped.VersionID], w[next.Key+"\x00"+next.VersionID]
+		if ws == nil || wn == nil {
+			t.Fatalf("registration windows: got %v and %v, want both files registering", ws, wn)
+		}
+		// The scenario only means something if Register went on posting after the stop.
+		if !ws.Last.After(stoppedAt) {
+			t.Errorf("stopped.csv's last POST: got %s, want after the stop at %s (the invocation keeps running)", ws.Last.Format(time.StampMilli), stoppedAt.Format(time.StampMilli))
+		}
+		if !wn.First.After(ws.Last) {
+			t.Errorf("next.csv's first POST at %s: want after stopped.csv's last POST at %s", wn.First.Format(time.StampMilli), ws.Last.Format(time.StampMilli))
+		}
+		if next.Records != 20 {
+			t.Errorf("next.csv: got %d records, want 20", next.Records)
+		}
+		t.Logf("stopped at %s; stopped.csv posted until %s (%d records); next.csv's first POST %s later",
+			stoppedAt.Format(time.StampMilli), ws.Last.Format(time.StampMilli), stopped.Records, wn.First.Sub(ws.Last).Round(time.Millisecond))
+	})
 }
 
 // wideCSV has a header of about headerBytes and one single-character field per column.
@@ -270,31 +307,33 @@ func wideCSV(records, headerBytes int) []byte {
 // inside the limit only if each iteration returns {} (server.test.mjs shows the failure without it).
 func TestScenarioWideSegment(t *testing.T) {
 	t.Parallel()
-	const records, headerBytes = 1000, 16_000
-	body := wideCSV(records, headerBytes)
-	if h := strings.IndexByte(string(body), '\n'); h > 16*1024 || h < 15_000 {
-		t.Fatalf("header: got %d bytes, want close to and below 16 KiB", h)
-	}
-	r := startScenario(t, scenarioTenants, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"wide", "wide.csv", body}})
-	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, nil, false)
-	f := fileOf(t, rep, "wide", "wide.csv")
-	if f.Status != "SUCCEEDED" || f.Records != records || f.SegmentExecutions != 1 {
-		t.Fatalf("wide.csv: got %s (%s %s), %d records, %d segment executions; want SUCCEEDED, %d, 1", f.Status, f.Error, f.Cause, f.Records, f.SegmentExecutions, records)
-	}
-	st, err := r.sfnStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range st.Executions {
-		if e.Status != "SUCCEEDED" || e.MaxPayloadBytes >= 256*1024 {
-			t.Errorf("execution %s: got %s (%s), largest payload %d B; want SUCCEEDED below 256 KiB", e.Name, e.Status, e.Error, e.MaxPayloadBytes)
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		const records, headerBytes = 1000, 16_000
+		body := wideCSV(records, headerBytes)
+		if h := strings.IndexByte(string(body), '\n'); h > 16*1024 || h < 15_000 {
+			t.Fatalf("header: got %d bytes, want close to and below 16 KiB", h)
 		}
-	}
-	t.Logf("1,000 chunks with a %d-byte header: largest payload %d B, segment history %d events, %.1fs", headerBytes, f.MaxPayloadBytes, f.SegmentHistoryEventsMax, rep.WallSeconds)
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"wide", "wide.csv", body}})
+		rep := drain(t, ctx, r)
+		assertInvariants(t, r, rep, nil, false)
+		f := fileOf(t, rep, "wide", "wide.csv")
+		if f.Status != "SUCCEEDED" || f.Records != records || f.SegmentExecutions != 1 {
+			t.Fatalf("wide.csv: got %s (%s %s), %d records, %d segment executions; want SUCCEEDED, %d, 1", f.Status, f.Error, f.Cause, f.Records, f.SegmentExecutions, records)
+		}
+		st, err := r.sfnStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Executions {
+			if e.Status != "SUCCEEDED" || e.MaxPayloadBytes >= 256*1024 {
+				t.Errorf("execution %s: got %s (%s), largest payload %d B; want SUCCEEDED below 256 KiB", e.Name, e.Status, e.Error, e.MaxPayloadBytes)
+			}
+		}
+		t.Logf("1,000 chunks with a %d-byte header: largest payload %d B, segment history %d events, %.1fs", headerBytes, f.MaxPayloadBytes, f.SegmentHistoryEventsMax, rep.WallSeconds)
+	})
 }
 
 // Issue 8, point 10: the datapath with keys that read differently raw and form-encoded (a space, a
@@ -303,52 +342,54 @@ func TestScenarioWideSegment(t *testing.T) {
 // from the characters would read the wrong object.
 func TestScenarioDataPath(t *testing.T) {
 	t.Parallel()
-	files := []upload{
-		{"cont", "a+b.csv", csvOf(11)},
-		{"cont", "a b.csv", csvOf(12)},
-		{"cont", "100%.csv", csvOf(13)},
-		{"cont", "注文 2026.csv", csvOf(14)},
-		{"ov", "x y+z.csv", csvOf(15)},
-	}
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-	}{
-		{EventKeyRaw, Config{EventKeyForm: EventKeyRaw}},
-		{EventKeyForm, Config{EventKeyForm: EventKeyForm}},
-		// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without
-		// s3:ListBucket: the key as given (form-encoded) is not there, and neither are the
-		// controller's wake-up objects at first. Nothing may fail or log at ERROR for it.
-		{"form, missing keys answer 403", Config{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := startScenario(t, scenarioTenants, tc.cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			uploadAll(t, ctx, r, files)
-			rep := drain(t, ctx, r)
-			assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
-			for _, u := range files {
-				f := fileOf(t, rep, u.tenant, u.rel)
-				want := int64(strings.Count(string(u.body), "\n") - 1)
-				if f.Status != "SUCCEEDED" || f.Records != want || f.Executions != 1 {
-					t.Errorf("%s/%s: got %s (%s %s), %d records, %d executions; want SUCCEEDED, %d, 1", u.tenant, u.rel, f.Status, f.Error, f.Cause, f.Records, f.Executions, want)
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		files := []upload{
+			{"cont", "a+b.csv", csvOf(11)},
+			{"cont", "a b.csv", csvOf(12)},
+			{"cont", "100%.csv", csvOf(13)},
+			{"cont", "注文 2026.csv", csvOf(14)},
+			{"ov", "x y+z.csv", csvOf(15)},
+		}
+		for _, tc := range []struct {
+			name string
+			cfg  Config
+		}{
+			{EventKeyRaw, Config{EventKeyForm: EventKeyRaw}},
+			{EventKeyForm, Config{EventKeyForm: EventKeyForm}},
+			// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without
+			// s3:ListBucket: the key as given (form-encoded) is not there, and neither are the
+			// controller's wake-up objects at first. Nothing may fail or log at ERROR for it.
+			{"form, missing keys answer 403", Config{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				r := startScenario(t, tenants, tc.cfg)
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				uploadAll(t, ctx, r, files)
+				rep := drain(t, ctx, r)
+				assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+				for _, u := range files {
+					f := fileOf(t, rep, u.tenant, u.rel)
+					want := int64(strings.Count(string(u.body), "\n") - 1)
+					if f.Status != "SUCCEEDED" || f.Records != want || f.Executions != 1 {
+						t.Errorf("%s/%s: got %s (%s %s), %d records, %d executions; want SUCCEEDED, %d, 1", u.tenant, u.rel, f.Status, f.Error, f.Cause, f.Records, f.Executions, want)
+					}
 				}
-			}
-			if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
-				t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
-			}
-			if tc.cfg.S3MissingKeyForbidden {
-				// The form-encoded keys that differ from the stored ones were denied (403) and then
-				// read under their decoded form.
-				decoded := lambdaLogs(t, r, func(l map[string]any) bool {
-					return l["msg"] == "the event's key was form-encoded; read the decoded key"
-				})
-				if len(decoded) < len(files) {
-					t.Errorf("got %d reads of a decoded key after a denied one, want at least %d, one per file", len(decoded), len(files))
+				if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
+					t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
 				}
-			}
-		})
-	}
+				if tc.cfg.S3MissingKeyForbidden {
+					// The form-encoded keys that differ from the stored ones were denied (403) and then
+					// read under their decoded form.
+					decoded := lambdaLogs(t, r, func(l map[string]any) bool {
+						return l["msg"] == "the event's key was form-encoded; read the decoded key"
+					})
+					if len(decoded) < len(files) {
+						t.Errorf("got %d reads of a decoded key after a denied one, want at least %d, one per file", len(decoded), len(files))
+					}
+				}
+			})
+		}
+	})
 }

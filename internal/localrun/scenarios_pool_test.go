@@ -54,14 +54,8 @@ func TestScenarioPoolNoisyNeighbour(t *testing.T) {
 			files = append(files, upload{q, fmt.Sprintf("f-%02d.csv", i), csv(q, i, 10)})
 		}
 	}
-	// Uploads are spaced: the router is an asynchronous Lambda target, and Lambda does not keep the
-	// order of a burst of asynchronous events, so a burst of one tenant's files can reach the pool
-	// queue out of arrival order (a known limitation of the pooled tier, README "Tiers"). This
-	// scenario measures isolation between tenants, not that.
-	for _, f := range files {
-		uploadAll(t, ctx, r, []upload{f})
-		time.Sleep(150 * time.Millisecond)
-	}
+	// One burst, as a sender would drop them: the pool's intake keeps their order.
+	uploadAll(t, ctx, r, files)
 
 	quietDone := waitFor(t, ctx, r, "the quiet tenants finish", func(rep *Report) bool {
 		for _, q := range []string{"q1", "q2", "q3"} {
