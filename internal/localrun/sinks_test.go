@@ -203,6 +203,9 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		if c.Table != table || (c.RecordNumber != 29 && c.RecordNumber != 30) || !crash.Load() || strings.HasPrefix(c.ExecutionName, pipeline.ReplayExecutionPrefix) {
 			return false
 		}
+		// Records 23-28 (other keys) are written concurrently with 29 and 30: wait until 21-28 are
+		// all written, so that the kill falls after them whatever the machine's load.
+		waitWritten(t, r, c.ExecutionName, 21, 28)
 		for _, f := range functionsOf(r, registerPkg) { // only dynh's is busy
 			kills.Add(int64(f.KillRunning()))
 		}
@@ -438,4 +441,23 @@ func TestScenarioBatchMode(t *testing.T) {
 	if _, dup, _, _ := r.Sink.Stats(); dup != 0 {
 		t.Errorf("duplicate batch POSTs: got %d, want 0", dup)
 	}
+}
+
+// waitWritten waits, up to 30 s, until records from..to of the execution have been written to
+// DynamoDB (answered by the table).
+func waitWritten(t *testing.T, r *Run, execution string, from, to int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r.dynamo.mu.Lock()
+		done := true
+		for n := from; n <= to; n++ {
+			done = done && r.dynamo.written[execution][n]
+		}
+		r.dynamo.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("records %d-%d of %s were not all written within 30 s", from, to, execution)
 }
