@@ -206,14 +206,16 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
 	t.invalid = p.validate()
 	if t.invalid != nil {
+		// Built from placeholder props, as TenantPipeline is: synth fails at validation first.
 		t.Node().AddValidation(&poolValidation{t})
-		t.Props.Tenants = nil
-		if t.Props.Bucket == nil {
-			t.Props.Bucket = awss3.Bucket_FromBucketName(t.Construct, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
+		safe := PoolProps{Name: "invalid", Bucket: p.Bucket}
+		if tenantIDPattern(p.Name) {
+			safe.Name = p.Name
 		}
-		if !tenantIDPattern(t.Props.Name) {
-			t.Props.Name = "invalid"
+		if safe.Bucket == nil {
+			safe.Bucket = awss3.Bucket_FromBucketName(t.Construct, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
 		}
+		t.Props = safe.withDefaults()
 	}
 	t.build()
 	t.Props = p
