@@ -58,12 +58,15 @@ func TestCfnLint(t *testing.T) {
 		o    stacks.Options
 	}{
 		{"ingest stack", stacks.Options{}},
+		{"pools", stacks.Options{TenantsFile: filepath.Join("testdata", "pool.json")}},
 		{"existing bucket and alarm topic", stacks.Options{BucketName: "existing-ingest-bucket", AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir)})
-			tc.o.TenantsFile = filepath.Join("testdata", "tenants.json")
+			if tc.o.TenantsFile == "" {
+				tc.o.TenantsFile = filepath.Join("testdata", "tenants.json")
+			}
 			if _, err := stacks.Build(app, tc.o); err != nil {
 				t.Fatal(err)
 			}
