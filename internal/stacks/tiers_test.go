@@ -16,7 +16,9 @@ func TestTierMoves(t *testing.T) {
 	stacks := map[string]string{"acme": "1", "keep": "1"}
 	pools := map[string]string{"hooli": "default", "wayne": "big"}
 	silo := func(id string) tenants.Tenant { return tenants.Tenant{ID: id, Tier: tenants.TierSilo} }
-	pooled := func(id, pool string) tenants.Tenant { return tenants.Tenant{ID: id, Tier: tenants.TierPool, Pool: pool} }
+	pooled := func(id, pool string) tenants.Tenant {
+		return tenants.Tenant{ID: id, Tier: tenants.TierPool, Pool: pool}
+	}
 	cases := []struct {
 		name    string
 		ts      []tenants.Tenant
