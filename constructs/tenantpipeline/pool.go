@@ -447,43 +447,18 @@ func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.
 	if t.invalid != nil && pkg != pkgController {
 		code = awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
 	}
-	vars := map[string]*string{}
-	for k, v := range env {
-		vars[k] = jsii.String(v)
-	}
 	logs := awslogs.NewLogGroup(t.Construct, jsii.String(id+"Logs"), &awslogs.LogGroupProps{Retention: t.Props.Shared.LogRetention})
 	t.LogGroups = append(t.LogGroups, logs)
 	t.functionLogs = append(t.functionLogs, logs)
-	props := &awslambda.FunctionProps{}
-	props.Runtime = awslambda.Runtime_PROVIDED_AL2023()
-	props.Architecture = awslambda.Architecture_ARM_64()
-	props.Handler = jsii.String("bootstrap")
-	props.Code = code
-	props.Timeout = seconds(timeout)
-	props.MemorySize = jsii.Number(memoryMB)
-	props.Environment = &vars
-	props.LogGroup = logs
-	props.Description = jsii.String(fmt.Sprintf("Pool %s: %s (%s)", t.Props.Name, pkg, strings.ToLower(id)))
-	fn := awslambda.NewFunction(t.Construct, jsii.String(id), props)
-	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
-	return fn
+	return newGoFunction(t.Construct, id, pkg, code, timeout, memoryMB, env, logs, fmt.Sprintf("Pool %s: %s (%s)", t.Props.Name, pkg, strings.ToLower(id)))
 }
 
 func (t *TenantPool) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings(actions...),
-		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
-	}))
+	grantObjects(fn, t.Props.Bucket, actions, pattern)
 }
 
-// allowList: with ListBucket S3 answers a missing key with 404 rather than 403 (allowList of
-// TenantPipeline).
 func (t *TenantPool) allowList(fn awslambda.IFunction, prefix string) {
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:    jsii.Strings("s3:ListBucket"),
-		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
-		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": prefix + "*"}},
-	}))
+	grantList(fn, t.Props.Bucket, prefix)
 }
 
 // denyForeignSends: only the router, the controller and the operators send to the pool's queue and

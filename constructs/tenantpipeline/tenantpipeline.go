@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -236,22 +237,29 @@ func (t *TenantPipeline) build() {
 
 // function creates one of the tenant's Go functions with its own log group.
 func (t *TenantPipeline) function(id, pkg string, timeout time.Duration, memoryMB int, env map[string]string) awslambda.Function {
+	logs := t.logGroup(id + "Logs")
+	t.functionLogs = append(t.functionLogs, logs)
+	return newGoFunction(t.Construct, id, pkg, t.code(pkg), timeout, memoryMB, env, logs, fmt.Sprintf("Tenant %s: %s", t.Props.Tenant.ID, pkg))
+}
+
+// newGoFunction creates a function of one of this module's Go packages (provided.al2023, arm64),
+// logging to logs, with the package in its metadata for the local run (MetadataSource).
+func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string,
+	logs awslogs.ILogGroup, description string) awslambda.Function {
 	vars := map[string]*string{}
 	for k, v := range env {
 		vars[k] = jsii.String(v)
 	}
-	logs := t.logGroup(id + "Logs")
-	t.functionLogs = append(t.functionLogs, logs)
-	fn := awslambda.NewFunction(t.Construct, jsii.String(id), &awslambda.FunctionProps{
+	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         t.code(pkg),
+		Code:         code,
 		Timeout:      seconds(timeout),
 		MemorySize:   jsii.Number(memoryMB),
 		Environment:  &vars,
 		LogGroup:     logs,
-		Description:  jsii.String(fmt.Sprintf("Tenant %s: %s", t.Props.Tenant.ID, pkg)),
+		Description:  jsii.String(description),
 	})
 	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
 	return fn
@@ -265,9 +273,14 @@ func (t *TenantPipeline) logGroup(id string) awslogs.LogGroup {
 
 // allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
 func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
+	grantObjects(fn, t.Props.Bucket, actions, pattern)
+}
+
+// grantObjects grants exact S3 object actions on one key pattern of bucket.
+func grantObjects(fn awslambda.IFunction, bucket awss3.IBucket, actions []string, pattern string) {
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(actions...),
-		Resources: jsii.Strings(*t.Props.Bucket.ArnForObjects(jsii.String(pattern))),
+		Resources: jsii.Strings(*bucket.ArnForObjects(jsii.String(pattern))),
 	}))
 }
 
@@ -306,9 +319,14 @@ func (t *TenantPipeline) settingsJSON() string {
 // https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html (Permissions)
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html (s3:prefix)
 func (t *TenantPipeline) allowList(fn awslambda.IFunction, prefix string) {
+	grantList(fn, t.Props.Bucket, prefix)
+}
+
+// grantList grants s3:ListBucket on bucket for keys under prefix only (allowList).
+func grantList(fn awslambda.IFunction, bucket awss3.IBucket, prefix string) {
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),
-		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
+		Resources:  jsii.Strings(*bucket.BucketArn()),
 		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": prefix + "*"}},
 	}))
 }
