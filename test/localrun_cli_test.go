@@ -9,8 +9,8 @@ import (
 )
 
 // TestLocalRunWithoutRegisterURL runs `go run ./cmd/local` as a new user would, on a tenants file
-// whose tenant has no registerUrl: the run supplies its own endpoint (here the embedded sink), so
-// synth must accept it, and the file must be registered.
+// whose tenants have no registerUrl, one silo and one pooled: the run supplies its own endpoint
+// (here the embedded sink), so synth must accept it, and both tenants' files must be registered.
 func TestLocalRunWithoutRegisterURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the local emulators")
@@ -18,12 +18,15 @@ func TestLocalRunWithoutRegisterURL(t *testing.T) {
 	dir := t.TempDir()
 	tenantsFile := filepath.Join(dir, "tenants.json")
 	inbox := filepath.Join(dir, "inbox")
-	if err := os.MkdirAll(filepath.Join(inbox, "acme"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"acme", "hooli"} {
+		if err := os.MkdirAll(filepath.Join(inbox, id), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, body := range map[string]string{
-		tenantsFile: `{"tenants": [{"id": "acme"}]}`,
-		filepath.Join(inbox, "acme", "orders.csv"): "id,amount\n1,10\n2,20\n",
+		tenantsFile: `{"tenants": [{"id": "acme"}, {"id": "hooli", "tier": "pool"}]}`,
+		filepath.Join(inbox, "acme", "orders.csv"):  "id,amount\n1,10\n2,20\n",
+		filepath.Join(inbox, "hooli", "orders.csv"): "id,amount\n3,30\n",
 	} {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -37,9 +40,17 @@ func TestLocalRunWithoutRegisterURL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go run ./cmd/local: %v\n%s", err, out)
 	}
-	for _, want := range []string{"SUCCEEDED", "invariants: OK"} {
+	for _, want := range []string{"tenants: silo: acme; pool default: hooli", "inbox/acme/orders.csv", "pools/default/hooli/orders.csv", "invariants: OK"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("got output without %q:\n%s", want, out)
 		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if (strings.Contains(line, "inbox/acme/orders.csv") || strings.Contains(line, "pools/default/hooli/orders.csv")) && strings.Contains(line, "FAILED") {
+			t.Errorf("a file failed: %s", line)
+		}
+	}
+	if n := strings.Count(string(out), "SUCCEEDED"); n != 2 {
+		t.Errorf("got %d SUCCEEDED files, want 2:\n%s", n, out)
 	}
 }

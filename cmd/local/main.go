@@ -266,7 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer r.Close()
-	fmt.Fprintf(stdout, "tenants: %s; logs: %s\n", strings.Join(r.TenantIDs(), ", "), logPath)
+	fmt.Fprintf(stdout, "tenants: %s; logs: %s\n", tenantList(r), logPath)
 	for _, f := range o.files {
 		if r.Tenant(f.tenant) == nil {
 			fmt.Fprintf(stderr, "local: --inbox %s: folder %q is not a tenant of the assembly (tenants: %s)\n", o.inbox, f.tenant, strings.Join(r.TenantIDs(), ", "))
@@ -441,4 +441,30 @@ func inboxFiles(dir string) ([]inboxFile, error) {
 		return out[i].rel < out[j].rel
 	})
 	return out, err
+}
+
+// tenantList names the run's tenants by tier: "silo: acme, globex; pool default: hooli, umbrella".
+func tenantList(r *localrun.Run) string {
+	var silo []string
+	pools := map[string][]string{}
+	var poolNames []string
+	for _, id := range r.TenantIDs() {
+		t := r.Tenant(id)
+		if t.Tier != localrun.TierPool {
+			silo = append(silo, id)
+			continue
+		}
+		if pools[t.Pool] == nil {
+			poolNames = append(poolNames, t.Pool)
+		}
+		pools[t.Pool] = append(pools[t.Pool], id)
+	}
+	var parts []string
+	if len(silo) > 0 {
+		parts = append(parts, "silo: "+strings.Join(silo, ", "))
+	}
+	for _, p := range poolNames {
+		parts = append(parts, "pool "+p+": "+strings.Join(pools[p], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
