@@ -105,4 +105,17 @@ func TestScenarioPoolNoisyNeighbour(t *testing.T) {
 			t.Errorf("noisy %s: %s", f.Key, f.Status)
 		}
 	}
+	// State transitions are counted per tenant although the state machines are shared: the noisy
+	// tenant's 8 files cost more than a quiet tenant's 5.
+	noisy, err := r.Usage(ctx, "noisy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := r.Usage(ctx, "q1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet.StateTransitions == 0 || quiet.StateTransitions >= noisy.StateTransitions {
+		t.Errorf("state transitions: q1 %v, noisy %v; want q1's own, fewer than noisy's", quiet.StateTransitions, noisy.StateTransitions)
+	}
 }

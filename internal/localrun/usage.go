@@ -6,6 +6,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/example/tenantpipeline/internal/cost"
@@ -15,7 +16,9 @@ import (
 // Usage is the billed usage of one tenant so far. Nothing of the harness itself is in it (uploads,
 // monitoring): those calls go to uncounted endpoints. Step Functions API calls and EventBridge's
 // events from AWS services are not billed per request, and CloudWatch (logs, metrics, alarms) is
-// not counted.
+// not counted. For a pooled tenant, state transitions and S3 requests are the tenant's own (its
+// executions, by the tenant in their input; its keys), while the Lambda and SQS figures are the
+// whole pool's: its functions and queue are shared, and their counters do not say for whom.
 func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	t := r.Tenant(tenantID)
 	if t == nil {
@@ -39,7 +42,7 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 			}
 			root = p
 		}
-		if root.StateMachineArn == t.FileMachine {
+		if root.StateMachineArn == t.FileMachine && (t.Tier != TierPool || r.inputTenant(ctx, root.ExecutionArn) == t.ID) {
 			u.StateTransitions += float64(e.StateTransitions)
 		}
 	}
@@ -103,4 +106,11 @@ func tenantOfKey(key string, t *Tenant) bool {
 		}
 	}
 	return false
+}
+
+// inputTenant is the tenant id in a file execution's input.
+func (r *Run) inputTenant(ctx context.Context, arn string) string {
+	var in pipeline.WorkflowInput
+	json.Unmarshal([]byte(r.executionInput(ctx, arn)), &in)
+	return in.Tenant.ID
 }
