@@ -216,6 +216,20 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			}
 		}
 	}
+	// Two pooled tenants writing one table would write each other's items: the sink keys items by
+	// record fields alone, and each tenant's order counter is its own.
+	tableOwner := map[string]string{}
+	for _, t := range f.Tenants {
+		if !t.Pooled() || t.DynamoDB == nil || t.DynamoDB.Table == "" {
+			continue
+		}
+		if other, ok := tableOwner[t.DynamoDB.Table]; ok {
+			errs = append(errs, fmt.Errorf("tenant %q: dynamodb.table: %q is also tenant %q's table, and their items would collide: give each pooled tenant its own table",
+				t.ID, t.DynamoDB.Table, other))
+			continue
+		}
+		tableOwner[t.DynamoDB.Table] = t.ID
+	}
 	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
 		if !slices.Contains(pools, name) {
 			errs = append(errs, fmt.Errorf("pools.%s: no tenant is in this pool: remove it, or set \"tier\": %q, \"pool\": %q on its tenants", name, TierPool, name))

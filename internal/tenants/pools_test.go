@@ -67,6 +67,8 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`tenant "a": dynamodb.table: is missing: a pool creates no table per tenant`}},
 		{"table outside prefix", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "records"}}]}`,
 			[]string{`tenant "a": dynamodb.table: "records" is outside pool default's tablePrefix "pool-"`}},
+		{"two tenants, one table", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-t"}}, {"id": "b", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-t"}}]}`,
+			[]string{`tenant "b": dynamodb.table: "pool-t" is also tenant "a"'s table, and their items would collide`}},
 		{"pool limits", `{"pools": {"default": {"maximumConcurrency": 1, "backlogAlarmMessages": 120000}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
