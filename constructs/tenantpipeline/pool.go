@@ -399,18 +399,7 @@ func (t *TenantPool) build() {
 	t.allowList(t.Controller, pipeline.ControlPrefix)
 
 	if s.WakeEvents() {
-		t.StatusRule = awsevents.NewRule(t.Construct, jsii.String("StatusRule"), &awsevents.RuleProps{
-			Description: jsii.String(fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name)),
-			EventPattern: &awsevents.EventPattern{
-				Source:     jsii.Strings(StatusEventSource),
-				DetailType: jsii.Strings(StatusEventDetailType),
-				Detail: &map[string]any{
-					"stateMachineArn": []any{t.StateMachine.StateMachineArn()},
-					"status":          StatusRuleStatuses,
-				},
-			},
-		})
-		t.StatusRule.AddTarget(awseventstargets.NewLambdaFunction(t.Controller, nil))
+		t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name), t.StateMachine, t.Controller)
 	}
 
 	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {

@@ -6,6 +6,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -36,6 +39,26 @@ func (t *TenantPipeline) wakeEnv(env map[string]string) {
 	}
 }
 
+// newStatusRule sends the ends of sm's executions to controller.
+func newStatusRule(scope constructs.Construct, description string, sm awsstepfunctions.IStateMachine, controller awslambda.IFunction) awsevents.Rule {
+	rule := awsevents.NewRule(scope, jsii.String("StatusRule"), &awsevents.RuleProps{
+		Description: jsii.String(description),
+		// No EventBus: the default bus, where Step Functions sends these events.
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings(StatusEventSource),
+			DetailType: jsii.Strings(StatusEventDetailType),
+			Detail: &map[string]any{
+				"stateMachineArn": []any{sm.StateMachineArn()},
+				"status":          StatusRuleStatuses,
+			},
+		},
+	})
+	// The whole event is the function's input (the target's default); the target adds the
+	// function's resource policy for this rule alone (aws:SourceArn).
+	rule.AddTarget(awseventstargets.NewLambdaFunction(controller, nil))
+	return rule
+}
+
 // addStatusRule routes the end of each of the tenant's file executions to the controller, whose
 // wake-up handler makes the waiting file's message visible at once (docs/controller.md), and lets
 // the controller keep its wake-up state: it writes control/<tenant>/wake.json and the handler
@@ -45,20 +68,6 @@ func (t *TenantPipeline) addStatusRule() {
 		return
 	}
 	id := t.Props.Tenant.ID
-	t.StatusRule = awsevents.NewRule(t.Construct, jsii.String("StatusRule"), &awsevents.RuleProps{
-		Description: jsii.String(fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", id)),
-		// No EventBus: the default bus, where Step Functions sends these events.
-		EventPattern: &awsevents.EventPattern{
-			Source:     jsii.Strings(StatusEventSource),
-			DetailType: jsii.Strings(StatusEventDetailType),
-			Detail: &map[string]any{
-				"stateMachineArn": []any{t.StateMachine.StateMachineArn()},
-				"status":          StatusRuleStatuses,
-			},
-		},
-	})
-	// The whole event is the function's input (the target's default); the target adds the
-	// function's resource policy for this rule alone (aws:SourceArn).
-	t.StatusRule.AddTarget(awseventstargets.NewLambdaFunction(t.Controller, nil))
+	t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", id), t.StateMachine, t.Controller)
 	t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(id), pipeline.WakeDoneKey(id))
 }

@@ -269,18 +269,11 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	}
 
 	var firstBucket awss3.IBucket // the bucket as the first tenant stack sees it
-	for _, name := range stackNames(stackOf) {
-		var group []tenants.Tenant
-		for _, t := range file.Tenants {
-			if stackOf[t.ID] == name {
-				group = append(group, t)
-			}
-		}
-		stackName := o.StackPrefix + "-Tenants-" + name
-		stack := awscdk.NewStack(app, jsii.String(stackName), &awscdk.StackProps{
-			Description: jsii.String(fmt.Sprintf("Ordered per-tenant file pipeline: tenants %s … %s", group[0].ID, group[len(group)-1].ID)),
+	// newStack creates a tenant or pool stack with the bucket and alarm topic as it sees them.
+	newStack := func(name, what string) (awscdk.Stack, awss3.IBucket, awssns.ITopic) {
+		stack := awscdk.NewStack(app, jsii.String(name), &awscdk.StackProps{
+			Description: jsii.String("Ordered per-tenant file pipeline: " + what),
 		})
-		out.TenantStacks = append(out.TenantStacks, stack)
 		bucket := bucketFor(stack)
 		if firstBucket == nil {
 			firstBucket = bucket
@@ -289,6 +282,18 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		if o.AlarmTopicArn != "" {
 			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
 		}
+		return stack, bucket, topic
+	}
+	for _, name := range stackNames(stackOf) {
+		var group []tenants.Tenant
+		for _, t := range file.Tenants {
+			if stackOf[t.ID] == name {
+				group = append(group, t)
+			}
+		}
+		stackName := o.StackPrefix + "-Tenants-" + name
+		stack, bucket, topic := newStack(stackName, fmt.Sprintf("tenants %s … %s", group[0].ID, group[len(group)-1].ID))
+		out.TenantStacks = append(out.TenantStacks, stack)
 		var pipelines []*tenantpipeline.TenantPipeline
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
@@ -313,18 +318,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 				out.StackOf[t.ID] = stackName
 			}
 		}
-		stack := awscdk.NewStack(app, jsii.String(stackName), &awscdk.StackProps{
-			Description: jsii.String(fmt.Sprintf("Ordered per-tenant file pipeline: pool %s (%d tenants)", name, len(members))),
-		})
+		stack, bucket, topic := newStack(stackName, fmt.Sprintf("pool %s (%d tenants)", name, len(members)))
 		out.PoolStacks = append(out.PoolStacks, stack)
-		bucket := bucketFor(stack)
-		if firstBucket == nil {
-			firstBucket = bucket
-		}
-		var topic awssns.ITopic
-		if o.AlarmTopicArn != "" {
-			topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
-		}
 		c := file.Pool(name)
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
