@@ -25,9 +25,10 @@ const usageText = `pipectl: operate the tenant pipeline's tenants
 usage: pipectl [--stack-prefix P] [--json] COMMAND [ARGS] [FLAGS]
 
 commands:
-  status [TENANT...]                      policy, paused, blocked, queue depth, head file, last failure
+  status [TENANT...]                      tier, policy, paused, blocked, queue depth, head file, last failure; pools
   files TENANT [--limit N]                the tenant's recent files, newest first (N 1-1000, default 20)
-  pause TENANT                            stop processing: disable the controller's event source mapping
+  pause TENANT [--reason T]               stop processing: a silo tenant's event source mapping is
+                                          disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
   redrive TENANT [EXECUTION] [--reason T] [--force]

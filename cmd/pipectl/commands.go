@@ -15,7 +15,7 @@ import (
 var commands = []command{
 	{name: "status", minArgs: 0, maxArgs: -1, args: "[TENANT...]", run: runStatus},
 	{name: "files", minArgs: 1, maxArgs: 1, args: "TENANT [--limit N]", flags: filesFlags, run: runFiles},
-	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(true)},
+	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true)},
 	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false)},
 	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip},
 	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force]", flags: redriveFlags, run: runRedrive},
@@ -99,11 +99,14 @@ func runPause(paused bool) func(ctx context.Context, e *env, args []string) (any
 		if err != nil {
 			return nil, err
 		}
-		res, err := o.SetPaused(ctx, args[0], paused)
+		res, err := o.SetPaused(ctx, args[0], paused, flagReason)
 		e.human = func(any) string {
 			verb, note := "resumed", "the controller reads the queue again"
 			if paused {
 				verb, note = "paused", "files keep queuing (14 days) and nothing is lost"
+			}
+			if res.Pool != "" {
+				return pooledPauseLine(res, verb, paused)
 			}
 			if !res.Changed {
 				return fmt.Sprintf("%s was already %s (event source mapping %s is %s)\n", res.Tenant, verb, res.UUID, res.State)
@@ -112,6 +115,26 @@ func runPause(paused bool) func(ctx context.Context, e *env, args []string) (any
 		}
 		return res, err
 	}
+}
+
+// pooledPauseLine says what pause or resume did to a pooled tenant's message group.
+func pooledPauseLine(res ops.MappingResult, verb string, paused bool) string {
+	marker := fmt.Sprintf("s3://%s/%s", res.Bucket, res.MarkerKey)
+	switch {
+	case !res.Changed && paused:
+		return fmt.Sprintf("%s was already paused (pause marker %s); the other tenants of pool %s flow\n", res.Tenant, marker, res.Pool)
+	case paused:
+		return fmt.Sprintf("paused %s (pool %s): pause marker %s written (version %s, by %s); the file running now finishes, "+
+			"the next does not start; the pool's other tenants flow\n", res.Tenant, res.Pool, marker, orDash(res.VersionID), res.RequestedBy)
+	}
+	held := "no held message to release; the next delivery goes on"
+	if res.Released {
+		held = "its held message was made visible, so the controller goes on within seconds"
+	}
+	if !res.Changed {
+		return fmt.Sprintf("%s was already %s (no pause marker %s); %s\n", res.Tenant, verb, marker, held)
+	}
+	return fmt.Sprintf("%s %s (pool %s): pause marker %s deleted; %s\n", verb, res.Tenant, res.Pool, marker, held)
 }
 
 func runSkip(ctx context.Context, e *env, args []string) (any, error) {
@@ -181,7 +204,7 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 // statusTable is one row per tenant, then one line per last failure.
 func statusTable(rep ops.StatusReport) string {
 	var b strings.Builder
-	rows := [][]string{{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
+	rows := [][]string{{"TENANT", "TIER", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
 	for _, t := range rep.Tenants {
 		paused := "?"
 		if t.Paused != nil {
@@ -189,7 +212,11 @@ func statusTable(rep ops.StatusReport) string {
 		}
 		visible, inflight := "-", "-"
 		if t.Queue != nil {
-			visible, inflight = fmt.Sprint(t.Queue.Visible), fmt.Sprint(t.Queue.InFlight)
+			visible, inflight = count(t.Queue.Visible), count(t.Queue.InFlight)
+		}
+		tier := t.Tier
+		if t.Pool != nil {
+			tier = "pool:" + *t.Pool
 		}
 		head, exec, status, records, queued, running := "-", "-", "-", "-", "-", "-"
 		if h := t.Head; h != nil {
@@ -199,9 +226,13 @@ func statusTable(rep ops.StatusReport) string {
 				records = fmt.Sprintf(">=%d/%d", p.Registered, p.Records)
 			}
 		}
-		rows = append(rows, []string{t.ID, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
+		rows = append(rows, []string{t.ID, tier, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
 	}
 	b.WriteString(termtable.Render(rows))
+	for _, p := range rep.Pools {
+		fmt.Fprintf(&b, "pool %s (%s): %d tenants, queue %s visible, %s in flight, oldest held head %s\n",
+			p.Name, p.Stack, p.Tenants, count(p.Queue.Visible), count(p.Queue.InFlight), dur(p.OldestMessageAgeSeconds))
+	}
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
@@ -236,6 +267,14 @@ func filesTable(rep ops.FilesReport) string {
 
 // oneLine keeps a table row on one line whatever a message holds.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// count is an approximate count, or "?" where SQS counts nothing (a pooled tenant's message group).
+func count(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprint(*n)
+}
 
 func yesNo(b bool) string {
 	if b {

@@ -66,6 +66,7 @@ func runIn(t *testing.T, w *opsfake.World, args ...string) (code int, stdout, st
 	t.Helper()
 	newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
 		o := ops.New(w.Clients(), prefix)
+		o.HTTP = w.HTTPClient()
 		o.Now = func() time.Time { return now }
 		o.NewRequestID = func() string { return "req-1" }
 		return o, nil
@@ -187,7 +188,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}],"pools":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)
@@ -203,9 +204,9 @@ func TestStatusTable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	for i, want := range [][]string{
-		{"TENANT", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"},
-		{"acme", "halt", "no", "yes", "2", "1", "inbox/acme/bad.csv", "acme-2", "FAILED", "-", "11m0s", "-"},
-		{"globex", "continue", "yes", "no", "0", "1", "inbox/globex/big.csv", "globex-3", "RUNNING", ">=200000/250000", "1m30s", "30s"},
+		{"TENANT", "TIER", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"},
+		{"acme", "silo", "halt", "no", "yes", "2", "1", "inbox/acme/bad.csv", "acme-2", "FAILED", "-", "11m0s", "-"},
+		{"globex", "silo", "continue", "yes", "no", "0", "1", "inbox/globex/big.csv", "globex-3", "RUNNING", ">=200000/250000", "1m30s", "30s"},
 	} {
 		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
 			t.Errorf("line %d: got %q, want %q", i, got, want)

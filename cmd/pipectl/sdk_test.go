@@ -246,8 +246,9 @@ func TestSDKStatus(t *testing.T) {
 		"cfn":    {"DescribeStacks", "DescribeStacks"},
 		"lambda": {"GET /2015-03-31/event-source-mappings?EventSourceArn=arn%3Aaws%3Asqs%3Aeu-west-1%3A123456789012%3Aacme.fifo&FunctionName=acme-controller"},
 		"sqs":    {"AmazonSQS.GetQueueAttributes"},
+		// The blocking execution is closed: described once, for its head and its last failure.
 		"sfn": {"AWSStepFunctions.ListExecutions", "AWSStepFunctions.ListExecutions", "AWSStepFunctions.DescribeExecution",
-			"AWSStepFunctions.GetExecutionHistory", "AWSStepFunctions.DescribeExecution"},
+			"AWSStepFunctions.GetExecutionHistory"},
 		"s3": {"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2"},
 	} {
 		if got := w[svc].ops; !slices.Equal(got, want) {

@@ -396,6 +396,9 @@ func (t *TenantPool) build() {
 	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+"*/skip/*")
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/wake*.json")
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/order.json")
+	// An operator's pause of one pooled tenant (pipeline.PauseMarkerKey): read only; the held
+	// message's receipt handle goes to wake.json, granted above.
+	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+"*/paused.json")
 	t.allowList(t.Controller, pipeline.ControlPrefix)
 
 	if s.WakeEvents() {

@@ -23,7 +23,8 @@ import (
 
 // The control plane is what an operator's tool calls besides the data services: CloudFormation
 // DescribeStacks (how pipectl finds the tenants), STS GetCallerIdentity (the skip marker's audit
-// identity) and Lambda's event source mapping API (pause and resume). It is one HTTP endpoint;
+// identity), Lambda's event source mapping API (pause and resume) and GetFunction with its code
+// (a pool's tenants, getfunction.go). It is one HTTP endpoint;
 // Lambda requests other than event source mappings go on to the Lambda Invoke API. The wire
 // formats are those of cmd/pipectl/sdk_test.go.
 
@@ -148,6 +149,13 @@ func (r *Run) controlPlane() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/2015-03-31/event-source-mappings") {
 			r.serveESM(w, req)
+			return
+		}
+		if strings.HasPrefix(req.URL.Path, codePath) {
+			r.serveCode(w, req)
+			return
+		}
+		if r.serveGetFunction(w, req) { // getfunction.go
 			return
 		}
 		if strings.HasPrefix(req.URL.Path, "/2015-03-31/") || strings.HasPrefix(req.URL.Path, "/2019-09-25/") {
@@ -299,7 +307,9 @@ func (r *Run) StackOutputs() []xmlStack {
 			st.Outputs = append(st.Outputs, xmlOutput{k, str})
 		}
 		for _, t := range r.Tenants {
-			if t.Stack != s.Name || described[t.ID] {
+			// A pooled tenant has no output of its own: pipectl finds it from its pool's output
+			// and its controller's code (GetFunction), as on AWS.
+			if t.Stack != s.Name || described[t.ID] || t.Pooled() {
 				continue
 			}
 			b, _ := json.Marshal(r.tenantOutput(t))

@@ -56,12 +56,12 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 	if err != nil {
 		return FilesReport{}, err
 	}
-	out, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(t.StateMachineARN), MaxResults: int32(limit)})
+	execs, err := o.executions(ctx, t, "", limit)
 	if err != nil {
 		return FilesReport{}, fmt.Errorf("list executions: %w", err)
 	}
 	rep := FilesReport{Tenant: t.ID, Files: []File{}}
-	for _, e := range out.Executions {
+	for _, e := range execs {
 		d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
 		if err != nil {
 			return FilesReport{}, err
@@ -82,10 +82,23 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 // MappingResult is the outcome of pause and resume.
 type MappingResult struct {
 	Tenant string `json:"tenant"`
-	UUID   string `json:"eventSourceMappingUuid"`
-	State  string `json:"state"`
-	// Changed is false when the mapping already was as asked.
-	Changed bool `json:"changed"`
+	// UUID is the controller's event source mapping; a pooled tenant's is its pool's, which pause
+	// leaves enabled.
+	UUID string `json:"eventSourceMappingUuid"`
+	// State is the mapping's for a silo tenant. For a pooled tenant it is the tenant's message
+	// group's: "Disabled" while its pause marker exists, "Enabled" otherwise.
+	State string `json:"state"`
+	// Changed is false when the tenant already was as asked.
+	Changed bool   `json:"changed"`
+	Tier    string `json:"tier"`
+	// A pooled tenant's pause: the pool, the marker (s3://Bucket/MarkerKey), its version and who
+	// wrote it (pause); Released is true when resume made the held message visible at once.
+	Pool        string `json:"pool,omitempty"`
+	Bucket      string `json:"bucket,omitempty"`
+	MarkerKey   string `json:"markerKey,omitempty"`
+	VersionID   string `json:"versionId,omitempty"`
+	RequestedBy string `json:"requestedBy,omitempty"`
+	Released    bool   `json:"released,omitempty"`
 }
 
 // SetPaused disables (pause) or enables (resume) the controller's event source mapping. While it
@@ -93,9 +106,11 @@ type MappingResult struct {
 // https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html
 //
 // A pooled tenant shares its pool's queue and mapping with the other tenants of the pool:
-// disabling the mapping would pause them all, so SetPaused refuses a tenant whose queue another
-// tenant reads.
-func (o *Ops) SetPaused(ctx context.Context, id string, paused bool) (MappingResult, error) {
+// disabling the mapping would pause them all, so its pause holds its message group instead
+// (setPooledPaused). reason goes into a pooled tenant's pause record; a silo tenant's pause is
+// recorded by CloudTrail (UpdateEventSourceMapping), which has no place for it. A silo tenant
+// whose queue another tenant's descriptor also names is refused.
+func (o *Ops) SetPaused(ctx context.Context, id string, paused bool, reason string) (MappingResult, error) {
 	all, err := o.Tenants(ctx)
 	if err != nil {
 		return MappingResult{}, err
@@ -103,6 +118,9 @@ func (o *Ops) SetPaused(ctx context.Context, id string, paused bool) (MappingRes
 	t, err := o.pick(all, id)
 	if err != nil {
 		return MappingResult{}, err
+	}
+	if t.Pool != "" {
+		return o.setPooledPaused(ctx, t, paused, reason)
 	}
 	var sharing []string
 	for _, u := range all {
@@ -122,7 +140,7 @@ func (o *Ops) SetPaused(ctx context.Context, id string, paused bool) (MappingRes
 	if !found {
 		return MappingResult{}, fmt.Errorf("tenant %s: no event source mapping of %s reads %s", id, t.ControllerFunction, t.QueueARN)
 	}
-	res := MappingResult{Tenant: id, UUID: uuid, State: state}
+	res := MappingResult{Tenant: id, UUID: uuid, State: state, Tier: tier(t)}
 	isPaused := state == "Disabled" || state == "Disabling"
 	if isPaused == paused {
 		return res, nil
@@ -239,6 +257,9 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 	}
 	if err != nil {
 		return RedriveResult{}, fmt.Errorf("describe execution %s: %w", arn, err)
+	}
+	if err := ownExecution(t, d, execution); err != nil {
+		return RedriveResult{}, err
 	}
 	if err := o.redrivable(d, execution); err != nil {
 		return RedriveResult{}, err

@@ -8,8 +8,10 @@ package ops
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +36,7 @@ type (
 		SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 		ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 		DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+		ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	}
 	StepFunctions interface {
 		ListExecutions(ctx context.Context, in *sfn.ListExecutionsInput, optFns ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error)
@@ -44,10 +47,13 @@ type (
 	Lambda interface {
 		ListEventSourceMappings(ctx context.Context, in *lambda.ListEventSourceMappingsInput, optFns ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error)
 		UpdateEventSourceMapping(ctx context.Context, in *lambda.UpdateEventSourceMappingInput, optFns ...func(*lambda.Options)) (*lambda.UpdateEventSourceMappingOutput, error)
+		GetFunction(ctx context.Context, in *lambda.GetFunctionInput, optFns ...func(*lambda.Options)) (*lambda.GetFunctionOutput, error)
 	}
 	S3 interface {
 		PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 		HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+		GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+		DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
 	}
 	STS interface {
 		GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
@@ -80,6 +86,10 @@ type Ops struct {
 	Now         func() time.Time
 	// NewRequestID returns a unique request id (a random UUID unless a test sets it).
 	NewRequestID func() string
+	// HTTP downloads a pool controller's code (GetFunction's Code.Location); nil: http.DefaultClient.
+	HTTP *http.Client
+
+	found discovery // the stacks' tenants and pools, read once per Ops
 }
 
 // New returns Ops with the real clock and random request ids.
@@ -119,17 +129,32 @@ func (e *NoTenantsError) Error() string {
 		e.StackPrefix, pipeline.TenantOutputKeyPrefix)
 }
 
-// Tenants returns every tenant the stacks describe, sorted by id. It pages through DescribeStacks
-// and reads the TenantOutput outputs of the stacks named StackPrefix-*.
+// Tenants returns every tenant the stacks describe, sorted by id: silo and pooled. It pages
+// through DescribeStacks and reads the TenantOutput outputs of the stacks named StackPrefix-*, and
+// the tenants of each PoolOutput's pool (pool.go). It reads the stacks once per Ops.
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html
 func (o *Ops) Tenants(ctx context.Context) ([]pipeline.TenantOutput, error) {
+	o.found.once.Do(func() { o.found.tenants, o.found.pools, o.found.err = o.discover(ctx) })
+	return o.found.tenants, o.found.err
+}
+
+func (o *Ops) discover(ctx context.Context) ([]pipeline.TenantOutput, []poolInfo, error) {
 	byID := map[string]string{} // tenant id → stack name
 	var out []pipeline.TenantOutput
+	var pools []poolInfo
+	add := func(stack string, t pipeline.TenantOutput) error {
+		if other, dup := byID[t.ID]; dup {
+			return fmt.Errorf("tenant %q is described by two stacks, %s and %s", t.ID, other, stack)
+		}
+		byID[t.ID] = stack
+		out = append(out, t)
+		return nil
+	}
 	in := &cloudformation.DescribeStacksInput{}
 	for {
 		page, err := o.CloudFormation.DescribeStacks(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("describe stacks: %w", err)
+			return nil, nil, fmt.Errorf("describe stacks: %w", err)
 		}
 		for _, st := range page.Stacks {
 			name := deref(st.StackName)
@@ -137,18 +162,34 @@ func (o *Ops) Tenants(ctx context.Context) ([]pipeline.TenantOutput, error) {
 				continue
 			}
 			for _, op := range st.Outputs {
-				if !strings.HasPrefix(deref(op.OutputKey), pipeline.TenantOutputKeyPrefix) {
+				key := deref(op.OutputKey)
+				if strings.HasPrefix(key, pipeline.PoolOutputKeyPrefix) {
+					var p pipeline.PoolOutput
+					if err := json.Unmarshal([]byte(deref(op.OutputValue)), &p); err != nil || p.Version != pipeline.PoolOutputVersion {
+						return nil, nil, fmt.Errorf("stack %s, output %s: not a pool output of version %d (%v)", name, key, pipeline.PoolOutputVersion, err)
+					}
+					info, ts, err := o.poolTenants(ctx, name, p)
+					if err != nil {
+						return nil, nil, fmt.Errorf("stack %s: %w", name, err)
+					}
+					pools = append(pools, info)
+					for _, t := range ts {
+						if err := add(name, t); err != nil {
+							return nil, nil, err
+						}
+					}
+					continue
+				}
+				if !strings.HasPrefix(key, pipeline.TenantOutputKeyPrefix) {
 					continue
 				}
 				t, err := pipeline.DecodeTenantOutput(deref(op.OutputValue))
 				if err != nil {
-					return nil, fmt.Errorf("stack %s, output %s: %w", name, deref(op.OutputKey), err)
+					return nil, nil, fmt.Errorf("stack %s, output %s: %w", name, key, err)
 				}
-				if other, dup := byID[t.ID]; dup {
-					return nil, fmt.Errorf("tenant %q is described by two stacks, %s and %s", t.ID, other, name)
+				if err := add(name, t); err != nil {
+					return nil, nil, err
 				}
-				byID[t.ID] = name
-				out = append(out, t)
 			}
 		}
 		if deref(page.NextToken) == "" {
@@ -157,7 +198,7 @@ func (o *Ops) Tenants(ctx context.Context) ([]pipeline.TenantOutput, error) {
 		in.NextToken = page.NextToken
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out, pools, nil
 }
 
 // Tenant returns one tenant's descriptor.

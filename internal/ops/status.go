@@ -22,14 +22,20 @@ import (
 // StatusReport is `pipectl status --json`. Fields that do not apply are null.
 type StatusReport struct {
 	Tenants []TenantStatus `json:"tenants"`
+	// Pools are the pools of the pooled tenants reported, by name.
+	Pools []PoolStatus `json:"pools"`
 }
 
 // TenantStatus is one tenant's row.
 type TenantStatus struct {
-	ID     string `json:"id"`
-	Policy string `json:"policy"`
-	// Paused is true while the controller's event source mapping is disabled (or disabling); null
-	// if the mapping was not found.
+	ID string `json:"id"`
+	// Tier is "silo" (the tenant's own stack) or "pool"; Pool is the pool's name, null for silo.
+	Tier   string  `json:"tier"`
+	Pool   *string `json:"pool"`
+	Policy string  `json:"policy"`
+	// Paused is, for a silo tenant, true while the controller's event source mapping is disabled
+	// (or disabling), null if the mapping was not found; for a pooled tenant, true while its pause
+	// marker exists (pipeline.PauseMarkerKey).
 	Paused *bool `json:"paused"`
 	// Blocked is true when a halt tenant stopped at a failed file that is neither redriven nor
 	// skipped. A continue tenant is never blocked.
@@ -39,10 +45,28 @@ type TenantStatus struct {
 	LastFailure *Failure    `json:"lastFailure"`
 }
 
-// QueueDepth is the queue's approximate message counts (GetQueueAttributes).
+// QueueDepth is the queue's approximate message counts (GetQueueAttributes). A pooled tenant is one
+// message group of its pool's queue, and SQS counts no group: Visible is null, and InFlight is 1
+// when the controller is known to hold the tenant's head message (its file runs, it is blocked, or
+// it is paused with a held message), null otherwise.
 type QueueDepth struct {
-	Visible  int64 `json:"visible"`
-	InFlight int64 `json:"inFlight"`
+	Visible  *int64 `json:"visible"`
+	InFlight *int64 `json:"inFlight"`
+}
+
+// PoolStatus is one pool of the report.
+type PoolStatus struct {
+	Name      string   `json:"name"`
+	Stack     string   `json:"stack"`
+	Tenants   int      `json:"tenants"`
+	TenantIDs []string `json:"tenantIds"`
+	// Queue is the pool queue's counts, every tenant's messages together.
+	Queue QueueDepth `json:"queue"`
+	// OldestMessageAgeSeconds is a lower bound of the age of the pool queue's oldest message: the
+	// oldest head file, since its upload, among the pool's tenants in the report whose head the
+	// controller holds. pipectl reads no CloudWatch; the pool's ApproximateAgeOfOldestMessage is on
+	// its dashboard and alarm. Null when no head is held.
+	OldestMessageAgeSeconds *float64 `json:"oldestMessageAgeSeconds"`
 }
 
 // Head is the file (or replay/redrive) the tenant is working on or blocked at.
@@ -113,6 +137,12 @@ func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 	// tenant order) is reported.
 	rows := make([]TenantStatus, len(ts))
 	errs := make([]error, len(ts))
+	pools := o.poolsOf(ts)
+	poolRows := make([]PoolStatus, len(pools))
+	poolErrs := make([]error, len(pools))
+	for i, p := range pools {
+		poolRows[i], poolErrs[i] = o.poolStatus(ctx, p)
+	}
 	sem := make(chan struct{}, statusParallelism)
 	var wg sync.WaitGroup
 	for i, t := range ts {
@@ -129,25 +159,81 @@ func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 			return StatusReport{}, fmt.Errorf("tenant %s: %w", ts[i].ID, err)
 		}
 	}
-	return StatusReport{Tenants: append([]TenantStatus{}, rows...)}, nil
+	for i, err := range poolErrs {
+		if err != nil {
+			return StatusReport{}, fmt.Errorf("pool %s: %w", pools[i].out.Pool, err)
+		}
+		for _, r := range rows {
+			if r.Pool == nil || *r.Pool != poolRows[i].Name || r.Head == nil || r.Head.QueuedSeconds == nil {
+				continue
+			}
+			if a := poolRows[i].OldestMessageAgeSeconds; a == nil || *r.Head.QueuedSeconds > *a {
+				poolRows[i].OldestMessageAgeSeconds = r.Head.QueuedSeconds
+			}
+		}
+	}
+	return StatusReport{Tenants: append([]TenantStatus{}, rows...), Pools: append([]PoolStatus{}, poolRows...)}, nil
+}
+
+// poolStatus reads the pool queue's counts.
+func (o *Ops) poolStatus(ctx context.Context, p poolInfo) (PoolStatus, error) {
+	ids := poolTenantIDs(p)
+	ps := PoolStatus{Name: p.out.Pool, Stack: p.stack, Tenants: len(ids), TenantIDs: ids}
+	q, err := o.queueDepth(ctx, p.out.QueueURL)
+	ps.Queue = q
+	return ps, err
+}
+
+// queueDepth reads a queue's approximate counts.
+func (o *Ops) queueDepth(ctx context.Context, url string) (QueueDepth, error) {
+	qa, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		return QueueDepth{}, fmt.Errorf("get queue attributes: %w", err)
+	}
+	visible, _ := strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], 10, 64)
+	inFlight, _ := strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], 10, 64)
+	return QueueDepth{Visible: &visible, InFlight: &inFlight}, nil
 }
 
 // statusParallelism is how many tenants status reads at once (each costs about eight API calls).
 const statusParallelism = 8
 
 func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (TenantStatus, error) {
-	row := TenantStatus{ID: t.ID, Policy: t.Policy}
-	_, state, found, err := o.mapping(ctx, t)
-	if err != nil {
-		return row, err
-	}
-	if found {
-		paused := state == "Disabled" || state == "Disabling"
+	row := TenantStatus{ID: t.ID, Tier: tier(t), Policy: t.Policy}
+	if t.Pool != "" {
+		row.Pool = aws.String(t.Pool)
+		paused, err := o.exists(ctx, t.Bucket, pipeline.PauseMarkerKey(t.ID))
+		if err != nil {
+			return row, err
+		}
 		row.Paused = &paused
+	} else {
+		_, state, found, err := o.mapping(ctx, t)
+		if err != nil {
+			return row, err
+		}
+		if found {
+			paused := state == "Disabled" || state == "Disabling"
+			row.Paused = &paused
+		}
 	}
 	st, err := o.state(ctx, t)
 	if err != nil {
 		return row, err
+	}
+	if t.Pool != "" && st.running == nil && st.blocking == nil && row.Paused != nil && *row.Paused {
+		// A paused tenant's head, if it has one, is held with the wake state naming it.
+		if ws, ok, err := o.wakeState(ctx, t); err != nil {
+			return row, err
+		} else if ok && ws.Paused {
+			st.queue.InFlight = aws.Int64(1)
+		}
 	}
 	row.Queue = &st.queue
 	row.Blocked = st.blocking != nil
@@ -181,40 +267,35 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html
 func (o *Ops) state(ctx context.Context, t pipeline.TenantOutput) (tenantState, error) {
 	st := tenantState{t: t}
-	qa, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(t.QueueURL),
-		AttributeNames: []sqstypes.QueueAttributeName{
-			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-		},
-	})
-	if err != nil {
-		return st, fmt.Errorf("get queue attributes: %w", err)
+	if t.Pool == "" {
+		q, err := o.queueDepth(ctx, t.QueueURL)
+		if err != nil {
+			return st, err
+		}
+		st.queue = q
 	}
-	st.queue.Visible, _ = strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], 10, 64)
-	st.queue.InFlight, _ = strconv.ParseInt(qa.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], 10, 64)
 
-	run, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{
-		StateMachineArn: aws.String(t.StateMachineARN), StatusFilter: sfntypes.ExecutionStatusRunning, MaxResults: 10,
-	})
+	run, err := o.executions(ctx, t, sfntypes.ExecutionStatusRunning, 10)
 	if err != nil {
 		return st, fmt.Errorf("list running executions: %w", err)
 	}
-	if len(run.Executions) > 0 {
-		st.running = &run.Executions[0]
+	if len(run) > 0 {
+		st.running = &run[0]
 	}
-	all, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{
-		StateMachineArn: aws.String(t.StateMachineARN), MaxResults: recentExecutions,
-	})
+	all, err := o.executions(ctx, t, "", recentExecutions)
 	if err != nil {
 		return st, fmt.Errorf("list executions: %w", err)
 	}
-	st.recent = all.Executions
+	st.recent = all
 
 	// A halt tenant is blocked when nothing runs, its newest execution did not succeed, its message
-	// is still queued, and no skip marker releases it.
-	if t.Policy != pipeline.OnFailureHalt || st.running != nil || len(st.recent) == 0 || !unsuccessful(st.recent[0].Status) ||
-		st.queue.Visible+st.queue.InFlight == 0 {
+	// is still queued, and no skip marker releases it. A pooled tenant's messages are not counted:
+	// under halt the controller holds a failed file's message until it is redriven or skipped.
+	queued := t.Pool != "" || *st.queue.Visible+*st.queue.InFlight > 0
+	if t.Policy != pipeline.OnFailureHalt || st.running != nil || len(st.recent) == 0 || !unsuccessful(st.recent[0].Status) || !queued {
+		if t.Pool != "" && st.running != nil {
+			st.queue.InFlight = aws.Int64(1) // the controller holds the running file's message
+		}
 		return st, nil
 	}
 	newest := st.recent[0]
@@ -224,6 +305,9 @@ func (o *Ops) state(ctx context.Context, t pipeline.TenantOutput) (tenantState, 
 	}
 	if !skipped {
 		st.blocking = &newest
+		if t.Pool != "" {
+			st.queue.InFlight = aws.Int64(1) // the controller holds the failed file's message
+		}
 	}
 	return st, nil
 }
@@ -282,10 +366,26 @@ func (o *Ops) mapping(ctx context.Context, t pipeline.TenantOutput) (uuid, state
 	}
 }
 
+// describe describes an execution; a closed one is described once per Ops (a pooled tenant's look
+// describes its pool's executions to find its own).
 func (o *Ops) describe(ctx context.Context, arn string) (*sfn.DescribeExecutionOutput, error) {
+	o.found.mu.Lock()
+	d, ok := o.found.described[arn]
+	o.found.mu.Unlock()
+	if ok {
+		return d, nil
+	}
 	d, err := o.StepFunctions.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 	if err != nil {
 		return nil, fmt.Errorf("describe execution %s: %w", arn, err)
+	}
+	if d.Status != sfntypes.ExecutionStatusRunning && d.Status != sfntypes.ExecutionStatusPendingRedrive {
+		o.found.mu.Lock()
+		if o.found.described == nil {
+			o.found.described = map[string]*sfn.DescribeExecutionOutput{}
+		}
+		o.found.described[arn] = d
+		o.found.mu.Unlock()
 	}
 	return d, nil
 }

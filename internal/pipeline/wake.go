@@ -70,6 +70,10 @@ type WakeState struct {
 	ReceiptHandle string    `json:"receiptHandle"`
 	QueueURL      string    `json:"queueUrl"`
 	WrittenAt     time.Time `json:"writtenAt"`
+	// Paused marks a message a pool controller holds because its tenant is paused
+	// (PauseMarkerKey): it waits for no execution, so ExecutionName and ExecutionARN are empty and
+	// no status event ever matches it. pipectl resume makes exactly this delivery visible.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // WakeDone is what the wake-up handler records when a status change event ends the execution the
@@ -88,10 +92,13 @@ func (s WakeState) validate() error {
 	if s.Version != WakeStateVersion {
 		errs = append(errs, fmt.Errorf("version %d, want %d", s.Version, WakeStateVersion))
 	}
-	for _, f := range []struct{ name, v string }{
-		{"executionName", s.ExecutionName}, {"executionArn", s.ExecutionARN}, {"messageId", s.MessageID},
-		{"receiptHandle", s.ReceiptHandle}, {"queueUrl", s.QueueURL},
-	} {
+	fields := []struct{ name, v string }{
+		{"messageId", s.MessageID}, {"receiptHandle", s.ReceiptHandle}, {"queueUrl", s.QueueURL},
+	}
+	if !s.Paused {
+		fields = append(fields, struct{ name, v string }{"executionName", s.ExecutionName}, struct{ name, v string }{"executionArn", s.ExecutionARN})
+	}
+	for _, f := range fields {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("%s is empty", f.name))
 		}

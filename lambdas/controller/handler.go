@@ -146,6 +146,9 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		}
 	}()
 
+	if held, ok := h.pausedHold(ctx, d); ok { // paused.go
+		return held
+	}
 	if pipeline.IsControl([]byte(rec.Body)) {
 		return h.control(ctx, d) // control.go
 	}

@@ -79,13 +79,17 @@ type World struct {
 	Redrives   []sfn.RedriveExecutionInput
 	CallerARN  string
 	Now        time.Time
+	// Code are the functions' deployment packages (zip), by function name (GetFunction).
+	Code map[string][]byte
+	// Visibility are the ChangeMessageVisibility calls.
+	Visibility []sqs.ChangeMessageVisibilityInput
 	// Err, if set, is returned by the named operation ("ListExecutions", ...).
 	Err map[string]error
 }
 
 // New returns an empty world whose clock is now.
 func New(now time.Time) *World {
-	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{},
+	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
 		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice"}
 }
 
@@ -411,7 +415,7 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntypes.ExecutionStatus, key string, start time.Time) *Execution {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in, err := json.Marshal(pipeline.WorkflowInput{Source: pipeline.Source{Bucket: t.Bucket, Key: key, VersionID: "v-" + name}})
+	in, err := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{ID: t.ID}, Source: pipeline.Source{Bucket: t.Bucket, Key: key, VersionID: "v-" + name}})
 	if err != nil {
 		panic(err)
 	}

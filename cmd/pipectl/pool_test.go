@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/example/tenantpipeline/internal/ops/opsfake"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// pooledWorld is world() with pool "shared": hooli (halt) is blocked at hooli-1, umbrella
+// (continue) runs umbrella-1, and the pool queue holds 3 visible and 2 in-flight messages.
+func pooledWorld() (*opsfake.World, map[string]pipeline.TenantOutput) {
+	w := world()
+	ts := w.AddPool("TenantPipeline-Pool-shared", opsfake.Pool("shared"), map[string]string{
+		"hooli": pipeline.OnFailureHalt, "umbrella": pipeline.OnFailureContinue, "vandelay": pipeline.OnFailureContinue})
+	w.AddExecution(ts["hooli"], "hooli-1", sfntypes.ExecutionStatusFailed, "pool/shared/hooli/a.csv", now.Add(-5*time.Minute))
+	w.AddExecution(ts["umbrella"], "umbrella-1", sfntypes.ExecutionStatusRunning, "pool/shared/umbrella/b.csv", now.Add(-time.Minute))
+	q := w.Queues[ts["hooli"].QueueURL]
+	q.Visible, q.InFlight = 3, 2
+	return w, ts
+}
+
+// A pooled tenant is found from the pool's output and its controller's code; status gives its tier
+// and pool, counts SQS does not know as null, and the pool's own line.
+func TestStatusPooledJSON(t *testing.T) {
+	w, _ := pooledWorld()
+	code, stdout, stderr := runIn(t, w, "status", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var rep struct {
+		Tenants []map[string]any `json:"tenants"`
+		Pools   []map[string]any `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]map[string]any{}
+	for _, tn := range rep.Tenants {
+		by[tn["id"].(string)] = tn
+	}
+	for id, want := range map[string]string{
+		"acme":     `{"tier":"silo","pool":null,"paused":false,"blocked":true,"queue":{"visible":2,"inFlight":1}}`,
+		"hooli":    `{"tier":"pool","pool":"shared","paused":false,"blocked":true,"queue":{"visible":null,"inFlight":1}}`,
+		"umbrella": `{"tier":"pool","pool":"shared","paused":false,"blocked":false,"queue":{"visible":null,"inFlight":1}}`,
+		"vandelay": `{"tier":"pool","pool":"shared","paused":false,"blocked":false,"queue":{"visible":null,"inFlight":null}}`,
+	} {
+		var exp map[string]any
+		json.Unmarshal([]byte(want), &exp)
+		for k, v := range exp {
+			if got, _ := json.Marshal(by[id][k]); string(got) != mustJSON(v) {
+				t.Errorf("%s.%s: got %s, want %s", id, k, got, mustJSON(v))
+			}
+		}
+	}
+	if h, _ := by["hooli"]["head"].(map[string]any); h == nil || h["executionName"] != "hooli-1" {
+		t.Errorf("hooli: got head %v, want hooli-1 (its own execution, not umbrella's)", by["hooli"]["head"])
+	}
+	if len(rep.Pools) != 1 {
+		t.Fatalf("got pools %v, want one", rep.Pools)
+	}
+	p := rep.Pools[0]
+	if p["name"] != "shared" || p["tenants"] != 3.0 || mustJSON(p["tenantIds"]) != `["hooli","umbrella","vandelay"]` ||
+		mustJSON(p["queue"]) != `{"inFlight":2,"visible":3}` || p["oldestMessageAgeSeconds"] == nil {
+		t.Errorf("got pool %v, want shared: 3 tenants, 3 visible, 2 in flight, an oldest age", p)
+	}
+	_, table, _ := runIn(t, w, "status")
+	if !strings.Contains(table, "pool shared (TenantPipeline-Pool-shared): 3 tenants, queue 3 visible, 2 in flight") {
+		t.Errorf("got table\n%s\nwant the pool's line", table)
+	}
+}
+
+// Pausing a pooled tenant writes its audited pause marker and leaves the pool's mapping alone;
+// resume deletes it and makes the message the controller holds visible at once.
+func TestPauseResumePooledTenant(t *testing.T) {
+	w, ts := pooledWorld()
+	code, stdout, stderr := runIn(t, w, "pause", "hooli", "--reason", "supplier resends", "--json")
+	if code != 0 {
+		t.Fatalf("pause: got exit %d, %s", code, stderr)
+	}
+	var res map[string]any
+	json.Unmarshal([]byte(stdout), &res)
+	if res["state"] != "Disabled" || res["changed"] != true || res["pool"] != "shared" || res["markerKey"] != "control/hooli/paused.json" {
+		t.Errorf("pause: got %s", stdout)
+	}
+	body, ok := w.Body("ingest", "control/hooli/paused.json")
+	rec, err := pipeline.DecodePauseRecord([]byte(body))
+	if !ok || err != nil || rec.RequestedBy != w.CallerARN || rec.Reason != "supplier resends" || !rec.RequestedAt.Equal(now) {
+		t.Errorf("got marker %q (%v), want the audit record", body, err)
+	}
+	if len(w.Updates) != 0 {
+		t.Errorf("got event source mapping updates %v, want none", w.Updates)
+	}
+	if _, stdout, _ := runIn(t, w, "status", "hooli", "--json"); !strings.Contains(stdout, `"paused": true`) {
+		t.Errorf("status: got %s, want hooli paused", stdout)
+	}
+	// The controller holds hooli's next message.
+	ws, _ := pipeline.EncodeWakeState(pipeline.WakeState{Version: 1, MessageID: "m9", ReceiptHandle: "rh-m9", QueueURL: ts["hooli"].QueueURL,
+		WrittenAt: now, Paused: true})
+	w.PutObject(t.Context(), putInput("ingest", pipeline.WakeStateKey("hooli"), string(ws)))
+
+	code, stdout, stderr = runIn(t, w, "resume", "hooli")
+	if code != 0 || !strings.Contains(stdout, "resumed hooli (pool shared)") || !strings.Contains(stdout, "made visible") {
+		t.Errorf("resume: got exit %d, %q %q", code, stdout, stderr)
+	}
+	if _, ok := w.Body("ingest", "control/hooli/paused.json"); ok {
+		t.Error("resume left the pause marker")
+	}
+	if len(w.Visibility) != 1 || aws.ToString(w.Visibility[0].ReceiptHandle) != "rh-m9" || w.Visibility[0].VisibilityTimeout != 0 {
+		t.Errorf("got visibility changes %+v, want rh-m9 made visible", w.Visibility)
+	}
+}
+
+// A pooled tenant cannot redrive another tenant's execution of the shared state machine.
+func TestRedrivePooledOtherTenantsExecution(t *testing.T) {
+	w, _ := pooledWorld()
+	code, _, stderr := runIn(t, w, "redrive", "umbrella", "hooli-1")
+	if code != 1 || !strings.Contains(stderr, "tenant umbrella has no execution hooli-1") {
+		t.Errorf("got exit %d, %q", code, stderr)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func putInput(bucket, key, body string) *s3.PutObjectInput {
+	return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// A paused pooled tenant's message starts nothing and is held for the safety net, with its receipt
+// handle in the tenant's wake state for resume; the pool's other tenant flows in the same batch.
+func TestPoolPausedTenantHeldOthersFlow(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		wantHold int32
+	}{
+		{"wake-up events: the safety net", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "45"}, 45},
+		{"no wake-up events: MAX_WAIT", nil, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPoolRig(t, tc.env)
+			rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "arn:aws:iam::123456789012:user/ops",
+				RequestedAt: testStart, Reason: "supplier resends"})
+			r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey("acme")] = string(rec)
+
+			resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+				poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
+				poolMessage("m2", eventBody(t, evID2, globexKey), "globex"),
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failures []string
+			for _, f := range resp.BatchItemFailures {
+				failures = append(failures, f.ItemIdentifier)
+			}
+			if !slices.Contains(failures, "m1") {
+				t.Errorf("got failures %v, want m1 (acme's) held", failures)
+			}
+			tenants := map[string]bool{}
+			for _, arn := range r.sfn.created {
+				tenants[r.sfn.input(t, arn).Tenant.ID] = true
+			}
+			if tenants["acme"] || !tenants["globex"] {
+				t.Errorf("got executions of %v, want globex's only", tenants)
+			}
+			if i := slices.IndexFunc(r.sqs.changes, func(c visibilityChange) bool { return c.Receipt == "rh-m1" }); i < 0 || r.sqs.changes[i].Seconds != tc.wantHold {
+				t.Errorf("got visibility changes %v, want rh-m1 held %d s", r.sqs.changes, tc.wantHold)
+			}
+			body, ok := r.s3.objects[testBucket+"/"+pipeline.WakeStateKey("acme")]
+			if !ok {
+				t.Fatal("no wake state for acme: resume could not release the held message")
+			}
+			st, err := pipeline.DecodeWakeState([]byte(body))
+			if err != nil || !st.Paused || st.ReceiptHandle != "rh-m1" || st.MessageID != "m1" || st.ExecutionName != "" {
+				t.Errorf("got wake state %+v (%v), want the paused hold of m1", st, err)
+			}
+			l := r.findLog(t, "INFO", "tenant paused by an operator")
+			if l["tenant"] != "acme" || l["pausedBy"] != "arn:aws:iam::123456789012:user/ops" || l["reason"] != "supplier resends" {
+				t.Errorf("got log %v, want acme's pause with who and why", l)
+			}
+		})
+	}
+}
+
+// A marker deleted between the controller's two reads (a resume racing the hold) lets the delivery
+// go on: the file starts.
+func TestPoolPausedTenantResumedDuringHold(t *testing.T) {
+	r := newPoolRig(t, nil)
+	key := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	r.s3.objects[key] = `{"version":1}`
+	r.s3.beforePut = func(k string) {
+		if k == testBucket+"/"+pipeline.WakeStateKey("acme") {
+			r.s3.mu.Lock()
+			delete(r.s3.objects, key)
+			r.s3.mu.Unlock()
+		}
+	}
+	if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", eventBody(t, evID1, acmeKey), "acme")}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.sfn.created) != 1 {
+		t.Errorf("got %d executions, want acme's file started once the marker is gone", len(r.sfn.created))
+	}
+}
+
+// A silo controller never reads a pause marker: its pause is the event source mapping.
+func TestSiloIgnoresPauseMarker(t *testing.T) {
+	r := newRig(t, nil)
+	r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey("acme")] = `{"version":1}`
+	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.sfn.created) != 1 {
+		t.Errorf("got %d executions, want the silo file started", len(r.sfn.created))
+	}
+}
