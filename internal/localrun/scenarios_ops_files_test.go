@@ -59,7 +59,7 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 	}
 	pipectl(t, r, "replay", "cont", "--from-dlq", "--stack-prefix", opsPrefix)
 	st := pipectlStatus(t, r, opsPrefix, "cont")
-	if q := st.Tenants[0].Queue; q.Visible != 2 {
+	if q := st.Tenants[0].Queue; q.Visible == nil || *q.Visible != 2 {
 		t.Errorf("after replay --from-dlq: got queue %+v, want 2 visible", q)
 	}
 	left, err := r.sqsAdmin.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(out.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})

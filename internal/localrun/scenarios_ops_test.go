@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// Issue 10's operator scenarios on the synthesized app, driven by the pipectl binary through the
-// environment --serve exports (stack prefix TenantPipeline, the app's default). Each asserts the
-// tenant's order and exactly-once by Idempotency-Key.
+// The operator scenarios on the synthesized app, driven by the pipectl binary through the
+// environment --serve exports (stack prefix TenantPipeline, the app's default), each once with the
+// tenants in silos and once pooled. Each asserts the tenant's order and exactly-once by
+// Idempotency-Key.
 
 const opsPrefix = "TenantPipeline"
 
@@ -23,56 +24,59 @@ const opsPrefix = "TenantPipeline"
 // releases it, the next file registers, and the marker holds the reason and the caller.
 func TestScenarioOpsHaltSkip(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}})
-	rep := waitFor(t, ctx, r, "halt halted", func(rep *Report) bool { return rep.Tenants["halt"].Halted != nil })
-	h := rep.Tenants["halt"].Halted
-	if !strings.HasSuffix(h.Key, "/2-bad.csv") {
-		t.Fatalf("got halted at %s, want 2-bad.csv", h.Key)
-	}
-	st := pipectlStatus(t, r, opsPrefix, "halt")
-	row := st.Tenants[0]
-	if !row.Blocked || row.LastFailure == nil || !strings.Contains(row.LastFailure.Cause, "line 7") || row.LastFailure.ExecutionName != h.ExecutionName {
-		t.Errorf("status: got blocked %v, last failure %+v; want blocked at %s with a cause naming line 7", row.Blocked, row.LastFailure, h.ExecutionName)
-	}
-	if n := len(r.Sink.Registered("halt")); n != 20 {
-		t.Errorf("halted: got %d records, want 20 (1.csv only)", n)
-	}
-	// A run that is not served ends here: every tenant drained or halted, with its own error, and
-	// the halt printed with the exact commands.
-	var progress strings.Builder
-	err := r.Wait(ctx, &progress, WaitOptions{Interval: 250 * time.Millisecond, StopWhenHalted: true})
-	var he *HaltedError
-	if !errors.As(err, &he) || strings.Join(he.Tenants, ",") != "halt" {
-		t.Errorf("wait: got %v, want a HaltedError naming halt", err)
-	}
-	for _, want := range []string{"HALTED halt at inbox/halt/2-bad.csv", "pipectl skip halt " + h.ExecutionName + " --reason", "pipectl redrive halt " + h.ExecutionName} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("progress: got %q, want it to contain %q", progress.String(), want)
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}}})
+		in := r.Tenant("halt").Prefix // inbox/halt/, or pools/default/halt/ pooled
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}})
+		rep := waitFor(t, ctx, r, "halt halted", func(rep *Report) bool { return rep.Tenants["halt"].Halted != nil })
+		h := rep.Tenants["halt"].Halted
+		if !strings.HasSuffix(h.Key, "/2-bad.csv") {
+			t.Fatalf("got halted at %s, want 2-bad.csv", h.Key)
 		}
-	}
-	reason := "bad export, resent as 3.csv"
-	pipectl(t, r, "skip", "halt", h.ExecutionName, "--reason", reason, "--stack-prefix", opsPrefix)
-	rep = drain(t, ctx, r)
-	wantStatuses(t, rep, "halt", "SUCCEEDED", "FAILED", "SUCCEEDED")
-	noViolations(t, rep)
-	if f := fileOf(t, rep, "halt", "2-bad.csv"); !f.Skipped {
-		t.Errorf("2-bad.csv in the report: got skipped false, want true (its skip marker was written)")
-	}
-	assertOrderedOnce(t, r, "halt", []string{"inbox/halt/1.csv", "inbox/halt/3.csv"}, map[string]int64{"inbox/halt/1.csv": 20, "inbox/halt/3.csv": 30})
-	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String("control/halt/skip/" + h.ExecutionName)})
-	if err != nil {
-		t.Fatalf("skip marker: %v", err)
-	}
-	marker, _ := io.ReadAll(out.Body)
-	out.Body.Close()
-	for _, want := range []string{reason, "arn:aws:iam::" + account + ":user/tester"} {
-		if !strings.Contains(string(marker), want) {
-			t.Errorf("skip marker: got %s, want it to hold %q", marker, want)
+		st := pipectlStatus(t, r, opsPrefix, "halt")
+		row := st.Tenants[0]
+		if !row.Blocked || row.LastFailure == nil || !strings.Contains(row.LastFailure.Cause, "line 7") || row.LastFailure.ExecutionName != h.ExecutionName {
+			t.Errorf("status: got blocked %v, last failure %+v; want blocked at %s with a cause naming line 7", row.Blocked, row.LastFailure, h.ExecutionName)
 		}
-	}
+		if n := len(r.Sink.Registered("halt")); n != 20 {
+			t.Errorf("halted: got %d records, want 20 (1.csv only)", n)
+		}
+		// A run that is not served ends here: every tenant drained or halted, with its own error, and
+		// the halt printed with the exact commands.
+		var progress strings.Builder
+		err := r.Wait(ctx, &progress, WaitOptions{Interval: 250 * time.Millisecond, StopWhenHalted: true})
+		var he *HaltedError
+		if !errors.As(err, &he) || strings.Join(he.Tenants, ",") != "halt" {
+			t.Errorf("wait: got %v, want a HaltedError naming halt", err)
+		}
+		for _, want := range []string{"HALTED halt at " + in + "2-bad.csv", "pipectl skip halt " + h.ExecutionName + " --reason", "pipectl redrive halt " + h.ExecutionName} {
+			if !strings.Contains(progress.String(), want) {
+				t.Errorf("progress: got %q, want it to contain %q", progress.String(), want)
+			}
+		}
+		reason := "bad export, resent as 3.csv"
+		pipectl(t, r, "skip", "halt", h.ExecutionName, "--reason", reason, "--stack-prefix", opsPrefix)
+		rep = drain(t, ctx, r)
+		wantStatuses(t, rep, "halt", "SUCCEEDED", "FAILED", "SUCCEEDED")
+		noViolations(t, rep)
+		if f := fileOf(t, rep, "halt", "2-bad.csv"); !f.Skipped {
+			t.Errorf("2-bad.csv in the report: got skipped false, want true (its skip marker was written)")
+		}
+		assertOrderedOnce(t, r, "halt", []string{in + "1.csv", in + "3.csv"}, map[string]int64{in + "1.csv": 20, in + "3.csv": 30})
+		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String("control/halt/skip/" + h.ExecutionName)})
+		if err != nil {
+			t.Fatalf("skip marker: %v", err)
+		}
+		marker, _ := io.ReadAll(out.Body)
+		out.Body.Close()
+		for _, want := range []string{reason, "arn:aws:iam::" + account + ":user/tester"} {
+			if !strings.Contains(string(marker), want) {
+				t.Errorf("skip marker: got %s, want it to hold %q", marker, want)
+			}
+		}
+	})
 }
 
 // noViolations fails the test when the run's own summary flags a broken invariant: an operator's
@@ -89,92 +93,112 @@ func noViolations(t *testing.T, rep *Report) {
 // after 2.csv and 3.csv, never beside them, and 1.csv's first 14 records are not sent again.
 func TestScenarioOpsContinueRedrive(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var fixed atomic.Bool
-	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
-		if tenant == "cont" && strings.HasSuffix(source, "/1.csv") && n == 15 && !fixed.Load() {
-			return 400 // permanent: the file fails
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		in := r.Tenant("cont").Prefix
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var fixed atomic.Bool
+		r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
+			if tenant == "cont" && strings.HasSuffix(source, "/1.csv") && n == 15 && !fixed.Load() {
+				return 400 // permanent: the file fails
+			}
+			return 0
+		})
+		r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
+			if tenant == "cont" && strings.HasSuffix(source, "/2-slow.csv") {
+				return 150 * time.Millisecond
+			}
+			return 0
+		})
+		uploadAll(t, ctx, r, []upload{{"cont", "1.csv", csvOf(40)}, {"cont", "2-slow.csv", csvOf(30)}, {"cont", "3.csv", csvOf(20)}})
+		rep := waitFor(t, ctx, r, "1.csv failed and 2-slow.csv running", func(rep *Report) bool {
+			return fileOf(t, rep, "cont", "1.csv").Status == "FAILED" && fileOf(t, rep, "cont", "2-slow.csv").Status == "RUNNING"
+		})
+		first := fileOf(t, rep, "cont", "1.csv")
+		fixed.Store(true)
+		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
+		// Redriven through the queue, 1.csv waits for the running and the queued file.
+		rep = waitFor(t, ctx, r, "every file succeeded", func(rep *Report) bool {
+			for _, f := range rep.Tenants["cont"].Files {
+				if f.Status != "SUCCEEDED" {
+					return false
+				}
+			}
+			return true
+		})
+		noViolations(t, rep)
+		if f := fileOf(t, rep, "cont", "1.csv"); f.RedriveCount != 1 || f.Records != 40 {
+			t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
 		}
-		return 0
-	})
-	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
-		if tenant == "cont" && strings.HasSuffix(source, "/2-slow.csv") {
-			return 150 * time.Millisecond
-		}
-		return 0
-	})
-	uploadAll(t, ctx, r, []upload{{"cont", "1.csv", csvOf(40)}, {"cont", "2-slow.csv", csvOf(30)}, {"cont", "3.csv", csvOf(20)}})
-	rep := waitFor(t, ctx, r, "1.csv failed and 2-slow.csv running", func(rep *Report) bool {
-		return fileOf(t, rep, "cont", "1.csv").Status == "FAILED" && fileOf(t, rep, "cont", "2-slow.csv").Status == "RUNNING"
-	})
-	first := fileOf(t, rep, "cont", "1.csv")
-	fixed.Store(true)
-	pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
-	// Redriven through the queue, 1.csv waits for the running and the queued file.
-	rep = waitFor(t, ctx, r, "every file succeeded", func(rep *Report) bool {
-		for _, f := range rep.Tenants["cont"].Files {
-			if f.Status != "SUCCEEDED" {
-				return false
+		var lastOther time.Time
+		var firstRedriven time.Time
+		for _, rec := range r.Sink.Registered("cont") {
+			switch {
+			case strings.HasSuffix(rec.Source, "/1.csv") && rec.RecordNumber >= 15:
+				if firstRedriven.IsZero() {
+					firstRedriven = rec.At
+				}
+			case !strings.HasSuffix(rec.Source, "/1.csv"):
+				lastOther = rec.At
 			}
 		}
-		return true
-	})
-	noViolations(t, rep)
-	if f := fileOf(t, rep, "cont", "1.csv"); f.RedriveCount != 1 || f.Records != 40 {
-		t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
-	}
-	var lastOther time.Time
-	var firstRedriven time.Time
-	for _, rec := range r.Sink.Registered("cont") {
-		switch {
-		case strings.HasSuffix(rec.Source, "/1.csv") && rec.RecordNumber >= 15:
-			if firstRedriven.IsZero() {
-				firstRedriven = rec.At
-			}
-		case !strings.HasSuffix(rec.Source, "/1.csv"):
-			lastOther = rec.At
+		if !firstRedriven.After(lastOther) {
+			t.Errorf("1.csv's record 15 registered at %s, want after 2-slow.csv's and 3.csv's last (%s)", firstRedriven, lastOther)
 		}
-	}
-	if !firstRedriven.After(lastOther) {
-		t.Errorf("1.csv's record 15 registered at %s, want after 2-slow.csv's and 3.csv's last (%s)", firstRedriven, lastOther)
-	}
-	// Order: 1.csv (records 1-14), 2-slow.csv, 3.csv, then 1.csv from record 15; each key once.
-	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/1.csv", "inbox/cont/2-slow.csv", "inbox/cont/3.csv", "inbox/cont/1.csv"},
-		map[string]int64{"inbox/cont/1.csv": 40, "inbox/cont/2-slow.csv": 30, "inbox/cont/3.csv": 20})
+		// Order: 1.csv (records 1-14), 2-slow.csv, 3.csv, then 1.csv from record 15; each key once.
+		assertOrderedOnce(t, r, "cont", []string{in + "1.csv", in + "2-slow.csv", in + "3.csv", in + "1.csv"},
+			map[string]int64{in + "1.csv": 40, in + "2-slow.csv": 30, in + "3.csv": 20})
+	})
 }
 
 // replay of a processed file, behind two files queued (while paused) before it: its records are
 // registered again with new Idempotency-Keys, after the files queued before the replay.
 func TestScenarioOpsReplay(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, scenarioTenants, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "x.csv", csvOf(10)}})
-	drain(t, ctx, r)
-	pipectl(t, r, "pause", "cont", "--stack-prefix", opsPrefix)
-	uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}, {"cont", "z.csv", csvOf(14)}})
-	pipectl(t, r, "replay", "cont", "inbox/cont/x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
-	st := pipectlStatus(t, r, opsPrefix, "cont")
-	if q := st.Tenants[0].Queue; q.Visible != 3 {
-		t.Errorf("paused: got queue %+v, want 3 visible (y, z and the replay)", q)
-	}
-	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
-	waitFor(t, ctx, r, "the replay registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
-	rep := drain(t, ctx, r)
-	noViolations(t, rep)
-	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv", "inbox/cont/x.csv"},
-		map[string]int64{"inbox/cont/x.csv": 20, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
-	// The report shows the replay as its own run of x.csv, after z.csv's.
-	replays := rep.Tenants["cont"].Replays
-	z := fileOf(t, rep, "cont", "z.csv")
-	if len(replays) != 1 || replays[0].Key != "inbox/cont/x.csv" || !replays[0].Replay || replays[0].Status != "SUCCEEDED" ||
-		z.StoppedAt == nil || replays[0].StartedAt.Before(*z.StoppedAt) {
-		t.Fatalf("replays in the report: got %+v, want one of inbox/cont/x.csv, SUCCEEDED, started after z.csv stopped", replays)
-	}
-	if x := fileOf(t, rep, "cont", "x.csv"); x.Replay || x.ExecutionName == replays[0].ExecutionName {
-		t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
-	}
+	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		in := r.Tenant("cont").Prefix
+		uploadAll(t, ctx, r, []upload{{"cont", "x.csv", csvOf(10)}})
+		drain(t, ctx, r)
+		pipectl(t, r, "pause", "cont", "--stack-prefix", opsPrefix)
+		uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}, {"cont", "z.csv", csvOf(14)}})
+		pipectl(t, r, "replay", "cont", in+"x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
+		st := pipectlStatus(t, r, opsPrefix, "cont")
+		row := st.Tenants[0]
+		if row.Paused == nil || !*row.Paused {
+			t.Errorf("status: got paused %v, want true", row.Paused)
+		}
+		switch q := row.Queue; row.Tier {
+		case "silo":
+			if q.Visible == nil || *q.Visible != 3 {
+				t.Errorf("paused: got queue %+v, want 3 visible (y, z and the replay)", q)
+			}
+		case "pool":
+			// SQS counts no message group: a pooled tenant's visible messages are unknown.
+			if q.Visible != nil || row.Pool == nil || *row.Pool != "default" {
+				t.Errorf("paused pooled tenant: got queue %+v, pool %v; want visible null, pool default", q, row.Pool)
+			}
+		default:
+			t.Errorf("status: tier %q", row.Tier)
+		}
+		pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
+		waitFor(t, ctx, r, "the replay registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
+		rep := drain(t, ctx, r)
+		noViolations(t, rep)
+		assertOrderedOnce(t, r, "cont", []string{in + "x.csv", in + "y.csv", in + "z.csv", in + "x.csv"},
+			map[string]int64{in + "x.csv": 20, in + "y.csv": 12, in + "z.csv": 14})
+		// The report shows the replay as its own run of x.csv, after z.csv's.
+		replays := rep.Tenants["cont"].Replays
+		z := fileOf(t, rep, "cont", "z.csv")
+		if len(replays) != 1 || replays[0].Key != in+"x.csv" || !replays[0].Replay || replays[0].Status != "SUCCEEDED" ||
+			z.StoppedAt == nil || replays[0].StartedAt.Before(*z.StoppedAt) {
+			t.Fatalf("replays in the report: got %+v, want one of %sx.csv, SUCCEEDED, started after z.csv stopped", replays, in)
+		}
+		if x := fileOf(t, rep, "cont", "x.csv"); x.Replay || x.ExecutionName == replays[0].ExecutionName {
+			t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
+		}
+	})
 }

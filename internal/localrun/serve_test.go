@@ -68,13 +68,15 @@ func pipectl(t *testing.T, r *Run, args ...string) string {
 
 type statusJSON struct {
 	Tenants []struct {
-		ID      string `json:"id"`
-		Policy  string `json:"policy"`
-		Paused  *bool  `json:"paused"`
-		Blocked bool   `json:"blocked"`
+		ID      string  `json:"id"`
+		Tier    string  `json:"tier"`
+		Pool    *string `json:"pool"`
+		Policy  string  `json:"policy"`
+		Paused  *bool   `json:"paused"`
+		Blocked bool    `json:"blocked"`
 		Queue   struct {
-			Visible  int `json:"visible"`
-			InFlight int `json:"inFlight"`
+			Visible  *int `json:"visible"`
+			InFlight *int `json:"inFlight"`
 		} `json:"queue"`
 		LastFailure *struct {
 			Key, ExecutionName, Error, Cause string
@@ -162,7 +164,7 @@ func TestServeFixturePauseResume(t *testing.T) {
 		t.Errorf("paused: got %d records registered, want 0", n)
 	}
 	st = pipectlStatus(t, r, "Fixture", "acme")
-	if got := st.Tenants[0]; got.Paused == nil || !*got.Paused || got.Queue.Visible != 3 || got.Queue.InFlight != 0 {
+	if got := st.Tenants[0]; got.Paused == nil || !*got.Paused || got.Queue.Visible == nil || *got.Queue.Visible != 3 || got.Queue.InFlight == nil || *got.Queue.InFlight != 0 {
 		t.Errorf("paused: got paused %v, queue %+v, want paused and 3 visible, 0 in flight", got.Paused, got.Queue)
 	}
 	pipectl(t, r, "resume", "acme", "--stack-prefix", "Fixture")
