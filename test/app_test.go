@@ -22,7 +22,7 @@ import (
 // TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
 // error or warning. Suppressions live next to the resources they excuse, each with its reason.
 func TestCdkNag(t *testing.T) {
-	for _, file := range []string{"tenants.json", "sinks.json"} {
+	for _, file := range []string{"tenants.json", "sinks.json", "pool.json"} {
 		t.Run(file, func(t *testing.T) {
 			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 			built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", file)})
@@ -30,7 +30,7 @@ func TestCdkNag(t *testing.T) {
 				t.Fatal(err)
 			}
 			awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-			all := append([]awscdk.Stack{built.Ingest}, built.TenantStacks...)
+			all := append(append([]awscdk.Stack{built.Ingest}, built.TenantStacks...), built.PoolStacks...)
 			for _, stack := range all {
 				an := assertions.Annotations_FromStack(stack)
 				for _, level := range []struct {
