@@ -79,7 +79,7 @@ type TenantPool struct {
 	StatusRule awsevents.Rule
 	LogGroups  []awslogs.LogGroup
 	Alarms     PoolAlarms
-	// Dashboard shows the pool's totals and alarms; each alarm's description links to it.
+	// Dashboard shows the pool's alarms, totals and top tenants; each alarm's description links to it.
 	Dashboard awscloudwatch.Dashboard
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
 	Output awscdk.CfnOutput

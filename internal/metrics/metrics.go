@@ -100,6 +100,13 @@ const (
 	UnknownTenantEvents = "UnknownTenantEvents"
 )
 
+// PoolTenantMetrics are the tenant metrics a pool's controller also emits with the dimension set
+// [Pool, Tenant] (Emitter.InPool), besides [Tenant]: the pool's per-tenant alarms and dashboard
+// query them with Metrics Insights, WHERE Pool = '<pool>' GROUP BY Tenant, and a query can only be
+// scoped to a pool by a dimension. The list is kept short because each name costs one more custom
+// metric per pooled tenant, and one such query covers at most 10,000 metrics.
+var PoolTenantMetrics = []string{Blocked, FailedFiles, HeadQueuedSeconds, HeadRunningSeconds}
+
 // Register metric names, with the same Tenant dimension.
 const (
 	// RecordsRegistered counts the records of a chunk Register completed: one datapoint per chunk
@@ -141,6 +148,9 @@ type Emitter struct {
 	dimension string
 	value     string
 	now       func() time.Time
+	// pool, when set (InPool), adds the dimension set [Pool, Tenant] to the metrics in pooled.
+	pool   string
+	pooled map[string]bool
 }
 
 // New returns an Emitter that writes to w (stdout on Lambda), with the Tenant dimension.
@@ -156,6 +166,19 @@ func NewDimension(w io.Writer, namespace, name, value string) *Emitter {
 // WithClock makes the Emitter stamp lines with now instead of the wall clock.
 func (e *Emitter) WithClock(now func() time.Time) *Emitter {
 	e.now = now
+	return e
+}
+
+// InPool makes a tenant's Emitter also record the metrics named in PoolTenantMetrics under the
+// dimension set [Pool, Tenant], with Pool=pool, in the same line: a second EMF directive lists only
+// those metrics, so the other metrics of the line keep their one dimension set [Tenant] and add no
+// custom metric.
+func (e *Emitter) InPool(pool string) *Emitter {
+	e.pool = pool
+	e.pooled = map[string]bool{}
+	for _, n := range PoolTenantMetrics {
+		e.pooled[n] = true
+	}
 	return e
 }
 
@@ -184,7 +207,7 @@ func (e *Emitter) Emit(ms ...Metric) error {
 	doc := make(map[string]any, len(ms)+2)
 	defs := make([]metricDef, 0, len(ms))
 	for _, m := range ms {
-		if m.Name == "" || m.Name == e.dimension || m.Name == "_aws" {
+		if m.Name == "" || m.Name == e.dimension || m.Name == "_aws" || (e.pool != "" && m.Name == DimensionPool) {
 			return fmt.Errorf("metric name %q is reserved or empty", m.Name)
 		}
 		if _, dup := doc[m.Name]; dup {
@@ -194,14 +217,20 @@ func (e *Emitter) Emit(ms ...Metric) error {
 		defs = append(defs, metricDef{Name: m.Name, Unit: m.Unit})
 	}
 	doc[e.dimension] = e.value
-	doc["_aws"] = metadata{
-		Timestamp: e.now().UnixMilli(),
-		CloudWatchMetrics: []directive{{
-			Namespace:  e.namespace,
-			Dimensions: [][]string{{e.dimension}},
-			Metrics:    defs,
-		}},
+	directives := []directive{{Namespace: e.namespace, Dimensions: [][]string{{e.dimension}}, Metrics: defs}}
+	if e.pool != "" {
+		var pooled []metricDef
+		for _, d := range defs {
+			if e.pooled[d.Name] {
+				pooled = append(pooled, d)
+			}
+		}
+		if len(pooled) > 0 {
+			doc[DimensionPool] = e.pool
+			directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{DimensionPool, e.dimension}}, Metrics: pooled})
+		}
 	}
+	doc["_aws"] = metadata{Timestamp: e.now().UnixMilli(), CloudWatchMetrics: directives}
 	line, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encode EMF line: %w", err)

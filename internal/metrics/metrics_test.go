@@ -13,12 +13,42 @@ import (
 var clock = func() time.Time { return time.UnixMilli(1700000000123) }
 
 func TestEmitMatchesGolden(t *testing.T) {
+	checkGolden(t, New(&bytes.Buffer{}, "TenantPipeline", "acme"), "waits.json")
+}
+
+// A pooled tenant's line carries the metrics of PoolTenantMetrics under [Pool, Tenant] too, in a
+// second directive; the others keep [Tenant] alone.
+func TestEmitInPoolMatchesGolden(t *testing.T) {
+	checkGolden(t, New(&bytes.Buffer{}, "TenantPipeline", "acme").InPool("default"), "pool-waits.json")
+}
+
+// A pooled tenant's line without any metric of PoolTenantMetrics is a plain [Tenant] line.
+func TestEmitInPoolWithoutPooledMetrics(t *testing.T) {
 	var buf bytes.Buffer
-	e := New(&buf, "TenantPipeline", "acme").WithClock(clock)
+	if err := New(&buf, "TenantPipeline", "acme").InPool("default").Emit(Count(Waits, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Pool *string
+		AWS  struct{ CloudWatchMetrics []json.RawMessage } `json:"_aws"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Pool != nil || len(doc.AWS.CloudWatchMetrics) != 1 {
+		t.Errorf("got Pool %v and %d directives, want no Pool and 1 directive: %s", doc.Pool, len(doc.AWS.CloudWatchMetrics), buf.String())
+	}
+}
+
+func checkGolden(t *testing.T, e *Emitter, golden string) {
+	t.Helper()
+	var buf bytes.Buffer
+	e.w = &buf
+	e.WithClock(clock)
 	if err := e.Emit(Count(Waits, 1), Seconds(HeadQueuedSeconds, 2500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("testdata", "waits.json"))
+	want, err := os.ReadFile(filepath.Join("testdata", golden))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +78,13 @@ func TestEmitRejects(t *testing.T) {
 		{"metadata key", []Metric{Count("_aws", 1)}},
 		{"empty name", []Metric{Count("", 1)}},
 		{"duplicate", []Metric{Count(Waits, 1), Count(Waits, 2)}},
+		{"pool dimension name", []Metric{Count(DimensionPool, 1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := New(&buf, "ns", "t").Emit(tt.ms...)
+			// A pooled tenant's Emitter: its line also holds the Pool field.
+			err := New(&buf, "ns", "t").InPool("p").Emit(tt.ms...)
 			if err == nil {
 				t.Fatalf("got no error, want one")
 			}

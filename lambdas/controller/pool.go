@@ -32,7 +32,8 @@ type Pool struct {
 	log *slog.Logger
 	// metrics has the Pool dimension: metrics of messages and events that have no tenant.
 	metrics *metrics.Emitter
-	// tenantMetrics makes a tenant's emitter, with the Tenant dimension.
+	// tenantMetrics makes a tenant's emitter, with the Tenant dimension; handler adds the pool's
+	// dimension set (metrics.Emitter.InPool).
 	tenantMetrics func(tenant string) *metrics.Emitter
 	// setup, if set, adjusts each tenant's Handler when it is made (tests: clocks).
 	setup func(*Handler)
@@ -66,7 +67,9 @@ func (p *Pool) handler(id string) (*Handler, bool) {
 	if !ok {
 		return nil, false
 	}
-	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id))
+	// The tenant's metrics also carry [Pool, Tenant] for those the pool's per-tenant alarms query
+	// (metrics.PoolTenantMetrics), so that a query can keep to this pool's tenants.
+	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	if p.setup != nil {
 		p.setup(h)
 	}

@@ -401,8 +401,9 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// In pool mode every metric of a tenant's file carries the Tenant dimension with that tenant, and
-// only the pool-wide metrics carry the Pool dimension instead.
+// In pool mode every metric of a tenant's file carries the Tenant dimension with that tenant; those
+// the pool's per-tenant alarms query (metrics.PoolTenantMetrics) carry [Pool, Tenant] as well, in a
+// second directive, and only the pool-wide metrics carry the Pool dimension alone.
 func TestPoolMetricsCarryTenant(t *testing.T) {
 	r := newPoolRig(t, nil)
 	ctx := context.Background()
@@ -420,22 +421,33 @@ func TestPoolMetricsCarryTenant(t *testing.T) {
 	poolWide := []string{metrics.UnknownTenantMessages, metrics.UnknownTenantEvents, metrics.UnroutedObjects}
 	seen := map[string]bool{}
 	for _, d := range r.emf(t) {
-		dims := d["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
-		dim := dims["Dimensions"].([]any)[0].([]any)
-		names := []string{}
-		for _, m := range dims["Metrics"].([]any) {
-			names = append(names, m.(map[string]any)["Name"].(string))
-		}
+		dirs := emfDirectives(d)
+		names := dirs[0].metrics
 		pool := slices.ContainsFunc(names, func(n string) bool { return slices.Contains(poolWide, n) })
 		switch {
 		case pool:
-			if len(dim) != 1 || dim[0] != metrics.DimensionPool || d[metrics.DimensionPool] != testPool || d[metrics.DimensionTenant] != nil {
-				t.Errorf("got pool-wide metrics %v with dimensions %v, Pool %v, Tenant %v; want only Pool %s", names, dim, d["Pool"], d["Tenant"], testPool)
+			if len(dirs) != 1 || !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || d[metrics.DimensionPool] != testPool || d[metrics.DimensionTenant] != nil {
+				t.Errorf("got pool-wide metrics %v with directives %+v, Pool %v, Tenant %v; want only Pool %s", names, dirs, d["Pool"], d["Tenant"], testPool)
 			}
 		default:
 			tenant, _ := d[metrics.DimensionTenant].(string)
-			if len(dim) != 1 || dim[0] != metrics.DimensionTenant || (tenant != "acme" && tenant != "globex") || d[metrics.DimensionPool] != nil {
-				t.Errorf("got tenant metrics %v with dimensions %v, Tenant %v; want Tenant acme or globex", names, dim, d["Tenant"])
+			if !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionTenant}) || (tenant != "acme" && tenant != "globex") {
+				t.Errorf("got tenant metrics %v with directives %+v, Tenant %v; want Tenant acme or globex", names, dirs, d["Tenant"])
+			}
+			var pooled []string
+			for _, n := range names {
+				if slices.Contains(metrics.PoolTenantMetrics, n) {
+					pooled = append(pooled, n)
+				}
+			}
+			switch {
+			case len(pooled) == 0:
+				if len(dirs) != 1 || d[metrics.DimensionPool] != nil {
+					t.Errorf("got tenant metrics %v with directives %+v and Pool %v, want [Tenant] alone", names, dirs, d["Pool"])
+				}
+			case len(dirs) != 2 || !slices.Equal(dirs[1].dimensions, []string{metrics.DimensionPool, metrics.DimensionTenant}) ||
+				!slices.Equal(dirs[1].metrics, pooled) || d[metrics.DimensionPool] != testPool:
+				t.Errorf("got tenant metrics %v with directives %+v and Pool %v, want %v also under [Pool Tenant] with Pool %s", names, dirs, d["Pool"], pooled, testPool)
 			}
 			seen[tenant] = true
 		}
@@ -446,4 +458,86 @@ func TestPoolMetricsCarryTenant(t *testing.T) {
 	if r.metricSum(t, metrics.DimensionTenant, "acme", metrics.Completions) != 1 {
 		t.Error("got no Completions of acme, want 1")
 	}
+}
+
+// Every metric the pool's per-tenant alarms query (metrics.PoolTenantMetrics, from which the
+// construct's queries take their names) is emitted by a pooled tenant's controller under both
+// [Tenant] and [Pool, Tenant], with the tenant and the pool: a halted tenant's Blocked, a failed
+// file under continue, the head file's queued and running time.
+func TestPoolTenantAlarmMetricsEmitted(t *testing.T) {
+	r := newPoolRig(t, nil)
+	ctx := context.Background()
+	handle := func(recs ...events.SQSMessage) {
+		t.Helper()
+		if _, err := r.p.Handle(ctx, events.SQSEvent{Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// acme (continue): its first file's execution failed, its second is running.
+	r.sfn.set(testExecPrefix+evID1, sfntypes.ExecutionStatusFailed)
+	handle(poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"))
+	r.sfn.set(testExecPrefix+evID3, sfntypes.ExecutionStatusRunning)
+	handle(poolMessage("m3", eventBody(t, evID3, "inbox/acme/b.csv"), "acme"))
+	// globex (halt): its file's execution starts, then fails: globex is halted.
+	handle(poolMessage("m2", eventBody(t, evID2, globexKey), "globex"))
+	if len(r.sfn.created) != 1 {
+		t.Fatalf("got executions %v, want globex's one", r.sfn.created)
+	}
+	r.sfn.set(r.sfn.created[0], sfntypes.ExecutionStatusFailed)
+	handle(poolMessage("m2", eventBody(t, evID2, globexKey), "globex"))
+
+	want := map[string]string{metrics.Blocked: "globex", metrics.FailedFiles: "acme", metrics.HeadRunningSeconds: "acme", metrics.HeadQueuedSeconds: "acme"}
+	if len(metrics.PoolTenantMetrics) == 0 {
+		t.Fatal("metrics.PoolTenantMetrics is empty")
+	}
+	for _, name := range metrics.PoolTenantMetrics {
+		tenant, ok := want[name]
+		if !ok {
+			t.Errorf("%s is queried by the pool's alarms but this test does not drive it: add a case", name)
+			continue
+		}
+		var tenantSet, poolSet bool
+		for _, d := range r.emf(t) {
+			v, isNum := d[name].(float64)
+			if d[metrics.DimensionTenant] != tenant || !isNum || (name != metrics.HeadRunningSeconds && name != metrics.HeadQueuedSeconds && v < 1) {
+				continue
+			}
+			for _, dir := range emfDirectives(d) {
+				if !slices.Contains(dir.metrics, name) {
+					continue
+				}
+				switch {
+				case slices.Equal(dir.dimensions, []string{metrics.DimensionTenant}):
+					tenantSet = true
+				case slices.Equal(dir.dimensions, []string{metrics.DimensionPool, metrics.DimensionTenant}) && d[metrics.DimensionPool] == testPool:
+					poolSet = true
+				}
+			}
+		}
+		if !tenantSet || !poolSet {
+			t.Errorf("%s of %s: emitted under [Tenant] %v, under [Pool Tenant] with Pool %s %v; want both", name, tenant, tenantSet, testPool, poolSet)
+		}
+	}
+}
+
+type emfDirective struct {
+	dimensions []string
+	metrics    []string
+}
+
+// emfDirectives returns an EMF line's directives: the dimension set (each has one) and the metric names.
+func emfDirectives(d map[string]any) []emfDirective {
+	var out []emfDirective
+	for _, x := range d["_aws"].(map[string]any)["CloudWatchMetrics"].([]any) {
+		dir := x.(map[string]any)
+		var e emfDirective
+		for _, n := range dir["Dimensions"].([]any)[0].([]any) {
+			e.dimensions = append(e.dimensions, n.(string))
+		}
+		for _, m := range dir["Metrics"].([]any) {
+			e.metrics = append(e.metrics, m.(map[string]any)["Name"].(string))
+		}
+		out = append(out, e)
+	}
+	return out
 }
