@@ -8,6 +8,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -186,7 +189,6 @@ func (t *TenantPipeline) newAlarms() Alarms {
 	p := t.Props
 	tenant := p.Tenant.ID
 	period := awscdk.Duration_Minutes(jsii.Number(p.Alarms.EvaluationMinutes))
-	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	dims := &map[string]*string{DimensionTenant: jsii.String(tenant)}
 
 	// One metric per tenant, fed by a filter on each of the tenant's function log groups; JSON
@@ -197,15 +199,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		Namespace: jsii.String(pipeline.DefaultMetricsNamespace), MetricName: jsii.String(errorLogsName),
 		Statistic: jsii.String("Sum"), Period: period,
 	})
-	for i, lg := range t.functionLogs {
-		awslogs.NewMetricFilter(t.Construct, jsii.String(fmt.Sprintf("ErrorLogsFilter%d", i)), &awslogs.MetricFilterProps{
-			LogGroup:        lg,
-			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.level"), jsii.String("="), jsii.String("ERROR")),
-			MetricNamespace: jsii.String(pipeline.DefaultMetricsNamespace),
-			MetricName:      jsii.String(errorLogsName),
-			MetricValue:     jsii.String("1"),
-		})
-	}
+	errorLogFilters(t.Construct, t.functionLogs, errorLogsName)
 
 	emf := func(name, statistic string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -217,23 +211,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
 	}
 
-	// Stalled: messages visible for the whole minute while no group had a message in flight at
-	// any time in it. The controller keeps the head file's message in flight while its workflow
-	// runs, so a working tenant always has one group in flight.
-	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
-	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html (IF, AND)
-	perMinute := func(statistic string) *awscloudwatch.MetricOptions {
-		return &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String(statistic)}
-	}
-	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("IF(visible > 0 AND inflight == 0, 1, 0)"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"visible":  t.Queue.MetricApproximateNumberOfMessagesVisible(perMinute("Minimum")),
-			"inflight": t.Queue.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), perMinute("Maximum")),
-		},
-		Label:  jsii.String("Stalled"),
-		Period: minute,
-	})
+	stalled := stalledExpression(t.Queue)
 
 	// EventBridge reports FailedInvocations per rule (dimension RuleName) for events it could not
 	// deliver to a target even after its retries.
@@ -283,24 +261,64 @@ func (t *TenantPipeline) newAlarms() Alarms {
 }
 
 func (t *TenantPipeline) alarm(s alarmSpec) awscloudwatch.Alarm {
+	return newAlarm(t.Construct, s, fmt.Sprintf(s.description, t.Props.Tenant.ID)+" Runbook: "+RunbookURL, t.Props.AlarmTopic)
+}
+
+// newAlarm creates the alarm s describes (>= threshold; one period and datapoint, missing data
+// not breaching, unless s says otherwise), sending its state changes to topic when there is one.
+func newAlarm(scope constructs.Construct, s alarmSpec, description string, topic awssns.ITopic) awscloudwatch.Alarm {
 	periods, datapoints := max(s.periods, 1), max(s.datapoints, 1)
 	missing := s.missing
 	if missing == "" {
 		missing = awscloudwatch.TreatMissingData_NOT_BREACHING
 	}
-	a := awscloudwatch.NewAlarm(t.Construct, jsii.String(s.id), &awscloudwatch.AlarmProps{
+	a := awscloudwatch.NewAlarm(scope, jsii.String(s.id), &awscloudwatch.AlarmProps{
 		Metric:             s.metric,
 		Threshold:          jsii.Number(s.threshold),
 		EvaluationPeriods:  jsii.Number(periods),
 		DatapointsToAlarm:  jsii.Number(datapoints),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		TreatMissingData:   missing,
-		AlarmDescription:   jsii.String(fmt.Sprintf(s.description, t.Props.Tenant.ID) + " Runbook: " + RunbookURL),
+		AlarmDescription:   jsii.String(description),
 	})
-	if t.Props.AlarmTopic != nil {
-		action := awscloudwatchactions.NewSnsAction(t.Props.AlarmTopic)
+	if topic != nil {
+		action := awscloudwatchactions.NewSnsAction(topic)
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
 	}
 	return a
+}
+
+// errorLogFilters count the ERROR lines of each log group into one metric (errorLogsName).
+func errorLogFilters(scope constructs.Construct, logs []awslogs.LogGroup, errorLogsName string) {
+	for i, lg := range logs {
+		awslogs.NewMetricFilter(scope, jsii.String(fmt.Sprintf("ErrorLogsFilter%d", i)), &awslogs.MetricFilterProps{
+			LogGroup:        lg,
+			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.level"), jsii.String("="), jsii.String("ERROR")),
+			MetricNamespace: jsii.String(pipeline.DefaultMetricsNamespace),
+			MetricName:      jsii.String(errorLogsName),
+			MetricValue:     jsii.String("1"),
+		})
+	}
+}
+
+// stalledExpression is 1 for a minute in which messages were visible the whole minute while no
+// message group had a message in flight at any time in it. The controller keeps a working file's
+// message in flight while its workflow runs, so a working queue always has a group in flight.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html (IF, AND)
+func stalledExpression(q awssqs.IQueue) awscloudwatch.MathExpression {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	perMinute := func(statistic string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String(statistic)}
+	}
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("IF(visible > 0 AND inflight == 0, 1, 0)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"visible":  q.MetricApproximateNumberOfMessagesVisible(perMinute("Minimum")),
+			"inflight": q.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), perMinute("Maximum")),
+		},
+		Label:  jsii.String("Stalled"),
+		Period: minute,
+	})
 }

@@ -6,9 +6,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -123,20 +121,11 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 	p := t.Props
 	a := p.Shared.Alarms
 	period := awscdk.Duration_Minutes(jsii.Number(a.EvaluationMinutes))
-	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	opts := func(statistic string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
 	}
 	errorLogsName := MetricErrorLogs + "-pool-" + p.Name
-	for i, lg := range t.functionLogs {
-		awslogs.NewMetricFilter(t.Construct, jsii.String(fmt.Sprintf("ErrorLogsFilter%d", i)), &awslogs.MetricFilterProps{
-			LogGroup:        lg,
-			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.level"), jsii.String("="), jsii.String("ERROR")),
-			MetricNamespace: jsii.String(pipeline.DefaultMetricsNamespace),
-			MetricName:      jsii.String(errorLogsName),
-			MetricValue:     jsii.String("1"),
-		})
-	}
+	errorLogFilters(t.Construct, t.functionLogs, errorLogsName)
 	metric := func(namespace, name, statistic string, dims map[string]*string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(namespace), MetricName: jsii.String(name), DimensionsMap: &dims,
@@ -144,15 +133,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		})
 	}
 	pool := map[string]*string{DimensionPool: jsii.String(p.Name)}
-	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("IF(visible > 0 AND inflight == 0, 1, 0)"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"visible":  t.Queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Minimum")}),
-			"inflight": t.Queue.Metric(jsii.String("ApproximateNumberOfGroupsWithInflightMessages"), &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-		},
-		Label:  jsii.String("Stalled"),
-		Period: minute,
-	})
+	stalled := stalledExpression(t.Queue)
 	// One query per metric, as the alarm's only metric: CloudWatch evaluates each time series it
 	// returns, one per tenant, as a contributor.
 	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html
@@ -217,27 +198,8 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 }
 
 func (t *TenantPool) alarm(s alarmSpec) awscloudwatch.Alarm {
-	periods, datapoints := max(s.periods, 1), max(s.datapoints, 1)
-	missing := s.missing
-	if missing == "" {
-		missing = awscloudwatch.TreatMissingData_NOT_BREACHING
-	}
-	a := awscloudwatch.NewAlarm(t.Construct, jsii.String(s.id), &awscloudwatch.AlarmProps{
-		Metric:             s.metric,
-		Threshold:          jsii.Number(s.threshold),
-		EvaluationPeriods:  jsii.Number(periods),
-		DatapointsToAlarm:  jsii.Number(datapoints),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   missing,
-		AlarmDescription: jsii.String(fmt.Sprintf(s.description, t.Props.Name) + " Dashboard: " +
-			DashboardURL(*awscdk.Aws_REGION(), t.dashboardName()) + " Runbook: " + RunbookURL),
-	})
-	if topic := t.Props.Shared.AlarmTopic; topic != nil {
-		action := awscloudwatchactions.NewSnsAction(topic)
-		a.AddAlarmAction(action)
-		a.AddOkAction(action)
-	}
-	return a
+	description := fmt.Sprintf(s.description, t.Props.Name) + " Dashboard: " + DashboardURL(*awscdk.Aws_REGION(), t.dashboardName()) + " Runbook: " + RunbookURL
+	return newAlarm(t.Construct, s, description, t.Props.Shared.AlarmTopic)
 }
 
 func (t *TenantPool) dashboardName() string {
