@@ -24,24 +24,23 @@ func forEachTier(t *testing.T, tenantsJSON string, body func(t *testing.T, tenan
 	for _, tier := range []string{"silo", "pool"} {
 		t.Run(tier, func(t *testing.T) {
 			t.Parallel()
-			body(t, withTier(t, tenantsJSON, tier))
+			body(t, withTierJSON(tenantsJSON, tier))
 		})
 	}
 }
 
-// withTier sets "tier" on every tenant of a tenants file.
-func withTier(t *testing.T, tenantsJSON, tier string) string {
-	t.Helper()
+// withTierJSON sets "tier" on every tenant of a tenants file (the tests' own, valid JSON).
+func withTierJSON(tenantsJSON, tier string) string {
 	var f map[string]any
 	if err := json.Unmarshal([]byte(tenantsJSON), &f); err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	for _, tn := range f["tenants"].([]any) {
 		tn.(map[string]any)["tier"] = tier
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return string(b)
 }

@@ -3,6 +3,7 @@ package localrun
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,4 +118,76 @@ func tenantOutputOf(t *testing.T, r *Run, id string) pipeline.TenantOutput {
 	}
 	t.Fatalf("no stack output for tenant %s", id)
 	return pipeline.TenantOutput{}
+}
+
+// A pooled tenant's events that never reached the pool (kept, as the rule target's retry policy
+// would after failing to deliver them to the intake, in the pool's dead-letter queue) are re-sent
+// in order by `pipectl replay --from-dlq`, into the tenant's message group, and register after the
+// file before them, exactly once, while the dead-letter queue keeps nothing of them.
+func TestScenarioOpsPoolReplayFromDLQ(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, withTierJSON(scenarioTenants, "pool"), Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	in := r.Tenant("cont").Prefix
+	uploadAll(t, ctx, r, []upload{{"cont", "x.csv", csvOf(10)}})
+	drain(t, ctx, r)
+
+	var intake, dlq *Queue
+	for _, q := range r.queues {
+		switch name := strings.ToLower(q.Name); {
+		case strings.Contains(name, "poolintake"):
+			intake = q
+		case strings.Contains(name, "poolruledeadletterqueue"):
+			dlq = q
+		}
+	}
+	if intake == nil || dlq == nil {
+		t.Fatalf("the pool's intake and dead-letter queues: got %v and %v", intake, dlq)
+	}
+	var router *esm
+	for _, e := range r.esms {
+		if e.EventSourceArn == intake.ARN {
+			router = e
+		}
+	}
+	// With the router stopped, the uploads' events wait in the intake; the test moves them to the
+	// dead-letter queue, as EventBridge would after failing to deliver them for 24 hours. Whole
+	// seconds apart, as in the silo scenario: only then can their order be told again.
+	router.SetEnabled(false)
+	uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}})
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	uploadAll(t, ctx, r, []upload{{"cont", "z.csv", csvOf(14)}})
+	var moved int
+	for moved < 2 && ctx.Err() == nil {
+		got, err := r.sqsAdmin.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(intake.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range got.Messages {
+			if _, err := r.sqsAdmin.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlq.URL), MessageBody: m.Body}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.sqsAdmin.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(intake.URL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+			moved++
+		}
+	}
+	if moved != 2 {
+		t.Fatalf("moved %d events to the dead-letter queue, want 2", moved)
+	}
+	router.SetEnabled(true)
+	pipectl(t, r, "replay", "cont", "--from-dlq", "--stack-prefix", opsPrefix)
+	waitFor(t, ctx, r, "the re-sent files registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
+	noViolations(t, drain(t, ctx, r))
+	assertOrderedOnce(t, r, "cont", []string{in + "x.csv", in + "y.csv", in + "z.csv"},
+		map[string]int64{in + "x.csv": 10, in + "y.csv": 12, in + "z.csv": 14})
+	left, err := r.sqsAdmin.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlq.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Messages) != 0 {
+		t.Errorf("got %d messages left on the dead-letter queue, want none", len(left.Messages))
+	}
 }
