@@ -101,7 +101,7 @@ func metricsOf(t *testing.T, body dashboardBody, tenant string) []dashboardMetri
 	return out
 }
 
-// TestDashboardWidgets (issue 10): one dashboard per tenant stack, with each tenant's widgets
+// TestDashboardWidgets: one dashboard per tenant stack, with each tenant's widgets
 // charting exactly these metrics. The dimensions are the ones the emitters write: the pipeline's
 // EMF metrics carry Tenant (checked against real EMF output below), the log metric filter's
 // ErrorLogs-<tenant> none; AWS/SQS metrics carry QueueName
@@ -146,7 +146,7 @@ func TestDashboardWidgets(t *testing.T) {
 	}
 }
 
-// TestDashboardMetricsAreEmitted (issue 10): every TenantPipeline metric the dashboard charts is
+// TestDashboardMetricsAreEmitted: every TenantPipeline metric the dashboard charts is
 // written by the code: a Tenant-dimension metric is named through package metrics by a Lambda's
 // own (non-test) source and the EMF line of that name carries exactly the Tenant dimension; an
 // ErrorLogs-<tenant> metric is the output of a metric filter on each of the tenant's function log
@@ -225,7 +225,7 @@ func checkErrorLogsFilters(t *testing.T, tenant string) {
 	}
 }
 
-// TestDashboardAndAlarmsLinkEachOther (issue 10): the dashboard shows the status of every alarm of
+// TestDashboardAndAlarmsLinkEachOther: the dashboard shows the status of every alarm of
 // each tenant, and every alarm's description ends with the dashboard's console link and stays
 // within CloudWatch's 1,024 characters with the longest region name.
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html

@@ -42,7 +42,7 @@ func tenantSetting(t *testing.T, tpl map[string]any, tenant string) pipeline.Ten
 	return s
 }
 
-// TestDynamoDBTableCreated (issue 11): without a table name the construct creates the table:
+// TestDynamoDBTableCreated: without a table name the construct creates the table:
 // partition key = key[0], sort key = key[1], both strings; on demand; point-in-time recovery;
 // AWS-managed encryption (SSEEnabled without a key of our own); retained on removal.
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
@@ -94,7 +94,7 @@ func TestDynamoDBTableCreated(t *testing.T) {
 	}
 }
 
-// TestRegisterPutItemOnly (issue 11): Register is granted exactly dynamodb:PutItem on the sink's
+// TestRegisterPutItemOnly: Register is granted exactly dynamodb:PutItem on the sink's
 // table ARN, in one statement; tenants without the sink get no DynamoDB permission at all.
 func TestRegisterPutItemOnly(t *testing.T) {
 	tpl := sinksApp(t)
@@ -150,7 +150,7 @@ func TestRegisterPutItemOnly(t *testing.T) {
 	}
 }
 
-// TestDynamoDBTableProp (issue 11): Props.DynamoDBTable, a table the app owns, is the one Register
+// TestDynamoDBTableProp: Props.DynamoDBTable, a table the app owns, is the one Register
 // writes: no table is created, PutItem is granted on it, and TENANT names it.
 func TestDynamoDBTableProp(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})

@@ -7,7 +7,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// TestTenantOutputs (issue 10): each tenant stack has one output per tenant, logical id
+// TestTenantOutputs: each tenant stack has one output per tenant, logical id
 // pipeline.TenantOutputKey(id), whose value decodes with pipeline.DecodeTenantOutput and names the
 // tenant's own resources (placeholders stand for the values CloudFormation fills in).
 func TestTenantOutputs(t *testing.T) {

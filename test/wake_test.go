@@ -14,7 +14,7 @@ import (
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
-// TestStatusRule (issue 12): one rule per tenant on the default bus matches exactly the end
+// TestStatusRule: one rule per tenant on the default bus matches exactly the end
 // statuses of the tenant's own file state machine's "Step Functions Execution Status Change"
 // events, and sends the whole event to the tenant's controller; only that rule may invoke it.
 // https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html
@@ -71,7 +71,7 @@ func TestStatusRule(t *testing.T) {
 	}
 }
 
-// TestWakeGrantsAreExact (issue 12): the controller reads and writes exactly the tenant's two wake
+// TestWakeGrantsAreExact: the controller reads and writes exactly the tenant's two wake
 // objects, in one statement: control/<tenant>/wake.json and control/<tenant>/wake-done.json.
 func TestWakeGrantsAreExact(t *testing.T) {
 	sharedApp(t)
@@ -106,7 +106,7 @@ func TestWakeGrantsAreExact(t *testing.T) {
 	}
 }
 
-// TestWakeEventsOffAndSafetyNetProps (issue 12): DisableWakeEvents removes the status rule and the
+// TestWakeEventsOffAndSafetyNetProps: DisableWakeEvents removes the status rule and the
 // wake variables and keeps the 30 s visibility and the 10 s poll budget; SafetyNetInterval moves
 // SAFETY_NET_SECONDS and the default visibility timeout (safety net + 30 s) with it.
 func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {

@@ -224,7 +224,7 @@ func totalWaitSeconds(r map[string]any) float64 {
 	return total
 }
 
-// checkLambdaRetries asserts the retry policy of a Lambda task (issue 8 point 2) against the error
+// checkLambdaRetries asserts the retry policy of a Lambda task against the error
 // names AWS documents. fnTimeout is the function's timeout in seconds.
 // https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
 func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeout float64) {
@@ -271,7 +271,7 @@ func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeou
 	}
 }
 
-// checkStartSegmentRetries: the child start's transient failures are retried (issue 8 point 2);
+// checkStartSegmentRetries: the child start's transient failures are retried;
 // a child that ran and failed (States.TaskFailed) is not.
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#API_StartExecution_Errors
 // https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html

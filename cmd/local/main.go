@@ -93,7 +93,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
 	fs.BoolVar(&o.serve, "serve", false, "keep running until interrupted, for the aws CLI and pipectl (needs --env-file)")
 	fs.StringVar(&o.envFile, "env-file", "", "with --serve: write the shell export lines of the local endpoints to this file")
-	// Issue 11: a slow core system (and DynamoDB table) for measuring the sinks.
+	// A slow core system (and DynamoDB table) for measuring the sinks.
 	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	// Step Functions status change events and throttling (docs/local-run.md).
 	fs.BoolVar(&o.s3MissingForbidden, "s3-missing-key-403", false, "the Lambdas' S3 answers a read of a missing key with 403 AccessDenied instead of 404, as S3 does without s3:ListBucket")

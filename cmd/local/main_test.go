@@ -13,8 +13,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun"
 )
 
-// Bad flags fail at once with exit 2 and the flag's name, before synth or any emulator starts
-// (issue 10: "Check flags before the slow work").
+// Bad flags fail at once with exit 2 and the flag's name, before synth or any emulator starts.
 func TestBadFlagsFailFast(t *testing.T) {
 	work := t.TempDir()
 	for _, tc := range []struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/example/tenantpipeline/internal/termtable"
 )
 
-// commands are pipectl's subcommands, as issue 10 spells them.
+// commands are pipectl's subcommands, as docs/operations.md spells them.
 var commands = []command{
 	{name: "status", minArgs: 0, maxArgs: -1, args: "[TENANT...]", run: runStatus},
 	{name: "files", minArgs: 1, maxArgs: 1, args: "TENANT [--limit N]", flags: filesFlags, run: runFiles},

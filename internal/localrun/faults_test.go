@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 )
 
-// The fault scenarios of issue 8: failure modes AWS documents that the emulators used to be kinder
+// The fault scenarios: failure modes AWS documents that the emulators used to be kinder
 // about. Each asserts the AWS-correct outcome and the invariants of assertInvariants, which include
 // that two files of a tenant never register at the same time (Report.Violations). They share no
 // state, so they run side by side.
@@ -92,7 +92,7 @@ func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f File
 	return errs
 }
 
-// Issue 8, point 1: the core system answers 301 with a Location on a page that answers GET with 200.
+// The core system answers 301 with a Location on a page that answers GET with 200.
 // Following the redirect turns the POST into a GET without a body, whose 200 would count as
 // registered. The file must fail with a PermanentError that names the redirect, with nothing
 // registered and the GET never sent.
@@ -129,7 +129,7 @@ func TestScenarioRedirect(t *testing.T) {
 	})
 }
 
-// Issue 8, point 2: a Register invocation stops making progress mid-chunk and is killed at its
+// A Register invocation stops making progress mid-chunk and is killed at its
 // function timeout (Sandbox.Timedout); another is killed outright, as by running out of memory
 // (no errorType: Lambda.Unknown). The task is retried under the names Step Functions uses, and the
 // file succeeds with every record registered once.
@@ -186,7 +186,7 @@ func TestScenarioRegisterKilled(t *testing.T) {
 	})
 }
 
-// Issue 8, point 2: Lambda throttles Register (TooManyRequestsException from the Invoke API) for
+// Lambda throttles Register (TooManyRequestsException from the Invoke API) for
 // longer than a few quick retries last. The file waits it out and succeeds.
 func TestScenarioThrottled(t *testing.T) {
 	t.Parallel()
@@ -223,7 +223,7 @@ func TestScenarioThrottled(t *testing.T) {
 	})
 }
 
-// Issue 8, point 3: a file's execution is stopped while its Register invocation is still posting
+// A file's execution is stopped while its Register invocation is still posting
 // to a slow core system. Step Functions cannot stop a running Lambda invocation, so the next file
 // of the tenant must not start registering before the stopped file's last POST.
 func TestScenarioStoppedFile(t *testing.T) {
@@ -300,7 +300,7 @@ func wideCSV(records, headerBytes int) []byte {
 	return []byte(b.String())
 }
 
-// Issue 8, points 4 and 5: one segment of 1,000 chunks (chunkSize 1) whose header is close to the
+// One segment of 1,000 chunks (chunkSize 1) whose header is close to the
 // 16 KiB header cap. Each Map iteration's result is collected before ResultPath discards it, and the
 // local Step Functions server counts the collection against 256 KiB as AWS may; the workflow stays
 // inside the limit only if each iteration returns {} (server.test.mjs shows the failure without it).
@@ -335,7 +335,7 @@ func TestScenarioWideSegment(t *testing.T) {
 	})
 }
 
-// Issue 8, point 10: the datapath with keys that read differently raw and form-encoded (a space, a
+// The datapath with keys that read differently raw and form-encoded (a space, a
 // literal "+", "%", Japanese), with events carrying the key raw and form-encoded. Both "a b.csv"
 // and "a+b.csv" exist: the form-encoded key of the first is the raw key of the second, so guessing
 // from the characters would read the wrong object.

@@ -13,7 +13,7 @@ import (
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// figureTenants are the three sinks of issue 11 side by side: record mode with 100 records per
+// figureTenants are the three sinks side by side: record mode with 100 records per
 // chunk, batch mode with 1,000, and the DynamoDB sink with 1,000 (16 writes at once, the default).
 const figureTenants = `{"tenants": [
   {"id": "rec", "chunkSize": 100, "registerUrl": "https://core.example.com/records"},
@@ -21,7 +21,7 @@ const figureTenants = `{"tenants": [
   {"id": "ddb", "chunkSize": 1000, "dynamodb": {"key": ["id"], "table": "ddb-items"}}
 ]}`
 
-// TestFiguresRegisterThroughput measures issue 11's figures (make figures): the same files through
+// TestFiguresRegisterThroughput measures the figures (make figures): the same files through
 // each sink in one run, every request of the embedded sink and of DynamoDB answered 10 ms late.
 // A sink's rate is its records over the summed time its file executions ran (start to stop:
 // Split, every chunk, the workflow's own steps), which is what the workflow timeout bounds.

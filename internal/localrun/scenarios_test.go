@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 )
 
-// The fault scenarios of issue 5 run the synthesized app (cdk synth of a tenants file) with the real
+// The fault scenarios run the synthesized app (cdk synth of a tenants file) with the real
 // Lambda binaries. Each scenario starts its own emulators, so a failure names one scenario; the
 // assemblies and binaries are shared by the whole test binary.
 
@@ -715,7 +715,7 @@ func TestScenarioLargeFile(t *testing.T) {
 	}
 }
 
-// TestFigures measures the figures of issue 5 (docs/local-run.md, "Figures"): the same workload
+// TestFigures measures the figures (docs/local-run.md, "Figures"): the same workload
 // twice in one process, with the controller's normal backoff and with the old design's fixed 30 s
 // wait. It takes minutes and measures time, so it only runs with LOCALRUN_FIGURES=1:
 //
@@ -737,7 +737,7 @@ func TestFigures(t *testing.T) {
 		name string
 		env  []string
 	}{
-		// Both modes are the designs before the wake-up on status events (issue 12), which the
+		// Both modes are the designs before the wake-up on status events, which the
 		// templates now turn on: TestFiguresControllerCalls measures that one.
 		{"backoff (1 s doubling, 10 s in-process polling)", []string{"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}},
 		// The old design: look again every 30 s, no in-process polling.

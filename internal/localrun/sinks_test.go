@@ -22,7 +22,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// The sink scenarios of issue 11: the DynamoDB sink (dynalite, tables from the synthesized
+// The sink scenarios: the DynamoDB sink (dynalite, tables from the synthesized
 // templates) and batch mode, end to end. The DynamoDB tenants are checked by reading the table back
 // with the SDK against the rule the sink must keep: every key holds the value of its last
 // occurrence in file order, whatever was retried, redriven or replayed.
@@ -141,7 +141,7 @@ func keyMod(prefix string, m int) func(int) string {
 	return func(n int) string { return fmt.Sprintf("%s%02d", prefix, n%m) }
 }
 
-// Issue 11, DynamoDB (a): files that repeat keys within and across files, uploaded at once. After
+// DynamoDB (a): files that repeat keys within and across files, uploaded at once. After
 // the run every key holds the value of its last occurrence in file order (the queue's order),
 // although the records of one chunk are written 16 at a time.
 func TestScenarioDynamoDBLastWins(t *testing.T) {
@@ -172,7 +172,7 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 	}
 }
 
-// Issue 11, DynamoDB (b): the Register invocation of a.csv is killed mid-chunk (the DynamoDB
+// DynamoDB (b): the Register invocation of a.csv is killed mid-chunk (the DynamoDB
 // endpoint holds records 29 and 30 and the process dies) on every attempt
 // until its retries are spent, so a.csv fails and halts the tenant with some of the chunk written;
 // it is redriven, b.csv (newer, some of a.csv's keys) follows, and then a.csv is replayed with a
@@ -389,7 +389,7 @@ func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	}
 }
 
-// Issue 11, batch mode end to end: one POST per chunk of 1,000 with Idempotency-Key
+// Batch mode end to end: one POST per chunk of 1,000 with Idempotency-Key
 // <execution name>-c<chunk index>; the first attempt of the second chunk is answered 503 and
 // retried under the same key. Every record is registered once, in order.
 func TestScenarioBatchMode(t *testing.T) {

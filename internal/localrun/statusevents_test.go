@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Issue 12's scenarios: the controller waits for the file execution's status change event, which
+// The wake-up scenarios: the controller waits for the file execution's status change event, which
 // the local Step Functions server emits and the harness routes through the synthesized status rule
 // to the controller (an asynchronous Lambda invocation). Each asserts per-tenant order and
 // exactly-once by Idempotency-Key (assertInvariants).
@@ -221,11 +221,11 @@ func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
 	return c
 }
 
-// TestFiguresControllerCalls measures issue 12's figures (make figures): files that register for at
+// TestFiguresControllerCalls measures the figures (make figures): files that register for at
 // least 2 minutes each (240 records, the sink answering each in 0.5 s), queued behind each other,
 // once with every status event delivered (the default 5-minute safety net), once with every status
 // event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output), and once
-// as before issue 12 (no wake-up; polling), for comparison. The runs go side by side. It prints:
+// as before the wake-up on status events (no wake-up; polling), for comparison. The runs go side by side. It prints:
 //
 //	controller-calls: describe <n> per running file-hour, invocations <n> per running file-hour, gap mean <s> s (events on); gap mean <s> s (events dropped)
 func TestFiguresControllerCalls(t *testing.T) {
@@ -241,7 +241,7 @@ func TestFiguresControllerCalls(t *testing.T) {
 	}{
 		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
 		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
-		// Before issue 12: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
+		// Before the wake-up on status events: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
 		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
 	}
 	results := make([]controllerCalls, len(modes))

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The report's "violations" is [] when nothing broke, never null (issue 10).
+// The report's "violations" is [] when nothing broke, never null.
 func TestViolationsEmptyIsArray(t *testing.T) {
 	r := &Run{Sink: &Sink{}}
 	rep := &Report{Tenants: map[string]*TenantReport{}}

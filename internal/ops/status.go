@@ -79,7 +79,7 @@ type Head struct {
 	QueuedSeconds *float64 `json:"queuedSeconds"`
 	// RunningSeconds is the time since the execution started or was last redriven; null unless running.
 	RunningSeconds *float64 `json:"runningSeconds"`
-	// Progress is shown in the table; the JSON shape (issue 10) has no field for it.
+	// Progress is shown in the table; the JSON shape has no field for it.
 	Progress *Progress `json:"-"`
 }
 
@@ -87,7 +87,7 @@ type Head struct {
 type Failure struct {
 	Key           string `json:"key"`
 	ExecutionName string `json:"executionName"`
-	// Status is shown in the table; the JSON shape (issue 10) has no field for it.
+	// Status is shown in the table; the JSON shape has no field for it.
 	Status string `json:"-"`
 	// Error and Cause are Step Functions' own (DescribeExecution), kept as they are for tools that
 	// read them; a Lambda's cause is its JSON error response.

@@ -7,7 +7,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// The sink settings (issue 11): registerMode, maxBatchBytes and dynamodb. Their defaults,
+// The sink settings: registerMode, maxBatchBytes and dynamodb. Their defaults,
 // validation and the one rule on registerUrl live here.
 
 // NeedsRegisterURL reports whether the tenant's sink is the HTTP register adapter, which needs a

@@ -57,7 +57,7 @@ type Tenant struct {
 	// Default: no Authorization header.
 	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
 
-	// Sinks (issue 11). RegisterMode is "record" (one POST per record) or "batch" (one POST per
+	// Sinks. RegisterMode is "record" (one POST per record) or "batch" (one POST per
 	// chunk). Default: "record" (left empty).
 	RegisterMode string `json:"registerMode,omitempty"`
 	// MaxBatchBytes bounds one batch POST's encoded records; batch mode only. Default: 5 MiB.
