@@ -190,4 +190,18 @@ func TestScenarioOpsPoolReplayFromDLQ(t *testing.T) {
 	if len(left.Messages) != 0 {
 		t.Errorf("got %d messages left on the dead-letter queue, want none", len(left.Messages))
 	}
+	// pipectl files lists the pooled tenant's own files, newest first, none of another tenant's.
+	uploadAll(t, ctx, r, []upload{{"halt", "other.csv", csvOf(3)}})
+	drain(t, ctx, r)
+	var files ops.FilesReport
+	if err := json.Unmarshal([]byte(pipectl(t, r, "files", "cont", "--json", "--limit", "10", "--stack-prefix", opsPrefix)), &files); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files.Files {
+		got = append(got, f.Key+" "+f.Status)
+	}
+	if want := []string{in + "z.csv SUCCEEDED", in + "y.csv SUCCEEDED", in + "x.csv SUCCEEDED"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("files: got %v, want %v", got, want)
+	}
 }
