@@ -107,6 +107,22 @@ type Tenant struct {
 	// DynamoDB, when set, makes Register write the records to a DynamoDB table instead of POSTing
 	// them (docs/data-path.md, "DynamoDB sink").
 	DynamoDB *DynamoDBSink `json:"dynamodb,omitempty"`
+	// CoreSystem is the core system the tenant registers into, with its admission settings; nil
+	// when the tenant names none (its files are then bounded only by its pool, if pooled).
+	CoreSystem *CoreSystem `json:"coreSystem,omitempty"`
+	// Weight is the tenant's share when tenants wait for admission. Zero means DefaultWeight.
+	Weight int `json:"weight,omitempty"`
+	// MaxRecordsPerSecond bounds the tenant's own records per second. Zero: only its core
+	// system's limit, if any.
+	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+}
+
+// AdmissionWeight is the tenant's weight, defaulted.
+func (t Tenant) AdmissionWeight() int {
+	if t.Weight == 0 {
+		return DefaultWeight
+	}
+	return t.Weight
 }
 
 // Register modes of the bundled HTTP adapter.

@@ -1,0 +1,41 @@
+package pipeline
+
+// CoreSystem is a named destination that tenants register into, protected by admission: at most
+// MaxRunningFiles of its files run at once (in both tiers together), its records arrive at most
+// MaxRecordsPerSecond across all of them, and with Adaptive its effective running-file limit follows
+// the core system's own "slow down" answers (429, 503, Retry-After). It travels inside Tenant, so
+// the controller and Register of every tenant that names it see the same settings.
+type CoreSystem struct {
+	// Name is the core system's name in tenants.json's "coreSystems" (or CoreSystemProps.Name).
+	Name string `json:"name"`
+	// MaxRunningFiles bounds the files of every tenant naming the core system that run at once.
+	MaxRunningFiles int `json:"maxRunningFiles"`
+	// MaxRecordsPerSecond bounds the records sent to the core system per second, across all of its
+	// running files. Zero: no rate limit.
+	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+	// Adaptive lets the effective running-file limit fall on 429 and 503 and grow back on success,
+	// never above MaxRunningFiles.
+	Adaptive bool `json:"adaptive,omitempty"`
+	// Table is the DynamoDB table of the core system's admission state: running-file leases,
+	// waiting tenants and the adaptive limit (internal/admission).
+	Table string `json:"table"`
+}
+
+// DefaultWeight is a tenant's share when tenants wait for admission, unless it sets its own.
+const DefaultWeight = 1
+
+// Weight bounds: a tenant's weight is a whole number in this range (admission queries one class
+// of waiting tenants per weight, so the range stays small).
+const (
+	MinWeight = 1
+	MaxWeight = 10
+)
+
+// Admission environment of the controller (and Register, for the adaptive limit).
+const (
+	// EnvPoolAdmissionTable is a pool controller's DynamoDB table of the pool's running-file
+	// leases and waiting tenants; empty or unset in a silo controller.
+	EnvPoolAdmissionTable = "POOL_ADMISSION_TABLE"
+	// EnvPoolMaxRunningFiles bounds the pool's files running at once (admission's pool gate).
+	EnvPoolMaxRunningFiles = "POOL_MAX_RUNNING_FILES"
+)
