@@ -151,3 +151,57 @@ func TestConfigWakeEvents(t *testing.T) {
 		})
 	}
 }
+
+// A silo controller fills its tenant's core system table from CORE_SYSTEM_TABLES, and refuses a
+// core system without one, or pool gate variables.
+func TestConfigCoreSystemTable(t *testing.T) {
+	const ledger = `{"id":"acme","weight":2,"coreSystem":{"name":"ledger","maxRunningFiles":5,"table":""}}`
+	cfg := mustConfig(t, map[string]string{
+		pipeline.EnvTenant:           ledger,
+		pipeline.EnvCoreSystemTables: `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`,
+	})
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Table: "TenantPipeline-Ingest-ledger-ABC"}
+	if got := cfg.Tenant.CoreSystem; got == nil || *got != want {
+		t.Errorf("got core system %+v, want %+v", got, want)
+	}
+	if cfg.PoolAdmissionTable != "" || cfg.PoolMaxRunningFiles != 0 {
+		t.Errorf("got pool admission table %q, max running files %d, want none in a silo", cfg.PoolAdmissionTable, cfg.PoolMaxRunningFiles)
+	}
+	if got := mustConfig(t, nil).Tenant.CoreSystem; got != nil {
+		t.Errorf("without a core system: got %+v, want nil", got)
+	}
+
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no CORE_SYSTEM_TABLES", map[string]string{pipeline.EnvTenant: ledger}, []string{`CORE_SYSTEM_TABLES: has no table for core system "ledger", which tenant "acme" names`}},
+		{"another core system's table", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: `{"crm":"crm-admission"}`},
+			[]string{`CORE_SYSTEM_TABLES: has no table for core system "ledger"`}},
+		{"not JSON", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: "ledger"}, []string{"CORE_SYSTEM_TABLES: is not a JSON object"}},
+		{"not a table name", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: `{"ledger":"x"}`},
+			[]string{`CORE_SYSTEM_TABLES: core system "ledger": table "x" is not a DynamoDB table name`}},
+		{"weight out of range", map[string]string{pipeline.EnvTenant: `{"id":"acme","weight":11}`}, []string{"TENANT: weight 11, want 1 to 10"}},
+		{"negative rate", map[string]string{pipeline.EnvTenant: `{"id":"acme","maxRecordsPerSecond":-1}`}, []string{"TENANT: maxRecordsPerSecond -1"}},
+		{"core system without a name", map[string]string{pipeline.EnvTenant: `{"id":"acme","coreSystem":{"maxRunningFiles":1}}`}, []string{"TENANT: coreSystem has no name"}},
+		{"pool gate in a silo", map[string]string{pipeline.EnvPoolAdmissionTable: "t-admission", pipeline.EnvPoolMaxRunningFiles: "5"},
+			[]string{"POOL_ADMISSION_TABLE: is set, but a silo controller", "POOL_MAX_RUNNING_FILES: is set"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := baseEnv()
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			_, err := configFromEnv(func(k string) string { return env[k] })
+			if err == nil {
+				t.Fatalf("got no error, want one naming %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
