@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -203,5 +206,20 @@ func TestConfigCoreSystemTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The execution input carries the tenant's core system with its table, so Register gets it.
+func TestStartInputCarriesCoreSystemTable(t *testing.T) {
+	r := newRig(t, map[string]string{
+		pipeline.EnvTenant:           `{"id":"acme","coreSystem":{"name":"ledger","maxRunningFiles":5,"adaptive":true,"table":""}}`,
+		pipeline.EnvCoreSystemTables: `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`,
+	})
+	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
+	if got := r.sfn.input(t, arn1).Tenant.CoreSystem; got == nil || *got != want {
+		t.Errorf("got core system %+v in the execution input, want %+v", got, want)
 	}
 }
