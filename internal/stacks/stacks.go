@@ -229,6 +229,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err := tierMoves(file.Tenants, assigned, assignedPools, o); err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
+	if err := admissionTablesOutsideTablePrefixes(file, o); err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
+	}
 	var silo []tenants.Tenant
 	poolOf := map[string]string{}
 	for _, t := range file.Tenants {
