@@ -179,13 +179,11 @@ func (f *File) validateCoreSystems(u func(int) unreadable) []error {
 	return errs
 }
 
-// checkAdmission checks a tenant's own admission fields. A tenant's maxRecordsPerSecond above its
+// checkAdmission checks a tenant's own admission fields; its coreSystem is checked against the
+// file's coreSystems (validateCoreSystems), whose names carry the name rule. A tenant's maxRecordsPerSecond above its
 // core system's is accepted: the tenant then goes at most at the core system's rate, and its own
 // limit takes effect if the core system's is raised (README, "Core systems and admission").
 func (t Tenant) checkAdmission(bad func(field, format string, args ...any)) {
-	if t.CoreSystem != "" && !idPattern.MatchString(t.CoreSystem) {
-		bad("coreSystem", "%q is invalid: use 1-32 lower-case letters, digits and hyphens, a name of coreSystems", t.CoreSystem)
-	}
 	if t.Weight != 0 && (t.Weight < pipeline.MinWeight || t.Weight > pipeline.MaxWeight) {
 		bad("weight", "%d is out of range: use %d to %d (default %d), the tenant's share when tenants wait for admission",
 			t.Weight, pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)

@@ -84,7 +84,7 @@ func TestCoreSystemValidation(t *testing.T) {
 		{"unknown field", `{"coreSystems": {"ledger": {"maxRunningFile": 5}}, "tenants": [` + ok + `]}`,
 			[]string{`coreSystems.ledger: unknown field "maxRunningFile" (did you mean "maxRunningFiles"?)`}, []string{"must be 1 to 1000"}},
 		{"bad name", `{"coreSystems": {"Ledger": {"maxRunningFiles": 5}}, "tenants": [{"id": "a", "coreSystem": "Ledger"}]}`,
-			[]string{`coreSystems.Ledger: core system name "Ledger" is invalid`}, nil},
+			[]string{`coreSystems.Ledger: core system name "Ledger" is invalid`}, []string{`tenant "a"`}},
 		{"null", `{"coreSystems": {"ledger": null}, "tenants": [` + ok + `]}`, []string{`coreSystems.ledger: is null`}, []string{"is not in coreSystems"}},
 		{"not an object", `{"coreSystems": [], "tenants": [` + ok + `]}`, []string{`"coreSystems": got JSON array, want an object`}, nil},
 		{"unknown core system", `{"coreSystems": {` + ledger + `}, "tenants": [{"id": "acme", "coreSystem": "ledgr"}, {"id": "b", "coreSystem": "ledger"}]}`,
