@@ -60,7 +60,7 @@ type PoolConfig struct {
 	// dynamodb sink.
 	TablePrefix string `json:"tablePrefix,omitempty"`
 	// MaxRunningFiles bounds the pool's files running at once (admission's pool gate), 1 to 1,000.
-	// Default: DefaultPoolMaxRunningFiles (200), which keeps a default pool within a fifth of a
+	// Default: DefaultPoolMaxRunningFiles (200), which keeps a default pool at about a fifth of a
 	// default account's Lambda concurrency (coresystems.go).
 	MaxRunningFiles int `json:"maxRunningFiles,omitempty"`
 }
