@@ -59,6 +59,8 @@ func TestCfnLint(t *testing.T) {
 	}{
 		{"ingest stack", stacks.Options{}},
 		{"pools", stacks.Options{TenantsFile: filepath.Join("testdata", "pool.json")}},
+		{"core systems", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json")}},
+		{"core systems, existing bucket", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json"), BucketName: "existing-ingest-bucket"}},
 		{"existing bucket and alarm topic", stacks.Options{BucketName: "existing-ingest-bucket", AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

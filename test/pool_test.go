@@ -162,8 +162,8 @@ func TestPoolShape(t *testing.T) {
 			t.Errorf("mapping of %s", fn)
 		}
 	}
-	if n := len(byType(tpl, "AWS::DynamoDB::Table")); n != 0 {
-		t.Errorf("got %d tables, want none: a pool creates no table per tenant", n)
+	if n := len(byType(tpl, "AWS::DynamoDB::Table")); n != 1 {
+		t.Errorf("got %d tables, want 1, the pool's admission table: a pool creates no table per tenant", n)
 	}
 
 	// No grant names a tenant: the pool's policies stay the same size whatever its tenants.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -85,6 +86,12 @@ type TenantPool struct {
 	Output awscdk.CfnOutput
 	// Settings is the tenants file in the controller's and the router's code.
 	Settings pipeline.PoolSettings
+	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
+	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as
+	// CoreSystem.Table.
+	AdmissionTable awsdynamodb.Table
+	// CoreSystems are the distinct core systems the pool's tenants name, by name.
+	CoreSystems []*CoreSystem
 
 	functionLogs []awslogs.LogGroup
 	invalid      error
@@ -117,6 +124,13 @@ type PoolProps struct {
 	// (Tenant.DynamoDB.Table). Register may write the tables under it. Required when a tenant has a
 	// DynamoDB sink; the pool creates no table.
 	TablePrefix string
+	// MaxRunningFiles bounds the pool's files running at once: a file starts only while fewer run
+	// (admission's pool gate, besides each tenant's core system). Each running file holds at most
+	// one Split or Register invocation at a time, out of the account's Lambda concurrency, which
+	// every function shares (1,000 by default). 1 to 1,000. Default: 200
+	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most 211
+	// concurrent executions with its controller and router (README, "pool fields").
+	MaxRunningFiles int
 	// Shared holds what every tenant of the pool shares, as in a TenantPipeline's Props: timeouts,
 	// memory, wake events, log retention, alarm thresholds and topic, operators, role path. Its
 	// Tenant, Bucket, RegisterFunction, DynamoDBTable and ControllerReservedConcurrency must be left
@@ -128,8 +142,16 @@ type PoolProps struct {
 func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
 		Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
-		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix,
+		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles,
 	}}}
+	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
+	// be there for the tenants that name them.
+	for _, c := range coreSystemsOf(p.Tenants) {
+		if f.CoreSystems == nil {
+			f.CoreSystems = map[string]*tenants.CoreSystemConfig{}
+		}
+		f.CoreSystems[c.Props.Name] = &tenants.CoreSystemConfig{MaxRunningFiles: tenants.MinRunningFiles}
+	}
 	for _, t := range p.Tenants {
 		it := t.internal()
 		it.Tier, it.Pool = tenants.TierPool, p.Name
@@ -141,6 +163,9 @@ func (p PoolProps) file() *tenants.File {
 func (p PoolProps) withDefaults() PoolProps {
 	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages}.PoolDefaults(p.Name)
 	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages
+	if p.MaxRunningFiles == 0 {
+		p.MaxRunningFiles = tenants.DefaultPoolMaxRunningFiles
+	}
 	ts := make([]Tenant, len(p.Tenants))
 	memory := DefaultRegisterMemoryMB
 	for i, t := range p.Tenants {
@@ -185,6 +210,7 @@ func (p PoolProps) validate() error {
 		}
 	}
 	errs = append(errs, p.file().Validate())
+	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	// The shared props are checked as a tenant's would be, with a stand-in tenant; their messages
 	// then name the pool.
 	s.Tenant = Tenant{ID: "pool", RegisterURL: "https://pool.invalid/"}.WithDefaults()
@@ -373,6 +399,7 @@ func (t *TenantPool) build() {
 		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
 		pipeline.EnvPollBudgetSeconds:      strconv.Itoa(int(s.PollBudget().Seconds())),
 	})
+	t.addAdmissionEnv(controllerEnv)
 	if s.WakeEvents() {
 		controllerEnv[pipeline.EnvWakeEvents] = "true"
 		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
@@ -390,6 +417,7 @@ func (t *TenantPool) build() {
 	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"),
 		jsii.String("states:RedriveExecution"))
 	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
+	t.grantAdmission()
 	// Every pooled tenant's quarantine, skip markers, wake-up state and order counter: the
 	// controller's keys are control/<tenant>/… and quarantine/<tenant>/… for any tenant of the pool.
 	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+"*")

@@ -44,6 +44,21 @@ type Tenant struct {
 	// DynamoDB makes the tenant's sink a DynamoDB table of conditional upserts instead of HTTP.
 	// Default: none (the HTTP adapter).
 	DynamoDB *DynamoDB
+
+	// CoreSystem is the core system the tenant registers into (NewCoreSystem), in either tier: a
+	// file of the tenant starts only while the core system has a free running-file slot, and its
+	// records go at most at the core system's rate. The controller may manage leases in its table,
+	// and the bundled Register may read and update its adaptive limit. Default: none; the tenant's
+	// files are then bounded only by its pool, if pooled.
+	CoreSystem *CoreSystem
+	// Weight is the tenant's share when tenants wait for admission: 1 to 10; a tenant of weight 2
+	// is admitted about twice as often as one of weight 1 while both wait. Default: 0, which is
+	// weight 1 (pipeline.DefaultWeight).
+	Weight int
+	// MaxRecordsPerSecond bounds the tenant's own records per second, above 0. With a core
+	// system, the tenant goes at most at the lower of the two rates. Default: 0, no limit of the
+	// tenant's own.
+	MaxRecordsPerSecond float64
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -72,7 +87,11 @@ func dynamoDBFrom(d *tenants.DynamoDB) *DynamoDB {
 }
 
 // WithDefaults returns t with every unset field at its documented default.
-func (t Tenant) WithDefaults() Tenant { return tenantFrom(t.internal().WithDefaults()) }
+func (t Tenant) WithDefaults() Tenant {
+	d := tenantFrom(t.internal().WithDefaults())
+	d.CoreSystem = t.CoreSystem
+	return d
+}
 
 // Validate reports every problem of t at once; t must already have its defaults.
 func (t Tenant) Validate() error { return t.internal().Validate() }
@@ -83,6 +102,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
+		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 	}
 }
 
@@ -92,8 +112,23 @@ func (t Tenant) internal() tenants.Tenant {
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
+		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 	}
 }
 
+func (t Tenant) coreSystemName() string {
+	if t.CoreSystem == nil {
+		return ""
+	}
+	return t.CoreSystem.Props.Name
+}
+
 // settings is the part of the configuration that travels with every execution.
-func (t Tenant) settings() pipeline.Tenant { return t.internal().Settings() }
+// With a core system, they carry its settings without its table (CoreSystem.settings).
+func (t Tenant) settings() pipeline.Tenant {
+	s := t.internal().Settings()
+	if t.CoreSystem != nil {
+		s.CoreSystem = t.CoreSystem.settings()
+	}
+	return s
+}

@@ -156,6 +156,9 @@ func (t *TenantPipeline) build() {
 		// The manifests Split writes, and each segment's progress, which Register writes after
 		// every successful invocation and reads when a segment execution begins.
 		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		if tenant.CoreSystem != nil {
+			grantAdaptiveLimit(register, tenant.CoreSystem)
+		}
 		if tenant.RegisterAuthSecretARN != "" {
 			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
@@ -192,6 +195,9 @@ func (t *TenantPipeline) build() {
 		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
 		pipeline.EnvMetricsNamespace:       pipeline.DefaultMetricsNamespace,
 	}
+	if tenant.CoreSystem != nil {
+		controllerEnv[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
+	}
 	// POLL_BUDGET_SECONDS is set, not defaulted, so that validate's ControllerTimeout rule holds
 	// what the function runs.
 	t.wakeEnv(controllerEnv)
@@ -207,6 +213,10 @@ func (t *TenantPipeline) build() {
 	})
 	t.Controller.AddEventSource(t.EventSource)
 	t.StateMachine.GrantStartExecution(t.Controller)
+	if tenant.CoreSystem != nil {
+		// Admission: the file's lease in its core system's gate, taken before StartExecution.
+		grantLeases(t.Controller, tenant.CoreSystem.Table)
+	}
 	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
 	// run: the controller finds the file's running segment child in the file execution's history,
 	// stops it and waits for it (docs/controller.md).

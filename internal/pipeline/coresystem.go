@@ -38,4 +38,9 @@ const (
 	EnvPoolAdmissionTable = "POOL_ADMISSION_TABLE"
 	// EnvPoolMaxRunningFiles bounds the pool's files running at once (admission's pool gate).
 	EnvPoolMaxRunningFiles = "POOL_MAX_RUNNING_FILES"
+	// EnvCoreSystemTables is the controller's JSON object of core system name to admission table
+	// name, in both tiers: a silo controller's holds its tenant's core system, a pool controller's
+	// every core system its tenants name. The table names are CloudFormation tokens, so they
+	// cannot travel in the tenants' settings; the controller fills CoreSystem.Table from it.
+	EnvCoreSystemTables = "CORE_SYSTEM_TABLES"
 )

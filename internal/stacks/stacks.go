@@ -8,6 +8,7 @@ package stacks
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -202,6 +203,11 @@ type App struct {
 	// Pools are keyed by pool name; PoolOf maps each pooled tenant id to its pool.
 	Pools  map[string]*tenantpipeline.TenantPool
 	PoolOf map[string]string
+	// CoreSystems are the tenants file's core systems by name, each with its admission table, in
+	// CoreSystemStack: the Ingest stack, or "<stackPrefix>-CoreSystems" when an existing bucket is
+	// named (nil without core systems).
+	CoreSystems     map[string]*tenantpipeline.CoreSystem
+	CoreSystemStack awscdk.Stack
 }
 
 // Build loads the tenants file and builds every stack into app. Invalid input returns an error
@@ -221,6 +227,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	if err := tierMoves(file.Tenants, assigned, assignedPools, o); err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
+	}
+	if err := admissionTablesOutsideTablePrefixes(file, o); err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
 	var silo []tenants.Tenant
@@ -267,6 +276,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		suppressIngestNagFindings(out.Ingest, out.Bucket)
 		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
 	}
+	out.CoreSystems, out.CoreSystemStack = coreSystems(app, out.Ingest, file, o)
 
 	var firstBucket awss3.IBucket // the bucket as the first tenant stack sees it
 	// newStack creates a tenant or pool stack with the bucket and alarm topic as it sees them.
@@ -298,7 +308,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:         pipelineTenant(t),
+				Tenant:         pipelineTenant(t, out.CoreSystems),
 				Bucket:         bucket,
 				AlarmTopic:     topic,
 				Operators:      o.Operators,
@@ -314,7 +324,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		var members []tenantpipeline.Tenant
 		for _, t := range file.Tenants {
 			if t.Pooled() && t.Pool == name {
-				members = append(members, pipelineTenant(t))
+				members = append(members, pipelineTenant(t, out.CoreSystems))
 				out.StackOf[t.ID] = stackName
 			}
 		}
@@ -324,7 +334,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
-			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix,
+			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles,
 			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
 		})
 	}
@@ -347,6 +357,31 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		ImportedBucketPolicy(first, firstBucket, o)
 	}
 	return out, nil
+}
+
+// coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack
+// every tenant stack already depends on (ingest), so that silo tenants and pools of any stack share
+// one admission table per core system. With an existing bucket there is no ingest stack, and the
+// core systems get a stack of their own.
+func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Options) (map[string]*tenantpipeline.CoreSystem, awscdk.Stack) {
+	if len(file.CoreSystems) == 0 {
+		return nil, nil
+	}
+	stack := ingest
+	if stack == nil {
+		stack = awscdk.NewStack(app, jsii.String(o.StackPrefix+"-CoreSystems"), &awscdk.StackProps{
+			Description: jsii.String("Ordered per-tenant file pipeline: the core systems' admission tables"),
+		})
+	}
+	scope := constructs.NewConstruct(stack, jsii.String("CoreSystems"))
+	out := map[string]*tenantpipeline.CoreSystem{}
+	for _, name := range slices.Sorted(maps.Keys(file.CoreSystems)) {
+		c := file.CoreSystemSettings(name)
+		out[name] = tenantpipeline.NewCoreSystem(scope, name, &tenantpipeline.CoreSystemProps{
+			Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
+		})
+	}
+	return out, stack
 }
 
 // ImportedBucketPolicyOutput is the output that carries the statement an existing ingest bucket's

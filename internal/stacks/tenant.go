@@ -5,13 +5,15 @@ import (
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
-// pipelineTenant converts a tenants-file entry to the construct's public Tenant type.
-func pipelineTenant(t tenants.Tenant) tenantpipeline.Tenant {
+// pipelineTenant converts a tenants-file entry to the construct's public Tenant type; its core
+// system is the app's construct of that name.
+func pipelineTenant(t tenants.Tenant, coreSystems map[string]*tenantpipeline.CoreSystem) tenantpipeline.Tenant {
 	return tenantpipeline.Tenant{
 		ID: t.ID, Prefix: t.Prefix, Format: t.Format, Encoding: t.Encoding, Delimiter: t.Delimiter,
 		ChunkSize: t.ChunkSize, MaxFieldBytes: t.MaxFieldBytes, OnFailure: t.OnFailure,
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDB(t.DynamoDB),
+		CoreSystem: coreSystems[t.CoreSystem], Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 	}
 }
 

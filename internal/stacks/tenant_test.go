@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -23,6 +24,8 @@ func TestPipelineTenantCopiesEveryField(t *testing.T) {
 			f.SetString(fmt.Sprintf("value-%d", i))
 		case reflect.Int:
 			f.SetInt(int64(1000 + i))
+		case reflect.Float64:
+			f.SetFloat(0.5 + float64(i))
 		case reflect.Pointer:
 			// The sink settings: every field set, compared below by their printed values, since the two
 			// packages' struct types differ.
@@ -31,10 +34,16 @@ func TestPipelineTenantCopiesEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	out := reflect.ValueOf(pipelineTenant(in))
+	// The core system is the app's construct of the name the entry gives.
+	core := &tenantpipeline.CoreSystem{Props: tenantpipeline.CoreSystemProps{Name: in.CoreSystem}}
+	pt := pipelineTenant(in, map[string]*tenantpipeline.CoreSystem{in.CoreSystem: core, "other": {}})
+	if pt.CoreSystem != core {
+		t.Errorf("CoreSystem: got %p, want the app's construct %p of core system %q", pt.CoreSystem, core, in.CoreSystem)
+	}
+	out := reflect.ValueOf(pt)
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
-		if appOnlyFields[name] {
+		if appOnlyFields[name] || name == "CoreSystem" {
 			continue
 		}
 		got := out.FieldByName(name)

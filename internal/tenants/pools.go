@@ -59,6 +59,10 @@ type PoolConfig struct {
 	// Register role may write tables whose name starts with it. Required when a pooled tenant has a
 	// dynamodb sink.
 	TablePrefix string `json:"tablePrefix,omitempty"`
+	// MaxRunningFiles bounds the pool's files running at once (admission's pool gate), 1 to 1,000.
+	// Default: DefaultPoolMaxRunningFiles (200), which keeps a default pool at about a fifth of a
+	// default account's Lambda concurrency (coresystems.go).
+	MaxRunningFiles int `json:"maxRunningFiles,omitempty"`
 }
 
 // PoolDefaults returns c with its defaults for the pool called name.
@@ -71,6 +75,9 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	}
 	if c.BacklogAlarmMessages == 0 {
 		c.BacklogAlarmMessages = DefaultPoolBacklogAlarmMessages
+	}
+	if c.MaxRunningFiles == 0 {
+		c.MaxRunningFiles = DefaultPoolMaxRunningFiles
 	}
 	return c
 }
@@ -148,6 +155,9 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if d.BacklogAlarmMessages < 1 || d.BacklogAlarmMessages >= FIFOScanWindow {
 			errs = append(errs, fmt.Errorf("%s: backlogAlarmMessages %d is out of range: use 1 to %d, below the %d messages SQS scans in a FIFO queue for available message groups",
 				where, d.BacklogAlarmMessages, FIFOScanWindow-1, FIFOScanWindow))
+		}
+		if err := validRunningFiles(where, d.MaxRunningFiles); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {

@@ -25,8 +25,15 @@ import (
 type File struct {
 	// Pools configures the pools of the pooled tier by name; a pool that pooled tenants name but
 	// that is not listed here takes every default (PoolConfig).
-	Pools   map[string]*PoolConfig `json:"pools,omitempty"`
-	Tenants []Tenant               `json:"tenants"`
+	Pools map[string]*PoolConfig `json:"pools,omitempty"`
+	// CoreSystems configures by name the core systems tenants register into, each protected by
+	// admission (CoreSystemConfig). A tenant names its own with "coreSystem".
+	CoreSystems map[string]*CoreSystemConfig `json:"coreSystems,omitempty"`
+	Tenants     []Tenant                     `json:"tenants"`
+
+	// coreUnread holds the core systems ("<name>") and their fields ("<name>.<field>") that Parse
+	// could not read: their checks are skipped, their problem already reported.
+	coreUnread map[string]bool
 }
 
 // Tenant is one entry of the file. Zero values mean the documented default; Defaults fills them in.
@@ -75,6 +82,17 @@ type Tenant struct {
 	// Pool names the pool of a pooled tenant: its stack is "<stackPrefix>-Pool-<pool>".
 	// Default: "default". Only with tier "pool".
 	Pool string `json:"pool,omitempty"`
+
+	// Admission (coresystems.go). CoreSystem names the tenant's core system in the file's
+	// "coreSystems", in either tier. Default: none; the tenant's files are then bounded only by
+	// its pool, if pooled.
+	CoreSystem string `json:"coreSystem,omitempty"`
+	// Weight is the tenant's share when tenants wait for admission: 1 to 10. Default: 1
+	// (pipeline.DefaultWeight); left at zero here, so that a tenant without one keeps its settings.
+	Weight int `json:"weight,omitempty"`
+	// MaxRecordsPerSecond bounds the tenant's own records per second, above 0. Default: no limit
+	// of its own (its core system's, if any).
+	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -154,6 +172,9 @@ func Parse(b []byte, o Options) (*File, error) {
 	if r, ok := top["pools"]; ok {
 		errs = append(errs, f.parsePools(r)...)
 	}
+	if r, ok := top["coreSystems"]; ok {
+		errs = append(errs, f.parseCoreSystems(r)...)
+	}
 	var unread []unreadable
 	var ownPrefix []bool
 	for i, r := range raw {
@@ -173,6 +194,7 @@ func Parse(b []byte, o Options) (*File, error) {
 				u.fields["prefix"] = true
 			}
 		}
+		errs = append(errs, t.explicitZeros(fields, u)...)
 		if t.RegisterURL == "" && t.NeedsRegisterURL() {
 			t.RegisterURL = o.RegisterURL
 		}
@@ -296,6 +318,10 @@ func typeProblem(err error) string {
 	switch te.Type.Kind() {
 	case reflect.Int, reflect.Int64:
 		want = "a whole number"
+	case reflect.Float64:
+		want = "a number"
+	case reflect.Bool:
+		want = "true or false"
 	case reflect.String:
 		want = "a string"
 	case reflect.Slice:
@@ -432,6 +458,7 @@ func (f *File) validate(unread []unreadable) error {
 	}
 	errs = append(errs, overlappingPrefixes(f.Tenants)...)
 	errs = append(errs, f.validateTiers(u)...)
+	errs = append(errs, f.validateCoreSystems(u)...)
 	return errors.Join(errs...)
 }
 
@@ -500,6 +527,7 @@ func (t Tenant) check(u unreadable) error {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
 	t.validateSink(bad)
+	t.checkAdmission(bad)
 	return errors.Join(errs...)
 }
 
@@ -526,7 +554,8 @@ func overlappingPrefixes(ts []Tenant) []error {
 	return errs
 }
 
-// Settings is the part of the configuration that travels with every execution.
+// Settings is the part of the configuration that travels with every execution. Its CoreSystem is
+// left nil: the core system's settings and table are the construct's (File.CoreSystemSettings).
 func (t Tenant) Settings() pipeline.Tenant {
 	return pipeline.Tenant{
 		ID:                    t.ID,
@@ -540,5 +569,7 @@ func (t Tenant) Settings() pipeline.Tenant {
 		RegisterMode:          t.RegisterMode,
 		MaxBatchBytes:         t.MaxBatchBytes,
 		DynamoDB:              t.DynamoDB.settings(),
+		Weight:                t.Weight,
+		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
 	}
 }

@@ -63,6 +63,13 @@ type Config struct {
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
+	// PoolAdmissionTable is a pool controller's admission table (EnvPoolAdmissionTable): the
+	// leases of the pool's running files in its pool gate and its waiting tenants. Empty for a
+	// silo controller.
+	PoolAdmissionTable string
+	// PoolMaxRunningFiles bounds the pool's files running at once (EnvPoolMaxRunningFiles), 1 to
+	// 1,000; zero for a silo controller.
+	PoolMaxRunningFiles int
 
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
@@ -90,6 +97,15 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	checkTenantPolicy(c, siloNames, e.bad)
+	for _, name := range []string{pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
+		if strings.TrimSpace(getenv(name)) != "" {
+			e.bad(name, "is set, but a silo controller (no %s) has no pool gate: remove it", pipeline.EnvPool)
+		}
+	}
+	tables := e.coreSystemTables()
+	if c.Tenant.ID != "" {
+		e.fillCoreSystem(&c.Tenant, tables, pipeline.EnvTenant)
+	}
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("controller environment: %w", err)
 	}
@@ -117,7 +133,17 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 	}
 	var settings *pipeline.PoolSettings
 	c.Pool, settings = e.pool()
+	c.PoolAdmissionTable = e.required(pipeline.EnvPoolAdmissionTable)
+	if c.PoolAdmissionTable != "" {
+		checkTableName(pipeline.EnvPoolAdmissionTable, c.PoolAdmissionTable, e.bad)
+	}
+	c.PoolMaxRunningFiles = e.number(pipeline.EnvPoolMaxRunningFiles, e.required(pipeline.EnvPoolMaxRunningFiles), minRunningFiles, maxRunningFiles)
+	tables := e.coreSystemTables()
 	if settings != nil {
+		for i := range settings.Tenants {
+			t := &settings.Tenants[i]
+			e.fillCoreSystem(&t.Settings, tables, fmt.Sprintf("%s: tenant %q settings", pipeline.EnvPoolSettings, t.ID()))
+		}
 		for _, t := range settings.Tenants {
 			tc := c.forTenant(t)
 			field := fmt.Sprintf("%s: tenant %q", pipeline.EnvPoolSettings, t.ID())
@@ -129,6 +155,79 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
 	}
 	return PoolConfig{Shared: c, Settings: settings}, nil
+}
+
+// Running-file limits of a core system and a pool (internal/tenants: MinRunningFiles,
+// MaxRunningFiles).
+const (
+	minRunningFiles = 1
+	maxRunningFiles = 1000
+)
+
+// coreSystemTables reads CORE_SYSTEM_TABLES, a JSON object of core system name to admission
+// table name. Unset, it is empty: then no tenant may name a core system.
+func (e *envReader) coreSystemTables() map[string]string {
+	raw := strings.TrimSpace(e.getenv(pipeline.EnvCoreSystemTables))
+	if raw == "" {
+		return nil
+	}
+	var tables map[string]string
+	if err := json.Unmarshal([]byte(raw), &tables); err != nil || tables == nil {
+		e.bad(pipeline.EnvCoreSystemTables, "is not a JSON object of core system name to table name, e.g. {\"ledger\": \"ledger-admission\"}: %v", cmp.Or(err, errors.New("null")))
+		return nil
+	}
+	for name, table := range tables {
+		if name == "" {
+			e.bad(pipeline.EnvCoreSystemTables, "a table %q has an empty core system name", table)
+			continue
+		}
+		checkTableName(fmt.Sprintf("%s: core system %q", pipeline.EnvCoreSystemTables, name), table, e.bad)
+	}
+	return tables
+}
+
+// fillCoreSystem checks the tenant's core system and sets its table from tables, so that every
+// execution (and so Register) gets it. A tenant naming a core system without a table fails the
+// configuration: admission could not hold that core system's limit, so the tenant's files must
+// not start (fail closed). field names the tenant's settings in messages.
+func (e *envReader) fillCoreSystem(t *pipeline.Tenant, tables map[string]string, field string) {
+	if t.Weight < 0 || t.Weight > pipeline.MaxWeight {
+		e.bad(field, "weight %d, want %d to %d, or 0 for %d", t.Weight, pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)
+	}
+	if t.MaxRecordsPerSecond < 0 {
+		e.bad(field, "maxRecordsPerSecond %v, want above 0, or 0 for none", t.MaxRecordsPerSecond)
+	}
+	cs := t.CoreSystem
+	if cs == nil {
+		return
+	}
+	switch {
+	case cs.Name == "":
+		e.bad(field, "coreSystem has no name")
+		return
+	case cs.MaxRunningFiles < minRunningFiles || cs.MaxRunningFiles > maxRunningFiles:
+		e.bad(field, "coreSystem %q: maxRunningFiles %d, want %d to %d", cs.Name, cs.MaxRunningFiles, minRunningFiles, maxRunningFiles)
+	case cs.MaxRecordsPerSecond < 0:
+		e.bad(field, "coreSystem %q: maxRecordsPerSecond %v, want above 0, or 0 for none", cs.Name, cs.MaxRecordsPerSecond)
+	}
+	table, ok := tables[cs.Name]
+	if !ok {
+		e.bad(pipeline.EnvCoreSystemTables, "has no table for core system %q, which tenant %q names: the construct sets it for every core system its tenants name", cs.Name, t.ID)
+		return
+	}
+	cs.Table = table
+}
+
+// checkTableName checks a DynamoDB table name: 3 to 255 of letters, digits, '_', '-' and '.'.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
+func checkTableName(name, table string, bad func(name, format string, args ...any)) {
+	ok := len(table) >= 3 && len(table) <= 255
+	for _, r := range table {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}
+	if !ok {
+		bad(name, "table %q is not a DynamoDB table name (3 to 255 letters, digits, '_', '-' or '.')", table)
+	}
 }
 
 // pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file, and checks that they agree. settings is
@@ -226,6 +325,23 @@ func (e *envReader) optional(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// number reads a whole number from lo to hi; 0 when v is empty or invalid (reported).
+func (e *envReader) number(name, v string, lo, hi int) int {
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.bad(name, "%q is not a whole number", v)
+		return 0
+	}
+	if n < lo || n > hi {
+		e.bad(name, "%d is out of range, want %d to %d", n, lo, hi)
+		return 0
+	}
+	return n
 }
 
 func (e *envReader) duration(name string, v string, unit time.Duration, lo, hi time.Duration) time.Duration {

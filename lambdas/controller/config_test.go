@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -149,5 +152,74 @@ func TestConfigWakeEvents(t *testing.T) {
 				t.Errorf("got wake events %v, safety net %v, want %v, %v", cfg.WakeEvents, cfg.SafetyNet, tt.wantWake, tt.wantSafetyNet)
 			}
 		})
+	}
+}
+
+// A silo controller fills its tenant's core system table from CORE_SYSTEM_TABLES, and refuses a
+// core system without one, or pool gate variables.
+func TestConfigCoreSystemTable(t *testing.T) {
+	const ledger = `{"id":"acme","weight":2,"coreSystem":{"name":"ledger","maxRunningFiles":5,"table":""}}`
+	cfg := mustConfig(t, map[string]string{
+		pipeline.EnvTenant:           ledger,
+		pipeline.EnvCoreSystemTables: `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`,
+	})
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Table: "TenantPipeline-Ingest-ledger-ABC"}
+	if got := cfg.Tenant.CoreSystem; got == nil || *got != want {
+		t.Errorf("got core system %+v, want %+v", got, want)
+	}
+	if cfg.PoolAdmissionTable != "" || cfg.PoolMaxRunningFiles != 0 {
+		t.Errorf("got pool admission table %q, max running files %d, want none in a silo", cfg.PoolAdmissionTable, cfg.PoolMaxRunningFiles)
+	}
+	if got := mustConfig(t, nil).Tenant.CoreSystem; got != nil {
+		t.Errorf("without a core system: got %+v, want nil", got)
+	}
+
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no CORE_SYSTEM_TABLES", map[string]string{pipeline.EnvTenant: ledger}, []string{`CORE_SYSTEM_TABLES: has no table for core system "ledger", which tenant "acme" names`}},
+		{"another core system's table", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: `{"crm":"crm-admission"}`},
+			[]string{`CORE_SYSTEM_TABLES: has no table for core system "ledger"`}},
+		{"not JSON", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: "ledger"}, []string{"CORE_SYSTEM_TABLES: is not a JSON object"}},
+		{"not a table name", map[string]string{pipeline.EnvTenant: ledger, pipeline.EnvCoreSystemTables: `{"ledger":"x"}`},
+			[]string{`CORE_SYSTEM_TABLES: core system "ledger": table "x" is not a DynamoDB table name`}},
+		{"weight out of range", map[string]string{pipeline.EnvTenant: `{"id":"acme","weight":11}`}, []string{"TENANT: weight 11, want 1 to 10"}},
+		{"negative rate", map[string]string{pipeline.EnvTenant: `{"id":"acme","maxRecordsPerSecond":-1}`}, []string{"TENANT: maxRecordsPerSecond -1"}},
+		{"core system without a name", map[string]string{pipeline.EnvTenant: `{"id":"acme","coreSystem":{"maxRunningFiles":1}}`}, []string{"TENANT: coreSystem has no name"}},
+		{"pool gate in a silo", map[string]string{pipeline.EnvPoolAdmissionTable: "t-admission", pipeline.EnvPoolMaxRunningFiles: "5"},
+			[]string{"POOL_ADMISSION_TABLE: is set, but a silo controller", "POOL_MAX_RUNNING_FILES: is set"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := baseEnv()
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			_, err := configFromEnv(func(k string) string { return env[k] })
+			if err == nil {
+				t.Fatalf("got no error, want one naming %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The execution input carries the tenant's core system with its table, so Register gets it.
+func TestStartInputCarriesCoreSystemTable(t *testing.T) {
+	r := newRig(t, map[string]string{
+		pipeline.EnvTenant:           `{"id":"acme","coreSystem":{"name":"ledger","maxRunningFiles":5,"adaptive":true,"table":""}}`,
+		pipeline.EnvCoreSystemTables: `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`,
+	})
+	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
+	if got := r.sfn.input(t, arn1).Tenant.CoreSystem; got == nil || *got != want {
+		t.Errorf("got core system %+v in the execution input, want %+v", got, want)
 	}
 }

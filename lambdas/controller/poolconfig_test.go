@@ -11,8 +11,9 @@ import (
 )
 
 const (
-	testPool       = "shared-1"
-	testPoolPrefix = "inbox/"
+	testPool               = "shared-1"
+	testPoolPrefix         = "inbox/"
+	testPoolAdmissionTable = "TenantPipeline-Pool-shared-1-PoolAdmissionTable-ABC123"
 )
 
 // poolEnv is a pool controller's environment: the shared variables of baseEnv without the silo
@@ -33,6 +34,9 @@ func poolEnv(t *testing.T) map[string]string {
 		pipeline.EnvPoolPrefix:   testPoolPrefix,
 		pipeline.EnvPoolSettings: pipeline.PoolSettingsFile,
 		"LAMBDA_TASK_ROOT":       root,
+		// Every pool has its admission table and running-file limit.
+		pipeline.EnvPoolAdmissionTable:  testPoolAdmissionTable,
+		pipeline.EnvPoolMaxRunningFiles: "200",
 	})
 	return env
 }
@@ -72,6 +76,9 @@ func TestPoolConfigFromEnv(t *testing.T) {
 		{"shared queue", g.QueueURL, testQueueURL},
 		{"shared execution ARN", g.ExecutionARN("x"), testExecPrefix + "x"},
 		{"max wait", g.MaxWait, a.MaxWait},
+		{"pool admission table", g.PoolAdmissionTable, testPoolAdmissionTable},
+		{"pool max running files", g.PoolMaxRunningFiles, 200},
+		{"no core system", a.Tenant.CoreSystem == nil, true},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -93,6 +100,7 @@ func TestPoolConfigFromEnvRejects(t *testing.T) {
 	badPolicy := write("bad-policy.json", `{"version":1,"pool":"shared-1","prefix":"inbox/","tenants":[
 		{"settings":{"id":"acme"},"prefix":"inbox/acme/","onFailure":"stop"},
 		{"settings":{"id":"globex"},"prefix":"inbox/globex/","idempotencyKey":"etag"}]}`)
+	coreSettings := write("core.json", coreSystemsSettings)
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -112,6 +120,20 @@ func TestPoolConfigFromEnvRejects(t *testing.T) {
 		{"a tenant's policy and key", map[string]string{pipeline.EnvPoolSettings: badPolicy},
 			[]string{`POOL_SETTINGS: tenant "acme" onFailure: "stop"`, `POOL_SETTINGS: tenant "globex" idempotencyKey: "etag"`}},
 		{"shared variable missing", map[string]string{pipeline.EnvStateMachineARN: ""}, []string{"STATE_MACHINE_ARN: is required"}},
+		{"admission table missing", map[string]string{pipeline.EnvPoolAdmissionTable: ""}, []string{"POOL_ADMISSION_TABLE: is required"}},
+		{"admission table not a table name", map[string]string{pipeline.EnvPoolAdmissionTable: "a b"}, []string{"POOL_ADMISSION_TABLE:", `"a b" is not a DynamoDB table name`}},
+		{"max running files missing", map[string]string{pipeline.EnvPoolMaxRunningFiles: ""}, []string{"POOL_MAX_RUNNING_FILES: is required"}},
+		{"max running files zero", map[string]string{pipeline.EnvPoolMaxRunningFiles: "0"}, []string{"POOL_MAX_RUNNING_FILES: 0 is out of range, want 1 to 1000"}},
+		{"max running files above 1000", map[string]string{pipeline.EnvPoolMaxRunningFiles: "1001"}, []string{"POOL_MAX_RUNNING_FILES: 1001 is out of range"}},
+		{"max running files not a number", map[string]string{pipeline.EnvPoolMaxRunningFiles: "many"}, []string{`POOL_MAX_RUNNING_FILES: "many" is not a whole number`}},
+		{"a tenant's core system without a table", map[string]string{pipeline.EnvPoolSettings: coreSettings, pipeline.EnvCoreSystemTables: `{"ledger": "ledger-admission"}`},
+			[]string{`CORE_SYSTEM_TABLES: has no table for core system "crm", which tenant "globex" names`}},
+		{"core systems without CORE_SYSTEM_TABLES", map[string]string{pipeline.EnvPoolSettings: coreSettings},
+			[]string{`CORE_SYSTEM_TABLES: has no table for core system "ledger", which tenant "acme" names`, `core system "crm", which tenant "globex"`}},
+		{"CORE_SYSTEM_TABLES not JSON", map[string]string{pipeline.EnvCoreSystemTables: "ledger=x"}, []string{"CORE_SYSTEM_TABLES: is not a JSON object"}},
+		{"a core system of no running files", map[string]string{pipeline.EnvPoolSettings: write("zero.json", `{"version":1,"pool":"shared-1","prefix":"inbox/","tenants":[
+			{"settings":{"id":"acme","coreSystem":{"name":"ledger","maxRunningFiles":0}},"prefix":"inbox/acme/"}]}`), pipeline.EnvCoreSystemTables: `{"ledger":"ledger-admission"}`},
+			[]string{`POOL_SETTINGS: tenant "acme" settings: coreSystem "ledger": maxRunningFiles 0, want 1 to 1000`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,5 +149,44 @@ func TestPoolConfigFromEnvRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// coreSystemsSettings is a pool's settings file whose tenants name core systems (without their
+// tables, as the construct writes it).
+const coreSystemsSettings = `{"version":1,"pool":"shared-1","prefix":"inbox/","tenants":[
+	{"settings":{"id":"acme","weight":3,"coreSystem":{"name":"ledger","maxRunningFiles":20,"maxRecordsPerSecond":500,"adaptive":true,"table":""}},"prefix":"inbox/acme/"},
+	{"settings":{"id":"globex","coreSystem":{"name":"crm","maxRunningFiles":4,"table":""}},"prefix":"inbox/globex/"},
+	{"settings":{"id":"initech"},"prefix":"inbox/initech/"}]}`
+
+// CORE_SYSTEM_TABLES gives each pool tenant's core system its table, so every execution carries it.
+func TestPoolConfigCoreSystemTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "core.json")
+	if err := os.WriteFile(path, []byte(coreSystemsSettings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pc := mustPoolConfig(t, map[string]string{
+		pipeline.EnvPoolSettings:     path,
+		pipeline.EnvCoreSystemTables: `{"ledger": "TenantPipeline-Ingest-ledger-ABC", "crm": "TenantPipeline-Ingest-crm-DEF"}`,
+	})
+	tenant := func(id string) pipeline.Tenant {
+		pt, ok := pc.Settings.Tenant(id)
+		if !ok {
+			t.Fatalf("no tenant %s", id)
+		}
+		return pc.Shared.forTenant(pt).Tenant
+	}
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
+	if got := tenant("acme").CoreSystem; got == nil || *got != want {
+		t.Errorf("acme: got core system %+v, want %+v", got, want)
+	}
+	if got := tenant("acme").AdmissionWeight(); got != 3 {
+		t.Errorf("acme weight: got %d, want 3", got)
+	}
+	if got := tenant("globex").CoreSystem; got == nil || got.Table != "TenantPipeline-Ingest-crm-DEF" {
+		t.Errorf("globex: got core system %+v, want crm's table", got)
+	}
+	if got := tenant("initech").CoreSystem; got != nil {
+		t.Errorf("initech: got core system %+v, want none", got)
 	}
 }

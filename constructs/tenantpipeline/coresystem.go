@@ -1,0 +1,227 @@
+package tenantpipeline
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// CoreSystemProps configures a core system: a destination tenants register into, protected by
+// admission. A file of a tenant naming it (Tenant.CoreSystem) starts only while fewer than
+// MaxRunningFiles of the core system's files run, in both tiers together.
+type CoreSystemProps struct {
+	// Name names the core system in its tenants' settings and admission's partition key
+	// (core#<name>): 1-32 lower-case letters, digits and hyphens. Required.
+	Name string
+	// MaxRunningFiles bounds the files of every tenant naming the core system that run at once.
+	// Required: 1 to 1,000 (tenants.MaxRunningFiles).
+	MaxRunningFiles int
+	// MaxRecordsPerSecond bounds the records sent to the core system per second, across all its
+	// running files. Default: 0, no rate limit. Negative values are refused.
+	MaxRecordsPerSecond float64
+	// Adaptive lets the effective running-file limit fall when the core system answers 429 or 503
+	// (or sends Retry-After) and grow back on success, never above MaxRunningFiles.
+	// Default: false, the limit is MaxRunningFiles.
+	Adaptive bool
+}
+
+// CoreSystem is one core system's admission state: a DynamoDB table of its running-file leases,
+// its waiting tenants and, with Adaptive, its effective limit (package internal/admission). Pass
+// it to every tenant that registers into it (Tenant.CoreSystem), silo or pooled: one table per
+// core system is what makes its limit hold across tiers and stacks.
+type CoreSystem struct {
+	constructs.Construct
+
+	// Props are the props as given; invalid props fail synth.
+	Props CoreSystemProps
+	// Table is the core system's admission table: string partition key "pk", string sort key
+	// "sk", TTL on "expiresAt", on demand, AWS-managed encryption, destroyed with the construct.
+	Table awsdynamodb.Table
+}
+
+// NewCoreSystem creates the core system's admission table under scope/id. Props are checked at
+// synth through the node's validation, as TenantPipeline's are: every problem at once, each message
+// naming the prop.
+func NewCoreSystem(scope constructs.Construct, id string, props *CoreSystemProps) *CoreSystem {
+	if props == nil {
+		props = &CoreSystemProps{}
+	}
+	c := &CoreSystem{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: *props}
+	c.Table = newAdmissionTable(c.Construct, "Table")
+	c.Node().AddValidation(&coreSystemValidation{c})
+	return c
+}
+
+// validate reports every problem of the props, each naming the prop, the value and the fix.
+func (p CoreSystemProps) validate() error {
+	var errs []error
+	if err := tenants.CheckCoreSystemName("CoreSystemProps.Name", p.Name); err != nil {
+		errs = append(errs, err)
+	}
+	goName := func(jsonName string) string {
+		return "CoreSystemProps." + strings.ToUpper(jsonName[:1]) + jsonName[1:]
+	}
+	errs = append(errs, p.config().Check(goName, nil)...)
+	return errors.Join(errs...)
+}
+
+func (p CoreSystemProps) config() tenants.CoreSystemConfig {
+	return tenants.CoreSystemConfig{MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive}
+}
+
+type coreSystemValidation struct{ c *CoreSystem }
+
+// Validate implements constructs.IValidation.
+func (v *coreSystemValidation) Validate() *[]*string {
+	return jsii.Strings(messages(v.c.Props.validate())...)
+}
+
+// settings is the core system as it travels in its tenants' settings: without its table, whose
+// name is a CloudFormation token; the controller adds it from CORE_SYSTEM_TABLES.
+func (c *CoreSystem) settings() *pipeline.CoreSystem {
+	p := c.Props
+	return &pipeline.CoreSystem{Name: p.Name, MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive}
+}
+
+// newAdmissionTable creates an admission table (internal/admission's layout). It holds only
+// short-lived state: leases of running files, which the controller releases when a file ends,
+// and waiting entries, which expire by TTL. So it has no point-in-time recovery and is destroyed
+// with its construct: a restored lease would hold a slot for a file that has long ended.
+// TTL deletes expired items "typically within a few days", so admission compares expiresAt itself.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/howitworks-ttl.html
+func newAdmissionTable(scope constructs.Construct, id string) awsdynamodb.Table {
+	key := func(name string) *awsdynamodb.Attribute {
+		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
+	}
+	table := awsdynamodb.NewTable(scope, jsii.String(id), &awsdynamodb.TableProps{
+		PartitionKey:        key(admission.AttrPK),
+		SortKey:             key(admission.AttrSK),
+		TimeToLiveAttribute: jsii.String(admission.AttrExpiresAt),
+		// On demand: admission's calls come in bursts, a few per file start and end.
+		BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		// The AWS managed key: its key policy lets the account's principals that may use the table
+		// use the key through DynamoDB, so no KMS grant is needed.
+		// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
+		Encryption:    awsdynamodb.TableEncryption_AWS_MANAGED,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(table, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-DDB3"),
+		Reason: jsii.String("The admission table holds only short-lived leases of running files and waiting entries that expire by TTL; " +
+			"a point-in-time restore would bring back leases of files that have ended, and the state rebuilds itself as files start and end."),
+	}}, jsii.Bool(true))
+	return table
+}
+
+// leaseActions are the controller's calls on an admission table: read a gate, take and renew a
+// lease (conditional put and update), release it, list a gate's leases and waiting tenants.
+var leaseActions = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}
+
+// grantLeases lets fn manage leases in the tables, and nothing else on them.
+func grantLeases(fn awslambda.IFunction, tables ...awsdynamodb.ITable) {
+	var arns []string
+	for _, t := range tables {
+		arns = append(arns, *t.TableArn())
+	}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(leaseActions...),
+		Resources: jsii.Strings(arns...),
+	}))
+}
+
+// grantAdaptiveLimit lets Register read and change the core system's adaptive limit item, and no
+// other item: dynamodb:LeadingKeys holds the partition key of every item the request touches, and
+// the limit item is in the core system's gate.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
+func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"),
+		Resources: jsii.Strings(*c.Table.TableArn()),
+		Conditions: &map[string]any{"ForAllValues:StringEquals": map[string]any{
+			"dynamodb:LeadingKeys": []string{admission.CoreGate(c.Props.Name)},
+		}},
+	}))
+}
+
+// coreSystemsOf are the distinct core systems the tenants name, by name.
+func coreSystemsOf(ts []Tenant) []*CoreSystem {
+	byName := map[string]*CoreSystem{}
+	for _, t := range ts {
+		if t.CoreSystem != nil {
+			byName[t.CoreSystem.Props.Name] = t.CoreSystem
+		}
+	}
+	var out []*CoreSystem
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, byName[name])
+	}
+	return out
+}
+
+// coreSystemTables is the CORE_SYSTEM_TABLES variable: a JSON object of core system name to
+// table name (tokens, resolved at deploy time).
+func coreSystemTables(scope constructs.Construct, cs []*CoreSystem) string {
+	m := map[string]string{}
+	for _, c := range cs {
+		m[c.Props.Name] = *c.Table.TableName()
+	}
+	return *toJSON(scope, m)
+}
+
+// twoCoreSystemsOfOneName reports core systems that are different constructs under one name:
+// each would have its own table, so neither limit would hold for all the tenants.
+func twoCoreSystemsOfOneName(ts []Tenant) []error {
+	owner := map[string]Tenant{}
+	var errs []error
+	for _, t := range ts {
+		c := t.CoreSystem
+		if c == nil {
+			continue
+		}
+		if other, ok := owner[c.Props.Name]; ok && other.CoreSystem != c {
+			errs = append(errs, fmt.Errorf("tenant %q: CoreSystem %q is another construct than tenant %q's core system of that name, with its own table: "+
+				"create one CoreSystem per core system and pass it to every tenant", t.ID, c.Props.Name, other.ID))
+			continue
+		}
+		owner[c.Props.Name] = t
+	}
+	return errs
+}
+
+// addAdmissionEnv creates the pool's admission table and gives the controller its admission
+// variables: the pool gate's table and limit, and the tables of its tenants' core systems.
+func (t *TenantPool) addAdmissionEnv(env map[string]string) {
+	t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
+	t.CoreSystems = coreSystemsOf(t.Props.Tenants)
+	env[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
+	env[pipeline.EnvPoolMaxRunningFiles] = strconv.Itoa(t.Props.MaxRunningFiles)
+	if len(t.CoreSystems) > 0 {
+		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, t.CoreSystems)
+	}
+}
+
+// grantAdmission lets the controller manage leases in the pool's table and its core systems'
+// tables, and Register read and update each core system's adaptive limit.
+func (t *TenantPool) grantAdmission() {
+	tables := []awsdynamodb.ITable{t.AdmissionTable}
+	for _, c := range t.CoreSystems {
+		tables = append(tables, c.Table)
+		grantAdaptiveLimit(t.Register, c)
+	}
+	grantLeases(t.Controller, tables...)
+}

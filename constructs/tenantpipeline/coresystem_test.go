@@ -1,0 +1,73 @@
+package tenantpipeline
+
+import (
+	"strings"
+	"testing"
+)
+
+// CoreSystemProps are checked by the tenants file's rules, each message naming the prop.
+func TestCoreSystemPropsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props CoreSystemProps
+		want  []string
+	}{
+		{"valid", CoreSystemProps{Name: "ledger", MaxRunningFiles: 10, MaxRecordsPerSecond: 50, Adaptive: true}, nil},
+		{"valid without a rate", CoreSystemProps{Name: "ledger", MaxRunningFiles: 1}, nil},
+		{"no running files", CoreSystemProps{Name: "ledger"}, []string{"CoreSystemProps.MaxRunningFiles 0 must be 1 to 1000"}},
+		{"too many running files", CoreSystemProps{Name: "ledger", MaxRunningFiles: 1001}, []string{"CoreSystemProps.MaxRunningFiles 1001 must be 1 to 1000"}},
+		{"negative rate", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, MaxRecordsPerSecond: -1}, []string{"CoreSystemProps.MaxRecordsPerSecond -1 must be above 0"}},
+		{"no name", CoreSystemProps{MaxRunningFiles: 3}, []string{`CoreSystemProps.Name: core system name "" is invalid`}},
+		{"every problem", CoreSystemProps{Name: "Ledger", MaxRecordsPerSecond: -2},
+			[]string{`CoreSystemProps.Name: core system name "Ledger" is invalid`, "CoreSystemProps.MaxRunningFiles 0", "CoreSystemProps.MaxRecordsPerSecond -2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := messages(tc.props.validate())
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d messages %q, want %d", len(got), got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("message %d: got %q, want it to start with %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// A pool refuses two core system constructs of one name: their limits would not be shared.
+func TestPoolRefusesTwoCoreSystemsOfOneName(t *testing.T) {
+	a := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 1}}
+	b := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 2}}
+	for _, tc := range []struct {
+		name    string
+		tenants []Tenant
+		want    int
+	}{
+		{"one construct for two tenants", []Tenant{{ID: "x", CoreSystem: a}, {ID: "y", CoreSystem: a}}, 0},
+		{"two constructs of one name", []Tenant{{ID: "x", CoreSystem: a}, {ID: "y", CoreSystem: b}, {ID: "z", CoreSystem: a}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := len(twoCoreSystemsOfOneName(tc.tenants)); got != tc.want {
+				t.Errorf("got %d problems, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// Pool props default maxRunningFiles and carry it, with the tenants' core systems, into the one
+// set of pool rules.
+func TestPoolMaxRunningFiles(t *testing.T) {
+	ledger := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 1}}
+	p := PoolProps{Name: "p", Tenants: []Tenant{{ID: "x", RegisterURL: "https://x.example.com/", CoreSystem: ledger}}}
+	if got := p.withDefaults().MaxRunningFiles; got != 200 {
+		t.Errorf("default: got %d, want 200", got)
+	}
+	if err := p.withDefaults().file().Validate(); err != nil {
+		t.Errorf("a tenant naming its core system: got %v, want no error", err)
+	}
+	p.MaxRunningFiles = 1001
+	if err := p.withDefaults().file().Validate(); err == nil || !strings.Contains(err.Error(), "pools.p: maxRunningFiles 1001 is out of range") {
+		t.Errorf("1001: got %v, want maxRunningFiles out of range", err)
+	}
+}

@@ -1,0 +1,355 @@
+package test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+var core struct {
+	built                     *stacks.App
+	ingest, silo, pool, other map[string]any
+}
+
+// coreApp is the app of testdata/coresystems.json: core systems ledger and crm in the ingest
+// stack; silo tenant acme names ledger, globex none; pool default (maxRunningFiles 50) has hooli
+// on ledger and umbrella on crm; pool big has wayne, on none.
+func coreApp(t *testing.T) {
+	t.Helper()
+	if core.built != nil {
+		return
+	}
+	_, built := synthApp(t, "coresystems.json", stacks.Options{})
+	if len(built.PoolStacks) != 2 || len(built.TenantStacks) != 1 {
+		t.Fatalf("got %d pool stacks and %d tenant stacks, want 2 and 1", len(built.PoolStacks), len(built.TenantStacks))
+	}
+	core.built = built
+	core.ingest = templateJSON(assertions.Template_FromStack(built.Ingest, nil))
+	core.silo = templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	core.other = templateJSON(assertions.Template_FromStack(built.PoolStacks[0], nil)) // big
+	core.pool = templateJSON(assertions.Template_FromStack(built.PoolStacks[1], nil))  // default
+}
+
+// coreTableID is the logical id of a core system's table in the ingest stack.
+func coreTableID(t *testing.T, name string) string {
+	t.Helper()
+	var found []string
+	for id := range byType(core.ingest, "AWS::DynamoDB::Table") {
+		if strings.HasPrefix(id, "CoreSystems"+name+"Table") {
+			found = append(found, id)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("core system %s: got tables %v in the ingest stack, want 1", name, found)
+	}
+	return found[0]
+}
+
+// checkAdmissionTable: pk and sk strings, TTL on expiresAt, on demand, AWS-managed encryption,
+// no point-in-time recovery, destroyed with its construct (it holds only short-lived leases).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
+func checkAdmissionTable(t *testing.T, table map[string]any) {
+	t.Helper()
+	p := props(table)
+	for k, want := range map[string]string{
+		"KeySchema":               `[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}]`,
+		"AttributeDefinitions":    `[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"}]`,
+		"BillingMode":             `"PAY_PER_REQUEST"`,
+		"TimeToLiveSpecification": `{"AttributeName":"expiresAt","Enabled":true}`,
+		"SSESpecification":        `{"SSEEnabled":true}`,
+	} {
+		if got := asJSON(p[k]); got != want {
+			t.Errorf("%s: got %s, want %s", k, got, want)
+		}
+	}
+	for _, k := range []string{"TableName", "PointInTimeRecoverySpecification", "ProvisionedThroughput"} {
+		if _, ok := p[k]; ok {
+			t.Errorf("%s: got %v, want none", k, asJSON(p[k]))
+		}
+	}
+	if table["DeletionPolicy"] != "Delete" || table["UpdateReplacePolicy"] != "Delete" {
+		t.Errorf("got DeletionPolicy %v, UpdateReplacePolicy %v, want Delete", table["DeletionPolicy"], table["UpdateReplacePolicy"])
+	}
+}
+
+func TestCoreSystemTables(t *testing.T) {
+	coreApp(t)
+	if got := len(byType(core.ingest, "AWS::DynamoDB::Table")); got != 2 {
+		t.Errorf("ingest stack: got %d tables, want 2 (ledger, crm)", got)
+	}
+	for _, name := range []string{"ledger", "crm"} {
+		t.Run(name, func(t *testing.T) {
+			checkAdmissionTable(t, byType(core.ingest, "AWS::DynamoDB::Table")[coreTableID(t, name)])
+		})
+	}
+	for name, tpl := range map[string]map[string]any{"default": core.pool, "big": core.other} {
+		t.Run("pool "+name, func(t *testing.T) {
+			tables := byType(tpl, "AWS::DynamoDB::Table")
+			if len(tables) != 1 {
+				t.Fatalf("got %d tables, want 1, the pool's admission table", len(tables))
+			}
+			for id, table := range tables {
+				if !strings.HasPrefix(id, "PoolAdmissionTable") {
+					t.Errorf("logical id: got %s, want PoolAdmissionTable + hash", id)
+				}
+				checkAdmissionTable(t, table)
+			}
+		})
+	}
+	if got := len(byType(core.silo, "AWS::DynamoDB::Table")); got != 0 {
+		t.Errorf("tenant stack: got %d tables, want none (core systems live in the ingest stack)", got)
+	}
+}
+
+// importOf is how a tenant or pool stack sees a core system table's attribute.
+func importOf(t *testing.T, name, attr string) string {
+	t.Helper()
+	id := coreTableID(t, name)
+	if attr == "Ref" {
+		return "<Import:TenantPipeline-Ingest:ExportsOutputRef" + id
+	}
+	return "<Import:TenantPipeline-Ingest:ExportsOutputFnGetAtt" + id + attr
+}
+
+// dynamoStatements are the statements of the policies whose logical id contains part that grant
+// a DynamoDB action.
+func dynamoStatements(t *testing.T, tpl map[string]any, part string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for id, pol := range byType(tpl, "AWS::IAM::Policy") {
+		if !strings.Contains(id, part) {
+			continue
+		}
+		for _, s := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if st := s.(map[string]any); strings.Contains(asJSON(st["Action"]), "dynamodb:") {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+// resources flattens a statement's Resource, one string per resource, sorted.
+func resources(t *testing.T, s map[string]any) []string {
+	t.Helper()
+	rs, ok := s["Resource"].([]any)
+	if !ok {
+		rs = []any{s["Resource"]}
+	}
+	var out []string
+	for _, r := range rs {
+		out = append(out, flatten(t, r))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func actions(s map[string]any) []string { return actionsOf([]map[string]any{s}) }
+
+var wantLeaseActions = []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+
+// checkLeaseGrant: exactly one DynamoDB statement: Allow the lease actions on exactly the tables.
+func checkLeaseGrant(t *testing.T, stmts []map[string]any, tables []string) {
+	t.Helper()
+	if len(stmts) != 1 {
+		t.Fatalf("got %d DynamoDB statements, want 1: %s", len(stmts), asJSON(stmts))
+	}
+	s := stmts[0]
+	if got := actions(s); s["Effect"] != "Allow" || !slices.Equal(got, wantLeaseActions) || s["Condition"] != nil {
+		t.Errorf("got %s %v (condition %v), want Allow %v without a condition", s["Effect"], got, s["Condition"], wantLeaseActions)
+	}
+	got := resources(t, s)
+	slices.Sort(tables)
+	if len(got) != len(tables) {
+		t.Fatalf("resources: got %v, want %v", got, tables)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], tables[i]) {
+			t.Errorf("resource %d: got %s, want %s…", i, got[i], tables[i])
+		}
+	}
+}
+
+// checkAdaptiveGrants: one statement per core system: Allow GetItem and UpdateItem on its table,
+// only for items of its gate (dynamodb:LeadingKeys core#<name>).
+func checkAdaptiveGrants(t *testing.T, stmts []map[string]any, names ...string) {
+	t.Helper()
+	if len(stmts) != len(names) {
+		t.Fatalf("got %d DynamoDB statements, want %d: %s", len(stmts), len(names), asJSON(stmts))
+	}
+	byName := map[string]map[string]any{}
+	for _, s := range stmts {
+		var keys []string
+		json.Unmarshal([]byte(asJSON(get(t, s, "Condition", "ForAllValues:StringEquals", "dynamodb:LeadingKeys"))), &keys)
+		if len(keys) == 1 {
+			byName[strings.TrimPrefix(keys[0], "core#")] = s
+		}
+	}
+	for _, name := range names {
+		s, ok := byName[name]
+		if !ok {
+			t.Errorf("core system %s: no statement limited to dynamodb:LeadingKeys %s: %s", name, admission.CoreGate(name), asJSON(stmts))
+			continue
+		}
+		if got := actions(s); s["Effect"] != "Allow" || !slices.Equal(got, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}) {
+			t.Errorf("core system %s: got %s %v, want Allow [dynamodb:GetItem dynamodb:UpdateItem]", name, s["Effect"], got)
+		}
+		if got, want := resources(t, s), importOf(t, name, "Arn"); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("core system %s: resources %v, want its table %s…", name, got, want)
+		}
+		if n := len(s["Condition"].(map[string]any)); n != 1 {
+			t.Errorf("core system %s: got %d condition operators, want 1", name, n)
+		}
+	}
+}
+
+// Silo: the controller manages leases in its tenant's core system table only, Register reads and
+// updates its adaptive limit only; Split, and a tenant without a core system, get nothing.
+func TestSiloAdmissionGrants(t *testing.T) {
+	coreApp(t)
+	checkLeaseGrant(t, dynamoStatements(t, core.silo, "Tenantacme"+"Controller"), []string{importOf(t, "ledger", "Arn")})
+	checkAdaptiveGrants(t, dynamoStatements(t, core.silo, "TenantacmeRegister"), "ledger")
+	for _, part := range []string{"TenantacmeSplit", "Tenantglobex"} {
+		if s := dynamoStatements(t, core.silo, part); len(s) != 0 {
+			t.Errorf("%s: got DynamoDB statements %s, want none", part, asJSON(s))
+		}
+	}
+}
+
+// Pool: the controller manages leases in the pool's table and its tenants' core system tables;
+// Register reads and updates each core system's adaptive limit; the router and Split get nothing.
+// A pool whose tenants name no core system grants its controller its own table only.
+func TestPoolAdmissionGrants(t *testing.T) {
+	coreApp(t)
+	poolTable := func(tpl map[string]any) string {
+		for id := range byType(tpl, "AWS::DynamoDB::Table") {
+			return "<GetAtt:" + id + ".Arn>"
+		}
+		t.Fatal("no pool table")
+		return ""
+	}
+	checkLeaseGrant(t, dynamoStatements(t, core.pool, "PoolController"),
+		[]string{poolTable(core.pool), importOf(t, "ledger", "Arn"), importOf(t, "crm", "Arn")})
+	checkAdaptiveGrants(t, dynamoStatements(t, core.pool, "PoolRegister"), "ledger", "crm")
+	checkLeaseGrant(t, dynamoStatements(t, core.other, "PoolController"), []string{poolTable(core.other)})
+	for name, tpl := range map[string]map[string]any{"default": core.pool, "big": core.other} {
+		for _, part := range []string{"PoolRouter", "PoolSplit"} {
+			if s := dynamoStatements(t, tpl, part); len(s) != 0 {
+				t.Errorf("pool %s %s: got DynamoDB statements %s, want none", name, part, asJSON(s))
+			}
+		}
+	}
+	if s := dynamoStatements(t, core.other, "PoolRegister"); len(s) != 0 {
+		t.Errorf("pool big Register: got DynamoDB statements %s, want none (no core system)", asJSON(s))
+	}
+}
+
+// env returns the environment of the one function whose logical id starts with prefix.
+func env(t *testing.T, tpl map[string]any, prefix string) map[string]any {
+	t.Helper()
+	var found []map[string]any
+	for id, fn := range byType(tpl, "AWS::Lambda::Function") {
+		if strings.HasPrefix(id, prefix) {
+			found = append(found, fn)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("got %d functions %s…, want 1", len(found), prefix)
+	}
+	return get(t, props(found[0]), "Environment", "Variables").(map[string]any)
+}
+
+// The controllers' admission environment: CORE_SYSTEM_TABLES names each core system's table (a
+// silo's one, a pool's every one its tenants name), a pool's POOL_ADMISSION_TABLE and
+// POOL_MAX_RUNNING_FILES; the tenants' settings carry their core system without its table.
+func TestAdmissionEnvironment(t *testing.T) {
+	coreApp(t)
+	tables := func(t *testing.T, e map[string]any) map[string]string {
+		t.Helper()
+		m := map[string]string{}
+		flattenJSON(t, e[pipeline.EnvCoreSystemTables], &m)
+		return m
+	}
+	t.Run("silo", func(t *testing.T) {
+		e := env(t, core.silo, "TenantacmeController")
+		if got := tables(t, e); len(got) != 1 || !strings.HasPrefix(got["ledger"], importOf(t, "ledger", "Ref")) {
+			t.Errorf("%s: got %v, want ledger's table only", pipeline.EnvCoreSystemTables, got)
+		}
+		var s pipeline.Tenant
+		flattenJSON(t, e[pipeline.EnvTenant], &s)
+		want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}
+		if s.CoreSystem == nil || *s.CoreSystem != want || s.Weight != 3 {
+			t.Errorf("TENANT: got core system %+v, weight %d, want %+v (no table), weight 3", s.CoreSystem, s.Weight, want)
+		}
+		for _, name := range []string{pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
+			if v, ok := e[name]; ok {
+				t.Errorf("%s: got %v, want unset in a silo controller", name, v)
+			}
+		}
+		g := env(t, core.silo, "TenantglobexController")
+		if v, ok := g[pipeline.EnvCoreSystemTables]; ok {
+			t.Errorf("globex %s: got %v, want unset (no core system)", pipeline.EnvCoreSystemTables, v)
+		}
+		if strings.Contains(asJSON(g[pipeline.EnvTenant]), "coreSystem") {
+			t.Errorf("globex TENANT: got %v, want no core system", g[pipeline.EnvTenant])
+		}
+	})
+	t.Run("pool", func(t *testing.T) {
+		e := env(t, core.pool, "PoolController")
+		got := tables(t, e)
+		if len(got) != 2 || !strings.HasPrefix(got["ledger"], importOf(t, "ledger", "Ref")) || !strings.HasPrefix(got["crm"], importOf(t, "crm", "Ref")) {
+			t.Errorf("%s: got %v, want ledger's and crm's tables", pipeline.EnvCoreSystemTables, got)
+		}
+		if v := asJSON(e[pipeline.EnvPoolAdmissionTable]); !strings.HasPrefix(v, `{"Ref":"PoolAdmissionTable`) {
+			t.Errorf("%s: got %s, want the pool's table", pipeline.EnvPoolAdmissionTable, v)
+		}
+		if v := e[pipeline.EnvPoolMaxRunningFiles]; v != "50" {
+			t.Errorf("%s: got %v, want 50", pipeline.EnvPoolMaxRunningFiles, v)
+		}
+		if v := env(t, core.other, "PoolController")[pipeline.EnvPoolMaxRunningFiles]; v != "200" {
+			t.Errorf("pool big %s: got %v, want the default 200", pipeline.EnvPoolMaxRunningFiles, v)
+		}
+		if v, ok := env(t, core.other, "PoolController")[pipeline.EnvCoreSystemTables]; ok {
+			t.Errorf("pool big %s: got %v, want unset", pipeline.EnvCoreSystemTables, v)
+		}
+		for _, fn := range []string{"PoolRouter", "PoolRegister", "PoolSplit"} {
+			for _, name := range []string{pipeline.EnvCoreSystemTables, pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
+				if v, ok := env(t, core.pool, fn)[name]; ok {
+					t.Errorf("%s %s: got %v, want unset", fn, name, v)
+				}
+			}
+		}
+		// pool-tenants.json rows: the core system without its table, the tenant's own rate.
+		b, _ := json.Marshal(core.built.Pools["default"].Settings)
+		var s pipeline.PoolSettings
+		json.Unmarshal(b, &s)
+		hooli, _ := s.Tenant("hooli")
+		umbrella, _ := s.Tenant("umbrella")
+		want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}
+		if c := hooli.Settings.CoreSystem; c == nil || *c != want || hooli.Settings.MaxRecordsPerSecond != 20 {
+			t.Errorf("hooli: got core system %+v, rate %v, want %+v, rate 20", c, hooli.Settings.MaxRecordsPerSecond, want)
+		}
+		if c := umbrella.Settings.CoreSystem; c == nil || *c != (pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 4}) {
+			t.Errorf("umbrella: got core system %+v, want crm (4 running files)", c)
+		}
+	})
+}
+
+// With an existing bucket there is no ingest stack: the core systems get a stack of their own.
+func TestCoreSystemsWithAnExistingBucket(t *testing.T) {
+	_, built := synthApp(t, "coresystems.json", stacks.Options{BucketName: "existing-ingest-bucket"})
+	if built.Ingest != nil || built.CoreSystemStack == nil || *built.CoreSystemStack.StackName() != "TenantPipeline-CoreSystems" {
+		t.Fatalf("got ingest %v, core system stack %v, want no ingest stack and TenantPipeline-CoreSystems", built.Ingest, built.CoreSystemStack)
+	}
+	tpl := templateJSON(assertions.Template_FromStack(built.CoreSystemStack, nil))
+	if got := len(byType(tpl, "AWS::DynamoDB::Table")); got != 2 || len(built.CoreSystems) != 2 {
+		t.Errorf("got %d tables and %d core systems, want 2 and 2", got, len(built.CoreSystems))
+	}
+}
