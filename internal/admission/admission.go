@@ -99,6 +99,14 @@ type Decision struct {
 	Ahead, Free int
 	// Running and Limit are the blocking (or last) gate's running files and effective limit.
 	Running, Limit int
+	// Looks are the gates this call read, in order, as it found them.
+	Looks []Look
+}
+
+// Look is one gate as one Admit found it.
+type Look struct {
+	Gate           string
+	Running, Limit int
 }
 
 // Store is the admission state of one table or several.
@@ -155,12 +163,13 @@ func (s *Store) Admit(ctx context.Context, r Request) (Decision, error) {
 		if gd.Unknown {
 			return gd, nil
 		}
+		dec.Looks = append(dec.Looks, Look{Gate: g.Key, Running: gd.Running, Limit: gd.Limit})
 		dec.Held = dec.Held && gd.Held
 		dec.Waited = dec.Waited || gd.Waited
 		dec.WaitedFor = max(dec.WaitedFor, gd.WaitedFor)
 		dec.Running, dec.Limit, dec.Gate = gd.Running, gd.Limit, g.Key
 		if !gd.Admitted {
-			gd.Gate = g.Key
+			gd.Gate, gd.Looks = g.Key, dec.Looks
 			gd.Held, gd.Waited = false, dec.Waited || gd.Waited
 			gd.WaitedFor = max(dec.WaitedFor, gd.WaitedFor)
 			return gd, nil

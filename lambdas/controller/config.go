@@ -63,6 +63,10 @@ type Config struct {
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
+	// PoolAdmissionTable is the pool's admission table (EnvPoolAdmissionTable), and
+	// PoolMaxRunningFiles its pool gate's limit (EnvPoolMaxRunningFiles); a pool controller only.
+	PoolAdmissionTable  string
+	PoolMaxRunningFiles int
 
 	// executionPrefix is the execution ARN of this state machine without the execution name.
 	executionPrefix string
