@@ -619,6 +619,66 @@ func conditionFailed(err error) bool {
 	return errors.As(err, &cf)
 }
 
+// Summary is one gate as an operator sees it.
+type Summary struct {
+	Gate string `json:"gate"`
+	// Running are the executions holding a live lease, sorted.
+	Running []string `json:"running"`
+	// Limit is the effective limit (adaptive or configured), MaxRunningFiles the configured one.
+	Limit           int `json:"limit"`
+	MaxRunningFiles int `json:"maxRunningFiles"`
+	// Waiting is the number of tenants waiting (live entries); OldestWaitSeconds the longest wait.
+	Waiting           int     `json:"waitingTenants"`
+	OldestWaitSeconds float64 `json:"oldestAdmissionWaitSeconds"`
+}
+
+// Summarize reads the gate whole: its leases and every waiting entry (a paginated Query; for
+// operators, not for the controllers' hot path).
+func (s *Store) Summarize(ctx context.Context, g Gate) (Summary, error) {
+	now := s.now()
+	st, err := s.read(ctx, g, now)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Gate: g.Key, Limit: st.limit, MaxRunningFiles: g.Limit, Running: []string{}}
+	for _, l := range st.leases {
+		sum.Running = append(sum.Running, l.execution)
+	}
+	slices.Sort(sum.Running)
+	var start map[string]types.AttributeValue
+	for {
+		out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(g.Table),
+			ConsistentRead:            aws.Bool(true),
+			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :w)"),
+			ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK, "#r": attrRenewedAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":w": str(waitPrefix)},
+			ProjectionExpression:      aws.String("#sk, #r"),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return Summary{}, fmt.Errorf("read the waiting tenants: %w", err)
+		}
+		for _, it := range out.Items {
+			if now.Sub(time.UnixMilli(nOf(it, attrRenewedAt))) > s.WaiterTTL {
+				continue
+			}
+			sum.Waiting++
+			parts := strings.Split(sOf(it, AttrSK), "#") // wait, weight, since, tenant
+			if len(parts) >= 3 {
+				if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil {
+					sum.OldestWaitSeconds = max(sum.OldestWaitSeconds, now.Sub(time.UnixMilli(ms)).Seconds())
+				}
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		start = out.LastEvaluatedKey
+	}
+	return sum, nil
+}
+
 // Holders lists the executions holding a live lease in the gate, for operators.
 func (s *Store) Holders(ctx context.Context, g Gate) ([]string, int, error) {
 	st, err := s.read(ctx, g, s.now())

@@ -412,3 +412,21 @@ func TestStaleWaiterStopsCounting(t *testing.T) {
 		t.Fatalf("late: got %+v, want admitted past the stale entry", d)
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	mustAdmit(t, s, req("a", "a-f", 1, g))
+	mustAdmit(t, s, req("b", "b-f", 1, g))
+	mustAdmit(t, s, req("c", "c-f", 1, g))
+	clk.Add(40 * time.Second)
+	mustAdmit(t, s, req("d", "d-f", 2, g))
+	clk.Add(20 * time.Second)
+	sum, err := s.Summarize(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Running, []string{"a-f", "b-f"}) || sum.Waiting != 2 || sum.OldestWaitSeconds != 60 || sum.Limit != 2 {
+		t.Fatalf("got %+v, want a-f and b-f running, 2 waiting, the oldest for 60 s", sum)
+	}
+}
