@@ -100,6 +100,32 @@ const (
 	UnknownTenantEvents = "UnknownTenantEvents"
 )
 
+// Admission metric names (docs/controller.md, "Admission"), with the Tenant dimension.
+const (
+	// Admissions counts files admitted to start after asking admission.
+	Admissions = "Admissions"
+	// AdmissionWaits counts deliveries held because the file may not start yet.
+	AdmissionWaits = "AdmissionWaits"
+	// AdmissionWaitSeconds is how long the tenant's head file has waited for admission so far (on
+	// each wait) or in all (when admitted). Maximum per period is the oldest admission wait.
+	AdmissionWaitSeconds = "AdmissionWaitSeconds"
+)
+
+// DimensionCoreSystem is the dimension of the metrics of one core system's gate.
+const DimensionCoreSystem = "CoreSystem"
+
+// Metric names with the dimension CoreSystem, emitted by the controllers that ask its gate.
+const (
+	// CoreRunningFiles is the core system's running files as one admission read them.
+	CoreRunningFiles = "RunningFiles"
+	// CoreRunningFileLimit is the core system's effective running-file limit (the adaptive one
+	// when adaptive, else maxRunningFiles).
+	CoreRunningFileLimit = "RunningFileLimit"
+	// CoreAdmissionWaitSeconds is AdmissionWaitSeconds by core system: its maximum per period is
+	// the core system's oldest admission wait (the admission-wait alarm's metric).
+	CoreAdmissionWaitSeconds = "AdmissionWaitSeconds"
+)
+
 // PoolTenantMetrics are the tenant metrics a pool's controller also emits with the dimension set
 // [Pool, Tenant] (Emitter.InPool), besides [Tenant]: the pool's per-tenant alarms and dashboard
 // query them with Metrics Insights, WHERE Pool = '<pool>' GROUP BY Tenant, and a query can only be

@@ -69,6 +69,10 @@ type Handler struct {
 	sleep   func(context.Context, time.Duration) error
 	// throttleBackoff draws the wait of a throttled delivery (throttle.go).
 	throttleBackoff retry.BackoffDelayer
+	// admission decides when a file may start (admission.go); nil: no admission.
+	admission admitter
+	// coreMetrics is the emitter of a core system's gate metrics; nil: none.
+	coreMetrics func(coreSystem string) *metrics.Emitter
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
@@ -128,6 +132,8 @@ type delivery struct {
 	armed      bool
 	visibility time.Duration
 	started    bool
+	// admitted: the file holds its running-file slots (admission.go).
+	admitted bool
 }
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
@@ -164,12 +170,34 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
 
+	var st *sfn.DescribeExecutionOutput
+	if h.admits() {
+		dec, err := h.admit(ctx, d, name, d.attempt == 1)
+		switch {
+		case err != nil:
+			return h.serviceError(ctx, d, "ask admission whether the file may start", err)
+		case dec.Unknown || dec.Held:
+			// The file's execution may exist: look it up as usual.
+		case !dec.Admitted:
+			return h.admissionWait(ctx, d, dec)
+		default:
+			// Admitted now: no delivery started it before (see admission.go).
+			if h.cfg.WakeEvents {
+				h.arm(ctx, d, name, arn)
+			}
+			st, err = h.start(ctx, d, ev, name, arn)
+			return h.afterLookup(ctx, d, name, arn, st, err, pollUntil)
+		}
+	}
 	if h.cfg.WakeEvents {
 		st, done, err := h.wokenSucceeded(ctx, d, name, arn)
 		if err != nil {
 			return h.serviceError(ctx, d, "confirm the recorded end of the file's execution", err)
 		}
 		if done {
+			if err := h.releaseLeases(ctx, d.log, name); err != nil {
+				return h.serviceError(ctx, d, "release the file's running-file slots", err)
+			}
 			d.exec = st
 			d.log.InfoContext(ctx, "file done (recorded from its status event, confirmed)", "executionArn", arn, "status", string(st.Status),
 				"executionSeconds", runSeconds(st))
@@ -179,7 +207,15 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		}
 		h.arm(ctx, d, name, arn)
 	}
-	name, arn, st, err := h.lookup(ctx, d, ev, name, arn)
+	name, arn, st, err = h.lookup(ctx, d, ev, name, arn)
+	return h.afterLookup(ctx, d, name, arn, st, err, pollUntil)
+}
+
+// afterLookup decides on the file once its execution has been looked up or started.
+func (h *Handler) afterLookup(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, err error, pollUntil time.Time) decision {
+	if dec, ok := admissionWaitOf(err); ok {
+		return h.admissionWait(ctx, d, dec)
+	}
 	// With wake-up events, only the delivery that started the execution polls: every describe
 	// counts against the account's DescribeExecution quota (docs/controller.md, "Call budget").
 	if err == nil && (!h.cfg.WakeEvents || d.started) {
@@ -192,11 +228,17 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	switch st.Status {
 	case sfntypes.ExecutionStatusRunning, sfntypes.ExecutionStatusPendingRedrive:
+		if !d.started {
+			h.renewLeases(ctx, d, name)
+		}
 		wait := h.runningWait(d)
 		d.log.InfoContext(ctx, "waiting for the file's execution", "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
 		d.count(metrics.Waits)
 		return h.hold(ctx, d, wait)
 	case sfntypes.ExecutionStatusSucceeded:
+		if err := h.releaseLeases(ctx, d.log, name); err != nil {
+			return h.serviceError(ctx, d, "release the file's running-file slots", err)
+		}
 		d.log.InfoContext(ctx, "file done", "executionArn", arn, "status", string(st.Status), "executionSeconds", runSeconds(st))
 		d.count(metrics.Completions)
 		return released
@@ -240,6 +282,15 @@ func isNotFound(err error) bool {
 // A DynamoDB tenant's file takes the tenant's next order first (order.go): only here, when the
 // execution is not known to exist, so a delivery that finds it never takes another.
 func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (*sfn.DescribeExecutionOutput, error) {
+	if h.admits() && !d.admitted {
+		dec, err := h.admit(ctx, d, name, true)
+		if err != nil {
+			return nil, fmt.Errorf("ask admission whether the file may start: %w", err)
+		}
+		if !dec.Admitted {
+			return nil, &admissionWaitError{dec: dec}
+		}
+	}
 	in := h.fileInput(ev)
 	if h.ordered() {
 		order, err := h.nextOrder(ctx, name)
@@ -346,6 +397,11 @@ func (h *Handler) pollDeadline(ctx context.Context) time.Time {
 func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput) decision {
 	// The error name only: the cause is free text from the workflow and could quote record data.
 	attrs := []any{"executionArn", arn, "status", string(st.Status), "executionError", aws.ToString(st.Error), "policy", h.cfg.OnFailure}
+	// An ended file runs no more: its slots go to the next file, of this tenant or another, also
+	// while a halted tenant waits for its operator.
+	if err := h.releaseLeases(ctx, d.log, name); err != nil {
+		return h.serviceError(ctx, d, "release the file's running-file slots", err)
+	}
 	if h.cfg.OnFailure == pipeline.OnFailureContinue {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {
 			return held

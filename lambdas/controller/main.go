@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -57,6 +58,7 @@ func main() {
 			p := NewPool(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg, awsconfig.S3Options), logger,
 				metrics.NewDimension(os.Stdout, ns, metrics.DimensionPool, cfg.Shared.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, ns, tenant) })
+			p.admission, p.coreMetrics = newAdmission(cfg.Shared, dynamodb.NewFromConfig(awsCfg)), coreMetrics(ns)
 			// The pool queue's SQS events and the pool's status change events (wake.go).
 			return p.Invoke
 		}
@@ -71,6 +73,7 @@ func main() {
 				logger,
 				metrics.New(os.Stdout, cfg.MetricsNamespace, cfg.Tenant.ID),
 			)
+			h.admission, h.coreMetrics = newAdmission(cfg, dynamodb.NewFromConfig(awsCfg)), coreMetrics(cfg.MetricsNamespace)
 			// One binary, two event shapes: the tenant queue's SQS events, and the file state
 			// machine's status change events from the wake-up rule (wake.go).
 			return h.Invoke
@@ -86,4 +89,11 @@ func main() {
 		os.Exit(1)
 	}
 	lambda.Start(build(awsCfg))
+}
+
+// coreMetrics makes the emitter of one core system's gate metrics (dimension CoreSystem).
+func coreMetrics(ns string) func(string) *metrics.Emitter {
+	return func(name string) *metrics.Emitter {
+		return metrics.NewDimension(os.Stdout, ns, metrics.DimensionCoreSystem, name)
+	}
 }

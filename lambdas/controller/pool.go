@@ -37,6 +37,9 @@ type Pool struct {
 	tenantMetrics func(tenant string) *metrics.Emitter
 	// setup, if set, adjusts each tenant's Handler when it is made (tests: clocks).
 	setup func(*Handler)
+	// admission and coreMetrics are given to each tenant's Handler (admission.go).
+	admission   admitter
+	coreMetrics func(coreSystem string) *metrics.Emitter
 
 	mu       sync.Mutex
 	handlers map[string]*Handler
@@ -70,6 +73,7 @@ func (p *Pool) handler(id string) (*Handler, bool) {
 	// The tenant's metrics also carry [Pool, Tenant] for those the pool's per-tenant alarms query
 	// (metrics.PoolTenantMetrics), so that a query can keep to this pool's tenants.
 	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
+	h.admission, h.coreMetrics = p.admission, p.coreMetrics
 	if p.setup != nil {
 		p.setup(h)
 	}

@@ -156,6 +156,10 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 		count(metrics.WakeIgnored)
 		return nil
 	}
+	// The event comes from the reserved aws.states source and names this state machine's
+	// execution, so its end frees the file's running-file slots at once, whatever the wake-up
+	// state says (admission.go). A failure here is left to the delivery, which releases too.
+	_ = h.releaseLeases(ctx, log, sc.Name)
 	st, found, err := h.readWakeState(ctx)
 	switch {
 	case err != nil:
