@@ -103,7 +103,8 @@ func TestScenarioStatusEvents(t *testing.T) {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
 				}
 				// Each lost end is found by the safety net's delivery, which describes the execution
-				// (no in-process polling; a delivered SUCCEEDED costs one describe that confirms it).
+				// (no in-process polling; a delivered SUCCEEDED releases its file on the record, with no
+				// describe, since the app's bucket carries the write Deny).
 				if got := rep.APICalls["stepfunctions"]["DescribeExecution"]; got < c.Dropped {
 					t.Errorf("DescribeExecution calls: got %d, want at least one per lost event (%d)", got, c.Dropped)
 				}
