@@ -8,9 +8,12 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -150,4 +153,83 @@ func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControlPrefixProtectedEnv: CONTROL_PREFIX_PROTECTED is "true" exactly when the ingest bucket
+// is created in the app and its policy carries BucketWriteDeny for the pipeline's role path and
+// operators, in both tiers; an imported bucket, a created one without the statement, or one whose
+// statement spares another role path, keep the confirming DescribeExecution ("false").
+func TestControlPrefixProtectedEnv(t *testing.T) {
+	t.Run("app", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, bucketName, want string
+		}{
+			{"bucket created with the Deny", "", "true"},
+			{"imported bucket", "corp-ingest", "false"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := stackOptions("")
+				o.BucketName = tc.bucketName
+				_, built := synthApp(t, "pool.json", o)
+				tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+				env := get(t, props(tenantResources(t, tpl, "AWS::Lambda::Function", "acme")[controllerID(t, tpl, "acme")]), "Environment", "Variables")
+				if got := get(t, env, pipeline.EnvControlPrefixProtected); got != tc.want {
+					t.Errorf("silo: got %s=%v, want %s", pipeline.EnvControlPrefixProtected, got, tc.want)
+				}
+				for _, stack := range built.PoolStacks {
+					if got := poolControllerEnv(t, stack)[pipeline.EnvControlPrefixProtected]; got != tc.want {
+						t.Errorf("pool %s: got %s=%v, want %s", *stack.StackName(), pipeline.EnvControlPrefixProtected, got, tc.want)
+					}
+				}
+			})
+		}
+	})
+	t.Run("construct", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			deny func(b awss3.Bucket) awsiam.PolicyStatement // added after the constructs; nil: none
+			want string
+		}{
+			{"no Deny", nil, "false"},
+			{"the Deny, added after the constructs", func(b awss3.Bucket) awsiam.PolicyStatement {
+				return tenantpipeline.BucketWriteDeny(b, tenantpipeline.DefaultRolePath, tenantpipeline.Operators{})
+			}, "true"},
+			{"a Deny that spares another role path", func(b awss3.Bucket) awsiam.PolicyStatement {
+				return tenantpipeline.BucketWriteDeny(b, "/other/", tenantpipeline.Operators{})
+			}, "false"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+				stack := awscdk.NewStack(app, jsii.String("Protected"), nil)
+				bucket := stacks.NewIngestBucket(stack, "Bucket")
+				tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+					Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
+				tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket,
+					Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})
+				if tc.deny != nil {
+					bucket.AddToResourcePolicy(tc.deny(bucket))
+				}
+				tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+				env := get(t, props(tenantResources(t, tpl, "AWS::Lambda::Function", "acme")[controllerID(t, tpl, "acme")]), "Environment", "Variables")
+				if got := get(t, env, pipeline.EnvControlPrefixProtected); got != tc.want {
+					t.Errorf("silo: got %s=%v, want %s", pipeline.EnvControlPrefixProtected, got, tc.want)
+				}
+				if got := poolControllerEnv(t, stack)[pipeline.EnvControlPrefixProtected]; got != tc.want {
+					t.Errorf("pool: got %s=%v, want %s", pipeline.EnvControlPrefixProtected, got, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// poolControllerEnv is the environment of the pool controller in stack.
+func poolControllerEnv(t *testing.T, stack awscdk.Stack) map[string]any {
+	t.Helper()
+	for id, f := range byType(templateJSON(assertions.Template_FromStack(stack, nil)), "AWS::Lambda::Function") {
+		if strings.HasPrefix(id, "PoolController") {
+			return get(t, props(f), "Environment", "Variables").(map[string]any)
+		}
+	}
+	t.Fatalf("no pool controller in stack %s", *stack.StackName())
+	return nil
 }

@@ -403,6 +403,7 @@ func (t *TenantPool) build() {
 	if s.WakeEvents() {
 		controllerEnv[pipeline.EnvWakeEvents] = "true"
 		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
+		controllerEnv[pipeline.EnvControlPrefixProtected] = controlPrefixProtected(p.Bucket, s.RolePath, s.Operators)
 	}
 	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv)
 	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{

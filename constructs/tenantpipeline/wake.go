@@ -2,11 +2,15 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -28,15 +32,72 @@ const (
 // StatusRuleStatuses are the statuses the status rule matches: the ends of an execution.
 var StatusRuleStatuses = []string{pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusTimedOut, pipeline.StatusAborted}
 
-// wakeEnv is the controller's environment for the wake-up: WAKE_EVENTS, SAFETY_NET_SECONDS, and the
-// poll budget (none with wake events).
+// wakeEnv is the controller's environment for the wake-up: WAKE_EVENTS, SAFETY_NET_SECONDS,
+// CONTROL_PREFIX_PROTECTED, and the poll budget (none with wake events).
 func (t *TenantPipeline) wakeEnv(env map[string]string) {
 	p := t.Props
 	env[pipeline.EnvPollBudgetSeconds] = strconv.Itoa(int(p.PollBudget().Seconds()))
 	if p.WakeEvents() {
 		env[pipeline.EnvWakeEvents] = "true"
 		env[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(p.SafetyNetInterval.Seconds()))
+		env[pipeline.EnvControlPrefixProtected] = controlPrefixProtected(p.Bucket, p.RolePath, p.Operators)
 	}
+}
+
+// controlPrefixProtected is the controller's CONTROL_PREFIX_PROTECTED: "true" when the ingest
+// bucket's own policy carries BucketWriteDeny for these roles and operators, else "false". With
+// it, the controller releases a file on the SUCCEEDED its wake-up handler recorded under
+// control/, without confirming it (docs/controller.md, "Releasing on the status event"): only
+// the Deny keeps others from writing that record. It is read when the template is rendered, so
+// a statement the app adds after the construct counts. A bucket this app imports has a policy
+// CDK cannot read, so its controllers always confirm: fail closed, even when its owner added the
+// statement.
+func controlPrefixProtected(bucket awss3.IBucket, rolePath string, ops Operators) string {
+	return *awscdk.Lazy_String(&writeDenyProducer{bucket: bucket, rolePath: rolePath, ops: ops}, nil)
+}
+
+type writeDenyProducer struct {
+	bucket   awss3.IBucket
+	rolePath string
+	ops      Operators
+}
+
+// Produce implements awscdk.IStableStringProducer.
+func (p *writeDenyProducer) Produce() *string {
+	return jsii.String(strconv.FormatBool(hasWriteDeny(p.bucket, p.rolePath, p.ops)))
+}
+
+// hasWriteDeny reports whether bucket is created in this app and its policy holds exactly the
+// statement BucketWriteDeny makes for rolePath and ops.
+func hasWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) bool {
+	if bucket == nil {
+		return false
+	}
+	if _, ok := bucket.Node().DefaultChild().(awss3.CfnBucket); !ok {
+		return false // imported: its policy is not in this app
+	}
+	policy := bucket.Policy()
+	if policy == nil {
+		return false
+	}
+	// Both sides resolved as documents, so that they render alike.
+	statements := func(doc awsiam.PolicyDocument) []any {
+		m, _ := awscdk.Stack_Of(bucket).Resolve(doc).(map[string]any)
+		s, _ := m["Statement"].([]any)
+		return s
+	}
+	want := statements(awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{
+		Statements: &[]awsiam.PolicyStatement{BucketWriteDeny(bucket, rolePath, ops)},
+	}))
+	if len(want) != 1 {
+		return false
+	}
+	for _, s := range statements(policy.Document()) {
+		if reflect.DeepEqual(s, want[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // newStatusRule sends the ends of sm's executions to controller.

@@ -103,7 +103,8 @@ func TestScenarioStatusEvents(t *testing.T) {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
 				}
 				// Each lost end is found by the safety net's delivery, which describes the execution
-				// (no in-process polling; a delivered SUCCEEDED costs one describe that confirms it).
+				// (no in-process polling; a delivered SUCCEEDED releases its file on the record, with no
+				// describe, since the app's bucket carries the write Deny).
 				if got := rep.APICalls["stepfunctions"]["DescribeExecution"]; got < c.Dropped {
 					t.Errorf("DescribeExecution calls: got %d, want at least one per lost event (%d)", got, c.Dropped)
 				}
@@ -199,6 +200,37 @@ type controllerCalls struct {
 	describes, invocations                       int64
 }
 
+// checkControlPrefixProtected fails unless every controller function with wake-up events of the
+// synthesized app in dir has CONTROL_PREFIX_PROTECTED=want.
+func checkControlPrefixProtected(t *testing.T, dir, want string) {
+	t.Helper()
+	asm, err := LoadAssembly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controllers := 0
+	for _, fn := range asm.OfType("AWS::Lambda::Function") {
+		var pkg string
+		if err := json.Unmarshal(fn.Metadata[MetadataSource], &pkg); err != nil || pkg != controllerPkg {
+			continue
+		}
+		var env struct{ Variables map[string]any }
+		if err := json.Unmarshal(fn.Properties["Environment"], &env); err != nil {
+			t.Fatalf("controller %s: environment: %v", fn.LogicalID, err)
+		}
+		if env.Variables["WAKE_EVENTS"] != "true" {
+			continue // a pool's router, or a controller without wake-up events
+		}
+		controllers++
+		if got := env.Variables["CONTROL_PREFIX_PROTECTED"]; got != want {
+			t.Errorf("controller %s: got CONTROL_PREFIX_PROTECTED=%v, want %s", fn.LogicalID, got, want)
+		}
+	}
+	if controllers == 0 {
+		t.Fatalf("no controller function with wake-up events in %s", dir)
+	}
+}
+
 func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
 	t.Helper()
 	var c controllerCalls
@@ -244,6 +276,9 @@ func TestFiguresControllerCalls(t *testing.T) {
 		// Before the wake-up on status events: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
 		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
 	}
+	// The app's ingest bucket carries the write Deny, so the construct lets the controllers release
+	// on the recorded SUCCEEDED without a describe: the "events on" line measures that path.
+	checkControlPrefixProtected(t, wakeAssembly(t, scenarioTenants), "true")
 	results := make([]controllerCalls, len(modes))
 	var wg sync.WaitGroup
 	for i, mode := range modes {

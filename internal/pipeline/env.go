@@ -29,6 +29,12 @@ const (
 	// EnvSafetyNetSeconds is the longest wait for a running execution when wake-up events are on:
 	// a lost event delays the next file by at most this.
 	EnvSafetyNetSeconds = "SAFETY_NET_SECONDS"
+	// EnvControlPrefixProtected, "true", says the ingest bucket's policy denies writes under
+	// control/ to everyone but the pipeline's roles and the operators (the construct sets it when
+	// the bucket carries that Deny). The controller then releases a file on the SUCCEEDED that its
+	// wake-up handler recorded, without a DescribeExecution; otherwise it confirms the record with
+	// one. Default "false": confirm.
+	EnvControlPrefixProtected = "CONTROL_PREFIX_PROTECTED"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

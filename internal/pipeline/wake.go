@@ -77,14 +77,17 @@ type WakeState struct {
 }
 
 // WakeDone is what the wake-up handler records when a status change event ends the execution the
-// wake state names. Status is the event's detail.status.
+// wake state names. Status is the event's detail.status; StartDate and StopDate are its
+// detail.startDate and detail.stopDate, when the event has them.
 type WakeDone struct {
-	Version       int       `json:"version"`
-	ExecutionName string    `json:"executionName"`
-	ExecutionARN  string    `json:"executionArn"`
-	Status        string    `json:"status"`
-	EventID       string    `json:"eventId"`
-	WrittenAt     time.Time `json:"writtenAt"`
+	Version       int        `json:"version"`
+	ExecutionName string     `json:"executionName"`
+	ExecutionARN  string     `json:"executionArn"`
+	Status        string     `json:"status"`
+	EventID       string     `json:"eventId"`
+	StartDate     *time.Time `json:"startDate,omitempty"`
+	StopDate      *time.Time `json:"stopDate,omitempty"`
+	WrittenAt     time.Time  `json:"writtenAt"`
 }
 
 func (s WakeState) validate() error {

@@ -108,6 +108,7 @@ func TestDecodeWakeDone(t *testing.T) {
 		{"lower case", strings.Replace(good, "SUCCEEDED", "succeeded", 1), "not a terminal status"},
 		{"trailing data", good + good, "data after"},
 		{"unknown field", strings.Replace(good, `"version":1`, `"version":1,"receiptHandle":"x"`, 1), "unknown field"},
+		{"with the event's dates", strings.Replace(good, `"version":1`, `"version":1,"startDate":"2024-05-01T09:00:00Z","stopDate":"2024-05-01T09:04:10Z"`, 1), ""},
 		{"no name", strings.Replace(good, `"executionName":"6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2"`, `"executionName":""`, 1), "executionName is empty"},
 	}
 	for _, tt := range tests {

@@ -60,6 +60,10 @@ type Config struct {
 	WakeEvents bool
 	// SafetyNet is the longest wait for a running execution when WakeEvents is on.
 	SafetyNet time.Duration
+	// ControlPrefixProtected says the bucket's policy lets only the pipeline and the operators write
+	// under control/: a recorded SUCCEEDED then releases its file without a DescribeExecution
+	// (wake.go, wokenSucceeded).
+	ControlPrefixProtected bool
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
@@ -397,13 +401,8 @@ func (e *envReader) shared() Config {
 	c.PollBudget = e.duration(pipeline.EnvPollBudgetSeconds, e.optional(pipeline.EnvPollBudgetSeconds, strconv.Itoa(int(defaultPollBudget/time.Second))), time.Second, 0, 15*time.Minute)
 	c.RegisterTimeout = e.duration(pipeline.EnvRegisterTimeoutSeconds, e.optional(pipeline.EnvRegisterTimeoutSeconds, strconv.Itoa(int(maxRegisterTimeout/time.Second))), time.Second, time.Second, maxRegisterTimeout)
 	c.SafetyNet = e.duration(pipeline.EnvSafetyNetSeconds, e.optional(pipeline.EnvSafetyNetSeconds, strconv.Itoa(int(defaultSafetyNet/time.Second))), time.Second, time.Second, maxVisibility)
-	switch v := e.optional(pipeline.EnvWakeEvents, "false"); v {
-	case "true":
-		c.WakeEvents = true
-	case "false":
-	default:
-		e.bad(pipeline.EnvWakeEvents, "%q, want \"true\" or \"false\"", v)
-	}
+	c.WakeEvents = e.boolean(pipeline.EnvWakeEvents)
+	c.ControlPrefixProtected = e.boolean(pipeline.EnvControlPrefixProtected)
 	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
 	// safety net, so that a message whose visibility change failed still comes back within it.
 	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {
@@ -413,6 +412,18 @@ func (e *envReader) shared() Config {
 		e.bad(pipeline.EnvFirstWaitMillis, "%s is longer than %s=%s", c.FirstWait, pipeline.EnvMaxWaitSeconds, c.MaxWait)
 	}
 	return c
+}
+
+// boolean reads an optional "true" or "false", default false.
+func (e *envReader) boolean(name string) bool {
+	switch v := e.optional(name, "false"); v {
+	case "true":
+		return true
+	case "false":
+	default:
+		e.bad(name, "%q, want \"true\" or \"false\"", v)
+	}
+	return false
 }
 
 func checkURL(name, v string, bad func(name, format string, args ...any)) {

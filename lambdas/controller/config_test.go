@@ -86,6 +86,7 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"register timeout not a number", map[string]string{pipeline.EnvRegisterTimeoutSeconds: "15m"}, []string{"REGISTER_TIMEOUT_SECONDS:"}},
 		{"wake events not a boolean", map[string]string{pipeline.EnvWakeEvents: "yes"}, []string{"WAKE_EVENTS:", `"yes"`}},
 		{"wake events upper case", map[string]string{pipeline.EnvWakeEvents: "TRUE"}, []string{"WAKE_EVENTS:"}},
+		{"control prefix protected not a boolean", map[string]string{pipeline.EnvControlPrefixProtected: "1"}, []string{"CONTROL_PREFIX_PROTECTED:", `"1"`}},
 		{"safety net zero", map[string]string{pipeline.EnvSafetyNetSeconds: "0"}, []string{"SAFETY_NET_SECONDS:"}},
 		{"safety net above 12 h", map[string]string{pipeline.EnvSafetyNetSeconds: "43201"}, []string{"SAFETY_NET_SECONDS:", "1 to 43200"}},
 		// The queue's visibility timeout (MAX_WAIT_SECONDS) must grow to hold the safety net.
@@ -140,16 +141,20 @@ func TestConfigWakeEvents(t *testing.T) {
 		env           map[string]string
 		wantWake      bool
 		wantSafetyNet time.Duration
+		wantProtected bool
 	}{
-		{"on, safety net equal to the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "300", pipeline.EnvMaxWaitSeconds: "300"}, true, 5 * time.Minute},
-		{"on, default safety net", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "900"}, true, 5 * time.Minute},
-		{"off: an unused safety net may exceed the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "false", pipeline.EnvSafetyNetSeconds: "600"}, false, 10 * time.Minute},
+		{"on, safety net equal to the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "300", pipeline.EnvMaxWaitSeconds: "300"}, true, 5 * time.Minute, false},
+		{"on, default safety net", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "900"}, true, 5 * time.Minute, false},
+		{"off: an unused safety net may exceed the visibility timeout", map[string]string{pipeline.EnvWakeEvents: "false", pipeline.EnvSafetyNetSeconds: "600"}, false, 10 * time.Minute, false},
+		{"on, control prefix protected", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "900", pipeline.EnvControlPrefixProtected: "true"}, true, 5 * time.Minute, true},
+		{"on, control prefix not protected", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "900", pipeline.EnvControlPrefixProtected: "false"}, true, 5 * time.Minute, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := mustConfig(t, tt.env)
-			if cfg.WakeEvents != tt.wantWake || cfg.SafetyNet != tt.wantSafetyNet {
-				t.Errorf("got wake events %v, safety net %v, want %v, %v", cfg.WakeEvents, cfg.SafetyNet, tt.wantWake, tt.wantSafetyNet)
+			if cfg.WakeEvents != tt.wantWake || cfg.SafetyNet != tt.wantSafetyNet || cfg.ControlPrefixProtected != tt.wantProtected {
+				t.Errorf("got wake events %v, safety net %v, control prefix protected %v, want %v, %v, %v",
+					cfg.WakeEvents, cfg.SafetyNet, cfg.ControlPrefixProtected, tt.wantWake, tt.wantSafetyNet, tt.wantProtected)
 			}
 		})
 	}

@@ -190,16 +190,16 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		}
 	}
 	if h.cfg.WakeEvents {
-		st, done, err := h.wokenSucceeded(ctx, d, name, arn)
+		st, how, err := h.wokenSucceeded(ctx, d, name, arn)
 		if err != nil {
 			return h.serviceError(ctx, d, "confirm the recorded end of the file's execution", err)
 		}
-		if done {
+		if how != "" {
 			if err := h.releaseLeases(ctx, d.log, name); err != nil {
 				return h.serviceError(ctx, d, "release the file's running-file slots", err)
 			}
 			d.exec = st
-			d.log.InfoContext(ctx, "file done (recorded from its status event, confirmed)", "executionArn", arn, "status", string(st.Status),
+			d.log.InfoContext(ctx, "file done (recorded from its status event, "+how+")", "executionArn", arn, "status", string(st.Status),
 				"executionSeconds", runSeconds(st))
 			d.count(metrics.Completions)
 			d.count(metrics.WakeReleases)

@@ -42,15 +42,57 @@ import (
 //     visibility change 0 comes after the controller's. No completion falls in between.
 //   - The wake-up handler checks that the event's execution is the one in wake.json, records its
 //     status in control/<tenant>/wake-done.json, then makes the message visible
-//     (ChangeMessageVisibility 0). A recorded SUCCEEDED, which is final (RedriveExecution restarts
-//     only FAILED, TIMED_OUT and ABORTED executions,
-//     https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html), is
-//     confirmed with one DescribeExecution and released without the wake-up state: the record is
-//     an object anyone allowed to write control/ could forge. Any other status is described as usual.
+//     (ChangeMessageVisibility 0). A recorded SUCCEEDED is final (RedriveExecution restarts only
+//     FAILED, TIMED_OUT and ABORTED executions,
+//     https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html),
+//     so the woken delivery releases its file on it, without the wake-up state (see "Releasing on
+//     the status event" below). Any other status is described as usual: the failure policy needs
+//     the execution's details.
 //   - A stale receipt handle (the message was received again, or deleted) is rejected by SQS
 //     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html):
 //     the delivery that holds the current handle decides. A lost event costs at most the safety
 //     net, after which the next delivery describes the execution, as without events.
+//
+// Releasing on the status event (docs/controller.md). Every DescribeExecution draws on one
+// account-wide token bucket, refilled at 15 a second in us-east-1, us-west-2 and eu-west-1 and 10
+// elsewhere (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html): one
+// describe per released file caps an account at 54,000 files an hour (36,000 elsewhere). So a
+// file whose SUCCEEDED event was recorded is released without one, when the record can only be
+// the wake-up handler's:
+//   - The event. Only AWS services put events whose source begins with "aws." on a bus: "Customer-
+//     generated events can have any value here, as long as it doesn't begin with aws."
+//     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-events-structure.html), and
+//     PutEvents refuses such an entry with NotAuthorizedForSourceException
+//     (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html).
+//     The tenant's rule matches source aws.states, the status change detail-type and its own file
+//     state machine's ARN on the default bus, where Step Functions sends these events
+//     (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html), and
+//     Wake checks the source, the detail-type, the state machine and that the execution is the one
+//     wake.json names. The rule's permission lets only that rule invoke the function
+//     (aws:SourceArn). Whoever else may call lambda:InvokeFunction on the controller
+//     (https://docs.aws.amazon.com/lambda/latest/dg/lambda-permissions.html) can already hand it a
+//     forged SQS record and start any file out of order: that permission is an operator's.
+//   - The record. Wake writes wake-done.json only after those checks. When the bucket's policy
+//     denies writes under control/ to everyone but the pipeline's roles and the operators
+//     (BucketWriteDeny in constructs/tenantpipeline; an explicit Deny wins over any Allow,
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html),
+//     nobody else can write it, and an operator can release a file with pipectl anyway. The
+//     construct then sets CONTROL_PREFIX_PROTECTED=true. Without that Deny (a bucket the app
+//     imports, whose policy CDK cannot read), the default, the record is an object anyone allowed
+//     to write control/ could forge, and one DescribeExecution confirms it before the release.
+//   - Even so, a record releases only the file it was written for: the same execution name and
+//     ARN, status SUCCEEDED, an event id, and written no earlier than the message was sent. An
+//     execution name is reserved for 90 days only
+//     (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html), so
+//     a message sent after the record (a replay of an old file, a duplicate event) may start a new
+//     execution under the same name: it is described. A skewed clock only makes a record look
+//     older, which costs a describe, never a wrong release.
+//
+// On the happy path a file therefore costs no DescribeExecution: its first delivery calls
+// StartExecution and does not describe (lookup), the construct sets no in-process polling with
+// wake events (POLL_BUDGET_SECONDS=0), and the woken delivery releases on the record. A file that
+// ends before its event is handled, or whose event is lost, is described by the safety-net
+// delivery, as without events.
 
 // Step Functions status change events (EventBridge "Events from AWS services").
 // https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html
@@ -66,6 +108,20 @@ type statusChange struct {
 	StateMachineARN string `json:"stateMachineArn"`
 	Name            string `json:"name"`
 	Status          string `json:"status"`
+	// StartDate and StopDate are epoch milliseconds (null while the execution runs). Kept raw:
+	// they only feed the head metrics, so a date in another shape never fails the event.
+	StartDate json.RawMessage `json:"startDate"`
+	StopDate  json.RawMessage `json:"stopDate"`
+}
+
+// eventDate is an event's epoch-millisecond date; nil when the event has none, or not a number.
+func eventDate(raw json.RawMessage) *time.Time {
+	var ms float64
+	if err := json.Unmarshal(raw, &ms); err != nil || ms <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(int64(ms)).UTC()
+	return &t
 }
 
 // Invoke is the controller's Lambda entry point. It serves two event shapes: the SQS event of the
@@ -184,7 +240,8 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 	// Recorded before the message is made visible, so the delivery it wakes can read it.
 	if err := h.writeWakeDone(ctx, pipeline.WakeDone{
 		Version: pipeline.WakeDoneVersion, ExecutionName: sc.Name, ExecutionARN: sc.ExecutionARN,
-		Status: sc.Status, EventID: ev.ID, WrittenAt: h.now().UTC(),
+		Status: sc.Status, EventID: ev.ID, StartDate: eventDate(sc.StartDate), StopDate: eventDate(sc.StopDate),
+		WrittenAt: h.now().UTC(),
 	}); err != nil {
 		log.Log(ctx, stateErrorLevel(err), "execution end could not be recorded; the woken delivery describes the execution", "error", err)
 		count(metrics.WakeStateErrors)
@@ -280,14 +337,23 @@ func (h *Handler) arm(ctx context.Context, d *delivery, name, arn string) {
 	}
 }
 
+// How a recorded SUCCEEDED released a file (wokenSucceeded).
+const (
+	// releasedOnRecord: the record alone, under a protected control/ prefix.
+	releasedOnRecord = "released on the record"
+	// releasedConfirmed: the record, confirmed by one DescribeExecution.
+	releasedConfirmed = "confirmed"
+)
+
 // wokenSucceeded reports whether the wake-up handler recorded that execution arn SUCCEEDED, and
-// DescribeExecution confirms it. The record only says where to look: whoever may write under
-// control/ could have written it, so a recorded SUCCEEDED never releases a file on its own. One
-// DescribeExecution confirms it; SUCCEEDED is final, so a confirmed end is the end. The record
-// still spares the delivery its wake-up state, its visibility change and a second look.
-// Any other recorded status, none, or a record that cannot be read leaves the decision to the
-// lookup, with no Step Functions call here. err is a failed DescribeExecution.
-func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) (*sfn.DescribeExecutionOutput, bool, error) {
+// how the record releases the file (see "Releasing on the status event" at the top of this file):
+// on the record alone (releasedOnRecord) when only the pipeline and the operators can write
+// control/ and the record was written for this message, else after one DescribeExecution confirms
+// it (releasedConfirmed). SUCCEEDED is final, so a confirmed end is the end. The record also
+// spares the delivery its wake-up state, its visibility change and a second look. how is "" for
+// any other recorded status, none, or a record that cannot be read: the lookup decides, with no
+// Step Functions call here. err is a failed DescribeExecution.
+func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) (st *sfn.DescribeExecutionOutput, how string, err error) {
 	b, found, err := h.getControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID))
 	var done pipeline.WakeDone
 	if err == nil && found {
@@ -296,24 +362,37 @@ func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn str
 	if err != nil {
 		d.log.Log(ctx, stateErrorLevel(err), "recorded execution end could not be read; describing the execution", "error", err)
 		d.count(metrics.WakeStateErrors)
-		return nil, false, nil
+		return nil, "", nil
 	}
 	if !found || done.ExecutionName != name || done.ExecutionARN != arn || done.Status != pipeline.StatusSucceeded {
-		return nil, false, nil
+		return nil, "", nil
 	}
-	st, err := h.describe(ctx, arn)
+	if h.cfg.ControlPrefixProtected && recordedForMessage(done, d.rec) {
+		return &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Name: aws.String(name),
+			Status: sfntypes.ExecutionStatusSucceeded, StartDate: done.StartDate, StopDate: done.StopDate}, releasedOnRecord, nil
+	}
+	st, err = h.describe(ctx, arn)
 	if err != nil {
-		return nil, false, fmt.Errorf("confirm the recorded end of %s: %w", arn, err)
+		return nil, "", fmt.Errorf("confirm the recorded end of %s: %w", arn, err)
 	}
 	if st.Status != sfntypes.ExecutionStatusSucceeded {
 		// Only the wake-up handler writes the record, and only after a SUCCEEDED event of this very
-		// execution: a record that Step Functions contradicts was written by someone else.
+		// execution: a record that Step Functions contradicts was written by someone else, or for
+		// an earlier execution of the same name.
 		d.log.ErrorContext(ctx, "recorded SUCCEEDED is contradicted by DescribeExecution; the record is ignored (check who may write control/)",
 			"executionArn", arn, "status", string(st.Status), "recordEventId", done.EventID)
 		d.count(metrics.WakeStateErrors)
-		return nil, false, nil
+		return nil, "", nil
 	}
-	return st, true, nil
+	return st, releasedConfirmed, nil
+}
+
+// recordedForMessage reports whether the record can be the end of the execution this message's
+// deliveries started: it names a status event, and it was written no earlier than the message was
+// sent (SentTimestamp). A record without the event, or a message without its send time, is not.
+func recordedForMessage(done pipeline.WakeDone, rec events.SQSMessage) bool {
+	sent, ok := sentAt(rec)
+	return ok && done.EventID != "" && !done.WrittenAt.Before(sent)
 }
 
 func (h *Handler) readWakeState(ctx context.Context) (pipeline.WakeState, bool, error) {

@@ -392,6 +392,10 @@ func TestWake(t *testing.T) {
 				if err != nil || d.Status != tt.wantDone || d.ExecutionName != evID1 || d.EventID != statusEventID {
 					t.Errorf("got wake-done %+v (%v), want status %s of %s from event %s", d, err, tt.wantDone, evID1, statusEventID)
 				}
+				// The fixture's detail.startDate and detail.stopDate (epoch ms).
+				if d.StartDate == nil || d.StopDate == nil || d.StartDate.UnixMilli() != 1714554000000 || d.StopDate.UnixMilli() != 1714554250000 {
+					t.Errorf("got start %v and stop %v, want the event's 1714554000000 and 1714554250000 ms", d.StartDate, d.StopDate)
+				}
 			}
 			w.checkMetrics(t, tt.wantMetrics)
 			if got := w.countLevel(t, "ERROR"); got != tt.wantErrors {
@@ -552,6 +556,17 @@ func TestWakeDelivery(t *testing.T) {
 			wantRelease:   true,
 			wantDescribes: 1,
 			wantMetrics:   map[string]float64{metrics.Completions: 1, metrics.WakeReleases: 1},
+		},
+		{
+			name: "recorded SUCCEEDED, control/ protected: released on the record, no describe, no state, no visibility change",
+			env:  map[string]string{pipeline.EnvControlPrefixProtected: "true"},
+			setup: func(t *testing.T, w *wakeRig) {
+				w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
+				w.putDone(t, evID1, "SUCCEEDED")
+			},
+			receives:    3,
+			wantRelease: true,
+			wantMetrics: map[string]float64{metrics.Completions: 1, metrics.WakeReleases: 1},
 		},
 		{
 			// Anyone who may write control/ can write the record: Step Functions decides.
@@ -716,72 +731,79 @@ func TestWakeWriteOrder(t *testing.T) {
 		"after the describe",
 		"after the delivery",
 	}
-	for _, receives := range []int{1, 3} { // the delivery that starts, and a safety-net delivery
-		for _, at := range points {
-			t.Run(fmt.Sprintf("receive %d, ends %s", receives, at), func(t *testing.T) {
-				w := newWakeRig(t, nil)
-				if receives > 1 {
-					w.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
-					w.putState(t, evID1, "rh-1") // the previous delivery's state
-				}
-				var once sync.Once
-				end := func() {
-					once.Do(func() {
-						w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
-						w.wake(t, evID1, "SUCCEEDED")
-					})
-				}
-				switch at {
-				case "before the delivery":
-					if receives == 1 {
-						t.Skip("the execution does not exist before its first delivery")
+	for _, protected := range []bool{false, true} {
+		for _, receives := range []int{1, 3} { // the delivery that starts, and a safety-net delivery
+			for _, at := range points {
+				t.Run(fmt.Sprintf("protected %v, receive %d, ends %s", protected, receives, at), func(t *testing.T) {
+					w := newWakeRig(t, map[string]string{pipeline.EnvControlPrefixProtected: fmt.Sprint(protected)})
+					if receives > 1 {
+						w.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+						w.putState(t, evID1, "rh-1") // the previous delivery's state
 					}
-					end()
-				case "after the wake-state write":
-					w.s3h.afterPut = func(key string) {
-						if key == pipeline.WakeStateKey("acme") {
-							end()
+					var once sync.Once
+					end := func() {
+						once.Do(func() {
+							w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
+							w.wake(t, evID1, "SUCCEEDED")
+						})
+					}
+					switch at {
+					case "before the delivery":
+						if receives == 1 {
+							t.Skip("the execution does not exist before its first delivery")
+						}
+						end()
+					case "after the wake-state write":
+						w.s3h.afterPut = func(key string) {
+							if key == pipeline.WakeStateKey("acme") {
+								end()
+							}
+						}
+					case "after the safety-net visibility":
+						w.q.afterChange = func(c visibilityChange) {
+							if c.Seconds > 0 {
+								end()
+							}
+						}
+					case "after the describe":
+						w.sfh.afterDescribe = end
+						if receives == 1 {
+							// The first delivery does not describe: it ends right after its start.
+							w.sfn.afterStart = end
 						}
 					}
-				case "after the safety-net visibility":
-					w.q.afterChange = func(c visibilityChange) {
-						if c.Seconds > 0 {
-							end()
+					released := w.deliver(t, receives)
+					if at == "after the delivery" {
+						end()
+					}
+					// An end before the lookup is noticed by the lookup, in this very delivery.
+					beforeLookup := at != "after the describe" && at != "after the delivery"
+					if beforeLookup && !released {
+						t.Errorf("got the message kept, want it released in the same delivery (the lookup comes after the wake-up state)")
+					}
+					if !released && !w.q.visible() {
+						t.Errorf("got the message neither released nor visible (changes %v): the end waits for the safety net", w.q.changes)
+					}
+					if w.sfn.describes > 1 {
+						t.Errorf("got %d describes in one delivery, want at most 1", w.sfn.describes)
+					}
+					// The woken delivery releases the file from the record: confirmed by one describe, or
+					// on the record alone when control/ is protected.
+					if !released {
+						before := w.sfn.describes
+						if !w.deliver(t, receives+1) {
+							t.Errorf("got the woken delivery kept, want it released")
+						}
+						want := 1
+						if protected {
+							want = 0
+						}
+						if w.sfn.describes != before+want {
+							t.Errorf("got %d describes in the woken delivery, want %d", w.sfn.describes-before, want)
 						}
 					}
-				case "after the describe":
-					w.sfh.afterDescribe = end
-					if receives == 1 {
-						// The first delivery does not describe: it ends right after its start.
-						w.sfn.afterStart = end
-					}
-				}
-				released := w.deliver(t, receives)
-				if at == "after the delivery" {
-					end()
-				}
-				// An end before the lookup is noticed by the lookup, in this very delivery.
-				beforeLookup := at != "after the describe" && at != "after the delivery"
-				if beforeLookup && !released {
-					t.Errorf("got the message kept, want it released in the same delivery (the lookup comes after the wake-up state)")
-				}
-				if !released && !w.q.visible() {
-					t.Errorf("got the message neither released nor visible (changes %v): the end waits for the safety net", w.q.changes)
-				}
-				if w.sfn.describes > 1 {
-					t.Errorf("got %d describes in one delivery, want at most 1", w.sfn.describes)
-				}
-				// The woken delivery releases the file from the record, confirmed by one describe.
-				if !released {
-					before := w.sfn.describes
-					if !w.deliver(t, receives+1) {
-						t.Errorf("got the woken delivery kept, want it released")
-					}
-					if w.sfn.describes != before+1 {
-						t.Errorf("got %d describes in the woken delivery, want 1", w.sfn.describes-before)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -920,39 +942,70 @@ func TestWakeWithSDKClients(t *testing.T) {
 	}
 }
 
-// The call budget of the wake-up design with the recorded end confirmed: a file whose SUCCEEDED
-// event arrives costs one StartExecution and exactly one DescribeExecution (the confirmation), plus
-// one per safety-net delivery while it runs: at most one call per file more than trusting the
-// record did, and still at most 12 per running file-hour.
+// The call budget of the wake-up design: a file whose SUCCEEDED event arrives costs one
+// StartExecution and one DescribeExecution per safety-net delivery while it runs (at most 12 per
+// running file-hour with the 5-minute safety net), plus, only when control/ is not protected, the
+// one that confirms the recorded end. Protected, a file shorter than the safety net costs no
+// describe at all.
 func TestWakeCallBudget(t *testing.T) {
-	for _, safetyNets := range []int{0, 1, 3} {
-		t.Run(fmt.Sprintf("%d safety-net deliveries", safetyNets), func(t *testing.T) {
-			w := newWakeRig(t, nil)
-			if w.deliver(t, 1) {
-				t.Fatal("first delivery: got released, want the file waited for")
-			}
-			receives := 1
-			for range safetyNets {
-				receives++
-				if w.deliver(t, receives) {
-					t.Fatalf("safety-net delivery %d: got released, want held", receives)
+	for _, protected := range []bool{true, false} {
+		for _, safetyNets := range []int{0, 1, 3} {
+			t.Run(fmt.Sprintf("protected %v, %d safety-net deliveries", protected, safetyNets), func(t *testing.T) {
+				w := newWakeRig(t, map[string]string{pipeline.EnvControlPrefixProtected: fmt.Sprint(protected)})
+				if w.deliver(t, 1) {
+					t.Fatal("first delivery: got released, want the file waited for")
 				}
-			}
-			w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
-			w.wake(t, evID1, "SUCCEEDED")
-			if !w.q.visible() {
-				t.Fatal("got the head message not woken, want it visible")
-			}
-			receives++
-			if !w.deliver(t, receives) {
-				t.Fatal("woken delivery: got held, want released")
-			}
-			if w.sfn.starts != 1 || w.sfn.describes != safetyNets+1 {
-				t.Errorf("got %d starts and %d describes, want 1 and %d (one per safety net, one confirmation)", w.sfn.starts, w.sfn.describes, safetyNets+1)
-			}
-			if got := w.countLevel(t, "ERROR"); got != 0 {
-				t.Errorf("got %d ERROR lines, want none: %v", got, w.logs(t))
-			}
-		})
+				receives := 1
+				for range safetyNets {
+					receives++
+					if w.deliver(t, receives) {
+						t.Fatalf("safety-net delivery %d: got released, want held", receives)
+					}
+				}
+				w.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
+				w.wake(t, evID1, "SUCCEEDED")
+				if !w.q.visible() {
+					t.Fatal("got the head message not woken, want it visible")
+				}
+				receives++
+				if !w.deliver(t, receives) {
+					t.Fatal("woken delivery: got held, want released")
+				}
+				want := safetyNets // one per safety net
+				if !protected {
+					want++ // the confirmation
+				}
+				if w.sfn.starts != 1 || w.sfn.describes != want {
+					t.Errorf("got %d starts and %d describes, want 1 and %d", w.sfn.starts, w.sfn.describes, want)
+				}
+				if got := w.countLevel(t, "ERROR"); got != 0 {
+					t.Errorf("got %d ERROR lines, want none: %v", got, w.logs(t))
+				}
+			})
+		}
 	}
+}
+
+// Through the real aws-sdk-go-v2 clients: with control/ protected, the woken delivery reads the
+// record and releases the file with that one S3 GET: no DescribeExecution, no wake-up state, no
+// visibility change.
+func TestReleaseOnRecordWithSDKClients(t *testing.T) {
+	env := maps.Clone(wakeEnv)
+	env[pipeline.EnvControlPrefixProtected] = "true"
+	h, stub, _ := sdkHandler(t, env)
+	doneBody, err := pipeline.EncodeWakeDone(pipeline.WakeDone{Version: 1, ExecutionName: evID1, ExecutionARN: arn1, Status: "SUCCEEDED",
+		EventID: statusEventID, WrittenAt: testStart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub.expect(exchange{op: "S3 GET " + testBucket + "/control/acme/wake-done.json", status: 200,
+		header: map[string]string{"Content-Type": "application/json"}, body: string(doneBody)})
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(resp); len(got) != 0 {
+		t.Errorf("woken delivery: got failures %v, want none", got)
+	}
+	stub.done(t)
 }
