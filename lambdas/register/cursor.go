@@ -62,6 +62,10 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (p
 		started := now()
 		n, err := h.register(ctx, one)
 		res.Registered += n
+		var we *WriteError
+		if errors.As(err, &we) {
+			err = we.Err // the pipeline error, unwrapped for the state machine
+		}
 		if err != nil {
 			if c > from && source.ErrorType(err) == pipeline.ErrRetryable {
 				h.Log.Warn("invocation ends before a failed chunk; the next invocation resumes there",
