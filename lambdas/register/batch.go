@@ -64,5 +64,5 @@ func (s *batchSink) send(ctx context.Context, b budget, req pipeline.ChunkReques
 	if err != nil {
 		return RejectedSink, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: %v", b.file, what, err), Err: err}
 	}
-	return s.core.deliver(ctx, b, req, what, BatchIdempotencyKey(req.ExecutionName, req.Chunk), auth, body)
+	return s.core.deliver(ctx, b, req, what, BatchIdempotencyKey(req.ExecutionName, req.Chunk), len(recs), auth, body)
 }

@@ -24,8 +24,12 @@ import (
 )
 
 // ItemAPI is the part of the DynamoDB client Register uses (the DynamoDB sink).
+// GetItem and UpdateItem read and move an adaptive core system's limit (admission.LimitStore) in the
+// core system's admission table.
 type ItemAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 var _ ItemAPI = (*dynamodb.Client)(nil)
@@ -162,7 +166,8 @@ func attributeOf(v any) types.AttributeValue {
 
 // dynamoSink is the DynamoDB sink: one conditional PutItem per record into the tenant's table.
 type dynamoSink struct {
-	api ItemAPI
+	api  ItemAPI
+	pace *pace // the tenant's core system's rate limit, one token per item
 }
 
 // Write writes a chunk's records to the tenant's table. Records of different keys are
@@ -237,6 +242,10 @@ func (s *dynamoSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequ
 			defer func() { <-slots; wg.Done() }()
 			for _, it := range q {
 				if ctx.Err() != nil || after(it.record) {
+					return
+				}
+				if err := s.pace.take(ctx, b, fmt.Sprintf("record %d", it.record), 1, minCallTime); err != nil {
+					fail(it.record, err)
 					return
 				}
 				if err := s.putItem(ctx, b, d.Table, req.Chunk, d.Key[0], it); err != nil {

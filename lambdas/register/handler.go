@@ -56,6 +56,8 @@ type Handler struct {
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
 	now              func() time.Time
+	sleep            func(context.Context, time.Duration) error // Default: a timer under the context.
+	limiters         limiters                                   // the current file's token bucket
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -63,29 +65,33 @@ type Handler struct {
 // match on it.
 func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
 	start := time.Now()
-	res, err := h.registerRun(ctx, req)
+	p := h.newPace(req)
+	res, err := h.registerRun(ctx, req, p)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
+		h.emit(req.Tenant.ID, p.metrics()...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
-	h.emitRegistered(req.Tenant.ID, res.Registered)
+	p.settle(ctx, h.budget(ctx, req), res.Registered)
+	h.emit(req.Tenant.ID, append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
 	return res, nil
 }
 
-// emitRegistered writes the invocation's RecordsRegistered datapoint. A metric that cannot be written
-// never fails an invocation whose records are registered: it is logged at WARN.
-func (h *Handler) emitRegistered(tenant string, n int64) {
-	if h.Metrics == nil {
+// emit writes the invocation's datapoints in one line: RecordsRegistered when it succeeded, and the
+// pace's CoreSystemThrottles and RateLimitWaitSeconds when not zero. A metric that cannot be
+// written never fails an invocation whose records are registered: it is logged at WARN.
+func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
+	if h.Metrics == nil || len(ms) == 0 {
 		return
 	}
 	ns := h.MetricsNamespace
 	if ns == "" {
 		ns = pipeline.DefaultMetricsNamespace
 	}
-	if err := metrics.New(h.Metrics, ns, tenant).Emit(metrics.Count(metrics.RecordsRegistered, float64(n))); err != nil {
+	if err := metrics.New(h.Metrics, ns, tenant).Emit(ms...); err != nil {
 		h.Log.Warn("records registered metric not written", "tenant", tenant, "error", err.Error())
 	}
 }
@@ -94,7 +100,7 @@ func (h *Handler) emitRegistered(tenant string, n int64) {
 // records to the tenant's sink (openSink), which writes them in order and stops at the first
 // failure. Every call runs under the invocation's budget (deadline guard). It returns the number of
 // records written and the sink's *WriteError, whose Err is the error for the state machine.
-func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int64, error) {
+func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace) (int64, error) {
 	f, target, err := validateRequest(req)
 	if err != nil {
 		return 0, err
@@ -104,7 +110,7 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int6
 	if err != nil {
 		return 0, err
 	}
-	return h.openSink(req.Tenant, target).Write(ctx, b, req, recs)
+	return h.openSink(req.Tenant, target, p).Write(ctx, b, req, recs)
 }
 
 // validateRequest checks what a retry cannot fix: the tenant's format settings, chunk size and

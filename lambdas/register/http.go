@@ -70,6 +70,7 @@ type coreClient struct {
 	secrets *SecretCache
 	timeout time.Duration // one POST's HTTP timeout
 	target  string
+	pace    *pace
 }
 
 // wireSource is the source object of a POST's body (docs/data-path.md, "Register wire format").
@@ -105,32 +106,54 @@ func (c coreClient) auth(ctx context.Context, b budget, req pipeline.ChunkReques
 	return v, nil
 }
 
-// deliver POSTs body with the idempotency key and returns the outcome classified (nil when
-// registered) and its Rejection. On a 401 with a secret
-// configured the secret may have been rotated since it was cached: it fetches the secret once more
-// and resends once; a second 401 is permanent. Each POST, and the refresh, runs under the budget;
-// what names the request in messages.
-func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, auth *string, body []byte) (Rejection, error) {
-	resp, err := c.post(ctx, b, what, key, *auth, body)
-	if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" {
-		if *auth, err = c.auth(ctx, b, req, true); err != nil {
-			return rejection(err, 0), err
+// deliver POSTs body, which holds n records, with the idempotency key, and returns the outcome
+// classified (nil when registered) and its Rejection; what names the request in messages. Each
+// POST, and a secret's refresh, runs under the budget.
+//   - Each POST first takes n tokens of the rate limit (pace.take).
+//   - On a 401 with a secret configured the secret may have been rotated since it was cached: it
+//     fetches the secret once more and resends once; a second 401 is permanent.
+//   - On a 429 or 503 it waits as the core system asks (pace.slowedDown) and resends the same
+//     body with the same key, as often as the core system asks; a wait that does not fit the
+//     invocation stops it (Stopped, errSlowDown), and the next invocation resends.
+func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, n int, auth *string, body []byte) (Rejection, error) {
+	sending, refreshed := what, false
+	for attempt := 1; ; attempt++ {
+		if err := c.pace.take(ctx, b, what, n, c.timeout); err != nil {
+			return Stopped, err
 		}
-		resp, err = c.post(ctx, b, "resending "+what+" after a 401", key, *auth, body)
+		resp, err := c.post(ctx, b, sending, key, *auth, body)
+		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
+			if *auth, err = c.auth(ctx, b, req, true); err != nil {
+				return rejection(err, 0), err
+			}
+			sending, refreshed = "resending "+what+" after a 401", true
+			resp, err = c.post(ctx, b, sending, key, *auth, body)
+		}
+		if err == nil && slowDown(resp.status) {
+			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
+				return Stopped, err
+			}
+			continue
+		}
+		var stop *pipeline.RetryableError
+		if errors.As(err, &stop) {
+			if attempt > 1 && errors.Is(err, errNearDeadline) {
+				// The resend after a slow-down answer no longer fits: still a wait, not a failure.
+				return Stopped, b.slowedDown(what, 0)
+			}
+			return Stopped, stop // the budget stopped before the POST
+		}
+		err = classify(b.file, what, resp, err)
+		return rejection(err, resp.status), err
 	}
-	var stop *pipeline.RetryableError
-	if errors.As(err, &stop) {
-		return Stopped, stop // the budget stopped before the POST
-	}
-	err = classify(b.file, what, resp, err)
-	return rejection(err, resp.status), err
 }
 
 // response is what Register keeps of the core system's answer: never the body, which may echo the
 // record.
 type response struct {
-	status   int
-	location string // the Location header, for a redirect's message
+	status     int
+	location   string // the Location header, for a redirect's message
+	retryAfter string // the Retry-After header, for a 429's or 503's wait
 }
 
 // post sends one request and returns the response, or an error if there was no response. It
@@ -159,11 +182,12 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	// core system may echo the record.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return response{status: resp.StatusCode, location: resp.Header.Get("Location")}, nil
+	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
 // classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
-// (already registered) succeed; 408, 429, 5xx and transport failures are retried; anything else,
+// (already registered) succeed; 408, 429, 5xx and transport failures are retried (deliver waits on
+// a 429 or 503 itself and classifies only other answers); anything else,
 // every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
 // redirect is reported with its status and Location: following it would turn the POST into a GET.
 // Messages name the file and record, never its contents or the response body.

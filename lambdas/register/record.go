@@ -58,5 +58,5 @@ func (s *recordSink) send(ctx context.Context, b budget, req pipeline.ChunkReque
 	if err != nil {
 		return RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
 	}
-	return s.core.deliver(ctx, b, req, fmt.Sprintf("record %d", rec.Number), IdempotencyKey(req.ExecutionName, rec.Number), auth, body)
+	return s.core.deliver(ctx, b, req, fmt.Sprintf("record %d", rec.Number), IdempotencyKey(req.ExecutionName, rec.Number), 1, auth, body)
 }

@@ -24,12 +24,13 @@ type Sink interface {
 }
 
 // openSink chooses the tenant's sink: its DynamoDB table when it has one, else its registerUrl in
-// batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB).
-func (h *Handler) openSink(t pipeline.Tenant, target string) Sink {
+// batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
+// p paces the writes toward the tenant's core system.
+func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace) Sink {
 	if t.DynamoDB != nil {
-		return &dynamoSink{api: h.DynamoDB}
+		return &dynamoSink{api: h.DynamoDB, pace: p}
 	}
-	core := coreClient{http: h.HTTP, secrets: h.Secrets, timeout: h.HTTPTimeout, target: target}
+	core := coreClient{http: h.HTTP, secrets: h.Secrets, timeout: h.HTTPTimeout, target: target, pace: p}
 	if t.BatchMode() {
 		return &batchSink{core}
 	}
@@ -48,11 +49,13 @@ const (
 	// RejectedSink: a permanent failure that is not about the record (a redirect, 401, 403, 404, a
 	// missing table, no permission): every record after it would fail too.
 	RejectedSink
-	// RejectedRetryable: a transient failure (408, 429, 5xx, a transport failure, throttling that
-	// outlasted the SDK's retries). The same record may be accepted later.
+	// RejectedRetryable: a transient failure (408, a 5xx other than 503, a transport failure,
+	// DynamoDB throttling that outlasted the SDK's retries). The same record may be accepted later.
+	// A 429 or 503 is never one: the sink waits and resends (pace.go), or stops (Stopped).
 	RejectedRetryable
 	// Stopped: nothing is wrong with the record; the sink stopped because the invocation's time
-	// ran out (the deadline guard) before it was written.
+	// ran out (the deadline guard) before it was written, or because a wait for the core system
+	// (its rate limit, its Retry-After) does not fit the invocation.
 	Stopped
 )
 
@@ -92,7 +95,7 @@ func rejection(err error, status int) Rejection {
 		ve *pipeline.ValidationError
 	)
 	switch {
-	case errors.Is(err, errNearDeadline):
+	case errors.Is(err, errNearDeadline), errors.Is(err, errSlowDown):
 		return Stopped
 	case errors.As(err, &re):
 		return RejectedRetryable
