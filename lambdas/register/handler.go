@@ -50,8 +50,9 @@ type Handler struct {
 	DeadlineMargin time.Duration
 	Log            *slog.Logger
 	// Metrics receives one EMF line per successful invocation (metrics.RecordsRegistered, dimension
-	// Tenant): stdout on Lambda. A failed invocation emits none, because its retry re-registers its
-	// chunks and counts them. Nil: no metrics.
+	// Tenant, with metrics.CoreSystemThrottles and metrics.RateLimitWaitSeconds when not zero):
+	// stdout on Lambda. A failed invocation emits no RecordsRegistered, because its retry
+	// re-registers its chunks and counts them; only its throttles and waits, if any. Nil: no metrics.
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
