@@ -139,6 +139,13 @@ const (
 	// that succeeded (record, batch and DynamoDB sinks alike). Sum per minute is the tenant's
 	// registration rate; a chunk that fails and is retried counts once, when it succeeds.
 	RecordsRegistered = "RecordsRegistered"
+	// CoreSystemThrottles counts the core system's "slow down" answers (HTTP 429 and 503) that an
+	// invocation waited on before resending: one datapoint per invocation that saw any. They never
+	// fail a file; a steady rate means the core system's limits are set above what it takes.
+	CoreSystemThrottles = "CoreSystemThrottles"
+	// RateLimitWaitSeconds is how long an invocation waited on its core system's and its own
+	// maxRecordsPerSecond: one datapoint per invocation that waited.
+	RateLimitWaitSeconds = "RateLimitWaitSeconds"
 )
 
 // Unit is a CloudWatch metric unit.

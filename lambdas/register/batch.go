@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -27,40 +25,44 @@ type wireBatch struct {
 	Records           []json.RawMessage `json:"records"`
 }
 
-// sendBatch POSTs the whole chunk, its records in file order, as one request. The status classes
-// are record mode's (classify): a 2xx or 409 means every record of the chunk is registered. A 401
-// with a secret configured refreshes the secret and resends once, as in record mode.
-func (h *Handler) sendBatch(ctx context.Context, b budget, req pipeline.ChunkRequest, target string, auth *string, recs []records.Record) error {
+// batchSink is batch mode: the whole chunk, its records in file order, as one POST with the
+// chunk's idempotency key. The status classes are record mode's (classify): a 2xx or 409 means
+// every record of the chunk is registered, and any failure leaves all of them unwritten.
+type batchSink struct {
+	core coreClient
+}
+
+func (s *batchSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
+	auth, err := s.core.auth(ctx, b, req, false)
+	if err != nil {
+		return 0, &WriteError{Record: recs[0].Number, Kind: rejection(err, 0), Err: err}
+	}
+	if kind, err := s.send(ctx, b, req, &auth, recs); err != nil {
+		return 0, &WriteError{Record: recs[0].Number, Kind: kind, Err: err}
+	}
+	return int64(len(recs)), nil
+}
+
+// send POSTs the chunk (coreClient.deliver) and returns its Rejection.
+func (s *batchSink) send(ctx context.Context, b budget, req pipeline.ChunkRequest, auth *string, recs []records.Record) (Rejection, error) {
 	first, last := recs[0].Number, recs[len(recs)-1].Number
 	what := fmt.Sprintf("chunk %d (records %d-%d)", req.Chunk, first, last)
 	objs := make([]json.RawMessage, len(recs))
 	for i, rec := range recs {
 		obj, err := rec.BatchJSON(req.Header)
 		if err != nil {
-			return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+			return RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
 		}
 		objs[i] = obj
 	}
 	body, err := json.Marshal(wireBatch{
 		Tenant:            req.Tenant.ID,
-		Source:            wireSource{Bucket: req.Source.Bucket, Key: req.Source.Key, VersionID: req.Source.VersionID},
+		Source:            wireSourceOf(req.Source),
 		FirstRecordNumber: first,
 		Records:           objs,
 	})
 	if err != nil {
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: %v", b.file, what, err), Err: err}
+		return RejectedSink, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: %v", b.file, what, err), Err: err}
 	}
-	key := BatchIdempotencyKey(req.ExecutionName, req.Chunk)
-	resp, err := h.post(ctx, b, what, target, key, *auth, body)
-	if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" {
-		if *auth, err = h.auth(ctx, b, req, true); err != nil {
-			return err
-		}
-		resp, err = h.post(ctx, b, "resending "+what+" after a 401", target, key, *auth, body)
-	}
-	var stop *pipeline.RetryableError
-	if errors.As(err, &stop) {
-		return stop // the budget stopped before the POST
-	}
-	return classify(b.file, what, resp, err)
+	return s.core.deliver(ctx, b, req, what, BatchIdempotencyKey(req.ExecutionName, req.Chunk), len(recs), auth, body)
 }

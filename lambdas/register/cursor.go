@@ -28,11 +28,15 @@ var errNearDeadline = errors.New("the Lambda timeout is near")
 //     whole HTTP timeout left (the deadline guard);
 //   - a later chunk stops on the deadline guard or on a RetryableError: the records of that chunk
 //     already sent are re-sent by the next invocation with the same keys, and if the failure
-//     persists there, before any progress, the state machine's Retry (with its backoff) applies.
+//     persists there, before any progress, the state machine's Retry (with its backoff) applies;
+//   - any chunk, the first included, stops to wait for the core system (errSlowDown: its rate
+//     limit or a 429's or 503's Retry-After does not fit the invocation, pace.go). Waiting is not
+//     a failure, so it spends none of the state machine's Retry budget: the next invocation
+//     resumes at that chunk, re-sending its records already sent with the same keys.
 //
 // Any other failure, and any failure of the invocation's first chunk, is returned as is: records
 // are sent in order and nothing after the first failure is sent.
-func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
+func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p *pace) (pipeline.ChunkResult, error) {
 	now := h.now
 	if now == nil {
 		now = time.Now
@@ -60,8 +64,20 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest) (p
 		one := req
 		one.Chunk, one.LastChunk = c, 0
 		started := now()
-		n, err := h.register(ctx, one)
+		n, err := h.register(ctx, one, p)
 		res.Registered += n
+		var we *WriteError
+		if errors.As(err, &we) {
+			err = we.Err // the pipeline error, unwrapped for the state machine
+		}
+		if errors.Is(err, errSlowDown) {
+			// Waiting for the core system fails nothing and spends no Retry: the next invocation
+			// resumes at this chunk, even when it is the invocation's first.
+			h.Log.Info("invocation ends to wait for the core system; the next invocation resumes there",
+				"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
+				"chunk", c, "reason", err.Error())
+			break
+		}
 		if err != nil {
 			if c > from && source.ErrorType(err) == pipeline.ErrRetryable {
 				h.Log.Warn("invocation ends before a failed chunk; the next invocation resumes there",

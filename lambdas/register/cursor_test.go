@@ -62,9 +62,9 @@ func TestRegisterRunCursor(t *testing.T) {
 		{name: "first failure stops: a permanent error in a later chunk fails the invocation", first: 0, last: 9,
 			fail: map[int64]int{8: 400}, wantErr: pipeline.ErrPermanent, wantSent: seq(1, 8)},
 		{name: "a retryable error in a later chunk ends the invocation at that chunk", first: 0, last: 9,
-			fail: map[int64]int{8: 503}, wantNext: 2, wantDone: false, wantSent: seq(1, 8), wantCount: 7},
+			fail: map[int64]int{8: 502}, wantNext: 2, wantDone: false, wantSent: seq(1, 8), wantCount: 7},
 		{name: "a retryable error in the first chunk is the task's to retry", first: 2, last: 9,
-			fail: map[int64]int{8: 503}, wantErr: pipeline.ErrRetryable, wantSent: seq(7, 8)},
+			fail: map[int64]int{8: 502}, wantErr: pipeline.ErrRetryable, wantSent: seq(7, 8)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestRegisterRunRetryResendsOnlyItsOwnChunks(t *testing.T) {
 		c := newBatchCore(t, func(int) int {
 			n++
 			if n == 2 {
-				return 503 // the invocation's second chunk: it ends at that chunk
+				return 502 // the invocation's second chunk: it ends at that chunk
 			}
 			return 200
 		})

@@ -24,8 +24,12 @@ import (
 )
 
 // ItemAPI is the part of the DynamoDB client Register uses (the DynamoDB sink).
+// GetItem and UpdateItem read and move an adaptive core system's limit (admission.LimitStore) in the
+// core system's admission table.
 type ItemAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 var _ ItemAPI = (*dynamodb.Client)(nil)
@@ -160,7 +164,13 @@ func attributeOf(v any) types.AttributeValue {
 	}
 }
 
-// writeItems writes a chunk's records to the tenant's table. Records of different keys are
+// dynamoSink is the DynamoDB sink: one conditional PutItem per record into the tenant's table.
+type dynamoSink struct {
+	api  ItemAPI
+	pace *pace // the tenant's core system's rate limit, one token per item
+}
+
+// Write writes a chunk's records to the tenant's table. Records of different keys are
 // written concurrently, at most dynamodb.concurrency at once; records of one key are written one
 // after another in file order (one queue per key, in the order keys first appear), so a key's
 // last write is its last record. The condition makes every write idempotent: a retried or
@@ -169,14 +179,17 @@ func attributeOf(v any) types.AttributeValue {
 // It returns how many records were written (or found newer) and, on failure, the error of the
 // first failed record in file order: after a failure no queue starts a record numbered above it,
 // but every record below it is still tried, so the record reported is the same on every retry.
-func (h *Handler) writeItems(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
+// With concurrency 1, or one key, that is Sink's contract to the letter; with more, a record of
+// another key numbered above the failure may already be written, which its _seq makes harmless.
+func (s *dynamoSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
 	d := req.Tenant.DynamoDB
 	var queues [][]item
 	index := map[string]int{}
 	for _, rec := range recs {
 		it, err := buildItem(rec, req.Header, d.Key, req.Source, req.ExecutionName)
 		if err != nil {
-			return 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err}
+			return 0, &WriteError{Record: rec.Number, Kind: RejectedRecord,
+				Err: &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err}}
 		}
 		i, ok := index[it.key]
 		if !ok {
@@ -188,7 +201,7 @@ func (h *Handler) writeItems(ctx context.Context, b budget, req pipeline.ChunkRe
 	}
 	ctx, cancel, err := b.call(ctx, "writing to DynamoDB", minCallTime, 0)
 	if err != nil {
-		return 0, err
+		return 0, &WriteError{Record: recs[0].Number, Kind: Stopped, Err: err}
 	}
 	defer cancel()
 	conc := d.Concurrency
@@ -198,6 +211,7 @@ func (h *Handler) writeItems(ctx context.Context, b budget, req pipeline.ChunkRe
 	var (
 		mu      sync.Mutex
 		written int64
+		done    = map[int64]bool{} // the records written
 		failed  error
 		failRec int64
 		wg      sync.WaitGroup
@@ -230,7 +244,11 @@ func (h *Handler) writeItems(ctx context.Context, b budget, req pipeline.ChunkRe
 				if ctx.Err() != nil || after(it.record) {
 					return
 				}
-				if err := h.putItem(ctx, b, d.Table, req.Chunk, d.Key[0], it); err != nil {
+				if err := s.pace.take(ctx, b, fmt.Sprintf("record %d", it.record), 1, minCallTime); err != nil {
+					fail(it.record, err)
+					return
+				}
+				if err := s.putItem(ctx, b, d.Table, req.Chunk, d.Key[0], it); err != nil {
 					if err != errStopped {
 						fail(it.record, err)
 					}
@@ -238,17 +256,26 @@ func (h *Handler) writeItems(ctx context.Context, b budget, req pipeline.ChunkRe
 				}
 				mu.Lock()
 				written++
+				done[it.record] = true
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	if failed != nil {
-		return written, failed
+		return written, &WriteError{Record: failRec, Kind: rejection(failed, 0), Err: failed}
 	}
 	if ctx.Err() != nil && written < int64(len(recs)) {
 		// The budget's context ended before every queue finished.
-		return written, b.stopped(fmt.Sprintf("writing to DynamoDB (%d of %d records written)", written, len(recs)))
+		first := recs[0].Number
+		for _, rec := range recs {
+			if !done[rec.Number] {
+				first = rec.Number
+				break
+			}
+		}
+		return written, &WriteError{Record: first, Kind: Stopped,
+			Err: b.stopped(fmt.Sprintf("writing to DynamoDB (%d of %d records written)", written, len(recs)))}
 	}
 	return written, nil
 }
@@ -258,8 +285,8 @@ var errStopped = errors.New("stopped")
 
 // putItem writes one item. A failed condition means an equal or newer version of the key is
 // stored already: success.
-func (h *Handler) putItem(ctx context.Context, b budget, table string, chunk int, pk string, it item) error {
-	_, err := h.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
+func (s *dynamoSink) putItem(ctx context.Context, b budget, table string, chunk int, pk string, it item) error {
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(table),
 		Item:                      it.attrs,
 		ConditionExpression:       aws.String(conditionExpression),
@@ -277,7 +304,7 @@ func (h *Handler) putItem(ctx context.Context, b budget, table string, chunk int
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return b.stopped(fmt.Sprintf("writing record %d to DynamoDB", it.record))
 		}
-		return errStopped // the invocation ended: writeItems decides
+		return errStopped // the invocation ended: Write decides
 	}
 	return itemError(b.file, table, chunk, it.record, err)
 }

@@ -45,6 +45,15 @@ type fakeDynamo struct {
 
 var _ ItemAPI = (*fakeDynamo)(nil)
 
+// GetItem and UpdateItem serve the adaptive limit, which the sink's tests do not use.
+func (f *fakeDynamo) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, errors.New("fakeDynamo holds no adaptive limit")
+}
+
+func (f *fakeDynamo) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return nil, errors.New("fakeDynamo holds no adaptive limit")
+}
+
 func newFakeDynamo(keys ...string) *fakeDynamo {
 	return &fakeDynamo{keys: keys, items: map[string]map[string]types.AttributeValue{}, order: map[string][]int64{}}
 }

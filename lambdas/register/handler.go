@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -54,12 +50,15 @@ type Handler struct {
 	DeadlineMargin time.Duration
 	Log            *slog.Logger
 	// Metrics receives one EMF line per successful invocation (metrics.RecordsRegistered, dimension
-	// Tenant): stdout on Lambda. A failed invocation emits none, because its retry re-registers its
-	// chunks and counts them. Nil: no metrics.
+	// Tenant, with metrics.CoreSystemThrottles and metrics.RateLimitWaitSeconds when not zero):
+	// stdout on Lambda. A failed invocation emits no RecordsRegistered, because its retry
+	// re-registers its chunks and counts them; only its throttles and waits, if any. Nil: no metrics.
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
 	now              func() time.Time
+	sleep            func(context.Context, time.Duration) error // Default: a timer under the context.
+	limiters         limiters                                   // the current file's token bucket
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -67,44 +66,42 @@ type Handler struct {
 // match on it.
 func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
 	start := time.Now()
-	res, err := h.registerRun(ctx, req)
+	p := h.newPace(req)
+	res, err := h.registerRun(ctx, req, p)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
+		h.emit(req.Tenant.ID, p.metrics()...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
-	h.emitRegistered(req.Tenant.ID, res.Registered)
+	p.settle(ctx, h.budget(ctx, req), res.Registered)
+	h.emit(req.Tenant.ID, append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
 	return res, nil
 }
 
-// emitRegistered writes the invocation's RecordsRegistered datapoint. A metric that cannot be written
-// never fails an invocation whose records are registered: it is logged at WARN.
-func (h *Handler) emitRegistered(tenant string, n int64) {
-	if h.Metrics == nil {
+// emit writes the invocation's datapoints in one line: RecordsRegistered when it succeeded, and the
+// pace's CoreSystemThrottles and RateLimitWaitSeconds when not zero. A metric that cannot be
+// written never fails an invocation whose records are registered: it is logged at WARN.
+func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
+	if h.Metrics == nil || len(ms) == 0 {
 		return
 	}
 	ns := h.MetricsNamespace
 	if ns == "" {
 		ns = pipeline.DefaultMetricsNamespace
 	}
-	if err := metrics.New(h.Metrics, ns, tenant).Emit(metrics.Count(metrics.RecordsRegistered, float64(n))); err != nil {
+	if err := metrics.New(h.Metrics, ns, tenant).Emit(ms...); err != nil {
 		h.Log.Warn("records registered metric not written", "tenant", tenant, "error", err.Error())
 	}
 }
 
-// IdempotencyKey is the Idempotency-Key header of one record: the file execution's name (the same
-// in every segment execution, retry and redrive of the file) and the record's number in the file.
-func IdempotencyKey(executionName string, record int64) string {
-	return executionName + "-" + strconv.FormatInt(record, 10)
-}
-
-// register is the thin loop of one chunk: validate the request, read the chunk, fetch the
-// Authorization header, then send the records in order, stopping at the first failure. Every call
-// it makes runs under the invocation's budget (deadline guard), and returns the number of records
-// registered.
-func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int64, error) {
+// register is the thin loop of one chunk: validate the request, read the chunk, then hand its
+// records to the tenant's sink (openSink), which writes them in order and stops at the first
+// failure. Every call runs under the invocation's budget (deadline guard). It returns the number of
+// records written and the sink's *WriteError, whose Err is the error for the state machine.
+func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace) (int64, error) {
 	f, target, err := validateRequest(req)
 	if err != nil {
 		return 0, err
@@ -114,25 +111,7 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest) (int6
 	if err != nil {
 		return 0, err
 	}
-	if req.Tenant.DynamoDB != nil {
-		return h.writeItems(ctx, b, req, recs)
-	}
-	auth, err := h.auth(ctx, b, req, false)
-	if err != nil {
-		return 0, err
-	}
-	if req.Tenant.BatchMode() {
-		if err := h.sendBatch(ctx, b, req, target, &auth, recs); err != nil {
-			return 0, err
-		}
-		return int64(len(recs)), nil
-	}
-	for i, rec := range recs {
-		if err := h.send(ctx, b, req, target, &auth, rec); err != nil {
-			return int64(i), err
-		}
-	}
-	return int64(len(recs)), nil
+	return h.openSink(req.Tenant, target, p).Write(ctx, b, req, recs)
 }
 
 // validateRequest checks what a retry cannot fix: the tenant's format settings, chunk size and
@@ -367,165 +346,4 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", b.file, req.Chunk, err), Err: err}
 	}
 	return recs, nil
-}
-
-// auth returns the Authorization header value: "" without a registerAuthSecretArn, else the
-// secret, from the cache or (refresh, or not cached) from Secrets Manager under the budget.
-func (h *Handler) auth(ctx context.Context, b budget, req pipeline.ChunkRequest, refresh bool) (string, error) {
-	arn := req.Tenant.RegisterAuthSecretARN
-	if arn == "" {
-		return "", nil
-	}
-	if refresh {
-		h.Secrets.Forget(arn)
-	}
-	ctx, cancel, err := b.call(ctx, "fetching the registerAuthSecretArn secret", minCallTime, 0)
-	if err != nil {
-		return "", err
-	}
-	defer cancel()
-	v, err := h.Secrets.Get(ctx, arn)
-	if err != nil {
-		return "", secretError(b.file, err)
-	}
-	return v, nil
-}
-
-// send POSTs one record. On a 401 with a secret configured the secret may have been rotated since
-// it was cached: it fetches the secret once more and resends once; a second 401 is permanent.
-// Each POST, and the refresh, runs under the budget.
-func (h *Handler) send(ctx context.Context, b budget, req pipeline.ChunkRequest, target string, auth *string, rec records.Record) error {
-	obj, err := rec.Object(req.Header)
-	if err != nil {
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
-	}
-	body, err := json.Marshal(wireRecord{
-		Tenant:       req.Tenant.ID,
-		Source:       wireSource{Bucket: req.Source.Bucket, Key: req.Source.Key, VersionID: req.Source.VersionID},
-		RecordNumber: rec.Number,
-		Record:       obj,
-	})
-	if err != nil {
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
-	}
-	key := IdempotencyKey(req.ExecutionName, rec.Number)
-	resp, err := h.post(ctx, b, fmt.Sprintf("record %d", rec.Number), target, key, *auth, body)
-	if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" {
-		if *auth, err = h.auth(ctx, b, req, true); err != nil {
-			return err
-		}
-		resp, err = h.post(ctx, b, fmt.Sprintf("resending record %d after a 401", rec.Number), target, key, *auth, body)
-	}
-	var stop *pipeline.RetryableError
-	if errors.As(err, &stop) {
-		return stop // the budget stopped before the POST
-	}
-	return classify(b.file, fmt.Sprintf("record %d", rec.Number), resp, err)
-}
-
-// wireRecord is the JSON body of one POST (docs/data-path.md, "Register wire format").
-type wireRecord struct {
-	Tenant       string          `json:"tenant"`
-	Source       wireSource      `json:"source"`
-	RecordNumber int64           `json:"recordNumber"`
-	Record       json.RawMessage `json:"record"`
-}
-
-type wireSource struct {
-	Bucket    string `json:"bucket"`
-	Key       string `json:"key"`
-	VersionID string `json:"versionId,omitempty"`
-}
-
-// response is what Register keeps of the core system's answer: never the body, which may echo the
-// record.
-type response struct {
-	status   int
-	location string // the Location header, for a redirect's message
-}
-
-// post sends one record and returns the response, or an error if there was no response. It
-// starts only when one whole HTTP timeout is left in the budget (what names the POST in that
-// RetryableError).
-func (h *Handler) post(ctx context.Context, b budget, what, target, key, auth string, body []byte) (response, error) {
-	ctx, cancel, err := b.call(ctx, what, h.HTTPTimeout, h.HTTPTimeout)
-	if err != nil {
-		return response{}, err
-	}
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return response{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := h.HTTP.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	// Drain a little of the body so the connection goes back to the pool; never log it, since a
-	// core system may echo the record.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return response{status: resp.StatusCode, location: resp.Header.Get("Location")}, nil
-}
-
-// classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
-// (already registered) succeed; 408, 429, 5xx and transport failures are retried; anything else,
-// every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
-// redirect is reported with its status and Location: following it would turn the POST into a GET.
-// Messages name the file and record, never its contents or the response body.
-func classify(file, what string, resp response, err error) error {
-	if err != nil {
-		var ue *url.Error
-		reason := err.Error()
-		if errors.As(err, &ue) {
-			reason = ue.Err.Error() // without the URL, which may carry credentials
-			if ue.Timeout() {
-				reason = "timed out: " + reason
-			}
-		}
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system did not answer: %s", file, what, reason), Err: err}
-	}
-	status := resp.status
-	switch {
-	case status >= 200 && status < 300, status == http.StatusConflict:
-		return nil
-	case status >= 300 && status < 400:
-		return &pipeline.PermanentError{Message: fmt.Sprintf(
-			"%s: %s: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
-			file, what, status, http.StatusText(status), redactURL(resp.location))}
-	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
-		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system answered %d %s", file, what, status, http.StatusText(status))}
-	default:
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: the core system rejected it with %d %s", file, what, status, http.StatusText(status))}
-	}
-}
-
-// redactURL drops the user info of a URL, which may carry credentials.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
-
-func secretError(file string, err error) error {
-	msg := fmt.Sprintf("%s: fetching the registerAuthSecretArn secret failed: %v", file, err)
-	// Secrets Manager answers every client error with HTTP 400, throttling included, so the error
-	// code decides. These codes will not change on a retry:
-	// https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html#API_GetSecretValue_Errors
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "ResourceNotFoundException", "AccessDeniedException", "DecryptionFailure",
-			"InvalidParameterException", "InvalidRequestException":
-			return &pipeline.PermanentError{Message: msg, Err: err}
-		}
-	}
-	return &pipeline.RetryableError{Message: msg, Err: err}
 }

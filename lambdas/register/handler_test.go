@@ -209,7 +209,7 @@ func TestRegisterStatusClasses(t *testing.T) {
 		wantType string // "" for success
 	}{
 		{200, ""}, {201, ""}, {202, ""}, {204, ""}, {409, ""},
-		{429, pipeline.ErrRetryable}, {500, pipeline.ErrRetryable}, {502, pipeline.ErrRetryable}, {503, pipeline.ErrRetryable}, {504, pipeline.ErrRetryable},
+		{500, pipeline.ErrRetryable}, {502, pipeline.ErrRetryable}, {504, pipeline.ErrRetryable},
 		{408, pipeline.ErrRetryable},
 		{400, pipeline.ErrPermanent}, {401, pipeline.ErrPermanent}, {403, pipeline.ErrPermanent}, {404, pipeline.ErrPermanent}, {422, pipeline.ErrPermanent},
 	}
@@ -323,13 +323,13 @@ func TestRegisterTransportFailures(t *testing.T) {
 }
 
 // TestIdempotencyKeysStableAcrossRetry runs one chunk twice, as the state machine's Retry does
-// after a 503: the records sent twice carry the same keys.
+// after a 502: the records sent twice carry the same keys.
 func TestIdempotencyKeysStableAcrossRetry(t *testing.T) {
 	fail := true
 	c := newCore(t, func(n int, s seenRequest) int {
 		if fail && s.Body.RecordNumber == 5 {
 			fail = false
-			return 503
+			return 502
 		}
 		return 200
 	})
@@ -822,7 +822,7 @@ func TestRegisterLogLevels(t *testing.T) {
 		status    int
 		wantLevel string
 	}{
-		{429, "WARN"}, {503, "WARN"}, {400, "ERROR"}, {301, "ERROR"}, {200, "INFO"},
+		{500, "WARN"}, {502, "WARN"}, {400, "ERROR"}, {301, "ERROR"}, {200, "INFO"},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {

@@ -1,11 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // DefaultHTTPTimeout bounds one POST to the core system when HTTP_TIMEOUT_SECONDS is unset.
@@ -52,4 +61,184 @@ func newHTTPClient(timeout time.Duration) *http.Client {
 			ExpectContinueTimeout: time.Second,
 		},
 	}
+}
+
+// coreClient is what the two HTTP sinks share: the client, the registerUrl, the Authorization
+// header and one POST under the budget.
+type coreClient struct {
+	http    Doer
+	secrets *SecretCache
+	timeout time.Duration // one POST's HTTP timeout
+	target  string
+	pace    *pace
+}
+
+// wireSource is the source object of a POST's body (docs/data-path.md, "Register wire format").
+type wireSource struct {
+	Bucket    string `json:"bucket"`
+	Key       string `json:"key"`
+	VersionID string `json:"versionId,omitempty"`
+}
+
+func wireSourceOf(src pipeline.Source) wireSource {
+	return wireSource{Bucket: src.Bucket, Key: src.Key, VersionID: src.VersionID}
+}
+
+// auth returns the Authorization header value: "" without a registerAuthSecretArn, else the
+// secret, from the cache or (refresh, or not cached) from Secrets Manager under the budget.
+func (c coreClient) auth(ctx context.Context, b budget, req pipeline.ChunkRequest, refresh bool) (string, error) {
+	arn := req.Tenant.RegisterAuthSecretARN
+	if arn == "" {
+		return "", nil
+	}
+	if refresh {
+		c.secrets.Forget(arn)
+	}
+	ctx, cancel, err := b.call(ctx, "fetching the registerAuthSecretArn secret", minCallTime, 0)
+	if err != nil {
+		return "", err
+	}
+	defer cancel()
+	v, err := c.secrets.Get(ctx, arn)
+	if err != nil {
+		return "", secretError(b.file, err)
+	}
+	return v, nil
+}
+
+// deliver POSTs body, which holds n records, with the idempotency key, and returns the outcome
+// classified (nil when registered) and its Rejection; what names the request in messages. Each
+// POST, and a secret's refresh, runs under the budget.
+//   - Each POST first takes n tokens of the rate limit (pace.take).
+//   - On a 401 with a secret configured the secret may have been rotated since it was cached: it
+//     fetches the secret once more and resends once; a second 401 is permanent.
+//   - On a 429 or 503 it waits as the core system asks (pace.slowedDown) and resends the same
+//     body with the same key, as often as the core system asks; a wait that does not fit the
+//     invocation stops it (Stopped, errSlowDown), and the next invocation resends.
+func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, n int, auth *string, body []byte) (Rejection, error) {
+	sending, refreshed := what, false
+	for attempt := 1; ; attempt++ {
+		if err := c.pace.take(ctx, b, what, n, c.timeout); err != nil {
+			return Stopped, err
+		}
+		resp, err := c.post(ctx, b, sending, key, *auth, body)
+		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
+			if *auth, err = c.auth(ctx, b, req, true); err != nil {
+				return rejection(err, 0), err
+			}
+			sending, refreshed = "resending "+what+" after a 401", true
+			resp, err = c.post(ctx, b, sending, key, *auth, body)
+		}
+		if err == nil && slowDown(resp.status) {
+			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
+				return Stopped, err
+			}
+			continue
+		}
+		var stop *pipeline.RetryableError
+		if errors.As(err, &stop) {
+			if attempt > 1 && errors.Is(err, errNearDeadline) {
+				// The resend after a slow-down answer no longer fits: still a wait, not a failure.
+				return Stopped, b.slowedDown(what, 0)
+			}
+			return Stopped, stop // the budget stopped before the POST
+		}
+		err = classify(b.file, what, resp, err)
+		return rejection(err, resp.status), err
+	}
+}
+
+// response is what Register keeps of the core system's answer: never the body, which may echo the
+// record.
+type response struct {
+	status     int
+	location   string // the Location header, for a redirect's message
+	retryAfter string // the Retry-After header, for a 429's or 503's wait
+}
+
+// post sends one request and returns the response, or an error if there was no response. It
+// starts only when one whole HTTP timeout is left in the budget (what names the POST in that
+// RetryableError).
+func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, body []byte) (response, error) {
+	ctx, cancel, err := b.call(ctx, what, c.timeout, c.timeout)
+	if err != nil {
+		return response{}, err
+	}
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.target, bytes.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	// Drain a little of the body so the connection goes back to the pool; never log it, since a
+	// core system may echo the record.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After")}, nil
+}
+
+// classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
+// (already registered) succeed; 408, 429, 5xx and transport failures are retried (deliver waits on
+// a 429 or 503 itself and classifies only other answers); anything else,
+// every 3xx included, is permanent. The HTTP client never follows a redirect (newHTTPClient), so a
+// redirect is reported with its status and Location: following it would turn the POST into a GET.
+// Messages name the file and record, never its contents or the response body.
+func classify(file, what string, resp response, err error) error {
+	if err != nil {
+		var ue *url.Error
+		reason := err.Error()
+		if errors.As(err, &ue) {
+			reason = ue.Err.Error() // without the URL, which may carry credentials
+			if ue.Timeout() {
+				reason = "timed out: " + reason
+			}
+		}
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system did not answer: %s", file, what, reason), Err: err}
+	}
+	status := resp.status
+	switch {
+	case status >= 200 && status < 300, status == http.StatusConflict:
+		return nil
+	case status >= 300 && status < 400:
+		return &pipeline.PermanentError{Message: fmt.Sprintf(
+			"%s: %s: the core system answered %d %s with Location %q: redirects are never followed, because the POST would be resent as a GET; set registerUrl to the final URL",
+			file, what, status, http.StatusText(status), redactURL(resp.location))}
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system answered %d %s", file, what, status, http.StatusText(status))}
+	default:
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: the core system rejected it with %d %s", file, what, status, http.StatusText(status))}
+	}
+}
+
+// redactURL drops the user info of a URL, which may carry credentials.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+func secretError(file string, err error) error {
+	msg := fmt.Sprintf("%s: fetching the registerAuthSecretArn secret failed: %v", file, err)
+	// Secrets Manager answers every client error with HTTP 400, throttling included, so the error
+	// code decides. These codes will not change on a retry:
+	// https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html#API_GetSecretValue_Errors
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ResourceNotFoundException", "AccessDeniedException", "DecryptionFailure",
+			"InvalidParameterException", "InvalidRequestException":
+			return &pipeline.PermanentError{Message: msg, Err: err}
+		}
+	}
+	return &pipeline.RetryableError{Message: msg, Err: err}
 }

@@ -40,11 +40,11 @@ func TestRegisterRunProgress(t *testing.T) {
 	}{
 		{name: "written after a successful invocation", first: 2,
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
-		{name: "an invocation stopped at a failing later chunk writes its cursor", first: 2, fail: map[int64]int{14: 503},
+		{name: "an invocation stopped at a failing later chunk writes its cursor", first: 2, fail: map[int64]int{14: 502},
 			wantSent: seq(7, 14), wantNext: 4, wantPut: `{"version":1,"next":4}`},
 		{name: "not written after a failed invocation", first: 2, fail: map[int64]int{14: 400},
 			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 14)},
-		{name: "not written when the first chunk fails", first: 2, fail: map[int64]int{8: 503},
+		{name: "not written when the first chunk fails", first: 2, fail: map[int64]int{8: 502},
 			wantErr: pipeline.ErrRetryable, wantSent: seq(7, 8)},
 		{name: "a new segment execution starts at the stored cursor", first: 2, stored: `{"version":1,"next":6}`,
 			wantSent: seq(19, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
