@@ -22,7 +22,8 @@ import (
 
 // TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
 // talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep" | "pause"
-// | "hold" | "fail"}; an SQS event does what its first message's body says.
+// | "hold" | "fail" | "first-receive"}; an SQS event does what its first message's body says
+// ("first-receive" fails a message that SQS delivers for the second time).
 func init() {
 	if os.Getenv("LOCALRUN_TEST_RUNTIME") != "1" {
 		return
@@ -36,12 +37,18 @@ func init() {
 		id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
 		var ev struct {
 			Do      string
-			Records []struct{ Body string }
+			Records []struct {
+				Body       string
+				Attributes map[string]string
+			}
 		}
 		json.NewDecoder(resp.Body).Decode(&ev)
 		resp.Body.Close()
 		if ev.Do == "" && len(ev.Records) > 0 { // an SQS event: the first message's body says
 			json.Unmarshal([]byte(ev.Records[0].Body), &ev)
+		}
+		if ev.Do == "first-receive" && ev.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
+			ev.Do = "fail"
 		}
 		switch ev.Do {
 		case "exit":

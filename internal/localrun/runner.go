@@ -217,6 +217,8 @@ type Run struct {
 	statusSt   *statusState
 	// mappingErrors counts failed event source mapping invocations (esm.go).
 	mappingErrors atomic.Int64
+	// mappingThrottleRetries counts the retries of throttled event source mapping batches (esm.go).
+	mappingThrottleRetries atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.
