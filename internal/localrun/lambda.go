@@ -157,18 +157,12 @@ func (e *ThrottleError) Is(target error) bool { return target == ErrThrottled }
 // (https://docs.aws.amazon.com/lambda/latest/dg/lambda-concurrency.html,
 // https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html). A function with a reserved
 // concurrency draws from its reservation only.
-type AccountConcurrency struct {
-	limit int
-	sem   *semaphore.Weighted
-}
+type AccountConcurrency struct{ sem *semaphore.Weighted }
 
 // NewAccountConcurrency is an account's unreserved concurrency of limit invocations at once.
 func NewAccountConcurrency(limit int) *AccountConcurrency {
-	return &AccountConcurrency{limit: limit, sem: semaphore.NewWeighted(int64(limit))}
+	return &AccountConcurrency{sem: semaphore.NewWeighted(int64(limit))}
 }
-
-// Limit is how many invocations may be in progress at once.
-func (a *AccountConcurrency) Limit() int { return a.limit }
 
 // admit takes a unit of the account's concurrency for one invocation of f, or refuses it; release
 // gives it back. A function with a reserved concurrency, or none of an account, is not counted here.
@@ -180,8 +174,7 @@ func (f *Function) admit() (release func(), err error) {
 		f.concurrencyThrottled.Add(1)
 		return nil, &ThrottleError{Reason: ReasonAccountConcurrency}
 	}
-	var once sync.Once
-	return func() { once.Do(func() { f.Account.sem.Release(1) }) }, nil
+	return func() { f.Account.sem.Release(1) }, nil
 }
 
 // Result is the outcome of one invocation, as the Invoke API reports it.
