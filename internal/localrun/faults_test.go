@@ -241,7 +241,9 @@ func TestScenarioLambdaThrottled(t *testing.T) {
 	forEachTier(t, throttledTenants, func(t *testing.T, tenants string) {
 		const concurrency, files, records = 3, 3, 60
 		// The retriers' waits at a fiftieth: the throttle retrier's 5 s to 5 min become 0.1 s to 6 s.
-		r := startScenario(t, tenants, Config{LambdaConcurrency: concurrency, RetryIntervalScale: 0.02})
+		// The sink takes as many requests at once as Lambda runs invocations: Register posts one
+		// request at a time, so the account's limit alone keeps the core system within it.
+		r := startScenario(t, tenants, Config{LambdaConcurrency: concurrency, SinkMaxInFlight: concurrency, RetryIntervalScale: 0.02})
 		// A core system of 15 ms a record keeps each Register invocation busy for about a second,
 		// so the tenants' invocations meet at the limit.
 		r.Sink.SetDelay(func(string, string, int64) time.Duration { return 15 * time.Millisecond })
@@ -276,8 +278,11 @@ func TestScenarioLambdaThrottled(t *testing.T) {
 		if got := r.MappingErrors(); got != 0 {
 			t.Errorf("failed event source mapping invocations: got %d, want 0 (a throttle is retried, not failed)", got)
 		}
-		t.Logf("concurrency %d: throttles %v (%d in all), %d mapping retries, %.1fs from upload to drained",
-			concurrency, rep.LambdaThrottles, throttles, r.MappingThrottleRetries(), rep.WallSeconds)
+		if rep.SinkMaxInFlight < 1 || rep.SinkMaxInFlight > concurrency || rep.Sink429 != 0 {
+			t.Errorf("sink: got at most %d requests in flight and %d answered 429, want 1 to %d and none", rep.SinkMaxInFlight, rep.Sink429, concurrency)
+		}
+		t.Logf("concurrency %d: throttles %v (%d in all), %d mapping retries, sink at most %d in flight, %.1fs from upload to drained",
+			concurrency, rep.LambdaThrottles, throttles, r.MappingThrottleRetries(), rep.SinkMaxInFlight, rep.WallSeconds)
 	})
 }
 
