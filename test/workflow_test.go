@@ -237,7 +237,7 @@ func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeou
 			t.Errorf("%s: %s is not retried", name, e)
 			continue
 		}
-		if a := r["MaxAttempts"].(float64); a < 2 || a > 10 {
+		if a := r["MaxAttempts"].(float64); e != "Lambda.TooManyRequestsException" && (a < 2 || a > 10) {
 			t.Errorf("%s: %s MaxAttempts %v, want bounded, 2 to 10", name, e, a)
 		}
 	}
@@ -256,12 +256,9 @@ func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeou
 	if cet := by["Lambda.ClientExecutionTimeoutException"]; cet["IntervalSeconds"].(float64) <= fnTimeout {
 		t.Errorf("%s: ClientExecutionTimeoutException retried after %v s, want longer than the function timeout %v s", name, cet["IntervalSeconds"], fnTimeout)
 	}
-	// Throttling: a patient jittered backoff of minutes, not 3 attempts in 7 s.
+	// Throttling never fails the file: waited out until the workflow's timeout, by its own retrier.
 	thr := by["Lambda.TooManyRequestsException"]
-	if thr["JitterStrategy"] != "FULL" || totalWaitSeconds(thr) < 20*60 || thr["MaxDelaySeconds"] == nil {
-		t.Errorf("%s: throttling retrier %s waits %v s in all, want FULL jitter, a MaxDelay and at least 20 minutes in all",
-			name, asJSON(thr), totalWaitSeconds(thr))
-	}
+	checkThrottleRetrier(t, name, task, "Lambda.TooManyRequestsException")
 	if thr["IntervalSeconds"] == fast["IntervalSeconds"] {
 		t.Errorf("%s: throttling shares the service exceptions' 1 s interval", name)
 	}
@@ -271,8 +268,64 @@ func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeou
 	}
 }
 
-// checkStartSegmentRetries: the child start's transient failures are retried;
-// a child that ran and failed (States.TaskFailed) is not.
+// workflowTimeoutSeconds is the file and segment state machines' TimeoutSeconds (24 h).
+const workflowTimeoutSeconds = 86400
+
+// matchingRetrier is the retrier Step Functions uses for an error: the first one, in order, whose
+// ErrorEquals names it or holds a wildcard that matches a Task's error (States.ALL, or
+// States.TaskFailed for anything but States.Timeout); -1 for none.
+// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+func matchingRetrier(task map[string]any, errorName string) int {
+	rs, _ := task["Retry"].([]any)
+	for i, r := range rs {
+		for _, e := range r.(map[string]any)["ErrorEquals"].([]any) {
+			if e == errorName || e == "States.ALL" || (e == "States.TaskFailed" && errorName != "States.Timeout") {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// checkThrottleRetrier: a throttle is matched by a retrier of its own (no earlier retrier names it
+// or a wildcard that matches it, so it spends no other retrier's attempts) that waits it out until
+// the workflow's timeout: the documented maximum MaxAttempts (99,999,999), a growing wait capped by
+// MaxDelaySeconds (below 31,622,401) with FULL jitter, whose mean over all attempts outlasts the
+// timeout. https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+func checkThrottleRetrier(t *testing.T, name string, task map[string]any, errorName string) {
+	t.Helper()
+	i := matchingRetrier(task, errorName)
+	if i < 0 {
+		t.Errorf("%s: no retrier matches %s", name, errorName)
+		return
+	}
+	r := task["Retry"].([]any)[i].(map[string]any)
+	if got := asJSON(r["ErrorEquals"]); !strings.Contains(got, `"`+errorName+`"`) {
+		t.Errorf("%s: %s is matched first by retrier %d %s, want a retrier that names it", name, errorName, i, got)
+	}
+	maxDelay, _ := r["MaxDelaySeconds"].(float64)
+	backoff, _ := r["BackoffRate"].(float64)
+	if r["MaxAttempts"] != float64(99999999) || r["JitterStrategy"] != "FULL" || maxDelay <= 0 || maxDelay >= 31622401 || backoff <= 1 {
+		t.Errorf("%s: %s retrier %s, want MaxAttempts 99999999, FULL jitter, BackoffRate above 1 and MaxDelaySeconds from 1 to 31622400", name, errorName, asJSON(r))
+	}
+	// With FULL jitter a wait is drawn below its cap: on average half of it.
+	interval, _ := r["IntervalSeconds"].(float64)
+	mean, d := 0.0, max(interval, 1)
+	for range int(min(r["MaxAttempts"].(float64), 1e6)) {
+		mean += min(d, maxDelay) / 2
+		d *= max(backoff, 1)
+		if mean > workflowTimeoutSeconds {
+			break
+		}
+	}
+	if mean <= workflowTimeoutSeconds {
+		t.Errorf("%s: %s retrier waits %.0f s on average in all, want more than the workflow timeout %d s", name, errorName, mean, workflowTimeoutSeconds)
+	}
+}
+
+// checkStartSegmentRetries: the child start's transient failures are retried, its throttles (the
+// open-execution quota and the API's token bucket) until the workflow's timeout; a child that ran
+// and failed (States.TaskFailed) is not.
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#API_StartExecution_Errors
 // https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html
 func checkStartSegmentRetries(t *testing.T, task map[string]any) {
@@ -283,7 +336,10 @@ func checkStartSegmentRetries(t *testing.T, task map[string]any) {
 	if got := slices.Sorted(maps.Keys(by)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("RegisterSegment retried errors: got %v, want %v", got, want)
 	}
-	for _, e := range want {
+	for _, e := range []string{"StepFunctions.ExecutionLimitExceededException", "StepFunctions.ThrottlingException"} {
+		checkThrottleRetrier(t, "RegisterSegment", task, e)
+	}
+	for _, e := range []string{"StepFunctions.SdkClientException", "StepFunctions.AWSStepFunctionsException"} {
 		r := by[e]
 		if r == nil {
 			continue

@@ -116,25 +116,61 @@ var (
 	// second Register of the same chunk beside it could reorder records. Retried only once the
 	// function timeout has passed.
 	lambdaOutcomeUnknownErrors = []string{"Lambda.ClientExecutionTimeoutException"}
-	// Lambda throttled the invoke (concurrency or rate quota): nothing ran. Throttling lasts as long
-	// as the account's load, so the retry waits minutes, with full jitter to spread the tenants.
+	// Lambda throttled the invoke (the account's concurrency, shared by every function, or a rate
+	// quota): nothing ran. Throttling lasts as long as the account's load, so it is waited out
+	// (throttleRetry), never counted against the other retriers' budgets.
 	lambdaThrottleErrors = []string{"Lambda.TooManyRequestsException"}
 )
 
+// throttleRetry waits out a throttle for as long as the execution may run: Step Functions keeps one
+// attempt count per retrier and uses the first retrier whose ErrorEquals matches, so a throttle
+// spends only this retrier's attempts, and MaxAttempts is the documented maximum, 99,999,999, which
+// leaves the state machine's timeout as the only bound. Waits grow from 5 s and are capped at 5
+// minutes (MaxDelaySeconds must be below 31,622,401), each drawn at random below its cap (FULL
+// jitter), so the tenants throttled together come back spread out. At the cap a throttled task
+// retries about 24 times an hour; with 3 history events per attempt (TaskScheduled, TaskStarted,
+// TaskFailed) a day of throttling writes about 1,700 of an execution's 25,000.
+// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+// https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
+func throttleRetry(errs []string) *sfn.RetryProps {
+	return &sfn.RetryProps{
+		Errors:         jsii.Strings(errs...),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(5)),
+		MaxAttempts:    jsii.Number(maxRetryAttempts),
+		BackoffRate:    jsii.Number(2),
+		MaxDelay:       awscdk.Duration_Minutes(jsii.Number(5)),
+		JitterStrategy: sfn.JitterType_FULL,
+	}
+}
+
+// maxRetryAttempts is the largest MaxAttempts a retrier takes
+// (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
+const maxRetryAttempts = 99999999
+
 // Error names of the segment's startExecution.sync:2 task that mean the child execution was not
-// started: the account's open-execution quota, the Step Functions SDK client, throttling (as the
-// service names it and as the SDK's generic exception reports it). A child that started and then
-// failed, timed out or was aborted reports States.TaskFailed (or the child's own error), which is
-// never retried here: its Register tasks already retried, and its chunks must not run twice at once.
+// started. A child that started and then failed, timed out or was aborted reports
+// States.TaskFailed (or the child's own error), which is never retried here: its Register tasks
+// already retried, and its chunks must not run twice at once. Retrying a start is safe: the child's
+// name is deterministic, and StartExecution is idempotent for a running execution's name and input.
 // https://docs.aws.amazon.com/step-functions/latest/dg/connect-stepfunctions.html
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html#API_StartExecution_Errors
 // https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html
-var startSegmentErrors = []string{
-	"StepFunctions.ExecutionLimitExceededException",
-	"StepFunctions.SdkClientException",
-	"StepFunctions.ThrottlingException",
-	"StepFunctions.AWSStepFunctionsException",
-}
+var (
+	// The account's quotas: "The maximum number of running executions has been reached. Running
+	// executions must end or be stopped before a new execution can be started"
+	// (ExecutionLimitExceeded, API_StartExecution) and the API's token bucket (ThrottlingException,
+	// CommonErrors). Both clear as the account's load falls, so they are waited out
+	// (throttleRetry), as a Lambda throttle is.
+	startSegmentThrottleErrors = []string{
+		"StepFunctions.ExecutionLimitExceededException",
+		"StepFunctions.ThrottlingException",
+	}
+	// The SDK client, and the SDK's generic exception: retried for a few minutes.
+	startSegmentErrors = []string{
+		"StepFunctions.SdkClientException",
+		"StepFunctions.AWSStepFunctionsException",
+	}
+)
 
 // outcomeUnknownMargin is added to a function's timeout before an invoke whose outcome is unknown
 // is retried, the same margin the controller keeps after a stopped file's stopDate.
@@ -200,6 +236,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// ResultPath discards the array, and that array counts against the 256 KiB payload quota.
 		OutputPath: sfn.JsonPath_DISCARD(),
 	})
+	registerSegment.AddRetry(throttleRetry(startSegmentThrottleErrors))
 	registerSegment.AddRetry(&sfn.RetryProps{
 		Errors:         jsii.Strings(startSegmentErrors...),
 		Interval:       awscdk.Duration_Seconds(jsii.Number(5)),
@@ -332,8 +369,9 @@ func perChunkSegmentDefinition(scope constructs.Construct, p *Props) sfn.IChaina
 }
 
 // addLambdaRetries retries what ends a Lambda task without the function deciding the outcome,
-// each class by its own rule, and the pipeline's own RetryableError (core system throttling or
-// outage, S3 hiccups) patiently with jittered backoff. PermanentError, ValidationError and
+// each class by its own rule and its own retrier (no error name is in two retriers, so none spends
+// another's attempts), a Lambda throttle until the state machine's timeout, and the pipeline's own
+// RetryableError (core system throttling or outage, S3 hiccups) patiently with jittered backoff. PermanentError, ValidationError and
 // ObjectChangedError are not retried: the file fails. fnTimeout is the function's timeout.
 func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 	t.AddRetry(&sfn.RetryProps{
@@ -354,16 +392,8 @@ func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 		MaxAttempts: jsii.Number(2),
 		BackoffRate: jsii.Number(1),
 	})
-	// At most 30 s, 60 s, 120 s, 240 s, then 5 min six times: 37.5 min in all, about half that on
-	// average with full jitter. https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html#error-handling-retrying-after-an-error
-	t.AddRetry(&sfn.RetryProps{
-		Errors:         jsii.Strings(lambdaThrottleErrors...),
-		Interval:       awscdk.Duration_Seconds(jsii.Number(30)),
-		MaxAttempts:    jsii.Number(10),
-		BackoffRate:    jsii.Number(2),
-		MaxDelay:       awscdk.Duration_Minutes(jsii.Number(5)),
-		JitterStrategy: sfn.JitterType_FULL,
-	})
+	// A throttle never fails the file: it is waited out until the state machine's timeout.
+	t.AddRetry(throttleRetry(lambdaThrottleErrors))
 	t.AddRetry(&sfn.RetryProps{
 		Errors:         jsii.Strings(pipeline.ErrRetryable),
 		Interval:       awscdk.Duration_Seconds(jsii.Number(2)),

@@ -59,7 +59,7 @@ type options struct {
 	timeout, haltedRecheck, heartbeat, sinkLatency                                             time.Duration
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
-	loseChildStarts                                                                            int
+	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
 	retryScale, asyncRetryScale                                                                float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
@@ -106,6 +106,9 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.Float64Var(&o.asyncRetryScale, "async-retry-scale", 1.0/60, "multiply Lambda's waits before retrying a failed asynchronous invocation (1 and 2 minutes) and the maximum event age (default: retries after 1 s and 2 s)")
 	fs.Float64Var(&o.retryScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
+	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
+	fs.IntVar(&o.lambdaConcurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
+	fs.IntVar(&o.sinkMaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(help, "usage: go run ./cmd/local [flags] (docs/local-run.md)")
 		fs.SetOutput(help)
@@ -137,6 +140,12 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--register-client-timeout %s: want 0 or more", o.registerClientTimeout)
 	case o.loseChildStarts < 0:
 		return nil, usagef("--lose-child-start-answers %d: want 0 or more", o.loseChildStarts)
+	case o.lambdaConcurrency < 0:
+		return nil, usagef("--lambda-concurrency %d: want 0 (unlimited) or more", o.lambdaConcurrency)
+	case o.sinkMaxInFlight < 0:
+		return nil, usagef("--sink-max-in-flight %d: want 0 (no cap) or more", o.sinkMaxInFlight)
+	case o.sinkMaxInFlight > 0 && o.registerURL != "":
+		return nil, usagef("--sink-max-in-flight is for the embedded sink; --register-url replaces it")
 	case !(o.retryScale > 0):
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case !(o.asyncRetryScale > 0):
@@ -258,7 +267,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 			LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
-			AsyncRetryScale: o.asyncRetryScale,
+			AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
 		})
 		return err
 	})

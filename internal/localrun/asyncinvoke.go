@@ -5,9 +5,12 @@ package localrun
 // (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions).
 // Lambda queues the event and
 //   - retries a function error up to MaximumRetryAttempts times (0 to 2, default 2), waiting at
-//     least 1 minute before the first retry and 2 minutes before the second, and a throttle or a
-//     system error with backoff, for as long as the event is younger than MaximumEventAgeInSeconds
-//     (60 to 21,600, default 6 hours), both from the function's AWS::Lambda::EventInvokeConfig
+//     least 1 minute before the first retry and 2 minutes before the second, and a throttle for as
+//     long as the event is younger than MaximumEventAgeInSeconds (60 to 21,600, default 6 hours),
+//     both from the function's AWS::Lambda::EventInvokeConfig: "For throttling errors (429) and
+//     system errors (500-series), Lambda returns the event to the queue and attempts to run the
+//     function again for up to 6 hours by default. The retry interval increases exponentially from
+//     1 second after the first attempt to a maximum of 5 minutes"
 //     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html);
 //   - sends an event that failed its last attempt, or grew too old, to the function's
 //     DeadLetterConfig.TargetArn queue: the event as it is, with the message attributes RequestID
@@ -48,8 +51,9 @@ const (
 	asyncDefaultRetries  = 2
 	asyncDefaultEventAge = 6 * time.Hour
 	asyncMinEventAge     = 60 * time.Second
-	// asyncThrottleRetries bounds the throttle retries locally (AWS: until the maximum age).
-	asyncThrottleRetries = 60
+	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
+	asyncThrottleFirstWait = time.Second
+	asyncThrottleMaxWait   = 5 * time.Minute
 	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
 	dlqErrorMessageBytes = 1024
 )
@@ -108,12 +112,9 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 			var wait time.Duration
 			switch {
 			case isThrottle(err):
+				// Retried until the event is too old (below), never given up on by count.
+				wait = scaled(asyncThrottleWait(throttles), scale)
 				throttles++
-				if throttles > asyncThrottleRetries {
-					r.asyncFailed(ctx, f, payload, "", 429, "Rate Exceeded.", fmt.Sprintf("throttled %d times", throttles))
-					return
-				}
-				wait = time.Duration(min(throttles, 5)) * 200 * time.Millisecond
 			case err != nil:
 				if ctx.Err() == nil {
 					fmt.Fprintf(r.cfg.Logs, "lambda async %s: invoke: %v (event dropped)\n", f.Name, err)
@@ -143,6 +144,15 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 			count(&st.counts.Retries)
 		}
 	}()
+}
+
+// asyncThrottleWait is the wait before the retry of an event throttled n times before: 1 s, 2 s,
+// 4 s, … up to 5 minutes.
+func asyncThrottleWait(n int) time.Duration {
+	if n >= 9 { // 2^9 s is past the maximum
+		return asyncThrottleMaxWait
+	}
+	return min(asyncThrottleFirstWait<<n, asyncThrottleMaxWait)
 }
 
 // errorMessage is a function error's errorMessage, or its payload.

@@ -101,3 +101,63 @@ func TestInvokeAsyncDeadLetterQueue(t *testing.T) {
 		})
 	}
 }
+
+// A throttled asynchronous invocation goes back to Lambda's queue and is retried, "for up to 6
+// hours by default. The retry interval increases exponentially from 1 second after the first
+// attempt to a maximum of 5 minutes"
+// (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html): the event
+// runs once the account's concurrency frees up, and is neither dead-lettered nor discarded.
+func TestInvokeAsyncRetriesThrottles(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{
+		{0, time.Second}, {1, 2 * time.Second}, {2, 4 * time.Second}, {8, 256 * time.Second},
+		{9, 5 * time.Minute}, {100, 5 * time.Minute},
+	} {
+		if got := asyncThrottleWait(tc.n); got != tc.want {
+			t.Errorf("wait after %d throttles: got %s, want %s", tc.n, got, tc.want)
+		}
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := startFauxqs(t)
+	dlq := createTestQueue(t, client, "controller-dlq")
+	account := NewAccountConcurrency(1)
+	newFn := func(name string) *Function {
+		f := &Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
+			Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 10 * time.Second, Logs: io.Discard, Account: account,
+			Async: AsyncConfig{DeadLetterTargetARN: dlq.ARN}}
+		t.Cleanup(f.Close)
+		return f
+	}
+	other, controller := newFn("other"), newFn("controller")
+	started := make(chan struct{})
+	other.OnInvoke = func(*Function) { close(started) }
+	go other.Invoke(context.Background(), []byte(`{"do":"sleep"}`))
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, AsyncRetryScale: 0.01}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+	r.invokeAsync(controller, []byte(`{"do":"answer"}`))
+	deadline := time.Now().Add(time.Minute)
+	for controller.Throttles() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("throttles: got %d after a minute, want 3", controller.Throttles())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for other.KillRunning() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.status().async.Wait()
+	if got := controller.Invocations(); got != 1 {
+		t.Errorf("invocations: got %d, want 1 (the event ran once)", got)
+	}
+	if c := r.StatusEventCounts(); c.DeadLettered != 0 || c.Discarded != 0 || c.Retries < 3 {
+		t.Errorf("counts: got %+v, want 3 or more retries, none dead-lettered or discarded", c)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -19,8 +20,10 @@ import (
 //   - it long-polls the queue and invokes the function synchronously with up to BatchSize messages;
 //   - on success it deletes the batch, except the messages the function lists in
 //     batchItemFailures when ReportBatchItemFailures is on;
-//   - when the invocation fails (error, crash, timeout, throttle) it deletes nothing and leaves the
+//   - when the invocation fails (error, crash, timeout) it deletes nothing and leaves the
 //     messages alone: they become visible again when their visibility timeout ends;
+//   - a throttled invocation (TooManyRequestsException) is retried with backoff while the batch is
+//     still in flight, then left alone like a failed one (invokeBatch);
 //   - a response naming an unknown message id fails the whole batch.
 type mapping struct {
 	run            *Run
@@ -116,6 +119,7 @@ func (m *mapping) poll(ctx context.Context) {
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		received := time.Now()
 		var got int
 		if err == nil {
 			got = len(out.Messages)
@@ -135,14 +139,14 @@ func (m *mapping) poll(ctx context.Context) {
 		}
 		if !m.run.releaseIfDisabled(ctx, m, out.Messages) {
 			m.run.setBusy(1)
-			m.handle(ctx, out.Messages)
+			m.handle(ctx, out.Messages, received)
 			m.run.setBusy(-1)
 		}
 		m.handled()
 	}
 }
 
-func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
+func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message, received time.Time) {
 	m.run.mu.Lock()
 	if m.run.delivered == nil {
 		m.run.delivered = map[string]map[string]string{}
@@ -156,9 +160,7 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	m.run.mu.Unlock()
 	event := map[string]any{"Records": m.records(msgs)}
 	payload, _ := json.Marshal(event)
-	m.invoking(1)
-	res, err := m.fn.Invoke(ctx, payload)
-	m.invoking(-1)
+	res, err := m.invokeBatch(ctx, payload, received)
 	if err != nil {
 		if !errors.Is(err, ErrThrottled) && ctx.Err() == nil {
 			m.run.mappingErrors.Add(1)
@@ -206,6 +208,42 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message) {
 	}
 	if _, err := m.run.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.queue.URL), Entries: entries}); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: delete: %v\n", m.queue.Name, err)
+	}
+}
+
+// esmThrottleBackoff bounds the waits between the retries of a throttled batch. AWS documents that
+// the mapping "gradually backs off retries" without an interval; these grow from under 2 s to 5 s,
+// with the SDK's own jittered exponential backoff.
+var esmThrottleBackoff = retry.NewExponentialJitterBackoff(5 * time.Second)
+
+// invokeBatch invokes the function with a batch received at received. A throttled invocation never
+// ran, and Lambda retries it: "If the invocation fails due to throttling, Lambda gradually backs off
+// retries ... Lambda continues to retry the message until the message's timestamp exceeds your
+// queue's visibility timeout"
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html). The batch stays
+// in flight meanwhile, so a FIFO queue hands out nothing behind it in its message groups. The last
+// retry starts no later than one function timeout before the visibility timeout ends, so that no
+// invocation of the batch can still run when its messages become visible again to another poller;
+// after it, the throttle is the answer and the messages come back, in order, after their
+// visibility timeout.
+func (m *mapping) invokeBatch(ctx context.Context, payload []byte, received time.Time) (Result, error) {
+	visibleAgain := received.Add(time.Duration(m.queue.VisibilityTimeout) * time.Second)
+	for attempt := 1; ; attempt++ {
+		m.invoking(1)
+		res, err := m.fn.Invoke(ctx, payload)
+		m.invoking(-1)
+		if !isThrottle(err) {
+			return res, err
+		}
+		wait, berr := esmThrottleBackoff.BackoffDelay(attempt, err)
+		if berr != nil || time.Now().Add(wait+m.fn.Timeout).After(visibleAgain) {
+			return res, err
+		}
+		m.run.mappingThrottleRetries.Add(1)
+		sleep(ctx, wait)
+		if ctx.Err() != nil {
+			return res, err
+		}
 	}
 }
 
@@ -257,6 +295,9 @@ func (r *Run) Messages(tenantID string) int {
 	}
 	return n
 }
+
+// MappingThrottleRetries is how many times an event source mapping retried a throttled batch.
+func (r *Run) MappingThrottleRetries() int64 { return r.mappingThrottleRetries.Load() }
 
 // MappingErrors is how many event source mapping invocations failed (a function error, a crash, a
 // timeout; not a throttle): the deliveries whose messages came back only after their visibility

@@ -117,3 +117,76 @@ func TestMappingScalesToMessageGroups(t *testing.T) {
 		})
 	}
 }
+
+// A throttled batch stays in flight and is retried with backoff, as Lambda retries a throttled SQS
+// batch "until the message's timestamp exceeds your queue's visibility timeout"
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html): each message of
+// the FIFO group reaches the function in its first receive (the function fails a message delivered
+// a second time), in order, once the account's concurrency frees up; nothing is lost.
+func TestMappingRetriesThrottledBatch(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := startFauxqs(t)
+	q := createTestQueue(t, client, "throttled.fifo") // visibility timeout 30 s
+	const messages = 3
+	for n := range messages {
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(`{"do":"first-receive"}`),
+			MessageGroupId: aws.String("tenant"), MessageDeduplicationId: aws.String(strconv.Itoa(n))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	account := NewAccountConcurrency(1)
+	newFn := func(name string) *Function {
+		f := &Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
+			Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 10 * time.Second, Logs: io.Discard, Account: account}
+		t.Cleanup(f.Close)
+		return f
+	}
+	other, controller := newFn("other"), newFn("controller")
+	// Another function holds the account's one unit until the mapping has been throttled twice.
+	started := make(chan struct{})
+	other.OnInvoke = func(*Function) { close(started) }
+	go other.Invoke(context.Background(), []byte(`{"do":"sleep"}`))
+	<-started
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r := &Run{cfg: Config{Logs: io.Discard}, sqs: client, sqsAdmin: client, runCtx: ctx, esmOf: map[*mapping]*esm{}}
+	mp := &mapping{run: r, queue: q, fn: controller, batch: 1, reportFailures: true, scale: mappingScale(0, 0)}
+	mp.start(ctx)
+	deadline := time.Now().Add(2 * time.Minute)
+	for r.MappingThrottleRetries() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("throttle retries: got %d after two minutes, want 2", r.MappingThrottleRetries())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for other.KillRunning() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		n, err := r.queueDepth(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 || r.MappingErrors() > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	r.pollers.Wait()
+	if got := r.MappingErrors(); got != 0 {
+		t.Errorf("failed invocations: got %d, want 0 (a throttled message came back for a second receive)", got)
+	}
+	if got := controller.Invocations(); got != messages {
+		t.Errorf("invocations: got %d, want %d, one per message", got, messages)
+	}
+	if got := controller.Throttles(); got < 2 {
+		t.Errorf("throttles: got %d, want at least 2", got)
+	}
+	if n, _ := r.queueDepth(t.Context(), q); n != 0 {
+		t.Errorf("queue: got %d messages left, want 0", n)
+	}
+}

@@ -223,6 +223,69 @@ func TestScenarioThrottled(t *testing.T) {
 	})
 }
 
+// throttledTenants is the tenants file of TestScenarioLambdaThrottled: four tenants that upload at
+// once.
+const throttledTenants = `{"tenants": [
+  {"id": "ta", "registerUrl": "https://core.example.com/records"},
+  {"id": "tb", "onFailure": "halt", "registerUrl": "https://core.example.com/records"},
+  {"id": "tc", "registerUrl": "https://core.example.com/records"},
+  {"id": "td", "onFailure": "halt", "registerUrl": "https://core.example.com/records"}
+]}`
+
+// The account's Lambda concurrency is exhausted in a burst: with a concurrency of 3 shared by every
+// function, four tenants' controllers, Splits and Registers are throttled
+// (TooManyRequestsException) on every invoke path. No file fails: every record is registered once,
+// in order, and the report shows the throttles, so throttling did happen.
+func TestScenarioLambdaThrottled(t *testing.T) {
+	t.Parallel()
+	forEachTier(t, throttledTenants, func(t *testing.T, tenants string) {
+		const concurrency, files, records = 3, 3, 60
+		// The retriers' waits at a fiftieth: the throttle retrier's 5 s to 5 min become 0.1 s to 6 s.
+		// The sink takes as many requests at once as Lambda runs invocations: Register posts one
+		// request at a time, so the account's limit alone keeps the core system within it.
+		r := startScenario(t, tenants, Config{LambdaConcurrency: concurrency, SinkMaxInFlight: concurrency, RetryIntervalScale: 0.02})
+		// A core system of 15 ms a record keeps each Register invocation busy for about a second,
+		// so the tenants' invocations meet at the limit.
+		r.Sink.SetDelay(func(string, string, int64) time.Duration { return 15 * time.Millisecond })
+		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+		defer cancel()
+		ids := r.TenantIDs()
+		var uploads []upload
+		for f := range files {
+			for _, id := range ids {
+				uploads = append(uploads, upload{id, fmt.Sprintf("%02d.csv", f+1), csvOf(records)})
+			}
+		}
+		uploadAll(t, ctx, r, uploads)
+		rep := drain(t, ctx, r)
+		// Order and exactly-once per tenant. Not that tenants progress independently: an exhausted
+		// account concurrency is shared by every tenant, so one tenant's invocations do hold
+		// another's back, which is what the limit means.
+		assertInvariants(t, r, rep, nil, false)
+		for _, id := range ids {
+			wantStatuses(t, rep, id, strings.Fields(strings.Repeat("SUCCEEDED ", files))...)
+			if got := rep.Tenants[id].RecordsRegistered; got != files*records {
+				t.Errorf("%s: got %d records registered, want %d", id, got, files*records)
+			}
+		}
+		var throttles int64
+		for _, n := range rep.LambdaThrottles {
+			throttles += n
+		}
+		if throttles == 0 {
+			t.Errorf("lambda throttles: got none (%v), want some: the scenario did not reach the concurrency limit", rep.LambdaThrottles)
+		}
+		if got := r.MappingErrors(); got != 0 {
+			t.Errorf("failed event source mapping invocations: got %d, want 0 (a throttle is retried, not failed)", got)
+		}
+		if rep.SinkMaxInFlight < 1 || rep.SinkMaxInFlight > concurrency || rep.Sink429 != 0 {
+			t.Errorf("sink: got at most %d requests in flight and %d answered 429, want 1 to %d and none", rep.SinkMaxInFlight, rep.Sink429, concurrency)
+		}
+		t.Logf("concurrency %d: throttles %v (%d in all), %d mapping retries, sink at most %d in flight, %.1fs from upload to drained",
+			concurrency, rep.LambdaThrottles, throttles, r.MappingThrottleRetries(), rep.SinkMaxInFlight, rep.WallSeconds)
+	})
+}
+
 // A file's execution is stopped while its Register invocation is still posting
 // to a slow core system. Step Functions cannot stop a running Lambda invocation, so the next file
 // of the tenant must not start registering before the stopped file's last POST.

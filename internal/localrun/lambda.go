@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -36,6 +38,9 @@ type Function struct {
 	Timeout time.Duration
 	// Concurrency is the reserved concurrency; invocations beyond it are throttled, as on AWS.
 	Concurrency int
+	// Account, if set, is the unreserved concurrency of the account that a function without a
+	// reserved concurrency shares with the others; invocations beyond it are throttled.
+	Account *AccountConcurrency
 	// MemoryMB is the template's MemorySize (Lambda's default 128 when unset): the process sees it
 	// as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, and it prices the billed duration (Usage).
 	MemoryMB int
@@ -64,9 +69,12 @@ type Function struct {
 	closed    bool
 	invokes   atomic.Int64
 	throttle  Throttle
-	throttled int64     // invocations refused by throttle
-	throttleT time.Time // when throttle's For started (the first refused invocation)
-	billedMs  int64     // billed duration of every invocation so far (Usage)
+	throttled int64 // invocations refused by throttle
+	// concurrencyThrottled counts invocations refused because the reserved or the account's
+	// concurrency was in use.
+	concurrencyThrottled atomic.Int64
+	throttleT            time.Time // when throttle's For started (the first refused invocation)
+	billedMs             int64     // billed duration of every invocation so far (Usage)
 }
 
 // Throttle makes the Lambda Invoke API refuse a function's invocations with
@@ -114,8 +122,60 @@ func (f *Function) refuse() bool {
 	return true
 }
 
-// ErrThrottled is an invocation refused because the function's reserved concurrency is in use.
+// Throttles is how many invocations Lambda refused with TooManyRequestsException, whatever the
+// cause: the throttle (SetThrottle), the reserved concurrency or the account's concurrency.
+func (f *Function) Throttles() int64 { return f.Throttled() + f.concurrencyThrottled.Load() }
+
+// ErrThrottled is an invocation refused with TooManyRequestsException; errors.Is matches every
+// *ThrottleError.
 var ErrThrottled = errors.New("TooManyRequestsException: Rate Exceeded")
+
+// The Reason of a TooManyRequestsException that a concurrency limit caused: "Lambda returns
+// TooManyRequestsException if running the function would cause you to exceed a concurrency limit at
+// either the account level (ConcurrentInvocationLimitExceeded) or function level
+// (ReservedFunctionConcurrentInvocationLimitExceeded)"
+// (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html).
+const (
+	ReasonAccountConcurrency  = "ConcurrentInvocationLimitExceeded"
+	ReasonReservedConcurrency = "ReservedFunctionConcurrentInvocationLimitExceeded"
+)
+
+// ThrottleError is an invocation Lambda refused before running it, and why (Reason).
+type ThrottleError struct{ Reason string }
+
+func (e *ThrottleError) Error() string {
+	return "TooManyRequestsException: Rate Exceeded. (" + e.Reason + ")"
+}
+
+// Is makes errors.Is(err, ErrThrottled) hold for every throttle.
+func (e *ThrottleError) Is(target error) bool { return target == ErrThrottled }
+
+// AccountConcurrency is the concurrency that the functions without a reserved concurrency share:
+// the account's concurrency limit minus the reserved concurrency of the others. Lambda counts the
+// invocations in progress across every function of the account and region, and refuses one that
+// would exceed it with TooManyRequestsException, Reason ConcurrentInvocationLimitExceeded
+// (https://docs.aws.amazon.com/lambda/latest/dg/lambda-concurrency.html,
+// https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html). A function with a reserved
+// concurrency draws from its reservation only.
+type AccountConcurrency struct{ sem *semaphore.Weighted }
+
+// NewAccountConcurrency is an account's unreserved concurrency of limit invocations at once.
+func NewAccountConcurrency(limit int) *AccountConcurrency {
+	return &AccountConcurrency{sem: semaphore.NewWeighted(int64(limit))}
+}
+
+// admit takes a unit of the account's concurrency for one invocation of f, or refuses it; release
+// gives it back. A function with a reserved concurrency, or none of an account, is not counted here.
+func (f *Function) admit() (release func(), err error) {
+	if f.Account == nil || f.Concurrency > 0 {
+		return func() {}, nil
+	}
+	if !f.Account.sem.TryAcquire(1) {
+		f.concurrencyThrottled.Add(1)
+		return nil, &ThrottleError{Reason: ReasonAccountConcurrency}
+	}
+	return func() { f.Account.sem.Release(1) }, nil
+}
 
 // Result is the outcome of one invocation, as the Invoke API reports it.
 type Result struct {
@@ -176,6 +236,13 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 }
 
 func (f *Function) invoke(ctx context.Context, payload []byte) (Result, string, error) {
+	release, err := f.admit()
+	if err != nil {
+		return Result{}, "", err
+	}
+	// The unit goes back however the invocation ends: a response, an error, a crash, the function
+	// timeout, the caller giving up, or a panic on the way.
+	defer release()
 	inst, err := f.acquire()
 	if err != nil {
 		return Result{}, "", err
@@ -303,7 +370,8 @@ func (f *Function) acquire() (*instance, error) {
 	}
 	if f.Concurrency > 0 && f.running >= f.Concurrency {
 		f.mu.Unlock()
-		return nil, ErrThrottled
+		f.concurrencyThrottled.Add(1)
+		return nil, &ThrottleError{Reason: ReasonReservedConcurrency}
 	}
 	f.running++
 	f.mu.Unlock()
@@ -575,16 +643,12 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	payload, _ := io.ReadAll(r.Body)
 	if f.refuse() {
-		w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		fmt.Fprint(w, `{"Reason":"ReservedFunctionConcurrentInvocationLimitExceeded","Type":"User","message":"Rate Exceeded."}`)
+		writeThrottle(w, ReasonReservedConcurrency)
 		return
 	}
 	res, err := f.Invoke(r.Context(), payload)
-	if errors.Is(err, ErrThrottled) {
-		w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
-		http.Error(w, `{"message":"Rate Exceeded."}`, http.StatusTooManyRequests)
+	if te := (*ThrottleError)(nil); errors.As(err, &te) {
+		writeThrottle(w, te.Reason)
 		return
 	}
 	if err != nil {
@@ -596,6 +660,20 @@ func (s *LambdaService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(res.Payload)
+}
+
+// writeThrottle answers an Invoke with TooManyRequestsException as the Lambda API does: HTTP 429,
+// X-Amzn-ErrorType, and a body with the throttle's Reason, Type and message
+// (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html, "Errors":
+// "TooManyRequestsException ... HTTP Status Code: 429"). The Step Functions server names it
+// Lambda.TooManyRequestsException. Lambda's Retry-After header (the SDK's retryAfterSeconds) is
+// left out: AWS documents no value for a concurrency throttle.
+func writeThrottle(w http.ResponseWriter, reason string) {
+	w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	b, _ := json.Marshal(map[string]string{"Reason": reason, "Type": "User", "message": "Rate Exceeded."})
+	w.Write(b)
 }
 
 // builtBinaries remembers the binaries this process built, by module root and package, so that

@@ -2,7 +2,9 @@ package localrun
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,11 +13,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
 // TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
 // talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep" | "pause"
-// | "hold" | "fail"}; an SQS event does what its first message's body says.
+// | "hold" | "fail" | "first-receive"}; an SQS event does what its first message's body says
+// ("first-receive" fails a message that SQS delivers for the second time).
 func init() {
 	if os.Getenv("LOCALRUN_TEST_RUNTIME") != "1" {
 		return
@@ -29,12 +37,18 @@ func init() {
 		id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
 		var ev struct {
 			Do      string
-			Records []struct{ Body string }
+			Records []struct {
+				Body       string
+				Attributes map[string]string
+			}
 		}
 		json.NewDecoder(resp.Body).Decode(&ev)
 		resp.Body.Close()
 		if ev.Do == "" && len(ev.Records) > 0 { // an SQS event: the first message's body says
 			json.Unmarshal([]byte(ev.Records[0].Body), &ev)
+		}
+		if ev.Do == "first-receive" && ev.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
+			ev.Do = "fail"
 		}
 		switch ev.Do {
 		case "exit":
@@ -242,4 +256,151 @@ func TestLambdaBilledDuration(t *testing.T) {
 	if got, want := u.GBSeconds(), float64(u.BilledMillis)/1000*0.5; got != want {
 		t.Errorf("GB-s: got %v, want %v", got, want)
 	}
+}
+
+// TestAccountConcurrency checks the account's concurrency limit against the Invoke API reference
+// (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html): with N invocations in progress
+// across the functions that share it, the next one is refused with 429 TooManyRequestsException,
+// Reason ConcurrentInvocationLimitExceeded, without running; a unit comes back however an
+// invocation ends; a function with a reserved concurrency is held to its reservation instead.
+func TestAccountConcurrency(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// newFns makes functions sharing an account of limit, each signalling on started when an
+	// invocation reaches an execution environment, and the Lambda API serving them.
+	newFns := func(t *testing.T, limit int, timeout time.Duration, names ...string) (map[string]*Function, chan string, *lambda.Client) {
+		account := NewAccountConcurrency(limit)
+		started := make(chan string, 16)
+		svc := &LambdaService{}
+		fns := map[string]*Function{}
+		for _, name := range names {
+			f := &Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
+				Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: timeout, Logs: io.Discard, Account: account,
+				OnInvoke: func(f *Function) { started <- f.Name }}
+			svc.Add(f)
+			fns[name] = f
+			t.Cleanup(f.Close)
+		}
+		srv := httptest.NewServer(svc)
+		t.Cleanup(srv.Close)
+		client := lambda.NewFromConfig(localAWS, func(o *lambda.Options) {
+			o.BaseEndpoint = aws.String(srv.URL)
+			o.Retryer = aws.NopRetryer{} // one attempt: the answer itself, not the SDK's retries
+		})
+		return fns, started, client
+	}
+	// hold starts an invocation that runs until the test ends it, and waits until it runs.
+	hold := func(t *testing.T, f *Function, started chan string, do string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.Invoke(context.Background(), []byte(`{"do":"`+do+`"}`))
+			done <- err
+		}()
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the invocation never started", f.Name)
+		}
+		return done
+	}
+	invokeAPI := func(client *lambda.Client, name string) error {
+		_, err := client.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String(name), Payload: []byte(`{"do":"answer"}`)})
+		return err
+	}
+	wantThrottle := func(t *testing.T, err error, reason string) {
+		t.Helper()
+		var tm *lambdatypes.TooManyRequestsException
+		var re *awshttp.ResponseError
+		if !errors.As(err, &tm) || !errors.As(err, &re) {
+			t.Fatalf("got %v, want TooManyRequestsException", err)
+		}
+		if re.HTTPStatusCode() != http.StatusTooManyRequests || string(tm.Reason) != reason || aws.ToString(tm.Type) != "User" || tm.ErrorMessage() != "Rate Exceeded." {
+			t.Errorf("got HTTP %d, Reason %q, Type %q, message %q; want 429, %s, User, Rate Exceeded.",
+				re.HTTPStatusCode(), tm.Reason, aws.ToString(tm.Type), tm.ErrorMessage(), reason)
+		}
+	}
+
+	t.Run("N at once across functions, the next refused, a unit back when one returns", func(t *testing.T) {
+		fns, started, client := newFns(t, 2, time.Minute, "a", "b")
+		a, b := fns["a"], fns["b"]
+		doneA := hold(t, a, started, "sleep")
+		hold(t, b, started, "sleep")
+		for _, name := range []string{"a", "b"} {
+			wantThrottle(t, invokeAPI(client, name), ReasonAccountConcurrency)
+		}
+		if _, err := a.Invoke(context.Background(), []byte(`{"do":"answer"}`)); !errors.Is(err, ErrThrottled) {
+			t.Errorf("Function.Invoke: got %v, want ErrThrottled", err)
+		}
+		if got := a.Throttles() + b.Throttles(); got != 3 {
+			t.Errorf("throttles: got %d, want 3", got)
+		}
+		if got := a.Invocations() + b.Invocations(); got != 2 {
+			t.Errorf("invocations: got %d, want 2 (a refused invocation never runs)", got)
+		}
+		// a's invocation ends (Lambda.Unknown) once its process, which may not have taken it yet,
+		// is killed: its unit comes back.
+		for a.KillRunning() == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := <-doneA; err != nil {
+			t.Fatal(err)
+		}
+		if err := invokeAPI(client, "b"); err != nil {
+			t.Errorf("after a's invocation ended: got %v, want b invoked", err)
+		}
+	})
+	t.Run("the function timeout gives the unit back", func(t *testing.T) {
+		fns, started, client := newFns(t, 1, time.Second, "a")
+		if err := <-hold(t, fns["a"], started, "sleep"); err != nil { // Sandbox.Timedout after 1 s
+			t.Fatal(err)
+		}
+		if err := invokeAPI(client, "a"); err != nil {
+			t.Errorf("after a timed-out invocation: got %v, want a invoked", err)
+		}
+	})
+	t.Run("a panic on the way gives the unit back", func(t *testing.T) {
+		fns, _, client := newFns(t, 1, time.Minute, "a")
+		a := fns["a"]
+		a.OnInvoke = func(*Function) { panic("hook") }
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("got no panic, want the hook's")
+				}
+			}()
+			a.Invoke(context.Background(), []byte(`{"do":"answer"}`))
+		}()
+		a.OnInvoke = nil
+		if err := invokeAPI(client, "a"); err != nil {
+			t.Errorf("after a panic: got %v, want a invoked", err)
+		}
+	})
+	t.Run("the caller giving up gives the unit back", func(t *testing.T) {
+		fns, started, client := newFns(t, 1, time.Minute, "a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := fns["a"].Invoke(ctx, []byte(`{"do":"sleep"}`))
+			done <- err
+		}()
+		<-started
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		if err := invokeAPI(client, "a"); err != nil {
+			t.Errorf("after a cancelled invocation: got %v, want a invoked", err)
+		}
+	})
+	t.Run("a reserved concurrency is its own", func(t *testing.T) {
+		fns, started, client := newFns(t, 1, time.Minute, "a", "reserved")
+		r := fns["reserved"]
+		r.Concurrency = 1
+		hold(t, fns["a"], started, "sleep") // the account's one unit is in use
+		hold(t, r, started, "sleep")        // the reservation's one unit too
+		wantThrottle(t, invokeAPI(client, "reserved"), ReasonReservedConcurrency)
+		wantThrottle(t, invokeAPI(client, "a"), ReasonAccountConcurrency)
+	})
 }

@@ -315,6 +315,16 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(rep.LambdaThrottles) > 0 {
+		fmt.Fprintf(w, "lambda throttles (TooManyRequestsException):")
+		for _, fn := range sortedKeys(rep.LambdaThrottles) {
+			fmt.Fprintf(w, " %s %d", fn, rep.LambdaThrottles[fn])
+		}
+		fmt.Fprintln(w)
+	}
+	if rep.SinkMaxInFlight > 0 || rep.Sink429 > 0 {
+		fmt.Fprintf(w, "sink: at most %d requests in flight, %d answered 429\n", rep.SinkMaxInFlight, rep.Sink429)
+	}
 	switch {
 	case len(rep.Violations) > 0:
 		fmt.Fprintf(w, "invariants: %d VIOLATED\n", len(rep.Violations))

@@ -28,6 +28,14 @@ type Report struct {
 	// ExternalEndpoint is true when the run registered to --register-url: the harness sees no
 	// record, so the record checks (record order, exactly once, registration windows) are skipped.
 	ExternalEndpoint bool `json:"externalEndpoint"`
+	// LambdaThrottles counts, per function (its local name), the invocations Lambda refused with
+	// TooManyRequestsException: the account's or a reserved concurrency in use
+	// (Config.LambdaConcurrency), or Config.Throttle. Only throttled functions appear; {} when none.
+	LambdaThrottles map[string]int64 `json:"lambdaThrottles"`
+	// SinkMaxInFlight is the most POSTs the embedded sink had in progress at once (those it
+	// answered 429 included), and Sink429 how many it answered 429 for Config.SinkMaxInFlight.
+	SinkMaxInFlight int   `json:"sinkMaxInFlight"`
+	Sink429         int64 `json:"sink429"`
 }
 
 // TenantReport is one tenant's files, in upload order.
@@ -131,9 +139,14 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	rep := &Report{Tenants: map[string]*TenantReport{}, APICalls: r.Counter.Snapshot(), WallSeconds: end.Sub(r.started).Seconds(),
 		ExternalEndpoint: r.cfg.RegisterURL != ""}
 	var lambdaCalls = map[string]int64{}
+	rep.LambdaThrottles = map[string]int64{}
 	for _, f := range r.functions {
 		lambdaCalls["Invoke"] += f.Invocations()
+		if n := f.Throttles(); n > 0 {
+			rep.LambdaThrottles[f.Name] = n
+		}
 	}
+	rep.SinkMaxInFlight, rep.Sink429 = r.Sink.InFlight()
 	rep.APICalls["lambda"] = lambdaCalls
 	if rep.APICalls["stepfunctions"] == nil {
 		rep.APICalls["stepfunctions"] = map[string]int64{}

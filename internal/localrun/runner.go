@@ -57,6 +57,16 @@ type Config struct {
 	// with TooManyRequestsException, from the first invocation on (Function.SetThrottle changes it
 	// while the run goes).
 	Throttle map[string]Throttle
+	// LambdaConcurrency is the account's Lambda concurrency limit (AWS's default is 1,000, shared
+	// by every function of the account and region): an invocation that would put more than this
+	// many in progress at once, across every function of the run, is refused with
+	// TooManyRequestsException (HTTP 429), on every invoke path (Step Functions tasks, event source
+	// mappings, asynchronous invocations), each of which handles it as on AWS. Functions with a
+	// reserved concurrency keep it and the others share the rest. 0 means no limit.
+	LambdaConcurrency int
+	// SinkMaxInFlight caps the requests the embedded sink takes at once: above it the sink answers
+	// 429 with Retry-After: 1, as a core system that sheds load. 0 means no cap.
+	SinkMaxInFlight int
 	// EventKeyForm is how the "Object Created" events carry the object key: "raw" (default, the key
 	// as written) or "form" (form-encoded, as classic S3 event notifications carry it: "red
 	// flower.jpg" becomes "red+flower.jpg",
@@ -207,6 +217,8 @@ type Run struct {
 	statusSt   *statusState
 	// mappingErrors counts failed event source mapping invocations (esm.go).
 	mappingErrors atomic.Int64
+	// mappingThrottleRetries counts the retries of throttled event source mapping batches (esm.go).
+	mappingThrottleRetries atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -243,6 +255,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	default:
 		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Sequencers, SequencersPerKey, SequencersGlobal)
 	}
+	if cfg.LambdaConcurrency < 0 || cfg.SinkMaxInFlight < 0 {
+		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.LambdaConcurrency, cfg.SinkMaxInFlight)
+	}
 	asm, err := LoadAssembly(cfg.Assembly)
 	if err != nil {
 		return nil, err
@@ -252,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{MaxInFlight: cfg.SinkMaxInFlight}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{

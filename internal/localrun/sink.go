@@ -23,6 +23,11 @@ type Sink struct {
 	Fault func(tenant string, source string, recordNumber int64, attempt int) int
 	// Delay, if set, is how long the sink takes to answer one request (a slow core system).
 	Delay func(tenant string, source string, recordNumber int64) time.Duration
+	// MaxInFlight, if above 0, is how many POSTs the sink takes at once: one that arrives while
+	// MaxInFlight are in progress is answered 429 with Retry-After: 1 (a core system shedding
+	// load, RFC 9110 section 10.2.3 and RFC 6585 section 4) and registers nothing. Set it before
+	// the run starts.
+	MaxInFlight int
 
 	mu         sync.Mutex
 	keys       map[string]bool
@@ -34,6 +39,9 @@ type Sink struct {
 	gets       int64
 	bad        []string
 	log        map[string][]SinkRequest // tenant -> every POST, in arrival order
+	inFlight   int                      // POSTs arrived and not yet answered
+	peak       int                      // the most POSTs in flight at once
+	shed       int64                    // POSTs answered 429 for MaxInFlight
 }
 
 // SinkRequest is one POST the sink received, whatever it answered.
@@ -92,6 +100,16 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
+	s.mu.Lock()
+	s.inFlight++
+	s.peak = max(s.peak, s.inFlight)
+	shed := s.MaxInFlight > 0 && s.inFlight > s.MaxInFlight
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	rw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	w = rw
 	body, err := io.ReadAll(r.Body)
@@ -126,6 +144,12 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
 		s.mu.Unlock()
 	}()
+	if shed {
+		s.count(&s.shed)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+		return
+	}
 	if delay != nil {
 		if d := delay(req.Tenant, req.Source.Key, req.first()); d > 0 {
 			select {
@@ -225,6 +249,14 @@ func (s *Sink) Stats() (requests, duplicates, faults int64, bad []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests, s.duplicates, s.faults, append([]string(nil), s.bad...)
+}
+
+// InFlight is the most POSTs the sink had in progress at once (those it answered 429 included),
+// and how many it answered 429 for MaxInFlight.
+func (s *Sink) InFlight() (peak int, shed int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak, s.shed
 }
 
 // Total is the number of records registered across tenants.

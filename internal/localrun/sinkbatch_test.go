@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestSinkBatch: the embedded sink's answers to batch POSTs (docs/data-path.md, "Batch mode"):
@@ -64,5 +66,80 @@ func TestSinkBatch(t *testing.T) {
 	}
 	if reqs := s.Requests("t"); len(reqs) != 3 || reqs[0].Records != 3 || reqs[1].RecordNumber != 4 || reqs[1].Records != 2 {
 		t.Errorf("requests: got %+v, want 3 logged: 3 records from 1, then 2 from 4 twice", reqs)
+	}
+}
+
+// TestSinkMaxInFlight: with MaxInFlight N the sink takes N POSTs at once and answers the next one
+// 429 with Retry-After: 1, registering nothing; it reports the most POSTs it saw in flight (the
+// refused one included) and how many it refused. Without a cap it refuses none.
+func TestSinkMaxInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		cap, held      int
+		wantLast       int
+		wantPeak       int
+		wantShed       int64
+		wantRetryAfter string
+	}{
+		{name: "capped", cap: 2, held: 2, wantLast: http.StatusTooManyRequests, wantPeak: 3, wantShed: 1, wantRetryAfter: "1"},
+		{name: "no cap", cap: 0, held: 2, wantLast: http.StatusCreated, wantPeak: 3, wantShed: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			s := &Sink{MaxInFlight: tc.cap}
+			s.SetDelay(func(_, source string, _ int64) time.Duration {
+				if source == "held.csv" {
+					<-release
+				}
+				return 0
+			})
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			post := func(source string, n int) *http.Response {
+				body := fmt.Sprintf(`{"tenant":"t","source":{"bucket":"b","key":%q},"recordNumber":%d,"record":{}}`, source, n)
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/t/records", strings.NewReader(body))
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", source, n))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return nil
+				}
+				resp.Body.Close()
+				return resp
+			}
+			var wg sync.WaitGroup
+			for n := range tc.held {
+				wg.Go(func() {
+					if resp := post("held.csv", n+1); resp != nil && resp.StatusCode != http.StatusCreated {
+						t.Errorf("held POST %d: got %d, want 201", n+1, resp.StatusCode)
+					}
+				})
+			}
+			for {
+				if peak, _ := s.InFlight(); peak == tc.held {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			resp := post("next.csv", 1)
+			close(release)
+			wg.Wait()
+			if resp == nil {
+				return
+			}
+			if resp.StatusCode != tc.wantLast || resp.Header.Get("Retry-After") != tc.wantRetryAfter {
+				t.Errorf("POST beyond %d in flight: got %d Retry-After %q, want %d %q", tc.held, resp.StatusCode, resp.Header.Get("Retry-After"), tc.wantLast, tc.wantRetryAfter)
+			}
+			if peak, shed := s.InFlight(); peak != tc.wantPeak || shed != tc.wantShed {
+				t.Errorf("in flight: got peak %d and %d answered 429, want %d and %d", peak, shed, tc.wantPeak, tc.wantShed)
+			}
+			wantRegistered := tc.held
+			if tc.wantShed == 0 {
+				wantRegistered++
+			}
+			if got := len(s.Registered("t")); got != wantRegistered {
+				t.Errorf("registered: got %d, want %d", got, wantRegistered)
+			}
+		})
 	}
 }

@@ -225,6 +225,9 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		r.functions = append(r.functions, f)
 		r.Lambda.Add(f)
 	}
+	if err := r.limitConcurrency(); err != nil {
+		return err
+	}
 	for _, c := range r.asm.OfType("AWS::Lambda::EventInvokeConfig") {
 		if err := r.eventInvokeConfig(r.asm, r.res, c); err != nil {
 			return err
@@ -289,5 +292,27 @@ func (r *Run) startControlPlane(context.Context) error {
 		return err
 	}
 	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp}
+	return nil
+}
+
+// limitConcurrency applies Config.LambdaConcurrency: the functions without a reserved concurrency
+// share what the reservations leave of it. Lambda keeps at least 100 unreserved
+// (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
+func (r *Run) limitConcurrency() error {
+	n := r.cfg.LambdaConcurrency
+	if n == 0 {
+		return nil
+	}
+	unreserved := n
+	for _, f := range r.functions {
+		unreserved -= f.Concurrency
+	}
+	if unreserved < 1 {
+		return fmt.Errorf("lambda concurrency %d: the functions' reserved concurrency takes %d of it and leaves none for the others", n, n-unreserved)
+	}
+	account := NewAccountConcurrency(unreserved)
+	for _, f := range r.functions {
+		f.Account = account
+	}
 	return nil
 }

@@ -126,3 +126,50 @@ func TestWaitingOn(t *testing.T) {
 		t.Error("got busy, want idle")
 	}
 }
+
+// The report names each throttled function and the sink's peak in flight and 429s, in the JSON
+// ("lambdaThrottles" is {} when nothing was throttled, never null) and in the printed summary.
+func TestSummaryThrottlesAndSinkInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rep      Report
+		wantJSON []string
+		want     []string
+		notWant  []string
+	}{
+		{
+			name:     "throttled, sink capped",
+			rep:      Report{LambdaThrottles: map[string]int64{"register-b": 2, "register-a": 5}, SinkMaxInFlight: 7, Sink429: 1},
+			wantJSON: []string{`"lambdaThrottles":{"register-a":5,"register-b":2}`, `"sinkMaxInFlight":7`, `"sink429":1`},
+			want:     []string{"lambda throttles (TooManyRequestsException): register-a 5 register-b 2\n", "sink: at most 7 requests in flight, 1 answered 429\n"},
+		},
+		{
+			name:     "nothing throttled, no sink request",
+			rep:      Report{LambdaThrottles: map[string]int64{}},
+			wantJSON: []string{`"lambdaThrottles":{}`, `"sinkMaxInFlight":0`, `"sink429":0`},
+			notWant:  []string{"lambda throttles", "sink: at most"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.rep.Tenants, tc.rep.Violations = map[string]*TenantReport{}, []string{}
+			b, _ := json.Marshal(tc.rep)
+			for _, want := range tc.wantJSON {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("JSON: got %s, want it to contain %s", b, want)
+				}
+			}
+			var out bytes.Buffer
+			WriteSummary(&out, &tc.rep, nil)
+			for _, want := range tc.want {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("summary: got %q, want it to contain %q", out.String(), want)
+				}
+			}
+			for _, notWant := range tc.notWant {
+				if strings.Contains(out.String(), notWant) {
+					t.Errorf("summary: got %q, want no %q", out.String(), notWant)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ const calls = [];
 let failAt = new Set(); // payload.i values that fail (once each, unless sticky)
 let sticky = new Set();
 const seen = new Set(); // keys of the fault modes already answered
+const throttled = new Map(); // key -> invocations of a "throttles" payload so far
 const slowDone = []; // when slow invocations answered
 let lambda, sfn, endpoint, eventsServer;
 let faulty; // a second server with the fault switches (the last tests)
@@ -28,6 +29,16 @@ before(async () => {
       // Modes of the fault tests, each once per key: AWS's answers for a killed process, a function
       // timeout and throttling (lambda Invoke API: X-Amz-Function-Error, 429 TooManyRequestsException).
       const mode = payload?.mode;
+      // throttles: the first N invocations of the key are throttled, with the body Lambda sends
+      // for the account's concurrency.
+      if (payload?.throttles) {
+        throttled.set(payload.key, (throttled.get(payload.key) ?? 0) + 1);
+        if (throttled.get(payload.key) <= payload.throttles) {
+          res.writeHead(429, { 'x-amzn-errortype': 'TooManyRequestsException', 'content-type': 'application/json' });
+          res.end(JSON.stringify({ Reason: 'ConcurrentInvocationLimitExceeded', Type: 'User', message: 'Rate Exceeded.' }));
+          return;
+        }
+      }
       if (mode && !seen.has(payload.key)) {
         seen.add(payload.key);
         if (mode === 'crash') {
@@ -280,6 +291,27 @@ test('Lambda failures are named as Step Functions names them: Lambda.Unknown, Sa
   const d = await waitDone(s.executionArn);
   assert.equal(d.status, 'FAILED');
   assert.equal(d.error, 'Lambda.Unknown');
+});
+
+// The pipeline waits out a throttle with a retrier of MaxAttempts 99999999 whose waits are capped by
+// MaxDelaySeconds and drawn below the cap (JitterStrategy FULL)
+// (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html). The library
+// honours both: with IntervalSeconds 1000 and MaxDelaySeconds 1 the execution succeeds after its
+// throttles instead of waiting 1000 s, and every throttle is its own TaskFailed attempt.
+test('a throttle retrier honours MaxDelaySeconds and JitterStrategy FULL, so MaxAttempts 99999999 waits a throttle out', async () => {
+  const def = {
+    StartAt: 'Register',
+    States: { Register: {
+      Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: fn, 'Payload.$': '$' },
+      Retry: [{ ErrorEquals: ['Lambda.TooManyRequestsException'], IntervalSeconds: 1000, BackoffRate: 2, MaxDelaySeconds: 1, JitterStrategy: 'FULL', MaxAttempts: 99999999 }],
+      ResultPath: null, End: true } },
+  };
+  const m = await api('CreateStateMachine', { name: 'throttle-retrier', definition: JSON.stringify(def), roleArn: 'arn:aws:iam::000000000000:role/r' });
+  const s = await api('StartExecution', { stateMachineArn: m.stateMachineArn, name: 'throttled', input: JSON.stringify({ throttles: 3, key: 'throttle-retrier' }) });
+  const d = await waitDone(s.executionArn);
+  assert.equal(d.status, 'SUCCEEDED', JSON.stringify(d));
+  const failed = (await history(s.executionArn)).filter((e) => e.type === 'TaskFailed');
+  assert.deepEqual(failed.map((e) => e.taskFailedEventDetails.error), Array(3).fill('Lambda.TooManyRequestsException'));
 });
 
 // A Map whose iterations return their input: the collected array is counted before ResultPath
