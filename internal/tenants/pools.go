@@ -38,6 +38,13 @@ const (
 	// DefaultPoolBacklogAlarmMessages alarms on the pool queue's visible messages well below
 	// FIFOScanWindow, while there is still time to act.
 	DefaultPoolBacklogAlarmMessages = 10000
+	// DefaultPoolIntakeGroups is how many message groups a pool's intake queue has, so how many
+	// router invocations run at once (Lambda scales a FIFO mapping by active message groups:
+	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html). Each group has its
+	// own rule on the default event bus, which holds 300 rules by default
+	// (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html).
+	DefaultPoolIntakeGroups = 16
+	MaxPoolIntakeGroups     = 64
 )
 
 // PoolConfig is one entry of the file's "pools" object: what the tenants of a pool share.
@@ -59,6 +66,11 @@ type PoolConfig struct {
 	// Register role may write tables whose name starts with it. Required when a pooled tenant has a
 	// dynamodb sink.
 	TablePrefix string `json:"tablePrefix,omitempty"`
+	// IntakeGroups is how many message groups the pool's intake queue has: a tenant's files always
+	// go to the group of the first character after the pool's prefix in its prefix, so each
+	// tenant keeps its order while the groups are routed at once. Default: 16; 1 to 64 (1 is one
+	// group and one rule on the whole prefix).
+	IntakeGroups int `json:"intakeGroups,omitempty"`
 }
 
 // PoolDefaults returns c with its defaults for the pool called name.
@@ -71,6 +83,9 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	}
 	if c.BacklogAlarmMessages == 0 {
 		c.BacklogAlarmMessages = DefaultPoolBacklogAlarmMessages
+	}
+	if c.IntakeGroups == 0 {
+		c.IntakeGroups = DefaultPoolIntakeGroups
 	}
 	return c
 }
@@ -149,6 +164,9 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			errs = append(errs, fmt.Errorf("%s: backlogAlarmMessages %d is out of range: use 1 to %d, below the %d messages SQS scans in a FIFO queue for available message groups",
 				where, d.BacklogAlarmMessages, FIFOScanWindow-1, FIFOScanWindow))
 		}
+		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
+			errs = append(errs, fmt.Errorf("%s: intakeGroups %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, d.IntakeGroups, MaxPoolIntakeGroups))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
 		for _, other := range slices.Sorted(maps.Keys(f.Pools)) {
@@ -192,6 +210,12 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if t.Prefix != "" && !strings.HasPrefix(t.Prefix, c.Prefix) {
 			bad("prefix", "%q is outside pool %s's prefix %q: the pool's functions may read only under the pool's prefix, so its files could not be read; "+
 				"use a prefix under %q (the default is %q), or set pools.%s.prefix", t.Prefix, t.Pool, c.Prefix, c.Prefix, c.Prefix+t.ID+"/", t.Pool)
+		} else if t.Prefix != "" && c.IntakeGroups > 1 && (len(t.Prefix) == len(c.Prefix) || t.Prefix[len(c.Prefix)] >= 0x80) {
+			// The intake's rules shard the pool's keys by the byte after the pool's prefix; EventBridge
+			// matches whole characters, so only an ASCII byte there names one group for all the
+			// tenant's files (docs/controller.md, "Pooled tier").
+			bad("prefix", "%q must go on past pool %s's prefix %q with an ASCII character: the pool's %d intake groups are chosen by that character, "+
+				"so the tenant's files keep their order; use a prefix such as %q, or set pools.%s.intakeGroups to 1", t.Prefix, t.Pool, c.Prefix, c.IntakeGroups, c.Prefix+t.ID+"/", t.Pool)
 		}
 		if t.RegisterAuthSecretARN != "" {
 			name := secretName(t.RegisterAuthSecretARN)
