@@ -90,6 +90,11 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	return c
 }
 
+// IntakeByte reports whether the sharded intake's rules list keys whose byte after the pool's
+// prefix is b: printable ASCII (0x20-0x7E), the characters a CloudFormation template carries as
+// they are in an event pattern.
+func IntakeByte(b byte) bool { return b >= 0x20 && b <= 0x7E }
+
 // Pooled reports whether the tenant is in the pooled tier.
 func (t Tenant) Pooled() bool { return t.Tier == TierPool }
 
@@ -210,11 +215,11 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if t.Prefix != "" && !strings.HasPrefix(t.Prefix, c.Prefix) {
 			bad("prefix", "%q is outside pool %s's prefix %q: the pool's functions may read only under the pool's prefix, so its files could not be read; "+
 				"use a prefix under %q (the default is %q), or set pools.%s.prefix", t.Prefix, t.Pool, c.Prefix, c.Prefix, c.Prefix+t.ID+"/", t.Pool)
-		} else if t.Prefix != "" && c.IntakeGroups > 1 && (len(t.Prefix) == len(c.Prefix) || t.Prefix[len(c.Prefix)] >= 0x80) {
-			// The intake's rules shard the pool's keys by the byte after the pool's prefix; EventBridge
-			// matches whole characters, so only an ASCII byte there names one group for all the
-			// tenant's files (docs/controller.md, "Pooled tier").
-			bad("prefix", "%q must go on past pool %s's prefix %q with an ASCII character: the pool's %d intake groups are chosen by that character, "+
+		} else if t.Prefix != "" && c.IntakeGroups > 1 && (len(t.Prefix) == len(c.Prefix) || !IntakeByte(t.Prefix[len(c.Prefix)])) {
+			// The intake's rules shard the pool's keys by the character after the pool's prefix, and
+			// list the printable ASCII ones only (IntakeByte), so that one of them names one group for
+			// all the tenant's files (docs/controller.md, "Pooled tier").
+			bad("prefix", "%q must go on past pool %s's prefix %q with a printable ASCII character: the pool's %d intake groups are chosen by that character, "+
 				"so the tenant's files keep their order; use a prefix such as %q, or set pools.%s.intakeGroups to 1", t.Prefix, t.Pool, c.Prefix, c.IntakeGroups, c.Prefix+t.ID+"/", t.Pool)
 		}
 		if t.RegisterAuthSecretARN != "" {

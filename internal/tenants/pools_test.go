@@ -78,9 +78,11 @@ func TestPoolValidation(t *testing.T) {
 		// Sharded by the character after the pool's prefix: a tenant on the pool's own prefix would
 		// spread over every group, and a non-ASCII character is in no group's rule.
 		{"tenant on the pool's own prefix", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/" must go on past pool default's prefix "pools/default/" with an ASCII character`, `set pools.default.intakeGroups to 1`}},
+			[]string{`tenant "a": prefix: "pools/default/" must go on past pool default's prefix "pools/default/" with a printable ASCII character`, `set pools.default.intakeGroups to 1`}},
 		{"tenant prefix with a non-ASCII character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/日本/"}]}`,
 			[]string{`tenant "a": prefix: "pools/default/日本/" must go on past pool default's prefix`}},
+		{"tenant prefix with a control character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/\u0001a/"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/\x01a/" must go on past pool default's prefix`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
