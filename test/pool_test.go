@@ -287,3 +287,46 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolRuleFailuresWatchEveryIntakeRule: each intake rule's FailedInvocations is in exactly one
+// alarm, and no alarm reads more than the 10 metrics CloudWatch allows.
+func TestPoolRuleFailuresWatchEveryIntakeRule(t *testing.T) {
+	_, tpl := poolTemplate(t)
+	watched := map[string]int{}
+	for id, a := range byType(tpl, "AWS::CloudWatch::Alarm") {
+		p := props(a)
+		stats := 0
+		if ms, ok := p["Metrics"].([]any); ok {
+			for _, m := range ms {
+				if stat, ok := m.(map[string]any)["MetricStat"].(map[string]any); ok {
+					stats++
+					if get(t, stat, "Metric", "MetricName") == "FailedInvocations" {
+						for _, d := range get(t, stat, "Metric", "Dimensions").([]any) {
+							watched[asJSON(d.(map[string]any)["Value"])]++
+						}
+					}
+				}
+			}
+		} else if p["MetricName"] == "FailedInvocations" {
+			for _, d := range p["Dimensions"].([]any) {
+				watched[asJSON(d.(map[string]any)["Value"])]++
+			}
+		}
+		if stats > 10 {
+			t.Errorf("%s reads %d metrics, want at most 10", id, stats)
+		}
+	}
+	rules := 0
+	for id, r := range byType(tpl, "AWS::Events::Rule") {
+		if strings.Contains(asJSON(props(r)["EventPattern"]), `"aws.states"`) {
+			continue // the status rule: its target is the controller
+		}
+		rules++
+		if n := watched[asJSON(map[string]any{"Ref": id})]; n != 1 {
+			t.Errorf("intake rule %s: in %d FailedInvocations alarms, want 1", id, n)
+		}
+	}
+	if rules != tenants.DefaultPoolIntakeGroups {
+		t.Errorf("got %d intake rules, want %d", rules, tenants.DefaultPoolIntakeGroups)
+	}
+}
