@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // intakeFigureTenants is one pool of tenants whose ids begin with 32 different characters, with
@@ -38,14 +39,76 @@ func TestFiguresPoolIntake(t *testing.T) {
 		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
 	}
 	const tenants, files = 64, 16
-	sharded := routeBurst(t, "sharded", 0, nil, tenants, files)
-	single := routeBurst(t, "single", 1, []string{pipeline.EnvRouterSendBatchSize + "=1"}, tenants, files)
-	fmt.Printf("pool-intake: sharded %.0f events/s, single group %.0f events/s, ratio %.1f\n", sharded, single, sharded/single)
+	sharded := routeBurst(t, "sharded", 0, nil, tenants, files, true)
+	single := routeBurst(t, "single", 1, []string{pipeline.EnvRouterSendBatchSize + "=1"}, tenants, files, false)
+	fmt.Printf("pool-intake: sharded %.0f events/s, single group %.0f events/s, ratio %.1f\n", sharded.rate, single.rate, sharded.rate/single.rate)
+	fmt.Println(sharded.burst(10000, 10))
+	t.Logf("measured: router %.1f ms an invocation; per file %.2f executions started, %.1f state transitions, %.0f ms of controller, Split and Register (%.0f ms of controller)",
+		sharded.batchMillis, sharded.startsPerFile, sharded.transitionsPerFile, sharded.lambdaMillisPerFile, sharded.controllerMillisPerFile)
 }
 
-// routeBurst starts a run of one pool, puts files events of each of its tenants into its intake,
-// and returns the rate at which the router empties it.
-func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenants, files int) float64 {
+// burstCosts are what the sharded run measured per call and per file.
+type burstCosts struct {
+	rate float64
+	// batchMillis is the router's billed duration per invocation (one intake batch, one
+	// SendMessageBatch call per up to 10 events), init phases included.
+	batchMillis float64
+	// Per file, once the files were registered: executions started (the file's and its segments'),
+	// state transitions, billed Lambda milliseconds of the controller, Split and Register, and of
+	// the controller alone.
+	startsPerFile, transitionsPerFile, lambdaMillisPerFile, controllerMillisPerFile float64
+}
+
+// AWS's default quotas the burst estimate uses, us-east-1:
+//   - Lambda: 1,000 concurrent executions per account and Region
+//     (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html);
+//   - Step Functions StartExecution: a bucket of 1,300 refilled at 300 per second, and Standard
+//     state transitions at 5,000 per second
+//     (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html). Whether a
+//     workflow's own start of a child execution counts against StartExecution's bucket is not
+//     said there; the estimate counts it, the longer answer.
+const (
+	burstLambdaConcurrency = 1000
+	burstStartBucket       = 1300
+	burstStartRefill       = 300
+	burstTransitionsPerSec = 5000
+	burstIntakeGroups      = tenants.DefaultPoolIntakeGroups
+	burstEventsPerBatch    = 10
+	// burstControllers is the pool's default maximumConcurrency: a setting, not a quota, but it caps
+	// the controller invocations every file needs.
+	burstControllers = tenants.DefaultPoolMaximumConcurrency
+)
+
+// burst is the "burst:" line: tenants × files small files dropped at once into one pool, the time
+// to route them (the default 16 intake groups, each a sequence of router invocations of 10 events
+// at the measured cost) and the time to register them at the default quotas, named by the one that
+// bounds it. docs/local-run.md, "Pool intake", has the arithmetic.
+func (c burstCosts) burst(tenants, files int) string {
+	n := float64(tenants * files)
+	batches := n / (burstIntakeGroups * burstEventsPerBatch) // per group, the groups at once
+	route := batches * c.batchMillis / 1000
+	bounds := []struct {
+		what string
+		secs float64
+	}{
+		{fmt.Sprintf("StartExecution %d/s refill: %.1f starts a file", burstStartRefill, c.startsPerFile), max(0, n*c.startsPerFile-burstStartBucket) / burstStartRefill},
+		{fmt.Sprintf("state transitions %d/s: %.1f a file", burstTransitionsPerSec, c.transitionsPerFile), n * c.transitionsPerFile / burstTransitionsPerSec},
+		{fmt.Sprintf("Lambda concurrency %d: %.0f ms a file", burstLambdaConcurrency, c.lambdaMillisPerFile), n * c.lambdaMillisPerFile / 1000 / burstLambdaConcurrency},
+		{fmt.Sprintf("the pool's maximumConcurrency %d: %.0f ms of controller a file", burstControllers, c.controllerMillisPerFile), n * c.controllerMillisPerFile / 1000 / burstControllers},
+	}
+	bound := bounds[0]
+	for _, b := range bounds[1:] {
+		if b.secs > bound.secs {
+			bound = b
+		}
+	}
+	return fmt.Sprintf("burst: %d tenants x %d files: route %.0f s, register %.0f s (%s)", tenants, files, route, bound.secs, bound.what)
+}
+
+// routeBurst starts a run of one pool, uploads files small files of each of its tenants, their
+// events waiting in the intake, and measures the rate at which the router empties it. With register
+// it then lets the controller register the files and measures their costs per file.
+func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenants, files int, register bool) burstCosts {
 	t.Helper()
 	r := startScenario(t, intakeFigureTenants(pool, tenants, groups), Config{EnvForPool: map[string][]string{pool: routerEnv}})
 	defer r.Close()
@@ -77,7 +140,9 @@ func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenan
 	// Each tenant's files in order, the tenants interleaved, as a night's drop arrives.
 	for n := range files {
 		for _, tn := range r.Tenants {
-			r.objectCreated(r.Bucket, fmt.Sprintf("%s%02d.csv", tn.Prefix, n), "", fmt.Sprintf("%032x", n), 10)
+			if _, err := r.Upload(ctx, tn.ID, fmt.Sprintf("%02d.csv", n), []byte(fmt.Sprintf("id,name\n%d,file %d\n", n, n))); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	events := tenants * files
@@ -89,9 +154,49 @@ func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenan
 	for depth(t, ctx, r, intake) > 0 {
 		sleep(ctx, 10*time.Millisecond)
 	}
-	rate := float64(events) / time.Since(start).Seconds()
+	c := burstCosts{rate: float64(events) / time.Since(start).Seconds()}
 	checkRouted(t, ctx, r, queue, prefix, tenants, files)
-	return rate
+	// Split and Register have no POOL variable; the controller has, without a FUNCTION_ROLE.
+	isController := func(f *Function) bool { return f.Pool == pool && f.Role == "" }
+	var others, controllers int64
+	for _, f := range r.functions {
+		u := f.Usage()
+		switch {
+		case f.Pool == pool && f.Role == pipeline.FunctionRoleRouter:
+			c.batchMillis = float64(u.BilledMillis) / float64(max(u.Requests, 1))
+		default:
+			others -= u.BilledMillis // before registering
+			if isController(f) {
+				controllers -= u.BilledMillis
+			}
+		}
+	}
+	if !register {
+		return c
+	}
+	controller.SetEnabled(true)
+	assertInvariants(t, r, drain(t, ctx, r), nil, false)
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Executions {
+		c.startsPerFile++
+		c.transitionsPerFile += float64(e.StateTransitions)
+	}
+	for _, f := range r.functions {
+		if f.Role != pipeline.FunctionRoleRouter {
+			others += f.Usage().BilledMillis
+			if isController(f) {
+				controllers += f.Usage().BilledMillis
+			}
+		}
+	}
+	c.startsPerFile /= float64(events)
+	c.transitionsPerFile /= float64(events)
+	c.lambdaMillisPerFile = float64(others) / float64(events)
+	c.controllerMillisPerFile = float64(controllers) / float64(events)
+	return c
 }
 
 func depth(t *testing.T, ctx context.Context, r *Run, q *Queue) int {
