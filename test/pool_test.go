@@ -15,6 +15,7 @@ import (
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // poolTemplate synthesizes testdata/pool.json and returns the app and pool default's template.
@@ -57,7 +58,7 @@ func TestPoolStacks(t *testing.T) {
 	}
 }
 
-// TestPoolShape: the rule feeds the intake in one message group; the router reads it in order;
+// TestPoolShape: the intake rules feed the intake, one message group each; the router reads it in order;
 // the controller reads the pool queue with the configured MaximumConcurrency; nothing is per tenant.
 func TestPoolShape(t *testing.T) {
 	_, tpl := poolTemplate(t)
@@ -86,34 +87,50 @@ func TestPoolShape(t *testing.T) {
 		t.Fatalf("queues %v, want the intake, the pool queue and the dead-letter queue", keys(anyMap(queues)))
 	}
 
+	// One rule per intake group (16 by default), each with its own message group, the silo rule's
+	// retry policy and dead-letter queue, and a filter on the characters of its group.
 	rules := byType(tpl, "AWS::Events::Rule")
-	if len(rules) != 2 {
-		t.Fatalf("got %d rules, want the files' rule and the status rule", len(rules))
+	if len(rules) != tenants.DefaultPoolIntakeGroups+1 {
+		t.Fatalf("got %d rules, want %d intake rules and the status rule", len(rules), tenants.DefaultPoolIntakeGroups)
 	}
-	found := false
-	for _, r := range rules {
+	groups := map[string]string{} // message group -> rule
+	for id, r := range rules {
 		for _, target := range props(r)["Targets"].([]any) {
 			tg := target.(map[string]any)
 			if asJSON(tg["Arn"]) != asJSON(map[string]any{"Fn::GetAtt": []any{intake, "Arn"}}) {
 				continue
 			}
-			found = true
-			if g := get(t, tg, "SqsParameters", "MessageGroupId"); g != tenantpipeline.IntakeMessageGroup {
-				t.Errorf("intake target's group %v, want %q", g, tenantpipeline.IntakeMessageGroup)
+			g, _ := get(t, tg, "SqsParameters", "MessageGroupId").(string)
+			if other, dup := groups[g]; dup {
+				t.Errorf("rules %s and %s both send to message group %q", other, id, g)
 			}
+			groups[g] = id
 			if a := get(t, tg, "RetryPolicy", "MaximumRetryAttempts"); a != float64(tenantpipeline.RuleRetryAttempts) {
-				t.Errorf("retry attempts %v", a)
+				t.Errorf("%s: retry attempts %v", id, a)
+			}
+			if a := get(t, tg, "RetryPolicy", "MaximumEventAgeInSeconds"); a != tenantpipeline.RuleMaxEventAge.Seconds() {
+				t.Errorf("%s: maximum event age %v", id, a)
 			}
 			if d := asJSON(get(t, tg, "DeadLetterConfig", "Arn")); d != asJSON(map[string]any{"Fn::GetAtt": []any{dlq, "Arn"}}) {
-				t.Errorf("dead-letter queue %s", d)
+				t.Errorf("%s: dead-letter queue %s", id, d)
 			}
-			if p := asJSON(get(t, props(r), "EventPattern", "detail", "object", "key")); p != `[{"prefix":"pools/default/"}]` {
-				t.Errorf("rule pattern on key %s, want the pool's prefix", p)
+			if n := len(asJSON(get(t, props(r), "EventPattern"))); n > tenantpipeline.MaxEventPatternChars {
+				t.Errorf("%s: event pattern of %d characters, over EventBridge's %d", id, n, tenantpipeline.MaxEventPatternChars)
 			}
 		}
 	}
-	if !found {
-		t.Error("no rule targets the intake queue")
+	for g := range tenants.DefaultPoolIntakeGroups {
+		id, ok := groups[tenantpipeline.IntakeMessageGroupOf(g)]
+		if !ok {
+			t.Errorf("no rule sends to intake group %q", tenantpipeline.IntakeMessageGroupOf(g))
+		}
+		// Construct ids are an API: group 0's rule keeps the id of the pool's one rule.
+		if g == 0 && !strings.HasPrefix(id, "PoolRule") {
+			t.Errorf("intake group 0's rule is %s, want the pool's Rule (PoolRule...)", id)
+		}
+	}
+	if len(groups) != tenants.DefaultPoolIntakeGroups {
+		t.Errorf("got intake message groups %v, want %d", groups, tenants.DefaultPoolIntakeGroups)
 	}
 	if n := len(byType(tpl, "AWS::Lambda::EventInvokeConfig")); n != 0 {
 		t.Errorf("got %d asynchronous invocation configs, want none: nothing is invoked asynchronously but the status rule's wake-up", n)
@@ -241,5 +258,75 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("synth message\n%s\nlacks %q", msg, want)
 		}
+	}
+}
+
+// TestInvalidIntakeGroupsFailAtValidation: IntakeGroups out of range, or so few groups for a long
+// prefix that a rule's pattern would pass EventBridge's size, fail synth with a message naming it.
+func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
+	long := "pools/" + strings.Repeat("x", 40) + "/"
+	for _, tc := range []struct {
+		name  string
+		props tenantpipeline.PoolProps
+		want  string
+	}{
+		{"out of range", tenantpipeline.PoolProps{IntakeGroups: 65}, "intakeGroups 65 is out of range: use 1 to 64"},
+		{"pattern too large", tenantpipeline.PoolProps{IntakeGroups: 2, Prefix: long},
+			`pool "shared": IntakeGroups 2: the event pattern of intake group 0 would be`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
+			p := tc.props
+			p.Name, p.Bucket = "shared", stacks.NewIngestBucket(stack, "Bucket")
+			p.Tenants = []tenantpipeline.Tenant{{ID: "a", RegisterURL: "https://core.example.com/a"}}
+			tenantpipeline.NewPool(stack, "Pool", &p)
+			if msg := synthPanic(app); !strings.Contains(msg, tc.want) {
+				t.Errorf("synth message\n%s\nlacks %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolRuleFailuresWatchEveryIntakeRule: each intake rule's FailedInvocations is in exactly one
+// alarm, and no alarm reads more than the 10 metrics CloudWatch allows.
+func TestPoolRuleFailuresWatchEveryIntakeRule(t *testing.T) {
+	_, tpl := poolTemplate(t)
+	watched := map[string]int{}
+	for id, a := range byType(tpl, "AWS::CloudWatch::Alarm") {
+		p := props(a)
+		stats := 0
+		if ms, ok := p["Metrics"].([]any); ok {
+			for _, m := range ms {
+				if stat, ok := m.(map[string]any)["MetricStat"].(map[string]any); ok {
+					stats++
+					if get(t, stat, "Metric", "MetricName") == "FailedInvocations" {
+						for _, d := range get(t, stat, "Metric", "Dimensions").([]any) {
+							watched[asJSON(d.(map[string]any)["Value"])]++
+						}
+					}
+				}
+			}
+		} else if p["MetricName"] == "FailedInvocations" {
+			for _, d := range p["Dimensions"].([]any) {
+				watched[asJSON(d.(map[string]any)["Value"])]++
+			}
+		}
+		if stats > 10 {
+			t.Errorf("%s reads %d metrics, want at most 10", id, stats)
+		}
+	}
+	rules := 0
+	for id, r := range byType(tpl, "AWS::Events::Rule") {
+		if strings.Contains(asJSON(props(r)["EventPattern"]), `"aws.states"`) {
+			continue // the status rule: its target is the controller
+		}
+		rules++
+		if n := watched[asJSON(map[string]any{"Ref": id})]; n != 1 {
+			t.Errorf("intake rule %s: in %d FailedInvocations alarms, want 1", id, n)
+		}
+	}
+	if rules != tenants.DefaultPoolIntakeGroups {
+		t.Errorf("got %d intake rules, want %d", rules, tenants.DefaultPoolIntakeGroups)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // CloudFormation's limits per stack: 500 resources, and 1 MB for a template body read from S3
@@ -61,7 +63,7 @@ func TestScalePool(t *testing.T) {
 const (
 	poolMaxRoles     = 20
 	poolMaxAlarms    = 40
-	poolMaxRules     = 10
+	poolMaxRules     = 10 + tenants.DefaultPoolIntakeGroups // the default intake's rules, one per group
 	poolMaxResources = 300
 )
 

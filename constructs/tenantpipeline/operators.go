@@ -111,13 +111,19 @@ func validRolePath(p string) bool { return len(p) <= 512 && rolePathRe.MatchStri
 // exemptConditions is the condition block of a Deny that spares the principals whose ARN matches
 // one of arns and the operators, and, with sourceARN, the requests a service makes on behalf of
 // that resource.
-func exemptConditions(arns []string, o Operators, sourceARN *string) map[string]any {
+func exemptConditions(arns []string, o Operators, sourceARNs ...string) map[string]any {
 	c := map[string]any{
 		"ArnNotLike":      map[string]any{"aws:PrincipalArn": append(append([]string{}, arns...), o.PrincipalARNs...)},
 		"StringNotEquals": map[string]any{"aws:PrincipalTag/" + o.TagKey: o.TagValue},
 	}
-	if sourceARN != nil {
-		c["ArnNotEquals"] = map[string]any{"aws:SourceArn": *sourceARN}
+	switch len(sourceARNs) {
+	case 0:
+	case 1:
+		c["ArnNotEquals"] = map[string]any{"aws:SourceArn": sourceARNs[0]}
+	default:
+		// A negated operator with several values matches a value equal to none of them.
+		// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-logic-multiple-context-keys-or-values.html
+		c["ArnNotEquals"] = map[string]any{"aws:SourceArn": sourceARNs}
 	}
 	return c
 }
@@ -133,7 +139,7 @@ func (t *TenantPipeline) denyForeignSends() {
 			Principals: &[]awsiam.IPrincipal{awsiam.NewStarPrincipal()},
 			Actions:    jsii.Strings("sqs:SendMessage"),
 			Resources:  jsii.Strings(*q.QueueArn()),
-			Conditions: ptr(exemptConditions([]string{*t.Controller.Role().RoleArn()}, t.Props.Operators, t.Rule.RuleArn())),
+			Conditions: ptr(exemptConditions([]string{*t.Controller.Role().RoleArn()}, t.Props.Operators, *t.Rule.RuleArn())),
 		}))
 	}
 }
@@ -196,7 +202,7 @@ func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) state
 		Principal: "*",
 		Action:    []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
 		Resource:  resources,
-		Condition: exemptConditions([]string{roles}, ops, nil),
+		Condition: exemptConditions([]string{roles}, ops),
 	}
 }
 

@@ -30,11 +30,12 @@ import (
 
 // TenantPool is the pooled tier: many tenants share one pool's resources, and each tenant is a
 // row of configuration. Its resources do not grow with its tenants:
-//   - an EventBridge rule on the pool's key prefix, whose target is the Intake FIFO queue (one
-//     message group, so events keep their order); the Router function reads it in order, maps each
-//     object to its tenant by the tenant's prefix and sends it to Queue with the tenant id as
-//     message group, so SQS keeps each tenant's files in order and one tenant's file in flight
-//     never blocks another's;
+//   - IntakeGroups EventBridge rules on the pool's key prefix, whose target is the Intake FIFO
+//     queue, each in its own message group, chosen by the character after the pool's prefix
+//     (intake.go), so each tenant's events keep their order and the groups are routed at once;
+//     the Router function reads each group in order, maps each object to its tenant by the
+//     tenant's prefix and sends it to Queue with the tenant id as message group, so SQS keeps each
+//     tenant's files in order and one tenant's file in flight never blocks another's;
 //   - one FIFO queue, one controller with one event source mapping whose
 //     ScalingConfig.MaximumConcurrency caps how many tenants run at once;
 //   - one Split and one Register function, one file and one segment state machine;
@@ -52,15 +53,19 @@ type TenantPool struct {
 	// Props are the props after defaults were applied.
 	Props PoolProps
 
-	// Rule sends "Object Created" events under the pool's prefix to Intake.
+	// Rule is IntakeRules[0]: with IntakeGroups 1, the one rule on the whole prefix.
 	Rule awsevents.Rule
+	// IntakeRules send the "Object Created" events under the pool's prefix to Intake, rule g in
+	// message group IntakeMessageGroupOf(g).
+	IntakeRules []awsevents.Rule
 	// RuleDeadLetterQueue keeps the events that could not be routed: the events the rule could not
 	// deliver to Intake, and objects of no tenant.
 	RuleDeadLetterQueue awssqs.Queue
-	// Intake is the FIFO queue the rule sends to, one message group (IntakeMessageGroup), so the
-	// pool's events wait in the order EventBridge delivered them.
+	// Intake is the FIFO queue the rules send to, IntakeGroups message groups, so each tenant's
+	// events wait in the order EventBridge delivered them.
 	Intake awssqs.Queue
-	// Router reads Intake in order and sends each event to Queue in its tenant's message group.
+	// Router reads each group of Intake in order and sends its events to Queue in their tenants'
+	// message groups, up to 10 in one SendMessageBatch call.
 	Router awslambda.Function
 	// RouterSource is the router's event source on Intake.
 	RouterSource awslambdaeventsources.SqsEventSource
@@ -120,6 +125,13 @@ type PoolProps struct {
 	// (Tenant.RegisterAuthSecretARN). Register may read the secrets under it. Required when a tenant
 	// has a secret.
 	SecretPrefix string
+	// IntakeGroups is how many message groups the intake has, so how many router invocations run
+	// at once; a tenant's files always go to the group of the character after Prefix in its
+	// prefix (intake.go). 1 to 64. Default: 16 (tenants.DefaultPoolIntakeGroups): each group is
+	// one rule on the default event bus (300 rules by default), and 16 groups with 10 messages a
+	// batch route a burst of 100,000 files in minutes where one group takes hours
+	// (docs/local-run.md, "Pool intake").
+	IntakeGroups int
 	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
 	// (Tenant.DynamoDB.Table). Register may write the tables under it. Required when a tenant has a
 	// DynamoDB sink; the pool creates no table.
@@ -142,7 +154,7 @@ type PoolProps struct {
 func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
 		Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
-		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles,
+		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
 	}}}
 	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
 	// be there for the tenants that name them.
@@ -161,8 +173,8 @@ func (p PoolProps) file() *tenants.File {
 }
 
 func (p PoolProps) withDefaults() PoolProps {
-	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages}.PoolDefaults(p.Name)
-	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages
+	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages, IntakeGroups: p.IntakeGroups}.PoolDefaults(p.Name)
+	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages, p.IntakeGroups = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages, c.IntakeGroups
 	if p.MaxRunningFiles == 0 {
 		p.MaxRunningFiles = tenants.DefaultPoolMaxRunningFiles
 	}
@@ -211,6 +223,16 @@ func (p PoolProps) validate() error {
 	}
 	errs = append(errs, p.file().Validate())
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
+	if p.IntakeGroups >= 1 && p.IntakeGroups <= tenants.MaxPoolIntakeGroups {
+		bucket := ""
+		if p.Bucket != nil && !*awscdk.Token_IsUnresolved(p.Bucket.BucketName()) {
+			bucket = *p.Bucket.BucketName()
+		}
+		if n, g := intakePatternChars(p.Prefix, p.IntakeGroups, bucket); n > MaxEventPatternChars {
+			bad("IntakeGroups %d: the event pattern of intake group %d would be %d characters, over EventBridge's %d: use more intake groups or a shorter Prefix",
+				p.IntakeGroups, g, n, MaxEventPatternChars)
+		}
+	}
 	// The shared props are checked as a tenant's would be, with a stand-in tenant; their messages
 	// then name the pool.
 	s.Tenant = Tenant{ID: "pool", RegisterURL: "https://pool.invalid/"}.WithDefaults()
@@ -294,11 +316,12 @@ func (t *TenantPool) build() {
 		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
 	}
 
-	// The router. The rule sends the pool's events to the intake, a FIFO queue with one message
-	// group, as a silo's rule sends to the tenant's queue (same retry policy, same dead-letter
-	// queue), so they wait in the order EventBridge delivered them; the router reads the intake
-	// in order and puts each event in its tenant's message group of Queue. An asynchronous Lambda
-	// target would not keep that order: Lambda does not order asynchronous invocations.
+	// The router. The rules send the pool's events to the intake, a FIFO queue with one message
+	// group per rule, as a silo's rule sends to the tenant's queue (same retry policy, same
+	// dead-letter queue), so each tenant's events wait in the order EventBridge delivered them;
+	// the router reads each group in order and puts each event in its tenant's message group of
+	// Queue. An asynchronous Lambda target would not keep that order: Lambda does not order
+	// asynchronous invocations.
 	// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
 	t.Intake = awssqs.NewQueue(t.Construct, jsii.String("Intake"), &awssqs.QueueProps{
 		Fifo:                      jsii.Bool(true),
@@ -326,23 +349,7 @@ func (t *TenantPool) build() {
 	t.Router.AddEventSource(t.RouterSource)
 	t.Queue.GrantSendMessages(t.Router)
 	t.RuleDeadLetterQueue.GrantSendMessages(t.Router)
-	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
-		Description: jsii.String(fmt.Sprintf("Files of pool %s to its intake queue", p.Name)),
-		EventPattern: &awsevents.EventPattern{
-			Source:     jsii.Strings("aws.s3"),
-			DetailType: jsii.Strings("Object Created"),
-			Detail: &map[string]any{
-				"bucket": map[string]any{"name": []any{p.Bucket.BucketName()}},
-				"object": map[string]any{"key": []any{map[string]any{"prefix": p.Prefix}}},
-			},
-		},
-	})
-	t.Rule.AddTarget(awseventstargets.NewSqsQueue(t.Intake, &awseventstargets.SqsQueueProps{
-		MessageGroupId:  jsii.String(IntakeMessageGroup),
-		DeadLetterQueue: t.RuleDeadLetterQueue,
-		MaxEventAge:     seconds(RuleMaxEventAge),
-		RetryAttempts:   jsii.Number(RuleRetryAttempts),
-	}))
+	t.newIntakeRules()
 
 	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
@@ -482,23 +489,70 @@ func (t *TenantPool) allowList(fn awslambda.IFunction, prefix string) {
 	grantList(fn, t.Props.Bucket, prefix)
 }
 
+// newIntakeRules creates one rule per intake group (intake.go), each with the silo rule's retry
+// policy and dead-letter queue. Group 0's rule keeps the id "Rule", so a pool with one group keeps
+// the rule it had; the others are IntakeRules/<g>.
+func (t *TenantPool) newIntakeRules() {
+	p := t.Props
+	filters := intakeKeyFilters(p.Prefix, p.IntakeGroups)
+	var more constructs.Construct
+	if len(filters) > 1 {
+		more = constructs.NewConstruct(t.Construct, jsii.String("IntakeRules"))
+	}
+	for g, filter := range filters {
+		scope, id := t.Construct, "Rule"
+		description := fmt.Sprintf("Files of pool %s to its intake queue", p.Name)
+		if len(filters) > 1 {
+			description = fmt.Sprintf("Files of pool %s to intake group %d of %d (by the character after the pool's prefix)", p.Name, g, len(filters))
+		}
+		if g > 0 {
+			scope, id = more, strconv.Itoa(g)
+		}
+		pattern := intakePattern(p.Bucket.BucketName(), filter)
+		rule := awsevents.NewRule(scope, jsii.String(id), &awsevents.RuleProps{
+			Description: jsii.String(description),
+			EventPattern: &awsevents.EventPattern{
+				Source:     jsii.Strings("aws.s3"),
+				DetailType: jsii.Strings("Object Created"),
+				Detail:     ptr(pattern["detail"].(map[string]any)),
+			},
+		})
+		rule.AddTarget(awseventstargets.NewSqsQueue(t.Intake, &awseventstargets.SqsQueueProps{
+			MessageGroupId:  jsii.String(IntakeMessageGroupOf(g)),
+			DeadLetterQueue: t.RuleDeadLetterQueue,
+			MaxEventAge:     seconds(RuleMaxEventAge),
+			RetryAttempts:   jsii.Number(RuleRetryAttempts),
+		}))
+		t.IntakeRules = append(t.IntakeRules, rule)
+	}
+	t.Rule = t.IntakeRules[0]
+}
+
+func (t *TenantPool) intakeRuleARNs() []string {
+	var arns []string
+	for _, r := range t.IntakeRules {
+		arns = append(arns, *r.RuleArn())
+	}
+	return arns
+}
+
 // denyForeignSends: only the router, the controller and the operators send to the pool's queue and
-// the intake (besides the rule); only the rule, the router and the operators to the dead-letter
-// queue.
+// the intake (besides the intake rules); only the intake rules, the router and the operators to the
+// dead-letter queue.
 func (t *TenantPool) denyForeignSends() {
 	roles := []string{*t.Controller.Role().RoleArn(), *t.Router.Role().RoleArn()}
 	for _, q := range []struct {
 		queue  awssqs.Queue
-		source *string
+		source []string
 		roles  []string
-	}{{t.Queue, nil, roles}, {t.Intake, t.Rule.RuleArn(), roles}, {t.RuleDeadLetterQueue, t.Rule.RuleArn(), roles[1:]}} {
+	}{{t.Queue, nil, roles}, {t.Intake, t.intakeRuleARNs(), roles}, {t.RuleDeadLetterQueue, t.intakeRuleARNs(), roles[1:]}} {
 		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTheRouterThePipelineAndOperatorsSend"),
 			Effect:     awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewStarPrincipal()},
 			Actions:    jsii.Strings("sqs:SendMessage"),
 			Resources:  jsii.Strings(*q.queue.QueueArn()),
-			Conditions: ptr(exemptConditions(q.roles, t.Props.Shared.Operators, q.source)),
+			Conditions: ptr(exemptConditions(q.roles, t.Props.Shared.Operators, q.source...)),
 		}))
 	}
 }
@@ -539,8 +593,6 @@ func with(base, more map[string]string) map[string]string {
 	return out
 }
 
-// IntakeMessageGroup is the one message group of a pool's intake queue.
-const IntakeMessageGroup = "intake"
-
-// routerTimeout bounds one router invocation: a batch of up to 10 SendMessage calls.
+// routerTimeout bounds one router invocation: a batch of up to 10 messages, sent in at most 10
+// SendMessageBatch calls.
 const routerTimeout = 30 * time.Second

@@ -2,12 +2,16 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
@@ -90,8 +94,12 @@ type PoolAlarms struct {
 	// IntakeOldestMessage: an event has waited in the intake longer than IntakeAgeAlarm: the router
 	// is failing or throttled, and the pool's new files are not queued.
 	IntakeOldestMessage awscloudwatch.Alarm
-	// RuleFailedInvocations: EventBridge could not deliver an event to the intake.
-	RuleFailedInvocations awscloudwatch.Alarm
+	// RuleFailedInvocations: EventBridge could not deliver an event to the intake, through intake
+	// rules 0 to 9: an alarm reads at most 10 metrics
+	// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html,
+	// Metrics). MoreRuleFailedInvocations: the same for each further 10 intake rules.
+	RuleFailedInvocations     awscloudwatch.Alarm
+	MoreRuleFailedInvocations []awscloudwatch.Alarm
 	// RuleDeadLetters: events wait in the dead-letter queue (undeliverable, router failures,
 	// objects of no tenant).
 	RuleDeadLetters awscloudwatch.Alarm
@@ -112,9 +120,9 @@ type PoolAlarms struct {
 
 // All lists the alarms.
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
-	return []awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.Stalled, a.Backlog,
+	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
-		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued}
+		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued}, a.MoreRuleFailedInvocations...)
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -133,6 +141,31 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		})
 	}
 	pool := map[string]*string{DimensionPool: jsii.String(p.Name)}
+	// FailedInvocations of up to 10 intake rules, summed.
+	failedInvocations := func(rules []awsevents.Rule) awscloudwatch.IMetric {
+		if len(rules) == 1 {
+			return metric("AWS/Events", "FailedInvocations", "Sum", map[string]*string{"RuleName": rules[0].RuleName()})
+		}
+		using := map[string]awscloudwatch.IMetric{}
+		var ids []string
+		for i, r := range rules {
+			id := fmt.Sprintf("rule%d", i)
+			using[id], ids = metric("AWS/Events", "FailedInvocations", "Sum", map[string]*string{"RuleName": r.RuleName()}), append(ids, id)
+		}
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(strings.Join(ids, " + ")), UsingMetrics: &using, Period: period,
+			Label: jsii.String("FailedInvocations of the intake rules"),
+		})
+	}
+	const failedDescription = "EventBridge could not deliver a file event of pool %[1]s to its intake queue after its retries; the event went to the dead-letter queue."
+	var moreFailed []awscloudwatch.Alarm
+	if len(t.IntakeRules) > 10 {
+		scope := constructs.NewConstruct(t.Construct, jsii.String("MoreRuleFailedInvocationsAlarms"))
+		for k := 10; k < len(t.IntakeRules); k += 10 {
+			s := alarmSpec{id: strconv.Itoa(k / 10), metric: failedInvocations(t.IntakeRules[k:min(k+10, len(t.IntakeRules))]), threshold: 1, description: failedDescription}
+			moreFailed = append(moreFailed, newAlarm(scope, s, fmt.Sprintf(s.description, p.Name)+" Dashboard: "+DashboardURL(*awscdk.Aws_REGION(), t.dashboardName())+" Runbook: "+RunbookURL, p.Shared.AlarmTopic))
+		}
+	}
 	stalled := stalledExpression(t.Queue)
 	// One query per metric, as the alarm's only metric: CloudWatch evaluates each time series it
 	// returns, one per tenant, as a contributor.
@@ -173,8 +206,8 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue: the router is failing or throttled, "+
 				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", IntakeAgeAlarm)}),
 		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm",
-			metric: metric("AWS/Events", "FailedInvocations", "Sum", map[string]*string{"RuleName": t.Rule.RuleName()}), threshold: 1,
-			description: "EventBridge could not deliver a file event of pool %[1]s to its intake queue after its retries; the event went to the dead-letter queue."}),
+			metric: failedInvocations(t.IntakeRules[:min(10, len(t.IntakeRules))]), threshold: 1, description: failedDescription}),
+		MoreRuleFailedInvocations: moreFailed,
 		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
 			description: "File events of pool %[1]s wait in its dead-letter queue: those files were never queued (an event EventBridge could not deliver, or an object of no tenant). " +
 				"Fix the cause, then re-send them with pipectl replay --from-dlq."}),

@@ -86,6 +86,9 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
+	if p := vars[pipeline.EnvPool]; p != "" {
+		all = append(all, r.cfg.EnvForPool[p]...)
+	}
 	var dlc struct{ TargetArn string }
 	if err := asm.Prop(res, fr, "DeadLetterConfig", &dlc); err != nil {
 		return nil, err

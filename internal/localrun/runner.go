@@ -37,6 +37,10 @@ type Config struct {
 	// Env adds or overrides environment variables of every Lambda process (NAME=value), after the
 	// template's; EnvFor adds variables to the functions of one source package.
 	EnvFor map[string][]string
+	// EnvForPool adds variables to the functions of one pool (its router and controller), by the
+	// pool's name: the pool-intake figures run one pool's router as the router was before it sent
+	// batches (pipeline.EnvRouterSendBatchSize).
+	EnvForPool map[string][]string
 	// ControllerCrash, if set, is asked when a controller process posts its response; true kills
 	// the process instead, so the event source mapping sees a crashed invocation after the
 	// handler's side effects (StartExecution, ChangeMessageVisibility) happened.

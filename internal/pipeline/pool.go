@@ -34,6 +34,10 @@ const (
 	// EnvDeadLetterQueueURL is the router's standard queue for events that belong to no tenant of
 	// the pool, kept there to be replayed once the tenant exists.
 	EnvDeadLetterQueueURL = "DEAD_LETTER_QUEUE_URL"
+	// EnvRouterSendBatchSize caps the entries of the router's SendMessageBatch calls, 1 to 10
+	// (default 10). The construct never sets it: 1 sends one message a call, as the router did
+	// before it sent batches, for the local figures (docs/local-run.md, "Pool intake").
+	EnvRouterSendBatchSize = "ROUTER_SEND_BATCH_SIZE"
 
 	// FunctionRoleRouter is the EnvFunctionRole value of the pool's router.
 	FunctionRoleRouter = "router"

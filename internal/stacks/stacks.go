@@ -334,13 +334,13 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
-			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles,
+			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
 		})
 	}
 	rules := 0
 	for _, p := range out.Pools {
-		rules++ // the S3 rule
+		rules += len(p.IntakeRules) // the S3 rules, one per intake group
 		if p.StatusRule != nil {
 			rules++
 		}

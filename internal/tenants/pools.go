@@ -38,6 +38,13 @@ const (
 	// DefaultPoolBacklogAlarmMessages alarms on the pool queue's visible messages well below
 	// FIFOScanWindow, while there is still time to act.
 	DefaultPoolBacklogAlarmMessages = 10000
+	// DefaultPoolIntakeGroups is how many message groups a pool's intake queue has, so how many
+	// router invocations run at once (Lambda scales a FIFO mapping by active message groups:
+	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html). Each group has its
+	// own rule on the default event bus, which holds 300 rules by default
+	// (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html).
+	DefaultPoolIntakeGroups = 16
+	MaxPoolIntakeGroups     = 64
 )
 
 // PoolConfig is one entry of the file's "pools" object: what the tenants of a pool share.
@@ -63,6 +70,11 @@ type PoolConfig struct {
 	// Default: DefaultPoolMaxRunningFiles (200), which keeps a default pool at about a fifth of a
 	// default account's Lambda concurrency (coresystems.go).
 	MaxRunningFiles int `json:"maxRunningFiles,omitempty"`
+	// IntakeGroups is how many message groups the pool's intake queue has: a tenant's files always
+	// go to the group of the first character after the pool's prefix in its prefix, so each
+	// tenant keeps its order while the groups are routed at once. Default: 16; 1 to 64 (1 is one
+	// group and one rule on the whole prefix).
+	IntakeGroups int `json:"intakeGroups,omitempty"`
 }
 
 // PoolDefaults returns c with its defaults for the pool called name.
@@ -79,8 +91,16 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	if c.MaxRunningFiles == 0 {
 		c.MaxRunningFiles = DefaultPoolMaxRunningFiles
 	}
+	if c.IntakeGroups == 0 {
+		c.IntakeGroups = DefaultPoolIntakeGroups
+	}
 	return c
 }
+
+// IntakeByte reports whether the sharded intake's rules list keys whose byte after the pool's
+// prefix is b: printable ASCII (0x20-0x7E), the characters a CloudFormation template carries as
+// they are in an event pattern.
+func IntakeByte(b byte) bool { return b >= 0x20 && b <= 0x7E }
 
 // Pooled reports whether the tenant is in the pooled tier.
 func (t Tenant) Pooled() bool { return t.Tier == TierPool }
@@ -159,6 +179,9 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if err := validRunningFiles(where, d.MaxRunningFiles); err != nil {
 			errs = append(errs, err)
 		}
+		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
+			errs = append(errs, fmt.Errorf("%s: intakeGroups %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, d.IntakeGroups, MaxPoolIntakeGroups))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
 		for _, other := range slices.Sorted(maps.Keys(f.Pools)) {
@@ -202,6 +225,12 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if t.Prefix != "" && !strings.HasPrefix(t.Prefix, c.Prefix) {
 			bad("prefix", "%q is outside pool %s's prefix %q: the pool's functions may read only under the pool's prefix, so its files could not be read; "+
 				"use a prefix under %q (the default is %q), or set pools.%s.prefix", t.Prefix, t.Pool, c.Prefix, c.Prefix, c.Prefix+t.ID+"/", t.Pool)
+		} else if t.Prefix != "" && c.IntakeGroups > 1 && (len(t.Prefix) == len(c.Prefix) || !IntakeByte(t.Prefix[len(c.Prefix)])) {
+			// The intake's rules shard the pool's keys by the character after the pool's prefix, and
+			// list the printable ASCII ones only (IntakeByte), so that one of them names one group for
+			// all the tenant's files (docs/controller.md, "Pooled tier").
+			bad("prefix", "%q must go on past pool %s's prefix %q with a printable ASCII character: the pool's %d intake groups are chosen by that character, "+
+				"so the tenant's files keep their order; use a prefix such as %q, or set pools.%s.intakeGroups to 1", t.Prefix, t.Pool, c.Prefix, c.IntakeGroups, c.Prefix+t.ID+"/", t.Pool)
 		}
 		if t.RegisterAuthSecretARN != "" {
 			name := secretName(t.RegisterAuthSecretARN)

@@ -32,7 +32,7 @@ func TestPoolDefaults(t *testing.T) {
 	if c := f.Pool("big"); c.MaximumConcurrency != 50 || c.BacklogAlarmMessages != DefaultPoolBacklogAlarmMessages {
 		t.Errorf("pool big = %+v", c)
 	}
-	if c := f.Pool("default"); c.Prefix != "pools/default/" || c.MaximumConcurrency != DefaultPoolMaximumConcurrency {
+	if c := f.Pool("default"); c.Prefix != "pools/default/" || c.MaximumConcurrency != DefaultPoolMaximumConcurrency || c.IntakeGroups != DefaultPoolIntakeGroups {
 		t.Errorf("pool default = %+v", c)
 	}
 
@@ -71,6 +71,18 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`tenant "b": dynamodb.table: "pool-t" is also tenant "a"'s table, and their items would collide`}},
 		{"pool limits", `{"pools": {"default": {"maximumConcurrency": 1, "backlogAlarmMessages": 120000}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
+		{"intake groups out of range", `{"pools": {"default": {"intakeGroups": 65}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: intakeGroups 65 is out of range: use 1 to 64`}},
+		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: intakeGroups -1 is out of range`}},
+		// Sharded by the character after the pool's prefix: a tenant on the pool's own prefix would
+		// spread over every group, and a non-ASCII character is in no group's rule.
+		{"tenant on the pool's own prefix", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/" must go on past pool default's prefix "pools/default/" with a printable ASCII character`, `set pools.default.intakeGroups to 1`}},
+		{"tenant prefix with a non-ASCII character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/日本/"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/日本/" must go on past pool default's prefix`}},
+		{"tenant prefix with a control character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/\u0001a/"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/\x01a/" must go on past pool default's prefix`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
@@ -89,5 +101,18 @@ func TestPoolValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One intake group, as before the intake was sharded, takes any tenant prefix under the pool's.
+func TestPoolOneIntakeGroup(t *testing.T) {
+	for _, prefix := range []string{"pools/default/", "pools/default/日本/"} {
+		f, err := Parse([]byte(`{"pools": {"default": {"intakeGroups": 1}}, "tenants": [{"id": "a", "tier": "pool", "prefix": "`+prefix+`"}]}`), Options{RegisterURL: "https://core.example.com/records"})
+		if err != nil {
+			t.Fatalf("prefix %q: %v", prefix, err)
+		}
+		if got := f.Pool("default").IntakeGroups; got != 1 {
+			t.Errorf("prefix %q: got intakeGroups %d, want 1", prefix, got)
+		}
 	}
 }

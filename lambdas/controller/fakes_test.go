@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -615,11 +616,55 @@ func message(id, body string, receiveCount int) events.SQSMessage {
 }
 
 // fakeSender records SendMessage calls as SQS would take them; errs answers a queue URL with an
-// error instead.
+// error instead. SendMessageBatch records each stored entry in sends too (as the SendMessageInput
+// it stands for), and each call's entries in batches; an entry that failEntry picks is answered as
+// failed and not stored.
 type fakeSender struct {
-	mu    sync.Mutex
-	sends []*sqs.SendMessageInput
-	errs  map[string]error
+	mu        sync.Mutex
+	sends     []*sqs.SendMessageInput
+	batches   [][]*sqs.SendMessageInput
+	errs      map[string]error
+	failEntry func(*sqs.SendMessageInput) bool
+	// deduplicate makes SendMessageBatch accept an entry whose MessageDeduplicationId it stored
+	// before without storing it again, as a FIFO queue does within its deduplication interval.
+	deduplicate bool
+	stored      map[string]bool
+}
+
+func (f *fakeSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.errs[aws.ToString(in.QueueUrl)]; err != nil {
+		return nil, err
+	}
+	if n := len(in.Entries); n == 0 || n > 10 {
+		return nil, fmt.Errorf("AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries", n)
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	var batch []*sqs.SendMessageInput
+	for _, e := range in.Entries {
+		m := &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, MessageGroupId: e.MessageGroupId, MessageDeduplicationId: e.MessageDeduplicationId}
+		batch = append(batch, m)
+		if f.failEntry != nil && f.failEntry(m) {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("try again"), SenderFault: false})
+			continue
+		}
+		if f.deduplicate && f.stored[aws.ToString(m.MessageDeduplicationId)] {
+			out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("duplicate")})
+			continue
+		}
+		if f.stored == nil {
+			f.stored = map[string]bool{}
+		}
+		f.stored[aws.ToString(m.MessageDeduplicationId)] = true
+		f.sends = append(f.sends, m)
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sends)))})
+	}
+	f.batches = append(f.batches, batch)
+	return out, nil
 }
 
 func (f *fakeSender) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -284,5 +285,226 @@ func TestRouterHandleKeepsOrder(t *testing.T) {
 				t.Errorf("batch item failures %v, want %v", failures, tt.wantFailures)
 			}
 		})
+	}
+}
+
+// intakeBatch is an intake batch of one event per key, message ids m1, m2, ... and event ids that
+// end in the message's number.
+func intakeBatch(t *testing.T, keys ...string) events.SQSEvent {
+	t.Helper()
+	var ev events.SQSEvent
+	for i, k := range keys {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i+1),
+			Body: objectEvent(t, fmt.Sprintf("11111111-2222-3333-4444-%012d", i+1), testBucket, k)})
+	}
+	return ev
+}
+
+// messageOf is the intake message id ("m3") of a message sent with the event of intakeBatch.
+func messageOf(in *sqs.SendMessageInput) string {
+	id := aws.ToString(in.MessageDeduplicationId)
+	return "m" + strings.TrimLeft(id[strings.LastIndex(id, "-")+1:], "0")
+}
+
+// withTenants gives the rig's router a pool of n tenants t00, t01, ... under inbox/tNN/.
+func withTenants(rr *routerRig, n int) []string {
+	s := *rr.r.cfg.Settings
+	s.Tenants = nil
+	var keys []string
+	for i := range n {
+		id := fmt.Sprintf("t%02d", i)
+		s.Tenants = append(s.Tenants, pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id}, Prefix: "inbox/" + id + "/"})
+		keys = append(keys, "inbox/"+id+"/a.csv")
+	}
+	rr.r.cfg.Settings = &s
+	return keys
+}
+
+// The router sends the pool queue's events in SendMessageBatch calls of at most 10 (or the
+// configured size), never two events of one tenant in one call, in intake order; an event of no
+// tenant goes to the dead-letter queue between the calls.
+func TestRouterHandleSendsBatches(t *testing.T) {
+	const noTenant = "inbox/initech/a.csv"
+	a, g := acmeKey, globexKey
+	tests := []struct {
+		name        string
+		tenants     int // a pool of this many tenants t00, t01, ... instead of acme and globex
+		batchSize   int
+		keys        []string
+		wantBatches []string // each call's messages
+		wantDLQ     []string
+	}{
+		{"ten tenants in one call", 12, 0, nil, []string{"m1 m2 m3 m4 m5 m6 m7 m8 m9 m10", "m11 m12"}, nil},
+		{"never two of one tenant in a call", 0, 0, []string{a, g, a + "2", g + "2", a + "3"}, []string{"m1 m2", "m3 m4", "m5"}, nil},
+		{"one tenant's burst: one event a call", 0, 0, []string{a, a + "2", a + "3"}, []string{"m1", "m2", "m3"}, nil},
+		{"batch size 1", 0, 1, []string{a, g, a + "2"}, []string{"m1", "m2", "m3"}, nil},
+		{"an event of no tenant ends a call", 0, 0, []string{a, noTenant, g, a + "2"}, []string{"m1", "m3 m4"}, []string{"m2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rr := newRouterRig(t)
+			keys := tt.keys
+			if tt.tenants > 0 {
+				keys = withTenants(rr, tt.tenants)
+			}
+			if tt.batchSize > 0 {
+				rr.r.cfg.SendBatchSize = tt.batchSize
+			}
+			ev := intakeBatch(t, keys...)
+			resp, err := rr.r.Handle(context.Background(), ev)
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle: got %v, failures %v, want none", err, resp.BatchItemFailures)
+			}
+			var batches []string
+			for _, b := range rr.sqs.batches {
+				var ids []string
+				tenants := map[string]bool{}
+				for _, in := range b {
+					ids = append(ids, messageOf(in))
+					if g := aws.ToString(in.MessageGroupId); tenants[g] {
+						t.Errorf("a call sends two events of tenant %s", g)
+					} else {
+						tenants[g] = true
+					}
+					if aws.ToString(in.QueueUrl) != testQueueURL {
+						t.Errorf("batch sent to %s, want the pool queue", aws.ToString(in.QueueUrl))
+					}
+				}
+				batches = append(batches, strings.Join(ids, " "))
+			}
+			if !slices.Equal(batches, tt.wantBatches) {
+				t.Errorf("got calls %q, want %q", batches, tt.wantBatches)
+			}
+			var dlq []string
+			for _, in := range rr.sqs.sends {
+				if aws.ToString(in.QueueUrl) == testDLQURL {
+					for _, rec := range ev.Records {
+						if rec.Body == aws.ToString(in.MessageBody) {
+							dlq = append(dlq, rec.MessageId)
+						}
+					}
+				}
+			}
+			if !slices.Equal(dlq, tt.wantDLQ) {
+				t.Errorf("got dead-letter messages %v, want %v", dlq, tt.wantDLQ)
+			}
+			// Bodies byte for byte, each tenant's group, the event id as deduplication id.
+			for _, in := range rr.sqs.sends {
+				if aws.ToString(in.QueueUrl) != testQueueURL {
+					continue
+				}
+				rec := ev.Records[slices.IndexFunc(ev.Records, func(m events.SQSMessage) bool { return m.MessageId == messageOf(in) })]
+				if aws.ToString(in.MessageBody) != rec.Body {
+					t.Errorf("%s: body is not the event byte for byte", rec.MessageId)
+				}
+				if tn, _ := rr.r.cfg.Settings.TenantOf(keyOf(t, rec.Body)); aws.ToString(in.MessageGroupId) != tn.ID() {
+					t.Errorf("%s: group %s, want %s", rec.MessageId, aws.ToString(in.MessageGroupId), tn.ID())
+				}
+			}
+		})
+	}
+}
+
+func keyOf(t *testing.T, body string) string {
+	t.Helper()
+	ev, err := s3event.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev.Detail.Object.Key
+}
+
+// A failed entry in the middle of a batch: the events before it are stored; it and every later
+// intake message are reported, in order, though a later entry of the same call was stored; the
+// redelivery stores each event once (the pool queue's deduplication id), each tenant's in order.
+func TestRouterHandleFailureInTheMiddle(t *testing.T) {
+	a, g := acmeKey, globexKey
+	keys := []string{a, g, a + "2", g + "2", a + "3"} // calls: m1 m2 | m3 m4 | m5
+	tests := []struct {
+		name         string
+		fail         string // the message whose entry fails
+		queueDown    bool
+		wantStored   []string // stored by the first delivery, in order
+		wantFailures []string
+		wantRouted   int // FilesRouted counted by the first delivery
+	}{
+		{"first entry of the second call", "m3", false, []string{"m1", "m2", "m4"}, []string{"m3", "m4", "m5"}, 2},
+		{"last entry of the second call", "m4", false, []string{"m1", "m2", "m3"}, []string{"m4", "m5"}, 3},
+		{"first entry of the first call", "m1", false, []string{"m2"}, []string{"m1", "m2", "m3", "m4", "m5"}, 0},
+		{"the pool queue is down", "", true, nil, []string{"m1", "m2", "m3", "m4", "m5"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rr := newRouterRig(t)
+			rr.sqs.deduplicate = true
+			rr.sqs.failEntry = func(in *sqs.SendMessageInput) bool { return messageOf(in) == tt.fail }
+			if tt.queueDown {
+				rr.sqs.errs[testQueueURL] = errors.New("ServiceUnavailable")
+			}
+			ev := intakeBatch(t, keys...)
+			resp, err := rr.r.Handle(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stored, failures []string
+			for _, in := range rr.sqs.sends {
+				stored = append(stored, messageOf(in))
+			}
+			for _, f := range resp.BatchItemFailures {
+				failures = append(failures, f.ItemIdentifier)
+			}
+			if !slices.Equal(stored, tt.wantStored) || !slices.Equal(failures, tt.wantFailures) {
+				t.Errorf("got stored %v, failures %v, want %v, %v", stored, failures, tt.wantStored, tt.wantFailures)
+			}
+			routed, errorsLogged := 0, 0
+			for _, d := range rr.out.lines(t) {
+				if d[metrics.FilesRouted] == 1.0 {
+					routed++
+				}
+				if d["level"] == "ERROR" {
+					errorsLogged++
+				}
+			}
+			if routed != tt.wantRouted || errorsLogged != 1 {
+				t.Errorf("got %d FilesRouted and %d ERROR lines, want %d and 1", routed, errorsLogged, tt.wantRouted)
+			}
+
+			// The intake delivers the kept messages again, in order, and the pool queue is back.
+			rr.sqs.failEntry, rr.sqs.errs = nil, map[string]error{}
+			var again events.SQSEvent
+			for _, rec := range ev.Records {
+				if slices.Contains(failures, rec.MessageId) {
+					again.Records = append(again.Records, rec)
+				}
+			}
+			if resp, err := rr.r.Handle(context.Background(), again); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("redelivery: got %v, failures %v, want none", err, resp.BatchItemFailures)
+			}
+			perTenant := map[string][]string{}
+			for _, in := range rr.sqs.sends {
+				perTenant[aws.ToString(in.MessageGroupId)] = append(perTenant[aws.ToString(in.MessageGroupId)], messageOf(in))
+			}
+			if want := map[string][]string{"acme": {"m1", "m3", "m5"}, "globex": {"m2", "m4"}}; !maps.EqualFunc(perTenant, want, slices.Equal) {
+				t.Errorf("pool queue holds %v, want each event once, in order: %v", perTenant, want)
+			}
+		})
+	}
+}
+
+func TestRouterSendBatchSizeFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    int
+		wantErr bool
+	}{{"", 10, false}, {"1", 1, false}, {"10", 10, false}, {"0", 0, true}, {"11", 0, true}, {"ten", 0, true}} {
+		env := routerEnv(t)
+		env[pipeline.EnvRouterSendBatchSize] = tt.value
+		c, err := routerConfigFromEnv(func(k string) string { return env[k] })
+		if (err != nil) != tt.wantErr || (err == nil && c.SendBatchSize != tt.want) {
+			t.Errorf("%s=%q: got %d, error %v, want %d, error %v", pipeline.EnvRouterSendBatchSize, tt.value, c.SendBatchSize, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), pipeline.EnvRouterSendBatchSize) {
+			t.Errorf("error %q does not name %s", err, pipeline.EnvRouterSendBatchSize)
+		}
 	}
 }
