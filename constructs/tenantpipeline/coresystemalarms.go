@@ -30,7 +30,7 @@ func (c *CoreSystem) newMonitoring() {
 	name := *awscdk.Stack_Of(c.Construct).StackName() + "-CoreSystem-" + p.Name + "-" + *awscdk.Aws_REGION()
 	c.DashboardName = jsii.String(name)
 	c.AdmissionWait = newAlarm(c.Construct, alarmSpec{
-		id:     "AdmissionWaitAlarm",
+		id: "AdmissionWaitAlarm",
 		// No label: a labelled metric would render as a metric-math query.
 		metric: c.metric(metrics.CoreAdmissionWaitSeconds, "Maximum", ""),
 		// A file waits only while every slot is taken; no data means no file asked admission.
