@@ -232,6 +232,17 @@ func statusTable(rep ops.StatusReport) string {
 	for _, p := range rep.Pools {
 		fmt.Fprintf(&b, "pool %s (%s): %d tenants, queue %s visible, %s in flight, oldest held head %s\n",
 			p.Name, p.Stack, p.Tenants, count(p.Queue.Visible), count(p.Queue.InFlight), dur(p.OldestMessageAgeSeconds))
+		if p.MaxRunningFiles != nil && p.RunningFiles != nil && p.WaitingTenants != nil {
+			fmt.Fprintf(&b, "pool %s admission: %d of %d running files, %d tenants waiting\n", p.Name, *p.RunningFiles, *p.MaxRunningFiles, *p.WaitingTenants)
+		}
+	}
+	for _, c := range rep.CoreSystems {
+		limit := fmt.Sprintf("maxRunningFiles %d", c.MaxRunningFiles)
+		if c.Adaptive {
+			limit += ", adaptive"
+		}
+		fmt.Fprintf(&b, "core system %s: %d of %d running files (%s), %d tenants waiting, oldest admission wait %s; tenants %s\n",
+			c.Name, c.RunningFiles, c.Limit, limit, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
 	}
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {

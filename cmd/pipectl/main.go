@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -30,7 +31,7 @@ func main() {
 }
 
 // awsOps builds Ops on the SDK's default configuration. config.LoadDefaultConfig reads
-// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS) since
+// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS, DYNAMODB) since
 // github.com/aws/aws-sdk-go-v2/config v1.21.0; go.mod requires a later one.
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html
 //
@@ -53,6 +54,7 @@ func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
 		Lambda:         lambda.NewFromConfig(cfg),
 		S3:             s3.NewFromConfig(cfg, awsconfig.S3Options),
 		STS:            sts.NewFromConfig(cfg),
+		DynamoDB:       dynamodb.NewFromConfig(cfg),
 	}, stackPrefix), nil
 }
 

@@ -18,6 +18,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -188,7 +189,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}],"pools":[]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}],"pools":[],"coreSystems":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)
@@ -727,5 +728,33 @@ func TestReplayFromDLQSequencerLengths(t *testing.T) {
 	}
 	if want := []string{"first", "second", "third"}; !slices.Equal(ids, want) {
 		t.Errorf("got events re-sent %v, want %v", ids, want)
+	}
+}
+
+// The text output has one line per core system of the tenants, and one per pool gate.
+func TestStatusCoreSystemLines(t *testing.T) {
+	w := opsfake.New(now)
+	ledger := &pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 3, Adaptive: true}
+	w.CoreSystemOf["hooli"] = ledger
+	pool := opsfake.Pool("default")
+	w.AddPool("TenantPipeline-Pool-default", pool, map[string]string{"hooli": pipeline.OnFailureContinue})
+	for k, v := range map[string]string{pipeline.EnvCoreSystemTables: `{"ledger":"ledger-admission"}`, pipeline.EnvPoolAdmissionTable: "pool-admission",
+		pipeline.EnvPoolMaxRunningFiles: "5", pipeline.EnvMaxWaitSeconds: "300"} {
+		w.Env[pool.ControllerFunction][k] = v
+	}
+	w.AddLease("ledger-admission", admission.CoreGate("ledger"), 0, "hooli-1", "hooli", now)
+	w.AddWaiter("ledger-admission", admission.CoreGate("ledger"), "other", 1, now.Add(-40*time.Second), now)
+	w.AddLease("pool-admission", admission.PoolGate("default"), 0, "hooli-1", "hooli", now)
+	code, stdout, stderr := runIn(t, w, "status")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	for _, want := range []string{
+		"pool default admission: 1 of 5 running files, 0 tenants waiting\n",
+		"core system ledger: 1 of 3 running files (maxRunningFiles 3, adaptive), 1 tenants waiting, oldest admission wait 40s; tenants hooli\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("got %s, want the line %q", stdout, want)
+		}
 	}
 }

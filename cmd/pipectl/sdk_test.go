@@ -243,9 +243,11 @@ func TestSDKStatus(t *testing.T) {
 		t.Errorf("got last failure %+v, want the Lambda's error type and message beside Step Functions' error and cause", f)
 	}
 	for svc, want := range map[string][]string{
-		"cfn":    {"DescribeStacks", "DescribeStacks"},
-		"lambda": {"GET /2015-03-31/event-source-mappings?EventSourceArn=arn%3Aaws%3Asqs%3Aeu-west-1%3A123456789012%3Aacme.fifo&FunctionName=acme-controller"},
-		"sqs":    {"AmazonSQS.GetQueueAttributes"},
+		"cfn": {"DescribeStacks", "DescribeStacks"},
+		// The controller's environment names its tenant's core system, if any (coreSystems).
+		"lambda": {"GET /2015-03-31/event-source-mappings?EventSourceArn=arn%3Aaws%3Asqs%3Aeu-west-1%3A123456789012%3Aacme.fifo&FunctionName=acme-controller",
+			"GET /2015-03-31/functions/acme-controller"},
+		"sqs": {"AmazonSQS.GetQueueAttributes"},
 		// The blocking execution is closed: described once, for its head and its last failure.
 		"sfn": {"AWSStepFunctions.ListExecutions", "AWSStepFunctions.ListExecutions", "AWSStepFunctions.DescribeExecution",
 			"AWSStepFunctions.GetExecutionHistory"},

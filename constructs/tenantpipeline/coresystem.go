@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -38,7 +41,16 @@ type CoreSystemProps struct {
 	// (or sends Retry-After) and grow back on success, never above MaxRunningFiles.
 	// Default: false, the limit is MaxRunningFiles.
 	Adaptive bool
+	// AdmissionWaitAlarm is how long a file may wait for admission before the AdmissionWait
+	// alarm fires: the core system's oldest wait (the maximum of AdmissionWaitSeconds over 5
+	// minutes) at or above it. Default: 30 minutes. At least 5 minutes, one alarm period.
+	AdmissionWaitAlarm time.Duration
+	// AlarmTopic receives the core system's alarm state changes. Default: the alarm has no actions.
+	AlarmTopic awssns.ITopic
 }
+
+// DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default.
+const DefaultAdmissionWaitAlarm = 30 * time.Minute
 
 // CoreSystem is one core system's admission state: a DynamoDB table of its running-file leases,
 // its waiting tenants and, with Adaptive, its effective limit (package internal/admission). Pass
@@ -52,6 +64,13 @@ type CoreSystem struct {
 	// Table is the core system's admission table: string partition key "pk", string sort key
 	// "sk", TTL on "expiresAt", on demand, AWS-managed encryption, destroyed with the construct.
 	Table awsdynamodb.Table
+	// AdmissionWait fires when a file of the core system has waited for admission longer than
+	// Props.AdmissionWaitAlarm (coresystemalarms.go).
+	AdmissionWait awscloudwatch.Alarm
+	// Dashboard shows the core system's running files against its limit, its oldest admission
+	// wait, its admissions and waits, and its alarm. DashboardName is its name.
+	Dashboard     awscloudwatch.Dashboard
+	DashboardName *string
 }
 
 // NewCoreSystem creates the core system's admission table under scope/id. Props are checked at
@@ -63,6 +82,7 @@ func NewCoreSystem(scope constructs.Construct, id string, props *CoreSystemProps
 	}
 	c := &CoreSystem{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: *props}
 	c.Table = newAdmissionTable(c.Construct, "Table")
+	c.newMonitoring()
 	c.Node().AddValidation(&coreSystemValidation{c})
 	return c
 }
@@ -77,6 +97,10 @@ func (p CoreSystemProps) validate() error {
 		return "CoreSystemProps." + strings.ToUpper(jsonName[:1]) + jsonName[1:]
 	}
 	errs = append(errs, p.config().Check(goName, nil)...)
+	if w := p.AdmissionWaitAlarm; w != 0 && w < alarmPeriod {
+		errs = append(errs, fmt.Errorf("CoreSystemProps.AdmissionWaitAlarm %v must be at least %v (one alarm period), or 0 for the default %v",
+			w, alarmPeriod, DefaultAdmissionWaitAlarm))
+	}
 	return errors.Join(errs...)
 }
 

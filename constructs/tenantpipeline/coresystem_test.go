@@ -3,6 +3,7 @@ package tenantpipeline
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // CoreSystemProps are checked by the tenants file's rules, each message naming the prop.
@@ -17,6 +18,11 @@ func TestCoreSystemPropsValidation(t *testing.T) {
 		{"no running files", CoreSystemProps{Name: "ledger"}, []string{"CoreSystemProps.MaxRunningFiles 0 must be 1 to 1000"}},
 		{"too many running files", CoreSystemProps{Name: "ledger", MaxRunningFiles: 1001}, []string{"CoreSystemProps.MaxRunningFiles 1001 must be 1 to 1000"}},
 		{"negative rate", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, MaxRecordsPerSecond: -1}, []string{"CoreSystemProps.MaxRecordsPerSecond -1 must be above 0"}},
+		{"admission wait alarm", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, AdmissionWaitAlarm: 5 * time.Minute}, nil},
+		{"admission wait alarm below one period", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, AdmissionWaitAlarm: time.Minute},
+			[]string{"CoreSystemProps.AdmissionWaitAlarm 1m0s must be at least 5m0s (one alarm period), or 0 for the default 30m0s"}},
+		{"negative admission wait alarm", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, AdmissionWaitAlarm: -time.Minute},
+			[]string{"CoreSystemProps.AdmissionWaitAlarm -1m0s must be at least 5m0s"}},
 		{"no name", CoreSystemProps{MaxRunningFiles: 3}, []string{`CoreSystemProps.Name: core system name "" is invalid`}},
 		{"every problem", CoreSystemProps{Name: "Ledger", MaxRecordsPerSecond: -2},
 			[]string{`CoreSystemProps.Name: core system name "Ledger" is invalid`, "CoreSystemProps.MaxRunningFiles 0", "CoreSystemProps.MaxRecordsPerSecond -2"}},

@@ -41,9 +41,17 @@ func (r *Run) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
 	if f.AssetDir != "" {
 		code["Location"] = "http://" + req.Host + codePath + url.PathEscape(f.Name) + ".zip"
 	}
+	// The environment as Lambda returns it: pipectl reads the controllers' admission tables from it.
+	vars := map[string]string{}
+	for _, kv := range f.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
 	json.NewEncoder(w).Encode(map[string]any{
-		"Configuration": map[string]any{"FunctionName": f.Name, "FunctionArn": f.ARN, "Runtime": "provided.al2023", "Handler": "bootstrap"},
-		"Code":          code,
+		"Configuration": map[string]any{"FunctionName": f.Name, "FunctionArn": f.ARN, "Runtime": "provided.al2023", "Handler": "bootstrap",
+			"Environment": map[string]any{"Variables": vars}},
+		"Code": code,
 	})
 	return true
 }

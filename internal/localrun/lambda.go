@@ -45,6 +45,8 @@ type Function struct {
 	// as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, and it prices the billed duration (Usage).
 	MemoryMB int
 	Logs     io.Writer
+	// LogLine, if set, is handed each line the function's processes write to stdout (admissionlog.go).
+	LogLine func(line []byte)
 
 	// BeforeResponse, if set, is called when a function process posts the response of invocation
 	// id (the Lambda-Runtime-Aws-Request-Id); returning true kills the process instead of
@@ -474,6 +476,9 @@ func (f *Function) start() (*instance, error) {
 		"_HANDLER=bootstrap",
 	)
 	cmd.Stdout, cmd.Stderr = f.Logs, f.Logs
+	if f.LogLine != nil {
+		cmd.Stdout = &lineTap{w: f.Logs, observe: f.LogLine}
+	}
 	if err := cmd.Start(); err != nil {
 		inst.srv.Close()
 		return nil, fmt.Errorf("start %s: %w", f.Binary, err)

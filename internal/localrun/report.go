@@ -85,6 +85,10 @@ type FileReport struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Replay is true for an entry of TenantReport.Replays.
 	Replay bool `json:"replay,omitempty"`
+	// AdmissionWaitSeconds is the part of the file's queued time it waited for admission: from
+	// its first admission ask to its admission (the controller's "file admitted" line), or the
+	// wait so far while it waits; absent when the file never waited for a gate.
+	AdmissionWaitSeconds *float64 `json:"admissionWaitSeconds,omitempty"`
 
 	expected int64 // records Split found, -1 when unknown
 	// firstStop is when the file's own run stopped and redrives when each operator redrive began,
@@ -278,6 +282,9 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *FileReport, e sf
 	}
 	if e.RedriveCount > 0 {
 		fr.firstStop, fr.redrives = r.redriveHistory(ctx, e)
+	}
+	if w, ok := r.admissionWaits.of(e.Name); ok && w > 0 {
+		fr.AdmissionWaitSeconds = &w
 	}
 	fr.Cause = e.Cause
 	for _, c := range segments {

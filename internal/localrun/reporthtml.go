@@ -112,8 +112,11 @@ type htmlBar struct {
 	StartMs, RunStartMs, StopMs int64
 	// Left and Width place the bar in its lane; the others place its parts in the bar.
 	Left, Width, QueuedWidth, QueuedTop, RunLeft, RunWidth string
-	// Title is the hover text; Queued and Running are durations as printed; Cause is readable.
-	Title, Queued, Running, Cause string
+	// AdmissionLeft and AdmissionWidth place the admission wait, the end of the queued part
+	// (Admission is "" when the file did not wait for admission).
+	AdmissionLeft, AdmissionWidth string
+	// Title is the hover text; Queued, Admission and Running are durations as printed; Cause is readable.
+	Title, Queued, Admission, Running, Cause string
 }
 
 type htmlGap struct {
@@ -232,6 +235,14 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			if f.StartedAt != nil {
 				b.Running = seconds(stop.Sub(runStart))
 			}
+			if f.AdmissionWaitSeconds != nil && *f.AdmissionWaitSeconds > 0 {
+				// The wait ends at the start (or, still waiting, at the report's end); it is part
+				// of the queued time, never longer.
+				queued := runStart.Sub(f.UploadedAt)
+				wait := min(time.Duration(*f.AdmissionWaitSeconds*float64(time.Second)), queued)
+				b.AdmissionLeft, b.AdmissionWidth = pct(queued-wait, whole), pct(wait, whole)
+				b.Admission = seconds(time.Duration(*f.AdmissionWaitSeconds * float64(time.Second)))
+			}
 			if f.Replay {
 				b.Queued = "- (a replay: queued as a control message)"
 			}
@@ -314,6 +325,9 @@ func barTitle(b htmlBar) string {
 	f := b.File
 	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
 		"queued: " + b.Queued + ", running: " + b.Running, fmt.Sprintf("records: %d", f.Records)}
+	if b.Admission != "" {
+		lines = append(lines, "admission wait: "+b.Admission+" (of the queued time)")
+	}
 	if f.RedriveCount > 0 {
 		lines = append(lines, fmt.Sprintf("redriven: %d time(s)", f.RedriveCount))
 	}

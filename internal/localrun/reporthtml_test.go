@@ -380,3 +380,74 @@ func TestWriteHTMLPooledTenant(t *testing.T) {
 		t.Errorf("report.json: got %s, want tier and pool", j)
 	}
 }
+
+// A file's admission wait is drawn as the end of its queued part, up to its start, and named in
+// its hover text and details; a file that did not wait has none. report.json carries it.
+func TestWriteHTMLAdmissionWait(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	start, stop := t0.Add(4*time.Second), t0.Add(8*time.Second)
+	wait := 3.0
+	waited := FileReport{Key: "inbox/acme/a.csv", ExecutionName: "acme-a", Status: "SUCCEEDED", UploadedAt: t0, StartedAt: &start, StoppedAt: &stop,
+		AdmissionWaitSeconds: &wait}
+	plain := FileReport{Key: "inbox/globex/b.csv", ExecutionName: "globex-b", Status: "SUCCEEDED", UploadedAt: t0, StartedAt: &start, StoppedAt: &stop}
+	rep := &Report{Tenants: map[string]*TenantReport{"acme": {Files: []FileReport{waited}}, "globex": {Files: []FileReport{plain}}}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, rep, []string{"acme", "globex"}, stop); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, b.Bytes())
+	var spans []htmlElement
+	for _, e := range els {
+		if e.name == "span" && e.hasClass("admission") && !e.hasClass("swatch") {
+			spans = append(spans, e)
+		}
+	}
+	// Queued 4 s of a 8 s bar: the wait's 3 s start at 1 s (12.5%) and take 37.5%, on the queued track.
+	if len(spans) != 1 || !strings.Contains(spans[0].attrs["style"], "left: 12.5000%; width: 37.5000%; top: 33px") {
+		t.Fatalf("got admission spans %v, want one at left 12.5%%, width 37.5%%, on the queued track", spans)
+	}
+	bar := lanes.bars["acme"][0]
+	if bar.attrs["data-admission"] != "3.000 s" || !strings.Contains(bar.attrs["title"], "admission wait: 3.000 s (of the queued time)") {
+		t.Errorf("acme's bar: got data-admission %q, title %q, want the 3.000 s wait", bar.attrs["data-admission"], bar.attrs["title"])
+	}
+	if _, ok := lanes.bars["globex"][0].attrs["data-admission"]; ok {
+		t.Errorf("globex's bar: got data-admission %q, want none", lanes.bars["globex"][0].attrs["data-admission"])
+	}
+	j, _ := json.Marshal(rep.Tenants["acme"].Files[0])
+	if !strings.Contains(string(j), `"admissionWaitSeconds":3`) {
+		t.Errorf("report.json file: got %s, want admissionWaitSeconds", j)
+	}
+	if j, _ := json.Marshal(plain); strings.Contains(string(j), "admissionWaitSeconds") {
+		t.Errorf("report.json file without a wait: got %s, want no admissionWaitSeconds", j)
+	}
+}
+
+// The controllers' log lines give each execution its admission wait: the admitted line's, else the
+// longest wait logged; lines split across writes and other lines are read as whole lines.
+func TestAdmissionWaitsFromLogs(t *testing.T) {
+	var a admissionWaits
+	var out bytes.Buffer
+	tap := &lineTap{w: &out, observe: a.observe}
+	lines := `{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":1.5}
+{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":2.5}
+{"level":"INFO","msg":"file admitted","executionName":"acme-a","admissionWaitSeconds":3.25}
+{"level":"INFO","msg":"waiting for admission","executionName":"hooli-b","admissionWaitSeconds":7}
+{"level":"INFO","msg":"file started","executionName":"globex-c","admissionWaitSeconds":9}
+not json, admission
+`
+	for i := 0; i < len(lines); i += 17 { // arbitrary chunks, as a pipe delivers them
+		tap.Write([]byte(lines[i:min(i+17, len(lines))]))
+	}
+	if out.String() != lines {
+		t.Errorf("passed through: got %q, want the lines unchanged", out.String())
+	}
+	for _, tc := range []struct {
+		execution string
+		want      float64
+		ok        bool
+	}{{"acme-a", 3.25, true}, {"hooli-b", 7, true}, {"globex-c", 0, false}, {"none", 0, false}} {
+		if got, ok := a.of(tc.execution); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %v, %v, want %v, %v", tc.execution, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -200,6 +200,8 @@ type Run struct {
 	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
 	// pipe are the pipeline's counted endpoints, the ones the Lambda processes get.
 	pipe struct{ s3, sqs, sfn string }
+	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
+	admissionWaits admissionWaits
 
 	mu      sync.Mutex
 	uploads []*Upload

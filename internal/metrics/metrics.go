@@ -124,6 +124,10 @@ const (
 	// CoreAdmissionWaitSeconds is AdmissionWaitSeconds by core system: its maximum per period is
 	// the core system's oldest admission wait (the admission-wait alarm's metric).
 	CoreAdmissionWaitSeconds = "AdmissionWaitSeconds"
+	// CoreAdmissions and CoreAdmissionWaits are Admissions and AdmissionWaits by core system: the
+	// files its gate admitted, and the deliveries held because a gate had no slot for them.
+	CoreAdmissions     = "Admissions"
+	CoreAdmissionWaits = "AdmissionWaits"
 )
 
 // PoolTenantMetrics are the tenant metrics a pool's controller also emits with the dimension set

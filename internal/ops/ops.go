@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -77,6 +78,8 @@ type Clients struct {
 	Lambda         Lambda
 	S3             S3
 	STS            STS
+	// DynamoDB reads the core systems' and pools' admission tables (status).
+	DynamoDB admission.ItemAPI
 }
 
 // Ops performs pipectl's operations for the stacks whose names start with StackPrefix + "-".

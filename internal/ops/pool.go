@@ -43,6 +43,7 @@ type poolInfo struct {
 	stack    string
 	out      pipeline.PoolOutput
 	settings *pipeline.PoolSettings
+	env      map[string]string // the pool controller's environment
 }
 
 // discovery is what one run found in the stacks, read once.
@@ -78,7 +79,7 @@ func (o *Ops) poolTenants(ctx context.Context, stack string, p pipeline.PoolOutp
 	if settings.Pool != p.Pool {
 		return info, nil, fmt.Errorf("pool %s: the code of %s holds the settings of pool %q", p.Pool, p.ControllerFunction, settings.Pool)
 	}
-	info.settings = settings
+	info.settings, info.env = settings, envOf(fn)
 	var ts []pipeline.TenantOutput
 	for _, pt := range settings.Tenants {
 		ts = append(ts, pipeline.TenantOutput{

@@ -24,6 +24,8 @@ type StatusReport struct {
 	Tenants []TenantStatus `json:"tenants"`
 	// Pools are the pools of the pooled tenants reported, by name.
 	Pools []PoolStatus `json:"pools"`
+	// CoreSystems are the core systems the reported tenants name, by name (coresystems.go).
+	CoreSystems []CoreSystemStatus `json:"coreSystems"`
 }
 
 // TenantStatus is one tenant's row.
@@ -67,6 +69,11 @@ type PoolStatus struct {
 	// controller holds. pipectl reads no CloudWatch; the pool's ApproximateAgeOfOldestMessage is on
 	// its dashboard and alarm. Null when no head is held.
 	OldestMessageAgeSeconds *float64 `json:"oldestMessageAgeSeconds"`
+	// MaxRunningFiles, RunningFiles and WaitingTenants are the pool gate's limit, the files
+	// holding a lease in it, and the tenants waiting for it; null when the pool has no gate.
+	MaxRunningFiles *int `json:"maxRunningFiles"`
+	RunningFiles    *int `json:"runningFiles"`
+	WaitingTenants  *int `json:"waitingTenants"`
 }
 
 // Head is the file (or replay/redrive) the tenant is working on or blocked at.
@@ -172,7 +179,11 @@ func (o *Ops) Status(ctx context.Context, ids []string) (StatusReport, error) {
 			}
 		}
 	}
-	return StatusReport{Tenants: append([]TenantStatus{}, rows...), Pools: append([]PoolStatus{}, poolRows...)}, nil
+	cores, err := o.coreSystems(ctx, ts)
+	if err != nil {
+		return StatusReport{}, err
+	}
+	return StatusReport{Tenants: append([]TenantStatus{}, rows...), Pools: append([]PoolStatus{}, poolRows...), CoreSystems: cores}, nil
 }
 
 // poolStatus reads the pool queue's counts.
@@ -181,7 +192,10 @@ func (o *Ops) poolStatus(ctx context.Context, p poolInfo) (PoolStatus, error) {
 	ps := PoolStatus{Name: p.out.Pool, Stack: p.stack, Tenants: len(ids), TenantIDs: ids}
 	q, err := o.queueDepth(ctx, p.out.QueueURL)
 	ps.Queue = q
-	return ps, err
+	if err != nil {
+		return ps, err
+	}
+	return ps, o.poolGate(ctx, p, &ps)
 }
 
 // queueDepth reads a queue's approximate counts.

@@ -374,11 +374,16 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 		})
 	}
 	scope := constructs.NewConstruct(stack, jsii.String("CoreSystems"))
+	var topic awssns.ITopic
+	if o.AlarmTopicArn != "" {
+		topic = awssns.Topic_FromTopicArn(scope, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn))
+	}
 	out := map[string]*tenantpipeline.CoreSystem{}
 	for _, name := range slices.Sorted(maps.Keys(file.CoreSystems)) {
 		c := file.CoreSystemSettings(name)
 		out[name] = tenantpipeline.NewCoreSystem(scope, name, &tenantpipeline.CoreSystemProps{
 			Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
+			AlarmTopic: topic,
 		})
 	}
 	return out, stack

@@ -169,6 +169,11 @@ func (h *Handler) emitCore(ctx context.Context, d *delivery, dec admission.Decis
 		return
 	}
 	ms := []metrics.Metric{metrics.Seconds(metrics.CoreAdmissionWaitSeconds, dec.WaitedFor)}
+	if dec.Admitted {
+		ms = append(ms, metrics.Count(metrics.CoreAdmissions, 1))
+	} else {
+		ms = append(ms, metrics.Count(metrics.CoreAdmissionWaits, 1))
+	}
 	for _, l := range dec.Looks {
 		if l.Gate == admission.CoreGate(cs.Name) {
 			ms = append(ms, metrics.Count(metrics.CoreRunningFiles, float64(l.Running)), metrics.Count(metrics.CoreRunningFileLimit, float64(l.Limit)))

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -291,4 +295,53 @@ func startedNames(f *fakeSFN) []string {
 		names = append(names, strings.TrimPrefix(arn, testExecPrefix))
 	}
 	return names
+}
+
+// Each look at the core system's gate is counted by core system, as an admission or a wait, with
+// the gate's running files and limit; a file already holding its slots is not counted again.
+func TestEmitCoreCountsAdmissionsAndWaits(t *testing.T) {
+	look := []admission.Look{{Gate: "core#ledger", Running: 2, Limit: 3}}
+	for _, tc := range []struct {
+		name string
+		dec  admission.Decision
+		want map[string]float64 // metric → value; nil: no line
+	}{
+		{"admitted", admission.Decision{Admitted: true, Looks: look, WaitedFor: 4 * time.Second},
+			map[string]float64{"Admissions": 1, "AdmissionWaitSeconds": 4, "RunningFiles": 2, "RunningFileLimit": 3}},
+		{"waits", admission.Decision{Gate: "core#ledger", Looks: look, WaitedFor: time.Second},
+			map[string]float64{"AdmissionWaits": 1, "AdmissionWaitSeconds": 1, "RunningFiles": 2, "RunningFileLimit": 3}},
+		{"held", admission.Decision{Admitted: true, Held: true, Looks: look}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			cfg := mustConfig(t, admissionEnv)
+			h := &Handler{cfg: cfg, coreMetrics: func(name string) *metrics.Emitter {
+				return metrics.NewDimension(&buf, "TenantPipeline", metrics.DimensionCoreSystem, name)
+			}}
+			h.emitCore(context.Background(), &delivery{log: slog.New(slog.DiscardHandler)}, tc.dec)
+			if tc.want == nil {
+				if buf.Len() != 0 {
+					t.Fatalf("got %s, want no metrics", buf.String())
+				}
+				return
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+				t.Fatalf("got %q: %v", buf.String(), err)
+			}
+			if doc["CoreSystem"] != "ledger" {
+				t.Errorf("CoreSystem: got %v, want ledger", doc["CoreSystem"])
+			}
+			for _, other := range []string{"Admissions", "AdmissionWaits"} {
+				if _, want := tc.want[other]; !want && doc[other] != nil {
+					t.Errorf("%s: got %v, want none", other, doc[other])
+				}
+			}
+			for name, want := range tc.want {
+				if got, _ := doc[name].(float64); got != want {
+					t.Errorf("%s: got %v, want %v", name, doc[name], want)
+				}
+			}
+		})
+	}
 }

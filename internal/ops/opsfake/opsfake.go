@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -85,17 +86,26 @@ type World struct {
 	Visibility []sqs.ChangeMessageVisibilityInput
 	// Err, if set, is returned by the named operation ("ListExecutions", ...).
 	Err map[string]error
+	// Env are the functions' environment variables, by function name (GetFunction). AddTenant and
+	// AddPool give each controller one; a silo controller's TENANT holds its tenant's id.
+	Env map[string]map[string]string
+	// CoreSystemOf is the core system a tenant added afterwards names, by tenant id: AddTenant puts
+	// it in the controller's TENANT, AddPool in the tenant's row of the settings file.
+	CoreSystemOf map[string]*pipeline.CoreSystem
+	// Tables are the admission tables' items, by table name (dynamodb.go).
+	Tables map[string][]map[string]ddbtypes.AttributeValue
 }
 
 // New returns an empty world whose clock is now.
 func New(now time.Time) *World {
 	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
+		Env: map[string]map[string]string{}, CoreSystemOf: map[string]*pipeline.CoreSystem{},
 		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice"}
 }
 
 // Clients returns the world as ops.Clients.
 func (w *World) Clients() ops.Clients {
-	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w}
+	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w, DynamoDB: (*dynamoFake)(w)}
 }
 
 func (w *World) fail(op string) error { return w.Err[op] }
@@ -398,6 +408,10 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 	}
 	if !found {
 		w.Stacks = append(w.Stacks, cftypes.Stack{StackName: aws.String(stack), Outputs: []cftypes.Output{out}})
+	}
+	if w.Env[t.ControllerFunction] == nil {
+		settings, _ := json.Marshal(pipeline.Tenant{ID: t.ID, CoreSystem: w.CoreSystemOf[t.ID]})
+		w.Env[t.ControllerFunction] = map[string]string{pipeline.EnvTenant: string(settings)}
 	}
 	w.Queues[t.QueueURL] = &Queue{}
 	if t.DLQURL != "" {

@@ -46,7 +46,7 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 	settings := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Pool, Prefix: p.Prefix}
 	out := map[string]pipeline.TenantOutput{}
 	for id, policy := range tenants {
-		pt := pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id}, Prefix: p.Prefix + id + "/", OnFailure: policy}
+		pt := pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id, CoreSystem: w.CoreSystemOf[id]}, Prefix: p.Prefix + id + "/", OnFailure: policy}
 		settings.Tenants = append(settings.Tenants, pt)
 		out[id] = pipeline.TenantOutput{Version: pipeline.TenantOutputVersion, ID: id, Policy: policy, IdempotencyKey: pipeline.IdempotencyEventID,
 			Bucket: p.Bucket, Prefix: pt.Prefix, QueueURL: p.QueueURL, QueueARN: p.QueueARN, StateMachineARN: p.StateMachineARN,
@@ -63,6 +63,9 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 	}
 	zw.Close()
 	w.Code[p.ControllerFunction] = zb.Bytes()
+	if w.Env[p.ControllerFunction] == nil {
+		w.Env[p.ControllerFunction] = map[string]string{pipeline.EnvPool: p.Pool}
+	}
 
 	v, _ := json.Marshal(p)
 	o := cftypes.Output{OutputKey: aws.String(pipeline.PoolOutputKey(p.Pool)), OutputValue: aws.String(string(v))}
@@ -84,18 +87,27 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 	return out
 }
 
-// GetFunction answers with a code location HTTPClient serves.
+// GetFunction answers with the function's environment and, for a function with code, a code
+// location HTTPClient serves.
 func (w *World) GetFunction(_ context.Context, in *lambda.GetFunctionInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionOutput, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.fail("GetFunction"); err != nil {
+		return nil, err
+	}
 	name := aws.ToString(in.FunctionName)
-	if _, ok := w.Code[name]; !ok {
+	_, code := w.Code[name]
+	env, known := w.Env[name]
+	if !code && !known {
 		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("Function not found: " + name)}
 	}
-	return &lambda.GetFunctionOutput{
-		Configuration: &lambdatypes.FunctionConfiguration{FunctionName: aws.String(name)},
-		Code:          &lambdatypes.FunctionCodeLocation{RepositoryType: aws.String("S3"), Location: aws.String("https://" + codeHost + "/" + name + ".zip?X-Amz-Signature=x")},
-	}, nil
+	out := &lambda.GetFunctionOutput{Configuration: &lambdatypes.FunctionConfiguration{
+		FunctionName: aws.String(name), Environment: &lambdatypes.EnvironmentResponse{Variables: env},
+	}}
+	if code {
+		out.Code = &lambdatypes.FunctionCodeLocation{RepositoryType: aws.String("S3"), Location: aws.String("https://" + codeHost + "/" + name + ".zip?X-Amz-Signature=x")}
+	}
+	return out, nil
 }
 
 // HTTPClient downloads the code locations GetFunction gives.

@@ -1,0 +1,93 @@
+package tenantpipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// A core system's monitoring reads the metrics the controllers emit on each look at its gate
+// (internal/metrics, dimension CoreSystem): running files, the effective limit, the waiting file's
+// admission wait, and whether the look admitted the file or held it.
+
+// alarmPeriod is the core system alarm's period, and the shortest AdmissionWaitAlarm.
+const alarmPeriod = 5 * time.Minute
+
+// newMonitoring creates the core system's AdmissionWait alarm and dashboard.
+func (c *CoreSystem) newMonitoring() {
+	p := c.Props
+	wait := p.AdmissionWaitAlarm
+	if wait == 0 {
+		wait = DefaultAdmissionWaitAlarm
+	}
+	name := *awscdk.Stack_Of(c.Construct).StackName() + "-CoreSystem-" + p.Name + "-" + *awscdk.Aws_REGION()
+	c.DashboardName = jsii.String(name)
+	c.AdmissionWait = newAlarm(c.Construct, alarmSpec{
+		id: "AdmissionWaitAlarm",
+		// No label: a labelled metric would render as a metric-math query.
+		metric: c.metric(metrics.CoreAdmissionWaitSeconds, "Maximum", ""),
+		// A file waits only while every slot is taken; no data means no file asked admission.
+		threshold: wait.Seconds(), missing: awscloudwatch.TreatMissingData_NOT_BREACHING,
+	}, fmt.Sprintf("A file of core system %s has waited more than %v for admission: its %d running-file slots (fewer when adaptive) stay taken. "+
+		"Check the core system's health and its running files (pipectl status, coreSystems), and maxRunningFiles. Dashboard: %s Runbook: %s",
+		p.Name, wait, p.MaxRunningFiles, DashboardURL(*awscdk.Aws_REGION(), name), RunbookURL), p.AlarmTopic)
+
+	graph := func(title string, annotations []*awscloudwatch.HorizontalAnnotation, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(fmt.Sprintf("%s: %s", p.Name, title)), Left: &left, LeftAnnotations: &annotations,
+			Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),
+		})
+	}
+	limit := fmt.Sprintf("maxRunningFiles %d", p.MaxRunningFiles)
+	if p.Adaptive {
+		limit += ", adaptive: the effective limit falls on 429 and 503 answers"
+	}
+	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait}
+	c.Dashboard = awscloudwatch.NewDashboard(c.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName:   c.DashboardName,
+		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
+				Markdown: jsii.String(fmt.Sprintf("## Core system %s\n%s. Runbook: %s; `pipectl status` lists its running files and waiting tenants.",
+					p.Name, limit, RunbookURL)),
+				Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
+			})},
+			{
+				graph("running files and limit",
+					[]*awscloudwatch.HorizontalAnnotation{{Value: jsii.Number(float64(p.MaxRunningFiles)), Label: jsii.String("maxRunningFiles")}},
+					c.metric(metrics.CoreRunningFiles, "Maximum", "running files"),
+					c.metric(metrics.CoreRunningFileLimit, "Minimum", "effective limit")),
+				graph("oldest admission wait (s)",
+					[]*awscloudwatch.HorizontalAnnotation{{Value: jsii.Number(wait.Seconds()), Label: jsii.String("alarm")}},
+					c.metric(metrics.CoreAdmissionWaitSeconds, "Maximum", "oldest wait")),
+				graph("admissions and waits", nil,
+					c.metric(metrics.CoreAdmissions, "Sum", "files admitted"),
+					c.metric(metrics.CoreAdmissionWaits, "Sum", "deliveries held")),
+				awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+					Title:  jsii.String(fmt.Sprintf("%s: alarms", p.Name)),
+					Alarms: &alarms, Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),
+				}),
+			},
+		},
+	})
+}
+
+// metric is one of the core system's metrics over alarmPeriod; label "" for none.
+func (c *CoreSystem) metric(name, statistic, label string) awscloudwatch.IMetric {
+	props := &awscloudwatch.MetricProps{
+		Namespace: jsii.String(pipeline.DefaultMetricsNamespace), MetricName: jsii.String(name),
+		DimensionsMap: &map[string]*string{metrics.DimensionCoreSystem: jsii.String(c.Props.Name)},
+		Statistic:     jsii.String(statistic), Period: awscdk.Duration_Minutes(jsii.Number(alarmPeriod.Minutes())),
+	}
+	if label != "" {
+		props.Label = jsii.String(label)
+	}
+	return awscloudwatch.NewMetric(props)
+}

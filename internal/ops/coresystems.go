@@ -1,0 +1,198 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Admission state for status (docs/operations.md, "Core systems"). pipectl finds each tenant's core
+// system, and its admission table, where the controller does: a silo controller's environment
+// holds its tenant's settings (TENANT, with the core system) and CORE_SYSTEM_TABLES (name → table);
+// a pool controller's holds CORE_SYSTEM_TABLES and its pool gate (POOL_ADMISSION_TABLE,
+// POOL_MAX_RUNNING_FILES), and its settings file each tenant's core system. GetFunction returns
+// the environment with the configuration.
+// https://docs.aws.amazon.com/lambda/latest/api/API_GetFunction.html
+
+// CoreSystemStatus is one core system of the report, as its admission table holds it now.
+type CoreSystemStatus struct {
+	Name string `json:"name"`
+	// MaxRunningFiles is the configured limit; Limit the effective one (the adaptive limit when
+	// Adaptive, else MaxRunningFiles).
+	MaxRunningFiles int  `json:"maxRunningFiles"`
+	Limit           int  `json:"limit"`
+	Adaptive        bool `json:"adaptive"`
+	// RunningFiles is len(Running): the executions holding a live running-file lease, sorted.
+	RunningFiles int      `json:"runningFiles"`
+	Running      []string `json:"running"`
+	// WaitingTenants are the tenants waiting for admission; OldestAdmissionWaitSeconds the longest
+	// wait among them, 0 when none waits.
+	WaitingTenants             int     `json:"waitingTenants"`
+	OldestAdmissionWaitSeconds float64 `json:"oldestAdmissionWaitSeconds"`
+	// Tenants are the reported tenants naming the core system, sorted.
+	Tenants []string `json:"tenants"`
+}
+
+// statusWaiterTTL is the controller's waiterTTL (lambdas/controller/admission.go): a waiting entry
+// not renewed for this long no longer counts as a waiting tenant.
+const statusWaiterTTL = 3*30*time.Second + time.Minute
+
+// leaseTTL is the controller's lease time to live, from its environment as the controller works
+// it out (lambdas/controller/admission.go, Config.leaseTTL): twice the longer of the safety net
+// (default 5 minutes) and MAX_WAIT_SECONDS, plus two minutes.
+func leaseTTL(env map[string]string) time.Duration {
+	secs := func(name string, def int) time.Duration {
+		n, err := strconv.Atoi(env[name])
+		if err != nil || n <= 0 {
+			n = def
+		}
+		return time.Duration(n) * time.Second
+	}
+	return 2*max(secs(pipeline.EnvSafetyNetSeconds, 300), secs(pipeline.EnvMaxWaitSeconds, 300)) + 2*time.Minute
+}
+
+// controllerEnv reads a function's environment variables.
+func (o *Ops) controllerEnv(ctx context.Context, function string) (map[string]string, error) {
+	fn, err := o.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+	if err != nil {
+		return nil, fmt.Errorf("get function %s (its environment names the core system's admission table): %w", function, err)
+	}
+	return envOf(fn), nil
+}
+
+func envOf(fn *lambda.GetFunctionOutput) map[string]string {
+	if fn == nil || fn.Configuration == nil || fn.Configuration.Environment == nil {
+		return nil
+	}
+	return fn.Configuration.Environment.Variables
+}
+
+// coreGate is one tenant's core system gate, as its controller sees it.
+type coreGate struct {
+	tenant string
+	cs     pipeline.CoreSystem
+	gate   admission.Gate
+	env    map[string]string
+}
+
+// coreGates finds the core system of each tenant that names one.
+func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]coreGate, error) {
+	var out []coreGate
+	for _, t := range ts {
+		var cs *pipeline.CoreSystem
+		var env map[string]string
+		if t.Pool != "" {
+			for _, p := range o.found.pools {
+				if p.out.Pool != t.Pool || p.settings == nil {
+					continue
+				}
+				env = p.env
+				for _, pt := range p.settings.Tenants {
+					if pt.ID() == t.ID {
+						cs = pt.Settings.CoreSystem
+					}
+				}
+			}
+		} else {
+			var err error
+			if env, err = o.controllerEnv(ctx, t.ControllerFunction); err != nil {
+				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
+			}
+			if raw := env[pipeline.EnvTenant]; raw != "" {
+				var s pipeline.Tenant
+				if err := json.Unmarshal([]byte(raw), &s); err != nil {
+					return nil, fmt.Errorf("tenant %s: %s of %s is not a tenant's JSON: %w", t.ID, pipeline.EnvTenant, t.ControllerFunction, err)
+				}
+				cs = s.CoreSystem
+			}
+		}
+		if cs == nil {
+			continue
+		}
+		tables := map[string]string{}
+		if raw := env[pipeline.EnvCoreSystemTables]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &tables); err != nil {
+				return nil, fmt.Errorf("tenant %s: %s is not a JSON object of core system to table: %w", t.ID, pipeline.EnvCoreSystemTables, err)
+			}
+		}
+		if tables[cs.Name] == "" {
+			return nil, fmt.Errorf("tenant %s: core system %s has no admission table in its controller's %s", t.ID, cs.Name, pipeline.EnvCoreSystemTables)
+		}
+		out = append(out, coreGate{tenant: t.ID, cs: *cs, env: env, gate: admission.Gate{
+			Table: tables[cs.Name], Key: admission.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
+		}})
+	}
+	return out, nil
+}
+
+// summarize reads one gate whole with the TTLs of the controller whose environment is env.
+func (o *Ops) summarize(ctx context.Context, g admission.Gate, env map[string]string) (admission.Summary, error) {
+	if o.DynamoDB == nil {
+		return admission.Summary{}, fmt.Errorf("no DynamoDB client to read admission table %s", g.Table)
+	}
+	s := &admission.Store{DB: o.DynamoDB, LeaseTTL: leaseTTL(env), WaiterTTL: statusWaiterTTL, Now: o.Now}
+	sum, err := s.Summarize(ctx, g)
+	if err != nil {
+		return sum, fmt.Errorf("admission table %s, gate %s: %w", g.Table, g.Key, err)
+	}
+	return sum, nil
+}
+
+// coreSystems reports the core systems the tenants name, by name.
+func (o *Ops) coreSystems(ctx context.Context, ts []pipeline.TenantOutput) ([]CoreSystemStatus, error) {
+	gates, err := o.coreGates(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*CoreSystemStatus{}
+	var names []string
+	for _, g := range gates {
+		if c, ok := byName[g.cs.Name]; ok {
+			c.Tenants = append(c.Tenants, g.tenant)
+			continue
+		}
+		sum, err := o.summarize(ctx, g.gate, g.env)
+		if err != nil {
+			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
+		}
+		byName[g.cs.Name] = &CoreSystemStatus{
+			Name: g.cs.Name, MaxRunningFiles: g.cs.MaxRunningFiles, Limit: sum.Limit, Adaptive: g.cs.Adaptive,
+			RunningFiles: len(sum.Running), Running: sum.Running, WaitingTenants: sum.Waiting,
+			OldestAdmissionWaitSeconds: *seconds(sum.OldestWaitSeconds), Tenants: []string{g.tenant},
+		}
+		names = append(names, g.cs.Name)
+	}
+	slices.Sort(names)
+	out := []CoreSystemStatus{}
+	for _, n := range names {
+		slices.Sort(byName[n].Tenants)
+		out = append(out, *byName[n])
+	}
+	return out, nil
+}
+
+// poolGate adds the pool gate's running files and waiting tenants to its row, when the pool
+// controller has one.
+func (o *Ops) poolGate(ctx context.Context, p poolInfo, ps *PoolStatus) error {
+	table := p.env[pipeline.EnvPoolAdmissionTable]
+	limit, err := strconv.Atoi(p.env[pipeline.EnvPoolMaxRunningFiles])
+	if table == "" || err != nil || limit < 1 {
+		return nil
+	}
+	sum, err := o.summarize(ctx, admission.Gate{Table: table, Key: admission.PoolGate(p.out.Pool), Limit: limit}, p.env)
+	if err != nil {
+		return err
+	}
+	running := len(sum.Running)
+	ps.MaxRunningFiles, ps.RunningFiles, ps.WaitingTenants = &limit, &running, &sum.Waiting
+	return nil
+}

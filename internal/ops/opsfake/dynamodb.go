@@ -1,0 +1,126 @@
+package opsfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/admission"
+)
+
+// dynamoFake is the admission tables pipectl reads: GetItem by key, and Query of one partition by
+// sort key prefix (the only key conditions admission uses). Items are written with AddLease,
+// AddWaiter and SetAdaptiveLimit, in internal/admission's layout.
+type dynamoFake World
+
+type item = map[string]ddbtypes.AttributeValue
+
+func s(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
+func n(v int64) ddbtypes.AttributeValue {
+	return &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func str(it item, k string) string {
+	v, _ := it[k].(*ddbtypes.AttributeValueMemberS)
+	if v == nil {
+		return ""
+	}
+	return v.Value
+}
+
+func (w *World) put(table string, it item) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.Tables == nil {
+		w.Tables = map[string][]item{}
+	}
+	w.Tables[table] = append(w.Tables[table], it)
+}
+
+// AddLease writes a running file's lease at index of the gate, last renewed at renewed.
+func (w *World) AddLease(table, gate string, index int, execution, tenant string, renewed time.Time) {
+	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(fmt.Sprintf("slot#%04d", index)),
+		"execution": s(execution), "tenant": s(tenant), "acquiredAt": n(renewed.UnixMilli()), "renewedAt": n(renewed.UnixMilli())})
+}
+
+// AddWaiter writes a tenant's waiting entry in the gate: waiting since since, last asked at renewed.
+func (w *World) AddWaiter(table, gate, tenant string, weight int, since, renewed time.Time) {
+	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(fmt.Sprintf("wait#%02d#%013d#%s", weight, since.UnixMilli(), tenant)),
+		"renewedAt": n(renewed.UnixMilli())})
+}
+
+// SetAdaptiveLimit writes the core system's adaptive limit item.
+func (w *World) SetAdaptiveLimit(table, gate string, limit int) {
+	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(admission.LimitSK), admission.AttrLimit: n(int64(limit))})
+}
+
+func (f *dynamoFake) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := (*World)(f).fail("GetItem"); err != nil {
+		return nil, err
+	}
+	pk, sk := str(in.Key, admission.AttrPK), str(in.Key, admission.AttrSK)
+	for _, it := range f.Tables[aws.ToString(in.TableName)] {
+		if str(it, admission.AttrPK) == pk && str(it, admission.AttrSK) == sk {
+			return &dynamodb.GetItemOutput{Item: it}, nil
+		}
+	}
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+// Query answers "#pk = :pk AND begins_with(#sk, :x)" one item per page, to exercise paging.
+func (f *dynamoFake) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := (*World)(f).fail("Query"); err != nil {
+		return nil, err
+	}
+	var pk, prefix string
+	for k, v := range in.ExpressionAttributeValues {
+		if k == ":pk" {
+			pk = v.(*ddbtypes.AttributeValueMemberS).Value
+		} else if sv, ok := v.(*ddbtypes.AttributeValueMemberS); ok && strings.Contains(aws.ToString(in.KeyConditionExpression), "begins_with(#sk, "+k+")") {
+			prefix = sv.Value
+		}
+	}
+	var match []item
+	for _, it := range f.Tables[aws.ToString(in.TableName)] {
+		if str(it, admission.AttrPK) == pk && strings.HasPrefix(str(it, admission.AttrSK), prefix) {
+			match = append(match, it)
+		}
+	}
+	start := 0
+	if in.ExclusiveStartKey != nil {
+		start, _ = strconv.Atoi(str(in.ExclusiveStartKey, "page"))
+	}
+	out := &dynamodb.QueryOutput{}
+	if start < len(match) {
+		out.Items = match[start : start+1]
+	}
+	if start+1 < len(match) {
+		out.LastEvaluatedKey = item{"page": s(strconv.Itoa(start + 1))}
+	}
+	return out, nil
+}
+
+var errReadOnly = errors.New("opsfake: pipectl only reads admission tables")
+
+func (f *dynamoFake) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, errReadOnly
+}
+
+func (f *dynamoFake) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return nil, errReadOnly
+}
+
+func (f *dynamoFake) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return nil, errReadOnly
+}
