@@ -277,9 +277,13 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, known bool) (D
 	}
 }
 
-// rankCap bounds how far Admit counts the tenants ahead of a waiting one: enough to tell the
-// waiting tenants that are next (ahead < limit) from the rest, which poll less often.
-func rankCap(g Gate) int { return min(g.Limit, 100) }
+// rankCap bounds how far Admit counts the tenants ahead of a waiting one: ten rounds of the gate's
+// slots, so that a waiting tenant can look again about when its turn may come; past it, a tenant
+// polls at the longest interval. The count reads at most this many keys of one weight.
+func rankCap(g Gate) int { return min(10*g.Limit, 500) }
+
+// RankCap is rankCap for callers that pace their next look by Decision.Ahead.
+func RankCap(limit int) int { return rankCap(Gate{Limit: limit}) }
 
 // read returns the gate's leases and effective limit.
 func (s *Store) read(ctx context.Context, g Gate, now time.Time) (gateState, error) {

@@ -46,7 +46,7 @@ func burstFiles(r *Run, files, records int) []upload {
 	return out
 }
 
-// A night's burst into one protected core system: 120 pooled tenants and 3 silo tenants, all naming
+// A night's burst into one protected core system: 100 pooled tenants and 3 silo tenants, all naming
 // the core system "ledger" with maxRunningFiles 6, each dropping 2 files at once, with the account's
 // Lambda concurrency below the number of tenants and a core system that answers 429 above 6
 // requests in flight. Admission keeps every file of both tiers inside the 6 slots, so no file fails,
@@ -55,7 +55,7 @@ func burstFiles(r *Run, files, records int) []upload {
 // of the tenants have finished.
 func TestScenarioBurstCoreSystem(t *testing.T) {
 	t.Parallel()
-	const pooled, silo, files, records, limit = 120, 3, 2, 5, 6
+	const pooled, silo, files, records, limit = 100, 3, 2, 5, 6
 	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}),
 		Config{LambdaConcurrency: 40, SinkMaxInFlight: limit})
 	if n := len(r.TenantIDs()); n != pooled+silo || 40 >= n {

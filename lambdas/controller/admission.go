@@ -105,18 +105,29 @@ func (h *Handler) admit(ctx context.Context, d *delivery, name string, fresh boo
 // admissionWait holds a file that may not start yet. The tenant's lock stays taken (the message
 // stays in flight), and nothing is started.
 func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.Decision) decision {
-	wait := maxAdmissionWait
-	if dec.Ahead < dec.Limit {
-		wait = h.cfg.FirstWait // next in line: look again soon
-	} else {
-		wait = min(backoff(h.cfg.FirstWait, maxAdmissionWait, d.attempt), maxAdmissionWait)
-	}
+	wait := admissionPace(h.cfg.FirstWait, dec, d.attempt)
 	wait = min(wait, h.cfg.MaxWait)
 	d.log.InfoContext(ctx, "waiting for admission", "gate", dec.Gate, "running", dec.Running, "limit", dec.Limit,
 		"waitingAhead", dec.Ahead, "admissionWaitSeconds", dec.WaitedFor.Seconds(), "nextWaitSeconds", wait.Seconds())
 	d.count(metrics.AdmissionWaits)
 	d.metrics = append(d.metrics, metrics.Seconds(metrics.AdmissionWaitSeconds, dec.WaitedFor))
 	return h.hold(ctx, d, wait)
+}
+
+// admissionPace is when a waiting file looks again: every first (FirstWait) while fewer tenants
+// are ahead of it than the gate's limit (a freed slot is taken within about that), then in
+// proportion to the rounds of slots ahead of it (one more first per round), and at most
+// maxAdmissionWait; a tenant further back than admission counts backs off by its deliveries.
+func admissionPace(first time.Duration, dec admission.Decision, attempt int) time.Duration {
+	limit := max(dec.Limit, 1)
+	switch {
+	case dec.Ahead < limit:
+		return first
+	case dec.Ahead < admission.RankCap(limit):
+		return min(first*time.Duration(1+dec.Ahead/limit), maxAdmissionWait)
+	default:
+		return min(backoff(first, maxAdmissionWait, attempt), maxAdmissionWait)
+	}
 }
 
 // releaseLeases frees the execution's running-file slots once it has ended. It reports an error

@@ -345,3 +345,26 @@ func TestEmitCoreCountsAdmissionsAndWaits(t *testing.T) {
 		})
 	}
 }
+
+func TestAdmissionPace(t *testing.T) {
+	tests := []struct {
+		ahead, limit, attempt int
+		want                  time.Duration
+	}{
+		{0, 6, 9, time.Second},
+		{5, 6, 9, time.Second},
+		{6, 6, 9, 2 * time.Second},
+		{17, 6, 1, 3 * time.Second},
+		{59, 6, 1, 10 * time.Second},
+		{60, 6, 1, time.Second},       // past the counted ranks: the backoff by deliveries
+		{60, 6, 4, 8 * time.Second},   // doubling
+		{60, 6, 20, maxAdmissionWait}, // capped
+		{0, 0, 1, time.Second},        // a limit the adaptive store set to nothing reads as 1
+	}
+	for _, tt := range tests {
+		got := admissionPace(time.Second, admission.Decision{Ahead: tt.ahead, Limit: tt.limit}, tt.attempt)
+		if got != tt.want {
+			t.Errorf("ahead %d of limit %d, attempt %d: got %s, want %s", tt.ahead, tt.limit, tt.attempt, got, tt.want)
+		}
+	}
+}
