@@ -42,6 +42,9 @@ var _ admitter = (*admission.Store)(nil)
 // within about a second; the rest back off to this.
 const maxAdmissionWait = 30 * time.Second
 
+// maxFastPollers bounds the waiting tenants of one gate that look again every FirstWait.
+const maxFastPollers = 20
+
 // newAdmission is the controller's admission store. It is asked only for tenants with a gate.
 func newAdmission(cfg Config, db admission.ItemAPI) *admission.Store {
 	return &admission.Store{DB: db, LeaseTTL: cfg.leaseTTL(), WaiterTTL: waiterTTL}
@@ -115,16 +118,16 @@ func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.
 }
 
 // admissionPace is when a waiting file looks again: every first (FirstWait) while fewer tenants
-// are ahead of it than the gate's limit (a freed slot is taken within about that), then in
-// proportion to the rounds of slots ahead of it (one more first per round), and at most
-// maxAdmissionWait; a tenant further back than admission counts backs off by its deliveries.
+// are ahead of it than a round (the gate's limit, at most maxFastPollers, so that a large gate's
+// partition is not read by a thousand tenants a second), a freed slot being taken within about
+// that; then one more first per round ahead of it, at most maxAdmissionWait; a tenant further back
+// than admission counts backs off by its deliveries.
 func admissionPace(first time.Duration, dec admission.Decision, attempt int) time.Duration {
 	limit := max(dec.Limit, 1)
+	round := min(limit, maxFastPollers)
 	switch {
-	case dec.Ahead < limit:
-		return first
 	case dec.Ahead < admission.RankCap(limit):
-		return min(first*time.Duration(1+dec.Ahead/limit), maxAdmissionWait)
+		return min(first*time.Duration(1+dec.Ahead/round), maxAdmissionWait)
 	default:
 		return min(backoff(first, maxAdmissionWait, attempt), maxAdmissionWait)
 	}

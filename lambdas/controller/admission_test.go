@@ -360,6 +360,9 @@ func TestAdmissionPace(t *testing.T) {
 		{60, 6, 4, 8 * time.Second},   // doubling
 		{60, 6, 20, maxAdmissionWait}, // capped
 		{0, 0, 1, time.Second},        // a limit the adaptive store set to nothing reads as 1
+		{19, 1000, 1, time.Second},    // a large gate: rounds of maxFastPollers
+		{40, 1000, 1, 3 * time.Second},
+		{499, 1000, 1, 25 * time.Second},
 	}
 	for _, tt := range tests {
 		got := admissionPace(time.Second, admission.Decision{Ahead: tt.ahead, Limit: tt.limit}, tt.attempt)
