@@ -95,8 +95,8 @@ type Decision struct {
 	// Gate is the gate the file waits for, when not admitted.
 	Gate string
 	// Ahead is the number of waiting tenants ranked before this one in Gate, counted up to
-	// the gate's limit (rankCap); Free the free slots Gate had.
-	Ahead, Free int
+	// Counted (Ahead == Counted: at least that many); Free the free slots Gate had.
+	Ahead, Counted, Free int
 	// Running and Limit are the blocking (or last) gate's running files and effective limit.
 	Running, Limit int
 	// Looks are the gates this call read, in order, as it found them.
@@ -246,9 +246,11 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, known bool) (D
 		// With free slots, every weight is ranked; without, only the tenant's own weight, which
 		// is enough to tell how soon it should look again.
 		if d.Free > 0 {
+			d.Counted = d.Free
 			d.Ahead, err = s.ahead(ctx, g, r, since, now, d.Free, false)
 		} else {
-			d.Ahead, err = s.ahead(ctx, g, r, since, now, rankCap(g), true)
+			d.Counted = rankCap(g)
+			d.Ahead, err = s.ahead(ctx, g, r, since, now, d.Counted, true)
 		}
 		if err != nil {
 			return Decision{}, err
@@ -282,8 +284,6 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, known bool) (D
 // polls at the longest interval. The count reads at most this many keys of one weight.
 func rankCap(g Gate) int { return min(10*g.Limit, 500) }
 
-// RankCap is rankCap for callers that pace their next look by Decision.Ahead.
-func RankCap(limit int) int { return rankCap(Gate{Limit: limit}) }
 
 // read returns the gate's leases and effective limit.
 func (s *Store) read(ctx context.Context, g Gate, now time.Time) (gateState, error) {

@@ -126,7 +126,7 @@ func admissionPace(first time.Duration, dec admission.Decision, attempt int) tim
 	limit := max(dec.Limit, 1)
 	round := min(limit, maxFastPollers)
 	switch {
-	case dec.Ahead < admission.RankCap(limit):
+	case dec.Ahead < dec.Counted:
 		return min(first*time.Duration(1+dec.Ahead/round), maxAdmissionWait)
 	default:
 		return min(backoff(first, maxAdmissionWait, attempt), maxAdmissionWait)

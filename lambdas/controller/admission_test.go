@@ -56,7 +56,7 @@ func (f *fakeAdmission) Admit(_ context.Context, r admission.Request) (admission
 		return admission.Decision{Admitted: true, Waited: waited, Running: len(f.leases), Limit: f.limit}, nil
 	}
 	f.waiting[r.Execution] = true
-	return admission.Decision{Gate: r.Gates[0].Key, Running: len(f.leases), Limit: f.limit, Ahead: 0, Waited: true}, nil
+	return admission.Decision{Gate: r.Gates[0].Key, Running: len(f.leases), Limit: f.limit, Ahead: 0, Counted: 10 * f.limit, Waited: true}, nil
 }
 
 func (f *fakeAdmission) Release(_ context.Context, _ []admission.Gate, execution string) (int, error) {
@@ -350,22 +350,28 @@ func TestAdmissionPace(t *testing.T) {
 	tests := []struct {
 		ahead, limit, attempt int
 		want                  time.Duration
+		counted               int // how far admission counted; 0: ten rounds of the limit
 	}{
-		{0, 6, 9, time.Second},
-		{5, 6, 9, time.Second},
-		{6, 6, 9, 2 * time.Second},
-		{17, 6, 1, 3 * time.Second},
-		{59, 6, 1, 10 * time.Second},
-		{60, 6, 1, time.Second},       // past the counted ranks: the backoff by deliveries
-		{60, 6, 4, 8 * time.Second},   // doubling
-		{60, 6, 20, maxAdmissionWait}, // capped
-		{0, 0, 1, time.Second},        // a limit the adaptive store set to nothing reads as 1
-		{19, 1000, 1, time.Second},    // a large gate: rounds of maxFastPollers
-		{40, 1000, 1, 3 * time.Second},
-		{499, 1000, 1, 25 * time.Second},
+		{0, 6, 9, time.Second, 0},
+		{5, 6, 9, time.Second, 0},
+		{6, 6, 9, 2 * time.Second, 0},
+		{17, 6, 1, 3 * time.Second, 0},
+		{59, 6, 1, 10 * time.Second, 0},
+		{60, 6, 1, time.Second, 0},        // past the counted ranks: the backoff by deliveries
+		{60, 6, 4, 8 * time.Second, 0},    // doubling
+		{60, 6, 20, maxAdmissionWait, 0},  // capped
+		{0, 0, 1, time.Second, 10},        // a limit the adaptive store set to nothing reads as 1
+		{30, 2, 1, 16 * time.Second, 120}, // an adaptive limit below the declared one: counted by the declared
+		{19, 1000, 1, time.Second, 0},     // a large gate: rounds of maxFastPollers
+		{40, 1000, 1, 3 * time.Second, 0},
+		{499, 1000, 1, 25 * time.Second, 0},
 	}
 	for _, tt := range tests {
-		got := admissionPace(time.Second, admission.Decision{Ahead: tt.ahead, Limit: tt.limit}, tt.attempt)
+		counted := min(10*tt.limit, 500)
+		if tt.counted != 0 {
+			counted = tt.counted
+		}
+		got := admissionPace(time.Second, admission.Decision{Ahead: tt.ahead, Counted: counted, Limit: tt.limit}, tt.attempt)
 		if got != tt.want {
 			t.Errorf("ahead %d of limit %d, attempt %d: got %s, want %s", tt.ahead, tt.limit, tt.attempt, got, tt.want)
 		}
