@@ -65,7 +65,8 @@ func checkAdmissionWaitAlarm(t *testing.T, tpl map[string]any, prefix, name stri
 
 // checkCoreDashboard: the core system's dashboard charts its running files and effective limit,
 // its oldest admission wait, its admissions and waits, every metric with the CoreSystem dimension
-// the controller writes (metrics.Dimension CoreSystem, lambdas/controller/admission.go emitCore).
+// the controller writes (metrics.Dimension CoreSystem, lambdas/controller/admission.go emitCore),
+// and the 429 and 503 answers and requests Register writes with it (metrics.InCoreSystem).
 func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 	t.Helper()
 	found := coreResources(tpl, "AWS::CloudWatch::Dashboard", prefix+"Dashboard")
@@ -91,6 +92,8 @@ func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 		"oldest admission wait (s): " + metrics.CoreAdmissionWaitSeconds + " Maximum",
 		"admissions and waits: " + metrics.CoreAdmissions + " Sum",
 		"admissions and waits: " + metrics.CoreAdmissionWaits + " Sum",
+		"429 and 503 answers and requests (per 5 minutes): " + metrics.CoreSystemThrottles + " Sum",
+		"429 and 503 answers and requests (per 5 minutes): " + metrics.CoreSystemRequests + " Sum",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("metrics: got %q, want %q", got, want)

@@ -371,8 +371,10 @@ func perChunkSegmentDefinition(scope constructs.Construct, p *Props) sfn.IChaina
 // addLambdaRetries retries what ends a Lambda task without the function deciding the outcome,
 // each class by its own rule and its own retrier (no error name is in two retriers, so none spends
 // another's attempts), a Lambda throttle until the state machine's timeout, and the pipeline's own
-// RetryableError (core system throttling or outage, S3 hiccups) patiently with jittered backoff. PermanentError, ValidationError and
-// ObjectChangedError are not retried: the file fails. fnTimeout is the function's timeout.
+// RetryableError (a core system's outage: 408, 500, 502, 504, timeouts; S3 hiccups) patiently with
+// jittered backoff. A core system's 429 and 503 are no RetryableError: Register waits them out,
+// or ends the invocation with its cursor. PermanentError, ValidationError and ObjectChangedError
+// are not retried: the file fails. fnTimeout is the function's timeout.
 func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 	t.AddRetry(&sfn.RetryProps{
 		Errors:      jsii.Strings(lambdaServiceErrors...),

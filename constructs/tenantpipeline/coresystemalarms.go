@@ -15,7 +15,8 @@ import (
 
 // A core system's monitoring reads the metrics the controllers emit on each look at its gate
 // (internal/metrics, dimension CoreSystem): running files, the effective limit, the waiting file's
-// admission wait, and whether the look admitted the file or held it.
+// admission wait, and whether the look admitted the file or held it; and those Register emits
+// on each invocation: the core system's 429 and 503 answers and the POSTs sent to it.
 
 // alarmPeriod is the core system alarm's period, and the shortest AdmissionWaitAlarm.
 const alarmPeriod = 5 * time.Minute
@@ -70,6 +71,11 @@ func (c *CoreSystem) newMonitoring() {
 				graph("admissions and waits", nil,
 					c.metric(metrics.CoreAdmissions, "Sum", "files admitted"),
 					c.metric(metrics.CoreAdmissionWaits, "Sum", "deliveries held")),
+				// Two sums, not their ratio by metric math: a ratio has no datapoint while no POST
+				// is sent, and the sums show the load that the share is of.
+				graph("429 and 503 answers and requests (per 5 minutes)", nil,
+					c.metric(metrics.CoreSystemThrottles, "Sum", "429 and 503 answers"),
+					c.metric(metrics.CoreSystemRequests, "Sum", "requests sent")),
 				awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
 					Title:  jsii.String(fmt.Sprintf("%s: alarms", p.Name)),
 					Alarms: &alarms, Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),

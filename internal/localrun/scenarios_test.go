@@ -429,8 +429,9 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 }
 
 // Scenario 3: the register endpoint answers 500, 429 and times out for some records, then recovers.
-// The state machine retries the chunk (RetryableError, 2 s × 2, full jitter); records sent again
-// are answered as duplicates.
+// After the 500 and the timeout the state machine retries the chunk (RetryableError, 2 s × 2, full
+// jitter); records sent again are answered as duplicates. The two 429s (Retry-After: 0) are no
+// RetryableError: Register waits them out and resends the same record with the same key.
 func TestScenarioRegisterFaults(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}}})

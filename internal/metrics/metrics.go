@@ -150,7 +150,22 @@ const (
 	// RateLimitWaitSeconds is how long an invocation waited on its core system's and its own
 	// maxRecordsPerSecond: one datapoint per invocation that waited.
 	RateLimitWaitSeconds = "RateLimitWaitSeconds"
+	// CoreSystemRequests counts the POSTs an invocation sent to its tenant's core system, resends
+	// after a 429 or 503 included: one datapoint per invocation that sent any, with the dimension
+	// CoreSystem only (Emitter.InCoreSystem). CoreSystemThrottles / CoreSystemRequests by core
+	// system is the share of its answers that asked to slow down. The DynamoDB sink sends none:
+	// the SDK retries its throttled calls.
+	CoreSystemRequests = "CoreSystemRequests"
 )
+
+// CoreSystemTenantMetrics are the Register metrics a tenant naming a core system also emits with
+// the dimension CoreSystem (Emitter.InCoreSystem), besides Tenant, so that the core system's
+// dashboard shows its slow-down answers whatever tenant caused them.
+var CoreSystemTenantMetrics = []string{CoreSystemThrottles}
+
+// CoreSystemOnlyMetrics are the Register metrics emitted with the dimension CoreSystem alone: by
+// tenant they would cost one more custom metric per tenant and answer no operator's question.
+var CoreSystemOnlyMetrics = []string{CoreSystemRequests}
 
 // Unit is a CloudWatch metric unit.
 type Unit string
@@ -188,6 +203,10 @@ type Emitter struct {
 	// pool, when set (InPool), adds the dimension set [Pool, Tenant] to the metrics in pooled.
 	pool   string
 	pooled map[string]bool
+	// core, when set (InCoreSystem), adds the dimension set [CoreSystem] to the metrics in
+	// coreAlso and coreOnly, and takes the coreOnly ones out of the Emitter's own dimension.
+	core               string
+	coreAlso, coreOnly map[string]bool
 }
 
 // New returns an Emitter that writes to w (stdout on Lambda), with the Tenant dimension.
@@ -219,6 +238,32 @@ func (e *Emitter) InPool(pool string) *Emitter {
 	return e
 }
 
+// InCoreSystem makes a tenant's Emitter also record the metrics named in CoreSystemTenantMetrics,
+// and only under it those named in CoreSystemOnlyMetrics, under the dimension set [CoreSystem],
+// with CoreSystem=name, in the same line.
+//
+// CloudWatch counts a custom metric per unique namespace, name and dimensions
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_concepts.html#Dimension),
+// so the new metrics are one per core system and name, whether they come in a second directive
+// or in a second line of an Emitter built with NewDimension. The second directive is the cheaper
+// for it lists only those metrics (one directive with the dimension sets [Tenant] and
+// [CoreSystem] would give every metric of the line both), and one line is fewer log bytes than
+// two. An empty name leaves the Emitter as it was.
+func (e *Emitter) InCoreSystem(name string) *Emitter {
+	if name == "" {
+		return e
+	}
+	e.core = name
+	e.coreAlso, e.coreOnly = map[string]bool{}, map[string]bool{}
+	for _, n := range CoreSystemTenantMetrics {
+		e.coreAlso[n] = true
+	}
+	for _, n := range CoreSystemOnlyMetrics {
+		e.coreOnly[n] = true
+	}
+	return e
+}
+
 type metricDef struct {
 	Name string `json:"Name"`
 	Unit Unit   `json:"Unit"`
@@ -236,25 +281,42 @@ type metadata struct {
 }
 
 // Emit writes one EMF line holding all of ms. Metric names must be unique within one call and
-// must not be the dimension's name or "_aws".
+// must not be a dimension's name or "_aws".
 func (e *Emitter) Emit(ms ...Metric) error {
 	if len(ms) == 0 {
 		return nil
 	}
 	doc := make(map[string]any, len(ms)+2)
 	defs := make([]metricDef, 0, len(ms))
+	var core []metricDef // of the [CoreSystem] directive (InCoreSystem)
 	for _, m := range ms {
-		if m.Name == "" || m.Name == e.dimension || m.Name == "_aws" || (e.pool != "" && m.Name == DimensionPool) {
+		if m.Name == "" || m.Name == e.dimension || m.Name == "_aws" || (e.pool != "" && m.Name == DimensionPool) ||
+			(e.core != "" && m.Name == DimensionCoreSystem) {
 			return fmt.Errorf("metric name %q is reserved or empty", m.Name)
 		}
 		if _, dup := doc[m.Name]; dup {
 			return fmt.Errorf("metric %q given twice in one line", m.Name)
 		}
 		doc[m.Name] = m.Value
-		defs = append(defs, metricDef{Name: m.Name, Unit: m.Unit})
+		d := metricDef{Name: m.Name, Unit: m.Unit}
+		switch {
+		case e.coreOnly[m.Name]:
+			core = append(core, d)
+			continue
+		case e.coreAlso[m.Name]:
+			core = append(core, d)
+		}
+		defs = append(defs, d)
 	}
 	doc[e.dimension] = e.value
-	directives := []directive{{Namespace: e.namespace, Dimensions: [][]string{{e.dimension}}, Metrics: defs}}
+	var directives []directive
+	if len(defs) > 0 { // none when every metric is a CoreSystemOnlyMetrics one
+		directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{e.dimension}}, Metrics: defs})
+	}
+	if len(core) > 0 {
+		doc[DimensionCoreSystem] = e.core
+		directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{DimensionCoreSystem}}, Metrics: core})
+	}
 	if e.pool != "" {
 		var pooled []metricDef
 		for _, d := range defs {

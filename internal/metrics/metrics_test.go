@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,12 +41,80 @@ func TestEmitInPoolWithoutPooledMetrics(t *testing.T) {
 	}
 }
 
-func checkGolden(t *testing.T, e *Emitter, golden string) {
+// A Register line of a tenant naming a core system carries CoreSystemThrottles under [Tenant] and
+// [CoreSystem], CoreSystemRequests under [CoreSystem] alone, the other metrics under [Tenant].
+func TestEmitInCoreSystemMatchesGolden(t *testing.T) {
+	checkGolden(t, New(&bytes.Buffer{}, "TenantPipeline", "acme").InCoreSystem("ledger"), "core-register.json",
+		Count(RecordsRegistered, 40), Count(CoreSystemThrottles, 2), Seconds(RateLimitWaitSeconds, 1500*time.Millisecond), Count(CoreSystemRequests, 42))
+}
+
+// The directives of a line by the metrics it holds, with and without a core system.
+func TestEmitInCoreSystemDirectives(t *testing.T) {
+	tests := []struct {
+		name string
+		core string
+		ms   []Metric
+		want string // each directive's dimension sets and metric names
+	}{
+		{"requests only: no [Tenant] directive", "ledger", []Metric{Count(CoreSystemRequests, 3)},
+			"[[CoreSystem]] CoreSystemRequests"},
+		{"no core system metric: a plain [Tenant] line", "ledger", []Metric{Count(RecordsRegistered, 3), Seconds(RateLimitWaitSeconds, time.Second)},
+			"[[Tenant]] RecordsRegistered,RateLimitWaitSeconds"},
+		{"throttles under both", "ledger", []Metric{Count(CoreSystemThrottles, 1)},
+			"[[Tenant]] CoreSystemThrottles; [[CoreSystem]] CoreSystemThrottles"},
+		{"no core system named: throttles under [Tenant] only", "", []Metric{Count(CoreSystemThrottles, 1), Count(RecordsRegistered, 3)},
+			"[[Tenant]] CoreSystemThrottles,RecordsRegistered"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := New(&buf, "ns", "acme").InCoreSystem(tc.core).Emit(tc.ms...); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Tenant     string
+				CoreSystem *string
+				AWS        struct {
+					CloudWatchMetrics []struct {
+						Dimensions [][]string
+						Metrics    []struct{ Name string }
+					}
+				} `json:"_aws"`
+			}
+			if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+				t.Fatalf("got invalid JSON %q: %v", buf.String(), err)
+			}
+			var got []string
+			for _, d := range doc.AWS.CloudWatchMetrics {
+				var names []string
+				for _, m := range d.Metrics {
+					names = append(names, m.Name)
+				}
+				dims := fmt.Sprint(d.Dimensions)
+				got = append(got, dims+" "+strings.Join(names, ","))
+			}
+			if g := strings.Join(got, "; "); g != tc.want {
+				t.Errorf("got directives %s, want %s", g, tc.want)
+			}
+			if wantCore := strings.Contains(tc.want, "CoreSystem]]"); (doc.CoreSystem != nil) != wantCore || doc.Tenant != "acme" {
+				t.Errorf("got Tenant %q, CoreSystem %v, want acme and a CoreSystem field %v", doc.Tenant, doc.CoreSystem, wantCore)
+			}
+		})
+	}
+	if err := New(&bytes.Buffer{}, "ns", "acme").InCoreSystem("ledger").Emit(Count(DimensionCoreSystem, 1)); err == nil {
+		t.Error("got no error for a metric named like the CoreSystem dimension, want one")
+	}
+}
+
+func checkGolden(t *testing.T, e *Emitter, golden string, ms ...Metric) {
 	t.Helper()
 	var buf bytes.Buffer
 	e.w = &buf
 	e.WithClock(clock)
-	if err := e.Emit(Count(Waits, 1), Seconds(HeadQueuedSeconds, 2500*time.Millisecond)); err != nil {
+	if len(ms) == 0 {
+		ms = []Metric{Count(Waits, 1), Seconds(HeadQueuedSeconds, 2500*time.Millisecond)}
+	}
+	if err := e.Emit(ms...); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join("testdata", golden))

@@ -51,8 +51,10 @@ type Handler struct {
 	Log            *slog.Logger
 	// Metrics receives one EMF line per successful invocation (metrics.RecordsRegistered, dimension
 	// Tenant, with metrics.CoreSystemThrottles and metrics.RateLimitWaitSeconds when not zero):
-	// stdout on Lambda. A failed invocation emits no RecordsRegistered, because its retry
-	// re-registers its chunks and counts them; only its throttles and waits, if any. Nil: no metrics.
+	// stdout on Lambda. When the tenant names a core system the line also records, with the
+	// dimension CoreSystem, CoreSystemThrottles and the POSTs sent (metrics.InCoreSystem). A failed
+	// invocation emits no RecordsRegistered, because its retry re-registers its chunks and counts
+	// them; only its throttles, requests and waits, if any. Nil: no metrics.
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
@@ -72,19 +74,20 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", append(attrs, "errorType", source.ErrorType(err), "error", err.Error())...)
-		h.emit(req.Tenant.ID, p.metrics()...)
+		h.emit(req.Tenant.ID, p.coreSystem(), p.metrics()...)
 		return pipeline.ChunkResult{}, err
 	}
 	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
 	p.settle(ctx, h.budget(ctx, req), res.Registered)
-	h.emit(req.Tenant.ID, append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
+	h.emit(req.Tenant.ID, p.coreSystem(), append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
 	return res, nil
 }
 
 // emit writes the invocation's datapoints in one line: RecordsRegistered when it succeeded, and the
-// pace's CoreSystemThrottles and RateLimitWaitSeconds when not zero. A metric that cannot be
+// pace's CoreSystemThrottles, CoreSystemRequests and RateLimitWaitSeconds when not zero, those of
+// the core system also by core (core "" when the tenant names none). A metric that cannot be
 // written never fails an invocation whose records are registered: it is logged at WARN.
-func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
+func (h *Handler) emit(tenant, core string, ms ...metrics.Metric) {
 	if h.Metrics == nil || len(ms) == 0 {
 		return
 	}
@@ -92,7 +95,7 @@ func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
 	if ns == "" {
 		ns = pipeline.DefaultMetricsNamespace
 	}
-	if err := metrics.New(h.Metrics, ns, tenant).Emit(ms...); err != nil {
+	if err := metrics.New(h.Metrics, ns, tenant).InCoreSystem(core).Emit(ms...); err != nil {
 		h.Log.Warn("records registered metric not written", "tenant", tenant, "error", err.Error())
 	}
 }

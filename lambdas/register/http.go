@@ -174,6 +174,7 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	c.pace.sent()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return response{}, err

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
@@ -108,4 +112,124 @@ func TestRecordsRegisteredMetric(t *testing.T) {
 			}
 		})
 	}
+}
+
+// emfDirectives are a line's directives, each as "[dimension sets] metric,metric", and the line's
+// fields.
+func emfDirectives(t *testing.T, line string) ([]string, map[string]any) {
+	t.Helper()
+	var doc map[string]any
+	var meta struct {
+		AWS struct {
+			CloudWatchMetrics []struct {
+				Dimensions [][]string
+				Metrics    []struct{ Name string }
+			}
+		} `json:"_aws"`
+	}
+	if err := json.Unmarshal([]byte(line), &doc); err != nil {
+		t.Fatalf("got a line that is not JSON: %q: %v", line, err)
+	}
+	if err := json.Unmarshal([]byte(line), &meta); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range meta.AWS.CloudWatchMetrics {
+		var names []string
+		for _, m := range d.Metrics {
+			names = append(names, m.Name)
+		}
+		out = append(out, fmt.Sprint(d.Dimensions)+" "+strings.Join(names, ","))
+	}
+	return out, doc
+}
+
+// TestCoreSystemMetrics: a tenant naming a core system records its slow-down answers under
+// [Tenant] and [CoreSystem], and the POSTs sent (resends included) under [CoreSystem] alone, in
+// the invocation's one line, whether it succeeds or fails; without a core system the line keeps
+// [Tenant] alone. The DynamoDB sink sends no POST.
+func TestCoreSystemMetrics(t *testing.T) {
+	ledger := &pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, Table: "adm"}
+	throttleOnce := func() func(int, string) (int, string) {
+		var once sync.Once
+		return func(_ int, key string) (int, string) {
+			status := 200
+			if key == IdempotencyKey(execName, 2) {
+				once.Do(func() { status = 429 })
+			}
+			return status, "0"
+		}
+	}
+	tests := []struct {
+		name          string
+		core          *pipeline.CoreSystem
+		answer        func(int, string) (int, string)
+		wantErr       bool
+		wantDirs      []string
+		wantThrottles float64
+		wantRequests  float64 // 0: no CoreSystemRequests field
+	}{
+		{name: "a 429 then success", core: ledger, answer: throttleOnce(),
+			wantDirs:      []string{"[[Tenant]] RecordsRegistered,CoreSystemThrottles", "[[CoreSystem]] CoreSystemThrottles,CoreSystemRequests"},
+			wantThrottles: 1, wantRequests: 4},
+		{name: "no slow-down answer", core: ledger, answer: func(int, string) (int, string) { return 200, "" },
+			wantDirs:     []string{"[[Tenant]] RecordsRegistered", "[[CoreSystem]] CoreSystemRequests"},
+			wantRequests: 3},
+		{name: "a failed invocation: its requests only", core: ledger, answer: func(int, string) (int, string) { return 400, "" }, wantErr: true,
+			wantDirs:     []string{"[[CoreSystem]] CoreSystemRequests"},
+			wantRequests: 1},
+		{name: "no core system: [Tenant] alone", answer: throttleOnce(),
+			wantDirs:      []string{"[[Tenant]] RecordsRegistered,CoreSystemThrottles"},
+			wantThrottles: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Now()}
+			c := newThrottlingCore(t, tc.answer)
+			var out bytes.Buffer
+			h, _ := pacedHandler(sourcetest.NewFakeS3(), clock, &out)
+			tenant := csvTenant(c.srv.URL)
+			tenant.CoreSystem = tc.core
+			if _, err := runPaced(t, h, clock, tenant, 3, 0); (err != nil) != tc.wantErr {
+				t.Fatalf("got error %v, want error %v", err, tc.wantErr)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("got %d EMF lines %q, want 1", len(lines), out.String())
+			}
+			dirs, doc := emfDirectives(t, lines[0])
+			if !slices.Equal(dirs, tc.wantDirs) {
+				t.Errorf("got directives %q, want %q", dirs, tc.wantDirs)
+			}
+			if got, _ := doc["CoreSystemThrottles"].(float64); got != tc.wantThrottles {
+				t.Errorf("got CoreSystemThrottles %v, want %v", got, tc.wantThrottles)
+			}
+			if got, _ := doc["CoreSystemRequests"].(float64); got != tc.wantRequests {
+				t.Errorf("got CoreSystemRequests %v, want %v", got, tc.wantRequests)
+			}
+			wantCore := ""
+			if tc.core != nil {
+				wantCore = tc.core.Name
+			}
+			if got, _ := doc["CoreSystem"].(string); got != wantCore || doc["Tenant"] != "t1" {
+				t.Errorf("got CoreSystem %q, Tenant %v, want %q, t1", got, doc["Tenant"], wantCore)
+			}
+		})
+	}
+	t.Run("dynamodb sends no POST", func(t *testing.T) {
+		s3 := sourcetest.NewFakeS3()
+		var out bytes.Buffer
+		h, _ := pacedHandler(s3, &fakeClock{t: time.Now()}, &out)
+		h.DynamoDB = newFakeDynamo("id")
+		tenant := ddbTenant("csv", "id")
+		tenant.CoreSystem = ledger
+		if err := registerFile(t, h, s3, tenant, ddbSource("k.csv", "2026-12-01T00:00:00Z"), "id,v\n1,a\n2,b\n"); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			if dirs, _ := emfDirectives(t, l); !slices.Equal(dirs, []string{"[[Tenant]] RecordsRegistered"}) {
+				t.Errorf("got directives %q, want [[[Tenant]] RecordsRegistered]", dirs)
+			}
+		}
+	})
 }

@@ -127,6 +127,7 @@ type pace struct {
 
 	mu           sync.Mutex
 	throttles    int           // 429 and 503 answers
+	requests     int           // POSTs sent to the core system
 	rateWait     time.Duration // waited on the token bucket
 	lastDecrease time.Time     // of the adaptive limit, by this invocation
 }
@@ -281,7 +282,15 @@ func (p *pace) adjust(ctx context.Context, b budget, verb string, op func(contex
 	}
 }
 
-// metrics are the invocation's pacing datapoints, each only when not zero.
+// sent counts one POST sent to the core system.
+func (p *pace) sent() {
+	p.mu.Lock()
+	p.requests++
+	p.mu.Unlock()
+}
+
+// metrics are the invocation's pacing datapoints, each only when not zero: CoreSystemRequests
+// only when the tenant names a core system, since it has no other dimension (metrics.InCoreSystem).
 func (p *pace) metrics() []metrics.Metric {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,8 +298,19 @@ func (p *pace) metrics() []metrics.Metric {
 	if p.throttles > 0 {
 		ms = append(ms, metrics.Count(metrics.CoreSystemThrottles, float64(p.throttles)))
 	}
+	if p.requests > 0 && p.coreSystem() != "" {
+		ms = append(ms, metrics.Count(metrics.CoreSystemRequests, float64(p.requests)))
+	}
 	if p.rateWait > 0 {
 		ms = append(ms, metrics.Seconds(metrics.RateLimitWaitSeconds, p.rateWait))
 	}
 	return ms
+}
+
+// coreSystem is the name of the tenant's core system, "" when it names none.
+func (p *pace) coreSystem() string {
+	if p.core == nil {
+		return ""
+	}
+	return p.core.Name
 }
