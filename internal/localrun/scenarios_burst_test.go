@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // burstTenantsJSON is a tenants file of pooled pooled tenants and silo silo tenants, every one
@@ -115,4 +118,76 @@ func assertFairAdmission(t *testing.T, r *Run, rep *Report) {
 		}
 	}
 	t.Logf("90 %% of the tenants finished %s after the first did; %d tenants started later", p90.Sub(finished[0]).Round(time.Millisecond), late)
+}
+
+// A core system declared at 12 running files that takes only 4 requests at once: 30 pooled and 2
+// silo tenants, each dropping 2 files of 10 records, into the core system "ledger" with
+// maxRunningFiles 12 and an adaptive limit, and a sink that takes 200 ms a request and answers 429
+// with Retry-After: 1 above 4 in flight. The first 429s halve the limit admission applies, so no
+// file fails, every record arrives once and in order, at most 10 % of the requests are answered
+// 429, and the core system's limit item shows the limit fell. (The same run with "adaptive": false
+// keeps 12 files sending into 4 places, and about a quarter of its requests are answered 429.)
+func TestScenarioBurstAdaptive(t *testing.T) {
+	t.Parallel()
+	const pooled, silo, files, records, declared, takes = 30, 2, 2, 10, 12, 4
+	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": declared, "adaptive": true}),
+		Config{SinkMaxInFlight: takes})
+	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 200 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	burst := burstFiles(r, files, records)
+	uploadAll(t, ctx, r, burst)
+	rep := drain(t, ctx, r)
+	assertInvariants(t, r, rep, nil, true)
+	assertAllSucceeded(t, rep, burst)
+	requests, _, _, _ := r.Sink.Stats()
+	t.Logf("sink: %d requests, %d answered 429 (%.1f %%), at most %d in flight; %.1f s", requests, rep.Sink429, 100*float64(rep.Sink429)/float64(max(1, requests)), rep.SinkMaxInFlight, rep.WallSeconds)
+	if rep.Sink429*10 > requests {
+		t.Errorf("core system: got %d of %d requests answered 429, want at most 10 %%", rep.Sink429, requests)
+	}
+	// Only a decrease writes the limit item (an increase needs one stored), so an item changed
+	// during the run is the adaptive limit having fallen; without AIMD there is none.
+	lim, err := (&admission.LimitStore{API: r.dynamo.admin}).Read(ctx, coreSystemOf(t, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("adaptive limit item: stored %v, limit %d, last changed %s after the run began", lim.Stored, lim.Value, lim.UpdatedAt.Sub(r.created).Round(time.Second))
+	if !lim.Stored || lim.UpdatedAt.Before(r.created) {
+		t.Errorf("adaptive limit: got stored %v, changed at %s, want a decrease written during the run", lim.Stored, lim.UpdatedAt)
+	}
+}
+
+// coreSystemOf is the core system of the run's tenants, as a controller reads it: the tenant's
+// settings, and its admission table from the controller's CORE_SYSTEM_TABLES.
+func coreSystemOf(t *testing.T, r *Run) pipeline.CoreSystem {
+	t.Helper()
+	for _, tn := range r.Tenants {
+		b, err := json.Marshal(tn.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tenant pipeline.Tenant
+		if err := json.Unmarshal(b, &tenant); err != nil {
+			t.Fatalf("tenant %s: %v", tn.ID, err)
+		}
+		c := tenant.CoreSystem
+		if c == nil || tn.Controller == nil {
+			continue
+		}
+		for _, kv := range tn.Controller.Env {
+			v, ok := strings.CutPrefix(kv, pipeline.EnvCoreSystemTables+"=")
+			if !ok {
+				continue
+			}
+			var tables map[string]string
+			if err := json.Unmarshal([]byte(v), &tables); err != nil {
+				t.Fatalf("%s of %s: %v", pipeline.EnvCoreSystemTables, tn.Controller.Name, err)
+			}
+			if c.Table = tables[c.Name]; c.Table != "" {
+				return *c
+			}
+		}
+	}
+	t.Fatal("no controller names the core system's admission table")
+	return pipeline.CoreSystem{}
 }
