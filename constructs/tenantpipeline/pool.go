@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,7 @@ type TenantPool struct {
 
 	functionLogs []awslogs.LogGroup
 	invalid      error
+	app          *appCheck
 }
 
 // PoolProps configures one pool.
@@ -180,9 +182,10 @@ func (p PoolProps) withDefaults() PoolProps {
 	if shared.RegisterMemoryMB == 0 {
 		shared.RegisterMemoryMB = memory
 	}
+	given := shared.Tenant // must be unset: validate says so
 	shared.Tenant = Tenant{ID: "pool-" + p.Name}
 	p.Shared = shared.withDefaults()
-	p.Shared.Tenant = Tenant{}
+	p.Shared.Tenant = given
 	return p
 }
 
@@ -204,12 +207,19 @@ func (p PoolProps) validate() error {
 		bad("Shared.Bucket, Shared.RegisterFunction, Shared.DynamoDBTable and Shared.ControllerReservedConcurrency must be unset: " +
 			"a pool takes its bucket from PoolProps.Bucket and always uses the bundled register function")
 	}
+	if !reflect.DeepEqual(s.Tenant, Tenant{}) {
+		bad("Shared.Tenant must be unset: a pool's tenants are PoolProps.Tenants")
+	}
 	for _, t := range p.Tenants {
 		if t.RegisterURL == "" && t.DynamoDB == nil {
-			errs = append(errs, fmt.Errorf("tenant %q: registerUrl is required unless the tenant has a dynamodb sink", t.ID))
+			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
 		}
 	}
-	errs = append(errs, p.file().Validate())
+	for _, m := range messages(p.file().Validate()) {
+		if m = poolPropsMessage(p.Name, m); m != "" {
+			errs = append(errs, errors.New(m))
+		}
+	}
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	// The shared props are checked as a tenant's would be, with a stand-in tenant; their messages
 	// then name the pool.
@@ -223,6 +233,31 @@ func (p PoolProps) validate() error {
 	return errors.Join(errs...)
 }
 
+// poolPropsMessage says a tenants.json pool rule's message to a construct user: it names the props
+// (PoolProps.Prefix, Tenant.Prefix) where tenants.json names its fields (pools.<name>.prefix,
+// prefix). "" drops a message that repeats one of PoolProps' own.
+func poolPropsMessage(pool, m string) string {
+	if strings.Contains(m, "no tenant is in this pool") {
+		return "" // "Tenants is empty"
+	}
+	where := "pools." + pool
+	return strings.NewReplacer(
+		where+".prefix", "PoolProps.Prefix",
+		where+".secretPrefix", "PoolProps.SecretPrefix",
+		where+".tablePrefix", "PoolProps.TablePrefix",
+		where+": prefix ", fmt.Sprintf("pool %q: PoolProps.Prefix ", pool),
+		where+": ", fmt.Sprintf("pool %q: ", pool),
+		"secretPrefix", "PoolProps.SecretPrefix",
+		"tablePrefix", "PoolProps.TablePrefix",
+		"maximumConcurrency", "PoolProps.MaximumConcurrency",
+		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
+		"maxRunningFiles", "PoolProps.MaxRunningFiles",
+		": prefix: ", ": Tenant.Prefix: ",
+		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
+		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
+	).Replace(m)
+}
+
 // NewPool creates the pool under scope/id. Invalid props fail synth, as TenantPipeline's do.
 func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
 	if props == nil {
@@ -233,7 +268,6 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	t.invalid = p.validate()
 	if t.invalid != nil {
 		// Built from placeholder props, as TenantPipeline is: synth fails at validation first.
-		t.Node().AddValidation(&poolValidation{t})
 		safe := PoolProps{Name: "invalid", Bucket: p.Bucket}
 		if tenantIDPattern(p.Name) {
 			safe.Name = p.Name
@@ -245,6 +279,8 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	}
 	t.build()
 	t.Props = p
+	t.app = register(t.Construct, t)
+	t.Node().AddValidation(&poolValidation{t})
 	return t
 }
 
@@ -253,7 +289,13 @@ func tenantIDPattern(s string) bool { return (Tenant{ID: s}).WithDefaults().Vali
 type poolValidation struct{ t *TenantPool }
 
 // Validate implements constructs.IValidation.
-func (v *poolValidation) Validate() *[]*string { return jsii.Strings(messages(v.t.invalid)...) }
+func (v *poolValidation) Validate() *[]*string { return jsii.Strings(v.t.problems()...) }
+
+// problems lists every problem of the pool: its own props, then what it shares with the app's
+// other pipelines and pools (a prefix, a name, a tenant id).
+func (t *TenantPool) problems() []string {
+	return append(messages(t.invalid), t.app.conflictsOf(*t.Node().Path())...)
+}
 
 func (t *TenantPool) build() {
 	p := t.Props

@@ -96,7 +96,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	}
 	t.build()
 	t.Props = p
-	t.checks.app = register(t)
+	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t
 }
