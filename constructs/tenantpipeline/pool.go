@@ -279,6 +279,9 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	}
 	t.build()
 	t.Props = p
+	if t.invalid == nil {
+		addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
+	}
 	t.app = register(t.Construct, t)
 	t.Node().AddValidation(&poolValidation{t})
 	return t

@@ -96,6 +96,9 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	}
 	t.build()
 	t.Props = p
+	if t.checks.invalid == nil {
+		addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
+	}
 	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t
