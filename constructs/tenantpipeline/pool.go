@@ -41,7 +41,7 @@ import (
 //   - one Split and one Register function, one file and one segment state machine;
 //   - the status-change rule, the rule's dead-letter queue, pool-wide alarms, a dashboard.
 //
-// Per-tenant settings travel in the controller's code asset (pipeline.PoolSettings), since a Lambda
+// Per-tenant settings travel in the controller's code asset (SettingsFile), since a Lambda
 // environment holds only 4 KB. Every guarantee of TenantPipeline holds per tenant: files one at a
 // time in arrival order, exactly-once by the same idempotency keys, halt/continue, skip, quarantine.
 //
@@ -85,8 +85,9 @@ type TenantPool struct {
 	Dashboard awscloudwatch.Dashboard
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
 	Output awscdk.CfnOutput
-	// Settings is the tenants file in the controller's and the router's code.
-	Settings pipeline.PoolSettings
+	// SettingsFile is the tenants file in the controller's and the router's code
+	// (pool-tenants.json): the JSON of one row per tenant, its settings and prefix.
+	SettingsFile []byte
 	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
 	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as
 	// CoreSystem.Table.
@@ -303,11 +304,11 @@ func (t *TenantPool) problems() []string {
 func (t *TenantPool) build() {
 	p := t.Props
 	s := p.Shared
-	t.Settings = t.settings()
-	settings, err := json.Marshal(t.Settings)
+	settings, err := json.Marshal(t.settings())
 	if err != nil {
 		panic(err)
 	}
+	t.SettingsFile = settings
 
 	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
 		Fifo: jsii.Bool(true),
