@@ -26,22 +26,25 @@ func addWriteDeny(scope constructs.Construct, what string, bucket awss3.IBucket,
 		return
 	}
 	a := &writeDenyAspect{scope: scope, what: what, bucket: bucket, rolePath: rolePath, ops: ops}
+	// One aspect, or one warning, per app, bucket, role path and operators, however many
+	// pipelines and pools share them.
+	if _, loaded := denyAspects.LoadOrStore(denyKey{awscdk.Stage_Of(scope), bucketKey(bucket), rolePath, fmt.Sprint(ops)}, a); loaded {
+		return
+	}
 	if _, owned := bucket.Node().DefaultChild().(awss3.CfnBucket); !owned {
 		a.warn("is not created in this app, so CDK cannot change its policy")
 		return
 	}
-	// One aspect per bucket, role path and operators, however many pipelines share them.
-	if _, loaded := denyAspects.LoadOrStore(denyKey{bucket, rolePath, fmt.Sprint(ops)}, a); !loaded {
-		awscdk.Aspects_Of(bucket).Add(a, nil)
-	}
+	awscdk.Aspects_Of(bucket).Add(a, nil)
 }
 
 // denyAspects holds the aspects added, by denyKey. jsii hands back the same Go value for the same
-// bucket, so the bucket's value tells buckets apart (as apps does for roots).
+// synthesis root, so its value tells apps apart (as apps does).
 var denyAspects sync.Map
 
 type denyKey struct {
-	bucket   awss3.IBucket
+	root     constructs.IConstruct
+	bucket   string // bucketKey
 	rolePath string
 	ops      string
 }
