@@ -150,3 +150,23 @@ func TestValidationListsEachProblemApart(t *testing.T) {
 		t.Errorf("valid props: got %q, want no messages", got)
 	}
 }
+
+// TestPoolPropsMessage: the tenants file's pool rules, said to a construct user, name the props.
+func TestPoolPropsMessage(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`pools.p: prefix "x" is invalid: a key prefix ending in "/"`, `pool "p": PoolProps.Prefix "x" is invalid: a key prefix ending in "/"`},
+		{`pools.p: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
+		{`pools.p: maxRunningFiles 0 is out of range`, `pool "p": PoolProps.MaxRunningFiles 0 is out of range`},
+		{`tenant "a": prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set pools.p.prefix`,
+			`tenant "a": Tenant.Prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set PoolProps.Prefix`},
+		{`tenant "a": registerAuthSecretArn: is set, but pool p has no secretPrefix: set pools.p.secretPrefix`,
+			`tenant "a": Tenant.RegisterAuthSecretARN: is set, but pool p has no PoolProps.SecretPrefix: set PoolProps.SecretPrefix`},
+		{`tenant "a": dynamodb.table: "t" is set, but pool p has no tablePrefix; set pools.p.tablePrefix`,
+			`tenant "a": Tenant.DynamoDB.Table: "t" is set, but pool p has no PoolProps.TablePrefix; set PoolProps.TablePrefix`},
+		{`pools.p: no tenant is in this pool: remove it, or set "tier"`, ``},
+	} {
+		if got := poolPropsMessage("p", tc.in); got != tc.want {
+			t.Errorf("poolPropsMessage(%q): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
