@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -98,6 +99,8 @@ type TenantPool struct {
 	functionLogs []awslogs.LogGroup
 	invalid      error
 	app          *appCheck
+	bucketOnce   sync.Once
+	bucket       []string
 }
 
 // PoolProps configures one pool.
@@ -297,10 +300,11 @@ type poolValidation struct{ t *TenantPool }
 // Validate implements constructs.IValidation.
 func (v *poolValidation) Validate() *[]*string { return jsii.Strings(v.t.problems()...) }
 
-// problems lists every problem of the pool: its own props, then what it shares with the app's
+// problems lists every problem of the pool: its own props, its bucket, then what it shares with the app's
 // other pipelines and pools (a prefix, a name, a tenant id).
 func (t *TenantPool) problems() []string {
-	return append(messages(t.invalid), t.app.conflictsOf(*t.Node().Path())...)
+	out := append(messages(t.invalid), t.bucketProblems()...)
+	return append(out, t.app.conflictsOf(*t.Node().Path())...)
 }
 
 func (t *TenantPool) build() {
