@@ -257,7 +257,6 @@ func poolPropsMessage(pool, m string) string {
 		"maximumConcurrency", "PoolProps.MaximumConcurrency",
 		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
 		"maxRunningFiles", "PoolProps.MaxRunningFiles",
-		"intakeGroups", "PoolProps.IntakeGroups",
 		": prefix: ", ": Tenant.Prefix: ",
 		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
 		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
