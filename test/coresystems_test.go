@@ -327,9 +327,10 @@ func TestAdmissionEnvironment(t *testing.T) {
 			}
 		}
 		// pool-tenants.json rows: the core system without its table, the tenant's own rate.
-		b, _ := json.Marshal(core.built.Pools["default"].Settings)
 		var s pipeline.PoolSettings
-		json.Unmarshal(b, &s)
+		if err := json.Unmarshal(core.built.Pools["default"].SettingsFile, &s); err != nil {
+			t.Fatalf("pool default's SettingsFile: %v", err)
+		}
 		hooli, _ := s.Tenant("hooli")
 		umbrella, _ := s.Tenant("umbrella")
 		want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}

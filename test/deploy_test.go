@@ -225,7 +225,7 @@ func TestQueuesAreRetained(t *testing.T) {
 }
 
 // 4a. A bucket of this app without EventBridge fails synth with the fix in the message; without
-// versioning it warns; an imported bucket cannot be read and is not checked.
+// versioning it warns; an imported bucket cannot be read and is not checked. Both tiers.
 func TestBucketChecks(t *testing.T) {
 	bucketWith := func(eventBridge, versioned bool) func(awscdk.Stack) awss3.IBucket {
 		return func(s awscdk.Stack) awss3.IBucket {
@@ -252,33 +252,56 @@ func TestBucketChecks(t *testing.T) {
 			return awss3.Bucket_FromBucketName(s, jsii.String("Ingest"), jsii.String("corp-ingest"))
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stack awscdk.Stack
-			err := func() (err error) {
-				defer func() {
-					if r := recover(); r != nil {
-						err = fmt.Errorf("%v", r)
-					}
-				}()
-				stack, _ = pipelineApp(t, nil, tt.bucket)
-				return nil
-			}()
-			switch {
-			case tt.wantError == "" && err != nil:
-				t.Fatalf("got synth error %v, want none", err)
-			case tt.wantError != "":
-				if err == nil || !strings.Contains(err.Error(), tt.wantError) || !strings.Contains(err.Error(), "EventBridgeEnabled: jsii.Bool(true)") {
-					t.Fatalf("got synth error %v, want one containing %q and the fix", err, tt.wantError)
-				}
-				return
+	// Both tiers: a silo pipeline, and a pool.
+	build := map[string]func(t *testing.T, bucket func(awscdk.Stack) awss3.IBucket) awscdk.Stack{
+		"silo": func(t *testing.T, bucket func(awscdk.Stack) awss3.IBucket) awscdk.Stack {
+			stack, _ := pipelineApp(t, nil, bucket)
+			return stack
+		},
+		"pool": func(t *testing.T, bucket func(awscdk.Stack) awss3.IBucket) awscdk.Stack {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("Construct-Test"), nil)
+			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket(stack),
+				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})
+			app.Synth(nil)
+			return stack
+		},
+	}
+	for _, tier := range []string{"silo", "pool"} {
+		for _, tt := range tests {
+			t.Run(tier+"/"+tt.name, func(t *testing.T) {
+				testBucketCheck(t, tt.wantError, tt.wantWarning, func() awscdk.Stack { return build[tier](t, tt.bucket) })
+			})
+		}
+	}
+}
+
+// testBucketCheck builds a stack and checks its synth error and versioning warning.
+func testBucketCheck(t *testing.T, wantError string, wantWarning bool, build func() awscdk.Stack) {
+	t.Helper()
+	var stack awscdk.Stack
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
 			}
-			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
-				assertions.Match_StringLikeRegexp(jsii.String("is not versioned.*Versioned: jsii.Bool\\(true\\)")))
-			if got := len(*warnings) > 0; got != tt.wantWarning {
-				t.Errorf("got versioning warning %v, want %v", got, tt.wantWarning)
-			}
-		})
+		}()
+		stack = build()
+		return nil
+	}()
+	switch {
+	case wantError == "" && err != nil:
+		t.Fatalf("got synth error %v, want none", err)
+	case wantError != "":
+		if err == nil || !strings.Contains(err.Error(), wantError) || !strings.Contains(err.Error(), "EventBridgeEnabled: jsii.Bool(true)") {
+			t.Fatalf("got synth error %v, want one containing %q and the fix", err, wantError)
+		}
+		return
+	}
+	warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+		assertions.Match_StringLikeRegexp(jsii.String("is not versioned.*Versioned: jsii.Bool\\(true\\)")))
+	if got := len(*warnings) > 0; got != wantWarning {
+		t.Errorf("got versioning warning %v, want %v", got, wantWarning)
 	}
 }
 

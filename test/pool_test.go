@@ -234,7 +234,7 @@ func TestPoolSizeIsConstant(t *testing.T) {
 }
 
 // TestInvalidPoolPropsFailAtValidation: NewPool's invalid props fail synth at CDK's validation,
-// every problem listed.
+// every problem listed, each naming the prop to change (never a tenants.json field).
 func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
@@ -243,6 +243,7 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 		Name:               "shared",
 		Bucket:             bucket,
 		MaximumConcurrency: 1,
+		Shared:             tenantpipeline.Props{Tenant: tenantpipeline.Tenant{ID: "x"}},
 		Tenants: []tenantpipeline.Tenant{
 			{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "inbox/a/"},
 			{ID: "b"},
@@ -251,13 +252,18 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	msg := synthPanic(app)
 	for _, want := range []string{
 		"Validation failed with the following errors:",
-		`tenant "a": prefix: "inbox/a/" is outside pool shared's prefix "pools/shared/"`,
-		`tenant "b": registerUrl is required`,
-		"maximumConcurrency 1 is out of range",
+		`tenant "a": Tenant.Prefix: "inbox/a/" is outside pool shared's prefix "pools/shared/"`,
+		`or set PoolProps.Prefix`,
+		`tenant "b": Tenant.RegisterURL is required`,
+		`pool "shared": PoolProps.MaximumConcurrency 1 is out of range`,
+		`pool "shared": Shared.Tenant must be unset`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("synth message\n%s\nlacks %q", msg, want)
 		}
+	}
+	if strings.Contains(msg, "pools.shared") || strings.Contains(msg, "no tenant is in this pool") {
+		t.Errorf("synth message\n%s\nspeaks tenants.json, want the props' names", msg)
 	}
 }
 

@@ -106,12 +106,25 @@ func TestQueuesDenySendsButTheRuleThePipelineAndOperators(t *testing.T) {
 }
 
 // TestIngestBucketDeniesForeignWrites: the bucket the app creates denies writes and deletes under
-// control/, work/ and quarantine/ to all but the roles under the app's role path and the operators.
+// control/, work/ and quarantine/ to all but the roles under the app's role path and the operators,
+// in one statement.
 func TestIngestBucketDeniesForeignWrites(t *testing.T) {
 	sharedApp(t)
 	bucket := logicalIDOfType(t, templateJSON(shared.ingest), "AWS::S3::Bucket")
 	hasStatement(t, shared.ingest, "AWS::S3::BucketPolicy", nil,
 		bucketDeny(getAtt(bucket), "/tenantpipeline/TenantPipeline/", "tenantpipeline-operator", "true"))
+	// The app adds the Deny before the tenants' and pools' constructs, which then add none.
+	denies := 0
+	for _, pol := range byType(templateJSON(shared.ingest), "AWS::S3::BucketPolicy") {
+		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if st.(map[string]any)["Sid"] == "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine" {
+				denies++
+			}
+		}
+	}
+	if denies != 1 {
+		t.Errorf("got %d write Denies in the ingest bucket's policy, want 1", denies)
+	}
 }
 
 // TestFunctionRolesAreUnderTheRolePath: the roles the bucket's Deny exempts by path are exactly the

@@ -157,8 +157,9 @@ func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {
 
 // TestControlPrefixProtectedEnv: CONTROL_PREFIX_PROTECTED is "true" exactly when the ingest bucket
 // is created in the app and its policy carries BucketWriteDeny for the pipeline's role path and
-// operators, in both tiers; an imported bucket, a created one without the statement, or one whose
-// statement spares another role path, keep the confirming DescribeExecution ("false").
+// operators, in both tiers; an imported bucket, or one whose statement spares another role path,
+// keep the confirming DescribeExecution ("false") and warn at synth. On a bucket created in the
+// app, the constructs add the Deny themselves, once, and never beside the app's own.
 func TestControlPrefixProtectedEnv(t *testing.T) {
 	t.Run("app", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -185,29 +186,45 @@ func TestControlPrefixProtectedEnv(t *testing.T) {
 		}
 	})
 	t.Run("construct", func(t *testing.T) {
+		deny := func(rolePath string) func(b awss3.Bucket) awsiam.PolicyStatement {
+			return func(b awss3.Bucket) awsiam.PolicyStatement {
+				return tenantpipeline.BucketWriteDeny(b, rolePath, tenantpipeline.Operators{})
+			}
+		}
 		for _, tc := range []struct {
-			name string
-			deny func(b awss3.Bucket) awsiam.PolicyStatement // added after the constructs; nil: none
-			want string
+			name          string
+			imported      bool
+			before, after func(b awss3.Bucket) awsiam.PolicyStatement // the app's own Deny; nil: none
+			want          string
+			wantDenies    int // statements of the Deny's Sid in the bucket's policy
+			wantWarnings  int // one per app, bucket, role path and operators
 		}{
-			{"no Deny", nil, "false"},
-			{"the Deny, added after the constructs", func(b awss3.Bucket) awsiam.PolicyStatement {
-				return tenantpipeline.BucketWriteDeny(b, tenantpipeline.DefaultRolePath, tenantpipeline.Operators{})
-			}, "true"},
-			{"a Deny that spares another role path", func(b awss3.Bucket) awsiam.PolicyStatement {
-				return tenantpipeline.BucketWriteDeny(b, "/other/", tenantpipeline.Operators{})
-			}, "false"},
+			{name: "no Deny of the app's: the constructs add it", want: "true", wantDenies: 1},
+			{name: "the Deny, added after the constructs", after: deny(tenantpipeline.DefaultRolePath), want: "true", wantDenies: 1},
+			{name: "the Deny, added before the constructs", before: deny(tenantpipeline.DefaultRolePath), want: "true", wantDenies: 1},
+			{name: "a Deny that spares another role path", after: deny("/other/"), want: "false", wantDenies: 1, wantWarnings: 1},
+			{name: "imported bucket", imported: true, want: "false", wantDenies: 0, wantWarnings: 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 				stack := awscdk.NewStack(app, jsii.String("Protected"), nil)
-				bucket := stacks.NewIngestBucket(stack, "Bucket")
+				var bucket awss3.IBucket
+				if tc.imported {
+					bucket = awss3.Bucket_FromBucketName(stack, jsii.String("Bucket"), jsii.String("corp-ingest"))
+				} else {
+					b := stacks.NewIngestBucket(stack, "Bucket")
+					if tc.before != nil {
+						b.AddToResourcePolicy(tc.before(b))
+					}
+					bucket = b
+				}
 				tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
 					Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
 				tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket,
 					Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})
-				if tc.deny != nil {
-					bucket.AddToResourcePolicy(tc.deny(bucket))
+				if tc.after != nil {
+					b := bucket.(awss3.Bucket)
+					b.AddToResourcePolicy(tc.after(b))
 				}
 				tpl := templateJSON(assertions.Template_FromStack(stack, nil))
 				env := get(t, props(tenantResources(t, tpl, "AWS::Lambda::Function", "acme")[controllerID(t, tpl, "acme")]), "Environment", "Variables")
@@ -216,6 +233,22 @@ func TestControlPrefixProtectedEnv(t *testing.T) {
 				}
 				if got := poolControllerEnv(t, stack)[pipeline.EnvControlPrefixProtected]; got != tc.want {
 					t.Errorf("pool: got %s=%v, want %s", pipeline.EnvControlPrefixProtected, got, tc.want)
+				}
+				denies := 0
+				for _, pol := range byType(tpl, "AWS::S3::BucketPolicy") {
+					for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+						if st.(map[string]any)["Sid"] == "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine" {
+							denies++
+						}
+					}
+				}
+				if denies != tc.wantDenies {
+					t.Errorf("got %d write Denies in the bucket's policy, want %d", denies, tc.wantDenies)
+				}
+				warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+					assertions.Match_StringLikeRegexp(jsii.String("add the statement of BucketWriteDenyJSON")))
+				if got := len(*warnings); got != tc.wantWarnings {
+					t.Errorf("got %d warnings about the missing Deny, want %d", got, tc.wantWarnings)
 				}
 			})
 		}

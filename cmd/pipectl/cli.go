@@ -22,7 +22,7 @@ const defaultStackPrefix = "TenantPipeline"
 
 const usageText = `pipectl: operate the tenant pipeline's tenants
 
-usage: pipectl [--stack-prefix P] [--json] COMMAND [ARGS] [FLAGS]
+usage: pipectl [--stack-prefix P | --stack S] [--json] COMMAND [ARGS] [FLAGS]
 
 commands:
   status [TENANT...]                      tier, policy, paused, blocked, queue depth, head file, last failure; pools
@@ -40,6 +40,8 @@ commands:
 
 global flags (before or after the arguments):
   --stack-prefix P   start of the stack names (default TenantPipeline)
+  --stack S          the one stack whose outputs describe the tenants (an app of your own);
+                     without either flag, every stack is read when no TenantPipeline-* stack has one
   --json             print one JSON document instead of a table
 
 exit status: 0 ok, 1 failure or refused, 2 bad usage. docs/operations.md has the details.
@@ -54,14 +56,30 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 
 // globals are the flags every command takes.
 type globals struct {
-	stackPrefix string
+	stackPrefix prefixFlag
+	stack       string
 	json        bool
+}
+
+// prefixFlag is --stack-prefix, which remembers whether it was given: only its default falls
+// back to every stack (ops.Ops.AnyStack).
+type prefixFlag struct {
+	value string
+	set   bool
+}
+
+func (f *prefixFlag) String() string { return f.value }
+
+func (f *prefixFlag) Set(s string) error {
+	f.value, f.set = s, true
+	return nil
 }
 
 // register adds the global flags to fs, keeping the values already parsed (a command's flag set
 // parses them again after the command name).
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.stackPrefix, "stack-prefix", g.stackPrefix, "start of the stack names")
+	fs.Var(&g.stackPrefix, "stack-prefix", "start of the stack names")
+	fs.StringVar(&g.stack, "stack", g.stack, "the one stack whose outputs describe the tenants")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document")
 }
 
@@ -95,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps ne
 		return code
 	}
 
-	g := globals{stackPrefix: defaultStackPrefix}
+	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	top := flag.NewFlagSet("pipectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)

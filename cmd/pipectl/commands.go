@@ -71,7 +71,14 @@ func replayFlags(fs *flag.FlagSet) func() error {
 	return func() error { return nil }
 }
 
-func (e *env) ops(ctx context.Context) (*ops.Ops, error) { return e.newOps(ctx, e.g.stackPrefix) }
+func (e *env) ops(ctx context.Context) (*ops.Ops, error) {
+	o, err := e.newOps(ctx, e.g.stackPrefix.value)
+	if err != nil {
+		return nil, err
+	}
+	o.Stack, o.AnyStack = e.g.stack, !e.g.stackPrefix.set
+	return o, nil
+}
 
 func runStatus(ctx context.Context, e *env, args []string) (any, error) {
 	o, err := e.ops(ctx)

@@ -46,7 +46,7 @@ func TestPublicAPIHasNoInternalTypes(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []any{Props{}, Tenant{}, AlarmThresholds{}, Alarms{}, TenantPipeline{}, CoreSystemProps{}, CoreSystem{}, PoolProps{}} {
+	for _, v := range []any{Props{}, Tenant{}, AlarmThresholds{}, Alarms{}, TenantPipeline{}, CoreSystemProps{}, CoreSystem{}, PoolProps{}, TenantPool{}, PoolAlarms{}} {
 		walk(reflect.TypeOf(v), reflect.TypeOf(v).Name())
 	}
 	if !seen[reflect.TypeOf(Tenant{})] {

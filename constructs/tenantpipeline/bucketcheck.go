@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -18,12 +19,20 @@ const WarningBucketUnversioned = "tenantpipeline:BucketUnversioned"
 // bucket (EnableEventBridgeNotification, versioning on the L1), and once: validation may ask twice.
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html
 func (t *TenantPipeline) bucketProblems() []string {
-	t.checks.bucketOnce.Do(func() { t.checks.bucket = t.checkBucket() })
+	t.checks.bucketOnce.Do(func() {
+		t.checks.bucket = checkBucket(t.Construct, fmt.Sprintf("tenant %q", t.Props.Tenant.ID), t.Props.Bucket)
+	})
 	return t.checks.bucket
 }
 
-func (t *TenantPipeline) checkBucket() []string {
-	bucket := t.Props.Bucket
+// bucketProblems checks the pool's ingest bucket as a pipeline's is checked.
+func (t *TenantPool) bucketProblems() []string {
+	t.bucketOnce.Do(func() { t.bucket = checkBucket(t.Construct, fmt.Sprintf("pool %q", t.Props.Name), t.Props.Bucket) })
+	return t.bucket
+}
+
+// checkBucket checks bucket for the construct scope, which messages call what.
+func checkBucket(scope constructs.Construct, what string, bucket awss3.IBucket) []string {
 	if bucket == nil {
 		return nil // a props problem
 	}
@@ -34,15 +43,15 @@ func (t *TenantPipeline) checkBucket() []string {
 	var problems []string
 	if !eventBridgeEnabled(bucket) {
 		problems = append(problems, fmt.Sprintf(
-			"tenant %q: bucket %s does not send events to EventBridge, so no file would ever reach the pipeline: "+
+			"%s: bucket %s does not send events to EventBridge, so no file would ever reach the pipeline: "+
 				"create it with awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true)} or call its EnableEventBridgeNotification()",
-			t.Props.Tenant.ID, *bucket.Node().Path()))
+			what, *bucket.Node().Path()))
 	}
 	if !versioned(cfn) {
-		awscdk.Annotations_Of(t.Construct).AddWarningV2(jsii.String(WarningBucketUnversioned), jsii.String(fmt.Sprintf(
-			"tenant %q: bucket %s is not versioned: a file overwritten while queued is read in its new content, and idempotencyKey "+
+		awscdk.Annotations_Of(scope).AddWarningV2(jsii.String(WarningBucketUnversioned), jsii.String(fmt.Sprintf(
+			"%s: bucket %s is not versioned: a file overwritten while queued is read in its new content, and idempotencyKey "+
 				"object-version falls back to the ETag. Create it with awss3.BucketProps{Versioned: jsii.Bool(true)}",
-			t.Props.Tenant.ID, *bucket.Node().Path())), nil)
+			what, *bucket.Node().Path())), nil)
 	}
 	return problems
 }

@@ -153,9 +153,11 @@ var ControlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipe
 // ControlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
 // pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
 // stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
-// path, not one by one. An app that owns the bucket adds it with bucket.AddToResourcePolicy; for a
-// bucket it imports, CDK cannot change the policy, and the statement must be added by its owner
-// (the app prints it: internal/stacks).
+// path, not one by one. TenantPipeline and TenantPool add it to a bucket created in the app
+// (bucketdeny.go), unless its policy holds it already; an app may also add it itself with
+// bucket.AddToResourcePolicy. For a bucket it imports, CDK cannot change the policy, and the
+// statement must be added by its owner (synth warns; this repository's app prints the statement as
+// a stack output: internal/stacks).
 func BucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsiam.PolicyStatement {
 	d := bucketWriteDeny(bucket, rolePath, ops)
 	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

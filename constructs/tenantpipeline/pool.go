@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -41,7 +43,7 @@ import (
 //   - one Split and one Register function, one file and one segment state machine;
 //   - the status-change rule, the rule's dead-letter queue, pool-wide alarms, a dashboard.
 //
-// Per-tenant settings travel in the controller's code asset (pipeline.PoolSettings), since a Lambda
+// Per-tenant settings travel in the controller's code asset (SettingsFile), since a Lambda
 // environment holds only 4 KB. Every guarantee of TenantPipeline holds per tenant: files one at a
 // time in arrival order, exactly-once by the same idempotency keys, halt/continue, skip, quarantine.
 //
@@ -89,8 +91,9 @@ type TenantPool struct {
 	Dashboard awscloudwatch.Dashboard
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
 	Output awscdk.CfnOutput
-	// Settings is the tenants file in the controller's and the router's code.
-	Settings pipeline.PoolSettings
+	// SettingsFile is the tenants file in the controller's and the router's code
+	// (pool-tenants.json): the JSON of one row per tenant, its settings and prefix.
+	SettingsFile []byte
 	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
 	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as
 	// CoreSystem.Table.
@@ -100,6 +103,9 @@ type TenantPool struct {
 
 	functionLogs []awslogs.LogGroup
 	invalid      error
+	app          *appCheck
+	bucketOnce   sync.Once
+	bucket       []string
 }
 
 // PoolProps configures one pool.
@@ -192,9 +198,10 @@ func (p PoolProps) withDefaults() PoolProps {
 	if shared.RegisterMemoryMB == 0 {
 		shared.RegisterMemoryMB = memory
 	}
+	given := shared.Tenant // must be unset: validate says so
 	shared.Tenant = Tenant{ID: "pool-" + p.Name}
 	p.Shared = shared.withDefaults()
-	p.Shared.Tenant = Tenant{}
+	p.Shared.Tenant = given
 	return p
 }
 
@@ -216,12 +223,19 @@ func (p PoolProps) validate() error {
 		bad("Shared.Bucket, Shared.RegisterFunction, Shared.DynamoDBTable and Shared.ControllerReservedConcurrency must be unset: " +
 			"a pool takes its bucket from PoolProps.Bucket and always uses the bundled register function")
 	}
+	if !reflect.DeepEqual(s.Tenant, Tenant{}) {
+		bad("Shared.Tenant must be unset: a pool's tenants are PoolProps.Tenants")
+	}
 	for _, t := range p.Tenants {
 		if t.RegisterURL == "" && t.DynamoDB == nil {
-			errs = append(errs, fmt.Errorf("tenant %q: registerUrl is required unless the tenant has a dynamodb sink", t.ID))
+			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
 		}
 	}
-	errs = append(errs, p.file().Validate())
+	for _, m := range messages(p.file().Validate()) {
+		if m = poolPropsMessage(p.Name, m); m != "" {
+			errs = append(errs, errors.New(m))
+		}
+	}
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	if p.IntakeGroups >= 1 && p.IntakeGroups <= tenants.MaxPoolIntakeGroups {
 		bucket := ""
@@ -245,6 +259,32 @@ func (p PoolProps) validate() error {
 	return errors.Join(errs...)
 }
 
+// poolPropsMessage says a tenants.json pool rule's message to a construct user: it names the props
+// (PoolProps.Prefix, Tenant.Prefix) where tenants.json names its fields (pools.<name>.prefix,
+// prefix). "" drops a message that repeats one of PoolProps' own.
+func poolPropsMessage(pool, m string) string {
+	if strings.Contains(m, "no tenant is in this pool") {
+		return "" // "Tenants is empty"
+	}
+	where := "pools." + pool
+	return strings.NewReplacer(
+		where+".prefix", "PoolProps.Prefix",
+		where+".secretPrefix", "PoolProps.SecretPrefix",
+		where+".tablePrefix", "PoolProps.TablePrefix",
+		where+".intakeGroups", "PoolProps.IntakeGroups",
+		where+": prefix ", fmt.Sprintf("pool %q: PoolProps.Prefix ", pool),
+		where+": ", fmt.Sprintf("pool %q: ", pool),
+		"secretPrefix", "PoolProps.SecretPrefix",
+		"tablePrefix", "PoolProps.TablePrefix",
+		"maximumConcurrency", "PoolProps.MaximumConcurrency",
+		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
+		"maxRunningFiles", "PoolProps.MaxRunningFiles",
+		": prefix: ", ": Tenant.Prefix: ",
+		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
+		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
+	).Replace(m)
+}
+
 // NewPool creates the pool under scope/id. Invalid props fail synth, as TenantPipeline's do.
 func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
 	if props == nil {
@@ -255,7 +295,6 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	t.invalid = p.validate()
 	if t.invalid != nil {
 		// Built from placeholder props, as TenantPipeline is: synth fails at validation first.
-		t.Node().AddValidation(&poolValidation{t})
 		safe := PoolProps{Name: "invalid", Bucket: p.Bucket}
 		if tenantIDPattern(p.Name) {
 			safe.Name = p.Name
@@ -267,6 +306,11 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	}
 	t.build()
 	t.Props = p
+	if t.invalid == nil {
+		addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
+	}
+	t.app = register(t.Construct, t)
+	t.Node().AddValidation(&poolValidation{t})
 	return t
 }
 
@@ -275,16 +319,23 @@ func tenantIDPattern(s string) bool { return (Tenant{ID: s}).WithDefaults().Vali
 type poolValidation struct{ t *TenantPool }
 
 // Validate implements constructs.IValidation.
-func (v *poolValidation) Validate() *[]*string { return jsii.Strings(messages(v.t.invalid)...) }
+func (v *poolValidation) Validate() *[]*string { return jsii.Strings(v.t.problems()...) }
+
+// problems lists every problem of the pool: its own props, its bucket, then what it shares with the app's
+// other pipelines and pools (a prefix, a name, a tenant id).
+func (t *TenantPool) problems() []string {
+	out := append(messages(t.invalid), t.bucketProblems()...)
+	return append(out, t.app.conflictsOf(*t.Node().Path())...)
+}
 
 func (t *TenantPool) build() {
 	p := t.Props
 	s := p.Shared
-	t.Settings = t.settings()
-	settings, err := json.Marshal(t.Settings)
+	settings, err := json.Marshal(t.settings())
 	if err != nil {
 		panic(err)
 	}
+	t.SettingsFile = settings
 
 	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
 		Fifo: jsii.Bool(true),

@@ -128,8 +128,10 @@ type Props struct {
 	// Operators may steer the tenant besides the pipeline itself: the tenant's queue and its
 	// rule's dead-letter queue deny sqs:SendMessage to every principal but the tenant's rule
 	// (aws:SourceArn), the controller's role and the operators, so only they can put events or
-	// control messages (pipectl redrive, replay) into the tenant's queue. Give the same set to
-	// BucketWriteDeny for the ingest bucket (docs/operations.md, "Who may steer a tenant").
+	// control messages (pipectl redrive, replay) into the tenant's queue. The construct gives
+	// the same set to BucketWriteDeny in the policy of an ingest bucket created in the app; for
+	// an imported bucket, its owner adds BucketWriteDenyJSON's statement (docs/operations.md,
+	// "Who may steer a tenant").
 	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
 	Operators Operators
 

@@ -1,14 +1,28 @@
-// Package tenantpipeline provides TenantPipeline, the L3 construct that deploys one tenant's
-// ordered file pipeline: an EventBridge rule on the tenant's key prefix, a FIFO queue that serves
-// as the tenant's lock, the controller, split and register functions, the two state machines of
-// package workflows, a rule that wakes the controller when a file's execution ends, the DynamoDB
-// sink's table when the tenant needs one, the stack output pipectl reads, and the alarms an
-// operator needs. NewDashboard adds one dashboard for the tenants of a stack. The tenant's queues
-// accept messages only from its rule, the controller's role and Props.Operators; BucketWriteDeny is
-// the matching statement for the ingest bucket's policy (operators.go).
+// Package tenantpipeline provides the two constructs that deploy an ordered, per-tenant file
+// pipeline: within a tenant, files are processed one at a time in arrival order and records in
+// file order; tenants never wait for each other.
 //
-// Within a tenant, files are processed one at a time in arrival order and records in file order;
-// tenants never wait for each other. See README.md and docs/ for why each piece is there.
+//   - TenantPipeline (New) is the silo tier: one tenant's own resources, an EventBridge rule on the
+//     tenant's key prefix, a FIFO queue that serves as the tenant's lock, the controller, split and
+//     register functions, the two state machines of package workflows, a rule that wakes the
+//     controller when a file's execution ends, the DynamoDB sink's table when the tenant needs one,
+//     and the tenant's alarms.
+//   - TenantPool (NewPool) is the pooled tier: many tenants (PoolProps.Tenants) share one pool's
+//     resources, whose number does not grow with its tenants, with the same guarantees per tenant.
+//
+// NewCoreSystem bounds the files and records that reach one core system across tenants of both
+// tiers; NewDashboard adds one dashboard for the tenants of a stack.
+//
+// Props are checked at synth, the CDK way: an invalid prop, two constructs of one app whose
+// prefixes overlap on one bucket (in any mix of the two), or a tenant id or pool name used twice,
+// fail synth with CDK's "Validation failed with the following errors", each message naming the
+// prop to change and both constructs; a Go app then exits with status 1.
+//
+// Each construct writes a stack output that describes it (TenantPipeline.Output, TenantPool.Output),
+// by which pipectl finds the tenants in any stack. Their queues accept messages only from their
+// rules, their functions' roles and Props.Operators; BucketWriteDeny is the matching statement for
+// the ingest bucket's policy, which the constructs add to a bucket created in the app (or warn, for
+// one they cannot change). See README.md and docs/ for why each piece is there.
 package tenantpipeline
 
 import (
@@ -96,7 +110,10 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	}
 	t.build()
 	t.Props = p
-	t.checks.app = register(t)
+	if t.checks.invalid == nil {
+		addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
+	}
+	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t
 }

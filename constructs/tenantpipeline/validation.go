@@ -1,28 +1,29 @@
 package tenantpipeline
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/example/tenantpipeline/internal/tenants"
 )
 
-// Props are checked the CDK way: each pipeline adds a validation to its node, and synth fails
+// Props are checked the CDK way: each pipeline and pool adds a validation to its node, and synth fails
 // with CDK's "Validation failed with the following errors", listing every construct's problems
-// at once. Validations run at synth, after the whole app is built, which also lets a pipeline see
-// the other pipelines of its app (overlapping prefixes on one bucket).
+// at once. Validations run at synth, after the whole app is built, which also lets a pipeline or a
+// pool see the others of its app (overlapping prefixes on one bucket, a tenant id used twice).
 //
 // In a Go app, CDK's failure is a panic out of app.Synth (jsii turns the JavaScript error into
 // one), so the user's app would end in a goroutine dump with status 2. The app check below, added
 // once to the stage that synthesizes the pipelines, prints CDK's message itself and exits with
-// status 1 instead. It does so only when a pipeline is invalid and the process is not a test:
+// status 1 instead. It does so only when a pipeline or a pool is invalid and the process is not a test:
 // tests see CDK's own panic, which they can recover.
 
 // checks is a pipeline's state for validation.
@@ -30,9 +31,6 @@ type checks struct {
 	// invalid holds every problem of the props; the resources were then built from placeholders.
 	invalid error
 	app     *appCheck
-
-	claimOnce sync.Once
-	claimed   claim
 
 	bucketOnce sync.Once
 	bucket     []string
@@ -46,12 +44,12 @@ func (v *validation) Validate() *[]*string {
 	return jsii.Strings(v.t.problems()...)
 }
 
-// problems lists every problem of the pipeline: its own props, its bucket, then the prefixes it
-// shares with pipelines created before it on the same bucket.
+// problems lists every problem of the pipeline: its own props, its bucket, then what it shares
+// with the app's other pipelines and pools (a prefix, an id).
 func (t *TenantPipeline) problems() []string {
 	out := append(messages(t.checks.invalid), t.bucketProblems()...)
 	if t.checks.app != nil {
-		out = append(out, overlapProblems(t.claim(), t.checks.app.claimsBefore(t))...)
+		out = append(out, t.checks.app.conflictsOf(*t.Node().Path())...)
 	}
 	return out
 }
@@ -71,60 +69,155 @@ func messages(err error) []string {
 	return []string{err.Error()}
 }
 
-// claim is the part of a bucket one pipeline reads: its tenant's prefix. An empty bucket or prefix
-// is unknown (an unresolved token, or invalid props) and never compared.
-type claim struct {
-	path, tenant, bucket, prefix string
+// owner is a construct of the app as a message names it.
+type owner struct {
+	path  string // the construct's path, under which CDK prints its messages
+	what  string // `tenant "acme"` or `pool "default"`
+	prop  string // the prop that sets its prefix: Tenant.Prefix or PoolProps.Prefix
+	order int    // creation order in the app: the later of two is the one told
+	pool  string // for a pooled tenant's id, its pool's path: a pool checks its own tenants
 }
 
-// overlapProblems reports, on c, every earlier claim of the same bucket whose prefix overlaps
-// c's: a file under both would reach two tenants. tenants.json has the same rule among its tenants.
-func overlapProblems(c claim, earlier []claim) []string {
-	if c.bucket == "" || c.prefix == "" {
-		return nil
+// claim is the part of a bucket one construct reads: a pipeline's tenant prefix, or a pool's
+// prefix (its tenants' prefixes lie under it). An empty bucket or prefix is unknown (an
+// unresolved token, or invalid props) and never compared.
+type claim struct {
+	owner
+	bucket, prefix string
+}
+
+// name is a name that must be unique in the app: a tenant's id, or a pool's name. kind says which.
+type name struct {
+	owner
+	kind, value string
+}
+
+// Kinds of name.
+const (
+	kindTenantID = "tenant id"
+	kindPoolName = "pool name"
+)
+
+// conflicts returns, by construct path, every prefix of claims that overlaps another on the same
+// bucket (a file under both would reach two tenants; tenants.json has the same rule) and every
+// name used twice, each told to the later construct with the earlier one named. Sorting keeps it
+// O(n log n) in the number of claims and names, pools holding thousands of tenants: among prefixes
+// sorted on one bucket, the ones that are prefixes of the current one are a chain that ends at
+// the nearest such, kept on a stack.
+func conflicts(claims []claim, names []name) map[string][]string {
+	out := map[string][]string{}
+	tell := func(a, b owner, msg func(later, earlier owner) string) {
+		if a.order > b.order {
+			a, b = b, a
+		}
+		out[b.path] = append(out[b.path], msg(b, a))
 	}
-	var out []string
-	for _, e := range earlier {
-		if e.bucket != c.bucket || e.prefix == "" || !tenants.PrefixesOverlap(c.prefix, e.prefix) {
+	cs := slices.Clone(claims)
+	cs = slices.DeleteFunc(cs, func(c claim) bool { return c.bucket == "" || c.prefix == "" })
+	slices.SortStableFunc(cs, func(a, b claim) int {
+		return cmp.Or(strings.Compare(a.bucket, b.bucket), strings.Compare(a.prefix, b.prefix), cmp.Compare(a.order, b.order))
+	})
+	var open []claim
+	for _, c := range cs {
+		if len(open) > 0 && open[0].bucket != c.bucket {
+			open = open[:0]
+		}
+		for len(open) > 0 && !strings.HasPrefix(c.prefix, open[len(open)-1].prefix) {
+			open = open[:len(open)-1]
+		}
+		for _, o := range open {
+			prefixOf := map[string]string{c.path: c.prefix, o.path: o.prefix}
+			tell(c.owner, o.owner, func(later, earlier owner) string {
+				fix := later.prop
+				if earlier.prop != later.prop {
+					fix += " or " + earlier.prop
+				}
+				return fmt.Sprintf("%s: prefix %q overlaps the prefix %q of %s (%s) on the same bucket, "+
+					"so one file would reach two tenants: make the prefixes disjoint (%s)", later.what, prefixOf[later.path], prefixOf[earlier.path], earlier.what, earlier.path, fix)
+			})
+		}
+		open = append(open, c)
+	}
+	ns := slices.Clone(names)
+	ns = slices.DeleteFunc(ns, func(n name) bool { return n.value == "" })
+	slices.SortStableFunc(ns, func(a, b name) int {
+		return cmp.Or(strings.Compare(a.kind, b.kind), strings.Compare(a.value, b.value), cmp.Compare(a.order, b.order))
+	})
+	for i := 1; i < len(ns); i++ {
+		a, b := ns[i-1], ns[i]
+		if a.kind != b.kind || a.value != b.value || (a.pool != "" && a.pool == b.pool) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("tenant %q: prefix %q overlaps the prefix %q of tenant %q (%s) on the same bucket, "+
-			"so one file would reach two tenants: make the prefixes disjoint", c.tenant, c.prefix, e.prefix, e.tenant, e.path))
+		tell(a.owner, b.owner, func(later, earlier owner) string {
+			return fmt.Sprintf("%s: %s %q is also used by %s (%s): a %s must be unique in the app, since the stack outputs and pipectl name it alone",
+				later.what, a.kind, a.value, earlier.what, earlier.path, a.kind)
+		})
 	}
 	return out
 }
 
-// claim reads the pipeline's bucket and prefix, once, at synth: the app is complete by then.
-// Tokens and invalid tenants claim nothing.
-func (t *TenantPipeline) claim() claim {
-	t.checks.claimOnce.Do(func() { t.checks.claimed = t.readClaim() })
-	return t.checks.claimed
+// claims reads the pipeline's bucket, prefix and id at synth: the app is complete by then. Tokens
+// and invalid tenants claim nothing.
+func (t *TenantPipeline) claims(order int) ([]claim, []name) {
+	p := t.Props
+	o := owner{path: *t.Node().Path(), what: fmt.Sprintf("tenant %q", p.Tenant.ID), prop: "Tenant.Prefix", order: order}
+	if p.Tenant.Validate() != nil {
+		return nil, nil
+	}
+	names := []name{{owner: o, kind: kindTenantID, value: p.Tenant.ID}}
+	if p.Bucket == nil || unresolved(p.Tenant.Prefix) {
+		return nil, names
+	}
+	return []claim{{owner: o, bucket: bucketKey(p.Bucket), prefix: p.Tenant.Prefix}}, names
 }
 
-func (t *TenantPipeline) readClaim() claim {
+// claims reads the pool's bucket, prefix, name and tenant ids.
+func (t *TenantPool) claims(order int) ([]claim, []name) {
 	p := t.Props
-	c := claim{path: *t.Node().Path(), tenant: p.Tenant.ID}
-	if p.Bucket == nil || p.Tenant.Validate() != nil || unresolved(p.Tenant.Prefix) {
-		return c
+	path := *t.Node().Path()
+	o := owner{path: path, what: fmt.Sprintf("pool %q", p.Name), prop: "PoolProps.Prefix", order: order}
+	if !tenantIDPattern(p.Name) {
+		return nil, nil
 	}
-	c.prefix = p.Tenant.Prefix
-	// A bucket is the same when it is the same construct, or when two imports name it alike.
-	if name := p.Bucket.BucketName(); name != nil && !unresolved(*name) {
-		c.bucket = "name " + *name
-	} else {
-		c.bucket = "construct " + *p.Bucket.Node().Path()
+	names := []name{{owner: o, kind: kindPoolName, value: p.Name}}
+	for _, tn := range p.Tenants {
+		if tn.Validate() == nil {
+			names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: tn.ID})
+		}
 	}
-	return c
+	if p.Bucket == nil || p.Prefix == "" || unresolved(p.Prefix) {
+		return nil, names
+	}
+	return []claim{{owner: o, bucket: bucketKey(p.Bucket), prefix: p.Prefix}}, names
+}
+
+// bucketKey tells buckets apart: a bucket is the same when it is the same construct, or when two
+// imports name it alike.
+func bucketKey(b awss3.IBucket) string {
+	if name := b.BucketName(); name != nil && !unresolved(*name) {
+		return "name " + *name
+	}
+	return "construct " + *b.Node().Path()
 }
 
 func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
-// appCheck is the check of one synthesis root (the app, or a nested stage) that holds pipelines.
+// appCheck is the check of one synthesis root (the app, or a nested stage) that holds pipelines
+// and pools.
 type appCheck struct {
-	root      constructs.IConstruct
-	mu        sync.Mutex
-	pipelines []*TenantPipeline
-	running   bool
+	root    constructs.IConstruct
+	mu      sync.Mutex
+	members []member // in creation order
+	running bool
+
+	conflictsOnce sync.Once
+	conflicts     map[string][]string
+}
+
+// member is a TenantPipeline or a TenantPool.
+type member interface {
+	claims(order int) ([]claim, []name)
+	problems() []string
 }
 
 // apps maps a synthesis root (an awscdk.Stage) to its check. A node's address is a hash of its
@@ -132,9 +225,10 @@ type appCheck struct {
 // value for the same object.
 var apps sync.Map
 
-// register adds t to the check of its synthesis root, creating the check with the first pipeline.
-func register(t *TenantPipeline) *appCheck {
-	root := awscdk.Stage_Of(t.Construct)
+// register adds m, created under scope, to the check of its synthesis root, creating the check
+// with the first member.
+func register(scope constructs.Construct, m member) *appCheck {
+	root := awscdk.Stage_Of(scope)
 	c := &appCheck{root: root}
 	if prev, loaded := apps.LoadOrStore(root, c); loaded {
 		c = prev.(*appCheck)
@@ -142,24 +236,27 @@ func register(t *TenantPipeline) *appCheck {
 		root.Node().AddValidation(c)
 	}
 	c.mu.Lock()
-	c.pipelines = append(c.pipelines, t)
+	c.members = append(c.members, m)
 	c.mu.Unlock()
 	return c
 }
 
-// claimsBefore returns the claims of the pipelines created before t.
-func (c *appCheck) claimsBefore(t *TenantPipeline) []claim {
-	c.mu.Lock()
-	before := append([]*TenantPipeline(nil), c.pipelines...)
-	c.mu.Unlock()
-	var out []claim
-	for _, p := range before {
-		if p == t {
-			break
+// conflictsOf returns the conflicts told to the construct at path, computed once for the whole
+// app at its first validation.
+func (c *appCheck) conflictsOf(path string) []string {
+	c.conflictsOnce.Do(func() {
+		c.mu.Lock()
+		members := slices.Clone(c.members)
+		c.mu.Unlock()
+		var claims []claim
+		var names []name
+		for i, m := range members {
+			cs, ns := m.claims(i)
+			claims, names = append(claims, cs...), append(names, ns...)
 		}
-		out = append(out, p.claim())
-	}
-	return out
+		c.conflicts = conflicts(claims, names)
+	})
+	return c.conflicts[path]
 }
 
 // Validate implements constructs.IValidation. CDK validates the root first, so this runs before
@@ -170,11 +267,11 @@ func (c *appCheck) Validate() *[]*string {
 		return none
 	}
 	c.mu.Lock()
-	pipelines := append([]*TenantPipeline(nil), c.pipelines...)
+	members := slices.Clone(c.members)
 	c.mu.Unlock()
 	invalid := false
-	for _, p := range pipelines {
-		invalid = invalid || len(p.problems()) > 0
+	for _, m := range members {
+		invalid = invalid || len(m.problems()) > 0
 	}
 	if !invalid {
 		return none

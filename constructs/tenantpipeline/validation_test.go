@@ -1,43 +1,129 @@
 package tenantpipeline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestOverlapProblems: a pipeline's prefix overlaps an earlier pipeline's on the same bucket when
-// one is a prefix of the other; unknown buckets and prefixes (tokens, invalid tenants) are skipped.
-func TestOverlapProblems(t *testing.T) {
-	a := claim{path: "S/Tenant-a", tenant: "a", bucket: "construct S/Bucket", prefix: "inbox/ok/"}
+// TestConflicts: two constructs of one app whose prefixes overlap on one bucket (one a prefix of
+// the other), or that use one tenant id or pool name, fail, in any mix of silo pipelines and
+// pools; the later construct is told, and the message names both. Unknown buckets and prefixes
+// (tokens, invalid props) are skipped, and a pool's own tenants are the pool's to check.
+func TestConflicts(t *testing.T) {
+	const bucket = "construct S/Bucket"
+	silo := func(order int, id, prefix string) ([]claim, []name) {
+		o := owner{path: "S/Tenant-" + id, what: `tenant "` + id + `"`, prop: "Tenant.Prefix", order: order}
+		return []claim{{owner: o, bucket: bucket, prefix: prefix}}, []name{{owner: o, kind: kindTenantID, value: id}}
+	}
+	pool := func(order int, poolName, prefix string, ids ...string) ([]claim, []name) {
+		path := "S/Pool-" + poolName
+		o := owner{path: path, what: `pool "` + poolName + `"`, prop: "PoolProps.Prefix", order: order}
+		names := []name{{owner: o, kind: kindPoolName, value: poolName}}
+		for _, id := range ids {
+			names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: id})
+		}
+		return []claim{{owner: o, bucket: bucket, prefix: prefix}}, names
+	}
+	type members []func() ([]claim, []name)
+	on := func(b string, f func() ([]claim, []name)) func() ([]claim, []name) {
+		return func() ([]claim, []name) {
+			cs, ns := f()
+			for i := range cs {
+				cs[i].bucket = b
+			}
+			return cs, ns
+		}
+	}
+	s := func(order int, id, prefix string) func() ([]claim, []name) {
+		return func() ([]claim, []name) { return silo(order, id, prefix) }
+	}
+	p := func(order int, poolName, prefix string, ids ...string) func() ([]claim, []name) {
+		return func() ([]claim, []name) { return pool(order, poolName, prefix, ids...) }
+	}
 	for _, tc := range []struct {
 		name    string
-		c       claim
-		earlier []claim
-		want    []string
+		members members
+		want    map[string][]string // path → the messages told, in part
 	}{
-		{"nested prefix", claim{tenant: "b", bucket: a.bucket, prefix: "inbox/ok/sub/"}, []claim{a},
-			[]string{`tenant "b": prefix "inbox/ok/sub/" overlaps the prefix "inbox/ok/" of tenant "a" (S/Tenant-a) on the same bucket, ` +
-				`so one file would reach two tenants: make the prefixes disjoint`}},
-		{"enclosing prefix", claim{tenant: "b", bucket: a.bucket, prefix: "inbox/"}, []claim{a}, []string{`prefix "inbox/" overlaps the prefix "inbox/ok/"`}},
-		{"same prefix", claim{tenant: "b", bucket: a.bucket, prefix: "inbox/ok/"}, []claim{a}, []string{`prefix "inbox/ok/" overlaps`}},
-		{"sibling prefix", claim{tenant: "b", bucket: a.bucket, prefix: "inbox/okay/"}, []claim{a}, nil},
-		{"another bucket", claim{tenant: "b", bucket: "name other", prefix: "inbox/ok/sub/"}, []claim{a}, nil},
-		{"unknown bucket", claim{tenant: "b", prefix: "inbox/ok/sub/"}, []claim{a}, nil},
-		{"unknown prefix", claim{tenant: "b", bucket: a.bucket}, []claim{a}, nil},
-		{"earlier prefix unknown", claim{tenant: "b", bucket: a.bucket, prefix: "inbox/ok/"}, []claim{{tenant: "a", bucket: a.bucket}}, nil},
+		{"silo nested in silo", members{s(0, "a", "inbox/ok/"), s(1, "b", "inbox/ok/sub/")}, map[string][]string{"S/Tenant-b": {
+			`tenant "b": prefix "inbox/ok/sub/" overlaps the prefix "inbox/ok/" of tenant "a" (S/Tenant-a) on the same bucket, ` +
+				`so one file would reach two tenants: make the prefixes disjoint (Tenant.Prefix)`}}},
+		{"silo enclosing silo", members{s(0, "a", "inbox/ok/"), s(1, "b", "inbox/")}, map[string][]string{"S/Tenant-b": {`tenant "b": prefix "inbox/" overlaps the prefix "inbox/ok/" of tenant "a" (S/Tenant-a)`}}},
+		{"same prefix", members{s(0, "a", "inbox/ok/"), s(1, "b", "inbox/ok/")}, map[string][]string{"S/Tenant-b": {`prefix "inbox/ok/" overlaps the prefix "inbox/ok/"`}}},
+		{"sibling prefixes", members{s(0, "a", "inbox/ok/"), s(1, "b", "inbox/okay/"), s(2, "c", "inbox/o/")}, nil},
+		{"another bucket", members{s(0, "a", "inbox/ok/"), on("name other", s(1, "b", "inbox/ok/sub/"))}, nil},
+		{"unknown bucket", members{s(0, "a", "inbox/ok/"), on("", s(1, "b", "inbox/ok/sub/"))}, nil},
+		{"unknown prefix", members{s(0, "a", "inbox/ok/"), s(1, "b", "")}, nil},
+		{"silo enclosing a pool", members{p(0, "default", "pools/default/", "acme"), s(1, "hooli", "pools/")}, map[string][]string{"S/Tenant-hooli": {
+			`tenant "hooli": prefix "pools/" overlaps the prefix "pools/default/" of pool "default" (S/Pool-default) on the same bucket, ` +
+				`so one file would reach two tenants: make the prefixes disjoint (Tenant.Prefix or PoolProps.Prefix)`}}},
+		{"pool enclosing an earlier silo", members{s(0, "hooli", "pools/default/hooli/"), p(1, "default", "pools/default/", "acme")}, map[string][]string{"S/Pool-default": {
+			`pool "default": prefix "pools/default/" overlaps the prefix "pools/default/hooli/" of tenant "hooli" (S/Tenant-hooli) on the same bucket, ` +
+				`so one file would reach two tenants: make the prefixes disjoint (PoolProps.Prefix or Tenant.Prefix)`}}},
+		{"two pools", members{p(0, "a", "pools/", "x"), p(1, "b", "pools/b/", "y")}, map[string][]string{"S/Pool-b": {`pool "b": prefix "pools/b/" overlaps the prefix "pools/" of pool "a" (S/Pool-a)`}}},
+		{"a chain: each is told of every earlier prefix of its own", members{s(0, "a", "in/"), s(1, "b", "in/x/"), s(2, "c", "in/y/"), s(3, "d", "in/x/z/")}, map[string][]string{
+			"S/Tenant-b": {`prefix "in/x/" overlaps the prefix "in/" of tenant "a"`},
+			"S/Tenant-c": {`prefix "in/y/" overlaps the prefix "in/" of tenant "a"`},
+			"S/Tenant-d": {`prefix "in/x/z/" overlaps the prefix "in/" of tenant "a"`, `prefix "in/x/z/" overlaps the prefix "in/x/" of tenant "b"`},
+		}},
+		{"one id, two silos", members{s(0, "acme", "a/"), on("name other", s(1, "acme", "b/"))}, map[string][]string{"S/Tenant-acme": {
+			`tenant "acme": tenant id "acme" is also used by tenant "acme" (S/Tenant-acme)`}}},
+		{"one id, a silo and a pooled tenant", members{p(0, "default", "pools/default/", "hooli", "acme"), s(1, "hooli", "inbox/hooli/")}, map[string][]string{"S/Tenant-hooli": {
+			`tenant "hooli": tenant id "hooli" is also used by pool "default" (S/Pool-default): a tenant id must be unique in the app`}}},
+		{"one id, two pools", members{p(0, "a", "pools/a/", "hooli"), p(1, "b", "pools/b/", "hooli")}, map[string][]string{"S/Pool-b": {
+			`pool "b": tenant id "hooli" is also used by pool "a" (S/Pool-a)`}}},
+		{"one pool name twice", members{p(0, "a", "pools/a/", "x"), on("name other", p(1, "a", "pools/a/", "y"))}, map[string][]string{"S/Pool-a": {
+			`pool "a": pool name "a" is also used by pool "a" (S/Pool-a)`}}},
+		{"a pool's own tenants are its own to check", members{p(0, "a", "pools/a/", "x", "x")}, nil},
+		{"an id and a pool name alike", members{p(0, "acme", "pools/acme/", "x"), s(1, "acme", "inbox/acme/")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := overlapProblems(tc.c, tc.earlier)
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %q, want %d problems", got, len(tc.want))
+			var claims []claim
+			var names []name
+			for _, m := range tc.members {
+				cs, ns := m()
+				claims, names = append(claims, cs...), append(names, ns...)
 			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("got %q, want it to contain %q", got[i], w)
+			got := conflicts(claims, names)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got conflicts %q, want %d constructs told", got, len(tc.want))
+			}
+			for path, want := range tc.want {
+				if len(got[path]) != len(want) {
+					t.Fatalf("%s: got %q, want %d messages", path, got[path], len(want))
+				}
+				for i, w := range want {
+					if !strings.Contains(got[path][i], w) {
+						t.Errorf("%s: got %q, want it to contain %q", path, got[path][i], w)
+					}
 				}
 			}
 		})
+	}
+}
+
+// TestConflictsScale: a pool of many tenants and many silo pipelines are checked in O(n log n);
+// a quadratic check of 100,000 names would take minutes.
+func TestConflictsScale(t *testing.T) {
+	var claims []claim
+	var names []name
+	pool := owner{path: "S/Pool-p", what: `pool "p"`, prop: "PoolProps.Prefix", pool: "S/Pool-p"}
+	claims = append(claims, claim{owner: pool, bucket: "b", prefix: "pools/p/"})
+	for i := range 100_000 {
+		names = append(names, name{owner: pool, kind: kindTenantID, value: fmt.Sprintf("t%d", i)})
+	}
+	for i := range 5_000 {
+		o := owner{path: fmt.Sprintf("S/Tenant-s%d", i), what: fmt.Sprintf("tenant \"s%d\"", i), prop: "Tenant.Prefix", order: i + 1}
+		claims = append(claims, claim{owner: o, bucket: "b", prefix: fmt.Sprintf("inbox/s%d/", i)})
+		names = append(names, name{owner: o, kind: kindTenantID, value: fmt.Sprintf("s%d", i)})
+	}
+	// One conflict among them all: the last silo reuses a pooled tenant's id.
+	names[len(names)-1].value = "t7"
+	got := conflicts(claims, names)
+	if len(got) != 1 || len(got["S/Tenant-s4999"]) != 1 {
+		t.Errorf("got %d constructs told (%q), want S/Tenant-s4999 alone, once", len(got), got["S/Tenant-s4999"])
 	}
 }
 
@@ -62,5 +148,25 @@ func TestValidationListsEachProblemApart(t *testing.T) {
 	}
 	if got := messages(valid().withDefaults().validate()); got != nil {
 		t.Errorf("valid props: got %q, want no messages", got)
+	}
+}
+
+// TestPoolPropsMessage: the tenants file's pool rules, said to a construct user, name the props.
+func TestPoolPropsMessage(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`pools.p: prefix "x" is invalid: a key prefix ending in "/"`, `pool "p": PoolProps.Prefix "x" is invalid: a key prefix ending in "/"`},
+		{`pools.p: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
+		{`pools.p: maxRunningFiles 0 is out of range`, `pool "p": PoolProps.MaxRunningFiles 0 is out of range`},
+		{`tenant "a": prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set pools.p.prefix`,
+			`tenant "a": Tenant.Prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set PoolProps.Prefix`},
+		{`tenant "a": registerAuthSecretArn: is set, but pool p has no secretPrefix: set pools.p.secretPrefix`,
+			`tenant "a": Tenant.RegisterAuthSecretARN: is set, but pool p has no PoolProps.SecretPrefix: set PoolProps.SecretPrefix`},
+		{`tenant "a": dynamodb.table: "t" is set, but pool p has no tablePrefix; set pools.p.tablePrefix`,
+			`tenant "a": Tenant.DynamoDB.Table: "t" is set, but pool p has no PoolProps.TablePrefix; set PoolProps.TablePrefix`},
+		{`pools.p: no tenant is in this pool: remove it, or set "tier"`, ``},
+	} {
+		if got := poolPropsMessage("p", tc.in); got != tc.want {
+			t.Errorf("poolPropsMessage(%q): got %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

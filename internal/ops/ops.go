@@ -12,11 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -86,7 +88,16 @@ type Clients struct {
 type Ops struct {
 	Clients
 	StackPrefix string
-	Now         func() time.Time
+	// Stack, when set, is the one stack whose outputs describe the tenants: StackPrefix is then
+	// ignored.
+	Stack string
+	// AnyStack finds the tenants of an app that names its stacks otherwise (a TenantPipeline or
+	// TenantPool in a user's own CDK app): when no stack named StackPrefix-* has a tenant or pool
+	// output, every stack's outputs are read. The outputs' logical ids
+	// (pipeline.TenantOutputKeyPrefix, pipeline.PoolOutputKeyPrefix) and their versioned JSON
+	// tell the constructs' stacks apart.
+	AnyStack bool
+	Now      func() time.Time
 	// NewRequestID returns a unique request id (a random UUID unless a test sets it).
 	NewRequestID func() string
 	// HTTP downloads a pool controller's code (GetFunction's Code.Location); nil: http.DefaultClient.
@@ -153,6 +164,54 @@ func (o *Ops) discover(ctx context.Context) ([]pipeline.TenantOutput, []poolInfo
 		out = append(out, t)
 		return nil
 	}
+	prefixed, others, err := o.candidateStacks(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	stacks := prefixed
+	if o.Stack == "" && o.AnyStack && !slices.ContainsFunc(prefixed, describesTenants) {
+		stacks = others
+	}
+	for _, st := range stacks {
+		name := deref(st.StackName)
+		for _, op := range st.Outputs {
+			key := deref(op.OutputKey)
+			if strings.HasPrefix(key, pipeline.PoolOutputKeyPrefix) {
+				var p pipeline.PoolOutput
+				if err := json.Unmarshal([]byte(deref(op.OutputValue)), &p); err != nil || p.Version != pipeline.PoolOutputVersion {
+					return nil, nil, fmt.Errorf("stack %s, output %s: not a pool output of version %d (%v)", name, key, pipeline.PoolOutputVersion, err)
+				}
+				info, ts, err := o.poolTenants(ctx, name, p)
+				if err != nil {
+					return nil, nil, fmt.Errorf("stack %s: %w", name, err)
+				}
+				pools = append(pools, info)
+				for _, t := range ts {
+					if err := add(name, t); err != nil {
+						return nil, nil, err
+					}
+				}
+				continue
+			}
+			if !strings.HasPrefix(key, pipeline.TenantOutputKeyPrefix) {
+				continue
+			}
+			t, err := pipeline.DecodeTenantOutput(deref(op.OutputValue))
+			if err != nil {
+				return nil, nil, fmt.Errorf("stack %s, output %s: %w", name, key, err)
+			}
+			if err := add(name, t); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, pools, nil
+}
+
+// candidateStacks pages through DescribeStacks once: prefixed are the stacks Stack or StackPrefix
+// selects, others the remaining stacks that have a tenant or pool output (kept only for AnyStack).
+func (o *Ops) candidateStacks(ctx context.Context) (prefixed, others []cftypes.Stack, err error) {
 	in := &cloudformation.DescribeStacksInput{}
 	for {
 		page, err := o.CloudFormation.DescribeStacks(ctx, in)
@@ -161,47 +220,30 @@ func (o *Ops) discover(ctx context.Context) ([]pipeline.TenantOutput, []poolInfo
 		}
 		for _, st := range page.Stacks {
 			name := deref(st.StackName)
-			if !strings.HasPrefix(name, o.StackPrefix+"-") {
-				continue
-			}
-			for _, op := range st.Outputs {
-				key := deref(op.OutputKey)
-				if strings.HasPrefix(key, pipeline.PoolOutputKeyPrefix) {
-					var p pipeline.PoolOutput
-					if err := json.Unmarshal([]byte(deref(op.OutputValue)), &p); err != nil || p.Version != pipeline.PoolOutputVersion {
-						return nil, nil, fmt.Errorf("stack %s, output %s: not a pool output of version %d (%v)", name, key, pipeline.PoolOutputVersion, err)
-					}
-					info, ts, err := o.poolTenants(ctx, name, p)
-					if err != nil {
-						return nil, nil, fmt.Errorf("stack %s: %w", name, err)
-					}
-					pools = append(pools, info)
-					for _, t := range ts {
-						if err := add(name, t); err != nil {
-							return nil, nil, err
-						}
-					}
-					continue
+			switch {
+			case o.Stack != "":
+				if name == o.Stack {
+					prefixed = append(prefixed, st)
 				}
-				if !strings.HasPrefix(key, pipeline.TenantOutputKeyPrefix) {
-					continue
-				}
-				t, err := pipeline.DecodeTenantOutput(deref(op.OutputValue))
-				if err != nil {
-					return nil, nil, fmt.Errorf("stack %s, output %s: %w", name, key, err)
-				}
-				if err := add(name, t); err != nil {
-					return nil, nil, err
-				}
+			case strings.HasPrefix(name, o.StackPrefix+"-"):
+				prefixed = append(prefixed, st)
+			case o.AnyStack && describesTenants(st):
+				others = append(others, st)
 			}
 		}
 		if deref(page.NextToken) == "" {
-			break
+			return prefixed, others, nil
 		}
 		in.NextToken = page.NextToken
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, pools, nil
+}
+
+// describesTenants reports whether st has an output a TenantPipeline or a TenantPool writes.
+func describesTenants(st cftypes.Stack) bool {
+	return slices.ContainsFunc(st.Outputs, func(op cftypes.Output) bool {
+		key := deref(op.OutputKey)
+		return strings.HasPrefix(key, pipeline.TenantOutputKeyPrefix) || strings.HasPrefix(key, pipeline.PoolOutputKeyPrefix)
+	})
 }
 
 // Tenant returns one tenant's descriptor.

@@ -1,0 +1,80 @@
+package tenantpipeline_test
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+)
+
+// A silo tenant and a pool of two tenants on one ingest bucket, in a stack of the app's own. The
+// constructs add the bucket's write Deny (BucketWriteDeny) themselves; pipectl finds the tenants
+// by the constructs' outputs (pipectl --stack MyPipeline status).
+func Example() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+		EventBridgeEnabled: jsii.Bool(true), // required: the pipeline reads S3's events
+		Versioned:          jsii.Bool(true), // recommended: a file is read as it was when it arrived
+		EnforceSSL:         jsii.Bool(true),
+	})
+
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+		Bucket: bucket,
+	})
+	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		Name:   "default",
+		Bucket: bucket,
+		Tenants: []tenantpipeline.Tenant{
+			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
+			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
+		},
+	})
+	// Invalid props, overlapping prefixes or a tenant id used twice fail here, with CDK's
+	// validation message and exit status 1.
+	app.Synth(nil)
+}
+
+// A silo tenant's key prefix defaults to inbox/<id>/. Props holds the props after defaults; the
+// example prints them rather than the template, whose asset hashes follow the Go toolchain.
+func ExampleNew() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+
+	acme := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme", OnFailure: "halt"},
+		Bucket: bucket,
+	})
+	fmt.Println(acme.Props.Tenant.Prefix, acme.Props.Tenant.OnFailure)
+	// Output: inbox/acme/ halt
+}
+
+// A pool's prefix defaults to pools/<name>/, and each tenant's to the pool's prefix and its id.
+func ExampleNewPool() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+
+	pool := tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		Name:   "default",
+		Bucket: bucket,
+		Tenants: []tenantpipeline.Tenant{
+			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
+			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
+		},
+		MaximumConcurrency: 20, // at most 20 of the pool's tenants run at once
+	})
+	fmt.Println(pool.Props.Prefix)
+	for _, t := range pool.Props.Tenants {
+		fmt.Println(t.ID, t.Prefix)
+	}
+	// Output:
+	// pools/default/
+	// hooli pools/default/hooli/
+	// umbrella pools/default/umbrella/
+}

@@ -1,0 +1,312 @@
+package test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ownApp builds, once, a user's own Go CDK app in a module outside this one (its own go.mod, a
+// replace directive to this module), using both constructs in a stack named MyPipeline.
+// OWN_CASE picks what it builds: "" a valid app, or one of the failing cases of
+// TestOwnAppFailsAsCDKDoes.
+var ownApp = sync.OnceValues(func() (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, ".build", "test", "own")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	// Same requirements as this module, so the module cache has them all.
+	mod := strings.Replace(string(goMod), "module github.com/example/tenantpipeline", "module example.org/own", 1) +
+		"\nrequire github.com/example/tenantpipeline v0.0.0\nreplace github.com/example/tenantpipeline => " + root + "\n"
+	for name, body := range map[string]string{"go.mod": mod, "go.sum": string(sum), "main.go": ownAppMain} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(dir, "own")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build of an app in a module outside this one: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+const ownAppMain = `package main
+
+import (
+	"os"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+)
+
+func main() {
+	defer jsii.Close()
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+		EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true),
+	})
+	silo := func(id, prefix string) {
+		tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: id, Prefix: prefix, RegisterURL: "https://core.example.com/" + id},
+			Bucket: bucket,
+		})
+	}
+	pool := &tenantpipeline.PoolProps{
+		Name:   "default",
+		Bucket: bucket,
+		Tenants: []tenantpipeline.Tenant{
+			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
+			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
+		},
+	}
+	switch os.Getenv("OWN_CASE") {
+	case "":
+		silo("acme", "")
+	case "invalid-pool":
+		pool.MaximumConcurrency = 1
+		pool.Tenants = append(pool.Tenants, tenantpipeline.Tenant{ID: "initech"})
+	case "overlap":
+		silo("acme", "pools/")
+	case "duplicate":
+		silo("acme", "inbox/acme/")
+		silo("acme2", "inbox/acme2/")
+		tenantpipeline.New(stack, "Tenant-acme-again", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "acme", Prefix: "inbox/other/", RegisterURL: "https://core.example.com/acme"},
+			Bucket: bucket,
+		})
+		silo("hooli", "inbox/hooli/")
+	}
+	tenantpipeline.NewPool(stack, "Pool", pool)
+	app.Synth(nil)
+}
+`
+
+// runOwnApp synthesizes the own app for one case into outdir; it returns the exit status and
+// everything the app printed.
+func runOwnApp(t *testing.T, ownCase, outdir string) (int, string) {
+	t.Helper()
+	bin, err := ownApp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	// In the app's folder, as the CDK CLI runs it: the constructs find this module's Lambda
+	// sources through the app's go.mod.
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = append(os.Environ(), "OWN_CASE="+ownCase, "CDK_OUTDIR="+outdir,
+		// The asset metadata the CDK CLI turns on, by which the local run finds each function's code.
+		`CDK_CONTEXT_JSON={"aws:cdk:enable-asset-metadata":true}`, "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// TestOwnAppFailsAsCDKDoes: a user's own app that calls app.Synth with no recover fails on a
+// pool's invalid props, on a silo prefix that overlaps the pool's, and on a tenant id used twice
+// (two silo tenants, or a silo and a pooled tenant) with CDK's validation message, status 1 and
+// no goroutine dump; each message names the construct props and both constructs.
+func TestOwnAppFailsAsCDKDoes(t *testing.T) {
+	for _, tc := range []struct {
+		ownCase string
+		want    []string
+	}{
+		{"invalid-pool", []string{
+			`[MyPipeline/Pool] pool "default": PoolProps.MaximumConcurrency 1 is out of range`,
+			`[MyPipeline/Pool] tenant "initech": Tenant.RegisterURL is required`,
+		}},
+		{"overlap", []string{
+			`[MyPipeline/Pool] pool "default": prefix "pools/default/" overlaps the prefix "pools/" of tenant "acme" (MyPipeline/Tenant-acme) on the same bucket`,
+			`make the prefixes disjoint (PoolProps.Prefix or Tenant.Prefix)`,
+		}},
+		{"duplicate", []string{
+			`[MyPipeline/Tenant-acme-again] tenant "acme": tenant id "acme" is also used by tenant "acme" (MyPipeline/Tenant-acme)`,
+			`[MyPipeline/Pool] pool "default": tenant id "hooli" is also used by tenant "hooli" (MyPipeline/Tenant-hooli)`,
+		}},
+	} {
+		t.Run(tc.ownCase, func(t *testing.T) {
+			outdir := t.TempDir()
+			code, out := runOwnApp(t, tc.ownCase, outdir)
+			if code != 1 {
+				t.Errorf("got exit status %d, want 1:\n%s", code, out)
+			}
+			for _, bad := range []string{"goroutine ", "panic:", "    at ", "SectionAlreadyContains"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("got output containing %q, want CDK's message alone:\n%s", bad, out)
+				}
+			}
+			for _, want := range append([]string{"Validation failed with the following errors:\n"}, tc.want...) {
+				if !strings.Contains(out, want) {
+					t.Errorf("got output %q, want it to contain %q", out, want)
+				}
+			}
+			// The valid constructs' assets are staged as they are built; no template or manifest
+			// may follow.
+			for _, name := range []string{"manifest.json", "MyPipeline.template.json"} {
+				if _, err := os.Stat(filepath.Join(outdir, name)); err == nil {
+					t.Errorf("got %s in the assembly directory, want no assembly written", name)
+				}
+			}
+		})
+	}
+}
+
+// TestOwnAppSynthesizesAndPipectlFindsItsTenants: the valid own app synthesizes with the bucket's
+// write Deny, which the constructs added; the local run serves its assembly, and pipectl, with no
+// stack flag, finds the tenants of the stack MyPipeline by the constructs' outputs; --stack
+// narrows to it.
+func TestOwnAppSynthesizesAndPipectlFindsItsTenants(t *testing.T) {
+	outdir := t.TempDir()
+	code, out := runOwnApp(t, "", outdir)
+	if code != 0 {
+		t.Fatalf("got exit status %d, want 0:\n%s", code, out)
+	}
+	var tpl map[string]any
+	b, err := os.ReadFile(filepath.Join(outdir, "MyPipeline.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	denies := 0
+	for _, pol := range byType(tpl, "AWS::S3::BucketPolicy") {
+		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			s := st.(map[string]any)
+			if s["Sid"] == "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine" && s["Effect"] == "Deny" {
+				denies++
+			}
+		}
+	}
+	if denies != 1 {
+		t.Errorf("got %d write Denies in the bucket policy, want 1", denies)
+	}
+
+	if testing.Short() {
+		t.Skip("starts the local emulators")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	for _, c := range []string{"local", "pipectl"} {
+		if out, err := exec.Command("go", "build", "-C", root, "-o", filepath.Join(bins, c), "./cmd/"+c).CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/%s: %v\n%s", c, err, out)
+		}
+	}
+	work := t.TempDir()
+	envFile := filepath.Join(work, "env")
+	serve := exec.Command(filepath.Join(bins, "local"), "--cdk-out", outdir, "--serve", "--env-file", envFile, "--work", filepath.Join(work, "run"))
+	serve.Dir = root
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve.Stderr = serve.Stdout
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		serve.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- serve.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			serve.Process.Kill()
+			<-done
+		}
+	})
+	// The env file is written once the run serves.
+	var log strings.Builder
+	serving := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if !sent && strings.HasPrefix(sc.Text(), "serving;") {
+				serving <- true
+				sent = true
+			}
+		}
+		if !sent {
+			serving <- false
+		}
+	}()
+	if !<-serving {
+		t.Fatalf("the local run ended before serving:\n%s", log.String())
+	}
+	lines, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
+		"AWS_CONFIG_FILE=" + filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "credentials")}
+	for _, l := range strings.Split(string(lines), "\n") {
+		if kv, ok := strings.CutPrefix(l, "export "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			env = append(env, k+"="+strings.Trim(v, "'"))
+		}
+	}
+	for _, args := range [][]string{{"status", "--json"}, {"status", "--json", "--stack", "MyPipeline"}} {
+		cmd := exec.Command(filepath.Join(bins, "pipectl"), args...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			stderr := ""
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("pipectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+		}
+		var st struct {
+			Tenants []struct {
+				ID   string `json:"id"`
+				Tier string `json:"tier"`
+			} `json:"tenants"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("pipectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		var got []string
+		for _, tn := range st.Tenants {
+			got = append(got, tn.ID+" "+tn.Tier)
+		}
+		if want := []string{"acme silo", "hooli pool", "umbrella pool"}; !slices.Equal(got, want) {
+			t.Errorf("pipectl %s: got tenants %v, want %v", strings.Join(args, " "), got, want)
+		}
+	}
+}
