@@ -284,7 +284,6 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, known bool) (D
 // polls at the longest interval. The count reads at most this many keys of one weight.
 func rankCap(g Gate) int { return min(10*g.Limit, 500) }
 
-
 // read returns the gate's leases and effective limit.
 func (s *Store) read(ctx context.Context, g Gate, now time.Time) (gateState, error) {
 	st := gateState{limit: g.Limit}
