@@ -520,6 +520,13 @@ func (s *Store) deleteItem(ctx context.Context, g Gate, sk string) {
 // before a threshold, and the sort key orders them by since.
 func (s *Store) ahead(ctx context.Context, g Gate, r Request, since, now time.Time, limit int, ownWeightOnly bool) (int, error) {
 	waited := now.Sub(since).Milliseconds() * int64(r.Weight)
+	if !ownWeightOnly {
+		// Most of the time nobody waits: one small Query says so, instead of one per weight.
+		others, err := s.anyOtherWaiting(ctx, g, waitSK(r.Weight, since, r.Tenant))
+		if err != nil || !others {
+			return 0, err
+		}
+	}
 	n := 0
 	for w := 1; w <= MaxWeightClass && n < limit; w++ {
 		if ownWeightOnly && w != r.Weight {
@@ -541,6 +548,29 @@ func (s *Store) ahead(ctx context.Context, g Gate, r Request, since, now time.Ti
 		n += cnt
 	}
 	return n, nil
+}
+
+// anyOtherWaiting reports whether the gate has a waiting entry besides own (stale ones included:
+// the per-weight count then decides).
+func (s *Store) anyOtherWaiting(ctx context.Context, g Gate, own string) (bool, error) {
+	out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(g.Table),
+		ConsistentRead:            aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :w)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":w": str(waitPrefix)},
+		ProjectionExpression:      aws.String("#sk"),
+		Limit:                     aws.Int32(2),
+	})
+	if err != nil {
+		return false, fmt.Errorf("look for waiting tenants: %w", err)
+	}
+	for _, it := range out.Items {
+		if sOf(it, AttrSK) != own {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // MaxWeightClass is the largest weight admission looks for (pipeline.MaxWeight).
