@@ -101,7 +101,7 @@ type Failure struct {
 	Error string `json:"error"`
 	Cause string `json:"cause"`
 	// ErrorType and ErrorMessage are what failed and why, read out of that response when the
-	// cause is one (failureOf), else the error and the cause.
+	// cause is one (pipeline.FailureOf), else the error and the cause.
 	ErrorType    string `json:"errorType"`
 	ErrorMessage string `json:"errorMessage"`
 }
@@ -268,7 +268,7 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			}
 			f := &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
 				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
-			f.ErrorType, f.ErrorMessage = failureOf(f.Error, f.Cause)
+			f.ErrorType, f.ErrorMessage = pipeline.FailureOf(f.Error, f.Cause)
 			row.LastFailure = f
 			break
 		}
