@@ -521,6 +521,17 @@ func (r *Run) TenantIDs() []string {
 	return ids
 }
 
+// causeType is the error type of a failure whose cause is "Error: cause" (a failed segment
+// execution's) or the execution's own (pipeline.FailureOf).
+func causeType(errName, cause string) string {
+	if name, rest, ok := strings.Cut(cause, ": {"); ok && !strings.ContainsAny(name, " {") {
+		errType, _ := pipeline.FailureOf(name, "{"+rest)
+		return errType
+	}
+	errType, _ := pipeline.FailureOf(errName, cause)
+	return errType
+}
+
 // readableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
 // them); the cause is "Error: cause" for a failed segment execution, or the execution's own cause.
 func readableCause(cause string) string {

@@ -269,7 +269,7 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 			return RedriveResult{}, err
 		}
 	}
-	if err := o.workFilesPresent(ctx, arn, execution); err != nil {
+	if err := o.workFilesPresent(ctx, id, arn, execution); err != nil {
 		return RedriveResult{}, err
 	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
@@ -316,13 +316,7 @@ func failedValidation(t pipeline.TenantOutput, d *sfn.DescribeExecutionOutput, n
 	if errType != pipeline.ErrValidation && aws.ToString(d.Error) != pipeline.ErrValidation {
 		return nil
 	}
-	skip := ""
-	if t.Policy == pipeline.OnFailureHalt {
-		skip = fmt.Sprintf(" (pipectl skip %s %s --reason …)", t.ID, name)
-	}
-	return refuse("execution %s failed validation (%s: %s): a redrive reads the same file and fails the same way; "+
-		"a file that fails validation can only be skipped%s or replaced (upload a corrected file); pass --force to redrive it anyway",
-		name, pipeline.ErrValidation, oneLine(msg), skip)
+	return validationRefusal(t, name, msg)
 }
 
 // ReplayResult is the outcome of replay.
