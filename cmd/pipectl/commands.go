@@ -277,6 +277,14 @@ func statusTable(rep ops.StatusReport) string {
 		if p.MaxRunningFiles != nil && p.RunningFiles != nil && p.WaitingTenants != nil {
 			fmt.Fprintf(&b, "pool %s admission: %d of %d running files, %d tenants waiting\n", p.Name, *p.RunningFiles, *p.MaxRunningFiles, *p.WaitingTenants)
 		}
+		if p.UnroutedObjects != nil && *p.UnroutedObjects > 0 {
+			keys := make([]string, len(p.UnroutedKeys))
+			for i, k := range p.UnroutedKeys {
+				keys[i] = ops.ShellQuote(k)
+			}
+			fmt.Fprintf(&b, "pool %s: %d objects under no tenant's prefix, their events on the pool's dead-letter queue; newest: %s\n",
+				p.Name, *p.UnroutedObjects, strings.Join(keys, " "))
+		}
 	}
 	for _, c := range rep.CoreSystems {
 		limit := fmt.Sprintf("maxRunningFiles %d", c.MaxRunningFiles)

@@ -74,6 +74,12 @@ type PoolStatus struct {
 	MaxRunningFiles *int `json:"maxRunningFiles"`
 	RunningFiles    *int `json:"runningFiles"`
 	WaitingTenants  *int `json:"waitingTenants"`
+	// UnroutedObjects counts the events on the pool's dead-letter queue of objects in its bucket
+	// that no tenant's prefix holds, and UnroutedKeys names the newest of their keys, newest first
+	// (at most 5); replay --from-dlq re-sends none of them. Both are null when the pool's stack
+	// names no dead-letter queue.
+	UnroutedObjects *int     `json:"unroutedObjects"`
+	UnroutedKeys    []string `json:"unroutedKeys"`
 }
 
 // Head is the file (or replay/redrive) the tenant is working on or blocked at.
@@ -194,6 +200,13 @@ func (o *Ops) poolStatus(ctx context.Context, p poolInfo) (PoolStatus, error) {
 	ps.Queue = q
 	if err != nil {
 		return ps, err
+	}
+	if p.out.DLQURL != "" && p.settings != nil {
+		n, keys, err := o.unrouted(ctx, p)
+		if err != nil {
+			return ps, err
+		}
+		ps.UnroutedObjects, ps.UnroutedKeys = &n, append([]string{}, keys...)
 	}
 	return ps, o.poolGate(ctx, p, &ps)
 }
