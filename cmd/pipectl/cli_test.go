@@ -142,3 +142,18 @@ func TestServerGone(t *testing.T) {
 		t.Errorf("got exit %d, %q, want 1 and the error as it is", code, errOut.String())
 	}
 }
+
+// A file whose segment execution failed shows the Lambda error inside States.TaskFailed's cause.
+func TestTaskFailedUnwrapped(t *testing.T) {
+	w := world()
+	child := `{"ExecutionArn":"arn:aws:states:eu-west-1:123456789012:execution:seg:acme-2-s1","Status":"FAILED","Input":{"chunks":[1,2,3]},` +
+		`"Error":"PermanentError","Cause":"{\"errorMessage\":\"core system answered 422: record 15: amount is negative\",\"errorType\":\"PermanentError\"}"}`
+	w.Executions[1].Error, w.Executions[1].Cause = "States.TaskFailed", child
+	want := "PermanentError: core system answered 422: record 15: amount is negative"
+	for _, args := range [][]string{{"status", "acme"}, {"files", "acme"}} {
+		code, stdout, stderr := runIn(t, w, args...)
+		if code != 0 || !strings.Contains(stdout, want) || strings.Contains(stdout, "ExecutionArn") {
+			t.Errorf("%v: got exit %d (%s), %q; want 0 and %q, no JSON", args, code, stderr, stdout, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -15,7 +16,7 @@ import (
 const maxUnroutedKeys = 5
 
 // unrouted reads the pool's dead-letter queue, as replay --from-dlq does, for the events of
-// objects in the pool's bucket that no tenant's prefix holds (pipeline.PoolSettings.TenantOf):
+// objects under the pool's prefix that no tenant's prefix holds (pipeline.PoolSettings.TenantOf):
 // they reach no tenant's message group, so only that queue keeps them. It returns their count and
 // their distinct keys, newest first (arrivalOrder), at most maxUnroutedKeys.
 //
@@ -45,7 +46,7 @@ func (o *Ops) unrouted(ctx context.Context, p poolInfo) (count int, keys []strin
 			seen[id] = true
 			fresh++
 			ev, err := s3event.Parse([]byte(aws.ToString(m.Body)))
-			if err != nil || ev.Detail.Bucket.Name != p.out.Bucket {
+			if err != nil || ev.Detail.Bucket.Name != p.out.Bucket || !strings.HasPrefix(ev.Detail.Object.Key, p.out.Prefix) {
 				continue
 			}
 			if _, ok := p.settings.TenantOf(ev.Detail.Object.Key); ok {
