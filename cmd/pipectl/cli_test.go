@@ -135,11 +135,13 @@ func TestServerGone(t *testing.T) {
 			}
 		})
 	}
-	// Other errors stay as they are.
-	newOps := func(context.Context, string) (*ops.Ops, error) { return nil, errors.New("AccessDenied") }
-	var out, errOut strings.Builder
-	if code := run(context.Background(), []string{"status"}, &out, &errOut, newOps); code != 1 || errOut.String() != "pipectl: AccessDenied\n" {
-		t.Errorf("got exit %d, %q, want 1 and the error as it is", code, errOut.String())
+	// Other errors stay as they are, an EOF outside the transport too (a body that ends early).
+	for _, err := range []error{errors.New("AccessDenied"), fmt.Errorf("deserialization failed: %w", io.ErrUnexpectedEOF)} {
+		newOps := func(context.Context, string) (*ops.Ops, error) { return nil, err }
+		var out, errOut strings.Builder
+		if code := run(context.Background(), []string{"status"}, &out, &errOut, newOps); code != 1 || errOut.String() != "pipectl: "+err.Error()+"\n" {
+			t.Errorf("got exit %d, %q, want 1 and the error as it is", code, errOut.String())
+		}
 	}
 }
 

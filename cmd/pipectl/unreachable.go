@@ -16,6 +16,7 @@ import (
 func unreachable(err error) (string, bool) {
 	var why string
 	var dnsErr *net.DNSError
+	var urlErr *url.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		why = "connection refused"
@@ -23,14 +24,15 @@ func unreachable(err error) (string, bool) {
 		why = "no such host"
 	case errors.Is(err, syscall.ECONNRESET):
 		why = "connection reset by peer"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &urlErr) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		// Only the transport's (net/http's *url.Error): a body that ends early is another matter.
 		why = "connection closed before an answer"
 	default:
 		return "", false
 	}
 	endpoint := "the AWS endpoint"
-	if u := new(url.Error); errors.As(err, &u) {
-		if p, perr := url.Parse(u.URL); perr == nil && p.Host != "" {
+	if errors.As(err, &urlErr) {
+		if p, perr := url.Parse(urlErr.URL); perr == nil && p.Host != "" {
 			endpoint = p.Scheme + "://" + p.Host
 		}
 	}
