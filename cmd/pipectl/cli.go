@@ -9,6 +9,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit statuses.
@@ -38,7 +40,13 @@ commands:
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
 
-global flags (before or after the arguments):
+  completion bash|zsh|fish                 print the shell's completion script (subcommands, tenants)
+
+` + globalFlagsText + `
+'pipectl help COMMAND' or 'pipectl COMMAND -h' says more about one command.
+`
+
+const globalFlagsText = `global flags (before or after the arguments):
   --stack-prefix P   start of the stack names (default TenantPipeline)
   --stack S          the one stack whose outputs describe the tenants (an app of your own);
                      without either flag, every stack is read when no TenantPipeline-* stack has one
@@ -86,6 +94,8 @@ func (g *globals) register(fs *flag.FlagSet) {
 // command is one subcommand: its flags and what it does with its positional arguments.
 type command struct {
 	name    string
+	short   string // one line
+	long    string // what `pipectl help NAME` says
 	minArgs int
 	maxArgs int // -1: any
 	args    string
@@ -101,18 +111,89 @@ type env struct {
 	human  func(v any) string // set by the command for its table
 }
 
-// run is pipectl. It returns the exit status.
+// run is pipectl. It returns the exit status. The commands are a cobra tree (help per command,
+// `pipectl completion bash|zsh|fish` and the dynamic completion behind it); each command parses
+// its own arguments with the flag package as before, so flags keep their spelling and their
+// errors, and may stand before or after the arguments.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps newOpsFunc) int {
-	fail := func(code int, err error) int {
-		// One clear line.
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-		fmt.Fprintln(stderr, "pipectl: "+msg)
-		if code == exitUsage {
-			fmt.Fprintln(stderr, "run 'pipectl help' for usage")
-		}
-		return code
+	root := newRoot(newOps, stdout)
+	// cobra reads os.Args for nil.
+	root.SetArgs(append([]string{}, args...))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
 	}
+	code := exitFailure
+	var ue *usageError
+	if errors.As(err, &ue) {
+		code = exitUsage
+	} else if msg, ok := unreachable(err); ok {
+		err = errors.New(msg)
+	}
+	// One clear line.
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	fmt.Fprintln(stderr, "pipectl: "+msg)
+	if code == exitUsage {
+		fmt.Fprintln(stderr, "run 'pipectl help' for usage")
+	}
+	return code
+}
 
+// newRoot is pipectl's command tree. The root runs what cobra routes to no subcommand: global
+// flags before an unknown word, no command at all, --help.
+func newRoot(newOps newOpsFunc, stdout io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:                "pipectl",
+		Short:              "operate the tenant pipeline's tenants",
+		Args:               cobra.ArbitraryArgs,
+		DisableFlagParsing: true,
+		SilenceErrors:      true,
+		SilenceUsage:       true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return dispatch(cmd, args, newOps, stdout)
+		},
+	}
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if c, ok := commandNamed(cmd.Name()); ok && cmd != root {
+			fmt.Fprint(cmd.OutOrStdout(), c.helpText())
+			return
+		}
+		fmt.Fprint(cmd.OutOrStdout(), usageText)
+	})
+	for _, c := range commands {
+		root.AddCommand(&cobra.Command{
+			Use:                c.name + " " + c.args,
+			Short:              c.short,
+			Long:               c.long,
+			DisableFlagParsing: true,
+			SilenceErrors:      true,
+			SilenceUsage:       true,
+			ValidArgsFunction:  completeTenants(c, newOps),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return runCommand(cmd.Context(), c, args, newOps, stdout)
+			},
+		})
+	}
+	return root
+}
+
+func commandNamed(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+// helpText is `pipectl help COMMAND` and `pipectl COMMAND -h`.
+func (c command) helpText() string {
+	return fmt.Sprintf("usage: pipectl %s %s\n\n%s\n\n%s", c.name, c.args, strings.TrimSpace(c.long), globalFlagsText)
+}
+
+// dispatch reads the global flags before the command name, then runs the command.
+func dispatch(cmd *cobra.Command, args []string, newOps newOpsFunc, stdout io.Writer) error {
 	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	top := flag.NewFlagSet("pipectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
@@ -120,25 +201,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps ne
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
-			return exitOK
+			return nil
 		}
-		return fail(exitUsage, err)
+		return &usageError{err.Error()}
 	}
 	rest := top.Args()
 	if len(rest) == 0 {
-		return fail(exitUsage, usagef("no command given"))
+		return usagef("no command given")
 	}
 	name := rest[0]
 	if name == "help" {
 		fmt.Fprint(stdout, usageText)
-		return exitOK
+		return nil
 	}
-	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
-	if i < 0 {
-		return fail(exitUsage, usagef("unknown command %q", name))
+	c, ok := commandNamed(name)
+	if !ok {
+		return usagef("unknown command %q", name)
 	}
-	c := commands[i]
+	// The global flags parsed here are parsed again with the command's.
+	return runCommand(cmd.Context(), c, append(args[:len(args)-len(rest):len(args)-len(rest)], rest[1:]...), newOps, stdout)
+}
 
+// runCommand parses a command's arguments (global flags included, wherever they stand) and runs it.
+func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc, stdout io.Writer) error {
+	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	g.register(fs)
@@ -146,40 +232,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps ne
 	if c.flags != nil {
 		validate = c.flags(fs)
 	}
-	pos, err := parseInterspersed(fs, rest[1:])
+	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usageText)
-		return exitOK
+		fmt.Fprint(stdout, c.helpText())
+		return nil
 	}
 	if err != nil {
-		return fail(exitUsage, fmt.Errorf("%s: %w", c.name, err))
+		return &usageError{fmt.Sprintf("%s: %v", c.name, err)}
 	}
 	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
-		return fail(exitUsage, usagef("usage: pipectl %s %s", c.name, c.args))
+		return usagef("usage: pipectl %s %s", c.name, c.args)
 	}
 	if err := validate(); err != nil {
-		return fail(exitUsage, fmt.Errorf("%s: %w", c.name, err))
+		return &usageError{fmt.Sprintf("%s: %v", c.name, err)}
 	}
 
 	e := &env{g: g, newOps: newOps, out: stdout}
 	v, err := c.run(ctx, e, pos)
 	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFailure, err)
+		return err
 	}
 	if g.json {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
-			return fail(exitFailure, err)
+			return err
 		}
 		fmt.Fprintln(stdout, string(b))
-		return exitOK
+		return nil
 	}
 	fmt.Fprint(stdout, e.human(v))
-	return exitOK
+	return nil
 }
 
 // parseInterspersed parses flags wherever they stand among the arguments, as people type them

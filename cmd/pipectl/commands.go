@@ -13,13 +13,48 @@ import (
 
 // commands are pipectl's subcommands, as docs/operations.md spells them.
 var commands = []command{
-	{name: "status", minArgs: 0, maxArgs: -1, args: "[TENANT...]", run: runStatus},
-	{name: "files", minArgs: 1, maxArgs: 1, args: "TENANT [--limit N]", flags: filesFlags, run: runFiles},
-	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true)},
-	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false)},
-	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip},
-	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force]", flags: redriveFlags, run: runRedrive},
-	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay},
+	{name: "status", minArgs: 0, maxArgs: -1, args: "[TENANT...]", run: runStatus,
+		short: "tier, policy, paused, blocked, queue depth, head file, last failure; pools",
+		long: `Shows every tenant (or the ones named): its tier, onFailure policy, whether it is paused
+or blocked, its queue depth, the file at its head and its last failure; then each pool, its
+admission, its core systems, and the objects no tenant's prefix routes.`},
+	{name: "files", minArgs: 1, maxArgs: 1, args: "TENANT [--limit N]", flags: filesFlags, run: runFiles,
+		short: "the tenant's recent files, newest first",
+		long: `Lists the tenant's recent files, newest first: key, execution, status, records, start,
+stop and error.
+
+  --limit N   how many files (1-1000, default 20)`},
+	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
+		short: "stop processing a tenant",
+		long: `Stops processing: a silo tenant's event source mapping is disabled; a pooled tenant's
+message group is held by a pause marker (audited). Files keep queuing and nothing is lost.
+
+  --reason TEXT   why (kept in the audit trail)`},
+	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false),
+		short: "restart processing a tenant",
+		long:  `Restarts processing of a paused tenant.`},
+	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip,
+		short: "release a halted tenant by skipping its blocking file",
+		long: `Releases a halted tenant by skipping its blocking file: writes the skip marker, which the
+controller reads at its next check (audited).
+
+  --reason TEXT   why the file is skipped (required: it is the audit record)`},
+	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force]", flags: redriveFlags, run: runRedrive,
+		short: "resume a failed file from its failed segment, in order",
+		long: `Resumes a failed file from its failed segment, in order: the blocking file of a halted
+tenant at once, any other failed file behind the tenant's current files.
+
+  --reason TEXT   why (kept in the audit trail)
+  --force         also redrive a file that failed validation (it fails again unless the
+                  file changed)`},
+	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay,
+		short: "register a file again, or re-send the dead-letter queue's events",
+		long: `Registers a file again, behind what is queued, with new keys; or, with --from-dlq,
+re-sends the events on the rule target's dead-letter queue in order.
+
+  --version-id V  the object version to replay (default: the current one)
+  --reason TEXT   why (kept in the audit trail)
+  --from-dlq      re-send the dead-letter queue's events instead (TENANT only)`},
 }
 
 // Command flags. Each command's flag set is new per run, so these hold one run's values.
@@ -241,6 +276,14 @@ func statusTable(rep ops.StatusReport) string {
 			p.Name, p.Stack, p.Tenants, count(p.Queue.Visible), count(p.Queue.InFlight), dur(p.OldestMessageAgeSeconds))
 		if p.MaxRunningFiles != nil && p.RunningFiles != nil && p.WaitingTenants != nil {
 			fmt.Fprintf(&b, "pool %s admission: %d of %d running files, %d tenants waiting\n", p.Name, *p.RunningFiles, *p.MaxRunningFiles, *p.WaitingTenants)
+		}
+		if p.UnroutedObjects != nil && *p.UnroutedObjects > 0 {
+			keys := make([]string, len(p.UnroutedKeys))
+			for i, k := range p.UnroutedKeys {
+				keys[i] = ops.ShellQuote(k)
+			}
+			fmt.Fprintf(&b, "pool %s: %d objects under no tenant's prefix, their events on the pool's dead-letter queue; newest: %s\n",
+				p.Name, *p.UnroutedObjects, strings.Join(keys, " "))
 		}
 	}
 	for _, c := range rep.CoreSystems {

@@ -452,12 +452,13 @@ func TestRedrive(t *testing.T) {
 			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") },
 			wantError: "pipectl: execution acme-2 failed validation (ValidationError: inbox/acme/bad.csv line 3: 2 fields, want 3): " +
 				"a redrive reads the same file and fails the same way; a file that fails validation can only be skipped " +
-				"(pipectl skip acme acme-2 --reason …) or replaced (upload a corrected file); pass --force to redrive it anyway\n"},
+				"(pipectl skip acme acme-2 --reason '<why this file is skipped>') or replaced (upload a corrected file); pass --force to redrive it anyway\n"},
 		{name: "halt: --force redrives a file that failed validation", args: []string{"redrive", "acme", "--force"}, wantRedrive: "acme-2",
 			setup: func(w *opsfake.World) { failValidation(w.Executions[1], "inbox/acme/bad.csv") }},
 		{name: "continue: a file that failed validation is refused", args: []string{"redrive", "globex", "globex-1"}, wantCode: 1,
-			setup:     func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") },
-			wantError: "only be skipped or replaced (upload a corrected file); pass --force to redrive it anyway"},
+			setup: func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") },
+			// A continue tenant refuses a skip: the hint is what works for it.
+			wantError: "can only be replaced (upload a corrected file); pass --force to redrive it anyway"},
 		{name: "continue: a failure named only by its error is refused", args: []string{"redrive", "globex"}, wantCode: 1,
 			setup: func(w *opsfake.World) {
 				w.Executions[2].Error, w.Executions[2].Cause = pipeline.ErrValidation, "inbox/globex/old.csv line 1: not UTF-8"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
 )
 
 // pooledWorld is world() with pool "shared": hooli (halt) is blocked at hooli-1, umbrella
@@ -134,4 +137,74 @@ func mustJSON(v any) string {
 
 func putInput(bucket, key, body string) *s3.PutObjectInput {
 	return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}
+}
+
+// Objects under no tenant's prefix are in status: their events wait on the pool's dead-letter
+// queue, which replay --from-dlq of any tenant leaves as they are.
+func TestStatusUnroutedObjects(t *testing.T) {
+	event := func(id, bucket, key string, at time.Time) sqstypes.Message {
+		b, _ := json.Marshal(s3event.ObjectCreated(id, at, bucket, s3event.Object{Key: key, Size: 3}))
+		return sqstypes.Message{Body: aws.String(string(b)), MessageId: aws.String("m-" + id), ReceiptHandle: aws.String("rh-" + id)}
+	}
+	for _, tc := range []struct {
+		name     string
+		dlq      bool
+		messages []sqstypes.Message
+		wantJSON string // the pool's unroutedObjects and unroutedKeys
+		wantLine string // "" for none
+	}{
+		{name: "no dead-letter queue", wantJSON: `{"unroutedObjects":null,"unroutedKeys":null}`},
+		{name: "an empty dead-letter queue", dlq: true, wantJSON: `{"unroutedObjects":0,"unroutedKeys":[]}`},
+		{name: "unrouted objects, newest first", dlq: true, messages: []sqstypes.Message{
+			event("e1", "ingest", "pool/shared/nobody/1.csv", now.Add(-3*time.Minute)),
+			event("e2", "ingest", "pool/shared/hooli/a.csv", now.Add(-2*time.Minute)), // a tenant's: not unrouted
+			{Body: aws.String("not an event"), MessageId: aws.String("m-junk")},
+			event("e3", "ingest", "pool/shared/new one/請求書 2.csv", now.Add(-1*time.Minute)),
+			event("e4", "other-bucket", "pool/shared/nobody/x.csv", now.Add(-1*time.Minute)),
+			event("e5", "ingest", "pool/shared/nobody/1.csv", now.Add(-4*time.Minute)), // the same key again
+		},
+			wantJSON: `{"unroutedObjects":3,"unroutedKeys":["pool/shared/new one/請求書 2.csv","pool/shared/nobody/1.csv"]}`,
+			wantLine: "pool shared: 3 objects under no tenant's prefix, their events on the pool's dead-letter queue; newest: 'pool/shared/new one/請求書 2.csv' pool/shared/nobody/1.csv\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func() *opsfake.World {
+				w := world()
+				p := opsfake.Pool("shared")
+				if tc.dlq {
+					p.DLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/pool-shared-dlq"
+				}
+				w.AddPool("TenantPipeline-Pool-shared", p, map[string]string{"hooli": pipeline.OnFailureHalt})
+				if tc.dlq {
+					w.Queues[p.DLQURL].Messages = slices.Clone(tc.messages)
+				}
+				return w
+			}
+			code, stdout, stderr := runIn(t, build(), "status", "--json")
+			if code != 0 {
+				t.Fatalf("got exit %d, %s", code, stderr)
+			}
+			var rep struct {
+				Pools []struct {
+					UnroutedObjects *int     `json:"unroutedObjects"`
+					UnroutedKeys    []string `json:"unroutedKeys"`
+				} `json:"pools"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Pools) != 1 {
+				t.Fatalf("got %s (%v), want one pool", stdout, err)
+			}
+			if got := mustJSON(rep.Pools[0]); got != tc.wantJSON {
+				t.Errorf("got %s, want %s", got, tc.wantJSON)
+			}
+			_, text, _ := runIn(t, build(), "status")
+			gotLine := ""
+			for _, l := range strings.SplitAfter(text, "\n") {
+				if strings.Contains(l, "under no tenant") {
+					gotLine = l
+				}
+			}
+			if gotLine != tc.wantLine {
+				t.Errorf("got line %q, want %q", gotLine, tc.wantLine)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/termtable"
 )
@@ -20,14 +21,14 @@ type Halt struct {
 	Status        string `json:"status"`
 	Error         string `json:"error"`
 	Cause         string `json:"cause"`
+	// errorType is the failure's Lambda error type (pipeline.FailureOf).
+	errorType string
 }
 
-// Commands are the exact pipectl commands that release the tenant.
+// Commands are the exact pipectl commands that release the tenant, as pipectl's own hints give
+// them (ops.FailedFileCommands): skip, and redrive unless the file failed validation.
 func (h *Halt) Commands(tenant string) []string {
-	return []string{
-		fmt.Sprintf(`pipectl skip %s %s --reason "<why this file is skipped>"`, tenant, h.ExecutionName),
-		fmt.Sprintf(`pipectl redrive %s %s`, tenant, h.ExecutionName),
-	}
+	return ops.FailedFileCommands(tenant, pipeline.OnFailureHalt, h.ExecutionName, h.errorType)
 }
 
 // Policy is the tenant's onFailure: the controller's ON_FAILURE, else the TENANT variable's, else
@@ -63,7 +64,8 @@ func halted(t *Tenant, tr *TenantReport) *Halt {
 	}
 	switch last.Status {
 	case "FAILED", "TIMED_OUT", "ABORTED":
-		return &Halt{Key: last.Key, ExecutionName: last.ExecutionName, Status: last.Status, Error: last.Error, Cause: readableCause(last.Cause)}
+		return &Halt{Key: last.Key, ExecutionName: last.ExecutionName, Status: last.Status, Error: last.Error, Cause: readableCause(last.Cause),
+			errorType: causeType(last.Error, last.Cause)}
 	}
 	return nil
 }

@@ -521,14 +521,34 @@ func (r *Run) TenantIDs() []string {
 	return ids
 }
 
-// readableCause shows a Lambda error's message; Step Functions records the cause as the function's
-// JSON error response ({"errorMessage", "errorType"}).
+// causeType is the error type of a failure whose cause is "Error: cause" (a failed segment
+// execution's) or the execution's own (pipeline.FailureOf).
+func causeType(errName, cause string) string {
+	if name, rest, ok := strings.Cut(cause, ": {"); ok && !strings.ContainsAny(name, " {") {
+		errType, _ := pipeline.FailureOf(name, "{"+rest)
+		return errType
+	}
+	errType, _ := pipeline.FailureOf(errName, cause)
+	return errType
+}
+
+// readableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
+// them); the cause is "Error: cause" for a failed segment execution, or the execution's own cause.
 func readableCause(cause string) string {
-	var lambdaErr struct {
-		ErrorMessage string `json:"errorMessage"`
+	i := strings.Index(cause, "{")
+	if i < 0 {
+		return cause
 	}
-	if i := strings.Index(cause, "{"); i >= 0 && json.Unmarshal([]byte(cause[i:]), &lambdaErr) == nil && lambdaErr.ErrorMessage != "" {
-		return cause[:i] + lambdaErr.ErrorMessage
+	name, isNamed := strings.CutSuffix(cause[:i], ": ")
+	if i > 0 && !isNamed {
+		return cause
 	}
-	return cause
+	errType, message := pipeline.FailureOf(name, cause[i:])
+	if message == cause[i:] {
+		return cause
+	}
+	if !isNamed {
+		return message
+	}
+	return errType + ": " + message
 }

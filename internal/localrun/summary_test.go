@@ -38,6 +38,34 @@ func TestAttrString(t *testing.T) {
 	}
 }
 
+// The runner's hints are pipectl's: a halt at a core system's failure can be redriven too.
+func TestHaltCommands(t *testing.T) {
+	started := time.Unix(1_800_000_000, 0)
+	halt := &Tenant{ID: "h", Config: map[string]any{"id": "h", "onFailure": "halt"}}
+	for _, tc := range []struct {
+		name, errName, cause string
+		want                 []string
+	}{
+		{"validation", "ValidationError", `{"errorType":"ValidationError","errorMessage":"line 6"}`,
+			[]string{"pipectl skip h h-2 --reason '<why this file is skipped>'"}},
+		{"a segment's PermanentError", "States.TaskFailed", `PermanentError: {"errorType":"PermanentError","errorMessage":"record 15: rejected"}`,
+			[]string{"pipectl skip h h-2 --reason '<why this file is skipped>'", "pipectl redrive h h-2"}},
+		{"a segment's ValidationError", "States.TaskFailed", `ValidationError: {"errorType":"ValidationError","errorMessage":"line 6"}`,
+			[]string{"pipectl skip h h-2 --reason '<why this file is skipped>'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := FileReport{Key: "inbox/h/bad.csv", ExecutionName: "h-2", Status: "FAILED", Error: tc.errName, Cause: tc.cause, StartedAt: &started, StoppedAt: &started}
+			h := halted(halt, &TenantReport{Files: []FileReport{f}, Queued: 1})
+			if h == nil {
+				t.Fatal("got no halt, want one")
+			}
+			if got := h.Commands("h"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestHalted(t *testing.T) {
 	started := time.Unix(1_800_000_000, 0)
 	halt := &Tenant{ID: "h", Config: map[string]any{"id": "h", "onFailure": "halt"}}
@@ -73,12 +101,15 @@ func TestHalted(t *testing.T) {
 			WriteHalt(&b, "h", h)
 			for _, want := range []string{
 				"line 6", // the cause names the line
-				`pipectl skip h h-2 --reason "`,
-				"pipectl redrive h h-2\n",
+				"pipectl skip h h-2 --reason '<why this file is skipped>'\n",
 			} {
 				if !strings.Contains(b.String(), want) {
 					t.Errorf("got %q, want it to contain %q", b.String(), want)
 				}
+			}
+			// pipectl refuses to redrive a file that failed validation: the runner does not suggest it.
+			if strings.Contains(b.String(), "pipectl redrive") {
+				t.Errorf("got %q, want no redrive hint for a ValidationError", b.String())
 			}
 		})
 	}

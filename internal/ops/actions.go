@@ -36,7 +36,7 @@ type FilesReport struct {
 
 // File is one execution of the tenant's file state machine. Records is the count Split made, null
 // before Split finished (or if the history cannot tell). Error is Step Functions' error name;
-// ErrorType and ErrorMessage say what failed and why (failureOf); all three are null for a file
+// ErrorType and ErrorMessage say what failed and why (pipeline.FailureOf); all three are null for a file
 // that did not fail.
 type File struct {
 	Key           string     `json:"key"`
@@ -68,7 +68,7 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		}
 		f := File{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(e.Status), Start: e.StartDate, Stop: e.StopDate, Error: d.Error}
 		if d.Error != nil || d.Cause != nil {
-			errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+			errType, msg := pipeline.FailureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
 			f.ErrorType, f.ErrorMessage = &errType, &msg
 		}
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
@@ -269,7 +269,7 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 			return RedriveResult{}, err
 		}
 	}
-	if err := o.workFilesPresent(ctx, arn, execution); err != nil {
+	if err := o.workFilesPresent(ctx, id, arn, execution); err != nil {
 		return RedriveResult{}, err
 	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
@@ -312,17 +312,11 @@ func (o *Ops) redrivable(d *sfn.DescribeExecutionOutput, name string) error {
 // the redrive reads the same object version with the same rules and fails again, holding a halt
 // tenant for nothing.
 func failedValidation(t pipeline.TenantOutput, d *sfn.DescribeExecutionOutput, name string) error {
-	errType, msg := failureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
+	errType, msg := pipeline.FailureOf(aws.ToString(d.Error), aws.ToString(d.Cause))
 	if errType != pipeline.ErrValidation && aws.ToString(d.Error) != pipeline.ErrValidation {
 		return nil
 	}
-	skip := ""
-	if t.Policy == pipeline.OnFailureHalt {
-		skip = fmt.Sprintf(" (pipectl skip %s %s --reason …)", t.ID, name)
-	}
-	return refuse("execution %s failed validation (%s: %s): a redrive reads the same file and fails the same way; "+
-		"a file that fails validation can only be skipped%s or replaced (upload a corrected file); pass --force to redrive it anyway",
-		name, pipeline.ErrValidation, oneLine(msg), skip)
+	return validationRefusal(t, name, msg)
 }
 
 // ReplayResult is the outcome of replay.

@@ -74,6 +74,12 @@ type PoolStatus struct {
 	MaxRunningFiles *int `json:"maxRunningFiles"`
 	RunningFiles    *int `json:"runningFiles"`
 	WaitingTenants  *int `json:"waitingTenants"`
+	// UnroutedObjects counts the events on the pool's dead-letter queue of objects in its bucket
+	// that no tenant's prefix holds, and UnroutedKeys names the newest of their keys, newest first
+	// (at most 5); replay --from-dlq re-sends none of them. Both are null when the pool's stack
+	// names no dead-letter queue.
+	UnroutedObjects *int     `json:"unroutedObjects"`
+	UnroutedKeys    []string `json:"unroutedKeys"`
 }
 
 // Head is the file (or replay/redrive) the tenant is working on or blocked at.
@@ -101,7 +107,7 @@ type Failure struct {
 	Error string `json:"error"`
 	Cause string `json:"cause"`
 	// ErrorType and ErrorMessage are what failed and why, read out of that response when the
-	// cause is one (failureOf), else the error and the cause.
+	// cause is one (pipeline.FailureOf), else the error and the cause.
 	ErrorType    string `json:"errorType"`
 	ErrorMessage string `json:"errorMessage"`
 }
@@ -195,6 +201,13 @@ func (o *Ops) poolStatus(ctx context.Context, p poolInfo) (PoolStatus, error) {
 	if err != nil {
 		return ps, err
 	}
+	if p.out.DLQURL != "" && p.settings != nil {
+		n, keys, err := o.unrouted(ctx, p)
+		if err != nil {
+			return ps, err
+		}
+		ps.UnroutedObjects, ps.UnroutedKeys = &n, append([]string{}, keys...)
+	}
 	return ps, o.poolGate(ctx, p, &ps)
 }
 
@@ -268,7 +281,7 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			}
 			f := &Failure{Key: inputKey(d), ExecutionName: aws.ToString(e.Name), Status: string(d.Status),
 				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
-			f.ErrorType, f.ErrorMessage = failureOf(f.Error, f.Cause)
+			f.ErrorType, f.ErrorMessage = pipeline.FailureOf(f.Error, f.Cause)
 			row.LastFailure = f
 			break
 		}

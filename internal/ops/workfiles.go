@@ -44,7 +44,7 @@ func (o *Ops) splitResult(ctx context.Context, arn string) (*pipeline.SplitResul
 // source version whose byte ranges are the chunks (an overwritten or deleted file's old version
 // expires with the bucket's noncurrent-version rule). Before Split has finished there is nothing
 // to check: the redrive runs Split again, which reads the source and reports it missing itself.
-func (o *Ops) workFilesPresent(ctx context.Context, arn, name string) error {
+func (o *Ops) workFilesPresent(ctx context.Context, tenant, arn, name string) error {
 	sr, err := o.splitResult(ctx, arn)
 	if err != nil || sr == nil {
 		return err
@@ -56,8 +56,12 @@ func (o *Ops) workFilesPresent(ctx context.Context, arn, name string) error {
 			return err
 		}
 		if gone {
+			again := "pipectl replay"
+			if sr.Source.Key != "" {
+				again = replayCommand(tenant, sr.Source.Key, sr.Source.VersionID)
+			}
 			return refuse("execution %s cannot be redriven: its manifest s3://%s/%s is gone (work/ expires after %d days), so its chunks cannot be read; "+
-				"register the file again with pipectl replay (new Idempotency-Keys)", name, m.Bucket, m.Key, pipeline.WorkExpirationDays)
+				"register the file again with %s (new Idempotency-Keys)", name, m.Bucket, m.Key, pipeline.WorkExpirationDays, again)
 		}
 	}
 	src := sr.Source

@@ -36,6 +36,9 @@ func TestRedriveRefusesWhenWorkFilesAreGone(t *testing.T) {
 		{name: "continue: manifest expired", policy: pipeline.OnFailureContinue,
 			setup:     func(w *opsfake.World, _ *opsfake.Execution) { delete(w.Objects, "ingest/"+manifestKey) },
 			wantError: "its manifest s3://ingest/work/acme/acme-1/manifest is gone"},
+		{name: "manifest expired: the replay hint names the file's version", policy: pipeline.OnFailureHalt,
+			setup:     func(w *opsfake.World, _ *opsfake.Execution) { delete(w.Objects, "ingest/"+manifestKey) },
+			wantError: "register the file again with pipectl replay acme inbox/acme/a.csv --version-id v-acme-1 (new Idempotency-Keys)"},
 		{name: "halt: the source version expired", policy: pipeline.OnFailureHalt,
 			setup: func(w *opsfake.World, _ *opsfake.Execution) {
 				w.Objects["ingest/inbox/acme/a.csv"].VersionID = "v-newer"

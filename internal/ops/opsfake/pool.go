@@ -80,6 +80,9 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 		w.Stacks = append(w.Stacks, cftypes.Stack{StackName: aws.String(stack), Outputs: []cftypes.Output{o}})
 	}
 	w.Queues[p.QueueURL] = &Queue{}
+	if p.DLQURL != "" {
+		w.Queues[p.DLQURL] = &Queue{}
+	}
 	w.Mappings = append(w.Mappings, lambdatypes.EventSourceMappingConfiguration{
 		UUID: aws.String(p.EventSourceMappingUUID), State: aws.String("Enabled"), EventSourceArn: aws.String(p.QueueARN),
 		FunctionArn: aws.String("arn:aws:lambda:eu-west-1:123456789012:function:" + p.ControllerFunction),

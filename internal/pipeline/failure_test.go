@@ -1,4 +1,4 @@
-package ops
+package pipeline
 
 import "testing"
 
@@ -19,9 +19,25 @@ func TestFailureOf(t *testing.T) {
 		{"other JSON stays as it is", "States.TaskFailed", `{"ExecutionArn":"arn:x","Status":"FAILED"}`, "States.TaskFailed", `{"ExecutionArn":"arn:x","Status":"FAILED"}`},
 		{"broken JSON stays as it is", "PermanentError", `{"errorMessage":`, "PermanentError", `{"errorMessage":`},
 		{"nothing", "", "", "", ""},
+		// A file execution fails with its segment execution's description (startExecution.sync).
+		{"a failed child with a PermanentError", "States.TaskFailed",
+			`{"ExecutionArn":"arn:x","Status":"FAILED","Input":{"a":1},"Error":"PermanentError","Cause":"{\"errorMessage\":\"core system answered 422: record 15: amount\",\"errorType\":\"PermanentError\"}"}`,
+			"PermanentError", "core system answered 422: record 15: amount"},
+		{"a failed child with a ValidationError", "States.TaskFailed",
+			`{"ExecutionArn":"arn:x","Status":"FAILED","Error":"ValidationError","Cause":"{\"errorMessage\":\"line 3: 2 fields, want 3\",\"errorType\":\"ValidationError\"}"}`,
+			"ValidationError", "line 3: 2 fields, want 3"},
+		{"a failed child whose cause is not JSON", "States.TaskFailed",
+			`{"ExecutionArn":"arn:x","Status":"TIMED_OUT","Error":"States.Timeout","Cause":"The execution timed out"}`,
+			"States.Timeout", "The execution timed out"},
+		{"a failed child with an empty cause", "States.TaskFailed", `{"ExecutionArn":"arn:x","Status":"FAILED","Error":"PermanentError","Cause":""}`,
+			"PermanentError", ""},
+		{"a failed child without a cause", "States.TaskFailed", `{"ExecutionArn":"arn:x","Status":"FAILED","Error":"PermanentError"}`,
+			"PermanentError", ""},
+		{"a TaskFailed with a non-JSON cause", "States.TaskFailed", "connection reset", "States.TaskFailed", "connection reset"},
+		{"a TaskFailed with an empty cause", "States.TaskFailed", "", "States.TaskFailed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gotType, gotMessage := failureOf(tc.errName, tc.cause)
+			gotType, gotMessage := FailureOf(tc.errName, tc.cause)
 			if gotType != tc.wantType || gotMessage != tc.wantMessage {
 				t.Errorf("got %q, %q, want %q, %q", gotType, gotMessage, tc.wantType, tc.wantMessage)
 			}
