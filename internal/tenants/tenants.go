@@ -143,10 +143,15 @@ func Load(path string, o Options) (*File, error) {
 	return f, nil
 }
 
-// Parse decodes a tenants file, fills in defaults and validates it. Unknown fields are errors, but
+// Parse decodes a tenants file (UTF-8, with or without a byte order mark), fills in defaults and
+// validates it. Unknown fields are errors, but
 // they do not stop the check: every problem of every tenant is reported at once. A JSON syntax
 // error is the one exception, reported alone with its line and column.
 func Parse(b []byte, o Options) (*File, error) {
+	// Editors on Windows (Notepad among them) may save UTF-8 with a byte order mark, which
+	// encoding/json refuses as "invalid character 'ï'". RFC 8259, section 8.1, lets a parser
+	// ignore it: https://www.rfc-editor.org/rfc/rfc8259#section-8.1
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, jsonError(b, err)

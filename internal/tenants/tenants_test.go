@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -239,6 +240,34 @@ func TestParseOneMistakeOneMessage(t *testing.T) {
 				t.Errorf("got %d messages:\n%s\nwant %d, starting with:\n%s", len(got), err, len(tc.want), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestParseByteOrderMark: a tenants file saved as UTF-8 with a byte order mark reads as the same
+// file without one, and a syntax error after the mark is still placed by the characters a reader sees.
+func TestParseByteOrderMark(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	const body = `{"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/r"}]}`
+	want, err := Parse([]byte(body), Options{})
+	if err != nil {
+		t.Fatalf("Parse without a BOM: %v", err)
+	}
+	got, err := Parse([]byte(bom+body), Options{})
+	if err != nil {
+		t.Fatalf("Parse with a BOM: got %v, want no error", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with a BOM: got %+v, want %+v", got, want)
+	}
+	path := filepath.Join(t.TempDir(), "tenants.json")
+	if err := os.WriteFile(path, []byte(bom+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, Options{}); err != nil {
+		t.Errorf("Load with a BOM: got %v, want no error", err)
+	}
+	if _, err := Parse([]byte(bom+`{"tenants": [`), Options{}); err == nil || !strings.HasPrefix(err.Error(), "line 1, column 14: ") {
+		t.Errorf("syntax error after a BOM: got %v, want it at line 1, column 14", err)
 	}
 }
 
