@@ -48,7 +48,8 @@ type Tenant struct {
 	Encoding string `json:"encoding,omitempty"`
 	// Delimiter is the CSV field delimiter, one character. Default: ",".
 	Delimiter string `json:"delimiter,omitempty"`
-	// ChunkSize is the number of records one Register task sends. Default: 100.
+	// ChunkSize is the number of records one Register task sends: 1 to 1000. Default: 100, when
+	// the field is absent; an explicit 0 is refused (explicitZeros).
 	ChunkSize int `json:"chunkSize,omitempty"`
 	// MaxFieldBytes bounds one CSV field or JSON line. Default: 65,536.
 	MaxFieldBytes int `json:"maxFieldBytes,omitempty"`
@@ -511,7 +512,7 @@ func (t Tenant) check(u unreadable) error {
 		}
 	}
 	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
-		bad("chunkSize", "%d is out of range: use %d to %d records", t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)
+		bad("chunkSize", "%d is out of range: use %d to %d records, or leave it out for %d", t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)
 	}
 	if t.MaxFieldBytes < 1 || t.MaxFieldBytes > 1<<20 {
 		bad("maxFieldBytes", "%d is out of range: use 1 to 1,048,576 bytes", t.MaxFieldBytes)
