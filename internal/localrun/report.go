@@ -69,6 +69,12 @@ type FileReport struct {
 	StartedAt  *time.Time `json:"startedAt"`
 	StoppedAt  *time.Time `json:"stoppedAt"`
 	Records    int64      `json:"records"`
+	// RecordsCountedBy is absent when Records are what the harness saw registered (its sink, or
+	// the tenant's DynamoDB table). When the run registered to --register-url the harness sees no
+	// record: it is "split" when Records is instead the count Split reported for the file (a
+	// succeeded execution's $.split.records), and "none" when no count is known (Records is 0,
+	// shown as "–").
+	RecordsCountedBy string `json:"recordsCountedBy,omitempty"`
 	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
 	// of its segment executions. Each must stay below 25,000.
 	HistoryEvents           int `json:"historyEvents"`
@@ -241,6 +247,8 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr.Records = r.dynamoWritten(fr.ExecutionName)
 				tr.RecordsRegistered += fr.Records
 				total += fr.Records
+			} else if rep.ExternalEndpoint {
+				total += fr.splitCount()
 			}
 			tr.Files = append(tr.Files, fr)
 		}
@@ -263,6 +271,8 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
+				} else if rep.ExternalEndpoint {
+					total += fr.splitCount()
 				}
 				tr.Replays = append(tr.Replays, fr)
 				break
@@ -293,6 +303,50 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	}
 	rep.Violations = r.checkInvariants(rep)
 	return rep, nil
+}
+
+// splitCount makes Split's count the records of a file the harness cannot see registered (an
+// external endpoint), and returns it: 0 when unknown.
+func (f *FileReport) splitCount() int64 {
+	if f.expected < 0 {
+		f.Records, f.RecordsCountedBy = 0, "none"
+		return 0
+	}
+	f.Records, f.RecordsCountedBy = f.expected, "split"
+	return f.expected
+}
+
+// RecordsText is the file's records as the summary and report.html print them: "–" when no
+// count is known.
+func (f FileReport) RecordsText() string {
+	if f.RecordsCountedBy == "none" {
+		return "–"
+	}
+	return fmt.Sprint(f.Records)
+}
+
+// records is the tenant's records as the summary and report.html count them: those registered,
+// plus, for files the harness could not see registered, Split's counts (RecordsCountedBy).
+func (tr *TenantReport) records() int64 {
+	n := tr.RecordsRegistered
+	for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+		if f.RecordsCountedBy == "split" {
+			n += f.Records
+		}
+	}
+	return n
+}
+
+// splitCounted reports whether some file's records are Split's count, not registrations seen.
+func (rep *Report) splitCounted() bool {
+	for _, tr := range rep.Tenants {
+		for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+			if f.RecordsCountedBy != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fillExecution sets what the file's execution e (and its segment executions) tell.

@@ -87,6 +87,9 @@ type htmlReport struct {
 	PerSecond  string
 	Violations []string
 	External   bool
+	// SplitCounted is true when records are Split's counts: the run registered to an external
+	// endpoint, which the harness cannot see.
+	SplitCounted bool
 }
 
 type htmlTick struct {
@@ -218,7 +221,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
 		out.Files += len(files)
 		lane.Files = len(files)
-		out.Records += tr.RecordsRegistered
+		out.Records += tr.records()
 		segs := barRuns(files, tr.Halted)
 		runs := make([]FileReport, len(segs))
 		for i, sg := range segs {
@@ -291,6 +294,10 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			Note: "from a file's stop to the next file's start, for files that were already waiting"}.SVG())
 	}
 	out.Title = fmt.Sprintf("Local run: %d tenants, %d files, %d records", len(ids), out.Files, out.Records)
+	if rep.splitCounted() {
+		out.Title += " (Split's count)"
+		out.SplitCounted = true
+	}
 	return out
 }
 
@@ -370,9 +377,12 @@ func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
 func barTitle(b htmlBar) string {
 	f := b.File
 	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
-		"queued: " + b.Queued + ", running: " + b.Running, fmt.Sprintf("records: %d", f.Records)}
+		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText()}
 	if b.Admission != "" {
 		lines = append(lines, "admission wait: "+b.Admission+" (of the queued time)")
+	}
+	if f.RecordsCountedBy == "split" {
+		lines[len(lines)-1] += " (Split's count)"
 	}
 	if b.Run > 0 {
 		lines = append(lines, fmt.Sprintf("redrive %d", b.Run))
