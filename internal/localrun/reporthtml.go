@@ -17,7 +17,8 @@ import (
 // The HTML report is a picture of one run: each tenant a lane on a shared time axis, each execution
 // of a file a bar, coloured by what became of it. A file's first run is drawn from its upload to its
 // stop, queued time apart from running time; each redrive and replay is a bar of its own, from its
-// start (an operator's, not an upload) to its stop. It is one file with its CSS, script and charts inline, so it opens without a network.
+// start (an operator's, not an upload) to its stop. It is one file with its CSS, script and charts
+// inline, so it opens without a network.
 // html/template escapes every key, error and cause, which may hold anything (<, quotes, Japanese).
 
 //go:embed reporthtml.tmpl
@@ -291,7 +292,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 	if len(all) > 0 {
 		// svgchart escapes every label itself, so its document is safe to inline.
 		out.GapChart = template.HTML(svgchart.StripChart{Title: "Distribution (log scale)", Unit: "s", Log: true, Series: series,
-			Note: "from a file's stop to the next file's start, for files that were already waiting"}.SVG())
+			Note: "from the stop of the execution a waiting file followed to the file's start"}.SVG())
 	}
 	out.Title = fmt.Sprintf("Local run: %d tenants, %d files, %d records", len(ids), out.Files, out.Records)
 	if rep.splitCounted() {
@@ -310,7 +311,8 @@ type barRun struct {
 
 // barRuns splits each redriven file into its runs (FileReport.Runs): the first keeps the file's
 // upload and admission wait, a redrive starts with no queued time, an earlier run shows its own
-// error, and only the last run can be the one its tenant is halted at or an operator skipped. Other files are one bar each.
+// error, and only the last run can be the one its tenant is halted at or an operator skipped.
+// Other files are one bar each.
 func barRuns(files []FileReport, halt *Halt) []barRun {
 	var out []barRun
 	for _, f := range files {
