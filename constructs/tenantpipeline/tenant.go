@@ -21,7 +21,9 @@ type Tenant struct {
 	Encoding string
 	// Delimiter is the CSV field delimiter, one character. Default: ",".
 	Delimiter string
-	// ChunkSize is the number of records one Register task sends. Default: 100.
+	// ChunkSize is the number of records one Register task sends: 1 to 1000. Default: 100, which
+	// zero (the Go zero value) means here; a negative value is refused. A tenants file, which can
+	// tell an absent field from one written as 0, refuses an explicit 0 instead.
 	ChunkSize int
 	// MaxFieldBytes bounds one CSV field or JSON line. Default: 65,536.
 	MaxFieldBytes int

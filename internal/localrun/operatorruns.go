@@ -166,33 +166,40 @@ func redriveViolations(tenant string, files []FileReport) []string {
 	return v
 }
 
-// redriveHistory reads, for a redriven execution, when its own run stopped (the first
-// ExecutionFailed, TimedOut or Aborted event) and when each redrive began (ExecutionRedriven).
-// A stopped execution's answer is kept: its history no longer changes until the next redrive.
-func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) (firstStop *time.Time, redrives []time.Time) {
+// redriveHistory reads, for a redriven execution, each of its runs from its history: the file's own
+// run, from the execution's start to its first ExecutionFailed, TimedOut or Aborted event, then one
+// run per ExecutionRedriven event, to the next stop event (ExecutionSucceeded included). A redriven
+// execution keeps its startDate, and DescribeExecution tells only the last redrive (redriveDate,
+// redriveCount): https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html
+// The history is what names every run. A run still going has no stop.
+func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []ExecutionRun {
 	cacheKey := fmt.Sprintf("%s\x00%d\x00%s", e.ExecutionArn, e.RedriveCount, e.Status)
 	r.mu.Lock()
 	h, ok := r.redriven[cacheKey]
 	r.mu.Unlock()
 	if ok {
-		return h.firstStop, h.redrives
+		return h
 	}
+	runs := []ExecutionRun{{Status: "RUNNING", StartedAt: unixTime(e.StartDate)}}
 	in := &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(e.ExecutionArn), MaxResults: 1000}
 	for {
 		out, err := r.sfn.GetExecutionHistory(ctx, in)
 		if err != nil {
-			return nil, nil
+			return nil
 		}
 		for _, ev := range out.Events {
+			cur := &runs[len(runs)-1]
 			switch ev.Type {
-			case sfntypes.HistoryEventTypeExecutionFailed, sfntypes.HistoryEventTypeExecutionTimedOut, sfntypes.HistoryEventTypeExecutionAborted:
-				if firstStop == nil && ev.Timestamp != nil {
+			case sfntypes.HistoryEventTypeExecutionSucceeded, sfntypes.HistoryEventTypeExecutionFailed,
+				sfntypes.HistoryEventTypeExecutionTimedOut, sfntypes.HistoryEventTypeExecutionAborted:
+				if cur.StoppedAt == nil && ev.Timestamp != nil {
 					t := *ev.Timestamp
-					firstStop = &t
+					cur.StoppedAt, cur.Status = &t, stopStatus[ev.Type]
+					cur.Error, cur.Cause = stopError(ev)
 				}
 			case sfntypes.HistoryEventTypeExecutionRedriven:
 				if ev.Timestamp != nil {
-					redrives = append(redrives, *ev.Timestamp)
+					runs = append(runs, ExecutionRun{Redrive: len(runs), Status: "RUNNING", StartedAt: *ev.Timestamp})
 				}
 			}
 		}
@@ -206,15 +213,35 @@ func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) (firstStop *ti
 		if r.redriven == nil {
 			r.redriven = map[string]redriveTimes{}
 		}
-		r.redriven[cacheKey] = redriveTimes{firstStop, redrives}
+		r.redriven[cacheKey] = runs
 		r.mu.Unlock()
 	}
-	return firstStop, redrives
+	return runs
 }
 
-type redriveTimes struct {
-	firstStop *time.Time
-	redrives  []time.Time
+// redriveTimes are the runs of a redriven execution, as redriveHistory read them (Run.redriven
+// caches them by execution, redrive count and status).
+type redriveTimes = []ExecutionRun
+
+// stopError is the error and cause a stop event of a history carries, if any.
+func stopError(ev sfntypes.HistoryEvent) (errorName, cause string) {
+	switch {
+	case ev.ExecutionFailedEventDetails != nil:
+		return aws.ToString(ev.ExecutionFailedEventDetails.Error), aws.ToString(ev.ExecutionFailedEventDetails.Cause)
+	case ev.ExecutionTimedOutEventDetails != nil:
+		return aws.ToString(ev.ExecutionTimedOutEventDetails.Error), aws.ToString(ev.ExecutionTimedOutEventDetails.Cause)
+	case ev.ExecutionAbortedEventDetails != nil:
+		return aws.ToString(ev.ExecutionAbortedEventDetails.Error), aws.ToString(ev.ExecutionAbortedEventDetails.Cause)
+	}
+	return "", ""
+}
+
+// stopStatus is the execution status each stop event of a history leaves.
+var stopStatus = map[sfntypes.HistoryEventType]string{
+	sfntypes.HistoryEventTypeExecutionSucceeded: "SUCCEEDED",
+	sfntypes.HistoryEventTypeExecutionFailed:    "FAILED",
+	sfntypes.HistoryEventTypeExecutionTimedOut:  "TIMED_OUT",
+	sfntypes.HistoryEventTypeExecutionAborted:   "ABORTED",
 }
 
 func minTime(a, b time.Time) time.Time {

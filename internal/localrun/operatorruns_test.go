@@ -1,10 +1,18 @@
 package localrun
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 )
 
 // TestCheckInvariantsOperatorRuns: the run's own checker counts an operator's replay and a
@@ -107,5 +115,49 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedriveHistoryRuns: the runs of a redriven execution come from its history, each with its
+// own status and times: the first run to the first stop event, each redrive from its
+// ExecutionRedriven event to the next stop (on two pages of history).
+func TestRedriveHistoryRuns(t *testing.T) {
+	pages := []string{
+		`{"events": [{"id": 1, "type": "ExecutionStarted", "timestamp": 1800000000.1},
+			{"id": 2, "type": "ExecutionFailed", "timestamp": 1800000000.2, "executionFailedEventDetails": {"error": "RegisterFailed", "cause": "record 15: 400"}},
+			{"id": 3, "type": "ExecutionRedriven", "timestamp": 1800000001.0}], "nextToken": "p2"}`,
+		`{"events": [{"id": 4, "type": "ExecutionTimedOut", "timestamp": 1800000001.5},
+			{"id": 5, "type": "ExecutionRedriven", "timestamp": 1800000002.0},
+			{"id": 6, "type": "ExecutionSucceeded", "timestamp": 1800000002.25}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var in struct{ NextToken string }
+		json.NewDecoder(req.Body).Decode(&in)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		page := pages[0]
+		if in.NextToken == "p2" {
+			page = pages[1]
+		}
+		io.WriteString(w, page)
+	}))
+	defer srv.Close()
+	r := &Run{sfn: sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
+	at := func(sec float64) *time.Time { x := unixTime(sec); return &x }
+	e := sfnExecution{ExecutionArn: "arn:aws:states:us-east-1:000000000000:execution:m:e1", Status: "SUCCEEDED", StartDate: 1800000000.1, RedriveCount: 2}
+	got := r.redriveHistory(context.Background(), e)
+	want := []ExecutionRun{
+		{Redrive: 0, Status: "FAILED", StartedAt: *at(1800000000.1), StoppedAt: at(1800000000.2), Error: "RegisterFailed", Cause: "record 15: 400"},
+		{Redrive: 1, Status: "TIMED_OUT", StartedAt: *at(1800000001.0), StoppedAt: at(1800000001.5)},
+		{Redrive: 2, Status: "SUCCEEDED", StartedAt: *at(1800000002.0), StoppedAt: at(1800000002.25)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d runs %+v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Redrive != w.Redrive || g.Status != w.Status || g.Error != w.Error || g.Cause != w.Cause ||
+			g.StartedAt.UnixMilli() != w.StartedAt.UnixMilli() || g.StoppedAt == nil || g.StoppedAt.UnixMilli() != w.StoppedAt.UnixMilli() {
+			t.Errorf("run %d: got %+v, want %+v", i, g, w)
+		}
 	}
 }

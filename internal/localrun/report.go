@@ -69,6 +69,12 @@ type FileReport struct {
 	StartedAt  *time.Time `json:"startedAt"`
 	StoppedAt  *time.Time `json:"stoppedAt"`
 	Records    int64      `json:"records"`
+	// RecordsCountedBy is absent when Records are what the harness saw registered (its sink, or
+	// the tenant's DynamoDB table). When the run registered to --register-url the harness sees no
+	// record: it is "split" when Records is instead the count Split reported for the file (a
+	// succeeded execution's $.split.records), and "none" when no count is known (Records is 0,
+	// shown as "–").
+	RecordsCountedBy string `json:"recordsCountedBy,omitempty"`
 	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
 	// of its segment executions. Each must stay below 25,000.
 	HistoryEvents           int `json:"historyEvents"`
@@ -85,6 +91,11 @@ type FileReport struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Replay is true for an entry of TenantReport.Replays.
 	Replay bool `json:"replay,omitempty"`
+	// Runs are the runs of a redriven execution, in order: the file's own (redrive 0), then one per
+	// redrive, each with its own status and times; absent for an execution never redriven, whose
+	// one run is StartedAt to StoppedAt. A redriven execution keeps its start date, so StartedAt to
+	// StoppedAt spans every run and what ran between them.
+	Runs []ExecutionRun `json:"runs,omitempty"`
 	// AdmissionWaitSeconds is the part of the file's queued time it waited for admission: from
 	// its first admission ask to its admission (the controller's "file admitted" line), or the
 	// wait so far while it waits; absent when the file never waited for a gate.
@@ -95,6 +106,30 @@ type FileReport struct {
 	// for a redriven execution (operatorruns.go).
 	firstStop *time.Time
 	redrives  []time.Time
+}
+
+// ExecutionRun is one run of an execution: its first, or a redrive (operatorruns.go).
+type ExecutionRun struct {
+	// Redrive is 0 for the execution's own run, n for its n-th redrive.
+	Redrive   int        `json:"redrive"`
+	Status    string     `json:"status"`
+	StartedAt time.Time  `json:"startedAt"`
+	StoppedAt *time.Time `json:"stoppedAt"`
+	// Error and Cause are those of a run that failed, timed out or was aborted.
+	Error string `json:"error,omitempty"`
+	Cause string `json:"cause,omitempty"`
+}
+
+// runs are the file's executions, in order: its Runs when redriven, else its one execution (none
+// before it started).
+func (f *FileReport) runs() []ExecutionRun {
+	if len(f.Runs) > 0 {
+		return f.Runs
+	}
+	if f.StartedAt == nil {
+		return nil
+	}
+	return []ExecutionRun{{Status: f.Status, StartedAt: *f.StartedAt, StoppedAt: f.StoppedAt}}
 }
 
 // GapStats summarizes inter-file gaps.
@@ -212,6 +247,8 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr.Records = r.dynamoWritten(fr.ExecutionName)
 				tr.RecordsRegistered += fr.Records
 				total += fr.Records
+			} else if rep.ExternalEndpoint {
+				total += fr.splitCount()
 			}
 			tr.Files = append(tr.Files, fr)
 		}
@@ -234,6 +271,8 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
+				} else if rep.ExternalEndpoint {
+					total += fr.splitCount()
 				}
 				tr.Replays = append(tr.Replays, fr)
 				break
@@ -266,6 +305,50 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// splitCount makes Split's count the records of a file the harness cannot see registered (an
+// external endpoint), and returns it: 0 when unknown.
+func (f *FileReport) splitCount() int64 {
+	if f.expected < 0 {
+		f.Records, f.RecordsCountedBy = 0, "none"
+		return 0
+	}
+	f.Records, f.RecordsCountedBy = f.expected, "split"
+	return f.expected
+}
+
+// RecordsText is the file's records as the summary and report.html print them: "–" when no
+// count is known.
+func (f FileReport) RecordsText() string {
+	if f.RecordsCountedBy == "none" {
+		return "–"
+	}
+	return fmt.Sprint(f.Records)
+}
+
+// records is the tenant's records as the summary and report.html count them: those registered,
+// plus, for files the harness could not see registered, Split's counts (RecordsCountedBy).
+func (tr *TenantReport) records() int64 {
+	n := tr.RecordsRegistered
+	for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+		if f.RecordsCountedBy == "split" {
+			n += f.Records
+		}
+	}
+	return n
+}
+
+// splitCounted reports whether some file's records are Split's count, not registrations seen.
+func (rep *Report) splitCounted() bool {
+	for _, tr := range rep.Tenants {
+		for _, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+			if f.RecordsCountedBy != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fillExecution sets what the file's execution e (and its segment executions) tell.
 func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *FileReport, e sfnExecution, segments []sfnExecution) {
 	start := unixTime(e.StartDate)
@@ -281,7 +364,13 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *FileReport, e sf
 		fr.Skipped = r.skipMarked(ctx, t.ID, e.Name)
 	}
 	if e.RedriveCount > 0 {
-		fr.firstStop, fr.redrives = r.redriveHistory(ctx, e)
+		fr.Runs = r.redriveHistory(ctx, e)
+		if len(fr.Runs) > 0 {
+			fr.firstStop = fr.Runs[0].StoppedAt
+		}
+		for _, run := range fr.Runs[min(1, len(fr.Runs)):] {
+			fr.redrives = append(fr.redrives, run.StartedAt)
+		}
 	}
 	if w, ok := r.admissionWaits.of(e.Name); ok && w > 0 {
 		fr.AdmissionWaitSeconds = &w
@@ -305,15 +394,49 @@ func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
 	return err == nil
 }
 
-// Gaps are the tenant's inter-file gaps in seconds, in upload order: from a file's execution
-// stopping to the next file's starting, for next files that were uploaded before that stop (a
-// file uploaded later never waited, so its gap says nothing about the pipeline).
+// Gaps are the tenant's inter-file gaps in seconds, in upload order (gapSpans).
 func (tr *TenantReport) Gaps() []float64 {
 	var gaps []float64
-	for i := 1; i < len(tr.Files); i++ {
-		prev, f := tr.Files[i-1], tr.Files[i]
-		if prev.StoppedAt != nil && f.StartedAt != nil && f.UploadedAt.Before(*prev.StoppedAt) {
-			gaps = append(gaps, f.StartedAt.Sub(*prev.StoppedAt).Seconds())
+	for _, g := range tr.gapSpans() {
+		gaps = append(gaps, g.to.Sub(g.from).Seconds())
+	}
+	return gaps
+}
+
+// gapSpan is one inter-file gap: from the stop of the execution a file waited for to its start.
+type gapSpan struct{ from, to time.Time }
+
+// gapSpans are the tenant's inter-file gaps, in upload order: for each file, from the last stop of
+// any execution of the tenant (a file's run, a redrive or a replay) at or before the file's start,
+// to that start, when the file was uploaded before that stop (a file uploaded later never waited,
+// so its gap says nothing about the pipeline). The stop a gap starts from is never after the start
+// it ends at, so no gap is negative, whatever the runs of a redriven file were.
+func (tr *TenantReport) gapSpans() []gapSpan {
+	type stop struct {
+		at   time.Time
+		file int // the index of the execution's entry: Files, then Replays
+	}
+	var stops []stop
+	for i, f := range append(append([]FileReport(nil), tr.Files...), tr.Replays...) {
+		for _, run := range f.runs() {
+			if run.StoppedAt != nil {
+				stops = append(stops, stop{*run.StoppedAt, i})
+			}
+		}
+	}
+	var gaps []gapSpan
+	for i, f := range tr.Files {
+		if f.StartedAt == nil {
+			continue
+		}
+		var prev *time.Time
+		for j, s := range stops {
+			if s.file != i && !s.at.After(*f.StartedAt) && (prev == nil || s.at.After(*prev)) {
+				prev = &stops[j].at
+			}
+		}
+		if prev != nil && f.UploadedAt.Before(*prev) {
+			gaps = append(gaps, gapSpan{*prev, *f.StartedAt})
 		}
 	}
 	return gaps

@@ -19,6 +19,20 @@ func TestTenantGaps(t *testing.T) {
 		}
 		return f
 	}
+	run := func(start, stop float64) ExecutionRun {
+		r := ExecutionRun{Status: "FAILED", StartedAt: *at(start)}
+		if stop >= 0 {
+			r.StoppedAt = at(stop)
+		}
+		return r
+	}
+	redriven := func(f FileReport, runs ...ExecutionRun) FileReport {
+		for i := range runs {
+			runs[i].Redrive = i
+		}
+		f.Runs, f.RedriveCount = runs, len(runs)-1
+		return f
+	}
 	tests := []struct {
 		name  string
 		files []FileReport
@@ -30,6 +44,13 @@ func TestTenantGaps(t *testing.T) {
 		{"uploaded after the previous stopped: no gap", []FileReport{file(0, 1, 2), file(10, 10.5, 11)}, nil},
 		{"the next still waiting", []FileReport{file(0, 1, 2), file(0, -1, -1)}, nil},
 		{"the previous still running", []FileReport{file(0, 1, -1), file(0, -1, -1)}, nil},
+		// 1.csv fails at 1 s, 2.csv and 3.csv run, the operator's redrive of 1.csv runs from 5 to
+		// 6 s: the execution's stop (6 s) is after 2.csv's start, which gave -4.75 s.
+		{"continue: a redrive after later files", []FileReport{redriven(file(0, 0.5, 6), run(0.5, 1), run(5, 6)), file(0, 1.25, 3), file(0, 3.5, 4)}, []float64{0.25, 0.5}},
+		// A halt tenant: 2.csv waits through the failure and the redrive, and starts after the
+		// redrive's stop, not after the first run's.
+		{"halt: the next file waits for the redrive", []FileReport{redriven(file(0, 0.5, 6), run(0.5, 1), run(5, 6)), file(0, 6.5, 7)}, []float64{0.5}},
+		{"a redrive still running", []FileReport{redriven(file(0, 0.5, -1), run(0.5, 1), run(5, -1)), file(0, 1.25, 3)}, []float64{0.25}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +58,24 @@ func TestTenantGaps(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
+			for _, g := range got {
+				if g < 0 {
+					t.Errorf("got gap %v, want none negative", g)
+				}
+			}
 		})
+	}
+}
+
+// TestTenantGapsReplay: a file waiting behind a replay waits from the replay's stop.
+func TestTenantGapsReplay(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) *time.Time { x := t0.Add(time.Duration(s * float64(time.Second))); return &x }
+	tr := &TenantReport{
+		Files:   []FileReport{{UploadedAt: *at(0), StartedAt: at(0.5), StoppedAt: at(1)}, {UploadedAt: *at(0), StartedAt: at(3.25), StoppedAt: at(4)}},
+		Replays: []FileReport{{UploadedAt: *at(2), StartedAt: at(2), StoppedAt: at(3), Replay: true}},
+	}
+	if got, want := tr.Gaps(), []float64{0.25}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

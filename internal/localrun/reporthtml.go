@@ -14,9 +14,11 @@ import (
 	"github.com/example/tenantpipeline/internal/svgchart"
 )
 
-// The HTML report is a picture of one run: each tenant a lane on a shared time axis, each file a
-// bar from its upload to its stop, queued time apart from running time, coloured by what became of
-// it. It is one file with its CSS, script and charts inline, so it opens without a network.
+// The HTML report is a picture of one run: each tenant a lane on a shared time axis, each execution
+// of a file a bar, coloured by what became of it. A file's first run is drawn from its upload to its
+// stop, queued time apart from running time; each redrive and replay is a bar of its own, from its
+// start (an operator's, not an upload) to its stop. It is one file with its CSS, script and charts
+// inline, so it opens without a network.
 // html/template escapes every key, error and cause, which may hold anything (<, quotes, Japanese).
 
 //go:embed reporthtml.tmpl
@@ -86,6 +88,9 @@ type htmlReport struct {
 	PerSecond  string
 	Violations []string
 	External   bool
+	// SplitCounted is true when records are Split's counts: the run registered to an external
+	// endpoint, which the harness cannot see.
+	SplitCounted bool
 }
 
 type htmlTick struct {
@@ -98,15 +103,21 @@ type htmlLane struct {
 	// Pool is the pool of a pooled tenant; a silo tenant's lane is shown as before.
 	Pool   string
 	Height int
+	// Files counts the tenant's files and replays; Bars has one more per redrive.
+	Files  int
 	Bars   []htmlBar
 	Gaps   []htmlGap
 	Halted bool
 }
 
 type htmlBar struct {
+	// File is the file as this bar's execution left it: a redrive's bar has the redrive's status
+	// and times.
 	File    FileReport
 	Kind    string
 	Started bool
+	// Run is 0 for the file's own run, n for its n-th redrive.
+	Run int
 	// StartMs is the upload (a replay's start), RunStartMs the execution's start and StopMs its
 	// stop (or the report's end), in ms from the first upload.
 	StartMs, RunStartMs, StopMs int64
@@ -210,9 +221,16 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 		}
 		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
 		out.Files += len(files)
-		out.Records += tr.RecordsRegistered
-		tracks := queuedTracks(files, end)
-		for i, f := range files {
+		lane.Files = len(files)
+		out.Records += tr.records()
+		segs := barRuns(files, tr.Halted)
+		runs := make([]FileReport, len(segs))
+		for i, sg := range segs {
+			runs[i] = sg.file
+		}
+		tracks := queuedTracks(runs, end)
+		for i, sg := range segs {
+			f := sg.file
 			stop := end
 			if f.StoppedAt != nil {
 				stop = *f.StoppedAt
@@ -223,7 +241,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			}
 			whole := stop.Sub(f.UploadedAt)
 			b := htmlBar{
-				File: f, Kind: fileKind(f, tr.Halted), Started: f.StartedAt != nil,
+				File: f, Kind: fileKind(f, sg.halt), Started: f.StartedAt != nil, Run: sg.run,
 				StartMs: ms(f.UploadedAt), RunStartMs: ms(runStart), StopMs: ms(stop),
 				Left: pct(f.UploadedAt.Sub(origin), span), Width: pct(whole, span),
 				QueuedWidth: pct(runStart.Sub(f.UploadedAt), whole), RunLeft: pct(runStart.Sub(f.UploadedAt), whole),
@@ -246,20 +264,18 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			if f.Replay {
 				b.Queued = "- (a replay: queued as a control message)"
 			}
+			if sg.run > 0 {
+				b.Queued = "- (a redrive: started by an operator)"
+			}
 			b.Title = barTitle(b)
 			lane.Bars = append(lane.Bars, b)
 			lane.Height = max(lane.Height, queuedTop+(tracks[i]+1)*queuedStride+2)
 		}
-		// The gaps drawn are the ones counted: between a file's stop and the next file's start,
-		// when the next was waiting already.
-		for i := 1; i < len(tr.Files); i++ {
-			prev, f := tr.Files[i-1], tr.Files[i]
-			if prev.StoppedAt != nil && f.StartedAt != nil && f.UploadedAt.Before(*prev.StoppedAt) {
-				lane.Gaps = append(lane.Gaps, htmlGap{
-					Left: pct(prev.StoppedAt.Sub(origin), span), Width: pct(f.StartedAt.Sub(*prev.StoppedAt), span),
-					Seconds: seconds(f.StartedAt.Sub(*prev.StoppedAt)),
-				})
-			}
+		// The gaps drawn are the ones counted (TenantReport.gapSpans).
+		for _, g := range tr.gapSpans() {
+			lane.Gaps = append(lane.Gaps, htmlGap{
+				Left: pct(g.from.Sub(origin), span), Width: pct(g.to.Sub(g.from), span), Seconds: seconds(g.to.Sub(g.from)),
+			})
 		}
 		lane.Height = max(lane.Height, queuedTop+queuedStride+2)
 		out.Lanes = append(out.Lanes, lane)
@@ -276,9 +292,48 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 	if len(all) > 0 {
 		// svgchart escapes every label itself, so its document is safe to inline.
 		out.GapChart = template.HTML(svgchart.StripChart{Title: "Distribution (log scale)", Unit: "s", Log: true, Series: series,
-			Note: "from a file's stop to the next file's start, for files that were already waiting"}.SVG())
+			Note: "from the stop of the execution a waiting file followed to the file's start"}.SVG())
 	}
 	out.Title = fmt.Sprintf("Local run: %d tenants, %d files, %d records", len(ids), out.Files, out.Records)
+	if rep.splitCounted() {
+		out.Title += " (Split's count)"
+		out.SplitCounted = true
+	}
+	return out
+}
+
+// barRun is one bar: a file as one of its executions left it, and the halt that can colour it.
+type barRun struct {
+	file FileReport
+	run  int
+	halt *Halt
+}
+
+// barRuns splits each redriven file into its runs (FileReport.Runs): the first keeps the file's
+// upload and admission wait, a redrive starts with no queued time, an earlier run shows its own
+// error, and only the last run can be the one its tenant is halted at or an operator skipped.
+// Other files are one bar each.
+func barRuns(files []FileReport, halt *Halt) []barRun {
+	var out []barRun
+	for _, f := range files {
+		if len(f.Runs) == 0 {
+			out = append(out, barRun{file: f, halt: halt})
+			continue
+		}
+		for n, run := range f.Runs {
+			b := f
+			b.Status, b.StartedAt, b.StoppedAt, b.RedriveCount = run.Status, &run.StartedAt, run.StoppedAt, run.Redrive
+			b.Runs = nil
+			h := halt
+			if n > 0 {
+				b.UploadedAt, b.AdmissionWaitSeconds = run.StartedAt, nil
+			}
+			if n < len(f.Runs)-1 {
+				b.Skipped, b.Error, b.Cause, h = false, run.Error, run.Cause, nil
+			}
+			out = append(out, barRun{file: b, run: run.Redrive, halt: h})
+		}
+	}
 	return out
 }
 
@@ -324,11 +379,16 @@ func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
 func barTitle(b htmlBar) string {
 	f := b.File
 	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
-		"queued: " + b.Queued + ", running: " + b.Running, fmt.Sprintf("records: %d", f.Records)}
+		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText()}
 	if b.Admission != "" {
 		lines = append(lines, "admission wait: "+b.Admission+" (of the queued time)")
 	}
-	if f.RedriveCount > 0 {
+	if f.RecordsCountedBy == "split" {
+		lines[len(lines)-1] += " (Split's count)"
+	}
+	if b.Run > 0 {
+		lines = append(lines, fmt.Sprintf("redrive %d", b.Run))
+	} else if f.RedriveCount > 0 {
 		lines = append(lines, fmt.Sprintf("redriven: %d time(s)", f.RedriveCount))
 	}
 	if f.Error != "" {

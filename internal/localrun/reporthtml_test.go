@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -450,4 +451,99 @@ not json, admission
 			t.Errorf("%s: got %v, %v, want %v, %v", tc.execution, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// TestWriteHTMLRedrive: a redriven file is one bar per execution (its own run, then each
+// redrive), each with its own status; no two bars of a lane run at once, and no gap is negative,
+// whether the redrive came after later files (continue) or the tenant waited for it (halt).
+func TestWriteHTMLRedrive(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) *time.Time { x := t0.Add(time.Duration(ms) * time.Millisecond); return &x }
+	file := func(key string, up, start, stop int) FileReport {
+		return FileReport{Key: key, ExecutionName: "exec-" + key, Status: "SUCCEEDED", UploadedAt: *at(up), StartedAt: at(start), StoppedAt: at(stop), Records: 10}
+	}
+	run := func(n int, status string, start, stop int) ExecutionRun {
+		r := ExecutionRun{Redrive: n, Status: status, StartedAt: *at(start), StoppedAt: at(stop)}
+		if status == "FAILED" {
+			r.Error = "RegisterFailed"
+		}
+		return r
+	}
+	// cont: 1.csv fails at 200 ms, 2.csv and 3.csv run, then the operator's redrive of 1.csv.
+	cont1 := file("1.csv", 0, 100, 1200)
+	cont1.Runs, cont1.RedriveCount = []ExecutionRun{run(0, "FAILED", 100, 200), run(1, "SUCCEEDED", 1000, 1200)}, 1
+	// halt: 1.csv fails, its first redrive fails again and the tenant stays halted at it; 2.csv waits.
+	halt1 := file("1.csv", 0, 100, 1100)
+	halt1.Status, halt1.Error = "FAILED", "RegisterFailed"
+	halt1.Runs, halt1.RedriveCount = []ExecutionRun{run(0, "FAILED", 100, 200), run(1, "FAILED", 1000, 1100)}, 1
+	waiting := FileReport{Key: "2.csv", Status: "WAITING", UploadedAt: *at(0)}
+	// redone: 1.csv fails, its redrive succeeds, and 2.csv, waiting meanwhile, runs after it.
+	redone1 := file("1.csv", 0, 100, 1100)
+	redone1.Runs, redone1.RedriveCount = []ExecutionRun{run(0, "FAILED", 100, 200), run(1, "SUCCEEDED", 1000, 1100)}, 1
+	rep := &Report{Tenants: map[string]*TenantReport{
+		"cont":   {Files: []FileReport{cont1, file("2.csv", 0, 300, 500), file("3.csv", 0, 600, 800)}},
+		"halt":   {Files: []FileReport{halt1, waiting}, Halted: &Halt{Key: "1.csv", ExecutionName: halt1.ExecutionName, Status: "FAILED"}},
+		"redone": {Files: []FileReport{redone1, file("2.csv", 0, 1150, 1300)}},
+	}}
+	ids := []string{"cont", "halt", "redone"}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, rep, ids, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, buf.Bytes())
+
+	type seg struct {
+		run, status, kind, err string
+		span                   barSpan
+	}
+	want := map[string][]seg{ // the bars of 1.csv, in order
+		"cont":   {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "SUCCEEDED", kindRedriven, "", barSpan{1000, 1000, 1200, true}}},
+		"halt":   {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "FAILED", kindHalted, "RegisterFailed", barSpan{1000, 1000, 1100, true}}},
+		"redone": {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "SUCCEEDED", kindRedriven, "", barSpan{1000, 1000, 1100, true}}},
+	}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			var got []seg
+			for _, b := range lanes.bars[id] {
+				if b.attrs["data-key"] == "1.csv" {
+					got = append(got, seg{b.attrs["data-run"], b.attrs["data-status"], b.attrs["data-kind"], b.attrs["data-error"], spanOf(t, b)})
+				}
+			}
+			if !reflect.DeepEqual(got, want[id]) {
+				t.Errorf("1.csv bars: got %+v, want one per execution: %+v", got, want[id])
+			}
+			if n, files := len(lanes.bars[id]), len(rep.Tenants[id].Files); n != files+1 {
+				t.Errorf("bars: got %d, want %d (one per file, one more for the redrive)", n, files+1)
+			}
+			if o := runningOverlaps(t, lanes.bars[id]); len(o) > 0 {
+				t.Errorf("running parts overlap: %v", o)
+			}
+		})
+	}
+
+	t.Run("no gap is negative", func(t *testing.T) {
+		// cont: 2.csv waited 100 ms for 1.csv's first run, 3.csv 100 ms for 2.csv; redone: 2.csv
+		// waited 50 ms for the redrive. halt: 2.csv never started.
+		wantRows := map[string]string{"cont": "2|0.100 s|0.100 s", "halt": "0|-|-", "redone": "1|0.050 s|0.050 s", "all tenants": "3|0.050 s|0.083 s"}
+		for i, e := range els {
+			if e.name != "tr" || e.attrs["data-tenant"] == "" {
+				continue
+			}
+			var cells []string
+			for _, c := range els[i+1 : i+7] {
+				cells = append(cells, strings.TrimSpace(c.text))
+				if strings.HasPrefix(strings.TrimSpace(c.text), "-0") || strings.Contains(c.text, " -") {
+					t.Errorf("gap row %s: got %q, want no negative value", e.attrs["data-tenant"], c.text)
+				}
+			}
+			if got := strings.Join(cells[1:4], "|"); got != wantRows[e.attrs["data-tenant"]] {
+				t.Errorf("gap row %s (n|min|mean): got %s, want %s", e.attrs["data-tenant"], got, wantRows[e.attrs["data-tenant"]])
+			}
+		}
+		for _, e := range els {
+			if e.hasClass("gap") && strings.Contains(e.attrs["style"], "width: -") {
+				t.Errorf("gap mark %q: got a negative width", e.attrs["style"])
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -135,6 +136,7 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 		if f := fileOf(t, rep, "cont", "1.csv"); f.RedriveCount != 1 || f.Records != 40 {
 			t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
 		}
+		redriveDrawn(t, r, rep, "cont", in+"1.csv", []string{"FAILED", "SUCCEEDED"})
 		var lastOther time.Time
 		var firstRedriven time.Time
 		for _, rec := range r.Sink.Registered("cont") {
@@ -205,4 +207,41 @@ func TestScenarioOpsReplay(t *testing.T) {
 			t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
 		}
 	})
+}
+
+// redriveDrawn checks a real report after a redrive: the redriven file is one bar per execution
+// in report.html, with the statuses want, the tenant's bars never run at once, and no gap, in
+// the page or in report.json, is negative.
+func redriveDrawn(t *testing.T, r *Run, rep *Report, tenant, key string, want []string) {
+	t.Helper()
+	if g := rep.InterFileGapSecond; g.N > 0 && (g.Mean < 0 || g.Max < 0) {
+		t.Errorf("interFileGapSeconds: got %+v, want no negative gap", g)
+	}
+	for _, g := range rep.Tenants[tenant].Gaps() {
+		if g < 0 {
+			t.Errorf("%s: got gap %v s, want none negative", tenant, g)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, b.Bytes())
+	var got []string
+	for _, bar := range lanes.bars[tenant] {
+		if bar.attrs["data-key"] == key {
+			got = append(got, bar.attrs["data-status"])
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s bars: got statuses %v, want one bar per execution: %v", key, got, want)
+	}
+	if o := runningOverlaps(t, lanes.bars[tenant]); len(o) > 0 {
+		t.Errorf("%s: bars run at once: %v", tenant, o)
+	}
+	for _, e := range els {
+		if e.hasClass("gap") && strings.Contains(e.attrs["style"], "width: -") {
+			t.Errorf("gap mark %q: got a negative width", e.attrs["style"])
+		}
+	}
 }

@@ -204,3 +204,71 @@ func TestSummaryThrottlesAndSinkInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsExternalEndpoint: with --register-url the harness sees no record, so each file shows
+// the records Split counted (a succeeded execution's output), "–" when there is no count, and
+// the summary, the progress line and report.html say the counts are Split's; never "0 records".
+func TestRecordsExternalEndpoint(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := FileReport{Key: "inbox/acme/a.csv", Status: "SUCCEEDED", UploadedAt: t0, StartedAt: &t0, StoppedAt: &t0, expected: 250}
+	failed := FileReport{Key: "inbox/acme/b.csv", Status: "FAILED", UploadedAt: t0, StartedAt: &t0, StoppedAt: &t0, expected: -1}
+	var total int64
+	for _, f := range []*FileReport{&done, &failed} {
+		total += f.splitCount()
+	}
+	if done.Records != 250 || done.RecordsCountedBy != "split" || failed.Records != 0 || failed.RecordsCountedBy != "none" || total != 250 {
+		t.Fatalf("got a.csv %d by %q, b.csv %d by %q, total %d; want 250 by split, 0 by none, 250",
+			done.Records, done.RecordsCountedBy, failed.Records, failed.RecordsCountedBy, total)
+	}
+	rep := &Report{Tenants: map[string]*TenantReport{"acme": {Files: []FileReport{done, failed}}}, Violations: []string{}, ExternalEndpoint: true}
+	ids := []string{"acme"}
+
+	var b bytes.Buffer
+	WriteSummary(&b, rep, ids)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "acme" {
+			rows[f[1]] = f
+		}
+	}
+	if got := rows["inbox/acme/a.csv"]; len(got) < 4 || got[3] != "250" {
+		t.Errorf("summary row of a.csv: got %v, want RECORDS 250", got)
+	}
+	if got := rows["inbox/acme/b.csv"]; len(got) < 4 || got[3] != "–" {
+		t.Errorf("summary row of b.csv: got %v, want RECORDS –", got)
+	}
+	if !strings.Contains(b.String(), "RECORDS: the records Split counted") {
+		t.Errorf("summary: got %q, want it to say the counts are Split's", b.String())
+	}
+	if got, want := ProgressLine(rep, ids), "acme 2/2 done 1 failed, 250 records (Split's count)"; got != want {
+		t.Errorf("progress: got %q, want %q", got, want)
+	}
+
+	var page bytes.Buffer
+	if err := WriteHTML(&page, rep, ids, t0); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, page.Bytes())
+	got := map[string]string{}
+	for _, bar := range lanes.bars["acme"] {
+		got[bar.attrs["data-key"]] = bar.attrs["data-records"]
+	}
+	if got["inbox/acme/a.csv"] != "250" || got["inbox/acme/b.csv"] != "–" {
+		t.Errorf("data-records: got %v, want a.csv 250, b.csv –", got)
+	}
+	for _, e := range els {
+		if e.name == "title" && e.text != "Local run: 1 tenants, 2 files, 250 records (Split's count)" {
+			t.Errorf("title: got %q, want 250 records, Split's count", e.text)
+		}
+	}
+
+	t.Run("the embedded sink: as counted", func(t *testing.T) {
+		seen := FileReport{Key: "inbox/acme/a.csv", Status: "SUCCEEDED", Records: 250, expected: 250}
+		rep := &Report{Tenants: map[string]*TenantReport{"acme": {Files: []FileReport{seen}, RecordsRegistered: 250}}, Violations: []string{}}
+		var b bytes.Buffer
+		WriteSummary(&b, rep, ids)
+		if strings.Contains(b.String(), "Split") || ProgressLine(rep, ids) != "acme 1/1 done, 250 records" {
+			t.Errorf("got %q and %q, want the sink's count, no mention of Split", b.String(), ProgressLine(rep, ids))
+		}
+	})
+}

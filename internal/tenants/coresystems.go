@@ -193,8 +193,9 @@ func (t Tenant) checkAdmission(bad func(field, format string, args ...any)) {
 	}
 }
 
-// explicitZeros refuses a weight or maxRecordsPerSecond written as 0, which reading alone cannot
-// tell from an absent one (the default). u gains the fields it reports.
+// explicitZeros refuses a chunkSize, weight or maxRecordsPerSecond written as 0, which reading alone
+// cannot tell from an absent one (the default). u gains the fields it reports. A negative value is
+// the range checks' (validate, checkAdmission).
 func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) []error {
 	var errs []error
 	for _, z := range []struct {
@@ -202,6 +203,7 @@ func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) [
 		zero  bool
 		fix   string
 	}{
+		{"chunkSize", t.ChunkSize == 0, fmt.Sprintf("use %d to %d records, or leave it out for %d", pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)},
 		{"weight", t.Weight == 0, fmt.Sprintf("use %d to %d, or leave it out for %d", pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)},
 		{"maxRecordsPerSecond", t.MaxRecordsPerSecond == 0, "use a rate above 0, or leave it out for no limit of the tenant's own"},
 	} {

@@ -48,7 +48,8 @@ type Tenant struct {
 	Encoding string `json:"encoding,omitempty"`
 	// Delimiter is the CSV field delimiter, one character. Default: ",".
 	Delimiter string `json:"delimiter,omitempty"`
-	// ChunkSize is the number of records one Register task sends. Default: 100.
+	// ChunkSize is the number of records one Register task sends: 1 to 1000. Default: 100, when
+	// the field is absent; an explicit 0 is refused (explicitZeros).
 	ChunkSize int `json:"chunkSize,omitempty"`
 	// MaxFieldBytes bounds one CSV field or JSON line. Default: 65,536.
 	MaxFieldBytes int `json:"maxFieldBytes,omitempty"`
@@ -143,10 +144,15 @@ func Load(path string, o Options) (*File, error) {
 	return f, nil
 }
 
-// Parse decodes a tenants file, fills in defaults and validates it. Unknown fields are errors, but
+// Parse decodes a tenants file (UTF-8, with or without a byte order mark), fills in defaults and
+// validates it. Unknown fields are errors, but
 // they do not stop the check: every problem of every tenant is reported at once. A JSON syntax
 // error is the one exception, reported alone with its line and column.
 func Parse(b []byte, o Options) (*File, error) {
+	// Editors on Windows (Notepad among them) may save UTF-8 with a byte order mark, which
+	// encoding/json refuses as "invalid character 'ï'". RFC 8259, section 8.1, lets a parser
+	// ignore it: https://www.rfc-editor.org/rfc/rfc8259#section-8.1
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, jsonError(b, err)
@@ -506,7 +512,7 @@ func (t Tenant) check(u unreadable) error {
 		}
 	}
 	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
-		bad("chunkSize", "%d is out of range: use %d to %d records", t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)
+		bad("chunkSize", "%d is out of range: use %d to %d records, or leave it out for %d", t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)
 	}
 	if t.MaxFieldBytes < 1 || t.MaxFieldBytes > 1<<20 {
 		bad("maxFieldBytes", "%d is out of range: use 1 to 1,048,576 bytes", t.MaxFieldBytes)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestParseRejects(t *testing.T) {
 		{"overlapping prefixes", `{"tenants": [{"id": "acme", "prefix": "in/"}, {"id": "globex", "prefix": "in/globex/"}]}`,
 			[]string{`tenant "globex": prefix: "in/globex/" overlaps tenant "acme"'s prefix "in/"`}},
 		{"same prefix", `{"tenants": [{"id": "a", "prefix": "in/x/"}, {"id": "b", "prefix": "in/x/"}]}`, []string{`tenant "b": prefix`}},
-		{"chunk size zero is default, negative rejected", `{"tenants": [{"id": "acme", "chunkSize": -1}]}`, []string{`tenant "acme": chunkSize: -1 is out of range: use 1 to 1000`}},
+		{"chunk size negative", `{"tenants": [{"id": "acme", "chunkSize": -1}]}`, []string{`tenant "acme": chunkSize: -1 is out of range: use 1 to 1000 records, or leave it out for 100`}},
 		{"chunk size too big", `{"tenants": [{"id": "acme", "chunkSize": 1001}]}`, []string{`chunkSize: 1001 is out of range`}},
 		{"format", `{"tenants": [{"id": "acme", "format": "xml"}]}`, []string{`format: "xml" is invalid`}},
 		{"encoding", `{"tenants": [{"id": "acme", "encoding": "sjis"}]}`, []string{`encoding: "sjis" is invalid: use "utf-8" or "cp932"`}},
@@ -215,11 +216,15 @@ func TestParseOneMistakeOneMessage(t *testing.T) {
 			[]string{`tenants[0] ("acme"): dynamodb.key: got JSON string, want an array`}},
 		{"id of the wrong type", `{"id": 7, ` + url + `}`, []string{`tenants[0]: id: got JSON number, want a string`}},
 		{"id of the wrong type, its problems named by position", `{"id": 7, "chunkSize": 0}, {"id": true, "chunkSize": -1}`,
-			[]string{`tenants[0]: id: got JSON number, want a string`, `tenants[1]: id: got JSON bool, want a string`,
+			[]string{`tenants[0]: id: got JSON number, want a string`, `tenants[0]: chunkSize: 0 is out of range`, `tenants[1]: id: got JSON bool, want a string`,
 				`tenants[1]: chunkSize: -1 is out of range`, `tenants[0]: registerUrl: missing`, `tenants[1]: registerUrl: missing`}},
 		{"no id", `{` + url + `}`, []string{`tenant "": id: "" is invalid`}},
 		{"duplicate id", `{"id": "acme", ` + url + `}, {"id": "acme", ` + url + `}`,
 			[]string{`tenant "acme": id: duplicate of tenants[0]; ids must be unique`}},
+		{"explicit chunkSize 0", `{"id": "acme", "chunkSize": 0, ` + url + `}`,
+			[]string{`tenant "acme": chunkSize: 0 is out of range: use 1 to 1000 records, or leave it out for 100`}},
+		{"explicit chunkSize 0 of a tenant with other problems", `{"id": "acme", "chunkSize": 0, "format": "xml", ` + url + `}`,
+			[]string{`tenant "acme": chunkSize: 0 is out of range`, `tenant "acme": format: "xml" is invalid`}},
 		{"misspelt registerUrl", `{"id": "acme", "registerurl": "https://core.example.com/r"}`,
 			[]string{`tenants[0] ("acme"): unknown field "registerurl" (did you mean "registerUrl"?)`}},
 		{"two values of the wrong type", `{"id": "acme", "chunkSize": "5", "format": 5, ` + url + `}`,
@@ -239,6 +244,34 @@ func TestParseOneMistakeOneMessage(t *testing.T) {
 				t.Errorf("got %d messages:\n%s\nwant %d, starting with:\n%s", len(got), err, len(tc.want), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestParseByteOrderMark: a tenants file saved as UTF-8 with a byte order mark reads as the same
+// file without one, and a syntax error after the mark is still placed by the characters a reader sees.
+func TestParseByteOrderMark(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	const body = `{"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/r"}]}`
+	want, err := Parse([]byte(body), Options{})
+	if err != nil {
+		t.Fatalf("Parse without a BOM: %v", err)
+	}
+	got, err := Parse([]byte(bom+body), Options{})
+	if err != nil {
+		t.Fatalf("Parse with a BOM: got %v, want no error", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with a BOM: got %+v, want %+v", got, want)
+	}
+	path := filepath.Join(t.TempDir(), "tenants.json")
+	if err := os.WriteFile(path, []byte(bom+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, Options{}); err != nil {
+		t.Errorf("Load with a BOM: got %v, want no error", err)
+	}
+	if _, err := Parse([]byte(bom+`{"tenants": [`), Options{}); err == nil || !strings.HasPrefix(err.Error(), "line 1, column 14: ") {
+		t.Errorf("syntax error after a BOM: got %v, want it at line 1, column 14", err)
 	}
 }
 
