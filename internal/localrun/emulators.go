@@ -71,7 +71,7 @@ func startNode(ctx context.Context, node, script string, args []string, logs io.
 		return nil, fmt.Errorf("%s did not start within 30s", script)
 	case <-ctx.Done():
 		p.Close()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("start %s: %w", script, ctx.Err())
 	}
 }
 

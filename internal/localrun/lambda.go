@@ -716,6 +716,10 @@ func goBuild(ctx context.Context, moduleRoot, pkg, outDir string) (string, error
 	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// Killed because the caller's time ran out: say so, not "signal: killed".
+			return "", fmt.Errorf("go build %s: %w", pkg, ctx.Err())
+		}
 		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, stderr.String())
 	}
 	return out, nil
