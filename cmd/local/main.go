@@ -341,6 +341,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		wait.UntilInterrupted, waitCtx = true, ctx
 	}
 	waitErr := r.Wait(waitCtx, stdout, wait)
+	if ctx.Err() != nil {
+		// The emulators are in process groups of their own (the terminal's Ctrl-C reached the
+		// runner only), so they still answer the last snapshot.
+		fmt.Fprintln(stdout, "interrupted: writing the summary and the report, then stopping the emulators")
+	}
 	rep, err := r.Snapshot(context.Background())
 	if err != nil {
 		return fail(err)

@@ -33,6 +33,7 @@ type nodeProcess struct {
 
 func startNode(ctx context.Context, node, script string, args []string, logs io.Writer) (*nodeProcess, error) {
 	cmd := exec.Command(node, append([]string{"--no-warnings", script}, args...)...)
+	cmd.SysProcAttr = ownProcessGroup()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

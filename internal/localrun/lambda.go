@@ -467,6 +467,7 @@ func (f *Function) start() (*instance, error) {
 	go inst.srv.Serve(ln)
 
 	cmd := exec.Command(f.Binary)
+	cmd.SysProcAttr = ownProcessGroup()
 	cmd.Env = append(append([]string{}, f.Env...),
 		"AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(),
 		"AWS_LAMBDA_FUNCTION_NAME="+f.Name,
