@@ -52,10 +52,14 @@ func TestSetupTimeout(t *testing.T) {
 		alive        bool     // each step's context is alive after outlasting --timeout, its deadline --setup-timeout's
 	}{
 		{
-			name:    "the pipeline timeout does not run during setup",
-			args:    []string{"--timeout", "1ms", "--setup-timeout", "1h"},
-			synth:   func(st *stepState) func(context.Context) error { return func(ctx context.Context) error { observe(ctx, st); return nil } },
-			start:   func(st *stepState) func(context.Context) error { return func(ctx context.Context) error { observe(ctx, st); return stop } },
+			name: "the pipeline timeout does not run during setup",
+			args: []string{"--timeout", "1ms", "--setup-timeout", "1h"},
+			synth: func(st *stepState) func(context.Context) error {
+				return func(ctx context.Context) error { observe(ctx, st); return nil }
+			},
+			start: func(st *stepState) func(context.Context) error {
+				return func(ctx context.Context) error { observe(ctx, st); return stop }
+			},
 			want:    exitFailed,
 			wantErr: []string{stop.Error()},
 			alive:   true,
@@ -77,9 +81,11 @@ func TestSetupTimeout(t *testing.T) {
 			wantErr: []string{"local: go build lambdas/register: context deadline exceeded\n", "ran out of --setup-timeout 10ms"},
 		},
 		{
-			name:    "a step that fails otherwise is exit 1",
-			args:    []string{"--setup-timeout", "1h"},
-			synth:   func(*stepState) func(context.Context) error { return func(context.Context) error { return errors.New("cdk synth: bad app") } },
+			name: "a step that fails otherwise is exit 1",
+			args: []string{"--setup-timeout", "1h"},
+			synth: func(*stepState) func(context.Context) error {
+				return func(context.Context) error { return errors.New("cdk synth: bad app") }
+			},
 			start:   func(*stepState) func(context.Context) error { return func(context.Context) error { return stop } },
 			want:    exitFailed,
 			wantErr: []string{"local: cdk synth: bad app\n"},
