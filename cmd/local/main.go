@@ -372,8 +372,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// writeReports writes the JSON report to path and its picture, the HTML report, beside it.
+// writeReports writes the JSON report to path and its picture, the HTML report, beside it, making
+// the report's directory if need be (--work may put the run elsewhere than .build/local).
 func writeReports(path string, rep *localrun.Report, ids []string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return err

@@ -144,6 +144,7 @@ func TestWriteReportsBesideEachOther(t *testing.T) {
 	rep := &localrun.Report{Tenants: map[string]*localrun.TenantReport{
 		"acme": {Files: []localrun.FileReport{{Key: "inbox/acme/a.csv", Status: "WAITING", UploadedAt: at}}},
 	}, Violations: []string{}}
+	dir = filepath.Join(dir, "not", "yet")
 	if err := writeReports(filepath.Join(dir, "report.json"), rep, []string{"acme"}); err != nil {
 		t.Fatal(err)
 	}
