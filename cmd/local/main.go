@@ -1,14 +1,16 @@
 // Command local runs the synthesized tenant pipeline end to end on this machine, with emulators
 // on loopback and the real Lambda handlers; docs/local-run.md describes it and its flags.
 //
-//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE.json] [--timeout 10m]
+//	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE.json] [--timeout 10m] [--setup-timeout 30m]
 //	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form] [--sequencers per-key|global]
 //	go run ./cmd/local --serve --env-file FILE [--tenants FILE] [--inbox DIR] [--register-url URL]
 //
 // Exit status (build it into .build/ and run the binary to see it; `go run` prints its own):
 // 0 every upload drained and every invariant held; 1 an invariant broke, the run failed, or (with
-// --fail-on-failed-files) a file failed; 2 bad usage; 3 not drained by --timeout; 4 every tenant
-// drained or halted, and at least one halted (the halt is printed with the pipectl commands).
+// --fail-on-failed-files) a file failed; 2 bad usage; 3 not drained by --timeout, or synth and the
+// builds not done by --setup-timeout; 4 every tenant drained or halted, and at least one halted (the
+// halt is printed with the pipectl commands). Interrupted (SIGINT, SIGTERM), the runner finishes its
+// summary and report before it stops the emulators; --serve then exits 0 (1 if an invariant broke).
 package main
 
 import (
@@ -49,14 +51,25 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	go func() {
+		// The first Ctrl-C ends the run in order (summary, report, then the emulators); the
+		// signals are then let go, so a second one stops the runner at once.
+		<-ctx.Done()
+		stop()
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// The slow steps of the start-up, under --setup-timeout; tests replace them.
+var (
+	synthApp = localrun.Synth
+	startRun = localrun.Start
+)
 
 // options are the checked flags.
 type options struct {
 	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile, sequencers string
-	timeout, haltedRecheck, heartbeat, sinkLatency                                             time.Duration
+	timeout, setupTimeout, haltedRecheck, heartbeat, sinkLatency                               time.Duration
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
 	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
@@ -84,6 +97,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.registerURL, "register-url", "", "core-system endpoint every tenant registers to (default: an embedded sink that checks order and idempotency)")
 	fs.StringVar(&o.report, "report", "", "write the JSON report to this file, and its HTML picture beside it (.json replaced by .html)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "exit 3 if the pipeline has not drained by then (not with --serve)")
+	fs.DurationVar(&o.setupTimeout, "setup-timeout", 30*time.Minute, "exit 3 if synth, the Lambda builds and the emulators' start have not finished by then (--timeout counts from the upload on)")
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
 	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
@@ -150,6 +164,10 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case !(o.asyncRetryScale > 0):
 		return nil, usagef("--async-retry-scale %g: want more than 0", o.asyncRetryScale)
+	case o.timeout <= 0:
+		return nil, usagef("--timeout %s: want more than 0", o.timeout)
+	case o.setupTimeout <= 0:
+		return nil, usagef("--setup-timeout %s: want more than 0", o.setupTimeout)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
 		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
 	}
@@ -231,8 +249,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "local:", err)
 		return exitFailed
 	}
-	startCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
+	// Synth and the builds have their own limit: on a busy machine they alone can take longer than
+	// a whole run. --timeout counts from the upload on.
+	setupCtx, cancelSetup := context.WithTimeout(ctx, o.setupTimeout)
+	defer cancelSetup()
+	setupFailed := func(err error) int {
+		if errors.Is(err, context.DeadlineExceeded) && errors.Is(setupCtx.Err(), context.DeadlineExceeded) {
+			fmt.Fprintln(stderr, "local:", err)
+			fmt.Fprintf(stderr, "local: synth and the builds ran out of --setup-timeout %s (--timeout counts only from the upload on); raise it, e.g. --setup-timeout %s\n", o.setupTimeout, 2*o.setupTimeout)
+			return exitTimeout
+		}
+		return fail(err)
+	}
 
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		return fail(err)
@@ -249,8 +277,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app; the first run compiles it, which takes minutes) ...\n", o.tenants)
 		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
 		os.Setenv(tenants.EnvRegisterURL, cmp.Or(o.registerURL, localRegisterURL))
-		if err := phase(startCtx, stdout, "synthesizing", func(ctx context.Context) error { return localrun.Synth(ctx, o.root, o.tenants, o.assembly, nil) }); err != nil {
-			return fail(err)
+		if err := phase(setupCtx, stdout, "synthesizing", func(ctx context.Context) error { return synthApp(ctx, o.root, o.tenants, o.assembly, nil) }); err != nil {
+			return setupFailed(err)
 		}
 	}
 	fmt.Fprintln(stdout, "phase 2/3: starting the emulators (S3, SQS, Step Functions, control plane) and building the Lambda handlers ...")
@@ -259,10 +287,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		env[controllerPk] = []string{fmt.Sprintf("HALT_WAIT_SECONDS=%d", int(o.haltedRecheck/time.Second))}
 	}
 	var r *localrun.Run
-	err = phase(startCtx, stdout, "starting", func(ctx context.Context) error {
+	err = phase(setupCtx, stdout, "starting", func(ctx context.Context) error {
 		var err error
-		r, err = localrun.Start(ctx, localrun.Config{
-			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs,
+		r, err = startRun(ctx, localrun.Config{
+			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout,
 			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
 			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
@@ -272,9 +300,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return err
 	})
 	if err != nil {
-		return fail(err)
+		return setupFailed(err)
 	}
+	cancelSetup()
 	defer r.Close()
+	pipeCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
 	fmt.Fprintf(stdout, "tenants: %s; logs: %s\n", tenantList(r), logPath)
 	for _, f := range o.files {
 		if r.Tenant(f.tenant) == nil {
@@ -298,18 +329,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		if _, err := r.Upload(startCtx, f.tenant, f.rel, body); err != nil {
+		if _, err := r.Upload(pipeCtx, f.tenant, f.rel, body); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "uploaded %s/%s (%d bytes)\n", f.tenant, f.rel, len(body))
 	}
 
 	wait := localrun.WaitOptions{Interval: time.Second, Heartbeat: o.heartbeat, StopWhenHalted: true}
-	waitCtx := startCtx
+	waitCtx := pipeCtx
 	if o.serve {
 		wait.UntilInterrupted, waitCtx = true, ctx
 	}
 	waitErr := r.Wait(waitCtx, stdout, wait)
+	if ctx.Err() != nil {
+		// The emulators are in process groups of their own (the terminal's Ctrl-C reached the
+		// runner only), so they still answer the last snapshot.
+		fmt.Fprintln(stdout, "interrupted: writing the summary and the report, then stopping the emulators")
+	}
 	rep, err := r.Snapshot(context.Background())
 	if err != nil {
 		return fail(err)
@@ -329,15 +365,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, localrun.HTMLPath(o.report))
 	}
-	code, msg := exitStatus(rep, waitErr, errors.Is(startCtx.Err(), context.DeadlineExceeded), o)
+	code, msg := exitStatus(rep, waitErr, errors.Is(pipeCtx.Err(), context.DeadlineExceeded), o)
 	if msg != "" {
 		fmt.Fprintln(stderr, "local:", msg)
 	}
 	return code
 }
 
-// writeReports writes the JSON report to path and its picture, the HTML report, beside it.
+// writeReports writes the JSON report to path and its picture, the HTML report, beside it, making
+// the report's directory if need be (--work may put the run elsewhere than .build/local).
 func writeReports(path string, rep *localrun.Report, ids []string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return err

@@ -36,6 +36,8 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"negative lambda concurrency", []string{"--lambda-concurrency", "-1"}, "--lambda-concurrency -1: want 0 (unlimited) or more"},
 		{"negative sink cap", []string{"--sink-max-in-flight", "-3"}, "--sink-max-in-flight -3: want 0 (no cap) or more"},
 		{"sink cap with an external endpoint", []string{"--sink-max-in-flight", "6", "--register-url", "http://127.0.0.1:9/records"}, "--sink-max-in-flight is for the embedded sink"},
+		{"zero setup timeout", []string{"--setup-timeout", "0s"}, "--setup-timeout 0s: want more than 0"},
+		{"negative timeout", []string{"--timeout", "-1m"}, "--timeout -1m0s: want more than 0"},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +144,7 @@ func TestWriteReportsBesideEachOther(t *testing.T) {
 	rep := &localrun.Report{Tenants: map[string]*localrun.TenantReport{
 		"acme": {Files: []localrun.FileReport{{Key: "inbox/acme/a.csv", Status: "WAITING", UploadedAt: at}}},
 	}, Violations: []string{}}
+	dir = filepath.Join(dir, "not", "yet")
 	if err := writeReports(filepath.Join(dir, "report.json"), rep, []string{"acme"}); err != nil {
 		t.Fatal(err)
 	}

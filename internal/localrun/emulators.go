@@ -33,6 +33,7 @@ type nodeProcess struct {
 
 func startNode(ctx context.Context, node, script string, args []string, logs io.Writer) (*nodeProcess, error) {
 	cmd := exec.Command(node, append([]string{"--no-warnings", script}, args...)...)
+	cmd.SysProcAttr = ownProcessGroup()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func startNode(ctx context.Context, node, script string, args []string, logs io.
 		return nil, fmt.Errorf("%s did not start within 30s", script)
 	case <-ctx.Done():
 		p.Close()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("start %s: %w", script, ctx.Err())
 	}
 }
 

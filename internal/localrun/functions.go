@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	bin, ok := built[src]
 	if !ok {
 		var err error
-		if bin, err = buildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir); err != nil {
+		if bin, err = r.build(ctx, src, binDir); err != nil {
 			return nil, err
 		}
 		built[src] = bin
@@ -120,6 +122,24 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		}
 	}
 	return f, nil
+}
+
+// build builds one function package, saying on Config.Progress what it builds and how long it took.
+// The binary is for the host (GOOS and GOARCH as go build reads them), not the deployed asset's.
+func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
+	progress := r.cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	target := cmpOr(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmpOr(os.Getenv("GOARCH"), runtime.GOARCH)
+	fmt.Fprintf(progress, "  building %s (%s) ...\n", src, target)
+	start := time.Now()
+	bin, err := buildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(progress, "  built %s in %.1fs\n", src, time.Since(start).Seconds())
+	return bin, nil
 }
 
 // tenantsOf makes the tenants a controller's mapping serves: the one of its TENANT variable (a

@@ -467,6 +467,7 @@ func (f *Function) start() (*instance, error) {
 	go inst.srv.Serve(ln)
 
 	cmd := exec.Command(f.Binary)
+	cmd.SysProcAttr = ownProcessGroup()
 	cmd.Env = append(append([]string{}, f.Env...),
 		"AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(),
 		"AWS_LAMBDA_FUNCTION_NAME="+f.Name,
@@ -716,6 +717,10 @@ func goBuild(ctx context.Context, moduleRoot, pkg, outDir string) (string, error
 	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// Killed because the caller's time ran out: say so, not "signal: killed".
+			return "", fmt.Errorf("go build %s: %w", pkg, ctx.Err())
+		}
 		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, stderr.String())
 	}
 	return out, nil

@@ -34,6 +34,9 @@ type Config struct {
 	WorkDir     string // binaries and logs
 	BinDir      string // where the Lambda binaries go; default WorkDir/bin
 	Logs        io.Writer
+	// Progress, if set, gets a line as each function package's build starts and one with its time
+	// when it ends, so a slow build says what it is building.
+	Progress io.Writer
 	// Env adds or overrides environment variables of every Lambda process (NAME=value), after the
 	// template's; EnvFor adds variables to the functions of one source package.
 	EnvFor map[string][]string

@@ -49,6 +49,10 @@ func Synth(ctx context.Context, root, tenantsFile, out string, extra map[string]
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// Killed because the caller's time ran out: say so, not "signal: killed".
+			return fmt.Errorf("cdk synth: %w", ctx.Err())
+		}
 		return fmt.Errorf("cdk %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(buf.String()))
 	}
 	return nil
