@@ -693,6 +693,10 @@ var buildLocks sync.Map
 // buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
 func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		// Setup's time is up: say so even for a binary an earlier run of this process built.
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
 	cacheKey := moduleRoot + "\x00" + pkg
 	mu, _ := buildLocks.LoadOrStore(cacheKey, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
