@@ -280,3 +280,18 @@ func TestPoolIndexEmpty(t *testing.T) {
 		t.Errorf("got %d tenants, TenantOf ok %v, want none", x.Len(), ok)
 	}
 }
+
+// The construct writes the file at synth: 100,000 tenants of 30 plans.
+func BenchmarkPoolSettingsEncode100k(b *testing.B) {
+	s := poolOf()
+	for i := range 100_000 {
+		tn := pooled(fmt.Sprintf("tenant-%06d", i), fmt.Sprintf("inbox/tenant-%06d/", i))
+		tn.Settings.ChunkSize = 100 + i%30
+		s.Tenants = append(s.Tenants, tn)
+	}
+	for b.Loop() {
+		if _, err := s.Encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
