@@ -454,7 +454,10 @@ func (x *PoolIndex) row(e PoolEntry) rowResult {
 	if ok {
 		return r
 	}
-	r = decodeRow(x.rows, x.rowBase+e.off, e.n)
+	r, readErr := decodeRow(x.rows, x.rowBase+e.off, e.n)
+	if readErr {
+		return r // not kept: the next use reads again
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if len(x.cache) >= MaxCachedPoolRows {
@@ -467,23 +470,24 @@ func (x *PoolIndex) row(e PoolEntry) rowResult {
 	return r
 }
 
-// decodeRow reads a row strictly: unknown fields and trailing data are errors.
-func decodeRow(r io.ReaderAt, at, n int64) rowResult {
+// decodeRow reads a row strictly: unknown fields and trailing data are errors. readErr says the
+// row could not be read at all, which may pass; a row that does not decode stays bad.
+func decodeRow(r io.ReaderAt, at, n int64) (_ rowResult, readErr bool) {
 	b := make([]byte, n)
-	if _, err := r.ReadAt(b, at); err != nil {
-		return rowResult{err: err}
+	if _, err := r.ReadAt(b, at); err != nil && !(err == io.EOF && n == 0) {
+		return rowResult{err: err}, true
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var row poolRow
 	if err := dec.Decode(&row); err != nil {
-		return rowResult{err: err}
+		return rowResult{err: err}, false
 	}
 	if dec.More() {
-		return rowResult{err: errors.New("data after the row")}
+		return rowResult{err: errors.New("data after the row")}, false
 	}
 	if row.Settings.ID != "" {
-		return rowResult{err: fmt.Errorf("the row names id %q: the index gives a tenant's id", row.Settings.ID)}
+		return rowResult{err: fmt.Errorf("the row names id %q: the index gives a tenant's id", row.Settings.ID)}, false
 	}
-	return rowResult{row: row}
+	return rowResult{row: row}, false
 }

@@ -295,3 +295,37 @@ func BenchmarkPoolSettingsEncode100k(b *testing.B) {
 		}
 	}
 }
+
+// failingReader fails every read at or after from while fail is set.
+type failingReader struct {
+	r    *bytes.Reader
+	from int64
+	fail bool
+}
+
+func (f *failingReader) ReadAt(p []byte, off int64) (int, error) {
+	if f.fail && off >= f.from {
+		return 0, errors.New("input/output error")
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// A row that could not be read is read again on the next use; one that does not decode is not.
+func TestPoolIndexReadErrorNotKept(t *testing.T) {
+	b := mustEncode(t, poolOf(pooled("acme", "inbox/acme/")))
+	rowsAt := int64(bytes.LastIndex(b, []byte(`{"settings"`)))
+	fr := &failingReader{r: bytes.NewReader(b), from: rowsAt}
+	x, err := pipeline.NewPoolIndex(fr, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.fail = true
+	var re *pipeline.PoolRowError
+	if _, err := x.Tenant("acme"); !errors.As(err, &re) || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("got %v, want the read error as a PoolRowError", err)
+	}
+	fr.fail = false
+	if got, err := x.Tenant("acme"); err != nil || got.Settings.ChunkSize != 100 {
+		t.Errorf("after the read error passed: got %+v, %v, want acme's row", got, err)
+	}
+}
