@@ -91,7 +91,8 @@ type TenantPool struct {
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
 	Output awscdk.CfnOutput
 	// SettingsFile is the tenants file in the controller's and the router's code
-	// (pool-tenants.json): the JSON of one row per tenant, its settings and prefix.
+	// (pool-tenants.json), as pipeline.PoolSettings.Encode writes it: an index of the tenants'
+	// ids and prefixes, and their rows. pipeline.ParsePoolIndex reads it.
 	SettingsFile []byte
 	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
 	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as

@@ -12,9 +12,9 @@ import (
 // is a row of PoolSettings. The settings travel inside the controller's code asset, beside the
 // bootstrap executable, because a Lambda environment holds 4 KB in all
 // (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html, "Environment
-// variables"), while a deployment package holds 250 MB unzipped: a tenant is about 40 bytes of
-// index and, unless its row is shared, about 300 bytes of row (poolindex.go). Adding a tenant changes the asset's hash and so
-// updates the function's code; it creates no AWS resource.
+// variables"), while a deployment package holds 250 MB unzipped: a tenant is about 55 bytes of
+// index and, unless its row is shared, about 400 bytes of row (poolindex.go). Adding a tenant
+// changes the asset's hash and so updates the function's code; it creates no AWS resource.
 const (
 	// EnvPool names the pool the controller serves. Set, it replaces TENANT, TENANT_PREFIX,
 	// ON_FAILURE and IDEMPOTENCY_KEY: each message's tenant is its message group id.
