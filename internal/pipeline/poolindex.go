@@ -261,8 +261,8 @@ func NewPoolIndex(r io.ReaderAt, size int64) (*PoolIndex, error) {
 		return nil, errors.New("pool settings: no pool name")
 	}
 	indexAt := int64(nl) + 1
-	if h.Tenants < 0 || h.IndexBytes < 0 || h.RowBytes < 0 {
-		return nil, fmt.Errorf("pool settings: header: negative sizes (tenants %d, index %d, rows %d)", h.Tenants, h.IndexBytes, h.RowBytes)
+	if h.Tenants < 0 || h.IndexBytes < 0 || h.RowBytes < 0 || int64(h.Tenants) > size || h.IndexBytes > size || h.RowBytes > size {
+		return nil, fmt.Errorf("pool settings: %d bytes, but the header gives %d tenants, %d bytes of index and %d of rows: the file is truncated or damaged", size, h.Tenants, h.IndexBytes, h.RowBytes)
 	}
 	if want := indexAt + h.IndexBytes + 4*int64(h.Tenants) + h.RowBytes; size != want {
 		return nil, fmt.Errorf("pool settings: %d bytes, want %d as the header gives: the file is truncated or damaged", size, want)

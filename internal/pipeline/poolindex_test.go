@@ -181,6 +181,7 @@ func TestPoolIndexRejects(t *testing.T) {
 		{"empty", nil, "no header line"},
 		{"version 1", []byte(`{"version":1,"pool":"shared","prefix":"inbox/","tenants":[]}`), "no header line"},
 		{"version 1 on lines", []byte("{\n  \"version\": 1\n}\n"), "not a version 2 settings file"},
+		{"sizes past the file", replace(`"rowBytes":`, `"rowBytes":9223372036854775807,"x":`), "truncated or damaged"},
 		{"version 3", replace(`"version":2`, `"version":3`), "version 3, want 2"},
 		{"another format", replace(`"format":"tenantpipeline-pool-settings"`, `"format":"tenantpipeline-pool-sittings"`), `format "tenantpipeline-pool-sittings"`},
 		{"unsorted index", replace("acme\tinbox/acme/", "acme\tinbox/zcme/"), "not sorted"},
