@@ -57,7 +57,7 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 
-## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it)
+## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it), and the pool settings load at 100,000 tenants
 bench: setup
 	scripts/bench.sh
 

@@ -6,6 +6,13 @@
 #   split-csv-utf8: <MB/s> MB/s, peak <MB> MB; reference: <MB/s> MB/s; ratio <x>
 #   split-csv-cp932: …
 #
+#   pool-settings: <n> tenants, <MB> MB; start-up <ms> ms CPU, peak <MB> MB; lookup <µs> µs/key; reference …
+#
+# The last line is cmd/poolbench: a pool function's settings load and key lookup at 100,000
+# generated tenants (BENCH_POOL_TENANTS), beside the version 1 JSON load and linear scan measured
+# in the same run; it needs nothing from ../shared. Goals: start-up ≤ 100 ms CPU, peak ≤ 48 MB,
+# lookup ≤ 10 µs per key.
+#
 # Goals: ratio ≥ 15 for UTF-8, peak RSS ≤ 64 MB. BENCH_BIG=1 also splits a ~1 GB file to show that
 # memory stays flat. BENCH_ROWS changes the row count (default 1,000,000). BENCH_STRICT=1 makes a
 # missed goal fail the script. Generated files go to bench/out/ (gitignored) and are reused, since
@@ -19,6 +26,7 @@ OUT=bench/out
 mkdir -p "$OUT"
 
 go build -o "$OUT/splitbench" ./cmd/splitbench
+go build -o "$OUT/poolbench" ./cmd/poolbench
 
 have_ref=1
 if [[ ! -f $REF/gen_csv.py || ! -f $REF/seed_splitter.py ]]; then
@@ -94,5 +102,13 @@ if [[ ${BENCH_BIG:-0} == 1 ]]; then
   peak=$(field maxrss_MB "$ours")
   echo "split-csv-utf8-big: $(field MBps "$ours") MB/s, peak $peak MB; $(field bytes "$ours") bytes, $(field records "$ours") records, $(field chunks "$ours") chunks"
   if awk -v p="$peak" 'BEGIN { exit !(p > 64) }'; then goal "1 GB peak RSS $peak MB > 64 MB"; fi
+fi
+# poolbench prints its line, and says on stderr which goal it missed (exit 3 with -strict).
+pool_rc=0
+"$OUT/poolbench" -tenants "${BENCH_POOL_TENANTS:-100000}" -dir "$OUT" -strict || pool_rc=$?
+if ((pool_rc == 3)); then
+  if [[ ${BENCH_STRICT:-0} == 1 ]]; then status=1; fi
+elif ((pool_rc != 0)); then
+  status=1
 fi
 exit $status

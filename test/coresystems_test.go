@@ -327,8 +327,8 @@ func TestAdmissionEnvironment(t *testing.T) {
 			}
 		}
 		// pool-tenants.json rows: the core system without its table, the tenant's own rate.
-		var s pipeline.PoolSettings
-		if err := json.Unmarshal(core.built.Pools["default"].SettingsFile, &s); err != nil {
+		s, err := pipeline.ParsePoolIndex(core.built.Pools["default"].SettingsFile)
+		if err != nil {
 			t.Fatalf("pool default's SettingsFile: %v", err)
 		}
 		hooli, _ := s.Tenant("hooli")

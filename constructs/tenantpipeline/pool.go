@@ -1,7 +1,6 @@
 package tenantpipeline
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -92,7 +91,8 @@ type TenantPool struct {
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
 	Output awscdk.CfnOutput
 	// SettingsFile is the tenants file in the controller's and the router's code
-	// (pool-tenants.json): the JSON of one row per tenant, its settings and prefix.
+	// (pool-tenants.json), as pipeline.PoolSettings.Encode writes it: an index of the tenants'
+	// ids and prefixes, and their rows. pipeline.ParsePoolIndex reads it.
 	SettingsFile []byte
 	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
 	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as
@@ -331,9 +331,10 @@ func (t *TenantPool) problems() []string {
 func (t *TenantPool) build() {
 	p := t.Props
 	s := p.Shared
-	settings, err := json.Marshal(t.settings())
+	// Validation has refused what Encode refuses (ids, prefixes), so this cannot fail.
+	settings, err := t.settings().Encode()
 	if err != nil {
-		panic(err)
+		panic(fmt.Errorf("pool %s: settings file: %w", p.Name, err))
 	}
 	t.SettingsFile = settings
 
@@ -503,9 +504,9 @@ func (t *TenantPool) build() {
 }
 
 // settings is the pool's tenants file.
-func (t *TenantPool) settings() pipeline.PoolSettings {
+func (t *TenantPool) settings() *pipeline.PoolSettings {
 	p := t.Props
-	s := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Name, Prefix: p.Prefix}
+	s := &pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Name, Prefix: p.Prefix, Tenants: make([]pipeline.PoolTenant, 0, len(p.Tenants))}
 	for _, tn := range p.Tenants {
 		s.Tenants = append(s.Tenants, pipeline.PoolTenant{
 			Settings: tn.settings(), Prefix: tn.Prefix, OnFailure: tn.OnFailure, IdempotencyKey: tn.IdempotencyKey,

@@ -234,8 +234,11 @@ func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	out := filepath.Join(dir, name+".json")
-	b, _ := json.MarshalIndent(s, "", "  ")
+	out := filepath.Join(dir, name+"-"+pipeline.PoolSettingsFile)
+	b, err := s.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("function %s (pool %s): %w", fr.LogicalID, vars[pipeline.EnvPool], err)
+	}
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		return nil, err
 	}

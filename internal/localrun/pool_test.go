@@ -21,10 +21,18 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 	asm := t.TempDir()
 	asset := filepath.Join(asm, "asset.0123abcd")
 	os.MkdirAll(asset, 0o755)
-	settings := `{"version":1,"pool":"a","prefix":"inbox/pool-a/","tenants":[
+	js := `{"pool":"a","prefix":"inbox/pool-a/","tenants":[
 		{"settings":{"id":"p1","format":"csv","registerUrl":"https://core.example/p1"},"prefix":"inbox/pool-a/p1/","onFailure":"halt","idempotencyKey":"object-version"},
 		{"settings":{"id":"p2","format":"csv","dynamodb":{"key":["id"],"table":"t2"}},"prefix":"inbox/pool-a/p2/","onFailure":"continue","idempotencyKey":"event-id"}]}`
-	if err := os.WriteFile(filepath.Join(asset, pipeline.PoolSettingsFile), []byte(settings), 0o644); err != nil {
+	var ps pipeline.PoolSettings
+	if err := json.Unmarshal([]byte(js), &ps); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := ps.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(asset, pipeline.PoolSettingsFile), settings, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := &Run{cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
@@ -45,16 +53,17 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 		}
 		return vars[k]
 	})
-	read, err := pipeline.LoadPoolSettings(path)
+	read, err := pipeline.OpenPoolIndex(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer read.Close()
 	p1, _ := read.Tenant("p1")
 	p2, _ := read.Tenant("p2")
 	if p1.Settings.RegisterURL != "http://127.0.0.1:9/p1/records" || p2.Settings.RegisterURL != "" || p2.Settings.DynamoDB == nil {
 		t.Errorf("rewritten settings: got p1 %q, p2 %q %+v; want p1 at the run's sink, p2's DynamoDB sink untouched", p1.Settings.RegisterURL, p2.Settings.RegisterURL, p2.Settings.DynamoDB)
 	}
-	if b, _ := os.ReadFile(filepath.Join(asset, pipeline.PoolSettingsFile)); string(b) != settings {
+	if b, _ := os.ReadFile(filepath.Join(asset, pipeline.PoolSettingsFile)); string(b) != string(settings) {
 		t.Error("the asset's own settings file changed")
 	}
 

@@ -96,10 +96,8 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 					continue
 				}
 				env = p.env
-				for _, pt := range p.settings.Tenants {
-					if pt.ID() == t.ID {
-						cs = pt.Settings.CoreSystem
-					}
+				if pt, err := p.settings.Tenant(t.ID); err == nil {
+					cs = pt.Settings.CoreSystem
 				}
 			}
 		} else {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,7 +43,7 @@ const maxCodeBytes = 50 << 20
 type poolInfo struct {
 	stack    string
 	out      pipeline.PoolOutput
-	settings *pipeline.PoolSettings
+	settings *pipeline.PoolIndex
 	env      map[string]string // the pool controller's environment
 }
 
@@ -81,7 +82,13 @@ func (o *Ops) poolTenants(ctx context.Context, stack string, p pipeline.PoolOutp
 	}
 	info.settings, info.env = settings, envOf(fn)
 	var ts []pipeline.TenantOutput
-	for _, pt := range settings.Tenants {
+	var bad []error
+	for e := range settings.All() {
+		pt, err := settings.Tenant(e.ID)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
 		ts = append(ts, pipeline.TenantOutput{
 			Version: pipeline.TenantOutputVersion, ID: pt.ID(),
 			Policy:         cmp.Or(pt.OnFailure, pipeline.OnFailureContinue),
@@ -91,6 +98,11 @@ func (o *Ops) poolTenants(ctx context.Context, stack string, p pipeline.PoolOutp
 			ControllerFunction: p.ControllerFunction, EventSourceMappingUUID: p.EventSourceMappingUUID,
 			DLQURL: p.DLQURL, Pool: p.Pool,
 		})
+	}
+	// An operator must not act on a tenant whose policy cannot be read: the pool's commands fail,
+	// naming each bad row, until a deployment fixes them.
+	if err := errors.Join(bad...); err != nil {
+		return info, nil, fmt.Errorf("pool %s: code of %s: %w", p.Pool, p.ControllerFunction, err)
 	}
 	return info, ts, nil
 }
@@ -124,7 +136,7 @@ func (o *Ops) download(ctx context.Context, url string) ([]byte, error) {
 
 // settingsFromZip finds the pool's settings file in a deployment package: at its root, where the
 // construct puts it beside bootstrap, or else the one file of that name anywhere in it.
-func settingsFromZip(b []byte) (*pipeline.PoolSettings, error) {
+func settingsFromZip(b []byte) (*pipeline.PoolIndex, error) {
 	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("not a zip: %w", err)
@@ -151,7 +163,7 @@ func settingsFromZip(b []byte) (*pipeline.PoolSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.ParsePoolSettings(data)
+	return pipeline.ParsePoolIndex(data)
 }
 
 // maxPoolScan bounds the executions of a pool's shared state machine that one look at a pooled
@@ -239,9 +251,9 @@ func tier(t pipeline.TenantOutput) string {
 }
 
 func poolTenantIDs(p poolInfo) []string {
-	ids := make([]string, 0, len(p.settings.Tenants))
-	for _, t := range p.settings.Tenants {
-		ids = append(ids, t.ID())
+	ids := make([]string, 0, p.settings.Len())
+	for e := range p.settings.All() {
+		ids = append(ids, e.ID)
 	}
 	sort.Strings(ids)
 	return ids

@@ -2,21 +2,19 @@ package pipeline
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // The pooled tier. Many tenants share one pool's queue, functions and state machines; each tenant
 // is a row of PoolSettings. The settings travel inside the controller's code asset, beside the
 // bootstrap executable, because a Lambda environment holds 4 KB in all
 // (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html, "Environment
-// variables"), while a deployment package holds 250 MB unzipped: a tenant is about 300 bytes of
-// JSON, so 10,000 tenants are about 3 MB. Adding a tenant changes the asset's hash and so
-// updates the function's code; it creates no AWS resource.
+// variables"), while a deployment package holds 250 MB unzipped: a tenant is about 55 bytes of
+// index and, unless its row is shared, about 400 bytes of row (poolindex.go). Adding a tenant
+// changes the asset's hash and so updates the function's code; it creates no AWS resource.
 const (
 	// EnvPool names the pool the controller serves. Set, it replaces TENANT, TENANT_PREFIX,
 	// ON_FAILURE and IDEMPOTENCY_KEY: each message's tenant is its message group id.
@@ -44,11 +42,13 @@ const (
 
 	// PoolSettingsFile is the settings file's name in the controller's asset.
 	PoolSettingsFile = "pool-tenants.json"
-	// PoolSettingsVersion is the version of the file's format.
-	PoolSettingsVersion = 1
+	// PoolSettingsVersion is the version of the file's format (poolindex.go). Version 1 was one
+	// JSON document, read whole at start.
+	PoolSettingsVersion = 2
 )
 
-// PoolSettings is the pool's tenants file.
+// PoolSettings is the pool's tenants, whole: what the construct writes (Encode) and tools read
+// (ParsePoolSettings). A function serving the pool reads the file through a PoolIndex.
 type PoolSettings struct {
 	Version int    `json:"version"`
 	Pool    string `json:"pool"`
@@ -69,8 +69,8 @@ type PoolTenant struct {
 // ID is the tenant's id, its message group id in the pool's queue.
 func (t PoolTenant) ID() string { return t.Settings.ID }
 
-// LoadPoolSettings reads a PoolSettings file and checks what every reader relies on: the version,
-// unique ids, and prefixes under the pool's prefix.
+// LoadPoolSettings reads a whole settings file and decodes every row: for tools and tests. A
+// function serving the pool opens it with OpenPoolIndex instead.
 func LoadPoolSettings(path string) (*PoolSettings, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -79,35 +79,27 @@ func LoadPoolSettings(path string) (*PoolSettings, error) {
 	return ParsePoolSettings(b)
 }
 
-// ParsePoolSettings decodes and checks a PoolSettings file.
+// ParsePoolSettings decodes a whole settings file (Encode's output), its tenants in the order of
+// their ids. Every bad row is reported.
 func ParsePoolSettings(b []byte) (*PoolSettings, error) {
-	var s PoolSettings
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("pool settings: %w", err)
+	x, err := ParsePoolIndex(b)
+	if err != nil {
+		return nil, err
 	}
+	s := &PoolSettings{Version: PoolSettingsVersion, Pool: x.Pool, Prefix: x.Prefix, Tenants: make([]PoolTenant, 0, x.Len())}
 	var errs []error
-	if s.Version != PoolSettingsVersion {
-		errs = append(errs, fmt.Errorf("pool settings: version %d, want %d", s.Version, PoolSettingsVersion))
-	}
-	if s.Pool == "" {
-		errs = append(errs, errors.New("pool settings: no pool name"))
-	}
-	seen := map[string]bool{}
-	for i, t := range s.Tenants {
-		switch {
-		case t.ID() == "":
-			errs = append(errs, fmt.Errorf("pool settings: tenant %d has no id", i))
-		case seen[t.ID()]:
-			errs = append(errs, fmt.Errorf("pool settings: tenant %q appears twice", t.ID()))
-		case !strings.HasPrefix(t.Prefix, s.Prefix) || !strings.HasSuffix(t.Prefix, "/"):
-			errs = append(errs, fmt.Errorf("pool settings: tenant %q: prefix %q is not a folder under the pool prefix %q", t.ID(), t.Prefix, s.Prefix))
+	for e := range x.All() {
+		t, err := x.Tenant(e.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		seen[t.ID()] = true
+		s.Tenants = append(s.Tenants, t)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &s, nil
+	return s, nil
 }
 
 // PoolSettingsPath resolves EnvPoolSettings against LAMBDA_TASK_ROOT.
@@ -120,29 +112,6 @@ func PoolSettingsPath(getenv func(string) string) string {
 		return p
 	}
 	return filepath.Join(getenv("LAMBDA_TASK_ROOT"), p)
-}
-
-// TenantOf maps an object key to the pool tenant whose prefix holds it: the longest matching
-// prefix, though validation keeps tenants' prefixes from overlapping. ok is false for a key that
-// belongs to no tenant of the pool.
-func (s *PoolSettings) TenantOf(key string) (PoolTenant, bool) {
-	best, found := PoolTenant{}, false
-	for _, t := range s.Tenants {
-		if strings.HasPrefix(key, t.Prefix) && (!found || len(t.Prefix) > len(best.Prefix)) {
-			best, found = t, true
-		}
-	}
-	return best, found
-}
-
-// Tenant returns the pool tenant with this id.
-func (s *PoolSettings) Tenant(id string) (PoolTenant, bool) {
-	for _, t := range s.Tenants {
-		if t.ID() == id {
-			return t, true
-		}
-	}
-	return PoolTenant{}, false
 }
 
 // The pool's stack output, for pipectl: one per pool, logical id PoolOutputKey(name), value the

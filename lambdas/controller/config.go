@@ -121,12 +121,14 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 // and IDEMPOTENCY_KEY for each tenant.
 type PoolConfig struct {
 	Shared   Config
-	Settings *pipeline.PoolSettings
+	Settings *pipeline.PoolIndex
+	// coreTables is CORE_SYSTEM_TABLES, for each tenant's core system (tenantConfig).
+	coreTables map[string]string
 }
 
-// poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set). Each
-// tenant of the settings file is checked as a silo controller checks its variables, so a bad
-// tenant stops the controller at start rather than at its first file.
+// poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set) and the
+// settings file's header and index. A tenant's own row is read and checked when the tenant is
+// first served (tenantConfig): a bad row holds that tenant's files only, not the pool.
 func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 	e := newEnvReader(getenv)
 	c := e.shared()
@@ -135,7 +137,7 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 			e.bad(name, "is set, but a pool controller (%s) reads each tenant's settings from %s: remove it", pipeline.EnvPool, pipeline.EnvPoolSettings)
 		}
 	}
-	var settings *pipeline.PoolSettings
+	var settings *pipeline.PoolIndex
 	c.Pool, settings = e.pool()
 	c.PoolAdmissionTable = e.required(pipeline.EnvPoolAdmissionTable)
 	if c.PoolAdmissionTable != "" {
@@ -143,22 +145,33 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 	}
 	c.PoolMaxRunningFiles = e.number(pipeline.EnvPoolMaxRunningFiles, e.required(pipeline.EnvPoolMaxRunningFiles), minRunningFiles, maxRunningFiles)
 	tables := e.coreSystemTables()
-	if settings != nil {
-		for i := range settings.Tenants {
-			t := &settings.Tenants[i]
-			e.fillCoreSystem(&t.Settings, tables, fmt.Sprintf("%s: tenant %q settings", pipeline.EnvPoolSettings, t.ID()))
-		}
-		for _, t := range settings.Tenants {
-			tc := c.forTenant(t)
-			field := fmt.Sprintf("%s: tenant %q", pipeline.EnvPoolSettings, t.ID())
-			checkTenantID(t.ID(), field+" settings", e.bad)
-			checkTenantPolicy(tc, tenantNames{field + " settings", field + " prefix", field + " onFailure", field + " idempotencyKey"}, e.bad)
-		}
-	}
 	if err := errors.Join(e.errs...); err != nil {
+		if settings != nil {
+			settings.Close()
+		}
 		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
 	}
-	return PoolConfig{Shared: c, Settings: settings}, nil
+	return PoolConfig{Shared: c, Settings: settings, coreTables: tables}, nil
+}
+
+// tenantConfig is the Config of the pool's tenant id, its row read from the settings file and
+// checked as a silo controller checks its variables. The error is pipeline.ErrUnknownPoolTenant
+// for an id of no tenant, or names every problem of the tenant's row.
+func (pc PoolConfig) tenantConfig(id string) (Config, error) {
+	t, err := pc.Settings.Tenant(id)
+	if err != nil {
+		return Config{}, err
+	}
+	e := newEnvReader(func(string) string { return "" })
+	e.fillCoreSystem(&t.Settings, pc.coreTables, fmt.Sprintf("%s: tenant %q settings", pipeline.EnvPoolSettings, id))
+	tc := pc.Shared.forTenant(t)
+	field := fmt.Sprintf("%s: tenant %q", pipeline.EnvPoolSettings, id)
+	checkTenantID(id, field+" settings", e.bad)
+	checkTenantPolicy(tc, tenantNames{field + " settings", field + " prefix", field + " onFailure", field + " idempotencyKey"}, e.bad)
+	if err := errors.Join(e.errs...); err != nil {
+		return Config{}, err
+	}
+	return tc, nil
 }
 
 // Running-file limits of a core system and a pool (internal/tenants: MinRunningFiles,
@@ -234,16 +247,16 @@ func checkTableName(name, table string, bad func(name, format string, args ...an
 	}
 }
 
-// pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file, and checks that they agree. settings is
-// nil if the file could not be loaded.
-func (e *envReader) pool() (string, *pipeline.PoolSettings) {
+// pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file's header and index, and checks that they
+// agree. settings is nil if the file could not be opened.
+func (e *envReader) pool() (string, *pipeline.PoolIndex) {
 	pool := e.required(pipeline.EnvPool)
 	prefix := e.required(pipeline.EnvPoolPrefix)
 	if prefix != "" {
 		checkPrefix(pipeline.EnvPoolPrefix, prefix, e.bad)
 	}
 	path := pipeline.PoolSettingsPath(e.getenv)
-	settings, err := pipeline.LoadPoolSettings(path)
+	settings, err := pipeline.OpenPoolIndex(path)
 	if err != nil {
 		e.bad(pipeline.EnvPoolSettings, "%s: %v", path, err)
 		return pool, nil

@@ -58,27 +58,40 @@ func (p *Pool) Invoke(ctx context.Context, payload json.RawMessage) (any, error)
 	return invoke(ctx, p, payload)
 }
 
-// handler returns the Handler of the pool's tenant id, made on first use and kept for the life of
-// the execution environment. ok is false for an id that is no tenant of the pool.
-func (p *Pool) handler(id string) (*Handler, bool) {
+// maxHandlers bounds the Handlers a warm pool controller keeps. A Handler keeps no state between
+// invocations, so one dropped is made again, from the tenant's row, when next needed.
+const maxHandlers = 1024
+
+// handler returns the Handler of the pool's tenant id, made on first use from the tenant's row of
+// the settings file and kept (at most maxHandlers of them). The error is
+// pipeline.ErrUnknownPoolTenant for an id that is no tenant of the pool, or names the problems of
+// the tenant's row; a tenant whose row is bad gets no Handler, and its row is read again on its
+// next message.
+func (p *Pool) handler(id string) (*Handler, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h, ok := p.handlers[id]; ok {
-		return h, true
+		return h, nil
 	}
-	t, ok := p.cfg.Settings.Tenant(id)
-	if !ok {
-		return nil, false
+	cfg, err := p.cfg.tenantConfig(id)
+	if err != nil {
+		return nil, err
 	}
 	// The tenant's metrics also carry [Pool, Tenant] for those the pool's per-tenant alarms query
 	// (metrics.PoolTenantMetrics), so that a query can keep to this pool's tenants.
-	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
+	h := NewHandler(cfg, p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	h.admission, h.coreMetrics = p.admission, p.coreMetrics
 	if p.setup != nil {
 		p.setup(h)
 	}
+	if len(p.handlers) >= maxHandlers {
+		for k := range p.handlers { // any one
+			delete(p.handlers, k)
+			break
+		}
+	}
 	p.handlers[id] = h
-	return h, true
+	return h, nil
 }
 
 // Handle gives each record to the Handler of its message group's tenant. The event source mapping
@@ -98,10 +111,14 @@ func (p *Pool) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventR
 	}
 	var errs []error
 	for _, g := range order {
-		h, ok := p.handler(g)
-		if !ok {
+		h, err := p.handler(g)
+		if err != nil {
 			for _, rec := range groups[g] {
-				p.unknownTenant(ctx, rec)
+				if errors.Is(err, pipeline.ErrUnknownPoolTenant) {
+					p.unknownTenant(ctx, rec)
+				} else {
+					p.badTenant(ctx, rec, err)
+				}
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 			}
 			continue
@@ -131,6 +148,20 @@ func (p *Pool) unknownTenant(ctx context.Context, rec events.SQSMessage) {
 	}
 	if err := p.metrics.Emit(metrics.Count(metrics.UnknownTenantMessages, 1)); err != nil {
 		log.WarnContext(ctx, "metrics not written", "error", err)
+	}
+}
+
+// badTenant keeps a message of a tenant whose row of the settings file is bad, as unknownTenant
+// keeps one of no tenant: never deleted, back every MAX_WAIT_SECONDS, each delivery logging ERROR
+// with the tenant and the problem, until a deployment fixes the row. The pool's other tenants are
+// not held.
+func (p *Pool) badTenant(ctx context.Context, rec events.SQSMessage, problem error) {
+	wait := p.cfg.Shared.MaxWait
+	log := p.log.With("tenant", rec.Attributes["MessageGroupId"], "messageId", rec.MessageId, "attempt", receiveCount(rec))
+	log.ErrorContext(ctx, "the tenant's settings in the pool's settings file are invalid; message kept: fix the tenant and deploy",
+		"error", problem.Error(), "nextWaitSeconds", wait.Seconds())
+	if err := setVisibility(ctx, p.sqs, p.cfg.Shared.QueueURL, rec, wait); err != nil {
+		log.WarnContext(ctx, "could not change the message visibility; it returns after the queue's visibility timeout", "error", err)
 	}
 }
 
@@ -169,10 +200,14 @@ func (p *Pool) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 		p.countUnknownEvent(ctx, log)
 		return nil
 	}
-	h, ok := p.handler(in.Tenant.ID)
-	if !ok {
+	h, err := p.handler(in.Tenant.ID)
+	switch {
+	case errors.Is(err, pipeline.ErrUnknownPoolTenant):
 		log.ErrorContext(ctx, "status event of an execution of no tenant of the pool; nothing to wake", "tenant", in.Tenant.ID, "inputFrom", from)
 		p.countUnknownEvent(ctx, log)
+		return nil
+	case err != nil:
+		log.ErrorContext(ctx, "status event of a tenant whose settings in the pool's settings file are invalid; nothing to wake", "tenant", in.Tenant.ID, "error", err.Error())
 		return nil
 	}
 	return h.Wake(ctx, ev)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -195,7 +196,7 @@ func TestPoolHandleDispatchesByGroup(t *testing.T) {
 				in := r.sfn.input(t, arn)
 				got[in.Tenant.ID] = in.Source.Key
 				settings, _ := r.p.cfg.Settings.Tenant(in.Tenant.ID)
-				if in.Tenant != settings.Settings {
+				if !reflect.DeepEqual(in.Tenant, settings.Settings) {
 					t.Errorf("execution %s: got tenant settings %+v, want %+v", arn, in.Tenant, settings.Settings)
 				}
 				name := strings.TrimPrefix(arn, testExecPrefix)

@@ -59,7 +59,7 @@ type RouterConfig struct {
 	// DeadLetterQueueURL is a standard queue: events of no tenant are kept there.
 	DeadLetterQueueURL string
 	MetricsNamespace   string
-	Settings           *pipeline.PoolSettings
+	Settings           *pipeline.PoolIndex
 	// SendBatchSize caps the entries of a SendMessageBatch call (ROUTER_SEND_BATCH_SIZE): 1 to
 	// 10, default 10.
 	SendBatchSize int
@@ -97,6 +97,9 @@ func routerConfigFromEnv(getenv func(string) string) (RouterConfig, error) {
 		}
 	}
 	if err := errors.Join(e.errs...); err != nil {
+		if c.Settings != nil {
+			c.Settings.Close()
+		}
 		return RouterConfig{}, fmt.Errorf("router environment: %w", err)
 	}
 	return c, nil
@@ -226,7 +229,14 @@ func (r *Router) classify(i int, payload json.RawMessage) (routed, *unroutedEven
 	if !ok {
 		return routed{}, &unroutedEvent{body, ev.ID, key, unroutedNoTenant, fmt.Sprintf("key is under no tenant's prefix in pool %q (prefix %q)", r.cfg.Pool, r.cfg.Settings.Prefix)}
 	}
-	return routed{index: i, tenant: t.ID(), id: ev.ID, key: key, body: body}, nil
+	// The index alone routes the file. A tenant whose row is bad still gets its files, in order, in
+	// its message group, where the pool controller keeps them until the row is fixed; the error is
+	// logged here too, where it is first seen.
+	if _, err := r.cfg.Settings.Tenant(t.ID); err != nil {
+		r.log.Error("the tenant's settings in the pool's settings file are invalid; its file is routed and kept on the pool queue until they are fixed",
+			"tenant", t.ID, "key", key, "eventId", ev.ID, "error", err.Error())
+	}
+	return routed{index: i, tenant: t.ID, id: ev.ID, key: key, body: body}, nil
 }
 
 // Route routes one EventBridge event, as a batch of one. An error is returned only when the event

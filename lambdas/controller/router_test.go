@@ -49,7 +49,14 @@ type routerRig struct {
 
 func newRouterRig(t *testing.T) *routerRig {
 	t.Helper()
+	return newRouterRigWith(t, nil)
+}
+
+// newRouterRigWith is newRouterRig with some variables of routerEnv replaced.
+func newRouterRigWith(t *testing.T, overrides map[string]string) *routerRig {
+	t.Helper()
 	env := routerEnv(t)
+	maps.Copy(env, overrides)
 	cfg, err := routerConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -307,16 +314,22 @@ func messageOf(in *sqs.SendMessageInput) string {
 }
 
 // withTenants gives the rig's router a pool of n tenants t00, t01, ... under inbox/tNN/.
-func withTenants(rr *routerRig, n int) []string {
-	s := *rr.r.cfg.Settings
-	s.Tenants = nil
+func withTenants(t *testing.T, rr *routerRig, n int) []string {
+	t.Helper()
+	s := pipeline.PoolSettings{Pool: rr.r.cfg.Settings.Pool, Prefix: rr.r.cfg.Settings.Prefix}
 	var keys []string
 	for i := range n {
 		id := fmt.Sprintf("t%02d", i)
 		s.Tenants = append(s.Tenants, pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id}, Prefix: "inbox/" + id + "/"})
 		keys = append(keys, "inbox/"+id+"/a.csv")
 	}
-	rr.r.cfg.Settings = &s
+	b, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.r.cfg.Settings, err = pipeline.ParsePoolIndex(b); err != nil {
+		t.Fatal(err)
+	}
 	return keys
 }
 
@@ -345,7 +358,7 @@ func TestRouterHandleSendsBatches(t *testing.T) {
 			rr := newRouterRig(t)
 			keys := tt.keys
 			if tt.tenants > 0 {
-				keys = withTenants(rr, tt.tenants)
+				keys = withTenants(t, rr, tt.tenants)
 			}
 			if tt.batchSize > 0 {
 				rr.r.cfg.SendBatchSize = tt.batchSize
@@ -397,8 +410,8 @@ func TestRouterHandleSendsBatches(t *testing.T) {
 				if aws.ToString(in.MessageBody) != rec.Body {
 					t.Errorf("%s: body is not the event byte for byte", rec.MessageId)
 				}
-				if tn, _ := rr.r.cfg.Settings.TenantOf(keyOf(t, rec.Body)); aws.ToString(in.MessageGroupId) != tn.ID() {
-					t.Errorf("%s: group %s, want %s", rec.MessageId, aws.ToString(in.MessageGroupId), tn.ID())
+				if tn, _ := rr.r.cfg.Settings.TenantOf(keyOf(t, rec.Body)); aws.ToString(in.MessageGroupId) != tn.ID {
+					t.Errorf("%s: group %s, want %s", rec.MessageId, aws.ToString(in.MessageGroupId), tn.ID)
 				}
 			}
 		})

@@ -54,7 +54,10 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 			EventSourceMappingUUID: p.EventSourceMappingUUID, DLQURL: p.DLQURL, Pool: p.Pool}
 	}
 	p.Tenants = len(tenants)
-	js, _ := json.Marshal(settings)
+	js, err := settings.Encode()
+	if err != nil {
+		panic(err)
+	}
 	var zb bytes.Buffer
 	zw := zip.NewWriter(&zb)
 	for name, body := range map[string][]byte{"bootstrap": []byte("\x7fELF"), pipeline.PoolSettingsFile: js} {
