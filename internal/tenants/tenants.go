@@ -210,6 +210,12 @@ func Parse(b []byte, o Options) (*File, error) {
 		ownPrefix = append(ownPrefix, own)
 	}
 	f.tierDefaults(o.DefaultTier, ownPrefix)
+	for i, t := range f.Tenants {
+		// A prefix made from an invalid pool prefix has the pool's problem, told once for the pool.
+		if t.Pooled() && !ownPrefix[i] && CheckPrefix(f.Pool(t.Pool).Prefix, "") != nil {
+			unread[i].fields["prefix"] = true
+		}
+	}
 	errs = append(errs, f.validate(unread))
 	for i, t := range f.Tenants {
 		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
@@ -485,11 +491,11 @@ func (t Tenant) check(u unreadable) error {
 	switch {
 	case t.Prefix == "" && t.ID == "":
 		// The default prefix is made from the id, whose problem is already reported.
-	case t.Prefix == "" || strings.HasPrefix(t.Prefix, "/") || !strings.HasSuffix(t.Prefix, "/"):
-		bad("prefix", "%q is invalid: a prefix is a non-empty key prefix ending in \"/\" without a leading \"/\", e.g. \"inbox/%s/\"", t.Prefix, t.ID)
-	case !utf8.ValidString(t.Prefix) || len(t.Prefix) > 512:
-		bad("prefix", "%q is invalid: must be valid UTF-8 of at most 512 bytes", t.Prefix)
 	default:
+		if err := CheckPrefix(t.Prefix, "inbox/"+t.ID+"/"); err != nil {
+			bad("prefix", "%v", err)
+			break
+		}
 		for _, r := range pipeline.ReservedPrefixes {
 			if PrefixesOverlap(t.Prefix, r) {
 				bad("prefix", "%q overlaps %q, which the pipeline writes to itself; choose a prefix outside it", t.Prefix, r)
@@ -542,19 +548,19 @@ func validURL(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
-// PrefixesOverlap reports whether a key can start with both prefixes, so that one file would reach
-// two tenants. The construct checks its pipelines on one bucket by the same rule.
-func PrefixesOverlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
-
+// overlappingPrefixes reports every two tenants whose prefixes overlap, the later one told.
 func overlappingPrefixes(ts []Tenant) []error {
+	prefixes := make([]string, len(ts))
+	for i, t := range ts {
+		prefixes[i] = t.Prefix
+	}
 	var errs []error
-	for i := range ts {
-		for j := i + 1; j < len(ts); j++ {
-			// Two entries of one id are reported as a duplicate, not as overlapping themselves.
-			if ts[i].ID != ts[j].ID && ts[i].Prefix != "" && ts[j].Prefix != "" && PrefixesOverlap(ts[i].Prefix, ts[j].Prefix) {
-				errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
-					ts[j].ID, ts[j].Prefix, ts[i].ID, ts[i].Prefix))
-			}
+	for _, p := range overlaps(prefixes) {
+		a, b := ts[p.i], ts[p.j]
+		// Two entries of one id are reported as a duplicate, not as overlapping themselves.
+		if a.ID != b.ID {
+			errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
+				b.ID, b.Prefix, a.ID, a.Prefix))
 		}
 	}
 	return errs
