@@ -331,12 +331,15 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		stack, bucket, topic := newStack(stackName, fmt.Sprintf("pool %s (%d tenants)", name, len(members)))
 		out.PoolStacks = append(out.PoolStacks, stack)
 		c := file.Pool(name)
-		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		props := &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
-		})
+		}
+		// The file's tenants were checked once, by Load: the pool skips that check.
+		tenants.Vouch(props)
+		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}
 	rules := 0
 	for _, p := range out.Pools {

@@ -210,12 +210,6 @@ func Parse(b []byte, o Options) (*File, error) {
 		ownPrefix = append(ownPrefix, own)
 	}
 	f.tierDefaults(o.DefaultTier, ownPrefix)
-	for i, t := range f.Tenants {
-		// A prefix made from an invalid pool prefix has the pool's problem, told once for the pool.
-		if t.Pooled() && !ownPrefix[i] && CheckPrefix(f.Pool(t.Pool).Prefix, "") != nil {
-			unread[i].fields["prefix"] = true
-		}
-	}
 	errs = append(errs, f.validate(unread))
 	for i, t := range f.Tenants {
 		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
@@ -451,11 +445,24 @@ func (f *File) Validate() error { return f.validate(nil) }
 
 // validate is Validate with the unreadable fields of each tenant, as Parse found them.
 func (f *File) validate(unread []unreadable) error {
+	badPool := map[string]bool{}
+	for _, name := range f.PoolNames() {
+		badPool[name] = CheckPrefix(f.Pool(name).Prefix, "") != nil
+	}
 	u := func(i int) unreadable {
+		r := unreadable{}
 		if i < len(unread) {
-			return unread[i]
+			r = unread[i]
 		}
-		return unreadable{}
+		// A prefix made from an invalid pool prefix has the pool's problem, told once for the pool.
+		if t := f.Tenants[i]; t.Pooled() && badPool[t.Pool] && t.Prefix == f.Pool(t.Pool).Prefix+t.ID+"/" {
+			r.fields = maps.Clone(r.fields)
+			if r.fields == nil {
+				r.fields = map[string]bool{}
+			}
+			r.fields["prefix"] = true
+		}
+		return r
 	}
 	var errs []error
 	seen := map[string]int{}
