@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -290,12 +291,29 @@ func decodeFields(where, path string, fields map[string]json.RawMessage, v refle
 
 // fieldIndex returns the index of the field of t with the JSON name, or -1.
 func fieldIndex(t reflect.Type, name string) int {
-	for i := range t.NumField() {
-		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
-			return i
-		}
+	if i, ok := fieldsOf(t)[name]; ok {
+		return i
 	}
 	return -1
+}
+
+// fieldIndexes maps each struct type to its fields' indexes by JSON name, read once per type:
+// a file of 100,000 tenants would otherwise read the same tags for every tenant.
+var fieldIndexes sync.Map
+
+func fieldsOf(t reflect.Type) map[string]int {
+	if m, ok := fieldIndexes.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m := map[string]int{}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			m[name] = i
+		}
+	}
+	fieldIndexes.Store(t, m)
+	return m
 }
 
 // jsonError names the line and column of a syntax error, counted in characters from 1.
@@ -345,10 +363,13 @@ func typeProblem(err error) string {
 // encoding/json would match names case-insensitively, so "chunksize" is a typo here, not
 // chunkSize; the message suggests the field.
 func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Type) (errs []error, suggested []string) {
-	known := jsonNames(t)
+	var known map[string]bool
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if known[k] {
+		if fieldIndex(t, k) >= 0 {
 			continue
+		}
+		if known == nil {
+			known = jsonNames(t)
 		}
 		hint := ""
 		for _, name := range slices.Sorted(maps.Keys(known)) {
@@ -390,8 +411,7 @@ func editDistance(a, b string) int {
 
 func jsonNames(t reflect.Type) map[string]bool {
 	names := map[string]bool{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	for name := range fieldsOf(t) {
 		names[name] = true
 	}
 	return names
