@@ -159,7 +159,7 @@ type PoolProps struct {
 // internal is the pool as the tenants file would give it, for the one set of pool rules.
 func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
-		Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
+		Prefix: checkablePrefix(p.Prefix), MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
 	}}}
 	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
@@ -171,7 +171,7 @@ func (p PoolProps) file() *tenants.File {
 		f.CoreSystems[c.Props.Name] = &tenants.CoreSystemConfig{MaxRunningFiles: tenants.MinRunningFiles}
 	}
 	for _, t := range p.Tenants {
-		it := t.internal()
+		it := t.checkable()
 		it.Tier, it.Pool = tenants.TierPool, p.Name
 		f.Tenants = append(f.Tenants, it)
 	}
