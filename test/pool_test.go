@@ -336,3 +336,34 @@ func TestPoolRuleFailuresWatchEveryIntakeRule(t *testing.T) {
 		t.Errorf("got %d intake rules, want %d", rules, tenants.DefaultPoolIntakeGroups)
 	}
 }
+
+// TestPoolChecksTenantsOnce: the app checks the tenants file once, in Load, and vouches for the
+// pool props it builds from it, so the pool skips the file's rules; a construct user's props get
+// them. Two tenants whose prefixes overlap tell which path ran.
+func TestPoolChecksTenantsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		vouch  bool
+		toldOK bool
+	}{{"construct user's props: checked", false, true}, {"props the app vouches for: not checked again", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("Pool"), nil)
+			props := &tenantpipeline.PoolProps{Name: "p", Bucket: stacks.NewIngestBucket(stack, "Bucket"), Tenants: []tenantpipeline.Tenant{
+				{ID: "a", Prefix: "pools/p/a/", RegisterURL: "https://core.example.com/a"},
+				{ID: "b", Prefix: "pools/p/a/b/", RegisterURL: "https://core.example.com/b"},
+			}}
+			if tc.vouch {
+				tenants.Vouch(props)
+			}
+			pool := tenantpipeline.NewPool(stack, "Pool", props)
+			told := false
+			for _, m := range *pool.Node().Validate() {
+				told = told || strings.Contains(*m, `tenant "b": Tenant.Prefix: "pools/p/a/b/" overlaps tenant "a"'s prefix "pools/p/a/"`)
+			}
+			if told != tc.toldOK {
+				t.Errorf("got the overlap told %v, want %v", told, tc.toldOK)
+			}
+		})
+	}
+}

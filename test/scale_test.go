@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +61,9 @@ func TestScalePool(t *testing.T) {
 	scale(t, 100, "pool")
 }
 
+// poolReferenceTenants is the pooled tenant count whose resources every other count must have.
+const poolReferenceTenants = 100
+
 // Pooled-tier bounds for the whole app, whatever the tenant count.
 const (
 	poolMaxRoles     = 20
@@ -68,47 +73,7 @@ const (
 )
 
 func scale(t *testing.T, n int, tier string) {
-	var entries []string
-	for i := range n {
-		if tier == "pool" {
-			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d", "tier": "pool"}`, i))
-		} else {
-			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d"}`, i))
-		}
-	}
-	tenantsFile := writeFile(t, "tenants.json", `{"tenants": [`+strings.Join(entries, ",\n")+`]}`)
-	bin, err := appBinary()
-	if err != nil {
-		t.Fatalf("building the app: %v", err)
-	}
-	outdir := t.TempDir()
-	ctx, _ := json.Marshal(map[string]any{"tenantsFile": tenantsFile, "registerUrl": "https://core.example.com/records"})
-	cmd := exec.Command(bin)
-	cmd.Dir = ".."
-	// CI= : under CI=true synth refuses to write the stack assignment this temp tenants file lacks.
-	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+outdir, "CI=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	peak := make(chan int64)
-	stop := make(chan struct{})
-	go func() { peak <- watchTreeRSS(cmd.Process.Pid, stop) }()
-	err = cmd.Wait()
-	wall := time.Since(start)
-	close(stop)
-	peakRSS := <-peak
-	if err != nil {
-		t.Fatalf("synth of %d tenants: %v\n%s", n, err, out.String())
-	}
-	// CPU time counts the app and the children it waited for (the jsii runtime, go build), so it
-	// says what the synth costs on a machine shared with other work.
-	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	t.Logf("synth of %d %s tenants: %.1f s wall, %.1f s CPU, peak RSS %d MB (app, jsii runtime and bundling builds together)",
-		n, tier, wall.Seconds(), cpu.Seconds(), peakRSS>>20)
-
+	outdir, wall, peakRSS := synthTenants(t, n, tier)
 	templates, _ := filepath.Glob(filepath.Join(outdir, "*.template.json"))
 	want := 1 + (n+9)/10
 	if tier == "pool" {
@@ -218,6 +183,20 @@ func scale(t *testing.T, n int, tier string) {
 				t.Errorf("%d pooled tenants: %d %s in the app, want at most %d whatever the tenant count", n, b.got, b.what, b.limit)
 			}
 		}
+		// Constant size means the same resources, stack by stack and type by type, as the
+		// reference count of tenants has; bounds alone would let a pool grow below them.
+		if n != poolReferenceTenants {
+			ref, _, _ := synthTenants(t, poolReferenceTenants, tier)
+			got, want := resourcesByStack(t, outdir), resourcesByStack(t, ref)
+			for _, stack := range slices.Sorted(maps.Keys(want)) {
+				if !maps.Equal(got[stack], want[stack]) {
+					t.Errorf("%s: %d pooled tenants give resources %v, want those of %d tenants %v", stack, n, got[stack], poolReferenceTenants, want[stack])
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d pooled tenants give %d stacks, want those of %d tenants, %d", n, len(got), poolReferenceTenants, len(want))
+			}
+		}
 	} else {
 		if queues < n {
 			t.Errorf("got %d queues, want at least one per tenant (%d)", queues, n)
@@ -241,6 +220,79 @@ func scale(t *testing.T, n int, tier string) {
 	if want := rules > 300; warned != want {
 		t.Errorf("%d rules on the default event bus: got the quota warning %v, want %v", rules, warned, want)
 	}
+}
+
+// synthTenants synthesizes n tenants of tier with the app binary into a temporary folder, and
+// returns it with the synth's wall time and peak memory.
+func synthTenants(t *testing.T, n int, tier string) (outdir string, wall time.Duration, peakRSS int64) {
+	t.Helper()
+	var entries []string
+	for i := range n {
+		if tier == "pool" {
+			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d", "tier": "pool"}`, i))
+		} else {
+			entries = append(entries, fmt.Sprintf(`{"id": "tenant-%04d"}`, i))
+		}
+	}
+	tenantsFile := writeFile(t, "tenants.json", `{"tenants": [`+strings.Join(entries, ",\n")+`]}`)
+	bin, err := appBinary()
+	if err != nil {
+		t.Fatalf("building the app: %v", err)
+	}
+	outdir = t.TempDir()
+	ctx, _ := json.Marshal(map[string]any{"tenantsFile": tenantsFile, "registerUrl": "https://core.example.com/records"})
+	cmd := exec.Command(bin)
+	cmd.Dir = ".."
+	// CI= : under CI=true synth refuses to write the stack assignment this temp tenants file lacks.
+	cmd.Env = append(os.Environ(), "CDK_CONTEXT_JSON="+string(ctx), "CDK_OUTDIR="+outdir, "CI=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	peak := make(chan int64)
+	stop := make(chan struct{})
+	go func() { peak <- watchTreeRSS(cmd.Process.Pid, stop) }()
+	err = cmd.Wait()
+	wall = time.Since(start)
+	close(stop)
+	peakRSS = <-peak
+	if err != nil {
+		t.Fatalf("synth of %d tenants: %v\n%s", n, err, out.String())
+	}
+	// CPU time counts the app and the children it waited for (the jsii runtime, go build), so it
+	// says what the synth costs on a machine shared with other work.
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	t.Logf("synth of %d %s tenants: %.1f s wall, %.1f s CPU, peak RSS %d MB (app, jsii runtime and bundling builds together)",
+		n, tier, wall.Seconds(), cpu.Seconds(), peakRSS>>20)
+
+	return outdir, wall, peakRSS
+}
+
+// resourcesByStack counts the resources of each template in outdir by stack and type.
+func resourcesByStack(t *testing.T, outdir string) map[string]map[string]int {
+	t.Helper()
+	templates, _ := filepath.Glob(filepath.Join(outdir, "*.template.json"))
+	out := map[string]map[string]int{}
+	for _, p := range templates {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tpl struct {
+			Resources map[string]struct{ Type string }
+		}
+		if err := json.Unmarshal(b, &tpl); err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int{}
+		for _, r := range tpl.Resources {
+			counts[r.Type]++
+		}
+		out[strings.TrimSuffix(filepath.Base(p), ".template.json")] = counts
+	}
+	return out
 }
 
 // tenantOfID finds the tenant in a logical id: the construct "Tenant-tenant-0042" gives ids

@@ -159,7 +159,7 @@ type PoolProps struct {
 // internal is the pool as the tenants file would give it, for the one set of pool rules.
 func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
-		Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
+		Prefix: checkablePrefix(p.Prefix), MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
 	}}}
 	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
@@ -171,7 +171,7 @@ func (p PoolProps) file() *tenants.File {
 		f.CoreSystems[c.Props.Name] = &tenants.CoreSystemConfig{MaxRunningFiles: tenants.MinRunningFiles}
 	}
 	for _, t := range p.Tenants {
-		it := t.internal()
+		it := t.checkable()
 		it.Tier, it.Pool = tenants.TierPool, p.Name
 		f.Tenants = append(f.Tenants, it)
 	}
@@ -207,7 +207,11 @@ func (p PoolProps) withDefaults() PoolProps {
 
 // validate reports every problem at once: the pool's own fields, each tenant's, and the shared
 // props' (messages name the pool).
-func (p PoolProps) validate() error {
+func (p PoolProps) validate() error { return p.check(false) }
+
+// check is validate; fromFile skips the rules of the tenants file, which the app already applied
+// to the file it built the props from (tenants.Vouch).
+func (p PoolProps) check(fromFile bool) error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("pool %q: "+format, append([]any{p.Name}, args...)...))
@@ -231,9 +235,11 @@ func (p PoolProps) validate() error {
 			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
 		}
 	}
-	for _, m := range messages(p.file().Validate()) {
-		if m = poolPropsMessage(p.Name, m); m != "" {
-			errs = append(errs, errors.New(m))
+	if !fromFile {
+		for _, m := range messages(p.file().Validate()) {
+			if m = poolPropsMessage(p.Name, m); m != "" {
+				errs = append(errs, errors.New(m))
+			}
 		}
 	}
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
@@ -290,9 +296,10 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	if props == nil {
 		props = &PoolProps{}
 	}
+	fromFile := tenants.Vouched(props)
 	p := props.withDefaults()
 	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
-	t.invalid = p.validate()
+	t.invalid = p.check(fromFile)
 	if t.invalid != nil {
 		// Built from placeholder props, as TenantPipeline is: synth fails at validation first.
 		safe := PoolProps{Name: "invalid", Bucket: p.Bucket}

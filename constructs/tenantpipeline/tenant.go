@@ -1,6 +1,9 @@
 package tenantpipeline
 
 import (
+	"regexp"
+	"strings"
+
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -96,7 +99,27 @@ func (t Tenant) WithDefaults() Tenant {
 }
 
 // Validate reports every problem of t at once; t must already have its defaults.
-func (t Tenant) Validate() error { return t.internal().Validate() }
+func (t Tenant) Validate() error { return t.checkable().Validate() }
+
+// tokenPattern matches one CDK token as it appears inside a string ("${Token[TOKEN.12]}").
+var tokenPattern = regexp.MustCompile(`\$\{Token\[[^\]]*\]\}`)
+
+// checkable is t as tenants.json's rules check it. A prefix that holds unresolved tokens (a
+// CloudFormation parameter, say) is known only at deploy time: each token stands in as one safe
+// character, so the prefix's own characters and form are still checked.
+func (t Tenant) checkable() tenants.Tenant {
+	it := t.internal()
+	it.Prefix = checkablePrefix(it.Prefix)
+	return it
+}
+
+// checkablePrefix is prefix with each unresolved token replaced by one safe character.
+func checkablePrefix(prefix string) string {
+	if strings.Contains(prefix, "${Token[") && unresolved(prefix) {
+		return tokenPattern.ReplaceAllString(prefix, "t")
+	}
+	return prefix
+}
 
 func tenantFrom(t tenants.Tenant) Tenant {
 	return Tenant{

@@ -181,7 +181,8 @@ func (t *TenantPool) claims(order int) ([]claim, []name) {
 	}
 	names := []name{{owner: o, kind: kindPoolName, value: p.Name}}
 	for _, tn := range p.Tenants {
-		if tn.Validate() == nil {
+		// Valid props hold valid tenants only; the tenants of invalid ones are checked one by one.
+		if t.invalid == nil || tn.Validate() == nil {
 			names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: tn.ID})
 		}
 	}

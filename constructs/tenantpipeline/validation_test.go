@@ -170,3 +170,78 @@ func TestPoolPropsMessage(t *testing.T) {
 		}
 	}
 }
+
+// A construct user's prefixes keep to the same safe set as tenants.json's, in both tiers, each
+// mistake told once under the props' own names.
+func TestPropsPrefixSafeSet(t *testing.T) {
+	pool := func(prefix string, ts ...Tenant) PoolProps {
+		return PoolProps{Name: "p", Prefix: prefix, Tenants: ts}
+	}
+	tenant := func(id, prefix string) Tenant {
+		return Tenant{ID: id, Prefix: prefix, RegisterURL: "https://core.example.com/" + id}
+	}
+	silo := func(prefix string) error {
+		p := valid()
+		p.Tenant.Prefix = prefix
+		return p.withDefaults().validate()
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // "": no prefix message
+	}{
+		{"silo space", silo("inbox/a b/"), `tenant "acme": prefix: "inbox/a b/" contains " ", which is not in the safe set (letters, digits, ! - _ . * ' ( ) /)`},
+		{"silo plus", silo("inbox/a+b/"), `tenant "acme": prefix: "inbox/a+b/" contains "+"`},
+		{"silo percent", silo("inbox/a%20b/"), `contains "%"`},
+		{"silo non-ASCII", silo("受信/acme/"), `contains "受", "信"`},
+		{"silo empty segment", silo("inbox//acme/"), `prefix: "inbox//acme/" has an empty segment`},
+		{"silo safe", silo("inbox/acme(1)/"), ""},
+		{"pool prefix", pool("pools/a b/", tenant("a", "")).withDefaults().validate(), `pool "p": PoolProps.Prefix "pools/a b/" contains " "`},
+		{"pooled tenant", pool("", tenant("a", "pools/p/a+b/")).withDefaults().validate(), `tenant "a": Tenant.Prefix: "pools/p/a+b/" contains "+"`},
+		{"pool safe", pool("", tenant("a", "")).withDefaults().validate(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prefixMessages []string
+			for _, m := range messages(tc.err) {
+				if strings.Contains(m, "safe set") || strings.Contains(m, "segment") {
+					prefixMessages = append(prefixMessages, m)
+				}
+			}
+			if tc.want == "" {
+				if len(prefixMessages) != 0 {
+					t.Errorf("got %q, want no prefix message", prefixMessages)
+				}
+				return
+			}
+			if len(prefixMessages) != 1 || !strings.Contains(prefixMessages[0], tc.want) {
+				t.Errorf("got %q, want one message containing %q", prefixMessages, tc.want)
+			}
+		})
+	}
+}
+
+// The app's pools are built from a tenants file it has already checked: their props skip the
+// tenants-file rules (check(true)), which a construct user's props always get (validate).
+func TestPoolPropsFromFileSkipFileRules(t *testing.T) {
+	p := PoolProps{Name: "p", Tenants: []Tenant{
+		{ID: "a", Prefix: "pools/p/a/", RegisterURL: "https://core.example.com/a"},
+		{ID: "b", Prefix: "pools/p/a/b/", RegisterURL: "https://core.example.com/b"},
+	}}.withDefaults()
+	overlap := `tenant "b": Tenant.Prefix: "pools/p/a/b/" overlaps tenant "a"'s prefix "pools/p/a/"`
+	for _, tc := range []struct {
+		name     string
+		fromFile bool
+		want     bool
+	}{{"construct user's props", false, true}, {"the app's, from a checked file", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Contains(fmt.Sprint(p.check(tc.fromFile)), overlap)
+			if got != tc.want {
+				t.Errorf("got the overlap told %v, want %v: %v", got, tc.want, p.check(tc.fromFile))
+			}
+			// The pool's own rules hold either way.
+			if err := fmt.Sprint(p.check(tc.fromFile)); !strings.Contains(err, `pool "p": Bucket is required`) {
+				t.Errorf("got %v, want the missing bucket told", err)
+			}
+		})
+	}
+}

@@ -40,6 +40,42 @@ type assignmentDoc struct {
 	Stacks map[string]string `json:"stacks"`
 	// Pools holds the pool of each pooled tenant; Stacks holds the silo tenants only.
 	Pools map[string]string `json:"pools,omitempty"`
+	// PoolPrefixes holds the prefix of each pool with tenants. A pooled tenant's prefix is
+	// "<pool prefix><id>/", unless Prefixes holds another, so that 100,000 tenants add no line
+	// of their own. Absent in a file written before prefixes were recorded: nothing to compare.
+	PoolPrefixes map[string]string `json:"poolPrefixes,omitempty"`
+	// Prefixes holds the prefix of each pooled tenant whose prefix is not "<pool prefix><id>/".
+	Prefixes map[string]string `json:"prefixes,omitempty"`
+}
+
+// recordedPrefix is the prefix the file recorded for the pooled tenant id of pool, if it did.
+func (d assignmentDoc) recordedPrefix(id, pool string) (string, bool) {
+	if p, ok := d.Prefixes[id]; ok {
+		return p, true
+	}
+	p, ok := d.PoolPrefixes[pool]
+	return p + id + "/", ok
+}
+
+// withPrefixes records the prefixes of the file's pools and of the pooled tenants that have
+// their own.
+func (d assignmentDoc) withPrefixes(file *tenants.File) assignmentDoc {
+	d.PoolPrefixes, d.Prefixes = nil, nil
+	for _, name := range file.PoolNames() {
+		if d.PoolPrefixes == nil {
+			d.PoolPrefixes = map[string]string{}
+		}
+		d.PoolPrefixes[name] = file.Pool(name).Prefix
+	}
+	for _, t := range file.Tenants {
+		if t.Pooled() && t.Prefix != file.Pool(t.Pool).Prefix+t.ID+"/" {
+			if d.Prefixes == nil {
+				d.Prefixes = map[string]string{}
+			}
+			d.Prefixes[t.ID] = t.Prefix
+		}
+	}
+	return d
 }
 
 const assignmentNote = "Written by synth from %s: the stack of each silo tenant, and the pool of each pooled tenant. Commit this file. " +
@@ -53,20 +89,25 @@ func loadAssignment(path string) (map[string]string, error) {
 
 // loadAssignments reads the silo tenants' stacks and the pooled tenants' pools.
 func loadAssignments(path string) (stacks, pools map[string]string, err error) {
+	doc, err := readAssignment(path)
+	return doc.Stacks, doc.Pools, err
+}
+
+// readAssignment reads the assignment file; a missing file is an empty one.
+func readAssignment(path string) (assignmentDoc, error) {
+	doc := assignmentDoc{}
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, map[string]string{}, nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return doc, fmt.Errorf("stack assignment: %w", err)
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("stack assignment: %w", err)
-	}
-	var doc assignmentDoc
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, nil, fmt.Errorf("stack assignment %s: %v; restore it from version control (deleting it regroups tenants by their position in the tenants file)", path, err)
+	if err == nil {
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return doc, fmt.Errorf("stack assignment %s: %v; restore it from version control (deleting it regroups tenants by their position in the tenants file)", path, err)
+		}
 	}
 	for id, s := range doc.Stacks {
 		if !tenants.StackPattern.MatchString(s) {
-			return nil, nil, fmt.Errorf("stack assignment %s: tenant %q: stack %q is invalid: use 1-32 letters, digits and hyphens", path, id, s)
+			return doc, fmt.Errorf("stack assignment %s: tenant %q: stack %q is invalid: use 1-32 letters, digits and hyphens", path, id, s)
 		}
 	}
 	if doc.Stacks == nil {
@@ -75,7 +116,7 @@ func loadAssignments(path string) (stacks, pools map[string]string, err error) {
 	if doc.Pools == nil {
 		doc.Pools = map[string]string{}
 	}
-	return doc.Stacks, doc.Pools, nil
+	return doc, nil
 }
 
 // saveAssignment writes the assignment when it changed, so an unchanged app leaves the file alone.
@@ -87,17 +128,23 @@ func saveAssignment(path, tenantsFile string, persisted, stackOf map[string]stri
 
 // saveAssignments is saveAssignment with the pooled tenants' pools.
 func saveAssignments(path, tenantsFile string, persisted, stackOf, persistedPools, poolOf map[string]string, strict bool) error {
-	doc := assignmentDoc{Note: fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile)), Stacks: stackOf}
-	if len(poolOf) > 0 {
-		doc.Pools = poolOf
+	return saveAssignmentDoc(path, tenantsFile, assignmentDoc{Stacks: persisted, Pools: persistedPools}, assignmentDoc{Stacks: stackOf, Pools: poolOf}, strict)
+}
+
+// saveAssignmentDoc writes doc, the assignment of this synth, where old was read.
+func saveAssignmentDoc(path, tenantsFile string, old, doc assignmentDoc, strict bool) error {
+	persisted, stackOf, persistedPools, poolOf := old.Stacks, doc.Stacks, old.Pools, doc.Pools
+	doc.Note = fmt.Sprintf(assignmentNote, tenantsFileName(tenantsFile))
+	if len(poolOf) == 0 {
+		doc.Pools = nil
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	old, readErr := os.ReadFile(path)
-	if readErr == nil && bytes.Equal(old, b) {
+	was, readErr := os.ReadFile(path)
+	if readErr == nil && bytes.Equal(was, b) {
 		return nil
 	}
 	if strict {
@@ -108,7 +155,7 @@ func saveAssignments(path, tenantsFile string, persisted, stackOf, persistedPool
 		return fmt.Errorf("stack assignment %s %s (%s), and strict assignment (CI=true or -c %s=true) forbids synth to write it: "+
 			"a tenant whose stack changes gets a new queue, stranding the files queued in the old one. "+
 			"Run the synth once without CI=true, review the file and commit %s",
-			path, state, strings.TrimPrefix(assignmentChanges(persisted, stackOf)+poolChanges(persistedPools, poolOf), "same tenants and stacks, another header; "), CtxStrictAssignment, path)
+			path, state, strings.TrimPrefix(assignmentChanges(persisted, stackOf)+poolChanges(persistedPools, poolOf)+prefixChanges(old, doc), "same tenants and stacks, another header; "), CtxStrictAssignment, path)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("stack assignment: %w (synth keeps each tenant's stack in this file)", err)
@@ -278,6 +325,86 @@ func tierMoves(ts []tenants.Tenant, stacks, pools map[string]string, o Options) 
 		errs = append(errs, fmt.Errorf("tenant %q moves from %s to %s: its files will queue in another queue, and files still queued in the old one "+
 			"would run beside the new ones or be lost with it. Drain it first: stop new files for the tenant, wait until pipectl status shows "+
 			"its queue empty and nothing running, then synth and deploy with -c %s=%s", t.ID, from, to, CtxMoveTenants, t.ID))
+	}
+	return errors.Join(errs...)
+}
+
+// prefixChanges says how the recorded prefixes differ, e.g. "; prefixes: pool default pools/p/".
+func prefixChanges(old, doc assignmentDoc) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(doc.PoolPrefixes)) {
+		if p, ok := old.PoolPrefixes[name]; !ok || p != doc.PoolPrefixes[name] {
+			parts = append(parts, fmt.Sprintf("pool %s %s", name, doc.PoolPrefixes[name]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(doc.Prefixes)) {
+		if p, ok := old.Prefixes[id]; !ok || p != doc.Prefixes[id] {
+			parts = append(parts, fmt.Sprintf("%s %s", id, doc.Prefixes[id]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; prefixes: " + strings.Join(parts, ", ")
+}
+
+// drainSteps is how to empty a pooled tenant's part of its pool's queue before a change that
+// would leave its queued files to no one, confirmed by -c key=confirm. A paused tenant's files
+// keep queuing (pipectl pause), so pausing would not drain it.
+func drainSteps(id, key, confirm string) string {
+	return fmt.Sprintf("Drain it first: stop new files for the tenant (not with pipectl pause, which holds its queued files instead of running them), "+
+		"wait until pipectl status %s shows no queued or running file, then synth and deploy with -c %s=%s", id, key, confirm)
+}
+
+// poolEdits refuses the edits of the tenants file that would leave a pooled tenant's queued files
+// to no one, unless o confirms them:
+//   - a pooled tenant removed from the file (RemoveTenants): the pool's controller keeps a message
+//     of no tenant of the pool in its queue, unprocessed, and the tenant's later files behind it;
+//   - a pooled tenant whose prefix changes, alone or with its pool's (MoveTenants): its queued
+//     files lie under the old prefix, which is no longer the tenant's.
+//
+// A tenant that changes tier or pool is tierMoves' to refuse. A silo tenant's queues are retained
+// when it is removed (README, "Removing a tenant"), so its removal stays as it was.
+func poolEdits(file *tenants.File, old assignmentDoc, o Options) error {
+	var errs []error
+	inFile := make(map[string]bool, len(file.Tenants))
+	for _, t := range file.Tenants {
+		inFile[t.ID] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(old.Pools)) {
+		if pool := old.Pools[id]; !inFile[id] && !slices.Contains(o.RemoveTenants, id) {
+			errs = append(errs, fmt.Errorf("tenant %q is removed from pool %s (stack %s-Pool-%s): files of it still queued in the pool's queue would stay there unprocessed, "+
+				"since the pool no longer knows the tenant. %s", id, pool, o.StackPrefix, pool, drainSteps(id, CtxRemoveTenants, id)))
+		}
+	}
+	movedPools := map[string]bool{}
+	for _, name := range file.PoolNames() {
+		was, ok := old.PoolPrefixes[name]
+		now := file.Pool(name).Prefix
+		if !ok || was == now {
+			continue
+		}
+		movedPools[name] = true
+		if confirm := "pool:" + name; !slices.Contains(o.MoveTenants, confirm) {
+			errs = append(errs, fmt.Errorf("pool %s's prefix changes from %q to %q, and with it the prefix of each of its tenants: files still queued under the old prefix "+
+				"are no longer their tenant's. Drain the pool first: stop new files for its tenants, wait until pipectl status shows no queued or running file in the pool, "+
+				"then synth and deploy with -c %s=%s", name, was, now, CtxMoveTenants, confirm))
+		}
+	}
+	for _, t := range file.Tenants {
+		if !t.Pooled() || old.Pools[t.ID] != t.Pool {
+			continue // new here, or moved between tiers or pools (tierMoves)
+		}
+		was, ok := old.recordedPrefix(t.ID, t.Pool)
+		if !ok || was == t.Prefix || slices.Contains(o.MoveTenants, t.ID) {
+			continue
+		}
+		_, ownWas := old.Prefixes[t.ID]
+		if movedPools[t.Pool] && !ownWas && t.Prefix == file.Pool(t.Pool).Prefix+t.ID+"/" {
+			continue // the pool's change, told once for the pool
+		}
+		errs = append(errs, fmt.Errorf("tenant %q's prefix changes from %q to %q in pool %s: files of it still queued under the old prefix are no longer the tenant's. %s",
+			t.ID, was, t.Prefix, t.Pool, drainSteps(t.ID, CtxMoveTenants, t.ID)))
 	}
 	return errors.Join(errs...)
 }

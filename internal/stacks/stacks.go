@@ -7,6 +7,7 @@
 package stacks
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -43,8 +44,11 @@ const (
 	CtxRegisterDesign   = "registerDesign"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
-	// CtxMoveTenants confirms, comma-separated, the tenants that move between tiers or pools.
+	// CtxMoveTenants confirms, comma-separated, the tenants that move between tiers or pools, or
+	// whose pooled prefix changes; "pool:<name>" confirms a change of the pool's prefix.
 	CtxMoveTenants = "moveTenants"
+	// CtxRemoveTenants confirms, comma-separated, the pooled tenants removed from the tenants file.
+	CtxRemoveTenants = "removeTenants"
 )
 
 // Options are the app-wide settings.
@@ -88,6 +92,10 @@ type Options struct {
 	// MoveTenants confirms the tenants that change tier or pool since the assignment file was
 	// written; synth refuses any other such move. Drain a tenant before moving it.
 	MoveTenants []string
+	// RemoveTenants confirms the pooled tenants removed from the tenants file since the
+	// assignment file was written; synth refuses any other such removal. Drain a tenant before
+	// removing it.
+	RemoveTenants []string
 }
 
 // RolePath is the IAM path of the app's function roles, one per stack prefix, so that two copies
@@ -151,6 +159,11 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 	for _, id := range strings.Split(get(CtxMoveTenants), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			o.MoveTenants = append(o.MoveTenants, id)
+		}
+	}
+	for _, id := range strings.Split(get(CtxRemoveTenants), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			o.RemoveTenants = append(o.RemoveTenants, id)
 		}
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
@@ -222,11 +235,12 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	assigned, assignedPools, err := loadAssignments(o.AssignmentFile)
+	old, err := readAssignment(o.AssignmentFile)
 	if err != nil {
 		return nil, err
 	}
-	if err := tierMoves(file.Tenants, assigned, assignedPools, o); err != nil {
+	assigned, assignedPools := old.Stacks, old.Pools
+	if err := errors.Join(tierMoves(file.Tenants, assigned, assignedPools, o), poolEdits(file, old, o)); err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
 	if err := admissionTablesOutsideTablePrefixes(file, o); err != nil {
@@ -251,7 +265,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	if err := saveAssignments(o.AssignmentFile, o.TenantsFile, assigned, stackOf, assignedPools, poolOf, o.StrictAssignment); err != nil {
+	doc := assignmentDoc{Stacks: stackOf, Pools: poolOf}.withPrefixes(file)
+	if err := saveAssignmentDoc(o.AssignmentFile, o.TenantsFile, old, doc, o.StrictAssignment); err != nil {
 		return nil, err
 	}
 	// A CDK error raised through jsii while building (a bad alarm topic ARN, say) is a panic; the
@@ -331,12 +346,15 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		stack, bucket, topic := newStack(stackName, fmt.Sprintf("pool %s (%d tenants)", name, len(members)))
 		out.PoolStacks = append(out.PoolStacks, stack)
 		c := file.Pool(name)
-		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		props := &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
-		})
+		}
+		// The file's tenants were checked once, by Load: the pool skips that check.
+		tenants.Vouch(props)
+		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}
 	rules := 0
 	for _, p := range out.Pools {

@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,5 +86,128 @@ func TestAssignmentRecordsPools(t *testing.T) {
 	err = saveAssignments(path, filepath.Join(dir, "tenants.json"), stacks, stacks, pools, map[string]string{"hooli": "default", "new": "default"}, true)
 	if err == nil || !strings.Contains(err.Error(), "new in pool default") {
 		t.Errorf("strict save with a new pooled tenant: got %v", err)
+	}
+}
+
+// A pooled tenant removed from the tenants file, or whose prefix changes, would leave its queued
+// files to no one: synth refuses it, with the drain steps, until it is confirmed.
+func TestPoolEdits(t *testing.T) {
+	o := Options{StackPrefix: "TP"}
+	old := assignmentDoc{
+		Stacks:       map[string]string{"acme": "1"},
+		Pools:        map[string]string{"hooli": "default", "wayne": "default", "own": "default"},
+		PoolPrefixes: map[string]string{"default": "pools/default/"},
+		Prefixes:     map[string]string{"own": "pools/default/own-x/"},
+	}
+	tenant := func(id, prefix string) string {
+		if prefix == "" {
+			return fmt.Sprintf(`{"id": %q, "tier": "pool"}`, id)
+		}
+		return fmt.Sprintf(`{"id": %q, "tier": "pool", "prefix": %q}`, id, prefix)
+	}
+	file := func(pools string, ts ...string) *tenants.File {
+		t.Helper()
+		f, err := tenants.Parse([]byte(`{`+pools+`"tenants": [{"id": "acme"}, `+strings.Join(ts, ", ")+`]}`), tenants.Options{RegisterURL: "https://core.example.com/records"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	all := []string{tenant("hooli", ""), tenant("wayne", ""), tenant("own", "pools/default/own-x/")}
+	cases := []struct {
+		name            string
+		f               *tenants.File
+		old             assignmentDoc
+		remove, confirm []string
+		want            []string // substrings of the error; none: no error
+	}{
+		{"nothing changes", file("", all...), old, nil, nil, nil},
+		{"a new tenant", file("", append(all, tenant("new", ""))...), old, nil, nil, nil},
+		{"removed", file("", all[1:]...), old, nil, nil, []string{
+			`tenant "hooli" is removed from pool default (stack TP-Pool-default)`,
+			"stop new files for the tenant", "pipectl status hooli shows no queued or running file", "-c removeTenants=hooli"}},
+		{"removed, confirmed", file("", all[1:]...), old, []string{"hooli"}, nil, nil},
+		{"removal confirmed by moveTenants is not confirmed", file("", all[1:]...), old, nil, []string{"hooli"}, []string{"-c removeTenants=hooli"}},
+		{"own prefix changes", file("", tenant("hooli", ""), tenant("wayne", ""), tenant("own", "pools/default/own-y/")), old, nil, nil, []string{
+			`tenant "own"'s prefix changes from "pools/default/own-x/" to "pools/default/own-y/" in pool default`, "pipectl status own", "-c moveTenants=own"}},
+		{"derived prefix becomes its own", file("", tenant("hooli", "pools/default/h/"), tenant("wayne", ""), all[2]), old, nil, nil, []string{
+			`tenant "hooli"'s prefix changes from "pools/default/hooli/" to "pools/default/h/"`}},
+		{"prefix change confirmed", file("", tenant("hooli", "pools/default/h/"), tenant("wayne", ""), all[2]), old, nil, []string{"hooli"}, nil},
+		{"pool prefix changes: told once, for the pool", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")), old, nil, nil, []string{
+			`pool default's prefix changes from "pools/default/" to "p/"`, "-c moveTenants=pool:default",
+			`tenant "own"'s prefix changes from "pools/default/own-x/" to "p/own-x/"`}},
+		{"pool prefix change confirmed", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")), old, nil, []string{"pool:default", "own"}, nil},
+		{"a file that recorded no prefixes compares none", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")),
+			assignmentDoc{Pools: old.Pools}, nil, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o.RemoveTenants, o.MoveTenants = tc.remove, tc.confirm
+			err := poolEdits(tc.f, tc.old, o)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("got no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if tc.name == "pool prefix changes: told once, for the pool" && (strings.Contains(err.Error(), `"hooli"`) || strings.Contains(err.Error(), `"wayne"`)) {
+				t.Errorf("error %q names tenants whose prefix follows the pool's", err)
+			}
+		})
+	}
+}
+
+// The assignment file records each pool's prefix, and a pooled tenant's only when it is not
+// "<pool prefix><id>/": 100,000 tenants at their derived prefix add no line each.
+func TestAssignmentRecordsPrefixes(t *testing.T) {
+	f, err := tenants.Parse([]byte(`{"pools": {"big": {"prefix": "in/big/"}}, "tenants": [{"id": "acme"}, {"id": "hooli", "tier": "pool"}, `+
+		`{"id": "own", "tier": "pool", "prefix": "pools/default/own-x/"}, {"id": "wayne", "tier": "pool", "pool": "big"}]}`),
+		tenants.Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.stacks.json")
+	doc := assignmentDoc{Stacks: map[string]string{"acme": "1"}, Pools: map[string]string{"hooli": "default", "own": "default", "wayne": "big"}}.withPrefixes(f)
+	if err := saveAssignmentDoc(path, filepath.Join(dir, "tenants.json"), assignmentDoc{}, doc, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAssignment(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"default": "pools/default/", "big": "in/big/"}; !maps.Equal(got.PoolPrefixes, want) {
+		t.Errorf("got pool prefixes %v, want %v", got.PoolPrefixes, want)
+	}
+	if want := map[string]string{"own": "pools/default/own-x/"}; !maps.Equal(got.Prefixes, want) {
+		t.Errorf("got tenant prefixes %v, want %v (the others are derived)", got.Prefixes, want)
+	}
+	for _, tc := range []struct{ id, pool, want string }{{"hooli", "default", "pools/default/hooli/"}, {"own", "default", "pools/default/own-x/"}, {"wayne", "big", "in/big/wayne/"}} {
+		if p, ok := got.recordedPrefix(tc.id, tc.pool); !ok || p != tc.want {
+			t.Errorf("%s: got recorded prefix %q (%v), want %q", tc.id, p, ok, tc.want)
+		}
+	}
+	// Strict (CI): a newly recorded prefix is a change to commit, named as such.
+	old := got
+	old.PoolPrefixes = nil
+	if err := os.WriteFile(path, []byte(`{"stacks": {"acme": "1"}, "pools": {"hooli": "default", "own": "default", "wayne": "big"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = saveAssignmentDoc(path, filepath.Join(dir, "tenants.json"), old, doc, true)
+	if err == nil || !strings.Contains(err.Error(), "prefixes: pool big in/big/, pool default pools/default/") {
+		t.Errorf("strict save recording prefixes: got %v", err)
+	}
+	// A silo-only app's file is as it was: nothing recorded.
+	silo, _ := tenants.Parse([]byte(`{"tenants": [{"id": "acme"}]}`), tenants.Options{RegisterURL: "https://core.example.com/records"})
+	if d := (assignmentDoc{Stacks: map[string]string{"acme": "1"}}).withPrefixes(silo); d.PoolPrefixes != nil || d.Prefixes != nil {
+		t.Errorf("silo only: got %v %v, want nothing recorded", d.PoolPrefixes, d.Prefixes)
 	}
 }

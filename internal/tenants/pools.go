@@ -163,6 +163,8 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		d := c.PoolDefaults(name)
 		if c.Prefix != "" && (strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/")) {
 			errs = append(errs, fmt.Errorf("%s: prefix %q is invalid: a key prefix ending in \"/\" without a leading \"/\", e.g. \"pools/%s/\"", where, c.Prefix, name))
+		} else if err := CheckPrefix(c.Prefix, "pools/"+name+"/"); c.Prefix != "" && err != nil {
+			errs = append(errs, fmt.Errorf("%s: prefix %v", where, err))
 		}
 		for _, r := range pipeline.ReservedPrefixes {
 			if c.Prefix != "" && PrefixesOverlap(c.Prefix, r) {
@@ -183,15 +185,14 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			errs = append(errs, fmt.Errorf("%s: intakeGroups %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, d.IntakeGroups, MaxPoolIntakeGroups))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
-		for _, other := range slices.Sorted(maps.Keys(f.Pools)) {
-			a, b := f.Pool(name).Prefix, f.Pool(other).Prefix
-			if name < other && PrefixesOverlap(a, b) {
-				errs = append(errs, fmt.Errorf("pools.%s: prefix %q overlaps pool %s's prefix %q, so one file would reach two pools; make them disjoint", other, b, name, a))
-			}
-		}
+	configured := slices.Sorted(maps.Keys(f.Pools))
+	for _, p := range overlaps(f.poolPrefixes(configured)) {
+		name, other := configured[p.i], configured[p.j]
+		errs = append(errs, fmt.Errorf("pools.%s: prefix %q overlaps pool %s's prefix %q, so one file would reach two pools; make them disjoint",
+			other, f.Pool(other).Prefix, name, f.Pool(name).Prefix))
 	}
 	pools := f.PoolNames()
+	siloOverlaps := f.siloPoolOverlaps(pools)
 	for i, t := range f.Tenants {
 		bad := func(field, format string, args ...any) {
 			if !u(i).skips(field) {
@@ -203,10 +204,8 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			if t.Pool != "" {
 				bad("pool", "%q is set, but the tenant's tier is %q: set \"tier\": %q to pool it, or remove pool", t.Pool, t.Tier, TierPool)
 			}
-			for _, name := range pools {
-				if p := f.Pool(name).Prefix; t.Prefix != "" && PrefixesOverlap(t.Prefix, p) {
-					bad("prefix", "%q overlaps the prefix %q of pool %s, so one file would reach both the silo tenant and the pool; move the tenant's prefix outside it", t.Prefix, p, name)
-				}
+			for _, name := range siloOverlaps[i] {
+				bad("prefix", "%q overlaps the prefix %q of pool %s, so one file would reach both the silo tenant and the pool; move the tenant's prefix outside it", t.Prefix, f.Pool(name).Prefix, name)
 			}
 			continue
 		case TierPool:
@@ -225,7 +224,7 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if t.Prefix != "" && !strings.HasPrefix(t.Prefix, c.Prefix) {
 			bad("prefix", "%q is outside pool %s's prefix %q: the pool's functions may read only under the pool's prefix, so its files could not be read; "+
 				"use a prefix under %q (the default is %q), or set pools.%s.prefix", t.Prefix, t.Pool, c.Prefix, c.Prefix, c.Prefix+t.ID+"/", t.Pool)
-		} else if t.Prefix != "" && c.IntakeGroups > 1 && (len(t.Prefix) == len(c.Prefix) || !IntakeByte(t.Prefix[len(c.Prefix)])) {
+		} else if t.Prefix != "" && c.IntakeGroups > 1 && CheckPrefix(t.Prefix, "") == nil && (len(t.Prefix) == len(c.Prefix) || !IntakeByte(t.Prefix[len(c.Prefix)])) {
 			// The intake's rules shard the pool's keys by the character after the pool's prefix, and
 			// list the printable ASCII ones only (IntakeByte), so that one of them names one group for
 			// all the tenant's files (docs/controller.md, "Pooled tier").
@@ -275,6 +274,37 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		}
 	}
 	return errs
+}
+
+// poolPrefixes are the defaulted prefixes of the pools called names, in their order.
+func (f *File) poolPrefixes(names []string) []string {
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = f.Pool(name).Prefix
+	}
+	return out
+}
+
+// siloPoolOverlaps maps the index of each silo tenant whose prefix overlaps a pool's prefix to
+// those pools, in the order of pools: one sweep over the silo tenants' and the pools' prefixes
+// together (overlaps), instead of comparing every silo tenant with every pool.
+func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
+	prefixes := f.poolPrefixes(pools)
+	for _, t := range f.Tenants {
+		p := t.Prefix
+		if t.Tier != TierSilo {
+			p = "" // never compared
+		}
+		prefixes = append(prefixes, p)
+	}
+	out := map[int][]string{}
+	for _, p := range overlaps(prefixes) {
+		// Pools come first in the list, tenants after: a pair of interest is a pool and a tenant.
+		if p.i < len(pools) && p.j >= len(pools) {
+			out[p.j-len(pools)] = append(out[p.j-len(pools)], pools[p.i])
+		}
+	}
+	return out
 }
 
 // secretName is the name part of a Secrets Manager secret ARN

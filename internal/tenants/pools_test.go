@@ -76,13 +76,14 @@ func TestPoolValidation(t *testing.T) {
 		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups -1 is out of range`}},
 		// Sharded by the character after the pool's prefix: a tenant on the pool's own prefix would
-		// spread over every group, and a non-ASCII character is in no group's rule.
+		// spread over every group. A non-ASCII or control character, in no group's rule, is outside
+		// the safe set that every prefix keeps to, and told as such.
 		{"tenant on the pool's own prefix", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/"}]}`,
 			[]string{`tenant "a": prefix: "pools/default/" must go on past pool default's prefix "pools/default/" with a printable ASCII character`, `set pools.default.intakeGroups to 1`}},
 		{"tenant prefix with a non-ASCII character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/日本/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/日本/" must go on past pool default's prefix`}},
+			[]string{`tenant "a": prefix: "pools/default/日本/" contains "日", "本", which are not in the safe set`}},
 		{"tenant prefix with a control character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/\u0001a/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/\x01a/" must go on past pool default's prefix`}},
+			[]string{`tenant "a": prefix: "pools/default/\x01a/" contains "\x01", which is not in the safe set`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
@@ -106,7 +107,7 @@ func TestPoolValidation(t *testing.T) {
 
 // One intake group, as before the intake was sharded, takes any tenant prefix under the pool's.
 func TestPoolOneIntakeGroup(t *testing.T) {
-	for _, prefix := range []string{"pools/default/", "pools/default/日本/"} {
+	for _, prefix := range []string{"pools/default/", "pools/default/(a)/"} {
 		f, err := Parse([]byte(`{"pools": {"default": {"intakeGroups": 1}}, "tenants": [{"id": "a", "tier": "pool", "prefix": "`+prefix+`"}]}`), Options{RegisterURL: "https://core.example.com/records"})
 		if err != nil {
 			t.Fatalf("prefix %q: %v", prefix, err)

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -290,12 +291,29 @@ func decodeFields(where, path string, fields map[string]json.RawMessage, v refle
 
 // fieldIndex returns the index of the field of t with the JSON name, or -1.
 func fieldIndex(t reflect.Type, name string) int {
-	for i := range t.NumField() {
-		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
-			return i
-		}
+	if i, ok := fieldsOf(t)[name]; ok {
+		return i
 	}
 	return -1
+}
+
+// fieldIndexes maps each struct type to its fields' indexes by JSON name, read once per type:
+// a file of 100,000 tenants would otherwise read the same tags for every tenant.
+var fieldIndexes sync.Map
+
+func fieldsOf(t reflect.Type) map[string]int {
+	if m, ok := fieldIndexes.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m := map[string]int{}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			m[name] = i
+		}
+	}
+	fieldIndexes.Store(t, m)
+	return m
 }
 
 // jsonError names the line and column of a syntax error, counted in characters from 1.
@@ -345,10 +363,13 @@ func typeProblem(err error) string {
 // encoding/json would match names case-insensitively, so "chunksize" is a typo here, not
 // chunkSize; the message suggests the field.
 func unknownFields(where string, fields map[string]json.RawMessage, t reflect.Type) (errs []error, suggested []string) {
-	known := jsonNames(t)
+	var known map[string]bool
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if known[k] {
+		if fieldIndex(t, k) >= 0 {
 			continue
+		}
+		if known == nil {
+			known = jsonNames(t)
 		}
 		hint := ""
 		for _, name := range slices.Sorted(maps.Keys(known)) {
@@ -390,8 +411,7 @@ func editDistance(a, b string) int {
 
 func jsonNames(t reflect.Type) map[string]bool {
 	names := map[string]bool{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	for name := range fieldsOf(t) {
 		names[name] = true
 	}
 	return names
@@ -445,11 +465,24 @@ func (f *File) Validate() error { return f.validate(nil) }
 
 // validate is Validate with the unreadable fields of each tenant, as Parse found them.
 func (f *File) validate(unread []unreadable) error {
+	badPool := map[string]bool{}
+	for _, name := range f.PoolNames() {
+		badPool[name] = CheckPrefix(f.Pool(name).Prefix, "") != nil
+	}
 	u := func(i int) unreadable {
+		r := unreadable{}
 		if i < len(unread) {
-			return unread[i]
+			r = unread[i]
 		}
-		return unreadable{}
+		// A prefix made from an invalid pool prefix has the pool's problem, told once for the pool.
+		if t := f.Tenants[i]; t.Pooled() && badPool[t.Pool] && t.Prefix == f.Pool(t.Pool).Prefix+t.ID+"/" {
+			r.fields = maps.Clone(r.fields)
+			if r.fields == nil {
+				r.fields = map[string]bool{}
+			}
+			r.fields["prefix"] = true
+		}
+		return r
 	}
 	var errs []error
 	seen := map[string]int{}
@@ -485,11 +518,11 @@ func (t Tenant) check(u unreadable) error {
 	switch {
 	case t.Prefix == "" && t.ID == "":
 		// The default prefix is made from the id, whose problem is already reported.
-	case t.Prefix == "" || strings.HasPrefix(t.Prefix, "/") || !strings.HasSuffix(t.Prefix, "/"):
-		bad("prefix", "%q is invalid: a prefix is a non-empty key prefix ending in \"/\" without a leading \"/\", e.g. \"inbox/%s/\"", t.Prefix, t.ID)
-	case !utf8.ValidString(t.Prefix) || len(t.Prefix) > 512:
-		bad("prefix", "%q is invalid: must be valid UTF-8 of at most 512 bytes", t.Prefix)
 	default:
+		if err := CheckPrefix(t.Prefix, "inbox/"+t.ID+"/"); err != nil {
+			bad("prefix", "%v", err)
+			break
+		}
 		for _, r := range pipeline.ReservedPrefixes {
 			if PrefixesOverlap(t.Prefix, r) {
 				bad("prefix", "%q overlaps %q, which the pipeline writes to itself; choose a prefix outside it", t.Prefix, r)
@@ -542,19 +575,19 @@ func validURL(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
-// PrefixesOverlap reports whether a key can start with both prefixes, so that one file would reach
-// two tenants. The construct checks its pipelines on one bucket by the same rule.
-func PrefixesOverlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
-
+// overlappingPrefixes reports every two tenants whose prefixes overlap, the later one told.
 func overlappingPrefixes(ts []Tenant) []error {
+	prefixes := make([]string, len(ts))
+	for i, t := range ts {
+		prefixes[i] = t.Prefix
+	}
 	var errs []error
-	for i := range ts {
-		for j := i + 1; j < len(ts); j++ {
-			// Two entries of one id are reported as a duplicate, not as overlapping themselves.
-			if ts[i].ID != ts[j].ID && ts[i].Prefix != "" && ts[j].Prefix != "" && PrefixesOverlap(ts[i].Prefix, ts[j].Prefix) {
-				errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
-					ts[j].ID, ts[j].Prefix, ts[i].ID, ts[i].Prefix))
-			}
+	for _, p := range overlaps(prefixes) {
+		a, b := ts[p.i], ts[p.j]
+		// Two entries of one id are reported as a duplicate, not as overlapping themselves.
+		if a.ID != b.ID {
+			errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
+				b.ID, b.Prefix, a.ID, a.Prefix))
 		}
 	}
 	return errs

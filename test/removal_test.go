@@ -1,0 +1,69 @@
+package test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// TestPoolRemovalNeedsConfirming: synth with a pooled tenant gone from the tenants file, or with
+// its prefix changed, fails before anything is built, with the drain steps; the context keys
+// removeTenants and moveTenants confirm them, and the confirmed removal leaves the assignment.
+func TestPoolRemovalNeedsConfirming(t *testing.T) {
+	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}}`
+	for _, tc := range []struct {
+		name    string
+		tenants string
+		context map[string]any
+		want    string // "": synth succeeds
+	}{
+		{"removed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, nil,
+			`tenant "gone" is removed from pool default (stack TenantPipeline-Pool-default)`},
+		{"re-prefixed", `{"tenants": [{"id": "hooli", "tier": "pool", "prefix": "pools/default/h/"}, {"id": "gone", "tier": "pool"}]}`, nil,
+			`tenant "hooli"'s prefix changes from "pools/default/hooli/" to "pools/default/h/" in pool default`},
+		{"removal confirmed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, map[string]any{stacks.CtxRemoveTenants: "gone"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, stacksFile := filepath.Join(dir, "tenants.json"), filepath.Join(dir, "tenants.stacks.json")
+			if err := os.WriteFile(file, []byte(tc.tenants), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(stacksFile, []byte(assignment), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx := map[string]any{stacks.CtxTenantsFile: file, stacks.CtxRegisterURL: "https://core.example.com/records"}
+			for k, v := range tc.context {
+				ctx[k] = v
+			}
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &ctx})
+			o, err := stacks.OptionsFromContext(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = stacks.Build(app, o)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "pipectl status") {
+					t.Fatalf("got %v, want an error containing %q and the drain steps", err, tc.want)
+				}
+				if b, _ := os.ReadFile(stacksFile); string(b) != assignment {
+					t.Errorf("got the assignment file changed to %s, want it untouched", b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got %v, want no error", err)
+			}
+			b, _ := os.ReadFile(stacksFile)
+			if strings.Contains(string(b), `"gone"`) || !strings.Contains(string(b), `"hooli": "default"`) {
+				t.Errorf("got assignment file\n%s\nwant hooli kept and gone removed", b)
+			}
+		})
+	}
+}
