@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
 	"github.com/example/tenantpipeline/internal/source"
 )
 
@@ -13,88 +16,160 @@ import (
 // because its Lambda timeout is near, not because anything failed.
 var errNearDeadline = errors.New("the Lambda timeout is near")
 
-// registerRun registers the request's chunks in order, from req.Chunk through req.Until(), while
-// the invocation's time budget lasts, and returns the cursor where the next invocation starts. The
-// cursor travels in the segment execution's state (the next Register task's input), never only in
-// this process, so a Retry or a redrive of the task resumes at this invocation's first chunk, and
-// re-sends at most this invocation's records, with the same idempotency keys (they depend only on
-// the file execution's name and the record or chunk number). With the request's segment it also
-// keeps the cursor in the work bucket (progress.go), so that a new segment execution, which a
-// redrive of the file starts at the segment's first chunk, resumes there too.
+// registerRun registers the request's chunks in order, from req.Chunk (from its record req.Record
+// when the cursor stopped inside it) through req.Until(), while the invocation's time budget
+// lasts, and returns the cursor where the next invocation starts: a chunk, and a record within it
+// when the invocation stopped inside that chunk. The cursor travels in the segment execution's
+// state (the next Register task's input), never only in this process, so a Retry or a redrive of
+// the task resumes at this invocation's first record, and re-sends at most this invocation's
+// records, with the same idempotency keys (they depend only on the file execution's name and the
+// record or chunk number, never on where an invocation starts). With the request's segment it also
+// keeps the chunk cursor in the work bucket (progress.go), so that a new segment execution, which
+// a redrive of the file starts at the segment's first chunk, resumes there too.
 //
-// It stops early, returning the cursor of the next chunk as a success, when:
+// It stops early, returning the cursor as a success, when:
 //   - the time left (after the margin) is less than one more chunk needs: the slowest chunk of
 //     this invocation so far plus one HTTP timeout, since the chunk's last POST starts only with a
-//     whole HTTP timeout left (the deadline guard);
-//   - a later chunk stops on the deadline guard or on a RetryableError: the records of that chunk
-//     already sent are re-sent by the next invocation with the same keys, and if the failure
-//     persists there, before any progress, the state machine's Retry (with its backoff) applies;
+//     whole HTTP timeout left (the deadline guard); the cursor is the next chunk;
+//   - after this invocation registered at least one record, a chunk stops on the deadline guard
+//     or on a RetryableError: the cursor is the first record not written, in that chunk, so the
+//     next invocation sends none of this one's records again, and re-sends the one that failed
+//     (or was in flight) with the same key. If the failure persists there, before any progress,
+//     the state machine's Retry (with its backoff) applies;
 //   - any chunk, the first included, stops to wait for the core system (errSlowDown: its rate
 //     limit or a 429's or 503's Retry-After does not fit the invocation, pace.go). Waiting is not
 //     a failure, so it spends none of the state machine's Retry budget: the next invocation
-//     resumes at that chunk, re-sending its records already sent with the same keys.
+//     resumes at the record that waits.
 //
-// Any other failure, and any failure of the invocation's first chunk, is returned as is: records
-// are sent in order and nothing after the first failure is sent.
+// Every stop after progress moves the cursor by at least one record, so a file finishes whatever
+// the core system's latency, unless one POST alone outlasts the HTTP timeout as the invocation's
+// first: that is a RecordLatencyError (latencyError), which the Retry cannot outwait forever.
+// Any other failure before progress is returned as is: records are sent in order and nothing after
+// the first failure is sent.
 func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p *pace) (pipeline.ChunkResult, error) {
 	now := h.now
 	if now == nil {
 		now = time.Now
 	}
-	from := req.Chunk
+	from, at := req.Chunk, req.Record
 	var reserve time.Duration // kept for writing the progress after the last chunk
 	if req.Segment != nil {
 		if err := checkSegment(req); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 		reserve = minCallTime
-		if req.Chunk == req.Segment.FirstChunk {
+		if req.Chunk == req.Segment.FirstChunk && req.Record == 0 {
 			var err error
 			if from, err = h.resume(ctx, req); err != nil {
 				return pipeline.ChunkResult{}, err
 			}
 		}
 	}
-	res := pipeline.ChunkResult{Chunk: req.Chunk, Next: from}
+	// keep is the record cursor the result carries: only the per-invocation segment (which sends
+	// its segment) keeps it in its state; any other caller gets the chunk cursor it always had,
+	// and a chunk it resumes starts again at its first record, with the same keys.
+	keep := func(record int64) int64 {
+		if req.Segment == nil {
+			return 0
+		}
+		return record
+	}
+	res := pipeline.ChunkResult{Chunk: req.Chunk, Next: from, NextRecord: keep(at)}
 	var slowest time.Duration
 	for c := from; c <= req.Until(); c++ {
 		if c > from && !h.roomForChunk(ctx, now, slowest+reserve) {
 			break
 		}
 		one := req
-		one.Chunk, one.LastChunk = c, 0
+		one.Chunk, one.LastChunk, one.Record = c, 0, 0
+		if c == req.Chunk {
+			one.Record = at
+		}
 		started := now()
 		n, err := h.register(ctx, one, p)
 		res.Registered += n
+		stop := stopAt(one, n, err)
 		var we *WriteError
 		if errors.As(err, &we) {
 			err = we.Err // the pipeline error, unwrapped for the state machine
 		}
 		if errors.Is(err, errSlowDown) {
 			// Waiting for the core system fails nothing and spends no Retry: the next invocation
-			// resumes at this chunk, even when it is the invocation's first.
+			// resumes at the record that waits, even when it is the invocation's first.
 			h.Log.Info("invocation ends to wait for the core system; the next invocation resumes there",
 				"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-				"chunk", c, "reason", err.Error())
+				"chunk", c, "record", stop, "reason", err.Error())
+			res.NextRecord = keep(stop)
 			break
 		}
 		if err != nil {
-			if c > from && source.ErrorType(err) == pipeline.ErrRetryable {
-				h.Log.Warn("invocation ends before a failed chunk; the next invocation resumes there",
+			if source.ErrorType(err) == pipeline.ErrRetryable && (c > from || keep(stop) > 0 && res.Registered > 0) {
+				h.Log.Warn("invocation ends before a failed record; the next invocation resumes there",
 					"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-					"chunk", c, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
+					"chunk", c, "record", stop, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
+				res.NextRecord = keep(stop)
 				break
+			}
+			if res.Registered == 0 && we != nil && timedOut(err) {
+				return pipeline.ChunkResult{}, h.latencyError(one, we, err)
 			}
 			return pipeline.ChunkResult{}, err
 		}
 		slowest = max(slowest, now().Sub(started))
-		res.Next = c + 1
+		res.Next, res.NextRecord = c+1, 0
 	}
 	res.Done = res.Next > req.Until()
 	if req.Segment != nil && res.Next > from {
 		h.saveProgress(ctx, req, res.Next)
 	}
 	return res, nil
+}
+
+// stopAt is the record where the next invocation resumes chunk one after a stop: the first record
+// the sink did not write, once any record of the chunk is written (now or by an earlier
+// invocation); else 0, the chunk's start.
+func stopAt(one pipeline.ChunkRequest, n int64, err error) int64 {
+	var we *WriteError
+	if n > 0 && errors.As(err, &we) {
+		return we.Record
+	}
+	return one.Record
+}
+
+// fromRecord drops the records of the chunk that an earlier invocation registered: those before
+// req.Record. A Record that is not one of the chunk's, or that lies inside a batch-mode chunk (one
+// POST under one key, so the cursor never stops inside it), is a wiring fault no retry fixes:
+// sending from there could skip records or re-send them under another key.
+func fromRecord(b budget, req pipeline.ChunkRequest, recs []records.Record) ([]records.Record, error) {
+	if req.Record == 0 {
+		return recs, nil
+	}
+	i := slices.IndexFunc(recs, func(r records.Record) bool { return r.Number == req.Record })
+	if i < 0 || i > 0 && req.Tenant.BatchMode() {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf(
+			"%s: the cursor's record %d is not a record Register can resume chunk %d at (records %d-%d, batch mode %v)",
+			b.file, req.Record, req.Chunk, recs[0].Number, recs[len(recs)-1].Number, req.Tenant.BatchMode())}
+	}
+	return recs[i:], nil
+}
+
+// timedOut reports whether a POST ended without an answer because its time ran out (classify).
+func timedOut(err error) bool { return errors.Is(err, errNoAnswerInTime) }
+
+// latencyError is the RecordLatencyError of a POST that timed out although it was the first of its
+// invocation: it had a whole HTTP timeout (the deadline guard starts no POST with less), and every
+// retry would give it the same, so its latency exceeds what any invocation can give one record.
+func (h *Handler) latencyError(req pipeline.ChunkRequest, we *WriteError, err error) error {
+	what, fix := fmt.Sprintf("record %d", we.Record), ""
+	if req.Tenant.BatchMode() {
+		what = fmt.Sprintf("the batch of chunk %d (from record %d)", req.Chunk, we.Record)
+		fix = ", or lower maxBatchBytes or chunkSize so that Split cuts smaller batches"
+	}
+	return &pipeline.RecordLatencyError{Message: fmt.Sprintf(
+		"%s: %s got no answer within the HTTP timeout %s, although it was the invocation's first POST and had all of it: "+
+			"the core system's latency for it exceeds Register's budget, so no invocation can register it (the records before it are registered); "+
+			"make the core system answer within the HTTP timeout, or raise RegisterHTTPTimeout with RegisterTimeout%s",
+		source.Name(req.Source), what, h.HTTPTimeout, fix), Err: err}
 }
 
 // roomForChunk reports whether one more chunk fits before the deadline (minus the margin): the

@@ -302,8 +302,12 @@ func TestRegisterTransportFailures(t *testing.T) {
 		h := newHandler(s3, &fakeSecrets{})
 		h.HTTPTimeout = 100 * time.Millisecond
 		_, err := h.Handle(context.Background(), reqs[0])
-		if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "record 1: the core system did not answer: timed out") {
-			t.Errorf("got %v (%s), want a RetryableError naming the timeout", err, source.ErrorType(err))
+		// The invocation's first POST had a whole HTTP timeout: no retry can give it more.
+		if source.ErrorType(err) != pipeline.ErrRecordLatency || !strings.Contains(err.Error(), "record 1 got no answer within the HTTP timeout 100ms") {
+			t.Errorf("got %v (%s), want a RecordLatencyError naming the record and the timeout", err, source.ErrorType(err))
+		}
+		if !timedOut(err) {
+			t.Errorf("got %v, want the timeout as its cause", err)
 		}
 		if strings.Contains(err.Error(), srv.URL) {
 			t.Errorf("got %q, want no URL in the message", err)

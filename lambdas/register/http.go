@@ -186,6 +186,10 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
+// errNoAnswerInTime marks a POST that got no answer before its time ran out (net/http reports the
+// HTTP timeout and the budget's context alike, as a *url.Error whose Timeout is true).
+var errNoAnswerInTime = errors.New("the POST got no answer in time")
+
 // classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
 // (already registered) succeed; 408, 429, 5xx and transport failures are retried (deliver waits on
 // a 429 or 503 itself and classifies only other answers); anything else,
@@ -200,6 +204,7 @@ func classify(file, what string, resp response, err error) error {
 			reason = ue.Err.Error() // without the URL, which may carry credentials
 			if ue.Timeout() {
 				reason = "timed out: " + reason
+				err = fmt.Errorf("%w: %w", errNoAnswerInTime, err)
 			}
 		}
 		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system did not answer: %s", file, what, reason), Err: err}
