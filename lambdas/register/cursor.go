@@ -31,21 +31,24 @@ var errNearDeadline = errors.New("the Lambda timeout is near")
 //   - the time left (after the margin) is less than one more chunk needs: the slowest chunk of
 //     this invocation so far plus one HTTP timeout, since the chunk's last POST starts only with a
 //     whole HTTP timeout left (the deadline guard); the cursor is the next chunk;
-//   - after this invocation registered at least one record, a chunk stops on the deadline guard
-//     or on a RetryableError: the cursor is the first record not written, in that chunk, so the
-//     next invocation sends none of this one's records again, and re-sends the one that failed
-//     (or was in flight) with the same key. If the failure persists there, before any progress,
-//     the state machine's Retry (with its backoff) applies;
+//   - after this invocation registered at least one record, the deadline guard stops it inside
+//     its first chunk: the cursor is the first record not written, so the next invocation sends
+//     none of this one's records again. No POST is cut short by the budget (one starts only with
+//     a whole HTTP timeout left), so no record is in flight; one that timed out is re-sent with
+//     the same key;
+//   - a later chunk stops on the deadline guard, a RetryableError or a RecordLatencyError: the
+//     cursor is that chunk's first record not written. If the failure persists there, before any
+//     progress, the state machine's Retry (with its backoff) applies;
 //   - any chunk, the first included, stops to wait for the core system (errSlowDown: its rate
 //     limit or a 429's or 503's Retry-After does not fit the invocation, pace.go). Waiting is not
 //     a failure, so it spends none of the state machine's Retry budget: the next invocation
 //     resumes at the record that waits.
 //
-// Every stop after progress moves the cursor by at least one record, so a file finishes whatever
-// the core system's latency, unless one POST alone outlasts the HTTP timeout as the invocation's
-// first: that is a RecordLatencyError (latencyError), which the Retry cannot outwait forever.
-// Any other failure before progress is returned as is: records are sent in order and nothing after
-// the first failure is sent.
+// So a file finishes whatever the core system's latency, unless one POST alone gets no answer
+// within the HTTP timeout, which every POST starts with: that is a RecordLatencyError naming the
+// record (coreClient.latencyError), retried like a RetryableError and then failing the file. Any
+// other failure is returned as is: records are sent in order and nothing after the first failure
+// is sent.
 func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p *pace) (pipeline.ChunkResult, error) {
 	now := h.now
 	if now == nil {
@@ -103,15 +106,18 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			break
 		}
 		if err != nil {
-			if source.ErrorType(err) == pipeline.ErrRetryable && (c > from || keep(stop) > 0 && res.Registered > 0) {
+			// A stop that hands on a cursor: in a later chunk (the invocation registered whole
+			// chunks, so there are at most as many as chunks), or inside the first one when its
+			// budget ran out (it spent its whole budget, so there are at most as many as the
+			// segment's time holds budgets). Any other failure, before progress or inside the first
+			// chunk, is the task's Retry's, from this invocation's cursor: a core system that fails
+			// every few records cannot make a segment run one invocation per few records.
+			if retryable(err) && (c > from || errors.Is(err, errNearDeadline) && keep(stop) > 0 && res.Registered > 0) {
 				h.Log.Warn("invocation ends before a failed record; the next invocation resumes there",
 					"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 					"chunk", c, "record", stop, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
 				res.NextRecord = keep(stop)
 				break
-			}
-			if res.Registered == 0 && we != nil && timedOut(err) {
-				return pipeline.ChunkResult{}, h.latencyError(one, we, err)
 			}
 			return pipeline.ChunkResult{}, err
 		}
@@ -123,6 +129,13 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		h.saveProgress(ctx, req, res.Next)
 	}
 	return res, nil
+}
+
+// retryable reports whether the state machine retries err: a RetryableError, or a RecordLatencyError
+// (retried alike, because one invocation cannot tell it from a core system that hangs a while).
+func retryable(err error) bool {
+	t := source.ErrorType(err)
+	return t == pipeline.ErrRetryable || t == pipeline.ErrRecordLatency
 }
 
 // stopAt is the record where the next invocation resumes chunk one after a stop: the first record
@@ -151,25 +164,6 @@ func fromRecord(b budget, req pipeline.ChunkRequest, recs []records.Record) ([]r
 			b.file, req.Record, req.Chunk, recs[0].Number, recs[len(recs)-1].Number, req.Tenant.BatchMode())}
 	}
 	return recs[i:], nil
-}
-
-// timedOut reports whether a POST ended without an answer because its time ran out (classify).
-func timedOut(err error) bool { return errors.Is(err, errNoAnswerInTime) }
-
-// latencyError is the RecordLatencyError of a POST that timed out although it was the first of its
-// invocation: it had a whole HTTP timeout (the deadline guard starts no POST with less), and every
-// retry would give it the same, so its latency exceeds what any invocation can give one record.
-func (h *Handler) latencyError(req pipeline.ChunkRequest, we *WriteError, err error) error {
-	what, fix := fmt.Sprintf("record %d", we.Record), ""
-	if req.Tenant.BatchMode() {
-		what = fmt.Sprintf("the batch of chunk %d (from record %d)", req.Chunk, we.Record)
-		fix = ", or lower maxBatchBytes or chunkSize so that Split cuts smaller batches"
-	}
-	return &pipeline.RecordLatencyError{Message: fmt.Sprintf(
-		"%s: %s got no answer within the HTTP timeout %s, although it was the invocation's first POST and had all of it: "+
-			"the core system's latency for it exceeds Register's budget, so no invocation can register it (the records before it are registered); "+
-			"make the core system answer within the HTTP timeout, or raise RegisterHTTPTimeout with RegisterTimeout%s",
-		source.Name(req.Source), what, h.HTTPTimeout, fix), Err: err}
 }
 
 // roomForChunk reports whether one more chunk fits before the deadline (minus the margin): the

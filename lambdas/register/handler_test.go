@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
@@ -302,11 +303,11 @@ func TestRegisterTransportFailures(t *testing.T) {
 		h := newHandler(s3, &fakeSecrets{})
 		h.HTTPTimeout = 100 * time.Millisecond
 		_, err := h.Handle(context.Background(), reqs[0])
-		// The invocation's first POST had a whole HTTP timeout: no retry can give it more.
+		// The POST had a whole HTTP timeout: no retry can give it more.
 		if source.ErrorType(err) != pipeline.ErrRecordLatency || !strings.Contains(err.Error(), "record 1 got no answer within the HTTP timeout 100ms") {
 			t.Errorf("got %v (%s), want a RecordLatencyError naming the record and the timeout", err, source.ErrorType(err))
 		}
-		if !timedOut(err) {
+		if !errors.Is(err, errNoAnswerInTime) {
 			t.Errorf("got %v, want the timeout as its cause", err)
 		}
 		if strings.Contains(err.Error(), srv.URL) {
