@@ -63,7 +63,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		reserve = minCallTime
 		if req.Chunk == req.Segment.FirstChunk && req.Record == 0 {
 			var err error
-			if from, err = h.resume(ctx, req); err != nil {
+			if from, at, err = h.resume(ctx, req); err != nil {
 				return pipeline.ChunkResult{}, err
 			}
 		}
@@ -85,7 +85,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		}
 		one := req
 		one.Chunk, one.LastChunk, one.Record = c, 0, 0
-		if c == req.Chunk {
+		if c == from {
 			one.Record = at
 		}
 		started := now()
@@ -125,8 +125,8 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		res.Next, res.NextRecord = c+1, 0
 	}
 	res.Done = res.Next > req.Until()
-	if req.Segment != nil && res.Next > from {
-		h.saveProgress(ctx, req, res.Next)
+	if req.Segment != nil && res.Registered > 0 {
+		h.saveProgress(ctx, req, res.Next, res.NextRecord)
 	}
 	return res, nil
 }
