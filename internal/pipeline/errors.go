@@ -47,12 +47,12 @@ type ObjectChangedError struct {
 func (e *ObjectChangedError) Error() string { return e.Message }
 func (e *ObjectChangedError) Unwrap() error { return e.Err }
 
-// RecordLatencyError is a POST that got no answer within the most time one POST may take (the
-// HTTP timeout), although it was the first POST of its invocation and so had all of it: the core
-// system's latency for that one record (or that one batch) exceeds Register's budget. It is the
-// one case in which no invocation can make progress, because every other stop moves the cursor by
-// record. The workflow retries it as a RetryableError (a core system that hangs for a while looks
-// the same from one invocation), then fails the file with this name and message.
+// RecordLatencyError is a POST (one record, or one batch) that got no answer within the HTTP
+// timeout. Every POST starts with a whole HTTP timeout left, and a retry gives it no more, so the
+// core system's latency for it exceeds Register's budget: the one case in which no invocation can
+// make progress, because every other stop moves the cursor by record. The workflow retries it as a
+// RetryableError (a core system that hangs for a while looks the same from one invocation), then
+// fails the file with this name and message.
 type RecordLatencyError struct {
 	Message string
 	Err     error // the cause, if any; not part of Error()
