@@ -24,8 +24,8 @@ var errNearDeadline = errors.New("the Lambda timeout is near")
 // the task resumes at this invocation's first record, and re-sends at most this invocation's
 // records, with the same idempotency keys (they depend only on the file execution's name and the
 // record or chunk number, never on where an invocation starts). With the request's segment it also
-// keeps the chunk cursor in the work bucket (progress.go), so that a new segment execution, which
-// a redrive of the file starts at the segment's first chunk, resumes there too.
+// keeps the cursor, chunk and record, in the work bucket (progress.go), so that a new segment
+// execution, which a redrive of the file starts at the segment's first chunk, resumes there too.
 //
 // It stops early, returning the cursor as a success, when:
 //   - the time left (after the margin) is less than one more chunk needs: the slowest chunk of
