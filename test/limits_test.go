@@ -113,10 +113,10 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	last := segments[len(segments)-1]
 	state := map[string]any{
 		"input":  pipeline.SegmentInput{Tenant: tenant, Source: src, ExecutionName: strings.Repeat("e", 80), Manifest: manifest, Records: records, Header: header, Segment: last},
-		"cursor": map[string]any{"chunk": last.LastChunk, "done": false},
+		"cursor": map[string]any{"chunk": last.LastChunk, "record": records, "done": false},
 	}
 	req := pipeline.ChunkRequest{Tenant: tenant, Source: src, ExecutionName: strings.Repeat("e", 80), Manifest: manifest, Records: records,
-		Header: header, Chunk: last.LastChunk, LastChunk: last.LastChunk}
+		Header: header, Chunk: last.LastChunk, LastChunk: last.LastChunk, Segment: &last, Record: records}
 	for name, v := range map[string]any{"segment state": state, "Register input": req} {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -119,8 +119,8 @@ func TestFileWorkflowShape(t *testing.T) {
 	if got := asJSON(get(t, inner, "Parameters", "Input", "source.$")); got != `"$.source"` {
 		t.Errorf("RegisterSegment input source.$: got %s, want \"$.source\" of the iteration (the resolved source)", got)
 	}
-	if got := asJSON(get(t, inner, "Parameters", "Input", "cursor")); got != `{"chunk.$":"$.segment.firstChunk"}` {
-		t.Errorf("RegisterSegment input cursor: got %s, want the segment's first chunk, where its Register loop starts", got)
+	if got := asJSON(get(t, inner, "Parameters", "Input", "cursor")); got != `{"chunk.$":"$.segment.firstChunk","record":0}` {
+		t.Errorf("RegisterSegment input cursor: got %s, want the segment's first chunk from its first record, where its Register loop starts", got)
 	}
 	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
@@ -266,6 +266,11 @@ func checkLambdaRetries(t *testing.T, name string, task map[string]any, fnTimeou
 	if own["JitterStrategy"] != "FULL" || own["MaxDelaySeconds"] != float64(60) || own["MaxAttempts"] != float64(8) {
 		t.Errorf("%s: RetryableError retrier %s, want 8 attempts, full jitter, 60 s MaxDelay", name, asJSON(own))
 	}
+	// A record slower than the budget looks, from one invocation, like a core system that hangs for
+	// a while: retried as patiently, then the file fails under its own name.
+	if slow := by["RecordLatencyError"]; asJSON(slow) != asJSON(own) {
+		t.Errorf("%s: RecordLatencyError retrier %s, want the RetryableError retrier %s", name, asJSON(slow), asJSON(own))
+	}
 }
 
 // workflowTimeoutSeconds is the file and segment state machines' TimeoutSeconds (24 h).
@@ -357,6 +362,35 @@ func checkStartSegmentRetries(t *testing.T, task map[string]any) {
 func TestSegmentWorkflowShape(t *testing.T) {
 	sharedApp(t)
 	_, seg, _, _ := stateMachines(t, "acme")
+	checkSegmentLoop(t, seg)
+}
+
+// TestPoolSegmentWorkflowShape: a pool's segment loops on the same record cursor as a silo's.
+func TestPoolSegmentWorkflowShape(t *testing.T) {
+	_, tpl := poolTemplate(t)
+	var file, seg map[string]any
+	for id, sm := range byType(tpl, "AWS::StepFunctions::StateMachine") {
+		_, asl := renderASL(t, props(sm)["DefinitionString"])
+		switch {
+		case strings.Contains(id, "WorkflowFile"):
+			file = asl
+		case strings.Contains(id, "WorkflowSegment"):
+			seg = asl
+		}
+	}
+	if file == nil || seg == nil {
+		t.Fatal("want the pool's File and Segment state machines")
+	}
+	inner := get(t, file, "States", "Segments", "ItemProcessor", "States", "RegisterSegment").(map[string]any)
+	if got := asJSON(get(t, inner, "Parameters", "Input", "cursor")); got != `{"chunk.$":"$.segment.firstChunk","record":0}` {
+		t.Errorf("pool RegisterSegment input cursor: got %s, want the segment's first chunk from its first record", got)
+	}
+	checkSegmentLoop(t, seg)
+}
+
+// checkSegmentLoop asserts the per-invocation segment of the bundled Register.
+func checkSegmentLoop(t *testing.T, seg map[string]any) {
+	t.Helper()
 	if seg["StartAt"] != "Register" {
 		t.Errorf("StartAt %v, want Register (RegisterSegment sets the cursor: no Pass state to pay for)", seg["StartAt"])
 	}
@@ -365,12 +399,12 @@ func TestSegmentWorkflowShape(t *testing.T) {
 	}
 	reg := get(t, seg, "States", "Register").(map[string]any)
 	const payload = `{"chunk.$":"$.cursor.chunk","executionName.$":"$.executionName","header.$":"$.header","lastChunk.$":"$.segment.lastChunk",` +
-		`"manifest.$":"$.manifest","records.$":"$.records","segment.$":"$.segment","source.$":"$.source","tenant.$":"$.tenant"}`
+		`"manifest.$":"$.manifest","record.$":"$.cursor.record","records.$":"$.records","segment.$":"$.segment","source.$":"$.source","tenant.$":"$.tenant"}`
 	if got := asJSON(reg["Parameters"]); got != payload {
-		t.Errorf("Register payload: got %s, want %s (the file execution's name keeps the idempotency keys; the source is the resolved one; the segment keys its progress)", got, payload)
+		t.Errorf("Register payload: got %s, want %s (the file execution's name keeps the idempotency keys; the source is the resolved one; the segment keys its progress; the cursor names a record within its chunk)", got, payload)
 	}
-	if got := asJSON(reg["ResultSelector"]); got != `{"chunk.$":"$.next","done.$":"$.done"}` || reg["ResultPath"] != "$.cursor" {
-		t.Errorf("Register result: ResultSelector %s ResultPath %v, want the next cursor in $.cursor", got, reg["ResultPath"])
+	if got := asJSON(reg["ResultSelector"]); got != `{"chunk.$":"$.next","done.$":"$.done","record.$":"$.nextRecord"}` || reg["ResultPath"] != "$.cursor" {
+		t.Errorf("Register result: ResultSelector %s ResultPath %v, want the next cursor, chunk and record, in $.cursor", got, reg["ResultPath"])
 	}
 	if reg["Next"] != "NextChunks" {
 		t.Errorf("Register Next %v, want NextChunks", reg["Next"])

@@ -80,6 +80,11 @@ type Props struct {
 	Logs awslogs.ILogGroup
 	// Design is DesignPerInvocation or DesignPerChunk. Default: DesignPerInvocation.
 	Design string
+	// RecordCursor makes the per-invocation cursor name a record within its chunk as well: Register
+	// gets "record" and returns "nextRecord" (pipeline.ChunkRequest, ChunkResult), so an invocation
+	// whose budget runs out inside a chunk hands on the rest of it. The bundled Register does; a
+	// register function of your own need not return nextRecord. Default: the chunk cursor alone.
+	RecordCursor bool
 }
 
 // Workflow is the pair of state machines of one tenant.
@@ -220,7 +225,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 			"segment": sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
 			// The segment's Register loop starts at its first chunk. Set here rather than by a
 			// Pass state in the segment, which would cost a state transition per segment.
-			"cursor": map[string]any{"chunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.firstChunk"))},
+			"cursor": startCursor(p),
 		})),
 		// A deterministic name (pipeline.SegmentExecutionName): a Retry after a start whose answer
 		// was lost finds the running child instead of starting a second one beside it, and the
@@ -270,6 +275,16 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	return split.Next(segments)
 }
 
+// startCursor is where a segment's Register loop starts: its first chunk, from the chunk's first
+// record (0) when the cursor names records.
+func startCursor(p *Props) map[string]any {
+	c := map[string]any{"chunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.firstChunk"))}
+	if p.RecordCursor {
+		c["record"] = 0
+	}
+	return c
+}
+
 // fileFields is the file's part of a pipeline.ChunkRequest, which the segment's input and each
 // Register request carry from the state, plus extra.
 func fileFields(extra map[string]any) *map[string]any {
@@ -290,26 +305,32 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	if p.Design == DesignPerChunk {
 		return perChunkSegmentDefinition(scope, p)
 	}
+	// A pipeline.ChunkRequest for the run of chunks from the cursor to the segment's last. The
+	// cursor is in the state, not in the function: a Retry, or a redrive of the segment execution,
+	// starts again at this invocation's first chunk (and record). The segment lets Register also
+	// keep the chunk cursor in the work bucket, so that the new segment execution a redrive of the
+	// file starts (-r<n>) resumes there rather than at the segment's first chunk.
+	payload := map[string]any{
+		"chunk":     sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
+		"lastChunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
+		"segment":   sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
+	}
+	// The new cursor (pipeline.ChunkResult): two or three small numbers, so the state never grows.
+	cursor := map[string]any{
+		"chunk.$": "$.next",
+		"done.$":  "$.done",
+	}
+	if p.RecordCursor {
+		payload["record"] = sfn.JsonPath_NumberAt(jsii.String("$.cursor.record"))
+		cursor["record.$"] = "$.nextRecord"
+	}
 	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
-		LambdaFunction: p.Register,
-		// A pipeline.ChunkRequest for the run of chunks from the cursor to the segment's last. The
-		// cursor is in the state, not in the function: a Retry, or a redrive of the segment
-		// execution, starts again at this invocation's first chunk. The segment lets Register also
-		// keep the cursor in the work bucket, so that the new segment execution a redrive of the
-		// file starts (-r<n>) resumes there rather than at the segment's first chunk.
-		Payload: sfn.TaskInput_FromObject(fileFields(map[string]any{
-			"chunk":     sfn.JsonPath_NumberAt(jsii.String("$.cursor.chunk")),
-			"lastChunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
-			"segment":   sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
-		})),
+		LambdaFunction:           p.Register,
+		Payload:                  sfn.TaskInput_FromObject(fileFields(payload)),
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
-		// The new cursor (pipeline.ChunkResult): only two small fields, so the state never grows.
-		ResultSelector: &map[string]any{
-			"chunk.$": "$.next",
-			"done.$":  "$.done",
-		},
-		ResultPath: jsii.String("$.cursor"),
+		ResultSelector:           &cursor,
+		ResultPath:               jsii.String("$.cursor"),
 	})
 	addLambdaRetries(register, p.RegisterTimeout)
 
@@ -397,7 +418,10 @@ func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 	// A throttle never fails the file: it is waited out until the state machine's timeout.
 	t.AddRetry(throttleRetry(lambdaThrottleErrors))
 	t.AddRetry(&sfn.RetryProps{
-		Errors:         jsii.Strings(pipeline.ErrRetryable),
+		// A RecordLatencyError is retried alike: one invocation cannot tell a record slower than
+		// the budget from a core system that hangs for a while. After the attempts the file fails
+		// under its name, which says which.
+		Errors:         jsii.Strings(pipeline.ErrRetryable, pipeline.ErrRecordLatency),
 		Interval:       awscdk.Duration_Seconds(jsii.Number(2)),
 		MaxAttempts:    jsii.Number(8),
 		BackoffRate:    jsii.Number(2),

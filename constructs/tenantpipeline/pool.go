@@ -454,6 +454,8 @@ func (t *TenantPool) build() {
 		RegisterTimeout: s.RegisterTimeout,
 		Logs:            workflowLogs,
 		Design:          s.RegisterDesign,
+		// A pool always runs the bundled Register, which resumes inside a chunk.
+		RecordCursor: true,
 	})
 	t.StateMachine = t.Workflow.File
 

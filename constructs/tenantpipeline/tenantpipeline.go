@@ -194,6 +194,9 @@ func (t *TenantPipeline) build() {
 		RegisterTimeout: p.RegisterTimeout,
 		Logs:            workflowLogs,
 		Design:          p.RegisterDesign,
+		// The bundled Register resumes inside a chunk; a RegisterFunction of your own keeps the
+		// chunk cursor (docs/data-path.md, "Bringing your own register function").
+		RecordCursor: p.RegisterFunction == nil,
 	})
 	t.StateMachine = t.Workflow.File
 

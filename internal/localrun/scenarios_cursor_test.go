@@ -2,6 +2,8 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,10 +121,11 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 		}
 	}
 	// How many attempts reach the killed record, and where each retry starts, depend on how fast
-	// this machine runs (an attempt may time out before it, or record progress on the way): the
-	// invariant is a re-sent run that starts at a chunk boundary after the segment's start.
-	if first <= 1 || (first-1)%100 != 0 || sent[killAt] < 2 {
-		t.Errorf("re-sent before the redrive: from record %d, record %d sent %d times; want a run starting at a later invocation's first chunk (101, 201, …), the killed record retried",
+	// this machine runs (an attempt may time out before it, or record progress on the way; an
+	// invocation whose budget ran out inside a chunk hands on a cursor inside it): the invariant is
+	// a re-sent run that starts at a later invocation's first record, after the segment's start.
+	if first <= 1 || sent[killAt] < 2 {
+		t.Errorf("re-sent before the redrive: from record %d, record %d sent %d times; want a run starting at a later invocation's first record, the killed record retried",
 			first, killAt, sent[killAt])
 	}
 	for n := int64(killAt + 1); n <= records; n++ {
@@ -145,16 +148,16 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	if big.Records != records || big.RedriveCount != 1 || big.Executions != 1 {
 		t.Errorf("big.csv: got %d records, redriveCount %d, %d executions; want %d, 1, 1", big.Records, big.RedriveCount, big.Executions, records)
 	}
-	// After the redrive: the records sent again are one run, each once, from a chunk boundary at or
-	// after the killed invocation's first record (the segment's last recorded progress) to the
-	// killed one: nothing the earlier invocations registered.
+	// After the redrive: the records sent again are one run, each once, from the segment's last
+	// recorded progress (a chunk, and a record within it), at or after the killed invocation's
+	// first record, to the killed one: nothing the earlier invocations registered.
 	var resent []int64
 	for _, q := range r.Sink.Requests("halt")[beforeRedrive:] {
 		if strings.HasSuffix(q.Source, "/big.csv") && q.RecordNumber <= killAt {
 			resent = append(resent, q.RecordNumber)
 		}
 	}
-	ok := len(resent) > 0 && resent[0] >= first && (resent[0]-1)%100 == 0 && resent[len(resent)-1] == killAt
+	ok := len(resent) > 0 && resent[0] >= first && resent[len(resent)-1] == killAt
 	for i := 1; ok && i < len(resent); i++ {
 		ok = resent[i] == resent[i-1]+1
 	}
@@ -163,7 +166,7 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 		if len(resent) > 0 {
 			lo, hi = resent[0], resent[len(resent)-1]
 		}
-		t.Errorf("re-sent after the redrive: got %d records (%d..%d), want one run, each once, from a chunk boundary at or after %d to %d: the redriven segment must resume at the recorded progress",
+		t.Errorf("re-sent after the redrive: got %d records (%d..%d), want one run, each once, from the recorded progress at or after %d to %d: the redriven segment must resume there",
 			len(resent), lo, hi, first, int64(killAt))
 	}
 	t.Logf("after the redrive: %d records sent again (the killed invocation started at record %d)", len(resent), first)
@@ -171,5 +174,106 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	t.Logf("big.csv: %d chunks, %d Register invocations and %d states entered over both runs (the failed one and the redrive)", records/100, registers, states)
 	if registers >= records/100 {
 		t.Errorf("Register invocations: got %d, want fewer than the %d chunks", registers, records/100)
+	}
+}
+
+// cursorTenants: one silo and one pooled tenant, each with chunks of 20 records.
+const cursorTenants = `{"pools": {"shared": {}}, "tenants": [
+  {"id": "slow", "chunkSize": 20, "registerUrl": "https://core.example.com/records"},
+  {"id": "pslow", "tier": "pool", "pool": "shared", "chunkSize": 20, "registerUrl": "https://core.example.com/records"}
+]}`
+
+// registerCursors returns the cursor each successful Register task of a file handed on (the
+// "cursor" of the Register state's output, from the segment executions' TaskStateExited events),
+// in history order.
+func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []cursorState {
+	t.Helper()
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := executionARN(t, r, tenant, f.ExecutionName)
+	var out []cursorState
+	for _, e := range st.Executions {
+		if e.ParentArn != parent {
+			continue
+		}
+		p := sfn.NewGetExecutionHistoryPaginator(r.StepFunctions(), &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(e.ExecutionArn), MaxResults: 1000})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatalf("GetExecutionHistory %s: %v", e.ExecutionArn, err)
+			}
+			for _, ev := range page.Events {
+				d := ev.StateExitedEventDetails
+				if ev.Type != "TaskStateExited" || d == nil || aws.ToString(d.Name) != "Register" {
+					continue
+				}
+				var out1 struct{ Cursor cursorState }
+				if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &out1); err != nil {
+					t.Fatalf("Register output %q: %v", aws.ToString(d.Output), err)
+				}
+				out = append(out, out1.Cursor)
+			}
+		}
+	}
+	return out
+}
+
+// cursorState is the segment's cursor as its state keeps it.
+type cursorState struct {
+	Chunk  int   `json:"chunk"`
+	Record int64 `json:"record"`
+	Done   bool  `json:"done"`
+}
+
+// A chunk longer than one Register invocation's budget, in both tiers: 20 records at 200 ms each
+// (4 s of answers) against a 6 s Register timeout, of which 2 s are the margin and the last POST
+// starts with one HTTP timeout (1 s) left, so no invocation can send more than 16 of them however
+// fast the machine runs. Each invocation hands on a cursor inside the chunk, and the next one goes
+// on from there: the file completes, every record registered once and in order, and the cursors
+// the segment kept name records within the chunk, each further on than the last.
+func TestScenarioCursorInsideChunk(t *testing.T) {
+	t.Parallel()
+	const records = 20
+	r := startScenario(t, cursorTenants, Config{
+		FunctionTimeout:    map[string]time.Duration{registerPkg: 6 * time.Second},
+		EnvFor:             map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"}},
+		RetryIntervalScale: 0.1,
+	})
+	r.Sink.SetLatency(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"slow", "one-chunk.csv", csvOf(records)}, {"pslow", "one-chunk.csv", csvOf(records)}})
+	rep := drain(t, ctx, r)
+	assertInvariants(t, r, rep, nil, false)
+	for _, tenant := range []string{"slow", "pslow"} {
+		t.Run(tenant, func(t *testing.T) {
+			wantStatuses(t, rep, tenant, "SUCCEEDED")
+			f := fileOf(t, rep, tenant, "one-chunk.csv")
+			var got []int64
+			for _, rec := range r.Sink.Registered(tenant) {
+				got = append(got, rec.RecordNumber)
+			}
+			want := make([]int64, records)
+			for i := range want {
+				want[i] = int64(i + 1)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("records registered: got %v, want 1..%d, each once, in order", got, records)
+			}
+			cursors := registerCursors(t, ctx, r, tenant, f)
+			t.Logf("%s: cursors %v", tenant, cursors)
+			if len(cursors) < 2 || cursors[len(cursors)-1] != (cursorState{Chunk: 1, Done: true}) {
+				t.Fatalf("cursors: got %v, want at least two Register tasks, the last done at chunk 1", cursors)
+			}
+			last := int64(1)
+			for _, c := range cursors[:len(cursors)-1] {
+				if c.Chunk != 0 || c.Done || c.Record <= last || c.Record > records {
+					t.Errorf("cursor %+v: want one inside chunk 0, past record %d (the cursor moves by record within the chunk)", c, last)
+				}
+				last = c.Record
+			}
+		})
 	}
 }

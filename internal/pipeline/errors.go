@@ -47,10 +47,25 @@ type ObjectChangedError struct {
 func (e *ObjectChangedError) Error() string { return e.Message }
 func (e *ObjectChangedError) Unwrap() error { return e.Err }
 
+// RecordLatencyError is a POST (one record, or one batch) that got no answer within the HTTP
+// timeout. Every POST starts with a whole HTTP timeout left, and a retry gives it no more, so the
+// core system's latency for it exceeds Register's budget: the one case in which no invocation can
+// make progress, because every other stop moves the cursor by record. The workflow retries it as a
+// RetryableError (a core system that hangs for a while looks the same from one invocation), then
+// fails the file with this name and message.
+type RecordLatencyError struct {
+	Message string
+	Err     error // the cause, if any; not part of Error()
+}
+
+func (e *RecordLatencyError) Error() string { return e.Message }
+func (e *RecordLatencyError) Unwrap() error { return e.Err }
+
 // Error type names as they appear in Step Functions.
 const (
 	ErrRetryable     = "RetryableError"
 	ErrPermanent     = "PermanentError"
 	ErrValidation    = "ValidationError"
 	ErrObjectChanged = "ObjectChangedError"
+	ErrRecordLatency = "RecordLatencyError"
 )

@@ -284,6 +284,11 @@ type ChunkRequest struct {
 	// is the segment's FirstChunk (a new segment execution), starts where that progress says.
 	// Absent (the per-chunk design): no progress is read or written.
 	Segment *Segment `json:"segment,omitempty"`
+	// Record is where the cursor stopped inside Chunk: the 1-based number in the file of Chunk's
+	// first record not yet registered (an earlier invocation registered the ones before it). Absent
+	// (0): Chunk from its first record. Only the bundled Register under the per-invocation design
+	// gets it (ChunkResult.NextRecord).
+	Record int64 `json:"record,omitempty"`
 }
 
 // FirstRecord is the 1-based number of the chunk's first record. It holds only for a version 1
@@ -306,6 +311,11 @@ type ChunkResult struct {
 	Next int `json:"next"`
 	// Done reports that every chunk through the request's LastChunk is registered.
 	Done bool `json:"done"`
+	// NextRecord is the first record of chunk Next not yet registered, when the invocation stopped
+	// inside that chunk (its time budget ran out, or the core system asked it to wait, after some of
+	// the chunk's records were registered): the next invocation's ChunkRequest.Record. 0: chunk Next
+	// starts at its first record. Always present, because the segment's ResultSelector reads it.
+	NextRecord int64 `json:"nextRecord"`
 }
 
 // OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:

@@ -13,7 +13,8 @@ import (
 // ProgressV1 is the version of a segment's progress object.
 const ProgressV1 = 1
 
-// MaxProgressBytes bounds a progress object as Register reads it; one is about 25 bytes.
+// MaxProgressBytes bounds a progress object as Register reads it; one is about 25 bytes, 45 with
+// a record.
 const MaxProgressBytes = 256
 
 // Progress is how far the bundled Register has registered one segment of one file execution:
@@ -24,6 +25,9 @@ const MaxProgressBytes = 256
 type Progress struct {
 	Version int `json:"version"`
 	Next    int `json:"next"`
+	// Record is the first record of chunk Next not yet registered, when an invocation stopped
+	// inside that chunk (ChunkResult.NextRecord); absent (0): chunk Next from its first record.
+	Record int64 `json:"record,omitempty"`
 }
 
 // ProgressKey is where Register keeps the progress of one segment of a file execution, beside the
@@ -32,9 +36,10 @@ func ProgressKey(tenantID, executionName string, segment int) string {
 	return path.Join(WorkPrefix, tenantID, executionName, "progress-s"+strconv.Itoa(segment)+".json")
 }
 
-// EncodeProgress renders the progress of a segment whose next chunk to register is next.
-func EncodeProgress(next int) []byte {
-	b, err := json.Marshal(Progress{Version: ProgressV1, Next: next})
+// EncodeProgress renders the progress of a segment whose next chunk to register is next, from its
+// record record (0: from its first).
+func EncodeProgress(next int, record int64) []byte {
+	b, err := json.Marshal(Progress{Version: ProgressV1, Next: next, Record: record})
 	if err != nil {
 		panic(err) // two ints always encode
 	}
@@ -42,7 +47,7 @@ func EncodeProgress(next int) []byte {
 }
 
 // DecodeProgress decodes a progress object strictly: unknown fields, data after the object, a
-// version other than ProgressV1 and a negative next are errors. The error never quotes the body.
+// version other than ProgressV1 and a negative next or record are errors. The error never quotes the body.
 // Whether next lies inside the segment is the reader's to check.
 func DecodeProgress(body []byte) (Progress, error) {
 	var p Progress
@@ -59,6 +64,9 @@ func DecodeProgress(body []byte) (Progress, error) {
 	}
 	if p.Next < 0 {
 		return Progress{}, fmt.Errorf("progress: next %d is negative", p.Next)
+	}
+	if p.Record < 0 {
+		return Progress{}, fmt.Errorf("progress: record %d is negative", p.Record)
 	}
 	return p, nil
 }

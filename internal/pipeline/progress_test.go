@@ -20,9 +20,13 @@ func TestDecodeProgress(t *testing.T) {
 		name    string
 		body    string
 		want    int
+		record  int64
 		wantErr string
 	}{
-		{name: "as encoded", body: string(EncodeProgress(7)), want: 7},
+		{name: "as encoded", body: string(EncodeProgress(7, 0)), want: 7},
+		{name: "as encoded, inside a chunk", body: string(EncodeProgress(7, 705)), want: 7, record: 705},
+		{name: "the chunk cursor alone, as before records", body: `{"version":1,"next":7}`, want: 7},
+		{name: "negative record", body: `{"version":1,"next":7,"record":-1}`, wantErr: "record -1 is negative"},
 		{name: "zero", body: `{"version":1,"next":0}`, want: 0},
 		{name: "empty", body: ``, wantErr: "empty"},
 		{name: "not JSON", body: `next=7`, wantErr: "syntax"},
@@ -43,8 +47,8 @@ func TestDecodeProgress(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || p.Next != tt.want || p.Version != ProgressV1 {
-				t.Errorf("got %+v, %v; want next %d", p, err, tt.want)
+			if err != nil || p.Next != tt.want || p.Record != tt.record || p.Version != ProgressV1 {
+				t.Errorf("got %+v, %v; want next %d, record %d", p, err, tt.want, tt.record)
 			}
 		})
 	}

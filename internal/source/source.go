@@ -110,12 +110,15 @@ func ErrorType(err error) string {
 	return t.Name()
 }
 
-// LogLevel is the level a handler logs its returned error at: WARN for a RetryableError, which the
-// state machine's Retry usually absorbs, so that it does not raise the ERROR-log alarm; ERROR for
-// everything else, which fails the file.
+// LogLevel is the level a handler logs its returned error at: WARN for a RetryableError or a
+// RecordLatencyError, which the state machine's Retry usually absorbs, so that it does not raise
+// the ERROR-log alarm; ERROR for everything else, which fails the file.
 func LogLevel(err error) slog.Level {
-	var re *pipeline.RetryableError
-	if errors.As(err, &re) {
+	var (
+		re *pipeline.RetryableError
+		le *pipeline.RecordLatencyError
+	)
+	if errors.As(err, &re) || errors.As(err, &le) {
 		return slog.LevelWarn
 	}
 	return slog.LevelError

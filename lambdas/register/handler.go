@@ -114,6 +114,10 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 	if err != nil {
 		return 0, err
 	}
+	if recs, err = fromRecord(b, req, recs); err != nil {
+		return 0, err
+	}
+	b.first = recs[0].Number
 	return h.openSink(req.Tenant, target, p).Write(ctx, b, req, recs)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
@@ -301,9 +302,19 @@ func TestRegisterTransportFailures(t *testing.T) {
 		reqs := fixture(t, s3, csvTenant(srv.URL), pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte("a\n1\n"))
 		h := newHandler(s3, &fakeSecrets{})
 		h.HTTPTimeout = 100 * time.Millisecond
+		var logs strings.Builder
+		h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 		_, err := h.Handle(context.Background(), reqs[0])
-		if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "record 1: the core system did not answer: timed out") {
-			t.Errorf("got %v (%s), want a RetryableError naming the timeout", err, source.ErrorType(err))
+		// Retried by the state machine like a RetryableError: WARN, not the ERROR-log alarm.
+		if !strings.Contains(logs.String(), `"level":"WARN"`) {
+			t.Errorf("got log %s, want the RecordLatencyError at WARN", logs.String())
+		}
+		// The POST had a whole HTTP timeout: no retry can give it more.
+		if source.ErrorType(err) != pipeline.ErrRecordLatency || !strings.Contains(err.Error(), "record 1 got no answer within the HTTP timeout 100ms") {
+			t.Errorf("got %v (%s), want a RecordLatencyError naming the record and the timeout", err, source.ErrorType(err))
+		}
+		if !errors.Is(err, errNoAnswerInTime) {
+			t.Errorf("got %v, want the timeout as its cause", err)
 		}
 		if strings.Contains(err.Error(), srv.URL) {
 			t.Errorf("got %q, want no URL in the message", err)

@@ -144,8 +144,23 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 			return Stopped, stop // the budget stopped before the POST
 		}
 		err = classify(b.file, what, resp, err)
+		if errors.Is(err, errNoAnswerInTime) {
+			err = c.latencyError(b.file, what, err)
+		}
 		return rejection(err, resp.status), err
 	}
+}
+
+// latencyError is the RecordLatencyError of a POST that got no answer within its time. Every POST
+// starts with a whole HTTP timeout left (the deadline guard), and a retry gives it no more, so its
+// latency exceeds what any invocation can give it: it names the record (or batch) and says so,
+// rather than a bare timeout that the Retry repeats until the file fails anyway.
+func (c coreClient) latencyError(file, what string, err error) error {
+	return &pipeline.RecordLatencyError{Message: fmt.Sprintf(
+		"%s: %s got no answer within the HTTP timeout %s, the most one POST may take: the core system's latency for it exceeds Register's budget, "+
+			"and a retry gives it no more (the records before it are registered); make the core system answer within the HTTP timeout, "+
+			"or raise RegisterHTTPTimeout with RegisterTimeout (in batch mode, or lower maxBatchBytes or chunkSize so that Split cuts smaller batches)",
+		file, what, c.timeout), Err: err}
 }
 
 // response is what Register keeps of the core system's answer: never the body, which may echo the
@@ -186,6 +201,10 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
+// errNoAnswerInTime marks a POST that got no answer before its time ran out (net/http reports the
+// HTTP timeout and the budget's context alike, as a *url.Error whose Timeout is true).
+var errNoAnswerInTime = errors.New("the POST got no answer in time")
+
 // classify maps one POST's outcome to the retry classes of the state machine: 2xx and 409
 // (already registered) succeed; 408, 429, 5xx and transport failures are retried (deliver waits on
 // a 429 or 503 itself and classifies only other answers); anything else,
@@ -200,6 +219,7 @@ func classify(file, what string, resp response, err error) error {
 			reason = ue.Err.Error() // without the URL, which may carry credentials
 			if ue.Timeout() {
 				reason = "timed out: " + reason
+				err = fmt.Errorf("%w: %w", errNoAnswerInTime, err)
 			}
 		}
 		return &pipeline.RetryableError{Message: fmt.Sprintf("%s: %s: the core system did not answer: %s", file, what, reason), Err: err}

@@ -32,37 +32,37 @@ func checkSegment(req pipeline.ChunkRequest) error {
 	return nil
 }
 
-// resume returns the chunk a new segment execution starts at: the stored progress when it lies in
-// (Chunk, Until+1], else Chunk. Absent progress (404, or the 403 S3 answers a caller without
+// resume returns the chunk a new segment execution starts at, and the record within it (0: its
+// first): the stored progress when it lies in (Chunk, Until+1], or at Chunk inside it, else Chunk. Absent progress (404, or the 403 S3 answers a caller without
 // s3:ListBucket: source.Absent) and progress that is corrupt or outside the segment are ignored;
 // the latter with a WARN, since only a foreign write makes it. Any other failure to read it is
 // retryable: starting at the segment's first chunk without knowing would write a lower progress
 // over the stored one.
-func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, error) {
+func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, int64, error) {
 	b := h.budget(ctx, req)
 	ctx, cancel, err := b.call(ctx, "reading the segment's progress", minCallTime, 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer cancel()
 	bucket, key := req.Manifest.Bucket, progressKey(req)
 	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if source.Absent(err) {
-		return req.Chunk, nil
+		return req.Chunk, 0, nil
 	}
 	if err != nil {
-		return 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
+		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
 	}
 	body, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxProgressBytes+1))
 	out.Body.Close()
 	if err != nil {
-		return 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
+		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
 	}
-	ignore := func(why string) (int, error) {
+	ignore := func(why string) (int, int64, error) {
 		h.Log.Warn("segment progress ignored; the segment starts at its first chunk",
 			"tenant", req.Tenant.ID, "file", b.file, "execution", req.ExecutionName, "segment", req.Segment.Index,
 			"key", key, "reason", why)
-		return req.Chunk, nil
+		return req.Chunk, 0, nil
 	}
 	if len(body) > pipeline.MaxProgressBytes {
 		return ignore(fmt.Sprintf("the object is over %d bytes", pipeline.MaxProgressBytes))
@@ -74,17 +74,21 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, e
 	if p.Next < req.Chunk || p.Next > req.Until()+1 {
 		return ignore(fmt.Sprintf("next %d is outside the segment's chunks %d..%d", p.Next, req.Chunk, req.Until()+1))
 	}
-	if p.Next > req.Chunk {
-		h.Log.Info("segment resumes from its progress", "tenant", req.Tenant.ID, "file", b.file,
-			"execution", req.ExecutionName, "segment", req.Segment.Index, "chunk", p.Next)
+	if p.Record > 0 && p.Next > req.Until() {
+		return ignore(fmt.Sprintf("record %d is past the segment's end", p.Record))
 	}
-	return p.Next, nil
+	if p.Next > req.Chunk || p.Record > 0 {
+		h.Log.Info("segment resumes from its progress", "tenant", req.Tenant.ID, "file", b.file,
+			"execution", req.ExecutionName, "segment", req.Segment.Index, "chunk", p.Next, "record", p.Record)
+	}
+	// A record that is not one of chunk Next's fails that chunk (fromRecord): nothing is skipped.
+	return p.Next, p.Record, nil
 }
 
 // saveProgress writes where the segment's next invocation starts. The invocation's records are
 // registered whatever happens here, so a failure is a WARN: its only cost is that a redrive of the
 // file re-sends this invocation's records again, with the same idempotency keys.
-func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, next int) {
+func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, next int, record int64) {
 	bucket, key := req.Manifest.Bucket, progressKey(req)
 	warn := func(err error) {
 		h.Log.Warn("segment progress not written; a redrive of the file re-sends this invocation's records",
@@ -98,7 +102,7 @@ func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, n
 		return
 	}
 	defer cancel()
-	body := pipeline.EncodeProgress(next)
+	body := pipeline.EncodeProgress(next, record)
 	if _, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(bucket),
 		Key:           aws.String(key),

@@ -34,17 +34,27 @@ func TestRegisterRunProgress(t *testing.T) {
 		wantSent []int64
 		wantNext int
 		wantDone bool
-		wantPut  string // the progress written; "" for none
-		wantWarn string // a WARN message expected in the log
-		noRead   bool   // the progress is not read
+		// wantRecord is the result's nextRecord.
+		wantRecord int64
+		wantPut    string // the progress written; "" for none
+		wantWarn   string // a WARN message expected in the log
+		noRead     bool   // the progress is not read
 	}{
 		{name: "written after a successful invocation", first: 2,
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
 		{name: "an invocation stopped at a failing later chunk writes its cursor", first: 2, fail: map[int64]int{14: 502},
-			wantSent: seq(7, 14), wantNext: 4, wantPut: `{"version":1,"next":4}`},
+			wantSent: seq(7, 14), wantNext: 4, wantRecord: 14, wantPut: `{"version":1,"next":4,"record":14}`},
+		{name: "a new segment execution starts at the stored record inside a chunk", first: 2, stored: `{"version":1,"next":4,"record":14}`,
+			wantSent: seq(14, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
+		{name: "a stored record that is not the chunk's fails the chunk, nothing sent", first: 2, stored: `{"version":1,"next":4,"record":3}`,
+			wantErr: pipeline.ErrPermanent},
+		{name: "a stored record past the segment's end: ignored", first: 2, stored: `{"version":1,"next":10,"record":31}`, wantWarn: "past the segment's end",
+			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
 		{name: "not written after a failed invocation", first: 2, fail: map[int64]int{14: 400},
 			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 14)},
-		{name: "not written when the first chunk fails", first: 2, fail: map[int64]int{8: 502},
+		{name: "not written when the first record fails", first: 2, fail: map[int64]int{7: 502},
+			wantErr: pipeline.ErrRetryable, wantSent: seq(7, 7)},
+		{name: "not written when a record inside the first chunk fails", first: 2, fail: map[int64]int{8: 502},
 			wantErr: pipeline.ErrRetryable, wantSent: seq(7, 8)},
 		{name: "a new segment execution starts at the stored cursor", first: 2, stored: `{"version":1,"next":6}`,
 			wantSent: seq(19, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
@@ -136,8 +146,9 @@ func TestRegisterRunProgress(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if res.Next != tt.wantNext || res.Done != tt.wantDone {
-				t.Errorf("got next %d, done %v; want next %d, done %v", res.Next, res.Done, tt.wantNext, tt.wantDone)
+			if res.Next != tt.wantNext || res.Done != tt.wantDone || res.NextRecord != tt.wantRecord {
+				t.Errorf("got next %d, done %v, nextRecord %d; want next %d, done %v, nextRecord %d",
+					res.Next, res.Done, res.NextRecord, tt.wantNext, tt.wantDone, tt.wantRecord)
 			}
 		})
 	}

@@ -86,18 +86,19 @@ func (e *WriteError) Error() string { return e.Err.Error() }
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // rejection is the Kind of a pipeline error err that a sink raised: Stopped for the deadline
-// guard's, RejectedRetryable for any other RetryableError, RejectedRecord for a ValidationError,
+// guard's, RejectedRetryable for any other RetryableError and for a RecordLatencyError, RejectedRecord for a ValidationError,
 // and for a PermanentError RejectedRecord only when the core system's status says the record was
 // at fault (recordStatus), else RejectedSink.
 func rejection(err error, status int) Rejection {
 	var (
 		re *pipeline.RetryableError
+		le *pipeline.RecordLatencyError
 		ve *pipeline.ValidationError
 	)
 	switch {
 	case errors.Is(err, errNearDeadline), errors.Is(err, errSlowDown):
 		return Stopped
-	case errors.As(err, &re):
+	case errors.As(err, &re), errors.As(err, &le):
 		return RejectedRetryable
 	case errors.As(err, &ve):
 		return RejectedRecord
