@@ -141,6 +141,12 @@ const (
 // has ten tenants or 100,000; the per-tenant view is a Contributor Insights rule over the lines,
 // keyed by Tenant (constructs/tenantpipeline, poolinsights.go).
 
+// PoolTenantMetrics are the fields of a pooled tenant's controller lines that the pool's
+// per-tenant alarms read: one Contributor Insights rule each, keyed by the line's Tenant. The
+// controller writes them as metrics under [Pool] (Emitter.InPool), so the field is in the line
+// whatever its value.
+var PoolTenantMetrics = []string{Blocked, FailedFiles, HeadQueuedSeconds, HeadRunningSeconds}
+
 // Register metric names, with the same Tenant dimension.
 const (
 	// RecordsRegistered counts the records of a chunk Register completed: one datapoint per chunk
