@@ -58,7 +58,7 @@ type Handler struct {
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
-	// Pool is the pool this function serves (pipeline.EnvPool), empty for a silo tenant's. In a
+	// Pool is the pool this function serves (pipeline.EnvMetricsPool), empty for a silo tenant's. In a
 	// pool the metrics have the dimension Pool instead of Tenant, and the tenant is a property of
 	// the line (metrics.Emitter.InPool), so that the pool's metrics do not grow with its tenants.
 	Pool     string
