@@ -1,8 +1,6 @@
 package tenantpipeline
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -91,17 +89,9 @@ func PoolTenantRule(logs, metric string, threshold float64) insights.Rule {
 	return insights.Rule{Schema: insights.Schema, LogGroupNames: []string{logs}, LogFormat: "JSON", Contribution: c, AggregateOn: aggregate}
 }
 
-// InsightRuleName is the name of a pool's rule of metric: the stack's name, the pool's and the
-// metric's, unique per account and region as stack names are. Past the 128 characters a rule name
-// holds, the stack and pool part is cut and a hash of it keeps the name unique.
+// InsightRuleName is the name of a pool's rule of metric (insights.PoolTenantRuleName).
 func InsightRuleName(stack, pool, metric string) string {
-	name := fmt.Sprintf("%s-%s-Tenant%s", stack, pool, metric)
-	if len(name) <= 128 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	tail := "-" + hex.EncodeToString(sum[:4]) + "-Tenant" + metric
-	return name[:128-len(tail)] + tail
+	return insights.PoolTenantRuleName(stack, pool, metric)
 }
 
 // InsightRuleMetric is the metric math expression of a rule's statistic.

@@ -7,6 +7,8 @@
 package insights
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -63,6 +65,21 @@ func Present(field string) Filter {
 
 // Above is a filter matching the events whose field is a number greater than v.
 func Above(field string, v float64) Filter { return Filter{Match: field, GreaterThan: &v} }
+
+// PoolTenantRuleName is the name of a pool's per-tenant rule of metric: the stack's name, the
+// pool's and the metric's, unique per account and region as stack names are; the construct names
+// its rules so and pipectl finds them so. Past the 128 characters a rule name holds
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_InsightRule.html), the
+// stack and pool part is cut and a hash of the whole keeps the name unique.
+func PoolTenantRuleName(stack, pool, metric string) string {
+	name := fmt.Sprintf("%s-%s-Tenant%s", stack, pool, metric)
+	if len(name) <= 128 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	tail := "-" + hex.EncodeToString(sum[:4]) + "-Tenant" + metric
+	return name[:128-len(tail)] + tail
+}
 
 // JSON is the rule body, as CloudFormation's AWS::CloudWatch::InsightRule RuleBody takes it.
 func (r Rule) JSON() string {

@@ -99,3 +99,16 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// A rule name holds 128 printable ASCII characters; a long stack name is cut and hashed, and two
+// long names that differ only past the cut stay apart.
+func TestPoolTenantRuleName(t *testing.T) {
+	if got, want := PoolTenantRuleName("TenantPipeline-Pool-default", "default", "Blocked"), "TenantPipeline-Pool-default-default-TenantBlocked"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	long := strings.Repeat("s", 120)
+	a, b := PoolTenantRuleName(long+"a", "p", "HeadRunningSeconds"), PoolTenantRuleName(long+"b", "p", "HeadRunningSeconds")
+	if len(a) != 128 || len(b) != 128 || a == b || !strings.HasSuffix(a, "-TenantHeadRunningSeconds") {
+		t.Errorf("got %q (%d) and %q (%d), want two distinct 128-character names ending in the metric", a, len(a), b, len(b))
+	}
+}
