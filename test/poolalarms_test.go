@@ -212,7 +212,7 @@ func TestPoolTenantRulesAndAlarms(t *testing.T) {
 				if m["ReturnData"] != true || m["Period"] != float64(tenantpipeline.DefaultEvaluationMinutes*60) {
 					t.Errorf("%s: got ReturnData %v and Period %v, want true and %d", id, m["ReturnData"], m["Period"], tenantpipeline.DefaultEvaluationMinutes*60)
 				}
-				if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, "get-insight-rule-report --rule-name "+g[1]) {
+				if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, "get-insight-rule-report --rule-name "+g[1]) || !strings.Contains(d, "pipectl health default") {
 					t.Errorf("%s: description %q, want it to say where the tenants are named", id, d)
 				}
 				deps := asJSON(a["DependsOn"])

@@ -144,8 +144,8 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 	// The top tenant's value of each rule: it reaches the threshold when any tenant does.
 	perTenant := func(rule awscloudwatch.CfnInsightRule) awscloudwatch.IMetric { return tenantRuleMetric(rule, period) }
 	contributors := func(rule awscloudwatch.CfnInsightRule) string {
-		return fmt.Sprintf(" The tenants are the top contributors of Contributor Insights rule %s (its page in the console, the dashboard, "+
-			"or aws cloudwatch get-insight-rule-report --rule-name %s --max-contributor-count 100).", *rule.RuleName(), *rule.RuleName())
+		return fmt.Sprintf(" The tenants are the top contributors of Contributor Insights rule %s: pipectl health %s, the dashboard, "+
+			"or aws cloudwatch get-insight-rule-report --rule-name %s --max-contributor-count 100.", *rule.RuleName(), p.Name, *rule.RuleName())
 	}
 	rules := t.TenantRules
 	sm := t.StateMachine
