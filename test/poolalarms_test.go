@@ -198,7 +198,7 @@ func TestPoolTenantRulesAndAlarms(t *testing.T) {
 				}
 				m := ms[0].(map[string]any)
 				expr := flatten(t, m["Expression"])
-				g := regexp.MustCompile(`^INSIGHT_RULE_METRIC\('([^']+)', 'MaxContributorValue'\)$`).FindStringSubmatch(expr)
+				g := regexp.MustCompile(`^INSIGHT_RULE_METRIC\("([^"]+)", "MaxContributorValue"\)$`).FindStringSubmatch(expr)
 				if g == nil || byName[g[1]] == "" {
 					t.Errorf("%s: got expression %q, want INSIGHT_RULE_METRIC of one of the pool's rules, MaxContributorValue", id, expr)
 					continue

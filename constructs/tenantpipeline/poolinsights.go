@@ -18,15 +18,17 @@ import (
 // CloudWatch Contributor Insights rule over the controller's log group, keyed by $.Tenant, through
 // the metric math function INSIGHT_RULE_METRIC(rule, 'MaxContributorValue'): the value of the
 // period's top contributor, the tenant with the highest value
-// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetInsightRuleReport.html;
-// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html).
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/ContributorInsights-GraphReportData.html,
+// which also documents alarms on it;
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetInsightRuleReport.html).
 //
 // Why every tenant is evaluated. A rule is applied to every log event of its log groups that its
 // filters match ("All rules analyze incoming data in real time",
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/ContributorInsights.html), and
-// the docs set no limit on the contributors a rule tracks. The top-N is a limit of the report
-// only: GetInsightRuleReport returns at most MaxContributorCount contributors, 1 to 100 (default
-// 10), ordered by OrderBy. The alarm does not read the report: MaxContributorValue is the
+// neither that page nor the rule syntax sets a limit on the contributors a rule tracks. The top-N
+// is a limit of the report only: GetInsightRuleReport returns at most MaxContributorCount
+// contributors, 1 to 100 (default 10), ordered by OrderBy, over at most 24 hours
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/ContributorInsights-ViewReports.html). The alarm does not read the report: MaxContributorValue is the
 // highest value among all the period's contributors, so it reaches the threshold as soon as any
 // one tenant does, whichever tenant it is and however many others there are. The report (the
 // console's rule page, the dashboard, or aws cloudwatch get-insight-rule-report
@@ -96,7 +98,7 @@ func InsightRuleName(stack, pool, metric string) string {
 
 // InsightRuleMetric is the metric math expression of a rule's statistic.
 func InsightRuleMetric(rule, statistic string) string {
-	return fmt.Sprintf("INSIGHT_RULE_METRIC('%s', '%s')", rule, statistic)
+	return fmt.Sprintf("INSIGHT_RULE_METRIC(%q, %q)", rule, statistic) // the docs' form: double quotes
 }
 
 // newTenantRules creates the pool's rules over the controller's log group.
