@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/insights"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
@@ -85,74 +85,188 @@ func TestPoolAlarmCountIsFixed(t *testing.T) {
 	}
 }
 
-// poolQuery is the one shape of a pool's per-tenant Metrics Insights query: one metric of the
-// [Pool, Tenant] dimension set, the pool's tenants only, one time series per tenant, the highest
-// values first, LIMIT n.
-var poolQuery = regexp.MustCompile(`^SELECT (MAX|SUM)\((\w+)\) FROM SCHEMA\("` + pipeline.DefaultMetricsNamespace +
-	`", Pool, Tenant\) WHERE Pool = 'default' GROUP BY Tenant ORDER BY (MAX|SUM)\(\) DESC LIMIT (\d+)$`)
+// poolRules are the pool's Contributor Insights rules by logical id: name and decoded body (the
+// controller's log group as "<Ref:id>").
+func poolRules(t *testing.T, tpl map[string]any) map[string]struct {
+	name string
+	body insights.Rule
+} {
+	t.Helper()
+	out := map[string]struct {
+		name string
+		body insights.Rule
+	}{}
+	for id, r := range resourcesOfType(tpl, "AWS::CloudWatch::InsightRule") {
+		p := props(r)
+		body, err := insights.Parse(flatten(t, p["RuleBody"]))
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if p["RuleState"] != "ENABLED" {
+			t.Errorf("%s: got RuleState %v, want ENABLED", id, p["RuleState"])
+		}
+		out[id] = struct {
+			name string
+			body insights.Rule
+		}{flatten(t, p["RuleName"]), body}
+	}
+	return out
+}
 
-// TestPoolTenantAlarmQueries: the pool's per-tenant alarms are Metrics Insights alarms, one per
-// metric of PoolTenantAlarmMetrics, each grouped by Tenant and limited to at most 500 time series
-// (CloudWatch marks more PARTIAL_DATA) and 100 (the contributors CloudWatch names in ALARM), ordered
-// by the value compared with the threshold. Each queried metric is one the pool's controller emits
-// under [Pool, Tenant] (metrics.PoolTenantMetrics; lambdas/controller's
-// TestPoolTenantAlarmMetricsEmitted checks the EMF). A few per pool keeps an account far under the
-// default quota of 200 Metrics Insights alarms per region.
-// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html
-func TestPoolTenantAlarmQueries(t *testing.T) {
+// TestPoolTenantRulesAndAlarms: each per-tenant alarm of a pool reads one Contributor Insights
+// rule over the pool controller's log group, keyed by $.Tenant, through
+// INSIGHT_RULE_METRIC(rule, 'MaxContributorValue') at today's thresholds: Blocked and FailedFiles
+// summed per tenant (at least 1), the head file's running and queued seconds counted above the
+// alarm's threshold (at least one line). The rule count is fixed, whatever the tenant count: the
+// account holds 100 rules per region by default.
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_limits.html
+func TestPoolTenantRulesAndAlarms(t *testing.T) {
 	file, assignment := poolOf50(t)
+	type want struct {
+		aggregate, valueOf string
+		above              float64 // the GreaterThan filter on the figure; 0: IsPresent
+		periods            float64
+		missing            string
+	}
+	wants := map[string]want{
+		metrics.Blocked:            {insights.Sum, "$.Blocked", 0, float64(tenantpipeline.DefaultBlockedPeriods), "missing"},
+		metrics.FailedFiles:        {insights.Sum, "$.FailedFiles", 0, 1, "notBreaching"},
+		metrics.HeadRunningSeconds: {insights.Count, "", tenantpipeline.DefaultHeadRunning(tenantpipeline.DefaultWorkflowTimeout).Seconds(), 1, "notBreaching"},
+		metrics.HeadQueuedSeconds:  {insights.Count, "", tenantpipeline.DefaultHeadQueued.Seconds(), 1, "notBreaching"},
+	}
 	for _, tc := range []struct{ name, file, assignment string }{{"2 tenants", filepath.Join("testdata", "pool.json"), ""}, {"50 tenants", file, assignment}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tpl := defaultPoolTemplate(t, tc.file, tc.assignment)
-			var queried []string
+			controllerLogs := ""
+			for id, fn := range resourcesOfType(tpl, "AWS::Lambda::Function") {
+				if strings.Contains(id, "Controller") {
+					lc := props(fn)["LoggingConfig"].(map[string]any)
+					controllerLogs = flatten(t, lc["LogGroup"])
+				}
+			}
+			rules := poolRules(t, tpl)
+			if len(rules) != len(tenantpipeline.PoolTenantAlarmMetrics) {
+				t.Fatalf("got %d rules, want one per per-tenant alarm metric %v", len(rules), tenantpipeline.PoolTenantAlarmMetrics)
+			}
+			byName := map[string]string{} // rule name -> figure
+			for id, r := range rules {
+				c := r.body.Contribution
+				figure := ""
+				for m := range wants {
+					if strings.HasSuffix(r.name, "-Tenant"+m) {
+						figure = m
+					}
+				}
+				w, ok := wants[figure]
+				if !ok {
+					t.Errorf("%s: rule %s reads no per-tenant figure", id, r.name)
+					continue
+				}
+				byName[r.name] = figure
+				if !slices.Equal(r.body.LogGroupNames, []string{strings.Replace(controllerLogs, "<GetAtt:", "<Ref:", 1)}) && !slices.Equal(r.body.LogGroupNames, []string{controllerLogs}) {
+					t.Errorf("%s: got log groups %v, want the controller's %s", id, r.body.LogGroupNames, controllerLogs)
+				}
+				if !slices.Equal(c.Keys, []string{"$.Tenant"}) || r.body.AggregateOn != w.aggregate || c.ValueOf != w.valueOf || r.body.LogFormat != "JSON" {
+					t.Errorf("%s: got keys %v, %s of %q (%s), want [$.Tenant], %s of %q (JSON)", id, c.Keys, r.body.AggregateOn, c.ValueOf, r.body.LogFormat, w.aggregate, w.valueOf)
+				}
+				var tenantPresent, figureFilter bool
+				for _, f := range c.Filters {
+					switch {
+					case f.Match == "$.Tenant" && f.IsPresent != nil && *f.IsPresent:
+						tenantPresent = true
+					case f.Match == "$."+figure && w.above == 0 && f.IsPresent != nil && *f.IsPresent,
+						f.Match == "$."+figure && w.above > 0 && f.GreaterThan != nil && *f.GreaterThan == w.above:
+						figureFilter = true
+					}
+				}
+				if !tenantPresent || !figureFilter || len(c.Filters) != 2 {
+					t.Errorf("%s: got filters %s, want Tenant present and %s above %v (0: present)", id, asJSON(c.Filters), figure, w.above)
+				}
+				if n := len(r.name); n > 128 {
+					t.Errorf("%s: got a %d-character rule name, want at most 128", id, n)
+				}
+			}
+			var alarmed []string
 			for id, a := range resourcesOfType(tpl, "AWS::CloudWatch::Alarm") {
 				ms, _ := props(a)["Metrics"].([]any)
-				if !strings.Contains(asJSON(ms), "SELECT ") {
-					continue // a metric or metric math alarm
+				if !strings.Contains(asJSON(ms), "INSIGHT_RULE_METRIC") {
+					continue
 				}
 				if len(ms) != 1 {
-					t.Errorf("%s: got %d metrics, want one Metrics Insights query", id, len(ms))
+					t.Errorf("%s: got %d metrics, want one INSIGHT_RULE_METRIC expression", id, len(ms))
 					continue
 				}
 				m := ms[0].(map[string]any)
-				expr, _ := m["Expression"].(string)
-				g := poolQuery.FindStringSubmatch(expr)
-				if g == nil {
-					t.Errorf("%s: got expression %q, want %s", id, expr, poolQuery)
+				expr := flatten(t, m["Expression"])
+				g := regexp.MustCompile(`^INSIGHT_RULE_METRIC\("([^"]+)", "MaxContributorValue"\)$`).FindStringSubmatch(expr)
+				if g == nil || byName[g[1]] == "" {
+					t.Errorf("%s: got expression %q, want INSIGHT_RULE_METRIC of one of the pool's rules, MaxContributorValue", id, expr)
 					continue
 				}
-				if g[1] != g[3] {
-					t.Errorf("%s: %q orders by %s(), want the selected %s()", id, expr, g[3], g[1])
-				}
-				if limit, _ := strconv.Atoi(g[4]); limit < 1 || limit > 100 {
-					t.Errorf("%s: LIMIT %d, want 1 to 100 (at most 100 contributors in ALARM, PARTIAL_DATA above 500 time series)", id, limit)
+				figure := byName[g[1]]
+				w := wants[figure]
+				p := props(a)
+				if p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["EvaluationPeriods"] != w.periods || p["TreatMissingData"] != w.missing {
+					t.Errorf("%s: got threshold %v %v, %v periods, missing %v; want >= 1, %v periods, missing %s", id, p["ComparisonOperator"], p["Threshold"], p["EvaluationPeriods"], p["TreatMissingData"], w.periods, w.missing)
 				}
 				if m["ReturnData"] != true || m["Period"] != float64(tenantpipeline.DefaultEvaluationMinutes*60) {
 					t.Errorf("%s: got ReturnData %v and Period %v, want true and %d", id, m["ReturnData"], m["Period"], tenantpipeline.DefaultEvaluationMinutes*60)
 				}
-				if !slices.Contains(metrics.PoolTenantMetrics, g[2]) {
-					t.Errorf("%s: queries %s, which the controller does not emit under [Pool, Tenant] (metrics.PoolTenantMetrics %v)", id, g[2], metrics.PoolTenantMetrics)
+				if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, "get-insight-rule-report --rule-name "+g[1]) || !strings.Contains(d, "pipectl health default") {
+					t.Errorf("%s: description %q, want it to say where the tenants are named", id, d)
 				}
-				if d := flatten(t, props(a)["AlarmDescription"]); !strings.Contains(d, "contributors name the tenants") {
-					t.Errorf("%s: description %q, want it to say where the tenants in ALARM are named", id, d)
+				deps := asJSON(a["DependsOn"])
+				for rid, r := range rules {
+					if r.name == g[1] && !strings.Contains(deps, rid) {
+						t.Errorf("%s: depends on %s, want its rule %s", id, deps, rid)
+					}
 				}
-				queried = append(queried, g[2])
-			}
-			slices.Sort(queried)
-			want := slices.Clone(tenantpipeline.PoolTenantAlarmMetrics)
-			slices.Sort(want)
-			if !slices.Equal(queried, want) {
-				t.Errorf("got per-tenant alarms on %v, want one on each of %v", queried, want)
-			}
-			for _, m := range []string{metrics.Blocked, metrics.FailedFiles, metrics.HeadRunningSeconds, metrics.HeadQueuedSeconds} {
-				if !slices.Contains(queried, m) {
-					t.Errorf("no per-tenant alarm on %s", m)
+				if !slices.Contains(metrics.PoolTenantMetrics, figure) {
+					t.Errorf("%s: reads %s, which the controller does not write in a pooled tenant's lines (metrics.PoolTenantMetrics %v)", id, figure, metrics.PoolTenantMetrics)
 				}
+				alarmed = append(alarmed, figure)
 			}
-			if len(queried) > 10 {
-				t.Errorf("got %d Metrics Insights alarms in one pool, want at most 10 (200 per account and region)", len(queried))
+			slices.Sort(alarmed)
+			wantAlarmed := slices.Clone(tenantpipeline.PoolTenantAlarmMetrics)
+			slices.Sort(wantAlarmed)
+			if !slices.Equal(alarmed, wantAlarmed) {
+				t.Errorf("got per-tenant alarms on %v, want one on each of %v", alarmed, wantAlarmed)
 			}
 		})
+	}
+}
+
+// TestPoolNoTenantDimension: nothing in a pool's stack reads a metric with a Tenant dimension
+// (alarms, dashboard), and the pool's Register learns its pool (METRICS_POOL), so that its lines
+// are the pool's metrics too.
+func TestPoolNoTenantDimension(t *testing.T) {
+	tpl := defaultPoolTemplate(t, filepath.Join("testdata", "pool.json"), "")
+	for id, a := range resourcesOfType(tpl, "AWS::CloudWatch::Alarm") {
+		if j := asJSON(props(a)); strings.Contains(j, `"Name":"Tenant"`) || strings.Contains(j, "SCHEMA(") {
+			t.Errorf("%s: reads a Tenant dimension or a Metrics Insights query: %s", id, j)
+		}
+	}
+	for id, d := range resourcesOfType(tpl, "AWS::CloudWatch::Dashboard") {
+		if b := flatten(t, props(d)["DashboardBody"]); strings.Contains(b, `"Tenant"`) || strings.Contains(b, "SCHEMA(") {
+			t.Errorf("%s: reads a Tenant dimension or a Metrics Insights query: %s", id, b)
+		}
+	}
+	var registers int
+	for id, fn := range resourcesOfType(tpl, "AWS::Lambda::Function") {
+		vars, _ := props(fn)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if !strings.Contains(id, "Register") {
+			if vars[pipeline.EnvMetricsPool] != nil {
+				t.Errorf("%s: got %s %v, want it on Register only", id, pipeline.EnvMetricsPool, vars[pipeline.EnvMetricsPool])
+			}
+			continue
+		}
+		registers++
+		if vars[pipeline.EnvMetricsPool] != "default" || vars[pipeline.EnvPool] != nil {
+			t.Errorf("%s: got %s %v and %s %v, want default and unset", id, pipeline.EnvMetricsPool, vars[pipeline.EnvMetricsPool], pipeline.EnvPool, vars[pipeline.EnvPool])
+		}
+	}
+	if registers != 1 {
+		t.Errorf("got %d Register functions, want 1", registers)
 	}
 }
 
@@ -185,21 +299,9 @@ func TestPoolDashboardAndAlarmsLinkEachOther(t *testing.T) {
 			t.Errorf("%s: got a %d-character description, want at most 1024", id, n)
 		}
 	}
-	var queries []string
 	for _, w := range body.Widgets {
-		switch w.Type {
-		case "alarm":
+		if w.Type == "alarm" {
 			got = append(got, w.Properties.Alarms...)
-		case "metric":
-			for _, line := range w.Properties.Metrics {
-				for _, x := range line {
-					if o, ok := x.(map[string]any); ok {
-						if e, ok := o["expression"].(string); ok {
-							queries = append(queries, e)
-						}
-					}
-				}
-			}
 		}
 	}
 	slices.Sort(got)
@@ -207,22 +309,34 @@ func TestPoolDashboardAndAlarmsLinkEachOther(t *testing.T) {
 	if len(want) != poolAlarmCount || !slices.Equal(got, want) {
 		t.Errorf("alarm status widget: got %v, want the pool's %d alarms %v", got, poolAlarmCount, want)
 	}
-	var topMetrics []string
-	for _, q := range queries {
-		g := poolQuery.FindStringSubmatch(q)
-		if g == nil {
-			t.Errorf("got dashboard query %q, want %s", q, poolQuery)
-			continue
+	// The top-tenant widgets: one per rule, its top contributors.
+	var insightsBody struct {
+		Widgets []struct {
+			Properties struct {
+				InsightRule *struct {
+					RuleName            string
+					MaxContributorCount int
+					OrderBy             string
+				}
+			}
 		}
-		if g[4] != strconv.Itoa(tenantpipeline.DashboardTopTenants) {
-			t.Errorf("%q: LIMIT %s, want %d", q, g[4], tenantpipeline.DashboardTopTenants)
-		}
-		topMetrics = append(topMetrics, g[2])
 	}
-	slices.Sort(topMetrics)
-	wantTop := slices.Clone(tenantpipeline.PoolTenantAlarmMetrics)
-	slices.Sort(wantTop)
-	if !slices.Equal(topMetrics, wantTop) {
-		t.Errorf("got top-tenant widgets on %v, want one on each of %v", topMetrics, wantTop)
+	flattenJSON(t, props(d)["DashboardBody"], &insightsBody)
+	var shown, rules []string
+	for _, w := range insightsBody.Widgets {
+		if r := w.Properties.InsightRule; r != nil {
+			if r.MaxContributorCount != tenantpipeline.DashboardTopTenants || r.OrderBy != "Sum" {
+				t.Errorf("%s: got %d contributors by %s, want %d by Sum", r.RuleName, r.MaxContributorCount, r.OrderBy, tenantpipeline.DashboardTopTenants)
+			}
+			shown = append(shown, r.RuleName)
+		}
+	}
+	for _, r := range poolRules(t, tpl) {
+		rules = append(rules, r.name)
+	}
+	slices.Sort(shown)
+	slices.Sort(rules)
+	if len(rules) == 0 || !slices.Equal(shown, rules) {
+		t.Errorf("got top-tenant widgets of rules %v, want one of each of %v", shown, rules)
 	}
 }

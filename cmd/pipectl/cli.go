@@ -39,6 +39,7 @@ commands:
   replay TENANT KEY [--version-id V] [--reason T]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
+  health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
 
   completion bash|zsh|fish                 print the shell's completion script (subcommands, tenants)
 

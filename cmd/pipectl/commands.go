@@ -55,10 +55,19 @@ re-sends the events on the rule target's dead-letter queue in order.
   --version-id V  the object version to replay (default: the current one)
   --reason TEXT   why (kept in the audit trail)
   --from-dlq      re-send the dead-letter queue's events instead (TENANT only)`},
+	{name: "health", minArgs: 1, maxArgs: 1, args: "POOL [--minutes N]", flags: healthFlags, run: runHealth,
+		short: "a pool's tenants over its per-tenant alarms' thresholds",
+		long: `Names, for each per-tenant alarm of a pool (TenantBlocked, TenantFailedFiles,
+TenantHeadRunning, TenantHeadQueued), the tenants whose value reached the alarm's threshold in a
+5-minute period of the window, highest first, from the alarm's Contributor Insights rule
+(GetInsightRuleReport, at most 100 tenants a rule).
+
+  --minutes N   the window, up to now (1-1440, default 15: the alarms' 3 periods)`},
 }
 
 // Command flags. Each command's flag set is new per run, so these hold one run's values.
 var (
+	flagMinutes   int
 	flagLimit     int
 	flagReason    string
 	flagVersionID string
@@ -73,6 +82,16 @@ func filesFlags(fs *flag.FlagSet) func() error {
 		// https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html
 		if flagLimit < 1 || flagLimit > 1000 {
 			return usagef("--limit %d is out of range, want 1 to 1000", flagLimit)
+		}
+		return nil
+	}
+}
+
+func healthFlags(fs *flag.FlagSet) func() error {
+	fs.IntVar(&flagMinutes, "minutes", 15, "the window, up to now")
+	return func() error {
+		if flagMinutes < 1 || flagMinutes > 1440 {
+			return usagef("--minutes %d is out of range, want 1 to 1440", flagMinutes)
 		}
 		return nil
 	}
@@ -123,6 +142,36 @@ func runStatus(ctx context.Context, e *env, args []string) (any, error) {
 	rep, err := o.Status(ctx, args)
 	e.human = func(any) string { return statusTable(rep) }
 	return rep, err
+}
+
+func runHealth(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h, err := o.PoolHealth(ctx, args[0], time.Duration(flagMinutes)*time.Minute)
+	e.human = func(any) string { return healthTable(h) }
+	return h, err
+}
+
+// healthTable is one row per tenant over an alarm's threshold.
+func healthTable(h ops.PoolHealth) string {
+	var b strings.Builder
+	rows := [][]string{{"ALARM", "TENANT", "VALUE", "RULE"}}
+	for _, a := range h.Alarms {
+		for _, tv := range a.Tenants {
+			rows = append(rows, []string{a.Alarm, tv.Tenant, fmt.Sprint(tv.Value), a.Rule})
+		}
+		if a.Truncated {
+			rows = append(rows, []string{a.Alarm, "(more)", "-", a.Rule})
+		}
+	}
+	if len(rows) == 1 {
+		fmt.Fprintf(&b, "no tenant of pool %s reached a per-tenant alarm's threshold from %s to %s\n", h.Pool, stamp(&h.From), stamp(&h.To))
+		return b.String()
+	}
+	b.WriteString(termtable.Render(rows))
+	return b.String()
 }
 
 func runFiles(ctx context.Context, e *env, args []string) (any, error) {

@@ -13,7 +13,8 @@ import (
 const completionTimeout = 3 * time.Second
 
 // completeTenants completes a command's TENANT argument (every argument of status) with the
-// tenant ids the stacks describe, each with its pool or "silo" as the description. The stacks
+// tenant ids the stacks describe, each with its pool or "silo" as the description, and health's
+// POOL with the pools. The stacks
 // are read only when completing, within completionTimeout; on any error nothing is completed, so
 // the shell falls back to nothing rather than to file names.
 func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
@@ -43,6 +44,16 @@ func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
 			return nil, none
 		}
 		var out []cobra.Completion
+		if c.name == "health" { // its argument is a pool
+			seen := map[string]bool{}
+			for _, t := range ts {
+				if t.Pool != "" && !seen[t.Pool] {
+					seen[t.Pool] = true
+					out = append(out, cobra.CompletionWithDesc(t.Pool, "pool"))
+				}
+			}
+			return out, none
+		}
 		for _, t := range ts {
 			where := "silo"
 			if t.Pool != "" {

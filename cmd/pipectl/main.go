@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -31,7 +32,7 @@ func main() {
 }
 
 // awsOps builds Ops on the SDK's default configuration. config.LoadDefaultConfig reads
-// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS, DYNAMODB) since
+// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (CLOUDFORMATION, SQS, SFN, LAMBDA, S3, STS, DYNAMODB, CLOUDWATCH) since
 // github.com/aws/aws-sdk-go-v2/config v1.21.0; go.mod requires a later one.
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html
 //
@@ -55,6 +56,7 @@ func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
 		S3:             s3.NewFromConfig(cfg, awsconfig.S3Options),
 		STS:            sts.NewFromConfig(cfg),
 		DynamoDB:       dynamodb.NewFromConfig(cfg),
+		CloudWatch:     cloudwatch.NewFromConfig(cfg),
 	}, stackPrefix), nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -206,5 +207,58 @@ func TestStatusUnroutedObjects(t *testing.T) {
 				t.Errorf("got line %q, want %q", gotLine, tc.wantLine)
 			}
 		})
+	}
+}
+
+// health names a pool's tenants over each per-tenant alarm's threshold, from its Contributor
+// Insights rules: JSON, and a table with one row per tenant; a bad window is bad usage.
+func TestHealthPool(t *testing.T) {
+	w, _ := pooledWorld()
+	rule := func(m string) string { return "TenantPipeline-Pool-shared-shared-Tenant" + m }
+	w.SetInsightReport(rule("Blocked"), map[string][]float64{"hooli": {1, 0}, "umbrella": {0}})
+	w.SetInsightReport(rule("FailedFiles"), map[string][]float64{})
+	w.SetInsightReport(rule("HeadRunningSeconds"), map[string][]float64{"umbrella": {3}})
+	w.SetInsightReport(rule("HeadQueuedSeconds"), map[string][]float64{})
+	code, stdout, stderr := runIn(t, w, "health", "shared", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var h struct {
+		Pool   string `json:"pool"`
+		Alarms []struct {
+			Alarm, Rule string
+			Tenants     []struct {
+				Tenant string
+				Value  float64
+			}
+		} `json:"alarms"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &h); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range h.Alarms {
+		for _, tv := range a.Tenants {
+			got[a.Alarm] += fmt.Sprintf("%s=%g;", tv.Tenant, tv.Value)
+		}
+	}
+	if h.Pool != "shared" || len(h.Alarms) != 4 || got["TenantBlocked"] != "hooli=1;" || got["TenantHeadRunning"] != "umbrella=3;" || len(got) != 2 {
+		t.Errorf("got pool %s, alarms %v, want shared, 4 alarms, hooli blocked, umbrella's head running", h.Pool, got)
+	}
+	_, table, _ := runIn(t, w, "health", "shared")
+	if !strings.Contains(table, "TenantBlocked") || !strings.Contains(table, "hooli") || strings.Contains(table, "vandelay") {
+		t.Errorf("got table\n%s\nwant hooli's TenantBlocked row and no vandelay", table)
+	}
+	if code, _, _ := runIn(t, w, "health", "shared", "--minutes", "0"); code != 2 {
+		t.Errorf("--minutes 0: got exit %d, want 2", code)
+	}
+}
+
+// health's argument completes with the pools, not the tenants.
+func TestHealthCompletesPools(t *testing.T) {
+	w, _ := pooledWorld()
+	_, stdout, _ := runIn(t, w, "__complete", "health", "")
+	if !strings.Contains(stdout, "shared\tpool") || strings.Contains(stdout, "hooli") {
+		t.Errorf("got %q, want the pool shared and no tenant", stdout)
 	}
 }

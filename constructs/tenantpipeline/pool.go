@@ -85,7 +85,10 @@ type TenantPool struct {
 	// Shared.DisableWakeEvents.
 	StatusRule awsevents.Rule
 	LogGroups  []awslogs.LogGroup
-	Alarms     PoolAlarms
+	// TenantRules are the Contributor Insights rules over the controller's log group that the
+	// per-tenant alarms read, keyed by tenant (poolinsights.go).
+	TenantRules PoolTenantRules
+	Alarms      PoolAlarms
 	// Dashboard shows the pool's alarms, totals and top tenants; each alarm's description links to it.
 	Dashboard awscloudwatch.Dashboard
 	// Output describes the pool for pipectl (pipeline.PoolOutput).
@@ -420,6 +423,8 @@ func (t *TenantPool) build() {
 	t.Register = t.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, map[string]string{
 		pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
 		pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
+		// Register's metrics are then the pool's, the tenant a property of each line.
+		pipeline.EnvMetricsPool: p.Name,
 	})
 	t.allowS3(t.Register, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
 	t.allowList(t.Register, p.Prefix)
@@ -506,7 +511,9 @@ func (t *TenantPool) build() {
 		fn.Role().(awsiam.Role).Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(s.RolePath))
 	}
 	t.denyForeignSends()
+	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
 	t.Alarms = t.newAlarms()
+	t.dependOnRules()
 	t.Dashboard = t.newDashboard()
 	t.addOutput()
 	t.suppressNagFindings()

@@ -28,47 +28,21 @@ const (
 	DimensionPool               = metrics.DimensionPool
 )
 
-// Per-tenant detection in a pool. A pool has no alarm per tenant: each of the metrics below is
-// watched by one CloudWatch alarm on a Metrics Insights query, grouped by tenant, so every tenant
-// is a contributor of the alarm and the alarm's state names the tenants in ALARM. The pool's
-// controller emits these metrics with the dimension set [Pool, Tenant] as well as [Tenant]
-// (internal/metrics.PoolTenantMetrics); the queries read the former, WHERE Pool = '<pool>'.
-//
-// CloudWatch's limits for these alarms, and how the design keeps to them
-// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html):
-//   - 200 Metrics Insights alarms per account and region by default: a pool has exactly
-//     len(PoolTenantAlarmMetrics) of them, whatever its tenant count.
-//   - At most 100 contributors in ALARM: the queries return the TenantAlarmLimit tenants with the
-//     highest values, so the tenants over a threshold come first.
-//   - PARTIAL_DATA if a query returns more than 500 time series or matches more than 10,000
-//     metrics: LIMIT TenantAlarmLimit keeps the first under 500, and each query reads one metric
-//     name under [Pool, Tenant], one metric per tenant of the pool that reported it, so the second
-//     holds up to 10,000 tenants, the largest pool. Past TenantAlarmLimit tenants reporting a
-//     metric, the alarm sees only the top TenantAlarmLimit by value, which is why every query is
-//     ordered by the value the alarm compares.
+// Per-tenant detection in a pool. A pool has no alarm per tenant: each of the figures below is
+// watched by one CloudWatch alarm on a Contributor Insights rule keyed by tenant (poolinsights.go),
+// so every tenant of the pool is evaluated, and the rule's report names the tenants over the
+// threshold.
 const (
 	// MetricFailedFiles counts a tenant's files that failed under the continue policy.
 	MetricFailedFiles = metrics.FailedFiles
-	// TenantAlarmLimit is the LIMIT of the per-tenant queries of a pool's alarms: CloudWatch names
-	// at most 100 contributors in ALARM, and marks a query of more than 500 time series PARTIAL_DATA.
-	TenantAlarmLimit = 100
-	// DashboardTopTenants is the LIMIT of the pool dashboard's per-tenant widgets.
+	// DashboardTopTenants is the number of contributors of the pool dashboard's per-tenant widgets.
 	DashboardTopTenants = 10
 )
 
-// PoolTenantAlarmMetrics are the metrics of the pool's per-tenant alarms, in the order of
-// PoolAlarms' per-tenant fields. Each must be in metrics.PoolTenantMetrics, which the controller
-// emits under [Pool, Tenant].
+// PoolTenantAlarmMetrics are the figures of the pool's per-tenant alarms, in the order of
+// PoolAlarms' per-tenant fields and PoolTenantRules.All. Each must be in metrics.PoolTenantMetrics,
+// which the controller writes in every pooled tenant's lines.
 var PoolTenantAlarmMetrics = []string{MetricBlocked, MetricFailedFiles, MetricHeadRunningSeconds, MetricHeadQueuedSeconds}
-
-// PoolTenantQuery is the Metrics Insights query of one metric of pool's tenants: statistic (MAX or
-// SUM) per tenant, the limit tenants with the highest values. It reads only the [Pool, Tenant]
-// dimension set of the metric, and only pool's tenants.
-// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-querylanguage.html
-func PoolTenantQuery(pool, statistic, metric string, limit int) string {
-	return fmt.Sprintf(`SELECT %[1]s(%[2]s) FROM SCHEMA("%[3]s", %[4]s, %[5]s) WHERE %[4]s = '%[6]s' GROUP BY %[5]s ORDER BY %[1]s() DESC LIMIT %[7]d`,
-		statistic, metric, pipeline.DefaultMetricsNamespace, DimensionPool, DimensionTenant, pool, limit)
-}
 
 // IntakeAgeAlarm is how long an event may wait in a pool's intake queue before IntakeOldestMessage
 // fires: the router routes a batch in well under a second.
@@ -106,8 +80,8 @@ type PoolAlarms struct {
 	// UnroutedObjects: an object under the pool's prefix belongs to no tenant.
 	UnroutedObjects awscloudwatch.Alarm
 
-	// Per-tenant alarms, each on a Metrics Insights query grouped by tenant (PoolTenantQuery):
-	// each tenant is a contributor, and the alarm names the tenants in ALARM.
+	// Per-tenant alarms, each on its Contributor Insights rule (TenantPool.TenantRules): the
+	// alarm fires when any one tenant reaches the threshold, and the rule's report names them.
 	// TenantBlocked: a halted tenant waits for an operator (Blocked, as a silo's Blocked alarm).
 	TenantBlocked awscloudwatch.Alarm
 	// TenantFailedFiles: a tenant's file failed under the continue policy; the tenant moved on.
@@ -167,18 +141,13 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		}
 	}
 	stalled := stalledExpression(t.Queue)
-	// One query per metric, as the alarm's only metric: CloudWatch evaluates each time series it
-	// returns, one per tenant, as a contributor.
-	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html
-	perTenant := func(statistic, metric string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(PoolTenantQuery(p.Name, statistic, metric, TenantAlarmLimit)),
-			Period:     period,
-		})
+	// The top tenant's value of each rule: it reaches the threshold when any tenant does.
+	perTenant := func(rule awscloudwatch.CfnInsightRule) awscloudwatch.IMetric { return tenantRuleMetric(rule, period) }
+	contributors := func(rule awscloudwatch.CfnInsightRule) string {
+		return fmt.Sprintf(" The tenants are the top contributors of Contributor Insights rule %s: pipectl health %s, the dashboard, "+
+			"or aws cloudwatch get-insight-rule-report --rule-name %s --max-contributor-count 100.", *rule.RuleName(), p.Name, *rule.RuleName())
 	}
-	const named = " The alarm's contributors name the tenants (the alarm's page in the console, or aws cloudwatch describe-alarm-contributors); " +
-		"it sees the %d tenants with the highest values, and at most 100 in ALARM."
-	contributors := fmt.Sprintf(named, TenantAlarmLimit)
+	rules := t.TenantRules
 	sm := t.StateMachine
 	return PoolAlarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, errorLogsName, "Sum", nil), threshold: 1,
@@ -211,19 +180,20 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
 			description: "File events of pool %[1]s wait in its dead-letter queue: those files were never queued (an event EventBridge could not deliver, or an object of no tenant). " +
 				"Fix the cause, then re-send them with pipectl replay --from-dlq."}),
-		TenantBlocked: t.alarm(alarmSpec{id: "TenantBlockedAlarm", metric: perTenant("MAX", MetricBlocked), threshold: 1,
+		TenantBlocked: t.alarm(alarmSpec{id: "TenantBlockedAlarm", metric: perTenant(rules.Blocked), threshold: 1,
 			periods: a.BlockedPeriods, datapoints: a.BlockedDatapoints, missing: awscloudwatch.TreatMissingData_MISSING,
 			description: "A tenant of pool %[1]s is halted on a failed file and processes nothing else; the pool's other tenants go on. " +
-				"Redrive its failed execution once the cause is fixed (pipectl redrive), or write the file's skip marker (pipectl skip)." + contributors}),
-		TenantFailedFiles: t.alarm(alarmSpec{id: "TenantFailedFilesAlarm", metric: perTenant("SUM", MetricFailedFiles), threshold: 1,
+				"Redrive its failed execution once the cause is fixed (pipectl redrive), or write the file's skip marker (pipectl skip)." + contributors(rules.Blocked)}),
+		TenantFailedFiles: t.alarm(alarmSpec{id: "TenantFailedFilesAlarm", metric: perTenant(rules.FailedFiles), threshold: 1,
 			description: "A file of a tenant of pool %[1]s failed under the continue policy and the tenant moved on. " +
-				"The controller's ERROR log names the file and its execution; redrive it once the cause is fixed." + contributors}),
-		TenantHeadRunning: t.alarm(alarmSpec{id: "TenantHeadRunningAlarm", metric: perTenant("MAX", MetricHeadRunningSeconds), threshold: a.HeadRunning.Seconds(),
+				"The controller's ERROR log names the file and its execution; redrive it once the cause is fixed." + contributors(rules.FailedFiles)}),
+		// The rule counts the lines above the threshold: one is a breach.
+		TenantHeadRunning: t.alarm(alarmSpec{id: "TenantHeadRunningAlarm", metric: perTenant(rules.HeadRunning), threshold: 1,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s has been running more than %v; at the workflow timeout (%v) it fails. "+
-				"Open its execution (pipectl status names it) and check the tenant's core system.", a.HeadRunning, p.Shared.WorkflowTimeout) + contributors}),
-		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant("MAX", MetricHeadQueuedSeconds), threshold: a.HeadQueued.Seconds(),
+				"Open its execution (pipectl status names it) and check the tenant's core system.", a.HeadRunning, p.Shared.WorkflowTimeout) + contributors(rules.HeadRunning)}),
+		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant(rules.HeadQueued), threshold: 1,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s waited more than %v before its execution started: its files wait long behind "+
-				"earlier ones, or the pool's concurrency is taken by other tenants. Check the tenant's backlog and the pool's MaximumConcurrency.", a.HeadQueued) + contributors}),
+				"earlier ones, or the pool's concurrency is taken by other tenants. Check the tenant's backlog and the pool's MaximumConcurrency.", a.HeadQueued) + contributors(rules.HeadQueued)}),
 		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,
 			description: "An object arrived under pool %[1]s's prefix but under no tenant's prefix; the router kept its event in the dead-letter queue. " +
 				"Add the tenant (or fix the sender's key), then re-send it with pipectl replay --from-dlq."}),
@@ -240,8 +210,8 @@ func (t *TenantPool) dashboardName() string {
 }
 
 // newDashboard shows the status of the pool's alarms, the pool's totals, and its top tenants by
-// wait, failures, halts and run time (Metrics Insights, the same [Pool, Tenant] metrics as the
-// per-tenant alarms, DashboardTopTenants each). Each alarm's description links to it.
+// wait, failures, halts and run time (the per-tenant alarms' Contributor Insights rules,
+// DashboardTopTenants contributors each). Each alarm's description links to it.
 func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum")}
 	sum := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum")}
@@ -250,14 +220,10 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),
 		})
 	}
-	five := awscdk.Duration_Minutes(jsii.Number(5))
-	top := func(title, statistic, metric string) awscloudwatch.IWidget {
-		q := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(PoolTenantQuery(t.Props.Name, statistic, metric, DashboardTopTenants)),
-			Period:     five,
-		})
-		return graph(fmt.Sprintf("Top %d tenants: %s", DashboardTopTenants, title), q)
+	top := func(title string, rule awscloudwatch.CfnInsightRule) awscloudwatch.IWidget {
+		return &insightRuleWidget{title: fmt.Sprintf("Top %d tenants: %s", DashboardTopTenants, title), rule: *rule.RuleName(), top: DashboardTopTenants}
 	}
+	rules := t.TenantRules
 	var alarms []interfacesawscloudwatch.IAlarmRef
 	for _, a := range t.Alarms.All() {
 		alarms = append(alarms, a)
@@ -282,16 +248,17 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 				graph("Controller throttles", t.Controller.MetricThrottles(sum)),
 			},
 			{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
-				Markdown: jsii.String(fmt.Sprintf("## Tenants of pool %s\nThe tenants with the highest values, %d per graph (Metrics Insights, "+
-					"`GROUP BY Tenant ORDER BY ... DESC LIMIT %d`); the Tenant* alarms name every tenant in ALARM, up to 100. Runbook: %s; `pipectl status TENANT`.",
-					t.Props.Name, DashboardTopTenants, DashboardTopTenants, RunbookURL)),
+				Markdown: jsii.String(fmt.Sprintf("## Tenants of pool %s\nThe top %d contributors of each Contributor Insights rule, by tenant: "+
+					"lines of a halted head, failed files, and lines whose head file ran or waited past the alarm's threshold. "+
+					"The Tenant* alarms fire when any tenant does; the rules name them. Runbook: %s; `pipectl status TENANT`.",
+					t.Props.Name, DashboardTopTenants, RunbookURL)),
 				Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
 			})},
 			{
-				top("head file's wait before its start (s)", "MAX", MetricHeadQueuedSeconds),
-				top("files failed", "SUM", MetricFailedFiles),
-				top("halted (1 = blocked on a failed file)", "MAX", MetricBlocked),
-				top("head file's run time (s)", "MAX", MetricHeadRunningSeconds),
+				top("lines of a head file queued past the alarm", rules.HeadQueued),
+				top("files failed", rules.FailedFiles),
+				top("deliveries of a halted head file", rules.Blocked),
+				top("lines of a head file running past the alarm", rules.HeadRunning),
 			},
 		},
 	})

@@ -205,6 +205,9 @@ type Run struct {
 	pipe struct{ s3, sqs, sfn string }
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
+	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
+	// groups (insightrules.go).
+	insightLog insightLog
 
 	mu      sync.Mutex
 	uploads []*Upload

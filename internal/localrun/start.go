@@ -211,6 +211,9 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		"PATH=" + os.Getenv("PATH"),
 	}
 	endpoints = append(endpoints, r.dynamoEnv...)
+	if err := r.loadInsightRules(r.asm, r.res); err != nil {
+		return err
+	}
 	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
 		if _, ok := fr.Metadata[MetadataSource]; !ok {
 			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS

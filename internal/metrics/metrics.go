@@ -16,7 +16,8 @@ import (
 	"time"
 )
 
-// DimensionTenant is the one dimension of every controller and Register metric.
+// DimensionTenant is the one dimension of every silo controller and Register metric; in a pool it
+// is a property of the line instead (Emitter.InPool).
 const DimensionTenant = "Tenant"
 
 // DimensionPool is the one dimension of the pooled tier's pool-wide metrics, those about an event
@@ -130,11 +131,20 @@ const (
 	CoreAdmissionWaits = "AdmissionWaits"
 )
 
-// PoolTenantMetrics are the tenant metrics a pool's controller also emits with the dimension set
-// [Pool, Tenant] (Emitter.InPool), besides [Tenant]: the pool's per-tenant alarms and dashboard
-// query them with Metrics Insights, WHERE Pool = '<pool>' GROUP BY Tenant, and a query can only be
-// scoped to a pool by a dimension. The list is kept short because each name costs one more custom
-// metric per pooled tenant, and one such query covers at most 10,000 metrics.
+// In a pool, a tenant's figures are properties of its EMF lines, not dimensions (Emitter.InPool):
+// every metric of a pooled tenant's line has the dimension set [Pool] alone, and the line carries
+// the tenant as the top-level member Tenant. A member that no dimension set names is a property:
+// CloudWatch Logs keeps it in the log event and makes no metric of it
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html,
+// "Target members"). CloudWatch bills each unique namespace, name and dimension set as one custom
+// metric (https://aws.amazon.com/cloudwatch/pricing/), so a pool costs the same metrics whether it
+// has ten tenants or 100,000; the per-tenant view is a Contributor Insights rule over the lines,
+// keyed by Tenant (constructs/tenantpipeline, poolinsights.go).
+
+// PoolTenantMetrics are the fields of a pooled tenant's controller lines that the pool's
+// per-tenant alarms read: one Contributor Insights rule each, keyed by the line's Tenant. The
+// controller writes them as metrics under [Pool] (Emitter.InPool), so the field is in the line
+// whatever its value.
 var PoolTenantMetrics = []string{Blocked, FailedFiles, HeadQueuedSeconds, HeadRunningSeconds}
 
 // Register metric names, with the same Tenant dimension.
@@ -200,9 +210,9 @@ type Emitter struct {
 	dimension string
 	value     string
 	now       func() time.Time
-	// pool, when set (InPool), adds the dimension set [Pool, Tenant] to the metrics in pooled.
-	pool   string
-	pooled map[string]bool
+	// pool, when set (InPool), gives every metric the dimension set [Pool] instead of the
+	// Emitter's own, which stays in the line as a property.
+	pool string
 	// core, when set (InCoreSystem), adds the dimension set [CoreSystem] to the metrics in
 	// coreAlso and coreOnly, and takes the coreOnly ones out of the Emitter's own dimension.
 	core               string
@@ -225,16 +235,13 @@ func (e *Emitter) WithClock(now func() time.Time) *Emitter {
 	return e
 }
 
-// InPool makes a tenant's Emitter also record the metrics named in PoolTenantMetrics under the
-// dimension set [Pool, Tenant], with Pool=pool, in the same line: a second EMF directive lists only
-// those metrics, so the other metrics of the line keep their one dimension set [Tenant] and add no
-// custom metric.
+// InPool makes a tenant's Emitter one of a pooled tenant: each metric of its lines has the
+// dimension set [Pool], with Pool=pool, instead of [Tenant], and Tenant stays in the line as a
+// property, for the pool's Contributor Insights rules and log queries. The [CoreSystem] directive
+// of InCoreSystem is kept: a core system is not a tenant. An empty pool leaves the Emitter as it
+// was (a silo tenant's).
 func (e *Emitter) InPool(pool string) *Emitter {
 	e.pool = pool
-	e.pooled = map[string]bool{}
-	for _, n := range PoolTenantMetrics {
-		e.pooled[n] = true
-	}
 	return e
 }
 
@@ -309,25 +316,19 @@ func (e *Emitter) Emit(ms ...Metric) error {
 		defs = append(defs, d)
 	}
 	doc[e.dimension] = e.value
+	own := []string{e.dimension}
+	if e.pool != "" {
+		// The Emitter's own member (Tenant) is a property; the pool is the dimension.
+		doc[DimensionPool] = e.pool
+		own = []string{DimensionPool}
+	}
 	var directives []directive
 	if len(defs) > 0 { // none when every metric is a CoreSystemOnlyMetrics one
-		directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{e.dimension}}, Metrics: defs})
+		directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{own}, Metrics: defs})
 	}
 	if len(core) > 0 {
 		doc[DimensionCoreSystem] = e.core
 		directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{DimensionCoreSystem}}, Metrics: core})
-	}
-	if e.pool != "" {
-		var pooled []metricDef
-		for _, d := range defs {
-			if e.pooled[d.Name] {
-				pooled = append(pooled, d)
-			}
-		}
-		if len(pooled) > 0 {
-			doc[DimensionPool] = e.pool
-			directives = append(directives, directive{Namespace: e.namespace, Dimensions: [][]string{{DimensionPool, e.dimension}}, Metrics: pooled})
-		}
 	}
 	doc["_aws"] = metadata{Timestamp: e.now().UnixMilli(), CloudWatchMetrics: directives}
 	line, err := json.Marshal(doc)

@@ -17,28 +17,81 @@ func TestEmitMatchesGolden(t *testing.T) {
 	checkGolden(t, New(&bytes.Buffer{}, "TenantPipeline", "acme"), "waits.json")
 }
 
-// A pooled tenant's line carries the metrics of PoolTenantMetrics under [Pool, Tenant] too, in a
-// second directive; the others keep [Tenant] alone.
+// A pooled tenant's line has every metric under [Pool] alone, and Tenant as a property.
 func TestEmitInPoolMatchesGolden(t *testing.T) {
 	checkGolden(t, New(&bytes.Buffer{}, "TenantPipeline", "acme").InPool("default"), "pool-waits.json")
 }
 
-// A pooled tenant's line without any metric of PoolTenantMetrics is a plain [Tenant] line.
-func TestEmitInPoolWithoutPooledMetrics(t *testing.T) {
-	var buf bytes.Buffer
-	if err := New(&buf, "TenantPipeline", "acme").InPool("default").Emit(Count(Waits, 1)); err != nil {
-		t.Fatal(err)
+// In a pool no metric has a Tenant dimension, whatever the line holds, and each line carries the
+// Tenant property; a silo tenant's lines keep [Tenant]. A core system's directive is kept.
+func TestEmitInPoolDirectives(t *testing.T) {
+	tests := []struct {
+		name       string
+		pool, core string
+		ms         []Metric
+		want       string // each directive's dimension sets and metric names
+	}{
+		{"silo: [Tenant]", "", "", []Metric{Count(Blocked, 1), Count(Waits, 1)}, "[[Tenant]] Blocked,Waits"},
+		{"pool: [Pool]", "shared", "", []Metric{Count(Blocked, 1), Seconds(HeadRunningSeconds, time.Second)}, "[[Pool]] Blocked,HeadRunningSeconds"},
+		{"pool and core system", "shared", "ledger", []Metric{Count(RecordsRegistered, 3), Count(CoreSystemThrottles, 1), Count(CoreSystemRequests, 4)},
+			"[[Pool]] RecordsRegistered,CoreSystemThrottles; [[CoreSystem]] CoreSystemThrottles,CoreSystemRequests"},
+		{"pool, core system metrics only", "shared", "ledger", []Metric{Count(CoreSystemRequests, 4)}, "[[CoreSystem]] CoreSystemRequests"},
 	}
-	var doc struct {
-		Pool *string
-		AWS  struct{ CloudWatchMetrics []json.RawMessage } `json:"_aws"`
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := New(&buf, "ns", "acme").InPool(tc.pool).InCoreSystem(tc.core).Emit(tc.ms...); err != nil {
+				t.Fatal(err)
+			}
+			doc := decodeLine(t, buf.Bytes())
+			if g := doc.directives(); g != tc.want {
+				t.Errorf("got directives %s, want %s", g, tc.want)
+			}
+			if doc.Tenant != "acme" {
+				t.Errorf("got Tenant %q, want acme in every line", doc.Tenant)
+			}
+			if tc.pool != "" && (doc.Pool == nil || *doc.Pool != tc.pool) {
+				t.Errorf("got Pool %v, want %s", doc.Pool, tc.pool)
+			}
+			if tc.pool != "" && strings.Contains(doc.directives(), DimensionTenant) {
+				t.Errorf("got a Tenant dimension in a pool: %s", buf.String())
+			}
+		})
 	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatal(err)
+}
+
+type line struct {
+	Tenant     string
+	Pool       *string
+	CoreSystem *string
+	AWS        struct {
+		CloudWatchMetrics []struct {
+			Dimensions [][]string
+			Metrics    []struct{ Name string }
+		}
+	} `json:"_aws"`
+}
+
+func decodeLine(t *testing.T, b []byte) line {
+	t.Helper()
+	var doc line
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("got invalid JSON %q: %v", b, err)
 	}
-	if doc.Pool != nil || len(doc.AWS.CloudWatchMetrics) != 1 {
-		t.Errorf("got Pool %v and %d directives, want no Pool and 1 directive: %s", doc.Pool, len(doc.AWS.CloudWatchMetrics), buf.String())
+	return doc
+}
+
+// directives is each directive's dimension sets and metric names, "; "-separated.
+func (l line) directives() string {
+	var got []string
+	for _, d := range l.AWS.CloudWatchMetrics {
+		var names []string
+		for _, m := range d.Metrics {
+			names = append(names, m.Name)
+		}
+		got = append(got, fmt.Sprint(d.Dimensions)+" "+strings.Join(names, ","))
 	}
+	return strings.Join(got, "; ")
 }
 
 // A Register line of a tenant naming a core system carries CoreSystemThrottles under [Tenant] and

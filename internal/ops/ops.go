@@ -82,6 +82,8 @@ type Clients struct {
 	STS            STS
 	// DynamoDB reads the core systems' and pools' admission tables (status).
 	DynamoDB admission.ItemAPI
+	// CloudWatch reads the pools' Contributor Insights reports (health.go).
+	CloudWatch CloudWatch
 }
 
 // Ops performs pipectl's operations for the stacks whose names start with StackPrefix + "-".

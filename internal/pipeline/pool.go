@@ -19,6 +19,10 @@ const (
 	// EnvPool names the pool the controller serves. Set, it replaces TENANT, TENANT_PREFIX,
 	// ON_FAILURE and IDEMPOTENCY_KEY: each message's tenant is its message group id.
 	EnvPool = "POOL"
+	// EnvMetricsPool is set on a pool's Register to the pool's name: its metrics then have the
+	// dimension Pool instead of Tenant, the tenant a property of each line (internal/metrics,
+	// Emitter.InPool). It is not EnvPool, which makes a function a pool's controller.
+	EnvMetricsPool = "METRICS_POOL"
 	// EnvPoolSettings is the path of the pool's PoolSettings file, relative to LAMBDA_TASK_ROOT
 	// (where Lambda unpacks the code asset) unless absolute.
 	EnvPoolSettings = "POOL_SETTINGS"

@@ -32,8 +32,8 @@ type Pool struct {
 	log *slog.Logger
 	// metrics has the Pool dimension: metrics of messages and events that have no tenant.
 	metrics *metrics.Emitter
-	// tenantMetrics makes a tenant's emitter, with the Tenant dimension; handler adds the pool's
-	// dimension set (metrics.Emitter.InPool).
+	// tenantMetrics makes a tenant's emitter; handler makes it the pool's (metrics.Emitter.InPool):
+	// dimension Pool, and Tenant as a property.
 	tenantMetrics func(tenant string) *metrics.Emitter
 	// setup, if set, adjusts each tenant's Handler when it is made (tests: clocks).
 	setup func(*Handler)
@@ -77,8 +77,8 @@ func (p *Pool) handler(id string) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The tenant's metrics also carry [Pool, Tenant] for those the pool's per-tenant alarms query
-	// (metrics.PoolTenantMetrics), so that a query can keep to this pool's tenants.
+	// The tenant's metrics are the pool's, [Pool], and the tenant is a property of each line: the
+	// pool's Contributor Insights rules key the lines by it (metrics.Emitter.InPool).
 	h := NewHandler(cfg, p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	h.admission, h.coreMetrics = p.admission, p.coreMetrics
 	if p.setup != nil {

@@ -402,9 +402,9 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// In pool mode every metric of a tenant's file carries the Tenant dimension with that tenant; those
-// the pool's per-tenant alarms query (metrics.PoolTenantMetrics) carry [Pool, Tenant] as well, in a
-// second directive, and only the pool-wide metrics carry the Pool dimension alone.
+// In pool mode no metric has a Tenant dimension: a tenant's metrics have the dimension set [Pool]
+// alone and carry the tenant as the property Tenant, as do the pool-wide metrics minus the
+// property, so that a pool's custom metrics do not grow with its tenants.
 func TestPoolMetricsCarryTenant(t *testing.T) {
 	r := newPoolRig(t, nil)
 	ctx := context.Background()
@@ -423,35 +423,23 @@ func TestPoolMetricsCarryTenant(t *testing.T) {
 	seen := map[string]bool{}
 	for _, d := range r.emf(t) {
 		dirs := emfDirectives(d)
+		for _, dir := range dirs {
+			if slices.Contains(dir.dimensions, metrics.DimensionTenant) {
+				t.Errorf("got metrics %v with dimensions %v, want no Tenant dimension in a pool", dir.metrics, dir.dimensions)
+			}
+		}
 		names := dirs[0].metrics
 		pool := slices.ContainsFunc(names, func(n string) bool { return slices.Contains(poolWide, n) })
+		tenant, _ := d[metrics.DimensionTenant].(string)
 		switch {
-		case pool:
-			if len(dirs) != 1 || !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || d[metrics.DimensionPool] != testPool || d[metrics.DimensionTenant] != nil {
-				t.Errorf("got pool-wide metrics %v with directives %+v, Pool %v, Tenant %v; want only Pool %s", names, dirs, d["Pool"], d["Tenant"], testPool)
-			}
-		default:
-			tenant, _ := d[metrics.DimensionTenant].(string)
-			if !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionTenant}) || (tenant != "acme" && tenant != "globex") {
-				t.Errorf("got tenant metrics %v with directives %+v, Tenant %v; want Tenant acme or globex", names, dirs, d["Tenant"])
-			}
-			var pooled []string
-			for _, n := range names {
-				if slices.Contains(metrics.PoolTenantMetrics, n) {
-					pooled = append(pooled, n)
-				}
-			}
-			switch {
-			case len(pooled) == 0:
-				if len(dirs) != 1 || d[metrics.DimensionPool] != nil {
-					t.Errorf("got tenant metrics %v with directives %+v and Pool %v, want [Tenant] alone", names, dirs, d["Pool"])
-				}
-			case len(dirs) != 2 || !slices.Equal(dirs[1].dimensions, []string{metrics.DimensionPool, metrics.DimensionTenant}) ||
-				!slices.Equal(dirs[1].metrics, pooled) || d[metrics.DimensionPool] != testPool:
-				t.Errorf("got tenant metrics %v with directives %+v and Pool %v, want %v also under [Pool Tenant] with Pool %s", names, dirs, d["Pool"], pooled, testPool)
-			}
-			seen[tenant] = true
+		case !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || d[metrics.DimensionPool] != testPool:
+			t.Errorf("got metrics %v with directives %+v and Pool %v, want [Pool] with Pool %s", names, dirs, d["Pool"], testPool)
+		case pool && d[metrics.DimensionTenant] != nil:
+			t.Errorf("got pool-wide metrics %v with Tenant %v, want none", names, d["Tenant"])
+		case !pool && tenant != "acme" && tenant != "globex":
+			t.Errorf("got tenant metrics %v with Tenant %v, want the property Tenant acme or globex", names, d["Tenant"])
 		}
+		seen[tenant] = !pool
 	}
 	if !seen["acme"] || !seen["globex"] {
 		t.Errorf("got tenant metrics of %v, want acme and globex", seen)
@@ -461,10 +449,10 @@ func TestPoolMetricsCarryTenant(t *testing.T) {
 	}
 }
 
-// Every metric the pool's per-tenant alarms query (metrics.PoolTenantMetrics, from which the
-// construct's queries take their names) is emitted by a pooled tenant's controller under both
-// [Tenant] and [Pool, Tenant], with the tenant and the pool: a halted tenant's Blocked, a failed
-// file under continue, the head file's queued and running time.
+// Every field the pool's per-tenant rules read (metrics.PoolTenantMetrics, from which the
+// construct's Contributor Insights rules take their names) is in a pooled tenant's controller
+// lines, as a metric under [Pool], with the property Tenant naming the tenant: a halted tenant's
+// Blocked, a failed file under continue, the head file's queued and running time.
 func TestPoolTenantAlarmMetricsEmitted(t *testing.T) {
 	r := newPoolRig(t, nil)
 	ctx := context.Background()
@@ -494,29 +482,23 @@ func TestPoolTenantAlarmMetricsEmitted(t *testing.T) {
 	for _, name := range metrics.PoolTenantMetrics {
 		tenant, ok := want[name]
 		if !ok {
-			t.Errorf("%s is queried by the pool's alarms but this test does not drive it: add a case", name)
+			t.Errorf("%s is read by the pool's rules but this test does not drive it: add a case", name)
 			continue
 		}
-		var tenantSet, poolSet bool
+		var found bool
 		for _, d := range r.emf(t) {
 			v, isNum := d[name].(float64)
 			if d[metrics.DimensionTenant] != tenant || !isNum || (name != metrics.HeadRunningSeconds && name != metrics.HeadQueuedSeconds && v < 1) {
 				continue
 			}
 			for _, dir := range emfDirectives(d) {
-				if !slices.Contains(dir.metrics, name) {
-					continue
-				}
-				switch {
-				case slices.Equal(dir.dimensions, []string{metrics.DimensionTenant}):
-					tenantSet = true
-				case slices.Equal(dir.dimensions, []string{metrics.DimensionPool, metrics.DimensionTenant}) && d[metrics.DimensionPool] == testPool:
-					poolSet = true
+				if slices.Contains(dir.metrics, name) && slices.Equal(dir.dimensions, []string{metrics.DimensionPool}) && d[metrics.DimensionPool] == testPool {
+					found = true
 				}
 			}
 		}
-		if !tenantSet || !poolSet {
-			t.Errorf("%s of %s: emitted under [Tenant] %v, under [Pool Tenant] with Pool %s %v; want both", name, tenant, tenantSet, testPool, poolSet)
+		if !found {
+			t.Errorf("%s of %s: got no line with it under [Pool] with Pool %s and Tenant %s, want one", name, tenant, testPool, tenant)
 		}
 	}
 }

@@ -111,7 +111,8 @@ type Router struct {
 	sqs sender
 	// log carries the pool.
 	log *slog.Logger
-	// metrics has the Pool dimension; tenantMetrics makes a tenant's emitter (Tenant dimension).
+	// metrics has the Pool dimension; tenantMetrics makes a tenant's emitter, which the router makes
+	// the pool's (metrics.Emitter.InPool): dimension Pool, Tenant a property.
 	metrics       *metrics.Emitter
 	tenantMetrics func(tenant string) *metrics.Emitter
 }
@@ -293,7 +294,7 @@ func (r *Router) send(ctx context.Context, batch []routed) (int, error) {
 			return m.index, fmt.Errorf("send event %s to the pool queue for tenant %s: %s: %s", m.id, m.tenant, aws.ToString(f.Code), aws.ToString(f.Message))
 		}
 		log.InfoContext(ctx, "file routed to its tenant", "messageId", id)
-		if err := r.tenantMetrics(m.tenant).Emit(metrics.Count(metrics.FilesRouted, 1)); err != nil {
+		if err := r.tenantMetrics(m.tenant).InPool(r.cfg.Pool).Emit(metrics.Count(metrics.FilesRouted, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
 		}
 	}

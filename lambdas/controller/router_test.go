@@ -219,6 +219,10 @@ func TestRouterInvoke(t *testing.T) {
 				if emf[0][metrics.DimensionTenant] != tt.wantGroup || emf[0][metrics.FilesRouted] != 1.0 {
 					t.Errorf("got metrics %v, want FilesRouted 1 of tenant %s", emf[0], tt.wantGroup)
 				}
+				// A pool's metric: dimension Pool, the tenant a property.
+				if dirs := emfDirectives(emf[0]); len(dirs) != 1 || !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || emf[0][metrics.DimensionPool] != testPool {
+					t.Errorf("got directives %+v and Pool %v, want [Pool] with Pool %s", dirs, emf[0][metrics.DimensionPool], testPool)
+				}
 				return
 			}
 			if in.MessageGroupId != nil || in.MessageDeduplicationId != nil {

@@ -58,9 +58,13 @@ type Handler struct {
 	Metrics io.Writer
 	// MetricsNamespace is the EMF namespace. Default: pipeline.DefaultMetricsNamespace.
 	MetricsNamespace string
-	now              func() time.Time
-	sleep            func(context.Context, time.Duration) error // Default: a timer under the context.
-	limiters         limiters                                   // the current file's token bucket
+	// Pool is the pool this function serves (pipeline.EnvMetricsPool), empty for a silo tenant's. In a
+	// pool the metrics have the dimension Pool instead of Tenant, and the tenant is a property of
+	// the line (metrics.Emitter.InPool), so that the pool's metrics do not grow with its tenants.
+	Pool     string
+	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error // Default: a timer under the context.
+	limiters limiters                                   // the current file's token bucket
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -95,7 +99,7 @@ func (h *Handler) emit(tenant, core string, ms ...metrics.Metric) {
 	if ns == "" {
 		ns = pipeline.DefaultMetricsNamespace
 	}
-	if err := metrics.New(h.Metrics, ns, tenant).InCoreSystem(core).Emit(ms...); err != nil {
+	if err := metrics.New(h.Metrics, ns, tenant).InPool(h.Pool).InCoreSystem(core).Emit(ms...); err != nil {
 		h.Log.Warn("records registered metric not written", "tenant", tenant, "error", err.Error())
 	}
 }

@@ -40,6 +40,7 @@ func main() {
 		// EMF lines on stdout become the RecordsRegistered metric; slog lines are ordinary logs.
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
+		Pool:             os.Getenv(pipeline.EnvMetricsPool),
 	}
 	lambda.Start(h.Handle)
 }

@@ -28,6 +28,7 @@ type emfLine struct {
 		}
 	} `json:"_aws"`
 	Tenant            string
+	Pool              *string
 	RecordsRegistered *float64
 }
 
@@ -48,8 +49,8 @@ func parseEMF(t *testing.T, out string) []emfLine {
 }
 
 // TestRecordsRegisteredMetric: one EMF line per chunk that succeeds, in the record, batch and
-// DynamoDB sinks, counting the chunk's records with the Tenant dimension; none for a chunk that
-// fails.
+// DynamoDB sinks, counting the chunk's records with the Tenant dimension (in a pool: the Pool
+// dimension, and Tenant a property); none for a chunk that fails.
 func TestRecordsRegisteredMetric(t *testing.T) {
 	okCore := newCore(t, nil)
 	failCore := newCore(t, func(int, seenRequest) int { return http.StatusBadRequest })
@@ -61,12 +62,15 @@ func TestRecordsRegisteredMetric(t *testing.T) {
 		data      []byte
 		v2        bool
 		namespace string
+		pool      string
 		want      []float64 // one value per chunk line; nil: no line
 		wantNS    string
 		wantErr   bool
 	}{
 		{name: "record mode, two chunks", tenant: csvTenant(okCore.srv.URL), src: pipeline.Source{Bucket: ingest, Key: "inbox/t1/a.csv", ETag: "etag-1"},
 			data: []byte("id\n1\n2\n3\n4\n"), want: []float64{3, 1}, wantNS: pipeline.DefaultMetricsNamespace},
+		{name: "pooled tenant: the pool's metric, Tenant a property", tenant: csvTenant(okCore.srv.URL), src: pipeline.Source{Bucket: ingest, Key: "inbox/t1/a.csv", ETag: "etag-1"},
+			data: []byte("id\n1\n"), pool: "shared", want: []float64{1}, wantNS: pipeline.DefaultMetricsNamespace},
 		{name: "record mode, own namespace", tenant: csvTenant(okCore.srv.URL), src: pipeline.Source{Bucket: ingest, Key: "inbox/t1/a.csv", ETag: "etag-1"},
 			data: []byte("id\n1\n"), namespace: "Custom", want: []float64{1}, wantNS: "Custom"},
 		{name: "batch mode", tenant: batchTenant(batch.srv.URL), src: pipeline.Source{Bucket: ingest, Key: "inbox/t1/b.csv", ETag: "etag-1"},
@@ -86,7 +90,11 @@ func TestRecordsRegisteredMetric(t *testing.T) {
 			}
 			h := ddbHandler(s3, newFakeDynamo("id"))
 			var out bytes.Buffer
-			h.Metrics, h.MetricsNamespace = &out, tc.namespace
+			h.Metrics, h.MetricsNamespace, h.Pool = &out, tc.namespace, tc.pool
+			wantDims := "Tenant"
+			if tc.pool != "" {
+				wantDims = "Pool"
+			}
 			for _, req := range reqs {
 				_, err := h.Handle(context.Background(), req)
 				if (err != nil) != tc.wantErr {
@@ -105,9 +113,12 @@ func TestRecordsRegisteredMetric(t *testing.T) {
 					t.Fatalf("line %d: got tenant %q, timestamp %d, %d directives, want t1, a timestamp, 1", i, l.Tenant, l.AWS.Timestamp, len(l.AWS.CloudWatchMetrics))
 				}
 				d := l.AWS.CloudWatchMetrics[0]
-				if d.Namespace != tc.wantNS || len(d.Dimensions) != 1 || strings.Join(d.Dimensions[0], ",") != "Tenant" ||
+				if d.Namespace != tc.wantNS || len(d.Dimensions) != 1 || strings.Join(d.Dimensions[0], ",") != wantDims ||
 					len(d.Metrics) != 1 || d.Metrics[0].Name != "RecordsRegistered" || d.Metrics[0].Unit != "Count" {
-					t.Errorf("line %d: got directive %+v, want namespace %s, dimensions [[Tenant]], RecordsRegistered Count", i, d, tc.wantNS)
+					t.Errorf("line %d: got directive %+v, want namespace %s, dimensions [[%s]], RecordsRegistered Count", i, d, tc.wantNS, wantDims)
+				}
+				if tc.pool != "" && (l.Pool == nil || *l.Pool != tc.pool) {
+					t.Errorf("line %d: got Pool %v, want %s", i, l.Pool, tc.pool)
 				}
 			}
 		})

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -94,6 +96,10 @@ type World struct {
 	CoreSystemOf map[string]*pipeline.CoreSystem
 	// Tables are the admission tables' items, by table name (dynamodb.go).
 	Tables map[string][]map[string]ddbtypes.AttributeValue
+	// InsightReports are the Contributor Insights reports' contributors by rule name, and
+	// InsightRequests the GetInsightRuleReport calls (cloudwatch.go).
+	InsightReports  map[string][]cwtypes.InsightRuleContributor
+	InsightRequests []cloudwatch.GetInsightRuleReportInput
 }
 
 // New returns an empty world whose clock is now.
@@ -105,7 +111,7 @@ func New(now time.Time) *World {
 
 // Clients returns the world as ops.Clients.
 func (w *World) Clients() ops.Clients {
-	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w, DynamoDB: (*dynamoFake)(w)}
+	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w, DynamoDB: (*dynamoFake)(w), CloudWatch: (*cloudWatchFake)(w)}
 }
 
 func (w *World) fail(op string) error { return w.Err[op] }
