@@ -19,6 +19,7 @@ func TestErrorTypesUnwrap(t *testing.T) {
 		{&PermanentError{Message: "m", Err: cause}, ErrPermanent},
 		{&ValidationError{Message: "m", Err: cause}, ErrValidation},
 		{&ObjectChangedError{Message: "m", Err: cause}, ErrObjectChanged},
+		{&KeyOutsidePrefixError{Message: "m", Err: cause}, ErrKeyOutsidePrefix},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantName, func(t *testing.T) {
