@@ -159,7 +159,7 @@ func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source, prefix str
 	if !underPrefix(src.Key, prefix) {
 		// Never read: only the decoded form, if it is the tenant's, can be the event's object.
 		if decoded == "" || !underPrefix(decoded, prefix) {
-			return nil, src, outsidePrefix(src, prefix, decoded, "")
+			return nil, src, outsidePrefix(src, prefix, decoded)
 		}
 		alt := src
 		alt.Key = decoded
@@ -178,7 +178,11 @@ func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source, prefix str
 		return nil, src, GetError(src, err)
 	}
 	if !underPrefix(decoded, prefix) {
-		return nil, src, outsidePrefix(src, prefix, decoded, fmt.Sprintf(" (the key as given answered %d %s)", HTTPStatus(err), ErrorCode(err)))
+		return nil, src, &pipeline.KeyOutsidePrefixError{
+			Message: fmt.Sprintf("%s: the key %q answered %d %s, and its form-decoded key %q is not under the tenant's prefix %q: it is not read and nothing is registered",
+				Name(src), src.Key, HTTPStatus(err), ErrorCode(err), decoded, prefix),
+			Err: err,
+		}
 	}
 	alt := src
 	alt.Key = decoded
@@ -217,10 +221,9 @@ func notThisKey(err error) bool {
 }
 
 // outsidePrefix refuses an event's object that is not under the tenant's prefix under any form of
-// its key: decoded is its form-decoded key ("" when it has none), answered what the key as given
-// answered when it was read.
-func outsidePrefix(src pipeline.Source, prefix, decoded, answered string) error {
-	msg := fmt.Sprintf("%s: the key %q%s is not under the tenant's prefix %q", Name(src), src.Key, answered, prefix)
+// its key: decoded is its form-decoded key ("" when it has none).
+func outsidePrefix(src pipeline.Source, prefix, decoded string) error {
+	msg := fmt.Sprintf("%s: the key %q is not under the tenant's prefix %q", Name(src), src.Key, prefix)
 	if decoded != "" {
 		msg += fmt.Sprintf(", nor is its form-decoded key %q", decoded)
 	}

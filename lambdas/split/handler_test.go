@@ -362,6 +362,7 @@ func TestSplitRefusesKeysOutsidePrefix(t *testing.T) {
 		{"decoded key under the prefix: %20 is a space", "inbox/t1/", "inbox/t1/a%20b.csv", "inbox/t1/a b.csv", "inbox/t1/a b.csv"},
 		{"decoded key under the prefix: %2B is a +", "inbox/t1/", "inbox/t1/a%2Bb.csv", "inbox/t1/a+b.csv", "inbox/t1/a+b.csv"},
 		{"raw %20 stored as given", "inbox/t1/", "inbox/t1/a%20b.csv", "inbox/t1/a%20b.csv", "inbox/t1/a%20b.csv"},
+		{"raw key outside the prefix, decoded under it: only the decoded is read", "inbox/t1/", "inbox%2Ft1%2Fa.csv", "inbox/t1/a.csv", "inbox/t1/a.csv"},
 		{"decoded key under another prefix: + as a space", plussy, "inbox/a+b/f.csv", "inbox/a b/f.csv", ""},
 		{"decoded key under another prefix: %20", "inbox/a%20b/", "inbox/a%20b/f.csv", "inbox/a b/f.csv", ""},
 		{"decoded key under another prefix: %2B", "inbox/a%2Bb/", "inbox/a%2Bb/f.csv", "inbox/a+b/f.csv", ""},
@@ -376,6 +377,11 @@ func TestSplitRefusesKeysOutsidePrefix(t *testing.T) {
 			ten.Prefix = tt.prefix
 			res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
 				Source: pipeline.Source{Bucket: ingest, Key: tt.eventKey, ETag: "e1"}, ExecutionName: "exec"})
+			for _, g := range s3.Gets {
+				if k := aws.ToString(g.Key); !strings.HasPrefix(k, tt.prefix) || tt.prefix == "" {
+					t.Errorf("got a read of %q, want no read outside the prefix %q", k, tt.prefix)
+				}
+			}
 			if tt.wantKey != "" {
 				if err != nil || res.Source.Key != tt.wantKey || res.Records != 3 {
 					t.Fatalf("got key %q, %d records, error %v; want key %q, 3 records", res.Source.Key, res.Records, err, tt.wantKey)
@@ -387,11 +393,6 @@ func TestSplitRefusesKeysOutsidePrefix(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), strconv.Quote(tt.eventKey)) || !strings.Contains(err.Error(), strconv.Quote(tt.prefix)) {
 				t.Errorf("got %q, want the key %q and the prefix %q named", err, tt.eventKey, tt.prefix)
-			}
-			for _, g := range s3.Gets {
-				if k := aws.ToString(g.Key); !strings.HasPrefix(k, tt.prefix) || tt.prefix == "" {
-					t.Errorf("got a read of %q, want no read outside the prefix %q", k, tt.prefix)
-				}
 			}
 			if len(s3.Puts) != 0 {
 				t.Errorf("got %d manifests written, want none: nothing of a refused object is registered", len(s3.Puts))
