@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,9 +87,6 @@ type objectLister interface {
 
 var _ objectLister = (*s3.Client)(nil)
 
-// errPauseMarkerUnreadable is a pause marker that exists, or may exist, but cannot be read.
-var errPauseMarkerUnreadable = errors.New("the pause marker cannot be read")
-
 // readPauseMarker reads the tenant's pause marker. It fails closed: paused is false only when the
 // marker is known to be absent, and every other answer is an error, which holds the tenant.
 //
@@ -114,7 +110,7 @@ func (h *Handler) readPauseMarker(ctx context.Context, key string) ([]byte, bool
 		}
 		return b, true, nil
 	}
-	if source.HTTPStatus(err) == http.StatusNotFound || markerMissingCode(err) {
+	if source.NotFound(err) {
 		return nil, false, nil
 	}
 	getErr := fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
@@ -123,29 +119,16 @@ func (h *Handler) readPauseMarker(ctx context.Context, key string) ([]byte, bool
 	}
 	lister, ok := h.s3.(objectLister)
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %w; and its absence cannot be checked", errPauseMarkerUnreadable, getErr)
+		return nil, false, fmt.Errorf("%w; and its absence cannot be checked without ListObjectsV2", getErr)
 	}
 	list, lerr := lister.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
 	switch {
 	case lerr != nil:
-		return nil, false, fmt.Errorf("%w: %w; and listing it failed: %w", errPauseMarkerUnreadable, getErr, lerr)
+		return nil, false, fmt.Errorf("%w; and listing it failed: %w", getErr, lerr)
 	case len(list.Contents) > 0 && aws.ToString(list.Contents[0].Key) == key:
-		return nil, false, fmt.Errorf("%w: %w; the marker exists: check the controller's s3:GetObject on %s*/paused.json", errPauseMarkerUnreadable, getErr, pipeline.ControlPrefix)
+		return nil, false, fmt.Errorf("%w; the marker exists: check the controller's s3:GetObject on %s*/paused.json", getErr, pipeline.ControlPrefix)
 	}
 	return nil, false, nil
-}
-
-// markerMissingCode reports a missing-key error built without an HTTP response (the SDK's modelled
-// errors in tests and fakes).
-func markerMissingCode(err error) bool {
-	if source.HTTPStatus(err) != 0 {
-		return false
-	}
-	switch source.ErrorCode(err) {
-	case "NoSuchKey", "NotFound":
-		return true
-	}
-	return false
 }
 
 // pauseUnknown holds a delivery whose tenant may be paused: nothing starts until the marker can be
