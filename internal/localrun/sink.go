@@ -46,6 +46,9 @@ type Sink struct {
 
 // SinkRequest is one POST the sink received, whatever it answered.
 type SinkRequest struct {
+	// Path is the URL path the request was sent to: the registerUrl of the tenant whose records
+	// Register sent.
+	Path         string
 	Source       string // source key
 	VersionID    string
 	Key          string    // the Idempotency-Key
@@ -141,7 +144,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.log == nil {
 			s.log = map[string][]SinkRequest{}
 		}
-		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Path: r.URL.Path, Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
 		s.mu.Unlock()
 	}()
 	if shed {

@@ -58,14 +58,26 @@ type RecordLatencyError struct {
 	Err     error // the cause, if any; not part of Error()
 }
 
+// KeyOutsidePrefixError is a source object whose key, as the event gave it or form-decoded, is not
+// under its tenant's prefix: another tenant's object, or no tenant's. Nothing of it is registered,
+// and no retry can change the key, so the file fails.
+type KeyOutsidePrefixError struct {
+	Message string
+	Err     error // the cause, if any; not part of Error()
+}
+
 func (e *RecordLatencyError) Error() string { return e.Message }
 func (e *RecordLatencyError) Unwrap() error { return e.Err }
 
+func (e *KeyOutsidePrefixError) Error() string { return e.Message }
+func (e *KeyOutsidePrefixError) Unwrap() error { return e.Err }
+
 // Error type names as they appear in Step Functions.
 const (
-	ErrRetryable     = "RetryableError"
-	ErrPermanent     = "PermanentError"
-	ErrValidation    = "ValidationError"
-	ErrObjectChanged = "ObjectChangedError"
-	ErrRecordLatency = "RecordLatencyError"
+	ErrRetryable        = "RetryableError"
+	ErrPermanent        = "PermanentError"
+	ErrValidation       = "ValidationError"
+	ErrObjectChanged    = "ObjectChangedError"
+	ErrRecordLatency    = "RecordLatencyError"
+	ErrKeyOutsidePrefix = "KeyOutsidePrefixError"
 )

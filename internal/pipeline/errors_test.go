@@ -20,6 +20,7 @@ func TestErrorTypesUnwrap(t *testing.T) {
 		{&ValidationError{Message: "m", Err: cause}, ErrValidation},
 		{&ObjectChangedError{Message: "m", Err: cause}, ErrObjectChanged},
 		{&RecordLatencyError{Message: "m", Err: cause}, ErrRecordLatency},
+		{&KeyOutsidePrefixError{Message: "m", Err: cause}, ErrKeyOutsidePrefix},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantName, func(t *testing.T) {

@@ -87,7 +87,11 @@ const (
 // Tenant is the part of a tenant's configuration that travels with every execution, so that Split
 // and Register (or a user's own register function) need no configuration of their own.
 type Tenant struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Prefix is the tenant's key prefix (a silo's TENANT_PREFIX, a pooled tenant's prefix in the
+	// pool's settings). The controller sets it; Split refuses a source object whose key, as given
+	// or form-decoded, is not under it (KeyOutsidePrefixError).
+	Prefix   string `json:"prefix,omitempty"`
 	Format   string `json:"format"`
 	Encoding string `json:"encoding"`
 	// Delimiter is the CSV field delimiter, one character. Empty means ",".

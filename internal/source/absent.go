@@ -38,3 +38,21 @@ func Absent(err error) bool {
 	}
 	return false
 }
+
+// NotFound reports whether a failed GetObject or HeadObject of one exact key is S3's documented
+// "no such key or version": 404 (NoSuchKey, NoSuchVersion, HeadObject's bare NotFound). Unlike
+// Absent it never counts a 403: a control marker whose absence lets work go on (a pause) is read
+// with it, so that a mis-scoped grant holds the tenant instead of turning the marker off.
+func NotFound(err error) bool {
+	switch HTTPStatus(err) {
+	case http.StatusNotFound:
+		return true
+	case 0:
+		// A modelled error built without a response (tests and fakes): judge by the code alone.
+		switch ErrorCode(err) {
+		case "NoSuchKey", "NoSuchVersion", "NotFound":
+			return true
+		}
+	}
+	return false
+}

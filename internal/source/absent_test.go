@@ -44,3 +44,30 @@ func TestAbsent(t *testing.T) {
 		})
 	}
 }
+
+func TestNotFound(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"404 NoSuchKey", sourcetest.APIError("GetObject", 404, "NoSuchKey"), true},
+		{"404 NoSuchVersion", sourcetest.APIError("GetObject", 404, "NoSuchVersion"), true},
+		{"404 HeadObject NotFound", sourcetest.APIError("HeadObject", 404, "NotFound"), true},
+		{"modelled NoSuchKey without a response", &s3types.NoSuchKey{Message: aws.String("x")}, true},
+		{"403 AccessDenied is not absence", sourcetest.APIError("GetObject", 403, "AccessDenied"), false},
+		{"AccessDenied code without a response", &smithy.GenericAPIError{Code: "AccessDenied"}, false},
+		{"400 with a missing-key code", sourcetest.APIError("GetObject", 400, "NoSuchKey"), false},
+		{"500 InternalError", sourcetest.APIError("GetObject", 500, "InternalError"), false},
+		{"503 SlowDown", sourcetest.APIError("GetObject", 503, "SlowDown"), false},
+		{"transport error", errors.New("connection reset by peer"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NotFound(tt.err); got != tt.want {
+				t.Errorf("got NotFound %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

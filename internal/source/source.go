@@ -144,22 +144,48 @@ type GetObjectAPI interface {
 // different object can live under the other form of the key), the form-decoded key (url.QueryUnescape: '+' is a space, %XX a byte), pinned the same way. Whichever
 // matches the event's pin is the object; when neither does, the file's object is gone or changed.
 //
+// Open reads only keys under prefix, the tenant's: a form of the key outside it is never read, and
+// an event none of whose forms the tenant holds is refused with a KeyOutsidePrefixError, so one
+// tenant's event can never resolve to another tenant's object (a prefix "inbox/a+b/" beside
+// "inbox/a b/": the decoded form of the first tenant's key "inbox/a+b/f.csv" is the second's).
+//
 // Errors are the pipeline's types, as GetError returns them.
-func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source) (*s3.GetObjectOutput, pipeline.Source, error) {
+func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source, prefix string) (*s3.GetObjectOutput, pipeline.Source, error) {
 	in, err := GetInput(src)
 	if err != nil {
 		return nil, src, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", Name(src), err)}
+	}
+	decoded, derr := url.QueryUnescape(src.Key)
+	if derr != nil || decoded == src.Key || decoded == "" {
+		decoded = ""
+	}
+	if !underPrefix(src.Key, prefix) {
+		// Never read: only the decoded form, if it is the tenant's, can be the event's object.
+		if decoded == "" || !underPrefix(decoded, prefix) {
+			return nil, src, outsidePrefix(src, prefix, decoded)
+		}
+		alt := src
+		alt.Key = decoded
+		in, _ = GetInput(alt)
+		out, err := api.GetObject(ctx, in)
+		if err != nil {
+			return nil, src, GetError(alt, err)
+		}
+		return out, alt, nil
 	}
 	out, err := api.GetObject(ctx, in)
 	if err == nil {
 		return out, src, nil
 	}
-	if !notThisKey(err) {
+	if !notThisKey(err) || decoded == "" {
 		return nil, src, GetError(src, err)
 	}
-	decoded, derr := url.QueryUnescape(src.Key)
-	if derr != nil || decoded == src.Key || decoded == "" {
-		return nil, src, GetError(src, err)
+	if !underPrefix(decoded, prefix) {
+		return nil, src, &pipeline.KeyOutsidePrefixError{
+			Message: fmt.Sprintf("%s: the key %q answered %d %s, and its form-decoded key %q is not under the tenant's prefix %q: it is not read and nothing is registered",
+				Name(src), src.Key, HTTPStatus(err), ErrorCode(err), decoded, prefix),
+			Err: err,
+		}
 	}
 	alt := src
 	alt.Key = decoded
@@ -195,4 +221,20 @@ func Open(ctx context.Context, api GetObjectAPI, src pipeline.Source) (*s3.GetOb
 // s3:ListBucket), or its object is not the event's (412).
 func notThisKey(err error) bool {
 	return Absent(err) || HTTPStatus(err) == http.StatusPreconditionFailed
+}
+
+// outsidePrefix refuses an event's object that is not under the tenant's prefix under any form of
+// its key: decoded is its form-decoded key ("" when it has none).
+func outsidePrefix(src pipeline.Source, prefix, decoded string) error {
+	msg := fmt.Sprintf("%s: the key %q is not under the tenant's prefix %q", Name(src), src.Key, prefix)
+	if decoded != "" {
+		msg += fmt.Sprintf(", nor is its form-decoded key %q", decoded)
+	}
+	return &pipeline.KeyOutsidePrefixError{Message: msg + ": the object is not read and nothing is registered"}
+}
+
+// underPrefix reports whether key lies under the tenant's prefix, a folder ending in "/". An empty
+// prefix holds nothing: a key under it could be anyone's.
+func underPrefix(key, prefix string) bool {
+	return strings.HasSuffix(prefix, "/") && strings.HasPrefix(key, prefix)
 }

@@ -169,7 +169,7 @@ func TestOpenKeyForms(t *testing.T) {
 				t.Run(fmt.Sprintf("versioning %s/no ListBucket %v/%s/%s", versioning, tc.noListBucket, key, form), func(t *testing.T) {
 					src := srcs[key]
 					src.Key = eventKey
-					out, got, err := Open(context.Background(), s3, src)
+					out, got, err := Open(context.Background(), s3, src, "inbox/t1/")
 					if err != nil {
 						t.Fatalf("got %v, want the object of %q", err, key)
 					}
@@ -223,7 +223,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s3 := sourcetest.NewFakeS3()
 			tt.mutate(s3)
-			_, _, err := Open(context.Background(), s3, pipeline.Source{Bucket: "b", Key: tt.eventKey, VersionID: "v1", ETag: "e1"})
+			_, _, err := Open(context.Background(), s3, pipeline.Source{Bucket: "b", Key: tt.eventKey, VersionID: "v1", ETag: "e1"}, "inbox/")
 			if ErrorType(err) != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("got %s %q, want %s containing %q", ErrorType(err), err, tt.wantType, tt.wantMsg)
 			}

@@ -100,6 +100,8 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 			checkTenantID(c.Tenant.ID, pipeline.EnvTenant, e.bad)
 		}
 	}
+	// Every execution carries the prefix, so Split can refuse an object that is not the tenant's.
+	c.Tenant.Prefix = c.TenantPrefix
 	checkTenantPolicy(c, siloNames, e.bad)
 	for _, name := range []string{pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
 		if strings.TrimSpace(getenv(name)) != "" {
@@ -275,6 +277,7 @@ func (e *envReader) pool() (string, *pipeline.PoolIndex) {
 func (c Config) forTenant(t pipeline.PoolTenant) Config {
 	c.Tenant = t.Settings
 	c.TenantPrefix = t.Prefix
+	c.Tenant.Prefix = t.Prefix
 	c.OnFailure = cmp.Or(t.OnFailure, defaultOnFailure)
 	c.IdempotencyKey = cmp.Or(t.IdempotencyKey, defaultIdempotencyKey)
 	return c

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -88,6 +89,9 @@ func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.Co
 	if err != nil {
 		return h.serviceError(ctx, d, "describe the execution to redrive", err)
 	}
+	if err := h.ownExecution(name, st); err != nil {
+		return h.quarantine(ctx, d, fmt.Errorf("redrive: %w", err))
+	}
 	if unsuccessful(st.Status) && !redrivenSince(st, h.requestTime(d, m)) {
 		next, refused, err := h.redrive(ctx, d, m, arn)
 		if refused != nil {
@@ -125,17 +129,44 @@ func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.Con
 			EventID: m.RequestID,
 		}
 		err = nil
-		if h.ordered() {
+		switch {
+		case h.ordered():
 			err = h.rankReplay(ctx, d, m, &in.Source)
+		case m.Source.OriginalExecution != "":
+			// Not read for an order, but still only the tenant's own execution may be named.
+			_, _, err = h.originalSource(ctx, m)
 		}
 		if err == nil {
 			st, err = h.startInput(ctx, d, in, name, arn)
 		}
 	}
+	if errors.Is(err, pipeline.ErrInvalidControl) {
+		return h.quarantine(ctx, d, fmt.Errorf("replay: %w", err))
+	}
 	if err != nil {
 		return h.serviceError(ctx, d, "look up or start the replay's execution", err)
 	}
 	return h.controlOutcome(ctx, d, name, arn, st, "replay execution")
+}
+
+// ownExecution refuses an execution that is not this tenant's. Execution names do not carry the
+// tenant (naming.go: event ids and hashes of the object version), so the execution's input, the
+// pipeline.WorkflowInput the controller started it with, tells. A silo's state machine runs only
+// its tenant's files, so there only an input naming another tenant is refused; a pool's state
+// machine runs every tenant of the pool, so there an input that names no tenant is refused too.
+func (h *Handler) ownExecution(name string, st *sfn.DescribeExecutionOutput) error {
+	var in pipeline.WorkflowInput
+	err := json.Unmarshal([]byte(aws.ToString(st.Input)), &in)
+	switch {
+	case err == nil && in.Tenant.ID == h.cfg.Tenant.ID:
+		return nil
+	case err == nil && in.Tenant.ID != "":
+		return fmt.Errorf("%w: execution %q is tenant %q's, not %q's", pipeline.ErrInvalidControl, name, in.Tenant.ID, h.cfg.Tenant.ID)
+	case h.cfg.Pool == "":
+		return nil
+	}
+	return fmt.Errorf("%w: execution %q has no input naming its tenant, so it cannot be shown to be tenant %q's on pool %q's shared state machine",
+		pipeline.ErrInvalidControl, name, h.cfg.Tenant.ID, h.cfg.Pool)
 }
 
 // controlOutcome holds, releases or applies the failure policy, as for a file.

@@ -494,3 +494,99 @@ func TestControlMessageHoldsTheGroup(t *testing.T) {
 		t.Errorf("got an execution for the file behind the redrive, want none")
 	}
 }
+
+// A redrive or replay may only name an execution of its own tenant. Execution names do not carry
+// the tenant, and a pool's tenants share one state machine, so acme's control message could name
+// globex's execution there: the execution's input tells, and a message naming another tenant's
+// execution (or, in a pool, one whose input names no tenant) is quarantined, never performed.
+func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
+	inputOf := func(tenant string) string {
+		b, _ := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{ID: tenant},
+			Source: pipeline.Source{Bucket: testBucket, Key: "inbox/" + tenant + "/a.csv", VersionID: "v1"}})
+		return string(b)
+	}
+	const origName = "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"
+	replayNaming := func(t *testing.T) string {
+		return controlBody(t, pipeline.ControlReplay, func(m *pipeline.ControlMessage) { m.Source.OriginalExecution = origName })
+	}
+	redrive := func(t *testing.T) string { return controlBody(t, pipeline.ControlRedrive, nil) }
+	tests := []struct {
+		name      string
+		exec      string // the named execution
+		input     string // its input
+		body      func(t *testing.T) string
+		wantQuar  bool
+		wantCalls int // RedriveExecution or StartExecution calls
+	}{
+		{"redrive of globex's execution", arn1, inputOf("globex"), redrive, true, 0},
+		{"redrive of acme's own execution", arn1, inputOf("acme"), redrive, false, 1},
+		{"replay naming globex's execution as its original", testExecPrefix + origName, inputOf("globex"), replayNaming, true, 0},
+		{"replay naming acme's own execution as its original", testExecPrefix + origName, inputOf("acme"), replayNaming, false, 1},
+	}
+	type outcome struct {
+		quarantined bool
+		calls       int
+		errorLine   map[string]any
+	}
+	tiers := map[string]func(t *testing.T, exec, input, body string) outcome{
+		"silo": func(t *testing.T, exec, input, body string) outcome {
+			r, rs := newControlRig(t, nil)
+			r.sfn.execs[exec] = &fakeExec{status: sfntypes.ExecutionStatusFailed, input: input, errName: "States.TaskFailed", stopDate: aws.Time(stoppedLongAgo)}
+			if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			_, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]
+			o := outcome{quarantined: q, calls: len(rs.calls) + len(r.sfn.created)}
+			for _, l := range r.logs(t) {
+				if l["level"] == "ERROR" {
+					o.errorLine = l
+				}
+			}
+			return o
+		},
+		"pool": func(t *testing.T, exec, input, body string) outcome {
+			r := newPoolRig(t, nil)
+			rs := &redriveSFN{fakeSFN: r.sfn, redriveDates: map[string]time.Time{}}
+			r.p.sfn = rs
+			r.sfn.execs[exec] = &fakeExec{status: sfntypes.ExecutionStatusFailed, input: input, errName: "States.TaskFailed", stopDate: aws.Time(stoppedLongAgo)}
+			if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", body, "acme")}}); err != nil {
+				t.Fatal(err)
+			}
+			_, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]
+			o := outcome{quarantined: q, calls: len(rs.calls) + len(r.sfn.created)}
+			for _, l := range r.logs(t) {
+				if l["level"] == "ERROR" {
+					o.errorLine = l
+				}
+			}
+			return o
+		},
+	}
+	for tier, run := range tiers {
+		for _, tt := range tests {
+			t.Run(tier+"/"+tt.name, func(t *testing.T) {
+				got := run(t, tt.exec, tt.input, tt.body(t))
+				if got.quarantined != tt.wantQuar || got.calls != tt.wantCalls {
+					t.Errorf("got quarantined %v and %d redrives or starts, want %v and %d", got.quarantined, got.calls, tt.wantQuar, tt.wantCalls)
+				}
+				if tt.wantQuar && (got.errorLine == nil || !strings.Contains(fmt.Sprint(got.errorLine["reason"]), `is tenant "globex"'s, not "acme"'s`)) {
+					t.Errorf("got ERROR line %v, want one whose reason names globex's execution", got.errorLine)
+				}
+			})
+		}
+	}
+
+	// In a pool, an execution whose input names no tenant cannot be shown to be acme's.
+	t.Run("pool/redrive of an execution without a tenant in its input", func(t *testing.T) {
+		r := newPoolRig(t, nil)
+		rs := &redriveSFN{fakeSFN: r.sfn, redriveDates: map[string]time.Time{}}
+		r.p.sfn = rs
+		r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
+		if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", redrive(t), "acme")}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]; !q || len(rs.calls) != 0 {
+			t.Errorf("got quarantined %v and %d redrives, want quarantined and none", q, len(rs.calls))
+		}
+	})
+}

@@ -391,6 +391,39 @@ type fakeS3 struct {
 	// beforePut runs before a put of "bucket/key" is decided (e.g. another writer coming first).
 	beforePut func(key string)
 	puts      map[string]int
+	// listErr fails ListObjectsV2; lists counts the calls.
+	listErr error
+	lists   int
+}
+
+// ListObjectsV2 lists the keys under the prefix, in key order; a role without s3:ListBucket
+// (noListBucket) is denied.
+func (f *fakeS3) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	if f.noListBucket {
+		return nil, sourcetest.APIError("ListObjectsV2", 403, "AccessDenied")
+	}
+	var keys []string
+	for k := range f.objects {
+		bucket, key, _ := strings.Cut(k, "/")
+		if bucket == aws.ToString(in.Bucket) && strings.HasPrefix(key, aws.ToString(in.Prefix)) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	if n := int(aws.ToInt32(in.MaxKeys)); n > 0 && len(keys) > n {
+		keys = keys[:n]
+	}
+	out := &s3.ListObjectsV2Output{KeyCount: aws.Int32(int32(len(keys)))}
+	for _, k := range keys {
+		out.Contents = append(out.Contents, s3types.Object{Key: aws.String(k)})
+	}
+	return out, nil
 }
 
 func newFakeS3() *fakeS3 {

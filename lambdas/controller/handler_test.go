@@ -707,6 +707,10 @@ func TestStartInputKeepsRawKey(t *testing.T) {
 			if in != want {
 				t.Errorf("got input %+v, want %+v", in, want)
 			}
+			// Split checks the object's key against it.
+			if in.Tenant.Prefix != "inbox/acme/" {
+				t.Errorf("got tenant prefix %q in the input, want %q (TENANT_PREFIX)", in.Tenant.Prefix, "inbox/acme/")
+			}
 		})
 	}
 }

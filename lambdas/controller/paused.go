@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/source"
 )
 
 // Pausing one pooled tenant (pipeline.PauseMarkerKey). A silo tenant is paused by disabling its
@@ -29,10 +36,9 @@ func (h *Handler) pausedHold(ctx context.Context, d *delivery) (decision, bool) 
 		return decision{}, false
 	}
 	key := pipeline.PauseMarkerKey(h.cfg.Tenant.ID)
-	body, paused, err := h.getControl(ctx, key)
+	body, paused, err := h.readPauseMarker(ctx, key)
 	if err != nil {
-		// Unknown: start nothing until the marker can be read.
-		return h.serviceError(ctx, d, "read the tenant's pause marker", err), true
+		return h.pauseUnknown(ctx, d, key, err), true
 	}
 	if !paused {
 		return decision{}, false
@@ -50,7 +56,7 @@ func (h *Handler) pausedHold(ctx context.Context, d *delivery) (decision, bool) 
 		d.count(metrics.WakeStateErrors)
 	}
 	held := h.hold(ctx, d, wait)
-	if _, still, err := h.getControl(ctx, key); err == nil && !still {
+	if _, still, err := h.readPauseMarker(ctx, key); err == nil && !still {
 		d.log.InfoContext(ctx, "tenant resumed while its message was being held; going on")
 		return decision{}, false
 	}
@@ -71,4 +77,66 @@ func (h *Handler) pausedWait() time.Duration {
 		return h.cfg.SafetyNet
 	}
 	return h.cfg.MaxWait
+}
+
+// objectLister is the S3 call that tells a missing pause marker from one the controller may not
+// read.
+type objectLister interface {
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+}
+
+var _ objectLister = (*s3.Client)(nil)
+
+// readPauseMarker reads the tenant's pause marker. It fails closed: paused is false only when the
+// marker is known to be absent, and every other answer is an error, which holds the tenant.
+//
+// Absent is 404 (NoSuchKey, NotFound). S3 answers a read of a missing key with 403 instead to a
+// caller without s3:ListBucket (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+// "Permissions"), and whether the controller's ListBucket grant, narrowed to control/ by an
+// s3:prefix condition, counts for that rule is not documented. A 403 therefore only counts as
+// absent when a listing of the marker's exact key, which that grant does allow
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html, s3:prefix),
+// shows no such key; listings are strongly consistent
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel). A listed
+// marker that cannot be read (a mis-scoped s3:GetObject grant), a denied listing, 5xx and
+// throttling all hold the tenant: a pause must never turn off because its marker is unreadable.
+func (h *Handler) readPauseMarker(ctx context.Context, key string) ([]byte, bool, error) {
+	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	if err == nil {
+		defer out.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxWakeObjectBytes+1))
+		if err != nil {
+			return nil, false, fmt.Errorf("read s3://%s/%s: %w", h.cfg.Bucket, key, err)
+		}
+		return b, true, nil
+	}
+	if source.NotFound(err) {
+		return nil, false, nil
+	}
+	getErr := fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	if source.HTTPStatus(err) != http.StatusForbidden && source.ErrorCode(err) != "AccessDenied" {
+		return nil, false, getErr
+	}
+	lister, ok := h.s3.(objectLister)
+	if !ok {
+		return nil, false, fmt.Errorf("%w; and its absence cannot be checked without ListObjectsV2", getErr)
+	}
+	list, lerr := lister.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
+	switch {
+	case lerr != nil:
+		return nil, false, fmt.Errorf("%w; and listing it failed: %w", getErr, lerr)
+	case len(list.Contents) > 0 && aws.ToString(list.Contents[0].Key) == key:
+		return nil, false, fmt.Errorf("%w; the marker exists: check the controller's s3:GetObject on %s*/paused.json", getErr, pipeline.ControlPrefix)
+	}
+	return nil, false, nil
+}
+
+// pauseUnknown holds a delivery whose tenant may be paused: nothing starts until the marker can be
+// read. It logs ERROR whatever the cause, throttling included, because a tenant that stays held
+// for it needs an operator.
+func (h *Handler) pauseUnknown(ctx context.Context, d *delivery, key string, err error) decision {
+	wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
+	d.log.ErrorContext(ctx, "the tenant's pause marker could not be read: nothing started, message kept", "pauseMarkerKey", key, "error", err, "nextWaitSeconds", wait.Seconds())
+	d.count(metrics.ServiceErrors)
+	return h.hold(ctx, d, wait)
 }

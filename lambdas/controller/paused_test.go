@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 )
 
 // A paused pooled tenant's message starts nothing and is held for the safety net, with its receipt
@@ -97,5 +100,62 @@ func TestSiloIgnoresPauseMarker(t *testing.T) {
 	}
 	if len(r.sfn.created) != 1 {
 		t.Errorf("got %d executions, want the silo file started", len(r.sfn.created))
+	}
+}
+
+// A pause marker that cannot be read holds its tenant: only a documented absence (404, or a 403
+// whose key a permitted listing shows absent) lets the file start. A mis-scoped s3:GetObject grant
+// on control/*/paused.json must never turn a pause off.
+func TestPoolPauseMarkerUnreadableHolds(t *testing.T) {
+	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	denied := sourcetest.APIError("GetObject", 403, "AccessDenied")
+	tests := []struct {
+		name      string
+		setup     func(*fakeS3)
+		wantHeld  bool
+		wantError string // in the ERROR line of a held delivery
+	}{
+		{"403 on a marker that exists (GetObject not granted)", func(s *fakeS3) {
+			s.objects[marker] = `{"version":1}`
+			s.keyGetErrs[marker] = []error{denied}
+		}, true, "the marker exists"},
+		{"403 and the listing is denied too", func(s *fakeS3) {
+			s.keyGetErrs[marker] = []error{denied}
+			s.listErr = sourcetest.APIError("ListObjectsV2", 403, "AccessDenied")
+		}, true, "listing it failed"},
+		{"403 without s3:ListBucket", func(s *fakeS3) { s.noListBucket = true }, true, "AccessDenied"},
+		{"500", func(s *fakeS3) {
+			s.keyGetErrs[marker] = []error{sourcetest.APIError("GetObject", 500, "InternalError")}
+		}, true, "InternalError"},
+		{"503 SlowDown", func(s *fakeS3) { s.keyGetErrs[marker] = []error{sourcetest.APIError("GetObject", 503, "SlowDown")} }, true, "SlowDown"},
+		{"404 NoSuchKey: not paused", func(*fakeS3) {}, false, ""},
+		{"403 on a key the listing shows absent: not paused", func(s *fakeS3) { s.keyGetErrs[marker] = []error{denied} }, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newPoolRig(t, nil)
+			tt.setup(r.s3)
+			resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+				poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := len(r.sfn.created) > 0
+			held := slices.ContainsFunc(resp.BatchItemFailures, func(f events.SQSBatchItemFailure) bool { return f.ItemIdentifier == "m1" })
+			if !tt.wantHeld {
+				if !started {
+					t.Errorf("got no execution started, want acme's file started: its marker is absent")
+				}
+				return
+			}
+			if started || !held {
+				t.Errorf("got %d executions started, message kept %v; want none started and the message kept", len(r.sfn.created), held)
+			}
+			l := r.findLog(t, "ERROR", "pause marker could not be read")
+			if l["tenant"] != "acme" || !strings.Contains(fmt.Sprint(l["error"]), tt.wantError) {
+				t.Errorf("got log %v, want an ERROR naming tenant acme and %q", l, tt.wantError)
+			}
+		})
 	}
 }

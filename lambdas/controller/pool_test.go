@@ -196,8 +196,11 @@ func TestPoolHandleDispatchesByGroup(t *testing.T) {
 				in := r.sfn.input(t, arn)
 				got[in.Tenant.ID] = in.Source.Key
 				settings, _ := r.p.cfg.Settings.Tenant(in.Tenant.ID)
-				if !reflect.DeepEqual(in.Tenant, settings.Settings) {
-					t.Errorf("execution %s: got tenant settings %+v, want %+v", arn, in.Tenant, settings.Settings)
+				// The tenant's row, with its prefix, which Split checks the object's key against.
+				want := settings.Settings
+				want.Prefix = settings.Prefix
+				if !reflect.DeepEqual(in.Tenant, want) || want.Prefix == "" {
+					t.Errorf("execution %s: got tenant settings %+v, want %+v", arn, in.Tenant, want)
 				}
 				name := strings.TrimPrefix(arn, testExecPrefix)
 				if wantOV := in.Tenant.ID == "globex"; strings.HasPrefix(name, objectVersionNamePrefix) != wantOV {

@@ -70,6 +70,9 @@ func (h *Handler) originalSource(ctx context.Context, m pipeline.ControlMessage)
 	if err != nil {
 		return src, "", fmt.Errorf("describe the replay's original execution: %w", err)
 	}
+	if err := h.ownExecution(name, out); err != nil {
+		return src, "", fmt.Errorf("original execution: %w", err)
+	}
 	var in pipeline.WorkflowInput
 	if err := json.Unmarshal([]byte(aws.ToString(out.Input)), &in); err != nil {
 		return src, fmt.Sprintf("execution %q has an input that is not a workflow input", name), nil

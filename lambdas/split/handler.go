@@ -72,7 +72,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	}
 	// The event's key may be raw or form-encoded: Open reads whichever form holds the event's
 	// object, and the result carries that key on to Register.
-	out, src, err := source.Open(ctx, h.S3, req.Source)
+	out, src, err := source.Open(ctx, h.S3, req.Source, t.Prefix)
 	if err != nil {
 		return pipeline.SplitResult{}, 0, err
 	}

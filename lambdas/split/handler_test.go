@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ const (
 )
 
 func tenant() pipeline.Tenant {
-	return pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 100}
+	return pipeline.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 100}
 }
 
 func csvRows(n int) []byte {
@@ -161,8 +162,8 @@ func TestSplitKeyForms(t *testing.T) {
 func TestSplitEmptyFile(t *testing.T) {
 	for _, data := range []string{"", "id,name\r\n"} {
 		s3 := sourcetest.NewFakeS3()
-		s3.Put(ingest, "k", &sourcetest.Object{Data: []byte(data), ETag: "e"})
-		res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+		s3.Put(ingest, "inbox/t1/k", &sourcetest.Object{Data: []byte(data), ETag: "e"})
+		res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k", ETag: "e"}, ExecutionName: "x"})
 		if err != nil {
 			t.Fatalf("%q: got error %v, want none", data, err)
 		}
@@ -265,13 +266,13 @@ func TestSplitErrors(t *testing.T) {
 // reports the dynamic type's name, so a wrapper would hide it from the state machine's Retry.
 func TestErrorsAreUnwrapped(t *testing.T) {
 	s3 := sourcetest.NewFakeS3()
-	s3.Put(ingest, "k", &sourcetest.Object{Data: []byte("a\n\xff\n"), ETag: "e"})
-	_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+	s3.Put(ingest, "inbox/t1/k", &sourcetest.Object{Data: []byte("a\n\xff\n"), ETag: "e"})
+	_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k", ETag: "e"}, ExecutionName: "x"})
 	if _, ok := err.(*pipeline.ValidationError); !ok {
 		t.Fatalf("got %T, want *pipeline.ValidationError", err)
 	}
 	var ve *pipeline.ValidationError
-	if !errors.As(err, &ve) || ve.Message != "s3://ingest-bucket/k: line 2: field 1 has bytes that are not valid utf-8" {
+	if !errors.As(err, &ve) || ve.Message != "s3://ingest-bucket/inbox/t1/k: line 2: field 1 has bytes that are not valid utf-8" {
 		t.Errorf("got %q", err)
 	}
 }
@@ -320,24 +321,81 @@ func TestSplitLogLevels(t *testing.T) {
 	}{
 		{"retryable", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 503, "SlowDown") }, "WARN"},
 		{"permanent", func(s *sourcetest.FakeS3) { s.GetErr = sourcetest.APIError("GetObject", 403, "AccessDenied") }, "ERROR"},
-		{"validation", func(s *sourcetest.FakeS3) { s.Objects[ingest+"/k"].Data = []byte("a\n\xff\n") }, "ERROR"},
+		{"validation", func(s *sourcetest.FakeS3) { s.Objects[ingest+"/inbox/t1/k"].Data = []byte("a\n\xff\n") }, "ERROR"},
 		{"success", func(*sourcetest.FakeS3) {}, "INFO"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s3 := sourcetest.NewFakeS3()
-			s3.Put(ingest, "k", &sourcetest.Object{Data: csvRows(3), ETag: "e"})
+			s3.Put(ingest, "inbox/t1/k", &sourcetest.Object{Data: csvRows(3), ETag: "e"})
 			tt.mutate(s3)
 			var logs strings.Builder
 			h := newHandler(s3)
 			h.Log = slog.New(slog.NewJSONHandler(&logs, nil))
-			_, _ = h.Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "k", ETag: "e"}, ExecutionName: "x"})
+			_, _ = h.Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k", ETag: "e"}, ExecutionName: "x"})
 			var line struct{ Level, Msg string }
 			if err := json.Unmarshal([]byte(logs.String()), &line); err != nil {
 				t.Fatalf("got log %q, want one JSON line: %v", logs.String(), err)
 			}
 			if line.Level != tt.wantLevel {
 				t.Errorf("got level %s (%s), want %s", line.Level, line.Msg, tt.wantLevel)
+			}
+		})
+	}
+}
+
+// TestSplitRefusesKeysOutsidePrefix: Split reads and registers only an object under its tenant's
+// prefix, whichever form of the event's key resolves it. Tenant "plussy" lies under "inbox/a+b/"
+// and tenant "spacey" under "inbox/a b/": the form-decoded key of plussy's event key
+// "inbox/a+b/f.csv" is spacey's object, which must never become plussy's file.
+func TestSplitRefusesKeysOutsidePrefix(t *testing.T) {
+	const plussy = "inbox/a+b/"
+	tests := []struct {
+		name     string
+		prefix   string
+		eventKey string
+		stored   string // the key the event's object is stored under
+		wantKey  string // the key read; "" for a refusal
+	}{
+		{"raw key under the prefix", plussy, "inbox/a+b/f.csv", "inbox/a+b/f.csv", "inbox/a+b/f.csv"},
+		{"decoded key under the prefix: + is a space", "inbox/t1/", "inbox/t1/a+b.csv", "inbox/t1/a b.csv", "inbox/t1/a b.csv"},
+		{"decoded key under the prefix: %20 is a space", "inbox/t1/", "inbox/t1/a%20b.csv", "inbox/t1/a b.csv", "inbox/t1/a b.csv"},
+		{"decoded key under the prefix: %2B is a +", "inbox/t1/", "inbox/t1/a%2Bb.csv", "inbox/t1/a+b.csv", "inbox/t1/a+b.csv"},
+		{"raw %20 stored as given", "inbox/t1/", "inbox/t1/a%20b.csv", "inbox/t1/a%20b.csv", "inbox/t1/a%20b.csv"},
+		{"raw key outside the prefix, decoded under it: only the decoded is read", "inbox/t1/", "inbox%2Ft1%2Fa.csv", "inbox/t1/a.csv", "inbox/t1/a.csv"},
+		{"decoded key under another prefix: + as a space", plussy, "inbox/a+b/f.csv", "inbox/a b/f.csv", ""},
+		{"decoded key under another prefix: %20", "inbox/a%20b/", "inbox/a%20b/f.csv", "inbox/a b/f.csv", ""},
+		{"decoded key under another prefix: %2B", "inbox/a%2Bb/", "inbox/a%2Bb/f.csv", "inbox/a+b/f.csv", ""},
+		{"raw key under another prefix", "inbox/t1/", "inbox/t2/f.csv", "inbox/t2/f.csv", ""},
+		{"no prefix", "", "inbox/t1/f.csv", "inbox/t1/f.csv", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, tt.stored, &sourcetest.Object{Data: csvRows(3), ETag: "e1"})
+			ten := tenant()
+			ten.Prefix = tt.prefix
+			res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
+				Source: pipeline.Source{Bucket: ingest, Key: tt.eventKey, ETag: "e1"}, ExecutionName: "exec"})
+			for _, g := range s3.Gets {
+				if k := aws.ToString(g.Key); !strings.HasPrefix(k, tt.prefix) || tt.prefix == "" {
+					t.Errorf("got a read of %q, want no read outside the prefix %q", k, tt.prefix)
+				}
+			}
+			if tt.wantKey != "" {
+				if err != nil || res.Source.Key != tt.wantKey || res.Records != 3 {
+					t.Fatalf("got key %q, %d records, error %v; want key %q, 3 records", res.Source.Key, res.Records, err, tt.wantKey)
+				}
+				return
+			}
+			if _, ok := err.(*pipeline.KeyOutsidePrefixError); !ok {
+				t.Fatalf("got %T %v, want *pipeline.KeyOutsidePrefixError, unwrapped", err, err)
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(tt.eventKey)) || !strings.Contains(err.Error(), strconv.Quote(tt.prefix)) {
+				t.Errorf("got %q, want the key %q and the prefix %q named", err, tt.eventKey, tt.prefix)
+			}
+			if len(s3.Puts) != 0 {
+				t.Errorf("got %d manifests written, want none: nothing of a refused object is registered", len(s3.Puts))
 			}
 		})
 	}
