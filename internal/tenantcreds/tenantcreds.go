@@ -46,65 +46,75 @@ const (
 // which the role's policies put into ARNs, so nothing else is ever sent: no "/", "*", "?" or "$".
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 
-// Sessions hands out one credentials provider per tenant, each an aws.CredentialsCache over an
-// stscreds.AssumeRoleProvider, and keeps the most recently used Size of them (least recently used
-// out first). Safe for concurrent use.
-type Sessions struct {
+// Cache hands out one T per tenant, built once from the credentials of the tenant's session, an
+// aws.CredentialsCache over an stscreds.AssumeRoleProvider (renewed ExpiryWindow before it
+// expires), and keeps the most recently used size of them (least recently used out first). T is
+// the credentials themselves (New) or the clients made with them (NewCache). Safe for concurrent
+// use.
+type Cache[T any] struct {
 	client  stscreds.AssumeRoleAPIClient
 	roleARN string
 	size    int
+	build   func(tenant string, creds aws.CredentialsProvider) T
 
 	mu     sync.Mutex
-	recent *list.List // of *session, most recently used first
+	recent *list.List // of *entry[T], most recently used first
 	byID   map[string]*list.Element
 }
 
-type session struct {
+type entry[T any] struct {
 	tenant string
-	creds  *aws.CredentialsCache
+	value  T
 }
 
-// New returns the sessions of roleARN, made with client (an STS client with the function's own
-// credentials). size <= 0 means DefaultSize.
-func New(client stscreds.AssumeRoleAPIClient, roleARN string, size int) *Sessions {
+// New returns the tenants' credentials of roleARN's sessions, made with client (an STS client
+// with the function's own credentials). size <= 0 means DefaultSize.
+func New(client stscreds.AssumeRoleAPIClient, roleARN string, size int) *Cache[aws.CredentialsProvider] {
+	return NewCache(client, roleARN, size, func(_ string, c aws.CredentialsProvider) aws.CredentialsProvider { return c })
+}
+
+// NewCache is New with the value kept per tenant made by build.
+func NewCache[T any](client stscreds.AssumeRoleAPIClient, roleARN string, size int, build func(tenant string, creds aws.CredentialsProvider) T) *Cache[T] {
 	if size <= 0 {
 		size = DefaultSize
 	}
-	return &Sessions{client: client, roleARN: roleARN, size: size, recent: list.New(), byID: map[string]*list.Element{}}
+	return &Cache[T]{client: client, roleARN: roleARN, size: size, build: build, recent: list.New(), byID: map[string]*list.Element{}}
 }
 
-// For returns the credentials of a session that acts for tenant. The caller takes the id from
-// what names the tenant in the pipeline (the message group, the execution's input), never from an
-// object key. Nothing is called until the credentials are first retrieved.
-func (s *Sessions) For(tenant string) (aws.CredentialsProvider, error) {
+// For returns the value of tenant, whose credentials act for that tenant only. The caller takes
+// the id from what names the tenant in the pipeline (the message group, the execution's input),
+// never from an object key. STS is not called until the credentials are first retrieved.
+func (c *Cache[T]) For(tenant string) (T, error) {
+	var zero T
 	if !idPattern.MatchString(tenant) {
-		return nil, fmt.Errorf("tenant id %q is not a tenant id (%s): no session is made for it", tenant, idPattern)
+		return zero, fmt.Errorf("tenant id %q is not a tenant id (%s): no session is made for it", tenant, idPattern)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.byID[tenant]; ok {
-		s.recent.MoveToFront(e)
-		return e.Value.(*session).creds, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[tenant]; ok {
+		c.recent.MoveToFront(e)
+		return e.Value.(*entry[T]).value, nil
 	}
-	p := stscreds.NewAssumeRoleProvider(s.client, s.roleARN, func(o *stscreds.AssumeRoleOptions) {
+	p := stscreds.NewAssumeRoleProvider(c.client, c.roleARN, func(o *stscreds.AssumeRoleOptions) {
 		// The session name shows the tenant in CloudTrail; the tag is what the policies read.
 		o.RoleSessionName = "tenant-" + tenant
 		o.Duration = Duration
 		o.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}
 	})
-	c := aws.NewCredentialsCache(p, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = ExpiryWindow })
-	s.byID[tenant] = s.recent.PushFront(&session{tenant: tenant, creds: c})
-	for s.recent.Len() > s.size {
-		last := s.recent.Back()
-		s.recent.Remove(last)
-		delete(s.byID, last.Value.(*session).tenant)
+	creds := aws.NewCredentialsCache(p, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = ExpiryWindow })
+	v := c.build(tenant, creds)
+	c.byID[tenant] = c.recent.PushFront(&entry[T]{tenant: tenant, value: v})
+	for c.recent.Len() > c.size {
+		last := c.recent.Back()
+		c.recent.Remove(last)
+		delete(c.byID, last.Value.(*entry[T]).tenant)
 	}
-	return c, nil
+	return v, nil
 }
 
-// Len is how many tenants' sessions are kept.
-func (s *Sessions) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.recent.Len()
+// Len is how many tenants are kept.
+func (c *Cache[T]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recent.Len()
 }
