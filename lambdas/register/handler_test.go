@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -891,6 +893,60 @@ func TestRegisterReadsTheManifestSplitWrote(t *testing.T) {
 			}
 			if len(c.seen) != 0 {
 				t.Errorf("got %d POSTs, want none", len(c.seen))
+			}
+		})
+	}
+}
+
+// In a pool, Register reads the manifest and the chunk and fetches the secret with the clients of
+// the execution input's tenant: the function's own clients are never used for tenant data, and
+// no clients means nothing is read or sent.
+func TestRegisterActsForTheInputsTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		refuse   bool
+		wantErr  string
+		wantPOST int
+	}{
+		{"the tenant's clients", false, "", 2},
+		{"no session", true, pipeline.ErrPermanent, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			tenantS3, tenantSecrets := sourcetest.NewFakeS3(), &fakeSecrets{values: map[string]string{secretARN: "Bearer t1"}}
+			tenant := csvTenant(c.srv.URL)
+			tenant.RegisterAuthSecretARN = secretARN
+			reqs := fixture(t, tenantS3, tenant, pipeline.Source{Bucket: ingest, Key: "pools/p/t1/k", ETag: "etag-1"}, []byte("a\n1\n2\n"))
+			own, ownSecrets := sourcetest.NewFakeS3(), &fakeSecrets{values: map[string]string{secretARN: "Bearer own"}}
+			h := newHandler(own, ownSecrets)
+			var asked []string
+			h.ForTenant = func(id string) (*TenantClients, error) {
+				asked = append(asked, id)
+				if tc.refuse {
+					return nil, errors.New("no session")
+				}
+				return &TenantClients{S3: tenantS3, Secrets: NewSecretCache(tenantSecrets)}, nil
+			}
+			_, err := h.Handle(context.Background(), reqs[0])
+			if got := source.ErrorType(err); tc.wantErr != "" && got != tc.wantErr {
+				t.Fatalf("got %v (%s), want %s", err, got, tc.wantErr)
+			}
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("got %v, want success", err)
+			}
+			if !slices.Equal(asked, []string{"t1"}) {
+				t.Errorf("got sessions asked for %q, want [t1]", asked)
+			}
+			if ownSecrets.calls != 0 {
+				t.Errorf("got %d secret fetches with the function's own client, want 0", ownSecrets.calls)
+			}
+			if len(c.seen) != tc.wantPOST {
+				t.Fatalf("got %d POSTs, want %d", len(c.seen), tc.wantPOST)
+			}
+			for _, s := range c.seen {
+				if s.Auth != "Bearer t1" {
+					t.Errorf("got Authorization %q, want t1's secret", s.Auth)
+				}
 			}
 		})
 	}
