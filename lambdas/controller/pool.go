@@ -35,6 +35,9 @@ type Pool struct {
 	// tenantMetrics makes a tenant's emitter, with the Tenant dimension; handler adds the pool's
 	// dimension set (metrics.Emitter.InPool).
 	tenantMetrics func(tenant string) *metrics.Emitter
+	// tenantObjects, when set, is the object store of one tenant (tenantStore): a session of the
+	// pool's tenant-scoped role tagged with it. Nil: s serves every tenant.
+	tenantObjects func(tenant string) (objectStore, error)
 	// setup, if set, adjusts each tenant's Handler when it is made (tests: clocks).
 	setup func(*Handler)
 	// admission and coreMetrics are given to each tenant's Handler (admission.go).
@@ -72,7 +75,11 @@ func (p *Pool) handler(id string) (*Handler, bool) {
 	}
 	// The tenant's metrics also carry [Pool, Tenant] for those the pool's per-tenant alarms query
 	// (metrics.PoolTenantMetrics), so that a query can keep to this pool's tenants.
-	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
+	var objects objectStore = p.s3
+	if p.tenantObjects != nil {
+		objects = tenantStore{tenant: id, objects: p.tenantObjects}
+	}
+	h := NewHandler(p.cfg.Shared.forTenant(t), p.sfn, p.sqs, objects, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	h.admission, h.coreMetrics = p.admission, p.coreMetrics
 	if p.setup != nil {
 		p.setup(h)
