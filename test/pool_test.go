@@ -194,7 +194,7 @@ func TestPoolShape(t *testing.T) {
 			t.Errorf("a policy names tenant %s", tenant)
 		}
 	}
-	for _, want := range []string{":secret:tenantpipeline/*", ":table/pool-*", "pools/default/*"} {
+	for _, want := range []string{":secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????", ":table/pool-${aws:PrincipalTag/tenant}", "pools/default/${aws:PrincipalTag/tenant}/*"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no policy grants %q", want)
 		}
