@@ -87,7 +87,7 @@ func TestPoolTenantRole(t *testing.T) {
 		all := strings.Join(granted, "\n")
 		for _, want := range []string{
 			"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
-			"s3:GetObject,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
+			"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
 			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
 			"/control/${aws:PrincipalTag/tenant}/paused.json",
 			"/control/${aws:PrincipalTag/tenant}/order.json",

@@ -77,7 +77,10 @@ func (t *TenantPool) newTenantRole() {
 	// Split and Register: the tenant's files, the exact version the event named.
 	objects([]string{"s3:GetObject", "s3:GetObjectVersion"}, tenantPrefix+"*")
 	// Split writes the manifest, Register reads it and reads and writes the segments' progress.
-	objects([]string{"s3:GetObject", "s3:PutObject"}, work+"*")
+	// Register reads the manifest by the version id Split's write returned, which takes
+	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+	// "Permissions").
+	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
 	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
 	// and pause marker (read only: an operator writes it).
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
