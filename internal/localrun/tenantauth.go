@@ -134,6 +134,17 @@ func (a *tenantAuth) refuse() {
 	a.mu.Unlock()
 }
 
+// SessionTenants are the tenant tags of the sessions handed out, one per session.
+func (a *tenantAuth) SessionTenants() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, s := range a.sessions {
+		out = append(out, s.tags[pipeline.TenantTag])
+	}
+	return out
+}
+
 // Refused is how many requests and AssumeRole calls were refused.
 func (a *tenantAuth) Refused() int {
 	a.mu.Lock()
