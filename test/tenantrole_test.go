@@ -5,7 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
 )
 
 // poolPolicyStatements returns the statements of the policies (AWS::IAM::Policy) whose logical id starts
@@ -148,4 +153,30 @@ func TestPoolTenantRole(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPoolPropsDerivedNames: a Go app's NewPool gets the tenants file's checks of the derived
+// names, each message naming the prop: the prefix, the secret, the table, and the name prefixes'
+// shape.
+func TestPoolPropsDerivedNames(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
+	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
+		Tenants: []tenantpipeline.Tenant{
+			{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "pools/shared/b/"},
+			{ID: "b", RegisterURL: "https://core.example.com/b", RegisterAuthSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:p/b-AbCdEf"},
+			{ID: "c", DynamoDB: &tenantpipeline.DynamoDB{Key: []string{"id"}, Table: "pool-shared"}},
+		},
+	})
+	msg := synthPanic(app)
+	for _, want := range []string{
+		`tenant "a": Tenant.Prefix: "pools/shared/b/" is not "pools/shared/a/"`,
+		`pool "shared": PoolProps.SecretPrefix "p/" is invalid: use at least 3`,
+		`tenant "c": Tenant.DynamoDB.Table: "pool-shared" is not "pool-c"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("synth message\n%s\nlacks %q", msg, want)
+		}
+	}
 }
