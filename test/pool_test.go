@@ -194,7 +194,7 @@ func TestPoolShape(t *testing.T) {
 			t.Errorf("a policy names tenant %s", tenant)
 		}
 	}
-	for _, want := range []string{":secret:tenantpipeline/*", ":table/pool-*", "pools/default/*"} {
+	for _, want := range []string{":secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????", ":table/pool-${aws:PrincipalTag/tenant}", "pools/default/${aws:PrincipalTag/tenant}/*"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no policy grants %q", want)
 		}
@@ -252,8 +252,7 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	msg := synthPanic(app)
 	for _, want := range []string{
 		"Validation failed with the following errors:",
-		`tenant "a": Tenant.Prefix: "inbox/a/" is outside pool shared's prefix "pools/shared/"`,
-		`or set PoolProps.Prefix`,
+		`tenant "a": Tenant.Prefix: "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
 		`tenant "b": Tenant.RegisterURL is required`,
 		`pool "shared": PoolProps.MaximumConcurrency 1 is out of range`,
 		`pool "shared": Shared.Tenant must be unset`,

@@ -46,8 +46,8 @@ import (
 // environment holds only 4 KB. Every guarantee of TenantPipeline holds per tenant: files one at a
 // time in arrival order, exactly-once by the same idempotency keys, halt/continue, skip, quarantine.
 //
-// A pool's functions read every pool tenant's prefix: least privilege is per pool, not per tenant
-// (README, "Tiers").
+// A pool's function roles hold only what is pool-wide; one tenant's data is reachable only with a
+// session of TenantRole tagged with that tenant (tenantrole.go, README "Isolation inside a pool").
 type TenantPool struct {
 	constructs.Construct
 
@@ -103,6 +103,11 @@ type TenantPool struct {
 	AdmissionTable awsdynamodb.Table
 	// CoreSystems are the distinct core systems the pool's tenants name, by name.
 	CoreSystems []*CoreSystem
+	// TenantRole is the pool's tenant-scoped role: every grant on one tenant's data (its prefix,
+	// work/, control/ and quarantine/ keys, its secret and its table) is conditioned on the
+	// session tag tenant=<id> (${aws:PrincipalTag/tenant}). The controller, Split and Register
+	// assume it for one tenant at a time (tenantrole.go).
+	TenantRole awsiam.Role
 
 	functionLogs []awslogs.LogGroup
 	invalid      error
@@ -115,10 +120,11 @@ type TenantPool struct {
 type PoolProps struct {
 	// Name names the pool: 1-32 lower-case letters, digits and hyphens. Required.
 	Name string
-	// Prefix is the key prefix every tenant of the pool lies under; the pool's functions read all
-	// of it. Default: "pools/<name>/".
+	// Prefix is the key prefix every tenant of the pool lies under; tenant <id>'s prefix is always
+	// "<Prefix><id>/". Default: "pools/<name>/".
 	Prefix string
-	// Tenants are the pool's tenants. A tenant without a prefix gets "<Prefix><id>/". At least one.
+	// Tenants are the pool's tenants. A tenant's Prefix is "<Prefix><id>/" (left empty, it is set
+	// so); any other is refused. At least one.
 	Tenants []Tenant
 	// Bucket is the ingest bucket, EventBridge notifications on. Required.
 	Bucket awss3.IBucket
@@ -131,8 +137,9 @@ type PoolProps struct {
 	// backlog hides every other tenant's files. Default: 10,000.
 	BacklogAlarmMessages int
 	// SecretPrefix is the name prefix of the pooled tenants' Secrets Manager secrets
-	// (Tenant.RegisterAuthSecretARN). Register may read the secrets under it. Required when a tenant
-	// has a secret.
+	// (Tenant.RegisterAuthSecretARN): tenant <id>'s secret is named "<SecretPrefix><id>", which only
+	// a session of TenantRole tagged with <id> may read. At least 3 characters, ending in "/" or
+	// "-". Required when a tenant has a secret.
 	SecretPrefix string
 	// IntakeGroups is how many message groups the intake has, so how many router invocations run
 	// at once; a tenant's files always go to the group of the character after Prefix in its
@@ -142,8 +149,9 @@ type PoolProps struct {
 	// (docs/local-run.md, "Pool intake").
 	IntakeGroups int
 	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
-	// (Tenant.DynamoDB.Table). Register may write the tables under it. Required when a tenant has a
-	// DynamoDB sink; the pool creates no table.
+	// (Tenant.DynamoDB.Table): tenant <id>'s table is "<TablePrefix><id>", which only a session of
+	// TenantRole tagged with <id> may write. At least 3 characters, ending in "-". Required when a
+	// tenant has a DynamoDB sink; the pool creates no table.
 	TablePrefix string
 	// MaxRunningFiles bounds the pool's files running at once: a file starts only while fewer run
 	// (admission's pool gate, besides each tenant's core system). Each running file holds at most
@@ -416,9 +424,8 @@ func (t *TenantPool) build() {
 	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
 	})
-	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
-	t.allowList(t.Split, p.Prefix)
-	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+"*")
+	// Split's, Register's and the controller's grants on tenant data are the tenant role's
+	// (tenantrole.go).
 
 	t.Register = t.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, map[string]string{
 		pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
@@ -426,25 +433,7 @@ func (t *TenantPool) build() {
 		// Register's metrics are then the pool's, the tenant a property of each line.
 		pipeline.EnvMetricsPool: p.Name,
 	})
-	t.allowS3(t.Register, []string{"s3:GetObject", "s3:GetObjectVersion"}, p.Prefix+"*")
-	t.allowList(t.Register, p.Prefix)
-	t.allowS3(t.Register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+"*")
 	stack := awscdk.Stack_Of(t.Construct)
-	if p.SecretPrefix != "" {
-		// Secrets by name prefix, never one by one (the ARN ends in a random suffix).
-		t.Register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions: jsii.Strings("secretsmanager:GetSecretValue"),
-			Resources: jsii.Strings(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s*",
-				*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix)),
-		}))
-	}
-	if p.TablePrefix != "" {
-		t.Register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions: jsii.Strings("dynamodb:PutItem"),
-			Resources: jsii.Strings(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s*",
-				*stack.Partition(), *stack.Region(), *stack.Account(), p.TablePrefix)),
-		}))
-	}
 
 	workflowLogs := awslogs.NewLogGroup(t.Construct, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
 		LogGroupName: jsii.String(VendedLogsPrefix + *stack.StackName() + "/pool-" + p.Name),
@@ -492,16 +481,7 @@ func (t *TenantPool) build() {
 		jsii.String("states:RedriveExecution"))
 	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
 	t.grantAdmission()
-	// Every pooled tenant's quarantine, skip markers, wake-up state and order counter: the
-	// controller's keys are control/<tenant>/… and quarantine/<tenant>/… for any tenant of the pool.
-	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+"*")
-	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+"*/skip/*")
-	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/wake*.json")
-	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ControlPrefix+"*/order.json")
-	// An operator's pause of one pooled tenant (pipeline.PauseMarkerKey): read only; the held
-	// message's receipt handle goes to wake.json, granted above.
-	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+"*/paused.json")
-	t.allowList(t.Controller, pipeline.ControlPrefix)
+	t.newTenantRole()
 
 	if s.WakeEvents() {
 		t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name), t.StateMachine, t.Controller)

@@ -286,9 +286,8 @@ func (t *TenantPool) suppressNagFindings() {
 		suppress(fn, "AwsSolutions-IAM4",
 			"AWSLambdaBasicExecutionRole only lets the function write its own logs; it is the AWS-maintained minimum for Lambda logging.", basicRole)
 		suppress(fn, "AwsSolutions-IAM5",
-			"A pool's functions serve every tenant of the pool at a constant policy size: object grants on the pool's shared key prefix and on the "+
-				"pipeline's work/, control/<tenant>/ and quarantine/ prefixes, secrets and tables by the pool's name prefixes, and executions of the "+
-				"pool's own state machines; listing tenants one by one would outgrow IAM's 10,240 characters per role.",
+			"A pool's function roles hold only what is pool-wide at a constant policy size: executions of the pool's own state machines "+
+				"and the core systems' tables; one tenant's data is granted to the pool's tenant role by its session tag.",
 			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\*.*$/`)})
 	}
 	for _, sm := range []any{t.Workflow.File, t.Workflow.Segment} {

@@ -224,7 +224,7 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) (
 	}
 	r.closers = append(r.closers, p.Close)
 	d := &dynamoLocal{}
-	u, stop, err := serve(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency))
+	u, stop, err := serve(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency)))
 	if err != nil {
 		return nil, err
 	}

@@ -201,6 +201,7 @@ type Run struct {
 	endpoints   Endpoints    // for operators' clients (Env)
 	dynamo      *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
 	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
+	auth        *tenantAuth  // pool tenant sessions and their policies (tenantauth.go)
 	// pipe are the pipeline's counted endpoints, the ones the Lambda processes get.
 	pipe struct{ s3, sqs, sfn string }
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).

@@ -42,7 +42,9 @@ func (r *Run) startS3(context.Context) (err error) {
 	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Sequencers, r.cfg.SequencerSeed))
 	r.S3.missingForbidden = r.cfg.S3MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
-	if r.pipe.s3, err = r.serveOn(r.S3.Handler(true)); err != nil {
+	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
+	r.auth = newTenantAuth(r.asm, r.res)
+	if r.pipe.s3, err = r.serveOn(r.auth.guardS3(r.S3.Handler(true))); err != nil {
 		return err
 	}
 	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
@@ -214,6 +216,12 @@ func (r *Run) startFunctions(ctx context.Context) error {
 	if err := r.loadInsightRules(r.asm, r.res); err != nil {
 		return err
 	}
+	// A pool's functions assume the tenant role here (tenantauth.go).
+	sts, err := r.serveOn(http.HandlerFunc(r.auth.serveSTS))
+	if err != nil {
+		return err
+	}
+	endpoints = append(endpoints, "AWS_ENDPOINT_URL_STS="+sts)
 	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
 		if _, ok := fr.Metadata[MetadataSource]; !ok {
 			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS

@@ -41,6 +41,15 @@ const (
 	// before it sent batches, for the local figures (docs/local-run.md, "Pool intake").
 	EnvRouterSendBatchSize = "ROUTER_SEND_BATCH_SIZE"
 
+	// EnvTenantRoleARN is the pool's tenant-scoped role: a pool's controller, Split and Register
+	// read and write one tenant's data only with the credentials of a session of this role tagged
+	// TenantTag=<tenant id> (internal/tenantcreds). Unset in a silo, whose function roles are the
+	// tenant's own.
+	EnvTenantRoleARN = "TENANT_ROLE_ARN"
+	// TenantTag is the session tag key that names the tenant a session acts for; the tenant-scoped
+	// role's policies name its value as ${aws:PrincipalTag/tenant}.
+	TenantTag = "tenant"
+
 	// FunctionRoleRouter is the EnvFunctionRole value of the pool's router.
 	FunctionRoleRouter = "router"
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -49,8 +50,8 @@ const (
 
 // PoolConfig is one entry of the file's "pools" object: what the tenants of a pool share.
 type PoolConfig struct {
-	// Prefix is the key prefix every tenant of the pool lies under; the pool's functions may read
-	// all of it. Default: "pools/<name>/". A pooled tenant's default prefix is "<prefix><id>/".
+	// Prefix is the key prefix every tenant of the pool lies under. Default: "pools/<name>/". A
+	// pooled tenant's prefix is always "<prefix><id>/".
 	Prefix string `json:"prefix,omitempty"`
 	// MaximumConcurrency caps how many of the pool's tenants have a controller invocation at once.
 	// Default: 10; 2 to 1,000.
@@ -58,13 +59,15 @@ type PoolConfig struct {
 	// BacklogAlarmMessages alarms when this many messages are visible in the pool's queue; it must
 	// stay below SQS's 120,000-message FIFO scan window. Default: 10,000.
 	BacklogAlarmMessages int `json:"backlogAlarmMessages,omitempty"`
-	// SecretPrefix is the name prefix of every registerAuthSecretArn of the pool's tenants: the
-	// pool's Register role may read secrets whose name starts with it, and no others. Required
+	// SecretPrefix is the name prefix of every registerAuthSecretArn of the pool's tenants: tenant
+	// <id>'s secret is named <secretPrefix><id>, which only a session tagged tenant=<id> of the
+	// pool's tenant-scoped role may read. At least 3 characters, ending in "/" or "-". Required
 	// when a pooled tenant has a secret.
 	SecretPrefix string `json:"secretPrefix,omitempty"`
-	// TablePrefix is the name prefix of every DynamoDB table the pool's tenants name: the pool's
-	// Register role may write tables whose name starts with it. Required when a pooled tenant has a
-	// dynamodb sink.
+	// TablePrefix is the name prefix of every DynamoDB table the pool's tenants name: tenant <id>'s
+	// table is <tablePrefix><id>, which only a session tagged tenant=<id> of the pool's
+	// tenant-scoped role may write. At least 3 characters, ending in "-". Required when a pooled
+	// tenant has a dynamodb sink.
 	TablePrefix string `json:"tablePrefix,omitempty"`
 	// MaxRunningFiles bounds the pool's files running at once (admission's pool gate), 1 to 1,000.
 	// Default: DefaultPoolMaxRunningFiles (200), which keeps a default pool at about a fifth of a
@@ -171,6 +174,14 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 				errs = append(errs, fmt.Errorf("%s: prefix %q overlaps %q, which the pipeline writes to itself", where, c.Prefix, r))
 			}
 		}
+		if c.SecretPrefix != "" && !secretPrefixPattern.MatchString(c.SecretPrefix) {
+			errs = append(errs, fmt.Errorf("%s: secretPrefix %q is invalid: use at least 3 of Secrets Manager's name characters (letters, digits, /_+=.@-) ending in \"/\" or \"-\", "+
+				"e.g. \"tenantpipeline/%s/\", so that no other secret's name can start with <secretPrefix><tenant id>", where, c.SecretPrefix, name))
+		}
+		if c.TablePrefix != "" && !tablePrefixPattern.MatchString(c.TablePrefix) {
+			errs = append(errs, fmt.Errorf("%s: tablePrefix %q is invalid: use at least 3 of DynamoDB's table name characters (letters, digits, _.-) ending in \"-\", "+
+				"e.g. \"pool-%s-\", so that the tenants' tables are apart from unrelated ones", where, c.TablePrefix, name))
+		}
 		if d.MaximumConcurrency < MinPoolMaximumConcurrency || d.MaximumConcurrency > MaxPoolMaximumConcurrency {
 			errs = append(errs, fmt.Errorf("%s: maximumConcurrency %d is out of range: Lambda accepts %d to %d", where, d.MaximumConcurrency, MinPoolMaximumConcurrency, MaxPoolMaximumConcurrency))
 		}
@@ -221,36 +232,40 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		if t.Stack != "" {
 			bad("stack", "%q is set, but pooled tenants live in their pool's stack; remove stack, or set \"tier\": %q", t.Stack, TierSilo)
 		}
-		if t.Prefix != "" && !strings.HasPrefix(t.Prefix, c.Prefix) {
-			bad("prefix", "%q is outside pool %s's prefix %q: the pool's functions may read only under the pool's prefix, so its files could not be read; "+
-				"use a prefix under %q (the default is %q), or set pools.%s.prefix", t.Prefix, t.Pool, c.Prefix, c.Prefix, c.Prefix+t.ID+"/", t.Pool)
-		} else if t.Prefix != "" && c.IntakeGroups > 1 && CheckPrefix(t.Prefix, "") == nil && (len(t.Prefix) == len(c.Prefix) || !IntakeByte(t.Prefix[len(c.Prefix)])) {
-			// The intake's rules shard the pool's keys by the character after the pool's prefix, and
-			// list the printable ASCII ones only (IntakeByte), so that one of them names one group for
-			// all the tenant's files (docs/controller.md, "Pooled tier").
-			bad("prefix", "%q must go on past pool %s's prefix %q with a printable ASCII character: the pool's %d intake groups are chosen by that character, "+
-				"so the tenant's files keep their order; use a prefix such as %q, or set pools.%s.intakeGroups to 1", t.Prefix, t.Pool, c.Prefix, c.IntakeGroups, c.Prefix+t.ID+"/", t.Pool)
+		// The tenant-scoped role grants by the tenant's session tag (constructs/tenantpipeline,
+		// tenantrole.go): the tenant's keys, secret and table are named from its id, so a name other
+		// than the derived one would be out of the tenant's reach.
+		if want := c.Prefix + t.ID + "/"; t.Prefix != "" && t.Prefix != want && CheckPrefix(t.Prefix, "") == nil {
+			bad("prefix", "%q is not %q: a pooled tenant's prefix is its pool's prefix %q followed by its id and \"/\", because the pool's tenant-scoped role grants "+
+				"\"<pool prefix>${aws:PrincipalTag/tenant}/*\"; leave prefix unset (the default is %q), or move the tenant to the silo tier", t.Prefix, want, c.Prefix, want)
 		}
 		if t.RegisterAuthSecretARN != "" {
 			name := secretName(t.RegisterAuthSecretARN)
 			switch {
 			case c.SecretPrefix == "":
-				bad("registerAuthSecretArn", "is set, but pool %s has no secretPrefix: the pool's Register role reads secrets by a shared name prefix, never one by one; "+
-					"set pools.%s.secretPrefix to a prefix of the secret's name %q", t.Pool, t.Pool, name)
-			case !strings.HasPrefix(name, c.SecretPrefix):
-				bad("registerAuthSecretArn", "secret name %q is outside pool %s's secretPrefix %q, so the pool's Register role could not read it; "+
-					"rename the secret under the prefix, or change pools.%s.secretPrefix", name, t.Pool, c.SecretPrefix, t.Pool)
+				bad("registerAuthSecretArn", "is set, but pool %s has no secretPrefix: the pool's tenant-scoped role reads the secret named <secretPrefix><id>; "+
+					"set pools.%s.secretPrefix and name the secret %q", t.Pool, t.Pool, "<secretPrefix>"+t.ID)
+			case !secretPrefixPattern.MatchString(c.SecretPrefix):
+				// reported once, on the pool
+			case !derivedSecret(name, c.SecretPrefix+t.ID):
+				bad("registerAuthSecretArn", "secret name %q is not %q followed by Secrets Manager's 6-character suffix: a pooled tenant's secret is named <secretPrefix><id> "+
+					"(pool %s's secretPrefix %q), because the pool's tenant-scoped role reads only \"secret:<secretPrefix>${aws:PrincipalTag/tenant}-??????\"; "+
+					"store the secret as %q and give its complete ARN", name, c.SecretPrefix+t.ID, t.Pool, c.SecretPrefix, c.SecretPrefix+t.ID)
 			}
 		}
 		if t.DynamoDB != nil {
+			want := c.TablePrefix + t.ID
 			switch {
 			case t.DynamoDB.Table == "":
-				bad("dynamodb.table", "is missing: a pool creates no table per tenant; name an existing table whose name starts with pool %s's tablePrefix", t.Pool)
+				bad("dynamodb.table", "is missing: a pool creates no table per tenant; name the existing table %q (pool %s's tablePrefix and the tenant's id)", want, t.Pool)
 			case c.TablePrefix == "":
-				bad("dynamodb.table", "%q is set, but pool %s has no tablePrefix: the pool's Register role writes tables by a shared name prefix, never one by one; set pools.%s.tablePrefix",
+				bad("dynamodb.table", "%q is set, but pool %s has no tablePrefix: the pool's tenant-scoped role writes the table named <tablePrefix><id>; set pools.%s.tablePrefix",
 					t.DynamoDB.Table, t.Pool, t.Pool)
-			case !strings.HasPrefix(t.DynamoDB.Table, c.TablePrefix):
-				bad("dynamodb.table", "%q is outside pool %s's tablePrefix %q, so the pool's Register role could not write it", t.DynamoDB.Table, t.Pool, c.TablePrefix)
+			case !tablePrefixPattern.MatchString(c.TablePrefix):
+				// reported once, on the pool
+			case t.DynamoDB.Table != want:
+				bad("dynamodb.table", "%q is not %q: a pooled tenant's table is named <tablePrefix><id> (pool %s's tablePrefix %q), because the pool's tenant-scoped role "+
+					"writes only \"table/<tablePrefix>${aws:PrincipalTag/tenant}\"; name the table %q", t.DynamoDB.Table, want, t.Pool, c.TablePrefix, want)
 			}
 		}
 	}
@@ -305,6 +320,27 @@ func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
 		}
 	}
 	return out
+}
+
+// secretPrefixPattern and tablePrefixPattern are the shapes of a pool's name prefixes: at least
+// 3 characters, ending in a separator, so that "<prefix><tenant id>" cannot be the start of an
+// unrelated name such as "prod" of "production-db", and without IAM's wildcards "*" and "?" or
+// "$" (a policy variable). The characters are those the services allow in a name
+// (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name;
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
+// A table name has no "/", so a table prefix ends in "-".
+var (
+	secretPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{2,}[/-]$`)
+	tablePrefixPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{2,}-$`)
+)
+
+// derivedSecret reports whether a secret name from a complete ARN is want followed by the hyphen and
+// six random characters Secrets Manager appends, which the tenant-scoped role's "-??????" matches
+// (https://docs.aws.amazon.com/secretsmanager/latest/userguide/auth-and-access_examples.html,
+// "wildcard"; https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_iam-permissions.html).
+func derivedSecret(name, want string) bool {
+	suffix, ok := strings.CutPrefix(name, want+"-")
+	return ok && len(suffix) == 6
 }
 
 // secretName is the name part of a Secrets Manager secret ARN

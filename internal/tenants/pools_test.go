@@ -9,7 +9,7 @@ func TestPoolDefaults(t *testing.T) {
 	f, err := Parse([]byte(`{"tenants": [
 		{"id": "a", "tier": "pool"},
 		{"id": "b", "tier": "pool", "pool": "big"},
-		{"id": "c", "tier": "pool", "pool": "big", "prefix": "shared/big/custom-c/"},
+		{"id": "c", "tier": "pool", "pool": "big", "prefix": "shared/big/c/"},
 		{"id": "d"}
 	], "pools": {"big": {"prefix": "shared/big/", "maximumConcurrency": 50}}}`), Options{RegisterURL: "https://core.example.com/records"})
 	if err != nil {
@@ -18,7 +18,7 @@ func TestPoolDefaults(t *testing.T) {
 	want := []struct{ tier, pool, prefix string }{
 		{"pool", "default", "pools/default/a/"},
 		{"pool", "big", "shared/big/b/"},
-		{"pool", "big", "shared/big/custom-c/"},
+		{"pool", "big", "shared/big/c/"},
 		{"silo", "", "inbox/d/"},
 	}
 	for i, w := range want {
@@ -54,40 +54,54 @@ func TestPoolValidation(t *testing.T) {
 		{"bad tier", `{"tenants": [{"id": "a", "tier": "shared"}]}`, []string{`tenant "a": tier: "shared" is invalid: use "silo" or "pool"`}},
 		{"pool on silo", `{"tenants": [{"id": "a", "pool": "x"}]}`, []string{`tenant "a": pool: "x" is set, but the tenant's tier is "silo"`}},
 		{"bad pool name", `{"tenants": [{"id": "a", "tier": "pool", "pool": "Big Pool"}]}`, []string{`tenant "a": pool: "Big Pool" is invalid`}},
+		// The tenant-scoped role grants "<pool prefix>${aws:PrincipalTag/tenant}/*": any other
+		// prefix, inside or outside the pool's, is refused with one message.
 		{"prefix outside pool", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "inbox/a/"}]}`,
-			[]string{`tenant "a": prefix: "inbox/a/" is outside pool default's prefix "pools/default/"`}},
+			[]string{`tenant "a": prefix: "inbox/a/" is not "pools/default/a/": a pooled tenant's prefix is its pool's prefix "pools/default/" followed by its id and "/"`}},
+		{"prefix inside the pool, not the derived one", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/custom-a/"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/custom-a/" is not "pools/default/a/"`}},
+		{"another tenant's prefix", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/b/"}, {"id": "b", "tier": "pool"}]}`,
+			[]string{`tenant "a": prefix: "pools/default/b/" is not "pools/default/a/"`}},
 		{"silo overlaps pool", `{"tenants": [{"id": "a", "tier": "pool"}, {"id": "b", "prefix": "pools/"}]}`,
 			[]string{`tenant "b": prefix: "pools/" overlaps the prefix "pools/default/" of pool default`}},
 		{"stack on pooled", `{"tenants": [{"id": "a", "tier": "pool", "stack": "1"}]}`, []string{`tenant "a": stack: "1" is set, but pooled tenants live in their pool's stack`}},
 		{"secret without prefix", `{"tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core/a-AbCdEf"}]}`,
 			[]string{`tenant "a": registerAuthSecretArn: is set, but pool default has no secretPrefix`}},
 		{"secret outside prefix", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core/a-AbCdEf"}]}`,
-			[]string{`secret name "core/a-AbCdEf" is outside pool default's secretPrefix "pipeline/"`}},
+			[]string{`tenant "a": registerAuthSecretArn: secret name "core/a-AbCdEf" is not "pipeline/a" followed by Secrets Manager's 6-character suffix`}},
+		{"secret under the prefix, not the derived name", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pipeline/shared-AbCdEf"}]}`,
+			[]string{`secret name "pipeline/shared-AbCdEf" is not "pipeline/a"`}},
+		// "pipeline/a-b-AbCdEf" is tenant a-b's secret: "-??????" after "pipeline/a" does not match it.
+		{"another tenant's secret", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pipeline/a-b-AbCdEf"}]}`,
+			[]string{`secret name "pipeline/a-b-AbCdEf" is not "pipeline/a"`}},
+		{"partial secret ARN", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pipeline/a"}]}`,
+			[]string{`secret name "pipeline/a" is not "pipeline/a" followed by Secrets Manager's 6-character suffix`}},
+		{"short secret prefix", `{"pools": {"default": {"secretPrefix": "p/"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:p/a-AbCdEf"}]}`,
+			[]string{`pools.default: secretPrefix "p/" is invalid: use at least 3`}},
+		{"secret prefix without a separator", `{"pools": {"default": {"secretPrefix": "prod"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:proda-AbCdEf"}]}`,
+			[]string{`pools.default: secretPrefix "prod" is invalid`}},
+		{"secret prefix with a wildcard", `{"pools": {"default": {"secretPrefix": "pipe*/"}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: secretPrefix "pipe*/" is invalid`}},
 		{"table missing", `{"tenants": [{"id": "a", "tier": "pool", "registerUrl": "", "dynamodb": {"key": ["id"]}}]}`,
 			[]string{`tenant "a": dynamodb.table: is missing: a pool creates no table per tenant`}},
 		{"table outside prefix", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "records"}}]}`,
-			[]string{`tenant "a": dynamodb.table: "records" is outside pool default's tablePrefix "pool-"`}},
-		{"two tenants, one table", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-t"}}, {"id": "b", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-t"}}]}`,
-			[]string{`tenant "b": dynamodb.table: "pool-t" is also tenant "a"'s table, and their items would collide`}},
+			[]string{`tenant "a": dynamodb.table: "records" is not "pool-a": a pooled tenant's table is named <tablePrefix><id>`}},
+		{"another tenant's table", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-b"}}, {"id": "b", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-b"}}]}`,
+			[]string{`tenant "a": dynamodb.table: "pool-b" is not "pool-a"`}},
+		{"short table prefix", `{"pools": {"default": {"tablePrefix": "p-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "p-a"}}]}`,
+			[]string{`pools.default: tablePrefix "p-" is invalid: use at least 3`}},
+		{"table prefix ending in a slash", `{"pools": {"default": {"tablePrefix": "pool/"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool/a"}}]}`,
+			[]string{`pools.default: tablePrefix "pool/" is invalid`}},
 		{"pool limits", `{"pools": {"default": {"maximumConcurrency": 1, "backlogAlarmMessages": 120000}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
 		{"intake groups out of range", `{"pools": {"default": {"intakeGroups": 65}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups 65 is out of range: use 1 to 64`}},
 		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups -1 is out of range`}},
-		// Sharded by the character after the pool's prefix: a tenant on the pool's own prefix would
-		// spread over every group. A non-ASCII or control character, in no group's rule, is outside
-		// the safe set that every prefix keeps to, and told as such.
-		{"tenant on the pool's own prefix", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/" must go on past pool default's prefix "pools/default/" with a printable ASCII character`, `set pools.default.intakeGroups to 1`}},
-		{"tenant prefix with a non-ASCII character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/日本/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/日本/" contains "日", "本", which are not in the safe set`}},
-		{"tenant prefix with a control character after the pool's", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/\u0001a/"}]}`,
-			[]string{`tenant "a": prefix: "pools/default/\x01a/" contains "\x01", which is not in the safe set`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
-		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a", "prefix": "p/x/"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
+		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
 			[]string{`pools.b: prefix "p/b/" overlaps pool a's prefix "p/"`}},
 	}
 	for _, tc := range cases {
@@ -105,15 +119,29 @@ func TestPoolValidation(t *testing.T) {
 	}
 }
 
-// One intake group, as before the intake was sharded, takes any tenant prefix under the pool's.
+// One intake group, as before the intake was sharded, takes the derived prefix too.
 func TestPoolOneIntakeGroup(t *testing.T) {
-	for _, prefix := range []string{"pools/default/", "pools/default/(a)/"} {
-		f, err := Parse([]byte(`{"pools": {"default": {"intakeGroups": 1}}, "tenants": [{"id": "a", "tier": "pool", "prefix": "`+prefix+`"}]}`), Options{RegisterURL: "https://core.example.com/records"})
-		if err != nil {
-			t.Fatalf("prefix %q: %v", prefix, err)
-		}
-		if got := f.Pool("default").IntakeGroups; got != 1 {
-			t.Errorf("prefix %q: got intakeGroups %d, want 1", prefix, got)
-		}
+	f, err := Parse([]byte(`{"pools": {"default": {"intakeGroups": 1}}, "tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/a/"}]}`), Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Pool("default").IntakeGroups; got != 1 {
+		t.Errorf("got intakeGroups %d, want 1", got)
+	}
+}
+
+// The derived names pass: the prefix, the secret with its suffix, the table, and prefixes of
+// both separators.
+func TestPoolDerivedNames(t *testing.T) {
+	for _, tc := range []struct{ name, json string }{
+		{"secret prefix ending in /", `{"pools": {"default": {"secretPrefix": "pipeline/"}}, "tenants": [{"id": "a-b", "tier": "pool", "prefix": "pools/default/a-b/", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pipeline/a-b-AbCdEf"}]}`},
+		{"secret prefix ending in -", `{"pools": {"default": {"secretPrefix": "pipeline-"}}, "tenants": [{"id": "a", "tier": "pool", "registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pipeline-a-AbCdEf"}]}`},
+		{"table", `{"pools": {"default": {"tablePrefix": "pool-"}}, "tenants": [{"id": "a", "tier": "pool", "dynamodb": {"key": ["id"], "table": "pool-a"}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tc.json), Options{RegisterURL: "https://core.example.com/records"}); err != nil {
+				t.Errorf("got %v, want no error", err)
+			}
+		})
 	}
 }

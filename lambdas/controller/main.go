@@ -19,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
 func main() {
@@ -59,6 +61,13 @@ func main() {
 				metrics.NewDimension(os.Stdout, ns, metrics.DimensionPool, cfg.Shared.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, ns, tenant) })
 			p.admission, p.coreMetrics = newAdmission(cfg.Shared, dynamodb.NewFromConfig(awsCfg)), coreMetrics(ns)
+			if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+				// Each tenant's control and quarantine objects as that tenant.
+				p.tenantObjects = tenantcreds.NewCache(sts.NewFromConfig(awsCfg), role, tenantcreds.DefaultSize,
+					func(_ string, creds aws.CredentialsProvider) objectStore {
+						return s3.NewFromConfig(awsCfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
+					}).For
+			}
 			// The pool queue's SQS events and the pool's status change events (wake.go).
 			return p.Invoke
 		}

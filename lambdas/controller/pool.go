@@ -35,6 +35,9 @@ type Pool struct {
 	// tenantMetrics makes a tenant's emitter; handler makes it the pool's (metrics.Emitter.InPool):
 	// dimension Pool, and Tenant as a property.
 	tenantMetrics func(tenant string) *metrics.Emitter
+	// tenantObjects, when set, is the object store of one tenant (tenantStore): a session of the
+	// pool's tenant-scoped role tagged with it. Nil: s serves every tenant.
+	tenantObjects func(tenant string) (objectStore, error)
 	// setup, if set, adjusts each tenant's Handler when it is made (tests: clocks).
 	setup func(*Handler)
 	// admission and coreMetrics are given to each tenant's Handler (admission.go).
@@ -79,7 +82,11 @@ func (p *Pool) handler(id string) (*Handler, error) {
 	}
 	// The tenant's metrics are the pool's, [Pool], and the tenant is a property of each line: the
 	// pool's Contributor Insights rules key the lines by it (metrics.Emitter.InPool).
-	h := NewHandler(cfg, p.sfn, p.sqs, p.s3, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
+	var objects objectStore = p.s3
+	if p.tenantObjects != nil {
+		objects = tenantStore{tenant: id, objects: p.tenantObjects}
+	}
+	h := NewHandler(cfg, p.sfn, p.sqs, objects, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	h.admission, h.coreMetrics = p.admission, p.coreMetrics
 	if p.setup != nil {
 		p.setup(h)

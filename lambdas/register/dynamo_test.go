@@ -465,3 +465,22 @@ func TestDynamoDBStopsBeforeDeadline(t *testing.T) {
 		t.Errorf("got the handler back after %s, want it at the budget's end (1.2s), not after the 5s write", d)
 	}
 }
+
+// In a pool, the DynamoDB sink writes the tenant's table with the tenant's client, never the
+// function's own.
+func TestDynamoDBSinkActsForTheInputsTenant(t *testing.T) {
+	tenantS3, tenantDB, own := sourcetest.NewFakeS3(), newFakeDynamo("id"), newFakeDynamo("id")
+	h := ddbHandler(sourcetest.NewFakeS3(), own)
+	h.ForTenant = func(id string) (*TenantClients, error) {
+		if id != "t1" {
+			return nil, fmt.Errorf("no clients for %q", id)
+		}
+		return &TenantClients{S3: tenantS3, DynamoDB: tenantDB}, nil
+	}
+	if err := registerFile(t, h, tenantS3, ddbTenant("csv", "id"), ddbSource("pools/p/t1/k", "2026-11-30T12:47:49Z"), "id,v\n1,a\n2,b\n"); err != nil {
+		t.Fatal(err)
+	}
+	if tenantDB.calls != 2 || own.calls != 0 {
+		t.Errorf("got %d PutItem calls with t1's client and %d with the function's own, want 2 and 0", tenantDB.calls, own.calls)
+	}
+}

@@ -61,10 +61,17 @@ type Handler struct {
 	// Pool is the pool this function serves (pipeline.EnvMetricsPool), empty for a silo tenant's. In a
 	// pool the metrics have the dimension Pool instead of Tenant, and the tenant is a property of
 	// the line (metrics.Emitter.InPool), so that the pool's metrics do not grow with its tenants.
-	Pool     string
-	now      func() time.Time
-	sleep    func(context.Context, time.Duration) error // Default: a timer under the context.
-	limiters limiters                                   // the current file's token bucket
+	Pool string
+	// ForTenant, when set, gives the clients that act for one tenant, by the id of the execution's
+	// input: in a pool, each made with a session of the pool's tenant-scoped role tagged with the
+	// tenant (internal/tenantcreds), which may read only that tenant's prefix and work/ keys, its
+	// secret and its table. Nil: S3, DynamoDB and Secrets serve every request (a silo, whose role is
+	// the tenant's own). DynamoDB stays the function's own for what is not one tenant's data (a
+	// core system's adaptive limits).
+	ForTenant func(tenant string) (*TenantClients, error)
+	now       func() time.Time
+	sleep     func(context.Context, time.Duration) error // Default: a timer under the context.
+	limiters  limiters                                   // the current file's token bucket
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -113,8 +120,12 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 	if err != nil {
 		return 0, err
 	}
+	c, err := h.clientsFor(req.Tenant.ID)
+	if err != nil {
+		return 0, err
+	}
 	b := h.budget(ctx, req)
-	recs, err := h.readChunk(ctx, &b, req, f)
+	recs, err := h.readChunk(ctx, &b, req, f, c.S3)
 	if err != nil {
 		return 0, err
 	}
@@ -122,7 +133,28 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		return 0, err
 	}
 	b.first = recs[0].Number
-	return h.openSink(req.Tenant, target, p).Write(ctx, b, req, recs)
+	return h.sinkFor(req.Tenant, target, p, c).Write(ctx, b, req, recs)
+}
+
+// TenantClients are the clients that read and write one tenant's data.
+type TenantClients struct {
+	S3       ObjectAPI
+	DynamoDB ItemAPI
+	// Secrets is the tenant's own cache, so that a secret read for one tenant is never handed to
+	// another's request.
+	Secrets *SecretCache
+}
+
+// clientsFor returns the clients of the tenant: ForTenant's, or the handler's own.
+func (h *Handler) clientsFor(tenant string) (*TenantClients, error) {
+	if h.ForTenant == nil {
+		return &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets}, nil
+	}
+	c, err := h.ForTenant(tenant)
+	if err != nil {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("tenant %q: %v", tenant, err), Err: err}
+	}
+	return c, nil
 }
 
 // validateRequest checks what a retry cannot fix: the tenant's format settings, chunk size and
@@ -244,13 +276,13 @@ func (b budget) stopped(what string) error {
 
 // readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,
 // and parses it; each read under the budget. It sets b.first from a version 2 manifest.
-func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format) ([]records.Record, error) {
-	span, err := h.readManifestEntry(ctx, *b, req)
+func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI) ([]records.Record, error) {
+	span, err := h.readManifestEntry(ctx, *b, req, objects)
 	if err != nil {
 		return nil, err
 	}
 	b.first = span.FirstRecord
-	recs, err := h.readRange(ctx, *b, req, f, span)
+	recs, err := h.readRange(ctx, *b, req, f, span, objects)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +294,7 @@ func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRe
 
 // readManifestEntry reads the chunk's span: its byte range from either manifest version, and its
 // records from a version 2 manifest or, for version 1, from the chunk index and ChunkSize.
-func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.ChunkRequest) (pipeline.ChunkSpan, error) {
+func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.ChunkRequest, objects ObjectAPI) (pipeline.ChunkSpan, error) {
 	m := req.Manifest
 	v2 := m.Version == pipeline.ManifestV2
 	rng, size := pipeline.ManifestRange(req.Chunk), 16
@@ -274,7 +306,7 @@ func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.
 		return pipeline.ChunkSpan{}, err
 	}
 	defer cancel()
-	out, err := h.S3.GetObject(ctx, manifestInput(m, rng))
+	out, err := objects.GetObject(ctx, manifestInput(m, rng))
 	if err != nil {
 		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", b.file, m.Bucket, m.Key, err)
 		switch source.HTTPStatus(err) {
@@ -326,7 +358,7 @@ func manifestInput(m pipeline.Location, rng string) *s3.GetObjectInput {
 
 // readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the
 // key Split resolved, its version id and ETag), and parses them while the call's context lives.
-func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan) ([]records.Record, error) {
+func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, objects ObjectAPI) ([]records.Record, error) {
 	start, end := span.Start, span.End
 	in, err := source.GetInput(req.Source)
 	if err != nil {
@@ -338,7 +370,7 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 		return nil, err
 	}
 	defer cancel()
-	src, err := h.S3.GetObject(ctx, in)
+	src, err := objects.GetObject(ctx, in)
 	if err != nil {
 		return nil, source.GetError(req.Source, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -902,6 +903,64 @@ func TestRegisterReadsTheManifestSplitWrote(t *testing.T) {
 			}
 			if len(c.seen) != 0 {
 				t.Errorf("got %d POSTs, want none", len(c.seen))
+			}
+		})
+	}
+}
+
+// In a pool, Register reads the manifest and the chunk and fetches the secret with the clients of
+// the execution input's tenant: the function's own clients are never used for tenant data, and
+// no clients means nothing is read or sent.
+func TestRegisterActsForTheInputsTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		refuse   bool
+		wantErr  string
+		wantPOST int
+	}{
+		{"the tenant's clients", false, "", 2},
+		{"no session", true, pipeline.ErrPermanent, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			tenantS3, tenantSecrets := sourcetest.NewFakeS3(), &fakeSecrets{values: map[string]string{secretARN: "Bearer t1"}}
+			tenant := csvTenant(c.srv.URL)
+			tenant.RegisterAuthSecretARN = secretARN
+			reqs := fixture(t, tenantS3, tenant, pipeline.Source{Bucket: ingest, Key: "pools/p/t1/k", ETag: "etag-1"}, []byte("a\n1\n2\n"))
+			reqs[0].Segment = &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 0} // its progress is read and written too
+			own, ownSecrets := sourcetest.NewFakeS3(), &fakeSecrets{values: map[string]string{secretARN: "Bearer own"}}
+			h := newHandler(own, ownSecrets)
+			var asked []string
+			h.ForTenant = func(id string) (*TenantClients, error) {
+				asked = append(asked, id)
+				if tc.refuse {
+					return nil, errors.New("no session")
+				}
+				return &TenantClients{S3: tenantS3, Secrets: NewSecretCache(tenantSecrets)}, nil
+			}
+			_, err := h.Handle(context.Background(), reqs[0])
+			if got := source.ErrorType(err); tc.wantErr != "" && got != tc.wantErr {
+				t.Fatalf("got %v (%s), want %s", err, got, tc.wantErr)
+			}
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("got %v, want success", err)
+			}
+			if len(asked) == 0 || slices.ContainsFunc(asked, func(id string) bool { return id != "t1" }) {
+				t.Errorf("got sessions asked for %q, want t1's only", asked)
+			}
+			if ownSecrets.calls != 0 || len(own.Puts) != 0 {
+				t.Errorf("got %d secret fetches and %d puts with the function's own clients, want 0", ownSecrets.calls, len(own.Puts))
+			}
+			if _, ok := tenantS3.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; tc.wantErr == "" && !ok {
+				t.Errorf("got no progress written with t1's client, want %s", pipeline.ProgressKey("t1", execName, 0))
+			}
+			if len(c.seen) != tc.wantPOST {
+				t.Fatalf("got %d POSTs, want %d", len(c.seen), tc.wantPOST)
+			}
+			for _, s := range c.seen {
+				if s.Auth != "Bearer t1" {
+					t.Errorf("got Authorization %q, want t1's secret", s.Auth)
+				}
 			}
 		})
 	}

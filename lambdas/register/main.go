@@ -9,11 +9,14 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
 func main() {
@@ -41,6 +44,19 @@ func main() {
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
 		Pool:             os.Getenv(pipeline.EnvMetricsPool),
+	}
+	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+		// A pool's Register reads, writes and fetches secrets as the execution's tenant.
+		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
+			func(_ string, creds aws.CredentialsProvider) *TenantClients {
+				tc := cfg.Copy()
+				tc.Credentials = creds
+				return &TenantClients{
+					S3:       s3.NewFromConfig(tc, awsconfig.S3Options),
+					DynamoDB: newDynamoDB(tc),
+					Secrets:  NewSecretCache(secretsmanager.NewFromConfig(tc)),
+				}
+			}).For
 	}
 	lambda.Start(h.Handle)
 }

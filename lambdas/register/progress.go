@@ -39,6 +39,10 @@ func checkSegment(req pipeline.ChunkRequest) error {
 // retryable: starting at the segment's first chunk without knowing would write a lower progress
 // over the stored one.
 func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, int64, error) {
+	c, err := h.clientsFor(req.Tenant.ID) // the progress is under the tenant's work/ keys
+	if err != nil {
+		return 0, 0, err
+	}
 	b := h.budget(ctx, req)
 	ctx, cancel, err := b.call(ctx, "reading the segment's progress", minCallTime, 0)
 	if err != nil {
@@ -46,7 +50,7 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, i
 	}
 	defer cancel()
 	bucket, key := req.Manifest.Bucket, progressKey(req)
-	out, err := h.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if source.Absent(err) {
 		return req.Chunk, 0, nil
 	}
@@ -95,6 +99,11 @@ func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, n
 			"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 			"segment", req.Segment.Index, "next", next, "key", key, "error", err.Error())
 	}
+	c, err := h.clientsFor(req.Tenant.ID)
+	if err != nil {
+		warn(err)
+		return
+	}
 	b := h.budget(ctx, req)
 	ctx, cancel, err := b.call(ctx, "writing the segment's progress", minCallTime, 0)
 	if err != nil {
@@ -103,7 +112,7 @@ func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, n
 	}
 	defer cancel()
 	body := pipeline.EncodeProgress(next, record)
-	if _, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
+	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(bucket),
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(body),

@@ -27,10 +27,16 @@ type Sink interface {
 // batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
 // p paces the writes toward the tenant's core system.
 func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace) Sink {
+	return h.sinkFor(t, target, p, &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets})
+}
+
+// sinkFor is openSink with the tenant's clients c: its table and its secret are read and written
+// with them.
+func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantClients) Sink {
 	if t.DynamoDB != nil {
-		return &dynamoSink{api: h.DynamoDB, pace: p}
+		return &dynamoSink{api: c.DynamoDB, pace: p}
 	}
-	core := coreClient{http: h.HTTP, secrets: h.Secrets, timeout: h.HTTPTimeout, target: target, pace: p}
+	core := coreClient{http: h.HTTP, secrets: c.Secrets, timeout: h.HTTPTimeout, target: target, pace: p}
 	if t.BatchMode() {
 		return &batchSink{core}
 	}

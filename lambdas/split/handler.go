@@ -33,6 +33,11 @@ type Handler struct {
 	Log        *slog.Logger
 	// MaxChunks bounds the chunks of one file. Default: pipeline.MaxSegments × pipeline.SegmentChunks.
 	MaxChunks int
+	// ForTenant, when set, is the client that acts for one tenant, by the id of the execution's
+	// input: in a pool, a session of the pool's tenant-scoped role tagged with the tenant
+	// (internal/tenantcreds), which may read only that tenant's prefix and write only its work/
+	// keys. Nil: S3 serves every request (a silo, whose role is the tenant's own).
+	ForTenant func(tenant string) (ObjectAPI, error)
 }
 
 // Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the
@@ -70,9 +75,15 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}
+	objects := h.S3
+	if h.ForTenant != nil {
+		if objects, err = h.ForTenant(t.ID); err != nil {
+			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
+		}
+	}
 	// The event's key may be raw or form-encoded: Open reads whichever form holds the event's
 	// object, and the result carries that key on to Register.
-	out, src, err := source.Open(ctx, h.S3, req.Source, t.Prefix)
+	out, src, err := source.Open(ctx, objects, req.Source, t.Prefix)
 	if err != nil {
 		return pipeline.SplitResult{}, 0, err
 	}
@@ -136,7 +147,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		}
 		body = pipeline.EncodeManifest(offsets)
 	}
-	put, err := h.S3.PutObject(ctx, &s3.PutObjectInput{
+	put, err := objects.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(manifest.Bucket),
 		Key:           aws.String(manifest.Key),
 		Body:          bytes.NewReader(body),

@@ -400,3 +400,60 @@ func TestSplitRefusesKeysOutsidePrefix(t *testing.T) {
 		})
 	}
 }
+
+// In a pool, Split reads and writes with the client of the execution input's tenant, never the
+// function's own and never one chosen by the object's key; no client, no read.
+func TestSplitActsForTheInputsTenant(t *testing.T) {
+	data := csvRows(3)
+	for _, tc := range []struct {
+		name    string
+		key     string
+		refuse  bool
+		wantErr string
+	}{
+		{"the tenant's own key", "pools/p/t1/a.csv", false, ""},
+		{"another tenant's key is refused, still by t1's session", "pools/p/t2/a.csv", false, "KeyOutsidePrefixError"},
+		{"no session", "pools/p/t1/a.csv", true, "PermanentError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			own, tenantS3 := sourcetest.NewFakeS3(), sourcetest.NewFakeS3()
+			tenantS3.Put(ingest, tc.key, &sourcetest.Object{Data: data, ETag: "e"})
+			var asked []string
+			h := newHandler(own)
+			h.ForTenant = func(id string) (ObjectAPI, error) {
+				asked = append(asked, id)
+				if tc.refuse {
+					return nil, errors.New("no session")
+				}
+				return tenantS3, nil
+			}
+			ten := tenant()
+			ten.Prefix = "pools/p/t1/"
+			_, err := h.Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
+				Source: pipeline.Source{Bucket: ingest, Key: tc.key, ETag: "e", Size: int64(len(data))}, ExecutionName: "exec-1"})
+			if got := fmt.Sprintf("%T", err); tc.wantErr != "" && !strings.Contains(got, tc.wantErr) {
+				t.Fatalf("got error %T %v, want %s", err, err, tc.wantErr)
+			}
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if !reflect.DeepEqual(asked, []string{"t1"}) {
+				t.Errorf("got sessions asked for %q, want [t1] (the execution input's tenant)", asked)
+			}
+			if len(own.Puts) != 0 {
+				t.Errorf("got %d puts with the function's own client, want 0", len(own.Puts))
+			}
+			if _, ok := tenantS3.Puts[work+"/work/t1/exec-1/manifest"]; tc.wantErr == "" && !ok {
+				t.Errorf("got puts %v, want the manifest written with t1's client", keysOf(tenantS3.Puts))
+			}
+		})
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}

@@ -9,10 +9,13 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
 func main() {
@@ -33,6 +36,13 @@ func main() {
 		S3:         s3.NewFromConfig(cfg, awsconfig.S3Options),
 		WorkBucket: workBucket,
 		Log:        logger,
+	}
+	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+		// A pool's Split reads and writes as the execution's tenant.
+		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
+			func(_ string, creds aws.CredentialsProvider) ObjectAPI {
+				return s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
+			}).For
 	}
 	lambda.Start(h.Handle)
 }

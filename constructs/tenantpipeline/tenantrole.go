@@ -1,0 +1,123 @@
+package tenantpipeline
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// How a pool keeps its tenants apart (docs/isolation.md). The pool's functions serve every tenant,
+// so their own roles hold only what is pool-wide; everything that is one tenant's data is granted
+// to the pool's tenant-scoped role (TenantPool.TenantRole), whose policies name the tenant as
+// ${aws:PrincipalTag/tenant}. The controller, Split and Register assume it for one tenant at a
+// time, with the session tag tenant=<id> taken from the message group or the execution's input
+// (internal/tenantcreds), so a request made for tenant A is refused on any key, secret or table of
+// tenant B.
+//
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html (session tags, the trust
+// policy's sts:TagSession, aws:RequestTag and aws:TagKeys);
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principaltag;
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html (a policy
+// variable in the Resource element);
+// https://docs.aws.amazon.com/whitepapers/latest/saas-tenant-isolation-strategies/saas-tenant-isolation-strategies.html
+// (pooled isolation with tenant-scoped credentials at run time).
+
+// principalTenant is the policy variable of the session's tenant tag.
+const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
+
+// newTenantRole creates the tenant-scoped role, lets the controller, Split and Register assume it
+// with a tenant tag, and names it to them (pipeline.EnvTenantRoleARN).
+func (t *TenantPool) newTenantRole() {
+	p := t.Props
+	acting := []awslambda.Function{t.Controller, t.Split, t.Register}
+	var principals []awsiam.IPrincipal
+	for _, fn := range acting {
+		principals = append(principals, awsiam.NewArnPrincipal(fn.Role().RoleArn()))
+	}
+	// The trust policy: only the three function roles, only with exactly one session tag, tenant,
+	// present. IAM's string conditions cannot say the id's pattern; tenantcreds sends nothing but a
+	// tenant id (no "/", "*", "?" or "$").
+	trust := awsiam.NewPrincipalWithConditions(awsiam.NewCompositePrincipal(principals...).WithSessionTags(), &map[string]any{
+		"Null":                      map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "false"},
+		"StringLike":                map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "?*"},
+		"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{pipeline.TenantTag}},
+	})
+	t.TenantRole = awsiam.NewRole(t.Construct, jsii.String("TenantRole"), &awsiam.RoleProps{
+		AssumedBy:   trust,
+		Description: jsii.String(fmt.Sprintf("Pool %s: one tenant's data, for a session tagged %s=<tenant id>", p.Name, pipeline.TenantTag)),
+		Path:        jsii.String(p.Shared.RolePath),
+		// Role chaining caps a session at one hour whatever this says.
+		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
+	})
+	role := t.TenantRole
+	for _, fn := range acting {
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("sts:AssumeRole", "sts:TagSession"),
+			Resources: jsii.Strings(*role.RoleArn()),
+		}))
+		fn.AddEnvironment(jsii.String(pipeline.EnvTenantRoleARN), role.RoleArn(), nil)
+	}
+
+	tenantPrefix := p.Prefix + principalTenant + "/"
+	work := pipeline.WorkPrefix + principalTenant + "/"
+	control := pipeline.ControlPrefix + principalTenant + "/"
+	objects := func(actions []string, patterns ...string) {
+		var arns []string
+		for _, pt := range patterns {
+			arns = append(arns, *p.Bucket.ArnForObjects(jsii.String(pt)))
+		}
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: jsii.Strings(arns...)}))
+	}
+	// Split and Register: the tenant's files, the exact version the event named.
+	objects([]string{"s3:GetObject", "s3:GetObjectVersion"}, tenantPrefix+"*")
+	// Split writes the manifest, Register reads it and reads and writes the segments' progress.
+	// Register reads the manifest by the version id Split's write returned, which takes
+	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+	// "Permissions").
+	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
+	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
+	// and pause marker (read only: an operator writes it).
+	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
+	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
+	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
+	// Listing the tenant's own prefixes makes S3 answer a missing key with 404, not 403
+	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), so an
+	// absent marker is told from a refused one.
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  jsii.Strings(*p.Bucket.BucketArn()),
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*"}}},
+	}))
+	// cdk-nag shows ${aws:PrincipalTag/tenant} as <aws:PrincipalTag/tenant>.
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/, " +
+			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
+			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
+		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
+	}}, jsii.Bool(true))
+	stack := awscdk.Stack_Of(t.Construct)
+	if p.SecretPrefix != "" {
+		// The secret <secretPrefix><id>, whose ARN ends in "-" and six random characters: "??????"
+		// matches exactly those, so tenant "a" never matches tenant "a-b"'s secret
+		// (https://docs.aws.amazon.com/secretsmanager/latest/userguide/auth-and-access_examples.html).
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
+				*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix, principalTenant)),
+		}))
+	}
+	if p.TablePrefix != "" {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("dynamodb:PutItem"),
+			Resources: jsii.Strings(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s%s",
+				*stack.Partition(), *stack.Region(), *stack.Account(), p.TablePrefix, principalTenant)),
+		}))
+	}
+}

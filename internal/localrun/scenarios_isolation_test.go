@@ -1,0 +1,111 @@
+package localrun
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/tenantcreds"
+)
+
+const isolatedTenants = `{"tenants": [
+  {"id": "ta", "tier": "pool", "registerUrl": "https://core.example.com/records"},
+  {"id": "tb", "tier": "pool", "registerUrl": "https://core.example.com/records"}
+]}`
+
+// A pool's functions act for each tenant with a session of the synthesized tenant role tagged
+// with it: both tenants' files succeed through those sessions, nothing of theirs is refused, and a
+// session of ta (made as the functions make it, against the run's STS and S3) is refused tb's
+// file and tb's work/ objects, the policy read from the synthesized template.
+func TestScenarioPoolTenantSessions(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, isolatedTenants, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{
+		{"ta", "a.csv", []byte("id,name\na1,x\na2,y\n")},
+		{"tb", "b.csv", []byte("id,name\nb1,x\nb2,y\n")},
+	})
+	rep := waitFor(t, ctx, r, "both files succeed", func(rep *Report) bool {
+		for _, id := range []string{"ta", "tb"} {
+			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
+				return false
+			}
+		}
+		return true
+	})
+	tags := r.auth.SessionTenants()
+	for _, id := range []string{"ta", "tb"} {
+		if !slices.Contains(tags, id) {
+			t.Errorf("got sessions of %v, want one of %s: its files were not processed as the tenant", tags, id)
+		}
+	}
+	if n := r.auth.Refused(); n != 0 {
+		t.Errorf("got %d refused requests, want 0: a function asked for what its tenant's policy does not allow", n)
+	}
+
+	// The role the functions were given, and the run's STS and S3 endpoints.
+	var role, stsURL string
+	for _, f := range r.functions {
+		for _, kv := range f.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case pipeline.EnvTenantRoleARN:
+				role = v
+			case "AWS_ENDPOINT_URL_STS":
+				stsURL = v
+			}
+		}
+	}
+	if role == "" || stsURL == "" {
+		t.Fatalf("got role %q, STS %q: the pool's functions were not given the tenant role", role, stsURL)
+	}
+	creds, err := tenantcreds.New(sts.NewFromConfig(localAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := localAWS.Copy()
+	cfg.Credentials = creds
+	asA := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.pipe.s3); o.UsePathStyle = true })
+	keys := func(tenant, prefix string) []string {
+		out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for _, o := range out.Contents {
+			ks = append(ks, aws.ToString(o.Key))
+		}
+		if len(ks) == 0 {
+			t.Fatalf("no object of %s under %s", tenant, prefix)
+		}
+		return ks
+	}
+	poolPrefix := strings.TrimSuffix(r.Tenant("ta").Prefix, "ta/")
+	for _, tc := range []struct {
+		name, key, wantCode string
+	}{
+		{"ta's file", keys("ta", poolPrefix+"ta/")[0], ""},
+		{"ta's work/", keys("ta", pipeline.WorkPrefix+"ta/")[0], ""},
+		{"tb's file", keys("tb", poolPrefix+"tb/")[0], "AccessDenied"},
+		{"tb's work/ (tb's execution read with ta's tag)", keys("tb", pipeline.WorkPrefix+"tb/")[0], "AccessDenied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := asA.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(tc.key)})
+			if err == nil {
+				out.Body.Close()
+			}
+			if got := errorCode(err); got != tc.wantCode {
+				t.Errorf("GetObject %s as ta: got %q (%v), want %q", tc.key, got, err, tc.wantCode)
+			}
+		})
+	}
+	t.Logf("sessions %v; tenants %d", tags, len(rep.Tenants))
+}

@@ -1,0 +1,401 @@
+package localrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// The local emulation of a pool's tenant-scoped credentials (constructs/tenantpipeline,
+// tenantrole.go). A local STS answers AssumeRole with an access key id that names the session, and
+// remembers the session's role and tags. In front of the pipeline's S3 and DynamoDB endpoints, a
+// request signed with such a key is allowed only by an Allow statement of the role's policies in
+// the synthesized template, with ${aws:PrincipalTag/<key>} replaced by the session's tag; anything
+// else is refused with AWS's AccessDenied. A request signed with the functions' own key ("local")
+// passes as before. Secrets Manager has no local emulator, so no secret is read locally; the same
+// evaluation (tenantAuth.allowed) covers its ARNs in the unit tests.
+//
+// What is emulated of IAM: Allow and Deny statements, Action and Resource with the "*" and "?"
+// wildcards (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html),
+// policy variables ${aws:PrincipalTag/<key>} (a missing tag makes the statement not apply,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html), and the
+// conditions StringLike and StringEquals on s3:prefix. Any other condition makes its statement not
+// apply: the emulation fails closed. The trust policy's effect is checked, not evaluated: a
+// session needs exactly one tag, tenant, with a value.
+
+// tenantSession is one session of a role the local STS handed out.
+type tenantSession struct {
+	role string // the role's ARN as the template resolves it
+	tags map[string]string
+}
+
+// tenantAuth holds the sessions and evaluates their roles' policies.
+type tenantAuth struct {
+	asm *Assembly
+	res *Resolver
+
+	mu       sync.Mutex
+	sessions map[string]tenantSession // by access key id
+	policies map[string][]statement   // by role ARN, resolved on first use
+	refused  int
+}
+
+func newTenantAuth(asm *Assembly, res *Resolver) *tenantAuth {
+	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}}
+}
+
+// statement is one resolved policy statement.
+type statement struct {
+	Effect    string
+	Action    stringList
+	Resource  stringList
+	Condition map[string]map[string]stringList
+}
+
+// stringList is a policy element that is one string or a list of them.
+type stringList []string
+
+func (l *stringList) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*l = []string{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return err
+	}
+	*l = many
+	return nil
+}
+
+// sessionKeyPrefix starts every access key id of a local tenant session.
+const sessionKeyPrefix = "ASIALOCALTENANT"
+
+// serveSTS answers AssumeRole (awsQuery protocol,
+// https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	form, _ := url.ParseQuery(string(body))
+	if form.Get("Action") != "AssumeRole" {
+		queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local STS emulates AssumeRole only, not %q", form.Get("Action")))
+		return
+	}
+	role := form.Get("RoleArn")
+	tags := map[string]string{}
+	for i := 1; form.Has(fmt.Sprintf("Tags.member.%d.Key", i)); i++ {
+		tags[form.Get(fmt.Sprintf("Tags.member.%d.Key", i))] = form.Get(fmt.Sprintf("Tags.member.%d.Value", i))
+	}
+	// The tenant role's trust policy: exactly the tenant tag, non-empty.
+	if _, err := a.roleStatements(role); err != nil || len(tags) != 1 || tags[pipeline.TenantTag] == "" {
+		a.refuse()
+		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
+		return
+	}
+	key := sessionKeyPrefix + strings.ToUpper(newID()[:12])
+	a.mu.Lock()
+	a.sessions[key] = tenantSession{role: role, tags: tags}
+	a.mu.Unlock()
+	seconds := 3600
+	fmt.Sscan(form.Get("DurationSeconds"), &seconds)
+	type credentials struct {
+		AccessKeyID     string `xml:"AccessKeyId"`
+		SecretAccessKey string
+		SessionToken    string
+		Expiration      string
+	}
+	writeXML(w, http.StatusOK, struct {
+		XMLName     xml.Name    `xml:"AssumeRoleResponse"`
+		NS          string      `xml:"xmlns,attr"`
+		Credentials credentials `xml:"AssumeRoleResult>Credentials"`
+		Arn         string      `xml:"AssumeRoleResult>AssumedRoleUser>Arn"`
+		RoleID      string      `xml:"AssumeRoleResult>AssumedRoleUser>AssumedRoleId"`
+		Request     string      `xml:"ResponseMetadata>RequestId"`
+	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/",
+		Credentials: credentials{AccessKeyID: key, SecretAccessKey: "local", SessionToken: "local-" + key,
+			Expiration: time.Now().Add(time.Duration(seconds) * time.Second).UTC().Format(time.RFC3339)},
+		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: "AROALOCAL:" + form.Get("RoleSessionName"), Request: uuid()})
+}
+
+func (a *tenantAuth) refuse() {
+	a.mu.Lock()
+	a.refused++
+	a.mu.Unlock()
+}
+
+// SessionTenants are the tenant tags of the sessions handed out, one per session.
+func (a *tenantAuth) SessionTenants() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, s := range a.sessions {
+		out = append(out, s.tags[pipeline.TenantTag])
+	}
+	return out
+}
+
+// Refused is how many requests and AssumeRole calls were refused.
+func (a *tenantAuth) Refused() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused
+}
+
+// roleStatements returns the statements of the policies attached to the role whose ARN is role
+// (its Fn::GetAtt Arn as the run resolves it), resolved once.
+func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.policies[role]; ok {
+		return st, nil
+	}
+	var found *Resource
+	for _, r := range a.asm.OfType("AWS::IAM::Role") {
+		arn, err := a.res.ResolveString(r.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, r.LogicalID)))
+		if err == nil && arn == role {
+			found = r
+			break
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no role %s in the templates", role)
+	}
+	var out []statement
+	for _, p := range a.asm.OfType("AWS::IAM::Policy") {
+		var roles []struct{ Ref string }
+		json.Unmarshal(p.Properties["Roles"], &roles)
+		if p.Stack != found.Stack || !slices.ContainsFunc(roles, func(r struct{ Ref string }) bool { return r.Ref == found.LogicalID }) {
+			continue
+		}
+		doc, err := a.res.Resolve(p.Stack, p.Properties["PolicyDocument"])
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.LogicalID, err)
+		}
+		b, _ := json.Marshal(doc)
+		var d struct{ Statement []statement }
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.LogicalID, err)
+		}
+		out = append(out, d.Statement...)
+	}
+	a.policies[role] = out
+	return out, nil
+}
+
+// session returns the tenant session of a request's signature, if its access key is one.
+func (a *tenantAuth) session(req *http.Request) (tenantSession, bool) {
+	h := req.Header.Get("Authorization")
+	i := strings.Index(h, "Credential=")
+	if i < 0 {
+		return tenantSession{}, false
+	}
+	key, _, _ := strings.Cut(h[i+len("Credential="):], "/")
+	if !strings.HasPrefix(key, sessionKeyPrefix) {
+		return tenantSession{}, false
+	}
+	a.mu.Lock()
+	s, ok := a.sessions[key]
+	a.mu.Unlock()
+	if !ok {
+		return tenantSession{role: "unknown session"}, true // a key this STS never gave: refused
+	}
+	return s, true
+}
+
+// allowed evaluates the session's role policies for one action on one resource, with the request's
+// condition keys (s3:prefix).
+func (a *tenantAuth) allowed(s tenantSession, action, resource string, keys map[string]string) bool {
+	stmts, err := a.roleStatements(s.role)
+	if err != nil {
+		return false
+	}
+	allow := false
+	for _, st := range stmts {
+		if !st.applies(s.tags, action, resource, keys) {
+			continue
+		}
+		if st.Effect == "Deny" {
+			return false
+		}
+		allow = allow || st.Effect == "Allow"
+	}
+	return allow
+}
+
+func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) bool {
+	if !matchesAny(st.Action, action, tags, true) || !matchesAny(st.Resource, resource, tags, false) {
+		return false
+	}
+	for op, conds := range st.Condition {
+		for key, values := range conds {
+			v, ok := keys[key]
+			if !ok {
+				return false
+			}
+			switch op {
+			case "StringLike":
+				if !matchesAny(values, v, tags, false) {
+					return false
+				}
+			case "StringEquals":
+				if !slicesContainsSubstituted(values, v, tags) {
+					return false
+				}
+			default:
+				return false // not emulated: the statement does not apply
+			}
+		}
+	}
+	return true
+}
+
+var policyVariable = regexp.MustCompile(`\$\{aws:PrincipalTag/([^}]+)\}`)
+
+// substitute replaces the principal tag variables; ok is false when a tag is missing.
+func substitute(pattern string, tags map[string]string) (string, bool) {
+	ok := true
+	out := policyVariable.ReplaceAllStringFunc(pattern, func(m string) string {
+		v, found := tags[policyVariable.FindStringSubmatch(m)[1]]
+		ok = ok && found
+		return v
+	})
+	return out, ok
+}
+
+// wildcard compiles an IAM pattern: "*" any run of characters, "?" one character. The tag's value
+// is substituted first and taken literally.
+func wildcard(pattern string, tags map[string]string, fold bool) (*regexp.Regexp, bool) {
+	var b strings.Builder
+	b.WriteString("^")
+	if fold {
+		b.WriteString("(?i)")
+	}
+	for _, part := range splitKeepVariables(pattern) {
+		if policyVariable.MatchString(part) {
+			v, ok := substitute(part, tags)
+			if !ok {
+				return nil, false
+			}
+			b.WriteString(regexp.QuoteMeta(v))
+			continue
+		}
+		for _, c := range part {
+			switch c {
+			case '*':
+				b.WriteString(".*")
+			case '?':
+				b.WriteString(".")
+			default:
+				b.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String()), true
+}
+
+// splitKeepVariables splits a pattern into its policy variables and the text between them.
+func splitKeepVariables(p string) []string {
+	var out []string
+	for _, loc := range policyVariable.FindAllStringIndex(p, -1) {
+		out = append(out, p[:loc[0]], p[loc[0]:loc[1]])
+		p = p[loc[1]:]
+	}
+	return append(out, p)
+}
+
+func matchesAny(patterns []string, v string, tags map[string]string, fold bool) bool {
+	for _, p := range patterns {
+		if re, ok := wildcard(p, tags, fold); ok && re.MatchString(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesContainsSubstituted(values []string, v string, tags map[string]string) bool {
+	for _, p := range values {
+		if s, ok := substitute(p, tags); ok && s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// s3Request is a request's IAM action, resource and condition keys
+// (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+func s3Request(req *http.Request) (action, resource string, keys map[string]string) {
+	bucket, key := splitPath(req.URL.Path)
+	switch op := s3Operation(req); op {
+	case "GetObject", "HeadObject":
+		action = "s3:GetObject"
+		if req.URL.Query().Get("versionId") != "" {
+			action = "s3:GetObjectVersion"
+		}
+	case "PutObject":
+		action = "s3:PutObject"
+	case "ListObjects":
+		return "s3:ListBucket", "arn:aws:s3:::" + bucket, map[string]string{"s3:prefix": req.URL.Query().Get("prefix")}
+	default:
+		action = "s3:" + op // not granted to a tenant: refused
+	}
+	return action, "arn:aws:s3:::" + bucket + "/" + key, nil
+}
+
+// guardS3 refuses an S3 request of a tenant session that the session's role does not allow, with
+// S3's AccessDenied (HTTP 403, https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s, ok := a.session(req); ok {
+			action, resource, keys := s3Request(req)
+			if !a.allowed(s, action, resource, keys) {
+				a.refuse()
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusForbidden)
+				if req.Method != http.MethodHead {
+					io.WriteString(w, accessDeniedBody)
+				}
+				return
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// guardDynamoDB refuses a DynamoDB request of a tenant session that the session's role does not
+// allow, with DynamoDB's AccessDeniedException, which DynamoDB sends with HTTP 400
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/CommonErrors.html).
+func (a *tenantAuth) guardDynamoDB(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s, ok := a.session(req); ok {
+			body, _ := io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			var in struct{ TableName string }
+			json.Unmarshal(body, &in)
+			op := req.Header.Get("X-Amz-Target")
+			op = op[strings.LastIndex(op, ".")+1:]
+			table := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", a.res.Region, a.res.Account, in.TableName)
+			if !a.allowed(s, "dynamodb:"+op, table, nil) {
+				a.refuse()
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.Header().Set("X-Amzn-ErrorType", "AccessDeniedException")
+				w.WriteHeader(http.StatusBadRequest)
+				json.NewEncoder(w).Encode(map[string]string{"__type": "com.amazonaws.dynamodb.v20120810#AccessDeniedException",
+					"message": fmt.Sprintf("not authorized to perform dynamodb:%s on resource %s", op, table)})
+				return
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}

@@ -1,0 +1,182 @@
+package test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// poolPolicyStatements returns the statements of the policies (AWS::IAM::Policy) whose logical id starts
+// with prefix.
+func poolPolicyStatements(t *testing.T, tpl map[string]any, prefix string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for id, pol := range byType(tpl, "AWS::IAM::Policy") {
+		if !strings.HasPrefix(id, prefix) {
+			continue
+		}
+		for _, s := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			out = append(out, s.(map[string]any))
+		}
+	}
+	return out
+}
+
+// tenantData says whether a resource (its template JSON) is one tenant's data: an object or listing of the ingest
+// bucket, a secret, or a table under the pool's table prefix.
+func tenantData(resource string) bool {
+	return strings.Contains(resource, "TenantPipeline-Ingest:") || strings.Contains(resource, ":secret:") ||
+		strings.Contains(resource, ":table/pool-")
+}
+
+// TestPoolTenantRole: the pool's tenant role trusts exactly the controller's, Split's and
+// Register's roles, with sts:TagSession and exactly the tenant tag; each of its data statements
+// names ${aws:PrincipalTag/tenant}; no function role keeps a grant on tenant data; the three
+// functions may assume it and are told its ARN, the router neither. The silo tier has none of it.
+func TestPoolTenantRole(t *testing.T) {
+	_, tpl := poolTemplate(t)
+	var roleID string
+	var trust []any
+	for id, r := range byType(tpl, "AWS::IAM::Role") {
+		if strings.HasPrefix(id, "PoolTenantRole") {
+			roleID, trust = id, get(t, props(r), "AssumeRolePolicyDocument", "Statement").([]any)
+		}
+	}
+	if roleID == "" {
+		t.Fatal("no PoolTenantRole")
+	}
+
+	t.Run("trust", func(t *testing.T) {
+		var principals []string
+		for _, s := range trust {
+			st := s.(map[string]any)
+			if got := asJSON(st["Action"]); got != `["sts:AssumeRole","sts:TagSession"]` {
+				t.Errorf("got actions %s, want sts:AssumeRole and sts:TagSession", got)
+			}
+			want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
+			if got := asJSON(st["Condition"]); got != want {
+				t.Errorf("got conditions %s, want %s", got, want)
+			}
+			principals = append(principals, flatten(t, get(t, st, "Principal", "AWS")))
+		}
+		slices.Sort(principals)
+		if len(principals) != 3 || !strings.HasPrefix(principals[0], "<GetAtt:PoolControllerServiceRole") ||
+			!strings.HasPrefix(principals[1], "<GetAtt:PoolRegisterServiceRole") || !strings.HasPrefix(principals[2], "<GetAtt:PoolSplitServiceRole") {
+			t.Errorf("got principals %v, want exactly the controller's, Register's and Split's roles", principals)
+		}
+	})
+
+	t.Run("every data statement names the tenant tag", func(t *testing.T) {
+		stmts := poolPolicyStatements(t, tpl, "PoolTenantRole")
+		var granted []string
+		for _, st := range stmts {
+			for _, r := range resources(t, st) {
+				named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
+				if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
+					named = !strings.Contains(asJSON(st["Condition"]), `"pools/default/*"`) &&
+						asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*"]}}`
+				}
+				if !named {
+					t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
+				}
+				granted = append(granted, strings.Join(actions(st), ",")+" "+r)
+			}
+		}
+		all := strings.Join(granted, "\n")
+		for _, want := range []string{
+			"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
+			"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
+			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
+			"/control/${aws:PrincipalTag/tenant}/paused.json",
+			"/control/${aws:PrincipalTag/tenant}/order.json",
+			"secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????",
+			"dynamodb:PutItem arn:<Ref:AWS::Partition>:dynamodb:<Ref:AWS::Region>:<Ref:AWS::AccountId>:table/pool-${aws:PrincipalTag/tenant}",
+		} {
+			if !strings.Contains(all, want) {
+				t.Errorf("the tenant role grants\n%s\nwant %q", all, want)
+			}
+		}
+	})
+
+	t.Run("function roles keep no tenant data", func(t *testing.T) {
+		for _, fn := range []string{"PoolController", "PoolSplit", "PoolRegister", "PoolRouter"} {
+			for _, st := range poolPolicyStatements(t, tpl, fn) {
+				rs, ok := st["Resource"].([]any)
+				if !ok {
+					rs = []any{st["Resource"]}
+				}
+				for _, r := range rs {
+					if tenantData(asJSON(r)) {
+						t.Errorf("%s: %s on %s: a function role grants tenant data without the tenant tag", fn, asJSON(st["Action"]), r)
+					}
+				}
+			}
+		}
+	})
+
+	t.Run("who may assume it", func(t *testing.T) {
+		for _, tc := range []struct {
+			fn   string
+			want bool
+		}{{"PoolController", true}, {"PoolSplit", true}, {"PoolRegister", true}, {"PoolRouter", false}} {
+			assumes := slices.ContainsFunc(poolPolicyStatements(t, tpl, tc.fn), func(st map[string]any) bool {
+				return asJSON(st["Action"]) == `["sts:AssumeRole","sts:TagSession"]` && slices.Equal(resources(t, st), []string{"<GetAtt:" + roleID + ".Arn>"})
+			})
+			if assumes != tc.want {
+				t.Errorf("%s may assume the tenant role: got %v, want %v", tc.fn, assumes, tc.want)
+			}
+			for id, f := range byType(tpl, "AWS::Lambda::Function") {
+				if !strings.HasPrefix(id, tc.fn) {
+					continue
+				}
+				v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRoleARN]
+				if ok != tc.want || (ok && flatten(t, v) != "<GetAtt:"+roleID+".Arn>") {
+					t.Errorf("%s: got %s=%v (set %v), want set %v to the tenant role", id, pipeline.EnvTenantRoleARN, v, ok, tc.want)
+				}
+			}
+		}
+	})
+
+	t.Run("silo tier unchanged", func(t *testing.T) {
+		sharedApp(t)
+		all := asJSON(shared.template)
+		for _, absent := range []string{"sts:TagSession", pipeline.EnvTenantRoleARN, "${aws:PrincipalTag/tenant}"} {
+			if strings.Contains(all, absent) {
+				t.Errorf("the silo template has %q, want none", absent)
+			}
+		}
+	})
+}
+
+// TestPoolPropsDerivedNames: a Go app's NewPool gets the tenants file's checks of the derived
+// names, each message naming the prop: the prefix, the secret, the table, and the name prefixes'
+// shape.
+func TestPoolPropsDerivedNames(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
+	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
+		Tenants: []tenantpipeline.Tenant{
+			{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "pools/shared/b/"},
+			{ID: "b", RegisterURL: "https://core.example.com/b", RegisterAuthSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:p/b-AbCdEf"},
+			{ID: "c", DynamoDB: &tenantpipeline.DynamoDB{Key: []string{"id"}, Table: "pool-shared"}},
+		},
+	})
+	msg := synthPanic(app)
+	for _, want := range []string{
+		`tenant "a": Tenant.Prefix: "pools/shared/b/" is not "pools/shared/a/"`,
+		`pool "shared": PoolProps.SecretPrefix "p/" is invalid: use at least 3`,
+		`tenant "c": Tenant.DynamoDB.Table: "pool-shared" is not "pool-c"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("synth message\n%s\nlacks %q", msg, want)
+		}
+	}
+}
