@@ -113,7 +113,11 @@ func TestPoolEdits(t *testing.T) {
 		}
 		return f
 	}
-	all := []string{tenant("hooli", ""), tenant("wayne", ""), tenant("own", "pools/default/own-x/")}
+	// "own" had a prefix of its own when pooled tenants could; now a pooled tenant's prefix is always
+	// "<pool prefix><id>/", so the old file's record of it is a prefix change.
+	all := []string{tenant("hooli", ""), tenant("wayne", ""), tenant("own", "")}
+	oldOwn := old
+	oldOwn.Prefixes = nil
 	cases := []struct {
 		name            string
 		f               *tenants.File
@@ -121,23 +125,20 @@ func TestPoolEdits(t *testing.T) {
 		remove, confirm []string
 		want            []string // substrings of the error; none: no error
 	}{
-		{"nothing changes", file("", all...), old, nil, nil, nil},
-		{"a new tenant", file("", append(all, tenant("new", ""))...), old, nil, nil, nil},
-		{"removed", file("", all[1:]...), old, nil, nil, []string{
+		{"nothing changes", file("", all...), oldOwn, nil, nil, nil},
+		{"a new tenant", file("", append(all, tenant("new", ""))...), oldOwn, nil, nil, nil},
+		{"removed", file("", all[1:]...), oldOwn, nil, nil, []string{
 			`tenant "hooli" is removed from pool default (stack TP-Pool-default)`,
 			"stop new files for the tenant", "pipectl status hooli shows no queued or running file", "-c removeTenants=hooli"}},
-		{"removed, confirmed", file("", all[1:]...), old, []string{"hooli"}, nil, nil},
-		{"removal confirmed by moveTenants is not confirmed", file("", all[1:]...), old, nil, []string{"hooli"}, []string{"-c removeTenants=hooli"}},
-		{"own prefix changes", file("", tenant("hooli", ""), tenant("wayne", ""), tenant("own", "pools/default/own-y/")), old, nil, nil, []string{
-			`tenant "own"'s prefix changes from "pools/default/own-x/" to "pools/default/own-y/" in pool default`, "pipectl status own", "-c moveTenants=own"}},
-		{"derived prefix becomes its own", file("", tenant("hooli", "pools/default/h/"), tenant("wayne", ""), all[2]), old, nil, nil, []string{
-			`tenant "hooli"'s prefix changes from "pools/default/hooli/" to "pools/default/h/"`}},
-		{"prefix change confirmed", file("", tenant("hooli", "pools/default/h/"), tenant("wayne", ""), all[2]), old, nil, []string{"hooli"}, nil},
-		{"pool prefix changes: told once, for the pool", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")), old, nil, nil, []string{
-			`pool default's prefix changes from "pools/default/" to "p/"`, "-c moveTenants=pool:default",
-			`tenant "own"'s prefix changes from "pools/default/own-x/" to "p/own-x/"`}},
-		{"pool prefix change confirmed", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")), old, nil, []string{"pool:default", "own"}, nil},
-		{"a file that recorded no prefixes compares none", file(`"pools": {"default": {"prefix": "p/"}}, `, tenant("hooli", ""), tenant("wayne", ""), tenant("own", "p/own-x/")),
+		{"removed, confirmed", file("", all[1:]...), oldOwn, []string{"hooli"}, nil, nil},
+		{"removal confirmed by moveTenants is not confirmed", file("", all[1:]...), oldOwn, nil, []string{"hooli"}, []string{"-c removeTenants=hooli"}},
+		{"a recorded prefix of its own becomes the derived one", file("", all...), old, nil, nil, []string{
+			`tenant "own"'s prefix changes from "pools/default/own-x/" to "pools/default/own/" in pool default`, "pipectl status own", "-c moveTenants=own"}},
+		{"prefix change confirmed", file("", all...), old, nil, []string{"own"}, nil},
+		{"pool prefix changes: told once, for the pool", file(`"pools": {"default": {"prefix": "p/"}}, `, all...), oldOwn, nil, nil, []string{
+			`pool default's prefix changes from "pools/default/" to "p/"`, "-c moveTenants=pool:default"}},
+		{"pool prefix change confirmed", file(`"pools": {"default": {"prefix": "p/"}}, `, all...), oldOwn, nil, []string{"pool:default"}, nil},
+		{"a file that recorded no prefixes compares none", file(`"pools": {"default": {"prefix": "p/"}}, `, all...),
 			assignmentDoc{Pools: old.Pools}, nil, nil, nil},
 	}
 	for _, tc := range cases {
@@ -169,7 +170,7 @@ func TestPoolEdits(t *testing.T) {
 // "<pool prefix><id>/": 100,000 tenants at their derived prefix add no line each.
 func TestAssignmentRecordsPrefixes(t *testing.T) {
 	f, err := tenants.Parse([]byte(`{"pools": {"big": {"prefix": "in/big/"}}, "tenants": [{"id": "acme"}, {"id": "hooli", "tier": "pool"}, `+
-		`{"id": "own", "tier": "pool", "prefix": "pools/default/own-x/"}, {"id": "wayne", "tier": "pool", "pool": "big"}]}`),
+		`{"id": "own", "tier": "pool"}, {"id": "wayne", "tier": "pool", "pool": "big"}]}`),
 		tenants.Options{RegisterURL: "https://core.example.com/records"})
 	if err != nil {
 		t.Fatal(err)
@@ -187,10 +188,10 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	if want := map[string]string{"default": "pools/default/", "big": "in/big/"}; !maps.Equal(got.PoolPrefixes, want) {
 		t.Errorf("got pool prefixes %v, want %v", got.PoolPrefixes, want)
 	}
-	if want := map[string]string{"own": "pools/default/own-x/"}; !maps.Equal(got.Prefixes, want) {
+	if want := map[string]string(nil); !maps.Equal(got.Prefixes, want) {
 		t.Errorf("got tenant prefixes %v, want %v (the others are derived)", got.Prefixes, want)
 	}
-	for _, tc := range []struct{ id, pool, want string }{{"hooli", "default", "pools/default/hooli/"}, {"own", "default", "pools/default/own-x/"}, {"wayne", "big", "in/big/wayne/"}} {
+	for _, tc := range []struct{ id, pool, want string }{{"hooli", "default", "pools/default/hooli/"}, {"own", "default", "pools/default/own/"}, {"wayne", "big", "in/big/wayne/"}} {
 		if p, ok := got.recordedPrefix(tc.id, tc.pool); !ok || p != tc.want {
 			t.Errorf("%s: got recorded prefix %q (%v), want %q", tc.id, p, ok, tc.want)
 		}
