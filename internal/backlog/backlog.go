@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -581,4 +582,23 @@ func conditionFailed(err error) bool {
 func preconditionFailed(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "PreconditionFailed"
+}
+
+// tenantID is a tenant id's pattern (the tenants file's rule for ids).
+var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// OnboardingTenant is the tenant a key under a pool's prefix belongs to by its path alone: a
+// pooled tenant's prefix is "<pool prefix><id>/", so the key's first path segment after the
+// pool's prefix, when it is a valid tenant id and the key goes on past it. ok is false for a key
+// that cannot be a tenant's file.
+func OnboardingTenant(poolPrefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, poolPrefix)
+	if !ok {
+		return "", false
+	}
+	id, file, ok := strings.Cut(rest, "/")
+	if !ok || file == "" || !tenantID.MatchString(id) {
+		return "", false
+	}
+	return id, true
 }

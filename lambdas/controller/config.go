@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -122,6 +123,8 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 type PoolConfig struct {
 	Shared   Config
 	Settings *pipeline.PoolSettings
+	// Backlog bounds each tenant's messages in the pool queue (parking.go); zero: no bound.
+	Backlog backlogConfig
 }
 
 // poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set). Each
@@ -142,6 +145,10 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 		checkTableName(pipeline.EnvPoolAdmissionTable, c.PoolAdmissionTable, e.bad)
 	}
 	c.PoolMaxRunningFiles = e.number(pipeline.EnvPoolMaxRunningFiles, e.required(pipeline.EnvPoolMaxRunningFiles), minRunningFiles, maxRunningFiles)
+	var bl backlogConfig
+	if v := e.optional(pipeline.EnvMaxQueuedFilesPerTenant, ""); v != "" {
+		bl = backlogConfig{Table: c.PoolAdmissionTable, Max: e.number(pipeline.EnvMaxQueuedFilesPerTenant, v, backlog.MinMaxQueued, backlog.MaxMaxQueued)}
+	}
 	tables := e.coreSystemTables()
 	if settings != nil {
 		for i := range settings.Tenants {
@@ -158,7 +165,7 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 	if err := errors.Join(e.errs...); err != nil {
 		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
 	}
-	return PoolConfig{Shared: c, Settings: settings}, nil
+	return PoolConfig{Shared: c, Settings: settings, Backlog: bl}, nil
 }
 
 // Running-file limits of a core system and a pool (internal/tenants: MinRunningFiles,
