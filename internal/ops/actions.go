@@ -530,9 +530,19 @@ func (o *Ops) sendControl(ctx context.Context, t pipeline.TenantOutput, m *pipel
 	if err != nil {
 		return "", err
 	}
+	if m.Action == pipeline.ControlReplay {
+		// A replay is a file: into a pool it goes through the tenant's bound (backlog.go).
+		id, _, err := o.sendCounted(ctx, t, string(body), requestID)
+		return id, err
+	}
+	return o.send(ctx, t, string(body), requestID)
+}
+
+// send puts a message on the tenant's queue in its message group.
+func (o *Ops) send(ctx context.Context, t pipeline.TenantOutput, body, dedupID string) (string, error) {
 	out, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(t.QueueURL), MessageBody: aws.String(string(body)),
-		MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(requestID),
+		QueueUrl: aws.String(t.QueueURL), MessageBody: aws.String(body),
+		MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(dedupID),
 	})
 	if err != nil {
 		return "", fmt.Errorf("send control message to %s: %w", t.QueueURL, err)
