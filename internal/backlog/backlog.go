@@ -1,7 +1,8 @@
 // Package backlog bounds a pooled tenant's messages in its pool's FIFO queue. SQS looks for a
-// message group it can deliver only among the first 120,000 messages of a FIFO queue, so a pool
-// queue whose backlog adds up to that hides every tenant behind it (SQS Developer Guide, "FIFO
-// queue delivery logic"). A pool therefore keeps at most Max messages of one tenant in its queue;
+// message group it can deliver only among the first 120,000 messages of a FIFO queue ("FIFO queues
+// scan the first 120,000 messages to determine available message groups",
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/avoid-backlog-with-the-same-message-group-id.html),
+// so a pool queue whose backlog adds up to that hides every tenant behind it. A pool therefore keeps at most Max messages of one tenant in its queue;
 // the rest wait in order outside it, "parked" in S3 under control/<tenant>/parked/, and go back in
 // as the tenant's queued messages are deleted (docs/operations.md, "Parked files").
 //

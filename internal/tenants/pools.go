@@ -79,7 +79,7 @@ type PoolConfig struct {
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue; the tenant's later
 	// files wait in order outside it, parked in S3 (internal/backlog), so that the pool's backlog
 	// stays inside the 120,000 messages SQS scans for deliverable groups (FIFOScanWindow): size a
-	// pool so that tenants × maxQueuedFilesPerTenant stays below it. Default: 10; 1 to 1,000; an
+	// pool so that tenants × maxQueuedFilesPerTenant stays at or below it. Default: 10; 1 to 1,000; an
 	// explicit 0 is refused.
 	MaxQueuedFilesPerTenant int `json:"maxQueuedFilesPerTenant,omitempty"`
 }
