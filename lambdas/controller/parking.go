@@ -195,6 +195,11 @@ func (p *Pool) released(ctx context.Context, tenant string, rec events.SQSMessag
 		log.WarnContext(ctx, "the released message could not be uncounted; it is kept and released again when it comes back", "error", err)
 		return false
 	}
+	// The event source mapping deletes the record again after the invocation. SQS documents that a
+	// DeleteMessage with a receipt handle that is not the latest "will still succeed"
+	// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html);
+	// it does not say what a second delete of a deleted message answers, nor what the mapping does
+	// with a failed delete. Safe either way: the message is gone, so nothing can deliver it again.
 	if p.deleter != nil {
 		if _, err := p.deleter.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(p.cfg.Shared.QueueURL), ReceiptHandle: aws.String(rec.ReceiptHandle)}); err != nil {
 			// The event source mapping deletes it; until then the tenant may have one more
