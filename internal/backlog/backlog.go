@@ -452,6 +452,9 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 		}
 		n := st.NextUnpark
 		if n >= st.NextPark {
+			if sent == 0 {
+				return 0, nil // nothing was parked: no index write on every release
+			}
 			return sent, b.unindex(ctx, tenant, st.NextPark)
 		}
 		f, found, err := b.slot(ctx, tenant, n)
@@ -495,6 +498,16 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 		}
 	}
 	return sent, nil
+}
+
+// Forget drops the tenant from the index of parked files when it has none: a drain that ended
+// before it could (a crash, a failed delete) left it there. The sweep calls it.
+func (b *Backlog) Forget(ctx context.Context, tenant string) error {
+	st, err := b.State(ctx, tenant)
+	if err != nil || st.Parked > 0 {
+		return err
+	}
+	return b.unindex(ctx, tenant, st.NextPark)
 }
 
 // Send puts a counted message on the pool queue in its tenant's message group. Its id is the

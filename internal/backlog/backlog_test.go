@@ -400,6 +400,20 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 	if want := []string{"beta"}; !slices.Equal(got, want) {
 		t.Errorf("got indexed %v after newco drained, want %v", got, want)
 	}
+	// An entry a crashed drain left (newco's slot 0, unparked) is dropped by Forget, never while
+	// files are parked (beta).
+	if err := r.b.index(ctx, "newco", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []string{"newco", "beta"} {
+		if err := r.b.Forget(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, _ = r.b.Indexed(ctx, nil, 10)
+	if want := []string{"beta"}; !slices.Equal(got, want) {
+		t.Errorf("got indexed %v after Forget, want %v (beta still has a parked file)", got, want)
+	}
 	if got := strings.Join(r.q.order("newco"), ","); got != msg("newco", 0).Body {
 		t.Errorf("got newco sent %q, want its parked file", got)
 	}

@@ -162,8 +162,12 @@ func (s *sweeper) run(ctx context.Context, b *backlog.Backlog, log *slog.Logger,
 	}
 	s.from = next
 	for _, id := range ids {
-		if known(id) {
-			drain(ctx, b, log, id)
+		if !known(id) {
+			continue
+		}
+		drain(ctx, b, log, id)
+		if err := b.Forget(ctx, id); err != nil {
+			log.WarnContext(ctx, "the tenant stays in the index of parked files; the next sweep tries again", "tenant", id, "error", err)
 		}
 	}
 }
