@@ -31,7 +31,9 @@ import (
 // group at a time (one invocation per group at once), and puts each event on the pool's FIFO queue
 // under its tenant's message group, unchanged: the body is the event JSON as EventBridge's SQS
 // target wrote it, so the controller and pipectl replay --from-dlq read it as they read a silo
-// queue's. It sends up to 10 events in one SendMessageBatch call, never two of one tenant.
+// queue's. It sends up to 10 events in one SendMessageBatch call, never two of one tenant. A
+// tenant's files past its bound in the pool queue, and the files of a tenant the settings do not
+// name yet, are parked instead, in order (parking.go).
 //
 // An asynchronous Lambda target would not do: Lambda does not keep the order of asynchronous
 // invocations, so a burst of one tenant's files would reach the pool queue out of arrival order.
