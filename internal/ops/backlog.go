@@ -57,6 +57,7 @@ func (o *Ops) sendCounted(ctx context.Context, t pipeline.TenantOutput, body, de
 		id, err := o.send(ctx, t, body, dedupID)
 		return id, false, err
 	}
+
 	m := backlog.Message{Tenant: t.ID, ID: dedupID, Body: body}
 	send, err := b.Route(ctx, m)
 	if err != nil {

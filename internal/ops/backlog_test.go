@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,12 +10,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/s3event"
 )
 
 // The replay tests keep the backlog in dynalite (backlogtest), started only by them; everything
@@ -90,5 +93,46 @@ func TestReplayIntoAPoolGoesThroughTheBound(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// replay --from-dlq into a pool sends the tenant's events through its bound too: with room for
+// one, the oldest is sent (counted) and the next parked behind it, in arrival order.
+func TestReplayFromDLQIntoAPoolGoesThroughTheBound(t *testing.T) {
+	url, err := backlogtest.Dynalite("../..")
+	if err != nil {
+		t.Fatalf("these tests need dynalite (make setup): %v", err)
+	}
+	db, table := backlogtest.Table(t, url)
+	w := opsfake.New(coreNow)
+	pool := opsfake.Pool("default")
+	pool.DLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/pool-default-unrouted"
+	ts := w.AddPool("TenantPipeline-Pool-default", pool, map[string]string{"hooli": pipeline.OnFailureContinue})
+	for k, v := range map[string]string{pipeline.EnvPoolAdmissionTable: table, pipeline.EnvMaxQueuedFilesPerTenant: "1"} {
+		w.Env[pool.ControllerFunction][k] = v
+	}
+	event := func(id, key string, at time.Time) sqstypes.Message {
+		b, _ := json.Marshal(s3event.ObjectCreated(id, at, "ingest", s3event.Object{Key: key, Size: 3}))
+		return sqstypes.Message{Body: aws.String(string(b)), ReceiptHandle: aws.String("rh-" + id)}
+	}
+	w.Queues[pool.DLQURL].Messages = []sqstypes.Message{
+		event("e2", "pool/default/hooli/2.csv", coreNow.Add(-time.Minute)),
+		event("e1", "pool/default/hooli/1.csv", coreNow.Add(-2*time.Minute)),
+	}
+	c := w.Clients()
+	c.DynamoDB = db
+	o := ops.New(c, "TenantPipeline")
+	o.Now, o.HTTP = func() time.Time { return coreNow }, w.HTTPClient()
+	res, err := o.ReplayFromDLQ(context.Background(), "hooli")
+	if err != nil || res.Resent != 2 {
+		t.Fatalf("got %+v, %v, want 2 re-sent", res, err)
+	}
+	sent := w.Queues[ts["hooli"].QueueURL].Sent
+	if len(sent) != 1 || aws.ToString(sent[0].MessageDeduplicationId) != "e1" || aws.ToString(sent[0].MessageAttributes[backlog.AttrMessageID].StringValue) != "e1" {
+		t.Fatalf("got sent %v, want e1 only, counted", sent)
+	}
+	b := &backlog.Backlog{DB: db, Table: table, S3: w, Bucket: "ingest", Max: 1}
+	if st, err := b.State(context.Background(), "hooli"); err != nil || st.Queued != 1 || st.Parked != 1 || st.LastParked != "e2" {
+		t.Errorf("got %+v (%v), want e1 queued and e2 parked", st, err)
 	}
 }
