@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -288,5 +289,43 @@ func TestBacklogEnvironmentRejects(t *testing.T) {
 	env[pipeline.EnvMaxQueuedFilesPerTenant] = "10"
 	if _, err := routerConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "POOL_ADMISSION_TABLE: is required") {
 		t.Errorf("router without its table: got %v, want POOL_ADMISSION_TABLE required", err)
+	}
+}
+
+// A tenant whose queue emptied with files still parked (a crash between a release and its drain)
+// gets them from the pool controller's sweep, on its next invocation of any tenant; the sweep
+// looks at most once a minute.
+func TestPoolSweepFeedsParkedFilesBack(t *testing.T) {
+	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
+	b, _ := newTestBacklog(t, 2, q)
+	for i := range 3 {
+		m := backlog.Message{Tenant: "globex", ID: fmt.Sprintf("ev-%d", i), Body: eventBody(t, fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), fmt.Sprintf("inbox/globex/f%02d.csv", i))}
+		if _, err := b.Park(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := newPoolRig(t, map[string]string{pipeline.EnvMaxQueuedFilesPerTenant: "2"})
+	now := testStart
+	pr.p.backlog, pr.p.deleter, pr.p.sweep.now = b, &fakeDeleter{}, func() time.Time { return now }
+	if _, err := pr.p.Handle(context.Background(), events.SQSEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sentKeys(t, q, "globex"), fileKeys("globex", 0, 2); !slices.Equal(got, want) {
+		t.Errorf("got sent %v, want the two oldest parked files %v", got, want)
+	}
+	// Room again (both released by hand here), but within the minute: the sweep does not look.
+	for i := range 2 {
+		if err := b.Released(context.Background(), "globex", fmt.Sprintf("ev-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr.p.Handle(context.Background(), events.SQSEvent{})
+	if got := sentKeys(t, q, "globex"); len(got) != 2 {
+		t.Errorf("got %d sent within the minute, want 2", len(got))
+	}
+	now = now.Add(sweepInterval)
+	pr.p.Handle(context.Background(), events.SQSEvent{})
+	if got, want := sentKeys(t, q, "globex"), fileKeys("globex", 0, 3); !slices.Equal(got, want) {
+		t.Errorf("got sent %v after a minute, want %v", got, want)
 	}
 }
