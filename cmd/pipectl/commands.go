@@ -344,6 +344,11 @@ func statusTable(rep ops.StatusReport) string {
 			c.Name, c.RunningFiles, c.Limit, limit, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
 	}
 	for _, t := range rep.Tenants {
+		if t.Parked != nil && t.QueuedFiles != nil && t.Pool != nil && (*t.Parked > 0 || *t.QueuedFiles > 0) {
+			fmt.Fprintf(&b, "%s backlog: %d files queued in pool %s, %d parked outside it\n", t.ID, *t.QueuedFiles, *t.Pool, *t.Parked)
+		}
+	}
+	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
 		}

@@ -189,7 +189,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null}],"pools":[],"coreSystems":[]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null}],"pools":[],"coreSystems":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)

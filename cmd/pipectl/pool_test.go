@@ -81,6 +81,39 @@ func TestStatusPooledJSON(t *testing.T) {
 	}
 }
 
+// A pooled tenant of a pool with a bound shows its files queued and parked; one of a pool
+// without a bound, and a silo tenant, show null.
+func TestStatusPooledBacklog(t *testing.T) {
+	w, _ := pooledWorld()
+	w.Env[opsfake.Pool("shared").ControllerFunction] = map[string]string{pipeline.EnvPool: "shared",
+		pipeline.EnvPoolAdmissionTable: "pool-admission", pipeline.EnvMaxQueuedFilesPerTenant: "2"}
+	w.SetBacklog("pool-admission", "hooli", []string{"ev-1", "ev-2"}, 4, 7)
+	code, stdout, stderr := runIn(t, w, "status", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var rep struct {
+		Tenants []map[string]any `json:"tenants"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"acme": `null null`, "globex": `null null`, "hooli": `3 2`, "umbrella": `0 0`, "vandelay": `0 0`}
+	for _, tn := range rep.Tenants {
+		id := tn["id"].(string)
+		if got := mustJSON(tn["parked"]) + " " + mustJSON(tn["queuedFiles"]); got != want[id] {
+			t.Errorf("%s: got parked, queuedFiles %s, want %s", id, got, want[id])
+		}
+	}
+	_, table, _ := runIn(t, w, "status")
+	if !strings.Contains(table, "hooli backlog: 2 files queued in pool shared, 3 parked outside it") {
+		t.Errorf("got table\n%s\nwant hooli's backlog line", table)
+	}
+	if strings.Contains(table, "umbrella backlog") {
+		t.Errorf("got table\n%s\nwant no backlog line for a tenant with nothing queued or parked", table)
+	}
+}
+
 // Pausing a pooled tenant writes its audited pause marker and leaves the pool's mapping alone;
 // resume deletes it and makes the message the controller holds visible at once.
 func TestPauseResumePooledTenant(t *testing.T) {

@@ -230,7 +230,9 @@ func twoCoreSystemsOfOneName(ts []Tenant) []error {
 // addAdmissionEnv creates the pool's admission table and gives the controller its admission
 // variables: the pool gate's table and limit, and the tables of its tenants' core systems.
 func (t *TenantPool) addAdmissionEnv(env map[string]string) {
-	t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
+	if t.AdmissionTable == nil {
+		t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
+	}
 	t.CoreSystems = coreSystemsOf(t.Props.Tenants)
 	env[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
 	env[pipeline.EnvPoolMaxRunningFiles] = strconv.Itoa(t.Props.MaxRunningFiles)

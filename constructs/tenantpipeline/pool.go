@@ -24,6 +24,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/workflows"
@@ -160,6 +161,12 @@ type PoolProps struct {
 	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most 211
 	// concurrent executions with its controller and router (README, "pool fields").
 	MaxRunningFiles int
+	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue: the router and
+	// the controller keep a tenant's later files parked in order under control/<tenant>/parked/
+	// and feed them back as its queue drains, so that the queue's backlog stays inside the 120,000
+	// messages SQS scans for deliverable groups (README, "A bounded backlog per tenant"). 1 to
+	// 1,000. Default: 10 (backlog.DefaultMaxQueued).
+	MaxQueuedFilesPerTenant int
 	// Shared holds what every tenant of the pool shares, as in a TenantPipeline's Props: timeouts,
 	// memory, wake events, log retention, alarm thresholds and topic, operators, role path. Its
 	// Tenant, Bucket, RegisterFunction, DynamoDBTable and ControllerReservedConcurrency must be left
@@ -172,6 +179,7 @@ func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
 		Prefix: checkablePrefix(p.Prefix), MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
+		MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant,
 	}}}
 	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
 	// be there for the tenants that name them.
@@ -194,6 +202,9 @@ func (p PoolProps) withDefaults() PoolProps {
 	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages, p.IntakeGroups = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages, c.IntakeGroups
 	if p.MaxRunningFiles == 0 {
 		p.MaxRunningFiles = tenants.DefaultPoolMaxRunningFiles
+	}
+	if p.MaxQueuedFilesPerTenant == 0 {
+		p.MaxQueuedFilesPerTenant = backlog.DefaultMaxQueued
 	}
 	ts := make([]Tenant, len(p.Tenants))
 	memory := DefaultRegisterMemoryMB
@@ -296,6 +307,7 @@ func poolPropsMessage(pool, m string) string {
 		"maximumConcurrency", "PoolProps.MaximumConcurrency",
 		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
 		"maxRunningFiles", "PoolProps.MaxRunningFiles",
+		"maxQueuedFilesPerTenant", "PoolProps.MaxQueuedFilesPerTenant",
 		": prefix: ", ": Tenant.Prefix: ",
 		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
 		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
@@ -407,6 +419,11 @@ func (t *TenantPool) build() {
 		// No dead-letter queue: an event the router cannot store stays, in order, until it can;
 		// an event of no tenant is never a failure (it goes to RuleDeadLetterQueue).
 	})
+	// The admission table also holds each tenant's backlog (internal/backlog): the router and the
+	// controller both keep it.
+	t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
+	poolEnv[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
+	poolEnv[pipeline.EnvMaxQueuedFilesPerTenant] = strconv.Itoa(p.MaxQueuedFilesPerTenant)
 	routerEnv := with(poolEnv, map[string]string{
 		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
 		pipeline.EnvDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
@@ -482,6 +499,8 @@ func (t *TenantPool) build() {
 	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
 	t.grantAdmission()
 	t.newTenantRole()
+	// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
+	t.grantBacklog()
 
 	if s.WakeEvents() {
 		t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name), t.StateMachine, t.Controller)
@@ -644,3 +663,25 @@ func with(base, more map[string]string) map[string]string {
 // routerTimeout bounds one router invocation: a batch of up to 10 messages, sent in at most 10
 // SendMessageBatch calls.
 const routerTimeout = 30 * time.Second
+
+// grantBacklog lets the router and the controller keep each tenant's bounded backlog
+// (internal/backlog): its parked files under control/<tenant>/parked/ and its items in the
+// admission table. The router parks (PutObject) and unparks (GetObject, DeleteObject) files, and
+// keeps only the backlog's items: dynamodb:LeadingKeys holds the partition key of every item a
+// request touches, here "queue#<tenant>" and the index "backlog"
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
+// The controller unparks files as its tenants' messages are deleted, sending them to the queue;
+// its lease grant already covers the table (grantAdmission).
+func (t *TenantPool) grantBacklog() {
+	parked := pipeline.ControlPrefix + "*/parked/*"
+	t.allowS3(t.Router, []string{"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, parked)
+	t.Router.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"),
+		Resources: jsii.Strings(*t.AdmissionTable.TableArn()),
+		Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
+			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKey},
+		}},
+	}))
+	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)
+	t.Queue.GrantSendMessages(t.Controller)
+}

@@ -23,7 +23,9 @@ func intakeFigureTenants(pool string, tenants, groups int) string {
 	for i := range tenants {
 		rows = append(rows, fmt.Sprintf(`{"id": "%c%03d", "tier": "pool", "pool": %q, "registerUrl": "https://core.example.com/records"}`, first[i%len(first)], i, pool))
 	}
-	return fmt.Sprintf(`{"pools": {%q: {"intakeGroups": %d}}, "tenants": [%s]}`, pool, groups, strings.Join(rows, ",\n"))
+	// maxQueuedFilesPerTenant above the burst's files per tenant: the controller's mapping is off,
+	// so nothing would unpark, and the figure is the router's rate into the pool queue.
+	return fmt.Sprintf(`{"pools": {%q: {"intakeGroups": %d, "maxQueuedFilesPerTenant": 1000}}, "tenants": [%s]}`, pool, groups, strings.Join(rows, ",\n"))
 }
 
 // TestFiguresPoolIntake measures the pool-intake figure (make figures): the same burst of "Object

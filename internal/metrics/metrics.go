@@ -92,6 +92,14 @@ const (
 	// tenant's prefix, another bucket, not an "Object Created" event): each was kept on the
 	// router's dead-letter queue. Dimension Pool.
 	UnroutedObjects = "UnroutedObjects"
+	// FilesParked counts files the pool's router kept outside the pool queue, because their
+	// tenant had maxQueuedFilesPerTenant messages queued or earlier files parked
+	// (internal/backlog). Dimension Tenant.
+	FilesParked = "FilesParked"
+	// FilesParkedForUnknownTenant counts files under the pool's prefix whose first path segment
+	// is a tenant id the router does not know yet (onboarding): each was parked for that id, and
+	// goes to the tenant's queue once the pool's settings name it. Dimension Pool.
+	FilesParkedForUnknownTenant = "FilesParkedForUnknownTenant"
 	// UnknownTenantMessages counts deliveries of pool queue messages whose message group is no
 	// tenant of the pool (a tenant removed while its files were queued). The message is kept.
 	// Dimension Pool.

@@ -489,10 +489,8 @@ func (o *Ops) ReplayFromDLQ(ctx context.Context, id string) (ReplayResult, error
 	}
 	slices.SortStableFunc(events, func(a, b dead) int { return arrivalOrder(a.ev, b.ev) })
 	for _, d := range events {
-		if _, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-			QueueUrl: aws.String(t.QueueURL), MessageBody: d.msg.Body,
-			MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(dedupID(d.ev.ID)),
-		}); err != nil {
+		// Into a pool, each event goes through the tenant's bound, as the router sends it (backlog.go).
+		if _, _, err := o.sendCounted(ctx, t, aws.ToString(d.msg.Body), dedupID(d.ev.ID)); err != nil {
 			return res, fmt.Errorf("send event %s to %s (%d re-sent before it): %w", d.ev.ID, t.QueueURL, res.Resent, err)
 		}
 		res.Resent++
@@ -530,12 +528,27 @@ func (o *Ops) sendControl(ctx context.Context, t pipeline.TenantOutput, m *pipel
 	if err != nil {
 		return "", err
 	}
-	out, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(t.QueueURL), MessageBody: aws.String(string(body)),
-		MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(requestID),
-	})
+	var id string
+	if m.Action == pipeline.ControlReplay {
+		// A replay is a file: into a pool it goes through the tenant's bound (backlog.go).
+		id, _, err = o.sendCounted(ctx, t, string(body), requestID)
+	} else {
+		id, err = o.send(ctx, t, string(body), requestID)
+	}
 	if err != nil {
 		return "", fmt.Errorf("send control message to %s: %w", t.QueueURL, err)
+	}
+	return id, nil
+}
+
+// send puts a message on the tenant's queue in its message group.
+func (o *Ops) send(ctx context.Context, t pipeline.TenantOutput, body, dedupID string) (string, error) {
+	out, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(t.QueueURL), MessageBody: aws.String(body),
+		MessageGroupId: aws.String(t.ID), MessageDeduplicationId: aws.String(dedupID),
+	})
+	if err != nil {
+		return "", err
 	}
 	return aws.ToString(out.MessageId), nil
 }

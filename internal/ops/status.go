@@ -45,6 +45,12 @@ type TenantStatus struct {
 	Queue       *QueueDepth `json:"queue"`
 	Head        *Head       `json:"head"`
 	LastFailure *Failure    `json:"lastFailure"`
+	// Parked is, for a pooled tenant of a pool with a bound (maxQueuedFilesPerTenant), how many of
+	// its files wait outside the pool queue under control/<tenant>/parked/, and QueuedFiles how many
+	// of its messages the bound counts in the queue (docs/operations.md, "Parked files"); null
+	// otherwise.
+	Parked      *int64 `json:"parked"`
+	QueuedFiles *int   `json:"queuedFiles"`
 }
 
 // QueueDepth is the queue's approximate message counts (GetQueueAttributes). A pooled tenant is one
@@ -240,6 +246,9 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			return row, err
 		}
 		row.Paused = &paused
+		if err := o.backlogState(ctx, t, &row); err != nil {
+			return row, err
+		}
 	} else {
 		_, state, found, err := o.mapping(ctx, t)
 		if err != nil {

@@ -43,4 +43,9 @@ const (
 	// every core system its tenants name. The table names are CloudFormation tokens, so they
 	// cannot travel in the tenants' settings; the controller fills CoreSystem.Table from it.
 	EnvCoreSystemTables = "CORE_SYSTEM_TABLES"
+	// EnvMaxQueuedFilesPerTenant bounds one pooled tenant's messages in the pool's queue: the
+	// router and the pool controller keep the rest parked (internal/backlog), in the pool's
+	// admission table (EnvPoolAdmissionTable) and under control/<tenant>/parked/. Unset: no bound
+	// (a silo tenant has its own queue).
+	EnvMaxQueuedFilesPerTenant = "MAX_QUEUED_FILES_PER_TENANT"
 )

@@ -350,7 +350,8 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
-			Shared: tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
+			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
+			Shared:                  tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
 		}
 		// The file's tenants were checked once, by Load: the pool skips that check.
 		tenants.Vouch(props)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -78,6 +79,12 @@ type PoolConfig struct {
 	// tenant keeps its order while the groups are routed at once. Default: 16; 1 to 64 (1 is one
 	// group and one rule on the whole prefix).
 	IntakeGroups int `json:"intakeGroups,omitempty"`
+	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue; the tenant's later
+	// files wait in order outside it, parked in S3 (internal/backlog), so that the pool's backlog
+	// stays inside the 120,000 messages SQS scans for deliverable groups (FIFOScanWindow): size a
+	// pool so that tenants × maxQueuedFilesPerTenant stays at or below it. Default: 10; 1 to 1,000; an
+	// explicit 0 is refused.
+	MaxQueuedFilesPerTenant int `json:"maxQueuedFilesPerTenant,omitempty"`
 }
 
 // PoolDefaults returns c with its defaults for the pool called name.
@@ -96,6 +103,9 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	}
 	if c.IntakeGroups == 0 {
 		c.IntakeGroups = DefaultPoolIntakeGroups
+	}
+	if c.MaxQueuedFilesPerTenant == 0 {
+		c.MaxQueuedFilesPerTenant = backlog.DefaultMaxQueued
 	}
 	return c
 }
@@ -191,6 +201,10 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		}
 		if err := validRunningFiles(where, d.MaxRunningFiles); err != nil {
 			errs = append(errs, err)
+		}
+		if n := d.MaxQueuedFilesPerTenant; n < backlog.MinMaxQueued || n > backlog.MaxMaxQueued {
+			errs = append(errs, fmt.Errorf("%s: maxQueuedFilesPerTenant %d is out of range: use %d to %d (default %d): a tenant's messages in the pool's queue, its later files parked outside it",
+				where, n, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
 		}
 		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
 			errs = append(errs, fmt.Errorf("%s: intakeGroups %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, d.IntakeGroups, MaxPoolIntakeGroups))
@@ -371,6 +385,11 @@ func (f *File) parsePools(raw json.RawMessage) []error {
 		}
 		c := &PoolConfig{}
 		errs = append(errs, decodeFields(where, "", fields, reflect.ValueOf(c).Elem(), map[string]bool{})...)
+		if raw, set := fields["maxQueuedFilesPerTenant"]; set && string(raw) == "0" {
+			// Reading alone cannot tell an explicit 0 from an absent field (the default).
+			errs = append(errs, fmt.Errorf("%s: maxQueuedFilesPerTenant 0 is out of range: use %d to %d, or leave it out for %d",
+				where, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
+		}
 		f.Pools[name] = c
 	}
 	return errs

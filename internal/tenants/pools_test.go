@@ -96,6 +96,12 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pools.default: backlogAlarmMessages 120000 is out of range`}},
 		{"intake groups out of range", `{"pools": {"default": {"intakeGroups": 65}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups 65 is out of range: use 1 to 64`}},
+		{"max queued files per tenant above the range", `{"pools": {"default": {"maxQueuedFilesPerTenant": 1001}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: maxQueuedFilesPerTenant 1001 is out of range: use 1 to 1000 (default 10)`}},
+		{"negative max queued files per tenant", `{"pools": {"default": {"maxQueuedFilesPerTenant": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: maxQueuedFilesPerTenant -1 is out of range`}},
+		{"explicit zero max queued files per tenant", `{"pools": {"default": {"maxQueuedFilesPerTenant": 0}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: maxQueuedFilesPerTenant 0 is out of range: use 1 to 1000, or leave it out for 10`}},
 		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups -1 is out of range`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
@@ -114,6 +120,29 @@ func TestPoolValidation(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error\n%v\nlacks %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// maxQueuedFilesPerTenant defaults to 10 and takes 1 to 1000.
+func TestPoolMaxQueuedFilesPerTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool string
+		want int
+	}{
+		{"default", `{}`, 10},
+		{"set", `{"maxQueuedFilesPerTenant": 1}`, 1},
+		{"largest", `{"maxQueuedFilesPerTenant": 1000}`, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse([]byte(`{"pools": {"default": `+tc.pool+`}, "tenants": [{"id": "a", "tier": "pool"}]}`), Options{RegisterURL: "https://core.example.com/records"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Pool("default").MaxQueuedFilesPerTenant; got != tc.want {
+				t.Errorf("got maxQueuedFilesPerTenant %d, want %d", got, tc.want)
 			}
 		})
 	}

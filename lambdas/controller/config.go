@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -126,6 +127,8 @@ type PoolConfig struct {
 	Settings *pipeline.PoolIndex
 	// coreTables is CORE_SYSTEM_TABLES, for each tenant's core system (tenantConfig).
 	coreTables map[string]string
+	// Backlog bounds each tenant's messages in the pool queue (parking.go); zero: no bound.
+	Backlog backlogConfig
 }
 
 // poolConfigFromEnv reads and validates a pool controller's environment (EnvPool set) and the
@@ -146,6 +149,10 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 		checkTableName(pipeline.EnvPoolAdmissionTable, c.PoolAdmissionTable, e.bad)
 	}
 	c.PoolMaxRunningFiles = e.number(pipeline.EnvPoolMaxRunningFiles, e.required(pipeline.EnvPoolMaxRunningFiles), minRunningFiles, maxRunningFiles)
+	var bl backlogConfig
+	if v := e.optional(pipeline.EnvMaxQueuedFilesPerTenant, ""); v != "" {
+		bl = backlogConfig{Table: c.PoolAdmissionTable, Max: e.number(pipeline.EnvMaxQueuedFilesPerTenant, v, backlog.MinMaxQueued, backlog.MaxMaxQueued)}
+	}
 	tables := e.coreSystemTables()
 	if err := errors.Join(e.errs...); err != nil {
 		if settings != nil {
@@ -153,7 +160,7 @@ func poolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 		}
 		return PoolConfig{}, fmt.Errorf("controller environment: %w", err)
 	}
-	return PoolConfig{Shared: c, Settings: settings, coreTables: tables}, nil
+	return PoolConfig{Shared: c, Settings: settings, coreTables: tables, Backlog: bl}, nil
 }
 
 // tenantConfig is the Config of the pool's tenant id, its row read from the settings file and

@@ -679,7 +679,8 @@ func (f *fakeSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBa
 	out := &sqs.SendMessageBatchOutput{}
 	var batch []*sqs.SendMessageInput
 	for _, e := range in.Entries {
-		m := &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, MessageGroupId: e.MessageGroupId, MessageDeduplicationId: e.MessageDeduplicationId}
+		m := &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, MessageGroupId: e.MessageGroupId, MessageDeduplicationId: e.MessageDeduplicationId,
+			MessageAttributes: e.MessageAttributes}
 		batch = append(batch, m)
 		if f.failEntry != nil && f.failEntry(m) {
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("try again"), SenderFault: false})

@@ -44,9 +44,12 @@ func main() {
 		var cfg RouterConfig
 		cfg, err = routerConfigFromEnv(os.Getenv)
 		build = func(awsCfg aws.Config) any {
-			r := NewRouter(cfg, sqs.NewFromConfig(awsCfg), logger,
+			q := sqs.NewFromConfig(awsCfg)
+			r := NewRouter(cfg, q, logger,
 				metrics.NewDimension(os.Stdout, cfg.MetricsNamespace, metrics.DimensionPool, cfg.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, cfg.MetricsNamespace, tenant) })
+			// Each tenant's bounded backlog (parking.go).
+			r.backlog = newBacklog(cfg.Backlog, dynamodb.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg, awsconfig.S3Options), q, cfg.Bucket, cfg.QueueURL)
 			// The pool's intake queue, through its event source mapping.
 			return r.Handle
 		}
@@ -57,10 +60,11 @@ func main() {
 		cfg, err = poolConfigFromEnv(os.Getenv)
 		build = func(awsCfg aws.Config) any {
 			ns := cfg.Shared.MetricsNamespace
-			p := NewPool(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg, awsconfig.S3Options), logger,
+			q, s, db := sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg, awsconfig.S3Options), dynamodb.NewFromConfig(awsCfg)
+			p := NewPool(cfg, sfn.NewFromConfig(awsCfg), q, s, logger,
 				metrics.NewDimension(os.Stdout, ns, metrics.DimensionPool, cfg.Shared.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, ns, tenant) })
-			p.admission, p.coreMetrics = newAdmission(cfg.Shared, dynamodb.NewFromConfig(awsCfg)), coreMetrics(ns)
+			p.admission, p.coreMetrics = newAdmission(cfg.Shared, db), coreMetrics(ns)
 			if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 				// Each tenant's control and quarantine objects as that tenant.
 				p.tenantObjects = tenantcreds.NewCache(sts.NewFromConfig(awsCfg), role, tenantcreds.DefaultSize,
@@ -68,6 +72,8 @@ func main() {
 						return s3.NewFromConfig(awsCfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
 					}).For
 			}
+			// Each tenant's bounded backlog (parking.go).
+			p.backlog, p.deleter = newBacklog(cfg.Backlog, db, s, q, cfg.Shared.Bucket, cfg.Shared.QueueURL), q
 			// The pool queue's SQS events and the pool's status change events (wake.go).
 			return p.Invoke
 		}

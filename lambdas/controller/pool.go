@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -43,6 +44,12 @@ type Pool struct {
 	// admission and coreMetrics are given to each tenant's Handler (admission.go).
 	admission   admitter
 	coreMetrics func(coreSystem string) *metrics.Emitter
+
+	// backlog keeps each tenant's bounded backlog (parking.go); nil: no bound. deleter deletes a
+	// released counted message before parked files are fed back.
+	backlog *backlog.Backlog
+	deleter messageDeleter
+	sweep   sweeper
 
 	mu       sync.Mutex
 	handlers map[string]*Handler
@@ -136,7 +143,17 @@ func (p *Pool) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventR
 			continue
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, r.BatchItemFailures...)
+		kept := map[string]bool{}
+		for _, f := range r.BatchItemFailures {
+			kept[f.ItemIdentifier] = true
+		}
+		for _, rec := range groups[g] {
+			if !kept[rec.MessageId] && !p.released(ctx, g, rec) {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			}
+		}
 	}
+	p.sweepParked(ctx)
 	return resp, errors.Join(errs...)
 }
 
@@ -178,6 +195,7 @@ func (p *Pool) badTenant(ctx context.Context, rec events.SQSMessage, problem err
 // it. An event of no tenant of the pool is logged and counted, never an error: a wake-up only
 // shortens a wait, and the safety net looks again.
 func (p *Pool) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
+	p.sweepParked(ctx)
 	var sc struct {
 		statusChange
 		Input *string `json:"input"`

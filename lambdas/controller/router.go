@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
@@ -30,7 +31,9 @@ import (
 // group at a time (one invocation per group at once), and puts each event on the pool's FIFO queue
 // under its tenant's message group, unchanged: the body is the event JSON as EventBridge's SQS
 // target wrote it, so the controller and pipectl replay --from-dlq read it as they read a silo
-// queue's. It sends up to 10 events in one SendMessageBatch call, never two of one tenant.
+// queue's. It sends up to 10 events in one SendMessageBatch call, never two of one tenant. A
+// tenant's files past its bound in the pool queue, and the files of a tenant the settings do not
+// name yet, are parked instead, in order (parking.go).
 //
 // An asynchronous Lambda target would not do: Lambda does not keep the order of asynchronous
 // invocations, so a burst of one tenant's files would reach the pool queue out of arrival order.
@@ -63,6 +66,8 @@ type RouterConfig struct {
 	// SendBatchSize caps the entries of a SendMessageBatch call (ROUTER_SEND_BATCH_SIZE): 1 to
 	// 10, default 10.
 	SendBatchSize int
+	// Backlog bounds each tenant's messages in the pool queue (parking.go); zero: no bound.
+	Backlog backlogConfig
 }
 
 // routerConfigFromEnv reads and validates the router's environment. Every problem is reported,
@@ -76,6 +81,7 @@ func routerConfigFromEnv(getenv func(string) string) (RouterConfig, error) {
 		MetricsNamespace:   e.optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
 	}
 	c.Pool, c.Settings = e.pool()
+	c.Backlog = e.backlog()
 	c.SendBatchSize = maxSendBatchEntries
 	if v := e.optional(pipeline.EnvRouterSendBatchSize, ""); v != "" {
 		n, err := strconv.Atoi(v)
@@ -115,6 +121,9 @@ type Router struct {
 	// the pool's (metrics.Emitter.InPool): dimension Pool, Tenant a property.
 	metrics       *metrics.Emitter
 	tenantMetrics func(tenant string) *metrics.Emitter
+	// backlog keeps each tenant's bounded backlog (parking.go); nil: no bound.
+	backlog *backlog.Backlog
+	sweep   *sweeper
 }
 
 // NewRouter wires a Router. cfg must come from routerConfigFromEnv. q uses the SDK's default
@@ -174,6 +183,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		defer func() { batch, bytes = batch[:0], 0 }()
 		return r.send(ctx, batch)
 	}
+	r.sweepParked(ctx)
 	for i, rec := range ev.Records {
 		m, u := r.classify(i, json.RawMessage(rec.Body))
 		if u != nil || len(batch) == r.cfg.SendBatchSize || bytes+len(m.body) > maxSendBatchBytes || slices.ContainsFunc(batch, m.sameTenant) {
@@ -187,6 +197,20 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				keep(i, err)
 				return resp, nil
 			}
+			continue
+		}
+		// No message of m's tenant waits in the batch (flushed above), so a file parked here
+		// and drained at once can never overtake an earlier one (parking.go).
+		send, err := r.admit(ctx, m)
+		if err != nil {
+			if from, ferr := flush(); ferr != nil {
+				keep(from, ferr)
+				return resp, nil
+			}
+			keep(i, err)
+			return resp, nil
+		}
+		if !send {
 			continue
 		}
 		batch, bytes = append(batch, m), bytes+len(m.body)
@@ -204,6 +228,8 @@ type routed struct {
 	id     string // the event's id
 	key    string
 	body   string
+	// unknown: the key's first segment is a tenant id the settings do not name yet (parking.go).
+	unknown bool
 }
 
 func (m routed) sameTenant(o routed) bool { return m.tenant == o.tenant }
@@ -227,6 +253,11 @@ func (r *Router) classify(i int, payload json.RawMessage) (routed, *unroutedEven
 		return routed{}, &unroutedEvent{body, ev.ID, key, unroutedOtherBucket, fmt.Sprintf("event is for bucket %q, want %q", b, r.cfg.Bucket)}
 	}
 	t, ok := r.cfg.Settings.TenantOf(key)
+	if !ok && r.backlog != nil {
+		if id, ok := backlog.OnboardingTenant(r.cfg.Settings.Prefix, key); ok {
+			return routed{index: i, tenant: id, id: ev.ID, key: key, body: body, unknown: true}, nil
+		}
+	}
 	if !ok {
 		return routed{}, &unroutedEvent{body, ev.ID, key, unroutedNoTenant, fmt.Sprintf("key is under no tenant's prefix in pool %q (prefix %q)", r.cfg.Pool, r.cfg.Settings.Prefix)}
 	}
@@ -247,7 +278,11 @@ func (r *Router) Route(ctx context.Context, payload json.RawMessage) error {
 	if u != nil {
 		return r.unrouted(ctx, *u)
 	}
-	_, err := r.send(ctx, []routed{m})
+	send, err := r.admit(ctx, m)
+	if err != nil || !send {
+		return err
+	}
+	_, err = r.send(ctx, []routed{m})
 	return err
 }
 
@@ -269,6 +304,9 @@ func (r *Router) send(ctx context.Context, batch []routed) (int, error) {
 			MessageBody:            aws.String(m.body),
 			MessageGroupId:         aws.String(m.tenant),
 			MessageDeduplicationId: aws.String(deduplicationID(m.id, m.body)),
+		}
+		if r.backlog != nil {
+			entries[j].MessageAttributes = backlog.Attributes(deduplicationID(m.id, m.body))
 		}
 	}
 	out, err := r.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(r.cfg.QueueURL), Entries: entries})

@@ -13,6 +13,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/backlog"
 )
 
 // dynamoFake is the admission tables pipectl reads: GetItem by key, and Query of one partition by
@@ -59,6 +60,17 @@ func (w *World) AddWaiter(table, gate, tenant string, weight int, since, renewed
 // SetAdaptiveLimit writes the core system's adaptive limit item.
 func (w *World) SetAdaptiveLimit(table, gate string, limit int) {
 	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(admission.LimitSK), admission.AttrLimit: n(int64(limit))})
+}
+
+// SetBacklog writes a pooled tenant's backlog item (internal/backlog's layout): the ids of its
+// messages counted in the pool queue, and its parked files' slots from nextUnpark to nextPark-1.
+func (w *World) SetBacklog(table, tenant string, queued []string, nextUnpark, nextPark int64) {
+	m := map[string]ddbtypes.AttributeValue{}
+	for _, id := range queued {
+		m[id] = n(0)
+	}
+	w.put(table, item{admission.AttrPK: s(backlog.CounterKey(tenant)), admission.AttrSK: s("backlog"),
+		"queued": &ddbtypes.AttributeValueMemberM{Value: m}, "nextPark": n(nextPark), "nextUnpark": n(nextUnpark)})
 }
 
 func (f *dynamoFake) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {

@@ -1,0 +1,618 @@
+// Package backlog bounds a pooled tenant's messages in its pool's FIFO queue. SQS looks for a
+// message group it can deliver only among the first 120,000 messages of a FIFO queue ("FIFO queues
+// scan the first 120,000 messages to determine available message groups",
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/avoid-backlog-with-the-same-message-group-id.html),
+// so a pool queue whose backlog adds up to that hides every tenant behind it. A pool therefore keeps at most Max messages of one tenant in its queue;
+// the rest wait in order outside it, "parked" in S3 under control/<tenant>/parked/, and go back in
+// as the tenant's queued messages are deleted (docs/operations.md, "Parked files").
+//
+// The state of one tenant is one item of the pool's admission table (pk "queue#<tenant>"):
+//   - queued: a map from the id of each message of the tenant in the queue (its
+//     MessageDeduplicationId, also sent as the message attribute AttrMessageID) to the time it
+//     went in. Admitting and deleting a message set and remove its own entry, so a retried call
+//     never counts twice, and the condition size(queued) < max on the same conditional UpdateItem
+//     keeps the bound exact
+//     (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html).
+//   - nextPark and nextUnpark: the slots of the parked files, control/<tenant>/parked/<slot>.json,
+//     slots nextUnpark to nextPark-1, in arrival order. A file is parked by writing its slot's object
+//     (only if absent) and then advancing nextPark conditionally; it is unparked by admitting it to
+//     queued, sending it, advancing nextUnpark conditionally and deleting the object. A crash
+//     between any two steps leaves a state the next call completes.
+//   - lastParked: the id of the last parked message, so that a retried delivery of it is not
+//     parked twice.
+//
+// The items pk "backlog", sk "parked#<tenant>" index the tenants that have parked files, so the
+// router can find them without listing S3 (onboarding: a tenant's files parked before its
+// settings were deployed).
+package backlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Bounds of a pool's maxQueuedFilesPerTenant.
+const (
+	DefaultMaxQueued = 10
+	MinMaxQueued     = 1
+	MaxMaxQueued     = 1000
+)
+
+// AttrMessageID is the message attribute naming a counted message's entry in queued. A message
+// without it (an operator's control message) is not counted.
+const AttrMessageID = "BacklogId"
+
+// Keys and attributes of the items.
+const (
+	counterSK     = "backlog"
+	indexPK       = "backlog"
+	indexSKPrefix = "parked#"
+
+	attrQueued     = "queued"
+	attrNextPark   = "nextPark"
+	attrNextUnpark = "nextUnpark"
+	attrLastParked = "lastParked"
+	attrSlot       = "slot"
+	attrTenant     = "tenant"
+)
+
+// CounterKey is the partition key of a tenant's backlog item.
+func CounterKey(tenant string) string { return "queue#" + tenant }
+
+// IndexKey is the partition key of the index of tenants with parked files.
+const IndexKey = indexPK
+
+// ParkedPrefix is where a tenant's parked files are.
+func ParkedPrefix(tenant string) string { return pipeline.ControlPrefix + tenant + "/parked/" }
+
+// ParkedKey is the object of one parked file. The slot is zero-padded, so the keys list in order.
+func ParkedKey(tenant string, slot int64) string {
+	return fmt.Sprintf("%s%020d.json", ParkedPrefix(tenant), slot)
+}
+
+// Objects is the part of the S3 client the backlog uses.
+type Objects interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+}
+
+// Sender is the part of the SQS client the backlog uses.
+type Sender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var (
+	_ Objects           = (*s3.Client)(nil)
+	_ Sender            = (*sqs.Client)(nil)
+	_ admission.ItemAPI = (*dynamodb.Client)(nil)
+)
+
+// Backlog is the bounded backlog of one pool's tenants.
+type Backlog struct {
+	DB       admission.ItemAPI
+	Table    string
+	S3       Objects
+	Bucket   string
+	SQS      Sender
+	QueueURL string
+	// Max is the pool's maxQueuedFilesPerTenant.
+	Max int
+	// Retention is the pool queue's message retention: an entry of queued older than it names a
+	// message SQS has deleted by itself, and is dropped, so a counter an operator's hand (or a
+	// crash) left too high frees itself.
+	Retention time.Duration
+	Now       func() time.Time
+}
+
+// Message is one message of a tenant bound for the pool queue.
+type Message struct {
+	Tenant string
+	// ID is the message's MessageDeduplicationId and its entry in queued.
+	ID   string
+	Body string
+}
+
+// parkedFile is the object of a parked message.
+type parkedFile struct {
+	ID   string `json:"id"`
+	Body string `json:"body"`
+}
+
+// State is a tenant's backlog as one strongly consistent read found it.
+type State struct {
+	// Queued is how many of the tenant's messages are counted in the pool queue.
+	Queued int
+	// Parked is how many of its files wait outside it.
+	Parked             int64
+	NextPark           int64
+	NextUnpark         int64
+	LastParked         string
+	queued             map[string]int64
+	found, initialized bool
+}
+
+func (b *Backlog) now() time.Time {
+	if b.Now == nil {
+		return time.Now()
+	}
+	return b.Now()
+}
+
+// State reads a tenant's backlog. A tenant that never had one has the zero State.
+func (b *Backlog) State(ctx context.Context, tenant string) (State, error) {
+	out, err := b.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(b.Table), Key: counterKey(tenant), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("read the backlog of tenant %s: %w", tenant, err)
+	}
+	st := State{queued: map[string]int64{}}
+	if out.Item == nil {
+		return st, nil
+	}
+	st.found = true
+	if m, ok := out.Item[attrQueued].(*types.AttributeValueMemberM); ok {
+		st.initialized = true
+		for id, v := range m.Value {
+			if n, ok := v.(*types.AttributeValueMemberN); ok {
+				ms, _ := strconv.ParseInt(n.Value, 10, 64)
+				st.queued[id] = ms
+			}
+		}
+	}
+	st.NextPark, st.NextUnpark = nOf(out.Item, attrNextPark), nOf(out.Item, attrNextUnpark)
+	if s, ok := out.Item[attrLastParked].(*types.AttributeValueMemberS); ok {
+		st.LastParked = s.Value
+	}
+	st.Queued, st.Parked = len(st.queued), st.NextPark-st.NextUnpark
+	return st, nil
+}
+
+// read reads a tenant's backlog, creating its item when missing and dropping entries older than
+// Retention.
+func (b *Backlog) read(ctx context.Context, tenant string) (State, error) {
+	st, err := b.State(ctx, tenant)
+	if err != nil {
+		return st, err
+	}
+	if !st.initialized {
+		// if_not_exists keeps what a concurrent writer set: creating twice is harmless.
+		_, err := b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:        aws.String(b.Table),
+			Key:              counterKey(tenant),
+			UpdateExpression: aws.String("SET #q = if_not_exists(#q, :empty), #p = if_not_exists(#p, :zero), #u = if_not_exists(#u, :zero)"),
+			ExpressionAttributeNames: map[string]string{
+				"#q": attrQueued, "#p": attrNextPark, "#u": attrNextUnpark,
+			},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}, ":zero": num(0),
+			},
+		})
+		if err != nil {
+			return st, fmt.Errorf("create the backlog of tenant %s: %w", tenant, err)
+		}
+		return b.State(ctx, tenant)
+	}
+	if b.Retention <= 0 {
+		return st, nil
+	}
+	cutoff := b.now().Add(-b.Retention).UnixMilli()
+	expired := false
+	for id, at := range st.queued {
+		if at >= cutoff {
+			continue
+		}
+		_, err := b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(b.Table),
+			Key:                       counterKey(tenant),
+			UpdateExpression:          aws.String("REMOVE #q.#id"),
+			ConditionExpression:       aws.String("#q.#id = :at"),
+			ExpressionAttributeNames:  map[string]string{"#q": attrQueued, "#id": id},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":at": num(at)},
+		})
+		if err != nil && !conditionFailed(err) {
+			return st, fmt.Errorf("drop the expired entry %s of tenant %s: %w", id, tenant, err)
+		}
+		expired = true
+	}
+	if expired {
+		return b.State(ctx, tenant)
+	}
+	return st, nil
+}
+
+// Admit counts m in the queue if nothing of its tenant is parked and fewer than Max of its
+// messages are queued: the caller then sends it (with AttrMessageID). false: the caller parks it.
+// Calling it again for a message it admitted admits it again, so a retried delivery is counted
+// once.
+func (b *Backlog) Admit(ctx context.Context, m Message) (bool, error) {
+	st, err := b.read(ctx, m.Tenant)
+	if err != nil {
+		return false, err
+	}
+	if st.LastParked == m.ID && st.Parked > 0 {
+		return false, nil // parked by an earlier delivery: Park finds it
+	}
+	err = b.setQueued(ctx, m, "attribute_exists(#q.#id) OR (#p = #u AND size(#q) < :max)", nil)
+	if conditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("count a message of tenant %s in the queue: %w", m.Tenant, err)
+	}
+	return true, nil
+}
+
+// setQueued sets m's entry in queued under condition; more adds expression values.
+func (b *Backlog) setQueued(ctx context.Context, m Message, condition string, more map[string]types.AttributeValue) error {
+	values := map[string]types.AttributeValue{":now": num(b.now().UnixMilli()), ":max": num(int64(b.Max))}
+	for k, v := range more {
+		values[k] = v
+	}
+	names := map[string]string{"#q": attrQueued, "#id": m.ID}
+	for name, attr := range map[string]string{"#p": attrNextPark, "#u": attrNextUnpark} {
+		// DynamoDB refuses a name the expressions do not use.
+		if strings.Contains(condition, name) {
+			names[name] = attr
+		}
+	}
+	_, err := b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(b.Table),
+		Key:                       counterKey(m.Tenant),
+		UpdateExpression:          aws.String("SET #q.#id = :now"),
+		ConditionExpression:       aws.String(condition),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
+
+// maxParkRounds bounds the read-write-claim rounds of one Park: each lost round means another
+// writer parked a file of the tenant at that moment.
+const maxParkRounds = 8
+
+// Park keeps m outside the queue, behind the tenant's other parked files, and returns its slot.
+// A retried Park of the last parked message finds it parked and writes nothing.
+func (b *Backlog) Park(ctx context.Context, m Message) (int64, error) {
+	body, err := json.Marshal(parkedFile{ID: m.ID, Body: m.Body})
+	if err != nil {
+		return 0, err
+	}
+	for range maxParkRounds {
+		st, err := b.read(ctx, m.Tenant)
+		if err != nil {
+			return 0, err
+		}
+		if st.LastParked == m.ID && st.NextPark > 0 {
+			return st.NextPark - 1, nil
+		}
+		n := st.NextPark
+		// The index first, so that a claimed slot is always indexed (Sweep).
+		if err := b.index(ctx, m.Tenant, n); err != nil {
+			return 0, err
+		}
+		// If-None-Match: a slot's object is written once; another writer's object is adopted
+		// below, never overwritten
+		// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
+		_, err = b.S3.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(m.Tenant, n)), Body: bytes.NewReader(body),
+			ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*"),
+		})
+		owner := m.ID
+		switch {
+		case preconditionFailed(err):
+			f, found, err := b.slot(ctx, m.Tenant, n)
+			if err != nil {
+				return 0, err
+			}
+			if found {
+				owner = f.ID
+			}
+		case err != nil:
+			return 0, fmt.Errorf("park a file of tenant %s in slot %d: %w", m.Tenant, n, err)
+		}
+		claimed, err := b.claim(ctx, m.Tenant, n, owner)
+		if err != nil {
+			return 0, err
+		}
+		if owner == m.ID && (claimed || b.claimedBy(ctx, m.Tenant, n)) {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("park a file of tenant %s: other writers parked files %d times in a row", m.Tenant, maxParkRounds)
+}
+
+// claimedBy reports whether slot n was claimed by another writer (which adopted this writer's
+// object) since the read.
+func (b *Backlog) claimedBy(ctx context.Context, tenant string, n int64) bool {
+	st, err := b.State(ctx, tenant)
+	return err == nil && st.NextPark > n
+}
+
+// claim advances nextPark past slot n, whose object holds the message owner.
+func (b *Backlog) claim(ctx context.Context, tenant string, n int64, owner string) (bool, error) {
+	_, err := b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(b.Table),
+		Key:                       counterKey(tenant),
+		UpdateExpression:          aws.String("SET #p = :next, #l = :owner"),
+		ConditionExpression:       aws.String("#p = :n"),
+		ExpressionAttributeNames:  map[string]string{"#p": attrNextPark, "#l": attrLastParked},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(n), ":next": num(n + 1), ":owner": str(owner)},
+	})
+	if conditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim slot %d of tenant %s: %w", n, tenant, err)
+	}
+	return true, nil
+}
+
+// index records that tenant has parked files up to slot n.
+func (b *Backlog) index(ctx context.Context, tenant string, n int64) error {
+	_, err := b.DB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(b.Table),
+		Item: map[string]types.AttributeValue{
+			admission.AttrPK: str(indexPK), admission.AttrSK: str(indexSKPrefix + tenant),
+			attrTenant: str(tenant), attrSlot: num(n),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("index the parked files of tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// unindex drops the tenant from the index once every slot below next is unparked; a Park that
+// indexed a later slot meanwhile keeps it.
+func (b *Backlog) unindex(ctx context.Context, tenant string, next int64) error {
+	_, err := b.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(b.Table),
+		Key:                       key(indexPK, indexSKPrefix+tenant),
+		ConditionExpression:       aws.String("attribute_not_exists(#s) OR #s < :next"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrSlot},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":next": num(next)},
+	})
+	if err != nil && !conditionFailed(err) {
+		return fmt.Errorf("drop tenant %s from the index of parked files: %w", tenant, err)
+	}
+	return nil
+}
+
+// slot reads the parked file in slot n. found is false when it is absent.
+func (b *Backlog) slot(ctx context.Context, tenant string, n int64) (parkedFile, bool, error) {
+	out, err := b.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(tenant, n))})
+	var missing *s3types.NoSuchKey
+	if errors.As(err, &missing) {
+		return parkedFile{}, false, nil
+	}
+	if err != nil {
+		return parkedFile{}, false, fmt.Errorf("read parked file %d of tenant %s: %w", n, tenant, err)
+	}
+	defer out.Body.Close()
+	raw, err := io.ReadAll(out.Body)
+	if err != nil {
+		return parkedFile{}, false, fmt.Errorf("read parked file %d of tenant %s: %w", n, tenant, err)
+	}
+	var f parkedFile
+	if err := json.Unmarshal(raw, &f); err != nil || f.ID == "" {
+		return parkedFile{}, false, fmt.Errorf("parked file %d of tenant %s is not a parked message: %v", n, tenant, err)
+	}
+	return f, true, nil
+}
+
+// Released uncounts a deleted message of the tenant. Calling it again does nothing.
+func (b *Backlog) Released(ctx context.Context, tenant, id string) error {
+	_, err := b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(b.Table),
+		Key:                      counterKey(tenant),
+		UpdateExpression:         aws.String("REMOVE #q.#id"),
+		ConditionExpression:      aws.String("attribute_exists(#q.#id)"),
+		ExpressionAttributeNames: map[string]string{"#q": attrQueued, "#id": id},
+	})
+	if err != nil && !conditionFailed(err) {
+		return fmt.Errorf("uncount message %s of tenant %s: %w", id, tenant, err)
+	}
+	return nil
+}
+
+// ErrMissingParkedFile says a claimed slot has no object: someone deleted a parked file by hand.
+// The tenant's parked files hold until an operator repairs the backlog (docs/operations.md).
+var ErrMissingParkedFile = errors.New("parked file missing")
+
+// Drain sends the tenant's parked files, oldest first, while fewer than Max of its messages are
+// queued, and returns how many it sent. It stops at Max sends: more cannot fit.
+func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
+	sent := 0
+	for range b.Max + 1 {
+		st, err := b.read(ctx, tenant)
+		if err != nil {
+			return sent, err
+		}
+		n := st.NextUnpark
+		if n >= st.NextPark {
+			if sent == 0 {
+				return 0, nil // nothing was parked: no index write on every release
+			}
+			return sent, b.unindex(ctx, tenant, st.NextPark)
+		}
+		f, found, err := b.slot(ctx, tenant, n)
+		if err != nil {
+			return sent, err
+		}
+		if !found {
+			if again, err := b.State(ctx, tenant); err == nil && again.NextUnpark > n {
+				continue // another drain unparked it
+			}
+			return sent, fmt.Errorf("tenant %s, slot %d (%s): %w", tenant, n, ParkedKey(tenant, n), ErrMissingParkedFile)
+		}
+		if _, ok := st.queued[f.ID]; !ok && st.Queued >= b.Max {
+			return sent, nil
+		}
+		m := Message{Tenant: tenant, ID: f.ID, Body: f.Body}
+		err = b.setQueued(ctx, m, "#u = :n AND (attribute_exists(#q.#id) OR size(#q) < :max)", map[string]types.AttributeValue{":n": num(n)})
+		if conditionFailed(err) {
+			continue // full, or another drain moved on: look again
+		}
+		if err != nil {
+			return sent, fmt.Errorf("count parked file %d of tenant %s in the queue: %w", n, tenant, err)
+		}
+		if err := b.Send(ctx, m); err != nil {
+			return sent, err
+		}
+		sent++
+		_, err = b.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(b.Table),
+			Key:                       counterKey(tenant),
+			UpdateExpression:          aws.String("SET #u = :next"),
+			ConditionExpression:       aws.String("#u = :n"),
+			ExpressionAttributeNames:  map[string]string{"#u": attrNextUnpark},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(n), ":next": num(n + 1)},
+		})
+		if err != nil && !conditionFailed(err) {
+			return sent, fmt.Errorf("advance the parked files of tenant %s past slot %d: %w", tenant, n, err)
+		}
+		if _, err := b.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(tenant, n))}); err != nil {
+			return sent, fmt.Errorf("delete unparked file %d of tenant %s: %w", n, tenant, err)
+		}
+	}
+	return sent, nil
+}
+
+// Forget drops the tenant from the index of parked files when it has none: a drain that ended
+// before it could (a crash, a failed delete) left it there. The sweep calls it.
+func (b *Backlog) Forget(ctx context.Context, tenant string) error {
+	st, err := b.State(ctx, tenant)
+	if err != nil || st.Parked > 0 {
+		return err
+	}
+	return b.unindex(ctx, tenant, st.NextPark)
+}
+
+// Send puts a counted message on the pool queue in its tenant's message group. Its id is the
+// deduplication id, so a retried send within SQS's 5-minute deduplication interval is stored once
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/using-messagededuplicationid-property.html).
+func (b *Backlog) Send(ctx context.Context, m Message) error {
+	_, err := b.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(b.QueueURL), MessageBody: aws.String(m.Body),
+		MessageGroupId: aws.String(m.Tenant), MessageDeduplicationId: aws.String(m.ID),
+		MessageAttributes: Attributes(m.ID),
+	})
+	if err != nil {
+		return fmt.Errorf("send message %s of tenant %s to the pool queue: %w", m.ID, m.Tenant, err)
+	}
+	return nil
+}
+
+// Attributes are the message attributes of a counted message.
+func Attributes(id string) map[string]sqstypes.MessageAttributeValue {
+	return map[string]sqstypes.MessageAttributeValue{AttrMessageID: {DataType: aws.String("String"), StringValue: aws.String(id)}}
+}
+
+// Route admits m and returns true for the caller to send it, or parks it. After a park the
+// caller drains the tenant (a queue that emptied meanwhile takes its parked files at once); a
+// drain's failure is the tenant's alone, so it is no failure of m.
+func (b *Backlog) Route(ctx context.Context, m Message) (send bool, err error) {
+	ok, err := b.Admit(ctx, m)
+	if err != nil || ok {
+		return ok, err
+	}
+	_, err = b.Park(ctx, m)
+	return false, err
+}
+
+// Indexed lists up to limit tenants with parked files, from start (nil: the first), and where the
+// next page starts (nil: none).
+func (b *Backlog) Indexed(ctx context.Context, start map[string]types.AttributeValue, limit int) ([]string, map[string]types.AttributeValue, error) {
+	out, err := b.DB.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(b.Table),
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :sk)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": admission.AttrPK, "#sk": admission.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(indexPK), ":sk": str(indexSKPrefix)},
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(limit)),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the tenants with parked files: %w", err)
+	}
+	var ts []string
+	for _, it := range out.Items {
+		if s, ok := it[attrTenant].(*types.AttributeValueMemberS); ok {
+			ts = append(ts, s.Value)
+		}
+	}
+	return ts, out.LastEvaluatedKey, nil
+}
+
+func counterKey(tenant string) map[string]types.AttributeValue {
+	return key(CounterKey(tenant), counterSK)
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{admission.AttrPK: str(pk), admission.AttrSK: str(sk)}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func nOf(it map[string]types.AttributeValue, name string) int64 {
+	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func conditionFailed(err error) bool {
+	var c *types.ConditionalCheckFailedException
+	return errors.As(err, &c)
+}
+
+func preconditionFailed(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "PreconditionFailed"
+}
+
+// tenantID is a tenant id's pattern (the tenants file's rule for ids).
+var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// OnboardingTenant is the tenant a key under a pool's prefix belongs to by its path alone: a
+// pooled tenant's prefix is "<pool prefix><id>/", so the key's first path segment after the
+// pool's prefix, when it is a valid tenant id and the key goes on past it. ok is false for a key
+// that cannot be a tenant's file.
+func OnboardingTenant(poolPrefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, poolPrefix)
+	if !ok {
+		return "", false
+	}
+	id, file, ok := strings.Cut(rest, "/")
+	if !ok || file == "" || !tenantID.MatchString(id) {
+		return "", false
+	}
+	return id, true
+}
