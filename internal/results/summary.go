@@ -1,0 +1,89 @@
+package results
+
+import "time"
+
+// SummaryVersion is the version of summary.json's format.
+const SummaryVersion = 1
+
+// Summary is summary.json: what became of one file execution.
+type Summary struct {
+	Version   int    `json:"version"`
+	Tenant    string `json:"tenant"`
+	Tier      string `json:"tier"` // "silo" or "pool"
+	Execution string `json:"execution"`
+	// ExecutionARN is the file execution's ARN.
+	ExecutionARN string `json:"executionArn,omitempty"`
+	Source       Source `json:"source"`
+	// Status is the execution's: SUCCEEDED, FAILED, TIMED_OUT or ABORTED.
+	Status  string  `json:"status"`
+	Timings Timings `json:"timings"`
+	// The counts: records in the file (the header not counted), registered in the core system,
+	// rejected (by validation under skipRecord, or by the core system), and unprocessed (never
+	// sent, because the file failed or halted first). records = registered + rejected + unprocessed.
+	Records     int64 `json:"records"`
+	Registered  int64 `json:"registered"`
+	Rejected    int64 `json:"rejected"`
+	Unprocessed int64 `json:"unprocessed"`
+	// OnInvalidRecord is the tenant's policy the file ran under: failFile or skipRecord.
+	OnInvalidRecord string `json:"onInvalidRecord"`
+	// Failure is why the file failed, if it did.
+	Failure *Failure `json:"failure,omitempty"`
+	Files   Files    `json:"files"`
+}
+
+// Source is the object the file execution read.
+type Source struct {
+	Bucket  string `json:"bucket"`
+	Key     string `json:"key"`
+	Version string `json:"version,omitempty"`
+}
+
+// Timings are the file's moments, in UTC; a moment the file never reached is absent.
+type Timings struct {
+	Queued   *time.Time `json:"queued,omitempty"`
+	Admitted *time.Time `json:"admitted,omitempty"`
+	Started  *time.Time `json:"started,omitempty"`
+	Stopped  *time.Time `json:"stopped,omitempty"`
+}
+
+// Failure is a failed file's error: its Step Functions error name, message and, when the problem
+// is in the file, the physical line.
+type Failure struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Line    int64  `json:"line,omitempty"`
+}
+
+// Files are the s3:// URIs of the results files; an absent file has no entry.
+type Files struct {
+	Summary     string `json:"summary"`
+	Rejected    string `json:"rejected,omitempty"`
+	Unprocessed string `json:"unprocessed,omitempty"`
+}
+
+// The completion event, put on EventBridge once per file end (each replay and each redrive emits
+// its own).
+const (
+	EventSource     = "tenantpipeline"
+	EventDetailType = "File Processed"
+)
+
+// Event is the detail of a "File Processed" event.
+type Event struct {
+	// EventID is "<execution name>/<redrive count>": the same for every attempt to announce one end
+	// of one run, so a consumer that sees it twice drops the second.
+	EventID     string `json:"eventId"`
+	Tenant      string `json:"tenant"`
+	Tier        string `json:"tier"`
+	Source      Source `json:"source"`
+	Status      string `json:"status"`
+	Records     int64  `json:"records"`
+	Registered  int64  `json:"registered"`
+	Rejected    int64  `json:"rejected"`
+	Unprocessed int64  `json:"unprocessed"`
+	// Summary is the s3:// URI of the file's summary.json.
+	Summary      string   `json:"summary"`
+	Execution    string   `json:"execution"`
+	ExecutionARN string   `json:"executionArn"`
+	Failure      *Failure `json:"failure,omitempty"`
+}
