@@ -171,8 +171,10 @@ func (t *TenantPipeline) build() {
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 		t.allowList(register, tenant.Prefix)
 		// The manifests Split writes, and each segment's progress, which Register writes after
-		// every successful invocation and reads when a segment execution begins.
-		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		// every successful invocation and reads when a segment execution begins. A manifest is read
+		// by its version id in a versioned bucket, which needs s3:GetObjectVersion
+		// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 		if tenant.CoreSystem != nil {
 			grantAdaptiveLimit(register, tenant.CoreSystem)
 		}
