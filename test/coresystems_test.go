@@ -224,7 +224,8 @@ func TestSiloAdmissionGrants(t *testing.T) {
 }
 
 // Pool: the controller manages leases in the pool's table and its tenants' core system tables;
-// Register reads and updates each core system's adaptive limit; the router and Split get nothing.
+// Register reads and updates each core system's adaptive limit; the router only its backlog items;
+// Split gets nothing.
 // A pool whose tenants name no core system grants its controller its own table only.
 func TestPoolAdmissionGrants(t *testing.T) {
 	coreApp(t)
@@ -240,10 +241,15 @@ func TestPoolAdmissionGrants(t *testing.T) {
 	checkAdaptiveGrants(t, dynamoStatements(t, core.pool, "PoolRegister"), "ledger", "crm")
 	checkLeaseGrant(t, dynamoStatements(t, core.other, "PoolController"), []string{poolTable(core.other)})
 	for name, tpl := range map[string]map[string]any{"default": core.pool, "big": core.other} {
-		for _, part := range []string{"PoolRouter", "PoolSplit"} {
-			if s := dynamoStatements(t, tpl, part); len(s) != 0 {
-				t.Errorf("pool %s %s: got DynamoDB statements %s, want none", name, part, asJSON(s))
-			}
+		if s := dynamoStatements(t, tpl, "PoolSplit"); len(s) != 0 {
+			t.Errorf("pool %s PoolSplit: got DynamoDB statements %s, want none", name, asJSON(s))
+		}
+		// The router counts and parks each tenant's files in the pool's table (the bounded
+		// backlog), and may touch only those items, never a lease or a gate.
+		want := `[{"Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","dynamodb:Query"],` +
+			`"Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["queue#*","backlog"]}},"Effect":"Allow","Resource":{"Fn::GetAtt":["` + strings.TrimSuffix(strings.TrimPrefix(poolTable(tpl), "<GetAtt:"), ".Arn>") + `","Arn"]}}]`
+		if got := asJSON(dynamoStatements(t, tpl, "PoolRouter")); got != want {
+			t.Errorf("pool %s PoolRouter: got DynamoDB statements %s, want %s", name, got, want)
 		}
 	}
 	if s := dynamoStatements(t, core.other, "PoolRegister"); len(s) != 0 {
@@ -321,10 +327,16 @@ func TestAdmissionEnvironment(t *testing.T) {
 		}
 		for _, fn := range []string{"PoolRouter", "PoolRegister", "PoolSplit"} {
 			for _, name := range []string{pipeline.EnvCoreSystemTables, pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
+				if fn == "PoolRouter" && name == pipeline.EnvPoolAdmissionTable {
+					continue // the router's bounded backlog lives in the pool's table
+				}
 				if v, ok := env(t, core.pool, fn)[name]; ok {
 					t.Errorf("%s %s: got %v, want unset", fn, name, v)
 				}
 			}
+		}
+		if v := asJSON(env(t, core.pool, "PoolRouter")[pipeline.EnvPoolAdmissionTable]); !strings.HasPrefix(v, `{"Ref":"PoolAdmissionTable`) {
+			t.Errorf("PoolRouter %s: got %s, want the pool's table (the bounded backlog)", pipeline.EnvPoolAdmissionTable, v)
 		}
 		// pool-tenants.json rows: the core system without its table, the tenant's own rate.
 		s, err := pipeline.ParsePoolIndex(core.built.Pools["default"].SettingsFile)

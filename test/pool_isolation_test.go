@@ -90,21 +90,33 @@ func TestPoolIsolationStatements(t *testing.T) {
 		}
 	})
 
-	// (c) The controller may read every pooled tenant's pause marker, and list control/ so that a
-	// missing marker reads as absent (lambdas/controller/paused.go).
+	// (c) The controller reads a pooled tenant's pause marker, and lists control/<tenant>/ so that a
+	// missing marker reads as absent (lambdas/controller/paused.go), through a session of the
+	// tenant-scoped role tagged with the tenant: the grants are the tenant role's, named by the tag,
+	// and the controller may assume it.
 	t.Run("controller reads pause markers", func(t *testing.T) {
 		bucket := map[string]any{"Fn::ImportValue": "TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555"}
-		roles := map[string]any{"Roles": []any{map[string]any{"Ref": controllerRole}}}
+		tenantRole := idOf("AWS::IAM::Role", "PoolTenantRole")
+		roles := map[string]any{"Roles": []any{map[string]any{"Ref": tenantRole}}}
+		key := func(suffix string) map[string]any {
+			return map[string]any{"Fn::Join": []any{"", []any{bucket, "/control/${aws:PrincipalTag/tenant}/" + suffix}}}
+		}
 		asserted(t, func() {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
-				"Action": "s3:GetObject", "Effect": "Allow",
-				"Resource": map[string]any{"Fn::Join": []any{"", []any{bucket, "/control/*/paused.json"}}},
+				"Action": "s3:GetObject", "Effect": "Allow", "Resource": []any{key("skip/*"), key("paused.json")},
 			})
 		})
 		asserted(t, func() {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
 				"Action": "s3:ListBucket", "Effect": "Allow", "Resource": bucket,
-				"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": "control/*"}},
+				"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{
+					"pools/default/${aws:PrincipalTag/tenant}/*", "work/${aws:PrincipalTag/tenant}/*", "control/${aws:PrincipalTag/tenant}/*",
+				}}},
+			})
+		})
+		asserted(t, func() {
+			hasStatement(t, pool, "AWS::IAM::Policy", map[string]any{"Roles": []any{map[string]any{"Ref": controllerRole}}}, map[string]any{
+				"Action": []any{"sts:AssumeRole", "sts:TagSession"}, "Effect": "Allow", "Resource": getAtt(tenantRole),
 			})
 		})
 	})

@@ -131,31 +131,38 @@ func TestPoolPauseMarkerUnreadableHolds(t *testing.T) {
 		{"404 NoSuchKey: not paused", func(*fakeS3) {}, false, ""},
 		{"403 on a key the listing shows absent: not paused", func(s *fakeS3) { s.keyGetErrs[marker] = []error{denied} }, false, ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newPoolRig(t, nil)
-			tt.setup(r.s3)
-			resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-				poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			started := len(r.sfn.created) > 0
-			held := slices.ContainsFunc(resp.BatchItemFailures, func(f events.SQSBatchItemFailure) bool { return f.ItemIdentifier == "m1" })
-			if !tt.wantHeld {
-				if !started {
-					t.Errorf("got no execution started, want acme's file started: its marker is absent")
+	// Each case directly and through a tenant's session (tenantStore), which is how a pool
+	// controller with the tenant-scoped role reads the marker.
+	for _, sessions := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/sessions=%v", tt.name, sessions), func(t *testing.T) {
+				r := newPoolRig(t, nil)
+				if sessions {
+					r.p.tenantObjects = func(string) (objectStore, error) { return r.s3, nil }
 				}
-				return
-			}
-			if started || !held {
-				t.Errorf("got %d executions started, message kept %v; want none started and the message kept", len(r.sfn.created), held)
-			}
-			l := r.findLog(t, "ERROR", "pause marker could not be read")
-			if l["tenant"] != "acme" || !strings.Contains(fmt.Sprint(l["error"]), tt.wantError) {
-				t.Errorf("got log %v, want an ERROR naming tenant acme and %q", l, tt.wantError)
-			}
-		})
+				tt.setup(r.s3)
+				resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+					poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				started := len(r.sfn.created) > 0
+				held := slices.ContainsFunc(resp.BatchItemFailures, func(f events.SQSBatchItemFailure) bool { return f.ItemIdentifier == "m1" })
+				if !tt.wantHeld {
+					if !started {
+						t.Errorf("got no execution started, want acme's file started: its marker is absent")
+					}
+					return
+				}
+				if started || !held {
+					t.Errorf("got %d executions started, message kept %v; want none started and the message kept", len(r.sfn.created), held)
+				}
+				l := r.findLog(t, "ERROR", "pause marker could not be read")
+				if l["tenant"] != "acme" || !strings.Contains(fmt.Sprint(l["error"]), tt.wantError) {
+					t.Errorf("got log %v, want an ERROR naming tenant acme and %q", l, tt.wantError)
+				}
+			})
+		}
 	}
 }

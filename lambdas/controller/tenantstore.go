@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
@@ -34,3 +35,21 @@ func (s tenantStore) PutObject(ctx context.Context, in *s3.PutObjectInput, optFn
 	}
 	return c.PutObject(ctx, in, optFns...)
 }
+
+// ListObjectsV2 lists with the tenant's session: the tenant-scoped role may list only under the
+// tenant's own prefixes, which is where the pause marker's absence is checked (paused.go). Without
+// it a missing marker that S3 answers with 403 could never be told from an unreadable one, and
+// every pooled tenant would be held.
+func (s tenantStore) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	c, err := s.objects(s.tenant)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := c.(objectLister)
+	if !ok {
+		return nil, fmt.Errorf("tenant %q: the session's client cannot list objects", s.tenant)
+	}
+	return l.ListObjectsV2(ctx, in, optFns...)
+}
+
+var _ objectLister = tenantStore{}
