@@ -222,7 +222,10 @@ func TestScenarioParkingOnboardsATenant(t *testing.T) {
 	}
 	old := *settings
 	old.Tenants = slices.DeleteFunc(slices.Clone(old.Tenants), func(pt pipeline.PoolTenant) bool { return pt.ID() == "newco" })
-	js, _ := json.Marshal(old)
+	js, err := old.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	oldPath := filepath.Join(t.TempDir(), pipeline.PoolSettingsFile)
 	if err := os.WriteFile(oldPath, js, 0o644); err != nil {
 		t.Fatal(err)
