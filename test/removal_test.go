@@ -13,7 +13,7 @@ import (
 )
 
 // TestPoolRemovalNeedsConfirming: synth with a pooled tenant gone from the tenants file, or with
-// its prefix changed, fails before anything is built, with the drain steps; the context keys
+// its pool's prefix changed, fails before anything is built, with the drain steps; the context keys
 // removeTenants and moveTenants confirm them, and the confirmed removal leaves the assignment.
 func TestPoolRemovalNeedsConfirming(t *testing.T) {
 	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}}`
@@ -25,8 +25,9 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 	}{
 		{"removed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, nil,
 			`tenant "gone" is removed from pool default (stack TenantPipeline-Pool-default)`},
-		{"re-prefixed", `{"tenants": [{"id": "hooli", "tier": "pool", "prefix": "pools/default/h/"}, {"id": "gone", "tier": "pool"}]}`, nil,
-			`tenant "hooli"'s prefix changes from "pools/default/hooli/" to "pools/default/h/" in pool default`},
+		// A pooled tenant's prefix is "<pool prefix><id>/": it changes with its pool's prefix.
+		{"re-prefixed", `{"pools": {"default": {"prefix": "in/default/"}}, "tenants": [{"id": "hooli", "tier": "pool"}, {"id": "gone", "tier": "pool"}]}`, nil,
+			`pool default's prefix changes from "pools/default/" to "in/default/"`},
 		{"removal confirmed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, map[string]any{stacks.CtxRemoveTenants: "gone"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -113,6 +113,12 @@ func TestPoolTenantRole(t *testing.T) {
 					rs = []any{st["Resource"]}
 				}
 				for _, r := range rs {
+					// The parked files are the router's own state, the S3 events it could not queue
+					// yet (a key and its metadata, no file content), written before any tenant is
+					// known to the router and read back by the controller: pool-wide, like the queue.
+					if strings.HasSuffix(asJSON(r), `/control/*/parked/*"]]}`) {
+						continue
+					}
 					if tenantData(asJSON(r)) {
 						t.Errorf("%s: %s on %s: a function role grants tenant data without the tenant tag", fn, asJSON(st["Action"]), r)
 					}
