@@ -288,6 +288,10 @@ type SplitResult struct {
 	// passes $.header on by path.
 	Header   []string  `json:"header"`
 	Segments []Segment `json:"segments"`
+	// Rejected is the records that failed validation and were rejected (skipRecord; always 0 under
+	// failFile, whose invalid record fails the file). They count in Records and keep their
+	// numbers; Register skips them.
+	Rejected int64 `json:"rejected"`
 }
 
 // SegmentInput is the input of one segment execution.
