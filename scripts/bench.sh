@@ -5,6 +5,7 @@
 #
 #   split-csv-utf8: <MB/s> MB/s, peak <MB> MB; reference: <MB/s> MB/s; ratio <x>
 #   split-csv-cp932: …
+#   split-csv-utf8-skiprecord: <MB/s> MB/s, peak <MB> MB; failFile: <MB/s> MB/s; ratio <x>
 #
 #   pool-settings: <n> tenants, <MB> MB; start-up <ms> ms CPU, peak <MB> MB; lookup <µs> µs/key; reference …
 #
@@ -12,6 +13,9 @@
 # generated tenants (BENCH_POOL_TENANTS), beside the version 1 JSON load and linear scan measured
 # in the same run; it needs nothing from ../shared. Goals: start-up ≤ 100 ms CPU, peak ≤ 48 MB,
 # lookup ≤ 10 µs per key.
+#
+# The skiprecord line splits the UTF-8 file under onInvalidRecord skipRecord beside failFile, in the
+# same run; goal: ratio ≥ 0.9 (skipping costs at most 10 %).
 #
 # Goals: ratio ≥ 15 for UTF-8, peak RSS ≤ 64 MB. BENCH_BIG=1 also splits a ~1 GB file to show that
 # memory stays flat. BENCH_ROWS changes the row count (default 1,000,000). BENCH_STRICT=1 makes a
@@ -90,6 +94,13 @@ for enc in utf-8 cp932; do
   fi
   if awk -v p="$peak" 'BEGIN { exit !(p > 64) }'; then goal "$enc peak RSS $peak MB > 64 MB"; fi
 done
+
+file=$OUT/bench-$ROWS-utf-8$( ((have_ref)) || echo -go).csv
+fail=$("$OUT/splitbench" -on-invalid failFile "$file")
+skip=$("$OUT/splitbench" -on-invalid skipRecord "$file")
+ratio=$(awk -v a="$(field MBps "$skip")" -v b="$(field MBps "$fail")" 'BEGIN { printf "%.2f", a / b }')
+echo "split-csv-utf8-skiprecord: $(field MBps "$skip") MB/s, peak $(field maxrss_MB "$skip") MB; failFile: $(field MBps "$fail") MB/s; ratio $ratio"
+if awk -v r="$ratio" 'BEGIN { exit !(r < 0.9) }'; then goal "skipRecord ratio $ratio < 0.9"; fi
 
 if [[ ${BENCH_BIG:-0} == 1 ]]; then
   # ~8,000,000 rows ≈ 1 GB. splitbench -gen is much faster than gen_csv.py and the shape is the same.

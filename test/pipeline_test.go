@@ -404,7 +404,7 @@ func TestListBucketIsScopedToTheTenant(t *testing.T) {
 func TestDataPathPermissions(t *testing.T) {
 	sharedApp(t)
 	split := asJSON(policyStatements(t, "acme", "Split"))
-	for _, frag := range []string{`"s3:GetObject","s3:GetObjectVersion"`, `/inbox/acme/*`, `"s3:PutObject"`, `/work/acme/*`} {
+	for _, frag := range []string{`"s3:GetObject","s3:GetObjectVersion"`, `/inbox/acme/*`, `"s3:PutObject"`, `/work/acme/*`, `/results/acme/*`} {
 		if !strings.Contains(split, frag) {
 			t.Errorf("split policy lacks %s: %s", frag, split)
 		}
@@ -417,7 +417,7 @@ func TestDataPathPermissions(t *testing.T) {
 		if strings.Contains(res, "/work/") && acts != `["s3:GetObject","s3:GetObjectVersion","s3:PutObject"]` {
 			t.Errorf("acme register on work/: got actions %s, want [s3:GetObject s3:GetObjectVersion s3:PutObject]", acts)
 		}
-		if strings.Contains(acts, "s3:PutObject") && (!strings.Contains(res, "/work/acme/*") || strings.Contains(res, "/inbox/")) {
+		if strings.Contains(acts, "s3:PutObject") && (!strings.Contains(res, "/work/acme/*") || strings.Contains(res, "/inbox/") || strings.Contains(res, "/results/")) {
 			t.Errorf("acme register may put objects at %s, want only work/acme/*", res)
 		}
 	}

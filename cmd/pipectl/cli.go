@@ -40,6 +40,8 @@ commands:
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
+  validate TENANT FILE... [--out DIR] [--tenants FILE]
+                                          check local files as Split would, before upload (no AWS)
 
   completion bash|zsh|fish                 print the shell's completion script (subcommands, tenants)
 
@@ -224,7 +226,7 @@ func dispatch(cmd *cobra.Command, args []string, newOps newOpsFunc, stdout io.Wr
 }
 
 // runCommand parses a command's arguments (global flags included, wherever they stand) and runs it.
-func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc, stdout io.Writer) error {
+func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc, stdout io.Writer) (ret error) {
 	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -250,9 +252,14 @@ func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc
 
 	e := &env{g: g, newOps: newOps, out: stdout}
 	v, err := c.run(ctx, e, pos)
-	if err != nil {
+	if err != nil && !errors.Is(err, errNotAccepted) {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			ret = err // printed, then exit 1
+		}
+	}()
 	if g.json {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {

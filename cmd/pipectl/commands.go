@@ -63,6 +63,17 @@ TenantHeadRunning, TenantHeadQueued), the tenants whose value reached the alarm'
 (GetInsightRuleReport, at most 100 tenants a rule).
 
   --minutes N   the window, up to now (1-1440, default 15: the alarms' 3 periods)`},
+	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
+		short: "check local files as Split would, before upload",
+		long: `Reads each local FILE with the tenant's settings from the tenants file (format, encoding,
+delimiter, maxFieldBytes, onInvalidRecord, maxInvalidRecords) through the code Split runs, and
+prints per file its records, valid and rejected records and the verdict, then the first 10
+rejected records with their lines. Needs no AWS access. Exit status 0 if every file would be
+accepted, 1 if not.
+
+  --out DIR       write DIR/<file base name>.rejected.csv (.rejected.jsonl for JSON Lines) as
+                  results/ would hold it; with one FILE, also DIR/rejected.csv (rejected.jsonl)
+  --tenants FILE  the tenants file (default ./tenants.json)`},
 }
 
 // Command flags. Each command's flag set is new per run, so these hold one run's values.

@@ -28,9 +28,10 @@ func main() {
 	encoding := flag.String("encoding", pipeline.EncodingUTF8, "utf-8 or cp932")
 	format := flag.String("format", pipeline.FormatCSV, "csv or jsonl")
 	chunkSize := flag.Int("chunk-size", pipeline.DefaultChunkSize, "records per chunk")
+	onInvalid := flag.String("on-invalid", pipeline.OnInvalidFailFile, "failFile or skipRecord: the tenant's onInvalidRecord (skipRecord keeps each record's raw bytes until it is known valid)")
 	gen := flag.Int("gen", 0, "write a benchmark CSV of this many rows to the file instead of splitting it")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: splitbench [-encoding utf-8|cp932] [-format csv|jsonl] [-gen ROWS] FILE")
+		fmt.Fprintln(os.Stderr, "usage: splitbench [-encoding utf-8|cp932] [-format csv|jsonl] [-on-invalid failFile|skipRecord] [-gen ROWS] FILE")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -43,9 +44,9 @@ func main() {
 		err = generate(flag.Arg(0), *gen, *encoding)
 	} else {
 		var r result
-		if r, err = run(flag.Arg(0), records.Format{Kind: *format, Encoding: *encoding}, *chunkSize); err == nil {
-			fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f\n",
-				r.bytes, r.records, r.chunks, r.seconds, float64(r.bytes)/r.seconds/1e6, r.maxRSSMB)
+		if r, err = run(flag.Arg(0), pipeline.Tenant{Format: *format, Encoding: *encoding, OnInvalidRecord: *onInvalid}, *chunkSize); err == nil {
+			fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f rejected=%d\n",
+				r.bytes, r.records, r.chunks, r.seconds, float64(r.bytes)/r.seconds/1e6, r.maxRSSMB, r.rejected)
 		}
 	}
 	if err != nil {
@@ -56,13 +57,14 @@ func main() {
 
 type result struct {
 	bytes, records int64
+	rejected       int64
 	chunks         int
 	seconds        float64
 	maxRSSMB       float64
 }
 
-func run(path string, f records.Format, chunkSize int) (result, error) {
-	f, err := records.FormatOf(pipeline.Tenant{Format: f.Kind, Encoding: f.Encoding})
+func run(path string, t pipeline.Tenant, chunkSize int) (result, error) {
+	f, err := records.FormatOf(t)
 	if err != nil {
 		return result{}, err
 	}
@@ -77,7 +79,8 @@ func run(path string, f records.Format, chunkSize int) (result, error) {
 	}
 	boundaries := 0
 	start := time.Now()
-	sum, err := records.Split(file, f, chunkSize, func(int64) error { boundaries++; return nil })
+	// records.Scan is Split's call: SplitCut under failFile, SplitCutSkip under skipRecord.
+	sum, _, err := records.Scan(file, f, records.Cut{Records: chunkSize}, records.PolicyOf(t), func(pipeline.Boundary) error { boundaries++; return nil })
 	seconds := time.Since(start).Seconds()
 	if err != nil {
 		return result{}, err
@@ -90,7 +93,7 @@ func run(path string, f records.Format, chunkSize int) (result, error) {
 		return result{}, err
 	}
 	// Linux reports ru_maxrss in KiB.
-	return result{bytes: info.Size(), records: sum.Records, chunks: sum.Chunks, seconds: seconds, maxRSSMB: float64(ru.Maxrss) / 1024}, nil
+	return result{bytes: info.Size(), records: sum.Records, rejected: sum.Invalid, chunks: sum.Chunks, seconds: seconds, maxRSSMB: float64(ru.Maxrss) / 1024}, nil
 }
 
 // generate writes rows like gen_csv.py does; the bytes differ, the shape does not.

@@ -4,19 +4,20 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // TestGenerateAndRun checks that the generated file is valid input and that run measures a real
 // split of it.
 func TestGenerateAndRun(t *testing.T) {
-	for _, enc := range []string{"utf-8", "cp932"} {
-		t.Run(enc, func(t *testing.T) {
+	for _, c := range []struct{ enc, policy string }{{"utf-8", "failFile"}, {"cp932", "failFile"}, {"utf-8", "skipRecord"}, {"cp932", "skipRecord"}} {
+		enc := c.enc
+		t.Run(enc+"/"+c.policy, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "bench.csv")
 			if err := generate(path, 250, enc); err != nil {
 				t.Fatal(err)
 			}
-			r, err := run(path, records.Format{Kind: "csv", Encoding: enc}, 100)
+			r, err := run(path, pipeline.Tenant{Format: "csv", Encoding: enc, OnInvalidRecord: c.policy}, 100)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -144,7 +144,7 @@ func TestTenantConvertsEveryField(t *testing.T) {
 func TestTenantDefaults(t *testing.T) {
 	got := Tenant{ID: "acme"}.WithDefaults()
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version"}
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", OnInvalidRecord: "failFile"}
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

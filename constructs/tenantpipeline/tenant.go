@@ -64,6 +64,14 @@ type Tenant struct {
 	// system, the tenant goes at most at the lower of the two rates. Default: 0, no limit of the
 	// tenant's own.
 	MaxRecordsPerSecond float64
+	// OnInvalidRecord is "failFile" (a record that fails validation fails the whole file before
+	// anything is written) or "skipRecord" (it is rejected, and the others are registered in order).
+	// Default: "failFile".
+	OnInvalidRecord string
+	// MaxInvalidRecords is how many invalid records a skipRecord file may have, 1 to 100,000; a
+	// file with more fails before anything is written. skipRecord only. Default: 1,000 under
+	// skipRecord (0 means the default).
+	MaxInvalidRecords int
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -128,6 +136,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
 		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
 	}
 }
 
@@ -138,6 +147,7 @@ func (t Tenant) internal() tenants.Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
 		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
 	}
 }
 

@@ -45,6 +45,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/workflows"
 )
 
@@ -157,6 +158,9 @@ func (t *TenantPipeline) build() {
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 	t.allowList(t.Split, tenant.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+	// A skipRecord file's rejected records, which Split writes under the file's results folder
+	// before its manifest.
+	t.allowS3(t.Split, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
 
 	t.SinkTable = t.sinkTable()
 	t.Register = p.RegisterFunction

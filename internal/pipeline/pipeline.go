@@ -119,6 +119,39 @@ type Tenant struct {
 	// MaxRecordsPerSecond bounds the tenant's own records per second. Zero: only its core
 	// system's limit, if any.
 	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+	// OnInvalidRecord is OnInvalidFailFile (empty means this) or OnInvalidSkipRecord.
+	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
+	// MaxInvalidRecords is how many invalid records a skipRecord file may have; more fail it.
+	// Zero means DefaultMaxInvalidRecords under skipRecord.
+	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
+}
+
+// What a tenant's file does with a record that fails validation: fail the whole file before
+// anything is written (failFile), or reject the record and register the others (skipRecord).
+const (
+	OnInvalidFailFile   = "failFile"
+	OnInvalidSkipRecord = "skipRecord"
+
+	// DefaultMaxInvalidRecords is a skipRecord tenant's maxInvalidRecords when it sets none.
+	DefaultMaxInvalidRecords = 1000
+	// MaxMaxInvalidRecords bounds maxInvalidRecords: Split holds the rejected records of a file in
+	// memory until it writes them, before the manifest.
+	MaxMaxInvalidRecords = 100000
+)
+
+// SkipsInvalid reports whether the tenant's invalid records are rejected one by one (skipRecord).
+func (t Tenant) SkipsInvalid() bool { return t.OnInvalidRecord == OnInvalidSkipRecord }
+
+// InvalidLimit is how many invalid records a file of the tenant may have: 0 under failFile,
+// maxInvalidRecords (defaulted) under skipRecord.
+func (t Tenant) InvalidLimit() int {
+	switch {
+	case !t.SkipsInvalid():
+		return 0
+	case t.MaxInvalidRecords == 0:
+		return DefaultMaxInvalidRecords
+	}
+	return t.MaxInvalidRecords
 }
 
 // AdmissionWeight is the tenant's weight, defaulted.
@@ -255,6 +288,10 @@ type SplitResult struct {
 	// passes $.header on by path.
 	Header   []string  `json:"header"`
 	Segments []Segment `json:"segments"`
+	// Rejected is the records that failed validation and were rejected (skipRecord; always 0 under
+	// failFile, whose invalid record fails the file). They count in Records and keep their
+	// numbers; Register skips them.
+	Rejected int64 `json:"rejected"`
 }
 
 // SegmentInput is the input of one segment execution.

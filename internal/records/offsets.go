@@ -33,6 +33,41 @@ type counter struct {
 	check      *textCheck
 	blanks     *blankLines // CSV text only
 	limitBlank int64       // blanks.n when the limit was set
+	kept       *keptBytes  // nil: the bytes read are not kept
+}
+
+// keptBytes holds the bytes a counter has read from offset from on, so that a skipped record's
+// original bytes can be copied out once the parser has found it invalid. release drops what lies
+// before a record end, so only the current record and the read-ahead are ever held.
+type keptBytes struct {
+	buf   []byte
+	start int   // buf[start:] holds the bytes from offset from
+	from  int64 // the offset of buf[start]
+}
+
+func (k *keptBytes) add(b []byte) {
+	if k.start > 0 && k.start >= len(k.buf)/2 {
+		k.buf = k.buf[:copy(k.buf, k.buf[k.start:])]
+		k.start = 0
+	}
+	k.buf = append(k.buf, b...)
+}
+
+// release drops the bytes before offset off.
+func (k *keptBytes) release(off int64) {
+	if d := off - k.from; d > 0 {
+		k.start += int(min(d, int64(len(k.buf)-k.start)))
+		k.from = off
+	}
+}
+
+// between copies the bytes of offsets [from, to); both must lie in what is kept.
+func (k *keptBytes) between(from, to int64) ([]byte, error) {
+	if from < k.from || to < from || to-k.from > int64(len(k.buf)-k.start) {
+		return nil, fmt.Errorf("bytes %d-%d are not kept (kept from %d, %d bytes)", from, to, k.from, len(k.buf)-k.start)
+	}
+	i := int64(k.start) + from - k.from
+	return append([]byte(nil), k.buf[i:i+to-from]...), nil
 }
 
 // setLimit lets the reader run to offset limit, plus the bytes of any blank lines it reads from now.
@@ -73,6 +108,9 @@ func (c *counter) Read(p []byte) (int, error) {
 	}
 	if c.check != nil {
 		c.check.scan(p[:n])
+	}
+	if c.kept != nil {
+		c.kept.add(p[:n])
 	}
 	c.n += int64(n)
 	if err == io.EOF {
@@ -255,6 +293,40 @@ func (m *rawOffsets) compact() {
 type text struct {
 	in      *counter
 	offsets *rawOffsets
+	raw     *counter // the counter whose offsets are raw offsets (less the BOM for UTF-8)
+}
+
+// keep starts keeping the raw bytes read from now on, for rawBetween.
+func (t *text) keep() { t.raw.kept = &keptBytes{from: t.raw.n} }
+
+// rawAt is the raw offset of decoded offset off, in the raw counter's terms; calls in
+// non-decreasing order of off, as rawOffsets.at.
+func (t *text) rawAt(off int64) (int64, error) {
+	raw, err := t.offsets.at(off)
+	return raw - t.offsets.base, err
+}
+
+// release lets go of the raw bytes before decoded offset off, a record end.
+func (t *text) release(off int64) error {
+	raw, err := t.rawAt(off)
+	if err == nil {
+		t.raw.kept.release(raw)
+	}
+	return err
+}
+
+// rawBetween is the raw bytes of decoded offsets [from, to), both record ends (or the text's
+// start or end), from which keep was on.
+func (t *text) rawBetween(from, to int64) ([]byte, error) {
+	a, err := t.rawAt(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := t.rawAt(to)
+	if err != nil {
+		return nil, err
+	}
+	return t.raw.kept.between(a, b)
 }
 
 // openText decodes CP932, strips a UTF-8 BOM when bom is set (at the start of a file, never of a
@@ -279,11 +351,11 @@ func openText(r io.Reader, f Format, bom bool) (*text, error) {
 			return nil, err
 		}
 		in := &counter{r: br, check: &textCheck{}, blanks: f.blankLines()}
-		return &text{in: in, offsets: &rawOffsets{base: base}}, nil
+		return &text{in: in, offsets: &rawOffsets{base: base}, raw: in}, nil
 	}
 	raw := &counter{r: newBufReader(r), lfs: true}
 	in := &counter{r: f.decode(raw), lfs: true, check: &textCheck{cp932: true}, blanks: f.blankLines()}
-	return &text{in: in, offsets: &rawOffsets{raw: raw, decoded: in}}, nil
+	return &text{in: in, offsets: &rawOffsets{raw: raw, decoded: in}, raw: raw}, nil
 }
 
 // blankLines tracks blank lines for a CSV text; JSON Lines are read line by line, so a blank line

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,17 +65,63 @@ var ErrTooManyRecords = errors.New("the range holds more records than the chunk"
 // more, so a wrong range cannot make it buffer without limit. It checks every record as Split did, so a range of a
 // changed object fails rather than registering different data.
 func ParseRange(r io.Reader, f Format, header []string, first, max int64) ([]Record, error) {
+	return ParseRangeSkip(r, f, header, first, max, nil)
+}
+
+// ParseRangeSkip is ParseRange that, when skip is set, reports each invalid record to skip (with
+// Line 0) and goes on, as SplitCutSkip does: the records it returns are the valid ones, with their
+// numbers in the file, and max bounds the valid and the skipped together.
+func ParseRangeSkip(r io.Reader, f Format, header []string, first, max int64, skip Skip) ([]Record, error) {
 	t, err := openText(r, f, false)
 	if err != nil {
 		return nil, err
 	}
-	if f.Kind == pipeline.FormatJSONL {
-		return parseJSONL(t, f, first, max)
+	if skip != nil {
+		t.keep()
 	}
-	return parseCSV(t, f, header, first, max)
+	p := &ranger{text: t, skip: skip}
+	if f.Kind == pipeline.FormatJSONL {
+		return p.parseJSONL(f, first, max)
+	}
+	return p.parseCSV(f, header, first, max)
 }
 
-func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, error) {
+// ranger is the state of one ParseRangeSkip.
+type ranger struct {
+	*text
+	skip    Skip
+	skipped int64
+	end     int64 // decoded offset of the last record's end
+}
+
+// reject reports record n, which failed with e and ends at decoded offset off, or fails the range
+// with e without a Skip.
+func (p *ranger) reject(e *Error, off int64) error {
+	if p.skip == nil {
+		return e
+	}
+	raw, err := p.rawBetween(p.end, off)
+	if err != nil {
+		return err
+	}
+	p.skipped++
+	if err := p.skip(Invalid{Record: e.Record, Reason: e.Reason, Raw: trimRecord(raw)}); err != nil {
+		return err
+	}
+	return p.done(off)
+}
+
+// done notes a record end at decoded offset off.
+func (p *ranger) done(off int64) error {
+	p.end = off
+	if p.skip == nil {
+		return nil
+	}
+	return p.release(off)
+}
+
+func (p *ranger) parseCSV(f Format, header []string, first, max int64) ([]Record, error) {
+	t := p.text
 	if len(header) == 0 {
 		return nil, fmt.Errorf("a CSV range needs the file's header")
 	}
@@ -88,46 +135,86 @@ func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, e
 		if err == io.EOF {
 			return recs, nil
 		}
+		if int64(len(recs))+p.skipped == max && (err == nil || p.skip != nil && errors.As(err, new(*csv.ParseError))) {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
+		}
 		if err != nil {
 			if errors.Is(err, errRecordTooLarge) {
 				return nil, &Error{Record: n, Reason: fmt.Sprintf("record is longer than %d bytes", recCap)}
 			}
-			return nil, csvParseError(err, n)
-		}
-		if int64(len(recs)) == max {
-			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
-		}
-		for i, v := range rec {
-			if len(v) > f.MaxFieldBytes {
-				return nil, &Error{Record: n, Reason: fmt.Sprintf("field %d is %d bytes, over the %d-byte limit", i+1, len(v), f.MaxFieldBytes)}
+			err = csvParseError(err, n)
+			var e *Error
+			if !errors.As(err, &e) {
+				return nil, err
 			}
-			if !f.validText(v) {
-				return nil, &Error{Record: n, Reason: fmt.Sprintf("field %d has bytes that are not valid %s", i+1, f.Encoding)}
+			if err := p.reject(e, cr.InputOffset()); err != nil {
+				return nil, err
 			}
+			continue
+		}
+		if e := f.checkRecord(rec, n); e != nil {
+			if err := p.reject(e, cr.InputOffset()); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := p.done(cr.InputOffset()); err != nil {
+			return nil, err
 		}
 		recs = append(recs, Record{Number: n, Fields: rec})
 	}
 }
 
-func parseJSONL(t *text, f Format, first, max int64) ([]Record, error) {
-	lr := &lineReader{r: newBufReader(t.in), max: f.MaxFieldBytes}
+// checkRecord checks the fields of CSV record n as Split does.
+func (f Format) checkRecord(rec []string, n int64) *Error {
+	for i, v := range rec {
+		if len(v) > f.MaxFieldBytes {
+			return &Error{Record: n, Reason: fmt.Sprintf("field %d is %d bytes, over the %d-byte limit", i+1, len(v), f.MaxFieldBytes)}
+		}
+		if !f.validText(v) {
+			return &Error{Record: n, Reason: fmt.Sprintf("field %d has bytes that are not valid %s", i+1, f.Encoding)}
+		}
+	}
+	return nil
+}
+
+func (p *ranger) parseJSONL(f Format, first, max int64) ([]Record, error) {
+	lr := &lineReader{r: newBufReader(p.in), max: f.MaxFieldBytes}
 	var recs []Record
+	var off int64
 	for n := first; ; {
-		b, _, err := lr.next()
+		b, size, err := lr.next()
 		if err == io.EOF {
 			return recs, nil
 		}
 		if err != nil {
 			return nil, lineError(err, 0, n, f)
 		}
+		start := off
+		off += int64(size)
 		if blank(b) {
 			continue
 		}
+		full := int64(len(recs))+p.skipped == max
 		if err := checkJSONLine(b, f, true); err != nil {
-			return nil, lineError(err, 0, n, f)
+			if p.skip == nil {
+				return nil, lineError(err, 0, n, f)
+			}
+			if full {
+				return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
+			}
+			p.end = start // the record's bytes start at its own line
+			if err := p.reject(lineError(err, 0, n, f).(*Error), off); err != nil {
+				return nil, err
+			}
+			n++
+			continue
 		}
-		if int64(len(recs)) == max {
+		if full {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
+		}
+		if err := p.done(off); err != nil {
+			return nil, err
 		}
 		recs = append(recs, Record{Number: n, JSON: append(json.RawMessage(nil), b...)})
 		n++

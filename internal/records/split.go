@@ -16,9 +16,46 @@ import (
 // Summary is what a scan of a whole file found.
 type Summary struct {
 	Header  []string // CSV field names; nil for JSON Lines
-	Records int64    // data records (the CSV header is not one)
+	Records int64    // data records (the CSV header is not one), the skipped ones included
 	Chunks  int
+	// Invalid is the records skipped as invalid (SplitCutSkip); always 0 without a Skip.
+	Invalid int64
+	// RawHeader is the CSV header line as in the file, in its encoding, without the BOM or the
+	// line ending; SplitCutSkip only.
+	RawHeader []byte
 }
+
+// Invalid is a record that failed validation and that a scan with a Skip went on past.
+type Invalid struct {
+	// Line is the physical line (from 1) where the record starts. ParseRangeSkip reads one range
+	// and knows no lines: it leaves Line 0.
+	Line int64
+	// Record is the record's number in the file: a skipped record keeps its number, and the next
+	// record keeps its own.
+	Record int64
+	// Reason is one sentence, without record contents.
+	Reason string
+	// Raw is the record's original bytes, in the file's encoding, without its line ending.
+	Raw []byte
+}
+
+// Skip receives every invalid record of a scan, in record order. With a Skip, a scan goes on past
+// a record that fails validation instead of failing the file; an error Skip returns ends the scan
+// and is returned as is.
+//
+// What is skipped is one record: a CSV record of the wrong field count, with a field over
+// maxFieldBytes, with bytes not valid in the file's encoding, or with a stray or missing quote; a
+// JSON line that is not valid JSON, not an object, or not valid text. The file still fails, in
+// both modes, for what no record boundary can contain: a bad header, a CSV record longer than its
+// bound (Format.recordCap) or a JSON line over maxFieldBytes (the parser cannot tell where it
+// ends without buffering it), and a record too large for a batch on its own.
+//
+// Resynchronisation after a malformed CSV record is encoding/csv's: on a quoting error it drops the
+// rest of the physical line where it gave up, so the next record starts on the next line. A quote
+// opened and never closed therefore makes the rest of the file one invalid record (or, past the
+// record bound, fails the file). Split and Register parse the same bytes with the same reader from
+// the same record boundaries, so both skip exactly the same records.
+type Skip func(Invalid) error
 
 // Split reads a whole file once, validates every record, and reports chunk boundaries as offsets
 // into the raw bytes of r: first where the data starts (after the BOM and the CSV header), then
@@ -44,6 +81,13 @@ type Cut struct {
 // number of the first record after it (Records+1 for the last). A record whose encoding alone is
 // over cut.Bytes fails the file with an *Error naming its line.
 func SplitCut(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundary) error) (Summary, error) {
+	return SplitCutSkip(r, f, cut, boundary, nil)
+}
+
+// SplitCutSkip is SplitCut that, when skip is set, reports each invalid record to skip and goes
+// on. A skipped record counts as one record of its chunk (its number is taken), and adds no bytes
+// to a chunk cut by bytes.
+func SplitCutSkip(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundary) error, skip Skip) (Summary, error) {
 	if cut.Records < 1 {
 		return Summary{}, fmt.Errorf("chunk size %d must be at least 1", cut.Records)
 	}
@@ -54,7 +98,10 @@ func SplitCut(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundary) e
 	if err != nil {
 		return Summary{}, err
 	}
-	s := &splitter{text: t, f: f, chunkSize: int64(cut.Records), maxBytes: cut.Bytes, boundary: boundary}
+	s := &splitter{text: t, f: f, chunkSize: int64(cut.Records), maxBytes: cut.Bytes, boundary: boundary, skip: skip}
+	if skip != nil {
+		t.keep()
+	}
 	if f.Kind == pipeline.FormatJSONL {
 		err = s.jsonl()
 	} else {
@@ -63,7 +110,7 @@ func SplitCut(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundary) e
 	if err != nil {
 		return Summary{}, err
 	}
-	return Summary{Header: s.header, Records: s.records, Chunks: s.chunks}, nil
+	return Summary{Header: s.header, Records: s.records, Chunks: s.chunks, Invalid: s.invalid, RawHeader: s.rawHeader}, nil
 }
 
 type splitter struct {
@@ -79,6 +126,54 @@ type splitter struct {
 	bytes     int64 // the current chunk's records as a JSON array
 	end       int64 // decoded offset just past the last record
 	recCap    int64 // CSV: the longest a record may be
+	skip      Skip
+	invalid   int64
+	rawHeader []byte
+}
+
+// reject handles a record that failed validation with e, starting on line and ending at decoded
+// offset off: without a Skip it fails the file with e; with one, the record is reported, counted
+// in its chunk, and the scan goes on.
+func (s *splitter) reject(e *Error, line, off int64) error {
+	if s.skip == nil {
+		return e
+	}
+	raw, err := s.rawBetween(s.end, off)
+	if err != nil {
+		return err
+	}
+	s.records++
+	s.invalid++
+	if err := s.skip(Invalid{Line: line, Record: s.records, Reason: e.Reason, Raw: trimRecord(raw)}); err != nil {
+		return err
+	}
+	s.end = off
+	if s.inChunk == 0 {
+		s.bytes = 1
+	}
+	s.inChunk++
+	if err := s.release(off); err != nil {
+		return err
+	}
+	if s.inChunk == s.chunkSize {
+		s.chunks++
+		s.inChunk, s.bytes = 0, 0
+		return s.cut(off)
+	}
+	return nil
+}
+
+// trimRecord is a record's raw bytes without the blank lines before it (encoding/csv skips them)
+// and its line ending. 0x0A and 0x0D are never part of a CP932 double-byte character.
+func trimRecord(b []byte) []byte {
+	for len(b) > 0 && (b[0] == '\n' || b[0] == '\r') {
+		if b[0] == '\r' && (len(b) < 2 || b[1] != '\n') {
+			break
+		}
+		b = bytes.TrimPrefix(bytes.TrimPrefix(b, []byte("\r")), []byte("\n"))
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
 // started reports the first boundary.
@@ -119,6 +214,11 @@ func (s *splitter) fits(size, line int64) error {
 func (s *splitter) recorded(off, size int64) error {
 	s.records++
 	s.end = off
+	if s.skip != nil {
+		if err := s.release(off); err != nil {
+			return err
+		}
+	}
 	if s.inChunk == 0 {
 		s.bytes = 1 // "["
 	}
@@ -179,6 +279,13 @@ func (s *splitter) csv() error {
 		return err
 	}
 	s.header = append([]string(nil), rec...)
+	if s.skip != nil {
+		raw, err := s.rawBetween(0, cr.InputOffset())
+		if err != nil {
+			return err
+		}
+		s.rawHeader = trimRecord(raw)
+	}
 	if err := s.started(cr.InputOffset()); err != nil {
 		return err
 	}
@@ -186,40 +293,66 @@ func (s *splitter) csv() error {
 	s.recCap = s.f.recordCap(width)
 	// endLine is the physical line the last record ended on, for records too large to parse.
 	lastLine, _ := cr.FieldPos(width - 1)
-	last := rec[width-1]
+	endLine := int64(lastLine + strings.Count(rec[width-1], "\n"))
 	for {
 		s.in.setLimit(cr.InputOffset() + s.recCap + bufSize)
 		rec, err := cr.Read()
 		if err == io.EOF {
-			if s.in.check.bad {
-				// Unreachable while every undecodable byte lands in some field; kept so that a
-				// gap there fails the file instead of passing bad bytes on.
-				return &Error{Line: int64(lastLine+strings.Count(last, "\n")) + 1, Reason: fmt.Sprintf("the file has bytes that are not valid %s", s.f.Encoding)}
+			if s.in.check.bad && s.invalid == 0 {
+				// Unreachable while every undecodable byte lands in some field (or in a skipped
+				// record); kept so that a gap there fails the file instead of passing bad bytes on.
+				return &Error{Line: endLine + 1, Reason: fmt.Sprintf("the file has bytes that are not valid %s", s.f.Encoding)}
 			}
 			return s.finished()
 		}
 		if pe := (*csv.ParseError)(nil); errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
-			return &Error{Line: int64(pe.StartLine), Reason: fmt.Sprintf("record has %d fields, the header has %d", len(rec), width)}
+			if len(rec) > 0 {
+				l, _ := cr.FieldPos(len(rec) - 1)
+				endLine = int64(l + strings.Count(rec[len(rec)-1], "\n"))
+			}
+			e := &Error{Line: int64(pe.StartLine), Reason: fmt.Sprintf("record has %d fields, the header has %d", len(rec), width)}
+			if err := s.reject(e, int64(pe.StartLine), cr.InputOffset()); err != nil {
+				return err
+			}
+			continue
 		}
 		if err != nil {
-			return s.csvError(err, cr, rec, int64(lastLine+strings.Count(last, "\n")))
+			ferr := s.csvError(err, cr, rec, endLine)
+			var pe *csv.ParseError
+			if !errors.As(err, &pe) || errors.Is(err, errRecordTooLarge) {
+				return ferr
+			}
+			// encoding/csv dropped the rest of the line where it gave up: the next record starts
+			// on the next line.
+			endLine = int64(pe.Line)
+			if err := s.reject(ferr.(*Error), int64(pe.StartLine), cr.InputOffset()); err != nil {
+				return err
+			}
+			continue
 		}
+		line, _ := cr.FieldPos(0)
+		lastLine, _ = cr.FieldPos(width - 1)
+		endLine = int64(lastLine + strings.Count(rec[width-1], "\n"))
 		if err := s.checkFields(cr, rec); err != nil {
-			return err
+			var e *Error
+			if !errors.As(err, &e) {
+				return err
+			}
+			if err := s.reject(e, int64(line), cr.InputOffset()); err != nil {
+				return err
+			}
+			continue
 		}
 		size, err := s.csvSize(rec)
 		if err != nil {
 			return err
 		}
-		line, _ := cr.FieldPos(0)
 		if err := s.fits(size, int64(line)); err != nil {
 			return err
 		}
 		if err := s.recorded(cr.InputOffset(), size); err != nil {
 			return err
 		}
-		lastLine, _ = cr.FieldPos(width - 1)
-		last = rec[width-1]
 	}
 }
 
@@ -340,7 +473,7 @@ func (s *splitter) jsonl() error {
 	for line := int64(1); ; line++ {
 		b, n, err := lr.next()
 		if err == io.EOF {
-			if s.in.check.bad {
+			if s.in.check.bad && s.invalid == 0 {
 				return &Error{Line: line, Reason: fmt.Sprintf("the file has bytes that are not valid %s", s.f.Encoding)}
 			}
 			return s.finished()
@@ -348,12 +481,19 @@ func (s *splitter) jsonl() error {
 		if err != nil {
 			return lineError(err, line, 0, s.f)
 		}
+		start := off
 		off += int64(n)
 		if blank(b) {
 			continue
 		}
 		if err := checkJSONLine(b, s.f, s.in.check.bad); err != nil {
-			return lineError(err, line, 0, s.f)
+			e := lineError(err, line, 0, s.f).(*Error)
+			// The record's bytes start at its own line, not after the blank lines before it.
+			s.end = start
+			if err := s.reject(e, line, off); err != nil {
+				return err
+			}
+			continue
 		}
 		size, err := s.jsonSize(b)
 		if err != nil {

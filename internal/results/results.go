@@ -33,6 +33,24 @@ const (
 	UnprocessedJSONL = "unprocessed.jsonl"
 )
 
+// The rejection parts of an execution, under its results folder: the rejections found before the
+// end of the file, one results.Rejection as JSON per line, in record order. They are assembled into
+// rejected.csv or rejected.jsonl at the end of the file. Split writes SplitPart (every validation
+// rejection of a skipRecord file, possibly none) and, for a CSV file, HeaderPart (the file's raw
+// header line, without its line ending), both before the manifest: a manifest implies its parts.
+const (
+	PartsDir   = "parts/"
+	SplitPart  = PartsDir + "split.jsonl"
+	HeaderPart = PartsDir + "header"
+)
+
+// AppendPart appends one line of a rejection part: r as JSON (Raw in base64, as encoding/json
+// writes a []byte), then "\n".
+func AppendPart(dst []byte, r Rejection) []byte {
+	b, _ := json.Marshal(r) // a Rejection always marshals
+	return append(append(dst, b...), '\n')
+}
+
 // Extra CSV columns after a record's own.
 const (
 	ColumnLine   = "_line"

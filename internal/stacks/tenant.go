@@ -14,6 +14,7 @@ func pipelineTenant(t tenants.Tenant, coreSystems map[string]*tenantpipeline.Cor
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDB(t.DynamoDB),
 		CoreSystem: coreSystems[t.CoreSystem], Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
 	}
 }
 

@@ -95,6 +95,14 @@ type Tenant struct {
 	// MaxRecordsPerSecond bounds the tenant's own records per second, above 0. Default: no limit
 	// of its own (its core system's, if any).
 	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+	// OnInvalidRecord is "failFile" (a record that fails validation fails the whole file before
+	// anything is written) or "skipRecord" (it is rejected, and the others are registered in order).
+	// Default: "failFile".
+	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
+	// MaxInvalidRecords is how many invalid records a skipRecord file may have, 1 to 100,000; a
+	// file with more fails before anything is written. skipRecord only. Default: 1,000 under
+	// skipRecord.
+	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -448,6 +456,10 @@ func (t Tenant) WithDefaults() Tenant {
 	}
 	t.OnFailure = cmpOr(t.OnFailure, pipeline.OnFailureContinue)
 	t.IdempotencyKey = cmpOr(t.IdempotencyKey, pipeline.IdempotencyObjectVersion)
+	t.OnInvalidRecord = cmpOr(t.OnInvalidRecord, pipeline.OnInvalidFailFile)
+	if t.OnInvalidRecord == pipeline.OnInvalidSkipRecord && t.MaxInvalidRecords == 0 {
+		t.MaxInvalidRecords = pipeline.DefaultMaxInvalidRecords
+	}
 	t = t.sinkDefaults()
 	return t
 }
@@ -556,6 +568,19 @@ func (t Tenant) check(u unreadable) error {
 	if !slices.Contains([]string{pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion}, t.IdempotencyKey) {
 		bad("idempotencyKey", "%q is invalid: use %q or %q", t.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
 	}
+	switch t.OnInvalidRecord {
+	case pipeline.OnInvalidFailFile:
+		if t.MaxInvalidRecords != 0 {
+			bad("maxInvalidRecords", "%d is set, but onInvalidRecord is %q, which fails the file at its first invalid record; set onInvalidRecord to %q or leave maxInvalidRecords out",
+				t.MaxInvalidRecords, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)
+		}
+	case pipeline.OnInvalidSkipRecord:
+		if t.MaxInvalidRecords < 1 || t.MaxInvalidRecords > pipeline.MaxMaxInvalidRecords {
+			bad("maxInvalidRecords", "%d is out of range: use 1 to %d records, or leave it out for %d", t.MaxInvalidRecords, pipeline.MaxMaxInvalidRecords, pipeline.DefaultMaxInvalidRecords)
+		}
+	default:
+		bad("onInvalidRecord", "%q is invalid: use %q or %q", t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)
+	}
 	if t.RegisterURL != "" && !validURL(t.RegisterURL) {
 		bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
 	}
@@ -610,5 +635,7 @@ func (t Tenant) Settings() pipeline.Tenant {
 		DynamoDB:              t.DynamoDB.settings(),
 		Weight:                t.Weight,
 		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
+		OnInvalidRecord:       t.OnInvalidRecord,
+		MaxInvalidRecords:     t.MaxInvalidRecords,
 	}
 }

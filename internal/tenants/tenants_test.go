@@ -21,7 +21,8 @@ func TestParseDefaults(t *testing.T) {
 	}
 	got := f.Tenants[0]
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records", Tier: "silo"}
+		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records", Tier: "silo",
+		OnInvalidRecord: "failFile"}
 	if got != want {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}
@@ -70,6 +71,13 @@ func TestParseRejects(t *testing.T) {
 			[]string{`tenant "acme": format`, `tenant "acme": chunkSize`, `tenant "B": id`}},
 		{"not json", `{"tenants": [`, []string{`line 1, column 14: JSON syntax error: unexpected end of JSON input`}},
 		{"stack", `{"tenants": [{"id": "acme", "stack": "a b"}]}`, []string{`tenant "acme": stack: "a b" is invalid`}},
+		{"on invalid record", `{"tenants": [{"id": "acme", "onInvalidRecord": "skip"}]}`, []string{`tenant "acme": onInvalidRecord: "skip" is invalid: use "failFile" or "skipRecord"`}},
+		{"max invalid records under failFile", `{"tenants": [{"id": "acme", "maxInvalidRecords": 5}]}`,
+			[]string{`tenant "acme": maxInvalidRecords: 5 is set, but onInvalidRecord is "failFile"`}},
+		{"max invalid records negative", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": -1}]}`,
+			[]string{`tenant "acme": maxInvalidRecords: -1 is out of range: use 1 to 100000 records, or leave it out for 1000`}},
+		{"max invalid records too many", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 100001}]}`,
+			[]string{`maxInvalidRecords: 100001 is out of range`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), Options{})
@@ -80,6 +88,29 @@ func TestParseRejects(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("got error %q, want it to contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+func TestParseInvalidRecordPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		want       pipeline.Tenant // only the two fields
+	}{
+		{"default", `{"id": "acme"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
+		{"failFile", `{"id": "acme", "onInvalidRecord": "failFile"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
+		{"skipRecord, default limit", `{"id": "acme", "onInvalidRecord": "skipRecord"}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 1000}},
+		{"skipRecord, own limit", `{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 3}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), Options{RegisterURL: "https://core.example.com/records"})
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			s := f.Tenants[0].Settings()
+			if got := (pipeline.Tenant{OnInvalidRecord: s.OnInvalidRecord, MaxInvalidRecords: s.MaxInvalidRecords}); got != tc.want {
+				t.Errorf("got settings %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -129,6 +129,10 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 	if err != nil {
 		return 0, err
 	}
+	if len(recs) == 0 {
+		// Every record of the chunk was invalid and rejected by Split (skipRecord): none to send.
+		return 0, nil
+	}
 	if recs, err = fromRecord(b, req, recs); err != nil {
 		return 0, err
 	}
@@ -282,12 +286,12 @@ func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRe
 		return nil, err
 	}
 	b.first = span.FirstRecord
-	recs, err := h.readRange(ctx, *b, req, f, span, objects)
+	recs, skipped, err := h.readRange(ctx, *b, req, f, span, objects)
 	if err != nil {
 		return nil, err
 	}
-	if want := span.Records; int64(len(recs)) != want {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, len(recs), want)}
+	if want := span.Records; int64(len(recs))+skipped != want {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, int64(len(recs))+skipped, want)}
 	}
 	return recs, nil
 }
@@ -358,35 +362,42 @@ func manifestInput(m pipeline.Location, rng string) *s3.GetObjectInput {
 
 // readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the
 // key Split resolved, its version id and ETag), and parses them while the call's context lives.
-func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, objects ObjectAPI) ([]records.Record, error) {
+func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, objects ObjectAPI) ([]records.Record, int64, error) {
 	start, end := span.Start, span.End
 	in, err := source.GetInput(req.Source)
 	if err != nil {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", b.file, err), Err: err}
+		return nil, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", b.file, err), Err: err}
 	}
 	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", start, end-1))
 	ctx, cancel, err := b.call(ctx, "reading the chunk", minCallTime, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cancel()
 	src, err := objects.GetObject(ctx, in)
 	if err != nil {
-		return nil, source.GetError(req.Source, err)
+		return nil, 0, source.GetError(req.Source, err)
 	}
 	defer src.Body.Close()
 	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
-		return nil, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", b.file, req.Chunk, n, start, end-1, end-start)}
+		return nil, 0, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", b.file, req.Chunk, n, start, end-1, end-start)}
 	}
-	recs, err := records.ParseRange(src.Body, f, req.Header, span.FirstRecord, span.Records)
+	// Under skipRecord the chunk's invalid records are skipped by the same parse that Split ran, so
+	// they are exactly the ones Split rejected; they are never sent.
+	var skip records.Skip
+	var skipped int64
+	if req.Tenant.SkipsInvalid() {
+		skip = func(records.Invalid) error { skipped++; return nil }
+	}
+	recs, err := records.ParseRangeSkip(src.Body, f, req.Header, span.FirstRecord, span.Records, skip)
 	var fe *records.Error
 	switch {
 	case errors.Is(err, records.ErrTooManyRecords):
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", b.file, req.Chunk, span.Records), Err: err}
+		return nil, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds more than %d records: the manifest does not match the request", b.file, req.Chunk, span.Records), Err: err}
 	case errors.As(err, &fe):
-		return nil, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, fe), Err: err}
+		return nil, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, fe), Err: err}
 	case err != nil:
-		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", b.file, req.Chunk, err), Err: err}
+		return nil, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", b.file, req.Chunk, err), Err: err}
 	}
-	return recs, nil
+	return recs, skipped, nil
 }

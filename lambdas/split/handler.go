@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
 )
 
@@ -52,7 +53,7 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeli
 		return pipeline.SplitResult{}, err
 	}
 	h.Log.Info("split done", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
-		"bytes", size, "records", res.Records, "chunks", res.Chunks, "segments", len(res.Segments),
+		"bytes", size, "records", res.Records, "rejected", res.Rejected, "chunks", res.Chunks, "segments", len(res.Segments),
 		"manifest", res.Manifest.Key, "ms", time.Since(start).Milliseconds())
 	return res, nil
 }
@@ -71,6 +72,11 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	}
 	if t.BatchMode() && (t.BatchBytes() < pipeline.MinMaxBatchBytes || t.BatchBytes() > pipeline.MaxMaxBatchBytes) {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q maxBatchBytes %d is outside %d..%d", file, t.ID, t.MaxBatchBytes, pipeline.MinMaxBatchBytes, pipeline.MaxMaxBatchBytes)}
+	}
+	switch t.OnInvalidRecord {
+	case "", pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord:
+	default:
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q onInvalidRecord %q is not %q or %q", file, t.ID, t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)}
 	}
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
@@ -104,7 +110,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		cut.Bytes = int64(t.BatchBytes())
 	}
 	bounds := []pipeline.Boundary{}
-	sum, err := records.SplitCut(out.Body, f, cut, func(b pipeline.Boundary) error {
+	// Under skipRecord the whole file is still read before anything is written: Scan returns the
+	// invalid records, and fails the file when there are more than maxInvalidRecords.
+	sum, invalid, err := records.Scan(out.Body, f, cut, records.PolicyOf(t), func(b pipeline.Boundary) error {
 		if len(bounds) > maxChunks {
 			return errTooManyChunks
 		}
@@ -112,7 +120,10 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		return nil
 	})
 	var fe *records.Error
+	var tooMany *records.TooManyInvalidError
 	switch {
+	case errors.As(err, &tooMany):
+		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, tooMany)}
 	case errors.Is(err, errTooManyChunks):
 		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
 			"%s: the file is too large: it has more than %d chunks of %d records, and one file execution runs at most %d segments of %d chunks "+
@@ -133,6 +144,11 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 				return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
 					"%s: line 1: the header has no column %q, which the tenant's dynamodb.key names", file, k)}
 			}
+		}
+	}
+	if t.SkipsInvalid() {
+		if err := h.writeParts(ctx, objects, req, file, sum, invalid); err != nil {
+			return pipeline.SplitResult{}, 0, err
 		}
 	}
 	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
@@ -172,5 +188,47 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		Chunks:   sum.Chunks,
 		Header:   sum.Header,
 		Segments: pipeline.Segments(sum.Chunks),
+		Rejected: sum.Invalid,
 	}, size, nil
+}
+
+// writeParts writes the rejection parts of a skipRecord file, before its manifest so that a
+// manifest implies them: results.SplitPart with every rejected record (empty when none) and, for
+// CSV, results.HeaderPart with the raw header line, which rejected.csv starts with. They go to the
+// bucket of the work files, under results/<tenant>/<execution>/; a retry rewrites the same keys.
+func (h *Handler) writeParts(ctx context.Context, objects ObjectAPI, req pipeline.SplitRequest, file string, sum records.Summary, invalid []records.Invalid) error {
+	var part []byte
+	for _, v := range invalid {
+		part = results.AppendPart(part, results.Rejection{Line: v.Line, Record: v.Record, Error: v.Reason, Raw: v.Raw})
+	}
+	parts := []struct {
+		name string
+		body []byte
+		typ  string
+	}{{results.SplitPart, part, "application/x-ndjson"}}
+	if req.Tenant.Format == pipeline.FormatCSV {
+		parts = append(parts, struct {
+			name string
+			body []byte
+			typ  string
+		}{results.HeaderPart, sum.RawHeader, "application/octet-stream"})
+	}
+	for _, p := range parts {
+		key := results.Key(req.Tenant.ID, req.ExecutionName, p.name)
+		_, err := objects.PutObject(ctx, &s3.PutObjectInput{
+			Bucket:        aws.String(h.WorkBucket),
+			Key:           aws.String(key),
+			Body:          bytes.NewReader(p.body),
+			ContentLength: aws.Int64(int64(len(p.body))),
+			ContentType:   aws.String(p.typ),
+		})
+		if err != nil {
+			msg := fmt.Sprintf("%s: writing the rejected records s3://%s/%s failed: %v", file, h.WorkBucket, key, err)
+			if source.HTTPStatus(err) == http.StatusForbidden {
+				return &pipeline.PermanentError{Message: msg}
+			}
+			return &pipeline.RetryableError{Message: msg}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/internal/results"
+	"github.com/example/tenantpipeline/internal/tenants"
+)
+
+// Command flags of validate.
+var (
+	flagOut     string
+	flagTenants string
+)
+
+func validateFlags(fs *flag.FlagSet) func() error {
+	fs.StringVar(&flagOut, "out", "", "write each file's rejected records under this directory")
+	fs.StringVar(&flagTenants, "tenants", "tenants.json", "the tenants file")
+	return func() error { return nil }
+}
+
+// maxShown is how many rejected records validate prints a file.
+const maxShown = 10
+
+// fileVerdict is validate's report of one file.
+type fileVerdict struct {
+	File     string              `json:"file"`
+	Records  int64               `json:"records"`
+	Valid    int64               `json:"valid"`
+	Rejected int64               `json:"rejected"`
+	Accepted bool                `json:"accepted"`
+	Verdict  string              `json:"verdict"`
+	First    []results.Rejection `json:"firstRejected"`
+	Output   string              `json:"output,omitempty"`
+}
+
+// errNotAccepted is exit status 1 after the report is printed.
+var errNotAccepted = errors.New("a file would not be accepted")
+
+func runValidate(_ context.Context, e *env, args []string) (any, error) {
+	f, err := tenants.Load(flagTenants, tenants.Options{RegisterURL: "https://pipectl-validate.invalid/"})
+	if err != nil {
+		return nil, err
+	}
+	var t *pipeline.Tenant
+	for _, ft := range f.Tenants {
+		if ft.ID == args[0] {
+			s := ft.Settings()
+			t = &s
+		}
+	}
+	if t == nil {
+		return nil, fmt.Errorf("tenant %q is not in %s", args[0], flagTenants)
+	}
+	files := args[1:]
+	var out []fileVerdict
+	accepted := true
+	for _, name := range files {
+		v, err := validateFile(*t, name, flagOut, len(files) == 1)
+		if err != nil {
+			return nil, err
+		}
+		accepted = accepted && v.Accepted
+		out = append(out, v)
+	}
+	e.human = func(any) string { return validateText(out) }
+	if !accepted {
+		return out, errNotAccepted
+	}
+	return out, nil
+}
+
+// validateFile reads one file as Split would: records.Scan under the tenant's format, encoding
+// and policy gives the verdict. The rejected records listed are every invalid record of the file
+// (a second pass in skip mode when the policy stopped early: failFile stops at the first, and
+// skipRecord keeps only maxInvalidRecords+1).
+func validateFile(t pipeline.Tenant, name, outDir string, single bool) (fileVerdict, error) {
+	v := fileVerdict{File: name}
+	f, err := records.FormatOf(t)
+	if err != nil {
+		return v, fmt.Errorf("tenant %q: %w", t.ID, err)
+	}
+	cut := records.Cut{Records: t.ChunkSize}
+	if t.BatchMode() {
+		cut.Bytes = int64(t.BatchBytes())
+	}
+	scan := func(p records.Policy) (records.Summary, []records.Invalid, error) {
+		r, err := os.Open(name)
+		if err != nil {
+			return records.Summary{}, nil, err
+		}
+		defer r.Close()
+		return records.Scan(r, f, cut, p, func(pipeline.Boundary) error { return nil })
+	}
+	sum, invalid, err := scan(records.PolicyOf(t))
+	var fe *records.Error
+	var tooMany *records.TooManyInvalidError
+	switch {
+	case err == nil:
+		v.Accepted = true
+		v.Verdict = "accepted"
+		if t.SkipsInvalid() && sum.Invalid > 0 {
+			v.Verdict = fmt.Sprintf("accepted: %d rejected (skipRecord, at most %d)", sum.Invalid, t.InvalidLimit())
+		}
+	case errors.As(err, &fe) || errors.As(err, &tooMany):
+		v.Verdict = "rejected: " + err.Error()
+		// List every invalid record: scan again in skip mode, without a limit.
+		if s, all, err2 := scan(records.Policy{Skip: true, Max: pipeline.MaxMaxInvalidRecords * 100}); err2 == nil {
+			sum, invalid = s, all
+		} else if fe != nil {
+			invalid = []records.Invalid{{Line: fe.Line, Reason: fe.Reason}}
+		}
+	default:
+		return v, fmt.Errorf("%s: %w", name, err)
+	}
+	v.Records, v.Rejected = sum.Records, int64(len(invalid))
+	v.Valid = v.Records - v.Rejected
+	for i, iv := range invalid {
+		if i == maxShown {
+			break
+		}
+		v.First = append(v.First, results.Rejection{Line: iv.Line, Record: iv.Record, Error: iv.Reason, Raw: iv.Raw})
+	}
+	if outDir != "" {
+		out, err := writeRejected(t, f, sum, invalid, name, outDir, single)
+		if err != nil {
+			return v, err
+		}
+		v.Output = out
+	}
+	return v, nil
+}
+
+// writeRejected writes DIR/<file base name>.rejected.csv (or .rejected.jsonl) with the writers
+// the results use; with a single FILE also DIR/rejected.csv (or rejected.jsonl).
+func writeRejected(t pipeline.Tenant, f records.Format, sum records.Summary, invalid []records.Invalid, name, dir string, single bool) (string, error) {
+	var b []byte
+	if t.Format == pipeline.FormatCSV {
+		b = results.CSVHeader(b, sum.RawHeader, f.Delimiter, t.Encoding)
+	}
+	for _, iv := range invalid {
+		r := results.Rejection{Line: iv.Line, Record: iv.Record, Error: iv.Reason, Raw: iv.Raw}
+		if t.Format == pipeline.FormatCSV {
+			b = results.AppendCSV(b, r, f.Delimiter, t.Encoding)
+		} else {
+			b = results.AppendJSONL(b, r)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	rejected := results.RejectedName(t.Format)
+	out := filepath.Join(dir, filepath.Base(name)+"."+rejected)
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return "", err
+	}
+	if single {
+		if err := os.WriteFile(filepath.Join(dir, rejected), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return out, nil
+}
+
+func validateText(vs []fileVerdict) string {
+	var b strings.Builder
+	for _, v := range vs {
+		fmt.Fprintf(&b, "%s: %d records, %d valid, %d rejected: %s\n", v.File, v.Records, v.Valid, v.Rejected, v.Verdict)
+		for _, r := range v.First {
+			fmt.Fprintf(&b, "  line %d, record %d: %s\n", r.Line, r.Record, r.Error)
+		}
+		if more := v.Rejected - int64(len(v.First)); more > 0 {
+			fmt.Fprintf(&b, "  … and %d more\n", more)
+		}
+		if v.Output != "" {
+			fmt.Fprintf(&b, "  rejected records: %s\n", v.Output)
+		}
+	}
+	return b.String()
+}
