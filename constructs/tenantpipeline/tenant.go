@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -64,6 +65,13 @@ type Tenant struct {
 	// system, the tenant goes at most at the lower of the two rates. Default: 0, no limit of the
 	// tenant's own.
 	MaxRecordsPerSecond float64
+	// OnInvalidRecord is "failFile" or "skipRecord": whether a record that cannot be registered
+	// fails the file or is rejected while the file goes on. Default: "failFile".
+	OnInvalidRecord string
+	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
+	// rejects one record, which Register then skips; OnInvalidRecord "skipRecord" only.
+	// Default: none.
+	RejectStatuses []int
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -128,6 +136,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
 		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
+		OnInvalidRecord: t.OnInvalidRecord, RejectStatuses: slices.Clone(t.RejectStatuses),
 	}
 }
 
@@ -138,6 +147,7 @@ func (t Tenant) internal() tenants.Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
 		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
+		OnInvalidRecord: t.OnInvalidRecord, RejectStatuses: slices.Clone(t.RejectStatuses),
 	}
 }
 

@@ -119,6 +119,12 @@ type Tenant struct {
 	// MaxRecordsPerSecond bounds the tenant's own records per second. Zero: only its core
 	// system's limit, if any.
 	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+	// OnInvalidRecord is OnInvalidFailFile (empty means this) or OnInvalidSkipRecord.
+	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
+	// RejectStatuses are the HTTP statuses with which the core system rejects one record under
+	// OnInvalidSkipRecord (RejectsStatus): Register records the rejection and goes on with the
+	// next record. Empty: none.
+	RejectStatuses StatusSet `json:"rejectStatuses,omitzero"`
 }
 
 // AdmissionWeight is the tenant's weight, defaulted.

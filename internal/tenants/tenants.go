@@ -95,6 +95,13 @@ type Tenant struct {
 	// MaxRecordsPerSecond bounds the tenant's own records per second, above 0. Default: no limit
 	// of its own (its core system's, if any).
 	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
+
+	// OnInvalidRecord is "failFile" or "skipRecord": whether a record that cannot be registered
+	// fails the file or is rejected while the file goes on. Default: "failFile" (left empty).
+	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
+	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
+	// rejects one record, under onInvalidRecord "skipRecord" only. Default: none.
+	RejectStatuses []int `json:"rejectStatuses,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -565,6 +572,9 @@ func (t Tenant) check(u unreadable) error {
 	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
+	for _, problem := range pipeline.CheckRejectStatuses(t.RejectStatuses, t.OnInvalidRecord) {
+		bad("rejectStatuses", "%s", problem)
+	}
 	t.validateSink(bad)
 	t.checkAdmission(bad)
 	return errors.Join(errs...)
@@ -610,5 +620,20 @@ func (t Tenant) Settings() pipeline.Tenant {
 		DynamoDB:              t.DynamoDB.settings(),
 		Weight:                t.Weight,
 		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
+		OnInvalidRecord:       t.OnInvalidRecord,
+		RejectStatuses:        rejectStatuses(t.RejectStatuses),
 	}
+}
+
+// rejectStatuses is the set of a validated tenant's rejectStatuses; a status outside the set's
+// range, which validation refuses, is left out.
+func rejectStatuses(statuses []int) pipeline.StatusSet {
+	var set pipeline.StatusSet
+	for _, s := range statuses {
+		if one, err := pipeline.NewStatusSet(s); err == nil {
+			set[0] |= one[0]
+			set[1] |= one[1]
+		}
+	}
+	return set
 }
