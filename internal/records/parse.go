@@ -1,6 +1,7 @@
 package records
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,11 @@ type Record struct {
 	Number int64           // 1-based within the file, data records only
 	Fields []string        // CSV: the values, in header order
 	JSON   json.RawMessage // JSON Lines: the line's object
+	// Raw and Line are set by ParseRawRange only: Raw is the record's original bytes in the file's
+	// encoding, without its line ending (a slice of the range, not a copy); Line is the physical
+	// line of the range (from 1) where the record starts.
+	Raw  []byte
+	Line int64
 }
 
 // Object renders the record as a JSON object: a CSV record as {header: value, ...} in header order,
@@ -64,17 +70,79 @@ var ErrTooManyRecords = errors.New("the range holds more records than the chunk"
 // more, so a wrong range cannot make it buffer without limit. It checks every record as Split did, so a range of a
 // changed object fails rather than registering different data.
 func ParseRange(r io.Reader, f Format, header []string, first, max int64) ([]Record, error) {
+	return parseRange(r, f, header, first, max, nil)
+}
+
+// ParseRawRange is ParseRange over the range's bytes in memory, and gives each record its Raw
+// bytes and its Line in the range: what a rejected record's row needs. ParseRange keeps neither,
+// so the common path holds no more than the parsed values.
+func ParseRawRange(raw []byte, f Format, header []string, first, max int64) ([]Record, error) {
+	return parseRange(bytes.NewReader(raw), f, header, first, max, &rawSpans{raw: raw})
+}
+
+func parseRange(r io.Reader, f Format, header []string, first, max int64, spans *rawSpans) ([]Record, error) {
 	t, err := openText(r, f, false)
 	if err != nil {
 		return nil, err
 	}
-	if f.Kind == pipeline.FormatJSONL {
-		return parseJSONL(t, f, first, max)
+	if spans != nil {
+		spans.offsets = t.offsets
 	}
-	return parseCSV(t, f, header, first, max)
+	if f.Kind == pipeline.FormatJSONL {
+		return parseJSONL(t, f, first, max, spans)
+	}
+	return parseCSV(t, f, header, first, max, spans)
 }
 
-func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, error) {
+// rawSpans cuts each record's original bytes out of the range: a record runs from the end of
+// the one before it (in the decoded text, mapped back to the raw bytes by rawOffsets) to its own
+// end, less the blank lines before it and its line ending.
+type rawSpans struct {
+	raw     []byte
+	offsets *rawOffsets
+	end     int64 // the raw offset where the last record ended
+	lines   int64 // the line ends in raw[:end]
+}
+
+// skip moves past a blank line that ends at decoded offset decodedEnd.
+func (s *rawSpans) skip(decodedEnd int64) error {
+	end, err := s.offsets.at(decodedEnd)
+	if err != nil {
+		return err
+	}
+	if end > int64(len(s.raw)) || end < s.end {
+		return fmt.Errorf("a blank line ends at byte %d, outside the range's %d bytes", end, len(s.raw))
+	}
+	s.lines += int64(bytes.Count(s.raw[s.end:end], []byte("\n")))
+	s.end = end
+	return nil
+}
+
+// next sets rec's Raw and Line from the decoded offset just past its end.
+func (s *rawSpans) next(rec *Record, decodedEnd int64) error {
+	end, err := s.offsets.at(decodedEnd)
+	if err != nil {
+		return err
+	}
+	if end > int64(len(s.raw)) || end < s.end {
+		return fmt.Errorf("record %d ends at byte %d, outside the range's %d bytes", rec.Number, end, len(s.raw))
+	}
+	b, start := s.raw[s.end:end], s.end
+	for len(b) > 0 && (b[0] == '\n' || b[0] == '\r' && len(b) > 1 && b[1] == '\n') { // blank lines
+		if b[0] == '\r' {
+			b, start = b[1:], start+1
+		}
+		b, start, s.lines = b[1:], start+1, s.lines+1
+	}
+	rec.Line = s.lines + 1
+	s.lines += int64(bytes.Count(b, []byte("\n")))
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	rec.Raw = bytes.TrimSuffix(b, []byte("\r"))
+	s.end = end
+	return nil
+}
+
+func parseCSV(t *text, f Format, header []string, first, max int64, spans *rawSpans) ([]Record, error) {
 	if len(header) == 0 {
 		return nil, fmt.Errorf("a CSV range needs the file's header")
 	}
@@ -105,15 +173,23 @@ func parseCSV(t *text, f Format, header []string, first, max int64) ([]Record, e
 				return nil, &Error{Record: n, Reason: fmt.Sprintf("field %d has bytes that are not valid %s", i+1, f.Encoding)}
 			}
 		}
-		recs = append(recs, Record{Number: n, Fields: rec})
+		r := Record{Number: n, Fields: rec}
+		if spans != nil {
+			if err := spans.next(&r, cr.InputOffset()); err != nil {
+				return nil, err
+			}
+		}
+		recs = append(recs, r)
 	}
 }
 
-func parseJSONL(t *text, f Format, first, max int64) ([]Record, error) {
+func parseJSONL(t *text, f Format, first, max int64, spans *rawSpans) ([]Record, error) {
 	lr := &lineReader{r: newBufReader(t.in), max: f.MaxFieldBytes}
 	var recs []Record
+	var off int64
 	for n := first; ; {
-		b, _, err := lr.next()
+		b, size, err := lr.next()
+		off += int64(size)
 		if err == io.EOF {
 			return recs, nil
 		}
@@ -121,6 +197,11 @@ func parseJSONL(t *text, f Format, first, max int64) ([]Record, error) {
 			return nil, lineError(err, 0, n, f)
 		}
 		if blank(b) {
+			if spans != nil {
+				if err := spans.skip(off); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		if err := checkJSONLine(b, f, true); err != nil {
@@ -129,7 +210,13 @@ func parseJSONL(t *text, f Format, first, max int64) ([]Record, error) {
 		if int64(len(recs)) == max {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
 		}
-		recs = append(recs, Record{Number: n, JSON: append(json.RawMessage(nil), b...)})
+		r := Record{Number: n, JSON: append(json.RawMessage(nil), b...)}
+		if spans != nil {
+			if err := spans.next(&r, off); err != nil {
+				return nil, err
+			}
+		}
+		recs = append(recs, r)
 		n++
 	}
 }
