@@ -94,6 +94,7 @@ func TestPoolTenantRole(t *testing.T) {
 			"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
 			"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
 			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
+			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
 			"/control/${aws:PrincipalTag/tenant}/paused.json",
 			"/control/${aws:PrincipalTag/tenant}/order.json",
 			"secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????",

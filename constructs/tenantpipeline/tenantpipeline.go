@@ -45,6 +45,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/workflows"
 )
 
@@ -173,6 +174,9 @@ func (t *TenantPipeline) build() {
 		// The manifests Split writes, and each segment's progress, which Register writes after
 		// every successful invocation and reads when a segment execution begins.
 		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		// The rejections of each invocation (the core system's, under skipRecord), as parts of the
+		// file's results.
+		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
 		if tenant.CoreSystem != nil {
 			grantAdaptiveLimit(register, tenant.CoreSystem)
 		}

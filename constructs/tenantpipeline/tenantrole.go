@@ -10,6 +10,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 // How a pool keeps its tenants apart (docs/isolation.md). The pool's functions serve every tenant,
@@ -81,6 +82,8 @@ func (t *TenantPool) newTenantRole() {
 	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 	// "Permissions").
 	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
+	// Register writes the rejections of each invocation as parts of the file's results.
+	objects([]string{"s3:PutObject"}, results.Prefix+principalTenant+"/*")
 	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
 	// and pause marker (read only: an operator writes it).
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
@@ -98,7 +101,8 @@ func (t *TenantPool) newTenantRole() {
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/, " +
-			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
+			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/, quarantine/${aws:PrincipalTag/tenant}/ and " +
+			"results/${aws:PrincipalTag/tenant}/, and the " +
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))
