@@ -95,14 +95,14 @@ func answerMessage(body []byte) string {
 }
 
 func clip(msg string) string {
-	msg = strings.Join(strings.Fields(msg), " ")
+	msg = strings.Join(strings.Fields(strings.ToValidUTF8(msg, "?")), " ")
 	if len(msg) > maxRejectionMessage {
 		msg = msg[:maxRejectionMessage]
-		for len(msg) > 0 && !utf8.ValidString(msg) {
+		for len(msg) > 0 && !utf8.ValidString(msg) { // only the last character can be cut
 			msg = msg[:len(msg)-1]
 		}
 	}
-	return strings.ToValidUTF8(msg, "?")
+	return msg
 }
 
 // batchAnswer is the body with which the core system rejects records of a batch POST

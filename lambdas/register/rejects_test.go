@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/records"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
@@ -313,6 +314,50 @@ func TestDynamoSinkRejects(t *testing.T) {
 			}
 			if _, ok := db.items["3"]["_seq"]; ok {
 				t.Errorf("got the foreign item overwritten, want it kept")
+			}
+		})
+	}
+}
+
+// The rejections a cursor passes: before the stop record, in record order (the DynamoDB sink adds
+// them out of order); all of them when the chunk is done.
+func TestChunkRejectsBefore(t *testing.T) {
+	c := &chunkRejects{start: 100}
+	for _, n := range []int64{9, 3, 6} {
+		c.add(records.Record{Number: n}, 422, "x")
+	}
+	for _, tc := range []struct {
+		stop int64
+		want []int64
+	}{{0, []int64{3, 6, 9}}, {9, []int64{3, 6}}, {4, []int64{3}}, {3, nil}} {
+		var got []int64
+		for _, r := range c.before(tc.stop) {
+			got = append(got, r.Record)
+			if r.chunkStart != 100 {
+				t.Errorf("got chunk start %d, want 100", r.chunkStart)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("before %d: got %v, want %v", tc.stop, got, tc.want)
+		}
+	}
+}
+
+// A rejection keeps the first 200 bytes of the answer's message, whole characters, on one line.
+func TestAnswerMessage(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	for _, tc := range []struct{ name, body, want string }{
+		{"message field", `{"message": "amount\nmust be positive", "code": 7}`, "amount must be positive"},
+		{"plain body", "Unprocessable Entity\n", "Unprocessable Entity"},
+		{"empty", "", ""},
+		{"json without message", `{"error": "x"}`, `{"error": "x"}`},
+		{"cut at 200 bytes on a character boundary", long, strings.Repeat("é", 100)},
+		{"invalid bytes", "bad \xff byte", "bad ? byte"},
+		{"invalid bytes in a long message", "\xff" + long, "?" + strings.Repeat("é", 99)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := answerMessage([]byte(tc.body)); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
