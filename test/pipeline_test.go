@@ -409,8 +409,9 @@ func TestDataPathPermissions(t *testing.T) {
 			t.Errorf("split policy lacks %s: %s", frag, split)
 		}
 	}
-	// Register reads the manifests and writes each segment's progress under work/<tenant>/, and
-	// writes nowhere else.
+	// Register reads the manifests and writes each segment's progress under work/<tenant>/, writes
+	// its rejections under results/<tenant>/, and writes nowhere else.
+	var rejections bool
 	for _, s := range policyStatements(t, "acme", "Register") {
 		acts, res := asJSON(s["Action"]), asJSON(s["Resource"])
 		// The manifest is read by its version id in the versioned bucket: s3:GetObjectVersion.
@@ -420,6 +421,12 @@ func TestDataPathPermissions(t *testing.T) {
 		if strings.Contains(acts, "s3:PutObject") && (!strings.Contains(res, "/work/acme/*") || strings.Contains(res, "/inbox/") || strings.Contains(res, "/results/")) {
 			t.Errorf("acme register may put objects at %s, want only work/acme/*", res)
 		}
+		if strings.Contains(acts, "s3:PutObject") && !strings.Contains(res, "/work/acme/*") && !strings.Contains(res, "/results/acme/*") || strings.Contains(acts, "s3:PutObject") && strings.Contains(res, "/inbox/") {
+			t.Errorf("acme register may put objects at %s, want only work/acme/* and results/acme/*", res)
+		}
+	}
+	if !rejections {
+		t.Errorf("acme register: got no s3:PutObject on results/acme/*, want it for its rejections")
 	}
 	if got := actionsOf(policyStatements(t, "acme", "Register")); !slices.Contains(got, "s3:PutObject") {
 		t.Errorf("acme register actions %v, want s3:PutObject for its segments' progress", got)

@@ -145,7 +145,7 @@ func TestTenantDefaults(t *testing.T) {
 	got := Tenant{ID: "acme"}.WithDefaults()
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
 		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", OnInvalidRecord: "failFile"}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

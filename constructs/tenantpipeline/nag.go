@@ -8,6 +8,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 // suppressNagFindings records, next to each resource, why a cdk-nag AwsSolutions finding is
@@ -59,8 +60,9 @@ func (t *TenantPipeline) suppressNagFindings() {
 		objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/"))
 	if len(fns) == 3 {
 		suppress(fns[2], "AwsSolutions-IAM5",
-			"Reads objects under exactly the tenant's inbox prefix and its manifests under its work prefix; object keys are not known in advance.",
-			objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/"))
+			"Reads objects under exactly the tenant's inbox prefix and its manifests under its work prefix, and writes its rejections under "+
+				"exactly the tenant's results prefix; object keys are not known in advance.",
+			objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/", results.Prefix+id+"/"))
 	}
 
 	for _, sm := range []any{t.Workflow.File, t.Workflow.Segment} {

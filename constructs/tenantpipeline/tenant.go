@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -72,6 +73,10 @@ type Tenant struct {
 	// file with more fails before anything is written. skipRecord only. Default: 1,000 under
 	// skipRecord (0 means the default).
 	MaxInvalidRecords int
+	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
+	// rejects one record, which Register then skips; OnInvalidRecord "skipRecord" only.
+	// Default: none.
+	RejectStatuses []int
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -136,7 +141,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
 		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
-		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 	}
 }
 
@@ -147,7 +152,7 @@ func (t Tenant) internal() tenants.Tenant {
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
 		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
-		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 	}
 }
 

@@ -179,6 +179,9 @@ func (t *TenantPipeline) build() {
 		// by its version id in a versioned bucket, which needs s3:GetObjectVersion
 		// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
 		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+		// The rejections of each invocation (the core system's, under skipRecord), as parts of the
+		// file's results.
+		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
 		if tenant.CoreSystem != nil {
 			grantAdaptiveLimit(register, tenant.CoreSystem)
 		}

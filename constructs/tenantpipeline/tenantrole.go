@@ -83,6 +83,7 @@ func (t *TenantPool) newTenantRole() {
 	// "Permissions").
 	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
 	// Split writes a skipRecord file's rejected records under the file's results folder.
+	// Register writes the rejections of each invocation as parts of the file's results.
 	objects([]string{"s3:PutObject"}, results.Prefix+principalTenant+"/*")
 	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
 	// and pause marker (read only: an operator writes it).

@@ -124,6 +124,10 @@ type Tenant struct {
 	// MaxInvalidRecords is how many invalid records a skipRecord file may have; more fail it.
 	// Zero means DefaultMaxInvalidRecords under skipRecord.
 	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
+	// RejectStatuses are the HTTP statuses with which the core system rejects one record under
+	// OnInvalidSkipRecord (RejectsStatus): Register records the rejection and goes on with the
+	// next record. Empty: none.
+	RejectStatuses StatusSet `json:"rejectStatuses,omitzero"`
 }
 
 // What a tenant's file does with a record that fails validation: fail the whole file before
@@ -348,6 +352,10 @@ func (r ChunkRequest) RecordCount() int64 {
 type ChunkResult struct {
 	Chunk      int   `json:"chunk"`      // the request's first chunk
 	Registered int64 `json:"registered"` // records registered by this invocation
+	// Rejected is how many records the core system rejected in this invocation (a status the
+	// tenant lists in RejectStatuses, under OnInvalidSkipRecord): they are past the cursor, and their
+	// rejections are in the invocation's part (results.RegisterPartKey).
+	Rejected int64 `json:"rejected"`
 	// Next is the first chunk not yet registered: where the next invocation starts.
 	Next int `json:"next"`
 	// Done reports that every chunk through the request's LastChunk is registered.

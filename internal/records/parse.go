@@ -1,6 +1,7 @@
 package records
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,11 @@ type Record struct {
 	Number int64           // 1-based within the file, data records only
 	Fields []string        // CSV: the values, in header order
 	JSON   json.RawMessage // JSON Lines: the line's object
+	// Raw and Line are set by ParseRawRange only: Raw is the record's original bytes in the file's
+	// encoding, without its line ending (a slice of the range, not a copy); Line is the physical
+	// line of the range (from 1) where the record starts.
+	Raw  []byte
+	Line int64
 }
 
 // Object renders the record as a JSON object: a CSV record as {header: value, ...} in header order,
@@ -86,12 +92,36 @@ func ParseRangeSkip(r io.Reader, f Format, header []string, first, max int64, sk
 	return p.parseCSV(f, header, first, max)
 }
 
+// ParseRawRange is ParseRange over the range's bytes in memory, and gives each record its Raw
+// bytes and its Line in the range: what a rejected record's row needs. ParseRange keeps neither,
+// so the common path holds no more than the parsed values.
+func ParseRawRange(raw []byte, f Format, header []string, first, max int64) ([]Record, error) {
+	return ParseRawRangeSkip(raw, f, header, first, max, nil)
+}
+
+// ParseRawRangeSkip is ParseRawRange with ParseRangeSkip's skip.
+func ParseRawRangeSkip(raw []byte, f Format, header []string, first, max int64, skip Skip) ([]Record, error) {
+	t, err := openText(bytes.NewReader(raw), f, false)
+	if err != nil {
+		return nil, err
+	}
+	if skip != nil {
+		t.keep()
+	}
+	p := &ranger{text: t, skip: skip, spans: &rawSpans{raw: raw, offsets: t.offsets}}
+	if f.Kind == pipeline.FormatJSONL {
+		return p.parseJSONL(f, first, max)
+	}
+	return p.parseCSV(f, header, first, max)
+}
+
 // ranger is the state of one ParseRangeSkip.
 type ranger struct {
 	*text
 	skip    Skip
 	skipped int64
-	end     int64 // decoded offset of the last record's end
+	end     int64     // decoded offset of the last record's end
+	spans   *rawSpans // ParseRawRange's: each valid record's Raw and Line
 }
 
 // reject reports record n, which failed with e and ends at decoded offset off, or fails the range
@@ -107,6 +137,11 @@ func (p *ranger) reject(e *Error, off int64) error {
 	p.skipped++
 	if err := p.skip(Invalid{Record: e.Record, Reason: e.Reason, Raw: trimRecord(raw)}); err != nil {
 		return err
+	}
+	if p.spans != nil {
+		if err := p.spans.skip(off); err != nil {
+			return err
+		}
 	}
 	return p.done(off)
 }
@@ -158,10 +193,16 @@ func (p *ranger) parseCSV(f Format, header []string, first, max int64) ([]Record
 			}
 			continue
 		}
+		r := Record{Number: n, Fields: rec}
+		if p.spans != nil {
+			if err := p.spans.next(&r, cr.InputOffset()); err != nil {
+				return nil, err
+			}
+		}
 		if err := p.done(cr.InputOffset()); err != nil {
 			return nil, err
 		}
-		recs = append(recs, Record{Number: n, Fields: rec})
+		recs = append(recs, r)
 	}
 }
 
@@ -193,6 +234,11 @@ func (p *ranger) parseJSONL(f Format, first, max int64) ([]Record, error) {
 		start := off
 		off += int64(size)
 		if blank(b) {
+			if p.spans != nil {
+				if err := p.spans.skip(off); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		full := int64(len(recs))+p.skipped == max
@@ -213,10 +259,64 @@ func (p *ranger) parseJSONL(f Format, first, max int64) ([]Record, error) {
 		if full {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
 		}
+		r := Record{Number: n, JSON: append(json.RawMessage(nil), b...)}
+		if p.spans != nil {
+			if err := p.spans.next(&r, off); err != nil {
+				return nil, err
+			}
+		}
 		if err := p.done(off); err != nil {
 			return nil, err
 		}
-		recs = append(recs, Record{Number: n, JSON: append(json.RawMessage(nil), b...)})
+		recs = append(recs, r)
 		n++
 	}
+}
+
+// rawSpans cuts each record's original bytes out of the range: a record runs from the end of
+// the one before it (in the decoded text, mapped back to the raw bytes by rawOffsets) to its own
+// end, less the blank lines before it and its line ending.
+type rawSpans struct {
+	raw     []byte
+	offsets *rawOffsets
+	end     int64 // the raw offset where the last record ended
+	lines   int64 // the line ends in raw[:end]
+}
+
+// skip moves past a blank line that ends at decoded offset decodedEnd.
+func (s *rawSpans) skip(decodedEnd int64) error {
+	end, err := s.offsets.at(decodedEnd)
+	if err != nil {
+		return err
+	}
+	if end > int64(len(s.raw)) || end < s.end {
+		return fmt.Errorf("a blank line ends at byte %d, outside the range's %d bytes", end, len(s.raw))
+	}
+	s.lines += int64(bytes.Count(s.raw[s.end:end], []byte("\n")))
+	s.end = end
+	return nil
+}
+
+// next sets rec's Raw and Line from the decoded offset just past its end.
+func (s *rawSpans) next(rec *Record, decodedEnd int64) error {
+	end, err := s.offsets.at(decodedEnd)
+	if err != nil {
+		return err
+	}
+	if end > int64(len(s.raw)) || end < s.end {
+		return fmt.Errorf("record %d ends at byte %d, outside the range's %d bytes", rec.Number, end, len(s.raw))
+	}
+	b, start := s.raw[s.end:end], s.end
+	for len(b) > 0 && (b[0] == '\n' || b[0] == '\r' && len(b) > 1 && b[1] == '\n') { // blank lines
+		if b[0] == '\r' {
+			b, start = b[1:], start+1
+		}
+		b, start, s.lines = b[1:], start+1, s.lines+1
+	}
+	rec.Line = s.lines + 1
+	s.lines += int64(bytes.Count(b, []byte("\n")))
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	rec.Raw = bytes.TrimSuffix(b, []byte("\r"))
+	s.end = end
+	return nil
 }

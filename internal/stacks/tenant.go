@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"slices"
+
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -14,7 +16,7 @@ func pipelineTenant(t tenants.Tenant, coreSystems map[string]*tenantpipeline.Cor
 		IdempotencyKey: t.IdempotencyKey, RegisterURL: t.RegisterURL, RegisterAuthSecretARN: t.RegisterAuthSecretARN,
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDB(t.DynamoDB),
 		CoreSystem: coreSystems[t.CoreSystem], Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
-		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords,
+		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 	}
 }
 

@@ -26,6 +26,8 @@ func TestPipelineTenantCopiesEveryField(t *testing.T) {
 			f.SetInt(int64(1000 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))
+		case reflect.Slice: // rejectStatuses
+			f.Set(reflect.ValueOf([]int{400 + i%100}))
 		case reflect.Pointer:
 			// The sink settings: every field set, compared below by their printed values, since the two
 			// packages' struct types differ.

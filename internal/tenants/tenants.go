@@ -103,6 +103,9 @@ type Tenant struct {
 	// file with more fails before anything is written. skipRecord only. Default: 1,000 under
 	// skipRecord.
 	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
+	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
+	// rejects one record, under onInvalidRecord "skipRecord" only. Default: none.
+	RejectStatuses []int `json:"rejectStatuses,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -590,6 +593,9 @@ func (t Tenant) check(u unreadable) error {
 	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
 		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
 	}
+	for _, problem := range pipeline.CheckRejectStatuses(t.RejectStatuses, t.OnInvalidRecord) {
+		bad("rejectStatuses", "%s", problem)
+	}
 	t.validateSink(bad)
 	t.checkAdmission(bad)
 	return errors.Join(errs...)
@@ -637,5 +643,19 @@ func (t Tenant) Settings() pipeline.Tenant {
 		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
 		OnInvalidRecord:       t.OnInvalidRecord,
 		MaxInvalidRecords:     t.MaxInvalidRecords,
+		RejectStatuses:        rejectStatuses(t.RejectStatuses),
 	}
+}
+
+// rejectStatuses is the set of a validated tenant's rejectStatuses; a status outside the set's
+// range, which validation refuses, is left out.
+func rejectStatuses(statuses []int) pipeline.StatusSet {
+	var set pipeline.StatusSet
+	for _, s := range statuses {
+		if one, err := pipeline.NewStatusSet(s); err == nil {
+			set[0] |= one[0]
+			set[1] |= one[1]
+		}
+	}
+	return set
 }

@@ -23,7 +23,7 @@ func TestParseDefaults(t *testing.T) {
 	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
 		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records", Tier: "silo",
 		OnInvalidRecord: "failFile"}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}
 	if g := f.Tenants[1]; g.Encoding != "cp932" || g.OnFailure != "halt" || g.Prefix != "inbox/globex/" {
@@ -78,6 +78,18 @@ func TestParseRejects(t *testing.T) {
 			[]string{`tenant "acme": maxInvalidRecords: -1 is out of range: use 1 to 100000 records, or leave it out for 1000`}},
 		{"max invalid records too many", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 100001}]}`,
 			[]string{`maxInvalidRecords: 100001 is out of range`}},
+		{"reject statuses without skipRecord", `{"tenants": [{"id": "acme", "rejectStatuses": [422]}]}`,
+			[]string{`tenant "acme": rejectStatuses: [422] is set, but it only has effect with "onInvalidRecord": "skipRecord"`}},
+		{"reject status 408", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [408]}]}`,
+			[]string{`tenant "acme": rejectStatuses: 408 is retried by Register`}},
+		{"reject status 429", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [422, 429]}]}`,
+			[]string{`tenant "acme": rejectStatuses: 429 is retried by Register`}},
+		{"reject status 5xx", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [500]}]}`,
+			[]string{`tenant "acme": rejectStatuses: 500 is not a 4xx status`}},
+		{"reject status 2xx", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [200]}]}`,
+			[]string{`rejectStatuses: 200 is not a 4xx status`}},
+		{"reject status twice", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [422, 400, 422]}]}`,
+			[]string{`tenant "acme": rejectStatuses: 422 is listed twice`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), Options{})
@@ -116,6 +128,34 @@ func TestParseInvalidRecordPolicy(t *testing.T) {
 	}
 }
 
+// The rejectStatuses a tenant lists travel in its settings, so Register can tell them.
+func TestSettingsRejectStatuses(t *testing.T) {
+	f, err := Parse([]byte(`{"tenants": [{"id": "a", "onInvalidRecord": "skipRecord", "rejectStatuses": [422, 400]}, {"id": "b"}]}`),
+		Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	for _, tc := range []struct {
+		tenant int
+		status int
+		want   bool
+	}{{0, 422, true}, {0, 400, true}, {0, 409, false}, {0, 500, false}, {1, 422, false}} {
+		if got := f.Tenants[tc.tenant].Settings().RejectsStatus(tc.status); got != tc.want {
+			t.Errorf("tenant %d status %d: got %v, want %v", tc.tenant, tc.status, got, tc.want)
+		}
+	}
+	b, err := json.Marshal(f.Tenants[0].Settings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"onInvalidRecord":"skipRecord","maxInvalidRecords":1000,"rejectStatuses":[400,422]`) {
+		t.Errorf("got %s, want the policy and the statuses in ascending order", b)
+	}
+	if b, _ := json.Marshal(f.Tenants[1].Settings()); strings.Contains(string(b), "rejectStatuses") {
+		t.Errorf("got %s, want no rejectStatuses for a tenant without them", b)
+	}
+}
+
 func TestParseAccepts(t *testing.T) {
 	for _, tc := range []struct{ name, json string }{
 		{"jsonl without delimiter", `{"tenants": [{"id": "acme", "format": "jsonl"}]}`},
@@ -127,6 +167,7 @@ func TestParseAccepts(t *testing.T) {
 		{"every safe character", `{"tenants": [{"id": "acme", "prefix": "in/Az09!-_.*'()/acme/"}]}`},
 		{"dots inside a segment", `{"tenants": [{"id": "acme", "prefix": "in/.acme../"}]}`},
 		{"bounds", `{"tenants": [{"id": "a", "chunkSize": 1}, {"id": "b", "chunkSize": 1000}]}`},
+		{"reject statuses", `{"tenants": [{"id": "a", "onInvalidRecord": "skipRecord", "rejectStatuses": [400, 409, 422, 499]}]}`},
 		{"full", `{"tenants": [{"id": "acme", "prefix": "in/acme/", "format": "csv", "encoding": "utf-8", "delimiter": ";", "chunkSize": 50,
 			"maxFieldBytes": 1024, "onFailure": "halt", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records",
 			"registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-AbCdEf"}]}`},

@@ -27,9 +27,12 @@ type wireBatch struct {
 
 // batchSink is batch mode: the whole chunk, its records in file order, as one POST with the
 // chunk's idempotency key. The status classes are record mode's (classify): a 2xx or 409 means
-// every record of the chunk is registered, and any failure leaves all of them unwritten.
+// every record of the chunk is registered, and any failure leaves all of them unwritten. Under
+// skipRecord, a 2xx answer may reject some of the records (batchRejections): those go into
+// rejects, the others are registered.
 type batchSink struct {
-	core coreClient
+	core    coreClient
+	rejects *chunkRejects
 }
 
 func (s *batchSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
@@ -37,21 +40,28 @@ func (s *batchSink) Write(ctx context.Context, b budget, req pipeline.ChunkReque
 	if err != nil {
 		return 0, &WriteError{Record: recs[0].Number, Kind: rejection(err, 0), Err: err}
 	}
-	if kind, err := s.send(ctx, b, req, &auth, recs); err != nil {
+	resp, kind, err := s.send(ctx, b, req, &auth, recs)
+	if err != nil {
 		return 0, &WriteError{Record: recs[0].Number, Kind: kind, Err: err}
+	}
+	if canReject(req.Tenant) && resp.status >= 200 && resp.status < 300 {
+		what := fmt.Sprintf("chunk %d (records %d-%d)", req.Chunk, recs[0].Number, recs[len(recs)-1].Number)
+		if err := batchRejections(b.file, what, req.Tenant, resp.body, recs, s.rejects); err != nil {
+			return 0, &WriteError{Record: recs[0].Number, Kind: RejectedSink, Err: err}
+		}
 	}
 	return int64(len(recs)), nil
 }
 
-// send POSTs the chunk (coreClient.deliver) and returns its Rejection.
-func (s *batchSink) send(ctx context.Context, b budget, req pipeline.ChunkRequest, auth *string, recs []records.Record) (Rejection, error) {
+// send POSTs the chunk (coreClient.deliver) and returns the answer and its Rejection.
+func (s *batchSink) send(ctx context.Context, b budget, req pipeline.ChunkRequest, auth *string, recs []records.Record) (response, Rejection, error) {
 	first, last := recs[0].Number, recs[len(recs)-1].Number
 	what := fmt.Sprintf("chunk %d (records %d-%d)", req.Chunk, first, last)
 	objs := make([]json.RawMessage, len(recs))
 	for i, rec := range recs {
 		obj, err := rec.BatchJSON(req.Header)
 		if err != nil {
-			return RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+			return response{}, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
 		}
 		objs[i] = obj
 	}
@@ -62,7 +72,7 @@ func (s *batchSink) send(ctx context.Context, b budget, req pipeline.ChunkReques
 		Records:           objs,
 	})
 	if err != nil {
-		return RejectedSink, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: %v", b.file, what, err), Err: err}
+		return response{}, RejectedSink, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: %v", b.file, what, err), Err: err}
 	}
 	return s.core.deliver(ctx, b, req, what, BatchIdempotencyKey(req.ExecutionName, req.Chunk), len(recs), auth, body)
 }

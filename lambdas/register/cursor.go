@@ -78,7 +78,11 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		return record
 	}
 	res := pipeline.ChunkResult{Chunk: req.Chunk, Next: from, NextRecord: keep(at)}
-	var slowest time.Duration
+	var (
+		slowest    time.Duration
+		first      int64      // the first record this invocation sends, which names its part
+		rejections []rejected // those the cursor passes, in record order
+	)
 	for c := from; c <= req.Until(); c++ {
 		if c > from && !h.roomForChunk(ctx, now, slowest+reserve) {
 			break
@@ -89,12 +93,31 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			one.Record = at
 		}
 		started := now()
-		n, err := h.register(ctx, one, p)
-		res.Registered += n
-		stop := stopAt(one, n, err)
+		out, err := h.register(ctx, one, p)
+		if c == from {
+			first = out.first
+		}
+		stop := stopAt(one, out.done, err)
+		// The rejections the cursor passes: all of a chunk done, those before the stop record of
+		// a chunk the next invocation resumes inside, none of a chunk it starts again.
+		var passed []rejected
+		if out.rejects != nil && (err == nil || keep(stop) > 0) {
+			passed = out.rejects.before(keep(stop))
+		}
 		var we *WriteError
 		if errors.As(err, &we) {
 			err = we.Err // the pipeline error, unwrapped for the state machine
+		}
+		// handsOn: the invocation returns a cursor rather than this error (see below).
+		handsOn := err == nil || errors.Is(err, errSlowDown) ||
+			retryable(err) && (c > from || errors.Is(err, errNearDeadline) && keep(stop) > 0 && out.done > 0)
+		if handsOn {
+			// A cursor is handed on past these: count them and keep them for the part.
+			res.Registered += out.done - int64(len(passed))
+			res.Rejected += int64(len(passed))
+			rejections = append(rejections, passed...)
+		} else {
+			res.Registered += out.done
 		}
 		if errors.Is(err, errSlowDown) {
 			// Waiting for the core system fails nothing and spends no Retry: the next invocation
@@ -112,7 +135,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			// segment's time holds budgets). Any other failure, before progress or inside the first
 			// chunk, is the task's Retry's, from this invocation's cursor: a core system that fails
 			// every few records cannot make a segment run one invocation per few records.
-			if retryable(err) && (c > from || errors.Is(err, errNearDeadline) && keep(stop) > 0 && res.Registered > 0) {
+			if handsOn {
 				h.Log.Warn("invocation ends before a failed record; the next invocation resumes there",
 					"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 					"chunk", c, "record", stop, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
@@ -125,7 +148,14 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		res.Next, res.NextRecord = c+1, 0
 	}
 	res.Done = res.Next > req.Until()
-	if req.Segment != nil && res.Registered > 0 {
+	if len(rejections) > 0 {
+		// Before the cursor passes them: a crash from here re-sends the same records with the same
+		// keys, and rewrites the same part.
+		if err := h.writeRejections(ctx, req, from, first, rejections); err != nil {
+			return pipeline.ChunkResult{}, err
+		}
+	}
+	if req.Segment != nil && res.Registered+res.Rejected > 0 {
 		h.saveProgress(ctx, req, res.Next, res.NextRecord)
 	}
 	return res, nil

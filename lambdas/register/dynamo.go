@@ -68,6 +68,7 @@ type item struct {
 	key    string
 	attrs  map[string]types.AttributeValue
 	seq    string
+	rec    records.Record // for its rejection
 }
 
 // buildItem turns a record into an item: a CSV record's fields are strings, a JSON Lines record
@@ -165,9 +166,12 @@ func attributeOf(v any) types.AttributeValue {
 }
 
 // dynamoSink is the DynamoDB sink: one conditional PutItem per record into the tenant's table.
+// Under skipRecord it rejects into rejects a record whose write the table refused for the item
+// itself (itemRejection), and writes the next ones.
 type dynamoSink struct {
-	api  ItemAPI
-	pace *pace // the tenant's core system's rate limit, one token per item
+	api     ItemAPI
+	pace    *pace // the tenant's core system's rate limit, one token per item
+	rejects *chunkRejects
 }
 
 // Write writes a chunk's records to the tenant's table. Records of different keys are
@@ -197,6 +201,7 @@ func (s *dynamoSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequ
 			index[it.key] = i
 			queues = append(queues, nil)
 		}
+		it.rec = rec
 		queues[i] = append(queues[i], it)
 	}
 	ctx, cancel, err := b.call(ctx, "writing to DynamoDB", minCallTime, 0)
@@ -248,7 +253,13 @@ func (s *dynamoSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequ
 					fail(it.record, err)
 					return
 				}
-				if err := s.putItem(ctx, b, d.Table, req.Chunk, d.Key[0], it); err != nil {
+				err := s.putItem(ctx, b, req, it)
+				var ir *itemRejection
+				if errors.As(err, &ir) {
+					s.rejects.add(it.rec, ir.status, ir.why)
+					err = nil
+				}
+				if err != nil {
 					if err != errStopped {
 						fail(it.record, err)
 					}
@@ -280,25 +291,93 @@ func (s *dynamoSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequ
 	return written, nil
 }
 
+// itemRejection is a record the table refused for what the item holds, under skipRecord.
+type itemRejection struct {
+	status int
+	why    string
+}
+
+func (r *itemRejection) Error() string { return r.why }
+
+// rejectedItem is the rejection of a ValidationException (a key of the wrong type, an empty or
+// invalid value, an item over 400 KB) when the tenant's rejectStatuses list its HTTP status, 400
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/CommonErrors.html); nil for any
+// other error, which fails as it always did.
+func rejectedItem(t pipeline.Tenant, err error) *itemRejection {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || !t.RejectsStatus(http.StatusBadRequest) {
+		return nil
+	}
+	return &itemRejection{status: http.StatusBadRequest, why: "DynamoDB answered 400 (ValidationException): the item is not valid for the table (a key of the wrong type, an empty or invalid value, or an item over 400 KB)"}
+}
+
+// notOlder decides a failed condition under skipRecord from the stored item (ALL_OLD, or a
+// consistent read when the answer did not carry it): a stored _seq at or above the record's is a
+// replay or an older write, success; a stored item of the key without a _seq (or with one that
+// is not a string) was not written by the pipeline, and the record is rejected rather than
+// counted registered. A _seq below the record's cannot fail the condition; it is taken for a
+// replay too.
+// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html#DDB-PutItem-request-ReturnValuesOnConditionCheckFailure
+func (s *dynamoSink) notOlder(ctx context.Context, b budget, req pipeline.ChunkRequest, it item, stored map[string]types.AttributeValue) error {
+	d := req.Tenant.DynamoDB
+	if stored == nil {
+		key := map[string]types.AttributeValue{}
+		for _, k := range d.Key {
+			key[k] = it.attrs[k]
+		}
+		out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.Table), Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return itemError(b.file, d.Table, req.Chunk, it.record, err)
+		}
+		if out.Item == nil {
+			// Gone since the write: the condition held against a newer item that was deleted.
+			return &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: record %d: DynamoDB table %s: the item that failed the condition is gone; the record is written again", b.file, req.Chunk, it.record, d.Table)}
+		}
+		stored = out.Item
+	}
+	if seq, ok := stored[pipeline.SeqAttribute].(*types.AttributeValueMemberS); ok && seq.Value != "" {
+		return nil
+	}
+	return &itemRejection{status: http.StatusBadRequest, why: fmt.Sprintf(
+		"DynamoDB answered 400 (ConditionalCheckFailedException): the table holds an item with this key that the pipeline did not write (it has no %s), so the record was not written",
+		pipeline.SeqAttribute)}
+}
+
 // errStopped is a write cut short because the invocation's context ended.
 var errStopped = errors.New("stopped")
 
 // putItem writes one item. A failed condition means an equal or newer version of the key is
-// stored already: success.
-func (s *dynamoSink) putItem(ctx context.Context, b budget, table string, chunk int, pk string, it item) error {
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
+// stored already: success. Under skipRecord (canReject) that is checked on the stored item, and a
+// record the table refused for the item itself is an *itemRejection (rejectedItem).
+func (s *dynamoSink) putItem(ctx context.Context, b budget, req pipeline.ChunkRequest, it item) error {
+	d := req.Tenant.DynamoDB
+	table, chunk, pk := d.Table, req.Chunk, d.Key[0]
+	in := &dynamodb.PutItemInput{
 		TableName:                 aws.String(table),
 		Item:                      it.attrs,
 		ConditionExpression:       aws.String(conditionExpression),
 		ExpressionAttributeNames:  map[string]string{"#pk": pk, "#seq": pipeline.SeqAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":seq": &types.AttributeValueMemberS{Value: it.seq}},
-	})
+	}
+	skip := canReject(req.Tenant)
+	if skip {
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	_, err := s.api.PutItem(ctx, in)
 	if err == nil {
 		return nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return nil
+		if !skip {
+			return nil
+		}
+		return s.notOlder(ctx, b, req, it, ccf.Item)
+	}
+	if skip && ctx.Err() == nil {
+		if r := rejectedItem(req.Tenant, err); r != nil {
+			return r
+		}
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

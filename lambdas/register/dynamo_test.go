@@ -111,8 +111,14 @@ func (f *fakeDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ .
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.order[key] = append(f.order[key], rec)
-	if old, ok := f.items[key]; ok && !(str(old["_seq"]) < str(in.ExpressionAttributeValues[":seq"])) {
-		return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+	// A comparison with an attribute the item lacks is false, as in DynamoDB: an item without _seq
+	// fails the condition.
+	if old, ok := f.items[key]; ok && (old["_seq"] == nil || !(str(old["_seq"]) < str(in.ExpressionAttributeValues[":seq"]))) {
+		ccf := &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+		if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+			ccf.Item = old
+		}
+		return nil, ccf
 	}
 	f.items[key] = in.Item
 	return &dynamodb.PutItemOutput{}, nil

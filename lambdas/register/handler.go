@@ -72,6 +72,7 @@ type Handler struct {
 	now       func() time.Time
 	sleep     func(context.Context, time.Duration) error // Default: a timer under the context.
 	limiters  limiters                                   // the current file's token bucket
+	lines     lineCounter                                // where the current file's chunks start, for rejections
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -114,30 +115,40 @@ func (h *Handler) emit(tenant, core string, ms ...metrics.Metric) {
 // register is the thin loop of one chunk: validate the request, read the chunk, then hand its
 // records to the tenant's sink (openSink), which writes them in order and stops at the first
 // failure. Every call runs under the invocation's budget (deadline guard). It returns the number of
-// records written and the sink's *WriteError, whose Err is the error for the state machine.
-func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace) (int64, error) {
+// records done (registered or rejected), the chunk's first record sent, its rejections and the
+// sink's *WriteError, whose Err is the error for the state machine.
+func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace) (chunkOutcome, error) {
 	f, target, err := validateRequest(req)
 	if err != nil {
-		return 0, err
+		return chunkOutcome{}, err
 	}
 	c, err := h.clientsFor(req.Tenant.ID)
 	if err != nil {
-		return 0, err
+		return chunkOutcome{}, err
 	}
 	b := h.budget(ctx, req)
-	recs, err := h.readChunk(ctx, &b, req, f, c.S3)
+	span, recs, err := h.readChunk(ctx, &b, req, f, c.S3)
 	if err != nil {
-		return 0, err
+		return chunkOutcome{}, err
 	}
 	if len(recs) == 0 {
 		// Every record of the chunk was invalid and rejected by Split (skipRecord): none to send.
-		return 0, nil
+		return chunkOutcome{}, nil
 	}
 	if recs, err = fromRecord(b, req, recs); err != nil {
-		return 0, err
+		return chunkOutcome{}, err
 	}
 	b.first = recs[0].Number
-	return h.sinkFor(req.Tenant, target, p, c).Write(ctx, b, req, recs)
+	out := chunkOutcome{first: recs[0].Number, rejects: &chunkRejects{start: span.Start}}
+	out.done, err = h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, recs)
+	return out, err
+}
+
+// chunkOutcome is what one chunk's register did.
+type chunkOutcome struct {
+	done    int64 // records registered or rejected, in file order from first
+	first   int64 // the first record sent
+	rejects *chunkRejects
 }
 
 // TenantClients are the clients that read and write one tenant's data.
@@ -280,20 +291,20 @@ func (b budget) stopped(what string) error {
 
 // readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,
 // and parses it; each read under the budget. It sets b.first from a version 2 manifest.
-func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI) ([]records.Record, error) {
+func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI) (pipeline.ChunkSpan, []records.Record, error) {
 	span, err := h.readManifestEntry(ctx, *b, req, objects)
 	if err != nil {
-		return nil, err
+		return span, nil, err
 	}
 	b.first = span.FirstRecord
 	recs, skipped, err := h.readRange(ctx, *b, req, f, span, objects)
 	if err != nil {
-		return nil, err
+		return span, nil, err
 	}
 	if want := span.Records; int64(len(recs))+skipped != want {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, int64(len(recs))+skipped, want)}
+		return span, nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d: the manifest does not match the request", b.file, req.Chunk, int64(len(recs))+skipped, want)}
 	}
-	return recs, nil
+	return span, recs, nil
 }
 
 // readManifestEntry reads the chunk's span: its byte range from either manifest version, and its
@@ -389,7 +400,7 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 	if req.Tenant.SkipsInvalid() {
 		skip = func(records.Invalid) error { skipped++; return nil }
 	}
-	recs, err := records.ParseRangeSkip(src.Body, f, req.Header, span.FirstRecord, span.Records, skip)
+	recs, err := parseRange(src.Body, end-start, req, f, span, skip)
 	var fe *records.Error
 	switch {
 	case errors.Is(err, records.ErrTooManyRecords):
@@ -400,4 +411,17 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 		return nil, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: chunk %d: reading the object failed: %v", b.file, req.Chunk, err), Err: err}
 	}
 	return recs, skipped, nil
+}
+
+// parseRange parses the chunk's n bytes from body; for a tenant that can reject records, from the
+// bytes in memory, so that each record keeps its original bytes (records.ParseRawRange).
+func parseRange(body io.Reader, n int64, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, skip records.Skip) ([]records.Record, error) {
+	if !canReject(req.Tenant) {
+		return records.ParseRangeSkip(body, f, req.Header, span.FirstRecord, span.Records, skip)
+	}
+	raw, err := io.ReadAll(io.LimitReader(body, n+1))
+	if err != nil {
+		return nil, err
+	}
+	return records.ParseRawRangeSkip(raw, f, req.Header, span.FirstRecord, span.Records, skip)
 }

@@ -71,7 +71,17 @@ type coreClient struct {
 	timeout time.Duration // one POST's HTTP timeout
 	target  string
 	pace    *pace
+	// answers: keep the first maxAnswerBytes of each answer's body (response.body), for the
+	// rejections it may carry; only for a tenant that can reject records (canReject).
+	answers bool
+	// rejects: a status of the tenant's rejectStatuses rejects the one record the POST carries
+	// (record mode), rather than failing it.
+	rejects bool
 }
+
+// maxAnswerBytes bounds the body Register keeps of one answer: a batch's "rejected" array of a
+// thousand records fits.
+const maxAnswerBytes = 1 << 20
 
 // wireSource is the source object of a POST's body (docs/data-path.md, "Register wire format").
 type wireSource struct {
@@ -115,23 +125,28 @@ func (c coreClient) auth(ctx context.Context, b budget, req pipeline.ChunkReques
 //   - On a 429 or 503 it waits as the core system asks (pace.slowedDown) and resends the same
 //     body with the same key, as often as the core system asks; a wait that does not fit the
 //     invocation stops it (Stopped, errSlowDown), and the next invocation resends.
-func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, n int, auth *string, body []byte) (Rejection, error) {
+//   - With rejects set, a status of the tenant's rejectStatuses is RejectedRecord with a
+//     PermanentError, whatever classify would make of it (a 409 included): the sink rejects the
+//     record and goes on.
+//
+// The response is returned with the error, for the status and body a rejection keeps.
+func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, n int, auth *string, body []byte) (response, Rejection, error) {
 	sending, refreshed := what, false
 	for attempt := 1; ; attempt++ {
 		if err := c.pace.take(ctx, b, what, n, c.timeout); err != nil {
-			return Stopped, err
+			return response{}, Stopped, err
 		}
 		resp, err := c.post(ctx, b, sending, key, *auth, body)
 		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
 			if *auth, err = c.auth(ctx, b, req, true); err != nil {
-				return rejection(err, 0), err
+				return response{}, rejection(err, 0), err
 			}
 			sending, refreshed = "resending "+what+" after a 401", true
 			resp, err = c.post(ctx, b, sending, key, *auth, body)
 		}
 		if err == nil && slowDown(resp.status) {
 			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
-				return Stopped, err
+				return response{}, Stopped, err
 			}
 			continue
 		}
@@ -139,15 +154,18 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 		if errors.As(err, &stop) {
 			if attempt > 1 && errors.Is(err, errNearDeadline) {
 				// The resend after a slow-down answer no longer fits: still a wait, not a failure.
-				return Stopped, b.slowedDown(what, 0)
+				return response{}, Stopped, b.slowedDown(what, 0)
 			}
-			return Stopped, stop // the budget stopped before the POST
+			return response{}, Stopped, stop // the budget stopped before the POST
+		}
+		if err == nil && c.rejects && req.Tenant.RejectsStatus(resp.status) {
+			return resp, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: the core system rejected it with %d %s", b.file, what, resp.status, http.StatusText(resp.status))}
 		}
 		err = classify(b.file, what, resp, err)
 		if errors.Is(err, errNoAnswerInTime) {
 			err = c.latencyError(b.file, what, err)
 		}
-		return rejection(err, resp.status), err
+		return resp, rejection(err, resp.status), err
 	}
 }
 
@@ -163,12 +181,14 @@ func (c coreClient) latencyError(file, what string, err error) error {
 		file, what, c.timeout), Err: err}
 }
 
-// response is what Register keeps of the core system's answer: never the body, which may echo the
-// record.
+// response is what Register keeps of the core system's answer. Its body, kept only for a tenant
+// that can reject records, goes to the tenant's rejections and never to a log or an error message,
+// since it may echo the record.
 type response struct {
 	status     int
 	location   string // the Location header, for a redirect's message
 	retryAfter string // the Retry-After header, for a 429's or 503's wait
+	body       []byte // the first maxAnswerBytes, with coreClient.answers only
 }
 
 // post sends one request and returns the response, or an error if there was no response. It
@@ -196,9 +216,13 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	}
 	// Drain a little of the body so the connection goes back to the pool; never log it, since a
 	// core system may echo the record.
+	var kept []byte
+	if c.answers {
+		kept, _ = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After")}, nil
+	return response{status: resp.StatusCode, location: resp.Header.Get("Location"), retryAfter: resp.Header.Get("Retry-After"), body: kept}, nil
 }
 
 // errNoAnswerInTime marks a POST that got no answer before its time ran out (net/http reports the

@@ -26,8 +26,12 @@ type wireRecord struct {
 
 // recordSink is record mode: one POST per record, in file order, each with its own idempotency
 // key; it stops at the first record the core system does not accept.
+//
+// Under skipRecord, a record the core system answers with a status of the tenant's rejectStatuses
+// is rejected (into rejects) and the next record is sent.
 type recordSink struct {
-	core coreClient
+	core    coreClient
+	rejects *chunkRejects
 }
 
 func (s *recordSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
@@ -36,18 +40,23 @@ func (s *recordSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequ
 		return 0, &WriteError{Record: recs[0].Number, Kind: rejection(err, 0), Err: err}
 	}
 	for i, rec := range recs {
-		if kind, err := s.send(ctx, b, req, &auth, rec); err != nil {
+		resp, kind, err := s.send(ctx, b, req, &auth, rec)
+		if kind == RejectedRecord && s.core.rejects && req.Tenant.RejectsStatus(resp.status) {
+			s.rejects.add(rec, resp.status, coreRejection(resp.status, resp.body))
+			continue
+		}
+		if err != nil {
 			return int64(i), &WriteError{Record: rec.Number, Kind: kind, Err: err}
 		}
 	}
 	return int64(len(recs)), nil
 }
 
-// send POSTs one record (coreClient.deliver) and returns its Rejection.
-func (s *recordSink) send(ctx context.Context, b budget, req pipeline.ChunkRequest, auth *string, rec records.Record) (Rejection, error) {
+// send POSTs one record (coreClient.deliver) and returns the answer and its Rejection.
+func (s *recordSink) send(ctx context.Context, b budget, req pipeline.ChunkRequest, auth *string, rec records.Record) (response, Rejection, error) {
 	obj, err := rec.Object(req.Header)
 	if err != nil {
-		return RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+		return response{}, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
 	}
 	body, err := json.Marshal(wireRecord{
 		Tenant:       req.Tenant.ID,
@@ -56,7 +65,7 @@ func (s *recordSink) send(ctx context.Context, b budget, req pipeline.ChunkReque
 		Record:       obj,
 	})
 	if err != nil {
-		return RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
+		return response{}, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: record %d: %v", b.file, rec.Number, err), Err: err}
 	}
 	return s.core.deliver(ctx, b, req, fmt.Sprintf("record %d", rec.Number), IdempotencyKey(req.ExecutionName, rec.Number), 1, auth, body)
 }

@@ -26,21 +26,23 @@ type Sink interface {
 // openSink chooses the tenant's sink: its DynamoDB table when it has one, else its registerUrl in
 // batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
 // p paces the writes toward the tenant's core system.
-func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace) Sink {
-	return h.sinkFor(t, target, p, &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets})
+func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace, rej *chunkRejects) Sink {
+	return h.sinkFor(t, target, p, &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets}, rej)
 }
 
 // sinkFor is openSink with the tenant's clients c: its table and its secret are read and written
-// with them.
-func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantClients) Sink {
+// with them. Under skipRecord the sink rejects into rej the records the destination refuses
+// (canReject) and goes on.
+func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantClients, rej *chunkRejects) Sink {
 	if t.DynamoDB != nil {
-		return &dynamoSink{api: c.DynamoDB, pace: p}
+		return &dynamoSink{api: c.DynamoDB, pace: p, rejects: rej}
 	}
-	core := coreClient{http: h.HTTP, secrets: c.Secrets, timeout: h.HTTPTimeout, target: target, pace: p}
+	core := coreClient{http: h.HTTP, secrets: c.Secrets, timeout: h.HTTPTimeout, target: target, pace: p, answers: canReject(t)}
 	if t.BatchMode() {
-		return &batchSink{core}
+		return &batchSink{core, rej}
 	}
-	return &recordSink{core}
+	core.rejects = canReject(t)
+	return &recordSink{core, rej}
 }
 
 // Rejection is why a sink did not write a record: what a policy that skips records (or one that

@@ -72,7 +72,7 @@ func httpSink(t *testing.T, tenant pipeline.Tenant, failAt int64, kind Rejection
 	}
 	tenant.RegisterURL = c.srv.URL
 	h := newHandler(sourcetest.NewFakeS3(), &fakeSecrets{})
-	return sinkUnderTest{sink: h.openSink(tenant, c.srv.URL, h.newPace(pipeline.ChunkRequest{Tenant: tenant})), tenant: tenant, seen: func() []int64 { mu.Lock(); defer mu.Unlock(); return seen }}
+	return sinkUnderTest{sink: h.openSink(tenant, c.srv.URL, h.newPace(pipeline.ChunkRequest{Tenant: tenant}), &chunkRejects{}), tenant: tenant, seen: func() []int64 { mu.Lock(); defer mu.Unlock(); return seen }}
 }
 
 // recordHandler serves record mode's POSTs for a batchCore, keeping only the idempotency key.
@@ -105,7 +105,7 @@ func dynamoSinkUnderTest(failAt int64, kind Rejection) sinkUnderTest {
 	tenant := ddbTenant("csv", "id")
 	// One writer at a time: every record has its own key, so the writes go in file order.
 	tenant.DynamoDB.Concurrency = 1
-	return sinkUnderTest{sink: h.openSink(tenant, "", h.newPace(pipeline.ChunkRequest{Tenant: tenant})), tenant: tenant, seen: func() []int64 { mu.Lock(); defer mu.Unlock(); return seen }}
+	return sinkUnderTest{sink: h.openSink(tenant, "", h.newPace(pipeline.ChunkRequest{Tenant: tenant}), &chunkRejects{}), tenant: tenant, seen: func() []int64 { mu.Lock(); defer mu.Unlock(); return seen }}
 }
 
 // TestSinkContract runs the ordered-write contract against each sink through the Sink interface:

@@ -1,0 +1,94 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/example/tenantpipeline/internal/results"
+)
+
+// A core system answers 422 to two records of a tenant with onInvalidRecord skipRecord and
+// rejectStatuses [422], in both tiers: those two are rejected (in the file's register parts, with
+// their status and original bytes), the others are registered in order, exactly once, and the file
+// succeeds.
+func TestScenarioCoreSystemRejects(t *testing.T) {
+	t.Parallel()
+	const tenantsJSON = `{"tenants": [{"id": "rej", "chunkSize": 4, "onInvalidRecord": "skipRecord", "rejectStatuses": [422],
+	  "registerUrl": "https://core.example.com/records"}]}`
+	forEachTier(t, tenantsJSON, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		r.Sink.SetFault(func(tenant, _ string, record int64, _ int) int {
+			if tenant == "rej" && (record == 3 || record == 7) {
+				return 422
+			}
+			return 0
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		uploadAll(t, ctx, r, []upload{{"rej", "f.csv", csvOf(10)}})
+		rep := drain(t, ctx, r)
+		// The harness's own invariants count every record of a file as registered; the two rejected
+		// ones are the only gaps allowed. Order and exactly-once are asserted below.
+		for _, v := range rep.Violations {
+			if !strings.HasSuffix(v, "has 10 records but 8 were registered") && !strings.HasSuffix(v, "record 4 registered after record 2") &&
+				!strings.HasSuffix(v, "record 8 registered after record 6") {
+				t.Errorf("invariant violated: %s", v)
+			}
+		}
+
+		f := fileOf(t, rep, "rej", "f.csv")
+		if f.Executions != 1 {
+			t.Errorf("f.csv: got %d executions, want 1", f.Executions)
+		}
+		if f.Status != "SUCCEEDED" {
+			t.Fatalf("f.csv: got %s (%s), want SUCCEEDED", f.Status, f.Cause)
+		}
+		var registered []int64
+		for _, rec := range r.Sink.Registered("rej") {
+			registered = append(registered, rec.RecordNumber)
+		}
+		if want := []int64{1, 2, 4, 5, 6, 8, 9, 10}; !reflect.DeepEqual(registered, want) {
+			t.Errorf("got registered %v, want %v (in order, once each)", registered, want)
+		}
+
+		prefix := results.Dir("rej", f.ExecutionName) + results.PartsDir
+		out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []results.Rejection
+		for _, o := range out.Contents {
+			if !strings.Contains(aws.ToString(o.Key), "/register-") {
+				continue
+			}
+			obj, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: o.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(obj.Body)
+			obj.Body.Close()
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var rj results.Rejection
+				if err := json.Unmarshal([]byte(line), &rj); err != nil {
+					t.Fatalf("%s: %q: %v", aws.ToString(o.Key), line, err)
+				}
+				got = append(got, rj)
+			}
+		}
+		want := []results.Rejection{
+			{Line: 4, Record: 3, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("3,name 3")},
+			{Line: 8, Record: 7, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("7,name 7")},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got rejections %+v under %s, want %+v", got, prefix, want)
+		}
+	})
+}
