@@ -10,6 +10,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 // How a pool keeps its tenants apart (docs/isolation.md). The pool's functions serve every tenant,
@@ -86,6 +87,11 @@ func (t *TenantPool) newTenantRole() {
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
 	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
 	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
+	// The controller's File Processed event: the counts from summary.json, and the marker of each
+	// event put.
+	tenantResults := results.Prefix + principalTenant + "/*/"
+	objects([]string{"s3:GetObject"}, tenantResults+results.SummaryFile)
+	objects([]string{"s3:GetObject", "s3:PutObject"}, tenantResults+"event-*.json")
 	// Listing the tenant's own prefixes makes S3 answer a missing key with 404, not 403
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), so an
 	// absent marker is told from a refused one.
@@ -98,7 +104,7 @@ func (t *TenantPool) newTenantRole() {
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/, " +
-			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
+			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/, quarantine/${aws:PrincipalTag/tenant}/ and results/${aws:PrincipalTag/tenant}/, and the " +
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))
