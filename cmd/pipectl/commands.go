@@ -358,7 +358,7 @@ func statusTable(rep ops.StatusReport) string {
 
 func filesTable(rep ops.FilesReport) string {
 	var b strings.Builder
-	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
+	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "REGISTERED", "REJECTED", "START", "STOP", "ERROR"}}
 	for _, f := range rep.Files {
 		errName := "-"
 		if f.ErrorType != nil {
@@ -371,13 +371,21 @@ func filesTable(rep ops.FilesReport) string {
 		if f.Records != nil {
 			records = fmt.Sprint(*f.Records)
 		}
-		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, stamp(f.Start), stamp(f.Stop), errName})
+		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, knownCount(f.Registered), knownCount(f.Rejected), stamp(f.Start), stamp(f.Stop), errName})
 	}
 	b.WriteString(termtable.Render(rows))
 	if len(rep.Files) == 0 {
 		fmt.Fprintf(&b, "(%s has no files yet)\n", rep.Tenant)
 	}
 	return b.String()
+}
+
+// knownCount is a count, or "-" when it is not known.
+func knownCount(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
 }
 
 // oneLine keeps a table row on one line whatever a message holds.

@@ -245,7 +245,7 @@ func TestFiles(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
+	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "registered", "rejected", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
 	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
@@ -756,6 +756,46 @@ func TestStatusCoreSystemLines(t *testing.T) {
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("got %s, want the line %q", stdout, want)
+		}
+	}
+}
+
+// pipectl files shows the counts of a file's summary.json, "-" (null in JSON) for a file without one.
+func TestFilesCounts(t *testing.T) {
+	w := world()
+	w.Objects[acme.Bucket+"/results/acme/acme-1/summary.json"] = &opsfake.Object{Body: `{"version":1,"execution":"acme-1","status":"SUCCEEDED","records":10,"registered":8,"rejected":2}`}
+	code, stdout, stderr := runIn(t, w, "files", "acme")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "RECORDS  REGISTERED  REJECTED") {
+		t.Fatalf("got\n%s\nwant a header with REGISTERED and REJECTED after RECORDS", stdout)
+	}
+	cols := func(line string) []string { return strings.Fields(line) }
+	for _, l := range lines[1:] {
+		c := cols(l)
+		switch c[1] {
+		case "acme-1":
+			if c[4] != "8" || c[5] != "2" {
+				t.Errorf("acme-1: got registered %s rejected %s, want 8 2: %s", c[4], c[5], l)
+			}
+		case "acme-2":
+			if c[4] != "-" || c[5] != "-" {
+				t.Errorf("acme-2: got registered %s rejected %s, want - - (no summary): %s", c[4], c[5], l)
+			}
+		}
+	}
+	_, stdout, _ = runIn(t, w, "files", "acme", "--json")
+	var rep ops.FilesReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Files {
+		got := [2]string{knownCount(f.Registered), knownCount(f.Rejected)}
+		want := map[string][2]string{"acme-1": {"8", "2"}, "acme-2": {"-", "-"}}[f.ExecutionName]
+		if got != want {
+			t.Errorf("%s: got registered, rejected %v, want %v", f.ExecutionName, got, want)
 		}
 	}
 }
