@@ -36,6 +36,9 @@ type Report struct {
 	// answered 429 included), and Sink429 how many it answered 429 for Config.SinkMaxInFlight.
 	SinkMaxInFlight int   `json:"sinkMaxInFlight"`
 	Sink429         int64 `json:"sink429"`
+	// FileEvents are the File Processed events the pipeline put on EventBridge, in the order they
+	// were put (docs/local-run.md); [] when none.
+	FileEvents []FileEvent `json:"fileEvents"`
 }
 
 // TenantReport is one tenant's files, in upload order.
@@ -186,6 +189,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		}
 	}
 	rep.SinkMaxInFlight, rep.Sink429 = r.Sink.InFlight()
+	rep.FileEvents = r.FileEvents()
 	rep.APICalls["lambda"] = lambdaCalls
 	if rep.APICalls["stepfunctions"] == nil {
 		rep.APICalls["stepfunctions"] = map[string]int64{}
