@@ -799,3 +799,59 @@ func TestFilesCounts(t *testing.T) {
 		}
 	}
 }
+
+// pipectl results prints a file's summary found by execution or by key, --json prints summary.json
+// as stored, and --out downloads the results files the summary names.
+func TestResults(t *testing.T) {
+	const summary = `{"version":1,"tenant":"acme","tier":"silo","execution":"acme-2","status":"FAILED",` +
+		`"source":{"bucket":"b","key":"inbox/acme/bad.csv"},"records":5,"registered":2,"rejected":1,"unprocessed":2,` +
+		`"failure":{"type":"ValidationError","message":"2 fields, want 3","line":3},` +
+		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv"}}`
+	setup := func() *opsfake.World {
+		w := world()
+		body := strings.ReplaceAll(summary, "BUCKET", acme.Bucket)
+		w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: body}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "a,b,_line,_record,_error\n"}
+		return w
+	}
+	for _, ref := range []string{"acme-2", "inbox/acme/bad.csv"} {
+		t.Run(ref, func(t *testing.T) {
+			code, stdout, stderr := runIn(t, setup(), "results", "acme", ref)
+			if code != 0 {
+				t.Fatalf("got exit %d (%s), want 0", code, stderr)
+			}
+			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("got\n%s\nwant it to contain %q", stdout, want)
+				}
+			}
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		_, stdout, _ := runIn(t, setup(), "results", "acme", "acme-2", "--json")
+		var got, want map[string]any
+		json.Unmarshal([]byte(stdout), &got)
+		json.Unmarshal([]byte(strings.ReplaceAll(summary, "BUCKET", acme.Bucket)), &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %s, want summary.json as stored", stdout)
+		}
+	})
+	t.Run("out", func(t *testing.T) {
+		dir := t.TempDir()
+		code, _, stderr := runIn(t, setup(), "results", "acme", "acme-2", "--out", dir)
+		if code != 0 {
+			t.Fatalf("got exit %d (%s), want 0", code, stderr)
+		}
+		for _, f := range []string{"summary.json", "rejected.csv"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("got no %s in --out: %v", f, err)
+			}
+		}
+	})
+	t.Run("no summary", func(t *testing.T) {
+		code, _, stderr := runIn(t, world(), "results", "acme", "acme-1")
+		if code != 1 || !strings.Contains(stderr, "results/acme/acme-1/summary.json") {
+			t.Errorf("got exit %d, stderr %q; want 1 naming the missing summary.json", code, stderr)
+		}
+	})
+}
