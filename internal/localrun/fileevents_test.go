@@ -94,3 +94,20 @@ func TestScenarioFileEvents(t *testing.T) {
 		})
 	}
 }
+
+// report.html shows each file's registered and rejected counts (from its summary.json), "–" for a
+// file without a summary.
+func TestBarTitleCounts(t *testing.T) {
+	n8, n2 := int64(8), int64(2)
+	for _, tc := range []struct {
+		f    FileReport
+		want string
+	}{
+		{FileReport{Key: "a.csv", Status: "SUCCEEDED", Records: 10, Registered: &n8, Rejected: &n2}, "registered: 8, rejected: 2"},
+		{FileReport{Key: "b.csv", Status: "SUCCEEDED", Records: 10}, "registered: –, rejected: –"},
+	} {
+		if got := barTitle(htmlBar{File: tc.f, Kind: "ok"}); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got title %q, want it to contain %q", tc.f.Key, got, tc.want)
+		}
+	}
+}
