@@ -296,6 +296,7 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	stmts := policyStatements(t, "acme", "Controller")
 	got := actionsOf(stmts)
 	want := []string{
+		"events:PutEvents", // the File Processed event (TestFileEventGrants)
 		"s3:GetObject", "s3:ListBucket", "s3:PutObject",
 		"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
 		"states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution", "states:StartExecution", "states:StopExecution",

@@ -37,7 +37,7 @@ func TestDynamicCompletion(t *testing.T) {
 		args []string
 		want []string // completions, before the directive line
 	}{
-		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "resume\t", "skip\t", "status\t", "validate\t"}},
+		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "skip\t", "status\t", "validate\t"}},
 		{[]string{"__complete", "status", ""}, []string{"acme\tsilo", "globex\tsilo"}},
 		{[]string{"__complete", "status", "acme", ""}, []string{"acme\tsilo", "globex\tsilo"}},
 		{[]string{"__complete", "files", "--limit", "5", ""}, []string{"acme\tsilo", "globex\tsilo"}},

@@ -24,6 +24,13 @@ admission, its core systems, and the objects no tenant's prefix routes.`},
 stop and error.
 
   --limit N   how many files (1-1000, default 20)`},
+	{name: "results", minArgs: 2, maxArgs: 2, args: "TENANT KEY|EXECUTION [--out DIR]", flags: resultsFlags, run: runResults,
+		short: "what became of a file: its summary, and its results files",
+		long: `Prints the summary of a file's execution (results/<tenant>/<execution>/summary.json): status,
+counts, failure and the results files. KEY is the file's object key (its newest execution is
+taken) or EXECUTION its execution name. --json prints summary.json as stored.
+
+  --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
 	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
 		short: "stop processing a tenant",
 		long: `Stops processing: a silo tenant's event source mapping is disabled; a pooled tenant's
@@ -84,7 +91,59 @@ var (
 	flagVersionID string
 	flagFromDLQ   bool
 	flagForce     bool
+	flagOut       string
 )
+
+func resultsFlags(fs *flag.FlagSet) func() error {
+	fs.StringVar(&flagOut, "out", "", "download the results files into this folder")
+	return func() error { return nil }
+}
+
+func runResults(ctx context.Context, e *env, args []string) (any, error) {
+	o, err := e.ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := o.Results(ctx, args[0], args[1], flagOut)
+	if err != nil {
+		return nil, err
+	}
+	e.human = func(any) string { return resultsText(rep) }
+	return rep.Raw, nil
+}
+
+// resultsText is pipectl results' summary, one fact a line.
+func resultsText(rep ops.ResultsReport) string {
+	s := rep.Summary
+	var b strings.Builder
+	rows := [][]string{
+		{"tenant", s.Tenant + " (" + orDash(s.Tier) + ")"},
+		{"file", "s3://" + s.Source.Bucket + "/" + s.Source.Key},
+		{"execution", rep.Execution},
+		{"status", s.Status},
+		{"records", fmt.Sprint(s.Records)},
+		{"registered", fmt.Sprint(s.Registered)},
+		{"rejected", fmt.Sprint(s.Rejected)},
+		{"unprocessed", fmt.Sprint(s.Unprocessed)},
+	}
+	if s.Failure != nil {
+		f := s.Failure.Type + ": " + oneLine(s.Failure.Message)
+		if s.Failure.Line > 0 {
+			f += fmt.Sprintf(" (line %d)", s.Failure.Line)
+		}
+		rows = append(rows, []string{"failure", f})
+	}
+	for _, f := range [][2]string{{"summary", s.Files.Summary}, {"rejected file", s.Files.Rejected}, {"unprocessed file", s.Files.Unprocessed}} {
+		if f[1] != "" {
+			rows = append(rows, []string{f[0], f[1]})
+		}
+	}
+	for _, p := range rep.Downloaded {
+		rows = append(rows, []string{"downloaded", p})
+	}
+	b.WriteString(termtable.Render(rows))
+	return b.String()
+}
 
 func filesFlags(fs *flag.FlagSet) func() error {
 	fs.IntVar(&flagLimit, "limit", 20, "how many files")
@@ -369,7 +428,7 @@ func statusTable(rep ops.StatusReport) string {
 
 func filesTable(rep ops.FilesReport) string {
 	var b strings.Builder
-	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "START", "STOP", "ERROR"}}
+	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "REGISTERED", "REJECTED", "START", "STOP", "ERROR"}}
 	for _, f := range rep.Files {
 		errName := "-"
 		if f.ErrorType != nil {
@@ -382,13 +441,21 @@ func filesTable(rep ops.FilesReport) string {
 		if f.Records != nil {
 			records = fmt.Sprint(*f.Records)
 		}
-		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, stamp(f.Start), stamp(f.Stop), errName})
+		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, knownCount(f.Registered), knownCount(f.Rejected), stamp(f.Start), stamp(f.Stop), errName})
 	}
 	b.WriteString(termtable.Render(rows))
 	if len(rep.Files) == 0 {
 		fmt.Fprintf(&b, "(%s has no files yet)\n", rep.Tenant)
 	}
 	return b.String()
+}
+
+// knownCount is a count, or "-" when it is not known.
+func knownCount(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
 }
 
 // oneLine keeps a table row on one line whatever a message holds.

@@ -245,7 +245,7 @@ func TestFiles(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "start", "status", "stop"}; !slices.Equal(got, want) {
+	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "registered", "rejected", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
 	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {
@@ -758,4 +758,100 @@ func TestStatusCoreSystemLines(t *testing.T) {
 			t.Errorf("got %s, want the line %q", stdout, want)
 		}
 	}
+}
+
+// pipectl files shows the counts of a file's summary.json, "-" (null in JSON) for a file without one.
+func TestFilesCounts(t *testing.T) {
+	w := world()
+	w.Objects[acme.Bucket+"/results/acme/acme-1/summary.json"] = &opsfake.Object{Body: `{"version":1,"execution":"acme-1","status":"SUCCEEDED","records":10,"registered":8,"rejected":2}`}
+	code, stdout, stderr := runIn(t, w, "files", "acme")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "RECORDS  REGISTERED  REJECTED") {
+		t.Fatalf("got\n%s\nwant a header with REGISTERED and REJECTED after RECORDS", stdout)
+	}
+	cols := func(line string) []string { return strings.Fields(line) }
+	for _, l := range lines[1:] {
+		c := cols(l)
+		switch c[1] {
+		case "acme-1":
+			if c[4] != "8" || c[5] != "2" {
+				t.Errorf("acme-1: got registered %s rejected %s, want 8 2: %s", c[4], c[5], l)
+			}
+		case "acme-2":
+			if c[4] != "-" || c[5] != "-" {
+				t.Errorf("acme-2: got registered %s rejected %s, want - - (no summary): %s", c[4], c[5], l)
+			}
+		}
+	}
+	_, stdout, _ = runIn(t, w, "files", "acme", "--json")
+	var rep ops.FilesReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Files {
+		got := [2]string{knownCount(f.Registered), knownCount(f.Rejected)}
+		want := map[string][2]string{"acme-1": {"8", "2"}, "acme-2": {"-", "-"}}[f.ExecutionName]
+		if got != want {
+			t.Errorf("%s: got registered, rejected %v, want %v", f.ExecutionName, got, want)
+		}
+	}
+}
+
+// pipectl results prints a file's summary found by execution or by key, --json prints summary.json
+// as stored, and --out downloads the results files the summary names.
+func TestResults(t *testing.T) {
+	const summary = `{"version":1,"tenant":"acme","tier":"silo","execution":"acme-2","status":"FAILED",` +
+		`"source":{"bucket":"b","key":"inbox/acme/bad.csv"},"records":5,"registered":2,"rejected":1,"unprocessed":2,` +
+		`"failure":{"type":"ValidationError","message":"2 fields, want 3","line":3},` +
+		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv"}}`
+	setup := func() *opsfake.World {
+		w := world()
+		body := strings.ReplaceAll(summary, "BUCKET", acme.Bucket)
+		w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: body}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "a,b,_line,_record,_error\n"}
+		return w
+	}
+	for _, ref := range []string{"acme-2", "inbox/acme/bad.csv"} {
+		t.Run(ref, func(t *testing.T) {
+			code, stdout, stderr := runIn(t, setup(), "results", "acme", ref)
+			if code != 0 {
+				t.Fatalf("got exit %d (%s), want 0", code, stderr)
+			}
+			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("got\n%s\nwant it to contain %q", stdout, want)
+				}
+			}
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		_, stdout, _ := runIn(t, setup(), "results", "acme", "acme-2", "--json")
+		var got, want map[string]any
+		json.Unmarshal([]byte(stdout), &got)
+		json.Unmarshal([]byte(strings.ReplaceAll(summary, "BUCKET", acme.Bucket)), &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %s, want summary.json as stored", stdout)
+		}
+	})
+	t.Run("out", func(t *testing.T) {
+		dir := t.TempDir()
+		code, _, stderr := runIn(t, setup(), "results", "acme", "acme-2", "--out", dir)
+		if code != 0 {
+			t.Fatalf("got exit %d (%s), want 0", code, stderr)
+		}
+		for _, f := range []string{"summary.json", "rejected.csv"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("got no %s in --out: %v", f, err)
+			}
+		}
+	})
+	t.Run("no summary", func(t *testing.T) {
+		code, _, stderr := runIn(t, world(), "results", "acme", "acme-1")
+		if code != 1 || !strings.Contains(stderr, "results/acme/acme-1/summary.json") {
+			t.Errorf("got exit %d, stderr %q; want 1 naming the missing summary.json", code, stderr)
+		}
+	})
 }

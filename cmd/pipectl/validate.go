@@ -15,11 +15,8 @@ import (
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
-// Command flags of validate.
-var (
-	flagOut     string
-	flagTenants string
-)
+// Command flags of validate (its --out is flagOut, shared with results).
+var flagTenants string
 
 func validateFlags(fs *flag.FlagSet) func() error {
 	fs.StringVar(&flagOut, "out", "", "write each file's rejected records under this directory")

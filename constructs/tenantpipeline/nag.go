@@ -55,6 +55,10 @@ func (t *TenantPipeline) suppressNagFindings() {
 			"execution names are per file and per segment.",
 		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/"),
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+:\*$/`)})
+	suppress(t.Controller, "AwsSolutions-IAM5",
+		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+
+			"results, one folder per file execution, whose names are not known in advance.",
+		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
 	suppress(t.Split, "AwsSolutions-IAM5",
 		"Reads objects under exactly the tenant's inbox prefix and writes manifests under exactly its work prefix; object keys are not known in advance.",
 		objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/"))

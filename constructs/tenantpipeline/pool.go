@@ -85,7 +85,9 @@ type TenantPool struct {
 	// StatusRule sends the ends of the file executions to Controller (wake-up). Nil with
 	// Shared.DisableWakeEvents.
 	StatusRule awsevents.Rule
-	LogGroups  []awslogs.LogGroup
+	// EventBus receives the File Processed events: Shared.EventBus or the default bus.
+	EventBus  awsevents.IEventBus
+	LogGroups []awslogs.LogGroup
 	// TenantRules are the Contributor Insights rules over the controller's log group that the
 	// per-tenant alarms read, keyed by tenant (poolinsights.go).
 	TenantRules PoolTenantRules
@@ -484,7 +486,10 @@ func (t *TenantPool) build() {
 		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
 		controllerEnv[pipeline.EnvControlPrefixProtected] = controlPrefixProtected(p.Bucket, s.RolePath, s.Operators)
 	}
+	t.EventBus = fileEventBus(t.Construct, s.EventBus)
+	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
 	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv)
+	grantFileEvents(t.Controller, t.EventBus)
 	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(1),
 		ReportBatchItemFailures: jsii.Bool(true),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -124,6 +125,11 @@ type Props struct {
 
 	// AlarmTopic receives every alarm's state changes. Default: alarms without actions.
 	AlarmTopic awssns.ITopic
+
+	// EventBus receives the File Processed event of each end of a file execution (README, "The
+	// File Processed event"); the controller may put events there only with the source
+	// tenantpipeline. A pool takes it from Shared. Default: the account's default event bus.
+	EventBus awsevents.IEventBus
 
 	// Operators may steer the tenant besides the pipeline itself: the tenant's queue and its
 	// rule's dead-letter queue deny sqs:SendMessage to every principal but the tenant's rule

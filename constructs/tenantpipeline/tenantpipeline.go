@@ -81,6 +81,8 @@ type TenantPipeline struct {
 	// StatusRule sends the ends of the file state machine's executions to Controller, which wakes
 	// the waiting file's message. Nil with Props.DisableWakeEvents.
 	StatusRule awsevents.Rule
+	// EventBus receives the File Processed events: Props.EventBus or the default bus.
+	EventBus awsevents.IEventBus
 	// EventSource is the controller's SQS event source; its mapping is what pipectl pauses.
 	EventSource awslambdaeventsources.SqsEventSource
 	// Table is the DynamoDB sink's table when the construct created it; nil otherwise.
@@ -230,7 +232,14 @@ func (t *TenantPipeline) build() {
 	// POLL_BUDGET_SECONDS is set, not defaulted, so that validate's ControllerTimeout rule holds
 	// what the function runs.
 	t.wakeEnv(controllerEnv)
+	t.EventBus = fileEventBus(t.Construct, p.EventBus)
+	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
 	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, controllerEnv)
+	grantFileEvents(t.Controller, t.EventBus)
+	// The File Processed event: the counts from summary.json, and the marker of each event put
+	// (results/<tenant>/<execution>/event-<redrive count>.json).
+	t.allowS3Keys(t.Controller, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
+	t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
 	if p.ControllerReservedConcurrency > 0 {
 		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
 		cfn.SetReservedConcurrentExecutions(jsii.Number(p.ControllerReservedConcurrency))

@@ -90,6 +90,11 @@ func (t *TenantPool) newTenantRole() {
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
 	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
 	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
+	// The controller's File Processed event: the counts from summary.json, and the marker of each
+	// event put.
+	tenantResults := results.Prefix + principalTenant + "/*/"
+	objects([]string{"s3:GetObject"}, tenantResults+results.SummaryFile)
+	objects([]string{"s3:GetObject", "s3:PutObject"}, tenantResults+"event-*.json")
 	// Listing the tenant's own prefixes makes S3 answer a missing key with 404, not 403
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), so an
 	// absent marker is told from a refused one.

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/svgchart"
 )
 
@@ -36,6 +38,9 @@ type Report struct {
 	// answered 429 included), and Sink429 how many it answered 429 for Config.SinkMaxInFlight.
 	SinkMaxInFlight int   `json:"sinkMaxInFlight"`
 	Sink429         int64 `json:"sink429"`
+	// FileEvents are the File Processed events the pipeline put on EventBridge, in the order they
+	// were put (docs/local-run.md); [] when none.
+	FileEvents []FileEvent `json:"fileEvents"`
 }
 
 // TenantReport is one tenant's files, in upload order.
@@ -75,6 +80,11 @@ type FileReport struct {
 	// succeeded execution's $.split.records), and "none" when no count is known (Records is 0,
 	// shown as "–").
 	RecordsCountedBy string `json:"recordsCountedBy,omitempty"`
+	// Registered and Rejected are what Register reported for the file, read from its summary.json
+	// (results/<tenant>/<execution>/summary.json), so they hold with --register-url too; null
+	// while the file has no summary.
+	Registered *int64 `json:"registered"`
+	Rejected   *int64 `json:"rejected"`
 	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
 	// of its segment executions. Each must stay below 25,000.
 	HistoryEvents           int `json:"historyEvents"`
@@ -186,6 +196,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 		}
 	}
 	rep.SinkMaxInFlight, rep.Sink429 = r.Sink.InFlight()
+	rep.FileEvents = r.FileEvents()
 	rep.APICalls["lambda"] = lambdaCalls
 	if rep.APICalls["stepfunctions"] == nil {
 		rep.APICalls["stepfunctions"] = map[string]int64{}
@@ -240,6 +251,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				}
 				used[e.ExecutionArn] = true
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
+				fr.Registered, fr.Rejected = r.summaryCounts(ctx, t.ID, fr.ExecutionName)
 				break
 			}
 			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
@@ -318,6 +330,32 @@ func (f *FileReport) splitCount() int64 {
 
 // RecordsText is the file's records as the summary and report.html print them: "–" when no
 // count is known.
+// summaryCounts are the registered and rejected counts of the execution's summary.json; nil, nil
+// when it has none (or it cannot be read).
+func (r *Run) summaryCounts(ctx context.Context, tenant, execution string) (registered, rejected *int64) {
+	if execution == "" || r.s3 == nil {
+		return nil, nil
+	}
+	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(tenant, execution, results.SummaryFile))})
+	if err != nil {
+		return nil, nil
+	}
+	defer out.Body.Close()
+	var s results.Summary
+	if json.NewDecoder(out.Body).Decode(&s) != nil || s.Execution != execution {
+		return nil, nil
+	}
+	return &s.Registered, &s.Rejected
+}
+
+// CountText is a count for the summary and report.html: "–" when it is not known.
+func CountText(n *int64) string {
+	if n == nil {
+		return "–"
+	}
+	return fmt.Sprint(*n)
+}
+
 func (f FileReport) RecordsText() string {
 	if f.RecordsCountedBy == "none" {
 		return "–"

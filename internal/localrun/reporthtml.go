@@ -379,12 +379,13 @@ func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
 func barTitle(b htmlBar) string {
 	f := b.File
 	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
-		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText()}
+		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText(),
+		"registered: " + CountText(f.Registered) + ", rejected: " + CountText(f.Rejected)}
 	if b.Admission != "" {
 		lines = append(lines, "admission wait: "+b.Admission+" (of the queued time)")
 	}
 	if f.RecordsCountedBy == "split" {
-		lines[len(lines)-1] += " (Split's count)"
+		lines[4] += " (Split's count)"
 	}
 	if b.Run > 0 {
 		lines = append(lines, fmt.Sprintf("redrive %d", b.Run))

@@ -212,9 +212,11 @@ type Run struct {
 
 	mu      sync.Mutex
 	uploads []*Upload
-	started time.Time
-	busy    int // event source mapping invocations in flight
-	inputs  map[string]string
+	// fileEvents are the File Processed events the pipeline put (fileevents.go).
+	fileEvents []FileEvent
+	started    time.Time
+	busy       int // event source mapping invocations in flight
+	inputs     map[string]string
 	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
 	redriven map[string]redriveTimes
 	// delivered holds, per queue ARN, the ids of the messages handed to the function, with their

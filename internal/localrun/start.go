@@ -222,6 +222,12 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		return err
 	}
 	endpoints = append(endpoints, "AWS_ENDPOINT_URL_STS="+sts)
+	// The controller's File Processed events (fileevents.go).
+	eventBridge, err := r.serveOn(http.HandlerFunc(r.servePutEvents))
+	if err != nil {
+		return err
+	}
+	endpoints = append(endpoints, "AWS_ENDPOINT_URL_EVENTBRIDGE="+eventBridge)
 	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
 		if _, ok := fr.Metadata[MetadataSource]; !ok {
 			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS

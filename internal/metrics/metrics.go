@@ -83,6 +83,15 @@ const (
 	WakeStateErrors = "WakeStateErrors"
 )
 
+// File Processed event metrics of the controller (README, "The File Processed event").
+const (
+	// FileEvents counts File Processed events put on the event bus.
+	FileEvents = "FileEvents"
+	// FileEventErrors counts File Processed events that could not be put (or their marker not
+	// read). The file's delivery then retries before it releases the file.
+	FileEventErrors = "FileEventErrors"
+)
+
 // Pooled tier metrics (docs/controller.md, "Pooled tier").
 const (
 	// FilesRouted counts "Object Created" events the pool's router put on the pool queue, under

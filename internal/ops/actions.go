@@ -48,6 +48,10 @@ type File struct {
 	Error         *string    `json:"error"`
 	ErrorType     *string    `json:"errorType"`
 	ErrorMessage  *string    `json:"errorMessage"`
+	// Registered and Rejected are the counts of the file's summary.json
+	// (results/<tenant>/<execution>/summary.json); null while it has none, or it cannot be read.
+	Registered *int64 `json:"registered"`
+	Rejected   *int64 `json:"rejected"`
 }
 
 // Files lists the tenant's newest limit executions (1–1000, one ListExecutions page).
@@ -73,6 +77,10 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		}
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
 			f.Records = &p.Records
+		}
+		// A summary that cannot be read leaves the counts unknown; the listing goes on.
+		if sum, err := o.summary(ctx, t, f.ExecutionName); err == nil && sum != nil {
+			f.Registered, f.Rejected = &sum.Registered, &sum.Rejected
 		}
 		rep.Files = append(rep.Files, f)
 	}

@@ -35,6 +35,9 @@ const (
 	// wake-up handler recorded, without a DescribeExecution; otherwise it confirms the record with
 	// one. Default "false": confirm.
 	EnvControlPrefixProtected = "CONTROL_PREFIX_PROTECTED"
+	// EnvEventBusName is the event bus (name or ARN) the controller puts each file's "File
+	// Processed" event on (internal/results.Event). Unset: no such events.
+	EnvEventBusName = "EVENT_BUS_NAME"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

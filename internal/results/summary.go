@@ -1,6 +1,9 @@
 package results
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // SummaryVersion is the version of summary.json's format.
 const SummaryVersion = 1
@@ -86,4 +89,30 @@ type Event struct {
 	Execution    string   `json:"execution"`
 	ExecutionARN string   `json:"executionArn"`
 	Failure      *Failure `json:"failure,omitempty"`
+	// CountsFrom says where the counts come from: CountsFromSummary (summary.json of this end of
+	// the run), CountsFromExecution (the execution's output) or CountsFromNone (neither could be
+	// read: the counts are 0 and mean "unknown").
+	CountsFrom string `json:"countsFrom"`
 }
+
+// Where an Event's counts come from (Event.CountsFrom).
+const (
+	CountsFromSummary   = "summary"
+	CountsFromExecution = "execution"
+	CountsFromNone      = "none"
+)
+
+// EventID is the id of the File Processed event of one end of a run: "<execution name>/<redrive
+// count>".
+func EventID(execution string, redriveCount int) string {
+	return execution + "/" + strconv.Itoa(redriveCount)
+}
+
+// EventMarkerKey is the marker the controller writes once the File Processed event of one end of a
+// run was put: results/<tenant>/<execution>/event-<redrive count>.json.
+func EventMarkerKey(tenant, execution string, redriveCount int) string {
+	return Key(tenant, execution, "event-"+strconv.Itoa(redriveCount)+".json")
+}
+
+// URI is the s3:// URI of a key in bucket.
+func URI(bucket, key string) string { return "s3://" + bucket + "/" + key }

@@ -65,6 +65,9 @@ type Config struct {
 	// under control/: a recorded SUCCEEDED then releases its file without a DescribeExecution
 	// (wake.go, wokenSucceeded).
 	ControlPrefixProtected bool
+	// EventBus is the bus the File Processed events go to (EnvEventBusName); empty: none
+	// (fileevent.go).
+	EventBus string
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
@@ -426,6 +429,7 @@ func (e *envReader) shared() Config {
 	c.SafetyNet = e.duration(pipeline.EnvSafetyNetSeconds, e.optional(pipeline.EnvSafetyNetSeconds, strconv.Itoa(int(defaultSafetyNet/time.Second))), time.Second, time.Second, maxVisibility)
 	c.WakeEvents = e.boolean(pipeline.EnvWakeEvents)
 	c.ControlPrefixProtected = e.boolean(pipeline.EnvControlPrefixProtected)
+	c.EventBus = e.optional(pipeline.EnvEventBusName, "")
 	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
 	// safety net, so that a message whose visibility change failed still comes back within it.
 	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {

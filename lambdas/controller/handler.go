@@ -73,6 +73,8 @@ type Handler struct {
 	admission admitter
 	// coreMetrics is the emitter of a core system's gate metrics; nil: none.
 	coreMetrics func(coreSystem string) *metrics.Emitter
+	// events puts the File Processed events (fileevent.go); nil: none.
+	events eventBus
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
@@ -198,6 +200,12 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 			if err := h.releaseLeases(ctx, d.log, name); err != nil {
 				return h.serviceError(ctx, d, "release the file's running-file slots", err)
 			}
+			// A record alone is written only once the end was announced (fileevent.go).
+			if how == releasedConfirmed {
+				if err := h.announceEnd(ctx, d, name, arn, st); err != nil {
+					return h.serviceError(ctx, d, "announce the file's end", err)
+				}
+			}
 			d.exec = st
 			d.log.InfoContext(ctx, "file done (recorded from its status event, "+how+")", "executionArn", arn, "status", string(st.Status),
 				"executionSeconds", runSeconds(st))
@@ -238,6 +246,9 @@ func (h *Handler) afterLookup(ctx context.Context, d *delivery, name, arn string
 	case sfntypes.ExecutionStatusSucceeded:
 		if err := h.releaseLeases(ctx, d.log, name); err != nil {
 			return h.serviceError(ctx, d, "release the file's running-file slots", err)
+		}
+		if err := h.announceEnd(ctx, d, name, arn, st); err != nil {
+			return h.serviceError(ctx, d, "announce the file's end", err)
 		}
 		d.log.InfoContext(ctx, "file done", "executionArn", arn, "status", string(st.Status), "executionSeconds", runSeconds(st))
 		d.count(metrics.Completions)
@@ -401,6 +412,9 @@ func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st 
 	// while a halted tenant waits for its operator.
 	if err := h.releaseLeases(ctx, d.log, name); err != nil {
 		return h.serviceError(ctx, d, "release the file's running-file slots", err)
+	}
+	if err := h.announceEnd(ctx, d, name, arn, st); err != nil {
+		return h.serviceError(ctx, d, "announce the file's end", err)
 	}
 	if h.cfg.OnFailure == pipeline.OnFailureContinue {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {

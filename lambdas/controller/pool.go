@@ -44,6 +44,8 @@ type Pool struct {
 	// admission and coreMetrics are given to each tenant's Handler (admission.go).
 	admission   admitter
 	coreMetrics func(coreSystem string) *metrics.Emitter
+	// events is given to each tenant's Handler: it puts the File Processed events (fileevent.go).
+	events eventBus
 
 	// backlog keeps each tenant's bounded backlog (parking.go); nil: no bound. deleter deletes a
 	// released counted message before parked files are fed back.
@@ -94,7 +96,7 @@ func (p *Pool) handler(id string) (*Handler, error) {
 		objects = tenantStore{tenant: id, objects: p.tenantObjects}
 	}
 	h := NewHandler(cfg, p.sfn, p.sqs, objects, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
-	h.admission, h.coreMetrics = p.admission, p.coreMetrics
+	h.admission, h.coreMetrics, h.events = p.admission, p.coreMetrics, p.events
 	if p.setup != nil {
 		p.setup(h)
 	}

@@ -112,6 +112,13 @@ type statusChange struct {
 	// they only feed the head metrics, so a date in another shape never fails the event.
 	StartDate json.RawMessage `json:"startDate"`
 	StopDate  json.RawMessage `json:"stopDate"`
+	// RedriveCount, Input, Output and Error feed the File Processed event (fileevent.go). The
+	// event carries them (https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html);
+	// when one is absent the execution is described instead.
+	RedriveCount *int    `json:"redriveCount"`
+	Input        *string `json:"input"`
+	Output       *string `json:"output"`
+	Error        *string `json:"error"`
 }
 
 // eventDate is an event's epoch-millisecond date; nil when the event has none, or not a number.
@@ -216,6 +223,12 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 	// execution, so its end frees the file's running-file slots at once, whatever the wake-up
 	// state says (admission.go). A failure here is left to the delivery, which releases too.
 	_ = h.releaseLeases(ctx, log, sc.Name)
+	// Announced before the end is recorded: a delivery that releases the file on the record alone
+	// knows its event is out (fileevent.go).
+	announceErr := h.announceStatusChange(ctx, log, sc)
+	if announceErr != nil {
+		log.Log(ctx, stateErrorLevel(announceErr), "File Processed event not put; the file's delivery puts it", "error", announceErr)
+	}
 	st, found, err := h.readWakeState(ctx)
 	switch {
 	case err != nil:
@@ -237,8 +250,12 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 	}
 	log = log.With("messageId", st.MessageID)
 
-	// Recorded before the message is made visible, so the delivery it wakes can read it.
-	if err := h.writeWakeDone(ctx, pipeline.WakeDone{
+	// Recorded before the message is made visible, so the delivery it wakes can read it; not
+	// recorded when the end could not be announced, so that delivery describes the execution and
+	// announces it.
+	if announceErr != nil {
+		log.InfoContext(ctx, "execution end not recorded: the woken delivery describes the execution")
+	} else if err := h.writeWakeDone(ctx, pipeline.WakeDone{
 		Version: pipeline.WakeDoneVersion, ExecutionName: sc.Name, ExecutionARN: sc.ExecutionARN,
 		Status: sc.Status, EventID: ev.ID, StartDate: eventDate(sc.StartDate), StopDate: eventDate(sc.StopDate),
 		WrittenAt: h.now().UTC(),

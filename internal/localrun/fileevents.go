@@ -1,0 +1,91 @@
+package localrun
+
+// The pipeline's own events on EventBridge: the controller puts a "File Processed" event at each
+// end of a file execution (lambdas/controller/fileevent.go). The functions reach this PutEvents
+// endpoint through AWS_ENDPOINT_URL_EVENTBRIDGE; each entry is routed by the synthesized rules, as
+// an uploaded file's event is, and the File Processed ones are kept for report.json (fileEvents).
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/results"
+)
+
+// FileEvent is one File Processed event the pipeline put: report.json's fileEvents, in the order
+// they were put.
+type FileEvent struct {
+	// ID is the id the local EventBridge gave the event; Detail.EventID is the pipeline's own.
+	ID     string        `json:"id"`
+	Time   time.Time     `json:"time"`
+	Bus    string        `json:"bus"`
+	Detail results.Event `json:"detail"`
+}
+
+// putEventsEntry is one entry of a PutEvents request
+// (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsRequestEntry.html).
+type putEventsEntry struct {
+	Source       string
+	DetailType   string
+	Detail       string
+	EventBusName string
+	Resources    []string
+}
+
+// servePutEvents is EventBridge's PutEvents (JSON 1.1, X-Amz-Target AWSEvents.PutEvents), the one
+// action the functions call.
+func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
+	if target := req.Header.Get("X-Amz-Target"); target != "AWSEvents.PutEvents" {
+		http.Error(w, `{"__type":"UnknownOperationException","message":"only PutEvents is served locally"}`, http.StatusBadRequest)
+		return
+	}
+	var in struct{ Entries []putEventsEntry }
+	if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
+		http.Error(w, `{"__type":"ValidationException","message":"body is not a PutEvents request"}`, http.StatusBadRequest)
+		return
+	}
+	type resultEntry struct {
+		EventId      string `json:",omitempty"`
+		ErrorCode    string `json:",omitempty"`
+		ErrorMessage string `json:",omitempty"`
+	}
+	out := struct {
+		FailedEntryCount int
+		Entries          []resultEntry
+	}{Entries: []resultEntry{}}
+	for _, e := range in.Entries {
+		var detail map[string]any
+		if err := json.Unmarshal([]byte(e.Detail), &detail); err != nil {
+			out.FailedEntryCount++
+			out.Entries = append(out.Entries, resultEntry{ErrorCode: "MalformedDetail", ErrorMessage: "Detail is not a JSON object"})
+			continue
+		}
+		id, now := newID(), time.Now().UTC()
+		if e.Source == results.EventSource && e.DetailType == results.EventDetailType {
+			var ev results.Event
+			json.Unmarshal([]byte(e.Detail), &ev)
+			r.mu.Lock()
+			r.fileEvents = append(r.fileEvents, FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
+			r.mu.Unlock()
+		}
+		resources := e.Resources
+		if resources == nil {
+			resources = []string{}
+		}
+		r.PutEvent(req.Context(), map[string]any{
+			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": account,
+			"time": now.Format(time.RFC3339), "region": region, "resources": resources, "detail": detail,
+		})
+		out.Entries = append(out.Entries, resultEntry{EventId: id})
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	json.NewEncoder(w).Encode(out)
+}
+
+// FileEvents are the File Processed events put so far, in order.
+func (r *Run) FileEvents() []FileEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]FileEvent{}, r.fileEvents...)
+}

@@ -1,0 +1,150 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
+)
+
+// maxSummaryBytes bounds a summary.json read: a summary is a few hundred bytes.
+const maxSummaryBytes = 1 << 20
+
+// summary reads the summary.json of one file execution of the tenant; nil when there is none.
+func (o *Ops) summary(ctx context.Context, t pipeline.TenantOutput, execution string) (*results.Summary, error) {
+	key := results.Key(t.ID, execution, results.SummaryFile)
+	out, err := o.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key)})
+	if _, nk := errorsAs[*s3types.NoSuchKey](err); nk {
+		return nil, nil
+	}
+	if _, nf := errorsAs[*s3types.NotFound](err); nf {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, maxSummaryBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	var s results.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	return &s, nil
+}
+
+// ResultsReport is what became of one file execution: its summary.json, and the results files
+// downloaded (pipectl results --out).
+type ResultsReport struct {
+	Tenant    string          `json:"tenant"`
+	Execution string          `json:"execution"`
+	Summary   results.Summary `json:"summary"`
+	// Raw is summary.json as stored.
+	Raw json.RawMessage `json:"-"`
+	// Downloaded are the local paths of the files written under the --out folder.
+	Downloaded []string `json:"downloaded,omitempty"`
+}
+
+// Results reads the summary of the tenant's file execution ref: an execution name, or an object
+// key (with "/", which no execution name holds), whose newest execution among the tenant's
+// newest 1,000 is taken. With outDir it downloads the results files the summary names there.
+func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsReport, error) {
+	t, err := o.Tenant(ctx, id)
+	if err != nil {
+		return ResultsReport{}, err
+	}
+	execution := ref
+	if strings.Contains(ref, "/") {
+		if execution, err = o.executionOfKey(ctx, t, ref); err != nil {
+			return ResultsReport{}, err
+		}
+	}
+	key := results.Key(t.ID, execution, results.SummaryFile)
+	body, found, err := o.object(ctx, t.Bucket, key)
+	if err != nil {
+		return ResultsReport{}, err
+	}
+	if !found {
+		return ResultsReport{}, fmt.Errorf("no s3://%s/%s: the file's execution %s has not ended, or ended before results were written", t.Bucket, key, execution)
+	}
+	rep := ResultsReport{Tenant: t.ID, Execution: execution, Raw: body}
+	if err := json.Unmarshal(body, &rep.Summary); err != nil {
+		return ResultsReport{}, fmt.Errorf("s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	if outDir == "" {
+		return rep, nil
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return rep, err
+	}
+	for _, uri := range []string{rep.Summary.Files.Summary, rep.Summary.Files.Rejected, rep.Summary.Files.Unprocessed} {
+		bucket, k, ok := strings.Cut(strings.TrimPrefix(uri, "s3://"), "/")
+		if uri == "" || !ok || bucket != t.Bucket || !strings.HasPrefix(k, results.Dir(t.ID, execution)) {
+			continue // only the tenant's own results folder
+		}
+		b, found, err := o.object(ctx, bucket, k)
+		if err != nil {
+			return rep, err
+		}
+		if !found {
+			continue
+		}
+		p := filepath.Join(outDir, path.Base(k))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return rep, err
+		}
+		rep.Downloaded = append(rep.Downloaded, p)
+	}
+	return rep, nil
+}
+
+// executionOfKey is the newest of the tenant's newest 1,000 executions whose input names key.
+func (o *Ops) executionOfKey(ctx context.Context, t pipeline.TenantOutput, key string) (string, error) {
+	execs, err := o.executions(ctx, t, "", 1000)
+	if err != nil {
+		return "", fmt.Errorf("list executions: %w", err)
+	}
+	for _, e := range execs {
+		d, err := o.describe(ctx, aws.ToString(e.ExecutionArn))
+		if err != nil {
+			return "", err
+		}
+		if inputKey(d) == key {
+			return aws.ToString(e.Name), nil
+		}
+	}
+	return "", fmt.Errorf("no execution of tenant %s read %s (among its newest 1,000)", t.ID, key)
+}
+
+// object reads a whole object; found is false when there is none.
+func (o *Ops) object(ctx context.Context, bucket, key string) ([]byte, bool, error) {
+	out, err := o.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if _, nk := errorsAs[*s3types.NoSuchKey](err); nk {
+		return nil, false, nil
+	}
+	if _, nf := errorsAs[*s3types.NotFound](err); nf {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, false, fmt.Errorf("read s3://%s/%s: %w", bucket, key, err)
+	}
+	return b, true, nil
+}
