@@ -22,7 +22,7 @@ import (
 )
 
 // Prefix holds every file's results: results/<tenant>/<execution>/.
-const Prefix = "results/"
+const Prefix = pipeline.ResultsPrefix
 
 // Names of the files in a file's results folder.
 const (
