@@ -255,4 +255,3 @@ func asRetryable(err error, re **pipeline.RetryableError) bool {
 	*re = r
 	return ok
 }
-
