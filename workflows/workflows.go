@@ -5,6 +5,8 @@
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
 //	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
+//	         ─▶ Results ─▶ FileDone
+//	         (a failure of Split or Segments: ─▶ ResultsOfFailedFile ─▶ FileFailed, under the caught error)
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
 //
@@ -48,6 +50,12 @@ const (
 	StateRegister        = "Register"
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
+	// The file's results (internal/results), on the success path and, after a Catch, on the
+	// failure path, which then fails under the caught error.
+	StateResults       = "Results"
+	StateResultsFailed = "ResultsOfFailedFile"
+	StateFileDone      = "FileDone"
+	StateFileFailed    = "FileFailed"
 )
 
 // Register designs: how a segment execution drives Register.
@@ -272,7 +280,57 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	})
 	segments.ItemProcessor(registerSegment, nil)
 
-	return split.Next(segments)
+	done := sfn.NewSucceed(scope, jsii.String(StateFileDone), nil)
+	// The file fails as it would have without its results: under the error and cause the Catch
+	// caught (https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html, ErrorPath and
+	// CausePath), which the controller reads for its halt policy.
+	failed := sfn.NewFail(scope, jsii.String(StateFileFailed), &sfn.FailProps{
+		ErrorPath: jsii.String("$.error.Error"),
+		CausePath: jsii.String("$.error.Cause"),
+	})
+	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
+	failedResults := resultsTask(scope, StateResultsFailed, pipeline.StatusFailed, p, failed)
+	// States.ALL matches every error but States.DataLimitExceeded and States.Runtime, which end
+	// the execution anyway; a timeout or an abort ends it too, without results.
+	// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
+	catch := &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.error")}
+	split.AddCatch(failedResults, catch)
+	segments.AddCatch(failedResults, catch)
+
+	return split.Next(segments).Next(succeeded)
+}
+
+// resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function, then
+// goes to next. Its request holds the whole state ("$" always exists, so a file that failed
+// before Split still gets its results), the execution's name, ARN and start. Its own failure is
+// retried a few times, then caught: the file ends as it would have, and the function has logged
+// the failure at ERROR with a metric. A throttle is retried like any failure, never until the
+// state machine's timeout, which would turn a good file into a timed-out one.
+func resultsTask(scope constructs.Construct, id, status string, p *Props, next sfn.IChainable) sfn.IChainable {
+	t := tasks.NewLambdaInvoke(scope, jsii.String(id), &tasks.LambdaInvokeProps{
+		LambdaFunction: p.Split,
+		Payload: sfn.TaskInput_FromObject(&map[string]any{
+			"kind":          pipeline.TaskResults,
+			"status":        status,
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+			"executionArn":  sfn.JsonPath_StringAt(jsii.String("$$.Execution.Id")),
+			"startTime":     sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+			"state":         sfn.JsonPath_ObjectAt(jsii.String("$")),
+		}),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultPath:               sfn.JsonPath_DISCARD(),
+	})
+	t.AddRetry(&sfn.RetryProps{
+		Errors:         jsii.Strings("States.ALL"),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(2)),
+		MaxAttempts:    jsii.Number(3),
+		BackoffRate:    jsii.Number(2),
+		JitterStrategy: sfn.JitterType_FULL,
+	})
+	// The caught error goes beside the file's own ($.error), which FileFailed fails under.
+	t.AddCatch(next, &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.resultsError")})
+	return t.Next(next)
 }
 
 // startCursor is where a segment's Register loop starts: its first chunk, from the chunk's first

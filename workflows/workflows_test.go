@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	sfn "github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -24,6 +25,17 @@ func TestMain(m *testing.M) {
 // each token of the Fn::Join (an ARN) becomes "X".
 func segmentASL(t *testing.T, recordCursor bool) map[string]any {
 	t.Helper()
+	return asl(t, recordCursor, func(w *Workflow) sfn.StateMachine { return w.Segment })
+}
+
+// fileASL is segmentASL for the file's definition.
+func fileASL(t *testing.T) map[string]any {
+	t.Helper()
+	return asl(t, true, func(w *Workflow) sfn.StateMachine { return w.File })
+}
+
+func asl(t *testing.T, recordCursor bool, which func(*Workflow) sfn.StateMachine) map[string]any {
+	t.Helper()
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
 	fn := func(id string) awslambda.IFunction {
 		return awslambda.Function_FromFunctionArn(stack, jsii.String(id), jsii.String("arn:aws:lambda:ap-northeast-1:123456789012:function:"+id))
@@ -33,7 +45,7 @@ func segmentASL(t *testing.T, recordCursor bool) map[string]any {
 		Logs: awslogs.NewLogGroup(stack, jsii.String("Logs"), nil), RecordCursor: recordCursor,
 	})
 	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
-	id := *stack.GetLogicalId(w.Segment.Node().DefaultChild().(awscdk.CfnElement))
+	id := *stack.GetLogicalId(which(w).Node().DefaultChild().(awscdk.CfnElement))
 	def := tpl["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)["DefinitionString"]
 	var b strings.Builder
 	switch d := def.(type) {
@@ -76,5 +88,63 @@ func TestRecordCursor(t *testing.T) {
 		if string(sel) != tt.wantSelector {
 			t.Errorf("RecordCursor %v: got ResultSelector %s, want %s", tt.recordCursor, sel, tt.wantSelector)
 		}
+	}
+}
+
+// TestFileResults: every end of a file after it started runs the results task: Segments' success
+// goes to Results, and a failure of Split or Segments is caught into $.error, goes to
+// ResultsOfFailedFile and then fails under the caught error and cause. A results task retries a
+// few times (never until the state machine's timeout) and its own failure is caught into the path
+// it was on, so the file's status stands.
+func TestFileResults(t *testing.T) {
+	states := fileASL(t)["States"].(map[string]any)
+	state := func(name string) map[string]any {
+		s, ok := states[name].(map[string]any)
+		if !ok {
+			t.Fatalf("got no state %s, want one", name)
+		}
+		return s
+	}
+	if got := state(StateSegments)["Next"]; got != StateResults {
+		t.Errorf("got Segments.Next %v, want %s", got, StateResults)
+	}
+	for _, name := range []string{StateSplit, StateSegments} {
+		c, _ := json.Marshal(state(name)["Catch"])
+		if want := `[{"ErrorEquals":["States.ALL"],"Next":"` + StateResultsFailed + `","ResultPath":"$.error"}]`; string(c) != want {
+			t.Errorf("got %s.Catch %s, want %s", name, c, want)
+		}
+	}
+	for _, tt := range []struct{ name, status, next string }{
+		{StateResults, "SUCCEEDED", StateFileDone},
+		{StateResultsFailed, "FAILED", StateFileFailed},
+	} {
+		s := state(tt.name)
+		if testing.Verbose() {
+			b, _ := json.Marshal(s)
+			t.Logf("%s: %s", tt.name, b)
+		}
+		// PayloadResponseOnly: the payload is the task's Parameters.
+		p, _ := s["Parameters"].(map[string]any)
+		if p["kind"] != "results" || p["status"] != tt.status || p["state.$"] != "$" || p["executionName.$"] != "$$.Execution.Name" ||
+			p["executionArn.$"] != "$$.Execution.Id" || p["startTime.$"] != "$$.Execution.StartTime" {
+			t.Errorf("got %s payload %v, want the results request with status %s and the whole state", tt.name, p, tt.status)
+		}
+		if s["Next"] != tt.next || s["ResultPath"] != nil {
+			t.Errorf("got %s Next %v ResultPath %v, want %s and the state unchanged (null)", tt.name, s["Next"], s["ResultPath"], tt.next)
+		}
+		r, _ := json.Marshal(s["Retry"])
+		if want := `[{"BackoffRate":2,"ErrorEquals":["States.ALL"],"IntervalSeconds":2,"JitterStrategy":"FULL","MaxAttempts":3}]`; string(r) != want {
+			t.Errorf("got %s.Retry %s, want %s", tt.name, r, want)
+		}
+		c, _ := json.Marshal(s["Catch"])
+		if want := `[{"ErrorEquals":["States.ALL"],"Next":"` + tt.next + `","ResultPath":"$.resultsError"}]`; string(c) != want {
+			t.Errorf("got %s.Catch %s, want %s", tt.name, c, want)
+		}
+	}
+	if f := state(StateFileFailed); f["Type"] != "Fail" || f["ErrorPath"] != "$.error.Error" || f["CausePath"] != "$.error.Cause" {
+		t.Errorf("got FileFailed %v, want a Fail state under $.error's Error and Cause", f)
+	}
+	if d := state(StateFileDone); d["Type"] != "Succeed" {
+		t.Errorf("got FileDone %v, want a Succeed state", d)
 	}
 }
