@@ -67,6 +67,7 @@ func (t *TenantPool) newTenantRole() {
 	tenantPrefix := p.Prefix + principalTenant + "/"
 	work := pipeline.WorkPrefix + principalTenant + "/"
 	control := pipeline.ControlPrefix + principalTenant + "/"
+	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
 	objects := func(actions []string, patterns ...string) {
 		var arns []string
 		for _, pt := range patterns {
@@ -81,6 +82,8 @@ func (t *TenantPool) newTenantRole() {
 	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 	// "Permissions").
 	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
+	// The results task (Split's function) and Register: the rejection parts, the results files.
+	objects([]string{"s3:GetObject", "s3:PutObject"}, resultsDir+"*")
 	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
 	// and pause marker (read only: an operator writes it).
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
@@ -92,13 +95,13 @@ func (t *TenantPool) newTenantRole() {
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),
 		Resources:  jsii.Strings(*p.Bucket.BucketArn()),
-		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*"}}},
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*", resultsDir + "*"}}},
 	}))
 	// cdk-nag shows ${aws:PrincipalTag/tenant} as <aws:PrincipalTag/tenant>.
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/, " +
-			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
+			"work/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/, results/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))
