@@ -6,7 +6,6 @@
 //
 //	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
 //	         ─▶ Results ─▶ FileDone
-//	         (a failure of Split or Segments: ─▶ ResultsOfFailedFile ─▶ FileFailed, under the caught error)
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
 //
@@ -50,12 +49,9 @@ const (
 	StateRegister        = "Register"
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
-	// The file's results (internal/results), on the success path and, after a Catch, on the
-	// failure path, which then fails under the caught error.
-	StateResults       = "Results"
-	StateResultsFailed = "ResultsOfFailedFile"
-	StateFileDone      = "FileDone"
-	StateFileFailed    = "FileFailed"
+	// The file's results (internal/results), at the end of the success path.
+	StateResults  = "Results"
+	StateFileDone = "FileDone"
 )
 
 // Register designs: how a segment execution drives Register.
@@ -281,28 +277,21 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	segments.ItemProcessor(registerSegment, nil)
 
 	done := sfn.NewSucceed(scope, jsii.String(StateFileDone), nil)
-	// The file fails as it would have without its results: under the error and cause the Catch
-	// caught (https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html, ErrorPath and
-	// CausePath), which the controller reads for its halt policy.
-	failed := sfn.NewFail(scope, jsii.String(StateFileFailed), &sfn.FailProps{
-		ErrorPath: jsii.String("$.error.Error"),
-		CausePath: jsii.String("$.error.Cause"),
-	})
+	// Only the success path runs the results task in the state machine. A Catch that ran it on the
+	// failure path and then failed would make that Fail state the execution's unsuccessful step,
+	// and a redrive "continues the failed execution from the unsuccessful step"
+	// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
+	// it would fail again at once instead of re-running the failed segment, which breaks the
+	// operator's redrive and the controller's halt. The results of a failed file
+	// (pipeline.ResultsRequest with StatusFailed) are for the party that sees the failure.
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
-	failedResults := resultsTask(scope, StateResultsFailed, pipeline.StatusFailed, p, failed)
-	// States.ALL matches every error but States.DataLimitExceeded and States.Runtime, which end
-	// the execution anyway; a timeout or an abort ends it too, without results.
-	// https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
-	catch := &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.error")}
-	split.AddCatch(failedResults, catch)
-	segments.AddCatch(failedResults, catch)
 
 	return split.Next(segments).Next(succeeded)
 }
 
 // resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function, then
-// goes to next. Its request holds the whole state ("$" always exists, so a file that failed
-// before Split still gets its results), the execution's name, ARN and start. Its own failure is
+// goes to next. Its request holds the whole state ("$" always exists, so no path it reads can be
+// missing), the execution's name, ARN and start. Its own failure is
 // retried a few times, then caught: the file ends as it would have, and the function has logged
 // the failure at ERROR with a metric. A throttle is retried like any failure, never until the
 // state machine's timeout, which would turn a good file into a timed-out one.
@@ -328,7 +317,6 @@ func resultsTask(scope constructs.Construct, id, status string, p *Props, next s
 		BackoffRate:    jsii.Number(2),
 		JitterStrategy: sfn.JitterType_FULL,
 	})
-	// The caught error goes beside the file's own ($.error), which FileFailed fails under.
 	t.AddCatch(next, &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.resultsError")})
 	return t.Next(next)
 }
