@@ -374,29 +374,32 @@ func listStatements(stmts []map[string]any) []map[string]any {
 func TestListBucketIsScopedToTheTenant(t *testing.T) {
 	sharedApp(t)
 	for _, tc := range []struct {
-		tenant, fn, prefix string
+		tenant, fn string
+		prefixes   []string
 	}{
-		{"acme", "Split", "inbox/acme/*"},
-		{"acme", "Register", "inbox/acme/*"},
-		{"acme", "Controller", "control/acme/*"},
-		{"initech", "Split", "drop/initech/*"},
-		{"initech", "Register", "drop/initech/*"},
-		{"initech", "Controller", "control/initech/*"},
+		// Split's function also runs the results task, which lists the file's rejection parts.
+		{"acme", "Split", []string{"inbox/acme/*", "results/acme/*"}},
+		{"acme", "Register", []string{"inbox/acme/*"}},
+		{"acme", "Controller", []string{"control/acme/*"}},
+		{"initech", "Split", []string{"drop/initech/*", "results/initech/*"}},
+		{"initech", "Register", []string{"drop/initech/*"}},
+		{"initech", "Controller", []string{"control/initech/*"}},
 	} {
 		t.Run(tc.tenant+"/"+tc.fn, func(t *testing.T) {
 			ls := listStatements(policyStatements(t, tc.tenant, tc.fn))
-			if len(ls) != 1 {
-				t.Fatalf("got %d ListBucket statements, want 1: %s", len(ls), asJSON(ls))
+			if len(ls) != len(tc.prefixes) {
+				t.Fatalf("got %d ListBucket statements, want %d: %s", len(ls), len(tc.prefixes), asJSON(ls))
 			}
-			s := ls[0]
-			if got := asJSON(s["Action"]); got != `"s3:ListBucket"` {
-				t.Errorf("actions: got %s, want ListBucket alone", got)
-			}
-			if got := asJSON(s["Resource"]); !strings.Contains(got, "Fn::ImportValue") || strings.Contains(got, "/*") {
-				t.Errorf("resource: got %s, want the ingest bucket's ARN (not its objects)", got)
-			}
-			if got := asJSON(s["Condition"]); got != `{"StringLike":{"s3:prefix":"`+tc.prefix+`"}}` {
-				t.Errorf("condition: got %s, want StringLike s3:prefix %s", got, tc.prefix)
+			for i, s := range ls {
+				if got := asJSON(s["Action"]); got != `"s3:ListBucket"` {
+					t.Errorf("actions: got %s, want ListBucket alone", got)
+				}
+				if got := asJSON(s["Resource"]); !strings.Contains(got, "Fn::ImportValue") || strings.Contains(got, "/*") {
+					t.Errorf("resource: got %s, want the ingest bucket's ARN (not its objects)", got)
+				}
+				if got := asJSON(s["Condition"]); got != `{"StringLike":{"s3:prefix":"`+tc.prefixes[i]+`"}}` {
+					t.Errorf("condition: got %s, want StringLike s3:prefix %s", got, tc.prefixes[i])
+				}
 			}
 		})
 	}
@@ -408,6 +411,29 @@ func TestDataPathPermissions(t *testing.T) {
 	for _, frag := range []string{`"s3:GetObject","s3:GetObjectVersion"`, `/inbox/acme/*`, `"s3:PutObject"`, `/work/acme/*`, `/results/acme/*`} {
 		if !strings.Contains(split, frag) {
 			t.Errorf("split policy lacks %s: %s", frag, split)
+		}
+	}
+	// The results task (Split's function) reads the manifest by version and the progress under
+	// work/<tenant>/, reads the parts and writes the results under results/<tenant>/, and writes
+	// nowhere else.
+	for _, want := range []string{
+		`"s3:GetObject","s3:GetObjectVersion"]` + ` /work/acme/*`,
+		`"s3:GetObject","s3:PutObject"]` + ` /results/acme/*`,
+	} {
+		found := false
+		for _, s := range policyStatements(t, "acme", "Split") {
+			acts, res := asJSON(s["Action"]), asJSON(s["Resource"])
+			parts := strings.SplitN(want, " ", 2)
+			found = found || strings.HasSuffix(acts, parts[0]) && strings.Contains(res, parts[1]+`"`)
+		}
+		if !found {
+			t.Errorf("split policy lacks %s: %s", want, split)
+		}
+	}
+	for _, s := range policyStatements(t, "acme", "Split") {
+		acts, res := asJSON(s["Action"]), asJSON(s["Resource"])
+		if strings.Contains(acts, "s3:PutObject") && !strings.Contains(res, "/work/acme/*") && !strings.Contains(res, "/results/acme/*") {
+			t.Errorf("acme split may put objects at %s, want only work/acme/* and results/acme/*", res)
 		}
 	}
 	// Register reads the manifests and writes each segment's progress under work/<tenant>/, writes
@@ -473,6 +499,7 @@ func TestIngestBucket(t *testing.T) {
 		"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
 		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
 			assertions.Match_ObjectLike(&map[string]any{"Prefix": "work/", "ExpirationInDays": 366, "Status": "Enabled"}),
+			assertions.Match_ObjectLike(&map[string]any{"Prefix": "results/", "ExpirationInDays": 30, "Status": "Enabled"}),
 		})},
 	})
 	shared.ingest.HasResource(jsii.String("AWS::S3::Bucket"), map[string]any{"DeletionPolicy": "Retain"})

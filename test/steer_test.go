@@ -69,7 +69,7 @@ func bucketDeny(bucketArn any, rolePath, tagKey, tagValue string, operatorARNs .
 		"Effect":    "Deny",
 		"Principal": "*",
 		"Action":    []any{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
-		"Resource":  []any{res("control/"), res("work/"), res("quarantine/")},
+		"Resource":  []any{res("control/"), res("work/"), res("quarantine/"), res("results/")},
 		"Condition": map[string]any{
 			"ArnNotLike":      map[string]any{"aws:PrincipalArn": append([]any{roles}, operatorARNs...)},
 			"StringNotEquals": map[string]any{"aws:PrincipalTag/" + tagKey: tagValue},
@@ -196,7 +196,7 @@ func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
 	got := flatten(t, get(t, out, "Value"))
 	want := `{"Sid":"OnlyThePipelineAndOperatorsWriteControlWorkQuarantine","Effect":"Deny","Principal":"*",` +
 		`"Action":["s3:PutObject","s3:DeleteObject","s3:DeleteObjectVersion"],` +
-		`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/control/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/work/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/quarantine/*"],` +
+		`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/control/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/work/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/quarantine/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/results/*"],` +
 		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]},` +
 		`"StringNotEquals":{"aws:PrincipalTag/tenantpipeline-operator":"true"}}}`
 	if got != want {
@@ -206,5 +206,31 @@ func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
 		assertions.Match_StringLikeRegexp(jsii.String("corp-ingest is not managed by this app.*stack output "+stacks.ImportedBucketPolicyOutput)))
 	if len(*msgs) != 1 {
 		t.Errorf("got %d warnings about the imported bucket's policy, want 1", len(*msgs))
+	}
+}
+
+// TestResultsExpirationDaysContext: the results/ lifecycle rule of the bucket the app creates
+// follows the context, and a value that is not a number of days names the key.
+func TestResultsExpirationDaysContext(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxResultsExpirationDays: "7"}})
+	o, err := stacks.OptionsFromContext(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.TenantsFile, o.AssignmentFile = "testdata/one-tenant.json", "testdata/one-tenant.stacks.json"
+	built, err := stacks.Build(app, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertions.Template_FromStack(built.Ingest, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(&map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": 7, "Status": "Enabled"}),
+		})},
+	})
+	for _, bad := range []string{"0", "a month"} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxResultsExpirationDays: bad}})
+		if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), "context resultsExpirationDays") {
+			t.Errorf("%q: got %v, want an error naming resultsExpirationDays", bad, err)
+		}
 	}
 }

@@ -81,7 +81,7 @@ func TestPoolTenantRole(t *testing.T) {
 				named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
 				if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
 					named = !strings.Contains(asJSON(st["Condition"]), `"pools/default/*"`) &&
-						asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*"]}}`
+						asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
 				}
 				if !named {
 					t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
@@ -94,7 +94,8 @@ func TestPoolTenantRole(t *testing.T) {
 			"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
 			"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
 			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
-			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
+			// The results task and Register: the rejection parts and the results files.
+			"s3:GetObject,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
 			"/control/${aws:PrincipalTag/tenant}/paused.json",
 			"/control/${aws:PrincipalTag/tenant}/order.json",
 			"secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????",

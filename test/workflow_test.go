@@ -125,6 +125,16 @@ func TestFileWorkflowShape(t *testing.T) {
 	checkIterationOutputIsEmpty(t, "RegisterSegment", inner)
 	checkStartSegmentRetries(t, inner)
 	checkSegmentName(t, inner)
+	// A file that succeeds runs the results task on Split's own function (no function of its own).
+	if m["Next"] != "Results" {
+		t.Errorf("Segments: Next %v, want Results", m["Next"])
+	}
+	for _, name := range []string{"Results"} {
+		r := get(t, file, "States", name).(map[string]any)
+		if got, want := asJSON(r["Resource"]), asJSON(split["Resource"]); got != want {
+			t.Errorf("%s: Resource %s, want Split's function %s", name, got, want)
+		}
+	}
 }
 
 // checkSegmentName: each child is named from the file execution's name, the segment index and the

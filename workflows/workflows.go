@@ -5,6 +5,7 @@
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
 //	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
+//	         ─▶ Results ─▶ FileDone
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
 //
@@ -48,6 +49,9 @@ const (
 	StateRegister        = "Register"
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
+	// The file's results (internal/results), at the end of the success path.
+	StateResults  = "Results"
+	StateFileDone = "FileDone"
 )
 
 // Register designs: how a segment execution drives Register.
@@ -272,7 +276,49 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	})
 	segments.ItemProcessor(registerSegment, nil)
 
-	return split.Next(segments)
+	done := sfn.NewSucceed(scope, jsii.String(StateFileDone), nil)
+	// Only the success path runs the results task in the state machine. A Catch that ran it on the
+	// failure path and then failed would make that Fail state the execution's unsuccessful step,
+	// and a redrive "continues the failed execution from the unsuccessful step"
+	// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
+	// it would fail again at once instead of re-running the failed segment, which breaks the
+	// operator's redrive and the controller's halt. The results of a failed file
+	// (pipeline.ResultsRequest with StatusFailed) are for the party that sees the failure.
+	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
+
+	return split.Next(segments).Next(succeeded)
+}
+
+// resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function, then
+// goes to next. Its request holds the whole state ("$" always exists, so no path it reads can be
+// missing), the execution's name, ARN and start. Its own failure is
+// retried a few times, then caught: the file ends as it would have, and the function has logged
+// the failure at ERROR with a metric. A throttle is retried like any failure, never until the
+// state machine's timeout, which would turn a good file into a timed-out one.
+func resultsTask(scope constructs.Construct, id, status string, p *Props, next sfn.IChainable) sfn.IChainable {
+	t := tasks.NewLambdaInvoke(scope, jsii.String(id), &tasks.LambdaInvokeProps{
+		LambdaFunction: p.Split,
+		Payload: sfn.TaskInput_FromObject(&map[string]any{
+			"kind":          pipeline.TaskResults,
+			"status":        status,
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+			"executionArn":  sfn.JsonPath_StringAt(jsii.String("$$.Execution.Id")),
+			"startTime":     sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+			"state":         sfn.JsonPath_ObjectAt(jsii.String("$")),
+		}),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultPath:               sfn.JsonPath_DISCARD(),
+	})
+	t.AddRetry(&sfn.RetryProps{
+		Errors:         jsii.Strings("States.ALL"),
+		Interval:       awscdk.Duration_Seconds(jsii.Number(2)),
+		MaxAttempts:    jsii.Number(3),
+		BackoffRate:    jsii.Number(2),
+		JitterStrategy: sfn.JitterType_FULL,
+	})
+	t.AddCatch(next, &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.resultsError")})
+	return t.Next(next)
 }
 
 // startCursor is where a segment's Register loop starts: its first chunk, from the chunk's first

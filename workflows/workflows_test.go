@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	sfn "github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -24,6 +25,17 @@ func TestMain(m *testing.M) {
 // each token of the Fn::Join (an ARN) becomes "X".
 func segmentASL(t *testing.T, recordCursor bool) map[string]any {
 	t.Helper()
+	return asl(t, recordCursor, func(w *Workflow) sfn.StateMachine { return w.Segment })
+}
+
+// fileASL is segmentASL for the file's definition.
+func fileASL(t *testing.T) map[string]any {
+	t.Helper()
+	return asl(t, true, func(w *Workflow) sfn.StateMachine { return w.File })
+}
+
+func asl(t *testing.T, recordCursor bool, which func(*Workflow) sfn.StateMachine) map[string]any {
+	t.Helper()
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
 	fn := func(id string) awslambda.IFunction {
 		return awslambda.Function_FromFunctionArn(stack, jsii.String(id), jsii.String("arn:aws:lambda:ap-northeast-1:123456789012:function:"+id))
@@ -33,7 +45,7 @@ func segmentASL(t *testing.T, recordCursor bool) map[string]any {
 		Logs: awslogs.NewLogGroup(stack, jsii.String("Logs"), nil), RecordCursor: recordCursor,
 	})
 	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
-	id := *stack.GetLogicalId(w.Segment.Node().DefaultChild().(awscdk.CfnElement))
+	id := *stack.GetLogicalId(which(w).Node().DefaultChild().(awscdk.CfnElement))
 	def := tpl["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)["DefinitionString"]
 	var b strings.Builder
 	switch d := def.(type) {
@@ -76,5 +88,49 @@ func TestRecordCursor(t *testing.T) {
 		if string(sel) != tt.wantSelector {
 			t.Errorf("RecordCursor %v: got ResultSelector %s, want %s", tt.recordCursor, sel, tt.wantSelector)
 		}
+	}
+}
+
+// TestFileResults: a file that succeeds runs the results task after Segments; the task retries a
+// few times (never until the state machine's timeout) and its own failure is caught into
+// FileDone, so the file's status stands. No Catch sits on Split or Segments: a caught failure
+// would make a later Fail state the step a redrive continues from.
+func TestFileResults(t *testing.T) {
+	states := fileASL(t)["States"].(map[string]any)
+	state := func(name string) map[string]any {
+		s, ok := states[name].(map[string]any)
+		if !ok {
+			t.Fatalf("got no state %s, want one", name)
+		}
+		return s
+	}
+	if got := state(StateSegments)["Next"]; got != StateResults {
+		t.Errorf("got Segments.Next %v, want %s", got, StateResults)
+	}
+	for _, name := range []string{StateSplit, StateSegments} {
+		if c, ok := state(name)["Catch"]; ok {
+			t.Errorf("got %s.Catch %v, want none (a redrive must continue from the failed state)", name, c)
+		}
+	}
+	s := state(StateResults)
+	// PayloadResponseOnly: the payload is the task's Parameters.
+	p, _ := s["Parameters"].(map[string]any)
+	if p["kind"] != "results" || p["status"] != "SUCCEEDED" || p["state.$"] != "$" || p["executionName.$"] != "$$.Execution.Name" ||
+		p["executionArn.$"] != "$$.Execution.Id" || p["startTime.$"] != "$$.Execution.StartTime" {
+		t.Errorf("got payload %v, want the results request with status SUCCEEDED and the whole state", p)
+	}
+	if s["Next"] != StateFileDone || s["ResultPath"] != nil {
+		t.Errorf("got Next %v ResultPath %v, want %s and the state unchanged (null)", s["Next"], s["ResultPath"], StateFileDone)
+	}
+	r, _ := json.Marshal(s["Retry"])
+	if want := `[{"BackoffRate":2,"ErrorEquals":["States.ALL"],"IntervalSeconds":2,"JitterStrategy":"FULL","MaxAttempts":3}]`; string(r) != want {
+		t.Errorf("got Retry %s, want %s", r, want)
+	}
+	c, _ := json.Marshal(s["Catch"])
+	if want := `[{"ErrorEquals":["States.ALL"],"Next":"` + StateFileDone + `","ResultPath":"$.resultsError"}]`; string(c) != want {
+		t.Errorf("got Catch %s, want %s", c, want)
+	}
+	if d := state(StateFileDone); d["Type"] != "Succeed" {
+		t.Errorf("got FileDone %v, want a Succeed state", d)
 	}
 }

@@ -60,8 +60,10 @@ func (t *TenantPipeline) suppressNagFindings() {
 			"results, one folder per file execution, whose names are not known in advance.",
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
 	suppress(t.Split, "AwsSolutions-IAM5",
-		"Reads objects under exactly the tenant's inbox prefix and writes manifests under exactly its work prefix; object keys are not known in advance.",
-		objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/"))
+		"Reads objects under exactly the tenant's inbox prefix, writes manifests under exactly its work prefix (and, for the results task, "+
+			"reads them and the segments' progress there), and reads the rejection parts and writes each file's results under exactly its "+
+			"results prefix; object keys are not known in advance.",
+		objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/", pipeline.ResultsPrefix+id+"/"))
 	if len(fns) == 3 {
 		suppress(fns[2], "AwsSolutions-IAM5",
 			"Reads objects under exactly the tenant's inbox prefix and its manifests under its work prefix, and writes its rejections under "+

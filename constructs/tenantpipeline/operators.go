@@ -145,8 +145,9 @@ func (t *TenantPipeline) denyForeignSends() {
 }
 
 // ControlPrefixes are the ingest bucket's prefixes that steer the pipeline: skip markers and
-// wake-up state (control/), manifests (work/) and quarantined messages (quarantine/).
-var ControlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipeline.QuarantinePrefix}
+// wake-up state (control/), manifests (work/) and quarantined messages (quarantine/), and the
+// files' results (results/), which a tenant must be able to trust as the pipeline's own.
+var ControlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipeline.QuarantinePrefix, pipeline.ResultsPrefix}
 
 // BucketWriteDeny is the statement the ingest bucket's policy carries: s3:PutObject (which also
 // authorizes copies and multipart uploads), s3:DeleteObject and s3:DeleteObjectVersion under

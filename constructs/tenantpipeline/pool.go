@@ -442,6 +442,8 @@ func (t *TenantPool) build() {
 
 	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
+		// The results task's metric is the pool's, as Register's are.
+		pipeline.EnvMetricsPool: p.Name,
 	})
 	// Split's, Register's and the controller's grants on tenant data are the tenant role's
 	// (tenantrole.go).

@@ -160,9 +160,7 @@ func (t *TenantPipeline) build() {
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 	t.allowList(t.Split, tenant.Prefix)
 	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
-	// A skipRecord file's rejected records, which Split writes under the file's results folder
-	// before its manifest.
-	t.allowS3(t.Split, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+	t.allowResults(t.Split, tenant.ID)
 
 	t.SinkTable = t.sinkTable()
 	t.Register = p.RegisterFunction
@@ -320,6 +318,17 @@ func (t *TenantPipeline) logGroup(id string) awslogs.LogGroup {
 }
 
 // allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
+// allowResults lets the Split function's results task (lambdas/split, results.go) do its work for
+// one tenant: read the manifest (by the version id Split's write returned, which takes
+// s3:GetObjectVersion: https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+// "Permissions") and the segments' progress under work/<tenant>/, list and read the rejection
+// parts and write the results under results/<tenant>/.
+func (t *TenantPipeline) allowResults(fn awslambda.IFunction, tenant string) {
+	t.allowS3(fn, []string{"s3:GetObject", "s3:GetObjectVersion"}, pipeline.WorkPrefix+tenant+"/*")
+	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ResultsPrefix+tenant+"/*")
+	t.allowList(fn, pipeline.ResultsPrefix+tenant+"/")
+}
+
 func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
 	grantObjects(fn, t.Props.Bucket, actions, pattern)
 }

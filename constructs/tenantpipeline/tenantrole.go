@@ -68,6 +68,7 @@ func (t *TenantPool) newTenantRole() {
 	tenantPrefix := p.Prefix + principalTenant + "/"
 	work := pipeline.WorkPrefix + principalTenant + "/"
 	control := pipeline.ControlPrefix + principalTenant + "/"
+	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
 	objects := func(actions []string, patterns ...string) {
 		var arns []string
 		for _, pt := range patterns {
@@ -82,9 +83,8 @@ func (t *TenantPool) newTenantRole() {
 	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 	// "Permissions").
 	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
-	// Split writes a skipRecord file's rejected records under the file's results folder.
-	// Register writes the rejections of each invocation as parts of the file's results.
-	objects([]string{"s3:PutObject"}, results.Prefix+principalTenant+"/*")
+	// The results task (Split's function) and Register: the rejection parts, the results files.
+	objects([]string{"s3:GetObject", "s3:PutObject"}, resultsDir+"*")
 	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
 	// and pause marker (read only: an operator writes it).
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
@@ -101,7 +101,7 @@ func (t *TenantPool) newTenantRole() {
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),
 		Resources:  jsii.Strings(*p.Bucket.BucketArn()),
-		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*"}}},
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*", resultsDir + "*"}}},
 	}))
 	// cdk-nag shows ${aws:PrincipalTag/tenant} as <aws:PrincipalTag/tenant>.
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{

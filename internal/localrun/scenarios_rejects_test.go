@@ -59,7 +59,7 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 			t.Errorf("got registered %v, want %v (in order, once each)", registered, want)
 		}
 
-		prefix := results.Dir("rej", f.ExecutionName) + results.PartsDir
+		prefix := results.PartsPrefix("rej", f.ExecutionName)
 		out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,9 @@ const (
 	// ControlPrefix holds operator markers. A file of a halted tenant is skipped by writing
 	// control/<tenant>/skip/<execution name> (its body is the operator's reason).
 	ControlPrefix = "control/"
+	// ResultsPrefix holds what a tenant gets back from each file: results/<tenant>/<execution>/
+	// (package internal/results).
+	ResultsPrefix = "results/"
 )
 
 // WorkExpirationDays is how long the ingest bucket keeps what Split writes under WorkPrefix (the
@@ -37,7 +40,15 @@ const (
 const WorkExpirationDays = 366
 
 // ReservedPrefixes lists every prefix the pipeline writes to or reads control data from.
-var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix}
+var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix, ResultsPrefix}
+
+// DefaultResultsExpirationDays is how long the ingest bucket keeps a file's results by default
+// (the app's lifecycle rule on ResultsPrefix). Results are for the tenant to collect, not the
+// pipeline's own state: nothing the pipeline runs reads them back, so unlike work/ they need not
+// outlive a redrive. 30 days leave a month-end batch a whole cycle to collect them, and S3 rounds
+// an expiration up to the next midnight UTC
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html).
+const DefaultResultsExpirationDays = 30
 
 // Formats and encodings a tenant's files may use.
 const (

@@ -22,7 +22,7 @@ import (
 )
 
 // Prefix holds every file's results: results/<tenant>/<execution>/.
-const Prefix = "results/"
+const Prefix = pipeline.ResultsPrefix
 
 // Names of the files in a file's results folder.
 const (
@@ -31,17 +31,6 @@ const (
 	RejectedJSONL    = "rejected.jsonl"
 	UnprocessedCSV   = "unprocessed.csv"
 	UnprocessedJSONL = "unprocessed.jsonl"
-)
-
-// The rejection parts of an execution, under its results folder: the rejections found before the
-// end of the file, one results.Rejection as JSON per line, in record order. They are assembled into
-// rejected.csv or rejected.jsonl at the end of the file. Split writes SplitPart (every validation
-// rejection of a skipRecord file, possibly none) and, for a CSV file, HeaderPart (the file's raw
-// header line, without its line ending), both before the manifest: a manifest implies its parts.
-const (
-	PartsDir   = "parts/"
-	SplitPart  = PartsDir + "split.jsonl"
-	HeaderPart = PartsDir + "header"
 )
 
 // AppendPart appends one line of a rejection part: r as JSON (Raw in base64, as encoding/json

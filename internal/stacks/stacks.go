@@ -49,6 +49,9 @@ const (
 	CtxMoveTenants = "moveTenants"
 	// CtxRemoveTenants confirms, comma-separated, the pooled tenants removed from the tenants file.
 	CtxRemoveTenants = "removeTenants"
+	// CtxResultsExpirationDays is how many days the ingest bucket keeps each file's results
+	// (results/). Default: pipeline.DefaultResultsExpirationDays.
+	CtxResultsExpirationDays = "resultsExpirationDays"
 )
 
 // Options are the app-wide settings.
@@ -96,6 +99,10 @@ type Options struct {
 	// assignment file was written; synth refuses any other such removal. Drain a tenant before
 	// removing it.
 	RemoveTenants []string
+	// ResultsExpirationDays is how long the bucket the app creates keeps each file's results
+	// under results/ (a bucket it imports keeps its owner's rules). Default: 30 days
+	// (pipeline.DefaultResultsExpirationDays).
+	ResultsExpirationDays int
 }
 
 // RolePath is the IAM path of the app's function roles, one per stack prefix, so that two copies
@@ -165,6 +172,13 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		if id = strings.TrimSpace(id); id != "" {
 			o.RemoveTenants = append(o.RemoveTenants, id)
 		}
+	}
+	if v := get(CtxResultsExpirationDays); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("context %s: %q is not a whole number of days of at least 1", CtxResultsExpirationDays, v)
+		}
+		o.ResultsExpirationDays = n
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -286,7 +300,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		out.Ingest = awscdk.NewStack(app, jsii.String(o.StackPrefix+"-Ingest"), &awscdk.StackProps{
 			Description: jsii.String("Ordered per-tenant file pipeline: the ingest bucket"),
 		})
-		out.Bucket = NewIngestBucket(out.Ingest, "Bucket")
+		out.Bucket = newIngestBucket(out.Ingest, "Bucket", o.ResultsExpirationDays)
 		out.Bucket.AddToResourcePolicy(tenantpipeline.BucketWriteDeny(out.Bucket, o.RolePath(), o.Operators))
 		suppressIngestNagFindings(out.Ingest, out.Bucket)
 		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
@@ -450,6 +464,14 @@ func WarnRuleQuota(stack awscdk.Stack, rules int) bool {
 // exactly the version that triggered a file's event), sending its events to EventBridge, and with
 // the pipeline's own work files expiring.
 func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
+	return newIngestBucket(scope, id, 0)
+}
+
+// newIngestBucket is NewIngestBucket keeping results for resultsDays (0: the default).
+func newIngestBucket(scope constructs.Construct, id string, resultsDays int) awss3.Bucket {
+	if resultsDays <= 0 {
+		resultsDays = pipeline.DefaultResultsExpirationDays
+	}
 	return awss3.NewBucket(scope, jsii.String(id), &awss3.BucketProps{
 		BlockPublicAccess:  awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:         awss3.BucketEncryption_S3_MANAGED,
@@ -464,6 +486,15 @@ func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
 				// As long as a redrive can come: one year after the execution's start (the
 				// arithmetic and its sources: pipeline.WorkExpirationDays).
 				Expiration:                          awscdk.Duration_Days(jsii.Number(pipeline.WorkExpirationDays)),
+				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+			},
+			{
+				Id:     jsii.String("ExpireResults"),
+				Prefix: jsii.String(pipeline.ResultsPrefix),
+				// The tenants' copy of each file's results (pipeline.DefaultResultsExpirationDays
+				// says why this long); a rewrite by a redrive leaves a noncurrent version.
+				Expiration:                          awscdk.Duration_Days(jsii.Number(resultsDays)),
 				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 			},

@@ -50,6 +50,7 @@ func TestParseRejects(t *testing.T) {
 		{"prefix without slash", `{"tenants": [{"id": "acme", "prefix": "inbox/acme"}]}`, []string{`tenant "acme": prefix: "inbox/acme" is invalid`}},
 		{"prefix leading slash", `{"tenants": [{"id": "acme", "prefix": "/inbox/acme/"}]}`, []string{`prefix: "/inbox/acme/" is invalid`}},
 		{"prefix in work", `{"tenants": [{"id": "acme", "prefix": "work/acme/"}]}`, []string{`prefix: "work/acme/" overlaps "work/"`}},
+		{"prefix in results", `{"tenants": [{"id": "acme", "prefix": "results/acme/"}]}`, []string{`prefix: "results/acme/" overlaps "results/"`}},
 		{"prefix above quarantine", `{"tenants": [{"id": "acme", "prefix": "q/"}, {"id": "b", "prefix": "quarantine/"}]}`, []string{`tenant "b": prefix: "quarantine/" overlaps "quarantine/"`}},
 		{"overlapping prefixes", `{"tenants": [{"id": "acme", "prefix": "in/"}, {"id": "globex", "prefix": "in/globex/"}]}`,
 			[]string{`tenant "globex": prefix: "in/globex/" overlaps tenant "acme"'s prefix "in/"`}},

@@ -142,6 +142,14 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 				res.NextRecord = keep(stop)
 				break
 			}
+			if req.Segment != nil && res.Registered > 0 && !retryable(err) {
+				// The file fails here (no Retry follows), and the records before the failed one
+				// are registered: the progress says so, so that a redrive resumes at the failed
+				// record and the file's results list as unprocessed exactly the records from
+				// there on. A retryable failure leaves the progress alone: the task's Retry
+				// re-sends this invocation's records from its own cursor.
+				h.saveProgress(ctx, req, c, keep(stop))
+			}
 			return pipeline.ChunkResult{}, err
 		}
 		slowest = max(slowest, now().Sub(started))

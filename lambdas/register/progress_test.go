@@ -14,7 +14,8 @@ import (
 )
 
 // TestRegisterRunProgress pins the segment's progress: written after each successful invocation
-// with the cursor it returns, never after a failure, and read only by an invocation that begins the
+// with the cursor it returns, and after a permanent failure that follows registered records at
+// the failed record (so a redrive resumes there and the file's results know what was never sent), and read only by an invocation that begins the
 // segment (a new segment execution, as a redrive of the file starts), which then starts at the
 // stored cursor if it lies inside the segment. The file has 30 records in chunks of 3 (chunks
 // 0..9); the segment is index 1, chunks 2..9 (records 7..30).
@@ -50,12 +51,14 @@ func TestRegisterRunProgress(t *testing.T) {
 			wantErr: pipeline.ErrPermanent},
 		{name: "a stored record past the segment's end: ignored", first: 2, stored: `{"version":1,"next":10,"record":31}`, wantWarn: "past the segment's end",
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
-		{name: "not written after a failed invocation", first: 2, fail: map[int64]int{14: 400},
-			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 14)},
+		{name: "a failed invocation writes the failed record", first: 2, fail: map[int64]int{14: 400},
+			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 14), wantPut: `{"version":1,"next":4,"record":14}`},
 		{name: "not written when the first record fails", first: 2, fail: map[int64]int{7: 502},
 			wantErr: pipeline.ErrRetryable, wantSent: seq(7, 7)},
-		{name: "not written when a record inside the first chunk fails", first: 2, fail: map[int64]int{8: 502},
+		{name: "not written when a record inside the first chunk fails and is retried", first: 2, fail: map[int64]int{8: 502},
 			wantErr: pipeline.ErrRetryable, wantSent: seq(7, 8)},
+		{name: "a permanent failure inside the first chunk writes the failed record", first: 2, fail: map[int64]int{8: 400},
+			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 8), wantPut: `{"version":1,"next":2,"record":8}`},
 		{name: "a new segment execution starts at the stored cursor", first: 2, stored: `{"version":1,"next":6}`,
 			wantSent: seq(19, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
 		{name: "a later invocation of the same execution follows its own cursor, unread", first: 5, stored: `{"version":1,"next":8}`,

@@ -41,7 +41,7 @@ func parts(t *testing.T, s3 *sourcetest.FakeS3) map[string][]results.Rejection {
 	t.Helper()
 	out := map[string][]results.Rejection{}
 	for k, b := range s3.Puts {
-		if !strings.Contains(k, "/"+results.PartsDir) {
+		if !strings.Contains(k, "/"+results.PartsDir+"/") {
 			continue
 		}
 		var list []results.Rejection

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -23,6 +24,8 @@ import (
 type ObjectAPI interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	// ListObjectsV2 lists an execution's rejection parts for the results task.
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 }
 
 var _ ObjectAPI = (*s3.Client)(nil)
@@ -39,6 +42,12 @@ type Handler struct {
 	// (internal/tenantcreds), which may read only that tenant's prefix and write only its work/
 	// keys. Nil: S3 serves every request (a silo, whose role is the tenant's own).
 	ForTenant func(tenant string) (ObjectAPI, error)
+	// Metrics receives the results task's metrics as CloudWatch embedded metric format lines;
+	// nil: none. Pool is the pool's name, the metrics' dimension in a pool.
+	Metrics io.Writer
+	Pool    string
+	// Now is the clock of summary.json's stopped time. Default: time.Now.
+	Now func() time.Time
 }
 
 // Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the
@@ -214,7 +223,7 @@ func (h *Handler) writeParts(ctx context.Context, objects ObjectAPI, req pipelin
 		}{results.HeaderPart, sum.RawHeader, "application/octet-stream"})
 	}
 	for _, p := range parts {
-		key := results.Key(req.Tenant.ID, req.ExecutionName, p.name)
+		key := results.PartKey(req.Tenant.ID, req.ExecutionName, p.name)
 		_, err := objects.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(h.WorkBucket),
 			Key:           aws.String(key),

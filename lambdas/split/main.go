@@ -36,6 +36,8 @@ func main() {
 		S3:         s3.NewFromConfig(cfg, awsconfig.S3Options),
 		WorkBucket: workBucket,
 		Log:        logger,
+		Metrics:    os.Stdout,
+		Pool:       os.Getenv(pipeline.EnvMetricsPool),
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Split reads and writes as the execution's tenant.
@@ -44,5 +46,5 @@ func main() {
 				return s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
 			}).For
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(h.Invoke)
 }

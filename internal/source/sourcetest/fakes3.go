@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -151,6 +154,25 @@ func (f *FakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*
 		v := fmt.Sprintf("pv%d", f.versions)
 		o.Versions[v], o.VersionETags[v] = b, etag
 		out.VersionId = aws.String(v)
+	}
+	return out, nil
+}
+
+// ListObjectsV2 lists the current objects under a prefix in key order, in one page.
+func (f *FakeS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bucket, prefix := aws.ToString(in.Bucket)+"/", aws.ToString(in.Prefix)
+	var keys []string
+	for k := range f.Objects {
+		if key, ok := strings.CutPrefix(k, bucket); ok && strings.HasPrefix(key, prefix) {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	out := &s3.ListObjectsV2Output{IsTruncated: aws.Bool(false)}
+	for _, k := range keys {
+		out.Contents = append(out.Contents, types.Object{Key: aws.String(k)})
 	}
 	return out, nil
 }

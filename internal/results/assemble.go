@@ -1,0 +1,132 @@
+package results
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Parts are the rejections found before a file's end, one JSON Lines object of Rejection per
+// record in record order, under results/<tenant>/<execution>/parts/: Split writes SplitPart (and,
+// for CSV, HeaderPart: the file's raw header line without its line ending) before the manifest,
+// Register one RegisterPart per invocation's range. The results task assembles them into the
+// rejected file; nothing deletes them (they expire with the results).
+const (
+	PartsDir   = "parts"
+	SplitPart  = "split.jsonl"
+	HeaderPart = "header"
+)
+
+// PartsPrefix is the key prefix of an execution's parts.
+func PartsPrefix(tenant, execution string) string { return Dir(tenant, execution) + PartsDir + "/" }
+
+// PartKey is the key of one part.
+func PartKey(tenant, execution, name string) string {
+	return path.Join(Prefix, tenant, execution, PartsDir, name)
+}
+
+// RegisterPart is the name of the part of one Register invocation's range: deterministic, so a
+// retry of the invocation overwrites it.
+func RegisterPart(chunk int, firstRecord int64) string {
+	return fmt.Sprintf("register-%06d-%012d.jsonl", chunk, firstRecord)
+}
+
+// DecodePart reads one part. An empty line is skipped; anything else that is not a Rejection is
+// an error naming the line, never its contents.
+func DecodePart(b []byte) ([]Rejection, error) {
+	var out []Rejection
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, len(b)+1)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var r Rejection
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("line %d is not a rejection: %w", n, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// Merge puts the rejections of every part in record order, one per record: ranges of a resumed
+// invocation may overlap an earlier one's, and a record rejected twice is one rejection (the later
+// part's, in the order given).
+func Merge(parts ...[]Rejection) []Rejection {
+	var all []Rejection
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	slices.SortStableFunc(all, func(a, b Rejection) int { return cmpInt(a.Record, b.Record) })
+	out := all[:0]
+	for _, r := range all {
+		if n := len(out); n > 0 && out[n-1].Record == r.Record {
+			out[n-1] = r
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// RejectedFile renders the rejected file of a format from rejections in record order: for CSV the
+// header line (the file's own, rawHeader, and the extra columns) then one row per rejection, for
+// JSON Lines one line per rejection. No rejections: nil, and no file is written.
+func RejectedFile(format string, rs []Rejection, rawHeader []byte, delimiter rune, encoding string) []byte {
+	if len(rs) == 0 {
+		return nil
+	}
+	var b []byte
+	if format == pipeline.FormatJSONL {
+		for _, r := range rs {
+			b = AppendJSONL(b, r)
+		}
+		return b
+	}
+	b = CSVHeader(b, rawHeader, delimiter, encoding)
+	for _, r := range rs {
+		b = AppendCSV(b, r, delimiter, encoding)
+	}
+	return b
+}
+
+// Counts are a file's counts in summary.json.
+type Counts struct {
+	Records, Registered, Rejected, Unprocessed int64
+}
+
+// CountsOf works a file's counts out from the records in it, its rejections (Merge's) and next,
+// the first record never sent (records+1 when every record was; 1 when none was). A record before
+// next was registered unless rejected; from next on, a rejected record (Split's validation
+// rejects records anywhere in the file) is rejected, the rest are unprocessed. So records =
+// registered + rejected + unprocessed always holds.
+func CountsOf(records int64, rejected []Rejection, next int64) Counts {
+	next = max(1, min(next, records+1))
+	var before int64
+	for _, r := range rejected {
+		if r.Record < next {
+			before++
+		}
+	}
+	c := Counts{Records: records, Rejected: int64(len(rejected))}
+	c.Registered = max(0, next-1-before)
+	c.Unprocessed = max(0, records-c.Registered-c.Rejected)
+	return c
+}
