@@ -98,8 +98,11 @@ func TestFileEventGrants(t *testing.T) {
 				if g := objectGrants(poolPolicyStatements(t, tpl, "PoolController")); len(g) != 0 {
 					t.Errorf("pool controller's own role: got grants on results %v, want none (the tenant role holds them)", g)
 				}
+				// The tenant role also holds the results task's and Register's grant on the whole
+				// results folder of the tenant, which the controller's session shares.
 				want := map[string]string{`/results/${aws:PrincipalTag/tenant}/*/summary.json`: `"s3:GetObject"`,
-					`/results/${aws:PrincipalTag/tenant}/*/event-*.json`: `["s3:GetObject","s3:PutObject"]`}
+					`/results/${aws:PrincipalTag/tenant}/*/event-*.json`: `["s3:GetObject","s3:PutObject"]`,
+					`/results/${aws:PrincipalTag/tenant}/*`:              `["s3:GetObject","s3:PutObject"]`}
 				checkGrants(t, objectGrants(poolPolicyStatements(t, tpl, "PoolTenantRole")), want)
 			})
 		})
@@ -116,7 +119,8 @@ func checkGrants(t *testing.T, got, want map[string]string) {
 	for frag, actions := range want {
 		found := false
 		for res, a := range got {
-			if strings.Contains(res, frag) {
+			// The fragment ends the resource's last string ("…/*" would match every key under it).
+			if strings.HasSuffix(res, frag+`"]]}`) || strings.HasSuffix(res, frag) {
 				found = true
 				if a != actions {
 					t.Errorf("%s: got actions %s, want %s", frag, a, actions)

@@ -98,6 +98,8 @@ func TestTenantConvertsEveryField(t *testing.T) {
 			f.SetInt(int64(7 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))
+		case reflect.Slice: // RejectStatuses
+			f.Set(reflect.ValueOf([]int{400 + i%100, 422}))
 		case reflect.Pointer:
 			if f.Type() == reflect.TypeFor[*CoreSystem]() {
 				continue // a construct: the tenants-file entry names it (below)
