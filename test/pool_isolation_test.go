@@ -111,6 +111,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 				"Action": "s3:ListBucket", "Effect": "Allow", "Resource": bucket,
 				"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{
 					"pools/default/${aws:PrincipalTag/tenant}/*", "work/${aws:PrincipalTag/tenant}/*", "control/${aws:PrincipalTag/tenant}/*",
+					"results/${aws:PrincipalTag/tenant}/*",
 				}}},
 			})
 		})
