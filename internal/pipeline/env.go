@@ -38,6 +38,10 @@ const (
 	// EnvEventBusName is the event bus (name or ARN) the controller puts each file's "File
 	// Processed" event on (internal/results.Event). Unset: no such events.
 	EnvEventBusName = "EVENT_BUS_NAME"
+	// EnvResultsFunction is the function (name or ARN) that writes a file's results (the Split
+	// function's results task), which the controller invokes when a file fails, times out or is
+	// aborted. Unset: such a file gets no results.
+	EnvResultsFunction = "RESULTS_FUNCTION"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

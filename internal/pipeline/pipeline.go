@@ -254,6 +254,9 @@ type WorkflowInput struct {
 	Tenant  Tenant `json:"tenant"`
 	Source  Source `json:"source"`
 	EventID string `json:"eventId"`
+	// Admitted is when the controller admitted the file and started its execution, RFC 3339 in
+	// UTC: the file's results report it (summary.json's timings.admitted).
+	Admitted string `json:"admitted,omitempty"`
 }
 
 // SplitRequest is the payload of the Split task. ExecutionName is the file execution's own name

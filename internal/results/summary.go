@@ -1,6 +1,7 @@
 package results
 
 import (
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -14,6 +15,9 @@ type Summary struct {
 	Tenant    string `json:"tenant"`
 	Tier      string `json:"tier"` // "silo" or "pool"
 	Execution string `json:"execution"`
+	// RedriveCount is which run of the execution the summary describes: 0 for its first, n after
+	// its n-th redrive, whose summary replaces the earlier one.
+	RedriveCount int `json:"redriveCount"`
 	// ExecutionARN is the file execution's ARN.
 	ExecutionARN string `json:"executionArn,omitempty"`
 	Source       Source `json:"source"`
@@ -41,7 +45,9 @@ type Source struct {
 	Version string `json:"version,omitempty"`
 }
 
-// Timings are the file's moments, in UTC; a moment the file never reached is absent.
+// Timings are the file's moments, in UTC; a moment the file never reached is absent: queued (the
+// S3 event's time), admitted (the controller admitted the file and started its execution),
+// started (the execution's start, or its redrive's) and stopped (its end).
 type Timings struct {
 	Queued   *time.Time `json:"queued,omitempty"`
 	Admitted *time.Time `json:"admitted,omitempty"`
@@ -112,6 +118,22 @@ func EventID(execution string, redriveCount int) string {
 // run was put: results/<tenant>/<execution>/event-<redrive count>.json.
 func EventMarkerKey(tenant, execution string, redriveCount int) string {
 	return Key(tenant, execution, "event-"+strconv.Itoa(redriveCount)+".json")
+}
+
+var lineRE = regexp.MustCompile(`\bline (\d+)\b`)
+
+// LineOf is the physical line a failure message names ("line 14: …", "first at line 14"), 0 when
+// it names none: a failure in the file names its line, a failure of the core system its record.
+func LineOf(message string) int64 {
+	m := lineRE.FindStringSubmatch(message)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // URI is the s3:// URI of a key in bucket.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -18,6 +20,14 @@ import (
 	"github.com/example/tenantpipeline/internal/records"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
+)
+
+// The transfer manager's parts for the unprocessed file: 8 MiB (S3's least part is 5 MiB,
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html), two uploads at once, so at
+// most 24 MiB of the function's memory.
+const (
+	uploadPartBytes   = 8 << 20
+	uploadConcurrency = 2
 )
 
 // MetricResultsFailed counts results tasks that failed an attempt. The state machine retries the
@@ -78,6 +88,15 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 		}
 	}
 	w := resultsWriter{h: h, objects: objects, tenant: t.ID, execution: req.ExecutionName}
+	if st.Split == nil && req.Status != pipeline.StatusSucceeded {
+		// The controller's request for a failed execution, which has no output: Split's result as
+		// Split kept it, absent when Split never returned.
+		sp, err := w.splitResult(ctx)
+		if err != nil {
+			return err
+		}
+		st.Split, req.State.Split = sp, sp
+	}
 	sum := h.summary(req)
 
 	rejected, rawHeader, err := w.parts(ctx)
@@ -140,30 +159,55 @@ func (h *Handler) summary(req pipeline.ResultsRequest) results.Summary {
 	if h.ForTenant != nil {
 		tier = "pool"
 	}
-	now := h.now().UTC()
+	stopped := parseTime(req.StopTime)
+	if stopped == nil {
+		// The state machine's results task is the execution's last state: its end follows within
+		// one state transition.
+		now := h.now().UTC()
+		stopped = &now
+	}
 	sum := results.Summary{
 		Version:      results.SummaryVersion,
 		Tenant:       st.Tenant.ID,
 		Tier:         tier,
 		Execution:    req.ExecutionName,
+		RedriveCount: req.RedriveCount,
 		ExecutionARN: req.ExecutionARN,
 		Source:       results.Source{Bucket: src.Bucket, Key: src.Key, Version: src.VersionID},
 		Status:       req.Status,
 		Timings: results.Timings{
 			// The S3 event's time: when the object was written, just before the file was queued.
-			Queued:  parseTime(src.EventTime),
-			Started: parseTime(req.StartTime),
-			// The results task is the execution's last state: its end follows within one
-			// state transition.
-			Stopped: &now,
+			Queued:   parseTime(src.EventTime),
+			Admitted: parseTime(st.Admitted),
+			Started:  parseTime(req.StartTime),
+			Stopped:  stopped,
 		},
-		Files: results.Files{Summary: s3URI(h.WorkBucket, results.Key(st.Tenant.ID, req.ExecutionName, results.SummaryFile))},
+		OnInvalidRecord: cmp.Or(st.Tenant.OnInvalidRecord, pipeline.OnInvalidFailFile),
+		Files:           results.Files{Summary: s3URI(h.WorkBucket, results.Key(st.Tenant.ID, req.ExecutionName, results.SummaryFile))},
 	}
 	if e := st.Error; e != nil {
 		typ, msg := pipeline.FailureOf(e.Error, e.Cause)
-		sum.Failure = &results.Failure{Type: typ, Message: msg}
+		sum.Failure = &results.Failure{Type: typ, Message: msg, Line: results.LineOf(msg)}
 	}
 	return sum
+}
+
+// splitResult reads the result Split kept (pipeline.SplitResultKey); nil when Split never wrote
+// one.
+func (w resultsWriter) splitResult(ctx context.Context) (*pipeline.SplitResult, error) {
+	bucket, key := w.h.WorkBucket, pipeline.SplitResultKey(w.tenant, w.execution)
+	b, err := w.get(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if source.Absent(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("reading the split result s3://%s/%s failed: %v", bucket, key, err), Err: err}
+	}
+	var sp pipeline.SplitResult
+	if err := json.Unmarshal(b, &sp); err != nil {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("the split result s3://%s/%s: %v", bucket, key, err)}
+	}
+	return &sp, nil
 }
 
 func (h *Handler) now() time.Time {
@@ -209,6 +253,16 @@ func (w resultsWriter) put(ctx context.Context, name string, body []byte) (strin
 	return w.putReader(ctx, name, bytes.NewReader(body), int64(len(body)), bucket, key)
 }
 
+// putReader writes body, of size bytes, to bucket/key. A body that is not an io.ReadSeeker (the
+// unprocessed tail, streamed from the source) goes through the SDK's transfer manager, which
+// buffers it in parts: the SDK cannot sign or checksum an unseekable PutObject body without TLS
+// and a trailing checksum, and one PutObject takes at most 5 GB
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html), where a multipart
+// upload takes up to 5 TB. The manager holds at most uploadConcurrency+1 parts of
+// uploadPartBytes in memory. Its parts are written under s3:PutObject, which covers the multipart
+// calls; the role has no s3:AbortMultipartUpload, so the parts of an upload that failed are
+// removed by the bucket's lifecycle rule on results/ (AbortIncompleteMultipartUpload, 7 days), and
+// a retry writes the whole file again.
 func (w resultsWriter) putReader(ctx context.Context, name string, body io.Reader, size int64, bucket, key string) (string, error) {
 	ct := "text/csv"
 	switch {
@@ -217,9 +271,29 @@ func (w resultsWriter) putReader(ctx context.Context, name string, body io.Reade
 	case strings.HasSuffix(name, ".jsonl"):
 		ct = "application/jsonl"
 	}
-	_, err := w.objects.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(bucket), Key: aws.String(key), Body: body, ContentLength: aws.Int64(size), ContentType: aws.String(ct),
-	})
+	var err error
+	if _, seekable := body.(io.ReadSeeker); seekable {
+		_, err = w.objects.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(key), Body: body, ContentLength: aws.Int64(size), ContentType: aws.String(ct),
+		})
+	} else if client, ok := w.objects.(transfermanager.S3APIClient); ok {
+		_, err = transfermanager.New(client, func(o *transfermanager.Options) {
+			o.PartSizeBytes, o.MultipartUploadThreshold, o.Concurrency = uploadPartBytes, uploadPartBytes, uploadConcurrency
+		}).UploadObject(ctx, &transfermanager.UploadObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(key), Body: body, ContentLength: aws.Int64(size), ContentType: aws.String(ct),
+		})
+	} else {
+		// A client without the multipart calls (a test's): the body in memory, at most one part.
+		var b []byte
+		if b, err = io.ReadAll(io.LimitReader(body, uploadPartBytes+1)); err == nil && int64(len(b)) > uploadPartBytes {
+			err = fmt.Errorf("%d bytes or more, and the client has no multipart upload", uploadPartBytes+1)
+		}
+		if err == nil {
+			_, err = w.objects.PutObject(ctx, &s3.PutObjectInput{
+				Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))), ContentType: aws.String(ct),
+			})
+		}
+	}
 	if err != nil {
 		return "", &pipeline.RetryableError{Message: fmt.Sprintf("writing s3://%s/%s failed: %v", bucket, key, err), Err: err}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"golang.org/x/text/encoding/japanese"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -80,7 +81,8 @@ func TestResults(t *testing.T) {
 	tests := []struct {
 		name        string
 		status      string
-		noSplit     bool
+		noSplit     bool           // Split never returned: no split result in the state nor kept
+		fromStore   bool           // the controller's request: no split result in the state, Split's kept one read
 		progress    map[int]string // segment → progress body
 		parts       map[string][]results.Rejection
 		taskErr     *pipeline.TaskError
@@ -119,9 +121,18 @@ func TestResults(t *testing.T) {
 			wantCounts: results.Counts{Records: 10, Registered: 6, Rejected: 1, Unprocessed: 3},
 			wantRej:    "id,name,_line,_record,_error\n9,名前 9,10,9,bad\n",
 			wantUnproc: "id,name\r\n" + recordBytes(data, 7, 10), wantFailure: &results.Failure{Type: "PermanentError", Message: "record 5: 400"}},
-		{name: "Split failed: no unprocessed file, counts unknown", status: pipeline.StatusFailed, noSplit: true,
+		{name: "the controller's request: Split's kept result read", status: pipeline.StatusFailed, taskErr: permanent, fromStore: true,
+			progress:    map[int]string{0: `{"version":1,"next":1,"record":5}`},
+			wantCounts:  results.Counts{Records: 10, Registered: 4, Unprocessed: 6},
+			wantUnproc:  "id,name\r\n" + recordBytes(data, 5, 10),
+			wantFailure: &results.Failure{Type: "PermanentError", Message: "record 5: 400"}},
+		{name: "timed out: the unprocessed tail too", status: "TIMED_OUT", fromStore: true,
+			progress:   map[int]string{0: `{"version":1,"next":2}`},
+			wantCounts: results.Counts{Records: 10, Registered: 6, Unprocessed: 4},
+			wantUnproc: "id,name\r\n" + recordBytes(data, 7, 10)},
+		{name: "Split failed: no unprocessed file, counts unknown, the failure's line", status: pipeline.StatusFailed, noSplit: true,
 			taskErr:     &pipeline.TaskError{Error: "ValidationError", Cause: `{"errorMessage":"line 3: 1 field, want 2","errorType":"ValidationError"}`},
-			wantFailure: &results.Failure{Type: "ValidationError", Message: "line 3: 1 field, want 2"}},
+			wantFailure: &results.Failure{Type: "ValidationError", Message: "line 3: 1 field, want 2", Line: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,8 +148,11 @@ func TestResults(t *testing.T) {
 			}
 			fake.Put(work, results.PartKey("t1", "exec", results.HeaderPart), &sourcetest.Object{Data: []byte("id,name")})
 			st := pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp, Error: tt.taskErr}
-			if tt.noSplit {
+			if tt.noSplit || tt.fromStore {
 				st.Split = nil
+			}
+			if tt.noSplit {
+				delete(fake.Objects, work+"/"+pipeline.SplitResultKey("t1", "exec"))
 			}
 			h := newHandler(fake)
 			stopped := time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)
@@ -254,4 +268,56 @@ func asRetryable(err error, re **pipeline.RetryableError) bool {
 	r, ok := err.(*pipeline.RetryableError)
 	*re = r
 	return ok
+}
+
+// TestResultsRunFacts: the summary of a redriven run carries its redrive count, the admission the
+// execution's input recorded, the stop the controller gives, and the tenant's policy.
+func TestResultsRunFacts(t *testing.T) {
+	tests := []struct {
+		name        string
+		stopTime    string
+		admitted    string
+		policy      string
+		wantStop    time.Time
+		wantAdmit   *time.Time
+		wantPolicy  string
+		redrive     int
+		wantRedrive int
+	}{
+		{name: "the controller's request for a redriven run", stopTime: "2026-12-01T10:09:00Z", admitted: "2026-12-01T10:00:30Z",
+			policy: pipeline.OnInvalidSkipRecord, redrive: 2, wantRedrive: 2,
+			wantStop:  time.Date(2026, 12, 1, 10, 9, 0, 0, time.UTC),
+			wantAdmit: aws.Time(time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)), wantPolicy: pipeline.OnInvalidSkipRecord},
+		{name: "the state machine's request: stopped now, no admission recorded, failFile by default",
+			wantStop: time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC), wantPolicy: pipeline.OnInvalidFailFile},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := sourcetest.NewFakeS3()
+			tn := tenant()
+			tn.OnInvalidRecord = tt.policy
+			sp := splitFor(t, fake, tn, resultsFile(4))
+			h := newHandler(fake)
+			h.Now = func() time.Time { return time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC) }
+			in, _ := json.Marshal(pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusSucceeded, ExecutionName: "exec",
+				RedriveCount: tt.redrive, StopTime: tt.stopTime,
+				State: pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp, Admitted: tt.admitted}})
+			if _, err := h.Invoke(context.Background(), in); err != nil {
+				t.Fatal(err)
+			}
+			var sum results.Summary
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+				t.Fatal(err)
+			}
+			if sum.RedriveCount != tt.wantRedrive || sum.OnInvalidRecord != tt.wantPolicy {
+				t.Errorf("got redriveCount %d onInvalidRecord %q, want %d %q", sum.RedriveCount, sum.OnInvalidRecord, tt.wantRedrive, tt.wantPolicy)
+			}
+			if sum.Timings.Stopped == nil || !sum.Timings.Stopped.Equal(tt.wantStop) {
+				t.Errorf("got stopped %v, want %v", sum.Timings.Stopped, tt.wantStop)
+			}
+			if fmt.Sprint(sum.Timings.Admitted) != fmt.Sprint(tt.wantAdmit) {
+				t.Errorf("got admitted %v, want %v", sum.Timings.Admitted, tt.wantAdmit)
+			}
+		})
+	}
 }
