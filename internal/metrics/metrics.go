@@ -90,6 +90,10 @@ const (
 	// FileEventErrors counts File Processed events that could not be put (or their marker not
 	// read). The file's delivery then retries before it releases the file.
 	FileEventErrors = "FileEventErrors"
+	// ResultsErrors counts failed files whose results the controller could not have written (the
+	// results task's invocation failed or outlasted the controller's wait). The file's end is
+	// announced anyway, its counts from the execution or unknown.
+	ResultsErrors = "ResultsErrors"
 )
 
 // Pooled tier metrics (docs/controller.md, "Pooled tier").

@@ -68,6 +68,9 @@ type Config struct {
 	// EventBus is the bus the File Processed events go to (EnvEventBusName); empty: none
 	// (fileevent.go).
 	EventBus string
+	// ResultsFunction is the function whose results task writes a failed file's results
+	// (EnvResultsFunction); empty: a failed file gets none (results.go).
+	ResultsFunction string
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
@@ -430,6 +433,7 @@ func (e *envReader) shared() Config {
 	c.WakeEvents = e.boolean(pipeline.EnvWakeEvents)
 	c.ControlPrefixProtected = e.boolean(pipeline.EnvControlPrefixProtected)
 	c.EventBus = e.optional(pipeline.EnvEventBusName, "")
+	c.ResultsFunction = e.optional(pipeline.EnvResultsFunction, "")
 	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
 	// safety net, so that a message whose visibility change failed still comes back within it.
 	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {

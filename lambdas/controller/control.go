@@ -126,7 +126,8 @@ func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.Con
 			Tenant: h.cfg.Tenant,
 			Source: pipeline.Source{Bucket: m.Source.Bucket, Key: m.Source.Key, VersionID: m.Source.VersionID,
 				ETag: m.Source.ETag, Size: m.Source.Size},
-			EventID: m.RequestID,
+			EventID:  m.RequestID,
+			Admitted: h.now().UTC().Format(time.RFC3339Nano),
 		}
 		err = nil
 		switch {

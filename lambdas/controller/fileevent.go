@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -66,8 +68,11 @@ type fileEnd struct {
 	RedriveCount      int
 	// Input and Output are the execution's input and output JSON; "" when not known.
 	Input, Output string
-	// Error is the execution's error name, if it failed.
-	Error string
+	// Error and Cause are the execution's error name and cause, if it failed.
+	Error, Cause string
+	// Start and Stop are the run's start (its redrive's, for a redriven run) and stop; nil when
+	// not known.
+	Start, Stop *time.Time
 }
 
 // endOf is the fileEnd a DescribeExecution answer tells.
@@ -75,7 +80,7 @@ func endOf(st *sfn.DescribeExecutionOutput) fileEnd {
 	return fileEnd{
 		Name: aws.ToString(st.Name), ARN: aws.ToString(st.ExecutionArn), Status: string(st.Status),
 		RedriveCount: int(aws.ToInt32(st.RedriveCount)), Input: aws.ToString(st.Input), Output: aws.ToString(st.Output),
-		Error: aws.ToString(st.Error),
+		Error: aws.ToString(st.Error), Cause: aws.ToString(st.Cause), Start: cmp.Or(st.RedriveDate, st.StartDate), Stop: st.StopDate,
 	}
 }
 
@@ -85,7 +90,9 @@ func (h *Handler) announceStatusChange(ctx context.Context, log *slog.Logger, sc
 	if h.events == nil || h.cfg.EventBus == "" {
 		return nil
 	}
-	if sc.RedriveCount == nil || sc.Input == nil {
+	// A failed end is described: its results need the cause and dates (results.go), and failures
+	// are few.
+	if sc.RedriveCount == nil || sc.Input == nil || sc.Status != pipeline.StatusSucceeded {
 		st, err := h.describe(ctx, sc.ExecutionARN)
 		if err != nil {
 			return fmt.Errorf("describe the execution for its File Processed event: %w", err)
@@ -108,8 +115,12 @@ func (h *Handler) announceEnd(ctx context.Context, d *delivery, name, arn string
 // announce puts the File Processed event of one end of a run, unless its marker says it was put
 // already. It returns an error only when the event could not be put (or its marker read): the
 // caller then retries. With no event bus configured it does nothing.
+//
+// Before the event, a failed end's results are written (results.go), so that the event counts
+// from its summary.
 func (h *Handler) announce(ctx context.Context, log *slog.Logger, end fileEnd) error {
 	if h.events == nil || h.cfg.EventBus == "" {
+		h.writeResults(ctx, log, end)
 		return nil
 	}
 	tenant := h.cfg.Tenant.ID
@@ -122,6 +133,7 @@ func (h *Handler) announce(ctx context.Context, log *slog.Logger, end fileEnd) e
 	if found {
 		return nil
 	}
+	h.writeResults(ctx, log, end)
 	ev := h.fileEvent(ctx, log, end)
 	detail, err := json.Marshal(ev)
 	if err != nil {
@@ -209,8 +221,8 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 	return ev
 }
 
-// readSummary reads the file's summary.json; ok only when it describes end: the same execution
-// and status (a summary of an earlier run of a redriven execution does not).
+// readSummary reads the file's summary.json; ok only when it describes end: the same execution,
+// run and status (a summary of an earlier run of a redriven execution does not).
 func (h *Handler) readSummary(ctx context.Context, log *slog.Logger, end fileEnd) (results.Summary, bool) {
 	key := results.Key(h.cfg.Tenant.ID, end.Name, results.SummaryFile)
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
@@ -226,7 +238,7 @@ func (h *Handler) readSummary(ctx context.Context, log *slog.Logger, end fileEnd
 	if err == nil {
 		err = json.Unmarshal(b, &s)
 	}
-	if err != nil || s.Execution != end.Name || s.Status != end.Status {
+	if err != nil || s.Execution != end.Name || s.Status != end.Status || s.RedriveCount != end.RedriveCount {
 		return results.Summary{}, false
 	}
 	return s, true

@@ -154,6 +154,8 @@ func TestFileEventOnce(t *testing.T) {
 	w, bus := eventRig(t, nil)
 	w.putState(t, evID1, "rh-1")
 	w.q.receive("rh-1")
+	// A failed end is described for its cause and dates.
+	w.sfn.set(testExecPrefix+evID1, sfntypes.ExecutionStatusFailed)
 	w.wake(t, evID1, "FAILED")
 	w.wake(t, evID1, "FAILED") // a duplicate, or EventBridge's retry of a failed invocation
 	if got := len(bus.entries); got != 1 {
@@ -164,7 +166,6 @@ func TestFileEventOnce(t *testing.T) {
 		t.Errorf("got no marker %s", marker)
 	}
 	// The delivery that finds the execution failed announces nothing more.
-	w.sfn.set(testExecPrefix+evID1, sfntypes.ExecutionStatusFailed)
 	w.deliver(t, 2)
 	if got := len(bus.entries); got != 1 {
 		t.Fatalf("got %d events after the delivery, want 1", got)

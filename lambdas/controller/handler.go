@@ -75,6 +75,8 @@ type Handler struct {
 	coreMetrics func(coreSystem string) *metrics.Emitter
 	// events puts the File Processed events (fileevent.go); nil: none.
 	events eventBus
+	// results invokes the results task of a failed file (results.go); nil: none.
+	results functionInvoker
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
@@ -303,6 +305,7 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 		}
 	}
 	in := h.fileInput(ev)
+	in.Admitted = h.now().UTC().Format(time.RFC3339Nano)
 	if h.ordered() {
 		order, err := h.nextOrder(ctx, name)
 		if err != nil {

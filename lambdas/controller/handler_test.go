@@ -703,6 +703,8 @@ func TestStartInputKeepsRawKey(t *testing.T) {
 				EventID: evID1,
 				Source: pipeline.Source{Bucket: testBucket, Key: key, VersionID: "v-6f1c2a3b", ETag: "9b2cf535f27731c974343645a3985328",
 					Size: 1234, Sequencer: "0062E99A88DC407460", EventTime: testStart.Add(-2 * time.Minute).UTC().Format(time.RFC3339Nano)},
+				// When the controller admitted the file: summary.json's timings.admitted.
+				Admitted: testStart.UTC().Format(time.RFC3339Nano),
 			}
 			if in != want {
 				t.Errorf("got input %+v, want %+v", in, want)

@@ -13,10 +13,11 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
+	lambdaruntime "github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -66,7 +67,7 @@ func main() {
 				metrics.NewDimension(os.Stdout, ns, metrics.DimensionPool, cfg.Shared.Pool),
 				func(tenant string) *metrics.Emitter { return metrics.New(os.Stdout, ns, tenant) })
 			p.admission, p.coreMetrics = newAdmission(cfg.Shared, db), coreMetrics(ns)
-			p.events = eventbridge.NewFromConfig(awsCfg)
+			p.events, p.results = eventbridge.NewFromConfig(awsCfg), lambda.NewFromConfig(awsCfg)
 			if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 				// Each tenant's control and quarantine objects as that tenant.
 				p.tenantObjects = tenantcreds.NewCache(sts.NewFromConfig(awsCfg), role, tenantcreds.DefaultSize,
@@ -91,7 +92,7 @@ func main() {
 				metrics.New(os.Stdout, cfg.MetricsNamespace, cfg.Tenant.ID),
 			)
 			h.admission, h.coreMetrics = newAdmission(cfg, dynamodb.NewFromConfig(awsCfg)), coreMetrics(cfg.MetricsNamespace)
-			h.events = eventbridge.NewFromConfig(awsCfg)
+			h.events, h.results = eventbridge.NewFromConfig(awsCfg), lambda.NewFromConfig(awsCfg)
 			// One binary, two event shapes: the tenant queue's SQS events, and the file state
 			// machine's status change events from the wake-up rule (wake.go).
 			return h.Invoke
@@ -106,7 +107,7 @@ func main() {
 		logger.Error("controller cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(build(awsCfg))
+	lambdaruntime.Start(build(awsCfg))
 }
 
 // coreMetrics makes the emitter of one core system's gate metrics (dimension CoreSystem).

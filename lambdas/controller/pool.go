@@ -46,6 +46,8 @@ type Pool struct {
 	coreMetrics func(coreSystem string) *metrics.Emitter
 	// events is given to each tenant's Handler: it puts the File Processed events (fileevent.go).
 	events eventBus
+	// results is given to each tenant's Handler: it invokes a failed file's results task (results.go).
+	results functionInvoker
 
 	// backlog keeps each tenant's bounded backlog (parking.go); nil: no bound. deleter deletes a
 	// released counted message before parked files are fed back.
@@ -96,7 +98,7 @@ func (p *Pool) handler(id string) (*Handler, error) {
 		objects = tenantStore{tenant: id, objects: p.tenantObjects}
 	}
 	h := NewHandler(cfg, p.sfn, p.sqs, objects, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
-	h.admission, h.coreMetrics, h.events = p.admission, p.coreMetrics, p.events
+	h.admission, h.coreMetrics, h.events, h.results = p.admission, p.coreMetrics, p.events, p.results
 	if p.setup != nil {
 		p.setup(h)
 	}
