@@ -132,3 +132,65 @@ func checkGrants(t *testing.T, got, want map[string]string) {
 		}
 	}
 }
+
+// TestFailedResultsGrant: in both tiers the controller may invoke exactly its Split function (whose
+// results task writes a failed file's results), by its unqualified ARN, and no other function,
+// and is told which (RESULTS_FUNCTION).
+// https://docs.aws.amazon.com/lambda/latest/dg/lambda-api-permissions-ref.html
+func TestFailedResultsGrant(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Results"), nil)
+	bucket := stacks.NewIngestBucket(stack, "Bucket")
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
+	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket,
+		Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})
+	tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+
+	splitOf := func(t *testing.T, fns map[string]map[string]any) string {
+		t.Helper()
+		for id, fn := range fns {
+			if src, _ := get(t, fn, "Metadata").(map[string]any)["tenantpipeline:source"].(string); src == "lambdas/split" {
+				return id
+			}
+		}
+		t.Fatal("no split function")
+		return ""
+	}
+	check := func(t *testing.T, stmts []map[string]any, env map[string]any, split string) {
+		t.Helper()
+		want := `{"Fn::GetAtt":["` + split + `","Arn"]}`
+		var invokes []map[string]any
+		for _, s := range stmts {
+			if strings.Contains(asJSON(s["Action"]), "lambda:") {
+				invokes = append(invokes, s)
+			}
+		}
+		if len(invokes) != 1 {
+			t.Fatalf("got %d statements with lambda: actions, want 1: %s", len(invokes), asJSON(invokes))
+		}
+		if got := asJSON(invokes[0]["Action"]); got != `"lambda:InvokeFunction"` {
+			t.Errorf("action: got %s, want lambda:InvokeFunction", got)
+		}
+		if got := asJSON(invokes[0]["Resource"]); got != want {
+			t.Errorf("resource: got %s, want exactly the Split function %s", got, want)
+		}
+		if got := asJSON(env[pipeline.EnvResultsFunction]); got != want {
+			t.Errorf("%s: got %s, want %s", pipeline.EnvResultsFunction, got, want)
+		}
+	}
+	t.Run("silo", func(t *testing.T) {
+		fns := tenantResources(t, tpl, "AWS::Lambda::Function", "acme")
+		env := get(t, props(fns[controllerID(t, tpl, "acme")]), "Environment", "Variables").(map[string]any)
+		check(t, statementsOf(t, tpl, "acme", "Controller"), env, splitOf(t, fns))
+	})
+	t.Run("pool", func(t *testing.T) {
+		fns := map[string]map[string]any{}
+		for id, fn := range byType(tpl, "AWS::Lambda::Function") {
+			if strings.HasPrefix(id, "Pool") {
+				fns[id] = fn
+			}
+		}
+		check(t, poolPolicyStatements(t, tpl, "PoolController"), poolControllerEnv(t, stack), splitOf(t, fns))
+	})
+}

@@ -282,8 +282,8 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	// and a redrive "continues the failed execution from the unsuccessful step"
 	// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
 	// it would fail again at once instead of re-running the failed segment, which breaks the
-	// operator's redrive and the controller's halt. The results of a failed file
-	// (pipeline.ResultsRequest with StatusFailed) are for the party that sees the failure.
+	// operator's redrive and the controller's halt. The controller writes a failed file's results
+	// when it sees the failure, with the same task (lambdas/controller, results.go).
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
 	return split.Next(segments).Next(succeeded)
@@ -304,6 +304,7 @@ func resultsTask(scope constructs.Construct, id, status string, p *Props, next s
 			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
 			"executionArn":  sfn.JsonPath_StringAt(jsii.String("$$.Execution.Id")),
 			"startTime":     sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+			"redriveCount":  sfn.JsonPath_NumberAt(jsii.String("$$.Execution.RedriveCount")),
 			"state":         sfn.JsonPath_ObjectAt(jsii.String("$")),
 		}),
 		PayloadResponseOnly:      jsii.Bool(true),

@@ -39,3 +39,14 @@ func fileEventBusStatement(bus awsevents.IEventBus) awsiam.PolicyStatement {
 func grantFileEvents(controller awslambda.Function, bus awsevents.IEventBus) {
 	controller.AddToRolePolicy(fileEventBusStatement(bus))
 }
+
+// grantFailedResults lets the controller invoke the Split function's results task, which writes a
+// failed file's results (the state machine writes them only on success; lambdas/controller,
+// results.go). Only lambda:InvokeFunction, and only on that function's unqualified ARN.
+// https://docs.aws.amazon.com/lambda/latest/dg/lambda-api-permissions-ref.html
+func grantFailedResults(controller awslambda.Function, split awslambda.IFunction) {
+	controller.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("lambda:InvokeFunction"),
+		Resources: jsii.Strings(*split.FunctionArn()),
+	}))
+}

@@ -490,8 +490,10 @@ func (t *TenantPool) build() {
 	}
 	t.EventBus = fileEventBus(t.Construct, s.EventBus)
 	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
+	controllerEnv[pipeline.EnvResultsFunction] = *t.Split.FunctionArn()
 	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv)
 	grantFileEvents(t.Controller, t.EventBus)
+	grantFailedResults(t.Controller, t.Split)
 	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(1),
 		ReportBatchItemFailures: jsii.Bool(true),

@@ -232,8 +232,10 @@ func (t *TenantPipeline) build() {
 	t.wakeEnv(controllerEnv)
 	t.EventBus = fileEventBus(t.Construct, p.EventBus)
 	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
+	controllerEnv[pipeline.EnvResultsFunction] = *t.Split.FunctionArn()
 	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, controllerEnv)
 	grantFileEvents(t.Controller, t.EventBus)
+	grantFailedResults(t.Controller, t.Split)
 	// The File Processed event: the counts from summary.json, and the marker of each event put
 	// (results/<tenant>/<execution>/event-<redrive count>.json).
 	t.allowS3Keys(t.Controller, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
