@@ -204,6 +204,9 @@ type Run struct {
 	auth        *tenantAuth  // pool tenant sessions and their policies (tenantauth.go)
 	// pipe are the pipeline's counted endpoints, the ones the Lambda processes get.
 	pipe struct{ s3, sqs, sfn string }
+	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
+	// controller invokes a failed file's results task).
+	lambdaURL string
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
 	// insightLog holds the Contributor Insights rules of the templates and the lines of their log

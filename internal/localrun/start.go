@@ -129,6 +129,7 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.lambdaURL = lambdaURL
 	eventsURL, err := r.serveOn(r.eventsHandler())
 	if err != nil {
 		return err
@@ -202,6 +203,7 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		"AWS_ENDPOINT_URL_S3=" + r.pipe.s3,
 		"AWS_ENDPOINT_URL_SQS=" + r.pipe.sqs,
 		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
+		"AWS_ENDPOINT_URL_LAMBDA=" + r.lambdaURL,
 		"S3_USE_PATH_STYLE=true",
 		"AWS_REGION=" + region,
 		"AWS_DEFAULT_REGION=" + region,
