@@ -82,8 +82,8 @@ type FileReport struct {
 	RecordsCountedBy string `json:"recordsCountedBy,omitempty"`
 	// Registered, Rejected and Unprocessed are what Register reported for the file, read from its
 	// summary.json (results/<tenant>/<execution>/summary.json), so they hold with --register-url
-	// too; null while the file has no summary. Unprocessed is the records never sent because the
-	// file failed or halted first.
+	// too; null while the file has no summary of its execution's current run. Unprocessed is the
+	// records never sent because the file failed or halted first.
 	Registered  *int64 `json:"registered"`
 	Rejected    *int64 `json:"rejected"`
 	Unprocessed *int64 `json:"unprocessed"`
@@ -348,9 +348,12 @@ func (r *Run) fillCounts(ctx context.Context, tenant string, f *FileReport) {
 	f.setCounts(s)
 }
 
-// setCounts takes the counts of s when it is the summary of the file's execution.
+// setCounts takes the counts of s when it describes the file's execution as it is now: the same
+// execution and status, as the controller reads it for the File Processed event. A summary of
+// another status is an earlier end of a redriven execution (each end may rewrite it), or was
+// written by the results task of an execution not yet stopped.
 func (f *FileReport) setCounts(s results.Summary) {
-	if s.Execution != f.ExecutionName {
+	if s.Execution != f.ExecutionName || s.Status != f.Status {
 		return
 	}
 	f.Registered, f.Rejected, f.Unprocessed = &s.Registered, &s.Rejected, &s.Unprocessed

@@ -84,8 +84,8 @@ func TestTenantGapsReplay(t *testing.T) {
 	}
 }
 
-// A file's registered, rejected and unprocessed come from the summary of its own execution, and
-// report.json keeps them null, not 0, while there is none.
+// A file's registered, rejected and unprocessed come from the summary of its own execution's
+// current run, and report.json keeps them null, not 0, while there is none.
 func TestReportFileCounts(t *testing.T) {
 	sum := func(execution, status string, registered, rejected, unprocessed int64) *results.Summary {
 		return &results.Summary{Execution: execution, Status: status, Records: registered + rejected + unprocessed,
@@ -105,6 +105,11 @@ func TestReportFileCounts(t *testing.T) {
 			`"registered":null,"rejected":null,"unprocessed":null`},
 		{"another execution's summary", FileReport{ExecutionName: "e1", Status: "SUCCEEDED"}, sum("e0", "SUCCEEDED", 57, 3, 0),
 			`"registered":null,"rejected":null,"unprocessed":null`},
+		// A redrive is running: the summary is its failed end's, not the file's now.
+		{"a redrive still running", FileReport{ExecutionName: "e1", Status: "RUNNING", RedriveCount: 1}, sum("e1", "FAILED", 14, 0, 26),
+			`"registered":null,"rejected":null,"unprocessed":null`},
+		{"a redrive that succeeded", FileReport{ExecutionName: "e1", Status: "SUCCEEDED", RedriveCount: 1}, sum("e1", "SUCCEEDED", 40, 0, 0),
+			`"registered":40,"rejected":0,"unprocessed":0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
