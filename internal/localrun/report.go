@@ -283,6 +283,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr := FileReport{Key: f.Key, VersionID: f.VersionID, ETag: f.ETag, Replay: true, expected: -1}
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
 				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
+				r.fillCounts(ctx, t.ID, &fr)  // a replay is an execution of its own, with its own summary
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
 				} else if rep.ExternalEndpoint {

@@ -206,6 +206,11 @@ func TestScenarioOpsReplay(t *testing.T) {
 		if x := fileOf(t, rep, "cont", "x.csv"); x.Replay || x.ExecutionName == replays[0].ExecutionName {
 			t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
 		}
+		// The replay's counts are its own execution's summary.json's.
+		if rp := replays[0]; CountText(rp.Registered) != "10" || CountText(rp.Rejected) != "0" || CountText(rp.Unprocessed) != "0" {
+			t.Errorf("the replay's counts: got registered %s, rejected %s, unprocessed %s; want 10, 0, 0",
+				CountText(rp.Registered), CountText(rp.Rejected), CountText(rp.Unprocessed))
+		}
 	})
 }
 
