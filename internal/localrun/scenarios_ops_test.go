@@ -137,6 +137,8 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 			t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
 		}
 		redriveDrawn(t, r, rep, "cont", in+"1.csv", []string{"FAILED", "SUCCEEDED"})
+		// The redrive's end wrote the summary: all 40 records registered, none rejected.
+		countsShown(t, r, rep, "cont", in+"1.csv", "40", "0")
 		var lastOther time.Time
 		var firstRedriven time.Time
 		for _, rec := range r.Sink.Registered("cont") {
