@@ -80,11 +80,13 @@ type FileReport struct {
 	// succeeded execution's $.split.records), and "none" when no count is known (Records is 0,
 	// shown as "–").
 	RecordsCountedBy string `json:"recordsCountedBy,omitempty"`
-	// Registered and Rejected are what Register reported for the file, read from its summary.json
-	// (results/<tenant>/<execution>/summary.json), so they hold with --register-url too; null
-	// while the file has no summary.
-	Registered *int64 `json:"registered"`
-	Rejected   *int64 `json:"rejected"`
+	// Registered, Rejected and Unprocessed are what Register reported for the file, read from its
+	// summary.json (results/<tenant>/<execution>/summary.json), so they hold with --register-url
+	// too; null while the file has no summary of its execution's current run. Unprocessed is the
+	// records never sent because the file failed or halted first.
+	Registered  *int64 `json:"registered"`
+	Rejected    *int64 `json:"rejected"`
+	Unprocessed *int64 `json:"unprocessed"`
 	// HistoryEvents is the file execution's history length; SegmentHistoryEventsMax is the largest
 	// of its segment executions. Each must stay below 25,000.
 	HistoryEvents           int `json:"historyEvents"`
@@ -251,7 +253,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				}
 				used[e.ExecutionArn] = true
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
-				fr.Registered, fr.Rejected = r.summaryCounts(ctx, t.ID, fr.ExecutionName)
+				r.fillCounts(ctx, t.ID, &fr)
 				break
 			}
 			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
@@ -281,6 +283,7 @@ func (r *Run) Snapshot(ctx context.Context) (*Report, error) {
 				fr := FileReport{Key: f.Key, VersionID: f.VersionID, ETag: f.ETag, Replay: true, expected: -1}
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
 				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
+				r.fillCounts(ctx, t.ID, &fr)  // a replay is an execution of its own, with its own summary
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
 				} else if rep.ExternalEndpoint {
@@ -328,24 +331,33 @@ func (f *FileReport) splitCount() int64 {
 	return f.expected
 }
 
-// RecordsText is the file's records as the summary and report.html print them: "–" when no
-// count is known.
-// summaryCounts are the registered and rejected counts of the execution's summary.json; nil, nil
-// when it has none (or it cannot be read).
-func (r *Run) summaryCounts(ctx context.Context, tenant, execution string) (registered, rejected *int64) {
-	if execution == "" || r.s3 == nil {
-		return nil, nil
+// fillCounts sets the file's registered, rejected and unprocessed counts from its execution's
+// summary.json; they stay nil when it has none (or it cannot be read).
+func (r *Run) fillCounts(ctx context.Context, tenant string, f *FileReport) {
+	if f.ExecutionName == "" || r.s3 == nil {
+		return
 	}
-	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(tenant, execution, results.SummaryFile))})
+	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(tenant, f.ExecutionName, results.SummaryFile))})
 	if err != nil {
-		return nil, nil
+		return
 	}
 	defer out.Body.Close()
 	var s results.Summary
-	if json.NewDecoder(out.Body).Decode(&s) != nil || s.Execution != execution {
-		return nil, nil
+	if json.NewDecoder(out.Body).Decode(&s) != nil {
+		return
 	}
-	return &s.Registered, &s.Rejected
+	f.setCounts(s)
+}
+
+// setCounts takes the counts of s when it describes the file's execution as it is now: the same
+// execution and status, as the controller reads it for the File Processed event. A summary of
+// another status is an earlier end of a redriven execution (each end may rewrite it), or was
+// written by the results task of an execution not yet stopped.
+func (f *FileReport) setCounts(s results.Summary) {
+	if s.Execution != f.ExecutionName || s.Status != f.Status {
+		return
+	}
+	f.Registered, f.Rejected, f.Unprocessed = &s.Registered, &s.Rejected, &s.Unprocessed
 }
 
 // CountText is a count for the summary and report.html: "–" when it is not known.
@@ -356,6 +368,8 @@ func CountText(n *int64) string {
 	return fmt.Sprint(*n)
 }
 
+// RecordsText is the file's records as the summary and report.html print them: "–" when no
+// count is known.
 func (f FileReport) RecordsText() string {
 	if f.RecordsCountedBy == "none" {
 		return "–"

@@ -1,9 +1,13 @@
 package localrun
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 func TestTenantGaps(t *testing.T) {
@@ -77,5 +81,49 @@ func TestTenantGapsReplay(t *testing.T) {
 	}
 	if got, want := tr.Gaps(), []float64{0.25}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// A file's registered, rejected and unprocessed come from the summary of its own execution's
+// current run, and report.json keeps them null, not 0, while there is none.
+func TestReportFileCounts(t *testing.T) {
+	sum := func(execution, status string, registered, rejected, unprocessed int64) *results.Summary {
+		return &results.Summary{Execution: execution, Status: status, Records: registered + rejected + unprocessed,
+			Registered: registered, Rejected: rejected, Unprocessed: unprocessed}
+	}
+	tests := []struct {
+		name    string
+		file    FileReport
+		summary *results.Summary // nil: no summary.json
+		want    string           // the file's counts in report.json
+	}{
+		{"succeeded", FileReport{ExecutionName: "e1", Status: "SUCCEEDED"}, sum("e1", "SUCCEEDED", 57, 3, 0),
+			`"registered":57,"rejected":3,"unprocessed":0`},
+		{"failed part way", FileReport{ExecutionName: "e1", Status: "FAILED"}, sum("e1", "FAILED", 14, 0, 26),
+			`"registered":14,"rejected":0,"unprocessed":26`},
+		{"no summary yet", FileReport{ExecutionName: "e1", Status: "RUNNING"}, nil,
+			`"registered":null,"rejected":null,"unprocessed":null`},
+		{"another execution's summary", FileReport{ExecutionName: "e1", Status: "SUCCEEDED"}, sum("e0", "SUCCEEDED", 57, 3, 0),
+			`"registered":null,"rejected":null,"unprocessed":null`},
+		// A redrive is running: the summary is its failed end's, not the file's now.
+		{"a redrive still running", FileReport{ExecutionName: "e1", Status: "RUNNING", RedriveCount: 1}, sum("e1", "FAILED", 14, 0, 26),
+			`"registered":null,"rejected":null,"unprocessed":null`},
+		{"a redrive that succeeded", FileReport{ExecutionName: "e1", Status: "SUCCEEDED", RedriveCount: 1}, sum("e1", "SUCCEEDED", 40, 0, 0),
+			`"registered":40,"rejected":0,"unprocessed":0`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.file
+			if tt.summary != nil {
+				f.setCounts(*tt.summary)
+			}
+			j, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(j), tt.want) {
+				t.Errorf("report.json file: got %s, want it to carry %s", j, tt.want)
+			}
+		})
 	}
 }

@@ -17,8 +17,9 @@ import (
 // The HTML report is a picture of one run: each tenant a lane on a shared time axis, each execution
 // of a file a bar, coloured by what became of it. A file's first run is drawn from its upload to its
 // stop, queued time apart from running time; each redrive and replay is a bar of its own, from its
-// start (an operator's, not an upload) to its stop. It is one file with its CSS, script and charts
-// inline, so it opens without a network.
+// start (an operator's, not an upload) to its stop. Under the lanes a table lists every file with
+// its counts, rejections marked. It is one file with its CSS, script and charts inline, so it opens
+// without a network.
 // html/template escapes every key, error and cause, which may hold anything (<, quotes, Japanese).
 
 //go:embed reporthtml.tmpl
@@ -91,7 +92,33 @@ type htmlReport struct {
 	// SplitCounted is true when records are Split's counts: the run registered to an external
 	// endpoint, which the harness cannot see.
 	SplitCounted bool
+	// FileRows are the table of files: each tenant's files then its replays, tenants in lane order.
+	FileRows []htmlFileRow
 }
+
+// htmlFileRow is one file (or replay) of the table of files, with its counts as printed: "–" while
+// the file has no summary (FileReport.Registered).
+type htmlFileRow struct {
+	Tenant, Key, Execution, Status, Kind string
+	Replay                               bool
+	Records                              string
+	SplitCounted                         bool // Records is Split's count
+	Registered, Rejected, Unprocessed    string
+	// SomeRejected and SomeUnprocessed mark a count above 0, which the page highlights.
+	SomeRejected, SomeUnprocessed bool
+}
+
+// fileRow is the row of f in the table of files.
+func fileRow(tenant string, f FileReport, halt *Halt) htmlFileRow {
+	return htmlFileRow{
+		Tenant: tenant, Key: f.Key, Execution: orDash(f.ExecutionName), Status: f.Status, Kind: fileKind(f, halt), Replay: f.Replay,
+		Records: f.RecordsText(), SplitCounted: f.RecordsCountedBy == "split",
+		Registered: CountText(f.Registered), Rejected: CountText(f.Rejected), Unprocessed: CountText(f.Unprocessed),
+		SomeRejected: positive(f.Rejected), SomeUnprocessed: positive(f.Unprocessed),
+	}
+}
+
+func positive(n *int64) bool { return n != nil && *n > 0 }
 
 type htmlTick struct {
 	Left  string // CSS percentage
@@ -128,6 +155,9 @@ type htmlBar struct {
 	AdmissionLeft, AdmissionWidth string
 	// Title is the hover text; Queued, Admission and Running are durations as printed; Cause is readable.
 	Title, Queued, Admission, Running, Cause string
+	// Registered and Rejected are the file's counts as printed ("–" when unknown); Unprocessed is
+	// "" unless some records were never sent.
+	Registered, Rejected, Unprocessed string
 }
 
 type htmlGap struct {
@@ -220,6 +250,9 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			lane.Pool = cmpOr(tr.Pool, "-")
 		}
 		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
+		for _, f := range files {
+			out.FileRows = append(out.FileRows, fileRow(id, f, tr.Halted))
+		}
 		out.Files += len(files)
 		lane.Files = len(files)
 		out.Records += tr.records()
@@ -248,7 +281,11 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 				RunWidth:  pct(stop.Sub(runStart), whole),
 				QueuedTop: fmt.Sprintf("%dpx", queuedTop+tracks[i]*queuedStride),
 				Queued:    seconds(runStart.Sub(f.UploadedAt)), Running: "-",
-				Cause: readableCause(f.Cause),
+				Cause:      readableCause(f.Cause),
+				Registered: CountText(f.Registered), Rejected: CountText(f.Rejected),
+			}
+			if positive(f.Unprocessed) {
+				b.Unprocessed = CountText(f.Unprocessed)
 			}
 			if f.StartedAt != nil {
 				b.Running = seconds(stop.Sub(runStart))
@@ -311,8 +348,8 @@ type barRun struct {
 
 // barRuns splits each redriven file into its runs (FileReport.Runs): the first keeps the file's
 // upload and admission wait, a redrive starts with no queued time, an earlier run shows its own
-// error, and only the last run can be the one its tenant is halted at or an operator skipped.
-// Other files are one bar each.
+// error and no counts (the file's are its last run's summary), and only the last run can be the
+// one its tenant is halted at or an operator skipped. Other files are one bar each.
 func barRuns(files []FileReport, halt *Halt) []barRun {
 	var out []barRun
 	for _, f := range files {
@@ -330,6 +367,7 @@ func barRuns(files []FileReport, halt *Halt) []barRun {
 			}
 			if n < len(f.Runs)-1 {
 				b.Skipped, b.Error, b.Cause, h = false, run.Error, run.Cause, nil
+				b.Registered, b.Rejected, b.Unprocessed = nil, nil, nil
 			}
 			out = append(out, barRun{file: b, run: run.Redrive, halt: h})
 		}
@@ -381,6 +419,9 @@ func barTitle(b htmlBar) string {
 	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
 		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText(),
 		"registered: " + CountText(f.Registered) + ", rejected: " + CountText(f.Rejected)}
+	if positive(f.Unprocessed) {
+		lines[5] += ", unprocessed: " + CountText(f.Unprocessed)
+	}
 	if b.Admission != "" {
 		lines = append(lines, "admission wait: "+b.Admission+" (of the queued time)")
 	}

@@ -45,7 +45,8 @@ func runChromium(t *testing.T, bin, page string, args ...string) []byte {
 // TestReportHTMLInChromium renders the HTML report of a real run (the fixture templates: two
 // tenants, one of them with a file that fails and files queued behind it) in headless Chromium,
 // takes a screenshot, and checks the DOM after the page's script ran: one lane per tenant, one bar
-// per file, and within a lane no two files running at the same time.
+// per file, within a lane no two files running at the same time, and one row per file in the table
+// of files with the report's counts ("–" for a file without a summary).
 func TestReportHTMLInChromium(t *testing.T) {
 	bin := chromium(t)
 	r := startFixture(t, Config{})
@@ -142,8 +143,25 @@ func TestReportHTMLInChromium(t *testing.T) {
 			panel = e.text
 		}
 	}
-	if !strings.Contains(panel, "inbox/acme/2 bad.csv") || !strings.Contains(panel, "ValidationError") {
-		t.Errorf("details panel after the script ran: got %q, want the failed file's key and error", panel)
+	if !strings.Contains(panel, "inbox/acme/2 bad.csv") || !strings.Contains(panel, "ValidationError") || !strings.Contains(panel, "registered") {
+		t.Errorf("details panel after the script ran: got %q, want the failed file's key, error and counts", panel)
+	}
+	var want []string
+	for _, id := range r.TenantIDs() {
+		for _, f := range rep.Tenants[id].Files {
+			want = append(want, strings.Join([]string{id, f.Key, CountText(f.Registered), CountText(f.Rejected), CountText(f.Unprocessed)}, " | "))
+		}
+	}
+	var got []string
+	for _, row := range fileTable(els) {
+		var cells []string
+		for _, c := range []string{"tenant", "key", "registered", "rejected", "unprocessed"} {
+			cells = append(cells, strings.TrimSpace(row.cells[c].text))
+		}
+		got = append(got, strings.Join(cells, " | "))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("table of files (tenant | key | registered | rejected | unprocessed):\ngot\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	t.Logf("screenshot: %s (set LOCALRUN_SCREENSHOT=FILE to keep it)", shot)
 }

@@ -547,3 +547,172 @@ func TestWriteHTMLRedrive(t *testing.T) {
 		}
 	})
 }
+
+// htmlFileTableRow is a row of the page's table of files: its attributes and its cells by class.
+type htmlFileTableRow struct {
+	attrs map[string]string
+	cells map[string]htmlElement
+}
+
+// fileTable reads the page's table of files, in order: each tr.file and the cells up to the next row.
+func fileTable(els []htmlElement) []htmlFileTableRow {
+	var rows []htmlFileTableRow
+	inTable := false
+	for _, e := range els {
+		switch {
+		case e.name == "table":
+			inTable = e.attrs["id"] == "files"
+		case !inTable:
+		case e.name == "tr" && e.hasClass("file"):
+			rows = append(rows, htmlFileTableRow{attrs: e.attrs, cells: map[string]htmlElement{}})
+		case e.name == "tr":
+		case e.name == "td" && len(rows) > 0:
+			for _, c := range strings.Fields(e.attrs["class"]) {
+				if _, ok := rows[len(rows)-1].cells[c]; !ok && c != "some" {
+					rows[len(rows)-1].cells[c] = e
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// TestWriteHTMLFileCounts: the page's table of files shows every file's registered, rejected and
+// unprocessed counts as text, "–" (not 0) while the file has no summary, and highlights a rejected
+// or unprocessed count above 0; each bar carries the same counts for its hover text and details.
+func TestWriteHTMLFileCounts(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) *time.Time { x := t0.Add(time.Duration(ms) * time.Millisecond); return &x }
+	n := func(v int64) *int64 { return &v }
+	hostile := `<b>注文</b> "q".csv`
+	tests := []struct {
+		name, tenant string
+		file         FileReport
+		// want are the cells' text: records, registered, rejected, unprocessed.
+		want                         [4]string
+		rejectedMarked, unprocMarked bool
+	}{
+		{"registered and rejected", "acme", FileReport{Key: "a.csv", ExecutionName: "e-a", Status: "SUCCEEDED", Records: 57,
+			Registered: n(57), Rejected: n(3), Unprocessed: n(0)}, [4]string{"57", "57", "3", "0"}, true, false},
+		{"every record registered", "acme", FileReport{Key: "b.csv", ExecutionName: "e-b", Status: "SUCCEEDED", Records: 60,
+			Registered: n(60), Rejected: n(0), Unprocessed: n(0)}, [4]string{"60", "60", "0", "0"}, false, false},
+		{"no summary yet", "acme", FileReport{Key: "c.csv", ExecutionName: "e-c", Status: "RUNNING"},
+			[4]string{"0", "–", "–", "–"}, false, false},
+		{"waiting", "acme", FileReport{Key: "d.csv", Status: "WAITING"}, [4]string{"0", "–", "–", "–"}, false, false},
+		{"failed part way", "globex", FileReport{Key: "e.csv", ExecutionName: "e-e", Status: "FAILED", Records: 14,
+			Registered: n(14), Rejected: n(0), Unprocessed: n(26)}, [4]string{"14", "14", "0", "26"}, false, true},
+		{"a key that is markup", "globex", FileReport{Key: hostile, ExecutionName: "e-h", Status: "SUCCEEDED", Records: 2,
+			Registered: n(1), Rejected: n(1), Unprocessed: n(0)}, [4]string{"2", "1", "1", "0"}, true, false},
+		{"records counted by Split", "globex", FileReport{Key: "s.csv", ExecutionName: "e-s", Status: "SUCCEEDED", Records: 9, RecordsCountedBy: "split",
+			Registered: n(9), Rejected: n(0), Unprocessed: n(0)}, [4]string{"9", "9", "0", "0"}, false, false},
+		{"a replay", "globex", FileReport{Key: "a.csv", ExecutionName: "rp-1", Status: "SUCCEEDED", Replay: true, Records: 10,
+			Registered: n(10), Rejected: n(0), Unprocessed: n(0)}, [4]string{"10", "10", "0", "0"}, false, false},
+	}
+	rep := &Report{Tenants: map[string]*TenantReport{"acme": {}, "globex": {}}}
+	for i, tt := range tests {
+		f := tt.file
+		f.UploadedAt = *at(100 * i)
+		if f.Status != "WAITING" {
+			f.StartedAt = at(100*i + 10)
+		}
+		if f.Status == "SUCCEEDED" || f.Status == "FAILED" {
+			f.StoppedAt = at(100*i + 90)
+		}
+		tr := rep.Tenants[tt.tenant]
+		if f.Replay {
+			tr.Replays = append(tr.Replays, f)
+		} else {
+			tr.Files = append(tr.Files, f)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, rep, []string{"acme", "globex"}, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, buf.Bytes())
+	rows := fileTable(els)
+	if len(rows) != len(tests) {
+		t.Fatalf("table of files: got %d rows, want %d (one per file and replay)", len(rows), len(tests))
+	}
+	bars := map[string]htmlElement{}
+	for _, id := range []string{"acme", "globex"} {
+		for _, b := range lanes.bars[id] {
+			bars[b.attrs["data-key"]+"|"+b.attrs["data-execution"]] = b
+		}
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Rows come in lane order (acme's, then globex's), a tenant's files before its replays:
+			// the order of the cases.
+			row := rows[i]
+			text := func(class string) string { return strings.TrimSpace(row.cells[class].text) }
+			if row.attrs["data-key"] != tt.file.Key || text("key") != tt.file.Key || text("tenant") != tt.tenant {
+				t.Errorf("row %d: got tenant %q, key %q (data-key %q), want %s, %q", i, text("tenant"), text("key"), row.attrs["data-key"], tt.tenant, tt.file.Key)
+			}
+			got := [4]string{text("records"), text("registered"), text("rejected"), text("unprocessed")}
+			if got != tt.want {
+				t.Errorf("records, registered, rejected, unprocessed: got %q, want %q", got, tt.want)
+			}
+			wantClass := "file"
+			if tt.rejectedMarked {
+				wantClass = "file rejects"
+			}
+			if m := row.cells["rejected"].hasClass("some"); m != tt.rejectedMarked || row.attrs["class"] != wantClass {
+				t.Errorf("rejected marked: got cell %v, row class %q; want %v, %q", m, row.attrs["class"], tt.rejectedMarked, wantClass)
+			}
+			if m := row.cells["unprocessed"].hasClass("some"); m != tt.unprocMarked {
+				t.Errorf("unprocessed marked: got %v, want %v", m, tt.unprocMarked)
+			}
+			if split := row.cells["records"].attrs["title"] == "Split's count"; split != (tt.file.RecordsCountedBy == "split") {
+				t.Errorf("records: got title %q, want \"Split's count\" only for Split's count", row.cells["records"].attrs["title"])
+			}
+			if _, replay := row.attrs["data-replay"]; replay != tt.file.Replay || strings.Contains(text("status"), "(replay)") != tt.file.Replay {
+				t.Errorf("replay: got data-replay %v, status %q, want %v", replay, text("status"), tt.file.Replay)
+			}
+			bar, ok := bars[tt.file.Key+"|"+tt.file.ExecutionName]
+			if !ok {
+				t.Fatalf("no bar for %q", tt.file.Key)
+			}
+			wantUnproc := ""
+			if tt.unprocMarked {
+				wantUnproc = tt.want[3]
+			}
+			if bar.attrs["data-registered"] != tt.want[1] || bar.attrs["data-rejected"] != tt.want[2] || bar.attrs["data-unprocessed"] != wantUnproc {
+				t.Errorf("bar: got data-registered %q, data-rejected %q, data-unprocessed %q; want %q, %q, %q",
+					bar.attrs["data-registered"], bar.attrs["data-rejected"], bar.attrs["data-unprocessed"], tt.want[1], tt.want[2], wantUnproc)
+			}
+		})
+	}
+	if bytes.Contains(buf.Bytes(), []byte("<b>注文")) {
+		t.Error("got the key's markup unescaped in the page")
+	}
+}
+
+// A redriven file's counts are its execution's summary, written at its last run's end: the bar of
+// an earlier run shows none, the last run's bar and the file's row show them.
+func TestWriteHTMLRedriveCounts(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) *time.Time { x := t0.Add(time.Duration(ms) * time.Millisecond); return &x }
+	reg, rej := int64(38), int64(2)
+	f := FileReport{Key: "1.csv", ExecutionName: "e1", Status: "SUCCEEDED", UploadedAt: t0, StartedAt: at(100), StoppedAt: at(1200),
+		Records: 38, RedriveCount: 1, Registered: &reg, Rejected: &rej,
+		Runs: []ExecutionRun{{Redrive: 0, Status: "FAILED", StartedAt: *at(100), StoppedAt: at(200), Error: "RegisterFailed"},
+			{Redrive: 1, Status: "SUCCEEDED", StartedAt: *at(1000), StoppedAt: at(1200)}}}
+	rep := &Report{Tenants: map[string]*TenantReport{"cont": {Files: []FileReport{f}}}}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, rep, []string{"cont"}, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	els, lanes := parseHTML(t, buf.Bytes())
+	var got []string
+	for _, b := range lanes.bars["cont"] {
+		got = append(got, b.attrs["data-run"]+":"+b.attrs["data-registered"]+"/"+b.attrs["data-rejected"])
+	}
+	if want := []string{"0:–/–", "1:38/2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("bars (run:registered/rejected): got %v, want %v", got, want)
+	}
+	rows := fileTable(els)
+	if len(rows) != 1 || strings.TrimSpace(rows[0].cells["registered"].text) != "38" || strings.TrimSpace(rows[0].cells["rejected"].text) != "2" {
+		t.Errorf("table of files: got %+v, want one row for 1.csv with 38 registered, 2 rejected", rows)
+	}
+}

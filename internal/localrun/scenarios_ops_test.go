@@ -137,6 +137,8 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 			t.Errorf("1.csv: got redrive count %d, %d records, want 1 and 40", f.RedriveCount, f.Records)
 		}
 		redriveDrawn(t, r, rep, "cont", in+"1.csv", []string{"FAILED", "SUCCEEDED"})
+		// The redrive's end wrote the summary: all 40 records registered, none rejected.
+		countsShown(t, r, rep, "cont", in+"1.csv", "40", "0")
 		var lastOther time.Time
 		var firstRedriven time.Time
 		for _, rec := range r.Sink.Registered("cont") {
@@ -205,6 +207,11 @@ func TestScenarioOpsReplay(t *testing.T) {
 		}
 		if x := fileOf(t, rep, "cont", "x.csv"); x.Replay || x.ExecutionName == replays[0].ExecutionName {
 			t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
+		}
+		// The replay's counts are its own execution's summary.json's.
+		if rp := replays[0]; CountText(rp.Registered) != "10" || CountText(rp.Rejected) != "0" || CountText(rp.Unprocessed) != "0" {
+			t.Errorf("the replay's counts: got registered %s, rejected %s, unprocessed %s; want 10, 0, 0",
+				CountText(rp.Registered), CountText(rp.Rejected), CountText(rp.Unprocessed))
 		}
 	})
 }

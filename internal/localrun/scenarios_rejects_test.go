@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -90,5 +91,42 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("got rejections %+v under %s, want %+v", got, prefix, want)
 		}
+		countsShown(t, r, rep, "rej", f.Key, "8", "2")
 	})
+}
+
+// countsShown checks that report.json and report.html give a file the registered and rejected
+// counts of its summary.json, the rejected one highlighted when above 0.
+func countsShown(t *testing.T, r *Run, rep *Report, tenant, key, registered, rejected string) {
+	t.Helper()
+	var f *FileReport
+	for i := range rep.Tenants[tenant].Files {
+		if rep.Tenants[tenant].Files[i].Key == key {
+			f = &rep.Tenants[tenant].Files[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("%s: no file %s in the report", tenant, key)
+	}
+	if CountText(f.Registered) != registered || CountText(f.Rejected) != rejected || CountText(f.Unprocessed) != "0" {
+		t.Errorf("report.json %s: got registered %s, rejected %s, unprocessed %s; want %s, %s, 0 (its summary.json)",
+			key, CountText(f.Registered), CountText(f.Rejected), CountText(f.Unprocessed), registered, rejected)
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	els, _ := parseHTML(t, b.Bytes())
+	for _, row := range fileTable(els) {
+		if row.attrs["data-key"] != key {
+			continue
+		}
+		reg, rej := strings.TrimSpace(row.cells["registered"].text), strings.TrimSpace(row.cells["rejected"].text)
+		if reg != registered || rej != rejected || row.cells["rejected"].hasClass("some") != (rejected != "0") {
+			t.Errorf("report.html %s: got registered %s, rejected %s (class %q); want %s, %s, highlighted when above 0",
+				key, reg, rej, row.cells["rejected"].attrs["class"], registered, rejected)
+		}
+		return
+	}
+	t.Errorf("report.html: no row for %s in the table of files", key)
 }
