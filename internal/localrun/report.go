@@ -350,11 +350,11 @@ func (r *Run) fillCounts(ctx context.Context, tenant string, f *FileReport) {
 }
 
 // setCounts takes the counts of s when it describes the file's execution as it is now: the same
-// execution and status, as the controller reads it for the File Processed event. A summary of
-// another status is an earlier end of a redriven execution (each end may rewrite it), or was
+// execution, run and status, as the controller reads it for the File Processed event. A summary of
+// another run or status is an earlier end of a redriven execution (each end rewrites it), or was
 // written by the results task of an execution not yet stopped.
 func (f *FileReport) setCounts(s results.Summary) {
-	if s.Execution != f.ExecutionName || s.Status != f.Status {
+	if s.Execution != f.ExecutionName || s.Status != f.Status || s.RedriveCount != f.RedriveCount {
 		return
 	}
 	f.Registered, f.Rejected, f.Unprocessed = &s.Registered, &s.Rejected, &s.Unprocessed

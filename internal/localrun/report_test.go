@@ -91,6 +91,7 @@ func TestReportFileCounts(t *testing.T) {
 		return &results.Summary{Execution: execution, Status: status, Records: registered + rejected + unprocessed,
 			Registered: registered, Rejected: rejected, Unprocessed: unprocessed}
 	}
+	redriven := func(s *results.Summary, n int) *results.Summary { s.RedriveCount = n; return s }
 	tests := []struct {
 		name    string
 		file    FileReport
@@ -108,8 +109,13 @@ func TestReportFileCounts(t *testing.T) {
 		// A redrive is running: the summary is its failed end's, not the file's now.
 		{"a redrive still running", FileReport{ExecutionName: "e1", Status: "RUNNING", RedriveCount: 1}, sum("e1", "FAILED", 14, 0, 26),
 			`"registered":null,"rejected":null,"unprocessed":null`},
-		{"a redrive that succeeded", FileReport{ExecutionName: "e1", Status: "SUCCEEDED", RedriveCount: 1}, sum("e1", "SUCCEEDED", 40, 0, 0),
+		{"a redrive that succeeded", FileReport{ExecutionName: "e1", Status: "SUCCEEDED", RedriveCount: 1}, redriven(sum("e1", "SUCCEEDED", 40, 0, 0), 1),
 			`"registered":40,"rejected":0,"unprocessed":0`},
+		// A redrive failed again: until its own summary is written, the first run's is not its.
+		{"a redrive that failed again", FileReport{ExecutionName: "e1", Status: "FAILED", RedriveCount: 1}, sum("e1", "FAILED", 14, 0, 26),
+			`"registered":null,"rejected":null,"unprocessed":null`},
+		{"a redrive that failed again, its summary written", FileReport{ExecutionName: "e1", Status: "FAILED", RedriveCount: 1},
+			redriven(sum("e1", "FAILED", 20, 0, 20), 1), `"registered":20,"rejected":0,"unprocessed":20`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
