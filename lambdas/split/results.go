@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,6 +150,8 @@ func (h *Handler) summary(req pipeline.ResultsRequest) results.Summary {
 		ExecutionARN: req.ExecutionARN,
 		Source:       results.Source{Bucket: src.Bucket, Key: src.Key, Version: src.VersionID},
 		Status:       req.Status,
+		// An empty policy in the state is failFile (pipeline.Tenant.OnInvalidRecord).
+		OnInvalidRecord: cmp.Or(st.Tenant.OnInvalidRecord, pipeline.OnInvalidFailFile),
 		Timings: results.Timings{
 			// The S3 event's time: when the object was written, just before the file was queued.
 			Queued:  parseTime(src.EventTime),
