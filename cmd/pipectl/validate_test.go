@@ -96,3 +96,58 @@ func TestValidateWritesRejectedCP932(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateResultsFixtures: on the fixtures of the local-run scenarios (testdata/results, whose
+// tenants file they run), validate gives Split's verdict and --out writes the rejected file the
+// pipeline wrote to results/ for the same file and tenant, byte for byte: the scenarios compare
+// the pipeline's with the same golden files (<file>.rejected.csv or .rejected.jsonl).
+func TestValidateResultsFixtures(t *testing.T) {
+	const td = "../../testdata/results/"
+	cases := []struct {
+		name, tenant, file string
+		code               int
+		stdout             []string // each must appear
+		rejected, golden   string
+	}{
+		{"skipRecord accepts 3 malformed rows", "skipper", "orders.csv", 0,
+			[]string{"orders.csv: 60 records, 57 valid, 3 rejected: accepted: 3 rejected (skipRecord, at most 1000)",
+				"  line 14, record 13: ", "  line 32, record 31: ", "  line 48, record 47: "},
+			"rejected.csv", "orders.csv.rejected.csv"},
+		// failFile still lists every invalid record, so --out holds what skipRecord rejects.
+		{"failFile refuses and names line 14", "failer", "orders.csv", 1,
+			[]string{"orders.csv: 60 records, 57 valid, 3 rejected: rejected: line 14: "}, "rejected.csv", "orders.csv.rejected.csv"},
+		{"cp932 rows come back in CP932", "sjis", "cp932.csv", 0,
+			[]string{"cp932.csv: 10 records, 7 valid, 3 rejected: accepted", "  line 5, record 4: ", "  line 7, record 6: ", "  line 9, record 8: "},
+			"rejected.csv", "cp932.csv.rejected.csv"},
+		{"jsonl", "lines", "orders.jsonl", 0,
+			[]string{"orders.jsonl: 5 records, 3 valid, 2 rejected: accepted", "  line 2, record 2: line is not valid JSON", "  line 5, record 4: line is valid JSON but not an object"},
+			"rejected.jsonl", "orders.jsonl.rejected.jsonl"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			code, out, errOut := runValidateCLI(t, c.tenant, td+c.file, "--tenants", td+"tenants.json", "--out", dir)
+			if code != c.code {
+				t.Errorf("got exit %d, want %d (stdout %q, stderr %q)", code, c.code, out, errOut)
+			}
+			for _, w := range c.stdout {
+				if !strings.Contains(out, w) {
+					t.Errorf("got stdout\n%s\nwant it to contain %q", out, w)
+				}
+			}
+			want, err := os.ReadFile(td + c.golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{c.golden, c.rejected} {
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s: got %q, want %s %q", name, got, c.golden, want)
+				}
+			}
+		})
+	}
+}

@@ -13,13 +13,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
 // A core system answers 422 to two records of a tenant with onInvalidRecord skipRecord and
 // rejectStatuses [422], in both tiers: those two are rejected (in the file's register parts, with
-// their status and original bytes), the others are registered in order, exactly once, and the file
-// succeeds.
+// their status and original bytes, then in rejected.csv with an _error naming 422), the others are
+// registered in order, exactly once, the file succeeds, and its summary.json and File Processed
+// event count the sink's registrations and the two rejections.
 func TestScenarioCoreSystemRejects(t *testing.T) {
 	t.Parallel()
 	const tenantsJSON = `{"tenants": [{"id": "rej", "chunkSize": 4, "onInvalidRecord": "skipRecord", "rejectStatuses": [422],
@@ -92,6 +94,21 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 			t.Errorf("got rejections %+v under %s, want %+v", got, prefix, want)
 		}
 		countsShown(t, r, rep, "rej", f.Key, "8", "2")
+
+		// What the tenant gets back: rejected.csv with exactly those two, the summary's counts
+		// those of the sink, and one File Processed event with the summary's counts.
+		body := mustResult(t, ctx, r, "rej", f.ExecutionName, results.RejectedCSV)
+		errs := checkRejectedCSV(t, body, csvOf(10), nil, []string{"id", "name", "_line", "_record", "_error"}, []rejectedRow{{4, 3}, {8, 7}})
+		for _, e := range errs {
+			if !strings.Contains(e, "422") {
+				t.Errorf("got rejected.csv _error %q, want it to name the core system's 422", e)
+			}
+		}
+		sum := checkSucceededSummary(t, ctx, r, rep, "rej", f, results.Counts{Records: 10, Registered: 8, Rejected: 2}, pipeline.OnInvalidSkipRecord, results.RejectedCSV)
+		if sink := int64(len(registeredOf(r, "rej", f.Key))); sum.Registered != sink || sum.Rejected != int64(len(errs)) {
+			t.Errorf("got summary registered %d rejected %d, want the sink's %d and rejected.csv's %d", sum.Registered, sum.Rejected, sink, len(errs))
+		}
+		checkFileEvents(t, ctx, r, rep, []upload{{"rej", "f.csv", nil}})
 	})
 }
 

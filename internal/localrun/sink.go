@@ -42,6 +42,7 @@ type Sink struct {
 	inFlight   int                      // POSTs arrived and not yet answered
 	peak       int                      // the most POSTs in flight at once
 	shed       int64                    // POSTs answered 429 for MaxInFlight
+	keep       bool                     // keep each record's JSON in its SinkRecord
 }
 
 // SinkRequest is one POST the sink received, whatever it answered.
@@ -65,6 +66,9 @@ type SinkRecord struct {
 	RecordNumber int64
 	Key          string
 	At           time.Time
+	// Record is the record as the core system got it (its JSON), kept only after
+	// SetKeepRecords(true).
+	Record json.RawMessage
 }
 
 type sinkRequest struct {
@@ -196,11 +200,17 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.keys[key] = true
 	now := time.Now()
-	if !req.batch() {
-		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: now})
+	keep := func(rec json.RawMessage) json.RawMessage {
+		if s.keep {
+			return rec
+		}
+		return nil
 	}
-	for i := range req.Records { // a batch registers all its records, in order, or none
-		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.FirstRecordNumber + int64(i), Key: key, At: now})
+	if !req.batch() {
+		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: now, Record: keep(req.Record)})
+	}
+	for i, rec := range req.Records { // a batch registers all its records, in order, or none
+		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.FirstRecordNumber + int64(i), Key: key, At: now, Record: keep(rec)})
 	}
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprint(w, `{"status":"registered"}`)
@@ -225,6 +235,15 @@ func (s *Sink) Gets() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gets
+}
+
+// SetKeepRecords makes the sink keep, from now on, each registered record's JSON in its
+// SinkRecord (Registered), for a test that checks what the core system got. Off by default: a long
+// run would hold every record in memory.
+func (s *Sink) SetKeepRecords(on bool) {
+	s.mu.Lock()
+	s.keep = on
+	s.mu.Unlock()
 }
 
 // SetFault replaces Fault; nil lets every request through.

@@ -69,6 +69,37 @@ func TestSinkBatch(t *testing.T) {
 	}
 }
 
+// TestSinkKeepRecords: after SetKeepRecords(true) each registration keeps the record's JSON, a
+// batch's each its own; before it, none is kept.
+func TestSinkKeepRecords(t *testing.T) {
+	s := &Sink{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	post := func(key, body string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/t/records", strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: got status %d, want 201", key, resp.StatusCode)
+		}
+	}
+	post("k1", `{"tenant":"t","source":{"key":"k.csv"},"recordNumber":1,"record":{"名前":"一"}}`)
+	s.SetKeepRecords(true)
+	post("k2", `{"tenant":"t","source":{"key":"k.csv"},"recordNumber":2,"record":{"名前":"二"}}`)
+	post("k3", `{"tenant":"t","source":{"key":"k.csv"},"firstRecordNumber":3,"records":[{"名前":"三"},{"名前":"四"}]}`)
+	var got []string
+	for _, r := range s.Registered("t") {
+		got = append(got, fmt.Sprintf("%d=%s", r.RecordNumber, r.Record))
+	}
+	if g, want := strings.Join(got, " "), `1= 2={"名前":"二"} 3={"名前":"三"} 4={"名前":"四"}`; g != want {
+		t.Errorf("got %s, want %s", g, want)
+	}
+}
+
 // TestSinkMaxInFlight: with MaxInFlight N the sink takes N POSTs at once and answers the next one
 // 429 with Retry-After: 1, registering nothing; it reports the most POSTs it saw in flight (the
 // refused one included) and how many it refused. Without a cap it refuses none.

@@ -240,6 +240,34 @@ func TestResultsCP932(t *testing.T) {
 	}
 }
 
+// summary.json names the policy the file ran under; a tenant without one ran under failFile.
+func TestResultsOnInvalidRecord(t *testing.T) {
+	for _, tt := range []struct{ policy, want string }{
+		{pipeline.OnInvalidSkipRecord, pipeline.OnInvalidSkipRecord},
+		{pipeline.OnInvalidFailFile, pipeline.OnInvalidFailFile},
+		{"", pipeline.OnInvalidFailFile},
+	} {
+		t.Run(tt.want+"/"+tt.policy, func(t *testing.T) {
+			fake := sourcetest.NewFakeS3()
+			tn := tenant()
+			tn.OnInvalidRecord = tt.policy
+			sp := splitFor(t, fake, tn, resultsFile(4))
+			err := newHandler(fake).Results(context.Background(), pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusSucceeded,
+				ExecutionName: "exec", State: pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum results.Summary
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+				t.Fatalf("summary.json: %v", err)
+			}
+			if sum.OnInvalidRecord != tt.want {
+				t.Errorf("got onInvalidRecord %q, want %q", sum.OnInvalidRecord, tt.want)
+			}
+		})
+	}
+}
+
 // TestResultsFailure: a results write that fails is an ERROR with a metric and a RetryableError
 // for the state machine's Retry (after which the Catch lets the file end as it would have).
 func TestResultsFailure(t *testing.T) {
