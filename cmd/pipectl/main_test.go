@@ -760,10 +760,12 @@ func TestStatusCoreSystemLines(t *testing.T) {
 	}
 }
 
-// pipectl files shows the counts of a file's summary.json, "-" (null in JSON) for a file without one.
+// pipectl files shows the counts of a file's summary.json, "-" (null in JSON) for a file without
+// one of its current run: acme-2's summary is of another run (an earlier end of a redrive).
 func TestFilesCounts(t *testing.T) {
 	w := world()
 	w.Objects[acme.Bucket+"/results/acme/acme-1/summary.json"] = &opsfake.Object{Body: `{"version":1,"execution":"acme-1","status":"SUCCEEDED","records":10,"registered":8,"rejected":2}`}
+	w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: `{"version":1,"execution":"acme-2","redriveCount":3,"status":"FAILED","records":10,"registered":4,"rejected":0,"unprocessed":6}`}
 	code, stdout, stderr := runIn(t, w, "files", "acme")
 	if code != 0 {
 		t.Fatalf("got exit %d (%s), want 0", code, stderr)

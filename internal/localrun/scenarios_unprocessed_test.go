@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +114,29 @@ func TestScenarioFailedFileResults(t *testing.T) {
 		}
 		if big.Registered == nil || *big.Registered != 22 {
 			t.Errorf("report.json big.csv registered: got %s, want 22", CountText(big.Registered))
+		}
+
+		// Where an operator looks: pipectl results by key prints the summary as stored and
+		// downloads the files it names; pipectl files shows the counts.
+		var got results.Summary
+		if err := json.Unmarshal([]byte(pipectl(t, r, "results", "halter", big.Key, "--json", "--stack-prefix", opsPrefix)), &got); err != nil ||
+			got.Execution != big.ExecutionName || got.Status != "FAILED" || got.Unprocessed != 28 {
+			t.Errorf("pipectl results --json: got %+v (%v), want big.csv's FAILED summary with 28 unprocessed", got, err)
+		}
+		dir := t.TempDir()
+		pipectl(t, r, "results", "halter", big.ExecutionName, "--out", dir, "--stack-prefix", opsPrefix)
+		if b, err := os.ReadFile(filepath.Join(dir, results.UnprocessedCSV)); err != nil || string(b) != want {
+			t.Errorf("pipectl results --out: got unprocessed.csv %q (%v), want what the pipeline wrote", b, err)
+		}
+		var files struct {
+			Files []struct {
+				ExecutionName string `json:"executionName"`
+				Registered    *int64 `json:"registered"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal([]byte(pipectl(t, r, "files", "halter", "--json", "--stack-prefix", opsPrefix)), &files); err != nil ||
+			len(files.Files) != 1 || files.Files[0].Registered == nil || *files.Files[0].Registered != 22 {
+			t.Errorf("pipectl files --json: got %+v (%v), want big.csv with 22 registered", files, err)
 		}
 
 		// The failFile tenant's invalid file: the summary names the first invalid line.

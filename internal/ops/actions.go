@@ -49,7 +49,8 @@ type File struct {
 	ErrorType     *string    `json:"errorType"`
 	ErrorMessage  *string    `json:"errorMessage"`
 	// Registered and Rejected are the counts of the file's summary.json
-	// (results/<tenant>/<execution>/summary.json); null while it has none, or it cannot be read.
+	// (results/<tenant>/<execution>/summary.json); null while it has none of this run and status
+	// (a redrive still running), or it cannot be read.
 	Registered *int64 `json:"registered"`
 	Rejected   *int64 `json:"rejected"`
 }
@@ -78,8 +79,10 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
 			f.Records = &p.Records
 		}
-		// A summary that cannot be read leaves the counts unknown; the listing goes on.
-		if sum, err := o.summary(ctx, t, f.ExecutionName); err == nil && sum != nil {
+		// A summary that cannot be read leaves the counts unknown; the listing goes on. A summary of
+		// another run or status (an earlier end of a redriven execution) is not this file's now.
+		if sum, err := o.summary(ctx, t, f.ExecutionName); err == nil && sum != nil &&
+			sum.Status == f.Status && sum.RedriveCount == int(aws.ToInt32(d.RedriveCount)) {
 			f.Registered, f.Rejected = &sum.Registered, &sum.Rejected
 		}
 		rep.Files = append(rep.Files, f)
