@@ -296,7 +296,8 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 	stmts := policyStatements(t, "acme", "Controller")
 	got := actionsOf(stmts)
 	want := []string{
-		"events:PutEvents", // the File Processed event (TestFileEventGrants)
+		"events:PutEvents",      // the File Processed event (TestFileEventGrants)
+		"lambda:InvokeFunction", // a failed file's results, by its Split function (TestFailedResultsGrant)
 		"s3:GetObject", "s3:ListBucket", "s3:PutObject",
 		"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
 		"states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution", "states:StartExecution", "states:StopExecution",
