@@ -43,7 +43,8 @@ commands:
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
   validate TENANT FILE... [--out DIR] [--tenants FILE]
-                                          check local files as Split would, before upload (no AWS)
+                                          check local files as Split would, before upload (the
+                                          deployed settings unless --tenants or ./tenants.json has them)
 
   completion bash|zsh|fish                 print the shell's completion script (subcommands, tenants)
 
@@ -113,6 +114,7 @@ type env struct {
 	g      globals
 	newOps newOpsFunc
 	out    io.Writer
+	errOut io.Writer          // notes beside the output (stderr)
 	human  func(v any) string // set by the command for its table
 }
 
@@ -177,7 +179,7 @@ func newRoot(newOps newOpsFunc, stdout io.Writer) *cobra.Command {
 			SilenceUsage:       true,
 			ValidArgsFunction:  completeTenants(c, newOps),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return runCommand(cmd.Context(), c, args, newOps, stdout)
+				return runCommand(cmd.Context(), c, args, newOps, stdout, cmd.ErrOrStderr())
 			},
 		})
 	}
@@ -224,11 +226,11 @@ func dispatch(cmd *cobra.Command, args []string, newOps newOpsFunc, stdout io.Wr
 		return usagef("unknown command %q", name)
 	}
 	// The global flags parsed here are parsed again with the command's.
-	return runCommand(cmd.Context(), c, append(args[:len(args)-len(rest):len(args)-len(rest)], rest[1:]...), newOps, stdout)
+	return runCommand(cmd.Context(), c, append(args[:len(args)-len(rest):len(args)-len(rest)], rest[1:]...), newOps, stdout, cmd.ErrOrStderr())
 }
 
 // runCommand parses a command's arguments (global flags included, wherever they stand) and runs it.
-func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc, stdout io.Writer) (ret error) {
+func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc, stdout, stderr io.Writer) (ret error) {
 	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -252,7 +254,7 @@ func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc
 		return &usageError{fmt.Sprintf("%s: %v", c.name, err)}
 	}
 
-	e := &env{g: g, newOps: newOps, out: stdout}
+	e := &env{g: g, newOps: newOps, out: stdout, errOut: stderr}
 	v, err := c.run(ctx, e, pos)
 	if err != nil && !errors.Is(err, errNotAccepted) {
 		return err

@@ -72,15 +72,22 @@ TenantHeadRunning, TenantHeadQueued), the tenants whose value reached the alarm'
   --minutes N   the window, up to now (1-1440, default 15: the alarms' 3 periods)`},
 	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
 		short: "check local files as Split would, before upload",
-		long: `Reads each local FILE with the tenant's settings from the tenants file (format, encoding,
-delimiter, maxFieldBytes, onInvalidRecord, maxInvalidRecords) through the code Split runs, and
-prints per file its records, valid and rejected records and the verdict, then the first 10
-rejected records with their lines. Needs no AWS access. Exit status 0 if every file would be
-accepted, 1 if not.
+		long: `Reads each local FILE with the tenant's settings (format, encoding, delimiter,
+maxFieldBytes, onInvalidRecord, maxInvalidRecords) through the code Split runs, and prints per
+file its records, valid and rejected records and the verdict, then the first 10 rejected records
+with their lines. Exit status 0 if every file would be accepted, 1 if not.
+
+The settings come from the first of:
+  1. --tenants FILE, when given: that file only (an error if it does not name TENANT);
+  2. ./tenants.json, when it exists and names TENANT;
+  3. the deployed tenant, found as the other commands find it (--stack-prefix, --stack): a silo
+     controller's TENANT variable, or the pool's settings file in its controller's code.
+A note on stderr says which, unless --tenants was given. Only --tenants guarantees that no AWS
+access is needed.
 
   --out DIR       write DIR/<file base name>.rejected.csv (.rejected.jsonl for JSON Lines) as
                   results/ would hold it; with one FILE, also DIR/rejected.csv (rejected.jsonl)
-  --tenants FILE  the tenants file (default ./tenants.json)`},
+  --tenants FILE  read the settings from this tenants file only, without AWS`},
 }
 
 // Command flags. Each command's flag set is new per run, so these hold one run's values.

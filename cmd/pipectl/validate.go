@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +16,16 @@ import (
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
-// Command flags of validate (its --out is flagOut, shared with results).
+// Command flags of validate (its --out is flagOut, shared with results). flagTenants is "" when
+// --tenants is not given: the settings are then looked for in defaultTenantsFile, then deployed.
 var flagTenants string
+
+// defaultTenantsFile is the app's tenants file, in the working directory.
+const defaultTenantsFile = "tenants.json"
 
 func validateFlags(fs *flag.FlagSet) func() error {
 	fs.StringVar(&flagOut, "out", "", "write each file's rejected records under this directory")
-	fs.StringVar(&flagTenants, "tenants", "tenants.json", "the tenants file")
+	fs.StringVar(&flagTenants, "tenants", "", "read the settings from this tenants file only, without AWS")
 	return func() error { return nil }
 }
 
@@ -42,26 +47,16 @@ type fileVerdict struct {
 // errNotAccepted is exit status 1 after the report is printed.
 var errNotAccepted = errors.New("a file would not be accepted")
 
-func runValidate(_ context.Context, e *env, args []string) (any, error) {
-	f, err := tenants.Load(flagTenants, tenants.Options{RegisterURL: "https://pipectl-validate.invalid/"})
+func runValidate(ctx context.Context, e *env, args []string) (any, error) {
+	t, err := validateSettings(ctx, e, args[0])
 	if err != nil {
 		return nil, err
-	}
-	var t *pipeline.Tenant
-	for _, ft := range f.Tenants {
-		if ft.ID == args[0] {
-			s := ft.Settings()
-			t = &s
-		}
-	}
-	if t == nil {
-		return nil, fmt.Errorf("tenant %q is not in %s", args[0], flagTenants)
 	}
 	files := args[1:]
 	var out []fileVerdict
 	accepted := true
 	for _, name := range files {
-		v, err := validateFile(*t, name, flagOut, len(files) == 1)
+		v, err := validateFile(t, name, flagOut, len(files) == 1)
 		if err != nil {
 			return nil, err
 		}
@@ -73,6 +68,67 @@ func runValidate(_ context.Context, e *env, args []string) (any, error) {
 		return out, errNotAccepted
 	}
 	return out, nil
+}
+
+// validateSettings finds the tenant's settings. With --tenants, in that file only, with no AWS
+// access. Without it, in ./tenants.json when it names the tenant, else the deployed tenant's
+// (ops.TenantSettings), found as the other commands find it; a note on stderr then says where
+// they came from.
+func validateSettings(ctx context.Context, e *env, id string) (pipeline.Tenant, error) {
+	if flagTenants != "" {
+		s, ok, err := settingsInFile(flagTenants, id)
+		if err == nil && !ok {
+			err = fmt.Errorf("tenant %q is not in %s", id, flagTenants)
+		}
+		return s, err
+	}
+	s, ok, err := settingsInFile(defaultTenantsFile, id)
+	why := "./" + defaultTenantsFile + " does not name it"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		why = "no ./" + defaultTenantsFile
+	case err != nil:
+		return s, fmt.Errorf("%w (fix it, or name another tenants file with --tenants FILE)", err)
+	case ok:
+		fmt.Fprintf(e.errOut, "validate: settings of tenant %q from ./%s\n", id, defaultTenantsFile)
+		return s, nil
+	}
+	fail := func(err error) (pipeline.Tenant, error) {
+		return pipeline.Tenant{}, fmt.Errorf("read the deployed settings of tenant %q (%s; --tenants FILE reads a tenants file instead, without AWS): %w", id, why, err)
+	}
+	o, err := e.ops(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if s, err = o.TenantSettings(ctx, id); err != nil {
+		return fail(err)
+	}
+	// Found, so cached: no more calls.
+	d, err := o.Tenant(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	where := "silo, the " + pipeline.EnvTenant + " variable of function " + d.ControllerFunction
+	if d.Pool != "" {
+		where = "pool " + d.Pool + ", its " + pipeline.PoolSettingsFile + " in the code of function " + d.ControllerFunction
+	}
+	fmt.Fprintf(e.errOut, "validate: settings of tenant %q as deployed (%s)\n", id, where)
+	return s, nil
+}
+
+// settingsInFile reads the tenant's settings from a tenants file; ok is false when it names no
+// such tenant.
+func settingsInFile(path, id string) (s pipeline.Tenant, ok bool, err error) {
+	f, err := tenants.Load(path, tenants.Options{RegisterURL: "https://pipectl-validate.invalid/"})
+	if err != nil {
+		return s, false, err
+	}
+	for _, ft := range f.Tenants {
+		if ft.ID == id {
+			return ft.Settings(), true, nil
+		}
+	}
+	return s, false, nil
 }
 
 // validateFile reads one file as Split would: records.Scan under the tenant's format, encoding

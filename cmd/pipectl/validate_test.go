@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"golang.org/x/text/encoding/japanese"
 
 	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/ops/opsfake"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // noAWS fails any command that would reach AWS: validate must not.
@@ -147,6 +150,113 @@ func TestValidateResultsFixtures(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s: got %q, want %s %q", name, got, c.golden, want)
 				}
+			}
+		})
+	}
+}
+
+// Where validate finds the tenant's settings: --tenants FILE only, when given, with no AWS
+// access; else ./tenants.json when it names the tenant, with none either; else the deployed
+// tenant's, found as the other commands find it. orders.csv has 3 malformed rows: skipRecord
+// accepts it, failFile refuses it, so the exit status tells which settings were used.
+func TestValidateSettingsPrecedence(t *testing.T) {
+	orders, err := filepath.Abs("testdata/validate/orders.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantsFlag, err := filepath.Abs("testdata/validate/tenants.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		skipJSON = `{"tenants":[{"id":"skip","onInvalidRecord":"skipRecord"}]}`
+		failJSON = `{"tenants":[{"id":"skip"}]}`
+		other    = `{"tenants":[{"id":"someone"}]}`
+	)
+	// As tenants.json's defaults deploy them.
+	failFile := pipeline.Tenant{Format: pipeline.FormatCSV, Encoding: pipeline.EncodingUTF8, ChunkSize: 100}
+	skipRecord := failFile
+	skipRecord.OnInvalidRecord = pipeline.OnInvalidSkipRecord
+	// The deployment: silo skip (skipRecord), silo fail (failFile), pooled pooled (skipRecord) in
+	// pool shared, and silo zeta (skipRecord) in a stack of another prefix.
+	deployed := func() *opsfake.World {
+		w := opsfake.New(now)
+		w.SettingsOf["skip"], w.SettingsOf["pooled"], w.SettingsOf["zeta"] = skipRecord, skipRecord, skipRecord
+		w.SettingsOf["fail"] = failFile
+		w.AddTenant("TenantPipeline-Tenants-1", opsfake.Tenant("skip", pipeline.OnFailureHalt))
+		w.AddTenant("TenantPipeline-Tenants-1", opsfake.Tenant("fail", pipeline.OnFailureHalt))
+		w.AddPool("TenantPipeline-Pool-shared", opsfake.Pool("shared"), map[string]string{"pooled": pipeline.OnFailureContinue})
+		w.AddTenant("Other-Tenants-1", zeta)
+		return w
+	}
+	const accepted, refused = ": 60 records, 57 valid, 3 rejected: accepted: 3 rejected (skipRecord, at most 1000)\n",
+		": 60 records, 57 valid, 3 rejected: rejected: line 14: record has 2 fields, the header has 3\n"
+	cases := []struct {
+		name        string
+		tenantsJSON string // ./tenants.json; "" for none
+		args        []string
+		opsErr      error // what building the AWS clients fails with
+		code        int
+		stdout      string // the first line, after the file's name
+		stderr      string // must appear; "" means empty
+		aws         bool   // whether the AWS clients are built
+	}{
+		{"--tenants: that file, though ./tenants.json and the deployment differ", failJSON, []string{"skip", orders, "--tenants", tenantsFlag}, nil,
+			0, accepted, "", false},
+		{"--tenants without the tenant: an error, though it is deployed", skipJSON, []string{"zeta", orders, "--tenants", tenantsFlag}, nil,
+			1, "", `pipectl: tenant "zeta" is not in ` + tenantsFlag, false},
+		{"./tenants.json names it: that file, though the deployment differs", failJSON, []string{"skip", orders}, nil,
+			1, refused, `validate: settings of tenant "skip" from ./tenants.json`, false},
+		{"./tenants.json names it: no AWS needed", skipJSON, []string{"skip", orders}, errors.New("no credentials"),
+			0, accepted, `validate: settings of tenant "skip" from ./tenants.json`, false},
+		{"./tenants.json without the tenant: the deployed settings", other, []string{"skip", orders}, nil,
+			0, accepted, `validate: settings of tenant "skip" as deployed (silo, the TENANT variable of function skip-controller)`, true},
+		{"no ./tenants.json: a silo tenant's deployed settings", "", []string{"fail", orders}, nil,
+			1, refused, `validate: settings of tenant "fail" as deployed (silo, the TENANT variable of function fail-controller)`, true},
+		{"no ./tenants.json: a pooled tenant's deployed settings", "", []string{"pooled", orders}, nil,
+			0, accepted, `validate: settings of tenant "pooled" as deployed (pool shared, its pool-tenants.json in the code of function pool-shared-controller)`, true},
+		{"--stack-prefix selects the stacks", "", []string{"zeta", orders, "--stack-prefix", "Other"}, nil,
+			0, accepted, `validate: settings of tenant "zeta" as deployed (silo, the TENANT variable of function zeta-controller)`, true},
+		{"not deployed", other, []string{"nobody", orders}, nil, 1, "",
+			`pipectl: read the deployed settings of tenant "nobody" (./tenants.json does not name it; --tenants FILE reads a tenants file instead, without AWS): ` +
+				`tenant "nobody" not found; tenants: fail, pooled, skip`, true},
+		{"no AWS access", "", []string{"skip", orders}, errors.New("no AWS credentials found"), 1, "",
+			`pipectl: read the deployed settings of tenant "skip" (no ./tenants.json; --tenants FILE reads a tenants file instead, without AWS): no AWS credentials found`, true},
+		{"a broken ./tenants.json: an error, not the deployment", `{"tenants":[{"id":"skip",}]}`, []string{"skip", orders}, nil, 1, "",
+			"pipectl: tenants file tenants.json: ", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.tenantsJSON != "" {
+				if err := os.WriteFile(filepath.Join(dir, "tenants.json"), []byte(c.tenantsJSON), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Chdir(dir)
+			w, asked := deployed(), false
+			newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
+				asked = true
+				if c.opsErr != nil {
+					return nil, c.opsErr
+				}
+				o := ops.New(w.Clients(), prefix)
+				o.HTTP = w.HTTPClient()
+				return o, nil
+			}
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"validate"}, c.args...), &out, &errOut, newOps)
+			if code != c.code {
+				t.Errorf("got exit %d, want %d (stdout %q, stderr %q)", code, c.code, out.String(), errOut.String())
+			}
+			if first, _, _ := strings.Cut(out.String(), "\n"); c.stdout != "" && first+"\n" != orders+c.stdout || c.stdout == "" && out.Len() > 0 {
+				t.Errorf("got stdout %q, want its first line %q", out.String(), orders+c.stdout)
+			}
+			if c.stderr == "" && errOut.Len() > 0 || !strings.Contains(errOut.String(), c.stderr) {
+				t.Errorf("got stderr %q, want %q", errOut.String(), c.stderr)
+			}
+			if asked != c.aws {
+				t.Errorf("got AWS clients built %v, want %v", asked, c.aws)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -99,5 +101,49 @@ func TestScenarioInvalidRecords(t *testing.T) {
 		t.Run("cp932", func(t *testing.T) { checkResultsCP932(t, ctx, r, rep, "sjis", "cp932.csv", kana) })
 		t.Run("jsonl", func(t *testing.T) { checkResultsJSONL(t, ctx, r, rep, "lines", "orders.jsonl", lines) })
 		t.Run("events", func(t *testing.T) { checkFileEvents(t, ctx, r, rep, files) })
+		t.Run("validate", func(t *testing.T) { checkValidateDeployed(t, r, files) })
 	})
+}
+
+// checkValidateDeployed runs pipectl validate on the scenario's files from a directory with no
+// tenants.json, so it reads each tenant's deployed settings: skipRecord (skipper), CP932
+// (sjis) and JSON Lines (lines), which the defaults (failFile, UTF-8 CSV) would refuse, accept
+// their files, and failFile (failer) refuses orders.csv; --out writes the rejected file the
+// pipeline wrote to results/ (testdata/results).
+func checkValidateDeployed(t *testing.T, r *Run, files []upload) {
+	dir := t.TempDir()
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.rel), f.body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		tenant, file string
+		code         int
+		verdict      string // the file's line
+		golden       string // the rejected file --out writes
+	}{
+		{"skipper", "orders.csv", 0, "orders.csv: 60 records, 57 valid, 3 rejected: accepted: 3 rejected (skipRecord, at most 1000)", "orders.csv.rejected.csv"},
+		{"failer", "orders.csv", 1, "orders.csv: 60 records, 57 valid, 3 rejected: rejected: line 14: ", "orders.csv.rejected.csv"},
+		{"sjis", "cp932.csv", 0, "cp932.csv: 10 records, 7 valid, 3 rejected: accepted: 3 rejected (skipRecord, at most 1000)", "cp932.csv.rejected.csv"},
+		{"lines", "orders.jsonl", 0, "orders.jsonl: 5 records, 3 valid, 2 rejected: accepted: 2 rejected (skipRecord, at most 1000)", "orders.jsonl.rejected.jsonl"},
+	}
+	for _, c := range cases {
+		out := t.TempDir()
+		code, stdout, stderr := pipectlIn(t, r, dir, "validate", c.tenant, c.file, "--stack-prefix", opsPrefix, "--out", out)
+		if code != c.code || !strings.HasPrefix(stdout, c.verdict) {
+			t.Errorf("validate %s %s: got exit %d, stdout %q (stderr %q); want exit %d and %q", c.tenant, c.file, code, stdout, stderr, c.code, c.verdict)
+		}
+		where := "silo, the " + pipeline.EnvTenant + " variable of function "
+		if tn := r.Tenant(c.tenant); tn.Pooled() {
+			where = "pool " + tn.Pool + ", its " + pipeline.PoolSettingsFile + " in the code of function "
+		}
+		if note := `validate: settings of tenant "` + c.tenant + `" as deployed (` + where; !strings.Contains(stderr, note) {
+			t.Errorf("validate %s %s: got stderr %q, want the note %q…", c.tenant, c.file, stderr, note)
+		}
+		got, err := os.ReadFile(filepath.Join(out, c.golden))
+		if want := resultsFixture(t, c.golden); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("validate %s %s --out: got %s %q (%v), want testdata/results/%s %q", c.tenant, c.file, c.golden, got, err, c.golden, want)
+		}
+	}
 }

@@ -52,18 +52,29 @@ func operatorEnv(t *testing.T, r *Run) []string {
 // pipectl runs the pipectl binary against the run; it fails the test on a non-zero exit.
 func pipectl(t *testing.T, r *Run, args ...string) string {
 	t.Helper()
-	root := moduleRoot(t)
-	cmd := exec.Command(pipectlBinary(t, root), args...)
-	cmd.Env = operatorEnv(t, r)
-	out, err := cmd.Output()
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("pipectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	code, stdout, stderr := pipectlIn(t, r, "", args...)
+	if code != 0 {
+		t.Fatalf("pipectl %s: exit status %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
 	}
-	return string(out)
+	return stdout
+}
+
+// pipectlIn runs the pipectl binary against the run in the working directory dir ("": the
+// test's) and returns its exit status and output, whatever the status.
+func pipectlIn(t *testing.T, r *Run, dir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(pipectlBinary(t, moduleRoot(t)), args...)
+	cmd.Env, cmd.Dir = operatorEnv(t, r), dir
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errOut.String()
+	}
+	if err != nil {
+		t.Fatalf("pipectl %s: %v", strings.Join(args, " "), err)
+	}
+	return 0, out.String(), errOut.String()
 }
 
 type statusJSON struct {

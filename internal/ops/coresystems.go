@@ -105,11 +105,11 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 			if env, err = o.controllerEnv(ctx, t.ControllerFunction); err != nil {
 				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 			}
-			if raw := env[pipeline.EnvTenant]; raw != "" {
-				var s pipeline.Tenant
-				if err := json.Unmarshal([]byte(raw), &s); err != nil {
-					return nil, fmt.Errorf("tenant %s: %s of %s is not a tenant's JSON: %w", t.ID, pipeline.EnvTenant, t.ControllerFunction, err)
-				}
+			s, err := tenantFromEnv(t, env)
+			if err != nil {
+				return nil, err
+			}
+			if s != nil {
 				cs = s.CoreSystem
 			}
 		}

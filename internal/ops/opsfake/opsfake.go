@@ -94,6 +94,10 @@ type World struct {
 	// CoreSystemOf is the core system a tenant added afterwards names, by tenant id: AddTenant puts
 	// it in the controller's TENANT, AddPool in the tenant's row of the settings file.
 	CoreSystemOf map[string]*pipeline.CoreSystem
+	// SettingsOf are the settings a tenant added afterwards has (format, encoding, policy...), by
+	// tenant id: AddTenant puts them in the controller's TENANT, AddPool in the tenant's row of the
+	// settings file. Their id is the tenant's, their core system CoreSystemOf's when it names one.
+	SettingsOf map[string]pipeline.Tenant
 	// Tables are the admission tables' items, by table name (dynamodb.go).
 	Tables map[string][]map[string]ddbtypes.AttributeValue
 	// InsightReports are the Contributor Insights reports' contributors by rule name, and
@@ -105,7 +109,7 @@ type World struct {
 // New returns an empty world whose clock is now.
 func New(now time.Time) *World {
 	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
-		Env: map[string]map[string]string{}, CoreSystemOf: map[string]*pipeline.CoreSystem{},
+		Env: map[string]map[string]string{}, CoreSystemOf: map[string]*pipeline.CoreSystem{}, SettingsOf: map[string]pipeline.Tenant{},
 		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice"}
 }
 
@@ -416,7 +420,7 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 		w.Stacks = append(w.Stacks, cftypes.Stack{StackName: aws.String(stack), Outputs: []cftypes.Output{out}})
 	}
 	if w.Env[t.ControllerFunction] == nil {
-		settings, _ := json.Marshal(pipeline.Tenant{ID: t.ID, CoreSystem: w.CoreSystemOf[t.ID]})
+		settings, _ := json.Marshal(w.settingsOf(t.ID))
 		w.Env[t.ControllerFunction] = map[string]string{pipeline.EnvTenant: string(settings)}
 	}
 	w.Queues[t.QueueURL] = &Queue{}
@@ -427,6 +431,16 @@ func (w *World) AddTenant(stack string, t pipeline.TenantOutput) {
 		UUID: aws.String(t.EventSourceMappingUUID), State: aws.String("Enabled"), EventSourceArn: aws.String(t.QueueARN),
 		FunctionArn: aws.String("arn:aws:lambda:eu-west-1:123456789012:function:" + t.ControllerFunction),
 	})
+}
+
+// settingsOf is the settings of tenant id as AddTenant and AddPool deploy them.
+func (w *World) settingsOf(id string) pipeline.Tenant {
+	s := w.SettingsOf[id]
+	s.ID = id
+	if cs := w.CoreSystemOf[id]; cs != nil {
+		s.CoreSystem = cs
+	}
+	return s
 }
 
 // AddExecution adds an execution of the tenant's file state machine for the key, started at start,
