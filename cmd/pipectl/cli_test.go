@@ -34,18 +34,23 @@ func TestCompletionScripts(t *testing.T) {
 // The dynamic completion behind the scripts: subcommands, then the stacks' tenants.
 func TestDynamicCompletion(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want []string // completions, before the directive line
+		args      []string
+		want      []string // completions, before the directive line
+		directive string   // the directive line; "" not checked
 	}{
-		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "skip\t", "status\t", "validate\t"}},
-		{[]string{"__complete", "status", ""}, []string{"acme\tsilo", "globex\tsilo"}},
-		{[]string{"__complete", "status", "acme", ""}, []string{"acme\tsilo", "globex\tsilo"}},
-		{[]string{"__complete", "files", "--limit", "5", ""}, []string{"acme\tsilo", "globex\tsilo"}},
-		{[]string{"__complete", "--stack-prefix", "Other", "skip", ""}, []string{"zeta\tsilo"}},
+		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "skip\t", "status\t", "validate\t"}, ""},
+		{[]string{"__complete", "status", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
+		{[]string{"__complete", "status", "acme", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
+		{[]string{"__complete", "files", "--limit", "5", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
+		{[]string{"__complete", "--stack-prefix", "Other", "skip", ""}, []string{"zeta\tsilo"}, ""},
 		// A second argument is an execution, not a tenant.
-		{[]string{"__complete", "files", "acme", ""}, nil},
+		{[]string{"__complete", "files", "acme", ""}, nil, ""},
 		// No stacks: nothing, not an error.
-		{[]string{"__complete", "--stack-prefix", "Nothing", "status", ""}, nil},
+		{[]string{"__complete", "--stack-prefix", "Nothing", "status", ""}, nil, ""},
+		// validate's TENANT is a tenant, its FILEs are local files (the shell's own completion).
+		{[]string{"__complete", "validate", ""}, []string{"acme\tsilo", "globex\tsilo"}, ":4"},
+		{[]string{"__complete", "validate", "acme", ""}, nil, ":0"},
+		{[]string{"__complete", "validate", "acme", "a.csv", ""}, nil, ":0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runIn(t, world(), tc.args...)
@@ -55,6 +60,9 @@ func TestDynamicCompletion(t *testing.T) {
 			lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 			if !strings.HasPrefix(lines[len(lines)-1], ":") {
 				t.Fatalf("got %q, want a directive line last", stdout)
+			}
+			if d := lines[len(lines)-1]; tc.directive != "" && d != tc.directive {
+				t.Errorf("got directive %s, want %s", d, tc.directive)
 			}
 			var got []string
 			for _, l := range lines[:len(lines)-1] {

@@ -14,7 +14,7 @@ const completionTimeout = 3 * time.Second
 
 // completeTenants completes a command's TENANT argument (every argument of status) with the
 // tenant ids the stacks describe, each with its pool or "silo" as the description, and health's
-// POOL with the pools. The stacks
+// POOL with the pools; validate's FILE arguments complete as file names. The stacks
 // are read only when completing, within completionTimeout; on any error nothing is completed, so
 // the shell falls back to nothing rather than to file names.
 func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
@@ -29,6 +29,9 @@ func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
 			c.flags(fs)
 		}
 		pos, err := parseInterspersed(fs, args)
+		if err == nil && c.name == "validate" && len(pos) > 0 {
+			return nil, cobra.ShellCompDirectiveDefault // validate's FILEs are local files
+		}
 		if err != nil || (c.name != "status" && len(pos) > 0) {
 			return nil, none
 		}
