@@ -6,8 +6,11 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -232,5 +235,29 @@ func TestResultsExpirationDaysContext(t *testing.T) {
 		if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), "context resultsExpirationDays") {
 			t.Errorf("%q: got %v, want an error naming resultsExpirationDays", bad, err)
 		}
+	}
+}
+
+// TestLifecycleRulesForYourBucket: a bucket a construct user creates with
+// tenantpipeline.LifecycleRules gets the rules the app's own bucket has: work/ for a redrive's
+// year, results/ for the given days (30 by default), noncurrent versions and incomplete uploads.
+func TestLifecycleRulesForYourBucket(t *testing.T) {
+	for _, tc := range []struct {
+		days, want int
+	}{{90, 90}, {0, pipeline.DefaultResultsExpirationDays}} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		stack := awscdk.NewStack(app, jsii.String("Mine"), nil)
+		awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{Versioned: jsii.Bool(true), EventBridgeEnabled: jsii.Bool(true),
+			LifecycleRules: tenantpipeline.LifecycleRules(tc.days)})
+		assertions.Template_FromStack(stack, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+			"LifecycleConfiguration": map[string]any{"Rules": []any{
+				map[string]any{"Id": "ExpireWorkFiles", "Prefix": "work/", "ExpirationInDays": pipeline.WorkExpirationDays,
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+				map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": tc.want,
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+				map[string]any{"Id": "ExpireOldVersions",
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 30}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+			}},
+		})
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
-	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/workflows"
 )
@@ -469,9 +468,6 @@ func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
 
 // newIngestBucket is NewIngestBucket keeping results for resultsDays (0: the default).
 func newIngestBucket(scope constructs.Construct, id string, resultsDays int) awss3.Bucket {
-	if resultsDays <= 0 {
-		resultsDays = pipeline.DefaultResultsExpirationDays
-	}
 	return awss3.NewBucket(scope, jsii.String(id), &awss3.BucketProps{
 		BlockPublicAccess:  awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:         awss3.BucketEncryption_S3_MANAGED,
@@ -479,32 +475,7 @@ func newIngestBucket(scope constructs.Construct, id string, resultsDays int) aws
 		Versioned:          jsii.Bool(true),
 		EventBridgeEnabled: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
-		LifecycleRules: &[]*awss3.LifecycleRule{
-			{
-				Id:     jsii.String("ExpireWorkFiles"),
-				Prefix: jsii.String(pipeline.WorkPrefix),
-				// As long as a redrive can come: one year after the execution's start (the
-				// arithmetic and its sources: pipeline.WorkExpirationDays).
-				Expiration:                          awscdk.Duration_Days(jsii.Number(pipeline.WorkExpirationDays)),
-				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
-				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
-			},
-			{
-				Id:     jsii.String("ExpireResults"),
-				Prefix: jsii.String(pipeline.ResultsPrefix),
-				// The tenants' copy of each file's results (pipeline.DefaultResultsExpirationDays
-				// says why this long); a rewrite by a redrive leaves a noncurrent version.
-				Expiration:                          awscdk.Duration_Days(jsii.Number(resultsDays)),
-				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(1)),
-				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
-			},
-			{
-				Id: jsii.String("ExpireOldVersions"),
-				// A queued file is read by version id for at most the queue's 14-day retention.
-				NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(30)),
-				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
-			},
-		},
+		LifecycleRules:     tenantpipeline.LifecycleRules(resultsDays),
 	})
 }
 
