@@ -43,10 +43,12 @@ const WorkExpirationDays = 366
 var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix, ResultsPrefix}
 
 // DefaultResultsExpirationDays is how long the ingest bucket keeps a file's results by default
-// (the app's lifecycle rule on ResultsPrefix). Results are for the tenant to collect, not the
-// pipeline's own state: nothing the pipeline runs reads them back, so unlike work/ they need not
-// outlive a redrive. 30 days leave a month-end batch a whole cycle to collect them, and S3 rounds
-// an expiration up to the next midnight UTC
+// (the app's lifecycle rule on ResultsPrefix). Results are for the tenant to collect; the pipeline
+// reads back only a file's summary (for its File Processed event) and the rejection parts (when a
+// redrive's results task assembles rejected.csv again), so they outlive Step Functions' 14-day
+// redrive window (https://docs.aws.amazon.com/step-functions/latest/dg/redrive-executions.html)
+// but not every chained redrive, as work/ does. 30 days leave a month-end batch a whole cycle to
+// collect them, and S3 rounds an expiration up to the next midnight UTC
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html).
 const DefaultResultsExpirationDays = 30
 
