@@ -276,6 +276,9 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	})
 	segments.ItemProcessor(registerSegment, nil)
 
+	// FileDone is reached only when the results task failed: the task itself ends a file that
+	// succeeded, one state transition fewer per file (each costs $0.025 per 1,000,
+	// https://aws.amazon.com/step-functions/pricing/).
 	done := sfn.NewSucceed(scope, jsii.String(StateFileDone), nil)
 	// Only the success path runs the results task in the state machine. A Catch that ran it on the
 	// failure path and then failed would make that Fail state the execution's unsuccessful step,
@@ -289,13 +292,13 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	return split.Next(segments).Next(succeeded)
 }
 
-// resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function, then
-// goes to next. Its request holds the whole state ("$" always exists, so no path it reads can be
-// missing), the execution's name, ARN and start. Its own failure is
-// retried a few times, then caught: the file ends as it would have, and the function has logged
-// the failure at ERROR with a metric. A throttle is retried like any failure, never until the
+// resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function and
+// ends the execution; onFailure follows its caught failure. Its request holds the whole state
+// ("$" always exists, so no path it reads can be missing), the execution's name, ARN, start and
+// redrive count. Its own failure is retried a few times, then caught: the file ends as it would
+// have, and the function has logged the failure at ERROR with a metric. A throttle is retried like any failure, never until the
 // state machine's timeout, which would turn a good file into a timed-out one.
-func resultsTask(scope constructs.Construct, id, status string, p *Props, next sfn.IChainable) sfn.IChainable {
+func resultsTask(scope constructs.Construct, id, status string, p *Props, onFailure sfn.IChainable) sfn.IChainable {
 	t := tasks.NewLambdaInvoke(scope, jsii.String(id), &tasks.LambdaInvokeProps{
 		LambdaFunction: p.Split,
 		Payload: sfn.TaskInput_FromObject(&map[string]any{
@@ -318,8 +321,8 @@ func resultsTask(scope constructs.Construct, id, status string, p *Props, next s
 		BackoffRate:    jsii.Number(2),
 		JitterStrategy: sfn.JitterType_FULL,
 	})
-	t.AddCatch(next, &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.resultsError")})
-	return t.Next(next)
+	t.AddCatch(onFailure, &sfn.CatchProps{Errors: jsii.Strings("States.ALL"), ResultPath: jsii.String("$.resultsError")})
+	return t
 }
 
 // startCursor is where a segment's Register loop starts: its first chunk, from the chunk's first

@@ -116,11 +116,12 @@ func TestFileResults(t *testing.T) {
 	// PayloadResponseOnly: the payload is the task's Parameters.
 	p, _ := s["Parameters"].(map[string]any)
 	if p["kind"] != "results" || p["status"] != "SUCCEEDED" || p["state.$"] != "$" || p["executionName.$"] != "$$.Execution.Name" ||
-		p["executionArn.$"] != "$$.Execution.Id" || p["startTime.$"] != "$$.Execution.StartTime" {
-		t.Errorf("got payload %v, want the results request with status SUCCEEDED and the whole state", p)
+		p["executionArn.$"] != "$$.Execution.Id" || p["startTime.$"] != "$$.Execution.StartTime" || p["redriveCount.$"] != "$$.Execution.RedriveCount" {
+		t.Errorf("got payload %v, want the results request with status SUCCEEDED, the run's redrive count and the whole state", p)
 	}
-	if s["Next"] != StateFileDone || s["ResultPath"] != nil {
-		t.Errorf("got Next %v ResultPath %v, want %s and the state unchanged (null)", s["Next"], s["ResultPath"], StateFileDone)
+	// The task ends a file that succeeded: no Succeed state after it, one transition fewer a file.
+	if s["End"] != true || s["Next"] != nil || s["ResultPath"] != nil {
+		t.Errorf("got End %v Next %v ResultPath %v, want the execution's last state and the state unchanged (null)", s["End"], s["Next"], s["ResultPath"])
 	}
 	r, _ := json.Marshal(s["Retry"])
 	if want := `[{"BackoffRate":2,"ErrorEquals":["States.ALL"],"IntervalSeconds":2,"JitterStrategy":"FULL","MaxAttempts":3}]`; string(r) != want {
