@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,8 +69,8 @@ type fileEnd struct {
 	Input, Output string
 	// Error and Cause are the execution's error name and cause, if it failed.
 	Error, Cause string
-	// Start and Stop are the run's start (its redrive's, for a redriven run) and stop; nil when
-	// not known.
+	// Start and Stop are the execution's start (its first run's, as $$.Execution.StartTime, which
+	// the state machine's results task reads) and its run's stop; nil when not known.
 	Start, Stop *time.Time
 }
 
@@ -80,7 +79,7 @@ func endOf(st *sfn.DescribeExecutionOutput) fileEnd {
 	return fileEnd{
 		Name: aws.ToString(st.Name), ARN: aws.ToString(st.ExecutionArn), Status: string(st.Status),
 		RedriveCount: int(aws.ToInt32(st.RedriveCount)), Input: aws.ToString(st.Input), Output: aws.ToString(st.Output),
-		Error: aws.ToString(st.Error), Cause: aws.ToString(st.Cause), Start: cmp.Or(st.RedriveDate, st.StartDate), Stop: st.StopDate,
+		Error: aws.ToString(st.Error), Cause: aws.ToString(st.Cause), Start: st.StartDate, Stop: st.StopDate,
 	}
 }
 
@@ -114,7 +113,7 @@ func (h *Handler) announceEnd(ctx context.Context, d *delivery, name, arn string
 
 // announce puts the File Processed event of one end of a run, unless its marker says it was put
 // already. It returns an error only when the event could not be put (or its marker read): the
-// caller then retries. With no event bus configured it does nothing.
+// caller then retries. With no event bus configured it only has a failed end's results written.
 //
 // Before the event, a failed end's results are written (results.go), so that the event counts
 // from its summary.
