@@ -31,12 +31,6 @@ import (
 // maxRejectionMessage bounds the core system's message kept in a rejection.
 const maxRejectionMessage = 200
 
-// canReject reports whether a record of t's files can be rejected while the file goes on: only
-// then does Register keep each record's original bytes and read the core system's answers.
-func canReject(t pipeline.Tenant) bool {
-	return t.SkipsRecords() && (t.RejectStatuses != pipeline.StatusSet{} || t.DynamoDB != nil)
-}
-
 // rejected is one rejection, its line still counted from the start of its chunk's range.
 type rejected struct {
 	results.Rejection
