@@ -10,7 +10,8 @@ package pipeline
 // Reserved key prefixes in the ingest bucket. No tenant prefix may overlap them, so nothing the
 // pipeline writes itself can ever match a tenant's EventBridge rule.
 const (
-	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest.
+	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest,
+	// with the chunks' first lines beside it (LinesKey) for a tenant whose records can be rejected.
 	WorkPrefix = "work/"
 	// QuarantinePrefix holds message bodies the controller could never process:
 	// quarantine/<tenant>/<message id>.json.
