@@ -21,11 +21,17 @@ import (
 // rejectStatuses [422], in both tiers: those two are rejected (in the file's register parts, with
 // their status and original bytes, then in rejected.csv with an _error naming 422), the others are
 // registered in order, exactly once, the file succeeds, and its summary.json and File Processed
-// event count the sink's registrations and the two rejections.
+// event count the sink's registrations and the two rejections. Records 2 and 5 (the first of the
+// second chunk) span lines, so a rejection's _line is the file's physical line only if the chunks'
+// first lines, which Split writes beside the manifest, are right.
 func TestScenarioCoreSystemRejects(t *testing.T) {
 	t.Parallel()
 	const tenantsJSON = `{"tenants": [{"id": "rej", "chunkSize": 4, "onInvalidRecord": "skipRecord", "rejectStatuses": [422],
 	  "registerUrl": "https://core.example.com/records"}]}`
+	// Lines: 1 header, 2 record 1, 3-5 record 2, 6 record 3, 7 record 4, 8-9 record 5, 10 record 6,
+	// 11 record 7, 12 record 8, 13 record 9, 14 record 10.
+	src := bytes.Replace(bytes.Replace(csvOf(10), []byte("\n2,name 2\n"), []byte("\n2,\"name\n2\nlong\"\n"), 1),
+		[]byte("\n5,name 5\n"), []byte("\n5,\"name\n5\"\n"), 1)
 	forEachTier(t, tenantsJSON, func(t *testing.T, tenants string) {
 		r := startScenario(t, tenants, Config{})
 		r.Sink.SetFault(func(tenant, _ string, record int64, _ int) int {
@@ -36,7 +42,7 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		uploadAll(t, ctx, r, []upload{{"rej", "f.csv", csvOf(10)}})
+		uploadAll(t, ctx, r, []upload{{"rej", "f.csv", src}})
 		rep := drain(t, ctx, r)
 		// The harness's own invariants count every record of a file as registered; the two rejected
 		// ones are the only gaps allowed. Order and exactly-once are asserted below.
@@ -87,18 +93,28 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 			}
 		}
 		want := []results.Rejection{
-			{Line: 4, Record: 3, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("3,name 3")},
-			{Line: 8, Record: 7, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("7,name 7")},
+			{Line: 6, Record: 3, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("3,name 3")},
+			{Line: 11, Record: 7, Error: "the core system answered 422: Unprocessable Entity", Status: 422, Raw: []byte("7,name 7")},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("got rejections %+v under %s, want %+v", got, prefix, want)
+		}
+		// The chunks' first lines, which Register read those lines from.
+		obj, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.LinesKey("rej", f.ExecutionName))})
+		if err != nil {
+			t.Fatalf("the lines object: %v", err)
+		}
+		lines, _ := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if want := pipeline.EncodeLines([]int64{2, 8, 13}); !bytes.Equal(lines, want) {
+			t.Errorf("got the lines object %x, want %x (lines 2, 8 and 13)", lines, want)
 		}
 		countsShown(t, r, rep, "rej", f.Key, "8", "2")
 
 		// What the tenant gets back: rejected.csv with exactly those two, the summary's counts
 		// those of the sink, and one File Processed event with the summary's counts.
 		body := mustResult(t, ctx, r, "rej", f.ExecutionName, results.RejectedCSV)
-		errs := checkRejectedCSV(t, body, csvOf(10), nil, []string{"id", "name", "_line", "_record", "_error"}, []rejectedRow{{4, 3}, {8, 7}})
+		errs := checkRejectedCSV(t, body, src, nil, []string{"id", "name", "_line", "_record", "_error"}, []rejectedRow{{6, 3}, {11, 7}})
 		for _, e := range errs {
 			if !strings.Contains(e, "422") {
 				t.Errorf("got rejected.csv _error %q, want it to name the core system's 422", e)

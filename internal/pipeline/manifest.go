@@ -28,6 +28,10 @@ const (
 type Boundary struct {
 	Offset      int64
 	FirstRecord int64
+	// Line is the physical line (from 1) at Offset: one more than the 0x0A bytes before it. Only
+	// a scan asked for lines sets it (records.Cut.Lines); it goes to the lines object
+	// (EncodeLines), never to a manifest.
+	Line int64
 }
 
 // ChunkSpan is one chunk as a version 2 manifest gives it.
@@ -76,6 +80,46 @@ func DecodeChunkSpan(b []byte) (ChunkSpan, error) {
 // ManifestKey is where Split writes the manifest of one file execution.
 func ManifestKey(tenantID, executionName string) string {
 	return path.Join(WorkPrefix, tenantID, executionName, "manifest")
+}
+
+// The lines object is the physical line (from 1) at which each chunk starts, one big-endian uint64
+// per chunk (Chunks entries), which Split writes beside the manifest for a tenant whose records the
+// core system can reject (Tenant.CanReject): a rejection's line is its line in the chunk plus the
+// chunk's first line less one, so Register reads one 8-byte entry (LinesRange) instead of counting
+// the lines of the source before the chunk. Split writes it before the manifest, so a manifest
+// whose Location has Lines implies it.
+const linesEntryBytes = 8
+
+// LinesKey is where Split writes the lines object of one file execution, beside its manifest.
+func LinesKey(tenantID, executionName string) string {
+	return path.Join(WorkPrefix, tenantID, executionName, "lines")
+}
+
+// EncodeLines renders each chunk's first line as a lines object body.
+func EncodeLines(lines []int64) []byte {
+	b := make([]byte, 0, len(lines)*linesEntryBytes)
+	for _, l := range lines {
+		b = binary.BigEndian.AppendUint64(b, uint64(l))
+	}
+	return b
+}
+
+// LinesRange is the HTTP Range header value that reads chunk i's entry of the lines object.
+func LinesRange(chunk int) string {
+	start := int64(chunk) * linesEntryBytes
+	return fmt.Sprintf("bytes=%d-%d", start, start+linesEntryBytes-1)
+}
+
+// DecodeLine turns the 8 bytes read with LinesRange into the chunk's first line.
+func DecodeLine(b []byte) (int64, error) {
+	if len(b) != linesEntryBytes {
+		return 0, fmt.Errorf("lines entry is %d bytes, want %d", len(b), linesEntryBytes)
+	}
+	line := int64(binary.BigEndian.Uint64(b))
+	if line < 1 {
+		return 0, fmt.Errorf("lines entry %d is not a line number", line)
+	}
+	return line, nil
 }
 
 // EncodeManifest renders chunk boundary offsets (chunks+1 of them) as a manifest body.

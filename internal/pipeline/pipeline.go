@@ -10,7 +10,8 @@ package pipeline
 // Reserved key prefixes in the ingest bucket. No tenant prefix may overlap them, so nothing the
 // pipeline writes itself can ever match a tenant's EventBridge rule.
 const (
-	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest.
+	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest,
+	// with the chunks' first lines beside it (LinesKey) for a tenant whose records can be rejected.
 	WorkPrefix = "work/"
 	// QuarantinePrefix holds message bodies the controller could never process:
 	// quarantine/<tenant>/<message id>.json.
@@ -282,6 +283,11 @@ type Location struct {
 	// place. Both empty only for a manifest written before they were recorded (read unpinned).
 	VersionID string `json:"versionId,omitempty"`
 	ETag      string `json:"etag,omitempty"`
+	// Lines is, on a manifest's location, the lines object Split wrote before it (LinesKey), pinned
+	// as the manifest is. It rides inside the manifest's location so that every payload that
+	// carries the manifest carries it, with no path of its own in the state machines. Nil: none (a
+	// tenant whose records cannot be rejected, or an execution Split ran before it wrote one).
+	Lines *Location `json:"lines,omitempty"`
 }
 
 // Segment is a run of at most SegmentChunks consecutive chunks, registered by one segment execution.

@@ -108,9 +108,52 @@ func TestManifestKey(t *testing.T) {
 	}
 }
 
+func TestLinesKey(t *testing.T) {
+	if got, want := LinesKey("acme", "f-123"), "work/acme/f-123/lines"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// The lines object holds one 8-byte entry per chunk, and LinesRange reads exactly chunk i's.
+func TestLinesRoundTrip(t *testing.T) {
+	lines := []int64{2, 1_002, 5_000_000_000}
+	b := EncodeLines(lines)
+	if len(b) != 8*len(lines) {
+		t.Fatalf("lines object is %d bytes, want %d", len(b), 8*len(lines))
+	}
+	for chunk, want := range lines {
+		var first, last int64
+		if _, err := fmtSscanf(LinesRange(chunk), &first, &last); err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeLine(b[first : last+1])
+		if err != nil || got != want {
+			t.Errorf("chunk %d: got %d, %v, want %d", chunk, got, err, want)
+		}
+	}
+}
+
+func TestDecodeLineRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"short", make([]byte, 7)},
+		{"two entries", EncodeLines([]int64{1, 2})},
+		{"line zero", EncodeLines([]int64{0})},
+		{"negative", EncodeLines([]int64{-1})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := DecodeLine(tc.b); err == nil {
+				t.Errorf("got %d and no error, want an error", got)
+			}
+		})
+	}
+}
+
 func TestManifestV2RoundTrip(t *testing.T) {
 	// Chunks of 2, 1 and 3 records (cut by bytes), the last offsets above 2^32.
-	bs := []Boundary{{3, 1}, {120, 3}, {4_000_000_000, 4}, {4_000_000_100, 7}}
+	bs := []Boundary{{Offset: 3, FirstRecord: 1}, {Offset: 120, FirstRecord: 3}, {Offset: 4_000_000_000, FirstRecord: 4}, {Offset: 4_000_000_100, FirstRecord: 7}}
 	want := []ChunkSpan{{3, 120, 1, 2}, {120, 4_000_000_000, 3, 1}, {4_000_000_000, 4_000_000_100, 4, 3}}
 	m := EncodeManifestV2(bs)
 	if len(m) != 16*len(bs) {
@@ -140,9 +183,9 @@ func TestDecodeChunkSpanRejects(t *testing.T) {
 	}{
 		{"short", make([]byte, 31)},
 		{"v1 entry", EncodeManifest([]int64{0, 10})},
-		{"empty range", EncodeManifestV2([]Boundary{{10, 1}, {10, 2}})},
-		{"no records", EncodeManifestV2([]Boundary{{0, 1}, {10, 1}})},
-		{"record zero", EncodeManifestV2([]Boundary{{0, 0}, {10, 2}})},
+		{"empty range", EncodeManifestV2([]Boundary{{Offset: 10, FirstRecord: 1}, {Offset: 10, FirstRecord: 2}})},
+		{"no records", EncodeManifestV2([]Boundary{{Offset: 0, FirstRecord: 1}, {Offset: 10, FirstRecord: 1}})},
+		{"record zero", EncodeManifestV2([]Boundary{{Offset: 0, FirstRecord: 0}, {Offset: 10, FirstRecord: 2}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, err := DecodeChunkSpan(tc.b); err == nil {

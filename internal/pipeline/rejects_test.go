@@ -59,3 +59,22 @@ func TestRejectsStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestCanReject(t *testing.T) {
+	set, _ := NewStatusSet(422)
+	for _, tc := range []struct {
+		name string
+		t    Tenant
+		want bool
+	}{
+		{"rejectStatuses under skipRecord", Tenant{OnInvalidRecord: OnInvalidSkipRecord, RejectStatuses: set}, true},
+		{"DynamoDB under skipRecord", Tenant{OnInvalidRecord: OnInvalidSkipRecord, DynamoDB: &DynamoDBSink{}}, true},
+		{"skipRecord alone", Tenant{OnInvalidRecord: OnInvalidSkipRecord}, false},
+		{"rejectStatuses under failFile", Tenant{OnInvalidRecord: OnInvalidFailFile, RejectStatuses: set}, false},
+		{"DynamoDB under failFile", Tenant{DynamoDB: &DynamoDBSink{}}, false},
+	} {
+		if got := tc.t.CanReject(); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

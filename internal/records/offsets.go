@@ -38,11 +38,13 @@ type counter struct {
 
 // keptBytes holds the bytes a counter has read from offset from on, so that a skipped record's
 // original bytes can be copied out once the parser has found it invalid. release drops what lies
-// before a record end, so only the current record and the read-ahead are ever held.
+// before a record end, so only the current record and the read-ahead are ever held. It counts the
+// '\n' bytes it drops, so it also knows the physical line at from without holding more.
 type keptBytes struct {
 	buf   []byte
 	start int   // buf[start:] holds the bytes from offset from
 	from  int64 // the offset of buf[start]
+	lines int64 // '\n' bytes before from, since keep started
 }
 
 func (k *keptBytes) add(b []byte) {
@@ -53,10 +55,12 @@ func (k *keptBytes) add(b []byte) {
 	k.buf = append(k.buf, b...)
 }
 
-// release drops the bytes before offset off.
+// release drops the bytes before offset off, counting their line ends.
 func (k *keptBytes) release(off int64) {
 	if d := off - k.from; d > 0 {
-		k.start += int(min(d, int64(len(k.buf)-k.start)))
+		n := int(min(d, int64(len(k.buf)-k.start)))
+		k.lines += int64(bytes.Count(k.buf[k.start:k.start+n], []byte{'\n'}))
+		k.start += n
 		k.from = off
 	}
 }
@@ -313,6 +317,18 @@ func (t *text) release(off int64) error {
 		t.raw.kept.release(raw)
 	}
 	return err
+}
+
+// lineAt is the physical line (from 1) at decoded offset off, a record end or the text's start:
+// one more than the 0x0A bytes of the raw object before the raw offset of off (a UTF-8 BOM holds
+// none, and in CP932 0x0A is never a trail byte, so they are the decoded text's '\n' bytes too).
+// It lets go of the raw bytes before off, from which keep was on; calls in non-decreasing order
+// of off, as rawOffsets.at.
+func (t *text) lineAt(off int64) (int64, error) {
+	if err := t.release(off); err != nil {
+		return 0, err
+	}
+	return t.raw.kept.lines + 1, nil
 }
 
 // rawBetween is the raw bytes of decoded offsets [from, to), both record ends (or the text's

@@ -133,6 +133,7 @@ func checkTooLong(t testing.TB, data []byte, f Format) {
 // none lost, duplicated or reordered, numbered 1… in file order, every chunk but the last full.
 func checkRoundTrip(t testing.TB, data []byte, f Format, chunkSize int) {
 	t.Helper()
+	checkLines(t, data, f, chunkSize)
 	c, err := splitAndParse(t, data, f, chunkSize)
 	var fe *Error
 	if errors.As(err, &fe) {

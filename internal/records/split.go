@@ -75,6 +75,9 @@ func Split(r io.Reader, f Format, chunkSize int, boundary func(offset int64) err
 type Cut struct {
 	Records int
 	Bytes   int64
+	// Lines makes every boundary carry its physical line (pipeline.Boundary.Line), counted from
+	// the bytes the scan lets go of at each record end, so memory stays as flat as without it.
+	Lines bool
 }
 
 // SplitCut is Split with chunks cut by records and, optionally, bytes. Each boundary carries the
@@ -98,8 +101,8 @@ func SplitCutSkip(r io.Reader, f Format, cut Cut, boundary func(pipeline.Boundar
 	if err != nil {
 		return Summary{}, err
 	}
-	s := &splitter{text: t, f: f, chunkSize: int64(cut.Records), maxBytes: cut.Bytes, boundary: boundary, skip: skip}
-	if skip != nil {
+	s := &splitter{text: t, f: f, chunkSize: int64(cut.Records), maxBytes: cut.Bytes, boundary: boundary, skip: skip, lines: cut.Lines}
+	if skip != nil || cut.Lines {
 		t.keep()
 	}
 	if f.Kind == pipeline.FormatJSONL {
@@ -127,6 +130,7 @@ type splitter struct {
 	end       int64 // decoded offset just past the last record
 	recCap    int64 // CSV: the longest a record may be
 	skip      Skip
+	lines     bool // boundaries carry their line (Cut.Lines)
 	invalid   int64
 	rawHeader []byte
 }
@@ -188,7 +192,13 @@ func (s *splitter) cut(off int64) error {
 	if err != nil {
 		return err
 	}
-	return s.boundary(pipeline.Boundary{Offset: raw, FirstRecord: s.records + 1})
+	b := pipeline.Boundary{Offset: raw, FirstRecord: s.records + 1}
+	if s.lines {
+		if b.Line, err = s.lineAt(off); err != nil {
+			return err
+		}
+	}
+	return s.boundary(b)
 }
 
 // fits makes room for a record of size encoded bytes that starts on line: it ends the current
@@ -214,7 +224,7 @@ func (s *splitter) fits(size, line int64) error {
 func (s *splitter) recorded(off, size int64) error {
 	s.records++
 	s.end = off
-	if s.skip != nil {
+	if s.raw.kept != nil {
 		if err := s.release(off); err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func (s *batchSink) Write(ctx context.Context, b budget, req pipeline.ChunkReque
 	if err != nil {
 		return 0, &WriteError{Record: recs[0].Number, Kind: kind, Err: err}
 	}
-	if canReject(req.Tenant) && resp.status >= 200 && resp.status < 300 {
+	if req.Tenant.CanReject() && resp.status >= 200 && resp.status < 300 {
 		what := fmt.Sprintf("chunk %d (records %d-%d)", req.Chunk, recs[0].Number, recs[len(recs)-1].Number)
 		if err := batchRejections(b.file, what, req.Tenant, resp.body, recs, s.rejects); err != nil {
 			return 0, &WriteError{Record: recs[0].Number, Kind: RejectedSink, Err: err}

@@ -347,7 +347,7 @@ func (s *dynamoSink) notOlder(ctx context.Context, b budget, req pipeline.ChunkR
 var errStopped = errors.New("stopped")
 
 // putItem writes one item. A failed condition means an equal or newer version of the key is
-// stored already: success. Under skipRecord (canReject) that is checked on the stored item, and a
+// stored already: success. Under skipRecord (Tenant.CanReject) that is checked on the stored item, and a
 // record the table refused for the item itself is an *itemRejection (rejectedItem).
 func (s *dynamoSink) putItem(ctx context.Context, b budget, req pipeline.ChunkRequest, it item) error {
 	d := req.Tenant.DynamoDB
@@ -359,7 +359,7 @@ func (s *dynamoSink) putItem(ctx context.Context, b budget, req pipeline.ChunkRe
 		ExpressionAttributeNames:  map[string]string{"#pk": pk, "#seq": pipeline.SeqAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":seq": &types.AttributeValueMemberS{Value: it.seq}},
 	}
-	skip := canReject(req.Tenant)
+	skip := req.Tenant.CanReject()
 	if skip {
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}

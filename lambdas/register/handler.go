@@ -139,7 +139,7 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		return chunkOutcome{}, err
 	}
 	b.first = recs[0].Number
-	out := chunkOutcome{first: recs[0].Number, rejects: &chunkRejects{start: span.Start}}
+	out := chunkOutcome{first: recs[0].Number, rejects: &chunkRejects{chunk: req.Chunk, start: span.Start}}
 	out.done, err = h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, recs)
 	return out, err
 }
@@ -321,17 +321,9 @@ func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.
 		return pipeline.ChunkSpan{}, err
 	}
 	defer cancel()
-	out, err := objects.GetObject(ctx, manifestInput(m, rng))
+	out, err := objects.GetObject(ctx, pinnedInput(m, rng))
 	if err != nil {
-		msg := fmt.Sprintf("%s: reading the manifest s3://%s/%s failed: %v", b.file, m.Bucket, m.Key, err)
-		switch source.HTTPStatus(err) {
-		case http.StatusPreconditionFailed:
-			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: fmt.Sprintf(
-				"%s: the manifest s3://%s/%s was overwritten after Split wrote it (its ETag is no longer %s); it is not read", b.file, m.Bucket, m.Key, m.ETag), Err: err}
-		case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
-			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: msg, Err: err}
-		}
-		return pipeline.ChunkSpan{}, &pipeline.RetryableError{Message: msg, Err: err}
+		return pipeline.ChunkSpan{}, workReadError(b, "the manifest", m, err)
 	}
 	entry, err := io.ReadAll(io.LimitReader(out.Body, int64(size)+1))
 	out.Body.Close()
@@ -358,17 +350,32 @@ func (h *Handler) readManifestEntry(ctx context.Context, b budget, req pipeline.
 	return pipeline.ChunkSpan{Start: start, End: end, FirstRecord: req.FirstRecord(), Records: req.RecordCount()}, nil
 }
 
-// manifestInput reads range rng of the manifest exactly as Split wrote it: by the version id and
-// with If-Match on the ETag that its PutObject answered (source.GetInput pins them as it pins a
-// source object), so that anyone who can write under work/ cannot make Register read another
-// manifest. A location without either (written before Split recorded them) is read unpinned.
-func manifestInput(m pipeline.Location, rng string) *s3.GetObjectInput {
+// pinnedInput reads range rng of an object Split wrote under work/ (the manifest, its lines
+// object) exactly as Split wrote it: by the version id and with If-Match on the ETag that its
+// PutObject answered (source.GetInput pins them as it pins a source object), so that anyone who can
+// write under work/ cannot make Register read another one. A location without either (a manifest
+// written before Split recorded them) is read unpinned.
+func pinnedInput(m pipeline.Location, rng string) *s3.GetObjectInput {
 	in, err := source.GetInput(pipeline.Source{Bucket: m.Bucket, Key: m.Key, VersionID: m.VersionID, ETag: m.ETag})
 	if err != nil {
 		in = &s3.GetObjectInput{Bucket: aws.String(m.Bucket), Key: aws.String(m.Key)}
 	}
 	in.Range = aws.String(rng)
 	return in
+}
+
+// workReadError is the error of a failed GET of what, the object at loc that Split wrote: a
+// permanent one when it was overwritten (412), is gone or out of reach, since a retry cannot bring
+// it back; else retryable.
+func workReadError(b budget, what string, loc pipeline.Location, err error) error {
+	switch source.HTTPStatus(err) {
+	case http.StatusPreconditionFailed:
+		return &pipeline.PermanentError{Message: fmt.Sprintf(
+			"%s: %s s3://%s/%s was overwritten after Split wrote it (its ETag is no longer %s); it is not read", b.file, what, loc.Bucket, loc.Key, loc.ETag), Err: err}
+	case http.StatusNotFound, http.StatusForbidden, http.StatusRequestedRangeNotSatisfiable, http.StatusBadRequest:
+		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: reading %s s3://%s/%s failed: %v", b.file, what, loc.Bucket, loc.Key, err), Err: err}
+	}
+	return &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading %s s3://%s/%s failed: %v", b.file, what, loc.Bucket, loc.Key, err), Err: err}
 }
 
 // readRange reads bytes [start, end) of the source, pinned as Split read it (source.GetInput: the
@@ -416,7 +423,7 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 // parseRange parses the chunk's n bytes from body; for a tenant that can reject records, from the
 // bytes in memory, so that each record keeps its original bytes (records.ParseRawRange).
 func parseRange(body io.Reader, n int64, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, skip records.Skip) ([]records.Record, error) {
-	if !canReject(req.Tenant) {
+	if !req.Tenant.CanReject() {
 		return records.ParseRangeSkip(body, f, req.Header, span.FirstRecord, span.Records, skip)
 	}
 	raw, err := io.ReadAll(io.LimitReader(body, n+1))

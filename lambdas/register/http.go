@@ -72,7 +72,7 @@ type coreClient struct {
 	target  string
 	pace    *pace
 	// answers: keep the first maxAnswerBytes of each answer's body (response.body), for the
-	// rejections it may carry; only for a tenant that can reject records (canReject).
+	// rejections it may carry; only for a tenant that can reject records (Tenant.CanReject).
 	answers bool
 	// rejects: a status of the tenant's rejectStatuses rejects the one record the POST carries
 	// (record mode), rather than failing it.

@@ -31,21 +31,17 @@ import (
 // maxRejectionMessage bounds the core system's message kept in a rejection.
 const maxRejectionMessage = 200
 
-// canReject reports whether a record of t's files can be rejected while the file goes on: only
-// then does Register keep each record's original bytes and read the core system's answers.
-func canReject(t pipeline.Tenant) bool {
-	return t.SkipsRecords() && (t.RejectStatuses != pipeline.StatusSet{} || t.DynamoDB != nil)
-}
-
 // rejected is one rejection, its line still counted from the start of its chunk's range.
 type rejected struct {
 	results.Rejection
+	chunk      int   // the chunk's index
 	chunkStart int64 // the chunk's first byte in the source
 }
 
 // chunkRejects collects the rejections of one chunk's records; the DynamoDB sink adds to it from
 // several goroutines.
 type chunkRejects struct {
+	chunk int   // the chunk's index
 	start int64 // the chunk's first byte in the source
 	mu    sync.Mutex
 	list  []rejected
@@ -57,7 +53,7 @@ func (c *chunkRejects) add(rec records.Record, status int, why string) {
 	defer c.mu.Unlock()
 	c.list = append(c.list, rejected{Rejection: results.Rejection{
 		Line: rec.Line, Record: rec.Number, Error: why, Status: status, Raw: rec.Raw,
-	}, chunkStart: c.start})
+	}, chunk: c.chunk, chunkStart: c.start})
 }
 
 // before is the chunk's rejections of records numbered below record (all when record is 0), in
@@ -172,8 +168,9 @@ func jsonReason(err error) string {
 
 // lineCounter knows the physical line at which a byte offset of a source starts, from one pass over
 // the bytes before it; it remembers where it got to, so that the next chunk of the same file on a
-// warm execution environment reads only the bytes in between. The manifest does not hold chunks'
-// lines, so this is read only for an invocation that has rejections.
+// warm execution environment reads only the bytes in between. It serves only an execution whose
+// manifest has no lines object (Split ran before it wrote one: chunkLine), and only an invocation
+// that has rejections.
 type lineCounter struct {
 	mu     sync.Mutex
 	source pipeline.Source
@@ -231,6 +228,36 @@ func countLines(r io.Reader, max int64) (int64, int64, error) {
 	return n, lines, nil
 }
 
+// chunkLine is the physical line at which chunk starts (byte start of the source): its entry of the
+// lines object Split wrote beside the manifest, with one ranged GET pinned as the manifest's is;
+// without one (an execution Split ran before it wrote lines), counted from the source's first
+// byte (lineCounter).
+func (h *Handler) chunkLine(ctx context.Context, b budget, objects ObjectAPI, req pipeline.ChunkRequest, chunk int, start int64) (int64, error) {
+	loc := req.Manifest.Lines
+	if loc == nil {
+		return h.lines.lineAt(ctx, b, objects, req.Source, start)
+	}
+	ctx, cancel, err := b.call(ctx, "reading the chunk's first line", minCallTime, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	out, err := objects.GetObject(ctx, pinnedInput(*loc, pipeline.LinesRange(chunk)))
+	if err != nil {
+		return 0, workReadError(b, "the chunks' first lines", *loc, err)
+	}
+	entry, err := io.ReadAll(io.LimitReader(out.Body, 9))
+	out.Body.Close()
+	if err != nil {
+		return 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the chunks' first lines failed: %v", b.file, err), Err: err}
+	}
+	line, err := pipeline.DecodeLine(entry)
+	if err != nil {
+		return 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the chunks' first lines s3://%s/%s, chunk %d: %v", b.file, loc.Bucket, loc.Key, chunk, err), Err: err}
+	}
+	return line, nil
+}
+
 // writeRejections writes the invocation's rejections, lines made absolute, as its part in the
 // ingest bucket, beside the file's other results (results.Dir): a retry
 // starts at the same chunk and record, and rewrites the same key.
@@ -240,15 +267,15 @@ func (h *Handler) writeRejections(ctx context.Context, req pipeline.ChunkRequest
 		return err
 	}
 	b := h.budget(ctx, req)
-	starts := map[int64]int64{}
+	starts := map[int]int64{} // each chunk's first line, read once per invocation
 	var body []byte
 	for _, r := range rej {
-		line, ok := starts[r.chunkStart]
+		line, ok := starts[r.chunk]
 		if !ok {
-			if line, err = h.lines.lineAt(ctx, b, c.S3, req.Source, r.chunkStart); err != nil {
+			if line, err = h.chunkLine(ctx, b, c.S3, req, r.chunk, r.chunkStart); err != nil {
 				return err
 			}
-			starts[r.chunkStart] = line
+			starts[r.chunk] = line
 		}
 		r.Line += line - 1
 		j, err := json.Marshal(r.Rejection)

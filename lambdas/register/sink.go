@@ -32,16 +32,16 @@ func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace, rej *chunk
 
 // sinkFor is openSink with the tenant's clients c: its table and its secret are read and written
 // with them. Under skipRecord the sink rejects into rej the records the destination refuses
-// (canReject) and goes on.
+// (Tenant.CanReject) and goes on.
 func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantClients, rej *chunkRejects) Sink {
 	if t.DynamoDB != nil {
 		return &dynamoSink{api: c.DynamoDB, pace: p, rejects: rej}
 	}
-	core := coreClient{http: h.HTTP, secrets: c.Secrets, timeout: h.HTTPTimeout, target: target, pace: p, answers: canReject(t)}
+	core := coreClient{http: h.HTTP, secrets: c.Secrets, timeout: h.HTTPTimeout, target: target, pace: p, answers: t.CanReject()}
 	if t.BatchMode() {
 		return &batchSink{core, rej}
 	}
-	core.rejects = canReject(t)
+	core.rejects = t.CanReject()
 	return &recordSink{core, rej}
 }
 

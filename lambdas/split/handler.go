@@ -115,7 +115,10 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	}
 	// Batch mode cuts chunks by bytes as well, so chunks hold any number of records and the
 	// manifest (version 2) records each chunk's first record; record mode keeps version 1.
-	cut := records.Cut{Records: t.ChunkSize}
+	// A tenant whose records the core system can reject gets each chunk's first line counted
+	// (the lines object), so that Register finds a rejected record's line without reading the
+	// source before its chunk.
+	cut := records.Cut{Records: t.ChunkSize, Lines: t.CanReject()}
 	if t.BatchMode() {
 		cut.Bytes = int64(t.BatchBytes())
 	}
@@ -162,6 +165,11 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		}
 	}
 	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
+	if cut.Lines {
+		if manifest.Lines, err = h.writeLines(ctx, objects, req, file, bounds[:sum.Chunks]); err != nil {
+			return pipeline.SplitResult{}, 0, err
+		}
+	}
 	var body []byte
 	if t.BatchMode() {
 		manifest.Version = pipeline.ManifestV2
@@ -204,6 +212,35 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		return pipeline.SplitResult{}, 0, err
 	}
 	return res, size, nil
+}
+
+// writeLines writes each chunk's first physical line (pipeline.LinesKey) before the manifest, so
+// that a manifest whose location has Lines implies it, and returns its location pinned to this
+// write as the manifest's is. A retry rewrites the same key with the same bytes: the source is
+// pinned.
+func (h *Handler) writeLines(ctx context.Context, objects ObjectAPI, req pipeline.SplitRequest, file string, chunks []pipeline.Boundary) (*pipeline.Location, error) {
+	lines := make([]int64, len(chunks))
+	for i, b := range chunks {
+		lines[i] = b.Line
+	}
+	body := pipeline.EncodeLines(lines)
+	loc := &pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.LinesKey(req.Tenant.ID, req.ExecutionName)}
+	put, err := objects.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(loc.Bucket),
+		Key:           aws.String(loc.Key),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String("application/octet-stream"),
+	})
+	if err != nil {
+		msg := fmt.Sprintf("%s: writing the chunks' first lines s3://%s/%s failed: %v", file, loc.Bucket, loc.Key, err)
+		if source.HTTPStatus(err) == http.StatusForbidden {
+			return nil, &pipeline.PermanentError{Message: msg}
+		}
+		return nil, &pipeline.RetryableError{Message: msg}
+	}
+	loc.VersionID, loc.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
+	return loc, nil
 }
 
 // keepResult writes res to pipeline.SplitResultKey: a failed execution has no output, and the
