@@ -99,9 +99,16 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 	}
 	sum := h.summary(req)
 
-	rejected, rawHeader, err := w.parts(ctx)
-	if err != nil {
-		return err
+	// Only a skipRecord file has rejection parts (Split's and Register's): under failFile the first
+	// invalid record fails the file and the core system's answers are never rejections, so its
+	// results list nothing (one S3 LIST, $0.005 per 1,000 files, saved).
+	var rejected []results.Rejection
+	var rawHeader []byte
+	if t.SkipsRecords() {
+		var err error
+		if rejected, rawHeader, err = w.parts(ctx); err != nil {
+			return err
+		}
 	}
 	f, ferr := records.FormatOf(t)
 	if ferr != nil {
@@ -131,8 +138,9 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 		c := results.CountsOf(sp.Records, rejected, next)
 		sum.Records, sum.Registered, sum.Rejected, sum.Unprocessed = c.Records, c.Registered, c.Rejected, c.Unprocessed
 	} else {
-		// Split never returned, so the file's records are unknown: every count is 0, and a
-		// rejection Split wrote before failing (it fails the file under failFile) is counted.
+		// Split never returned, so the file's records are unknown: every count is 0. Split writes
+		// its parts only on its way to success, so there are none to count either (a part left by
+		// an earlier attempt that then failed is counted, as written).
 		sum.Rejected = int64(len(rejected))
 	}
 

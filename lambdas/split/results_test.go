@@ -82,6 +82,7 @@ func TestResults(t *testing.T) {
 		name        string
 		status      string
 		noSplit     bool           // Split never returned: no split result in the state nor kept
+		failFile    bool           // parts present although the tenant is failFile: never read
 		fromStore   bool           // the controller's request: no split result in the state, Split's kept one read
 		progress    map[int]string // segment → progress body
 		parts       map[string][]results.Rejection
@@ -121,6 +122,10 @@ func TestResults(t *testing.T) {
 			wantCounts: results.Counts{Records: 10, Registered: 6, Rejected: 1, Unprocessed: 3},
 			wantRej:    "id,name,_line,_record,_error\n9,名前 9,10,9,bad\n",
 			wantUnproc: "id,name\r\n" + recordBytes(data, 7, 10), wantFailure: &results.Failure{Type: "PermanentError", Message: "record 5: 400"}},
+		{name: "failFile: no parts are listed", status: pipeline.StatusSucceeded, failFile: true,
+			progress:   map[int]string{0: `{"version":1,"next":4}`},
+			parts:      map[string][]results.Rejection{results.SplitPart: {{Line: 3, Record: 2, Error: "bad", Raw: []byte("2,名前 2")}}},
+			wantCounts: results.Counts{Records: 10, Registered: 10}},
 		{name: "the controller's request: Split's kept result read", status: pipeline.StatusFailed, taskErr: permanent, fromStore: true,
 			progress:    map[int]string{0: `{"version":1,"next":1,"record":5}`},
 			wantCounts:  results.Counts{Records: 10, Registered: 4, Unprocessed: 6},
@@ -139,6 +144,9 @@ func TestResults(t *testing.T) {
 			fake := sourcetest.NewFakeS3()
 			tn := tenant()
 			tn.ChunkSize = 3
+			if len(tt.parts) > 0 && !tt.failFile {
+				tn.OnInvalidRecord = pipeline.OnInvalidSkipRecord // only skipRecord files have parts
+			}
 			sp := splitFor(t, fake, tn, data)
 			for seg, body := range tt.progress {
 				fake.Put(work, pipeline.ProgressKey("t1", "exec", seg), &sourcetest.Object{Data: []byte(body)})
@@ -220,7 +228,7 @@ func TestResultsCP932(t *testing.T) {
 	data := enc("番号,名前\r\n1,ソニー\r\n2,\"表\r\n示\"\r\n3,山田\r\n4,田中\r\n")
 	fake := sourcetest.NewFakeS3()
 	tn := tenant()
-	tn.ChunkSize, tn.Encoding = 3, pipeline.EncodingCP932
+	tn.ChunkSize, tn.Encoding, tn.OnInvalidRecord = 3, pipeline.EncodingCP932, pipeline.OnInvalidSkipRecord
 	sp := splitFor(t, fake, tn, data)
 	fake.Put(work, pipeline.ProgressKey("t1", "exec", 0), &sourcetest.Object{Data: []byte(`{"version":1,"next":0,"record":2}`)})
 	fake.Put(work, results.PartKey("t1", "exec", results.HeaderPart), &sourcetest.Object{Data: enc("番号,名前")})
