@@ -1,7 +1,5 @@
 package pipeline
 
-import "path"
-
 // TaskResults is the Kind of the results task's request, which the Split function serves beside
 // Split itself (one function, so each tier keeps its resource count).
 const TaskResults = "results"
@@ -9,8 +7,7 @@ const TaskResults = "results"
 // ResultsRequest is the payload of the results task. The file state machine sends it as its last
 // state when the file succeeds (the execution's facts from the context object, and its whole
 // state); the controller sends it when it sees the execution fail, time out or be aborted (the
-// facts from DescribeExecution, and a State without Split's result, which the task then reads
-// from SplitResultKey).
+// facts from DescribeExecution, and a State with Split's result from the execution's history).
 type ResultsRequest struct {
 	Kind          string `json:"kind"`
 	Status        string `json:"status"` // how the execution ends: SUCCEEDED, FAILED, TIMED_OUT or ABORTED
@@ -38,11 +35,6 @@ type ResultsState struct {
 	Admitted string `json:"admitted,omitempty"`
 }
 
-// SplitResultKey is where Split keeps its result, beside the manifest (ManifestKey): the results
-// of a file that failed after Split read it there, since a failed execution has no output.
-func SplitResultKey(tenantID, executionName string) string {
-	return path.Join(WorkPrefix, tenantID, executionName, "split.json")
-}
 
 // TaskError is the error output of a Catch: {"Error": …, "Cause": …}
 // (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html, "Error

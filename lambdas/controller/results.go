@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -20,7 +22,8 @@ import (
 // ran them on the failure path would end in a Fail state, the step a redrive continues from. So the
 // controller, which sees every end of every file (fileevent.go), has the Split function's results
 // task write them when an end is FAILED, TIMED_OUT or ABORTED, before it announces that end: the
-// File Processed event then carries the summary's counts.
+// File Processed event then carries the summary's counts. The request carries Split's result, read
+// from the execution's history (splitResult), as the state machine's own request carries it in $.
 //
 // The invocation is synchronous (RequestResponse) and bounded by the controller's own deadline. A
 // results task that fails, is throttled, or outlasts that wait (a very large unprocessed tail) does
@@ -50,7 +53,15 @@ func (h *Handler) writeResults(ctx context.Context, log *slog.Logger, end fileEn
 	if _, ok := h.readSummary(ctx, log, end); ok {
 		return
 	}
-	payload, err := json.Marshal(h.resultsRequest(end))
+	req := h.resultsRequest(end)
+	sp, err := h.splitResult(ctx, end.ARN)
+	if err != nil {
+		// Without Split's result the summary would count nothing: better none than a wrong one.
+		h.resultsFailed(ctx, log, end, err)
+		return
+	}
+	req.State.Split = sp
+	payload, err := json.Marshal(req)
 	if err != nil {
 		h.resultsFailed(ctx, log, end, fmt.Errorf("encode the results request: %w", err))
 		return
@@ -73,6 +84,50 @@ func (h *Handler) writeResults(ctx context.Context, log *slog.Logger, end fileEn
 		return
 	}
 	log.InfoContext(ctx, "results of the failed file written", "executionName", end.Name, "status", end.Status, "redriveCount", end.RedriveCount)
+}
+
+// The history read for Split's result: it is among the first events (entered, scheduled, started,
+// succeeded, exited, and three more per retry of its few attempts), so one page of 100 suffices
+// and a second is the bound.
+const (
+	splitStateName       = "Split" // workflows.StateSplit
+	splitHistoryPageSize = 100
+	splitHistoryPages    = 2
+)
+
+// splitResult reads Split's result from the file execution's history, oldest first: the output of
+// the Split state's TaskStateExited event is the state with Split's result at $.split
+// (workflows.StateSplit). A failed execution has no output, and its history keeps every run's
+// events, so a redriven run finds its first run's Split. nil when Split never returned (the file
+// failed in it). The controller may read the history (states:GetExecutionHistory on the file
+// executions); the call costs nothing but its quota, once per failed end.
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html
+func (h *Handler) splitResult(ctx context.Context, arn string) (*pipeline.SplitResult, error) {
+	in := &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(arn), MaxResults: splitHistoryPageSize, IncludeExecutionData: aws.Bool(true)}
+	for range splitHistoryPages {
+		out, err := h.sfn.GetExecutionHistory(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("read Split's result from the history of %s: %w", arn, err)
+		}
+		for _, ev := range out.Events {
+			d := ev.StateExitedEventDetails
+			if ev.Type != sfntypes.HistoryEventTypeTaskStateExited || d == nil || aws.ToString(d.Name) != splitStateName {
+				continue
+			}
+			var state struct {
+				Split *pipeline.SplitResult `json:"split"`
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &state); err != nil || state.Split == nil {
+				return nil, fmt.Errorf("execution %s, event %d: the Split state's output holds no split result", arn, ev.Id)
+			}
+			return state.Split, nil
+		}
+		if aws.ToString(out.NextToken) == "" {
+			return nil, nil
+		}
+		in.NextToken = out.NextToken
+	}
+	return nil, fmt.Errorf("execution %s: Split's end is not among its first %d history events", arn, splitHistoryPages*splitHistoryPageSize)
 }
 
 // resultsRequest is the results task's request for end, from the execution's input and

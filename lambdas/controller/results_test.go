@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -46,6 +47,17 @@ func (f *fakeResults) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...fun
 
 const testResultsFunction = "arn:aws:lambda:eu-west-1:123456789012:function:acme-split"
 
+// split is the Split result the failed executions' histories hold.
+var split = pipeline.SplitResult{Source: pipeline.Source{Bucket: testBucket, Key: "inbox/acme/b.csv", VersionID: "v2"},
+	Manifest: pipeline.Location{Bucket: testBucket, Key: "work/acme/" + evID1 + "/manifest"}, Records: 10, Chunks: 1,
+	Header: []string{"id", "name"}, Segments: pipeline.Segments(1)}
+
+var splitOut, _ = json.Marshal(split)
+
+func historyEvent(typ sfntypes.HistoryEventType) sfntypes.HistoryEvent {
+	return sfntypes.HistoryEvent{Type: typ}
+}
+
 // A failed, timed-out or aborted end has the results task write its results before the event,
 // which then counts from them; an end already described by its summary, or a success (the state
 // machine wrote its results), asks for none; a results task that fails never holds the end.
@@ -65,6 +77,7 @@ func TestFailedFileResults(t *testing.T) {
 		noBus      bool
 		summary    string // summary.json before the end; "" none
 		fnError    string
+		history    string // "": Split exited with splitOut; "no split": it never did; "gone": unreadable
 		wantInvoke bool
 		wantCounts string // the event's countsFrom; "" no event
 		wantErrors float64
@@ -80,6 +93,10 @@ func TestFailedFileResults(t *testing.T) {
 		{name: "an input naming another tenant is not trusted", status: "FAILED", inTenant: "globex", wantInvoke: true, wantCounts: results.CountsFromSummary},
 		{name: "the results task fails: the end is announced anyway", status: "FAILED", fnError: "S3 is down", wantInvoke: true,
 			wantCounts: results.CountsFromNone, wantErrors: 1},
+		{name: "failed in Split: no split result in the request", status: "FAILED", history: "no split", wantInvoke: true,
+			wantCounts: results.CountsFromSummary},
+		{name: "the history cannot be read: no results rather than wrong ones", status: "FAILED", history: "gone",
+			wantCounts: results.CountsFromNone, wantErrors: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +111,21 @@ func TestFailedFileResults(t *testing.T) {
 			w.h.results = fn
 			if tt.summary != "" {
 				w.s3.objects[summaryObject] = tt.summary
+			}
+			arn := testExecPrefix + evID1
+			switch tt.history {
+			case "":
+				w.sfn.set(arn, sfntypes.ExecutionStatusFailed)
+				// Split retried once, then exited with its result at $.split.
+				w.sfn.setHistory(arn, historyEvent(sfntypes.HistoryEventTypeExecutionStarted), historyEvent(sfntypes.HistoryEventTypeTaskStateEntered),
+					historyEvent(sfntypes.HistoryEventTypeTaskFailed), historyEvent(sfntypes.HistoryEventTypeTaskSucceeded),
+					sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{
+						Name: aws.String("Split"), Output: aws.String(`{"tenant":{"id":"acme"},"split":` + string(splitOut) + `}`)}},
+					sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeMapStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String("Segments")}})
+			case "no split":
+				w.sfn.set(arn, sfntypes.ExecutionStatusFailed)
+				w.sfn.setHistory(arn, historyEvent(sfntypes.HistoryEventTypeExecutionStarted), historyEvent(sfntypes.HistoryEventTypeTaskStateEntered),
+					historyEvent(sfntypes.HistoryEventTypeTaskFailed), historyEvent(sfntypes.HistoryEventTypeExecutionFailed))
 			}
 			tenant := w.h.cfg.Tenant
 			if tt.inTenant != "" {
@@ -117,6 +149,9 @@ func TestFailedFileResults(t *testing.T) {
 					RedriveCount: tt.redrive, StartTime: "2026-12-01T10:00:00Z", StopTime: "2026-12-01T10:03:00Z",
 					State: pipeline.ResultsState{Tenant: w.h.cfg.Tenant, Source: source, Admitted: "2026-12-01T09:59:30Z",
 						Error: &pipeline.TaskError{Error: end.Error, Cause: end.Cause}}}
+				if tt.history == "" {
+					want.State.Split = &split
+				}
 				if !reflect.DeepEqual(fn.requests[0], want) {
 					t.Errorf("got request %+v, want %+v", fn.requests[0], want)
 				}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,9 +207,6 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		Segments: pipeline.Segments(sum.Chunks),
 		Rejected: sum.Invalid,
 	}
-	if err := h.keepResult(ctx, objects, req, file, res); err != nil {
-		return pipeline.SplitResult{}, 0, err
-	}
 	return res, size, nil
 }
 
@@ -241,32 +237,6 @@ func (h *Handler) writeLines(ctx context.Context, objects ObjectAPI, req pipelin
 	}
 	loc.VersionID, loc.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
 	return loc, nil
-}
-
-// keepResult writes res to pipeline.SplitResultKey: a failed execution has no output, and the
-// results of a file that fails after Split (written when the controller sees the failure) need
-// its records, chunks and manifest. A retry rewrites the same key.
-func (h *Handler) keepResult(ctx context.Context, objects ObjectAPI, req pipeline.SplitRequest, file string, res pipeline.SplitResult) error {
-	body, err := json.Marshal(res)
-	if err != nil {
-		return &pipeline.PermanentError{Message: fmt.Sprintf("%s: encoding the split result: %v", file, err)}
-	}
-	key := pipeline.SplitResultKey(req.Tenant.ID, req.ExecutionName)
-	_, err = objects.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:        aws.String(h.WorkBucket),
-		Key:           aws.String(key),
-		Body:          bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))),
-		ContentType:   aws.String("application/json"),
-	})
-	if err != nil {
-		msg := fmt.Sprintf("%s: writing the split result s3://%s/%s failed: %v", file, h.WorkBucket, key, err)
-		if source.HTTPStatus(err) == http.StatusForbidden {
-			return &pipeline.PermanentError{Message: msg}
-		}
-		return &pipeline.RetryableError{Message: msg}
-	}
-	return nil
 }
 
 // writeParts writes the rejection parts of a skipRecord file, before its manifest so that a

@@ -88,15 +88,6 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 		}
 	}
 	w := resultsWriter{h: h, objects: objects, tenant: t.ID, execution: req.ExecutionName}
-	if st.Split == nil && req.Status != pipeline.StatusSucceeded {
-		// The controller's request for a failed execution, which has no output: Split's result as
-		// Split kept it, absent when Split never returned.
-		sp, err := w.splitResult(ctx)
-		if err != nil {
-			return err
-		}
-		st.Split, req.State.Split = sp, sp
-	}
 	sum := h.summary(req)
 
 	// Only a skipRecord file has rejection parts (Split's and Register's): under failFile the first
@@ -198,24 +189,6 @@ func (h *Handler) summary(req pipeline.ResultsRequest) results.Summary {
 		sum.Failure = &results.Failure{Type: typ, Message: msg, Line: results.LineOf(msg)}
 	}
 	return sum
-}
-
-// splitResult reads the result Split kept (pipeline.SplitResultKey); nil when Split never wrote
-// one.
-func (w resultsWriter) splitResult(ctx context.Context) (*pipeline.SplitResult, error) {
-	bucket, key := w.h.WorkBucket, pipeline.SplitResultKey(w.tenant, w.execution)
-	b, err := w.get(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if source.Absent(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("reading the split result s3://%s/%s failed: %v", bucket, key, err), Err: err}
-	}
-	var sp pipeline.SplitResult
-	if err := json.Unmarshal(b, &sp); err != nil {
-		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("the split result s3://%s/%s: %v", bucket, key, err)}
-	}
-	return &sp, nil
 }
 
 func (h *Handler) now() time.Time {

@@ -83,7 +83,6 @@ func TestResults(t *testing.T) {
 		status      string
 		noSplit     bool           // Split never returned: no split result in the state nor kept
 		failFile    bool           // parts present although the tenant is failFile: never read
-		fromStore   bool           // the controller's request: no split result in the state, Split's kept one read
 		progress    map[int]string // segment → progress body
 		parts       map[string][]results.Rejection
 		taskErr     *pipeline.TaskError
@@ -126,12 +125,7 @@ func TestResults(t *testing.T) {
 			progress:   map[int]string{0: `{"version":1,"next":4}`},
 			parts:      map[string][]results.Rejection{results.SplitPart: {{Line: 3, Record: 2, Error: "bad", Raw: []byte("2,名前 2")}}},
 			wantCounts: results.Counts{Records: 10, Registered: 10}},
-		{name: "the controller's request: Split's kept result read", status: pipeline.StatusFailed, taskErr: permanent, fromStore: true,
-			progress:    map[int]string{0: `{"version":1,"next":1,"record":5}`},
-			wantCounts:  results.Counts{Records: 10, Registered: 4, Unprocessed: 6},
-			wantUnproc:  "id,name\r\n" + recordBytes(data, 5, 10),
-			wantFailure: &results.Failure{Type: "PermanentError", Message: "record 5: 400"}},
-		{name: "timed out: the unprocessed tail too", status: "TIMED_OUT", fromStore: true,
+		{name: "timed out: the unprocessed tail too", status: "TIMED_OUT",
 			progress:   map[int]string{0: `{"version":1,"next":2}`},
 			wantCounts: results.Counts{Records: 10, Registered: 6, Unprocessed: 4},
 			wantUnproc: "id,name\r\n" + recordBytes(data, 7, 10)},
@@ -156,11 +150,8 @@ func TestResults(t *testing.T) {
 			}
 			fake.Put(work, results.PartKey("t1", "exec", results.HeaderPart), &sourcetest.Object{Data: []byte("id,name")})
 			st := pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp, Error: tt.taskErr}
-			if tt.noSplit || tt.fromStore {
-				st.Split = nil
-			}
 			if tt.noSplit {
-				delete(fake.Objects, work+"/"+pipeline.SplitResultKey("t1", "exec"))
+				st.Split = nil
 			}
 			h := newHandler(fake)
 			stopped := time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)

@@ -41,8 +41,6 @@ func TestSplitInvalidRecordPolicy(t *testing.T) {
 	partsKey := results.PartKey("t1", "exec-1", results.SplitPart)
 	headerKey := results.PartKey("t1", "exec-1", results.HeaderPart)
 	manifestKey := "work/t1/exec-1/manifest"
-	// Split keeps its result beside the manifest, last.
-	resultKey := pipeline.SplitResultKey("t1", "exec-1")
 	cases := []struct {
 		name     string
 		tenant   pipeline.Tenant
@@ -56,7 +54,7 @@ func TestSplitInvalidRecordPolicy(t *testing.T) {
 		{"failFile fails at the first invalid record", tenant(), csvData,
 			"s3://ingest-bucket/inbox/t1/f.csv: line 3: record has 1 fields, the header has 2", 0, nil, nil, ""},
 		{"skipRecord writes the parts before the manifest", skip(0), csvData, "", 2,
-			[]string{partsKey, headerKey, manifestKey, resultKey},
+			[]string{partsKey, headerKey, manifestKey},
 			[]results.Rejection{
 				{Line: 3, Record: 2, Error: "record has 1 fields, the header has 2", Raw: []byte("2")},
 				{Line: 5, Record: 4, Error: "record has 3 fields, the header has 2", Raw: []byte("4,d,x")},
@@ -64,7 +62,7 @@ func TestSplitInvalidRecordPolicy(t *testing.T) {
 		{"skipRecord over maxInvalidRecords writes nothing", skip(1), csvData,
 			"s3://ingest-bucket/inbox/t1/f.csv: 2 invalid records, more than maxInvalidRecords 1; first at line 3: record has 1 fields, the header has 2", 0, nil, nil, ""},
 		{"skipRecord with no invalid record writes an empty part", func() pipeline.Tenant { t := skip(0); t.Format = pipeline.FormatJSONL; return t }(), jsonData, "", 0,
-			[]string{partsKey, manifestKey, resultKey}, nil, ""},
+			[]string{partsKey, manifestKey}, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
