@@ -19,17 +19,21 @@ type Usage struct {
 	S3Tier2Requests float64
 	// SQSRequests are FIFO queue requests, each 64 KB chunk of a payload counted as one request.
 	SQSRequests float64
+	// EventBridgeEvents are the custom events put (the File Processed events), each 64 KB chunk
+	// of an entry counted as one event; the events AWS services put are free.
+	EventBridgeEvents float64
 }
 
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{
-		StateTransitions: u.StateTransitions + o.StateTransitions,
-		LambdaRequests:   u.LambdaRequests + o.LambdaRequests,
-		LambdaGBSeconds:  u.LambdaGBSeconds + o.LambdaGBSeconds,
-		S3Tier1Requests:  u.S3Tier1Requests + o.S3Tier1Requests,
-		S3Tier2Requests:  u.S3Tier2Requests + o.S3Tier2Requests,
-		SQSRequests:      u.SQSRequests + o.SQSRequests,
+		StateTransitions:  u.StateTransitions + o.StateTransitions,
+		LambdaRequests:    u.LambdaRequests + o.LambdaRequests,
+		LambdaGBSeconds:   u.LambdaGBSeconds + o.LambdaGBSeconds,
+		S3Tier1Requests:   u.S3Tier1Requests + o.S3Tier1Requests,
+		S3Tier2Requests:   u.S3Tier2Requests + o.S3Tier2Requests,
+		SQSRequests:       u.SQSRequests + o.SQSRequests,
+		EventBridgeEvents: u.EventBridgeEvents + o.EventBridgeEvents,
 	}
 }
 
@@ -37,12 +41,13 @@ func (u Usage) Add(o Usage) Usage {
 // is u.Scale(to / measured).
 func (u Usage) Scale(f float64) Usage {
 	return Usage{
-		StateTransitions: u.StateTransitions * f,
-		LambdaRequests:   u.LambdaRequests * f,
-		LambdaGBSeconds:  u.LambdaGBSeconds * f,
-		S3Tier1Requests:  u.S3Tier1Requests * f,
-		S3Tier2Requests:  u.S3Tier2Requests * f,
-		SQSRequests:      u.SQSRequests * f,
+		StateTransitions:  u.StateTransitions * f,
+		LambdaRequests:    u.LambdaRequests * f,
+		LambdaGBSeconds:   u.LambdaGBSeconds * f,
+		S3Tier1Requests:   u.S3Tier1Requests * f,
+		S3Tier2Requests:   u.S3Tier2Requests * f,
+		SQSRequests:       u.SQSRequests * f,
+		EventBridgeEvents: u.EventBridgeEvents * f,
 	}
 }
 
@@ -57,12 +62,13 @@ func Per(u Usage, units, to float64) Usage {
 
 // Prices are list prices in US dollars per unit of Usage.
 type Prices struct {
-	StateTransition float64
-	LambdaRequest   float64
-	LambdaGBSecond  float64
-	S3Tier1Request  float64
-	S3Tier2Request  float64
-	SQSRequest      float64
+	StateTransition  float64
+	LambdaRequest    float64
+	LambdaGBSecond   float64
+	S3Tier1Request   float64
+	S3Tier2Request   float64
+	SQSRequest       float64
+	EventBridgeEvent float64
 }
 
 // USEast1 are the us-east-1 list prices of the first pricing tier, as the pricing pages showed
@@ -83,6 +89,9 @@ var USEast1 = Prices{
 	// FIFO queues, first 100 billion requests a month: $0.50 per 1M; each 64 KB chunk of a payload
 	// is billed as one request. https://aws.amazon.com/sqs/pricing/
 	SQSRequest: 0.50 / 1e6,
+	// Custom events: $1.00 per million events put (each 64 KB chunk of a payload is one event).
+	// https://aws.amazon.com/eventbridge/pricing/
+	EventBridgeEvent: 1.00 / 1e6,
 }
 
 // Bill is a usage priced term by term, in US dollars.
@@ -92,6 +101,7 @@ type Bill struct {
 	LambdaDuration float64
 	S3             float64
 	SQS            float64
+	EventBridge    float64
 }
 
 // Price prices a usage.
@@ -102,12 +112,13 @@ func (p Prices) Price(u Usage) Bill {
 		LambdaDuration: u.LambdaGBSeconds * p.LambdaGBSecond,
 		S3:             u.S3Tier1Requests*p.S3Tier1Request + u.S3Tier2Requests*p.S3Tier2Request,
 		SQS:            u.SQSRequests * p.SQSRequest,
+		EventBridge:    u.EventBridgeEvents * p.EventBridgeEvent,
 	}
 }
 
 // Total is the sum of the terms.
 func (b Bill) Total() float64 {
-	return b.StepFunctions + b.LambdaRequests + b.LambdaDuration + b.S3 + b.SQS
+	return b.StepFunctions + b.LambdaRequests + b.LambdaDuration + b.S3 + b.SQS + b.EventBridge
 }
 
 // Term is one term of a bill.
@@ -124,6 +135,7 @@ func (b Bill) Terms() []Term {
 		{"Lambda duration", b.LambdaDuration},
 		{"S3 requests", b.S3},
 		{"SQS requests", b.SQS},
+		{"EventBridge events", b.EventBridge},
 	}
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Dollars > terms[j].Dollars })
 	return terms

@@ -20,12 +20,14 @@ func TestPrice(t *testing.T) {
 		{"1M records at 20 ms and 256 MB: 5,000 GB-s", Usage{LambdaGBSeconds: 1e6 * 0.020 * 0.25}, Bill{LambdaDuration: 0.066667}},
 		{"1,000 PUTs and 1,000 GETs", Usage{S3Tier1Requests: 1000, S3Tier2Requests: 1000}, Bill{S3: 0.0054}},
 		{"1M FIFO requests cost $0.50", Usage{SQSRequests: 1e6}, Bill{SQS: 0.50}},
+		{"1M File Processed events cost $1.00", Usage{EventBridgeEvents: 1e6}, Bill{EventBridge: 1.00}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := USEast1.Price(tc.u)
 			for _, p := range [][2]float64{
 				{got.StepFunctions, tc.want.StepFunctions}, {got.LambdaRequests, tc.want.LambdaRequests},
 				{got.LambdaDuration, tc.want.LambdaDuration}, {got.S3, tc.want.S3}, {got.SQS, tc.want.SQS},
+				{got.EventBridge, tc.want.EventBridge},
 			} {
 				if math.Abs(p[0]-p[1]) > 1e-6 {
 					t.Errorf("got %+v, want %+v", got, tc.want)

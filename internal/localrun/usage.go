@@ -59,6 +59,11 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	u.S3Tier1Requests = float64(r.Meter.Sum(ClassS3Tier1, ownKey))
 	u.S3Tier2Requests = float64(r.Meter.Sum(ClassS3Tier2, ownKey))
 	u.SQSRequests = float64(r.Meter.Sum(ClassSQS, func(q string) bool { return q == t.Queue.URL }))
+	for _, ev := range r.FileEvents() {
+		if ev.Detail.Tenant == t.ID {
+			u.EventBridgeEvents++ // a File Processed detail is far below 64 KB: one event each
+		}
+	}
 	return u, nil
 }
 
