@@ -35,7 +35,6 @@ type ResultsState struct {
 	Admitted string `json:"admitted,omitempty"`
 }
 
-
 // TaskError is the error output of a Catch: {"Error": …, "Cause": …}
 // (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html, "Error
 // output").
