@@ -28,10 +28,11 @@ import (
 // The invocation is synchronous (RequestResponse) and bounded by the controller's own deadline. A
 // results task that fails, is throttled, or outlasts that wait (a very large unprocessed tail) does
 // not hold the file: the end is announced with the execution's counts, and ResultsErrors counts it.
-// Lambda does not stop a synchronous invocation whose caller stopped waiting
-// (https://docs.aws.amazon.com/lambda/latest/dg/invocation-sync.html), so the summary usually
-// appears shortly after; every write has a deterministic key, so a second invocation of the same end
-// (the status event's and a delivery's at once) rewrites the same files.
+// Lambda's documentation does not say what becomes of a synchronous invocation whose caller stopped
+// waiting (https://docs.aws.amazon.com/lambda/latest/dg/invocation-sync.html); the controller relies
+// on neither answer: if the task runs on, its summary appears a little later for pipectl results,
+// and the event has already gone out without it. Every write has a deterministic key, so a second
+// invocation of the same end (the status event's and a delivery's at once) rewrites the same files.
 
 // functionInvoker is the slice of the Lambda client the controller uses.
 type functionInvoker interface {
