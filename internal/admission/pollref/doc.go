@@ -1,0 +1,17 @@
+// Package pollref is the admission design that waited by polling, kept unchanged as the reference
+// that the admission benchmark (cmd/admissionbench) runs side by side with internal/admission: every
+// waiting file asks again on a timer, and a freed slot may be taken only by a waiter ranked ahead of
+// the free count. It shares the table layout's names with internal/admission. Nothing deployed uses
+// it.
+package pollref
+
+import "github.com/example/tenantpipeline/internal/admission"
+
+// The names of the table layout, as internal/admission has them.
+const (
+	AttrPK        = admission.AttrPK
+	AttrSK        = admission.AttrSK
+	AttrExpiresAt = admission.AttrExpiresAt
+	LimitSK       = admission.LimitSK
+	AttrLimit     = admission.AttrLimit
+)
