@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,44 +144,94 @@ func mustAdmit(t *testing.T, s *Store, r Request) Decision {
 	return d
 }
 
+// again is a later delivery's request of the same file.
+func again(r Request) Request { r.Fresh = false; return r }
+
+// waitArmed asks admission for r, wants a wait, and arms the entry with the receipt "rh-<tenant>",
+// as the controller does once the message's visibility is set.
+func waitArmed(t *testing.T, s *Store, r Request) Decision {
+	t.Helper()
+	d := mustAdmit(t, s, r)
+	if d.Admitted {
+		t.Fatalf("%s admitted, want a wait: %+v", r.Tenant, d)
+	}
+	ok, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + r.Tenant, MessageID: "m-" + r.Tenant})
+	if err != nil || !ok {
+		t.Fatalf("Arm(%s): %v, %v", r.Tenant, ok, err)
+	}
+	return d
+}
+
+func release(t *testing.T, s *Store, gates []Gate, tenant, exec string) []Wake {
+	t.Helper()
+	_, wakes, err := s.Release(context.Background(), gates, tenant, exec)
+	if err != nil {
+		t.Fatalf("Release(%s): %v", exec, err)
+	}
+	return wakes
+}
+
+func wokenTenants(ws []Wake) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, strings.TrimPrefix(w.ReceiptHandle, "rh-"))
+	}
+	return out
+}
+
 func TestAdmitBoundsRunningFiles(t *testing.T) {
 	s, _, table := newStore(t)
 	g := Gate{Table: table, Key: CoreGate("ledger"), Limit: 3}
 	var admitted []string
 	for i := range 5 {
 		tenant := fmt.Sprintf("t%d", i)
-		if d := mustAdmit(t, s, req(tenant, tenant+"-f1", 1, g)); d.Admitted {
+		d := mustAdmit(t, s, req(tenant, tenant+"-f1", 1, g))
+		if d.Admitted {
 			admitted = append(admitted, tenant)
+			continue
+		}
+		if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + tenant}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if len(admitted) != 3 {
 		t.Fatalf("admitted %v, want exactly 3 (the limit)", admitted)
 	}
-	// Asking again is idempotent: a held lease is found by the execution's name.
-	if d := mustAdmit(t, s, req("t0", "t0-f1", 1, g)); !d.Admitted || !d.Held {
+	// Asking again is idempotent: a held lease is found by the tenant's place.
+	if d := mustAdmit(t, s, again(req("t0", "t0-f1", 1, g))); !d.Admitted || !d.Held {
 		t.Fatalf("t0 asking again: got %+v, want admitted and held", d)
 	}
-	if n, err := s.Release(context.Background(), []Gate{g}, "t1-f1"); err != nil || n != 1 {
-		t.Fatalf("Release: got %d, %v, want 1 lease released", n, err)
+	if d := mustAdmit(t, s, again(req("t4", "t4-f1", 1, g))); d.Admitted || d.Ahead != 1 {
+		t.Fatalf("t4 asking again: got %+v, want a wait with 1 ahead", d)
 	}
-	// Released twice: nothing left, no error (the status event and the delivery both release).
-	if n, err := s.Release(context.Background(), []Gate{g}, "t1-f1"); err != nil || n != 0 {
-		t.Fatalf("second Release: got %d, %v, want 0, nil", n, err)
+	// The release hands the slot to t3, the first waiter, and names its message to wake.
+	n, wakes, err := s.Release(context.Background(), []Gate{g}, "t1", "t1-f1")
+	if err != nil || n != 1 || !slices.Equal(wokenTenants(wakes), []string{"t3"}) {
+		t.Fatalf("Release: got %d, %v, %v, want 1 released and t3 woken", n, wakes, err)
 	}
-	// t3 waited longer than t4: it takes the free slot, t4 still waits.
-	if d := mustAdmit(t, s, req("t4", "t4-f1", 1, g)); d.Admitted {
-		t.Fatalf("t4 admitted before t3, which waited longer: %+v", d)
+	// Released twice: nothing left, nobody else woken (the status event and the delivery both release).
+	if n, wakes, err := s.Release(context.Background(), []Gate{g}, "t1", "t1-f1"); err != nil || n != 0 || len(wakes) != 0 {
+		t.Fatalf("second Release: got %d, %v, %v, want 0, none, nil", n, wakes, err)
 	}
-	if d := mustAdmit(t, s, req("t3", "t3-f1", 1, g)); !d.Admitted || !d.Waited {
-		t.Fatalf("t3: got %+v, want admitted after waiting", d)
+	// t4 still waits; t3 claims the slot handed to it.
+	if d := mustAdmit(t, s, again(req("t4", "t4-f1", 1, g))); d.Admitted || d.Ahead != 0 {
+		t.Fatalf("t4: got %+v, want a wait, first in line", d)
+	}
+	if d := mustAdmit(t, s, again(req("t3", "t3-f1", 1, g))); !d.Admitted || !d.Claimed || !d.Waited {
+		t.Fatalf("t3: got %+v, want the handed-over slot claimed after waiting", d)
+	}
+	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"t0-f1", "t2-f1", "t3-f1"}) {
+		t.Fatalf("holders %v, want t0, t2, t3", h)
 	}
 }
 
+// Forty controllers ask at once for four slots: never more than four are taken, and none stays
+// idle while files wait (a slot a race left free is handed to a waiter by the reconciler).
 func TestAdmitConcurrentControllersNeverExceedTheLimit(t *testing.T) {
 	s, _, table := newStore(t)
 	g := Gate{Table: table, Key: PoolGate("p"), Limit: 4}
 	var wg sync.WaitGroup
-	var admitted atomic.Int64
+	var admitted, woken atomic.Int64
 	errs := make(chan error, 40)
 	for i := range 40 {
 		wg.Add(1)
@@ -195,6 +246,7 @@ func TestAdmitConcurrentControllersNeverExceedTheLimit(t *testing.T) {
 			if d.Admitted {
 				admitted.Add(1)
 			}
+			woken.Add(int64(len(d.Wakes)))
 		}()
 	}
 	wg.Wait()
@@ -202,12 +254,19 @@ func TestAdmitConcurrentControllersNeverExceedTheLimit(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	holders, _, err := s.Holders(context.Background(), g)
+	if _, err := s.Reconcile(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := s.Summarize(context.Background(), g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(holders) > 4 || admitted.Load() != int64(len(holders)) {
-		t.Fatalf("got %d admitted and %d leases, want at most 4, equal", admitted.Load(), len(holders))
+	if admitted.Load() < 1 || int(admitted.Load()) != len(sum.Running) || len(sum.Running)+sum.Reserved != 4 {
+		t.Fatalf("got %d admitted, %d leases, %d reserved, want at least one admitted, admitted = leases, and all 4 slots taken",
+			admitted.Load(), len(sum.Running), sum.Reserved)
+	}
+	if sum.Waiting != 36 {
+		t.Fatalf("got %d waiting, want the other 36", sum.Waiting)
 	}
 }
 
@@ -218,11 +277,11 @@ type waitRow struct {
 	ago    time.Duration
 }
 
-func TestAdmitFairByWaitScaledByWeight(t *testing.T) {
+func TestHandoverFairByWaitScaledByWeight(t *testing.T) {
 	tests := []struct {
 		name  string
 		waits []waitRow
-		want  string // the tenant admitted to the one free slot
+		want  string // the tenant the freed slot is handed to
 	}{
 		{"longest wait first", []waitRow{{"a", 1, 30 * time.Second}, {"b", 1, 60 * time.Second}, {"c", 1, 10 * time.Second}}, "b"},
 		{"weight scales the wait", []waitRow{{"a", 1, 60 * time.Second}, {"b", 3, 30 * time.Second}}, "b"}, // 90 weighted s beat 60
@@ -243,27 +302,54 @@ func TestAdmitFairByWaitScaledByWeight(t *testing.T) {
 			slices.SortFunc(order, func(a, b waitRow) int { return cmp.Compare(b.ago, a.ago) })
 			for _, w := range order {
 				clk.t = start.Add(maxAgo - w.ago)
-				if d := mustAdmit(t, s, req(w.tenant, w.tenant+"-f", w.weight, g)); d.Admitted {
-					t.Fatalf("%s admitted while the slot is held", w.tenant)
-				}
+				waitArmed(t, s, req(w.tenant, w.tenant+"-f", w.weight, g))
 			}
 			clk.t = start.Add(maxAgo)
-			if _, err := s.Release(context.Background(), []Gate{g}, "holder-f"); err != nil {
-				t.Fatal(err)
+			got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f"))
+			if !slices.Equal(got, []string{tt.want}) {
+				t.Fatalf("woken %v, want [%s]", got, tt.want)
 			}
-			var got []string
-			for _, w := range tt.waits { // every tenant asks; only the first in rank may take it
-				d := mustAdmit(t, s, Request{Tenant: w.tenant, Execution: w.tenant + "-f", Weight: w.weight, Gates: []Gate{g}})
-				if d.Admitted {
-					got = append(got, w.tenant)
-				} else if !d.Waited {
-					t.Errorf("%s: got %+v, want a wait kept from its earlier delivery", w.tenant, d)
+			for _, w := range tt.waits { // every tenant asks; only the one handed the slot has it
+				d := mustAdmit(t, s, again(req(w.tenant, w.tenant+"-f", w.weight, g)))
+				if d.Admitted != (w.tenant == tt.want) {
+					t.Errorf("%s: got %+v, want admitted only for %s", w.tenant, d, tt.want)
 				}
 			}
-			if len(got) != 1 || got[0] != tt.want {
-				t.Fatalf("admitted %v, want [%s]", got, tt.want)
-			}
 		})
+	}
+}
+
+// Over a long run, a weight-5 tenant is admitted about five times as often as a weight-1 tenant
+// that waits as long (both always have a next file waiting).
+func TestHandoverWeightShare(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("holder", "holder-f0", 1, g))
+	weights := map[string]int{"heavy": 5, "light": 1}
+	files := map[string]int{}
+	for _, tenant := range []string{"heavy", "light"} {
+		waitArmed(t, s, req(tenant, fmt.Sprintf("%s-f%d", tenant, files[tenant]), weights[tenant], g))
+	}
+	running, runner := "holder-f0", "holder"
+	admitted := map[string]int{}
+	for range 60 {
+		clk.Add(10 * time.Second)
+		wakes := release(t, s, []Gate{g}, runner, running)
+		if len(wakes) != 1 {
+			t.Fatalf("release of %s woke %v, want one waiter", running, wakes)
+		}
+		next := strings.TrimPrefix(wakes[0].ReceiptHandle, "rh-")
+		exec := fmt.Sprintf("%s-f%d", next, files[next])
+		if d := mustAdmit(t, s, again(req(next, exec, weights[next], g))); !d.Admitted {
+			t.Fatalf("%s: got %+v, want admitted", next, d)
+		}
+		admitted[next]++
+		running, runner = exec, next
+		files[next]++ // the tenant's next file waits at once
+		waitArmed(t, s, req(next, fmt.Sprintf("%s-f%d", next, files[next]), weights[next], g))
+	}
+	if admitted["light"] == 0 || admitted["heavy"] < 4*admitted["light"] {
+		t.Fatalf("admitted %v, want heavy at least 4 times light, and light admitted", admitted)
 	}
 }
 
@@ -274,17 +360,15 @@ func TestAdmitNextFileWaitsBehindWaitingTenants(t *testing.T) {
 	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("busy", "busy-f1", 1, g))
 	clk.Add(time.Second)
-	if d := mustAdmit(t, s, req("quiet", "quiet-f1", 1, g)); d.Admitted {
-		t.Fatal("quiet admitted while the slot is held")
-	}
+	waitArmed(t, s, req("quiet", "quiet-f1", 1, g))
 	clk.Add(time.Second)
-	if _, err := s.Release(context.Background(), []Gate{g}, "busy-f1"); err != nil {
-		t.Fatal(err)
+	if got := wokenTenants(release(t, s, []Gate{g}, "busy", "busy-f1")); !slices.Equal(got, []string{"quiet"}) {
+		t.Fatalf("woken %v, want quiet", got)
 	}
 	if d := mustAdmit(t, s, req("busy", "busy-f2", 1, g)); d.Admitted {
 		t.Fatalf("busy's second file admitted before quiet's first: %+v", d)
 	}
-	if d := mustAdmit(t, s, Request{Tenant: "quiet", Execution: "quiet-f1", Weight: 1, Gates: []Gate{g}}); !d.Admitted {
+	if d := mustAdmit(t, s, again(req("quiet", "quiet-f1", 1, g))); !d.Admitted {
 		t.Fatalf("quiet: got %+v, want admitted", d)
 	}
 }
@@ -292,8 +376,7 @@ func TestAdmitNextFileWaitsBehindWaitingTenants(t *testing.T) {
 func TestAdmitUnknownWithoutFresh(t *testing.T) {
 	s, _, table := newStore(t)
 	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
-	r := req("a", "a-f1", 1, g)
-	r.Fresh = false
+	r := again(req("a", "a-f1", 1, g))
 	if d := mustAdmit(t, s, r); !d.Unknown || d.Admitted {
 		t.Fatalf("got %+v, want Unknown and not admitted", d)
 	}
@@ -308,63 +391,124 @@ func TestAdmitUnknownWithoutFresh(t *testing.T) {
 	}
 }
 
-// A lease belongs to the execution's name: a controller that died after taking it is replaced by
-// the next delivery, which finds it; a lease nobody renews (a lost message, a lost release event)
-// is free again after LeaseTTL, and a renewed one never is.
-func TestLeaseSurvivesACrashAndExpiresWhenAbandoned(t *testing.T) {
+// A slot handed to a file that does not claim it within ReserveFor goes to the next waiter; the
+// late file then queues again with its own ticket, ahead of every later waiter.
+func TestReservationExpiresToTheNextWaiter(t *testing.T) {
 	s, clk, table := newStore(t)
 	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
-	mustAdmit(t, s, req("a", "a-f1", 1, g))
-	crashed := &Store{DB: newClient(), LeaseTTL: s.LeaseTTL, WaiterTTL: s.WaiterTTL, Now: clk.Now} // another controller
-	if d, err := crashed.Admit(context.Background(), Request{Tenant: "a", Execution: "a-f1", Weight: 1, Gates: []Gate{g}}); err != nil || !d.Held {
-		t.Fatalf("after a crash: got %+v, %v, want the lease held", d, err)
+	mustAdmit(t, s, req("holder", "holder-f", 1, g))
+	for _, tenant := range []string{"late", "next", "later"} {
+		clk.Add(time.Second)
+		waitArmed(t, s, req(tenant, tenant+"-f", 1, g))
 	}
-	clk.Add(s.LeaseTTL - time.Minute)
-	if ok, err := s.Renew(context.Background(), []Gate{g}, "a-f1"); err != nil || !ok {
-		t.Fatalf("Renew: %v, %v", ok, err)
+	if got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f")); !slices.Equal(got, []string{"late"}) {
+		t.Fatalf("woken %v, want late", got)
 	}
-	clk.Add(s.LeaseTTL - time.Minute)
-	if d := mustAdmit(t, s, req("b", "b-f1", 1, g)); d.Admitted {
-		t.Fatal("b took a lease that was renewed within LeaseTTL")
+	clk.Add(s.reserveFor() + time.Second)
+	wakes, err := s.Reconcile(context.Background(), g)
+	if err != nil || !slices.Equal(wokenTenants(wakes), []string{"next"}) {
+		t.Fatalf("Reconcile: got %v, %v, want next woken", wakes, err)
 	}
-	clk.Add(2 * time.Minute) // now past LeaseTTL since the renewal
-	if d := mustAdmit(t, s, Request{Tenant: "b", Execution: "b-f1", Weight: 1, Gates: []Gate{g}}); !d.Admitted {
-		t.Fatalf("b: got %+v, want the abandoned lease taken", d)
+	d := mustAdmit(t, s, again(req("late", "late-f", 1, g)))
+	if d.Admitted || d.Ahead != 0 {
+		t.Fatalf("late after its reservation expired: got %+v, want a wait, first in line", d)
 	}
-	if ok, _ := s.Renew(context.Background(), []Gate{g}, "a-f1"); ok {
-		t.Fatal("a's renewal succeeded on a lease b took over")
+	if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-late"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustAdmit(t, s, again(req("next", "next-f", 1, g))); !d.Claimed {
+		t.Fatalf("next: got %+v, want its slot claimed", d)
+	}
+	if got := wokenTenants(release(t, s, []Gate{g}, "next", "next-f")); !slices.Equal(got, []string{"late"}) {
+		t.Fatalf("woken %v, want late again, before later", got)
 	}
 }
 
-// Gates are taken in order and held: a file admitted by its core system waits for its pool without
-// counting in the core system's queue, and a tenant waiting for its core system is not in the pool's.
-func TestAdmitTwoGates(t *testing.T) {
+// A lease nobody renews (a lost message, a lost release) is handed over after LeaseTTL; a renewed
+// one never is. The file whose lease went keeps running and regains a lease on its next delivery:
+// an overflow lease that counts against the gate, so the bound holds again as files end.
+func TestLostLeaseIsRegainedAndCounts(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	ctx := context.Background()
+	mustAdmit(t, s, req("a", "a-f1", 1, g))
+	crashed := &Store{DB: newClient(), LeaseTTL: s.LeaseTTL, WaiterTTL: s.WaiterTTL, Now: clk.Now} // another controller
+	if d, err := crashed.Admit(ctx, again(req("a", "a-f1", 1, g))); err != nil || !d.Held {
+		t.Fatalf("after a crash: got %+v, %v, want the lease held", d, err)
+	}
+	clk.Add(s.LeaseTTL - time.Minute)
+	if res, err := s.Renew(ctx, []Gate{g}, "a", "a-f1"); err != nil || !res.Held || res.Regained != 0 {
+		t.Fatalf("Renew: %+v, %v", res, err)
+	}
+	clk.Add(s.LeaseTTL - time.Minute)
+	waitArmed(t, s, req("b", "b-f1", 1, g))
+	if wakes, _ := s.Reconcile(ctx, g); len(wakes) != 0 {
+		t.Fatalf("a lease renewed within LeaseTTL was handed to %v", wokenTenants(wakes))
+	}
+	clk.Add(2 * time.Minute) // now past LeaseTTL since the renewal
+	wakes, err := s.Reconcile(ctx, g)
+	if err != nil || !slices.Equal(wokenTenants(wakes), []string{"b"}) {
+		t.Fatalf("Reconcile: got %v, %v, want the abandoned slot handed to b", wakes, err)
+	}
+	if d := mustAdmit(t, s, again(req("b", "b-f1", 1, g))); !d.Claimed {
+		t.Fatalf("b: got %+v, want the slot claimed", d)
+	}
+	// a was running all along: its delivery regains a lease, beyond the limit.
+	res, err := s.Renew(ctx, []Gate{g}, "a", "a-f1")
+	if err != nil || res.Regained != 1 || res.Overflow != 1 {
+		t.Fatalf("a's renewal: got %+v, %v, want the lease regained as overflow", res, err)
+	}
+	if h, _, _ := s.Holders(ctx, g); !slices.Equal(h, []string{"a-f1", "b-f1"}) {
+		t.Fatalf("holders %v, want a and b", h)
+	}
+	waitArmed(t, s, req("c", "c-f1", 1, g))
+	// b ends: a's overflow lease moves into the slot; c still waits (the gate was over its limit).
+	if wakes := release(t, s, []Gate{g}, "b", "b-f1"); len(wakes) != 0 {
+		t.Fatalf("b's release woke %v while the gate was over its limit", wokenTenants(wakes))
+	}
+	if res, err := s.Renew(ctx, []Gate{g}, "a", "a-f1"); err != nil || res.Regained != 0 {
+		t.Fatalf("a after moving in: %+v, %v", res, err)
+	}
+	if got := wokenTenants(release(t, s, []Gate{g}, "a", "a-f1")); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("a's release woke %v, want c", got)
+	}
+}
+
+// A file that finds its pool full gives back its core system's slot (handing it on) and waits for
+// the pool: a pool full of one core system's tenants never starves another core system's tenants,
+// and a core system's slot never idles behind a pool.
+func TestAdmitTwoGatesHoldsNothingWhileWaiting(t *testing.T) {
 	s, _, table := newStore(t)
+	ctx := context.Background()
 	core := Gate{Table: table, Key: CoreGate("ledger"), Limit: 2}
 	pool := Gate{Table: table, Key: PoolGate("p"), Limit: 1}
 	other := Gate{Table: table, Key: CoreGate("crm"), Limit: 5}
 	if d := mustAdmit(t, s, req("a", "a-f", 1, core, pool)); !d.Admitted {
 		t.Fatalf("a: %+v", d)
 	}
-	d := mustAdmit(t, s, req("b", "b-f", 1, core, pool))
-	if d.Admitted || d.Gate != pool.Key {
+	d := waitArmed(t, s, req("b", "b-f", 1, core, pool))
+	if d.Gate != pool.Key {
 		t.Fatalf("b: got %+v, want waiting for the pool", d)
 	}
-	if h, _, _ := s.Holders(context.Background(), core); len(h) != 2 {
-		t.Fatalf("core leases %v, want a's and b's (b holds it while it waits for the pool)", h)
+	if h, _, _ := s.Holders(ctx, core); !slices.Equal(h, []string{"a-f"}) {
+		t.Fatalf("core leases %v, want a's only (b gave its back while it waits for the pool)", h)
 	}
-	if d := mustAdmit(t, s, req("c", "c-f", 1, core, pool)); d.Admitted || d.Gate != core.Key {
-		t.Fatalf("c: got %+v, want waiting for the core system", d)
+	// Another core system's tenant in the same pool queues behind b, and holds nothing in crm.
+	waitArmed(t, s, req("e", "e-f", 1, other, pool))
+	if h, _, _ := s.Holders(ctx, other); len(h) != 0 {
+		t.Fatalf("crm leases %v while e waits for the pool", h)
 	}
-	if _, err := s.Release(context.Background(), []Gate{core, pool}, "a-f"); err != nil {
-		t.Fatal(err)
+	if got := wokenTenants(release(t, s, []Gate{core, pool}, "a", "a-f")); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a's release woke %v, want b, which waited longest for the pool", got)
 	}
-	// A tenant of another core system in the same pool competes only with b, which waited longer.
-	if d := mustAdmit(t, s, req("e", "e-f", 1, other, pool)); d.Admitted {
-		t.Fatalf("e admitted before b, which waited longer for the pool: %+v", d)
-	}
-	if d := mustAdmit(t, s, Request{Tenant: "b", Execution: "b-f", Weight: 1, Gates: []Gate{core, pool}}); !d.Admitted {
+	if d := mustAdmit(t, s, again(req("b", "b-f", 1, core, pool))); !d.Admitted {
 		t.Fatalf("b after a's release: got %+v, want admitted", d)
+	}
+	if got := wokenTenants(release(t, s, []Gate{core, pool}, "b", "b-f")); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("b's release woke %v, want e", got)
+	}
+	if d := mustAdmit(t, s, again(req("e", "e-f", 1, other, pool))); !d.Admitted {
+		t.Fatalf("e: got %+v, want admitted", d)
 	}
 }
 
@@ -398,18 +542,169 @@ func TestAdaptiveLimitLowersTheGate(t *testing.T) {
 	}
 }
 
-// A waiting tenant that stops asking (its message is gone) stops counting against the others once
-// its entry is older than WaiterTTL.
-func TestStaleWaiterStopsCounting(t *testing.T) {
+// A waiting file that stops asking (its message is gone) is skipped by the handover once its entry
+// is older than WaiterTTL.
+func TestStaleWaiterIsSkipped(t *testing.T) {
 	s, clk, table := newStore(t)
 	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
-	mustAdmit(t, s, req("gone", "gone-f", 1, g))
+	waitArmed(t, s, req("gone", "gone-f", 1, g))
 	clk.Add(s.WaiterTTL + time.Second)
-	mustAdmit(t, s, req("late", "late-f", 1, g))
-	s.Release(context.Background(), []Gate{g}, "holder-f")
-	if d := mustAdmit(t, s, Request{Tenant: "late", Execution: "late-f", Weight: 1, Gates: []Gate{g}}); !d.Admitted {
-		t.Fatalf("late: got %+v, want admitted past the stale entry", d)
+	waitArmed(t, s, req("late", "late-f", 1, g))
+	if got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f")); !slices.Equal(got, []string{"late"}) {
+		t.Fatalf("woken %v, want late, past the stale entry", got)
+	}
+}
+
+// A waiting place outlives a wait of more than a day: each ask moves its expiry on.
+func TestWaitingPlaceSurvivesALongWait(t *testing.T) {
+	s, clk, table := newStore(t)
+	ctx := context.Background()
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("holder", "holder-f", 1, g))
+	d := waitArmed(t, s, req("w", "w-f", 1, g))
+	for range 30 { // 30 hours, an ask per hour
+		clk.Add(time.Hour)
+		if _, err := s.Renew(ctx, []Gate{g}, "holder", "holder-f"); err != nil {
+			t.Fatal(err)
+		}
+		if d := mustAdmit(t, s, again(req("w", "w-f", 1, g))); d.Admitted {
+			t.Fatalf("w admitted while the slot is held: %+v", d)
+		}
+	}
+	for _, sk := range []string{d.Entry.SK, placePrefix + "w"} {
+		out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(g.queue(), sk), ConsistentRead: aws.Bool(true)})
+		if err != nil || out.Item == nil {
+			t.Fatalf("%s: %v, %v", sk, out, err)
+		}
+		if exp := time.Unix(nOf(out.Item, AttrExpiresAt), 0); !exp.After(clk.Now().Add(time.Hour)) {
+			t.Fatalf("%s expires at %v, want well after now %v", sk, exp, clk.Now())
+		}
+	}
+	if got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f")); !slices.Equal(got, []string{"w"}) {
+		t.Fatalf("woken %v after 30 hours, want w", got)
+	}
+}
+
+// lostAnswer performs the first slot PutItem twice, as the SDK's retry does after an answer that
+// was lost: the retry finds the item already written by the first attempt.
+type lostAnswer struct {
+	ItemAPI
+	done bool
+}
+
+func (l *lostAnswer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if !l.done && strings.HasPrefix(sOf(in.Item, AttrSK), slotPrefix) {
+		l.done = true
+		if _, err := l.ItemAPI.PutItem(ctx, in, optFns...); err != nil {
+			return nil, err
+		}
+	}
+	return l.ItemAPI.PutItem(ctx, in, optFns...)
+}
+
+func TestLostPutAnswerNeverTakesTwoSlots(t *testing.T) {
+	s, _, table := newStore(t)
+	s.DB = &lostAnswer{ItemAPI: s.DB}
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 3}
+	if d := mustAdmit(t, s, req("a", "a-f", 1, g)); !d.Admitted {
+		t.Fatalf("a: %+v", d)
+	}
+	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"a-f"}) {
+		t.Fatalf("holders %v, want a-f once", h)
+	}
+}
+
+// A paused tenant gives back what it waited for, takes nothing while paused, and its pause does
+// not count as waiting: after Resume it queues behind those who waited meanwhile.
+func TestPauseGivesBackAndDoesNotCountAsWaiting(t *testing.T) {
+	s, clk, table := newStore(t)
+	ctx := context.Background()
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("holder", "holder-f", 1, g))
+	waitArmed(t, s, req("p", "p-f", 1, g))
+	clk.Add(time.Second)
+	waitArmed(t, s, req("q", "q-f", 1, g))
+	if got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f")); !slices.Equal(got, []string{"p"}) {
+		t.Fatalf("woken %v, want p", got)
+	}
+	// p's woken delivery finds its tenant paused: it hands the slot on.
+	wakes, err := s.Pause(ctx, []Gate{g}, "p", "p-f")
+	if err != nil || !slices.Equal(wokenTenants(wakes), []string{"q"}) {
+		t.Fatalf("Pause: got %v, %v, want q woken", wakes, err)
+	}
+	clk.Add(time.Hour)
+	if d := mustAdmit(t, s, again(req("p", "p-f", 1, g))); !d.Paused || d.Admitted {
+		t.Fatalf("p while paused: got %+v, want Paused", d)
+	}
+	if d := mustAdmit(t, s, again(req("q", "q-f", 1, g))); !d.Claimed {
+		t.Fatalf("q: got %+v, want claimed", d)
+	}
+	waitArmed(t, s, req("r", "r-f", 1, g))
+	if err := s.Resume(ctx, []Gate{g}, "p", "p-f"); err != nil {
+		t.Fatal(err)
+	}
+	d := waitArmed(t, s, req("p", "p-f", 1, g))
+	if d.WaitedFor > time.Second || d.Ahead != 1 {
+		t.Fatalf("p after resume: got %+v, want a new wait behind r", d)
+	}
+}
+
+// callCounter counts the DynamoDB requests a Store makes.
+type callCounter struct {
+	ItemAPI
+	n atomic.Int64
+}
+
+func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.n.Add(1)
+	return c.ItemAPI.GetItem(ctx, in, o...)
+}
+func (c *callCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.n.Add(1)
+	return c.ItemAPI.PutItem(ctx, in, o...)
+}
+func (c *callCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.n.Add(1)
+	return c.ItemAPI.UpdateItem(ctx, in, o...)
+}
+func (c *callCounter) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.n.Add(1)
+	return c.ItemAPI.DeleteItem(ctx, in, o...)
+}
+func (c *callCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.n.Add(1)
+	return c.ItemAPI.Query(ctx, in, o...)
+}
+
+// Ranking is constant work: a waiter's ask and a release's handover make as many requests with 20
+// waiters as with 400.
+func TestRankingCostDoesNotGrowWithWaiters(t *testing.T) {
+	cost := func(waiters int) (ask, rel int64) {
+		s, _, table := newStore(t)
+		cc := &callCounter{ItemAPI: s.DB}
+		s.DB = cc
+		s.ReconcileEvery = time.Hour
+		g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+		mustAdmit(t, s, req("h0", "h0-f", 1, g))
+		mustAdmit(t, s, req("h1", "h1-f", 1, g))
+		s.Reconcile(context.Background(), g)
+		for i := range waiters {
+			tenant := fmt.Sprintf("w%04d", i)
+			waitArmed(t, s, req(tenant, tenant+"-f", 1+i%3, g))
+		}
+		before := cc.n.Load()
+		mustAdmit(t, s, again(req("w0100", "w0100-f", 1+100%3, g))) // a waiter in the middle
+		ask = cc.n.Load() - before
+		before = cc.n.Load()
+		release(t, s, []Gate{g}, "h0", "h0-f")
+		return ask, cc.n.Load() - before
+	}
+	askSmall, relSmall := cost(120)
+	askLarge, relLarge := cost(400)
+	if askLarge != askSmall || relLarge != relSmall || askLarge > 6 || relLarge > 12 {
+		t.Fatalf("requests: ask %d → %d, release %d → %d (120 → 400 waiters), want equal and at most 6 and 12",
+			askSmall, askLarge, relSmall, relLarge)
 	}
 }
 
@@ -418,9 +713,9 @@ func TestSummarize(t *testing.T) {
 	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
 	mustAdmit(t, s, req("a", "a-f", 1, g))
 	mustAdmit(t, s, req("b", "b-f", 1, g))
-	mustAdmit(t, s, req("c", "c-f", 1, g))
+	waitArmed(t, s, req("c", "c-f", 1, g))
 	clk.Add(40 * time.Second)
-	mustAdmit(t, s, req("d", "d-f", 2, g))
+	waitArmed(t, s, req("d", "d-f", 2, g))
 	clk.Add(20 * time.Second)
 	sum, err := s.Summarize(context.Background(), g)
 	if err != nil {

@@ -4,6 +4,8 @@
 // conditional writes and strongly consistent reads make a lease exact and crash-proof.
 package admission
 
+import "time"
+
 // Table layout, shared by every gate kind. One table may hold several gates; each gate is one
 // partition key.
 const (
@@ -27,3 +29,14 @@ func CoreGate(name string) string { return "core#" + name }
 
 // PoolGate is the partition key of a pool's gate.
 func PoolGate(name string) string { return "pool#" + name }
+
+// LeaseTTLFor is the time to live of a lease whose file's deliveries come back at least every
+// safetyNet (with wake-up events) or maxWait (without), each renewing it: twice the longer, plus two
+// minutes, rides out one lost visibility change and a slow invocation.
+func LeaseTTLFor(safetyNet, maxWait time.Duration) time.Duration {
+	return 2*max(safetyNet, maxWait) + 2*time.Minute
+}
+
+// WaiterTTLFor is how long a waiting entry whose file was held for hold, and has not come back,
+// still counts: three holds, plus a margin for a slow or throttled invocation.
+func WaiterTTLFor(hold time.Duration) time.Duration { return 3*hold + time.Minute }

@@ -42,14 +42,11 @@ type CoreSystemStatus struct {
 	Tenants []string `json:"tenants"`
 }
 
-// statusWaiterTTL is the controller's waiterTTL (lambdas/controller/admission.go): a waiting entry
-// not renewed for this long no longer counts as a waiting tenant.
-const statusWaiterTTL = 3*30*time.Second + time.Minute
-
-// leaseTTL is the controller's lease time to live, from its environment as the controller works
-// it out (lambdas/controller/admission.go, Config.leaseTTL): twice the longer of the safety net
-// (default 5 minutes) and MAX_WAIT_SECONDS, plus two minutes.
-func leaseTTL(env map[string]string) time.Duration {
+// ttls are the controller's lease and waiting-entry times to live, from its environment as the
+// controller works them out (admission.LeaseTTLFor, admission.WaiterTTLFor): the safety net
+// (default 5 minutes) and MAX_WAIT_SECONDS (default 5 minutes), and whether wake-up events hold a
+// waiting file for the safety net (else MAX_WAIT_SECONDS).
+func ttls(env map[string]string) (lease, waiter time.Duration) {
 	secs := func(name string, def int) time.Duration {
 		n, err := strconv.Atoi(env[name])
 		if err != nil || n <= 0 {
@@ -57,7 +54,12 @@ func leaseTTL(env map[string]string) time.Duration {
 		}
 		return time.Duration(n) * time.Second
 	}
-	return 2*max(secs(pipeline.EnvSafetyNetSeconds, 300), secs(pipeline.EnvMaxWaitSeconds, 300)) + 2*time.Minute
+	safetyNet, maxWait := secs(pipeline.EnvSafetyNetSeconds, 300), secs(pipeline.EnvMaxWaitSeconds, 300)
+	hold := maxWait
+	if env[pipeline.EnvWakeEvents] == "true" {
+		hold = safetyNet
+	}
+	return admission.LeaseTTLFor(safetyNet, maxWait), admission.WaiterTTLFor(hold)
 }
 
 // controllerEnv reads a function's environment variables.
@@ -137,7 +139,8 @@ func (o *Ops) summarize(ctx context.Context, g admission.Gate, env map[string]st
 	if o.DynamoDB == nil {
 		return admission.Summary{}, fmt.Errorf("no DynamoDB client to read admission table %s", g.Table)
 	}
-	s := &admission.Store{DB: o.DynamoDB, LeaseTTL: leaseTTL(env), WaiterTTL: statusWaiterTTL, Now: o.Now}
+	lease, waiter := ttls(env)
+	s := &admission.Store{DB: o.DynamoDB, LeaseTTL: lease, WaiterTTL: waiter, Now: o.Now}
 	sum, err := s.Summarize(ctx, g)
 	if err != nil {
 		return sum, fmt.Errorf("admission table %s, gate %s: %w", g.Table, g.Key, err)

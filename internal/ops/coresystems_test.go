@@ -41,7 +41,7 @@ func coreWorld() *opsfake.World {
 	w.SetAdaptiveLimit("ledger-admission", core, 2)
 	// Waiting: one tenant for 90 s, and one entry whose tenant stopped asking.
 	w.AddWaiter("ledger-admission", core, "wayne", 1, coreNow.Add(-90*time.Second), coreNow.Add(-time.Second))
-	w.AddWaiter("ledger-admission", core, "gone", 1, coreNow.Add(-time.Hour), coreNow.Add(-10*time.Minute))
+	w.AddWaiter("ledger-admission", core, "gone", 1, coreNow.Add(-time.Hour), coreNow.Add(-20*time.Minute))
 	w.AddLease("pool-admission", admission.PoolGate("default"), 0, "hooli-b", "hooli", coreNow)
 	w.AddWaiter("pool-admission", admission.PoolGate("default"), "wayne", 1, coreNow.Add(-time.Second), coreNow)
 	return w

@@ -51,10 +51,16 @@ func (w *World) AddLease(table, gate string, index int, execution, tenant string
 		"execution": s(execution), "tenant": s(tenant), "acquiredAt": n(renewed.UnixMilli()), "renewedAt": n(renewed.UnixMilli())})
 }
 
-// AddWaiter writes a tenant's waiting entry in the gate: waiting since since, last asked at renewed.
+// AddWaiter writes a waiting file's entry in the gate's queue: waiting since since, last asked at
+// renewed, with the next ticket of its weight.
 func (w *World) AddWaiter(table, gate, tenant string, weight int, since, renewed time.Time) {
-	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(fmt.Sprintf("wait#%02d#%013d#%s", weight, since.UnixMilli(), tenant)),
-		"renewedAt": n(renewed.UnixMilli())})
+	w.mu.Lock()
+	w.tickets++
+	ticket := w.tickets
+	w.mu.Unlock()
+	w.put(table, item{admission.AttrPK: s(gate + admission.QueueSuffix), admission.AttrSK: s(fmt.Sprintf("w#%02d#%012d", weight, ticket)),
+		"tenant": s(tenant), "execution": s(tenant + "-waiting"), "ticket": n(ticket), "weight": n(int64(weight)),
+		"since": n(since.UnixMilli()), "renewedAt": n(renewed.UnixMilli())})
 }
 
 // SetAdaptiveLimit writes the core system's adaptive limit item.

@@ -72,6 +72,7 @@ type Queue struct {
 // World is every fake service at once.
 type World struct {
 	mu         sync.Mutex
+	tickets    int64 // AddWaiter's last ticket
 	Stacks     []cftypes.Stack
 	Queues     map[string]*Queue // by URL
 	Executions []*Execution      // in start order
