@@ -131,6 +131,13 @@ const (
 	// AdmissionWaitSeconds is how long the tenant's head file has waited for admission so far (on
 	// each wait) or in all (when admitted). Maximum per period is the oldest admission wait.
 	AdmissionWaitSeconds = "AdmissionWaitSeconds"
+	// AdmissionHandovers counts slots a release handed to a waiting file, whose message it made
+	// visible at once.
+	AdmissionHandovers = "AdmissionHandovers"
+	// LostLeases counts deliveries of a running file that found its running-file lease gone (not
+	// renewed in time and taken, or released) and took it again, perhaps beyond the gate's limit.
+	// Its alarm says a lease's time to live is too short for how the file's deliveries come back.
+	LostLeases = "LostLeases"
 )
 
 // DimensionCoreSystem is the dimension of the metrics of one core system's gate.

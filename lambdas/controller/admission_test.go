@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
@@ -20,22 +23,30 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// fakeAdmission is a one-gate admission with limit leases, as internal/admission decides (that
-// package is tested against DynamoDB's own semantics); here only the controller's use of it counts.
+// fakeAdmission is a one-gate admission with limit leases and a FIFO wait queue that hands each
+// freed slot to the first armed waiter, as internal/admission decides (that package is tested
+// against DynamoDB's own semantics); here only the controller's use of it counts.
 type fakeAdmission struct {
 	mu       sync.Mutex
 	limit    int
 	leases   map[string]bool
-	waiting  map[string]bool
+	reserved map[string]bool // slots handed to a waiter, not claimed yet
+	waiting  []string        // executions, in line
+	armed    map[string]admission.Wake
+	paused   map[string]bool
 	requests []admission.Request
 	released []string
 	renewed  []string
-	err      error // answered by every call, when set
+	lost     map[string]bool // executions whose lease Renew regains
+	err      error           // answered by every call, when set
 }
 
 func newFakeAdmission(limit int) *fakeAdmission {
-	return &fakeAdmission{limit: limit, leases: map[string]bool{}, waiting: map[string]bool{}}
+	return &fakeAdmission{limit: limit, leases: map[string]bool{}, reserved: map[string]bool{}, armed: map[string]admission.Wake{},
+		paused: map[string]bool{}, lost: map[string]bool{}}
 }
+
+func (f *fakeAdmission) isWaiting(exec string) bool { return slices.Contains(f.waiting, exec) }
 
 func (f *fakeAdmission) Admit(_ context.Context, r admission.Request) (admission.Decision, error) {
 	f.mu.Lock()
@@ -45,39 +56,103 @@ func (f *fakeAdmission) Admit(_ context.Context, r admission.Request) (admission
 		return admission.Decision{}, f.err
 	}
 	switch {
+	case f.paused[r.Execution]:
+		return admission.Decision{Paused: true}, nil
 	case f.leases[r.Execution]:
 		return admission.Decision{Admitted: true, Held: true, Running: len(f.leases), Limit: f.limit}, nil
-	case !r.Fresh && !f.waiting[r.Execution]:
-		return admission.Decision{Unknown: true}, nil
-	case len(f.leases) < f.limit:
+	case f.reserved[r.Execution]:
+		delete(f.reserved, r.Execution)
 		f.leases[r.Execution] = true
-		waited := f.waiting[r.Execution]
-		delete(f.waiting, r.Execution)
-		return admission.Decision{Admitted: true, Waited: waited, Running: len(f.leases), Limit: f.limit}, nil
+		return admission.Decision{Admitted: true, Claimed: true, Waited: true, Running: len(f.leases), Limit: f.limit}, nil
+	case !r.Fresh && !f.isWaiting(r.Execution):
+		return admission.Decision{Unknown: true}, nil
+	case !f.isWaiting(r.Execution) && len(f.waiting) == 0 && len(f.leases)+len(f.reserved) < f.limit:
+		f.leases[r.Execution] = true
+		return admission.Decision{Admitted: true, Running: len(f.leases), Limit: f.limit}, nil
 	}
-	f.waiting[r.Execution] = true
-	return admission.Decision{Gate: r.Gates[0].Key, Running: len(f.leases), Limit: f.limit, Ahead: 0, Counted: 10 * f.limit, Waited: true}, nil
+	if !f.isWaiting(r.Execution) {
+		f.waiting = append(f.waiting, r.Execution)
+	}
+	ahead := slices.Index(f.waiting, r.Execution)
+	return admission.Decision{Gate: r.Gates[0].Key, Running: len(f.leases), Limit: f.limit, Ahead: ahead, Counted: ahead,
+		Entry: admission.EntryRef{Gate: r.Gates[0], SK: r.Execution, Tenant: r.Tenant, Execution: r.Execution}}, nil
 }
 
-func (f *fakeAdmission) Release(_ context.Context, _ []admission.Gate, execution string) (int, error) {
+func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission.Wake) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return 0, f.err
+		return false, f.err
 	}
-	f.released = append(f.released, execution)
-	if f.leases[execution] {
-		delete(f.leases, execution)
-		return 1, nil
+	if !f.isWaiting(e.Execution) {
+		return false, nil
 	}
-	return 0, nil
+	f.armed[e.Execution] = w
+	return true, nil
 }
 
-func (f *fakeAdmission) Renew(_ context.Context, _ []admission.Gate, execution string) (bool, error) {
+// free frees execution's slot: it goes to the first waiter, whose wake is returned.
+func (f *fakeAdmission) free(execution string) []admission.Wake {
+	if !f.leases[execution] && !f.reserved[execution] {
+		return nil
+	}
+	delete(f.leases, execution)
+	delete(f.reserved, execution)
+	if len(f.waiting) == 0 {
+		return nil
+	}
+	next := f.waiting[0]
+	f.waiting = f.waiting[1:]
+	f.reserved[next] = true
+	w := f.armed[next]
+	w.Execution = next
+	return []admission.Wake{w}
+}
+
+func (f *fakeAdmission) Release(_ context.Context, _ []admission.Gate, _ string, execution string) (int, []admission.Wake, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, nil, f.err
+	}
+	f.released = append(f.released, execution)
+	if !f.leases[execution] {
+		return 0, nil, nil
+	}
+	return 1, f.free(execution), nil
+}
+
+func (f *fakeAdmission) Renew(_ context.Context, _ []admission.Gate, _ string, execution string) (admission.RenewResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renewed = append(f.renewed, execution)
-	return f.leases[execution], f.err
+	if f.err != nil {
+		return admission.RenewResult{}, f.err
+	}
+	if f.lost[execution] {
+		delete(f.lost, execution)
+		f.leases[execution] = true
+		return admission.RenewResult{Held: true, Regained: 1, Overflow: 1}, nil
+	}
+	return admission.RenewResult{Held: f.leases[execution]}, nil
+}
+
+func (f *fakeAdmission) Pause(_ context.Context, _ []admission.Gate, _ string, execution string) ([]admission.Wake, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	wakes := f.free(execution)
+	f.paused[execution] = true
+	return wakes, nil
+}
+
+func (f *fakeAdmission) Resume(_ context.Context, _ []admission.Gate, _ string, execution string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.paused, execution)
+	return f.err
 }
 
 // admissionEnv gives acme a core system with a table, as the construct's environment does.
@@ -115,18 +190,24 @@ func TestAdmissionGates(t *testing.T) {
 }
 
 // A file that may not start waits with its message in flight: no execution, no describe, no
-// wake-up state, no Lambda error; it asks again soon, and starts with no DescribeExecution once a
-// slot is free. Its status event releases the slot.
+// wake-up state, no Lambda error. It is held for the safety net, its receipt handle in its waiting
+// entry; the release of another file hands it the slot and wakes its message at once, and it
+// starts with no DescribeExecution. Its status event releases the slot.
 func TestAdmissionWaitThenStartWithoutDescribe(t *testing.T) {
 	for _, wake := range []bool{true, false} {
 		name := "wake events"
 		env := map[string]string{}
+		hold := int32(defaultSafetyNet.Seconds())
 		if !wake {
 			name = "no wake events"
 			env = map[string]string{pipeline.EnvWakeEvents: "false"}
+			hold = 0 // MAX_WAIT, read below
 		}
 		t.Run(name, func(t *testing.T) {
 			w, a := newAdmissionRig(t, env, 1)
+			if hold == 0 {
+				hold = int32(w.h.cfg.MaxWait.Seconds())
+			}
 			a.leases["another-file"] = true
 			for receive := 1; receive <= 3; receive++ {
 				if w.deliver(t, receive) {
@@ -139,8 +220,11 @@ func TestAdmissionWaitThenStartWithoutDescribe(t *testing.T) {
 			if _, armed := w.s3.objects[wakeStateObject]; armed {
 				t.Fatal("while waiting: got the wake-up state written, want no S3 write")
 			}
-			if last := w.q.changes[len(w.q.changes)-1]; last.Seconds != 1 {
-				t.Errorf("got the waiting message back in %d s, want 1 s (next in line)", last.Seconds)
+			if last := w.q.changes[len(w.q.changes)-1]; last.Seconds != hold || last.Receipt != "rh-3" {
+				t.Errorf("got the waiting message held %+v, want rh-3 for %d s (the safety net)", last, hold)
+			}
+			if got := a.armed[a.waiting[0]]; got.ReceiptHandle != "rh-3" || got.QueueURL != testQueueURL {
+				t.Errorf("got the waiting entry armed with %+v, want the current receipt rh-3 on the tenant's queue", got)
 			}
 			if n := w.countLevel(t, "ERROR"); n != 0 {
 				t.Fatalf("got %d ERROR lines while waiting, want none", n)
@@ -148,7 +232,15 @@ func TestAdmissionWaitThenStartWithoutDescribe(t *testing.T) {
 			if sums := w.metricSums(t); sums[metrics.AdmissionWaits] != 3 {
 				t.Errorf("got %v AdmissionWaits, want 3", sums[metrics.AdmissionWaits])
 			}
-			delete(a.leases, "another-file")
+			// Another file ends: its release hands the slot over and wakes this file's message.
+			w.h.cfg.Tenant.ID = "other"
+			if err := w.h.releaseLeases(context.Background(), w.h.log, "another-file"); err != nil {
+				t.Fatal(err)
+			}
+			w.h.cfg.Tenant.ID = "acme"
+			if last := w.q.changes[len(w.q.changes)-1]; last.Seconds != 0 || last.Receipt != "rh-3" {
+				t.Fatalf("release: got the last visibility change %+v, want rh-3 made visible at once", last)
+			}
 			if w.deliver(t, 4) {
 				t.Fatal("admitted delivery: got released, want held while its execution runs")
 			}
@@ -167,6 +259,28 @@ func TestAdmissionWaitThenStartWithoutDescribe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A slot handed over between the admission's answer and the arming of the entry is claimed by the
+// same delivery: nothing waits for a wake-up that was sent to an old receipt.
+func TestAdmissionHandedOverWhileArming(t *testing.T) {
+	w, a := newAdmissionRig(t, nil, 1)
+	a.leases["another-file"] = true
+	w.deliver(t, 1)
+	// The handover takes the entry before this delivery arms it: the fake frees the slot as the
+	// delivery holds the message, before Arm.
+	w.q.afterChange = func(visibilityChange) {
+		w.q.afterChange = nil
+		a.mu.Lock()
+		a.free("another-file")
+		a.mu.Unlock()
+	}
+	if w.deliver(t, 2) {
+		t.Fatal("got released, want held while the execution runs")
+	}
+	if w.sfn.starts != 1 {
+		t.Fatalf("got %d starts, want the handed-over slot claimed and the file started", w.sfn.starts)
 	}
 }
 
@@ -346,34 +460,151 @@ func TestEmitCoreCountsAdmissionsAndWaits(t *testing.T) {
 	}
 }
 
-func TestAdmissionPace(t *testing.T) {
-	tests := []struct {
-		ahead, limit, attempt int
-		want                  time.Duration
-		counted               int // how far admission counted; 0: ten rounds of the limit
-	}{
-		{0, 6, 9, time.Second, 0},
-		{5, 6, 9, time.Second, 0},
-		{6, 6, 9, 2 * time.Second, 0},
-		{17, 6, 1, 3 * time.Second, 0},
-		{59, 6, 1, 10 * time.Second, 0},
-		{60, 6, 1, time.Second, 0},        // past the counted ranks: the backoff by deliveries
-		{60, 6, 4, 8 * time.Second, 0},    // doubling
-		{60, 6, 20, maxAdmissionWait, 0},  // capped
-		{0, 0, 1, time.Second, 10},        // a limit the adaptive store set to nothing reads as 1
-		{30, 2, 1, 16 * time.Second, 120}, // an adaptive limit below the declared one: counted by the declared
-		{19, 1000, 1, time.Second, 0},     // a large gate: rounds of maxFastPollers
-		{40, 1000, 1, 3 * time.Second, 0},
-		{499, 1000, 1, 25 * time.Second, 0},
+// countingStore counts the calls made with a pooled tenant's credentials.
+type countingStore struct {
+	objectStore
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *countingStore) GetObject(ctx context.Context, in *s3.GetObjectInput, o ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.objectStore.GetObject(ctx, in, o...)
+}
+
+func (c *countingStore) PutObject(ctx context.Context, in *s3.PutObjectInput, o ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.objectStore.PutObject(ctx, in, o...)
+}
+
+func newPoolAdmissionRig(t *testing.T, limit int) (*poolRig, *fakeAdmission, *countingStore) {
+	t.Helper()
+	r := newPoolRig(t, map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "45"})
+	a := newFakeAdmission(limit)
+	r.p.admission = a
+	r.p.cfg.Shared.PoolAdmissionTable, r.p.cfg.Shared.PoolMaxRunningFiles = "pool-admission", limit
+	cs := &countingStore{objectStore: r.s3}
+	sessions := 0
+	r.p.tenantObjects = func(string) (objectStore, error) { sessions++; return cs, nil }
+	return r, a, cs
+}
+
+func deliverPool(t *testing.T, r *poolRig, receive int) bool {
+	t.Helper()
+	m := message("m1", eventBody(t, evID1, acmeKey), receive)
+	m.Attributes["MessageGroupId"] = "acme"
+	m.ReceiptHandle = fmt.Sprintf("rh-%d", receive)
+	resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		counted := min(10*tt.limit, 500)
-		if tt.counted != 0 {
-			counted = tt.counted
+	return len(resp.BatchItemFailures) == 0
+}
+
+// A waiting pooled file makes no call with its tenant's credentials: no read of the pause marker,
+// no session (AssumeRole), however often it comes back; the pause is read once it is admitted.
+func TestPoolWaitingFileMakesNoTenantCall(t *testing.T) {
+	r, a, cs := newPoolAdmissionRig(t, 1)
+	a.leases["someone-else"] = true
+	for receive := 1; receive <= 4; receive++ {
+		if deliverPool(t, r, receive) {
+			t.Fatalf("delivery %d released while waiting", receive)
 		}
-		got := admissionPace(time.Second, admission.Decision{Ahead: tt.ahead, Counted: counted, Limit: tt.limit}, tt.attempt)
-		if got != tt.want {
-			t.Errorf("ahead %d of limit %d, attempt %d: got %s, want %s", tt.ahead, tt.limit, tt.attempt, got, tt.want)
+	}
+	if cs.calls != 0 {
+		t.Fatalf("got %d calls with the tenant's credentials while waiting, want none", cs.calls)
+	}
+	a.mu.Lock()
+	a.free("someone-else")
+	a.mu.Unlock()
+	deliverPool(t, r, 5)
+	if r.sfn.starts != 1 || cs.calls == 0 {
+		t.Fatalf("after the handover: got %d starts and %d tenant calls, want the pause read and the file started", r.sfn.starts, cs.calls)
+	}
+}
+
+// A pooled tenant found paused just before its start gives its slot to the next waiter at once
+// and starts nothing; its later deliveries take no slot while the pause lasts; after resume it
+// asks as a new file. A paused tenant's running file keeps renewing its slot.
+func TestPoolPausedTenantGivesItsSlotBack(t *testing.T) {
+	r, a, _ := newPoolAdmissionRig(t, 1)
+	rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "ops", RequestedAt: testStart})
+	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	r.s3.objects[marker] = string(rec)
+	// acme waits (reading nothing), with globex behind it; a release hands acme the slot.
+	a.leases["someone-else"] = true
+	if deliverPool(t, r, 1) {
+		t.Fatal("waiting file released")
+	}
+	a.waiting = append(a.waiting, "globex-file")
+	a.armed["globex-file"] = admission.Wake{QueueURL: testQueueURL, ReceiptHandle: "rh-globex"}
+	a.free("someone-else")
+	if deliverPool(t, r, 2) {
+		t.Fatal("paused tenant's file released")
+	}
+	if r.sfn.starts != 0 || len(a.leases) != 0 || !a.reserved["globex-file"] {
+		t.Fatalf("got %d starts, leases %v, reserved %v, want nothing started and the slot handed to globex", r.sfn.starts, a.leases, a.reserved)
+	}
+	if i := slices.IndexFunc(r.sqs.changes, func(c visibilityChange) bool { return c.Receipt == "rh-globex" && c.Seconds == 0 }); i < 0 {
+		t.Fatalf("got visibility changes %v, want globex's message woken", r.sqs.changes)
+	}
+	n := len(a.requests)
+	if deliverPool(t, r, 3) || len(a.leases) != 0 || len(a.requests) != n+1 {
+		t.Fatalf("second delivery while paused: leases %v, requests %d, want one ask that took nothing", a.leases, len(a.requests)-n)
+	}
+	delete(r.s3.objects, marker)
+	a.mu.Lock()
+	a.free("globex-file")
+	a.mu.Unlock()
+	if deliverPool(t, r, 4) || r.sfn.starts != 1 {
+		t.Fatalf("after resume: got %d starts, want the file started", r.sfn.starts)
+	}
+	// Paused again while the file runs: its delivery still renews its slot.
+	r.s3.objects[marker] = string(rec)
+	before := len(a.renewed)
+	deliverPool(t, r, 5)
+	if len(a.renewed) != before+1 {
+		t.Fatalf("got %d renewals of the paused tenant's running file, want 1", len(a.renewed)-before)
+	}
+}
+
+// A running file whose lease went takes it again, and says so with LostLeases.
+func TestLostLeaseCounted(t *testing.T) {
+	w, a := newAdmissionRig(t, map[string]string{pipeline.EnvWakeEvents: "false"}, 1)
+	w.deliver(t, 1)
+	name := startedNames(w.sfn)[0]
+	delete(a.leases, name)
+	a.lost[name] = true
+	w.deliver(t, 2)
+	if sums := w.metricSums(t); sums[metrics.LostLeases] != 1 {
+		t.Fatalf("got %v LostLeases, want 1", sums[metrics.LostLeases])
+	}
+	w.deliver(t, 3)
+	if sums := w.metricSums(t); sums[metrics.LostLeases] != 1 {
+		t.Fatalf("got %v LostLeases after a clean renewal, want still 1", sums[metrics.LostLeases])
+	}
+}
+
+// A lease lives long enough for the renewals a running file's deliveries make: twice the longest
+// hold of a running file, whatever the configuration.
+func TestLeaseTTLCoversRenewals(t *testing.T) {
+	for _, env := range []map[string]string{
+		nil,
+		{pipeline.EnvWakeEvents: "false"},
+		{pipeline.EnvWakeEvents: "true", pipeline.EnvSafetyNetSeconds: "45"},
+		{pipeline.EnvMaxWaitSeconds: "900"},
+	} {
+		cfg := mustConfig(t, env)
+		longest := max(cfg.SafetyNet, cfg.MaxWait) // runningWait: the safety net armed, else the backoff up to MaxWait
+		if ttl := cfg.leaseTTL(); ttl < 2*longest+time.Minute {
+			t.Errorf("env %v: lease TTL %s, want at least twice the longest renewal interval %s plus a minute", env, ttl, longest)
+		}
+		if wt := cfg.waiterTTL(); wt < 2*cfg.admissionHold() {
+			t.Errorf("env %v: waiter TTL %s, want at least twice the waiting hold %s", env, wt, cfg.admissionHold())
 		}
 	}
 }

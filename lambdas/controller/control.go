@@ -93,6 +93,12 @@ func (h *Handler) controlRedrive(ctx context.Context, d *delivery, m pipeline.Co
 		return h.quarantine(ctx, d, fmt.Errorf("redrive: %w", err))
 	}
 	if unsuccessful(st.Status) && !redrivenSince(st, h.requestTime(d, m)) {
+		// A redrive runs like a file: it takes running-file slots first (admission.go).
+		if h.admits() {
+			if _, held, ok := h.admitFile(ctx, d, name, true); !ok {
+				return held
+			}
+		}
 		next, refused, err := h.redrive(ctx, d, m, arn)
 		if refused != nil {
 			// Step Functions will never redrive it (older than 14 days, history full, ...): holding
@@ -137,6 +143,12 @@ func (h *Handler) controlReplay(ctx context.Context, d *delivery, m pipeline.Con
 			// Not read for an order, but still only the tenant's own execution may be named.
 			_, _, err = h.originalSource(ctx, m)
 		}
+		if err == nil && h.admits() {
+			// A replay runs like a file: it takes running-file slots first (admission.go).
+			if _, held, ok := h.admitFile(ctx, d, name, true); !ok {
+				return held
+			}
+		}
 		if err == nil {
 			st, err = h.startInput(ctx, d, in, name, arn)
 		}
@@ -174,11 +186,15 @@ func (h *Handler) ownExecution(name string, st *sfn.DescribeExecutionOutput) err
 func (h *Handler) controlOutcome(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, what string) decision {
 	switch {
 	case running(st.Status):
+		h.renewLeases(ctx, d, name)
 		wait := backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)
 		d.log.InfoContext(ctx, "waiting for the "+what, "status", string(st.Status), "nextWaitSeconds", wait.Seconds())
 		d.count(metrics.Waits)
 		return h.hold(ctx, d, wait)
 	case st.Status == sfntypes.ExecutionStatusSucceeded:
+		if err := h.releaseLeases(ctx, d.log, name); err != nil {
+			return h.serviceError(ctx, d, "release the "+what+"'s running-file slots", err)
+		}
 		d.log.InfoContext(ctx, what+" done; control message released", "executionArn", arn, "status", string(st.Status),
 			"redriveCount", aws.ToInt32(st.RedriveCount))
 		d.count(metrics.Completions)

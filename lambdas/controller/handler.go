@@ -156,10 +156,16 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		}
 	}()
 
-	if held, ok := h.pausedHold(ctx, d); ok { // paused.go
-		return held
+	// A pooled tenant's pause holds what would start something. With admission, a file's pause is
+	// read just before its start (admitFile), so a waiting file reads nothing and a running one
+	// goes on renewing its slots.
+	isControl := pipeline.IsControl([]byte(rec.Body))
+	if !h.admits() || isControl {
+		if held, ok := h.pausedHold(ctx, d); ok { // paused.go
+			return held
+		}
 	}
-	if pipeline.IsControl([]byte(rec.Body)) {
+	if isControl {
 		return h.control(ctx, d) // control.go
 	}
 	ev, err := s3event.Parse([]byte(rec.Body))
@@ -176,14 +182,12 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 	var st *sfn.DescribeExecutionOutput
 	if h.admits() {
-		dec, err := h.admit(ctx, d, name, d.attempt == 1)
+		dec, held, ok := h.admitFile(ctx, d, name, d.attempt == 1)
 		switch {
-		case err != nil:
-			return h.serviceError(ctx, d, "ask admission whether the file may start", err)
+		case !ok:
+			return held
 		case dec.Unknown || dec.Held:
 			// The file's execution may exist: look it up as usual.
-		case !dec.Admitted:
-			return h.admissionWait(ctx, d, dec)
 		default:
 			// Admitted now: no delivery started it before (see admission.go).
 			if h.cfg.WakeEvents {
@@ -223,8 +227,8 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 
 // afterLookup decides on the file once its execution has been looked up or started.
 func (h *Handler) afterLookup(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, err error, pollUntil time.Time) decision {
-	if dec, ok := admissionWaitOf(err); ok {
-		return h.admissionWait(ctx, d, dec)
+	if held, ok := admissionHeldOf(err); ok {
+		return held
 	}
 	// With wake-up events, only the delivery that started the execution polls: every describe
 	// counts against the account's DescribeExecution quota (docs/controller.md, "Call budget").
@@ -296,12 +300,8 @@ func isNotFound(err error) bool {
 // execution is not known to exist, so a delivery that finds it never takes another.
 func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (*sfn.DescribeExecutionOutput, error) {
 	if h.admits() && !d.admitted {
-		dec, err := h.admit(ctx, d, name, true)
-		if err != nil {
-			return nil, fmt.Errorf("ask admission whether the file may start: %w", err)
-		}
-		if !dec.Admitted {
-			return nil, &admissionWaitError{dec: dec}
+		if dec, held, ok := h.admitFile(ctx, d, name, true); !ok {
+			return nil, &admissionWaitError{dec: dec, held: held}
 		}
 	}
 	in := h.fileInput(ev)
