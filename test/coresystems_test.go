@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
@@ -364,5 +365,98 @@ func TestCoreSystemsWithAnExistingBucket(t *testing.T) {
 	tpl := templateJSON(assertions.Template_FromStack(built.CoreSystemStack, nil))
 	if got := len(byType(tpl, "AWS::DynamoDB::Table")); got != 2 || len(built.CoreSystems) != 2 {
 		t.Errorf("got %d tables and %d core systems, want 2 and 2", got, len(built.CoreSystems))
+	}
+}
+
+// wakeStatements are the statements of the policies whose logical id contains part that are
+// conditioned on a queue tag.
+func wakeStatements(t *testing.T, tpl map[string]any, part string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for id, pol := range byType(tpl, "AWS::IAM::Policy") {
+		if !strings.Contains(id, part) {
+			continue
+		}
+		for _, s := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if st := s.(map[string]any); strings.Contains(asJSON(st["Condition"]), "aws:ResourceTag/") {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+// checkWakeGrants: one statement per core system, Allow sqs:ChangeMessageVisibility alone on the
+// account's queues that carry the core system's wake-up tag.
+func checkWakeGrants(t *testing.T, stmts []map[string]any, names ...string) {
+	t.Helper()
+	if len(stmts) != len(names) {
+		t.Fatalf("got %d tag-scoped statements, want %d: %s", len(stmts), len(names), asJSON(stmts))
+	}
+	for _, name := range names {
+		found := false
+		for _, s := range stmts {
+			cond := asJSON(s["Condition"])
+			if cond != `{"StringEquals":{"aws:ResourceTag/`+tenantpipeline.WakeTagKey(name)+`":"true"}}` {
+				continue
+			}
+			found = true
+			if got := actions(s); s["Effect"] != "Allow" || !slices.Equal(got, []string{"sqs:ChangeMessageVisibility"}) {
+				t.Errorf("core system %s: got %s %v, want Allow [sqs:ChangeMessageVisibility]", name, s["Effect"], got)
+			}
+			if got := resources(t, s); len(got) != 1 || got[0] != "arn:<Ref:AWS::Partition>:sqs:<Ref:AWS::Region>:<Ref:AWS::AccountId>:*" {
+				t.Errorf("core system %s: resources %v, want the account's queues", name, got)
+			}
+		}
+		if !found {
+			t.Errorf("core system %s: no statement conditioned on its wake-up tag: %s", name, asJSON(stmts))
+		}
+	}
+}
+
+// queueTags are the tag keys of the FIFO queues whose logical id contains part.
+func queueTags(t *testing.T, tpl map[string]any, part string) []string {
+	t.Helper()
+	var keys []string
+	for id, q := range byType(tpl, "AWS::SQS::Queue") {
+		if !strings.Contains(id, part) {
+			continue
+		}
+		tags, _ := props(q)["Tags"].([]any)
+		for _, tag := range tags {
+			if k := tag.(map[string]any)["Key"].(string); strings.HasPrefix(k, "tenantpipeline:wake:") {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// A release hands the freed slot to the core system's next waiter, in whichever tenant's queue it
+// waits, and wakes its message: every controller that takes a core system's slots may change the
+// visibility of the queues tagged for that core system, and of no other queue; each queue whose
+// files take a core system's slots carries its tag. Both tiers.
+func TestAdmissionWakeUpGrants(t *testing.T) {
+	coreApp(t)
+	checkWakeGrants(t, wakeStatements(t, core.silo, "TenantacmeController"), "ledger")
+	checkWakeGrants(t, wakeStatements(t, core.silo, "Tenantglobex"))
+	checkWakeGrants(t, wakeStatements(t, core.pool, "PoolController"), "ledger", "crm")
+	checkWakeGrants(t, wakeStatements(t, core.other, "PoolController"))
+	for _, part := range []string{"TenantacmeSplit", "TenantacmeRegister", "PoolSplit", "PoolRegister", "PoolRouter"} {
+		for _, tpl := range []map[string]any{core.silo, core.pool} {
+			if s := wakeStatements(t, tpl, part); len(s) != 0 {
+				t.Errorf("%s: got tag-scoped statements %s, want none", part, asJSON(s))
+			}
+		}
+	}
+	if got := queueTags(t, core.silo, "TenantacmeQueue"); !slices.Equal(got, []string{tenantpipeline.WakeTagKey("ledger")}) {
+		t.Errorf("acme's queue: got wake-up tags %v, want ledger's", got)
+	}
+	if got := queueTags(t, core.silo, "TenantglobexQueue"); len(got) != 0 {
+		t.Errorf("globex's queue: got wake-up tags %v, want none", got)
+	}
+	if got := queueTags(t, core.pool, "PoolQueue"); !slices.Equal(got, []string{tenantpipeline.WakeTagKey("crm"), tenantpipeline.WakeTagKey("ledger")}) {
+		t.Errorf("pool default's queue: got wake-up tags %v, want crm's and ledger's", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -168,6 +169,34 @@ func grantLeases(fn awslambda.IFunction, tables ...awsdynamodb.ITable) {
 	}))
 }
 
+// WakeTagKey is the tag a queue carries when files waiting in it may be handed a running-file slot
+// of the core system: its value is "true". Admission's releases wake the next waiter wherever it
+// waits, a silo tenant's queue or a pool's, so every controller that takes the core system's slots
+// may make a message of such a queue visible (grantWakeUps), and only of such a queue.
+func WakeTagKey(coreSystem string) string { return "tenantpipeline:wake:" + coreSystem }
+
+// tagForWakeUps tags q for the wake-ups of each core system.
+func tagForWakeUps(q awssqs.IQueue, cs ...*CoreSystem) {
+	for _, c := range cs {
+		awscdk.Tags_Of(q).Add(jsii.String(WakeTagKey(c.Props.Name)), jsii.String("true"), nil)
+	}
+}
+
+// grantWakeUps lets fn make visible, with sqs:ChangeMessageVisibility and nothing else, the
+// messages of the account's queues tagged for the core system's wake-ups: attribute-based access
+// control keeps the policy one statement whatever the number of tenants
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-abac-condition-keys.html:
+// aws:ResourceTag applies to queue resource operations in IAM policies).
+func grantWakeUps(fn awslambda.IFunction, c *CoreSystem) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sqs:ChangeMessageVisibility"),
+		Resources: jsii.Strings(fmt.Sprintf("arn:%s:sqs:%s:%s:*", *awscdk.Aws_PARTITION(), *awscdk.Aws_REGION(), *awscdk.Aws_ACCOUNT_ID())),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"aws:ResourceTag/" + WakeTagKey(c.Props.Name): "true",
+		}},
+	}))
+}
+
 // grantAdaptiveLimit lets Register read and change the core system's adaptive limit item, and no
 // other item: dynamodb:LeadingKeys holds the partition key of every item the request touches, and
 // the limit item is in the core system's gate.
@@ -250,4 +279,8 @@ func (t *TenantPool) grantAdmission() {
 		grantAdaptiveLimit(t.Register, c)
 	}
 	grantLeases(t.Controller, tables...)
+	tagForWakeUps(t.Queue, t.CoreSystems...)
+	for _, c := range t.CoreSystems {
+		grantWakeUps(t.Controller, c)
+	}
 }

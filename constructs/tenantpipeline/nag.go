@@ -59,6 +59,13 @@ func (t *TenantPipeline) suppressNagFindings() {
 		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+
 			"results, one folder per file execution, whose names are not known in advance.",
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
+	if t.Props.Tenant.CoreSystem != nil {
+		suppress(t.Controller, "AwsSolutions-IAM5",
+			"sqs:ChangeMessageVisibility alone, on only the queues tagged for the tenant's core system's wake-ups (aws:ResourceTag): "+
+				"a release hands the freed running-file slot to the core system's next waiting file, in whichever tenant's queue it waits, "+
+				"and makes its message visible; the queues' names are not known to this stack.",
+			"Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*")
+	}
 	suppress(t.Split, "AwsSolutions-IAM5",
 		"Reads objects under exactly the tenant's inbox prefix, writes manifests under exactly its work prefix (and, for the results task, "+
 			"reads them and the segments' progress there), and reads the rejection parts and writes each file's results under exactly its "+

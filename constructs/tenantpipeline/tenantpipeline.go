@@ -254,6 +254,9 @@ func (t *TenantPipeline) build() {
 	if tenant.CoreSystem != nil {
 		// Admission: the file's lease in its core system's gate, taken before StartExecution.
 		grantLeases(t.Controller, tenant.CoreSystem.Table)
+		// Its releases wake the core system's next waiter in whichever queue it waits.
+		tagForWakeUps(t.Queue, tenant.CoreSystem)
+		grantWakeUps(t.Controller, tenant.CoreSystem)
 	}
 	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
 	// run: the controller finds the file's running segment child in the file execution's history,
