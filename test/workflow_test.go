@@ -112,6 +112,12 @@ func TestFileWorkflowShape(t *testing.T) {
 	if got := get(t, m, "ItemSelector", "source.$"); got != "$.split.source" {
 		t.Errorf("Segments ItemSelector source.$: got %v, want $.split.source (the resolved source)", got)
 	}
+	// Each segment carries the file execution's start, which Register dates its 429s with against
+	// the adaptive limit: from the context object, which every execution has, and inside the
+	// segment object, which the segment passes on whole to Register.
+	if got := asJSON(get(t, m, "ItemSelector", "segment")); got != `{"fileStarted.$":"$$.Execution.StartTime","firstChunk.$":"$$.Map.Item.Value.firstChunk","index.$":"$$.Map.Item.Value.index","lastChunk.$":"$$.Map.Item.Value.lastChunk"}` {
+		t.Errorf("Segments ItemSelector segment: got %s, want Split's segment plus fileStarted from $$.Execution.StartTime", got)
+	}
 	inner := get(t, m, "ItemProcessor", "States", "RegisterSegment").(map[string]any)
 	if !strings.HasSuffix(inner["Resource"].(string), ":states:startExecution.sync:2") {
 		t.Errorf("RegisterSegment resource %v, want startExecution.sync:2 (waits for the segment)", inner["Resource"])

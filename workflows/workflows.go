@@ -269,7 +269,20 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 			"manifest.$":      "$.split.manifest",
 			"records.$":       "$.split.records",
 			"header.$":        "$.split.header",
-			"segment.$":       "$$.Map.Item.Value",
+			// The segment as Split cut it, plus the file execution's start: the controller starts
+			// the execution right after admitting the file, and Register dates the file's 429s
+			// against the adaptive limit with it (internal/admission, aimd.go). StartTime is in
+			// every execution's context object
+			// (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-contextobject.html),
+			// whereas a path into the input fails the state when the field is absent. It rides
+			// inside the segment object, which the segment passes on whole, so a segment started
+			// by an execution of an older definition, without it, still runs.
+			"segment": map[string]any{
+				"index.$":       "$$.Map.Item.Value.index",
+				"firstChunk.$":  "$$.Map.Item.Value.firstChunk",
+				"lastChunk.$":   "$$.Map.Item.Value.lastChunk",
+				"fileStarted.$": "$$.Execution.StartTime",
+			},
 		},
 		// Iteration results are discarded, so the Map's output does not grow with the file.
 		ResultPath: sfn.JsonPath_DISCARD(),

@@ -38,29 +38,54 @@ func TestClamp(t *testing.T) {
 	}
 }
 
-func TestCooldowns(t *testing.T) {
-	at := time.UnixMilli(1_700_000_000_000)
+// TestDecreaseAllowed is the generation rule: one decrease per generation of running files, and
+// a file of unknown admission lowers the limit only once between two raises.
+func TestDecreaseAllowed(t *testing.T) {
+	dec := time.UnixMilli(1_700_000_000_000) // the last decrease
+	unknown := time.Time{}
+	stored := func(limit int, decreasedAt, updatedAt time.Time) AdaptiveLimit {
+		return AdaptiveLimit{Value: limit, Stored: true, DecreasedAt: decreasedAt, UpdatedAt: updatedAt}
+	}
 	tests := []struct {
 		name     string
-		since    time.Duration
-		decrease bool
-		increase bool
+		cur      AdaptiveLimit
+		admitted time.Time
+		want     bool
 	}{
-		{"just changed", 0, false, false},
-		{"inside the decrease cooldown", DecreaseCooldown - time.Millisecond, false, false},
-		{"at the decrease cooldown", DecreaseCooldown, true, false},
-		{"inside the increase interval", IncreaseInterval - time.Millisecond, true, false},
-		{"at the increase interval", IncreaseInterval, true, true},
+		{"no item: the first 429 is heard", AdaptiveLimit{Value: 8}, dec.Add(-time.Hour), true},
+		{"no item, unknown admission", AdaptiveLimit{Value: 8}, unknown, true},
+		{"no item at maxRunningFiles 1", AdaptiveLimit{Value: 1}, dec, false},
+		{"an item never decreased (written before decreasedAt)", stored(6, time.Time{}, dec), dec.Add(-time.Hour), true},
+		{"never decreased, unknown admission", stored(6, time.Time{}, dec), unknown, true},
+		{"admitted after the last decrease", stored(6, dec, dec), dec.Add(time.Millisecond), true},
+		{"admitted at the last decrease", stored(6, dec, dec), dec, false},
+		{"admitted before the last decrease", stored(6, dec, dec), dec.Add(-time.Second), false},
+		{"admitted before the last decrease, raised since", stored(7, dec, dec.Add(time.Minute)), dec.Add(-time.Second), false},
+		{"admitted after the last decrease, raised since", stored(7, dec, dec.Add(time.Minute)), dec.Add(time.Second), true},
+		{"unknown admission right after a decrease", stored(6, dec, dec), unknown, false},
+		{"unknown admission, raised since the last decrease", stored(7, dec, dec.Add(time.Minute)), unknown, true},
+		{"a limit of 1 never falls", stored(1, dec, dec), dec.Add(time.Hour), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			now := at.Add(tc.since)
-			if got := decreaseDue(at, now); got != tc.decrease {
-				t.Errorf("decrease due: got %v, want %v", got, tc.decrease)
-			}
-			if got := increaseDue(at, now); got != tc.increase {
-				t.Errorf("increase due: got %v, want %v", got, tc.increase)
+			if got := decreaseAllowed(tc.cur, tc.admitted); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestIncreaseDue: a limit's worth of clean invocations raise it.
+func TestIncreaseDue(t *testing.T) {
+	tests := []struct {
+		clean, limit int
+		want         bool
+	}{
+		{0, 1, false}, {1, 1, true}, {3, 4, false}, {4, 4, true}, {5, 4, true}, {1, 0, true},
+	}
+	for _, tc := range tests {
+		if got := increaseDue(tc.clean, tc.limit); got != tc.want {
+			t.Errorf("increaseDue(%d, %d): got %v, want %v", tc.clean, tc.limit, got, tc.want)
+		}
 	}
 }

@@ -295,6 +295,11 @@ type Segment struct {
 	Index      int `json:"index"`
 	FirstChunk int `json:"firstChunk"`
 	LastChunk  int `json:"lastChunk"` // inclusive, as States.ArrayRange takes it
+	// FileStarted is when the file's execution started ($$.Execution.StartTime, ISO 8601), which
+	// the controller starts right after admitting the file: Register dates the file's 429s against
+	// the adaptive limit's last decrease with it (internal/admission, aimd.go). The file state
+	// machine adds it to each segment; a segment of an execution started before it did has none.
+	FileStarted string `json:"fileStarted,omitempty"`
 }
 
 // SplitResult is what Split returns. With a version 1 manifest chunk i holds records

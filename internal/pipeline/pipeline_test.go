@@ -47,9 +47,9 @@ func TestSegments(t *testing.T) {
 		want   []Segment
 	}{
 		{0, []Segment{}},
-		{1, []Segment{{0, 0, 0}}},
-		{1000, []Segment{{0, 0, 999}}},
-		{1001, []Segment{{0, 0, 999}, {1, 1000, 1000}}},
+		{1, []Segment{{Index: 0, FirstChunk: 0, LastChunk: 0}}},
+		{1000, []Segment{{Index: 0, FirstChunk: 0, LastChunk: 999}}},
+		{1001, []Segment{{Index: 0, FirstChunk: 0, LastChunk: 999}, {Index: 1, FirstChunk: 1000, LastChunk: 1000}}},
 		{20000, nil},
 	} {
 		got := Segments(tc.chunks)

@@ -117,19 +117,22 @@ func (l *limiters) get(execution string, r float64) *rate.Limiter {
 // pace is one invocation's pacing toward the tenant's core system. Its methods are safe for the
 // DynamoDB sink's concurrent writers.
 type pace struct {
-	lim     *rate.Limiter // nil: no rate limit
-	core    *pipeline.CoreSystem
-	limits  *admission.LimitStore // nil unless the core system is adaptive
-	sleep   func(context.Context, time.Duration) error
-	backoff *retry.ExponentialJitterBackoff
-	log     *slog.Logger
-	attrs   []any // the tenant, file and execution, for logs
+	lim    *rate.Limiter // nil: no rate limit
+	core   *pipeline.CoreSystem
+	limits *admission.LimitStore // nil unless the core system is adaptive
+	// admitted is when the file was admitted (its execution's start), zero when unknown: the
+	// store lets only a file admitted after the limit's last decrease lower it again.
+	admitted time.Time
+	sleep    func(context.Context, time.Duration) error
+	backoff  *retry.ExponentialJitterBackoff
+	log      *slog.Logger
+	attrs    []any // the tenant, file and execution, for logs
 
 	mu           sync.Mutex
 	throttles    int           // 429 and 503 answers
 	requests     int           // POSTs sent to the core system
 	rateWait     time.Duration // waited on the token bucket
-	lastDecrease time.Time     // of the adaptive limit, by this invocation
+	lastDecrease time.Time     // the last ask to lower the adaptive limit, by this invocation
 }
 
 func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
@@ -148,8 +151,24 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 	}
 	if c := p.core; c != nil && c.Adaptive && c.Table != "" && h.DynamoDB != nil {
 		p.limits = &admission.LimitStore{API: h.DynamoDB, Now: h.now}
+		p.admitted = fileAdmitted(req)
 	}
 	return p
+}
+
+// fileAdmitted is when the file of req was admitted: its execution's start, which the file state
+// machine puts in each segment. Zero, the store's "unknown", for a request without one (an
+// execution started before the state machine passed it on, or the per-chunk design) or with one
+// that does not parse; the store's rule for an unknown admission is the safe one for both.
+func fileAdmitted(req pipeline.ChunkRequest) time.Time {
+	if req.Segment == nil || req.Segment.FileStarted == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, req.Segment.FileStarted)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {
@@ -233,8 +252,13 @@ func (p *pace) slowedDown(ctx context.Context, b budget, what string, resp respo
 	return p.wait(ctx, b, what, d, need)
 }
 
-// decrease halves an adaptive core system's limit, at most once per cooldown from this invocation
-// (the store keeps the cooldown across all of them). A store failure is a WARN: the limit is
+// decreaseAskInterval is the least time between two of one invocation's asks to lower the limit.
+// The store decides (one decrease per generation of files, aimd.go); this only bounds the reads a
+// file's many 429s cost, since the store's answer for one file rarely changes within seconds.
+const decreaseAskInterval = 2 * time.Second
+
+// decrease asks the store to halve an adaptive core system's limit for this file's 429, at most
+// once per decreaseAskInterval from this invocation. A store failure is a WARN: the limit is
 // advice to admission, and the file goes on.
 func (p *pace) decrease(ctx context.Context, b budget) {
 	if p.limits == nil {
@@ -242,7 +266,7 @@ func (p *pace) decrease(ctx context.Context, b budget) {
 	}
 	p.mu.Lock()
 	now := b.now()
-	due := p.lastDecrease.IsZero() || !now.Before(p.lastDecrease.Add(admission.DecreaseCooldown))
+	due := p.lastDecrease.IsZero() || !now.Before(p.lastDecrease.Add(decreaseAskInterval))
 	if due {
 		p.lastDecrease = now
 	}
@@ -250,11 +274,14 @@ func (p *pace) decrease(ctx context.Context, b budget) {
 	if !due {
 		return
 	}
-	p.adjust(ctx, b, "lowering", p.limits.Decrease)
+	p.adjust(ctx, b, "lowering", func(ctx context.Context, core pipeline.CoreSystem) (int, bool, error) {
+		return p.limits.Decrease(ctx, core, p.admitted)
+	})
 }
 
 // settle ends a successful invocation: an adaptive core system that took records without a single
-// slow-down answer gets one more running file (the store allows one per interval).
+// slow-down answer counts one clean invocation, and a limit's worth of them since the limit's last
+// change add one running file (the store counts).
 func (p *pace) settle(ctx context.Context, b budget, registered int64) {
 	if p.limits == nil || registered == 0 || p.throttles > 0 {
 		return

@@ -139,6 +139,12 @@ func pacedHandler(s3 *sourcetest.FakeS3, clock *fakeClock, out io.Writer) (*Hand
 // in batch mode) with a Lambda deadline of deadline on the clock (0: none).
 func runPaced(t *testing.T, h *Handler, clock *fakeClock, tenant pipeline.Tenant, n int, deadline time.Duration) (pipeline.ChunkResult, error) {
 	t.Helper()
+	return runPacedWith(t, h, clock, tenant, n, deadline, nil)
+}
+
+// runPacedWith is runPaced with the request changed by edit first (nil: none).
+func runPacedWith(t *testing.T, h *Handler, clock *fakeClock, tenant pipeline.Tenant, n int, deadline time.Duration, edit func(*pipeline.ChunkRequest)) (pipeline.ChunkResult, error) {
+	t.Helper()
 	var data bytes.Buffer
 	data.WriteString("id\n")
 	for i := 1; i <= n; i++ {
@@ -148,6 +154,9 @@ func runPaced(t *testing.T, h *Handler, clock *fakeClock, tenant pipeline.Tenant
 	reqs := fixture(t, s3, tenant, pipeline.Source{Bucket: ingest, Key: "k.csv", ETag: "etag-1"}, data.Bytes())
 	req := reqs[0]
 	req.LastChunk = len(reqs) - 1
+	if edit != nil {
+		edit(&req)
+	}
 	ctx := context.Background()
 	if deadline > 0 {
 		var cancel context.CancelFunc
@@ -369,58 +378,93 @@ func (f *limitItems) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...
 func (f *limitItems) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if strings.HasPrefix(aws.ToString(in.UpdateExpression), "ADD ") { // a clean invocation counted
+		n := 0
+		if c, ok := f.item[admission.AttrClean].(*types.AttributeValueMemberN); ok {
+			n, _ = strconv.Atoi(c.Value)
+		}
+		clean := &types.AttributeValueMemberN{Value: strconv.Itoa(n + 1)}
+		f.item[admission.AttrClean] = clean
+		return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{admission.AttrClean: clean}}, nil
+	}
 	next := in.ExpressionAttributeValues[":next"]
 	f.item = map[string]types.AttributeValue{
 		admission.AttrLimit: next, admission.AttrUpdatedAt: in.ExpressionAttributeValues[":now"],
+	}
+	if strings.Contains(aws.ToString(in.UpdateExpression), "#decreasedAt") {
+		f.item[admission.AttrDecreasedAt] = in.ExpressionAttributeValues[":now"]
 	}
 	f.updates = append(f.updates, next.(*types.AttributeValueMemberN).Value)
 	return &dynamodb.UpdateItemOutput{}, nil
 }
 
 // TestAdaptiveLimit: for an adaptive core system a 429 halves the limit once, however many 429s
-// the invocation sees; an invocation that registered without one adds one back; a core system
-// that is not adaptive is never written; and a store that fails never fails the file.
+// the invocation sees, unless the file was admitted before the limit's last decrease (it is of the
+// generation that decrease answered); the file's admission is its segment's fileStarted. An
+// invocation that registered without one counts as clean, and the limit's worth of clean ones adds
+// one back; a core system that is not adaptive is never written; and a store that fails never
+// fails the file.
 func TestAdaptiveLimit(t *testing.T) {
-	old := strconv.FormatInt(time.Date(2026, 12, 1, 19, 0, 0, 0, time.UTC).UnixMilli(), 10)
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	old := strconv.FormatInt(now.Add(-time.Hour).UnixMilli(), 10)
 	tests := []struct {
-		name     string
-		adaptive bool
-		stored   string // "" absent
-		throttle int    // 429s before record 2 is accepted
-		storeErr error
-		want     []string
+		name        string
+		adaptive    bool
+		stored      string // "" absent
+		clean       string // the stored clean count; "" absent
+		fileStarted string // the segment's; "" none
+		throttle    int    // 429s before record 2 is accepted
+		storeErr    error
+		want        []string
 	}{
-		{"429s halve maxRunningFiles once", true, "", 3, nil, []string{"4"}},
-		{"success adds one", true, "3", 0, nil, []string{"4"}},
-		{"success at maxRunningFiles writes nothing", true, "", 0, nil, nil},
-		{"not adaptive: never written", false, "3", 3, nil, nil},
-		{"the store fails: the file still succeeds", true, "3", 1, errors.New("throttled"), nil},
+		{"429s halve maxRunningFiles once", true, "", "", "", 3, nil, []string{"4"}},
+		{"a file admitted after the last decrease halves it", true, "6", "", now.Add(-time.Minute).Format(time.RFC3339Nano), 2, nil, []string{"3"}},
+		{"a file admitted before the last decrease does not", true, "6", "", now.Add(-2 * time.Hour).Format(time.RFC3339Nano), 2, nil, nil},
+		{"a file of unknown admission does not, right after a decrease", true, "6", "", "", 2, nil, nil},
+		{"an unreadable fileStarted is unknown admission", true, "6", "", "yesterday", 2, nil, nil},
+		{"a clean invocation is counted", true, "3", "", "", 0, nil, nil},
+		{"the limit's worth of clean invocations adds one", true, "3", "2", "", 0, nil, []string{"4"}},
+		{"success at maxRunningFiles writes nothing", true, "", "", "", 0, nil, nil},
+		{"not adaptive: never written", false, "3", "", "", 3, nil, nil},
+		{"the store fails: the file still succeeds", true, "3", "", "", 1, errors.New("throttled"), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := &fakeClock{t: time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)}
+			clock := &fakeClock{t: now}
 			n := 0
 			c := newThrottlingCore(t, func(_ int, key string) (int, string) {
 				if key == IdempotencyKey(execName, 2) && n < tc.throttle {
 					n++
-					return 429, "0" // all inside the cooldown
+					return 429, "0"
 				}
 				return 200, ""
 			})
 			db := &limitItems{err: tc.storeErr}
 			if tc.stored != "" {
 				db.item = map[string]types.AttributeValue{admission.AttrLimit: &types.AttributeValueMemberN{Value: tc.stored},
-					admission.AttrUpdatedAt: &types.AttributeValueMemberN{Value: old}}
+					admission.AttrUpdatedAt: &types.AttributeValueMemberN{Value: old}, admission.AttrDecreasedAt: &types.AttributeValueMemberN{Value: old}}
+				if tc.clean != "" {
+					db.item[admission.AttrClean] = &types.AttributeValueMemberN{Value: tc.clean}
+				}
 			}
 			h, _ := pacedHandler(sourcetest.NewFakeS3(), clock, nil)
 			h.DynamoDB = db
 			tenant := csvTenant(c.srv.URL)
 			tenant.CoreSystem = &pipeline.CoreSystem{Name: "core-a", MaxRunningFiles: 8, Adaptive: tc.adaptive, Table: "adm"}
-			if _, err := runPaced(t, h, clock, tenant, 3, 0); err != nil {
+			if _, err := runPacedWith(t, h, clock, tenant, 3, 0, func(r *pipeline.ChunkRequest) {
+				if tc.fileStarted != "" {
+					r.Segment = &pipeline.Segment{Index: 0, FirstChunk: r.Chunk, LastChunk: r.LastChunk, FileStarted: tc.fileStarted}
+				}
+			}); err != nil {
 				t.Fatalf("got %v, want success", err)
 			}
 			if !reflect.DeepEqual(db.updates, tc.want) {
 				t.Errorf("got limits written %q, want %q", db.updates, tc.want)
+			}
+			if tc.name == "a clean invocation is counted" {
+				if got := db.item[admission.AttrClean].(*types.AttributeValueMemberN).Value; got != "1" {
+					t.Errorf("got clean count %s, want 1", got)
+				}
 			}
 		})
 	}
