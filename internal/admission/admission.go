@@ -211,6 +211,9 @@ const (
 	stateReserved = "reserved"
 	stateHolding  = "holding"
 	statePaused   = "paused"
+	// stateReleased: the file ended and gave its slots back. Kept (until its expiry) so that a
+	// second release of the same file, its status event and its delivery both, finds it at once.
+	stateReleased = "released"
 )
 
 // overflowSlot is the place's slot of an overflow lease.
@@ -286,7 +289,7 @@ func (s *Store) Admit(ctx context.Context, r Request) (Decision, error) {
 		if err != nil {
 			return Decision{}, fmt.Errorf("admission gate %s: %w", g.Key, err)
 		}
-		if p.of(r.Execution) {
+		if p.of(r.Execution) && p.state != stateReleased {
 			places[i], known = p, true
 			if p.state == statePaused {
 				return Decision{Paused: true, Gate: g.Key}, nil
@@ -592,6 +595,22 @@ func (s *Store) touchPlace(ctx context.Context, g Gate, r Request, now time.Time
 	})
 	if err != nil && !conditionFailed(err) {
 		return fmt.Errorf("renew the tenant's place: %w", err)
+	}
+	return nil
+}
+
+// markReleased records that the file's place gave its slots back, if it still names execution.
+func (s *Store) markReleased(ctx context.Context, g Gate, tenant, execution string, now time.Time) error {
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(g.Table),
+		Key:                       key(g.queue(), placePrefix+tenant),
+		UpdateExpression:          aws.String("SET #st = :rel, #x = :exp"),
+		ConditionExpression:       aws.String("#e = :exec"),
+		ExpressionAttributeNames:  map[string]string{"#st": attrState, "#x": AttrExpiresAt, "#e": attrExecution},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":rel": str(stateReleased), ":exp": num(s.placeExpiry(now)), ":exec": str(execution)},
+	})
+	if err != nil && !conditionFailed(err) {
+		return fmt.Errorf("record the tenant's release: %w", err)
 	}
 	return nil
 }
@@ -1217,9 +1236,12 @@ func (s *Store) releaseGate(ctx context.Context, g Gate, tenant, execution strin
 		return false, nil, err
 	}
 	idx, found := 0, false
-	if p.of(execution) && (p.state == stateHolding || p.state == stateReserved) {
+	switch {
+	case p.of(execution) && (p.state == stateHolding || p.state == stateReserved):
 		idx, found = p.slot, true
-	} else {
+	case p.of(execution) && p.state == stateReleased:
+		return false, nil, nil // released already
+	default:
 		// A late event of an earlier file, or a place never written: look among the slots.
 		st, err := s.readSlots(ctx, g, now)
 		if err != nil {
@@ -1229,24 +1251,30 @@ func (s *Store) releaseGate(ctx context.Context, g Gate, tenant, execution strin
 			idx, found = l.index, true
 		}
 	}
+	// The slot is passed on before the place says released: a release that fails half-way is
+	// retried in full.
+	var wakes []Wake
+	if found {
+		if idx == overflowSlot {
+			err = s.deleteLease(ctx, g, overflowPrefix+execution, execution, true)
+		} else {
+			wakes, err = s.free(ctx, g, idx, execution, now)
+		}
+		if err != nil {
+			return false, wakes, err
+		}
+	}
 	if p.of(execution) {
 		if p.state == stateWaiting {
 			if err := s.leaveQueue(ctx, g, p); err != nil {
-				return false, nil, err
+				return found, wakes, err
 			}
 		}
-		if err := s.deletePlace(ctx, g, tenant, execution); err != nil {
-			return false, nil, err
+		if err := s.markReleased(ctx, g, tenant, execution, now); err != nil {
+			return found, wakes, err
 		}
 	}
-	if !found {
-		return false, nil, nil
-	}
-	if idx == overflowSlot {
-		return true, nil, s.deleteLease(ctx, g, overflowPrefix+execution, execution, true)
-	}
-	wakes, err := s.free(ctx, g, idx, execution, now)
-	return true, wakes, err
+	return found, wakes, nil
 }
 
 // free passes slot idx, held by execution, on: to an overflow lease, to the next waiter, or to

@@ -725,3 +725,34 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("got %+v, want a-f and b-f running, 2 waiting, the oldest for 60 s", sum)
 	}
 }
+
+// A file's second release (its status event and its delivery both release it) reads one item;
+// a late release of an earlier file, whose tenant's place names its next file already, still
+// finds and frees that file's slot.
+func TestReleaseTwiceAndLate(t *testing.T) {
+	s, _, table := newStore(t)
+	cc := &callCounter{ItemAPI: s.DB}
+	s.DB = cc
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	mustAdmit(t, s, req("a", "a-f1", 1, g))
+	release(t, s, []Gate{g}, "a", "a-f1")
+	before := cc.n.Load()
+	if n, _, err := s.Release(context.Background(), []Gate{g}, "a", "a-f1"); err != nil || n != 0 {
+		t.Fatalf("second release: %d, %v", n, err)
+	}
+	if calls := cc.n.Load() - before; calls != 1 {
+		t.Fatalf("second release made %d requests, want 1", calls)
+	}
+	// b's first file ends, but its release is lost; b's next file runs; the late release comes.
+	mustAdmit(t, s, req("b", "b-f1", 1, g))
+	if _, err := s.DB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key(g.queue(), placePrefix+"b")}); err != nil {
+		t.Fatal(err)
+	}
+	mustAdmit(t, s, req("b", "b-f2", 1, g))
+	if n, _, err := s.Release(context.Background(), []Gate{g}, "b", "b-f1"); err != nil || n != 1 {
+		t.Fatalf("late release of b-f1: %d, %v, want its slot freed", n, err)
+	}
+	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"b-f2"}) {
+		t.Fatalf("holders %v, want b-f2 only", h)
+	}
+}
