@@ -677,7 +677,8 @@ const routerTimeout = 30 * time.Second
 // (internal/backlog): its parked files under control/<tenant>/parked/ and its items in the
 // admission table. The router parks (PutObject) and unparks (GetObject, DeleteObject) files, and
 // keeps only the backlog's items: dynamodb:LeadingKeys holds the partition key of every item a
-// request touches, here "queue#<tenant>" and the index "backlog"
+// request touches, here "queue#<tenant>" and the index's shards "backlog#<nn>" (and "backlog", the
+// index before it was sharded)
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
 // The controller unparks files as its tenants' messages are deleted, sending them to the queue;
 // its lease grant already covers the table (grantAdmission).
@@ -688,7 +689,7 @@ func (t *TenantPool) grantBacklog() {
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"),
 		Resources: jsii.Strings(*t.AdmissionTable.TableArn()),
 		Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
-			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKey},
+			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKeyPattern, backlog.LegacyIndexKey},
 		}},
 	}))
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)
