@@ -149,7 +149,9 @@ type PoolProps struct {
 	// prefix (intake.go). 1 to 64. Default: 16 (tenants.DefaultPoolIntakeGroups): each group is
 	// one rule on the default event bus (300 rules by default), and 16 groups with 10 messages a
 	// batch route a burst of 100,000 files in minutes where one group takes hours
-	// (docs/local-run.md, "Pool intake").
+	// (docs/local-run.md, "Pool intake"). Changing it moves tenants to other groups: drain the
+	// Intake queue before deploying the change (docs/operations.md, "Changing a pool's
+	// intakeGroups"; an app built from the tenants file refuses it until -c regroupIntake=<pool>).
 	IntakeGroups int
 	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
 	// (Tenant.DynamoDB.Table): tenant <id>'s table is "<TablePrefix><id>", which only a session of

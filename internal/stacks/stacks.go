@@ -48,6 +48,8 @@ const (
 	CtxMoveTenants = "moveTenants"
 	// CtxRemoveTenants confirms, comma-separated, the pooled tenants removed from the tenants file.
 	CtxRemoveTenants = "removeTenants"
+	// CtxRegroupIntake confirms, comma-separated, the pools whose intakeGroups changes.
+	CtxRegroupIntake = "regroupIntake"
 	// CtxResultsExpirationDays is how many days the ingest bucket keeps each file's results
 	// (results/). Default: pipeline.DefaultResultsExpirationDays.
 	CtxResultsExpirationDays = "resultsExpirationDays"
@@ -98,6 +100,9 @@ type Options struct {
 	// assignment file was written; synth refuses any other such removal. Drain a tenant before
 	// removing it.
 	RemoveTenants []string
+	// RegroupIntake confirms the pools whose intakeGroups changed since the assignment file was
+	// written; synth refuses any other such change. Drain a pool's intake before regrouping it.
+	RegroupIntake []string
 	// ResultsExpirationDays is how long the bucket the app creates keeps each file's results
 	// under results/ (a bucket it imports keeps its owner's rules). Default: 30 days
 	// (pipeline.DefaultResultsExpirationDays).
@@ -170,6 +175,11 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 	for _, id := range strings.Split(get(CtxRemoveTenants), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			o.RemoveTenants = append(o.RemoveTenants, id)
+		}
+	}
+	for _, name := range strings.Split(get(CtxRegroupIntake), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			o.RegroupIntake = append(o.RegroupIntake, name)
 		}
 	}
 	if v := get(CtxResultsExpirationDays); v != "" {
