@@ -64,7 +64,7 @@ type Options struct {
 	BucketName string
 	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
 	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is at most
-	// 44 resources (README), so the default keeps a stack at 441 of CloudFormation's 500.
+	// 45 resources (README), so the default keeps a stack at 451 of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
@@ -114,8 +114,8 @@ type Options struct {
 func (o Options) RolePath() string { return tenantpipeline.DefaultRolePath + o.StackPrefix + "/" }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
-// 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
-// are 485.
+// 45 resources each (44, and a DynamoDB table the construct creates), plus the stack's dashboard,
+// are 496.
 const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
