@@ -38,6 +38,7 @@ func TestAlarmsPerTenant(t *testing.T) {
 		"ErrorLogsAlarm":             {"TenantPipeline/ErrorLogs-acme", "Sum", 1, 1, 1, "notBreaching"},
 		"ControllerErrorsAlarm":      {"AWS/Lambda/Errors", "Sum", 1, 1, 1, "notBreaching"},
 		"OldestMessageAlarm":         {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", 25 * 3600, 1, 1, "notBreaching"},
+		"ExpiringMessageAlarm":       {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", (14 - 1 - 1) * 24 * 3600, 1, 1, "notBreaching"},
 		"StalledAlarm":               {"", "", 1, 15, 15, "notBreaching"},
 		"BacklogAlarm":               {"AWS/SQS/ApproximateNumberOfMessagesVisible", "Maximum", 100, 1, 1, "notBreaching"},
 		"HeadQueuedAlarm":            {"TenantPipeline/HeadQueuedSeconds", "Maximum", 7200, 1, 1, "notBreaching"},

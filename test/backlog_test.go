@@ -87,7 +87,7 @@ func TestPoolBacklogGrants(t *testing.T) {
 
 	// The router's table grant is limited to the backlog's items: never a lease or a gate.
 	s := statementWith(router, table, "dynamodb:UpdateItem")
-	want := asJSON(map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{backlog.CounterKey("*"), backlog.IndexKey}}})
+	want := asJSON(map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{backlog.CounterKey("*"), backlog.IndexKeyPattern, backlog.LegacyIndexKey}}})
 	if got := asJSON(s["Condition"]); got != want {
 		t.Errorf("router's table grant: got condition %s, want %s", got, want)
 	}

@@ -248,7 +248,7 @@ func TestPoolAdmissionGrants(t *testing.T) {
 		// The router counts and parks each tenant's files in the pool's table (the bounded
 		// backlog), and may touch only those items, never a lease or a gate.
 		want := `[{"Action":["dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:DeleteItem","dynamodb:Query"],` +
-			`"Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["queue#*","backlog"]}},"Effect":"Allow","Resource":{"Fn::GetAtt":["` + strings.TrimSuffix(strings.TrimPrefix(poolTable(tpl), "<GetAtt:"), ".Arn>") + `","Arn"]}}]`
+			`"Condition":{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["queue#*","backlog#*","backlog"]}},"Effect":"Allow","Resource":{"Fn::GetAtt":["` + strings.TrimSuffix(strings.TrimPrefix(poolTable(tpl), "<GetAtt:"), ".Arn>") + `","Arn"]}}]`
 		if got := asJSON(dynamoStatements(t, tpl, "PoolRouter")); got != want {
 			t.Errorf("pool %s PoolRouter: got DynamoDB statements %s, want %s", name, got, want)
 		}

@@ -254,8 +254,8 @@ func TestDashboardAndAlarmsLinkEachOther(t *testing.T) {
 			}
 			slices.Sort(got)
 			slices.Sort(want)
-			if len(want) != 13 || !slices.Equal(got, want) {
-				t.Errorf("alarm status widget: got %v, want the tenant's 13 alarms %v", got, want)
+			if len(want) != 14 || !slices.Equal(got, want) {
+				t.Errorf("alarm status widget: got %v, want the tenant's 14 alarms %v", got, want)
 			}
 		})
 	}

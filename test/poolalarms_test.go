@@ -63,10 +63,10 @@ func resourcesOfType(tpl map[string]any, typ string) map[string]map[string]any {
 	return out
 }
 
-// poolAlarmCount is the number of a pool's alarms: 14 pool-wide (two of them on the FailedInvocations
+// poolAlarmCount is the number of a pool's alarms: 15 pool-wide (two of them on the FailedInvocations
 // of the default 16 intake rules, at most 10 metrics an alarm) and one per metric of
 // PoolTenantAlarmMetrics.
-var poolAlarmCount = 14 + len(tenantpipeline.PoolTenantAlarmMetrics)
+var poolAlarmCount = 15 + len(tenantpipeline.PoolTenantAlarmMetrics)
 
 // TestPoolAlarmCountIsFixed: a pool has the same alarms with 2 tenants as with 50; none is a
 // tenant's own.

@@ -13,10 +13,12 @@ import (
 )
 
 // TestPoolRemovalNeedsConfirming: synth with a pooled tenant gone from the tenants file, or with
-// its pool's prefix changed, fails before anything is built, with the drain steps; the context keys
-// removeTenants and moveTenants confirm them, and the confirmed removal leaves the assignment.
+// its pool's prefix or intakeGroups changed, fails before anything is built, with the drain steps;
+// the context keys removeTenants, moveTenants and regroupIntake confirm them, and the confirmed
+// removal leaves the assignment.
 func TestPoolRemovalNeedsConfirming(t *testing.T) {
-	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}}`
+	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}, "poolIntakeGroups": {"default": 16}}`
+	const regrouped = `{"pools": {"default": {"intakeGroups": 4}}, "tenants": [{"id": "hooli", "tier": "pool"}, {"id": "gone", "tier": "pool"}]}`
 	for _, tc := range []struct {
 		name    string
 		tenants string
@@ -29,6 +31,8 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 		{"re-prefixed", `{"pools": {"default": {"prefix": "in/default/"}}, "tenants": [{"id": "hooli", "tier": "pool"}, {"id": "gone", "tier": "pool"}]}`, nil,
 			`pool default's prefix changes from "pools/default/" to "in/default/"`},
 		{"removal confirmed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, map[string]any{stacks.CtxRemoveTenants: "gone"}, ""},
+		{"regrouped", regrouped, nil, `pool default's intakeGroups changes from 16 to 4`},
+		{"regrouping confirmed", regrouped, map[string]any{stacks.CtxRegroupIntake: "default"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -51,7 +55,7 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 			}
 			_, err = stacks.Build(app, o)
 			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "pipectl status") {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Drain ") || !strings.Contains(err.Error(), "synth and deploy with -c ") {
 					t.Fatalf("got %v, want an error containing %q and the drain steps", err, tc.want)
 				}
 				if b, _ := os.ReadFile(stacksFile); string(b) != assignment {
@@ -63,6 +67,12 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 				t.Fatalf("got %v, want no error", err)
 			}
 			b, _ := os.ReadFile(stacksFile)
+			if tc.context[stacks.CtxRegroupIntake] != nil {
+				if !strings.Contains(string(b), `"poolIntakeGroups": {`+"\n"+`    "default": 4`) {
+					t.Errorf("got assignment file\n%s\nwant the new intakeGroups recorded, so the next synth needs no confirmation", b)
+				}
+				return
+			}
 			if strings.Contains(string(b), `"gone"`) || !strings.Contains(string(b), `"hooli": "default"`) {
 				t.Errorf("got assignment file\n%s\nwant hooli kept and gone removed", b)
 			}

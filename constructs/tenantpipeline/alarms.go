@@ -77,6 +77,28 @@ const (
 	DefaultEvaluationMinutes   = 5
 )
 
+// RetentionAlarmMargin is how long before the last safe start the ExpiringMessage alarm fires: the
+// time an operator has to act (unblock the tenant, or save its oldest files) before a file that
+// starts could lose its message under its run, plus CloudWatch's few minutes of metric delay.
+// One day: a night and a working day.
+const RetentionAlarmMargin = 24 * time.Hour
+
+// ExpiringMessageAge is the age of the queue's oldest message at which the ExpiringMessage alarm
+// fires: QueueRetention − workflowTimeout − RetentionAlarmMargin. SQS deletes a message once it is
+// older than the queue's retention, received or not
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-basic-architecture.html),
+// and a FIFO head file's message stays queued for its whole run, so a file whose message is older
+// than retention − workflowTimeout when it starts could lose it before its run ends. On a FIFO
+// queue ApproximateAgeOfOldestMessage is the age of that head message however often it was
+// received: SQS moves a message received three or more times to the back only in a standard
+// queue ("FIFO queues don't reorder messages",
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html).
+// The controller's HeadQueuedSeconds stops growing once the head starts, so it cannot tell.
+// WorkflowTimeout is below 7 days (validate), so the age is at least 6 days.
+func ExpiringMessageAge(workflowTimeout time.Duration) time.Duration {
+	return QueueRetention - workflowTimeout - RetentionAlarmMargin
+}
+
 // DefaultHeadRunning is the HeadRunning threshold for a workflow timeout: three quarters of it.
 func DefaultHeadRunning(workflowTimeout time.Duration) time.Duration {
 	return workflowTimeout / 4 * 3
@@ -153,6 +175,9 @@ type Alarms struct {
 	ControllerErrors awscloudwatch.Alarm
 	// OldestMessage: the oldest queued file is older than any healthy tenant's can be.
 	OldestMessage awscloudwatch.Alarm
+	// ExpiringMessage: the oldest queued file nears the queue's retention: started now, it could
+	// lose its message before its run ends (ExpiringMessageAge).
+	ExpiringMessage awscloudwatch.Alarm
 	// Stalled: files are queued and nothing works on them.
 	Stalled awscloudwatch.Alarm
 	// Backlog: too many files queued behind the head file.
@@ -232,6 +257,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
 			description: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
 				"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge)}),
+		ExpiringMessage: t.alarm(expiringSpec(t.Queue, opts("Maximum"), p.WorkflowTimeout, "The oldest file of tenant %[1]s")),
 		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
 			description: fmt.Sprintf("Files of tenant %%[1]s are queued but none has been in flight for %d minutes: nothing is working on them. "+
 				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
@@ -258,6 +284,16 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
 			description: "File events of tenant %[1]s wait in the rule's dead-letter queue: those files were never queued. Fix the cause, then re-send the events in order of their time field."}),
 	}
+}
+
+// expiringSpec is the ExpiringMessage alarm of queue q, in both tiers; whose names the file.
+func expiringSpec(q awssqs.IQueue, opts *awscloudwatch.MetricOptions, workflowTimeout time.Duration, whose string) alarmSpec {
+	age := ExpiringMessageAge(workflowTimeout)
+	return alarmSpec{id: "ExpiringMessageAlarm", metric: q.MetricApproximateAgeOfOldestMessage(opts), threshold: age.Seconds(),
+		description: fmt.Sprintf("%s has been queued %v: SQS deletes a message %v after it was sent (the queue's retention), so if it starts now and runs "+
+			"up to the workflow timeout (%v) its message could be deleted under the running file; %v is left to act. Find it with pipectl status, unblock "+
+			"its tenant (redrive, skip or resume), or pause the tenant and replay the file later from S3 (pipectl replay).",
+			whose, age, QueueRetention, workflowTimeout, RetentionAlarmMargin)}
 }
 
 func (t *TenantPipeline) alarm(s alarmSpec) awscloudwatch.Alarm {

@@ -149,7 +149,9 @@ type PoolProps struct {
 	// prefix (intake.go). 1 to 64. Default: 16 (tenants.DefaultPoolIntakeGroups): each group is
 	// one rule on the default event bus (300 rules by default), and 16 groups with 10 messages a
 	// batch route a burst of 100,000 files in minutes where one group takes hours
-	// (docs/local-run.md, "Pool intake").
+	// (docs/local-run.md, "Pool intake"). Changing it moves tenants to other groups: drain the
+	// Intake queue before deploying the change (docs/operations.md, "Changing a pool's
+	// intakeGroups"; an app built from the tenants file refuses it until -c regroupIntake=<pool>).
 	IntakeGroups int
 	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
 	// (Tenant.DynamoDB.Table): tenant <id>'s table is "<TablePrefix><id>", which only a session of
@@ -677,7 +679,8 @@ const routerTimeout = 30 * time.Second
 // (internal/backlog): its parked files under control/<tenant>/parked/ and its items in the
 // admission table. The router parks (PutObject) and unparks (GetObject, DeleteObject) files, and
 // keeps only the backlog's items: dynamodb:LeadingKeys holds the partition key of every item a
-// request touches, here "queue#<tenant>" and the index "backlog"
+// request touches, here "queue#<tenant>" and the index's shards "backlog#<nn>" (and "backlog", the
+// index before it was sharded)
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
 // The controller unparks files as its tenants' messages are deleted, sending them to the queue;
 // its lease grant already covers the table (grantAdmission).
@@ -688,7 +691,7 @@ func (t *TenantPool) grantBacklog() {
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"),
 		Resources: jsii.Strings(*t.AdmissionTable.TableArn()),
 		Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
-			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKey},
+			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKeyPattern, backlog.LegacyIndexKey},
 		}},
 	}))
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)

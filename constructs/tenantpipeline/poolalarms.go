@@ -57,6 +57,8 @@ type PoolAlarms struct {
 	RouterErrors     awscloudwatch.Alarm
 	// OldestMessage: the pool's oldest queued file is older than any healthy tenant's can be.
 	OldestMessage awscloudwatch.Alarm
+	// ExpiringMessage: the pool's oldest queued file nears the queue's retention (ExpiringMessageAge).
+	ExpiringMessage awscloudwatch.Alarm
 	// Stalled: files are queued and no tenant has one in flight.
 	Stalled awscloudwatch.Alarm
 	// Backlog: the queue's visible messages near the FIFO scan window (PoolProps.BacklogAlarmMessages).
@@ -94,7 +96,7 @@ type PoolAlarms struct {
 
 // All lists the alarms.
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
-	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.Stalled, a.Backlog,
+	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
 		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued}, a.MoreRuleFailedInvocations...)
 }
@@ -159,6 +161,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
 			description: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
 				"Find it with pipectl status.", a.OldestMessageAge)}),
+		ExpiringMessage: t.alarm(expiringSpec(t.Queue, opts("Maximum"), p.Shared.WorkflowTimeout, "The oldest file in pool %[1]s")),
 		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
 			description: fmt.Sprintf("Files of pool %%[1]s are queued but no tenant has had one in flight for %d minutes. "+
 				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),

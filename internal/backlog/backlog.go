@@ -21,9 +21,22 @@
 //   - lastParked: the id of the last parked message, so that a retried delivery of it is not
 //     parked twice.
 //
-// The items pk "backlog", sk "parked#<tenant>" index the tenants that have parked files, so the
-// router can find them without listing S3 (onboarding: a tenant's files parked before its
-// settings were deployed).
+// The map queued is capped at MaxEntries entries whatever Max says, and each id at MaxIDBytes, so
+// the item stays far below DynamoDB's 400 KB item size
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html): a file
+// past the cap is parked, never dropped, and goes in as the tenant's queued messages go out. An id
+// longer than MaxIDBytes is refused before anything is written (SQS refuses it as a deduplication
+// id too), so the caller keeps its message.
+//
+// The items pk "backlog#<shard>", sk "parked#<tenant>" index the tenants that have parked files, so
+// the router can find them without listing S3 (onboarding: a tenant's files parked before its
+// settings were deployed). Every router and controller of the pool writes the index, so it is
+// spread over IndexShards partition keys by a hash of the tenant id: DynamoDB serves at most 1,000
+// write units and 3,000 read units a second to one partition
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html,
+// write sharding: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-sharding.html).
+// A table written before the index was sharded has its entries under pk "backlog"
+// (LegacyIndexKey): the sweep still lists and forgets them, so no parked tenant is left behind.
 package backlog
 
 import (
@@ -32,6 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"regexp"
 	"strconv"
@@ -58,6 +72,26 @@ const (
 	MaxMaxQueued     = 1000
 )
 
+// Bounds of the map of a tenant's queued ids. A full entry is at most MaxIDBytes of name, a
+// number of 13 digits (milliseconds; DynamoDB stores about one byte per two significant digits,
+// plus one) and a byte of map overhead, so MaxEntries entries are at most 1,000 × (128 + 8 + 1) ≈
+// 137 KB, and with the item's other attributes (under 300 bytes) about a third of the 400 KB item
+// size. TestFullBacklogItemFitsDynamoDB writes such an item to dynalite, which enforces the limit.
+const (
+	MaxEntries = MaxMaxQueued
+	MaxIDBytes = 128
+)
+
+// ErrIDTooLong refuses a message whose id would not fit the map's bound (MaxIDBytes).
+var ErrIDTooLong = errors.New("backlog id longer than 128 bytes")
+
+// IndexShards is how many partition keys the index of tenants with parked files is spread over.
+// It is part of the table's layout: changing it moves tenants to other shards, and the entries
+// left in the old ones would no longer be forgotten. 16 shards take 16 × 1,000 index writes a
+// second, each a park or the last unpark of a tenant, and cost a sweep 17 queries when the index
+// is empty (the shards and LegacyIndexKey).
+const IndexShards = 16
+
 // AttrMessageID is the message attribute naming a counted message's entry in queued. A message
 // without it (an operator's control message) is not counted.
 const AttrMessageID = "BacklogId"
@@ -65,7 +99,6 @@ const AttrMessageID = "BacklogId"
 // Keys and attributes of the items.
 const (
 	counterSK     = "backlog"
-	indexPK       = "backlog"
 	indexSKPrefix = "parked#"
 
 	attrQueued     = "queued"
@@ -79,8 +112,30 @@ const (
 // CounterKey is the partition key of a tenant's backlog item.
 func CounterKey(tenant string) string { return "queue#" + tenant }
 
-// IndexKey is the partition key of the index of tenants with parked files.
-const IndexKey = indexPK
+// LegacyIndexKey is the partition key of the index before it was sharded; IndexKeyPattern
+// matches the partition keys of its shards (IAM's StringLike).
+const (
+	LegacyIndexKey  = "backlog"
+	IndexKeyPattern = LegacyIndexKey + "#*"
+)
+
+// IndexKey is the partition key of the index shard that holds tenant: "backlog#<nn>", nn the
+// tenant id's FNV-1a hash modulo IndexShards.
+func IndexKey(tenant string) string { return shardKey(indexShard(tenant)) }
+
+func indexShard(tenant string) int {
+	h := fnv.New32a()
+	h.Write([]byte(tenant))
+	return int(h.Sum32() % IndexShards)
+}
+
+// shardKey is the partition key of shard n; n == IndexShards is the legacy index.
+func shardKey(n int) string {
+	if n == IndexShards {
+		return LegacyIndexKey
+	}
+	return fmt.Sprintf("%s#%02d", LegacyIndexKey, n)
+}
 
 // ParkedPrefix is where a tenant's parked files are.
 func ParkedPrefix(tenant string) string { return pipeline.ControlPrefix + tenant + "/parked/" }
@@ -150,6 +205,16 @@ type State struct {
 	LastParked         string
 	queued             map[string]int64
 	found, initialized bool
+}
+
+// limit is how many of a tenant's messages may be counted at once: Max, capped at MaxEntries.
+func (b *Backlog) limit() int64 { return int64(min(b.Max, MaxEntries)) }
+
+func checkID(m Message) error {
+	if len(m.ID) > MaxIDBytes {
+		return fmt.Errorf("message of tenant %s: %w (%d bytes)", m.Tenant, ErrIDTooLong, len(m.ID))
+	}
+	return nil
 }
 
 func (b *Backlog) now() time.Time {
@@ -247,6 +312,9 @@ func (b *Backlog) read(ctx context.Context, tenant string) (State, error) {
 // Calling it again for a message it admitted admits it again, so a retried delivery is counted
 // once.
 func (b *Backlog) Admit(ctx context.Context, m Message) (bool, error) {
+	if err := checkID(m); err != nil {
+		return false, err
+	}
 	st, err := b.read(ctx, m.Tenant)
 	if err != nil {
 		return false, err
@@ -266,7 +334,7 @@ func (b *Backlog) Admit(ctx context.Context, m Message) (bool, error) {
 
 // setQueued sets m's entry in queued under condition; more adds expression values.
 func (b *Backlog) setQueued(ctx context.Context, m Message, condition string, more map[string]types.AttributeValue) error {
-	values := map[string]types.AttributeValue{":now": num(b.now().UnixMilli()), ":max": num(int64(b.Max))}
+	values := map[string]types.AttributeValue{":now": num(b.now().UnixMilli()), ":max": num(b.limit())}
 	for k, v := range more {
 		values[k] = v
 	}
@@ -295,6 +363,9 @@ const maxParkRounds = 8
 // Park keeps m outside the queue, behind the tenant's other parked files, and returns its slot.
 // A retried Park of the last parked message finds it parked and writes nothing.
 func (b *Backlog) Park(ctx context.Context, m Message) (int64, error) {
+	if err := checkID(m); err != nil {
+		return 0, err
+	}
 	body, err := json.Marshal(parkedFile{ID: m.ID, Body: m.Body})
 	if err != nil {
 		return 0, err
@@ -374,7 +445,7 @@ func (b *Backlog) index(ctx context.Context, tenant string, n int64) error {
 	_, err := b.DB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(b.Table),
 		Item: map[string]types.AttributeValue{
-			admission.AttrPK: str(indexPK), admission.AttrSK: str(indexSKPrefix + tenant),
+			admission.AttrPK: str(IndexKey(tenant)), admission.AttrSK: str(indexSKPrefix + tenant),
 			attrTenant: str(tenant), attrSlot: num(n),
 		},
 	})
@@ -387,9 +458,14 @@ func (b *Backlog) index(ctx context.Context, tenant string, n int64) error {
 // unindex drops the tenant from the index once every slot below next is unparked; a Park that
 // indexed a later slot meanwhile keeps it.
 func (b *Backlog) unindex(ctx context.Context, tenant string, next int64) error {
+	return b.unindexFrom(ctx, IndexKey(tenant), tenant, next)
+}
+
+// unindexFrom is unindex on the index partition pk.
+func (b *Backlog) unindexFrom(ctx context.Context, pk, tenant string, next int64) error {
 	_, err := b.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(b.Table),
-		Key:                       key(indexPK, indexSKPrefix+tenant),
+		Key:                       key(pk, indexSKPrefix+tenant),
 		ConditionExpression:       aws.String("attribute_not_exists(#s) OR #s < :next"),
 		ExpressionAttributeNames:  map[string]string{"#s": attrSlot},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":next": num(next)},
@@ -445,7 +521,7 @@ var ErrMissingParkedFile = errors.New("parked file missing")
 // queued, and returns how many it sent. It stops at Max sends: more cannot fit.
 func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 	sent := 0
-	for range b.Max + 1 {
+	for range b.limit() + 1 {
 		st, err := b.read(ctx, tenant)
 		if err != nil {
 			return sent, err
@@ -467,7 +543,7 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 			}
 			return sent, fmt.Errorf("tenant %s, slot %d (%s): %w", tenant, n, ParkedKey(tenant, n), ErrMissingParkedFile)
 		}
-		if _, ok := st.queued[f.ID]; !ok && st.Queued >= b.Max {
+		if _, ok := st.queued[f.ID]; !ok && int64(st.Queued) >= b.limit() {
 			return sent, nil
 		}
 		m := Message{Tenant: tenant, ID: f.ID, Body: f.Body}
@@ -500,14 +576,18 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 	return sent, nil
 }
 
-// Forget drops the tenant from the index of parked files when it has none: a drain that ended
-// before it could (a crash, a failed delete) left it there. The sweep calls it.
+// Forget drops the tenant from the index of parked files, its shard and the legacy index, when it
+// has none: a drain that ended before it could (a crash, a failed delete) left it there, or the
+// tenant was indexed before the index was sharded. The sweep calls it.
 func (b *Backlog) Forget(ctx context.Context, tenant string) error {
 	st, err := b.State(ctx, tenant)
 	if err != nil || st.Parked > 0 {
 		return err
 	}
-	return b.unindex(ctx, tenant, st.NextPark)
+	if err := b.unindex(ctx, tenant, st.NextPark); err != nil {
+		return err
+	}
+	return b.unindexFrom(ctx, LegacyIndexKey, tenant, st.NextPark)
 }
 
 // Send puts a counted message on the pool queue in its tenant's message group. Its id is the
@@ -542,28 +622,41 @@ func (b *Backlog) Route(ctx context.Context, m Message) (send bool, err error) {
 	return false, err
 }
 
-// Indexed lists up to limit tenants with parked files, from start (nil: the first), and where the
-// next page starts (nil: none).
-func (b *Backlog) Indexed(ctx context.Context, start map[string]types.AttributeValue, limit int) ([]string, map[string]types.AttributeValue, error) {
-	out, err := b.DB.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(b.Table),
-		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :sk)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": admission.AttrPK, "#sk": admission.AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(indexPK), ":sk": str(indexSKPrefix)},
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(limit)),
-		ConsistentRead:            aws.Bool(true),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list the tenants with parked files: %w", err)
-	}
+// Cursor is where a listing of the index goes on: a shard (IndexShards is the legacy index) and
+// the last key read in it. The zero Cursor is the start of the index.
+type Cursor struct {
+	shard int
+	start map[string]types.AttributeValue
+}
+
+// Indexed lists up to limit tenants with parked files from c, shard after shard, visiting each
+// shard at most once, and returns where the next listing goes on: past the last shard it starts
+// over.
+func (b *Backlog) Indexed(ctx context.Context, c Cursor, limit int) ([]string, Cursor, error) {
 	var ts []string
-	for _, it := range out.Items {
-		if s, ok := it[attrTenant].(*types.AttributeValueMemberS); ok {
-			ts = append(ts, s.Value)
+	for visited := 0; visited <= IndexShards && len(ts) < limit; {
+		out, err := b.DB.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(b.Table),
+			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :sk)"),
+			ExpressionAttributeNames:  map[string]string{"#pk": admission.AttrPK, "#sk": admission.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(shardKey(c.shard)), ":sk": str(indexSKPrefix)},
+			ExclusiveStartKey:         c.start,
+			Limit:                     aws.Int32(int32(limit - len(ts))),
+			ConsistentRead:            aws.Bool(true),
+		})
+		if err != nil {
+			return nil, c, fmt.Errorf("list the tenants with parked files (index %s): %w", shardKey(c.shard), err)
+		}
+		for _, it := range out.Items {
+			if s, ok := it[attrTenant].(*types.AttributeValueMemberS); ok {
+				ts = append(ts, s.Value)
+			}
+		}
+		if c.start = out.LastEvaluatedKey; c.start == nil {
+			c.shard, visited = (c.shard+1)%(IndexShards+1), visited+1
 		}
 	}
-	return ts, out.LastEvaluatedKey, nil
+	return ts, c, nil
 }
 
 func counterKey(tenant string) map[string]types.AttributeValue {

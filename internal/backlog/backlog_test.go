@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -383,10 +384,11 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.route(t, msg("beta", 1))
-	got, _, err := r.b.Indexed(ctx, nil, 10)
+	got, _, err := r.b.Indexed(ctx, Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(got)
 	if want := []string{"beta", "newco"}; !slices.Equal(got, want) {
 		t.Errorf("got indexed %v, want %v", got, want)
 	}
@@ -396,7 +398,7 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 	if _, err := r.b.Drain(ctx, "newco"); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _ = r.b.Indexed(ctx, nil, 10)
+	got, _, _ = r.b.Indexed(ctx, Cursor{}, 10)
 	if want := []string{"beta"}; !slices.Equal(got, want) {
 		t.Errorf("got indexed %v after newco drained, want %v", got, want)
 	}
@@ -410,12 +412,172 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _, _ = r.b.Indexed(ctx, nil, 10)
+	got, _, _ = r.b.Indexed(ctx, Cursor{}, 10)
 	if want := []string{"beta"}; !slices.Equal(got, want) {
 		t.Errorf("got indexed %v after Forget, want %v (beta still has a parked file)", got, want)
 	}
 	if got := strings.Join(r.q.order("newco"), ","); got != msg("newco", 0).Body {
 		t.Errorf("got newco sent %q, want its parked file", got)
+	}
+}
+
+// TestIndexIsSpreadOverShards: the tenants with parked files are indexed under IndexShards
+// partition keys, not one, and a sweep page by page still lists each of them once.
+func TestIndexIsSpreadOverShards(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	const tenants = 64
+	var want []string
+	for i := range tenants {
+		tn := fmt.Sprintf("tenant-%02d", i)
+		want = append(want, tn)
+		if _, err := r.b.Park(ctx, msg(tn, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := r.b.DB.(*dynamodb.Client).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(r.b.Table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := map[string]int{}
+	for _, it := range out.Items {
+		if sk := it["sk"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(sk, "parked#") {
+			perKey[it["pk"].(*types.AttributeValueMemberS).Value]++
+		}
+	}
+	if len(perKey) != IndexShards {
+		t.Errorf("got the index under %d partition keys %v, want %d", len(perKey), perKey, IndexShards)
+	}
+	for pk, n := range perKey {
+		// 64 tenants over 16 shards: 4 each on average; a hash that piles them up fails here.
+		if n > 3*tenants/IndexShards {
+			t.Errorf("got %d tenants under %s, want at most %d", n, pk, 3*tenants/IndexShards)
+		}
+	}
+	// Pages of 5, going on where the last stopped, list every tenant once before starting over
+	// (the last page may go on from the start).
+	var got []string
+	var c Cursor
+	for range 2 * tenants {
+		page, next, err := r.b.Indexed(ctx, c, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, c = append(got, page...), next
+		if len(got) >= tenants {
+			break
+		}
+	}
+	got = got[:min(len(got), tenants)]
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("got listed %v, want each of the %d tenants once", got, tenants)
+	}
+}
+
+// TestLegacyIndexIsSweptAndForgotten: an entry under the index's partition key from before it
+// was sharded is still listed, and forgotten once its tenant has nothing parked.
+func TestLegacyIndexIsSweptAndForgotten(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	if _, err := r.b.Park(ctx, msg("oldco", 0)); err != nil {
+		t.Fatal(err)
+	}
+	db := r.b.DB.(*dynamodb.Client)
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.b.Table), Item: map[string]types.AttributeValue{
+		"pk": str(LegacyIndexKey), "sk": str("parked#oldco"), "tenant": str("oldco"), "slot": num(0),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := r.b.Indexed(ctx, Cursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"oldco", "oldco"}; !slices.Equal(got, want) {
+		t.Errorf("got listed %v, want oldco from its shard and from the legacy index", got)
+	}
+	if n, err := r.b.Drain(ctx, "oldco"); err != nil || n != 1 {
+		t.Fatalf("got %d, %v draining oldco, want 1, nil", n, err)
+	}
+	if err := r.b.Forget(ctx, "oldco"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := r.b.Indexed(ctx, Cursor{}, 10); len(got) != 0 {
+		t.Errorf("got listed %v after Forget, want none", got)
+	}
+}
+
+// fill counts n messages of tenant with ids of MaxIDBytes each, as many admissions would.
+func fill(t *testing.T, r *rig, tenant string, n int) {
+	t.Helper()
+	queued := map[string]types.AttributeValue{}
+	for i := range n {
+		id := fmt.Sprintf("%0*d", MaxIDBytes, i)
+		queued[id] = num(r.now.UnixMilli())
+	}
+	_, err := r.b.DB.(*dynamodb.Client).PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(r.b.Table), Item: map[string]types.AttributeValue{
+		"pk": str(CounterKey(tenant)), "sk": str(counterSK), attrQueued: &types.AttributeValueMemberM{Value: queued},
+		attrNextPark: num(1 << 40), attrNextUnpark: num(1 << 40), attrLastParked: str(strings.Repeat("x", MaxIDBytes)),
+	}})
+	if err != nil {
+		t.Fatalf("write a backlog item of %d entries of %d bytes: %v", n, MaxIDBytes, err)
+	}
+}
+
+// TestFullBacklogItemFitsDynamoDB: a tenant item at the map's bound, every id at its longest, is
+// one DynamoDB accepts (dynalite enforces the 400 KB item size), so a full tenant can still be
+// written.
+func TestFullBacklogItemFitsDynamoDB(t *testing.T) {
+	r := newRig(t, MaxEntries)
+	fill(t, r, "acme", MaxEntries)
+	if err := r.b.Released(context.Background(), "acme", fmt.Sprintf("%0*d", MaxIDBytes, 0)); err != nil {
+		t.Fatalf("got %v updating the full item, want it written", err)
+	}
+	// The bound has room: twice as many entries would still fit, so a write at the bound never
+	// fails for its size.
+	fill(t, r, "beta", 2*MaxEntries)
+}
+
+// TestMapIsCappedAndNothingIsLostPastIt: a bound above MaxEntries (a Backlog built by hand or from
+// an environment that says more) still counts at most MaxEntries messages; the next file is
+// parked, not sent and not dropped, and goes in when one of the counted messages is released.
+func TestMapIsCappedAndNothingIsLostPastIt(t *testing.T) {
+	r := newRig(t, 5*MaxEntries)
+	ctx := context.Background()
+	fill(t, r, "acme", MaxEntries)
+	m := Message{Tenant: "acme", ID: "past-the-cap", Body: "past-the-cap-body"}
+	r.route(t, m)
+	if got := r.q.order("acme"); len(got) != 0 {
+		t.Fatalf("got %v sent with %d counted, want the file parked", got, MaxEntries)
+	}
+	st := r.state(t, "acme")
+	if st.Queued != MaxEntries || st.Parked != 1 {
+		t.Fatalf("got %d queued, %d parked, want %d, 1", st.Queued, st.Parked, MaxEntries)
+	}
+	if err := r.b.Released(ctx, "acme", fmt.Sprintf("%0*d", MaxIDBytes, 7)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.b.Drain(ctx, "acme"); err != nil || n != 1 {
+		t.Fatalf("got %d, %v draining after a release, want 1, nil", n, err)
+	}
+	if got := r.q.order("acme"); !slices.Equal(got, []string{m.Body}) {
+		t.Errorf("got sent %v, want the parked file", got)
+	}
+	if st := r.state(t, "acme"); st.Queued != MaxEntries || st.Parked != 0 {
+		t.Errorf("got %d queued, %d parked, want %d, 0", st.Queued, st.Parked, MaxEntries)
+	}
+}
+
+// TestLongIDIsRefusedBeforeAnythingIsWritten: an id longer than MaxIDBytes is neither counted nor
+// parked; the caller keeps the message.
+func TestLongIDIsRefusedBeforeAnythingIsWritten(t *testing.T) {
+	r := newRig(t, 2)
+	m := Message{Tenant: "acme", ID: strings.Repeat("x", MaxIDBytes+1), Body: "{}"}
+	if _, err := r.b.Route(context.Background(), m); !errors.Is(err, ErrIDTooLong) {
+		t.Fatalf("got %v, want ErrIDTooLong", err)
+	}
+	if st := r.state(t, "acme"); st.Queued != 0 || st.Parked != 0 {
+		t.Errorf("got %d queued, %d parked, want nothing written", st.Queued, st.Parked)
 	}
 }
 

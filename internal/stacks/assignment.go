@@ -46,6 +46,10 @@ type assignmentDoc struct {
 	PoolPrefixes map[string]string `json:"poolPrefixes,omitempty"`
 	// Prefixes holds the prefix of each pooled tenant whose prefix is not "<pool prefix><id>/".
 	Prefixes map[string]string `json:"prefixes,omitempty"`
+	// PoolIntakeGroups holds the intakeGroups of each pool with tenants: a tenant's events go to
+	// the intake group of the first character of its id, modulo intakeGroups, so changing it moves
+	// tenants to other groups. Absent in a file written before it was recorded: nothing to compare.
+	PoolIntakeGroups map[string]int `json:"poolIntakeGroups,omitempty"`
 }
 
 // recordedPrefix is the prefix the file recorded for the pooled tenant id of pool, if it did.
@@ -57,15 +61,16 @@ func (d assignmentDoc) recordedPrefix(id, pool string) (string, bool) {
 	return p + id + "/", ok
 }
 
-// withPrefixes records the prefixes of the file's pools and of the pooled tenants that have
-// their own.
+// withPrefixes records the prefixes and intake groups of the file's pools and the prefixes of the
+// pooled tenants that have their own.
 func (d assignmentDoc) withPrefixes(file *tenants.File) assignmentDoc {
-	d.PoolPrefixes, d.Prefixes = nil, nil
+	d.PoolPrefixes, d.Prefixes, d.PoolIntakeGroups = nil, nil, nil
 	for _, name := range file.PoolNames() {
 		if d.PoolPrefixes == nil {
-			d.PoolPrefixes = map[string]string{}
+			d.PoolPrefixes, d.PoolIntakeGroups = map[string]string{}, map[string]int{}
 		}
 		d.PoolPrefixes[name] = file.Pool(name).Prefix
+		d.PoolIntakeGroups[name] = file.Pool(name).IntakeGroups
 	}
 	for _, t := range file.Tenants {
 		if t.Pooled() && t.Prefix != file.Pool(t.Pool).Prefix+t.ID+"/" {
@@ -342,6 +347,11 @@ func prefixChanges(old, doc assignmentDoc) string {
 			parts = append(parts, fmt.Sprintf("%s %s", id, doc.Prefixes[id]))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(doc.PoolIntakeGroups)) {
+		if n, ok := old.PoolIntakeGroups[name]; !ok || n != doc.PoolIntakeGroups[name] {
+			parts = append(parts, fmt.Sprintf("pool %s intakeGroups %d", name, doc.PoolIntakeGroups[name]))
+		}
+	}
 	if len(parts) == 0 {
 		return ""
 	}
@@ -361,7 +371,10 @@ func drainSteps(id, key, confirm string) string {
 //   - a pooled tenant removed from the file (RemoveTenants): the pool's controller keeps a message
 //     of no tenant of the pool in its queue, unprocessed, and the tenant's later files behind it;
 //   - a pooled tenant whose prefix changes, alone or with its pool's (MoveTenants): its queued
-//     files lie under the old prefix, which is no longer the tenant's.
+//     files lie under the old prefix, which is no longer the tenant's;
+//   - a pool whose intakeGroups changes (RegroupIntake): a tenant's new events go to another
+//     intake group than its events still on the intake queue, and the two groups are routed at
+//     once, so a newer file could reach the pool queue before an older one.
 //
 // A tenant that changes tier or pool is tierMoves' to refuse. A silo tenant's queues are retained
 // when it is removed (README, "Removing a tenant"), so its removal stays as it was.
@@ -390,6 +403,18 @@ func poolEdits(file *tenants.File, old assignmentDoc, o Options) error {
 				"are no longer their tenant's. Drain the pool first: stop new files for its tenants, wait until pipectl status shows no queued or running file in the pool, "+
 				"then synth and deploy with -c %s=%s", name, was, now, CtxMoveTenants, confirm))
 		}
+	}
+	for _, name := range file.PoolNames() {
+		was, ok := old.PoolIntakeGroups[name]
+		now := file.Pool(name).IntakeGroups
+		if !ok || was == now || slices.Contains(o.RegroupIntake, name) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("pool %s's intakeGroups changes from %d to %d: a tenant's new events would go to another intake group than its events "+
+			"still on the intake queue, and the groups are routed at once, so a newer file could be queued before an older one. "+
+			"Drain the pool's intake first: stop new files for its tenants, wait until the Intake queue of stack %s-Pool-%s holds no message "+
+			"(aws sqs get-queue-attributes: ApproximateNumberOfMessages and ApproximateNumberOfMessagesNotVisible both 0), then synth and deploy with -c %s=%s",
+			name, was, now, o.StackPrefix, name, CtxRegroupIntake, name))
 	}
 	for _, t := range file.Tenants {
 		if !t.Pooled() || old.Pools[t.ID] != t.Pool {

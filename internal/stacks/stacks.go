@@ -48,6 +48,8 @@ const (
 	CtxMoveTenants = "moveTenants"
 	// CtxRemoveTenants confirms, comma-separated, the pooled tenants removed from the tenants file.
 	CtxRemoveTenants = "removeTenants"
+	// CtxRegroupIntake confirms, comma-separated, the pools whose intakeGroups changes.
+	CtxRegroupIntake = "regroupIntake"
 	// CtxResultsExpirationDays is how many days the ingest bucket keeps each file's results
 	// (results/). Default: pipeline.DefaultResultsExpirationDays.
 	CtxResultsExpirationDays = "resultsExpirationDays"
@@ -62,7 +64,7 @@ type Options struct {
 	BucketName string
 	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
 	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is at most
-	// 44 resources (README), so the default keeps a stack at 441 of CloudFormation's 500.
+	// 45 resources (README), so the default keeps a stack at 451 of CloudFormation's 500.
 	// Default: 10.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
@@ -98,6 +100,9 @@ type Options struct {
 	// assignment file was written; synth refuses any other such removal. Drain a tenant before
 	// removing it.
 	RemoveTenants []string
+	// RegroupIntake confirms the pools whose intakeGroups changed since the assignment file was
+	// written; synth refuses any other such change. Drain a pool's intake before regrouping it.
+	RegroupIntake []string
 	// ResultsExpirationDays is how long the bucket the app creates keeps each file's results
 	// under results/ (a bucket it imports keeps its owner's rules). Default: 30 days
 	// (pipeline.DefaultResultsExpirationDays).
@@ -109,8 +114,8 @@ type Options struct {
 func (o Options) RolePath() string { return tenantpipeline.DefaultRolePath + o.StackPrefix + "/" }
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
-// 44 resources each (43, and a DynamoDB table the construct creates), plus the stack's dashboard,
-// are 485.
+// 45 resources each (44, and a DynamoDB table the construct creates), plus the stack's dashboard,
+// are 496.
 const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
@@ -170,6 +175,11 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 	for _, id := range strings.Split(get(CtxRemoveTenants), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			o.RemoveTenants = append(o.RemoveTenants, id)
+		}
+	}
+	for _, name := range strings.Split(get(CtxRegroupIntake), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			o.RegroupIntake = append(o.RegroupIntake, name)
 		}
 	}
 	if v := get(CtxResultsExpirationDays); v != "" {

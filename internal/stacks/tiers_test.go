@@ -166,6 +166,66 @@ func TestPoolEdits(t *testing.T) {
 	}
 }
 
+// A pool whose intakeGroups changes would route a tenant's new events beside its events still on
+// the intake queue: synth refuses it, naming the pool, both values and the confirming flag, until
+// -c regroupIntake=<pool> confirms it.
+func TestPoolIntakeRegrouping(t *testing.T) {
+	o := Options{StackPrefix: "TP"}
+	old := assignmentDoc{
+		Pools:            map[string]string{"hooli": "default", "wayne": "big"},
+		PoolPrefixes:     map[string]string{"default": "pools/default/", "big": "pools/big/"},
+		PoolIntakeGroups: map[string]int{"default": 16, "big": 8},
+	}
+	file := func(pools string) *tenants.File {
+		t.Helper()
+		f, err := tenants.Parse([]byte(`{`+pools+`"tenants": [{"id": "hooli", "tier": "pool"}, {"id": "wayne", "tier": "pool", "pool": "big"}]}`),
+			tenants.Options{RegisterURL: "https://core.example.com/records"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name    string
+		f       *tenants.File
+		old     assignmentDoc
+		confirm []string
+		want    []string // substrings of the error; none: no error
+		notWant string
+	}{
+		{"unchanged", file(`"pools": {"big": {"intakeGroups": 8}}, `), old, nil, nil, ""},
+		{"default pool regrouped", file(`"pools": {"default": {"intakeGroups": 4}, "big": {"intakeGroups": 8}}, `), old, nil, []string{
+			"pool default's intakeGroups changes from 16 to 4", "Intake queue of stack TP-Pool-default holds no message", "-c regroupIntake=default"}, "pool big"},
+		{"back to the default", file(""), old, nil, []string{"pool big's intakeGroups changes from 8 to 16", "-c regroupIntake=big"}, "pool default"},
+		{"confirmed", file(""), old, []string{"big"}, nil, ""},
+		{"another pool's confirmation is none", file(""), old, []string{"default"}, []string{"-c regroupIntake=big"}, ""},
+		{"a file that recorded no intake groups compares none", file(`"pools": {"default": {"intakeGroups": 4}}, `),
+			assignmentDoc{Pools: old.Pools, PoolPrefixes: old.PoolPrefixes}, nil, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o.RegroupIntake = tc.confirm
+			err := poolEdits(tc.f, tc.old, o)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("got no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("error %q names %q, which did not change", err, tc.notWant)
+			}
+		})
+	}
+}
+
 // The assignment file records each pool's prefix, and a pooled tenant's only when it is not
 // "<pool prefix><id>/": 100,000 tenants at their derived prefix add no line each.
 func TestAssignmentRecordsPrefixes(t *testing.T) {
@@ -188,6 +248,9 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	if want := map[string]string{"default": "pools/default/", "big": "in/big/"}; !maps.Equal(got.PoolPrefixes, want) {
 		t.Errorf("got pool prefixes %v, want %v", got.PoolPrefixes, want)
 	}
+	if want := map[string]int{"default": 16, "big": 16}; !maps.Equal(got.PoolIntakeGroups, want) {
+		t.Errorf("got pool intake groups %v, want %v", got.PoolIntakeGroups, want)
+	}
 	if want := map[string]string(nil); !maps.Equal(got.Prefixes, want) {
 		t.Errorf("got tenant prefixes %v, want %v (the others are derived)", got.Prefixes, want)
 	}
@@ -198,7 +261,7 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	}
 	// Strict (CI): a newly recorded prefix is a change to commit, named as such.
 	old := got
-	old.PoolPrefixes = nil
+	old.PoolPrefixes, old.PoolIntakeGroups = nil, nil
 	if err := os.WriteFile(path, []byte(`{"stacks": {"acme": "1"}, "pools": {"hooli": "default", "own": "default", "wayne": "big"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +271,7 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	}
 	// A silo-only app's file is as it was: nothing recorded.
 	silo, _ := tenants.Parse([]byte(`{"tenants": [{"id": "acme"}]}`), tenants.Options{RegisterURL: "https://core.example.com/records"})
-	if d := (assignmentDoc{Stacks: map[string]string{"acme": "1"}}).withPrefixes(silo); d.PoolPrefixes != nil || d.Prefixes != nil {
+	if d := (assignmentDoc{Stacks: map[string]string{"acme": "1"}}).withPrefixes(silo); d.PoolPrefixes != nil || d.Prefixes != nil || d.PoolIntakeGroups != nil {
 		t.Errorf("silo only: got %v %v, want nothing recorded", d.PoolPrefixes, d.Prefixes)
 	}
 }

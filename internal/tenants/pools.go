@@ -77,7 +77,8 @@ type PoolConfig struct {
 	// IntakeGroups is how many message groups the pool's intake queue has: a tenant's files always
 	// go to the group of the first character after the pool's prefix in its prefix, so each
 	// tenant keeps its order while the groups are routed at once. Default: 16; 1 to 64 (1 is one
-	// group and one rule on the whole prefix).
+	// group and one rule on the whole prefix). A change is refused at synth until the pool's
+	// intake is drained and -c regroupIntake=<pool> confirms it (internal/stacks, poolEdits).
 	IntakeGroups int `json:"intakeGroups,omitempty"`
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue; the tenant's later
 	// files wait in order outside it, parked in S3 (internal/backlog), so that the pool's backlog

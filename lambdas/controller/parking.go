@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/admission"
@@ -135,7 +134,7 @@ func (r *Router) sweepParked(ctx context.Context) {
 type sweeper struct {
 	mu   sync.Mutex
 	last time.Time
-	from map[string]types.AttributeValue
+	from backlog.Cursor
 	now  func() time.Time
 }
 
