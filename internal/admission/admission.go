@@ -804,11 +804,13 @@ const maxHandoverTries = 5
 
 // handover gives slot idx, now held by from (or free, when from is ""), to the next waiter. It
 // reports the waiter to wake; false when nobody waits, and then the slot is left as it was.
-func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, now time.Time) (Wake, bool, error) {
+func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, m meta, now time.Time) (Wake, bool, error) {
 	for try := 0; try < maxHandoverTries; try++ {
-		m, err := s.readMeta(ctx, g)
-		if err != nil {
-			return Wake{}, false, err
+		if try > 0 {
+			var err error
+			if m, err = s.readMeta(ctx, g); err != nil {
+				return Wake{}, false, err
+			}
 		}
 		e, ok, err := s.next(ctx, g, m, now)
 		if err != nil || !ok {
@@ -1295,7 +1297,7 @@ func (s *Store) free(ctx context.Context, g Gate, idx int, execution string, now
 		return nil, err
 	}
 	if idx < limit && m.waiting() > 0 {
-		w, ok, err := s.handover(ctx, g, idx, execution, now)
+		w, ok, err := s.handover(ctx, g, idx, execution, m, now)
 		if err != nil {
 			return nil, err
 		}
@@ -1494,7 +1496,14 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 		if used[i] {
 			continue
 		}
-		w, ok, err := s.handover(ctx, g, i, "", now)
+		m, err := s.readMeta(ctx, g)
+		if err != nil {
+			return wakes, err
+		}
+		if m.waiting() == 0 {
+			break
+		}
+		w, ok, err := s.handover(ctx, g, i, "", m, now)
 		if err != nil {
 			return wakes, err
 		}

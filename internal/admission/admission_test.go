@@ -223,6 +223,10 @@ func TestAdmitBoundsRunningFiles(t *testing.T) {
 	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"t0-f1", "t2-f1", "t3-f1"}) {
 		t.Fatalf("holders %v, want t0, t2, t3", h)
 	}
+	// The admitted file left the queue: only t4 waits.
+	if sum, err := s.Summarize(context.Background(), g); err != nil || sum.Waiting != 1 {
+		t.Fatalf("Summarize: %+v, %v, want 1 waiting (t4)", sum, err)
+	}
 }
 
 // Forty controllers ask at once for four slots: never more than four are taken, and none stays

@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -345,4 +346,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// StartDynalite starts the project's DynamoDB emulator (dynalite, local/dynalite/server.mjs under
+// root) on a free loopback port, for tools and benchmarks that need DynamoDB's own semantics
+// without a whole local run. It returns the endpoint URL and the function that stops it.
+func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, func(), error) {
+	p, err := startNode(ctx, NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
+	if err != nil {
+		return "", nil, err
+	}
+	return p.URL, p.Close, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
@@ -606,5 +607,64 @@ func TestLeaseTTLCoversRenewals(t *testing.T) {
 		if wt := cfg.waiterTTL(); wt < 2*cfg.admissionHold() {
 			t.Errorf("env %v: waiter TTL %s, want at least twice the waiting hold %s", env, wt, cfg.admissionHold())
 		}
+	}
+}
+
+// A file that ended but may still have a Register invocation running keeps its running-file slots
+// until nothing of it can write to the core system: a TIMED_OUT file just stopped, under either
+// policy; a late or failed status event frees nothing (its delivery decides). A file that failed
+// outside its segment frees them at once, also while its halted tenant waits.
+func TestSlotsKeptWhileAnEndedFileMayWrite(t *testing.T) {
+	tests := []struct {
+		name     string
+		policy   string
+		status   sfntypes.ExecutionStatus
+		errName  string
+		stopped  time.Time
+		wantKept bool
+	}{
+		{"timed out just now, continue", pipeline.OnFailureContinue, sfntypes.ExecutionStatusTimedOut, "States.Timeout", testStart, true},
+		{"timed out just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusTimedOut, "States.Timeout", testStart, true},
+		{"timed out long ago, halt: kept until the operator decides", pipeline.OnFailureHalt, sfntypes.ExecutionStatusTimedOut, "States.Timeout", stoppedLongAgo, true},
+		{"segment failed just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "States.TaskFailed", testStart, true},
+		{"segment failed long ago, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "States.TaskFailed", stoppedLongAgo, false},
+		{"split failed just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "ValidationError", testStart, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, a := newAdmissionRig(t, map[string]string{pipeline.EnvOnFailure: tt.policy}, 2)
+			w.deliver(t, 1)
+			name := startedNames(w.sfn)[0]
+			w.sfn.set(testExecPrefix+name, tt.status)
+			w.sfn.mu.Lock()
+			e := w.sfn.execs[testExecPrefix+name]
+			e.errName, e.stopDate = tt.errName, aws.Time(tt.stopped)
+			w.sfn.mu.Unlock()
+			// The status event of a failed end frees nothing by itself.
+			w.wake(t, name, string(tt.status))
+			if !a.leases[name] {
+				t.Fatalf("the %s status event freed the slots", tt.status)
+			}
+			w.deliver(t, 2)
+			if kept := a.leases[name]; kept != tt.wantKept {
+				t.Fatalf("after the delivery: slots kept %v, want %v", kept, tt.wantKept)
+			}
+		})
+	}
+}
+
+// The pause is read twice around the hold (paused.go): when the second read fails, the tenant
+// stays paused; nothing starts, and the slot it was admitted to goes back.
+func TestPauseSecondReadFailingHolds(t *testing.T) {
+	r, a, _ := newPoolAdmissionRig(t, 1)
+	rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "ops", RequestedAt: testStart})
+	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	r.s3.objects[marker] = string(rec)
+	r.s3.keyGetErrs = map[string][]error{marker: {nil, errors.New("s3: slow down")}}
+	if deliverPool(t, r, 1) {
+		t.Fatal("released")
+	}
+	if r.sfn.starts != 0 || len(a.leases) != 0 || !a.paused[a.requests[0].Execution] {
+		t.Fatalf("got %d starts, leases %v, paused %v, want nothing started and the slot given back", r.sfn.starts, a.leases, a.paused)
 	}
 }

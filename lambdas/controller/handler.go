@@ -411,23 +411,48 @@ func (h *Handler) pollDeadline(ctx context.Context) time.Time {
 func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput) decision {
 	// The error name only: the cause is free text from the workflow and could quote record data.
 	attrs := []any{"executionArn", arn, "status", string(st.Status), "executionError", aws.ToString(st.Error), "policy", h.cfg.OnFailure}
-	// An ended file runs no more: its slots go to the next file, of this tenant or another, also
-	// while a halted tenant waits for its operator.
-	if err := h.releaseLeases(ctx, d.log, name); err != nil {
-		return h.serviceError(ctx, d, "release the file's running-file slots", err)
-	}
 	if err := h.announceEnd(ctx, d, name, arn, st); err != nil {
 		return h.serviceError(ctx, d, "announce the file's end", err)
 	}
+	// A file whose Register invocation may still be running (stopped, or its last attempt's outcome
+	// unknown) keeps its slots until nothing of it can write to the core system any more
+	// (stopped.go); then its slots go to the next file, of this tenant or another, also while a
+	// halted tenant waits for its operator.
 	if h.cfg.OnFailure == pipeline.OnFailureContinue {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {
 			return held
+		}
+		if err := h.releaseLeases(ctx, d.log, name); err != nil {
+			return h.serviceError(ctx, d, "release the file's running-file slots", err)
 		}
 		d.log.ErrorContext(ctx, "file failed; the tenant moves on to its next file", attrs...)
 		d.count(metrics.FailedFiles)
 		return released
 	}
+	if !h.haltedMayStillWrite(st) {
+		if err := h.releaseLeases(ctx, d.log, name); err != nil {
+			return h.serviceError(ctx, d, "release the file's running-file slots", err)
+		}
+	}
 	return h.halted(ctx, d, name, arn, st, attrs)
+}
+
+// haltedMayStillWrite reports whether a halted tenant's failed file may still have a Register
+// invocation running, without the look into its history that the operator's skip makes
+// (stopped): a TIMED_OUT or ABORTED file's segment may run on, so its slots are kept until the
+// operator's skip or redrive; a FAILED file whose error can come from its segment keeps them until
+// its last invocation has certainly ended (the stop plus the Register timeout plus the margin).
+// The rare failed file whose segment runs on after a failed start is seen only at the skip.
+func (h *Handler) haltedMayStillWrite(st *sfn.DescribeExecutionOutput) bool {
+	switch {
+	case st.Status == sfntypes.ExecutionStatusTimedOut || st.Status == sfntypes.ExecutionStatusAborted:
+		return true
+	case !segmentTaskError(aws.ToString(st.Error)):
+		return false
+	case st.StopDate == nil:
+		return true
+	}
+	return h.now().Before(st.StopDate.Add(h.cfg.RegisterTimeout + releaseMargin))
 }
 
 // halted keeps a halt tenant's failed file until an operator redrives it or writes its skip marker.
@@ -448,6 +473,9 @@ func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st 
 	if found {
 		if held, ok := h.stopped(ctx, d, arn, st); ok {
 			return held
+		}
+		if err := h.releaseLeases(ctx, d.log, name); err != nil {
+			return h.serviceError(ctx, d, "release the file's running-file slots", err)
 		}
 		d.log.WarnContext(ctx, "file skipped by an operator; the tenant moves on", append(attrs,
 			"skipMarkerVersionId", marker.versionID, "reason", marker.reason, "reasonBytes", marker.size)...)

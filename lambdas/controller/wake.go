@@ -220,9 +220,15 @@ func (h *Handler) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 		return nil
 	}
 	// The event comes from the reserved aws.states source and names this state machine's
-	// execution, so its end frees the file's running-file slots at once, whatever the wake-up
-	// state says (admission.go). A failure here is left to the delivery, which releases too.
-	_ = h.releaseLeases(ctx, log, sc.Name)
+	// execution, so a SUCCEEDED end frees the file's running-file slots at once, whatever the
+	// wake-up state says (admission.go): SUCCEEDED is final, so even a late event is this run's
+	// end. Any other end is left to the delivery it wakes: a stopped file, or one whose last
+	// Register attempt's outcome is unknown, keeps its slots until none of its invocations can still
+	// write (stopped.go), and a late event of a run before a redrive must not free the redriven
+	// run's slots. A failure here is left to the delivery, which releases too.
+	if sc.Status == pipeline.StatusSucceeded {
+		_ = h.releaseLeases(ctx, log, sc.Name)
+	}
 	// Announced before the end is recorded: a delivery that releases the file on the record alone
 	// knows its event is out (fileevent.go).
 	announceErr := h.announceStatusChange(ctx, log, sc)
