@@ -35,14 +35,16 @@ func TestAlarmsPerTenant(t *testing.T) {
 		missing    string
 	}
 	wants := map[string]want{
-		"ErrorLogsAlarm":             {"TenantPipeline/ErrorLogs-acme", "Sum", 1, 1, 1, "notBreaching"},
-		"ControllerErrorsAlarm":      {"AWS/Lambda/Errors", "Sum", 1, 1, 1, "notBreaching"},
-		"OldestMessageAlarm":         {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", 25 * 3600, 1, 1, "notBreaching"},
-		"ExpiringMessageAlarm":       {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", (14 - 1 - 1) * 24 * 3600, 1, 1, "notBreaching"},
-		"StalledAlarm":               {"", "", 1, 15, 15, "notBreaching"},
-		"BacklogAlarm":               {"AWS/SQS/ApproximateNumberOfMessagesVisible", "Maximum", 100, 1, 1, "notBreaching"},
-		"HeadQueuedAlarm":            {"TenantPipeline/HeadQueuedSeconds", "Maximum", 7200, 1, 1, "notBreaching"},
-		"HeadRunningAlarm":           {"TenantPipeline/HeadRunningSeconds", "Maximum", 18 * 3600, 1, 1, "notBreaching"},
+		"ErrorLogsAlarm":        {"TenantPipeline/ErrorLogs-acme", "Sum", 1, 1, 1, "notBreaching"},
+		"ControllerErrorsAlarm": {"AWS/Lambda/Errors", "Sum", 1, 1, 1, "notBreaching"},
+		"OldestMessageAlarm":    {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", 25 * 3600, 1, 1, "notBreaching"},
+		"ExpiringMessageAlarm":  {"AWS/SQS/ApproximateAgeOfOldestMessage", "Maximum", (14 - 1 - 1) * 24 * 3600, 1, 1, "notBreaching"},
+		"StalledAlarm":          {"", "", 1, 15, 15, "notBreaching"},
+		"BacklogAlarm":          {"AWS/SQS/ApproximateNumberOfMessagesVisible", "Maximum", 100, 1, 1, "notBreaching"},
+		// 1 of 2: a 5-minute safety net and one 5-minute period more (an unchanged health line is
+		// written once per safety net).
+		"HeadQueuedAlarm":            {"TenantPipeline/HeadQueuedSeconds", "Maximum", 7200, 2, 1, "notBreaching"},
+		"HeadRunningAlarm":           {"TenantPipeline/HeadRunningSeconds", "Maximum", 18 * 3600, 2, 1, "notBreaching"},
 		"BlockedAlarm":               {"TenantPipeline/Blocked", "Maximum", 1, 3, 2, "missing"},
 		"ExecutionsFailedAlarm":      {"AWS/States/ExecutionsFailed", "Sum", 1, 1, 1, "notBreaching"},
 		"ExecutionsTimedOutAlarm":    {"AWS/States/ExecutionsTimedOut", "Sum", 1, 1, 1, "notBreaching"},

@@ -165,6 +165,30 @@ func (a AlarmThresholds) validate(haltedRecheck time.Duration, bad func(string, 
 	}
 }
 
+// headAlarmPeriods is how many periods the head-time alarms (HeadQueued, HeadRunning and the
+// pool's TenantHeadQueued, TenantHeadRunning) evaluate, one breaching datapoint among them being
+// enough. The controller writes a tenant's unchanged health line once per safety net
+// (lambdas/controller/headmetrics.go), and a running head file is delivered once per safety net
+// with wake events, so with a safety net as long as the period, or longer, a period can hold no
+// line while the head file still runs long; missing data is not breaching (no line: no running
+// head file), so one period alone would return to OK in between. The range covers the safety net
+// and one period more, capped at CloudWatch's one day of periods × period
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html).
+func headAlarmPeriods(safetyNet time.Duration, evaluationMinutes int) int {
+	period := time.Duration(evaluationMinutes) * time.Minute
+	n := int((safetyNet+period-1)/period) + 1
+	return max(1, min(n, 24*60/evaluationMinutes))
+}
+
+// controllerSafetyNet is the controller's SAFETY_NET_SECONDS: SafetyNetInterval with wake events,
+// else the controller's default, which it keeps when the variable is unset.
+func (p Props) controllerSafetyNet() time.Duration {
+	if p.WakeEvents() {
+		return p.SafetyNetInterval
+	}
+	return DefaultSafetyNetInterval
+}
+
 // Alarms are the tenant's alarms. Each description says what it means and what to do, and links
 // RunbookURL.
 type Alarms struct {
@@ -249,6 +273,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 
 	sm := t.StateMachine
 	a := p.Alarms
+	headPeriods := headAlarmPeriods(p.controllerSafetyNet(), a.EvaluationMinutes)
 	return Alarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: errorLogs, threshold: 1,
 			description: "A function of tenant %[1]s logged at ERROR: a failed file, a quarantined message or a fault. Read the tenant's function logs for the ERROR line."}),
@@ -263,10 +288,10 @@ func (t *TenantPipeline) newAlarms() Alarms {
 				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
 		Backlog: t.alarm(alarmSpec{id: "BacklogAlarm", metric: t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: float64(a.BacklogMessages),
 			description: "Files of tenant %[1]s are piling up behind the head file. Check whether the tenant is halted or its workflows are slow."}),
-		HeadQueued: t.alarm(alarmSpec{id: "HeadQueuedAlarm", metric: emf(MetricHeadQueuedSeconds, "Maximum"), threshold: a.HeadQueued.Seconds(),
+		HeadQueued: t.alarm(alarmSpec{id: "HeadQueuedAlarm", metric: emf(MetricHeadQueuedSeconds, "Maximum"), threshold: a.HeadQueued.Seconds(), periods: headPeriods,
 			description: fmt.Sprintf("The head file of tenant %%[1]s waited more than %v in the queue before its execution started: files wait long behind earlier ones. "+
 				"Check the tenant's backlog and how long its files run.", a.HeadQueued)}),
-		HeadRunning: t.alarm(alarmSpec{id: "HeadRunningAlarm", metric: emf(MetricHeadRunningSeconds, "Maximum"), threshold: a.HeadRunning.Seconds(),
+		HeadRunning: t.alarm(alarmSpec{id: "HeadRunningAlarm", metric: emf(MetricHeadRunningSeconds, "Maximum"), threshold: a.HeadRunning.Seconds(), periods: headPeriods,
 			description: fmt.Sprintf("The head file of tenant %%[1]s has been running more than %v; at the workflow timeout (%v) it fails. "+
 				"Open its execution (the controller logs its name) and check the core system and the register function.", a.HeadRunning, p.WorkflowTimeout)}),
 		Blocked: t.alarm(alarmSpec{id: "BlockedAlarm", metric: emf(MetricBlocked, "Maximum"), threshold: 1,

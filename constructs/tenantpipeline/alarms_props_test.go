@@ -151,3 +151,34 @@ func TestTenantDefaults(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
+
+// The head-time alarms look back over a safety net and one period more, so that an unchanged
+// health line, written once per safety net, keeps them in ALARM; CloudWatch allows one day.
+func TestHeadAlarmPeriods(t *testing.T) {
+	for _, tt := range []struct {
+		safetyNet time.Duration
+		minutes   int
+		want      int
+	}{
+		{5 * time.Minute, 5, 2},
+		{time.Second, 5, 2},
+		{30 * time.Minute, 5, 7},
+		{31 * time.Minute, 5, 8},
+		{5 * time.Minute, 1, 6},
+		{12 * time.Hour, 60, 13},
+		{12 * time.Hour, 1, 721},
+		{12 * time.Hour, 720, 2},
+		{5 * time.Minute, 1440, 1},
+	} {
+		got := headAlarmPeriods(tt.safetyNet, tt.minutes)
+		if got != tt.want {
+			t.Errorf("safety net %v, %d-minute periods: got %d periods, want %d", tt.safetyNet, tt.minutes, got, tt.want)
+		}
+		if got*tt.minutes > 24*60 {
+			t.Errorf("safety net %v, %d-minute periods: got %d periods, more than one day", tt.safetyNet, tt.minutes, got)
+		}
+		if covered := time.Duration(got) * time.Duration(tt.minutes) * time.Minute; got*tt.minutes < 24*60 && covered < tt.safetyNet+time.Duration(tt.minutes)*time.Minute {
+			t.Errorf("safety net %v, %d-minute periods: got %d periods (%v), want a safety net and a period", tt.safetyNet, tt.minutes, got, covered)
+		}
+	}
+}

@@ -151,6 +151,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 	}
 	rules := t.TenantRules
 	sm := t.StateMachine
+	headPeriods := headAlarmPeriods(p.Shared.controllerSafetyNet(), a.EvaluationMinutes)
 	return PoolAlarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, errorLogsName, "Sum", nil), threshold: 1,
 			description: "A function of pool %[1]s logged at ERROR: a failed file, a quarantined message, an object of no tenant or a fault. Every line names its tenant; read the pool's function logs."}),
@@ -191,10 +192,10 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 			description: "A file of a tenant of pool %[1]s failed under the continue policy and the tenant moved on. " +
 				"The controller's ERROR log names the file and its execution; redrive it once the cause is fixed." + contributors(rules.FailedFiles)}),
 		// The rule counts the lines above the threshold: one is a breach.
-		TenantHeadRunning: t.alarm(alarmSpec{id: "TenantHeadRunningAlarm", metric: perTenant(rules.HeadRunning), threshold: 1,
+		TenantHeadRunning: t.alarm(alarmSpec{id: "TenantHeadRunningAlarm", metric: perTenant(rules.HeadRunning), threshold: 1, periods: headPeriods,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s has been running more than %v; at the workflow timeout (%v) it fails. "+
 				"Open its execution (pipectl status names it) and check the tenant's core system.", a.HeadRunning, p.Shared.WorkflowTimeout) + contributors(rules.HeadRunning)}),
-		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant(rules.HeadQueued), threshold: 1,
+		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant(rules.HeadQueued), threshold: 1, periods: headPeriods,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s waited more than %v before its execution started: its files wait long behind "+
 				"earlier ones, or the pool's concurrency is taken by other tenants. Check the tenant's backlog and the pool's MaximumConcurrency.", a.HeadQueued) + contributors(rules.HeadQueued)}),
 		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,

@@ -357,7 +357,8 @@ func (b *Backlog) setQueued(ctx context.Context, m Message, condition string, mo
 }
 
 // maxParkRounds bounds the read-write-claim rounds of one Park: each lost round means another
-// writer parked a file of the tenant at that moment.
+// writer parked a file of the tenant at that moment, or S3 answered a write of the slot with a
+// conflict (writeConflict).
 const maxParkRounds = 8
 
 // Park keeps m outside the queue, behind the tenant's other parked files, and returns its slot.
@@ -392,6 +393,10 @@ func (b *Backlog) Park(ctx context.Context, m Message) (int64, error) {
 		})
 		owner := m.ID
 		switch {
+		case writeConflict(err):
+			// Another write of the slot was in progress, and this one did not happen: look again.
+			// The next round finds the slot taken (412, its object adopted), claimed, or free.
+			continue
 		case preconditionFailed(err):
 			f, found, err := b.slot(ctx, m.Tenant, n)
 			if err != nil {
@@ -689,6 +694,17 @@ func conditionFailed(err error) bool {
 func preconditionFailed(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "PreconditionFailed"
+}
+
+// writeConflict reports S3's 409 ConditionalRequestConflict to a conditional write: "If a
+// conflicting operation occurs during the upload S3 returns a 409 ConditionalRequestConflict
+// response", which the caller is to retry
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html,
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). This call wrote
+// nothing; whether the other operation wrote the object is not said, so the caller reads again.
+func writeConflict(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ConditionalRequestConflict"
 }
 
 // tenantID is a tenant id's pattern (the tenants file's rule for ids).

@@ -122,9 +122,12 @@ type rig struct {
 	now time.Time
 }
 
-func newRig(t *testing.T, max int) *rig {
+func newRig(t *testing.T, max int) *rig { return newRigOn(t, max, newS3(t)) }
+
+// newRigOn is newRig on the S3 client s.
+func newRigOn(t *testing.T, max int, s *s3.Client) *rig {
 	db, table := newTable(t)
-	r := &rig{q: newQueue(), s3: newS3(t), now: time.UnixMilli(1_800_000_000_000)}
+	r := &rig{q: newQueue(), s3: s, now: time.UnixMilli(1_800_000_000_000)}
 	r.b = &Backlog{DB: db, Table: table, S3: r.s3, Bucket: "ingest", SQS: r.q, QueueURL: "https://sqs.local/pool.fifo",
 		Max: max, Retention: 14 * 24 * time.Hour, Now: func() time.Time { return r.now }}
 	return r
@@ -310,6 +313,49 @@ func TestParkAdoptsAnObjectAnotherWriterLeftInItsSlot(t *testing.T) {
 	r.release(t, "acme")
 	if got, want := r.q.order("acme"), []string{msg("acme", 0).Body, "crashed-body", msg("acme", 1).Body}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// S3 may answer a conditional write with 409 ConditionalRequestConflict instead of 412 when
+// another write of the key is in progress: Park looks again, a bounded number of rounds, and the
+// file is parked once.
+func TestParkLooksAgainAfterAWriteConflict(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		conflicts int
+		wantErr   bool
+	}{
+		{name: "one 409: parked on the next round", conflicts: 1},
+		{name: "409 on every round: an error after the bound, nothing claimed", conflicts: maxParkRounds, wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &backlogtest.Conflict{Part: "/parked/", N: tt.conflicts}
+			r := newRigOn(t, 1, backlogtest.S3Through(t, "ingest", c.Wrap))
+			r.route(t, msg("acme", 0))
+			send, err := r.b.Route(context.Background(), msg("acme", 1))
+			if got := c.Answered(); got != tt.conflicts {
+				t.Fatalf("got %d conflicts answered, want %d: the test did not exercise them", got, tt.conflicts)
+			}
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got no error after %d conflicts, want one", tt.conflicts)
+				}
+				if st := r.state(t, "acme"); st.Parked != 0 {
+					t.Errorf("got %d parked, want 0", st.Parked)
+				}
+				return
+			}
+			if err != nil || send {
+				t.Fatalf("got send %v, %v, want parked", send, err)
+			}
+			if st := r.state(t, "acme"); st.Parked != 1 || st.NextPark != 1 {
+				t.Errorf("got %d parked, next slot %d, want 1, 1", st.Parked, st.NextPark)
+			}
+			r.release(t, "acme")
+			if got, want := r.q.order("acme"), wantBodies("acme", 2); !slices.Equal(got, want) {
+				t.Errorf("got sent %v, want %v", got, want)
+			}
+		})
 	}
 }
 

@@ -100,6 +100,7 @@ type fakeExec struct {
 	input        string
 	errName      string
 	redriveCount int32
+	redriveDate  *time.Time
 	stopDate     *time.Time
 	history      []sfntypes.HistoryEvent // oldest first, as Step Functions records them
 }
@@ -284,7 +285,7 @@ func (f *fakeSFN) answerDescribe(arn string) (*sfn.DescribeExecutionOutput, int,
 		return nil, n, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
 	out := &sfn.DescribeExecutionOutput{ExecutionArn: aws.String(arn), Status: e.status, StartDate: aws.Time(e.startDate()), StopDate: e.stopDate,
-		RedriveCount: aws.Int32(e.redriveCount), Input: aws.String(e.input)}
+		RedriveCount: aws.Int32(e.redriveCount), RedriveDate: e.redriveDate, Input: aws.String(e.input)}
 	if e.status == sfntypes.ExecutionStatusFailed {
 		out.Error = aws.String(e.errName)
 		out.Cause = aws.String("record 7: customer Yamada Taro rejected") // must never be logged

@@ -43,6 +43,14 @@ import (
 //   - A duplicate is left only when two announcers both read no marker (the status event and a
 //     delivery at the same moment), or when PutEvents succeeded and the marker could not be
 //     written: both carry the same eventId.
+//   - A status event can arrive late: after the execution was redriven, the FAILED, TIMED_OUT or
+//     ABORTED event of an earlier run. The wake-up handler announces only the end DescribeExecution
+//     tells, and only when it is the event's run: terminal, with the event's status and redrive
+//     count (sameRun). Otherwise the event announces nothing: the redriven run's end is announced
+//     once, when it ends, and not while it runs (which would also leave its marker for an end that
+//     has not happened). The earlier run's end is announced by the delivery that found it (a
+//     delivery holds or releases a failed file only once its end is out); an end no delivery saw
+//     before the redrive (a redrive outside pipectl, within the safety net) is not announced.
 //   - A delivery releases its file only once the end is announced (or its marker found), so an
 //     end is never lost while EventBridge refuses the call; the wake-up handler records the end in
 //     wake-done.json only once it announced it, so the delivery that releases on the record alone
@@ -84,13 +92,16 @@ func endOf(st *sfn.DescribeExecutionOutput) fileEnd {
 }
 
 // announceStatusChange announces the end a status change event tells; the execution is described
-// when the event lacks its redrive count or input.
+// when the event lacks its redrive count or input. A late event of an earlier run announces nothing
+// (see the comment at the top of this file).
 func (h *Handler) announceStatusChange(ctx context.Context, log *slog.Logger, sc statusChange) error {
 	if h.events == nil || h.cfg.EventBus == "" {
 		return nil
 	}
 	// A failed end is described: its results need the cause and dates (results.go), and failures
-	// are few.
+	// are few. A SUCCEEDED event with its redrive count needs no check: SUCCEEDED is final, so it
+	// tells the execution's last run (RedriveExecution restarts only FAILED, TIMED_OUT and ABORTED
+	// executions, https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html).
 	if sc.RedriveCount == nil || sc.Input == nil || sc.Status != pipeline.StatusSucceeded {
 		st, err := h.describe(ctx, sc.ExecutionARN)
 		if err != nil {
@@ -98,10 +109,44 @@ func (h *Handler) announceStatusChange(ctx context.Context, log *slog.Logger, sc
 		}
 		end := endOf(st)
 		end.Name, end.ARN = sc.Name, sc.ExecutionARN
+		if !sameRun(sc, end) {
+			return h.earlierRun(ctx, log, sc, end)
+		}
 		return h.announce(ctx, log, end)
 	}
 	return h.announce(ctx, log, fileEnd{Name: sc.Name, ARN: sc.ExecutionARN, Status: sc.Status, RedriveCount: *sc.RedriveCount,
 		Input: aws.ToString(sc.Input), Output: aws.ToString(sc.Output), Error: aws.ToString(sc.Error)})
+}
+
+// sameRun reports whether end, as DescribeExecution tells it now, is the run the status event sc
+// tells: terminal, with the event's status and, when the event carries it, its redrive count.
+// DescribeExecution's redriveCount is "only updated if you successfully redrive an execution"
+// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html), so
+// an execution redriven since the event counts higher, and a redriven run still going is not
+// terminal.
+func sameRun(sc statusChange, end fileEnd) bool {
+	if !pipeline.TerminalStatus(end.Status) || end.Status != sc.Status {
+		return false
+	}
+	return sc.RedriveCount == nil || *sc.RedriveCount == end.RedriveCount
+}
+
+// earlierRun handles a status event that DescribeExecution does not confirm as the execution's
+// current end: nothing is announced. Only a SUCCEEDED record releases a file on its own
+// (wokenSucceeded), so a contradicted SUCCEEDED event returns an error, and the wake-up handler
+// records nothing: the woken delivery describes the execution and announces what it finds. Any
+// other late event is an earlier run's, and its record is harmless.
+func (h *Handler) earlierRun(ctx context.Context, log *slog.Logger, sc statusChange, end fileEnd) error {
+	eventRun := -1
+	if sc.RedriveCount != nil {
+		eventRun = *sc.RedriveCount
+	}
+	if sc.Status == pipeline.StatusSucceeded {
+		return fmt.Errorf("status event SUCCEEDED (run %d) is contradicted by DescribeExecution: %s, run %d", eventRun, end.Status, end.RedriveCount)
+	}
+	log.InfoContext(ctx, "status event of an earlier run of the execution; no File Processed event (the current run's end is announced when it ends)",
+		"eventRedriveCount", eventRun, "executionStatus", end.Status, "executionRedriveCount", end.RedriveCount)
+	return nil
 }
 
 // announceEnd announces the end DescribeExecution told a delivery of the file name, arn.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +25,15 @@ type fakeBus struct {
 	mu      sync.Mutex
 	entries []map[string]string // source, detailType, bus, detail
 	errs    []error
+	// beforePut runs, outside the lock, before each call is answered (e.g. another announcer
+	// coming in while this call is in flight).
+	beforePut func()
 }
 
 func (f *fakeBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if f.beforePut != nil {
+		f.beforePut()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.errs) > 0 {
@@ -256,5 +264,126 @@ func TestPoolFileEvent(t *testing.T) {
 	}
 	if got[0].Tenant != "acme" || got[0].Tier != "pool" || got[0].Source.Key != acmeKey || got[0].EventID != evID1+"/0" {
 		t.Errorf("got tenant %q tier %q key %q id %q, want acme, pool, %q, %s/0", got[0].Tenant, got[0].Tier, got[0].Source.Key, got[0].EventID, acmeKey, evID1)
+	}
+}
+
+// runPayload is the status event of the execution name ending with status, of the run redrive (0
+// for the first run); redrive -1 leaves the redrive count out of the event.
+func runPayload(t *testing.T, name, status string, redrive int) json.RawMessage {
+	t.Helper()
+	s := string(statusPayload(t, name, status))
+	if redrive < 0 {
+		return json.RawMessage(strings.Replace(s, `"redriveCount": 0,`, "", 1))
+	}
+	return json.RawMessage(strings.Replace(s, `"redriveCount": 0`, fmt.Sprintf(`"redriveCount": %d`, redrive), 1))
+}
+
+// A status event that arrives after a redrive (status events are best effort and may come late)
+// announces only the end DescribeExecution confirms as its own run; the redriven run's end is
+// announced once, when it ends.
+func TestFileEventLateStatusEvent(t *testing.T) {
+	arn := testExecPrefix + evID1
+	redriven := func(w *wakeRig, status sfntypes.ExecutionStatus) {
+		w.sfn.set(arn, status)
+		w.sfn.mu.Lock()
+		w.sfn.execs[arn].redriveCount = 1
+		w.sfn.mu.Unlock()
+	}
+	invoke := func(t *testing.T, w *wakeRig, payload json.RawMessage) {
+		t.Helper()
+		if _, err := w.h.Invoke(context.Background(), payload); err != nil {
+			t.Fatalf("got error %v, want none", err)
+		}
+	}
+	ids := func(evs []results.Event) []string {
+		var out []string
+		for _, ev := range evs {
+			out = append(out, ev.EventID+" "+ev.Status)
+		}
+		return out
+	}
+
+	t.Run("run 0's FAILED event while the redriven run runs: nothing, then run 1's end once", func(t *testing.T) {
+		w, bus := eventRig(t, nil)
+		redriven(w, sfntypes.ExecutionStatusRunning)
+		invoke(t, w, runPayload(t, evID1, "FAILED", 0))
+		if got := bus.details(t); len(got) != 0 {
+			t.Fatalf("got events %v after the late event, want none", ids(got))
+		}
+		if _, ok := w.s3.objects[testBucket+"/"+results.EventMarkerKey("acme", evID1, 1)]; ok {
+			t.Fatalf("got run 1's marker while run 1 runs, want none")
+		}
+		redriven(w, sfntypes.ExecutionStatusSucceeded)
+		invoke(t, w, runPayload(t, evID1, "SUCCEEDED", 1))
+		w.deliver(t, 2)
+		if got, want := ids(bus.details(t)), []string{evID1 + "/1 SUCCEEDED"}; !slices.Equal(got, want) {
+			t.Errorf("got events %v, want %v", got, want)
+		}
+	})
+
+	// The late event is handled while the delivery's PutEvents is in flight: both have read no
+	// marker of run 1. Run 1 may end as run 0 did: the redrive count tells them apart.
+	for _, end := range []sfntypes.ExecutionStatus{sfntypes.ExecutionStatusSucceeded, sfntypes.ExecutionStatusFailed} {
+		t.Run("run 0's FAILED event while a delivery announces run 1's "+string(end)+": run 1's end once", func(t *testing.T) {
+			w, bus := eventRig(t, nil)
+			redriven(w, end)
+			late := true
+			bus.beforePut = func() {
+				if late {
+					late = false
+					invoke(t, w, runPayload(t, evID1, "FAILED", 0))
+				}
+			}
+			w.deliver(t, 2)
+			if late {
+				t.Fatalf("got no PutEvents from the delivery, want one: the late event was not handled")
+			}
+			invoke(t, w, runPayload(t, evID1, string(end), 1))
+			if got, want := ids(bus.details(t)), []string{evID1 + "/1 " + string(end)}; !slices.Equal(got, want) {
+				t.Errorf("got events %v, want %v", got, want)
+			}
+			w.findLog(t, "INFO", "status event of an earlier run")
+		})
+	}
+
+	// An event of the run DescribeExecution tells is announced, as before.
+	for _, tt := range []struct {
+		name    string
+		status  sfntypes.ExecutionStatus
+		redrive int // the execution's redrive count
+		event   int // the event's; -1 absent
+		want    string
+	}{
+		{name: "first run FAILED", status: sfntypes.ExecutionStatusFailed, event: 0, want: evID1 + "/0 FAILED"},
+		{name: "redriven run TIMED_OUT", status: sfntypes.ExecutionStatusTimedOut, redrive: 1, event: 1, want: evID1 + "/1 TIMED_OUT"},
+		{name: "event without its redrive count", status: sfntypes.ExecutionStatusAborted, redrive: 2, event: -1, want: evID1 + "/2 ABORTED"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, bus := eventRig(t, nil)
+			w.sfn.set(arn, tt.status)
+			w.sfn.execs[arn].redriveCount = int32(tt.redrive)
+			invoke(t, w, runPayload(t, evID1, string(tt.status), tt.event))
+			if got, want := ids(bus.details(t)), []string{tt.want}; !slices.Equal(got, want) {
+				t.Errorf("got events %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A SUCCEEDED event that DescribeExecution contradicts is not recorded as the end: a record of
+// SUCCEEDED releases a file on its own, and nothing was announced.
+func TestFileEventContradictedSuccess(t *testing.T) {
+	w, bus := eventRig(t, nil)
+	w.putState(t, evID1, "rh-1")
+	w.q.receive("rh-1")
+	w.sfn.set(testExecPrefix+evID1, sfntypes.ExecutionStatusRunning)
+	if _, err := w.h.Invoke(context.Background(), runPayload(t, evID1, "SUCCEEDED", -1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := bus.details(t); len(got) != 0 {
+		t.Errorf("got %d events, want none", len(got))
+	}
+	if _, ok := w.s3.objects[wakeDoneObject]; ok {
+		t.Errorf("got wake-done.json for a contradicted SUCCEEDED, want none")
 	}
 }

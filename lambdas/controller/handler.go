@@ -77,12 +77,14 @@ type Handler struct {
 	events eventBus
 	// results invokes the results task of a failed file (results.go); nil: none.
 	results functionInvoker
+	// head is the tenant's last health line (headmetrics.go); nil: every line is written.
+	head *headLine
 }
 
 // NewHandler wires a Handler. cfg must come from configFromEnv.
 func NewHandler(cfg Config, sf stepFunctions, q queue, s objectStore, log *slog.Logger, m *metrics.Emitter) *Handler {
 	return &Handler{cfg: cfg, sfn: sf, sqs: q, s3: s, log: log, metrics: m, now: time.Now, sleep: sleepContext,
-		throttleBackoff: retry.NewExponentialJitterBackoff(cfg.MaxWait)}
+		throttleBackoff: retry.NewExponentialJitterBackoff(cfg.MaxWait), head: &headLine{}}
 }
 
 // Handle processes the records in order. On the first record that must wait or could not be

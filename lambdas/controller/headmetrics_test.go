@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -143,5 +144,87 @@ func TestRunningSince(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The health line is written when one of its figures changes, and otherwise once per safety net,
+// not on every delivery; the delivery's own counts are written every time.
+func TestHeadLineWrittenOnChange(t *testing.T) {
+	r := newRig(t, map[string]string{pipeline.EnvSafetyNetSeconds: "300"})
+	r.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+	m1 := message("m1", eventBody(t, evID1, key1), 1)
+	m2 := message("m2", eventBody(t, evID1, key1), 1)
+	m2.Attributes["SentTimestamp"] = strconv.FormatInt(testStart.Add(-30*time.Second).UnixMilli(), 10)
+	steps := []struct {
+		name    string
+		advance time.Duration
+		change  func()
+		rec     events.SQSMessage
+		want    bool // a health line written
+	}{
+		{name: "first delivery", rec: m1, want: true},
+		{name: "unchanged, 10 s later", advance: 10 * time.Second, rec: m1},
+		{name: "unchanged, 20 s later", advance: 10 * time.Second, rec: m1},
+		{name: "unchanged, 4 min later", advance: 200 * time.Second, rec: m1},
+		{name: "the execution was redriven: its run started later", advance: 10 * time.Second, rec: m1, want: true,
+			change: func() {
+				r.sfn.mu.Lock()
+				r.sfn.execs[arn1].redriveCount, r.sfn.execs[arn1].redriveDate = 1, aws.Time(r.now)
+				r.sfn.mu.Unlock()
+			}},
+		{name: "unchanged again", advance: 10 * time.Second, rec: m1},
+		{name: "another head file (another send time)", advance: 10 * time.Second, rec: m2, want: true},
+		{name: "unchanged, 269 s later: short of the refresh", advance: 269 * time.Second, rec: m2},
+		{name: "unchanged, a safety net after the last line", advance: 31 * time.Second, rec: m2, want: true},
+		{name: "unchanged right after", advance: time.Second, rec: m2},
+	}
+	lines := 0
+	for i, s := range steps {
+		r.now = r.now.Add(s.advance)
+		if s.change != nil {
+			s.change()
+		}
+		if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{s.rec}}); err != nil {
+			t.Fatal(err)
+		}
+		got := r.emitted(t)
+		if n := len(got[metrics.Waits]); n != i+1 {
+			t.Fatalf("%s: got %d Waits, want %d: a delivery's counts are written every time", s.name, n, i+1)
+		}
+		n := len(got[metrics.HeadQueuedSeconds])
+		if s.want {
+			lines++
+		}
+		if n != lines || len(got[metrics.Blocked]) != lines || len(got[metrics.HeadRunningSeconds]) != lines {
+			t.Errorf("%s: got %d, %d, %d lines of HeadQueuedSeconds, Blocked, HeadRunningSeconds, want %d each",
+				s.name, n, len(got[metrics.Blocked]), len(got[metrics.HeadRunningSeconds]), lines)
+		}
+	}
+}
+
+// In a pool each tenant has its own health line: one tenant's line does not stand in for
+// another's, and each carries its tenant for the pool's Contributor Insights rules.
+func TestPoolHeadLinePerTenant(t *testing.T) {
+	r := newPoolRig(t, nil)
+	r.sfn.set(arn1, sfntypes.ExecutionStatusRunning)
+	r.sfn.set(testExecPrefix+evID2, sfntypes.ExecutionStatusRunning)
+	for _, m := range []events.SQSMessage{
+		poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
+		poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
+		poolMessage("m2", eventBody(t, evID2, globexKey), "globex"),
+		poolMessage("m2", eventBody(t, evID2, globexKey), "globex"),
+	} {
+		if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int{}
+	for _, l := range r.out.lines(t) {
+		if _, ok := l[metrics.Blocked]; ok {
+			got[l[metrics.DimensionTenant].(string)]++
+		}
+	}
+	if got["acme"] != 1 || got["globex"] != 1 || len(got) != 2 {
+		t.Errorf("got health lines per tenant %v, want one each of acme and globex", got)
 	}
 }

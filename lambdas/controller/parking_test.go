@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -35,13 +36,18 @@ func TestMain(m *testing.M) {
 
 // newTestBacklog is a backlog of max per tenant on a fresh table and bucket.
 func newTestBacklog(t *testing.T, max int, q backlog.Sender) (*backlog.Backlog, *s3.Client) {
+	return newTestBacklogThrough(t, max, q, nil)
+}
+
+// newTestBacklogThrough is newTestBacklog with S3's requests passing through wrap first.
+func newTestBacklogThrough(t *testing.T, max int, q backlog.Sender, wrap func(http.Handler) http.Handler) (*backlog.Backlog, *s3.Client) {
 	t.Helper()
 	url, err := backlogtest.Dynalite("../..")
 	if err != nil {
 		t.Fatalf("these tests need dynalite (make setup): %v", err)
 	}
 	db, table := backlogtest.Table(t, url)
-	s := backlogtest.S3(t, testBucket)
+	s := backlogtest.S3Through(t, testBucket, wrap)
 	return newBacklog(backlogConfig{Table: table, Max: max}, db, s, q, testBucket, testQueueURL), s
 }
 
@@ -144,6 +150,42 @@ func TestRouterParksPastTheBound(t *testing.T) {
 	}
 	if st, _ := b.State(context.Background(), "acme"); st.Queued != 3 || st.Parked != 4 {
 		t.Errorf("after a redelivery: got %d queued, %d parked, want 3, 4", st.Queued, st.Parked)
+	}
+}
+
+// S3 answering the write of a parked file's slot with 409 ConditionalRequestConflict (a concurrent
+// write) is "look again": the intake batch does not fail, and the file is parked once and fed back
+// once, in order.
+func TestRouterParksThroughAWriteConflict(t *testing.T) {
+	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
+	c := &backlogtest.Conflict{Part: "/parked/", N: 1}
+	b, s := newTestBacklogThrough(t, 1, q, c.Wrap)
+	r := parkingRouter(t, 1, b, q, &syncBuffer{})
+	resp, err := r.Handle(context.Background(), intake(t, fileKeys("acme", 0, 3)...))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("got %v, %v, want every intake message handled", resp.BatchItemFailures, err)
+	}
+	if c.Answered() != 1 {
+		t.Fatalf("got %d conflicts answered, want 1: the test did not exercise one", c.Answered())
+	}
+	if st, _ := b.State(context.Background(), "acme"); st.Queued != 1 || st.Parked != 2 || st.NextPark != 2 {
+		t.Errorf("got %d queued, %d parked, next slot %d, want 1, 2, 2: each file parked once", st.Queued, st.Parked, st.NextPark)
+	}
+	list, err := s.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String(backlog.ParkedPrefix("acme"))})
+	if err != nil || len(list.Contents) != 2 {
+		t.Fatalf("got %d parked objects (%v), want 2", len(list.Contents), err)
+	}
+	for round := range 2 {
+		id := aws.ToString(q.sends[round].MessageDeduplicationId)
+		if err := b.Released(context.Background(), "acme", id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Drain(context.Background(), "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := sentKeys(t, q, "acme"), fileKeys("acme", 0, 3); !slices.Equal(got, want) {
+		t.Errorf("got sent %v, want each file once, in order: %v", got, want)
 	}
 }
 

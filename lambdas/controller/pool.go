@@ -73,7 +73,8 @@ func (p *Pool) Invoke(ctx context.Context, payload json.RawMessage) (any, error)
 }
 
 // maxHandlers bounds the Handlers a warm pool controller keeps. A Handler keeps no state between
-// invocations, so one dropped is made again, from the tenant's row, when next needed.
+// invocations but its tenant's last health line (headmetrics.go), so one dropped is made again,
+// from the tenant's row, when next needed, and writes that line again.
 const maxHandlers = 1024
 
 // handler returns the Handler of the pool's tenant id, made on first use from the tenant's row of

@@ -7,10 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,9 +116,16 @@ func Table(t *testing.T, endpoint string) (*dynamodb.Client, string) {
 }
 
 // S3 serves gofakes3 over plain HTTP for the test, with the bucket created.
-func S3(t *testing.T, bucket string) *s3.Client {
+func S3(t *testing.T, bucket string) *s3.Client { return S3Through(t, bucket, nil) }
+
+// S3Through is S3 with every request passing through wrap first (nil: none).
+func S3Through(t *testing.T, bucket string, wrap func(http.Handler) http.Handler) *s3.Client {
 	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	var h http.Handler = gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	c := s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
@@ -125,4 +135,51 @@ func S3(t *testing.T, bucket string) *s3.Client {
 		t.Fatalf("create bucket: %v", err)
 	}
 	return c
+}
+
+// Conflict answers the first N conditional PUTs (If-None-Match or If-Match) of a key containing
+// Part with 409 ConditionalRequestConflict, as S3 may while another write of the key is in
+// progress ("If a conflicting operation occurs during the upload S3 returns a 409
+// ConditionalRequestConflict response", https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html),
+// and passes every other request on. gofakes3 checks conditions under one lock and never answers
+// 409 itself.
+type Conflict struct {
+	Part string
+	N    int
+
+	mu       sync.Mutex
+	answered int
+}
+
+// Wrap is the handler for S3Through.
+func (c *Conflict) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conditional := r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Match") != ""
+		if r.Method == http.MethodPut && conditional && strings.Contains(r.URL.Path, c.Part) && c.take() {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+				`<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting operation occurred.</Message><RequestId>LOCAL</RequestId><HostId>LOCAL</HostId></Error>`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Conflict) take() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answered >= c.N {
+		return false
+	}
+	c.answered++
+	return true
+}
+
+// Answered is how many 409s were answered.
+func (c *Conflict) Answered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answered
 }
