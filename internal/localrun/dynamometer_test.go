@@ -25,7 +25,7 @@ func TestDynamoMeter(t *testing.T) {
 	t.Cleanup(p.Close)
 	const table = "meter"
 	tables := []localTable{{Name: table,
-		KeySchema: []dyntypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dyntypes.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: dyntypes.KeyTypeRange}},
+		KeySchema:            []dyntypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dyntypes.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: dyntypes.KeyTypeRange}},
 		AttributeDefinitions: []dyntypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dyntypes.ScalarAttributeTypeS}, {AttributeName: aws.String("sk"), AttributeType: dyntypes.ScalarAttributeTypeS}},
 	}}
 	m := newDynamoMeter(p.URL, tables)
