@@ -1,8 +1,9 @@
 package localrun
 
 // What AWS would bill for one tenant's work so far, from the run's counters: the state transitions
-// of its executions (child executions included), its functions' Lambda requests and GB-seconds, and
-// the S3 and SQS requests on its keys and its queue.
+// of its executions (child executions included), its functions' Lambda requests, GB-seconds and log
+// bytes, the S3 and SQS requests on its keys and its queue, its File Processed events, the DynamoDB
+// request units on its tables, Contributor Insights matches and AssumeRole calls.
 
 import (
 	"context"
