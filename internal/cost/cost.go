@@ -132,8 +132,10 @@ var USEast1 = Prices{
 	// (and $0.50 per rule a month, a fixed cost, left out like the alarms).
 	// https://aws.amazon.com/cloudwatch/pricing/
 	InsightMatch: 0.02 / 1e6,
-	// AWS STS has no charge: "IAM and AWS STS are features of your AWS account offered at no
-	// additional charge". https://aws.amazon.com/iam/faqs/
+	// AWS STS has no charge: it is IAM's token service, and "IAM is an AWS service that you can use
+	// with no additional charge"
+	// (https://docs.aws.amazon.com/cost-management/latest/userguide/security-iam.html; the IAM FAQs,
+	// https://aws.amazon.com/iam/faqs/, say the same of IAM and STS).
 	STSCall: 0,
 }
 

@@ -151,8 +151,7 @@ func (a *tenantAuth) SessionTenants() []string {
 }
 
 // AssumeRoleCalls is how many AssumeRole calls were answered for sessions of the tenant: free
-// ("IAM and AWS STS are features of your AWS account offered at no additional charge",
-// https://aws.amazon.com/iam/faqs/), and counted so that the cost figure shows them.
+// (cost.USEast1.STSCall, with its source), and counted so that the cost figure shows them.
 func (a *tenantAuth) AssumeRoleCalls(tenant string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
