@@ -21,13 +21,18 @@ func TestPrice(t *testing.T) {
 		{"1,000 PUTs and 1,000 GETs", Usage{S3Tier1Requests: 1000, S3Tier2Requests: 1000}, Bill{S3: 0.0054}},
 		{"1M FIFO requests cost $0.50", Usage{SQSRequests: 1e6}, Bill{SQS: 0.50}},
 		{"1M File Processed events cost $1.00", Usage{EventBridgeEvents: 1e6}, Bill{EventBridge: 1.00}},
+		{"1M read and 1M write request units cost $0.125 and $0.625", Usage{DynamoDBReadUnits: 1e6, DynamoDBWriteUnits: 1e6}, Bill{DynamoDB: 0.75}},
+		{"1 GB of log lines costs $0.50", Usage{LogBytes: 1e9}, Bill{Logs: 0.50}},
+		{"1M matched log events cost $0.02", Usage{InsightMatches: 1e6}, Bill{Insights: 0.02}},
+		{"AssumeRole is free", Usage{STSCalls: 1e6}, Bill{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := USEast1.Price(tc.u)
 			for _, p := range [][2]float64{
 				{got.StepFunctions, tc.want.StepFunctions}, {got.LambdaRequests, tc.want.LambdaRequests},
 				{got.LambdaDuration, tc.want.LambdaDuration}, {got.S3, tc.want.S3}, {got.SQS, tc.want.SQS},
-				{got.EventBridge, tc.want.EventBridge},
+				{got.EventBridge, tc.want.EventBridge}, {got.DynamoDB, tc.want.DynamoDB}, {got.Logs, tc.want.Logs},
+				{got.Insights, tc.want.Insights}, {got.STS, tc.want.STS}, {got.Total(), tc.want.Total()},
 			} {
 				if math.Abs(p[0]-p[1]) > 1e-6 {
 					t.Errorf("got %+v, want %+v", got, tc.want)

@@ -144,17 +144,13 @@ func (r Rule) Evaluate(lines [][]byte) []Contributor {
 		if json.Unmarshal(l, &doc) != nil {
 			continue
 		}
-		keys, ok := r.keys(doc)
-		if !ok || !r.matches(doc) {
+		if !r.counts(doc) {
 			continue
 		}
+		keys, _ := r.keys(doc)
 		v := 1.0
 		if r.AggregateOn == Sum {
-			n, isNum := field(doc, r.Contribution.ValueOf).(float64)
-			if !isNum {
-				continue
-			}
-			v = n
+			v = field(doc, r.Contribution.ValueOf).(float64)
 		}
 		id := strings.Join(keys, "\x00")
 		if agg[id] == nil {
@@ -173,6 +169,36 @@ func (r Rule) Evaluate(lines [][]byte) []Contributor {
 		return strings.Join(out[i].Keys, "\x00") < strings.Join(out[j].Keys, "\x00")
 	})
 	return out
+}
+
+// Matched is how many of the lines the rule matches: the log events Contributor Insights bills
+// ("$0.02 per one million log events that match the rule", https://aws.amazon.com/cloudwatch/pricing/).
+// A line matches when it is a JSON object with every key and passes every filter (and, for Sum,
+// has a number to sum), as Evaluate counts them.
+func (r Rule) Matched(lines [][]byte) int {
+	n := 0
+	for _, l := range lines {
+		var doc map[string]any
+		if json.Unmarshal(l, &doc) != nil {
+			continue
+		}
+		if r.counts(doc) {
+			n++
+		}
+	}
+	return n
+}
+
+// counts reports whether a log event contributes to the rule.
+func (r Rule) counts(doc map[string]any) bool {
+	if _, ok := r.keys(doc); !ok || !r.matches(doc) {
+		return false
+	}
+	if r.AggregateOn == Sum {
+		_, isNum := field(doc, r.Contribution.ValueOf).(float64)
+		return isNum
+	}
+	return true
 }
 
 // MaxContributorValue is INSIGHT_RULE_METRIC(rule, 'MaxContributorValue') of one period: the top

@@ -31,13 +31,14 @@ func TestEvaluate(t *testing.T) {
 		want    string // contributors, highest first
 		wantMax float64
 		wantAny bool
+		matched int // log events billed
 	}{
 		{"sum of Blocked: every tenant's delivery counts, the halted one first",
-			rule(Sum, "$.Blocked", Present("$.Blocked"), Present("$.Tenant")), "globex=2 acme=0", 2, true},
+			rule(Sum, "$.Blocked", Present("$.Blocked"), Present("$.Tenant")), "globex=2 acme=0", 2, true, 3},
 		{"count above a threshold: only the tenant over it",
-			rule(Count, "", Above("$.HeadQueuedSeconds", 600), Present("$.Tenant")), "initech=1", 1, true},
+			rule(Count, "", Above("$.HeadQueuedSeconds", 600), Present("$.Tenant")), "initech=1", 1, true, 1},
 		{"nothing matches: no datapoint",
-			rule(Count, "", Above("$.HeadQueuedSeconds", 1000)), "", 0, false},
+			rule(Count, "", Above("$.HeadQueuedSeconds", 1000)), "", 0, false, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +55,9 @@ func TestEvaluate(t *testing.T) {
 			}
 			if m, ok := MaxContributorValue(cs); m != tc.wantMax || ok != tc.wantAny {
 				t.Errorf("got MaxContributorValue %v (datapoint %v), want %v (%v)", m, ok, tc.wantMax, tc.wantAny)
+			}
+			if n := tc.rule.Matched(lines); n != tc.matched {
+				t.Errorf("got %d matched log events, want %d", n, tc.matched)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 // TestCostCounting runs one small file and checks that what the cost figure counts is consistent,
 // so that the measurement cannot break unnoticed: the state transitions the server bills equal the
 // states entered in the executions' histories (no retry happens here), every function invoked bills
-// requests and GB-seconds, and the S3 and SQS requests of the file are there.
+// requests and GB-seconds, and the S3 and SQS requests of the file and its log bytes are there.
 func TestCostCounting(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, scenarioTenants, Config{})
@@ -76,6 +76,10 @@ func TestCostCounting(t *testing.T) {
 	// EventBridge sends the message, the event source mapping receives and deletes it.
 	if u.SQSRequests < 3 {
 		t.Errorf("SQS: got %v requests, want at least 3", u.SQSRequests)
+	}
+	// Every function writes log lines; no tenant here has a table, a pool's session or a rule.
+	if u.LogBytes <= 0 || u.DynamoDBReadUnits+u.DynamoDBWriteUnits != 0 || u.STSCalls != 0 || u.InsightMatches != 0 {
+		t.Errorf("logs, DynamoDB, STS, Contributor Insights: got %+v, want log bytes and nothing else", u)
 	}
 	if other, _ := r.Usage(ctx, "halt"); other.StateTransitions != 0 || other.S3Tier1Requests != 0 {
 		t.Errorf("tenant halt, which had no file: got %+v, want no transitions and no PUT", other)

@@ -33,6 +33,7 @@ type dynamoLocal struct {
 	url    string           // the pipeline's endpoint (counted, delayed)
 	admin  *dynamodb.Client // direct, uncounted (harness: tables, read-back)
 	tables []string
+	meter  *dynamoMeter // request units by table (dynamometer.go)
 	mu     sync.Mutex
 	onPut  func(PutItemCall) bool
 	// written holds, per execution name, the record numbers whose PutItem succeeded (a write the
@@ -48,12 +49,12 @@ type PutItemCall struct {
 	RecordNumber  int64
 }
 
-// proxy forwards the pipeline's DynamoDB calls to dynalite, counts them, answers each latency later
-// (the same per-request latency the embedded sink adds), and shows every PutItem to OnPutItem,
+// proxy forwards the pipeline's DynamoDB calls to dynalite, counts them and their request units,
+// answers each latency later (the same per-request latency the embedded sink adds), and shows every PutItem to OnPutItem,
 // which may hold it: it is then never forwarded, and the client gets no answer. It remembers which
 // records each execution wrote (dynamoWritten).
 func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration) http.Handler {
-	next := countingProxy(target, "dynamodb", c)
+	next := d.meter.wrap(countingProxy(target, "dynamodb", c))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if latency > 0 {
 			time.Sleep(latency)
@@ -223,7 +224,7 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) (
 		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
 	}
 	r.closers = append(r.closers, p.Close)
-	d := &dynamoLocal{}
+	d := &dynamoLocal{meter: newDynamoMeter(p.URL, tables)}
 	u, stop, err := serve(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency)))
 	if err != nil {
 		return nil, err

@@ -12,12 +12,15 @@ import (
 	"github.com/example/tenantpipeline/internal/cost"
 )
 
-// costTenants are the three workloads of the cost figure: record mode (100 records per chunk),
-// batch mode (1,000 per chunk), and small files of one chunk each.
-const costTenants = `{"tenants": [
-  {"id": "rec", "chunkSize": 100, "registerUrl": "https://core.example.com/records"},
-  {"id": "bat", "chunkSize": 1000, "registerMode": "batch", "registerUrl": "https://core.example.com/records"},
-  {"id": "small", "chunkSize": 100, "registerUrl": "https://core.example.com/records"}
+// costTenants are the workloads of the cost figure: record mode (100 records per chunk), batch
+// mode (1,000 per chunk), and small files of one chunk each, in a silo and in a pool (whose tenant
+// credentials and Contributor Insights rules only a pool has), all registering into one core
+// system, so that admission's DynamoDB calls are in the figure.
+const costTenants = `{"coreSystems": {"core": {"maxRunningFiles": 4}}, "pools": {"shared": {}}, "tenants": [
+  {"id": "psmall", "tier": "pool", "pool": "shared", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
+  {"id": "rec", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
+  {"id": "bat", "chunkSize": 1000, "registerMode": "batch", "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
+  {"id": "small", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"}
 ]}`
 
 // The workloads of the cost figure: one record-mode file, one batch-mode file (large, as batch mode
@@ -38,15 +41,35 @@ const registerDesignKey = "registerDesign"
 
 // costFigure is the priced usage of the three workloads, scaled to their units.
 type costFigure struct {
-	record, batch, small                cost.Usage // per 1M records, per 1M records, per 1,000 files
-	recordBill, batchBill, smallBill    cost.Bill
-	smallTransitionsEach, latencyMillis float64
+	record, batch, small, pooled                 cost.Usage // per 1M records, per 1M records, per 1,000 files (twice)
+	recordBill, batchBill, smallBill, pooledBill cost.Bill
+	smallTransitionsEach, latencyMillis          float64
 }
 
 func (c costFigure) line() string {
 	return fmt.Sprintf("cost: record $%.3f per 1M records (%s transitions), batch $%.4f per 1M records (%s transitions), small files $%.3f per 1,000 files (%s transitions each); us-east-1 list prices, %.0f ms core latency",
 		c.recordBill.Total(), count(c.record.StateTransitions), c.batchBill.Total(), count(c.batch.StateTransitions),
 		c.smallBill.Total(), count(c.smallTransitionsEach), c.latencyMillis)
+}
+
+// counted is the second line: the terms counted beside the requests and the duration, per unit.
+func (c costFigure) counted() string {
+	term := func(u cost.Usage, b cost.Bill) string {
+		return fmt.Sprintf("DynamoDB %s (%s RRU, %s WRU), logs %s (%.1f MB), Contributor Insights %s (%s matched), STS %s (%s AssumeRole)",
+			dollars(b.DynamoDB), count(u.DynamoDBReadUnits), count(u.DynamoDBWriteUnits), dollars(b.Logs), u.LogBytes/1e6,
+			dollars(b.Insights), count(u.InsightMatches), dollars(b.STS), count(u.STSCalls))
+	}
+	return fmt.Sprintf("cost-counted: record %s per 1M records; batch %s per 1M records; small files %s per 1,000 files; pooled small files $%.3f per 1,000 files, of which %s",
+		term(c.record, c.recordBill), term(c.batch, c.batchBill), term(c.small, c.smallBill), c.pooledBill.Total(), term(c.pooled, c.pooledBill))
+}
+
+// dollars prints an amount with two significant digits, at least four decimals: a small term
+// shows as what it is, not as $0.0000.
+func dollars(v float64) string {
+	if v == 0 {
+		return "$0"
+	}
+	return fmt.Sprintf("$%.*f", max(4, 1-int(math.Floor(math.Log10(v)))), v)
 }
 
 // count prints a count whole when it is, with one decimal otherwise.
@@ -58,9 +81,11 @@ func count(v float64) string {
 }
 
 // TestFiguresCost measures the cost figure (make figures): the pipeline's billed usage, counted on
-// the local run (state transitions, Lambda requests and GB-seconds, S3 and SQS requests), scaled to
-// 1M records or 1,000 files and priced at us-east-1 list prices (internal/cost). It prints one
-// line for the default Register design and one, prefixed, for the per-chunk design before it.
+// the local run (state transitions, Lambda requests and GB-seconds, S3 and SQS requests, File
+// Processed events, DynamoDB request units, log bytes, Contributor Insights matches, AssumeRole
+// calls), scaled to 1M records or 1,000 files and priced at us-east-1 list prices (internal/cost).
+// It prints two lines for the default Register design (the totals, then the terms counted beside
+// the requests and duration) and two, prefixed, for the per-chunk design before it.
 func TestFiguresCost(t *testing.T) {
 	if os.Getenv("LOCALRUN_FIGURES") == "" {
 		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
@@ -69,7 +94,9 @@ func TestFiguresCost(t *testing.T) {
 	before := measureCost(t, map[string]string{registerDesignKey: "per-chunk"})
 	// Printed as plain lines, so make figures shows them as they are.
 	fmt.Println(now.line())
+	fmt.Println(now.counted())
 	fmt.Println("(before, per-chunk Register: " + before.line() + ")")
+	fmt.Println("(before, per-chunk Register: " + before.counted() + ")")
 	for _, g := range []struct {
 		what  string
 		bill  cost.Bill
@@ -117,17 +144,25 @@ func measureCost(t *testing.T, extra map[string]string) costFigure {
 			t.Fatal(err)
 		}
 		used := end.Add(start.Scale(-1))
-		if used.StateTransitions <= 0 || used.LambdaGBSeconds <= 0 || used.SQSRequests <= 0 || used.S3Tier1Requests <= 0 || used.S3Tier2Requests <= 0 {
+		if used.StateTransitions <= 0 || used.LambdaGBSeconds <= 0 || used.SQSRequests <= 0 || used.S3Tier1Requests <= 0 || used.S3Tier2Requests <= 0 ||
+			used.DynamoDBReadUnits <= 0 || used.DynamoDBWriteUnits <= 0 || used.LogBytes <= 0 {
 			t.Fatalf("%s: got usage %+v, want every term counted", tenant, used)
 		}
 		t.Logf("%s %v: measured %+v", tenant, extra, used)
 		return used
 	}
-	var small []upload
-	for i := range costSmallFiles {
-		small = append(small, upload{"small", fmt.Sprintf("%02d.csv", i+1), csvOf(costSmallRecord)})
+	smallFiles := func(tenant string) []upload {
+		var files []upload
+		for i := range costSmallFiles {
+			files = append(files, upload{tenant, fmt.Sprintf("%02d.csv", i+1), csvOf(costSmallRecord)})
+		}
+		return files
 	}
-	smallUsed := phase("small", small)
+	smallUsed := phase("small", smallFiles("small"))
+	pooledUsed := phase("psmall", smallFiles("psmall"))
+	if pooledUsed.STSCalls <= 0 {
+		t.Errorf("psmall: got %v AssumeRole calls, want the pool's tenant sessions counted", pooledUsed.STSCalls)
+	}
 	batchUsed := phase("bat", []upload{{"bat", "big.csv", csvOf(costBatchFile)}})
 	recordUsed := phase("rec", []upload{{"rec", "file.csv", csvOf(costRecordFile)}})
 	rep, err := r.Snapshot(ctx)
@@ -135,7 +170,7 @@ func measureCost(t *testing.T, extra map[string]string) costFigure {
 		t.Fatal(err)
 	}
 	assertInvariants(t, r, rep, nil, false)
-	for id, want := range map[string]int64{"rec": costRecordFile, "bat": costBatchFile, "small": costSmallFiles * costSmallRecord} {
+	for id, want := range map[string]int64{"rec": costRecordFile, "bat": costBatchFile, "small": costSmallFiles * costSmallRecord, "psmall": costSmallFiles * costSmallRecord} {
 		if got := rep.Tenants[id].RecordsRegistered; got != want {
 			t.Errorf("%s: got %d records registered, want %d", id, got, want)
 		}
@@ -145,14 +180,15 @@ func measureCost(t *testing.T, extra map[string]string) costFigure {
 		record:               cost.Per(recordUsed, costRecordFile, 1e6),
 		batch:                cost.Per(batchUsed, costBatchFile, 1e6),
 		small:                cost.Per(smallUsed, costSmallFiles, 1000),
+		pooled:               cost.Per(pooledUsed, costSmallFiles, 1000),
 		smallTransitionsEach: smallUsed.StateTransitions / costSmallFiles,
 		latencyMillis:        float64(costLatency.Milliseconds()),
 	}
-	c.recordBill, c.batchBill, c.smallBill = cost.USEast1.Price(c.record), cost.USEast1.Price(c.batch), cost.USEast1.Price(c.small)
+	c.recordBill, c.batchBill, c.smallBill, c.pooledBill = cost.USEast1.Price(c.record), cost.USEast1.Price(c.batch), cost.USEast1.Price(c.small), cost.USEast1.Price(c.pooled)
 	for _, m := range []struct {
 		what string
 		b    cost.Bill
-	}{{"record per 1M records", c.recordBill}, {"batch per 1M records", c.batchBill}, {"small files per 1,000 files", c.smallBill}} {
+	}{{"record per 1M records", c.recordBill}, {"batch per 1M records", c.batchBill}, {"small files per 1,000 files", c.smallBill}, {"pooled small files per 1,000 files", c.pooledBill}} {
 		var terms []string
 		for _, term := range m.b.Terms() {
 			terms = append(terms, fmt.Sprintf("%s $%.4f", term.Name, term.Dollars))

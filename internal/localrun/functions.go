@@ -102,7 +102,7 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
 		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
 	}
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe),
+	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
 		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.FunctionTimeout[src]; ok {
 		f.Timeout = d

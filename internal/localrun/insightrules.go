@@ -91,3 +91,20 @@ func (r *Run) InsightRuleReport(name string) ([]insights.Contributor, error) {
 	}
 	return rule.Evaluate(lines), nil
 }
+
+// InsightMatches is how many log events of the log groups for which in is true match a rule,
+// counted once per rule they match: what Contributor Insights bills.
+func (r *Run) InsightMatches(in func(logGroup string) bool) int {
+	l := &r.insightLog
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, rule := range l.rules {
+		for _, g := range rule.LogGroupNames {
+			if in(g) {
+				n += rule.Matched(l.lines[g])
+			}
+		}
+	}
+	return n
+}

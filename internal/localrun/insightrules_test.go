@@ -7,7 +7,8 @@ import (
 )
 
 // The run keeps, per log group, the lines a per-tenant rule can match, hands every line on, and
-// evaluates a rule on its own log groups' lines only.
+// evaluates a rule on its own log groups' lines only; the matched events it bills are those of the
+// log groups asked about.
 func TestInsightLog(t *testing.T) {
 	r := &Run{}
 	r.insightLog.rules = map[string]insights.Rule{"blocked": {Schema: insights.Schema, LogGroupNames: []string{"controller-logs"}, LogFormat: "JSON",
@@ -31,6 +32,14 @@ func TestInsightLog(t *testing.T) {
 	}
 	if len(cs) != 1 || cs[0].Keys[0] != "a" || cs[0].Value != 2 {
 		t.Errorf("got %+v, want a=2 (b's line is another log group's)", cs)
+	}
+	for _, tc := range []struct {
+		group string
+		want  int
+	}{{"controller-logs", 2}, {"register-logs", 0}} {
+		if n := r.InsightMatches(func(g string) bool { return g == tc.group }); n != tc.want {
+			t.Errorf("matched events over %s: got %d, want %d", tc.group, n, tc.want)
+		}
 	}
 	if _, err := r.InsightRuleReport("nope"); err == nil {
 		t.Error("got no error for an unknown rule, want one")

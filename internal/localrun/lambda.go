@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,6 +48,9 @@ type Function struct {
 	Logs     io.Writer
 	// LogLine, if set, is handed each line the function's processes write to stdout (admissionlog.go).
 	LogLine func(line []byte)
+	// LogGroup is the log group the template names (LoggingConfig.LogGroup), "" for Lambda's
+	// default, /aws/lambda/<name>.
+	LogGroup string
 
 	// BeforeResponse, if set, is called when a function process posts the response of invocation
 	// id (the Lambda-Runtime-Aws-Request-Id); returning true kills the process instead of
@@ -77,6 +81,7 @@ type Function struct {
 	concurrencyThrottled atomic.Int64
 	throttleT            time.Time // when throttle's For started (the first refused invocation)
 	billedMs             int64     // billed duration of every invocation so far (Usage)
+	logBytes             atomic.Int64
 }
 
 // Throttle makes the Lambda Invoke API refuse a function's invocations with
@@ -300,6 +305,11 @@ type LambdaUsage struct {
 	// (https://aws.amazon.com/lambda/pricing/).
 	BilledMillis int64
 	MemoryMB     int
+	// LogBytes are the bytes the function's processes wrote to stdout and stderr, which Lambda
+	// sends to CloudWatch Logs ("Lambda automatically ... sends logs to CloudWatch Logs",
+	// https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html). The lines
+	// Lambda itself adds (START, END, REPORT) are not in them.
+	LogBytes int64
 }
 
 // GBSeconds is the billed duration times the configured memory (128 MB is 0.125 GB).
@@ -311,7 +321,7 @@ func (u LambdaUsage) GBSeconds() float64 {
 func (f *Function) Usage() LambdaUsage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return LambdaUsage{Requests: f.invokes.Load(), BilledMillis: f.billedMs, MemoryMB: f.MemoryMB}
+	return LambdaUsage{Requests: f.invokes.Load(), BilledMillis: f.billedMs, MemoryMB: f.MemoryMB, LogBytes: f.logBytes.Load()}
 }
 
 // bill adds an invocation's billed duration when Invoke returns: from the moment the process took
@@ -476,9 +486,10 @@ func (f *Function) start() (*instance, error) {
 		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/"+f.Name,
 		"_HANDLER=bootstrap",
 	)
-	cmd.Stdout, cmd.Stderr = f.Logs, f.Logs
+	out := &byteCounter{w: cmp.Or[io.Writer](f.Logs, io.Discard), n: &f.logBytes}
+	cmd.Stdout, cmd.Stderr = out, out
 	if f.LogLine != nil {
-		cmd.Stdout = &lineTap{w: f.Logs, observe: f.LogLine}
+		cmd.Stdout = &lineTap{w: out, observe: f.LogLine}
 	}
 	if err := cmd.Start(); err != nil {
 		inst.srv.Close()
@@ -503,6 +514,17 @@ func (f *Function) start() (*instance, error) {
 		close(inst.exited)
 	}()
 	return inst, nil
+}
+
+// byteCounter counts the bytes written through it.
+type byteCounter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return c.w.Write(p)
 }
 
 func (inst *instance) kill() {

@@ -11,6 +11,8 @@ import (
 // Two tenants on one core system of one running file, in both tiers: pipectl status (the binary,
 // through --serve's environment) reports the core system with its tenants and, once drained, no
 // running file and nobody waiting; a file's admission wait in the report is part of its queued time.
+// The cost meter sees admission's DynamoDB calls (reads and writes on the core system's table), the
+// functions' log bytes, and, in the pool, the AssumeRole calls of the tenant's sessions.
 func TestScenarioStatusCoreSystem(t *testing.T) {
 	t.Parallel()
 	const tenants = `{"coreSystems": {"ledger": {"maxRunningFiles": 1}}, "tenants": [
@@ -31,6 +33,14 @@ func TestScenarioStatusCoreSystem(t *testing.T) {
 					t.Errorf("%s %s: got admission wait %v s, want it within the queued time", id, f.Key, *w)
 				}
 			}
+		}
+		u, err := r.Usage(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pooled := r.Tenant("a").Tier == TierPool
+		if u.DynamoDBReadUnits < 1 || u.DynamoDBWriteUnits < 1 || u.LogBytes <= 0 || pooled != (u.STSCalls > 0) {
+			t.Errorf("usage of a: got %+v, want DynamoDB read and write units, log bytes, and AssumeRole calls only in the pool", u)
 		}
 		var st struct {
 			CoreSystems []map[string]any `json:"coreSystems"`

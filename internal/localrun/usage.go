@@ -1,8 +1,9 @@
 package localrun
 
 // What AWS would bill for one tenant's work so far, from the run's counters: the state transitions
-// of its executions (child executions included), its functions' Lambda requests and GB-seconds, and
-// the S3 and SQS requests on its keys and its queue.
+// of its executions (child executions included), its functions' Lambda requests, GB-seconds and log
+// bytes, the S3 and SQS requests on its keys and its queue, its File Processed events, the DynamoDB
+// request units on its tables, Contributor Insights matches and AssumeRole calls.
 
 import (
 	"context"
@@ -15,10 +16,15 @@ import (
 
 // Usage is the billed usage of one tenant so far. Nothing of the harness itself is in it (uploads,
 // monitoring): those calls go to uncounted endpoints. Step Functions API calls and EventBridge's
-// events from AWS services are not billed per request, and CloudWatch (logs, metrics, alarms) is
-// not counted. For a pooled tenant, state transitions and S3 requests are the tenant's own (its
-// executions, by the tenant in their input; its keys), while the Lambda and SQS figures are the
-// whole pool's: its functions and queue are shared, and their counters do not say for whom.
+// events from AWS services are not billed per request, and CloudWatch metrics and alarms are not
+// counted. DynamoDB's request units are those of every table the tenant's functions (and its pool's) name in
+// their variables (its sink's table, its core system's and its pool's admission tables), log bytes
+// those these functions write, Contributor Insights matches those of the rules over its functions' log
+// groups, and STS calls the AssumeRole calls for its sessions. For a pooled tenant, state
+// transitions, S3 requests and STS calls are the tenant's own (its executions, by the tenant in
+// their input; its keys; its sessions), while the Lambda, log, Contributor Insights, SQS and
+// DynamoDB figures are the whole pool's or core system's: its functions, queue and tables are
+// shared, and their counters do not say for whom.
 func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	t := r.Tenant(tenantID)
 	if t == nil {
@@ -47,13 +53,35 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 		}
 	}
 	machines := r.machinesOf(t)
+	// fns are the tenant's functions and, for a pooled tenant, every function of its pool (the
+	// pool's controller is in none of the state machines): whose logs, tables and rules count.
+	var fns []*Function
 	for _, f := range r.functions {
-		if f.Tenant != t.ID && !mentionedIn(machines, f.ARN, f.Name) {
+		own := f.Tenant == t.ID || mentionedIn(machines, f.ARN, f.Name)
+		if own || t.Pool != "" && f.Pool == t.Pool {
+			fns = append(fns, f)
+			u.LogBytes += float64(f.Usage().LogBytes)
+		}
+		if !own {
 			continue
 		}
 		fu := f.Usage()
 		u.LambdaRequests += float64(fu.Requests)
 		u.LambdaGBSeconds += fu.GBSeconds()
+	}
+	if r.dynamo != nil {
+		u.DynamoDBReadUnits, u.DynamoDBWriteUnits = r.dynamo.meter.Units(func(table string) bool { return namedInEnv(fns, table) })
+	}
+	u.InsightMatches = float64(r.InsightMatches(func(group string) bool {
+		for _, f := range fns {
+			if f.LogGroup == group {
+				return true
+			}
+		}
+		return false
+	}))
+	if r.auth != nil {
+		u.STSCalls = float64(r.auth.AssumeRoleCalls(t.ID))
 	}
 	ownKey := func(key string) bool { return tenantOfKey(key, t) }
 	u.S3Tier1Requests = float64(r.Meter.Sum(ClassS3Tier1, ownKey))
@@ -65,6 +93,20 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// namedInEnv reports whether one of the functions' variables names the table: as a whole value
+// (POOL_ADMISSION_TABLE=<name>) or as a JSON string in one (TENANT's dynamodb.table,
+// CORE_SYSTEM_TABLES).
+func namedInEnv(fns []*Function, table string) bool {
+	for _, f := range fns {
+		for _, kv := range f.Env {
+			if strings.HasSuffix(kv, "="+table) || strings.Contains(kv, `"`+table+`"`) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // machinesOf returns the definitions of the tenant's file state machine and of every state
