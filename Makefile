@@ -57,7 +57,7 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 
-## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it), and the pool settings load at 100,000 tenants
+## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it), the pool settings load at 100,000 tenants, and admission under a burst of 1,000 and 10,000 waiting tenants beside the polling design (cmd/admissionbench)
 bench: setup
 	scripts/bench.sh
 

@@ -9,7 +9,17 @@
 #
 #   pool-settings: <n> tenants, <MB> MB; start-up <ms> ms CPU, peak <MB> MB; lookup <µs> µs/key; reference …
 #
-# The last line is cmd/poolbench: a pool function's settings load and key lookup at 100,000
+#   admission: push N=1000, 50 slots, 10s files, 10 controllers: utilization <u> %; <v> invocations, …
+#
+# The admission lines are cmd/admissionbench: a burst of 1,000 and 10,000 waiting tenants
+# (BENCH_ADMISSION_TENANTS) into one gate of 50 slots, the real internal/admission code and the
+# controller's waiting and release path against dynalite on a scaled clock, beside the polling
+# design it replaced (internal/admission/pollref) on the same input, with their ratios. Goals:
+# utilization ≥ 95 %, ≤ 3 invocations and ≤ 10 read units per admitted file, read units within
+# 1.2x between the sizes, the last first start within 1.1x of the ideal, a weight-5 tenant admitted
+# ≥ 4x as often as a weight-1 tenant.
+#
+# The pool-settings line is cmd/poolbench: a pool function's settings load and key lookup at 100,000
 # generated tenants (BENCH_POOL_TENANTS), beside the version 1 JSON load and linear scan measured
 # in the same run; it needs nothing from ../shared. Goals: start-up ≤ 100 ms CPU, peak ≤ 48 MB,
 # lookup ≤ 10 µs per key.
@@ -31,6 +41,7 @@ mkdir -p "$OUT"
 
 go build -o "$OUT/splitbench" ./cmd/splitbench
 go build -o "$OUT/poolbench" ./cmd/poolbench
+go build -o "$OUT/admissionbench" ./cmd/admissionbench
 
 have_ref=1
 if [[ ! -f $REF/gen_csv.py || ! -f $REF/seed_splitter.py ]]; then
@@ -120,6 +131,15 @@ pool_rc=0
 if ((pool_rc == 3)); then
   if [[ ${BENCH_STRICT:-0} == 1 ]]; then status=1; fi
 elif ((pool_rc != 0)); then
+  status=1
+fi
+# admissionbench prints its lines, and says on stderr which goal the push design missed (exit 3
+# with -strict).
+adm_rc=0
+"$OUT/admissionbench" -tenants "${BENCH_ADMISSION_TENANTS:-1000,10000}" -strict || adm_rc=$?
+if ((adm_rc == 3)); then
+  if [[ ${BENCH_STRICT:-0} == 1 ]]; then status=1; fi
+elif ((adm_rc != 0)); then
   status=1
 fi
 exit $status

@@ -63,6 +63,28 @@ func checkAdmissionWaitAlarm(t *testing.T, tpl map[string]any, prefix, name stri
 	}
 }
 
+// checkLostLeasesAlarm: the sum of LostLeases {CoreSystem=name} over 5 minutes, at least 1, missing
+// data not breaching; actions on the topic if any.
+func checkLostLeasesAlarm(t *testing.T, tpl map[string]any, prefix, name, topic string) {
+	t.Helper()
+	found := coreResources(tpl, "AWS::CloudWatch::Alarm", prefix+"LostLeasesAlarm")
+	if len(found) != 1 {
+		t.Fatalf("got %d LostLeases alarms under %s, want 1", len(found), prefix)
+	}
+	p := props(found[0])
+	for k, want := range map[string]string{
+		"MetricName": `"LostLeases"`, "Dimensions": `[{"Name":"CoreSystem","Value":"` + name + `"}]`, "Statistic": `"Sum"`,
+		"Period": `300`, "Threshold": `1`, "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`, "TreatMissingData": `"notBreaching"`,
+	} {
+		if got := asJSON(p[k]); got != want {
+			t.Errorf("%s: got %s, want %s", k, got, want)
+		}
+	}
+	if got := asJSON(p["AlarmActions"]); topic != "" && got != "["+topic+"]" {
+		t.Errorf("AlarmActions: got %s, want [%s]", got, topic)
+	}
+}
+
 // checkCoreDashboard: the core system's dashboard charts its running files and effective limit,
 // its oldest admission wait, its admissions and waits, every metric with the CoreSystem dimension
 // the controller writes (metrics.Dimension CoreSystem, lambdas/controller/admission.go emitCore),
@@ -114,6 +136,7 @@ func TestCoreSystemAlarmAndDashboardFromTenantsFile(t *testing.T) {
 	for _, name := range []string{"ledger", "crm"} {
 		t.Run(name, func(t *testing.T) {
 			checkAdmissionWaitAlarm(t, core.ingest, "CoreSystems"+name, name, 1800, "")
+			checkLostLeasesAlarm(t, core.ingest, "CoreSystems"+name, name, "")
 			checkCoreDashboard(t, core.ingest, "CoreSystems"+name, name)
 		})
 	}
@@ -139,5 +162,9 @@ func TestCoreSystemAlarmAndDashboard(t *testing.T) {
 		topicRef = `{"Ref":"` + id + `"}`
 	}
 	checkAdmissionWaitAlarm(t, tpl, "Ledger", "ledger", 600, topicRef)
+	checkLostLeasesAlarm(t, tpl, "Ledger", "ledger", topicRef)
+	if c.LostLeases == nil {
+		t.Error("got no LostLeases alarm field")
+	}
 	checkCoreDashboard(t, tpl, "Ledger", "ledger")
 }

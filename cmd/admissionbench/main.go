@@ -76,7 +76,7 @@ func main() {
 	flag.DurationVar(&o.delivery, "delivery-ms", 50*time.Millisecond, "simulated delay from a message made visible to its delivery")
 	flag.DurationVar(&o.event, "event-ms", 150*time.Millisecond, "simulated delay from a file's end to its status event")
 	flag.DurationVar(&o.safetyNet, "safety-net", 5*time.Minute, "how long a waiting file's message is held (push)")
-	flag.DurationVar(&o.pollWindow, "poll-window", 10*time.Minute, "simulated time after which the polling design's run stops")
+	flag.DurationVar(&o.pollWindow, "poll-window", 3*time.Minute, "simulated time after which the polling design's run stops")
 	flag.DurationVar(&o.maxWallClock, "max-wall", 20*time.Minute, "wall-clock time after which a run stops")
 	flag.BoolVar(&o.strict, "strict", false, "exit 3 when the push design misses a goal")
 	flag.BoolVar(&o.verbose, "v", false, "progress on stderr")

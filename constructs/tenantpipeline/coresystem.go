@@ -68,6 +68,9 @@ type CoreSystem struct {
 	// AdmissionWait fires when a file of the core system has waited for admission longer than
 	// Props.AdmissionWaitAlarm (coresystemalarms.go).
 	AdmissionWait awscloudwatch.Alarm
+	// LostLeases fires when a running file of the core system had lost its running-file lease and
+	// took it again, perhaps beyond maxRunningFiles (metric LostLeases, dimension CoreSystem).
+	LostLeases awscloudwatch.Alarm
 	// Dashboard shows the core system's running files against its limit, its oldest admission
 	// wait, its admissions and waits, and its alarm. DashboardName is its name.
 	Dashboard     awscloudwatch.Dashboard

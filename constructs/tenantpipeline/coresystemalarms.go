@@ -40,6 +40,15 @@ func (c *CoreSystem) newMonitoring() {
 		"Check the core system's health and its running files (pipectl status, coreSystems), and maxRunningFiles. Dashboard: %s Runbook: %s",
 		p.Name, wait, p.MaxRunningFiles, DashboardURL(*awscdk.Aws_REGION(), name), RunbookURL), p.AlarmTopic)
 
+	c.LostLeases = newAlarm(c.Construct, alarmSpec{
+		id:        "LostLeasesAlarm",
+		metric:    c.metric(metrics.LostLeases, "Sum", ""),
+		threshold: 1, missing: awscloudwatch.TreatMissingData_NOT_BREACHING,
+	}, fmt.Sprintf("A running file of core system %s had lost its running-file slot (not renewed within the lease's time to live, and taken by another "+
+		"file, or freed) and took it again, beyond maxRunningFiles until files end: more than %d files may have written to it at once. "+
+		"Check the controllers' throttles and errors, and that SAFETY_NET_SECONDS and MAX_WAIT_SECONDS were not raised under running files. Runbook: %s",
+		p.Name, p.MaxRunningFiles, RunbookURL), p.AlarmTopic)
+
 	graph := func(title string, annotations []*awscloudwatch.HorizontalAnnotation, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String(fmt.Sprintf("%s: %s", p.Name, title)), Left: &left, LeftAnnotations: &annotations,
@@ -50,7 +59,7 @@ func (c *CoreSystem) newMonitoring() {
 	if p.Adaptive {
 		limit += ", adaptive: the effective limit falls on 429 and 503 answers"
 	}
-	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait}
+	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait, c.LostLeases}
 	c.Dashboard = awscloudwatch.NewDashboard(c.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName:   c.DashboardName,
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),

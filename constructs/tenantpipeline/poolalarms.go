@@ -81,6 +81,9 @@ type PoolAlarms struct {
 	RuleDeadLetters awscloudwatch.Alarm
 	// UnroutedObjects: an object under the pool's prefix belongs to no tenant.
 	UnroutedObjects awscloudwatch.Alarm
+	// LostLeases: a running file of the pool had lost its running-file lease and took it again,
+	// perhaps beyond the pool's maxRunningFiles.
+	LostLeases awscloudwatch.Alarm
 
 	// Per-tenant alarms, each on its Contributor Insights rule (TenantPool.TenantRules): the
 	// alarm fires when any one tenant reaches the threshold, and the rule's report names them.
@@ -98,7 +101,7 @@ type PoolAlarms struct {
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
 	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
-		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued}, a.MoreRuleFailedInvocations...)
+		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.LostLeases}, a.MoreRuleFailedInvocations...)
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -198,6 +201,9 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant(rules.HeadQueued), threshold: 1, periods: headPeriods,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s waited more than %v before its execution started: its files wait long behind "+
 				"earlier ones, or the pool's concurrency is taken by other tenants. Check the tenant's backlog and the pool's MaximumConcurrency.", a.HeadQueued) + contributors(rules.HeadQueued)}),
+		LostLeases: t.alarm(alarmSpec{id: "LostLeasesAlarm", metric: metric(pipeline.DefaultMetricsNamespace, metrics.LostLeases, "Sum", pool), threshold: 1,
+			description: "A running file of pool %[1]s had lost its running-file slot (not renewed within the lease's time to live, and taken by another file, " +
+				"or freed) and took it again, beyond the pool's maxRunningFiles until files end. Check the controller's throttles and errors."}),
 		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,
 			description: "An object arrived under pool %[1]s's prefix but under no tenant's prefix; the router kept its event in the dead-letter queue. " +
 				"Add the tenant (or fix the sender's key), then re-send it with pipectl replay --from-dlq."}),

@@ -247,6 +247,12 @@ func (h *Handler) renewLeases(ctx context.Context, d *delivery, name string) {
 		d.log.WarnContext(ctx, "running file had lost its running-file slot; taken again", "gates", res.Regained, "overLimit", res.Overflow,
 			"leaseTtlSeconds", h.cfg.leaseTTL().Seconds())
 		d.metrics = append(d.metrics, metrics.Count(metrics.LostLeases, float64(res.Regained)))
+		// By core system too: its LostLeases alarm covers the tenants of both tiers.
+		if cs := h.cfg.Tenant.CoreSystem; h.coreMetrics != nil && cs != nil {
+			if err := h.coreMetrics(cs.Name).Emit(metrics.Count(metrics.LostLeases, float64(res.Regained))); err != nil {
+				d.log.WarnContext(ctx, "core system metrics not written", "error", err)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun"
+)
+
+// The simulation runs on its own clock, one event at a time, so its figures do not depend on how
+// busy the machine is: a small burst must keep the slots busy, admit every tenant close to the
+// ideal, and beat the polling reference on the same input.
+func TestBurstKeepsSlotsBusy(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop, err := localrun.StartDynalite(context.Background(), root, io.Discard)
+	if err != nil {
+		t.Fatalf("dynalite (make setup): %v", err)
+	}
+	defer stop()
+	o := options{slots: 10, fileDur: 10 * time.Second, controllers: 4, invocation: 5 * time.Millisecond, perCall: 4 * time.Millisecond,
+		delivery: 50 * time.Millisecond, event: 150 * time.Millisecond, safetyNet: 5 * time.Minute, pollWindow: time.Hour, maxWallClock: 5 * time.Minute}
+	push, err := simulate(context.Background(), o, url, "push", 100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll, err := simulate(context.Background(), o, url, "poll", 100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(push.line(o))
+	t.Log(poll.line(o))
+	if !push.allStarted || push.utilization() < 0.9 || push.lastFirst.Seconds() > 1.2*push.ideal(o).Seconds() || push.invocationsPerFile() > 3 {
+		t.Errorf("push: got %s, want every tenant started, utilization ≥ 90 %%, the last first start within 1.2x of the ideal, ≤ 3 invocations a file", push.line(o))
+	}
+	if push.utilization() < 1.3*poll.utilization() || push.readUnitsPerFile() >= poll.readUnitsPerFile() {
+		t.Errorf("push against poll: utilization %.2f vs %.2f, read units %.1f vs %.1f, want push 1.3x as busy and cheaper",
+			push.utilization(), poll.utilization(), push.readUnitsPerFile(), poll.readUnitsPerFile())
+	}
+	weights, err := simulate(context.Background(), o, url, "push", 100, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if weights.light == 0 || weights.heavy < 4*weights.light {
+		t.Errorf("weights: got %s heavy:light, want at least 4x", ratio(weights.heavy, weights.light))
+	}
+}
