@@ -80,6 +80,21 @@ func TestScenarioBurstCoreSystem(t *testing.T) {
 		t.Errorf("core system: got at most %d request in flight, want files of several tenants at once (else the bound proves nothing)", rep.SinkMaxInFlight)
 	}
 	assertFairAdmission(t, r, rep)
+	assertSlotsBusyWhileWaiting(t, rep, limit, 0.5)
+}
+
+// assertSlotsBusyWhileWaiting: from the burst's first upload to the last file's start (while files
+// waited for a slot), the files' running time filled at least share of the core system's slots.
+// Generous on purpose: a loaded machine stretches every step, but a freed slot that waits for a
+// poller's timer leaves far less.
+func assertSlotsBusyWhileWaiting(t *testing.T, rep *Report, slots int, share float64) {
+	t.Helper()
+	first, lastStart, _ := burstWindow(rep)
+	u := slotUtilization(rep, slots, first, lastStart)
+	t.Logf("core system: slots busy %.0f %% while files waited (%s)", 100*u, lastStart.Sub(first).Round(time.Millisecond))
+	if u < share {
+		t.Errorf("core system: slots busy %.0f %% of the time files waited, want at least %.0f %%", 100*u, 100*share)
+	}
 }
 
 // assertFairAdmission: no tenant gets its first record registered after 90 % of the tenants have
@@ -155,6 +170,8 @@ func TestScenarioBurstAdaptive(t *testing.T) {
 	if !lim.Stored || lim.UpdatedAt.Before(r.created) {
 		t.Errorf("adaptive limit: got stored %v, changed at %s, want a decrease written during the run", lim.Stored, lim.UpdatedAt)
 	}
+	// Measured against the slots the core system takes (the limit falls towards them).
+	assertSlotsBusyWhileWaiting(t, rep, takes, 0.4)
 }
 
 // coreSystemOf is the core system of the run's tenants, as a controller reads it: the tenant's
