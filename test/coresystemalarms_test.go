@@ -124,8 +124,8 @@ func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 	for _, w := range body.Widgets {
 		alarms += len(w.Properties.Alarms)
 	}
-	if alarms != 1 {
-		t.Errorf("alarm status widget: got %d alarms, want 1 (AdmissionWait)", alarms)
+	if alarms != 2 {
+		t.Errorf("alarm status widget: got %d alarms, want 2 (AdmissionWait, LostLeases)", alarms)
 	}
 }
 

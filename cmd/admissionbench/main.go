@@ -626,12 +626,13 @@ func (p *push) ask(ctx context.Context, t *tenant, now time.Duration) (bool, tim
 			return true, 0, toIndexes(wakes), nil
 		}
 		// The controller holds the message for the safety net, then arms the entry.
-		armed, err := p.store.Arm(ctx, dec.Entry, admission.Wake{QueueURL: "q", ReceiptHandle: fmt.Sprintf("%s#%d", t.id, t.receipt)})
+		hold := admission.WaitHold(p.safetyNet, dec.Ahead, p.gate.Limit)
+		armed, err := p.store.Arm(ctx, dec.Entry, admission.Wake{QueueURL: "q", ReceiptHandle: fmt.Sprintf("%s#%d", t.id, t.receipt)}, hold)
 		if err != nil {
 			return false, 0, nil, err
 		}
 		if armed || try >= 2 {
-			return false, p.safetyNet, toIndexes(wakes), nil
+			return false, hold, toIndexes(wakes), nil
 		}
 	}
 }

@@ -203,6 +203,7 @@ const (
 	attrMessageID = "messageId"
 	attrReconcile = "reconciledAt"
 	attrOverflow  = "overflow"
+	attrAlive     = "aliveUntil"
 )
 
 // Place states.
@@ -429,9 +430,9 @@ func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, no
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.queue(), sk),
-		UpdateExpression:          aws.String("SET #r = :now, #x = :exp"),
+		UpdateExpression:          aws.String("SET #r = :now, #x = :exp REMOVE #a"), // Arm sets aliveUntil anew
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": AttrExpiresAt, "#e": attrExecution},
+		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": AttrExpiresAt, "#e": attrExecution, "#a": attrAlive},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":exp": num(s.waitExpiry(now)), ":exec": str(r.Execution)},
 	})
 	if conditionFailed(err) {
@@ -530,18 +531,23 @@ func (s *Store) putEntry(ctx context.Context, g Gate, r Request, sk string, tick
 	return nil
 }
 
-// Arm records where the waiting file's message is, once its visibility is set for the safety net,
-// so that a handover can wake it. It reports false when the entry is gone: a handover took it
-// between Admit and now, and the caller asks again (Admit claims the slot).
-func (s *Store) Arm(ctx context.Context, e EntryRef, w Wake) (bool, error) {
+// Arm records where the waiting file's message is, once its visibility is set for hold, so that a
+// handover can wake it. The entry counts as alive until its file is due back (hold) plus one more
+// hold and a minute; past that a handover skips it (its message is gone). It reports false when
+// the entry is gone: a handover took it between Admit and now, and the caller asks again (Admit
+// claims the slot).
+func (s *Store) Arm(ctx context.Context, e EntryRef, w Wake, hold time.Duration) (bool, error) {
+	now := s.now()
+	alive := now.Add(2*hold + time.Minute)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(e.Gate.Table),
 		Key:                      key(e.Gate.queue(), e.SK),
-		UpdateExpression:         aws.String("SET #q = :q, #h = :h, #m = :m, #r = :now"),
+		UpdateExpression:         aws.String("SET #q = :q, #h = :h, #m = :m, #r = :now, #a = :alive, #x = :exp"),
 		ConditionExpression:      aws.String("#e = :exec"),
-		ExpressionAttributeNames: map[string]string{"#q": attrQueueURL, "#h": attrReceipt, "#m": attrMessageID, "#r": attrRenewedAt, "#e": attrExecution},
+		ExpressionAttributeNames: map[string]string{"#q": attrQueueURL, "#h": attrReceipt, "#m": attrMessageID, "#r": attrRenewedAt, "#e": attrExecution, "#a": attrAlive, "#x": AttrExpiresAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":q": str(w.QueueURL), ":h": str(w.ReceiptHandle), ":m": str(w.MessageID), ":now": num(s.now().UnixMilli()), ":exec": str(e.Execution),
+			":q": str(w.QueueURL), ":h": str(w.ReceiptHandle), ":m": str(w.MessageID), ":now": num(now.UnixMilli()), ":exec": str(e.Execution),
+			":alive": num(alive.UnixMilli()), ":exp": num(alive.Add(24 * time.Hour).Unix()),
 		},
 	})
 	if conditionFailed(err) {
@@ -710,7 +716,17 @@ type entry struct {
 	ticket    int64
 	since     int64
 	renewedAt int64
+	alive     int64 // aliveUntil, when armed
 	wake      Wake
+}
+
+// stale reports whether the entry's file stopped coming back: past its armed aliveUntil, or, not
+// armed, not renewed for WaiterTTL.
+func (e entry) stale(now time.Time, waiterTTL time.Duration) bool {
+	if e.alive > 0 {
+		return now.UnixMilli() > e.alive
+	}
+	return now.Sub(time.UnixMilli(e.renewedAt)) > waiterTTL
 }
 
 // head reads the first entry of the weight's queue.
@@ -734,7 +750,7 @@ func (s *Store) head(ctx context.Context, g Gate, weight int) (entry, bool, erro
 
 func entryOf(it map[string]types.AttributeValue) entry {
 	e := entry{sk: sOf(it, AttrSK), tenant: sOf(it, attrTenant), execution: sOf(it, attrExecution), weight: int(nOf(it, attrWeight)),
-		ticket: nOf(it, attrTicket), since: nOf(it, attrSince), renewedAt: nOf(it, attrRenewedAt)}
+		ticket: nOf(it, attrTicket), since: nOf(it, attrSince), renewedAt: nOf(it, attrRenewedAt), alive: nOf(it, attrAlive)}
 	e.wake = Wake{Tenant: e.tenant, Execution: e.execution, QueueURL: sOf(it, attrQueueURL), ReceiptHandle: sOf(it, attrReceipt), MessageID: sOf(it, attrMessageID)}
 	return e
 }
@@ -836,7 +852,7 @@ func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, m me
 		if err := s.addServed(ctx, g, e.weight, 1); err != nil {
 			return Wake{}, false, err
 		}
-		if now.Sub(time.UnixMilli(e.renewedAt)) > s.WaiterTTL {
+		if e.stale(now, s.WaiterTTL) {
 			continue // its file stopped asking; if it ever asks again, it queues with its ticket
 		}
 		ok, err = s.reserve(ctx, g, idx, from, e, now)
@@ -877,8 +893,19 @@ func (s *Store) restoreWake(ctx context.Context, g Gate, e entry) error {
 	if e.wake.ReceiptHandle == "" {
 		return nil
 	}
-	_, err := s.Arm(ctx, EntryRef{Gate: g, SK: e.sk, Tenant: e.tenant, Execution: e.execution}, e.wake)
-	return err
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(g.Table),
+		Key:                      key(g.queue(), e.sk),
+		UpdateExpression:         aws.String("SET #q = :q, #h = :h, #m = :m, #a = :alive"),
+		ExpressionAttributeNames: map[string]string{"#q": attrQueueURL, "#h": attrReceipt, "#m": attrMessageID, "#a": attrAlive},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":q": str(e.wake.QueueURL), ":h": str(e.wake.ReceiptHandle), ":m": str(e.wake.MessageID), ":alive": num(e.alive),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("put the waiter back: %w", err)
+	}
+	return nil
 }
 
 // reserve rewrites slot idx as reserved for the waiter, if it is still from's (or free).

@@ -144,6 +144,10 @@ func mustAdmit(t *testing.T, s *Store, r Request) Decision {
 	return d
 }
 
+// testHold is how long the tests' controller holds a waiting file: an armed entry lives two
+// holds and a minute, the tests' WaiterTTL.
+const testHold = 30 * time.Second
+
 // again is a later delivery's request of the same file.
 func again(r Request) Request { r.Fresh = false; return r }
 
@@ -155,7 +159,7 @@ func waitArmed(t *testing.T, s *Store, r Request) Decision {
 	if d.Admitted {
 		t.Fatalf("%s admitted, want a wait: %+v", r.Tenant, d)
 	}
-	ok, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + r.Tenant, MessageID: "m-" + r.Tenant})
+	ok, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + r.Tenant, MessageID: "m-" + r.Tenant}, testHold)
 	if err != nil || !ok {
 		t.Fatalf("Arm(%s): %v, %v", r.Tenant, ok, err)
 	}
@@ -190,7 +194,7 @@ func TestAdmitBoundsRunningFiles(t *testing.T) {
 			admitted = append(admitted, tenant)
 			continue
 		}
-		if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + tenant}); err != nil {
+		if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-" + tenant}, testHold); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -417,7 +421,7 @@ func TestReservationExpiresToTheNextWaiter(t *testing.T) {
 	if d.Admitted || d.Ahead != 0 {
 		t.Fatalf("late after its reservation expired: got %+v, want a wait, first in line", d)
 	}
-	if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-late"}); err != nil {
+	if _, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-late"}, testHold); err != nil {
 		t.Fatal(err)
 	}
 	if d := mustAdmit(t, s, again(req("next", "next-f", 1, g))); !d.Claimed {
@@ -758,5 +762,40 @@ func TestReleaseTwiceAndLate(t *testing.T) {
 	}
 	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"b-f2"}) {
 		t.Fatalf("holders %v, want b-f2 only", h)
+	}
+}
+
+func TestWaitHold(t *testing.T) {
+	tests := []struct {
+		ahead, limit int
+		want         time.Duration
+	}{
+		{0, 50, 5 * time.Minute},
+		{49, 50, 5 * time.Minute},
+		{50, 50, 10 * time.Minute},
+		{9950, 50, MaxHold},
+		{3, 1, 20 * time.Minute},
+		{-1, 0, 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		if got := WaitHold(5*time.Minute, tt.ahead, tt.limit); got != tt.want {
+			t.Errorf("WaitHold(5m, %d ahead, limit %d): got %s, want %s", tt.ahead, tt.limit, got, tt.want)
+		}
+	}
+}
+
+// A file held long because it is far back in line keeps its place for as long as its hold: the
+// handover wakes it, it is not taken for gone.
+func TestLongHoldKeepsThePlace(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("holder", "holder-f", 1, g))
+	d := mustAdmit(t, s, req("far", "far-f", 1, g))
+	if ok, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-far"}, 2*time.Hour); err != nil || !ok {
+		t.Fatalf("Arm: %v, %v", ok, err)
+	}
+	clk.Add(3 * time.Hour) // far past WaiterTTL, within two holds
+	if got := wokenTenants(release(t, s, []Gate{g}, "holder", "holder-f")); !slices.Equal(got, []string{"far"}) {
+		t.Fatalf("woken %v, want far", got)
 	}
 }

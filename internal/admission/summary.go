@@ -49,16 +49,16 @@ func (s *Store) Summarize(ctx context.Context, g Gate) (Summary, error) {
 			TableName:                 aws.String(g.Table),
 			ConsistentRead:            aws.Bool(true),
 			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :w)"),
-			ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK, "#r": attrRenewedAt, "#s": attrSince},
+			ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK, "#r": attrRenewedAt, "#s": attrSince, "#a": attrAlive},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":w": str(entryPrefix)},
-			ProjectionExpression:      aws.String("#sk, #r, #s"),
+			ProjectionExpression:      aws.String("#sk, #r, #s, #a"),
 			ExclusiveStartKey:         start,
 		})
 		if err != nil {
 			return Summary{}, fmt.Errorf("read the waiting files: %w", err)
 		}
 		for _, it := range out.Items {
-			if now.Sub(time.UnixMilli(nOf(it, attrRenewedAt))) > s.WaiterTTL {
+			if entryOf(it).stale(now, s.WaiterTTL) {
 				continue
 			}
 			sum.Waiting++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +208,57 @@ func coreSystemOf(t *testing.T, r *Run) pipeline.CoreSystem {
 	}
 	t.Fatal("no controller names the core system's admission table")
 	return pipeline.CoreSystem{}
+}
+
+// A replay and a redrive during a burst take running-file slots like any file: 20 pooled tenants
+// and 2 silo tenants name the core system "ledger" with maxRunningFiles 2, and while their burst
+// fills both slots an operator redrives a pooled tenant's failed file and replays a silo tenant's
+// processed one. Both wait for a slot: the core system never sees more than 2 requests at once,
+// the redrive resumes at its failed record, the replay registers its file again, and every other
+// file arrives once and in order.
+func TestScenarioBurstReplayAndRedrive(t *testing.T) {
+	t.Parallel()
+	const pooled, silo, limit = 20, 2, 2
+	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}), Config{SinkMaxInFlight: limit})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var fixed atomic.Bool
+	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
+		if tenant == "p000" && strings.HasSuffix(source, "/bad.csv") && n == 3 && !fixed.Load() {
+			return 400 // permanent: the file fails, its tenant (continue) moves on
+		}
+		return 0
+	})
+	uploadAll(t, ctx, r, []upload{{"p000", "bad.csv", csvOf(8)}, {"silo-00", "x.csv", csvOf(6)}})
+	rep := waitFor(t, ctx, r, "bad.csv failed and x.csv succeeded", func(rep *Report) bool {
+		return len(rep.Tenants["p000"].Files) == 1 && fileOf(t, rep, "p000", "bad.csv").Status == "FAILED" &&
+			len(rep.Tenants["silo-00"].Files) == 1 && fileOf(t, rep, "silo-00", "x.csv").Status == "SUCCEEDED"
+	})
+	bad := fileOf(t, rep, "p000", "bad.csv")
+	fixed.Store(true)
+	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 30 * time.Millisecond })
+	var burst []upload
+	for _, u := range burstFiles(r, 2, 5) {
+		if u.tenant != "p000" && u.tenant != "silo-00" {
+			burst = append(burst, u)
+		}
+	}
+	uploadAll(t, ctx, r, burst)
+	pipectl(t, r, "redrive", "p000", bad.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
+	pipectl(t, r, "replay", "silo-00", r.Tenant("silo-00").Prefix+"x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
+	rep = waitFor(t, ctx, r, "the redrive and the replay registered", func(*Report) bool {
+		return len(r.Sink.Registered("p000")) >= 8 && len(r.Sink.Registered("silo-00")) >= 12
+	})
+	rep = drain(t, ctx, r)
+	noViolations(t, rep)
+	t.Logf("sink: at most %d in flight, %d answered 429; %.1f s", rep.SinkMaxInFlight, rep.Sink429, rep.WallSeconds)
+	if rep.SinkMaxInFlight > limit {
+		t.Errorf("core system: got %d requests in flight at most, want at most %d: a replay or redrive ran without a slot", rep.SinkMaxInFlight, limit)
+	}
+	if f := fileOf(t, rep, "p000", "bad.csv"); f.Status != "SUCCEEDED" || f.RedriveCount != 1 {
+		t.Errorf("bad.csv: got %s, redrive count %d, want SUCCEEDED after one redrive", f.Status, f.RedriveCount)
+	}
+	in := r.Tenant("silo-00").Prefix
+	assertOrderedOnce(t, r, "silo-00", []string{in + "x.csv", in + "x.csv"}, map[string]int64{in + "x.csv": 12})
+	assertOrderedOnce(t, r, "p000", []string{r.Tenant("p000").Prefix + "bad.csv"}, map[string]int64{r.Tenant("p000").Prefix + "bad.csv": 8})
 }

@@ -36,7 +36,7 @@ import (
 // admitter is the part of admission.Store the controller uses.
 type admitter interface {
 	Admit(ctx context.Context, r admission.Request) (admission.Decision, error)
-	Arm(ctx context.Context, e admission.EntryRef, w admission.Wake) (bool, error)
+	Arm(ctx context.Context, e admission.EntryRef, w admission.Wake, hold time.Duration) (bool, error)
 	Release(ctx context.Context, gates []admission.Gate, tenant, execution string) (int, []admission.Wake, error)
 	Renew(ctx context.Context, gates []admission.Gate, tenant, execution string) (admission.RenewResult, error)
 	Pause(ctx context.Context, gates []admission.Gate, tenant, execution string) ([]admission.Wake, error)
@@ -50,8 +50,9 @@ func newAdmission(cfg Config, db admission.ItemAPI) *admission.Store {
 	return &admission.Store{DB: db, LeaseTTL: cfg.leaseTTL(), WaiterTTL: cfg.waiterTTL()}
 }
 
-// admissionHold is how long a waiting file's message is held: the safety net with wake-up events,
-// MAX_WAIT without. A release wakes it at once; the hold only bounds how long a lost wake-up costs.
+// admissionHold is how long a waiting file next in line is held: the safety net with wake-up
+// events, MAX_WAIT without; one further back, longer (admission.WaitHold). A release wakes it at
+// once; the hold only bounds how long a lost wake-up costs.
 func (c Config) admissionHold() time.Duration {
 	if c.WakeEvents && c.SafetyNet > 0 {
 		return c.SafetyNet
@@ -162,9 +163,9 @@ func (h *Handler) admitFile(ctx context.Context, d *delivery, name string, fresh
 // after the record makes the message visible after this hold, never before. armed is false when
 // a release took the entry first: the caller asks again and claims the slot.
 func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.Decision) (decision, bool) {
-	wait := h.cfg.admissionHold()
+	wait := admission.WaitHold(h.cfg.admissionHold(), dec.Ahead, max(dec.Entry.Gate.Limit, 1))
 	held := h.hold(ctx, d, wait)
-	armed, err := h.admission.Arm(ctx, dec.Entry, admission.Wake{QueueURL: h.cfg.QueueURL, ReceiptHandle: d.rec.ReceiptHandle, MessageID: d.rec.MessageId})
+	armed, err := h.admission.Arm(ctx, dec.Entry, admission.Wake{QueueURL: h.cfg.QueueURL, ReceiptHandle: d.rec.ReceiptHandle, MessageID: d.rec.MessageId}, wait)
 	if err != nil {
 		// Not woken by a release: the safety net brings it back. Look again sooner.
 		wait = backoff(h.cfg.FirstWait, h.cfg.MaxWait, d.attempt)

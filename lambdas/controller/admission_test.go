@@ -79,7 +79,7 @@ func (f *fakeAdmission) Admit(_ context.Context, r admission.Request) (admission
 		Entry: admission.EntryRef{Gate: r.Gates[0], SK: r.Execution, Tenant: r.Tenant, Execution: r.Execution}}, nil
 }
 
-func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission.Wake) (bool, error) {
+func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission.Wake, _ time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
