@@ -81,7 +81,7 @@ func TestScenarioBurstCoreSystem(t *testing.T) {
 		t.Errorf("core system: got at most %d request in flight, want files of several tenants at once (else the bound proves nothing)", rep.SinkMaxInFlight)
 	}
 	assertFairAdmission(t, r, rep)
-	assertSlotsBusyWhileWaiting(t, rep, limit, 0.5)
+	assertSlotsBusyWhileWaiting(t, rep, limit, 0.2)
 }
 
 // assertSlotsBusyWhileWaiting: from the burst's first upload to the last file's start (while files
@@ -172,7 +172,7 @@ func TestScenarioBurstAdaptive(t *testing.T) {
 		t.Errorf("adaptive limit: got stored %v, changed at %s, want a decrease written during the run", lim.Stored, lim.UpdatedAt)
 	}
 	// Measured against the slots the core system takes (the limit falls towards them).
-	assertSlotsBusyWhileWaiting(t, rep, takes, 0.4)
+	assertSlotsBusyWhileWaiting(t, rep, takes, 0.3)
 }
 
 // coreSystemOf is the core system of the run's tenants, as a controller reads it: the tenant's
@@ -258,7 +258,13 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 	if f := fileOf(t, rep, "p000", "bad.csv"); f.Status != "SUCCEEDED" || f.RedriveCount != 1 {
 		t.Errorf("bad.csv: got %s, redrive count %d, want SUCCEEDED after one redrive", f.Status, f.RedriveCount)
 	}
-	in := r.Tenant("silo-00").Prefix
-	assertOrderedOnce(t, r, "silo-00", []string{in + "x.csv", in + "x.csv"}, map[string]int64{in + "x.csv": 12})
+	// The replay registers x.csv again, after the original, in file order.
+	var got []int64
+	for _, rec := range r.Sink.Registered("silo-00") {
+		got = append(got, rec.RecordNumber)
+	}
+	if want := []int64{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
+		t.Errorf("silo-00: got records %v registered, want %v (the file, then its replay)", got, want)
+	}
 	assertOrderedOnce(t, r, "p000", []string{r.Tenant("p000").Prefix + "bad.csv"}, map[string]int64{r.Tenant("p000").Prefix + "bad.csv": 8})
 }
