@@ -65,8 +65,9 @@ bench: setup
 ## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput);
 ## the cost per 1M records and per 1,000 files from counted usage at list prices, the default Register
 ## design beside registerDesign=per-chunk (TestFiguresCost); a pool's routing rate, sharded intake
-## against one message group with one send per event (TestFiguresPoolIntake); a local burst of 40 and 200 pooled
-## tenants into one core system of 4 slots: slot utilization and per-file calls (TestFiguresAdmissionBurst)
+## against one message group with one send per event, at an emulated 30 ms per AWS call (TestFiguresPoolIntake);
+## a local burst of 40 and 200 pooled tenants into one core system of 4 slots: slot utilization and per-file
+## calls (TestFiguresAdmissionBurst)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
 	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 60m

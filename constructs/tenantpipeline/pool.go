@@ -348,6 +348,31 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 	return t
 }
 
+// highThroughput is SQS's high throughput mode for FIFO queues, for the pool's two queues, each of
+// which carries many message groups. Without it a FIFO queue takes 300 calls a second per API action
+// (SendMessage, ReceiveMessage, DeleteMessage), 3,000 messages with batches of 10, for all its groups
+// together; with it the quota is per message group (a group is stored in one partition, and each
+// partition takes 300 calls a second per action) up to a per-region figure, 70,000 calls a second in
+// us-east-1, us-west-2 and eu-west-1
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/partitions-and-data-distribution.html).
+// Both settings are required: changing either turns the mode off
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/enable-high-throughput-fifo.html).
+// SQS prices FIFO requests the same in either mode (https://aws.amazon.com/sqs/pricing/).
+//
+// Deduplication per message group is all the pipeline relies on: every message it sends with a
+// given deduplication id goes to one group. The router and pipectl send each event, under its id,
+// to its tenant's group (a key has one tenant), a control message under its own new request id to
+// its tenant's group, and an intake rule's event, deduplicated by its body's hash, to the one group
+// of the one rule whose key filter matches it (intake.go).
+//
+// A silo tenant's queue has one message group, the tenant's, so both modes give it the same 300
+// calls a second (3,000 messages batched): it keeps the default mode.
+var highThroughput = struct {
+	limit awssqs.FifoThroughputLimit
+	scope awssqs.DeduplicationScope
+}{awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID, awssqs.DeduplicationScope_MESSAGE_GROUP}
+
 func tenantIDPattern(s string) bool { return (Tenant{ID: s}).WithDefaults().Validate() == nil }
 
 type poolValidation struct{ t *TenantPool }
@@ -377,12 +402,15 @@ func (t *TenantPool) build() {
 		// The router sends a deduplication id (the event's id); operators' messages (pipectl) may
 		// rely on the body's hash.
 		ContentBasedDeduplication: jsii.Bool(true),
-		VisibilityTimeout:         seconds(s.VisibilityTimeout),
-		RetentionPeriod:           seconds(QueueRetention),
-		ReceiveMessageWaitTime:    awscdk.Duration_Seconds(jsii.Number(20)),
-		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:                jsii.Bool(true),
-		RemovalPolicy:             awscdk.RemovalPolicy_RETAIN,
+		// One message group per tenant: high throughput mode (highThroughput).
+		FifoThroughputLimit:    highThroughput.limit,
+		DeduplicationScope:     highThroughput.scope,
+		VisibilityTimeout:      seconds(s.VisibilityTimeout),
+		RetentionPeriod:        seconds(QueueRetention),
+		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
+		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:             jsii.Bool(true),
+		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
 		// No dead-letter queue, as in a silo: a failing head file must not be overtaken.
 	})
 	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
@@ -412,6 +440,9 @@ func (t *TenantPool) build() {
 	t.Intake = awssqs.NewQueue(t.Construct, jsii.String("Intake"), &awssqs.QueueProps{
 		Fifo:                      jsii.Bool(true),
 		ContentBasedDeduplication: jsii.Bool(true), // EventBridge sends no deduplication id
+		// One message group per intake rule: high throughput mode (highThroughput).
+		FifoThroughputLimit: highThroughput.limit,
+		DeduplicationScope:  highThroughput.scope,
 		// Lambda's advice for a mapping: at least six times the function's timeout.
 		// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
 		VisibilityTimeout:      seconds(6 * routerTimeout),

@@ -126,6 +126,8 @@ func (t *TenantPipeline) build() {
 	p := t.Props
 	tenant := p.Tenant
 
+	// SQS's default FIFO throughput mode: the queue has one message group, which high throughput
+	// mode would not speed up (highThroughput, pool.go).
 	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
 		Fifo:                      jsii.Bool(true),
 		ContentBasedDeduplication: jsii.Bool(true), // EventBridge sends no deduplication id

@@ -26,7 +26,7 @@ import (
 // (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
 // Config.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
-// slowly in the figures.
+// slowly in the figures, and Run.SetAWSCallLatency's (awslatency.go).
 
 // dynamoLocal is the run's DynamoDB emulator.
 type dynamoLocal struct {
@@ -225,7 +225,7 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) (
 	}
 	r.closers = append(r.closers, p.Close)
 	d := &dynamoLocal{meter: newDynamoMeter(p.URL, tables)}
-	u, stop, err := serve(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency)))
+	u, stop, err := serve(r.awsLatency.wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency))))
 	if err != nil {
 		return nil, err
 	}
@@ -270,8 +270,8 @@ func (r *Run) DynamoDB() *dynamodb.Client {
 	return r.dynamo.admin
 }
 
-// DynamoDBEndpoint is the DynamoDB endpoint the Lambdas use (counted, with the sink latency), or
-// "" when the app has no DynamoDB sink.
+// DynamoDBEndpoint is the DynamoDB endpoint the Lambdas use (counted, with the sink and AWS call
+// latencies), or "" when the app has no DynamoDB sink.
 func (r *Run) DynamoDBEndpoint() string {
 	if r.dynamo == nil {
 		return ""

@@ -63,6 +63,10 @@ func (r *Run) createQueue(ctx context.Context, asm *Assembly, res *Resolver, q *
 	set("MessageRetentionPeriod", props.MessageRetentionPeriod)
 	set("DelaySeconds", props.DelaySeconds)
 	set("MaximumMessageSize", props.MaximumMessageSize)
+	// High throughput mode (a pool's queues). fauxqs 2.4 stores both attributes and returns them,
+	// but has no quota to lift and deduplicates queue-wide whatever DeduplicationScope says
+	// (dist/sqs/sqsStore.js): stricter than per message group only for a deduplication id sent to
+	// two groups, which the pipeline never does (constructs/tenantpipeline, highThroughput).
 	set("DeduplicationScope", props.DeduplicationScope)
 	set("FifoThroughputLimit", props.FifoThroughputLimit)
 	out, err := r.sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})

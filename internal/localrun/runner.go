@@ -202,8 +202,11 @@ type Run struct {
 	dynamo      *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
 	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
 	auth        *tenantAuth  // pool tenant sessions and their policies (tenantauth.go)
-	// pipe are the pipeline's counted endpoints, the ones the Lambda processes get.
-	pipe struct{ s3, sqs, sfn string }
+	// pipe are the pipeline's counted endpoints; fn serve the same to the Lambda processes, each
+	// call delayed by awsLatency (awslatency.go).
+	pipe       struct{ s3, sqs, sfn string }
+	fn         struct{ s3, sqs string }
+	awsLatency awsLatency
 	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
 	// controller invokes a failed file's results task).
 	lambdaURL string

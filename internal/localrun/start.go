@@ -44,7 +44,11 @@ func (r *Run) startS3(context.Context) (err error) {
 	r.S3.OnPut = r.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
 	r.auth = newTenantAuth(r.asm, r.res)
-	if r.pipe.s3, err = r.serveOn(r.auth.guardS3(r.S3.Handler(true))); err != nil {
+	pipeS3 := r.auth.guardS3(r.S3.Handler(true))
+	if r.pipe.s3, err = r.serveOn(pipeS3); err != nil {
+		return err
+	}
+	if r.fn.s3, err = r.serveOn(r.awsLatency.wrap(pipeS3)); err != nil {
 		return err
 	}
 	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
@@ -82,7 +86,11 @@ func (r *Run) startSQS(ctx context.Context) error {
 	}
 	r.closers = append(r.closers, fq.Close)
 	r.sqsURL = fq.URL
-	if r.pipe.sqs, err = r.serveOn(meterSQS(countingProxy(fq.URL, "sqs", r.Counter), r.Meter)); err != nil {
+	pipeSQS := meterSQS(countingProxy(fq.URL, "sqs", r.Counter), r.Meter)
+	if r.pipe.sqs, err = r.serveOn(pipeSQS); err != nil {
+		return err
+	}
+	if r.fn.sqs, err = r.serveOn(r.awsLatency.wrap(pipeSQS)); err != nil {
 		return err
 	}
 	r.sqs = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
@@ -200,8 +208,8 @@ func (r *Run) startFunctions(ctx context.Context) error {
 	os.MkdirAll(binDir, 0o755)
 	built := map[string]string{}
 	endpoints := []string{
-		"AWS_ENDPOINT_URL_S3=" + r.pipe.s3,
-		"AWS_ENDPOINT_URL_SQS=" + r.pipe.sqs,
+		"AWS_ENDPOINT_URL_S3=" + r.fn.s3,
+		"AWS_ENDPOINT_URL_SQS=" + r.fn.sqs,
 		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
 		"AWS_ENDPOINT_URL_LAMBDA=" + r.lambdaURL,
 		"S3_USE_PATH_STYLE=true",

@@ -1,0 +1,37 @@
+package localrun
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// awsLatency is a fixed time added to every S3, SQS and DynamoDB call of the Lambda processes, the
+// round trip a call to the AWS service takes over the network, where the emulators answer on
+// loopback in about a millisecond. With it a figure shows what a design's concurrency buys: calls
+// that wait on the network overlap across invocations, where locally they would compete for the
+// machine's cores. It delays only the functions' own calls: the harness's and the event source
+// mappings' (Lambda's pollers, on AWS) go through the same counted endpoints undelayed. Zero, the
+// default, adds nothing.
+type awsLatency struct{ d atomic.Int64 }
+
+// wrap delays each request by the latency in force when it arrives; a request whose caller gives up
+// meanwhile is dropped.
+func (l *awsLatency) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if d := time.Duration(l.d.Load()); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-req.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
+// from now on (0: none), as if each call crossed the network to AWS.
+func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.d.Store(int64(d)) }
