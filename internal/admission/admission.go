@@ -1178,10 +1178,10 @@ func (s *Store) Renew(ctx context.Context, gates []Gate, tenant, execution strin
 			}
 		}
 		// The lease is gone (or never was): the file runs, so it takes a slot, ahead of any waiter.
-		if p.of(execution) {
+		if p.of(execution) && p.state != stateReleased {
 			res.Regained++
 		} else {
-			res.Adopted++
+			res.Adopted++ // never admitted, or released and run again (a halted tenant's redrive)
 		}
 		idx := -1
 		if st.occupied() < st.limit {

@@ -799,3 +799,19 @@ func TestLongHoldKeepsThePlace(t *testing.T) {
 		t.Fatalf("woken %v, want far", got)
 	}
 }
+
+// A halted tenant's failed file gave its slot back; its redrive runs without asking (the head
+// message blocks the group), and its next look takes a slot as adopted, not as a lost lease.
+func TestRedrivenAfterReleaseIsAdopted(t *testing.T) {
+	s, _, table := newStore(t)
+	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	mustAdmit(t, s, req("h", "h-f", 1, g))
+	release(t, s, []Gate{g}, "h", "h-f")
+	res, err := s.Renew(context.Background(), []Gate{g}, "h", "h-f")
+	if err != nil || res.Adopted != 1 || res.Regained != 0 {
+		t.Fatalf("Renew after the redrive: got %+v, %v, want adopted, not regained", res, err)
+	}
+	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"h-f"}) {
+		t.Fatalf("holders %v, want h-f", h)
+	}
+}
