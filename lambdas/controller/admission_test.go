@@ -649,6 +649,10 @@ func TestSlotsKeptWhileAnEndedFileMayWrite(t *testing.T) {
 			if kept := a.leases[name]; kept != tt.wantKept {
 				t.Fatalf("after the delivery: slots kept %v, want %v", kept, tt.wantKept)
 			}
+			// A halted file's kept slots are renewed on each recheck, so the reconciler keeps them.
+			if renewed := slices.Contains(a.renewed, name); tt.policy == pipeline.OnFailureHalt && renewed != tt.wantKept {
+				t.Fatalf("halted: renewed %v, want %v", renewed, tt.wantKept)
+			}
 		})
 	}
 }

@@ -431,10 +431,11 @@ func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st 
 		d.count(metrics.FailedFiles)
 		return released
 	}
-	if !h.haltedMayStillWrite(st) {
-		if err := h.releaseLeases(ctx, d.log, name); err != nil {
-			return h.serviceError(ctx, d, "release the file's running-file slots", err)
-		}
+	if h.haltedMayStillWrite(st) {
+		// Kept, and renewed on each recheck, so that the reconciler does not take it for lost.
+		h.renewLeases(ctx, d, name)
+	} else if err := h.releaseLeases(ctx, d.log, name); err != nil {
+		return h.serviceError(ctx, d, "release the file's running-file slots", err)
 	}
 	return h.halted(ctx, d, name, arn, st, attrs)
 }
