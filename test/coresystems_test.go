@@ -119,9 +119,9 @@ func importOf(t *testing.T, name, attr string) string {
 	return "<Import:TenantPipeline-Ingest:ExportsOutputFnGetAtt" + id + attr
 }
 
-// dynamoStatements are the statements of the policies whose logical id contains part that grant
-// a DynamoDB action.
-func dynamoStatements(t *testing.T, tpl map[string]any, part string) []map[string]any {
+// statementsWhere are the statements of the policies whose logical id contains part that keep
+// accepts.
+func statementsWhere(t *testing.T, tpl map[string]any, part string, keep func(map[string]any) bool) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for id, pol := range byType(tpl, "AWS::IAM::Policy") {
@@ -129,12 +129,19 @@ func dynamoStatements(t *testing.T, tpl map[string]any, part string) []map[strin
 			continue
 		}
 		for _, s := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
-			if st := s.(map[string]any); strings.Contains(asJSON(st["Action"]), "dynamodb:") {
+			if st := s.(map[string]any); keep(st) {
 				out = append(out, st)
 			}
 		}
 	}
 	return out
+}
+
+// dynamoStatements are the statements of the policies whose logical id contains part that grant
+// a DynamoDB action.
+func dynamoStatements(t *testing.T, tpl map[string]any, part string) []map[string]any {
+	t.Helper()
+	return statementsWhere(t, tpl, part, func(st map[string]any) bool { return strings.Contains(asJSON(st["Action"]), "dynamodb:") })
 }
 
 // resources flattens a statement's Resource, one string per resource, sorted.
@@ -372,18 +379,9 @@ func TestCoreSystemsWithAnExistingBucket(t *testing.T) {
 // conditioned on a queue tag.
 func wakeStatements(t *testing.T, tpl map[string]any, part string) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	for id, pol := range byType(tpl, "AWS::IAM::Policy") {
-		if !strings.Contains(id, part) {
-			continue
-		}
-		for _, s := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
-			if st := s.(map[string]any); strings.Contains(asJSON(st["Condition"]), "aws:ResourceTag/") {
-				out = append(out, st)
-			}
-		}
-	}
-	return out
+	return statementsWhere(t, tpl, part, func(st map[string]any) bool {
+		return strings.Contains(asJSON(st["Condition"]), "aws:ResourceTag/")
+	})
 }
 
 // checkWakeGrants: one statement per core system, Allow sqs:ChangeMessageVisibility alone on the
