@@ -139,3 +139,33 @@ func appendPartLine(t *testing.T, b []byte, r Rejection) []byte {
 	}
 	return append(append(b, line...), '\n')
 }
+
+func TestMerge(t *testing.T) {
+	first := Rejection{Line: 5, Record: 4, Error: "the core system answered 503", Status: 503, Raw: []byte("d,4")}
+	later := Rejection{Line: 5, Record: 4, Error: "the core system answered 409", Status: 409, Raw: []byte("d,4")}
+	other := Rejection{Line: 3, Record: 2, Error: "has 1 field, want 2", Raw: []byte("b")}
+	tests := []struct {
+		name  string
+		parts [][]Rejection
+		want  []Rejection
+	}{
+		{"one record rejected by two parts: the later part's", [][]Rejection{{first}, {later}}, []Rejection{later}},
+		{"the later part's whatever the records around it", [][]Rejection{{other, first}, {later}}, []Rejection{other, later}},
+		{"the order given decides, not the error", [][]Rejection{{later}, {first}}, []Rejection{first}},
+		{"three parts: the last one's", [][]Rejection{{first}, {later}, {first}}, []Rejection{first}},
+		{"no overlap: all, in record order", [][]Rejection{{later}, {other}}, []Rejection{other, later}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Merge(tt.parts...)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d rejections %+v, want %d %+v", len(got), got, len(tt.want), tt.want)
+			}
+			for i := range got {
+				if got[i].Record != tt.want[i].Record || got[i].Error != tt.want[i].Error || got[i].Status != tt.want[i].Status {
+					t.Errorf("rejection %d: got record %d %q (%d), want record %d %q (%d)", i, got[i].Record, got[i].Error, got[i].Status, tt.want[i].Record, tt.want[i].Error, tt.want[i].Status)
+				}
+			}
+		})
+	}
+}
