@@ -430,6 +430,11 @@ func statusTable(rep ops.StatusReport) string {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
 		}
 	}
+	for _, t := range rep.Tenants {
+		if len(t.Next) > 0 {
+			fmt.Fprintf(&b, "%s is halted at %s:\n%s", t.ID, t.Head.ExecutionName, ops.ReleaseText("  ", t.Next))
+		}
+	}
 	return b.String()
 }
 

@@ -189,7 +189,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null}],"pools":[],"coreSystems":[]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null,"next":null}],"pools":[],"coreSystems":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)
@@ -215,6 +215,51 @@ func TestStatusTable(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "acme last failure: inbox/acme/bad.csv acme-2 FAILED: ValidationError: inbox/acme/bad.csv line 3") {
 		t.Errorf("got %s, want acme's last failure line", stdout)
+	}
+	// The blocked tenant's next commands, as the local run prints them at a halt: a file that
+	// failed validation is skipped, not redriven.
+	next := "acme is halted at acme-2:\n" + ops.ReleaseText("  ", []string{"pipectl skip acme acme-2 --reason '<why this file is skipped>'"})
+	if !strings.Contains(stdout, next) || strings.Contains(stdout, "pipectl redrive") || strings.Contains(stdout, "globex is halted") {
+		t.Errorf("got %s, want acme's next commands %q, no redrive and nothing for globex", stdout, next)
+	}
+}
+
+// A halted tenant's status names the commands that release it, by how its file failed: skip
+// always, redrive unless the file failed validation. A tenant that is not blocked gets none.
+func TestStatusHaltedNextCommands(t *testing.T) {
+	skip := "pipectl skip acme acme-2 --reason '<why this file is skipped>'"
+	for _, tc := range []struct {
+		name         string
+		error, cause string
+		want         []string
+	}{
+		{"validation", pipeline.ErrValidation, `{"errorMessage":"line 3","errorType":"ValidationError"}`, []string{skip}},
+		{"the core system", pipeline.ErrPermanent, `{"errorMessage":"core system answered 400","errorType":"PermanentError"}`, []string{skip, "pipectl redrive acme acme-2"}},
+		{"a timeout", "States.Timeout", "", []string{skip, "pipectl redrive acme acme-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			for _, e := range w.Executions {
+				if e.Name == "acme-2" {
+					e.Error, e.Cause = tc.error, tc.cause
+				}
+			}
+			_, stdout, _ := runIn(t, w, "status", "--json", "acme", "globex")
+			var rep ops.StatusReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Tenants) != 2 {
+				t.Fatalf("status --json: %v\n%s", err, stdout)
+			}
+			if got := rep.Tenants[0].Next; !slices.Equal(got, tc.want) {
+				t.Errorf("acme: got next %q, want %q", got, tc.want)
+			}
+			if got := rep.Tenants[1].Next; got != nil {
+				t.Errorf("globex (not blocked): got next %q, want none", got)
+			}
+			_, table, _ := runIn(t, w, "status", "acme")
+			if want := "acme is halted at acme-2:\n" + ops.ReleaseText("  ", tc.want); !strings.Contains(table, want) {
+				t.Errorf("got table\n%s\nwant it to contain\n%s", table, want)
+			}
+		})
 	}
 }
 
