@@ -158,7 +158,7 @@ func (r *Run) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
 		cborError(w, http.StatusBadRequest, "ResourceNotFound", err.Error())
 		return
 	}
-	at := &cbor.Tag{ID: 1, Value: cbor.Float64(float64(end.Add(-time.Duration(period)*time.Second).Unix()))}
+	at := &cbor.Tag{ID: 1, Value: cbor.Float64(float64(end.Add(-time.Duration(period) * time.Second).Unix()))}
 	var sum float64
 	list := cbor.List{}
 	for i, c := range cs {
