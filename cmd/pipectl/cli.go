@@ -31,6 +31,7 @@ commands:
   files TENANT [--limit N]                the tenant's recent files, newest first (N 1-1000, default 20)
   results TENANT KEY|EXECUTION [--out DIR]
                                           a file's summary (counts, failure); --out downloads its results
+                                          (quote a KEY with spaces)
   pause TENANT [--reason T]               stop processing: a silo tenant's event source mapping is
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing

@@ -24,11 +24,13 @@ admission, its core systems, and the objects no tenant's prefix routes.`},
 stop and error.
 
   --limit N   how many files (1-1000, default 20)`},
-	{name: "results", minArgs: 2, maxArgs: 2, args: "TENANT KEY|EXECUTION [--out DIR]", flags: resultsFlags, run: runResults,
+	{name: "results", minArgs: 2, maxArgs: -1, args: "TENANT KEY|EXECUTION [--out DIR]", flags: resultsFlags, run: runResults,
 		short: "what became of a file: its summary, and its results files",
 		long: `Prints the summary of a file's execution (results/<tenant>/<execution>/summary.json): status,
 counts, failure and the results files. KEY is the file's object key (its newest execution is
-taken) or EXECUTION its execution name. --json prints summary.json as stored.
+taken) or EXECUTION its execution name. An execution name is 1-80 of A-Z a-z 0-9 - _; anything
+else is a key, and a file name without a "/" is the key under the tenant's prefix (stderr says
+so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
 	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
@@ -107,6 +109,11 @@ func resultsFlags(fs *flag.FlagSet) func() error {
 }
 
 func runResults(ctx context.Context, e *env, args []string) (any, error) {
+	if len(args) > 2 {
+		// A shell splits an unquoted key with spaces into several words.
+		return nil, usagef("results takes one KEY or EXECUTION after TENANT, got %d words; quote a key with spaces: pipectl results %s %s",
+			len(args)-1, ops.ShellQuote(args[0]), ops.ShellQuote(strings.Join(args[1:], " ")))
+	}
 	o, err := e.ops(ctx)
 	if err != nil {
 		return nil, err
@@ -114,6 +121,9 @@ func runResults(ctx context.Context, e *env, args []string) (any, error) {
 	rep, err := o.Results(ctx, args[0], args[1], flagOut)
 	if err != nil {
 		return nil, err
+	}
+	if rep.Note != "" {
+		fmt.Fprintln(e.errOut, "pipectl: note: "+rep.Note)
 	}
 	e.human = func(any) string { return resultsText(rep) }
 	return rep.Raw, nil

@@ -902,3 +902,46 @@ func TestResults(t *testing.T) {
 		}
 	})
 }
+
+// pipectl results tells a file's key from an execution name, says how it read one that was not
+// as it stood, and asks for quotes around a key split into words by the shell.
+func TestResultsArgument(t *testing.T) {
+	const summary = `{"version":1,"tenant":"acme","execution":"acme-2","status":"FAILED","source":{"bucket":"ingest","key":"inbox/acme/bad.csv"}}`
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr []string // each in stderr; none: stderr empty
+	}{
+		{"an execution name", []string{"acme-2"}, 0, "acme-2", nil},
+		{"a key under the prefix", []string{"inbox/acme/bad.csv"}, 0, "acme-2", nil},
+		{"a file name is the key under the prefix, and said so", []string{"bad.csv"}, 0, "acme-2",
+			[]string{`pipectl: note: "bad.csv" is read as a file's key`, "under tenant acme's prefix: inbox/acme/bad.csv"}},
+		{"a file name no execution read", []string{"other.csv"}, 1, "",
+			[]string{"no execution of tenant acme read inbox/acme/other.csv", `"other.csv" is read as a file's key`}},
+		{"a key outside the prefix is refused", []string{"inbox/globex/bad.csv"}, 1, "",
+			[]string{`"inbox/globex/bad.csv" is read as a file's key`, "not under tenant acme's prefix inbox/acme/"}},
+		{"a name without an extension is an execution name, with the key to try", []string{"bad"}, 1, "",
+			[]string{`"bad" is read as an execution name`, "give its key, inbox/acme/bad"}},
+		{"a key with spaces, unquoted", []string{"my", "bad", "file.csv"}, 2, "",
+			[]string{"results takes one KEY or EXECUTION after TENANT, got 3 words; quote a key with spaces: pipectl results acme 'my bad file.csv'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: summary}
+			code, stdout, stderr := runIn(t, w, append([]string{"results", "acme"}, tc.args...)...)
+			if code != tc.wantCode || !strings.Contains(stdout, tc.wantStdout) {
+				t.Errorf("got exit %d, stdout %q; want %d and %q (stderr %q)", code, stdout, tc.wantCode, tc.wantStdout, stderr)
+			}
+			if len(tc.wantStderr) == 0 && stderr != "" {
+				t.Errorf("got stderr %q, want none", stderr)
+			}
+			for _, want := range tc.wantStderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("got stderr %q, want it to contain %q", stderr, want)
+				}
+			}
+		})
+	}
+}
