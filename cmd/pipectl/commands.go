@@ -88,7 +88,9 @@ A note on stderr says which, unless --tenants was given. Only --tenants guarante
 access is needed.
 
   --out DIR       write DIR/<file base name>.rejected.csv (.rejected.jsonl for JSON Lines) as
-                  results/ would hold it; with one FILE, also DIR/rejected.csv (rejected.jsonl)
+                  results/ would hold it, and .rejected.jsonl beside it for the rows that are not
+                  valid CSV; with one FILE, also DIR/rejected.csv (rejected.jsonl); none when no
+                  record is rejected
   --tenants FILE  read the settings from this tenants file only, without AWS`},
 }
 
@@ -150,7 +152,7 @@ func resultsText(rep ops.ResultsReport) string {
 		}
 		rows = append(rows, []string{"failure", f})
 	}
-	for _, f := range [][2]string{{"summary", s.Files.Summary}, {"rejected file", s.Files.Rejected}, {"unprocessed file", s.Files.Unprocessed}} {
+	for _, f := range [][2]string{{"summary", s.Files.Summary}, {"rejected file", s.Files.Rejected}, {"rejected, not CSV", s.Files.RejectedNotCSV}, {"unprocessed file", s.Files.Unprocessed}} {
 		if f[1] != "" {
 			rows = append(rows, []string{f[0], f[1]})
 		}

@@ -139,7 +139,8 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return rep, err
 	}
-	for _, uri := range []string{rep.Summary.Files.Summary, rep.Summary.Files.Rejected, rep.Summary.Files.Unprocessed} {
+	fs := rep.Summary.Files
+	for _, uri := range []string{fs.Summary, fs.Rejected, fs.RejectedNotCSV, fs.Unprocessed} {
 		bucket, k, ok := strings.Cut(strings.TrimPrefix(uri, "s3://"), "/")
 		if uri == "" || !ok || bucket != t.Bucket || !strings.HasPrefix(k, results.Dir(t.ID, execution)) {
 			continue // only the tenant's own results folder
