@@ -853,12 +853,14 @@ func TestResults(t *testing.T) {
 	const summary = `{"version":1,"tenant":"acme","tier":"silo","execution":"acme-2","status":"FAILED",` +
 		`"source":{"bucket":"b","key":"inbox/acme/bad.csv"},"records":5,"registered":2,"rejected":1,"unprocessed":2,` +
 		`"failure":{"type":"ValidationError","message":"2 fields, want 3","line":3},` +
-		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv"}}`
+		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv",` +
+		`"rejectedNotCsv":"s3://BUCKET/results/acme/acme-2/rejected.jsonl"}}`
 	setup := func() *opsfake.World {
 		w := world()
 		body := strings.ReplaceAll(summary, "BUCKET", acme.Bucket)
 		w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: body}
-		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "a,b,_line,_record,_error\n"}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "_line,_record,_error,a,b\n"}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.jsonl"] = &opsfake.Object{Body: `{"line":4,"record":3,"error":"stray quote","raw":"\"x"}` + "\n"}
 		return w
 	}
 	for _, ref := range []string{"acme-2", "inbox/acme/bad.csv"} {
@@ -867,7 +869,7 @@ func TestResults(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("got exit %d (%s), want 0", code, stderr)
 			}
-			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv"} {
+			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv", "rejected, not CSV", "rejected.jsonl"} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("got\n%s\nwant it to contain %q", stdout, want)
 				}
@@ -889,7 +891,7 @@ func TestResults(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("got exit %d (%s), want 0", code, stderr)
 		}
-		for _, f := range []string{"summary.json", "rejected.csv"} {
+		for _, f := range []string{"summary.json", "rejected.csv", "rejected.jsonl"} {
 			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				t.Errorf("got no %s in --out: %v", f, err)
 			}
