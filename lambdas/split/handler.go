@@ -241,8 +241,9 @@ func (h *Handler) writeLines(ctx context.Context, objects ObjectAPI, req pipelin
 
 // writeParts writes the rejection parts of a skipRecord file, before its manifest so that a
 // manifest implies them: results.SplitPart with every rejected record (empty when none) and, for
-// CSV, results.HeaderPart with the raw header line, which rejected.csv starts with. They go to the
-// bucket of the work files, under results/<tenant>/<execution>/; a retry rewrites the same keys.
+// CSV, results.HeaderPart with the raw header line, which rejected.csv's header ends with. They go
+// to the bucket of the work files, under results/<tenant>/<execution>/; a retry rewrites the same
+// keys.
 func (h *Handler) writeParts(ctx context.Context, objects ObjectAPI, req pipeline.SplitRequest, file string, sum records.Summary, invalid []records.Invalid) error {
 	var part []byte
 	for _, v := range invalid {

@@ -105,12 +105,12 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 	if ferr != nil {
 		f = records.Format{Kind: t.Format, Encoding: t.Encoding, Delimiter: ','}
 	}
-	if body := results.RejectedFile(t.Format, rejected, rawHeader, f.Delimiter, f.Encoding); body != nil {
-		uri, err := w.put(ctx, results.RejectedName(t.Format), body)
+	for _, file := range results.RejectedFiles(t.Format, rejected, rawHeader, f.Delimiter, f.Encoding) {
+		uri, err := w.put(ctx, file.Name, file.Body)
 		if err != nil {
 			return err
 		}
-		sum.Files.Rejected = uri
+		file.Record(&sum.Files, uri)
 	}
 
 	if sp := st.Split; sp != nil {

@@ -99,7 +99,7 @@ func TestResults(t *testing.T) {
 				results.SplitPart:          {{Line: 3, Record: 2, Error: "bad", Raw: []byte("2,名前 2")}},
 			},
 			wantCounts: results.Counts{Records: 10, Registered: 8, Rejected: 2},
-			wantRej:    "id,name,_line,_record,_error\n2,名前 2,3,2,bad\n6,名前 6,7,6,the core system answered 409\n"},
+			wantRej:    "_line,_record,_error,id,name\n3,2,bad,2,名前 2\n7,6,the core system answered 409,6,名前 6\n"},
 		{name: "halted inside a chunk: from the failed record on", status: pipeline.StatusFailed, taskErr: permanent,
 			progress:    map[int]string{0: `{"version":1,"next":1,"record":5}`},
 			wantCounts:  results.Counts{Records: 10, Registered: 4, Unprocessed: 6},
@@ -119,7 +119,7 @@ func TestResults(t *testing.T) {
 			progress:   map[int]string{0: `{"version":1,"next":2}`},
 			parts:      map[string][]results.Rejection{results.SplitPart: {{Line: 10, Record: 9, Error: "bad", Raw: []byte("9,名前 9")}}},
 			wantCounts: results.Counts{Records: 10, Registered: 6, Rejected: 1, Unprocessed: 3},
-			wantRej:    "id,name,_line,_record,_error\n9,名前 9,10,9,bad\n",
+			wantRej:    "_line,_record,_error,id,name\n10,9,bad,9,名前 9\n",
 			wantUnproc: "id,name\r\n" + recordBytes(data, 7, 10), wantFailure: &results.Failure{Type: "PermanentError", Message: "record 5: 400"}},
 		{name: "failFile: no parts are listed", status: pipeline.StatusSucceeded, failFile: true,
 			progress:   map[int]string{0: `{"version":1,"next":4}`},
@@ -234,7 +234,7 @@ func TestResultsCP932(t *testing.T) {
 	if got, want := fake.Puts[work+"/"+results.Key("t1", "exec", results.UnprocessedCSV)], enc("番号,名前\r\n2,\"表\r\n示\"\r\n3,山田\r\n4,田中\r\n"); !bytes.Equal(got, want) {
 		t.Errorf("got unprocessed.csv %q, want %q", got, want)
 	}
-	if got, want := fake.Puts[work+"/"+results.Key("t1", "exec", results.RejectedCSV)], enc("番号,名前,_line,_record,_error\n1,ソニー,2,1,重複\n"); !bytes.Equal(got, want) {
+	if got, want := fake.Puts[work+"/"+results.Key("t1", "exec", results.RejectedCSV)], enc("_line,_record,_error,番号,名前\n2,1,重複,1,ソニー\n"); !bytes.Equal(got, want) {
 		t.Errorf("got rejected.csv %q, want %q", got, want)
 	}
 }
