@@ -381,10 +381,17 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 	return res, err
 }
 
-// statusTable is one row per tenant, then one line per last failure.
+// recordsLegend explains the head's RECORDS column: the execution history shows which segments
+// finished, not how far the running one got, so the count is a lower bound.
+const recordsLegend = "RECORDS >=n/N: at least n of the head file's N records are registered " +
+	"(the records of its finished segments; the segment running now is not counted yet)"
+
+// statusTable is one row per tenant, then the RECORDS legend when a count is a lower bound, then
+// one line per last failure.
 func statusTable(rep ops.StatusReport) string {
 	var b strings.Builder
 	rows := [][]string{{"TENANT", "TIER", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
+	lowerBound := false
 	for _, t := range rep.Tenants {
 		paused := "?"
 		if t.Paused != nil {
@@ -404,11 +411,15 @@ func statusTable(rep ops.StatusReport) string {
 			if p := h.Progress; p != nil {
 				// Registered at segment granularity: at least this many.
 				records = fmt.Sprintf(">=%d/%d", p.Registered, p.Records)
+				lowerBound = true
 			}
 		}
 		rows = append(rows, []string{t.ID, tier, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
 	}
 	b.WriteString(termtable.Render(rows))
+	if lowerBound {
+		b.WriteString(recordsLegend + "\n")
+	}
 	for _, p := range rep.Pools {
 		fmt.Fprintf(&b, "pool %s (%s): %d tenants, queue %s visible, %s in flight, oldest held head %s\n",
 			p.Name, p.Stack, p.Tenants, count(p.Queue.Visible), count(p.Queue.InFlight), dur(p.OldestMessageAgeSeconds))

@@ -213,6 +213,9 @@ func TestStatusTable(t *testing.T) {
 			t.Errorf("line %d: got %q, want %q", i, got, want)
 		}
 	}
+	if !strings.Contains(stdout, "\nRECORDS >=n/N: at least n of the head file's N records are registered") {
+		t.Errorf("got %s, want the legend of the >= count under the table", stdout)
+	}
 	if !strings.Contains(stdout, "acme last failure: inbox/acme/bad.csv acme-2 FAILED: ValidationError: inbox/acme/bad.csv line 3") {
 		t.Errorf("got %s, want acme's last failure line", stdout)
 	}
