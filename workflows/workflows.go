@@ -334,7 +334,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
 	// it would fail again at once instead of re-running the failed segment, which breaks the
 	// operator's redrive and the controller's halt. The controller writes a failed file's results
-	// when it sees the failure, with the same task (lambdas/controller, results.go).
+	// when it sees the failure, with the same task (internal/controller, results.go).
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
 	return split.Next(segments).Next(succeeded)

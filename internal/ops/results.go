@@ -64,7 +64,7 @@ type ResultsReport struct {
 }
 
 // executionName is the form of every file execution name the controller gives: 1 to 80 of
-// A-Z, a-z, 0-9, "-" and "_" (lambdas/controller/naming.go; a replay's is "replay-" and a request
+// A-Z, a-z, 0-9, "-" and "_" (internal/controller/naming.go; a replay's is "replay-" and a request
 // id). An object key with a "/" or a "." (a file extension) cannot be one.
 var executionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
 
