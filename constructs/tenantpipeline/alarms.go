@@ -182,9 +182,9 @@ func headAlarmPeriods(safetyNet time.Duration, evaluationMinutes int) int {
 
 // controllerSafetyNet is the controller's SAFETY_NET_SECONDS: SafetyNetInterval with wake events,
 // else the controller's default, which it keeps when the variable is unset.
-func (p Props) controllerSafetyNet() time.Duration {
-	if p.WakeEvents() {
-		return p.SafetyNetInterval
+func (s SharedProps) controllerSafetyNet() time.Duration {
+	if s.WakeEvents() {
+		return s.SafetyNetInterval
 	}
 	return DefaultSafetyNetInterval
 }
