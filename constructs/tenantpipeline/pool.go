@@ -130,7 +130,9 @@ type PoolProps struct {
 	// Bucket is the ingest bucket, EventBridge notifications on. Required.
 	Bucket awss3.IBucket
 	// MaximumConcurrency caps the controller's event source mapping: at most this many tenants of
-	// the pool have a controller invocation at once. 2 to 1,000. Default: 10.
+	// the pool have a controller invocation at once, each handing its head file on or checking it.
+	// It does not bound the files running at once (MaxRunningFiles does): a running file holds no
+	// controller invocation while it waits. 2 to 1,000. Default: 10.
 	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html#sqs-max-concurrency
 	MaximumConcurrency int
 	// BacklogAlarmMessages alarms on the queue's visible messages; keep it well below the 120,000
@@ -160,8 +162,11 @@ type PoolProps struct {
 	// (admission's pool gate, besides each tenant's core system). Each running file holds at most
 	// one Split or Register invocation at a time, out of the account's Lambda concurrency, which
 	// every function shares (1,000 by default). 1 to 1,000. Default: 200
-	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most 211
-	// concurrent executions with its controller and router (README, "pool fields").
+	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most
+	// 200 + 10 (the controller's mapping, MaximumConcurrency) + 16 (the router, one invocation per
+	// intake message group, IntakeGroups) = 226 concurrent executions, besides the short wake-up
+	// invocations of the controller the status rule makes as files end, which the mapping's cap
+	// does not bound (README, "pool fields").
 	MaxRunningFiles int
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue: the router and
 	// the controller keep a tenant's later files parked in order under control/<tenant>/parked/
