@@ -277,7 +277,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 		props tenantpipeline.PoolProps
 		want  string
 	}{
-		{"out of range", tenantpipeline.PoolProps{IntakeGroups: 65}, "intakeGroups 65 is out of range: use 1 to 64"},
+		{"out of range", tenantpipeline.PoolProps{IntakeGroups: 65}, `pool "shared": PoolProps.IntakeGroups 65 is out of range: use 1 to 64`},
 		{"pattern too large", tenantpipeline.PoolProps{IntakeGroups: 2, Prefix: long},
 			`pool "shared": IntakeGroups 2: the event pattern of intake group 0 would be`},
 	} {

@@ -250,12 +250,10 @@ func (p PoolProps) check(fromFile bool) error {
 			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
 		}
 	}
-	if !fromFile {
-		for _, m := range messages(p.file().Validate()) {
-			if m = poolPropsMessage(p.Name, m); m != "" {
-				errs = append(errs, errors.New(m))
-			}
-		}
+	// The tenants file's pool rules, with messages naming the props (PoolProps.Prefix,
+	// Tenant.Prefix). Without tenants the file's rule would repeat "Tenants is empty".
+	if !fromFile && len(p.Tenants) > 0 {
+		errs = append(errs, p.file().ValidateNamed(propsNaming))
 	}
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	if p.IntakeGroups >= 1 && p.IntakeGroups <= tenants.MaxPoolIntakeGroups {
@@ -275,31 +273,29 @@ func (p PoolProps) check(fromFile bool) error {
 	return errors.Join(errs...)
 }
 
-// poolPropsMessage says a tenants.json pool rule's message to a construct user: it names the props
-// (PoolProps.Prefix, Tenant.Prefix) where tenants.json names its fields (pools.<name>.prefix,
-// prefix). "" drops a message that repeats one of PoolProps' own.
-func poolPropsMessage(pool, m string) string {
-	if strings.Contains(m, "no tenant is in this pool") {
-		return "" // "Tenants is empty"
-	}
-	where := "pools." + pool
-	return strings.NewReplacer(
-		where+".prefix", "PoolProps.Prefix",
-		where+".secretPrefix", "PoolProps.SecretPrefix",
-		where+".tablePrefix", "PoolProps.TablePrefix",
-		where+".intakeGroups", "PoolProps.IntakeGroups",
-		where+": prefix ", fmt.Sprintf("pool %q: PoolProps.Prefix ", pool),
-		where+": ", fmt.Sprintf("pool %q: ", pool),
-		"secretPrefix", "PoolProps.SecretPrefix",
-		"tablePrefix", "PoolProps.TablePrefix",
-		"maximumConcurrency", "PoolProps.MaximumConcurrency",
-		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
-		"maxRunningFiles", "PoolProps.MaxRunningFiles",
-		"maxQueuedFilesPerTenant", "PoolProps.MaxQueuedFilesPerTenant",
-		": prefix: ", ": Tenant.Prefix: ",
-		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
-		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
-	).Replace(m)
+// propsNaming names, in the tenants file's pool rules, what a construct user sets: PoolProps'
+// fields, and the Tenant fields those rules are about. A tenant's own fields keep the names
+// Tenant.Validate gives them in both tiers.
+var propsNaming = tenants.Naming{
+	Pool:     func(pool string) string { return fmt.Sprintf("pool %q", pool) },
+	PoolKey:  poolProp,
+	PoolPath: poolProp,
+	Field: func(field string) string {
+		if prop, ok := tenantProps[field]; ok {
+			return prop
+		}
+		return field
+	},
+}
+
+// poolProp is the PoolProps field of a pool's JSON field: secretPrefix is PoolProps.SecretPrefix.
+func poolProp(_, field string) string { return "PoolProps." + strings.ToUpper(field[:1]) + field[1:] }
+
+// tenantProps are the Tenant fields, by JSON path, that the pool rules check.
+var tenantProps = map[string]string{
+	"prefix":                "Tenant.Prefix",
+	"registerAuthSecretArn": "Tenant.RegisterAuthSecretARN",
+	"dynamodb.table":        "Tenant.DynamoDB.Table",
 }
 
 // NewPool creates the pool under scope/id. Its props are checked first, as New checks a
