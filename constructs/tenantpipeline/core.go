@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -23,7 +24,8 @@ import (
 // core is what both tiers build alike, in one code path: the FIFO queue that orders a tenant's
 // files, the Split and Register functions, the File and Segment state machines, the controller
 // with its event source, the grants those need whatever the tier, the status rule that wakes the
-// controller, and the functions' roles under SharedProps.RolePath. TenantPipeline (silo) and
+// controller, the functions' roles under SharedProps.RolePath, and the alarms on these resources
+// (alarms: a tier gives only their words). TenantPipeline (silo) and
 // TenantPool (pool) call it in the same three steps (newCore, addWorkflow, addController) and add
 // only what is their own around it: the silo its rule and the grants on its one tenant's keys, the
 // pool its intake, router, settings file and tenant-scoped role (tenantrole.go).
@@ -255,5 +257,40 @@ func (c *core) placeRoles(more ...awslambda.IFunction) {
 			continue
 		}
 		role.Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(c.props.Shared.RolePath))
+	}
+}
+
+// coreAlarms are the alarms on the core's resources, which both tiers have: the same metric,
+// threshold and evaluation in each, only the words differ (what it means for one tenant, or for a
+// pool's tenants). A tier creates each with its own description and action (alarm).
+type coreAlarms struct {
+	ControllerErrors, OldestMessage, ExpiringMessage, Stalled alarmSpec
+	ExecutionsFailed, ExecutionsTimedOut, ExecutionsAborted   alarmSpec
+}
+
+// coreAlarmWords are a tier's descriptions of the core's alarms; %[1]s is the tenant id or the
+// pool's name. ExpiringWhose names the file ("The oldest file of tenant %[1]s").
+type coreAlarmWords struct {
+	ControllerErrors, OldestMessage, ExpiringWhose, Stalled string
+	ExecutionsFailed, ExecutionsTimedOut, ExecutionsAborted string
+}
+
+// alarms specifies the core's alarms with the thresholds a (defaulted) and the tier's words.
+func (c *core) alarms(a AlarmThresholds, w coreAlarmWords) coreAlarms {
+	period := awscdk.Duration_Minutes(jsii.Number(a.EvaluationMinutes))
+	opts := func(statistic string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
+	}
+	sm := c.StateMachine
+	return coreAlarms{
+		ControllerErrors: alarmSpec{id: "ControllerErrorsAlarm", metric: c.Controller.MetricErrors(opts("Sum")), threshold: 1, description: w.ControllerErrors},
+		OldestMessage: alarmSpec{id: "OldestMessageAlarm", metric: c.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")),
+			threshold: a.OldestMessageAge.Seconds(), description: w.OldestMessage},
+		ExpiringMessage: expiringSpec(c.Queue, opts("Maximum"), c.props.Shared.WorkflowTimeout, w.ExpiringWhose),
+		Stalled: alarmSpec{id: "StalledAlarm", metric: stalledExpression(c.Queue), threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
+			description: w.Stalled},
+		ExecutionsFailed:   alarmSpec{id: "ExecutionsFailedAlarm", metric: sm.MetricFailed(opts("Sum")), threshold: 1, description: w.ExecutionsFailed},
+		ExecutionsTimedOut: alarmSpec{id: "ExecutionsTimedOutAlarm", metric: sm.MetricTimedOut(opts("Sum")), threshold: 1, description: w.ExecutionsTimedOut},
+		ExecutionsAborted:  alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1, description: w.ExecutionsAborted},
 	}
 }

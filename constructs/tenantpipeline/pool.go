@@ -113,6 +113,7 @@ type TenantPool struct {
 
 	functionLogs []awslogs.LogGroup
 	app          *appCheck
+	core         *core
 	bucketOnce   sync.Once
 	bucket       []string
 }
@@ -376,6 +377,7 @@ func (t *TenantPool) build() {
 		MetricsPool:          p.Name,
 		WorkflowLogGroupName: VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/pool-" + p.Name,
 	})
+	t.core = c
 	t.Queue = c.Queue
 	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,

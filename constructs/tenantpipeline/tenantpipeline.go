@@ -13,10 +13,13 @@
 // NewCoreSystem bounds the files and records that reach one core system across tenants of both
 // tiers; NewDashboard adds one dashboard for the tenants of a stack.
 //
-// Props are checked at synth, the CDK way: an invalid prop, two constructs of one app whose
-// prefixes overlap on one bucket (in any mix of the two), or a tenant id or pool name used twice,
-// fail synth with CDK's "Validation failed with the following errors", each message naming the
-// prop to change and both constructs; a Go app then exits with status 1.
+// Both constructs build what they share through one core (core.go) and take what they share as
+// SharedProps. Props are checked before anything is created or bundled: invalid props panic out of
+// New or NewPool with a *PropsError naming every problem and the prop to change. What only the
+// whole app shows, two constructs of one app whose prefixes overlap on one bucket (in any mix of
+// the two) or a tenant id or pool name used twice, fails synth the CDK way, with CDK's "Validation
+// failed with the following errors", naming both constructs. Synth returns either as an error, for
+// a Go app to print before it exits with status 1; the package never exits the process.
 //
 // Each construct writes a stack output that describes it (TenantPipeline.Output, TenantPool.Output),
 // by which pipectl finds the tenants in any stack. Their queues accept messages only from their
@@ -93,6 +96,7 @@ type TenantPipeline struct {
 
 	functionLogs []awslogs.LogGroup
 	checks       checks
+	core         *core
 }
 
 // New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
@@ -131,6 +135,7 @@ func (t *TenantPipeline) build() {
 		Register:             p.RegisterFunction,
 		WorkflowLogGroupName: t.workflowLogGroupName(),
 	})
+	t.core = c
 	t.Queue = c.Queue
 
 	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
