@@ -47,15 +47,7 @@ func (e *PropsError) Unwrap() error { return e.Err }
 // *PropsError, before anything was bundled), or CDK's validation failure at synth ("Validation
 // failed with the following errors", which jsii raises as a panic), without the JavaScript stack
 // jsii appends. A Go runtime error (a bug) is not turned into an error: it panics on, with its
-// stack. A Go CDK app's main prints the error and exits with status 1:
-//
-//	app := awscdk.NewApp(nil)
-//	err := tenantpipeline.Synth(app, func() error { ...; return nil })
-//	jsii.Close()
-//	if err != nil {
-//		fmt.Fprintln(os.Stderr, err)
-//		os.Exit(1)
-//	}
+// stack. A Go CDK app's main prints the error and exits with status 1 (see the package example).
 func Synth(app awscdk.App, build func() error) (err error) {
 	defer func() {
 		r := recover()
