@@ -356,11 +356,8 @@ func TestPoolChecksTenantsOnce(t *testing.T) {
 			if tc.vouch {
 				tenants.Vouch(props)
 			}
-			pool := tenantpipeline.NewPool(stack, "Pool", props)
-			told := false
-			for _, m := range *pool.Node().Validate() {
-				told = told || strings.Contains(*m, `"pools/p/x/" is not "pools/p/b/"`)
-			}
+			msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", props) })
+			told := strings.Contains(msg, `"pools/p/x/" is not "pools/p/b/"`)
 			if told != tc.toldOK {
 				t.Errorf("got the non-derived prefix told %v, want %v", told, tc.toldOK)
 			}
