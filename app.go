@@ -8,11 +8,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -31,15 +31,7 @@ func main() {
 	os.Exit(code)
 }
 
-func run() (code int) {
-	// A panic here is a CDK or construct error raised through jsii (a Go panic carrying the
-	// JavaScript error), or a bundling failure: it is reported like any other synth error.
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintln(os.Stderr, "synth failed:", panicMessage(r))
-			code = 1
-		}
-	}()
+func run() int {
 	app := awscdk.NewApp(&awscdk.AppProps{
 		// CDK's built-in CloudFormation validation checks every template against the resource
 		// schemas and only warns. `make test` lints the same templates with cfn-lint, zero errors,
@@ -47,26 +39,19 @@ func run() (code int) {
 		// (and 770 MB against 350 MB). CDK_VALIDATION=true turns it back on.
 		BuiltinCloudFormationValidation: jsii.Bool(os.Getenv("CDK_VALIDATION") == "true"),
 	})
-	opts, err := stacks.OptionsFromContext(app)
-	if err == nil {
+	// Synth turns what fails (invalid context or tenants file, invalid props, CDK's validation at
+	// synth, a bundling failure) into one error, without jsii's JavaScript stack.
+	err := tenantpipeline.Synth(app, func() error {
+		opts, err := stacks.OptionsFromContext(app)
+		if err != nil {
+			return err
+		}
 		_, err = stacks.Build(app, opts)
-	}
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth failed:", err)
 		return 1
 	}
-	app.Synth(nil)
 	return 0
-}
-
-// panicMessage keeps the message of a panic and drops the JavaScript stack trace jsii appends.
-func panicMessage(r any) string {
-	var keep []string
-	for _, line := range strings.Split(fmt.Sprint(r), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "at ") {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	return strings.TrimSpace(strings.Join(keep, "\n"))
 }

@@ -205,46 +205,79 @@ func synthPanic(app awscdk.App) (msg string) {
 	return ""
 }
 
-// TestInvalidPropsFailAtValidation: invalid props fail synth at CDK's validation, with every
-// problem of every construct listed under its path, and nothing is written. New itself returns
-// a pipeline whose fields are usable, so the app's own code runs to the end.
-func TestInvalidPropsFailAtValidation(t *testing.T) {
+// propsFailure runs build, which creates constructs, and returns the message of the
+// *tenantpipeline.PropsError it panics with ("" when it does not).
+func propsFailure(t *testing.T, build func()) (msg string) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		pe, ok := r.(*tenantpipeline.PropsError)
+		if !ok {
+			panic(r)
+		}
+		msg = pe.Error()
+	}()
+	build()
+	return ""
+}
+
+// TestInvalidPropsFailBeforeAnythingIsCreated: New refuses invalid props at once, with every
+// problem of the construct listed under its path, before it creates anything: the construct is not
+// in the tree, and a synth writes no template of it.
+func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 	outdir := t.TempDir()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
 	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
-	bad := tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
-		Tenant:            tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
-		Bucket:            bucket,
-		ControllerTimeout: 45 * time.Second,
-		VisibilityTimeout: 30 * time.Second,
-	})
-	noBucket := tenantpipeline.New(stack, "Tenant-nobucket", &tenantpipeline.Props{
-		Tenant:        tenantpipeline.Tenant{ID: "nobucket", RegisterURL: "https://core.example.com/r"},
-		SplitMemoryMB: 64,
-	})
-	for _, p := range []*tenantpipeline.TenantPipeline{bad, noBucket} {
-		if p.Queue == nil || p.Controller == nil || p.Alarms.Stalled == nil {
-			t.Errorf("%s: got nil resources, want placeholders the app can use until synth fails", *p.Node().Path())
-		}
-	}
-	msg := synthPanic(app)
-	for _, want := range []string{
-		"Validation failed with the following errors:\n",
-		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
-		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": chunkSize: 5000 is out of range",
-		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": registerUrl is required",
-		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
-		"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": visibility timeout 30s is shorter than the safety net interval 5m0s",
-		"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": Bucket is required",
-		"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": split memory 64 MB is invalid",
+	for _, tc := range []struct {
+		id    string
+		props *tenantpipeline.Props
+		want  []string
+	}{
+		{"Tenant-bad", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "Bad_Id", ChunkSize: 5000},
+			Bucket: bucket,
+			SharedProps: tenantpipeline.SharedProps{
+				ControllerTimeout: 45 * time.Second,
+				VisibilityTimeout: 30 * time.Second,
+			},
+		}, []string{
+			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
+			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": chunkSize: 5000 is out of range",
+			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": registerUrl is required",
+			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
+			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": visibility timeout 30s is shorter than the safety net interval 5m0s",
+		}},
+		{"Tenant-nobucket", &tenantpipeline.Props{
+			Tenant:      tenantpipeline.Tenant{ID: "nobucket", RegisterURL: "https://core.example.com/r"},
+			SharedProps: tenantpipeline.SharedProps{SplitMemoryMB: 64},
+		}, []string{
+			"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": Bucket is required",
+			"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": split memory 64 MB is invalid",
+		}},
 	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("got synth failure %q, want it to contain %q", msg, want)
+		msg := propsFailure(t, func() { tenantpipeline.New(stack, tc.id, tc.props) })
+		for _, want := range append([]string{"Validation failed with the following errors:\n"}, tc.want...) {
+			if !strings.Contains(msg, want) {
+				t.Errorf("got failure %q, want it to contain %q", msg, want)
+			}
+		}
+		if stack.Node().TryFindChild(jsii.String(tc.id)) != nil {
+			t.Errorf("got construct %s in the tree, want nothing created", tc.id)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(outdir, "Bad.template.json")); err == nil {
-		t.Errorf("got a template for the stack, want none written")
+	if msg := synthPanic(app); msg != "" {
+		t.Fatalf("got synth failure %q, want the stack without the refused constructs", msg)
+	}
+	b, err := os.ReadFile(filepath.Join(outdir, "Bad.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "Tenant") {
+		t.Errorf("got a template with a tenant's resources, want none")
 	}
 }
 

@@ -307,8 +307,7 @@ func testBucketCheck(t *testing.T, wantError string, wantWarning bool, build fun
 
 // outsideApp builds, once, a CDK app in a module outside this one that uses the construct's public
 // API alone: a temporary module that requires this one through a replace directive. With
-// OUTSIDE_INVALID set it builds pipelines whose props are invalid, two on one bucket whose
-// prefixes overlap, and one on a bucket without EventBridge notifications.
+// OUTSIDE_INVALID set it builds a pipeline whose props are invalid, then a valid one.
 var outsideApp = sync.OnceValues(func() (string, error) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -336,6 +335,7 @@ var outsideApp = sync.OnceValues(func() (string, error) {
 		"main.go": `package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -348,37 +348,36 @@ import (
 
 func main() {
 	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Outside"), nil)
-	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
-	if os.Getenv("OUTSIDE_INVALID") == "" {
-		p := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
-			Tenant:          tenantpipeline.Tenant{ID: "acme", Format: "jsonl", OnFailure: "halt", RegisterURL: "https://core.example.com/r"},
-			Bucket:          bucket,
-			WorkflowTimeout: 2 * time.Hour,
-			Alarms:          tenantpipeline.AlarmThresholds{HeadQueued: time.Hour},
-		})
-		_ = p.Alarms.Stalled
-	} else {
-		ok := tenantpipeline.New(stack, "Tenant-ok", &tenantpipeline.Props{
-			Tenant: tenantpipeline.Tenant{ID: "ok", Prefix: "inbox/ok/", RegisterURL: "https://core.example.com/r"},
-			Bucket: bucket, SplitMemoryMB: 64,
-		})
-		ok.Queue.GrantSendMessages(ok.Controller) // the app keeps using the construct's fields
+	err := tenantpipeline.Synth(app, func() error {
+		stack := awscdk.NewStack(app, jsii.String("Outside"), nil)
+		bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+		if os.Getenv("OUTSIDE_INVALID") == "" {
+			p := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", Format: "jsonl", OnFailure: "halt", RegisterURL: "https://core.example.com/r"},
+				Bucket: bucket,
+				SharedProps: tenantpipeline.SharedProps{
+					WorkflowTimeout: 2 * time.Hour,
+					Alarms:          tenantpipeline.AlarmThresholds{HeadQueued: time.Hour},
+				},
+			})
+			_ = p.Alarms.Stalled
+			return nil
+		}
 		tenantpipeline.New(stack, "Tenant-bad", &tenantpipeline.Props{
 			Tenant: tenantpipeline.Tenant{ID: "Bad_Id"}, Bucket: bucket,
-			ControllerTimeout: 45 * time.Second, VisibilityTimeout: 30 * time.Second,
+			SharedProps: tenantpipeline.SharedProps{ControllerTimeout: 45 * time.Second, VisibilityTimeout: 30 * time.Second, SplitMemoryMB: 64},
 		})
-		tenantpipeline.New(stack, "Tenant-sub", &tenantpipeline.Props{
-			Tenant: tenantpipeline.Tenant{ID: "sub", Prefix: "inbox/ok/sub/", RegisterURL: "https://core.example.com/r"},
-			Bucket: bucket, RegisterMemoryMB: 64,
+		// Never reached: the props above fail before anything is created.
+		tenantpipeline.New(stack, "Tenant-ok", &tenantpipeline.Props{
+			Tenant: tenantpipeline.Tenant{ID: "ok", RegisterURL: "https://core.example.com/r"}, Bucket: bucket,
 		})
-		quiet := awss3.NewBucket(stack, jsii.String("Quiet"), &awss3.BucketProps{Versioned: jsii.Bool(true)})
-		tenantpipeline.New(stack, "Tenant-quiet", &tenantpipeline.Props{
-			Tenant: tenantpipeline.Tenant{ID: "quiet", RegisterURL: "https://core.example.com/r"},
-			Bucket: quiet, SplitMemoryMB: 64,
-		})
+		return nil
+	})
+	jsii.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	app.Synth(nil)
 }
 `,
 	}
@@ -404,9 +403,10 @@ func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
 	}
 }
 
-// TestOutsideAppInvalidPropsExitsCleanly: a user's own app, which calls app.Synth with no recover,
-// fails on invalid props as a CDK app does under the CDK CLI: CDK's "Validation failed with the
-// following errors", every construct's problems under its path, status 1, and no goroutine dump.
+// TestOutsideAppInvalidPropsExitsCleanly: a user's own app that synthesizes through
+// tenantpipeline.Synth fails on invalid props with every problem of the construct under its path,
+// in CDK's shape, status 1 and no goroutine dump; and before anything is bundled or staged: the
+// assembly directory stays empty, and the constructs after the invalid one are never built.
 func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
 	bin, err := outsideApp()
 	if err != nil {
@@ -433,12 +433,9 @@ func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Validation failed with the following errors:\n",
-		"\n  [Outside/Tenant-ok] tenant \"ok\": split memory 64 MB is invalid",
 		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
 		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
-		"\n  [Outside/Tenant-sub] tenant \"sub\": register memory 64 MB is invalid",
-		"\n  [Outside/Tenant-sub] tenant \"sub\": prefix \"inbox/ok/sub/\" overlaps the prefix \"inbox/ok/\" of tenant \"ok\" (Outside/Tenant-ok)",
-		"\n  [Outside/Tenant-quiet] tenant \"quiet\": bucket Outside/Quiet does not send events to EventBridge",
+		"\n  [Outside/Tenant-bad] tenant \"Bad_Id\": split memory 64 MB is invalid",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("got output %q, want it to contain %q", out, want)
@@ -446,6 +443,9 @@ func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(outdir); len(left) != 0 {
 		t.Errorf("got %d entries in the assembly directory, want nothing written", len(left))
+	}
+	if strings.Contains(string(out), "Bundling asset") || strings.Contains(string(out), "Tenant-ok") {
+		t.Errorf("got output %q, want the error before any construct after the invalid one, and no bundling", out)
 	}
 }
 

@@ -36,7 +36,7 @@ func TestExpiringMessageAlarm(t *testing.T) {
 			topic := awssns.Topic_FromTopicArn(stack, jsii.String("Alarms"), jsii.String("arn:aws:sns:eu-west-1:123456789012:ops"))
 			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket,
 				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}},
-				Shared:  tenantpipeline.Props{WorkflowTimeout: timeout, AlarmTopic: topic}})
+				Shared:  tenantpipeline.SharedProps{WorkflowTimeout: timeout, AlarmTopic: topic}})
 			return assertions.Template_FromStack(stack, nil)
 		},
 	}

@@ -43,8 +43,8 @@ func TestFileEventGrants(t *testing.T) {
 				bus = awsevents.NewEventBus(stack, jsii.String("Files"), nil)
 			}
 			tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
-				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket, EventBus: bus})
-			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket, Shared: tenantpipeline.Props{EventBus: bus},
+				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket, SharedProps: tenantpipeline.SharedProps{EventBus: bus}})
+			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket, Shared: tenantpipeline.SharedProps{EventBus: bus},
 				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})
 			tpl := templateJSON(assertions.Template_FromStack(stack, nil))
 			wantBus := tc.wantBus(tpl)

@@ -56,6 +56,7 @@ var ownApp = sync.OnceValues(func() (string, error) {
 const ownAppMain = `package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -66,45 +67,55 @@ import (
 )
 
 func main() {
-	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
-	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
-		EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true),
-	})
-	silo := func(id, prefix string) {
-		tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
-			Tenant: tenantpipeline.Tenant{ID: id, Prefix: prefix, RegisterURL: "https://core.example.com/" + id},
-			Bucket: bucket,
+	err := tenantpipeline.Synth(app, build(app))
+	jsii.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func build(app awscdk.App) func() error {
+	return func() error {
+		stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+		bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+			EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true),
 		})
-	}
-	pool := &tenantpipeline.PoolProps{
-		Name:   "default",
-		Bucket: bucket,
-		Tenants: []tenantpipeline.Tenant{
-			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
-			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
-		},
-	}
-	switch os.Getenv("OWN_CASE") {
-	case "":
-		silo("acme", "")
-	case "invalid-pool":
-		pool.MaximumConcurrency = 1
-		pool.Tenants = append(pool.Tenants, tenantpipeline.Tenant{ID: "initech"})
-	case "overlap":
-		silo("acme", "pools/")
-	case "duplicate":
-		silo("acme", "inbox/acme/")
-		silo("acme2", "inbox/acme2/")
-		tenantpipeline.New(stack, "Tenant-acme-again", &tenantpipeline.Props{
-			Tenant: tenantpipeline.Tenant{ID: "acme", Prefix: "inbox/other/", RegisterURL: "https://core.example.com/acme"},
+		silo := func(id, prefix string) {
+			tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: id, Prefix: prefix, RegisterURL: "https://core.example.com/" + id},
+				Bucket: bucket,
+			})
+		}
+		pool := &tenantpipeline.PoolProps{
+			Name:   "default",
 			Bucket: bucket,
-		})
-		silo("hooli", "inbox/hooli/")
+			Tenants: []tenantpipeline.Tenant{
+				{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
+				{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
+			},
+		}
+		switch os.Getenv("OWN_CASE") {
+		case "":
+			silo("acme", "")
+		case "invalid-pool":
+			pool.MaximumConcurrency = 1
+			pool.Tenants = append(pool.Tenants, tenantpipeline.Tenant{ID: "initech"})
+		case "overlap":
+			silo("acme", "pools/")
+		case "duplicate":
+			silo("acme", "inbox/acme/")
+			silo("acme2", "inbox/acme2/")
+			tenantpipeline.New(stack, "Tenant-acme-again", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", Prefix: "inbox/other/", RegisterURL: "https://core.example.com/acme"},
+				Bucket: bucket,
+			})
+			silo("hooli", "inbox/hooli/")
+		}
+		tenantpipeline.NewPool(stack, "Pool", pool)
+		return nil
 	}
-	tenantpipeline.NewPool(stack, "Pool", pool)
-	app.Synth(nil)
 }
 `
 
@@ -132,10 +143,11 @@ func runOwnApp(t *testing.T, ownCase, outdir string) (int, string) {
 	return 0, string(out)
 }
 
-// TestOwnAppFailsAsCDKDoes: a user's own app that calls app.Synth with no recover fails on a
-// pool's invalid props, on a silo prefix that overlaps the pool's, and on a tenant id used twice
-// (two silo tenants, or a silo and a pooled tenant) with CDK's validation message, status 1 and
-// no goroutine dump; each message names the construct props and both constructs.
+// TestOwnAppFailsAsCDKDoes: a user's own app that synthesizes through tenantpipeline.Synth fails
+// on a pool's invalid props (before anything is bundled), on a silo prefix that overlaps the
+// pool's, and on a tenant id used twice (two silo tenants, or a silo and a pooled tenant) with
+// CDK's validation message, status 1 and no goroutine dump; each message names the construct
+// props and both constructs.
 func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 	for _, tc := range []struct {
 		ownCase string
@@ -169,6 +181,10 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("got output %q, want it to contain %q", out, want)
 				}
+			}
+			// Invalid props fail before anything is bundled: the pool is the app's only construct.
+			if left, _ := os.ReadDir(outdir); tc.ownCase == "invalid-pool" && len(left) != 0 {
+				t.Errorf("got %d entries in the assembly directory, want nothing bundled or staged", len(left))
 			}
 			// The valid constructs' assets are staged as they are built; no template or manifest
 			// may follow.

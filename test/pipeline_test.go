@@ -537,10 +537,12 @@ func TestTimeoutPropsReachTheFunctionsAndTheWorkflow(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	stack := awscdk.NewStack(app, jsii.String("Props"), nil)
 	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
-		Tenant:              tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},
-		Bucket:              stacks.NewIngestBucket(stack, "Bucket"),
-		RegisterHTTPTimeout: 30 * time.Second,
-		RegisterTimeout:     45 * time.Second,
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},
+		Bucket: stacks.NewIngestBucket(stack, "Bucket"),
+		SharedProps: tenantpipeline.SharedProps{
+			RegisterHTTPTimeout: 30 * time.Second,
+			RegisterTimeout:     45 * time.Second,
+		},
 	})
 	tpl := templateJSON(assertions.Template_FromStack(stack, nil))
 	fns := map[string]map[string]any{}

@@ -233,29 +233,31 @@ func TestPoolSizeIsConstant(t *testing.T) {
 	}
 }
 
-// TestInvalidPoolPropsFailAtValidation: NewPool's invalid props fail synth at CDK's validation,
+// TestInvalidPoolPropsFailAtValidation: NewPool refuses invalid props before it creates anything,
 // every problem listed, each naming the prop to change (never a tenants.json field).
 func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
-	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
-		Name:               "shared",
-		Bucket:             bucket,
-		MaximumConcurrency: 1,
-		Shared:             tenantpipeline.Props{Tenant: tenantpipeline.Tenant{ID: "x"}},
-		Tenants: []tenantpipeline.Tenant{
-			{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "inbox/a/"},
-			{ID: "b"},
-		},
+	msg := propsFailure(t, func() {
+		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name:               "shared",
+			Bucket:             bucket,
+			MaximumConcurrency: 1,
+			Shared:             tenantpipeline.SharedProps{SplitMemoryMB: 64, RolePath: "bad"},
+			Tenants: []tenantpipeline.Tenant{
+				{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "inbox/a/"},
+				{ID: "b"},
+			},
+		})
 	})
-	msg := synthPanic(app)
 	for _, want := range []string{
 		"Validation failed with the following errors:",
 		`tenant "a": Tenant.Prefix: "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
 		`tenant "b": Tenant.RegisterURL is required`,
 		`pool "shared": PoolProps.MaximumConcurrency 1 is out of range`,
-		`pool "shared": Shared.Tenant must be unset`,
+		`[BadPool/Pool] pool "shared": Shared: split memory 64 MB is invalid`,
+		`[BadPool/Pool] pool "shared": Shared: role path "bad" is not an IAM path: set Shared.RolePath to`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("synth message\n%s\nlacks %q", msg, want)
@@ -275,7 +277,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 		props tenantpipeline.PoolProps
 		want  string
 	}{
-		{"out of range", tenantpipeline.PoolProps{IntakeGroups: 65}, "intakeGroups 65 is out of range: use 1 to 64"},
+		{"out of range", tenantpipeline.PoolProps{IntakeGroups: 65}, `pool "shared": PoolProps.IntakeGroups 65 is out of range: use 1 to 64`},
 		{"pattern too large", tenantpipeline.PoolProps{IntakeGroups: 2, Prefix: long},
 			`pool "shared": IntakeGroups 2: the event pattern of intake group 0 would be`},
 	} {
@@ -285,8 +287,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 			p := tc.props
 			p.Name, p.Bucket = "shared", stacks.NewIngestBucket(stack, "Bucket")
 			p.Tenants = []tenantpipeline.Tenant{{ID: "a", RegisterURL: "https://core.example.com/a"}}
-			tenantpipeline.NewPool(stack, "Pool", &p)
-			if msg := synthPanic(app); !strings.Contains(msg, tc.want) {
+			if msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", &p) }); !strings.Contains(msg, tc.want) {
 				t.Errorf("synth message\n%s\nlacks %q", msg, tc.want)
 			}
 		})
@@ -355,11 +356,8 @@ func TestPoolChecksTenantsOnce(t *testing.T) {
 			if tc.vouch {
 				tenants.Vouch(props)
 			}
-			pool := tenantpipeline.NewPool(stack, "Pool", props)
-			told := false
-			for _, m := range *pool.Node().Validate() {
-				told = told || strings.Contains(*m, `"pools/p/x/" is not "pools/p/b/"`)
-			}
+			msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", props) })
+			told := strings.Contains(msg, `"pools/p/x/" is not "pools/p/b/"`)
 			if told != tc.toldOK {
 				t.Errorf("got the non-derived prefix told %v, want %v", told, tc.toldOK)
 			}

@@ -169,15 +169,16 @@ func TestPoolTenantRole(t *testing.T) {
 func TestPoolPropsDerivedNames(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
-	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
-		Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
-		Tenants: []tenantpipeline.Tenant{
-			{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "pools/shared/b/"},
-			{ID: "b", RegisterURL: "https://core.example.com/b", RegisterAuthSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:p/b-AbCdEf"},
-			{ID: "c", DynamoDB: &tenantpipeline.DynamoDB{Key: []string{"id"}, Table: "pool-shared"}},
-		},
+	msg := propsFailure(t, func() {
+		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
+			Tenants: []tenantpipeline.Tenant{
+				{ID: "a", RegisterURL: "https://core.example.com/a", Prefix: "pools/shared/b/"},
+				{ID: "b", RegisterURL: "https://core.example.com/b", RegisterAuthSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:p/b-AbCdEf"},
+				{ID: "c", DynamoDB: &tenantpipeline.DynamoDB{Key: []string{"id"}, Table: "pool-shared"}},
+			},
+		})
 	})
-	msg := synthPanic(app)
 	for _, want := range []string{
 		`tenant "a": Tenant.Prefix: "pools/shared/b/" is not "pools/shared/a/"`,
 		`pool "shared": PoolProps.SecretPrefix "p/" is invalid: use at least 3`,

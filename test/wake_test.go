@@ -120,11 +120,11 @@ func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {
 		wantVisibility float64
 		wantEnv        map[string]any // nil value: absent
 	}{
-		{"wake events off", tenantpipeline.Props{DisableWakeEvents: true}, 1, 30,
+		{"wake events off", tenantpipeline.Props{SharedProps: tenantpipeline.SharedProps{DisableWakeEvents: true}}, 1, 30,
 			map[string]any{"WAKE_EVENTS": nil, "SAFETY_NET_SECONDS": nil, "POLL_BUDGET_SECONDS": "10", "MAX_WAIT_SECONDS": "30"}},
-		{"safety net 10 minutes", tenantpipeline.Props{SafetyNetInterval: 10 * time.Minute}, 2, 630,
+		{"safety net 10 minutes", tenantpipeline.Props{SharedProps: tenantpipeline.SharedProps{SafetyNetInterval: 10 * time.Minute}}, 2, 630,
 			map[string]any{"WAKE_EVENTS": "true", "SAFETY_NET_SECONDS": "600", "POLL_BUDGET_SECONDS": "0", "MAX_WAIT_SECONDS": "630"}},
-		{"explicit visibility", tenantpipeline.Props{SafetyNetInterval: time.Minute, VisibilityTimeout: 2 * time.Minute}, 2, 120,
+		{"explicit visibility", tenantpipeline.Props{SharedProps: tenantpipeline.SharedProps{SafetyNetInterval: time.Minute, VisibilityTimeout: 2 * time.Minute}}, 2, 120,
 			map[string]any{"WAKE_EVENTS": "true", "SAFETY_NET_SECONDS": "60", "POLL_BUDGET_SECONDS": "0", "MAX_WAIT_SECONDS": "120"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -182,9 +182,9 @@ func headAlarmPeriods(safetyNet time.Duration, evaluationMinutes int) int {
 
 // controllerSafetyNet is the controller's SAFETY_NET_SECONDS: SafetyNetInterval with wake events,
 // else the controller's default, which it keeps when the variable is unset.
-func (p Props) controllerSafetyNet() time.Duration {
-	if p.WakeEvents() {
-		return p.SafetyNetInterval
+func (s SharedProps) controllerSafetyNet() time.Duration {
+	if s.WakeEvents() {
+		return s.SafetyNetInterval
 	}
 	return DefaultSafetyNetInterval
 }
@@ -260,8 +260,6 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String(statistic)}
 	}
 
-	stalled := stalledExpression(t.Queue)
-
 	// EventBridge reports FailedInvocations per rule (dimension RuleName) for events it could not
 	// deliver to a target even after its retries.
 	// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html
@@ -271,21 +269,26 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		Statistic:     jsii.String("Sum"), Period: period,
 	})
 
-	sm := t.StateMachine
 	a := p.Alarms
 	headPeriods := headAlarmPeriods(p.controllerSafetyNet(), a.EvaluationMinutes)
+	core := t.core.alarms(a, coreAlarmWords{
+		ControllerErrors: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs.",
+		OldestMessage: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
+			"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge),
+		ExpiringWhose: "The oldest file of tenant %[1]s",
+		Stalled: fmt.Sprintf("Files of tenant %%[1]s are queued but none has been in flight for %d minutes: nothing is working on them. "+
+			"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes),
+		ExecutionsFailed:   "A file workflow of tenant %[1]s failed. Read the execution's error; redrive it once the cause is fixed.",
+		ExecutionsTimedOut: "A file workflow of tenant %[1]s reached the workflow timeout. Check the core system and the register function, then redrive it.",
+		ExecutionsAborted:  "A file workflow of tenant %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed.",
+	})
 	return Alarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: errorLogs, threshold: 1,
 			description: "A function of tenant %[1]s logged at ERROR: a failed file, a quarantined message or a fault. Read the tenant's function logs for the ERROR line."}),
-		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
-			description: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
-		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
-			description: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
-				"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge)}),
-		ExpiringMessage: t.alarm(expiringSpec(t.Queue, opts("Maximum"), p.WorkflowTimeout, "The oldest file of tenant %[1]s")),
-		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
-			description: fmt.Sprintf("Files of tenant %%[1]s are queued but none has been in flight for %d minutes: nothing is working on them. "+
-				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
+		ControllerErrors: t.alarm(core.ControllerErrors),
+		OldestMessage:    t.alarm(core.OldestMessage),
+		ExpiringMessage:  t.alarm(core.ExpiringMessage),
+		Stalled:          t.alarm(core.Stalled),
 		Backlog: t.alarm(alarmSpec{id: "BacklogAlarm", metric: t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: float64(a.BacklogMessages),
 			description: "Files of tenant %[1]s are piling up behind the head file. Check whether the tenant is halted or its workflows are slow."}),
 		HeadQueued: t.alarm(alarmSpec{id: "HeadQueuedAlarm", metric: emf(MetricHeadQueuedSeconds, "Maximum"), threshold: a.HeadQueued.Seconds(), periods: headPeriods,
@@ -297,12 +300,9 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		Blocked: t.alarm(alarmSpec{id: "BlockedAlarm", metric: emf(MetricBlocked, "Maximum"), threshold: 1,
 			periods: a.BlockedPeriods, datapoints: a.BlockedDatapoints, missing: awscloudwatch.TreatMissingData_MISSING,
 			description: "Tenant %[1]s is halted on a failed file and processes nothing else. Redrive the failed execution once the cause is fixed, or write the file's skip marker."}),
-		ExecutionsFailed: t.alarm(alarmSpec{id: "ExecutionsFailedAlarm", metric: sm.MetricFailed(opts("Sum")), threshold: 1,
-			description: "A file workflow of tenant %[1]s failed. Read the execution's error; redrive it once the cause is fixed."}),
-		ExecutionsTimedOut: t.alarm(alarmSpec{id: "ExecutionsTimedOutAlarm", metric: sm.MetricTimedOut(opts("Sum")), threshold: 1,
-			description: "A file workflow of tenant %[1]s reached the workflow timeout. Check the core system and the register function, then redrive it."}),
-		ExecutionsAborted: t.alarm(alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1,
-			description: "A file workflow of tenant %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed."}),
+		ExecutionsFailed:   t.alarm(core.ExecutionsFailed),
+		ExecutionsTimedOut: t.alarm(core.ExecutionsTimedOut),
+		ExecutionsAborted:  t.alarm(core.ExecutionsAborted),
 		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm", metric: failedInvocations, threshold: 1,
 			description: "EventBridge could not deliver a file event of tenant %[1]s to its queue after its retries; the event went to the rule's dead-letter queue. " +
 				"Check the queue's policy and encryption, then re-send the dead-lettered events in order."}),

@@ -21,13 +21,7 @@ func TestPoolMaxQueuedFilesPerTenant(t *testing.T) {
 		{-1, "PoolProps.MaxQueuedFilesPerTenant -1 is out of range"},
 	} {
 		p.MaxQueuedFilesPerTenant = tc.n
-		var got []string
-		for _, m := range messages(p.withDefaults().file().Validate()) {
-			if m = poolPropsMessage(p.Name, m); m != "" {
-				got = append(got, m)
-			}
-		}
-		all := strings.Join(got, "\n")
+		all := strings.Join(messages(p.withDefaults().file().ValidateNamed(propsNaming)), "\n")
 		if tc.want == "" && all != "" {
 			t.Errorf("%d: got %q, want no problem", tc.n, all)
 		}

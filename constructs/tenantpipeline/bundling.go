@@ -144,15 +144,6 @@ func linkOrCopy(src, dst string) error {
 	return os.WriteFile(dst, b, 0o755)
 }
 
-// code returns the function code of a Lambda package: bundled, or, for a pipeline whose props are
-// invalid, a placeholder that builds nothing, since synth will fail at validation.
-func (t *TenantPipeline) code(pkg string) awslambda.Code {
-	if t.checks.invalid != nil {
-		return awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
-	}
-	return lambdaCode(pkg)
-}
-
 // lambdaCode returns the bundled code of a Lambda package.
 func lambdaCode(pkg string) awslambda.Code { return lambdaCodeWith(pkg, nil) }
 

@@ -2,41 +2,54 @@ package tenantpipeline_test
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 )
 
-// A silo tenant and a pool of two tenants on one ingest bucket, in a stack of the app's own. The
-// constructs add the bucket's write Deny (BucketWriteDeny) themselves; pipectl finds the tenants
-// by the constructs' outputs (pipectl --stack MyPipeline status).
+// A silo tenant and a pool of two tenants on one ingest bucket, in a stack of the app's own. Both
+// tiers take the same SharedProps, set once. The constructs add the bucket's write Deny
+// (BucketWriteDeny) themselves; pipectl finds the tenants by the constructs' outputs (pipectl
+// --stack MyPipeline status).
 func Example() {
 	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
-	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
-		EventBridgeEnabled: jsii.Bool(true), // required: the pipeline reads S3's events
-		Versioned:          jsii.Bool(true), // recommended: a file is read as it was when it arrived
-		EnforceSSL:         jsii.Bool(true),
-	})
+	// Synth returns what fails as one error: invalid props (before any Lambda asset is bundled),
+	// and at synth overlapping prefixes or a tenant id used twice, in CDK's validation message.
+	err := tenantpipeline.Synth(app, func() error {
+		stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+		bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+			EventBridgeEnabled: jsii.Bool(true), // required: the pipeline reads S3's events
+			Versioned:          jsii.Bool(true), // recommended: a file is read as it was when it arrived
+			EnforceSSL:         jsii.Bool(true),
+		})
+		shared := tenantpipeline.SharedProps{LogRetention: awslogs.RetentionDays_THREE_MONTHS}
 
-	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
-		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
-		Bucket: bucket,
+		tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+			Tenant:      tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+			Bucket:      bucket,
+			SharedProps: shared,
+		})
+		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name:   "default",
+			Bucket: bucket,
+			Tenants: []tenantpipeline.Tenant{
+				{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
+				{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
+			},
+			Shared: shared,
+		})
+		return nil
 	})
-	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
-		Name:   "default",
-		Bucket: bucket,
-		Tenants: []tenantpipeline.Tenant{
-			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
-			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
-		},
-	})
-	// Invalid props, overlapping prefixes or a tenant id used twice fail here, with CDK's
-	// validation message and exit status 1.
-	app.Synth(nil)
+	jsii.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
 
 // A silo tenant's key prefix defaults to inbox/<id>/. Props holds the props after defaults; the
@@ -67,7 +80,9 @@ func ExampleNewPool() {
 			{ID: "hooli", RegisterURL: "https://core.example.com/hooli"},
 			{ID: "umbrella", RegisterURL: "https://core.example.com/umbrella"},
 		},
-		MaximumConcurrency: 20, // at most 20 of the pool's tenants run at once
+		// At most 20 controller invocations at once, each handing one tenant's head file on;
+		// MaxRunningFiles (default 200) bounds the files running at once.
+		MaximumConcurrency: 20,
 	})
 	fmt.Println(pool.Props.Prefix)
 	for _, t := range pool.Props.Tenants {

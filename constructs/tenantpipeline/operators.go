@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
@@ -206,17 +205,6 @@ func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) state
 		Action:    []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
 		Resource:  resources,
 		Condition: exemptConditions([]string{roles}, ops),
-	}
-}
-
-// placeRoles puts the functions' roles under Props.RolePath, the path BucketWriteDeny exempts.
-func (t *TenantPipeline) placeRoles(fns ...awslambda.IFunction) {
-	for _, fn := range fns {
-		role, ok := fn.Role().(awsiam.Role)
-		if fn.Role() == nil || !ok {
-			continue // a caller's own function: its role is the caller's
-		}
-		role.Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(t.Props.RolePath))
 	}
 }
 

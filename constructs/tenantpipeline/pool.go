@@ -3,7 +3,6 @@ package tenantpipeline
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +112,8 @@ type TenantPool struct {
 	TenantRole awsiam.Role
 
 	functionLogs []awslogs.LogGroup
-	invalid      error
 	app          *appCheck
+	core         *core
 	bucketOnce   sync.Once
 	bucket       []string
 }
@@ -132,7 +131,9 @@ type PoolProps struct {
 	// Bucket is the ingest bucket, EventBridge notifications on. Required.
 	Bucket awss3.IBucket
 	// MaximumConcurrency caps the controller's event source mapping: at most this many tenants of
-	// the pool have a controller invocation at once. 2 to 1,000. Default: 10.
+	// the pool have a controller invocation at once, each handing its head file on or checking it.
+	// It does not bound the files running at once (MaxRunningFiles does): a running file holds no
+	// controller invocation while it waits. 2 to 1,000. Default: 10.
 	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html#sqs-max-concurrency
 	MaximumConcurrency int
 	// BacklogAlarmMessages alarms on the queue's visible messages; keep it well below the 120,000
@@ -162,8 +163,11 @@ type PoolProps struct {
 	// (admission's pool gate, besides each tenant's core system). Each running file holds at most
 	// one Split or Register invocation at a time, out of the account's Lambda concurrency, which
 	// every function shares (1,000 by default). 1 to 1,000. Default: 200
-	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most 211
-	// concurrent executions with its controller and router (README, "pool fields").
+	// (tenants.DefaultPoolMaxRunningFiles), so that a pool at its defaults needs at most
+	// 200 + 10 (the controller's mapping, MaximumConcurrency) + 16 (the router, one invocation per
+	// intake message group, IntakeGroups) = 226 concurrent executions, besides the short wake-up
+	// invocations of the controller the status rule makes as files end, which the mapping's cap
+	// does not bound (README, "pool fields").
 	MaxRunningFiles int
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue: the router and
 	// the controller keep a tenant's later files parked in order under control/<tenant>/parked/
@@ -171,11 +175,11 @@ type PoolProps struct {
 	// messages SQS scans for deliverable groups (README, "A bounded backlog per tenant"). 1 to
 	// 1,000. Default: 10 (backlog.DefaultMaxQueued).
 	MaxQueuedFilesPerTenant int
-	// Shared holds what every tenant of the pool shares, as in a TenantPipeline's Props: timeouts,
-	// memory, wake events, log retention, alarm thresholds and topic, operators, role path. Its
-	// Tenant, Bucket, RegisterFunction, DynamoDBTable and ControllerReservedConcurrency must be left
-	// unset. Default: Props' defaults; RegisterMemoryMB is the largest any tenant needs.
-	Shared Props
+	// Shared are the props every tenant of the pool shares, as a TenantPipeline's Props embed them:
+	// timeouts, memory, wake events, log retention, alarm thresholds and topic, the event bus,
+	// operators, role path. Default: SharedProps' defaults; RegisterMemoryMB is the largest any
+	// tenant needs (RegisterMemoryFor).
+	Shared SharedProps
 }
 
 // internal is the pool as the tenants file would give it, for the one set of pool rules.
@@ -220,14 +224,8 @@ func (p PoolProps) withDefaults() PoolProps {
 		memory = max(memory, RegisterMemoryFor(ts[i]))
 	}
 	p.Tenants = ts
-	shared := p.Shared
-	if shared.RegisterMemoryMB == 0 {
-		shared.RegisterMemoryMB = memory
-	}
-	given := shared.Tenant // must be unset: validate says so
-	shared.Tenant = Tenant{ID: "pool-" + p.Name}
-	p.Shared = shared.withDefaults()
-	p.Shared.Tenant = given
+	// A pool always runs the bundled Register.
+	p.Shared = p.Shared.withDefaults(memory, false)
 	return p
 }
 
@@ -248,25 +246,15 @@ func (p PoolProps) check(fromFile bool) error {
 	if len(p.Tenants) == 0 {
 		bad("Tenants is empty: a pool needs at least one tenant")
 	}
-	s := p.Shared
-	if s.Bucket != nil || s.RegisterFunction != nil || s.DynamoDBTable != nil || s.ControllerReservedConcurrency != 0 {
-		bad("Shared.Bucket, Shared.RegisterFunction, Shared.DynamoDBTable and Shared.ControllerReservedConcurrency must be unset: " +
-			"a pool takes its bucket from PoolProps.Bucket and always uses the bundled register function")
-	}
-	if !reflect.DeepEqual(s.Tenant, Tenant{}) {
-		bad("Shared.Tenant must be unset: a pool's tenants are PoolProps.Tenants")
-	}
 	for _, t := range p.Tenants {
 		if t.RegisterURL == "" && t.DynamoDB == nil {
 			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
 		}
 	}
-	if !fromFile {
-		for _, m := range messages(p.file().Validate()) {
-			if m = poolPropsMessage(p.Name, m); m != "" {
-				errs = append(errs, errors.New(m))
-			}
-		}
+	// The tenants file's pool rules, with messages naming the props (PoolProps.Prefix,
+	// Tenant.Prefix). Without tenants the file's rule would repeat "Tenants is empty".
+	if !fromFile && len(p.Tenants) > 0 {
+		errs = append(errs, p.file().ValidateNamed(propsNaming))
 	}
 	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	if p.IntakeGroups >= 1 && p.IntakeGroups <= tenants.MaxPoolIntakeGroups {
@@ -279,70 +267,52 @@ func (p PoolProps) check(fromFile bool) error {
 				p.IntakeGroups, g, n, MaxEventPatternChars)
 		}
 	}
-	// The shared props are checked as a tenant's would be, with a stand-in tenant; their messages
-	// then name the pool.
-	s.Tenant = Tenant{ID: "pool", RegisterURL: "https://pool.invalid/"}.WithDefaults()
-	s.Bucket = p.Bucket
-	if err := s.validate(); err != nil {
-		for _, m := range messages(err) {
-			errs = append(errs, errors.New(strings.Replace(m, `tenant "pool": `, fmt.Sprintf("pool %q: Shared: ", p.Name), 1)))
-		}
-	}
+	// The shared props' messages name the pool and the prop as PoolProps holds it.
+	p.Shared.validate(func(field string) string { return "Shared." + field }, false, func(format string, args ...any) {
+		bad("Shared: "+format, args...)
+	})
 	return errors.Join(errs...)
 }
 
-// poolPropsMessage says a tenants.json pool rule's message to a construct user: it names the props
-// (PoolProps.Prefix, Tenant.Prefix) where tenants.json names its fields (pools.<name>.prefix,
-// prefix). "" drops a message that repeats one of PoolProps' own.
-func poolPropsMessage(pool, m string) string {
-	if strings.Contains(m, "no tenant is in this pool") {
-		return "" // "Tenants is empty"
-	}
-	where := "pools." + pool
-	return strings.NewReplacer(
-		where+".prefix", "PoolProps.Prefix",
-		where+".secretPrefix", "PoolProps.SecretPrefix",
-		where+".tablePrefix", "PoolProps.TablePrefix",
-		where+".intakeGroups", "PoolProps.IntakeGroups",
-		where+": prefix ", fmt.Sprintf("pool %q: PoolProps.Prefix ", pool),
-		where+": ", fmt.Sprintf("pool %q: ", pool),
-		"secretPrefix", "PoolProps.SecretPrefix",
-		"tablePrefix", "PoolProps.TablePrefix",
-		"maximumConcurrency", "PoolProps.MaximumConcurrency",
-		"backlogAlarmMessages", "PoolProps.BacklogAlarmMessages",
-		"maxRunningFiles", "PoolProps.MaxRunningFiles",
-		"maxQueuedFilesPerTenant", "PoolProps.MaxQueuedFilesPerTenant",
-		": prefix: ", ": Tenant.Prefix: ",
-		": registerAuthSecretArn: ", ": Tenant.RegisterAuthSecretARN: ",
-		": dynamodb.table: ", ": Tenant.DynamoDB.Table: ",
-	).Replace(m)
+// propsNaming names, in the tenants file's pool rules, what a construct user sets: PoolProps'
+// fields, and the Tenant fields those rules are about. A tenant's own fields keep the names
+// Tenant.Validate gives them in both tiers.
+var propsNaming = tenants.Naming{
+	Pool:     func(pool string) string { return fmt.Sprintf("pool %q", pool) },
+	PoolKey:  poolProp,
+	PoolPath: poolProp,
+	Field: func(field string) string {
+		if prop, ok := tenantProps[field]; ok {
+			return prop
+		}
+		return field
+	},
 }
 
-// NewPool creates the pool under scope/id. Invalid props fail synth, as TenantPipeline's do.
+// poolProp is the PoolProps field of a pool's JSON field: secretPrefix is PoolProps.SecretPrefix.
+func poolProp(_, field string) string { return "PoolProps." + strings.ToUpper(field[:1]) + field[1:] }
+
+// tenantProps are the Tenant fields, by JSON path, that the pool rules check.
+var tenantProps = map[string]string{
+	"prefix":                "Tenant.Prefix",
+	"registerAuthSecretArn": "Tenant.RegisterAuthSecretARN",
+	"dynamodb.table":        "Tenant.DynamoDB.Table",
+}
+
+// NewPool creates the pool under scope/id. Its props are checked first, as New checks a
+// TenantPipeline's: invalid props panic with a *PropsError before anything is created or bundled.
 func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
 	if props == nil {
 		props = &PoolProps{}
 	}
 	fromFile := tenants.Vouched(props)
 	p := props.withDefaults()
+	if err := p.check(fromFile); err != nil {
+		panic(newPropsError(scope, id, err))
+	}
 	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
-	t.invalid = p.check(fromFile)
-	if t.invalid != nil {
-		// Built from placeholder props, as TenantPipeline is: synth fails at validation first.
-		safe := PoolProps{Name: "invalid", Bucket: p.Bucket}
-		if tenantIDPattern(p.Name) {
-			safe.Name = p.Name
-		}
-		if safe.Bucket == nil {
-			safe.Bucket = awss3.Bucket_FromBucketName(t.Construct, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
-		}
-		t.Props = safe.withDefaults()
-	}
 	t.build()
-	t.Props = p
-	if t.invalid == nil {
-		addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
-	}
+	addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
 	t.app = register(t.Construct, t)
 	t.Node().AddValidation(&poolValidation{t})
 	return t
@@ -383,8 +353,7 @@ func (v *poolValidation) Validate() *[]*string { return jsii.Strings(v.t.problem
 // problems lists every problem of the pool: its own props, its bucket, then what it shares with the app's
 // other pipelines and pools (a prefix, a name, a tenant id).
 func (t *TenantPool) problems() []string {
-	out := append(messages(t.invalid), t.bucketProblems()...)
-	return append(out, t.app.conflictsOf(*t.Node().Path())...)
+	return append(t.bucketProblems(), t.app.conflictsOf(*t.Node().Path())...)
 }
 
 func (t *TenantPool) build() {
@@ -397,22 +366,19 @@ func (t *TenantPool) build() {
 	}
 	t.SettingsFile = settings
 
-	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
-		Fifo: jsii.Bool(true),
-		// The router sends a deduplication id (the event's id); operators' messages (pipectl) may
-		// rely on the body's hash.
-		ContentBasedDeduplication: jsii.Bool(true),
-		// One message group per tenant: high throughput mode (highThroughput).
-		FifoThroughputLimit:    highThroughput.limit,
-		DeduplicationScope:     highThroughput.scope,
-		VisibilityTimeout:      seconds(s.VisibilityTimeout),
-		RetentionPeriod:        seconds(QueueRetention),
-		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
-		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:             jsii.Bool(true),
-		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
-		// No dead-letter queue, as in a silo: a failing head file must not be overtaken.
+	c := newCore(t.Construct, coreProps{
+		Shared:     s,
+		Bucket:     p.Bucket,
+		ManyGroups: true,
+		Describe: func(id, pkg string) string {
+			return fmt.Sprintf("Pool %s: %s (%s)", p.Name, pkg, strings.ToLower(id))
+		},
+		// Split's and Register's metrics are then the pool's, the tenant a property of each line.
+		MetricsPool:          p.Name,
+		WorkflowLogGroupName: VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/pool-" + p.Name,
 	})
+	t.core = c
+	t.Queue = c.Queue
 	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
@@ -420,7 +386,8 @@ func (t *TenantPool) build() {
 		RemovalPolicy:   awscdk.RemovalPolicy_RETAIN,
 	})
 
-	code := t.code(map[string][]byte{pipeline.PoolSettingsFile: settings})
+	// The controller's and the router's code carries the tenants file.
+	code := lambdaCodeWith(pkgController, map[string][]byte{pipeline.PoolSettingsFile: settings})
 	poolEnv := map[string]string{
 		pipeline.EnvPool:             p.Name,
 		pipeline.EnvPoolSettings:     pipeline.PoolSettingsFile,
@@ -463,7 +430,7 @@ func (t *TenantPool) build() {
 		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
 		pipeline.EnvDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
 	})
-	t.Router = t.function("Router", pkgController, code, routerTimeout, 128, routerEnv)
+	t.Router = c.function("Router", pkgController, code, routerTimeout, 128, routerEnv)
 	t.RouterSource = awslambdaeventsources.NewSqsEventSource(t.Intake, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -473,84 +440,31 @@ func (t *TenantPool) build() {
 	t.RuleDeadLetterQueue.GrantSendMessages(t.Router)
 	t.newIntakeRules()
 
-	t.Split = t.function("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, map[string]string{
-		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
-		// The results task's metric is the pool's, as Register's are.
-		pipeline.EnvMetricsPool: p.Name,
-	})
 	// Split's, Register's and the controller's grants on tenant data are the tenant role's
 	// (tenantrole.go).
+	c.addWorkflow()
+	t.Split, t.Register, t.Workflow, t.StateMachine = c.Split, c.Register.(awslambda.Function), c.Workflow, c.StateMachine
 
-	t.Register = t.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, map[string]string{
-		pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
-		pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
-		// Register's metrics are then the pool's, the tenant a property of each line.
-		pipeline.EnvMetricsPool: p.Name,
+	env := with(poolEnv, nil)
+	t.addAdmissionEnv(env)
+	c.addController(controllerTier{
+		Code:               code,
+		Env:                env,
+		MaximumConcurrency: p.MaximumConcurrency,
+		GrantAdmission: func(fn awslambda.Function) {
+			t.Controller = fn
+			t.grantAdmission()
+		},
+		GrantTenantData: func(awslambda.Function) {
+			t.newTenantRole()
+			// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
+			t.grantBacklog()
+		},
+		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
 	})
-	stack := awscdk.Stack_Of(t.Construct)
-
-	workflowLogs := awslogs.NewLogGroup(t.Construct, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
-		LogGroupName: jsii.String(VendedLogsPrefix + *stack.StackName() + "/pool-" + p.Name),
-		Retention:    s.LogRetention,
-	})
-	t.LogGroups = append(t.LogGroups, workflowLogs)
-	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
-		Split:           t.Split,
-		Register:        t.Register,
-		Timeout:         s.WorkflowTimeout,
-		SplitTimeout:    s.SplitTimeout,
-		RegisterTimeout: s.RegisterTimeout,
-		Logs:            workflowLogs,
-		Design:          s.RegisterDesign,
-		// A pool always runs the bundled Register, which resumes inside a chunk.
-		RecordCursor: true,
-	})
-	t.StateMachine = t.Workflow.File
-
-	controllerEnv := with(poolEnv, map[string]string{
-		pipeline.EnvStateMachineARN:        *t.StateMachine.StateMachineArn(),
-		pipeline.EnvMaxWaitSeconds:         strconv.Itoa(int(s.VisibilityTimeout.Seconds())),
-		pipeline.EnvHaltWaitSeconds:        strconv.Itoa(int(s.HaltedRecheck.Seconds())),
-		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(s.RegisterTimeout.Seconds())),
-		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
-		pipeline.EnvPollBudgetSeconds:      strconv.Itoa(int(s.PollBudget().Seconds())),
-	})
-	t.addAdmissionEnv(controllerEnv)
-	if s.WakeEvents() {
-		controllerEnv[pipeline.EnvWakeEvents] = "true"
-		controllerEnv[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))
-		controllerEnv[pipeline.EnvControlPrefixProtected] = controlPrefixProtected(p.Bucket, s.RolePath, s.Operators)
-	}
-	t.EventBus = fileEventBus(t.Construct, s.EventBus)
-	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
-	controllerEnv[pipeline.EnvResultsFunction] = *t.Split.FunctionArn()
-	t.Controller = t.function("Controller", pkgController, code, s.ControllerTimeout, 128, controllerEnv)
-	grantFileEvents(t.Controller, t.EventBus)
-	grantFailedResults(t.Controller, t.Split)
-	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
-		BatchSize:               jsii.Number(1),
-		ReportBatchItemFailures: jsii.Bool(true),
-		// Lambda scales a FIFO mapping to the active message groups, here the tenants with files;
-		// this caps it. https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html
-		MaxConcurrency: jsii.Number(p.MaximumConcurrency),
-	})
-	t.Controller.AddEventSource(t.EventSource)
-	t.StateMachine.GrantStartExecution(t.Controller)
-	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"),
-		jsii.String("states:RedriveExecution"))
-	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
-	t.grantAdmission()
-	t.newTenantRole()
-	// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
-	t.grantBacklog()
-
-	if s.WakeEvents() {
-		t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name), t.StateMachine, t.Controller)
-	}
-
-	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {
-		fn.Role().(awsiam.Role).Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(s.RolePath))
-	}
+	t.Controller, t.EventSource, t.EventBus, t.StatusRule = c.Controller, c.EventSource, c.EventBus, c.StatusRule
+	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
+	c.placeRoles()
 	t.denyForeignSends()
 	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
 	t.Alarms = t.newAlarms()
@@ -570,24 +484,6 @@ func (t *TenantPool) settings() *pipeline.PoolSettings {
 		})
 	}
 	return s
-}
-
-func (t *TenantPool) code(files map[string][]byte) awslambda.Code {
-	if t.invalid != nil {
-		return awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkgController), nil)
-	}
-	return lambdaCodeWith(pkgController, files)
-}
-
-// function creates one of the pool's Go functions with its own log group.
-func (t *TenantPool) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string) awslambda.Function {
-	if t.invalid != nil && pkg != pkgController {
-		code = awslambda.Code_FromBucket(t.Props.Bucket, jsii.String("placeholder/"+pkg), nil)
-	}
-	logs := awslogs.NewLogGroup(t.Construct, jsii.String(id+"Logs"), &awslogs.LogGroupProps{Retention: t.Props.Shared.LogRetention})
-	t.LogGroups = append(t.LogGroups, logs)
-	t.functionLogs = append(t.functionLogs, logs)
-	return newGoFunction(t.Construct, id, pkg, code, timeout, memoryMB, env, logs, fmt.Sprintf("Pool %s: %s (%s)", t.Props.Name, pkg, strings.ToLower(id)))
 }
 
 func (t *TenantPool) allowS3(fn awslambda.IFunction, actions []string, pattern string) {

@@ -145,7 +145,6 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 			moreFailed = append(moreFailed, newAlarm(scope, s, fmt.Sprintf(s.description, p.Name)+" Dashboard: "+DashboardURL(*awscdk.Aws_REGION(), t.dashboardName())+" Runbook: "+RunbookURL, p.Shared.AlarmTopic))
 		}
 	}
-	stalled := stalledExpression(t.Queue)
 	// The top tenant's value of each rule: it reaches the threshold when any tenant does.
 	perTenant := func(rule awscloudwatch.CfnInsightRule) awscloudwatch.IMetric { return tenantRuleMetric(rule, period) }
 	contributors := func(rule awscloudwatch.CfnInsightRule) string {
@@ -153,31 +152,33 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 			"or aws cloudwatch get-insight-rule-report --rule-name %s --max-contributor-count 100.", *rule.RuleName(), p.Name, *rule.RuleName())
 	}
 	rules := t.TenantRules
-	sm := t.StateMachine
 	headPeriods := headAlarmPeriods(p.Shared.controllerSafetyNet(), a.EvaluationMinutes)
+	core := t.core.alarms(a, coreAlarmWords{
+		ControllerErrors: "The controller of pool %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs.",
+		OldestMessage: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
+			"Find it with pipectl status.", a.OldestMessageAge),
+		ExpiringWhose: "The oldest file in pool %[1]s",
+		Stalled: fmt.Sprintf("Files of pool %%[1]s are queued but no tenant has had one in flight for %d minutes. "+
+			"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes),
+		ExecutionsFailed:   "A file workflow of pool %[1]s failed. The controller's ERROR log names the tenant and the execution; redrive it once the cause is fixed.",
+		ExecutionsTimedOut: "A file workflow of pool %[1]s reached the workflow timeout. Check the tenant's core system, then redrive it.",
+		ExecutionsAborted:  "A file workflow of pool %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed.",
+	})
 	return PoolAlarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, errorLogsName, "Sum", nil), threshold: 1,
 			description: "A function of pool %[1]s logged at ERROR: a failed file, a quarantined message, an object of no tenant or a fault. Every line names its tenant; read the pool's function logs."}),
-		ControllerErrors: t.alarm(alarmSpec{id: "ControllerErrorsAlarm", metric: t.Controller.MetricErrors(opts("Sum")), threshold: 1,
-			description: "The controller of pool %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs."}),
+		ControllerErrors: t.alarm(core.ControllerErrors),
 		RouterErrors: t.alarm(alarmSpec{id: "RouterErrorsAlarm", metric: t.Router.MetricErrors(opts("Sum")), threshold: 1,
 			description: "The router of pool %[1]s failed an invocation: its intake batch stays queued, in order, and is retried. Read the router's logs."}),
-		OldestMessage: t.alarm(alarmSpec{id: "OldestMessageAlarm", metric: t.Queue.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: a.OldestMessageAge.Seconds(),
-			description: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
-				"Find it with pipectl status.", a.OldestMessageAge)}),
-		ExpiringMessage: t.alarm(expiringSpec(t.Queue, opts("Maximum"), p.Shared.WorkflowTimeout, "The oldest file in pool %[1]s")),
-		Stalled: t.alarm(alarmSpec{id: "StalledAlarm", metric: stalled, threshold: 1, periods: a.StalledMinutes, datapoints: a.StalledMinutes,
-			description: fmt.Sprintf("Files of pool %%[1]s are queued but no tenant has had one in flight for %d minutes. "+
-				"Check that the controller's event source mapping is enabled, and the controller's throttles and logs.", a.StalledMinutes)}),
+		OldestMessage:   t.alarm(core.OldestMessage),
+		ExpiringMessage: t.alarm(core.ExpiringMessage),
+		Stalled:         t.alarm(core.Stalled),
 		Backlog: t.alarm(alarmSpec{id: "BacklogAlarm", metric: t.Queue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: float64(p.BacklogAlarmMessages),
 			description: fmt.Sprintf("Pool %%[1]s has %d or more files waiting. SQS looks for available tenants only among the first 120,000 messages of a FIFO queue: "+
 				"past that, one tenant's backlog stalls every other tenant of the pool. Find the tenant with the backlog and give it its own pool or a silo.", p.BacklogAlarmMessages)}),
-		ExecutionsFailed: t.alarm(alarmSpec{id: "ExecutionsFailedAlarm", metric: sm.MetricFailed(opts("Sum")), threshold: 1,
-			description: "A file workflow of pool %[1]s failed. The controller's ERROR log names the tenant and the execution; redrive it once the cause is fixed."}),
-		ExecutionsTimedOut: t.alarm(alarmSpec{id: "ExecutionsTimedOutAlarm", metric: sm.MetricTimedOut(opts("Sum")), threshold: 1,
-			description: "A file workflow of pool %[1]s reached the workflow timeout. Check the tenant's core system, then redrive it."}),
-		ExecutionsAborted: t.alarm(alarmSpec{id: "ExecutionsAbortedAlarm", metric: sm.MetricAborted(opts("Sum")), threshold: 1,
-			description: "A file workflow of pool %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed."}),
+		ExecutionsFailed:   t.alarm(core.ExecutionsFailed),
+		ExecutionsTimedOut: t.alarm(core.ExecutionsTimedOut),
+		ExecutionsAborted:  t.alarm(core.ExecutionsAborted),
 		IntakeOldestMessage: t.alarm(alarmSpec{id: "IntakeOldestMessageAlarm", metric: t.Intake.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: IntakeAgeAlarm.Seconds(),
 			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue: the router is failing or throttled, "+
 				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", IntakeAgeAlarm)}),

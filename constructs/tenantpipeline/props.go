@@ -12,8 +12,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/constructs-go/constructs/v10"
-	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/workflows"
@@ -42,6 +40,27 @@ type Props struct {
 	// creates (TenantPipeline.Table). Only with Tenant.DynamoDB, and not with Tenant.DynamoDB.Table.
 	DynamoDBTable awsdynamodb.ITable
 
+	// ControllerReservedConcurrency reserves concurrency for the controller: opt in only. It is not
+	// needed for order: the FIFO message group already serializes a tenant's files (a group never
+	// has two messages in flight, and the event source mapping scales by active message groups).
+	// Each reserved unit comes out of the account's concurrency quota, of which 100 must stay
+	// unreserved, so reserving fails to deploy on accounts with a low quota (new accounts often
+	// have 10 or 50) and caps 1,000 tenants at 900.
+	// https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html
+	// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html (FIFO queues, message groups)
+	// Default: 0, no reservation. A negative value also means none.
+	ControllerReservedConcurrency int
+
+	// SharedProps are the props a pool's tenants share (PoolProps.Shared): timeouts, memory, wake
+	// events, logs, alarms, the event bus, operators and the roles' path.
+	SharedProps
+}
+
+// SharedProps configure what both tiers build alike (core.go): the queue's visibility, the
+// functions, the workflows, the wake-up, logs, alarms, the File Processed event's bus, who may
+// steer, and the roles' path. A TenantPipeline takes them embedded in Props, a TenantPool as
+// PoolProps.Shared, for every tenant of the pool. Zero values mean the documented default.
+type SharedProps struct {
 	// DisableWakeEvents turns off the wake-up on the file execution's status change event
 	// (docs/controller.md). With wake events (the default) a rule sends the file state machine's
 	// "Step Functions Execution Status Change" events to the controller, which makes the waiting
@@ -69,17 +88,6 @@ type Props struct {
 	// ControllerTimeout is the controller function's timeout. Must be shorter than VisibilityTimeout.
 	// Default: 20 seconds.
 	ControllerTimeout time.Duration
-
-	// ControllerReservedConcurrency reserves concurrency for the controller: opt in only. It is not
-	// needed for order: the FIFO message group already serializes a tenant's files (a group never
-	// has two messages in flight, and the event source mapping scales by active message groups).
-	// Each reserved unit comes out of the account's concurrency quota, of which 100 must stay
-	// unreserved, so reserving fails to deploy on accounts with a low quota (new accounts often
-	// have 10 or 50) and caps 1,000 tenants at 900.
-	// https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html
-	// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html (FIFO queues, message groups)
-	// Default: 0, no reservation. A negative value also means none.
-	ControllerReservedConcurrency int
 
 	// SplitTimeout is the split function's timeout. Default: 5 minutes.
 	SplitTimeout time.Duration
@@ -117,7 +125,7 @@ type Props struct {
 	// marker. Default: 5 minutes.
 	HaltedRecheck time.Duration
 
-	// LogRetention of every log group the pipeline creates. Default: one month.
+	// LogRetention of every log group the construct creates. Default: one month.
 	LogRetention awslogs.RetentionDays
 
 	// Alarms sets the alarm thresholds. Zero fields take their defaults.
@@ -128,7 +136,7 @@ type Props struct {
 
 	// EventBus receives the File Processed event of each end of a file execution (README, "The
 	// File Processed event"); the controller may put events there only with the source
-	// tenantpipeline. A pool takes it from Shared. Default: the account's default event bus.
+	// tenantpipeline. Default: the account's default event bus.
 	EventBus awsevents.IEventBus
 
 	// Operators may steer the tenant besides the pipeline itself: the tenant's queue and its
@@ -211,6 +219,14 @@ const (
 // withDefaults returns p with every zero field at its documented default.
 func (p Props) withDefaults() Props {
 	p.Tenant = p.Tenant.WithDefaults()
+	p.SharedProps = p.SharedProps.withDefaults(RegisterMemoryFor(p.Tenant), p.RegisterFunction != nil)
+	return p
+}
+
+// withDefaults returns s with every zero field at its documented default: registerMemoryMB is the
+// tier's Register memory, and ownRegister says the caller brings its own register function
+// (Props.RegisterFunction), which takes the per-chunk design.
+func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) SharedProps {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -221,61 +237,43 @@ func (p Props) withDefaults() Props {
 			*d = v
 		}
 	}
-	def(&p.SafetyNetInterval, DefaultSafetyNetInterval)
-	if p.WakeEvents() {
-		def(&p.VisibilityTimeout, p.SafetyNetInterval+safetyNetVisibilityMargin)
+	def(&s.SafetyNetInterval, DefaultSafetyNetInterval)
+	if s.WakeEvents() {
+		def(&s.VisibilityTimeout, s.SafetyNetInterval+safetyNetVisibilityMargin)
 	}
-	def(&p.VisibilityTimeout, DefaultVisibilityTimeout)
-	def(&p.ControllerTimeout, DefaultControllerTimeout)
-	def(&p.SplitTimeout, DefaultSplitTimeout)
-	defInt(&p.SplitMemoryMB, DefaultMemoryMB)
-	def(&p.RegisterTimeout, DefaultRegisterTimeout)
-	def(&p.RegisterHTTPTimeout, DefaultRegisterHTTPTimeout)
-	defInt(&p.RegisterMemoryMB, RegisterMemoryFor(p.Tenant))
-	if p.RegisterDesign == "" {
-		p.RegisterDesign = workflows.DesignPerInvocation
-		if p.RegisterFunction != nil {
-			p.RegisterDesign = workflows.DesignPerChunk
+	def(&s.VisibilityTimeout, DefaultVisibilityTimeout)
+	def(&s.ControllerTimeout, DefaultControllerTimeout)
+	def(&s.SplitTimeout, DefaultSplitTimeout)
+	defInt(&s.SplitMemoryMB, DefaultMemoryMB)
+	def(&s.RegisterTimeout, DefaultRegisterTimeout)
+	def(&s.RegisterHTTPTimeout, DefaultRegisterHTTPTimeout)
+	defInt(&s.RegisterMemoryMB, registerMemoryMB)
+	if s.RegisterDesign == "" {
+		s.RegisterDesign = workflows.DesignPerInvocation
+		if ownRegister {
+			s.RegisterDesign = workflows.DesignPerChunk
 		}
 	}
-	def(&p.WorkflowTimeout, DefaultWorkflowTimeout)
-	def(&p.HaltedRecheck, DefaultHaltedRecheck)
-	if p.LogRetention == "" {
-		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	def(&s.WorkflowTimeout, DefaultWorkflowTimeout)
+	def(&s.HaltedRecheck, DefaultHaltedRecheck)
+	if s.LogRetention == "" {
+		s.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
-	p.Alarms = p.Alarms.withDefaults(p.WorkflowTimeout)
-	p.Operators = p.Operators.withDefaults()
-	if p.RolePath == "" {
-		p.RolePath = DefaultRolePath
+	s.Alarms = s.Alarms.withDefaults(s.WorkflowTimeout)
+	s.Operators = s.Operators.withDefaults()
+	if s.RolePath == "" {
+		s.RolePath = DefaultRolePath
 	}
-	return p
-}
-
-// placeholder returns props that build without error, in place of invalid props: the given
-// tenant, bucket and references where they are usable, defaults for everything else. Nothing built
-// from them reaches a template, because synth fails at validation first.
-func (p Props) placeholder(scope constructs.Construct) Props {
-	safe := Props{
-		Tenant: p.Tenant, Bucket: p.Bucket, RegisterFunction: p.RegisterFunction, DynamoDBTable: p.DynamoDBTable,
-		DisableWakeEvents: p.DisableWakeEvents, LogRetention: p.LogRetention, AlarmTopic: p.AlarmTopic,
-	}
-	if p.Tenant.Validate() != nil {
-		// The id names resources and the stack output's logical id: unique per construct.
-		safe.Tenant = Tenant{ID: "invalid-" + (*scope.Node().Addr())[2:10]}
-	}
-	if safe.Bucket == nil {
-		safe.Bucket = awss3.Bucket_FromBucketName(scope, jsii.String("PlaceholderBucket"), jsii.String("placeholder"))
-	}
-	return safe.withDefaults()
+	return s
 }
 
 // WakeEvents reports whether the controller wakes on the file execution's status change event.
-func (p Props) WakeEvents() bool { return !p.DisableWakeEvents }
+func (s SharedProps) WakeEvents() bool { return !s.DisableWakeEvents }
 
 // PollBudget is the controller's in-process polling (POLL_BUDGET_SECONDS): none with wake events,
 // whose wait is the safety net, ControllerPollBudget without.
-func (p Props) PollBudget() time.Duration {
-	if p.WakeEvents() {
+func (s SharedProps) PollBudget() time.Duration {
+	if s.WakeEvents() {
 		return 0
 	}
 	return ControllerPollBudget
@@ -296,19 +294,32 @@ func (p Props) validate() error {
 		bad("registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter, or the tenant has a dynamodb sink")
 	}
 	p.validateSink(bad)
-	if p.VisibilityTimeout < time.Second || p.VisibilityTimeout > maxVisibility || p.VisibilityTimeout%time.Second != 0 {
-		bad("visibility timeout %v is invalid: use whole seconds from 1s to 12h", p.VisibilityTimeout)
+	if p.ControllerReservedConcurrency > 1000 {
+		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)
+	}
+	// Props' own fields: a message names them as the caller wrote them.
+	p.SharedProps.validate(func(field string) string { return field }, p.RegisterFunction != nil, bad)
+	return errors.Join(errs...)
+}
+
+// validate checks the shared props, through bad, naming each field by field(name): the caller's
+// own name for it (VisibilityTimeout in Props, Shared.VisibilityTimeout in PoolProps).
+// ownRegister says Register is the caller's own function, which RegisterHTTPTimeout does not bound.
+func (s SharedProps) validate(field func(string) string, ownRegister bool, bad func(format string, args ...any)) {
+	if s.VisibilityTimeout < time.Second || s.VisibilityTimeout > maxVisibility || s.VisibilityTimeout%time.Second != 0 {
+		bad("visibility timeout %v is invalid: use whole seconds from 1s to 12h", s.VisibilityTimeout)
 	}
 	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html: the mapping is
 	// rejected when the queue's visibility timeout is below the function timeout.
-	if p.ControllerTimeout >= p.VisibilityTimeout {
+	if s.ControllerTimeout >= s.VisibilityTimeout {
 		bad("controller timeout %v must be shorter than the queue visibility timeout %v, or the event source mapping is rejected: "+
-			"raise VisibilityTimeout above %v, or lower ControllerTimeout below %v", p.ControllerTimeout, p.VisibilityTimeout, p.ControllerTimeout, p.VisibilityTimeout)
+			"raise %s above %v, or lower %s below %v", s.ControllerTimeout, s.VisibilityTimeout,
+			field("VisibilityTimeout"), s.ControllerTimeout, field("ControllerTimeout"), s.VisibilityTimeout)
 	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"controller", p.ControllerTimeout}, {"split", p.SplitTimeout}, {"register", p.RegisterTimeout}} {
+	}{{"controller", s.ControllerTimeout}, {"split", s.SplitTimeout}, {"register", s.RegisterTimeout}} {
 		if f.d < time.Second || f.d > maxLambdaTimeout || f.d%time.Second != 0 {
 			bad("%s timeout %v is invalid: use whole seconds from 1s to 15m", f.name, f.d)
 		}
@@ -316,54 +327,50 @@ func (p Props) validate() error {
 	for _, f := range []struct {
 		name string
 		mb   int
-	}{{"split", p.SplitMemoryMB}, {"register", p.RegisterMemoryMB}} {
+	}{{"split", s.SplitMemoryMB}, {"register", s.RegisterMemoryMB}} {
 		if f.mb < 128 || f.mb > 10240 {
 			bad("%s memory %d MB is invalid: use 128 to 10240 MB", f.name, f.mb)
 		}
 	}
-	if !slices.Contains(workflows.Designs, p.RegisterDesign) {
-		bad("register design %q is invalid: use %q or %q", p.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
+	if !slices.Contains(workflows.Designs, s.RegisterDesign) {
+		bad("register design %q is invalid: use %q or %q", s.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
 	}
-	if p.ControllerReservedConcurrency > 1000 {
-		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)
+	if s.WorkflowTimeout < time.Minute || s.WorkflowTimeout >= QueueRetention/2 {
+		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", s.WorkflowTimeout)
 	}
-	if p.WorkflowTimeout < time.Minute || p.WorkflowTimeout >= QueueRetention/2 {
-		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", p.WorkflowTimeout)
+	if s.HaltedRecheck < time.Second || s.HaltedRecheck > maxVisibility {
+		bad("halted recheck %v is invalid: use 1s to 12h", s.HaltedRecheck)
 	}
-	if p.HaltedRecheck < time.Second || p.HaltedRecheck > maxVisibility {
-		bad("halted recheck %v is invalid: use 1s to 12h", p.HaltedRecheck)
+	if s.WakeEvents() {
+		s.validateSafetyNet(field, bad)
 	}
-	if p.WakeEvents() {
-		p.validateSafetyNet(bad)
+	s.validateAcrossFields(field, ownRegister, bad)
+	s.Alarms.validate(s.HaltedRecheck, bad)
+	s.Operators.validate(bad)
+	if !validRolePath(s.RolePath) {
+		bad("role path %q is not an IAM path: set %s to \"/\" or \"/<segments>/\" of printable ASCII, at most 512 characters (default %s)", s.RolePath, field("RolePath"), DefaultRolePath)
 	}
-	p.validateAcrossFields(bad)
-	p.Alarms.validate(p.HaltedRecheck, bad)
-	p.Operators.validate(bad)
-	if !validRolePath(p.RolePath) {
-		bad("RolePath %q is not an IAM path: use \"/\" or \"/<segments>/\" of printable ASCII, at most 512 characters (default %s)", p.RolePath, DefaultRolePath)
-	}
-	return errors.Join(errs...)
 }
 
 // validateAcrossFields checks the limits one field sets on another. Each message names both
 // fields, the rule and a value that satisfies it.
-func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
-	if p.RegisterFunction == nil {
-		h := p.RegisterHTTPTimeout
+func (s SharedProps) validateAcrossFields(field func(string) string, ownRegister bool, bad func(format string, args ...any)) {
+	if !ownRegister {
+		h := s.RegisterHTTPTimeout
 		if h < time.Second || h > maxRegisterHTTPTimeout || h%time.Second != 0 {
 			bad("register HTTP timeout %v is invalid: use whole seconds from 1s to 5m", h)
-		} else if floor := h + registerDeadlineMargin; p.RegisterTimeout <= floor {
+		} else if floor := h + registerDeadlineMargin; s.RegisterTimeout <= floor {
 			// Register starts a POST only while HTTP timeout + margin remains before its deadline
 			// (lambdas/register), so a shorter function timeout registers nothing, ever.
 			bad("register timeout %v must be longer than the register HTTP timeout %v plus the register deadline margin %v, "+
-				"or no record is ever sent: raise RegisterTimeout above %v (e.g. %v) or lower RegisterHTTPTimeout below %v",
-				p.RegisterTimeout, h, registerDeadlineMargin, floor, floor+time.Second, p.RegisterTimeout-registerDeadlineMargin)
+				"or no record is ever sent: raise %s above %v (e.g. %v) or lower %s below %v",
+				s.RegisterTimeout, h, registerDeadlineMargin, field("RegisterTimeout"), floor, floor+time.Second, field("RegisterHTTPTimeout"), s.RegisterTimeout-registerDeadlineMargin)
 		}
 	}
-	if need := p.PollBudget() + controllerDeadlineMargin; p.PollBudget() > 0 && p.ControllerTimeout < need {
+	if need := s.PollBudget() + controllerDeadlineMargin; s.PollBudget() > 0 && s.ControllerTimeout < need {
 		bad("controller timeout %v cannot hold the controller's in-process poll budget %v plus its deadline margin %v: "+
-			"raise ControllerTimeout to at least %v (and VisibilityTimeout above it)",
-			p.ControllerTimeout, ControllerPollBudget, controllerDeadlineMargin, need)
+			"raise %s to at least %v (and %s above it)",
+			s.ControllerTimeout, ControllerPollBudget, controllerDeadlineMargin, field("ControllerTimeout"), need, field("VisibilityTimeout"))
 	}
 	// SQS counts the 12-hour visibility cap from the message's receipt; the controller sets the next
 	// wait up to ControllerTimeout after it, and a request past the cap is rejected.
@@ -371,11 +378,11 @@ func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
 	for _, f := range []struct {
 		name, field string
 		wait        time.Duration
-	}{{"halted recheck", "HaltedRecheck", p.HaltedRecheck}, {"visibility timeout", "VisibilityTimeout", p.VisibilityTimeout}} {
-		if f.wait <= maxVisibility && f.wait+p.ControllerTimeout > maxVisibility {
+	}{{"halted recheck", field("HaltedRecheck"), s.HaltedRecheck}, {"visibility timeout", field("VisibilityTimeout"), s.VisibilityTimeout}} {
+		if f.wait <= maxVisibility && f.wait+s.ControllerTimeout > maxVisibility {
 			bad("%s %v plus the controller timeout %v exceeds SQS's 12h visibility cap, counted from the message's receipt, "+
-				"so ChangeMessageVisibility would be rejected: use a %s of at most %v, or a shorter ControllerTimeout",
-				f.name, f.wait, p.ControllerTimeout, f.field, maxVisibility-p.ControllerTimeout)
+				"so ChangeMessageVisibility would be rejected: use a %s of at most %v, or a shorter %s",
+				f.name, f.wait, s.ControllerTimeout, f.field, maxVisibility-s.ControllerTimeout, field("ControllerTimeout"))
 		}
 	}
 }
@@ -383,16 +390,16 @@ func (p Props) validateAcrossFields(bad func(format string, args ...any)) {
 // validateSafetyNet checks the safety net against the queue: the controller waits at most the
 // safety net (MAX_WAIT_SECONDS is the visibility timeout, SAFETY_NET_SECONDS may not exceed it),
 // so a visibility timeout below it would make the controller refuse to start.
-func (p Props) validateSafetyNet(bad func(format string, args ...any)) {
-	s := p.SafetyNetInterval
-	if s < time.Second || s > maxVisibility || s%time.Second != 0 {
-		bad("safety net interval %v is invalid: use whole seconds from 1s to 12h (default 5m)", s)
+func (s SharedProps) validateSafetyNet(field func(string) string, bad func(format string, args ...any)) {
+	net := s.SafetyNetInterval
+	if net < time.Second || net > maxVisibility || net%time.Second != 0 {
+		bad("safety net interval %v is invalid: use whole seconds from 1s to 12h (default 5m)", net)
 		return
 	}
-	if p.VisibilityTimeout < s {
+	if s.VisibilityTimeout < net {
 		bad("visibility timeout %v is shorter than the safety net interval %v: the controller waits up to the safety net for a running file, "+
-			"so raise VisibilityTimeout to at least %v (leave it unset for %v), or shorten SafetyNetInterval to at most %v",
-			p.VisibilityTimeout, s, s, s+safetyNetVisibilityMargin, p.VisibilityTimeout)
+			"so raise %s to at least %v (leave it unset for %v), or shorten %s to at most %v",
+			s.VisibilityTimeout, net, field("VisibilityTimeout"), net, net+safetyNetVisibilityMargin, field("SafetyNetInterval"), s.VisibilityTimeout)
 	}
 }
 

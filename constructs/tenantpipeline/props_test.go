@@ -66,8 +66,8 @@ func TestValidateRejects(t *testing.T) {
 		want   string
 	}{
 		{"no bucket", func(p *Props) { p.Bucket = nil }, `tenant "acme": Bucket is required`},
-		{"role path without slashes", func(p *Props) { p.RolePath = "ops" }, `RolePath "ops" is not an IAM path`},
-		{"role path not ending in a slash", func(p *Props) { p.RolePath = "/ops" }, `RolePath "/ops" is not an IAM path`},
+		{"role path without slashes", func(p *Props) { p.RolePath = "ops" }, `role path "ops" is not an IAM path: set RolePath to`},
+		{"role path not ending in a slash", func(p *Props) { p.RolePath = "/ops" }, `role path "/ops" is not an IAM path: set RolePath to`},
 		{"operator tag key in the aws: namespace", func(p *Props) { p.Operators.TagKey = "aws:team" }, `Operators.TagKey "aws:team" is not an IAM tag key`},
 		{"operator tag value with a quote", func(p *Props) { p.Operators = Operators{TagKey: "team", TagValue: `o"ps`} }, `Operators.TagValue "o\"ps" is not an IAM tag value`},
 		{"operator ARN of a session", func(p *Props) {

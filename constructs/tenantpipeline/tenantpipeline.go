@@ -13,10 +13,13 @@
 // NewCoreSystem bounds the files and records that reach one core system across tenants of both
 // tiers; NewDashboard adds one dashboard for the tenants of a stack.
 //
-// Props are checked at synth, the CDK way: an invalid prop, two constructs of one app whose
-// prefixes overlap on one bucket (in any mix of the two), or a tenant id or pool name used twice,
-// fail synth with CDK's "Validation failed with the following errors", each message naming the
-// prop to change and both constructs; a Go app then exits with status 1.
+// Both constructs build what they share through one core (core.go) and take what they share as
+// SharedProps. Props are checked before anything is created or bundled: invalid props panic out of
+// New or NewPool with a *PropsError naming every problem and the prop to change. What only the
+// whole app shows, two constructs of one app whose prefixes overlap on one bucket (in any mix of
+// the two) or a tenant id or pool name used twice, fails synth the CDK way, with CDK's "Validation
+// failed with the following errors", naming both constructs. Synth returns either as an error, for
+// a Go app to print before it exits with status 1; the package never exits the process.
 //
 // Each construct writes a stack output that describes it (TenantPipeline.Output, TenantPool.Output),
 // by which pipectl finds the tenants in any stack. Their queues accept messages only from their
@@ -28,7 +31,6 @@ package tenantpipeline
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -54,8 +56,7 @@ import (
 type TenantPipeline struct {
 	constructs.Construct
 
-	// Props are the props after defaults were applied. When they are invalid, synth fails and the
-	// resources were built from placeholder props instead.
+	// Props are the props after defaults were applied.
 	Props Props
 
 	// Rule routes the tenant's "Object Created" events to Queue.
@@ -95,53 +96,47 @@ type TenantPipeline struct {
 
 	functionLogs []awslogs.LogGroup
 	checks       checks
+	core         *core
 }
 
-// New creates the tenant's pipeline under scope/id. Props are checked at synth, the CDK way
-// (validation.go): invalid props fail synth with CDK's "Validation failed with the following
-// errors", every problem of every construct listed, and no template is written. Until then the
-// pipeline is built from placeholder props, so that the caller's code can use every field.
+// New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
+// is created or bundled: invalid props panic with a *PropsError listing every problem, each naming
+// the prop to change (Synth returns it as an error). What only the whole app shows (two constructs
+// whose prefixes overlap, a tenant id used twice, the bucket's settings) fails synth, the CDK way,
+// with CDK's "Validation failed with the following errors" (validation.go).
 func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	if props == nil {
 		props = &Props{}
 	}
 	p := props.withDefaults()
+	if err := p.validate(); err != nil {
+		panic(newPropsError(scope, id, err))
+	}
 	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
-	t.checks.invalid = p.validate()
-	if t.checks.invalid != nil {
-		t.Props = p.placeholder(t.Construct)
-	}
 	t.build()
-	t.Props = p
-	if t.checks.invalid == nil {
-		addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
-	}
+	addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
 	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t
 }
 
-// build creates the resources from t.Props.
+// build creates the resources from t.Props: the core both tiers share (core.go), the tenant's
+// rule, and the grants on the tenant's own keys.
 func (t *TenantPipeline) build() {
 	p := t.Props
 	tenant := p.Tenant
 
-	// SQS's default FIFO throughput mode: the queue has one message group, which high throughput
-	// mode would not speed up (highThroughput, pool.go).
-	t.Queue = awssqs.NewQueue(t.Construct, jsii.String("Queue"), &awssqs.QueueProps{
-		Fifo:                      jsii.Bool(true),
-		ContentBasedDeduplication: jsii.Bool(true), // EventBridge sends no deduplication id
-		VisibilityTimeout:         seconds(p.VisibilityTimeout),
-		RetentionPeriod:           seconds(QueueRetention),
-		ReceiveMessageWaitTime:    awscdk.Duration_Seconds(jsii.Number(20)),
-		// SSE-SQS: EventBridge cannot send to a queue encrypted with the AWS-managed alias/aws/sqs key.
-		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL: jsii.Bool(true),
-		// Removing a tenant must never delete its queued files (README, Operations).
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
-		// No dead-letter queue, on purpose: moving a failing head file aside would let later files
-		// overtake it. A file that fails is handled by the tenant's failure policy instead.
+	c := newCore(t.Construct, coreProps{
+		Shared: p.SharedProps,
+		Bucket: p.Bucket,
+		Describe: func(_, pkg string) string {
+			return fmt.Sprintf("Tenant %s: %s", tenant.ID, pkg)
+		},
+		Register:             p.RegisterFunction,
+		WorkflowLogGroupName: t.workflowLogGroupName(),
 	})
+	t.core = c
+	t.Queue = c.Queue
 
 	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
 		Description: jsii.String(fmt.Sprintf("Files of tenant %s to its FIFO queue", tenant.ID)),
@@ -156,131 +151,48 @@ func (t *TenantPipeline) build() {
 	})
 	t.addRuleTarget()
 
-	t.Split = t.function("Split", pkgSplit, p.SplitTimeout, p.SplitMemoryMB, map[string]string{
-		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
-	})
-	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
-	t.allowList(t.Split, tenant.Prefix)
-	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
-	t.allowResults(t.Split, tenant.ID)
-
+	// The table must exist before the controller's TENANT variable names it.
 	t.SinkTable = t.sinkTable()
-	t.Register = p.RegisterFunction
-	if t.Register == nil {
-		register := t.function("Register", pkgRegister, p.RegisterTimeout, p.RegisterMemoryMB, map[string]string{
-			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(p.RegisterHTTPTimeout.Seconds())),
-			pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
-		})
-		if t.SinkTable != nil {
-			allowPutItem(register, t.SinkTable)
-		}
-		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
-		t.allowList(register, tenant.Prefix)
-		// The manifests Split writes, and each segment's progress, which Register writes after
-		// every successful invocation and reads when a segment execution begins. A manifest is read
-		// by its version id in a versioned bucket, which needs s3:GetObjectVersion
-		// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
-		t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
-		// The rejections of each invocation (the core system's, under skipRecord), as parts of the
-		// file's results.
-		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
-		if tenant.CoreSystem != nil {
-			grantAdaptiveLimit(register, tenant.CoreSystem)
-		}
-		if tenant.RegisterAuthSecretARN != "" {
-			register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
-				Resources: jsii.Strings(tenant.RegisterAuthSecretARN),
-			}))
-		}
-		t.Register = register
+	c.addWorkflow()
+	t.Split, t.Register, t.Workflow, t.StateMachine = c.Split, c.Register, c.Workflow, c.StateMachine
+	t.grantSplit()
+	if register, ok := t.Register.(awslambda.Function); ok && p.RegisterFunction == nil {
+		t.grantRegister(register)
 	}
 
-	workflowLogs := t.workflowLogGroup()
-	t.Workflow = workflows.New(t.Construct, "Workflow", &workflows.Props{
-		Split:           t.Split,
-		Register:        t.Register,
-		Timeout:         p.WorkflowTimeout,
-		SplitTimeout:    p.SplitTimeout,
-		RegisterTimeout: p.RegisterTimeout,
-		Logs:            workflowLogs,
-		Design:          p.RegisterDesign,
-		// The bundled Register resumes inside a chunk; a RegisterFunction of your own keeps the
-		// chunk cursor (docs/data-path.md, "Bringing your own register function").
-		RecordCursor: p.RegisterFunction == nil,
-	})
-	t.StateMachine = t.Workflow.File
-
-	controllerEnv := map[string]string{
-		pipeline.EnvStateMachineARN: *t.StateMachine.StateMachineArn(),
-		pipeline.EnvQueueURL:        *t.Queue.QueueUrl(),
-		pipeline.EnvTenant:          t.settingsJSON(),
-		pipeline.EnvTenantPrefix:    tenant.Prefix,
-		pipeline.EnvBucket:          *p.Bucket.BucketName(),
-		pipeline.EnvOnFailure:       tenant.OnFailure,
-		pipeline.EnvIdempotencyKey:  tenant.IdempotencyKey,
-		pipeline.EnvMaxWaitSeconds:  strconv.Itoa(int(p.VisibilityTimeout.Seconds())),
-		pipeline.EnvHaltWaitSeconds: strconv.Itoa(int(p.HaltedRecheck.Seconds())),
-		// A stopped file is released only after its stopDate plus the register timeout.
-		pipeline.EnvRegisterTimeoutSeconds: strconv.Itoa(int(p.RegisterTimeout.Seconds())),
-		pipeline.EnvSegmentStateMachineARN: *t.Workflow.Segment.StateMachineArn(),
-		pipeline.EnvMetricsNamespace:       pipeline.DefaultMetricsNamespace,
+	env := map[string]string{
+		pipeline.EnvTenant:         t.settingsJSON(),
+		pipeline.EnvTenantPrefix:   tenant.Prefix,
+		pipeline.EnvOnFailure:      tenant.OnFailure,
+		pipeline.EnvIdempotencyKey: tenant.IdempotencyKey,
 	}
 	if tenant.CoreSystem != nil {
-		controllerEnv[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
+		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
 	}
-	// POLL_BUDGET_SECONDS is set, not defaulted, so that validate's ControllerTimeout rule holds
-	// what the function runs.
-	t.wakeEnv(controllerEnv)
-	t.EventBus = fileEventBus(t.Construct, p.EventBus)
-	controllerEnv[pipeline.EnvEventBusName] = *t.EventBus.EventBusArn()
-	controllerEnv[pipeline.EnvResultsFunction] = *t.Split.FunctionArn()
-	t.Controller = t.function("Controller", pkgController, p.ControllerTimeout, 128, controllerEnv)
-	grantFileEvents(t.Controller, t.EventBus)
-	grantFailedResults(t.Controller, t.Split)
-	// The File Processed event: the counts from summary.json, and the marker of each event put
-	// (results/<tenant>/<execution>/event-<redrive count>.json).
-	t.allowS3Keys(t.Controller, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
-	t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
-	if p.ControllerReservedConcurrency > 0 {
-		cfn := t.Controller.Node().DefaultChild().(awslambda.CfnFunction)
-		cfn.SetReservedConcurrentExecutions(jsii.Number(p.ControllerReservedConcurrency))
-	}
-	t.EventSource = awslambdaeventsources.NewSqsEventSource(t.Queue, &awslambdaeventsources.SqsEventSourceProps{
-		BatchSize: jsii.Number(1),
-		// Waiting is reported per message, not thrown: the function's Errors metric counts faults only.
-		ReportBatchItemFailures: jsii.Bool(true),
+	c.addController(controllerTier{
+		Env:                 env,
+		ReservedConcurrency: p.ControllerReservedConcurrency,
+		GrantEventObjects: func(fn awslambda.Function) {
+			// The File Processed event: the counts from summary.json, and the marker of each event
+			// put (results/<tenant>/<execution>/event-<redrive count>.json).
+			t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
+			t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
+		},
+		GrantAdmission: func(fn awslambda.Function) {
+			if tenant.CoreSystem != nil {
+				// Admission: the file's lease in its core system's gate, taken before StartExecution.
+				grantLeases(fn, tenant.CoreSystem.Table)
+				// Its releases wake the core system's next waiter in whichever queue it waits.
+				tagForWakeUps(t.Queue, tenant.CoreSystem)
+				grantWakeUps(fn, tenant.CoreSystem)
+			}
+		},
+		GrantTenantData:       t.grantControllerKeys,
+		StatusRuleDescription: fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", tenant.ID),
 	})
-	t.Controller.AddEventSource(t.EventSource)
-	t.StateMachine.GrantStartExecution(t.Controller)
-	if tenant.CoreSystem != nil {
-		// Admission: the file's lease in its core system's gate, taken before StartExecution.
-		grantLeases(t.Controller, tenant.CoreSystem.Table)
-		// Its releases wake the core system's next waiter in whichever queue it waits.
-		tagForWakeUps(t.Queue, tenant.CoreSystem)
-		grantWakeUps(t.Controller, tenant.CoreSystem)
-	}
-	// A stopped (TIMED_OUT, ABORTED) file is released only once none of its invocations can still
-	// run: the controller finds the file's running segment child in the file execution's history,
-	// stops it and waits for it (docs/controller.md).
-	// A redrive control message (pipectl redrive) is performed by the controller when it reaches
-	// the head of the tenant's message group, so that it never runs beside another file.
-	t.StateMachine.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:GetExecutionHistory"),
-		jsii.String("states:RedriveExecution"))
-	t.Workflow.Segment.GrantExecution(t.Controller, jsii.String("states:DescribeExecution"), jsii.String("states:StopExecution"))
-	t.allowS3(t.Controller, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
-	t.allowS3(t.Controller, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
-	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
-	// controller could not tell "no skip marker" from "no access".
-	t.allowList(t.Controller, pipeline.ControlPrefix+tenant.ID+"/")
-	if tenant.DynamoDB != nil {
-		// The DynamoDB sink ranks files by their place in the tenant's queue: the controller keeps
-		// the tenant's order counter, control/<tenant>/order.json (docs/data-path.md).
-		t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.OrderKey(tenant.ID))
-	}
-
-	t.addStatusRule()
-	t.placeRoles(t.Controller, t.Split, t.Register)
+	t.Controller, t.EventSource, t.EventBus, t.StatusRule = c.Controller, c.EventSource, c.EventBus, c.StatusRule
+	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
+	c.placeRoles()
 	t.denyForeignSends()
 
 	t.Alarms = t.newAlarms()
@@ -288,11 +200,62 @@ func (t *TenantPipeline) build() {
 	t.suppressNagFindings()
 }
 
-// function creates one of the tenant's Go functions with its own log group.
-func (t *TenantPipeline) function(id, pkg string, timeout time.Duration, memoryMB int, env map[string]string) awslambda.Function {
-	logs := t.logGroup(id + "Logs")
-	t.functionLogs = append(t.functionLogs, logs)
-	return newGoFunction(t.Construct, id, pkg, t.code(pkg), timeout, memoryMB, env, logs, fmt.Sprintf("Tenant %s: %s", t.Props.Tenant.ID, pkg))
+// grantSplit lets Split read the tenant's files, write its manifests and run its results task.
+func (t *TenantPipeline) grantSplit() {
+	tenant := t.Props.Tenant
+	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+	t.allowList(t.Split, tenant.Prefix)
+	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+	t.allowResults(t.Split, tenant.ID)
+}
+
+// grantRegister lets the bundled Register read the tenant's files and manifests, keep its
+// segments' progress and rejections, and reach the tenant's sink, secret and core system.
+func (t *TenantPipeline) grantRegister(register awslambda.Function) {
+	tenant := t.Props.Tenant
+	if t.SinkTable != nil {
+		allowPutItem(register, t.SinkTable)
+	}
+	t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
+	t.allowList(register, tenant.Prefix)
+	// The manifests Split writes, and each segment's progress, which Register writes after
+	// every successful invocation and reads when a segment execution begins. A manifest is read
+	// by its version id in a versioned bucket, which needs s3:GetObjectVersion
+	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+	t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+	// The rejections of each invocation (the core system's, under skipRecord), as parts of the
+	// file's results.
+	t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+	if tenant.CoreSystem != nil {
+		grantAdaptiveLimit(register, tenant.CoreSystem)
+	}
+	if tenant.RegisterAuthSecretARN != "" {
+		register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(tenant.RegisterAuthSecretARN),
+		}))
+	}
+}
+
+// grantControllerKeys lets the controller keep the tenant's keys: quarantine records, skip
+// markers, the order counter of a DynamoDB sink, and, with wake events, the wake-up state (it
+// writes control/<tenant>/wake.json and the wake-up handler control/<tenant>/wake-done.json;
+// each reads both).
+func (t *TenantPipeline) grantControllerKeys(fn awslambda.Function) {
+	tenant := t.Props.Tenant
+	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
+	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
+	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
+	// controller could not tell "no skip marker" from "no access".
+	t.allowList(fn, pipeline.ControlPrefix+tenant.ID+"/")
+	if tenant.DynamoDB != nil {
+		// The DynamoDB sink ranks files by their place in the tenant's queue: the controller keeps
+		// the tenant's order counter, control/<tenant>/order.json (docs/data-path.md).
+		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.OrderKey(tenant.ID))
+	}
+	if t.Props.WakeEvents() {
+		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(tenant.ID), pipeline.WakeDoneKey(tenant.ID))
+	}
 }
 
 // newGoFunction creates a function of one of this module's Go packages (provided.al2023, arm64),
@@ -316,12 +279,6 @@ func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Co
 	})
 	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
 	return fn
-}
-
-func (t *TenantPipeline) logGroup(id string) awslogs.LogGroup {
-	lg := awslogs.NewLogGroup(t.Construct, jsii.String(id), &awslogs.LogGroupProps{Retention: t.Props.LogRetention})
-	t.LogGroups = append(t.LogGroups, lg)
-	return lg
 }
 
 // allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.

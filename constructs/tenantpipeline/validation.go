@@ -3,11 +3,9 @@ package tenantpipeline
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -15,22 +13,16 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// Props are checked the CDK way: each pipeline and pool adds a validation to its node, and synth fails
-// with CDK's "Validation failed with the following errors", listing every construct's problems
-// at once. Validations run at synth, after the whole app is built, which also lets a pipeline or a
-// pool see the others of its app (overlapping prefixes on one bucket, a tenant id used twice).
-//
-// In a Go app, CDK's failure is a panic out of app.Synth (jsii turns the JavaScript error into
-// one), so the user's app would end in a goroutine dump with status 2. The app check below, added
-// once to the stage that synthesizes the pipelines, prints CDK's message itself and exits with
-// status 1 instead. It does so only when a pipeline or a pool is invalid and the process is not a test:
-// tests see CDK's own panic, which they can recover.
+// What only the whole app shows is checked the CDK way: each pipeline and pool adds a validation
+// to its node, and synth fails with CDK's "Validation failed with the following errors", listing
+// every construct's problems at once. Validations run at synth, after the whole app is built, which
+// lets a pipeline or a pool see the others of its app (overlapping prefixes on one bucket, a tenant
+// id used twice) and its bucket as the app left it. A construct's own props are checked before
+// that, in New and NewPool (errors.go).
 
 // checks is a pipeline's state for validation.
 type checks struct {
-	// invalid holds every problem of the props; the resources were then built from placeholders.
-	invalid error
-	app     *appCheck
+	app *appCheck
 
 	bucketOnce sync.Once
 	bucket     []string
@@ -44,10 +36,10 @@ func (v *validation) Validate() *[]*string {
 	return jsii.Strings(v.t.problems()...)
 }
 
-// problems lists every problem of the pipeline: its own props, its bucket, then what it shares
-// with the app's other pipelines and pools (a prefix, an id).
+// problems lists every problem the app shows of the pipeline: its bucket, then what it shares with
+// the app's other pipelines and pools (a prefix, an id).
 func (t *TenantPipeline) problems() []string {
-	out := append(messages(t.checks.invalid), t.bucketProblems()...)
+	out := t.bucketProblems()
 	if t.checks.app != nil {
 		out = append(out, t.checks.app.conflictsOf(*t.Node().Path())...)
 	}
@@ -157,13 +149,10 @@ func conflicts(claims []claim, names []name) map[string][]string {
 }
 
 // claims reads the pipeline's bucket, prefix and id at synth: the app is complete by then. Tokens
-// and invalid tenants claim nothing.
+// claim nothing.
 func (t *TenantPipeline) claims(order int) ([]claim, []name) {
 	p := t.Props
 	o := owner{path: *t.Node().Path(), what: fmt.Sprintf("tenant %q", p.Tenant.ID), prop: "Tenant.Prefix", order: order}
-	if p.Tenant.Validate() != nil {
-		return nil, nil
-	}
 	names := []name{{owner: o, kind: kindTenantID, value: p.Tenant.ID}}
 	if p.Bucket == nil || unresolved(p.Tenant.Prefix) {
 		return nil, names
@@ -176,15 +165,9 @@ func (t *TenantPool) claims(order int) ([]claim, []name) {
 	p := t.Props
 	path := *t.Node().Path()
 	o := owner{path: path, what: fmt.Sprintf("pool %q", p.Name), prop: "PoolProps.Prefix", order: order}
-	if !tenantIDPattern(p.Name) {
-		return nil, nil
-	}
 	names := []name{{owner: o, kind: kindPoolName, value: p.Name}}
 	for _, tn := range p.Tenants {
-		// Valid props hold valid tenants only; the tenants of invalid ones are checked one by one.
-		if t.invalid == nil || tn.Validate() == nil {
-			names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: tn.ID})
-		}
+		names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: tn.ID})
 	}
 	if p.Bucket == nil || p.Prefix == "" || unresolved(p.Prefix) {
 		return nil, names
@@ -206,10 +189,8 @@ func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s
 // appCheck is the check of one synthesis root (the app, or a nested stage) that holds pipelines
 // and pools.
 type appCheck struct {
-	root    constructs.IConstruct
 	mu      sync.Mutex
 	members []member // in creation order
-	running bool
 
 	conflictsOnce sync.Once
 	conflicts     map[string][]string
@@ -218,7 +199,6 @@ type appCheck struct {
 // member is a TenantPipeline or a TenantPool.
 type member interface {
 	claims(order int) ([]claim, []name)
-	problems() []string
 }
 
 // apps maps a synthesis root (an awscdk.Stage) to its check. A node's address is a hash of its
@@ -229,12 +209,9 @@ var apps sync.Map
 // register adds m, created under scope, to the check of its synthesis root, creating the check
 // with the first member.
 func register(scope constructs.Construct, m member) *appCheck {
-	root := awscdk.Stage_Of(scope)
-	c := &appCheck{root: root}
-	if prev, loaded := apps.LoadOrStore(root, c); loaded {
+	c := &appCheck{}
+	if prev, loaded := apps.LoadOrStore(awscdk.Stage_Of(scope), c); loaded {
 		c = prev.(*appCheck)
-	} else {
-		root.Node().AddValidation(c)
 	}
 	c.mu.Lock()
 	c.members = append(c.members, m)
@@ -258,47 +235,4 @@ func (c *appCheck) conflictsOf(path string) []string {
 		c.conflicts = conflicts(claims, names)
 	})
 	return c.conflicts[path]
-}
-
-// Validate implements constructs.IValidation. CDK validates the root first, so this runs before
-// any pipeline's own validation; it reports nothing itself.
-func (c *appCheck) Validate() *[]*string {
-	none := &[]*string{}
-	if c.running || testing.Testing() {
-		return none
-	}
-	c.mu.Lock()
-	members := slices.Clone(c.members)
-	c.mu.Unlock()
-	invalid := false
-	for _, m := range members {
-		invalid = invalid || len(m.problems()) > 0
-	}
-	if !invalid {
-		return none
-	}
-	c.running = true // the walk validates the root again
-	fmt.Fprintln(os.Stderr, validationFailed(c.root))
-	os.Exit(1)
-	return none
-}
-
-// validationFailed is CDK's message for a failed validation of root's tree (aws-cdk-lib,
-// core/lib/private/synthesis.ts, validateTree): every construct's problems in tree order, nested
-// stages left to their own synthesis.
-func validationFailed(root constructs.IConstruct) string {
-	var lines []string
-	var visit func(n constructs.IConstruct)
-	visit = func(n constructs.IConstruct) {
-		for _, m := range *n.Node().Validate() {
-			lines = append(lines, fmt.Sprintf("[%s] %s", *n.Node().Path(), *m))
-		}
-		for _, child := range *n.Node().Children() {
-			if !*awscdk.Stage_IsStage(child) {
-				visit(child)
-			}
-		}
-	}
-	visit(root)
-	return "Validation failed with the following errors:\n  " + strings.Join(lines, "\n  ")
 }

@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,23 +152,41 @@ func TestValidationListsEachProblemApart(t *testing.T) {
 	}
 }
 
-// TestPoolPropsMessage: the tenants file's pool rules, said to a construct user, name the props.
-func TestPoolPropsMessage(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{`pools.p: prefix "x" is invalid: a key prefix ending in "/"`, `pool "p": PoolProps.Prefix "x" is invalid: a key prefix ending in "/"`},
-		{`pools.p: maximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
-		{`pools.p: maxRunningFiles 0 is out of range`, `pool "p": PoolProps.MaxRunningFiles 0 is out of range`},
-		{`tenant "a": prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set pools.p.prefix`,
-			`tenant "a": Tenant.Prefix: "in/a/" is outside pool p's prefix "pools/p/": use a prefix under "pools/p/", or set PoolProps.Prefix`},
-		{`tenant "a": registerAuthSecretArn: is set, but pool p has no secretPrefix: set pools.p.secretPrefix`,
-			`tenant "a": Tenant.RegisterAuthSecretARN: is set, but pool p has no PoolProps.SecretPrefix: set PoolProps.SecretPrefix`},
-		{`tenant "a": dynamodb.table: "t" is set, but pool p has no tablePrefix; set pools.p.tablePrefix`,
-			`tenant "a": Tenant.DynamoDB.Table: "t" is set, but pool p has no PoolProps.TablePrefix; set PoolProps.TablePrefix`},
-		{`pools.p: no tenant is in this pool: remove it, or set "tier"`, ``},
+// TestPoolPropsMessagesNameTheProps: the tenants file's pool rules, applied to a construct
+// user's PoolProps, name the props (the tenants file's own messages name its fields:
+// internal/tenants).
+func TestPoolPropsMessagesNameTheProps(t *testing.T) {
+	secret := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:x/a-AbCdEf"
+	for _, tc := range []struct {
+		name  string
+		props func(*PoolProps)
+		want  string
+	}{
+		{"prefix", func(p *PoolProps) { p.Prefix = "x" }, `pool "p": PoolProps.Prefix "x" is invalid: a key prefix ending in "/"`},
+		{"maximum concurrency", func(p *PoolProps) { p.MaximumConcurrency = 1 }, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
+		{"max running files", func(p *PoolProps) { p.MaxRunningFiles = 2000 }, `pool "p": PoolProps.MaxRunningFiles 2000 is out of range`},
+		{"intake groups", func(p *PoolProps) { p.IntakeGroups = 65 }, `pool "p": PoolProps.IntakeGroups 65 is out of range: use 1 to 64`},
+		{"tenant prefix", func(p *PoolProps) { p.Tenants[0].Prefix = "in/a/" }, `tenant "a": Tenant.Prefix: "in/a/" is not "pools/p/a/"`},
+		{"secret without a secret prefix", func(p *PoolProps) { p.Tenants[0].RegisterAuthSecretARN = secret },
+			`tenant "a": Tenant.RegisterAuthSecretARN: is set, but pool p has no PoolProps.SecretPrefix: ` +
+				`the pool's tenant-scoped role reads the secret named <PoolProps.SecretPrefix><id>; set PoolProps.SecretPrefix and name the secret "<PoolProps.SecretPrefix>a"`},
+		{"table without a table prefix", func(p *PoolProps) { p.Tenants[0].DynamoDB = &DynamoDB{Key: []string{"id"}, Table: "t"} },
+			`tenant "a": Tenant.DynamoDB.Table: "t" is set, but pool p has no PoolProps.TablePrefix: ` +
+				`the pool's tenant-scoped role writes the table named <PoolProps.TablePrefix><id>; set PoolProps.TablePrefix`},
 	} {
-		if got := poolPropsMessage("p", tc.in); got != tc.want {
-			t.Errorf("poolPropsMessage(%q): got %q, want %q", tc.in, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := PoolProps{Name: "p", Tenants: []Tenant{{ID: "a", RegisterURL: "https://core.example.com/a"}}}
+			tc.props(&p)
+			got := messages(p.withDefaults().validate())
+			if !slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, tc.want) }) {
+				t.Errorf("got %q, want a message containing %q", got, tc.want)
+			}
+			for _, m := range got {
+				if strings.Contains(m, "pools.p") || strings.Contains(m, "secretPrefix") || strings.Contains(m, "tablePrefix") {
+					t.Errorf("got %q, which names the tenants file's fields, want the props'", m)
+				}
+			}
+		})
 	}
 }
 

@@ -1,7 +1,6 @@
 package tenantpipeline
 
 import (
-	"fmt"
 	"reflect"
 	"strconv"
 
@@ -31,18 +30,6 @@ const (
 
 // StatusRuleStatuses are the statuses the status rule matches: the ends of an execution.
 var StatusRuleStatuses = []string{pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusTimedOut, pipeline.StatusAborted}
-
-// wakeEnv is the controller's environment for the wake-up: WAKE_EVENTS, SAFETY_NET_SECONDS,
-// CONTROL_PREFIX_PROTECTED, and the poll budget (none with wake events).
-func (t *TenantPipeline) wakeEnv(env map[string]string) {
-	p := t.Props
-	env[pipeline.EnvPollBudgetSeconds] = strconv.Itoa(int(p.PollBudget().Seconds()))
-	if p.WakeEvents() {
-		env[pipeline.EnvWakeEvents] = "true"
-		env[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(p.SafetyNetInterval.Seconds()))
-		env[pipeline.EnvControlPrefixProtected] = controlPrefixProtected(p.Bucket, p.RolePath, p.Operators)
-	}
-}
 
 // controlPrefixProtected is the controller's CONTROL_PREFIX_PROTECTED: "true" when the ingest
 // bucket's own policy carries BucketWriteDeny for these roles and operators, else "false". With
@@ -118,17 +105,4 @@ func newStatusRule(scope constructs.Construct, description string, sm awsstepfun
 	// function's resource policy for this rule alone (aws:SourceArn).
 	rule.AddTarget(awseventstargets.NewLambdaFunction(controller, nil))
 	return rule
-}
-
-// addStatusRule routes the end of each of the tenant's file executions to the controller, whose
-// wake-up handler makes the waiting file's message visible at once (docs/controller.md), and lets
-// the controller keep its wake-up state: it writes control/<tenant>/wake.json and the handler
-// writes control/<tenant>/wake-done.json; each reads both.
-func (t *TenantPipeline) addStatusRule() {
-	if !t.Props.WakeEvents() {
-		return
-	}
-	id := t.Props.Tenant.ID
-	t.StatusRule = newStatusRule(t.Construct, fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", id), t.StateMachine, t.Controller)
-	t.allowS3Keys(t.Controller, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(id), pipeline.WakeDoneKey(id))
 }

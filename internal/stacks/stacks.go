@@ -346,12 +346,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:         pipelineTenant(t, out.CoreSystems),
-				Bucket:         bucket,
-				AlarmTopic:     topic,
-				Operators:      o.Operators,
-				RolePath:       o.RolePath(),
-				RegisterDesign: o.RegisterDesign,
+				Tenant:      pipelineTenant(t, out.CoreSystems),
+				Bucket:      bucket,
+				SharedProps: o.shared(topic),
 			})
 			pipelines = append(pipelines, out.Pipelines[t.ID])
 		}
@@ -374,7 +371,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
-			Shared:                  tenantpipeline.Props{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign},
+			Shared:                  o.shared(topic),
 		}
 		// The file's tenants were checked once, by Load: the pool skips that check.
 		tenants.Vouch(props)
@@ -399,6 +396,11 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		ImportedBucketPolicy(first, firstBucket, o)
 	}
 	return out, nil
+}
+
+// shared are the props both tiers take from the options.
+func (o Options) shared(topic awssns.ITopic) tenantpipeline.SharedProps {
+	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack

@@ -216,10 +216,10 @@ func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) [
 }
 
 // validRunningFiles is the rule of a pool's maxRunningFiles, with its message.
-func validRunningFiles(where string, n int) error {
+func validRunningFiles(where, field string, n int) error {
 	if n < MinRunningFiles || n > MaxRunningFiles {
-		return fmt.Errorf("%s: maxRunningFiles %d is out of range: use %d to %d (default %d): the pool's files running at once, each holding up to one Lambda invocation of the account's concurrency",
-			where, n, MinRunningFiles, MaxRunningFiles, DefaultPoolMaxRunningFiles)
+		return fmt.Errorf("%s: %s %d is out of range: use %d to %d (default %d): the pool's files running at once, each holding up to one Lambda invocation of the account's concurrency",
+			where, field, n, MinRunningFiles, MaxRunningFiles, DefaultPoolMaxRunningFiles)
 	}
 	return nil
 }

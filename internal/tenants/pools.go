@@ -164,10 +164,11 @@ func (f *File) tierDefaults(defaultTier string, ownPrefix []bool) {
 // each tenant's prefix, secret or table would outgrow IAM's 10,240 characters of inline policy
 // per role (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html), so a pool
 // grants by what its tenants share.
-func (f *File) validateTiers(u func(int) unreadable) []error {
+func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 	var errs []error
 	for name, c := range f.Pools {
-		where := fmt.Sprintf("pools.%s", name)
+		where := n.Pool(name)
+		key := func(field string) string { return n.PoolKey(name, field) }
 		if !idPattern.MatchString(name) {
 			errs = append(errs, fmt.Errorf("%s: pool name %q is invalid: use 1-32 lower-case letters, digits and hyphens", where, name))
 		}
@@ -176,53 +177,53 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 		}
 		d := c.PoolDefaults(name)
 		if c.Prefix != "" && (strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/")) {
-			errs = append(errs, fmt.Errorf("%s: prefix %q is invalid: a key prefix ending in \"/\" without a leading \"/\", e.g. \"pools/%s/\"", where, c.Prefix, name))
+			errs = append(errs, fmt.Errorf("%s: %s %q is invalid: a key prefix ending in \"/\" without a leading \"/\", e.g. \"pools/%s/\"", where, key("prefix"), c.Prefix, name))
 		} else if err := CheckPrefix(c.Prefix, "pools/"+name+"/"); c.Prefix != "" && err != nil {
-			errs = append(errs, fmt.Errorf("%s: prefix %v", where, err))
+			errs = append(errs, fmt.Errorf("%s: %s %v", where, key("prefix"), err))
 		}
 		for _, r := range pipeline.ReservedPrefixes {
 			if c.Prefix != "" && PrefixesOverlap(c.Prefix, r) {
-				errs = append(errs, fmt.Errorf("%s: prefix %q overlaps %q, which the pipeline writes to itself", where, c.Prefix, r))
+				errs = append(errs, fmt.Errorf("%s: %s %q overlaps %q, which the pipeline writes to itself", where, key("prefix"), c.Prefix, r))
 			}
 		}
 		if c.SecretPrefix != "" && !secretPrefixPattern.MatchString(c.SecretPrefix) {
-			errs = append(errs, fmt.Errorf("%s: secretPrefix %q is invalid: use at least 3 of Secrets Manager's name characters (letters, digits, /_+=.@-) ending in \"/\" or \"-\", "+
-				"e.g. \"tenantpipeline/%s/\", so that no other secret's name can start with <secretPrefix><tenant id>", where, c.SecretPrefix, name))
+			errs = append(errs, fmt.Errorf("%s: %s %q is invalid: use at least 3 of Secrets Manager's name characters (letters, digits, /_+=.@-) ending in \"/\" or \"-\", "+
+				"e.g. \"tenantpipeline/%s/\", so that no other secret's name can start with <%s><tenant id>", where, key("secretPrefix"), c.SecretPrefix, name, key("secretPrefix")))
 		}
 		if c.TablePrefix != "" && !tablePrefixPattern.MatchString(c.TablePrefix) {
-			errs = append(errs, fmt.Errorf("%s: tablePrefix %q is invalid: use at least 3 of DynamoDB's table name characters (letters, digits, _.-) ending in \"-\", "+
-				"e.g. \"pool-%s-\", so that the tenants' tables are apart from unrelated ones", where, c.TablePrefix, name))
+			errs = append(errs, fmt.Errorf("%s: %s %q is invalid: use at least 3 of DynamoDB's table name characters (letters, digits, _.-) ending in \"-\", "+
+				"e.g. \"pool-%s-\", so that the tenants' tables are apart from unrelated ones", where, key("tablePrefix"), c.TablePrefix, name))
 		}
 		if d.MaximumConcurrency < MinPoolMaximumConcurrency || d.MaximumConcurrency > MaxPoolMaximumConcurrency {
-			errs = append(errs, fmt.Errorf("%s: maximumConcurrency %d is out of range: Lambda accepts %d to %d", where, d.MaximumConcurrency, MinPoolMaximumConcurrency, MaxPoolMaximumConcurrency))
+			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: Lambda accepts %d to %d", where, key("maximumConcurrency"), d.MaximumConcurrency, MinPoolMaximumConcurrency, MaxPoolMaximumConcurrency))
 		}
 		if d.BacklogAlarmMessages < 1 || d.BacklogAlarmMessages >= FIFOScanWindow {
-			errs = append(errs, fmt.Errorf("%s: backlogAlarmMessages %d is out of range: use 1 to %d, below the %d messages SQS scans in a FIFO queue for available message groups",
-				where, d.BacklogAlarmMessages, FIFOScanWindow-1, FIFOScanWindow))
+			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use 1 to %d, below the %d messages SQS scans in a FIFO queue for available message groups",
+				where, key("backlogAlarmMessages"), d.BacklogAlarmMessages, FIFOScanWindow-1, FIFOScanWindow))
 		}
-		if err := validRunningFiles(where, d.MaxRunningFiles); err != nil {
+		if err := validRunningFiles(where, key("maxRunningFiles"), d.MaxRunningFiles); err != nil {
 			errs = append(errs, err)
 		}
-		if n := d.MaxQueuedFilesPerTenant; n < backlog.MinMaxQueued || n > backlog.MaxMaxQueued {
-			errs = append(errs, fmt.Errorf("%s: maxQueuedFilesPerTenant %d is out of range: use %d to %d (default %d): a tenant's messages in the pool's queue, its later files parked outside it",
-				where, n, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
+		if q := d.MaxQueuedFilesPerTenant; q < backlog.MinMaxQueued || q > backlog.MaxMaxQueued {
+			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use %d to %d (default %d): a tenant's messages in the pool's queue, its later files parked outside it",
+				where, key("maxQueuedFilesPerTenant"), q, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
 		}
 		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
-			errs = append(errs, fmt.Errorf("%s: intakeGroups %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, d.IntakeGroups, MaxPoolIntakeGroups))
+			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, key("intakeGroups"), d.IntakeGroups, MaxPoolIntakeGroups))
 		}
 	}
 	configured := slices.Sorted(maps.Keys(f.Pools))
 	for _, p := range overlaps(f.poolPrefixes(configured)) {
 		name, other := configured[p.i], configured[p.j]
-		errs = append(errs, fmt.Errorf("pools.%s: prefix %q overlaps pool %s's prefix %q, so one file would reach two pools; make them disjoint",
-			other, f.Pool(other).Prefix, name, f.Pool(name).Prefix))
+		errs = append(errs, fmt.Errorf("%s: %s %q overlaps pool %s's prefix %q, so one file would reach two pools; make them disjoint",
+			n.Pool(other), n.PoolKey(other, "prefix"), f.Pool(other).Prefix, name, f.Pool(name).Prefix))
 	}
 	pools := f.PoolNames()
 	siloOverlaps := f.siloPoolOverlaps(pools)
 	for i, t := range f.Tenants {
 		bad := func(field, format string, args ...any) {
 			if !u(i).skips(field) {
-				errs = append(errs, fmt.Errorf("%s: %s: %s", u(i).name(t), field, fmt.Sprintf(format, args...)))
+				errs = append(errs, fmt.Errorf("%s: %s: %s", u(i).name(t), n.Field(field), fmt.Sprintf(format, args...)))
 			}
 		}
 		switch t.Tier {
@@ -258,29 +259,29 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			name := secretName(t.RegisterAuthSecretARN)
 			switch {
 			case c.SecretPrefix == "":
-				bad("registerAuthSecretArn", "is set, but pool %s has no secretPrefix: the pool's tenant-scoped role reads the secret named <secretPrefix><id>; "+
-					"set pools.%s.secretPrefix and name the secret %q", t.Pool, t.Pool, "<secretPrefix>"+t.ID)
+				bad("registerAuthSecretArn", "is set, but pool %s has no %s: the pool's tenant-scoped role reads the secret named <%[2]s><id>; "+
+					"set %s and name the secret %q", t.Pool, n.PoolKey(t.Pool, "secretPrefix"), n.PoolPath(t.Pool, "secretPrefix"), "<"+n.PoolKey(t.Pool, "secretPrefix")+">"+t.ID)
 			case !secretPrefixPattern.MatchString(c.SecretPrefix):
 				// reported once, on the pool
 			case !derivedSecret(name, c.SecretPrefix+t.ID):
 				bad("registerAuthSecretArn", "secret name %q is not %q followed by Secrets Manager's 6-character suffix: a pooled tenant's secret is named <secretPrefix><id> "+
-					"(pool %s's secretPrefix %q), because the pool's tenant-scoped role reads only \"secret:<secretPrefix>${aws:PrincipalTag/tenant}-??????\"; "+
-					"store the secret as %q and give its complete ARN", name, c.SecretPrefix+t.ID, t.Pool, c.SecretPrefix, c.SecretPrefix+t.ID)
+					"(pool %s's %s %q), because the pool's tenant-scoped role reads only \"secret:<secretPrefix>${aws:PrincipalTag/tenant}-??????\"; "+
+					"store the secret as %q and give its complete ARN", name, c.SecretPrefix+t.ID, t.Pool, n.PoolKey(t.Pool, "secretPrefix"), c.SecretPrefix, c.SecretPrefix+t.ID)
 			}
 		}
 		if t.DynamoDB != nil {
 			want := c.TablePrefix + t.ID
 			switch {
 			case t.DynamoDB.Table == "":
-				bad("dynamodb.table", "is missing: a pool creates no table per tenant; name the existing table %q (pool %s's tablePrefix and the tenant's id)", want, t.Pool)
+				bad("dynamodb.table", "is missing: a pool creates no table per tenant; name the existing table %q (pool %s's %s and the tenant's id)", want, t.Pool, n.PoolKey(t.Pool, "tablePrefix"))
 			case c.TablePrefix == "":
-				bad("dynamodb.table", "%q is set, but pool %s has no tablePrefix: the pool's tenant-scoped role writes the table named <tablePrefix><id>; set pools.%s.tablePrefix",
-					t.DynamoDB.Table, t.Pool, t.Pool)
+				bad("dynamodb.table", "%q is set, but pool %s has no %s: the pool's tenant-scoped role writes the table named <%[3]s><id>; set %s",
+					t.DynamoDB.Table, t.Pool, n.PoolKey(t.Pool, "tablePrefix"), n.PoolPath(t.Pool, "tablePrefix"))
 			case !tablePrefixPattern.MatchString(c.TablePrefix):
 				// reported once, on the pool
 			case t.DynamoDB.Table != want:
-				bad("dynamodb.table", "%q is not %q: a pooled tenant's table is named <tablePrefix><id> (pool %s's tablePrefix %q), because the pool's tenant-scoped role "+
-					"writes only \"table/<tablePrefix>${aws:PrincipalTag/tenant}\"; name the table %q", t.DynamoDB.Table, want, t.Pool, c.TablePrefix, want)
+				bad("dynamodb.table", "%q is not %q: a pooled tenant's table is named <tablePrefix><id> (pool %s's %s %q), because the pool's tenant-scoped role "+
+					"writes only \"table/<tablePrefix>${aws:PrincipalTag/tenant}\"; name the table %q", t.DynamoDB.Table, want, t.Pool, n.PoolKey(t.Pool, "tablePrefix"), c.TablePrefix, want)
 			}
 		}
 	}
@@ -292,15 +293,15 @@ func (f *File) validateTiers(u func(int) unreadable) []error {
 			continue
 		}
 		if other, ok := tableOwner[t.DynamoDB.Table]; ok {
-			errs = append(errs, fmt.Errorf("tenant %q: dynamodb.table: %q is also tenant %q's table, and their items would collide: give each pooled tenant its own table",
-				t.ID, t.DynamoDB.Table, other))
+			errs = append(errs, fmt.Errorf("tenant %q: %s: %q is also tenant %q's table, and their items would collide: give each pooled tenant its own table",
+				t.ID, n.Field("dynamodb.table"), t.DynamoDB.Table, other))
 			continue
 		}
 		tableOwner[t.DynamoDB.Table] = t.ID
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
 		if !slices.Contains(pools, name) {
-			errs = append(errs, fmt.Errorf("pools.%s: no tenant is in this pool: remove it, or set \"tier\": %q, \"pool\": %q on its tenants", name, TierPool, name))
+			errs = append(errs, fmt.Errorf("%s: no tenant is in this pool: remove it, or set \"tier\": %q, \"pool\": %q on its tenants", n.Pool(name), TierPool, name))
 		}
 	}
 	return errs

@@ -148,11 +148,11 @@ func TestOverlapsAtScale(t *testing.T) {
 	for i := range ts {
 		ts[i] = Tenant{ID: fmt.Sprintf("t%06d", i), Prefix: fmt.Sprintf("pools/default/t%06d/", i)}
 	}
-	if errs := overlappingPrefixes(ts); len(errs) != 0 {
+	if errs := overlappingPrefixes(ts, FileNaming.Field); len(errs) != 0 {
 		t.Fatalf("got %d overlaps, want none: %v", len(errs), errs[0])
 	}
 	ts = append(ts, Tenant{ID: "wide", Prefix: "pools/default/t00004"})
-	errs := overlappingPrefixes(ts)
+	errs := overlappingPrefixes(ts, FileNaming.Field)
 	if len(errs) != 10 { // t000040 … t000049
 		t.Fatalf("got %d overlaps, want 10", len(errs))
 	}

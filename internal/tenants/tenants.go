@@ -222,7 +222,7 @@ func Parse(b []byte, o Options) (*File, error) {
 		ownPrefix = append(ownPrefix, own)
 	}
 	f.tierDefaults(o.DefaultTier, ownPrefix)
-	errs = append(errs, f.validate(unread))
+	errs = append(errs, f.validate(unread, FileNaming))
 	for i, t := range f.Tenants {
 		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
 			errs = append(errs, fmt.Errorf(`%s: registerUrl: missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`, unread[i].name(t)))
@@ -476,10 +476,14 @@ func cmpOr(v, def string) string {
 
 // Validate reports every problem of every tenant at once. Each message names the tenant, the
 // field, the bad value and what would be accepted.
-func (f *File) Validate() error { return f.validate(nil) }
+func (f *File) Validate() error { return f.validate(nil, FileNaming) }
 
-// validate is Validate with the unreadable fields of each tenant, as Parse found them.
-func (f *File) validate(unread []unreadable) error {
+// ValidateNamed is Validate with messages that name the pools and fields by n.
+func (f *File) ValidateNamed(n Naming) error { return f.validate(nil, n) }
+
+// validate is Validate with the unreadable fields of each tenant, as Parse found them, naming
+// fields by n.
+func (f *File) validate(unread []unreadable, n Naming) error {
 	badPool := map[string]bool{}
 	for _, name := range f.PoolNames() {
 		badPool[name] = CheckPrefix(f.Pool(name).Prefix, "") != nil
@@ -508,23 +512,23 @@ func (f *File) validate(unread []unreadable) error {
 		} else if !dup {
 			seen[t.ID] = i
 		}
-		errs = append(errs, t.check(u(i)))
+		errs = append(errs, t.check(u(i), n.Field))
 	}
-	errs = append(errs, overlappingPrefixes(f.Tenants)...)
-	errs = append(errs, f.validateTiers(u)...)
+	errs = append(errs, overlappingPrefixes(f.Tenants, n.Field)...)
+	errs = append(errs, f.validateTiers(u, n)...)
 	errs = append(errs, f.validateCoreSystems(u)...)
 	return errors.Join(errs...)
 }
 
 // Validate checks one tenant on its own, fields already defaulted.
-func (t Tenant) Validate() error { return t.check(unreadable{}) }
+func (t Tenant) Validate() error { return t.check(unreadable{}, FileNaming.Field) }
 
 // check is Validate without the checks of the fields u could not read.
-func (t Tenant) check(u unreadable) error {
+func (t Tenant) check(u unreadable, name func(field string) string) error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		if !u.skips(field) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s", u.name(t), field, fmt.Sprintf(format, args...)))
+			errs = append(errs, fmt.Errorf("%s: %s: %s", u.name(t), name(field), fmt.Sprintf(format, args...)))
 		}
 	}
 	if !idPattern.MatchString(t.ID) {
@@ -607,7 +611,7 @@ func validURL(s string) bool {
 }
 
 // overlappingPrefixes reports every two tenants whose prefixes overlap, the later one told.
-func overlappingPrefixes(ts []Tenant) []error {
+func overlappingPrefixes(ts []Tenant, name func(field string) string) []error {
 	prefixes := make([]string, len(ts))
 	for i, t := range ts {
 		prefixes[i] = t.Prefix
@@ -617,8 +621,8 @@ func overlappingPrefixes(ts []Tenant) []error {
 		a, b := ts[p.i], ts[p.j]
 		// Two entries of one id are reported as a duplicate, not as overlapping themselves.
 		if a.ID != b.ID {
-			errs = append(errs, fmt.Errorf("tenant %q: prefix: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
-				b.ID, b.Prefix, a.ID, a.Prefix))
+			errs = append(errs, fmt.Errorf("tenant %q: %s: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
+				b.ID, name("prefix"), b.Prefix, a.ID, a.Prefix))
 		}
 	}
 	return errs
