@@ -26,8 +26,8 @@ const (
 	MaxRunningFiles = 1000
 	// DefaultPoolMaxRunningFiles is a pool's maxRunningFiles when it sets none. A pool at its
 	// defaults takes at most 200 (its running files' Split or Register invocations) + 10 (the
-	// controller mapping's maximumConcurrency) + 1 (the router: one intake message group) = 211 of
-	// the default 1,000 concurrent executions, so four default pools fit with 156 left for silo
+	// controller mapping's maximumConcurrency) + 16 (the routers: one per intake group) = 226 of
+	// the default 1,000 concurrent executions, so four default pools fit with 96 left for silo
 	// tenants (each at most its controller and one Split or Register) and other functions.
 	DefaultPoolMaxRunningFiles = 200
 )
