@@ -46,6 +46,13 @@ func wakeAssembly(t *testing.T, tenantsJSON string) string {
 	return dir
 }
 
+// eventsOnlyEnv sets the controller's safety net (and so its longest wait) beyond a test's timeout:
+// a file that waited for the safety net instead of an event would start only after the test ended.
+func eventsOnlyEnv(timeout time.Duration) []string {
+	net := int((timeout + time.Minute) / time.Second)
+	return []string{fmt.Sprintf("SAFETY_NET_SECONDS=%d", net), fmt.Sprintf("MAX_WAIT_SECONDS=%d", net)}
+}
+
 // startWakeScenario starts a run of the scenario tenants with status rules and the wake-up on.
 func startWakeScenario(t *testing.T, cfg Config) *Run {
 	t.Helper()
@@ -83,9 +90,10 @@ func TestScenarioStatusEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		// maxGapMean bounds the inter-file gap's mean: with every event delivered, the next file
-		// starts on the event, well before the safety net.
-		maxGapMean time.Duration
+		// onEvents: every wait must end on an event (or on the controller's own retry), never on
+		// the safety net, which is then set longer than the test's context (eventsOnlyEnv): a wait
+		// left to it fails the test, however loaded the machine.
+		onEvents bool
 		// slow makes the sink answer each record in this long, so that files run for seconds.
 		slow  time.Duration
 		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
@@ -94,8 +102,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "30 percent dropped",
 			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
 			// one is not a tenant's last file and holds the next file until the safety net.
-			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
-			maxGapMean: wakeSafetyNet,
+			cfg: Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
@@ -106,17 +113,17 @@ func TestScenarioStatusEvents(t *testing.T) {
 				if got := rep.APICalls["stepfunctions"]["DescribeExecution"]; got < c.Dropped {
 					t.Errorf("DescribeExecution calls: got %d, want at least one per lost event (%d)", got, c.Dropped)
 				}
-				// A lost event is made up for by the safety net: the next file waited for it, and no
-				// wait exceeds it by much.
-				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max < wakeSafetyNet/3 || max > wakeSafetyNet+3*time.Second {
-					t.Errorf("largest inter-file gap: got %s, want between %s (a file held until the safety net) and the safety net %s + 3 s", max, wakeSafetyNet/3, wakeSafetyNet)
+				// A lost event is made up for by the safety net: the next file waited for it (a wait
+				// can only grow on a loaded machine), and the run drained.
+				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max < wakeSafetyNet/3 {
+					t.Errorf("largest inter-file gap: got %s, want at least %s (a file held until the safety net)", max, wakeSafetyNet/3)
 				}
 			},
 		},
 		{
-			name:       "every event twice",
-			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
-			maxGapMean: 2 * time.Second,
+			name:     "every event twice",
+			cfg:      Config{StatusEvents: StatusEvents{Duplicate: true}},
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
 					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
@@ -127,9 +134,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "20 percent of DescribeExecution throttled",
 			// In-process polling on (10 s), so that the controller describes each running file
 			// several times, as without events or after a lost one.
-			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
-			slow:       15 * time.Millisecond,
-			maxGapMean: 2 * time.Second,
+			cfg:      Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			slow:     15 * time.Millisecond,
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Throttled["DescribeExecution"] == 0 {
 					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
@@ -142,8 +149,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			// Files of seconds, so that a tenant held for a second or two by a throttled start
 			// still runs beside the other.
 			slow: 15 * time.Millisecond,
-			// A throttled start holds the file for the controller's jittered backoff (>= 1 s).
-			maxGapMean: 5 * time.Second,
+			// A throttled start holds the file for the controller's jittered backoff (from 1 s), its
+			// own retry.
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Throttled["StartExecution"] == 0 {
 					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
@@ -153,11 +161,15 @@ func TestScenarioStatusEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			const timeout = 4 * time.Minute
+			if tc.onEvents {
+				tc.cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, tc.cfg.EnvFor[controllerPkg]...), eventsOnlyEnv(timeout)...)}
+			}
 			r := startWakeScenario(t, tc.cfg)
 			if tc.slow > 0 {
 				r.Sink.SetDelay(func(string, string, int64) time.Duration { return tc.slow })
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			files := wakeFiles()
 			uploadAll(t, ctx, r, files)
@@ -181,8 +193,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			if got := r.MappingErrors(); got != 0 {
 				t.Errorf("failed controller invocations: got %d, want 0", got)
 			}
-			if mean := time.Duration(rep.InterFileGapSecond.Mean * float64(time.Second)); rep.InterFileGapSecond.N == 0 || mean > tc.maxGapMean {
-				t.Errorf("inter-file gap mean: got %s over %d gaps, want at most %s", mean, rep.InterFileGapSecond.N, tc.maxGapMean)
+			// Files waited behind each other, so each wait above was one for the previous file's end.
+			if rep.InterFileGapSecond.N == 0 {
+				t.Errorf("inter-file gaps: got none, want files that waited behind each other")
 			}
 			tc.check(t, r, rep, c)
 		})
