@@ -28,6 +28,7 @@ func moduleRoot(t *testing.T) string {
 // TestSFNServer runs the Step Functions server's own tests (Map stop, retries, redrive,
 // sync:2 children, history counting).
 func TestSFNServer(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -132,8 +133,9 @@ func csv(records int, bad bool) []byte {
 }
 
 func TestFixtureEndToEnd(t *testing.T) {
+	t.Parallel()
 	r := startFixture(t, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range []struct {
 		tenant, rel string

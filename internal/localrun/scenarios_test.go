@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The fault scenarios run the synthesized app (cdk synth of a tenants file) with the real
@@ -38,6 +43,15 @@ const controllerPkg, registerPkg = "lambdas/controller", "lambdas/register"
 var shared string
 
 func TestMain(m *testing.M) {
+	// The scenarios mostly wait (on the emulators, backoffs, safety nets, a slow sink) rather than
+	// compute, so more of them run at once than go test's default of one per CPU; -parallel on the
+	// command line still decides.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	// The scenarios synthesize tenants files written to temp folders, with no committed stack
 	// assignment; under CI=true (as CI runs the tests) synth would refuse to write one.
 	os.Unsetenv("CI")
@@ -619,6 +633,7 @@ func assertLine7(t *testing.T, f FileReport) {
 
 // Scenario 5: a burst of 20 tenants × 10 files uploaded at once.
 func TestScenarioBurst(t *testing.T) {
+	t.Parallel()
 	const tenants, files, records = 20, 10, 50
 	var b strings.Builder
 	b.WriteString(`{"tenants": [`)
@@ -667,9 +682,14 @@ func TestScenarioBurst(t *testing.T) {
 	t.Logf("burst: %.1fs from first upload to drained; gap mean %.2fs p95 %.2fs", rep.WallSeconds, rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.P95)
 }
 
-// Scenario 6: a 500,000-record file completes inside the Step Functions limits.
+// Scenario 6: a file of 5,000 chunks (5 segments of 1,000) completes inside the Step Functions
+// limits. The history and payload sizes grow with a file's chunks and segments, not with its
+// records, so the file is the "wide" tenant's (1 record per chunk): the same 5,000 chunks as a
+// 500,000-record file of 100-record chunks, without registering 500,000 records one POST each.
 func TestScenarioLargeFile(t *testing.T) {
-	const records = 500_000
+	t.Parallel()
+	const chunks, perChunk = 5_000, 1 // the "wide" tenant's chunkSize
+	const records = chunks * perChunk
 	const historyLimit, payloadLimit = 25_000, 256 * 1024
 	r := startScenario(t, scenarioTenants, Config{})
 	var b strings.Builder
@@ -680,13 +700,13 @@ func TestScenarioLargeFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "big.csv", []byte(b.String())}, {"ov", "small.csv", csvOf(100)}})
+	uploadAll(t, ctx, r, []upload{{"wide", "big.csv", []byte(b.String())}, {"ov", "small.csv", csvOf(100)}})
 	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+	assertInvariants(t, r, rep, []string{"wide", "ov"}, false)
 
-	f := fileOf(t, rep, "cont", "big.csv")
-	t.Logf("500,000 records: %.1fs from upload to drained (%.0f records/s); history %d, segments %d × ≤ %d events, payload ≤ %d B",
-		rep.WallSeconds, rep.RecordsPerSecond, f.HistoryEvents, f.SegmentExecutions, f.SegmentHistoryEventsMax, f.MaxPayloadBytes)
+	f := fileOf(t, rep, "wide", "big.csv")
+	t.Logf("%d chunks: %.1fs from upload to drained (%.0f records/s); history %d, segments %d × ≤ %d events, payload ≤ %d B",
+		chunks, rep.WallSeconds, rep.RecordsPerSecond, f.HistoryEvents, f.SegmentExecutions, f.SegmentHistoryEventsMax, f.MaxPayloadBytes)
 	if f.Status != "SUCCEEDED" || f.Records != records {
 		t.Fatalf("big.csv: got %s (%s %s) with %d records, want SUCCEEDED with %d", f.Status, f.Error, f.Cause, f.Records, records)
 	}
@@ -694,14 +714,14 @@ func TestScenarioLargeFile(t *testing.T) {
 		t.Errorf("big.csv: got history %d, segment history ≤ %d, payload ≤ %d B; want < %d events and < %d B",
 			f.HistoryEvents, f.SegmentHistoryEventsMax, f.MaxPayloadBytes, historyLimit, payloadLimit)
 	}
-	states, registers := stateEntries(t, ctx, r, "cont", f)
-	t.Logf("500,000 records: %d Register invocations for %d chunks, %d state transitions (the per-chunk design: %d)",
-		registers, records/100, states, 2+3*f.SegmentExecutions+records/100)
-	if registers >= records/100 {
-		t.Errorf("big.csv: got %d Register invocations, want fewer than its %d chunks", registers, records/100)
+	states, registers := stateEntries(t, ctx, r, "wide", f)
+	t.Logf("%d chunks: %d Register invocations, %d state transitions (the per-chunk design: %d)",
+		chunks, registers, states, 2+3*f.SegmentExecutions+chunks)
+	if registers >= chunks {
+		t.Errorf("big.csv: got %d Register invocations, want fewer than its %d chunks", registers, chunks)
 	}
-	if want := records / (100 * 1000); f.SegmentExecutions != want {
-		t.Errorf("big.csv: got %d segment executions, want %d (1,000 chunks of 100 records each)", f.SegmentExecutions, want)
+	if want := chunks / pipeline.SegmentChunks; f.SegmentExecutions != want {
+		t.Errorf("big.csv: got %d segment executions, want %d (%d chunks, %d per segment)", f.SegmentExecutions, want, chunks, pipeline.SegmentChunks)
 	}
 	// Every execution on its own, not only the largest.
 	st, err := r.sfnStats(ctx)
