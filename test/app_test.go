@@ -24,7 +24,7 @@ import (
 func TestCdkNag(t *testing.T) {
 	for _, file := range []string{"tenants.json", "sinks.json", "pool.json", "coresystems.json"} {
 		t.Run(file, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", file)})
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestStatefulLogicalIDsArePinned(t *testing.T) {
 func TestTenantIsIndependentOfItsNeighbours(t *testing.T) {
 	sharedApp(t)
 	_, one := synthApp(t, "one-tenant.json", stacks.Options{})
-	alone := templateJSON(assertions.Template_FromStack(one.TenantStacks[0], nil))
+	alone := stackTemplate(t, one.TenantStacks[0])
 	for _, typ := range []string{"AWS::SQS::Queue", "AWS::Events::Rule", "AWS::StepFunctions::StateMachine"} {
 		a := tenantResources(t, alone, typ, "acme")
 		b := tenantResources(t, shared.template, typ, "acme")
@@ -154,7 +154,7 @@ func TestTenantsAreGroupedIntoStacks(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"tenants": [`+strings.Join(entries, ",")+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	built, err := stacks.Build(app, stacks.Options{TenantsFile: p})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestTenantsAreGroupedIntoStacks(t *testing.T) {
 func TestSnapshot(t *testing.T) {
 	_, one := synthApp(t, "one-tenant.json", stacks.Options{})
 	for name, stack := range map[string]awscdk.Stack{"tenants": one.TenantStacks[0], "ingest": one.Ingest} {
-		got := scrub(prettyJSON(templateJSON(assertions.Template_FromStack(stack, nil))))
+		got := scrub(prettyJSON(stackTemplate(t, stack)))
 		path := filepath.Join("testdata", "snapshots", name+".template.json")
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -271,7 +271,7 @@ func TestOverlappingPipelinesFailValidation(t *testing.T) {
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("One"), nil)
 			bucket := awss3.Bucket_FromBucketName(stack, jsii.String("Ingest"), jsii.String("ingest-bucket"))
 			tenantpipeline.New(stack, "Tenant-a", &tenantpipeline.Props{
