@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,13 @@ func TestCfnLint(t *testing.T) {
 	t.Parallel() // cfn-lint runs on while the package's serial tests go on
 	findings := run()
 	t.Logf("cfn-lint: %d distinct templates of %d cases", len(files), len(cases))
+	// Each finding is judged under the case whose template it names: one naming no linted file
+	// would be judged nowhere.
+	for _, f := range findings {
+		if !slices.Contains(append(files, bad), filepath.Clean(f.Filename)) {
+			t.Errorf("cfn-lint %s %s names %q, not one of the linted templates", f.Level, f.Rule.Id, f.Filename)
+		}
+	}
 
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
