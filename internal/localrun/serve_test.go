@@ -115,7 +115,8 @@ func waitForStatus(t *testing.T, ctx context.Context, r *Run, prefix, tenant, wh
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting until %s: %v; last status %+v", what, ctx.Err(), st.Tenants)
+			last, _ := json.Marshal(st.Tenants)
+			t.Fatalf("waiting until %s: %v; last status %s", what, ctx.Err(), last)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
