@@ -81,7 +81,10 @@ func startFixture(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
 	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
-	cfg.WorkDir = t.TempDir()
+	// The binaries go where the scenarios' go, which lasts as long as the test binary: the build is
+	// cached per process, so a binary in one test's temporary folder would vanish under another
+	// test that runs beside it.
+	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	return startRun(t, cfg, 3*time.Minute)
 }
 
