@@ -148,14 +148,17 @@ func TestDashboardWidgets(t *testing.T) {
 
 // TestDashboardMetricsAreEmitted: every TenantPipeline metric the dashboard charts is
 // written by the code: a Tenant-dimension metric is named through package metrics by a Lambda's
-// own (non-test) source and the EMF line of that name carries exactly the Tenant dimension; an
+// own (non-test) source under internal/<role> and the EMF line of that name carries exactly the Tenant dimension; an
 // ErrorLogs-<tenant> metric is the output of a metric filter on each of the tenant's function log
 // groups.
 func TestDashboardMetricsAreEmitted(t *testing.T) {
 	_, body := sharedDashboard(t)
 	var src bytes.Buffer
-	for _, dir := range []string{"controller", "register"} {
-		files, _ := filepath.Glob(filepath.Join("..", "lambdas", dir, "*.go"))
+	for _, dir := range []string{"controller", "router", "register"} {
+		files, _ := filepath.Glob(filepath.Join("..", "internal", dir, "*.go"))
+		if len(files) == 0 {
+			t.Fatalf("no sources in internal/%s: the Lambdas' logic moved?", dir)
+		}
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {
 				continue
