@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -62,7 +63,7 @@ func main() {
 
 // The slow steps of the start-up, under --setup-timeout; tests replace them.
 var (
-	synthApp = localrun.Synth
+	synthApp = deploy.Synth
 	startRun = localrun.Start
 )
 
@@ -83,7 +84,7 @@ type options struct {
 // second, naming the flag. --help prints the flags to help.
 func parse(args []string, help io.Writer) (*options, error) {
 	cwd, _ := os.Getwd()
-	root, err := localrun.ModuleRoot(cwd)
+	root, err := deploy.ModuleRoot(cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = phase(setupCtx, stdout, "starting", func(ctx context.Context) error {
 		var err error
 		r, err = startRun(ctx, localrun.Config{
-			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout,
+			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: deploy.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout,
 			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
 			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},

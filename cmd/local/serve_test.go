@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // TestServeCtrlC: Ctrl-C on a --serve run, sent as a terminal sends it (SIGINT to the whole
@@ -20,11 +21,11 @@ import (
 // the emulators still answer, then stops them and exits 0 (the run was consistent).
 func TestServeCtrlC(t *testing.T) {
 	wd, _ := os.Getwd()
-	root, err := localrun.ModuleRoot(wd)
+	root, err := deploy.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(localrun.NodeBinary(root)); err != nil {
+	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
 		t.Fatalf("Node 22 is missing (%v): run make setup", err)
 	}
 	dir := t.TempDir()

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // The DynamoDB sink locally: dynalite (npm dynalite 4.0.0, in memory) on 127.0.0.1, started only
@@ -130,7 +131,7 @@ type localTable struct {
 // dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
 // adds the tables the tenants name that no template creates. It tells whether any tenant has a
 // DynamoDB sink. It must run after every identity an Environment refers to has been set.
-func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
+func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]localTable, bool, error) {
 	var tables []localTable
 	byName := map[string]bool{}
 	for _, tr := range asm.OfType("AWS::DynamoDB::Table") {
@@ -161,7 +162,7 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 		tables = append(tables, t)
 		byName[name] = true
 		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", region, account, name)
-		res.Set(tr, Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
+		res.Set(tr, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
 	}
 	needed := false
 	for _, fr := range asm.OfType("AWS::Lambda::Function") {
@@ -214,7 +215,7 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 
 // startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
 // environment the Lambdas need to reach it (none when the app has no DynamoDB sink).
-func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) ([]string, error) {
+func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver) ([]string, error) {
 	tables, needed, err := dynamoTables(asm, res)
 	if err != nil || !needed {
 		return nil, err

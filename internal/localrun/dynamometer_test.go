@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // TestDynamoMeter runs the real SDK client through the meter to dynalite and checks the units it
@@ -18,7 +19,7 @@ import (
 // implement, are answered by a stand-in that accepts them, and priced from dynalite's items.
 func TestDynamoMeter(t *testing.T) {
 	root := moduleRoot(t)
-	p, err := startNode(t.Context(), NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
+	p, err := startNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
@@ -352,7 +353,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // root) on a free loopback port, for tools and benchmarks that need DynamoDB's own semantics
 // without a whole local run. It returns the endpoint URL and the function that stops it.
 func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, func(), error) {
-	p, err := startNode(ctx, NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
+	p, err := startNode(ctx, deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
 	if err != nil {
 		return "", nil, err
 	}

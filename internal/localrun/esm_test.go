@@ -13,13 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // startFauxqs starts the SQS emulator of the local run for a test.
 func startFauxqs(t *testing.T) *sqs.Client {
 	t.Helper()
 	root := moduleRoot(t)
-	fq, err := startNode(t.Context(), NodeBinary(root), filepath.Join(root, "local/fauxqs/server.mjs"), []string{"--region", region}, io.Discard)
+	fq, err := startNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/fauxqs/server.mjs"), []string{"--region", region}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Resource, binDir string, built map[string]string, endpoints []string) (*Function, error) {
+func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*Function, error) {
 	id, _ := res.Identity(fr)
 	var src string
 	if raw, ok := fr.Metadata[MetadataSource]; ok {
@@ -191,7 +192,7 @@ func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
 
 // assetDir is the directory of a function's code asset (its "aws:asset:path" metadata, relative
 // to the cloud assembly), or "" when the template names none.
-func (r *Run) assetDir(fr *Resource) string {
+func (r *Run) assetDir(fr *deploy.Resource) string {
 	var p string
 	if raw, ok := fr.Metadata["aws:asset:path"]; ok {
 		json.Unmarshal(raw, &p)
@@ -213,7 +214,7 @@ func (r *Run) assetDir(fr *Resource) string {
 // variable, points every pooled tenant at the register endpoint of the run: it writes the changed
 // file to the work directory and sets POOL_SETTINGS to it (an absolute path, which the function
 // takes as it is).
-func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
+func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
 	path := pipeline.PoolSettingsPath(func(k string) string {
 		if k == "LAMBDA_TASK_ROOT" {
 			return assetDir
@@ -252,7 +253,7 @@ func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]
 
 // eventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's asynchronous
 // invocations (asyncinvoke.go). Its DestinationConfig is not emulated.
-func (r *Run) eventInvokeConfig(asm *Assembly, res *Resolver, c *Resource) error {
+func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *deploy.Resource) error {
 	var props struct {
 		FunctionName             string
 		Qualifier                string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +16,11 @@ import (
 func moduleRoot(t *testing.T) string {
 	t.Helper()
 	wd, _ := os.Getwd()
-	root, err := ModuleRoot(wd)
+	root, err := deploy.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(NodeBinary(root)); err != nil {
+	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
 		t.Fatalf("Node 22 is missing (%v): run make setup", err)
 	}
 	return root
@@ -31,7 +32,7 @@ func TestSFNServer(t *testing.T) {
 	root := moduleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
+	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s", err, out)
@@ -79,7 +80,7 @@ func TestPattern(t *testing.T) {
 func startFixture(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), deploy.NodeBinary(root)
 	cfg.WorkDir = t.TempDir()
 	return startRun(t, cfg, 3*time.Minute)
 }

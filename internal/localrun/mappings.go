@@ -7,9 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
-func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
+func (r *Run) startMapping(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
 	var props struct {
 		EventSourceArn        string
 		FunctionName          string
@@ -55,7 +56,7 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 		scale: mappingScale(f.Concurrency, props.ScalingConfig.MaximumConcurrency)}
 	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
 	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
-	res.Set(m, Identity{Ref: state.UUID})
+	res.Set(m, deploy.Identity{Ref: state.UUID})
 	r.mu.Lock()
 	r.esms = append(r.esms, state)
 	r.esmOf[mp] = state

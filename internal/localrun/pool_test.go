@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -36,7 +37,7 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Run{cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
-	fr := &Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
+	fr := &deploy.Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
 	dir := r.assetDir(fr)
 	if dir != asset {
 		t.Fatalf("asset dir: got %q, want %q", dir, asset)

@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
-func (r *Run) createQueue(ctx context.Context, asm *Assembly, res *Resolver, q *Resource) (*Queue, error) {
+func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, q *deploy.Resource) (*Queue, error) {
 	var props struct {
 		QueueName                     string
 		FifoQueue                     any

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // MetadataSource is the resource metadata key naming a function's Go main package.
@@ -193,8 +194,8 @@ type Run struct {
 	closers   []func()
 	pollers   sync.WaitGroup
 	cancel    context.CancelFunc
-	asm       *Assembly
-	res       *Resolver
+	asm       *deploy.Assembly
+	res       *deploy.Resolver
 	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
 	definitions map[string]string
 	created     time.Time
@@ -279,11 +280,11 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.LambdaConcurrency < 0 || cfg.SinkMaxInFlight < 0 {
 		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.LambdaConcurrency, cfg.SinkMaxInFlight)
 	}
-	asm, err := LoadAssembly(cfg.Assembly)
+	asm, err := deploy.LoadAssembly(cfg.Assembly)
 	if err != nil {
 		return nil, err
 	}
-	res, err := NewResolver(asm, region, account)
+	res, err := deploy.NewResolver(asm, region, account)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +312,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 }
 
 // physicalName derives a deterministic local name for a resource without an explicit one.
-func physicalName(res *Resource, max int) string {
+func physicalName(res *deploy.Resource, max int) string {
 	n := strings.ToLower(res.LogicalID)
 	if len(n) > max {
 		n = n[:max]

@@ -2,8 +2,6 @@ package localrun
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // The fault scenarios run the synthesized app (cdk synth of a tenants file) with the real
@@ -52,13 +51,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type synthResult struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+// synths synthesize each distinct app once per test binary, in shared: tenants files with the same
+// values share one cdk synth however they are written (deploy.Synths).
+var synths = sync.OnceValue(func() *deploy.Synths { return &deploy.Synths{Dir: shared} })
 
-var assemblies sync.Map // tenants JSON and extra context -> *synthResult
+// written counts the distinct tenants files as written (with their extra context), to log how many
+// synths the content key saves.
+var written sync.Map
 
 // synthesized synthesizes the app for a tenants file once per test binary.
 func synthesized(t *testing.T, root, tenantsJSON string) string {
@@ -67,36 +66,21 @@ func synthesized(t *testing.T, root, tenantsJSON string) string {
 }
 
 // synthesizedWith synthesizes the app for a tenants file and extra context (Synth) once per test
-// binary.
+// binary and content.
 func synthesizedWith(t *testing.T, root, tenantsJSON string, extra map[string]string) string {
 	t.Helper()
-	key := tenantsJSON
-	for _, k := range sortedKeys(extra) {
-		key += "\x00" + k + "=" + extra[k]
+	written.Store(fmt.Sprint(tenantsJSON, extra), true)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold aws-cdk-go build
+	defer cancel()
+	start := time.Now()
+	dir, err := synths().Assembly(ctx, root, []byte(tenantsJSON), extra)
+	if err != nil {
+		t.Fatalf("synth: %v", err)
 	}
-	v, _ := assemblies.LoadOrStore(key, &synthResult{})
-	s := v.(*synthResult)
-	s.once.Do(func() {
-		sum := sha256.Sum256([]byte(key))
-		dir := filepath.Join(shared, "app-"+hex.EncodeToString(sum[:6]))
-		if s.err = os.MkdirAll(dir, 0o755); s.err != nil {
-			return
-		}
-		file := filepath.Join(dir, "tenants.json")
-		if s.err = os.WriteFile(file, []byte(tenantsJSON), 0o644); s.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold aws-cdk-go build
-		defer cancel()
-		start := time.Now()
-		s.dir = filepath.Join(dir, "cdk.out")
-		s.err = Synth(ctx, root, file, s.dir, extra)
-		t.Logf("cdk synth: %.1fs", time.Since(start).Seconds())
-	})
-	if s.err != nil {
-		t.Fatalf("synth: %v", s.err)
-	}
-	return s.dir
+	n := 0
+	written.Range(func(any, any) bool { n++; return true })
+	t.Logf("cdk synth: %.1fs; %d synths so far for %d tenants files as written", time.Since(start).Seconds(), synths().Runs(), n)
+	return dir
 }
 
 // startScenario starts a run of the synthesized app for tenantsJSON; everything it starts is
@@ -110,7 +94,7 @@ func startScenario(t *testing.T, tenantsJSON string, cfg Config) *Run {
 func startScenarioWith(t *testing.T, tenantsJSON string, extra map[string]string, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesizedWith(t, root, tenantsJSON, extra), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesizedWith(t, root, tenantsJSON, extra), deploy.NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	return startRun(t, cfg, 5*time.Minute)
 }

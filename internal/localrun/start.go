@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/johannesboyne/gofakes3"
 )
 
@@ -70,7 +71,7 @@ func (r *Run) startS3(context.Context) (err error) {
 		if versioning.Status == "Enabled" {
 			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 		}
-		res.Set(b, Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + region + ".amazonaws.com"}})
+		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + region + ".amazonaws.com"}})
 		if r.Bucket == "" {
 			r.Bucket = name
 		}
@@ -101,7 +102,7 @@ func (r *Run) startSQS(ctx context.Context) error {
 			return err
 		}
 		r.queues[queue.ARN] = queue
-		r.res.Set(q, Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
+		r.res.Set(q, deploy.Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
 	}
 	return nil
 }
@@ -116,7 +117,7 @@ func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 		if name == "" {
 			name = physicalName(f, 64)
 		}
-		res.Set(f, Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)}})
+		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)}})
 	}
 	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
 		var name string
@@ -125,7 +126,7 @@ func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 			name = physicalName(m, 80)
 		}
 		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", region, account, name)
-		res.Set(m, Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
+		res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
 	}
 	return nil
 }

@@ -12,9 +12,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
-func (r *Run) createStateMachine(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
+func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
 	id, _ := res.Identity(m)
 	var def string
 	if raw, ok := m.Properties["DefinitionString"]; ok {

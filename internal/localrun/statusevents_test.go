@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ var wakeEnv = []string{"WAKE_EVENTS=true", fmt.Sprintf("SAFETY_NET_SECONDS=%d", 
 func wakeAssembly(t *testing.T, tenantsJSON string) string {
 	t.Helper()
 	dir := synthesized(t, moduleRoot(t), tenantsJSON)
-	asm, err := LoadAssembly(dir)
+	asm, err := deploy.LoadAssembly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func wakeAssembly(t *testing.T, tenantsJSON string) string {
 func startWakeScenario(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), deploy.NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, wakeEnv...), cfg.EnvFor[controllerPkg]...)}
 	return startRun(t, cfg, 5*time.Minute)
@@ -204,7 +205,7 @@ type controllerCalls struct {
 // synthesized app in dir has CONTROL_PREFIX_PROTECTED=want.
 func checkControlPrefixProtected(t *testing.T, dir, want string) {
 	t.Helper()
-	asm, err := LoadAssembly(dir)
+	asm, err := deploy.LoadAssembly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -42,8 +43,8 @@ type tenantSession struct {
 
 // tenantAuth holds the sessions and evaluates their roles' policies.
 type tenantAuth struct {
-	asm *Assembly
-	res *Resolver
+	asm *deploy.Assembly
+	res *deploy.Resolver
 
 	mu       sync.Mutex
 	sessions map[string]tenantSession // by access key id
@@ -52,7 +53,7 @@ type tenantAuth struct {
 	assumed  map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
-func newTenantAuth(asm *Assembly, res *Resolver) *tenantAuth {
+func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
 	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}}
 }
 
@@ -173,7 +174,7 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if st, ok := a.policies[role]; ok {
 		return st, nil
 	}
-	var found *Resource
+	var found *deploy.Resource
 	for _, r := range a.asm.OfType("AWS::IAM::Role") {
 		arn, err := a.res.ResolveString(r.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, r.LogicalID)))
 		if err == nil && arn == role {

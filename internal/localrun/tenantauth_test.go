@@ -15,6 +15,7 @@ import (
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
@@ -30,11 +31,11 @@ type tenantAuthRig struct {
 
 func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 	t.Helper()
-	asm, err := LoadAssembly("testdata/tenantrole")
+	asm, err := deploy.LoadAssembly("testdata/tenantrole")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := NewResolver(asm, region, "123456789012")
+	res, err := deploy.NewResolver(asm, region, "123456789012")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 	if err := s.Backend.CreateBucket("ingest"); err != nil {
 		t.Fatal(err)
 	}
-	res.Set(asm.OfType("AWS::S3::Bucket")[0], Identity{Ref: "ingest", Attrs: map[string]string{"Arn": "arn:aws:s3:::ingest"}})
+	res.Set(asm.OfType("AWS::S3::Bucket")[0], deploy.Identity{Ref: "ingest", Attrs: map[string]string{"Arn": "arn:aws:s3:::ingest"}})
 	role, err := res.ResolveString(asm.OfType("AWS::IAM::Role")[0].Stack, []byte(`{"Fn::GetAtt":["PoolTenantRole0DA6EF0C","Arn"]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package localrun
+package deploy
 
 import (
 	"encoding/json"

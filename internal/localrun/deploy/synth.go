@@ -1,13 +1,18 @@
-package localrun
+// Package deploy reads what the local run deploys: the cloud assembly (cdk.out) that Synth writes,
+// its CloudFormation templates and the values of their intrinsic functions (Resolver), as
+// CloudFormation would resolve them for the resources the emulators create.
+package deploy
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -38,7 +43,7 @@ func Synth(ctx context.Context, root, tenantsFile, out string, extra map[string]
 	}
 	os.RemoveAll(out)
 	args := []string{"synth", "--quiet", "-c", "tenantsFile=" + abs}
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		args = append(args, "-c", k+"="+extra[k])
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules/.bin/cdk"), append(args, "--output", out)...)
