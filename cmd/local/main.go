@@ -33,6 +33,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/localrun"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -352,7 +353,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	fmt.Fprintln(stdout)
-	localrun.WriteSummary(stdout, rep, r.TenantIDs())
+	report.WriteSummary(stdout, rep, r.TenantIDs())
 	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
 		fmt.Fprintf(stdout, "status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
 			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
@@ -364,7 +365,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := writeReports(o.report, rep, r.TenantIDs()); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, localrun.HTMLPath(o.report))
+		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, report.HTMLPath(o.report))
 	}
 	code, msg := exitStatus(rep, waitErr, errors.Is(pipeCtx.Err(), context.DeadlineExceeded), o)
 	if msg != "" {
@@ -375,7 +376,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // writeReports writes the JSON report to path and its picture, the HTML report, beside it, making
 // the report's directory if need be (--work may put the run elsewhere than .build/local).
-func writeReports(path string, rep *localrun.Report, ids []string) error {
+func writeReports(path string, rep *report.Report, ids []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -384,14 +385,14 @@ func writeReports(path string, rep *localrun.Report, ids []string) error {
 		return err
 	}
 	var page bytes.Buffer
-	if err := localrun.WriteHTML(&page, rep, ids, time.Now()); err != nil {
+	if err := report.WriteHTML(&page, rep, ids, time.Now()); err != nil {
 		return fmt.Errorf("render the HTML report: %w", err)
 	}
-	return os.WriteFile(localrun.HTMLPath(path), page.Bytes(), 0o644)
+	return os.WriteFile(report.HTMLPath(path), page.Bytes(), 0o644)
 }
 
 // exitStatus is the run's exit status and the line that explains a non-zero one.
-func exitStatus(rep *localrun.Report, waitErr error, timedOut bool, o *options) (int, string) {
+func exitStatus(rep *report.Report, waitErr error, timedOut bool, o *options) (int, string) {
 	var halted *localrun.HaltedError
 	failed := failedFiles(rep)
 	switch {
@@ -431,7 +432,7 @@ func phase(ctx context.Context, w io.Writer, what string, f func(context.Context
 	return f(ctx)
 }
 
-func failedFiles(rep *localrun.Report) []string {
+func failedFiles(rep *report.Report) []string {
 	var out []string
 	for _, id := range sortedKeys(rep.Tenants) {
 		for _, f := range rep.Tenants[id].Files {

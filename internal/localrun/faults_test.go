@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // The fault scenarios: failure modes AWS documents that the emulators used to be kinder
@@ -59,7 +60,7 @@ func functionsOf(r *Run, pkg string) []*Function {
 // taskErrors returns the error names of the failed task attempts (TaskFailed, LambdaFunctionFailed)
 // of a file execution's segment executions, in order, read with GetExecutionHistory as an operator
 // would.
-func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []string {
+func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []string {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {
@@ -309,7 +310,7 @@ func TestScenarioStoppedFile(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "stopped.csv", csvOf(300)}, {"cont", "next.csv", csvOf(20)}})
-		rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *Report) bool {
+		rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *report.Report) bool {
 			return fileOf(t, rep, "cont", "stopped.csv").Records >= 20
 		})
 		arn := executionARN(t, r, "cont", fileOf(t, rep, "cont", "stopped.csv").ExecutionName)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -22,7 +23,7 @@ type burstAdmission struct {
 }
 
 // slotUtilization is the running time of the files within [from, to] over slots × (to − from).
-func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
+func slotUtilization(rep *report.Report, slots int, from, to time.Time) float64 {
 	if !to.After(from) {
 		return 0
 	}
@@ -48,7 +49,7 @@ func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
 }
 
 // burstWindow is from the first upload to the last start (while files waited) and the last stop.
-func burstWindow(rep *Report) (first, lastStart, lastStop time.Time) {
+func burstWindow(rep *report.Report) (first, lastStart, lastStop time.Time) {
 	for _, tr := range rep.Tenants {
 		for _, f := range tr.Files {
 			if first.IsZero() || f.UploadedAt.Before(first) {

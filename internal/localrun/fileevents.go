@@ -10,18 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/results"
 )
-
-// FileEvent is one File Processed event the pipeline put: report.json's fileEvents, in the order
-// they were put.
-type FileEvent struct {
-	// ID is the id the local EventBridge gave the event; Detail.EventID is the pipeline's own.
-	ID     string        `json:"id"`
-	Time   time.Time     `json:"time"`
-	Bus    string        `json:"bus"`
-	Detail results.Event `json:"detail"`
-}
 
 // putEventsEntry is one entry of a PutEvents request
 // (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsRequestEntry.html).
@@ -66,7 +57,7 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 			var ev results.Event
 			json.Unmarshal([]byte(e.Detail), &ev)
 			r.mu.Lock()
-			r.fileEvents = append(r.fileEvents, FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
+			r.fileEvents = append(r.fileEvents, report.FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
 			r.mu.Unlock()
 		}
 		resources := e.Resources
@@ -84,8 +75,8 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 }
 
 // FileEvents are the File Processed events put so far, in order.
-func (r *Run) FileEvents() []FileEvent {
+func (r *Run) FileEvents() []report.FileEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]FileEvent{}, r.fileEvents...)
+	return append([]report.FileEvent{}, r.fileEvents...)
 }

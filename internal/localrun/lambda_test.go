@@ -18,6 +18,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
@@ -186,7 +187,7 @@ func TestFormEncodeKey(t *testing.T) {
 
 func TestWindowOverlaps(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
-	files := []FileReport{{Key: "a"}, {Key: "b"}, {Key: "c"}}
+	files := []report.FileReport{{Key: "a"}, {Key: "b"}, {Key: "c"}}
 	req := func(src string, start, end int) SinkRequest {
 		return SinkRequest{Source: src, Start: at(start), End: at(end)}
 	}

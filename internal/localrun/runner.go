@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // MetadataSource is the resource metadata key naming a function's Go main package.
@@ -157,8 +158,8 @@ type Tenant struct {
 
 // Tenant tiers (Tenant.Tier).
 const (
-	TierSilo = "silo"
-	TierPool = "pool"
+	TierSilo = report.TierSilo
+	TierPool = report.TierPool
 )
 
 // Pooled reports whether the tenant shares its pool's queue and functions.
@@ -220,7 +221,7 @@ type Run struct {
 	mu      sync.Mutex
 	uploads []*Upload
 	// fileEvents are the File Processed events the pipeline put (fileevents.go).
-	fileEvents []FileEvent
+	fileEvents []report.FileEvent
 	started    time.Time
 	busy       int // event source mapping invocations in flight
 	inputs     map[string]string

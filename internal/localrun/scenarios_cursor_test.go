@@ -11,13 +11,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // stateEntries counts the states a file entered, in its own execution and in its segment
 // executions (every *StateEntered event of their histories, read with GetExecutionHistory): Step
 // Functions bills one state transition per state entered. It also returns the Register task
 // entries of the segments alone (one per Register invocation, retries not counted).
-func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) (states, registers int) {
+func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) (states, registers int) {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {
@@ -90,7 +91,7 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	uploadAll(t, ctx, r, []upload{{"halt", "big.csv", csvOf(records)}, {"halt", "after.csv", csvOf(30)}})
-	rep := waitFor(t, ctx, r, "halt/big.csv failed", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "halt/big.csv failed", func(rep *report.Report) bool {
 		return len(rep.Tenants["halt"].Files) > 0 && rep.Tenants["halt"].Files[0].Status == "FAILED"
 	})
 	big := fileOf(t, rep, "halt", "big.csv")
@@ -186,7 +187,7 @@ const cursorTenants = `{"pools": {"shared": {}}, "tenants": [
 // registerCursors returns the cursor each successful Register task of a file handed on (the
 // "cursor" of the Register state's output, from the segment executions' TaskStateExited events),
 // in history order.
-func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []cursorState {
+func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []cursorState {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package localrun
 import (
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestScenarioExternalEndpointRecords(t *testing.T) {
 		t.Errorf("recordsRegistered: got %d, want 0 (the harness saw none)", got)
 	}
 	var b bytes.Buffer
-	WriteSummary(&b, rep, r.TenantIDs())
+	report.WriteSummary(&b, rep, r.TenantIDs())
 	for _, want := range []string{"RECORDS: the records Split counted", "record checks skipped: external endpoint"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary: got %q, want it to contain %q", b.String(), want)

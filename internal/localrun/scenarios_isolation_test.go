@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
@@ -33,7 +34,7 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		{"ta", "a.csv", []byte("id,name\na1,x\na2,y\n")},
 		{"tb", "b.csv", []byte("id,name\nb1,x\nb2,y\n")},
 	})
-	rep := waitFor(t, ctx, r, "both files succeed", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "both files succeed", func(rep *report.Report) bool {
 		for _, id := range []string{"ta", "tb"} {
 			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
 				return false

@@ -3,6 +3,7 @@ package localrun
 import (
 	"context"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 		}
 	}
 	uploadAll(t, ctx, r, files)
-	waitFor(t, ctx, r, "p1 and p2 finish", func(rep *Report) bool {
+	waitFor(t, ctx, r, "p1 and p2 finish", func(rep *report.Report) bool {
 		return len(r.Sink.Registered("p1")) == 33 && len(r.Sink.Registered("p2")) == 33
 	})
 	time.Sleep(2 * time.Second) // the paused tenant's first message has been received and held
@@ -50,7 +51,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 	if !strings.Contains(out, "made visible") {
 		t.Errorf("resume: got %q, want the held message made visible", out)
 	}
-	waitFor(t, ctx, r, "the paused tenant's first record", func(*Report) bool { return len(r.Sink.Registered("paused")) > 0 })
+	waitFor(t, ctx, r, "the paused tenant's first record", func(*report.Report) bool { return len(r.Sink.Registered("paused")) > 0 })
 	latency := time.Since(resumed)
 	t.Logf("resume took effect after %v", latency.Round(10*time.Millisecond))
 	if latency > 5*time.Second {

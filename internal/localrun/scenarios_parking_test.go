@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -104,7 +105,7 @@ func TestScenarioParkingBoundsAPausedTenant(t *testing.T) {
 		}
 	}
 	uploadAll(t, ctx, r, files)
-	waitFor(t, ctx, r, "the neighbours finish and the held tenant's 30 files are parked", func(*Report) bool {
+	waitFor(t, ctx, r, "the neighbours finish and the held tenant's 30 files are parked", func(*report.Report) bool {
 		return len(r.Sink.Registered("n1")) == 20 && len(r.Sink.Registered("n2")) == 20 && parkedObjects(t, ctx, r, "held") == 30
 	})
 	if n := len(r.Sink.Registered("held")); n != 0 {
@@ -242,7 +243,7 @@ func TestScenarioParkingOnboardsATenant(t *testing.T) {
 	}
 	uploadAll(t, ctx, r, first)
 	intake := r.intakeQueue(t)
-	waitFor(t, ctx, r, "n1's files register and the intake is empty", func(*Report) bool {
+	waitFor(t, ctx, r, "n1's files register and the intake is empty", func(*report.Report) bool {
 		n, err := r.queueDepth(ctx, intake)
 		return err == nil && n == 0 && len(r.Sink.Registered("n1")) == 10
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/text/encoding/japanese"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
@@ -81,7 +82,7 @@ func summaryOf(t *testing.T, ctx context.Context, r *Run, tenant, execution stri
 
 // checkSucceededSummary checks the summary.json of a succeeded file: what the file was, its
 // counts, the policy it ran under, and the location of its rejected file (rejected, "" for none).
-func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant string, f FileReport, want results.Counts, policy, rejected string) results.Summary {
+func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant string, f report.FileReport, want results.Counts, policy, rejected string) results.Summary {
 	t.Helper()
 	sum, ok := summaryOf(t, ctx, r, tenant, f.ExecutionName)
 	if !ok {
@@ -199,9 +200,9 @@ func checkRejectedCSV(t *testing.T, got, src []byte, decode func([]byte) ([]byte
 // checkFileEvents checks report.json's fileEvents for files: exactly one per file and none other;
 // for a file with a summary.json the event's status and counts are the summary's (countsFrom
 // "summary"), and its registered is the number of the file's records the core system got.
-func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *Report, files []upload) {
+func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *report.Report, files []upload) {
 	t.Helper()
-	byExecution := map[string][]FileEvent{}
+	byExecution := map[string][]report.FileEvent{}
 	for _, ev := range rep.FileEvents {
 		byExecution[ev.Detail.Execution] = append(byExecution[ev.Detail.Execution], ev)
 	}
@@ -246,7 +247,7 @@ func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *Report, fil
 // Japanese text; records 4, 6 and 8 on lines 5, 7 and 9 malformed): its valid records reach the
 // core system in order, with their own numbers, decoded to UTF-8; rejected.csv holds the header
 // and the rejected rows as CP932 bytes of the source, byte for byte; the summary counts them.
-func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant, rel string, src []byte) {
+func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant, rel string, src []byte) {
 	t.Helper()
 	f := fileOf(t, rep, tenant, rel)
 	if f.Status != pipeline.StatusSucceeded {
@@ -301,7 +302,7 @@ func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *Report, t
 // records 1, 3 and 5 reach the core system as they were; each line of rejected.jsonl is
 // {"line","record","error","value"}, value the line's JSON, or the line as a JSON string when it
 // is not JSON (README, "Results of each file").
-func checkResultsJSONL(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant, rel string, src []byte) {
+func checkResultsJSONL(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant, rel string, src []byte) {
 	t.Helper()
 	f := fileOf(t, rep, tenant, rel)
 	if f.Status != pipeline.StatusSucceeded {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // The fault scenarios run the synthesized app (cdk synth of a tenants file) with the real
@@ -115,7 +116,7 @@ func uploadAll(t *testing.T, ctx context.Context, r *Run, files []upload) {
 }
 
 // drain waits until the run has drained and returns the report.
-func drain(t *testing.T, ctx context.Context, r *Run) *Report {
+func drain(t *testing.T, ctx context.Context, r *Run) *report.Report {
 	t.Helper()
 	err := r.WaitDrained(ctx, nil, 250*time.Millisecond)
 	rep, serr := r.Snapshot(context.Background())
@@ -123,13 +124,13 @@ func drain(t *testing.T, ctx context.Context, r *Run) *Report {
 		t.Fatal(serr)
 	}
 	if err != nil {
-		t.Fatalf("%v; progress: %s", err, ProgressLine(rep, r.TenantIDs()))
+		t.Fatalf("%v; progress: %s", err, report.ProgressLine(rep, r.TenantIDs()))
 	}
 	return rep
 }
 
 // waitFor polls the report until cond holds.
-func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*Report) bool) *Report {
+func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*report.Report) bool) *report.Report {
 	t.Helper()
 	for {
 		rep, err := r.Snapshot(ctx)
@@ -140,7 +141,7 @@ func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*
 		case <-ctx.Done():
 			line := ""
 			if rep != nil {
-				line = ProgressLine(rep, r.TenantIDs())
+				line = report.ProgressLine(rep, r.TenantIDs())
 			}
 			t.Fatalf("waiting until %s: %v; progress: %s", what, ctx.Err(), line)
 		case <-time.After(300 * time.Millisecond):
@@ -150,7 +151,7 @@ func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*
 
 // fileOf returns the report of the tenant's file whose key ends in rel; with several uploads of
 // one key, the n-th (0-based) of them.
-func fileOf(t *testing.T, rep *Report, tenant, rel string, n ...int) FileReport {
+func fileOf(t *testing.T, rep *report.Report, tenant, rel string, n ...int) report.FileReport {
 	t.Helper()
 	want := 0
 	if len(n) > 0 {
@@ -170,7 +171,7 @@ func fileOf(t *testing.T, rep *Report, tenant, rel string, n ...int) FileReport 
 		}
 	}
 	t.Fatalf("%s/%s (upload %d): not in the report", tenant, rel, want)
-	return FileReport{}
+	return report.FileReport{}
 }
 
 func executionARN(t *testing.T, r *Run, tenant, name string) string {
@@ -183,7 +184,7 @@ func executionARN(t *testing.T, r *Run, tenant, name string) string {
 }
 
 // wantStatuses checks the status of the tenant's files in upload order.
-func wantStatuses(t *testing.T, rep *Report, tenant string, want ...string) {
+func wantStatuses(t *testing.T, rep *report.Report, tenant string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, f := range rep.Tenants[tenant].Files {
@@ -206,7 +207,7 @@ func wantStatuses(t *testing.T, rep *Report, tenant string, want ...string) {
 //  4. Tenants progress in parallel: of the tenants uploaded together, none started its first file
 //     only after another had started its last one (it did not wait for another tenant's backlog);
 //     with overlap, executions of different tenants also ran at the same time.
-func assertInvariants(t *testing.T, r *Run, rep *Report, together []string, overlap bool) {
+func assertInvariants(t *testing.T, r *Run, rep *report.Report, together []string, overlap bool) {
 	t.Helper()
 	for _, v := range rep.Violations {
 		t.Errorf("invariant violated: %s", v)
@@ -293,7 +294,7 @@ func csvOf(records int) []byte { return csv(records, false) }
 // badCSV has a wrong column count on line 7 (the header is line 1).
 func badCSV() []byte { return csv(10, true) }
 
-func startCount(rep *Report) int64 { return rep.APICalls["stepfunctions"]["StartExecution"] }
+func startCount(rep *report.Report) int64 { return rep.APICalls["stepfunctions"]["StartExecution"] }
 
 // Scenario 1: the controller is killed after its handler called StartExecution and before its
 // response was accepted. The message comes back; the redelivery must find the execution by its
@@ -483,12 +484,12 @@ func TestScenarioBadFile(t *testing.T) {
 	// haltAndRelease uploads a halt tenant's files, waits until the tenant is blocked on its
 	// second upload's predecessor, checks that later files wait while another tenant finishes,
 	// then releases it and checks that the rest follow in order.
-	haltAndRelease := func(t *testing.T, r *Run, files []upload, failed string, release func(ctx context.Context, fr FileReport)) *Report {
+	haltAndRelease := func(t *testing.T, r *Run, files []upload, failed string, release func(ctx context.Context, fr report.FileReport)) *report.Report {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, append(files, upload{"cont", "c1.csv", csvOf(50)}, upload{"cont", "c2.csv", csvOf(50)}))
-		rep := waitFor(t, ctx, r, "halt/"+failed+" failed", func(rep *Report) bool {
+		rep := waitFor(t, ctx, r, "halt/"+failed+" failed", func(rep *report.Report) bool {
 			for _, f := range rep.Tenants["halt"].Files {
 				if strings.HasSuffix(f.Key, "/"+failed) {
 					return f.Status == "FAILED"
@@ -499,7 +500,7 @@ func TestScenarioBadFile(t *testing.T) {
 		// The controller keeps looking at the failed head file: wait for three more checks and for
 		// the other tenant to finish.
 		seen := r.Tenant("halt").Controller.Invocations()
-		rep = waitFor(t, ctx, r, "halt rechecked three times and cont done", func(rep *Report) bool {
+		rep = waitFor(t, ctx, r, "halt rechecked three times and cont done", func(rep *report.Report) bool {
 			done := 0
 			for _, f := range rep.Tenants["cont"].Files {
 				if f.Status == "SUCCEEDED" {
@@ -526,7 +527,7 @@ func TestScenarioBadFile(t *testing.T) {
 		r := startScenario(t, scenarioTenants, cfg)
 		rep := haltAndRelease(t, r, []upload{
 			{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}, {"halt", "4.csv", csvOf(40)},
-		}, "2-bad.csv", func(ctx context.Context, fr FileReport) {
+		}, "2-bad.csv", func(ctx context.Context, fr report.FileReport) {
 			assertLine7(t, fr)
 			if err := r.PutObject(ctx, "control/halt/skip/"+fr.ExecutionName, []byte("bad export, resent as 3.csv")); err != nil {
 				t.Fatal(err)
@@ -569,7 +570,7 @@ func TestScenarioBadFile(t *testing.T) {
 		})
 		rep := haltAndRelease(t, r, []upload{
 			{"halt", "1.csv", csvOf(250)}, {"halt", "2.csv", csvOf(30)}, {"halt", "3.csv", csvOf(20)},
-		}, "1.csv", func(ctx context.Context, fr FileReport) {
+		}, "1.csv", func(ctx context.Context, fr report.FileReport) {
 			if fr.Records != 149 || !strings.Contains(fr.Cause, "PermanentError") {
 				t.Errorf("1.csv before the redrive: got %d records, cause %q; want 149 records and a PermanentError", fr.Records, fr.Cause)
 			}
@@ -591,7 +592,7 @@ func TestScenarioBadFile(t *testing.T) {
 }
 
 // assertLine7 checks that a file failed validation and that the error names line 7.
-func assertLine7(t *testing.T, f FileReport) {
+func assertLine7(t *testing.T, f report.FileReport) {
 	t.Helper()
 	if f.Status != "FAILED" || f.Error != "ValidationError" || !strings.Contains(f.Cause, "line 7") {
 		t.Errorf("%s: got %s %s %q, want FAILED ValidationError naming line 7", f.Key, f.Status, f.Error, f.Cause)
@@ -715,7 +716,7 @@ func TestFigures(t *testing.T) {
 	tenants := []string{"cont", "halt", "ov"}
 	type result struct {
 		name string
-		rep  *Report
+		rep  *report.Report
 	}
 	var results []result
 	for _, mode := range []struct {

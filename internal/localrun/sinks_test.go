@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -217,7 +218,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	}
 	uploadAll(t, ctx, r, []upload{{"dynh", b.rel, b.body()}})
 
-	rep := waitFor(t, ctx, r, "a.csv failed", func(rep *Report) bool { return fileOf(t, rep, "dynh", "a.csv").Status == "FAILED" })
+	rep := waitFor(t, ctx, r, "a.csv failed", func(rep *report.Report) bool { return fileOf(t, rep, "dynh", "a.csv").Status == "FAILED" })
 	fa := fileOf(t, rep, "dynh", "a.csv")
 	if got, want := strings.Join(taskErrors(t, ctx, r, "dynh", fa), " "), "Lambda.Unknown Lambda.Unknown Lambda.Unknown Lambda.Unknown"; got != want {
 		t.Errorf("a.csv: Register task failures: got %q, want %q (killed on every attempt)", got, want)

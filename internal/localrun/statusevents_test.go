@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func wakeFiles() []upload {
 	}
 }
 
-func assertAllSucceeded(t *testing.T, rep *Report, files []upload) {
+func assertAllSucceeded(t *testing.T, rep *report.Report, files []upload) {
 	t.Helper()
 	for _, f := range files {
 		fr := fileOf(t, rep, f.tenant, f.rel)
@@ -91,7 +92,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 		maxGapMean time.Duration
 		// slow makes the sink answer each record in this long, so that files run for seconds.
 		slow  time.Duration
-		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
+		check func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts)
 	}{
 		{
 			name: "30 percent dropped",
@@ -99,7 +100,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			// one is not a tenant's last file and holds the next file until the safety net.
 			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
 			maxGapMean: wakeSafetyNet,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
 				}
@@ -120,7 +121,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name:       "every event twice",
 			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
 			maxGapMean: 2 * time.Second,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
 					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
 				}
@@ -133,7 +134,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
 			slow:       15 * time.Millisecond,
 			maxGapMean: 2 * time.Second,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Throttled["DescribeExecution"] == 0 {
 					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
 				}
@@ -147,7 +148,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			slow: 15 * time.Millisecond,
 			// A throttled start holds the file for the controller's jittered backoff (>= 1 s).
 			maxGapMean: 5 * time.Second,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Throttled["StartExecution"] == 0 {
 					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
 				}
@@ -232,7 +233,7 @@ func checkControlPrefixProtected(t *testing.T, dir, want string) {
 	}
 }
 
-func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
+func measureControllerCalls(t *testing.T, r *Run, rep *report.Report) controllerCalls {
 	t.Helper()
 	var c controllerCalls
 	for _, id := range r.TenantIDs() {

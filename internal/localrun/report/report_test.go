@@ -1,4 +1,4 @@
-package localrun
+package report
 
 import (
 	"encoding/json"
@@ -121,7 +121,7 @@ func TestReportFileCounts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.file
 			if tt.summary != nil {
-				f.setCounts(*tt.summary)
+				f.SetCounts(*tt.summary)
 			}
 			j, err := json.Marshal(f)
 			if err != nil {

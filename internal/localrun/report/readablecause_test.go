@@ -1,4 +1,4 @@
-package localrun
+package report
 
 import "testing"
 
@@ -12,7 +12,7 @@ func TestReadableCause(t *testing.T) {
 		{"nothing", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := readableCause(tc.cause); got != tc.want {
+			if got := ReadableCause(tc.cause); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})

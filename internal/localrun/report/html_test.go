@@ -1,127 +1,14 @@
-package localrun
+package report
 
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"io"
+	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-// htmlElement is one element of a parsed HTML page: its attributes and its text.
-type htmlElement struct {
-	name  string
-	attrs map[string]string
-	text  string
-}
-
-func (e htmlElement) hasClass(c string) bool {
-	for _, x := range strings.Fields(e.attrs["class"]) {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-// htmlLaneBars is the page's timeline as the DOM holds it: per lane (data-tenant), its bars.
-type htmlLaneBars struct {
-	tenants []string
-	bars    map[string][]htmlElement
-}
-
-// parseHTML reads a page with encoding/xml in its HTML mode (void elements, HTML entities),
-// which the report's own markup and Chromium's serialization of it both satisfy.
-func parseHTML(t *testing.T, page []byte) ([]htmlElement, htmlLaneBars) {
-	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(page))
-	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
-	var els []htmlElement
-	var open []int
-	lanes := htmlLaneBars{bars: map[string][]htmlElement{}}
-	lane := ""
-	laneDepth := -1
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("parse the page: %v", err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			e := htmlElement{name: strings.ToLower(tok.Name.Local), attrs: map[string]string{}}
-			for _, a := range tok.Attr {
-				name := a.Name.Local
-				if a.Name.Space != "" {
-					name = a.Name.Space + ":" + name
-				}
-				e.attrs[name] = a.Value
-			}
-			els = append(els, e)
-			open = append(open, len(els)-1)
-			switch {
-			case e.hasClass("lane"):
-				lane, laneDepth = e.attrs["data-tenant"], len(open)
-				lanes.tenants = append(lanes.tenants, lane)
-			case e.hasClass("bar") && lane != "":
-				lanes.bars[lane] = append(lanes.bars[lane], e)
-			}
-		case xml.EndElement:
-			if len(open) == laneDepth {
-				lane, laneDepth = "", -1
-			}
-			open = open[:len(open)-1]
-		case xml.CharData:
-			for _, i := range open {
-				els[i].text += string(tok)
-			}
-		}
-	}
-	return els, lanes
-}
-
-// barSpan is a bar's times from its data attributes, in ms from the first upload.
-type barSpan struct {
-	start, runStart, stop int64
-	started               bool
-}
-
-func spanOf(t *testing.T, bar htmlElement) barSpan {
-	t.Helper()
-	ms := func(name string) int64 {
-		v, err := strconv.ParseInt(bar.attrs[name], 10, 64)
-		if err != nil {
-			t.Fatalf("bar %q: %s=%q: %v", bar.attrs["data-key"], name, bar.attrs[name], err)
-		}
-		return v
-	}
-	s := barSpan{start: ms("data-start"), stop: ms("data-stop")}
-	if _, ok := bar.attrs["data-run-start"]; ok {
-		s.runStart, s.started = ms("data-run-start"), true
-	}
-	return s
-}
-
-// runningOverlaps lists pairs of bars of one lane whose running parts overlap.
-func runningOverlaps(t *testing.T, bars []htmlElement) []string {
-	t.Helper()
-	var out []string
-	for i := range bars {
-		for j := i + 1; j < len(bars); j++ {
-			a, b := spanOf(t, bars[i]), spanOf(t, bars[j])
-			if a.started && b.started && a.runStart < b.stop && b.runStart < a.stop {
-				out = append(out, bars[i].attrs["data-key"]+" and "+bars[j].attrs["data-key"])
-			}
-		}
-	}
-	return out
-}
 
 func TestWriteHTML(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -162,10 +49,10 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.Bytes()
-	els, lanes := parseHTML(t, page)
+	els, lanes := reportpage.Parse(t, page)
 
 	t.Run("one lane per tenant, in order", func(t *testing.T) {
-		if got := strings.Join(lanes.tenants, ","); got != strings.Join(ids, ",") {
+		if got := strings.Join(lanes.Tenants, ","); got != strings.Join(ids, ",") {
 			t.Errorf("lanes: got %s, want %s", got, strings.Join(ids, ","))
 		}
 	})
@@ -178,10 +65,10 @@ func TestWriteHTML(t *testing.T) {
 				want[f.Key]++
 			}
 			got := map[string]int{}
-			for _, b := range lanes.bars[id] {
-				got[b.attrs["data-key"]]++
+			for _, b := range lanes.Bars[id] {
+				got[b.Attrs["data-key"]]++
 			}
-			if len(got) != len(want) || len(lanes.bars[id]) != len(tr.Files)+len(tr.Replays) {
+			if len(got) != len(want) || len(lanes.Bars[id]) != len(tr.Files)+len(tr.Replays) {
 				t.Errorf("%s bars: got %v, want %v", id, got, want)
 			}
 			for k, n := range want {
@@ -198,33 +85,33 @@ func TestWriteHTML(t *testing.T) {
 			"halted.csv": kindHalted, "behind.csv": kindWaiting, "skipped.csv": kindSkipped, "next.csv": kindSucceeded, "again.csv": kindReplayed,
 		}
 		for _, id := range ids {
-			for _, b := range lanes.bars[id] {
-				k := b.attrs["data-key"]
-				if !b.hasClass("kind-" + want[k]) {
-					t.Errorf("%s %q: got class %q, want kind-%s", id, k, b.attrs["class"], want[k])
+			for _, b := range lanes.Bars[id] {
+				k := b.Attrs["data-key"]
+				if !b.HasClass("kind-" + want[k]) {
+					t.Errorf("%s %q: got class %q, want kind-%s", id, k, b.Attrs["class"], want[k])
 				}
 			}
 		}
 	})
 
 	t.Run("times in ms from the first upload", func(t *testing.T) {
-		want := map[string]barSpan{
-			hostile:       {0, 100, 1000, true},
-			"running.csv": {2600, 2800, 3000, true}, // still running: drawn up to now
-			"behind.csv":  {150, 0, 3000, false},    // never started: all queued
-			"again.csv":   {2600, 2600, 2900, true}, // a replay: no queued time
+		want := map[string]reportpage.Span{
+			hostile:       {Start: 0, RunStart: 100, Stop: 1000, Started: true},
+			"running.csv": {Start: 2600, RunStart: 2800, Stop: 3000, Started: true}, // still running: drawn up to now
+			"behind.csv":  {Start: 150, RunStart: 0, Stop: 3000, Started: false},    // never started: all queued
+			"again.csv":   {Start: 2600, RunStart: 2600, Stop: 2900, Started: true}, // a replay: no queued time
 		}
 		for _, id := range ids {
-			for _, b := range lanes.bars[id] {
-				if w, ok := want[b.attrs["data-key"]]; ok {
-					if got := spanOf(t, b); got != w {
-						t.Errorf("%q: got %+v, want %+v", b.attrs["data-key"], got, w)
+			for _, b := range lanes.Bars[id] {
+				if w, ok := want[b.Attrs["data-key"]]; ok {
+					if got := reportpage.SpanOf(t, b); got != w {
+						t.Errorf("%q: got %+v, want %+v", b.Attrs["data-key"], got, w)
 					}
 				}
 			}
 		}
 		for _, id := range ids {
-			if o := runningOverlaps(t, lanes.bars[id]); len(o) > 0 {
+			if o := reportpage.RunningOverlaps(t, lanes.Bars[id]); len(o) > 0 {
 				t.Errorf("%s: running parts overlap: %v", id, o)
 			}
 		}
@@ -237,8 +124,8 @@ func TestWriteHTML(t *testing.T) {
 			}
 		}
 		var keys, causes []string
-		for _, b := range lanes.bars["acme"] {
-			keys, causes = append(keys, b.attrs["data-key"]), append(causes, b.attrs["data-cause"])
+		for _, b := range lanes.Bars["acme"] {
+			keys, causes = append(keys, b.Attrs["data-key"]), append(causes, b.Attrs["data-cause"])
 		}
 		if keys[0] != hostile {
 			t.Errorf("first key: got %q, want %q", keys[0], hostile)
@@ -246,12 +133,12 @@ func TestWriteHTML(t *testing.T) {
 		if causes[1] != failed.Cause {
 			t.Errorf("bad.csv cause: got %q, want %q", causes[1], failed.Cause)
 		}
-		if !strings.Contains(lanes.bars["acme"][1].attrs["title"], "error: ValidationError") {
-			t.Errorf("bad.csv hover text: got %q, want it to name the error", lanes.bars["acme"][1].attrs["title"])
+		if !strings.Contains(lanes.Bars["acme"][1].Attrs["title"], "error: ValidationError") {
+			t.Errorf("bad.csv hover text: got %q, want it to name the error", lanes.Bars["acme"][1].Attrs["title"])
 		}
 		for _, e := range els {
-			if e.name == "li" && strings.Contains(e.text, "order") && e.text != "acme: <i>order</i>" {
-				t.Errorf("violation: got %q, want the text as written", e.text)
+			if e.Name == "li" && strings.Contains(e.Text, "order") && e.Text != "acme: <i>order</i>" {
+				t.Errorf("violation: got %q, want the text as written", e.Text)
 			}
 		}
 	})
@@ -269,16 +156,16 @@ func TestWriteHTML(t *testing.T) {
 		}
 		rows := 0
 		for i, e := range els {
-			if e.name != "tr" || e.attrs["data-tenant"] == "" {
+			if e.Name != "tr" || e.Attrs["data-tenant"] == "" {
 				continue
 			}
 			rows++
 			var cells []string
 			for _, c := range els[i+1 : i+7] {
-				cells = append(cells, strings.TrimSpace(c.text))
+				cells = append(cells, strings.TrimSpace(c.Text))
 			}
-			if w := want[e.attrs["data-tenant"]]; strings.Join(cells, "|") != strings.Join(w, "|") {
-				t.Errorf("gap row %s: got %v, want %v", e.attrs["data-tenant"], cells, w)
+			if w := want[e.Attrs["data-tenant"]]; strings.Join(cells, "|") != strings.Join(w, "|") {
+				t.Errorf("gap row %s: got %v, want %v", e.Attrs["data-tenant"], cells, w)
 			}
 		}
 		if rows != len(want) {
@@ -286,7 +173,7 @@ func TestWriteHTML(t *testing.T) {
 		}
 		var gaps int
 		for _, e := range els {
-			if e.hasClass("gap") {
+			if e.HasClass("gap") {
 				gaps++
 			}
 		}
@@ -297,13 +184,13 @@ func TestWriteHTML(t *testing.T) {
 
 	t.Run("self-contained", func(t *testing.T) {
 		for _, e := range els {
-			for k, v := range e.attrs {
+			for k, v := range e.Attrs {
 				if k == "src" || k == "href" || (strings.Contains(v, "://") && v != "http://www.w3.org/2000/svg") {
-					t.Errorf("<%s %s=%q>: got a reference out of the page, want none", e.name, k, v)
+					t.Errorf("<%s %s=%q>: got a reference out of the page, want none", e.Name, k, v)
 				}
 			}
-			if e.name == "link" || (e.name == "script" && e.attrs["src"] != "") {
-				t.Errorf("got <%s>, want inline CSS and script only", e.name)
+			if e.Name == "link" || (e.Name == "script" && e.Attrs["src"] != "") {
+				t.Errorf("got <%s>, want inline CSS and script only", e.Name)
 			}
 		}
 		if bytes.Contains(page, []byte("@import")) || bytes.Contains(page, []byte("url(")) {
@@ -396,23 +283,23 @@ func TestWriteHTMLAdmissionWait(t *testing.T) {
 	if err := WriteHTML(&b, rep, []string{"acme", "globex"}, stop); err != nil {
 		t.Fatal(err)
 	}
-	els, lanes := parseHTML(t, b.Bytes())
-	var spans []htmlElement
+	els, lanes := reportpage.Parse(t, b.Bytes())
+	var spans []reportpage.Element
 	for _, e := range els {
-		if e.name == "span" && e.hasClass("admission") && !e.hasClass("swatch") {
+		if e.Name == "span" && e.HasClass("admission") && !e.HasClass("swatch") {
 			spans = append(spans, e)
 		}
 	}
 	// Queued 4 s of a 8 s bar: the wait's 3 s start at 1 s (12.5%) and take 37.5%, on the queued track.
-	if len(spans) != 1 || !strings.Contains(spans[0].attrs["style"], "left: 12.5000%; width: 37.5000%; top: 33px") {
+	if len(spans) != 1 || !strings.Contains(spans[0].Attrs["style"], "left: 12.5000%; width: 37.5000%; top: 33px") {
 		t.Fatalf("got admission spans %v, want one at left 12.5%%, width 37.5%%, on the queued track", spans)
 	}
-	bar := lanes.bars["acme"][0]
-	if bar.attrs["data-admission"] != "3.000 s" || !strings.Contains(bar.attrs["title"], "admission wait: 3.000 s (of the queued time)") {
-		t.Errorf("acme's bar: got data-admission %q, title %q, want the 3.000 s wait", bar.attrs["data-admission"], bar.attrs["title"])
+	bar := lanes.Bars["acme"][0]
+	if bar.Attrs["data-admission"] != "3.000 s" || !strings.Contains(bar.Attrs["title"], "admission wait: 3.000 s (of the queued time)") {
+		t.Errorf("acme's bar: got data-admission %q, title %q, want the 3.000 s wait", bar.Attrs["data-admission"], bar.Attrs["title"])
 	}
-	if _, ok := lanes.bars["globex"][0].attrs["data-admission"]; ok {
-		t.Errorf("globex's bar: got data-admission %q, want none", lanes.bars["globex"][0].attrs["data-admission"])
+	if _, ok := lanes.Bars["globex"][0].Attrs["data-admission"]; ok {
+		t.Errorf("globex's bar: got data-admission %q, want none", lanes.Bars["globex"][0].Attrs["data-admission"])
 	}
 	j, _ := json.Marshal(rep.Tenants["acme"].Files[0])
 	if !strings.Contains(string(j), `"admissionWaitSeconds":3`) {
@@ -420,36 +307,6 @@ func TestWriteHTMLAdmissionWait(t *testing.T) {
 	}
 	if j, _ := json.Marshal(plain); strings.Contains(string(j), "admissionWaitSeconds") {
 		t.Errorf("report.json file without a wait: got %s, want no admissionWaitSeconds", j)
-	}
-}
-
-// The controllers' log lines give each execution its admission wait: the admitted line's, else the
-// longest wait logged; lines split across writes and other lines are read as whole lines.
-func TestAdmissionWaitsFromLogs(t *testing.T) {
-	var a admissionWaits
-	var out bytes.Buffer
-	tap := &lineTap{w: &out, observe: a.observe}
-	lines := `{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":1.5}
-{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":2.5}
-{"level":"INFO","msg":"file admitted","executionName":"acme-a","admissionWaitSeconds":3.25}
-{"level":"INFO","msg":"waiting for admission","executionName":"hooli-b","admissionWaitSeconds":7}
-{"level":"INFO","msg":"file started","executionName":"globex-c","admissionWaitSeconds":9}
-not json, admission
-`
-	for i := 0; i < len(lines); i += 17 { // arbitrary chunks, as a pipe delivers them
-		tap.Write([]byte(lines[i:min(i+17, len(lines))]))
-	}
-	if out.String() != lines {
-		t.Errorf("passed through: got %q, want the lines unchanged", out.String())
-	}
-	for _, tc := range []struct {
-		execution string
-		want      float64
-		ok        bool
-	}{{"acme-a", 3.25, true}, {"hooli-b", 7, true}, {"globex-c", 0, false}, {"none", 0, false}} {
-		if got, ok := a.of(tc.execution); got != tc.want || ok != tc.ok {
-			t.Errorf("%s: got %v, %v, want %v, %v", tc.execution, got, ok, tc.want, tc.ok)
-		}
 	}
 }
 
@@ -490,32 +347,32 @@ func TestWriteHTMLRedrive(t *testing.T) {
 	if err := WriteHTML(&buf, rep, ids, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	els, lanes := parseHTML(t, buf.Bytes())
+	els, lanes := reportpage.Parse(t, buf.Bytes())
 
 	type seg struct {
 		run, status, kind, err string
-		span                   barSpan
+		span                   reportpage.Span
 	}
 	want := map[string][]seg{ // the bars of 1.csv, in order
-		"cont":   {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "SUCCEEDED", kindRedriven, "", barSpan{1000, 1000, 1200, true}}},
-		"halt":   {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "FAILED", kindHalted, "RegisterFailed", barSpan{1000, 1000, 1100, true}}},
-		"redone": {{"0", "FAILED", kindFailed, "RegisterFailed", barSpan{0, 100, 200, true}}, {"1", "SUCCEEDED", kindRedriven, "", barSpan{1000, 1000, 1100, true}}},
+		"cont":   {{"0", "FAILED", kindFailed, "RegisterFailed", reportpage.Span{Start: 0, RunStart: 100, Stop: 200, Started: true}}, {"1", "SUCCEEDED", kindRedriven, "", reportpage.Span{Start: 1000, RunStart: 1000, Stop: 1200, Started: true}}},
+		"halt":   {{"0", "FAILED", kindFailed, "RegisterFailed", reportpage.Span{Start: 0, RunStart: 100, Stop: 200, Started: true}}, {"1", "FAILED", kindHalted, "RegisterFailed", reportpage.Span{Start: 1000, RunStart: 1000, Stop: 1100, Started: true}}},
+		"redone": {{"0", "FAILED", kindFailed, "RegisterFailed", reportpage.Span{Start: 0, RunStart: 100, Stop: 200, Started: true}}, {"1", "SUCCEEDED", kindRedriven, "", reportpage.Span{Start: 1000, RunStart: 1000, Stop: 1100, Started: true}}},
 	}
 	for _, id := range ids {
 		t.Run(id, func(t *testing.T) {
 			var got []seg
-			for _, b := range lanes.bars[id] {
-				if b.attrs["data-key"] == "1.csv" {
-					got = append(got, seg{b.attrs["data-run"], b.attrs["data-status"], b.attrs["data-kind"], b.attrs["data-error"], spanOf(t, b)})
+			for _, b := range lanes.Bars[id] {
+				if b.Attrs["data-key"] == "1.csv" {
+					got = append(got, seg{b.Attrs["data-run"], b.Attrs["data-status"], b.Attrs["data-kind"], b.Attrs["data-error"], reportpage.SpanOf(t, b)})
 				}
 			}
 			if !reflect.DeepEqual(got, want[id]) {
 				t.Errorf("1.csv bars: got %+v, want one per execution: %+v", got, want[id])
 			}
-			if n, files := len(lanes.bars[id]), len(rep.Tenants[id].Files); n != files+1 {
+			if n, files := len(lanes.Bars[id]), len(rep.Tenants[id].Files); n != files+1 {
 				t.Errorf("bars: got %d, want %d (one per file, one more for the redrive)", n, files+1)
 			}
-			if o := runningOverlaps(t, lanes.bars[id]); len(o) > 0 {
+			if o := reportpage.RunningOverlaps(t, lanes.Bars[id]); len(o) > 0 {
 				t.Errorf("running parts overlap: %v", o)
 			}
 		})
@@ -526,55 +383,26 @@ func TestWriteHTMLRedrive(t *testing.T) {
 		// waited 50 ms for the redrive. halt: 2.csv never started.
 		wantRows := map[string]string{"cont": "2|0.100 s|0.100 s", "halt": "0|-|-", "redone": "1|0.050 s|0.050 s", "all tenants": "3|0.050 s|0.083 s"}
 		for i, e := range els {
-			if e.name != "tr" || e.attrs["data-tenant"] == "" {
+			if e.Name != "tr" || e.Attrs["data-tenant"] == "" {
 				continue
 			}
 			var cells []string
 			for _, c := range els[i+1 : i+7] {
-				cells = append(cells, strings.TrimSpace(c.text))
-				if strings.HasPrefix(strings.TrimSpace(c.text), "-0") || strings.Contains(c.text, " -") {
-					t.Errorf("gap row %s: got %q, want no negative value", e.attrs["data-tenant"], c.text)
+				cells = append(cells, strings.TrimSpace(c.Text))
+				if strings.HasPrefix(strings.TrimSpace(c.Text), "-0") || strings.Contains(c.Text, " -") {
+					t.Errorf("gap row %s: got %q, want no negative value", e.Attrs["data-tenant"], c.Text)
 				}
 			}
-			if got := strings.Join(cells[1:4], "|"); got != wantRows[e.attrs["data-tenant"]] {
-				t.Errorf("gap row %s (n|min|mean): got %s, want %s", e.attrs["data-tenant"], got, wantRows[e.attrs["data-tenant"]])
+			if got := strings.Join(cells[1:4], "|"); got != wantRows[e.Attrs["data-tenant"]] {
+				t.Errorf("gap row %s (n|min|mean): got %s, want %s", e.Attrs["data-tenant"], got, wantRows[e.Attrs["data-tenant"]])
 			}
 		}
 		for _, e := range els {
-			if e.hasClass("gap") && strings.Contains(e.attrs["style"], "width: -") {
-				t.Errorf("gap mark %q: got a negative width", e.attrs["style"])
+			if e.HasClass("gap") && strings.Contains(e.Attrs["style"], "width: -") {
+				t.Errorf("gap mark %q: got a negative width", e.Attrs["style"])
 			}
 		}
 	})
-}
-
-// htmlFileTableRow is a row of the page's table of files: its attributes and its cells by class.
-type htmlFileTableRow struct {
-	attrs map[string]string
-	cells map[string]htmlElement
-}
-
-// fileTable reads the page's table of files, in order: each tr.file and the cells up to the next row.
-func fileTable(els []htmlElement) []htmlFileTableRow {
-	var rows []htmlFileTableRow
-	inTable := false
-	for _, e := range els {
-		switch {
-		case e.name == "table":
-			inTable = e.attrs["id"] == "files"
-		case !inTable:
-		case e.name == "tr" && e.hasClass("file"):
-			rows = append(rows, htmlFileTableRow{attrs: e.attrs, cells: map[string]htmlElement{}})
-		case e.name == "tr":
-		case e.name == "td" && len(rows) > 0:
-			for _, c := range strings.Fields(e.attrs["class"]) {
-				if _, ok := rows[len(rows)-1].cells[c]; !ok && c != "some" {
-					rows[len(rows)-1].cells[c] = e
-				}
-			}
-		}
-	}
-	return rows
 }
 
 // TestWriteHTMLFileCounts: the page's table of files shows every file's registered, rejected and
@@ -629,15 +457,15 @@ func TestWriteHTMLFileCounts(t *testing.T) {
 	if err := WriteHTML(&buf, rep, []string{"acme", "globex"}, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	els, lanes := parseHTML(t, buf.Bytes())
-	rows := fileTable(els)
+	els, lanes := reportpage.Parse(t, buf.Bytes())
+	rows := reportpage.FileTable(els)
 	if len(rows) != len(tests) {
 		t.Fatalf("table of files: got %d rows, want %d (one per file and replay)", len(rows), len(tests))
 	}
-	bars := map[string]htmlElement{}
+	bars := map[string]reportpage.Element{}
 	for _, id := range []string{"acme", "globex"} {
-		for _, b := range lanes.bars[id] {
-			bars[b.attrs["data-key"]+"|"+b.attrs["data-execution"]] = b
+		for _, b := range lanes.Bars[id] {
+			bars[b.Attrs["data-key"]+"|"+b.Attrs["data-execution"]] = b
 		}
 	}
 	for i, tt := range tests {
@@ -645,9 +473,9 @@ func TestWriteHTMLFileCounts(t *testing.T) {
 			// Rows come in lane order (acme's, then globex's), a tenant's files before its replays:
 			// the order of the cases.
 			row := rows[i]
-			text := func(class string) string { return strings.TrimSpace(row.cells[class].text) }
-			if row.attrs["data-key"] != tt.file.Key || text("key") != tt.file.Key || text("tenant") != tt.tenant {
-				t.Errorf("row %d: got tenant %q, key %q (data-key %q), want %s, %q", i, text("tenant"), text("key"), row.attrs["data-key"], tt.tenant, tt.file.Key)
+			text := func(class string) string { return strings.TrimSpace(row.Cells[class].Text) }
+			if row.Attrs["data-key"] != tt.file.Key || text("key") != tt.file.Key || text("tenant") != tt.tenant {
+				t.Errorf("row %d: got tenant %q, key %q (data-key %q), want %s, %q", i, text("tenant"), text("key"), row.Attrs["data-key"], tt.tenant, tt.file.Key)
 			}
 			got := [4]string{text("records"), text("registered"), text("rejected"), text("unprocessed")}
 			if got != tt.want {
@@ -657,16 +485,16 @@ func TestWriteHTMLFileCounts(t *testing.T) {
 			if tt.rejectedMarked {
 				wantClass = "file rejects"
 			}
-			if m := row.cells["rejected"].hasClass("some"); m != tt.rejectedMarked || row.attrs["class"] != wantClass {
-				t.Errorf("rejected marked: got cell %v, row class %q; want %v, %q", m, row.attrs["class"], tt.rejectedMarked, wantClass)
+			if m := row.Cells["rejected"].HasClass("some"); m != tt.rejectedMarked || row.Attrs["class"] != wantClass {
+				t.Errorf("rejected marked: got cell %v, row class %q; want %v, %q", m, row.Attrs["class"], tt.rejectedMarked, wantClass)
 			}
-			if m := row.cells["unprocessed"].hasClass("some"); m != tt.unprocMarked {
+			if m := row.Cells["unprocessed"].HasClass("some"); m != tt.unprocMarked {
 				t.Errorf("unprocessed marked: got %v, want %v", m, tt.unprocMarked)
 			}
-			if split := row.cells["records"].attrs["title"] == "Split's count"; split != (tt.file.RecordsCountedBy == "split") {
-				t.Errorf("records: got title %q, want \"Split's count\" only for Split's count", row.cells["records"].attrs["title"])
+			if split := row.Cells["records"].Attrs["title"] == "Split's count"; split != (tt.file.RecordsCountedBy == "split") {
+				t.Errorf("records: got title %q, want \"Split's count\" only for Split's count", row.Cells["records"].Attrs["title"])
 			}
-			if _, replay := row.attrs["data-replay"]; replay != tt.file.Replay || strings.Contains(text("status"), "(replay)") != tt.file.Replay {
+			if _, replay := row.Attrs["data-replay"]; replay != tt.file.Replay || strings.Contains(text("status"), "(replay)") != tt.file.Replay {
 				t.Errorf("replay: got data-replay %v, status %q, want %v", replay, text("status"), tt.file.Replay)
 			}
 			bar, ok := bars[tt.file.Key+"|"+tt.file.ExecutionName]
@@ -677,9 +505,9 @@ func TestWriteHTMLFileCounts(t *testing.T) {
 			if tt.unprocMarked {
 				wantUnproc = tt.want[3]
 			}
-			if bar.attrs["data-registered"] != tt.want[1] || bar.attrs["data-rejected"] != tt.want[2] || bar.attrs["data-unprocessed"] != wantUnproc {
+			if bar.Attrs["data-registered"] != tt.want[1] || bar.Attrs["data-rejected"] != tt.want[2] || bar.Attrs["data-unprocessed"] != wantUnproc {
 				t.Errorf("bar: got data-registered %q, data-rejected %q, data-unprocessed %q; want %q, %q, %q",
-					bar.attrs["data-registered"], bar.attrs["data-rejected"], bar.attrs["data-unprocessed"], tt.want[1], tt.want[2], wantUnproc)
+					bar.Attrs["data-registered"], bar.Attrs["data-rejected"], bar.Attrs["data-unprocessed"], tt.want[1], tt.want[2], wantUnproc)
 			}
 		})
 	}
@@ -703,16 +531,33 @@ func TestWriteHTMLRedriveCounts(t *testing.T) {
 	if err := WriteHTML(&buf, rep, []string{"cont"}, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	els, lanes := parseHTML(t, buf.Bytes())
+	els, lanes := reportpage.Parse(t, buf.Bytes())
 	var got []string
-	for _, b := range lanes.bars["cont"] {
-		got = append(got, b.attrs["data-run"]+":"+b.attrs["data-registered"]+"/"+b.attrs["data-rejected"])
+	for _, b := range lanes.Bars["cont"] {
+		got = append(got, b.Attrs["data-run"]+":"+b.Attrs["data-registered"]+"/"+b.Attrs["data-rejected"])
 	}
 	if want := []string{"0:–/–", "1:38/2"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("bars (run:registered/rejected): got %v, want %v", got, want)
 	}
-	rows := fileTable(els)
-	if len(rows) != 1 || strings.TrimSpace(rows[0].cells["registered"].text) != "38" || strings.TrimSpace(rows[0].cells["rejected"].text) != "2" {
+	rows := reportpage.FileTable(els)
+	if len(rows) != 1 || strings.TrimSpace(rows[0].Cells["registered"].Text) != "38" || strings.TrimSpace(rows[0].Cells["rejected"].Text) != "2" {
 		t.Errorf("table of files: got %+v, want one row for 1.csv with 38 registered, 2 rejected", rows)
+	}
+}
+
+// report.html shows each file's registered and rejected counts (from its summary.json), "–" for a
+// file without a summary.
+func TestBarTitleCounts(t *testing.T) {
+	n8, n2 := int64(8), int64(2)
+	for _, tc := range []struct {
+		f    FileReport
+		want string
+	}{
+		{FileReport{Key: "a.csv", Status: "SUCCEEDED", Records: 10, Registered: &n8, Rejected: &n2}, "registered: 8, rejected: 2"},
+		{FileReport{Key: "b.csv", Status: "SUCCEEDED", Records: 10}, "registered: –, rejected: –"},
+	} {
+		if got := barTitle(htmlBar{File: tc.f, Kind: "ok"}); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got title %q, want it to contain %q", tc.f.Key, got, tc.want)
+		}
 	}
 }

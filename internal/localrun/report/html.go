@@ -1,6 +1,7 @@
-package localrun
+package report
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -22,7 +23,7 @@ import (
 // without a network.
 // html/template escapes every key, error and cause, which may hold anything (<, quotes, Japanese).
 
-//go:embed reporthtml.tmpl
+//go:embed html.tmpl
 var reportHTMLSource string
 
 var reportHTML = template.Must(template.New("report").Parse(reportHTMLSource))
@@ -247,7 +248,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 		}
 		lane.Halted = tr.Halted != nil
 		if tr.Tier == TierPool {
-			lane.Pool = cmpOr(tr.Pool, "-")
+			lane.Pool = cmp.Or(tr.Pool, "-")
 		}
 		files := append(append([]FileReport(nil), tr.Files...), tr.Replays...)
 		for _, f := range files {
@@ -281,7 +282,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 				RunWidth:  pct(stop.Sub(runStart), whole),
 				QueuedTop: fmt.Sprintf("%dpx", queuedTop+tracks[i]*queuedStride),
 				Queued:    seconds(runStart.Sub(f.UploadedAt)), Running: "-",
-				Cause:      readableCause(f.Cause),
+				Cause:      ReadableCause(f.Cause),
 				Registered: CountText(f.Registered), Rejected: CountText(f.Rejected),
 			}
 			if positive(f.Unprocessed) {
