@@ -211,7 +211,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 // its functions (the tenantpipeline:source metadata of the templates).
 const registerSource = "lambdas/register"
 
-// clientTimeouts is Config.LambdaClientTimeout for --register-client-timeout (nil for 0).
+// clientTimeouts is Faults.LambdaClientTimeout for --register-client-timeout (nil for 0).
 func clientTimeouts(d time.Duration) map[string]time.Duration {
 	if d == 0 {
 		return nil
@@ -292,12 +292,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = phase(setupCtx, stdout, "starting", func(ctx context.Context) error {
 		var err error
 		r, err = startRun(ctx, localrun.Config{
-			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: deploy.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout,
-			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
-			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
-			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
-			LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
-			AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: deploy.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout, EnvFor: env,
+			Faults: localrun.Faults{
+				EventKeyForm: o.keyForm, Sequencers: o.sequencers, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
+				StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
+				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
+				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
+				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+			},
 		})
 		return err
 	})

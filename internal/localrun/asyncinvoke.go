@@ -18,7 +18,7 @@ package localrun
 //     ErrorMessage (String, the first 1 KB of the error message)
 //     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
 //     Without one the event is discarded.
-// Config.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
+// Faults.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
 // minutes and a short maximum age still cuts the retries as it would on AWS.
 
 import (
@@ -61,7 +61,7 @@ const (
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
 var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
 
-// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Config.AsyncRetryScale says.
+// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Faults.AsyncRetryScale says.
 const defaultAsyncRetryScale = 1.0 / 60
 
 func (c AsyncConfig) retries() int {
@@ -80,8 +80,8 @@ func (c AsyncConfig) eventAge() time.Duration {
 
 // asyncScale is the factor of the asynchronous invocation waits and maximum age.
 func (r *Run) asyncScale() float64 {
-	if r.cfg.AsyncRetryScale > 0 {
-		return r.cfg.AsyncRetryScale
+	if r.cfg.Faults.AsyncRetryScale > 0 {
+		return r.cfg.Faults.AsyncRetryScale
 	}
 	return defaultAsyncRetryScale
 }

@@ -173,7 +173,7 @@ type S3 struct {
 	counter *APICounter
 	meter   *RequestMeter // billed requests by class and object key
 	seq     *sequencers
-	// missingForbidden answers the pipeline's reads of a missing key with 403 (Config.S3MissingKeyForbidden).
+	// missingForbidden answers the pipeline's reads of a missing key with 403 (Faults.S3MissingKeyForbidden).
 	missingForbidden bool
 }
 
@@ -226,7 +226,7 @@ func (s *S3) Handler(counted bool) http.Handler {
 	})
 }
 
-// Sequencer returns the sequencer of a new event of bucket/key (sequencer.go, Config.Sequencers).
+// Sequencer returns the sequencer of a new event of bucket/key (sequencer.go, Faults.Sequencers).
 func (s *S3) Sequencer(bucket, key string) string { return s.seq.next(bucket, key) }
 
 // forbiddenWriter turns a 404 answer (NoSuchKey, NoSuchVersion) into the 403 AccessDenied that S3

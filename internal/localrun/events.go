@@ -92,14 +92,14 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"detail":      detail,
 	}
 	r.PutEvent(context.Background(), ev)
-	if r.cfg.DuplicateEvents {
-		r.putEvent(context.Background(), ev, r.cfg.DuplicateAfterDedupWindow)
+	if r.cfg.Faults.DuplicateEvents {
+		r.putEvent(context.Background(), ev, r.cfg.Faults.DuplicateAfterDedupWindow)
 	}
 }
 
-// eventKey is the object key as the events carry it (Config.EventKeyForm).
+// eventKey is the object key as the events carry it (Faults.EventKeyForm).
 func (r *Run) eventKey(key string) string {
-	if r.cfg.EventKeyForm != EventKeyForm {
+	if r.cfg.Faults.EventKeyForm != EventKeyForm {
 		return key
 	}
 	return FormEncodeKey(key)

@@ -70,7 +70,7 @@ func TestSFNThrottle(t *testing.T) {
 		w.Write([]byte(`{"executionArn":"arn:aws:states:us-east-1:000000000000:execution:m:x","startDate":1}`))
 	})
 	newClient := func(t *testing.T, th SFNThrottle) (*Run, *sfn.Client) {
-		r := &Run{Counter: &APICounter{}, cfg: Config{SFNThrottle: th}}
+		r := &Run{Counter: &APICounter{}, cfg: Config{Faults: Faults{SFNThrottle: th}}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		t.Cleanup(srv.Close)
 		c := sfn.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), RetryMaxAttempts: 1},

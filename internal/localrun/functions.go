@@ -105,10 +105,10 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	}
 	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
 		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
-	if d, ok := r.cfg.FunctionTimeout[src]; ok {
+	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
-	if t, ok := r.cfg.Throttle[src]; ok {
+	if t, ok := r.cfg.Faults.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
 	if t, ok := vars["TENANT"]; ok {
@@ -116,12 +116,12 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		json.Unmarshal([]byte(t), &cfg)
 		f.Tenant = cfg.ID
 	}
-	if t, ok := vars["TENANT"]; ok && r.cfg.ControllerCrash != nil {
+	if t, ok := vars["TENANT"]; ok && r.cfg.Faults.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
 		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
 		// hook knows whether the invocation it is asked about started an execution.
-		crash := r.cfg.ControllerCrash
+		crash := r.cfg.Faults.ControllerCrash
 		f.BeforeResponse = func(_ *Function, id string, payload []byte) bool {
 			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
 		}

@@ -46,6 +46,15 @@ type Config struct {
 	// pool's name: the pool-intake figures run one pool's router as the router was before it sent
 	// batches (pipeline.EnvRouterSendBatchSize).
 	EnvForPool map[string][]string
+	// Faults are what the emulated AWS does differently from a plain run: injected failures,
+	// duplicates and throttles, limits, and the time scale of retries. The zero value is a plain run.
+	Faults Faults
+}
+
+// Faults are a run's fault injection: each field changes one behaviour of the emulated AWS (or of
+// the embedded sink) as a scenario needs it, and its zero value keeps the behaviour as AWS
+// documents it.
+type Faults struct {
 	// ControllerCrash, if set, is asked when a controller process posts its response; true kills
 	// the process instead, so the event source mapping sees a crashed invocation after the
 	// handler's side effects (StartExecution, ChangeMessageVisibility) happened.
@@ -121,7 +130,7 @@ type Config struct {
 	AsyncRetryScale float64
 }
 
-// Event key forms (Config.EventKeyForm).
+// Event key forms (Faults.EventKeyForm).
 const (
 	EventKeyRaw  = "raw"
 	EventKeyForm = "form"
@@ -268,18 +277,18 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.Logs == nil {
 		cfg.Logs = io.Discard
 	}
-	switch cfg.EventKeyForm {
+	switch cfg.Faults.EventKeyForm {
 	case "", EventKeyRaw, EventKeyForm:
 	default:
-		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.EventKeyForm, EventKeyRaw, EventKeyForm)
+		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.Faults.EventKeyForm, EventKeyRaw, EventKeyForm)
 	}
-	switch cfg.Sequencers {
+	switch cfg.Faults.Sequencers {
 	case "", SequencersPerKey, SequencersGlobal:
 	default:
-		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Sequencers, SequencersPerKey, SequencersGlobal)
+		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, SequencersPerKey, SequencersGlobal)
 	}
-	if cfg.LambdaConcurrency < 0 || cfg.SinkMaxInFlight < 0 {
-		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.LambdaConcurrency, cfg.SinkMaxInFlight)
+	if cfg.Faults.LambdaConcurrency < 0 || cfg.Faults.SinkMaxInFlight < 0 {
+		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Faults.LambdaConcurrency, cfg.Faults.SinkMaxInFlight)
 	}
 	asm, err := deploy.LoadAssembly(cfg.Assembly)
 	if err != nil {
@@ -290,7 +299,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{MaxInFlight: cfg.SinkMaxInFlight}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{

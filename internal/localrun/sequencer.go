@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// S3 event sequencers (Config.Sequencers). AWS documents the sequencer as a way "to determine the
+// S3 event sequencers (Faults.Sequencers). AWS documents the sequencer as a way "to determine the
 // sequence of events" for the same object key only: a later PUT or DELETE of one key has a larger
 // sequencer (compared as hexadecimal strings after left-padding the shorter with zeros), and
 // sequencers of different keys are not comparable
@@ -24,7 +24,7 @@ const (
 	SequencersGlobal = "global"
 )
 
-// sequencers gives each event its sequencer, per Config.Sequencers.
+// sequencers gives each event its sequencer, per Faults.Sequencers.
 type sequencers struct {
 	mu     sync.Mutex
 	global bool

@@ -83,7 +83,7 @@ func TestSequencersGlobal(t *testing.T) {
 }
 
 func TestStartRejectsUnknownSequencers(t *testing.T) {
-	_, err := Start(context.Background(), Config{Sequencers: "sorted"})
+	_, err := Start(context.Background(), Config{Faults: Faults{Sequencers: "sorted"}})
 	if err == nil || !strings.Contains(err.Error(), `sequencers "sorted": want "per-key" or "global"`) {
 		t.Errorf("got %v, want the sequencers value named", err)
 	}

@@ -147,7 +147,7 @@ func keyMod(prefix string, m int) func(int) string {
 // although the records of one chunk are written 16 at a time.
 func TestScenarioDynamoDBLastWins(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, sinkTenants, Config{SinkLatency: 5 * time.Millisecond})
+	r := startScenario(t, sinkTenants, Config{Faults: Faults{SinkLatency: 5 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	files := []keyedFile{
@@ -182,8 +182,10 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, sinkTenants, Config{
-		SinkLatency: 20 * time.Millisecond,
-		EnvFor:      map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}},
+		EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}},
+		Faults: Faults{
+			SinkLatency: 20 * time.Millisecond,
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -333,7 +335,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	t.Parallel()
 	// A fixed seed, so that the same pairs disagree with the queue on every run.
-	r := startScenario(t, sinkTenants, Config{Sequencers: SequencersPerKey, SequencerSeed: 7})
+	r := startScenario(t, sinkTenants, Config{Faults: Faults{Sequencers: SequencersPerKey, SequencerSeed: 7}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	type pair struct{ first, second keyedFile }

@@ -40,8 +40,8 @@ func (r *Run) serveOn(h http.Handler) (string, error) {
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Sequencers, r.cfg.SequencerSeed))
-	r.S3.missingForbidden = r.cfg.S3MissingKeyForbidden
+	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
+	r.S3.missingForbidden = r.cfg.Faults.S3MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
 	r.auth = newTenantAuth(r.asm, r.res)
@@ -162,7 +162,7 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	return nil
 }
 
-// sfnFaultArgs are the Step Functions server's fault switches for Config.LambdaClientTimeout,
+// sfnFaultArgs are the Step Functions server's fault switches for Faults.LambdaClientTimeout,
 // LoseChildStartAnswers and RetryIntervalScale; a client timeout names every function of its source
 // package.
 func (r *Run) sfnFaultArgs() []string {
@@ -172,15 +172,15 @@ func (r *Run) sfnFaultArgs() []string {
 		if raw, ok := f.Metadata[MetadataSource]; ok {
 			json.Unmarshal(raw, &src)
 		}
-		if d, ok := r.cfg.LambdaClientTimeout[src]; ok {
+		if d, ok := r.cfg.Faults.LambdaClientTimeout[src]; ok {
 			id, _ := r.res.Identity(f)
 			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
 		}
 	}
-	if n := r.cfg.LoseChildStartAnswers; n > 0 {
+	if n := r.cfg.Faults.LoseChildStartAnswers; n > 0 {
 		args = append(args, "--lose-child-start-answers", strconv.Itoa(n))
 	}
-	if f := r.cfg.RetryIntervalScale; f > 0 && f != 1 {
+	if f := r.cfg.Faults.RetryIntervalScale; f > 0 && f != 1 {
 		args = append(args, "--retry-interval-scale", strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return args
@@ -198,7 +198,7 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res); err != nil {
 		return err
 	}
-	r.Sink.SetLatency(r.cfg.SinkLatency)
+	r.Sink.SetLatency(r.cfg.Faults.SinkLatency)
 	return nil
 }
 
@@ -323,11 +323,11 @@ func (r *Run) startControlPlane(context.Context) error {
 	return nil
 }
 
-// limitConcurrency applies Config.LambdaConcurrency: the functions without a reserved concurrency
+// limitConcurrency applies Faults.LambdaConcurrency: the functions without a reserved concurrency
 // share what the reservations leave of it. Lambda keeps at least 100 unreserved
 // (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
 func (r *Run) limitConcurrency() error {
-	n := r.cfg.LambdaConcurrency
+	n := r.cfg.Faults.LambdaConcurrency
 	if n == 0 {
 		return nil
 	}

@@ -98,7 +98,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "30 percent dropped",
 			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
 			// one is not a tenant's last file and holds the next file until the safety net.
-			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
+			cfg:        Config{Faults: Faults{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}}},
 			maxGapMean: wakeSafetyNet,
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
@@ -119,7 +119,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name:       "every event twice",
-			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
+			cfg:        Config{Faults: Faults{StatusEvents: StatusEvents{Duplicate: true}}},
 			maxGapMean: 2 * time.Second,
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
@@ -131,7 +131,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "20 percent of DescribeExecution throttled",
 			// In-process polling on (10 s), so that the controller describes each running file
 			// several times, as without events or after a lost one.
-			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			cfg:        Config{EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}, Faults: Faults{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}}},
 			slow:       15 * time.Millisecond,
 			maxGapMean: 2 * time.Second,
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
@@ -142,7 +142,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name: "20 percent of StartExecution throttled",
-			cfg:  Config{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}},
+			cfg:  Config{Faults: Faults{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}}},
 			// Files of seconds, so that a tenant held for a second or two by a throttled start
 			// still runs beside the other.
 			slow: 15 * time.Millisecond,
@@ -274,9 +274,9 @@ func TestFiguresControllerCalls(t *testing.T) {
 		cfg  Config
 	}{
 		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
-		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
+		{"events dropped", Config{EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}, Faults: Faults{StatusEvents: StatusEvents{Drop: 1}}}},
 		// Before the wake-up on status events: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
-		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
+		{"polling", Config{EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}, Faults: Faults{StatusEvents: StatusEvents{Drop: 1}}}},
 	}
 	// The app's ingest bucket carries the write Deny, so the construct lets the controllers release
 	// on the recorded SUCCEEDED without a describe: the "events on" line measures that path.
