@@ -34,10 +34,8 @@ func operatorRun(f *report.FileReport, key string, at time.Time) string {
 	if replayKey(key) {
 		return "replay " + executionOfKey(key)
 	}
-	for n := len(f.Redrives); n > 0; n-- {
-		if !at.Before(f.Redrives[n-1]) {
-			return fmt.Sprintf("redrive %d", n)
-		}
+	if n := f.RunAt(at); n > 0 {
+		return fmt.Sprintf("redrive %d", n)
 	}
 	return ""
 }

@@ -84,13 +84,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 		rep.Tenants[t.ID] = tr
 		execs := byMachine[t.FileMachine]
 		registered := r.Sink.Registered(t.ID)
-		perSource := map[string]int64{}
-		for _, rec := range registered {
-			if replayKey(rec.Key) {
-				continue // a replay's records are its own execution's, not the file's
-			}
-			perSource[rec.Source+"\x00"+rec.VersionID]++
-		}
+		perSource, perReplay := recordsOf(registered)
 		tr.RecordsRegistered = int64(len(registered))
 		total += tr.RecordsRegistered
 		used := map[string]bool{}
@@ -122,6 +116,9 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 				break
 			}
 			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
+			if t.DynamoDBTable() == "" && !rep.ExternalEndpoint {
+				countRuns(&fr, registered)
+			}
 			if t.DynamoDBTable() != "" { // the records its execution wrote to the table (dynamodb.go)
 				fr.Records = r.dynamoWritten(fr.ExecutionName)
 				tr.RecordsRegistered += fr.Records
@@ -149,6 +146,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
 				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
 				r.fillCounts(ctx, t.ID, &fr)  // a replay is an execution of its own, with its own summary
+				fr.Records = perReplay[fr.ExecutionName]
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
 				} else if rep.ExternalEndpoint {
@@ -442,4 +440,41 @@ func (r *Run) TenantIDs() []string {
 		ids[i] = t.ID
 	}
 	return ids
+}
+
+// countRuns gives each run of a redriven file the records registered during it: a record
+// registered at or after the n-th redrive began is redrive n's (operatorRun). A replay's records
+// are its own execution's, not the file's.
+func countRuns(f *report.FileReport, registered []SinkRecord) {
+	if len(f.Runs) == 0 {
+		return
+	}
+	f.Runs = append([]report.ExecutionRun(nil), f.Runs...) // the runs of a stopped execution are cached (redriveHistory)
+	counts := make([]int64, len(f.Runs))
+	for _, rec := range registered {
+		if replayKey(rec.Key) || rec.Source != f.Key || rec.VersionID != f.VersionID {
+			continue
+		}
+		if n := f.RunAt(rec.At); n < len(counts) {
+			counts[n]++
+		}
+	}
+	for i := range f.Runs {
+		f.Runs[i].Records = &counts[i]
+	}
+}
+
+// recordsOf counts a tenant's registered records per file (source key and version id, by
+// perSource) and per replay (its execution name): a replay's records are its own execution's,
+// told by their Idempotency-Keys, not the file's.
+func recordsOf(registered []SinkRecord) (perSource, perReplay map[string]int64) {
+	perSource, perReplay = map[string]int64{}, map[string]int64{}
+	for _, rec := range registered {
+		if replayKey(rec.Key) {
+			perReplay[executionOfKey(rec.Key)]++
+			continue
+		}
+		perSource[rec.Source+"\x00"+rec.VersionID]++
+	}
+	return perSource, perReplay
 }

@@ -348,8 +348,9 @@ type barRun struct {
 }
 
 // barRuns splits each redriven file into its runs (FileReport.Runs): the first keeps the file's
-// upload and admission wait, a redrive starts with no queued time, an earlier run shows its own
-// error and no counts (the file's are its last run's summary), and only the last run can be the
+// upload and admission wait, a redrive starts with no queued time, each run shows the records
+// registered during it when they are known (ExecutionRun.Records), an earlier run shows its own
+// error and no summary counts (the file's are its last run's summary), and only the last run can be the
 // one its tenant is halted at or an operator skipped. Other files are one bar each.
 func barRuns(files []FileReport, halt *Halt) []barRun {
 	var out []barRun
@@ -362,6 +363,9 @@ func barRuns(files []FileReport, halt *Halt) []barRun {
 			b := f
 			b.Status, b.StartedAt, b.StoppedAt, b.RedriveCount = run.Status, &run.StartedAt, run.StoppedAt, run.Redrive
 			b.Runs = nil
+			if run.Records != nil {
+				b.Records = *run.Records // the run's own, not the file's over every run
+			}
 			h := halt
 			if n > 0 {
 				b.UploadedAt, b.AdmissionWaitSeconds = run.StartedAt, nil

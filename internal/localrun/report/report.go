@@ -133,6 +133,21 @@ type ExecutionRun struct {
 	// Error and Cause are those of a run that failed, timed out or was aborted.
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
+	// Records are the records registered during this run, as the harness saw them at its sink:
+	// from the run's start up to the next redrive's (FileReport.RunAt); null when it cannot tell
+	// (a DynamoDB sink, or an external endpoint).
+	Records *int64 `json:"records"`
+}
+
+// RunAt is the run of the file's execution a registration at a time belongs to: n when at is at
+// or after the n-th redrive began, 0 (the file's own run) before the first.
+func (f *FileReport) RunAt(at time.Time) int {
+	for n := len(f.Redrives); n > 0; n-- {
+		if !at.Before(f.Redrives[n-1]) {
+			return n
+		}
+	}
+	return 0
 }
 
 // runs are the file's executions, in order: its Runs when redriven, else its one execution (none

@@ -40,7 +40,7 @@ func TestWaitingOn(t *testing.T) {
 		"i": {},
 	}}
 	got := WaitingOn(rep, []string{"a", "h", "q", "i"})
-	want := "a inbox/a/big.csv, running 12s | h an operator (halted at inbox/h/bad.csv) | q the controller (1 queued, none running) | i nothing (idle)"
+	want := "a inbox/a/big.csv, running 12s | h an operator (halted at inbox/h/bad.csv) | q the controller (1 queued, none running) | 1 idle"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -134,7 +134,7 @@ func TestRecordsExternalEndpoint(t *testing.T) {
 	if !strings.Contains(b.String(), "RECORDS: the records Split counted") {
 		t.Errorf("summary: got %q, want it to say the counts are Split's", b.String())
 	}
-	if got, want := ProgressLine(rep, ids), "acme 2/2 done 1 failed, 250 records (Split's count)"; got != want {
+	if got, want := ProgressLine(rep, ids), "1 tenant (1 idle): 2/2 files done 1 failed, 250 records (Split's count)"; got != want {
 		t.Errorf("progress: got %q, want %q", got, want)
 	}
 
@@ -161,7 +161,7 @@ func TestRecordsExternalEndpoint(t *testing.T) {
 		rep := &Report{Tenants: map[string]*TenantReport{"acme": {Files: []FileReport{seen}, RecordsRegistered: 250}}, Violations: []string{}}
 		var b bytes.Buffer
 		WriteSummary(&b, rep, ids)
-		if strings.Contains(b.String(), "Split") || ProgressLine(rep, ids) != "acme 1/1 done, 250 records" {
+		if strings.Contains(b.String(), "Split") || ProgressLine(rep, ids) != "1 tenant (1 idle): 1/1 files done, 250 records" {
 			t.Errorf("got %q and %q, want the sink's count, no mention of Split", b.String(), ProgressLine(rep, ids))
 		}
 	})
