@@ -10,7 +10,7 @@ import (
 func TestAdmissionWaitsFromLogs(t *testing.T) {
 	var a admissionWaits
 	var out bytes.Buffer
-	tap := &lineTap{w: &out, observe: a.observe}
+	tap := newLineTap(&out, a.observe)
 	lines := `{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":1.5}
 {"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":2.5}
 {"level":"INFO","msg":"file admitted","executionName":"acme-a","admissionWaitSeconds":3.25}

@@ -22,6 +22,7 @@ package localrun
 // minutes and a short maximum age still cuts the retries as it would on AWS.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,50 +34,11 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// AsyncConfig is a function's asynchronous invocation configuration: its
-// AWS::Lambda::EventInvokeConfig and its DeadLetterConfig.
-type AsyncConfig struct {
-	// MaximumRetryAttempts is how many times a function error is retried; nil means Lambda's
-	// default, 2.
-	MaximumRetryAttempts *int
-	// MaximumEventAge is how long Lambda keeps an event; 0 means Lambda's default, 6 hours.
-	MaximumEventAge time.Duration
-	// DeadLetterTargetARN is the queue that receives the events that failed; "" discards them.
-	DeadLetterTargetARN string
-}
-
-// Lambda's defaults and bounds of asynchronous invocation
-// (https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
-const (
-	asyncDefaultRetries  = 2
-	asyncDefaultEventAge = 6 * time.Hour
-	asyncMinEventAge     = 60 * time.Second
-	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
-	asyncThrottleFirstWait = time.Second
-	asyncThrottleMaxWait   = 5 * time.Minute
-	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
-	dlqErrorMessageBytes = 1024
-)
-
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
 var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
 
 // defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Faults.AsyncRetryScale says.
 const defaultAsyncRetryScale = 1.0 / 60
-
-func (c AsyncConfig) retries() int {
-	if c.MaximumRetryAttempts == nil {
-		return asyncDefaultRetries
-	}
-	return *c.MaximumRetryAttempts
-}
-
-func (c AsyncConfig) eventAge() time.Duration {
-	if c.MaximumEventAge == 0 {
-		return asyncDefaultEventAge
-	}
-	return c.MaximumEventAge
-}
 
 // asyncScale is the factor of the asynchronous invocation waits and maximum age.
 func (r *Run) asyncScale() float64 {
@@ -182,9 +144,9 @@ func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requ
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(payload)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			"RequestID":    {DataType: aws.String("String"), StringValue: aws.String(cmpOr(requestID, uuid()))},
+			"RequestID":    {DataType: aws.String("String"), StringValue: aws.String(cmp.Or(requestID, uuid()))},
 			"ErrorCode":    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(code))},
-			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmpOr(message, "-"))},
+			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmp.Or(message, "-"))},
 		}}
 	for attempt := 0; ctx.Err() == nil && attempt < 5; attempt++ {
 		if _, err := r.sqs.SendMessage(ctx, in); err != nil {

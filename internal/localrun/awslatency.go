@@ -15,6 +15,9 @@ import (
 // default, adds nothing.
 type awsLatency struct{ d atomic.Int64 }
 
+// set makes every call from now on take d longer.
+func (l *awsLatency) set(d time.Duration) { l.d.Store(int64(d)) }
+
 // wrap delays each request by the latency in force when it arrives; a request whose caller gives up
 // meanwhile is dropped.
 func (l *awsLatency) wrap(next http.Handler) http.Handler {
@@ -31,7 +34,3 @@ func (l *awsLatency) wrap(next http.Handler) http.Handler {
 		next.ServeHTTP(w, req)
 	})
 }
-
-// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
-// from now on (0: none), as if each call crossed the network to AWS.
-func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.d.Store(int64(d)) }

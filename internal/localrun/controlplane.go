@@ -1,14 +1,17 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -288,7 +291,7 @@ func (r *Run) StackOutputs() []xmlStack {
 	for _, s := range r.asm.Stacks {
 		st := xmlStack{StackName: s.Name, StackId: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", region, account, s.Name, uuidFor(s.Name)),
 			StackStatus: "CREATE_COMPLETE", CreationTime: r.created.UTC().Format(time.RFC3339)}
-		for _, k := range sortedKeys(s.Outputs) {
+		for _, k := range slices.Sorted(maps.Keys(s.Outputs)) {
 			v, err := r.res.Resolve(s, s.Outputs[k].Value)
 			if err != nil {
 				fmt.Fprintf(r.cfg.Logs, "cloudformation: output %s of %s: %v\n", k, s.Name, err)
@@ -334,7 +337,7 @@ func (r *Run) tenantOutput(t *Tenant) pipeline.TenantOutput {
 		case pipeline.EnvSegmentStateMachineARN:
 			o.SegmentStateMachineARN = v
 		case pipeline.EnvIdempotencyKey:
-			o.IdempotencyKey = cmpOr(v, o.IdempotencyKey)
+			o.IdempotencyKey = cmp.Or(v, o.IdempotencyKey)
 		}
 	}
 	if e := r.Mapping(t.ID); e != nil {

@@ -118,16 +118,6 @@ func (r *Run) OnPutItem(f func(PutItemCall) bool) {
 	r.dynamo.mu.Unlock()
 }
 
-// localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
-// a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
-// locally it is created too, with the tenant's key fields as string keys, for convenience).
-type localTable struct {
-	Name                 string
-	KeySchema            []dyntypes.KeySchemaElement
-	AttributeDefinitions []dyntypes.AttributeDefinition
-	From                 string // the logical id, or "tenant <id>"
-}
-
 // dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
 // adds the tables the tenants name that no template creates. It tells whether any tenant has a
 // DynamoDB sink. It must run after every identity an Environment refers to has been set.

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/example/tenantpipeline/internal/cost"
 )
 
@@ -331,4 +332,14 @@ func withoutField(body []byte, name string) []byte {
 	delete(m, name)
 	out, _ := json.Marshal(m)
 	return out
+}
+
+// localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
+// a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
+// locally it is created too, with the tenant's key fields as string keys, for convenience).
+type localTable struct {
+	Name                 string
+	KeySchema            []dyntypes.KeySchemaElement
+	AttributeDefinitions []dyntypes.AttributeDefinition
+	From                 string // the logical id, or "tenant <id>"
 }

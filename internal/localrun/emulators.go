@@ -2,9 +2,12 @@ package localrun
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"io"
 	"log"
 	"net"
@@ -13,7 +16,6 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -144,7 +146,7 @@ func countingProxy(target string, service string, c *APICounter, observers ...fu
 		if i := strings.LastIndex(op, "."); i >= 0 {
 			op = op[i+1:]
 		}
-		c.Add(service, cmpOr(op, "unknown"))
+		c.Add(service, cmp.Or(op, "unknown"))
 		for _, o := range observers {
 			o(op)
 		}
@@ -340,15 +342,6 @@ func s3Operation(r *http.Request) string {
 	return r.Method
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // StartDynalite starts the project's DynamoDB emulator (dynalite, local/dynalite/server.mjs under
 // root) on a free loopback port, for tools and benchmarks that need DynamoDB's own semantics
 // without a whole local run. It returns the endpoint URL and the function that stops it.
@@ -359,3 +352,11 @@ func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, fu
 	}
 	return p.URL, p.Close, nil
 }
+
+const (
+	region  = "us-east-1"
+	account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
+)
+
+// localAWS is the SDK configuration of the harness's own clients.
+var localAWS = aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}

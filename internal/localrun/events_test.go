@@ -166,3 +166,18 @@ func TestInvokeAsyncRetries(t *testing.T) {
 		})
 	}
 }
+
+func TestFormEncodeKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		// The example of S3's event message structure page.
+		{"red flower.jpg", "red+flower.jpg"},
+		{"inbox/acme/a b.csv", "inbox/acme/a+b.csv"},
+		{"inbox/acme/a+b.csv", "inbox/acme/a%2Bb.csv"},
+		{"inbox/acme/100%.csv", "inbox/acme/100%25.csv"},
+		{"inbox/acme/注文.csv", "inbox/acme/%E6%B3%A8%E6%96%87.csv"},
+	} {
+		if got := FormEncodeKey(tc.key); got != tc.want {
+			t.Errorf("FormEncodeKey(%q): got %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}

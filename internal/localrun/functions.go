@@ -4,13 +4,16 @@ package localrun
 // the run in its TENANT variable), timeout and concurrency, and its tenant.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,7 +88,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 			return nil, err
 		}
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
@@ -136,7 +139,7 @@ func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	target := cmpOr(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmpOr(os.Getenv("GOARCH"), runtime.GOARCH)
+	target := cmp.Or(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmp.Or(os.Getenv("GOARCH"), runtime.GOARCH)
 	fmt.Fprintf(progress, "  building %s (%s) ...\n", src, target)
 	start := time.Now()
 	bin, err := buildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)

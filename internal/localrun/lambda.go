@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,7 +360,7 @@ func crashResult(typ, msg string) Result {
 		body["errorType"] = typ
 	}
 	b, _ := json.Marshal(body)
-	return Result{Payload: b, ErrorType: cmpOr(typ, "Unhandled")}
+	return Result{Payload: b, ErrorType: cmp.Or(typ, "Unhandled")}
 }
 
 func (f *Function) acquire() (*instance, error) {
@@ -410,6 +411,20 @@ func (f *Function) release(inst *instance, reusable bool) {
 		}
 	}
 	inst.kill()
+}
+
+// redeploy changes the variables of the function's next execution environments, as a deployment
+// of a configuration change does: the idle environments end, and the next invocation starts a
+// new one; an invocation in progress finishes in its own.
+func (f *Function) redeploy(edit func(env []string) []string) {
+	f.mu.Lock()
+	f.Env = edit(slices.Clone(f.Env))
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, inst := range idle {
+		inst.kill()
+	}
 }
 
 // KillRunning kills every process that is handling an invocation right now.
@@ -489,7 +504,7 @@ func (f *Function) start() (*instance, error) {
 	out := &byteCounter{w: cmp.Or[io.Writer](f.Logs, io.Discard), n: &f.logBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	if f.LogLine != nil {
-		cmd.Stdout = &lineTap{w: out, observe: f.LogLine}
+		cmd.Stdout = newLineTap(out, f.LogLine)
 	}
 	if err := cmd.Start(); err != nil {
 		inst.srv.Close()
@@ -604,17 +619,8 @@ func errorResult(r *http.Request, body []byte) Result {
 		ErrorType string `json:"errorType"`
 	}
 	json.Unmarshal(body, &e)
-	typ := cmpOr(e.ErrorType, r.Header.Get("Lambda-Runtime-Function-Error-Type"), "Unhandled")
+	typ := cmp.Or(e.ErrorType, r.Header.Get("Lambda-Runtime-Function-Error-Type"), "Unhandled")
 	return Result{Payload: body, ErrorType: typ}
-}
-
-func cmpOr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func cmpOrInt(v, def int) int {
@@ -750,4 +756,71 @@ func goBuild(ctx context.Context, moduleRoot, pkg, outDir string) (string, error
 		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, stderr.String())
 	}
 	return out, nil
+}
+
+// AsyncConfig is a function's asynchronous invocation configuration: its
+// AWS::Lambda::EventInvokeConfig and its DeadLetterConfig.
+type AsyncConfig struct {
+	// MaximumRetryAttempts is how many times a function error is retried; nil means Lambda's
+	// default, 2.
+	MaximumRetryAttempts *int
+	// MaximumEventAge is how long Lambda keeps an event; 0 means Lambda's default, 6 hours.
+	MaximumEventAge time.Duration
+	// DeadLetterTargetARN is the queue that receives the events that failed; "" discards them.
+	DeadLetterTargetARN string
+}
+
+// Lambda's defaults and bounds of asynchronous invocation
+// (https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
+const (
+	asyncDefaultRetries  = 2
+	asyncDefaultEventAge = 6 * time.Hour
+	asyncMinEventAge     = 60 * time.Second
+	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
+	asyncThrottleFirstWait = time.Second
+	asyncThrottleMaxWait   = 5 * time.Minute
+	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
+	dlqErrorMessageBytes = 1024
+)
+
+func (c AsyncConfig) retries() int {
+	if c.MaximumRetryAttempts == nil {
+		return asyncDefaultRetries
+	}
+	return *c.MaximumRetryAttempts
+}
+
+func (c AsyncConfig) eventAge() time.Duration {
+	if c.MaximumEventAge == 0 {
+		return asyncDefaultEventAge
+	}
+	return c.MaximumEventAge
+}
+
+// newLineTap writes to w and gives observe each whole line written.
+func newLineTap(w io.Writer, observe func([]byte)) *lineTap { return &lineTap{w: w, observe: observe} }
+
+// lineTap passes a process's output through to w and hands each complete line to observe. One
+// tap serves one stream of one process, so its lines are never interleaved with another's.
+type lineTap struct {
+	w       io.Writer
+	observe func([]byte)
+	buf     []byte
+}
+
+func (t *lineTap) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.buf = append(t.buf, p...)
+	for {
+		i := bytes.IndexByte(t.buf, '\n')
+		if i < 0 {
+			break
+		}
+		t.observe(t.buf[:i])
+		t.buf = t.buf[i+1:]
+	}
+	if len(t.buf) > 1<<20 { // a line longer than any log line: drop it
+		t.buf = nil
+	}
+	return n, err
 }

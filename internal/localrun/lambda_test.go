@@ -18,7 +18,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
-	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
@@ -168,46 +167,6 @@ func TestLambdaInvokeAnswers(t *testing.T) {
 			t.Errorf("statuses at 0, 0.1 and 0.5 s: got %d %d %d, want 429 429 200", first, second, third)
 		}
 	})
-}
-
-func TestFormEncodeKey(t *testing.T) {
-	for _, tc := range []struct{ key, want string }{
-		// The example of S3's event message structure page.
-		{"red flower.jpg", "red+flower.jpg"},
-		{"inbox/acme/a b.csv", "inbox/acme/a+b.csv"},
-		{"inbox/acme/a+b.csv", "inbox/acme/a%2Bb.csv"},
-		{"inbox/acme/100%.csv", "inbox/acme/100%25.csv"},
-		{"inbox/acme/注文.csv", "inbox/acme/%E6%B3%A8%E6%96%87.csv"},
-	} {
-		if got := FormEncodeKey(tc.key); got != tc.want {
-			t.Errorf("FormEncodeKey(%q): got %q, want %q", tc.key, got, tc.want)
-		}
-	}
-}
-
-func TestWindowOverlaps(t *testing.T) {
-	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
-	files := []report.FileReport{{Key: "a"}, {Key: "b"}, {Key: "c"}}
-	req := func(src string, start, end int) SinkRequest {
-		return SinkRequest{Source: src, Start: at(start), End: at(end)}
-	}
-	for _, tc := range []struct {
-		name string
-		reqs []SinkRequest
-		want int
-	}{
-		{"one after another", []SinkRequest{req("a", 0, 10), req("a", 10, 20), req("b", 30, 40), req("c", 50, 60)}, 0},
-		{"a file without requests between", []SinkRequest{req("a", 0, 10), req("c", 50, 60)}, 0},
-		{"next starts during the last POST", []SinkRequest{req("a", 0, 10), req("a", 10, 100), req("b", 50, 60)}, 1},
-		{"a stopped file still posting after the next started", []SinkRequest{req("a", 0, 10), req("b", 20, 30), req("a", 40, 50), req("c", 60, 70)}, 1},
-		{"overlap with the file before the previous", []SinkRequest{req("a", 0, 100), req("b", 10, 20), req("c", 50, 60)}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := windowOverlaps("t", files, tc.reqs); len(got) != tc.want {
-				t.Errorf("got %d overlaps %v, want %d", len(got), got, tc.want)
-			}
-		})
-	}
 }
 
 // TestLambdaBilledDuration checks the billed usage against Lambda's pricing rules

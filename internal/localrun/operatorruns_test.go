@@ -100,7 +100,7 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h history
 			tc.history(&h)
-			r := &Run{Sink: &Sink{order: map[string][]SinkRecord{"c": h.regs}, log: map[string][]SinkRequest{"c": h.reqs}},
+			r := &Run{Sink: newSinkWith(map[string][]SinkRecord{"c": h.regs}, map[string][]SinkRequest{"c": h.reqs}),
 				Tenants: []*Tenant{{ID: "c", Config: map[string]any{"id": "c"}}}}
 			rep := &report.Report{Tenants: map[string]*report.TenantReport{"c": {Files: tc.files}}}
 			got := r.checkInvariants(rep)

@@ -3,6 +3,7 @@ package localrun
 // The SQS queues of the templates, created in fauxqs with the templates' attributes.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,7 +75,7 @@ func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy
 	if err != nil {
 		return nil, fmt.Errorf("create queue %s: %w", name, err)
 	}
-	vis, _ := strconv.Atoi(cmpOr(attrs["VisibilityTimeout"], "30"))
+	vis, _ := strconv.Atoi(cmp.Or(attrs["VisibilityTimeout"], "30"))
 	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, account, name), VisibilityTimeout: vis}, nil
 }
 

@@ -145,11 +145,6 @@ type ControllerCall struct {
 	StartExecutions int64
 }
 
-const (
-	region  = "us-east-1"
-	account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
-)
-
 // Tenant is one tenant's pipeline as found in the templates.
 type Tenant struct {
 	ID          string
@@ -405,3 +400,7 @@ func (r *Run) Close() {
 	}
 	r.closers = nil
 }
+
+// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
+// from now on (0: none), as if each call crossed the network to AWS.
+func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.set(d) }

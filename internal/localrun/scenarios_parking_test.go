@@ -154,15 +154,10 @@ func pipectlStatusParked(t *testing.T, r *Run, tenant string) parkedStatus {
 // file path, as a deployment of new settings does: the idle environments end, the next
 // invocation starts a new one.
 func restartWithSettings(f *Function, path string) {
-	f.mu.Lock()
-	env := slices.DeleteFunc(slices.Clone(f.Env), func(kv string) bool { return strings.HasPrefix(kv, pipeline.EnvPoolSettings+"=") })
-	f.Env = append(env, pipeline.EnvPoolSettings+"="+path)
-	idle := f.idle
-	f.idle = nil
-	f.mu.Unlock()
-	for _, inst := range idle {
-		inst.kill()
-	}
+	f.redeploy(func(env []string) []string {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, pipeline.EnvPoolSettings+"=") })
+		return append(env, pipeline.EnvPoolSettings+"="+path)
+	})
 }
 
 func routerOf(t *testing.T, r *Run) *Function {

@@ -1,7 +1,6 @@
 package localrun
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -79,12 +78,5 @@ func TestSequencersGlobal(t *testing.T) {
 			t.Fatalf("write %d: got %s after %s, want it larger across keys", k, got, prev)
 		}
 		prev = got
-	}
-}
-
-func TestStartRejectsUnknownSequencers(t *testing.T) {
-	_, err := Start(context.Background(), Config{Faults: Faults{Sequencers: "sorted"}})
-	if err == nil || !strings.Contains(err.Error(), `sequencers "sorted": want "per-key" or "global"`) {
-		t.Errorf("got %v, want the sequencers value named", err)
 	}
 }

@@ -45,6 +45,12 @@ type Sink struct {
 	keep       bool                     // keep each record's JSON in its SinkRecord
 }
 
+// newSinkWith is a sink that has already seen these registrations and requests, by tenant: the
+// history a check of the invariants reads.
+func newSinkWith(registered map[string][]SinkRecord, requests map[string][]SinkRequest) *Sink {
+	return &Sink{order: registered, log: requests}
+}
+
 // SinkRequest is one POST the sink received, whatever it answered.
 type SinkRequest struct {
 	// Path is the URL path the request was sent to: the registerUrl of the tenant whose records

@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,7 +81,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 	var gaps []float64
 	var total int64
 	for _, t := range r.Tenants {
-		tr := &report.TenantReport{Files: []report.FileReport{}, Tier: cmpOr(t.Tier, TierSilo), Pool: t.Pool}
+		tr := &report.TenantReport{Files: []report.FileReport{}, Tier: cmp.Or(t.Tier, TierSilo), Pool: t.Pool}
 		rep.Tenants[t.ID] = tr
 		execs := byMachine[t.FileMachine]
 		registered := r.Sink.Registered(t.ID)

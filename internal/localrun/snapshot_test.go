@@ -45,3 +45,28 @@ func TestSnapshotCountsOperatorRuns(t *testing.T) {
 		t.Error("countRuns wrote into the runs it was given, which redriveHistory caches")
 	}
 }
+
+func TestWindowOverlaps(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	files := []report.FileReport{{Key: "a"}, {Key: "b"}, {Key: "c"}}
+	req := func(src string, start, end int) SinkRequest {
+		return SinkRequest{Source: src, Start: at(start), End: at(end)}
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []SinkRequest
+		want int
+	}{
+		{"one after another", []SinkRequest{req("a", 0, 10), req("a", 10, 20), req("b", 30, 40), req("c", 50, 60)}, 0},
+		{"a file without requests between", []SinkRequest{req("a", 0, 10), req("c", 50, 60)}, 0},
+		{"next starts during the last POST", []SinkRequest{req("a", 0, 10), req("a", 10, 100), req("b", 50, 60)}, 1},
+		{"a stopped file still posting after the next started", []SinkRequest{req("a", 0, 10), req("b", 20, 30), req("a", 40, 50), req("c", 60, 70)}, 1},
+		{"overlap with the file before the previous", []SinkRequest{req("a", 0, 100), req("b", 10, 20), req("c", 50, 60)}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := windowOverlaps("t", files, tc.reqs); len(got) != tc.want {
+				t.Errorf("got %d overlaps %v, want %d", len(got), got, tc.want)
+			}
+		})
+	}
+}

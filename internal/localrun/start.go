@@ -6,6 +6,7 @@ package localrun
 // function environments that name them, functions before the rules and mappings that target them.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,16 +17,12 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/johannesboyne/gofakes3"
 )
-
-// localAWS is the SDK configuration of the harness's own clients.
-var localAWS = aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
 
 // serveOn starts an HTTP server on loopback for h; it stops when the run closes.
 func (r *Run) serveOn(h http.Handler) (string, error) {
@@ -205,7 +202,7 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 // startFunctions builds each function's package once and prepares its processes (functions.go),
 // pointed at the pipeline's counted endpoints.
 func (r *Run) startFunctions(ctx context.Context) error {
-	binDir := cmpOr(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
+	binDir := cmp.Or(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
 	os.MkdirAll(binDir, 0o755)
 	built := map[string]string{}
 	endpoints := []string{

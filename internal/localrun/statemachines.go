@@ -4,6 +4,7 @@ package localrun
 // execution table that the report reads.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,7 @@ func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res 
 	r.definitions[id.Ref] = def
 	var roleArn string
 	asm.Prop(res, m, "RoleArn", &roleArn)
-	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmpOr(roleArn, "arn:aws:iam::"+account+":role/local"))})
+	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmp.Or(roleArn, "arn:aws:iam::"+account+":role/local"))})
 	if err != nil {
 		return fmt.Errorf("state machine %s: %w", m.LogicalID, err)
 	}
