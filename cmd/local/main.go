@@ -33,6 +33,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/localrun"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -103,7 +104,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
 	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
-	fs.StringVar(&o.sequencers, "sequencers", localrun.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
+	fs.StringVar(&o.sequencers, "sequencers", emulate.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
 	fs.DurationVar(&o.haltedRecheck, "halted-recheck", 5*time.Second, "how often a halted tenant re-checks its failed file (HALT_WAIT_SECONDS of the controllers; 0 keeps the template's)")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "print what each tenant waits on at least this often")
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
@@ -138,7 +139,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case o.keyForm != localrun.EventKeyRaw && o.keyForm != localrun.EventKeyForm:
 		return nil, usagef("--event-key-form %q: want raw or form", o.keyForm)
-	case o.sequencers != localrun.SequencersPerKey && o.sequencers != localrun.SequencersGlobal:
+	case o.sequencers != emulate.SequencersPerKey && o.sequencers != emulate.SequencersGlobal:
 		return nil, usagef("--sequencers %q: want per-key or global", o.sequencers)
 	case o.serve && o.envFile == "":
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")

@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"bytes"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ import (
 func TestAdmissionWaitsFromLogs(t *testing.T) {
 	var a admissionWaits
 	var out bytes.Buffer
-	tap := newLineTap(&out, a.observe)
+	tap := emulate.NewLineTap(&out, a.observe)
 	lines := `{"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":1.5}
 {"level":"INFO","msg":"waiting for admission","executionName":"acme-a","admissionWaitSeconds":2.5}
 {"level":"INFO","msg":"file admitted","executionName":"acme-a","admissionWaitSeconds":3.25}

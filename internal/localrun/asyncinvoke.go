@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
@@ -51,7 +52,7 @@ func (r *Run) asyncScale() float64 {
 func scaled(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
 
 // invokeAsync queues one asynchronous invocation of f with payload and handles its failures.
-func (r *Run) invokeAsync(f *Function, payload []byte) {
+func (r *Run) invokeAsync(f *emulate.Function, payload []byte) {
 	st := r.status()
 	st.async.Add(1)
 	r.setBusy(1)
@@ -61,7 +62,7 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 		defer r.setBusy(-1)
 		ctx := r.runCtx
 		cfg, scale := f.Async, r.asyncScale()
-		maxAge := scaled(cfg.eventAge(), scale)
+		maxAge := scaled(cfg.EventAge(), scale)
 		failures, throttles := 0, 0
 		count := func(p *int64) {
 			st.mu.Lock()
@@ -83,14 +84,14 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 				}
 				return
 			case res.ErrorType != "":
-				if failures >= cfg.retries() {
+				if failures >= cfg.Retries() {
 					// A function error answers the Invoke with 200 and X-Amz-Function-Error.
 					r.asyncFailed(ctx, f, payload, res.RequestID, 200, errorMessage(res), fmt.Sprintf("function error %s after %d retries", res.ErrorType, failures))
 					return
 				}
 				wait = scaled(asyncRetryWaits[min(failures, len(asyncRetryWaits)-1)], scale)
 				failures++
-				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.retries(), wait)
+				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.Retries(), wait)
 			default:
 				return
 			}
@@ -99,7 +100,7 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 				if err != nil {
 					code, msg = 429, "Rate Exceeded."
 				}
-				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.eventAge(), maxAge))
+				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.EventAge(), maxAge))
 				return
 			}
 			sleep(ctx, wait)
@@ -112,13 +113,13 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 // 4 s, … up to 5 minutes.
 func asyncThrottleWait(n int) time.Duration {
 	if n >= 9 { // 2^9 s is past the maximum
-		return asyncThrottleMaxWait
+		return emulate.AsyncThrottleMaxWait
 	}
-	return min(asyncThrottleFirstWait<<n, asyncThrottleMaxWait)
+	return min(emulate.AsyncThrottleFirstWait<<n, emulate.AsyncThrottleMaxWait)
 }
 
 // errorMessage is a function error's errorMessage, or its payload.
-func errorMessage(res Result) string {
+func errorMessage(res emulate.Result) string {
 	var e struct {
 		ErrorMessage string `json:"errorMessage"`
 	}
@@ -129,7 +130,7 @@ func errorMessage(res Result) string {
 }
 
 // asyncFailed ends an event Lambda gives up on: to the function's dead-letter queue, or discarded.
-func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requestID string, code int, message, why string) {
+func (r *Run) asyncFailed(ctx context.Context, f *emulate.Function, payload []byte, requestID string, code int, message, why string) {
 	st := r.status()
 	q := r.queues[f.Async.DeadLetterTargetARN]
 	if q == nil {
@@ -139,8 +140,8 @@ func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requ
 		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event discarded\n", f.Name, why)
 		return
 	}
-	if len(message) > dlqErrorMessageBytes {
-		message = message[:dlqErrorMessageBytes]
+	if len(message) > emulate.DLQErrorMessageBytes {
+		message = message[:emulate.DLQErrorMessageBytes]
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(payload)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -289,7 +290,7 @@ func (r *Run) StackOutputs() []xmlStack {
 	var stacks []xmlStack
 	described := map[string]bool{}
 	for _, s := range r.asm.Stacks {
-		st := xmlStack{StackName: s.Name, StackId: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", region, account, s.Name, uuidFor(s.Name)),
+		st := xmlStack{StackName: s.Name, StackId: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", emulate.Region, emulate.Account, s.Name, uuidFor(s.Name)),
 			StackStatus: "CREATE_COMPLETE", CreationTime: r.created.UTC().Format(time.RFC3339)}
 		for _, k := range slices.Sorted(maps.Keys(s.Outputs)) {
 			v, err := r.res.Resolve(s, s.Outputs[k].Value)
@@ -365,7 +366,7 @@ func callerIdentity(req *http.Request) any {
 		UserID  string   `xml:"GetCallerIdentityResult>UserId"`
 		Account string   `xml:"GetCallerIdentityResult>Account"`
 		Request string   `xml:"ResponseMetadata>RequestId"`
-	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: "arn:aws:iam::" + account + ":user/" + user, UserID: "AIDALOCAL" + strings.ToUpper(user), Account: account, Request: uuid()}
+	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: "arn:aws:iam::" + emulate.Account + ":user/" + user, UserID: "AIDALOCAL" + strings.ToUpper(user), Account: emulate.Account, Request: uuid()}
 }
 
 func writeXML(w http.ResponseWriter, status int, v any) {
@@ -409,8 +410,8 @@ func (r *Run) Env() []string {
 		"AWS_ENDPOINT_URL_LAMBDA=" + e.Lambda,
 		"AWS_ENDPOINT_URL_CLOUDFORMATION=" + e.CloudFormation,
 		"AWS_ENDPOINT_URL_STS=" + e.STS,
-		"AWS_REGION=" + region,
-		"AWS_DEFAULT_REGION=" + region,
+		"AWS_REGION=" + emulate.Region,
+		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -26,13 +27,13 @@ func TestDescribeStacksOutputs(t *testing.T) {
 		{"Ref":"AcmeQueue"},"\",\"queueArn\":\"",{"Fn::GetAtt":["AcmeQueue","Arn"]},
 		"\",\"stateMachineArn\":\"arn:aws:states:us-east-1:000000000000:stateMachine:acme\",\"controllerFunction\":\"acme-controller\"}"]]}`)}
 	asm := &deploy.Assembly{Stacks: []*deploy.Stack{stack}}
-	res, err := deploy.NewResolver(asm, region, account)
+	res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Set(q, deploy.Identity{Ref: "http://127.0.0.1:9/000000000000/acme.fifo", Attrs: map[string]string{"Arn": "arn:aws:sqs:us-east-1:000000000000:acme.fifo"}})
-	ctrl := &Function{Name: "globex-controller", Env: []string{"ON_FAILURE=halt", "IDEMPOTENCY_KEY=object-version", "SEGMENT_STATE_MACHINE_ARN=arn:seg"}}
-	r := &Run{asm: asm, res: res, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Lambda: &LambdaService{}, Tenants: []*Tenant{
+	ctrl := &emulate.Function{Name: "globex-controller", Env: []string{"ON_FAILURE=halt", "IDEMPOTENCY_KEY=object-version", "SEGMENT_STATE_MACHINE_ARN=arn:seg"}}
+	r := &Run{asm: asm, res: res, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Lambda: &emulate.LambdaService{}, Tenants: []*Tenant{
 		{ID: "acme", Stack: stack.Name},
 		{ID: "globex", Stack: stack.Name, Prefix: "inbox/globex/", Queue: &Queue{URL: "http://q/globex.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:globex.fifo"},
 			FileMachine: "arn:aws:states:us-east-1:000000000000:stateMachine:globex", Controller: ctrl, Config: map[string]any{"id": "globex"}},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // TestDynamoTables: the tables the local run creates, read from hand-made templates
@@ -30,7 +31,7 @@ func TestDynamoTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := deploy.NewResolver(asm, region, account)
+			res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // Upload puts one file under the tenant's prefix, as the sending system would; the PutObject
@@ -72,8 +73,8 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
 		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer(bucket, key)},
-		"request-id":        newID()[:16],
-		"requester":         account,
+		"request-id":        emulate.NewID()[:16],
+		"requester":         emulate.Account,
 		"source-ip-address": "127.0.0.1",
 		"reason":            "PutObject",
 	}
@@ -85,9 +86,9 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"id":          uuid(),
 		"detail-type": "Object Created",
 		"source":      "aws.s3",
-		"account":     account,
+		"account":     emulate.Account,
 		"time":        time.Now().UTC().Format(time.RFC3339),
-		"region":      region,
+		"region":      emulate.Region,
 		"resources":   []any{"arn:aws:s3:::" + bucket},
 		"detail":      detail,
 	}
@@ -143,7 +144,7 @@ func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
 			in.MessageGroupId = aws.String(rl.groupID)
 		}
 		if late && strings.HasSuffix(q.Name, ".fifo") {
-			in.MessageDeduplicationId = aws.String(newID())
+			in.MessageDeduplicationId = aws.String(emulate.NewID())
 		}
 		// EventBridge retries delivery for up to 24 hours; locally a few attempts suffice.
 		for attempt := 0; attempt < 5; attempt++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // The X-Ray trace header's format: Root=1-<8 hex digits of time>-<24 hex digits>, then optional
@@ -70,7 +71,7 @@ func TestSFNThrottle(t *testing.T) {
 		w.Write([]byte(`{"executionArn":"arn:aws:states:us-east-1:000000000000:execution:m:x","startDate":1}`))
 	})
 	newClient := func(t *testing.T, th SFNThrottle) (*Run, *sfn.Client) {
-		r := &Run{Counter: &APICounter{}, cfg: Config{Faults: Faults{SFNThrottle: th}}}
+		r := &Run{Counter: &emulate.APICounter{}, cfg: Config{Faults: Faults{SFNThrottle: th}}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		t.Cleanup(srv.Close)
 		c := sfn.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), RetryMaxAttempts: 1},
@@ -111,7 +112,7 @@ func TestSFNThrottle(t *testing.T) {
 		}
 	})
 	t.Run("StartExecution attributed by trace id", func(t *testing.T) {
-		r := &Run{Counter: &APICounter{}}
+		r := &Run{Counter: &emulate.APICounter{}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		defer srv.Close()
 		for _, trace := range []string{"Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000002-bbbbbbbbbbbbbbbbbbbbbbbb;Sampled=0"} {
@@ -149,7 +150,7 @@ func TestInvokeAsyncRetries(t *testing.T) {
 		{"exit", 3}, // the process dies without a response: a function error (Unhandled)
 	} {
 		t.Run(tc.do, func(t *testing.T) {
-			f := &Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
+			f := &emulate.Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
 				Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 5 * time.Second, Logs: io.Discard}
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
@@ -47,8 +48,8 @@ func withTierJSON(tenantsJSON, tier string) string {
 }
 
 // functionsOf returns the run's functions built from one source package (one per tenant).
-func functionsOf(r *Run, pkg string) []*Function {
-	var out []*Function
+func functionsOf(r *Run, pkg string) []*emulate.Function {
+	var out []*emulate.Function
 	for _, f := range r.functions {
 		if f.Source == pkg {
 			out = append(out, f)
@@ -195,7 +196,7 @@ func TestScenarioThrottled(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
 		const throttleFor = 15 * time.Second
-		r := startScenario(t, tenants, Config{Faults: Faults{Throttle: map[string]Throttle{registerPkg: {For: throttleFor}}}})
+		r := startScenario(t, tenants, Config{Faults: Faults{Throttle: map[string]emulate.Throttle{registerPkg: {For: throttleFor}}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(50)}, {"ov", "x.csv", csvOf(60)}})

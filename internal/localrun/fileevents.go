@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/results"
 )
@@ -52,7 +53,7 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 			out.Entries = append(out.Entries, resultEntry{ErrorCode: "MalformedDetail", ErrorMessage: "Detail is not a JSON object"})
 			continue
 		}
-		id, now := newID(), time.Now().UTC()
+		id, now := emulate.NewID(), time.Now().UTC()
 		if e.Source == results.EventSource && e.DetailType == results.EventDetailType {
 			var ev results.Event
 			json.Unmarshal([]byte(e.Detail), &ev)
@@ -65,8 +66,8 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 			resources = []string{}
 		}
 		r.PutEvent(req.Context(), map[string]any{
-			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": account,
-			"time": now.Format(time.RFC3339), "region": region, "resources": resources, "detail": detail,
+			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": emulate.Account,
+			"time": now.Format(time.RFC3339), "region": emulate.Region, "resources": resources, "detail": detail,
 		})
 		out.Entries = append(out.Entries, resultEntry{EventId: id})
 	}

@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*Function, error) {
+func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*emulate.Function, error) {
 	id, _ := res.Identity(fr)
 	var src string
 	if raw, ok := fr.Metadata[MetadataSource]; ok {
@@ -69,7 +70,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		case r.cfg.RegisterURL != "":
 			cfg["registerUrl"] = r.cfg.RegisterURL
 		default:
-			cfg["registerUrl"] = sinkURL(r.sinkURL, tid)
+			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
 		}
 		b, _ := json.Marshal(cfg)
 		vars["TENANT"] = string(b)
@@ -106,8 +107,8 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
 		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
 	}
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
-		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
+	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
+		Async: emulate.AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
@@ -125,7 +126,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
 		// hook knows whether the invocation it is asked about started an execution.
 		crash := r.cfg.Faults.ControllerCrash
-		f.BeforeResponse = func(_ *Function, id string, payload []byte) bool {
+		f.BeforeResponse = func(_ *emulate.Function, id string, payload []byte) bool {
 			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
 		}
 	}
@@ -142,7 +143,7 @@ func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
 	target := cmp.Or(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmp.Or(os.Getenv("GOARCH"), runtime.GOARCH)
 	fmt.Fprintf(progress, "  building %s (%s) ...\n", src, target)
 	start := time.Now()
-	bin, err := buildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
+	bin, err := emulate.BuildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
 	if err != nil {
 		return "", err
 	}
@@ -153,7 +154,7 @@ func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
 // tenantsOf makes the tenants a controller's mapping serves: the one of its TENANT variable (a
 // silo tenant, with its own queue), or every tenant of its pool's settings file (pooled tenants,
 // sharing the pool's queue, each its message group).
-func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
+func (r *Run) tenantsOf(f *emulate.Function, q *Queue) []*Tenant {
 	var tenantVar, prefix, machine string
 	for _, kv := range f.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -235,7 +236,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 		case r.cfg.RegisterURL != "":
 			t.RegisterURL = r.cfg.RegisterURL
 		default:
-			t.RegisterURL = sinkURL(r.sinkURL, t.ID)
+			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
 		}
 	}
 	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")
@@ -276,12 +277,12 @@ func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *d
 		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: function %s is not run locally\n", c.LogicalID, props.FunctionName)
 		return nil
 	}
-	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > asyncDefaultRetries) {
-		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, asyncDefaultRetries)
+	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > emulate.AsyncDefaultRetries) {
+		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, emulate.AsyncDefaultRetries)
 	}
 	age := time.Duration(props.MaximumEventAgeInSeconds) * time.Second
-	if age != 0 && (age < asyncMinEventAge || age > asyncDefaultEventAge) {
-		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(asyncMinEventAge.Seconds()), int(asyncDefaultEventAge.Seconds()))
+	if age != 0 && (age < emulate.AsyncMinEventAge || age > emulate.AsyncDefaultEventAge) {
+		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(emulate.AsyncMinEventAge.Seconds()), int(emulate.AsyncDefaultEventAge.Seconds()))
 	}
 	if len(props.DestinationConfig) > 0 {
 		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", c.LogicalID)

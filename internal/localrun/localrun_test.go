@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +41,7 @@ func TestSFNServer(t *testing.T) {
 }
 
 func TestPattern(t *testing.T) {
-	p, err := ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
+	p, err := emulate.ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +66,11 @@ func TestPattern(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"a":[{"numeric":[">",1]}]}`, `{"a":"x"}`} {
-		if _, err := ParsePattern([]byte(bad)); err == nil {
+		if _, err := emulate.ParsePattern([]byte(bad)); err == nil {
 			t.Errorf("ParsePattern(%s): got no error, want one", bad)
 		}
 	}
-	q, _ := ParsePattern([]byte(`{"a":[{"anything-but":["x"]}],"b":[{"exists":false}],"c":[{"suffix":".csv"}]}`))
+	q, _ := emulate.ParsePattern([]byte(`{"a":[{"anything-but":["x"]}],"b":[{"exists":false}],"c":[{"suffix":".csv"}]}`))
 	if !q.Match(map[string]any{"a": "y", "c": "f.csv"}) || q.Match(map[string]any{"a": "x", "c": "f.csv"}) || q.Match(map[string]any{"a": "y", "b": 1, "c": "f.csv"}) {
 		t.Error("anything-but/exists/suffix: got a wrong match")
 	}

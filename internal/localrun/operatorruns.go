@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -54,7 +55,7 @@ func executionOfKey(key string) string {
 
 // registrationViolations checks a tenant's registrations at the sink: files in upload order, each
 // file's records in order, operator runs as above, and no two runs registering at once.
-func registrationViolations(tenant string, files []report.FileReport, regs []SinkRecord, reqs []SinkRequest) []string {
+func registrationViolations(tenant string, files []report.FileReport, regs []emulate.SinkRecord, reqs []emulate.SinkRequest) []string {
 	var v []string
 	order := map[string]int{}
 	for i, f := range files {
@@ -62,7 +63,7 @@ func registrationViolations(tenant string, files []report.FileReport, regs []Sin
 	}
 	runName := func(i int, op string) string { return files[i].Key + " (" + op + ")" }
 
-	var own []SinkRequest
+	var own []emulate.SinkRequest
 	opWindows := map[string]*Window{}
 	var opNames []string
 	for _, q := range reqs {

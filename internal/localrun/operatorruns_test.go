@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
@@ -29,15 +30,15 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 	// regs registers records first..last of a file under an execution, one every 10 ms from ms;
 	// each is one request.
 	type history struct {
-		regs []SinkRecord
-		reqs []SinkRequest
+		regs []emulate.SinkRecord
+		reqs []emulate.SinkRequest
 	}
 	add := func(h *history, key, exec string, first, last int64, ms int) {
 		for n := first; n <= last; n++ {
 			when := at(ms + int(n-first)*10)
 			k := fmt.Sprintf("%s-%d", exec, n)
-			h.regs = append(h.regs, SinkRecord{Source: key, VersionID: "v-" + key, RecordNumber: n, Key: k, At: when.Add(5 * time.Millisecond)})
-			h.reqs = append(h.reqs, SinkRequest{Source: key, VersionID: "v-" + key, Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 200})
+			h.regs = append(h.regs, emulate.SinkRecord{Source: key, VersionID: "v-" + key, RecordNumber: n, Key: k, At: when.Add(5 * time.Millisecond)})
+			h.reqs = append(h.reqs, emulate.SinkRequest{Source: key, VersionID: "v-" + key, Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 200})
 		}
 	}
 	// continue redrive: 1.csv fails after record 14 (its run stops at 200), 2.csv and 3.csv run, the
@@ -100,7 +101,7 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h history
 			tc.history(&h)
-			r := &Run{Sink: newSinkWith(map[string][]SinkRecord{"c": h.regs}, map[string][]SinkRequest{"c": h.reqs}),
+			r := &Run{Sink: emulate.NewSinkWith(map[string][]emulate.SinkRecord{"c": h.regs}, map[string][]emulate.SinkRequest{"c": h.reqs}),
 				Tenants: []*Tenant{{ID: "c", Config: map[string]any{"id": "c"}}}}
 			rep := &report.Report{Tenants: map[string]*report.TenantReport{"c": {Files: tc.files}}}
 			got := r.checkInvariants(rep)
@@ -142,7 +143,7 @@ func TestRedriveHistoryRuns(t *testing.T) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	r := &Run{sfn: sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
+	r := &Run{sfn: sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
 	at := func(sec float64) *time.Time { x := unixTime(sec); return &x }
 	e := sfnExecution{ExecutionArn: "arn:aws:states:us-east-1:000000000000:execution:m:e1", Status: "SUCCEEDED", StartDate: 1800000000.1, RedriveCount: 2}
 	got := r.redriveHistory(context.Background(), e)

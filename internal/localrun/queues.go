@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, q *deploy.Resource) (*Queue, error) {
@@ -76,7 +77,7 @@ func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy
 		return nil, fmt.Errorf("create queue %s: %w", name, err)
 	}
 	vis, _ := strconv.Atoi(cmp.Or(attrs["VisibilityTimeout"], "30"))
-	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, account, name), VisibilityTimeout: vis}, nil
+	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", emulate.Region, emulate.Account, name), VisibilityTimeout: vis}, nil
 }
 
 // attrString renders a template value as an SQS attribute value. SQS takes integers as decimal

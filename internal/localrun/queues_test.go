@@ -10,13 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // A queue is created in fauxqs with the template's attributes, high throughput mode's two among
 // them (a pool's queues), and a queue without them gets SQS's defaults.
 func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 	client := startFauxqs(t)
-	res, err := deploy.NewResolver(&deploy.Assembly{}, region, account)
+	res, err := deploy.NewResolver(&deploy.Assembly{}, emulate.Region, emulate.Account)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
@@ -74,7 +75,7 @@ type Faults struct {
 	// Throttle makes the Lambda Invoke API refuse invocations of the functions of one source package
 	// with TooManyRequestsException, from the first invocation on (Function.SetThrottle changes it
 	// while the run goes).
-	Throttle map[string]Throttle
+	Throttle map[string]emulate.Throttle
 	// LambdaConcurrency is the account's Lambda concurrency limit (AWS's default is 1,000, shared
 	// by every function of the account and region): an invocation that would put more than this
 	// many in progress at once, across every function of the run, is refused with
@@ -152,7 +153,7 @@ type Tenant struct {
 	Prefix      string
 	Queue       *Queue
 	FileMachine string // ARN
-	Controller  *Function
+	Controller  *emulate.Function
 	Config      map[string]any // the TENANT variable, or the tenant's settings in its pool's file
 	// Tier is TierSilo (its own queue and functions) or TierPool (one message group of its pool's
 	// queue); Pool is the pool's name, "" for a silo tenant.
@@ -178,18 +179,18 @@ type Queue struct {
 // Run is a started local pipeline.
 type Run struct {
 	cfg       Config
-	Counter   *APICounter
-	Meter     *RequestMeter // billed S3 and SQS requests (meter.go)
-	S3        *S3
-	Sink      *Sink
-	Lambda    *LambdaService
+	Counter   *emulate.APICounter
+	Meter     *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
+	S3        *emulate.S3
+	Sink      *emulate.Sink
+	Lambda    *emulate.LambdaService
 	Tenants   []*Tenant
 	Bucket    string
 	sinkURL   string
 	sfnURL    string
 	sqsURL    string // direct, uncounted
 	s3URL     string // harness endpoint, uncounted
-	functions []*Function
+	functions []*emulate.Function
 	rules     []rule
 	queues    map[string]*Queue // by ARN
 	sqs       *sqs.Client       // counted (EventBridge and the event source mapping)
@@ -212,7 +213,7 @@ type Run struct {
 	// call delayed by awsLatency (awslatency.go).
 	pipe       struct{ s3, sqs, sfn string }
 	fn         struct{ s3, sqs string }
-	awsLatency awsLatency
+	awsLatency emulate.AWSLatency
 	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
 	// controller invokes a failed file's results task).
 	lambdaURL string
@@ -259,10 +260,10 @@ type Upload struct {
 
 type rule struct {
 	name     string
-	pattern  *Pattern
+	pattern  *emulate.Pattern
 	queueARN string
 	groupID  string
-	fn       *Function // a Lambda target, invoked asynchronously with the whole event
+	fn       *emulate.Function // a Lambda target, invoked asynchronously with the whole event
 }
 
 // Start brings up the emulators and wires the pipeline from the synthesized templates.
@@ -278,9 +279,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.Faults.EventKeyForm, EventKeyRaw, EventKeyForm)
 	}
 	switch cfg.Faults.Sequencers {
-	case "", SequencersPerKey, SequencersGlobal:
+	case "", emulate.SequencersPerKey, emulate.SequencersGlobal:
 	default:
-		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, SequencersPerKey, SequencersGlobal)
+		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, emulate.SequencersPerKey, emulate.SequencersGlobal)
 	}
 	if cfg.Faults.LambdaConcurrency < 0 || cfg.Faults.SinkMaxInFlight < 0 {
 		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Faults.LambdaConcurrency, cfg.Faults.SinkMaxInFlight)
@@ -289,12 +290,12 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := deploy.NewResolver(asm, region, account)
+	res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{
@@ -333,7 +334,7 @@ func mustJSON(v any) json.RawMessage {
 // Function returns the function of a source package that serves a tenant (by its TENANT
 // variable; for a pooled tenant, its pool's controller, or the pool's other function of the
 // package that is not the router), or nil.
-func (r *Run) Function(pkg, tenant string) *Function {
+func (r *Run) Function(pkg, tenant string) *emulate.Function {
 	for _, f := range r.functions {
 		if f.Source == pkg && f.Tenant == tenant {
 			return f
@@ -375,7 +376,7 @@ func (r *Run) PutObject(ctx context.Context, key string, body []byte) error {
 func (r *Run) StepFunctions() *sfn.Client { return r.sfn }
 
 func uuid() string {
-	h := newID()
+	h := emulate.NewID()
 	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
 }
 
@@ -403,4 +404,4 @@ func (r *Run) Close() {
 
 // SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
 // from now on (0: none), as if each call crossed the network to AWS.
-func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.set(d) }
+func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.Set(d) }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
@@ -68,11 +69,11 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	if role == "" || stsURL == "" {
 		t.Fatalf("got role %q, STS %q: the pool's functions were not given the tenant role", role, stsURL)
 	}
-	creds, err := tenantcreds.New(sts.NewFromConfig(localAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
+	creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := localAWS.Copy()
+	cfg := emulate.LocalAWS.Copy()
 	cfg.Credentials = creds
 	asA := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.pipe.s3); o.UsePathStyle = true })
 	keys := func(tenant, prefix string) []string {

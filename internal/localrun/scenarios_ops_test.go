@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 )
@@ -78,7 +79,7 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 		}
 		marker, _ := io.ReadAll(out.Body)
 		out.Body.Close()
-		for _, want := range []string{reason, "arn:aws:iam::" + account + ":user/tester"} {
+		for _, want := range []string{reason, "arn:aws:iam::" + emulate.Account + ":user/tester"} {
 			if !strings.Contains(string(marker), want) {
 				t.Errorf("skip marker: got %s, want it to hold %q", marker, want)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -153,14 +154,14 @@ func pipectlStatusParked(t *testing.T, r *Run, tenant string) parkedStatus {
 // restartWithSettings makes the function's next execution environments read the pool settings
 // file path, as a deployment of new settings does: the idle environments end, the next
 // invocation starts a new one.
-func restartWithSettings(f *Function, path string) {
-	f.redeploy(func(env []string) []string {
+func restartWithSettings(f *emulate.Function, path string) {
+	f.Redeploy(func(env []string) []string {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, pipeline.EnvPoolSettings+"=") })
 		return append(env, pipeline.EnvPoolSettings+"="+path)
 	})
 }
 
-func routerOf(t *testing.T, r *Run) *Function {
+func routerOf(t *testing.T, r *Run) *emulate.Function {
 	t.Helper()
 	for _, f := range r.functions {
 		if f.Role == pipeline.FunctionRoleRouter {
@@ -193,7 +194,7 @@ func (r *Run) intakeQueue(t *testing.T) *Queue {
 	return nil
 }
 
-func envOf(f *Function, name string) string {
+func envOf(f *emulate.Function, name string) string {
 	for _, kv := range f.Env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			return v

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/text/encoding/japanese"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
@@ -115,8 +116,8 @@ func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *repor
 }
 
 // registeredOf are the first registrations of one source key, in order.
-func registeredOf(r *Run, tenant, key string) []SinkRecord {
-	var out []SinkRecord
+func registeredOf(r *Run, tenant, key string) []emulate.SinkRecord {
+	var out []emulate.SinkRecord
 	for _, rec := range r.Sink.Registered(tenant) {
 		if rec.Source == key {
 			out = append(out, rec)
@@ -125,7 +126,7 @@ func registeredOf(r *Run, tenant, key string) []SinkRecord {
 	return out
 }
 
-func recordNumbers(recs []SinkRecord) []int64 {
+func recordNumbers(recs []emulate.SinkRecord) []int64 {
 	var out []int64
 	for _, rec := range recs {
 		out = append(out, rec.RecordNumber)

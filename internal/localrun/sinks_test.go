@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -335,7 +336,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	t.Parallel()
 	// A fixed seed, so that the same pairs disagree with the queue on every run.
-	r := startScenario(t, sinkTenants, Config{Faults: Faults{Sequencers: SequencersPerKey, SequencerSeed: 7}})
+	r := startScenario(t, sinkTenants, Config{Faults: Faults{Sequencers: emulate.SequencersPerKey, SequencerSeed: 7}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	type pair struct{ first, second keyedFile }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
@@ -354,7 +355,7 @@ type Window struct {
 }
 
 // RegistrationWindows returns, per file (key and version id), its registration window at the sink.
-func RegistrationWindows(reqs []SinkRequest) map[string]*Window {
+func RegistrationWindows(reqs []emulate.SinkRequest) map[string]*Window {
 	w := map[string]*Window{}
 	for _, q := range reqs {
 		id := q.Source + "\x00" + q.VersionID
@@ -376,7 +377,7 @@ func RegistrationWindows(reqs []SinkRequest) map[string]*Window {
 
 // windowOverlaps lists the files whose registration started before an earlier upload's last POST
 // was answered: two files of one tenant registering at the same time.
-func windowOverlaps(tenant string, files []report.FileReport, reqs []SinkRequest) []string {
+func windowOverlaps(tenant string, files []report.FileReport, reqs []emulate.SinkRequest) []string {
 	var v []string
 	windows := RegistrationWindows(reqs)
 	var prev *Window
@@ -446,7 +447,7 @@ func (r *Run) TenantIDs() []string {
 // countRuns gives each run of a redriven file the records registered during it: a record
 // registered at or after the n-th redrive began is redrive n's (operatorRun). A replay's records
 // are its own execution's, not the file's.
-func countRuns(f *report.FileReport, registered []SinkRecord) {
+func countRuns(f *report.FileReport, registered []emulate.SinkRecord) {
 	if len(f.Runs) == 0 {
 		return
 	}
@@ -468,7 +469,7 @@ func countRuns(f *report.FileReport, registered []SinkRecord) {
 // recordsOf counts a tenant's registered records per file (source key and version id, by
 // perSource) and per replay (its execution name): a replay's records are its own execution's,
 // told by their Idempotency-Keys, not the file's.
-func recordsOf(registered []SinkRecord) (perSource, perReplay map[string]int64) {
+func recordsOf(registered []emulate.SinkRecord) (perSource, perReplay map[string]int64) {
 	perSource, perReplay = map[string]int64{}, map[string]int64{}
 	for _, rec := range registered {
 		if replayKey(rec.Key) {

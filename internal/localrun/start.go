@@ -21,12 +21,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/johannesboyne/gofakes3"
 )
 
 // serveOn starts an HTTP server on loopback for h; it stops when the run closes.
 func (r *Run) serveOn(h http.Handler) (string, error) {
-	u, stop, err := serve(h)
+	u, stop, err := emulate.Serve(h)
 	if err != nil {
 		return "", err
 	}
@@ -37,8 +38,8 @@ func (r *Run) serveOn(h http.Handler) (string, error) {
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
-	r.S3.missingForbidden = r.cfg.Faults.S3MissingKeyForbidden
+	r.S3 = emulate.NewS3(r.Counter, r.Meter, emulate.NewSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
+	r.S3.MissingKeyForbidden = r.cfg.Faults.S3MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
 	r.auth = newTenantAuth(r.asm, r.res)
@@ -46,13 +47,13 @@ func (r *Run) startS3(context.Context) (err error) {
 	if r.pipe.s3, err = r.serveOn(pipeS3); err != nil {
 		return err
 	}
-	if r.fn.s3, err = r.serveOn(r.awsLatency.wrap(pipeS3)); err != nil {
+	if r.fn.s3, err = r.serveOn(r.awsLatency.Wrap(pipeS3)); err != nil {
 		return err
 	}
 	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
 		return err
 	}
-	r.s3 = s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
+	r.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
 	asm, res := r.asm, r.res
 	for _, b := range asm.OfType("AWS::S3::Bucket") {
 		var name string
@@ -68,7 +69,7 @@ func (r *Run) startS3(context.Context) (err error) {
 		if versioning.Status == "Enabled" {
 			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 		}
-		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + region + ".amazonaws.com"}})
+		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + emulate.Region + ".amazonaws.com"}})
 		if r.Bucket == "" {
 			r.Bucket = name
 		}
@@ -78,21 +79,21 @@ func (r *Run) startS3(context.Context) (err error) {
 
 // startSQS starts fauxqs, its counting proxy for the pipeline, and the queues (queues.go).
 func (r *Run) startSQS(ctx context.Context) error {
-	fq, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", region}, r.cfg.Logs)
+	fq, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, r.cfg.Logs)
 	if err != nil {
 		return err
 	}
 	r.closers = append(r.closers, fq.Close)
 	r.sqsURL = fq.URL
-	pipeSQS := meterSQS(countingProxy(fq.URL, "sqs", r.Counter), r.Meter)
+	pipeSQS := emulate.MeterSQS(emulate.CountingProxy(fq.URL, "sqs", r.Counter), r.Meter)
 	if r.pipe.sqs, err = r.serveOn(pipeSQS); err != nil {
 		return err
 	}
-	if r.fn.sqs, err = r.serveOn(r.awsLatency.wrap(pipeSQS)); err != nil {
+	if r.fn.sqs, err = r.serveOn(r.awsLatency.Wrap(pipeSQS)); err != nil {
 		return err
 	}
-	r.sqs = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
-	r.sqsAdmin = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
+	r.sqs = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
+	r.sqsAdmin = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
 	for _, q := range r.asm.OfType("AWS::SQS::Queue") {
 		queue, err := r.createQueue(ctx, r.asm, r.res, q)
 		if err != nil {
@@ -114,7 +115,7 @@ func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 		if name == "" {
 			name = physicalName(f, 64)
 		}
-		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)}})
+		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", emulate.Region, emulate.Account, name)}})
 	}
 	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
 		var name string
@@ -122,7 +123,7 @@ func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 		if name == "" {
 			name = physicalName(m, 80)
 		}
-		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", region, account, name)
+		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", emulate.Region, emulate.Account, name)
 		res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
 	}
 	return nil
@@ -140,17 +141,17 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, r.sfnFaultArgs()...)
-	sf, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
+	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", emulate.Region, "--account", emulate.Account}, r.sfnFaultArgs()...)
+	sf, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
 	if err != nil {
 		return err
 	}
 	r.closers = append(r.closers, sf.Close)
 	r.sfnURL = sf.URL
-	if r.pipe.sfn, err = r.serveOn(r.sfnGate(countingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
+	if r.pipe.sfn, err = r.serveOn(r.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
 		return err
 	}
-	r.sfn = sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
+	r.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
 	for _, m := range r.asm.OfType("AWS::StepFunctions::StateMachine") {
 		if err := r.createStateMachine(ctx, r.asm, r.res, m); err != nil {
 			return err
@@ -211,8 +212,8 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
 		"AWS_ENDPOINT_URL_LAMBDA=" + r.lambdaURL,
 		"S3_USE_PATH_STYLE=true",
-		"AWS_REGION=" + region,
-		"AWS_DEFAULT_REGION=" + region,
+		"AWS_REGION=" + emulate.Region,
+		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",
@@ -277,7 +278,7 @@ func (r *Run) routeRules(context.Context) error {
 			return err
 		}
 		pb, _ := json.Marshal(pattern)
-		p, err := ParsePattern(pb)
+		p, err := emulate.ParsePattern(pb)
 		if err != nil {
 			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
 		}
@@ -335,7 +336,7 @@ func (r *Run) limitConcurrency() error {
 	if unreserved < 1 {
 		return fmt.Errorf("lambda concurrency %d: the functions' reserved concurrency takes %d of it and leaves none for the others", n, n-unreserved)
 	}
-	account := NewAccountConcurrency(unreserved)
+	account := emulate.NewAccountConcurrency(unreserved)
 	for _, f := range r.functions {
 		f.Account = account
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -215,4 +216,4 @@ func (r *Run) matchesRule(ev map[string]any) bool {
 	return false
 }
 
-func isThrottle(err error) bool { return errors.Is(err, ErrThrottled) }
+func isThrottle(err error) bool { return errors.Is(err, emulate.ErrThrottled) }

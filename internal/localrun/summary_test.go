@@ -3,6 +3,7 @@ package localrun
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // The report's "violations" is [] when nothing broke, never null.
 func TestViolationsEmptyIsArray(t *testing.T) {
-	r := &Run{Sink: &Sink{}}
+	r := &Run{Sink: &emulate.Sink{}}
 	rep := &report.Report{Tenants: map[string]*report.TenantReport{}}
 	rep.Violations = r.checkInvariants(rep)
 	b, _ := json.Marshal(rep)

@@ -1,8 +1,9 @@
-package localrun
+package emulate
 
 import (
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,19 +19,26 @@ import (
 // time: so dynalite's own computation is checked too. The transactions, which dynalite does not
 // implement, are answered by a stand-in that accepts them, and priced from dynalite's items.
 func TestDynamoMeter(t *testing.T) {
-	root := moduleRoot(t)
-	p, err := startNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
+	wd, _ := os.Getwd()
+	root, err := deploy.ModuleRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
+		t.Fatalf("Node 22 is missing (%v): run make setup", err)
+	}
+	p, err := StartNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	const table = "meter"
-	tables := []localTable{{Name: table,
+	tables := []DynamoTable{{Name: table,
 		KeySchema:            []dyntypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dyntypes.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: dyntypes.KeyTypeRange}},
 		AttributeDefinitions: []dyntypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dyntypes.ScalarAttributeTypeS}, {AttributeName: aws.String("sk"), AttributeType: dyntypes.ScalarAttributeTypeS}},
 	}}
-	m := newDynamoMeter(p.URL, tables)
-	toDynalite := countingProxy(p.URL, "dynamodb", &APICounter{})
+	m := NewDynamoMeter(p.URL, tables)
+	toDynalite := CountingProxy(p.URL, "dynamodb", &APICounter{})
 	// dynalite 4.0.0 answers the transactions UnknownOperationException; the stand-in accepts them.
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("X-Amz-Target"), ".Transact") {
@@ -40,12 +48,12 @@ func TestDynamoMeter(t *testing.T) {
 		}
 		toDynalite.ServeHTTP(w, r)
 	})
-	url, stop, err := serve(m.wrap(next))
+	url, stop, err := Serve(m.Wrap(next))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	db := dynamodb.NewFromConfig(localAWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	db := dynamodb.NewFromConfig(LocalAWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
 	ctx := t.Context()
 	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(table), KeySchema: tables[0].KeySchema,
 		AttributeDefinitions: tables[0].AttributeDefinitions, BillingMode: dyntypes.BillingModePayPerRequest}); err != nil {

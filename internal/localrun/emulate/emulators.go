@@ -1,4 +1,10 @@
-package localrun
+// Package emulate is the AWS of a local run, and the core system it registers to: S3 (gofakes3,
+// with versions, sequencers and billed request classes), the Node emulators it starts (fauxqs for
+// SQS, the Step Functions server, dynalite), the Lambda runtime that runs the real function
+// binaries (invocations, concurrency, throttles, billed duration), EventBridge event patterns, the
+// DynamoDB capacity meter, the counting proxies and the embedded sink. The local run
+// (internal/localrun) wires them from the synthesized templates; nothing here reads a template.
+package emulate
 
 import (
 	"bufio"
@@ -6,8 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"io"
 	"log"
 	"net"
@@ -19,6 +23,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/johannesboyne/gofakes3"
@@ -35,7 +42,7 @@ type nodeProcess struct {
 	done  chan struct{}
 }
 
-func startNode(ctx context.Context, node, script string, args []string, logs io.Writer) (*nodeProcess, error) {
+func StartNode(ctx context.Context, node, script string, args []string, logs io.Writer) (*nodeProcess, error) {
 	cmd := exec.Command(node, append([]string{"--no-warnings", script}, args...)...)
 	cmd.SysProcAttr = ownProcessGroup()
 	stdin, err := cmd.StdinPipe()
@@ -137,7 +144,7 @@ func (c *APICounter) Total(service string) int64 {
 
 // countingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
 // Each call is also passed to the optional observers.
-func countingProxy(target string, service string, c *APICounter, observers ...func(op string)) http.Handler {
+func CountingProxy(target string, service string, c *APICounter, observers ...func(op string)) http.Handler {
 	u, _ := url.Parse(target)
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.ErrorLog = log.New(io.Discard, "", 0) // calls cut short when the run stops
@@ -155,7 +162,7 @@ func countingProxy(target string, service string, c *APICounter, observers ...fu
 }
 
 // serve starts an HTTP server on a free loopback port.
-func serve(h http.Handler) (string, func(), error) {
+func Serve(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -176,10 +183,10 @@ type S3 struct {
 	meter   *RequestMeter // billed requests by class and object key
 	seq     *sequencers
 	// missingForbidden answers the pipeline's reads of a missing key with 403 (Faults.S3MissingKeyForbidden).
-	missingForbidden bool
+	MissingKeyForbidden bool
 }
 
-func newS3(counter *APICounter, meter *RequestMeter, seq *sequencers) *S3 {
+func NewS3(counter *APICounter, meter *RequestMeter, seq *sequencers) *S3 {
 	b := s3mem.New()
 	s := &S3{Backend: b, counter: counter, meter: meter, seq: seq}
 	s.fake = gofakes3.New(b, gofakes3.WithIntegrityCheck(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
@@ -190,15 +197,15 @@ func newS3(counter *APICounter, meter *RequestMeter, seq *sequencers) *S3 {
 func (s *S3) Handler(counted bool) http.Handler {
 	inner := s.fake.Server()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		op := s3Operation(r)
+		op := S3Operation(r)
 		if counted {
 			s.counter.Add("s3", op)
 			if class := s3Class(op); class != "" {
-				_, key := splitPath(r.URL.Path)
+				_, key := SplitPath(r.URL.Path)
 				s.meter.Add(class, key, 1)
 			}
 		}
-		if counted && s.missingForbidden && (op == "GetObject" || op == "HeadObject") {
+		if counted && s.MissingKeyForbidden && (op == "GetObject" || op == "HeadObject") {
 			w = &forbiddenWriter{ResponseWriter: w, head: r.Method == http.MethodHead}
 		}
 		if (op == "GetObject" || op == "HeadObject") && serveVersion(inner, w, r) {
@@ -214,12 +221,12 @@ func (s *S3) Handler(counted bool) http.Handler {
 			inner.ServeHTTP(w, r)
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &StatusRecorder{ResponseWriter: w, Status: http.StatusOK}
 		inner.ServeHTTP(rec, r)
-		if rec.status != http.StatusOK || s.OnPut == nil {
+		if rec.Status != http.StatusOK || s.OnPut == nil {
 			return
 		}
-		bucket, key := splitPath(r.URL.Path)
+		bucket, key := SplitPath(r.URL.Path)
 		size := r.ContentLength
 		if d := r.Header.Get("X-Amz-Decoded-Content-Length"); d != "" {
 			fmt.Sscan(d, &size)
@@ -243,7 +250,7 @@ type forbiddenWriter struct {
 	wroteHdr bool
 }
 
-const accessDeniedBody = `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+const AccessDeniedBody = `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
 	`<Error><Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>LOCAL</RequestId><HostId>LOCAL</HostId></Error>`
 
 func (w *forbiddenWriter) WriteHeader(code int) {
@@ -262,11 +269,11 @@ func (w *forbiddenWriter) WriteHeader(code int) {
 	h.Del("X-Amz-Delete-Marker")
 	h.Set("Content-Type", "application/xml")
 	if !w.head {
-		h.Set("Content-Length", fmt.Sprint(len(accessDeniedBody)))
+		h.Set("Content-Length", fmt.Sprint(len(AccessDeniedBody)))
 	}
 	w.ResponseWriter.WriteHeader(http.StatusForbidden)
 	if !w.head {
-		io.WriteString(w.ResponseWriter, accessDeniedBody)
+		io.WriteString(w.ResponseWriter, AccessDeniedBody)
 	}
 }
 
@@ -280,13 +287,13 @@ func (w *forbiddenWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-type statusRecorder struct {
+type StatusRecorder struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
+func (r *StatusRecorder) WriteHeader(code int) {
+	r.Status = code
 	r.ResponseWriter.WriteHeader(code)
 }
 
@@ -312,14 +319,14 @@ func (w *rangeWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-func splitPath(p string) (bucket, key string) {
+func SplitPath(p string) (bucket, key string) {
 	p = strings.TrimPrefix(p, "/")
 	bucket, key, _ = strings.Cut(p, "/")
 	return bucket, key
 }
 
-func s3Operation(r *http.Request) string {
-	_, key := splitPath(r.URL.Path)
+func S3Operation(r *http.Request) string {
+	_, key := SplitPath(r.URL.Path)
 	q := r.URL.Query()
 	switch {
 	case q.Has("uploadId") || q.Has("uploads"):
@@ -346,7 +353,7 @@ func s3Operation(r *http.Request) string {
 // root) on a free loopback port, for tools and benchmarks that need DynamoDB's own semantics
 // without a whole local run. It returns the endpoint URL and the function that stops it.
 func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, func(), error) {
-	p, err := startNode(ctx, deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
+	p, err := StartNode(ctx, deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
 	if err != nil {
 		return "", nil, err
 	}
@@ -354,9 +361,9 @@ func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, fu
 }
 
 const (
-	region  = "us-east-1"
-	account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
+	Region  = "us-east-1"
+	Account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
 )
 
 // localAWS is the SDK configuration of the harness's own clients.
-var localAWS = aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+var LocalAWS = aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ type Function struct {
 	// as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, and it prices the billed duration (Usage).
 	MemoryMB int
 	Logs     io.Writer
-	// LogLine, if set, is handed each line the function's processes write to stdout (admissionlog.go).
+	// LogLine, if set, is handed each line the function's processes write to stdout (the local run reads admission waits from them).
 	LogLine func(line []byte)
 	// LogGroup is the log group the template names (LoggingConfig.LogGroup), "" for Lambda's
 	// default, /aws/lambda/<name>.
@@ -59,7 +59,7 @@ type Function struct {
 	BeforeResponse func(fn *Function, id string, payload []byte) bool
 	// OnInvoke, if set, is called when an invocation is handed to an execution environment.
 	OnInvoke func(fn *Function)
-	// Async is how Lambda handles the function's asynchronous invocations (asyncinvoke.go).
+	// Async is how Lambda handles the function's asynchronous invocations (the local run's asyncinvoke.go).
 	Async AsyncConfig
 	// AssetDir is the function's code asset directory (LAMBDA_TASK_ROOT), if the template names it.
 	AssetDir string
@@ -259,7 +259,7 @@ func (f *Function) invoke(ctx context.Context, payload []byte) (Result, string, 
 	if f.OnInvoke != nil {
 		f.OnInvoke(f)
 	}
-	inv := &invocation{id: newID(), payload: payload, deadline: time.Now().Add(f.Timeout), done: make(chan Result, 1)}
+	inv := &invocation{id: NewID(), payload: payload, deadline: time.Now().Add(f.Timeout), done: make(chan Result, 1)}
 	timer := time.NewTimer(f.Timeout)
 	defer timer.Stop()
 	defer f.bill(inst, inv)
@@ -416,7 +416,7 @@ func (f *Function) release(inst *instance, reusable bool) {
 // redeploy changes the variables of the function's next execution environments, as a deployment
 // of a configuration change does: the idle environments end, and the next invocation starts a
 // new one; an invocation in progress finishes in its own.
-func (f *Function) redeploy(edit func(env []string) []string) {
+func (f *Function) Redeploy(edit func(env []string) []string) {
 	f.mu.Lock()
 	f.Env = edit(slices.Clone(f.Env))
 	idle := f.idle
@@ -504,7 +504,7 @@ func (f *Function) start() (*instance, error) {
 	out := &byteCounter{w: cmp.Or[io.Writer](f.Logs, io.Discard), n: &f.logBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	if f.LogLine != nil {
-		cmd.Stdout = newLineTap(out, f.LogLine)
+		cmd.Stdout = NewLineTap(out, f.LogLine)
 	}
 	if err := cmd.Start(); err != nil {
 		inst.srv.Close()
@@ -630,7 +630,7 @@ func cmpOrInt(v, def int) int {
 	return def
 }
 
-func newID() string {
+func NewID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
@@ -720,7 +720,7 @@ var buildLocks sync.Map
 
 // buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
-func buildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
+func BuildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		// Setup's time is up: say so even for a binary an earlier run of this process built.
 		return "", fmt.Errorf("go build %s: %w", pkg, err)
@@ -773,32 +773,32 @@ type AsyncConfig struct {
 // Lambda's defaults and bounds of asynchronous invocation
 // (https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
 const (
-	asyncDefaultRetries  = 2
-	asyncDefaultEventAge = 6 * time.Hour
-	asyncMinEventAge     = 60 * time.Second
+	AsyncDefaultRetries  = 2
+	AsyncDefaultEventAge = 6 * time.Hour
+	AsyncMinEventAge     = 60 * time.Second
 	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
-	asyncThrottleFirstWait = time.Second
-	asyncThrottleMaxWait   = 5 * time.Minute
+	AsyncThrottleFirstWait = time.Second
+	AsyncThrottleMaxWait   = 5 * time.Minute
 	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
-	dlqErrorMessageBytes = 1024
+	DLQErrorMessageBytes = 1024
 )
 
-func (c AsyncConfig) retries() int {
+func (c AsyncConfig) Retries() int {
 	if c.MaximumRetryAttempts == nil {
-		return asyncDefaultRetries
+		return AsyncDefaultRetries
 	}
 	return *c.MaximumRetryAttempts
 }
 
-func (c AsyncConfig) eventAge() time.Duration {
+func (c AsyncConfig) EventAge() time.Duration {
 	if c.MaximumEventAge == 0 {
-		return asyncDefaultEventAge
+		return AsyncDefaultEventAge
 	}
 	return c.MaximumEventAge
 }
 
 // newLineTap writes to w and gives observe each whole line written.
-func newLineTap(w io.Writer, observe func([]byte)) *lineTap { return &lineTap{w: w, observe: observe} }
+func NewLineTap(w io.Writer, observe func([]byte)) *lineTap { return &lineTap{w: w, observe: observe} }
 
 // lineTap passes a process's output through to w and hands each complete line to observe. One
 // tap serves one stream of one process, so its lines are never interleaved with another's.

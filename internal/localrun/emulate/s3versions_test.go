@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 // HEAD with any id, so `pipectl replay --version-id bogus` was accepted.
 func TestS3VersionIDs(t *testing.T) {
 	ctx := context.Background()
-	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
-	u, stop, err := serve(s.Handler(false))
+	s := NewS3(&APICounter{}, &RequestMeter{}, NewSequencers("", 1))
+	u, stop, err := Serve(s.Handler(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestS3VersionIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Backend.SetVersioningConfiguration("ingest", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
-	c := s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(u); o.UsePathStyle = true })
+	c := s3.NewFromConfig(LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(u); o.UsePathStyle = true })
 	put := func(body string) string {
 		out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("inbox/a/x.csv"), Body: strings.NewReader(body)})
 		if err != nil {
@@ -97,8 +97,8 @@ func TestS3VersionIDs(t *testing.T) {
 // (the tenant's stack, queue and caller are fakes; S3 is the local one).
 func TestS3VersionIDsReplay(t *testing.T) {
 	ctx := context.Background()
-	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
-	u, stop, err := serve(s.Handler(false))
+	s := NewS3(&APICounter{}, &RequestMeter{}, NewSequencers("", 1))
+	u, stop, err := Serve(s.Handler(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestS3VersionIDsReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Backend.SetVersioningConfiguration("ingest", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
-	c := s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(u); o.UsePathStyle = true })
+	c := s3.NewFromConfig(LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(u); o.UsePathStyle = true })
 	out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("inbox/acme/x.csv"), Body: strings.NewReader("id\n1\n")})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 // as S3 answers a caller without s3:ListBucket (403 AccessDenied), through the real SDK client;
 // existing objects and the harness's endpoint are unchanged.
 func TestS3MissingKeyForbidden(t *testing.T) {
-	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
-	s.missingForbidden = true
+	s := NewS3(&APICounter{}, &RequestMeter{}, NewSequencers("", 1))
+	s.MissingKeyForbidden = true
 	if err := s.Backend.CreateBucket("b"); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestS3MissingKeyForbidden(t *testing.T) {
 	harness := httptest.NewServer(s.Handler(false))
 	defer harness.Close()
 	client := func(url string) *s3.Client {
-		return s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(url); o.UsePathStyle = true })
+		return s3.NewFromConfig(LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(url); o.UsePathStyle = true })
 	}
 	ctx := context.Background()
 	put, err := client(harness.URL).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: strings.NewReader("x")})

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 // DynamoDB's request units, counted at the harness. The pipeline's code never asks for
 // ConsumedCapacity, and it should not have to: the meter sits between the pipeline's DynamoDB
@@ -38,7 +38,7 @@ import (
 )
 
 // dynamoMeter counts DynamoDB request units by table.
-type dynamoMeter struct {
+type DynamoMeter struct {
 	target string              // dynalite, for the stored items
 	keys   map[string][]string // each table's key attribute names
 
@@ -47,8 +47,8 @@ type dynamoMeter struct {
 	write map[string]float64
 }
 
-func newDynamoMeter(target string, tables []localTable) *dynamoMeter {
-	m := &dynamoMeter{target: target, keys: map[string][]string{}, read: map[string]float64{}, write: map[string]float64{}}
+func NewDynamoMeter(target string, tables []DynamoTable) *DynamoMeter {
+	m := &DynamoMeter{target: target, keys: map[string][]string{}, read: map[string]float64{}, write: map[string]float64{}}
 	for _, t := range tables {
 		for _, k := range t.KeySchema {
 			m.keys[t.Name] = append(m.keys[t.Name], *k.AttributeName)
@@ -57,7 +57,7 @@ func newDynamoMeter(target string, tables []localTable) *dynamoMeter {
 	return m
 }
 
-func (m *dynamoMeter) add(table string, read, write float64) {
+func (m *DynamoMeter) add(table string, read, write float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.read[table] += read
@@ -65,7 +65,7 @@ func (m *dynamoMeter) add(table string, read, write float64) {
 }
 
 // Units are the read and write request units counted on the tables for which in is true.
-func (m *dynamoMeter) Units(in func(table string) bool) (read, write float64) {
+func (m *DynamoMeter) Units(in func(table string) bool) (read, write float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for t, v := range m.read {
@@ -88,7 +88,7 @@ var capacityOps = map[string]bool{
 }
 
 // wrap counts the units of every call that passes to next (a proxy to dynalite).
-func (m *dynamoMeter) wrap(next http.Handler) http.Handler {
+func (m *DynamoMeter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		op := req.Header.Get("X-Amz-Target")
 		op = op[strings.LastIndex(op, ".")+1:]
@@ -173,7 +173,7 @@ func consumed(raw json.RawMessage) []consumedCapacity {
 
 // transactWrite counts a TransactWriteItems: each action twice the write units of the larger of
 // its item before and after.
-func (m *dynamoMeter) transactWrite(w http.ResponseWriter, req *http.Request, body []byte, in dynamoRequest, next http.Handler) {
+func (m *DynamoMeter) transactWrite(w http.ResponseWriter, req *http.Request, body []byte, in dynamoRequest, next http.Handler) {
 	type action struct {
 		table       string
 		key         map[string]json.RawMessage
@@ -208,7 +208,7 @@ func (m *dynamoMeter) transactWrite(w http.ResponseWriter, req *http.Request, bo
 }
 
 // transactGet counts a TransactGetItems: each item twice a strongly consistent read of it.
-func (m *dynamoMeter) transactGet(w http.ResponseWriter, req *http.Request, body []byte, in dynamoRequest, next http.Handler) {
+func (m *DynamoMeter) transactGet(w http.ResponseWriter, req *http.Request, body []byte, in dynamoRequest, next http.Handler) {
 	res := forward(next, req, body)
 	if res.status == http.StatusOK || strings.HasSuffix(res.errorType(), "TransactionCanceledException") {
 		for _, ti := range in.TransactItems {
@@ -221,7 +221,7 @@ func (m *dynamoMeter) transactGet(w http.ResponseWriter, req *http.Request, body
 }
 
 // keyOf is the primary key of an item of the table.
-func (m *dynamoMeter) keyOf(table string, item map[string]json.RawMessage) map[string]json.RawMessage {
+func (m *DynamoMeter) keyOf(table string, item map[string]json.RawMessage) map[string]json.RawMessage {
 	key := map[string]json.RawMessage{}
 	for _, k := range m.keys[table] {
 		if v, ok := item[k]; ok {
@@ -233,7 +233,7 @@ func (m *dynamoMeter) keyOf(table string, item map[string]json.RawMessage) map[s
 
 // storedSize is the size of the item stored under key (0 when absent or unreadable), read from
 // dynalite directly, uncounted.
-func (m *dynamoMeter) storedSize(table string, key map[string]json.RawMessage) int {
+func (m *DynamoMeter) storedSize(table string, key map[string]json.RawMessage) int {
 	if len(key) == 0 {
 		return 0
 	}
@@ -247,7 +247,7 @@ func (m *dynamoMeter) storedSize(table string, key map[string]json.RawMessage) i
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.GetItem")
 	req.Header.Set("X-Amz-Date", now.Format("20060102T150405Z"))
-	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=local/%s/%s/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=0", now.Format("20060102"), region))
+	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=local/%s/%s/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=0", now.Format("20060102"), Region))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
@@ -337,7 +337,7 @@ func withoutField(body []byte, name string) []byte {
 // localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
 // a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
 // locally it is created too, with the tenant's key fields as string keys, for convenience).
-type localTable struct {
+type DynamoTable struct {
 	Name                 string
 	KeySchema            []dyntypes.KeySchemaElement
 	AttributeDefinitions []dyntypes.AttributeDefinition

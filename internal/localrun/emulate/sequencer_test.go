@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ var sequencerForm = regexp.MustCompile(`^[0-9A-F]{18}$`)
 // TestSequencersPerKey: every key's sequencers grow, and across keys they follow no order: keys
 // written one after another start both above and below each other.
 func TestSequencersPerKey(t *testing.T) {
-	s := newSequencers(SequencersPerKey, 12345)
+	s := NewSequencers(SequencersPerKey, 12345)
 	const keys, events = 200, 5
 	first := make([]string, keys)
 	last := map[int]string{}
@@ -50,12 +50,12 @@ func TestSequencersPerKey(t *testing.T) {
 		t.Errorf("got %d keys starting above the key written before them and %d below, want both common (no order across keys)", up, down)
 	}
 	// A key's first sequencer depends on the seed and the key alone, not on the writes before.
-	other := newSequencers(SequencersPerKey, 12345)
+	other := NewSequencers(SequencersPerKey, 12345)
 	other.next("ingest", "inbox/t/unrelated.csv")
 	if got := other.next("ingest", "inbox/t/f007.csv"); got != first[7] {
 		t.Errorf("got first sequencer %s after another write, want %s as without it", got, first[7])
 	}
-	if got := newSequencers(SequencersPerKey, 54321).next("ingest", "inbox/t/f007.csv"); got == first[7] {
+	if got := NewSequencers(SequencersPerKey, 54321).next("ingest", "inbox/t/f007.csv"); got == first[7] {
 		t.Errorf("got the same first sequencer %s under another seed, want another", got)
 	}
 	// The same key in another bucket is another key.
@@ -67,7 +67,7 @@ func TestSequencersPerKey(t *testing.T) {
 // TestSequencersGlobal: the switch back to one counter, which follows the order of the writes
 // across keys.
 func TestSequencersGlobal(t *testing.T) {
-	s := newSequencers(SequencersGlobal, 0)
+	s := NewSequencers(SequencersGlobal, 0)
 	prev := ""
 	for k := range 300 {
 		got := s.next("ingest", fmt.Sprintf("inbox/t/f%03d.csv", k))

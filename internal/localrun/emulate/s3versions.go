@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"encoding/base32"

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"bytes"
@@ -245,7 +245,7 @@ func TestAccountConcurrency(t *testing.T) {
 		}
 		srv := httptest.NewServer(svc)
 		t.Cleanup(srv.Close)
-		client := lambda.NewFromConfig(localAWS, func(o *lambda.Options) {
+		client := lambda.NewFromConfig(LocalAWS, func(o *lambda.Options) {
 			o.BaseEndpoint = aws.String(srv.URL)
 			o.Retryer = aws.NopRetryer{} // one attempt: the answer itself, not the SDK's retries
 		})

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"net/http"
@@ -13,14 +13,14 @@ import (
 // machine's cores. It delays only the functions' own calls: the harness's and the event source
 // mappings' (Lambda's pollers, on AWS) go through the same counted endpoints undelayed. Zero, the
 // default, adds nothing.
-type awsLatency struct{ d atomic.Int64 }
+type AWSLatency struct{ d atomic.Int64 }
 
 // set makes every call from now on take d longer.
-func (l *awsLatency) set(d time.Duration) { l.d.Store(int64(d)) }
+func (l *AWSLatency) Set(d time.Duration) { l.d.Store(int64(d)) }
 
 // wrap delays each request by the latency in force when it arrives; a request whose caller gives up
 // meanwhile is dropped.
-func (l *awsLatency) wrap(next http.Handler) http.Handler {
+func (l *AWSLatency) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if d := time.Duration(l.d.Load()); d > 0 {
 			t := time.NewTimer(d)

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"encoding/binary"
@@ -36,7 +36,7 @@ type sequencers struct {
 
 // newSequencers makes the generator of a mode. A key's first sequencer depends only on the seed
 // and the key, not on what was written before, so a seed fixes it (0: a random seed).
-func newSequencers(mode string, seed uint64) *sequencers {
+func NewSequencers(mode string, seed uint64) *sequencers {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 import (
 	"encoding/json"
@@ -47,7 +47,7 @@ type Sink struct {
 
 // newSinkWith is a sink that has already seen these registrations and requests, by tenant: the
 // history a check of the invariants reads.
-func newSinkWith(registered map[string][]SinkRecord, requests map[string][]SinkRequest) *Sink {
+func NewSinkWith(registered map[string][]SinkRecord, requests map[string][]SinkRequest) *Sink {
 	return &Sink{order: registered, log: requests}
 }
 
@@ -123,7 +123,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.inFlight--
 		s.mu.Unlock()
 	}()
-	rw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	rw := &StatusRecorder{ResponseWriter: w, Status: http.StatusOK}
 	w = rw
 	body, err := io.ReadAll(r.Body)
 	key := r.Header.Get("Idempotency-Key")
@@ -154,7 +154,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.log == nil {
 			s.log = map[string][]SinkRequest{}
 		}
-		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Path: r.URL.Path, Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.status})
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Path: r.URL.Path, Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.Status})
 		s.mu.Unlock()
 	}()
 	if shed {
@@ -299,6 +299,6 @@ func (s *Sink) Total() int64 {
 }
 
 // sinkURL is the per-tenant registerUrl the harness gives tenants when no --register-url is set.
-func sinkURL(base, tenant string) string {
+func SinkURL(base, tenant string) string {
 	return strings.TrimSuffix(base, "/") + "/" + tenant + "/records"
 }

@@ -1,4 +1,4 @@
-package localrun
+package emulate
 
 // Billed requests of S3 and SQS, by the class AWS prices them in and by what they touched (an
 // object key, a queue URL), so that a figure can attribute them to a tenant. The APICounter counts
@@ -81,7 +81,7 @@ func sqsBilledRequests(requestBytes, responseBytes int64) int64 {
 
 // meterSQS counts the billed requests of every SQS call that passes, by its QueueUrl, then hands
 // the call to next.
-func meterSQS(next http.Handler, m *RequestMeter) http.Handler {
+func MeterSQS(next http.Handler, m *RequestMeter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
