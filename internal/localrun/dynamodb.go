@@ -138,7 +138,7 @@ func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]emulate.DynamoT
 		}
 		name := props.TableName
 		if name == "" {
-			name = physicalName(tr, 255)
+			name = deploy.PhysicalName(tr, 255)
 		}
 		if len(props.KeySchema) == 0 {
 			return nil, false, fmt.Errorf("table %s: no KeySchema", tr.LogicalID)

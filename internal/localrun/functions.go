@@ -24,10 +24,11 @@ import (
 
 func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*emulate.Function, error) {
 	id, _ := res.Identity(fr)
-	var src string
-	if raw, ok := fr.Metadata[MetadataSource]; ok {
-		json.Unmarshal(raw, &src)
+	spec, err := asm.ReadFunction(res, fr)
+	if err != nil {
+		return nil, err
 	}
+	src := spec.Source
 	if src == "" {
 		return nil, fmt.Errorf("function %s has no %q metadata naming its Go package", fr.LogicalID, MetadataSource)
 	}
@@ -39,24 +40,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		}
 		built[src] = bin
 	}
-	var env struct{ Variables map[string]string }
-	if err := asm.Prop(res, fr, "Environment", &env); err != nil {
-		return nil, err
-	}
-	var timeout, reserved, memory int
-	asm.Prop(res, fr, "Timeout", &timeout)
-	asm.Prop(res, fr, "ReservedConcurrentExecutions", &reserved)
-	asm.Prop(res, fr, "MemorySize", &memory)
-	if timeout == 0 {
-		timeout = 3 // the Lambda default
-	}
-	if memory == 0 {
-		memory = 128 // the Lambda default
-	}
-	vars := env.Variables
-	if vars == nil {
-		vars = map[string]string{}
-	}
+	vars := spec.Variables
 	// The harness points every tenant at the register endpoint of the run by rewriting registerUrl in
 	// the TENANT variable; the controller passes it into every execution, so Split and Register see it.
 	if t, ok := vars["TENANT"]; ok {
@@ -96,19 +80,11 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	if p := vars[pipeline.EnvPool]; p != "" {
 		all = append(all, r.cfg.EnvForPool[p]...)
 	}
-	var logging struct{ LogGroup string }
-	if err := asm.Prop(res, fr, "LoggingConfig", &logging); err != nil {
-		return nil, err
+	if spec.DeadLetterQ != "" && r.queues[spec.DeadLetterQ] == nil {
+		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
 	}
-	var dlc struct{ TargetArn string }
-	if err := asm.Prop(res, fr, "DeadLetterConfig", &dlc); err != nil {
-		return nil, err
-	}
-	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
-		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
-	}
-	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
-		Async: emulate.AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
+	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, r.admissionWaits.observe), LogGroup: spec.LogGroup,
+		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +24,7 @@ import (
 )
 
 // MetadataSource is the resource metadata key naming a function's Go main package.
-const MetadataSource = "tenantpipeline:source"
+const MetadataSource = deploy.MetadataSource
 
 // Config configures one local run.
 type Config struct {
@@ -315,15 +314,6 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		}
 	}
 	return r, nil
-}
-
-// physicalName derives a deterministic local name for a resource without an explicit one.
-func physicalName(res *deploy.Resource, max int) string {
-	n := strings.ToLower(res.LogicalID)
-	if len(n) > max {
-		n = n[:max]
-	}
-	return n
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -56,17 +56,12 @@ func (r *Run) startS3(context.Context) (err error) {
 	r.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
 	asm, res := r.asm, r.res
 	for _, b := range asm.OfType("AWS::S3::Bucket") {
-		var name string
-		var versioning struct{ Status string }
-		asm.Prop(res, b, "BucketName", &name)
-		asm.Prop(res, b, "VersioningConfiguration", &versioning)
-		if name == "" {
-			name = physicalName(b, 63)
-		}
+		bucket := asm.ReadBucket(res, b)
+		name := bucket.Name
 		if err := r.S3.Backend.CreateBucket(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
-		if versioning.Status == "Enabled" {
+		if bucket.Versioned {
 			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 		}
 		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + emulate.Region + ".amazonaws.com"}})
@@ -110,19 +105,11 @@ func (r *Run) startSQS(ctx context.Context) error {
 func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 	asm, res := r.asm, r.res
 	for _, f := range asm.OfType("AWS::Lambda::Function") {
-		var name string
-		asm.Prop(res, f, "FunctionName", &name)
-		if name == "" {
-			name = physicalName(f, 64)
-		}
+		name := asm.NameOf(res, f, "FunctionName", 64)
 		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", emulate.Region, emulate.Account, name)}})
 	}
 	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
-		var name string
-		asm.Prop(res, m, "StateMachineName", &name)
-		if name == "" {
-			name = physicalName(m, 80)
-		}
+		name := asm.NameOf(res, m, "StateMachineName", 80)
 		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", emulate.Region, emulate.Account, name)
 		res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
 	}
@@ -266,23 +253,15 @@ func (r *Run) startFunctions(ctx context.Context) error {
 // group) or a function (invoked asynchronously). events.go routes by them.
 func (r *Run) routeRules(context.Context) error {
 	for _, rr := range r.asm.OfType("AWS::Events::Rule") {
-		var pattern map[string]any
-		var targets []struct {
-			Arn           string
-			SqsParameters struct{ MessageGroupId string }
-		}
-		if err := r.asm.Prop(r.res, rr, "EventPattern", &pattern); err != nil {
+		spec, err := r.asm.ReadRule(r.res, rr)
+		if err != nil {
 			return err
 		}
-		if err := r.asm.Prop(r.res, rr, "Targets", &targets); err != nil {
-			return err
-		}
-		pb, _ := json.Marshal(pattern)
-		p, err := emulate.ParsePattern(pb)
+		p, err := emulate.ParsePattern(spec.Pattern)
 		if err != nil {
 			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
 		}
-		for _, t := range targets {
+		for _, t := range spec.Targets {
 			if f := r.Lambda.Lookup(t.Arn); f != nil {
 				r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
 				continue
@@ -290,7 +269,7 @@ func (r *Run) routeRules(context.Context) error {
 			if r.queues[t.Arn] == nil {
 				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
 			}
-			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.SqsParameters.MessageGroupId})
+			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
 		}
 	}
 	return nil

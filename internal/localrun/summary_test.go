@@ -21,25 +21,6 @@ func TestViolationsEmptyIsArray(t *testing.T) {
 	}
 }
 
-// SQS takes integer attributes as decimal strings; 1.2096e+06 is rejected by real SQS.
-func TestAttrString(t *testing.T) {
-	for _, tc := range []struct {
-		in   any
-		want string
-	}{
-		{float64(1209600), "1209600"}, // MessageRetentionPeriod: 14 days
-		{float64(330), "330"},
-		{float64(262144), "262144"},
-		{"true", "true"},
-		{true, "true"},
-		{nil, ""},
-	} {
-		if got := attrString(tc.in); got != tc.want {
-			t.Errorf("attrString(%v): got %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // The runner's hints are pipectl's: a halt at a core system's failure can be redriven too.
 func TestHaltCommands(t *testing.T) {
 	started := time.Unix(1_800_000_000, 0)

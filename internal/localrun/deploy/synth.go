@@ -1,6 +1,8 @@
-// Package deploy reads what the local run deploys: the cloud assembly (cdk.out) that Synth writes,
-// its CloudFormation templates and the values of their intrinsic functions (Resolver), as
-// CloudFormation would resolve them for the resources the emulators create.
+// Package deploy reads what the local run deploys: the cloud assembly (cdk.out) that Synth writes
+// (Synths once per content), its CloudFormation templates, the values of their intrinsic
+// functions as CloudFormation would resolve them (Resolver), and each resource as the emulators
+// create it, with the AWS defaults the templates leave out (ReadQueue, ReadFunction, ReadMapping,
+// ReadRule, ReadBucket). The local run's Start creates and wires what these read.
 package deploy
 
 import (
