@@ -116,14 +116,14 @@ func TestResourceCounts(t *testing.T) {
 		return per, total
 	}
 	const (
-		perTenant      = 44 // README: "Resources per tenant"
+		perTenant      = 44 // docs/quotas-and-cost.md, "Resources and quotas of a silo tenant"
 		perTenantTable = 45 // with the DynamoDB table the construct creates
 		perStack       = 1  // the dashboard
 	)
 	per, stackLevel := count(shared.template, sampleTenants)
 	for tenant, n := range per {
 		if n != perTenant {
-			t.Errorf("tenant %s: got %d resources, want %d (update README if this changed on purpose)", tenant, n, perTenant)
+			t.Errorf("tenant %s: got %d resources, want %d (update docs/quotas-and-cost.md and docs/tiers.md if this changed on purpose)", tenant, n, perTenant)
 		}
 	}
 	if stackLevel != perStack {

@@ -87,7 +87,7 @@ func checkLostLeasesAlarm(t *testing.T, tpl map[string]any, prefix, name, topic 
 
 // checkCoreDashboard: the core system's dashboard charts its running files and effective limit,
 // its oldest admission wait, its admissions and waits, every metric with the CoreSystem dimension
-// the controller writes (metrics.Dimension CoreSystem, lambdas/controller/admission.go emitCore),
+// the controller writes (metrics.Dimension CoreSystem, internal/controller/admission.go emitCore),
 // and the 429 and 503 answers and requests Register writes with it (metrics.InCoreSystem).
 func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 	t.Helper()

@@ -91,7 +91,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 	})
 
 	// (c) The controller reads a pooled tenant's pause marker, and lists control/<tenant>/ so that a
-	// missing marker reads as absent (lambdas/controller/paused.go), through a session of the
+	// missing marker reads as absent (internal/controller/paused.go), through a session of the
 	// tenant-scoped role tagged with the tenant: the grants are the tenant role's, named by the tag,
 	// and the controller may assume it.
 	t.Run("controller reads pause markers", func(t *testing.T) {

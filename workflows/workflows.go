@@ -134,22 +134,57 @@ var (
 // throttleRetry waits out a throttle for as long as the execution may run: Step Functions keeps one
 // attempt count per retrier and uses the first retrier whose ErrorEquals matches, so a throttle
 // spends only this retrier's attempts, and MaxAttempts is the documented maximum, 99,999,999, which
-// leaves the state machine's timeout as the only bound. Waits grow from 5 s and are capped at 5
-// minutes (MaxDelaySeconds must be below 31,622,401), each drawn at random below its cap (FULL
-// jitter), so the tenants throttled together come back spread out. At the cap a throttled task
-// retries about 24 times an hour; with 3 history events per attempt (TaskScheduled, TaskStarted,
-// TaskFailed) a day of throttling writes about 1,700 of an execution's 25,000.
+// leaves the state machine's timeout as the only bound. Waits grow from 5 s and are capped at
+// throttleMaxDelay(timeout) (MaxDelaySeconds must be below 31,622,401), each drawn at random
+// below its cap (FULL jitter), so the tenants throttled together come back spread out.
 // https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html
-// https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
-func throttleRetry(errs []string) *sfn.RetryProps {
+func throttleRetry(errs []string, timeout time.Duration) *sfn.RetryProps {
 	return &sfn.RetryProps{
 		Errors:         jsii.Strings(errs...),
 		Interval:       awscdk.Duration_Seconds(jsii.Number(5)),
 		MaxAttempts:    jsii.Number(maxRetryAttempts),
 		BackoffRate:    jsii.Number(2),
-		MaxDelay:       awscdk.Duration_Minutes(jsii.Number(5)),
+		MaxDelay:       awscdk.Duration_Seconds(jsii.Number(throttleMaxDelay(timeout).Seconds())),
 		JitterStrategy: sfn.JitterType_FULL,
 	}
+}
+
+// Step Functions keeps at most 25,000 events in one execution's history, and an execution that
+// reaches it fails (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html). A
+// throttled task writes events for as long as the throttle lasts, so the throttle retriers' cap
+// is bounded from below by that limit and by the longest a throttled file may wait, the state
+// machine's timeout:
+//   - events per attempt: an attempt that fails writes TaskScheduled, TaskStarted and TaskFailed
+//     (TaskSubmitFailed for a StartExecution refused). AWS lists the event types
+//     (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html) but
+//     documents no count per attempt, so the bound counts one more: throttleEventsPerAttempt, 4;
+//   - room: a file execution at pipeline.MaxSegments writes 20,011 events of its own (started 1,
+//     Split 5, the Segments Map 4, 8 a segment, succeeded 1), which leaves 4,989, room for
+//     1,247 throttled attempts (a segment execution, at most 7,004 of its own, leaves more);
+//   - retries per hour: once the wait reaches the cap, FULL jitter draws it uniformly below the
+//     cap, so an attempt comes on average every cap/2: 3,600 / (cap/2) an hour;
+//   - hours: at most the state machine's timeout, the construct's 24 h by default and below 7
+//     days at most.
+//
+// So cap ≥ 2 × timeout / 1,247: 139 s for 24 h (the cap stays at 5 minutes, 24 attempts and 96
+// events an hour, 2,304 in a day), 970 s for 7 days (17 minutes). A 5 s cap would write 5,760
+// events an hour and fill the whole history in about 4 h 20 min (6 h at 3 events an attempt).
+const (
+	historyLimit             = 25000
+	throttleEventsPerAttempt = 4
+	// fileHistoryEvents is what a file execution of pipeline.MaxSegments segments writes with no
+	// retry.
+	fileHistoryEvents   = 1 + 5 + 4 + 8*pipeline.MaxSegments + 1
+	minThrottleMaxDelay = 5 * time.Minute
+)
+
+// throttleMaxDelay is the throttle retriers' cap for a state machine of that timeout: 5 minutes,
+// or the least whole minutes that keep a throttle lasting the whole timeout inside the history.
+func throttleMaxDelay(timeout time.Duration) time.Duration {
+	attempts := time.Duration((historyLimit - fileHistoryEvents) / throttleEventsPerAttempt)
+	// A throttle that lasts the whole timeout makes timeout / (cap/2) attempts.
+	minutes := (2*timeout/attempts + time.Minute - 1) / time.Minute
+	return max(minThrottleMaxDelay, minutes*time.Minute)
 }
 
 // maxRetryAttempts is the largest MaxAttempts a retrier takes
@@ -220,7 +255,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultPath:               jsii.String("$.split"),
 	})
-	addLambdaRetries(split, p.SplitTimeout)
+	addLambdaRetries(split, p.SplitTimeout, p.Timeout)
 
 	registerSegment := tasks.NewStepFunctionsStartExecution(scope, jsii.String(StateRegisterSegment), &tasks.StepFunctionsStartExecutionProps{
 		StateMachine:       segment,
@@ -245,7 +280,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 		// ResultPath discards the array, and that array counts against the 256 KiB payload quota.
 		OutputPath: sfn.JsonPath_DISCARD(),
 	})
-	registerSegment.AddRetry(throttleRetry(startSegmentThrottleErrors))
+	registerSegment.AddRetry(throttleRetry(startSegmentThrottleErrors, p.Timeout))
 	registerSegment.AddRetry(&sfn.RetryProps{
 		Errors:         jsii.Strings(startSegmentErrors...),
 		Interval:       awscdk.Duration_Seconds(jsii.Number(5)),
@@ -299,7 +334,7 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	// (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
 	// it would fail again at once instead of re-running the failed segment, which breaks the
 	// operator's redrive and the controller's halt. The controller writes a failed file's results
-	// when it sees the failure, with the same task (lambdas/controller, results.go).
+	// when it sees the failure, with the same task (internal/controller, results.go).
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
 	return split.Next(segments).Next(succeeded)
@@ -395,7 +430,7 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		ResultSelector:           &cursor,
 		ResultPath:               jsii.String("$.cursor"),
 	})
-	addLambdaRetries(register, p.RegisterTimeout)
+	addLambdaRetries(register, p.RegisterTimeout, p.Timeout)
 
 	// The segment's output is {}: RegisterSegment discards it anyway.
 	done := sfn.NewSucceed(scope, jsii.String(StateSegmentDone), &sfn.SucceedProps{OutputPath: sfn.JsonPath_DISCARD()})
@@ -430,7 +465,7 @@ func perChunkSegmentDefinition(scope constructs.Construct, p *Props) sfn.IChaina
 		// (see RegisterSegment).
 		OutputPath: sfn.JsonPath_DISCARD(),
 	})
-	addLambdaRetries(register, p.RegisterTimeout)
+	addLambdaRetries(register, p.RegisterTimeout, p.Timeout)
 
 	chunks := sfn.NewMap(scope, jsii.String(StateChunks), &sfn.MapProps{
 		ItemsPath:      jsii.String("$.chunkIndexes.indexes"),
@@ -458,8 +493,9 @@ func perChunkSegmentDefinition(scope constructs.Construct, p *Props) sfn.IChaina
 // RetryableError (a core system's outage: 408, 500, 502, 504, timeouts; S3 hiccups) patiently with
 // jittered backoff. A core system's 429 and 503 are no RetryableError: Register waits them out,
 // or ends the invocation with its cursor. PermanentError, ValidationError and ObjectChangedError
-// are not retried: the file fails. fnTimeout is the function's timeout.
-func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
+// are not retried: the file fails. fnTimeout is the function's timeout, timeout the state
+// machine's.
+func addLambdaRetries(t sfn.TaskStateBase, fnTimeout, timeout time.Duration) {
 	t.AddRetry(&sfn.RetryProps{
 		Errors:      jsii.Strings(lambdaServiceErrors...),
 		Interval:    awscdk.Duration_Seconds(jsii.Number(1)),
@@ -479,7 +515,7 @@ func addLambdaRetries(t sfn.TaskStateBase, fnTimeout time.Duration) {
 		BackoffRate: jsii.Number(1),
 	})
 	// A throttle never fails the file: it is waited out until the state machine's timeout.
-	t.AddRetry(throttleRetry(lambdaThrottleErrors))
+	t.AddRetry(throttleRetry(lambdaThrottleErrors, timeout))
 	t.AddRetry(&sfn.RetryProps{
 		// A RecordLatencyError is retried alike: one invocation cannot tell a record slower than
 		// the budget from a core system that hangs for a while. After the attempts the file fails

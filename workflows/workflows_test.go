@@ -36,12 +36,18 @@ func fileASL(t *testing.T) map[string]any {
 
 func asl(t *testing.T, recordCursor bool, which func(*Workflow) sfn.StateMachine) map[string]any {
 	t.Helper()
+	return aslOf(t, time.Hour, recordCursor, which)
+}
+
+// aslOf is asl for state machines of the timeout given.
+func aslOf(t *testing.T, timeout time.Duration, recordCursor bool, which func(*Workflow) sfn.StateMachine) map[string]any {
+	t.Helper()
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
 	fn := func(id string) awslambda.IFunction {
 		return awslambda.Function_FromFunctionArn(stack, jsii.String(id), jsii.String("arn:aws:lambda:ap-northeast-1:123456789012:function:"+id))
 	}
 	w := New(stack, "Workflow", &Props{
-		Split: fn("Split"), Register: fn("Register"), Timeout: time.Hour, SplitTimeout: time.Minute, RegisterTimeout: time.Minute,
+		Split: fn("Split"), Register: fn("Register"), Timeout: timeout, SplitTimeout: time.Minute, RegisterTimeout: time.Minute,
 		Logs: awslogs.NewLogGroup(stack, jsii.String("Logs"), nil), RecordCursor: recordCursor,
 	})
 	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()

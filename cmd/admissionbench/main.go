@@ -601,7 +601,7 @@ func createTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	}).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second)
 }
 
-// push is internal/admission as the controller drives it (lambdas/controller/admission.go): a
+// push is internal/admission as the controller drives it (internal/controller/admission.go): a
 // waiting file is held for the safety net and armed with its receipt; the release that hands it a
 // slot names it to wake.
 type push struct {

@@ -31,6 +31,7 @@ commands:
   files TENANT [--limit N]                the tenant's recent files, newest first (N 1-1000, default 20)
   results TENANT KEY|EXECUTION [--out DIR]
                                           a file's summary (counts, failure); --out downloads its results
+                                          (quote a KEY with spaces)
   pause TENANT [--reason T]               stop processing: a silo tenant's event source mapping is
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newOps ne
 	root.SetArgs(append([]string{}, args...))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	requireShell(root) // after SetOut: the completion command keeps the writer it finds
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -184,6 +186,29 @@ func newRoot(newOps newOpsFunc, stdout io.Writer) *cobra.Command {
 		})
 	}
 	return root
+}
+
+// requireShell makes `pipectl completion` without a shell, or with one cobra has no script for,
+// bad usage (exit 2) naming the shells, where cobra would print the help and exit 0.
+func requireShell(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, comp := range root.Commands() {
+		if comp.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sh := range comp.Commands() {
+			shells = append(shells, sh.Name())
+		}
+		valid := strings.Join(shells[:len(shells)-1], ", ") + " or " + shells[len(shells)-1]
+		comp.Args = cobra.ArbitraryArgs
+		comp.RunE = func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("completion needs a shell: pipectl completion SHELL, SHELL one of %s", valid)
+			}
+			return usagef("completion: no script for shell %q; SHELL is one of %s", args[0], valid)
+		}
+	}
 }
 
 func commandNamed(name string) (command, bool) {

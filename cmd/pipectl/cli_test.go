@@ -31,6 +31,24 @@ func TestCompletionScripts(t *testing.T) {
 	}
 }
 
+// completion without a shell, or with one it has no script for, is bad usage naming the shells.
+func TestCompletionNeedsAShell(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"completion"}, "pipectl: completion needs a shell: pipectl completion SHELL, SHELL one of bash, fish, powershell or zsh\n"},
+		{[]string{"completion", "tcsh"}, `pipectl: completion: no script for shell "tcsh"; SHELL is one of bash, fish, powershell or zsh` + "\n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runIn(t, world(), tc.args...)
+			if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, tc.want) {
+				t.Errorf("got exit %d, stdout %.80q, stderr %q; want exit %d, no stdout, stderr starting %q", code, stdout, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
 // The dynamic completion behind the scripts: subcommands, then the stacks' tenants.
 func TestDynamicCompletion(t *testing.T) {
 	for _, tc := range []struct {

@@ -24,11 +24,13 @@ admission, its core systems, and the objects no tenant's prefix routes.`},
 stop and error.
 
   --limit N   how many files (1-1000, default 20)`},
-	{name: "results", minArgs: 2, maxArgs: 2, args: "TENANT KEY|EXECUTION [--out DIR]", flags: resultsFlags, run: runResults,
+	{name: "results", minArgs: 2, maxArgs: -1, args: "TENANT KEY|EXECUTION [--out DIR]", flags: resultsFlags, run: runResults,
 		short: "what became of a file: its summary, and its results files",
 		long: `Prints the summary of a file's execution (results/<tenant>/<execution>/summary.json): status,
 counts, failure and the results files. KEY is the file's object key (its newest execution is
-taken) or EXECUTION its execution name. --json prints summary.json as stored.
+taken) or EXECUTION its execution name. An execution name is 1-80 of A-Z a-z 0-9 - _; anything
+else is a key, and a file name without a "/" is the key under the tenant's prefix (stderr says
+so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
 	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
@@ -86,7 +88,9 @@ A note on stderr says which, unless --tenants was given. Only --tenants guarante
 access is needed.
 
   --out DIR       write DIR/<file base name>.rejected.csv (.rejected.jsonl for JSON Lines) as
-                  results/ would hold it; with one FILE, also DIR/rejected.csv (rejected.jsonl)
+                  results/ would hold it, and .rejected.jsonl beside it for the rows that are not
+                  valid CSV; with one FILE, also DIR/rejected.csv (rejected.jsonl); none when no
+                  record is rejected
   --tenants FILE  read the settings from this tenants file only, without AWS`},
 }
 
@@ -107,6 +111,11 @@ func resultsFlags(fs *flag.FlagSet) func() error {
 }
 
 func runResults(ctx context.Context, e *env, args []string) (any, error) {
+	if len(args) > 2 {
+		// A shell splits an unquoted key with spaces into several words.
+		return nil, usagef("results takes one KEY or EXECUTION after TENANT, got %d words; quote a key with spaces: pipectl results %s %s",
+			len(args)-1, ops.ShellQuote(args[0]), ops.ShellQuote(strings.Join(args[1:], " ")))
+	}
 	o, err := e.ops(ctx)
 	if err != nil {
 		return nil, err
@@ -114,6 +123,9 @@ func runResults(ctx context.Context, e *env, args []string) (any, error) {
 	rep, err := o.Results(ctx, args[0], args[1], flagOut)
 	if err != nil {
 		return nil, err
+	}
+	if rep.Note != "" {
+		fmt.Fprintln(e.errOut, "pipectl: note: "+rep.Note)
 	}
 	e.human = func(any) string { return resultsText(rep) }
 	return rep.Raw, nil
@@ -140,7 +152,7 @@ func resultsText(rep ops.ResultsReport) string {
 		}
 		rows = append(rows, []string{"failure", f})
 	}
-	for _, f := range [][2]string{{"summary", s.Files.Summary}, {"rejected file", s.Files.Rejected}, {"unprocessed file", s.Files.Unprocessed}} {
+	for _, f := range [][2]string{{"summary", s.Files.Summary}, {"rejected file", s.Files.Rejected}, {"rejected, not CSV", s.Files.RejectedNotCSV}, {"unprocessed file", s.Files.Unprocessed}} {
 		if f[1] != "" {
 			rows = append(rows, []string{f[0], f[1]})
 		}
@@ -369,10 +381,17 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 	return res, err
 }
 
-// statusTable is one row per tenant, then one line per last failure.
+// recordsLegend explains the head's RECORDS column: the execution history shows which segments
+// finished, not how far the running one got, so the count is a lower bound.
+const recordsLegend = "RECORDS >=n/N: at least n of the head file's N records are registered " +
+	"(the records of its finished segments; the segment running now is not counted yet)"
+
+// statusTable is one row per tenant, then the RECORDS legend when a count is a lower bound, then
+// one line per last failure.
 func statusTable(rep ops.StatusReport) string {
 	var b strings.Builder
 	rows := [][]string{{"TENANT", "TIER", "POLICY", "PAUSED", "BLOCKED", "VISIBLE", "IN-FLIGHT", "HEAD", "EXECUTION", "STATUS", "RECORDS", "QUEUED", "RUNNING"}}
+	lowerBound := false
 	for _, t := range rep.Tenants {
 		paused := "?"
 		if t.Paused != nil {
@@ -392,11 +411,15 @@ func statusTable(rep ops.StatusReport) string {
 			if p := h.Progress; p != nil {
 				// Registered at segment granularity: at least this many.
 				records = fmt.Sprintf(">=%d/%d", p.Registered, p.Records)
+				lowerBound = true
 			}
 		}
 		rows = append(rows, []string{t.ID, tier, t.Policy, paused, yesNo(t.Blocked), visible, inflight, head, exec, status, records, queued, running})
 	}
 	b.WriteString(termtable.Render(rows))
+	if lowerBound {
+		b.WriteString(recordsLegend + "\n")
+	}
 	for _, p := range rep.Pools {
 		fmt.Fprintf(&b, "pool %s (%s): %d tenants, queue %s visible, %s in flight, oldest held head %s\n",
 			p.Name, p.Stack, p.Tenants, count(p.Queue.Visible), count(p.Queue.InFlight), dur(p.OldestMessageAgeSeconds))
@@ -428,6 +451,11 @@ func statusTable(rep ops.StatusReport) string {
 	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
+		}
+	}
+	for _, t := range rep.Tenants {
+		if len(t.Next) > 0 {
+			fmt.Fprintf(&b, "%s is halted at %s:\n%s", t.ID, t.Head.ExecutionName, ops.ReleaseText("  ", t.Next))
 		}
 	}
 	return b.String()

@@ -189,7 +189,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null}],"pools":[],"coreSystems":[]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null,"next":null}],"pools":[],"coreSystems":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)
@@ -213,8 +213,56 @@ func TestStatusTable(t *testing.T) {
 			t.Errorf("line %d: got %q, want %q", i, got, want)
 		}
 	}
+	if !strings.Contains(stdout, "\nRECORDS >=n/N: at least n of the head file's N records are registered") {
+		t.Errorf("got %s, want the legend of the >= count under the table", stdout)
+	}
 	if !strings.Contains(stdout, "acme last failure: inbox/acme/bad.csv acme-2 FAILED: ValidationError: inbox/acme/bad.csv line 3") {
 		t.Errorf("got %s, want acme's last failure line", stdout)
+	}
+	// The blocked tenant's next commands, as the local run prints them at a halt: a file that
+	// failed validation is skipped, not redriven.
+	next := "acme is halted at acme-2:\n" + ops.ReleaseText("  ", []string{"pipectl skip acme acme-2 --reason '<why this file is skipped>'"})
+	if !strings.Contains(stdout, next) || strings.Contains(stdout, "pipectl redrive") || strings.Contains(stdout, "globex is halted") {
+		t.Errorf("got %s, want acme's next commands %q, no redrive and nothing for globex", stdout, next)
+	}
+}
+
+// A halted tenant's status names the commands that release it, by how its file failed: skip
+// always, redrive unless the file failed validation. A tenant that is not blocked gets none.
+func TestStatusHaltedNextCommands(t *testing.T) {
+	skip := "pipectl skip acme acme-2 --reason '<why this file is skipped>'"
+	for _, tc := range []struct {
+		name         string
+		error, cause string
+		want         []string
+	}{
+		{"validation", pipeline.ErrValidation, `{"errorMessage":"line 3","errorType":"ValidationError"}`, []string{skip}},
+		{"the core system", pipeline.ErrPermanent, `{"errorMessage":"core system answered 400","errorType":"PermanentError"}`, []string{skip, "pipectl redrive acme acme-2"}},
+		{"a timeout", "States.Timeout", "", []string{skip, "pipectl redrive acme acme-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			for _, e := range w.Executions {
+				if e.Name == "acme-2" {
+					e.Error, e.Cause = tc.error, tc.cause
+				}
+			}
+			_, stdout, _ := runIn(t, w, "status", "--json", "acme", "globex")
+			var rep ops.StatusReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Tenants) != 2 {
+				t.Fatalf("status --json: %v\n%s", err, stdout)
+			}
+			if got := rep.Tenants[0].Next; !slices.Equal(got, tc.want) {
+				t.Errorf("acme: got next %q, want %q", got, tc.want)
+			}
+			if got := rep.Tenants[1].Next; got != nil {
+				t.Errorf("globex (not blocked): got next %q, want none", got)
+			}
+			_, table, _ := runIn(t, w, "status", "acme")
+			if want := "acme is halted at acme-2:\n" + ops.ReleaseText("  ", tc.want); !strings.Contains(table, want) {
+				t.Errorf("got table\n%s\nwant it to contain\n%s", table, want)
+			}
+		})
 	}
 }
 
@@ -808,12 +856,14 @@ func TestResults(t *testing.T) {
 	const summary = `{"version":1,"tenant":"acme","tier":"silo","execution":"acme-2","status":"FAILED",` +
 		`"source":{"bucket":"b","key":"inbox/acme/bad.csv"},"records":5,"registered":2,"rejected":1,"unprocessed":2,` +
 		`"failure":{"type":"ValidationError","message":"2 fields, want 3","line":3},` +
-		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv"}}`
+		`"files":{"summary":"s3://BUCKET/results/acme/acme-2/summary.json","rejected":"s3://BUCKET/results/acme/acme-2/rejected.csv",` +
+		`"rejectedNotCsv":"s3://BUCKET/results/acme/acme-2/rejected.jsonl"}}`
 	setup := func() *opsfake.World {
 		w := world()
 		body := strings.ReplaceAll(summary, "BUCKET", acme.Bucket)
 		w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: body}
-		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "a,b,_line,_record,_error\n"}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.csv"] = &opsfake.Object{Body: "_line,_record,_error,a,b\n"}
+		w.Objects[acme.Bucket+"/results/acme/acme-2/rejected.jsonl"] = &opsfake.Object{Body: `{"line":4,"record":3,"error":"stray quote","raw":"\"x"}` + "\n"}
 		return w
 	}
 	for _, ref := range []string{"acme-2", "inbox/acme/bad.csv"} {
@@ -822,7 +872,7 @@ func TestResults(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("got exit %d (%s), want 0", code, stderr)
 			}
-			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv"} {
+			for _, want := range []string{"acme-2", "FAILED", "registered", "ValidationError: 2 fields, want 3 (line 3)", "rejected.csv", "rejected, not CSV", "rejected.jsonl"} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("got\n%s\nwant it to contain %q", stdout, want)
 				}
@@ -844,7 +894,7 @@ func TestResults(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("got exit %d (%s), want 0", code, stderr)
 		}
-		for _, f := range []string{"summary.json", "rejected.csv"} {
+		for _, f := range []string{"summary.json", "rejected.csv", "rejected.jsonl"} {
 			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				t.Errorf("got no %s in --out: %v", f, err)
 			}
@@ -856,4 +906,47 @@ func TestResults(t *testing.T) {
 			t.Errorf("got exit %d, stderr %q; want 1 naming the missing summary.json", code, stderr)
 		}
 	})
+}
+
+// pipectl results tells a file's key from an execution name, says how it read one that was not
+// as it stood, and asks for quotes around a key split into words by the shell.
+func TestResultsArgument(t *testing.T) {
+	const summary = `{"version":1,"tenant":"acme","execution":"acme-2","status":"FAILED","source":{"bucket":"ingest","key":"inbox/acme/bad.csv"}}`
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr []string // each in stderr; none: stderr empty
+	}{
+		{"an execution name", []string{"acme-2"}, 0, "acme-2", nil},
+		{"a key under the prefix", []string{"inbox/acme/bad.csv"}, 0, "acme-2", nil},
+		{"a file name is the key under the prefix, and said so", []string{"bad.csv"}, 0, "acme-2",
+			[]string{`pipectl: note: "bad.csv" is read as a file's key`, "under tenant acme's prefix: inbox/acme/bad.csv"}},
+		{"a file name no execution read", []string{"other.csv"}, 1, "",
+			[]string{"no execution of tenant acme read inbox/acme/other.csv", `"other.csv" is read as a file's key`}},
+		{"a key outside the prefix is refused", []string{"inbox/globex/bad.csv"}, 1, "",
+			[]string{`"inbox/globex/bad.csv" is read as a file's key`, "not under tenant acme's prefix inbox/acme/"}},
+		{"a name without an extension is an execution name, with the key to try", []string{"bad"}, 1, "",
+			[]string{`"bad" is read as an execution name`, "give its key, inbox/acme/bad"}},
+		{"a key with spaces, unquoted", []string{"my", "bad", "file.csv"}, 2, "",
+			[]string{"results takes one KEY or EXECUTION after TENANT, got 3 words; quote a key with spaces: pipectl results acme 'my bad file.csv'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: summary}
+			code, stdout, stderr := runIn(t, w, append([]string{"results", "acme"}, tc.args...)...)
+			if code != tc.wantCode || !strings.Contains(stdout, tc.wantStdout) {
+				t.Errorf("got exit %d, stdout %q; want %d and %q (stderr %q)", code, stdout, tc.wantCode, tc.wantStdout, stderr)
+			}
+			if len(tc.wantStderr) == 0 && stderr != "" {
+				t.Errorf("got stderr %q, want none", stderr)
+			}
+			for _, want := range tc.wantStderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("got stderr %q, want it to contain %q", stderr, want)
+				}
+			}
+		})
+	}
 }

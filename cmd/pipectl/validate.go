@@ -192,35 +192,32 @@ func validateFile(t pipeline.Tenant, name, outDir string, single bool) (fileVerd
 	return v, nil
 }
 
-// writeRejected writes DIR/<file base name>.rejected.csv (or .rejected.jsonl) with the writers
-// the results use; with a single FILE also DIR/rejected.csv (or rejected.jsonl).
+// writeRejected writes the rejected files as results/ would hold them (results.RejectedFiles),
+// each as DIR/<file base name>.<name> (rejected.csv, and rejected.jsonl for the rows that are not
+// valid CSV; rejected.jsonl for JSON Lines); with a single FILE also as DIR/<name>. A file with
+// no rejection writes none. It returns the paths written, joined by ", ".
 func writeRejected(t pipeline.Tenant, f records.Format, sum records.Summary, invalid []records.Invalid, name, dir string, single bool) (string, error) {
-	var b []byte
-	if t.Format == pipeline.FormatCSV {
-		b = results.CSVHeader(b, sum.RawHeader, f.Delimiter, t.Encoding)
-	}
-	for _, iv := range invalid {
-		r := results.Rejection{Line: iv.Line, Record: iv.Record, Error: iv.Reason, Raw: iv.Raw}
-		if t.Format == pipeline.FormatCSV {
-			b = results.AppendCSV(b, r, f.Delimiter, t.Encoding)
-		} else {
-			b = results.AppendJSONL(b, r)
-		}
+	rs := make([]results.Rejection, len(invalid))
+	for i, iv := range invalid {
+		rs[i] = results.Rejection{Line: iv.Line, Record: iv.Record, Error: iv.Reason, Raw: iv.Raw}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	rejected := results.RejectedName(t.Format)
-	out := filepath.Join(dir, filepath.Base(name)+"."+rejected)
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		return "", err
-	}
-	if single {
-		if err := os.WriteFile(filepath.Join(dir, rejected), b, 0o644); err != nil {
+	var written []string
+	for _, file := range results.RejectedFiles(t.Format, rs, sum.RawHeader, f.Delimiter, t.Encoding) {
+		out := filepath.Join(dir, filepath.Base(name)+"."+file.Name)
+		if err := os.WriteFile(out, file.Body, 0o644); err != nil {
 			return "", err
 		}
+		if single {
+			if err := os.WriteFile(filepath.Join(dir, file.Name), file.Body, 0o644); err != nil {
+				return "", err
+			}
+		}
+		written = append(written, out)
 	}
-	return out, nil
+	return strings.Join(written, ", "), nil
 }
 
 func validateText(vs []fileVerdict) string {

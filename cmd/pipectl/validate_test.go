@@ -14,6 +14,7 @@ import (
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 // noAWS fails any command that would reach AWS: validate must not.
@@ -88,7 +89,7 @@ func TestValidateWritesRejectedCP932(t *testing.T) {
 		}
 		return b
 	}
-	want := append(enc("名前,値,_line,_record,_error\n"), enc("ソ,ポ,余,3,2,\"record has 3 fields, the header has 2\"\n")...)
+	want := append(enc("_line,_record,_error,名前,値\n"), enc("3,2,\"record has 3 fields, the header has 2\",ソ,ポ,余\n")...)
 	for _, name := range []string{"cp932.csv.rejected.csv", "rejected.csv"} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -111,20 +112,21 @@ func TestValidateResultsFixtures(t *testing.T) {
 		code               int
 		stdout             []string // each must appear
 		rejected, golden   string
+		notCSV             bool // the fixture has rows that are not valid CSV: <file>.rejected.jsonl too
 	}{
 		{"skipRecord accepts 3 malformed rows", "skipper", "orders.csv", 0,
 			[]string{"orders.csv: 60 records, 57 valid, 3 rejected: accepted: 3 rejected (skipRecord, at most 1000)",
 				"  line 14, record 13: ", "  line 32, record 31: ", "  line 48, record 47: "},
-			"rejected.csv", "orders.csv.rejected.csv"},
+			"rejected.csv", "orders.csv.rejected.csv", true},
 		// failFile still lists every invalid record, so --out holds what skipRecord rejects.
 		{"failFile refuses and names line 14", "failer", "orders.csv", 1,
-			[]string{"orders.csv: 60 records, 57 valid, 3 rejected: rejected: line 14: "}, "rejected.csv", "orders.csv.rejected.csv"},
+			[]string{"orders.csv: 60 records, 57 valid, 3 rejected: rejected: line 14: "}, "rejected.csv", "orders.csv.rejected.csv", true},
 		{"cp932 rows come back in CP932", "sjis", "cp932.csv", 0,
 			[]string{"cp932.csv: 10 records, 7 valid, 3 rejected: accepted", "  line 5, record 4: ", "  line 7, record 6: ", "  line 9, record 8: "},
-			"rejected.csv", "cp932.csv.rejected.csv"},
+			"rejected.csv", "cp932.csv.rejected.csv", true},
 		{"jsonl", "lines", "orders.jsonl", 0,
 			[]string{"orders.jsonl: 5 records, 3 valid, 2 rejected: accepted", "  line 2, record 2: line is not valid JSON", "  line 5, record 4: line is valid JSON but not an object"},
-			"rejected.jsonl", "orders.jsonl.rejected.jsonl"},
+			"rejected.jsonl", "orders.jsonl.rejected.jsonl", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,17 +140,24 @@ func TestValidateResultsFixtures(t *testing.T) {
 					t.Errorf("got stdout\n%s\nwant it to contain %q", out, w)
 				}
 			}
-			want, err := os.ReadFile(td + c.golden)
-			if err != nil {
-				t.Fatal(err)
+			goldens := [][3]string{{c.golden, c.rejected, c.golden}}
+			if c.notCSV {
+				golden := c.file + "." + results.RejectedJSONL
+				goldens = append(goldens, [3]string{golden, results.RejectedJSONL, golden})
 			}
-			for _, name := range []string{c.golden, c.rejected} {
-				got, err := os.ReadFile(filepath.Join(dir, name))
+			for _, g := range goldens {
+				want, err := os.ReadFile(td + g[2])
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s: got %q, want %s %q", name, got, c.golden, want)
+				for _, name := range g[:2] {
+					got, err := os.ReadFile(filepath.Join(dir, name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("%s: got %q, want %s %q", name, got, g[2], want)
+					}
 				}
 			}
 		})

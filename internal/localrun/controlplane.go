@@ -28,7 +28,8 @@ import (
 // The control plane is what an operator's tool calls besides the data services: CloudFormation
 // DescribeStacks (how pipectl finds the tenants), STS GetCallerIdentity (the skip marker's audit
 // identity), Lambda's event source mapping API (pause and resume) and GetFunction with its code
-// (a pool's tenants, getfunction.go). It is one HTTP endpoint;
+// (a pool's tenants, getfunction.go) and CloudWatch GetInsightRuleReport (pipectl health,
+// insightrules.go). It is one HTTP endpoint;
 // Lambda requests other than event source mappings go on to the Lambda Invoke API. The wire
 // formats are those of cmd/pipectl/sdk_test.go.
 
@@ -147,8 +148,8 @@ func (r *Run) Mapping(tenantID string) *esm {
 	return nil
 }
 
-// controlPlane serves CloudFormation, STS and the Lambda API (event source mappings; the rest
-// goes to the Invoke API).
+// controlPlane serves CloudFormation, STS, CloudWatch's Contributor Insights reports and the
+// Lambda API (event source mappings; the rest goes to the Invoke API).
 func (r *Run) controlPlane() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/2015-03-31/event-source-mappings") {
@@ -157,6 +158,10 @@ func (r *Run) controlPlane() http.Handler {
 		}
 		if strings.HasPrefix(req.URL.Path, codePath) {
 			r.serveCode(w, req)
+			return
+		}
+		if strings.HasPrefix(req.URL.Path, cloudWatchPath) { // insightrules.go
+			r.serveCloudWatch(w, req)
 			return
 		}
 		if r.serveGetFunction(w, req) { // getfunction.go
@@ -395,7 +400,7 @@ func uuidFor(name string) string {
 // Endpoints are the local endpoints an operator's client uses (--serve), by the SDK's service
 // names in AWS_ENDPOINT_URL_<SERVICE> (https://docs.aws.amazon.com/sdkref/latest/guide/ss-endpoints-table.html).
 type Endpoints struct {
-	S3, SQS, SFN, Lambda, CloudFormation, STS string
+	S3, SQS, SFN, Lambda, CloudFormation, STS, CloudWatch string
 }
 
 // Env is the environment that points the AWS SDKs, the aws CLI and pipectl at the run: one
@@ -410,6 +415,7 @@ func (r *Run) Env() []string {
 		"AWS_ENDPOINT_URL_LAMBDA=" + e.Lambda,
 		"AWS_ENDPOINT_URL_CLOUDFORMATION=" + e.CloudFormation,
 		"AWS_ENDPOINT_URL_STS=" + e.STS,
+		"AWS_ENDPOINT_URL_CLOUDWATCH=" + e.CloudWatch,
 		"AWS_REGION=" + emulate.Region,
 		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",

@@ -3,8 +3,14 @@ package localrun
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/aws/smithy-go/encoding/cbor"
 
 	"github.com/example/tenantpipeline/internal/insights"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
@@ -108,4 +114,81 @@ func (r *Run) InsightMatches(in func(logGroup string) bool) int {
 		}
 	}
 	return n
+}
+
+// cloudWatchPath is where the CloudWatch client sends its requests: the SDK for Go speaks Smithy
+// RPC v2 CBOR to CloudWatch, POST /service/GraniteServiceVersion20100801/operation/<Operation>
+// (https://smithy.io/2.0/additional-specs/protocols/smithy-rpc-v2.html).
+const cloudWatchPath = "/service/GraniteServiceVersion20100801/operation/"
+
+// serveCloudWatch answers GetInsightRuleReport (pipectl health) from InsightRuleReport: the
+// contributors, the highest first, at most MaxContributorCount (default 10, at most 100), each
+// with one datapoint, the whole run being one period, in the report's last period
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetInsightRuleReport.html).
+// Every other operation is refused by name.
+func (r *Run) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
+	op := strings.TrimPrefix(req.URL.Path, cloudWatchPath)
+	if op != "GetInsightRuleReport" {
+		cborError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local run does not emulate CloudWatch %s", op))
+		return
+	}
+	body, _ := io.ReadAll(req.Body)
+	v, err := cbor.Decode(body)
+	in, ok := v.(cbor.Map)
+	if err != nil || !ok {
+		cborError(w, http.StatusBadRequest, "InvalidParameterValue", "the request is not a CBOR map")
+		return
+	}
+	name, _ := in["RuleName"].(cbor.String)
+	start, errStart := cbor.AsTime(in["StartTime"])
+	end, errEnd := cbor.AsTime(in["EndTime"])
+	period, errPeriod := cbor.AsInt64(in["Period"])
+	if name == "" || errStart != nil || errEnd != nil || errPeriod != nil || period <= 0 || !end.After(start) {
+		cborError(w, http.StatusBadRequest, "InvalidParameterValue", "RuleName, StartTime before EndTime and a positive Period are required")
+		return
+	}
+	limit := int64(10)
+	if c, ok := in["MaxContributorCount"]; ok {
+		if limit, err = cbor.AsInt64(c); err != nil || limit < 1 || limit > 100 {
+			cborError(w, http.StatusBadRequest, "InvalidParameterValue", "MaxContributorCount must be 1 to 100")
+			return
+		}
+	}
+	cs, err := r.InsightRuleReport(string(name))
+	if err != nil {
+		cborError(w, http.StatusBadRequest, "ResourceNotFound", err.Error())
+		return
+	}
+	at := &cbor.Tag{ID: 1, Value: cbor.Float64(float64(end.Add(-time.Duration(period) * time.Second).Unix()))}
+	var sum float64
+	list := cbor.List{}
+	for i, c := range cs {
+		sum += c.Value
+		if int64(i) >= limit {
+			continue
+		}
+		keys := cbor.List{}
+		for _, k := range c.Keys {
+			keys = append(keys, cbor.String(k))
+		}
+		list = append(list, cbor.Map{
+			"Keys": keys, "ApproximateAggregateValue": cbor.Float64(c.Value),
+			"Datapoints": cbor.List{cbor.Map{"Timestamp": at, "ApproximateValue": cbor.Float64(c.Value)}},
+		})
+	}
+	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+	w.Header().Set("Content-Type", "application/cbor")
+	w.Write(cbor.Encode(cbor.Map{
+		"Contributors": list, "AggregateValue": cbor.Float64(sum), "ApproximateUniqueCount": cbor.Uint(len(cs)),
+	}))
+}
+
+// cborError is a Smithy RPC v2 CBOR error: the shape's name in __type and the message. CloudWatch
+// is awsQuery-compatible, so the query error code goes in X-Amzn-Query-Error ("<code>;Sender").
+func cborError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+	w.Header().Set("Content-Type", "application/cbor")
+	w.Header().Set("X-Amzn-Query-Error", code+";Sender")
+	w.WriteHeader(status)
+	w.Write(cbor.Encode(cbor.Map{"__type": cbor.String(code + "Exception"), "message": cbor.String(msg)}))
 }

@@ -80,12 +80,20 @@ func TestScenarioInvalidRecords(t *testing.T) {
 			}
 
 			body := mustResult(t, ctx, r, "skipper", f.ExecutionName, results.RejectedCSV)
-			checkRejectedCSV(t, body, orders, nil, []string{"id", "name", "_line", "_record", "_error"}, []rejectedRow{{14, 13}, {32, 31}, {48, 47}})
-			// pipectl validate --out writes the same file (cmd/pipectl, TestValidateResultsFixtures).
-			if w := resultsFixture(t, "orders.csv.rejected.csv"); !bytes.Equal(body, w) {
-				t.Errorf("skipper: got rejected.csv %q, want testdata/results/orders.csv.rejected.csv %q", body, w)
+			checkRejectedCSV(t, body, orders, nil, []string{"_line", "_record", "_error", "id", "name"}, []rejectedRow{{14, 13}, {48, 47}})
+			// Record 31 has a stray quote: not CSV, so in rejected.jsonl beside it.
+			notCSV := mustResult(t, ctx, r, "skipper", f.ExecutionName, results.RejectedJSONL)
+			checkRejectedNotCSV(t, notCSV, orders, []rejectedRow{{32, 31}})
+			// pipectl validate --out writes the same files (cmd/pipectl, TestValidateResultsFixtures).
+			for _, c := range []struct {
+				name string
+				got  []byte
+			}{{results.RejectedCSV, body}, {results.RejectedJSONL, notCSV}} {
+				if w := resultsFixture(t, "orders.csv."+c.name); !bytes.Equal(c.got, w) {
+					t.Errorf("skipper: got %s %q, want testdata/results/orders.csv.%s %q", c.name, c.got, c.name, w)
+				}
 			}
-			checkSucceededSummary(t, ctx, r, rep, "skipper", f, results.Counts{Records: 60, Registered: 57, Rejected: 3}, pipeline.OnInvalidSkipRecord, results.RejectedCSV)
+			checkSucceededSummary(t, ctx, r, rep, "skipper", f, results.Counts{Records: 60, Registered: 57, Rejected: 3}, pipeline.OnInvalidSkipRecord, results.RejectedCSV, results.RejectedJSONL)
 		})
 
 		t.Run("failFile", func(t *testing.T) {

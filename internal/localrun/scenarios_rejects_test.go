@@ -116,7 +116,7 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 		// What the tenant gets back: rejected.csv with exactly those two, the summary's counts
 		// those of the sink, and one File Processed event with the summary's counts.
 		body := mustResult(t, ctx, r, "rej", f.ExecutionName, results.RejectedCSV)
-		errs := checkRejectedCSV(t, body, src, nil, []string{"id", "name", "_line", "_record", "_error"}, []rejectedRow{{6, 3}, {11, 7}})
+		errs := checkRejectedCSV(t, body, src, nil, []string{"_line", "_record", "_error", "id", "name"}, []rejectedRow{{6, 3}, {11, 7}})
 		for _, e := range errs {
 			if !strings.Contains(e, "422") {
 				t.Errorf("got rejected.csv _error %q, want it to name the core system's 422", e)

@@ -82,8 +82,9 @@ func summaryOf(t *testing.T, ctx context.Context, r *Run, tenant, execution stri
 }
 
 // checkSucceededSummary checks the summary.json of a succeeded file: what the file was, its
-// counts, the policy it ran under, and the location of its rejected file (rejected, "" for none).
-func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant string, f report.FileReport, want results.Counts, policy, rejected string) results.Summary {
+// counts, the policy it ran under, and the locations of its rejected files (none, rejected.csv or
+// rejected.jsonl, then a CSV file's rejected.jsonl of the rows that are not valid CSV).
+func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant string, f report.FileReport, want results.Counts, policy string, rejected ...string) results.Summary {
 	t.Helper()
 	sum, ok := summaryOf(t, ctx, r, tenant, f.ExecutionName)
 	if !ok {
@@ -103,8 +104,13 @@ func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *repor
 		t.Errorf("%s: got summary onInvalidRecord %q, want %q", f.Key, sum.OnInvalidRecord, policy)
 	}
 	wantFiles := results.Files{Summary: results.URI(r.Bucket, results.Key(tenant, f.ExecutionName, results.SummaryFile))}
-	if rejected != "" {
-		wantFiles.Rejected = results.URI(r.Bucket, results.Key(tenant, f.ExecutionName, rejected))
+	for i, name := range rejected {
+		uri := results.URI(r.Bucket, results.Key(tenant, f.ExecutionName, name))
+		if i == 0 {
+			wantFiles.Rejected = uri
+		} else {
+			wantFiles.RejectedNotCSV = uri
+		}
 	}
 	if sum.Files != wantFiles {
 		t.Errorf("%s: got summary files %+v, want %+v", f.Key, sum.Files, wantFiles)
@@ -139,11 +145,11 @@ func recordNumbers(recs []emulate.SinkRecord) []int64 {
 type rejectedRow struct{ line, record int64 }
 
 // checkRejectedCSV checks a rejected.csv against its source, byte for byte where the product
-// promises bytes: its header line is the source's first line as it was, then
-// ",_line,_record,_error"; each row is the source line where the rejected record is, as it was,
-// then _line, _record and a one-sentence _error. decode turns the file's encoding into UTF-8 (nil
-// for UTF-8) to read the columns with encoding/csv; header are the header line's columns, decoded.
-// It returns the rows' _error values. The sources here have no record over two lines.
+// promises bytes: its header line is "_line,_record,_error," then the source's first line as it
+// was; each row is _line, _record and a one-sentence _error, then "," and the source line where
+// the rejected record is, as it was. decode turns the file's encoding into UTF-8 (nil for UTF-8)
+// to read the columns with encoding/csv; header are the header line's columns, decoded. It
+// returns the rows' _error values. The sources here have no record over two lines.
 func checkRejectedCSV(t *testing.T, got, src []byte, decode func([]byte) ([]byte, error), header []string, want []rejectedRow) []string {
 	t.Helper()
 	utf8 := func(b []byte) []byte {
@@ -163,10 +169,7 @@ func checkRejectedCSV(t *testing.T, got, src []byte, decode func([]byte) ([]byte
 		}
 		return fields
 	}
-	srcLines := bytes.Split(src, []byte("\n"))
-	for i := range srcLines {
-		srcLines[i] = bytes.TrimSuffix(srcLines[i], []byte("\r"))
-	}
+	srcLines := sourceLines(src)
 	lines := bytes.Split(got, []byte("\n"))
 	if last := len(lines) - 1; len(lines[last]) != 0 {
 		t.Fatalf("rejected.csv %q: want lines that each end in \\n", got)
@@ -175,27 +178,68 @@ func checkRejectedCSV(t *testing.T, got, src []byte, decode func([]byte) ([]byte
 	if len(lines) != 1+len(want) {
 		t.Fatalf("rejected.csv %q: got %d lines, want the header and %d rows", got, len(lines), len(want))
 	}
-	if h := lines[0]; !bytes.HasPrefix(h, srcLines[0]) || string(utf8(h[len(srcLines[0]):])) != ",_line,_record,_error" {
-		t.Errorf("rejected.csv header: got %q, want the source's %q then \",_line,_record,_error\"", h, srcLines[0])
+	if h := lines[0]; !bytes.HasSuffix(h, srcLines[0]) || string(utf8(h[:len(h)-len(srcLines[0])])) != "_line,_record,_error," {
+		t.Errorf("rejected.csv header: got %q, want \"_line,_record,_error,\" then the source's %q", h, srcLines[0])
 	}
 	if got := columns(lines[0]); !reflect.DeepEqual(got, header) {
 		t.Errorf("rejected.csv header: got columns %q, want %q", got, header)
 	}
 	var errs []string
 	for i, w := range want {
-		row, orig := lines[i+1], append(bytes.Clone(srcLines[w.line-1]), ',')
-		if !bytes.HasPrefix(row, orig) {
-			t.Errorf("rejected.csv row %d: got %q, want line %d of the source as it was, %q, then the columns", i+1, row, w.line, orig)
+		row, orig := lines[i+1], append([]byte(","), srcLines[w.line-1]...)
+		if !bytes.HasSuffix(row, orig) {
+			t.Errorf("rejected.csv row %d: got %q, want the columns, then line %d of the source as it was, %q", i+1, row, w.line, orig)
 			continue
 		}
-		cols := columns(row[len(orig):])
+		cols := columns(row[:len(row)-len(orig)])
 		if len(cols) != 3 || cols[0] != strconv.FormatInt(w.line, 10) || cols[1] != strconv.FormatInt(w.record, 10) || cols[2] == "" || strings.ContainsAny(cols[2], "\r\n") {
-			t.Errorf("rejected.csv row %d: got columns %q after the record, want _line %d, _record %d and a one-sentence _error", i+1, cols, w.line, w.record)
+			t.Errorf("rejected.csv row %d: got columns %q before the record, want _line %d, _record %d and a one-sentence _error", i+1, cols, w.line, w.record)
 			continue
 		}
 		errs = append(errs, cols[2])
 	}
 	return errs
+}
+
+// checkRejectedNotCSV checks a CSV file's rejected.jsonl, of the rejected rows that are not valid
+// CSV: one object a line, {"line","record","error"} and the source line as it was, byte for byte,
+// in "raw" (a string) or "rawBase64".
+func checkRejectedNotCSV(t *testing.T, got, src []byte, want []rejectedRow) {
+	t.Helper()
+	srcLines := sourceLines(src)
+	lines := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
+	if len(lines) != len(want) || !strings.HasSuffix(string(got), "\n") {
+		t.Fatalf("rejected.jsonl %q: got %d lines, want %d, each ending in \\n", got, len(lines), len(want))
+	}
+	for i, w := range want {
+		var l struct {
+			Line, Record int64
+			Error        string
+			Raw          *string
+			RawBase64    []byte
+		}
+		dec := json.NewDecoder(strings.NewReader(lines[i]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("rejected.jsonl line %q: %v", lines[i], err)
+		}
+		raw := l.RawBase64
+		if l.Raw != nil {
+			raw = []byte(*l.Raw)
+		}
+		if l.Line != w.line || l.Record != w.record || l.Error == "" || (l.Raw != nil) == (l.RawBase64 != nil) || !bytes.Equal(raw, srcLines[w.line-1]) {
+			t.Errorf("rejected.jsonl line %d: got %s, want line %d, record %d, an error and line %d of the source as it was, %q", i+1, lines[i], w.line, w.record, w.line, srcLines[w.line-1])
+		}
+	}
+}
+
+// sourceLines are a source's physical lines without their line ends.
+func sourceLines(src []byte) [][]byte {
+	lines := bytes.Split(src, []byte("\n"))
+	for i := range lines {
+		lines[i] = bytes.TrimSuffix(lines[i], []byte("\r"))
+	}
+	return lines
 }
 
 // checkFileEvents checks report.json's fileEvents for files: exactly one per file and none other;
@@ -291,11 +335,17 @@ func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *report.Re
 
 	body := mustResult(t, ctx, r, tenant, f.ExecutionName, results.RejectedCSV)
 	decode := func(b []byte) ([]byte, error) { return japanese.ShiftJIS.NewDecoder().Bytes(b) }
-	checkRejectedCSV(t, body, src, decode, append(header, "_line", "_record", "_error"), []rejectedRow{{5, 4}, {7, 6}, {9, 8}})
+	checkRejectedCSV(t, body, src, decode, append([]string{"_line", "_record", "_error"}, header...), []rejectedRow{{5, 4}, {9, 8}})
 	if want := resultsFixture(t, "cp932.csv.rejected.csv"); !bytes.Equal(body, want) {
 		t.Errorf("%s: got rejected.csv %q, want testdata/results/cp932.csv.rejected.csv %q", f.Key, body, want)
 	}
-	checkSucceededSummary(t, ctx, r, rep, tenant, f, results.Counts{Records: 10, Registered: 7, Rejected: 3}, pipeline.OnInvalidSkipRecord, results.RejectedCSV)
+	// Record 6 has a stray quote: not CSV, so in rejected.jsonl, its CP932 bytes in base64.
+	notCSV := mustResult(t, ctx, r, tenant, f.ExecutionName, results.RejectedJSONL)
+	checkRejectedNotCSV(t, notCSV, src, []rejectedRow{{7, 6}})
+	if want := resultsFixture(t, "cp932.csv.rejected.jsonl"); !bytes.Equal(notCSV, want) {
+		t.Errorf("%s: got rejected.jsonl %q, want testdata/results/cp932.csv.rejected.jsonl %q", f.Key, notCSV, want)
+	}
+	checkSucceededSummary(t, ctx, r, rep, tenant, f, results.Counts{Records: 10, Registered: 7, Rejected: 3}, pipeline.OnInvalidSkipRecord, results.RejectedCSV, results.RejectedJSONL)
 }
 
 // checkResultsJSONL checks a JSON Lines skipRecord file (testdata/results/orders.jsonl: records

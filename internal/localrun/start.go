@@ -296,7 +296,7 @@ func (r *Run) startControlPlane(context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp}
+	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp, CloudWatch: cp}
 	return nil
 }
 

@@ -47,6 +47,18 @@ func FailedFileCommands(tenant, policy, execution, errType string) []string {
 	return cmds
 }
 
+// ReleaseText is what an operator reads under a halted tenant, in pipectl status and in the local
+// run's halt message alike: one sentence, then the commands that release it (FailedFileCommands),
+// one a line; every line starts with indent, the commands with two spaces more.
+func ReleaseText(indent string, cmds []string) string {
+	var b strings.Builder
+	b.WriteString(indent + "the tenant waits for an operator; nothing of it runs until one of:\n")
+	for _, c := range cmds {
+		b.WriteString(indent + "  " + c + "\n")
+	}
+	return b.String()
+}
+
 // replayCommand is the hint that registers a file again.
 func replayCommand(tenant, key, versionID string) string {
 	words := []string{"pipectl", "replay", tenant, key}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,26 +50,69 @@ func (o *Ops) summary(ctx context.Context, t pipeline.TenantOutput, execution st
 // ResultsReport is what became of one file execution: its summary.json, and the results files
 // downloaded (pipectl results --out).
 type ResultsReport struct {
-	Tenant    string          `json:"tenant"`
-	Execution string          `json:"execution"`
-	Summary   results.Summary `json:"summary"`
+	Tenant    string `json:"tenant"`
+	Execution string `json:"execution"`
+	// Key is the object key the argument was read as, "" when it was an execution name; Note says
+	// how it was read when not as it stood (ResultsRef).
+	Key     string          `json:"key,omitempty"`
+	Note    string          `json:"note,omitempty"`
+	Summary results.Summary `json:"summary"`
 	// Raw is summary.json as stored.
 	Raw json.RawMessage `json:"-"`
 	// Downloaded are the local paths of the files written under the --out folder.
 	Downloaded []string `json:"downloaded,omitempty"`
 }
 
-// Results reads the summary of the tenant's file execution ref: an execution name, or an object
-// key (with "/", which no execution name holds), whose newest execution among the tenant's
-// newest 1,000 is taken. With outDir it downloads the results files the summary names there.
+// executionName is the form of every file execution name the controller gives: 1 to 80 of
+// A-Z, a-z, 0-9, "-" and "_" (internal/controller/naming.go; a replay's is "replay-" and a request
+// id). An object key with a "/" or a "." (a file extension) cannot be one.
+var executionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+// ResultsRef is what pipectl results read its argument as: an execution name, or a file's object
+// key. A tenant's files are all under its prefix, so a file name without a "/" is read as the
+// key under the prefix, and a key with a "/" outside the prefix is refused: no execution of the
+// tenant read it.
+type ResultsRef struct {
+	Execution string
+	Key       string
+	// Note says how the argument was read when it was not taken as it stands; "" otherwise.
+	Note string
+}
+
+// ReadResultsRef reads pipectl results' argument for a tenant whose files are under prefix.
+func ReadResultsRef(tenant, prefix, ref string) (ResultsRef, error) {
+	switch {
+	case executionName.MatchString(ref):
+		return ResultsRef{Execution: ref}, nil
+	case strings.HasPrefix(ref, prefix):
+		return ResultsRef{Key: ref}, nil
+	case strings.Contains(ref, "/"):
+		return ResultsRef{}, refuse("%q is read as a file's key (it is no execution name: those are 1-80 of A-Z a-z 0-9 - _), "+
+			"and it is not under tenant %s's prefix %s, where all of its files are", ref, tenant, prefix)
+	}
+	key := prefix + ref
+	return ResultsRef{Key: key, Note: fmt.Sprintf("%q is read as a file's key (it is no execution name: those are 1-80 of A-Z a-z 0-9 - _), "+
+		"under tenant %s's prefix: %s", ref, tenant, key)}, nil
+}
+
+// Results reads the summary of the tenant's file execution ref (ReadResultsRef): an execution
+// name, or an object key whose newest execution among the tenant's newest 1,000 is taken. With
+// outDir it downloads the results files the summary names there.
 func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsReport, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
 		return ResultsReport{}, err
 	}
-	execution := ref
-	if strings.Contains(ref, "/") {
-		if execution, err = o.executionOfKey(ctx, t, ref); err != nil {
+	r, err := ReadResultsRef(t.ID, t.Prefix, ref)
+	if err != nil {
+		return ResultsReport{}, err
+	}
+	execution := r.Execution
+	if r.Key != "" {
+		if execution, err = o.executionOfKey(ctx, t, r.Key); err != nil {
+			if r.Note != "" {
+				err = fmt.Errorf("%w (%s)", err, r.Note)
+			}
 			return ResultsReport{}, err
 		}
 	}
@@ -78,9 +122,14 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 		return ResultsReport{}, err
 	}
 	if !found {
-		return ResultsReport{}, fmt.Errorf("no s3://%s/%s: the file's execution %s has not ended, or ended before results were written", t.Bucket, key, execution)
+		why := fmt.Sprintf("the file's execution %s has not ended, or ended before results were written", execution)
+		if r.Key == "" {
+			why = fmt.Sprintf("%q is read as an execution name, and that execution has not ended, ended before results were written, or does not exist; "+
+				"if it is a file's name, give its key, %s%s", ref, t.Prefix, ref)
+		}
+		return ResultsReport{}, fmt.Errorf("no s3://%s/%s: %s", t.Bucket, key, why)
 	}
-	rep := ResultsReport{Tenant: t.ID, Execution: execution, Raw: body}
+	rep := ResultsReport{Tenant: t.ID, Execution: execution, Key: r.Key, Note: r.Note, Raw: body}
 	if err := json.Unmarshal(body, &rep.Summary); err != nil {
 		return ResultsReport{}, fmt.Errorf("s3://%s/%s: %w", t.Bucket, key, err)
 	}
@@ -90,7 +139,8 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return rep, err
 	}
-	for _, uri := range []string{rep.Summary.Files.Summary, rep.Summary.Files.Rejected, rep.Summary.Files.Unprocessed} {
+	fs := rep.Summary.Files
+	for _, uri := range []string{fs.Summary, fs.Rejected, fs.RejectedNotCSV, fs.Unprocessed} {
 		bucket, k, ok := strings.Cut(strings.TrimPrefix(uri, "s3://"), "/")
 		if uri == "" || !ok || bucket != t.Bucket || !strings.HasPrefix(k, results.Dir(t.ID, execution)) {
 			continue // only the tenant's own results folder

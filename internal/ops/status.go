@@ -51,6 +51,9 @@ type TenantStatus struct {
 	// otherwise.
 	Parked      *int64 `json:"parked"`
 	QueuedFiles *int   `json:"queuedFiles"`
+	// Next are the pipectl commands that release a blocked tenant (FailedFileCommands, the ones
+	// the local run prints at a halt); null when the tenant is not blocked.
+	Next []string `json:"next"`
 }
 
 // QueueDepth is the queue's approximate message counts (GetQueueAttributes). A pooled tenant is one
@@ -294,6 +297,14 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 			row.LastFailure = f
 			break
 		}
+	}
+	if row.Blocked && row.Head != nil {
+		// The blocking execution is the newest, so the last failure is its own.
+		var errType string
+		if f := row.LastFailure; f != nil && f.ExecutionName == row.Head.ExecutionName {
+			errType = f.ErrorType
+		}
+		row.Next = FailedFileCommands(t.ID, t.Policy, row.Head.ExecutionName, errType)
 	}
 	return row, nil
 }

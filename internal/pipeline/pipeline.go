@@ -243,7 +243,7 @@ type Source struct {
 	// execution started without Order (SeqOf, the format before Order).
 	EventTime string `json:"eventTime,omitempty"`
 	// Order is the file's place in its tenant's queue: the controller takes it from the tenant's
-	// order counter when it starts the file's execution (lambdas/controller/order.go), and it only
+	// order counter when it starts the file's execution (internal/controller/order.go), and it only
 	// grows per tenant. A replay carries its original file's Order. It orders the DynamoDB sink's
 	// writes (SeqOf); nothing in a message body sets it.
 	Order int64 `json:"order,omitempty"`
@@ -395,7 +395,7 @@ type ChunkResult struct {
 }
 
 // OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:
-// control/<tenant>/order.json (lambdas/controller/order.go). It lives per tenant, not per queue,
+// control/<tenant>/order.json (internal/controller/order.go). It lives per tenant, not per queue,
 // so a tenant that moves to another queue, stack or tier keeps counting up.
 func OrderKey(tenantID string) string { return ControlPrefix + tenantID + "/order.json" }
 

@@ -86,25 +86,54 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// RejectedFile renders the rejected file of a format from rejections in record order: for CSV the
-// header line (the file's own, rawHeader, and the extra columns) then one row per rejection, for
-// JSON Lines one line per rejection. No rejections: nil, and no file is written.
-func RejectedFile(format string, rs []Rejection, rawHeader []byte, delimiter rune, encoding string) []byte {
+// File is one results file to write: its name in the execution's folder and its body.
+type File struct {
+	Name string
+	Body []byte
+	// notCSV: a CSV file's rejected.jsonl, of the rows that are not valid CSV.
+	notCSV bool
+}
+
+// Record puts the file's s3:// URI in the field of a summary's Files that names it.
+func (f File) Record(files *Files, uri string) {
+	if f.notCSV {
+		files.RejectedNotCSV = uri
+	} else {
+		files.Rejected = uri
+	}
+}
+
+// RejectedFiles renders the rejected files of a format from rejections in record order. JSON
+// Lines: rejected.jsonl, one line per rejection. CSV: rejected.csv, its header line (the extra
+// columns and the file's own, rawHeader) then one row per rejection that is valid CSV, and
+// rejected.jsonl for the others (AppendNotCSV). A file with no line is not written: no
+// rejections, no file.
+func RejectedFiles(format string, rs []Rejection, rawHeader []byte, delimiter rune, encoding string) []File {
 	if len(rs) == 0 {
 		return nil
 	}
-	var b []byte
 	if format == pipeline.FormatJSONL {
+		var b []byte
 		for _, r := range rs {
 			b = AppendJSONL(b, r)
 		}
-		return b
+		return []File{{Name: RejectedJSONL, Body: b}}
 	}
-	b = CSVHeader(b, rawHeader, delimiter, encoding)
+	var rows, notCSV []byte
 	for _, r := range rs {
-		b = AppendCSV(b, r, delimiter, encoding)
+		var ok bool
+		if rows, ok = AppendCSV(rows, r, delimiter, encoding); !ok {
+			notCSV = AppendNotCSV(notCSV, r, encoding)
+		}
 	}
-	return b
+	var out []File
+	if rows != nil {
+		out = append(out, File{Name: RejectedCSV, Body: append(CSVHeader(nil, rawHeader, delimiter, encoding), rows...)})
+	}
+	if notCSV != nil {
+		out = append(out, File{Name: RejectedJSONL, Body: notCSV, notCSV: true})
+	}
+	return out
 }
 
 // Counts are a file's counts in summary.json.

@@ -1,7 +1,13 @@
 package results
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/csv"
 	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,34 +29,58 @@ func part(t *testing.T, rs ...Rejection) []Rejection {
 	return got
 }
 
-func TestRejectedFile(t *testing.T) {
+// files are RejectedFiles' output by name, and which Files field each is recorded in.
+func files(t *testing.T, fs []File) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, f := range fs {
+		var where Files
+		f.Record(&where, "uri")
+		switch {
+		case where == Files{Rejected: "uri"}:
+			out[f.Name] = string(f.Body)
+		case where == Files{RejectedNotCSV: "uri"}:
+			out[f.Name+" (not CSV)"] = string(f.Body)
+		default:
+			t.Errorf("%s: recorded as %+v, want one field", f.Name, where)
+		}
+	}
+	return out
+}
+
+func TestRejectedFiles(t *testing.T) {
 	split := []Rejection{
 		{Line: 3, Record: 2, Error: "has 1 field, want 2", Raw: []byte("b")},
 		{Line: 9, Record: 8, Error: "has 3 fields, want 2", Raw: []byte("h,h,h")},
 	}
 	reg1 := []Rejection{{Line: 5, Record: 4, Error: "the core system answered 409", Status: 409, Raw: []byte("d,4")}}
 	reg2 := []Rejection{{Line: 11, Record: 10, Error: "the core system answered 422", Status: 422, Raw: []byte("j,10")}}
+	stray := []Rejection{{Line: 7, Record: 6, Error: "a quoted field has a stray quote", Raw: []byte(`f,"6"x`)}}
 	tests := []struct {
 		name   string
 		format string
 		parts  [][]Rejection
-		want   string
+		want   map[string]string
 	}{
-		{"no parts, no file", pipeline.FormatCSV, nil, ""},
-		{"empty parts, no file", pipeline.FormatCSV, [][]Rejection{{}, {}}, ""},
-		{"csv in record order whatever the parts' order", pipeline.FormatCSV, [][]Rejection{reg2, split, reg1},
-			"name,n,_line,_record,_error\n" +
-				"b,3,2,\"has 1 field, want 2\"\n" +
-				"d,4,5,4,the core system answered 409\n" +
-				"h,h,h,9,8,\"has 3 fields, want 2\"\n" +
-				"j,10,11,10,the core system answered 422\n"},
+		{"no parts, no file", pipeline.FormatCSV, nil, map[string]string{}},
+		{"empty parts, no file", pipeline.FormatCSV, [][]Rejection{{}, {}}, map[string]string{}},
+		{"csv in record order whatever the parts' order", pipeline.FormatCSV, [][]Rejection{reg2, split, reg1}, map[string]string{RejectedCSV: "_line,_record,_error,name,n\n" +
+			"3,2,\"has 1 field, want 2\",b\n" +
+			"5,4,the core system answered 409,d,4\n" +
+			"9,8,\"has 3 fields, want 2\",h,h,h\n" +
+			"11,10,the core system answered 422,j,10\n"}},
 		{"a record rejected by two overlapping ranges once", pipeline.FormatCSV, [][]Rejection{reg1, reg1},
-			"name,n,_line,_record,_error\nd,4,5,4,the core system answered 409\n"},
+			map[string]string{RejectedCSV: "_line,_record,_error,name,n\n5,4,the core system answered 409,d,4\n"}},
+		{"a row that is not CSV goes to rejected.jsonl", pipeline.FormatCSV, [][]Rejection{split, stray}, map[string]string{
+			RejectedCSV:                  "_line,_record,_error,name,n\n3,2,\"has 1 field, want 2\",b\n9,8,\"has 3 fields, want 2\",h,h,h\n",
+			RejectedJSONL + " (not CSV)": `{"line":7,"record":6,"error":"a quoted field has a stray quote","raw":"f,\"6\"x"}` + "\n"}},
+		{"only rows that are not CSV: no rejected.csv", pipeline.FormatCSV, [][]Rejection{stray}, map[string]string{
+			RejectedJSONL + " (not CSV)": `{"line":7,"record":6,"error":"a quoted field has a stray quote","raw":"f,\"6\"x"}` + "\n"}},
 		{"jsonl", pipeline.FormatJSONL, [][]Rejection{
 			{{Line: 4, Record: 4, Error: "not an object", Raw: []byte(`[1]`)}},
 			{{Line: 2, Record: 2, Error: "not JSON", Raw: []byte(`{"a":`)}},
-		}, `{"line":2,"record":2,"error":"not JSON","value":"{\"a\":"}` + "\n" +
-			`{"line":4,"record":4,"error":"not an object","value":[1]}` + "\n"},
+		}, map[string]string{RejectedJSONL: `{"line":2,"record":2,"error":"not JSON","value":"{\"a\":"}` + "\n" +
+			`{"line":4,"record":4,"error":"not an object","value":[1]}` + "\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,15 +88,66 @@ func TestRejectedFile(t *testing.T) {
 			for _, p := range tt.parts {
 				decoded = append(decoded, part(t, p...))
 			}
-			got := string(RejectedFile(tt.format, Merge(decoded...), []byte("name,n"), ',', pipeline.EncodingUTF8))
-			if got != tt.want {
+			got := files(t, RejectedFiles(tt.format, Merge(decoded...), []byte("name,n"), ',', pipeline.EncodingUTF8))
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}
 }
 
-func TestRejectedFileCP932(t *testing.T) {
+// rejected.csv reads back by its own header with encoding/csv, whatever each record's field
+// count: every row's first three columns are _line, _record and _error, and after the third
+// delimiter comes the record's bytes exactly.
+func TestRejectedCSVReadsBackByItsHeader(t *testing.T) {
+	rs := []Rejection{
+		{Line: 2, Record: 1, Error: "has 1 field, want 3", Raw: []byte("a")},
+		{Line: 3, Record: 2, Error: "has 4 fields, want 3", Raw: []byte("a,b,c,d")},
+		{Line: 4, Record: 3, Error: "field x, is empty", Raw: []byte(`"",b,"c ""quoted"""`)},
+		{Line: 5, Record: 4, Error: "two lines", Raw: []byte("\"multi\r\nline\",b,c")},
+		{Line: 7, Record: 5, Error: "empty", Raw: nil},
+	}
+	fs := RejectedFiles(pipeline.FormatCSV, rs, []byte("x,y,z"), ',', pipeline.EncodingUTF8)
+	if len(fs) != 1 || fs[0].Name != RejectedCSV {
+		t.Fatalf("got files %v, want rejected.csv alone", fs)
+	}
+	r := csv.NewReader(bytes.NewReader(fs[0].Body))
+	r.FieldsPerRecord = -1
+	all, err := r.ReadAll()
+	if err != nil {
+		t.Fatalf("rejected.csv does not read back: %v\n%s", err, fs[0].Body)
+	}
+	if !slices.Equal(all[0], []string{ColumnLine, ColumnRecord, ColumnError, "x", "y", "z"}) {
+		t.Errorf("got header %q", all[0])
+	}
+	if len(all) != 1+len(rs) {
+		t.Fatalf("got %d rows, want the header and %d", len(all), len(rs))
+	}
+	for i, want := range rs {
+		got := all[i+1]
+		if got[0] != strconv.FormatInt(want.Line, 10) || got[1] != strconv.FormatInt(want.Record, 10) || got[2] != want.Error {
+			t.Errorf("row %d: got _line %s _record %s _error %q, want %d %d %q", i+1, got[0], got[1], got[2], want.Line, want.Record, want.Error)
+		}
+		var fields []string
+		if len(want.Raw) > 0 {
+			rr := csv.NewReader(bytes.NewReader(want.Raw))
+			if fields, err = rr.Read(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(got[3:], fields) {
+			t.Errorf("row %d: got the record's fields %q, want %q", i+1, got[3:], fields)
+		}
+	}
+	// Byte for byte: after the three columns and a delimiter, the record's bytes, then "\n".
+	for i, want := range rs {
+		if len(want.Raw) > 0 && !bytes.Contains(fs[0].Body, append(append([]byte(","), want.Raw...), '\n')) {
+			t.Errorf("row %d: got %q, want the record's bytes %q as they were after the columns", i+1, fs[0].Body, want.Raw)
+		}
+	}
+}
+
+func TestRejectedFilesCP932(t *testing.T) {
 	enc := func(s string) []byte {
 		b, err := japanese.ShiftJIS.NewEncoder().Bytes([]byte(s))
 		if err != nil {
@@ -79,11 +160,15 @@ func TestRejectedFileCP932(t *testing.T) {
 	// or a CSV re-quote would change them; the rows must come back as they were.
 	split := []Rejection{{Line: 3, Record: 2, Error: "列が足りません", Raw: enc("ソニー表示")}}
 	reg := []Rejection{{Line: 2, Record: 1, Error: "重複しています", Status: 409, Raw: enc("山田,\"東京,港区\"")}}
-	got := RejectedFile(pipeline.FormatCSV, Merge(part(t, split...), part(t, reg...)), header, ',', pipeline.EncodingCP932)
-	want := string(enc("氏名,住所,_line,_record,_error\n")) +
-		string(enc("山田,\"東京,港区\"")) + string(enc(",2,1,重複しています\n")) +
-		string(enc("ソニー表示")) + string(enc(",3,2,列が足りません\n"))
-	if string(got) != want {
+	stray := []Rejection{{Line: 4, Record: 3, Error: "引用符", Raw: enc("\"ソ\"ニー")}}
+	got := files(t, RejectedFiles(pipeline.FormatCSV, Merge(part(t, split...), part(t, reg...), part(t, stray...)), header, ',', pipeline.EncodingCP932))
+	want := map[string]string{
+		RejectedCSV: string(enc("_line,_record,_error,氏名,住所\n")) +
+			string(enc("2,1,重複しています,")) + string(enc("山田,\"東京,港区\"")) + "\n" +
+			string(enc("3,2,列が足りません,")) + string(enc("ソニー表示")) + "\n",
+		RejectedJSONL + " (not CSV)": `{"line":4,"record":3,"error":"引用符","rawBase64":"` + base64.StdEncoding.EncodeToString(enc("\"ソ\"ニー")) + `"}` + "\n",
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -138,4 +223,34 @@ func appendPartLine(t *testing.T, b []byte, r Rejection) []byte {
 		t.Fatal(err)
 	}
 	return append(append(b, line...), '\n')
+}
+
+func TestMerge(t *testing.T) {
+	first := Rejection{Line: 5, Record: 4, Error: "the core system answered 503", Status: 503, Raw: []byte("d,4")}
+	later := Rejection{Line: 5, Record: 4, Error: "the core system answered 409", Status: 409, Raw: []byte("d,4")}
+	other := Rejection{Line: 3, Record: 2, Error: "has 1 field, want 2", Raw: []byte("b")}
+	tests := []struct {
+		name  string
+		parts [][]Rejection
+		want  []Rejection
+	}{
+		{"one record rejected by two parts: the later part's", [][]Rejection{{first}, {later}}, []Rejection{later}},
+		{"the later part's whatever the records around it", [][]Rejection{{other, first}, {later}}, []Rejection{other, later}},
+		{"the order given decides, not the error", [][]Rejection{{later}, {first}}, []Rejection{first}},
+		{"three parts: the last one's", [][]Rejection{{first}, {later}, {first}}, []Rejection{first}},
+		{"no overlap: all, in record order", [][]Rejection{{later}, {other}}, []Rejection{other, later}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Merge(tt.parts...)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d rejections %+v, want %d %+v", len(got), got, len(tt.want), tt.want)
+			}
+			for i := range got {
+				if got[i].Record != tt.want[i].Record || got[i].Error != tt.want[i].Error || got[i].Status != tt.want[i].Status {
+					t.Errorf("rejection %d: got record %d %q (%d), want record %d %q (%d)", i, got[i].Record, got[i].Error, got[i].Status, tt.want[i].Record, tt.want[i].Error, tt.want[i].Status)
+				}
+			}
+		})
+	}
 }

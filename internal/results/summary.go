@@ -63,11 +63,14 @@ type Failure struct {
 	Line    int64  `json:"line,omitempty"`
 }
 
-// Files are the s3:// URIs of the results files; an absent file has no entry.
+// Files are the s3:// URIs of the results files; an absent file has no entry. Rejected is
+// rejected.csv for a CSV file, rejected.jsonl for a JSON Lines file; RejectedNotCSV is a CSV
+// file's rejected.jsonl, of its rejected rows that are not valid CSV.
 type Files struct {
-	Summary     string `json:"summary"`
-	Rejected    string `json:"rejected,omitempty"`
-	Unprocessed string `json:"unprocessed,omitempty"`
+	Summary        string `json:"summary"`
+	Rejected       string `json:"rejected,omitempty"`
+	RejectedNotCSV string `json:"rejectedNotCsv,omitempty"`
+	Unprocessed    string `json:"unprocessed,omitempty"`
 }
 
 // The completion event, put on EventBridge once per file end (each replay and each redrive emits

@@ -1,6 +1,5 @@
-// Command register is the tenant pipeline's Register Lambda. For one chunk of a file it reads the
-// chunk's byte range of the exact object version, parses its records, and sends them in order to
-// the tenant's core system, stopping at the first failure. See docs/data-path.md.
+// Command register is the tenant pipeline's Register Lambda: it reads its configuration, builds
+// the AWS clients once and hands each chunk to internal/register. See docs/data-path.md.
 package main
 
 import (
@@ -16,6 +15,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/register"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
@@ -23,7 +23,7 @@ func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	slog.SetDefault(logger)
 
-	timeout, err := httpTimeout(os.Getenv(pipeline.EnvHTTPTimeoutSeconds))
+	timeout, err := register.ParseHTTPTimeout(os.Getenv(pipeline.EnvHTTPTimeoutSeconds))
 	if err != nil {
 		logger.Error("register cannot start", "error", err)
 		os.Exit(1)
@@ -33,11 +33,11 @@ func main() {
 		logger.Error("register cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
-	h := &Handler{
+	h := &register.Handler{
 		S3:          s3.NewFromConfig(cfg, awsconfig.S3Options),
-		DynamoDB:    newDynamoDB(cfg),
-		HTTP:        newHTTPClient(timeout),
-		Secrets:     NewSecretCache(secretsmanager.NewFromConfig(cfg)),
+		DynamoDB:    register.NewDynamoDB(cfg),
+		HTTP:        register.NewHTTPClient(timeout),
+		Secrets:     register.NewSecretCache(secretsmanager.NewFromConfig(cfg)),
 		HTTPTimeout: timeout,
 		Log:         logger,
 		// EMF lines on stdout become the RecordsRegistered metric; slog lines are ordinary logs.
@@ -48,13 +48,13 @@ func main() {
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Register reads, writes and fetches secrets as the execution's tenant.
 		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
-			func(_ string, creds aws.CredentialsProvider) *TenantClients {
+			func(_ string, creds aws.CredentialsProvider) *register.TenantClients {
 				tc := cfg.Copy()
 				tc.Credentials = creds
-				return &TenantClients{
+				return &register.TenantClients{
 					S3:       s3.NewFromConfig(tc, awsconfig.S3Options),
-					DynamoDB: newDynamoDB(tc),
-					Secrets:  NewSecretCache(secretsmanager.NewFromConfig(tc)),
+					DynamoDB: register.NewDynamoDB(tc),
+					Secrets:  register.NewSecretCache(secretsmanager.NewFromConfig(tc)),
 				}
 			}).For
 	}

@@ -1,6 +1,5 @@
-// Command split is the tenant pipeline's Split Lambda. It streams the exact object version that
-// started a file execution, validates every record, and writes one manifest of chunk boundaries
-// that the Register tasks read. See docs/data-path.md.
+// Command split is the tenant pipeline's Split Lambda: it reads its configuration, builds the S3
+// clients once and hands each file execution to internal/split. See docs/data-path.md.
 package main
 
 import (
@@ -15,6 +14,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/split"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
@@ -32,7 +32,7 @@ func main() {
 		logger.Error("split cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
-	h := &Handler{
+	h := &split.Handler{
 		S3:         s3.NewFromConfig(cfg, awsconfig.S3Options),
 		WorkBucket: workBucket,
 		Log:        logger,
@@ -42,7 +42,7 @@ func main() {
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Split reads and writes as the execution's tenant.
 		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
-			func(_ string, creds aws.CredentialsProvider) ObjectAPI {
+			func(_ string, creds aws.CredentialsProvider) split.ObjectAPI {
 				return s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
 			}).For
 	}

@@ -34,10 +34,7 @@ func (h *Halt) Commands(tenant string) []string {
 // WriteHalt prints a halt and the commands that release the tenant.
 func WriteHalt(w io.Writer, tenant string, h *Halt) {
 	fmt.Fprintf(w, "HALTED %s at %s (execution %s, %s): %s: %s\n", tenant, h.Key, h.ExecutionName, h.Status, h.Error, h.Cause)
-	fmt.Fprintf(w, "  the tenant waits for an operator; nothing of it runs until one of:\n")
-	for _, c := range h.Commands(tenant) {
-		fmt.Fprintf(w, "    %s\n", c)
-	}
+	io.WriteString(w, ops.ReleaseText("  ", h.Commands(tenant)))
 	fmt.Fprintf(w, "  (pipectl against a --serve run: docs/local-run.md; on AWS: docs/operations.md)\n")
 }
 

@@ -1,0 +1,59 @@
+package router
+
+import (
+	"context"
+
+	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/parking"
+)
+
+// The router's half of a pooled tenant's bounded backlog (internal/parking): it counts each file
+// it sends, parks a file past the bound or of a tenant the settings do not name yet, feeds the
+// tenant's parked files back while there is room, and sweeps the index of tenants with parked
+// files now and then.
+
+// admit counts a routed file in its tenant's backlog, or parks it. send is true when the caller
+// sends it to the pool queue now. With no bound, every known tenant's file is sent.
+func (r *Router) admit(ctx context.Context, m routed) (send bool, err error) {
+	if r.backlog == nil {
+		return true, nil
+	}
+	log := r.log.With("tenant", m.tenant, "key", m.key, "eventId", m.id)
+	msg := backlog.Message{Tenant: m.tenant, ID: deduplicationID(m.id, m.body), Body: m.body}
+	if m.unknown {
+		slot, err := r.backlog.Park(ctx, msg)
+		if err != nil {
+			log.ErrorContext(ctx, "file of a tenant the pool's settings do not name yet could not be parked; it stays on the intake queue", "error", err)
+			return false, err
+		}
+		log.WarnContext(ctx, "file of a tenant the pool's settings do not name yet parked: it is routed, in order, once the settings name the tenant",
+			"slot", slot, "parkedKey", backlog.ParkedKey(m.tenant, slot))
+		if err := r.metrics.Emit(metrics.Count(metrics.FilesParkedForUnknownTenant, 1)); err != nil {
+			log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+		return false, nil
+	}
+	send, err = r.backlog.Route(ctx, msg)
+	if err != nil {
+		log.ErrorContext(ctx, "the tenant's backlog could not be kept; the file stays on the intake queue", "error", err)
+		return false, err
+	}
+	if send {
+		return true, nil
+	}
+	log.InfoContext(ctx, "file parked: the tenant has its most files queued or earlier files parked", "maxQueuedFilesPerTenant", r.backlog.Max)
+	if err := r.tenantMetrics(m.tenant).Emit(metrics.Count(metrics.FilesParked, 1)); err != nil {
+		log.WarnContext(ctx, "metrics not written", "error", err)
+	}
+	parking.Drain(ctx, r.backlog, log, m.tenant)
+	return false, nil
+}
+
+// sweepParked drains the tenants of the index the router knows, a page at a time.
+func (r *Router) sweepParked(ctx context.Context) {
+	if r.backlog == nil {
+		return
+	}
+	r.sweep.Run(ctx, r.backlog, r.log, func(id string) bool { _, ok := r.cfg.Settings.Entry(id); return ok })
+}
