@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"github.com/example/tenantpipeline/internal/localrun/emulate/testruntime"
 	"maps"
 	"slices"
 	"strings"
@@ -17,3 +18,7 @@ func TestStartRejectsUnknownSequencers(t *testing.T) {
 
 // sortedKeys are a map's keys in order, for the tests' stable output.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// With LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process (testruntime): the
+// tests of the mappings, events and asynchronous invocations run it as their function.
+func init() { testruntime.ServeIfAsked() }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/emulate/testruntime"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,52 +21,8 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
-// TestMain's helper: with LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process that
-// talks the Runtime API and does what each event says: {"do": "answer" | "exit" | "sleep" | "pause"
-// | "hold" | "fail" | "first-receive"}; an SQS event does what its first message's body says
-// ("first-receive" fails a message that SQS delivers for the second time).
-func init() {
-	if os.Getenv("LOCALRUN_TEST_RUNTIME") != "1" {
-		return
-	}
-	api := "http://" + os.Getenv("AWS_LAMBDA_RUNTIME_API") + "/2018-06-01/runtime/invocation/"
-	for {
-		resp, err := http.Get(api + "next")
-		if err != nil {
-			os.Exit(1)
-		}
-		id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
-		var ev struct {
-			Do      string
-			Records []struct {
-				Body       string
-				Attributes map[string]string
-			}
-		}
-		json.NewDecoder(resp.Body).Decode(&ev)
-		resp.Body.Close()
-		if ev.Do == "" && len(ev.Records) > 0 { // an SQS event: the first message's body says
-			json.Unmarshal([]byte(ev.Records[0].Body), &ev)
-		}
-		if ev.Do == "first-receive" && ev.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
-			ev.Do = "fail"
-		}
-		switch ev.Do {
-		case "exit":
-			os.Exit(2)
-		case "sleep":
-			time.Sleep(time.Minute)
-		case "pause":
-			time.Sleep(100 * time.Millisecond)
-		case "hold":
-			time.Sleep(400 * time.Millisecond)
-		case "fail":
-			http.Post(api+id+"/error", "application/json", strings.NewReader(`{"errorType":"TestError","errorMessage":"failed on purpose"}`))
-			continue
-		}
-		http.Post(api+id+"/response", "application/json", strings.NewReader(`{"ok":true}`))
-	}
-}
+// With LOCALRUN_TEST_RUNTIME=1 the test binary is a Lambda function process (testruntime).
+func init() { testruntime.ServeIfAsked() }
 
 // TestLambdaInvokeAnswers checks the local Lambda Invoke API's answers against the Invoke API
 // reference (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html): a function error is
