@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // Synths synthesizes each distinct app once per process: tenants files that hold the same JSON
@@ -65,20 +68,29 @@ func (s *Synths) Assembly(ctx context.Context, root string, tenantsJSON []byte, 
 // Runs is how many times Assembly ran cdk synth.
 func (s *Synths) Runs() int64 { return s.runs.Load() }
 
-// ContentKey is the hex SHA-256 of an app's inputs: its module root, the tenants file's JSON
-// values re-marshalled canonically (object keys sorted, no spacing, numbers as written) and the extra context in key
-// order. A file that is not JSON keys by its bytes, so that its synth still runs, and fails.
+// ContentKey is the hex SHA-256 of an app's inputs: its module root, the tenants file as the app
+// reads it (canonicalJSON) and the extra context in key order.
 func ContentKey(root string, tenantsJSON []byte, extra map[string]string) string {
 	h := sha256.New()
 	h.Write([]byte(root + "\x00"))
-	h.Write(canonicalJSON(tenantsJSON))
+	h.Write(canonicalJSON(tenantsJSON, extra))
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		h.Write([]byte("\x00" + k + "=" + extra[k]))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func canonicalJSON(b []byte) []byte {
+// canonicalJSON is the tenants file as the app reads it: parsed and defaulted by the app's own
+// parser (tenants.Parse, with the context the app takes its options from), then marshalled, so
+// that a field written with its default value keys as the field left out. A file the parser
+// refuses keys by its JSON values, and one that is not JSON by its bytes.
+func canonicalJSON(b []byte, extra map[string]string) []byte {
+	o := tenants.Options{RegisterURL: cmp.Or(extra["registerUrl"], os.Getenv(tenants.EnvRegisterURL)), DefaultTier: extra["defaultTier"]}
+	if f, err := tenants.Parse(b, o); err == nil {
+		if out, err := json.Marshal(f); err == nil {
+			return append([]byte("config\x00"), out...)
+		}
+	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any

@@ -32,3 +32,18 @@ func TestContentKeyOfAnotherModule(t *testing.T) {
 		t.Error("two modules' apps share a key")
 	}
 }
+
+// A field written with its default value is the same app as the field left out: the key is the
+// file as the app's parser reads it.
+func TestContentKeyOfDefaults(t *testing.T) {
+	const url = `"registerUrl": "https://core.example.com/records"`
+	key := func(tenant string) string {
+		return ContentKey("/m", []byte(`{"tenants": [{"id": "a", `+url+tenant+`}]}`), nil)
+	}
+	if key(`, "onInvalidRecord": "failFile"`) != key(``) {
+		t.Error("the default onInvalidRecord written out: got another key, want the same app")
+	}
+	if key(`, "onInvalidRecord": "skipRecord"`) == key(``) {
+		t.Error("onInvalidRecord skipRecord: got the key of the default, want another app")
+	}
+}
