@@ -27,11 +27,11 @@ demo: setup
 	@scripts/demo.sh
 
 ## serve: the local stack kept running for the aws CLI and pipectl; `. .build/local/env` in another shell.
-## Ctrl-C stops it: the runner prints the summary and writes .build/local/report.json (and .html)
-## before it stops the emulators.
+## Ctrl-C stops it: the runner prints the summary and writes .build/local/serve-report.json (and
+## .html) before it stops the emulators; make demo's report.json stays as it was.
 serve: setup
 	go build -o .build/bin/local ./cmd/local
-	.build/bin/local --serve --env-file .build/local/env --inbox local/inbox --report .build/local/report.json
+	.build/bin/local --serve --env-file .build/local/env --inbox local/inbox --report .build/local/serve-report.json
 
 ## synth: write the CloudFormation templates of the configured tenants to cdk.out/
 ## The CDK CLI ends a failed synth with its own "Subprocess exited with error 1" after the app's

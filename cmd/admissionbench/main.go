@@ -43,7 +43,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/admission/pollref"
-	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 type options struct {
@@ -112,7 +112,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	url, stop, err := localrun.StartDynalite(ctx, root, io.Discard)
+	url, stop, err := emulate.StartDynalite(ctx, root, io.Discard)
 	if err != nil {
 		return fmt.Errorf("start dynalite (make setup installs it): %w", err)
 	}

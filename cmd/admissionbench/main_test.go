@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // The simulation runs on its own clock, one event at a time, so its figures do not depend on how
@@ -18,7 +18,7 @@ func TestBurstKeepsSlotsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, stop, err := localrun.StartDynalite(context.Background(), root, io.Discard)
+	url, stop, err := emulate.StartDynalite(context.Background(), root, io.Discard)
 	if err != nil {
 		t.Fatalf("dynalite (make setup): %v", err)
 	}

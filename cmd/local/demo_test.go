@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // TestDemoKeepsRunnerStatus: scripts/demo.sh, make demo's recipe, exits with the runner's own
@@ -18,7 +18,7 @@ import (
 // A fake runner stands in for the real one (LOCAL_RUNNER), and make's setup is not remade (-o setup).
 func TestDemoKeepsRunnerStatus(t *testing.T) {
 	wd, _ := os.Getwd()
-	root, err := localrun.ModuleRoot(wd)
+	root, err := deploy.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}

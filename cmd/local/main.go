@@ -32,6 +32,9 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -62,7 +65,7 @@ func main() {
 
 // The slow steps of the start-up, under --setup-timeout; tests replace them.
 var (
-	synthApp = localrun.Synth
+	synthApp = deploy.Synth
 	startRun = localrun.Start
 )
 
@@ -83,7 +86,7 @@ type options struct {
 // second, naming the flag. --help prints the flags to help.
 func parse(args []string, help io.Writer) (*options, error) {
 	cwd, _ := os.Getwd()
-	root, err := localrun.ModuleRoot(cwd)
+	root, err := deploy.ModuleRoot(cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +104,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
 	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
-	fs.StringVar(&o.sequencers, "sequencers", localrun.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
+	fs.StringVar(&o.sequencers, "sequencers", emulate.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
 	fs.DurationVar(&o.haltedRecheck, "halted-recheck", 5*time.Second, "how often a halted tenant re-checks its failed file (HALT_WAIT_SECONDS of the controllers; 0 keeps the template's)")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "print what each tenant waits on at least this often")
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
@@ -136,7 +139,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case o.keyForm != localrun.EventKeyRaw && o.keyForm != localrun.EventKeyForm:
 		return nil, usagef("--event-key-form %q: want raw or form", o.keyForm)
-	case o.sequencers != localrun.SequencersPerKey && o.sequencers != localrun.SequencersGlobal:
+	case o.sequencers != emulate.SequencersPerKey && o.sequencers != emulate.SequencersGlobal:
 		return nil, usagef("--sequencers %q: want per-key or global", o.sequencers)
 	case o.serve && o.envFile == "":
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
@@ -209,7 +212,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 // its functions (the tenantpipeline:source metadata of the templates).
 const registerSource = "lambdas/register"
 
-// clientTimeouts is Config.LambdaClientTimeout for --register-client-timeout (nil for 0).
+// clientTimeouts is Faults.LambdaClientTimeout for --register-client-timeout (nil for 0).
 func clientTimeouts(d time.Duration) map[string]time.Duration {
 	if d == 0 {
 		return nil
@@ -290,12 +293,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = phase(setupCtx, stdout, "starting", func(ctx context.Context) error {
 		var err error
 		r, err = startRun(ctx, localrun.Config{
-			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: localrun.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout,
-			EventKeyForm: o.keyForm, Sequencers: o.sequencers, EnvFor: env, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
-			StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
-			SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
-			LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
-			AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: deploy.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout, EnvFor: env,
+			Faults: localrun.Faults{
+				EventKeyForm: o.keyForm, Sequencers: o.sequencers, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
+				StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
+				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
+				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
+				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+			},
 		})
 		return err
 	})
@@ -351,7 +356,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	fmt.Fprintln(stdout)
-	localrun.WriteSummary(stdout, rep, r.TenantIDs())
+	report.WriteSummary(stdout, rep, r.TenantIDs())
 	if c := r.StatusEventCounts(); c.Emitted > 0 || len(c.Throttled) > 0 {
 		fmt.Fprintf(stdout, "status events: %d emitted, %d dropped, %d routed, %d asynchronous invocations; throttled: describe %d, start %d\n",
 			c.Emitted, c.Dropped, c.Routed, c.Invokes, c.Throttled["DescribeExecution"], c.Throttled["StartExecution"])
@@ -363,7 +368,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := writeReports(o.report, rep, r.TenantIDs()); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, localrun.HTMLPath(o.report))
+		fmt.Fprintf(stdout, "report: %s and %s\n", o.report, report.HTMLPath(o.report))
 	}
 	code, msg := exitStatus(rep, waitErr, errors.Is(pipeCtx.Err(), context.DeadlineExceeded), o)
 	if msg != "" {
@@ -374,7 +379,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // writeReports writes the JSON report to path and its picture, the HTML report, beside it, making
 // the report's directory if need be (--work may put the run elsewhere than .build/local).
-func writeReports(path string, rep *localrun.Report, ids []string) error {
+func writeReports(path string, rep *report.Report, ids []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -383,14 +388,14 @@ func writeReports(path string, rep *localrun.Report, ids []string) error {
 		return err
 	}
 	var page bytes.Buffer
-	if err := localrun.WriteHTML(&page, rep, ids, time.Now()); err != nil {
+	if err := report.WriteHTML(&page, rep, ids, time.Now()); err != nil {
 		return fmt.Errorf("render the HTML report: %w", err)
 	}
-	return os.WriteFile(localrun.HTMLPath(path), page.Bytes(), 0o644)
+	return os.WriteFile(report.HTMLPath(path), page.Bytes(), 0o644)
 }
 
 // exitStatus is the run's exit status and the line that explains a non-zero one.
-func exitStatus(rep *localrun.Report, waitErr error, timedOut bool, o *options) (int, string) {
+func exitStatus(rep *report.Report, waitErr error, timedOut bool, o *options) (int, string) {
 	var halted *localrun.HaltedError
 	failed := failedFiles(rep)
 	switch {
@@ -430,7 +435,7 @@ func phase(ctx context.Context, w io.Writer, what string, f func(context.Context
 	return f(ctx)
 }
 
-func failedFiles(rep *localrun.Report) []string {
+func failedFiles(rep *report.Report) []string {
 	var out []string
 	for _, id := range sortedKeys(rep.Tenants) {
 		for _, f := range rep.Tenants[id].Files {

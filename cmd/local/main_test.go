@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // Bad flags fail at once with exit 2 and the flag's name, before synth or any emulator starts.
@@ -106,14 +107,14 @@ func TestExportLine(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
-	ok := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
-		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}}}}}
-	failed := &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
-		"acme": {Files: []localrun.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "bad.csv", Status: "FAILED"}}}}}
-	violated := &localrun.Report{Violations: []string{"acme: x"}, Tenants: map[string]*localrun.TenantReport{}}
+	ok := &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
+		"acme": {Files: []report.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}}}}}
+	failed := &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
+		"acme": {Files: []report.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "bad.csv", Status: "FAILED"}}}}}
+	violated := &report.Report{Violations: []string{"acme: x"}, Tenants: map[string]*report.TenantReport{}}
 	for _, tc := range []struct {
 		name     string
-		rep      *localrun.Report
+		rep      *report.Report
 		waitErr  error
 		timedOut bool
 		o        options
@@ -122,8 +123,8 @@ func TestExitStatus(t *testing.T) {
 		{"drained", ok, nil, false, options{}, 0},
 		{"a failed file, default", failed, nil, false, options{}, 0},
 		{"a failed file, --fail-on-failed-files", failed, nil, false, options{failOnFailed: true}, 1},
-		{"every file failed is not OK with the flag", &localrun.Report{Violations: []string{}, Tenants: map[string]*localrun.TenantReport{
-			"acme": {Files: []localrun.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
+		{"every file failed is not OK with the flag", &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
+			"acme": {Files: []report.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
 		{"violation", violated, nil, false, options{}, 1},
 		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
 		{"timeout", ok, errors.New("not drained: context deadline exceeded"), true, options{timeout: time.Minute}, 3},
@@ -141,8 +142,8 @@ func TestExitStatus(t *testing.T) {
 func TestWriteReportsBesideEachOther(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rep := &localrun.Report{Tenants: map[string]*localrun.TenantReport{
-		"acme": {Files: []localrun.FileReport{{Key: "inbox/acme/a.csv", Status: "WAITING", UploadedAt: at}}},
+	rep := &report.Report{Tenants: map[string]*report.TenantReport{
+		"acme": {Files: []report.FileReport{{Key: "inbox/acme/a.csv", Status: "WAITING", UploadedAt: at}}},
 	}, Violations: []string{}}
 	dir = filepath.Join(dir, "not", "yet")
 	if err := writeReports(filepath.Join(dir, "report.json"), rep, []string{"acme"}); err != nil {

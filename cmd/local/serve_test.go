@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // TestServeCtrlC: Ctrl-C on a --serve run, sent as a terminal sends it (SIGINT to the whole
@@ -20,11 +21,11 @@ import (
 // the emulators still answer, then stops them and exits 0 (the run was consistent).
 func TestServeCtrlC(t *testing.T) {
 	wd, _ := os.Getwd()
-	root, err := localrun.ModuleRoot(wd)
+	root, err := deploy.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(localrun.NodeBinary(root)); err != nil {
+	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
 		t.Fatalf("Node 22 is missing (%v): run make setup", err)
 	}
 	dir := t.TempDir()
@@ -32,8 +33,8 @@ func TestServeCtrlC(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-C", root, "-o", bin, "./cmd/local").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/local: %v\n%s", err, out)
 	}
-	report := filepath.Join(dir, "report.json")
-	cmd := exec.Command(bin, "--serve", "--env-file", filepath.Join(dir, "env"), "--report", report,
+	reportFile := filepath.Join(dir, "report.json")
+	cmd := exec.Command(bin, "--serve", "--env-file", filepath.Join(dir, "env"), "--report", reportFile,
 		"--cdk-out", filepath.Join(root, "internal/localrun/testdata/fixture"), "--work", filepath.Join(dir, "work"))
 	cmd.Dir = root
 	// Its own process group, as a shell's job: the test plays the terminal and signals the group.
@@ -79,18 +80,18 @@ func TestServeCtrlC(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("got exit %d, want %d (interrupted, consistent)", code, exitOK)
 	}
-	for _, want := range []string{"interrupted: writing the summary and the report, then stopping the emulators\n", "report: " + report} {
+	for _, want := range []string{"interrupted: writing the summary and the report, then stopping the emulators\n", "report: " + reportFile} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("got stdout without %q", want)
 		}
 	}
-	var rep localrun.Report
-	if b, err := os.ReadFile(report); err != nil {
+	var rep report.Report
+	if b, err := os.ReadFile(reportFile); err != nil {
 		t.Errorf("JSON report: %v", err)
 	} else if err := json.Unmarshal(b, &rep); err != nil || rep.Tenants["acme"] == nil {
 		t.Errorf("JSON report: got %v and tenants %v, want acme's report", err, rep.Tenants)
 	}
-	if _, err := os.Stat(localrun.HTMLPath(report)); err != nil {
+	if _, err := os.Stat(report.HTMLPath(reportFile)); err != nil {
 		t.Errorf("HTML report: %v", err)
 	}
 	if t.Failed() {

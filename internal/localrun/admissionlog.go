@@ -3,7 +3,6 @@ package localrun
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"sync"
 )
 
@@ -63,29 +62,4 @@ func (a *admissionWaits) of(execution string) (float64, bool) {
 	}
 	w, ok := a.waiting[execution]
 	return w, ok
-}
-
-// lineTap passes a process's output through to w and hands each complete line to observe. One
-// tap serves one stream of one process, so its lines are never interleaved with another's.
-type lineTap struct {
-	w       io.Writer
-	observe func([]byte)
-	buf     []byte
-}
-
-func (t *lineTap) Write(p []byte) (int, error) {
-	n, err := t.w.Write(p)
-	t.buf = append(t.buf, p...)
-	for {
-		i := bytes.IndexByte(t.buf, '\n')
-		if i < 0 {
-			break
-		}
-		t.observe(t.buf[:i])
-		t.buf = t.buf[i+1:]
-	}
-	if len(t.buf) > 1<<20 { // a line longer than any log line: drop it
-		t.buf = nil
-	}
-	return n, err
 }

@@ -18,10 +18,11 @@ package localrun
 //     ErrorMessage (String, the first 1 KB of the error message)
 //     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
 //     Without one the event is discarded.
-// Config.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
+// Faults.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
 // minutes and a short maximum age still cuts the retries as it would on AWS.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,57 +32,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-)
-
-// AsyncConfig is a function's asynchronous invocation configuration: its
-// AWS::Lambda::EventInvokeConfig and its DeadLetterConfig.
-type AsyncConfig struct {
-	// MaximumRetryAttempts is how many times a function error is retried; nil means Lambda's
-	// default, 2.
-	MaximumRetryAttempts *int
-	// MaximumEventAge is how long Lambda keeps an event; 0 means Lambda's default, 6 hours.
-	MaximumEventAge time.Duration
-	// DeadLetterTargetARN is the queue that receives the events that failed; "" discards them.
-	DeadLetterTargetARN string
-}
-
-// Lambda's defaults and bounds of asynchronous invocation
-// (https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
-const (
-	asyncDefaultRetries  = 2
-	asyncDefaultEventAge = 6 * time.Hour
-	asyncMinEventAge     = 60 * time.Second
-	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
-	asyncThrottleFirstWait = time.Second
-	asyncThrottleMaxWait   = 5 * time.Minute
-	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
-	dlqErrorMessageBytes = 1024
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
 var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
 
-// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Config.AsyncRetryScale says.
+// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Faults.AsyncRetryScale says.
 const defaultAsyncRetryScale = 1.0 / 60
-
-func (c AsyncConfig) retries() int {
-	if c.MaximumRetryAttempts == nil {
-		return asyncDefaultRetries
-	}
-	return *c.MaximumRetryAttempts
-}
-
-func (c AsyncConfig) eventAge() time.Duration {
-	if c.MaximumEventAge == 0 {
-		return asyncDefaultEventAge
-	}
-	return c.MaximumEventAge
-}
 
 // asyncScale is the factor of the asynchronous invocation waits and maximum age.
 func (r *Run) asyncScale() float64 {
-	if r.cfg.AsyncRetryScale > 0 {
-		return r.cfg.AsyncRetryScale
+	if r.cfg.Faults.AsyncRetryScale > 0 {
+		return r.cfg.Faults.AsyncRetryScale
 	}
 	return defaultAsyncRetryScale
 }
@@ -89,7 +52,7 @@ func (r *Run) asyncScale() float64 {
 func scaled(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
 
 // invokeAsync queues one asynchronous invocation of f with payload and handles its failures.
-func (r *Run) invokeAsync(f *Function, payload []byte) {
+func (r *Run) invokeAsync(f *emulate.Function, payload []byte) {
 	st := r.status()
 	st.async.Add(1)
 	r.setBusy(1)
@@ -99,7 +62,7 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 		defer r.setBusy(-1)
 		ctx := r.runCtx
 		cfg, scale := f.Async, r.asyncScale()
-		maxAge := scaled(cfg.eventAge(), scale)
+		maxAge := scaled(cfg.EventAge(), scale)
 		failures, throttles := 0, 0
 		count := func(p *int64) {
 			st.mu.Lock()
@@ -121,14 +84,14 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 				}
 				return
 			case res.ErrorType != "":
-				if failures >= cfg.retries() {
+				if failures >= cfg.Retries() {
 					// A function error answers the Invoke with 200 and X-Amz-Function-Error.
 					r.asyncFailed(ctx, f, payload, res.RequestID, 200, errorMessage(res), fmt.Sprintf("function error %s after %d retries", res.ErrorType, failures))
 					return
 				}
 				wait = scaled(asyncRetryWaits[min(failures, len(asyncRetryWaits)-1)], scale)
 				failures++
-				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.retries(), wait)
+				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.Retries(), wait)
 			default:
 				return
 			}
@@ -137,7 +100,7 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 				if err != nil {
 					code, msg = 429, "Rate Exceeded."
 				}
-				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.eventAge(), maxAge))
+				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.EventAge(), maxAge))
 				return
 			}
 			sleep(ctx, wait)
@@ -150,13 +113,13 @@ func (r *Run) invokeAsync(f *Function, payload []byte) {
 // 4 s, … up to 5 minutes.
 func asyncThrottleWait(n int) time.Duration {
 	if n >= 9 { // 2^9 s is past the maximum
-		return asyncThrottleMaxWait
+		return emulate.AsyncThrottleMaxWait
 	}
-	return min(asyncThrottleFirstWait<<n, asyncThrottleMaxWait)
+	return min(emulate.AsyncThrottleFirstWait<<n, emulate.AsyncThrottleMaxWait)
 }
 
 // errorMessage is a function error's errorMessage, or its payload.
-func errorMessage(res Result) string {
+func errorMessage(res emulate.Result) string {
 	var e struct {
 		ErrorMessage string `json:"errorMessage"`
 	}
@@ -167,7 +130,7 @@ func errorMessage(res Result) string {
 }
 
 // asyncFailed ends an event Lambda gives up on: to the function's dead-letter queue, or discarded.
-func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requestID string, code int, message, why string) {
+func (r *Run) asyncFailed(ctx context.Context, f *emulate.Function, payload []byte, requestID string, code int, message, why string) {
 	st := r.status()
 	q := r.queues[f.Async.DeadLetterTargetARN]
 	if q == nil {
@@ -177,14 +140,14 @@ func (r *Run) asyncFailed(ctx context.Context, f *Function, payload []byte, requ
 		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event discarded\n", f.Name, why)
 		return
 	}
-	if len(message) > dlqErrorMessageBytes {
-		message = message[:dlqErrorMessageBytes]
+	if len(message) > emulate.DLQErrorMessageBytes {
+		message = message[:emulate.DLQErrorMessageBytes]
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(payload)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			"RequestID":    {DataType: aws.String("String"), StringValue: aws.String(cmpOr(requestID, uuid()))},
+			"RequestID":    {DataType: aws.String("String"), StringValue: aws.String(cmp.Or(requestID, uuid()))},
 			"ErrorCode":    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(code))},
-			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmpOr(message, "-"))},
+			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmp.Or(message, "-"))},
 		}}
 	for attempt := 0; ctx.Err() == nil && attempt < 5; attempt++ {
 		if _, err := r.sqs.SendMessage(ctx, in); err != nil {

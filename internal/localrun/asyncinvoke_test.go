@@ -11,10 +11,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // A failed asynchronous invocation is retried MaximumRetryAttempts times (default 2), after 1 and
-// 2 minutes scaled by Config.AsyncRetryScale, no longer than MaximumEventAgeInSeconds allows; then
+// 2 minutes scaled by Faults.AsyncRetryScale, no longer than MaximumEventAgeInSeconds allows; then
 // the event goes unchanged to the function's dead-letter queue with RequestID, ErrorCode and
 // ErrorMessage (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html,
 // https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
@@ -29,27 +30,27 @@ func TestInvokeAsyncDeadLetterQueue(t *testing.T) {
 	for i, tc := range []struct {
 		name        string
 		do          string
-		async       AsyncConfig
+		async       emulate.AsyncConfig
 		invocations int64
 		dead        bool
 		minElapsed  time.Duration
 	}{
 		{name: "success", do: "answer", invocations: 1},
 		{name: "default retries", do: "fail", invocations: 3, dead: true, minElapsed: 900 * time.Millisecond},
-		{name: "no retry", do: "fail", async: AsyncConfig{MaximumRetryAttempts: intp(0)}, invocations: 1, dead: true},
-		{name: "one retry", do: "fail", async: AsyncConfig{MaximumRetryAttempts: intp(1)}, invocations: 2, dead: true, minElapsed: 300 * time.Millisecond},
-		{name: "event too old to retry", do: "fail", async: AsyncConfig{MaximumEventAge: time.Minute}, invocations: 1, dead: true},
-		{name: "crash", do: "exit", async: AsyncConfig{MaximumRetryAttempts: intp(0)}, invocations: 1, dead: true},
+		{name: "no retry", do: "fail", async: emulate.AsyncConfig{MaximumRetryAttempts: intp(0)}, invocations: 1, dead: true},
+		{name: "one retry", do: "fail", async: emulate.AsyncConfig{MaximumRetryAttempts: intp(1)}, invocations: 2, dead: true, minElapsed: 300 * time.Millisecond},
+		{name: "event too old to retry", do: "fail", async: emulate.AsyncConfig{MaximumEventAge: time.Minute}, invocations: 1, dead: true},
+		{name: "crash", do: "exit", async: emulate.AsyncConfig{MaximumRetryAttempts: intp(0)}, invocations: 1, dead: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dlq := createTestQueue(t, client, "router-dlq-"+strconv.Itoa(i))
 			tc.async.DeadLetterTargetARN = dlq.ARN
-			f := &Function{Name: "router", ARN: "arn:aws:lambda:us-east-1:000000000000:function:router", Binary: self,
+			f := &emulate.Function{Name: "router", ARN: "arn:aws:lambda:us-east-1:000000000000:function:router", Binary: self,
 				Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 5 * time.Second, Logs: io.Discard, Async: tc.async}
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, AsyncRetryScale: scale}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+			r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: scale}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 			payload := `{"do":"` + tc.do + `","id":"event-1"}`
 			start := time.Now()
 			r.invokeAsync(f, []byte(payload))
@@ -126,22 +127,22 @@ func TestInvokeAsyncRetriesThrottles(t *testing.T) {
 	}
 	client := startFauxqs(t)
 	dlq := createTestQueue(t, client, "controller-dlq")
-	account := NewAccountConcurrency(1)
-	newFn := func(name string) *Function {
-		f := &Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
+	account := emulate.NewAccountConcurrency(1)
+	newFn := func(name string) *emulate.Function {
+		f := &emulate.Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
 			Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 10 * time.Second, Logs: io.Discard, Account: account,
-			Async: AsyncConfig{DeadLetterTargetARN: dlq.ARN}}
+			Async: emulate.AsyncConfig{DeadLetterTargetARN: dlq.ARN}}
 		t.Cleanup(f.Close)
 		return f
 	}
 	other, controller := newFn("other"), newFn("controller")
 	started := make(chan struct{})
-	other.OnInvoke = func(*Function) { close(started) }
+	other.OnInvoke = func(*emulate.Function) { close(started) }
 	go other.Invoke(context.Background(), []byte(`{"do":"sleep"}`))
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, AsyncRetryScale: 0.01}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: 0.01}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 	r.invokeAsync(controller, []byte(`{"do":"answer"}`))
 	deadline := time.Now().Add(time.Minute)
 	for controller.Throttles() < 3 {

@@ -14,7 +14,7 @@ import (
 func TestAWSLatencyHoldsEachCall(t *testing.T) {
 	r := &Run{}
 	var reached atomic.Int32
-	h := r.awsLatency.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	h := r.awsLatency.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
 	call := func(ctx context.Context) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil))
 	}

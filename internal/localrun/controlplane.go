@@ -1,14 +1,17 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -291,9 +295,9 @@ func (r *Run) StackOutputs() []xmlStack {
 	var stacks []xmlStack
 	described := map[string]bool{}
 	for _, s := range r.asm.Stacks {
-		st := xmlStack{StackName: s.Name, StackId: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", region, account, s.Name, uuidFor(s.Name)),
+		st := xmlStack{StackName: s.Name, StackId: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", emulate.Region, emulate.Account, s.Name, uuidFor(s.Name)),
 			StackStatus: "CREATE_COMPLETE", CreationTime: r.created.UTC().Format(time.RFC3339)}
-		for _, k := range sortedKeys(s.Outputs) {
+		for _, k := range slices.Sorted(maps.Keys(s.Outputs)) {
 			v, err := r.res.Resolve(s, s.Outputs[k].Value)
 			if err != nil {
 				fmt.Fprintf(r.cfg.Logs, "cloudformation: output %s of %s: %v\n", k, s.Name, err)
@@ -339,7 +343,7 @@ func (r *Run) tenantOutput(t *Tenant) pipeline.TenantOutput {
 		case pipeline.EnvSegmentStateMachineARN:
 			o.SegmentStateMachineARN = v
 		case pipeline.EnvIdempotencyKey:
-			o.IdempotencyKey = cmpOr(v, o.IdempotencyKey)
+			o.IdempotencyKey = cmp.Or(v, o.IdempotencyKey)
 		}
 	}
 	if e := r.Mapping(t.ID); e != nil {
@@ -367,7 +371,7 @@ func callerIdentity(req *http.Request) any {
 		UserID  string   `xml:"GetCallerIdentityResult>UserId"`
 		Account string   `xml:"GetCallerIdentityResult>Account"`
 		Request string   `xml:"ResponseMetadata>RequestId"`
-	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: "arn:aws:iam::" + account + ":user/" + user, UserID: "AIDALOCAL" + strings.ToUpper(user), Account: account, Request: uuid()}
+	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: "arn:aws:iam::" + emulate.Account + ":user/" + user, UserID: "AIDALOCAL" + strings.ToUpper(user), Account: emulate.Account, Request: uuid()}
 }
 
 func writeXML(w http.ResponseWriter, status int, v any) {
@@ -412,8 +416,8 @@ func (r *Run) Env() []string {
 		"AWS_ENDPOINT_URL_CLOUDFORMATION=" + e.CloudFormation,
 		"AWS_ENDPOINT_URL_STS=" + e.STS,
 		"AWS_ENDPOINT_URL_CLOUDWATCH=" + e.CloudWatch,
-		"AWS_REGION=" + region,
-		"AWS_DEFAULT_REGION=" + region,
+		"AWS_REGION=" + emulate.Region,
+		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",

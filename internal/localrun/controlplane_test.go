@@ -10,28 +10,30 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // DescribeStacks shows a template's tenant output with its tokens resolved to the local identities,
 // and builds the same descriptor for a tenant whose stack has none.
 func TestDescribeStacksOutputs(t *testing.T) {
-	stack := &Stack{Name: "TenantPipeline-Tenants-1", Resources: map[string]*Resource{}, Outputs: map[string]Output{}}
-	q := &Resource{Stack: stack, LogicalID: "AcmeQueue", Type: "AWS::SQS::Queue"}
+	stack := &deploy.Stack{Name: "TenantPipeline-Tenants-1", Resources: map[string]*deploy.Resource{}, Outputs: map[string]deploy.Output{}}
+	q := &deploy.Resource{Stack: stack, LogicalID: "AcmeQueue", Type: "AWS::SQS::Queue"}
 	stack.Resources["AcmeQueue"] = q
 	// Stack.ToJsonString renders tokens as an Fn::Join of JSON pieces.
-	stack.Outputs[pipeline.TenantOutputKey("acme")] = Output{Value: json.RawMessage(`{"Fn::Join":["",[
+	stack.Outputs[pipeline.TenantOutputKey("acme")] = deploy.Output{Value: json.RawMessage(`{"Fn::Join":["",[
 		"{\"version\":1,\"id\":\"acme\",\"policy\":\"halt\",\"idempotencyKey\":\"event-id\",\"bucket\":\"ingest\",\"prefix\":\"inbox/acme/\",\"queueUrl\":\"",
 		{"Ref":"AcmeQueue"},"\",\"queueArn\":\"",{"Fn::GetAtt":["AcmeQueue","Arn"]},
 		"\",\"stateMachineArn\":\"arn:aws:states:us-east-1:000000000000:stateMachine:acme\",\"controllerFunction\":\"acme-controller\"}"]]}`)}
-	asm := &Assembly{Stacks: []*Stack{stack}}
-	res, err := NewResolver(asm, region, account)
+	asm := &deploy.Assembly{Stacks: []*deploy.Stack{stack}}
+	res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Set(q, Identity{Ref: "http://127.0.0.1:9/000000000000/acme.fifo", Attrs: map[string]string{"Arn": "arn:aws:sqs:us-east-1:000000000000:acme.fifo"}})
-	ctrl := &Function{Name: "globex-controller", Env: []string{"ON_FAILURE=halt", "IDEMPOTENCY_KEY=object-version", "SEGMENT_STATE_MACHINE_ARN=arn:seg"}}
-	r := &Run{asm: asm, res: res, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Lambda: &LambdaService{}, Tenants: []*Tenant{
+	res.Set(q, deploy.Identity{Ref: "http://127.0.0.1:9/000000000000/acme.fifo", Attrs: map[string]string{"Arn": "arn:aws:sqs:us-east-1:000000000000:acme.fifo"}})
+	ctrl := &emulate.Function{Name: "globex-controller", Env: []string{"ON_FAILURE=halt", "IDEMPOTENCY_KEY=object-version", "SEGMENT_STATE_MACHINE_ARN=arn:seg"}}
+	r := &Run{asm: asm, res: res, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Lambda: &emulate.LambdaService{}, Tenants: []*Tenant{
 		{ID: "acme", Stack: stack.Name},
 		{ID: "globex", Stack: stack.Name, Prefix: "inbox/globex/", Queue: &Queue{URL: "http://q/globex.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:globex.fifo"},
 			FileMachine: "arn:aws:states:us-east-1:000000000000:stateMachine:globex", Controller: ctrl, Config: map[string]any{"id": "globex"}},

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // The DynamoDB sink locally: dynalite (npm dynalite 4.0.0, in memory) on 127.0.0.1, started only
@@ -25,7 +27,7 @@ import (
 // AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
 // (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
-// Config.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
+// Faults.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
 // slowly in the figures, and Run.SetAWSCallLatency's (awslatency.go).
 
 // dynamoLocal is the run's DynamoDB emulator.
@@ -33,7 +35,7 @@ type dynamoLocal struct {
 	url    string           // the pipeline's endpoint (counted, delayed)
 	admin  *dynamodb.Client // direct, uncounted (harness: tables, read-back)
 	tables []string
-	meter  *dynamoMeter // request units by table (dynamometer.go)
+	meter  *emulate.DynamoMeter // request units by table (dynamometer.go)
 	mu     sync.Mutex
 	onPut  func(PutItemCall) bool
 	// written holds, per execution name, the record numbers whose PutItem succeeded (a write the
@@ -53,8 +55,8 @@ type PutItemCall struct {
 // answers each latency later (the same per-request latency the embedded sink adds), and shows every PutItem to OnPutItem,
 // which may hold it: it is then never forwarded, and the client gets no answer. It remembers which
 // records each execution wrote (dynamoWritten).
-func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration) http.Handler {
-	next := d.meter.wrap(countingProxy(target, "dynamodb", c))
+func (d *dynamoLocal) proxy(target string, c *emulate.APICounter, latency time.Duration) http.Handler {
+	next := d.meter.Wrap(emulate.CountingProxy(target, "dynamodb", c))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if latency > 0 {
 			time.Sleep(latency)
@@ -89,9 +91,9 @@ func (d *dynamoLocal) proxy(target string, c *APICounter, latency time.Duration)
 			}
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &emulate.StatusRecorder{ResponseWriter: w, Status: http.StatusOK}
 		next.ServeHTTP(rec, req)
-		if rec.status == http.StatusOK && call.ExecutionName != "" {
+		if rec.Status == http.StatusOK && call.ExecutionName != "" {
 			d.mu.Lock()
 			if d.written == nil {
 				d.written = map[string]map[int64]bool{}
@@ -117,21 +119,11 @@ func (r *Run) OnPutItem(f func(PutItemCall) bool) {
 	r.dynamo.mu.Unlock()
 }
 
-// localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
-// a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
-// locally it is created too, with the tenant's key fields as string keys, for convenience).
-type localTable struct {
-	Name                 string
-	KeySchema            []dyntypes.KeySchemaElement
-	AttributeDefinitions []dyntypes.AttributeDefinition
-	From                 string // the logical id, or "tenant <id>"
-}
-
 // dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
 // adds the tables the tenants name that no template creates. It tells whether any tenant has a
 // DynamoDB sink. It must run after every identity an Environment refers to has been set.
-func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
-	var tables []localTable
+func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]emulate.DynamoTable, bool, error) {
+	var tables []emulate.DynamoTable
 	byName := map[string]bool{}
 	for _, tr := range asm.OfType("AWS::DynamoDB::Table") {
 		var props struct {
@@ -146,12 +138,12 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 		}
 		name := props.TableName
 		if name == "" {
-			name = physicalName(tr, 255)
+			name = deploy.PhysicalName(tr, 255)
 		}
 		if len(props.KeySchema) == 0 {
 			return nil, false, fmt.Errorf("table %s: no KeySchema", tr.LogicalID)
 		}
-		t := localTable{Name: name, From: tr.LogicalID}
+		t := emulate.DynamoTable{Name: name, From: tr.LogicalID}
 		for _, k := range props.KeySchema {
 			t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k.AttributeName), KeyType: dyntypes.KeyType(k.KeyType)})
 		}
@@ -160,8 +152,8 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 		}
 		tables = append(tables, t)
 		byName[name] = true
-		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", region, account, name)
-		res.Set(tr, Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
+		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", emulate.Region, emulate.Account, name)
+		res.Set(tr, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
 	}
 	needed := false
 	for _, fr := range asm.OfType("AWS::Lambda::Function") {
@@ -196,7 +188,7 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 		case len(d.Key) < 1 || len(d.Key) > 2:
 			return nil, false, fmt.Errorf("tenant %s: dynamodb.key has %d fields, want 1 or 2", cfg.ID, len(d.Key))
 		}
-		t := localTable{Name: d.Table, From: "tenant " + cfg.ID}
+		t := emulate.DynamoTable{Name: d.Table, From: "tenant " + cfg.ID}
 		for i, k := range d.Key {
 			typ := dyntypes.KeyTypeHash
 			if i == 1 {
@@ -214,23 +206,23 @@ func dynamoTables(asm *Assembly, res *Resolver) ([]localTable, bool, error) {
 
 // startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
 // environment the Lambdas need to reach it (none when the app has no DynamoDB sink).
-func (r *Run) startDynamoDB(ctx context.Context, asm *Assembly, res *Resolver) ([]string, error) {
+func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver) ([]string, error) {
 	tables, needed, err := dynamoTables(asm, res)
 	if err != nil || !needed {
 		return nil, err
 	}
-	p, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/dynalite/server.mjs"), nil, r.cfg.Logs)
+	p, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/dynalite/server.mjs"), nil, r.cfg.Logs)
 	if err != nil {
 		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
 	}
 	r.closers = append(r.closers, p.Close)
-	d := &dynamoLocal{meter: newDynamoMeter(p.URL, tables)}
-	u, stop, err := serve(r.awsLatency.wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.SinkLatency))))
+	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, tables)}
+	u, stop, err := emulate.Serve(r.awsLatency.Wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.Faults.SinkLatency))))
 	if err != nil {
 		return nil, err
 	}
 	r.closers = append(r.closers, stop)
-	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
+	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: emulate.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.URL)
 	})
 	for _, t := range tables {

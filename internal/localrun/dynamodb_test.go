@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // TestDynamoTables: the tables the local run creates, read from hand-made templates
@@ -25,11 +27,11 @@ func TestDynamoTables(t *testing.T) {
 		{"emptytable", "", false, `tenant d: dynamodb.table is empty`},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
-			asm, err := LoadAssembly(filepath.Join("testdata/dynamodb", tc.dir))
+			asm, err := deploy.LoadAssembly(filepath.Join("testdata/dynamodb", tc.dir))
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := NewResolver(asm, region, account)
+			res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 			if err != nil {
 				t.Fatal(err)
 			}

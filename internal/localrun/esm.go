@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // mapping is a Lambda event source mapping for an SQS queue, following Lambda's semantics
@@ -28,7 +29,7 @@ import (
 type mapping struct {
 	run            *Run
 	queue          *Queue
-	fn             *Function
+	fn             *emulate.Function
 	batch          int
 	reportFailures bool
 	// scale is how many pollers the mapping starts with and may grow to (mappingScale).
@@ -162,7 +163,7 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message, received 
 	payload, _ := json.Marshal(event)
 	res, err := m.invokeBatch(ctx, payload, received)
 	if err != nil {
-		if !errors.Is(err, ErrThrottled) && ctx.Err() == nil {
+		if !errors.Is(err, emulate.ErrThrottled) && ctx.Err() == nil {
 			m.run.mappingErrors.Add(1)
 			fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: invoke: %v\n", m.queue.Name, err)
 		}
@@ -226,7 +227,7 @@ var esmThrottleBackoff = retry.NewExponentialJitterBackoff(5 * time.Second)
 // invocation of the batch can still run when its messages become visible again to another poller;
 // after it, the throttle is the answer and the messages come back, in order, after their
 // visibility timeout.
-func (m *mapping) invokeBatch(ctx context.Context, payload []byte, received time.Time) (Result, error) {
+func (m *mapping) invokeBatch(ctx context.Context, payload []byte, received time.Time) (emulate.Result, error) {
 	visibleAgain := received.Add(time.Duration(m.queue.VisibilityTimeout) * time.Second)
 	for attempt := 1; ; attempt++ {
 		m.invoking(1)
@@ -268,7 +269,7 @@ func (m *mapping) records(msgs []sqstypes.Message) []map[string]any {
 			"md5OfBody":         aws.ToString(msg.MD5OfBody),
 			"eventSource":       "aws:sqs",
 			"eventSourceARN":    m.queue.ARN,
-			"awsRegion":         region,
+			"awsRegion":         emulate.Region,
 		})
 	}
 	return out

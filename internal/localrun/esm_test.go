@@ -13,18 +13,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // startFauxqs starts the SQS emulator of the local run for a test.
 func startFauxqs(t *testing.T) *sqs.Client {
 	t.Helper()
 	root := moduleRoot(t)
-	fq, err := startNode(t.Context(), NodeBinary(root), filepath.Join(root, "local/fauxqs/server.mjs"), []string{"--region", region}, io.Discard)
+	fq, err := emulate.StartNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fq.Close)
-	return sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
+	return sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
 }
 
 // createTestQueue creates a queue in fauxqs (a FIFO one when the name ends in .fifo).
@@ -38,7 +40,7 @@ func createTestQueue(t *testing.T, client *sqs.Client, name string) *Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, account, name), VisibilityTimeout: 30}
+	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", emulate.Region, emulate.Account, name), VisibilityTimeout: 30}
 }
 
 // An SQS event source mapping of a FIFO queue runs min(active message groups, MaximumConcurrency)
@@ -75,7 +77,7 @@ func TestMappingScalesToMessageGroups(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			f := &Function{Name: "controller", ARN: "arn:aws:lambda:us-east-1:000000000000:function:controller", Binary: self,
+			f := &emulate.Function{Name: "controller", ARN: "arn:aws:lambda:us-east-1:000000000000:function:controller", Binary: self,
 				Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 10 * time.Second, Concurrency: tc.reserved, Logs: io.Discard}
 			defer f.Close()
 			ctx, cancel := context.WithCancel(t.Context())
@@ -139,9 +141,9 @@ func TestMappingRetriesThrottledBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	account := NewAccountConcurrency(1)
-	newFn := func(name string) *Function {
-		f := &Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
+	account := emulate.NewAccountConcurrency(1)
+	newFn := func(name string) *emulate.Function {
+		f := &emulate.Function{Name: name, ARN: "arn:aws:lambda:us-east-1:000000000000:function:" + name, Binary: self,
 			Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 10 * time.Second, Logs: io.Discard, Account: account}
 		t.Cleanup(f.Close)
 		return f
@@ -149,7 +151,7 @@ func TestMappingRetriesThrottledBatch(t *testing.T) {
 	other, controller := newFn("other"), newFn("controller")
 	// Another function holds the account's one unit until the mapping has been throttled twice.
 	started := make(chan struct{})
-	other.OnInvoke = func(*Function) { close(started) }
+	other.OnInvoke = func(*emulate.Function) { close(started) }
 	go other.Invoke(context.Background(), []byte(`{"do":"sleep"}`))
 	<-started
 	ctx, cancel := context.WithCancel(t.Context())

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // Upload puts one file under the tenant's prefix, as the sending system would; the PutObject
@@ -72,8 +73,8 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
 		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer(bucket, key)},
-		"request-id":        newID()[:16],
-		"requester":         account,
+		"request-id":        emulate.NewID()[:16],
+		"requester":         emulate.Account,
 		"source-ip-address": "127.0.0.1",
 		"reason":            "PutObject",
 	}
@@ -85,21 +86,21 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"id":          uuid(),
 		"detail-type": "Object Created",
 		"source":      "aws.s3",
-		"account":     account,
+		"account":     emulate.Account,
 		"time":        time.Now().UTC().Format(time.RFC3339),
-		"region":      region,
+		"region":      emulate.Region,
 		"resources":   []any{"arn:aws:s3:::" + bucket},
 		"detail":      detail,
 	}
 	r.PutEvent(context.Background(), ev)
-	if r.cfg.DuplicateEvents {
-		r.putEvent(context.Background(), ev, r.cfg.DuplicateAfterDedupWindow)
+	if r.cfg.Faults.DuplicateEvents {
+		r.putEvent(context.Background(), ev, r.cfg.Faults.DuplicateAfterDedupWindow)
 	}
 }
 
-// eventKey is the object key as the events carry it (Config.EventKeyForm).
+// eventKey is the object key as the events carry it (Faults.EventKeyForm).
 func (r *Run) eventKey(key string) string {
-	if r.cfg.EventKeyForm != EventKeyForm {
+	if r.cfg.Faults.EventKeyForm != EventKeyForm {
 		return key
 	}
 	return FormEncodeKey(key)
@@ -143,7 +144,7 @@ func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
 			in.MessageGroupId = aws.String(rl.groupID)
 		}
 		if late && strings.HasSuffix(q.Name, ".fifo") {
-			in.MessageDeduplicationId = aws.String(newID())
+			in.MessageDeduplicationId = aws.String(emulate.NewID())
 		}
 		// EventBridge retries delivery for up to 24 hours; locally a few attempts suffice.
 		for attempt := 0; attempt < 5; attempt++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // The X-Ray trace header's format: Root=1-<8 hex digits of time>-<24 hex digits>, then optional
@@ -70,7 +71,7 @@ func TestSFNThrottle(t *testing.T) {
 		w.Write([]byte(`{"executionArn":"arn:aws:states:us-east-1:000000000000:execution:m:x","startDate":1}`))
 	})
 	newClient := func(t *testing.T, th SFNThrottle) (*Run, *sfn.Client) {
-		r := &Run{Counter: &APICounter{}, cfg: Config{SFNThrottle: th}}
+		r := &Run{Counter: &emulate.APICounter{}, cfg: Config{Faults: Faults{SFNThrottle: th}}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		t.Cleanup(srv.Close)
 		c := sfn.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), RetryMaxAttempts: 1},
@@ -111,7 +112,7 @@ func TestSFNThrottle(t *testing.T) {
 		}
 	})
 	t.Run("StartExecution attributed by trace id", func(t *testing.T) {
-		r := &Run{Counter: &APICounter{}}
+		r := &Run{Counter: &emulate.APICounter{}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		defer srv.Close()
 		for _, trace := range []string{"Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000002-bbbbbbbbbbbbbbbbbbbbbbbb;Sampled=0"} {
@@ -149,7 +150,7 @@ func TestInvokeAsyncRetries(t *testing.T) {
 		{"exit", 3}, // the process dies without a response: a function error (Unhandled)
 	} {
 		t.Run(tc.do, func(t *testing.T) {
-			f := &Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
+			f := &emulate.Function{Name: "fn", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fn", Binary: self,
 				Env: []string{"LOCALRUN_TEST_RUNTIME=1"}, Timeout: 5 * time.Second, Logs: io.Discard}
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())
@@ -164,5 +165,20 @@ func TestInvokeAsyncRetries(t *testing.T) {
 				t.Errorf("busy after the retries: got %d, want 0", r.busy)
 			}
 		})
+	}
+}
+
+func TestFormEncodeKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		// The example of S3's event message structure page.
+		{"red flower.jpg", "red+flower.jpg"},
+		{"inbox/acme/a b.csv", "inbox/acme/a+b.csv"},
+		{"inbox/acme/a+b.csv", "inbox/acme/a%2Bb.csv"},
+		{"inbox/acme/100%.csv", "inbox/acme/100%25.csv"},
+		{"inbox/acme/注文.csv", "inbox/acme/%E6%B3%A8%E6%96%87.csv"},
+	} {
+		if got := FormEncodeKey(tc.key); got != tc.want {
+			t.Errorf("FormEncodeKey(%q): got %q, want %q", tc.key, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // The fault scenarios: failure modes AWS documents that the emulators used to be kinder
@@ -46,8 +48,8 @@ func withTierJSON(tenantsJSON, tier string) string {
 }
 
 // functionsOf returns the run's functions built from one source package (one per tenant).
-func functionsOf(r *Run, pkg string) []*Function {
-	var out []*Function
+func functionsOf(r *Run, pkg string) []*emulate.Function {
+	var out []*emulate.Function
 	for _, f := range r.functions {
 		if f.Source == pkg {
 			out = append(out, f)
@@ -59,7 +61,7 @@ func functionsOf(r *Run, pkg string) []*Function {
 // taskErrors returns the error names of the failed task attempts (TaskFailed, LambdaFunctionFailed)
 // of a file execution's segment executions, in order, read with GetExecutionHistory as an operator
 // would.
-func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []string {
+func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []string {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {
@@ -137,12 +139,14 @@ func TestScenarioRegisterKilled(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
 		r := startScenario(t, tenants, Config{
-			// A small Register timeout, so that waiting for it is short. The HTTP timeout stays below it
-			// by more than Register's deadline margin, as the construct's validation demands.
-			FunctionTimeout: map[string]time.Duration{registerPkg: 5 * time.Second},
 			EnvFor: map[string][]string{
 				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=5"},
+			},
+			Faults: Faults{
+				// A small Register timeout, so that waiting for it is short. The HTTP timeout stays below it
+				// by more than Register's deadline margin, as the construct's validation demands.
+				FunctionTimeout: map[string]time.Duration{registerPkg: 5 * time.Second},
 			},
 		})
 		var frozen, killed atomic.Int64
@@ -192,7 +196,7 @@ func TestScenarioThrottled(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
 		const throttleFor = 15 * time.Second
-		r := startScenario(t, tenants, Config{Throttle: map[string]Throttle{registerPkg: {For: throttleFor}}})
+		r := startScenario(t, tenants, Config{Faults: Faults{Throttle: map[string]emulate.Throttle{registerPkg: {For: throttleFor}}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(50)}, {"ov", "x.csv", csvOf(60)}})
@@ -243,7 +247,7 @@ func TestScenarioLambdaThrottled(t *testing.T) {
 		// The retriers' waits at a fiftieth: the throttle retrier's 5 s to 5 min become 0.1 s to 6 s.
 		// The sink takes as many requests at once as Lambda runs invocations: Register posts one
 		// request at a time, so the account's limit alone keeps the core system within it.
-		r := startScenario(t, tenants, Config{LambdaConcurrency: concurrency, SinkMaxInFlight: concurrency, RetryIntervalScale: 0.02})
+		r := startScenario(t, tenants, Config{Faults: Faults{LambdaConcurrency: concurrency, SinkMaxInFlight: concurrency, RetryIntervalScale: 0.02}})
 		// A core system of 15 ms a record keeps each Register invocation busy for about a second,
 		// so the tenants' invocations meet at the limit.
 		r.Sink.SetDelay(func(string, string, int64) time.Duration { return 15 * time.Millisecond })
@@ -293,10 +297,12 @@ func TestScenarioStoppedFile(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
 		r := startScenario(t, tenants, Config{
-			FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second},
 			EnvFor: map[string][]string{
 				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"},
+			},
+			Faults: Faults{
+				FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second},
 			},
 		})
 		// 40 ms per record: a chunk of 100 records takes about 4 s.
@@ -309,7 +315,7 @@ func TestScenarioStoppedFile(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "stopped.csv", csvOf(300)}, {"cont", "next.csv", csvOf(20)}})
-		rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *Report) bool {
+		rep := waitFor(t, ctx, r, "stopped.csv registering", func(rep *report.Report) bool {
 			return fileOf(t, rep, "cont", "stopped.csv").Records >= 20
 		})
 		arn := executionARN(t, r, "cont", fileOf(t, rep, "cont", "stopped.csv").ExecutionName)
@@ -416,12 +422,12 @@ func TestScenarioDataPath(t *testing.T) {
 			name string
 			cfg  Config
 		}{
-			{EventKeyRaw, Config{EventKeyForm: EventKeyRaw}},
-			{EventKeyForm, Config{EventKeyForm: EventKeyForm}},
+			{EventKeyRaw, Config{Faults: Faults{EventKeyForm: EventKeyRaw}}},
+			{EventKeyForm, Config{Faults: Faults{EventKeyForm: EventKeyForm}}},
 			// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without
 			// s3:ListBucket: the key as given (form-encoded) is not there, and neither are the
 			// controller's wake-up objects at first. Nothing may fail or log at ERROR for it.
-			{"form, missing keys answer 403", Config{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}},
+			{"form, missing keys answer 403", Config{Faults: Faults{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -441,7 +447,7 @@ func TestScenarioDataPath(t *testing.T) {
 				if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
 					t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
 				}
-				if tc.cfg.S3MissingKeyForbidden {
+				if tc.cfg.Faults.S3MissingKeyForbidden {
 					// The form-encoded keys that differ from the stored ones were denied (403) and then
 					// read under their decoded form.
 					decoded := lambdaLogs(t, r, func(l map[string]any) bool {

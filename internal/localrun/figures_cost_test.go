@@ -118,7 +118,7 @@ func TestFiguresCost(t *testing.T) {
 // phase (an idle tenant's event source mapping keeps polling its queue).
 func measureCost(t *testing.T, extra map[string]string) costFigure {
 	t.Helper()
-	r := startScenarioWith(t, costTenants, extra, Config{SinkLatency: costLatency})
+	r := startScenarioWith(t, costTenants, extra, Config{Faults: Faults{SinkLatency: costLatency}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	phase := func(tenant string, files []upload) cost.Usage {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // TestFigures measures the figures (docs/local-run.md, "Figures"): the same workload
@@ -23,7 +25,7 @@ func TestFigures(t *testing.T) {
 	tenants := []string{"cont", "halt", "ov"}
 	type result struct {
 		name string
-		rep  *Report
+		rep  *report.Report
 	}
 	var results []result
 	for _, mode := range []struct {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -171,7 +172,7 @@ func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenan
 	r.SetAWSCallLatency(0)
 	checkRouted(t, ctx, r, queue, prefix, tenants, files)
 	// Split and Register have no POOL variable; the controller has, without a FUNCTION_ROLE.
-	isController := func(f *Function) bool { return f.Pool == pool && f.Role == "" }
+	isController := func(f *emulate.Function) bool { return f.Pool == pool && f.Role == "" }
 	var others, controllers int64
 	for _, f := range r.functions {
 		u := f.Usage()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/svgchart"
 )
 
@@ -37,7 +38,7 @@ type modeGaps struct {
 	gaps []float64
 }
 
-func allGaps(rep *Report, tenants []string) []float64 {
+func allGaps(rep *report.Report, tenants []string) []float64 {
 	var g []float64
 	for _, id := range tenants {
 		g = append(g, rep.Tenants[id].Gaps()...)

@@ -10,18 +10,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/results"
 )
-
-// FileEvent is one File Processed event the pipeline put: report.json's fileEvents, in the order
-// they were put.
-type FileEvent struct {
-	// ID is the id the local EventBridge gave the event; Detail.EventID is the pipeline's own.
-	ID     string        `json:"id"`
-	Time   time.Time     `json:"time"`
-	Bus    string        `json:"bus"`
-	Detail results.Event `json:"detail"`
-}
 
 // putEventsEntry is one entry of a PutEvents request
 // (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsRequestEntry.html).
@@ -61,12 +53,12 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 			out.Entries = append(out.Entries, resultEntry{ErrorCode: "MalformedDetail", ErrorMessage: "Detail is not a JSON object"})
 			continue
 		}
-		id, now := newID(), time.Now().UTC()
+		id, now := emulate.NewID(), time.Now().UTC()
 		if e.Source == results.EventSource && e.DetailType == results.EventDetailType {
 			var ev results.Event
 			json.Unmarshal([]byte(e.Detail), &ev)
 			r.mu.Lock()
-			r.fileEvents = append(r.fileEvents, FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
+			r.fileEvents = append(r.fileEvents, report.FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
 			r.mu.Unlock()
 		}
 		resources := e.Resources
@@ -74,8 +66,8 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 			resources = []string{}
 		}
 		r.PutEvent(req.Context(), map[string]any{
-			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": account,
-			"time": now.Format(time.RFC3339), "region": region, "resources": resources, "detail": detail,
+			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": emulate.Account,
+			"time": now.Format(time.RFC3339), "region": emulate.Region, "resources": resources, "detail": detail,
 		})
 		out.Entries = append(out.Entries, resultEntry{EventId: id})
 	}
@@ -84,8 +76,8 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 }
 
 // FileEvents are the File Processed events put so far, in order.
-func (r *Run) FileEvents() []FileEvent {
+func (r *Run) FileEvents() []report.FileEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]FileEvent{}, r.fileEvents...)
+	return append([]report.FileEvent{}, r.fileEvents...)
 }

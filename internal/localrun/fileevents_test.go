@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
@@ -59,7 +60,7 @@ func TestScenarioFileEvents(t *testing.T) {
 			}
 			uploadAll(t, ctx, r, files)
 			rep := drain(t, ctx, r)
-			byExecution := map[string][]FileEvent{}
+			byExecution := map[string][]report.FileEvent{}
 			for _, ev := range rep.FileEvents {
 				byExecution[ev.Detail.Execution] = append(byExecution[ev.Detail.Execution], ev)
 			}
@@ -92,22 +93,5 @@ func TestScenarioFileEvents(t *testing.T) {
 				t.Errorf("got %d File Processed events, want %d (one per file)", len(rep.FileEvents), len(files))
 			}
 		})
-	}
-}
-
-// report.html shows each file's registered and rejected counts (from its summary.json), "–" for a
-// file without a summary.
-func TestBarTitleCounts(t *testing.T) {
-	n8, n2 := int64(8), int64(2)
-	for _, tc := range []struct {
-		f    FileReport
-		want string
-	}{
-		{FileReport{Key: "a.csv", Status: "SUCCEEDED", Records: 10, Registered: &n8, Rejected: &n2}, "registered: 8, rejected: 2"},
-		{FileReport{Key: "b.csv", Status: "SUCCEEDED", Records: 10}, "registered: –, rejected: –"},
-	} {
-		if got := barTitle(htmlBar{File: tc.f, Kind: "ok"}); !strings.Contains(got, tc.want) {
-			t.Errorf("%s: got title %q, want it to contain %q", tc.f.Key, got, tc.want)
-		}
 	}
 }

@@ -4,25 +4,31 @@ package localrun
 // the run in its TENANT variable), timeout and concurrency, and its tenant.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Resource, binDir string, built map[string]string, endpoints []string) (*Function, error) {
+func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*emulate.Function, error) {
 	id, _ := res.Identity(fr)
-	var src string
-	if raw, ok := fr.Metadata[MetadataSource]; ok {
-		json.Unmarshal(raw, &src)
+	spec, err := asm.ReadFunction(res, fr)
+	if err != nil {
+		return nil, err
 	}
+	src := spec.Source
 	if src == "" {
 		return nil, fmt.Errorf("function %s has no %q metadata naming its Go package", fr.LogicalID, MetadataSource)
 	}
@@ -34,24 +40,7 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		}
 		built[src] = bin
 	}
-	var env struct{ Variables map[string]string }
-	if err := asm.Prop(res, fr, "Environment", &env); err != nil {
-		return nil, err
-	}
-	var timeout, reserved, memory int
-	asm.Prop(res, fr, "Timeout", &timeout)
-	asm.Prop(res, fr, "ReservedConcurrentExecutions", &reserved)
-	asm.Prop(res, fr, "MemorySize", &memory)
-	if timeout == 0 {
-		timeout = 3 // the Lambda default
-	}
-	if memory == 0 {
-		memory = 128 // the Lambda default
-	}
-	vars := env.Variables
-	if vars == nil {
-		vars = map[string]string{}
-	}
+	vars := spec.Variables
 	// The harness points every tenant at the register endpoint of the run by rewriting registerUrl in
 	// the TENANT variable; the controller passes it into every execution, so Split and Register see it.
 	if t, ok := vars["TENANT"]; ok {
@@ -65,7 +54,7 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		case r.cfg.RegisterURL != "":
 			cfg["registerUrl"] = r.cfg.RegisterURL
 		default:
-			cfg["registerUrl"] = sinkURL(r.sinkURL, tid)
+			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
 		}
 		b, _ := json.Marshal(cfg)
 		vars["TENANT"] = string(b)
@@ -84,30 +73,22 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 			return nil, err
 		}
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
 	}
 	all = append(all, r.cfg.EnvFor[src]...)
 	if p := vars[pipeline.EnvPool]; p != "" {
 		all = append(all, r.cfg.EnvForPool[p]...)
 	}
-	var logging struct{ LogGroup string }
-	if err := asm.Prop(res, fr, "LoggingConfig", &logging); err != nil {
-		return nil, err
+	if spec.DeadLetterQ != "" && r.queues[spec.DeadLetterQ] == nil {
+		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
 	}
-	var dlc struct{ TargetArn string }
-	if err := asm.Prop(res, fr, "DeadLetterConfig", &dlc); err != nil {
-		return nil, err
-	}
-	if dlc.TargetArn != "" && r.queues[dlc.TargetArn] == nil {
-		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, dlc.TargetArn)
-	}
-	f := &Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: time.Duration(timeout) * time.Second, Concurrency: reserved, MemoryMB: memory, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(logging.LogGroup, r.admissionWaits.observe), LogGroup: logging.LogGroup,
-		Async: AsyncConfig{DeadLetterTargetARN: dlc.TargetArn}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
-	if d, ok := r.cfg.FunctionTimeout[src]; ok {
+	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, r.admissionWaits.observe), LogGroup: spec.LogGroup,
+		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
+	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
-	if t, ok := r.cfg.Throttle[src]; ok {
+	if t, ok := r.cfg.Faults.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
 	if t, ok := vars["TENANT"]; ok {
@@ -115,13 +96,13 @@ func (r *Run) function(ctx context.Context, asm *Assembly, res *Resolver, fr *Re
 		json.Unmarshal([]byte(t), &cfg)
 		f.Tenant = cfg.ID
 	}
-	if t, ok := vars["TENANT"]; ok && r.cfg.ControllerCrash != nil {
+	if t, ok := vars["TENANT"]; ok && r.cfg.Faults.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
 		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
 		// hook knows whether the invocation it is asked about started an execution.
-		crash := r.cfg.ControllerCrash
-		f.BeforeResponse = func(_ *Function, id string, payload []byte) bool {
+		crash := r.cfg.Faults.ControllerCrash
+		f.BeforeResponse = func(_ *emulate.Function, id string, payload []byte) bool {
 			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
 		}
 	}
@@ -135,10 +116,10 @@ func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	target := cmpOr(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmpOr(os.Getenv("GOARCH"), runtime.GOARCH)
+	target := cmp.Or(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmp.Or(os.Getenv("GOARCH"), runtime.GOARCH)
 	fmt.Fprintf(progress, "  building %s (%s) ...\n", src, target)
 	start := time.Now()
-	bin, err := buildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
+	bin, err := emulate.BuildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
 	if err != nil {
 		return "", err
 	}
@@ -149,7 +130,7 @@ func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
 // tenantsOf makes the tenants a controller's mapping serves: the one of its TENANT variable (a
 // silo tenant, with its own queue), or every tenant of its pool's settings file (pooled tenants,
 // sharing the pool's queue, each its message group).
-func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
+func (r *Run) tenantsOf(f *emulate.Function, q *Queue) []*Tenant {
 	var tenantVar, prefix, machine string
 	for _, kv := range f.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -191,7 +172,7 @@ func (r *Run) tenantsOf(f *Function, q *Queue) []*Tenant {
 
 // assetDir is the directory of a function's code asset (its "aws:asset:path" metadata, relative
 // to the cloud assembly), or "" when the template names none.
-func (r *Run) assetDir(fr *Resource) string {
+func (r *Run) assetDir(fr *deploy.Resource) string {
 	var p string
 	if raw, ok := fr.Metadata["aws:asset:path"]; ok {
 		json.Unmarshal(raw, &p)
@@ -213,7 +194,7 @@ func (r *Run) assetDir(fr *Resource) string {
 // variable, points every pooled tenant at the register endpoint of the run: it writes the changed
 // file to the work directory and sets POOL_SETTINGS to it (an absolute path, which the function
 // takes as it is).
-func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
+func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
 	path := pipeline.PoolSettingsPath(func(k string) string {
 		if k == "LAMBDA_TASK_ROOT" {
 			return assetDir
@@ -231,7 +212,7 @@ func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]
 		case r.cfg.RegisterURL != "":
 			t.RegisterURL = r.cfg.RegisterURL
 		default:
-			t.RegisterURL = sinkURL(r.sinkURL, t.ID)
+			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
 		}
 	}
 	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")
@@ -252,7 +233,7 @@ func (r *Run) poolSettings(fr *Resource, name, assetDir string, vars map[string]
 
 // eventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's asynchronous
 // invocations (asyncinvoke.go). Its DestinationConfig is not emulated.
-func (r *Run) eventInvokeConfig(asm *Assembly, res *Resolver, c *Resource) error {
+func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *deploy.Resource) error {
 	var props struct {
 		FunctionName             string
 		Qualifier                string
@@ -272,12 +253,12 @@ func (r *Run) eventInvokeConfig(asm *Assembly, res *Resolver, c *Resource) error
 		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: function %s is not run locally\n", c.LogicalID, props.FunctionName)
 		return nil
 	}
-	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > asyncDefaultRetries) {
-		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, asyncDefaultRetries)
+	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > emulate.AsyncDefaultRetries) {
+		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, emulate.AsyncDefaultRetries)
 	}
 	age := time.Duration(props.MaximumEventAgeInSeconds) * time.Second
-	if age != 0 && (age < asyncMinEventAge || age > asyncDefaultEventAge) {
-		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(asyncMinEventAge.Seconds()), int(asyncDefaultEventAge.Seconds()))
+	if age != 0 && (age < emulate.AsyncMinEventAge || age > emulate.AsyncDefaultEventAge) {
+		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(emulate.AsyncMinEventAge.Seconds()), int(emulate.AsyncDefaultEventAge.Seconds()))
 	}
 	if len(props.DestinationConfig) > 0 {
 		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", c.LogicalID)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go/encoding/cbor"
 
 	"github.com/example/tenantpipeline/internal/insights"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // Contributor Insights, emulated. A pool's per-tenant alarms read Contributor Insights rules over
@@ -32,7 +33,7 @@ type insightLog struct {
 var tenantField = []byte(`"Tenant"`)
 
 // loadInsightRules reads the templates' AWS::CloudWatch::InsightRule resources.
-func (r *Run) loadInsightRules(asm *Assembly, res *Resolver) error {
+func (r *Run) loadInsightRules(asm *deploy.Assembly, res *deploy.Resolver) error {
 	r.insightLog.mu.Lock()
 	defer r.insightLog.mu.Unlock()
 	r.insightLog.rules = map[string]insights.Rule{}

@@ -10,16 +10,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 func moduleRoot(t *testing.T) string {
 	t.Helper()
 	wd, _ := os.Getwd()
-	root, err := ModuleRoot(wd)
+	root, err := deploy.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(NodeBinary(root)); err != nil {
+	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
 		t.Fatalf("Node 22 is missing (%v): run make setup", err)
 	}
 	return root
@@ -32,7 +35,7 @@ func TestSFNServer(t *testing.T) {
 	root := moduleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
+	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s", err, out)
@@ -40,7 +43,7 @@ func TestSFNServer(t *testing.T) {
 }
 
 func TestPattern(t *testing.T) {
-	p, err := ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
+	p, err := emulate.ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +68,11 @@ func TestPattern(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"a":[{"numeric":[">",1]}]}`, `{"a":"x"}`} {
-		if _, err := ParsePattern([]byte(bad)); err == nil {
+		if _, err := emulate.ParsePattern([]byte(bad)); err == nil {
 			t.Errorf("ParsePattern(%s): got no error, want one", bad)
 		}
 	}
-	q, _ := ParsePattern([]byte(`{"a":[{"anything-but":["x"]}],"b":[{"exists":false}],"c":[{"suffix":".csv"}]}`))
+	q, _ := emulate.ParsePattern([]byte(`{"a":[{"anything-but":["x"]}],"b":[{"exists":false}],"c":[{"suffix":".csv"}]}`))
 	if !q.Match(map[string]any{"a": "y", "c": "f.csv"}) || q.Match(map[string]any{"a": "x", "c": "f.csv"}) || q.Match(map[string]any{"a": "y", "b": 1, "c": "f.csv"}) {
 		t.Error("anything-but/exists/suffix: got a wrong match")
 	}
@@ -80,7 +83,7 @@ func TestPattern(t *testing.T) {
 func startFixture(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), deploy.NodeBinary(root)
 	// The binaries go where the scenarios' go, which lasts as long as the test binary: the build is
 	// cached per process, so a binary in one test's temporary folder would vanish under another
 	// test that runs beside it.

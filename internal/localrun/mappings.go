@@ -5,25 +5,14 @@ package localrun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
-func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
-	var props struct {
-		EventSourceArn        string
-		FunctionName          string
-		BatchSize             int
-		Enabled               *bool
-		FunctionResponseTypes []string
-		ScalingConfig         struct{ MaximumConcurrency int }
-	}
-	raw, err := res.Resolve(m.Stack, mustJSON(m.Properties))
+func (r *Run) startMapping(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
+	props, err := deploy.ReadMapping(res, m)
 	if err != nil {
-		return fmt.Errorf("mapping %s: %w", m.LogicalID, err)
-	}
-	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
-		return fmt.Errorf("mapping %s: %w", m.LogicalID, err)
+		return err
 	}
 	q := r.queues[props.EventSourceArn]
 	if q == nil {
@@ -33,14 +22,7 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 	if f == nil {
 		return fmt.Errorf("mapping %s: function %s not found", m.LogicalID, props.FunctionName)
 	}
-	batch := props.BatchSize
-	if batch == 0 {
-		batch = 10 // the SQS default batch size
-	}
-	reportFailures := false
-	for _, t := range props.FunctionResponseTypes {
-		reportFailures = reportFailures || t == "ReportBatchItemFailures"
-	}
+	batch, reportFailures := props.BatchSize, props.ReportBatchItemFailures
 	for _, t := range r.tenantsOf(f, q) {
 		if r.Tenant(t.ID) != nil {
 			return fmt.Errorf("mapping %s: tenant %s is served twice", m.LogicalID, t.ID)
@@ -48,14 +30,14 @@ func (r *Run) startMapping(ctx context.Context, asm *Assembly, res *Resolver, m 
 		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
 	}
-	if c := props.ScalingConfig.MaximumConcurrency; c != 0 && (c < minMaximumConcurrency || c > maxMaximumConcurrency) {
+	if c := props.MaximumConcurrency; c != 0 && (c < minMaximumConcurrency || c > maxMaximumConcurrency) {
 		return fmt.Errorf("mapping %s: ScalingConfig.MaximumConcurrency %d: Lambda accepts %d to %d", m.LogicalID, c, minMaximumConcurrency, maxMaximumConcurrency)
 	}
 	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures,
-		scale: mappingScale(f.Concurrency, props.ScalingConfig.MaximumConcurrency)}
+		scale: mappingScale(f.Concurrency, props.MaximumConcurrency)}
 	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
-	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled == nil || *props.Enabled)
-	res.Set(m, Identity{Ref: state.UUID})
+	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled)
+	res.Set(m, deploy.Identity{Ref: state.UUID})
 	r.mu.Lock()
 	r.esms = append(r.esms, state)
 	r.esmOf[mp] = state

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -29,14 +31,12 @@ import (
 
 // operatorRun names the operator's run a registration of file f belongs to, or "" for the file's
 // own first run.
-func operatorRun(f *FileReport, key string, at time.Time) string {
+func operatorRun(f *report.FileReport, key string, at time.Time) string {
 	if replayKey(key) {
 		return "replay " + executionOfKey(key)
 	}
-	for n := len(f.redrives); n > 0; n-- {
-		if !at.Before(f.redrives[n-1]) {
-			return fmt.Sprintf("redrive %d", n)
-		}
+	if n := f.RunAt(at); n > 0 {
+		return fmt.Sprintf("redrive %d", n)
 	}
 	return ""
 }
@@ -53,17 +53,9 @@ func executionOfKey(key string) string {
 	return key
 }
 
-// ownStop is when the file's own run stopped: before its first redrive, if it was redriven.
-func (f *FileReport) ownStop() *time.Time {
-	if f.firstStop != nil {
-		return f.firstStop
-	}
-	return f.StoppedAt
-}
-
 // registrationViolations checks a tenant's registrations at the sink: files in upload order, each
 // file's records in order, operator runs as above, and no two runs registering at once.
-func registrationViolations(tenant string, files []FileReport, regs []SinkRecord, reqs []SinkRequest) []string {
+func registrationViolations(tenant string, files []report.FileReport, regs []emulate.SinkRecord, reqs []emulate.SinkRequest) []string {
 	var v []string
 	order := map[string]int{}
 	for i, f := range files {
@@ -71,7 +63,7 @@ func registrationViolations(tenant string, files []FileReport, regs []SinkRecord
 	}
 	runName := func(i int, op string) string { return files[i].Key + " (" + op + ")" }
 
-	var own []SinkRequest
+	var own []emulate.SinkRequest
 	opWindows := map[string]*Window{}
 	var opNames []string
 	for _, q := range reqs {
@@ -149,15 +141,15 @@ func registrationViolations(tenant string, files []FileReport, regs []SinkRecord
 }
 
 // redriveViolations lists the redrives that started while another file of the tenant was running.
-func redriveViolations(tenant string, files []FileReport) []string {
+func redriveViolations(tenant string, files []report.FileReport) []string {
 	var v []string
 	for _, f := range files {
-		for n, at := range f.redrives {
+		for n, at := range f.Redrives {
 			for _, o := range files {
 				if o.Key == f.Key && o.VersionID == f.VersionID || o.StartedAt == nil || !o.StartedAt.Before(at) {
 					continue
 				}
-				if stop := o.ownStop(); stop == nil || stop.After(at) {
+				if stop := o.OwnStop(); stop == nil || stop.After(at) {
 					v = append(v, fmt.Sprintf("%s: %s (redrive %d) started while %s was running", tenant, f.Key, n+1, o.Key))
 				}
 			}
@@ -172,7 +164,7 @@ func redriveViolations(tenant string, files []FileReport) []string {
 // execution keeps its startDate, and DescribeExecution tells only the last redrive (redriveDate,
 // redriveCount): https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html
 // The history is what names every run. A run still going has no stop.
-func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []ExecutionRun {
+func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []report.ExecutionRun {
 	cacheKey := fmt.Sprintf("%s\x00%d\x00%s", e.ExecutionArn, e.RedriveCount, e.Status)
 	r.mu.Lock()
 	h, ok := r.redriven[cacheKey]
@@ -180,7 +172,7 @@ func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []ExecutionRun
 	if ok {
 		return h
 	}
-	runs := []ExecutionRun{{Status: "RUNNING", StartedAt: unixTime(e.StartDate)}}
+	runs := []report.ExecutionRun{{Status: "RUNNING", StartedAt: unixTime(e.StartDate)}}
 	in := &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(e.ExecutionArn), MaxResults: 1000}
 	for {
 		out, err := r.sfn.GetExecutionHistory(ctx, in)
@@ -199,7 +191,7 @@ func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []ExecutionRun
 				}
 			case sfntypes.HistoryEventTypeExecutionRedriven:
 				if ev.Timestamp != nil {
-					runs = append(runs, ExecutionRun{Redrive: len(runs), Status: "RUNNING", StartedAt: *ev.Timestamp})
+					runs = append(runs, report.ExecutionRun{Redrive: len(runs), Status: "RUNNING", StartedAt: *ev.Timestamp})
 				}
 			}
 		}
@@ -221,7 +213,7 @@ func (r *Run) redriveHistory(ctx context.Context, e sfnExecution) []ExecutionRun
 
 // redriveTimes are the runs of a redriven execution, as redriveHistory read them (Run.redriven
 // caches them by execution, redrive count and status).
-type redriveTimes = []ExecutionRun
+type redriveTimes = []report.ExecutionRun
 
 // stopError is the error and cause a stop event of a history carries, if any.
 func stopError(ev sfntypes.HistoryEvent) (errorName, cause string) {

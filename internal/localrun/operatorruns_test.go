@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // TestCheckInvariantsOperatorRuns: the run's own checker counts an operator's replay and a
@@ -21,36 +23,36 @@ import (
 func TestCheckInvariantsOperatorRuns(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
 	ptr := func(ms int) *time.Time { x := at(ms); return &x }
-	file := func(key, exec string, start, stop int, records int64) FileReport {
-		return FileReport{Key: key, VersionID: "v-" + key, ExecutionName: exec, Status: "SUCCEEDED",
-			StartedAt: ptr(start), StoppedAt: ptr(stop), Records: records, expected: records}
+	file := func(key, exec string, start, stop int, records int64) report.FileReport {
+		return report.FileReport{Key: key, VersionID: "v-" + key, ExecutionName: exec, Status: "SUCCEEDED",
+			StartedAt: ptr(start), StoppedAt: ptr(stop), Records: records, Expected: records}
 	}
 	// regs registers records first..last of a file under an execution, one every 10 ms from ms;
 	// each is one request.
 	type history struct {
-		regs []SinkRecord
-		reqs []SinkRequest
+		regs []emulate.SinkRecord
+		reqs []emulate.SinkRequest
 	}
 	add := func(h *history, key, exec string, first, last int64, ms int) {
 		for n := first; n <= last; n++ {
 			when := at(ms + int(n-first)*10)
 			k := fmt.Sprintf("%s-%d", exec, n)
-			h.regs = append(h.regs, SinkRecord{Source: key, VersionID: "v-" + key, RecordNumber: n, Key: k, At: when.Add(5 * time.Millisecond)})
-			h.reqs = append(h.reqs, SinkRequest{Source: key, VersionID: "v-" + key, Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 200})
+			h.regs = append(h.regs, emulate.SinkRecord{Source: key, VersionID: "v-" + key, RecordNumber: n, Key: k, At: when.Add(5 * time.Millisecond)})
+			h.reqs = append(h.reqs, emulate.SinkRequest{Source: key, VersionID: "v-" + key, Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 200})
 		}
 	}
 	// continue redrive: 1.csv fails after record 14 (its run stops at 200), 2.csv and 3.csv run, the
 	// operator's redrive of 1.csv starts at 1000 and registers records 15-20.
-	redriven := func() []FileReport {
+	redriven := func() []report.FileReport {
 		f1 := file("inbox/c/1.csv", "e1", 0, 1200, 20)
-		f1.firstStop, f1.redrives = ptr(200), []time.Time{at(1000)}
-		return []FileReport{f1, file("inbox/c/2.csv", "e2", 300, 500, 3), file("inbox/c/3.csv", "e3", 600, 800, 2)}
+		f1.FirstStop, f1.Redrives = ptr(200), []time.Time{at(1000)}
+		return []report.FileReport{f1, file("inbox/c/2.csv", "e2", 300, 500, 3), file("inbox/c/3.csv", "e3", 600, 800, 2)}
 	}
 	// replay: x, y and z run, then the operator's replay of x registers it anew.
-	replayed := []FileReport{file("inbox/c/x.csv", "ex", 0, 200, 3), file("inbox/c/y.csv", "ey", 300, 500, 2), file("inbox/c/z.csv", "ez", 600, 800, 2)}
+	replayed := []report.FileReport{file("inbox/c/x.csv", "ex", 0, 200, 3), file("inbox/c/y.csv", "ey", 300, 500, 2), file("inbox/c/z.csv", "ez", 600, 800, 2)}
 	for _, tc := range []struct {
 		name    string
-		files   []FileReport
+		files   []report.FileReport
 		history func(h *history)
 		want    []string // substrings of the violations, in order; none when empty
 	}{
@@ -80,14 +82,14 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 			add(h, "inbox/c/1.csv", "e1", 15, 20, 1010)
 			add(h, "inbox/c/3.csv", "e3", 2, 2, 1100)
 		}, []string{"inbox/c/1.csv (redrive 1) registered while inbox/c/3.csv was registering", "record 2 of inbox/c/3.csv registered after records of another run"}},
-		{"a file's own run after a later file's, without a redrive", []FileReport{file("inbox/c/1.csv", "e1", 0, 200, 2), file("inbox/c/2.csv", "e2", 300, 500, 1)}, func(h *history) {
+		{"a file's own run after a later file's, without a redrive", []report.FileReport{file("inbox/c/1.csv", "e1", 0, 200, 2), file("inbox/c/2.csv", "e2", 300, 500, 1)}, func(h *history) {
 			add(h, "inbox/c/1.csv", "e1", 1, 1, 10)
 			add(h, "inbox/c/2.csv", "e2", 1, 1, 310)
 			add(h, "inbox/c/1.csv", "e1", 2, 2, 600)
 		}, []string{"2.csv's first POST came", "record 2 of inbox/c/1.csv registered after records of a later file"}},
-		{"a redrive started while another file ran", func() []FileReport {
+		{"a redrive started while another file ran", func() []report.FileReport {
 			fs := redriven()
-			fs[0].redrives = []time.Time{at(700)}
+			fs[0].Redrives = []time.Time{at(700)}
 			return fs
 		}(), func(h *history) {
 			add(h, "inbox/c/1.csv", "e1", 1, 14, 10)
@@ -99,9 +101,9 @@ func TestCheckInvariantsOperatorRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h history
 			tc.history(&h)
-			r := &Run{Sink: &Sink{order: map[string][]SinkRecord{"c": h.regs}, log: map[string][]SinkRequest{"c": h.reqs}},
+			r := &Run{Sink: emulate.NewSinkWith(map[string][]emulate.SinkRecord{"c": h.regs}, map[string][]emulate.SinkRequest{"c": h.reqs}),
 				Tenants: []*Tenant{{ID: "c", Config: map[string]any{"id": "c"}}}}
-			rep := &Report{Tenants: map[string]*TenantReport{"c": {Files: tc.files}}}
+			rep := &report.Report{Tenants: map[string]*report.TenantReport{"c": {Files: tc.files}}}
 			got := r.checkInvariants(rep)
 			if len(tc.want) == 0 && len(got) > 0 {
 				t.Fatalf("got violations %q, want none", got)
@@ -141,11 +143,11 @@ func TestRedriveHistoryRuns(t *testing.T) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	r := &Run{sfn: sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
+	r := &Run{sfn: sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
 	at := func(sec float64) *time.Time { x := unixTime(sec); return &x }
 	e := sfnExecution{ExecutionArn: "arn:aws:states:us-east-1:000000000000:execution:m:e1", Status: "SUCCEEDED", StartDate: 1800000000.1, RedriveCount: 2}
 	got := r.redriveHistory(context.Background(), e)
-	want := []ExecutionRun{
+	want := []report.ExecutionRun{
 		{Redrive: 0, Status: "FAILED", StartedAt: *at(1800000000.1), StoppedAt: at(1800000000.2), Error: "RegisterFailed", Cause: "record 15: 400"},
 		{Redrive: 1, Status: "TIMED_OUT", StartedAt: *at(1800000001.0), StoppedAt: at(1800000001.5)},
 		{Redrive: 2, Status: "SUCCEEDED", StartedAt: *at(1800000002.0), StoppedAt: at(1800000002.25)},

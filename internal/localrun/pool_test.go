@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -36,7 +38,7 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Run{cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
-	fr := &Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
+	fr := &deploy.Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
 	dir := r.assetDir(fr)
 	if dir != asset {
 		t.Fatalf("asset dir: got %q, want %q", dir, asset)
@@ -68,12 +70,12 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 	}
 
 	q := &Queue{Name: "pool-a.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:pool-a.fifo"}
-	ctrl := &Function{Name: "pool-a-controller", Source: "lambdas/controller", Env: []string{"STATE_MACHINE_ARN=arn:files", "POOL=a"}, PoolSettings: s, Pool: "a"}
-	router := &Function{Name: "pool-a-router", Source: "lambdas/controller", PoolSettings: s, Pool: "a", Role: "router"}
-	split := &Function{Name: "pool-a-split", Source: "lambdas/split", Pool: "a"}
-	silo := &Function{Name: "acme-controller", Source: "lambdas/controller", Tenant: "acme", Env: []string{`TENANT={"id":"acme"}`, "TENANT_PREFIX=inbox/acme/"}}
+	ctrl := &emulate.Function{Name: "pool-a-controller", Source: "lambdas/controller", Env: []string{"STATE_MACHINE_ARN=arn:files", "POOL=a"}, PoolSettings: s, Pool: "a"}
+	router := &emulate.Function{Name: "pool-a-router", Source: "lambdas/controller", PoolSettings: s, Pool: "a", Role: "router"}
+	split := &emulate.Function{Name: "pool-a-split", Source: "lambdas/split", Pool: "a"}
+	silo := &emulate.Function{Name: "acme-controller", Source: "lambdas/controller", Tenant: "acme", Env: []string{`TENANT={"id":"acme"}`, "TENANT_PREFIX=inbox/acme/"}}
 	siloQueue := &Queue{Name: "acme.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:acme.fifo"}
-	r.functions = []*Function{router, ctrl, split, silo}
+	r.functions = []*emulate.Function{router, ctrl, split, silo}
 	pooled := r.tenantsOf(ctrl, q)
 	if len(pooled) != 2 {
 		t.Fatalf("pooled tenants: got %d, want 2", len(pooled))

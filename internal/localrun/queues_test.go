@@ -9,13 +9,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // A queue is created in fauxqs with the template's attributes, high throughput mode's two among
 // them (a pool's queues), and a queue without them gets SQS's defaults.
 func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 	client := startFauxqs(t)
-	res, err := NewResolver(&Assembly{}, region, account)
+	res, err := deploy.NewResolver(&deploy.Assembly{}, emulate.Region, emulate.Account)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.props), &props); err != nil {
 				t.Fatal(err)
 			}
-			q, err := r.createQueue(t.Context(), nil, res, &Resource{Stack: &Stack{}, LogicalID: "Queue" + tc.name, Type: "AWS::SQS::Queue", Properties: props})
+			q, err := r.createQueue(t.Context(), nil, res, &deploy.Resource{Stack: &deploy.Stack{}, LogicalID: "Queue" + tc.name, Type: "AWS::SQS::Queue", Properties: props})
 			if err != nil {
 				t.Fatal(err)
 			}

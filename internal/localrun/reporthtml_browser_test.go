@@ -3,6 +3,8 @@ package localrun
 import (
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 	"image/png"
 	"os"
 	"os/exec"
@@ -74,7 +76,7 @@ func TestReportHTMLInChromium(t *testing.T) {
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
 	var b bytes.Buffer
-	if err := WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
+	if err := report.WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
@@ -104,14 +106,14 @@ func TestReportHTMLInChromium(t *testing.T) {
 
 	// --virtual-time-budget lets the page's script run before the DOM is serialized.
 	dom := runChromium(t, bin, page, "--virtual-time-budget=3000", "--dump-dom")
-	els, lanes := parseHTML(t, dom)
-	if got, want := strings.Join(lanes.tenants, ","), strings.Join(r.TenantIDs(), ","); got != want {
+	els, lanes := reportpage.Parse(t, dom)
+	if got, want := strings.Join(lanes.Tenants, ","), strings.Join(r.TenantIDs(), ","); got != want {
 		t.Errorf("lanes: got %s, want one per tenant: %s", got, want)
 	}
 	for _, id := range r.TenantIDs() {
 		var got, want []string
-		for _, bar := range lanes.bars[id] {
-			got = append(got, bar.attrs["data-key"])
+		for _, bar := range lanes.Bars[id] {
+			got = append(got, bar.Attrs["data-key"])
 		}
 		for _, f := range rep.Tenants[id].Files {
 			want = append(want, f.Key)
@@ -119,29 +121,29 @@ func TestReportHTMLInChromium(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%s bars: got %q, want one per file: %q", id, got, want)
 		}
-		for _, bar := range lanes.bars[id] {
-			if s := spanOf(t, bar); !s.started || s.start > s.runStart || s.runStart > s.stop {
-				t.Errorf("%s %s: got upload %d, start %d, stop %d ms, want a started file in that order", id, bar.attrs["data-key"], s.start, s.runStart, s.stop)
+		for _, bar := range lanes.Bars[id] {
+			if s := reportpage.SpanOf(t, bar); !s.Started || s.Start > s.RunStart || s.RunStart > s.Stop {
+				t.Errorf("%s %s: got upload %d, start %d, stop %d ms, want a started file in that order", id, bar.Attrs["data-key"], s.Start, s.RunStart, s.Stop)
 			}
 		}
-		if o := runningOverlaps(t, lanes.bars[id]); len(o) > 0 {
+		if o := reportpage.RunningOverlaps(t, lanes.Bars[id]); len(o) > 0 {
 			t.Errorf("%s: got files running at the same time: %v", id, o)
 		}
 	}
-	var failed htmlElement
-	for _, bar := range lanes.bars["acme"] {
-		if strings.HasSuffix(bar.attrs["data-key"], "/2 bad.csv") {
+	var failed reportpage.Element
+	for _, bar := range lanes.Bars["acme"] {
+		if strings.HasSuffix(bar.Attrs["data-key"], "/2 bad.csv") {
 			failed = bar
 		}
 	}
-	if !failed.hasClass("kind-failed") || failed.attrs["data-error"] != "ValidationError" {
-		t.Errorf("2 bad.csv: got class %q, error %q; want kind-failed, ValidationError", failed.attrs["class"], failed.attrs["data-error"])
+	if !failed.HasClass("kind-failed") || failed.Attrs["data-error"] != "ValidationError" {
+		t.Errorf("2 bad.csv: got class %q, error %q; want kind-failed, ValidationError", failed.Attrs["class"], failed.Attrs["data-error"])
 	}
 	// The script opened the details panel on the failed file.
 	var panel string
 	for _, e := range els {
-		if e.attrs["id"] == "details" {
-			panel = e.text
+		if e.Attrs["id"] == "details" {
+			panel = e.Text
 		}
 	}
 	if !strings.Contains(panel, "inbox/acme/2 bad.csv") || !strings.Contains(panel, "ValidationError") || !strings.Contains(panel, "registered") {
@@ -150,14 +152,14 @@ func TestReportHTMLInChromium(t *testing.T) {
 	var want []string
 	for _, id := range r.TenantIDs() {
 		for _, f := range rep.Tenants[id].Files {
-			want = append(want, strings.Join([]string{id, f.Key, CountText(f.Registered), CountText(f.Rejected), CountText(f.Unprocessed)}, " | "))
+			want = append(want, strings.Join([]string{id, f.Key, report.CountText(f.Registered), report.CountText(f.Rejected), report.CountText(f.Unprocessed)}, " | "))
 		}
 	}
 	var got []string
-	for _, row := range fileTable(els) {
+	for _, row := range reportpage.FileTable(els) {
 		var cells []string
 		for _, c := range []string{"tenant", "key", "registered", "rejected", "unprocessed"} {
-			cells = append(cells, strings.TrimSpace(row.cells[c].text))
+			cells = append(cells, strings.TrimSpace(row.Cells[c].Text))
 		}
 		got = append(got, strings.Join(cells, " | "))
 	}

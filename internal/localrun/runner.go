@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // MetadataSource is the resource metadata key naming a function's Go main package.
-const MetadataSource = "tenantpipeline:source"
+const MetadataSource = deploy.MetadataSource
 
 // Config configures one local run.
 type Config struct {
@@ -44,6 +46,15 @@ type Config struct {
 	// pool's name: the pool-intake figures run one pool's router as the router was before it sent
 	// batches (pipeline.EnvRouterSendBatchSize).
 	EnvForPool map[string][]string
+	// Faults are what the emulated AWS does differently from a plain run: injected failures,
+	// duplicates and throttles, limits, and the time scale of retries. The zero value is a plain run.
+	Faults Faults
+}
+
+// Faults are a run's fault injection: each field changes one behaviour of the emulated AWS (or of
+// the embedded sink) as a scenario needs it, and its zero value keeps the behaviour as AWS
+// documents it.
+type Faults struct {
 	// ControllerCrash, if set, is asked when a controller process posts its response; true kills
 	// the process instead, so the event source mapping sees a crashed invocation after the
 	// handler's side effects (StartExecution, ChangeMessageVisibility) happened.
@@ -63,7 +74,7 @@ type Config struct {
 	// Throttle makes the Lambda Invoke API refuse invocations of the functions of one source package
 	// with TooManyRequestsException, from the first invocation on (Function.SetThrottle changes it
 	// while the run goes).
-	Throttle map[string]Throttle
+	Throttle map[string]emulate.Throttle
 	// LambdaConcurrency is the account's Lambda concurrency limit (AWS's default is 1,000, shared
 	// by every function of the account and region): an invocation that would put more than this
 	// many in progress at once, across every function of the run, is refused with
@@ -119,7 +130,7 @@ type Config struct {
 	AsyncRetryScale float64
 }
 
-// Event key forms (Config.EventKeyForm).
+// Event key forms (Faults.EventKeyForm).
 const (
 	EventKeyRaw  = "raw"
 	EventKeyForm = "form"
@@ -134,11 +145,6 @@ type ControllerCall struct {
 	StartExecutions int64
 }
 
-const (
-	region  = "us-east-1"
-	account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
-)
-
 // Tenant is one tenant's pipeline as found in the templates.
 type Tenant struct {
 	ID          string
@@ -146,7 +152,7 @@ type Tenant struct {
 	Prefix      string
 	Queue       *Queue
 	FileMachine string // ARN
-	Controller  *Function
+	Controller  *emulate.Function
 	Config      map[string]any // the TENANT variable, or the tenant's settings in its pool's file
 	// Tier is TierSilo (its own queue and functions) or TierPool (one message group of its pool's
 	// queue); Pool is the pool's name, "" for a silo tenant.
@@ -156,8 +162,8 @@ type Tenant struct {
 
 // Tenant tiers (Tenant.Tier).
 const (
-	TierSilo = "silo"
-	TierPool = "pool"
+	TierSilo = report.TierSilo
+	TierPool = report.TierPool
 )
 
 // Pooled reports whether the tenant shares its pool's queue and functions.
@@ -172,18 +178,18 @@ type Queue struct {
 // Run is a started local pipeline.
 type Run struct {
 	cfg       Config
-	Counter   *APICounter
-	Meter     *RequestMeter // billed S3 and SQS requests (meter.go)
-	S3        *S3
-	Sink      *Sink
-	Lambda    *LambdaService
+	Counter   *emulate.APICounter
+	Meter     *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
+	S3        *emulate.S3
+	Sink      *emulate.Sink
+	Lambda    *emulate.LambdaService
 	Tenants   []*Tenant
 	Bucket    string
 	sinkURL   string
 	sfnURL    string
 	sqsURL    string // direct, uncounted
 	s3URL     string // harness endpoint, uncounted
-	functions []*Function
+	functions []*emulate.Function
 	rules     []rule
 	queues    map[string]*Queue // by ARN
 	sqs       *sqs.Client       // counted (EventBridge and the event source mapping)
@@ -193,8 +199,8 @@ type Run struct {
 	closers   []func()
 	pollers   sync.WaitGroup
 	cancel    context.CancelFunc
-	asm       *Assembly
-	res       *Resolver
+	asm       *deploy.Assembly
+	res       *deploy.Resolver
 	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
 	definitions map[string]string
 	created     time.Time
@@ -206,7 +212,7 @@ type Run struct {
 	// call delayed by awsLatency (awslatency.go).
 	pipe       struct{ s3, sqs, sfn string }
 	fn         struct{ s3, sqs string }
-	awsLatency awsLatency
+	awsLatency emulate.AWSLatency
 	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
 	// controller invokes a failed file's results task).
 	lambdaURL string
@@ -219,7 +225,7 @@ type Run struct {
 	mu      sync.Mutex
 	uploads []*Upload
 	// fileEvents are the File Processed events the pipeline put (fileevents.go).
-	fileEvents []FileEvent
+	fileEvents []report.FileEvent
 	started    time.Time
 	busy       int // event source mapping invocations in flight
 	inputs     map[string]string
@@ -253,10 +259,10 @@ type Upload struct {
 
 type rule struct {
 	name     string
-	pattern  *Pattern
+	pattern  *emulate.Pattern
 	queueARN string
 	groupID  string
-	fn       *Function // a Lambda target, invoked asynchronously with the whole event
+	fn       *emulate.Function // a Lambda target, invoked asynchronously with the whole event
 }
 
 // Start brings up the emulators and wires the pipeline from the synthesized templates.
@@ -266,29 +272,29 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.Logs == nil {
 		cfg.Logs = io.Discard
 	}
-	switch cfg.EventKeyForm {
+	switch cfg.Faults.EventKeyForm {
 	case "", EventKeyRaw, EventKeyForm:
 	default:
-		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.EventKeyForm, EventKeyRaw, EventKeyForm)
+		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.Faults.EventKeyForm, EventKeyRaw, EventKeyForm)
 	}
-	switch cfg.Sequencers {
-	case "", SequencersPerKey, SequencersGlobal:
+	switch cfg.Faults.Sequencers {
+	case "", emulate.SequencersPerKey, emulate.SequencersGlobal:
 	default:
-		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Sequencers, SequencersPerKey, SequencersGlobal)
+		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, emulate.SequencersPerKey, emulate.SequencersGlobal)
 	}
-	if cfg.LambdaConcurrency < 0 || cfg.SinkMaxInFlight < 0 {
-		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.LambdaConcurrency, cfg.SinkMaxInFlight)
+	if cfg.Faults.LambdaConcurrency < 0 || cfg.Faults.SinkMaxInFlight < 0 {
+		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Faults.LambdaConcurrency, cfg.Faults.SinkMaxInFlight)
 	}
-	asm, err := LoadAssembly(cfg.Assembly)
+	asm, err := deploy.LoadAssembly(cfg.Assembly)
 	if err != nil {
 		return nil, err
 	}
-	res, err := NewResolver(asm, region, account)
+	res, err := deploy.NewResolver(asm, emulate.Region, emulate.Account)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &APICounter{}, Meter: &RequestMeter{}, Sink: &Sink{MaxInFlight: cfg.SinkMaxInFlight}, Lambda: &LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{
@@ -310,15 +316,6 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	return r, nil
 }
 
-// physicalName derives a deterministic local name for a resource without an explicit one.
-func physicalName(res *Resource, max int) string {
-	n := strings.ToLower(res.LogicalID)
-	if len(n) > max {
-		n = n[:max]
-	}
-	return n
-}
-
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
@@ -327,7 +324,7 @@ func mustJSON(v any) json.RawMessage {
 // Function returns the function of a source package that serves a tenant (by its TENANT
 // variable; for a pooled tenant, its pool's controller, or the pool's other function of the
 // package that is not the router), or nil.
-func (r *Run) Function(pkg, tenant string) *Function {
+func (r *Run) Function(pkg, tenant string) *emulate.Function {
 	for _, f := range r.functions {
 		if f.Source == pkg && f.Tenant == tenant {
 			return f
@@ -369,7 +366,7 @@ func (r *Run) PutObject(ctx context.Context, key string, body []byte) error {
 func (r *Run) StepFunctions() *sfn.Client { return r.sfn }
 
 func uuid() string {
-	h := newID()
+	h := emulate.NewID()
 	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
 }
 
@@ -394,3 +391,7 @@ func (r *Run) Close() {
 	}
 	r.closers = nil
 }
+
+// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
+// from now on (0: none), as if each call crossed the network to AWS.
+func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.Set(d) }

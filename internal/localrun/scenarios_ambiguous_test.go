@@ -48,16 +48,18 @@ func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
 	const registerTimeout = 8 * time.Second
 	r := startScenario(t, scenarioTenants, Config{
-		FunctionTimeout: map[string]time.Duration{registerPkg: registerTimeout},
 		EnvFor: map[string][]string{
 			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8"},
 		},
-		// Step Functions gives up on Register's Invoke after 1 s.
-		LambdaClientTimeout: map[string]time.Duration{registerPkg: time.Second},
-		// The template retries the client timeout after Register's 2-minute timeout + 30 s; scaled
-		// to 7.5 s, still longer than one hung attempt (30 records × 150 ms).
-		RetryIntervalScale: 0.05,
+		Faults: Faults{
+			FunctionTimeout: map[string]time.Duration{registerPkg: registerTimeout},
+			// Step Functions gives up on Register's Invoke after 1 s.
+			LambdaClientTimeout: map[string]time.Duration{registerPkg: time.Second},
+			// The template retries the client timeout after Register's 2-minute timeout + 30 s; scaled
+			// to 7.5 s, still longer than one hung attempt (30 records × 150 ms).
+			RetryIntervalScale: 0.05,
+		},
 	})
 	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
 		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") {
@@ -108,11 +110,13 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	t.Parallel()
 	const records = 1050 // chunk size 1: two segments, of 1,000 and 50 chunks
 	r := startScenario(t, scenarioTenants, Config{
-		// big.csv's two segments; small.csv's one child would finish before its retry comes.
-		LoseChildStartAnswers: 2,
-		// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while
-		// the child still runs, however fast this machine registers 50 chunks.
-		RetryIntervalScale: 0.02,
+		Faults: Faults{
+			// big.csv's two segments; small.csv's one child would finish before its retry comes.
+			LoseChildStartAnswers: 2,
+			// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while
+			// the child still runs, however fast this machine registers 50 chunks.
+			RetryIntervalScale: 0.02,
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

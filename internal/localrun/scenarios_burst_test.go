@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -61,7 +62,7 @@ func TestScenarioBurstCoreSystem(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, files, records, limit = 100, 3, 2, 5, 6
 	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}),
-		Config{LambdaConcurrency: 40, SinkMaxInFlight: limit})
+		Config{Faults: Faults{LambdaConcurrency: 40, SinkMaxInFlight: limit}})
 	if n := len(r.TenantIDs()); n != pooled+silo || 40 >= n {
 		t.Fatalf("got %d tenants, want %d, more than the Lambda concurrency", n, pooled+silo)
 	}
@@ -88,7 +89,7 @@ func TestScenarioBurstCoreSystem(t *testing.T) {
 // waited for a slot), the files' running time filled at least share of the core system's slots.
 // Generous on purpose: a loaded machine stretches every step, but a freed slot that waits for a
 // poller's timer leaves far less.
-func assertSlotsBusyWhileWaiting(t *testing.T, rep *Report, slots int, share float64) {
+func assertSlotsBusyWhileWaiting(t *testing.T, rep *report.Report, slots int, share float64) {
 	t.Helper()
 	first, lastStart, _ := burstWindow(rep)
 	u := slotUtilization(rep, slots, first, lastStart)
@@ -100,7 +101,7 @@ func assertSlotsBusyWhileWaiting(t *testing.T, rep *Report, slots int, share flo
 
 // assertFairAdmission: no tenant gets its first record registered after 90 % of the tenants have
 // finished (their last file stopped).
-func assertFairAdmission(t *testing.T, r *Run, rep *Report) {
+func assertFairAdmission(t *testing.T, r *Run, rep *report.Report) {
 	t.Helper()
 	var finished []time.Time
 	first := map[string]time.Time{}
@@ -147,7 +148,7 @@ func TestScenarioBurstAdaptive(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, files, records, declared, takes = 30, 2, 2, 10, 12, 4
 	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": declared, "adaptive": true}),
-		Config{SinkMaxInFlight: takes})
+		Config{Faults: Faults{SinkMaxInFlight: takes}})
 	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 200 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -219,7 +220,7 @@ func coreSystemOf(t *testing.T, r *Run) pipeline.CoreSystem {
 func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, limit = 20, 2, 2
-	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}), Config{SinkMaxInFlight: limit})
+	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}), Config{Faults: Faults{SinkMaxInFlight: limit}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var fixed atomic.Bool
@@ -230,7 +231,7 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 		return 0
 	})
 	uploadAll(t, ctx, r, []upload{{"p000", "bad.csv", csvOf(8)}, {"silo-00", "x.csv", csvOf(6)}})
-	rep := waitFor(t, ctx, r, "bad.csv failed and x.csv succeeded", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "bad.csv failed and x.csv succeeded", func(rep *report.Report) bool {
 		return len(rep.Tenants["p000"].Files) == 1 && fileOf(t, rep, "p000", "bad.csv").Status == "FAILED" &&
 			len(rep.Tenants["silo-00"].Files) == 1 && fileOf(t, rep, "silo-00", "x.csv").Status == "SUCCEEDED"
 	})
@@ -246,7 +247,7 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 	uploadAll(t, ctx, r, burst)
 	pipectl(t, r, "redrive", "p000", bad.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
 	pipectl(t, r, "replay", "silo-00", r.Tenant("silo-00").Prefix+"x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
-	rep = waitFor(t, ctx, r, "the redrive and the replay registered", func(*Report) bool {
+	rep = waitFor(t, ctx, r, "the redrive and the replay registered", func(*report.Report) bool {
 		return len(r.Sink.Registered("p000")) >= 8 && len(r.Sink.Registered("silo-00")) >= 12
 	})
 	rep = drain(t, ctx, r)
@@ -270,7 +271,7 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 }
 
 // slotUtilization is the running time of the files within [from, to] over slots × (to − from).
-func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
+func slotUtilization(rep *report.Report, slots int, from, to time.Time) float64 {
 	if !to.After(from) {
 		return 0
 	}
@@ -296,7 +297,7 @@ func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
 }
 
 // burstWindow is from the first upload to the last start (while files waited) and the last stop.
-func burstWindow(rep *Report) (first, lastStart, lastStop time.Time) {
+func burstWindow(rep *report.Report) (first, lastStart, lastStop time.Time) {
 	for _, tr := range rep.Tenants {
 		for _, f := range tr.Files {
 			if first.IsZero() || f.UploadedAt.Before(first) {

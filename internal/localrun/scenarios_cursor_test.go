@@ -11,13 +11,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // stateEntries counts the states a file entered, in its own execution and in its segment
 // executions (every *StateEntered event of their histories, read with GetExecutionHistory): Step
 // Functions bills one state transition per state entered. It also returns the Register task
 // entries of the segments alone (one per Register invocation, retries not counted).
-func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) (states, registers int) {
+func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) (states, registers int) {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {
@@ -60,12 +61,14 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	t.Parallel()
 	const records, killAt = 3000, 1450 // 30 chunks of 100; record 1,450 is in chunk 14
 	r := startScenario(t, scenarioTenants, Config{
-		// Each invocation may run for 8 s: 2 s of margin, and a chunk starts only while the slowest
-		// chunk so far plus one HTTP timeout (1 s) fits, so an invocation registers several chunks of
-		// 100 records at 5 ms each, and the kill falls in the middle of an invocation.
-		FunctionTimeout:    map[string]time.Duration{registerPkg: 8 * time.Second},
-		EnvFor:             map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8", "HALT_WAIT_SECONDS=1"}},
-		RetryIntervalScale: 0.1,
+		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8", "HALT_WAIT_SECONDS=1"}},
+		Faults: Faults{
+			// Each invocation may run for 8 s: 2 s of margin, and a chunk starts only while the slowest
+			// chunk so far plus one HTTP timeout (1 s) fits, so an invocation registers several chunks of
+			// 100 records at 5 ms each, and the kill falls in the middle of an invocation.
+			FunctionTimeout:    map[string]time.Duration{registerPkg: 8 * time.Second},
+			RetryIntervalScale: 0.1,
+		},
 	})
 	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
 		if tenant == "halt" && strings.HasSuffix(source, "/big.csv") {
@@ -90,7 +93,7 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	uploadAll(t, ctx, r, []upload{{"halt", "big.csv", csvOf(records)}, {"halt", "after.csv", csvOf(30)}})
-	rep := waitFor(t, ctx, r, "halt/big.csv failed", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "halt/big.csv failed", func(rep *report.Report) bool {
 		return len(rep.Tenants["halt"].Files) > 0 && rep.Tenants["halt"].Files[0].Status == "FAILED"
 	})
 	big := fileOf(t, rep, "halt", "big.csv")
@@ -186,7 +189,7 @@ const cursorTenants = `{"pools": {"shared": {}}, "tenants": [
 // registerCursors returns the cursor each successful Register task of a file handed on (the
 // "cursor" of the Register state's output, from the segment executions' TaskStateExited events),
 // in history order.
-func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f FileReport) []cursorState {
+func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []cursorState {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
 	if err != nil {
@@ -237,9 +240,11 @@ func TestScenarioCursorInsideChunk(t *testing.T) {
 	t.Parallel()
 	const records = 20
 	r := startScenario(t, cursorTenants, Config{
-		FunctionTimeout:    map[string]time.Duration{registerPkg: 6 * time.Second},
-		EnvFor:             map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"}},
-		RetryIntervalScale: 0.1,
+		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"}},
+		Faults: Faults{
+			FunctionTimeout:    map[string]time.Duration{registerPkg: 6 * time.Second},
+			RetryIntervalScale: 0.1,
+		},
 	})
 	r.Sink.SetLatency(200 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -3,6 +3,8 @@ package localrun
 import (
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,10 +17,10 @@ import (
 // ("–"); the summary says the counts are Split's, and the endpoint did receive the 25.
 func TestScenarioExternalEndpointRecords(t *testing.T) {
 	t.Parallel()
-	ext := &Sink{}
+	ext := &emulate.Sink{}
 	srv := httptest.NewServer(ext)
 	defer srv.Close()
-	r := startScenario(t, scenarioTenants, Config{RegisterURL: sinkURL(srv.URL, "cont")})
+	r := startScenario(t, scenarioTenants, Config{RegisterURL: emulate.SinkURL(srv.URL, "cont")})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	uploadAll(t, ctx, r, []upload{{"cont", "1.csv", csvOf(25)}, {"cont", "2-bad.csv", badCSV()}})
@@ -38,7 +40,7 @@ func TestScenarioExternalEndpointRecords(t *testing.T) {
 		t.Errorf("recordsRegistered: got %d, want 0 (the harness saw none)", got)
 	}
 	var b bytes.Buffer
-	WriteSummary(&b, rep, r.TenantIDs())
+	report.WriteSummary(&b, rep, r.TenantIDs())
 	for _, want := range []string{"RECORDS: the records Split counted", "record checks skipped: external endpoint"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary: got %q, want it to contain %q", b.String(), want)

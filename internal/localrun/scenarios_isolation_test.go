@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
@@ -33,7 +35,7 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		{"ta", "a.csv", []byte("id,name\na1,x\na2,y\n")},
 		{"tb", "b.csv", []byte("id,name\nb1,x\nb2,y\n")},
 	})
-	rep := waitFor(t, ctx, r, "both files succeed", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "both files succeed", func(rep *report.Report) bool {
 		for _, id := range []string{"ta", "tb"} {
 			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
 				return false
@@ -67,11 +69,11 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	if role == "" || stsURL == "" {
 		t.Fatalf("got role %q, STS %q: the pool's functions were not given the tenant role", role, stsURL)
 	}
-	creds, err := tenantcreds.New(sts.NewFromConfig(localAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
+	creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := localAWS.Copy()
+	cfg := emulate.LocalAWS.Copy()
 	cfg.Credentials = creds
 	asA := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.pipe.s3); o.UsePathStyle = true })
 	keys := func(tenant, prefix string) []string {

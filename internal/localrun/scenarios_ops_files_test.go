@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -71,7 +72,7 @@ func TestScenarioOpsFilesAndDLQ(t *testing.T) {
 		t.Errorf("got %d messages left on the dead-letter queue, want none", len(left.Messages))
 	}
 	pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
-	waitFor(t, ctx, r, "the re-sent files registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
+	waitFor(t, ctx, r, "the re-sent files registered", func(*report.Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
 	noViolations(t, drain(t, ctx, r))
 	assertOrderedOnce(t, r, "cont", []string{"inbox/cont/x.csv", "inbox/cont/y.csv", "inbox/cont/z.csv"},
 		map[string]int64{"inbox/cont/x.csv": 10, "inbox/cont/y.csv": 12, "inbox/cont/z.csv": 14})
@@ -179,7 +180,7 @@ func TestScenarioOpsPoolReplayFromDLQ(t *testing.T) {
 	}
 	router.SetEnabled(true)
 	pipectl(t, r, "replay", "cont", "--from-dlq", "--stack-prefix", opsPrefix)
-	waitFor(t, ctx, r, "the re-sent files registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
+	waitFor(t, ctx, r, "the re-sent files registered", func(*report.Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14 })
 	noViolations(t, drain(t, ctx, r))
 	assertOrderedOnce(t, r, "cont", []string{in + "x.csv", in + "y.csv", in + "z.csv"},
 		map[string]int64{in + "x.csv": 10, in + "y.csv": 12, in + "z.csv": 14})

@@ -3,6 +3,7 @@ package localrun
 import (
 	"context"
 	"encoding/json"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func TestScenarioOpsHealthAndHaltedStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	uploadAll(t, ctx, r, []upload{{"halt", "1-bad.csv", badCSV()}, {"ov", "1.csv", csvOf(5)}})
-	rep := waitFor(t, ctx, r, "halt halted and ov registered", func(rep *Report) bool {
+	rep := waitFor(t, ctx, r, "halt halted and ov registered", func(rep *report.Report) bool {
 		return rep.Tenants["halt"].Halted != nil && len(r.Sink.Registered("ov")) == 5
 	})
 	h := rep.Tenants["halt"].Halted
@@ -56,7 +57,7 @@ func TestScenarioOpsHealthAndHaltedStatus(t *testing.T) {
 		t.Errorf("status: got\n%s\nwant it to contain\n%s", out, want)
 	}
 	var progress strings.Builder
-	WriteHalt(&progress, "halt", h)
+	report.WriteHalt(&progress, "halt", h)
 	if !strings.Contains(progress.String(), ops.ReleaseText("  ", h.Commands("halt"))) {
 		t.Errorf("the runner's halt: got %q, want the same commands as status", progress.String())
 	}

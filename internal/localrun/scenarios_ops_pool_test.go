@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // poolOpsTenants: one pool of three tenants, "halt" under halt.
@@ -37,7 +40,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 		}
 	}
 	uploadAll(t, ctx, r, files)
-	waitFor(t, ctx, r, "p1 and p2 finish", func(rep *Report) bool {
+	waitFor(t, ctx, r, "p1 and p2 finish", func(rep *report.Report) bool {
 		return len(r.Sink.Registered("p1")) == 33 && len(r.Sink.Registered("p2")) == 33
 	})
 	// The paused tenant's first message has been received and held: status counts it in flight,
@@ -62,7 +65,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 	if end, _ := ctx.Deadline(); time.Now().Add(wait).Before(end) {
 		t.Fatalf("the controller's paused wait %s ends before this test's context: the test could not tell a resume from the hold running out", wait)
 	}
-	waitFor(t, ctx, r, "the paused tenant's first record", func(*Report) bool { return len(r.Sink.Registered("paused")) > 0 })
+	waitFor(t, ctx, r, "the paused tenant's first record", func(*report.Report) bool { return len(r.Sink.Registered("paused")) > 0 })
 	rep := drain(t, ctx, r)
 	noViolations(t, rep)
 	assertOrderedOnce(t, r, "paused", []string{"pools/shared/paused/f-0.csv", "pools/shared/paused/f-1.csv", "pools/shared/paused/f-2.csv"},
@@ -74,7 +77,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 // MAX_WAIT_SECONDS otherwise; the shortest among them.
 func pausedWait(t *testing.T, dir string) time.Duration {
 	t.Helper()
-	asm, err := LoadAssembly(dir)
+	asm, err := deploy.LoadAssembly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

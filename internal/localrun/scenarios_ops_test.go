@@ -12,6 +12,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 )
 
 // The operator scenarios on the synthesized app, driven by the pipectl binary through the
@@ -31,7 +34,7 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}})
-		rep := waitFor(t, ctx, r, "halt halted", func(rep *Report) bool { return rep.Tenants["halt"].Halted != nil })
+		rep := waitFor(t, ctx, r, "halt halted", func(rep *report.Report) bool { return rep.Tenants["halt"].Halted != nil })
 		h := rep.Tenants["halt"].Halted
 		if !strings.HasSuffix(h.Key, "/2-bad.csv") {
 			t.Fatalf("got halted at %s, want 2-bad.csv", h.Key)
@@ -76,7 +79,7 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 		}
 		marker, _ := io.ReadAll(out.Body)
 		out.Body.Close()
-		for _, want := range []string{reason, "arn:aws:iam::" + account + ":user/tester"} {
+		for _, want := range []string{reason, "arn:aws:iam::" + emulate.Account + ":user/tester"} {
 			if !strings.Contains(string(marker), want) {
 				t.Errorf("skip marker: got %s, want it to hold %q", marker, want)
 			}
@@ -86,7 +89,7 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 
 // noViolations fails the test when the run's own summary flags a broken invariant: an operator's
 // skip, redrive or replay is part of the tenant's order, not a break of it.
-func noViolations(t *testing.T, rep *Report) {
+func noViolations(t *testing.T, rep *report.Report) {
 	t.Helper()
 	if len(rep.Violations) > 0 {
 		t.Errorf("the run's summary flags violations, want none: %v", rep.Violations)
@@ -117,14 +120,14 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 			return 0
 		})
 		uploadAll(t, ctx, r, []upload{{"cont", "1.csv", csvOf(40)}, {"cont", "2-slow.csv", csvOf(30)}, {"cont", "3.csv", csvOf(20)}})
-		rep := waitFor(t, ctx, r, "1.csv failed and 2-slow.csv running", func(rep *Report) bool {
+		rep := waitFor(t, ctx, r, "1.csv failed and 2-slow.csv running", func(rep *report.Report) bool {
 			return fileOf(t, rep, "cont", "1.csv").Status == "FAILED" && fileOf(t, rep, "cont", "2-slow.csv").Status == "RUNNING"
 		})
 		first := fileOf(t, rep, "cont", "1.csv")
 		fixed.Store(true)
 		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
 		// Redriven through the queue, 1.csv waits for the running and the queued file.
-		rep = waitFor(t, ctx, r, "every file succeeded", func(rep *Report) bool {
+		rep = waitFor(t, ctx, r, "every file succeeded", func(rep *report.Report) bool {
 			for _, f := range rep.Tenants["cont"].Files {
 				if f.Status != "SUCCEEDED" {
 					return false
@@ -193,7 +196,7 @@ func TestScenarioOpsReplay(t *testing.T) {
 			t.Errorf("status: tier %q", row.Tier)
 		}
 		pipectl(t, r, "resume", "cont", "--stack-prefix", opsPrefix)
-		waitFor(t, ctx, r, "the replay registered", func(*Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
+		waitFor(t, ctx, r, "the replay registered", func(*report.Report) bool { return len(r.Sink.Registered("cont")) >= 10+12+14+10 })
 		rep := drain(t, ctx, r)
 		noViolations(t, rep)
 		assertOrderedOnce(t, r, "cont", []string{in + "x.csv", in + "y.csv", in + "z.csv", in + "x.csv"},
@@ -209,9 +212,9 @@ func TestScenarioOpsReplay(t *testing.T) {
 			t.Errorf("x.csv's upload: got %+v, want its first execution, not the replay", x)
 		}
 		// The replay's counts are its own execution's summary.json's.
-		if rp := replays[0]; CountText(rp.Registered) != "10" || CountText(rp.Rejected) != "0" || CountText(rp.Unprocessed) != "0" {
+		if rp := replays[0]; report.CountText(rp.Registered) != "10" || report.CountText(rp.Rejected) != "0" || report.CountText(rp.Unprocessed) != "0" {
 			t.Errorf("the replay's counts: got registered %s, rejected %s, unprocessed %s; want 10, 0, 0",
-				CountText(rp.Registered), CountText(rp.Rejected), CountText(rp.Unprocessed))
+				report.CountText(rp.Registered), report.CountText(rp.Rejected), report.CountText(rp.Unprocessed))
 		}
 	})
 }
@@ -219,7 +222,7 @@ func TestScenarioOpsReplay(t *testing.T) {
 // redriveDrawn checks a real report after a redrive: the redriven file is one bar per execution
 // in report.html, with the statuses want, the tenant's bars never run at once, and no gap, in
 // the page or in report.json, is negative.
-func redriveDrawn(t *testing.T, r *Run, rep *Report, tenant, key string, want []string) {
+func redriveDrawn(t *testing.T, r *Run, rep *report.Report, tenant, key string, want []string) {
 	t.Helper()
 	if g := rep.InterFileGapSecond; g.N > 0 && (g.Mean < 0 || g.Max < 0) {
 		t.Errorf("interFileGapSeconds: got %+v, want no negative gap", g)
@@ -230,25 +233,25 @@ func redriveDrawn(t *testing.T, r *Run, rep *Report, tenant, key string, want []
 		}
 	}
 	var b bytes.Buffer
-	if err := WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
+	if err := report.WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	els, lanes := parseHTML(t, b.Bytes())
+	els, lanes := reportpage.Parse(t, b.Bytes())
 	var got []string
-	for _, bar := range lanes.bars[tenant] {
-		if bar.attrs["data-key"] == key {
-			got = append(got, bar.attrs["data-status"])
+	for _, bar := range lanes.Bars[tenant] {
+		if bar.Attrs["data-key"] == key {
+			got = append(got, bar.Attrs["data-status"])
 		}
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("%s bars: got statuses %v, want one bar per execution: %v", key, got, want)
 	}
-	if o := runningOverlaps(t, lanes.bars[tenant]); len(o) > 0 {
+	if o := reportpage.RunningOverlaps(t, lanes.Bars[tenant]); len(o) > 0 {
 		t.Errorf("%s: bars run at once: %v", tenant, o)
 	}
 	for _, e := range els {
-		if e.hasClass("gap") && strings.Contains(e.attrs["style"], "width: -") {
-			t.Errorf("gap mark %q: got a negative width", e.attrs["style"])
+		if e.HasClass("gap") && strings.Contains(e.Attrs["style"], "width: -") {
+			t.Errorf("gap mark %q: got a negative width", e.Attrs["style"])
 		}
 	}
 }

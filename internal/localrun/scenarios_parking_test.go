@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -104,7 +106,7 @@ func TestScenarioParkingBoundsAPausedTenant(t *testing.T) {
 		}
 	}
 	uploadAll(t, ctx, r, files)
-	waitFor(t, ctx, r, "the neighbours finish and the held tenant's 30 files are parked", func(*Report) bool {
+	waitFor(t, ctx, r, "the neighbours finish and the held tenant's 30 files are parked", func(*report.Report) bool {
 		return len(r.Sink.Registered("n1")) == 20 && len(r.Sink.Registered("n2")) == 20 && parkedObjects(t, ctx, r, "held") == 30
 	})
 	if n := len(r.Sink.Registered("held")); n != 0 {
@@ -152,19 +154,14 @@ func pipectlStatusParked(t *testing.T, r *Run, tenant string) parkedStatus {
 // restartWithSettings makes the function's next execution environments read the pool settings
 // file path, as a deployment of new settings does: the idle environments end, the next
 // invocation starts a new one.
-func restartWithSettings(f *Function, path string) {
-	f.mu.Lock()
-	env := slices.DeleteFunc(slices.Clone(f.Env), func(kv string) bool { return strings.HasPrefix(kv, pipeline.EnvPoolSettings+"=") })
-	f.Env = append(env, pipeline.EnvPoolSettings+"="+path)
-	idle := f.idle
-	f.idle = nil
-	f.mu.Unlock()
-	for _, inst := range idle {
-		inst.kill()
-	}
+func restartWithSettings(f *emulate.Function, path string) {
+	f.Redeploy(func(env []string) []string {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, pipeline.EnvPoolSettings+"=") })
+		return append(env, pipeline.EnvPoolSettings+"="+path)
+	})
 }
 
-func routerOf(t *testing.T, r *Run) *Function {
+func routerOf(t *testing.T, r *Run) *emulate.Function {
 	t.Helper()
 	for _, f := range r.functions {
 		if f.Role == pipeline.FunctionRoleRouter {
@@ -197,7 +194,7 @@ func (r *Run) intakeQueue(t *testing.T) *Queue {
 	return nil
 }
 
-func envOf(f *Function, name string) string {
+func envOf(f *emulate.Function, name string) string {
 	for _, kv := range f.Env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			return v
@@ -242,7 +239,7 @@ func TestScenarioParkingOnboardsATenant(t *testing.T) {
 	}
 	uploadAll(t, ctx, r, first)
 	intake := r.intakeQueue(t)
-	waitFor(t, ctx, r, "n1's files register and the intake is empty", func(*Report) bool {
+	waitFor(t, ctx, r, "n1's files register and the intake is empty", func(*report.Report) bool {
 		n, err := r.queueDepth(ctx, intake)
 		return err == nil && n == 0 && len(r.Sink.Registered("n1")) == 10
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/insights"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/metrics"
 )
 
@@ -33,7 +34,7 @@ func TestScenarioPoolTenantAlarms(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	uploadAll(t, ctx, r, []upload{{"halt", "1-bad.csv", badCSV()}, {"cont", "1-bad.csv", badCSV()}, {"ov", "1.csv", csvOf(5)}})
-	waitFor(t, ctx, r, "halt halted and ov registered", func(rep *Report) bool {
+	waitFor(t, ctx, r, "halt halted and ov registered", func(rep *report.Report) bool {
 		return rep.Tenants["halt"].Halted != nil && len(r.Sink.Registered("ov")) == 5
 	})
 	// above is the contributors over zero; all, every contributor.

@@ -3,6 +3,7 @@ package localrun
 import (
 	"context"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestScenarioPoolNoisyNeighbour(t *testing.T) {
 	// One burst, as a sender would drop them: the pool's intake keeps their order.
 	uploadAll(t, ctx, r, files)
 
-	quietDone := waitFor(t, ctx, r, "the quiet tenants finish", func(rep *Report) bool {
+	quietDone := waitFor(t, ctx, r, "the quiet tenants finish", func(rep *report.Report) bool {
 		for _, q := range []string{"q1", "q2", "q3"} {
 			tr := rep.Tenants[q]
 			if tr == nil || len(tr.Files) != 5 {

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 )
@@ -130,9 +132,9 @@ func TestScenarioCoreSystemRejects(t *testing.T) {
 
 // countsShown checks that report.json and report.html give a file the registered and rejected
 // counts of its summary.json, the rejected one highlighted when above 0.
-func countsShown(t *testing.T, r *Run, rep *Report, tenant, key, registered, rejected string) {
+func countsShown(t *testing.T, r *Run, rep *report.Report, tenant, key, registered, rejected string) {
 	t.Helper()
-	var f *FileReport
+	var f *report.FileReport
 	for i := range rep.Tenants[tenant].Files {
 		if rep.Tenants[tenant].Files[i].Key == key {
 			f = &rep.Tenants[tenant].Files[i]
@@ -141,23 +143,23 @@ func countsShown(t *testing.T, r *Run, rep *Report, tenant, key, registered, rej
 	if f == nil {
 		t.Fatalf("%s: no file %s in the report", tenant, key)
 	}
-	if CountText(f.Registered) != registered || CountText(f.Rejected) != rejected || CountText(f.Unprocessed) != "0" {
+	if report.CountText(f.Registered) != registered || report.CountText(f.Rejected) != rejected || report.CountText(f.Unprocessed) != "0" {
 		t.Errorf("report.json %s: got registered %s, rejected %s, unprocessed %s; want %s, %s, 0 (its summary.json)",
-			key, CountText(f.Registered), CountText(f.Rejected), CountText(f.Unprocessed), registered, rejected)
+			key, report.CountText(f.Registered), report.CountText(f.Rejected), report.CountText(f.Unprocessed), registered, rejected)
 	}
 	var b bytes.Buffer
-	if err := WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
+	if err := report.WriteHTML(&b, rep, r.TenantIDs(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	els, _ := parseHTML(t, b.Bytes())
-	for _, row := range fileTable(els) {
-		if row.attrs["data-key"] != key {
+	els, _ := reportpage.Parse(t, b.Bytes())
+	for _, row := range reportpage.FileTable(els) {
+		if row.Attrs["data-key"] != key {
 			continue
 		}
-		reg, rej := strings.TrimSpace(row.cells["registered"].text), strings.TrimSpace(row.cells["rejected"].text)
-		if reg != registered || rej != rejected || row.cells["rejected"].hasClass("some") != (rejected != "0") {
+		reg, rej := strings.TrimSpace(row.Cells["registered"].Text), strings.TrimSpace(row.Cells["rejected"].Text)
+		if reg != registered || rej != rejected || row.Cells["rejected"].HasClass("some") != (rejected != "0") {
 			t.Errorf("report.html %s: got registered %s, rejected %s (class %q); want %s, %s, highlighted when above 0",
-				key, reg, rej, row.cells["rejected"].attrs["class"], registered, rejected)
+				key, reg, rej, row.Cells["rejected"].Attrs["class"], registered, rejected)
 		}
 		return
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/text/encoding/japanese"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
@@ -82,7 +84,7 @@ func summaryOf(t *testing.T, ctx context.Context, r *Run, tenant, execution stri
 // checkSucceededSummary checks the summary.json of a succeeded file: what the file was, its
 // counts, the policy it ran under, and the locations of its rejected files (none, rejected.csv or
 // rejected.jsonl, then a CSV file's rejected.jsonl of the rows that are not valid CSV).
-func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant string, f FileReport, want results.Counts, policy string, rejected ...string) results.Summary {
+func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant string, f report.FileReport, want results.Counts, policy string, rejected ...string) results.Summary {
 	t.Helper()
 	sum, ok := summaryOf(t, ctx, r, tenant, f.ExecutionName)
 	if !ok {
@@ -120,8 +122,8 @@ func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *Repor
 }
 
 // registeredOf are the first registrations of one source key, in order.
-func registeredOf(r *Run, tenant, key string) []SinkRecord {
-	var out []SinkRecord
+func registeredOf(r *Run, tenant, key string) []emulate.SinkRecord {
+	var out []emulate.SinkRecord
 	for _, rec := range r.Sink.Registered(tenant) {
 		if rec.Source == key {
 			out = append(out, rec)
@@ -130,7 +132,7 @@ func registeredOf(r *Run, tenant, key string) []SinkRecord {
 	return out
 }
 
-func recordNumbers(recs []SinkRecord) []int64 {
+func recordNumbers(recs []emulate.SinkRecord) []int64 {
 	var out []int64
 	for _, rec := range recs {
 		out = append(out, rec.RecordNumber)
@@ -243,9 +245,9 @@ func sourceLines(src []byte) [][]byte {
 // checkFileEvents checks report.json's fileEvents for files: exactly one per file and none other;
 // for a file with a summary.json the event's status and counts are the summary's (countsFrom
 // "summary"), and its registered is the number of the file's records the core system got.
-func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *Report, files []upload) {
+func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *report.Report, files []upload) {
 	t.Helper()
-	byExecution := map[string][]FileEvent{}
+	byExecution := map[string][]report.FileEvent{}
 	for _, ev := range rep.FileEvents {
 		byExecution[ev.Detail.Execution] = append(byExecution[ev.Detail.Execution], ev)
 	}
@@ -290,7 +292,7 @@ func checkFileEvents(t *testing.T, ctx context.Context, r *Run, rep *Report, fil
 // Japanese text; records 4, 6 and 8 on lines 5, 7 and 9 malformed): its valid records reach the
 // core system in order, with their own numbers, decoded to UTF-8; rejected.csv holds the header
 // and the rejected rows as CP932 bytes of the source, byte for byte; the summary counts them.
-func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant, rel string, src []byte) {
+func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant, rel string, src []byte) {
 	t.Helper()
 	f := fileOf(t, rep, tenant, rel)
 	if f.Status != pipeline.StatusSucceeded {
@@ -351,7 +353,7 @@ func checkResultsCP932(t *testing.T, ctx context.Context, r *Run, rep *Report, t
 // records 1, 3 and 5 reach the core system as they were; each line of rejected.jsonl is
 // {"line","record","error","value"}, value the line's JSON, or the line as a JSON string when it
 // is not JSON (README, "Results of each file").
-func checkResultsJSONL(t *testing.T, ctx context.Context, r *Run, rep *Report, tenant, rel string, src []byte) {
+func checkResultsJSONL(t *testing.T, ctx context.Context, r *Run, rep *report.Report, tenant, rel string, src []byte) {
 	t.Helper()
 	f := fileOf(t, rep, tenant, rel)
 	if f.Status != pipeline.StatusSucceeded {

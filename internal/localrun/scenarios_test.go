@@ -2,8 +2,6 @@ package localrun
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -66,13 +66,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type synthResult struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+// synths synthesize each distinct app once per test binary, in shared: tenants files with the same
+// values share one cdk synth however they are written (deploy.Synths).
+var synths = sync.OnceValue(func() *deploy.Synths { return &deploy.Synths{Dir: shared} })
 
-var assemblies sync.Map // tenants JSON and extra context -> *synthResult
+// written counts the distinct tenants files as written (with their extra context), to log how many
+// synths the content key saves.
+var written sync.Map
 
 // synthesized synthesizes the app for a tenants file once per test binary.
 func synthesized(t *testing.T, root, tenantsJSON string) string {
@@ -81,36 +81,21 @@ func synthesized(t *testing.T, root, tenantsJSON string) string {
 }
 
 // synthesizedWith synthesizes the app for a tenants file and extra context (Synth) once per test
-// binary.
+// binary and content.
 func synthesizedWith(t *testing.T, root, tenantsJSON string, extra map[string]string) string {
 	t.Helper()
-	key := tenantsJSON
-	for _, k := range sortedKeys(extra) {
-		key += "\x00" + k + "=" + extra[k]
+	written.Store(fmt.Sprint(tenantsJSON, extra), true)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold aws-cdk-go build
+	defer cancel()
+	start := time.Now()
+	dir, err := synths().Assembly(ctx, root, []byte(tenantsJSON), extra)
+	if err != nil {
+		t.Fatalf("synth: %v", err)
 	}
-	v, _ := assemblies.LoadOrStore(key, &synthResult{})
-	s := v.(*synthResult)
-	s.once.Do(func() {
-		sum := sha256.Sum256([]byte(key))
-		dir := filepath.Join(shared, "app-"+hex.EncodeToString(sum[:6]))
-		if s.err = os.MkdirAll(dir, 0o755); s.err != nil {
-			return
-		}
-		file := filepath.Join(dir, "tenants.json")
-		if s.err = os.WriteFile(file, []byte(tenantsJSON), 0o644); s.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold aws-cdk-go build
-		defer cancel()
-		start := time.Now()
-		s.dir = filepath.Join(dir, "cdk.out")
-		s.err = Synth(ctx, root, file, s.dir, extra)
-		t.Logf("cdk synth: %.1fs", time.Since(start).Seconds())
-	})
-	if s.err != nil {
-		t.Fatalf("synth: %v", s.err)
-	}
-	return s.dir
+	n := 0
+	written.Range(func(any, any) bool { n++; return true })
+	t.Logf("cdk synth: %.1fs; %d synths so far for %d tenants files as written", time.Since(start).Seconds(), synths().Runs(), n)
+	return dir
 }
 
 // startScenario starts a run of the synthesized app for tenantsJSON; everything it starts is
@@ -124,7 +109,7 @@ func startScenario(t *testing.T, tenantsJSON string, cfg Config) *Run {
 func startScenarioWith(t *testing.T, tenantsJSON string, extra map[string]string, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesizedWith(t, root, tenantsJSON, extra), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, synthesizedWith(t, root, tenantsJSON, extra), deploy.NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	return startRun(t, cfg, 5*time.Minute)
 }
@@ -145,7 +130,7 @@ func uploadAll(t *testing.T, ctx context.Context, r *Run, files []upload) {
 }
 
 // drain waits until the run has drained and returns the report.
-func drain(t *testing.T, ctx context.Context, r *Run) *Report {
+func drain(t *testing.T, ctx context.Context, r *Run) *report.Report {
 	t.Helper()
 	err := r.WaitDrained(ctx, nil, 250*time.Millisecond)
 	rep, serr := r.Snapshot(context.Background())
@@ -153,13 +138,13 @@ func drain(t *testing.T, ctx context.Context, r *Run) *Report {
 		t.Fatal(serr)
 	}
 	if err != nil {
-		t.Fatalf("%v; progress: %s", err, ProgressLine(rep, r.TenantIDs()))
+		t.Fatalf("%v; progress: %s", err, report.ProgressLine(rep, r.TenantIDs()))
 	}
 	return rep
 }
 
 // waitFor polls the report until cond holds.
-func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*Report) bool) *Report {
+func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*report.Report) bool) *report.Report {
 	t.Helper()
 	for {
 		rep, err := r.Snapshot(ctx)
@@ -170,7 +155,7 @@ func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*
 		case <-ctx.Done():
 			line := ""
 			if rep != nil {
-				line = ProgressLine(rep, r.TenantIDs())
+				line = report.ProgressLine(rep, r.TenantIDs())
 			}
 			t.Fatalf("waiting until %s: %v; progress: %s", what, ctx.Err(), line)
 		case <-time.After(300 * time.Millisecond):
@@ -180,7 +165,7 @@ func waitFor(t *testing.T, ctx context.Context, r *Run, what string, cond func(*
 
 // fileOf returns the report of the tenant's file whose key ends in rel; with several uploads of
 // one key, the n-th (0-based) of them.
-func fileOf(t *testing.T, rep *Report, tenant, rel string, n ...int) FileReport {
+func fileOf(t *testing.T, rep *report.Report, tenant, rel string, n ...int) report.FileReport {
 	t.Helper()
 	want := 0
 	if len(n) > 0 {
@@ -200,7 +185,7 @@ func fileOf(t *testing.T, rep *Report, tenant, rel string, n ...int) FileReport 
 		}
 	}
 	t.Fatalf("%s/%s (upload %d): not in the report", tenant, rel, want)
-	return FileReport{}
+	return report.FileReport{}
 }
 
 func executionARN(t *testing.T, r *Run, tenant, name string) string {
@@ -213,7 +198,7 @@ func executionARN(t *testing.T, r *Run, tenant, name string) string {
 }
 
 // wantStatuses checks the status of the tenant's files in upload order.
-func wantStatuses(t *testing.T, rep *Report, tenant string, want ...string) {
+func wantStatuses(t *testing.T, rep *report.Report, tenant string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, f := range rep.Tenants[tenant].Files {
@@ -236,7 +221,7 @@ func wantStatuses(t *testing.T, rep *Report, tenant string, want ...string) {
 //  4. Tenants progress in parallel: of the tenants uploaded together, none started its first file
 //     only after another had started its last one (it did not wait for another tenant's backlog);
 //     with overlap, executions of different tenants also ran at the same time.
-func assertInvariants(t *testing.T, r *Run, rep *Report, together []string, overlap bool) {
+func assertInvariants(t *testing.T, r *Run, rep *report.Report, together []string, overlap bool) {
 	t.Helper()
 	for _, v := range rep.Violations {
 		t.Errorf("invariant violated: %s", v)
@@ -323,7 +308,7 @@ func csvOf(records int) []byte { return csv(records, false) }
 // badCSV has a wrong column count on line 7 (the header is line 1).
 func badCSV() []byte { return csv(10, true) }
 
-func startCount(rep *Report) int64 { return rep.APICalls["stepfunctions"]["StartExecution"] }
+func startCount(rep *report.Report) int64 { return rep.APICalls["stepfunctions"]["StartExecution"] }
 
 // Scenario 1: the controller is killed after its handler called StartExecution and before its
 // response was accepted. The message comes back; the redelivery must find the execution by its
@@ -335,12 +320,14 @@ func TestScenarioControllerCrash(t *testing.T) {
 		// No in-process polling: the crashed invocation has just started the execution and set the
 		// message's visibility to the first wait (1 s), so the redelivery comes quickly.
 		EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=0"}},
-		ControllerCrash: func(c ControllerCall) bool {
-			if c.StartExecutions == 0 {
-				return false
-			}
-			crashes.Add(1)
-			return true
+		Faults: Faults{
+			ControllerCrash: func(c ControllerCall) bool {
+				if c.StartExecutions == 0 {
+					return false
+				}
+				crashes.Add(1)
+				return true
+			},
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -382,7 +369,7 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 		{"after the dedup interval", true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startScenario(t, scenarioTenants, Config{DuplicateEvents: true, DuplicateAfterDedupWindow: tc.late})
+			r := startScenario(t, scenarioTenants, Config{Faults: Faults{DuplicateEvents: true, DuplicateAfterDedupWindow: tc.late}})
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			files := []upload{
@@ -513,12 +500,12 @@ func TestScenarioBadFile(t *testing.T) {
 	// haltAndRelease uploads a halt tenant's files, waits until the tenant is blocked on its
 	// second upload's predecessor, checks that later files wait while another tenant finishes,
 	// then releases it and checks that the rest follow in order.
-	haltAndRelease := func(t *testing.T, r *Run, files []upload, failed string, release func(ctx context.Context, fr FileReport)) *Report {
+	haltAndRelease := func(t *testing.T, r *Run, files []upload, failed string, release func(ctx context.Context, fr report.FileReport)) *report.Report {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, append(files, upload{"cont", "c1.csv", csvOf(50)}, upload{"cont", "c2.csv", csvOf(50)}))
-		rep := waitFor(t, ctx, r, "halt/"+failed+" failed", func(rep *Report) bool {
+		rep := waitFor(t, ctx, r, "halt/"+failed+" failed", func(rep *report.Report) bool {
 			for _, f := range rep.Tenants["halt"].Files {
 				if strings.HasSuffix(f.Key, "/"+failed) {
 					return f.Status == "FAILED"
@@ -529,7 +516,7 @@ func TestScenarioBadFile(t *testing.T) {
 		// The controller keeps looking at the failed head file: wait for three more checks and for
 		// the other tenant to finish.
 		seen := r.Tenant("halt").Controller.Invocations()
-		rep = waitFor(t, ctx, r, "halt rechecked three times and cont done", func(rep *Report) bool {
+		rep = waitFor(t, ctx, r, "halt rechecked three times and cont done", func(rep *report.Report) bool {
 			done := 0
 			for _, f := range rep.Tenants["cont"].Files {
 				if f.Status == "SUCCEEDED" {
@@ -556,7 +543,7 @@ func TestScenarioBadFile(t *testing.T) {
 		r := startScenario(t, scenarioTenants, cfg)
 		rep := haltAndRelease(t, r, []upload{
 			{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}, {"halt", "4.csv", csvOf(40)},
-		}, "2-bad.csv", func(ctx context.Context, fr FileReport) {
+		}, "2-bad.csv", func(ctx context.Context, fr report.FileReport) {
 			assertLine7(t, fr)
 			if err := r.PutObject(ctx, "control/halt/skip/"+fr.ExecutionName, []byte("bad export, resent as 3.csv")); err != nil {
 				t.Fatal(err)
@@ -573,7 +560,7 @@ func TestScenarioBadFile(t *testing.T) {
 	// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without s3:ListBucket:
 	// the missing skip marker and wake-up record read as absent, never as a failed read.
 	t.Run("halt then skip, missing keys answer 403", func(t *testing.T) {
-		r := haltThenSkip(t, Config{EnvFor: env, S3MissingKeyForbidden: true})
+		r := haltThenSkip(t, Config{EnvFor: env, Faults: Faults{S3MissingKeyForbidden: true}})
 		unread := lambdaLogs(t, r, func(l map[string]any) bool {
 			msg, _ := l["msg"].(string)
 			return strings.Contains(msg, "could not be read")
@@ -599,7 +586,7 @@ func TestScenarioBadFile(t *testing.T) {
 		})
 		rep := haltAndRelease(t, r, []upload{
 			{"halt", "1.csv", csvOf(250)}, {"halt", "2.csv", csvOf(30)}, {"halt", "3.csv", csvOf(20)},
-		}, "1.csv", func(ctx context.Context, fr FileReport) {
+		}, "1.csv", func(ctx context.Context, fr report.FileReport) {
 			if fr.Records != 149 || !strings.Contains(fr.Cause, "PermanentError") {
 				t.Errorf("1.csv before the redrive: got %d records, cause %q; want 149 records and a PermanentError", fr.Records, fr.Cause)
 			}
@@ -621,7 +608,7 @@ func TestScenarioBadFile(t *testing.T) {
 }
 
 // assertLine7 checks that a file failed validation and that the error names line 7.
-func assertLine7(t *testing.T, f FileReport) {
+func assertLine7(t *testing.T, f report.FileReport) {
 	t.Helper()
 	if f.Status != "FAILED" || f.Error != "ValidationError" || !strings.Contains(f.Cause, "line 7") {
 		t.Errorf("%s: got %s %s %q, want FAILED ValidationError naming line 7", f.Key, f.Status, f.Error, f.Cause)

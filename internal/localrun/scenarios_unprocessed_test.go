@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
@@ -49,7 +50,7 @@ func TestScenarioFailedFileResults(t *testing.T) {
 		})
 		body := csvOf(50)
 		uploadAll(t, ctx, r, []upload{{"halter", "big.csv", body}, {"strict", "bad.csv", bad}})
-		eventsOf := func(rep *Report, execution string) []results.Event {
+		eventsOf := func(rep *report.Report, execution string) []results.Event {
 			var out []results.Event
 			for _, ev := range rep.FileEvents {
 				if ev.Detail.Execution == execution {
@@ -58,8 +59,8 @@ func TestScenarioFailedFileResults(t *testing.T) {
 			}
 			return out
 		}
-		rep := waitFor(t, ctx, r, "big.csv and bad.csv failed and announced", func(rep *Report) bool {
-			for _, f := range []*FileReport{maybeFile(rep, "halter", "big.csv"), maybeFile(rep, "strict", "bad.csv")} {
+		rep := waitFor(t, ctx, r, "big.csv and bad.csv failed and announced", func(rep *report.Report) bool {
+			for _, f := range []*report.FileReport{maybeFile(rep, "halter", "big.csv"), maybeFile(rep, "strict", "bad.csv")} {
 				if f == nil || f.Status != "FAILED" || len(eventsOf(rep, f.ExecutionName)) == 0 {
 					return false
 				}
@@ -113,7 +114,7 @@ func TestScenarioFailedFileResults(t *testing.T) {
 			t.Errorf("big.csv events: got %+v, want one FAILED event %s/0 counting 50, 22 registered, 28 unprocessed from the summary", evs, big.ExecutionName)
 		}
 		if big.Registered == nil || *big.Registered != 22 {
-			t.Errorf("report.json big.csv registered: got %s, want 22", CountText(big.Registered))
+			t.Errorf("report.json big.csv registered: got %s, want 22", report.CountText(big.Registered))
 		}
 
 		// Where an operator looks: pipectl results by key prints the summary as stored and
@@ -156,7 +157,7 @@ func TestScenarioFailedFileResults(t *testing.T) {
 		// Redriven after the fix: the redrive's own summary and event.
 		fixed.Store(true)
 		pipectl(t, r, "redrive", "halter", big.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
-		rep = waitFor(t, ctx, r, "big.csv redriven and announced", func(rep *Report) bool {
+		rep = waitFor(t, ctx, r, "big.csv redriven and announced", func(rep *report.Report) bool {
 			f := maybeFile(rep, "halter", "big.csv")
 			return f != nil && f.Status == "SUCCEEDED" && len(eventsOf(rep, f.ExecutionName)) == 2
 		})
@@ -176,7 +177,7 @@ func TestScenarioFailedFileResults(t *testing.T) {
 }
 
 // maybeFile is the report's file tenant/rel, nil while it has none.
-func maybeFile(rep *Report, tenant, rel string) *FileReport {
+func maybeFile(rep *report.Report, tenant, rel string) *report.FileReport {
 	tr, ok := rep.Tenants[tenant]
 	if !ok {
 		return nil

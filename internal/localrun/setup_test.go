@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"os"
 	"runtime"
 	"strings"
@@ -34,8 +35,10 @@ func TestSetupStepsNameThemselves(t *testing.T) {
 			progress: []string{"  building lambdas/split (" + target + ") ...\n"},
 		},
 		{
-			name:    "synth runs out",
-			step:    func(*Run) error { return Synth(expired, root, root+"/tenants.json", t.TempDir()+"/cdk.out", nil) },
+			name: "synth runs out",
+			step: func(*Run) error {
+				return deploy.Synth(expired, root, root+"/tenants.json", t.TempDir()+"/cdk.out", nil)
+			},
 			wantErr: "cdk synth: context deadline exceeded",
 		},
 	} {

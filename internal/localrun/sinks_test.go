@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -146,7 +148,7 @@ func keyMod(prefix string, m int) func(int) string {
 // although the records of one chunk are written 16 at a time.
 func TestScenarioDynamoDBLastWins(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, sinkTenants, Config{SinkLatency: 5 * time.Millisecond})
+	r := startScenario(t, sinkTenants, Config{Faults: Faults{SinkLatency: 5 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	files := []keyedFile{
@@ -181,8 +183,10 @@ func TestScenarioDynamoDBLastWins(t *testing.T) {
 func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, sinkTenants, Config{
-		SinkLatency: 20 * time.Millisecond,
-		EnvFor:      map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}},
+		EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}},
+		Faults: Faults{
+			SinkLatency: 20 * time.Millisecond,
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -217,7 +221,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	}
 	uploadAll(t, ctx, r, []upload{{"dynh", b.rel, b.body()}})
 
-	rep := waitFor(t, ctx, r, "a.csv failed", func(rep *Report) bool { return fileOf(t, rep, "dynh", "a.csv").Status == "FAILED" })
+	rep := waitFor(t, ctx, r, "a.csv failed", func(rep *report.Report) bool { return fileOf(t, rep, "dynh", "a.csv").Status == "FAILED" })
 	fa := fileOf(t, rep, "dynh", "a.csv")
 	if got, want := strings.Join(taskErrors(t, ctx, r, "dynh", fa), " "), "Lambda.Unknown Lambda.Unknown Lambda.Unknown Lambda.Unknown"; got != want {
 		t.Errorf("a.csv: Register task failures: got %q, want %q (killed on every attempt)", got, want)
@@ -332,7 +336,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	t.Parallel()
 	// A fixed seed, so that the same pairs disagree with the queue on every run.
-	r := startScenario(t, sinkTenants, Config{Sequencers: SequencersPerKey, SequencerSeed: 7})
+	r := startScenario(t, sinkTenants, Config{Faults: Faults{Sequencers: emulate.SequencersPerKey, SequencerSeed: 7}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	type pair struct{ first, second keyedFile }

@@ -6,6 +6,7 @@ package localrun
 // function environments that name them, functions before the rules and mappings that target them.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,19 +17,17 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/johannesboyne/gofakes3"
 )
 
-// localAWS is the SDK configuration of the harness's own clients.
-var localAWS = aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
-
 // serveOn starts an HTTP server on loopback for h; it stops when the run closes.
 func (r *Run) serveOn(h http.Handler) (string, error) {
-	u, stop, err := serve(h)
+	u, stop, err := emulate.Serve(h)
 	if err != nil {
 		return "", err
 	}
@@ -39,8 +38,8 @@ func (r *Run) serveOn(h http.Handler) (string, error) {
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = newS3(r.Counter, r.Meter, newSequencers(r.cfg.Sequencers, r.cfg.SequencerSeed))
-	r.S3.missingForbidden = r.cfg.S3MissingKeyForbidden
+	r.S3 = emulate.NewS3(r.Counter, r.Meter, emulate.NewSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
+	r.S3.MissingKeyForbidden = r.cfg.Faults.S3MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
 	r.auth = newTenantAuth(r.asm, r.res)
@@ -48,29 +47,24 @@ func (r *Run) startS3(context.Context) (err error) {
 	if r.pipe.s3, err = r.serveOn(pipeS3); err != nil {
 		return err
 	}
-	if r.fn.s3, err = r.serveOn(r.awsLatency.wrap(pipeS3)); err != nil {
+	if r.fn.s3, err = r.serveOn(r.awsLatency.Wrap(pipeS3)); err != nil {
 		return err
 	}
 	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
 		return err
 	}
-	r.s3 = s3.NewFromConfig(localAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
+	r.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
 	asm, res := r.asm, r.res
 	for _, b := range asm.OfType("AWS::S3::Bucket") {
-		var name string
-		var versioning struct{ Status string }
-		asm.Prop(res, b, "BucketName", &name)
-		asm.Prop(res, b, "VersioningConfiguration", &versioning)
-		if name == "" {
-			name = physicalName(b, 63)
-		}
+		bucket := asm.ReadBucket(res, b)
+		name := bucket.Name
 		if err := r.S3.Backend.CreateBucket(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
-		if versioning.Status == "Enabled" {
+		if bucket.Versioned {
 			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 		}
-		res.Set(b, Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + region + ".amazonaws.com"}})
+		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + emulate.Region + ".amazonaws.com"}})
 		if r.Bucket == "" {
 			r.Bucket = name
 		}
@@ -80,28 +74,28 @@ func (r *Run) startS3(context.Context) (err error) {
 
 // startSQS starts fauxqs, its counting proxy for the pipeline, and the queues (queues.go).
 func (r *Run) startSQS(ctx context.Context) error {
-	fq, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", region}, r.cfg.Logs)
+	fq, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, r.cfg.Logs)
 	if err != nil {
 		return err
 	}
 	r.closers = append(r.closers, fq.Close)
 	r.sqsURL = fq.URL
-	pipeSQS := meterSQS(countingProxy(fq.URL, "sqs", r.Counter), r.Meter)
+	pipeSQS := emulate.MeterSQS(emulate.CountingProxy(fq.URL, "sqs", r.Counter), r.Meter)
 	if r.pipe.sqs, err = r.serveOn(pipeSQS); err != nil {
 		return err
 	}
-	if r.fn.sqs, err = r.serveOn(r.awsLatency.wrap(pipeSQS)); err != nil {
+	if r.fn.sqs, err = r.serveOn(r.awsLatency.Wrap(pipeSQS)); err != nil {
 		return err
 	}
-	r.sqs = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
-	r.sqsAdmin = sqs.NewFromConfig(localAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
+	r.sqs = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
+	r.sqsAdmin = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
 	for _, q := range r.asm.OfType("AWS::SQS::Queue") {
 		queue, err := r.createQueue(ctx, r.asm, r.res, q)
 		if err != nil {
 			return err
 		}
 		r.queues[queue.ARN] = queue
-		r.res.Set(q, Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
+		r.res.Set(q, deploy.Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
 	}
 	return nil
 }
@@ -111,21 +105,13 @@ func (r *Run) startSQS(ctx context.Context) error {
 func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 	asm, res := r.asm, r.res
 	for _, f := range asm.OfType("AWS::Lambda::Function") {
-		var name string
-		asm.Prop(res, f, "FunctionName", &name)
-		if name == "" {
-			name = physicalName(f, 64)
-		}
-		res.Set(f, Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)}})
+		name := asm.NameOf(res, f, "FunctionName", 64)
+		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", emulate.Region, emulate.Account, name)}})
 	}
 	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
-		var name string
-		asm.Prop(res, m, "StateMachineName", &name)
-		if name == "" {
-			name = physicalName(m, 80)
-		}
-		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", region, account, name)
-		res.Set(m, Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
+		name := asm.NameOf(res, m, "StateMachineName", 80)
+		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", emulate.Region, emulate.Account, name)
+		res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
 	}
 	return nil
 }
@@ -142,17 +128,17 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", region, "--account", account}, r.sfnFaultArgs()...)
-	sf, err := startNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
+	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", emulate.Region, "--account", emulate.Account}, r.sfnFaultArgs()...)
+	sf, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
 	if err != nil {
 		return err
 	}
 	r.closers = append(r.closers, sf.Close)
 	r.sfnURL = sf.URL
-	if r.pipe.sfn, err = r.serveOn(r.sfnGate(countingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
+	if r.pipe.sfn, err = r.serveOn(r.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
 		return err
 	}
-	r.sfn = sfn.NewFromConfig(localAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
+	r.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
 	for _, m := range r.asm.OfType("AWS::StepFunctions::StateMachine") {
 		if err := r.createStateMachine(ctx, r.asm, r.res, m); err != nil {
 			return err
@@ -161,7 +147,7 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	return nil
 }
 
-// sfnFaultArgs are the Step Functions server's fault switches for Config.LambdaClientTimeout,
+// sfnFaultArgs are the Step Functions server's fault switches for Faults.LambdaClientTimeout,
 // LoseChildStartAnswers and RetryIntervalScale; a client timeout names every function of its source
 // package.
 func (r *Run) sfnFaultArgs() []string {
@@ -171,15 +157,15 @@ func (r *Run) sfnFaultArgs() []string {
 		if raw, ok := f.Metadata[MetadataSource]; ok {
 			json.Unmarshal(raw, &src)
 		}
-		if d, ok := r.cfg.LambdaClientTimeout[src]; ok {
+		if d, ok := r.cfg.Faults.LambdaClientTimeout[src]; ok {
 			id, _ := r.res.Identity(f)
 			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
 		}
 	}
-	if n := r.cfg.LoseChildStartAnswers; n > 0 {
+	if n := r.cfg.Faults.LoseChildStartAnswers; n > 0 {
 		args = append(args, "--lose-child-start-answers", strconv.Itoa(n))
 	}
-	if f := r.cfg.RetryIntervalScale; f > 0 && f != 1 {
+	if f := r.cfg.Faults.RetryIntervalScale; f > 0 && f != 1 {
 		args = append(args, "--retry-interval-scale", strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return args
@@ -197,14 +183,14 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res); err != nil {
 		return err
 	}
-	r.Sink.SetLatency(r.cfg.SinkLatency)
+	r.Sink.SetLatency(r.cfg.Faults.SinkLatency)
 	return nil
 }
 
 // startFunctions builds each function's package once and prepares its processes (functions.go),
 // pointed at the pipeline's counted endpoints.
 func (r *Run) startFunctions(ctx context.Context) error {
-	binDir := cmpOr(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
+	binDir := cmp.Or(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
 	os.MkdirAll(binDir, 0o755)
 	built := map[string]string{}
 	endpoints := []string{
@@ -213,8 +199,8 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
 		"AWS_ENDPOINT_URL_LAMBDA=" + r.lambdaURL,
 		"S3_USE_PATH_STYLE=true",
-		"AWS_REGION=" + region,
-		"AWS_DEFAULT_REGION=" + region,
+		"AWS_REGION=" + emulate.Region,
+		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",
@@ -267,23 +253,15 @@ func (r *Run) startFunctions(ctx context.Context) error {
 // group) or a function (invoked asynchronously). events.go routes by them.
 func (r *Run) routeRules(context.Context) error {
 	for _, rr := range r.asm.OfType("AWS::Events::Rule") {
-		var pattern map[string]any
-		var targets []struct {
-			Arn           string
-			SqsParameters struct{ MessageGroupId string }
-		}
-		if err := r.asm.Prop(r.res, rr, "EventPattern", &pattern); err != nil {
+		spec, err := r.asm.ReadRule(r.res, rr)
+		if err != nil {
 			return err
 		}
-		if err := r.asm.Prop(r.res, rr, "Targets", &targets); err != nil {
-			return err
-		}
-		pb, _ := json.Marshal(pattern)
-		p, err := ParsePattern(pb)
+		p, err := emulate.ParsePattern(spec.Pattern)
 		if err != nil {
 			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
 		}
-		for _, t := range targets {
+		for _, t := range spec.Targets {
 			if f := r.Lambda.Lookup(t.Arn); f != nil {
 				r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
 				continue
@@ -291,7 +269,7 @@ func (r *Run) routeRules(context.Context) error {
 			if r.queues[t.Arn] == nil {
 				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
 			}
-			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.SqsParameters.MessageGroupId})
+			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
 		}
 	}
 	return nil
@@ -322,11 +300,11 @@ func (r *Run) startControlPlane(context.Context) error {
 	return nil
 }
 
-// limitConcurrency applies Config.LambdaConcurrency: the functions without a reserved concurrency
+// limitConcurrency applies Faults.LambdaConcurrency: the functions without a reserved concurrency
 // share what the reservations leave of it. Lambda keeps at least 100 unreserved
 // (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
 func (r *Run) limitConcurrency() error {
-	n := r.cfg.LambdaConcurrency
+	n := r.cfg.Faults.LambdaConcurrency
 	if n == 0 {
 		return nil
 	}
@@ -337,7 +315,7 @@ func (r *Run) limitConcurrency() error {
 	if unreserved < 1 {
 		return fmt.Errorf("lambda concurrency %d: the functions' reserved concurrency takes %d of it and leaves none for the others", n, n-unreserved)
 	}
-	account := NewAccountConcurrency(unreserved)
+	account := emulate.NewAccountConcurrency(unreserved)
 	for _, f := range r.functions {
 		f.Account = account
 	}

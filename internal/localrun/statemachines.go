@@ -4,6 +4,7 @@ package localrun
 // execution table that the report reads.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
-func (r *Run) createStateMachine(ctx context.Context, asm *Assembly, res *Resolver, m *Resource) error {
+func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
 	id, _ := res.Identity(m)
 	var def string
 	if raw, ok := m.Properties["DefinitionString"]; ok {
@@ -39,7 +42,7 @@ func (r *Run) createStateMachine(ctx context.Context, asm *Assembly, res *Resolv
 	r.definitions[id.Ref] = def
 	var roleArn string
 	asm.Prop(res, m, "RoleArn", &roleArn)
-	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmpOr(roleArn, "arn:aws:iam::"+account+":role/local"))})
+	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmp.Or(roleArn, "arn:aws:iam::"+emulate.Account+":role/local"))})
 	if err != nil {
 		return fmt.Errorf("state machine %s: %w", m.LogicalID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -47,7 +48,7 @@ type SFNThrottle struct {
 // StatusEventCounts counts the status change events of a run.
 type StatusEventCounts struct {
 	Emitted int64 // sent by the Step Functions server
-	Dropped int64 // lost by Config.StatusEvents.Drop (events that match a rule)
+	Dropped int64 // lost by Faults.StatusEvents.Drop (events that match a rule)
 	Routed  int64 // routed to the rules (a duplicated event counts twice)
 	Invokes int64 // asynchronous invocations of rule targets, retries included
 	Retries int64 // retries after a function error or a throttle
@@ -78,8 +79,8 @@ func (r *Run) status() *statusState {
 			return s
 		}
 		r.statusSt = &statusState{
-			events:   rand.New(rand.NewPCG(seed(r.cfg.StatusEvents.Seed), 1)),
-			throttle: rand.New(rand.NewPCG(seed(r.cfg.SFNThrottle.Seed), 2)),
+			events:   rand.New(rand.NewPCG(seed(r.cfg.Faults.StatusEvents.Seed), 1)),
+			throttle: rand.New(rand.NewPCG(seed(r.cfg.Faults.SFNThrottle.Seed), 2)),
 			starts:   map[string]int64{},
 			counts:   StatusEventCounts{Throttled: map[string]int64{}},
 		}
@@ -124,7 +125,7 @@ func invocationOfTrace(h string) string {
 // StartExecution calls of each Lambda invocation.
 func (r *Run) sfnGate(inner http.Handler) http.Handler {
 	st := r.status()
-	th := r.cfg.SFNThrottle
+	th := r.cfg.Faults.SFNThrottle
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		op := req.Header.Get("X-Amz-Target")
 		if i := strings.LastIndex(op, "."); i >= 0 {
@@ -184,7 +185,7 @@ func (r *Run) eventsHandler() http.Handler {
 		routable := r.matchesRule(ev)
 		st.mu.Lock()
 		st.counts.Emitted++
-		drop := routable && r.cfg.StatusEvents.Drop > 0 && st.events.Float64() < r.cfg.StatusEvents.Drop
+		drop := routable && r.cfg.Faults.StatusEvents.Drop > 0 && st.events.Float64() < r.cfg.Faults.StatusEvents.Drop
 		if drop {
 			st.counts.Dropped++
 		}
@@ -193,7 +194,7 @@ func (r *Run) eventsHandler() http.Handler {
 			return
 		}
 		copies := 1
-		if r.cfg.StatusEvents.Duplicate {
+		if r.cfg.Faults.StatusEvents.Duplicate {
 			copies = 2
 		}
 		for range copies {
@@ -215,4 +216,4 @@ func (r *Run) matchesRule(ev map[string]any) bool {
 	return false
 }
 
-func isThrottle(err error) bool { return errors.Is(err, ErrThrottled) }
+func isThrottle(err error) bool { return errors.Is(err, emulate.ErrThrottled) }

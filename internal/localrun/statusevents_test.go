@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
 // The wake-up scenarios: the controller waits for the file execution's status change event, which
@@ -29,7 +32,7 @@ var wakeEnv = []string{"WAKE_EVENTS=true", fmt.Sprintf("SAFETY_NET_SECONDS=%d", 
 func wakeAssembly(t *testing.T, tenantsJSON string) string {
 	t.Helper()
 	dir := synthesized(t, moduleRoot(t), tenantsJSON)
-	asm, err := LoadAssembly(dir)
+	asm, err := deploy.LoadAssembly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func eventsOnlyEnv(timeout time.Duration) []string {
 func startWakeScenario(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
-	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), NodeBinary(root)
+	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, wakeAssembly(t, scenarioTenants), deploy.NodeBinary(root)
 	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, wakeEnv...), cfg.EnvFor[controllerPkg]...)}
 	return startRun(t, cfg, 5*time.Minute)
@@ -72,7 +75,7 @@ func wakeFiles() []upload {
 	}
 }
 
-func assertAllSucceeded(t *testing.T, rep *Report, files []upload) {
+func assertAllSucceeded(t *testing.T, rep *report.Report, files []upload) {
 	t.Helper()
 	for _, f := range files {
 		fr := fileOf(t, rep, f.tenant, f.rel)
@@ -96,14 +99,14 @@ func TestScenarioStatusEvents(t *testing.T) {
 		onEvents bool
 		// slow makes the sink answer each record in this long, so that files run for seconds.
 		slow  time.Duration
-		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
+		check func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts)
 	}{
 		{
 			name: "30 percent dropped",
 			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
 			// one is not a tenant's last file and holds the next file until the safety net.
-			cfg: Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			cfg: Config{Faults: Faults{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}}},
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
 				}
@@ -122,9 +125,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name:     "every event twice",
-			cfg:      Config{StatusEvents: StatusEvents{Duplicate: true}},
+			cfg:      Config{Faults: Faults{StatusEvents: StatusEvents{Duplicate: true}}},
 			onEvents: true,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
 					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
 				}
@@ -134,10 +137,10 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "20 percent of DescribeExecution throttled",
 			// In-process polling on (10 s), so that the controller describes each running file
 			// several times, as without events or after a lost one.
-			cfg:      Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			cfg:      Config{Faults: Faults{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
 			slow:     15 * time.Millisecond,
 			onEvents: true,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Throttled["DescribeExecution"] == 0 {
 					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
 				}
@@ -145,14 +148,14 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name: "20 percent of StartExecution throttled",
-			cfg:  Config{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}},
+			cfg:  Config{Faults: Faults{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}}},
 			// Files of seconds, so that a tenant held for a second or two by a throttled start
 			// still runs beside the other.
 			slow: 15 * time.Millisecond,
 			// A throttled start holds the file for the controller's jittered backoff (from 1 s), its
 			// own retry.
 			onEvents: true,
-			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
+			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Throttled["StartExecution"] == 0 {
 					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
 				}
@@ -215,7 +218,7 @@ type controllerCalls struct {
 // synthesized app in dir has CONTROL_PREFIX_PROTECTED=want.
 func checkControlPrefixProtected(t *testing.T, dir, want string) {
 	t.Helper()
-	asm, err := LoadAssembly(dir)
+	asm, err := deploy.LoadAssembly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

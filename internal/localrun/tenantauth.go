@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -42,8 +44,8 @@ type tenantSession struct {
 
 // tenantAuth holds the sessions and evaluates their roles' policies.
 type tenantAuth struct {
-	asm *Assembly
-	res *Resolver
+	asm *deploy.Assembly
+	res *deploy.Resolver
 
 	mu       sync.Mutex
 	sessions map[string]tenantSession // by access key id
@@ -52,7 +54,7 @@ type tenantAuth struct {
 	assumed  map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
-func newTenantAuth(asm *Assembly, res *Resolver) *tenantAuth {
+func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
 	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}}
 }
 
@@ -104,7 +106,7 @@ func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
 		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
 		return
 	}
-	key := sessionKeyPrefix + strings.ToUpper(newID()[:12])
+	key := sessionKeyPrefix + strings.ToUpper(emulate.NewID()[:12])
 	a.mu.Lock()
 	a.sessions[key] = tenantSession{role: role, tags: tags}
 	if a.assumed == nil {
@@ -173,7 +175,7 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if st, ok := a.policies[role]; ok {
 		return st, nil
 	}
-	var found *Resource
+	var found *deploy.Resource
 	for _, r := range a.asm.OfType("AWS::IAM::Role") {
 		arn, err := a.res.ResolveString(r.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, r.LogicalID)))
 		if err == nil && arn == role {
@@ -349,8 +351,8 @@ func slicesContainsSubstituted(values []string, v string, tags map[string]string
 // s3Request is a request's IAM action, resource and condition keys
 // (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
 func s3Request(req *http.Request) (action, resource string, keys map[string]string) {
-	bucket, key := splitPath(req.URL.Path)
-	switch op := s3Operation(req); op {
+	bucket, key := emulate.SplitPath(req.URL.Path)
+	switch op := emulate.S3Operation(req); op {
 	case "GetObject", "HeadObject":
 		action = "s3:GetObject"
 		if req.URL.Query().Get("versionId") != "" {
@@ -377,7 +379,7 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 				w.Header().Set("Content-Type", "application/xml")
 				w.WriteHeader(http.StatusForbidden)
 				if req.Method != http.MethodHead {
-					io.WriteString(w, accessDeniedBody)
+					io.WriteString(w, emulate.AccessDeniedBody)
 				}
 				return
 			}

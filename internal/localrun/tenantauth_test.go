@@ -15,6 +15,8 @@ import (
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
@@ -30,19 +32,19 @@ type tenantAuthRig struct {
 
 func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 	t.Helper()
-	asm, err := LoadAssembly("testdata/tenantrole")
+	asm, err := deploy.LoadAssembly("testdata/tenantrole")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := NewResolver(asm, region, "123456789012")
+	res, err := deploy.NewResolver(asm, emulate.Region, "123456789012")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newS3(&APICounter{}, &RequestMeter{}, newSequencers("", 1))
+	s := emulate.NewS3(&emulate.APICounter{}, &emulate.RequestMeter{}, emulate.NewSequencers("", 1))
 	if err := s.Backend.CreateBucket("ingest"); err != nil {
 		t.Fatal(err)
 	}
-	res.Set(asm.OfType("AWS::S3::Bucket")[0], Identity{Ref: "ingest", Attrs: map[string]string{"Arn": "arn:aws:s3:::ingest"}})
+	res.Set(asm.OfType("AWS::S3::Bucket")[0], deploy.Identity{Ref: "ingest", Attrs: map[string]string{"Arn": "arn:aws:s3:::ingest"}})
 	role, err := res.ResolveString(asm.OfType("AWS::IAM::Role")[0].Stack, []byte(`{"Fn::GetAtt":["PoolTenantRole0DA6EF0C","Arn"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,7 @@ func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 	r.sts = httptest.NewServer(http.HandlerFunc(r.auth.serveSTS))
 	r.s3 = httptest.NewServer(r.auth.guardS3(s.Handler(true)))
 	t.Cleanup(func() { r.sts.Close(); r.s3.Close() })
-	r.own = r.client(aws.NewCredentialsCache(localAWS.Credentials))
+	r.own = r.client(aws.NewCredentialsCache(emulate.LocalAWS.Credentials))
 	for _, k := range []string{"pools/p/a/x.csv", "pools/p/b/x.csv", "work/a/e/manifest", "work/b/e/manifest"} {
 		if _, err := r.own.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(k), Body: strings.NewReader("x")}); err != nil {
 			t.Fatal(err)
@@ -61,13 +63,13 @@ func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 }
 
 func (r *tenantAuthRig) client(creds aws.CredentialsProvider) *s3.Client {
-	cfg := localAWS.Copy()
+	cfg := emulate.LocalAWS.Copy()
 	cfg.Credentials = creds
 	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3.URL); o.UsePathStyle = true })
 }
 
 func (r *tenantAuthRig) stsClient() *sts.Client {
-	return sts.NewFromConfig(localAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(r.sts.URL) })
+	return sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(r.sts.URL) })
 }
 
 func errorCode(err error) string {
@@ -127,8 +129,10 @@ func TestTenantSessionReadsOnlyItsTenant(t *testing.T) {
 func TestTenantSessionPolicy(t *testing.T) {
 	r := newTenantAuthRig(t)
 	a := tenantSession{role: r.role, tags: map[string]string{"tenant": "a"}}
-	secret := func(name string) string { return "arn:aws:secretsmanager:" + region + ":123456789012:secret:" + name }
-	table := func(name string) string { return "arn:aws:dynamodb:" + region + ":123456789012:table/" + name }
+	secret := func(name string) string {
+		return "arn:aws:secretsmanager:" + emulate.Region + ":123456789012:secret:" + name
+	}
+	table := func(name string) string { return "arn:aws:dynamodb:" + emulate.Region + ":123456789012:table/" + name }
 	for _, tc := range []struct {
 		name             string
 		s                tenantSession

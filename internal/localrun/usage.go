@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/example/tenantpipeline/internal/cost"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -55,7 +56,7 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	machines := r.machinesOf(t)
 	// fns are the tenant's functions and, for a pooled tenant, every function of its pool (the
 	// pool's controller is in none of the state machines): whose logs, tables and rules count.
-	var fns []*Function
+	var fns []*emulate.Function
 	for _, f := range r.functions {
 		own := f.Tenant == t.ID || mentionedIn(machines, f.ARN, f.Name)
 		if own || t.Pool != "" && f.Pool == t.Pool {
@@ -84,9 +85,9 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 		u.STSCalls = float64(r.auth.AssumeRoleCalls(t.ID))
 	}
 	ownKey := func(key string) bool { return tenantOfKey(key, t) }
-	u.S3Tier1Requests = float64(r.Meter.Sum(ClassS3Tier1, ownKey))
-	u.S3Tier2Requests = float64(r.Meter.Sum(ClassS3Tier2, ownKey))
-	u.SQSRequests = float64(r.Meter.Sum(ClassSQS, func(q string) bool { return q == t.Queue.URL }))
+	u.S3Tier1Requests = float64(r.Meter.Sum(emulate.ClassS3Tier1, ownKey))
+	u.S3Tier2Requests = float64(r.Meter.Sum(emulate.ClassS3Tier2, ownKey))
+	u.SQSRequests = float64(r.Meter.Sum(emulate.ClassSQS, func(q string) bool { return q == t.Queue.URL }))
 	for _, ev := range r.FileEvents() {
 		if ev.Detail.Tenant == t.ID {
 			u.EventBridgeEvents++ // a File Processed detail is far below 64 KB: one event each
@@ -98,7 +99,7 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 // namedInEnv reports whether one of the functions' variables names the table: as a whole value
 // (POOL_ADMISSION_TABLE=<name>) or as a JSON string in one (TENANT's dynamodb.table,
 // CORE_SYSTEM_TABLES).
-func namedInEnv(fns []*Function, table string) bool {
+func namedInEnv(fns []*emulate.Function, table string) bool {
 	for _, f := range fns {
 		for _, kv := range f.Env {
 			if strings.HasSuffix(kv, "="+table) || strings.Contains(kv, `"`+table+`"`) {

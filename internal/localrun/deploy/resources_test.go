@@ -1,0 +1,65 @@
+package deploy
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// SQS takes integer attributes as decimal strings; 1.2096e+06 is rejected by real SQS.
+func TestAttrString(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{float64(1209600), "1209600"}, // MessageRetentionPeriod: 14 days
+		{float64(330), "330"},
+		{float64(262144), "262144"},
+		{"true", "true"},
+		{true, "true"},
+		{nil, ""},
+	} {
+		if got := AttrString(tc.in); got != tc.want {
+			t.Errorf("AttrString(%v): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The readers fill in what AWS defaults when a template leaves it out.
+func TestReadersDefaults(t *testing.T) {
+	st := &Stack{Name: "S", Resources: map[string]*Resource{}}
+	add := func(id, typ, props string) *Resource {
+		r := &Resource{Stack: st, LogicalID: id, Type: typ, Properties: map[string]json.RawMessage{}}
+		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
+			t.Fatal(err)
+		}
+		st.Resources[id] = r
+		return r
+	}
+	fn := add("Fn", "AWS::Lambda::Function", `{}`)
+	fn.Metadata = map[string]json.RawMessage{MetadataSource: json.RawMessage(`"lambdas/controller"`)}
+	sized := add("Sized", "AWS::Lambda::Function", `{"Timeout": 60, "MemorySize": 256, "ReservedConcurrentExecutions": 2, "Environment": {"Variables": {"A": "1"}}}`)
+	m := add("Map", "AWS::Lambda::EventSourceMapping", `{"EventSourceArn": "arn:q", "FunctionName": "f"}`)
+	off := add("Off", "AWS::Lambda::EventSourceMapping", `{"EventSourceArn": "arn:q", "FunctionName": "f", "BatchSize": 1, "Enabled": false, "FunctionResponseTypes": ["ReportBatchItemFailures"]}`)
+	fifo := add("TenantQueue", "AWS::SQS::Queue", `{"FifoQueue": true, "VisibilityTimeout": 330}`)
+	asm := &Assembly{Stacks: []*Stack{st}}
+	res, err := NewResolver(asm, "us-east-1", "000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := asm.ReadFunction(res, fn); err != nil || f.Source != "lambdas/controller" || f.Timeout != 3*time.Second || f.MemoryMB != 128 || f.Variables == nil {
+		t.Errorf("function without settings: got %+v, %v; want lambdas/controller, 3 s, 128 MB, no variables", f, err)
+	}
+	if f, err := asm.ReadFunction(res, sized); err != nil || f.Timeout != time.Minute || f.MemoryMB != 256 || f.Reserved != 2 || f.Variables["A"] != "1" {
+		t.Errorf("function with settings: got %+v, %v", f, err)
+	}
+	if got, err := ReadMapping(res, m); err != nil || got.BatchSize != 10 || !got.Enabled || got.ReportBatchItemFailures {
+		t.Errorf("mapping without settings: got %+v, %v; want batch 10, enabled", got, err)
+	}
+	if got, err := ReadMapping(res, off); err != nil || got.BatchSize != 1 || got.Enabled || !got.ReportBatchItemFailures {
+		t.Errorf("mapping with settings: got %+v, %v; want batch 1, disabled, batch item failures", got, err)
+	}
+	if q, err := ReadQueue(res, fifo); err != nil || q.Name != "tenantqueue.fifo" || q.Attributes["FifoQueue"] != "true" || q.Attributes["VisibilityTimeout"] != "330" {
+		t.Errorf("FIFO queue without a name: got %+v, %v; want tenantqueue.fifo, FifoQueue, VisibilityTimeout 330", q, err)
+	}
+}
