@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -373,6 +374,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
+			Uploaders:               arnPrincipals(c.Uploaders),
 			Shared:                  o.shared(topic),
 		}
 		// The file's tenants were checked once, by Load: the pool skips that check.
@@ -398,6 +400,15 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		ImportedBucketPolicy(first, firstBucket, o)
 	}
 	return out, nil
+}
+
+// arnPrincipals are the principals of the ARNs, nil for none.
+func arnPrincipals(arns []string) []awsiam.IPrincipal {
+	var out []awsiam.IPrincipal
+	for _, a := range arns {
+		out = append(out, awsiam.NewArnPrincipal(jsii.String(a)))
+	}
+	return out
 }
 
 // shared are the props both tiers take from the options.
