@@ -66,6 +66,7 @@ func TestCfnLint(t *testing.T) {
 	}{
 		{"ingest stack", stacks.Options{}},
 		{"pools", stacks.Options{TenantsFile: filepath.Join("testdata", "pool.json")}},
+		{"a pool's uploader role", stacks.Options{TenantsFile: filepath.Join("testdata", "uploads.json")}},
 		{"core systems", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json")}},
 		{"core systems, existing bucket", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json"), BucketName: "existing-ingest-bucket"}},
 		{"existing bucket and alarm topic", stacks.Options{BucketName: "existing-ingest-bucket", AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},

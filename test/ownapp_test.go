@@ -60,6 +60,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
@@ -112,6 +113,20 @@ func build(app awscdk.App) func() error {
 				Bucket: bucket,
 			})
 			silo("hooli", "inbox/hooli/")
+		case "uploads":
+			// Operators by ARN, a customer's uploads in both tiers, a platform's uploader role.
+			ops := tenantpipeline.Operators{PrincipalARNs: []string{"arn:aws:iam::123456789012:role/ops/*"}}
+			acme := tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+				Bucket: bucket, SharedProps: tenantpipeline.SharedProps{Operators: ops},
+			})
+			pool.Shared.Operators = ops
+			pool.Uploaders = []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String("arn:aws:iam::123456789012:role/platform"))}
+			p := tenantpipeline.NewPool(stack, "Pool", pool)
+			customer := awsiam.NewRole(stack, jsii.String("Customer"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+			acme.GrantUpload(customer)
+			p.GrantUpload("hooli", customer)
+			return nil
 		}
 		tenantpipeline.NewPool(stack, "Pool", pool)
 		return nil
@@ -196,6 +211,36 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOwnAppUploadsAndOperators: in a user's own app, GrantUpload gives a customer's role the
+// uploads of a silo tenant and of a pooled tenant and nothing else, the pool's uploader role and
+// output exist, and every Deny exempts the operators by ARN alone.
+func TestOwnAppUploadsAndOperators(t *testing.T) {
+	outdir := t.TempDir()
+	if code, out := runOwnApp(t, "uploads", outdir); code != 0 {
+		t.Fatalf("got exit status %d, want 0:\n%s", code, out)
+	}
+	var tpl map[string]any
+	b, err := os.ReadFile(filepath.Join(outdir, "MyPipeline.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	bucket := getAtt(onlyID(t, tpl, "AWS::S3::Bucket", "Ingest"))
+	got := tierStatements(tpl, "CustomerDefaultPolicy")
+	if want := []string{uploadStatement(bucket, "inbox/acme/"), uploadStatement(bucket, "pools/default/hooli/")}; !slices.Equal(got, want) {
+		t.Errorf("got the customer's statements\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := tierStatements(tpl, "PoolUploaderRoleDefaultPolicy"), []string{uploadStatement(bucket, "pools/default/${aws:PrincipalTag/tenant}/")}; !slices.Equal(got, want) {
+		t.Errorf("got the uploader role's statements\n%s\nwant\n%s", strings.Join(got, "\n"), want[0])
+	}
+	checkOperatorDenies(t, tpl, map[string]any{
+		"Ingest": controlWriteActions, "TenantacmeQueue": "sqs:SendMessage", "TenantacmeRuleDeadLetterQueue": "sqs:SendMessage",
+		"PoolQueue": "sqs:SendMessage", "PoolIntake": "sqs:SendMessage", "PoolRuleDeadLetterQueue": "sqs:SendMessage",
+	})
 }
 
 // TestOwnAppSynthesizesAndPipectlFindsItsTenants: the valid own app synthesizes with the bucket's

@@ -59,8 +59,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 	t.Run("queues deny sends but the intended senders", func(t *testing.T) {
 		deny := func(q string, roles []any, sources []any) map[string]any {
 			cond := map[string]any{
-				"ArnNotLike":      map[string]any{"aws:PrincipalArn": roles},
-				"StringNotEquals": map[string]any{"aws:PrincipalTag/tenantpipeline-operator": "true"},
+				"ArnNotLike": map[string]any{"aws:PrincipalArn": roles},
 			}
 			if sources != nil {
 				cond["ArnNotEquals"] = map[string]any{"aws:SourceArn": sources}

@@ -40,8 +40,9 @@ func logicalIDOfType(t *testing.T, tpl map[string]any, typ string) string {
 
 func getAtt(id string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, "Arn"}} }
 
-// queueDeny is the exact statement a tenant's queue policy must carry for queueID.
-func queueDeny(queueID, ruleID, controllerRoleID, tagKey, tagValue string, operatorARNs ...any) map[string]any {
+// queueDeny is the exact statement a tenant's queue policy must carry for queueID: operators are
+// exempt by ARN alone, never by a tag.
+func queueDeny(queueID, ruleID, controllerRoleID string, operatorARNs ...any) map[string]any {
 	return map[string]any{
 		"Sid":       "OnlyTheRuleThePipelineAndOperatorsSend",
 		"Effect":    "Deny",
@@ -51,15 +52,28 @@ func queueDeny(queueID, ruleID, controllerRoleID, tagKey, tagValue string, opera
 		"Condition": map[string]any{
 			// ANDed: the Deny applies unless the request comes from the rule, the controller's
 			// role or an operator; each negated operator also holds when its key is absent.
-			"ArnNotEquals":    map[string]any{"aws:SourceArn": getAtt(ruleID)},
-			"ArnNotLike":      map[string]any{"aws:PrincipalArn": append([]any{getAtt(controllerRoleID)}, operatorARNs...)},
-			"StringNotEquals": map[string]any{"aws:PrincipalTag/" + tagKey: tagValue},
+			"ArnNotEquals": map[string]any{"aws:SourceArn": getAtt(ruleID)},
+			"ArnNotLike":   map[string]any{"aws:PrincipalArn": append([]any{getAtt(controllerRoleID)}, operatorARNs...)},
 		},
 	}
 }
 
+// controlWriteActions are the S3 actions that write an object, a version, its ACL, tags,
+// retention or legal hold, replicate or restore one, or abort an upload: the actions of access
+// level Write, Tagging and Permissions management on the object resource
+// (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html), written
+// out, not taken from the construct.
+var controlWriteActions = []any{
+	"s3:PutObject", "s3:PutObjectAcl", "s3:PutObjectVersionAcl",
+	"s3:PutObjectTagging", "s3:PutObjectVersionTagging", "s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging",
+	"s3:PutObjectRetention", "s3:PutObjectLegalHold",
+	"s3:DeleteObject", "s3:DeleteObjectVersion",
+	"s3:ReplicateObject", "s3:ReplicateDelete", "s3:ReplicateTags",
+	"s3:RestoreObject", "s3:AbortMultipartUpload",
+}
+
 // bucketDeny is the exact statement the ingest bucket's policy must carry.
-func bucketDeny(bucketArn any, rolePath, tagKey, tagValue string, operatorARNs ...any) map[string]any {
+func bucketDeny(bucketArn any, rolePath string, operatorARNs ...any) map[string]any {
 	res := func(prefix string) any {
 		if s, ok := bucketArn.(string); ok {
 			return map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":s3:::" + s + "/" + prefix + "*"}}}
@@ -71,11 +85,10 @@ func bucketDeny(bucketArn any, rolePath, tagKey, tagValue string, operatorARNs .
 		"Sid":       "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine",
 		"Effect":    "Deny",
 		"Principal": "*",
-		"Action":    []any{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
+		"Action":    controlWriteActions,
 		"Resource":  []any{res("control/"), res("work/"), res("quarantine/"), res("results/")},
 		"Condition": map[string]any{
-			"ArnNotLike":      map[string]any{"aws:PrincipalArn": append([]any{roles}, operatorARNs...)},
-			"StringNotEquals": map[string]any{"aws:PrincipalTag/" + tagKey: tagValue},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": append([]any{roles}, operatorARNs...)},
 		},
 	}
 }
@@ -91,7 +104,7 @@ func hasStatement(t *testing.T, tpl assertions.Template, typ string, extra map[s
 
 // TestQueuesDenySendsButTheRuleThePipelineAndOperators: both queues of every tenant (the FIFO
 // queue, and the rule's dead-letter queue that pipectl replays from) deny sqs:SendMessage to all
-// but the tenant's rule, the controller's role and the default operator tag.
+// but the tenant's rule and the controller's role: by default there are no operators.
 func TestQueuesDenySendsButTheRuleThePipelineAndOperators(t *testing.T) {
 	sharedApp(t)
 	for _, tenant := range sampleTenants {
@@ -102,7 +115,7 @@ func TestQueuesDenySendsButTheRuleThePipelineAndOperators(t *testing.T) {
 			dlq, _ := ruleDLQ(t, shared.template, tenant)
 			for _, q := range []string{fifo, dlq} {
 				hasStatement(t, shared.tenants, "AWS::SQS::QueuePolicy", map[string]any{"Queues": []any{map[string]any{"Ref": q}}},
-					queueDeny(q, ruleID, controller, "tenantpipeline-operator", "true"))
+					queueDeny(q, ruleID, controller))
 			}
 		})
 	}
@@ -115,7 +128,7 @@ func TestIngestBucketDeniesForeignWrites(t *testing.T) {
 	sharedApp(t)
 	bucket := logicalIDOfType(t, templateJSON(shared.ingest), "AWS::S3::Bucket")
 	hasStatement(t, shared.ingest, "AWS::S3::BucketPolicy", nil,
-		bucketDeny(getAtt(bucket), "/tenantpipeline/TenantPipeline/", "tenantpipeline-operator", "true"))
+		bucketDeny(getAtt(bucket), "/tenantpipeline/TenantPipeline/"))
 	// The app adds the Deny before the tenants' and pools' constructs, which then add none.
 	denies := 0
 	for _, pol := range byType(templateJSON(shared.ingest), "AWS::S3::BucketPolicy") {
@@ -148,10 +161,9 @@ func TestFunctionRolesAreUnderTheRolePath(t *testing.T) {
 	}
 }
 
-// TestOperatorsFromContext: the operator set of the CDK context reaches both Deny statements.
+// TestOperatorsFromContext: the operator ARNs of the CDK context reach both Deny statements.
 func TestOperatorsFromContext(t *testing.T) {
 	app := testAppWithContext(t, map[string]any{
-		stacks.CtxOperatorTag:  "team=pipeline-ops",
 		stacks.CtxOperatorArns: "arn:aws:iam::123456789012:role/ops/*, arn:aws:iam::123456789012:user/alice",
 		stacks.CtxStackPrefix:  "Corp",
 	})
@@ -167,20 +179,24 @@ func TestOperatorsFromContext(t *testing.T) {
 	arns := []any{"arn:aws:iam::123456789012:role/ops/*", "arn:aws:iam::123456789012:user/alice"}
 	ingest := assertions.Template_FromStack(built.Ingest, nil)
 	hasStatement(t, ingest, "AWS::S3::BucketPolicy", nil,
-		bucketDeny(getAtt(logicalIDOfType(t, templateJSON(ingest), "AWS::S3::Bucket")), "/tenantpipeline/Corp/", "team", "pipeline-ops", arns...))
+		bucketDeny(getAtt(logicalIDOfType(t, templateJSON(ingest), "AWS::S3::Bucket")), "/tenantpipeline/Corp/", arns...))
 	tenants := assertions.Template_FromStack(built.TenantStacks[0], nil)
 	tpl := templateJSON(tenants)
 	ruleID, _ := fileRule(t, tpl, "acme")
 	fifo, _ := fifoQueue(t, tpl, "acme")
 	hasStatement(t, tenants, "AWS::SQS::QueuePolicy", map[string]any{"Queues": []any{map[string]any{"Ref": fifo}}},
-		queueDeny(fifo, ruleID, roleID(t, tpl, "acme", "Controller"), "team", "pipeline-ops", arns...))
+		queueDeny(fifo, ruleID, roleID(t, tpl, "acme", "Controller"), arns...))
 }
 
-// TestBadOperatorTagContextFails: a context value that is not key=value names the key and the form.
-func TestBadOperatorTagContextFails(t *testing.T) {
-	app := testAppWithContext(t, map[string]any{stacks.CtxOperatorTag: "team"})
-	if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), `context operatorTag: "team" is not key=value`) {
-		t.Errorf("got %v, want an error naming operatorTag and key=value", err)
+// TestOperatorTagContextIsRefused: a session can claim any tag, so an operator tag in the context
+// fails synth with a message that says to name operators by ARN.
+func TestOperatorTagContextIsRefused(t *testing.T) {
+	app := testAppWithContext(t, map[string]any{stacks.CtxOperatorTag: "team=pipeline-ops"})
+	_, err := stacks.OptionsFromContext(app)
+	for _, want := range []string{`context operatorTag "team=pipeline-ops" is no longer read`, "set -c operatorArns="} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error containing %q", err, want)
+		}
 	}
 }
 
@@ -198,10 +214,11 @@ func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
 	}
 	got := flatten(t, get(t, out, "Value"))
 	want := `{"Sid":"OnlyThePipelineAndOperatorsWriteControlWorkQuarantine","Effect":"Deny","Principal":"*",` +
-		`"Action":["s3:PutObject","s3:DeleteObject","s3:DeleteObjectVersion"],` +
+		`"Action":["s3:PutObject","s3:PutObjectAcl","s3:PutObjectVersionAcl","s3:PutObjectTagging","s3:PutObjectVersionTagging",` +
+		`"s3:DeleteObjectTagging","s3:DeleteObjectVersionTagging","s3:PutObjectRetention","s3:PutObjectLegalHold","s3:DeleteObject","s3:DeleteObjectVersion",` +
+		`"s3:ReplicateObject","s3:ReplicateDelete","s3:ReplicateTags","s3:RestoreObject","s3:AbortMultipartUpload"],` +
 		`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/control/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/work/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/quarantine/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/results/*"],` +
-		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]},` +
-		`"StringNotEquals":{"aws:PrincipalTag/tenantpipeline-operator":"true"}}}`
+		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]}}}`
 	if got != want {
 		t.Errorf("got output\n%s\nwant\n%s", got, want)
 	}

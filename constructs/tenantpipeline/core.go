@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -51,6 +52,9 @@ type core struct {
 	functionLogs []awslogs.LogGroup
 	// roles are the functions whose roles lie under RolePath.
 	roles []awslambda.IFunction
+	// key is the customer-managed key that encrypts the bucket's objects, which an upload must use
+	// (grantUpload); nil for the bucket's default encryption.
+	key awskms.IKey
 }
 
 // coreProps is what differs between the tiers for the core.

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
@@ -92,4 +93,23 @@ func ExampleNewPool() {
 	// pools/default/
 	// hooli pools/default/hooli/
 	// umbrella pools/default/umbrella/
+}
+
+// A customer's role may upload one pooled tenant's files (and a silo tenant's, with
+// TenantPipeline.GrantUpload); a platform that signs its customers in itself assumes the pool's
+// UploaderRole with the session tag tenant=<id>.
+func ExampleTenantPool_GrantUpload() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+	pool := tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+		Name:      "default",
+		Bucket:    bucket,
+		Tenants:   []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli"}},
+		Uploaders: []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String("arn:aws:iam::123456789012:role/platform"))},
+	})
+	customer := awsiam.NewRole(stack, jsii.String("Hooli"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountPrincipal(jsii.String("210987654321"))})
+	// s3:PutObject and the multipart actions on pools/default/hooli/*, over TLS, nothing else.
+	pool.GrantUpload("hooli", customer)
+	awscdk.NewCfnOutput(stack, jsii.String("UploaderRole"), &awscdk.CfnOutputProps{Value: pool.UploaderRole.RoleArn()})
 }

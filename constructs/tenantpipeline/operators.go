@@ -38,8 +38,11 @@ import (
 //     is the role's ARN, path included, not the session's assumed-role ARN; so a role ARN or an
 //     ArnLike pattern over a role path names every session of those roles.
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn
-//   - aws:PrincipalTag/<key> holds the tags attached to the calling user or role, and session tags.
+//   - aws:PrincipalTag/<key> holds the tags attached to the calling user or role, and the session's
+//     tags, which whoever may call sts:TagSession on some role sets as it likes. So no tag ever
+//     exempts anybody: an operator is named by ARN.
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principaltag
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html
 //   - EventBridge sends to an SQS target as the events.amazonaws.com service, with aws:SourceArn
 //     set to the rule's ARN; only the service sets that key.
 //     https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions
@@ -47,60 +50,41 @@ import (
 
 // Operators are the principals, besides the pipeline's own roles, that may steer a tenant: send to
 // its queue (pipectl redrive under continue, replay, replay --from-dlq) and write under control/
-// (pipectl skip), work/ and quarantine/ of the ingest bucket. Everybody else is denied by the
-// queues' and the bucket's policies, whatever their own IAM policies allow. A principal is an
-// operator when it carries the tag, or when its ARN matches one of PrincipalARNs.
+// (pipectl skip), work/, quarantine/ and results/ of the ingest bucket. Everybody else is denied by
+// the queues' and the bucket's policies, whatever their own IAM policies allow. A principal is an
+// operator when its ARN matches one of PrincipalARNs, never by a tag: a session's tags are
+// aws:PrincipalTag too, and a session sets its own.
 type Operators struct {
-	// TagKey and TagValue: IAM roles and users tagged TagKey=TagValue are operators
-	// (aws:PrincipalTag). Whoever may tag IAM principals (iam:TagRole, iam:TagUser) can make an
-	// operator: grant those actions as carefully as the operator role itself.
-	// Default: tenantpipeline-operator=true.
-	TagKey   string
-	TagValue string
 	// PrincipalARNs are operator role or user ARNs, matched with ArnLike on aws:PrincipalArn, so a
 	// wildcard may stand for a path ("arn:aws:iam::123456789012:role/ops/*"). Use the role's ARN,
-	// never an assumed-role session ARN. Default: none.
+	// never an assumed-role session ARN. Whoever may create roles under a wildcard's path
+	// (iam:CreateRole) can make an operator: grant that as carefully as the operator role itself.
+	// Default: none; only the pipeline's own roles steer, and pipectl's skip, redrive (continue)
+	// and replay are refused.
 	PrincipalARNs []string
 }
 
-// Defaults of the operator set and of the pipeline's role path.
-const (
-	DefaultOperatorTagKey   = "tenantpipeline-operator"
-	DefaultOperatorTagValue = "true"
-	// DefaultRolePath is the IAM path of the functions' roles.
-	DefaultRolePath = "/tenantpipeline/"
-)
+// DefaultRolePath is the IAM path of the functions' roles.
+const DefaultRolePath = "/tenantpipeline/"
 
-func (o Operators) withDefaults() Operators {
-	if o.TagKey == "" && o.TagValue == "" {
-		o.TagKey, o.TagValue = DefaultOperatorTagKey, DefaultOperatorTagValue
-	}
-	return o
-}
+// iamARNRe is an IAM role or user ARN, the account and the name part possibly wildcards.
+var iamARNRe = regexp.MustCompile(`^arn:[a-z*-]+:iam::(\d{12}|\*):(role|user)/(\S+)$`)
 
-// IAM's rules: tag keys 1-128 and values 0-256 characters of letters, digits, spaces and + - = . _ : / @
-// (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html); a path is "/" or "/.../" of
-// printable ASCII, at most 512 characters
+// IAM's rule for a path: "/" or "/.../" of printable ASCII, at most 512 characters
 // (https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html, Path).
-var (
-	tagKeyRe   = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$`)
-	tagValueRe = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}$`)
-	rolePathRe = regexp.MustCompile(`^/([\x21-\x7E]*/)?$`)
-	iamARNRe   = regexp.MustCompile(`^arn:[a-z*-]+:iam::(\d{12}|\*):(role|user)/\S+$`)
-)
+var rolePathRe = regexp.MustCompile(`^/([\x21-\x7E]*/)?$`)
 
 // validate reports problems in the operator set, each naming the field and the fix.
 func (o Operators) validate(bad func(format string, args ...any)) {
-	if !tagKeyRe.MatchString(o.TagKey) || strings.HasPrefix(strings.ToLower(o.TagKey), "aws:") {
-		bad("Operators.TagKey %q is not an IAM tag key: use 1-128 letters, digits, spaces and + - = . _ : / @, not starting with aws:", o.TagKey)
-	}
-	if !tagValueRe.MatchString(o.TagValue) {
-		bad("Operators.TagValue %q is not an IAM tag value: use at most 256 letters, digits, spaces and + - = . _ : / @", o.TagValue)
-	}
 	for _, a := range o.PrincipalARNs {
-		if !iamARNRe.MatchString(a) {
+		m := iamARNRe.FindStringSubmatch(a)
+		switch {
+		case m == nil:
 			bad("Operators.PrincipalARNs: %q is not an IAM role or user ARN (arn:aws:iam::<account>:role/<path><name>); "+
 				"an assumed-role session ARN (arn:aws:sts::…:assumed-role/…) never matches aws:PrincipalArn", a)
+		case strings.ContainsAny(m[3][:1], "*?"):
+			bad("Operators.PrincipalARNs: %q would make every %s of the account an operator: name the role, or a path of operator roles "+
+				"(arn:aws:iam::<account>:role/ops/*)", a, m[2])
 		}
 	}
 }
@@ -108,12 +92,11 @@ func (o Operators) validate(bad func(format string, args ...any)) {
 func validRolePath(p string) bool { return len(p) <= 512 && rolePathRe.MatchString(p) }
 
 // exemptConditions is the condition block of a Deny that spares the principals whose ARN matches
-// one of arns and the operators, and, with sourceARN, the requests a service makes on behalf of
-// that resource.
+// one of arns and the operators', by aws:PrincipalArn alone, and, with sourceARN, the requests a
+// service makes on behalf of that resource.
 func exemptConditions(arns []string, o Operators, sourceARNs ...string) map[string]any {
 	c := map[string]any{
-		"ArnNotLike":      map[string]any{"aws:PrincipalArn": append(append([]string{}, arns...), o.PrincipalARNs...)},
-		"StringNotEquals": map[string]any{"aws:PrincipalTag/" + o.TagKey: o.TagValue},
+		"ArnNotLike": map[string]any{"aws:PrincipalArn": append(append([]string{}, arns...), o.PrincipalARNs...)},
 	}
 	switch len(sourceARNs) {
 	case 0:
@@ -148,8 +131,26 @@ func (t *TenantPipeline) denyForeignSends() {
 // files' results (results/), which a tenant must be able to trust as the pipeline's own.
 var ControlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipeline.QuarantinePrefix, pipeline.ResultsPrefix}
 
-// BucketWriteDeny is the statement the ingest bucket's policy carries: s3:PutObject (which also
-// authorizes copies and multipart uploads), s3:DeleteObject and s3:DeleteObjectVersion under
+// ControlWriteActions are the S3 actions the bucket's Deny refuses under ControlPrefixes: every
+// object-level action of access level Write, Tagging or Permissions management that writes,
+// replaces or removes an object, one of its versions, its ACL, tags, retention or legal hold.
+// s3:PutObject also authorizes copies and the multipart upload's create, part and complete calls
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuAndPermissions.html); a replication
+// writes objects, delete markers and tags with s3:ReplicateObject, s3:ReplicateDelete and
+// s3:ReplicateTags; s3:RestoreObject writes a temporary copy of an archived object, and
+// s3:AbortMultipartUpload ends another principal's upload. The pipeline never needs the last two
+// under these prefixes, so they are refused to outsiders too (fail closed).
+// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html
+var ControlWriteActions = []string{
+	"s3:PutObject", "s3:PutObjectAcl", "s3:PutObjectVersionAcl",
+	"s3:PutObjectTagging", "s3:PutObjectVersionTagging", "s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging",
+	"s3:PutObjectRetention", "s3:PutObjectLegalHold",
+	"s3:DeleteObject", "s3:DeleteObjectVersion",
+	"s3:ReplicateObject", "s3:ReplicateDelete", "s3:ReplicateTags",
+	"s3:RestoreObject", "s3:AbortMultipartUpload",
+}
+
+// BucketWriteDeny is the statement the ingest bucket's policy carries: ControlWriteActions under
 // ControlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
 // pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
 // stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
@@ -192,7 +193,6 @@ type statement struct {
 }
 
 func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) statement {
-	ops = ops.withDefaults()
 	var resources []string
 	for _, p := range ControlPrefixes {
 		resources = append(resources, *bucket.ArnForObjects(jsii.String(p + "*")))
@@ -202,7 +202,7 @@ func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) state
 		Sid:       "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine",
 		Effect:    "Deny",
 		Principal: "*",
-		Action:    []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"},
+		Action:    ControlWriteActions,
 		Resource:  resources,
 		Condition: exemptConditions([]string{roles}, ops),
 	}

@@ -110,6 +110,10 @@ type TenantPool struct {
 	// session tag tenant=<id> (${aws:PrincipalTag/tenant}). The controller, Split and Register
 	// assume it for one tenant at a time (tenantrole.go).
 	TenantRole awsiam.Role
+	// UploaderRole is the role a platform that authenticates its customers assumes, with the
+	// session tag tenant=<id>, to upload that tenant's files under "<Prefix><id>/" and nowhere
+	// else (upload.go). Nil without PoolProps.Uploaders.
+	UploaderRole awsiam.Role
 
 	functionLogs []awslogs.LogGroup
 	app          *appCheck
@@ -175,6 +179,12 @@ type PoolProps struct {
 	// messages SQS scans for deliverable groups (README, "A bounded backlog per tenant"). 1 to
 	// 1,000. Default: 10 (backlog.DefaultMaxQueued).
 	MaxQueuedFilesPerTenant int
+	// Uploaders may assume UploaderRole with the session tag tenant=<id> to upload that tenant's
+	// files: the platform's own service that authenticates customers and vends their upload
+	// credentials or presigned URLs (README, "Customers upload"). Use role ARNs
+	// (awsiam.NewArnPrincipal) or roles of the app, never a whole account.
+	// Default: none, and no UploaderRole.
+	Uploaders []awsiam.IPrincipal
 	// Shared are the props every tenant of the pool shares, as a TenantPipeline's Props embed them:
 	// timeouts, memory, wake events, log retention, alarm thresholds and topic, the event bus,
 	// operators, role path. Default: SharedProps' defaults; RegisterMemoryMB is the largest any
@@ -245,6 +255,11 @@ func (p PoolProps) check(fromFile bool) error {
 	}
 	if len(p.Tenants) == 0 {
 		bad("Tenants is empty: a pool needs at least one tenant")
+	}
+	for i, u := range p.Uploaders {
+		if u == nil {
+			bad("Uploaders[%d] is nil: name a principal (awsiam.NewArnPrincipal(<role ARN>)), or remove it", i)
+		}
 	}
 	for _, t := range p.Tenants {
 		if t.RegisterURL == "" && t.DynamoDB == nil {
@@ -466,6 +481,7 @@ func (t *TenantPool) build() {
 	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
 	c.placeRoles()
 	t.denyForeignSends()
+	t.newUploaderRole()
 	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
 	t.Alarms = t.newAlarms()
 	t.dependOnRules()
@@ -578,6 +594,9 @@ func (t *TenantPool) addOutput() {
 		RouterFunction:         *t.Router.FunctionName(),
 		EventSourceMappingUUID: *t.EventSource.EventSourceMappingId(),
 		DLQURL:                 *t.RuleDeadLetterQueue.QueueUrl(),
+	}
+	if t.UploaderRole != nil {
+		o.UploaderRoleARN = *t.UploaderRole.RoleArn()
 	}
 	t.Output = awscdk.NewCfnOutput(t.Construct, jsii.String("Output"), &awscdk.CfnOutputProps{
 		Description: jsii.String("Pool " + p.Name + " for pipectl (JSON, version 1)"),

@@ -145,14 +145,15 @@ type SharedProps struct {
 	// control messages (pipectl redrive, replay) into the tenant's queue. The construct gives
 	// the same set to BucketWriteDeny in the policy of an ingest bucket created in the app; for
 	// an imported bucket, its owner adds BucketWriteDenyJSON's statement (docs/operations.md,
-	// "Who may steer a tenant").
-	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
+	// "Who may steer a tenant"). Operators are named by ARN (Operators.PrincipalARNs), never by a
+	// tag, which a session can claim.
+	// Default: no operators; only the pipeline's own roles steer.
 	Operators Operators
 
 	// RolePath is the IAM path of the functions' roles (controller, split, the bundled register):
-	// BucketWriteDeny lets the roles under it write the bucket's control/, work/ and quarantine/
-	// prefixes. "/" or "/<segments>/", printable ASCII, at most 512 characters. Changing it
-	// replaces the roles. Default: /tenantpipeline/.
+	// BucketWriteDeny lets the roles under it write the bucket's control/, work/, quarantine/ and
+	// results/ prefixes, so keep every other role off it. "/" or "/<segments>/", printable ASCII,
+	// at most 512 characters. Changing it replaces the roles. Default: /tenantpipeline/.
 	RolePath string
 }
 
@@ -260,7 +261,6 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 		s.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
 	s.Alarms = s.Alarms.withDefaults(s.WorkflowTimeout)
-	s.Operators = s.Operators.withDefaults()
 	if s.RolePath == "" {
 		s.RolePath = DefaultRolePath
 	}

@@ -45,8 +45,6 @@ func TestDefaults(t *testing.T) {
 		{"SplitMemoryMB", p.SplitMemoryMB, 256},
 		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
-		{"Operators.TagKey", p.Operators.TagKey, "tenantpipeline-operator"},
-		{"Operators.TagValue", p.Operators.TagValue, "true"},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
 	} {
@@ -68,8 +66,9 @@ func TestValidateRejects(t *testing.T) {
 		{"no bucket", func(p *Props) { p.Bucket = nil }, `tenant "acme": Bucket is required`},
 		{"role path without slashes", func(p *Props) { p.RolePath = "ops" }, `role path "ops" is not an IAM path: set RolePath to`},
 		{"role path not ending in a slash", func(p *Props) { p.RolePath = "/ops" }, `role path "/ops" is not an IAM path: set RolePath to`},
-		{"operator tag key in the aws: namespace", func(p *Props) { p.Operators.TagKey = "aws:team" }, `Operators.TagKey "aws:team" is not an IAM tag key`},
-		{"operator tag value with a quote", func(p *Props) { p.Operators = Operators{TagKey: "team", TagValue: `o"ps`} }, `Operators.TagValue "o\"ps" is not an IAM tag value`},
+		{"operator ARN of every role", func(p *Props) {
+			p.Operators.PrincipalARNs = []string{"arn:aws:iam::123456789012:role/*"}
+		}, `"arn:aws:iam::123456789012:role/*" would make every role of the account an operator`},
 		{"operator ARN of a session", func(p *Props) {
 			p.Operators.PrincipalARNs = []string{"arn:aws:sts::123456789012:assumed-role/Ops/alice"}
 		}, `"arn:aws:sts::123456789012:assumed-role/Ops/alice" is not an IAM role or user ARN`},

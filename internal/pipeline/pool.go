@@ -153,4 +153,7 @@ type PoolOutput struct {
 	RouterFunction         string `json:"routerFunction"`
 	EventSourceMappingUUID string `json:"eventSourceMappingUuid,omitempty"`
 	DLQURL                 string `json:"dlqUrl,omitempty"`
+	// UploaderRoleARN is the pool's uploader role, which a session tagged tenant=<id> assumes to
+	// upload that tenant's files; empty when the pool names no uploaders.
+	UploaderRoleARN string `json:"uploaderRoleArn,omitempty"`
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -38,9 +39,11 @@ const (
 	// CtxStrictAssignment "true" makes synth fail instead of creating or changing the assignment
 	// file; "false" lets it write the file even under CI=true. Default: strict when CI=true.
 	CtxStrictAssignment = "strictAssignment"
-	CtxOperatorTag      = "operatorTag"
-	CtxOperatorArns     = "operatorArns"
-	CtxRegisterDesign   = "registerDesign"
+	// CtxOperatorTag is refused: operators are named by ARN (CtxOperatorArns), since a session
+	// can claim any tag.
+	CtxOperatorTag    = "operatorTag"
+	CtxOperatorArns   = "operatorArns"
+	CtxRegisterDesign = "registerDesign"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
 	// CtxMoveTenants confirms, comma-separated, the tenants that move between tiers or pools, or
@@ -87,8 +90,8 @@ type Options struct {
 	StrictAssignment bool
 	// Operators may steer every tenant besides the pipeline itself: send to the tenants' queues
 	// and write the ingest bucket's control/, work/ and quarantine/ prefixes
-	// (tenantpipeline.Operators). Context: operatorTag "key=value", operatorArns comma-separated.
-	// Default: principals tagged tenantpipeline-operator=true, no ARNs.
+	// (tenantpipeline.Operators). Context: operatorArns, role or user ARNs (ArnLike patterns),
+	// comma-separated. Default: none; only the pipeline's own roles steer.
 	Operators tenantpipeline.Operators
 	// DefaultTier is the tier of tenants that set no "tier": tenants.TierSilo or tenants.TierPool.
 	// Default: silo.
@@ -148,11 +151,11 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		return o, fmt.Errorf("context %s: %q is not true or false", CtxStrictAssignment, v)
 	}
 	if v := get(CtxOperatorTag); v != "" {
-		key, value, ok := strings.Cut(v, "=")
-		if !ok || key == "" {
-			return o, fmt.Errorf("context %s: %q is not key=value (e.g. %s=%s)", CtxOperatorTag, v, tenantpipeline.DefaultOperatorTagKey, tenantpipeline.DefaultOperatorTagValue)
-		}
-		o.Operators.TagKey, o.Operators.TagValue = key, value
+		// aws:PrincipalTag holds a session's own tags, which whoever may call sts:TagSession sets
+		// (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html).
+		return o, fmt.Errorf("context %s %q is no longer read: a session can claim any tag, so operators are named by ARN: "+
+			"remove %s and set -c %s=<role ARNs, comma-separated>, e.g. arn:aws:iam::123456789012:role/ops/* (docs/operations.md, \"Who may steer a tenant\")",
+			CtxOperatorTag, v, CtxOperatorTag, CtxOperatorArns)
 	}
 	if v := get(CtxOperatorArns); v != "" {
 		for _, a := range strings.Split(v, ",") {
@@ -371,6 +374,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
+			Uploaders:               arnPrincipals(c.Uploaders),
 			Shared:                  o.shared(topic),
 		}
 		// The file's tenants were checked once, by Load: the pool skips that check.
@@ -396,6 +400,15 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		ImportedBucketPolicy(first, firstBucket, o)
 	}
 	return out, nil
+}
+
+// arnPrincipals are the principals of the ARNs, nil for none.
+func arnPrincipals(arns []string) []awsiam.IPrincipal {
+	var out []awsiam.IPrincipal
+	for _, a := range arns {
+		out = append(out, awsiam.NewArnPrincipal(jsii.String(a)))
+	}
+	return out
 }
 
 // shared are the props both tiers take from the options.

@@ -86,6 +86,10 @@ type PoolConfig struct {
 	// pool so that tenants × maxQueuedFilesPerTenant stays at or below it. Default: 10; 1 to 1,000; an
 	// explicit 0 is refused.
 	MaxQueuedFilesPerTenant int `json:"maxQueuedFilesPerTenant,omitempty"`
+	// Uploaders are the IAM role (or user) ARNs that may assume the pool's uploader role with the
+	// session tag tenant=<id>, to upload that tenant's files: the platform's service that
+	// authenticates customers. Default: none, and no uploader role.
+	Uploaders []string `json:"uploaders,omitempty"`
 }
 
 // PoolDefaults returns c with its defaults for the pool called name.
@@ -207,6 +211,13 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 		if q := d.MaxQueuedFilesPerTenant; q < backlog.MinMaxQueued || q > backlog.MaxMaxQueued {
 			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use %d to %d (default %d): a tenant's messages in the pool's queue, its later files parked outside it",
 				where, key("maxQueuedFilesPerTenant"), q, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
+		}
+		for _, a := range c.Uploaders {
+			if !uploaderPattern.MatchString(a) || strings.ContainsAny(a, "*?") {
+				errs = append(errs, fmt.Errorf("%s: %s: %q is not an IAM role or user ARN: name the role your platform's service runs as, "+
+					"e.g. \"arn:aws:iam::123456789012:role/platform\" (no wildcards: a trust policy names principals exactly; not an assumed-role session, not a whole account)",
+					where, key("uploaders"), a))
+			}
 		}
 		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
 			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, key("intakeGroups"), d.IntakeGroups, MaxPoolIntakeGroups))
@@ -345,6 +356,13 @@ func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
 // (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name;
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
 // A table name has no "/", so a table prefix ends in "-".
+// uploaderPattern is an IAM role or user ARN as a trust policy's Principal names it: no wildcards,
+// which a Principal element refuses, and not the account's root, which would trust every principal
+// of the account its own policies allow
+// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html).
+// Path and name characters: https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html.
+var uploaderPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:(role|user)/([\x21-\x7E]*/)?[\w+=,.@-]{1,64}$`)
+
 var (
 	secretPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{2,}[/-]$`)
 	tablePrefixPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{2,}-$`)

@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,6 +106,15 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: maxQueuedFilesPerTenant 0 is out of range: use 1 to 1000, or leave it out for 10`}},
 		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups -1 is out of range`}},
+		// The uploader role's trust policy names principals exactly.
+		{"uploader with a wildcard", `{"pools": {"default": {"uploaders": ["arn:aws:iam::123456789012:role/platform/*"]}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: uploaders: "arn:aws:iam::123456789012:role/platform/*" is not an IAM role or user ARN`}},
+		{"uploader session", `{"pools": {"default": {"uploaders": ["arn:aws:sts::123456789012:assumed-role/platform/s1"]}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`uploaders: "arn:aws:sts::123456789012:assumed-role/platform/s1" is not an IAM role or user ARN`}},
+		{"uploader account", `{"pools": {"default": {"uploaders": ["arn:aws:iam::123456789012:root"]}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`uploaders: "arn:aws:iam::123456789012:root" is not an IAM role or user ARN`}},
+		{"uploader not a string list", `{"pools": {"default": {"uploaders": "arn:aws:iam::123456789012:role/platform"}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: uploaders:`}},
 		{"unused pool", `{"pools": {"spare": {}}, "tenants": [{"id": "a"}]}`, []string{`pools.spare: no tenant is in this pool`}},
 		{"unknown pool field", `{"pools": {"default": {"maximumConcurency": 5}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
@@ -172,5 +183,18 @@ func TestPoolDerivedNames(t *testing.T) {
 				t.Errorf("got %v, want no error", err)
 			}
 		})
+	}
+}
+
+// TestPoolUploaders: role and user ARNs, with or without a path, are read as they are.
+func TestPoolUploaders(t *testing.T) {
+	want := []string{"arn:aws:iam::123456789012:role/platform", "arn:aws:iam::123456789012:role/svc/upload-vendor", "arn:aws-cn:iam::123456789012:user/ci"}
+	b, _ := json.Marshal(want)
+	f, err := Parse([]byte(`{"pools": {"default": {"uploaders": `+string(b)+`}}, "tenants": [{"id": "a", "tier": "pool"}]}`), Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Pool("default").Uploaders; !slices.Equal(got, want) {
+		t.Errorf("got uploaders %v, want %v", got, want)
 	}
 }
