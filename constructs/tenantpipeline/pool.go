@@ -466,6 +466,7 @@ func (t *TenantPool) build() {
 	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
 	c.placeRoles()
 	t.denyForeignSends()
+	t.encrypt()
 	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
 	t.Alarms = t.newAlarms()
 	t.dependOnRules()
