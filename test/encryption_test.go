@@ -351,6 +351,24 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 	}
 }
 
+// TestEncryptionAddsNoResourcePerTenant: a key adds properties and policy statements, never a
+// resource per tenant, so 11 tenants of at most 45 resources still fit a stack (MaxTenantsPerStack).
+func TestEncryptionAddsNoResourcePerTenant(t *testing.T) {
+	built, _ := encryptedApp(t, "", stacks.Options{})
+	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	for tenant, want := range map[string]int{"acme": 44, "globex": 45} { // globex: and its created table
+		n := 0
+		for id := range tpl["Resources"].(map[string]any) {
+			if strings.HasPrefix(id, "Tenant"+tenant) {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("tenant %s: got %d resources, want %d", tenant, n, want)
+		}
+	}
+}
+
 // TestEncryptionImportedKeyWarnsWithTheStatements: an imported key's policy cannot be changed, so
 // synth warns with the exact statements, in the key's partition, region and account.
 func TestEncryptionImportedKeyWarnsWithTheStatements(t *testing.T) {

@@ -158,8 +158,6 @@ func objectKey(bucket awss3.IBucket, key awskms.IKey) awskms.IKey {
 }
 
 // stateMachines encrypt the state machines' execution data (input, output, history) with the key.
-// Their own roles get the KMS calls through a policy of their own, since a role's default policy
-// naming its state machine's ARN would make a dependency cycle (the state machine depends on it).
 // https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
 func (e *encryption) stateMachines(sms ...awsstepfunctions.StateMachine) {
 	for _, sm := range sms {
@@ -191,25 +189,33 @@ func (e *encryption) grantStateMachines(grantee awsiam.IGrantable, sms ...awsste
 	grantee.GrantPrincipal().AddToPrincipalPolicy(e.stateMachineStatement(sms...))
 }
 
-// stateMachineRoles gives each state machine's role its own executions (and the ones it starts,
-// startsToo), and, as it logs, a data key for CloudWatch Logs' vended log delivery, whose
-// encryption context is the delivery source (SourceArn), as Step Functions documents for a
-// customer-managed key with logging on.
-func (e *encryption) stateMachineRoles(id string, sm awsstepfunctions.StateMachine, startsToo ...awsstepfunctions.IStateMachine) {
+// stateMachineRole lets a state machine's role use the key for the executions of the state
+// machines it starts (startsToo, by ARN) and for its own, and, as it logs, get a data key for
+// CloudWatch Logs' vended log delivery, whose encryption context is the delivery source (SourceArn),
+// as Step Functions documents for a customer-managed key with logging on. Its own executions are
+// named by the account's state machine ARNs (ArnLike stateMachine:*), not by its own ARN: the state
+// machine depends on its role's policy, so the policy naming the state machine would be a
+// dependency cycle, and a separate policy would add a resource per state machine, past the 500 a
+// stack of 11 tenants can hold. The role is assumable only by Step Functions for a state machine of
+// the account (its trust policy's aws:SourceArn), so it decrypts nothing else.
+func (e *encryption) stateMachineRole(sm awsstepfunctions.StateMachine, startsToo ...awsstepfunctions.IStateMachine) {
 	stack := awscdk.Stack_Of(e.scope)
-	awsiam.NewPolicy(e.scope, jsii.String(id), &awsiam.PolicyProps{
-		Roles: &[]awsiam.IRole{sm.Role()},
-		Statements: &[]awsiam.PolicyStatement{
-			e.stateMachineStatement(append([]awsstepfunctions.IStateMachine{sm}, startsToo...)...),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("kms:GenerateDataKey"),
-				Resources: jsii.Strings(*e.key.KeyArn()),
-				Conditions: &map[string]any{"StringEquals": map[string]any{
-					"kms:EncryptionContext:SourceArn": fmt.Sprintf("arn:%s:logs:%s:%s:*", *stack.Partition(), *stack.Region(), *stack.Account()),
-				}},
-			}),
-		},
-	})
+	own := fmt.Sprintf("arn:%s:states:%s:%s:stateMachine:*", *stack.Partition(), *stack.Region(), *stack.Account())
+	if len(startsToo) > 0 {
+		sm.AddToRolePolicy(e.stateMachineStatement(startsToo...))
+	}
+	sm.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  jsii.Strings(*e.key.KeyArn()),
+		Conditions: &map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:states:stateMachineArn": own}},
+	}))
+	sm.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("kms:GenerateDataKey"),
+		Resources: jsii.Strings(*e.key.KeyArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:EncryptionContext:SourceArn": fmt.Sprintf("arn:%s:logs:%s:%s:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}))
 }
 
 // grantSecrets lets grantee read secrets encrypted with the key through Secrets Manager, whose
@@ -387,8 +393,8 @@ func (t *TenantPipeline) encrypt() {
 	e.grantQueues(t.Controller, false, t.Queue)
 	e.logGroups(t.LogGroups...)
 	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRoles("FileKeyPolicy", t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRoles("SegmentKeyPolicy", t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.Segment)
 	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
 	if t.Table != nil {
 		e.tables(t.Table)
@@ -434,8 +440,8 @@ func (t *TenantPool) encrypt() {
 	e.grantQueues(t.Router, true, t.Queue, t.RuleDeadLetterQueue)
 	e.logGroups(t.LogGroups...)
 	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRoles("FileKeyPolicy", t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRoles("SegmentKeyPolicy", t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.Segment)
 	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
 	e.tables(t.AdmissionTable)
 	e.grantTables(t.Controller, true, t.AdmissionTable)
