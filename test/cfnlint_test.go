@@ -70,6 +70,8 @@ func TestCfnLint(t *testing.T) {
 		{"core systems", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json")}},
 		{"core systems, existing bucket", stacks.Options{TenantsFile: filepath.Join("testdata", "coresystems.json"), BucketName: "existing-ingest-bucket"}},
 		{"existing bucket and alarm topic", stacks.Options{BucketName: "existing-ingest-bucket", AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},
+		{"customer-managed key", stacks.Options{TenantsFile: filepath.Join("testdata", "encryption.json")}},
+		{"customer-managed key, existing bucket", stacks.Options{TenantsFile: filepath.Join("testdata", "encryption.json"), BucketName: "existing-ingest-bucket"}},
 	}
 	// The templates of every case, each distinct one copied once into one folder: cases[i] reads
 	// the findings of linted[i].

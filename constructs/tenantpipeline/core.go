@@ -53,7 +53,8 @@ type core struct {
 	// roles are the functions whose roles lie under RolePath.
 	roles []awslambda.IFunction
 	// key is the customer-managed key that encrypts the bucket's objects, which an upload must use
-	// (grantUpload); nil for the bucket's default encryption.
+	// (grantUpload): the bucket's own key, else SharedProps.EncryptionKey (a bucket imported by
+	// name); nil for the bucket's default encryption.
 	key awskms.IKey
 }
 
@@ -78,6 +79,9 @@ type coreProps struct {
 func newCore(scope constructs.Construct, p coreProps) *core {
 	c := &core{scope: scope, props: p}
 	s := p.Shared
+	if p.Bucket != nil {
+		c.key = objectKey(p.Bucket, s.EncryptionKey)
+	}
 	props := &awssqs.QueueProps{
 		Fifo: jsii.Bool(true),
 		// EventBridge sends no deduplication id; in a pool, the router sends one (the event's id),

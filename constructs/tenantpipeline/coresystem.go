@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -48,6 +49,10 @@ type CoreSystemProps struct {
 	AdmissionWaitAlarm time.Duration
 	// AlarmTopic receives the core system's alarm state changes. Default: the alarm has no actions.
 	AlarmTopic awssns.ITopic
+	// EncryptionKey is the customer-managed KMS key of the admission table; the controllers (and
+	// an adaptive core system's Register functions) of its tenants get the KMS calls DynamoDB
+	// makes for them. Default: nil, the AWS-managed key.
+	EncryptionKey awskms.IKey
 }
 
 // DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default.
@@ -86,6 +91,9 @@ func NewCoreSystem(scope constructs.Construct, id string, props *CoreSystemProps
 	}
 	c := &CoreSystem{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: *props}
 	c.Table = newAdmissionTable(c.Construct, "Table")
+	if e := newEncryption(c.Construct, props.EncryptionKey); e != nil {
+		e.tables(c.Table)
+	}
 	c.newMonitoring()
 	c.Node().AddValidation(&coreSystemValidation{c})
 	return c

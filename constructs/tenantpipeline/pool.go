@@ -481,6 +481,7 @@ func (t *TenantPool) build() {
 	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
 	c.placeRoles()
 	t.denyForeignSends()
+	t.encrypt()
 	t.newUploaderRole()
 	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
 	t.Alarms = t.newAlarms()

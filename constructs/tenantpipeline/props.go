@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -155,6 +156,20 @@ type SharedProps struct {
 	// results/ prefixes, so keep every other role off it. "/" or "/<segments>/", printable ASCII,
 	// at most 512 characters. Changing it replaces the roles. Default: /tenantpipeline/.
 	RolePath string
+
+	// EncryptionKey is the customer-managed KMS key of what the construct stores: its queues
+	// (SSE-KMS, data keys reused for DataKeyReusePeriod), log groups, state machines' execution
+	// data and tables, and, when the ingest bucket is encrypted with no key of its own
+	// (Bucket.EncryptionKey), the bucket's objects. Each role gets only the KMS calls its service
+	// makes, under the service's encryption context (encryption.go). A key of the construct's own
+	// stack gets the statements EventBridge and CloudWatch Logs need (KeyPolicy); for any other,
+	// synth warns with them, unless KeyPolicyCovered.
+	// Default: nil, the AWS-owned and AWS-managed keys (SSE-SQS, SSE-S3, DynamoDB's).
+	EncryptionKey awskms.IKey
+	// KeyPolicyCovered says EncryptionKey's policy already has the statements KeyPolicy gives for
+	// this construct's rules and log groups (an app that adds AppKeyPolicy's itself): the
+	// construct neither changes the key policy nor warns. Default: false.
+	KeyPolicyCovered bool
 }
 
 // DefaultRegisterMemoryMB is the bundled Register function's memory, Lambda's smallest size.

@@ -195,6 +195,7 @@ func (t *TenantPipeline) build() {
 	c.placeRoles()
 	t.denyForeignSends()
 
+	t.encrypt()
 	t.Alarms = t.newAlarms()
 	t.addOutput()
 	t.suppressNagFindings()

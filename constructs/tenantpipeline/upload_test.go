@@ -169,3 +169,48 @@ func TestPoolGrantUploadOfUnknownTenant(t *testing.T) {
 	pool.GrantUpload("acme", f.role)
 	t.Error("GrantUpload of an unknown tenant returned")
 }
+
+// TestGrantUploadTakesTheConstructsKey: the key an upload needs is the bucket's own (SSE-KMS with
+// the customer-managed key), or SharedProps.EncryptionKey when the bucket does not say (imported by
+// name); with neither, the grant has no KMS statement. Both tiers.
+func TestGrantUploadTakesTheConstructsKey(t *testing.T) {
+	for _, tier := range []string{"silo", "pool"} {
+		for _, tc := range []struct {
+			name      string
+			bucketKey bool // the bucket is created with the key
+			sharedKey bool // SharedProps.EncryptionKey is set
+			wantKMS   bool
+		}{
+			{"no key", false, false, false},
+			{"the bucket's key", true, false, true},
+			{"SharedProps.EncryptionKey", false, true, true},
+		} {
+			t.Run(tier+"/"+tc.name, func(t *testing.T) {
+				app := awscdk.NewApp(nil)
+				stack := awscdk.NewStack(app, jsii.String("Keys"), nil)
+				key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+				bp := &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)}
+				if tc.bucketKey {
+					bp.Encryption, bp.EncryptionKey, bp.BucketKeyEnabled = awss3.BucketEncryption_KMS, key, jsii.Bool(true)
+				}
+				bucket := awss3.NewBucket(stack, jsii.String("Ingest"), bp)
+				var shared SharedProps
+				if tc.sharedKey {
+					shared.EncryptionKey = key
+				}
+				role := awsiam.NewRole(stack, jsii.String("Customer"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+				tenant := Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"}
+				if tier == "silo" {
+					New(stack, "Tenant-acme", &Props{Tenant: tenant, Bucket: bucket, SharedProps: shared}).GrantUpload(role)
+				} else {
+					NewPool(stack, "Pool", &PoolProps{Name: "p", Bucket: bucket, Tenants: []Tenant{tenant}, Shared: shared}).GrantUpload("acme", role)
+				}
+				got := statementsOf(t, stack, role)
+				keyArn := `{"Fn::GetAtt":["` + logicalID(stack, key) + `","Arn"]}`
+				if strings.Contains(got, "kms:GenerateDataKey") != tc.wantKMS || tc.wantKMS && !strings.Contains(got, keyArn) {
+					t.Errorf("got statements %s, want the key's statement on %s: %v", got, keyArn, tc.wantKMS)
+				}
+			})
+		}
+	}
+}

@@ -293,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	noticeEncryption(asm, cfg.Logs)
 	runCtx, cancel := context.WithCancel(context.Background())
 	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}

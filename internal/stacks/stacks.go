@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -247,6 +248,9 @@ type App struct {
 	// named (nil without core systems).
 	CoreSystems     map[string]*tenantpipeline.CoreSystem
 	CoreSystemStack awscdk.Stack
+	// Key is the customer-managed key the app created (the tenants file's encryption "key":
+	// "create"), nil otherwise (encryption.go).
+	Key awskms.Key
 }
 
 // Build loads the tenants file and builds every stack into app. Invalid input returns an error
@@ -312,12 +316,18 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		out.Ingest = awscdk.NewStack(app, jsii.String(o.StackPrefix+"-Ingest"), &awscdk.StackProps{
 			Description: jsii.String("Ordered per-tenant file pipeline: the ingest bucket"),
 		})
-		out.Bucket = newIngestBucket(out.Ingest, "Bucket", o.ResultsExpirationDays)
+	}
+	key := newAppKey(app, out.Ingest, file, o)
+	if key != nil {
+		out.Key = key.Key
+	}
+	if o.BucketName == "" {
+		out.Bucket = newIngestBucket(out.Ingest, "Bucket", o.ResultsExpirationDays, key.in(out.Ingest))
 		out.Bucket.AddToResourcePolicy(tenantpipeline.BucketWriteDeny(out.Bucket, o.RolePath(), o.Operators))
 		suppressIngestNagFindings(out.Ingest, out.Bucket)
 		bucketFor = func(constructs.Construct) awss3.IBucket { return out.Bucket }
 	}
-	out.CoreSystems, out.CoreSystemStack = coreSystems(app, out.Ingest, file, o)
+	out.CoreSystems, out.CoreSystemStack = coreSystems(app, out.Ingest, file, o, key)
 
 	var firstBucket awss3.IBucket // the bucket as the first tenant stack sees it
 	// newStack creates a tenant or pool stack with the bucket and alarm topic as it sees them.
@@ -351,7 +361,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
 				Tenant:      pipelineTenant(t, out.CoreSystems),
 				Bucket:      bucket,
-				SharedProps: o.shared(topic),
+				SharedProps: o.shared(topic, key.in(stack)),
 			})
 			pipelines = append(pipelines, out.Pipelines[t.ID])
 		}
@@ -375,7 +385,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
 			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
 			Uploaders:               arnPrincipals(c.Uploaders),
-			Shared:                  o.shared(topic),
+			Shared:                  o.shared(topic, key.in(stack)),
 		}
 		// The file's tenants were checked once, by Load: the pool skips that check.
 		tenants.Vouch(props)
@@ -399,6 +409,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if o.BucketName != "" {
 		ImportedBucketPolicy(first, firstBucket, o)
 	}
+	if e := file.Encryption; e != nil && e.KeyARN != "" {
+		ImportedKeyPolicy(first, e.KeyARN, o.StackPrefix)
+	}
 	return out, nil
 }
 
@@ -411,16 +424,18 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 	return out
 }
 
-// shared are the props both tiers take from the options.
-func (o Options) shared(topic awssns.ITopic) tenantpipeline.SharedProps {
-	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign}
+// shared are the props both tiers take from the options, and the app's key (nil: none), whose
+// policy the app keeps (KeyPolicyCovered).
+func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
+	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
+		EncryptionKey: key, KeyPolicyCovered: key != nil}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack
 // every tenant stack already depends on (ingest), so that silo tenants and pools of any stack share
 // one admission table per core system. With an existing bucket there is no ingest stack, and the
 // core systems get a stack of their own.
-func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Options) (map[string]*tenantpipeline.CoreSystem, awscdk.Stack) {
+func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Options, key *appKey) (map[string]*tenantpipeline.CoreSystem, awscdk.Stack) {
 	if len(file.CoreSystems) == 0 {
 		return nil, nil
 	}
@@ -440,7 +455,7 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 		c := file.CoreSystemSettings(name)
 		out[name] = tenantpipeline.NewCoreSystem(scope, name, &tenantpipeline.CoreSystemProps{
 			Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
-			AlarmTopic: topic,
+			AlarmTopic: topic, EncryptionKey: key.in(scope),
 		})
 	}
 	return out, stack
@@ -488,12 +503,15 @@ func WarnRuleQuota(stack awscdk.Stack, rules int) bool {
 // exactly the version that triggered a file's event), sending its events to EventBridge, and with
 // the pipeline's own work files expiring.
 func NewIngestBucket(scope constructs.Construct, id string) awss3.Bucket {
-	return newIngestBucket(scope, id, 0)
+	return newIngestBucket(scope, id, 0, nil)
 }
 
-// newIngestBucket is NewIngestBucket keeping results for resultsDays (0: the default).
-func newIngestBucket(scope constructs.Construct, id string, resultsDays int) awss3.Bucket {
-	return awss3.NewBucket(scope, jsii.String(id), &awss3.BucketProps{
+// newIngestBucket is NewIngestBucket keeping results for resultsDays (0: the default), encrypted
+// with key when one is given: SSE-KMS with S3 Bucket Keys, so that S3 asks KMS for a bucket-level
+// key once in a while instead of a data key per object.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html
+func newIngestBucket(scope constructs.Construct, id string, resultsDays int, key awskms.IKey) awss3.Bucket {
+	props := &awss3.BucketProps{
 		BlockPublicAccess:  awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:         awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:         jsii.Bool(true),
@@ -501,7 +519,11 @@ func newIngestBucket(scope constructs.Construct, id string, resultsDays int) aws
 		EventBridgeEnabled: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 		LifecycleRules:     tenantpipeline.LifecycleRules(resultsDays),
-	})
+	}
+	if key != nil {
+		props.Encryption, props.EncryptionKey, props.BucketKeyEnabled = awss3.BucketEncryption_KMS, key, jsii.Bool(true)
+	}
+	return awss3.NewBucket(scope, jsii.String(id), props)
 }
 
 func suppressIngestNagFindings(stack awscdk.Stack, bucket awss3.Bucket) {

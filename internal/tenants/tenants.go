@@ -31,6 +31,9 @@ type File struct {
 	// admission (CoreSystemConfig). A tenant names its own with "coreSystem".
 	CoreSystems map[string]*CoreSystemConfig `json:"coreSystems,omitempty"`
 	Tenants     []Tenant                     `json:"tenants"`
+	// Encryption names the customer-managed KMS key of everything the app stores (encryption.go).
+	// Default: AWS-owned and AWS-managed keys.
+	Encryption *Encryption `json:"encryption,omitempty"`
 
 	// coreUnread holds the core systems ("<name>") and their fields ("<name>.<field>") that Parse
 	// could not read: their checks are skipped, their problem already reported.
@@ -192,6 +195,9 @@ func Parse(b []byte, o Options) (*File, error) {
 	}
 	if r, ok := top["coreSystems"]; ok {
 		errs = append(errs, f.parseCoreSystems(r)...)
+	}
+	if r, ok := top["encryption"]; ok {
+		errs = append(errs, f.parseEncryption(r)...)
 	}
 	var unread []unreadable
 	var ownPrefix []bool

@@ -1,0 +1,455 @@
+package tenantpipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Customer-managed key encryption (SharedProps.EncryptionKey, CoreSystemProps.EncryptionKey).
+// With a key, every store a construct creates is encrypted with it: the queues (SSE-KMS), the log
+// groups, the state machines' execution data and the DynamoDB tables. Each role gets only the KMS
+// calls its service makes for it, conditioned on the encryption context the service sets (and on
+// kms:ViaService where the service calls KMS with the caller's credentials), and the key policy lets
+// EventBridge and CloudWatch Logs, which call KMS as service principals, use it for the
+// construct's own rules and log groups. Without a key, nothing here runs and the templates are
+// those of AWS-managed encryption.
+//
+// The key is changed after the resources are built, through their CloudFormation properties,
+// so that one file holds the whole feature and the default path is untouched.
+
+// DataKeyReusePeriod is how long SQS and Step Functions reuse a data key before they ask KMS for a
+// new one (KmsDataKeyReusePeriodSeconds). SQS allows 1 minute to 24 hours, default 5 minutes;
+// a longer period means fewer KMS calls (cheaper, and fewer requests against the account's KMS
+// request quota) but a data key that protects more messages for longer. Five minutes is SQS's own
+// default: at the pipeline's rates (one message per file, per principal) it costs a few KMS calls
+// per hour, and revoking the key stops new messages within five minutes.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+// https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
+const DataKeyReusePeriod = 5 * time.Minute
+
+// encryption applies one key to a construct's resources and grants.
+type encryption struct {
+	scope constructs.Construct
+	key   awskms.IKey
+}
+
+func newEncryption(scope constructs.Construct, key awskms.IKey) *encryption {
+	if key == nil {
+		return nil
+	}
+	return &encryption{scope: scope, key: key}
+}
+
+// viaService is the kms:ViaService value of a service in the stack's region.
+func (e *encryption) viaService(service string) string {
+	return fmt.Sprintf("%s.%s.amazonaws.com", service, *awscdk.Stack_Of(e.scope).Region())
+}
+
+func (e *encryption) allow(grantee awsiam.IGrantable, actions []string, conditions map[string]any) {
+	grantee.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings(actions...),
+		Resources:  jsii.Strings(*e.key.KeyArn()),
+		Conditions: &conditions,
+	}))
+}
+
+// queues encrypt the queues with the key (SSE-KMS) in place of SSE-SQS.
+func (e *encryption) queues(qs ...awssqs.Queue) {
+	for _, q := range qs {
+		cfn := q.Node().DefaultChild().(awssqs.CfnQueue)
+		cfn.AddPropertyDeletionOverride(jsii.String("SqsManagedSseEnabled"))
+		cfn.SetKmsMasterKeyId(e.key.KeyArn())
+		cfn.SetKmsDataKeyReusePeriodSeconds(jsii.Number(DataKeyReusePeriod.Seconds()))
+	}
+}
+
+// grantQueues lets grantee receive (kms:Decrypt) or also send (kms:GenerateDataKey) messages of
+// the queues: SQS calls KMS with the caller's credentials and the queue's ARN as encryption
+// context (aws:sqs:arn).
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+func (e *encryption) grantQueues(grantee awsiam.IGrantable, send bool, qs ...awssqs.IQueue) {
+	actions := []string{"kms:Decrypt"}
+	if send {
+		actions = append(actions, "kms:GenerateDataKey")
+	}
+	var arns []string
+	for _, q := range qs {
+		arns = append(arns, *q.QueueArn())
+	}
+	e.allow(grantee, actions, map[string]any{"StringEquals": map[string]any{
+		"kms:ViaService":                    e.viaService("sqs"),
+		"kms:EncryptionContext:aws:sqs:arn": arns,
+	}})
+}
+
+// logGroups encrypt the log groups with the key; CloudWatch Logs calls KMS itself, allowed by the
+// key policy (KeyPolicy).
+func (e *encryption) logGroups(lgs ...awslogs.LogGroup) {
+	for _, lg := range lgs {
+		lg.Node().DefaultChild().(awslogs.CfnLogGroup).SetKmsKeyId(e.key.KeyArn())
+	}
+}
+
+// tables encrypt the tables with the key (SSE type KMS).
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
+func (e *encryption) tables(ts ...awsdynamodb.Table) {
+	for _, t := range ts {
+		t.Node().DefaultChild().(awsdynamodb.CfnTable).SetSseSpecification(&awsdynamodb.CfnTable_SSESpecificationProperty{
+			SseEnabled:     jsii.Bool(true),
+			SseType:        jsii.String("KMS"),
+			KmsMasterKeyId: e.key.KeyArn(),
+		})
+	}
+}
+
+// grantTables lets grantee read (and, with write, write) the tables through DynamoDB, whose
+// encryption context names the table (aws:dynamodb:tableName).
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
+func (e *encryption) grantTables(grantee awsiam.IGrantable, write bool, ts ...awsdynamodb.ITable) {
+	actions := []string{"kms:Decrypt"}
+	if write {
+		actions = append(actions, "kms:Encrypt", "kms:GenerateDataKey")
+	}
+	var names []string
+	for _, t := range ts {
+		names = append(names, *t.TableName())
+	}
+	e.allow(grantee, actions, map[string]any{"StringEquals": map[string]any{
+		"kms:ViaService": e.viaService("dynamodb"),
+		"kms:EncryptionContext:aws:dynamodb:tableName": names,
+	}})
+	// DescribeKey carries no encryption context.
+	e.allow(grantee, []string{"kms:DescribeKey"}, map[string]any{"StringEquals": map[string]any{"kms:ViaService": e.viaService("dynamodb")}})
+}
+
+// grantBucket lets grantee read and write objects of bucket encrypted with the key: S3 calls KMS
+// with the caller's credentials, with the bucket's ARN as encryption context when S3 Bucket Keys
+// are on and the object's ARN when they are off.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html#encryption-context
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html
+func (e *encryption) grantBucket(grantee awsiam.IGrantable, bucket awss3.IBucket) {
+	e.allow(grantee, []string{"kms:Decrypt", "kms:GenerateDataKey"}, map[string]any{
+		"StringEquals": map[string]any{"kms:ViaService": e.viaService("s3")},
+		"StringLike":   map[string]any{"kms:EncryptionContext:aws:s3:arn": []string{*bucket.BucketArn(), *bucket.BucketArn() + "/*"}},
+	})
+}
+
+// objectKey is the key of the ingest bucket's objects: the bucket's own (a bucket created with
+// one), or the construct's key, for a bucket imported by name that its owner encrypts with it.
+func objectKey(bucket awss3.IBucket, key awskms.IKey) awskms.IKey {
+	if k := bucket.EncryptionKey(); k != nil {
+		return k
+	}
+	return key
+}
+
+// stateMachines encrypt the state machines' execution data (input, output, history) with the key.
+// https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
+func (e *encryption) stateMachines(sms ...awsstepfunctions.StateMachine) {
+	for _, sm := range sms {
+		sm.Node().DefaultChild().(awsstepfunctions.CfnStateMachine).SetEncryptionConfiguration(&awsstepfunctions.CfnStateMachine_EncryptionConfigurationProperty{
+			Type:                         jsii.String("CUSTOMER_MANAGED_KMS_KEY"),
+			KmsKeyId:                     e.key.KeyArn(),
+			KmsDataKeyReusePeriodSeconds: jsii.Number(DataKeyReusePeriod.Seconds()),
+		})
+	}
+}
+
+// stateMachineStatement allows the KMS calls on the executions of the state machines, whose
+// encryption context is the state machine's ARN (aws:states:stateMachineArn): Decrypt to read an
+// execution (DescribeExecution, GetExecutionHistory), GenerateDataKey to start or redrive one.
+func (e *encryption) stateMachineStatement(sms ...awsstepfunctions.IStateMachine) awsiam.PolicyStatement {
+	var arns []string
+	for _, sm := range sms {
+		arns = append(arns, *sm.StateMachineArn())
+	}
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  jsii.Strings(*e.key.KeyArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:aws:states:stateMachineArn": arns}},
+	})
+}
+
+// grantStateMachines lets grantee start, read and stop executions of the state machines.
+func (e *encryption) grantStateMachines(grantee awsiam.IGrantable, sms ...awsstepfunctions.IStateMachine) {
+	grantee.GrantPrincipal().AddToPrincipalPolicy(e.stateMachineStatement(sms...))
+}
+
+// stateMachineRole lets a state machine's role use the key for the executions of the state
+// machines it starts (startsToo, by ARN) and for its own, and, as it logs, get a data key for
+// CloudWatch Logs' vended log delivery, whose encryption context is the delivery source (SourceArn),
+// as Step Functions documents for a customer-managed key with logging on. Its own executions are
+// named by the account's state machine ARNs (ArnLike stateMachine:*), not by its own ARN: the state
+// machine depends on its role's policy, so the policy naming the state machine would be a
+// dependency cycle, and a separate policy would add a resource per state machine, past the 500 a
+// stack of 11 tenants can hold. The role is assumable only by Step Functions for a state machine of
+// the account (its trust policy's aws:SourceArn), so it decrypts nothing else.
+func (e *encryption) stateMachineRole(sm awsstepfunctions.StateMachine, startsToo ...awsstepfunctions.IStateMachine) {
+	stack := awscdk.Stack_Of(e.scope)
+	own := fmt.Sprintf("arn:%s:states:%s:%s:stateMachine:*", *stack.Partition(), *stack.Region(), *stack.Account())
+	if len(startsToo) > 0 {
+		sm.AddToRolePolicy(e.stateMachineStatement(startsToo...))
+	}
+	sm.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  jsii.Strings(*e.key.KeyArn()),
+		Conditions: &map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:states:stateMachineArn": own}},
+	}))
+	sm.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("kms:GenerateDataKey"),
+		Resources: jsii.Strings(*e.key.KeyArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:EncryptionContext:SourceArn": fmt.Sprintf("arn:%s:logs:%s:%s:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}))
+}
+
+// grantSecrets lets grantee read secrets encrypted with the key through Secrets Manager, whose
+// encryption context names the secret (SecretARN); arnPattern may end in a wildcard (StringLike).
+// The app creates no secret; a tenant's registerAuthSecretArn encrypted with the pipeline's key
+// is readable by the role that reads the secret, and by no other.
+// https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html
+func (e *encryption) grantSecrets(grantee awsiam.IGrantable, arnPattern string) {
+	e.allow(grantee, []string{"kms:Decrypt"}, map[string]any{
+		"StringEquals": map[string]any{"kms:ViaService": e.viaService("secretsmanager")},
+		"StringLike":   map[string]any{"kms:EncryptionContext:SecretARN": arnPattern},
+	})
+}
+
+// KeyPolicy is what the pipeline's key policy must allow the AWS services that call KMS in their
+// own name, besides the account's IAM policies: EventBridge, delivering the rules' events to the
+// encrypted queues, and CloudWatch Logs, encrypting the log groups (and delivering the state
+// machines' vended logs). S3 sends the bucket's events to EventBridge, not to SQS, so S3 needs no
+// statement.
+type KeyPolicy struct {
+	// Partition, Region and Account of the pipeline.
+	Partition, Region, Account string
+	// RuleARNs are the EventBridge rules that send to the encrypted queues: ARNs, or ArnLike
+	// patterns.
+	RuleARNs []string
+	// LogGroupARNs are the log groups encrypted with the key, as CloudWatch Logs names them in
+	// the encryption context ("arn:…:log-group:<name>", no ":*"): ARNs, or ArnLike patterns.
+	LogGroupARNs []string
+}
+
+// AppKeyPolicy is the key policy of an app whose every stack's name starts with stackPrefix and
+// "-". The policy cannot name the rules and log groups themselves: they are created after the key
+// (a log group names the key, a rule the bucket that names it), so naming them would be a
+// dependency cycle. It names them by their stacks instead: CloudFormation names a rule or log group
+// that has no name "<stack name>-<logical id>-<random>", and the workflow log groups are
+// "/aws/vendedlogs/states/<stack name>/…" (VendedLogsPrefix).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html
+func AppKeyPolicy(partition, region, account, stackPrefix string) KeyPolicy {
+	return stackKeyPolicy(partition, region, account, stackPrefix+"-", stackPrefix+"-")
+}
+
+// StackKeyPolicy is the key policy for the constructs of one stack, by its name.
+func StackKeyPolicy(partition, region, account, stackName string) KeyPolicy {
+	return stackKeyPolicy(partition, region, account, stackName+"-", stackName+"/")
+}
+
+func stackKeyPolicy(partition, region, account, generated, vended string) KeyPolicy {
+	return KeyPolicy{
+		Partition: partition, Region: region, Account: account,
+		RuleARNs: []string{fmt.Sprintf("arn:%s:events:%s:%s:rule/%s*", partition, region, account, generated)},
+		LogGroupARNs: []string{
+			fmt.Sprintf("arn:%s:logs:%s:%s:log-group:%s*", partition, region, account, generated),
+			fmt.Sprintf("arn:%s:logs:%s:%s:log-group:%s%s*", partition, region, account, VendedLogsPrefix, vended),
+		},
+	}
+}
+
+// Statements are the key policy statements, as JSON objects.
+//   - EventBridge: kms:GenerateDataKey and kms:Decrypt, only for the rules (aws:SourceArn)
+//     https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-troubleshooting.html#eb-sqs-encrypted
+//   - CloudWatch Logs (logs.<region>.amazonaws.com), only for the log groups
+//     (kms:EncryptionContext:aws:logs:arn)
+//     https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
+//   - vended log delivery (delivery.logs.amazonaws.com), kms:Decrypt, which Step Functions'
+//     logging with a customer-managed key needs; AWS documents no condition for it, and CDK's own
+//     state machine adds it without one.
+//     https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
+func (k KeyPolicy) Statements() []map[string]any {
+	var out []map[string]any
+	if len(k.RuleARNs) > 0 {
+		out = append(out, map[string]any{
+			"Sid":       "TenantPipelineEventBridgeToEncryptedQueues",
+			"Effect":    "Allow",
+			"Principal": map[string]any{"Service": "events.amazonaws.com"},
+			"Action":    []string{"kms:Decrypt", "kms:GenerateDataKey"},
+			"Resource":  "*",
+			"Condition": map[string]any{
+				"ArnLike":      map[string]any{"aws:SourceArn": k.RuleARNs},
+				"StringEquals": map[string]any{"aws:SourceAccount": k.Account},
+			},
+		})
+	}
+	if len(k.LogGroupARNs) > 0 {
+		out = append(out, map[string]any{
+			"Sid":       "TenantPipelineCloudWatchLogs",
+			"Effect":    "Allow",
+			"Principal": map[string]any{"Service": fmt.Sprintf("logs.%s.amazonaws.com", k.Region)},
+			"Action":    []string{"kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"},
+			"Resource":  "*",
+			"Condition": map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:logs:arn": k.LogGroupARNs}},
+		}, map[string]any{
+			"Sid":       "TenantPipelineVendedLogDelivery",
+			"Effect":    "Allow",
+			"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
+			"Action":    "kms:Decrypt*",
+			"Resource":  "*",
+		})
+	}
+	return out
+}
+
+// JSON is Statements as an indented JSON array, to paste into a key policy's "Statement".
+func (k KeyPolicy) JSON() string {
+	b, err := json.MarshalIndent(k.Statements(), "", "  ")
+	if err != nil {
+		panic(err) // maps of strings always encode
+	}
+	return string(b)
+}
+
+// AddTo adds the statements to key's policy and reports whether it could: only a key created in
+// the app (not imported) can change, and only from its own stack, since a statement naming
+// another stack's rules would make the key's stack depend on it.
+func (k KeyPolicy) AddTo(scope constructs.Construct, key awskms.IKey) bool {
+	if *awscdk.Stack_Of(key).Node().Path() != *awscdk.Stack_Of(scope).Node().Path() {
+		return false
+	}
+	for _, s := range k.Statements() {
+		r := key.AddToResourcePolicy(awsiam.PolicyStatement_FromJson(s), jsii.Bool(true))
+		if r == nil || r.StatementAdded == nil || !*r.StatementAdded {
+			return false
+		}
+	}
+	return true
+}
+
+// keyPolicy lets the services use the key for the construct's rules and log groups, named by
+// the stack's name (StackKeyPolicy): it adds the statements to a key of the construct's own
+// stack, or, unless covered (the app's key policy already allows them,
+// SharedProps.KeyPolicyCovered), warns at synth with the statements the key's owner must add.
+func (e *encryption) keyPolicy(covered bool) {
+	stack := awscdk.Stack_Of(e.scope)
+	if covered || StackKeyPolicy(*stack.Partition(), *stack.Region(), *stack.Account(), *stack.StackName()).AddTo(e.scope, e.key) {
+		return
+	}
+	partition, region, account := "<partition>", "<region>", "<account>"
+	if arn := *e.key.KeyArn(); !*awscdk.Token_IsUnresolved(arn) {
+		if p := strings.SplitN(arn, ":", 6); len(p) == 6 {
+			partition, region, account = p[1], p[3], p[4]
+		}
+	}
+	awscdk.Annotations_Of(e.scope).AddWarningV2(jsii.String("tenantpipeline:KeyPolicy"), jsii.String(
+		"the encryption key's policy cannot be changed from this stack (an imported key, or one of another stack): "+
+			"until its owner adds these statements, EventBridge cannot deliver to the encrypted queues and CloudWatch Logs cannot write the log groups "+
+			"(docs/constructs.md, \"Customer-managed key\"): "+StackKeyPolicy(partition, region, account, *stack.StackName()).JSON()), nil)
+}
+
+// encrypt applies SharedProps.EncryptionKey to the tenant's resources and grants the KMS calls
+// each role makes; a core system's table is its own key's (CoreSystemProps.EncryptionKey).
+func (t *TenantPipeline) encrypt() {
+	p := t.Props
+	register, bundled := t.Register.(awslambda.Function)
+	bundled = bundled && p.RegisterFunction == nil
+	if key := objectKey(p.Bucket, p.EncryptionKey); key != nil {
+		be := newEncryption(t.Construct, key)
+		for _, g := range []awsiam.IGrantable{t.Controller, t.Split} {
+			be.grantBucket(g, p.Bucket)
+		}
+		if bundled {
+			be.grantBucket(register, p.Bucket)
+		}
+	}
+	if cs := p.Tenant.CoreSystem; cs != nil && cs.Props.EncryptionKey != nil {
+		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
+		ce.grantTables(t.Controller, true, cs.Table)
+		if bundled && cs.Props.Adaptive {
+			ce.grantTables(register, true, cs.Table)
+		}
+	}
+	e := newEncryption(t.Construct, p.EncryptionKey)
+	if e == nil {
+		return
+	}
+	e.queues(t.Queue, t.RuleDeadLetterQueue)
+	e.grantQueues(t.Controller, false, t.Queue)
+	e.logGroups(t.LogGroups...)
+	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.Segment)
+	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
+	if t.Table != nil {
+		e.tables(t.Table)
+	}
+	if bundled && t.Table != nil {
+		e.grantTables(register, true, t.Table)
+	}
+	if bundled && p.Tenant.RegisterAuthSecretARN != "" {
+		e.grantSecrets(register, p.Tenant.RegisterAuthSecretARN)
+	}
+	e.keyPolicy(p.KeyPolicyCovered)
+}
+
+// encrypt applies Shared.EncryptionKey to the pool's resources and grants the KMS calls each role
+// makes, the tenant role's included; each core system's table is its own key's.
+func (t *TenantPool) encrypt() {
+	p, s := t.Props, t.Props.Shared
+	if key := objectKey(p.Bucket, s.EncryptionKey); key != nil {
+		be := newEncryption(t.Construct, key)
+		for _, g := range []awsiam.IGrantable{t.Controller, t.Router, t.TenantRole} {
+			be.grantBucket(g, p.Bucket)
+		}
+	}
+	for _, cs := range t.CoreSystems {
+		if cs.Props.EncryptionKey == nil {
+			continue
+		}
+		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
+		ce.grantTables(t.Controller, true, cs.Table)
+		if cs.Props.Adaptive {
+			ce.grantTables(t.Register, true, cs.Table)
+		}
+	}
+	e := newEncryption(t.Construct, s.EncryptionKey)
+	if e == nil {
+		return
+	}
+	e.queues(t.Queue, t.Intake, t.RuleDeadLetterQueue)
+	// The controller feeds parked files back to the queue; the router reads the intake and sends
+	// to the queue and the dead-letter queue.
+	e.grantQueues(t.Controller, true, t.Queue)
+	e.grantQueues(t.Router, false, t.Intake)
+	e.grantQueues(t.Router, true, t.Queue, t.RuleDeadLetterQueue)
+	e.logGroups(t.LogGroups...)
+	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
+	e.stateMachineRole(t.Workflow.Segment)
+	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
+	e.tables(t.AdmissionTable)
+	e.grantTables(t.Controller, true, t.AdmissionTable)
+	e.grantTables(t.Router, true, t.AdmissionTable)
+	if p.SecretPrefix != "" {
+		stack := awscdk.Stack_Of(t.Construct)
+		e.grantSecrets(t.TenantRole, fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
+			*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix, principalTenant))
+	}
+	e.keyPolicy(s.KeyPolicyCovered)
+}

@@ -1,0 +1,23 @@
+package localrun
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+)
+
+// noticeEncryption says once, at start, that a customer-managed key (the tenants file's
+// "encryption") is accepted but not emulated: the local S3, SQS, Step Functions and DynamoDB store
+// everything unencrypted, and no KMS call is made or checked.
+func noticeEncryption(asm *deploy.Assembly, w io.Writer) {
+	for _, s := range asm.Stacks {
+		for _, r := range s.Resources {
+			_, queueKey := r.Properties["KmsMasterKeyId"]
+			if r.Type == "AWS::KMS::Key" || r.Type == "AWS::SQS::Queue" && queueKey {
+				fmt.Fprintln(w, "localrun: encryption is set; the local run accepts it, but the emulators do not encrypt and no KMS permission is checked")
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,516 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+const importedKeyARN = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+// encryptedApp synthesizes testdata/encryption.json (both tiers, a core system, a DynamoDB sink,
+// secrets), with the key it creates or, with keyARN, an imported one; it returns every stack.
+func encryptedApp(t *testing.T, keyARN string, o stacks.Options) (*stacks.App, []awscdk.Stack) {
+	t.Helper()
+	file := "encryption.json"
+	if keyARN != "" {
+		dir := t.TempDir()
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), `{"key": "create"}`, `{"keyArn": "`+keyARN+`"}`, 1))
+		file = filepath.Join(dir, file)
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, filepath.Join("testdata", "encryption.stacks.json"), filepath.Join(dir, "encryption.stacks.json"))
+	} else {
+		file = filepath.Join("testdata", file)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	o.TenantsFile = file
+	built, err := stacks.Build(app, o)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	var all []awscdk.Stack
+	for _, c := range *app.Node().Children() {
+		if s, ok := c.(awscdk.Stack); ok && *awscdk.Stack_IsStack(c) {
+			all = append(all, s)
+		}
+	}
+	if len(built.PoolStacks) < 2 || len(built.TenantStacks) == 0 || len(built.CoreSystems) == 0 {
+		t.Fatalf("got %d pool stacks, %d tenant stacks, %d core systems; want both tiers and a core system", len(built.PoolStacks), len(built.TenantStacks), len(built.CoreSystems))
+	}
+	return built, all
+}
+
+// keyProperty is where each type of store names its key.
+var keyProperty = map[string]func(props map[string]any) (any, string){
+	"AWS::S3::Bucket": func(p map[string]any) (any, string) {
+		rules, _ := dig(p, "BucketEncryption", "ServerSideEncryptionConfiguration").([]any)
+		if len(rules) != 1 {
+			return nil, "want one ServerSideEncryptionConfiguration rule"
+		}
+		r := rules[0].(map[string]any)
+		if dig(r, "ServerSideEncryptionByDefault", "SSEAlgorithm") != "aws:kms" || r["BucketKeyEnabled"] != true {
+			return nil, fmt.Sprintf("got %v, want SSE-KMS with BucketKeyEnabled true", r)
+		}
+		return dig(r, "ServerSideEncryptionByDefault", "KMSMasterKeyID"), ""
+	},
+	"AWS::SQS::Queue": func(p map[string]any) (any, string) {
+		if _, ok := p["SqsManagedSseEnabled"]; ok {
+			return nil, "got SqsManagedSseEnabled beside the key"
+		}
+		if p["KmsDataKeyReusePeriodSeconds"] != float64(tenantpipeline.DataKeyReusePeriod.Seconds()) {
+			return nil, fmt.Sprintf("got KmsDataKeyReusePeriodSeconds %v, want %v", p["KmsDataKeyReusePeriodSeconds"], tenantpipeline.DataKeyReusePeriod.Seconds())
+		}
+		return p["KmsMasterKeyId"], ""
+	},
+	"AWS::Logs::LogGroup": func(p map[string]any) (any, string) { return p["KmsKeyId"], "" },
+	"AWS::StepFunctions::StateMachine": func(p map[string]any) (any, string) {
+		if dig(p, "EncryptionConfiguration", "Type") != "CUSTOMER_MANAGED_KMS_KEY" {
+			return nil, "want EncryptionConfiguration CUSTOMER_MANAGED_KMS_KEY"
+		}
+		return dig(p, "EncryptionConfiguration", "KmsKeyId"), ""
+	},
+	"AWS::DynamoDB::Table": func(p map[string]any) (any, string) {
+		if dig(p, "SSESpecification", "SSEType") != "KMS" || dig(p, "SSESpecification", "SSEEnabled") != true {
+			return nil, "want SSESpecification SSEType KMS"
+		}
+		return dig(p, "SSESpecification", "KMSMasterKeyId"), ""
+	},
+	"AWS::DynamoDB::GlobalTable": func(p map[string]any) (any, string) {
+		return dig(p, "SSESpecification", "KMSMasterKeyId"), ""
+	},
+	"AWS::SecretsManager::Secret": func(p map[string]any) (any, string) { return p["KmsKeyId"], "" },
+}
+
+func dig(v any, path ...string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// namesKey reports whether a property value is the app's key: the created key's ARN (GetAtt in its
+// stack, an import elsewhere) or the imported key's ARN.
+func namesKey(v any, keyARN string) bool {
+	b, _ := json.Marshal(v)
+	s := string(b)
+	if keyARN != "" {
+		return s == `"`+keyARN+`"`
+	}
+	return strings.Contains(s, "EncryptionKey") && strings.Contains(s, "Arn")
+}
+
+// TestEncryptionEveryStoreNamesTheKey: with "encryption", every bucket, queue, log group, state
+// machine, table and secret of every stack of an app with both tiers and a core system names the
+// key, created or imported.
+func TestEncryptionEveryStoreNamesTheKey(t *testing.T) {
+	for _, keyARN := range []string{"", importedKeyARN} {
+		t.Run("key "+cmpOr(keyARN, "create"), func(t *testing.T) {
+			_, all := encryptedApp(t, keyARN, stacks.Options{})
+			seen := map[string]int{}
+			for _, stack := range all {
+				tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+				res, _ := tpl["Resources"].(map[string]any)
+				for id, r := range res {
+					r := r.(map[string]any)
+					typ, _ := r["Type"].(string)
+					prop, ok := keyProperty[typ]
+					if !ok {
+						continue
+					}
+					seen[typ]++
+					props, _ := r["Properties"].(map[string]any)
+					v, problem := prop(props)
+					if problem != "" {
+						t.Errorf("%s %s (%s): %s", *stack.StackName(), id, typ, problem)
+					} else if !namesKey(v, keyARN) {
+						t.Errorf("%s %s (%s): got key %v, want the app's key", *stack.StackName(), id, typ, v)
+					}
+				}
+			}
+			for _, typ := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::Logs::LogGroup", "AWS::StepFunctions::StateMachine", "AWS::DynamoDB::Table"} {
+				if seen[typ] == 0 {
+					t.Errorf("got no %s in the app, want some: the test would check nothing", typ)
+				}
+			}
+			t.Logf("checked %v", seen)
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// keyPolicyStatements returns the key policy statements of the app's created key.
+func keyPolicyStatements(t *testing.T, built *stacks.App) []map[string]any {
+	t.Helper()
+	tpl := templateJSON(assertions.Template_FromStack(awscdk.Stack_Of(built.Key), nil))
+	var out []map[string]any
+	for _, r := range tpl["Resources"].(map[string]any) {
+		r := r.(map[string]any)
+		if r["Type"] != "AWS::KMS::Key" {
+			continue
+		}
+		if dig(r, "Properties", "EnableKeyRotation") != true || r["DeletionPolicy"] != "Retain" {
+			t.Errorf("got key %v, want EnableKeyRotation true and DeletionPolicy Retain", r)
+		}
+		for _, s := range dig(r, "Properties", "KeyPolicy", "Statement").([]any) {
+			out = append(out, s.(map[string]any))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("got no key policy")
+	}
+	return out
+}
+
+// TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups: EventBridge may use the key only for
+// the app's rules, CloudWatch Logs only for its log groups; with an existing bucket the key gets a
+// stack of its own and the same policy.
+func TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups(t *testing.T) {
+	for _, o := range []stacks.Options{{}, {BucketName: "existing-ingest-bucket"}} {
+		t.Run(cmpOr(o.BucketName, "ingest stack"), func(t *testing.T) {
+			built, _ := encryptedApp(t, "", o)
+			found := map[string]bool{}
+			for _, s := range keyPolicyStatements(t, built) {
+				principal, _ := json.Marshal(s["Principal"])
+				cond, _ := json.Marshal(s["Condition"])
+				switch {
+				case strings.Contains(string(principal), "events.amazonaws.com"):
+					found["events"] = true
+					if !strings.Contains(string(cond), `"aws:SourceArn"`) || !strings.Contains(string(cond), `:rule/TenantPipeline-*`) ||
+						!strings.Contains(string(cond), `"aws:SourceAccount"`) {
+						t.Errorf("got EventBridge's condition %s, want aws:SourceArn the app's rules (rule/TenantPipeline-*) and aws:SourceAccount", cond)
+					}
+					if acts, _ := json.Marshal(s["Action"]); string(acts) != `["kms:Decrypt","kms:GenerateDataKey"]` {
+						t.Errorf("got EventBridge's actions %s, want kms:Decrypt and kms:GenerateDataKey", acts)
+					}
+				case strings.Contains(string(principal), `"logs.`):
+					found["logs"] = true
+					if !strings.Contains(string(cond), `"kms:EncryptionContext:aws:logs:arn"`) || !strings.Contains(string(cond), `log-group:TenantPipeline-*`) ||
+						!strings.Contains(string(cond), `log-group:/aws/vendedlogs/states/TenantPipeline-*`) {
+						t.Errorf("got CloudWatch Logs' condition %s, want the app's log groups", cond)
+					}
+				}
+			}
+			if !found["events"] || !found["logs"] {
+				t.Errorf("got statements for %v, want EventBridge and CloudWatch Logs", found)
+			}
+			// The pattern must match the names CloudFormation gives: every stack of the app starts
+			// with the prefix, so do its rules' and log groups' generated names.
+			for _, s := range append(append([]awscdk.Stack{}, built.TenantStacks...), built.PoolStacks...) {
+				if !strings.HasPrefix(*s.StackName(), "TenantPipeline-") {
+					t.Errorf("got stack %s, want it to start with the stack prefix the key policy names", *s.StackName())
+				}
+			}
+		})
+	}
+}
+
+// TestEncryptionGrantsAreConditioned: every KMS statement of every role names the key alone and
+// carries the encryption context or service condition of the store it is for; the roles that
+// send to, receive from or read the stores have them.
+func TestEncryptionGrantsAreConditioned(t *testing.T) {
+	_, all := encryptedApp(t, "", stacks.Options{})
+	contexts := map[string]int{}
+	for _, stack := range all {
+		tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+		for id, r := range tpl["Resources"].(map[string]any) {
+			r := r.(map[string]any)
+			if r["Type"] != "AWS::IAM::Policy" {
+				continue
+			}
+			for _, st := range dig(r, "Properties", "PolicyDocument", "Statement").([]any) {
+				st := st.(map[string]any)
+				acts, _ := json.Marshal(st["Action"])
+				if !strings.Contains(string(acts), "kms:") {
+					continue
+				}
+				res, _ := json.Marshal(st["Resource"])
+				if !strings.Contains(string(res), "EncryptionKey") {
+					t.Errorf("%s %s: got KMS on %s, want the app's key alone", *stack.StackName(), id, res)
+				}
+				cond, ok := st["Condition"].(map[string]any)
+				if !ok {
+					t.Errorf("%s %s: got %s with no condition, want the store's encryption context or service", *stack.StackName(), id, acts)
+					continue
+				}
+				b, _ := json.Marshal(cond)
+				for _, c := range []string{"aws:sqs:arn", "aws:s3:arn", "aws:dynamodb:tableName", "aws:states:stateMachineArn", "SecretARN", "kms:EncryptionContext:SourceArn", "kms:ViaService"} {
+					if strings.Contains(string(b), c) {
+						contexts[c]++
+						break
+					}
+				}
+			}
+		}
+	}
+	for _, c := range []string{"aws:sqs:arn", "aws:s3:arn", "aws:dynamodb:tableName", "aws:states:stateMachineArn", "SecretARN", "kms:EncryptionContext:SourceArn"} {
+		if contexts[c] == 0 {
+			t.Errorf("got no grant under %s, want the roles of that store to have one", c)
+		}
+	}
+	t.Logf("KMS statements by condition: %v", contexts)
+}
+
+// TestEncryptionGrantsPerRole pins who may use the key for what, in both tiers: a missing grant
+// here is a file that cannot be read, a message that cannot be sent, an execution that cannot start.
+func TestEncryptionGrantsPerRole(t *testing.T) {
+	built, _ := encryptedApp(t, "", stacks.Options{})
+	silo := assertions.Template_FromStack(built.TenantStacks[0], nil)
+	var pool assertions.Template
+	for _, s := range built.PoolStacks {
+		if *s.StackName() == "TenantPipeline-Pool-default" {
+			pool = assertions.Template_FromStack(s, nil)
+		}
+	}
+	// hasGrant reports whether a policy attached to a role whose logical id starts with role has
+	// a statement of exactly actions under condition key (a StringEquals or StringLike key).
+	hasGrant := func(tpl assertions.Template, role string, actions []string, condition string) bool {
+		policies := tpl.FindResources(jsii.String("AWS::IAM::Policy"), &map[string]any{"Properties": assertions.Match_ObjectLike(&map[string]any{
+			"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^" + role))}}),
+		})})
+		want, _ := json.Marshal(actions)
+		for _, pol := range *policies {
+			sts, _ := dig(*pol, "Properties", "PolicyDocument", "Statement").([]any)
+			for _, st := range sts {
+				action := dig(st, "Action")
+				if a, ok := action.(string); ok {
+					action = []string{a} // one action renders as a string
+				}
+				got, _ := json.Marshal(action)
+				if string(got) != string(want) {
+					continue
+				}
+				if dig(st, "Condition", "StringEquals", condition) != nil || dig(st, "Condition", "StringLike", condition) != nil {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name      string
+		tpl       assertions.Template
+		role      string
+		actions   []string
+		condition string
+	}{
+		{"silo controller receives from its queue", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:aws:sqs:arn"},
+		{"silo split reads and writes the bucket", silo, "TenantacmeSplitServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"silo register reads the bucket", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"silo register reads its secret", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
+		{"silo register keeps the adaptive limit", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"silo controller takes leases", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"silo controller starts executions", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+		{"silo sink register writes its table", silo, "TenantglobexRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"silo file state machine", silo, "TenantacmeWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+		{"pool router receives from the intake", pool, "PoolRouterServiceRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:aws:sqs:arn"},
+		{"pool router sends to the queue", pool, "PoolRouterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:sqs:arn"},
+		{"pool router parks files", pool, "PoolRouterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"pool router keeps the backlog", pool, "PoolRouterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"pool controller sends and receives", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:sqs:arn"},
+		{"pool controller starts executions", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+		{"pool controller takes leases", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"pool register keeps the adaptive limit", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"pool tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"pool tenant role reads its tenant's secret", pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
+		{"pool file state machine", pool, "PoolWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !hasGrant(tc.tpl, tc.role, tc.actions, tc.condition) {
+				t.Errorf("got no policy of %s* with %v under %s", tc.role, tc.actions, tc.condition)
+			}
+		})
+	}
+}
+
+// TestEncryptionAddsNoResourcePerTenant: a key adds properties and policy statements, never a
+// resource per tenant, so 11 tenants of at most 45 resources still fit a stack (MaxTenantsPerStack).
+func TestEncryptionAddsNoResourcePerTenant(t *testing.T) {
+	built, _ := encryptedApp(t, "", stacks.Options{})
+	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	for tenant, want := range map[string]int{"acme": 44, "globex": 45} { // globex: and its created table
+		n := 0
+		for id := range tpl["Resources"].(map[string]any) {
+			if strings.HasPrefix(id, "Tenant"+tenant) {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("tenant %s: got %d resources, want %d", tenant, n, want)
+		}
+	}
+}
+
+// TestEncryptionImportedKeyWarnsWithTheStatements: an imported key's policy cannot be changed, so
+// synth warns with the exact statements, in the key's partition, region and account.
+func TestEncryptionImportedKeyWarnsWithTheStatements(t *testing.T) {
+	built, _ := encryptedApp(t, importedKeyARN, stacks.Options{})
+	first := built.TenantStacks[0]
+	msgs := assertions.Annotations_FromStack(first).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("encryption key .* is not managed by this app")))
+	if len(*msgs) != 1 {
+		t.Fatalf("got %d warnings about the imported key, want 1", len(*msgs))
+	}
+	msg := fmt.Sprint((*msgs)[0].Entry.Data)
+	if k := strings.LastIndex(msg, " [ack: "); k >= 0 {
+		msg = msg[:k] // CDK appends how to acknowledge the warning
+	}
+	i := strings.Index(msg, "): [")
+	if i < 0 {
+		t.Fatalf("got %q, want the statements as a JSON array", msg)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(msg[i+3:]), &got); err != nil {
+		t.Fatalf("got statements that are not JSON: %v\n%s", err, msg[i+3:])
+	}
+	want := tenantpipeline.AppKeyPolicy("aws", "eu-west-1", "111122223333", "TenantPipeline").Statements()
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("got statements %s, want %s", gotJSON, wantJSON)
+	}
+	for _, w := range []string{`"events.amazonaws.com"`, `arn:aws:events:eu-west-1:111122223333:rule/TenantPipeline-*`, `"logs.eu-west-1.amazonaws.com"`,
+		`arn:aws:logs:eu-west-1:111122223333:log-group:/aws/vendedlogs/states/TenantPipeline-*`} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("got %q, want it to contain %s", msg, w)
+		}
+	}
+	// The constructs, told that the app keeps the key policy, add no warning of their own.
+	for _, s := range append(append([]awscdk.Stack{}, built.TenantStacks...), built.PoolStacks...) {
+		if n := len(*assertions.Annotations_FromStack(s).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("policy cannot be changed from this stack")))); n > 0 {
+			t.Errorf("%s: got %d construct warnings about the key policy, want none (KeyPolicyCovered)", *s.StackName(), n)
+		}
+	}
+}
+
+// TestEncryptionInYourOwnApp: a construct given a key of its own stack adds to the key policy
+// EventBridge's statement for exactly its rule and CloudWatch Logs' for exactly its log groups; given
+// an imported key, it warns with the statements its owner must add.
+func TestEncryptionInYourOwnApp(t *testing.T) {
+	for _, imported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("imported %v", imported), func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := awscdk.NewStack(app, jsii.String("MyPipeline"), &awscdk.StackProps{Env: &awscdk.Environment{Account: jsii.String("111122223333"), Region: jsii.String("eu-west-1")}})
+			var key awskms.IKey
+			if imported {
+				key = awskms.Key_FromKeyArn(stack, jsii.String("Key"), jsii.String(importedKeyARN))
+			} else {
+				key = awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			}
+			bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+				EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true),
+				Encryption: awss3.BucketEncryption_KMS, EncryptionKey: key, BucketKeyEnabled: jsii.Bool(true),
+			})
+			p := tenantpipeline.New(stack, "Acme", &tenantpipeline.Props{
+				Tenant:      tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/records"},
+				Bucket:      bucket,
+				SharedProps: tenantpipeline.SharedProps{EncryptionKey: key},
+			})
+			tpl := assertions.Template_FromStack(stack, nil)
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("policy cannot be changed from this stack")))
+			if imported {
+				if len(*warnings) != 1 {
+					t.Fatalf("got %d key policy warnings, want 1", len(*warnings))
+				}
+				msg := fmt.Sprint((*warnings)[0].Entry.Data)
+				for _, w := range []string{"arn:aws:events:eu-west-1:111122223333:rule/MyPipeline-*", "events.amazonaws.com", "logs.eu-west-1.amazonaws.com"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("got %q, want it to contain %s", msg, w)
+					}
+				}
+				return
+			}
+			if len(*warnings) != 0 {
+				t.Errorf("got %d key policy warnings, want none for a key of the construct's stack", len(*warnings))
+			}
+			// The key policy cannot name the rule (the rule names the bucket, which names the key):
+			// it names the rules of the construct's stack.
+			found := false
+			for _, k := range *tpl.FindResources(jsii.String("AWS::KMS::Key"), nil) {
+				sts, _ := dig(*k, "Properties", "KeyPolicy", "Statement").([]any)
+				for _, st := range sts {
+					b, _ := json.Marshal(st)
+					if strings.Contains(string(b), `"events.amazonaws.com"`) {
+						found = true
+						if !strings.Contains(string(b), ":rule/MyPipeline-*") || !strings.Contains(string(b), `"aws:SourceArn"`) {
+							t.Errorf("got EventBridge's statement %s, want it scoped to the rules of stack MyPipeline", b)
+						}
+					}
+				}
+			}
+			if !found {
+				t.Error("got no EventBridge statement in the key policy")
+			}
+			_ = p.Rule
+			// The bucket's own key (Bucket.EncryptionKey) is what Split is granted on the bucket.
+			tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), &map[string]any{"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{"Action": []string{"kms:Decrypt", "kms:GenerateDataKey"},
+					"Condition": assertions.Match_ObjectLike(&map[string]any{"StringLike": map[string]any{"kms:EncryptionContext:aws:s3:arn": assertions.Match_AnyValue()}})}),
+			})}})
+		})
+	}
+}
+
+// TestEncryptionNagSuppressesNothingAboutKMS: with a key, no cdk-nag rule about encryption with
+// KMS (SSE on queues, key rotation, topics) is suppressed anywhere; TestCdkNag runs the pack on
+// encryption.json.
+func TestEncryptionNagSuppressesNothingAboutKMS(t *testing.T) {
+	_, all := encryptedApp(t, "", stacks.Options{})
+	for _, stack := range all {
+		tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+		b, _ := json.Marshal(tpl["Resources"])
+		for _, rule := range []string{"AwsSolutions-SQS2", "AwsSolutions-KMS5", "AwsSolutions-SNS2"} {
+			if strings.Contains(string(b), `"`+rule+`"`) {
+				t.Errorf("%s: got a suppression of %s, want none with a key", *stack.StackName(), rule)
+			}
+		}
+	}
+}
+
+// TestEncryptionDefaultIsUnchanged: without "encryption" no key exists and no construct warns
+// about one (the snapshots pin the templates: TestSnapshot).
+func TestEncryptionDefaultIsUnchanged(t *testing.T) {
+	app, built := synthApp(t, "coresystems.json", stacks.Options{})
+	if built.Key != nil {
+		t.Errorf("got a key without encryption, want none")
+	}
+	for _, c := range *app.Node().Children() {
+		s, ok := c.(awscdk.Stack)
+		if !ok || !*awscdk.Stack_IsStack(c) {
+			continue
+		}
+		assertions.Template_FromStack(s, nil).ResourceCountIs(jsii.String("AWS::KMS::Key"), jsii.Number(0))
+		var found []*cxapi.SynthesisMessage
+		found = append(found, *assertions.Annotations_FromStack(s).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("[Kk]ey policy")))...)
+		if len(found) > 0 {
+			t.Errorf("%s: got %d key warnings without encryption", *s.StackName(), len(found))
+		}
+	}
+}
