@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -63,12 +64,14 @@ type tenantAuth struct {
 	mu       sync.Mutex
 	sessions map[string]tenantSession // by access key id
 	policies map[string][]statement   // by role ARN, resolved on first use
-	refused  int
-	assumed  map[string]int // AssumeRole calls answered, by the session's tenant tag
+	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
+	maxSession map[string]int
+	refused    int
+	assumed    map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
 func newTenantAuth(asm *Assembly, res *Resolver) *tenantAuth {
-	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}}
+	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{}}
 }
 
 // statement is one resolved policy statement.
@@ -124,6 +127,17 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
 		return
 	}
+	seconds := 3600
+	fmt.Sscan(form.Get("DurationSeconds"), &seconds)
+	// DurationSeconds: 900 seconds up to the role's maximum session duration, else STS's
+	// ValidationError (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+	a.mu.Lock()
+	limit := cmp.Or(a.maxSession[role], 3600)
+	a.mu.Unlock()
+	if seconds < 900 || seconds > limit {
+		queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The requested DurationSeconds %d is outside 900 to the MaxSessionDuration %d set for this role.", seconds, limit))
+		return
+	}
 	key := sessionKeyPrefix + strings.ToUpper(newID()[:12])
 	a.mu.Lock()
 	a.sessions[key] = tenantSession{role: role, tags: tags}
@@ -132,8 +146,6 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 	}
 	a.assumed[tags[pipeline.TenantTag]]++
 	a.mu.Unlock()
-	seconds := 3600
-	fmt.Sscan(form.Get("DurationSeconds"), &seconds)
 	type credentials struct {
 		AccessKeyID     string `xml:"AccessKeyId"`
 		SecretAccessKey string
@@ -204,6 +216,9 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if found == nil {
 		return nil, fmt.Errorf("no role %s in the templates", role)
 	}
+	var maxSession int
+	a.asm.Prop(a.res, found, "MaxSessionDuration", &maxSession)
+	a.maxSession[role] = maxSession
 	var out []statement
 	for _, p := range a.asm.OfType("AWS::IAM::Policy") {
 		var roles []struct{ Ref string }

@@ -165,7 +165,9 @@ func TestTenantSessionPolicy(t *testing.T) {
 	}
 }
 
-// The local STS refuses a session without exactly the tenant tag, as the role's trust policy does.
+// The local STS refuses a session without exactly the tenant tag, as the role's trust policy does,
+// and one longer than the role's MaxSessionDuration (none in the template: 3600) or shorter than 900
+// seconds, as STS does.
 func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 	r := newTenantAuthRig(t)
 	for _, tc := range []struct {
@@ -173,19 +175,23 @@ func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 		role     string
 		tags     []ststypes.Tag
 		wantCode string
+		duration time.Duration
 	}{
-		{"tenant tag", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, ""},
-		{"no tag", "", nil, "AccessDenied"},
-		{"another tag too", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("team"), Value: aws.String("x")}}, "AccessDenied"},
-		{"empty tenant", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("")}}, "AccessDenied"},
-		{"unknown role", "arn:aws:iam::123456789012:role/other", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "AccessDenied"},
+		{"the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", time.Hour},
+		{"past the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", time.Hour + time.Second},
+		{"under 900 seconds", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", 899 * time.Second},
+		{"tenant tag", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", 0},
+		{"no tag", "", nil, "AccessDenied", 0},
+		{"another tag too", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("team"), Value: aws.String("x")}}, "AccessDenied", 0},
+		{"empty tenant", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("")}}, "AccessDenied", 0},
+		{"unknown role", "arn:aws:iam::123456789012:role/other", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "AccessDenied", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			role := tc.role
 			if role == "" {
 				role = r.role
 			}
-			p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) { o.Tags = tc.tags })
+			p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) { o.Tags, o.Duration = tc.tags, tc.duration })
 			_, err := p.Retrieve(context.Background())
 			if got := errorCode(err); got != tc.wantCode {
 				t.Errorf("got %q (%v), want %q", got, err, tc.wantCode)
