@@ -56,6 +56,7 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	go vet -tags figures ./internal/localrun # the figures tests (make figures) are built only with the tag
 
 ## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it), the pool settings load at 100,000 tenants, and admission under a burst of 1,000 and 10,000 waiting tenants beside the polling design (cmd/admissionbench)
 bench: setup
@@ -70,7 +71,7 @@ bench: setup
 ## calls (TestFiguresAdmissionBurst)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
-	LOCALRUN_FIGURES=1 LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test ./internal/localrun -run TestFigures -v -timeout 60m
+	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m
 
 ## scale: synthesize SCALE_TENANTS tenants of SCALE_TIER (silo: 1,000 by default; pool: 10,000) and
 ## check every stack against CloudFormation's limits (and, pooled, the constant-size bounds); prints

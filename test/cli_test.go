@@ -74,6 +74,7 @@ func writeFile(t *testing.T, name, body string) string {
 // TestAppInvalidInputExitsCleanly: invalid tenants files, context and props end the app with one
 // clear message and status 1 - never a panic's goroutine dump (Go exits 2 on a panic).
 func TestAppInvalidInputExitsCleanly(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	good := `{"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/acme"}]}`
 	for _, tc := range []struct {
 		name    string
@@ -123,6 +124,7 @@ func TestAppInvalidInputExitsCleanly(t *testing.T) {
 // given one endpoint for them (-c registerUrl=URL, or the local run's environment variable), and
 // a tenant's own registerUrl still wins. A synth leaves nothing in the temp folder.
 func TestAppRegisterURLForTenantsWithout(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	tenantsFile := writeFile(t, "tenants.json", `{"tenants": [{"id": "acme"}, {"id": "globex", "registerUrl": "https://own.example.com/globex"}]}`)
 	for _, tc := range []struct {
 		name    string
@@ -162,6 +164,7 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 // per-invocation cursor (a Map with one Register task per chunk), so both can be measured side by
 // side; without it the segment loops on a cursor.
 func TestAppRegisterDesignContext(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	tenantsFile := filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")
 	for _, tc := range []struct {
 		design string
@@ -195,6 +198,7 @@ func TestAppRegisterDesignContext(t *testing.T) {
 // TestSynthLeavesNothingInTempFolder: the Lambda binaries are built inside the cloud assembly, so
 // a synth leaves nothing behind in the system's temp folder (it used to leave about 30 MB each time).
 func TestSynthLeavesNothingInTempFolder(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	r := runApp(t, map[string]any{"tenantsFile": filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")})
 	if r.code != 0 {
 		t.Fatalf("got exit status %d, want 0:\n%s", r.code, r.out)
@@ -214,6 +218,7 @@ func TestSynthLeavesNothingInTempFolder(t *testing.T) {
 // the file as it was; without either (or with strictAssignment=false) it writes the file, and a
 // strict synth then passes.
 func TestAppStrictAssignment(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	const body = `{"tenants": [{"id": "acme"}, {"id": "globex"}]}`
 	const staleBody = `{"stacks": {"acme": "2", "initech": "1"}}` + "\n"
 	for _, tc := range []struct {
@@ -308,6 +313,7 @@ func mustAbs(t *testing.T, p string) string {
 // added "exit status 1" before it; cdk.json runs the app with `go tool`, which exits with the
 // app's status quietly.)
 func TestCDKSynthFailureEndsWithTheMessage(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	root := mustAbs(t, "..")
 	cdk := filepath.Join(root, "node_modules", ".bin", "cdk")
 	if _, err := os.Stat(cdk); err != nil {

@@ -147,7 +147,7 @@ func TestCoreSystemAlarmAndDashboardFromTenantsFile(t *testing.T) {
 
 // Construct path: a CoreSystem with its own threshold and an alarm topic.
 func TestCoreSystemAlarmAndDashboard(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Shared"), nil)
 	topic := awssns.NewTopic(stack, jsii.String("Alarms"), nil)
 	c := tenantpipeline.NewCoreSystem(stack, "Ledger", &tenantpipeline.CoreSystemProps{

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -32,10 +30,10 @@ func coreApp(t *testing.T) {
 		t.Fatalf("got %d pool stacks and %d tenant stacks, want 2 and 1", len(built.PoolStacks), len(built.TenantStacks))
 	}
 	core.built = built
-	core.ingest = templateJSON(assertions.Template_FromStack(built.Ingest, nil))
-	core.silo = templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
-	core.other = templateJSON(assertions.Template_FromStack(built.PoolStacks[0], nil)) // big
-	core.pool = templateJSON(assertions.Template_FromStack(built.PoolStacks[1], nil))  // default
+	core.ingest = stackTemplate(t, built.Ingest)
+	core.silo = stackTemplate(t, built.TenantStacks[0])
+	core.other = stackTemplate(t, built.PoolStacks[0]) // big
+	core.pool = stackTemplate(t, built.PoolStacks[1])  // default
 }
 
 // coreTableID is the logical id of a core system's table in the ingest stack.
@@ -369,7 +367,7 @@ func TestCoreSystemsWithAnExistingBucket(t *testing.T) {
 	if built.Ingest != nil || built.CoreSystemStack == nil || *built.CoreSystemStack.StackName() != "TenantPipeline-CoreSystems" {
 		t.Fatalf("got ingest %v, core system stack %v, want no ingest stack and TenantPipeline-CoreSystems", built.Ingest, built.CoreSystemStack)
 	}
-	tpl := templateJSON(assertions.Template_FromStack(built.CoreSystemStack, nil))
+	tpl := stackTemplate(t, built.CoreSystemStack)
 	if got := len(byType(tpl, "AWS::DynamoDB::Table")); got != 2 || len(built.CoreSystems) != 2 {
 		t.Errorf("got %d tables and %d core systems, want 2 and 2", got, len(built.CoreSystems))
 	}

@@ -265,7 +265,7 @@ func TestDashboardAndAlarmsLinkEachOther(t *testing.T) {
 // letters, digits, '-' and '_'; CDK cannot check a name that holds the region token, so the
 // constructor does.
 func TestDashboardIDIsChecked(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Dash"), nil)
 	var msg string
 	func() {

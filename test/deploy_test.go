@@ -74,7 +74,7 @@ func queuePolicyOf(t *testing.T, tpl map[string]any, tenant, queueID string) map
 // versioned bucket.
 func pipelineApp(t *testing.T, change func(*tenantpipeline.Props), bucket func(awscdk.Stack) awss3.IBucket) (awscdk.Stack, map[string]any) {
 	t.Helper()
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Construct-Test"), nil)
 	if bucket == nil {
 		bucket = func(s awscdk.Stack) awss3.IBucket {
@@ -130,7 +130,7 @@ func TestWorkflowLogGroupsAreVendedAndUnique(t *testing.T) {
 	}
 	// A second app with another stack prefix names its groups apart from the first.
 	_, built := synthApp(t, "one-tenant.json", stacks.Options{StackPrefix: "Other"})
-	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	tpl := stackTemplate(t, built.TenantStacks[0])
 	var names []string
 	for _, lg := range tenantResources(t, tpl, "AWS::Logs::LogGroup", "acme") {
 		if n, ok := props(lg)["LogGroupName"].(string); ok {
@@ -259,7 +259,7 @@ func TestBucketChecks(t *testing.T) {
 			return stack
 		},
 		"pool": func(t *testing.T, bucket func(awscdk.Stack) awss3.IBucket) awscdk.Stack {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("Construct-Test"), nil)
 			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket(stack),
 				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}})

@@ -28,7 +28,7 @@ func sinksApp(t *testing.T) map[string]any {
 	if sinks.template == nil {
 		_, built := synthApp(t, "sinks.json", stacks.Options{})
 		sinks.built = built
-		sinks.template = templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+		sinks.template = stackTemplate(t, built.TenantStacks[0])
 	}
 	return sinks.template
 }
@@ -153,7 +153,7 @@ func TestRegisterPutItemOnly(t *testing.T) {
 // TestDynamoDBTableProp: Props.DynamoDBTable, a table the app owns, is the one Register
 // writes: no table is created, PutItem is granted on it, and TENANT names it.
 func TestDynamoDBTableProp(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Own"), nil)
 	table := awsdynamodb.NewTable(stack, jsii.String("Mine"), &awsdynamodb.TableProps{
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("id"), Type: awsdynamodb.AttributeType_STRING},

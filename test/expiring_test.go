@@ -30,7 +30,7 @@ func TestExpiringMessageAlarm(t *testing.T) {
 			return assertions.Template_FromStack(stack, nil)
 		},
 		"pool": func(t *testing.T, timeout time.Duration) assertions.Template {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("Construct-Test"), nil)
 			bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
 			topic := awssns.Topic_FromTopicArn(stack, jsii.String("Alarms"), jsii.String("arn:aws:sns:eu-west-1:123456789012:ops"))

@@ -24,7 +24,7 @@ func TestFIFOThroughputMode(t *testing.T) {
 	built, _ := poolTemplate(t)
 	for _, s := range built.PoolStacks {
 		t.Run(*s.StackName(), func(t *testing.T) {
-			tpl := assertions.Template_FromStack(s, nil)
+			tpl := stackAssertions(t, s)
 			tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), highThroughputFIFO)
 			found := tpl.FindResources(jsii.String("AWS::SQS::Queue"), &map[string]any{
 				"Properties": assertions.Match_ObjectLike(&highThroughputFIFO),

@@ -35,7 +35,7 @@ func TestFileEventGrants(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("Events"), nil)
 			bucket := stacks.NewIngestBucket(stack, "Bucket")
 			var bus awsevents.IEventBus
@@ -138,7 +138,7 @@ func checkGrants(t *testing.T, got, want map[string]string) {
 // and is told which (RESULTS_FUNCTION).
 // https://docs.aws.amazon.com/lambda/latest/dg/lambda-api-permissions-ref.html
 func TestFailedResultsGrant(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Results"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
 	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{

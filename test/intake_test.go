@@ -154,7 +154,7 @@ func TestPoolIntakeRulesCoverEveryFirstByte(t *testing.T) {
 	}
 
 	// One intake group: the one rule on the whole prefix takes every key under it.
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("OneGroup"), nil)
 	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 		Name: "one", Bucket: stacks.NewIngestBucket(stack, "Bucket"), IntakeGroups: 1,

@@ -12,6 +12,7 @@ import (
 // whose tenants have no registerUrl, one silo and one pooled: the run supplies its own endpoint
 // (here the embedded sink), so synth must accept it, and both tenants' files must be registered.
 func TestLocalRunWithoutRegisterURL(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	if testing.Short() {
 		t.Skip("starts the local emulators")
 	}

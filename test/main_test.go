@@ -25,20 +25,17 @@ var update = flag.Bool("update", false, "rewrite golden files and snapshots")
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
+	removeSynthCache()
 	jsii.Close()
 	os.Exit(code)
 }
 
-// synthApp builds the app from a tenants file in testdata with extra options, as `cdk synth` would.
+// synthApp builds the app from a tenants file in testdata with extra options, as `cdk synth` would,
+// once per test binary (builtApp): read it, never add to it.
 func synthApp(t *testing.T, tenantsFile string, o stacks.Options) (awscdk.App, *stacks.App) {
 	t.Helper()
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	o.TenantsFile = filepath.Join("testdata", tenantsFile)
-	built, err := stacks.Build(app, o)
-	if err != nil {
-		t.Fatalf("Build: %v", err)
-	}
-	return app, built
+	return builtApp(t, o)
 }
 
 // shared is the app most tests read: the three tenants of testdata/tenants.json in one stack.
@@ -56,8 +53,8 @@ func sharedApp(t *testing.T) {
 	}
 	_, built := synthApp(t, "tenants.json", stacks.Options{})
 	shared.app = built
-	shared.tenants = assertions.Template_FromStack(built.TenantStacks[0], nil)
-	shared.ingest = assertions.Template_FromStack(built.Ingest, nil)
+	shared.tenants = stackAssertions(t, built.TenantStacks[0])
+	shared.ingest = stackAssertions(t, built.Ingest)
 	shared.template = templateJSON(shared.tenants)
 }
 

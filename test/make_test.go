@@ -12,6 +12,7 @@ import (
 // each test is printed as it ends, then the failures with their output, the slowest packages, and
 // gotestsum's DONE line last; a failing test fails make test.
 func TestMakeTest(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	const pkg = "test/testdata/maketest"
 	for _, tc := range []struct {
 		name string

@@ -149,6 +149,7 @@ func runOwnApp(t *testing.T, ownCase, outdir string) (int, string) {
 // CDK's validation message, status 1 and no goroutine dump; each message names the construct
 // props and both constructs.
 func TestOwnAppFailsAsCDKDoes(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	for _, tc := range []struct {
 		ownCase string
 		want    []string
@@ -202,6 +203,7 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 // stack flag, finds the tenants of the stack MyPipeline by the constructs' outputs; --stack
 // narrows to it.
 func TestOwnAppSynthesizesAndPipectlFindsItsTenants(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	outdir := t.TempDir()
 	code, out := runOwnApp(t, "", outdir)
 	if code != 0 {

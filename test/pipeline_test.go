@@ -485,7 +485,7 @@ func TestLogGroupsHaveRetention(t *testing.T) {
 
 func TestAlarmTopicReceivesEveryAlarm(t *testing.T) {
 	_, built := synthApp(t, "one-tenant.json", stackOptions("arn:aws:sns:eu-west-1:123456789012:ops"))
-	tpl := assertions.Template_FromStack(built.TenantStacks[0], nil)
+	tpl := stackAssertions(t, built.TenantStacks[0])
 	tpl.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 		"AlarmActions": []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
 		"OKActions":    []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
@@ -522,7 +522,7 @@ func TestExistingBucketByName(t *testing.T) {
 	if built.Ingest != nil {
 		t.Errorf("got an ingest stack, want none when bucketName names an existing bucket")
 	}
-	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	tpl := stackTemplate(t, built.TenantStacks[0])
 	_, r := fileRule(t, tpl, "acme")
 	if got := asJSON(get(t, props(r), "EventPattern", "detail", "bucket", "name")); got != `["corp-ingest"]` {
 		t.Errorf("bucket name: got %s, want [\"corp-ingest\"]", got)
@@ -534,7 +534,7 @@ func TestExistingBucketByName(t *testing.T) {
 // (REGISTER_TIMEOUT_SECONDS) and the Register task's retry after an unknown invoke outcome
 // (function timeout + 30 s).
 func TestTimeoutPropsReachTheFunctionsAndTheWorkflow(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Props"), nil)
 	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
 		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"},

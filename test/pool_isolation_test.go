@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
@@ -17,7 +16,7 @@ import (
 // is the pool's alone.
 func TestPoolIsolationStatements(t *testing.T) {
 	built, tpl := poolTemplate(t)
-	pool := assertions.Template_FromStack(built.PoolStacks[1], nil)
+	pool := stackAssertions(t, built.PoolStacks[1])
 	idOf := func(typ, prefix string) string {
 		t.Helper()
 		var found []string

@@ -25,7 +25,7 @@ func poolTemplate(t *testing.T) (*stacks.App, map[string]any) {
 	if len(built.PoolStacks) != 2 {
 		t.Fatalf("got %d pool stacks, want 2", len(built.PoolStacks))
 	}
-	return built, templateJSON(assertions.Template_FromStack(built.PoolStacks[1], nil))
+	return built, stackTemplate(t, built.PoolStacks[1])
 }
 
 // byType returns the template's resources of one type, by logical id.
@@ -213,7 +213,7 @@ func TestPoolSizeIsConstant(t *testing.T) {
 		if err := os.WriteFile(file, []byte(`{"tenants": [`+strings.Join(entries, ",")+`]}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		app := testApp(t)
 		built, err := stacks.Build(app, stacks.Options{TenantsFile: file})
 		if err != nil {
 			t.Fatal(err)
@@ -236,7 +236,7 @@ func TestPoolSizeIsConstant(t *testing.T) {
 // TestInvalidPoolPropsFailAtValidation: NewPool refuses invalid props before it creates anything,
 // every problem listed, each naming the prop to change (never a tenants.json field).
 func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
 	msg := propsFailure(t, func() {
@@ -282,7 +282,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 			`pool "shared": IntakeGroups 2: the event pattern of intake group 0 would be`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
 			p := tc.props
 			p.Name, p.Bucket = "shared", stacks.NewIngestBucket(stack, "Bucket")
@@ -347,7 +347,7 @@ func TestPoolChecksTenantsOnce(t *testing.T) {
 		toldOK bool
 	}{{"construct user's props: checked", false, true}, {"props the app vouches for: not checked again", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("Pool"), nil)
 			props := &tenantpipeline.PoolProps{Name: "p", Bucket: stacks.NewIngestBucket(stack, "Bucket"), Tenants: []tenantpipeline.Tenant{
 				{ID: "a", Prefix: "pools/p/a/", RegisterURL: "https://core.example.com/a"},

@@ -9,10 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/jsii-runtime-go"
-
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/insights"
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -20,17 +16,14 @@ import (
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
-// defaultPoolTemplate synthesizes a tenants file and returns the template of its pool "default".
+// defaultPoolTemplate synthesizes a tenants file (once per test binary, builtApp) and returns the
+// template of its pool "default".
 func defaultPoolTemplate(t *testing.T, tenantsFile, assignmentFile string) map[string]any {
 	t.Helper()
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	built, err := stacks.Build(app, stacks.Options{TenantsFile: tenantsFile, AssignmentFile: assignmentFile})
-	if err != nil {
-		t.Fatalf("Build: %v", err)
-	}
+	_, built := builtApp(t, stacks.Options{TenantsFile: tenantsFile, AssignmentFile: assignmentFile})
 	for _, stack := range built.PoolStacks {
 		if strings.HasSuffix(*stack.StackName(), "-Pool-default") {
-			return templateJSON(assertions.Template_FromStack(stack, nil))
+			return stackTemplate(t, stack)
 		}
 	}
 	t.Fatalf("no pool default among %d pool stacks", len(built.PoolStacks))

@@ -25,7 +25,7 @@ func TestRuleQuotaWarning(t *testing.T) {
 		rules int
 		want  int
 	}{{1, 0}, {300, 0}, {301, 1}, {1000, 1}} {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		app := testApp(t)
 		stack := awscdk.NewStack(app, jsii.String("S"), nil)
 		stacks.WarnRuleQuota(stack, tc.rules)
 		if got := ruleQuotaWarnings(stack); got != tc.want {

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/jsii-runtime-go"
-
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -48,7 +45,7 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 			for k, v := range tc.context {
 				ctx[k] = v
 			}
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &ctx})
+			app := testAppWithContext(t, ctx)
 			o, err := stacks.OptionsFromContext(app)
 			if err != nil {
 				t.Fatal(err)

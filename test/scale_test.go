@@ -34,6 +34,7 @@ const (
 // roles, alarms and rules counted from the templates, the synth's wall time and the peak memory
 // of the app and its jsii runtime.
 func TestScale(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	n := 100
 	if v := os.Getenv("SCALE_TENANTS"); v != "" {
 		var err error
@@ -55,6 +56,7 @@ func TestScale(t *testing.T) {
 // TestScalePool: 100 pooled tenants fit the pooled tier's constant bounds (the same bounds hold at
 // 10,000: make scale SCALE_TIER=pool).
 func TestScalePool(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	if os.Getenv("SCALE_TENANTS") != "" {
 		t.Skip("make scale runs TestScale alone")
 	}

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/stacks"
 )
@@ -33,7 +31,7 @@ func synthPlacements(t *testing.T, dir string, ids []string) map[string]placemen
 	if err := os.WriteFile(file, []byte(`{"tenants": [`+strings.Join(entries, ", ")+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	built, err := stacks.Build(app, stacks.Options{TenantsFile: file, TenantsPerStack: 2, RegisterURL: "https://core.example.com/records"})
 	if err != nil {
 		t.Fatal(err)

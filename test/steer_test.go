@@ -150,11 +150,11 @@ func TestFunctionRolesAreUnderTheRolePath(t *testing.T) {
 
 // TestOperatorsFromContext: the operator set of the CDK context reaches both Deny statements.
 func TestOperatorsFromContext(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
+	app := testAppWithContext(t, map[string]any{
 		stacks.CtxOperatorTag:  "team=pipeline-ops",
 		stacks.CtxOperatorArns: "arn:aws:iam::123456789012:role/ops/*, arn:aws:iam::123456789012:user/alice",
 		stacks.CtxStackPrefix:  "Corp",
-	}})
+	})
 	o, err := stacks.OptionsFromContext(app)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestOperatorsFromContext(t *testing.T) {
 
 // TestBadOperatorTagContextFails: a context value that is not key=value names the key and the form.
 func TestBadOperatorTagContextFails(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxOperatorTag: "team"}})
+	app := testAppWithContext(t, map[string]any{stacks.CtxOperatorTag: "team"})
 	if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), `context operatorTag: "team" is not key=value`) {
 		t.Errorf("got %v, want an error naming operatorTag and key=value", err)
 	}
@@ -215,7 +215,7 @@ func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
 // TestResultsExpirationDaysContext: the results/ lifecycle rule of the bucket the app creates
 // follows the context, and a value that is not a number of days names the key.
 func TestResultsExpirationDaysContext(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxResultsExpirationDays: "7"}})
+	app := testAppWithContext(t, map[string]any{stacks.CtxResultsExpirationDays: "7"})
 	o, err := stacks.OptionsFromContext(app)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestResultsExpirationDaysContext(t *testing.T) {
 		})},
 	})
 	for _, bad := range []string{"0", "a month"} {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{stacks.CtxResultsExpirationDays: bad}})
+		app := testAppWithContext(t, map[string]any{stacks.CtxResultsExpirationDays: bad})
 		if _, err := stacks.OptionsFromContext(app); err == nil || !strings.Contains(err.Error(), "context resultsExpirationDays") {
 			t.Errorf("%q: got %v, want an error naming resultsExpirationDays", bad, err)
 		}
@@ -245,7 +245,7 @@ func TestLifecycleRulesForYourBucket(t *testing.T) {
 	for _, tc := range []struct {
 		days, want int
 	}{{90, 90}, {0, pipeline.DefaultResultsExpirationDays}} {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		app := testApp(t)
 		stack := awscdk.NewStack(app, jsii.String("Mine"), nil)
 		awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{Versioned: jsii.Bool(true), EventBridgeEnabled: jsii.Bool(true),
 			LifecycleRules: tenantpipeline.LifecycleRules(tc.days)})

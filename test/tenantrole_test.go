@@ -167,7 +167,7 @@ func TestPoolTenantRole(t *testing.T) {
 // names, each message naming the prop: the prefix, the secret, the table, and the name prefixes'
 // shape.
 func TestPoolPropsDerivedNames(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
 	msg := propsFailure(t, func() {
 		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{

@@ -128,7 +128,7 @@ func TestWakeEventsOffAndSafetyNetProps(t *testing.T) {
 			map[string]any{"WAKE_EVENTS": "true", "SAFETY_NET_SECONDS": "60", "POLL_BUDGET_SECONDS": "0", "MAX_WAIT_SECONDS": "120"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			app := testApp(t)
 			stack := awscdk.NewStack(app, jsii.String("Wake"), nil)
 			p := tc.props
 			p.Tenant = tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}
@@ -172,7 +172,7 @@ func TestControlPrefixProtectedEnv(t *testing.T) {
 				o := stackOptions("")
 				o.BucketName = tc.bucketName
 				_, built := synthApp(t, "pool.json", o)
-				tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+				tpl := stackTemplate(t, built.TenantStacks[0])
 				env := get(t, props(tenantResources(t, tpl, "AWS::Lambda::Function", "acme")[controllerID(t, tpl, "acme")]), "Environment", "Variables")
 				if got := get(t, env, pipeline.EnvControlPrefixProtected); got != tc.want {
 					t.Errorf("silo: got %s=%v, want %s", pipeline.EnvControlPrefixProtected, got, tc.want)
@@ -206,7 +206,7 @@ func TestControlPrefixProtectedEnv(t *testing.T) {
 			{name: "imported bucket", imported: true, want: "false", wantDenies: 0, wantWarnings: 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+				app := testApp(t)
 				stack := awscdk.NewStack(app, jsii.String("Protected"), nil)
 				var bucket awss3.IBucket
 				if tc.imported {

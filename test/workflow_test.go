@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -446,7 +444,7 @@ func checkSegmentLoop(t *testing.T, seg map[string]any) {
 // the cursor, one Map iteration (and one Register task) per chunk, for a side-by-side comparison.
 func TestSegmentWorkflowShapePerChunk(t *testing.T) {
 	_, built := synthApp(t, "one-tenant.json", stacks.Options{RegisterDesign: "per-chunk"})
-	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	tpl := stackTemplate(t, built.TenantStacks[0])
 	var seg map[string]any
 	for id, sm := range tenantResources(t, tpl, "AWS::StepFunctions::StateMachine", "acme") {
 		if strings.Contains(id, "WorkflowSegment") {

@@ -1,9 +1,10 @@
+//go:build figures
+
 package localrun
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -19,50 +20,6 @@ type burstAdmission struct {
 	dynamoPerFile         float64
 	visibilityPerFile     float64
 	wall                  float64
-}
-
-// slotUtilization is the running time of the files within [from, to] over slots × (to − from).
-func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
-	if !to.After(from) {
-		return 0
-	}
-	var busy time.Duration
-	for _, tr := range rep.Tenants {
-		for _, f := range tr.Files {
-			if f.StartedAt == nil || f.StoppedAt == nil {
-				continue
-			}
-			s, e := f.StartedAt.Add(0), *f.StoppedAt
-			if s.Before(from) {
-				s = from
-			}
-			if e.After(to) {
-				e = to
-			}
-			if e.After(s) {
-				busy += e.Sub(s)
-			}
-		}
-	}
-	return float64(busy) / float64(time.Duration(slots)*to.Sub(from))
-}
-
-// burstWindow is from the first upload to the last start (while files waited) and the last stop.
-func burstWindow(rep *Report) (first, lastStart, lastStop time.Time) {
-	for _, tr := range rep.Tenants {
-		for _, f := range tr.Files {
-			if first.IsZero() || f.UploadedAt.Before(first) {
-				first = f.UploadedAt
-			}
-			if f.StartedAt != nil && f.StartedAt.After(lastStart) {
-				lastStart = *f.StartedAt
-			}
-			if f.StoppedAt != nil && f.StoppedAt.After(lastStop) {
-				lastStop = *f.StoppedAt
-			}
-		}
-	}
-	return first, lastStart, lastStop
 }
 
 // runBurstAdmission drops files small files of each of tenants pooled tenants at once into one
@@ -106,9 +63,6 @@ func (b burstAdmission) String() string {
 // tenants into one core system of 4 slots, at 40 and at 200 tenants (2 small files each), with the
 // core system's slot utilization and what each file cost; the per-file counts side by side.
 func TestFiguresAdmissionBurst(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
-	}
 	small := runBurstAdmission(t, 40, 2, 4)
 	large := runBurstAdmission(t, 200, 2, 4)
 	fmt.Printf("burst-admission: %s\n", small)

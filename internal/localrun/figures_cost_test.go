@@ -1,10 +1,11 @@
+//go:build figures
+
 package localrun
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -87,9 +88,6 @@ func count(v float64) string {
 // It prints two lines for the default Register design (the totals, then the terms counted beside
 // the requests and duration) and two, prefixed, for the per-chunk design before it.
 func TestFiguresCost(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
-	}
 	now := measureCost(t, nil)
 	before := measureCost(t, map[string]string{registerDesignKey: "per-chunk"})
 	// Printed as plain lines, so make figures shows them as they are.

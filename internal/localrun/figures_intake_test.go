@@ -1,3 +1,5 @@
+//go:build figures
+
 package localrun
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,6 @@ const intakeFigureAWSLatency = 30 * time.Millisecond
 // the time until the intake is empty. It asserts what routing must keep (every event on the pool
 // queue once, each tenant's in order), never a rate.
 func TestFiguresPoolIntake(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
-	}
 	const tenants, files = 64, 16
 	sharded := routeBurst(t, "sharded", 0, nil, tenants, files, true)
 	single := routeBurst(t, "single", 1, []string{pipeline.EnvRouterSendBatchSize + "=1"}, tenants, files, false)

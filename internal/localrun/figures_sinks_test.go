@@ -1,9 +1,10 @@
+//go:build figures
+
 package localrun
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +27,6 @@ const figureTenants = `{"tenants": [
 // A sink's rate is its records over the summed time its file executions ran (start to stop:
 // Split, every chunk, the workflow's own steps), which is what the workflow timeout bounds.
 func TestFiguresRegisterThroughput(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
-	}
 	const (
 		latency = 10 * time.Millisecond
 		files   = 2

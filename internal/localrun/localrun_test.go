@@ -28,6 +28,7 @@ func moduleRoot(t *testing.T) string {
 // TestSFNServer runs the Step Functions server's own tests (Map stop, retries, redrive,
 // sync:2 children, history counting).
 func TestSFNServer(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -80,7 +81,10 @@ func startFixture(t *testing.T, cfg Config) *Run {
 	t.Helper()
 	root := moduleRoot(t)
 	cfg.ModuleRoot, cfg.Assembly, cfg.Node = root, filepath.Join(root, "internal/localrun/testdata/fixture"), NodeBinary(root)
-	cfg.WorkDir = t.TempDir()
+	// The binaries go where the scenarios' go, which lasts as long as the test binary: the build is
+	// cached per process, so a binary in one test's temporary folder would vanish under another
+	// test that runs beside it.
+	cfg.WorkDir, cfg.BinDir = t.TempDir(), filepath.Join(shared, "bin")
 	return startRun(t, cfg, 3*time.Minute)
 }
 
@@ -132,8 +136,9 @@ func csv(records int, bad bool) []byte {
 }
 
 func TestFixtureEndToEnd(t *testing.T) {
+	t.Parallel()
 	r := startFixture(t, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, u := range []struct {
 		tenant, rel string

@@ -48,6 +48,7 @@ func runChromium(t *testing.T, bin, page string, args ...string) []byte {
 // per file, within a lane no two files running at the same time, and one row per file in the table
 // of files with the report's counts ("–" for a file without a summary).
 func TestReportHTMLInChromium(t *testing.T) {
+	t.Parallel()
 	bin := chromium(t)
 	r := startFixture(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

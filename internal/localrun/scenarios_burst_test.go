@@ -268,3 +268,47 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 	}
 	assertOrderedOnce(t, r, "p000", []string{r.Tenant("p000").Prefix + "bad.csv"}, map[string]int64{r.Tenant("p000").Prefix + "bad.csv": 8})
 }
+
+// slotUtilization is the running time of the files within [from, to] over slots × (to − from).
+func slotUtilization(rep *Report, slots int, from, to time.Time) float64 {
+	if !to.After(from) {
+		return 0
+	}
+	var busy time.Duration
+	for _, tr := range rep.Tenants {
+		for _, f := range tr.Files {
+			if f.StartedAt == nil || f.StoppedAt == nil {
+				continue
+			}
+			s, e := f.StartedAt.Add(0), *f.StoppedAt
+			if s.Before(from) {
+				s = from
+			}
+			if e.After(to) {
+				e = to
+			}
+			if e.After(s) {
+				busy += e.Sub(s)
+			}
+		}
+	}
+	return float64(busy) / float64(time.Duration(slots)*to.Sub(from))
+}
+
+// burstWindow is from the first upload to the last start (while files waited) and the last stop.
+func burstWindow(rep *Report) (first, lastStart, lastStop time.Time) {
+	for _, tr := range rep.Tenants {
+		for _, f := range tr.Files {
+			if first.IsZero() || f.UploadedAt.Before(first) {
+				first = f.UploadedAt
+			}
+			if f.StartedAt != nil && f.StartedAt.After(lastStart) {
+				lastStart = *f.StartedAt
+			}
+			if f.StoppedAt != nil && f.StoppedAt.After(lastStop) {
+				lastStop = *f.StoppedAt
+			}
+		}
+	}
+	return first, lastStart, lastStop
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The fault scenarios run the synthesized app (cdk synth of a tenants file) with the real
@@ -38,6 +43,15 @@ const controllerPkg, registerPkg = "lambdas/controller", "lambdas/register"
 var shared string
 
 func TestMain(m *testing.M) {
+	// The scenarios mostly wait (on the emulators, backoffs, safety nets, a slow sink) rather than
+	// compute, so more of them run at once than go test's default of one per CPU; -parallel on the
+	// command line still decides.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	// The scenarios synthesize tenants files written to temp folders, with no committed stack
 	// assignment; under CI=true (as CI runs the tests) synth would refuse to write one.
 	os.Unsetenv("CI")
@@ -619,6 +633,7 @@ func assertLine7(t *testing.T, f FileReport) {
 
 // Scenario 5: a burst of 20 tenants × 10 files uploaded at once.
 func TestScenarioBurst(t *testing.T) {
+	t.Parallel()
 	const tenants, files, records = 20, 10, 50
 	var b strings.Builder
 	b.WriteString(`{"tenants": [`)
@@ -667,9 +682,14 @@ func TestScenarioBurst(t *testing.T) {
 	t.Logf("burst: %.1fs from first upload to drained; gap mean %.2fs p95 %.2fs", rep.WallSeconds, rep.InterFileGapSecond.Mean, rep.InterFileGapSecond.P95)
 }
 
-// Scenario 6: a 500,000-record file completes inside the Step Functions limits.
+// Scenario 6: a file of 5,000 chunks (5 segments of 1,000) completes inside the Step Functions
+// limits. The history and payload sizes grow with a file's chunks and segments, not with its
+// records, so the file is the "wide" tenant's (1 record per chunk): the same 5,000 chunks as a
+// 500,000-record file of 100-record chunks, without registering 500,000 records one POST each.
 func TestScenarioLargeFile(t *testing.T) {
-	const records = 500_000
+	t.Parallel()
+	const chunks, perChunk = 5_000, 1 // the "wide" tenant's chunkSize
+	const records = chunks * perChunk
 	const historyLimit, payloadLimit = 25_000, 256 * 1024
 	r := startScenario(t, scenarioTenants, Config{})
 	var b strings.Builder
@@ -680,13 +700,13 @@ func TestScenarioLargeFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "big.csv", []byte(b.String())}, {"ov", "small.csv", csvOf(100)}})
+	uploadAll(t, ctx, r, []upload{{"wide", "big.csv", []byte(b.String())}, {"ov", "small.csv", csvOf(100)}})
 	rep := drain(t, ctx, r)
-	assertInvariants(t, r, rep, []string{"cont", "ov"}, false)
+	assertInvariants(t, r, rep, []string{"wide", "ov"}, false)
 
-	f := fileOf(t, rep, "cont", "big.csv")
-	t.Logf("500,000 records: %.1fs from upload to drained (%.0f records/s); history %d, segments %d × ≤ %d events, payload ≤ %d B",
-		rep.WallSeconds, rep.RecordsPerSecond, f.HistoryEvents, f.SegmentExecutions, f.SegmentHistoryEventsMax, f.MaxPayloadBytes)
+	f := fileOf(t, rep, "wide", "big.csv")
+	t.Logf("%d chunks: %.1fs from upload to drained (%.0f records/s); history %d, segments %d × ≤ %d events, payload ≤ %d B",
+		chunks, rep.WallSeconds, rep.RecordsPerSecond, f.HistoryEvents, f.SegmentExecutions, f.SegmentHistoryEventsMax, f.MaxPayloadBytes)
 	if f.Status != "SUCCEEDED" || f.Records != records {
 		t.Fatalf("big.csv: got %s (%s %s) with %d records, want SUCCEEDED with %d", f.Status, f.Error, f.Cause, f.Records, records)
 	}
@@ -694,14 +714,14 @@ func TestScenarioLargeFile(t *testing.T) {
 		t.Errorf("big.csv: got history %d, segment history ≤ %d, payload ≤ %d B; want < %d events and < %d B",
 			f.HistoryEvents, f.SegmentHistoryEventsMax, f.MaxPayloadBytes, historyLimit, payloadLimit)
 	}
-	states, registers := stateEntries(t, ctx, r, "cont", f)
-	t.Logf("500,000 records: %d Register invocations for %d chunks, %d state transitions (the per-chunk design: %d)",
-		registers, records/100, states, 2+3*f.SegmentExecutions+records/100)
-	if registers >= records/100 {
-		t.Errorf("big.csv: got %d Register invocations, want fewer than its %d chunks", registers, records/100)
+	states, registers := stateEntries(t, ctx, r, "wide", f)
+	t.Logf("%d chunks: %d Register invocations, %d state transitions (the per-chunk design: %d)",
+		chunks, registers, states, 2+3*f.SegmentExecutions+chunks)
+	if registers >= chunks {
+		t.Errorf("big.csv: got %d Register invocations, want fewer than its %d chunks", registers, chunks)
 	}
-	if want := records / (100 * 1000); f.SegmentExecutions != want {
-		t.Errorf("big.csv: got %d segment executions, want %d (1,000 chunks of 100 records each)", f.SegmentExecutions, want)
+	if want := chunks / pipeline.SegmentChunks; f.SegmentExecutions != want {
+		t.Errorf("big.csv: got %d segment executions, want %d (%d chunks, %d per segment)", f.SegmentExecutions, want, chunks, pipeline.SegmentChunks)
 	}
 	// Every execution on its own, not only the largest.
 	st, err := r.sfnStats(ctx)
@@ -712,88 +732,6 @@ func TestScenarioLargeFile(t *testing.T) {
 		if e.Status != "SUCCEEDED" || e.HistoryEvents >= historyLimit || e.MaxPayloadBytes >= payloadLimit {
 			t.Errorf("execution %s: got %s, %d history events, %d B payload; want SUCCEEDED, < %d, < %d",
 				e.Name, e.Status, e.HistoryEvents, e.MaxPayloadBytes, historyLimit, payloadLimit)
-		}
-	}
-}
-
-// TestFigures measures the figures (docs/local-run.md, "Figures"): the same workload
-// twice in one process, with the controller's normal backoff and with the old design's fixed 30 s
-// wait. It takes minutes and measures time, so it only runs with LOCALRUN_FIGURES=1:
-//
-//	LOCALRUN_FIGURES=1 go test ./internal/localrun -run TestFigures -v -timeout 30m
-//
-// It asserts the invariants, never a speed.
-func TestFigures(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes minutes)")
-	}
-	const files, records = 6, 500
-	tenants := []string{"cont", "halt", "ov"}
-	type result struct {
-		name string
-		rep  *Report
-	}
-	var results []result
-	for _, mode := range []struct {
-		name string
-		env  []string
-	}{
-		// Both modes are the designs before the wake-up on status events, which the
-		// templates now turn on: TestFiguresControllerCalls measures that one.
-		{"backoff (1 s doubling, 10 s in-process polling)", []string{"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}},
-		// The old design: look again every 30 s, no in-process polling.
-		{"fixed 30 s wait (old design)", []string{"WAKE_EVENTS=false", "FIRST_WAIT_MILLIS=30000", "MAX_WAIT_SECONDS=30", "POLL_BUDGET_SECONDS=0"}},
-	} {
-		r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{controllerPkg: mode.env}})
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		var batch []upload
-		for i := range files {
-			for _, id := range tenants {
-				batch = append(batch, upload{id, fmt.Sprintf("%02d.csv", i+1), csvOf(records)})
-			}
-		}
-		uploadAll(t, ctx, r, batch)
-		rep := drain(t, ctx, r)
-		cancel()
-		assertInvariants(t, r, rep, tenants, false)
-		for _, id := range tenants {
-			if got := rep.Tenants[id].RecordsRegistered; got != files*records {
-				t.Errorf("%s %s: got %d records, want %d", mode.name, id, got, files*records)
-			}
-		}
-		results = append(results, result{mode.name, rep})
-		r.Close()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "workload: %d tenants × %d files × %d records, uploaded at once (%d records)\n\n", len(tenants), files, records, len(tenants)*files*records)
-	fmt.Fprintf(&b, "| controller wait | inter-file gap mean | p95 | max (n) | first upload → drained | records/s end to end | API calls per 1,000 records: S3 | SQS | Step Functions | Lambda Invoke |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, res := range results {
-		g, per := res.rep.InterFileGapSecond, res.rep.APICallsPer1000
-		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f s (%d) | %.1f s | %.0f | %.1f | %.1f | %.1f | %.1f |\n",
-			res.name, g.Mean, g.P95, g.Max, g.N, res.rep.WallSeconds, res.rep.RecordsPerSecond, per["s3"], per["sqs"], per["stepfunctions"], per["lambda"])
-	}
-	b.WriteString("\nAPI calls by operation:\n")
-	for _, res := range results {
-		fmt.Fprintf(&b, "- %s:", res.name)
-		for _, svc := range sortedKeys(res.rep.APICalls) {
-			for _, op := range sortedKeys(res.rep.APICalls[svc]) {
-				fmt.Fprintf(&b, " %s.%s %d", svc, op, res.rep.APICalls[svc][op])
-			}
-		}
-		b.WriteString("\n")
-	}
-	t.Log("\n" + b.String())
-	var modes []modeGaps
-	for _, res := range results {
-		short, _, _ := strings.Cut(res.name, " (") // the chart's label column holds about 30 characters
-		modes = append(modes, modeGaps{short, allGaps(res.rep, tenants)})
-	}
-	writeFigure(t, "inter-file-gap.svg", gapFigure(modes, 30,
-		fmt.Sprintf("%d tenants × %d files × %d records uploaded at once", len(tenants), files, records)).SVG())
-	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
-			t.Error(err)
 		}
 	}
 }

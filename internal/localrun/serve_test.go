@@ -105,6 +105,23 @@ func pipectlStatus(t *testing.T, r *Run, prefix string, tenants ...string) statu
 	return st
 }
 
+// waitForStatus polls pipectl status of one tenant until cond holds.
+func waitForStatus(t *testing.T, ctx context.Context, r *Run, prefix, tenant, what string, cond func(statusJSON) bool) statusJSON {
+	t.Helper()
+	for {
+		st := pipectlStatus(t, r, prefix, tenant)
+		if len(st.Tenants) == 1 && cond(st) {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			last, _ := json.Marshal(st.Tenants)
+			t.Fatalf("waiting until %s: %v; last status %s", what, ctx.Err(), last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
 // assertOrderedOnce checks a tenant's registrations: files in the order given, each file's records
 // 1..n in order (a file that comes back goes on at the next record, or starts again at 1 when
 // replayed), every Idempotency-Key once.
@@ -152,6 +169,7 @@ func assertOrderedOnce(t *testing.T, r *Run, tenant string, want []string, recor
 
 // pause, upload 3, nothing registered and status shows 3 visible; resume: all 3, in order.
 func TestServeFixturePauseResume(t *testing.T) {
+	t.Parallel()
 	r := startFixture(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -170,13 +188,20 @@ func TestServeFixturePauseResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	// The three files' messages have reached the queue and stay there: 3 visible, none in flight
+	// (a mapping that still polled would have taken the head), and the controller never ran.
+	st = waitForStatus(t, ctx, r, "Fixture", "acme", "the paused tenant's 3 messages wait in its queue", func(st statusJSON) bool {
+		q := st.Tenants[0].Queue
+		return q.Visible != nil && *q.Visible == 3 && q.InFlight != nil && *q.InFlight == 0
+	})
+	if got := st.Tenants[0]; got.Paused == nil || !*got.Paused {
+		t.Errorf("paused: got paused %v, want true", got.Paused)
+	}
+	if fn := r.Function(controllerPkg, "acme"); fn == nil || fn.Invocations() != 0 {
+		t.Errorf("paused: got controller %v invoked, want it never invoked while its mapping is disabled", fn)
+	}
 	if n := len(r.Sink.Registered("acme")); n != 0 {
 		t.Errorf("paused: got %d records registered, want 0", n)
-	}
-	st = pipectlStatus(t, r, "Fixture", "acme")
-	if got := st.Tenants[0]; got.Paused == nil || !*got.Paused || got.Queue.Visible == nil || *got.Queue.Visible != 3 || got.Queue.InFlight == nil || *got.Queue.InFlight != 0 {
-		t.Errorf("paused: got paused %v, queue %+v, want paused and 3 visible, 0 in flight", got.Paused, got.Queue)
 	}
 	pipectl(t, r, "resume", "acme", "--stack-prefix", "Fixture")
 	rep := drain(t, ctx, r)
@@ -189,6 +214,7 @@ func TestServeFixturePauseResume(t *testing.T) {
 // A file uploaded by the real aws CLI, with only the exported environment, is processed and is a
 // file of the run (in the report, not a violation).
 func TestServeFixtureAWSCLIUpload(t *testing.T) {
+	t.Parallel()
 	aws, err := exec.LookPath("aws")
 	if err != nil {
 		t.Skip("SKIPPED: the aws CLI is not installed (no aws on PATH); the upload through a real client is not tested")

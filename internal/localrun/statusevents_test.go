@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -48,6 +46,13 @@ func wakeAssembly(t *testing.T, tenantsJSON string) string {
 	return dir
 }
 
+// eventsOnlyEnv sets the controller's safety net (and so its longest wait) beyond a test's timeout:
+// a file that waited for the safety net instead of an event would start only after the test ended.
+func eventsOnlyEnv(timeout time.Duration) []string {
+	net := int((timeout + time.Minute) / time.Second)
+	return []string{fmt.Sprintf("SAFETY_NET_SECONDS=%d", net), fmt.Sprintf("MAX_WAIT_SECONDS=%d", net)}
+}
+
 // startWakeScenario starts a run of the scenario tenants with status rules and the wake-up on.
 func startWakeScenario(t *testing.T, cfg Config) *Run {
 	t.Helper()
@@ -85,9 +90,10 @@ func TestScenarioStatusEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		// maxGapMean bounds the inter-file gap's mean: with every event delivered, the next file
-		// starts on the event, well before the safety net.
-		maxGapMean time.Duration
+		// onEvents: every wait must end on an event (or on the controller's own retry), never on
+		// the safety net, which is then set longer than the test's context (eventsOnlyEnv): a wait
+		// left to it fails the test, however loaded the machine.
+		onEvents bool
 		// slow makes the sink answer each record in this long, so that files run for seconds.
 		slow  time.Duration
 		check func(t *testing.T, r *Run, rep *Report, c StatusEventCounts)
@@ -96,8 +102,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "30 percent dropped",
 			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
 			// one is not a tenant's last file and holds the next file until the safety net.
-			cfg:        Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
-			maxGapMean: wakeSafetyNet,
+			cfg: Config{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}},
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
@@ -108,17 +113,17 @@ func TestScenarioStatusEvents(t *testing.T) {
 				if got := rep.APICalls["stepfunctions"]["DescribeExecution"]; got < c.Dropped {
 					t.Errorf("DescribeExecution calls: got %d, want at least one per lost event (%d)", got, c.Dropped)
 				}
-				// A lost event is made up for by the safety net: the next file waited for it, and no
-				// wait exceeds it by much.
-				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max < wakeSafetyNet/3 || max > wakeSafetyNet+3*time.Second {
-					t.Errorf("largest inter-file gap: got %s, want between %s (a file held until the safety net) and the safety net %s + 3 s", max, wakeSafetyNet/3, wakeSafetyNet)
+				// A lost event is made up for by the safety net: the next file waited for it (a wait
+				// can only grow on a loaded machine), and the run drained.
+				if max := time.Duration(rep.InterFileGapSecond.Max * float64(time.Second)); max < wakeSafetyNet/3 {
+					t.Errorf("largest inter-file gap: got %s, want at least %s (a file held until the safety net)", max, wakeSafetyNet/3)
 				}
 			},
 		},
 		{
-			name:       "every event twice",
-			cfg:        Config{StatusEvents: StatusEvents{Duplicate: true}},
-			maxGapMean: 2 * time.Second,
+			name:     "every event twice",
+			cfg:      Config{StatusEvents: StatusEvents{Duplicate: true}},
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
 					t.Errorf("status events routed: got %d of %d emitted, want twice each", c.Routed, c.Emitted)
@@ -129,9 +134,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "20 percent of DescribeExecution throttled",
 			// In-process polling on (10 s), so that the controller describes each running file
 			// several times, as without events or after a lost one.
-			cfg:        Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
-			slow:       15 * time.Millisecond,
-			maxGapMean: 2 * time.Second,
+			cfg:      Config{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			slow:     15 * time.Millisecond,
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Throttled["DescribeExecution"] == 0 {
 					t.Errorf("DescribeExecution calls throttled: got 0 of %d, want some", rep.APICalls["stepfunctions"]["DescribeExecution"])
@@ -144,8 +149,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			// Files of seconds, so that a tenant held for a second or two by a throttled start
 			// still runs beside the other.
 			slow: 15 * time.Millisecond,
-			// A throttled start holds the file for the controller's jittered backoff (>= 1 s).
-			maxGapMean: 5 * time.Second,
+			// A throttled start holds the file for the controller's jittered backoff (from 1 s), its
+			// own retry.
+			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *Report, c StatusEventCounts) {
 				if c.Throttled["StartExecution"] == 0 {
 					t.Errorf("StartExecution calls throttled: got 0 of %d, want some", startCount(rep))
@@ -155,11 +161,15 @@ func TestScenarioStatusEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			const timeout = 4 * time.Minute
+			if tc.onEvents {
+				tc.cfg.EnvFor = map[string][]string{controllerPkg: append(append([]string{}, tc.cfg.EnvFor[controllerPkg]...), eventsOnlyEnv(timeout)...)}
+			}
 			r := startWakeScenario(t, tc.cfg)
 			if tc.slow > 0 {
 				r.Sink.SetDelay(func(string, string, int64) time.Duration { return tc.slow })
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			files := wakeFiles()
 			uploadAll(t, ctx, r, files)
@@ -183,8 +193,9 @@ func TestScenarioStatusEvents(t *testing.T) {
 			if got := r.MappingErrors(); got != 0 {
 				t.Errorf("failed controller invocations: got %d, want 0", got)
 			}
-			if mean := time.Duration(rep.InterFileGapSecond.Mean * float64(time.Second)); rep.InterFileGapSecond.N == 0 || mean > tc.maxGapMean {
-				t.Errorf("inter-file gap mean: got %s over %d gaps, want at most %s", mean, rep.InterFileGapSecond.N, tc.maxGapMean)
+			// Files waited behind each other, so each wait above was one for the previous file's end.
+			if rep.InterFileGapSecond.N == 0 {
+				t.Errorf("inter-file gaps: got none, want files that waited behind each other")
 			}
 			tc.check(t, r, rep, c)
 		})
@@ -228,116 +239,5 @@ func checkControlPrefixProtected(t *testing.T, dir, want string) {
 	}
 	if controllers == 0 {
 		t.Fatalf("no controller function with wake-up events in %s", dir)
-	}
-}
-
-func measureControllerCalls(t *testing.T, r *Run, rep *Report) controllerCalls {
-	t.Helper()
-	var c controllerCalls
-	for _, id := range r.TenantIDs() {
-		for _, f := range rep.Tenants[id].Files {
-			if f.StartedAt != nil && f.StoppedAt != nil {
-				c.runningHours += f.StoppedAt.Sub(*f.StartedAt).Hours()
-			}
-		}
-		if fn := r.Function(controllerPkg, id); fn != nil {
-			c.invocations += fn.Invocations()
-		}
-	}
-	c.describes = rep.APICalls["stepfunctions"]["DescribeExecution"]
-	if c.runningHours > 0 {
-		c.describePerHour = float64(c.describes) / c.runningHours
-		c.invocationsPerHour = float64(c.invocations) / c.runningHours
-	}
-	c.gapMean = rep.InterFileGapSecond.Mean
-	return c
-}
-
-// TestFiguresControllerCalls measures the figures (make figures): files that register for at
-// least 2 minutes each (240 records, the sink answering each in 0.5 s), queued behind each other,
-// once with every status event delivered (the default 5-minute safety net), once with every status
-// event dropped (the safety net shortened to figuresDroppedSafetyNet, said in the output), and once
-// as before the wake-up on status events (no wake-up; polling), for comparison. The runs go side by side. It prints:
-//
-//	controller-calls: describe <n> per running file-hour, invocations <n> per running file-hour, gap mean <s> s (events on); gap mean <s> s (events dropped)
-func TestFiguresControllerCalls(t *testing.T) {
-	if os.Getenv("LOCALRUN_FIGURES") == "" {
-		t.Skip("set LOCALRUN_FIGURES=1 to measure the figures (takes about 10 minutes)")
-	}
-	const files, records, perRecord = 3, 240, 500 * time.Millisecond
-	const figuresDroppedSafetyNet = 60
-	tenants := []string{"cont", "halt", "ov"}
-	modes := []struct {
-		name string
-		cfg  Config
-	}{
-		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
-		{"events dropped", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
-		// Before the wake-up on status events: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
-		{"polling", Config{StatusEvents: StatusEvents{Drop: 1}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
-	}
-	// The app's ingest bucket carries the write Deny, so the construct lets the controllers release
-	// on the recorded SUCCEEDED without a describe: the "events on" line measures that path.
-	checkControlPrefixProtected(t, wakeAssembly(t, scenarioTenants), "true")
-	results := make([]controllerCalls, len(modes))
-	var wg sync.WaitGroup
-	for i, mode := range modes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := startWakeScenario(t, mode.cfg)
-			r.Sink.SetDelay(func(string, string, int64) time.Duration { return perRecord })
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-			defer cancel()
-			var batch []upload
-			for f := range files {
-				for _, id := range tenants {
-					batch = append(batch, upload{id, fmt.Sprintf("%02d.csv", f+1), csvOf(records)})
-				}
-			}
-			for _, u := range batch {
-				if _, err := r.Upload(ctx, u.tenant, u.rel, u.body); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-			if err := r.WaitDrained(ctx, nil, time.Second); err != nil {
-				t.Errorf("%s: %v", mode.name, err)
-			}
-			rep, err := r.Snapshot(context.Background())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			for _, v := range rep.Violations {
-				t.Errorf("%s: invariant violated: %s", mode.name, v)
-			}
-			for _, id := range tenants {
-				if got := rep.Tenants[id].RecordsRegistered; got != files*records {
-					t.Errorf("%s %s: got %d records, want %d", mode.name, id, got, files*records)
-				}
-			}
-			results[i] = measureControllerCalls(t, r, rep)
-			t.Logf("%s: %+v; stepfunctions calls %v; status events %+v", mode.name, results[i], rep.APICalls["stepfunctions"], r.StatusEventCounts())
-		}()
-	}
-	wg.Wait()
-	on, dropped, before := results[0], results[1], results[2]
-	line := fmt.Sprintf("controller-calls: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s (events on); gap mean %.2f s (events dropped)",
-		on.describePerHour, on.invocationsPerHour, on.gapMean, dropped.gapMean)
-	// Printed bare, so that make figures shows the line as it is.
-	fmt.Println(line)
-	fmt.Printf("(before, polling without events: describe %.1f per running file-hour, invocations %.1f per running file-hour, gap mean %.2f s)\n",
-		before.describePerHour, before.invocationsPerHour, before.gapMean)
-	fmt.Printf("(events on: a running file is described once per safety net, at most %d per running file-hour for a file longer than the 300 s safety net)\n", 3600/300)
-	fmt.Printf("(%d tenants x %d files x %d records, each file registering for >= %s; events dropped: safety net shortened to %d s, default 300 s)\n",
-		len(tenants), files, records, time.Duration(records)*perRecord, figuresDroppedSafetyNet)
-	writeFigure(t, "controller-calls.svg", controllerCallsFigure(on, dropped, before, figuresDroppedSafetyNet).SVG())
-	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
-		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintln(f, line)
-			f.Close()
-		}
 	}
 }

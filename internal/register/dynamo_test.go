@@ -451,25 +451,49 @@ func TestDynamoDBReplayCannotRegress(t *testing.T) {
 }
 
 // TestDynamoDBStopsBeforeDeadline: writes still running when the budget ends return a
-// RetryableError in time, instead of the invocation being killed at its timeout.
+// RetryableError in time, instead of the invocation being killed at its timeout. A write here never
+// ends by itself, so the handler comes back only because each write's context ends with the budget:
+// before the invocation's deadline, by about the margin.
 func TestDynamoDBStopsBeforeDeadline(t *testing.T) {
-	db := newFakeDynamo("id")
-	db.delay = func() time.Duration { return 5 * time.Second }
+	db := &deadlineDynamo{fakeDynamo: newFakeDynamo("id")}
+	db.delay = func() time.Duration { return time.Hour }
 	s3 := sourcetest.NewFakeS3()
 	reqs := fixture(t, s3, ddbTenant("csv", "id"), ddbSource("k", "2026-11-30T12:47:49Z"), []byte("id\n1\n2\n"))
 	h := ddbHandler(s3, db)
-	h.DeadlineMargin = 100 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 1300*time.Millisecond)
+	h.DeadlineMargin = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := h.Handle(ctx, reqs[0])
 	if source.ErrorType(err) != pipeline.ErrRetryable || !strings.Contains(err.Error(), "the Lambda timeout is near") {
 		t.Errorf("got %v, want a RetryableError naming the timeout", err)
 	}
-	// The budget ends at 1.2 s, the write would take 5 s; allow for a loaded machine.
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("got the handler back after %s, want it at the budget's end (1.2s), not after the 5s write", d)
+	deadline, _ := ctx.Deadline()
+	if len(db.deadlines) == 0 {
+		t.Fatal("got no write, want the handler to have started writing")
 	}
+	for i, d := range db.deadlines {
+		// The budget's end is the deadline less the margin, counted from the time the call is made:
+		// before the invocation's deadline whatever the load.
+		if d.IsZero() || !d.Before(deadline) {
+			t.Errorf("write %d: got its context ending at %s, want it ending with the budget, before the invocation's deadline %s (margin %s)",
+				i, d.Format(time.StampMilli), deadline.Format(time.StampMilli), h.DeadlineMargin)
+		}
+	}
+}
+
+// deadlineDynamo records the deadline of each PutItem's context.
+type deadlineDynamo struct {
+	*fakeDynamo
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (d *deadlineDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	dl, _ := ctx.Deadline()
+	d.mu.Lock()
+	d.deadlines = append(d.deadlines, dl)
+	d.mu.Unlock()
+	return d.fakeDynamo.PutItem(ctx, in, opts...)
 }
 
 // In a pool, the DynamoDB sink writes the tenant's table with the tenant's client, never the
