@@ -86,7 +86,7 @@ upload, so bad input uploads nothing. A file is at most 5 GiB (one PUT).
 		short: "print a presigned PUT URL for a name under the tenant's prefix",
 		long: `Prints a presigned URL that lets whoever holds it PUT one object, <prefix>NAME, until it
 expires (curl -T FILE URL); the file is then processed like any other. Nothing is written. With
---json: {"url", "key", "expires"}.
+--json: {"url", "key", "expires"}, and "role" with --role.
 
 The URL is signed with your credentials, or with --role by a session of the tenant's pool's
 uploader role tagged tenant=TENANT, which may put under that tenant's prefix only. It lasts at
