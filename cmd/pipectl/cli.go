@@ -43,6 +43,10 @@ commands:
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
+  upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
+  upload-url TENANT NAME [--expires D] [--role]
+                                          print a presigned PUT URL for NAME under the tenant's prefix
+                                          (--role: signed by the pool's uploader role, for the tenant)
   validate TENANT FILE... [--out DIR] [--tenants FILE]
                                           check local files as Split would, before upload (the
                                           deployed settings unless --tenants or ./tenants.json has them)

@@ -72,6 +72,29 @@ TenantHeadRunning, TenantHeadQueued), the tenants whose value reached the alarm'
 (GetInsightRuleReport, at most 100 tenants a rule).
 
   --minutes N   the window, up to now (1-1440, default 15: the alarms' 3 periods)`},
+	{name: "upload", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--name NAME]", flags: uploadFlags, run: runUpload,
+		short: "put files under the tenant's prefix, in the order given",
+		long: `Puts each local FILE under the tenant's prefix as <prefix><file base name>, one after
+another in the order given: each upload has finished before the next starts, so the pipeline
+processes them in that order. Prints each file's key and version as it is put. A name may hold
+letters, digits, ! - _ . * ' ( ), spaces and non-ASCII characters (Japanese, accents), and nothing
+needs escaping beyond the shell's own quoting. Every file and name is checked before the first
+upload, so bad input uploads nothing. A file is at most 5 GiB (one PUT).
+
+  --name NAME   the object's name under the prefix, for one FILE (folders with "/")`},
+	{name: "upload-url", minArgs: 2, maxArgs: 2, args: "TENANT NAME [--expires D] [--role]", flags: uploadURLFlags, run: runUploadURL,
+		short: "print a presigned PUT URL for a name under the tenant's prefix",
+		long: `Prints a presigned URL that lets whoever holds it PUT one object, <prefix>NAME, until it
+expires (curl -T FILE URL); the file is then processed like any other. Nothing is written. With
+--json: {"url", "key", "expires"}, and "role" with --role.
+
+The URL is signed with your credentials, or with --role by a session of the tenant's pool's
+uploader role tagged tenant=TENANT, which may put under that tenant's prefix only. It lasts at
+most 7 days (S3's limit), and no longer than the credentials that sign it when they are
+temporary: pipectl refuses an expiry past theirs.
+
+  --expires D   how long the URL is valid (Go duration: 90s, 15m, 2h; default 15m, at most 168h)
+  --role        sign with a session of the pool's uploader role (pooled tenants)`},
 	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
 		short: "check local files as Split would, before upload",
 		long: `Reads each local FILE with the tenant's settings (format, encoding, delimiter,

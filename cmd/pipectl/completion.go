@@ -29,8 +29,8 @@ func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
 			c.flags(fs)
 		}
 		pos, err := parseInterspersed(fs, args)
-		if err == nil && c.name == "validate" && len(pos) > 0 {
-			return nil, cobra.ShellCompDirectiveDefault // validate's FILEs are local files
+		if err == nil && (c.name == "validate" || c.name == "upload") && len(pos) > 0 {
+			return nil, cobra.ShellCompDirectiveDefault // validate's and upload's FILEs are local files
 		}
 		if err != nil || (c.name != "status" && len(pos) > 0) {
 			return nil, none

@@ -1,5 +1,5 @@
 // Command pipectl operates the tenant pipeline's tenants: status, files, pause, resume, skip,
-// redrive and replay (docs/operations.md). It finds every tenant from the deployed stacks alone
+// redrive and replay, and uploads into a tenant's prefix (docs/operations.md). It finds every tenant from the deployed stacks alone
 // (stack prefix + tenant id) and uses the AWS SDK's standard credential, region and endpoint chain,
 // including AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so the same binary works against AWS
 // and against the local run.
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
@@ -57,6 +58,10 @@ func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
 		STS:            sts.NewFromConfig(cfg),
 		DynamoDB:       dynamodb.NewFromConfig(cfg),
 		CloudWatch:     cloudwatch.NewFromConfig(cfg),
+		Credentials:    cfg.Credentials,
+		Presigner: func(creds aws.CredentialsProvider) ops.Presigner {
+			return s3.NewPresignClient(s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds }))
+		},
 	}, stackPrefix), nil
 }
 

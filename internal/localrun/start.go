@@ -50,7 +50,7 @@ func (r *Run) startS3(context.Context) (err error) {
 	if r.fn.s3, err = r.serveOn(r.awsLatency.Wrap(pipeS3)); err != nil {
 		return err
 	}
-	if r.s3URL, err = r.serveOn(r.S3.Handler(false)); err != nil {
+	if r.s3URL, err = r.serveOn(r.auth.guardS3(r.S3.Handler(false))); err != nil { // operators' uploader sessions too
 		return err
 	}
 	r.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })

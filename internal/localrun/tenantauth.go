@@ -2,14 +2,17 @@ package localrun
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +35,22 @@ import (
 // wildcards (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html),
 // policy variables ${aws:PrincipalTag/<key>} (a missing tag makes the statement not apply,
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html), and the
-// conditions StringLike and StringEquals on s3:prefix. Any other condition makes its statement not
-// apply: the emulation fails closed. The trust policy's effect is checked, not evaluated: a
+// conditions StringLike, StringEquals and Bool on the keys s3:prefix and aws:SecureTransport. An
+// explicit Deny wins over any Allow
+// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
+// A condition the emulation cannot evaluate (another operator, another key) fails closed: its
+// Allow does not apply and its Deny does. The trust policy's effect is checked, not evaluated: a
 // session needs exactly one tag, tenant, with a value.
+//
+// The same sessions reach the operator's endpoints: the control plane's STS answers AssumeRole
+// here (a pool's uploader role, pipectl upload-url --role), and the operator's S3 endpoint is
+// guarded too, so an uploader's session is held to its role's policy like the functions' are. A
+// presigned request names its key in the query (X-Amz-Credential) and is refused once its
+// X-Amz-Expires has passed, as S3 refuses it
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). The local
+// endpoints are plain HTTP on loopback, standing in for AWS's HTTPS endpoints, so
+// aws:SecureTransport is true for a loopback request: a TLS-only Allow stays testable, and a
+// request from elsewhere would be false.
 
 // tenantSession is one session of a role the local STS handed out.
 type tenantSession struct {
@@ -50,12 +66,14 @@ type tenantAuth struct {
 	mu       sync.Mutex
 	sessions map[string]tenantSession // by access key id
 	policies map[string][]statement   // by role ARN, resolved on first use
-	refused  int
-	assumed  map[string]int // AssumeRole calls answered, by the session's tenant tag
+	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
+	maxSession map[string]int
+	refused    int
+	assumed    map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
-	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}}
+	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{}}
 }
 
 // statement is one resolved policy statement.
@@ -95,6 +113,11 @@ func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
 		queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local STS emulates AssumeRole only, not %q", form.Get("Action")))
 		return
 	}
+	a.assumeRole(w, form)
+}
+
+// assumeRole answers one AssumeRole request's form, for the functions' STS and the operator's.
+func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 	role := form.Get("RoleArn")
 	tags := map[string]string{}
 	for i := 1; form.Has(fmt.Sprintf("Tags.member.%d.Key", i)); i++ {
@@ -106,6 +129,17 @@ func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
 		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
 		return
 	}
+	seconds := 3600
+	fmt.Sscan(form.Get("DurationSeconds"), &seconds)
+	// DurationSeconds: 900 seconds up to the role's maximum session duration, else STS's
+	// ValidationError (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+	a.mu.Lock()
+	limit := cmp.Or(a.maxSession[role], 3600)
+	a.mu.Unlock()
+	if seconds < 900 || seconds > limit {
+		queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The requested DurationSeconds %d is outside 900 to the MaxSessionDuration %d set for this role.", seconds, limit))
+		return
+	}
 	key := sessionKeyPrefix + strings.ToUpper(emulate.NewID()[:12])
 	a.mu.Lock()
 	a.sessions[key] = tenantSession{role: role, tags: tags}
@@ -114,8 +148,6 @@ func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
 	}
 	a.assumed[tags[pipeline.TenantTag]]++
 	a.mu.Unlock()
-	seconds := 3600
-	fmt.Sscan(form.Get("DurationSeconds"), &seconds)
 	type credentials struct {
 		AccessKeyID     string `xml:"AccessKeyId"`
 		SecretAccessKey string
@@ -186,6 +218,9 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if found == nil {
 		return nil, fmt.Errorf("no role %s in the templates", role)
 	}
+	var maxSession int
+	a.asm.Prop(a.res, found, "MaxSessionDuration", &maxSession)
+	a.maxSession[role] = maxSession
 	var out []statement
 	for _, p := range a.asm.OfType("AWS::IAM::Policy") {
 		var roles []struct{ Ref string }
@@ -210,12 +245,15 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 
 // session returns the tenant session of a request's signature, if its access key is one.
 func (a *tenantAuth) session(req *http.Request) (tenantSession, bool) {
-	h := req.Header.Get("Authorization")
-	i := strings.Index(h, "Credential=")
-	if i < 0 {
-		return tenantSession{}, false
+	credential := req.URL.Query().Get("X-Amz-Credential") // a presigned request
+	if h := req.Header.Get("Authorization"); credential == "" {
+		i := strings.Index(h, "Credential=")
+		if i < 0 {
+			return tenantSession{}, false
+		}
+		credential = h[i+len("Credential="):]
 	}
-	key, _, _ := strings.Cut(h[i+len("Credential="):], "/")
+	key, _, _ := strings.Cut(credential, "/")
 	if !strings.HasPrefix(key, sessionKeyPrefix) {
 		return tenantSession{}, false
 	}
@@ -237,42 +275,62 @@ func (a *tenantAuth) allowed(s tenantSession, action, resource string, keys map[
 	}
 	allow := false
 	for _, st := range stmts {
-		if !st.applies(s.tags, action, resource, keys) {
-			continue
+		m := st.applies(s.tags, action, resource, keys)
+		switch {
+		case st.Effect == "Deny" && m != noMatch:
+			return false // an explicit Deny, or one that cannot be ruled out
+		case st.Effect == "Allow" && m == match:
+			allow = true
 		}
-		if st.Effect == "Deny" {
-			return false
-		}
-		allow = allow || st.Effect == "Allow"
 	}
 	return allow
 }
 
-func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) bool {
+// applied is whether a statement applies to a request: a condition the emulation cannot evaluate
+// makes it unknown, which an Allow takes as no and a Deny as yes.
+type applied int
+
+const (
+	noMatch applied = iota
+	match
+	unknown
+)
+
+// conditionKeys are the condition keys the emulation knows. A request without one of them has no
+// such key, and a condition on a missing key is false (no ...IfExists operator is emulated):
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html.
+var conditionKeys = []string{"s3:prefix", "aws:SecureTransport"}
+
+func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) applied {
 	if !matchesAny(st.Action, action, tags, true) || !matchesAny(st.Resource, resource, tags, false) {
-		return false
+		return noMatch
 	}
+	out := match
 	for op, conds := range st.Condition {
 		for key, values := range conds {
-			v, ok := keys[key]
-			if !ok {
-				return false
+			if !slices.Contains(conditionKeys, key) {
+				out = unknown
+				continue
 			}
+			v, ok := keys[key]
+			var holds bool
 			switch op {
 			case "StringLike":
-				if !matchesAny(values, v, tags, false) {
-					return false
-				}
+				holds = ok && matchesAny(values, v, tags, false)
 			case "StringEquals":
-				if !slicesContainsSubstituted(values, v, tags) {
-					return false
-				}
+				holds = ok && slicesContainsSubstituted(values, v, tags)
+			case "Bool":
+				holds = ok && slices.ContainsFunc(values, func(b string) bool { return strings.EqualFold(b, v) })
 			default:
-				return false // not emulated: the statement does not apply
+				out = unknown // not emulated
+				continue
+			}
+			if !holds {
+				return noMatch
 			}
 		}
 	}
-	return true
+	return out
 }
 
 var policyVariable = regexp.MustCompile(`\$\{aws:PrincipalTag/([^}]+)\}`)
@@ -350,37 +408,89 @@ func slicesContainsSubstituted(values []string, v string, tags map[string]string
 
 // s3Request is a request's IAM action, resource and condition keys
 // (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+//
+// A GET or HEAD of a version (?versionId=) takes s3:GetObjectVersion, not s3:GetObject
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"); the parts
+// of a multipart upload take s3:PutObject, its abort s3:AbortMultipartUpload and its listing
+// s3:ListMultipartUploadParts (https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html#mpuAndPermissions).
 func s3Request(req *http.Request) (action, resource string, keys map[string]string) {
 	bucket, key := emulate.SplitPath(req.URL.Path)
+	q := req.URL.Query()
+	keys = map[string]string{"aws:SecureTransport": fmt.Sprint(secureTransport(req))}
 	switch op := emulate.S3Operation(req); op {
 	case "GetObject", "HeadObject":
 		action = "s3:GetObject"
-		if req.URL.Query().Get("versionId") != "" {
+		if q.Has("versionId") {
 			action = "s3:GetObjectVersion"
 		}
 	case "PutObject":
 		action = "s3:PutObject"
+	case "DeleteObject":
+		action = "s3:DeleteObject"
+		if q.Has("versionId") {
+			action = "s3:DeleteObjectVersion"
+		}
 	case "ListObjects":
-		return "s3:ListBucket", "arn:aws:s3:::" + bucket, map[string]string{"s3:prefix": req.URL.Query().Get("prefix")}
+		keys["s3:prefix"] = q.Get("prefix")
+		return "s3:ListBucket", "arn:aws:s3:::" + bucket, keys
+	case "MultipartPOST", "MultipartPUT": // create, upload a part, complete
+		action = "s3:PutObject"
+	case "MultipartDELETE":
+		action = "s3:AbortMultipartUpload"
+	case "MultipartGET":
+		if key == "" {
+			return "s3:ListBucketMultipartUploads", "arn:aws:s3:::" + bucket, keys
+		}
+		action = "s3:ListMultipartUploadParts"
 	default:
 		action = "s3:" + op // not granted to a tenant: refused
 	}
-	return action, "arn:aws:s3:::" + bucket + "/" + key, nil
+	return action, "arn:aws:s3:::" + bucket + "/" + key, keys
+}
+
+// secureTransport is aws:SecureTransport for a local request: TLS, or loopback, where the local
+// endpoints stand in for AWS's HTTPS ones.
+func secureTransport(req *http.Request) bool {
+	if req.TLS != nil {
+		return true
+	}
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// presignExpired reports whether a presigned request's X-Amz-Date plus X-Amz-Expires has passed.
+// A presigned request whose expiry cannot be read is expired: it fails closed.
+func presignExpired(req *http.Request, now time.Time) bool {
+	q := req.URL.Query()
+	if !q.Has("X-Amz-Expires") && !q.Has("X-Amz-Date") {
+		return false // not presigned
+	}
+	signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	seconds, err2 := strconv.Atoi(q.Get("X-Amz-Expires"))
+	return err != nil || err2 != nil || now.After(signed.Add(time.Duration(seconds)*time.Second))
 }
 
 // guardS3 refuses an S3 request of a tenant session that the session's role does not allow, with
 // S3's AccessDenied (HTTP 403, https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
 func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
+	deny := func(w http.ResponseWriter, req *http.Request, body string) {
+		a.refuse()
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		if req.Method != http.MethodHead {
+			io.WriteString(w, body)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if presignExpired(req, time.Now()) {
+			deny(w, req, strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>Request has expired</Message>", 1))
+			return
+		}
 		if s, ok := a.session(req); ok {
 			action, resource, keys := s3Request(req)
 			if !a.allowed(s, action, resource, keys) {
-				a.refuse()
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(http.StatusForbidden)
-				if req.Method != http.MethodHead {
-					io.WriteString(w, emulate.AccessDeniedBody)
-				}
+				deny(w, req, emulate.AccessDeniedBody)
 				return
 			}
 		}
@@ -401,7 +511,7 @@ func (a *tenantAuth) guardDynamoDB(next http.Handler) http.Handler {
 			op := req.Header.Get("X-Amz-Target")
 			op = op[strings.LastIndex(op, ".")+1:]
 			table := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", a.res.Region, a.res.Account, in.TableName)
-			if !a.allowed(s, "dynamodb:"+op, table, nil) {
+			if !a.allowed(s, "dynamodb:"+op, table, map[string]string{"aws:SecureTransport": fmt.Sprint(secureTransport(req))}) {
 				a.refuse()
 				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 				w.Header().Set("X-Amzn-ErrorType", "AccessDeniedException")

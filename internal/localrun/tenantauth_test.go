@@ -3,17 +3,24 @@ package localrun
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 	"github.com/aws/smithy-go"
+	"github.com/johannesboyne/gofakes3"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
@@ -44,6 +51,7 @@ func newTenantAuthRig(t *testing.T) *tenantAuthRig {
 	if err := s.Backend.CreateBucket("ingest"); err != nil {
 		t.Fatal(err)
 	}
+	s.Backend.SetVersioningConfiguration("ingest", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 	res.Set(asm.OfType("AWS::S3::Bucket")[0], deploy.Identity{Ref: "ingest", Attrs: map[string]string{"Arn": "arn:aws:s3:::ingest"}})
 	role, err := res.ResolveString(asm.OfType("AWS::IAM::Role")[0].Stack, []byte(`{"Fn::GetAtt":["PoolTenantRole0DA6EF0C","Arn"]}`))
 	if err != nil {
@@ -161,7 +169,9 @@ func TestTenantSessionPolicy(t *testing.T) {
 	}
 }
 
-// The local STS refuses a session without exactly the tenant tag, as the role's trust policy does.
+// The local STS refuses a session without exactly the tenant tag, as the role's trust policy does,
+// and one longer than the role's MaxSessionDuration (none in the template: 3600) or shorter than 900
+// seconds, as STS does.
 func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 	r := newTenantAuthRig(t)
 	for _, tc := range []struct {
@@ -169,23 +179,251 @@ func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 		role     string
 		tags     []ststypes.Tag
 		wantCode string
+		duration time.Duration
 	}{
-		{"tenant tag", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, ""},
-		{"no tag", "", nil, "AccessDenied"},
-		{"another tag too", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("team"), Value: aws.String("x")}}, "AccessDenied"},
-		{"empty tenant", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("")}}, "AccessDenied"},
-		{"unknown role", "arn:aws:iam::123456789012:role/other", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "AccessDenied"},
+		{"the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", time.Hour},
+		{"past the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", time.Hour + time.Second},
+		{"under 900 seconds", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", 899 * time.Second},
+		{"tenant tag", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", 0},
+		{"no tag", "", nil, "AccessDenied", 0},
+		{"another tag too", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("team"), Value: aws.String("x")}}, "AccessDenied", 0},
+		{"empty tenant", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("")}}, "AccessDenied", 0},
+		{"unknown role", "arn:aws:iam::123456789012:role/other", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "AccessDenied", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			role := tc.role
 			if role == "" {
 				role = r.role
 			}
-			p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) { o.Tags = tc.tags })
+			p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) { o.Tags, o.Duration = tc.tags, tc.duration })
 			_, err := p.Retrieve(context.Background())
 			if got := errorCode(err); got != tc.wantCode {
 				t.Errorf("got %q (%v), want %q", got, err, tc.wantCode)
 			}
 		})
+	}
+}
+
+// synthetic gives the rig a role of the given statements (as roleStatements would resolve them
+// from a template) and returns a session of it for tenant a, with its S3 client.
+func (r *tenantAuthRig) synthetic(t *testing.T, name string, stmts []statement) (tenantSession, *s3.Client) {
+	t.Helper()
+	arn := "arn:aws:iam::123456789012:role/" + name
+	s := tenantSession{role: arn, tags: map[string]string{"tenant": "a"}}
+	key := sessionKeyPrefix + strings.ToUpper(name)
+	r.auth.mu.Lock()
+	r.auth.policies[arn] = stmts
+	r.auth.sessions[key] = s
+	r.auth.mu.Unlock()
+	return s, r.client(credentials.NewStaticCredentialsProvider(key, "local", "local-"+key))
+}
+
+func allow(actions, resources []string, cond map[string]map[string]stringList) statement {
+	return statement{Effect: "Allow", Action: actions, Resource: resources, Condition: cond}
+}
+
+func deny(actions, resources []string, cond map[string]map[string]stringList) statement {
+	return statement{Effect: "Deny", Action: actions, Resource: resources, Condition: cond}
+}
+
+// A GET or HEAD of an object version is s3:GetObjectVersion: a role with s3:GetObject alone reads
+// the current object and is refused a version by its id, as S3 refuses it.
+func TestTenantAuthGetObjectVersion(t *testing.T) {
+	r := newTenantAuthRig(t)
+	ctx := context.Background()
+	put, err := r.own.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("pools/p/a/v.csv"), Body: strings.NewReader("v1")})
+	if err != nil || aws.ToString(put.VersionId) == "" {
+		t.Fatalf("put: %v, version %q; want a version id", err, aws.ToString(put.VersionId))
+	}
+	files := []string{"arn:aws:s3:::ingest/pools/p/${aws:PrincipalTag/tenant}/*"}
+	_, current := r.synthetic(t, "current", []statement{allow([]string{"s3:GetObject"}, files, nil)})
+	_, versions := r.synthetic(t, "versions", []statement{allow([]string{"s3:GetObject", "s3:GetObjectVersion"}, files, nil)})
+	for _, tc := range []struct {
+		name     string
+		client   *s3.Client
+		version  *string
+		head     bool
+		wantCode string
+	}{
+		{"GetObject, current", current, nil, false, ""},
+		{"GetObject, by version id", current, put.VersionId, false, "AccessDenied"},
+		{"HeadObject, by version id", current, put.VersionId, true, "Forbidden"},
+		{"GetObjectVersion, by version id", versions, put.VersionId, false, ""},
+		{"GetObjectVersion, HeadObject by version id", versions, put.VersionId, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.head {
+				_, err = tc.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("ingest"), Key: aws.String("pools/p/a/v.csv"), VersionId: tc.version})
+			} else {
+				var out *s3.GetObjectOutput
+				if out, err = tc.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String("pools/p/a/v.csv"), VersionId: tc.version}); err == nil {
+					out.Body.Close()
+				}
+			}
+			if got := errorCode(err); got != tc.wantCode {
+				t.Errorf("got %q (%v), want %q", got, err, tc.wantCode)
+			}
+		})
+	}
+}
+
+// An explicit Deny wins over any Allow, and a condition the emulation cannot evaluate fails
+// closed: its Allow does not apply, its Deny does. A condition on a key the request lacks is false.
+func TestTenantAuthDenyAndConditions(t *testing.T) {
+	r := newTenantAuthRig(t)
+	all := []string{"arn:aws:s3:::ingest/*"}
+	control := []string{"arn:aws:s3:::ingest/control/*"}
+	object := "arn:aws:s3:::ingest/pools/p/a/x.csv"
+	secure := map[string]string{"aws:SecureTransport": "true"}
+	plain := map[string]string{"aws:SecureTransport": "false"}
+	cond := func(op, key string, values ...string) map[string]map[string]stringList {
+		return map[string]map[string]stringList{op: {key: values}}
+	}
+	for _, tc := range []struct {
+		name     string
+		stmts    []statement
+		action   string
+		resource string
+		keys     map[string]string
+		want     bool
+	}{
+		{"an Allow", []statement{allow([]string{"s3:*"}, all, nil)}, "s3:PutObject", object, secure, true},
+		{"no statement", nil, "s3:GetObject", object, secure, false},
+		{"a Deny wins, after the Allow", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:PutObject"}, control, nil)},
+			"s3:PutObject", "arn:aws:s3:::ingest/control/a/paused.json", secure, false},
+		{"a Deny wins, before the Allow", []statement{deny([]string{"s3:PutObject"}, control, nil), allow([]string{"s3:*"}, all, nil)},
+			"s3:PutObject", "arn:aws:s3:::ingest/control/a/paused.json", secure, false},
+		{"a Deny of other actions", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:PutObject"}, control, nil)},
+			"s3:GetObject", "arn:aws:s3:::ingest/control/a/paused.json", secure, true},
+		{"a Deny of other resources", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:PutObject"}, control, nil)},
+			"s3:PutObject", object, secure, true},
+		{"Bool on TLS, over TLS", []statement{allow([]string{"s3:PutObject"}, all, cond("Bool", "aws:SecureTransport", "true"))}, "s3:PutObject", object, secure, true},
+		{"Bool on TLS, without TLS", []statement{allow([]string{"s3:PutObject"}, all, cond("Bool", "aws:SecureTransport", "true"))}, "s3:PutObject", object, plain, false},
+		{"Bool on TLS, the key missing", []statement{allow([]string{"s3:PutObject"}, all, cond("Bool", "aws:SecureTransport", "true"))}, "s3:PutObject", object, nil, false},
+		{"a TLS Deny, without TLS", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, all, cond("Bool", "aws:SecureTransport", "false"))},
+			"s3:PutObject", object, plain, false},
+		{"a TLS Deny, over TLS", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, all, cond("Bool", "aws:SecureTransport", "false"))},
+			"s3:PutObject", object, secure, true},
+		{"an Allow, unknown operator", []statement{allow([]string{"s3:*"}, all, cond("ArnLike", "aws:SecureTransport", "arn:*"))}, "s3:PutObject", object, secure, false},
+		{"an Allow, set operator", []statement{allow([]string{"s3:*"}, all, cond("ForAnyValue:StringLike", "s3:prefix", "*"))}, "s3:PutObject", object, secure, false},
+		{"an Allow, unknown key", []statement{allow([]string{"s3:*"}, all, cond("StringEquals", "aws:SourceVpce", "vpce-1"))}, "s3:PutObject", object, secure, false},
+		{"a Deny, unknown operator", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, all, cond("IpAddress", "aws:SecureTransport", "10.0.0.0/8"))},
+			"s3:PutObject", object, secure, false},
+		{"a Deny, unknown key", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, all, cond("StringNotEquals", "aws:PrincipalArn", "arn:aws:iam::123456789012:role/op"))},
+			"s3:PutObject", object, secure, false},
+		{"a Deny, unknown key, other resources", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, control, cond("StringNotEquals", "aws:PrincipalArn", "x"))},
+			"s3:PutObject", object, secure, true},
+		{"a Deny on s3:prefix, the key missing", []statement{allow([]string{"s3:*"}, all, nil), deny([]string{"s3:*"}, all, cond("StringLike", "s3:prefix", "*"))},
+			"s3:PutObject", object, secure, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := r.synthetic(t, strings.NewReplacer(" ", "", ",", "").Replace(tc.name), tc.stmts)
+			if got := r.auth.allowed(s, tc.action, tc.resource, tc.keys); got != tc.want {
+				t.Errorf("got allowed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// uploaderStatements are a pool uploader role's policy as TenantPool.UploaderRole writes it: put
+// and the multipart actions under <pool prefix>${aws:PrincipalTag/tenant}/, TLS only.
+var uploaderStatements = []statement{allow(
+	[]string{"s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"},
+	[]string{"arn:aws:s3:::ingest/pools/p/${aws:PrincipalTag/tenant}/*"},
+	map[string]map[string]stringList{"Bool": {"aws:SecureTransport": {"true"}}})}
+
+// An upload session (the local STS's AssumeRole with tenant=a, as pipectl upload-url --role
+// makes it) is checked like any other request: it puts under a's prefix, by a PUT, a presigned
+// URL or a multipart upload, and is refused b's prefix, control/, results/, a key outside every
+// prefix and any read; a presigned URL is refused once it expired.
+func TestTenantAuthUploaderSession(t *testing.T) {
+	r := newTenantAuthRig(t)
+	ctx := context.Background()
+	role := "arn:aws:iam::123456789012:role/uploader"
+	r.auth.mu.Lock()
+	r.auth.policies[role] = uploaderStatements
+	r.auth.mu.Unlock()
+	p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
+		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
+	})
+	creds := aws.NewCredentialsCache(p)
+	up := r.client(creds)
+	presign := s3.NewPresignClient(up)
+	put := func(key, how string) error {
+		switch how {
+		case "put":
+			_, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(key), Body: strings.NewReader("id\n1\n")})
+			return err
+		case "multipart":
+			mp, err := up.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("ingest"), Key: aws.String(key)})
+			if err != nil {
+				return err
+			}
+			part, err := up.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("ingest"), Key: aws.String(key), UploadId: mp.UploadId,
+				PartNumber: aws.Int32(1), Body: strings.NewReader("id\n1\n")})
+			if err != nil {
+				return err
+			}
+			_, err = up.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("ingest"), Key: aws.String(key), UploadId: mp.UploadId,
+				MultipartUpload: &s3types.CompletedMultipartUpload{Parts: []s3types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
+			return err
+		}
+		// A presigned PUT, sent as curl -T sends it.
+		req, err := presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(key)})
+		if err != nil {
+			return err
+		}
+		u := req.URL
+		if how == "expired presigned" {
+			q, _ := url.ParseQuery(strings.SplitN(u, "?", 2)[1])
+			q.Set("X-Amz-Date", time.Now().Add(-time.Hour).UTC().Format("20060102T150405Z"))
+			u = strings.SplitN(u, "?", 2)[0] + "?" + q.Encode()
+		}
+		hr, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, strings.NewReader("id\n1\n"))
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		key, how string
+		want     string // "": allowed; else the error's text
+	}{
+		{"pools/p/a/new.csv", "put", ""},
+		{"pools/p/a/受注 11月.csv", "put", ""},
+		{"pools/p/a/by-url.csv", "presigned", ""},
+		{"pools/p/a/big.csv", "multipart", ""},
+		{"pools/p/b/new.csv", "put", "AccessDenied"},
+		{"pools/p/b/by-url.csv", "presigned", "HTTP 403"},
+		{"pools/p/b/big.csv", "multipart", "AccessDenied"},
+		{"pools/p/a/late.csv", "expired presigned", "Request has expired"},
+		{"control/a/paused.json", "put", "AccessDenied"},
+		{"results/b/e/summary.json", "put", "AccessDenied"},
+		{"work/a/e/manifest", "put", "AccessDenied"},
+		{"outside.csv", "put", "AccessDenied"},
+	} {
+		t.Run(tc.how+" "+tc.key, func(t *testing.T) {
+			err := put(tc.key, tc.how)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v, want the upload allowed", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %s", err, tc.want)
+			}
+		})
+	}
+	out, err := up.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String("pools/p/a/x.csv")})
+	if err == nil {
+		out.Body.Close()
+	}
+	if got := errorCode(err); got != "AccessDenied" {
+		t.Errorf("uploader reads a's file: got %q (%v), want AccessDenied", got, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -60,6 +61,7 @@ type (
 	}
 	STS interface {
 		GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
+		AssumeRole(ctx context.Context, in *sts.AssumeRoleInput, optFns ...func(*sts.Options)) (*sts.AssumeRoleOutput, error)
 	}
 )
 
@@ -84,6 +86,11 @@ type Clients struct {
 	DynamoDB admission.ItemAPI
 	// CloudWatch reads the pools' Contributor Insights reports (health.go).
 	CloudWatch CloudWatch
+	// Credentials are the operator's: upload-url signs with them, and bounds a URL's life by
+	// theirs (upload.go).
+	Credentials aws.CredentialsProvider
+	// Presigner returns an S3 presigner that signs with creds (upload-url).
+	Presigner func(creds aws.CredentialsProvider) Presigner
 }
 
 // Ops performs pipectl's operations for the stacks whose names start with StackPrefix + "-".
@@ -187,6 +194,12 @@ func (o *Ops) discover(ctx context.Context) ([]pipeline.TenantOutput, []poolInfo
 				if err != nil {
 					return nil, nil, fmt.Errorf("stack %s: %w", name, err)
 				}
+				// The pool's uploader role, when it has one (TenantPool.UploaderRole).
+				var up struct {
+					UploaderRoleARN string `json:"uploaderRoleArn"`
+				}
+				json.Unmarshal([]byte(deref(op.OutputValue)), &up) // the same JSON, read above
+				info.uploaderRole = up.UploaderRoleARN
 				pools = append(pools, info)
 				for _, t := range ts {
 					if err := add(name, t); err != nil {

@@ -45,6 +45,9 @@ type poolInfo struct {
 	out      pipeline.PoolOutput
 	settings *pipeline.PoolIndex
 	env      map[string]string // the pool controller's environment
+	// uploaderRole is the ARN of the pool's uploader role (the output's uploaderRoleArn); empty:
+	// the pool has none.
+	uploaderRole string
 }
 
 // discovery is what one run found in the stacks, read once.

@@ -105,18 +105,24 @@ type World struct {
 	// InsightRequests the GetInsightRuleReport calls (cloudwatch.go).
 	InsightReports  map[string][]cwtypes.InsightRuleContributor
 	InsightRequests []cloudwatch.GetInsightRuleReportInput
+	// Creds are the operator's credentials (Retrieve), and AssumeRoles the AssumeRole calls
+	// (upload.go).
+	Creds       aws.Credentials
+	AssumeRoles []sts.AssumeRoleInput
 }
 
 // New returns an empty world whose clock is now.
 func New(now time.Time) *World {
 	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
 		Env: map[string]map[string]string{}, CoreSystemOf: map[string]*pipeline.CoreSystem{}, SettingsOf: map[string]pipeline.Tenant{},
-		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice"}
+		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice",
+		Creds:     aws.Credentials{AccessKeyID: "AKIAOPERATOR", SecretAccessKey: "secret", Source: "opsfake"}}
 }
 
 // Clients returns the world as ops.Clients.
 func (w *World) Clients() ops.Clients {
-	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w, DynamoDB: (*dynamoFake)(w), CloudWatch: (*cloudWatchFake)(w)}
+	return ops.Clients{CloudFormation: w, SQS: (*sqsFake)(w), StepFunctions: (*sfnFake)(w), Lambda: w, S3: w, STS: w, DynamoDB: (*dynamoFake)(w), CloudWatch: (*cloudWatchFake)(w),
+		Credentials: w, Presigner: presigner}
 }
 
 func (w *World) fail(op string) error { return w.Err[op] }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/example/tenantpipeline/internal/ops"
+)
+
+// presigned parses a presigned URL printed alone on stdout.
+func presigned(t *testing.T, stdout string) *url.URL {
+	t.Helper()
+	if strings.Count(stdout, "\n") != 1 || !strings.HasSuffix(stdout, "\n") {
+		t.Fatalf("got stdout %q, want the URL alone on one line", stdout)
+	}
+	u, err := url.Parse(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// upload-url prints a presigned PUT of <prefix><name>, signed with the operator's credentials, and
+// a name with a space and Japanese arrives as it was typed (the SDK encodes it in the URL).
+func TestUploadURL(t *testing.T) {
+	w := world()
+	code, stdout, stderr := runIn(t, w, "upload-url", "acme", "受注 11月.csv")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	u := presigned(t, stdout)
+	q := u.Query()
+	if got, want := u.Path, "/inbox/acme/受注 11月.csv"; !strings.HasSuffix(got, want) {
+		t.Errorf("got path %q, want it to end in %q", got, want)
+	}
+	if !strings.HasPrefix(u.Host, "ingest.") && !strings.HasPrefix(u.Path, "/ingest/") {
+		t.Errorf("got %s, want the bucket ingest", u)
+	}
+	for k, want := range map[string]string{"X-Amz-Expires": "900", "X-Amz-SignedHeaders": "host"} {
+		if got := q.Get(k); got != want {
+			t.Errorf("got %s=%q, want %q", k, got, want)
+		}
+	}
+	if c := q.Get("X-Amz-Credential"); !strings.HasPrefix(c, "AKIAOPERATOR/") {
+		t.Errorf("got credential %q, want the operator's", c)
+	}
+	if len(w.Puts) != 0 || len(w.AssumeRoles) != 0 {
+		t.Errorf("got %d puts and %d AssumeRole calls, want none: presigning writes nothing", len(w.Puts), len(w.AssumeRoles))
+	}
+}
+
+func TestUploadURLJSON(t *testing.T) {
+	code, stdout, stderr := runIn(t, world(), "upload-url", "acme", "a.csv", "--expires", "2h", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if want := []string{"expires", "key", "url"}; !slices.Equal(keys, want) {
+		t.Errorf("got fields %v, want %v", keys, want)
+	}
+	if got["key"] != "inbox/acme/a.csv" || got["expires"] != now.Add(2*time.Hour).Format(time.RFC3339) {
+		t.Errorf("got key %v, expires %v; want inbox/acme/a.csv, %s", got["key"], got["expires"], now.Add(2*time.Hour).Format(time.RFC3339))
+	}
+	u, _ := url.Parse(got["url"].(string))
+	if e := u.Query().Get("X-Amz-Expires"); e != "7200" {
+		t.Errorf("got X-Amz-Expires %q, want 7200", e)
+	}
+}
+
+// --role signs with a session of the pool's uploader role, tagged with the tenant, that lasts at
+// least as long as the URL (and AssumeRole's 900-second minimum).
+func TestUploadURLRole(t *testing.T) {
+	w, _ := pooledWorld()
+	w.SetUploaderRole("shared", "arn:aws:iam::123456789012:role/shared-uploader")
+	for _, tc := range []struct {
+		expires     string
+		wantSeconds int32
+	}{{"5m", 900}, {"2h", 7200}} {
+		t.Run(tc.expires, func(t *testing.T) {
+			w.AssumeRoles = nil
+			code, stdout, stderr := runIn(t, w, "upload-url", "hooli", "a.csv", "--role", "--expires", tc.expires)
+			if code != 0 {
+				t.Fatalf("got exit %d, %s", code, stderr)
+			}
+			q := presigned(t, stdout).Query()
+			if !strings.HasPrefix(q.Get("X-Amz-Credential"), "ASIASESSION1/") || q.Get("X-Amz-Security-Token") != "session-token" {
+				t.Errorf("got credential %q, token %q; want the uploader session's", q.Get("X-Amz-Credential"), q.Get("X-Amz-Security-Token"))
+			}
+			if len(w.AssumeRoles) != 1 {
+				t.Fatalf("got %d AssumeRole calls, want 1", len(w.AssumeRoles))
+			}
+			in := w.AssumeRoles[0]
+			if aws.ToString(in.RoleArn) != "arn:aws:iam::123456789012:role/shared-uploader" || aws.ToInt32(in.DurationSeconds) != tc.wantSeconds {
+				t.Errorf("got role %s for %ds, want the pool's uploader role for %ds", aws.ToString(in.RoleArn), aws.ToInt32(in.DurationSeconds), tc.wantSeconds)
+			}
+			if len(in.Tags) != 1 || aws.ToString(in.Tags[0].Key) != "tenant" || aws.ToString(in.Tags[0].Value) != "hooli" {
+				t.Errorf("got tags %+v, want exactly tenant=hooli", in.Tags)
+			}
+		})
+	}
+}
+
+// Bad input is a clear error and writes nothing (no PUT, no session).
+func TestUploadURLRefused(t *testing.T) {
+	session := aws.Credentials{AccessKeyID: "ASIAOPERATOR", SecretAccessKey: "s", SessionToken: "t", CanExpire: true, Expires: now.Add(30 * time.Minute)}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		creds    *aws.Credentials
+		uploader bool
+		wantCode int
+		want     string
+	}{
+		{"unknown tenant", []string{"nobody", "a.csv"}, nil, false, 1, `tenant "nobody" not found`},
+		{"up and out", []string{"acme", "../globex/a.csv"}, nil, false, 2, `has a ".." segment`},
+		{"a leading slash", []string{"acme", "/a.csv"}, nil, false, 2, `starts with "/"`},
+		{"a control character", []string{"acme", "a\tb.csv"}, nil, false, 2, "control character U+0009"},
+		{"outside the safe set", []string{"acme", "a#b.csv"}, nil, false, 2, `contains "#"`},
+		{"past 7 days", []string{"acme", "a.csv", "--expires", "169h"}, nil, false, 2, "past S3's limit of 7 days"},
+		{"not a duration", []string{"acme", "a.csv", "--expires", "tomorrow"}, nil, false, 2, `invalid value "tomorrow" for flag -expires`},
+		{"past the operator's session", []string{"acme", "a.csv", "--expires", "1h"}, &session, false, 1, "outlives the temporary credentials"},
+		{"a silo tenant's role", []string{"acme", "a.csv", "--role"}, nil, true, 1, "tenant acme is a silo tenant"},
+		{"a pool without uploaders", []string{"hooli", "a.csv", "--role"}, nil, false, 1, "pool shared has no uploader role; set uploaders on the pool"},
+		{"past a role session's limit", []string{"hooli", "a.csv", "--role", "--expires", "13h"}, nil, true, 1, "a role session lasts at most 12h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := pooledWorld()
+			if tc.creds != nil {
+				w.Creds = *tc.creds
+			}
+			if tc.uploader {
+				w.SetUploaderRole("shared", "arn:aws:iam::123456789012:role/shared-uploader")
+			}
+			code, stdout, stderr := runIn(t, w, append([]string{"upload-url"}, tc.args...)...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.want) {
+				t.Errorf("got exit %d, stderr %q; want %d and %q", code, stderr, tc.wantCode, tc.want)
+			}
+			if stdout != "" || len(w.Puts) != 0 || len(w.AssumeRoles) != 0 {
+				t.Errorf("got stdout %q, %d puts, %d AssumeRole calls; want nothing", stdout, len(w.Puts), len(w.AssumeRoles))
+			}
+		})
+	}
+}
+
+func writeFiles(t *testing.T, names ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, []byte("id,name\n1,"+n+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// upload puts the files in the order given, one PUT after the other, each under the tenant's
+// prefix with its base name as typed, and prints each key and version as it goes.
+func TestUpload(t *testing.T) {
+	w := world()
+	files := writeFiles(t, "z last name.csv", "a 受注.csv", "m.csv")
+	code, stdout, stderr := runIn(t, w, append([]string{"upload", "acme"}, files...)...)
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var keys []string
+	for _, p := range w.Puts {
+		keys = append(keys, aws.ToString(p.Key))
+	}
+	if want := []string{"inbox/acme/z last name.csv", "inbox/acme/a 受注.csv", "inbox/acme/m.csv"}; !slices.Equal(keys, want) {
+		t.Errorf("got puts %q, want %q in that order", keys, want)
+	}
+	want := "uploaded 'inbox/acme/z last name.csv' (version v1, 26 bytes)\n" +
+		"uploaded 'inbox/acme/a 受注.csv' (version v2, 23 bytes)\n" +
+		"uploaded inbox/acme/m.csv (version v3, 16 bytes)\n"
+	if stdout != want {
+		t.Errorf("got\n%s\nwant\n%s", stdout, want)
+	}
+	if body, _ := w.Body("ingest", "inbox/acme/m.csv"); body != "id,name\n1,m.csv\n" {
+		t.Errorf("got body %q, want the file's", body)
+	}
+}
+
+func TestUploadJSONAndName(t *testing.T) {
+	w := world()
+	files := writeFiles(t, "local.csv")
+	code, stdout, stderr := runIn(t, w, "upload", "acme", files[0], "--name", "2026/11/orders.csv", "--json")
+	if code != 0 {
+		t.Fatalf("got exit %d, %s", code, stderr)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(got) != 1 || got[0]["key"] != "inbox/acme/2026/11/orders.csv" || got[0]["versionId"] != "v1" || got[0]["bucket"] != "ingest" {
+		t.Errorf("got %v, want one upload to inbox/acme/2026/11/orders.csv version v1", got)
+	}
+}
+
+// Every file and name is checked before the first PUT: one bad one uploads nothing.
+func TestUploadRefusedWritesNothing(t *testing.T) {
+	ok := writeFiles(t, "a.csv", "b.csv")
+	bad := writeFiles(t, "c#1.csv")
+	other := writeFiles(t, "a.csv")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"unknown tenant", []string{"nobody", ok[0]}, 1, `tenant "nobody" not found`},
+		{"a missing file last", []string{"acme", ok[0], ok[1], filepath.Join(filepath.Dir(ok[0]), "missing.csv")}, 1, "missing.csv: no such file"},
+		{"a bad base name", []string{"acme", ok[0], bad[0]}, 1, `contains "#"`},
+		{"two files, one key", []string{"acme", ok[0], other[0]}, 1, "would both be inbox/acme/a.csv"},
+		{"a folder", []string{"acme", ok[0], filepath.Dir(ok[0])}, 1, "is not a regular file"},
+		{"--name for two files", []string{"acme", ok[0], ok[1], "--name", "x.csv"}, 2, "--name names one file, got 2"},
+		{"--name up and out", []string{"acme", ok[0], "--name", "../globex/x.csv"}, 2, `has a ".." segment`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			code, stdout, stderr := runIn(t, w, append([]string{"upload"}, tc.args...)...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.want) {
+				t.Errorf("got exit %d, stderr %q; want %d and %q", code, stderr, tc.wantCode, tc.want)
+			}
+			if stdout != "" || len(w.Puts) != 0 {
+				t.Errorf("got stdout %q and %d puts, want nothing", stdout, len(w.Puts))
+			}
+		})
+	}
+}
+
+// A failure midway says what arrived and what did not; the files before it stay.
+func TestUploadFailureMidway(t *testing.T) {
+	w := world()
+	files := writeFiles(t, "a.csv", "b.csv", "c.csv")
+	newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
+		c := w.Clients()
+		c.S3 = &failingPut{S3: c.S3, at: 2}
+		o := ops.New(c, prefix)
+		o.Now = func() time.Time { return now }
+		return o, nil
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"upload", "acme"}, files...), &out, &errOut, newOps)
+	if code != 1 {
+		t.Errorf("got exit %d, want 1", code)
+	}
+	if want := "uploaded inbox/acme/a.csv (version v1, 16 bytes)\n"; out.String() != want {
+		t.Errorf("got stdout %q, want %q", out.String(), want)
+	}
+	if want := "1 of 3 files uploaded before it, not uploaded: " + files[1] + ", " + files[2]; !strings.Contains(errOut.String(), want) {
+		t.Errorf("got stderr %q, want it to contain %q", errOut.String(), want)
+	}
+	if len(w.Puts) != 1 {
+		t.Errorf("got %d puts, want 1", len(w.Puts))
+	}
+}
+
+// failingPut fails the at-th PutObject.
+type failingPut struct {
+	ops.S3
+	at, n int
+}
+
+func (f *failingPut) PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	if f.n++; f.n == f.at {
+		return nil, errors.New("InternalError: we encountered an internal error")
+	}
+	return f.S3.PutObject(ctx, in, optFns...)
+}

@@ -1,0 +1,200 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
+
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+const uploadTenants = `{"tenants": [
+  {"id": "up", "registerUrl": "https://core.example.com/records"},
+  {"id": "other", "registerUrl": "https://core.example.com/records"}
+]}`
+
+// Customers' uploads through pipectl, against the served stack, in both tiers: a presigned URL
+// from upload-url, PUT with net/http as curl -T would, is processed end to end; pipectl upload of
+// two files is processed in the order given (not the names' order); bad input writes nothing; and
+// --role says clearly when the pool has no uploader role. In the pool, the operator's STS hands out
+// a tagged session, and the operator's S3 endpoint holds it to its role: another tenant's file is
+// refused.
+func TestScenarioUpload(t *testing.T) {
+	forEachTier(t, uploadTenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		prefix := r.Tenant("up").Prefix
+		pooled := strings.Contains(tenants, `"tier":"pool"`)
+
+		// upload-url, then a plain HTTP PUT of the file.
+		byURL := "by url 受注.csv"
+		url := strings.TrimSpace(pipectl(t, r, "upload-url", "up", byURL, "--expires", "5m", "--stack-prefix", opsPrefix))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(csvOf(3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT to the presigned URL: got HTTP %d, want 200", resp.StatusCode)
+		}
+		if err := waitRegistered(ctx, r, "up", 3); err != nil {
+			t.Fatalf("the presigned upload: %v", err)
+		}
+
+		// pipectl upload: the second name sorts first, and is processed second.
+		dir := t.TempDir()
+		first, second := filepath.Join(dir, "z first.csv"), filepath.Join(dir, "a second.csv")
+		os.WriteFile(first, csvOf(4), 0o644)
+		os.WriteFile(second, csvOf(5), 0o644)
+		var put []ops.Uploaded
+		if err := json.Unmarshal([]byte(pipectl(t, r, "upload", "up", first, second, "--json", "--stack-prefix", opsPrefix)), &put); err != nil {
+			t.Fatal(err)
+		}
+		if len(put) != 2 || put[0].Key != prefix+"z first.csv" || put[1].Key != prefix+"a second.csv" || put[0].VersionID == "" {
+			t.Fatalf("upload --json: got %+v, want z first.csv then a second.csv with versions", put)
+		}
+		waitFor(t, ctx, r, "the three files registered", func(rep *report.Report) bool {
+			tr := rep.Tenants["up"]
+			if tr == nil || len(tr.Files) != 3 {
+				return false
+			}
+			for _, f := range tr.Files {
+				if f.Status != "SUCCEEDED" {
+					return false
+				}
+			}
+			return len(r.Sink.Registered("up")) == 12
+		})
+		// Registered file by file, in arrival order.
+		var order []string
+		for _, rec := range r.Sink.Registered("up") {
+			if len(order) == 0 || order[len(order)-1] != rec.Source {
+				order = append(order, rec.Source)
+			}
+		}
+		if want := []string{prefix + byURL, prefix + "z first.csv", prefix + "a second.csv"}; strings.Join(order, "|") != strings.Join(want, "|") {
+			t.Errorf("got records registered from %q, want each file's in turn: %q", order, want)
+		}
+
+		// Bad input: a clear error, and no object.
+		for _, tc := range []struct {
+			args     []string
+			wantCode int
+			want     string
+		}{
+			{[]string{"upload-url", "other", "../up/x.csv"}, 2, `has a ".." segment`},
+			{[]string{"upload-url", "other", "x.csv", "--expires", "200h"}, 2, "past S3's limit of 7 days"},
+			{[]string{"upload-url", "nobody", "x.csv"}, 1, `tenant "nobody" not found`},
+			{[]string{"upload", "other", first, filepath.Join(dir, "missing.csv")}, 1, "nothing uploaded"},
+			{[]string{"upload-url", "other", "x.csv", "--role"}, 1, map[bool]string{
+				true:  "pool default has no uploader role; set uploaders on the pool",
+				false: "tenant other is a silo tenant"}[pooled]},
+		} {
+			code, stdout, stderr := pipectlIn(t, r, "", append(tc.args, "--stack-prefix", opsPrefix)...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("pipectl %s: got exit %d, stdout %q, stderr %q; want %d and %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.wantCode, tc.want)
+			}
+		}
+		if n := objectsUnder(t, ctx, r, r.Tenant("other").Prefix); n != 0 {
+			t.Errorf("got %d objects under other's prefix, want none: bad input wrote something", n)
+		}
+
+		if pooled {
+			operatorSessionRefused(t, ctx, r)
+		}
+	})
+}
+
+// operatorSessionRefused takes a session of the pool's tenant role for "up" from the operator's
+// STS (the control plane's AssumeRole) and reads through the operator's S3 endpoint: up's file is
+// read, other's is refused, and a put the role does not grant is refused.
+func operatorSessionRefused(t *testing.T, ctx context.Context, r *Run) {
+	t.Helper()
+	var role string
+	for _, f := range r.functions {
+		for _, kv := range f.Env {
+			if k, v, _ := strings.Cut(kv, "="); k == pipeline.EnvTenantRoleARN {
+				role = v
+			}
+		}
+	}
+	endpoint := func(name string) string {
+		for _, kv := range r.Env() {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v
+			}
+		}
+		t.Fatalf("the run's environment has no %s", name)
+		return ""
+	}
+	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_STS")) })
+	cfg := emulate.LocalAWS.Copy()
+	cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, role, func(o *stscreds.AssumeRoleOptions) {
+		o.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String("up")}}
+	}))
+	asUp := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_S3"))
+		o.UsePathStyle = true
+	})
+	r.Upload(ctx, "other", "theirs.csv", csvOf(1))
+	for _, tc := range []struct{ name, key, put, wantCode string }{
+		{"up's file", r.Tenant("up").Prefix + "z first.csv", "", ""},
+		{"other's file", r.Tenant("other").Prefix + "theirs.csv", "", "AccessDenied"},
+		{"a put under other's prefix", "", r.Tenant("other").Prefix + "forged.csv", "AccessDenied"},
+		{"a put outside every prefix", "", "outside.csv", "AccessDenied"},
+	} {
+		var err error
+		if tc.key != "" {
+			var out *s3.GetObjectOutput
+			if out, err = asUp.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(tc.key)}); err == nil {
+				out.Body.Close()
+			}
+		} else {
+			_, err = asUp.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(tc.put), Body: strings.NewReader("x")})
+		}
+		if got := errorCode(err); got != tc.wantCode {
+			t.Errorf("%s as up's session, at the operator's endpoint: got %q (%v), want %q", tc.name, got, err, tc.wantCode)
+		}
+	}
+}
+
+// waitRegistered waits until n records of the tenant are registered.
+func waitRegistered(ctx context.Context, r *Run, tenant string, n int) error {
+	for len(r.Sink.Registered(tenant)) < n {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func objectsUnder(t *testing.T, ctx context.Context, r *Run, prefix string) int {
+	t.Helper()
+	out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Contents)
+}

@@ -1,0 +1,73 @@
+package opsfake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
+
+	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// Presigning and role sessions (pipectl upload-url). The presigner is the SDK's own, which signs
+// without calling anything, over the endpoint of region eu-west-1.
+
+// presigner signs with creds, as the real client does.
+func presigner(creds aws.CredentialsProvider) ops.Presigner {
+	return s3.NewPresignClient(s3.New(s3.Options{Region: "eu-west-1", Credentials: creds}))
+}
+
+// Retrieve hands out the operator's credentials, w.Creds.
+func (w *World) Retrieve(context.Context) (aws.Credentials, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.fail("Retrieve"); err != nil {
+		return aws.Credentials{}, err
+	}
+	return w.Creds, nil
+}
+
+// AssumeRole answers a session of the role for DurationSeconds, as STS does, and records the call.
+func (w *World) AssumeRole(_ context.Context, in *sts.AssumeRoleInput, _ ...func(*sts.Options)) (*sts.AssumeRoleOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.fail("AssumeRole"); err != nil {
+		return nil, err
+	}
+	w.AssumeRoles = append(w.AssumeRoles, *in)
+	seconds := aws.ToInt32(in.DurationSeconds)
+	if seconds == 0 {
+		seconds = 3600
+	}
+	return &sts.AssumeRoleOutput{Credentials: &ststypes.Credentials{
+		AccessKeyId: aws.String(fmt.Sprintf("ASIASESSION%d", len(w.AssumeRoles))), SecretAccessKey: aws.String("session-secret"),
+		SessionToken: aws.String("session-token"), Expiration: aws.Time(w.Now.Add(time.Duration(seconds) * time.Second)),
+	}}, nil
+}
+
+// SetUploaderRole writes the uploader role's ARN into the pool's output, as a pool stack with
+// uploaders does.
+func (w *World) SetUploaderRole(pool, arn string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.Stacks {
+		for j, o := range w.Stacks[i].Outputs {
+			if aws.ToString(o.OutputKey) != pipeline.PoolOutputKey(pool) {
+				continue
+			}
+			var v map[string]any
+			if err := json.Unmarshal([]byte(aws.ToString(o.OutputValue)), &v); err != nil {
+				panic(err)
+			}
+			v["uploaderRoleArn"] = arn
+			b, _ := json.Marshal(v)
+			w.Stacks[i].Outputs[j].OutputValue = aws.String(string(b))
+		}
+	}
+}
