@@ -734,6 +734,9 @@ func TestWakeWriteOrder(t *testing.T) {
 	for _, protected := range []bool{false, true} {
 		for _, receives := range []int{1, 3} { // the delivery that starts, and a safety-net delivery
 			for _, at := range points {
+				if receives == 1 && at == "before the delivery" {
+					continue // the execution does not exist before its first delivery
+				}
 				t.Run(fmt.Sprintf("protected %v, receive %d, ends %s", protected, receives, at), func(t *testing.T) {
 					w := newWakeRig(t, map[string]string{pipeline.EnvControlPrefixProtected: fmt.Sprint(protected)})
 					if receives > 1 {
@@ -749,9 +752,6 @@ func TestWakeWriteOrder(t *testing.T) {
 					}
 					switch at {
 					case "before the delivery":
-						if receives == 1 {
-							t.Skip("the execution does not exist before its first delivery")
-						}
 						end()
 					case "after the wake-state write":
 						w.s3h.afterPut = func(key string) {
