@@ -36,11 +36,14 @@ const uploadTenants = `{"tenants": [
 // refused.
 func TestScenarioUpload(t *testing.T) {
 	forEachTier(t, uploadTenants, func(t *testing.T, tenants string) {
+		pooled := strings.Contains(tenants, `"tier":"pool"`)
+		if pooled {
+			tenants = withUploaders(t, tenants)
+		}
 		r := startScenario(t, tenants, Config{})
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		prefix := r.Tenant("up").Prefix
-		pooled := strings.Contains(tenants, `"tier":"pool"`)
 
 		// upload-url, then a plain HTTP PUT of the file.
 		byURL := "by url 受注.csv"
@@ -106,9 +109,6 @@ func TestScenarioUpload(t *testing.T) {
 			{[]string{"upload-url", "other", "x.csv", "--expires", "200h"}, 2, "past S3's limit of 7 days"},
 			{[]string{"upload-url", "nobody", "x.csv"}, 1, `tenant "nobody" not found`},
 			{[]string{"upload", "other", first, filepath.Join(dir, "missing.csv")}, 1, "nothing uploaded"},
-			{[]string{"upload-url", "other", "x.csv", "--role"}, 1, map[bool]string{
-				true:  "pool default has no uploader role; set uploaders on the pool",
-				false: "tenant other is a silo tenant"}[pooled]},
 		} {
 			code, stdout, stderr := pipectlIn(t, r, "", append(tc.args, "--stack-prefix", opsPrefix)...)
 			if code != tc.wantCode || !strings.Contains(stderr, tc.want) || stdout != "" {
@@ -119,10 +119,121 @@ func TestScenarioUpload(t *testing.T) {
 			t.Errorf("got %d objects under other's prefix, want none: bad input wrote something", n)
 		}
 
-		if pooled {
-			operatorSessionRefused(t, ctx, r)
+		if !pooled {
+			code, stdout, stderr := pipectlIn(t, r, "", "upload-url", "other", "x.csv", "--role", "--stack-prefix", opsPrefix)
+			if code != 1 || !strings.Contains(stderr, "tenant other is a silo tenant") || stdout != "" {
+				t.Errorf("upload-url --role of a silo tenant: got exit %d, stdout %q, stderr %q; want 1 and the tier named", code, stdout, stderr)
+			}
+			return
+		}
+		operatorSessionRefused(t, ctx, r)
+
+		// The pool's uploader role: upload-url --role presigns with a session tagged tenant=up,
+		// and that URL's PUT is processed like any other.
+		byRole := "by role.csv"
+		url = strings.TrimSpace(pipectl(t, r, "upload-url", "up", byRole, "--role", "--expires", "5m", "--stack-prefix", opsPrefix))
+		if code := putURL(t, ctx, url, csvOf(2)); code != http.StatusOK {
+			t.Fatalf("PUT to the uploader role's presigned URL: got HTTP %d, want 200", code)
+		}
+		if err := waitRegistered(ctx, r, "up", 14); err != nil {
+			t.Fatalf("the uploader role's upload: %v", err)
+		}
+		// The same session may write nowhere else: another tenant's prefix, control/, another
+		// tenant's results, a key outside every prefix. Each presigned URL is signed fine; S3 (here
+		// the local policy check) refuses the PUT with AccessDenied.
+		for _, key := range []string{
+			r.Tenant("other").Prefix + "forged.csv",
+			pipeline.ControlPrefix + "up/forged.json",
+			"results/other/forged.json",
+			"outside.csv",
+		} {
+			u := presignAsUploader(t, ctx, r, "up", key)
+			if code := putURL(t, ctx, u, []byte("x")); code != http.StatusForbidden {
+				t.Errorf("PUT %s with up's uploader session: got HTTP %d, want 403 AccessDenied", key, code)
+			}
+		}
+		if n := objectsUnder(t, ctx, r, r.Tenant("other").Prefix+"forged"); n != 0 {
+			t.Errorf("got %d forged objects under other's prefix, want none", n)
 		}
 	})
+}
+
+// withUploaders gives the tenants file's pool an uploader (the platform's own role), so that the
+// pool has an UploaderRole.
+func withUploaders(t *testing.T, tenants string) string {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal([]byte(tenants), &f); err != nil {
+		t.Fatal(err)
+	}
+	f["pools"] = map[string]any{"default": map[string]any{"uploaders": []string{"arn:aws:iam::000000000000:role/platform"}}}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// putURL PUTs body to a presigned URL, as curl -T would, and returns the HTTP status.
+func putURL(t *testing.T, ctx context.Context, url string, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// presignAsUploader presigns a PUT of any key with a session of the pool's uploader role tagged
+// tenant=<tenant>, from the run's STS, as a platform's token vending service would.
+func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key string) string {
+	t.Helper()
+	var role string
+	for _, st := range r.StackOutputs() {
+		for _, o := range st.Outputs {
+			var pool pipeline.PoolOutput
+			if json.Unmarshal([]byte(o.OutputValue), &pool) == nil && pool.UploaderRoleARN != "" {
+				role = pool.UploaderRoleARN
+			}
+		}
+	}
+	if role == "" {
+		t.Fatal("the pool's stack output names no uploader role")
+	}
+	endpoint := func(name string) string {
+		for _, kv := range r.Env() {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v
+			}
+		}
+		t.Fatalf("the run's environment has no %s", name)
+		return ""
+	}
+	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_STS")) })
+	out, err := stsClient.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("upload-" + tenant),
+		Tags: []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}})
+	if err != nil {
+		t.Fatalf("AssumeRole %s: %v", role, err)
+	}
+	cfg := emulate.LocalAWS.Copy()
+	cfg.Credentials = aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		c := out.Credentials
+		return aws.Credentials{AccessKeyID: *c.AccessKeyId, SecretAccessKey: *c.SecretAccessKey, SessionToken: *c.SessionToken, CanExpire: true, Expires: *c.Expiration}, nil
+	}))
+	ps := s3.NewPresignClient(s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_S3"))
+		o.UsePathStyle = true
+	}))
+	req, err := ps.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key)}, s3.WithPresignExpires(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req.URL
 }
 
 // operatorSessionRefused takes a session of the pool's tenant role for "up" from the operator's
