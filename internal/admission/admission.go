@@ -198,6 +198,7 @@ const (
 	attrSlot      = "slot"
 	attrIssued    = "issued"
 	attrServed    = "served"
+	attrIssuedAt  = "issuedAt"
 	attrQueueURL  = "queueUrl"
 	attrReceipt   = "receiptHandle"
 	attrMessageID = "messageId"
@@ -497,9 +498,9 @@ func (s *Store) enqueue(ctx context.Context, g Gate, r Request, since time.Time,
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.queue(), counterSK(r.Weight)),
-		UpdateExpression:          aws.String("ADD #i :one"),
-		ExpressionAttributeNames:  map[string]string{"#i": attrIssued},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+		UpdateExpression:          aws.String("ADD #i :one SET #at = :now"),
+		ExpressionAttributeNames:  map[string]string{"#i": attrIssued, "#at": attrIssuedAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":now": num(now.UnixMilli())},
 		ReturnValues:              types.ReturnValueUpdatedNew,
 	})
 	if err != nil {
@@ -773,7 +774,7 @@ func (s *Store) next(ctx context.Context, g Gate, m meta, now time.Time) (entry,
 		if !ok {
 			// Tickets taken by a caller that stopped before its entry was written, or entries
 			// taken without counting: nobody waits in this weight.
-			if err := s.settleCounter(ctx, g, w, c); err != nil {
+			if err := s.settleCounter(ctx, g, w, c, now); err != nil {
 				return entry{}, false, err
 			}
 			continue
@@ -797,16 +798,23 @@ func ranksBefore(a, b entry, now time.Time) bool {
 	return a.tenant < b.tenant
 }
 
+// settleGrace is how long a ticket stays counted as waiting before its entry exists: a caller
+// takes its ticket, then writes its entry, so an empty queue under a ticket younger than this may
+// be an entry on its way. Settling it then would count the coming waiter as served, and no release
+// would ever hand it a slot. A minute is far longer than two DynamoDB writes with the SDK's
+// retries; a caller that stopped between them leaves a ticket that is settled after it.
+const settleGrace = time.Minute
+
 // settleCounter sets served to issued when the weight's queue is empty, if nobody changed the
-// counter since it was read.
-func (s *Store) settleCounter(ctx context.Context, g Gate, w int, c counter) error {
+// counter since it was read and its last ticket is older than settleGrace.
+func (s *Store) settleCounter(ctx context.Context, g Gate, w int, c counter, now time.Time) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.queue(), counterSK(w)),
 		UpdateExpression:          aws.String("SET #s = :i"),
-		ConditionExpression:       aws.String("#i = :i"),
-		ExpressionAttributeNames:  map[string]string{"#s": attrServed, "#i": attrIssued},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":i": num(c.issued)},
+		ConditionExpression:       aws.String("#i = :i AND (attribute_not_exists(#at) OR #at < :cut)"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrServed, "#i": attrIssued, "#at": attrIssuedAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":i": num(c.issued), ":cut": num(now.Add(-settleGrace).UnixMilli())},
 	})
 	if err != nil && !conditionFailed(err) {
 		return fmt.Errorf("settle the queue's counter: %w", err)
