@@ -61,14 +61,21 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared = dir
+	batch.Bin = filepath.Join(dir, "synthbatch")
 	code := m.Run()
+	batch.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 // synths synthesize each distinct app once per test binary, in shared: tenants files with the same
 // values share one cdk synth however they are written (deploy.Synths).
-var synths = sync.OnceValue(func() *deploy.Synths { return &deploy.Synths{Dir: shared} })
+// They run in one synthbatch process (deploy.Batch), which TestMain ends.
+var synths = sync.OnceValue(func() *deploy.Synths {
+	return &deploy.Synths{Dir: shared, Synth: batch.Synth}
+})
+
+var batch = &deploy.Batch{}
 
 // written counts the distinct tenants files as written (with their extra context), to log how many
 // synths the content key saves.

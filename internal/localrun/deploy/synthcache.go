@@ -23,6 +23,8 @@ import (
 // values and the extra context: the module's source does not change while a process runs.
 type Synths struct {
 	Dir string // one folder per distinct app is made here, with its tenants.json and cdk.out
+	// Synth synthesizes one app; nil is Synth (cdk synth). The tests give Batch.Synth.
+	Synth func(ctx context.Context, root, tenantsFile, out string, extra map[string]string) error
 
 	mu   sync.Mutex
 	apps map[string]*synthOnce
@@ -60,7 +62,11 @@ func (s *Synths) Assembly(ctx context.Context, root string, tenantsJSON []byte, 
 		}
 		s.runs.Add(1)
 		app.dir = filepath.Join(dir, "cdk.out")
-		app.err = Synth(ctx, root, file, app.dir, extra)
+		synth := s.Synth
+		if synth == nil {
+			synth = Synth
+		}
+		app.err = synth(ctx, root, file, app.dir, extra)
 	})
 	return app.dir, app.err
 }
