@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
@@ -236,4 +237,107 @@ func onlyID(t *testing.T, tpl map[string]any, typ, prefix string) string {
 		t.Fatalf("got %v %s resources %s*, want 1", found, typ, prefix)
 	}
 	return found[0]
+}
+
+// siloKeyed synthesizes, once, a silo tenant with uploaders whose bucket takes a customer-managed
+// key (SharedProps.EncryptionKey); it returns the template and the key's logical id.
+var siloKeyed = sync.OnceValues(func() (map[string]any, string) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(os.TempDir(), "doors-silo-keyed"))})
+	stack := awscdk.NewStack(app, jsii.String("SiloKeyed"), nil)
+	key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+	tenantpipeline.New(stack, "Silo", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"}, Bucket: stacks.NewIngestBucket(stack, "Bucket"),
+		Uploaders:   []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String(platformRole))},
+		SharedProps: tenantpipeline.SharedProps{EncryptionKey: key},
+	})
+	return templateJSON(assertions.Template_FromStack(stack, nil)), *stack.GetLogicalId(key.Node().DefaultChild().(awskms.CfnKey))
+})
+
+// siloTrust is the silo uploader role's trust policy: sts:AssumeRole by the uploaders alone, no
+// session tag (the role is one tenant's).
+func siloTrust(principals ...string) string {
+	var st []string
+	for _, p := range principals {
+		st = append(st, `{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":"`+p+`"}}`)
+	}
+	return `{"Statement":[` + strings.Join(st, ",") + `],"Version":"2012-10-17"}`
+}
+
+// TestSiloUploaderRole: a silo tenant's "uploaders" make its uploader role, trusted by exactly
+// those ARNs with sts:AssumeRole alone, for sessions of at most an hour, not under the pipeline's
+// role path; its only policy is the upload under the tenant's prefix over TLS; the tenant's output
+// names it for pipectl. A silo tenant without uploaders has none.
+func TestSiloUploaderRole(t *testing.T) {
+	_, built := synthApp(t, "uploads.json", stacks.Options{})
+	silo := built.Pipelines["acme"]
+	if silo == nil || silo.UploaderRole == nil {
+		t.Fatal("got no silo UploaderRole")
+	}
+	tpl := templateJSON(assertions.Template_FromStack(built.TenantStacks[0], nil))
+	id := onlyID(t, tpl, "AWS::IAM::Role", "TenantacmeUploaderRole")
+	role := props(tpl["Resources"].(map[string]any)[id].(map[string]any))
+	if got, want := asJSON(role["AssumeRolePolicyDocument"]), siloTrust(platformRole); got != want {
+		t.Errorf("got trust policy\n%s\nwant\n%s", got, want)
+	}
+	if got := asJSON(role["MaxSessionDuration"]); got != "3600" {
+		t.Errorf("got MaxSessionDuration %s, want 3600", got)
+	}
+	if p, ok := role["Path"]; ok {
+		t.Errorf("got Path %v, want none (not under the pipeline's role path, which the bucket's Deny exempts)", p)
+	}
+	if got := asJSON(role["ManagedPolicyArns"]); got != "null" {
+		t.Errorf("got managed policies %s, want none", got)
+	}
+	policies := 0
+	for _, r := range byType(tpl, "AWS::IAM::Policy") {
+		if strings.Contains(asJSON(get(t, props(r), "Roles")), `"`+id+`"`) {
+			policies++
+		}
+	}
+	if policies != 1 {
+		t.Errorf("got %d policies on %s, want 1", policies, id)
+	}
+	got := tierStatements(tpl, "TenantacmeUploaderRoleDefaultPolicy")
+	if len(got) != 1 || !strings.HasPrefix(got[0], `{"Action":["s3:PutObject","s3:AbortMultipartUpload","s3:ListMultipartUploadParts"],"Condition":{"Bool":{"aws:SecureTransport":"true"}},"Effect":"Allow","Resource":{"Fn::Join":["",[`) ||
+		!strings.HasSuffix(got[0], `,"/inbox/acme/*"]]}}`) {
+		t.Errorf("got statements\n%s\nwant the upload under inbox/acme/ alone", strings.Join(got, "\n"))
+	}
+	out := asJSON(tpl["Outputs"].(map[string]any)[pipeline.TenantOutputKey("acme")])
+	if want := `\"uploaderRoleArn\":\"",{"Fn::GetAtt":["` + id + `","Arn"]}`; !strings.Contains(out, want) {
+		t.Errorf("got tenant output %s, want it to contain %s", out, want)
+	}
+	// Without uploaders: no role, and no uploaderRoleArn in the output.
+	plain := doors()
+	for id := range byType(plain, "AWS::IAM::Role") {
+		if strings.Contains(id, "SiloUploaderRole") {
+			t.Errorf("got uploader role %s in a silo without uploaders, want none", id)
+		}
+	}
+	if out := asJSON(plain["Outputs"].(map[string]any)[pipeline.TenantOutputKey("acme")]); strings.Contains(out, "uploaderRoleArn") {
+		t.Errorf("got tenant output %s without uploaders, want no uploaderRoleArn", out)
+	}
+}
+
+// TestSiloUploaderRoleWithKey: with a customer-managed key, the silo uploader role's policy is the
+// upload under the tenant's prefix and the key's GenerateDataKey and Decrypt through S3, for the
+// bucket's objects under that prefix (or the bucket, with Bucket Keys), over TLS; nothing else.
+func TestSiloUploaderRoleWithKey(t *testing.T) {
+	tpl, key := siloKeyed()
+	id := onlyID(t, tpl, "AWS::IAM::Role", "SiloUploaderRole")
+	role := props(tpl["Resources"].(map[string]any)[id].(map[string]any))
+	if got, want := asJSON(role["AssumeRolePolicyDocument"]), siloTrust(platformRole); got != want {
+		t.Errorf("got trust policy\n%s\nwant\n%s", got, want)
+	}
+	bucket := getAtt(logicalIDOfType(t, tpl, "AWS::S3::Bucket"))
+	objects := `{"Fn::Join":["",[` + asJSON(bucket) + `,"/inbox/acme/*"]]}`
+	want := []string{
+		uploadStatement(bucket, "inbox/acme/"),
+		`{"Action":["kms:GenerateDataKey","kms:Decrypt"],"Condition":{"Bool":{"aws:SecureTransport":"true"},` +
+			`"StringEquals":{"kms:ViaService":{"Fn::Join":["",["s3.",{"Ref":"AWS::Region"},".amazonaws.com"]]}},` +
+			`"StringLike":{"kms:EncryptionContext:aws:s3:arn":[` + asJSON(bucket) + `,` + objects + `]}},` +
+			`"Effect":"Allow","Resource":{"Fn::GetAtt":["` + key + `","Arn"]}}`,
+	}
+	if got := tierStatements(tpl, "SiloUploaderRoleDefaultPolicy"); !slices.Equal(got, want) {
+		t.Errorf("got statements\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

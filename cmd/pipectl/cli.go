@@ -46,7 +46,7 @@ commands:
   upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
   upload-url TENANT NAME [--expires D] [--role]
                                           print a presigned PUT URL for NAME under the tenant's prefix
-                                          (--role: signed by the pool's uploader role, for the tenant)
+                                          (--role: signed by the tenant's uploader role)
   validate TENANT FILE... [--out DIR] [--tenants FILE]
                                           check local files as Split would, before upload (the
                                           deployed settings unless --tenants or ./tenants.json has them)

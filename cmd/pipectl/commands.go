@@ -88,13 +88,14 @@ upload, so bad input uploads nothing. A file is at most 5 GiB (one PUT).
 expires (curl -T FILE URL); the file is then processed like any other. Nothing is written. With
 --json: {"url", "key", "expires"}, and "role" with --role.
 
-The URL is signed with your credentials, or with --role by a session of the tenant's pool's
-uploader role tagged tenant=TENANT, which may put under that tenant's prefix only. It lasts at
+The URL is signed with your credentials, or with --role by a session of the tenant's uploader
+role, which may put under that tenant's prefix only: a silo tenant's own (its "uploaders"), or
+its pool's, tagged tenant=TENANT. It lasts at
 most 7 days (S3's limit), and no longer than the credentials that sign it when they are
 temporary: pipectl refuses an expiry past theirs.
 
   --expires D   how long the URL is valid (Go duration: 90s, 15m, 2h; default 15m, at most 168h)
-  --role        sign with a session of the pool's uploader role (pooled tenants)`},
+  --role        sign with a session of the tenant's uploader role (its own, or its pool's)`},
 	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
 		short: "check local files as Split would, before upload",
 		long: `Reads each local FILE with the tenant's settings (format, encoding, delimiter,

@@ -25,7 +25,7 @@ func uploadFlags(fs *flag.FlagSet) func() error {
 
 func uploadURLFlags(fs *flag.FlagSet) func() error {
 	fs.DurationVar(&flagExpires, "expires", ops.DefaultPresignExpiry, "how long the URL is valid")
-	fs.BoolVar(&flagRole, "role", false, "sign with a session of the pool's uploader role")
+	fs.BoolVar(&flagRole, "role", false, "sign with a session of the tenant's uploader role (its own, or its pool's)")
 	return func() error {
 		// The bounds that do not depend on the credentials; ops.PresignUpload checks theirs.
 		if flagExpires < time.Second || flagExpires > ops.MaxPresignExpiry {

@@ -113,3 +113,20 @@ func ExampleTenantPool_GrantUpload() {
 	pool.GrantUpload("hooli", customer)
 	awscdk.NewCfnOutput(stack, jsii.String("UploaderRole"), &awscdk.CfnOutputProps{Value: pool.UploaderRole.RoleArn()})
 }
+
+// A silo tenant's Uploaders make its own UploaderRole, which the platform assumes without tags:
+// the role may upload under the tenant's prefix and nowhere else.
+func ExampleTenantPipeline_GrantUpload() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+	p := tenantpipeline.New(stack, "Acme", &tenantpipeline.Props{
+		Tenant:    tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+		Bucket:    bucket,
+		Uploaders: []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String("arn:aws:iam::123456789012:role/platform"))},
+	})
+	customer := awsiam.NewRole(stack, jsii.String("AcmeCustomer"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountPrincipal(jsii.String("210987654321"))})
+	// s3:PutObject and the multipart actions on inbox/acme/*, over TLS, nothing else.
+	p.GrantUpload(customer)
+	awscdk.NewCfnOutput(stack, jsii.String("UploaderRole"), &awscdk.CfnOutputProps{Value: p.UploaderRole.RoleArn()})
+}

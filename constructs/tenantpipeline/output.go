@@ -30,6 +30,9 @@ func (t *TenantPipeline) addOutput() {
 		EventSourceMappingUUID: *t.EventSource.EventSourceMappingId(),
 		DLQURL:                 *t.RuleDeadLetterQueue.QueueUrl(),
 	}
+	if t.UploaderRole != nil {
+		o.UploaderRoleARN = *t.UploaderRole.RoleArn()
+	}
 	t.Output = awscdk.NewCfnOutput(t.Construct, jsii.String("Output"), &awscdk.CfnOutputProps{
 		Description: jsii.String("Tenant " + p.Tenant.ID + " for pipectl (JSON, version 1)"),
 		Value:       toJSON(t.Construct, o),

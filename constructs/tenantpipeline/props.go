@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -51,6 +52,14 @@ type Props struct {
 	// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html (FIFO queues, message groups)
 	// Default: 0, no reservation. A negative value also means none.
 	ControllerReservedConcurrency int
+
+	// Uploaders may assume UploaderRole to upload the tenant's files under its prefix: the
+	// platform's own service that authenticates the tenant's customers and vends their upload
+	// credentials or presigned URLs (README, "Customers upload"). The role is this tenant's alone,
+	// so no session tag is needed. Use role ARNs (awsiam.NewArnPrincipal) or roles of the app,
+	// never a whole account. A pool's uploaders are PoolProps.Uploaders.
+	// Default: none, and no UploaderRole.
+	Uploaders []awsiam.IPrincipal
 
 	// SharedProps are the props a pool's tenants share (PoolProps.Shared): timeouts, memory, wake
 	// events, logs, alarms, the event bus, operators and the roles' path.
@@ -309,6 +318,11 @@ func (p Props) validate() error {
 		bad("registerUrl is required unless Props.RegisterFunction replaces the bundled HTTP adapter, or the tenant has a dynamodb sink")
 	}
 	p.validateSink(bad)
+	for i, u := range p.Uploaders {
+		if u == nil {
+			bad("Uploaders[%d] is nil: name a principal (awsiam.NewArnPrincipal(<role ARN>)), or remove it", i)
+		}
+	}
 	if p.ControllerReservedConcurrency > 1000 {
 		bad("controller reserved concurrency %d is invalid: use 1 to 1000, or 0 for none", p.ControllerReservedConcurrency)
 	}

@@ -93,6 +93,9 @@ type TenantPipeline struct {
 	SinkTable awsdynamodb.ITable
 	// Output is the stack output that describes the tenant for pipectl (pipeline.TenantOutput).
 	Output awscdk.CfnOutput
+	// UploaderRole is the role Props.Uploaders assume to upload the tenant's files under its
+	// prefix and nowhere else (upload.go). Nil without Props.Uploaders.
+	UploaderRole awsiam.Role
 
 	functionLogs []awslogs.LogGroup
 	checks       checks
@@ -196,6 +199,7 @@ func (t *TenantPipeline) build() {
 	t.denyForeignSends()
 
 	t.encrypt()
+	t.newUploaderRole()
 	t.Alarms = t.newAlarms()
 	t.addOutput()
 	t.suppressNagFindings()

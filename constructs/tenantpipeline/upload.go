@@ -2,6 +2,7 @@ package tenantpipeline
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -152,6 +153,34 @@ func (t *TenantPool) newUploaderRole() {
 		Reason: jsii.String("Uploads only, over TLS, to the keys under <pool prefix>${aws:PrincipalTag/tenant}/, object names the customer chooses; " +
 			"the session's tag is the tenant, set by the trusted uploaders alone."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/\*$/`)}},
+	}}, jsii.Bool(true))
+}
+
+// newUploaderRole creates a silo tenant's UploaderRole when Props.Uploaders names who may assume
+// it: the same uploads as the pool's role (newUploaderRole of TenantPool), under the tenant's own
+// prefix. The role is the tenant's alone, so the trust policy is sts:AssumeRole by exactly the
+// Uploaders, without sts:TagSession: a session of it carries no tag the role's policy reads, and
+// the uploaders need no permission to tag.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_terms-and-concepts.html (trust policy)
+func (t *TenantPipeline) newUploaderRole() {
+	p := t.Props
+	if len(p.Uploaders) == 0 {
+		return
+	}
+	// Not under RolePath: a role there is exempt from the bucket's Deny.
+	t.UploaderRole = awsiam.NewRole(t.Construct, jsii.String("UploaderRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewCompositePrincipal(p.Uploaders...),
+		Description: jsii.String(fmt.Sprintf("Tenant %s: uploads of its files under %s", p.Tenant.ID, p.Tenant.Prefix)),
+		// As the pool's: a presigned URL lasts at most as long as the session's credentials.
+		// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html
+		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
+	})
+	t.GrantUpload(t.UploaderRole)
+	cdknag.NagSuppressions_AddResourceSuppressions(t.UploaderRole, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("Uploads only, over TLS, to the keys under the tenant's prefix, object names the customer chooses; " +
+			"the role is the tenant's alone, assumed by its trusted uploaders."),
+		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta(p.Tenant.Prefix) + `\*$/`)}},
 	}}, jsii.Bool(true))
 }
 

@@ -214,3 +214,18 @@ func TestGrantUploadTakesTheConstructsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSiloUploadersNil: a nil principal among a silo tenant's Uploaders is refused, naming its
+// index; principals are accepted.
+func TestSiloUploadersNil(t *testing.T) {
+	p := valid()
+	p.Uploaders = []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String("arn:aws:iam::123456789012:role/platform"))}
+	if err := p.withDefaults().validate(); err != nil {
+		t.Errorf("got %v, want no error", err)
+	}
+	p.Uploaders = append(p.Uploaders, nil)
+	want := `Uploaders[1] is nil: name a principal (awsiam.NewArnPrincipal(<role ARN>)), or remove it`
+	if err := p.withDefaults().validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error containing %q", err, want)
+	}
+}

@@ -30,16 +30,17 @@ const uploadTenants = `{"tenants": [
 
 // Customers' uploads through pipectl, against the served stack, in both tiers: a presigned URL
 // from upload-url, PUT with net/http as curl -T would, is processed end to end; pipectl upload of
-// two files is processed in the order given (not the names' order); bad input writes nothing; and
-// --role says clearly when the pool has no uploader role. In the pool, the operator's STS hands out
-// a tagged session, and the operator's S3 endpoint holds it to its role: another tenant's file is
-// refused.
+// two files is processed in the order given (not the names' order); bad input writes nothing. The
+// tenant's uploader role (a silo tenant's own, assumed without tags, or the pool's, assumed with
+// the session tag tenant=up) signs upload-url --role, whose PUT is processed, and its session is
+// refused another tenant's prefix, control/, another tenant's results and a key outside every
+// prefix; a silo tenant without uploaders is told to set them. In the pool, the operator's STS
+// hands out a tagged session of the tenant role too, and the operator's S3 endpoint holds it to
+// its role: another tenant's file is refused.
 func TestScenarioUpload(t *testing.T) {
 	forEachTier(t, uploadTenants, func(t *testing.T, tenants string) {
 		pooled := strings.Contains(tenants, `"tier":"pool"`)
-		if pooled {
-			tenants = withUploaders(t, tenants)
-		}
+		tenants = withUploaders(t, tenants, pooled)
 		r := startScenario(t, tenants, Config{})
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
@@ -120,16 +121,17 @@ func TestScenarioUpload(t *testing.T) {
 		}
 
 		if !pooled {
+			// other names no uploaders, so has no uploader role.
 			code, stdout, stderr := pipectlIn(t, r, "", "upload-url", "other", "x.csv", "--role", "--stack-prefix", opsPrefix)
-			if code != 1 || !strings.Contains(stderr, "tenant other is a silo tenant") || stdout != "" {
-				t.Errorf("upload-url --role of a silo tenant: got exit %d, stdout %q, stderr %q; want 1 and the tier named", code, stdout, stderr)
+			if code != 1 || !strings.Contains(stderr, "tenant other is a silo tenant without an uploader role") || !strings.Contains(stderr, `set "uploaders" on the tenant`) || stdout != "" {
+				t.Errorf("upload-url --role of a silo tenant without uploaders: got exit %d, stdout %q, stderr %q; want 1 and the uploaders field named", code, stdout, stderr)
 			}
-			return
+		} else {
+			operatorSessionRefused(t, ctx, r)
 		}
-		operatorSessionRefused(t, ctx, r)
 
-		// The pool's uploader role: upload-url --role presigns with a session tagged tenant=up,
-		// and that URL's PUT is processed like any other.
+		// The tenant's uploader role: upload-url --role presigns with a session of it (tagged
+		// tenant=up in the pool), and that URL's PUT is processed like any other.
 		byRole := "by role.csv"
 		url = strings.TrimSpace(pipectl(t, r, "upload-url", "up", byRole, "--role", "--expires", "5m", "--stack-prefix", opsPrefix))
 		if code := putURL(t, ctx, url, csvOf(2)); code != http.StatusOK {
@@ -147,7 +149,7 @@ func TestScenarioUpload(t *testing.T) {
 			"results/other/forged.json",
 			"outside.csv",
 		} {
-			u := presignAsUploader(t, ctx, r, "up", key)
+			u := presignAsUploader(t, ctx, r, "up", key, pooled)
 			if code := putURL(t, ctx, u, []byte("x")); code != http.StatusForbidden {
 				t.Errorf("PUT %s with up's uploader session: got HTTP %d, want 403 AccessDenied", key, code)
 			}
@@ -158,15 +160,24 @@ func TestScenarioUpload(t *testing.T) {
 	})
 }
 
-// withUploaders gives the tenants file's pool an uploader (the platform's own role), so that the
-// pool has an UploaderRole.
-func withUploaders(t *testing.T, tenants string) string {
+// withUploaders gives the tenants file's pool, or in the silo tier its tenant up, an uploader (the
+// platform's own role), so that the pool or up has an UploaderRole.
+func withUploaders(t *testing.T, tenants string, pooled bool) string {
 	t.Helper()
 	var f map[string]any
 	if err := json.Unmarshal([]byte(tenants), &f); err != nil {
 		t.Fatal(err)
 	}
-	f["pools"] = map[string]any{"default": map[string]any{"uploaders": []string{"arn:aws:iam::000000000000:role/platform"}}}
+	uploaders := []string{"arn:aws:iam::000000000000:role/platform"}
+	if pooled {
+		f["pools"] = map[string]any{"default": map[string]any{"uploaders": uploaders}}
+	} else {
+		for _, e := range f["tenants"].([]any) {
+			if tn := e.(map[string]any); tn["id"] == "up" {
+				tn["uploaders"] = uploaders
+			}
+		}
+	}
 	b, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
@@ -189,21 +200,28 @@ func putURL(t *testing.T, ctx context.Context, url string, body []byte) int {
 	return resp.StatusCode
 }
 
-// presignAsUploader presigns a PUT of any key with a session of the pool's uploader role tagged
-// tenant=<tenant>, from the run's STS, as a platform's token vending service would.
-func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key string) string {
+// presignAsUploader presigns a PUT of any key with a session of the tenant's uploader role, from
+// the run's STS, as a platform's token vending service would: the pool's role (pooled) with the
+// session tag tenant=<tenant>, or the silo tenant's own role without tags.
+func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key string, pooled bool) string {
 	t.Helper()
 	var role string
 	for _, st := range r.StackOutputs() {
 		for _, o := range st.Outputs {
-			var pool pipeline.PoolOutput
-			if json.Unmarshal([]byte(o.OutputValue), &pool) == nil && pool.UploaderRoleARN != "" {
-				role = pool.UploaderRoleARN
+			var out struct {
+				UploaderRoleARN string `json:"uploaderRoleArn"`
+			}
+			mine := strings.HasPrefix(o.OutputKey, pipeline.PoolOutputKeyPrefix)
+			if !pooled {
+				mine = o.OutputKey == pipeline.TenantOutputKey(tenant)
+			}
+			if mine && json.Unmarshal([]byte(o.OutputValue), &out) == nil && out.UploaderRoleARN != "" {
+				role = out.UploaderRoleARN
 			}
 		}
 	}
 	if role == "" {
-		t.Fatal("the pool's stack output names no uploader role")
+		t.Fatalf("no stack output names an uploader role of tenant %s (pooled: %v)", tenant, pooled)
 	}
 	endpoint := func(name string) string {
 		for _, kv := range r.Env() {
@@ -215,8 +233,11 @@ func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key st
 		return ""
 	}
 	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_STS")) })
-	out, err := stsClient.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("upload-" + tenant),
-		Tags: []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}})
+	in := &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("upload-" + tenant)}
+	if pooled {
+		in.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}
+	}
+	out, err := stsClient.AssumeRole(ctx, in)
 	if err != nil {
 		t.Fatalf("AssumeRole %s: %v", role, err)
 	}

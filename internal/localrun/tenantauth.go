@@ -40,11 +40,16 @@ import (
 // (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
 // A condition the emulation cannot evaluate (another operator, another key) fails closed: its
 // Allow does not apply and its Deny does. The trust policy's effect is checked, not evaluated: a
-// session needs exactly one tag, tenant, with a value.
+// role whose trust policy allows sts:TagSession (the pool's tenant-scoped and uploader roles)
+// gives sessions with exactly one tag, tenant, with a value; any other (a silo tenant's uploader
+// role) gives sessions without tags, as STS refuses tags a trust policy does not allow
+// (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html, "Permissions required
+// to add session tags"). Who calls AssumeRole is not checked: the local run has one caller.
 //
 // The same sessions reach the operator's endpoints: the control plane's STS answers AssumeRole
 // here (a pool's uploader role, pipectl upload-url --role), and the operator's S3 endpoint is
-// guarded too, so an uploader's session is held to its role's policy like the functions' are. A
+// guarded too, so an uploader's session (of a pool's role or a silo tenant's) is held to its role's
+// policy like the functions' are. A
 // presigned request names its key in the query (X-Amz-Credential) and is refused once its
 // X-Amz-Expires has passed, as S3 refuses it
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). The local
@@ -68,12 +73,15 @@ type tenantAuth struct {
 	policies map[string][]statement   // by role ARN, resolved on first use
 	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
 	maxSession map[string]int
-	refused    int
-	assumed    map[string]int // AssumeRole calls answered, by the session's tenant tag
+	// tagged is whether each resolved role's trust policy allows sts:TagSession.
+	tagged  map[string]bool
+	refused int
+	assumed map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
-	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{}}
+	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{},
+		tagged: map[string]bool{}}
 }
 
 // statement is one resolved policy statement.
@@ -123,8 +131,12 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 	for i := 1; form.Has(fmt.Sprintf("Tags.member.%d.Key", i)); i++ {
 		tags[form.Get(fmt.Sprintf("Tags.member.%d.Key", i))] = form.Get(fmt.Sprintf("Tags.member.%d.Value", i))
 	}
-	// The tenant role's trust policy: exactly the tenant tag, non-empty.
-	if _, err := a.roleStatements(role); err != nil || len(tags) != 1 || tags[pipeline.TenantTag] == "" {
+	// A tagging role's trust policy: exactly the tenant tag, non-empty; any other role's: no tags.
+	_, err := a.roleStatements(role)
+	a.mu.Lock()
+	tagged := a.tagged[role]
+	a.mu.Unlock()
+	if err != nil || (tagged && (len(tags) != 1 || tags[pipeline.TenantTag] == "")) || (!tagged && len(tags) > 0) {
 		a.refuse()
 		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
 		return
@@ -221,6 +233,18 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	var maxSession int
 	a.asm.Prop(a.res, found, "MaxSessionDuration", &maxSession)
 	a.maxSession[role] = maxSession
+	trust, err := a.res.Resolve(found.Stack, found.Properties["AssumeRolePolicyDocument"])
+	if err != nil {
+		return nil, fmt.Errorf("role %s: trust policy: %w", found.LogicalID, err)
+	}
+	b, _ := json.Marshal(trust)
+	var td struct{ Statement []statement }
+	if err := json.Unmarshal(b, &td); err != nil {
+		return nil, fmt.Errorf("role %s: trust policy: %w", found.LogicalID, err)
+	}
+	a.tagged[role] = slices.ContainsFunc(td.Statement, func(st statement) bool {
+		return st.Effect == "Allow" && slices.Contains(st.Action, "sts:TagSession")
+	})
 	var out []statement
 	for _, p := range a.asm.OfType("AWS::IAM::Policy") {
 		var roles []struct{ Ref string }

@@ -343,6 +343,7 @@ func TestTenantAuthUploaderSession(t *testing.T) {
 	role := "arn:aws:iam::123456789012:role/uploader"
 	r.auth.mu.Lock()
 	r.auth.policies[role] = uploaderStatements
+	r.auth.tagged[role] = true // the pool's trust policy allows sts:TagSession
 	r.auth.mu.Unlock()
 	p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
 		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
@@ -425,5 +426,50 @@ func TestTenantAuthUploaderSession(t *testing.T) {
 	}
 	if got := errorCode(err); got != "AccessDenied" {
 		t.Errorf("uploader reads a's file: got %q (%v), want AccessDenied", got, err)
+	}
+}
+
+// siloUploaderStatements are a silo tenant's uploader role's policy as TenantPipeline.UploaderRole
+// writes it: put and the multipart actions under the tenant's own prefix, TLS only.
+var siloUploaderStatements = []statement{allow(
+	[]string{"s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"},
+	[]string{"arn:aws:s3:::ingest/pools/p/a/*"},
+	map[string]map[string]stringList{"Bool": {"aws:SecureTransport": {"true"}}})}
+
+// A silo tenant's uploader role trusts its uploaders without sts:TagSession: the local STS gives
+// it sessions without tags and refuses a tagged AssumeRole, as STS does; the session puts under
+// the tenant's prefix and is refused another tenant's prefix, control/, results/ and a key
+// outside every prefix.
+func TestTenantAuthSiloUploaderSession(t *testing.T) {
+	r := newTenantAuthRig(t)
+	ctx := context.Background()
+	role := "arn:aws:iam::123456789012:role/silo-uploader"
+	r.auth.mu.Lock()
+	r.auth.policies[role] = siloUploaderStatements
+	r.auth.tagged[role] = false
+	r.auth.mu.Unlock()
+	tagged := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
+		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
+	})
+	if _, err := tagged.Retrieve(ctx); errorCode(err) != "AccessDenied" {
+		t.Errorf("tagged AssumeRole: got %v, want AccessDenied (the trust policy allows no sts:TagSession)", err)
+	}
+	up := r.client(aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(r.stsClient(), role)))
+	for _, tc := range []struct {
+		key  string
+		want string // "": allowed
+	}{
+		{"pools/p/a/new.csv", ""},
+		{"pools/p/b/new.csv", "AccessDenied"},
+		{"control/a/paused.json", "AccessDenied"},
+		{"results/b/e/summary.json", "AccessDenied"},
+		{"outside.csv", "AccessDenied"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			_, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(tc.key), Body: strings.NewReader("id\n1\n")})
+			if got := errorCode(err); got != tc.want {
+				t.Errorf("got %q (%v), want %q", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 // Uploads into a tenant's prefix: by the operator (Upload), or by whoever holds a presigned PUT
 // URL (PresignUpload), signed with the operator's credentials or with a session of the tenant's
-// pool's uploader role. A file put either way is an object under the prefix like any other, so
+// uploader role (a silo tenant's own, or its pool's). A file put either way is an object under the prefix like any other, so
 // the pipeline processes it in its arrival order.
 
 // Presigner presigns S3 requests, as s3.PresignClient does.
@@ -79,8 +79,9 @@ type PresignedUpload struct {
 }
 
 // PresignUpload presigns a PUT of <tenant's prefix><name>, valid for expires. With role, it is
-// signed by a session of the tenant's pool's uploader role tagged tenant=<id>, whose policy lets
-// it put under that tenant's prefix only; without, by the operator's credentials. name must pass
+// signed by a session of the tenant's uploader role, whose policy lets it put under that tenant's
+// prefix only: a silo tenant's own role, assumed without tags, or its pool's, assumed with the
+// session tag tenant=<id>; without role, by the operator's credentials. name must pass
 // CheckObjectName. Nothing is written.
 func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.Duration, role bool) (PresignedUpload, error) {
 	if err := CheckObjectName(name); err != nil {
@@ -101,7 +102,7 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 	var up PresignedUpload
 	var signer aws.CredentialsProvider
 	if role {
-		arn, err := o.uploaderRole(t)
+		arn, tagged, err := o.uploaderRole(t)
 		if err != nil {
 			return PresignedUpload{}, err
 		}
@@ -109,7 +110,7 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 			return PresignedUpload{}, refuse("--expires %s with --role: the URL lasts no longer than the role's session, and a role session lasts at most 12h "+
 				"(the role's maximum session duration)", expires)
 		}
-		creds, err := o.uploaderSession(ctx, arn, t.ID, expires)
+		creds, err := o.uploaderSession(ctx, arn, t.ID, tagged, expires)
 		if err != nil {
 			return PresignedUpload{}, err
 		}
@@ -133,35 +134,47 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 	return up, nil
 }
 
-// uploaderRole is the ARN of the uploader role of the tenant's pool.
-func (o *Ops) uploaderRole(t pipeline.TenantOutput) (string, error) {
+// uploaderRole is the ARN of the tenant's uploader role: a silo tenant's own (its output's
+// uploaderRoleArn), or its pool's; tagged says the session must carry the tag tenant=<id>, as the
+// pool's role, shared by the pool's tenants, requires.
+func (o *Ops) uploaderRole(t pipeline.TenantOutput) (arn string, tagged bool, err error) {
 	if t.Pool == "" {
-		return "", refuse("tenant %s is a silo tenant: --role takes a pool's uploader role; give uploaders TenantPipeline.GrantUpload, or sign with your own credentials (no --role)", t.ID)
+		if t.UploaderRoleARN == "" {
+			return "", false, refuse("tenant %s is a silo tenant without an uploader role: set \"uploaders\" on the tenant in tenants.json "+
+				"(Props.Uploaders in your own app) and deploy, or sign with your own credentials (no --role)", t.ID)
+		}
+		return t.UploaderRoleARN, false, nil
 	}
 	for _, p := range o.found.pools {
 		if p.out.Pool != t.Pool {
 			continue
 		}
 		if p.uploaderRole == "" {
-			return "", refuse("pool %s has no uploader role; set uploaders on the pool", t.Pool)
+			return "", false, refuse("pool %s has no uploader role; set uploaders on the pool", t.Pool)
 		}
-		return p.uploaderRole, nil
+		return p.uploaderRole, true, nil
 	}
-	return "", fmt.Errorf("tenant %s names pool %s, which no stack describes", t.ID, t.Pool)
+	return "", false, fmt.Errorf("tenant %s names pool %s, which no stack describes", t.ID, t.Pool)
 }
 
-// uploaderSession assumes the uploader role for the tenant, with the session tag tenant=<id> the
-// role's trust policy requires and its policy reads (${aws:PrincipalTag/tenant}), for at least as
-// long as the URL lasts.
-func (o *Ops) uploaderSession(ctx context.Context, roleARN, tenant string, expires time.Duration) (aws.CredentialsProvider, error) {
+// uploaderSession assumes the uploader role for the tenant, for at least as long as the URL lasts.
+// With tagged (a pool's role), the session carries the tag tenant=<id> the role's trust policy
+// requires and its policy reads (${aws:PrincipalTag/tenant}); a silo tenant's role is the
+// tenant's alone, and its trust policy allows no sts:TagSession, so its session has no tags.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html ("Permissions required
+// to add session tags")
+func (o *Ops) uploaderSession(ctx context.Context, roleARN, tenant string, tagged bool, expires time.Duration) (aws.CredentialsProvider, error) {
 	seconds := int32(math.Ceil(max(expires, minRoleSession).Seconds()))
-	out, err := o.STS.AssumeRole(ctx, &sts.AssumeRoleInput{
+	in := &sts.AssumeRoleInput{
 		RoleArn: aws.String(roleARN),
 		// [\w+=,.@-]{2,64}; a tenant id is at most 32 of a-z 0-9 -.
 		RoleSessionName: aws.String("pipectl-upload-" + tenant),
 		DurationSeconds: aws.Int32(seconds),
-		Tags:            []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}},
-	})
+	}
+	if tagged {
+		in.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}
+	}
+	out, err := o.STS.AssumeRole(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("assume the uploader role %s for tenant %s: %w", roleARN, tenant, err)
 	}

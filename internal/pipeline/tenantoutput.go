@@ -58,6 +58,10 @@ type TenantOutput struct {
 	EventSourceMappingUUID string `json:"eventSourceMappingUuid,omitempty"`
 	// DLQURL is the dead-letter queue of the EventBridge rule's target, if the stack has one.
 	DLQURL string `json:"dlqUrl,omitempty"`
+	// UploaderRoleARN is a silo tenant's uploader role, which its uploaders assume (no session
+	// tag) to upload its files; empty when the tenant names no uploaders. A pooled tenant's is its
+	// pool's (PoolOutput.UploaderRoleARN).
+	UploaderRoleARN string `json:"uploaderRoleArn,omitempty"`
 	// Pool is the pool of a pooled tenant, whose queue, functions and state machines the pool's
 	// other tenants share. No stack writes it: pipectl builds a pooled tenant's descriptor from its
 	// pool's output and settings file and sets it. Empty for a silo tenant.

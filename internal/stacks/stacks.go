@@ -361,6 +361,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
 				Tenant:      pipelineTenant(t, out.CoreSystems),
 				Bucket:      bucket,
+				Uploaders:   arnPrincipals(t.Uploaders),
 				SharedProps: o.shared(topic, key.in(stack)),
 			})
 			pipelines = append(pipelines, out.Pipelines[t.ID])

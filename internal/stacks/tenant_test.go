@@ -10,8 +10,9 @@ import (
 )
 
 // appOnlyFields are tenants-file fields that configure the app, not the pipeline: they have no
-// counterpart in the construct's Tenant (the app picks the construct, TenantPipeline or TenantPool, by tier).
-var appOnlyFields = map[string]bool{"Stack": true, "Tier": true, "Pool": true}
+// counterpart in the construct's Tenant (the app picks the construct, TenantPipeline or TenantPool, by tier;
+// a silo tenant's uploaders become Props.Uploaders, principals rather than ARNs).
+var appOnlyFields = map[string]bool{"Stack": true, "Tier": true, "Pool": true, "Uploaders": true}
 
 // Every field of a tenants-file entry reaches the construct's public Tenant, with its value.
 func TestPipelineTenantCopiesEveryField(t *testing.T) {
@@ -26,7 +27,11 @@ func TestPipelineTenantCopiesEveryField(t *testing.T) {
 			f.SetInt(int64(1000 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))
-		case reflect.Slice: // rejectStatuses
+		case reflect.Slice: // rejectStatuses, uploaders
+			if f.Type().Elem().Kind() == reflect.String {
+				f.Set(reflect.ValueOf([]string{fmt.Sprintf("value-%d", i)}))
+				continue
+			}
 			f.Set(reflect.ValueOf([]int{400 + i%100}))
 		case reflect.Pointer:
 			// The sink settings: every field set, compared below by their printed values, since the two

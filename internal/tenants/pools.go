@@ -213,10 +213,8 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 				where, key("maxQueuedFilesPerTenant"), q, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
 		}
 		for _, a := range c.Uploaders {
-			if !uploaderPattern.MatchString(a) || strings.ContainsAny(a, "*?") {
-				errs = append(errs, fmt.Errorf("%s: %s: %q is not an IAM role or user ARN: name the role your platform's service runs as, "+
-					"e.g. \"arn:aws:iam::123456789012:role/platform\" (no wildcards: a trust policy names principals exactly; not an assumed-role session, not a whole account)",
-					where, key("uploaders"), a))
+			if err := checkUploader(a); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", where, key("uploaders"), err))
 			}
 		}
 		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
@@ -242,6 +240,11 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 			if t.Pool != "" {
 				bad("pool", "%q is set, but the tenant's tier is %q: set \"tier\": %q to pool it, or remove pool", t.Pool, t.Tier, TierPool)
 			}
+			for _, a := range t.Uploaders {
+				if err := checkUploader(a); err != nil {
+					bad("uploaders", "%v", err)
+				}
+			}
 			for _, name := range siloOverlaps[i] {
 				bad("prefix", "%q overlaps the prefix %q of pool %s, so one file would reach both the silo tenant and the pool; move the tenant's prefix outside it", t.Prefix, f.Pool(name).Prefix, name)
 			}
@@ -250,6 +253,11 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 		default:
 			bad("tier", "%q is invalid: use %q or %q", t.Tier, TierSilo, TierPool)
 			continue
+		}
+		if len(t.Uploaders) > 0 {
+			// The pool's one uploader role serves all its tenants, by the session's tenant tag.
+			bad("uploaders", "is set, but the tenant is pooled: its uploaders assume the pool's uploader role with the session tag %s=%s; "+
+				"list them in %s instead, or set \"tier\": %q", pipeline.TenantTag, t.ID, n.PoolPath(t.Pool, "uploaders"), TierSilo)
 		}
 		if !idPattern.MatchString(t.Pool) {
 			bad("pool", "%q is invalid: use 1-32 lower-case letters, digits and hyphens (the pool's stack is <stackPrefix>-Pool-<pool>)", t.Pool)
@@ -356,6 +364,15 @@ func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
 // (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name;
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
 // A table name has no "/", so a table prefix ends in "-".
+// checkUploader refuses an uploader that is not an IAM role or user ARN (uploaderPattern).
+func checkUploader(arn string) error {
+	if !uploaderPattern.MatchString(arn) || strings.ContainsAny(arn, "*?") {
+		return fmt.Errorf("%q is not an IAM role or user ARN: name the role your platform's service runs as, "+
+			"e.g. \"arn:aws:iam::123456789012:role/platform\" (no wildcards: a trust policy names principals exactly; not an assumed-role session, not a whole account)", arn)
+	}
+	return nil
+}
+
 // uploaderPattern is an IAM role or user ARN as a trust policy's Principal names it: no wildcards,
 // which a Principal element refuses, and not the account's root, which would trust every principal
 // of the account its own policies allow

@@ -109,6 +109,11 @@ type Tenant struct {
 	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
 	// rejects one record, under onInvalidRecord "skipRecord" only. Default: none.
 	RejectStatuses []int `json:"rejectStatuses,omitempty"`
+	// Uploaders are the IAM role (or user) ARNs that may assume a silo tenant's uploader role, to
+	// upload its files under its prefix and nowhere else: the platform's service that
+	// authenticates the tenant's customers. Silo tenants only; a pooled tenant's uploaders are its
+	// pool's (pools.<pool>.uploaders). Default: none, and no uploader role.
+	Uploaders []string `json:"uploaders,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
