@@ -7,6 +7,10 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 GO_TEST_FLAGS ?= -timeout 45m
+# Test binaries run at once (go test -p; its default is one per CPU). The two longest packages,
+# internal/localrun and test, each run for minutes and often wait on child processes; with a
+# third slot the short packages run beside them rather than holding one of them back.
+GO_TEST_P ?= 3
 GO_TEST_PACKAGES ?= ./...
 TEST_JSON ?= .build/test/go-test.json
 
@@ -46,7 +50,7 @@ synth: setup
 test: setup vet
 	@mkdir -p $(dir $(TEST_JSON)); rm -f $(TEST_JSON).done
 	@set -o pipefail; status=0; \
-	  go tool gotestsum --format testname --jsonfile $(TEST_JSON) -- $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES) \
+	  go tool gotestsum --format testname --jsonfile $(TEST_JSON) -- -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES) \
 	    | sed -e '/^DONE [0-9]* tests/{w $(TEST_JSON).done' -e 'd;}' || status=$$?; \
 	  go run scripts/slowest.go $(TEST_JSON); \
 	  echo; cat $(TEST_JSON).done; \
