@@ -16,9 +16,30 @@ type CoreSystem struct {
 	// Adaptive lets the effective running-file limit fall on 429 and 503 and grow back on success,
 	// never above MaxRunningFiles.
 	Adaptive bool `json:"adaptive,omitempty"`
+	// MaxRequestsInFlight bounds the requests in flight to the core system across all of its
+	// running files. Zero means MaxRunningFiles: one request per running file.
+	MaxRequestsInFlight int `json:"maxRequestsInFlight,omitempty"`
 	// Table is the DynamoDB table of the core system's admission state: running-file leases,
 	// waiting tenants and the adaptive limit (internal/admission).
 	Table string `json:"table"`
+}
+
+// RequestsInFlight is MaxRequestsInFlight, defaulted to MaxRunningFiles.
+func (c CoreSystem) RequestsInFlight() int {
+	if c.MaxRequestsInFlight == 0 {
+		return c.MaxRunningFiles
+	}
+	return c.MaxRequestsInFlight
+}
+
+// FileShare is the most requests one running file of the core system keeps in flight: admission
+// runs at most MaxRunningFiles of its files at once, so shares of RequestsInFlight/MaxRunningFiles
+// never add up to more than RequestsInFlight. At least 1, since a running file sends.
+func (c CoreSystem) FileShare() int {
+	if c.MaxRunningFiles <= 0 {
+		return max(1, c.RequestsInFlight())
+	}
+	return max(1, c.RequestsInFlight()/c.MaxRunningFiles)
 }
 
 // DefaultWeight is a tenant's share when tenants wait for admission, unless it sets its own.

@@ -142,6 +142,55 @@ type Tenant struct {
 	// OnInvalidSkipRecord (RejectsStatus): Register records the rejection and goes on with the
 	// next record. Empty: none.
 	RejectStatuses StatusSet `json:"rejectStatuses,omitzero"`
+	// RecordOrder is RecordOrderFile (empty means this: one record at a time, in file order) or
+	// RecordOrderKey (records of one key in file order, up to MaxRecordsInFlight keys at once).
+	RecordOrder string `json:"recordOrder,omitempty"`
+	// KeyColumns name a record's key under RecordOrderKey: CSV header names, or JSONL fields. A
+	// record's key is their values, in this order.
+	KeyColumns Columns `json:"keyColumns,omitzero"`
+	// MaxRecordsInFlight bounds the requests one file keeps in flight under RecordOrderKey.
+	// Zero means DefaultMaxRecordsInFlight.
+	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
+}
+
+// Record orders of the bundled HTTP adapter's record mode.
+const (
+	RecordOrderFile = "file"
+	RecordOrderKey  = "key"
+
+	// DefaultMaxRecordsInFlight is a keyed tenant's maxRecordsInFlight when it sets none.
+	DefaultMaxRecordsInFlight = 8
+	// MinMaxRecordsInFlight and MaxMaxRecordsInFlight bound maxRecordsInFlight.
+	MinMaxRecordsInFlight = 1
+	MaxMaxRecordsInFlight = 64
+	// MaxKeyedLead bounds how far past its low-water mark (the first record not yet acknowledged)
+	// a keyed file sends: no record more than MaxKeyedLead records after it. So the records
+	// registered past the mark, which a segment's progress lists (Progress.Registered), are at most
+	// MaxKeyedLead.
+	MaxKeyedLead = 1024
+)
+
+// KeyedOrder reports whether Register sends the tenant's records in order per key, several keys at
+// once (record mode only: batch mode and the DynamoDB sink have their own ordering).
+func (t Tenant) KeyedOrder() bool {
+	return t.RecordOrder == RecordOrderKey && t.DynamoDB == nil && t.RegisterMode != RegisterModeBatch
+}
+
+// RecordsInFlight is the most requests one file of the tenant keeps in flight: 1 in file order,
+// maxRecordsInFlight (defaulted) in key order, and never more than its core system's share per
+// running file (CoreSystem.FileShare).
+func (t Tenant) RecordsInFlight() int {
+	if !t.KeyedOrder() {
+		return 1
+	}
+	n := t.MaxRecordsInFlight
+	if n == 0 {
+		n = DefaultMaxRecordsInFlight
+	}
+	if t.CoreSystem != nil {
+		n = min(n, t.CoreSystem.FileShare())
+	}
+	return max(1, n)
 }
 
 // What a tenant's file does with a record that fails validation: fail the whole file before

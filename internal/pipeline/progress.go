@@ -2,20 +2,23 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 )
 
 // ProgressV1 is the version of a segment's progress object.
 const ProgressV1 = 1
 
-// MaxProgressBytes bounds a progress object as Register reads it; one is about 25 bytes, 45 with
-// a record.
-const MaxProgressBytes = 256
+// MaxProgressBytes bounds a progress object as Register and the results task read it; one is
+// about 25 bytes, 45 with a record, and a keyed file's lists at most MaxKeyedLead records past
+// Record as ranges of at most 50 bytes each ({"first":…,"last":…}, with two 15-digit numbers, and a comma).
+const MaxProgressBytes = 256 + MaxKeyedLead*50
 
 // Progress is how far the bundled Register has registered one segment of one file execution:
 // every chunk of the segment before Next is registered. Register writes it in the work bucket
@@ -28,6 +31,39 @@ type Progress struct {
 	// Record is the first record of chunk Next not yet registered, when an invocation stopped
 	// inside that chunk (ChunkResult.NextRecord); absent (0): chunk Next from its first record.
 	Record int64 `json:"record,omitempty"`
+	// Registered are records after Record that are registered already, in ascending order, with
+	// no two ranges touching: a keyed file (Tenant.KeyedOrder) acknowledges records of other keys
+	// past its low-water mark. The results task lists them as registered, not unprocessed. Absent
+	// in file order.
+	Registered []RecordRange `json:"registered,omitempty"`
+}
+
+// RecordRange is the records First through Last of a file, both included.
+type RecordRange struct {
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
+}
+
+// Contains reports whether record n lies in one of rs (ascending, as Progress.Registered).
+func Contains(rs []RecordRange, n int64) bool {
+	i, _ := slices.BinarySearchFunc(rs, n, func(r RecordRange, n int64) int { return cmp.Compare(r.Last, n) })
+	return i < len(rs) && rs[i].First <= n
+}
+
+// RangesOf returns the ascending, merged ranges of the record numbers ns, in any order.
+func RangesOf(ns []int64) []RecordRange {
+	s := slices.Clone(ns)
+	slices.Sort(s)
+	s = slices.Compact(s)
+	var rs []RecordRange
+	for _, n := range s {
+		if k := len(rs); k > 0 && rs[k-1].Last+1 == n {
+			rs[k-1].Last = n
+			continue
+		}
+		rs = append(rs, RecordRange{First: n, Last: n})
+	}
+	return rs
 }
 
 // ProgressKey is where Register keeps the progress of one segment of a file execution, beside the
@@ -39,9 +75,15 @@ func ProgressKey(tenantID, executionName string, segment int) string {
 // EncodeProgress renders the progress of a segment whose next chunk to register is next, from its
 // record record (0: from its first).
 func EncodeProgress(next int, record int64) []byte {
-	b, err := json.Marshal(Progress{Version: ProgressV1, Next: next, Record: record})
+	return EncodeKeyedProgress(next, record, nil)
+}
+
+// EncodeKeyedProgress is EncodeProgress with the records past record already registered
+// (Progress.Registered), as RangesOf returns them.
+func EncodeKeyedProgress(next int, record int64, registered []RecordRange) []byte {
+	b, err := json.Marshal(Progress{Version: ProgressV1, Next: next, Record: record, Registered: registered})
 	if err != nil {
-		panic(err) // two ints always encode
+		panic(err) // ints always encode
 	}
 	return b
 }
@@ -67,6 +109,14 @@ func DecodeProgress(body []byte) (Progress, error) {
 	}
 	if p.Record < 0 {
 		return Progress{}, fmt.Errorf("progress: record %d is negative", p.Record)
+	}
+	if len(p.Registered) > MaxKeyedLead {
+		return Progress{}, fmt.Errorf("progress: %d registered ranges, more than %d", len(p.Registered), MaxKeyedLead)
+	}
+	for i, r := range p.Registered {
+		if r.First <= p.Record || r.Last < r.First || i > 0 && r.First <= p.Registered[i-1].Last+1 {
+			return Progress{}, fmt.Errorf("progress: registered range %d (%d-%d) is not ascending past record %d", i, r.First, r.Last, p.Record)
+		}
 	}
 	return p, nil
 }

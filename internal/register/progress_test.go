@@ -75,7 +75,7 @@ func TestRegisterRunProgress(t *testing.T) {
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
 		{name: "unknown version: ignored", first: 2, stored: `{"version":2,"next":6}`, wantWarn: "segment progress ignored",
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
-		{name: "over the size bound: ignored", first: 2, stored: `{"version":1,"next":6}` + strings.Repeat(" ", 300), wantWarn: "segment progress ignored",
+		{name: "over the size bound: ignored", first: 2, stored: `{"version":1,"next":6}` + strings.Repeat(" ", pipeline.MaxProgressBytes), wantWarn: "segment progress ignored",
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
 		{name: "before the segment: ignored", first: 2, stored: `{"version":1,"next":1}`, wantWarn: "outside the segment",
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},

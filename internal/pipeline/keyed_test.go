@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestColumnsJSON(t *testing.T) {
+	for _, names := range [][]string{nil, {"customer"}, {"customer", "region"}, {"", "a"}} {
+		c := MustColumns(names...)
+		b, err := json.Marshal(struct {
+			K Columns `json:"k,omitzero"`
+		}{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back struct {
+			K Columns `json:"k"`
+		}
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.K != c || !slices.Equal(back.K.Names(), names) || back.K.Len() != len(names) {
+			t.Errorf("%q: %s read back as %q", names, b, back.K.Names())
+		}
+	}
+	if _, err := NewColumns("a\x00b"); err == nil {
+		t.Error("a NUL in a name: got no error")
+	}
+}
+
+func TestRecordsInFlight(t *testing.T) {
+	core := func(files, requests int) *CoreSystem {
+		return &CoreSystem{Name: "erp", MaxRunningFiles: files, MaxRequestsInFlight: requests}
+	}
+	for _, c := range []struct {
+		name string
+		t    Tenant
+		want int
+	}{
+		{"file order", Tenant{MaxRecordsInFlight: 16}, 1},
+		{"key order, default", Tenant{RecordOrder: RecordOrderKey}, DefaultMaxRecordsInFlight},
+		{"key order, set", Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 32}, 32},
+		{"batch mode is never keyed", Tenant{RecordOrder: RecordOrderKey, RegisterMode: RegisterModeBatch}, 1},
+		{"the DynamoDB sink is never keyed", Tenant{RecordOrder: RecordOrderKey, DynamoDB: &DynamoDBSink{}}, 1},
+		{"core system default: one request per running file", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 0)}, 1},
+		{"core system share", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 40)}, 4},
+		{"share above the tenant's own bound", Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 3, CoreSystem: core(2, 40)}, 3},
+		{"share rounds down, at least 1", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 5)}, 1},
+	} {
+		if got := c.t.RecordsInFlight(); got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestKeyedProgress(t *testing.T) {
+	rs := RangesOf([]int64{12, 10, 11, 15, 20, 21, 15})
+	want := []RecordRange{{10, 12}, {15, 15}, {20, 21}}
+	if !slices.Equal(rs, want) {
+		t.Fatalf("RangesOf: got %v, want %v", rs, want)
+	}
+	for n, in := range map[int64]bool{9: false, 10: true, 12: true, 13: false, 15: true, 16: false, 21: true, 22: false} {
+		if Contains(rs, n) != in {
+			t.Errorf("Contains(%d): got %v", n, !in)
+		}
+	}
+	p, err := DecodeProgress(EncodeKeyedProgress(3, 7, rs))
+	if err != nil || p.Next != 3 || p.Record != 7 || !slices.Equal(p.Registered, rs) {
+		t.Fatalf("round trip: got %+v, %v", p, err)
+	}
+	for name, body := range map[string]string{
+		"a range at the mark":      `{"version":1,"next":1,"record":10,"registered":[{"first":10,"last":11}]}`,
+		"ranges touching":          `{"version":1,"next":1,"record":5,"registered":[{"first":10,"last":11},{"first":12,"last":13}]}`,
+		"ranges out of order":      `{"version":1,"next":1,"record":5,"registered":[{"first":20,"last":21},{"first":10,"last":11}]}`,
+		"a range ending before it": `{"version":1,"next":1,"record":5,"registered":[{"first":10,"last":9}]}`,
+	} {
+		if _, err := DecodeProgress([]byte(body)); err == nil {
+			t.Errorf("%s: got no error", name)
+		}
+	}
+	many := make([]int64, 0, 2*MaxKeyedLead)
+	for i := range int64(MaxKeyedLead) {
+		many = append(many, 1e14+2*i) // the longest numbers a file has, none touching
+	}
+	if b := EncodeKeyedProgress(1<<20, 1e14-1, RangesOf(many)); len(b) > MaxProgressBytes {
+		t.Errorf("the largest keyed progress is %d bytes, over MaxProgressBytes %d", len(b), MaxProgressBytes)
+	}
+}
