@@ -20,6 +20,7 @@ import (
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The DynamoDB sink locally: dynalite (npm dynalite 4.0.0, in memory) on 127.0.0.1, started only
@@ -286,3 +287,25 @@ func (t *Tenant) DynamoDBTable() string {
 	name, _ := d["table"].(string)
 	return name
 }
+
+// KeyColumns are the tenant's key columns when its records are in order per key (recordOrder
+// "key" in record mode, pipeline.Tenant.KeyedOrder), else nil.
+func (t *Tenant) KeyColumns() []string {
+	if order, _ := t.Config["recordOrder"].(string); order != pipeline.RecordOrderKey || t.DynamoDBTable() != "" {
+		return nil
+	}
+	if mode, _ := t.Config["registerMode"].(string); mode == pipeline.RegisterModeBatch {
+		return nil
+	}
+	raw, _ := t.Config["keyColumns"].([]any)
+	var cols []string
+	for _, c := range raw {
+		if s, ok := c.(string); ok {
+			cols = append(cols, s)
+		}
+	}
+	return cols
+}
+
+// Keyed reports whether the tenant's records are in order per key (KeyColumns).
+func (t *Tenant) Keyed() bool { return len(t.KeyColumns()) > 0 }

@@ -55,7 +55,7 @@ func executionOfKey(key string) string {
 
 // registrationViolations checks a tenant's registrations at the sink: files in upload order, each
 // file's records in order, operator runs as above, and no two runs registering at once.
-func registrationViolations(tenant string, files []report.FileReport, regs []emulate.SinkRecord, reqs []emulate.SinkRequest) []string {
+func registrationViolations(tenant string, keyed bool, files []report.FileReport, regs []emulate.SinkRecord, reqs []emulate.SinkRequest) []string {
 	var v []string
 	order := map[string]int{}
 	for i, f := range files {
@@ -128,11 +128,16 @@ func registrationViolations(tenant string, files []report.FileReport, regs []emu
 			v = append(v, fmt.Sprintf("%s: record %d of %s registered after records of a later file", tenant, rec.RecordNumber, rec.Source))
 		case run != cur && seen[run]:
 			v = append(v, fmt.Sprintf("%s: record %d of %s registered after records of another run", tenant, rec.RecordNumber, label))
-		case rec.RecordNumber != lastRec[numbering]+1:
+		case keyed && rec.RecordNumber <= lastRec[numbering+"\x00"+rec.RecordKey]:
+			v = append(v, fmt.Sprintf("%s: %s record %d of key %s registered after record %d of that key", tenant, label, rec.RecordNumber, rec.RecordKey, lastRec[numbering+"\x00"+rec.RecordKey]))
+		case !keyed && rec.RecordNumber != lastRec[numbering]+1:
 			v = append(v, fmt.Sprintf("%s: %s record %d registered after record %d", tenant, label, rec.RecordNumber, lastRec[numbering]))
 		}
 		if op == "" {
 			last = max(last, i)
+		}
+		if keyed {
+			numbering += "\x00" + rec.RecordKey // under key order, records are in order per key
 		}
 		lastRec[numbering] = rec.RecordNumber
 		cur, seen[run] = run, true

@@ -163,3 +163,48 @@ func TestRedriveHistoryRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckInvariantsKeyOrder: for a tenant in key order the checker wants each key's records in
+// file order, not the file's: records of two keys interleaved and out of file order pass, a key's
+// records out of order are flagged, and the same history in file order is flagged.
+func TestCheckInvariantsKeyOrder(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	ptr := func(ms int) *time.Time { x := at(ms); return &x }
+	f := report.FileReport{Key: "inbox/c/1.csv", VersionID: "v1", ExecutionName: "e1", Status: "SUCCEEDED", StartedAt: ptr(0), StoppedAt: ptr(1000), Records: 4, Expected: 4}
+	history := func(order []int64, keys map[int64]string) ([]emulate.SinkRecord, []emulate.SinkRequest) {
+		var regs []emulate.SinkRecord
+		var reqs []emulate.SinkRequest
+		for i, n := range order {
+			when := at(10 + 10*i)
+			k := fmt.Sprintf("e1-%d", n)
+			regs = append(regs, emulate.SinkRecord{Source: f.Key, VersionID: "v1", RecordNumber: n, Key: k, RecordKey: keys[n], At: when})
+			reqs = append(reqs, emulate.SinkRequest{Source: f.Key, VersionID: "v1", Key: k, RecordNumber: n, Records: 1, Start: when, End: when.Add(5 * time.Millisecond), Status: 201})
+		}
+		return regs, reqs
+	}
+	keyed := map[string]any{"id": "c", "recordOrder": "key", "keyColumns": []any{"customer"}}
+	keys := map[int64]string{1: `"a"`, 2: `"b"`, 3: `"a"`, 4: `"b"`}
+	for _, tc := range []struct {
+		name   string
+		config map[string]any
+		order  []int64
+		want   string // a substring of the one violation; "" for none
+	}{
+		{"keys interleaved, each in order", keyed, []int64{2, 1, 4, 3}, ""},
+		{"one key out of order", keyed, []int64{3, 2, 1, 4}, `record 1 of key "a" registered after record 3 of that key`},
+		{"file order wants the file's order", map[string]any{"id": "c"}, []int64{2, 1, 4, 3}, "record 2 registered after record 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			regs, reqs := history(tc.order, keys)
+			r := &Run{Sink: emulate.NewSinkWith(map[string][]emulate.SinkRecord{"c": regs}, map[string][]emulate.SinkRequest{"c": reqs}),
+				Tenants: []*Tenant{{ID: "c", Config: tc.config}}}
+			got := r.checkInvariants(&report.Report{Tenants: map[string]*report.TenantReport{"c": {Files: []report.FileReport{f}}}})
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("got violations %q, want none", got)
+			case tc.want != "" && (len(got) == 0 || !strings.Contains(got[0], tc.want)):
+				t.Errorf("got violations %q, want the first to contain %q", got, tc.want)
+			}
+		})
+	}
+}

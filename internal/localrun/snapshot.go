@@ -342,7 +342,7 @@ func (r *Run) checkInvariants(rep *report.Report) []string {
 		if t.DynamoDBTable() != "" {
 			continue // order is the table's to show (the scenarios read it back); the sink saw nothing
 		}
-		v = append(v, registrationViolations(t.ID, tr.Files, r.Sink.Registered(t.ID), r.Sink.Requests(t.ID))...)
+		v = append(v, registrationViolations(t.ID, t.Keyed(), tr.Files, r.Sink.Registered(t.ID), r.Sink.Requests(t.ID))...)
 	}
 	return v
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,13 @@ type Sink struct {
 	peak       int                      // the most POSTs in flight at once
 	shed       int64                    // POSTs answered 429 for MaxInFlight
 	keep       bool                     // keep each record's JSON in its SinkRecord
+
+	// Key order (SetKeyColumns): each keyed tenant's key columns, the record of each key in flight
+	// (by file and key), and each tenant's POSTs in flight and their peak.
+	keyColumns   map[string][]string
+	keyInFlight  map[string]int64
+	tenantFlight map[string]int
+	tenantPeak   map[string]int
 }
 
 // newSinkWith is a sink that has already seen these registrations and requests, by tenant: the
@@ -71,7 +79,10 @@ type SinkRecord struct {
 	VersionID    string
 	RecordNumber int64
 	Key          string
-	At           time.Time
+	// RecordKey is the record's key under key order (SetKeyColumns), its key columns' values
+	// quoted and joined by commas; "" for a tenant in file order.
+	RecordKey string
+	At        time.Time
 	// Record is the record as the core system got it (its JSON), kept only after
 	// SetKeepRecords(true).
 	Record json.RawMessage
@@ -145,10 +156,31 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.attempts == nil {
 		s.attempts, s.keys, s.order = map[string]int{}, map[string]bool{}, map[string][]SinkRecord{}
 	}
+	if s.tenantFlight == nil {
+		s.keyInFlight, s.tenantFlight, s.tenantPeak = map[string]int64{}, map[string]int{}, map[string]int{}
+	}
 	s.attempts[key]++
 	attempt := s.attempts[key]
 	fault, delay := s.Fault, s.Delay
+	recordKey, keyed := s.recordKey(req)
+	flight := req.Source.Key + "\x00" + req.Source.VersionID + "\x00" + recordKey
+	if keyed {
+		if other, busy := s.keyInFlight[flight]; busy && other != req.RecordNumber {
+			s.bad = append(s.bad, fmt.Sprintf("%s: records %d and %d of key %s of %s were in flight at once", req.Tenant, other, req.RecordNumber, recordKey, req.Source.Key))
+		}
+		s.keyInFlight[flight] = req.RecordNumber
+	}
+	s.tenantFlight[req.Tenant]++
+	s.tenantPeak[req.Tenant] = max(s.tenantPeak[req.Tenant], s.tenantFlight[req.Tenant])
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.tenantFlight[req.Tenant]--
+		if keyed && s.keyInFlight[flight] == req.RecordNumber {
+			delete(s.keyInFlight, flight)
+		}
+		s.mu.Unlock()
+	}()
 	defer func() {
 		s.mu.Lock()
 		if s.log == nil {
@@ -213,13 +245,60 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	if !req.batch() {
-		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, At: now, Record: keep(req.Record)})
+		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.RecordNumber, Key: key, RecordKey: recordKey, At: now, Record: keep(req.Record)})
 	}
 	for i, rec := range req.Records { // a batch registers all its records, in order, or none
 		s.order[req.Tenant] = append(s.order[req.Tenant], SinkRecord{Source: req.Source.Key, VersionID: req.Source.VersionID, RecordNumber: req.FirstRecordNumber + int64(i), Key: key, At: now, Record: keep(rec)})
 	}
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprint(w, `{"status":"registered"}`)
+}
+
+// SetKeyColumns makes the sink check a tenant's key order: it reads each record's key from its
+// JSON object's cols (a CSV record arrives as {header: value}), keeps it in SinkRecord.RecordKey,
+// and reports (Stats' bad) two records of one key of one file in flight at once. Set it before
+// the run starts; nil or empty cols: file order.
+func (s *Sink) SetKeyColumns(tenant string, cols []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keyColumns == nil {
+		s.keyColumns = map[string][]string{}
+	}
+	if len(cols) == 0 {
+		delete(s.keyColumns, tenant)
+		return
+	}
+	s.keyColumns[tenant] = append([]string(nil), cols...)
+}
+
+// recordKey is the key of a keyed tenant's one-record POST, as records.Keyer renders it for the
+// same values, and whether the tenant is keyed. Called with mu held.
+func (s *Sink) recordKey(req sinkRequest) (string, bool) {
+	cols := s.keyColumns[req.Tenant]
+	if len(cols) == 0 || req.batch() {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(req.Record, &obj) // a record that is no object has an empty key
+	vals := make([]string, len(cols))
+	for i, c := range cols {
+		v := strings.TrimSpace(string(obj[c]))
+		var str string
+		if json.Unmarshal([]byte(v), &str) == nil {
+			v = str
+		} else if v == "null" {
+			v = ""
+		}
+		vals[i] = strconv.Quote(v)
+	}
+	return strings.Join(vals, ","), true
+}
+
+// PeakInFlight is the most POSTs of one tenant the sink had in progress at once.
+func (s *Sink) PeakInFlight(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tenantPeak[tenant]
 }
 
 // SetDelay replaces Delay; nil answers at once.
