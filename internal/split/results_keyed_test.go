@@ -330,3 +330,33 @@ func TestResultsKeyedLead(t *testing.T) {
 		})
 	}
 }
+
+// TestResultsSkippedRecordBeforeTheMark: the offsets are found as Split found them, skipping an
+// invalid record of a skipRecord file on the way, in both orders.
+func TestResultsSkippedRecordBeforeTheMark(t *testing.T) {
+	data := []byte(strings.Replace(string(resultsFile(10)), "4,名前 4\r\n", "4\r\n", 1)) // record 4: one field
+	const header = "id,name\r\n"
+	tests := []struct {
+		name       string
+		order      string
+		progress   []byte
+		wantCounts results.Counts
+		wantRanges []pipeline.RecordRange
+		wantUnproc string
+	}{
+		{name: "key order", order: pipeline.RecordOrderKey, progress: pipeline.EncodeKeyedProgress(1, 5, ranges(6, 6)),
+			wantCounts: results.Counts{Records: 10, Registered: 4, Rejected: 1, Unprocessed: 5}, wantRanges: ranges(6, 6),
+			wantUnproc: header + recordBytes(data, 5, 5) + recordBytes(data, 7, 10)},
+		{name: "file order", order: pipeline.RecordOrderFile, progress: pipeline.EncodeProgress(1, 5),
+			wantCounts: results.Counts{Records: 10, Registered: 3, Rejected: 1, Unprocessed: 6},
+			wantUnproc: header + recordBytes(data, 5, 10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tn := keyedTenant()
+			tn.RecordOrder, tn.OnInvalidRecord = tt.order, pipeline.OnInvalidSkipRecord
+			sum, unproc := keyedResult(t, tn, data, pipeline.StatusFailed, map[int][]byte{0: tt.progress}, nil)
+			checkKeyed(t, sum, unproc, tt.wantCounts, tt.wantRanges, []byte(tt.wantUnproc))
+		})
+	}
+}
