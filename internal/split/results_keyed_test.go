@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/text/encoding/japanese"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -358,5 +363,118 @@ func TestResultsSkippedRecordBeforeTheMark(t *testing.T) {
 			sum, unproc := keyedResult(t, tn, data, pipeline.StatusFailed, map[int][]byte{0: tt.progress}, nil)
 			checkKeyed(t, sum, unproc, tt.wantCounts, tt.wantRanges, []byte(tt.wantUnproc))
 		})
+	}
+}
+
+// TestSpanReader: the kept spans of a stream, read in pieces of any size, and a stream that ends
+// inside a span is an unexpected EOF, never a short file taken for whole.
+func TestSpanReader(t *testing.T) {
+	const stream = "0123456789abcdefghij" // offsets 100-119
+	tests := []struct {
+		name  string
+		spans []span
+		want  string
+		err   error
+	}{
+		{"one span: all", []span{{100, 120}}, stream, nil},
+		{"a gap inside", []span{{100, 103}, {105, 120}}, "012" + "56789abcdefghij", nil},
+		{"gaps at both ends", []span{{102, 104}, {110, 118}}, "23" + "abcdefgh", nil},
+		{"empty spans are skipped", []span{{100, 100}, {101, 102}, {110, 110}, {119, 120}}, "1j", nil},
+		{"nothing kept", []span{{120, 120}}, "", nil},
+		{"the stream ends inside a span", []span{{100, 103}, {115, 125}}, "012fghij", io.ErrUnexpectedEOF},
+		{"the stream ends inside a gap", []span{{100, 101}, {130, 131}}, "0", io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		for _, one := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/one byte at a time %v", tt.name, one), func(t *testing.T) {
+				var r io.Reader = strings.NewReader(stream)
+				if one {
+					r = iotest.OneByteReader(r)
+				}
+				got, err := io.ReadAll(&spanReader{r: r, at: 100, spans: tt.spans})
+				if string(got) != tt.want || !errors.Is(err, tt.err) {
+					t.Errorf("got %q, %v, want %q, %v", got, err, tt.want, tt.err)
+				}
+			})
+		}
+	}
+}
+
+// TestKeptSpans: the tail from the mark less each registered range, and the kept length the
+// upload declares.
+func TestKeptSpans(t *testing.T) {
+	tests := []struct {
+		name      string
+		off, size int64
+		cuts      []int64
+		want      []span
+		wantLen   int64
+	}{
+		{"no cuts", 10, 100, nil, []span{{10, 100}}, 90},
+		{"one range inside", 10, 100, []int64{20, 30}, []span{{10, 20}, {30, 100}}, 80},
+		{"a range right at the mark", 10, 100, []int64{10, 30}, []span{{10, 10}, {30, 100}}, 70},
+		{"a range to the end", 10, 100, []int64{20, 30, 50, 100}, []span{{10, 20}, {30, 50}, {100, 100}}, 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, n := keptSpans(tt.off, tt.size, tt.cuts)
+			if !reflect.DeepEqual(got, tt.want) || n != tt.wantLen {
+				t.Errorf("got %v (%d bytes), want %v (%d)", got, n, tt.want, tt.wantLen)
+			}
+		})
+	}
+}
+
+// sourceReads counts the bytes read from the source bucket's GetObject bodies.
+type sourceReads struct {
+	*sourcetest.FakeS3
+	n int64
+}
+
+func (s *sourceReads) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	out, err := s.FakeS3.GetObject(ctx, in, opts...)
+	if err == nil && aws.ToString(in.Bucket) == ingest {
+		out.Body = io.NopCloser(&countingReader{r: out.Body, n: &s.n})
+	}
+	return out, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// TestResultsKeyedReadsOnce: finding the registered records' offsets scans only up to the last
+// of them, so a big file's tail is read once, streamed to the upload, and not a second time.
+func TestResultsKeyedReadsOnce(t *testing.T) {
+	data := csvRows(150_000) // about 3 MB
+	fake := sourcetest.NewFakeS3()
+	tn := keyedTenant()
+	tn.ChunkSize = 100
+	sp := splitFor(t, fake, tn, data)
+	fake.Put(work, pipeline.ProgressKey("t1", "exec", 0), &sourcetest.Object{Data: pipeline.EncodeKeyedProgress(0, 2, ranges(3, 3, 900, 1000))})
+	reads := &sourceReads{FakeS3: fake}
+	h := newHandler(fake)
+	h.S3 = reads
+	err := h.Results(context.Background(), pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusFailed, ExecutionName: "exec",
+		State: pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp, Error: &pipeline.TaskError{Error: "PermanentError", Cause: "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const scanBound = 1 << 20 // the records up to 1,001 and the scan's read buffers
+	t.Logf("read %d bytes from the source for a file of %d bytes", reads.n, len(data))
+	if limit := int64(len(data)) + scanBound; reads.n > limit {
+		t.Errorf("got %d bytes read from the source, want at most the file's %d and %d for the scan", reads.n, len(data), scanBound)
+	}
+	lines := strings.SplitAfter(string(data), "\r\n")
+	want := lines[0] + lines[2] + strings.Join(lines[4:900], "") + strings.Join(lines[1001:], "")
+	if got := fake.Puts[work+"/"+results.Key("t1", "exec", results.UnprocessedCSV)]; string(got) != want {
+		t.Errorf("got unprocessed.csv of %d bytes, want %d", len(got), len(want))
 	}
 }
