@@ -381,7 +381,8 @@ func (w resultsWriter) registeredPast(ctx context.Context, sp pipeline.SplitResu
 	end := min(last.FirstRecord+last.Records-1, sp.Records)
 	prev := next
 	for _, r := range rs {
-		// DecodeProgress checked the order past the progress's record; next may lie past it.
+		// DecodeProgress checked the ranges against the progress's record, which is 0 when the
+		// mark is its chunk's first record: check them against next.
 		if r.First <= prev || r.Last < r.First || r.Last > end || r.Last > next+pipeline.MaxKeyedLead {
 			return nil, nil
 		}
