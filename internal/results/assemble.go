@@ -147,15 +147,54 @@ type Counts struct {
 // rejects records anywhere in the file) is rejected, the rest are unprocessed. So records =
 // registered + rejected + unprocessed always holds.
 func CountsOf(records int64, rejected []Rejection, next int64) Counts {
+	c, _ := CountsAfterHalt(records, rejected, next, nil)
+	return c
+}
+
+// CountsAfterHalt is CountsOf for a file that also registered records past next before it
+// stopped (a keyed file, whose other keys ran ahead of its first failed record): after, ascending
+// and not touching, as a segment's progress lists them (pipeline.Progress.Registered). Those
+// records count as registered, not unprocessed, unless rejected. It returns them as the summary
+// lists them (Summary.RegisteredAfterHalt): clipped to the records from next+1 to the file's last,
+// less the rejected ones; nil when none are left.
+func CountsAfterHalt(records int64, rejected []Rejection, next int64, after []pipeline.RecordRange) (Counts, []pipeline.RecordRange) {
 	next = max(1, min(next, records+1))
 	var before int64
+	var past []int64 // rejected records from next on
 	for _, r := range rejected {
 		if r.Record < next {
 			before++
+		} else {
+			past = append(past, r.Record)
 		}
 	}
+	slices.Sort(past)
+	ranges := registeredAfter(after, next+1, records, past)
 	c := Counts{Records: records, Rejected: int64(len(rejected))}
 	c.Registered = max(0, next-1-before)
+	for _, r := range ranges {
+		c.Registered += r.Last - r.First + 1
+	}
 	c.Unprocessed = max(0, records-c.Registered-c.Rejected)
-	return c
+	return c, ranges
+}
+
+// registeredAfter is rs clipped to [lo, hi], with the records of rejected (ascending) cut out.
+func registeredAfter(rs []pipeline.RecordRange, lo, hi int64, rejected []int64) []pipeline.RecordRange {
+	var out []pipeline.RecordRange
+	add := func(first, last int64) {
+		if first <= last {
+			out = append(out, pipeline.RecordRange{First: first, Last: last})
+		}
+	}
+	for _, r := range rs {
+		first, last := max(r.First, lo), min(r.Last, hi)
+		i, _ := slices.BinarySearch(rejected, first)
+		for ; i < len(rejected) && rejected[i] <= last; i++ {
+			add(first, rejected[i]-1)
+			first = rejected[i] + 1
+		}
+		add(first, last)
+	}
+	return out
 }

@@ -216,6 +216,91 @@ func TestCountsOf(t *testing.T) {
 	}
 }
 
+func TestCountsAfterHalt(t *testing.T) {
+	rej := func(records ...int64) []Rejection {
+		var rs []Rejection
+		for _, r := range records {
+			rs = append(rs, Rejection{Record: r})
+		}
+		return rs
+	}
+	rr := func(firstLast ...int64) []pipeline.RecordRange {
+		var rs []pipeline.RecordRange
+		for i := 0; i+1 < len(firstLast); i += 2 {
+			rs = append(rs, pipeline.RecordRange{First: firstLast[i], Last: firstLast[i+1]})
+		}
+		return rs
+	}
+	tests := []struct {
+		name       string
+		records    int64
+		rejected   []Rejection
+		next       int64
+		after      []pipeline.RecordRange
+		want       Counts
+		wantRanges []pipeline.RecordRange
+	}{
+		{"none after the halt: CountsOf's", 10, rej(3), 6, nil, Counts{10, 4, 1, 5}, nil},
+		{"registered after the halt count as registered", 10, nil, 4, rr(6, 7, 9, 9), Counts{10, 6, 0, 4}, rr(6, 7, 9, 9)},
+		{"the record right after the halt", 10, nil, 4, rr(5, 5), Counts{10, 4, 0, 6}, rr(5, 5)},
+		{"up to the file's last record", 10, nil, 4, rr(8, 10), Counts{10, 6, 0, 4}, rr(8, 10)},
+		{"halted at the first record", 10, nil, 1, rr(2, 10), Counts{10, 9, 0, 1}, rr(2, 10)},
+		{"a rejected record in a range is rejected, and cut out", 10, rej(7), 4, rr(6, 8), Counts{10, 5, 1, 4}, rr(6, 6, 8, 8)},
+		{"rejections at a range's ends", 10, rej(2, 6, 8), 4, rr(6, 8), Counts{10, 3, 3, 4}, rr(7, 7)},
+		{"a range of one rejected record is gone", 10, rej(6), 4, rr(6, 6), Counts{10, 3, 1, 6}, nil},
+		{"clipped to the file", 10, nil, 4, rr(9, 12), Counts{10, 5, 0, 5}, rr(9, 10)},
+		{"the halted record itself is never registered", 10, nil, 4, rr(4, 5), Counts{10, 4, 0, 6}, rr(5, 5)},
+		{"a success: ranges before next are in registered already", 10, nil, 11, rr(5, 6), Counts{10, 10, 0, 0}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ranges := CountsAfterHalt(tt.records, tt.rejected, tt.next, tt.after)
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if !reflect.DeepEqual(ranges, tt.wantRanges) {
+				t.Errorf("got ranges %+v, want %+v", ranges, tt.wantRanges)
+			}
+			if got.Registered+got.Rejected+got.Unprocessed != got.Records {
+				t.Errorf("got registered %d + rejected %d + unprocessed %d, want records %d", got.Registered, got.Rejected, got.Unprocessed, got.Records)
+			}
+			var in int64
+			for _, r := range ranges {
+				in += r.Last - r.First + 1
+			}
+			if base := CountsOf(tt.records, tt.rejected, tt.next); got.Registered != base.Registered+in {
+				t.Errorf("got registered %d, want CountsOf's %d + %d in the ranges", got.Registered, base.Registered, in)
+			}
+		})
+	}
+}
+
+// TestSummaryRegisteredAfterHalt: the ranges read as {"first":…,"last":…} beside the counts, and
+// a summary without them (file order, a success) has no such field, byte for byte as before.
+func TestSummaryRegisteredAfterHalt(t *testing.T) {
+	tests := []struct {
+		name    string
+		ranges  []pipeline.RecordRange
+		want    string
+		wantNot string
+	}{
+		{"keyed, halted", []pipeline.RecordRange{{First: 6, Last: 7}, {First: 9, Last: 9}},
+			`"unprocessed":0,"registeredAfterHalt":[{"first":6,"last":7},{"first":9,"last":9}],"onInvalidRecord"`, ""},
+		{"none", nil, `"unprocessed":0,"onInvalidRecord"`, "registeredAfterHalt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(Summary{RegisteredAfterHalt: tt.ranges})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tt.want) || tt.wantNot != "" && strings.Contains(string(b), tt.wantNot) {
+				t.Errorf("got %s, want %s in it and no %q", b, tt.want, tt.wantNot)
+			}
+		})
+	}
+}
+
 func appendPartLine(t *testing.T, b []byte, r Rejection) []byte {
 	t.Helper()
 	line, err := json.Marshal(r)

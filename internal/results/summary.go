@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // SummaryVersion is the version of summary.json's format.
@@ -31,6 +33,12 @@ type Summary struct {
 	Registered  int64 `json:"registered"`
 	Rejected    int64 `json:"rejected"`
 	Unprocessed int64 `json:"unprocessed"`
+	// RegisteredAfterHalt are the records after the first record never sent that were registered
+	// all the same, counted in Registered and absent from the unprocessed file: a file in key
+	// order (recordOrder "key") halts at its first failed record, and records of other keys after
+	// it may already be registered. Ascending ranges, each {"first":…,"last":…}; absent in file
+	// order, and for a file that succeeded.
+	RegisteredAfterHalt []pipeline.RecordRange `json:"registeredAfterHalt,omitempty"`
 	// OnInvalidRecord is the tenant's policy the file ran under: failFile or skipRecord.
 	OnInvalidRecord string `json:"onInvalidRecord"`
 	// Failure is why the file failed, if it did.

@@ -114,20 +114,24 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 	}
 
 	if sp := st.Split; sp != nil {
+		// A success registered every record: no progress is read, so a halted run's list of
+		// records registered past its stop cannot outlive the run that completed the file.
 		next := sp.Records + 1
+		var after []pipeline.RecordRange
 		if req.Status != pipeline.StatusSucceeded {
 			pos, err := w.firstUnsent(ctx, *sp)
 			if err != nil {
 				return err
 			}
 			if pos.chunk < sp.Chunks {
-				if next, err = w.writeUnprocessed(ctx, t, f, *sp, pos, &sum); err != nil {
+				if next, after, err = w.writeUnprocessed(ctx, t, f, *sp, pos, &sum); err != nil {
 					return err
 				}
 			}
 		}
-		c := results.CountsOf(sp.Records, rejected, next)
+		c, ranges := results.CountsAfterHalt(sp.Records, rejected, next, after)
 		sum.Records, sum.Registered, sum.Rejected, sum.Unprocessed = c.Records, c.Registered, c.Rejected, c.Unprocessed
+		sum.RegisteredAfterHalt = ranges
 	} else {
 		// Split never returned, so the file's records are unknown: every count is 0. Split writes
 		// its parts only on its way to success, so there are none to count either (a part left by
@@ -325,10 +329,14 @@ func (w resultsWriter) parts(ctx context.Context) ([]results.Rejection, []byte, 
 	return results.Merge(all...), header, nil
 }
 
-// position is a place in a file: chunk, and the record within it (0: its first).
+// position is a place in a file: chunk, and the record within it (0: its first), in the segment
+// whose last chunk is lastChunk; registered are the records past it that the segment's progress
+// lists as registered already (a keyed file's, pipeline.Progress.Registered).
 type position struct {
-	chunk  int
-	record int64
+	chunk      int
+	record     int64
+	lastChunk  int
+	registered []pipeline.RecordRange
 }
 
 // firstUnsent is where the file stopped: the first segment not done, at its stored progress
@@ -341,20 +349,46 @@ func (w resultsWriter) firstUnsent(ctx context.Context, sp pipeline.SplitResult)
 		key := pipeline.ProgressKey(w.tenant, w.execution, seg.Index)
 		b, err := w.get(ctx, &s3.GetObjectInput{Bucket: aws.String(sp.Manifest.Bucket), Key: aws.String(key)})
 		if source.Absent(err) {
-			return position{chunk: seg.FirstChunk}, nil
+			return position{chunk: seg.FirstChunk, lastChunk: seg.LastChunk}, nil
 		}
 		if err != nil {
 			return position{}, &pipeline.RetryableError{Message: fmt.Sprintf("reading the progress s3://%s/%s failed: %v", sp.Manifest.Bucket, key, err), Err: err}
 		}
 		p, err := pipeline.DecodeProgress(b)
 		if err != nil || p.Next < seg.FirstChunk || p.Next > seg.LastChunk+1 {
-			return position{chunk: seg.FirstChunk}, nil
+			return position{chunk: seg.FirstChunk, lastChunk: seg.LastChunk}, nil
 		}
 		if p.Next <= seg.LastChunk {
-			return position{chunk: p.Next, record: p.Record}, nil
+			return position{chunk: p.Next, record: p.Record, lastChunk: seg.LastChunk, registered: p.Registered}, nil
 		}
 	}
 	return position{chunk: sp.Chunks}, nil
+}
+
+// registeredPast is what of pos.registered the results may trust, next being the first record
+// never sent: all of it when the file ran in key order and every range lies after next, within
+// pipeline.MaxKeyedLead records of it (Register sends no further ahead) and inside the segment;
+// else none, so that a list that does not fit lists more records as unprocessed, never fewer.
+func (w resultsWriter) registeredPast(ctx context.Context, sp pipeline.SplitResult, t pipeline.Tenant, pos position, next int64) ([]pipeline.RecordRange, error) {
+	rs := pos.registered
+	if len(rs) == 0 || !t.KeyedOrder() {
+		return nil, nil
+	}
+	last, err := w.chunkSpan(ctx, sp, t, pos.lastChunk)
+	if err != nil {
+		return nil, err
+	}
+	end := min(last.FirstRecord+last.Records-1, sp.Records)
+	prev := next
+	for _, r := range rs {
+		// DecodeProgress checked the ranges against the progress's record, which is 0 when the
+		// mark is its chunk's first record: check them against next.
+		if r.First <= prev || r.Last < r.First || r.Last > end || r.Last > next+pipeline.MaxKeyedLead {
+			return nil, nil
+		}
+		prev = r.Last + 1
+	}
+	return rs, nil
 }
 
 // chunkSpan reads chunk i's span from the manifest, either version.
@@ -389,52 +423,183 @@ func (w resultsWriter) chunkSpan(ctx context.Context, sp pipeline.SplitResult, t
 
 // writeUnprocessed writes the unprocessed file: the bytes before the file's first record (a
 // CSV's header line, and a byte order mark if the file has one), then the file from the first
-// record never sent to its end, byte for byte. It returns that record's number.
-func (w resultsWriter) writeUnprocessed(ctx context.Context, t pipeline.Tenant, f records.Format, sp pipeline.SplitResult, pos position, sum *results.Summary) (int64, error) {
+// record never sent to its end, byte for byte, less the records registered past it
+// (registeredPast). It returns that record's number and those records.
+func (w resultsWriter) writeUnprocessed(ctx context.Context, t pipeline.Tenant, f records.Format, sp pipeline.SplitResult, pos position, sum *results.Summary) (int64, []pipeline.RecordRange, error) {
 	first, err := w.chunkSpan(ctx, sp, t, 0)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	span, err := w.chunkSpan(ctx, sp, t, pos.chunk)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	src := sp.Source
 	lead, err := w.sourceRange(ctx, src, 0, first.Start)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	next, off := span.FirstRecord, span.Start
+	next := span.FirstRecord
 	if pos.record > span.FirstRecord && pos.record < span.FirstRecord+span.Records {
-		chunk, err := w.sourceRange(ctx, src, span.Start, span.End)
-		if err != nil {
-			return 0, err
-		}
-		at, err := recordOffset(lead, chunk, f, pos.record-span.FirstRecord+1)
-		if err != nil {
-			return 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: finding record %d in chunk %d: %v", source.Name(src), pos.record, pos.chunk, err)}
-		}
-		next, off = pos.record, span.Start+at
+		next = pos.record
 	}
-	size := src.Size
+	after, err := w.registeredPast(ctx, sp, t, pos, next)
+	if err != nil {
+		return 0, nil, err
+	}
+	// The records whose offsets cut the tail: next when it lies inside its chunk, then each
+	// registered range's first record and the record after its last.
+	var want []int64
+	if next > span.FirstRecord {
+		want = append(want, next)
+	}
+	for _, r := range after {
+		want = append(want, r.First, r.Last+1)
+	}
+	at, err := w.recordOffsets(ctx, src, lead, f, t.SkipsRecords(), span, want)
+	if err != nil {
+		return 0, nil, err
+	}
+	off := span.Start
+	if next > span.FirstRecord {
+		off, at = at[0], at[1:]
+	}
+	kept, length := keptSpans(off, src.Size, at)
+
 	in, err := source.GetInput(src)
 	if err != nil {
-		return 0, &pipeline.PermanentError{Message: err.Error()}
+		return 0, nil, &pipeline.PermanentError{Message: err.Error()}
 	}
-	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, size-1))
+	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, src.Size-1))
 	out, err := w.objects.GetObject(ctx, in)
 	if err != nil {
-		return 0, source.GetError(src, err)
+		return 0, nil, source.GetError(src, err)
 	}
 	defer out.Body.Close()
 	name := results.UnprocessedName(t.Format)
 	bucket, key := w.h.WorkBucket, results.Key(w.tenant, w.execution, name)
-	uri, err := w.putReader(ctx, name, io.MultiReader(bytes.NewReader(lead), out.Body), int64(len(lead))+size-off, bucket, key)
+	body := io.MultiReader(bytes.NewReader(lead), &spanReader{r: out.Body, at: off, spans: kept})
+	uri, err := w.putReader(ctx, name, body, int64(len(lead))+length, bucket, key)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	sum.Files.Unprocessed = uri
-	return next, nil
+	return next, after, nil
+}
+
+// recordOffsets streams the source from chunk's start and returns the offset where each record
+// of want (ascending, from the chunk's first on) begins, found by cutting lead and the stream into
+// one-record chunks as Split does, so quoted line breaks and blank lines count as Split counted
+// them (and, when skips, invalid records as Split skipped them). The record after the file's last
+// begins where that record ends. The scan stops at the last record wanted: it holds one record
+// and the read buffers, whatever the file's size.
+func (w resultsWriter) recordOffsets(ctx context.Context, src pipeline.Source, lead []byte, f records.Format, skips bool, chunk pipeline.ChunkSpan, want []int64) ([]int64, error) {
+	if len(want) == 0 {
+		return nil, nil
+	}
+	in, err := source.GetInput(src)
+	if err != nil {
+		return nil, &pipeline.PermanentError{Message: err.Error()}
+	}
+	in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", chunk.Start, src.Size-1))
+	out, err := w.objects.GetObject(ctx, in)
+	if err != nil {
+		return nil, source.GetError(src, err)
+	}
+	defer out.Body.Close()
+	var skip records.Skip
+	if skips {
+		skip = func(records.Invalid) error { return nil }
+	}
+	at := make([]int64, 0, len(want))
+	_, err = records.SplitCutSkip(io.MultiReader(bytes.NewReader(lead), out.Body), f, records.Cut{Records: 1}, func(b pipeline.Boundary) error {
+		if n := chunk.FirstRecord + b.FirstRecord - 1; n == want[len(at)] {
+			at = append(at, chunk.Start+b.Offset-int64(len(lead)))
+			if len(at) == len(want) {
+				return errFound
+			}
+		}
+		return nil
+	}, skip)
+	if len(at) == len(want) {
+		return at, nil
+	}
+	var fe *records.Error
+	switch {
+	case err == nil:
+		err = &pipeline.PermanentError{Message: fmt.Sprintf("%s: the file has no record %d", source.Name(src), want[len(at)])}
+	case errors.As(err, &fe):
+		err = &pipeline.PermanentError{Message: fmt.Sprintf("%s: finding record %d: %v", source.Name(src), want[len(at)], err)}
+	default: // reading the source
+		err = source.GetError(src, err)
+	}
+	return nil, err
+}
+
+var errFound = errors.New("found")
+
+// span is the bytes [start, end) of the source.
+type span struct{ start, end int64 }
+
+// keptSpans are the bytes of the unprocessed tail from off to size, less the registered
+// records: cuts holds, per registered range, the offsets where its first record begins and
+// where the record after its last begins. It returns them and their length.
+func keptSpans(off, size int64, cuts []int64) ([]span, int64) {
+	var out []span
+	var n int64
+	from := off
+	for i := 0; i+1 < len(cuts); i += 2 {
+		out = append(out, span{from, cuts[i]})
+		n += cuts[i] - from
+		from = cuts[i+1]
+	}
+	out = append(out, span{from, size})
+	return out, n + size - from
+}
+
+// spanReader reads the spans (ascending, at or after at) of a stream that starts at offset at,
+// and drops the bytes between them.
+type spanReader struct {
+	r     io.Reader
+	at    int64
+	spans []span
+}
+
+func (s *spanReader) Read(p []byte) (int, error) {
+	for len(s.spans) > 0 && s.at >= s.spans[0].end {
+		s.spans = s.spans[1:]
+	}
+	if len(s.spans) == 0 {
+		return 0, io.EOF
+	}
+	sp := s.spans[0]
+	if gap := sp.start - s.at; gap > 0 {
+		n, err := io.CopyN(io.Discard, s.r, gap)
+		s.at += n
+		if err != nil {
+			return 0, noEOF(err)
+		}
+	}
+	if rest := sp.end - s.at; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := s.r.Read(p)
+	s.at += int64(n)
+	if err == io.EOF {
+		if s.at < sp.end {
+			return n, io.ErrUnexpectedEOF
+		}
+		err = nil
+	}
+	return n, err
+}
+
+// noEOF is err, an io.EOF being unexpected.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // sourceRange reads [start, end) of the exact source version; an empty range reads nothing.
@@ -452,27 +617,4 @@ func (w resultsWriter) sourceRange(ctx context.Context, src pipeline.Source, sta
 		return nil, source.GetError(src, err)
 	}
 	return b, nil
-}
-
-var errFound = errors.New("found")
-
-// recordOffset is the offset in chunk of its n-th record (from 1), found by cutting lead+chunk
-// into one-record chunks as Split does, so quoted line breaks and blank lines count as Split
-// counted them.
-func recordOffset(lead, chunk []byte, f records.Format, n int64) (int64, error) {
-	var at int64 = -1
-	_, err := records.SplitCut(io.MultiReader(bytes.NewReader(lead), bytes.NewReader(chunk)), f, records.Cut{Records: 1}, func(b pipeline.Boundary) error {
-		if b.FirstRecord == n {
-			at = b.Offset - int64(len(lead))
-			return errFound
-		}
-		return nil
-	})
-	if at >= 0 {
-		return at, nil
-	}
-	if err == nil {
-		err = fmt.Errorf("the chunk has fewer than %d records", n)
-	}
-	return 0, err
 }
