@@ -64,7 +64,7 @@ func TestKeyOrderPropsRejects(t *testing.T) {
 		{"batch mode", func(t *Tenant) { t.RegisterMode = "batch" },
 			`tenant "acme": Tenant.RecordOrder: "key" is set with Tenant.RegisterMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use Tenant.RegisterMode "record", or leave Tenant.RecordOrder out`},
 		{"DynamoDB sink", func(t *Tenant) { t.RegisterURL, t.DynamoDB = "", &DynamoDB{Key: []string{"id"}, Table: "pool-p-acme"} },
-			`tenant "acme": Tenant.RecordOrder: "key" is set with Tenant.DynamoDB: the DynamoDB sink orders writes by its own key (Tenant.DynamoDB.Key); remove Tenant.RecordOrder or Tenant.DynamoDB`},
+			`tenant "acme": Tenant.RecordOrder: "key" is set with Tenant.DynamoDB: the DynamoDB sink orders its writes by its own key; remove Tenant.RecordOrder or Tenant.DynamoDB`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := keyed()

@@ -144,7 +144,6 @@ var keyOrderProps = map[string]string{
 	"maxRecordsInFlight": "Tenant.MaxRecordsInFlight",
 	"registerMode":       "Tenant.RegisterMode",
 	"dynamodb":           "Tenant.DynamoDB",
-	"dynamodb.key":       "Tenant.DynamoDB.Key",
 }
 
 // tokenPattern matches one CDK token as it appears inside a string ("${Token[TOKEN.12]}").

@@ -46,8 +46,8 @@ func (t Tenant) checkKeyOrder(bad func(field, format string, args ...any), name 
 			t.RecordOrder, name("registerMode"), t.RegisterMode, name("registerMode"), pipeline.RegisterModeRecord, name("recordOrder"))
 	}
 	if t.DynamoDB != nil {
-		bad("recordOrder", "%q is set with %s: the DynamoDB sink orders writes by its own key (%s); remove %s or %s",
-			t.RecordOrder, name("dynamodb"), name("dynamodb.key"), name("recordOrder"), name("dynamodb"))
+		bad("recordOrder", "%q is set with %s: the DynamoDB sink orders its writes by its own key; remove %s or %s",
+			t.RecordOrder, name("dynamodb"), name("recordOrder"), name("dynamodb"))
 	}
 	if len(t.KeyColumns) == 0 {
 		bad("keyColumns", "is missing: %s %q needs the columns whose values make a record's key (CSV header names, or JSON Lines fields), e.g. [\"customerId\"]",

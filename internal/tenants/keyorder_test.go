@@ -82,7 +82,7 @@ func TestKeyOrderRejects(t *testing.T) {
 		{"key with batch mode", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "registerMode": "batch"}`,
 			`tenant "a": recordOrder: "key" is set with registerMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use registerMode "record", or leave recordOrder out`},
 		{"key with the dynamodb sink", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "dynamodb": {"key": ["id"]}}`,
-			`tenant "a": recordOrder: "key" is set with dynamodb: the DynamoDB sink orders writes by its own key (dynamodb.key); remove recordOrder or dynamodb`},
+			`tenant "a": recordOrder: "key" is set with dynamodb: the DynamoDB sink orders its writes by its own key; remove recordOrder or dynamodb`},
 		{"keyColumns not strings", `{"id": "a", "recordOrder": "key", "keyColumns": [1]}`,
 			`tenants[0] ("a"): keyColumns: got JSON number, want a string`},
 		{"misspelt recordOrder", `{"id": "a", "recordorder": "key"}`,
