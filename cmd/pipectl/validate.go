@@ -42,6 +42,8 @@ type fileVerdict struct {
 	Verdict  string              `json:"verdict"`
 	First    []results.Rejection `json:"firstRejected"`
 	Output   string              `json:"output,omitempty"`
+	// Keys are a keyed tenant's (recordOrder "key") accepted file's keys; nil otherwise.
+	Keys *keyStats `json:"keys,omitempty"`
 }
 
 // errNotAccepted is exit status 1 after the report is printed.
@@ -145,13 +147,18 @@ func validateFile(t pipeline.Tenant, name, outDir string, single bool) (fileVerd
 	if t.BatchMode() {
 		cut.Bytes = int64(t.BatchBytes())
 	}
+	var bounds []pipeline.Boundary
 	scan := func(p records.Policy) (records.Summary, []records.Invalid, error) {
 		r, err := os.Open(name)
 		if err != nil {
 			return records.Summary{}, nil, err
 		}
 		defer r.Close()
-		return records.Scan(r, f, cut, p, func(pipeline.Boundary) error { return nil })
+		bounds = bounds[:0]
+		return records.Scan(r, f, cut, p, func(b pipeline.Boundary) error {
+			bounds = append(bounds, b)
+			return nil
+		})
 	}
 	sum, invalid, err := scan(records.PolicyOf(t))
 	var fe *records.Error
@@ -162,6 +169,11 @@ func validateFile(t pipeline.Tenant, name, outDir string, single bool) (fileVerd
 		v.Verdict = "accepted"
 		if t.SkipsInvalid() && sum.Invalid > 0 {
 			v.Verdict = fmt.Sprintf("accepted: %d rejected (skipRecord, at most %d)", sum.Invalid, t.InvalidLimit())
+		}
+		if t.KeyedOrder() {
+			if v.Keys, err = fileKeys(t, f, name, sum.Header, bounds[:sum.Chunks+1]); err != nil {
+				return v, err
+			}
 		}
 	case errors.As(err, &fe) || errors.As(err, &tooMany):
 		v.Verdict = "rejected: " + err.Error()
@@ -232,6 +244,9 @@ func validateText(vs []fileVerdict) string {
 		}
 		if v.Output != "" {
 			fmt.Fprintf(&b, "  rejected records: %s\n", v.Output)
+		}
+		if v.Keys != nil {
+			fmt.Fprintf(&b, "  %s\n", v.Keys)
 		}
 	}
 	return b.String()

@@ -98,7 +98,11 @@ func TestTenantConvertsEveryField(t *testing.T) {
 			f.SetInt(int64(7 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))
-		case reflect.Slice: // RejectStatuses
+		case reflect.Slice: // RejectStatuses, KeyColumns
+			if f.Type().Elem().Kind() == reflect.String {
+				f.Set(reflect.ValueOf([]string{fmt.Sprintf("v%d", i), "w"}))
+				continue
+			}
 			f.Set(reflect.ValueOf([]int{400 + i%100, 422}))
 		case reflect.Pointer:
 			if f.Type() == reflect.TypeFor[*CoreSystem]() {
@@ -126,14 +130,14 @@ func TestTenantConvertsEveryField(t *testing.T) {
 	}
 	// The core system travels by name, and its settings, from the construct's props, in the
 	// tenant's settings (without the table, whose name is a token).
-	pub.CoreSystem = &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true}}
+	pub.CoreSystem = &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true, MaxRequestsInFlight: 12}}
 	if got := pub.internal().CoreSystem; got != "ledger" {
 		t.Errorf("CoreSystem: got %q in tenants.Tenant, want ledger", got)
 	}
 	if got := pub.WithDefaults().CoreSystem; got != pub.CoreSystem {
 		t.Errorf("WithDefaults: got core system %p, want %p", got, pub.CoreSystem)
 	}
-	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true}
+	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true, MaxRequestsInFlight: 12}
 	if got := pub.settings().CoreSystem; got == nil || *got != want {
 		t.Errorf("settings: got core system %+v, want %+v", got, want)
 	}

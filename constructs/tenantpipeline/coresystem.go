@@ -43,6 +43,12 @@ type CoreSystemProps struct {
 	// (or sends Retry-After) and grow back on success, never above MaxRunningFiles.
 	// Default: false, the limit is MaxRunningFiles.
 	Adaptive bool
+	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
+	// files; each running file gets an even share (MaxRequestsInFlight / MaxRunningFiles), which
+	// bounds a keyed tenant's Tenant.MaxRecordsInFlight. At least MaxRunningFiles, since each
+	// running file sends at least one request, and at most 10,000 (tenants.MaxRequestsInFlight, a
+	// bound against typos). Default: 0, which is MaxRunningFiles: one request per running file.
+	MaxRequestsInFlight int
 	// AdmissionWaitAlarm is how long a file may wait for admission before the AdmissionWait
 	// alarm fires: the core system's oldest wait (the maximum of AdmissionWaitSeconds over 5
 	// minutes) at or above it. Default: 30 minutes. At least 5 minutes, one alarm period.
@@ -117,7 +123,8 @@ func (p CoreSystemProps) validate() error {
 }
 
 func (p CoreSystemProps) config() tenants.CoreSystemConfig {
-	return tenants.CoreSystemConfig{MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive}
+	return tenants.CoreSystemConfig{MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive,
+		MaxRequestsInFlight: p.MaxRequestsInFlight}
 }
 
 type coreSystemValidation struct{ c *CoreSystem }
@@ -131,7 +138,8 @@ func (v *coreSystemValidation) Validate() *[]*string {
 // name is a CloudFormation token; the controller adds it from CORE_SYSTEM_TABLES.
 func (c *CoreSystem) settings() *pipeline.CoreSystem {
 	p := c.Props
-	return &pipeline.CoreSystem{Name: p.Name, MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive}
+	return &pipeline.CoreSystem{Name: p.Name, MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive,
+		MaxRequestsInFlight: p.MaxRequestsInFlight}
 }
 
 // newAdmissionTable creates an admission table (internal/admission's layout). It holds only

@@ -300,7 +300,7 @@ var propsNaming = tenants.Naming{
 		if prop, ok := tenantProps[field]; ok {
 			return prop
 		}
-		return field
+		return tenantField(field)
 	},
 }
 

@@ -77,6 +77,19 @@ type Tenant struct {
 	// rejects one record, which Register then skips; OnInvalidRecord "skipRecord" only.
 	// Default: none.
 	RejectStatuses []int
+
+	// RecordOrder is "file" (one record at a time, in file order) or "key" (a key's records in
+	// file order, several keys at once, up to MaxRecordsInFlight; record mode only, not batch mode
+	// or the DynamoDB sink, which have their own ordering). Default: "", which is "file".
+	RecordOrder string
+	// KeyColumns name a record's key under RecordOrder "key": CSV header names, or JSON Lines
+	// fields; a record's key is their values, in this order. Required with "key", and only with it:
+	// non-empty names, each once.
+	KeyColumns []string
+	// MaxRecordsInFlight bounds the requests one file keeps in flight under RecordOrder "key": 1
+	// to 64, and never more than its core system's share (CoreSystemProps.MaxRequestsInFlight).
+	// Default: 0, which is 8 under "key"; only with "key".
+	MaxRecordsInFlight int
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -112,7 +125,26 @@ func (t Tenant) WithDefaults() Tenant {
 }
 
 // Validate reports every problem of t at once; t must already have its defaults.
-func (t Tenant) Validate() error { return t.checkable().Validate() }
+func (t Tenant) Validate() error { return t.checkable().ValidateNamed(tenantField) }
+
+// tenantField names a tenant's field, given by its JSON path, in the tenants file's rules: the
+// key order fields, and those their messages mention, by their Tenant prop; the others keep the
+// names they always had.
+func tenantField(field string) string {
+	if prop, ok := keyOrderProps[field]; ok {
+		return prop
+	}
+	return field
+}
+
+// keyOrderProps are the Tenant props, by JSON path, of the key order rules' messages.
+var keyOrderProps = map[string]string{
+	"recordOrder":        "Tenant.RecordOrder",
+	"keyColumns":         "Tenant.KeyColumns",
+	"maxRecordsInFlight": "Tenant.MaxRecordsInFlight",
+	"registerMode":       "Tenant.RegisterMode",
+	"dynamodb":           "Tenant.DynamoDB",
+}
 
 // tokenPattern matches one CDK token as it appears inside a string ("${Token[TOKEN.12]}").
 var tokenPattern = regexp.MustCompile(`\$\{Token\[[^\]]*\]\}`)
@@ -142,6 +174,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: dynamoDBFrom(t.DynamoDB),
 		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
+		RecordOrder: t.RecordOrder, KeyColumns: slices.Clone(t.KeyColumns), MaxRecordsInFlight: t.MaxRecordsInFlight,
 	}
 }
 
@@ -153,6 +186,7 @@ func (t Tenant) internal() tenants.Tenant {
 		RegisterMode: t.RegisterMode, MaxBatchBytes: t.MaxBatchBytes, DynamoDB: t.DynamoDB.internal(),
 		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
+		RecordOrder: t.RecordOrder, KeyColumns: slices.Clone(t.KeyColumns), MaxRecordsInFlight: t.MaxRecordsInFlight,
 	}
 }
 

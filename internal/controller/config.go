@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,6 +197,51 @@ const (
 	maxRunningFiles = 1000
 )
 
+// maxRequestsInFlight bounds a core system's maxRequestsInFlight (internal/tenants:
+// MaxRequestsInFlight).
+const maxRequestsInFlight = 10_000
+
+// checkKeyOrder checks a tenant's recordOrder, keyColumns and maxRecordsInFlight by the tenants
+// file's rules, so that a settings row those rules would refuse holds the tenant's files instead
+// of registering them out of order (fail closed). field names the tenant's settings.
+func checkKeyOrder(t pipeline.Tenant, field string, bad func(name, format string, args ...any)) {
+	switch t.RecordOrder {
+	case "", pipeline.RecordOrderFile:
+		if t.KeyColumns.Len() > 0 {
+			bad(field, "keyColumns %q, want none without recordOrder %q", t.KeyColumns.Names(), pipeline.RecordOrderKey)
+		}
+		if t.MaxRecordsInFlight != 0 {
+			bad(field, "maxRecordsInFlight %d, want none without recordOrder %q", t.MaxRecordsInFlight, pipeline.RecordOrderKey)
+		}
+		return
+	case pipeline.RecordOrderKey:
+	default:
+		bad(field, "recordOrder %q, want %q or %q", t.RecordOrder, pipeline.RecordOrderFile, pipeline.RecordOrderKey)
+		return
+	}
+	if t.BatchMode() {
+		bad(field, "recordOrder %q with registerMode %q, which has its own ordering: want registerMode %q", t.RecordOrder, t.RegisterMode, pipeline.RegisterModeRecord)
+	}
+	if t.DynamoDB != nil {
+		bad(field, "recordOrder %q with the dynamodb sink, which has its own ordering: want no recordOrder", t.RecordOrder)
+	}
+	cols := t.KeyColumns.Names()
+	if len(cols) == 0 {
+		bad(field, "recordOrder %q without keyColumns, want at least one column", t.RecordOrder)
+	}
+	for i, c := range cols {
+		switch {
+		case strings.TrimSpace(c) == "":
+			bad(field, "keyColumns column %d is empty, want a column name", i+1)
+		case slices.Index(cols, c) < i:
+			bad(field, "keyColumns %q is listed twice, want each column once", c)
+		}
+	}
+	if n := t.MaxRecordsInFlight; n != 0 && (n < pipeline.MinMaxRecordsInFlight || n > pipeline.MaxMaxRecordsInFlight) {
+		bad(field, "maxRecordsInFlight %d, want %d to %d, or 0 for %d", n, pipeline.MinMaxRecordsInFlight, pipeline.MaxMaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight)
+	}
+}
+
 // coreSystemTables reads CORE_SYSTEM_TABLES, a JSON object of core system name to admission
 // table name. Unset, it is empty: then no tenant may name a core system.
 func (e *envReader) coreSystemTables() map[string]string {
@@ -229,6 +275,7 @@ func (e *envReader) fillCoreSystem(t *pipeline.Tenant, tables map[string]string,
 	if t.MaxRecordsPerSecond < 0 {
 		e.Bad(field, "maxRecordsPerSecond %v, want above 0, or 0 for none", t.MaxRecordsPerSecond)
 	}
+	checkKeyOrder(*t, field, e.Bad)
 	cs := t.CoreSystem
 	if cs == nil {
 		return
@@ -241,6 +288,11 @@ func (e *envReader) fillCoreSystem(t *pipeline.Tenant, tables map[string]string,
 		e.Bad(field, "coreSystem %q: maxRunningFiles %d, want %d to %d", cs.Name, cs.MaxRunningFiles, minRunningFiles, maxRunningFiles)
 	case cs.MaxRecordsPerSecond < 0:
 		e.Bad(field, "coreSystem %q: maxRecordsPerSecond %v, want above 0, or 0 for none", cs.Name, cs.MaxRecordsPerSecond)
+	case cs.MaxRequestsInFlight != 0 && (cs.MaxRequestsInFlight < cs.MaxRunningFiles || cs.MaxRequestsInFlight > maxRequestsInFlight):
+		// Below maxRunningFiles the limit could not hold: each running file sends at least one
+		// request.
+		e.Bad(field, "coreSystem %q: maxRequestsInFlight %d, want its maxRunningFiles %d to %d, or 0 for maxRunningFiles",
+			cs.Name, cs.MaxRequestsInFlight, cs.MaxRunningFiles, maxRequestsInFlight)
 	}
 	table, ok := tables[cs.Name]
 	if !ok {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,73 @@ func TestStartInputCarriesCoreSystemTable(t *testing.T) {
 	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
 	if got := r.sfn.input(t, arn1).Tenant.CoreSystem; got == nil || *got != want {
 		t.Errorf("got core system %+v in the execution input, want %+v", got, want)
+	}
+}
+
+// A tenant's key order settings that the tenants file's rules refuse fail the configuration,
+// a silo controller's at start and a pool tenant's row when it is first served: its files are
+// held, never registered out of order.
+func TestConfigKeyOrder(t *testing.T) {
+	const ledger = `"coreSystem":{"name":"ledger","maxRunningFiles":4,"maxRequestsInFlight":%s,"table":""}`
+	for _, tt := range []struct {
+		name     string
+		settings string // the tenant's settings, without their braces and id
+		want     string // "": accepted
+	}{
+		{"file order", `"recordOrder":"file"`, ""},
+		{"key order", `"recordOrder":"key","keyColumns":["customer","region"],"maxRecordsInFlight":64`, ""},
+		{"key order, default in flight", `"recordOrder":"key","keyColumns":["customer"]`, ""},
+		{"requests in flight", `"recordOrder":"key","keyColumns":["customer"],` + fmt.Sprintf(ledger, "32"), ""},
+		{"unknown recordOrder", `"recordOrder":"customer"`, `recordOrder "customer", want "file" or "key"`},
+		{"key without keyColumns", `"recordOrder":"key"`, `recordOrder "key" without keyColumns, want at least one column`},
+		{"empty column", `"recordOrder":"key","keyColumns":["customer",""]`, `keyColumns column 2 is empty, want a column name`},
+		{"duplicate column", `"recordOrder":"key","keyColumns":["customer","customer"]`, `keyColumns "customer" is listed twice, want each column once`},
+		{"keyColumns in file order", `"keyColumns":["customer"]`, `keyColumns ["customer"], want none without recordOrder "key"`},
+		{"maxRecordsInFlight in file order", `"maxRecordsInFlight":4`, `maxRecordsInFlight 4, want none without recordOrder "key"`},
+		{"maxRecordsInFlight too many", `"recordOrder":"key","keyColumns":["c"],"maxRecordsInFlight":65`, `maxRecordsInFlight 65, want 1 to 64, or 0 for 8`},
+		{"maxRecordsInFlight negative", `"recordOrder":"key","keyColumns":["c"],"maxRecordsInFlight":-1`, `maxRecordsInFlight -1, want 1 to 64, or 0 for 8`},
+		{"batch mode", `"recordOrder":"key","keyColumns":["c"],"registerMode":"batch"`,
+			`recordOrder "key" with registerMode "batch", which has its own ordering: want registerMode "record"`},
+		{"dynamodb sink", `"recordOrder":"key","keyColumns":["c"],"dynamodb":{"key":["id"],"concurrency":16}`,
+			`recordOrder "key" with the dynamodb sink, which has its own ordering: want no recordOrder`},
+		{"requests in flight below running files", fmt.Sprintf(ledger, "3"),
+			`coreSystem "ledger": maxRequestsInFlight 3, want its maxRunningFiles 4 to 10000, or 0 for maxRunningFiles`},
+		{"requests in flight over the bound", fmt.Sprintf(ledger, "10001"),
+			`coreSystem "ledger": maxRequestsInFlight 10001, want its maxRunningFiles 4 to 10000`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tables := `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`
+			env := baseEnv()
+			env[pipeline.EnvTenant] = `{"id":"acme",` + tt.settings + `}`
+			env[pipeline.EnvCoreSystemTables] = tables
+			_, err := ConfigFromEnv(func(k string) string { return env[k] })
+			check := func(tier string, err error, want string) {
+				switch {
+				case want == "" && err != nil:
+					t.Errorf("%s: got %v, want no error", tier, err)
+				case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+					t.Errorf("%s: got %v, want an error containing %q", tier, err, want)
+				}
+			}
+			want := tt.want
+			if want != "" {
+				want = pipeline.EnvTenant + ": " + want
+			}
+			check("silo", err, want)
+
+			path := writePoolSettings(t, t.TempDir(), "keyed", `{"pool":"shared-1","prefix":"inbox/","tenants":[
+				{"settings":{"id":"acme",`+tt.settings+`},"prefix":"inbox/acme/"},
+				{"settings":{"id":"initech"},"prefix":"inbox/initech/"}]}`)
+			pc := mustPoolConfig(t, map[string]string{pipeline.EnvPoolSettings: path, pipeline.EnvCoreSystemTables: tables})
+			_, err = pc.tenantConfig("acme")
+			want = tt.want
+			if want != "" {
+				want = pipeline.EnvPoolSettings + `: tenant "acme" settings: ` + want
+			}
+			check("pool row", err, want)
+			if _, err := pc.tenantConfig("initech"); err != nil {
+				t.Errorf("pool: another tenant: got %v, want its Config (a bad row holds only its tenant)", err)
+			}
+		})
 	}
 }

@@ -26,6 +26,10 @@ type Format struct {
 	Encoding      string // pipeline.EncodingUTF8 or pipeline.EncodingCP932
 	Delimiter     rune   // CSV only
 	MaxFieldBytes int    // bound of one CSV field or one JSON line, in UTF-8 bytes
+	// Keys are a keyed tenant's keyColumns (pipeline.Tenant.KeyedOrder); none otherwise. With
+	// them, a CSV header must have every column, and a record whose key is empty (Keyer.Key) is
+	// invalid, in Split's scan and Register's parse alike.
+	Keys pipeline.Columns
 }
 
 // FormatOf checks a tenant's format settings and fills in the defaults.
@@ -48,6 +52,9 @@ func FormatOf(t pipeline.Tenant) (Format, error) {
 		} else {
 			f.Delimiter, _ = utf8.DecodeRuneInString(t.Delimiter)
 		}
+	}
+	if t.KeyedOrder() {
+		f.Keys = t.KeyColumns
 	}
 	switch {
 	case f.MaxFieldBytes == 0:

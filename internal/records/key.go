@@ -85,6 +85,14 @@ func (k *Keyer) Key(r Record) (string, error) {
 	return b.String(), nil
 }
 
+// keyer is the Keyer of f's Keys for a file with header (nil for JSON Lines); nil without keys.
+func (f Format) keyer(header []string) (*Keyer, error) {
+	if f.Keys.Len() == 0 {
+		return nil, nil
+	}
+	return NewKeyer(f.Keys.Names(), header)
+}
+
 // scalar is a JSON value as key text: a string's contents, a number's or boolean's literal, "" for
 // null; an object or array is an error.
 func scalar(v json.RawMessage) (string, error) {

@@ -160,6 +160,10 @@ func (p *ranger) parseCSV(f Format, header []string, first, max int64) ([]Record
 	if len(header) == 0 {
 		return nil, fmt.Errorf("a CSV range needs the file's header")
 	}
+	keyer, err := f.keyer(header)
+	if err != nil {
+		return nil, &Error{Record: first, Reason: err.Error()}
+	}
 	cr := newCSVReader(t.in, f, len(header))
 	cr.ReuseRecord = false // the records outlive the loop
 	recCap := f.recordCap(len(header))
@@ -194,6 +198,12 @@ func (p *ranger) parseCSV(f Format, header []string, first, max int64) ([]Record
 			continue
 		}
 		r := Record{Number: n, Fields: rec}
+		if e := checkKey(keyer, r); e != nil {
+			if err := p.reject(e, cr.InputOffset()); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if p.spans != nil {
 			if err := p.spans.next(&r, cr.InputOffset()); err != nil {
 				return nil, err
@@ -204,6 +214,18 @@ func (p *ranger) parseCSV(f Format, header []string, first, max int64) ([]Record
 		}
 		recs = append(recs, r)
 	}
+}
+
+// checkKey checks record r's key as Split does: an empty key makes it invalid. A nil keyer (no
+// keys) accepts every record.
+func checkKey(k *Keyer, r Record) *Error {
+	if k == nil {
+		return nil
+	}
+	if _, err := k.Key(r); err != nil {
+		return &Error{Record: r.Number, Reason: err.Error()}
+	}
+	return nil
 }
 
 // checkRecord checks the fields of CSV record n as Split does.
@@ -220,6 +242,10 @@ func (f Format) checkRecord(rec []string, n int64) *Error {
 }
 
 func (p *ranger) parseJSONL(f Format, first, max int64) ([]Record, error) {
+	keyer, err := f.keyer(nil)
+	if err != nil {
+		return nil, &Error{Record: first, Reason: err.Error()}
+	}
 	lr := &lineReader{r: newBufReader(p.in), max: f.MaxFieldBytes}
 	var recs []Record
 	var off int64
@@ -260,6 +286,17 @@ func (p *ranger) parseJSONL(f Format, first, max int64) ([]Record, error) {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRecords, max)
 		}
 		r := Record{Number: n, JSON: append(json.RawMessage(nil), b...)}
+		if e := checkKey(keyer, r); e != nil {
+			if p.skip == nil {
+				return nil, e
+			}
+			p.end = start
+			if err := p.reject(e, off); err != nil {
+				return nil, err
+			}
+			n++
+			continue
+		}
 		if p.spans != nil {
 			if err := p.spans.next(&r, off); err != nil {
 				return nil, err

@@ -133,6 +133,7 @@ type splitter struct {
 	lines     bool // boundaries carry their line (Cut.Lines)
 	invalid   int64
 	rawHeader []byte
+	keyer     *Keyer // Format.Keys' Keyer; nil without keys
 }
 
 // reject handles a record that failed validation with e, starting on line and ending at decoded
@@ -289,6 +290,10 @@ func (s *splitter) csv() error {
 		return err
 	}
 	s.header = append([]string(nil), rec...)
+	if s.keyer, err = s.f.keyer(s.header); err != nil {
+		line, _ := cr.FieldPos(0)
+		return &Error{Line: int64(line), Reason: err.Error()}
+	}
 	if s.skip != nil {
 		raw, err := s.rawBetween(0, cr.InputOffset())
 		if err != nil {
@@ -348,6 +353,12 @@ func (s *splitter) csv() error {
 			if !errors.As(err, &e) {
 				return err
 			}
+			if err := s.reject(e, int64(line), cr.InputOffset()); err != nil {
+				return err
+			}
+			continue
+		}
+		if e := s.checkKey(Record{Number: s.records + 1, Fields: rec}, int64(line)); e != nil {
 			if err := s.reject(e, int64(line), cr.InputOffset()); err != nil {
 				return err
 			}
@@ -450,6 +461,18 @@ func (s *splitter) checkHeader(cr *csv.Reader, rec []string) error {
 	return nil
 }
 
+// checkKey checks the key of record r, which starts on line: an empty key (Keyer.Key) makes it
+// invalid. Without keys it does nothing.
+func (s *splitter) checkKey(r Record, line int64) *Error {
+	if s.keyer == nil {
+		return nil
+	}
+	if _, err := s.keyer.Key(r); err != nil {
+		return &Error{Line: line, Reason: err.Error()}
+	}
+	return nil
+}
+
 func (s *splitter) checkFields(cr *csv.Reader, rec []string) error {
 	for i, v := range rec {
 		if len(v) > s.f.MaxFieldBytes || s.in.check.bad {
@@ -479,6 +502,10 @@ func (s *splitter) jsonl() error {
 	if err := s.started(0); err != nil {
 		return err
 	}
+	var err error
+	if s.keyer, err = s.f.keyer(nil); err != nil {
+		return &Error{Line: 1, Reason: err.Error()}
+	}
 	var off int64
 	for line := int64(1); ; line++ {
 		b, n, err := lr.next()
@@ -499,6 +526,13 @@ func (s *splitter) jsonl() error {
 		if err := checkJSONLine(b, s.f, s.in.check.bad); err != nil {
 			e := lineError(err, line, 0, s.f).(*Error)
 			// The record's bytes start at its own line, not after the blank lines before it.
+			s.end = start
+			if err := s.reject(e, line, off); err != nil {
+				return err
+			}
+			continue
+		}
+		if e := s.checkKey(Record{Number: s.records + 1, JSON: b}, line); e != nil {
 			s.end = start
 			if err := s.reject(e, line, off); err != nil {
 				return err

@@ -91,6 +91,16 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	default:
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q onInvalidRecord %q is not %q or %q", file, t.ID, t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)}
 	}
+	// Key order: records.FormatOf gave f the keyColumns, so the scan fails the file at a header
+	// without one of them (records.NewKeyer: a ValidationError naming keyColumns, before anything
+	// is written) and treats a record with an empty key as invalid, under the tenant's
+	// onInvalidRecord like any other.
+	switch {
+	case t.RecordOrder != "" && t.RecordOrder != pipeline.RecordOrderFile && t.RecordOrder != pipeline.RecordOrderKey:
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q is not %q or %q", file, t.ID, t.RecordOrder, pipeline.RecordOrderFile, pipeline.RecordOrderKey)}
+	case t.KeyedOrder() && t.KeyColumns.Len() == 0:
+		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q has no keyColumns", file, t.ID, t.RecordOrder)}
+	}
 	if t.ID == "" || req.ExecutionName == "" {
 		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}

@@ -456,7 +456,7 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 		c := file.CoreSystemSettings(name)
 		out[name] = tenantpipeline.NewCoreSystem(scope, name, &tenantpipeline.CoreSystemProps{
 			Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
-			AlarmTopic: topic, EncryptionKey: key.in(scope),
+			MaxRequestsInFlight: c.MaxRequestsInFlight, AlarmTopic: topic, EncryptionKey: key.in(scope),
 		})
 	}
 	return out, stack

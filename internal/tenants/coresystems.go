@@ -44,6 +44,11 @@ type CoreSystemConfig struct {
 	// Adaptive lets the effective running-file limit fall when the core system answers 429 or 503
 	// and grow back on success, never above MaxRunningFiles. Default: false.
 	Adaptive bool `json:"adaptive,omitempty"`
+	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
+	// files, which share it evenly (keyed tenants, recordOrder "key", keep several each): at least
+	// maxRunningFiles, since each running file sends at least one request, and at most 10,000.
+	// Default: maxRunningFiles, one request per running file.
+	MaxRequestsInFlight int `json:"maxRequestsInFlight,omitempty"`
 }
 
 // Check reports every problem of c. field names a field in messages: "coreSystems.<name>.<field>"
@@ -61,6 +66,15 @@ func (c CoreSystemConfig) Check(field func(jsonName string) string, skip func(js
 	}
 	if !skip("maxRecordsPerSecond") && c.MaxRecordsPerSecond < 0 {
 		errs = append(errs, fmt.Errorf("%s %v must be above 0, or left out for no rate limit", field("maxRecordsPerSecond"), c.MaxRecordsPerSecond))
+	}
+	if !skip("maxRequestsInFlight") {
+		running := c.MaxRunningFiles
+		if skip("maxRunningFiles") || running < MinRunningFiles || running > MaxRunningFiles {
+			running = 0 // its own problem, told above
+		}
+		if err := checkRequestsInFlight(field, c.MaxRequestsInFlight, running); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }
@@ -92,7 +106,8 @@ func (f *File) CoreSystemSettings(name string) *pipeline.CoreSystem {
 	if c == nil {
 		return nil
 	}
-	return &pipeline.CoreSystem{Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive}
+	return &pipeline.CoreSystem{Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
+		MaxRequestsInFlight: c.MaxRequestsInFlight}
 }
 
 // parseCoreSystems decodes the "coreSystems" object, each core system field by field, so that
@@ -125,6 +140,10 @@ func (f *File) parseCoreSystems(raw json.RawMessage) []error {
 		if _, ok := fields["maxRecordsPerSecond"]; ok && !u["maxRecordsPerSecond"] && c.MaxRecordsPerSecond == 0 {
 			errs = append(errs, fmt.Errorf("%s.maxRecordsPerSecond 0 must be above 0, or left out for no rate limit", where))
 			u["maxRecordsPerSecond"] = true
+		}
+		if _, ok := fields["maxRequestsInFlight"]; ok && !u["maxRequestsInFlight"] && c.MaxRequestsInFlight == 0 {
+			errs = append(errs, fmt.Errorf("%s.maxRequestsInFlight 0 must be at least maxRunningFiles, or left out for maxRunningFiles (one request per running file)", where))
+			u["maxRequestsInFlight"] = true
 		}
 		for field := range u {
 			f.coreUnread[name+"."+field] = true
@@ -193,7 +212,7 @@ func (t Tenant) checkAdmission(bad func(field, format string, args ...any)) {
 	}
 }
 
-// explicitZeros refuses a chunkSize, weight or maxRecordsPerSecond written as 0, which reading alone
+// explicitZeros refuses a chunkSize, weight, maxRecordsPerSecond or maxRecordsInFlight written as 0, which reading alone
 // cannot tell from an absent one (the default). u gains the fields it reports. A negative value is
 // the range checks' (validate, checkAdmission).
 func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) []error {
@@ -206,6 +225,8 @@ func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) [
 		{"chunkSize", t.ChunkSize == 0, fmt.Sprintf("use %d to %d records, or leave it out for %d", pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)},
 		{"weight", t.Weight == 0, fmt.Sprintf("use %d to %d, or leave it out for %d", pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)},
 		{"maxRecordsPerSecond", t.MaxRecordsPerSecond == 0, "use a rate above 0, or leave it out for no limit of the tenant's own"},
+		{"maxRecordsInFlight", t.MaxRecordsInFlight == 0, fmt.Sprintf("use %d to %d requests in flight per file, or leave it out for %d",
+			pipeline.MinMaxRecordsInFlight, pipeline.MaxMaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight)},
 	} {
 		if _, set := fields[z.field]; set && z.zero && !u.skips(z.field) {
 			errs = append(errs, fmt.Errorf("%s: %s: 0 is out of range: %s", u.name(t), z.field, z.fix))

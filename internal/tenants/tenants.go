@@ -114,6 +114,16 @@ type Tenant struct {
 	// authenticates the tenant's customers. Silo tenants only; a pooled tenant's uploaders are its
 	// pool's (pools.<pool>.uploaders). Default: none, and no uploader role.
 	Uploaders []string `json:"uploaders,omitempty"`
+
+	// Key order (keyorder.go). RecordOrder is "file" (one record at a time, in file order) or
+	// "key" (a key's records in file order, several keys at once). Default: "file" (left empty).
+	RecordOrder string `json:"recordOrder,omitempty"`
+	// KeyColumns name a record's key under recordOrder "key": CSV header names, or JSON Lines
+	// fields. Required with "key", and only with it.
+	KeyColumns []string `json:"keyColumns,omitempty"`
+	// MaxRecordsInFlight bounds the requests one file keeps in flight under recordOrder "key":
+	// 1 to 64. Default: 8 under "key".
+	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -475,6 +485,9 @@ func (t Tenant) WithDefaults() Tenant {
 		t.MaxInvalidRecords = pipeline.DefaultMaxInvalidRecords
 	}
 	t = t.sinkDefaults()
+	if t.RecordOrder == pipeline.RecordOrderKey && t.MaxRecordsInFlight == 0 {
+		t.MaxRecordsInFlight = pipeline.DefaultMaxRecordsInFlight
+	}
 	return t
 }
 
@@ -533,6 +546,12 @@ func (f *File) validate(unread []unreadable, n Naming) error {
 
 // Validate checks one tenant on its own, fields already defaulted.
 func (t Tenant) Validate() error { return t.check(unreadable{}, FileNaming.Field) }
+
+// ValidateNamed is Validate with messages that name the tenant's fields by field (given the JSON
+// path): a construct names its own props.
+func (t Tenant) ValidateNamed(field func(jsonPath string) string) error {
+	return t.check(unreadable{}, field)
+}
 
 // check is Validate without the checks of the fields u could not read.
 func (t Tenant) check(u unreadable, name func(field string) string) error {
@@ -613,6 +632,7 @@ func (t Tenant) check(u unreadable, name func(field string) string) error {
 	}
 	t.validateSink(bad)
 	t.checkAdmission(bad)
+	t.checkKeyOrder(bad, name)
 	return errors.Join(errs...)
 }
 
@@ -659,6 +679,9 @@ func (t Tenant) Settings() pipeline.Tenant {
 		OnInvalidRecord:       t.OnInvalidRecord,
 		MaxInvalidRecords:     t.MaxInvalidRecords,
 		RejectStatuses:        rejectStatuses(t.RejectStatuses),
+		RecordOrder:           t.RecordOrder,
+		KeyColumns:            keyColumns(t.KeyColumns),
+		MaxRecordsInFlight:    t.MaxRecordsInFlight,
 	}
 }
 

@@ -1,0 +1,51 @@
+package test
+
+import (
+	"testing"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// A keyed tenant's settings reach its executions from tenants.json in both tiers: a silo
+// controller's TENANT variable and a pool's settings row carry recordOrder, keyColumns and
+// maxRecordsInFlight (defaulted to 8), and their core system its maxRequestsInFlight, so each file
+// of either keeps min(maxRecordsInFlight, 40/4) requests in flight.
+func TestKeyOrderSettingsInBothTiers(t *testing.T) {
+	_, built := synthApp(t, "keyorder.json", stacks.Options{})
+	if len(built.TenantStacks) != 1 || len(built.PoolStacks) != 1 {
+		t.Fatalf("got %d tenant stacks and %d pool stacks, want 1 and 1", len(built.TenantStacks), len(built.PoolStacks))
+	}
+	var silo pipeline.Tenant
+	flattenJSON(t, env(t, stackTemplate(t, built.TenantStacks[0]), "TenantacmeController")[pipeline.EnvTenant], &silo)
+	rows, err := pipeline.ParsePoolIndex(built.Pools["default"].SettingsFile)
+	if err != nil {
+		t.Fatalf("pool default's SettingsFile: %v", err)
+	}
+	pooled, err := rows.Tenant("hooli")
+	if err != nil {
+		t.Fatalf("hooli's row: %v", err)
+	}
+	ledger := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRequestsInFlight: 40}
+	for _, c := range []struct {
+		tier                   string
+		got                    pipeline.Tenant
+		cols                   pipeline.Columns
+		inFlight, recsInFlight int
+	}{
+		{"silo", silo, pipeline.MustColumns("customer", "region"), 8, 8},
+		{"pool", pooled.Settings, pipeline.MustColumns("customer"), 16, 10},
+	} {
+		s := c.got
+		if s.RecordOrder != pipeline.RecordOrderKey || s.KeyColumns != c.cols || s.MaxRecordsInFlight != c.inFlight {
+			t.Errorf("%s: got recordOrder %q, keyColumns %v, maxRecordsInFlight %d; want %q, %v, %d",
+				c.tier, s.RecordOrder, s.KeyColumns.Names(), s.MaxRecordsInFlight, pipeline.RecordOrderKey, c.cols.Names(), c.inFlight)
+		}
+		if s.CoreSystem == nil || *s.CoreSystem != ledger {
+			t.Errorf("%s: got core system %+v, want %+v (no table)", c.tier, s.CoreSystem, ledger)
+		}
+		if got := s.RecordsInFlight(); got != c.recsInFlight {
+			t.Errorf("%s: got %d records in flight, want %d", c.tier, got, c.recsInFlight)
+		}
+	}
+}
