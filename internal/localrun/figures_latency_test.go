@@ -17,7 +17,9 @@ import (
 )
 
 // fixedWaitEnv is the seed design's controller: no wake-up on status events, no in-process
-// polling, and a look every 30 s at the running file (the first wait and every later one).
+// polling, and a look every 30 s at the running file (the first wait and every later one). The
+// templates still route the status change events to the controller's wake-up handler, which
+// announces a file's end: the fixed wait holds the tenant's next file, not the File Processed event.
 var fixedWaitEnv = []string{"WAKE_EVENTS=false", "FIRST_WAIT_MILLIS=30000", "MAX_WAIT_SECONDS=30", "POLL_BUDGET_SECONDS=0"}
 
 // The latency workload: a burst of one-chunk files across the scenario tenants, then one-chunk
@@ -62,13 +64,19 @@ func TestFiguresLatency(t *testing.T) {
 		{"this design", Config{}},
 		{"fixed 30 s wait", Config{EnvFor: map[string][]string{controllerPkg: fixedWaitEnv}}},
 	}
+	// The runs start here, where a failed start may end the test, and are measured side by side.
+	runs := make([]*Run, len(designs))
+	for i, d := range designs {
+		runs[i] = startScenario(t, scenarioTenants, d.cfg)
+	}
 	results := make([]designLatency, len(designs))
 	var wg sync.WaitGroup
 	for i, d := range designs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = measureLatency(t, d.name, d.cfg)
+			defer runs[i].Close()
+			results[i] = measureLatency(t, d.name, runs[i])
 		}()
 	}
 	wg.Wait()
@@ -100,11 +108,10 @@ func TestFiguresLatency(t *testing.T) {
 	}
 }
 
-// measureLatency runs the latency workload against one design.
-func measureLatency(t *testing.T, name string, cfg Config) designLatency {
+// measureLatency runs the latency workload against one design's run. It may run beside another
+// test goroutine, so it reports failures with t.Errorf and returns.
+func measureLatency(t *testing.T, name string, r *Run) designLatency {
 	t.Helper()
-	r := startScenario(t, scenarioTenants, cfg)
-	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	out := designLatency{name: name}
