@@ -36,7 +36,7 @@ func TestFigures(t *testing.T) {
 		// templates now turn on: TestFiguresControllerCalls measures that one.
 		{"backoff (1 s doubling, 10 s in-process polling)", []string{"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}},
 		// The old design: look again every 30 s, no in-process polling.
-		{"fixed 30 s wait (old design)", []string{"WAKE_EVENTS=false", "FIRST_WAIT_MILLIS=30000", "MAX_WAIT_SECONDS=30", "POLL_BUDGET_SECONDS=0"}},
+		{"fixed 30 s wait (old design)", fixedWaitEnv},
 	} {
 		r := startScenario(t, scenarioTenants, Config{EnvFor: map[string][]string{controllerPkg: mode.env}})
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
