@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/termtable"
 )
 
@@ -169,6 +170,10 @@ func resultsText(rep ops.ResultsReport) string {
 		{"rejected", fmt.Sprint(s.Rejected)},
 		{"unprocessed", fmt.Sprint(s.Unprocessed)},
 	}
+	if len(s.RegisteredAfterHalt) > 0 {
+		// A file in key order: records of other keys after the failed one, registered already.
+		rows = append(rows, []string{"registered after halt", recordRanges(s.RegisteredAfterHalt, 10)})
+	}
 	if s.Failure != nil {
 		f := s.Failure.Type + ": " + oneLine(s.Failure.Message)
 		if s.Failure.Line > 0 {
@@ -186,6 +191,33 @@ func resultsText(rep ops.ResultsReport) string {
 	}
 	b.WriteString(termtable.Render(rows))
 	return b.String()
+}
+
+// recordRanges prints record ranges as "124-126, 130, 141-150", the first most of them, then how
+// many more (--json has them all).
+func recordRanges(rs []pipeline.RecordRange, most int) string {
+	var parts []string
+	var n int64
+	for i, r := range rs {
+		n += r.Last - r.First + 1
+		if i >= most {
+			continue
+		}
+		if r.First == r.Last {
+			parts = append(parts, fmt.Sprint(r.First))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r.First, r.Last))
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if len(rs) > most {
+		s += fmt.Sprintf(", and %d more ranges (--json lists them)", len(rs)-most)
+	}
+	noun := "records"
+	if n == 1 {
+		noun = "record"
+	}
+	return fmt.Sprintf("%d %s: %s", n, noun, s)
 }
 
 func filesFlags(fs *flag.FlagSet) func() error {

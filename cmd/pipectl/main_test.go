@@ -900,6 +900,19 @@ func TestResults(t *testing.T) {
 			}
 		}
 	})
+	t.Run("registered after halt", func(t *testing.T) {
+		w := world()
+		keyed := strings.Replace(strings.ReplaceAll(summary, "BUCKET", acme.Bucket), `"unprocessed":2,`,
+			`"unprocessed":2,"registeredAfterHalt":[{"first":4,"last":4}],`, 1)
+		w.Objects[acme.Bucket+"/results/acme/acme-2/summary.json"] = &opsfake.Object{Body: keyed}
+		code, stdout, stderr := runIn(t, w, "results", "acme", "acme-2")
+		if code != 0 || !strings.Contains(stdout, "registered after halt") || !strings.Contains(stdout, "1 record: 4") {
+			t.Errorf("got exit %d (%s)\n%s\nwant a row of the records registered after the halt", code, stderr, stdout)
+		}
+		if _, plain, _ := runIn(t, setup(), "results", "acme", "acme-2"); strings.Contains(plain, "registered after halt") {
+			t.Errorf("a file-order summary: got\n%s\nwant no registered-after-halt row", plain)
+		}
+	})
 	t.Run("no summary", func(t *testing.T) {
 		code, _, stderr := runIn(t, world(), "results", "acme", "acme-1")
 		if code != 1 || !strings.Contains(stderr, "results/acme/acme-1/summary.json") {
@@ -948,5 +961,21 @@ func TestResultsArgument(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRecordRanges(t *testing.T) {
+	for _, c := range []struct {
+		rs   []pipeline.RecordRange
+		most int
+		want string
+	}{
+		{[]pipeline.RecordRange{{First: 4, Last: 4}}, 10, "1 record: 4"},
+		{[]pipeline.RecordRange{{First: 124, Last: 126}, {First: 130, Last: 130}}, 10, "4 records: 124-126, 130"},
+		{[]pipeline.RecordRange{{First: 1, Last: 2}, {First: 5, Last: 5}, {First: 9, Last: 9}}, 2, "4 records: 1-2, 5, and 1 more ranges (--json lists them)"},
+	} {
+		if got := recordRanges(c.rs, c.most); got != c.want {
+			t.Errorf("recordRanges(%v, %d): got %q, want %q", c.rs, c.most, got, c.want)
+		}
 	}
 }
