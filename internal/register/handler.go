@@ -93,7 +93,11 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 		h.emit(req.Tenant.ID, p.coreSystem(), p.metrics()...)
 		return pipeline.ChunkResult{}, err
 	}
-	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
+	attrs = append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)
+	if req.Tenant.KeyedOrder() {
+		attrs = append(attrs, "peakInFlight", p.peak())
+	}
+	h.Log.Info("chunks registered", attrs...)
 	p.settle(ctx, h.budget(ctx, req), res.Registered)
 	h.emit(req.Tenant.ID, p.coreSystem(), append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
 	return res, nil
@@ -425,9 +429,11 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 }
 
 // parseRange parses the chunk's n bytes from body; for a tenant that can reject records, from the
-// bytes in memory, so that each record keeps its original bytes (records.ParseRawRange).
+// bytes in memory, so that each record keeps its original bytes (records.ParseRawRange). A keyed
+// tenant under skipRecord can reject a record whose key the Keyer refuses (keyedSink).
 func parseRange(body io.Reader, n int64, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, skip records.Skip) ([]records.Record, error) {
-	if !req.Tenant.CanReject() {
+	t := req.Tenant
+	if !t.CanReject() && !(t.KeyedOrder() && t.SkipsInvalid()) {
 		return records.ParseRangeSkip(body, f, req.Header, span.FirstRecord, span.Records, skip)
 	}
 	raw, err := io.ReadAll(io.LimitReader(body, n+1))
