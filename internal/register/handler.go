@@ -77,6 +77,10 @@ type Handler struct {
 	sleep     func(context.Context, time.Duration) error // Default: a timer under the context.
 	limiters  limiters                                   // the current file's token bucket
 	lines     lineCounter                                // where the current file's chunks start, for rejections
+
+	// keyedAnswered, when set, is told each record whose answer the keyed schedule has taken in
+	// (keyedSink), so that a test can order its replies after it.
+	keyedAnswered func(record int64)
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the

@@ -30,12 +30,14 @@ type keyedSink struct {
 	// is rejected like a record the core system refuses, and the others go on.
 	skip bool
 
+	answered func(record int64) // Handler.keyedAnswered
+
 	mu   sync.Mutex
 	auth string // the Authorization value, refreshed by whichever POST got a 401
 }
 
-func newKeyedSink(core coreClient, rej *chunkRejects, t pipeline.Tenant, w *window) *keyedSink {
-	return &keyedSink{record: recordSink{core, rej}, window: w, skip: t.SkipsInvalid()}
+func newKeyedSink(core coreClient, rej *chunkRejects, t pipeline.Tenant, w *window, answered func(int64)) *keyedSink {
+	return &keyedSink{record: recordSink{core, rej}, window: w, skip: t.SkipsInvalid(), answered: answered}
 }
 
 // keyedOutcome is one record's answer, from the goroutine that sent it to the scheduler.
@@ -95,6 +97,9 @@ func (s *keyedSink) Write(ctx context.Context, b budget, req pipeline.ChunkReque
 		default:
 			r.finish(o.i, keyedAcknowledged)
 			s.window.grow()
+		}
+		if s.answered != nil {
+			s.answered(recs[o.i].Number)
 		}
 	}
 	if r.mark == len(recs) {
