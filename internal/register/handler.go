@@ -1,7 +1,8 @@
 // Package register is the Register Lambda's logic. For one chunk of a file it reads the chunk's
 // byte range of the exact object version, parses its records, and sends them in order to the
-// tenant's core system (HTTP, HTTP batch or DynamoDB), stopping at the first failure. See
-// docs/data-path.md. Command lambdas/register wires it to the AWS clients.
+// tenant's core system (HTTP, HTTP batch or DynamoDB; for a tenant in key order, in order per key
+// with several keys at once), stopping at the first failure. See docs/data-path.md. Command
+// lambdas/register wires it to the AWS clients.
 package register
 
 import (

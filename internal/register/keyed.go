@@ -193,20 +193,17 @@ func (r *keyedRun) dispatch(window int, start func(i int)) {
 	r.advance()
 }
 
-// finish records the answer to record i.
+// finish records the answer to record i; a failed one stops new sends.
 func (r *keyedRun) finish(i int, st keyedState) {
 	r.state[i] = st
 	r.inFlight--
 	delete(r.busy, r.keys[i])
+	r.stopped = r.stopped || st == keyedFailed
 	r.advance()
 }
 
-// fail keeps the failure of record i if it is the lowest so far, and stops new sends once one was
-// sent and failed (a refused key at limit only bounds them).
+// fail keeps the failure of record i if it is the lowest so far.
 func (r *keyedRun) fail(i int, kind Rejection, err error) {
-	if r.state[i] == keyedFailed {
-		r.stopped = true
-	}
 	if !r.failed || i < r.failure.i {
 		r.failure.i, r.failure.kind, r.failure.err, r.failed = i, kind, err, true
 	}

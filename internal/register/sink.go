@@ -15,17 +15,18 @@ import (
 // (dynamo.go). Register's loop drives a Sink without knowing which one it is, as database/sql
 // drives a driver.Conn.
 type Sink interface {
-	// Write writes recs, the records of req's chunk, in file order, each exactly once (a record
-	// already written by an earlier attempt is written again with the same idempotency key or
-	// _seq, which the destination deduplicates). It returns how many records are written and, if
-	// not all, a *WriteError for the first record in file order that was not: no record after it
-	// is started, except under key order (keyedSink), where records of other keys after it may be
-	// written already (WriteError.Registered). Every call runs under the invocation's budget b.
+	// Write writes recs, the records of req's chunk, in file order (under key order, in file order
+	// per key), each exactly once (a record already written by an earlier attempt is written again
+	// with the same idempotency key or _seq, which the destination deduplicates). It returns how
+	// many records, from the first, are written and, if not all, a *WriteError for the first
+	// record in file order that was not: no record after it is started, except under key order
+	// (keyedSink), where records of other keys after it may be written already
+	// (WriteError.Registered). Every call runs under the invocation's budget b.
 	Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error)
 }
 
 // openSink chooses the tenant's sink: its DynamoDB table when it has one, else its registerUrl in
-// batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
+// batch or record mode, record mode in order per key for a tenant in key order. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
 // p paces the writes toward the tenant's core system.
 func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace, rej *chunkRejects) Sink {
 	return h.sinkFor(t, target, p, &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets}, rej)
