@@ -35,7 +35,7 @@ type keyedReply struct {
 }
 
 // keyedCore is a core system (a Doer) that checks key order as it goes: every request's record
-// must be its key's next one in file order (the next after the last it acknowledged), no two
+// must be its key's next one in file order (the next after the last it answered for good), no two
 // requests of one key may be in flight, and no more than window requests at all. answer decides
 // each reply and may block (a barrier, or the test conducting the replies).
 type keyedCore struct {
@@ -100,9 +100,12 @@ func (c *keyedCore) Do(req *http.Request) (*http.Response, error) {
 	c.mu.Lock()
 	c.inFlight--
 	delete(c.busy, key)
-	if r.status >= 200 && r.status < 300 {
-		c.next[key] = c.next[key][1:]
+	switch {
+	case r.status >= 200 && r.status < 300:
 		c.acked = append(c.acked, n)
+		fallthrough
+	case r.status != 0 && !slowDown(r.status) && r.status != http.StatusUnauthorized:
+		c.next[key] = c.next[key][1:] // answered for good: the key's next record may follow
 	}
 	c.mu.Unlock()
 	if r.status == 0 {
@@ -653,6 +656,85 @@ func TestWindow(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got sizes %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeyedThroughDeliver: what record mode's POST does holds under key order, with several
+// requests at once: a status of rejectStatuses under skipRecord rejects the record and its key's
+// next record goes on; a rotated secret is fetched again after a 401 and every record is
+// registered with it.
+func TestKeyedThroughDeliver(t *testing.T) {
+	keys := []string{"a", "b", "a", "b", "c", "a", "c", "b", "d", "e"}
+	tests := []struct {
+		name        string
+		reject      int64 // the record answered 422
+		rotate      bool
+		wantAcked   int
+		wantRejects string
+	}{
+		{name: "a rejected record: its key goes on", reject: 3, wantAcked: 9, wantRejects: `"record":3,`},
+		{name: "a rotated secret", rotate: true, wantAcked: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant, data, byNum := keyedFile(keys, 4)
+			tenant = skipping(tenant, 422)
+			sm := &fakeSecrets{values: map[string]string{secretARN: "old"}}
+			if tt.rotate {
+				tenant.RegisterAuthSecretARN = secretARN
+			}
+			fake := sourcetest.NewFakeS3()
+			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
+			core := newKeyedCore(t, 4, byNum, 1)
+			core.answer = barrier(4)
+			answer := core.answer
+			core.answer = func(ctx context.Context, c *keyedCall) keyedReply {
+				r := answer(ctx, c)
+				if c.record == tt.reject {
+					r.status = 422
+				}
+				return r
+			}
+			auth := core.Do
+			h := keyedHandler(fake, doerFunc(func(r *http.Request) (*http.Response, error) {
+				if tt.rotate && r.Header.Get("Authorization") != "new" {
+					return &http.Response{StatusCode: 401, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+				}
+				return auth(r)
+			}), io.Discard)
+			h.Secrets = NewSecretCache(sm)
+			if _, err := h.Secrets.Get(context.Background(), secretARN); err != nil { // cache "old"
+				t.Fatal(err)
+			}
+			sm.mu.Lock()
+			sm.values[secretARN] = "new"
+			sm.mu.Unlock()
+
+			res, err := h.Handle(context.Background(), reqs[0])
+			if err != nil || !res.Done {
+				t.Fatalf("got %v, done %v; want the chunk done", err, res.Done)
+			}
+			if len(core.acked) != tt.wantAcked || res.Registered+res.Rejected != int64(len(keys)) {
+				t.Errorf("got %d acknowledged, %d registered and %d rejected; want %d acknowledged, all %d done",
+					len(core.acked), res.Registered, res.Rejected, tt.wantAcked, len(keys))
+			}
+			var parts string
+			for k, v := range fake.Puts {
+				if strings.HasPrefix(k, ingest+"/") {
+					parts += string(v)
+				}
+			}
+			if tt.wantRejects != "" && !strings.Contains(parts, tt.wantRejects) {
+				t.Errorf("got rejections %q, want %s", parts, tt.wantRejects)
+			}
+			// The first fetch cached "old"; at most the first window's POSTs fetch it again, and
+			// every later one starts with the refreshed value.
+			sm.mu.Lock()
+			defer sm.mu.Unlock()
+			if tt.rotate && sm.calls > 1+4 {
+				t.Errorf("got %d secret fetches, want at most %d: a refreshed secret is kept for the next POSTs", sm.calls, 1+4)
 			}
 		})
 	}
