@@ -434,11 +434,9 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 }
 
 // parseRange parses the chunk's n bytes from body; for a tenant that can reject records, from the
-// bytes in memory, so that each record keeps its original bytes (records.ParseRawRange). A keyed
-// tenant under skipRecord can reject a record whose key the Keyer refuses (keyedSink).
+// bytes in memory, so that each record keeps its original bytes (records.ParseRawRange).
 func parseRange(body io.Reader, n int64, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, skip records.Skip) ([]records.Record, error) {
-	t := req.Tenant
-	if !t.CanReject() && !(t.KeyedOrder() && t.SkipsInvalid()) {
+	if !req.Tenant.CanReject() {
 		return records.ParseRangeSkip(body, f, req.Header, span.FirstRecord, span.Records, skip)
 	}
 	raw, err := io.ReadAll(io.LimitReader(body, n+1))

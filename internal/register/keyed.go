@@ -26,9 +26,6 @@ import (
 type keyedSink struct {
 	record recordSink // one record's POST (recordSink.send)
 	window *window
-	// skip: under skipRecord a record the Keyer refuses (an empty key, a field that is an object)
-	// is rejected like a record the core system refuses, and the others go on.
-	skip bool
 
 	answered func(record int64) // Handler.keyedAnswered
 
@@ -36,8 +33,8 @@ type keyedSink struct {
 	auth string // the Authorization value, refreshed by whichever POST got a 401
 }
 
-func newKeyedSink(core coreClient, rej *chunkRejects, t pipeline.Tenant, w *window, answered func(int64)) *keyedSink {
-	return &keyedSink{record: recordSink{core, rej}, window: w, skip: t.SkipsInvalid(), answered: answered}
+func newKeyedSink(core coreClient, rej *chunkRejects, w *window, answered func(int64)) *keyedSink {
+	return &keyedSink{record: recordSink{core, rej}, window: w, answered: answered}
 }
 
 // keyedOutcome is one record's answer, from the goroutine that sent it to the scheduler.
@@ -49,6 +46,9 @@ type keyedOutcome struct {
 }
 
 func (s *keyedSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
+	// Register's parse refuses a header without a key column and a record whose key is empty, as
+	// Split does (records.Format.Keys), so the Keyer refuses nothing here unless the two disagree:
+	// then it fails closed, at the record, after the records before it.
 	keyer, err := records.NewKeyer(req.Tenant.KeyColumns.Names(), keyHeader(req))
 	if err != nil {
 		return 0, &WriteError{Record: recs[0].Number, Kind: RejectedSink, Err: &pipeline.PermanentError{
@@ -62,22 +62,14 @@ func (s *keyedSink) Write(ctx context.Context, b budget, req pipeline.ChunkReque
 	r := newKeyedRun(recs)
 	for i, rec := range recs {
 		key, err := keyer.Key(rec)
-		switch {
-		case err == nil:
-			r.keys[i] = key
-		case s.skip:
-			s.record.rejects.add(rec, 0, err.Error())
-			r.state[i] = keyedRejected
-		default:
+		if err != nil {
 			// Records before it go on; it and every record after it stay unsent.
 			r.limit = i
 			r.fail(i, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err})
-		}
-		if r.limit < len(recs) {
 			break
 		}
+		r.keys[i] = key
 	}
-	r.advance()
 
 	answers := make(chan keyedOutcome, s.window.most)
 	for {

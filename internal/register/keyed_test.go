@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -544,49 +545,46 @@ func TestKeyedLead(t *testing.T) {
 	}
 }
 
-// TestKeyedRefusedKey: a record the Keyer refuses (an empty key, a JSON field that is an object)
-// fails the file at that record, naming it and never its values, after the records before it;
-// under skipRecord it is rejected like a record the core system refuses, and the others go on. A
-// key column missing from the header fails before anything is sent.
+// TestKeyedRefusedKey: Register's parse refuses a record with an empty key as Split does, so
+// the sink meets one only if the two disagree; it then fails closed at that record, naming it and
+// never its values, after the records before it. A key column missing from the header fails
+// before anything is sent. The sink is driven directly, with records the parse would refuse.
 func TestKeyedRefusedKey(t *testing.T) {
+	csv := func(n int64, k string) records.Record {
+		return records.Record{Number: n, Fields: []string{fmt.Sprint(n), k, "SECRET"}}
+	}
 	tests := []struct {
 		name     string
-		data     string
+		recs     []records.Record
 		jsonl    bool
-		skip     bool
 		cols     []string
-		wantErr  string
+		wantDone int64
 		wantMsg  string
 		wantSent []int64
-		wantRej  string // in the rejections part written
 	}{
-		{name: "an empty key fails the file at its record",
-			data: "id,k,secret\n1,a,SECRET\n2,b,SECRET\n3,,SECRET\n4,c,SECRET\n", cols: []string{"k"},
-			wantErr: pipeline.ErrPermanent, wantMsg: `record 3 has an empty key (keyColumns "k")`, wantSent: []int64{1, 2}},
-		{name: "under skipRecord an empty key is rejected",
-			data: "id,k,secret\n1,a,SECRET\n2,b,SECRET\n3,,SECRET\n4,c,SECRET\n", cols: []string{"k"}, skip: true,
-			wantSent: []int64{1, 2, 4}, wantRej: `"record":3,"error":"record 3 has an empty key (keyColumns \"k\")"`},
+		{name: "an empty key fails at its record",
+			recs: []records.Record{csv(1, "a"), csv(2, "b"), csv(3, ""), csv(4, "c")}, cols: []string{"k"},
+			wantDone: 2, wantMsg: `record 3 has an empty key (keyColumns "k")`, wantSent: []int64{1, 2}},
 		{name: "a JSON field that is an object",
-			data: `{"k":"a","secret":"SECRET"}` + "\n" + `{"k":{"x":"SECRET"}}` + "\n", jsonl: true, cols: []string{"k"},
-			wantErr: pipeline.ErrPermanent, wantMsg: `record 2: keyColumns field "k" is an object or array`, wantSent: []int64{1}},
+			recs:  []records.Record{{Number: 1, JSON: json.RawMessage(`{"k":"a"}`)}, {Number: 2, JSON: json.RawMessage(`{"k":{"x":"SECRET"}}`)}},
+			jsonl: true, cols: []string{"k"},
+			wantDone: 1, wantMsg: `record 2: keyColumns field "k" is an object or array`, wantSent: []int64{1}},
 		{name: "a key column not in the header",
-			data: "id,k,secret\n1,a,SECRET\n", cols: []string{"nope"},
-			wantErr: pipeline.ErrPermanent, wantMsg: `keyColumns: column "nope" is not in the file's header`},
+			recs: []records.Record{csv(1, "a")}, cols: []string{"nope"},
+			wantMsg: `keyColumns: column "nope" is not in the file's header`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tenant, _, _ := keyedFile(nil, 4)
 			tenant.KeyColumns = pipeline.MustColumns(tt.cols...)
+			req := pipeline.ChunkRequest{Tenant: tenant, ExecutionName: execName, Header: []string{"id", "k", "secret"}}
 			if tt.jsonl {
-				tenant.Format = pipeline.FormatJSONL
+				req.Tenant.Format, req.Header = pipeline.FormatJSONL, []string{}
 			}
-			if tt.skip {
-				tenant.OnInvalidRecord = pipeline.OnInvalidSkipRecord
-			}
-			fake := sourcetest.NewFakeS3()
-			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, []byte(tt.data))
-			var sent []int64
-			var mu sync.Mutex
+			var (
+				mu   sync.Mutex
+				sent []int64
+			)
 			core := doerFunc(func(r *http.Request) (*http.Response, error) {
 				var rec wireRecord
 				b, _ := io.ReadAll(r.Body)
@@ -596,26 +594,25 @@ func TestKeyedRefusedKey(t *testing.T) {
 				mu.Unlock()
 				return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 			})
-			h := keyedHandler(fake, core, io.Discard)
-			_, err := h.Handle(context.Background(), reqs[0])
-			if typ := source.ErrorType(err); typ != tt.wantErr && (err != nil || tt.wantErr != "") {
-				t.Fatalf("got error %v (%s), want %q", err, typ, tt.wantErr)
+			h := keyedHandler(sourcetest.NewFakeS3(), core, io.Discard)
+			sink := h.sinkFor(req.Tenant, tenant.RegisterURL, h.newPace(req), &TenantClients{Secrets: h.Secrets}, &chunkRejects{})
+			if _, ok := sink.(*keyedSink); !ok {
+				t.Fatalf("got sink %T, want *keyedSink", sink)
 			}
-			if err != nil && (!strings.Contains(err.Error(), tt.wantMsg) || strings.Contains(err.Error(), "SECRET")) {
+			done, err := sink.Write(context.Background(), h.budget(context.Background(), req), req, tt.recs)
+			var we *WriteError
+			if !errors.As(err, &we) || source.ErrorType(we.Err) != pipeline.ErrPermanent {
+				t.Fatalf("got %v, want a WriteError of a PermanentError", err)
+			}
+			if done != tt.wantDone || we.Record != tt.recs[tt.wantDone].Number {
+				t.Errorf("got %d done, stopped at record %d; want %d, record %d", done, we.Record, tt.wantDone, tt.recs[tt.wantDone].Number)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) || strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("got error %q, want it to contain %q and no value", err, tt.wantMsg)
 			}
 			slices.Sort(sent)
 			if !reflect.DeepEqual(sent, tt.wantSent) {
 				t.Errorf("got records sent %v, want %v", sent, tt.wantSent)
-			}
-			var parts string
-			for k, v := range fake.Puts {
-				if strings.HasPrefix(k, ingest+"/") {
-					parts += string(v)
-				}
-			}
-			if tt.wantRej != "" && !strings.Contains(parts, tt.wantRej) {
-				t.Errorf("got rejections %q, want %s", parts, tt.wantRej)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantCl
 	core.rejects = t.CanReject()
 	if t.KeyedOrder() {
 		core.slowed = p.window.halve
-		return newKeyedSink(core, rej, t, p.window, h.keyedAnswered)
+		return newKeyedSink(core, rej, p.window, h.keyedAnswered)
 	}
 	return &recordSink{core, rej}
 }
