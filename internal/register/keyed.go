@@ -46,63 +46,65 @@ type keyedOutcome struct {
 }
 
 func (s *keyedSink) Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error) {
-	// Register's parse refuses a header without a key column and a record whose key is empty, as
-	// Split does (records.Format.Keys), so the Keyer refuses nothing here unless the two disagree:
-	// then it fails closed, at the record, after the records before it.
-	keyer, err := records.NewKeyer(req.Tenant.KeyColumns.Names(), keyHeader(req))
+	r, err := keyedRunOf(b, req, recs)
 	if err != nil {
-		return 0, &WriteError{Record: recs[0].Number, Kind: RejectedSink, Err: &pipeline.PermanentError{
-			Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err}}
+		return 0, &WriteError{Record: recs[0].Number, Kind: RejectedSink, Err: err}
 	}
-	auth, err := s.record.core.auth(ctx, b, req, false)
-	if err != nil {
+	if s.auth, err = s.record.core.auth(ctx, b, req, false); err != nil {
 		return 0, &WriteError{Record: recs[0].Number, Kind: rejection(err, 0), Err: err}
 	}
-	s.auth = auth
+	answers := make(chan keyedOutcome, s.window.most) // never more in flight
+	for {
+		r.dispatch(s.window.size(), func(i int) { go s.send(ctx, b, req, recs[i], i, answers) })
+		if r.inFlight == 0 {
+			break
+		}
+		s.take(req, r, <-answers)
+	}
+	return r.result(b, req)
+}
+
+// keyedRunOf is the schedule of recs with each record's key. Register's parse refuses a header
+// without a key column and a record whose key is empty, as Split does (records.Format.Keys), so
+// the Keyer refuses nothing here unless the two disagree: then the chunk fails closed, at that
+// record, after the records before it.
+func keyedRunOf(b budget, req pipeline.ChunkRequest, recs []records.Record) (*keyedRun, error) {
+	keyer, err := records.NewKeyer(req.Tenant.KeyColumns.Names(), keyHeader(req))
+	if err != nil {
+		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err}
+	}
 	r := newKeyedRun(recs)
 	for i, rec := range recs {
 		key, err := keyer.Key(rec)
 		if err != nil {
-			// Records before it go on; it and every record after it stay unsent.
+			// It and every record after it stay unsent.
 			r.limit = i
 			r.fail(i, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err})
 			break
 		}
 		r.keys[i] = key
 	}
+	return r, nil
+}
 
-	answers := make(chan keyedOutcome, s.window.most)
-	for {
-		r.dispatch(s.window.size(), func(i int) { go s.send(ctx, b, req, recs[i], i, answers) })
-		if r.inFlight == 0 {
-			break
-		}
-		o := <-answers
-		switch {
-		case o.kind == RejectedRecord && s.record.core.rejects && req.Tenant.RejectsStatus(o.resp.status):
-			s.record.rejects.add(recs[o.i], o.resp.status, coreRejection(o.resp.status, o.resp.body))
-			r.finish(o.i, keyedRejected)
-			s.window.grow()
-		case o.err != nil:
-			r.finish(o.i, keyedFailed)
-			r.fail(o.i, o.kind, o.err)
-		default:
-			r.finish(o.i, keyedAcknowledged)
-			s.window.grow()
-		}
-		if s.answered != nil {
-			s.answered(recs[o.i].Number)
-		}
+// take is the schedule's part of one answer: a record registered, rejected under skipRecord (as
+// recordSink rejects it), or failed; an answer grows the window.
+func (s *keyedSink) take(req pipeline.ChunkRequest, r *keyedRun, o keyedOutcome) {
+	switch {
+	case o.kind == RejectedRecord && s.record.core.rejects && req.Tenant.RejectsStatus(o.resp.status):
+		s.record.rejects.add(r.recs[o.i], o.resp.status, coreRejection(o.resp.status, o.resp.body))
+		r.finish(o.i, keyedRejected)
+		s.window.grow()
+	case o.err != nil:
+		r.finish(o.i, keyedFailed)
+		r.fail(o.i, o.kind, o.err)
+	default:
+		r.finish(o.i, keyedAcknowledged)
+		s.window.grow()
 	}
-	if r.mark == len(recs) {
-		return int64(len(recs)), nil
+	if s.answered != nil {
+		s.answered(r.recs[o.i].Number)
 	}
-	if !r.failed {
-		// Unreachable: with nothing in flight and no failure, dispatch always starts the mark's record.
-		return int64(r.mark), &WriteError{Record: recs[r.mark].Number, Kind: RejectedSink, Err: &pipeline.PermanentError{
-			Message: fmt.Sprintf("%s: chunk %d: record %d was never sent", b.file, req.Chunk, recs[r.mark].Number)}}
-	}
-	return int64(r.mark), &WriteError{Record: recs[r.mark].Number, Kind: r.failure.kind, Err: r.failure.err, Registered: r.acknowledgedPast()}
 }
 
 // send POSTs one record and hands its answer to the scheduler. Each POST starts from the latest
@@ -209,6 +211,20 @@ func (r *keyedRun) advance() {
 	for r.next < len(r.recs) && r.state[r.next] != keyedPending {
 		r.next++
 	}
+}
+
+// result is what Write returns once nothing is in flight: the mark, and unless it is the end the
+// lowest failure with the records acknowledged past the mark.
+func (r *keyedRun) result(b budget, req pipeline.ChunkRequest) (int64, error) {
+	switch {
+	case r.mark == len(r.recs):
+		return int64(r.mark), nil
+	case !r.failed:
+		// Unreachable: with nothing in flight and no failure, dispatch always starts the mark's record.
+		return int64(r.mark), &WriteError{Record: r.recs[r.mark].Number, Kind: RejectedSink, Err: &pipeline.PermanentError{
+			Message: fmt.Sprintf("%s: chunk %d: record %d was never sent", b.file, req.Chunk, r.recs[r.mark].Number)}}
+	}
+	return int64(r.mark), &WriteError{Record: r.recs[r.mark].Number, Kind: r.failure.kind, Err: r.failure.err, Registered: r.acknowledgedPast()}
 }
 
 // acknowledgedPast are the numbers of the records past the mark that the core system registered.
