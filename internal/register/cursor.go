@@ -104,9 +104,12 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		if out.rejects != nil && (err == nil || keep(stop) > 0) {
 			passed = out.rejects.before(keep(stop))
 		}
-		var we *WriteError
+		var (
+			we   *WriteError
+			past []int64 // key order: records after the stop registered all the same
+		)
 		if errors.As(err, &we) {
-			err = we.Err // the pipeline error, unwrapped for the state machine
+			err, past = we.Err, we.Registered // the pipeline error, unwrapped for the state machine
 		}
 		// handsOn: the invocation returns a cursor rather than this error (see below).
 		handsOn := err == nil || errors.Is(err, errSlowDown) ||
@@ -142,13 +145,14 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 				res.NextRecord = keep(stop)
 				break
 			}
-			if req.Segment != nil && res.Registered > 0 && !retryable(err) {
+			if req.Segment != nil && (res.Registered > 0 || len(past) > 0) && !retryable(err) {
 				// The file fails here (no Retry follows), and the records before the failed one
 				// are registered: the progress says so, so that a redrive resumes at the failed
 				// record and the file's results list as unprocessed exactly the records from
-				// there on. A retryable failure leaves the progress alone: the task's Retry
-				// re-sends this invocation's records from its own cursor.
-				h.saveProgress(ctx, req, c, keep(stop))
+				// there on (under key order, but for those past it that other keys registered:
+				// Progress.Registered). A retryable failure leaves the progress alone: the task's
+				// Retry re-sends this invocation's records from its own cursor.
+				h.saveProgress(ctx, req, c, keep(stop), past...)
 			}
 			return pipeline.ChunkResult{}, err
 		}
@@ -164,6 +168,8 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		}
 	}
 	if req.Segment != nil && res.Registered+res.Rejected > 0 {
+		// Records past a keyed cursor that were registered are not listed: the next invocation
+		// sends them again with the same keys.
 		h.saveProgress(ctx, req, res.Next, res.NextRecord)
 	}
 	return res, nil

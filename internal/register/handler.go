@@ -1,7 +1,8 @@
 // Package register is the Register Lambda's logic. For one chunk of a file it reads the chunk's
 // byte range of the exact object version, parses its records, and sends them in order to the
-// tenant's core system (HTTP, HTTP batch or DynamoDB), stopping at the first failure. See
-// docs/data-path.md. Command lambdas/register wires it to the AWS clients.
+// tenant's core system (HTTP, HTTP batch or DynamoDB; for a tenant in key order, in order per key
+// with several keys at once), stopping at the first failure. See docs/data-path.md. Command
+// lambdas/register wires it to the AWS clients.
 package register
 
 import (
@@ -77,6 +78,10 @@ type Handler struct {
 	sleep     func(context.Context, time.Duration) error // Default: a timer under the context.
 	limiters  limiters                                   // the current file's token bucket
 	lines     lineCounter                                // where the current file's chunks start, for rejections
+
+	// keyedAnswered, when set, is told each record whose answer the keyed schedule has taken in
+	// (keyedSink), so that a test can order its replies after it.
+	keyedAnswered func(record int64)
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -93,7 +98,11 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeli
 		h.emit(req.Tenant.ID, p.coreSystem(), p.metrics()...)
 		return pipeline.ChunkResult{}, err
 	}
-	h.Log.Info("chunks registered", append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)...)
+	attrs = append(attrs, "registered", res.Registered, "next", res.Next, "done", res.Done)
+	if req.Tenant.KeyedOrder() {
+		attrs = append(attrs, "peakInFlight", p.peak())
+	}
+	h.Log.Info("chunks registered", attrs...)
 	p.settle(ctx, h.budget(ctx, req), res.Registered)
 	h.emit(req.Tenant.ID, p.coreSystem(), append([]metrics.Metric{metrics.Count(metrics.RecordsRegistered, float64(res.Registered))}, p.metrics()...)...)
 	return res, nil

@@ -83,7 +83,7 @@ func newCore(t *testing.T, reply func(int, seenRequest) int) *core {
 }
 
 // fixture stores a file and the manifest Split would write for it, and returns the chunk requests.
-func fixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pipeline.Source, data []byte) []pipeline.ChunkRequest {
+func fixture(t testing.TB, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pipeline.Source, data []byte) []pipeline.ChunkRequest {
 	t.Helper()
 	f, err := records.FormatOf(tenant)
 	if err != nil {

@@ -79,6 +79,9 @@ type coreClient struct {
 	// rejects: a status of the tenant's rejectStatuses rejects the one record the POST carries
 	// (record mode), rather than failing it.
 	rejects bool
+	// slowed, when set, is told of each 429 or 503 answer before the wait (keyedSink halves its
+	// window).
+	slowed func()
 }
 
 // maxAnswerBytes bounds the body Register keeps of one answer: a batch's "rejected" array of a
@@ -147,6 +150,9 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 			resp, err = c.post(ctx, b, sending, key, *auth, body)
 		}
 		if err == nil && slowDown(resp.status) {
+			if c.slowed != nil {
+				c.slowed()
+			}
 			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
 				return response{}, Stopped, err
 			}
@@ -213,6 +219,7 @@ func (c coreClient) post(ctx context.Context, b budget, what, key, auth string, 
 	}
 	c.pace.sent()
 	resp, err := c.http.Do(req)
+	c.pace.answered()
 	if err != nil {
 		return response{}, err
 	}

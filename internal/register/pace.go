@@ -133,6 +133,11 @@ type pace struct {
 	requests     int           // POSTs sent to the core system
 	rateWait     time.Duration // waited on the token bucket
 	lastDecrease time.Time     // the last ask to lower the adaptive limit, by this invocation
+	inFlight     int           // POSTs sent and not yet answered
+	peakInFlight int           // the most of them at once
+
+	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
+	window *window
 }
 
 func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
@@ -142,6 +147,7 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		backoff: retry.NewExponentialJitterBackoff(SlowDownMaxBackoff),
 		log:     h.Log,
 		attrs:   []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName},
+		window:  newWindow(req.Tenant.RecordsInFlight()),
 	}
 	if p.sleep == nil {
 		p.sleep = sleepContext
@@ -309,11 +315,27 @@ func (p *pace) adjust(ctx context.Context, b budget, verb string, op func(contex
 	}
 }
 
-// sent counts one POST sent to the core system.
+// sent counts one POST sent to the core system, in flight until answered.
 func (p *pace) sent() {
 	p.mu.Lock()
 	p.requests++
+	p.inFlight++
+	p.peakInFlight = max(p.peakInFlight, p.inFlight)
 	p.mu.Unlock()
+}
+
+// answered ends one POST's time in flight, answered or not.
+func (p *pace) answered() {
+	p.mu.Lock()
+	p.inFlight--
+	p.mu.Unlock()
+}
+
+// peak is the most POSTs this invocation had in flight at once.
+func (p *pace) peak() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peakInFlight
 }
 
 // metrics are the invocation's pacing datapoints, each only when not zero: CoreSystemRequests

@@ -89,10 +89,11 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, i
 	return p.Next, p.Record, nil
 }
 
-// saveProgress writes where the segment's next invocation starts. The invocation's records are
+// saveProgress writes where the segment's next invocation starts, and the records past it that a
+// keyed file registered already (registered, none in file order). The invocation's records are
 // registered whatever happens here, so a failure is a WARN: its only cost is that a redrive of the
 // file re-sends this invocation's records again, with the same idempotency keys.
-func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, next int, record int64) {
+func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, next int, record int64, registered ...int64) {
 	bucket, key := req.Manifest.Bucket, progressKey(req)
 	warn := func(err error) {
 		h.Log.Warn("segment progress not written; a redrive of the file re-sends this invocation's records",
@@ -111,7 +112,7 @@ func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, n
 		return
 	}
 	defer cancel()
-	body := pipeline.EncodeProgress(next, record)
+	body := pipeline.EncodeKeyedProgress(next, record, pipeline.RangesOf(registered))
 	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(bucket),
 		Key:           aws.String(key),

@@ -15,16 +15,18 @@ import (
 // (dynamo.go). Register's loop drives a Sink without knowing which one it is, as database/sql
 // drives a driver.Conn.
 type Sink interface {
-	// Write writes recs, the records of req's chunk, in file order, each exactly once (a record
-	// already written by an earlier attempt is written again with the same idempotency key or
-	// _seq, which the destination deduplicates). It returns how many records are written and, if
-	// not all, a *WriteError for the first record in file order that was not: no record after it
-	// is started. Every call runs under the invocation's budget b.
+	// Write writes recs, the records of req's chunk, in file order (under key order, in file order
+	// per key), each exactly once (a record already written by an earlier attempt is written again
+	// with the same idempotency key or _seq, which the destination deduplicates). It returns how
+	// many records, from the first, are written and, if not all, a *WriteError for the first
+	// record in file order that was not: no record after it is started, except under key order
+	// (keyedSink), where records of other keys after it may be written already
+	// (WriteError.Registered). Every call runs under the invocation's budget b.
 	Write(ctx context.Context, b budget, req pipeline.ChunkRequest, recs []records.Record) (int64, error)
 }
 
 // openSink chooses the tenant's sink: its DynamoDB table when it has one, else its registerUrl in
-// batch or record mode. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
+// batch or record mode, record mode in order per key for a tenant in key order. target is the registerUrl as validateRequest parsed it ("" for DynamoDB);
 // p paces the writes toward the tenant's core system.
 func (h *Handler) openSink(t pipeline.Tenant, target string, p *pace, rej *chunkRejects) Sink {
 	return h.sinkFor(t, target, p, &TenantClients{S3: h.S3, DynamoDB: h.DynamoDB, Secrets: h.Secrets}, rej)
@@ -42,6 +44,10 @@ func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantCl
 		return &batchSink{core, rej}
 	}
 	core.rejects = t.CanReject()
+	if t.KeyedOrder() {
+		core.slowed = p.window.halve
+		return newKeyedSink(core, rej, p.window, h.keyedAnswered)
+	}
 	return &recordSink{core, rej}
 }
 
@@ -81,13 +87,18 @@ func (r Rejection) String() string {
 	return fmt.Sprintf("Rejection(%d)", int(r))
 }
 
-// WriteError is the first record a sink did not write. Err is the pipeline error (RetryableError,
-// PermanentError, ValidationError) that crosses into Step Functions, unchanged; Error() is its
-// message.
+// WriteError is the first record a sink did not write (under key order, the low-water mark: the
+// first record not acknowledged; Err is then the error of the lowest record that failed). Err is
+// the pipeline error (RetryableError, PermanentError, ValidationError) that crosses into Step
+// Functions, unchanged; Error() is its message.
 type WriteError struct {
 	Record int64 // the record's number in the file
 	Kind   Rejection
 	Err    error
+	// Registered are the records after Record that are registered all the same, in file order:
+	// under key order, records of other keys acknowledged past the low-water mark. Empty in file
+	// order.
+	Registered []int64
 }
 
 func (e *WriteError) Error() string { return e.Err.Error() }
