@@ -12,12 +12,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
+// keyedFigureKeys is how many distinct keys the keyed figure's file cycles through.
+const keyedFigureKeys = 1000
+
 // figureTenants are the three sinks side by side: record mode with 100 records per
-// chunk, batch mode with 1,000, and the DynamoDB sink with 1,000 (16 writes at once, the default).
+// chunk, batch mode with 1,000, and the DynamoDB sink with 1,000 (16 writes at once, the default);
+// and record mode in key order with 8 requests in flight (the default), once over 1,000 distinct
+// keys and once with every record under one key.
 const figureTenants = `{"tenants": [
   {"id": "rec", "chunkSize": 100, "registerUrl": "https://core.example.com/records"},
+  {"id": "key", "chunkSize": 100, "recordOrder": "key", "keyColumns": ["customer"], "registerUrl": "https://core.example.com/records"},
+  {"id": "key1", "chunkSize": 100, "recordOrder": "key", "keyColumns": ["customer"], "registerUrl": "https://core.example.com/records"},
   {"id": "bat", "chunkSize": 1000, "registerMode": "batch", "registerUrl": "https://core.example.com/records"},
   {"id": "ddb", "chunkSize": 1000, "dynamodb": {"key": ["id"], "table": "ddb-items"}}
 ]}`
@@ -40,13 +49,15 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 		for _, id := range []string{"rec", "bat", "ddb"} {
 			batch = append(batch, upload{id, fmt.Sprintf("%02d.csv", i+1), csvOf(records)})
 		}
+		batch = append(batch, upload{"key", fmt.Sprintf("%02d.csv", i+1), csvKeyed(records, keyedFigureKeys)},
+			upload{"key1", fmt.Sprintf("%02d.csv", i+1), csvKeyed(records, 1)})
 	}
 	uploadAll(t, ctx, r, batch)
 	rep := drain(t, ctx, r)
 	assertInvariants(t, r, rep, nil, false)
 
 	rate := map[string]float64{}
-	for _, id := range []string{"rec", "bat", "ddb"} {
+	for _, id := range []string{"rec", "bat", "ddb", "key", "key1"} {
 		var busy time.Duration
 		for _, f := range rep.Tenants[id].Files {
 			if f.Status != "SUCCEEDED" || f.StartedAt == nil || f.StoppedAt == nil {
@@ -56,7 +67,7 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 		}
 		rate[id] = files * records / busy.Seconds()
 	}
-	for _, id := range []string{"rec", "bat"} {
+	for _, id := range []string{"rec", "bat", "key", "key1"} {
 		if got := rep.Tenants[id].RecordsRegistered; got != files*records {
 			t.Errorf("%s: got %d records registered, want %d", id, got, files*records)
 		}
@@ -78,8 +89,11 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 	}
 
 	ms := latency.Seconds() * 1000
-	line := fmt.Sprintf("register-throughput: record %.0f rec/s, batch %.0f rec/s, dynamodb %.0f rec/s at %.0f ms core latency; batch/record %.1f, dynamodb/record %.1f",
-		rate["rec"], rate["bat"], rate["ddb"], ms, rate["bat"]/rate["rec"], rate["ddb"]/rate["rec"])
+	line := fmt.Sprintf("register-throughput: record %.0f rec/s, record-keyed %.0f rec/s (%d keys, %d in flight), batch %.0f rec/s, dynamodb %.0f rec/s at %.0f ms core latency; record-keyed/record %.1f, batch/record %.1f, dynamodb/record %.1f",
+		rate["rec"], rate["key"], keyedFigureKeys, pipeline.DefaultMaxRecordsInFlight, rate["bat"], rate["ddb"], ms, rate["key"]/rate["rec"], rate["bat"]/rate["rec"], rate["ddb"]/rate["rec"])
+	oneKey := fmt.Sprintf("register-throughput-one-key: record-keyed %.0f rec/s with every record under one key, record %.0f rec/s, at %.0f ms core latency; one-key/record %.2f",
+		rate["key1"], rate["rec"], ms, rate["key1"]/rate["rec"])
+	peak, peak1 := r.Sink.PeakInFlight("key"), r.Sink.PeakInFlight("key1")
 
 	// The limits arithmetic: each sink's time per record is latency plus a fixed overhead, per
 	// record (record mode), per chunk of 1,000 (batch), or per write with 16 at once (DynamoDB);
@@ -98,9 +112,15 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 	}
 	// Printed as plain lines, so make figures shows them as they are.
 	fmt.Println(line)
+	fmt.Println(oneKey)
 	fmt.Println(strings.TrimSuffix(limits.String(), ";"))
-	writeFigure(t, "register-throughput.svg", throughputFigure(rate["rec"], rate["bat"], rate["ddb"], ms).SVG())
+	writeFigure(t, "register-throughput.svg", throughputFigure(rate["rec"], rate["key"], rate["bat"], rate["ddb"], ms).SVG())
 
+	// Invariants, not timing: the keyed tenant kept several requests in flight and never more than
+	// its window; with one key, never two (the sink's own check flags two of one key at once).
+	if peak < 2 || peak > pipeline.DefaultMaxRecordsInFlight || peak1 != 1 {
+		t.Errorf("requests in flight at once: got %d for %d keys and %d for one key, want 2..%d and 1", peak, keyedFigureKeys, peak1, pipeline.DefaultMaxRecordsInFlight)
+	}
 	if got := rate["bat"] / rate["rec"]; got < 20 {
 		t.Errorf("batch/record: got %.1f, want >= 20", got)
 	}

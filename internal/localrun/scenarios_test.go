@@ -312,6 +312,21 @@ func assertInvariants(t *testing.T, r *Run, rep *report.Report, together []strin
 
 func csvOf(records int) []byte { return csv(records, false) }
 
+// csvKeyed is a CSV file of records whose customer column cycles through keys distinct values:
+// record i belongs to customer c<(i*7) mod keys>, so that the keys interleave and each key's
+// records are spread over the file.
+func csvKeyed(records, keys int) []byte {
+	var b strings.Builder
+	b.WriteString("id,customer,name\n")
+	for i := 1; i <= records; i++ {
+		fmt.Fprintf(&b, "%d,%s,name %d\n", i, keyOfRecord(i, keys), i)
+	}
+	return []byte(b.String())
+}
+
+// keyOfRecord is record i's customer in csvKeyed.
+func keyOfRecord(i, keys int) string { return fmt.Sprintf("c%04d", (i*7)%keys) }
+
 // badCSV has a wrong column count on line 7 (the header is line 1).
 func badCSV() []byte { return csv(10, true) }
 
