@@ -110,7 +110,7 @@ func TestFigureCharts(t *testing.T) {
 		{
 			name:      "register throughput",
 			svg:       throughputFigure(90, 650, 13730, 890, 10).SVG(),
-			wantTexts: []string{"Register throughput by sink, 10 ms core latency", "90 rec/s", "record in key order", "650 rec/s", "13,730 rec/s", "890 rec/s"},
+			wantTexts: []string{"Register throughput by sink, 10 ms core latency", "90 rec/s", "record in key order (8 in flight, 1,000 keys)", "650 rec/s", "13,730 rec/s", "890 rec/s"},
 		},
 		{
 			name: "controller calls",
