@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/records"
 )
 
 // Sink is the embedded core-system endpoint: it registers records (one per POST, or a batch POST's
@@ -271,27 +272,20 @@ func (s *Sink) SetKeyColumns(tenant string, cols []string) {
 	s.keyColumns[tenant] = append([]string(nil), cols...)
 }
 
-// recordKey is the key of a keyed tenant's one-record POST, as records.Keyer renders it for the
-// same values, and whether the tenant is keyed. Called with mu held.
+// recordKey is the key of a keyed tenant's one-record POST, as records.Keyer renders it (a CSV
+// record arrives as its {header: value} object, so its columns are the object's fields), and
+// whether the tenant is keyed; a record the Keyer refuses has the key "". Called with mu held.
 func (s *Sink) recordKey(req sinkRequest) (string, bool) {
 	cols := s.keyColumns[req.Tenant]
 	if len(cols) == 0 || req.batch() {
 		return "", false
 	}
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(req.Record, &obj) // a record that is no object has an empty key
-	vals := make([]string, len(cols))
-	for i, c := range cols {
-		v := strings.TrimSpace(string(obj[c]))
-		var str string
-		if json.Unmarshal([]byte(v), &str) == nil {
-			v = str
-		} else if v == "null" {
-			v = ""
-		}
-		vals[i] = strconv.Quote(v)
+	k, err := records.NewKeyer(cols, nil)
+	if err != nil {
+		return "", true
 	}
-	return strings.Join(vals, ","), true
+	key, _ := k.Key(records.Record{Number: req.RecordNumber, JSON: req.Record})
+	return key, true
 }
 
 // PeakInFlight is the most POSTs of one tenant the sink had in progress at once.
