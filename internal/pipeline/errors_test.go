@@ -21,6 +21,7 @@ func TestErrorTypesUnwrap(t *testing.T) {
 		{&ObjectChangedError{Message: "m", Err: cause}, ErrObjectChanged},
 		{&RecordLatencyError{Message: "m", Err: cause}, ErrRecordLatency},
 		{&KeyOutsidePrefixError{Message: "m", Err: cause}, ErrKeyOutsidePrefix},
+		{&NotSmallError{Message: "m", Err: cause}, ErrNotSmall},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantName, func(t *testing.T) {

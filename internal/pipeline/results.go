@@ -33,6 +33,10 @@ type ResultsState struct {
 	// Admitted is when the controller admitted the file and started its execution
 	// (WorkflowInput.Admitted), ISO 8601; empty for an execution started without it.
 	Admitted string `json:"admitted,omitempty"`
+	// SmallFile is set by the controller when the execution ran the SmallFile task and no Split
+	// state (its history has no Split result): the results task then splits the file again in
+	// memory, writing nothing, to learn its records (TaskSmallFile).
+	SmallFile bool `json:"smallFile,omitempty"`
 }
 
 // TaskError is the error output of a Catch: {"Error": …, "Cause": …}

@@ -49,7 +49,7 @@ var errNearDeadline = errors.New("the Lambda timeout is near")
 // record (coreClient.latencyError), retried like a RetryableError and then failing the file. Any
 // other failure is returned as is: records are sent in order and nothing after the first failure
 // is sent.
-func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p *pace) (pipeline.ChunkResult, error) {
+func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p *pace, o runOptions) (pipeline.ChunkResult, error) {
 	now := h.now
 	if now == nil {
 		now = time.Now
@@ -167,7 +167,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			return pipeline.ChunkResult{}, err
 		}
 	}
-	if req.Segment != nil && res.Registered+res.Rejected > 0 {
+	if req.Segment != nil && res.Registered+res.Rejected > 0 && !(o.lastRun && res.Done) {
 		// Records past a keyed cursor that were registered are not listed: the next invocation
 		// sends them again with the same keys.
 		h.saveProgress(ctx, req, res.Next, res.NextRecord)

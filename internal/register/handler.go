@@ -88,9 +88,20 @@ type Handler struct {
 // Lambda runtime reports the Go type name as errorType and the state machine's Retry and Catch
 // match on it.
 func (h *Handler) Handle(ctx context.Context, req pipeline.ChunkRequest) (pipeline.ChunkResult, error) {
+	return h.handle(ctx, req, runOptions{})
+}
+
+// runOptions are what the small-file path changes in a run.
+type runOptions struct {
+	// lastRun: no invocation follows a run that is done (the SmallFile task), so its progress is
+	// not written.
+	lastRun bool
+}
+
+func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
 	start := time.Now()
 	p := h.newPace(req)
-	res, err := h.registerRun(ctx, req, p)
+	res, err := h.registerRun(ctx, req, p, o)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
 	if err != nil {

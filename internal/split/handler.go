@@ -59,7 +59,7 @@ type Handler struct {
 func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
 	start := time.Now()
 	file := source.Name(req.Source)
-	res, size, err := h.split(ctx, req)
+	res, size, err := h.split(ctx, req, splitOptions{write: true})
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
@@ -73,7 +73,36 @@ func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeli
 
 var errTooManyChunks = errors.New("too many chunks")
 
-func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, int64, error) {
+// splitOptions are what the small-file path changes in a split (Small, Rescan).
+type splitOptions struct {
+	// write: write the rejection parts, the lines object and the manifest, and pin the result to
+	// those writes. Without it nothing is written, and the result's locations are the
+	// deterministic keys unpinned.
+	write bool
+	// maxBytes, when positive, makes an object of more bytes a NotSmallError, before it is read.
+	maxBytes int64
+	// small makes a file of more than one chunk a NotSmallError, before anything is written.
+	small bool
+}
+
+// Small is the small-file path's split (pipeline.TaskSmallFile): Split's checks and writes for a
+// file of at most maxBytes bytes and one chunk; any other file is a *pipeline.NotSmallError before
+// anything is written, so that the full path splits it from the start.
+func (h *Handler) Small(ctx context.Context, req pipeline.SplitRequest, maxBytes int64) (pipeline.SplitResult, error) {
+	res, _, err := h.split(ctx, req, splitOptions{write: true, maxBytes: maxBytes, small: true})
+	return res, err
+}
+
+// Rescan splits a small file again for its results, writing nothing: its result names the
+// manifest and lines objects by their keys, unpinned. The controller asks for it (through
+// pipeline.ResultsState.SmallFile) when a file failed in the SmallFile task, whose history holds
+// no Split result.
+func (h *Handler) Rescan(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
+	res, _, err := h.split(ctx, req, splitOptions{small: true})
+	return res, err
+}
+
+func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitOptions) (pipeline.SplitResult, int64, error) {
 	file := source.Name(req.Source)
 	t := req.Tenant
 	f, err := records.FormatOf(t)
@@ -117,6 +146,10 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		return pipeline.SplitResult{}, 0, err
 	}
 	defer out.Body.Close()
+	if size := aws.ToInt64(out.ContentLength); o.maxBytes > 0 && size > o.maxBytes {
+		return pipeline.SplitResult{}, 0, &pipeline.NotSmallError{Message: fmt.Sprintf(
+			"%s: the object has %d bytes, more than the small-file bound of %d (the event said %d): the full path splits it", file, size, o.maxBytes, req.Source.Size)}
+	}
 	if src.Key != req.Source.Key {
 		file = source.Name(src)
 		h.Log.Info("the event's key was form-encoded; read the decoded key", "tenant", t.ID, "eventKey", req.Source.Key, "file", file, "execution", req.ExecutionName)
@@ -125,6 +158,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	maxChunks := h.MaxChunks
 	if maxChunks == 0 {
 		maxChunks = pipeline.MaxSegments * pipeline.SegmentChunks
+	}
+	if o.small {
+		maxChunks = 1
 	}
 	// Batch mode cuts chunks by bytes as well, so chunks hold any number of records and the
 	// manifest (version 2) records each chunk's first record; record mode keeps version 1.
@@ -148,6 +184,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	var fe *records.Error
 	var tooMany *records.TooManyInvalidError
 	switch {
+	case o.small && errors.Is(err, errTooManyChunks):
+		return pipeline.SplitResult{}, 0, &pipeline.NotSmallError{Message: fmt.Sprintf(
+			"%s: the file has more than one chunk of %d records: the full path splits it", file, t.ChunkSize), Err: err}
 	case errors.As(err, &tooMany):
 		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, tooMany)}
 	case errors.Is(err, errTooManyChunks):
@@ -172,12 +211,21 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 			}
 		}
 	}
+	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
+	if !o.write {
+		if t.BatchMode() {
+			manifest.Version = pipeline.ManifestV2
+		}
+		if cut.Lines {
+			manifest.Lines = &pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.LinesKey(t.ID, req.ExecutionName)}
+		}
+		return h.result(src, manifest, sum), aws.ToInt64(out.ContentLength), nil
+	}
 	if t.SkipsInvalid() {
 		if err := h.writeParts(ctx, objects, req, file, sum, invalid); err != nil {
 			return pipeline.SplitResult{}, 0, err
 		}
 	}
-	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
 	if cut.Lines {
 		if manifest.Lines, err = h.writeLines(ctx, objects, req, file, bounds[:sum.Chunks]); err != nil {
 			return pipeline.SplitResult{}, 0, err
@@ -211,8 +259,11 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 	// Register reads exactly this write (its version id, and its ETag with If-Match), so a manifest
 	// written later under the same key is never read in its place.
 	manifest.VersionID, manifest.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
-	size := aws.ToInt64(out.ContentLength)
-	res := pipeline.SplitResult{
+	return h.result(src, manifest, sum), aws.ToInt64(out.ContentLength), nil
+}
+
+func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {
+	return pipeline.SplitResult{
 		Source:   src,
 		Manifest: manifest,
 		Records:  sum.Records,
@@ -221,7 +272,6 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest) (pipelin
 		Segments: pipeline.Segments(sum.Chunks),
 		Rejected: sum.Invalid,
 	}
-	return res, size, nil
 }
 
 // writeLines writes each chunk's first physical line (pipeline.LinesKey) before the manifest, so

@@ -113,6 +113,17 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 		file.Record(&sum.Files, uri)
 	}
 
+	if st.Split == nil && st.SmallFile {
+		// The file failed in the SmallFile task, which split it in memory: split it again, writing
+		// nothing. A file that does not split (it failed on its format) counts nothing, as below.
+		sp, err := h.Rescan(ctx, pipeline.SplitRequest{Tenant: t, Source: st.Source, ExecutionName: req.ExecutionName})
+		if err == nil {
+			st.Split = &sp
+		} else {
+			h.Log.Info("the small file does not split again; its results count no records", "tenant", t.ID, "execution", req.ExecutionName,
+				"errorType", source.ErrorType(err), "error", err.Error())
+		}
+	}
 	if sp := st.Split; sp != nil {
 		// A success registered every record: no progress is read, so a halted run's list of
 		// records registered past its stop cannot outlive the run that completed the file.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/register"
+	"github.com/example/tenantpipeline/internal/split"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
@@ -33,8 +35,9 @@ func main() {
 		logger.Error("register cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
+	objects := s3.NewFromConfig(cfg, awsconfig.S3Options)
 	h := &register.Handler{
-		S3:          s3.NewFromConfig(cfg, awsconfig.S3Options),
+		S3:          objects,
 		DynamoDB:    register.NewDynamoDB(cfg),
 		HTTP:        register.NewHTTPClient(timeout),
 		Secrets:     register.NewSecretCache(secretsmanager.NewFromConfig(cfg)),
@@ -58,5 +61,27 @@ func main() {
 				}
 			}).For
 	}
-	lambda.Start(h.Handle)
+	// The small-file path (register.SmallFile) splits and writes results as the Split function
+	// does, with the same clients; WORK_BUCKET names where.
+	small := &register.SmallFile{Register: h, Split: &split.Handler{
+		S3:         objects,
+		WorkBucket: os.Getenv(pipeline.EnvWorkBucket),
+		Log:        logger,
+		Metrics:    os.Stdout,
+		Pool:       os.Getenv(pipeline.EnvMetricsPool),
+	}}
+	if h.ForTenant != nil {
+		small.Split.ForTenant = func(tenant string) (split.ObjectAPI, error) {
+			c, err := h.ForTenant(tenant)
+			if err != nil {
+				return nil, err
+			}
+			objects, ok := c.S3.(split.ObjectAPI) // an *s3.Client, made above
+			if !ok {
+				return nil, fmt.Errorf("tenant %q: the S3 client cannot list", tenant)
+			}
+			return objects, nil
+		}
+	}
+	lambda.Start(small.Invoke)
 }

@@ -1,0 +1,249 @@
+package register
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
+	"github.com/example/tenantpipeline/internal/source"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
+	"github.com/example/tenantpipeline/internal/split"
+)
+
+// smallFixture stores data as the tenant's file and returns the SmallFile task over store and the
+// task's request for it.
+func smallFixture(t *testing.T, store *sourcetest.FakeS3, tenant pipeline.Tenant, data []byte) (*SmallFile, pipeline.SmallFileRequest) {
+	t.Helper()
+	tenant.Prefix = "inbox/t1/"
+	src := pipeline.Source{Bucket: ingest, Key: "inbox/t1/a.csv", ETag: "etag-1", Size: int64(len(data))}
+	store.Put(ingest, src.Key, &sourcetest.Object{Data: data, ETag: "etag-1"})
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	h := newHandler(store, &fakeSecrets{})
+	s := &SmallFile{Register: h, Split: &split.Handler{S3: store, WorkBucket: work, Log: log},
+		sleep: func(context.Context, time.Duration) error { return nil }}
+	return s, pipeline.SmallFileRequest{
+		Kind:          pipeline.TaskSmallFile,
+		Input:         pipeline.WorkflowInput{Tenant: tenant, Source: src},
+		ExecutionName: execName,
+		ExecutionARN:  "arn:aws:states:us-east-1:123456789012:execution:file:" + execName,
+		StartTime:     "2026-12-03T08:00:00Z",
+		MaxBytes:      pipeline.DefaultSmallFileBytes,
+	}
+}
+
+func summaryOf(t *testing.T, store *sourcetest.FakeS3) results.Summary {
+	t.Helper()
+	b, ok := store.Puts[work+"/"+results.Key("t1", execName, results.SummaryFile)]
+	if !ok {
+		t.Fatalf("no summary.json written; puts: %v", slices.Sorted(mapsKeys(store.Puts)))
+	}
+	var sum results.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func mapsKeys(m map[string][]byte) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func recordNumbers(seen []seenRequest) []int64 {
+	var n []int64
+	for _, s := range seen {
+		n = append(n, s.Body.RecordNumber)
+	}
+	return n
+}
+
+// A one-chunk file is split, registered and given its results in one invocation, which writes no
+// segment progress (nothing follows it).
+func TestSmallFileOneInvocation(t *testing.T) {
+	c := newCore(t, nil)
+	store := sourcetest.NewFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	s, req := smallFixture(t, store, tenant, []byte("id,name\n1,a\n2,b\n3,c\n"))
+
+	res, err := s.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (pipeline.SmallFileResult{Records: 3, Registered: 3}); res != want {
+		t.Errorf("got %+v, want %+v", res, want)
+	}
+	if got := recordNumbers(c.seen); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("got records %v sent, want 1, 2, 3 once each in order", got)
+	}
+	sum := summaryOf(t, store)
+	if sum.Status != pipeline.StatusSucceeded || sum.Records != 3 || sum.Registered != 3 || sum.Unprocessed != 0 || sum.ExecutionARN != req.ExecutionARN {
+		t.Errorf("got summary %+v, want SUCCEEDED with 3 of 3 registered", sum)
+	}
+	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; ok {
+		t.Error("got the segment's progress written, want none: no invocation follows the small file's")
+	}
+	if _, ok := store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)]; !ok {
+		t.Error("got no manifest, want Split's manifest (the failed file's results read it)")
+	}
+}
+
+// A file that is not small after all is handed on before anything is sent or written, so the full
+// path splits it from the start.
+func TestSmallFileNotSmall(t *testing.T) {
+	tests := []struct {
+		name     string
+		data     string
+		maxBytes int64
+		want     string
+	}{
+		{"more than one chunk", "id,name\n1,a\n2,b\n3,c\n4,d\n", pipeline.DefaultSmallFileBytes, "more than one chunk of 3 records"},
+		{"more bytes than the event said", "id,name\n1,a\n2,b\n", 10, "more than the small-file bound of 10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, nil)
+			store := sourcetest.NewFakeS3()
+			s, req := smallFixture(t, store, csvTenant(c.srv.URL), []byte(tt.data))
+			req.MaxBytes = tt.maxBytes
+			req.Input.Source.Size = 5 // the event's size was wrong
+			_, err := s.Handle(context.Background(), req)
+			var ns *pipeline.NotSmallError
+			if !errors.As(err, &ns) || source.ErrorType(err) != pipeline.ErrNotSmall || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %s %v, want NotSmallError containing %q", source.ErrorType(err), err, tt.want)
+			}
+			if len(c.seen) != 0 || len(store.Puts) != 0 {
+				t.Errorf("got %d POSTs and writes %v, want none", len(c.seen), slices.Sorted(mapsKeys(store.Puts)))
+			}
+		})
+	}
+}
+
+// A small file whose registration does not end in one invocation (here the Lambda timeout comes
+// near after three records) is handed on with the segment's progress written, and the full path's
+// Register of segment 0 resumes there: every record is sent once, in order.
+func TestSmallFileHandsOnWithoutResending(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	c := newCore(t, func(int, seenRequest) int { clock.add(3 * time.Second); return 200 })
+	store := sourcetest.NewFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	tenant.ChunkSize = 100
+	s, req := smallFixture(t, store, tenant, []byte("a\n1\n2\n3\n4\n5\n"))
+	tenant = req.Input.Tenant
+	s.Register.HTTPTimeout = 10 * time.Second
+	s.Register.now = clock.now
+	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(20*time.Second))
+	defer cancel()
+
+	_, err := s.Handle(ctx, req)
+	if source.ErrorType(err) != pipeline.ErrNotSmall || !strings.Contains(err.Error(), "it resumes at record 4") {
+		t.Fatalf("got %s %v, want NotSmallError resuming at record 4", source.ErrorType(err), err)
+	}
+	if _, ok := store.Puts[work+"/"+results.Key("t1", execName, results.SummaryFile)]; ok {
+		t.Error("got results written, want none: the full path writes them")
+	}
+	// The full path: Split writes the same manifest again, then segment 0's first Register.
+	sp, err := s.Split.Handle(context.Background(), pipeline.SplitRequest{Tenant: tenant, Source: req.Input.Source, ExecutionName: execName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Register.now = nil
+	full := s.chunkRequest(req, sp)
+	res, err := s.Register.Handle(context.Background(), full)
+	if err != nil || !res.Done || res.Registered != 2 {
+		t.Fatalf("got %+v, %v; want records 4 and 5 registered, done", res, err)
+	}
+	if got := recordNumbers(c.seen); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("got records %v sent, want 1-5 once each in order", got)
+	}
+}
+
+// A record the core system refuses fails the file at it, with the progress there; the results the
+// controller then asks for split the file again in memory and list the rest as unprocessed; and a
+// redrive re-runs the task, which sends only the records from the failed one.
+func TestSmallFileFailsAndRedrives(t *testing.T) {
+	refuse := true
+	c := newCore(t, func(_ int, r seenRequest) int {
+		if refuse && r.Body.RecordNumber == 2 {
+			return http.StatusBadRequest
+		}
+		return 200
+	})
+	store := sourcetest.NewFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	s, req := smallFixture(t, store, tenant, []byte("id,name\n1,a\n2,b\n3,c\n"))
+	tenant = req.Input.Tenant
+
+	_, err := s.Handle(context.Background(), req)
+	if source.ErrorType(err) != pipeline.ErrPermanent {
+		t.Fatalf("got %s %v, want PermanentError", source.ErrorType(err), err)
+	}
+	// The controller's request: the execution's history has SmallFile and no Split result.
+	rr := pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusFailed, ExecutionName: execName, ExecutionARN: req.ExecutionARN,
+		State: pipeline.ResultsState{Tenant: tenant, Source: req.Input.Source, SmallFile: true,
+			Error: &pipeline.TaskError{Error: pipeline.ErrPermanent, Cause: err.Error()}}}
+	writes := len(store.Puts)
+	if err := s.Split.Results(context.Background(), rr); err != nil {
+		t.Fatal(err)
+	}
+	sum := summaryOf(t, store)
+	if sum.Records != 3 || sum.Registered != 1 || sum.Unprocessed != 2 {
+		t.Errorf("got summary records %d registered %d unprocessed %d, want 3, 1, 2", sum.Records, sum.Registered, sum.Unprocessed)
+	}
+	if got := string(store.Puts[work+"/"+results.Key("t1", execName, results.UnprocessedCSV)]); got != "id,name\n2,b\n3,c\n" {
+		t.Errorf("got unprocessed.csv %q, want the header and records 2 and 3", got)
+	}
+	if n := len(store.Puts) - writes; n != 2 {
+		t.Errorf("got %d writes by the results task, want 2 (unprocessed.csv, summary.json): splitting again writes nothing", n)
+	}
+
+	refuse = false
+	req.RedriveCount = 1
+	if _, err := s.Handle(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := recordNumbers(c.seen); !slices.Equal(got, []int64{1, 2, 2, 3}) {
+		t.Errorf("got records %v sent, want 1, 2 (refused), then the redrive's 2 and 3", got)
+	}
+	if sum := summaryOf(t, store); sum.Status != pipeline.StatusSucceeded || sum.Registered != 3 || sum.RedriveCount != 1 {
+		t.Errorf("got summary %+v, want the redrive's SUCCEEDED with 3 registered", sum)
+	}
+}
+
+// The Register function serves both requests by their kind.
+func TestSmallFileInvokeDispatches(t *testing.T) {
+	c := newCore(t, nil)
+	store := sourcetest.NewFakeS3()
+	s, req := smallFixture(t, store, csvTenant(c.srv.URL), []byte("id,name\n1,a\n"))
+	b, _ := json.Marshal(req)
+	out, err := s.Invoke(context.Background(), b)
+	if err != nil || out.(pipeline.SmallFileResult).Registered != 1 {
+		t.Fatalf("got %+v, %v; want the small file registered", out, err)
+	}
+	sp, err := s.Split.Handle(context.Background(), pipeline.SplitRequest{Tenant: req.Input.Tenant, Source: req.Input.Source, ExecutionName: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := s.chunkRequest(req, sp)
+	cr.ExecutionName = "other"
+	b, _ = json.Marshal(cr)
+	if out, err := s.Invoke(context.Background(), b); err != nil || out.(pipeline.ChunkResult).Registered != 1 {
+		t.Fatalf("got %+v, %v; want the chunk registered", out, err)
+	}
+	if _, err := s.Invoke(context.Background(), []byte(`[1]`)); source.ErrorType(err) != pipeline.ErrPermanent {
+		t.Errorf("got %v for a request that is not an object, want PermanentError", err)
+	}
+}
