@@ -55,13 +55,13 @@ func (h *Handler) writeResults(ctx context.Context, log *slog.Logger, end fileEn
 		return
 	}
 	req := h.resultsRequest(end)
-	sp, err := h.splitResult(ctx, end.ARN)
+	sp, small, err := h.splitResult(ctx, end.ARN)
 	if err != nil {
 		// Without Split's result the summary would count nothing: better none than a wrong one.
 		h.resultsFailed(ctx, log, end, err)
 		return
 	}
-	req.State.Split = sp
+	req.State.Split, req.State.SmallFile = sp, small
 	payload, err := json.Marshal(req)
 	if err != nil {
 		h.resultsFailed(ctx, log, end, fmt.Errorf("encode the results request: %w", err))
@@ -91,7 +91,8 @@ func (h *Handler) writeResults(ctx context.Context, log *slog.Logger, end fileEn
 // succeeded, exited, and three more per retry of its few attempts), so one page of 100 suffices
 // and a second is the bound.
 const (
-	splitStateName       = "Split" // workflows.StateSplit
+	splitStateName       = "Split"     // workflows.StateSplit
+	smallFileStateName   = "SmallFile" // workflows.StateSmallFile
 	splitHistoryPageSize = 100
 	splitHistoryPages    = 2
 )
@@ -102,15 +103,27 @@ const (
 // events, so a redriven run finds its first run's Split. nil when Split never returned (the file
 // failed in it). The controller may read the history (states:GetExecutionHistory on the file
 // executions); the call costs nothing but its quota, once per failed end.
+//
+// small reports a file that failed in the SmallFile task, which splits in memory and leaves no
+// Split result: its history entered SmallFile and never Split, so the results task splits it again
+// (pipeline.ResultsState.SmallFile). A SmallFile task that handed the file on is followed by Split.
 // https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html
-func (h *Handler) splitResult(ctx context.Context, arn string) (*pipeline.SplitResult, error) {
+func (h *Handler) splitResult(ctx context.Context, arn string) (sp *pipeline.SplitResult, small bool, err error) {
 	in := &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(arn), MaxResults: splitHistoryPageSize, IncludeExecutionData: aws.Bool(true)}
 	for range splitHistoryPages {
 		out, err := h.sfn.GetExecutionHistory(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("read Split's result from the history of %s: %w", arn, err)
+			return nil, false, fmt.Errorf("read Split's result from the history of %s: %w", arn, err)
 		}
 		for _, ev := range out.Events {
+			if d := ev.StateEnteredEventDetails; ev.Type == sfntypes.HistoryEventTypeTaskStateEntered && d != nil {
+				switch aws.ToString(d.Name) {
+				case smallFileStateName:
+					small = true
+				case splitStateName:
+					small = false
+				}
+			}
 			d := ev.StateExitedEventDetails
 			if ev.Type != sfntypes.HistoryEventTypeTaskStateExited || d == nil || aws.ToString(d.Name) != splitStateName {
 				continue
@@ -119,16 +132,16 @@ func (h *Handler) splitResult(ctx context.Context, arn string) (*pipeline.SplitR
 				Split *pipeline.SplitResult `json:"split"`
 			}
 			if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &state); err != nil || state.Split == nil {
-				return nil, fmt.Errorf("execution %s, event %d: the Split state's output holds no split result", arn, ev.Id)
+				return nil, false, fmt.Errorf("execution %s, event %d: the Split state's output holds no split result", arn, ev.Id)
 			}
-			return state.Split, nil
+			return state.Split, false, nil
 		}
 		if aws.ToString(out.NextToken) == "" {
-			return nil, nil
+			return nil, small, nil
 		}
 		in.NextToken = out.NextToken
 	}
-	return nil, fmt.Errorf("execution %s: Split's end is not among its first %d history events", arn, splitHistoryPages*splitHistoryPageSize)
+	return nil, false, fmt.Errorf("execution %s: Split's end is not among its first %d history events", arn, splitHistoryPages*splitHistoryPageSize)
 }
 
 // resultsRequest is the results task's request for end, from the execution's input and

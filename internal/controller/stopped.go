@@ -77,13 +77,22 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 	if !failed && st.Status != sfntypes.ExecutionStatusTimedOut && st.Status != sfntypes.ExecutionStatusAborted {
 		return decision{}, false
 	}
-	if failed && !segmentTaskError(aws.ToString(st.Error)) {
+	// The file execution's own task failed without a known outcome: the SmallFile task registers
+	// in the file execution itself, so its last invocation may still be running, and it is held as
+	// a segment's would be. (Split's and Results' register nothing; they are held alike, which
+	// costs a wait at most.)
+	ownTask := failed && slices.Contains(outcomeUnknownErrors, aws.ToString(st.Error))
+	if failed && !ownTask && !segmentTaskError(aws.ToString(st.Error)) {
 		return decision{}, false
 	}
 	if st.StopDate == nil {
 		return h.serviceError(ctx, d, "read the stopped file's stop date", fmt.Errorf("execution %s is %s without a stopDate", arn, st.Status)), true
 	}
 	stoppedAt := *st.StopDate
+	if ownTask {
+		return h.holdUntil(ctx, d, stoppedAt, "the failed file's last SmallFile attempt ended without a known outcome ("+aws.ToString(st.Error)+"): its invocation may still be running",
+			[]any{"status", string(st.Status), "executionArn", arn})
+	}
 
 	child, err := h.segmentChild(ctx, arn, aws.ToInt32(st.RedriveCount))
 	if err != nil {
@@ -125,6 +134,12 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 	if failed && child.arn == "" {
 		return decision{}, false
 	}
+	return h.holdUntil(ctx, d, stoppedAt, reason, attrs)
+}
+
+// holdUntil holds the file's message until the Register timeout plus releaseMargin after
+// stoppedAt, when no invocation of the file can still run.
+func (h *Handler) holdUntil(ctx context.Context, d *delivery, stoppedAt time.Time, reason string, attrs []any) (decision, bool) {
 	releaseAt := stoppedAt.Add(h.cfg.RegisterTimeout + releaseMargin)
 	if left := releaseAt.Sub(h.now()); left > 0 {
 		return h.stoppedHold(ctx, d, left, reason,
