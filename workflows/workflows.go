@@ -52,6 +52,10 @@ const (
 	// The file's results (internal/results), at the end of the success path.
 	StateResults  = "Results"
 	StateFileDone = "FileDone"
+	// The small-file path (Props.SmallFileBytes): FileSize chooses it from the size the S3 event
+	// gave, SmallFile runs the whole file in one Register invocation (pipeline.TaskSmallFile).
+	StateFileSize  = "FileSize"
+	StateSmallFile = "SmallFile"
 )
 
 // Register designs: how a segment execution drives Register.
@@ -89,6 +93,12 @@ type Props struct {
 	// whose budget runs out inside a chunk hands on the rest of it. The bundled Register does; a
 	// register function of your own need not return nextRecord. Default: the chunk cursor alone.
 	RecordCursor bool
+	// SmallFileBytes, when positive, gives the file state machine the small-file path: a file whose
+	// event gives it at most this many bytes runs as one SmallFile task of the Register function
+	// (two state transitions, the FileSize choice and the task), which hands a file that is not
+	// small after all to Split (pipeline.NotSmallError). It needs the bundled Register and
+	// DesignPerInvocation; at most pipeline.MaxSmallFileBytes. 0: every file takes Split.
+	SmallFileBytes int64
 }
 
 // Workflow is the pair of state machines of one tenant.
@@ -158,15 +168,16 @@ func throttleRetry(errs []string, timeout time.Duration) *sfn.RetryProps {
 //     (TaskSubmitFailed for a StartExecution refused). AWS lists the event types
 //     (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html) but
 //     documents no count per attempt, so the bound counts one more: throttleEventsPerAttempt, 4;
-//   - room: a file execution at pipeline.MaxSegments writes 20,011 events of its own (started 1,
-//     Split 5, the Segments Map 4, 8 a segment, succeeded 1), which leaves 4,989, room for
-//     1,247 throttled attempts (a segment execution, at most 7,004 of its own, leaves more);
+//   - room: a file execution at pipeline.MaxSegments writes 20,018 events of its own (started 1,
+//     the FileSize choice 2 and a SmallFile task that hands the file on 5, Split 5, the Segments
+//     Map 4, 8 a segment, succeeded 1), which leaves 4,982, room for 1,245 throttled attempts (a
+//     segment execution, at most 7,004 of its own, leaves more);
 //   - retries per hour: once the wait reaches the cap, FULL jitter draws it uniformly below the
 //     cap, so an attempt comes on average every cap/2: 3,600 / (cap/2) an hour;
 //   - hours: at most the state machine's timeout, the construct's 24 h by default and below 7
 //     days at most.
 //
-// So cap ≥ 2 × timeout / 1,247: 139 s for 24 h (the cap stays at 5 minutes, 24 attempts and 96
+// So cap ≥ 2 × timeout / 1,245: 139 s for 24 h (the cap stays at 5 minutes, 24 attempts and 96
 // events an hour, 2,304 in a day), 970 s for 7 days (17 minutes). A 5 s cap would write 5,760
 // events an hour and fill the whole history in about 4 h 20 min (6 h at 3 events an attempt).
 const (
@@ -174,7 +185,7 @@ const (
 	throttleEventsPerAttempt = 4
 	// fileHistoryEvents is what a file execution of pipeline.MaxSegments segments writes with no
 	// retry.
-	fileHistoryEvents   = 1 + 5 + 4 + 8*pipeline.MaxSegments + 1
+	fileHistoryEvents   = 1 + 2 + 5 + 5 + 4 + 8*pipeline.MaxSegments + 1
 	minThrottleMaxDelay = 5 * time.Minute
 )
 
@@ -337,7 +348,44 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	// when it sees the failure, with the same task (internal/controller, results.go).
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
-	return split.Next(segments).Next(succeeded)
+	full := split.Next(segments).Next(succeeded)
+	if p.SmallFileBytes <= 0 {
+		return full
+	}
+	return smallFileRoute(scope, p, split)
+}
+
+// smallFileRoute is the file state machine's start with the small-file path: the FileSize choice
+// sends a file whose event gives it at most SmallFileBytes to the SmallFile task, every other file
+// to Split. The task ends the execution: it writes the results itself. Its Retry is Register's,
+// since it registers; its Catch takes a NotSmallError to Split with the state as it was, so the
+// full path runs as if it had started there. Only a NotSmallError is caught: any other failure
+// fails the file at SmallFile, and a redrive re-runs the task, which resumes from the progress.
+// A Choice and a Task are the least states that choose a path (a Choice cannot end an execution),
+// and each costs one state transition (https://aws.amazon.com/step-functions/pricing/).
+func smallFileRoute(scope constructs.Construct, p *Props, split sfn.IChainable) sfn.IChainable {
+	small := tasks.NewLambdaInvoke(scope, jsii.String(StateSmallFile), &tasks.LambdaInvokeProps{
+		LambdaFunction: p.Register,
+		Payload: sfn.TaskInput_FromObject(&map[string]any{
+			"kind":          pipeline.TaskSmallFile,
+			"input":         sfn.JsonPath_ObjectAt(jsii.String("$")),
+			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+			"executionArn":  sfn.JsonPath_StringAt(jsii.String("$$.Execution.Id")),
+			"startTime":     sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+			"redriveCount":  sfn.JsonPath_NumberAt(jsii.String("$$.Execution.RedriveCount")),
+			"maxBytes":      p.SmallFileBytes,
+		}),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultPath:               sfn.JsonPath_DISCARD(),
+	})
+	addLambdaRetries(small, p.RegisterTimeout, p.Timeout)
+	small.AddCatch(split, &sfn.CatchProps{Errors: jsii.Strings(pipeline.ErrNotSmall), ResultPath: sfn.JsonPath_DISCARD()})
+	size := jsii.String("$.source.size")
+	return sfn.NewChoice(scope, jsii.String(StateFileSize), nil).
+		When(sfn.Condition_And(sfn.Condition_IsPresent(size), sfn.Condition_IsNumeric(size),
+			sfn.Condition_NumberLessThanEquals(size, jsii.Number(float64(p.SmallFileBytes)))), small, nil).
+		Otherwise(split)
 }
 
 // resultsTask writes the file's results (pipeline.ResultsRequest) with the Split function and

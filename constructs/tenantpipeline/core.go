@@ -131,10 +131,15 @@ func (c *core) addWorkflow() {
 	}))
 	c.Register = p.Register
 	if c.Register == nil {
-		c.Register = c.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(map[string]string{
+		env := map[string]string{
 			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
 			pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
-		}))
+		}
+		if s.smallFiles(false) > 0 {
+			// The SmallFile task writes the manifest and the results, as Split does.
+			env[pipeline.EnvWorkBucket] = *p.Bucket.BucketName()
+		}
+		c.Register = c.function("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(env))
 	}
 	logs := awslogs.NewLogGroup(c.scope, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
 		LogGroupName: jsii.String(p.WorkflowLogGroupName),
@@ -151,7 +156,8 @@ func (c *core) addWorkflow() {
 		Design:          s.RegisterDesign,
 		// The bundled Register resumes inside a chunk; a RegisterFunction of your own keeps the
 		// chunk cursor (docs/data-path.md, "Bringing your own register function").
-		RecordCursor: p.Register == nil,
+		RecordCursor:   p.Register == nil,
+		SmallFileBytes: int64(s.smallFiles(p.Register != nil)),
 	})
 	c.StateMachine = c.Workflow.File
 }

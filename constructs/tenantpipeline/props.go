@@ -126,6 +126,15 @@ type SharedProps struct {
 	// contract (docs/data-path.md, "Bringing your own register function").
 	// Default: per-invocation; per-chunk when RegisterFunction is set.
 	RegisterDesign string
+	// SmallFileBytes is the small-file bound: a file whose S3 event gives it at most this many bytes
+	// runs as one SmallFile task of the register function (split, register and results in one
+	// invocation, two state transitions instead of seven), and one that is not small after all (more
+	// than one chunk, or its registration does not end in one invocation) goes on through Split
+	// without any record sent twice (docs/data-path.md, "Small files"). -1 turns the path off; at
+	// most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file into memory. The path
+	// needs the bundled register function and the per-invocation design; it is off with
+	// RegisterFunction or per-chunk. Default: pipeline.DefaultSmallFileBytes (256 KiB).
+	SmallFileBytes int
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
 	// so that a hung workflow can never outlive its message. Default: 24 hours.
@@ -279,6 +288,7 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 			s.RegisterDesign = workflows.DesignPerChunk
 		}
 	}
+	defInt(&s.SmallFileBytes, pipeline.DefaultSmallFileBytes)
 	def(&s.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&s.HaltedRecheck, DefaultHaltedRecheck)
 	if s.LogRetention == "" {
@@ -289,6 +299,16 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 		s.RolePath = DefaultRolePath
 	}
 	return s
+}
+
+// smallFiles is the small-file bound the file state machine routes by, 0 when the path is off:
+// turned off (-1), or a register function of the caller's own (ownRegister) or the per-chunk
+// design, which have no SmallFile task.
+func (s SharedProps) smallFiles(ownRegister bool) int {
+	if ownRegister || s.RegisterDesign != workflows.DesignPerInvocation || s.SmallFileBytes <= 0 {
+		return 0
+	}
+	return s.SmallFileBytes
 }
 
 // WakeEvents reports whether the controller wakes on the file execution's status change event.
@@ -363,6 +383,9 @@ func (s SharedProps) validate(field func(string) string, ownRegister bool, bad f
 	}
 	if !slices.Contains(workflows.Designs, s.RegisterDesign) {
 		bad("register design %q is invalid: use %q or %q", s.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
+	}
+	if s.SmallFileBytes != -1 && (s.SmallFileBytes < 1 || s.SmallFileBytes > pipeline.MaxSmallFileBytes) {
+		bad("small-file bound %d bytes is invalid: set %s to 1 up to %d (4 MiB), or -1 to turn the small-file path off", s.SmallFileBytes, field("SmallFileBytes"), pipeline.MaxSmallFileBytes)
 	}
 	if s.WorkflowTimeout < time.Minute || s.WorkflowTimeout >= QueueRetention/2 {
 		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", s.WorkflowTimeout)

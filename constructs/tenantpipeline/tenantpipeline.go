@@ -234,6 +234,11 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	if tenant.CoreSystem != nil {
 		grantAdaptiveLimit(register, tenant.CoreSystem)
 	}
+	if t.Props.smallFiles(false) > 0 {
+		// The SmallFile task writes what Split and its results task write: the manifest (above,
+		// work/), the rejection parts and the results under results/<tenant>/.
+		t.allowResults(register, tenant.ID)
+	}
 	if tenant.RegisterAuthSecretARN != "" {
 		register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
