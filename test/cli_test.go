@@ -90,6 +90,8 @@ func TestAppInvalidInputExitsCleanly(t *testing.T) {
 		{"invalid context", good, map[string]any{"tenantsPerStack": 99}, []string{"tenantsPerStack: 99 is out of range"}, nil},
 		{"invalid register design", good, map[string]any{"registerDesign": "per-file"},
 			[]string{`context registerDesign: "per-file" is not a register design: use "per-invocation" (the default) or "per-chunk"`}, nil},
+		{"invalid small-file bound", good, map[string]any{"smallFileBytes": "5000000"},
+			[]string{`context smallFileBytes: "5000000" is not a number of bytes from 1 to 4194304 (4 MiB), or -1 to turn the small-file path off`}, nil},
 		{"CDK error raised through jsii", good, map[string]any{"alarmTopicArn": "not-an-arn"}, []string{`ARNs must start with "arn:"`}, nil},
 		// A Go panic inside a jsii callback, during app.Synth: the build cache cannot be created.
 		{"bundling fails during synth", good, nil, []string{"bundling lambdas/", "failed to initialize build cache"}, []string{"GOCACHE=/proc/nope"}},
@@ -166,19 +168,26 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 func TestAppRegisterDesignContext(t *testing.T) {
 	t.Parallel() // child processes only, never this binary's jsii runtime
 	tenantsFile := filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")
+	smallFiles := `\"FileSize\":{\"Type\":\"Choice\",\"Choices\":[{\"And\":[{\"Variable\":\"$.source.size\",\"IsPresent\":true},` +
+		`{\"Variable\":\"$.source.size\",\"IsNumeric\":true},{\"Variable\":\"$.source.size\",\"NumericLessThanEquals\":`
 	for _, tc := range []struct {
-		design string
-		want   string // a state only that design's segment has
-		not    string
+		design, small string
+		want          []string // states only that design's file and segment have
+		not           []string
 	}{
-		{"", `\"NextChunks\":{\"Type\":\"Choice\"`, `\"Chunks\":`},
-		{"per-invocation", `\"NextChunks\":{\"Type\":\"Choice\"`, `\"Chunks\":`},
-		{"per-chunk", `\"Chunks\":{\"Type\":\"Map\"`, `\"NextChunks\":`},
+		{"", "", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `262144}`}, []string{`\"Chunks\":`}},
+		{"per-invocation", "1000", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `1000}`}, []string{`\"Chunks\":`}},
+		{"per-invocation", "-1", []string{`\"NextChunks\":{\"Type\":\"Choice\"`}, []string{`\"Chunks\":`, `\"FileSize\"`, `\"SmallFile\"`}},
+		// The per-chunk design is the design before, with no small-file path.
+		{"per-chunk", "", []string{`\"Chunks\":{\"Type\":\"Map\"`}, []string{`\"NextChunks\":`, `\"FileSize\"`, `\"SmallFile\"`}},
 	} {
-		t.Run("design "+tc.design, func(t *testing.T) {
+		t.Run("design "+tc.design+" small "+tc.small, func(t *testing.T) {
 			ctx := map[string]any{"tenantsFile": tenantsFile}
 			if tc.design != "" {
 				ctx["registerDesign"] = tc.design
+			}
+			if tc.small != "" {
+				ctx["smallFileBytes"] = tc.small
 			}
 			r := runApp(t, ctx)
 			if r.code != 0 {
@@ -188,8 +197,15 @@ func TestAppRegisterDesignContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(b), tc.want) || strings.Contains(string(b), tc.not) {
-				t.Errorf("got a template without %s or with %s", tc.want, tc.not)
+			for _, w := range tc.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("got a template without %s", w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(string(b), n) {
+					t.Errorf("got a template with %s", n)
+				}
 			}
 		})
 	}

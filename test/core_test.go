@@ -93,6 +93,7 @@ func TestCoreGrantsInBothTiers(t *testing.T) {
 		{"file state machine invokes Split", "WorkflowFileRoleDefaultPolicy", []string{`"lambda:InvokeFunction"`, `"<S>Split`}},
 		{"file state machine starts segments", "WorkflowFileRoleDefaultPolicy", []string{`"states:StartExecution"`, `<S>WorkflowSegment`}},
 		{"segment state machine invokes Register", "WorkflowSegmentRoleDefaultPolicy", []string{`"lambda:InvokeFunction"`, `"<S>Register`}},
+		{"file state machine invokes Register (the SmallFile task)", "WorkflowFileRoleDefaultPolicy", []string{`"lambda:InvokeFunction"`, `"<S>Register`}},
 		{"core system leases", "ControllerServiceRoleDefaultPolicy", []string{`"dynamodb:PutItem"`, `"dynamodb:DeleteItem"`, `LedgerTable`}},
 		{"core system wake-ups", "ControllerServiceRoleDefaultPolicy", []string{`"Action":"sqs:ChangeMessageVisibility"`, `"aws:ResourceTag/tenantpipeline:wake:ledger":"true"`}},
 		{"Register's adaptive limit", "RegisterServiceRoleDefaultPolicy", []string{`"dynamodb:UpdateItem"`, `LedgerTable`, `"dynamodb:LeadingKeys"`}},
@@ -110,6 +111,9 @@ func TestCoreGrantsInBothTiers(t *testing.T) {
 		{"Split and Register read the tenant's files", "<data>Split", []string{`"s3:GetObjectVersion"`, `/<P>*`}},
 		{"Split writes manifests, Register reads them", "<data>Register", []string{`"s3:GetObjectVersion"`, `"s3:PutObject"`, `/work/<T>/*`}},
 		{"Split's results task and Register keep the results", "<data>Split", []string{`"s3:PutObject"`, `/results/<T>/*`}},
+		{"the SmallFile task reads and writes the results", "<data>Register", []string{`"s3:GetObject"`, `"s3:PutObject"`, `/results/<T>/*`}},
+		{"the SmallFile task lists the results", "<data>Register", []string{`"Action":"s3:ListBucket"`, `results/<T>/`}},
+		{"the SmallFile task writes the manifest", "<data>Register", []string{`"s3:PutObject"`, `/work/<T>/*`}},
 	} {
 		for _, tr := range tiers {
 			t.Run(g.name+"/"+tr.name, func(t *testing.T) {

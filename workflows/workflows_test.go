@@ -42,14 +42,22 @@ func asl(t *testing.T, recordCursor bool, which func(*Workflow) sfn.StateMachine
 // aslOf is asl for state machines of the timeout given.
 func aslOf(t *testing.T, timeout time.Duration, recordCursor bool, which func(*Workflow) sfn.StateMachine) map[string]any {
 	t.Helper()
+	return aslWith(t, func(p *Props) { p.Timeout, p.RecordCursor = timeout, recordCursor }, which)
+}
+
+// aslWith is asl for the props that set changes.
+func aslWith(t *testing.T, set func(*Props), which func(*Workflow) sfn.StateMachine) map[string]any {
+	t.Helper()
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
 	fn := func(id string) awslambda.IFunction {
 		return awslambda.Function_FromFunctionArn(stack, jsii.String(id), jsii.String("arn:aws:lambda:ap-northeast-1:123456789012:function:"+id))
 	}
-	w := New(stack, "Workflow", &Props{
-		Split: fn("Split"), Register: fn("Register"), Timeout: timeout, SplitTimeout: time.Minute, RegisterTimeout: time.Minute,
-		Logs: awslogs.NewLogGroup(stack, jsii.String("Logs"), nil), RecordCursor: recordCursor,
-	})
+	p := &Props{
+		Split: fn("Split"), Register: fn("Register"), Timeout: time.Hour, SplitTimeout: time.Minute, RegisterTimeout: time.Minute,
+		Logs: awslogs.NewLogGroup(stack, jsii.String("Logs"), nil), RecordCursor: true,
+	}
+	set(p)
+	w := New(stack, "Workflow", p)
 	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
 	id := *stack.GetLogicalId(which(w).Node().DefaultChild().(awscdk.CfnElement))
 	def := tpl["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)["DefinitionString"]
@@ -139,5 +147,51 @@ func TestFileResults(t *testing.T) {
 	}
 	if d := state(StateFileDone); d["Type"] != "Succeed" {
 		t.Errorf("got FileDone %v, want a Succeed state", d)
+	}
+}
+
+// TestSmallFileRoute: with SmallFileBytes the file state machine starts at the FileSize choice,
+// which sends a file the event gives at most that many bytes to the SmallFile task (the Register
+// function, which ends the execution: two state transitions) and any other, or one without a
+// numeric size, to Split; the task retries as Register does and hands a NotSmallError, and only
+// that, to Split with the state unchanged. Without it the machine starts at Split as before.
+func TestSmallFileRoute(t *testing.T) {
+	file := func(w *Workflow) sfn.StateMachine { return w.File }
+	if got := aslWith(t, func(*Props) {}, file)["StartAt"]; got != StateSplit {
+		t.Errorf("without SmallFileBytes got StartAt %v, want %s", got, StateSplit)
+	}
+	def := aslWith(t, func(p *Props) { p.SmallFileBytes = 262144 }, file)
+	states := def["States"].(map[string]any)
+	if def["StartAt"] != StateFileSize {
+		t.Fatalf("got StartAt %v, want %s", def["StartAt"], StateFileSize)
+	}
+	choice, _ := json.Marshal(states[StateFileSize])
+	wantChoice := `{"Choices":[{"And":[{"IsPresent":true,"Variable":"$.source.size"},{"IsNumeric":true,"Variable":"$.source.size"},` +
+		`{"NumericLessThanEquals":262144,"Variable":"$.source.size"}],"Next":"SmallFile"}],"Default":"Split","Type":"Choice"}`
+	if string(choice) != wantChoice {
+		t.Errorf("got FileSize\n%s\nwant\n%s", choice, wantChoice)
+	}
+	small := states[StateSmallFile].(map[string]any)
+	if small["End"] != true || small["ResultPath"] != nil {
+		t.Errorf("got SmallFile End %v ResultPath %v, want the end of the execution, its result discarded", small["End"], small["ResultPath"])
+	}
+	payload, _ := json.Marshal(small["Parameters"])
+	for _, want := range []string{`"kind":"smallFile"`, `"input.$":"$"`, `"maxBytes":262144`, `"executionName.$":"$$.Execution.Name"`,
+		`"executionArn.$":"$$.Execution.Id"`, `"redriveCount.$":"$$.Execution.RedriveCount"`, `"startTime.$":"$$.Execution.StartTime"`} {
+		if !strings.Contains(string(payload), want) {
+			t.Errorf("got SmallFile payload %s, want %s in it", payload, want)
+		}
+	}
+	catch, _ := json.Marshal(small["Catch"])
+	if want := `[{"ErrorEquals":["NotSmallError"],"Next":"Split","ResultPath":null}]`; string(catch) != want {
+		t.Errorf("got SmallFile Catch %s, want %s", catch, want)
+	}
+	retry, _ := json.Marshal(small["Retry"])
+	registerRetry, _ := json.Marshal(states[StateSplit].(map[string]any)["Retry"])
+	if !strings.Contains(string(retry), `"RetryableError","RecordLatencyError"`) || !strings.Contains(string(retry), `"Lambda.TooManyRequestsException"`) {
+		t.Errorf("got SmallFile Retry %s, want Register's retriers (%s)", retry, registerRetry)
+	}
+	if states[StateSplit].(map[string]any)["Next"] != StateSegments {
+		t.Errorf("got Split's Next %v, want the full path on from it", states[StateSplit].(map[string]any)["Next"])
 	}
 }

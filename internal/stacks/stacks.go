@@ -25,6 +25,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/workflows"
 )
@@ -45,6 +46,9 @@ const (
 	CtxOperatorTag    = "operatorTag"
 	CtxOperatorArns   = "operatorArns"
 	CtxRegisterDesign = "registerDesign"
+	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
+	// SmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 256 KiB.
+	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
 	// CtxMoveTenants confirms, comma-separated, the tenants that move between tiers or pools, or
@@ -83,6 +87,9 @@ type Options struct {
 	// before per-invocation cursors, kept so that both can be synthesized side by side.
 	// Default: per-invocation.
 	RegisterDesign string
+	// SmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
+	// SmallFileBytes); 0: its default.
+	SmallFileBytes int
 	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
 	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
 	AssignmentFile string
@@ -192,6 +199,13 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 			return o, fmt.Errorf("context %s: %q is not a whole number of days of at least 1", CtxResultsExpirationDays, v)
 		}
 		o.ResultsExpirationDays = n
+	}
+	if v := get(CtxSmallFileBytes); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
+			return o, fmt.Errorf("context %s: %q is not a number of bytes from 1 to %d (4 MiB), or -1 to turn the small-file path off", CtxSmallFileBytes, v, pipeline.MaxSmallFileBytes)
+		}
+		o.SmallFileBytes = n
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -429,7 +443,7 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 // policy the app keeps (KeyPolicyCovered).
 func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
 	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
-		EncryptionKey: key, KeyPolicyCovered: key != nil}
+		SmallFileBytes: o.SmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack
