@@ -4,8 +4,9 @@
 // A file is registered by two Standard state machines, so that a file of any size stays inside
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
-//	file:    Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment (startExecution.sync of segment)
-//	         ─▶ Results ─▶ FileDone
+//	file:    FileSize (Choice) ─┬─▶ SmallFile (the event's size ≤ SmallFileBytes; NotSmallError ─▶ Split)
+//	                            └─▶ Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment
+//	                                (startExecution.sync of segment) ─▶ Results ─▶ FileDone
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
 //
@@ -17,6 +18,10 @@
 // comparison:
 //
 //	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
+//
+// A small file (Props.SmallFileBytes) runs as the one SmallFile task, two state transitions in all:
+// the Register function splits it, registers its one chunk and writes its results in one
+// invocation (pipeline.TaskSmallFile), and hands a file that is not small after all to Split.
 //
 // Split returns a few numbers and one small descriptor per 1,000 chunks, never the chunks
 // themselves; Register reads its chunk's byte range from the manifest Split wrote to S3. README

@@ -133,7 +133,9 @@ type SharedProps struct {
 	// without any record sent twice (docs/data-path.md, "Small files"). -1 turns the path off; at
 	// most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file into memory. The path
 	// needs the bundled register function and the per-invocation design; it is off with
-	// RegisterFunction or per-chunk. Default: pipeline.DefaultSmallFileBytes (256 KiB).
+	// RegisterFunction or per-chunk. Set it to about the tenants' chunkSize × their records' usual
+	// bytes: a file under the bound with more than one chunk costs a SmallFile invocation and two
+	// state transitions more. Default: pipeline.DefaultSmallFileBytes (32 KiB: 100 records of ≈ 320 bytes).
 	SmallFileBytes int
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,

@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
-		{"SmallFileBytes", p.SmallFileBytes, 256 << 10},
+		{"SmallFileBytes", p.SmallFileBytes, 32 << 10},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -120,7 +120,7 @@ func TestSmallFiles(t *testing.T) {
 		change func(*Props)
 		want   int
 	}{
-		{"default", func(*Props) {}, 256 << 10},
+		{"default", func(*Props) {}, 32 << 10},
 		{"set", func(p *Props) { p.SmallFileBytes = 1000 }, 1000},
 		{"turned off", func(p *Props) { p.SmallFileBytes = -1 }, 0},
 		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, 0},

@@ -47,7 +47,7 @@ const (
 	CtxOperatorArns   = "operatorArns"
 	CtxRegisterDesign = "registerDesign"
 	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// SmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 256 KiB.
+	// SmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
 	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
