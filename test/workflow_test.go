@@ -91,9 +91,19 @@ func TestStateMachinesAreStandardAndLogErrorsOnly(t *testing.T) {
 func TestFileWorkflowShape(t *testing.T) {
 	sharedApp(t)
 	file, _, _, _ := stateMachines(t, "acme")
-	if file["StartAt"] != "Split" || file["TimeoutSeconds"] != float64(86400) {
-		t.Errorf("StartAt %v, TimeoutSeconds %v; want Split, 86400 (24 h)", file["StartAt"], file["TimeoutSeconds"])
+	if file["StartAt"] != "FileSize" || file["TimeoutSeconds"] != float64(86400) {
+		t.Errorf("StartAt %v, TimeoutSeconds %v; want FileSize, 86400 (24 h)", file["StartAt"], file["TimeoutSeconds"])
 	}
+	// The small-file path: FileSize sends a file of at most 32 KiB by its event to SmallFile, on
+	// the Register function, which ends the execution or hands the file to Split.
+	if got := asJSON(get(t, file, "States", "FileSize", "Default")); got != `"Split"` {
+		t.Errorf("FileSize Default: got %s, want Split", got)
+	}
+	small := get(t, file, "States", "SmallFile").(map[string]any)
+	if !strings.Contains(asJSON(small["Resource"]), "Register") || small["End"] != true || asJSON(small["Catch"]) != `[{"ErrorEquals":["NotSmallError"],"Next":"Split","ResultPath":null}]` {
+		t.Errorf("SmallFile: Resource %v End %v Catch %s; want the Register function, the end, and NotSmallError to Split", small["Resource"], small["End"], asJSON(small["Catch"]))
+	}
+	checkLambdaRetries(t, "SmallFile", small, 120)
 	split := get(t, file, "States", "Split").(map[string]any)
 	if split["Next"] != "Segments" || split["ResultPath"] != "$.split" {
 		t.Errorf("Split: Next %v ResultPath %v", split["Next"], split["ResultPath"])

@@ -93,7 +93,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			one.Record = at
 		}
 		started := now()
-		out, err := h.register(ctx, one, p)
+		out, err := h.register(ctx, one, p, o)
 		if c == from {
 			first = out.first
 		}

@@ -6,6 +6,7 @@
 package register
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,15 @@ type runOptions struct {
 	// lastRun: no invocation follows a run that is done (the SmallFile task), so its progress is
 	// not written.
 	lastRun bool
+	// chunk, when set, is the run's one chunk in memory (the SmallFile task's, which writes no
+	// manifest): its span and the object's bytes, read by Split a moment before.
+	chunk *memChunk
+}
+
+// memChunk is a chunk in memory: its span of data, the whole object.
+type memChunk struct {
+	span pipeline.ChunkSpan
+	data []byte
 }
 
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
@@ -141,7 +151,7 @@ func (h *Handler) emit(tenant, core string, ms ...metrics.Metric) {
 // failure. Every call runs under the invocation's budget (deadline guard). It returns the number of
 // records done (registered or rejected), the chunk's first record sent, its rejections and the
 // sink's *WriteError, whose Err is the error for the state machine.
-func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace) (chunkOutcome, error) {
+func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pace, o runOptions) (chunkOutcome, error) {
 	f, target, err := validateRequest(req)
 	if err != nil {
 		return chunkOutcome{}, err
@@ -151,7 +161,7 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		return chunkOutcome{}, err
 	}
 	b := h.budget(ctx, req)
-	span, recs, err := h.readChunk(ctx, &b, req, f, c.S3)
+	span, recs, err := h.readChunk(ctx, &b, req, f, c.S3, o.chunk)
 	if err != nil {
 		return chunkOutcome{}, err
 	}
@@ -315,7 +325,15 @@ func (b budget) stopped(what string) error {
 
 // readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,
 // and parses it; each read under the budget. It sets b.first from a version 2 manifest.
-func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI) (pipeline.ChunkSpan, []records.Record, error) {
+func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI, mem *memChunk) (pipeline.ChunkSpan, []records.Record, error) {
+	if mem != nil && req.Chunk == 0 {
+		b.first = mem.span.FirstRecord
+		recs, skipped, err := h.parseChunk(*b, req, f, mem.span, bytes.NewReader(mem.data[mem.span.Start:mem.span.End]))
+		if err == nil && int64(len(recs))+skipped != mem.span.Records {
+			err = &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk 0 holds %d records, want %d", b.file, int64(len(recs))+skipped, mem.span.Records)}
+		}
+		return mem.span, recs, err
+	}
 	span, err := h.readManifestEntry(ctx, *b, req, objects)
 	if err != nil {
 		return span, nil, err
@@ -424,6 +442,12 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 	if n := aws.ToInt64(src.ContentLength); src.ContentLength != nil && n != end-start {
 		return nil, 0, &pipeline.ObjectChangedError{Message: fmt.Sprintf("%s: chunk %d: got %d bytes of the range %d-%d, want %d: the object is not the one Split read", b.file, req.Chunk, n, start, end-1, end-start)}
 	}
+	return h.parseChunk(b, req, f, span, src.Body)
+}
+
+// parseChunk parses the chunk's bytes, from body.
+func (h *Handler) parseChunk(b budget, req pipeline.ChunkRequest, f records.Format, span pipeline.ChunkSpan, body io.Reader) ([]records.Record, int64, error) {
+	start, end := span.Start, span.End
 	// Under skipRecord the chunk's invalid records are skipped by the same parse that Split ran, so
 	// they are exactly the ones Split rejected; they are never sent.
 	var skip records.Skip
@@ -431,7 +455,7 @@ func (h *Handler) readRange(ctx context.Context, b budget, req pipeline.ChunkReq
 	if req.Tenant.SkipsInvalid() {
 		skip = func(records.Invalid) error { skipped++; return nil }
 	}
-	recs, err := parseRange(src.Body, end-start, req, f, span, skip)
+	recs, err := parseRange(body, end-start, req, f, span, skip)
 	var fe *records.Error
 	switch {
 	case errors.Is(err, records.ErrTooManyRecords):

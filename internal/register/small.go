@@ -70,14 +70,20 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	if req.MaxBytes <= 0 || req.MaxBytes > pipeline.MaxSmallFileBytes {
 		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the small-file bound %d is outside 1..%d", file, req.MaxBytes, pipeline.MaxSmallFileBytes)}
 	}
-	sp, err := s.Split.Small(ctx, pipeline.SplitRequest{Tenant: in.Tenant, Source: in.Source, ExecutionName: req.ExecutionName}, req.MaxBytes)
+	ss, err := s.Split.Small(ctx, pipeline.SplitRequest{Tenant: in.Tenant, Source: in.Source, ExecutionName: req.ExecutionName}, req.MaxBytes)
 	if err != nil {
 		log.Log(ctx, source.LogLevel(err), "small file not split", "errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SmallFileResult{}, err
 	}
+	sp := ss.Result
 	out := pipeline.SmallFileResult{Records: sp.Records, Rejected: sp.Rejected}
 	if sp.Chunks > 0 {
-		res, err := s.Register.handle(ctx, s.chunkRequest(req, sp), runOptions{lastRun: true})
+		if len(ss.Spans) != 1 {
+			return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the small file split into %d chunks and %d spans", file, sp.Chunks, len(ss.Spans))}
+		}
+		// The chunk in memory: no manifest is written or read, nor the object read again.
+		mem := &memChunk{span: ss.Spans[0], data: ss.Data}
+		res, err := s.Register.handle(ctx, s.chunkRequest(req, sp), runOptions{lastRun: true, chunk: mem})
 		if err != nil {
 			return pipeline.SmallFileResult{}, err
 		}

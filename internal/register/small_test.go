@@ -96,8 +96,17 @@ func TestSmallFileOneInvocation(t *testing.T) {
 	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; ok {
 		t.Error("got the segment's progress written, want none: no invocation follows the small file's")
 	}
-	if _, ok := store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)]; !ok {
-		t.Error("got no manifest, want Split's manifest (the failed file's results read it)")
+	// One GET of the object and one of the segment's progress (absent), one PUT of the results:
+	// the chunk stays in memory, with no manifest written or read.
+	var gets []string
+	for _, g := range store.Gets {
+		gets = append(gets, *g.Key)
+	}
+	if want := []string{"inbox/t1/a.csv", pipeline.ProgressKey("t1", execName, 0)}; !slices.Equal(gets, want) {
+		t.Errorf("got GETs %v, want %v", gets, want)
+	}
+	if puts := slices.Sorted(mapsKeys(store.Puts)); len(puts) != 1 {
+		t.Errorf("got writes %v, want summary.json alone", puts)
 	}
 }
 
@@ -160,6 +169,9 @@ func TestSmallFileHandsOnWithoutResending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)]; !ok {
+		t.Fatal("the full path's Split wrote no manifest")
+	}
 	s.Register.now = nil
 	full := s.chunkRequest(req, sp)
 	res, err := s.Register.Handle(context.Background(), full)
@@ -206,7 +218,7 @@ func TestSmallFileFailsAndRedrives(t *testing.T) {
 	if got := string(store.Puts[work+"/"+results.Key("t1", execName, results.UnprocessedCSV)]); got != "id,name\n2,b\n3,c\n" {
 		t.Errorf("got unprocessed.csv %q, want the header and records 2 and 3", got)
 	}
-	if n := len(store.Puts) - writes; n != 2 {
+	if n := len(store.Puts) - writes; n != 2 || store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)] != nil {
 		t.Errorf("got %d writes by the results task, want 2 (unprocessed.csv, summary.json): splitting again writes nothing", n)
 	}
 
@@ -245,5 +257,29 @@ func TestSmallFileInvokeDispatches(t *testing.T) {
 	}
 	if _, err := s.Invoke(context.Background(), []byte(`[1]`)); source.ErrorType(err) != pipeline.ErrPermanent {
 		t.Errorf("got %v for a request that is not an object, want PermanentError", err)
+	}
+}
+
+// Under skipRecord the SmallFile task rejects an invalid record as Split does (its part, then the
+// results' rejected file) and registers the others.
+func TestSmallFileSkipsInvalidRecords(t *testing.T) {
+	c := newCore(t, nil)
+	store := sourcetest.NewFakeS3()
+	tenant := csvTenant(c.srv.URL)
+	tenant.OnInvalidRecord = pipeline.OnInvalidSkipRecord
+	s, req := smallFixture(t, store, tenant, []byte("id,name\n1,a\n2\n3,c\n"))
+	res, err := s.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Registered != 2 || res.Rejected != 1 {
+		t.Errorf("got %+v, want 2 registered and 1 rejected", res)
+	}
+	if got := recordNumbers(c.seen); !slices.Equal(got, []int64{1, 3}) {
+		t.Errorf("got records %v sent, want 1 and 3", got)
+	}
+	sum := summaryOf(t, store)
+	if sum.Registered != 2 || sum.Rejected != 1 || sum.Files.Rejected == "" {
+		t.Errorf("got summary %+v, want 2 registered, 1 rejected, with the rejected file", sum)
 	}
 }

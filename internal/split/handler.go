@@ -59,7 +59,8 @@ type Handler struct {
 func (h *Handler) Handle(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
 	start := time.Now()
 	file := source.Name(req.Source)
-	res, size, err := h.split(ctx, req, splitOptions{write: true})
+	out, err := h.split(ctx, req, splitOptions{parts: true, manifest: true})
+	res, size := out.Result, out.size
 	if err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "split failed", "tenant", req.Tenant.ID, "file", file, "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
@@ -75,50 +76,63 @@ var errTooManyChunks = errors.New("too many chunks")
 
 // splitOptions are what the small-file path changes in a split (Small, Rescan).
 type splitOptions struct {
-	// write: write the rejection parts, the lines object and the manifest, and pin the result to
-	// those writes. Without it nothing is written, and the result's locations are the
-	// deterministic keys unpinned.
-	write bool
+	// parts: write a skipRecord file's rejection parts (the results read them).
+	parts bool
+	// manifest: write the lines object and the manifest, and pin the result to those writes.
+	// Without it neither is written: the result names them by their keys, unpinned, and the
+	// chunks' spans come back in memory (smallSplit.Spans).
+	manifest bool
 	// maxBytes, when positive, makes an object of more bytes a NotSmallError, before it is read.
 	maxBytes int64
 	// small makes a file of more than one chunk a NotSmallError, before anything is written.
 	small bool
+	// keep returns the object's bytes (smallSplit.Data).
+	keep bool
 }
 
-// Small is the small-file path's split (pipeline.TaskSmallFile): Split's checks and writes for a
-// file of at most maxBytes bytes and one chunk; any other file is a *pipeline.NotSmallError before
-// anything is written, so that the full path splits it from the start.
-func (h *Handler) Small(ctx context.Context, req pipeline.SplitRequest, maxBytes int64) (pipeline.SplitResult, error) {
-	res, _, err := h.split(ctx, req, splitOptions{write: true, maxBytes: maxBytes, small: true})
-	return res, err
+// SmallSplit is a small file as the SmallFile task splits it: Split's result, with no manifest
+// written, and what the manifest would hold in memory.
+type SmallSplit struct {
+	Result pipeline.SplitResult
+	// Spans are the chunks' spans (at most one): the manifest's entries.
+	Spans []pipeline.ChunkSpan
+	// Data is the object's bytes (Small only).
+	Data []byte
+	size int64 // the object's bytes, as S3 gave its length
 }
 
-// Rescan splits a small file again for its results, writing nothing: its result names the
-// manifest and lines objects by their keys, unpinned. The controller asks for it (through
-// pipeline.ResultsState.SmallFile) when a file failed in the SmallFile task, whose history holds
-// no Split result.
-func (h *Handler) Rescan(ctx context.Context, req pipeline.SplitRequest) (pipeline.SplitResult, error) {
-	res, _, err := h.split(ctx, req, splitOptions{small: true})
-	return res, err
+// Small is the small-file path's split (pipeline.TaskSmallFile): Split's checks for a file of at
+// most maxBytes bytes and one chunk, which writes only a skipRecord file's rejection parts and
+// hands the chunk on in memory; any other file is a *pipeline.NotSmallError before anything is
+// written, so that the full path splits it from the start.
+func (h *Handler) Small(ctx context.Context, req pipeline.SplitRequest, maxBytes int64) (SmallSplit, error) {
+	return h.split(ctx, req, splitOptions{parts: true, maxBytes: maxBytes, small: true, keep: true})
 }
 
-func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitOptions) (pipeline.SplitResult, int64, error) {
+// Rescan splits a small file again for its results, writing nothing. The controller asks for it
+// (through pipeline.ResultsState.SmallFile) when a file failed in the SmallFile task, whose history
+// holds no Split result.
+func (h *Handler) Rescan(ctx context.Context, req pipeline.SplitRequest) (SmallSplit, error) {
+	return h.split(ctx, req, splitOptions{small: true})
+}
+
+func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitOptions) (SmallSplit, error) {
 	file := source.Name(req.Source)
 	t := req.Tenant
 	f, err := records.FormatOf(t)
 	if err != nil {
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q configuration: %v", file, t.ID, err)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q configuration: %v", file, t.ID, err)}
 	}
 	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q chunkSize %d is outside %d..%d", file, t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q chunkSize %d is outside %d..%d", file, t.ID, t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize)}
 	}
 	if t.BatchMode() && (t.BatchBytes() < pipeline.MinMaxBatchBytes || t.BatchBytes() > pipeline.MaxMaxBatchBytes) {
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q maxBatchBytes %d is outside %d..%d", file, t.ID, t.MaxBatchBytes, pipeline.MinMaxBatchBytes, pipeline.MaxMaxBatchBytes)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q maxBatchBytes %d is outside %d..%d", file, t.ID, t.MaxBatchBytes, pipeline.MinMaxBatchBytes, pipeline.MaxMaxBatchBytes)}
 	}
 	switch t.OnInvalidRecord {
 	case "", pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord:
 	default:
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q onInvalidRecord %q is not %q or %q", file, t.ID, t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q onInvalidRecord %q is not %q or %q", file, t.ID, t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)}
 	}
 	// Key order: records.FormatOf gave f the keyColumns, so the scan fails the file at a header
 	// without one of them (records.NewKeyer: a ValidationError naming keyColumns, before anything
@@ -126,28 +140,28 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	// onInvalidRecord like any other.
 	switch {
 	case t.RecordOrder != "" && t.RecordOrder != pipeline.RecordOrderFile && t.RecordOrder != pipeline.RecordOrderKey:
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q is not %q or %q", file, t.ID, t.RecordOrder, pipeline.RecordOrderFile, pipeline.RecordOrderKey)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q is not %q or %q", file, t.ID, t.RecordOrder, pipeline.RecordOrderFile, pipeline.RecordOrderKey)}
 	case t.KeyedOrder() && t.KeyColumns.Len() == 0:
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q has no keyColumns", file, t.ID, t.RecordOrder)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q has no keyColumns", file, t.ID, t.RecordOrder)}
 	}
 	if t.ID == "" || req.ExecutionName == "" {
-		return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
+		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the request has no tenant id or execution name", file)}
 	}
 	objects := h.S3
 	if h.ForTenant != nil {
 		if objects, err = h.ForTenant(t.ID); err != nil {
-			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
+			return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %v", file, err)}
 		}
 	}
 	// The event's key may be raw or form-encoded: Open reads whichever form holds the event's
 	// object, and the result carries that key on to Register.
 	out, src, err := source.Open(ctx, objects, req.Source, t.Prefix)
 	if err != nil {
-		return pipeline.SplitResult{}, 0, err
+		return SmallSplit{}, err
 	}
 	defer out.Body.Close()
 	if size := aws.ToInt64(out.ContentLength); o.maxBytes > 0 && size > o.maxBytes {
-		return pipeline.SplitResult{}, 0, &pipeline.NotSmallError{Message: fmt.Sprintf(
+		return SmallSplit{}, &pipeline.NotSmallError{Message: fmt.Sprintf(
 			"%s: the object has %d bytes, more than the small-file bound of %d (the event said %d): the full path splits it", file, size, o.maxBytes, req.Source.Size)}
 	}
 	if src.Key != req.Source.Key {
@@ -172,9 +186,15 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		cut.Bytes = int64(t.BatchBytes())
 	}
 	bounds := []pipeline.Boundary{}
+	var in io.Reader = out.Body
+	var kept bytes.Buffer
+	if o.keep {
+		// At most maxBytes: the object's length was checked above.
+		in = io.TeeReader(out.Body, &kept)
+	}
 	// Under skipRecord the whole file is still read before anything is written: Scan returns the
 	// invalid records, and fails the file when there are more than maxInvalidRecords.
-	sum, invalid, err := records.Scan(out.Body, f, cut, records.PolicyOf(t), func(b pipeline.Boundary) error {
+	sum, invalid, err := records.Scan(in, f, cut, records.PolicyOf(t), func(b pipeline.Boundary) error {
 		if len(bounds) > maxChunks {
 			return errTooManyChunks
 		}
@@ -185,20 +205,20 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	var tooMany *records.TooManyInvalidError
 	switch {
 	case o.small && errors.Is(err, errTooManyChunks):
-		return pipeline.SplitResult{}, 0, &pipeline.NotSmallError{Message: fmt.Sprintf(
+		return SmallSplit{}, &pipeline.NotSmallError{Message: fmt.Sprintf(
 			"%s: the file has more than one chunk of %d records: the full path splits it", file, t.ChunkSize), Err: err}
 	case errors.As(err, &tooMany):
-		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, tooMany)}
+		return SmallSplit{}, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, tooMany)}
 	case errors.Is(err, errTooManyChunks):
-		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
+		return SmallSplit{}, &pipeline.ValidationError{Message: fmt.Sprintf(
 			"%s: the file is too large: it has more than %d chunks of %d records, and one file execution runs at most %d segments of %d chunks "+
 				"to stay within Step Functions' 25,000 history events and 256 KiB payload; split the file or raise chunkSize (at most %d)",
 			file, maxChunks, t.ChunkSize, pipeline.MaxSegments, pipeline.SegmentChunks, pipeline.MaxChunkSize)}
 	case errors.As(err, &fe):
-		return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, fe)}
+		return SmallSplit{}, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, fe)}
 	case err != nil:
 		// The object is pinned, so a failed read is the connection, not the data: retry.
-		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
+		return SmallSplit{}, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
 	}
 
 	if d := t.DynamoDB; d != nil && t.Format == pipeline.FormatCSV && sum.Records > 0 {
@@ -206,29 +226,34 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		// written.
 		for _, k := range d.Key {
 			if !slices.Contains(sum.Header, k) {
-				return pipeline.SplitResult{}, 0, &pipeline.ValidationError{Message: fmt.Sprintf(
+				return SmallSplit{}, &pipeline.ValidationError{Message: fmt.Sprintf(
 					"%s: line 1: the header has no column %q, which the tenant's dynamodb.key names", file, k)}
 			}
 		}
 	}
 	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
-	if !o.write {
-		if t.BatchMode() {
-			manifest.Version = pipeline.ManifestV2
-		}
-		if cut.Lines {
-			manifest.Lines = &pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.LinesKey(t.ID, req.ExecutionName)}
-		}
-		return h.result(src, manifest, sum), aws.ToInt64(out.ContentLength), nil
-	}
-	if t.SkipsInvalid() {
+	if o.parts && t.SkipsInvalid() {
 		if err := h.writeParts(ctx, objects, req, file, sum, invalid); err != nil {
-			return pipeline.SplitResult{}, 0, err
+			return SmallSplit{}, err
 		}
+	}
+	if !o.manifest {
+		// In memory: one chunk at most (small), which holds every record.
+		out := SmallSplit{Result: h.result(src, manifest, sum), size: aws.ToInt64(out.ContentLength)}
+		if t.BatchMode() {
+			out.Result.Manifest.Version = pipeline.ManifestV2
+		}
+		if sum.Chunks == 1 && len(bounds) == 2 {
+			out.Spans = []pipeline.ChunkSpan{{Start: bounds[0].Offset, End: bounds[1].Offset, FirstRecord: 1, Records: sum.Records}}
+		}
+		if o.keep {
+			out.Data = kept.Bytes()
+		}
+		return out, nil
 	}
 	if cut.Lines {
 		if manifest.Lines, err = h.writeLines(ctx, objects, req, file, bounds[:sum.Chunks]); err != nil {
-			return pipeline.SplitResult{}, 0, err
+			return SmallSplit{}, err
 		}
 	}
 	var body []byte
@@ -252,14 +277,14 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	if err != nil {
 		msg := fmt.Sprintf("%s: writing the manifest s3://%s/%s failed: %v", file, manifest.Bucket, manifest.Key, err)
 		if source.HTTPStatus(err) == http.StatusForbidden {
-			return pipeline.SplitResult{}, 0, &pipeline.PermanentError{Message: msg}
+			return SmallSplit{}, &pipeline.PermanentError{Message: msg}
 		}
-		return pipeline.SplitResult{}, 0, &pipeline.RetryableError{Message: msg}
+		return SmallSplit{}, &pipeline.RetryableError{Message: msg}
 	}
 	// Register reads exactly this write (its version id, and its ETag with If-Match), so a manifest
 	// written later under the same key is never read in its place.
 	manifest.VersionID, manifest.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
-	return h.result(src, manifest, sum), aws.ToInt64(out.ContentLength), nil
+	return SmallSplit{Result: h.result(src, manifest, sum), size: aws.ToInt64(out.ContentLength)}, nil
 }
 
 func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {

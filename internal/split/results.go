@@ -116,9 +116,9 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 	if st.Split == nil && st.SmallFile {
 		// The file failed in the SmallFile task, which split it in memory: split it again, writing
 		// nothing. A file that does not split (it failed on its format) counts nothing, as below.
-		sp, err := h.Rescan(ctx, pipeline.SplitRequest{Tenant: t, Source: st.Source, ExecutionName: req.ExecutionName})
+		ss, err := h.Rescan(ctx, pipeline.SplitRequest{Tenant: t, Source: st.Source, ExecutionName: req.ExecutionName})
 		if err == nil {
-			st.Split = &sp
+			st.Split, w.spans = &ss.Result, ss.Spans
 		} else {
 			h.Log.Info("the small file does not split again; its results count no records", "tenant", t.ID, "execution", req.ExecutionName,
 				"errorType", source.ErrorType(err), "error", err.Error())
@@ -242,6 +242,9 @@ type resultsWriter struct {
 	h                 *Handler
 	objects           ObjectAPI
 	tenant, execution string
+	// spans, when set, are the chunks' spans in memory (a small file split again: Rescan), which
+	// has no manifest to read them from.
+	spans []pipeline.ChunkSpan
 }
 
 func (w resultsWriter) put(ctx context.Context, name string, body []byte) (string, error) {
@@ -404,6 +407,12 @@ func (w resultsWriter) registeredPast(ctx context.Context, sp pipeline.SplitResu
 
 // chunkSpan reads chunk i's span from the manifest, either version.
 func (w resultsWriter) chunkSpan(ctx context.Context, sp pipeline.SplitResult, t pipeline.Tenant, i int) (pipeline.ChunkSpan, error) {
+	if w.spans != nil {
+		if i < 0 || i >= len(w.spans) {
+			return pipeline.ChunkSpan{}, &pipeline.PermanentError{Message: fmt.Sprintf("chunk %d is not one of the small file's %d", i, len(w.spans))}
+		}
+		return w.spans[i], nil
+	}
 	m := sp.Manifest
 	rng := pipeline.ManifestRange(i)
 	if m.Version == pipeline.ManifestV2 {
