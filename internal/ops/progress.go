@@ -39,6 +39,7 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 		in.MaxResults = 1000
 	}
 	var p *Progress
+	entered := "" // the task state entered last
 	for range maxHistoryPages {
 		out, err := o.StepFunctions.GetExecutionHistory(ctx, in)
 		if err != nil {
@@ -46,6 +47,15 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 		}
 		for _, ev := range out.Events {
 			switch {
+			case ev.Type == sfntypes.HistoryEventTypeTaskStateEntered && ev.StateEnteredEventDetails != nil:
+				entered = aws.ToString(ev.StateEnteredEventDetails.Name)
+			case ev.Type == sfntypes.HistoryEventTypeTaskSucceeded && ev.TaskSucceededEventDetails != nil && entered == "SmallFile":
+				// A small file (workflows.StateSmallFile) has no Split state: the task's own result
+				// counts its records, all registered, as one segment.
+				var r pipeline.SmallFileResult
+				if json.Unmarshal([]byte(aws.ToString(ev.TaskSucceededEventDetails.Output)), &r) == nil {
+					p = &Progress{Records: r.Records, Segments: 1, SegmentsOK: 1}
+				}
 			case ev.Type == sfntypes.HistoryEventTypeTaskStateExited && ev.StateExitedEventDetails != nil &&
 				aws.ToString(ev.StateExitedEventDetails.Name) == "Split":
 				var state struct {

@@ -476,6 +476,31 @@ func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntyp
 	return e
 }
 
+// SmallFileHistory is the history of a small file's execution that succeeded in the SmallFile task
+// (workflows.StateSmallFile) with records records, all registered: the FileSize choice, then the
+// task, whose result is the function's (pipeline.SmallFileResult).
+func SmallFileHistory(records int64) []sfntypes.HistoryEvent {
+	out, err := json.Marshal(pipeline.SmallFileResult{Records: records, Registered: records})
+	if err != nil {
+		panic(err)
+	}
+	h := []sfntypes.HistoryEvent{
+		{Type: sfntypes.HistoryEventTypeExecutionStarted},
+		{Type: sfntypes.HistoryEventTypeChoiceStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String("FileSize")}},
+		{Type: sfntypes.HistoryEventTypeChoiceStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("FileSize")}},
+		{Type: sfntypes.HistoryEventTypeTaskStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String("SmallFile")}},
+		{Type: sfntypes.HistoryEventTypeTaskScheduled},
+		{Type: sfntypes.HistoryEventTypeTaskStarted},
+		{Type: sfntypes.HistoryEventTypeTaskSucceeded, TaskSucceededEventDetails: &sfntypes.TaskSucceededEventDetails{Output: aws.String(string(out))}},
+		{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("SmallFile")}},
+		{Type: sfntypes.HistoryEventTypeExecutionSucceeded},
+	}
+	for i := range h {
+		h[i].Id = int64(i + 1)
+	}
+	return h
+}
+
 // SplitHistory is the history of a file execution that split records into segments of the default
 // chunk size and registered done of them: Split's exit, then done MapIterationSucceeded events,
 // padded with other events so that it spans several pages.
