@@ -133,6 +133,17 @@ func (s *SmallFile) results(ctx context.Context, req pipeline.SmallFileRequest, 
 	if attempts <= 0 {
 		attempts = 3
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The results end before the Lambda timeout would kill the invocation: a killed task is
+		// retried whole, and its records, all registered, would be sent again (with the same keys).
+		margin := s.Register.DeadlineMargin
+		if margin == 0 {
+			margin = DefaultDeadlineMargin
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
+		defer cancel()
+	}
 	sleep := s.sleep
 	if sleep == nil {
 		sleep = sleepCtx

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/source"
@@ -281,5 +283,32 @@ func TestSmallFileSkipsInvalidRecords(t *testing.T) {
 	sum := summaryOf(t, store)
 	if sum.Registered != 2 || sum.Rejected != 1 || sum.Files.Rejected == "" {
 		t.Errorf("got summary %+v, want 2 registered, 1 rejected, with the rejected file", sum)
+	}
+}
+
+// hangingPuts is an S3 whose writes hang until the call's context ends.
+type hangingPuts struct{ *sourcetest.FakeS3 }
+
+func (h hangingPuts) PutObject(ctx context.Context, _ *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Results that hang end before the Lambda deadline: the task succeeds with its records registered,
+// rather than being killed and retried whole, which would send every record again.
+func TestSmallFileResultsEndBeforeTheDeadline(t *testing.T) {
+	c := newCore(t, nil)
+	store := sourcetest.NewFakeS3()
+	s, req := smallFixture(t, store, csvTenant(c.srv.URL), []byte("id,name\n1,a\n2,b\n"))
+	s.Register.DeadlineMargin, s.Register.HTTPTimeout = time.Second, 500*time.Millisecond
+	s.Split.S3 = hangingPuts{store}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	res, err := s.Handle(ctx, req)
+	if err != nil || res.Registered != 2 {
+		t.Fatalf("got %+v, %v; want both records registered and the task succeeded without its results", res, err)
+	}
+	if ctx.Err() != nil {
+		t.Error("the task returned after the Lambda deadline, want before it")
 	}
 }
