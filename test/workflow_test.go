@@ -100,6 +100,9 @@ func TestFileWorkflowShape(t *testing.T) {
 		t.Errorf("FileSize Default: got %s, want Split", got)
 	}
 	small := get(t, file, "States", "SmallFile").(map[string]any)
+	if small["ResultPath"] != "$.split" || asJSON(small["ResultSelector"]) != `{"records.$":"$.records"}` {
+		t.Errorf("SmallFile: ResultPath %v ResultSelector %s, want the records at $.split.records, as Split's", small["ResultPath"], asJSON(small["ResultSelector"]))
+	}
 	if !strings.Contains(asJSON(small["Resource"]), "Register") || small["End"] != true || asJSON(small["Catch"]) != `[{"ErrorEquals":["NotSmallError"],"Next":"Split","ResultPath":null}]` {
 		t.Errorf("SmallFile: Resource %v End %v Catch %s; want the Register function, the end, and NotSmallError to Split", small["Resource"], small["End"], asJSON(small["Catch"]))
 	}

@@ -382,7 +382,10 @@ func smallFileRoute(scope constructs.Construct, p *Props, split sfn.IChainable) 
 		}),
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
-		ResultPath:               sfn.JsonPath_DISCARD(),
+		// The execution's output counts the file's records at $.split.records, as Split's result
+		// does on the full path.
+		ResultSelector: &map[string]any{"records.$": "$.records"},
+		ResultPath:     jsii.String("$.split"),
 	})
 	addLambdaRetries(small, p.RegisterTimeout, p.Timeout)
 	small.AddCatch(split, &sfn.CatchProps{Errors: jsii.Strings(pipeline.ErrNotSmall), ResultPath: sfn.JsonPath_DISCARD()})

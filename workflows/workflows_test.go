@@ -172,8 +172,8 @@ func TestSmallFileRoute(t *testing.T) {
 		t.Errorf("got FileSize\n%s\nwant\n%s", choice, wantChoice)
 	}
 	small := states[StateSmallFile].(map[string]any)
-	if small["End"] != true || small["ResultPath"] != nil {
-		t.Errorf("got SmallFile End %v ResultPath %v, want the end of the execution, its result discarded", small["End"], small["ResultPath"])
+	if sel, _ := json.Marshal(small["ResultSelector"]); small["End"] != true || small["ResultPath"] != "$.split" || string(sel) != `{"records.$":"$.records"}` {
+		t.Errorf("got SmallFile End %v ResultPath %v ResultSelector %s, want the end of the execution, its records at $.split.records", small["End"], small["ResultPath"], sel)
 	}
 	payload, _ := json.Marshal(small["Parameters"])
 	for _, want := range []string{`"kind":"smallFile"`, `"input.$":"$"`, `"maxBytes":262144`, `"executionName.$":"$$.Execution.Name"`,

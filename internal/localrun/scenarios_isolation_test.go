@@ -31,10 +31,9 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	r := startScenario(t, isolatedTenants, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	uploadAll(t, ctx, r, []upload{
-		{"ta", "a.csv", []byte("id,name\na1,x\na2,y\n")},
-		{"tb", "b.csv", []byte("id,name\nb1,x\nb2,y\n")},
-	})
+	// Two chunks each, so that each file takes Split and leaves work/ objects (a one-chunk file
+	// runs as the SmallFile task, which writes none).
+	uploadAll(t, ctx, r, []upload{{"ta", "a.csv", csvOf(150)}, {"tb", "b.csv", csvOf(150)}})
 	rep := waitFor(t, ctx, r, "both files succeed", func(rep *report.Report) bool {
 		for _, id := range []string{"ta", "tb"} {
 			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {

@@ -84,6 +84,11 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		if sum, err := o.summary(ctx, t, f.ExecutionName); err == nil && sum != nil &&
 			sum.Status == f.Status && sum.RedriveCount == int(aws.ToInt32(d.RedriveCount)) {
 			f.Registered, f.Rejected = &sum.Registered, &sum.Rejected
+			if f.Records == nil && sum.Records > 0 {
+				// A small file that failed in the SmallFile task: its history counts no records,
+				// its results do.
+				f.Records = &sum.Records
+			}
 		}
 		rep.Files = append(rep.Files, f)
 	}

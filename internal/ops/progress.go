@@ -39,7 +39,6 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 		in.MaxResults = 1000
 	}
 	var p *Progress
-	entered := "" // the task state entered last
 	for range maxHistoryPages {
 		out, err := o.StepFunctions.GetExecutionHistory(ctx, in)
 		if err != nil {
@@ -47,15 +46,6 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 		}
 		for _, ev := range out.Events {
 			switch {
-			case ev.Type == sfntypes.HistoryEventTypeTaskStateEntered && ev.StateEnteredEventDetails != nil:
-				entered = aws.ToString(ev.StateEnteredEventDetails.Name)
-			case ev.Type == sfntypes.HistoryEventTypeTaskSucceeded && ev.TaskSucceededEventDetails != nil && entered == "SmallFile":
-				// A small file (workflows.StateSmallFile) has no Split state: the task's own result
-				// counts its records, all registered, as one segment.
-				var r pipeline.SmallFileResult
-				if json.Unmarshal([]byte(aws.ToString(ev.TaskSucceededEventDetails.Output)), &r) == nil {
-					p = &Progress{Records: r.Records, Segments: 1, SegmentsOK: 1}
-				}
 			case ev.Type == sfntypes.HistoryEventTypeTaskStateExited && ev.StateExitedEventDetails != nil &&
 				aws.ToString(ev.StateExitedEventDetails.Name) == "Split":
 				var state struct {
@@ -63,6 +53,19 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 				}
 				if json.Unmarshal([]byte(aws.ToString(ev.StateExitedEventDetails.Output)), &state) == nil && state.Split != nil {
 					p = &Progress{Records: state.Split.Records, Segments: len(state.Split.Segments)}
+				}
+			case ev.Type == sfntypes.HistoryEventTypeTaskStateExited && ev.StateExitedEventDetails != nil &&
+				aws.ToString(ev.StateExitedEventDetails.Name) == "SmallFile":
+				// A small file (workflows.StateSmallFile) has no Split state: the task leaves its
+				// records at $.split.records when it succeeds, every one of them registered, as one
+				// segment. A file it handed on leaves the state as it was, and Split follows.
+				var state struct {
+					Split *struct {
+						Records *int64 `json:"records"`
+					} `json:"split"`
+				}
+				if json.Unmarshal([]byte(aws.ToString(ev.StateExitedEventDetails.Output)), &state) == nil && state.Split != nil && state.Split.Records != nil {
+					p = &Progress{Records: *state.Split.Records, Segments: 1, SegmentsOK: 1}
 				}
 			case ev.Type == sfntypes.HistoryEventTypeMapIterationSucceeded && p != nil:
 				p.SegmentsOK++

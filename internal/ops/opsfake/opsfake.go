@@ -477,10 +477,10 @@ func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntyp
 }
 
 // SmallFileHistory is the history of a small file's execution that succeeded in the SmallFile task
-// (workflows.StateSmallFile) with records records, all registered: the FileSize choice, then the
-// task, whose result is the function's (pipeline.SmallFileResult).
+// (workflows.StateSmallFile) with records records: the FileSize choice, then the task, which
+// leaves the records at $.split.records.
 func SmallFileHistory(records int64) []sfntypes.HistoryEvent {
-	out, err := json.Marshal(pipeline.SmallFileResult{Records: records, Registered: records})
+	out, err := json.Marshal(map[string]any{"split": map[string]int64{"records": records}})
 	if err != nil {
 		panic(err)
 	}
@@ -489,10 +489,10 @@ func SmallFileHistory(records int64) []sfntypes.HistoryEvent {
 		{Type: sfntypes.HistoryEventTypeChoiceStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String("FileSize")}},
 		{Type: sfntypes.HistoryEventTypeChoiceStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("FileSize")}},
 		{Type: sfntypes.HistoryEventTypeTaskStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String("SmallFile")}},
-		{Type: sfntypes.HistoryEventTypeTaskScheduled},
-		{Type: sfntypes.HistoryEventTypeTaskStarted},
-		{Type: sfntypes.HistoryEventTypeTaskSucceeded, TaskSucceededEventDetails: &sfntypes.TaskSucceededEventDetails{Output: aws.String(string(out))}},
-		{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("SmallFile")}},
+		{Type: sfntypes.HistoryEventTypeLambdaFunctionScheduled},
+		{Type: sfntypes.HistoryEventTypeLambdaFunctionStarted},
+		{Type: sfntypes.HistoryEventTypeLambdaFunctionSucceeded},
+		{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String("SmallFile"), Output: aws.String(string(out))}},
 		{Type: sfntypes.HistoryEventTypeExecutionSucceeded},
 	}
 	for i := range h {
