@@ -1,6 +1,7 @@
 package register
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,8 @@ func TestSmallFileNotSmall(t *testing.T) {
 			c := newCore(t, nil)
 			store := sourcetest.NewFakeS3()
 			s, req := smallFixture(t, store, csvTenant(c.srv.URL), []byte(tt.data))
+			var logs bytes.Buffer
+			s.Register.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 			req.MaxBytes = tt.maxBytes
 			req.Input.Source.Size = 5 // the event's size was wrong
 			_, err := s.Handle(context.Background(), req)
@@ -138,6 +141,10 @@ func TestSmallFileNotSmall(t *testing.T) {
 			}
 			if len(c.seen) != 0 || len(store.Puts) != 0 {
 				t.Errorf("got %d POSTs and writes %v, want none", len(c.seen), slices.Sorted(mapsKeys(store.Puts)))
+			}
+			// A hand-off fails nothing: it must not raise the ERROR-log alarm.
+			if strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), `"level":"INFO"`) {
+				t.Errorf("got logs %s, want the hand-off at INFO and no ERROR", logs.String())
 			}
 		})
 	}

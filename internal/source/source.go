@@ -112,13 +112,18 @@ func ErrorType(err error) string {
 
 // LogLevel is the level a handler logs its returned error at: WARN for a RetryableError or a
 // RecordLatencyError, which the state machine's Retry usually absorbs, so that it does not raise
-// the ERROR-log alarm; ERROR for everything else, which fails the file.
+// the ERROR-log alarm; INFO for a NotSmallError, which hands a file to the full path and fails
+// nothing; ERROR for everything else, which fails the file.
 func LogLevel(err error) slog.Level {
 	var (
 		re *pipeline.RetryableError
 		le *pipeline.RecordLatencyError
+		ns *pipeline.NotSmallError
 	)
-	if errors.As(err, &re) || errors.As(err, &le) {
+	switch {
+	case errors.As(err, &ns):
+		return slog.LevelInfo
+	case errors.As(err, &re) || errors.As(err, &le):
 		return slog.LevelWarn
 	}
 	return slog.LevelError
