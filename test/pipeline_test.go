@@ -380,10 +380,11 @@ func TestListBucketIsScopedToTheTenant(t *testing.T) {
 	}{
 		// Split's function also runs the results task, which lists the file's rejection parts.
 		{"acme", "Split", []string{"inbox/acme/*", "results/acme/*"}},
-		{"acme", "Register", []string{"inbox/acme/*"}},
+		// Register's function also runs the SmallFile task, which writes a small file's results.
+		{"acme", "Register", []string{"inbox/acme/*", "results/acme/*"}},
 		{"acme", "Controller", []string{"control/acme/*"}},
 		{"initech", "Split", []string{"drop/initech/*", "results/initech/*"}},
-		{"initech", "Register", []string{"drop/initech/*"}},
+		{"initech", "Register", []string{"drop/initech/*", "results/initech/*"}},
 		{"initech", "Controller", []string{"control/initech/*"}},
 	} {
 		t.Run(tc.tenant+"/"+tc.fn, func(t *testing.T) {

@@ -229,15 +229,16 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
 	t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
 	// The rejections of each invocation (the core system's, under skipRecord), as parts of the
-	// file's results.
-	t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+	// file's results. The SmallFile task also does what the results task does there: it reads the
+	// rejection parts, listing them, and writes the results files.
+	if t.Props.smallFiles(false) > 0 {
+		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+		t.allowList(register, results.Prefix+tenant.ID+"/")
+	} else {
+		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+	}
 	if tenant.CoreSystem != nil {
 		grantAdaptiveLimit(register, tenant.CoreSystem)
-	}
-	if t.Props.smallFiles(false) > 0 {
-		// The SmallFile task writes what Split and its results task write: the manifest (above,
-		// work/), the rejection parts and the results under results/<tenant>/.
-		t.allowResults(register, tenant.ID)
 	}
 	if tenant.RegisterAuthSecretARN != "" {
 		register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

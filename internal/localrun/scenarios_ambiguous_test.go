@@ -39,13 +39,30 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 
 // Register hangs past Step Functions' client timeout on every attempt, so each attempt ends with
 // Lambda.ClientExecutionTimeoutException while its invocation goes on posting; after the last
-// retry the segment and the file fail. The core system never accepts hung.csv's last record, so no
-// invocation finishes the segment (one that did would record the segment's progress, and the next
-// attempt would find the segment done instead of hanging again). The controller holds the failed file until the segment's
-// stop + the Register timeout + 30 s, so the next file's first record arrives only after the hung
-// invocation has ended.
+// retry the file fails. The core system never accepts hung.csv's last record, so no invocation
+// finishes it (one that did would record the progress, and the next attempt would find the file
+// done instead of hanging again). The controller holds the failed file until the stop of the
+// execution that ran the hung task + the Register timeout + 30 s, so the next file's first record
+// arrives only after the hung invocation has ended. Both paths: a one-chunk file hangs in the file
+// execution's own SmallFile task; a file of two chunks, in its segment's Register, whose segment
+// execution fails.
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		records int
+	}{
+		{"small file", 30},
+		{"segment", 130},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ambiguousRegisterHold(t, tc.records)
+		})
+	}
+}
+
+func ambiguousRegisterHold(t *testing.T, records int) {
 	const registerTimeout = 8 * time.Second
 	r := startScenario(t, scenarioTenants, Config{
 		EnvFor: map[string][]string{
@@ -61,21 +78,23 @@ func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 			RetryIntervalScale: 0.05,
 		},
 	})
-	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
-		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") {
+	// The last chunk's records (the last 30) are slow, and its last record is never accepted.
+	slow := int64(records - 30)
+	r.Sink.SetDelay(func(tenant, source string, n int64) time.Duration {
+		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") && n > slow {
 			return 150 * time.Millisecond
 		}
 		return 0
 	})
 	r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
-		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") && n == 30 {
+		if tenant == "cont" && strings.HasSuffix(source, "/hung.csv") && n == int64(records) {
 			return http.StatusServiceUnavailable
 		}
 		return 0
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	uploadAll(t, ctx, r, []upload{{"cont", "hung.csv", csvOf(30)}, {"cont", "next.csv", csvOf(10)}})
+	uploadAll(t, ctx, r, []upload{{"cont", "hung.csv", csvOf(records)}, {"cont", "next.csv", csvOf(10)}})
 	rep := drain(t, ctx, r)
 	assertInvariants(t, r, rep, nil, false)
 	wantStatuses(t, rep, "cont", "FAILED", "SUCCEEDED")
