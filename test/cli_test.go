@@ -168,8 +168,8 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 func TestAppRegisterDesignContext(t *testing.T) {
 	t.Parallel() // child processes only, never this binary's jsii runtime
 	tenantsFile := filepath.Join(mustAbs(t, "testdata"), "one-tenant.json")
-	smallFiles := `\"FileSize\":{\"Type\":\"Choice\",\"Choices\":[{\"And\":[{\"Variable\":\"$.source.size\",\"IsPresent\":true},` +
-		`{\"Variable\":\"$.source.size\",\"IsNumeric\":true},{\"Variable\":\"$.source.size\",\"NumericLessThanEquals\":`
+	// The FileSize choice's second rule: a tenant without a bound of its own takes the app's.
+	smallFiles := `{\"Not\":{\"Variable\":\"$.tenant.smallFileBytes\",\"IsPresent\":true}},{\"Variable\":\"$.source.size\",\"NumericLessThanEquals\":`
 	for _, tc := range []struct {
 		design, small string
 		want          []string // states only that design's file and segment have

@@ -389,9 +389,15 @@ func smallFileRoute(scope constructs.Construct, p *Props, split sfn.IChainable) 
 	})
 	addLambdaRetries(small, p.RegisterTimeout, p.Timeout)
 	small.AddCatch(split, &sfn.CatchProps{Errors: jsii.Strings(pipeline.ErrNotSmall), ResultPath: sfn.JsonPath_DISCARD()})
-	size := jsii.String("$.source.size")
+	// The tenant's own bound (pipeline.Tenant.SmallFileBytes, -1 for none) when its settings carry
+	// one, else this state machine's.
+	size, own := jsii.String("$.source.size"), jsii.String("$.tenant.smallFileBytes")
 	return sfn.NewChoice(scope, jsii.String(StateFileSize), nil).
 		When(sfn.Condition_And(sfn.Condition_IsPresent(size), sfn.Condition_IsNumeric(size),
+			sfn.Condition_IsPresent(own), sfn.Condition_IsNumeric(own),
+			sfn.Condition_NumberLessThanEqualsJsonPath(size, own)), small, nil).
+		When(sfn.Condition_And(sfn.Condition_IsPresent(size), sfn.Condition_IsNumeric(size),
+			sfn.Condition_Not(sfn.Condition_IsPresent(own)),
 			sfn.Condition_NumberLessThanEquals(size, jsii.Number(float64(p.SmallFileBytes)))), small, nil).
 		Otherwise(split)
 }

@@ -151,7 +151,8 @@ func TestFileResults(t *testing.T) {
 }
 
 // TestSmallFileRoute: with SmallFileBytes the file state machine starts at the FileSize choice,
-// which sends a file the event gives at most that many bytes to the SmallFile task (the Register
+// which sends a file the event gives at most the tenant's bound (its settings' smallFileBytes), or
+// without one that many bytes, to the SmallFile task (the Register
 // function, which ends the execution: two state transitions) and any other, or one without a
 // numeric size, to Split; the task retries as Register does and hands a NotSmallError, and only
 // that, to Split with the state unchanged. Without it the machine starts at Split as before.
@@ -166,7 +167,13 @@ func TestSmallFileRoute(t *testing.T) {
 		t.Fatalf("got StartAt %v, want %s", def["StartAt"], StateFileSize)
 	}
 	choice, _ := json.Marshal(states[StateFileSize])
-	wantChoice := `{"Choices":[{"And":[{"IsPresent":true,"Variable":"$.source.size"},{"IsNumeric":true,"Variable":"$.source.size"},` +
+	// The tenant's own bound when its settings carry one (-1: none), else the state machine's.
+	wantChoice := `{"Choices":[` +
+		`{"And":[{"IsPresent":true,"Variable":"$.source.size"},{"IsNumeric":true,"Variable":"$.source.size"},` +
+		`{"IsPresent":true,"Variable":"$.tenant.smallFileBytes"},{"IsNumeric":true,"Variable":"$.tenant.smallFileBytes"},` +
+		`{"NumericLessThanEqualsPath":"$.tenant.smallFileBytes","Variable":"$.source.size"}],"Next":"SmallFile"},` +
+		`{"And":[{"IsPresent":true,"Variable":"$.source.size"},{"IsNumeric":true,"Variable":"$.source.size"},` +
+		`{"Not":{"IsPresent":true,"Variable":"$.tenant.smallFileBytes"}},` +
 		`{"NumericLessThanEquals":262144,"Variable":"$.source.size"}],"Next":"SmallFile"}],"Default":"Split","Type":"Choice"}`
 	if string(choice) != wantChoice {
 		t.Errorf("got FileSize\n%s\nwant\n%s", choice, wantChoice)

@@ -381,3 +381,29 @@ func TestValidateSink(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantSmallFileBytes: a tenant's own small-file bound is checked as in the tenants file,
+// with a message that names the prop, and travels in its settings, which the FileSize choice reads.
+func TestTenantSmallFileBytes(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		want  string // "": accepted
+	}{
+		{0, ""}, {1, ""}, {4 << 20, ""}, {-1, ""},
+		{4<<20 + 1, `tenant "acme": Tenant.SmallFileBytes: 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`},
+		{-2, `tenant "acme": Tenant.SmallFileBytes: -2 is out of range`},
+	} {
+		p := valid()
+		p.Tenant.SmallFileBytes = tc.bytes
+		err := p.withDefaults().validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d: got %v, want no error", tc.bytes, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%d: got %v, want an error containing %q", tc.bytes, err, tc.want)
+		}
+	}
+	if got := (Tenant{ID: "a", SmallFileBytes: 65536}).WithDefaults().settings().SmallFileBytes; got != 65536 {
+		t.Errorf("settings: got smallFileBytes %d, want 65536", got)
+	}
+}

@@ -90,6 +90,10 @@ type Tenant struct {
 	// to 64, and never more than its core system's share (CoreSystemProps.MaxRequestsInFlight).
 	// Default: 0, which is 8 under "key"; only with "key".
 	MaxRecordsInFlight int
+	// SmallFileBytes is the tenant's own small-file bound (SharedProps.SmallFileBytes, which it
+	// overrides): a file whose S3 event gives it at most this many bytes runs as one SmallFile
+	// task. 1 to 4 MiB, or -1 for none. Default: SharedProps.SmallFileBytes.
+	SmallFileBytes int64
 }
 
 // DynamoDB configures the DynamoDB sink (docs/data-path.md, "DynamoDB sink").
@@ -137,11 +141,13 @@ func tenantField(field string) string {
 	return field
 }
 
-// keyOrderProps are the Tenant props, by JSON path, of the key order rules' messages.
+// keyOrderProps are the Tenant props, by JSON path, of the key order rules' messages and of the
+// small-file bound's.
 var keyOrderProps = map[string]string{
 	"recordOrder":        "Tenant.RecordOrder",
 	"keyColumns":         "Tenant.KeyColumns",
 	"maxRecordsInFlight": "Tenant.MaxRecordsInFlight",
+	"smallFileBytes":     "Tenant.SmallFileBytes",
 	"registerMode":       "Tenant.RegisterMode",
 	"dynamodb":           "Tenant.DynamoDB",
 }
@@ -175,6 +181,7 @@ func tenantFrom(t tenants.Tenant) Tenant {
 		Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 		RecordOrder: t.RecordOrder, KeyColumns: slices.Clone(t.KeyColumns), MaxRecordsInFlight: t.MaxRecordsInFlight,
+		SmallFileBytes: t.SmallFileBytes,
 	}
 }
 
@@ -187,6 +194,7 @@ func (t Tenant) internal() tenants.Tenant {
 		CoreSystem: t.coreSystemName(), Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 		RecordOrder: t.RecordOrder, KeyColumns: slices.Clone(t.KeyColumns), MaxRecordsInFlight: t.MaxRecordsInFlight,
+		SmallFileBytes: t.SmallFileBytes,
 	}
 }
 

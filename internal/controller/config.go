@@ -276,6 +276,9 @@ func (e *envReader) fillCoreSystem(t *pipeline.Tenant, tables map[string]string,
 		e.Bad(field, "maxRecordsPerSecond %v, want above 0, or 0 for none", t.MaxRecordsPerSecond)
 	}
 	checkKeyOrder(*t, field, e.Bad)
+	if n := t.SmallFileBytes; n != 0 && n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
+		e.Bad(field, "smallFileBytes %d, want 1 to %d, -1 for none, or 0 for the state machine's bound", n, pipeline.MaxSmallFileBytes)
+	}
 	cs := t.CoreSystem
 	if cs == nil {
 		return

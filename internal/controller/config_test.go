@@ -241,6 +241,9 @@ func TestConfigKeyOrder(t *testing.T) {
 		want     string // "": accepted
 	}{
 		{"file order", `"recordOrder":"file"`, ""},
+		{"small-file bound", `"smallFileBytes":65536`, ""},
+		{"no small-file path", `"smallFileBytes":-1`, ""},
+		{"small-file bound too large", `"smallFileBytes":4194305`, `smallFileBytes 4194305, want 1 to 4194304, -1 for none, or 0 for the state machine's bound`},
 		{"key order", `"recordOrder":"key","keyColumns":["customer","region"],"maxRecordsInFlight":64`, ""},
 		{"key order, default in flight", `"recordOrder":"key","keyColumns":["customer"]`, ""},
 		{"requests in flight", `"recordOrder":"key","keyColumns":["customer"],` + fmt.Sprintf(ledger, "32"), ""},

@@ -151,6 +151,10 @@ type Tenant struct {
 	// MaxRecordsInFlight bounds the requests one file keeps in flight under RecordOrderKey.
 	// Zero means DefaultMaxRecordsInFlight.
 	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
+	// SmallFileBytes is the tenant's own small-file bound (TaskSmallFile), which the file state
+	// machine's FileSize choice compares the event's size with: 1 to MaxSmallFileBytes, or -1 for
+	// none (every file takes Split). Zero: the state machine's bound.
+	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
 }
 
 // Record orders of the bundled HTTP adapter's record mode.

@@ -67,10 +67,20 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	if s.Split == nil || s.Split.WorkBucket == "" {
 		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: file + ": the Register function has no " + pipeline.EnvWorkBucket + " for the small-file path"}
 	}
-	if req.MaxBytes <= 0 || req.MaxBytes > pipeline.MaxSmallFileBytes {
-		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the small-file bound %d is outside 1..%d", file, req.MaxBytes, pipeline.MaxSmallFileBytes)}
+	// The tenant's own bound, when it has one, else the state machine's: the one FileSize chose by.
+	bound := req.MaxBytes
+	if own := in.Tenant.SmallFileBytes; own != 0 {
+		bound = own
 	}
-	ss, err := s.Split.Small(ctx, pipeline.SplitRequest{Tenant: in.Tenant, Source: in.Source, ExecutionName: req.ExecutionName}, req.MaxBytes)
+	if bound == -1 {
+		err := &pipeline.NotSmallError{Message: file + ": the tenant has no small-file path (smallFileBytes -1): the full path splits it"}
+		log.Info("small file handed to the full path", "reason", err.Message)
+		return pipeline.SmallFileResult{}, err
+	}
+	if bound <= 0 || bound > pipeline.MaxSmallFileBytes {
+		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the small-file bound %d is outside 1..%d", file, bound, pipeline.MaxSmallFileBytes)}
+	}
+	ss, err := s.Split.Small(ctx, pipeline.SplitRequest{Tenant: in.Tenant, Source: in.Source, ExecutionName: req.ExecutionName}, bound)
 	if err != nil {
 		log.Log(ctx, source.LogLevel(err), "small file not split", "errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SmallFileResult{}, err

@@ -80,7 +80,9 @@ func TestSmallFileOneInvocation(t *testing.T) {
 	c := newCore(t, nil)
 	store := sourcetest.NewFakeS3()
 	tenant := csvTenant(c.srv.URL)
+	tenant.SmallFileBytes = 1000 // the tenant's own bound, above the file's 20 bytes
 	s, req := smallFixture(t, store, tenant, []byte("id,name\n1,a\n2,b\n3,c\n"))
+	req.MaxBytes = 10 // the state machine's, which the tenant's overrides
 
 	res, err := s.Handle(context.Background(), req)
 	if err != nil {
@@ -120,10 +122,13 @@ func TestSmallFileNotSmall(t *testing.T) {
 		name     string
 		data     string
 		maxBytes int64
+		own      int64 // the tenant's own bound
 		want     string
 	}{
-		{"more than one chunk", "id,name\n1,a\n2,b\n3,c\n4,d\n", pipeline.DefaultSmallFileBytes, "more than one chunk of 3 records"},
-		{"more bytes than the event said", "id,name\n1,a\n2,b\n", 10, "more than the small-file bound of 10"},
+		{"more than one chunk", "id,name\n1,a\n2,b\n3,c\n4,d\n", pipeline.DefaultSmallFileBytes, 0, "more than one chunk of 3 records"},
+		{"more bytes than the event said", "id,name\n1,a\n2,b\n", 10, 0, "more than the small-file bound of 10"},
+		{"more bytes than the tenant's own bound", "id,name\n1,a\n2,b\n", pipeline.DefaultSmallFileBytes, 12, "more than the small-file bound of 12"},
+		{"the tenant has none", "id,name\n1,a\n", pipeline.DefaultSmallFileBytes, -1, "the tenant has no small-file path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +137,7 @@ func TestSmallFileNotSmall(t *testing.T) {
 			s, req := smallFixture(t, store, csvTenant(c.srv.URL), []byte(tt.data))
 			var logs bytes.Buffer
 			s.Register.Log = slog.New(slog.NewJSONHandler(&logs, nil))
-			req.MaxBytes = tt.maxBytes
+			req.MaxBytes, req.Input.Tenant.SmallFileBytes = tt.maxBytes, tt.own
 			req.Input.Source.Size = 5 // the event's size was wrong
 			_, err := s.Handle(context.Background(), req)
 			var ns *pipeline.NotSmallError

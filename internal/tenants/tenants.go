@@ -124,6 +124,10 @@ type Tenant struct {
 	// MaxRecordsInFlight bounds the requests one file keeps in flight under recordOrder "key":
 	// 1 to 64. Default: 8 under "key".
 	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
+	// SmallFileBytes is the tenant's small-file bound: a file whose S3 event gives it at most this
+	// many bytes runs as one SmallFile task (split, register and results in one invocation). 1 to
+	// 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 32 KiB).
+	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
 }
 
 // DynamoDB is a tenant's "dynamodb" sink.
@@ -599,6 +603,9 @@ func (t Tenant) check(u unreadable, name func(field string) string) error {
 	if t.MaxFieldBytes < 1 || t.MaxFieldBytes > 1<<20 {
 		bad("maxFieldBytes", "%d is out of range: use 1 to 1,048,576 bytes", t.MaxFieldBytes)
 	}
+	if n := t.SmallFileBytes; n != 0 && n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
+		bad("smallFileBytes", "%d is out of range: use 1 to %d bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound", n, pipeline.MaxSmallFileBytes)
+	}
 	if !slices.Contains([]string{pipeline.OnFailureContinue, pipeline.OnFailureHalt}, t.OnFailure) {
 		bad("onFailure", "%q is invalid: use %q or %q", t.OnFailure, pipeline.OnFailureContinue, pipeline.OnFailureHalt)
 	}
@@ -682,6 +689,7 @@ func (t Tenant) Settings() pipeline.Tenant {
 		RecordOrder:           t.RecordOrder,
 		KeyColumns:            keyColumns(t.KeyColumns),
 		MaxRecordsInFlight:    t.MaxRecordsInFlight,
+		SmallFileBytes:        t.SmallFileBytes,
 	}
 }
 

@@ -68,6 +68,9 @@ func TestParseRejects(t *testing.T) {
 		{"delimiter cp932 cannot encode", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "é"}]}`, []string{`delimiter: "é" is invalid for cp932`}},
 		{"delimiter on jsonl", `{"tenants": [{"id": "acme", "format": "jsonl", "delimiter": ";"}]}`, []string{`delimiter: ";" is set, but only CSV`}},
 		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes: 2000000 is out of range`}},
+		{"small-file bound too large", `{"tenants": [{"id": "acme", "smallFileBytes": 4194305}]}`,
+			[]string{`tenant "acme": smallFileBytes: 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`}},
+		{"small-file bound negative", `{"tenants": [{"id": "acme", "smallFileBytes": -2}]}`, []string{`tenant "acme": smallFileBytes: -2 is out of range`}},
 		{"every problem at once", `{"tenants": [{"id": "acme", "format": "xml", "chunkSize": 5000}, {"id": "B"}]}`,
 			[]string{`tenant "acme": format`, `tenant "acme": chunkSize`, `tenant "B": id`}},
 		{"not json", `{"tenants": [`, []string{`line 1, column 14: JSON syntax error: unexpected end of JSON input`}},
@@ -157,6 +160,22 @@ func TestSettingsRejectStatuses(t *testing.T) {
 	}
 }
 
+// TestSettingsSmallFileBytes: a tenant's small-file bound travels in its settings, which the file
+// state machine's FileSize choice reads; a tenant without one has none there (the app's bound).
+func TestSettingsSmallFileBytes(t *testing.T) {
+	f, err := Parse([]byte(`{"tenants": [{"id": "a", "smallFileBytes": 65536}, {"id": "b", "smallFileBytes": -1}, {"id": "c"}]}`),
+		Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	for i, want := range []string{`"smallFileBytes":65536`, `"smallFileBytes":-1`, ""} {
+		b, _ := json.Marshal(f.Tenants[i].Settings())
+		if got := string(b); want != "" && !strings.Contains(got, want) || want == "" && strings.Contains(got, "smallFileBytes") {
+			t.Errorf("tenant %d: got settings %s, want %q", i, got, want)
+		}
+	}
+}
+
 func TestParseAccepts(t *testing.T) {
 	for _, tc := range []struct{ name, json string }{
 		{"jsonl without delimiter", `{"tenants": [{"id": "acme", "format": "jsonl"}]}`},
@@ -169,6 +188,7 @@ func TestParseAccepts(t *testing.T) {
 		{"dots inside a segment", `{"tenants": [{"id": "acme", "prefix": "in/.acme../"}]}`},
 		{"bounds", `{"tenants": [{"id": "a", "chunkSize": 1}, {"id": "b", "chunkSize": 1000}]}`},
 		{"reject statuses", `{"tenants": [{"id": "a", "onInvalidRecord": "skipRecord", "rejectStatuses": [400, 409, 422, 499]}]}`},
+		{"small-file bounds", `{"tenants": [{"id": "a", "smallFileBytes": 1}, {"id": "b", "smallFileBytes": 4194304}, {"id": "c", "smallFileBytes": -1}]}`},
 		{"full", `{"tenants": [{"id": "acme", "prefix": "in/acme/", "format": "csv", "encoding": "utf-8", "delimiter": ";", "chunkSize": 50,
 			"maxFieldBytes": 1024, "onFailure": "halt", "idempotencyKey": "object-version", "registerUrl": "https://core.example.com/records",
 			"registerAuthSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-AbCdEf"}]}`},
