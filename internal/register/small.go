@@ -156,7 +156,7 @@ func (s *SmallFile) results(ctx context.Context, req pipeline.SmallFileRequest, 
 	}
 	sleep := s.sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = sleepContext
 	}
 	wait := time.Second
 	for i := 1; ; i++ {
@@ -165,16 +165,5 @@ func (s *SmallFile) results(ctx context.Context, req pipeline.SmallFileRequest, 
 			return
 		}
 		wait *= 2
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
