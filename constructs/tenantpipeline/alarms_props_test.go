@@ -94,7 +94,7 @@ func TestTenantConvertsEveryField(t *testing.T) {
 		switch f := v.Field(i); f.Kind() {
 		case reflect.String:
 			f.SetString("v" + v.Type().Field(i).Name)
-		case reflect.Int:
+		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(7 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))

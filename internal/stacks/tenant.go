@@ -18,6 +18,7 @@ func pipelineTenant(t tenants.Tenant, coreSystems map[string]*tenantpipeline.Cor
 		CoreSystem: coreSystems[t.CoreSystem], Weight: t.Weight, MaxRecordsPerSecond: t.MaxRecordsPerSecond,
 		OnInvalidRecord: t.OnInvalidRecord, MaxInvalidRecords: t.MaxInvalidRecords, RejectStatuses: slices.Clone(t.RejectStatuses),
 		RecordOrder: t.RecordOrder, KeyColumns: slices.Clone(t.KeyColumns), MaxRecordsInFlight: t.MaxRecordsInFlight,
+		SmallFileBytes: t.SmallFileBytes,
 	}
 }
 

@@ -23,7 +23,7 @@ func TestPipelineTenantCopiesEveryField(t *testing.T) {
 		switch f.Kind() {
 		case reflect.String:
 			f.SetString(fmt.Sprintf("value-%d", i))
-		case reflect.Int:
+		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(1000 + i))
 		case reflect.Float64:
 			f.SetFloat(0.5 + float64(i))
