@@ -99,8 +99,12 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 		}
 		if !res.Done {
 			// Register wrote the segment's progress: the full path resumes there.
-			msg := fmt.Sprintf("%s: the small file's registration did not end in one invocation (%d records registered, it resumes at record %d): the full path goes on from there",
-				file, res.Registered, res.NextRecord)
+			from := "its first record"
+			if res.NextRecord > 0 {
+				from = fmt.Sprintf("record %d", res.NextRecord)
+			}
+			msg := fmt.Sprintf("%s: the small file's registration did not end in one invocation (%d records registered, it resumes at %s): the full path goes on from there",
+				file, res.Registered, from)
 			log.Info("small file handed to the full path", "registered", res.Registered, "nextRecord", res.NextRecord)
 			return pipeline.SmallFileResult{}, &pipeline.NotSmallError{Message: msg}
 		}
