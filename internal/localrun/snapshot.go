@@ -80,6 +80,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 
 	uploads := r.Uploads()
 	var gaps []float64
+	var gapParts []report.GapPart
 	var total int64
 	for _, t := range r.Tenants {
 		tr := &report.TenantReport{Files: []report.FileReport{}, Tier: cmp.Or(t.Tier, TierSilo), Pool: t.Pool}
@@ -160,12 +161,14 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 		}
 		sort.Slice(tr.Replays, func(i, j int) bool { return tr.Replays[i].StartedAt.Before(*tr.Replays[j].StartedAt) })
 		gaps = append(gaps, tr.Gaps()...)
+		gapParts = append(gapParts, tr.GapParts()...)
 		if n, err := r.tenantDepth(ctx, t); err == nil {
 			tr.Queued = n
 		}
 		tr.Halted = halted(t, tr)
 	}
 	rep.InterFileGapSecond = report.SummarizeGaps(gaps)
+	rep.InterFileGapWakeUpSecond, rep.InterFileGapAdmissionSecond = report.SummarizeGapParts(gapParts)
 	if rep.WallSeconds > 0 {
 		rep.RecordsPerSecond = float64(total) / rep.WallSeconds
 	}
