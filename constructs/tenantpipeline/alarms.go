@@ -168,7 +168,7 @@ func (a AlarmThresholds) validate(haltedRecheck time.Duration, bad func(string, 
 // headAlarmPeriods is how many periods the head-time alarms (HeadQueued, HeadRunning and the
 // pool's TenantHeadQueued, TenantHeadRunning) evaluate, one breaching datapoint among them being
 // enough. The controller writes a tenant's unchanged health line once per safety net
-// (lambdas/controller/headmetrics.go), and a running head file is delivered once per safety net
+// (internal/controller/headmetrics.go), and a running head file is delivered once per safety net
 // with wake events, so with a safety net as long as the period, or longer, a period can hold no
 // line while the head file still runs long; missing data is not breaching (no line: no running
 // head file), so one period alone would return to OK in between. The range covers the safety net

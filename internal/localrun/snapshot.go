@@ -244,7 +244,7 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *report.FileRepor
 }
 
 // skipMarked reports whether an operator wrote the skip marker of the tenant's execution
-// (lambdas/controller/skip.go names it).
+// (pipeline.SkipMarkerKey names it, for the controller and pipectl alike).
 func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
 	key := pipeline.SkipMarkerKey(tenant, execution)
 	_, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &r.Bucket, Key: &key})

@@ -413,7 +413,7 @@ func (f *Function) release(inst *instance, reusable bool) {
 	inst.kill()
 }
 
-// redeploy changes the variables of the function's next execution environments, as a deployment
+// Redeploy changes the variables of the function's next execution environments, as a deployment
 // of a configuration change does: the idle environments end, and the next invocation starts a
 // new one; an invocation in progress finishes in its own.
 func (f *Function) Redeploy(edit func(env []string) []string) {
@@ -718,7 +718,7 @@ var builtBinaries sync.Map
 // scenarios) never write the same binary at once.
 var buildLocks sync.Map
 
-// buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
+// BuildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
 func BuildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	if err := ctx.Err(); err != nil {
@@ -779,7 +779,7 @@ const (
 	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
 	AsyncThrottleFirstWait = time.Second
 	AsyncThrottleMaxWait   = 5 * time.Minute
-	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
+	// DLQErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
 	DLQErrorMessageBytes = 1024
 )
 
@@ -797,7 +797,7 @@ func (c AsyncConfig) EventAge() time.Duration {
 	return c.MaximumEventAge
 }
 
-// newLineTap writes to w and gives observe each whole line written.
+// NewLineTap writes to w and gives observe each whole line written.
 func NewLineTap(w io.Writer, observe func([]byte)) *lineTap { return &lineTap{w: w, observe: observe} }
 
 // lineTap passes a process's output through to w and hands each complete line to observe. One

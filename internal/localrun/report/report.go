@@ -174,7 +174,7 @@ type GapStats struct {
 	Max  float64 `json:"max"`
 }
 
-// splitCount makes Split's count the records of a file the harness cannot see registered (an
+// SplitCount makes Split's count the records of a file the harness cannot see registered (an
 // external endpoint), and returns it: 0 when unknown.
 func (f *FileReport) SplitCount() int64 {
 	if f.Expected < 0 {
@@ -185,7 +185,7 @@ func (f *FileReport) SplitCount() int64 {
 	return f.Expected
 }
 
-// setCounts takes the counts of s when it describes the file's execution as it is now: the same
+// SetCounts takes the counts of s when it describes the file's execution as it is now: the same
 // execution, run and status, as the controller reads it for the File Processed event. A summary of
 // another run or status is an earlier end of a redriven execution (each end rewrites it), or was
 // written by the results task of an execution not yet stopped.
@@ -325,7 +325,7 @@ func SummarizeGaps(g []float64) GapStats {
 	return GapStats{N: s.N, Mean: round(s.Mean), P95: round(s.P95), Max: round(s.Max)}
 }
 
-// causeType is the error type of a failure whose cause is "Error: cause" (a failed segment
+// CauseType is the error type of a failure whose cause is "Error: cause" (a failed segment
 // execution's) or the execution's own (pipeline.FailureOf).
 func CauseType(errName, cause string) string {
 	if name, rest, ok := strings.Cut(cause, ": {"); ok && !strings.ContainsAny(name, " {") {
@@ -336,7 +336,7 @@ func CauseType(errName, cause string) string {
 	return errType
 }
 
-// readableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
+// ReadableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
 // them); the cause is "Error: cause" for a failed segment execution, or the execution's own cause.
 func ReadableCause(cause string) string {
 	i := strings.Index(cause, "{")
@@ -367,7 +367,7 @@ type FileEvent struct {
 	Detail results.Event `json:"detail"`
 }
 
-// ownStop is when the file's own run stopped: before its first redrive, if it was redriven.
+// OwnStop is when the file's own run stopped: before its first redrive, if it was redriven.
 func (f *FileReport) OwnStop() *time.Time {
 	if f.FirstStop != nil {
 		return f.FirstStop

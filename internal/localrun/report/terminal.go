@@ -160,7 +160,7 @@ func splitNote(tr *TenantReport) string {
 	return ""
 }
 
-// idle reports whether no tenant has a message queued, a file running or a halt.
+// Idle reports whether no tenant has a message queued, a file running or a halt.
 func Idle(rep *Report) bool {
 	for _, tr := range rep.Tenants {
 		if tr.Halted != nil || tr.Queued > 0 {
