@@ -12,6 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // The repository's shape is part of what a newcomer reads: README stays a first page, its Layout
@@ -301,5 +305,63 @@ func TestDocsLinksResolve(t *testing.T) {
 				t.Errorf("%s links to %s, which does not exist", page, m[1])
 			}
 		}
+	}
+}
+
+// TestDocsFiguresAgree: a figure README.md and docs/ both give is the code's, in each place; and
+// what docs once said wrong stays fixed (the admission table's encryption, the redrive's resend).
+func TestDocsFiguresAgree(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	n := func(v int) string { return regexp.QuoteMeta(strconv.Itoa(v)) }
+	thousands := func(v int) string { // 1000 as 1000 or 1,000
+		s := strconv.Itoa(v)
+		if len(s) > 3 {
+			return "(?:" + s + "|" + s[:len(s)-3] + "," + s[len(s)-3:] + ")"
+		}
+		return s
+	}
+	cases := []struct {
+		name, file string
+		want       string // a regular expression the file must match
+	}{
+		{"chunkSize default and range", "README.md", "`chunkSize` \\| `" + n(pipeline.DefaultChunkSize) + "` \\| records per chunk, 1–" + thousands(pipeline.MaxChunkSize)},
+		{"chunkSize default and range", "docs/configuration.md", "`chunkSize` \\| `" + n(pipeline.DefaultChunkSize) + "` \\| records per Register task, 1–" + thousands(pipeline.MaxChunkSize)},
+		{"maxInvalidRecords default", "README.md", "`failFile`; " + thousands(pipeline.DefaultMaxInvalidRecords) + " \\|"},
+		{"maxInvalidRecords default and range", "docs/configuration.md", "`maxInvalidRecords` \\| `" + n(pipeline.DefaultMaxInvalidRecords) + "` under `skipRecord` \\| `skipRecord` only, 1–" + thousands(pipeline.MaxMaxInvalidRecords)},
+		{"maxBatchBytes default", "README.md", "`record`; " + n(pipeline.DefaultMaxBatchBytes>>20) + " MiB"},
+		{"maxBatchBytes default", "docs/configuration.md", "`maxBatchBytes` \\| `" + n(pipeline.DefaultMaxBatchBytes) + "`"},
+		{"maxRecordsInFlight default and range", "README.md", "`file`; none; `" + n(pipeline.DefaultMaxRecordsInFlight) + "` \\|.* up to " + n(pipeline.MinMaxRecordsInFlight) + "–" + n(pipeline.MaxMaxRecordsInFlight)},
+		{"maxRecordsInFlight default and range", "docs/configuration.md", "`maxRecordsInFlight` \\| `" + n(pipeline.DefaultMaxRecordsInFlight) + "` under `key` \\| .*, " + n(pipeline.MinMaxRecordsInFlight) + "–" + n(pipeline.MaxMaxRecordsInFlight)},
+		{"weight default and range", "README.md", "none; `" + n(pipeline.DefaultWeight) + "` \\| .*its share \\(" + n(pipeline.MinWeight) + "–" + n(pipeline.MaxWeight) + "\\)"},
+		{"weight default and range", "docs/configuration.md", "`weight` \\| `" + n(pipeline.DefaultWeight) + "` \\| " + n(pipeline.MinWeight) + "–" + n(pipeline.MaxWeight)},
+		{"pool maximumConcurrency", "README.md", "`maximumConcurrency` \\(" + n(tenants.DefaultPoolMaximumConcurrency) + ":"},
+		{"pool maximumConcurrency", "docs/configuration.md", "`maximumConcurrency` \\| `" + n(tenants.DefaultPoolMaximumConcurrency) + "` \\| " + n(tenants.MinPoolMaximumConcurrency) + "–" + thousands(tenants.MaxPoolMaximumConcurrency)},
+		{"pool maxRunningFiles", "README.md", "`maxRunningFiles` \\(" + n(tenants.DefaultPoolMaxRunningFiles) + ":"},
+		{"pool maxRunningFiles", "docs/configuration.md", "`maxRunningFiles` \\| `" + n(tenants.DefaultPoolMaxRunningFiles) + "` \\| 1–" + thousands(tenants.MaxRunningFiles)},
+		{"pool intakeGroups", "README.md", "`intakeGroups` \\(" + n(tenants.DefaultPoolIntakeGroups) + "\\)"},
+		{"pool intakeGroups", "docs/configuration.md", "`intakeGroups` \\| `" + n(tenants.DefaultPoolIntakeGroups) + "` \\| 1–" + n(tenants.MaxPoolIntakeGroups)},
+		{"tenants per stack", "docs/configuration.md", "`tenantsPerStack` \\| `10` \\| room per silo stack for new tenants, 1–" + n(stacks.MaxTenantsPerStack)},
+		{"tenants per stack", "docs/quotas-and-cost.md", n(stacks.MaxTenantsPerStack) + " tenants per stack at most"},
+		// With a top-level encryption the admission tables take the app's key (encryption.go).
+		{"admission table encryption", "docs/configuration.md", "An admission table has [^.]*AWS-managed encryption, or the app's key with a\\s+top-level `encryption`"},
+		// A redrive resumes the failed segment at its progress: it re-sends at most the failed
+		// invocation's records, not the segment's from its first chunk.
+		{"halt redrive resumes at the progress", "docs/controller.md", "Register\\s+resumes that segment at the progress it kept in the work bucket"},
+	}
+	for _, c := range cases {
+		t.Run(c.file+": "+c.name, func(t *testing.T) {
+			if !regexp.MustCompile(c.want).MatchString(read(c.file)) {
+				t.Errorf("got no match of %q in %s: the figure there is not the code's, or the text changed; fix the wrong copy", c.want, c.file)
+			}
+		})
+	}
+	if strings.Contains(read("docs/controller.md"), "registered again from its first chunk") {
+		t.Error("docs/controller.md: got a redrive that registers the failed segment again from its first chunk, want the resume at the segment's progress")
 	}
 }
