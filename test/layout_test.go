@@ -353,6 +353,7 @@ func TestDocsFiguresAgree(t *testing.T) {
 		// A redrive resumes the failed segment at its progress: it re-sends at most the failed
 		// invocation's records, not the segment's from its first chunk.
 		{"halt redrive resumes at the progress", "docs/controller.md", "Register\\s+resumes that segment at the progress it kept in the work bucket"},
+		{"redrive resumes at the progress", "docs/operations.md", "A redrive resumes at\\s+the failed segment, at the progress Register kept for it"},
 	}
 	for _, c := range cases {
 		t.Run(c.file+": "+c.name, func(t *testing.T) {
