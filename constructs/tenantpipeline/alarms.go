@@ -271,7 +271,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 
 	a := p.Alarms
 	headPeriods := headAlarmPeriods(p.controllerSafetyNet(), a.EvaluationMinutes)
-	core := t.core.alarms(a, coreAlarmWords{
+	core := t.alarms(a, coreAlarmWords{
 		ControllerErrors: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs.",
 		OldestMessage: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
 			"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge),

@@ -2,8 +2,6 @@ package tenantpipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
-	"github.com/aws/jsii-runtime-go"
 )
 
 // VendedLogsPrefix starts the name of every workflow log group. Step Functions delivers logs as
@@ -17,14 +15,4 @@ const VendedLogsPrefix = "/aws/vendedlogs/states/"
 // prefix, and a tenant id appears once per app.
 func (t *TenantPipeline) workflowLogGroupName() string {
 	return VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/" + t.Props.Tenant.ID
-}
-
-// workflowLogGroup creates the log group both state machines log to.
-func (t *TenantPipeline) workflowLogGroup() awslogs.LogGroup {
-	lg := awslogs.NewLogGroup(t.Construct, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
-		LogGroupName: jsii.String(t.workflowLogGroupName()),
-		Retention:    t.Props.LogRetention,
-	})
-	t.LogGroups = append(t.LogGroups, lg)
-	return lg
 }
