@@ -61,7 +61,8 @@ type CoreSystemProps struct {
 	EncryptionKey awskms.IKey
 }
 
-// DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default.
+// DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default: API, as the value
+// the zero field takes.
 const DefaultAdmissionWaitAlarm = 30 * time.Minute
 
 // CoreSystem is one core system's admission state: a DynamoDB table of its running-file leases,

@@ -9,6 +9,7 @@ import (
 // CloudWatch Logs resource policy (at most 5,120 characters): deploys fail after a few dozen
 // tenants. Under this prefix, one policy entry covers every group.
 // https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html
+// It is API: a key policy written outside the app names the workflow log groups by it (KeyPolicy).
 const VendedLogsPrefix = "/aws/vendedlogs/states/"
 
 // workflowLogGroupName is unique per stack and tenant: the stack's name starts with the app's stack
