@@ -33,6 +33,7 @@ import (
 // tenant's keys, the pool its intake, router, settings file and tenant-scoped role
 // (tenantrole.go).
 //
+// It is exported because both constructs embed it: its fields are theirs (t.Queue, t.Controller).
 // TestCoreGrantsInBothTiers lists the grants both tiers have.
 type Pipeline struct {
 	// Queue is the FIFO queue: one message group per tenant, so one file of a tenant in flight at

@@ -398,6 +398,28 @@ func (t *TenantPool) build() {
 		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
 	})
 
+	t.addIntake(code, poolEnv)
+
+	t.grantAdmission()
+	t.newTenantRole()
+	// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
+	t.grantBacklog()
+	t.denyForeignSends()
+	t.encrypt()
+	t.newUploaderRole()
+	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
+	t.Alarms = t.newAlarms()
+	t.dependOnRules()
+	t.Dashboard = t.newDashboard()
+	t.addOutput()
+	t.suppressNagFindings()
+}
+
+// addIntake creates what routes the pool's events to its tenants: the intake queue, the router
+// with its event source, the dead-letter queue and the intake rules. code is the router's code
+// (the controller's, with the tenants file), poolEnv what it shares with the controller's
+// environment.
+func (t *TenantPool) addIntake(code awslambda.Code, poolEnv map[string]string) {
 	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
@@ -451,20 +473,6 @@ func (t *TenantPool) build() {
 	t.enc.grantQueues(t.Router, false, t.Intake)
 	t.enc.grantQueues(t.Router, true, t.Queue, t.RuleDeadLetterQueue)
 	t.newIntakeRules()
-
-	t.grantAdmission()
-	t.newTenantRole()
-	// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
-	t.grantBacklog()
-	t.denyForeignSends()
-	t.encrypt()
-	t.newUploaderRole()
-	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
-	t.Alarms = t.newAlarms()
-	t.dependOnRules()
-	t.Dashboard = t.newDashboard()
-	t.addOutput()
-	t.suppressNagFindings()
 }
 
 // settings is the pool's tenants file.
