@@ -254,8 +254,7 @@ func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Co
 	return fn
 }
 
-// allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
-// allowResults lets the Split function's results task (lambdas/split, results.go) do its work for
+// allowResults lets the Split function's results task (internal/split, results.go) do its work for
 // one tenant: read the manifest (by the version id Split's write returned, which takes
 // s3:GetObjectVersion: https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 // "Permissions") and the segments' progress under work/<tenant>/, list and read the rejection
@@ -266,6 +265,7 @@ func (t *TenantPipeline) allowResults(fn awslambda.IFunction, tenant string) {
 	t.allowList(fn, pipeline.ResultsPrefix+tenant+"/")
 }
 
+// allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
 func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
 	grantObjects(fn, t.Props.Bucket, actions, pattern)
 }
