@@ -244,8 +244,8 @@ func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 				VisibilityTimeout: 30 * time.Second,
 			},
 		}, []string{
-			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
-			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": chunkSize: 5000 is out of range",
+			"\n  [Bad/Tenant-bad] Tenant.ID (tenant \"Bad_Id\"): \"Bad_Id\" is invalid",
+			"\n  [Bad/Tenant-bad] Tenant.ChunkSize (tenant \"Bad_Id\"): 5000 is out of range",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": registerUrl is required",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": visibility timeout 30s is shorter than the safety net interval 5m0s",

@@ -24,12 +24,12 @@ var bothTiers = sync.OnceValue(func() map[string]any {
 	stack := awscdk.NewStack(app, jsii.String("Tiers"), nil)
 	ledger := tenantpipeline.NewCoreSystem(stack, "Ledger", &tenantpipeline.CoreSystemProps{Name: "ledger", MaxRunningFiles: 10})
 	tenantpipeline.New(stack, "Silo", &tenantpipeline.Props{
-		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme", CoreSystem: ledger},
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme", CoreSystem: ledger.Props.Name},
 		Bucket: stacks.NewIngestBucket(stack, "SiloBucket"),
 	})
 	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 		Name: "p", Bucket: stacks.NewIngestBucket(stack, "PoolBucket"), IntakeGroups: 1,
-		Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli", CoreSystem: ledger}},
+		Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli", CoreSystem: ledger.Props.Name}},
 	})
 	return templateJSON(assertions.Template_FromStack(stack, nil))
 })

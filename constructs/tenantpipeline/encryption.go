@@ -378,7 +378,7 @@ func (t *TenantPipeline) encrypt() {
 			be.grantBucket(register, p.Bucket)
 		}
 	}
-	if cs := p.Tenant.CoreSystem; cs != nil && cs.Props.EncryptionKey != nil {
+	if cs := t.coreSystem; cs != nil && cs.Props.EncryptionKey != nil {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
 		if bundled && cs.Props.Adaptive {

@@ -328,7 +328,7 @@ func (s SharedProps) PollBudget() time.Duration {
 // validate reports every problem at once, each naming the field, the value and the fix. It runs
 // on defaulted props, before anything is created.
 func (p Props) validate() error {
-	errs := []error{p.Tenant.Validate()}
+	errs := tenantErrors(p.Tenant, "Tenant")
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("tenant %q: "+format, append([]any{p.Tenant.ID}, args...)...))
 	}

@@ -30,6 +30,7 @@ package tenantpipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,6 +101,8 @@ type TenantPipeline struct {
 	functionLogs []awslogs.LogGroup
 	checks       checks
 	core         *core
+	// coreSystem is the app's core system Tenant.CoreSystem names, nil for none.
+	coreSystem *CoreSystem
 }
 
 // New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
@@ -112,10 +115,11 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		props = &Props{}
 	}
 	p := props.withDefaults()
-	if err := p.validate(); err != nil {
+	cs, csErr := coreSystemOf(scope, p.Tenant, "Tenant")
+	if err := errors.Join(p.validate(), csErr); err != nil {
 		panic(newPropsError(scope, id, err))
 	}
-	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystem: cs}
 	t.build()
 	addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
 	t.checks.app = register(t.Construct, t)
@@ -169,8 +173,8 @@ func (t *TenantPipeline) build() {
 		pipeline.EnvOnFailure:      tenant.OnFailure,
 		pipeline.EnvIdempotencyKey: tenant.IdempotencyKey,
 	}
-	if tenant.CoreSystem != nil {
-		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
+	if t.coreSystem != nil {
+		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{t.coreSystem})
 	}
 	c.addController(controllerTier{
 		Env:                 env,
@@ -182,12 +186,12 @@ func (t *TenantPipeline) build() {
 			t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
 		},
 		GrantAdmission: func(fn awslambda.Function) {
-			if tenant.CoreSystem != nil {
+			if cs := t.coreSystem; cs != nil {
 				// Admission: the file's lease in its core system's gate, taken before StartExecution.
-				grantLeases(fn, tenant.CoreSystem.Table)
+				grantLeases(fn, cs.Table)
 				// Its releases wake the core system's next waiter in whichever queue it waits.
-				tagForWakeUps(t.Queue, tenant.CoreSystem)
-				grantWakeUps(fn, tenant.CoreSystem)
+				tagForWakeUps(t.Queue, cs)
+				grantWakeUps(fn, cs)
 			}
 		},
 		GrantTenantData:       t.grantControllerKeys,
@@ -237,8 +241,8 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	} else {
 		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
 	}
-	if tenant.CoreSystem != nil {
-		grantAdaptiveLimit(register, tenant.CoreSystem)
+	if t.coreSystem != nil {
+		grantAdaptiveLimit(register, t.coreSystem)
 	}
 	if tenant.RegisterAuthSecretARN != "" {
 		register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -331,7 +335,7 @@ func (t *TenantPipeline) allowS3Keys(fn awslambda.IFunction, actions []string, k
 // settingsJSON is the TENANT variable: the tenant's settings, with the DynamoDB sink's table name
 // filled in (a token when the table is created here, resolved at deploy time).
 func (t *TenantPipeline) settingsJSON() string {
-	s := t.Props.Tenant.settings()
+	s := settings(t.Props.Tenant, t.coreSystem)
 	if s.DynamoDB != nil && t.SinkTable != nil {
 		s.DynamoDB.Table = *t.SinkTable.TableName()
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/spec"
 	"github.com/example/tenantpipeline/workflows"
 )
 
@@ -290,7 +291,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err := admissionTablesOutsideTablePrefixes(file, o); err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	var silo []tenants.Tenant
+	var silo []spec.Tenant
 	poolOf := map[string]string{}
 	for _, t := range file.Tenants {
 		if t.Pooled() {
@@ -360,7 +361,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		return stack, bucket, topic
 	}
 	for _, name := range stackNames(stackOf) {
-		var group []tenants.Tenant
+		var group []spec.Tenant
 		for _, t := range file.Tenants {
 			if stackOf[t.ID] == name {
 				group = append(group, t)
@@ -373,7 +374,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:      pipelineTenant(t, out.CoreSystems),
+				Tenant:      t.Placement(),
 				Bucket:      bucket,
 				Uploaders:   arnPrincipals(t.Uploaders),
 				SharedProps: o.shared(topic, key.in(stack)),
@@ -387,7 +388,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		var members []tenantpipeline.Tenant
 		for _, t := range file.Tenants {
 			if t.Pooled() && t.Pool == name {
-				members = append(members, pipelineTenant(t, out.CoreSystems))
+				members = append(members, t.Placement())
 				out.StackOf[t.ID] = stackName
 			}
 		}
@@ -402,8 +403,6 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			Uploaders:               arnPrincipals(c.Uploaders),
 			Shared:                  o.shared(topic, key.in(stack)),
 		}
-		// The file's tenants were checked once, by Load: the pool skips that check.
-		tenants.Vouch(props)
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}
 	rules := 0
