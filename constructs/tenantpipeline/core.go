@@ -157,7 +157,7 @@ func (c *core) addWorkflow() {
 		// The bundled Register resumes inside a chunk; a RegisterFunction of your own keeps the
 		// chunk cursor (docs/data-path.md, "Bringing your own register function").
 		RecordCursor:   p.Register == nil,
-		SmallFileBytes: int64(s.smallFiles(p.Register != nil)),
+		SmallFileBound: int64(s.smallFiles(p.Register != nil)),
 	})
 	c.StateMachine = c.Workflow.File
 }

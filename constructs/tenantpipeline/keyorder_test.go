@@ -23,7 +23,7 @@ func TestKeyOrderProps(t *testing.T) {
 		got, want any
 	}{
 		{"RecordOrder", s.RecordOrder, pipeline.RecordOrderKey},
-		{"KeyColumns", s.KeyColumns, pipeline.MustColumns("customer")},
+		{"KeyColumns", s.KeyColumns, []string{"customer"}},
 		{"MaxRecordsInFlight defaulted", s.MaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight},
 		{"core system MaxRequestsInFlight", s.CoreSystem.MaxRequestsInFlight, 16},
 		{"records in flight: the core system's share", s.RecordsInFlight(), 8},

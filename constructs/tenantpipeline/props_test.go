@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
-		{"SmallFileBytes", p.SmallFileBytes, 32 << 10},
+		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 32 << 10},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -87,9 +87,9 @@ func TestValidateRejects(t *testing.T) {
 		{"split timeout", func(p *Props) { p.SplitTimeout = 16 * time.Minute }, `split timeout 16m0s is invalid`},
 		{"register memory", func(p *Props) { p.RegisterMemoryMB = 64 }, `register memory 64 MB is invalid`},
 		{"register design", func(p *Props) { p.RegisterDesign = "per-file" }, `register design "per-file" is invalid: use "per-invocation" or "per-chunk"`},
-		{"small-file bound too large", func(p *Props) { p.SmallFileBytes = 4<<20 + 1 },
+		{"small-file bound too large", func(p *Props) { p.DefaultSmallFileBytes = 4<<20 + 1 },
 			`small-file bound 4194305 bytes is invalid: set SmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
-		{"small-file bound negative", func(p *Props) { p.SmallFileBytes = -2 },
+		{"small-file bound negative", func(p *Props) { p.DefaultSmallFileBytes = -2 },
 			`small-file bound -2 bytes is invalid: set SmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
 		{"reserved concurrency", func(p *Props) { p.ControllerReservedConcurrency = 5000 }, `controller reserved concurrency 5000 is invalid`},
 		{"workflow timeout near retention", func(p *Props) { p.WorkflowTimeout = 10 * 24 * time.Hour }, `workflow timeout 240h0m0s is invalid`},
@@ -121,8 +121,8 @@ func TestSmallFiles(t *testing.T) {
 		want   int
 	}{
 		{"default", func(*Props) {}, 32 << 10},
-		{"set", func(p *Props) { p.SmallFileBytes = 1000 }, 1000},
-		{"turned off", func(p *Props) { p.SmallFileBytes = -1 }, 0},
+		{"set", func(p *Props) { p.DefaultSmallFileBytes = 1000 }, 1000},
+		{"turned off", func(p *Props) { p.DefaultSmallFileBytes = -1 }, 0},
 		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, 0},
 		{"own register function, per-invocation", func(p *Props) {
 			p.RegisterFunction, p.RegisterDesign = fakeFunction{}, workflows.DesignPerInvocation
@@ -209,8 +209,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"custom register function without url", func(p *Props) { p.Tenant.RegisterURL = ""; p.RegisterFunction = fakeFunction{} }},
 		{"unreserved controller", func(p *Props) { p.ControllerReservedConcurrency = -1 }},
 		{"per-chunk register design", func(p *Props) { p.RegisterDesign = workflows.DesignPerChunk }},
-		{"small-file path off", func(p *Props) { p.SmallFileBytes = -1 }},
-		{"small-file bound at its largest", func(p *Props) { p.SmallFileBytes = 4 << 20 }},
+		{"small-file path off", func(p *Props) { p.DefaultSmallFileBytes = -1 }},
+		{"small-file bound at its largest", func(p *Props) { p.DefaultSmallFileBytes = 4 << 20 }},
 		{"long visibility", func(p *Props) {
 			p.VisibilityTimeout = 11*time.Hour + 45*time.Minute
 			p.ControllerTimeout = 15 * time.Minute

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
-	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -67,7 +66,7 @@ func checkablePrefix(prefix string) string {
 // settings is the part of the configuration that travels with every execution: with a core
 // system, its settings without its table (CoreSystem.settings).
 func settings(t Tenant, cs *CoreSystem) pipeline.Tenant {
-	s := tenants.Settings(t)
+	s := pipeline.SettingsOf(t)
 	if cs != nil {
 		s.CoreSystem = cs.settings()
 	}

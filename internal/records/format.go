@@ -30,7 +30,7 @@ type Format struct {
 	// Keys are a keyed tenant's keyColumns (pipeline.Tenant.KeyedOrder); none otherwise. With
 	// them, a CSV header must have every column, and a record whose key is empty (Keyer.Key) is
 	// invalid, in Split's scan and Register's parse alike.
-	Keys pipeline.Columns
+	Keys []string
 }
 
 // FormatOf checks a tenant's format settings and fills in the defaults.

@@ -48,7 +48,7 @@ const (
 	CtxOperatorArns   = "operatorArns"
 	CtxRegisterDesign = "registerDesign"
 	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// SmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
+	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
 	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
@@ -88,9 +88,9 @@ type Options struct {
 	// before per-invocation cursors, kept so that both can be synthesized side by side.
 	// Default: per-invocation.
 	RegisterDesign string
-	// SmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// SmallFileBytes); 0: its default.
-	SmallFileBytes int
+	// DefaultSmallFileBytes is the small-file bound of every tenant that sets none of its own
+	// (tenantpipeline.SharedProps.DefaultSmallFileBytes); 0: its default.
+	DefaultSmallFileBytes int
 	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
 	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
 	AssignmentFile string
@@ -206,7 +206,7 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		if err != nil || n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
 			return o, fmt.Errorf("context %s: %q is not a number of bytes from 1 to %d (4 MiB), or -1 to turn the small-file path off", CtxSmallFileBytes, v, pipeline.MaxSmallFileBytes)
 		}
-		o.SmallFileBytes = n
+		o.DefaultSmallFileBytes = n
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -442,7 +442,7 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 // policy the app keeps (KeyPolicyCovered).
 func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
 	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
-		SmallFileBytes: o.SmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
+		DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack

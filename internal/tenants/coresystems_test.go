@@ -29,15 +29,15 @@ func TestCoreSystemSettings(t *testing.T) {
 		{"crm", *f.CoreSystemSettings("crm"), pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 3}},
 		{"unknown core system", f.CoreSystemSettings("nosuch") == nil, true},
 		{"a core system", f.Tenants[0].CoreSystem, "ledger"},
-		{"a settings weight", Settings(f.Tenants[0]).Weight, 3},
-		{"a settings rate", Settings(f.Tenants[0]).MaxRecordsPerSecond, 12.5},
+		{"a settings weight", pipeline.SettingsOf(f.Tenants[0]).Weight, 3},
+		{"a settings rate", pipeline.SettingsOf(f.Tenants[0]).MaxRecordsPerSecond, 12.5},
 		// Weight stays zero (pipeline.DefaultWeight), so a tenant without one keeps its settings.
 		{"b weight", f.Tenants[1].Weight, 0},
-		{"b admission weight", Settings(f.Tenants[1]).AdmissionWeight(), pipeline.DefaultWeight},
+		{"b admission weight", pipeline.SettingsOf(f.Tenants[1]).AdmissionWeight(), pipeline.DefaultWeight},
 		// Above its core system's rate: accepted, bounded by the core system's.
 		{"c rate", f.Tenants[2].MaxRecordsPerSecond, 9000.0},
 		{"d core system", f.Tenants[3].CoreSystem, ""},
-		{"settings carry no core system", Settings(f.Tenants[0]).CoreSystem == nil, true},
+		{"settings carry no core system", pipeline.SettingsOf(f.Tenants[0]).CoreSystem == nil, true},
 		{"pool big max running files", f.Pool("big").MaxRunningFiles, 50},
 		{"pool default max running files", f.Pool("default").MaxRunningFiles, DefaultPoolMaxRunningFiles},
 	}

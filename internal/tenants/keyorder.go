@@ -2,12 +2,10 @@ package tenants
 
 import (
 	"fmt"
-
-	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Key order: a core system's "maxRequestsInFlight" (a tenant's own key order fields are the
-// spec's), and the key columns as they travel.
+// spec's).
 
 // MaxRequestsInFlight bounds a core system's maxRequestsInFlight. It is a guard against a typo,
 // not a limit of AWS: 10,000 requests in flight at 10 ms each is a million records a second,
@@ -32,14 +30,4 @@ func checkRequestsInFlight(field func(string) string, n, runningFiles int) error
 		return fmt.Errorf("%s %d must be at least %s, or left out for %s", field("maxRequestsInFlight"), n, field("maxRunningFiles"), field("maxRunningFiles"))
 	}
 	return nil
-}
-
-// keyColumns is a validated tenant's keyColumns as they travel; names holding a NUL, which
-// validation refuses, give none.
-func keyColumns(names []string) pipeline.Columns {
-	c, err := pipeline.NewColumns(names...)
-	if err != nil {
-		return pipeline.Columns{}
-	}
-	return c
 }

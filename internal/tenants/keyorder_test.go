@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -22,19 +24,18 @@ func TestKeyOrderSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	silo, pooled, plain, explicit := Settings(f.Tenants[0]), Settings(f.Tenants[1]), Settings(f.Tenants[2]), Settings(f.Tenants[3])
+	silo, pooled, plain, explicit := pipeline.SettingsOf(f.Tenants[0]), pipeline.SettingsOf(f.Tenants[1]), pipeline.SettingsOf(f.Tenants[2]), pipeline.SettingsOf(f.Tenants[3])
 	checks := []struct {
 		what      string
 		got, want any
 	}{
 		{"silo recordOrder", silo.RecordOrder, pipeline.RecordOrderKey},
-		{"silo keyColumns", silo.KeyColumns, pipeline.MustColumns("customer", "region")},
+		{"silo keyColumns", silo.KeyColumns, []string{"customer", "region"}},
 		{"silo maxRecordsInFlight defaulted", silo.MaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight},
 		{"pooled recordOrder", pooled.RecordOrder, pipeline.RecordOrderKey},
-		{"pooled keyColumns", pooled.KeyColumns, pipeline.MustColumns("customer")},
+		{"pooled keyColumns", pooled.KeyColumns, []string{"customer"}},
 		{"pooled maxRecordsInFlight", pooled.MaxRecordsInFlight, 64},
-		{"plain settings unchanged", plain, pipeline.Tenant{ID: "plain", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-			MaxFieldBytes: pipeline.DefaultMaxFieldBytes, RegisterURL: sinkOptions.RegisterURL, OnInvalidRecord: pipeline.OnInvalidFailFile}},
+		{"plain settings unchanged", plain, pipeline.Tenant{Tenant: spec.Tenant{ID: "plain", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100, MaxFieldBytes: pipeline.DefaultMaxFieldBytes, RegisterURL: sinkOptions.RegisterURL, OnInvalidRecord: pipeline.OnInvalidFailFile}}},
 		{"explicit file order", explicit.RecordOrder, pipeline.RecordOrderFile},
 		{"explicit file order in flight", explicit.MaxRecordsInFlight, 0},
 		{"ledger maxRequestsInFlight", f.CoreSystemSettings("ledger").MaxRequestsInFlight, 32},
@@ -42,7 +43,7 @@ func TestKeyOrderSettings(t *testing.T) {
 		{"crm requests in flight", f.CoreSystemSettings("crm").RequestsInFlight(), 3},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
+		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.what, c.got, c.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,21 +18,21 @@ func TestSinkDefaults(t *testing.T) {
 		{"record mode is left empty", `{"id": "a", "registerUrl": "https://core.example.com/r"}`,
 			pipeline.Tenant{}, true},
 		{"batch gets 5 MiB", `{"id": "a", "registerMode": "batch", "chunkSize": 1000, "registerUrl": "https://core.example.com/r"}`,
-			pipeline.Tenant{RegisterMode: "batch", MaxBatchBytes: 5242880}, true},
+			pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: "batch", MaxBatchBytes: 5242880}}, true},
 		{"batch keeps its limit", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 1024}`,
-			pipeline.Tenant{RegisterMode: "batch", MaxBatchBytes: 1024}, true},
+			pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: "batch", MaxBatchBytes: 1024}}, true},
 		{"dynamodb gets concurrency 16", `{"id": "a", "dynamodb": {"key": ["id"]}}`,
-			pipeline.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}, Concurrency: 16}}, false},
+			pipeline.Tenant{Tenant: spec.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}, Concurrency: 16}}}, false},
 		{"dynamodb as given", `{"id": "a", "dynamodb": {"key": ["pk", "sk"], "table": "Orders.v2", "concurrency": 1}}`,
-			pipeline.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"pk", "sk"}, Table: "Orders.v2", Concurrency: 1}}, false},
+			pipeline.Tenant{Tenant: spec.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"pk", "sk"}, Table: "Orders.v2", Concurrency: 1}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), sinkOptions)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			s := Settings(f.Tenants[0])
-			got := pipeline.Tenant{RegisterMode: s.RegisterMode, MaxBatchBytes: s.MaxBatchBytes, DynamoDB: s.DynamoDB}
+			s := pipeline.SettingsOf(f.Tenants[0])
+			got := pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: s.RegisterMode, MaxBatchBytes: s.MaxBatchBytes, DynamoDB: s.DynamoDB}}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v (dynamodb %+v), want %+v (dynamodb %+v)", got, got.DynamoDB, tc.want, tc.want.DynamoDB)
 			}

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -449,44 +448,4 @@ func (f *File) overlappingPrefixes(report func(i int, p spec.Problem)) {
 				b.Prefix, a.ID, a.Prefix))
 		}
 	}
-}
-
-// Settings is the part of the configuration that travels with every execution. Its CoreSystem is
-// left nil: the core system's settings and table are the construct's (File.CoreSystemSettings).
-func Settings(t spec.Tenant) pipeline.Tenant {
-	return pipeline.Tenant{
-		ID:                    t.ID,
-		Format:                t.Format,
-		Encoding:              t.Encoding,
-		Delimiter:             t.Delimiter,
-		ChunkSize:             t.ChunkSize,
-		MaxFieldBytes:         t.MaxFieldBytes,
-		RegisterURL:           t.RegisterURL,
-		RegisterAuthSecretARN: t.RegisterAuthSecretARN,
-		RegisterMode:          t.RegisterMode,
-		MaxBatchBytes:         t.MaxBatchBytes,
-		DynamoDB:              dynamoDBSettings(t.DynamoDB),
-		Weight:                t.Weight,
-		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
-		OnInvalidRecord:       t.OnInvalidRecord,
-		MaxInvalidRecords:     t.MaxInvalidRecords,
-		RejectStatuses:        rejectStatuses(t.RejectStatuses),
-		RecordOrder:           t.RecordOrder,
-		KeyColumns:            keyColumns(t.KeyColumns),
-		MaxRecordsInFlight:    t.MaxRecordsInFlight,
-		SmallFileBytes:        t.SmallFileBytes,
-	}
-}
-
-// rejectStatuses is the set of a validated tenant's rejectStatuses; a status outside the set's
-// range, which validation refuses, is left out.
-func rejectStatuses(statuses []int) pipeline.StatusSet {
-	var set pipeline.StatusSet
-	for _, s := range statuses {
-		if one, err := pipeline.NewStatusSet(s); err == nil {
-			set[0] |= one[0]
-			set[1] |= one[1]
-		}
-	}
-	return set
 }

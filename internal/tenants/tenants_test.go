@@ -31,7 +31,7 @@ func TestParseDefaults(t *testing.T) {
 	if g := f.Tenants[1]; g.Encoding != "cp932" || g.OnFailure != "halt" || g.Prefix != "inbox/globex/" {
 		t.Errorf("globex: got %+v", g)
 	}
-	if s := Settings(f.Tenants[1]); s.ID != "globex" || s.Encoding != "cp932" || s.ChunkSize != 100 {
+	if s := pipeline.SettingsOf(f.Tenants[1]); s.ID != "globex" || s.Encoding != "cp932" || s.ChunkSize != 100 {
 		t.Errorf("Settings: got %+v", s)
 	}
 }
@@ -116,18 +116,18 @@ func TestParseInvalidRecordPolicy(t *testing.T) {
 		name, json string
 		want       pipeline.Tenant // only the two fields
 	}{
-		{"default", `{"id": "acme"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
-		{"failFile", `{"id": "acme", "onInvalidRecord": "failFile"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
-		{"skipRecord, default limit", `{"id": "acme", "onInvalidRecord": "skipRecord"}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 1000}},
-		{"skipRecord, own limit", `{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 3}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 3}},
+		{"default", `{"id": "acme"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "failFile"}}},
+		{"failFile", `{"id": "acme", "onInvalidRecord": "failFile"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "failFile"}}},
+		{"skipRecord, default limit", `{"id": "acme", "onInvalidRecord": "skipRecord"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 1000}}},
+		{"skipRecord, own limit", `{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 3}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), Options{RegisterURL: "https://core.example.com/records"})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			s := Settings(f.Tenants[0])
-			if got := (pipeline.Tenant{OnInvalidRecord: s.OnInvalidRecord, MaxInvalidRecords: s.MaxInvalidRecords}); got != tc.want {
+			s := pipeline.SettingsOf(f.Tenants[0])
+			if got := (pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: s.OnInvalidRecord, MaxInvalidRecords: s.MaxInvalidRecords}}); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got settings %+v, want %+v", got, tc.want)
 			}
 		})
@@ -146,18 +146,18 @@ func TestSettingsRejectStatuses(t *testing.T) {
 		status int
 		want   bool
 	}{{0, 422, true}, {0, 400, true}, {0, 409, false}, {0, 500, false}, {1, 422, false}} {
-		if got := Settings(f.Tenants[tc.tenant]).RejectsStatus(tc.status); got != tc.want {
+		if got := pipeline.SettingsOf(f.Tenants[tc.tenant]).RejectsStatus(tc.status); got != tc.want {
 			t.Errorf("tenant %d status %d: got %v, want %v", tc.tenant, tc.status, got, tc.want)
 		}
 	}
-	b, err := json.Marshal(Settings(f.Tenants[0]))
+	b, err := json.Marshal(pipeline.SettingsOf(f.Tenants[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(b), `"onInvalidRecord":"skipRecord","maxInvalidRecords":1000,"rejectStatuses":[400,422]`) {
 		t.Errorf("got %s, want the policy and the statuses in ascending order", b)
 	}
-	if b, _ := json.Marshal(Settings(f.Tenants[1])); strings.Contains(string(b), "rejectStatuses") {
+	if b, _ := json.Marshal(pipeline.SettingsOf(f.Tenants[1])); strings.Contains(string(b), "rejectStatuses") {
 		t.Errorf("got %s, want no rejectStatuses for a tenant without them", b)
 	}
 }
@@ -171,7 +171,7 @@ func TestSettingsSmallFileBytes(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	for i, want := range []string{`"smallFileBytes":65536`, `"smallFileBytes":-1`, ""} {
-		b, _ := json.Marshal(Settings(f.Tenants[i]))
+		b, _ := json.Marshal(pipeline.SettingsOf(f.Tenants[i]))
 		if got := string(b); want != "" && !strings.Contains(got, want) || want == "" && strings.Contains(got, "smallFileBytes") {
 			t.Errorf("tenant %d: got settings %s, want %q", i, got, want)
 		}
@@ -244,7 +244,7 @@ func TestDelimiterRuleIsShared(t *testing.T) {
 			if got := err == nil; got != tt.ok {
 				t.Errorf("tenants: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
-			_, err = records.FormatOf(pipeline.Tenant{Format: "csv", Encoding: tt.encoding, Delimiter: tt.delim})
+			_, err = records.FormatOf(pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: tt.encoding, Delimiter: tt.delim}})
 			if got := err == nil; got != tt.ok {
 				t.Errorf("records: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
