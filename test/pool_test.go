@@ -239,7 +239,7 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
-	msg := propsFailure(t, func() {
+	msg := propsFailure(t, app, func() {
 		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name:               "shared",
 			Bucket:             bucket,
@@ -253,8 +253,8 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	})
 	for _, want := range []string{
 		"Validation failed with the following errors:",
-		`.Prefix (tenant "a"): "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
-		`tenant "b": Tenant.RegisterURL is required`,
+		`PoolProps.Tenants[0].Prefix (tenant "a"): "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
+		`PoolProps.Tenants[1].RegisterURL (tenant "b"): required unless the tenant has a DynamoDB sink`,
 		`pool "shared": PoolProps.MaximumConcurrency 1 is out of range`,
 		`[BadPool/Pool] pool "shared": Shared: split memory 64 MB is invalid`,
 		`[BadPool/Pool] pool "shared": Shared: role path "bad" is not an IAM path: set Shared.RolePath to`,
@@ -287,7 +287,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 			p := tc.props
 			p.Name, p.Bucket = "shared", stacks.NewIngestBucket(stack, "Bucket")
 			p.Tenants = []tenantpipeline.Tenant{{ID: "a", RegisterURL: "https://core.example.com/a"}}
-			if msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", &p) }); !strings.Contains(msg, tc.want) {
+			if msg := propsFailure(t, app, func() { tenantpipeline.NewPool(stack, "Pool", &p) }); !strings.Contains(msg, tc.want) {
 				t.Errorf("synth message\n%s\nlacks %q", msg, tc.want)
 			}
 		})

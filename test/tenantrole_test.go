@@ -169,7 +169,7 @@ func TestPoolTenantRole(t *testing.T) {
 func TestPoolPropsDerivedNames(t *testing.T) {
 	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
-	msg := propsFailure(t, func() {
+	msg := propsFailure(t, app, func() {
 		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
 			Tenants: []tenantpipeline.Tenant{

@@ -307,7 +307,8 @@ func poolTenant(i int) string { return fmt.Sprintf("PoolProps.Tenants[%d]", i) }
 func poolProp(_, field string) string { return "PoolProps." + strings.ToUpper(field[:1]) + field[1:] }
 
 // NewPool creates the pool under scope/id. Its props are checked first, as New checks a
-// TenantPipeline's: invalid props panic with a *PropsError before anything is created or bundled.
+// TenantPipeline's: with invalid props it stays an empty scope and synth fails with CDK's
+// validation error, before anything is created or bundled.
 func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
 	if props == nil {
 		props = &PoolProps{}
@@ -319,10 +320,10 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 		c, err := coreSystemOf(scope, tn, poolTenant(i))
 		cs[i], errs = c, append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		panic(newPropsError(scope, id, err))
-	}
 	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystems: cs}
+	if refused(t.Construct, errors.Join(errs...)) {
+		return t
+	}
 	t.build()
 	addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
 	t.app = register(t.Construct, t)

@@ -14,8 +14,9 @@
 // tiers; NewDashboard adds one dashboard for the tenants of a stack.
 //
 // Both constructs build what they share through one core (core.go) and take what they share as
-// SharedProps. Props are checked before anything is created or bundled: invalid props panic out of
-// New or NewPool with a *PropsError naming every problem and the prop to change. What only the
+// SharedProps. Props are checked before anything is created or bundled: a construct with invalid
+// props stays an empty scope, and synth fails the CDK way, naming every problem and the prop to
+// change. What only the
 // whole app shows, two constructs of one app whose prefixes overlap on one bucket (in any mix of
 // the two) or a tenant id or pool name used twice, fails synth the CDK way, with CDK's "Validation
 // failed with the following errors", naming both constructs. Synth returns either as an error, for
@@ -106,8 +107,9 @@ type TenantPipeline struct {
 }
 
 // New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
-// is created or bundled: invalid props panic with a *PropsError listing every problem, each naming
-// the prop to change (Synth returns it as an error). What only the whole app shows (two constructs
+// is created or bundled: with invalid props the pipeline stays an empty scope, exposing no
+// resource, and synth fails with CDK's "Validation failed with the following errors", one message
+// per problem, each naming the prop to change (refused). What only the whole app shows (two constructs
 // whose prefixes overlap, a tenant id used twice, the bucket's settings) fails synth, the CDK way,
 // with CDK's "Validation failed with the following errors" (validation.go).
 func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
@@ -116,10 +118,10 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	}
 	p := props.withDefaults()
 	cs, csErr := coreSystemOf(scope, p.Tenant, "Tenant")
-	if err := errors.Join(p.validate(), csErr); err != nil {
-		panic(newPropsError(scope, id, err))
-	}
 	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystem: cs}
+	if refused(t.Construct, errors.Join(p.validate(), csErr)) {
+		return t
+	}
 	t.build()
 	addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
 	t.checks.app = register(t.Construct, t)
