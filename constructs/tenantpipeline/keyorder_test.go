@@ -1,6 +1,7 @@
 package tenantpipeline
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestKeyOrderProps(t *testing.T) {
 		{"file order RecordOrder left empty", settings(Tenant{ID: "a"}.WithDefaults(), nil).RecordOrder, ""},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
+		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.what, c.got, c.want)
 		}
 	}
