@@ -204,33 +204,24 @@ func synthPanic(app awscdk.App) (msg string) {
 	return ""
 }
 
-// propsFailure runs build, which creates constructs, and returns the message of the
-// *tenantpipeline.PropsError it panics with ("" when it does not).
-func propsFailure(t *testing.T, build func()) (msg string) {
+// propsFailure runs build, which creates constructs under app, then synthesizes app and returns
+// the message CDK's validation fails with ("" when synth succeeds). Building never panics: a
+// construct with invalid props stays an empty scope whose validation lists its problems.
+func propsFailure(t *testing.T, app awscdk.App, build func()) string {
 	t.Helper()
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		pe, ok := r.(*tenantpipeline.PropsError)
-		if !ok {
-			panic(r)
-		}
-		msg = pe.Error()
-	}()
 	build()
-	return ""
+	return synthPanic(app)
 }
 
-// TestInvalidPropsFailBeforeAnythingIsCreated: New refuses invalid props at once, with every
-// problem of the construct listed under its path, before it creates anything: the construct is not
-// in the tree, and a synth writes no template of it.
+// TestInvalidPropsFailBeforeAnythingIsCreated: New refuses invalid props at once, before it
+// creates anything: the construct is an empty scope, and synth fails with CDK's validation error,
+// every problem listed under the construct's path, one message each, and writes no template.
 func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 	outdir := t.TempDir()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
 	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
+	var wants []string
 	for _, tc := range []struct {
 		id    string
 		props *tenantpipeline.Props
@@ -244,8 +235,8 @@ func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 				VisibilityTimeout: 30 * time.Second,
 			},
 		}, []string{
-			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": id: \"Bad_Id\" is invalid",
-			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": chunkSize: 5000 is out of range",
+			"\n  [Bad/Tenant-bad] Tenant.ID (tenant \"Bad_Id\"): \"Bad_Id\" is invalid",
+			"\n  [Bad/Tenant-bad] Tenant.ChunkSize (tenant \"Bad_Id\"): 5000 is out of range",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": registerUrl is required",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": controller timeout 45s must be shorter than the queue visibility timeout 30s",
 			"\n  [Bad/Tenant-bad] tenant \"Bad_Id\": visibility timeout 30s is shorter than the safety net interval 5m0s",
@@ -258,25 +249,20 @@ func TestInvalidPropsFailBeforeAnythingIsCreated(t *testing.T) {
 			"\n  [Bad/Tenant-nobucket] tenant \"nobucket\": split memory 64 MB is invalid",
 		}},
 	} {
-		msg := propsFailure(t, func() { tenantpipeline.New(stack, tc.id, tc.props) })
-		for _, want := range append([]string{"Validation failed with the following errors:\n"}, tc.want...) {
-			if !strings.Contains(msg, want) {
-				t.Errorf("got failure %q, want it to contain %q", msg, want)
-			}
+		c := tenantpipeline.New(stack, tc.id, tc.props)
+		if n := len(*c.Node().Children()); n != 0 || c.Queue != nil {
+			t.Errorf("%s: got %d children (queue %v), want an empty scope", tc.id, n, c.Queue)
 		}
-		if stack.Node().TryFindChild(jsii.String(tc.id)) != nil {
-			t.Errorf("got construct %s in the tree, want nothing created", tc.id)
+		wants = append(wants, tc.want...)
+	}
+	msg := synthPanic(app)
+	for _, want := range append([]string{"Validation failed with the following errors:\n"}, wants...) {
+		if !strings.Contains(msg, want) {
+			t.Errorf("got failure %q, want it to contain %q", msg, want)
 		}
 	}
-	if msg := synthPanic(app); msg != "" {
-		t.Fatalf("got synth failure %q, want the stack without the refused constructs", msg)
-	}
-	b, err := os.ReadFile(filepath.Join(outdir, "Bad.template.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(b), "Tenant") {
-		t.Errorf("got a template with a tenant's resources, want none")
+	if _, err := os.Stat(filepath.Join(outdir, "Bad.template.json")); err == nil {
+		t.Errorf("got a template of the stack, want synth to stop at validation")
 	}
 }
 

@@ -86,7 +86,7 @@ func TestAppInvalidInputExitsCleanly(t *testing.T) {
 		{"JSON syntax error", "{\"tenants\": [\n  {\"id\": \"acme\",}\n]}", nil,
 			[]string{"line 2, column 17: JSON syntax error"}, nil},
 		{"missing registerUrl and an unknown field", `{"tenants": [{"id": "acme", "chunksize": 5}, {"id": "Bad"}]}`, nil,
-			[]string{`tenant "acme": registerUrl: missing`, `unknown field "chunksize"`, `tenant "Bad": id`}, nil},
+			[]string{`registerUrl (tenant "acme"): missing`, `unknown field "chunksize"`, `id (tenant "Bad")`}, nil},
 		{"invalid context", good, map[string]any{"tenantsPerStack": 99}, []string{"tenantsPerStack: 99 is out of range"}, nil},
 		{"invalid register design", good, map[string]any{"registerDesign": "per-file"},
 			[]string{`context registerDesign: "per-file" is not a register design: use "per-invocation" (the default) or "per-chunk"`}, nil},
@@ -157,7 +157,7 @@ func TestAppRegisterURLForTenantsWithout(t *testing.T) {
 		})
 	}
 	r := runApp(t, map[string]any{"tenantsFile": tenantsFile})
-	if r.code != 1 || !strings.Contains(r.out, `tenant "acme": registerUrl: missing`) {
+	if r.code != 1 || !strings.Contains(r.out, `registerUrl (tenant "acme"): missing`) {
 		t.Errorf("without an endpoint: got status %d and %q, want 1 and the missing registerUrl named", r.code, r.out)
 	}
 }

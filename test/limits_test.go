@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,8 +108,7 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	header := []string{strings.Repeat("h", pipeline.MaxHeaderBytes-4)}
 	src := pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
 		ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 40), EventTime: "2026-12-01T00:00:00Z"}
-	tenant := pipeline.Tenant{ID: strings.Repeat("t", 32), Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536,
-		RegisterURL: "https://" + strings.Repeat("u", 200), RegisterAuthSecretARN: strings.Repeat("s", 200)}
+	tenant := pipeline.Tenant{Tenant: spec.Tenant{ID: strings.Repeat("t", 32), Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536, RegisterURL: "https://" + strings.Repeat("u", 200), RegisterAuthSecretARN: strings.Repeat("s", 200)}}
 	manifest := pipeline.Location{Bucket: src.Bucket, Key: pipeline.ManifestKey(tenant.ID, strings.Repeat("e", 80))}
 	last := segments[len(segments)-1]
 	state := map[string]any{

@@ -103,6 +103,8 @@ func build(app awscdk.App) func() error {
 		case "invalid-pool":
 			pool.MaximumConcurrency = 1
 			pool.Tenants = append(pool.Tenants, tenantpipeline.Tenant{ID: "initech"})
+		case "no-tenants":
+			pool.Tenants = nil
 		case "overlap":
 			silo("acme", "pools/")
 		case "duplicate":
@@ -159,10 +161,11 @@ func runOwnApp(t *testing.T, ownCase, outdir string) (int, string) {
 }
 
 // TestOwnAppFailsAsCDKDoes: a user's own app that synthesizes through tenantpipeline.Synth fails
-// on a pool's invalid props (before anything is bundled), on a silo prefix that overlaps the
-// pool's, and on a tenant id used twice (two silo tenants, or a silo and a pooled tenant) with
-// CDK's validation message, status 1 and no goroutine dump; each message names the construct
-// props and both constructs.
+// on a pool's invalid props (before anything is bundled), a pool without tenants, a silo prefix
+// that overlaps the pool's, and a tenant id used twice (two silo tenants, or a silo and a pooled
+// tenant) with CDK's validation message, one line per problem, status 1 and no goroutine dump;
+// each message names the construct props and both constructs. Invalid props reach it as CDK's
+// validation error too: the construct stays an empty scope, nothing panics.
 func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 	t.Parallel() // child processes only, never this binary's jsii runtime
 	for _, tc := range []struct {
@@ -171,7 +174,10 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 	}{
 		{"invalid-pool", []string{
 			`[MyPipeline/Pool] pool "default": PoolProps.MaximumConcurrency 1 is out of range`,
-			`[MyPipeline/Pool] tenant "initech": Tenant.RegisterURL is required`,
+			`[MyPipeline/Pool] PoolProps.Tenants[2].RegisterURL (tenant "initech"): required unless the tenant has a DynamoDB sink`,
+		}},
+		{"no-tenants", []string{
+			`[MyPipeline/Pool] pool "default": Tenants is empty: a pool needs at least one tenant`,
 		}},
 		{"overlap", []string{
 			`[MyPipeline/Pool] pool "default": prefix "pools/default/" overlaps the prefix "pools/" of tenant "acme" (MyPipeline/Tenant-acme) on the same bucket`,
@@ -199,7 +205,7 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 				}
 			}
 			// Invalid props fail before anything is bundled: the pool is the app's only construct.
-			if left, _ := os.ReadDir(outdir); tc.ownCase == "invalid-pool" && len(left) != 0 {
+			if left, _ := os.ReadDir(outdir); (tc.ownCase == "invalid-pool" || tc.ownCase == "no-tenants") && len(left) != 0 {
 				t.Errorf("got %d entries in the assembly directory, want nothing bundled or staged", len(left))
 			}
 			// The valid constructs' assets are staged as they are built; no template or manifest

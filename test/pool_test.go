@@ -239,7 +239,7 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadPool"), nil)
 	bucket := stacks.NewIngestBucket(stack, "Bucket")
-	msg := propsFailure(t, func() {
+	msg := propsFailure(t, app, func() {
 		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name:               "shared",
 			Bucket:             bucket,
@@ -253,8 +253,8 @@ func TestInvalidPoolPropsFailAtValidation(t *testing.T) {
 	})
 	for _, want := range []string{
 		"Validation failed with the following errors:",
-		`tenant "a": Tenant.Prefix: "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
-		`tenant "b": Tenant.RegisterURL is required`,
+		`PoolProps.Tenants[0].Prefix (tenant "a"): "inbox/a/" is not "pools/shared/a/": a pooled tenant's prefix is its pool's prefix "pools/shared/" followed by its id`,
+		`PoolProps.Tenants[1].RegisterURL (tenant "b"): required unless the tenant has a DynamoDB sink`,
 		`pool "shared": PoolProps.MaximumConcurrency 1 is out of range`,
 		`[BadPool/Pool] pool "shared": Shared: split memory 64 MB is invalid`,
 		`[BadPool/Pool] pool "shared": Shared: role path "bad" is not an IAM path: set Shared.RolePath to`,
@@ -287,7 +287,7 @@ func TestInvalidIntakeGroupsFailAtValidation(t *testing.T) {
 			p := tc.props
 			p.Name, p.Bucket = "shared", stacks.NewIngestBucket(stack, "Bucket")
 			p.Tenants = []tenantpipeline.Tenant{{ID: "a", RegisterURL: "https://core.example.com/a"}}
-			if msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", &p) }); !strings.Contains(msg, tc.want) {
+			if msg := propsFailure(t, app, func() { tenantpipeline.NewPool(stack, "Pool", &p) }); !strings.Contains(msg, tc.want) {
 				t.Errorf("synth message\n%s\nlacks %q", msg, tc.want)
 			}
 		})
@@ -334,33 +334,5 @@ func TestPoolRuleFailuresWatchEveryIntakeRule(t *testing.T) {
 	}
 	if rules != tenants.DefaultPoolIntakeGroups {
 		t.Errorf("got %d intake rules, want %d", rules, tenants.DefaultPoolIntakeGroups)
-	}
-}
-
-// TestPoolChecksTenantsOnce: the app checks the tenants file once, in Load, and vouches for the
-// pool props it builds from it, so the pool skips the file's rules; a construct user's props get
-// them. A tenant whose prefix is not the derived one tells which path ran.
-func TestPoolChecksTenantsOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		vouch  bool
-		toldOK bool
-	}{{"construct user's props: checked", false, true}, {"props the app vouches for: not checked again", true, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			app := testApp(t)
-			stack := awscdk.NewStack(app, jsii.String("Pool"), nil)
-			props := &tenantpipeline.PoolProps{Name: "p", Bucket: stacks.NewIngestBucket(stack, "Bucket"), Tenants: []tenantpipeline.Tenant{
-				{ID: "a", Prefix: "pools/p/a/", RegisterURL: "https://core.example.com/a"},
-				{ID: "b", Prefix: "pools/p/x/", RegisterURL: "https://core.example.com/b"},
-			}}
-			if tc.vouch {
-				tenants.Vouch(props)
-			}
-			msg := propsFailure(t, func() { tenantpipeline.NewPool(stack, "Pool", props) })
-			told := strings.Contains(msg, `"pools/p/x/" is not "pools/p/b/"`)
-			if told != tc.toldOK {
-				t.Errorf("got the non-derived prefix told %v, want %v", told, tc.toldOK)
-			}
-		})
 	}
 }

@@ -169,7 +169,7 @@ func TestPoolTenantRole(t *testing.T) {
 func TestPoolPropsDerivedNames(t *testing.T) {
 	app := testApp(t)
 	stack := awscdk.NewStack(app, jsii.String("BadNames"), nil)
-	msg := propsFailure(t, func() {
+	msg := propsFailure(t, app, func() {
 		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
 			Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), SecretPrefix: "p/", TablePrefix: "pool-",
 			Tenants: []tenantpipeline.Tenant{
@@ -180,9 +180,9 @@ func TestPoolPropsDerivedNames(t *testing.T) {
 		})
 	})
 	for _, want := range []string{
-		`tenant "a": Tenant.Prefix: "pools/shared/b/" is not "pools/shared/a/"`,
+		`.Prefix (tenant "a"): "pools/shared/b/" is not "pools/shared/a/"`,
 		`pool "shared": PoolProps.SecretPrefix "p/" is invalid: use at least 3`,
-		`tenant "c": Tenant.DynamoDB.Table: "pool-shared" is not "pool-c"`,
+		`.DynamoDB.Table (tenant "c"): "pool-shared" is not "pool-c"`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("synth message\n%s\nlacks %q", msg, want)

@@ -4,7 +4,7 @@
 // A file is registered by two Standard state machines, so that a file of any size stays inside
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
-//	file:    FileSize (Choice) ─┬─▶ SmallFile (the event's size ≤ SmallFileBytes; NotSmallError ─▶ Split)
+//	file:    FileSize (Choice) ─┬─▶ SmallFile (the event's size ≤ SmallFileBound; NotSmallError ─▶ Split)
 //	                            └─▶ Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment
 //	                                (startExecution.sync of segment) ─▶ Results ─▶ FileDone
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
@@ -19,7 +19,7 @@
 //
 //	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
 //
-// A small file (Props.SmallFileBytes) runs as the one SmallFile task, two state transitions in all:
+// A small file (Props.SmallFileBound) runs as the one SmallFile task, two state transitions in all:
 // the Register function splits it, registers its one chunk and writes its results in one
 // invocation (pipeline.TaskSmallFile), and hands a file that is not small after all to Split.
 //
@@ -57,7 +57,7 @@ const (
 	// The file's results (internal/results), at the end of the success path.
 	StateResults  = "Results"
 	StateFileDone = "FileDone"
-	// The small-file path (Props.SmallFileBytes): FileSize chooses it from the size the S3 event
+	// The small-file path (Props.SmallFileBound): FileSize chooses it from the size the S3 event
 	// gave, SmallFile runs the whole file in one Register invocation (pipeline.TaskSmallFile).
 	StateFileSize  = "FileSize"
 	StateSmallFile = "SmallFile"
@@ -98,12 +98,12 @@ type Props struct {
 	// whose budget runs out inside a chunk hands on the rest of it. The bundled Register does; a
 	// register function of your own need not return nextRecord. Default: the chunk cursor alone.
 	RecordCursor bool
-	// SmallFileBytes, when positive, gives the file state machine the small-file path: a file whose
+	// SmallFileBound, when positive, gives the file state machine the small-file path: a file whose
 	// event gives it at most this many bytes runs as one SmallFile task of the Register function
 	// (two state transitions, the FileSize choice and the task), which hands a file that is not
 	// small after all to Split (pipeline.NotSmallError). It needs the bundled Register and
 	// DesignPerInvocation; at most pipeline.MaxSmallFileBytes. 0: every file takes Split.
-	SmallFileBytes int64
+	SmallFileBound int64
 	// Encryption encrypts both state machines' execution data (definition, input, output,
 	// history). Default: an AWS-owned key.
 	// https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
@@ -359,14 +359,14 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
 	full := split.Next(segments).Next(succeeded)
-	if p.SmallFileBytes <= 0 {
+	if p.SmallFileBound <= 0 {
 		return full
 	}
 	return smallFileRoute(scope, p, split)
 }
 
 // smallFileRoute is the file state machine's start with the small-file path: the FileSize choice
-// sends a file whose event gives it at most SmallFileBytes to the SmallFile task, every other file
+// sends a file whose event gives it at most SmallFileBound to the SmallFile task, every other file
 // to Split. The task ends the execution: it writes the results itself. Its Retry is Register's,
 // since it registers; its Catch takes a NotSmallError to Split with the state as it was, so the
 // full path runs as if it had started there. Only a NotSmallError is caught: any other failure
@@ -383,7 +383,7 @@ func smallFileRoute(scope constructs.Construct, p *Props, split sfn.IChainable) 
 			"executionArn":  sfn.JsonPath_StringAt(jsii.String("$$.Execution.Id")),
 			"startTime":     sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
 			"redriveCount":  sfn.JsonPath_NumberAt(jsii.String("$$.Execution.RedriveCount")),
-			"maxBytes":      p.SmallFileBytes,
+			"maxBytes":      p.SmallFileBound,
 		}),
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
@@ -403,7 +403,7 @@ func smallFileRoute(scope constructs.Construct, p *Props, split sfn.IChainable) 
 			sfn.Condition_NumberLessThanEqualsJsonPath(size, own)), small, nil).
 		When(sfn.Condition_And(sfn.Condition_IsPresent(size), sfn.Condition_IsNumeric(size),
 			sfn.Condition_Not(sfn.Condition_IsPresent(own)),
-			sfn.Condition_NumberLessThanEquals(size, jsii.Number(float64(p.SmallFileBytes)))), small, nil).
+			sfn.Condition_NumberLessThanEquals(size, jsii.Number(float64(p.SmallFileBound)))), small, nil).
 		Otherwise(split)
 }
 

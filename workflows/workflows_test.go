@@ -161,7 +161,7 @@ func TestSmallFileRoute(t *testing.T) {
 	if got := aslWith(t, func(*Props) {}, file)["StartAt"]; got != StateSplit {
 		t.Errorf("without SmallFileBytes got StartAt %v, want %s", got, StateSplit)
 	}
-	def := aslWith(t, func(p *Props) { p.SmallFileBytes = 262144 }, file)
+	def := aslWith(t, func(p *Props) { p.SmallFileBound = 262144 }, file)
 	states := def["States"].(map[string]any)
 	if def["StartAt"] != StateFileSize {
 		t.Fatalf("got StartAt %v, want %s", def["StartAt"], StateFileSize)

@@ -24,7 +24,7 @@ type keyStats struct {
 // (the boundaries are Split's, from the scan), and counts their keys. Records the scan rejected
 // are skipped, as Register skips them.
 func fileKeys(t pipeline.Tenant, f records.Format, name string, header []string, bounds []pipeline.Boundary) (*keyStats, error) {
-	keyer, err := records.NewKeyer(t.KeyColumns.Names(), header)
+	keyer, err := records.NewKeyer(t.KeyColumns, header)
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func settingsInFile(path, id string) (s pipeline.Tenant, ok bool, err error) {
 	}
 	for _, ft := range f.Tenants {
 		if ft.ID == id {
-			return ft.Settings(), true, nil
+			return pipeline.SettingsOf(ft), true, nil
 		}
 	}
 	return s, false, nil

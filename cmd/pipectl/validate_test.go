@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/example/tenantpipeline/spec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,7 +195,7 @@ func TestValidateSettingsPrecedence(t *testing.T) {
 		other    = `{"tenants":[{"id":"someone"}]}`
 	)
 	// As tenants.json's defaults deploy them.
-	failFile := pipeline.Tenant{Format: pipeline.FormatCSV, Encoding: pipeline.EncodingUTF8, ChunkSize: 100}
+	failFile := pipeline.Tenant{Tenant: spec.Tenant{Format: pipeline.FormatCSV, Encoding: pipeline.EncodingUTF8, ChunkSize: 100}}
 	skipRecord := failFile
 	skipRecord.OnInvalidRecord = pipeline.OnInvalidSkipRecord
 	// The deployment: silo skip (skipRecord), silo fail (failFile), pooled pooled (skipRecord) in

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -181,9 +182,8 @@ func tenants(n int, distinct bool) *pipeline.PoolSettings {
 			secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tenantpipeline/" + id + "/register-AbCdEf"
 		}
 		t := pipeline.PoolTenant{
-			Settings: pipeline.Tenant{ID: id, Format: pipeline.FormatCSV, Encoding: pipeline.EncodingUTF8, ChunkSize: 100 + i%5*100, MaxFieldBytes: 65536,
-				RegisterURL: url, RegisterAuthSecretARN: secret, RegisterMode: pipeline.RegisterModeBatch, MaxBatchBytes: 262144, Weight: 1 + i%3},
-			Prefix: benchPrefix + id + "/", OnFailure: []string{pipeline.OnFailureContinue, pipeline.OnFailureHalt}[i%2],
+			Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: id, Format: pipeline.FormatCSV, Encoding: pipeline.EncodingUTF8, ChunkSize: 100 + i%5*100, MaxFieldBytes: 65536, RegisterURL: url, RegisterAuthSecretARN: secret, RegisterMode: pipeline.RegisterModeBatch, MaxBatchBytes: 262144, Weight: 1 + i%3}},
+			Prefix:   benchPrefix + id + "/", OnFailure: []string{pipeline.OnFailureContinue, pipeline.OnFailureHalt}[i%2],
 			IdempotencyKey: pipeline.IdempotencyEventID,
 		}
 		if i%10 == 0 {

@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -44,7 +45,7 @@ func main() {
 		err = generate(flag.Arg(0), *gen, *encoding)
 	} else {
 		var r result
-		if r, err = run(flag.Arg(0), pipeline.Tenant{Format: *format, Encoding: *encoding, OnInvalidRecord: *onInvalid}, *chunkSize); err == nil {
+		if r, err = run(flag.Arg(0), pipeline.Tenant{Tenant: spec.Tenant{Format: *format, Encoding: *encoding, OnInvalidRecord: *onInvalid}}, *chunkSize); err == nil {
 			fmt.Printf("bytes=%d records=%d chunks=%d seconds=%.3f MBps=%.1f maxrss_MB=%.0f rejected=%d\n",
 				r.bytes, r.records, r.chunks, r.seconds, float64(r.bytes)/r.seconds/1e6, r.maxRSSMB, r.rejected)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/example/tenantpipeline/spec"
 	"path/filepath"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestGenerateAndRun(t *testing.T) {
 			if err := generate(path, 250, enc); err != nil {
 				t.Fatal(err)
 			}
-			r, err := run(path, pipeline.Tenant{Format: "csv", Encoding: enc, OnInvalidRecord: c.policy}, 100)
+			r, err := run(path, pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: enc, OnInvalidRecord: c.policy}}, 100)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,14 +1,10 @@
 package tenantpipeline
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/example/tenantpipeline/internal/pipeline"
-	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // Alarm thresholds that only a stuck tenant reaches derive from the workflow timeout.
@@ -83,66 +79,6 @@ func TestAlarmValidateRejects(t *testing.T) {
 	p.Alarms.EvaluationMinutes = 10
 	if err := p.withDefaults().validate(); err != nil {
 		t.Errorf("period equal to the halted recheck: got %v, want no error", err)
-	}
-}
-
-// The public Tenant carries every field of a tenants-file entry into the pipeline and back.
-func TestTenantConvertsEveryField(t *testing.T) {
-	var pub Tenant
-	v := reflect.ValueOf(&pub).Elem()
-	for i := range v.NumField() {
-		switch f := v.Field(i); f.Kind() {
-		case reflect.String:
-			f.SetString("v" + v.Type().Field(i).Name)
-		case reflect.Int, reflect.Int64:
-			f.SetInt(int64(7 + i))
-		case reflect.Float64:
-			f.SetFloat(0.5 + float64(i))
-		case reflect.Slice: // RejectStatuses, KeyColumns
-			if f.Type().Elem().Kind() == reflect.String {
-				f.Set(reflect.ValueOf([]string{fmt.Sprintf("v%d", i), "w"}))
-				continue
-			}
-			f.Set(reflect.ValueOf([]int{400 + i%100, 422}))
-		case reflect.Pointer:
-			if f.Type() == reflect.TypeFor[*CoreSystem]() {
-				continue // a construct: the tenants-file entry names it (below)
-			}
-			f.Set(reflect.ValueOf(&DynamoDB{Key: []string{"pk", "sk"}, Table: "orders", Concurrency: 7 + i}))
-		default:
-			t.Fatalf("field %s: kind %s not covered", v.Type().Field(i).Name, f.Kind())
-		}
-	}
-	in := reflect.ValueOf(pub.internal())
-	for i := range v.NumField() {
-		name := v.Type().Field(i).Name
-		if name == "CoreSystem" {
-			continue
-		}
-		// %+v of the value pointed to: the two packages' sink types differ but share field names.
-		got, want := in.FieldByName(name), v.Field(i)
-		if !got.IsValid() || fmt.Sprintf("%+v", reflect.Indirect(got)) != fmt.Sprintf("%+v", reflect.Indirect(want)) {
-			t.Errorf("%s: got %+v in tenants.Tenant, want %+v", name, reflect.Indirect(got), reflect.Indirect(want))
-		}
-	}
-	if back := tenantFrom(pub.internal()); !reflect.DeepEqual(back, pub) {
-		t.Errorf("round trip: got %+v, want %+v", back, pub)
-	}
-	// The core system travels by name, and its settings, from the construct's props, in the
-	// tenant's settings (without the table, whose name is a token).
-	pub.CoreSystem = &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true, MaxRequestsInFlight: 12}}
-	if got := pub.internal().CoreSystem; got != "ledger" {
-		t.Errorf("CoreSystem: got %q in tenants.Tenant, want ledger", got)
-	}
-	if got := pub.WithDefaults().CoreSystem; got != pub.CoreSystem {
-		t.Errorf("WithDefaults: got core system %p, want %p", got, pub.CoreSystem)
-	}
-	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRecordsPerSecond: 2.5, Adaptive: true, MaxRequestsInFlight: 12}
-	if got := pub.settings().CoreSystem; got == nil || *got != want {
-		t.Errorf("settings: got core system %+v, want %+v", got, want)
-	}
-	if got := reflect.TypeOf(tenants.Tenant{}).NumField(); got < v.NumField() {
-		t.Errorf("tenants.Tenant has %d fields, fewer than the public Tenant's %d", got, v.NumField())
 	}
 }
 

@@ -212,7 +212,7 @@ func (c *Pipeline) addWorkflow(p pipelineProps) {
 		// The bundled Register resumes inside a chunk; a RegisterFunction of your own keeps the
 		// chunk cursor (docs/data-path.md, "Bringing your own register function").
 		RecordCursor:   p.Register == nil,
-		SmallFileBytes: int64(s.smallFiles(p.Register != nil)),
+		SmallFileBound: int64(s.smallFiles(p.Register != nil)),
 		Encryption:     c.enc.stateMachineEncryption(),
 	})
 	c.StateMachine = c.Workflow.File

@@ -67,7 +67,7 @@ const DefaultAdmissionWaitAlarm = 30 * time.Minute
 
 // CoreSystem is one core system's admission state: a DynamoDB table of its running-file leases,
 // its waiting tenants and, with Adaptive, its effective limit (package internal/admission). Pass
-// it to every tenant that registers into it (Tenant.CoreSystem), silo or pooled: one table per
+// its name to every tenant that registers into it (Tenant.CoreSystem), silo or pooled: one table per
 // core system is what makes its limit hold across tiers and stacks.
 type CoreSystem struct {
 	constructs.Construct
@@ -87,6 +87,9 @@ type CoreSystem struct {
 	// wait, its admissions and waits, and its alarm. DashboardName is its name.
 	Dashboard     awscloudwatch.Dashboard
 	DashboardName *string
+
+	// nameTaken says another core system of the app has the name (registerCoreSystem).
+	nameTaken error
 }
 
 // NewCoreSystem creates the core system's admission table under scope/id. Props are checked at
@@ -99,6 +102,7 @@ func NewCoreSystem(scope constructs.Construct, id string, props *CoreSystemProps
 	c := &CoreSystem{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: *props}
 	c.Table = newAdmissionTable(c.Construct, "Table", props.EncryptionKey)
 	c.newMonitoring()
+	c.nameTaken = registerCoreSystem(c)
 	c.Node().AddValidation(&coreSystemValidation{c})
 	return c
 }
@@ -129,7 +133,7 @@ type coreSystemValidation struct{ c *CoreSystem }
 
 // Validate implements constructs.IValidation.
 func (v *coreSystemValidation) Validate() *[]*string {
-	return jsii.Strings(messages(v.c.Props.validate())...)
+	return jsii.Strings(messages(errors.Join(v.c.Props.validate(), v.c.nameTaken))...)
 }
 
 // settings is the core system as it travels in its tenants' settings: without its table, whose
@@ -227,12 +231,12 @@ func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 	}))
 }
 
-// coreSystemsOf are the distinct core systems the tenants name, by name.
-func coreSystemsOf(ts []Tenant) []*CoreSystem {
+// coreSystemsOf are the distinct core systems of cs, by name.
+func coreSystemsOf(cs []*CoreSystem) []*CoreSystem {
 	byName := map[string]*CoreSystem{}
-	for _, t := range ts {
-		if t.CoreSystem != nil {
-			byName[t.CoreSystem.Props.Name] = t.CoreSystem
+	for _, c := range cs {
+		if c != nil {
+			byName[c.Props.Name] = c
 		}
 	}
 	var out []*CoreSystem
@@ -252,29 +256,10 @@ func coreSystemTables(scope constructs.Construct, cs []*CoreSystem) string {
 	return *toJSON(scope, m)
 }
 
-// twoCoreSystemsOfOneName reports core systems that are different constructs under one name:
-// each would have its own table, so neither limit would hold for all the tenants.
-func twoCoreSystemsOfOneName(ts []Tenant) []error {
-	owner := map[string]Tenant{}
-	var errs []error
-	for _, t := range ts {
-		c := t.CoreSystem
-		if c == nil {
-			continue
-		}
-		if other, ok := owner[c.Props.Name]; ok && other.CoreSystem != c {
-			errs = append(errs, fmt.Errorf("tenant %q: CoreSystem %q is another construct than tenant %q's core system of that name, with its own table: "+
-				"create one CoreSystem per core system and pass it to every tenant", t.ID, c.Props.Name, other.ID))
-			continue
-		}
-		owner[c.Props.Name] = t
-	}
-	return errs
-}
-
-// addAdmissionEnv gives the controller its admission variables: the pool gate's table and limit, and the tables of its tenants' core systems.
+// addAdmissionEnv gives the controller its admission variables: the pool gate's table and limit,
+// and the tables of its tenants' core systems.
 func (t *TenantPool) addAdmissionEnv(env map[string]string) {
-	t.CoreSystems = coreSystemsOf(t.Props.Tenants)
+	t.CoreSystems = coreSystemsOf(t.coreSystems)
 	env[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
 	env[pipeline.EnvPoolMaxRunningFiles] = strconv.Itoa(t.Props.MaxRunningFiles)
 	if len(t.CoreSystems) > 0 {

@@ -1,9 +1,13 @@
 package tenantpipeline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
 )
 
 // CoreSystemProps are checked by the tenants file's rules, each message naming the prop.
@@ -41,21 +45,32 @@ func TestCoreSystemPropsValidation(t *testing.T) {
 	}
 }
 
-// A pool refuses two core system constructs of one name: their limits would not be shared.
-func TestPoolRefusesTwoCoreSystemsOfOneName(t *testing.T) {
-	a := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 1}}
-	b := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 2}}
+// A tenant names its core system; the app's core system of that name is the one it registers
+// into, a name the app has none of is a problem naming the field, and two core systems of one
+// name are refused (their limits would not be shared).
+func TestCoreSystemByName(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("S"), nil)
+	a := NewCoreSystem(stack, "A", &CoreSystemProps{Name: "ledger", MaxRunningFiles: 1})
+	b := NewCoreSystem(stack, "B", &CoreSystemProps{Name: "ledger", MaxRunningFiles: 2})
+	if a.nameTaken != nil || b.nameTaken == nil || !strings.Contains(b.nameTaken.Error(), `CoreSystemProps.Name "ledger" is also the name of the core system at S/A`) {
+		t.Errorf("got %v and %v, want the second core system told", a.nameTaken, b.nameTaken)
+	}
 	for _, tc := range []struct {
-		name    string
-		tenants []Tenant
-		want    int
+		name, expr string
+		tenant     Tenant
+		want       *CoreSystem
+		err        string
 	}{
-		{"one construct for two tenants", []Tenant{{ID: "x", CoreSystem: a}, {ID: "y", CoreSystem: a}}, 0},
-		{"two constructs of one name", []Tenant{{ID: "x", CoreSystem: a}, {ID: "y", CoreSystem: b}, {ID: "z", CoreSystem: a}}, 1},
+		{"none", "Tenant", Tenant{ID: "x"}, nil, ""},
+		{"by name", "Tenant", Tenant{ID: "x", CoreSystem: "ledger"}, a, ""},
+		{"unknown", "Tenant", Tenant{ID: "x", CoreSystem: "ledgr"}, nil, `Tenant.CoreSystem (tenant "x"): "ledgr" is no core system of the app`},
+		{"unknown in a pool", "PoolProps.Tenants[2]", Tenant{ID: "y", CoreSystem: "erp"}, nil, `PoolProps.Tenants[2].CoreSystem (tenant "y"): "erp" is no core system`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := len(twoCoreSystemsOfOneName(tc.tenants)); got != tc.want {
-				t.Errorf("got %d problems, want %d", got, tc.want)
+			got, err := coreSystemOf(stack, tc.tenant, tc.expr)
+			if got != tc.want || fmt.Sprint(err) != "<nil>" && (tc.err == "" || !strings.HasPrefix(err.Error(), tc.err)) || err == nil && tc.err != "" {
+				t.Errorf("got %v, %v; want %v, %q", got, err, tc.want, tc.err)
 			}
 		})
 	}
@@ -64,8 +79,7 @@ func TestPoolRefusesTwoCoreSystemsOfOneName(t *testing.T) {
 // Pool props default maxRunningFiles and carry it, with the tenants' core systems, into the one
 // set of pool rules.
 func TestPoolMaxRunningFiles(t *testing.T) {
-	ledger := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 1}}
-	p := PoolProps{Name: "p", Tenants: []Tenant{{ID: "x", RegisterURL: "https://x.example.com/", CoreSystem: ledger}}}
+	p := PoolProps{Name: "p", Tenants: []Tenant{{ID: "x", RegisterURL: "https://x.example.com/", CoreSystem: "ledger"}}}
 	if got := p.withDefaults().MaxRunningFiles; got != 200 {
 		t.Errorf("default: got %d, want 200", got)
 	}

@@ -62,6 +62,9 @@ func NewDashboard(scope constructs.Construct, id string, pipelines ...*TenantPip
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
 	})
 	for _, t := range pipelines {
+		if t.Queue == nil {
+			continue // refused for its props: it has nothing to show
+		}
 		for _, row := range t.dashboardRows() {
 			d.Dashboard.AddWidgets(row...)
 		}

@@ -403,7 +403,7 @@ func (t *TenantPipeline) encrypt() {
 	if register != nil {
 		t.objects.grantBucket(p.Bucket, register)
 	}
-	if cs := p.Tenant.CoreSystem; cs != nil {
+	if cs := t.coreSystem; cs != nil {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
 		if register != nil && cs.Props.Adaptive {

@@ -8,26 +8,37 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
 )
 
-// PropsError is what New and NewPool panic with when their props are invalid. It is raised before
-// the construct creates anything, so no Lambda asset is bundled for a prop mistake: the app fails
-// in the time it takes to reach the construct, not after every asset was built. Err joins every
-// problem (errors.Join), each naming the prop to change as the caller wrote it (Props.X, or
-// PoolProps.Shared.X as "Shared.X" under the pool's name). Synth returns it as an error.
+// refused reports whether err holds problems of a construct's props, and if so adds them to
+// scope's validation, one message each: synth then fails with CDK's "Validation failed with the
+// following errors", every problem of every construct listed at once, and the construct, which
+// stays the empty scope, creates and bundles nothing. Nothing panics on the way, so an app that
+// calls app.Synth itself gets CDK's own failure.
+func refused(scope constructs.Construct, err error) bool {
+	msgs := messages(err)
+	if len(msgs) == 0 {
+		return false
+	}
+	scope.Node().AddValidation(&propsValidation{msgs})
+	return true
+}
+
+// propsValidation is the validation of a construct refused for its props.
+type propsValidation struct{ msgs []string }
+
+// Validate implements constructs.IValidation.
+func (v *propsValidation) Validate() *[]*string { return jsii.Strings(v.msgs...) }
+
+// PropsError is what a construct's method panics with when it is called wrongly (GrantUpload with
+// a tenant the pool does not have). Err joins every problem (errors.Join). Synth returns it as an
+// error.
 type PropsError struct {
 	// Path is the construct's path, as CDK names it in its own messages.
 	Path string
 	// Err holds every problem, joined.
 	Err error
-}
-
-func newPropsError(scope constructs.Construct, id string, err error) *PropsError {
-	path := id
-	if parent := *scope.Node().Path(); parent != "" {
-		path = parent + "/" + id
-	}
-	return &PropsError{Path: path, Err: err}
 }
 
 // Error lists every problem under the construct's path, in the shape of CDK's own validation
@@ -43,8 +54,8 @@ func (e *PropsError) Error() string {
 func (e *PropsError) Unwrap() error { return e.Err }
 
 // Synth runs build, which adds the app's stacks and constructs, then synthesizes app. It returns,
-// as one error, whatever stops either: build's own error, a construct's invalid props (a
-// *PropsError, before anything was bundled), or CDK's validation failure at synth ("Validation
+// as one error, whatever stops either: build's own error, a *PropsError, or CDK's validation
+// failure at synth (a construct's invalid props among them) ("Validation
 // failed with the following errors", which jsii raises as a panic), without the JavaScript stack
 // jsii appends. A Go runtime error (a bug) is not turned into an error: it panics on, with its
 // stack. A Go CDK app's main prints the error and exits with status 1 (see the package example).

@@ -19,7 +19,7 @@ func ExampleNewCoreSystem() {
 	})
 
 	tenantpipeline.New(awscdk.NewStack(app, jsii.String("Acme"), nil), "Tenant-acme", &tenantpipeline.Props{
-		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme", CoreSystem: ledger},
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme", CoreSystem: ledger.Props.Name},
 		Bucket: bucket,
 	})
 	tenantpipeline.NewPool(awscdk.NewStack(app, jsii.String("Pool"), nil), "Pool", &tenantpipeline.PoolProps{
@@ -27,7 +27,7 @@ func ExampleNewCoreSystem() {
 		Bucket:          bucket,
 		MaxRunningFiles: 50, // the pool's own gate, besides the core system's
 		Tenants: []tenantpipeline.Tenant{
-			{ID: "hooli", RegisterURL: "https://core.example.com/hooli", CoreSystem: ledger, Weight: 2, MaxRecordsPerSecond: 100},
+			{ID: "hooli", RegisterURL: "https://core.example.com/hooli", CoreSystem: ledger.Props.Name, Weight: 2, MaxRecordsPerSecond: 100},
 		},
 	})
 	app.Synth(nil)

@@ -1,6 +1,7 @@
 package tenantpipeline
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -16,22 +17,22 @@ func keyed() Tenant {
 func TestKeyOrderProps(t *testing.T) {
 	ledger := &CoreSystem{Props: CoreSystemProps{Name: "ledger", MaxRunningFiles: 2, MaxRequestsInFlight: 16}}
 	k := keyed()
-	k.CoreSystem = ledger
-	s := k.WithDefaults().settings()
+	k.CoreSystem = "ledger"
+	s := settings(k.WithDefaults(), ledger)
 	checks := []struct {
 		what      string
 		got, want any
 	}{
 		{"RecordOrder", s.RecordOrder, pipeline.RecordOrderKey},
-		{"KeyColumns", s.KeyColumns, pipeline.MustColumns("customer")},
+		{"KeyColumns", s.KeyColumns, []string{"customer"}},
 		{"MaxRecordsInFlight defaulted", s.MaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight},
 		{"core system MaxRequestsInFlight", s.CoreSystem.MaxRequestsInFlight, 16},
 		{"records in flight: the core system's share", s.RecordsInFlight(), 8},
-		{"file order unchanged", Tenant{ID: "a"}.WithDefaults().settings().MaxRecordsInFlight, 0},
-		{"file order RecordOrder left empty", Tenant{ID: "a"}.WithDefaults().settings().RecordOrder, ""},
+		{"file order unchanged", settings(Tenant{ID: "a"}.WithDefaults(), nil).MaxRecordsInFlight, 0},
+		{"file order RecordOrder left empty", settings(Tenant{ID: "a"}.WithDefaults(), nil).RecordOrder, ""},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
+		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.what, c.got, c.want)
 		}
 	}
@@ -46,25 +47,25 @@ func TestKeyOrderPropsRejects(t *testing.T) {
 		want   string
 	}{
 		{"unknown RecordOrder", func(t *Tenant) { t.RecordOrder = "customer" },
-			`tenant "acme": Tenant.RecordOrder: "customer" is invalid: use "file" (one record at a time, in file order: the default) or "key" (a key's records in file order, several keys at once, with Tenant.KeyColumns)`},
+			`Tenant.RecordOrder (tenant "acme"): "customer" is invalid: use "file" (one record at a time, in file order: the default) or "key" (a key's records in file order, several keys at once, with Tenant.KeyColumns)`},
 		{"no KeyColumns", func(t *Tenant) { t.KeyColumns = nil },
-			`tenant "acme": Tenant.KeyColumns: is missing: Tenant.RecordOrder "key" needs the columns whose values make a record's key (CSV header names, or JSON Lines fields), e.g. ["customerId"]`},
+			`Tenant.KeyColumns (tenant "acme"): is missing: Tenant.RecordOrder "key" needs the columns whose values make a record's key (CSV header names, or JSON Lines fields), e.g. ["customerId"]`},
 		{"empty column", func(t *Tenant) { t.KeyColumns = []string{""} },
-			`tenant "acme": Tenant.KeyColumns: column 1 is empty: name a CSV header column or a JSON Lines field`},
+			`Tenant.KeyColumns (tenant "acme"): column 1 is empty: name a CSV header column or a JSON Lines field`},
 		{"duplicate column", func(t *Tenant) { t.KeyColumns = []string{"a", "a"} },
-			`tenant "acme": Tenant.KeyColumns: "a" appears twice: list each column once`},
+			`Tenant.KeyColumns (tenant "acme"): "a" appears twice: list each column once`},
 		{"KeyColumns in file order", func(t *Tenant) { t.RecordOrder = "" },
-			`tenant "acme": Tenant.KeyColumns: ["customer"] is set, but Tenant.RecordOrder is "file": only Tenant.RecordOrder "key" reads a record's key; set Tenant.RecordOrder to "key", or leave Tenant.KeyColumns out`},
+			`Tenant.KeyColumns (tenant "acme"): ["customer"] is set, but Tenant.RecordOrder is "file": only Tenant.RecordOrder "key" reads a record's key; set Tenant.RecordOrder to "key", or leave Tenant.KeyColumns out`},
 		{"MaxRecordsInFlight in file order", func(t *Tenant) { t.RecordOrder, t.KeyColumns, t.MaxRecordsInFlight = "file", nil, 4 },
-			`tenant "acme": Tenant.MaxRecordsInFlight: 4 is set, but Tenant.RecordOrder is "file", which sends one record at a time; set Tenant.RecordOrder to "key", or leave Tenant.MaxRecordsInFlight out`},
+			`Tenant.MaxRecordsInFlight (tenant "acme"): 4 is set, but Tenant.RecordOrder is "file", which sends one record at a time; set Tenant.RecordOrder to "key", or leave Tenant.MaxRecordsInFlight out`},
 		{"MaxRecordsInFlight too many", func(t *Tenant) { t.MaxRecordsInFlight = 65 },
-			`tenant "acme": Tenant.MaxRecordsInFlight: 65 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
+			`Tenant.MaxRecordsInFlight (tenant "acme"): 65 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
 		{"MaxRecordsInFlight negative", func(t *Tenant) { t.MaxRecordsInFlight = -1 },
-			`tenant "acme": Tenant.MaxRecordsInFlight: -1 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
+			`Tenant.MaxRecordsInFlight (tenant "acme"): -1 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
 		{"batch mode", func(t *Tenant) { t.RegisterMode = "batch" },
-			`tenant "acme": Tenant.RecordOrder: "key" is set with Tenant.RegisterMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use Tenant.RegisterMode "record", or leave Tenant.RecordOrder out`},
+			`Tenant.RecordOrder (tenant "acme"): "key" is set with Tenant.RegisterMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use Tenant.RegisterMode "record", or leave Tenant.RecordOrder out`},
 		{"DynamoDB sink", func(t *Tenant) { t.RegisterURL, t.DynamoDB = "", &DynamoDB{Key: []string{"id"}, Table: "pool-p-acme"} },
-			`tenant "acme": Tenant.RecordOrder: "key" is set with Tenant.DynamoDB: the DynamoDB sink orders its writes by its own key; remove Tenant.RecordOrder or Tenant.DynamoDB`},
+			`Tenant.RecordOrder (tenant "acme"): "key" is set with Tenant.DynamoDB: the DynamoDB sink orders its writes by its own key; remove Tenant.RecordOrder or Tenant.DynamoDB`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := keyed()
@@ -79,8 +80,12 @@ func TestKeyOrderPropsRejects(t *testing.T) {
 				{"silo", messages(silo.withDefaults().validate())},
 				{"pool", messages(pool.withDefaults().file().ValidateNamed(propsNaming))},
 			} {
-				if len(got.msgs) != 1 || got.msgs[0] != tc.want {
-					t.Errorf("%s: got %q, want exactly %q", got.tier, got.msgs, tc.want)
+				want := tc.want
+				if got.tier == "pool" {
+					want = strings.ReplaceAll(want, "Tenant.", "PoolProps.Tenants[0].")
+				}
+				if len(got.msgs) != 1 || got.msgs[0] != want {
+					t.Errorf("%s: got %q, want exactly %q", got.tier, got.msgs, want)
 				}
 			}
 		})

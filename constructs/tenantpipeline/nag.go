@@ -51,7 +51,7 @@ func (t *TenantPipeline) suppressNagFindings() {
 		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+
 			"results, one folder per file execution, whose names are not known in advance.",
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
-	if t.Props.Tenant.CoreSystem != nil {
+	if t.coreSystem != nil {
 		suppress(t.Controller, "AwsSolutions-IAM5",
 			"sqs:ChangeMessageVisibility alone, on only the queues tagged for the tenant's core system's wake-ups (aws:ResourceTag): "+
 				"a release hands the freed running-file slot to the core system's next waiting file, in whichever tenant's queue it waits, "+

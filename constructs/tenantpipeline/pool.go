@@ -25,6 +25,7 @@ import (
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // TenantPool is the pooled tier: many tenants share one pool's resources, and each tenant is a
@@ -100,6 +101,8 @@ type TenantPool struct {
 	// else (upload.go). Nil without PoolProps.Uploaders.
 	UploaderRole awsiam.Role
 
+	// coreSystems are the app's core systems the tenants name, one per tenant (nil for none).
+	coreSystems []*CoreSystem
 	app        *appCheck
 	bucketOnce sync.Once
 	bucket     []string
@@ -182,18 +185,12 @@ func (p PoolProps) file() *tenants.File {
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
 		MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant,
 	}}}
-	// The tenants' core systems check their own props (CoreSystemProps); here they only have to
-	// be there for the tenants that name them.
-	for _, c := range coreSystemsOf(p.Tenants) {
-		if f.CoreSystems == nil {
-			f.CoreSystems = map[string]*tenants.CoreSystemConfig{}
-		}
-		f.CoreSystems[c.Props.Name] = &tenants.CoreSystemConfig{MaxRunningFiles: tenants.MinRunningFiles}
-	}
+	// The tenants' core systems are the app's (coreSystemOf): the file's check of them is not
+	// the pool's.
 	for _, t := range p.Tenants {
-		it := t.checkable()
-		it.Tier, it.Pool = tenants.TierPool, p.Name
-		f.Tenants = append(f.Tenants, it)
+		t = checkable(t)
+		t.Tier, t.Pool, t.CoreSystem = tenants.TierPool, p.Name, ""
+		f.Tenants = append(f.Tenants, t)
 	}
 	return f
 }
@@ -222,13 +219,9 @@ func (p PoolProps) withDefaults() PoolProps {
 	return p
 }
 
-// validate reports every problem at once: the pool's own fields, each tenant's, and the shared
-// props' (messages name the pool).
-func (p PoolProps) validate() error { return p.check(false) }
-
-// check is validate; fromFile skips the rules of the tenants file, which the app already applied
-// to the file it built the props from (tenants.Vouch).
-func (p PoolProps) check(fromFile bool) error {
+// validate reports every problem at once: the pool's own fields, each tenant's (the spec's rules
+// and the pool's), and the shared props' (messages name the pool).
+func (p PoolProps) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("pool %q: "+format, append([]any{p.Name}, args...)...))
@@ -244,17 +237,26 @@ func (p PoolProps) check(fromFile bool) error {
 			bad("Uploaders[%d] is nil: name a principal (awsiam.NewArnPrincipal(<role ARN>)), or remove it", i)
 		}
 	}
-	for _, t := range p.Tenants {
+	for i, t := range p.Tenants {
 		if t.RegisterURL == "" && t.DynamoDB == nil {
-			errs = append(errs, fmt.Errorf("tenant %q: Tenant.RegisterURL is required unless the tenant has a DynamoDB sink", t.ID))
+			errs = append(errs, fmt.Errorf("%s (tenant %q): required unless the tenant has a DynamoDB sink", poolTenant(i)+".RegisterURL", t.ID))
+		}
+		for _, f := range []struct {
+			path string
+			set  bool
+		}{{"stack", t.Stack != ""}, {"tier", t.Tier != ""}, {"pool", t.Pool != ""}, {"uploaders", len(t.Uploaders) > 0}} {
+			if f.set {
+				errs = append(errs, errors.New(spec.Problemf(f.path, "is set, but only the tenants file's app places tenants: leave it out "+
+					"(a pool's tenants are in the pool; give uploaders as PoolProps.Uploaders)").Render(spec.GoNames(poolTenant(i)), t.ID)))
+			}
 		}
 	}
-	// The tenants file's pool rules, with messages naming the props (PoolProps.Prefix,
-	// Tenant.Prefix). Without tenants the file's rule would repeat "Tenants is empty".
-	if !fromFile && len(p.Tenants) > 0 {
+	// The spec's rules of each tenant and the tenants file's pool rules, with messages naming the
+	// props (PoolProps.Prefix, PoolProps.Tenants[3].Prefix). Without tenants the file's rule would
+	// repeat "Tenants is empty".
+	if len(p.Tenants) > 0 {
 		errs = append(errs, p.file().ValidateNamed(propsNaming))
 	}
-	errs = append(errs, twoCoreSystemsOfOneName(p.Tenants)...)
 	if p.IntakeGroups >= 1 && p.IntakeGroups <= tenants.MaxPoolIntakeGroups {
 		bucket := ""
 		if p.Bucket != nil && !*awscdk.Token_IsUnresolved(p.Bucket.BucketName()) {
@@ -273,42 +275,38 @@ func (p PoolProps) check(fromFile bool) error {
 }
 
 // propsNaming names, in the tenants file's pool rules, what a construct user sets: PoolProps'
-// fields, and the Tenant fields those rules are about. A tenant's own fields keep the names
-// Tenant.Validate gives them in both tiers.
+// fields, and its tenants' fields as PoolProps.Tenants[i].<Field>.
 var propsNaming = tenants.Naming{
 	Pool:     func(pool string) string { return fmt.Sprintf("pool %q", pool) },
 	PoolKey:  poolProp,
 	PoolPath: poolProp,
-	Field: func(field string) string {
-		if prop, ok := tenantProps[field]; ok {
-			return prop
-		}
-		return tenantField(field)
-	},
+	Tenant:   func(i int) spec.Names { return spec.GoNames(poolTenant(i)) },
 }
+
+// poolTenant is the Go expression of the pool's tenant i.
+func poolTenant(i int) string { return fmt.Sprintf("PoolProps.Tenants[%d]", i) }
 
 // poolProp is the PoolProps field of a pool's JSON field: secretPrefix is PoolProps.SecretPrefix.
 func poolProp(_, field string) string { return "PoolProps." + strings.ToUpper(field[:1]) + field[1:] }
 
-// tenantProps are the Tenant fields, by JSON path, that the pool rules check.
-var tenantProps = map[string]string{
-	"prefix":                "Tenant.Prefix",
-	"registerAuthSecretArn": "Tenant.RegisterAuthSecretARN",
-	"dynamodb.table":        "Tenant.DynamoDB.Table",
-}
-
 // NewPool creates the pool under scope/id. Its props are checked first, as New checks a
-// TenantPipeline's: invalid props panic with a *PropsError before anything is created or bundled.
+// TenantPipeline's: with invalid props it stays an empty scope and synth fails with CDK's
+// validation error, before anything is created or bundled.
 func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPool {
 	if props == nil {
 		props = &PoolProps{}
 	}
-	fromFile := tenants.Vouched(props)
 	p := props.withDefaults()
-	if err := p.check(fromFile); err != nil {
-		panic(newPropsError(scope, id, err))
+	errs := []error{p.validate()}
+	cs := make([]*CoreSystem, len(p.Tenants))
+	for i, tn := range p.Tenants {
+		c, err := coreSystemOf(scope, tn, poolTenant(i))
+		cs[i], errs = c, append(errs, err)
 	}
-	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
+	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystems: cs}
+	if refused(t.Construct, errors.Join(errs...)) {
+		return t
+	}
 	t.build()
 	addWriteDeny(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, p.Shared.RolePath, p.Shared.Operators)
 	t.app = register(t.Construct, t)
@@ -340,8 +338,6 @@ var highThroughput = struct {
 	limit awssqs.FifoThroughputLimit
 	scope awssqs.DeduplicationScope
 }{awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID, awssqs.DeduplicationScope_MESSAGE_GROUP}
-
-func tenantIDPattern(s string) bool { return (Tenant{ID: s}).WithDefaults().Validate() == nil }
 
 type poolValidation struct{ t *TenantPool }
 
@@ -479,9 +475,9 @@ func (t *TenantPool) addIntake(code awslambda.Code, poolEnv map[string]string) {
 func (t *TenantPool) settings() *pipeline.PoolSettings {
 	p := t.Props
 	s := &pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Name, Prefix: p.Prefix, Tenants: make([]pipeline.PoolTenant, 0, len(p.Tenants))}
-	for _, tn := range p.Tenants {
+	for i, tn := range p.Tenants {
 		s.Tenants = append(s.Tenants, pipeline.PoolTenant{
-			Settings: tn.settings(), Prefix: tn.Prefix, OnFailure: tn.OnFailure, IdempotencyKey: tn.IdempotencyKey,
+			Settings: settings(tn, t.coreSystems[i]), Prefix: tn.Prefix, OnFailure: tn.OnFailure, IdempotencyKey: tn.IdempotencyKey,
 		})
 	}
 	return s

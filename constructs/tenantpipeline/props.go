@@ -126,8 +126,8 @@ type SharedProps struct {
 	// contract (docs/data-path.md, "Bringing your own register function").
 	// Default: per-invocation; per-chunk when RegisterFunction is set.
 	RegisterDesign string
-	// SmallFileBytes is the small-file bound: a file whose S3 event gives it at most this many bytes
-	// runs as one SmallFile task of the register function (split, register and results in one
+	// DefaultSmallFileBytes is the small-file bound of every tenant that sets no Tenant.SmallFileBytes
+	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register and results in one
 	// invocation, two state transitions instead of seven), and one that is not small after all (more
 	// than one chunk, or its registration does not end in one invocation) goes on through Split
 	// without any record sent twice (docs/data-path.md, "Small files"). -1 turns the path off; at
@@ -136,7 +136,7 @@ type SharedProps struct {
 	// RegisterFunction or per-chunk. Set it to about the tenants' chunkSize × their records' usual
 	// bytes: a file under the bound with more than one chunk costs a SmallFile invocation and two
 	// state transitions more. Default: pipeline.DefaultSmallFileBytes (32 KiB: 100 records of ≈ 320 bytes).
-	SmallFileBytes int
+	DefaultSmallFileBytes int
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
 	// so that a hung workflow can never outlive its message. Default: 24 hours.
@@ -290,7 +290,7 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 			s.RegisterDesign = workflows.DesignPerChunk
 		}
 	}
-	defInt(&s.SmallFileBytes, pipeline.DefaultSmallFileBytes)
+	defInt(&s.DefaultSmallFileBytes, pipeline.DefaultSmallFileBytes)
 	def(&s.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&s.HaltedRecheck, DefaultHaltedRecheck)
 	if s.LogRetention == "" {
@@ -307,10 +307,10 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 // turned off (-1), or a register function of the caller's own (ownRegister) or the per-chunk
 // design, which have no SmallFile task.
 func (s SharedProps) smallFiles(ownRegister bool) int {
-	if ownRegister || s.RegisterDesign != workflows.DesignPerInvocation || s.SmallFileBytes <= 0 {
+	if ownRegister || s.RegisterDesign != workflows.DesignPerInvocation || s.DefaultSmallFileBytes <= 0 {
 		return 0
 	}
-	return s.SmallFileBytes
+	return s.DefaultSmallFileBytes
 }
 
 // WakeEvents reports whether the controller wakes on the file execution's status change event.
@@ -328,7 +328,7 @@ func (s SharedProps) PollBudget() time.Duration {
 // validate reports every problem at once, each naming the field, the value and the fix. It runs
 // on defaulted props, before anything is created.
 func (p Props) validate() error {
-	errs := []error{p.Tenant.Validate()}
+	errs := tenantErrors(p.Tenant, "Tenant")
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("tenant %q: "+format, append([]any{p.Tenant.ID}, args...)...))
 	}
@@ -386,8 +386,8 @@ func (s SharedProps) validate(field func(string) string, ownRegister bool, bad f
 	if !slices.Contains(workflows.Designs, s.RegisterDesign) {
 		bad("register design %q is invalid: use %q or %q", s.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
 	}
-	if s.SmallFileBytes != -1 && (s.SmallFileBytes < 1 || s.SmallFileBytes > pipeline.MaxSmallFileBytes) {
-		bad("small-file bound %d bytes is invalid: set %s to 1 up to %d (4 MiB), or -1 to turn the small-file path off", s.SmallFileBytes, field("SmallFileBytes"), pipeline.MaxSmallFileBytes)
+	if s.DefaultSmallFileBytes != -1 && (s.DefaultSmallFileBytes < 1 || s.DefaultSmallFileBytes > pipeline.MaxSmallFileBytes) {
+		bad("small-file bound %d bytes is invalid: set %s to 1 up to %d (4 MiB), or -1 to turn the small-file path off", s.DefaultSmallFileBytes, field("DefaultSmallFileBytes"), pipeline.MaxSmallFileBytes)
 	}
 	if s.WorkflowTimeout < time.Minute || s.WorkflowTimeout >= QueueRetention/2 {
 		bad("workflow timeout %v is invalid: use 1m up to 7 days, well below the queue's 14-day retention, so a hung workflow cannot outlive its message", s.WorkflowTimeout)

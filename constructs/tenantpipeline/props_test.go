@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
-		{"SmallFileBytes", p.SmallFileBytes, 32 << 10},
+		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 32 << 10},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -74,12 +74,12 @@ func TestValidateRejects(t *testing.T) {
 			p.Operators.PrincipalARNs = []string{"arn:aws:sts::123456789012:assumed-role/Ops/alice"}
 		}, `"arn:aws:sts::123456789012:assumed-role/Ops/alice" is not an IAM role or user ARN`},
 		{"no register url", func(p *Props) { p.Tenant.RegisterURL = "" }, `registerUrl is required unless Props.RegisterFunction`},
-		{"bad tenant id", func(p *Props) { p.Tenant.ID = "A B" }, `tenant "A B": id: "A B" is invalid`},
-		{"chunk size", func(p *Props) { p.Tenant.ChunkSize = 5000 }, `chunkSize: 5000 is out of range`},
-		{"on invalid record", func(p *Props) { p.Tenant.OnInvalidRecord = "skip" }, `onInvalidRecord: "skip" is invalid: use "failFile" or "skipRecord"`},
-		{"max invalid records under failFile", func(p *Props) { p.Tenant.MaxInvalidRecords = 5 }, `maxInvalidRecords: 5 is set, but onInvalidRecord is "failFile"`},
+		{"bad tenant id", func(p *Props) { p.Tenant.ID = "A B" }, `Tenant.ID (tenant "A B"): "A B" is invalid`},
+		{"chunk size", func(p *Props) { p.Tenant.ChunkSize = 5000 }, `Tenant.ChunkSize (tenant "acme"): 5000 is out of range`},
+		{"on invalid record", func(p *Props) { p.Tenant.OnInvalidRecord = "skip" }, `Tenant.OnInvalidRecord (tenant "acme"): "skip" is invalid: use "failFile" or "skipRecord"`},
+		{"max invalid records under failFile", func(p *Props) { p.Tenant.MaxInvalidRecords = 5 }, `Tenant.MaxInvalidRecords (tenant "acme"): 5 is set, but onInvalidRecord is "failFile"`},
 		{"max invalid records out of range", func(p *Props) { p.Tenant.OnInvalidRecord = "skipRecord"; p.Tenant.MaxInvalidRecords = -2 },
-			`maxInvalidRecords: -2 is out of range`},
+			`Tenant.MaxInvalidRecords (tenant "acme"): -2 is out of range`},
 		{"controller not below visibility", func(p *Props) { p.DisableWakeEvents = true; p.ControllerTimeout = 30 * time.Second },
 			`controller timeout 30s must be shorter than the queue visibility timeout 30s`},
 		{"visibility too long", func(p *Props) { p.VisibilityTimeout = 13 * time.Hour }, `visibility timeout 13h0m0s is invalid`},
@@ -87,10 +87,10 @@ func TestValidateRejects(t *testing.T) {
 		{"split timeout", func(p *Props) { p.SplitTimeout = 16 * time.Minute }, `split timeout 16m0s is invalid`},
 		{"register memory", func(p *Props) { p.RegisterMemoryMB = 64 }, `register memory 64 MB is invalid`},
 		{"register design", func(p *Props) { p.RegisterDesign = "per-file" }, `register design "per-file" is invalid: use "per-invocation" or "per-chunk"`},
-		{"small-file bound too large", func(p *Props) { p.SmallFileBytes = 4<<20 + 1 },
-			`small-file bound 4194305 bytes is invalid: set SmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
-		{"small-file bound negative", func(p *Props) { p.SmallFileBytes = -2 },
-			`small-file bound -2 bytes is invalid: set SmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
+		{"small-file bound too large", func(p *Props) { p.DefaultSmallFileBytes = 4<<20 + 1 },
+			`small-file bound 4194305 bytes is invalid: set DefaultSmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
+		{"small-file bound negative", func(p *Props) { p.DefaultSmallFileBytes = -2 },
+			`small-file bound -2 bytes is invalid: set DefaultSmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
 		{"reserved concurrency", func(p *Props) { p.ControllerReservedConcurrency = 5000 }, `controller reserved concurrency 5000 is invalid`},
 		{"workflow timeout near retention", func(p *Props) { p.WorkflowTimeout = 10 * 24 * time.Hour }, `workflow timeout 240h0m0s is invalid`},
 		{"workflow timeout tiny", func(p *Props) { p.WorkflowTimeout = time.Second }, `workflow timeout 1s is invalid`},
@@ -121,8 +121,8 @@ func TestSmallFiles(t *testing.T) {
 		want   int
 	}{
 		{"default", func(*Props) {}, 32 << 10},
-		{"set", func(p *Props) { p.SmallFileBytes = 1000 }, 1000},
-		{"turned off", func(p *Props) { p.SmallFileBytes = -1 }, 0},
+		{"set", func(p *Props) { p.DefaultSmallFileBytes = 1000 }, 1000},
+		{"turned off", func(p *Props) { p.DefaultSmallFileBytes = -1 }, 0},
 		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, 0},
 		{"own register function, per-invocation", func(p *Props) {
 			p.RegisterFunction, p.RegisterDesign = fakeFunction{}, workflows.DesignPerInvocation
@@ -194,7 +194,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	p.ControllerTimeout = time.Minute
 	p.DisableWakeEvents = true
 	err := p.withDefaults().validate()
-	for _, want := range []string{"Bucket is required", `format: "xml"`, "controller timeout 1m0s must be shorter"} {
+	for _, want := range []string{"Bucket is required", `Tenant.Format (tenant "acme"): "xml"`, "controller timeout 1m0s must be shorter"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want it to contain %q", err, want)
 		}
@@ -209,8 +209,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"custom register function without url", func(p *Props) { p.Tenant.RegisterURL = ""; p.RegisterFunction = fakeFunction{} }},
 		{"unreserved controller", func(p *Props) { p.ControllerReservedConcurrency = -1 }},
 		{"per-chunk register design", func(p *Props) { p.RegisterDesign = workflows.DesignPerChunk }},
-		{"small-file path off", func(p *Props) { p.SmallFileBytes = -1 }},
-		{"small-file bound at its largest", func(p *Props) { p.SmallFileBytes = 4 << 20 }},
+		{"small-file path off", func(p *Props) { p.DefaultSmallFileBytes = -1 }},
+		{"small-file bound at its largest", func(p *Props) { p.DefaultSmallFileBytes = 4 << 20 }},
 		{"long visibility", func(p *Props) {
 			p.VisibilityTimeout = 11*time.Hour + 45*time.Minute
 			p.ControllerTimeout = 15 * time.Minute
@@ -354,11 +354,11 @@ func TestValidateSink(t *testing.T) {
 		{"dynamodb with an existing table by name", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Table = "orders" }, ""},
 		{"dynamodb with a table construct", func(p *Props) { ddb(p); p.DynamoDBTable = fakeTable{} }, ""},
 		{"dynamodb with three key fields", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Key = []string{"a", "b", "c"} },
-			`dynamodb.key: has 3 fields: use 1 (partition key) or 2 (partition key, sort key)`},
+			`Tenant.DynamoDB.Key (tenant "acme"): has 3 fields: use 1 (partition key) or 2 (partition key, sort key)`},
 		{"dynamodb without key fields", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Key = nil },
-			`dynamodb.key: has 0 fields: use 1 (partition key) or 2 (partition key, sort key)`},
+			`Tenant.DynamoDB.Key (tenant "acme"): has 0 fields: use 1 (partition key) or 2 (partition key, sort key)`},
 		{"dynamodb with registerUrl", func(p *Props) { ddb(p); p.Tenant.RegisterURL = "https://core.example.com/r" },
-			`registerUrl: is set with dynamodb: a tenant has one sink; remove registerUrl or dynamodb`},
+			`Tenant.RegisterURL (tenant "acme"): is set with dynamodb: a tenant has one sink; remove registerUrl or dynamodb`},
 		{"dynamodb with a register function", func(p *Props) { ddb(p); p.RegisterFunction = fakeFunction{} },
 			`Props.RegisterFunction is set with a dynamodb sink: the bundled register function writes the table; remove RegisterFunction or the tenant's dynamodb`},
 		{"dynamodb with a table construct and a table name", func(p *Props) { ddb(p); p.Tenant.DynamoDB.Table = "orders"; p.DynamoDBTable = fakeTable{} },
@@ -390,8 +390,8 @@ func TestTenantSmallFileBytes(t *testing.T) {
 		want  string // "": accepted
 	}{
 		{0, ""}, {1, ""}, {4 << 20, ""}, {-1, ""},
-		{4<<20 + 1, `tenant "acme": Tenant.SmallFileBytes: 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`},
-		{-2, `tenant "acme": Tenant.SmallFileBytes: -2 is out of range`},
+		{4<<20 + 1, `Tenant.SmallFileBytes (tenant "acme"): 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`},
+		{-2, `Tenant.SmallFileBytes (tenant "acme"): -2 is out of range`},
 	} {
 		p := valid()
 		p.Tenant.SmallFileBytes = tc.bytes
@@ -403,7 +403,7 @@ func TestTenantSmallFileBytes(t *testing.T) {
 			t.Errorf("%d: got %v, want an error containing %q", tc.bytes, err, tc.want)
 		}
 	}
-	if got := (Tenant{ID: "a", SmallFileBytes: 65536}).WithDefaults().settings().SmallFileBytes; got != 65536 {
+	if got := settings(Tenant{ID: "a", SmallFileBytes: 65536}.WithDefaults(), nil).SmallFileBytes; got != 65536 {
 		t.Errorf("settings: got smallFileBytes %d, want 65536", got)
 	}
 }

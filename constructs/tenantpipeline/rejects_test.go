@@ -15,11 +15,11 @@ func TestValidateRejectStatuses(t *testing.T) {
 		want     string // "" for no problem
 	}{
 		{"skipRecord with 422", "skipRecord", []int{422}, ""},
-		{"without skipRecord", "", []int{422}, `rejectStatuses: [422] is set, but it only has effect with "onInvalidRecord": "skipRecord"`},
-		{"408", "skipRecord", []int{408}, `rejectStatuses: 408 is retried by Register`},
-		{"429", "skipRecord", []int{429}, `rejectStatuses: 429 is retried by Register`},
-		{"5xx", "skipRecord", []int{503}, `rejectStatuses: 503 is not a 4xx status`},
-		{"twice", "skipRecord", []int{400, 400}, `rejectStatuses: 400 is listed twice`},
+		{"without skipRecord", "", []int{422}, `RejectStatuses (tenant "acme"): [422] is set, but it only has effect with "onInvalidRecord": "skipRecord"`},
+		{"408", "skipRecord", []int{408}, `RejectStatuses (tenant "acme"): 408 is retried by Register`},
+		{"429", "skipRecord", []int{429}, `RejectStatuses (tenant "acme"): 429 is retried by Register`},
+		{"5xx", "skipRecord", []int{503}, `RejectStatuses (tenant "acme"): 503 is not a 4xx status`},
+		{"twice", "skipRecord", []int{400, 400}, `RejectStatuses (tenant "acme"): 400 is listed twice`},
 	} {
 		tenant := func() Tenant {
 			return Tenant{ID: "acme", RegisterURL: "https://core.example.com/", OnInvalidRecord: tc.policy, RejectStatuses: tc.statuses}
@@ -28,7 +28,7 @@ func TestValidateRejectStatuses(t *testing.T) {
 			p := valid()
 			p.Tenant = tenant()
 			check(t, p.withDefaults().validate(), tc.want)
-			if tc.want == "" && !p.withDefaults().Tenant.settings().RejectsStatus(422) {
+			if tc.want == "" && !settings(p.withDefaults().Tenant, nil).RejectsStatus(422) {
 				t.Errorf("got settings that do not reject 422, want them to")
 			}
 		})

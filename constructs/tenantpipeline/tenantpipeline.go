@@ -14,8 +14,9 @@
 // tiers; NewDashboard adds one dashboard for the tenants of a stack.
 //
 // Both constructs build what they share through one core (core.go) and take what they share as
-// SharedProps. Props are checked before anything is created or bundled: invalid props panic out of
-// New or NewPool with a *PropsError naming every problem and the prop to change. What only the
+// SharedProps. Props are checked before anything is created or bundled: a construct with invalid
+// props stays an empty scope, and synth fails the CDK way, naming every problem and the prop to
+// change. What only the
 // whole app shows, two constructs of one app whose prefixes overlap on one bucket (in any mix of
 // the two) or a tenant id or pool name used twice, fails synth the CDK way, with CDK's "Validation
 // failed with the following errors", naming both constructs. Synth returns either as an error, for
@@ -30,6 +31,7 @@ package tenantpipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,11 +79,14 @@ type TenantPipeline struct {
 	UploaderRole awsiam.Role
 
 	checks checks
+	// coreSystem is the app's core system Tenant.CoreSystem names, nil for none.
+	coreSystem *CoreSystem
 }
 
 // New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
-// is created or bundled: invalid props panic with a *PropsError listing every problem, each naming
-// the prop to change (Synth returns it as an error). What only the whole app shows (two constructs
+// is created or bundled: with invalid props the pipeline stays an empty scope, exposing no
+// resource, and synth fails with CDK's "Validation failed with the following errors", one message
+// per problem, each naming the prop to change (refused). What only the whole app shows (two constructs
 // whose prefixes overlap, a tenant id used twice, the bucket's settings) fails synth, the CDK way,
 // with CDK's "Validation failed with the following errors" (validation.go).
 func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
@@ -89,10 +94,11 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		props = &Props{}
 	}
 	p := props.withDefaults()
-	if err := p.validate(); err != nil {
-		panic(newPropsError(scope, id, err))
+	cs, csErr := coreSystemOf(scope, p.Tenant, "Tenant")
+	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystem: cs}
+	if refused(t.Construct, errors.Join(p.validate(), csErr)) {
+		return t
 	}
-	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
 	t.build()
 	addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
 	t.checks.app = register(t.Construct, t)
@@ -113,8 +119,8 @@ func (t *TenantPipeline) build() {
 		pipeline.EnvOnFailure:      tenant.OnFailure,
 		pipeline.EnvIdempotencyKey: tenant.IdempotencyKey,
 	}
-	if tenant.CoreSystem != nil {
-		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
+	if t.coreSystem != nil {
+		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{t.coreSystem})
 	}
 	t.Pipeline = newPipeline(t.Construct, pipelineProps{
 		Shared: p.SharedProps,
@@ -187,8 +193,8 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	} else {
 		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
 	}
-	if tenant.CoreSystem != nil {
-		grantAdaptiveLimit(register, tenant.CoreSystem)
+	if t.coreSystem != nil {
+		grantAdaptiveLimit(register, t.coreSystem)
 	}
 	if tenant.RegisterAuthSecretARN != "" {
 		register.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -209,12 +215,12 @@ func (t *TenantPipeline) grantController() {
 	// (results/<tenant>/<execution>/event-<redrive count>.json).
 	t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
 	t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
-	if tenant.CoreSystem != nil {
+	if cs := t.coreSystem; cs != nil {
 		// Admission: the file's lease in its core system's gate, taken before StartExecution.
-		grantLeases(fn, tenant.CoreSystem.Table)
+		grantLeases(fn, cs.Table)
 		// Its releases wake the core system's next waiter in whichever queue it waits.
-		tagForWakeUps(t.Queue, tenant.CoreSystem)
-		grantWakeUps(fn, tenant.CoreSystem)
+		tagForWakeUps(t.Queue, cs)
+		grantWakeUps(fn, cs)
 	}
 	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
@@ -293,7 +299,7 @@ func (t *TenantPipeline) allowS3Keys(fn awslambda.IFunction, actions []string, k
 // settingsJSON is the TENANT variable: the tenant's settings, with the DynamoDB sink's table name
 // filled in (a token when the table is created here, resolved at deploy time).
 func (t *TenantPipeline) settingsJSON() string {
-	s := t.Props.Tenant.settings()
+	s := settings(t.Props.Tenant, t.coreSystem)
 	if s.DynamoDB != nil && t.SinkTable != nil {
 		s.DynamoDB.Table = *t.SinkTable.TableName()
 	}

@@ -138,7 +138,7 @@ func TestValidationListsEachProblemApart(t *testing.T) {
 	p.DisableWakeEvents = true
 	p.ControllerTimeout = time.Minute
 	got := messages(p.withDefaults().validate())
-	want := []string{`tenant "acme": format:`, `tenant "acme": chunkSize:`, `tenant "acme": Bucket is required`, `tenant "acme": controller timeout 1m0s`}
+	want := []string{`Tenant.Format (tenant "acme"):`, `Tenant.ChunkSize (tenant "acme"):`, `tenant "acme": Bucket is required`, `tenant "acme": controller timeout 1m0s`}
 	if len(got) != len(want) {
 		t.Fatalf("got %d messages %q, want %d", len(got), got, len(want))
 	}
@@ -166,12 +166,12 @@ func TestPoolPropsMessagesNameTheProps(t *testing.T) {
 		{"maximum concurrency", func(p *PoolProps) { p.MaximumConcurrency = 1 }, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
 		{"max running files", func(p *PoolProps) { p.MaxRunningFiles = 2000 }, `pool "p": PoolProps.MaxRunningFiles 2000 is out of range`},
 		{"intake groups", func(p *PoolProps) { p.IntakeGroups = 65 }, `pool "p": PoolProps.IntakeGroups 65 is out of range: use 1 to 64`},
-		{"tenant prefix", func(p *PoolProps) { p.Tenants[0].Prefix = "in/a/" }, `tenant "a": Tenant.Prefix: "in/a/" is not "pools/p/a/"`},
+		{"tenant prefix", func(p *PoolProps) { p.Tenants[0].Prefix = "in/a/" }, `PoolProps.Tenants[0].Prefix (tenant "a"): "in/a/" is not "pools/p/a/"`},
 		{"secret without a secret prefix", func(p *PoolProps) { p.Tenants[0].RegisterAuthSecretARN = secret },
-			`tenant "a": Tenant.RegisterAuthSecretARN: is set, but pool p has no PoolProps.SecretPrefix: ` +
+			`PoolProps.Tenants[0].RegisterAuthSecretARN (tenant "a"): is set, but pool p has no PoolProps.SecretPrefix: ` +
 				`the pool's tenant-scoped role reads the secret named <PoolProps.SecretPrefix><id>; set PoolProps.SecretPrefix and name the secret "<PoolProps.SecretPrefix>a"`},
 		{"table without a table prefix", func(p *PoolProps) { p.Tenants[0].DynamoDB = &DynamoDB{Key: []string{"id"}, Table: "t"} },
-			`tenant "a": Tenant.DynamoDB.Table: "t" is set, but pool p has no PoolProps.TablePrefix: ` +
+			`PoolProps.Tenants[0].DynamoDB.Table (tenant "a"): "t" is set, but pool p has no PoolProps.TablePrefix: ` +
 				`the pool's tenant-scoped role writes the table named <PoolProps.TablePrefix><id>; set PoolProps.TablePrefix`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,14 +209,14 @@ func TestPropsPrefixSafeSet(t *testing.T) {
 		err  error
 		want string // "": no prefix message
 	}{
-		{"silo space", silo("inbox/a b/"), `tenant "acme": prefix: "inbox/a b/" contains " ", which is not in the safe set (letters, digits, ! - _ . * ' ( ) /)`},
-		{"silo plus", silo("inbox/a+b/"), `tenant "acme": prefix: "inbox/a+b/" contains "+"`},
+		{"silo space", silo("inbox/a b/"), `Tenant.Prefix (tenant "acme"): "inbox/a b/" contains " ", which is not in the safe set (letters, digits, ! - _ . * ' ( ) /)`},
+		{"silo plus", silo("inbox/a+b/"), `Tenant.Prefix (tenant "acme"): "inbox/a+b/" contains "+"`},
 		{"silo percent", silo("inbox/a%20b/"), `contains "%"`},
 		{"silo non-ASCII", silo("受信/acme/"), `contains "受", "信"`},
-		{"silo empty segment", silo("inbox//acme/"), `prefix: "inbox//acme/" has an empty segment`},
+		{"silo empty segment", silo("inbox//acme/"), `Tenant.Prefix (tenant "acme"): "inbox//acme/" has an empty segment`},
 		{"silo safe", silo("inbox/acme(1)/"), ""},
 		{"pool prefix", pool("pools/a b/", tenant("a", "")).withDefaults().validate(), `pool "p": PoolProps.Prefix "pools/a b/" contains " "`},
-		{"pooled tenant", pool("", tenant("a", "pools/p/a+b/")).withDefaults().validate(), `tenant "a": Tenant.Prefix: "pools/p/a+b/" contains "+"`},
+		{"pooled tenant", pool("", tenant("a", "pools/p/a+b/")).withDefaults().validate(), `PoolProps.Tenants[0].Prefix (tenant "a"): "pools/p/a+b/" contains "+"`},
 		{"pool safe", pool("", tenant("a", "")).withDefaults().validate(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,28 +239,17 @@ func TestPropsPrefixSafeSet(t *testing.T) {
 	}
 }
 
-// The app's pools are built from a tenants file it has already checked: their props skip the
-// tenants-file rules (check(true)), which a construct user's props always get (validate).
-func TestPoolPropsFromFileSkipFileRules(t *testing.T) {
+// A pool's props are checked by the tenants file's rules, its tenants named by their place in
+// PoolProps.Tenants, as every construct user's props are: there is no path that skips them.
+func TestPoolPropsGetFileRules(t *testing.T) {
 	p := PoolProps{Name: "p", Tenants: []Tenant{
 		{ID: "a", Prefix: "pools/p/a/", RegisterURL: "https://core.example.com/a"},
 		{ID: "b", Prefix: "pools/p/a/b/", RegisterURL: "https://core.example.com/b"},
 	}}.withDefaults()
-	overlap := `tenant "b": Tenant.Prefix: "pools/p/a/b/" overlaps tenant "a"'s prefix "pools/p/a/"`
-	for _, tc := range []struct {
-		name     string
-		fromFile bool
-		want     bool
-	}{{"construct user's props", false, true}, {"the app's, from a checked file", true, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := strings.Contains(fmt.Sprint(p.check(tc.fromFile)), overlap)
-			if got != tc.want {
-				t.Errorf("got the overlap told %v, want %v: %v", got, tc.want, p.check(tc.fromFile))
-			}
-			// The pool's own rules hold either way.
-			if err := fmt.Sprint(p.check(tc.fromFile)); !strings.Contains(err, `pool "p": Bucket is required`) {
-				t.Errorf("got %v, want the missing bucket told", err)
-			}
-		})
+	err := fmt.Sprint(p.validate())
+	for _, want := range []string{`PoolProps.Tenants[1].Prefix (tenant "b"): "pools/p/a/b/" overlaps tenant "a"'s prefix "pools/p/a/"`, `pool "p": Bucket is required`} {
+		if !strings.Contains(err, want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
 	}
 }

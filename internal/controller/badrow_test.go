@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/spec"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,9 +24,9 @@ const badKey = "inbox/bad/a.csv"
 func badRowSettings(t *testing.T, kind string) string {
 	t.Helper()
 	s := pipeline.PoolSettings{Pool: testPool, Prefix: testPoolPrefix, Tenants: []pipeline.PoolTenant{
-		{Settings: pipeline.Tenant{ID: "acme", Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}, Prefix: "inbox/acme/"},
-		{Settings: pipeline.Tenant{ID: "bad", Format: "BADBAD", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}, Prefix: "inbox/bad/"},
-		{Settings: pipeline.Tenant{ID: "globex", Format: "jsonl", Encoding: "utf-8", ChunkSize: 50, MaxFieldBytes: 4096}, Prefix: "inbox/globex/",
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme", Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/acme/"},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "bad", Format: "BADBAD", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/bad/"},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "globex", Format: "jsonl", Encoding: "utf-8", ChunkSize: 50, MaxFieldBytes: 4096}}, Prefix: "inbox/globex/",
 			OnFailure: pipeline.OnFailureHalt, IdempotencyKey: pipeline.IdempotencyObjectVersion},
 	}}
 	if kind == "invalid" {
@@ -91,7 +92,7 @@ func TestPoolBadRowHoldsOnlyItsTenant(t *testing.T) {
 
 			wake := events.EventBridgeEvent{ID: "ev-1", Detail: mustJSON(t, map[string]any{
 				"executionArn": testExecPrefix + "x", "stateMachineArn": testStateMachine, "name": "x", "status": "SUCCEEDED",
-				"input": string(mustJSON(t, pipeline.WorkflowInput{Tenant: pipeline.Tenant{ID: "bad"}})),
+				"input": string(mustJSON(t, pipeline.WorkflowInput{Tenant: pipeline.Tenant{Tenant: spec.Tenant{ID: "bad"}}})),
 			})}
 			if err := r.p.Wake(context.Background(), wake); err != nil {
 				t.Errorf("Wake: got %v, want nil", err)

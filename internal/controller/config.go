@@ -207,8 +207,8 @@ const maxRequestsInFlight = 10_000
 func checkKeyOrder(t pipeline.Tenant, field string, bad func(name, format string, args ...any)) {
 	switch t.RecordOrder {
 	case "", pipeline.RecordOrderFile:
-		if t.KeyColumns.Len() > 0 {
-			bad(field, "keyColumns %q, want none without recordOrder %q", t.KeyColumns.Names(), pipeline.RecordOrderKey)
+		if len(t.KeyColumns) > 0 {
+			bad(field, "keyColumns %q, want none without recordOrder %q", t.KeyColumns, pipeline.RecordOrderKey)
 		}
 		if t.MaxRecordsInFlight != 0 {
 			bad(field, "maxRecordsInFlight %d, want none without recordOrder %q", t.MaxRecordsInFlight, pipeline.RecordOrderKey)
@@ -225,7 +225,7 @@ func checkKeyOrder(t pipeline.Tenant, field string, bad func(name, format string
 	if t.DynamoDB != nil {
 		bad(field, "recordOrder %q with the dynamodb sink, which has its own ordering: want no recordOrder", t.RecordOrder)
 	}
-	cols := t.KeyColumns.Names()
+	cols := t.KeyColumns
 	if len(cols) == 0 {
 		bad(field, "recordOrder %q without keyColumns, want at least one column", t.RecordOrder)
 	}

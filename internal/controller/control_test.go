@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"slices"
 	"strings"
 	"testing"
@@ -501,7 +502,7 @@ func TestControlMessageHoldsTheGroup(t *testing.T) {
 // execution (or, in a pool, one whose input names no tenant) is quarantined, never performed.
 func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
 	inputOf := func(tenant string) string {
-		b, _ := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{ID: tenant},
+		b, _ := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{Tenant: spec.Tenant{ID: tenant}},
 			Source: pipeline.Source{Bucket: testBucket, Key: "inbox/" + tenant + "/a.csv", VersionID: "v1"}})
 		return string(b)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -706,7 +707,7 @@ func TestStartInputKeepsRawKey(t *testing.T) {
 				// When the controller admitted the file: summary.json's timings.admitted.
 				Admitted: testStart.UTC().Format(time.RFC3339Nano),
 			}
-			if in != want {
+			if !reflect.DeepEqual(in, want) {
 				t.Errorf("got input %+v, want %+v", in, want)
 			}
 			// Split checks the object's key against it.

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/spec"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func poolCode(t *testing.T, p pipeline.PoolOutput, edit func([]byte) []byte, ten
 func TestPoolSettingsFromCode(t *testing.T) {
 	pool := opsfake.Pool("default")
 	row := func(id, format string) pipeline.PoolTenant {
-		return pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id, Format: format}, Prefix: pool.Prefix + id + "/", OnFailure: pipeline.OnFailureHalt}
+		return pipeline.PoolTenant{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: id, Format: format}}, Prefix: pool.Prefix + id + "/", OnFailure: pipeline.OnFailureHalt}
 	}
 	keep := func(b []byte) []byte { return b }
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/example/tenantpipeline/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,8 +17,7 @@ import (
 // A tenant's deployed settings are its silo controller's TENANT, or its row of its pool's
 // settings file; whatever cannot be read is an error naming the tenant and what was read.
 func TestTenantSettings(t *testing.T) {
-	sjis := pipeline.Tenant{Format: pipeline.FormatCSV, Encoding: "cp932", Delimiter: ";", ChunkSize: 3, MaxFieldBytes: 64,
-		OnInvalidRecord: pipeline.OnInvalidSkipRecord, MaxInvalidRecords: 5}
+	sjis := pipeline.Tenant{Tenant: spec.Tenant{Format: pipeline.FormatCSV, Encoding: "cp932", Delimiter: ";", ChunkSize: 3, MaxFieldBytes: 64, OnInvalidRecord: pipeline.OnInvalidSkipRecord, MaxInvalidRecords: 5}}
 	acme := opsfake.Tenant("acme", pipeline.OnFailureHalt)
 	pool := opsfake.Pool("default")
 	// world: silo acme and pooled hooli with the settings above, pooled wayne with none.
@@ -42,7 +42,7 @@ func TestTenantSettings(t *testing.T) {
 	}{
 		{"silo: its controller's TENANT", "acme", nil, with("acme", acme.Prefix), ""},
 		{"pooled: its row of the settings file", "hooli", nil, with("hooli", pool.Prefix+"hooli/"), ""},
-		{"pooled without settings of its own", "wayne", nil, pipeline.Tenant{ID: "wayne", Prefix: pool.Prefix + "wayne/"}, ""},
+		{"pooled without settings of its own", "wayne", nil, pipeline.Tenant{Tenant: spec.Tenant{ID: "wayne", Prefix: pool.Prefix + "wayne/"}}, ""},
 		{"not deployed", "nobody", nil, pipeline.Tenant{}, `tenant "nobody" not found; tenants: acme, hooli, wayne`},
 		{"silo: GetFunction fails", "acme", func(w *opsfake.World) {
 			delete(w.Env, acme.ControllerFunction)

@@ -42,16 +42,6 @@ func (c CoreSystem) FileShare() int {
 	return max(1, c.RequestsInFlight()/c.MaxRunningFiles)
 }
 
-// DefaultWeight is a tenant's share when tenants wait for admission, unless it sets its own.
-const DefaultWeight = 1
-
-// Weight bounds: a tenant's weight is a whole number in this range (admission queries one class
-// of waiting tenants per weight, so the range stays small).
-const (
-	MinWeight = 1
-	MaxWeight = 10
-)
-
 // Admission environment of the controller (and Register, for the adaptive limit).
 const (
 	// EnvPoolAdmissionTable is a pool controller's DynamoDB table of the pool's running-file

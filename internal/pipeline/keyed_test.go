@@ -1,34 +1,10 @@
 package pipeline
 
 import (
-	"encoding/json"
+	"github.com/example/tenantpipeline/spec"
 	"slices"
 	"testing"
 )
-
-func TestColumnsJSON(t *testing.T) {
-	for _, names := range [][]string{nil, {"customer"}, {"customer", "region"}, {"", "a"}} {
-		c := MustColumns(names...)
-		b, err := json.Marshal(struct {
-			K Columns `json:"k,omitzero"`
-		}{c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back struct {
-			K Columns `json:"k"`
-		}
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		if back.K != c || !slices.Equal(back.K.Names(), names) || back.K.Len() != len(names) {
-			t.Errorf("%q: %s read back as %q", names, b, back.K.Names())
-		}
-	}
-	if _, err := NewColumns("a\x00b"); err == nil {
-		t.Error("a NUL in a name: got no error")
-	}
-}
 
 func TestRecordsInFlight(t *testing.T) {
 	core := func(files, requests int) *CoreSystem {
@@ -39,15 +15,15 @@ func TestRecordsInFlight(t *testing.T) {
 		t    Tenant
 		want int
 	}{
-		{"file order", Tenant{MaxRecordsInFlight: 16}, 1},
-		{"key order, default", Tenant{RecordOrder: RecordOrderKey}, DefaultMaxRecordsInFlight},
-		{"key order, set", Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 32}, 32},
-		{"batch mode is never keyed", Tenant{RecordOrder: RecordOrderKey, RegisterMode: RegisterModeBatch}, 1},
-		{"the DynamoDB sink is never keyed", Tenant{RecordOrder: RecordOrderKey, DynamoDB: &DynamoDBSink{}}, 1},
-		{"core system default: one request per running file", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 0)}, 1},
-		{"core system share", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 40)}, 4},
-		{"share above the tenant's own bound", Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 3, CoreSystem: core(2, 40)}, 3},
-		{"share rounds down, at least 1", Tenant{RecordOrder: RecordOrderKey, CoreSystem: core(10, 5)}, 1},
+		{"file order", Tenant{Tenant: spec.Tenant{MaxRecordsInFlight: 16}}, 1},
+		{"key order, default", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}}, DefaultMaxRecordsInFlight},
+		{"key order, set", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 32}}, 32},
+		{"batch mode is never keyed", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, RegisterMode: RegisterModeBatch}}, 1},
+		{"the DynamoDB sink is never keyed", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, DynamoDB: &DynamoDBSink{}}}, 1},
+		{"core system default: one request per running file", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 0)}, 1},
+		{"core system share", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 40)}, 4},
+		{"share above the tenant's own bound", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 3}, CoreSystem: core(2, 40)}, 3},
+		{"share rounds down, at least 1", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 5)}, 1},
 	} {
 		if got := c.t.RecordsInFlight(); got != c.want {
 			t.Errorf("%s: got %d, want %d", c.name, got, c.want)

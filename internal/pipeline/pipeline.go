@@ -7,21 +7,29 @@
 // Lambdas and the local harness cannot drift apart.
 package pipeline
 
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+
+	"github.com/example/tenantpipeline/spec"
+)
+
 // Reserved key prefixes in the ingest bucket. No tenant prefix may overlap them, so nothing the
 // pipeline writes itself can ever match a tenant's EventBridge rule.
 const (
 	// WorkPrefix holds per-execution manifests written by Split: work/<tenant>/<execution>/manifest,
 	// with the chunks' first lines beside it (LinesKey) for a tenant whose records can be rejected.
-	WorkPrefix = "work/"
+	WorkPrefix = spec.WorkPrefix
 	// QuarantinePrefix holds message bodies the controller could never process:
 	// quarantine/<tenant>/<message id>.json.
-	QuarantinePrefix = "quarantine/"
+	QuarantinePrefix = spec.QuarantinePrefix
 	// ControlPrefix holds operator markers. A file of a halted tenant is skipped by writing
 	// control/<tenant>/skip/<execution name> (its body is the operator's reason).
-	ControlPrefix = "control/"
+	ControlPrefix = spec.ControlPrefix
 	// ResultsPrefix holds what a tenant gets back from each file: results/<tenant>/<execution>/
 	// (package internal/results).
-	ResultsPrefix = "results/"
+	ResultsPrefix = spec.ResultsPrefix
 )
 
 // WorkExpirationDays is how long the ingest bucket keeps what Split writes under WorkPrefix (the
@@ -41,7 +49,7 @@ const (
 const WorkExpirationDays = 366
 
 // ReservedPrefixes lists every prefix the pipeline writes to or reads control data from.
-var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix, ResultsPrefix}
+var ReservedPrefixes = spec.ReservedPrefixes
 
 // DefaultResultsExpirationDays is how long the ingest bucket keeps a file's results by default
 // (the app's lifecycle rule on ResultsPrefix). Results are for the tenant to collect; the pipeline
@@ -53,34 +61,55 @@ var ReservedPrefixes = []string{WorkPrefix, QuarantinePrefix, ControlPrefix, Res
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html).
 const DefaultResultsExpirationDays = 30
 
-// Formats and encodings a tenant's files may use.
+// The tenant's values and bounds, declared in package spec, by the names the pipeline's parts use.
 const (
-	FormatCSV   = "csv"
-	FormatJSONL = "jsonl"
+	FormatCSV     = spec.FormatCSV
+	FormatJSONL   = spec.FormatJSONL
+	EncodingUTF8  = spec.EncodingUTF8
+	EncodingCP932 = spec.EncodingCP932
 
-	EncodingUTF8  = "utf-8"
-	EncodingCP932 = "cp932"
+	OnFailureContinue        = spec.OnFailureContinue
+	OnFailureHalt            = spec.OnFailureHalt
+	IdempotencyEventID       = spec.IdempotencyEventID
+	IdempotencyObjectVersion = spec.IdempotencyObjectVersion
+
+	DefaultChunkSize     = spec.DefaultChunkSize
+	MinChunkSize         = spec.MinChunkSize
+	MaxChunkSize         = spec.MaxChunkSize
+	DefaultMaxFieldBytes = spec.DefaultMaxFieldBytes
+
+	RecordOrderFile           = spec.RecordOrderFile
+	RecordOrderKey            = spec.RecordOrderKey
+	DefaultMaxRecordsInFlight = spec.DefaultMaxRecordsInFlight
+	MinMaxRecordsInFlight     = spec.MinMaxRecordsInFlight
+	MaxMaxRecordsInFlight     = spec.MaxMaxRecordsInFlight
+
+	OnInvalidFailFile        = spec.OnInvalidFailFile
+	OnInvalidSkipRecord      = spec.OnInvalidSkipRecord
+	DefaultMaxInvalidRecords = spec.DefaultMaxInvalidRecords
+	MaxMaxInvalidRecords     = spec.MaxMaxInvalidRecords
+
+	RegisterModeRecord   = spec.RegisterModeRecord
+	RegisterModeBatch    = spec.RegisterModeBatch
+	DefaultMaxBatchBytes = spec.DefaultMaxBatchBytes
+	MinMaxBatchBytes     = spec.MinMaxBatchBytes
+	MaxMaxBatchBytes     = spec.MaxMaxBatchBytes
+
+	DefaultDynamoDBConcurrency = spec.DefaultDynamoDBConcurrency
+	MaxDynamoDBConcurrency     = spec.MaxDynamoDBConcurrency
+	SeqAttribute               = spec.SeqAttribute
+	MetaAttribute              = spec.MetaAttribute
+
+	DefaultWeight = spec.DefaultWeight
+	MinWeight     = spec.MinWeight
+	MaxWeight     = spec.MaxWeight
+
+	DefaultSmallFileBytes = spec.DefaultSmallFileBytes
+	MaxSmallFileBytes     = spec.MaxSmallFileBytes
 )
 
-// Failure policies and idempotency keys (docs/controller.md).
+// Limits of the pipeline's own.
 const (
-	OnFailureContinue = "continue"
-	OnFailureHalt     = "halt"
-
-	IdempotencyEventID       = "event-id"
-	IdempotencyObjectVersion = "object-version"
-)
-
-// Limits and defaults shared by validation, Split and Register.
-const (
-	DefaultChunkSize = 100
-	MinChunkSize     = 1
-	MaxChunkSize     = 1000
-
-	// DefaultMaxFieldBytes bounds one CSV field or one JSONL line, so a malformed file cannot make
-	// Split or Register buffer without limit.
-	DefaultMaxFieldBytes = 64 * 1024
-
 	// SegmentChunks is the number of chunks one segment execution registers. It is the maximum
 	// length of States.ArrayRange (1,000 items), and keeps a segment execution at about 7,000
 	// history events, well inside the 25,000 limit.
@@ -99,80 +128,63 @@ const (
 )
 
 // Tenant is the part of a tenant's configuration that travels with every execution, so that Split
-// and Register (or a user's own register function) need no configuration of their own.
+// and Register (or a user's own register function) need no configuration of their own: the spec's
+// fields as SettingsOf projects them, and the core system's settings. Its JSON is the execution
+// input's $.tenant, a silo controller's TENANT variable and a pool's settings row.
 type Tenant struct {
-	ID string `json:"id"`
-	// Prefix is the tenant's key prefix (a silo's TENANT_PREFIX, a pooled tenant's prefix in the
-	// pool's settings). The controller sets it; Split refuses a source object whose key, as given
-	// or form-decoded, is not under it (KeyOutsidePrefixError).
-	Prefix   string `json:"prefix,omitempty"`
-	Format   string `json:"format"`
-	Encoding string `json:"encoding"`
-	// Delimiter is the CSV field delimiter, one character. Empty means ",".
-	Delimiter     string `json:"delimiter,omitempty"`
-	ChunkSize     int    `json:"chunkSize"`
-	MaxFieldBytes int    `json:"maxFieldBytes"`
-	RegisterURL   string `json:"registerUrl,omitempty"`
-	// RegisterAuthSecretARN names a Secrets Manager secret whose string value is sent as the
-	// Authorization header. Empty means no header.
-	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
-	// RegisterMode is RegisterModeRecord (one POST per record; empty means this) or
-	// RegisterModeBatch (one POST per chunk).
-	RegisterMode string `json:"registerMode,omitempty"`
-	// MaxBatchBytes bounds the encoded "records" array of one batch POST; Split cuts a batch-mode
-	// chunk before it would exceed it. Zero means DefaultMaxBatchBytes.
-	MaxBatchBytes int `json:"maxBatchBytes,omitempty"`
-	// DynamoDB, when set, makes Register write the records to a DynamoDB table instead of POSTing
-	// them (docs/data-path.md, "DynamoDB sink").
-	DynamoDB *DynamoDBSink `json:"dynamodb,omitempty"`
-	// CoreSystem is the core system the tenant registers into, with its admission settings; nil
-	// when the tenant names none (its files are then bounded only by its pool, if pooled).
+	spec.Tenant
+	// CoreSystem is the core system the tenant registers into, with its admission settings (its
+	// Name is the spec's CoreSystem, which it replaces); nil when the tenant names none (its files
+	// are then bounded only by its pool, if pooled).
 	CoreSystem *CoreSystem `json:"coreSystem,omitempty"`
-	// Weight is the tenant's share when tenants wait for admission. Zero means DefaultWeight.
-	Weight int `json:"weight,omitempty"`
-	// MaxRecordsPerSecond bounds the tenant's own records per second. Zero: only its core
-	// system's limit, if any.
-	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
-	// OnInvalidRecord is OnInvalidFailFile (empty means this) or OnInvalidSkipRecord.
-	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
-	// MaxInvalidRecords is how many invalid records a skipRecord file may have; more fail it.
-	// Zero means DefaultMaxInvalidRecords under skipRecord.
-	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
-	// RejectStatuses are the HTTP statuses with which the core system rejects one record under
-	// OnInvalidSkipRecord (RejectsStatus): Register records the rejection and goes on with the
-	// next record. Empty: none.
-	RejectStatuses StatusSet `json:"rejectStatuses,omitzero"`
-	// RecordOrder is RecordOrderFile (empty means this: one record at a time, in file order) or
-	// RecordOrderKey (records of one key in file order, up to MaxRecordsInFlight keys at once).
-	RecordOrder string `json:"recordOrder,omitempty"`
-	// KeyColumns name a record's key under RecordOrderKey: CSV header names, or JSONL fields. A
-	// record's key is their values, in this order.
-	KeyColumns Columns `json:"keyColumns,omitzero"`
-	// MaxRecordsInFlight bounds the requests one file keeps in flight under RecordOrderKey.
-	// Zero means DefaultMaxRecordsInFlight.
-	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
-	// SmallFileBytes is the tenant's own small-file bound (TaskSmallFile), which the file state
-	// machine's FileSize choice compares the event's size with: 1 to MaxSmallFileBytes, or -1 for
-	// none (every file takes Split). Zero: the state machine's bound.
-	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
 }
 
-// Record orders of the bundled HTTP adapter's record mode.
-const (
-	RecordOrderFile = "file"
-	RecordOrderKey  = "key"
+// SettingsOf is the one projection of a tenant's spec onto the settings that travel: without what
+// places it in the app (stack, tier, pool, uploaders), what travels beside the settings (prefix,
+// onFailure and idempotencyKey: a silo controller's variables, a pool row's fields) and the core
+// system's name (CoreSystem, whose settings the construct fills in), its rejectStatuses in
+// ascending order. Prefix is the controller's to set, for Split's check.
+func SettingsOf(t spec.Tenant) Tenant {
+	t = t.Placement()
+	t.Prefix, t.OnFailure, t.IdempotencyKey, t.CoreSystem = "", "", "", ""
+	t.RejectStatuses = slices.Compact(slices.Sorted(slices.Values(t.RejectStatuses)))
+	t.KeyColumns = slices.Clone(t.KeyColumns)
+	if t.DynamoDB != nil {
+		d := *t.DynamoDB
+		d.Key = slices.Clone(d.Key)
+		t.DynamoDB = &d
+	}
+	return Tenant{Tenant: t}
+}
 
-	// DefaultMaxRecordsInFlight is a keyed tenant's maxRecordsInFlight when it sets none.
-	DefaultMaxRecordsInFlight = 8
-	// MinMaxRecordsInFlight and MaxMaxRecordsInFlight bound maxRecordsInFlight.
-	MinMaxRecordsInFlight = 1
-	MaxMaxRecordsInFlight = 64
-	// MaxKeyedLead bounds how far past its low-water mark (the first record not yet acknowledged)
-	// a keyed file sends: no record more than MaxKeyedLead records after it. So the records
-	// registered past the mark, which a segment's progress lists (Progress.Registered), are at most
-	// MaxKeyedLead.
-	MaxKeyedLead = 1024
-)
+// coreSystemMark stands in for the core system's settings while the spec's fields are marshalled,
+// so that they take the place of its name: a JSON string holding a NUL is escaped as \u0000, so no
+// value but this one writes `"coreSystem":"\u0000"`.
+const coreSystemMark = "\x00"
+
+// MarshalJSON writes the spec's fields in their order, the core system's settings where the spec
+// has its name, so that the JSON reads as the tenants file does.
+func (t Tenant) MarshalJSON() ([]byte, error) {
+	st := t.Tenant
+	st.CoreSystem = ""
+	if t.CoreSystem != nil {
+		st.CoreSystem = coreSystemMark
+	}
+	b, err := json.Marshal(st)
+	if err != nil || t.CoreSystem == nil {
+		return b, err
+	}
+	cs, err := json.Marshal(t.CoreSystem)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Replace(b, []byte(`"coreSystem":"\u0000"`), append([]byte(`"coreSystem":`), cs...), 1), nil
+}
+
+// MaxKeyedLead bounds how far past its low-water mark (the first record not yet acknowledged) a
+// keyed file sends: no record more than MaxKeyedLead records after it. So the records registered
+// past the mark, which a segment's progress lists (Progress.Registered), are at most MaxKeyedLead.
+const MaxKeyedLead = 1024
 
 // KeyedOrder reports whether Register sends the tenant's records in order per key, several keys at
 // once (record mode only: batch mode and the DynamoDB sink have their own ordering).
@@ -197,19 +209,6 @@ func (t Tenant) RecordsInFlight() int {
 	return max(1, n)
 }
 
-// What a tenant's file does with a record that fails validation: fail the whole file before
-// anything is written (failFile), or reject the record and register the others (skipRecord).
-const (
-	OnInvalidFailFile   = "failFile"
-	OnInvalidSkipRecord = "skipRecord"
-
-	// DefaultMaxInvalidRecords is a skipRecord tenant's maxInvalidRecords when it sets none.
-	DefaultMaxInvalidRecords = 1000
-	// MaxMaxInvalidRecords bounds maxInvalidRecords: Split holds the rejected records of a file in
-	// memory until it writes them, before the manifest.
-	MaxMaxInvalidRecords = 100000
-)
-
 // SkipsInvalid reports whether the tenant's invalid records are rejected one by one (skipRecord).
 func (t Tenant) SkipsInvalid() bool { return t.OnInvalidRecord == OnInvalidSkipRecord }
 
@@ -233,19 +232,6 @@ func (t Tenant) AdmissionWeight() int {
 	return t.Weight
 }
 
-// Register modes of the bundled HTTP adapter.
-const (
-	RegisterModeRecord = "record"
-	RegisterModeBatch  = "batch"
-)
-
-// Batch limits. A batch POST carries at most MaxBatchBytes of encoded records.
-const (
-	DefaultMaxBatchBytes = 5 * 1024 * 1024
-	MinMaxBatchBytes     = 1024
-	MaxMaxBatchBytes     = 64 * 1024 * 1024
-)
-
 // BatchMode reports whether Register sends one POST per chunk.
 func (t Tenant) BatchMode() bool { return t.DynamoDB == nil && t.RegisterMode == RegisterModeBatch }
 
@@ -257,28 +243,10 @@ func (t Tenant) BatchBytes() int {
 	return t.MaxBatchBytes
 }
 
-// DynamoDBSink is a tenant's DynamoDB sink: each record becomes one item of Table, keyed by the
-// record's Key fields (partition key, then optional sort key), both stored as strings.
-type DynamoDBSink struct {
-	Key []string `json:"key"`
-	// Table is the table's name. tenants.json may leave it empty; the construct then creates the
-	// table and fills its name in before the tenant is passed to an execution.
-	Table string `json:"table,omitempty"`
-	// Concurrency bounds the records of one chunk written at once (records of one key are always
-	// written one after another, in file order). Zero means DefaultDynamoDBConcurrency.
-	Concurrency int `json:"concurrency,omitempty"`
-}
-
-// DynamoDB sink limits and reserved attribute names.
-const (
-	DefaultDynamoDBConcurrency = 16
-	MaxDynamoDBConcurrency     = 256
-	// SeqAttribute holds an item's order (docs/data-path.md): a newer-or-equal one is never
-	// overwritten.
-	SeqAttribute = "_seq"
-	// MetaAttribute holds {executionName, recordNumber}, for audit.
-	MetaAttribute = "_meta"
-)
+// DynamoDBSink is a tenant's DynamoDB sink (spec.DynamoDB). Its Table may be empty in the spec;
+// the construct then creates the table and fills its name in before the tenant is passed to an
+// execution.
+type DynamoDBSink = spec.DynamoDB
 
 // Source is the exact object version that triggered a workflow.
 type Source struct {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"testing"
 )
 
@@ -92,7 +93,7 @@ func TestChunkRecordNumbers(t *testing.T) {
 		{250, 3, 100, 301, 0},
 		{2_000_000, 19_999, 100, 1_999_901, 100},
 	} {
-		r := ChunkRequest{Tenant: Tenant{ChunkSize: tc.size}, Records: tc.records, Chunk: tc.chunk}
+		r := ChunkRequest{Tenant: Tenant{Tenant: spec.Tenant{ChunkSize: tc.size}}, Records: tc.records, Chunk: tc.chunk}
 		if got := r.FirstRecord(); got != tc.wantFirst {
 			t.Errorf("%+v FirstRecord: got %d, want %d", tc, got, tc.wantFirst)
 		}
@@ -203,8 +204,8 @@ func TestBatchDefaults(t *testing.T) {
 		batchSize int
 	}{
 		{"record mode by default", Tenant{}, false, 5 * 1024 * 1024},
-		{"batch", Tenant{RegisterMode: "batch", MaxBatchBytes: 2048}, true, 2048},
-		{"dynamodb is never batch", Tenant{RegisterMode: "batch", DynamoDB: &DynamoDBSink{Key: []string{"id"}}}, false, 5 * 1024 * 1024},
+		{"batch", Tenant{Tenant: spec.Tenant{RegisterMode: "batch", MaxBatchBytes: 2048}}, true, 2048},
+		{"dynamodb is never batch", Tenant{Tenant: spec.Tenant{RegisterMode: "batch", DynamoDB: &DynamoDBSink{Key: []string{"id"}}}}, false, 5 * 1024 * 1024},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.t.BatchMode(); got != tc.batch {

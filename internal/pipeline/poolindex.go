@@ -102,19 +102,14 @@ func (s *PoolSettings) Encode() ([]byte, error) {
 		return nil, err
 	}
 
-	// Rows: each distinct one once. Equal rows are found by value first (cheap), then by bytes.
+	// Rows: each distinct one once, equal rows found by their bytes.
 	type span struct{ off, n int }
 	var rows bytes.Buffer
-	byValue := map[poolRow]span{}
 	byBytes := map[string]span{}
 	spans := make([]span, len(s.Tenants))
 	for i, t := range s.Tenants {
 		r := poolRow{Settings: t.Settings, OnFailure: t.OnFailure, IdempotencyKey: t.IdempotencyKey}
 		r.Settings.ID = ""
-		if sp, ok := byValue[r]; ok {
-			spans[i] = sp
-			continue
-		}
 		b, err := json.Marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("pool settings: tenant %q: %w", t.ID(), err)
@@ -125,7 +120,7 @@ func (s *PoolSettings) Encode() ([]byte, error) {
 			rows.Write(b)
 			byBytes[string(b)] = sp
 		}
-		byValue[r], spans[i] = sp, sp
+		spans[i] = sp
 	}
 
 	var index bytes.Buffer
@@ -444,6 +439,8 @@ func (x *PoolIndex) Tenant(id string) (PoolTenant, error) {
 		c.Key = slices.Clone(d.Key)
 		t.Settings.DynamoDB = &c
 	}
+	t.Settings.RejectStatuses = slices.Clone(t.Settings.RejectStatuses)
+	t.Settings.KeyColumns = slices.Clone(t.Settings.KeyColumns)
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func poolOf(tenants ...pipeline.PoolTenant) *pipeline.PoolSettings {
 }
 
 func pooled(id, prefix string) pipeline.PoolTenant {
-	return pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id, Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}, Prefix: prefix}
+	return pipeline.PoolTenant{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: id, Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: prefix}
 }
 
 func mustEncode(t *testing.T, s *pipeline.PoolSettings) []byte {
@@ -248,8 +249,8 @@ func TestPoolIndexCacheBound(t *testing.T) {
 
 func ExamplePoolIndex() {
 	s := pipeline.PoolSettings{Pool: "shared", Prefix: "inbox/", Tenants: []pipeline.PoolTenant{
-		{Settings: pipeline.Tenant{ID: "acme", Format: "csv", ChunkSize: 100}, Prefix: "inbox/acme/"},
-		{Settings: pipeline.Tenant{ID: "acme2", Format: "jsonl", ChunkSize: 50}, Prefix: "inbox/acme2/", OnFailure: pipeline.OnFailureHalt},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme", Format: "csv", ChunkSize: 100}}, Prefix: "inbox/acme/"},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme2", Format: "jsonl", ChunkSize: 50}}, Prefix: "inbox/acme2/", OnFailure: pipeline.OnFailureHalt},
 	}}
 	file, err := s.Encode() // at synth: the file goes into the code asset
 	if err != nil {

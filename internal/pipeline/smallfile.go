@@ -15,19 +15,6 @@ package pipeline
 // beside Register itself.
 const TaskSmallFile = "smallFile"
 
-// Bounds of the small-file path, in bytes of the object as the S3 event gives its size.
-const (
-	// DefaultSmallFileBytes is the bound when the construct sets none: 32 KiB, one chunk of the
-	// default 100 records of up to about 320 bytes. A file under it with more records than one
-	// chunk costs a SmallFile invocation that reads it and hands it on, and two state transitions
-	// more; a one-chunk file over it costs the full path's five more transitions. So the bound
-	// suits about chunkSize × a record's usual bytes.
-	DefaultSmallFileBytes = 32 << 10
-	// MaxSmallFileBytes bounds the setting: the task reads the whole object into memory, beside one
-	// chunk's records, in a function of Register's memory (128 MB by default).
-	MaxSmallFileBytes = 4 << 20
-)
-
 // SmallFileRequest is the payload of the SmallFile task: the execution's whole input and the
 // facts of the execution from the context object, as the results task gets them.
 type SmallFileRequest struct {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/transform"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Format says how one tenant's files are read.
@@ -29,7 +30,7 @@ type Format struct {
 	// Keys are a keyed tenant's keyColumns (pipeline.Tenant.KeyedOrder); none otherwise. With
 	// them, a CSV header must have every column, and a record whose key is empty (Keyer.Key) is
 	// invalid, in Split's scan and Register's parse alike.
-	Keys pipeline.Columns
+	Keys []string
 }
 
 // FormatOf checks a tenant's format settings and fills in the defaults.
@@ -65,28 +66,9 @@ func FormatOf(t pipeline.Tenant) (Format, error) {
 	return f, errors.Join(errs...)
 }
 
-// CheckDelimiter is the one rule for a CSV delimiter, used by tenants.json validation at synth and
-// by Split and Register at run time: one character that encoding/csv accepts as Comma (not NUL, a
-// quote, CR, LF or U+FFFD: https://pkg.go.dev/encoding/csv#Reader), and not a byte order mark.
-//
-// Any other character is safe in CP932 too, including '\' and '|', which are also trail bytes of
-// double-byte characters (ソ is 0x83 0x5C, ポ is 0x83 0x7C): the parser only ever sees decoded text,
-// never raw bytes (fixtures cp932_backslash.csv, cp932_pipe.csv). For CP932 it must be a character
-// CP932 can encode, or it could never appear in a file.
-func CheckDelimiter(d, encoding string) error {
-	r, size := utf8.DecodeRuneInString(d)
-	switch {
-	case d == "" || size != len(d) || r == utf8.RuneError:
-		return fmt.Errorf("%q is invalid: use exactly one character", d)
-	case r == 0 || r == '"' || r == '\r' || r == '\n' || r == 0xFEFF:
-		return fmt.Errorf("%q is invalid: it cannot be NUL, a quote, a line end or a byte order mark", d)
-	case encoding == pipeline.EncodingCP932:
-		if _, err := japanese.ShiftJIS.NewEncoder().String(d); err != nil {
-			return fmt.Errorf("%q is invalid for cp932 files: CP932 cannot encode it, so it never appears in a file", d)
-		}
-	}
-	return nil
-}
+// CheckDelimiter is the one rule for a CSV delimiter (spec.CheckDelimiter), which Split and
+// Register apply at run time as the tenant's rules do at synth.
+func CheckDelimiter(d, encoding string) error { return spec.CheckDelimiter(d, encoding) }
 
 // Error is a file that breaks its format. It names the 1-based physical line in the file (Split)
 // or the 1-based record number (Register), and a reason that holds no record contents.

@@ -87,10 +87,10 @@ func (k *Keyer) Key(r Record) (string, error) {
 
 // keyer is the Keyer of f's Keys for a file with header (nil for JSON Lines); nil without keys.
 func (f Format) keyer(header []string) (*Keyer, error) {
-	if f.Keys.Len() == 0 {
+	if len(f.Keys) == 0 {
 		return nil, nil
 	}
-	return NewKeyer(f.Keys.Names(), header)
+	return NewKeyer(f.Keys, header)
 }
 
 // scalar is a JSON value as key text: a string's contents, a number's or boolean's literal, "" for

@@ -3,6 +3,7 @@ package records
 import (
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 // keyedFormat is the Format of a keyed tenant (record mode, key order) with keyColumns cols.
 func keyedFormat(t *testing.T, kind string, cols ...string) Format {
 	t.Helper()
-	f, err := FormatOf(pipeline.Tenant{Format: kind, Encoding: "utf-8", RecordOrder: pipeline.RecordOrderKey, KeyColumns: pipeline.MustColumns(cols...)})
+	f, err := FormatOf(pipeline.Tenant{Tenant: spec.Tenant{Format: kind, Encoding: "utf-8", RecordOrder: pipeline.RecordOrderKey, KeyColumns: cols}})
 	if err != nil {
 		t.Fatalf("FormatOf: %v", err)
 	}
@@ -21,21 +22,21 @@ func keyedFormat(t *testing.T, kind string, cols ...string) Format {
 
 // FormatOf gives a Format keys only under key order in record mode.
 func TestFormatOfKeys(t *testing.T) {
-	cols := pipeline.MustColumns("customer")
+	cols := []string{"customer"}
 	for _, tc := range []struct {
 		name   string
 		tenant pipeline.Tenant
 		want   int
 	}{
-		{"key order", pipeline.Tenant{RecordOrder: "key", KeyColumns: cols}, 1},
-		{"file order", pipeline.Tenant{KeyColumns: cols}, 0},
-		{"key order in batch mode", pipeline.Tenant{RecordOrder: "key", KeyColumns: cols, RegisterMode: "batch"}, 0},
-		{"key order with the dynamodb sink", pipeline.Tenant{RecordOrder: "key", KeyColumns: cols, DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}}}, 0},
+		{"key order", pipeline.Tenant{Tenant: spec.Tenant{RecordOrder: "key", KeyColumns: cols}}, 1},
+		{"file order", pipeline.Tenant{Tenant: spec.Tenant{KeyColumns: cols}}, 0},
+		{"key order in batch mode", pipeline.Tenant{Tenant: spec.Tenant{RecordOrder: "key", KeyColumns: cols, RegisterMode: "batch"}}, 0},
+		{"key order with the dynamodb sink", pipeline.Tenant{Tenant: spec.Tenant{RecordOrder: "key", KeyColumns: cols, DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}}}}, 0},
 	} {
 		tc.tenant.Format, tc.tenant.Encoding = "csv", "utf-8"
 		f, err := FormatOf(tc.tenant)
-		if err != nil || f.Keys.Len() != tc.want {
-			t.Errorf("%s: got %d keys, %v; want %d", tc.name, f.Keys.Len(), err, tc.want)
+		if err != nil || len(f.Keys) != tc.want {
+			t.Errorf("%s: got %d keys, %v; want %d", tc.name, len(f.Keys), err, tc.want)
 		}
 	}
 }

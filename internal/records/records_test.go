@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 
 func mustFormat(t testing.TB, kind, encoding, delim string, maxField int) Format {
 	t.Helper()
-	f, err := FormatOf(pipeline.Tenant{Format: kind, Encoding: encoding, Delimiter: delim, MaxFieldBytes: maxField})
+	f, err := FormatOf(pipeline.Tenant{Tenant: spec.Tenant{Format: kind, Encoding: encoding, Delimiter: delim, MaxFieldBytes: maxField}})
 	if err != nil {
 		t.Fatalf("FormatOf: %v", err)
 	}
@@ -53,7 +54,7 @@ func splitAndParse(t testing.TB, data []byte, f Format, chunkSize int) (chunked,
 		if start > end || end > int64(len(data)) {
 			t.Fatalf("chunk %d: got range [%d,%d) in a file of %d bytes", i, start, end, len(data))
 		}
-		req := pipeline.ChunkRequest{Tenant: pipeline.Tenant{ChunkSize: chunkSize}, Records: sum.Records, Chunk: i}
+		req := pipeline.ChunkRequest{Tenant: pipeline.Tenant{Tenant: spec.Tenant{ChunkSize: chunkSize}}, Records: sum.Records, Chunk: i}
 		recs, err := ParseRange(bytes.NewReader(data[start:end]), f, sum.Header, req.FirstRecord(), req.RecordCount())
 		if err != nil {
 			t.Fatalf("chunk %d [%d,%d): ParseRange: %v", i, start, end, err)
@@ -457,14 +458,14 @@ func TestFormatOf(t *testing.T) {
 		want    Format
 		wantErr string
 	}{
-		{"defaults", pipeline.Tenant{Format: "csv", Encoding: "utf-8"}, Format{Kind: "csv", Encoding: "utf-8", Delimiter: ',', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
-		{"tab and limit", pipeline.Tenant{Format: "csv", Encoding: "cp932", Delimiter: "\t", MaxFieldBytes: 10}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\t', MaxFieldBytes: 10}, ""},
-		{"backslash in cp932", pipeline.Tenant{Format: "csv", Encoding: "cp932", Delimiter: `\`}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\\', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
-		{"bad format", pipeline.Tenant{Format: "xml", Encoding: "utf-8"}, Format{}, `format "xml" is not "csv" or "jsonl"`},
-		{"bad encoding", pipeline.Tenant{Format: "csv", Encoding: "latin1"}, Format{}, `encoding "latin1" is not "utf-8" or "cp932"`},
-		{"two-char delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}, Format{}, `delimiter ";;" is invalid: use exactly one character`},
-		{"quote delimiter", pipeline.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}, Format{}, `delimiter "\"" is invalid: it cannot be NUL, a quote`},
-		{"negative limit", pipeline.Tenant{Format: "csv", Encoding: "utf-8", MaxFieldBytes: -1}, Format{}, "maxFieldBytes -1 must be positive"},
+		{"defaults", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "utf-8"}}, Format{Kind: "csv", Encoding: "utf-8", Delimiter: ',', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
+		{"tab and limit", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "cp932", Delimiter: "\t", MaxFieldBytes: 10}}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\t', MaxFieldBytes: 10}, ""},
+		{"backslash in cp932", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "cp932", Delimiter: `\`}}, Format{Kind: "csv", Encoding: "cp932", Delimiter: '\\', MaxFieldBytes: pipeline.DefaultMaxFieldBytes}, ""},
+		{"bad format", pipeline.Tenant{Tenant: spec.Tenant{Format: "xml", Encoding: "utf-8"}}, Format{}, `format "xml" is not "csv" or "jsonl"`},
+		{"bad encoding", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "latin1"}}, Format{}, `encoding "latin1" is not "utf-8" or "cp932"`},
+		{"two-char delimiter", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: ";;"}}, Format{}, `delimiter ";;" is invalid: use exactly one character`},
+		{"quote delimiter", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "utf-8", Delimiter: `"`}}, Format{}, `delimiter "\"" is invalid: it cannot be NUL, a quote`},
+		{"negative limit", pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: "utf-8", MaxFieldBytes: -1}}, Format{}, "maxFieldBytes -1 must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -475,7 +476,7 @@ func TestFormatOf(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tt.want {
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, %v, want %+v", got, err, tt.want)
 			}
 		})

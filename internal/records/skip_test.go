@@ -3,6 +3,7 @@ package records
 import (
 	"bytes"
 	"errors"
+	"github.com/example/tenantpipeline/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -241,9 +242,9 @@ func TestPolicyOf(t *testing.T) {
 		want Policy
 	}{
 		{pipeline.Tenant{}, Policy{}},
-		{pipeline.Tenant{OnInvalidRecord: pipeline.OnInvalidFailFile}, Policy{}},
-		{pipeline.Tenant{OnInvalidRecord: pipeline.OnInvalidSkipRecord}, Policy{Skip: true, Max: pipeline.DefaultMaxInvalidRecords}},
-		{pipeline.Tenant{OnInvalidRecord: pipeline.OnInvalidSkipRecord, MaxInvalidRecords: 5}, Policy{Skip: true, Max: 5}},
+		{pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: pipeline.OnInvalidFailFile}}, Policy{}},
+		{pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: pipeline.OnInvalidSkipRecord}}, Policy{Skip: true, Max: pipeline.DefaultMaxInvalidRecords}},
+		{pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: pipeline.OnInvalidSkipRecord, MaxInvalidRecords: 5}}, Policy{Skip: true, Max: 5}},
 	}
 	for _, c := range cases {
 		if got := PolicyOf(c.t); got != c.want {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,7 +96,7 @@ func fixtureV2(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src 
 }
 
 func batchTenant(url string) pipeline.Tenant {
-	return pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: url, RegisterMode: "batch", MaxBatchBytes: 1024}
+	return pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: url, RegisterMode: "batch", MaxBatchBytes: 1024}}
 }
 
 // batchRows is a CSV file of n records; each is {"id":"<4 digits>","v":"SECRET <33 x>"}: 60

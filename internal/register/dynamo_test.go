@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -125,8 +126,7 @@ func (f *fakeDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ .
 }
 
 func ddbTenant(format string, keys ...string) pipeline.Tenant {
-	return pipeline.Tenant{ID: "t1", Format: format, Encoding: "utf-8", ChunkSize: 1000,
-		DynamoDB: &pipeline.DynamoDBSink{Key: keys, Table: table, Concurrency: 16}}
+	return pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Format: format, Encoding: "utf-8", ChunkSize: 1000, DynamoDB: &pipeline.DynamoDBSink{Key: keys, Table: table, Concurrency: 16}}}
 }
 
 func ddbSource(key, eventTime string) pipeline.Source {

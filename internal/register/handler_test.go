@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"log/slog"
 	"net"
@@ -123,7 +124,7 @@ func newHandler(s3 *sourcetest.FakeS3, secrets *fakeSecrets) *Handler {
 }
 
 func csvTenant(url string) pipeline.Tenant {
-	return pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 3, RegisterURL: url}
+	return pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 3, RegisterURL: url}}
 }
 
 func TestRegisterWireFormat(t *testing.T) {

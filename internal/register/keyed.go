@@ -69,7 +69,7 @@ func (s *keyedSink) Write(ctx context.Context, b budget, req pipeline.ChunkReque
 // the Keyer refuses nothing here unless the two disagree: then the chunk fails closed, at that
 // record, after the records before it.
 func keyedRunOf(b budget, req pipeline.ChunkRequest, recs []records.Record) (*keyedRun, error) {
-	keyer, err := records.NewKeyer(req.Tenant.KeyColumns.Names(), keyHeader(req))
+	keyer, err := records.NewKeyer(req.Tenant.KeyColumns, keyHeader(req))
 	if err != nil {
 		return nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d: %v", b.file, req.Chunk, err), Err: err}
 	}

@@ -69,7 +69,7 @@ func sendOnce(b *testing.B, n int, key func(int) string) time.Duration {
 	tenant, data, _ := keyedFile(keys, pipeline.DefaultMaxRecordsInFlight)
 	tenant.ChunkSize = pipeline.MaxChunkSize
 	if key == nil {
-		tenant.RecordOrder, tenant.KeyColumns = "", pipeline.Columns{}
+		tenant.RecordOrder, tenant.KeyColumns = "", nil
 	}
 	fake := sourcetest.NewFakeS3()
 	reqs := fixture(b, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)

@@ -168,7 +168,7 @@ func keyedFile(keys []string, window int) (pipeline.Tenant, []byte, map[int64]st
 		byNum[int64(i+1)] = k
 	}
 	t := csvTenant("http://core.test/records")
-	t.RecordOrder, t.KeyColumns, t.MaxRecordsInFlight = pipeline.RecordOrderKey, pipeline.MustColumns("k"), window
+	t.RecordOrder, t.KeyColumns, t.MaxRecordsInFlight = pipeline.RecordOrderKey, []string{"k"}, window
 	t.ChunkSize = 100
 	return t, []byte(b.String()), byNum
 }
@@ -220,7 +220,7 @@ func TestKeyedOrderPerKey(t *testing.T) {
 					fmt.Fprintf(&b, `{"id":%d,"a":%q,"b":%s,"secret":"SECRET"}`+"\n", i+1, a, c)
 				}
 				data = []byte(b.String())
-				tenant.Format, tenant.KeyColumns = pipeline.FormatJSONL, pipeline.MustColumns("a", "b")
+				tenant.Format, tenant.KeyColumns = pipeline.FormatJSONL, []string{"a", "b"}
 			}
 			fake := sourcetest.NewFakeS3()
 			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
@@ -576,7 +576,7 @@ func TestKeyedRefusedKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tenant, _, _ := keyedFile(nil, 4)
-			tenant.KeyColumns = pipeline.MustColumns(tt.cols...)
+			tenant.KeyColumns = tt.cols
 			req := pipeline.ChunkRequest{Tenant: tenant, ExecutionName: execName, Header: []string{"id", "k", "secret"}}
 			if tt.jsonl {
 				req.Tenant.Format, req.Header = pipeline.FormatJSONL, []string{}

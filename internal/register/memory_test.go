@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"log/slog"
 	"net/http"
@@ -154,10 +155,9 @@ func measurePeakMemory(t *testing.T) {
 		tenant pipeline.Tenant
 	}{
 		{"record", syntheticS3{rows: 20_000, rowLen: 1024, perChunk: 1000},
-			pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: core.URL}},
+			pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: core.URL}}},
 		{"batch", syntheticS3{rows: 4_000, rowLen: 5 * 1024, perChunk: 1000, v2: true},
-			pipeline.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: core.URL,
-				RegisterMode: pipeline.RegisterModeBatch, MaxBatchBytes: pipeline.DefaultMaxBatchBytes}},
+			pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterURL: core.URL, RegisterMode: pipeline.RegisterModeBatch, MaxBatchBytes: pipeline.DefaultMaxBatchBytes}}},
 	} {
 		manifest := pipeline.Location{Bucket: work, Key: "manifest"}
 		if tc.s.v2 {

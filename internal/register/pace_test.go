@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,7 +46,7 @@ func TestRecordRate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := recordRate(pipeline.Tenant{CoreSystem: tc.core, MaxRecordsPerSecond: tc.tenant}); got != tc.want {
+			if got := recordRate(pipeline.Tenant{Tenant: spec.Tenant{MaxRecordsPerSecond: tc.tenant}, CoreSystem: tc.core}); got != tc.want {
 				t.Errorf("got %v records per second, want %v", got, tc.want)
 			}
 		})

@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"github.com/example/tenantpipeline/spec"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,9 +24,9 @@ const badKey = "inbox/bad/a.csv"
 func badRowSettings(t *testing.T, kind string) string {
 	t.Helper()
 	s := pipeline.PoolSettings{Pool: testPool, Prefix: testPoolPrefix, Tenants: []pipeline.PoolTenant{
-		{Settings: pipeline.Tenant{ID: "acme", Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}, Prefix: "inbox/acme/"},
-		{Settings: pipeline.Tenant{ID: "bad", Format: "BADBAD", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}, Prefix: "inbox/bad/"},
-		{Settings: pipeline.Tenant{ID: "globex", Format: "jsonl", Encoding: "utf-8", ChunkSize: 50, MaxFieldBytes: 4096}, Prefix: "inbox/globex/",
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme", Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/acme/"},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "bad", Format: "BADBAD", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/bad/"},
+		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "globex", Format: "jsonl", Encoding: "utf-8", ChunkSize: 50, MaxFieldBytes: 4096}}, Prefix: "inbox/globex/",
 			OnFailure: pipeline.OnFailureHalt, IdempotencyKey: pipeline.IdempotencyObjectVersion},
 	}}
 	if kind == "invalid" {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"log/slog"
 	"maps"
 	"slices"
@@ -326,7 +327,7 @@ func withTenants(t *testing.T, rr *routerRig, n int) []string {
 	var keys []string
 	for i := range n {
 		id := fmt.Sprintf("t%02d", i)
-		s.Tenants = append(s.Tenants, pipeline.PoolTenant{Settings: pipeline.Tenant{ID: id}, Prefix: "inbox/" + id + "/"})
+		s.Tenants = append(s.Tenants, pipeline.PoolTenant{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: id}}, Prefix: "inbox/" + id + "/"})
 		keys = append(keys, "inbox/"+id+"/a.csv")
 	}
 	b, err := s.Encode()

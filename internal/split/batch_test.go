@@ -3,6 +3,7 @@ package split
 import (
 	"context"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestSplitBatchManifest(t *testing.T) {
 			s3 := sourcetest.NewFakeS3()
 			data := rows(tc.records)
 			s3.Put(ingest, "inbox/t1/k.csv", &sourcetest.Object{Data: data, ETag: "e"})
-			ten := pipeline.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: tc.chunkSize, RegisterMode: "batch", MaxBatchBytes: tc.maxBytes}
+			ten := pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: tc.chunkSize, RegisterMode: "batch", MaxBatchBytes: tc.maxBytes}}
 			res, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
 				Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k.csv", ETag: "e"}, ExecutionName: "exec-1"})
 			if err != nil {
@@ -82,7 +83,7 @@ func TestSplitBatchErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s3 := sourcetest.NewFakeS3()
 			s3.Put(ingest, "inbox/t1/k.csv", &sourcetest.Object{Data: []byte(tc.data), ETag: "e"})
-			ten := pipeline.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterMode: "batch", MaxBatchBytes: tc.maxBytes}
+			ten := pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 1000, RegisterMode: "batch", MaxBatchBytes: tc.maxBytes}}
 			_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
 				Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k.csv", ETag: "e"}, ExecutionName: "exec-1"})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || fmt.Sprintf("%T", err) != "*pipeline."+tc.errType {
@@ -110,7 +111,7 @@ func TestSplitDynamoDBKeyColumns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s3 := sourcetest.NewFakeS3()
 			s3.Put(ingest, "inbox/t1/k.csv", &sourcetest.Object{Data: []byte(tc.data), ETag: "e"})
-			ten := pipeline.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 100, DynamoDB: &pipeline.DynamoDBSink{Key: tc.key, Table: "tbl"}}
+			ten := pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 100, DynamoDB: &pipeline.DynamoDBSink{Key: tc.key, Table: "tbl"}}}
 			_, err := newHandler(s3).Handle(context.Background(), pipeline.SplitRequest{Tenant: ten,
 				Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/k.csv", ETag: "e"}, ExecutionName: "exec-1"})
 			if tc.want == "" {

@@ -141,7 +141,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	switch {
 	case t.RecordOrder != "" && t.RecordOrder != pipeline.RecordOrderFile && t.RecordOrder != pipeline.RecordOrderKey:
 		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q is not %q or %q", file, t.ID, t.RecordOrder, pipeline.RecordOrderFile, pipeline.RecordOrderKey)}
-	case t.KeyedOrder() && t.KeyColumns.Len() == 0:
+	case t.KeyedOrder() && len(t.KeyColumns) == 0:
 		return SmallSplit{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: tenant %q recordOrder %q has no keyColumns", file, t.ID, t.RecordOrder)}
 	}
 	if t.ID == "" || req.ExecutionName == "" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"log/slog"
 	"net/url"
@@ -27,7 +28,7 @@ const (
 )
 
 func tenant() pipeline.Tenant {
-	return pipeline.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 100}
+	return pipeline.Tenant{Tenant: spec.Tenant{ID: "t1", Prefix: "inbox/t1/", Format: "csv", Encoding: "utf-8", ChunkSize: 100}}
 }
 
 func csvRows(n int) []byte {

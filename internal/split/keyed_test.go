@@ -20,7 +20,7 @@ func TestSplitKeyedFile(t *testing.T) {
 	const key = "inbox/t1/f.csv"
 	keyed := func(policy string, cols ...string) pipeline.Tenant {
 		t := tenant()
-		t.RecordOrder, t.KeyColumns = pipeline.RecordOrderKey, pipeline.MustColumns(cols...)
+		t.RecordOrder, t.KeyColumns = pipeline.RecordOrderKey, cols
 		if policy == pipeline.OnInvalidSkipRecord {
 			t.OnInvalidRecord, t.MaxInvalidRecords = policy, 10
 		}

@@ -27,7 +27,7 @@ func TestSplitLines(t *testing.T) {
 		tn := tenant()
 		tn.Format, tn.ChunkSize = format, chunkSize
 		tn.OnInvalidRecord = pipeline.OnInvalidSkipRecord
-		tn.RejectStatuses, _ = pipeline.NewStatusSet(422)
+		tn.RejectStatuses = []int{422}
 		return tn
 	}
 	sjis := func(s string) []byte {
@@ -70,7 +70,7 @@ func TestSplitLines(t *testing.T) {
 		{"an empty file", func() pipeline.Tenant { return rejecting("csv", 2) }, []byte("id,v\r\n"), []int64{}},
 		{"skipRecord without rejectStatuses", func() pipeline.Tenant {
 			tn := rejecting("csv", 2)
-			tn.RejectStatuses = pipeline.StatusSet{}
+			tn.RejectStatuses = nil
 			return tn
 		}, quoted, nil},
 		{"rejectStatuses under failFile", func() pipeline.Tenant {
@@ -158,7 +158,7 @@ func TestSplitLinesWriteFails(t *testing.T) {
 			o := &failingPut{orderedS3: orderedS3{FakeS3: fake}, key: pipeline.LinesKey("t1", "exec-1"), err: tc.err}
 			tn := tenant()
 			tn.OnInvalidRecord = pipeline.OnInvalidSkipRecord
-			tn.RejectStatuses, _ = pipeline.NewStatusSet(422)
+			tn.RejectStatuses = []int{422}
 			h := &Handler{S3: o, WorkBucket: work, Log: newHandler(fake).Log}
 			_, err := h.Handle(context.Background(), pipeline.SplitRequest{Tenant: tn, Source: pipeline.Source{Bucket: ingest, Key: "inbox/t1/f.csv", ETag: "e1"}, ExecutionName: "exec-1"})
 			if got := source.ErrorType(err); got != tc.want {

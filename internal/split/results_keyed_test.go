@@ -23,7 +23,7 @@ import (
 
 func keyedTenant() pipeline.Tenant {
 	tn := tenant()
-	tn.ChunkSize, tn.RecordOrder, tn.KeyColumns = 3, pipeline.RecordOrderKey, pipeline.MustColumns("id")
+	tn.ChunkSize, tn.RecordOrder, tn.KeyColumns = 3, pipeline.RecordOrderKey, []string{"id"}
 	return tn
 }
 
@@ -191,7 +191,7 @@ func TestResultsKeyed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tn := keyedTenant()
 			if tt.fileOrder {
-				tn.RecordOrder, tn.KeyColumns = pipeline.RecordOrderFile, pipeline.Columns{}
+				tn.RecordOrder, tn.KeyColumns = pipeline.RecordOrderFile, nil
 			}
 			if len(tt.parts) > 0 {
 				tn.OnInvalidRecord = pipeline.OnInvalidSkipRecord
@@ -253,7 +253,7 @@ func TestResultsKeyedFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tn := keyedTenant()
-			tn.Format, tn.Encoding, tn.KeyColumns = cmpOr(tt.format, pipeline.FormatCSV), cmpOr(tt.encoding, pipeline.EncodingUTF8), pipeline.MustColumns(tt.key)
+			tn.Format, tn.Encoding, tn.KeyColumns = cmpOr(tt.format, pipeline.FormatCSV), cmpOr(tt.encoding, pipeline.EncodingUTF8), []string{tt.key}
 			sum, unproc := keyedResult(t, tn, tt.data, pipeline.StatusFailed, map[int][]byte{0: tt.progress}, nil)
 			checkKeyed(t, sum, unproc, tt.wantCounts, tt.wantRanges, tt.wantUnproc)
 		})

@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"github.com/example/tenantpipeline/spec"
+
 	"strings"
 	"testing"
 
@@ -24,7 +26,7 @@ func TestTablePrefixMissesAdmissionTables(t *testing.T) {
 		t.Run(tc.prefix, func(t *testing.T) {
 			f := &tenants.File{
 				Pools:   map[string]*tenants.PoolConfig{"default": {TablePrefix: tc.prefix}},
-				Tenants: []tenants.Tenant{{ID: "a", Tier: tenants.TierPool, Pool: "default"}},
+				Tenants: []spec.Tenant{{ID: "a", Tier: tenants.TierPool, Pool: "default"}},
 			}
 			err := admissionTablesOutsideTablePrefixes(f, o)
 			switch {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Stack assignment.
@@ -209,7 +210,7 @@ func tenantsFileName(p string) string {
 
 // assign gives every tenant its stack: the stack field, else the persisted one, else the
 // lowest-numbered stack with fewer than perStack tenants. The result holds the tenants of ts only.
-func assign(ts []tenants.Tenant, persisted map[string]string, perStack int) (map[string]string, error) {
+func assign(ts []spec.Tenant, persisted map[string]string, perStack int) (map[string]string, error) {
 	out := map[string]string{}
 	count := map[string]int{}
 	for _, t := range ts {
@@ -299,7 +300,7 @@ func poolChanges(persisted, poolOf map[string]string) string {
 // tierMoves refuses a tenant that changes tier or pool since the assignment was written, unless
 // confirmed lists it: its files would queue in another queue, and those still in the old one
 // would be processed beside the new ones, or stranded when the old queue goes.
-func tierMoves(ts []tenants.Tenant, stacks, pools map[string]string, o Options) error {
+func tierMoves(ts []spec.Tenant, stacks, pools map[string]string, o Options) error {
 	var errs []error
 	where := func(silo bool, name string) string {
 		if silo {

@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"github.com/example/tenantpipeline/spec"
+
 	"bytes"
 	"fmt"
 	"maps"
@@ -10,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 func ids(n int) []string {
@@ -22,10 +22,10 @@ func ids(n int) []string {
 	return out
 }
 
-func tenantList(ids []string) []tenants.Tenant {
-	var ts []tenants.Tenant
+func tenantList(ids []string) []spec.Tenant {
+	var ts []spec.Tenant
 	for _, id := range ids {
-		ts = append(ts, tenants.Tenant{ID: id})
+		ts = append(ts, spec.Tenant{ID: id})
 	}
 	return ts
 }
@@ -95,7 +95,7 @@ func TestAssignStackField(t *testing.T) {
 	ts := tenantList(ids(12))
 	ts[0].Stack = "big"
 	ts[11].Stack = "1" // an explicit numbered stack counts against its room
-	got, err := assign(append(ts, tenants.Tenant{ID: "new"}), first, 10)
+	got, err := assign(append(ts, spec.Tenant{ID: "new"}), first, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/spec"
 	"github.com/example/tenantpipeline/workflows"
 )
 
@@ -47,7 +48,7 @@ const (
 	CtxOperatorArns   = "operatorArns"
 	CtxRegisterDesign = "registerDesign"
 	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// SmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
+	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
 	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
@@ -87,9 +88,9 @@ type Options struct {
 	// before per-invocation cursors, kept so that both can be synthesized side by side.
 	// Default: per-invocation.
 	RegisterDesign string
-	// SmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// SmallFileBytes); 0: its default.
-	SmallFileBytes int
+	// DefaultSmallFileBytes is the small-file bound of every tenant that sets none of its own
+	// (tenantpipeline.SharedProps.DefaultSmallFileBytes); 0: its default.
+	DefaultSmallFileBytes int
 	// AssignmentFile keeps each tenant's stack across synths; synth creates and updates it.
 	// Default: the tenants file's name with ".json" replaced by ".stacks.json".
 	AssignmentFile string
@@ -205,7 +206,7 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		if err != nil || n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
 			return o, fmt.Errorf("context %s: %q is not a number of bytes from 1 to %d (4 MiB), or -1 to turn the small-file path off", CtxSmallFileBytes, v, pipeline.MaxSmallFileBytes)
 		}
-		o.SmallFileBytes = n
+		o.DefaultSmallFileBytes = n
 	}
 	if v := get(CtxTenantsPerStack); v != "" {
 		n, err := strconv.Atoi(v)
@@ -290,7 +291,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err := admissionTablesOutsideTablePrefixes(file, o); err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	var silo []tenants.Tenant
+	var silo []spec.Tenant
 	poolOf := map[string]string{}
 	for _, t := range file.Tenants {
 		if t.Pooled() {
@@ -360,7 +361,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		return stack, bucket, topic
 	}
 	for _, name := range stackNames(stackOf) {
-		var group []tenants.Tenant
+		var group []spec.Tenant
 		for _, t := range file.Tenants {
 			if stackOf[t.ID] == name {
 				group = append(group, t)
@@ -373,7 +374,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		for _, t := range group {
 			out.StackOf[t.ID] = stackName
 			out.Pipelines[t.ID] = tenantpipeline.New(stack, "Tenant-"+t.ID, &tenantpipeline.Props{
-				Tenant:      pipelineTenant(t, out.CoreSystems),
+				Tenant:      t.Placement(),
 				Bucket:      bucket,
 				Uploaders:   arnPrincipals(t.Uploaders),
 				SharedProps: o.shared(topic, key.in(stack)),
@@ -387,7 +388,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		var members []tenantpipeline.Tenant
 		for _, t := range file.Tenants {
 			if t.Pooled() && t.Pool == name {
-				members = append(members, pipelineTenant(t, out.CoreSystems))
+				members = append(members, t.Placement())
 				out.StackOf[t.ID] = stackName
 			}
 		}
@@ -402,8 +403,6 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			Uploaders:               arnPrincipals(c.Uploaders),
 			Shared:                  o.shared(topic, key.in(stack)),
 		}
-		// The file's tenants were checked once, by Load: the pool skips that check.
-		tenants.Vouch(props)
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}
 	rules := 0
@@ -443,7 +442,7 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 // policy the app keeps (KeyPolicyCovered).
 func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
 	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
-		SmallFileBytes: o.SmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
+		DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack

@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"github.com/example/tenantpipeline/spec"
+
 	"fmt"
 	"maps"
 	"os"
@@ -17,24 +19,24 @@ func TestTierMoves(t *testing.T) {
 	o := Options{StackPrefix: "TP"}
 	stacks := map[string]string{"acme": "1", "keep": "1"}
 	pools := map[string]string{"hooli": "default", "wayne": "big"}
-	silo := func(id string) tenants.Tenant { return tenants.Tenant{ID: id, Tier: tenants.TierSilo} }
-	pooled := func(id, pool string) tenants.Tenant {
-		return tenants.Tenant{ID: id, Tier: tenants.TierPool, Pool: pool}
+	silo := func(id string) spec.Tenant { return spec.Tenant{ID: id, Tier: tenants.TierSilo} }
+	pooled := func(id, pool string) spec.Tenant {
+		return spec.Tenant{ID: id, Tier: tenants.TierPool, Pool: pool}
 	}
 	cases := []struct {
 		name    string
-		ts      []tenants.Tenant
+		ts      []spec.Tenant
 		confirm []string
 		want    []string // substrings of the error; none: no error
 	}{
-		{"nobody moves", []tenants.Tenant{silo("acme"), silo("keep"), pooled("hooli", "default"), pooled("wayne", "big"), pooled("new", "default")}, nil, nil},
-		{"silo to pool", []tenants.Tenant{pooled("acme", "default")}, nil,
+		{"nobody moves", []spec.Tenant{silo("acme"), silo("keep"), pooled("hooli", "default"), pooled("wayne", "big"), pooled("new", "default")}, nil, nil},
+		{"silo to pool", []spec.Tenant{pooled("acme", "default")}, nil,
 			[]string{`tenant "acme" moves from silo stack TP-Tenants-1 to pool default (stack TP-Pool-default)`, "Drain it first", "-c moveTenants=acme"}},
-		{"pool to pool", []tenants.Tenant{pooled("hooli", "big")}, nil,
+		{"pool to pool", []spec.Tenant{pooled("hooli", "big")}, nil,
 			[]string{`tenant "hooli" moves from pool default (stack TP-Pool-default) to pool big (stack TP-Pool-big)`}},
-		{"pool to silo", []tenants.Tenant{silo("wayne")}, nil, []string{`tenant "wayne" moves from pool big (stack TP-Pool-big) to the silo tier`}},
-		{"confirmed", []tenants.Tenant{pooled("acme", "default"), silo("wayne")}, []string{"acme", "wayne"}, nil},
-		{"one of two confirmed", []tenants.Tenant{pooled("acme", "default"), silo("wayne")}, []string{"acme"}, []string{`tenant "wayne"`}},
+		{"pool to silo", []spec.Tenant{silo("wayne")}, nil, []string{`tenant "wayne" moves from pool big (stack TP-Pool-big) to the silo tier`}},
+		{"confirmed", []spec.Tenant{pooled("acme", "default"), silo("wayne")}, []string{"acme", "wayne"}, nil},
+		{"one of two confirmed", []spec.Tenant{pooled("acme", "default"), silo("wayne")}, []string{"acme"}, []string{`tenant "wayne"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Core systems and admission: the top-level "coreSystems" object, a tenant's "coreSystem",
@@ -155,7 +156,7 @@ func (f *File) parseCoreSystems(raw json.RawMessage) []error {
 
 // validateCoreSystems checks the core systems and what tenants say about them. The checks of one
 // tenant's own weight and rate are Tenant.check's.
-func (f *File) validateCoreSystems(u func(int) unreadable) []error {
+func (f *File) validateCoreSystems(report func(int, spec.Problem)) []error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(f.CoreSystems)) {
 		where := "coreSystems." + name
@@ -173,7 +174,7 @@ func (f *File) validateCoreSystems(u func(int) unreadable) []error {
 		}
 	}
 	for i, t := range f.Tenants {
-		if t.CoreSystem == "" || u(i).skips("coreSystem") {
+		if t.CoreSystem == "" {
 			continue
 		}
 		if _, ok := f.CoreSystems[t.CoreSystem]; ok {
@@ -186,51 +187,13 @@ func (f *File) validateCoreSystems(u func(int) unreadable) []error {
 				break
 			}
 		}
-		errs = append(errs, fmt.Errorf(`%s: coreSystem %q is not in coreSystems%s: add "coreSystems": {%q: {"maxRunningFiles": N}}, or correct the name`,
-			u(i).name(t), t.CoreSystem, hint, t.CoreSystem))
+		report(i, spec.Problemf("coreSystem", `%q is not in coreSystems%s: add "coreSystems": {%q: {"maxRunningFiles": N}}, or correct the name`,
+			t.CoreSystem, hint, t.CoreSystem))
 	}
 	used := f.CoreSystemNames()
 	for _, name := range slices.Sorted(maps.Keys(f.CoreSystems)) {
 		if !slices.Contains(used, name) {
 			errs = append(errs, fmt.Errorf("coreSystems.%s: no tenant names this core system: remove it, or set \"coreSystem\": %q on its tenants", name, name))
-		}
-	}
-	return errs
-}
-
-// checkAdmission checks a tenant's own admission fields; its coreSystem is checked against the
-// file's coreSystems (validateCoreSystems), whose names carry the name rule. A tenant's maxRecordsPerSecond above its
-// core system's is accepted: the tenant then goes at most at the core system's rate, and its own
-// limit takes effect if the core system's is raised (README, "Core systems and admission").
-func (t Tenant) checkAdmission(bad func(field, format string, args ...any)) {
-	if t.Weight != 0 && (t.Weight < pipeline.MinWeight || t.Weight > pipeline.MaxWeight) {
-		bad("weight", "%d is out of range: use %d to %d (default %d), the tenant's share when tenants wait for admission",
-			t.Weight, pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)
-	}
-	if t.MaxRecordsPerSecond < 0 {
-		bad("maxRecordsPerSecond", "%v must be above 0, or left out for no limit of the tenant's own", t.MaxRecordsPerSecond)
-	}
-}
-
-// explicitZeros refuses a chunkSize, weight, maxRecordsPerSecond or maxRecordsInFlight written as 0, which reading alone
-// cannot tell from an absent one (the default). u gains the fields it reports. A negative value is
-// the range checks' (validate, checkAdmission).
-func (t Tenant) explicitZeros(fields map[string]json.RawMessage, u unreadable) []error {
-	var errs []error
-	for _, z := range []struct {
-		field string
-		zero  bool
-		fix   string
-	}{
-		{"chunkSize", t.ChunkSize == 0, fmt.Sprintf("use %d to %d records, or leave it out for %d", pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)},
-		{"weight", t.Weight == 0, fmt.Sprintf("use %d to %d, or leave it out for %d", pipeline.MinWeight, pipeline.MaxWeight, pipeline.DefaultWeight)},
-		{"maxRecordsPerSecond", t.MaxRecordsPerSecond == 0, "use a rate above 0, or leave it out for no limit of the tenant's own"},
-		{"maxRecordsInFlight", t.MaxRecordsInFlight == 0, fmt.Sprintf("use %d to %d requests in flight per file, or leave it out for %d",
-			pipeline.MinMaxRecordsInFlight, pipeline.MaxMaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight)},
-	} {
-		if _, set := fields[z.field]; set && z.zero && !u.skips(z.field) {
-			errs = append(errs, fmt.Errorf("%s: %s: 0 is out of range: %s", u.name(t), z.field, z.fix))
-			u.fields[z.field] = true
 		}
 	}
 	return errs

@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -22,19 +24,18 @@ func TestKeyOrderSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	silo, pooled, plain, explicit := f.Tenants[0].Settings(), f.Tenants[1].Settings(), f.Tenants[2].Settings(), f.Tenants[3].Settings()
+	silo, pooled, plain, explicit := pipeline.SettingsOf(f.Tenants[0]), pipeline.SettingsOf(f.Tenants[1]), pipeline.SettingsOf(f.Tenants[2]), pipeline.SettingsOf(f.Tenants[3])
 	checks := []struct {
 		what      string
 		got, want any
 	}{
 		{"silo recordOrder", silo.RecordOrder, pipeline.RecordOrderKey},
-		{"silo keyColumns", silo.KeyColumns, pipeline.MustColumns("customer", "region")},
+		{"silo keyColumns", silo.KeyColumns, []string{"customer", "region"}},
 		{"silo maxRecordsInFlight defaulted", silo.MaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight},
 		{"pooled recordOrder", pooled.RecordOrder, pipeline.RecordOrderKey},
-		{"pooled keyColumns", pooled.KeyColumns, pipeline.MustColumns("customer")},
+		{"pooled keyColumns", pooled.KeyColumns, []string{"customer"}},
 		{"pooled maxRecordsInFlight", pooled.MaxRecordsInFlight, 64},
-		{"plain settings unchanged", plain, pipeline.Tenant{ID: "plain", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
-			MaxFieldBytes: pipeline.DefaultMaxFieldBytes, RegisterURL: sinkOptions.RegisterURL, OnInvalidRecord: pipeline.OnInvalidFailFile}},
+		{"plain settings unchanged", plain, pipeline.Tenant{Tenant: spec.Tenant{ID: "plain", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100, MaxFieldBytes: pipeline.DefaultMaxFieldBytes, RegisterURL: sinkOptions.RegisterURL, OnInvalidRecord: pipeline.OnInvalidFailFile}}},
 		{"explicit file order", explicit.RecordOrder, pipeline.RecordOrderFile},
 		{"explicit file order in flight", explicit.MaxRecordsInFlight, 0},
 		{"ledger maxRequestsInFlight", f.CoreSystemSettings("ledger").MaxRequestsInFlight, 32},
@@ -42,7 +43,7 @@ func TestKeyOrderSettings(t *testing.T) {
 		{"crm requests in flight", f.CoreSystemSettings("crm").RequestsInFlight(), 3},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
+		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.what, c.got, c.want)
 		}
 	}
@@ -56,33 +57,33 @@ func TestKeyOrderRejects(t *testing.T) {
 		want       string
 	}{
 		{"unknown recordOrder", `{"id": "a", "recordOrder": "customer"}`,
-			`tenant "a": recordOrder: "customer" is invalid: use "file" (one record at a time, in file order: the default) or "key" (a key's records in file order, several keys at once, with keyColumns)`},
+			`tenants[0].recordOrder (tenant "a"): "customer" is invalid: use "file" (one record at a time, in file order: the default) or "key" (a key's records in file order, several keys at once, with keyColumns)`},
 		{"key without keyColumns", `{"id": "a", "recordOrder": "key"}`,
-			`tenant "a": keyColumns: is missing: recordOrder "key" needs the columns whose values make a record's key (CSV header names, or JSON Lines fields), e.g. ["customerId"]`},
+			`tenants[0].keyColumns (tenant "a"): is missing: recordOrder "key" needs the columns whose values make a record's key (CSV header names, or JSON Lines fields), e.g. ["customerId"]`},
 		{"key with empty keyColumns", `{"id": "a", "recordOrder": "key", "keyColumns": []}`,
-			`tenant "a": keyColumns: is missing: recordOrder "key" needs the columns`},
+			`tenants[0].keyColumns (tenant "a"): is missing: recordOrder "key" needs the columns`},
 		{"empty column", `{"id": "a", "recordOrder": "key", "keyColumns": ["customer", " "]}`,
-			`tenant "a": keyColumns: column 2 is empty: name a CSV header column or a JSON Lines field`},
+			`tenants[0].keyColumns (tenant "a"): column 2 is empty: name a CSV header column or a JSON Lines field`},
 		{"NUL in a column", `{"id": "a", "recordOrder": "key", "keyColumns": ["cust\u0000omer"]}`,
-			`tenant "a": keyColumns: column 1 holds a NUL character, which no header name has`},
+			`tenants[0].keyColumns (tenant "a"): column 1 holds a NUL character, which no header name has`},
 		{"duplicate column", `{"id": "a", "recordOrder": "key", "keyColumns": ["customer", "region", "customer"]}`,
-			`tenant "a": keyColumns: "customer" appears twice: list each column once`},
+			`tenants[0].keyColumns (tenant "a"): "customer" appears twice: list each column once`},
 		{"keyColumns without key order", `{"id": "a", "keyColumns": ["customer"]}`,
-			`tenant "a": keyColumns: ["customer"] is set, but recordOrder is "file": only recordOrder "key" reads a record's key; set recordOrder to "key", or leave keyColumns out`},
+			`tenants[0].keyColumns (tenant "a"): ["customer"] is set, but recordOrder is "file": only recordOrder "key" reads a record's key; set recordOrder to "key", or leave keyColumns out`},
 		{"keyColumns with file order", `{"id": "a", "recordOrder": "file", "keyColumns": ["customer"]}`,
-			`tenant "a": keyColumns: ["customer"] is set, but recordOrder is "file"`},
+			`tenants[0].keyColumns (tenant "a"): ["customer"] is set, but recordOrder is "file"`},
 		{"maxRecordsInFlight without key order", `{"id": "a", "maxRecordsInFlight": 4}`,
-			`tenant "a": maxRecordsInFlight: 4 is set, but recordOrder is "file", which sends one record at a time; set recordOrder to "key", or leave maxRecordsInFlight out`},
+			`tenants[0].maxRecordsInFlight (tenant "a"): 4 is set, but recordOrder is "file", which sends one record at a time; set recordOrder to "key", or leave maxRecordsInFlight out`},
 		{"maxRecordsInFlight too many", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "maxRecordsInFlight": 65}`,
-			`tenant "a": maxRecordsInFlight: 65 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
+			`tenants[0].maxRecordsInFlight (tenant "a"): 65 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
 		{"maxRecordsInFlight negative", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "maxRecordsInFlight": -1}`,
-			`tenant "a": maxRecordsInFlight: -1 is out of range: use 1 to 64`},
+			`tenants[0].maxRecordsInFlight (tenant "a"): -1 is out of range: use 1 to 64`},
 		{"maxRecordsInFlight zero", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "maxRecordsInFlight": 0}`,
-			`tenant "a": maxRecordsInFlight: 0 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
+			`tenants[0].maxRecordsInFlight (tenant "a"): 0 is out of range: use 1 to 64 requests in flight per file, or leave it out for 8`},
 		{"key with batch mode", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "registerMode": "batch"}`,
-			`tenant "a": recordOrder: "key" is set with registerMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use registerMode "record", or leave recordOrder out`},
+			`tenants[0].recordOrder (tenant "a"): "key" is set with registerMode "batch": batch mode sends a chunk's records in one request, in file order, so it has no key order; use registerMode "record", or leave recordOrder out`},
 		{"key with the dynamodb sink", `{"id": "a", "recordOrder": "key", "keyColumns": ["c"], "dynamodb": {"key": ["id"]}}`,
-			`tenant "a": recordOrder: "key" is set with dynamodb: the DynamoDB sink orders its writes by its own key; remove recordOrder or dynamodb`},
+			`tenants[0].recordOrder (tenant "a"): "key" is set with dynamodb: the DynamoDB sink orders its writes by its own key; remove recordOrder or dynamodb`},
 		{"keyColumns not strings", `{"id": "a", "recordOrder": "key", "keyColumns": [1]}`,
 			`tenants[0] ("a"): keyColumns: got JSON number, want a string`},
 		{"misspelt recordOrder", `{"id": "a", "recordorder": "key"}`,

@@ -1,5 +1,11 @@
 package tenants
 
+import (
+	"fmt"
+
+	"github.com/example/tenantpipeline/spec"
+)
+
 // Naming is how validation messages name a pool and the fields of pools and pooled tenants: the
 // tenants file's own names (FileNaming), or the Go props of a construct that checks its props by
 // the same rules (constructs/tenantpipeline names PoolProps and Tenant fields). Each message is
@@ -13,8 +19,9 @@ type Naming struct {
 	// PoolPath names a pool's field where the reader must find it from a tenant's message:
 	// pools.<name>.secretPrefix.
 	PoolPath func(pool, field string) string
-	// Field names a tenant's field, given by its JSON path: prefix, dynamodb.table.
-	Field func(field string) string
+	// Tenant names the fields of tenant i (spec.Names): tenants[3].prefix in a file,
+	// PoolProps.Tenants[3].Prefix in a pool's props.
+	Tenant func(i int) spec.Names
 }
 
 // FileNaming names everything as the tenants file spells it.
@@ -22,5 +29,5 @@ var FileNaming = Naming{
 	Pool:     func(pool string) string { return "pools." + pool },
 	PoolKey:  func(_, field string) string { return field },
 	PoolPath: func(pool, field string) string { return "pools." + pool + "." + field },
-	Field:    func(field string) string { return field },
+	Tenant:   func(i int) spec.Names { return spec.FileNames(fmt.Sprintf("tenants[%d]", i)) },
 }

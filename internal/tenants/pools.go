@@ -11,16 +11,14 @@ import (
 
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Tiers.
 const (
-	// TierSilo gives a tenant its own queue, functions, state machines and alarms.
-	TierSilo = "silo"
-	// TierPool makes a tenant a row of configuration in a pool's shared resources.
-	TierPool = "pool"
-	// DefaultPool is the pool of a pooled tenant that names none.
-	DefaultPool = "default"
+	TierSilo    = spec.TierSilo
+	TierPool    = spec.TierPool
+	DefaultPool = spec.DefaultPool
 )
 
 // Pool defaults and limits.
@@ -120,9 +118,6 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 // they are in an event pattern.
 func IntakeByte(b byte) bool { return b >= 0x20 && b <= 0x7E }
 
-// Pooled reports whether the tenant is in the pooled tier.
-func (t Tenant) Pooled() bool { return t.Tier == TierPool }
-
 // PoolNames are the pools pooled tenants name, sorted.
 func (f *File) PoolNames() []string {
 	set := map[string]bool{}
@@ -168,7 +163,7 @@ func (f *File) tierDefaults(defaultTier string, ownPrefix []bool) {
 // each tenant's prefix, secret or table would outgrow IAM's 10,240 characters of inline policy
 // per role (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html), so a pool
 // grants by what its tenants share.
-func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
+func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 	var errs []error
 	for name, c := range f.Pools {
 		where := n.Pool(name)
@@ -230,11 +225,7 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 	pools := f.PoolNames()
 	siloOverlaps := f.siloPoolOverlaps(pools)
 	for i, t := range f.Tenants {
-		bad := func(field, format string, args ...any) {
-			if !u(i).skips(field) {
-				errs = append(errs, fmt.Errorf("%s: %s: %s", u(i).name(t), n.Field(field), fmt.Sprintf(format, args...)))
-			}
-		}
+		bad := func(field, format string, args ...any) { report(i, spec.Problemf(field, format, args...)) }
 		switch t.Tier {
 		case TierSilo:
 			if t.Pool != "" {
@@ -307,13 +298,13 @@ func (f *File) validateTiers(u func(int) unreadable, n Naming) []error {
 	// Two pooled tenants writing one table would write each other's items: the sink keys items by
 	// record fields alone, and each tenant's order counter is its own.
 	tableOwner := map[string]string{}
-	for _, t := range f.Tenants {
+	for i, t := range f.Tenants {
 		if !t.Pooled() || t.DynamoDB == nil || t.DynamoDB.Table == "" {
 			continue
 		}
 		if other, ok := tableOwner[t.DynamoDB.Table]; ok {
-			errs = append(errs, fmt.Errorf("tenant %q: %s: %q is also tenant %q's table, and their items would collide: give each pooled tenant its own table",
-				t.ID, n.Field("dynamodb.table"), t.DynamoDB.Table, other))
+			report(i, spec.Problemf("dynamodb.table", "%q is also tenant %q's table, and their items would collide: give each pooled tenant its own table",
+				t.DynamoDB.Table, other))
 			continue
 		}
 		tableOwner[t.DynamoDB.Table] = t.ID

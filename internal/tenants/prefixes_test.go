@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
+
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -16,20 +18,20 @@ func TestPrefixSafeSet(t *testing.T) {
 		name, json string
 		want       string // "": accepted
 	}{
-		{"space", `{"tenants": [{"id": "spacey", "prefix": "inbox/a b/"}]}`, `tenant "spacey": prefix: "inbox/a b/" contains " ", ` + tail},
-		{"plus", `{"tenants": [{"id": "plus", "prefix": "inbox/a+b/"}]}`, `tenant "plus": prefix: "inbox/a+b/" contains "+", ` + tail},
-		{"percent", `{"tenants": [{"id": "pct", "prefix": "inbox/a%20b/"}]}`, `tenant "pct": prefix: "inbox/a%20b/" contains "%", ` + tail},
-		{"non-ASCII", `{"tenants": [{"id": "jp", "prefix": "受信/jp/"}]}`, `tenant "jp": prefix: "受信/jp/" contains "受", "信", which are not in the safe set`},
-		{"accented", `{"tenants": [{"id": "e", "prefix": "inbox/café/"}]}`, `tenant "e": prefix: "inbox/café/" contains "é", which is not`},
-		{"one message for a character used twice", `{"tenants": [{"id": "sp", "prefix": "in/a b c/"}]}`, `prefix: "in/a b c/" contains " ", which is not`},
-		{"tab", `{"tenants": [{"id": "tab", "prefix": "in/a\tb/"}]}`, `prefix: "in/a\tb/" contains "\t", which is not`},
+		{"space", `{"tenants": [{"id": "spacey", "prefix": "inbox/a b/"}]}`, `prefix (tenant "spacey"): "inbox/a b/" contains " ", ` + tail},
+		{"plus", `{"tenants": [{"id": "plus", "prefix": "inbox/a+b/"}]}`, `prefix (tenant "plus"): "inbox/a+b/" contains "+", ` + tail},
+		{"percent", `{"tenants": [{"id": "pct", "prefix": "inbox/a%20b/"}]}`, `prefix (tenant "pct"): "inbox/a%20b/" contains "%", ` + tail},
+		{"non-ASCII", `{"tenants": [{"id": "jp", "prefix": "受信/jp/"}]}`, `prefix (tenant "jp"): "受信/jp/" contains "受", "信", which are not in the safe set`},
+		{"accented", `{"tenants": [{"id": "e", "prefix": "inbox/café/"}]}`, `prefix (tenant "e"): "inbox/café/" contains "é", which is not`},
+		{"one message for a character used twice", `{"tenants": [{"id": "sp", "prefix": "in/a b c/"}]}`, `prefix (tenant "sp"): "in/a b c/" contains " ", which is not`},
+		{"tab", `{"tenants": [{"id": "tab", "prefix": "in/a\tb/"}]}`, `prefix (tenant "tab"): "in/a\tb/" contains "\t", which is not`},
 		{"replacement character", "{\"tenants\": [{\"id\": \"bad\", \"prefix\": \"in/\xff/\"}]}", "contains \"\uFFFD\""}, // encoding/json's, for the byte
 		{"ampersand", `{"tenants": [{"id": "amp", "prefix": "in/a&b/"}]}`, `contains "&"`},
 		{"backslash", `{"tenants": [{"id": "bs", "prefix": "in\\a/"}]}`, `contains "\\"`},
-		{"empty segment", `{"tenants": [{"id": "x", "prefix": "inbox//x/"}]}`, `tenant "x": prefix: "inbox//x/" has an empty segment ("//")`},
-		{"dot segment", `{"tenants": [{"id": "x", "prefix": "inbox/./x/"}]}`, `tenant "x": prefix: "inbox/./x/" has a "." segment`},
-		{"dot-dot segment", `{"tenants": [{"id": "x", "prefix": "../x/"}]}`, `tenant "x": prefix: "../x/" has a ".." segment`},
-		{"leading slash", `{"tenants": [{"id": "x", "prefix": "/x/"}]}`, `tenant "x": prefix: "/x/" is invalid: a prefix is a non-empty key prefix ending in "/"`},
+		{"empty segment", `{"tenants": [{"id": "x", "prefix": "inbox//x/"}]}`, `prefix (tenant "x"): "inbox//x/" has an empty segment ("//")`},
+		{"dot segment", `{"tenants": [{"id": "x", "prefix": "inbox/./x/"}]}`, `prefix (tenant "x"): "inbox/./x/" has a "." segment`},
+		{"dot-dot segment", `{"tenants": [{"id": "x", "prefix": "../x/"}]}`, `prefix (tenant "x"): "../x/" has a ".." segment`},
+		{"leading slash", `{"tenants": [{"id": "x", "prefix": "/x/"}]}`, `prefix (tenant "x"): "/x/" is invalid: a prefix is a non-empty key prefix ending in "/"`},
 		{"every safe character", `{"tenants": [{"id": "ok", "prefix": "In/Az09!-_.*'()/ok/"}]}`, ""},
 		{"dots inside a segment", `{"tenants": [{"id": "ok", "prefix": "in/.ok../...x/"}]}`, ""},
 		{"pool prefix with a space", `{"pools": {"p": {"prefix": "pools/a b/"}}, "tenants": [{"id": "a", "tier": "pool", "pool": "p"}]}`,
@@ -37,7 +39,7 @@ func TestPrefixSafeSet(t *testing.T) {
 		{"pool prefix with an empty segment", `{"pools": {"p": {"prefix": "pools//p/"}}, "tenants": [{"id": "a", "tier": "pool", "pool": "p"}]}`,
 			`pools.p: prefix "pools//p/" has an empty segment`},
 		{"pooled tenant prefix with a plus", `{"tenants": [{"id": "a", "tier": "pool", "prefix": "pools/default/a+/"}]}`,
-			`tenant "a": prefix: "pools/default/a+/" contains "+", ` + tail},
+			`prefix (tenant "a"): "pools/default/a+/" contains "+", ` + tail},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), Options{RegisterURL: "https://core.example.com/records"})
@@ -72,9 +74,9 @@ func TestBadPoolPrefixToldOnce(t *testing.T) {
 
 // A construct user's prefix may hold bytes that are not UTF-8: each is named as a byte.
 func TestCheckPrefixInvalidUTF8(t *testing.T) {
-	err := Tenant{ID: "bad", Prefix: "in/\xff\xfe/"}.WithDefaults().Validate()
-	if want := `tenant "bad": prefix: "in/\xff\xfe/" contains "\xff", "\xfe", which are not in the safe set`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("got %v, want %q", err, want)
+	ps := spec.Tenant{ID: "bad", Prefix: "in/\xff\xfe/"}.WithDefaults().Check()
+	if want := `prefix: "in/\xff\xfe/" contains "\xff", "\xfe", which are not in the safe set`; len(ps) != 1 || !strings.Contains(ps[0].Error(), want) {
+		t.Errorf("got %v, want %q", ps, want)
 	}
 }
 
@@ -144,19 +146,24 @@ func TestOverlaps(t *testing.T) {
 // The check is bounded by counting, not timing: no pair is reported where none overlaps, and the
 // one overlap added is found.
 func TestOverlapsAtScale(t *testing.T) {
-	ts := make([]Tenant, 100000)
+	ts := make([]spec.Tenant, 100000)
 	for i := range ts {
-		ts[i] = Tenant{ID: fmt.Sprintf("t%06d", i), Prefix: fmt.Sprintf("pools/default/t%06d/", i)}
+		ts[i] = spec.Tenant{ID: fmt.Sprintf("t%06d", i), Prefix: fmt.Sprintf("pools/default/t%06d/", i)}
 	}
-	if errs := overlappingPrefixes(ts, FileNaming.Field); len(errs) != 0 {
-		t.Fatalf("got %d overlaps, want none: %v", len(errs), errs[0])
+	overlapping := func(ts []spec.Tenant) []string {
+		var msgs []string
+		(&File{Tenants: ts}).overlappingPrefixes(func(i int, p spec.Problem) { msgs = append(msgs, p.Render(FileNaming.Tenant(i), ts[i].ID)) })
+		return msgs
 	}
-	ts = append(ts, Tenant{ID: "wide", Prefix: "pools/default/t00004"})
-	errs := overlappingPrefixes(ts, FileNaming.Field)
-	if len(errs) != 10 { // t000040 … t000049
-		t.Fatalf("got %d overlaps, want 10", len(errs))
+	if msgs := overlapping(ts); len(msgs) != 0 {
+		t.Fatalf("got %d overlaps, want none: %v", len(msgs), msgs[0])
 	}
-	if want := `tenant "wide": prefix: "pools/default/t00004" overlaps tenant "t000040"'s prefix "pools/default/t000040/"`; !strings.HasPrefix(errs[0].Error(), want) {
-		t.Errorf("got %q, want it to start with %q", errs[0], want)
+	ts = append(ts, spec.Tenant{ID: "wide", Prefix: "pools/default/t00004"})
+	msgs := overlapping(ts)
+	if len(msgs) != 10 { // t000040 … t000049
+		t.Fatalf("got %d overlaps, want 10", len(msgs))
+	}
+	if want := `tenants[100000].prefix (tenant "wide"): "pools/default/t00004" overlaps tenant "t000040"'s prefix "pools/default/t000040/"`; !strings.HasPrefix(msgs[0], want) {
+		t.Errorf("got %q, want it to start with %q", msgs[0], want)
 	}
 }

@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,21 +18,21 @@ func TestSinkDefaults(t *testing.T) {
 		{"record mode is left empty", `{"id": "a", "registerUrl": "https://core.example.com/r"}`,
 			pipeline.Tenant{}, true},
 		{"batch gets 5 MiB", `{"id": "a", "registerMode": "batch", "chunkSize": 1000, "registerUrl": "https://core.example.com/r"}`,
-			pipeline.Tenant{RegisterMode: "batch", MaxBatchBytes: 5242880}, true},
+			pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: "batch", MaxBatchBytes: 5242880}}, true},
 		{"batch keeps its limit", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 1024}`,
-			pipeline.Tenant{RegisterMode: "batch", MaxBatchBytes: 1024}, true},
+			pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: "batch", MaxBatchBytes: 1024}}, true},
 		{"dynamodb gets concurrency 16", `{"id": "a", "dynamodb": {"key": ["id"]}}`,
-			pipeline.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}, Concurrency: 16}}, false},
+			pipeline.Tenant{Tenant: spec.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"id"}, Concurrency: 16}}}, false},
 		{"dynamodb as given", `{"id": "a", "dynamodb": {"key": ["pk", "sk"], "table": "Orders.v2", "concurrency": 1}}`,
-			pipeline.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"pk", "sk"}, Table: "Orders.v2", Concurrency: 1}}, false},
+			pipeline.Tenant{Tenant: spec.Tenant{DynamoDB: &pipeline.DynamoDBSink{Key: []string{"pk", "sk"}, Table: "Orders.v2", Concurrency: 1}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), sinkOptions)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			s := f.Tenants[0].Settings()
-			got := pipeline.Tenant{RegisterMode: s.RegisterMode, MaxBatchBytes: s.MaxBatchBytes, DynamoDB: s.DynamoDB}
+			s := pipeline.SettingsOf(f.Tenants[0])
+			got := pipeline.Tenant{Tenant: spec.Tenant{RegisterMode: s.RegisterMode, MaxBatchBytes: s.MaxBatchBytes, DynamoDB: s.DynamoDB}}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v (dynamodb %+v), want %+v (dynamodb %+v)", got, got.DynamoDB, tc.want, tc.want.DynamoDB)
 			}
@@ -48,29 +49,29 @@ func TestSinkRejects(t *testing.T) {
 		name, json string
 		want       []string
 	}{
-		{"register mode", `{"id": "a", "registerMode": "bulk"}`, []string{`tenant "a": registerMode: "bulk" is invalid: use "record" or "batch"`}},
-		{"max batch bytes in record mode", `{"id": "a", "maxBatchBytes": 4096}`, []string{`tenant "a": maxBatchBytes: 4096 is set, but only registerMode "batch"`}},
-		{"max batch bytes too small", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 1023}`, []string{`maxBatchBytes: 1023 is out of range: use 1024 to 67108864 bytes`}},
-		{"max batch bytes too big", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 67108865}`, []string{`maxBatchBytes: 67108865 is out of range`}},
-		{"max batch bytes negative", `{"id": "a", "registerMode": "batch", "maxBatchBytes": -1}`, []string{`maxBatchBytes: -1 is out of range`}},
-		{"batch chunk size still at most 1000", `{"id": "a", "registerMode": "batch", "chunkSize": 1001}`, []string{`chunkSize: 1001 is out of range`}},
-		{"dynamodb no key", `{"id": "a", "dynamodb": {"key": []}}`, []string{`tenant "a": dynamodb.key: has 0 fields: use 1 (partition key) or 2`}},
-		{"dynamodb key missing", `{"id": "a", "dynamodb": {}}`, []string{`dynamodb.key: has 0 fields`}},
-		{"dynamodb three keys", `{"id": "a", "dynamodb": {"key": ["a", "b", "c"]}}`, []string{`dynamodb.key: has 3 fields`}},
-		{"dynamodb empty key", `{"id": "a", "dynamodb": {"key": [""]}}`, []string{`dynamodb.key: field 1 is empty`}},
-		{"dynamodb same key twice", `{"id": "a", "dynamodb": {"key": ["id", "id"]}}`, []string{`dynamodb.key: "id" appears twice`}},
-		{"dynamodb reserved _seq", `{"id": "a", "dynamodb": {"key": ["_seq"]}}`, []string{`dynamodb.key: "_seq" is reserved`}},
-		{"dynamodb reserved _meta", `{"id": "a", "dynamodb": {"key": ["id", "_meta"]}}`, []string{`dynamodb.key: "_meta" is reserved`}},
-		{"dynamodb key too long", `{"id": "a", "dynamodb": {"key": ["` + long + `"]}}`, []string{`dynamodb.key: field 1 is 256 bytes: a key attribute name is at most 255`}},
-		{"dynamodb table short", `{"id": "a", "dynamodb": {"key": ["id"], "table": "ab"}}`, []string{`dynamodb.table: "ab" is invalid: use 3-255 letters`}},
-		{"dynamodb table bad char", `{"id": "a", "dynamodb": {"key": ["id"], "table": "my table"}}`, []string{`dynamodb.table: "my table" is invalid`}},
-		{"dynamodb concurrency", `{"id": "a", "dynamodb": {"key": ["id"], "concurrency": 257}}`, []string{`dynamodb.concurrency: 257 is out of range: use 1 to 256`}},
-		{"dynamodb concurrency negative", `{"id": "a", "dynamodb": {"key": ["id"], "concurrency": -1}}`, []string{`dynamodb.concurrency: -1 is out of range`}},
-		{"dynamodb with registerUrl", `{"id": "a", "registerUrl": "https://core.example.com/r", "dynamodb": {"key": ["id"]}}`, []string{`tenant "a": registerUrl: is set with dynamodb`}},
-		{"dynamodb with registerMode", `{"id": "a", "registerMode": "batch", "dynamodb": {"key": ["id"]}}`, []string{`registerMode: "batch" is set with dynamodb`}},
-		{"dynamodb with secret", `{"id": "a", "registerAuthSecretArn": "arn:aws:secretsmanager:x", "dynamodb": {"key": ["id"]}}`, []string{`registerAuthSecretArn: is set with dynamodb`}},
+		{"register mode", `{"id": "a", "registerMode": "bulk"}`, []string{`registerMode (tenant "a"): "bulk" is invalid: use "record" or "batch"`}},
+		{"max batch bytes in record mode", `{"id": "a", "maxBatchBytes": 4096}`, []string{`maxBatchBytes (tenant "a"): 4096 is set, but only registerMode "batch"`}},
+		{"max batch bytes too small", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 1023}`, []string{`maxBatchBytes (tenant "a"): 1023 is out of range: use 1024 to 67108864 bytes`}},
+		{"max batch bytes too big", `{"id": "a", "registerMode": "batch", "maxBatchBytes": 67108865}`, []string{`maxBatchBytes (tenant "a"): 67108865 is out of range`}},
+		{"max batch bytes negative", `{"id": "a", "registerMode": "batch", "maxBatchBytes": -1}`, []string{`maxBatchBytes (tenant "a"): -1 is out of range`}},
+		{"batch chunk size still at most 1000", `{"id": "a", "registerMode": "batch", "chunkSize": 1001}`, []string{`chunkSize (tenant "a"): 1001 is out of range`}},
+		{"dynamodb no key", `{"id": "a", "dynamodb": {"key": []}}`, []string{`dynamodb.key (tenant "a"): has 0 fields: use 1 (partition key) or 2`}},
+		{"dynamodb key missing", `{"id": "a", "dynamodb": {}}`, []string{`dynamodb.key (tenant "a"): has 0 fields`}},
+		{"dynamodb three keys", `{"id": "a", "dynamodb": {"key": ["a", "b", "c"]}}`, []string{`dynamodb.key (tenant "a"): has 3 fields`}},
+		{"dynamodb empty key", `{"id": "a", "dynamodb": {"key": [""]}}`, []string{`dynamodb.key (tenant "a"): field 1 is empty`}},
+		{"dynamodb same key twice", `{"id": "a", "dynamodb": {"key": ["id", "id"]}}`, []string{`dynamodb.key (tenant "a"): "id" appears twice`}},
+		{"dynamodb reserved _seq", `{"id": "a", "dynamodb": {"key": ["_seq"]}}`, []string{`dynamodb.key (tenant "a"): "_seq" is reserved`}},
+		{"dynamodb reserved _meta", `{"id": "a", "dynamodb": {"key": ["id", "_meta"]}}`, []string{`dynamodb.key (tenant "a"): "_meta" is reserved`}},
+		{"dynamodb key too long", `{"id": "a", "dynamodb": {"key": ["` + long + `"]}}`, []string{`dynamodb.key (tenant "a"): field 1 is 256 bytes: a key attribute name is at most 255`}},
+		{"dynamodb table short", `{"id": "a", "dynamodb": {"key": ["id"], "table": "ab"}}`, []string{`dynamodb.table (tenant "a"): "ab" is invalid: use 3-255 letters`}},
+		{"dynamodb table bad char", `{"id": "a", "dynamodb": {"key": ["id"], "table": "my table"}}`, []string{`dynamodb.table (tenant "a"): "my table" is invalid`}},
+		{"dynamodb concurrency", `{"id": "a", "dynamodb": {"key": ["id"], "concurrency": 257}}`, []string{`dynamodb.concurrency (tenant "a"): 257 is out of range: use 1 to 256`}},
+		{"dynamodb concurrency negative", `{"id": "a", "dynamodb": {"key": ["id"], "concurrency": -1}}`, []string{`dynamodb.concurrency (tenant "a"): -1 is out of range`}},
+		{"dynamodb with registerUrl", `{"id": "a", "registerUrl": "https://core.example.com/r", "dynamodb": {"key": ["id"]}}`, []string{`registerUrl (tenant "a"): is set with dynamodb`}},
+		{"dynamodb with registerMode", `{"id": "a", "registerMode": "batch", "dynamodb": {"key": ["id"]}}`, []string{`registerMode (tenant "a"): "batch" is set with dynamodb`}},
+		{"dynamodb with secret", `{"id": "a", "registerAuthSecretArn": "arn:aws:secretsmanager:x", "dynamodb": {"key": ["id"]}}`, []string{`registerAuthSecretArn (tenant "a"): is set with dynamodb`}},
 		{"dynamodb unknown field", `{"id": "a", "dynamodb": {"key": ["id"], "tabel": "x"}}`, []string{`tenants[0] ("a"): dynamodb: unknown field "tabel" (did you mean "table"?)`}},
-		{"dynamodb mis-cased field", `{"id": "a", "dynamodb": {"Key": ["id"]}}`, []string{`dynamodb: unknown field "Key" (did you mean "key"?)`}},
+		{"dynamodb mis-cased field", `{"id": "a", "dynamodb": {"Key": ["id"]}}`, []string{`tenants[0] ("a"): dynamodb: unknown field "Key" (did you mean "key"?)`}},
 		{"dynamodb not an object", `{"id": "a", "dynamodb": ["id"]}`, []string{`tenants[0] ("a")`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,17 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
-	"github.com/example/tenantpipeline/internal/pipeline"
-	"github.com/example/tenantpipeline/internal/records"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // File is the tenants configuration file.
@@ -30,7 +27,7 @@ type File struct {
 	// CoreSystems configures by name the core systems tenants register into, each protected by
 	// admission (CoreSystemConfig). A tenant names its own with "coreSystem".
 	CoreSystems map[string]*CoreSystemConfig `json:"coreSystems,omitempty"`
-	Tenants     []Tenant                     `json:"tenants"`
+	Tenants     []spec.Tenant                `json:"tenants"`
 	// Encryption names the customer-managed KMS key of everything the app stores (encryption.go).
 	// Default: AWS-owned and AWS-managed keys.
 	Encryption *Encryption `json:"encryption,omitempty"`
@@ -40,115 +37,11 @@ type File struct {
 	coreUnread map[string]bool
 }
 
-// Tenant is one entry of the file. Zero values mean the documented default; Defaults fills them in.
-type Tenant struct {
-	// ID names the tenant in resource ids, the FIFO message group, metrics and logs.
-	ID string `json:"id"`
-	// Prefix is the key prefix the tenant's files arrive under. Default: "inbox/<id>/".
-	Prefix string `json:"prefix,omitempty"`
-	// Format is "csv" or "jsonl". Default: "csv".
-	Format string `json:"format,omitempty"`
-	// Encoding is "utf-8" (with or without BOM) or "cp932". Default: "utf-8".
-	Encoding string `json:"encoding,omitempty"`
-	// Delimiter is the CSV field delimiter, one character. Default: ",".
-	Delimiter string `json:"delimiter,omitempty"`
-	// ChunkSize is the number of records one Register task sends: 1 to 1000. Default: 100, when
-	// the field is absent; an explicit 0 is refused (explicitZeros).
-	ChunkSize int `json:"chunkSize,omitempty"`
-	// MaxFieldBytes bounds one CSV field or JSON line. Default: 65,536.
-	MaxFieldBytes int `json:"maxFieldBytes,omitempty"`
-	// OnFailure is "continue" or "halt". Default: "continue".
-	OnFailure string `json:"onFailure,omitempty"`
-	// IdempotencyKey is "event-id" or "object-version". Default: "object-version": S3 delivers events
-	// to EventBridge at least once, and a duplicate can carry a new event id.
-	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// RegisterURL is the core system's endpoint for the bundled HTTP register adapter.
-	RegisterURL string `json:"registerUrl,omitempty"`
-	// RegisterAuthSecretARN is a Secrets Manager secret sent as the Authorization header.
-	// Default: no Authorization header.
-	RegisterAuthSecretARN string `json:"registerAuthSecretArn,omitempty"`
+// idPattern is the rule of ids and of pool and core system names (spec.IDPattern).
+var idPattern = spec.IDPattern
 
-	// Sinks. RegisterMode is "record" (one POST per record) or "batch" (one POST per
-	// chunk). Default: "record" (left empty).
-	RegisterMode string `json:"registerMode,omitempty"`
-	// MaxBatchBytes bounds one batch POST's encoded records; batch mode only. Default: 5 MiB.
-	MaxBatchBytes int `json:"maxBatchBytes,omitempty"`
-	// DynamoDB makes Register write each record to a DynamoDB table instead of POSTing it; such a
-	// tenant has no registerUrl.
-	DynamoDB *DynamoDB `json:"dynamodb,omitempty"`
-	// Stack places the tenant in the app's stack "<stackPrefix>-Tenants-<stack>". It is read by the
-	// app (internal/stacks), not by the construct. Default: the stack the app assigned to the tenant
-	// when it first appeared, kept in the assignment file beside the tenants file.
-	Stack string `json:"stack,omitempty"`
-	// Tier is "silo" (the tenant's own stack of resources) or "pool" (a row of configuration in a
-	// pool's shared resources). Default: the app's defaultTier context, itself "silo" by default.
-	Tier string `json:"tier,omitempty"`
-	// Pool names the pool of a pooled tenant: its stack is "<stackPrefix>-Pool-<pool>".
-	// Default: "default". Only with tier "pool".
-	Pool string `json:"pool,omitempty"`
-
-	// Admission (coresystems.go). CoreSystem names the tenant's core system in the file's
-	// "coreSystems", in either tier. Default: none; the tenant's files are then bounded only by
-	// its pool, if pooled.
-	CoreSystem string `json:"coreSystem,omitempty"`
-	// Weight is the tenant's share when tenants wait for admission: 1 to 10. Default: 1
-	// (pipeline.DefaultWeight); left at zero here, so that a tenant without one keeps its settings.
-	Weight int `json:"weight,omitempty"`
-	// MaxRecordsPerSecond bounds the tenant's own records per second, above 0. Default: no limit
-	// of its own (its core system's, if any).
-	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
-	// OnInvalidRecord is "failFile" (a record that fails validation fails the whole file before
-	// anything is written) or "skipRecord" (it is rejected, and the others are registered in order).
-	// Default: "failFile".
-	OnInvalidRecord string `json:"onInvalidRecord,omitempty"`
-	// MaxInvalidRecords is how many invalid records a skipRecord file may have, 1 to 100,000; a
-	// file with more fails before anything is written. skipRecord only. Default: 1,000 under
-	// skipRecord.
-	MaxInvalidRecords int `json:"maxInvalidRecords,omitempty"`
-	// RejectStatuses are the HTTP statuses (400-499 except 408 and 429) with which the core system
-	// rejects one record, under onInvalidRecord "skipRecord" only. Default: none.
-	RejectStatuses []int `json:"rejectStatuses,omitempty"`
-	// Uploaders are the IAM role (or user) ARNs that may assume a silo tenant's uploader role, to
-	// upload its files under its prefix and nowhere else: the platform's service that
-	// authenticates the tenant's customers. Silo tenants only; a pooled tenant's uploaders are its
-	// pool's (pools.<pool>.uploaders). Default: none, and no uploader role.
-	Uploaders []string `json:"uploaders,omitempty"`
-
-	// Key order (keyorder.go). RecordOrder is "file" (one record at a time, in file order) or
-	// "key" (a key's records in file order, several keys at once). Default: "file" (left empty).
-	RecordOrder string `json:"recordOrder,omitempty"`
-	// KeyColumns name a record's key under recordOrder "key": CSV header names, or JSON Lines
-	// fields. Required with "key", and only with it.
-	KeyColumns []string `json:"keyColumns,omitempty"`
-	// MaxRecordsInFlight bounds the requests one file keeps in flight under recordOrder "key":
-	// 1 to 64. Default: 8 under "key".
-	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
-	// SmallFileBytes is the tenant's small-file bound: a file whose S3 event gives it at most this
-	// many bytes runs as one SmallFile task (split, register and results in one invocation). 1 to
-	// 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 32 KiB).
-	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
-}
-
-// DynamoDB is a tenant's "dynamodb" sink.
-type DynamoDB struct {
-	// Key names the record fields of the partition key and, if two, the sort key.
-	Key []string `json:"key"`
-	// Table is an existing table's name. Default: the construct creates the table.
-	Table string `json:"table,omitempty"`
-	// Concurrency bounds the records of a chunk written at once. Default: 16.
-	Concurrency int `json:"concurrency,omitempty"`
-}
-
-// idPattern keeps ids safe everywhere they appear: CloudFormation logical ids and generated names
-// (queue names are at most 80 characters including ".fifo", rule names 64), the FIFO message group
-// id, S3 prefixes, metric dimensions.
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-
-// StackPattern is what a stack field may hold: it ends a CloudFormation stack name, which allows
-// letters, digits and hyphens (128 characters in all).
-// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-using-console-create-stack-parameters.html
-var StackPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
+// StackPattern is what a stack field may hold (spec.StackPattern).
+var StackPattern = spec.StackPattern
 
 // EnvRegisterURL supplies the app's registerUrl context when no -c registerUrl is given. The local
 // run (cmd/local) sets it: it synthesizes through the CDK CLI and points every tenant at its own
@@ -204,7 +97,7 @@ func Parse(b []byte, o Options) (*File, error) {
 		errs = append(errs, errors.New(`"tenants" is empty: add at least one tenant, e.g. {"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/records"}]}`))
 		return nil, errors.Join(errs...)
 	}
-	if o.RegisterURL != "" && !validURL(o.RegisterURL) {
+	if o.RegisterURL != "" && !spec.ValidURL(o.RegisterURL) {
 		errs = append(errs, fmt.Errorf("default registerUrl %q is invalid: use an absolute http(s) URL", o.RegisterURL))
 		o.RegisterURL = ""
 	}
@@ -227,8 +120,8 @@ func Parse(b []byte, o Options) (*File, error) {
 			errs = append(errs, fmt.Errorf("%s: %s", where, typeProblem(err)))
 			continue
 		}
-		var t Tenant
-		u := unreadable{fields: map[string]bool{}}
+		var t spec.Tenant
+		u := unreadable{fields: map[string]bool{}, entry: i}
 		errs = append(errs, decodeFields(where, "", fields, reflect.ValueOf(&t).Elem(), u.fields)...)
 		if u.fields["id"] {
 			// Messages name the entry instead, and the default prefix, made from the id, is unknown.
@@ -237,7 +130,11 @@ func Parse(b []byte, o Options) (*File, error) {
 				u.fields["prefix"] = true
 			}
 		}
-		errs = append(errs, t.explicitZeros(fields, u)...)
+		// Reading alone cannot tell an explicit 0 from an absent field, the default.
+		for _, p := range t.ExplicitZeros(func(path string) bool { _, set := fields[path]; return set && !u.skips(path) }) {
+			errs = append(errs, fileProblem(i, u.id(t), p))
+			u.fields[p.Path] = true
+		}
 		if t.RegisterURL == "" && t.NeedsRegisterURL() {
 			t.RegisterURL = o.RegisterURL
 		}
@@ -250,7 +147,8 @@ func Parse(b []byte, o Options) (*File, error) {
 	errs = append(errs, f.validate(unread, FileNaming))
 	for i, t := range f.Tenants {
 		if t.RegisterURL == "" && t.NeedsRegisterURL() && !unread[i].skips("registerUrl") {
-			errs = append(errs, fmt.Errorf(`%s: registerUrl: missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`, unread[i].name(t)))
+			errs = append(errs, fileProblem(unread[i].entry, unread[i].id(t), spec.Problemf("registerUrl",
+				`missing: set the core system's endpoint, e.g. "registerUrl": "https://core.example.com/records" (or give every tenant one with -c registerUrl=URL)`)))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -267,6 +165,9 @@ type unreadable struct {
 	fields map[string]bool
 	// label names the tenant in messages when its id could not be read.
 	label string
+	// entry is the tenant's index in the file's "tenants", which an entry that is not an object
+	// makes differ from its index in File.Tenants.
+	entry int
 }
 
 // skips reports whether the checks of field are skipped: it, or the object holding it, is unknown.
@@ -275,12 +176,17 @@ func (u unreadable) skips(field string) bool {
 	return u.fields[field] || u.fields[outer]
 }
 
-// name names t in messages.
-func (u unreadable) name(t Tenant) string {
+// id is t's id as messages name the tenant: none when it could not be read.
+func (u unreadable) id(t spec.Tenant) string {
 	if u.label != "" {
-		return u.label
+		return ""
 	}
-	return fmt.Sprintf("tenant %q", t.ID)
+	return t.ID
+}
+
+// fileProblem renders p, a problem of the file's tenant i whose id is id ("" when unknown).
+func fileProblem(i int, id string, p spec.Problem) error {
+	return errors.New(p.Render(FileNaming.Tenant(i), id))
 }
 
 // decodeFields decodes each field of fields into the struct v on its own, so that every problem is
@@ -466,35 +372,6 @@ func idHint(r json.RawMessage) string {
 	return ""
 }
 
-// WithDefaults returns t with every unset field at its documented default.
-func (t Tenant) WithDefaults() Tenant {
-	if t.Prefix == "" && t.ID != "" {
-		t.Prefix = "inbox/" + t.ID + "/"
-	}
-	t.Format = cmpOr(t.Format, pipeline.FormatCSV)
-	t.Encoding = cmpOr(t.Encoding, pipeline.EncodingUTF8)
-	if t.Format == pipeline.FormatCSV {
-		t.Delimiter = cmpOr(t.Delimiter, ",")
-	}
-	if t.ChunkSize == 0 {
-		t.ChunkSize = pipeline.DefaultChunkSize
-	}
-	if t.MaxFieldBytes == 0 {
-		t.MaxFieldBytes = pipeline.DefaultMaxFieldBytes
-	}
-	t.OnFailure = cmpOr(t.OnFailure, pipeline.OnFailureContinue)
-	t.IdempotencyKey = cmpOr(t.IdempotencyKey, pipeline.IdempotencyObjectVersion)
-	t.OnInvalidRecord = cmpOr(t.OnInvalidRecord, pipeline.OnInvalidFailFile)
-	if t.OnInvalidRecord == pipeline.OnInvalidSkipRecord && t.MaxInvalidRecords == 0 {
-		t.MaxInvalidRecords = pipeline.DefaultMaxInvalidRecords
-	}
-	t = t.sinkDefaults()
-	if t.RecordOrder == pipeline.RecordOrderKey && t.MaxRecordsInFlight == 0 {
-		t.MaxRecordsInFlight = pipeline.DefaultMaxRecordsInFlight
-	}
-	return t
-}
-
 func cmpOr(v, def string) string {
 	if v == "" {
 		return def
@@ -517,7 +394,7 @@ func (f *File) validate(unread []unreadable, n Naming) error {
 		badPool[name] = CheckPrefix(f.Pool(name).Prefix, "") != nil
 	}
 	u := func(i int) unreadable {
-		r := unreadable{}
+		r := unreadable{entry: i}
 		if i < len(unread) {
 			r = unread[i]
 		}
@@ -532,176 +409,43 @@ func (f *File) validate(unread []unreadable, n Naming) error {
 		return r
 	}
 	var errs []error
+	// report renders p, a problem of tenant i, unless its field could not be read.
+	report := func(i int, p spec.Problem) {
+		if !u(i).skips(p.Path) {
+			errs = append(errs, errors.New(p.Render(n.Tenant(u(i).entry), u(i).id(f.Tenants[i]))))
+		}
+	}
 	seen := map[string]int{}
 	for i, t := range f.Tenants {
 		// An empty or unreadable id has its own message; it is no one's duplicate.
-		if j, dup := seen[t.ID]; dup && t.ID != "" && !u(i).skips("id") {
-			errs = append(errs, fmt.Errorf("tenant %q: id: duplicate of tenants[%d]; ids must be unique", t.ID, j))
+		if j, dup := seen[t.ID]; dup && t.ID != "" {
+			report(i, spec.Problemf("id", "duplicate of tenants[%d]; ids must be unique", j))
 		} else if !dup {
 			seen[t.ID] = i
 		}
-		errs = append(errs, t.check(u(i), n.Field))
+		for _, p := range t.Check() {
+			report(i, p)
+		}
 	}
-	errs = append(errs, overlappingPrefixes(f.Tenants, n.Field)...)
-	errs = append(errs, f.validateTiers(u, n)...)
-	errs = append(errs, f.validateCoreSystems(u)...)
+	f.overlappingPrefixes(report)
+	errs = append(errs, f.validateTiers(report, n)...)
+	errs = append(errs, f.validateCoreSystems(report)...)
 	return errors.Join(errs...)
-}
-
-// Validate checks one tenant on its own, fields already defaulted.
-func (t Tenant) Validate() error { return t.check(unreadable{}, FileNaming.Field) }
-
-// ValidateNamed is Validate with messages that name the tenant's fields by field (given the JSON
-// path): a construct names its own props.
-func (t Tenant) ValidateNamed(field func(jsonPath string) string) error {
-	return t.check(unreadable{}, field)
-}
-
-// check is Validate without the checks of the fields u could not read.
-func (t Tenant) check(u unreadable, name func(field string) string) error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		if !u.skips(field) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s", u.name(t), name(field), fmt.Sprintf(format, args...)))
-		}
-	}
-	if !idPattern.MatchString(t.ID) {
-		bad("id", "%q is invalid: use 1-32 lower-case letters, digits and hyphens, starting with a letter or digit", t.ID)
-	}
-	switch {
-	case t.Prefix == "" && t.ID == "":
-		// The default prefix is made from the id, whose problem is already reported.
-	default:
-		if err := CheckPrefix(t.Prefix, "inbox/"+t.ID+"/"); err != nil {
-			bad("prefix", "%v", err)
-			break
-		}
-		for _, r := range pipeline.ReservedPrefixes {
-			if PrefixesOverlap(t.Prefix, r) {
-				bad("prefix", "%q overlaps %q, which the pipeline writes to itself; choose a prefix outside it", t.Prefix, r)
-			}
-		}
-	}
-	if !slices.Contains([]string{pipeline.FormatCSV, pipeline.FormatJSONL}, t.Format) {
-		bad("format", "%q is invalid: use %q or %q", t.Format, pipeline.FormatCSV, pipeline.FormatJSONL)
-	}
-	if !slices.Contains([]string{pipeline.EncodingUTF8, pipeline.EncodingCP932}, t.Encoding) {
-		bad("encoding", "%q is invalid: use %q or %q", t.Encoding, pipeline.EncodingUTF8, pipeline.EncodingCP932)
-	}
-	if t.Format == pipeline.FormatJSONL && t.Delimiter != "" {
-		bad("delimiter", "%q is set, but only CSV files have a delimiter", t.Delimiter)
-	}
-	if t.Format == pipeline.FormatCSV {
-		// One rule with Split and Register: records.CheckDelimiter.
-		if err := records.CheckDelimiter(t.Delimiter, t.Encoding); err != nil {
-			bad("delimiter", "%v", err)
-		}
-	}
-	if t.ChunkSize < pipeline.MinChunkSize || t.ChunkSize > pipeline.MaxChunkSize {
-		bad("chunkSize", "%d is out of range: use %d to %d records, or leave it out for %d", t.ChunkSize, pipeline.MinChunkSize, pipeline.MaxChunkSize, pipeline.DefaultChunkSize)
-	}
-	if t.MaxFieldBytes < 1 || t.MaxFieldBytes > 1<<20 {
-		bad("maxFieldBytes", "%d is out of range: use 1 to 1,048,576 bytes", t.MaxFieldBytes)
-	}
-	if n := t.SmallFileBytes; n != 0 && n != -1 && (n < 1 || n > pipeline.MaxSmallFileBytes) {
-		bad("smallFileBytes", "%d is out of range: use 1 to %d bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound", n, pipeline.MaxSmallFileBytes)
-	}
-	if !slices.Contains([]string{pipeline.OnFailureContinue, pipeline.OnFailureHalt}, t.OnFailure) {
-		bad("onFailure", "%q is invalid: use %q or %q", t.OnFailure, pipeline.OnFailureContinue, pipeline.OnFailureHalt)
-	}
-	if !slices.Contains([]string{pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion}, t.IdempotencyKey) {
-		bad("idempotencyKey", "%q is invalid: use %q or %q", t.IdempotencyKey, pipeline.IdempotencyEventID, pipeline.IdempotencyObjectVersion)
-	}
-	switch t.OnInvalidRecord {
-	case pipeline.OnInvalidFailFile:
-		if t.MaxInvalidRecords != 0 {
-			bad("maxInvalidRecords", "%d is set, but onInvalidRecord is %q, which fails the file at its first invalid record; set onInvalidRecord to %q or leave maxInvalidRecords out",
-				t.MaxInvalidRecords, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)
-		}
-	case pipeline.OnInvalidSkipRecord:
-		if t.MaxInvalidRecords < 1 || t.MaxInvalidRecords > pipeline.MaxMaxInvalidRecords {
-			bad("maxInvalidRecords", "%d is out of range: use 1 to %d records, or leave it out for %d", t.MaxInvalidRecords, pipeline.MaxMaxInvalidRecords, pipeline.DefaultMaxInvalidRecords)
-		}
-	default:
-		bad("onInvalidRecord", "%q is invalid: use %q or %q", t.OnInvalidRecord, pipeline.OnInvalidFailFile, pipeline.OnInvalidSkipRecord)
-	}
-	if t.RegisterURL != "" && !validURL(t.RegisterURL) {
-		bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
-	}
-	if t.Stack != "" && !StackPattern.MatchString(t.Stack) {
-		bad("stack", "%q is invalid: use 1-32 letters, digits and hyphens, starting with a letter or digit", t.Stack)
-	}
-	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
-		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
-	}
-	for _, problem := range pipeline.CheckRejectStatuses(t.RejectStatuses, t.OnInvalidRecord) {
-		bad("rejectStatuses", "%s", problem)
-	}
-	t.validateSink(bad)
-	t.checkAdmission(bad)
-	t.checkKeyOrder(bad, name)
-	return errors.Join(errs...)
-}
-
-func validURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 // overlappingPrefixes reports every two tenants whose prefixes overlap, the later one told.
-func overlappingPrefixes(ts []Tenant, name func(field string) string) []error {
+func (f *File) overlappingPrefixes(report func(i int, p spec.Problem)) {
+	ts := f.Tenants
 	prefixes := make([]string, len(ts))
 	for i, t := range ts {
 		prefixes[i] = t.Prefix
 	}
-	var errs []error
 	for _, p := range overlaps(prefixes) {
 		a, b := ts[p.i], ts[p.j]
 		// Two entries of one id are reported as a duplicate, not as overlapping themselves.
 		if a.ID != b.ID {
-			errs = append(errs, fmt.Errorf("tenant %q: %s: %q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
-				b.ID, name("prefix"), b.Prefix, a.ID, a.Prefix))
+			report(p.j, spec.Problemf("prefix", "%q overlaps tenant %q's prefix %q, so one file would reach two tenants; make them disjoint",
+				b.Prefix, a.ID, a.Prefix))
 		}
 	}
-	return errs
-}
-
-// Settings is the part of the configuration that travels with every execution. Its CoreSystem is
-// left nil: the core system's settings and table are the construct's (File.CoreSystemSettings).
-func (t Tenant) Settings() pipeline.Tenant {
-	return pipeline.Tenant{
-		ID:                    t.ID,
-		Format:                t.Format,
-		Encoding:              t.Encoding,
-		Delimiter:             t.Delimiter,
-		ChunkSize:             t.ChunkSize,
-		MaxFieldBytes:         t.MaxFieldBytes,
-		RegisterURL:           t.RegisterURL,
-		RegisterAuthSecretARN: t.RegisterAuthSecretARN,
-		RegisterMode:          t.RegisterMode,
-		MaxBatchBytes:         t.MaxBatchBytes,
-		DynamoDB:              t.DynamoDB.settings(),
-		Weight:                t.Weight,
-		MaxRecordsPerSecond:   t.MaxRecordsPerSecond,
-		OnInvalidRecord:       t.OnInvalidRecord,
-		MaxInvalidRecords:     t.MaxInvalidRecords,
-		RejectStatuses:        rejectStatuses(t.RejectStatuses),
-		RecordOrder:           t.RecordOrder,
-		KeyColumns:            keyColumns(t.KeyColumns),
-		MaxRecordsInFlight:    t.MaxRecordsInFlight,
-		SmallFileBytes:        t.SmallFileBytes,
-	}
-}
-
-// rejectStatuses is the set of a validated tenant's rejectStatuses; a status outside the set's
-// range, which validation refuses, is left out.
-func rejectStatuses(statuses []int) pipeline.StatusSet {
-	var set pipeline.StatusSet
-	for _, s := range statuses {
-		if one, err := pipeline.NewStatusSet(s); err == nil {
-			set[0] |= one[0]
-			set[1] |= one[1]
-		}
-	}
-	return set
 }

@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"github.com/example/tenantpipeline/spec"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -20,7 +22,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	got := f.Tenants[0]
-	want := Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
+	want := spec.Tenant{ID: "acme", Prefix: "inbox/acme/", Format: "csv", Encoding: "utf-8", Delimiter: ",", ChunkSize: 100,
 		MaxFieldBytes: 65536, OnFailure: "continue", IdempotencyKey: "object-version", RegisterURL: "https://core.example.com/records", Tier: "silo",
 		OnInvalidRecord: "failFile"}
 	if !reflect.DeepEqual(got, want) {
@@ -29,7 +31,7 @@ func TestParseDefaults(t *testing.T) {
 	if g := f.Tenants[1]; g.Encoding != "cp932" || g.OnFailure != "halt" || g.Prefix != "inbox/globex/" {
 		t.Errorf("globex: got %+v", g)
 	}
-	if s := f.Tenants[1].Settings(); s.ID != "globex" || s.Encoding != "cp932" || s.ChunkSize != 100 {
+	if s := pipeline.SettingsOf(f.Tenants[1]); s.ID != "globex" || s.Encoding != "cp932" || s.ChunkSize != 100 {
 		t.Errorf("Settings: got %+v", s)
 	}
 }
@@ -42,58 +44,58 @@ func TestParseRejects(t *testing.T) {
 		{"unknown field", `{"tenants": [{"id": "acme", "chunksize": 5}]}`, []string{`tenants[0] ("acme")`, `unknown field "chunksize"`}},
 		{"unknown top-level field", `{"tenant": []}`, []string{`unknown field "tenant"`}},
 		{"no tenants", `{"tenants": []}`, []string{`"tenants" is empty`}},
-		{"duplicate id", `{"tenants": [{"id": "acme"}, {"id": "acme", "prefix": "in/acme2/"}]}`, []string{`tenant "acme": id: duplicate of tenants[0]`}},
-		{"id upper case", `{"tenants": [{"id": "Acme"}]}`, []string{`tenant "Acme": id: "Acme" is invalid`}},
-		{"id with dot", `{"tenants": [{"id": "ac.me"}]}`, []string{`tenant "ac.me": id`}},
-		{"id empty", `{"tenants": [{"id": ""}]}`, []string{`tenant "": id`}},
-		{"id too long", `{"tenants": [{"id": "` + strings.Repeat("a", 33) + `"}]}`, []string{`id: "aaaa`}},
-		{"prefix without slash", `{"tenants": [{"id": "acme", "prefix": "inbox/acme"}]}`, []string{`tenant "acme": prefix: "inbox/acme" is invalid`}},
-		{"prefix leading slash", `{"tenants": [{"id": "acme", "prefix": "/inbox/acme/"}]}`, []string{`prefix: "/inbox/acme/" is invalid`}},
-		{"prefix in work", `{"tenants": [{"id": "acme", "prefix": "work/acme/"}]}`, []string{`prefix: "work/acme/" overlaps "work/"`}},
-		{"prefix in results", `{"tenants": [{"id": "acme", "prefix": "results/acme/"}]}`, []string{`prefix: "results/acme/" overlaps "results/"`}},
-		{"prefix above quarantine", `{"tenants": [{"id": "acme", "prefix": "q/"}, {"id": "b", "prefix": "quarantine/"}]}`, []string{`tenant "b": prefix: "quarantine/" overlaps "quarantine/"`}},
+		{"duplicate id", `{"tenants": [{"id": "acme"}, {"id": "acme", "prefix": "in/acme2/"}]}`, []string{`tenants[1].id (tenant "acme"): duplicate of tenants[0]`}},
+		{"id upper case", `{"tenants": [{"id": "Acme"}]}`, []string{`id (tenant "Acme"): "Acme" is invalid`}},
+		{"id with dot", `{"tenants": [{"id": "ac.me"}]}`, []string{`id (tenant "ac.me")`}},
+		{"id empty", `{"tenants": [{"id": ""}]}`, []string{`tenants[0].id: ""`}},
+		{"id too long", `{"tenants": [{"id": "` + strings.Repeat("a", 33) + `"}]}`, []string{`tenants[0].id (tenant "aaaa`}},
+		{"prefix without slash", `{"tenants": [{"id": "acme", "prefix": "inbox/acme"}]}`, []string{`prefix (tenant "acme"): "inbox/acme" is invalid`}},
+		{"prefix leading slash", `{"tenants": [{"id": "acme", "prefix": "/inbox/acme/"}]}`, []string{`prefix (tenant "acme"): "/inbox/acme/" is invalid`}},
+		{"prefix in work", `{"tenants": [{"id": "acme", "prefix": "work/acme/"}]}`, []string{`prefix (tenant "acme"): "work/acme/" overlaps "work/"`}},
+		{"prefix in results", `{"tenants": [{"id": "acme", "prefix": "results/acme/"}]}`, []string{`prefix (tenant "acme"): "results/acme/" overlaps "results/"`}},
+		{"prefix above quarantine", `{"tenants": [{"id": "acme", "prefix": "q/"}, {"id": "b", "prefix": "quarantine/"}]}`, []string{`prefix (tenant "b"): "quarantine/" overlaps "quarantine/"`}},
 		{"overlapping prefixes", `{"tenants": [{"id": "acme", "prefix": "in/"}, {"id": "globex", "prefix": "in/globex/"}]}`,
-			[]string{`tenant "globex": prefix: "in/globex/" overlaps tenant "acme"'s prefix "in/"`}},
-		{"same prefix", `{"tenants": [{"id": "a", "prefix": "in/x/"}, {"id": "b", "prefix": "in/x/"}]}`, []string{`tenant "b": prefix`}},
-		{"chunk size negative", `{"tenants": [{"id": "acme", "chunkSize": -1}]}`, []string{`tenant "acme": chunkSize: -1 is out of range: use 1 to 1000 records, or leave it out for 100`}},
-		{"chunk size too big", `{"tenants": [{"id": "acme", "chunkSize": 1001}]}`, []string{`chunkSize: 1001 is out of range`}},
-		{"format", `{"tenants": [{"id": "acme", "format": "xml"}]}`, []string{`format: "xml" is invalid`}},
-		{"encoding", `{"tenants": [{"id": "acme", "encoding": "sjis"}]}`, []string{`encoding: "sjis" is invalid: use "utf-8" or "cp932"`}},
-		{"on failure", `{"tenants": [{"id": "acme", "onFailure": "stop"}]}`, []string{`onFailure: "stop" is invalid`}},
-		{"idempotency key", `{"tenants": [{"id": "acme", "idempotencyKey": "etag"}]}`, []string{`idempotencyKey: "etag" is invalid`}},
-		{"register url", `{"tenants": [{"id": "acme", "registerUrl": "core.example.com/x"}]}`, []string{`registerUrl: "core.example.com/x" is invalid`}},
-		{"secret arn", `{"tenants": [{"id": "acme", "registerAuthSecretArn": "my-secret"}]}`, []string{`registerAuthSecretArn: "my-secret" is invalid`}},
-		{"delimiter two chars", `{"tenants": [{"id": "acme", "delimiter": ";;"}]}`, []string{`delimiter: ";;" is invalid: use exactly one character`}},
-		{"delimiter quote", `{"tenants": [{"id": "acme", "delimiter": "\""}]}`, []string{`delimiter: "\"" is invalid`}},
-		{"delimiter cp932 cannot encode", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "é"}]}`, []string{`delimiter: "é" is invalid for cp932`}},
-		{"delimiter on jsonl", `{"tenants": [{"id": "acme", "format": "jsonl", "delimiter": ";"}]}`, []string{`delimiter: ";" is set, but only CSV`}},
-		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes: 2000000 is out of range`}},
+			[]string{`prefix (tenant "globex"): "in/globex/" overlaps tenant "acme"'s prefix "in/"`}},
+		{"same prefix", `{"tenants": [{"id": "a", "prefix": "in/x/"}, {"id": "b", "prefix": "in/x/"}]}`, []string{`prefix (tenant "b")`}},
+		{"chunk size negative", `{"tenants": [{"id": "acme", "chunkSize": -1}]}`, []string{`chunkSize (tenant "acme"): -1 is out of range: use 1 to 1000 records, or leave it out for 100`}},
+		{"chunk size too big", `{"tenants": [{"id": "acme", "chunkSize": 1001}]}`, []string{`chunkSize (tenant "acme"): 1001 is out of range`}},
+		{"format", `{"tenants": [{"id": "acme", "format": "xml"}]}`, []string{`tenants[0].format (tenant "acme"): "xml" is invalid`}},
+		{"encoding", `{"tenants": [{"id": "acme", "encoding": "sjis"}]}`, []string{`encoding (tenant "acme"): "sjis" is invalid: use "utf-8" or "cp932"`}},
+		{"on failure", `{"tenants": [{"id": "acme", "onFailure": "stop"}]}`, []string{`onFailure (tenant "acme"): "stop" is invalid`}},
+		{"idempotency key", `{"tenants": [{"id": "acme", "idempotencyKey": "etag"}]}`, []string{`idempotencyKey (tenant "acme"): "etag" is invalid`}},
+		{"register url", `{"tenants": [{"id": "acme", "registerUrl": "core.example.com/x"}]}`, []string{`registerUrl (tenant "acme"): "core.example.com/x" is invalid`}},
+		{"secret arn", `{"tenants": [{"id": "acme", "registerAuthSecretArn": "my-secret"}]}`, []string{`registerAuthSecretArn (tenant "acme"): "my-secret" is invalid`}},
+		{"delimiter two chars", `{"tenants": [{"id": "acme", "delimiter": ";;"}]}`, []string{`delimiter (tenant "acme"): ";;" is invalid: use exactly one character`}},
+		{"delimiter quote", `{"tenants": [{"id": "acme", "delimiter": "\""}]}`, []string{`delimiter (tenant "acme"): "\"" is invalid`}},
+		{"delimiter cp932 cannot encode", `{"tenants": [{"id": "acme", "encoding": "cp932", "delimiter": "é"}]}`, []string{`delimiter (tenant "acme"): "é" is invalid for cp932`}},
+		{"delimiter on jsonl", `{"tenants": [{"id": "acme", "format": "jsonl", "delimiter": ";"}]}`, []string{`delimiter (tenant "acme"): ";" is set, but only CSV`}},
+		{"max field bytes", `{"tenants": [{"id": "acme", "maxFieldBytes": 2000000}]}`, []string{`maxFieldBytes (tenant "acme"): 2000000 is out of range`}},
 		{"small-file bound too large", `{"tenants": [{"id": "acme", "smallFileBytes": 4194305}]}`,
-			[]string{`tenant "acme": smallFileBytes: 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`}},
-		{"small-file bound negative", `{"tenants": [{"id": "acme", "smallFileBytes": -2}]}`, []string{`tenant "acme": smallFileBytes: -2 is out of range`}},
+			[]string{`smallFileBytes (tenant "acme"): 4194305 is out of range: use 1 to 4194304 bytes (4 MiB), -1 for no small-file path, or leave it out for the app's bound`}},
+		{"small-file bound negative", `{"tenants": [{"id": "acme", "smallFileBytes": -2}]}`, []string{`smallFileBytes (tenant "acme"): -2 is out of range`}},
 		{"every problem at once", `{"tenants": [{"id": "acme", "format": "xml", "chunkSize": 5000}, {"id": "B"}]}`,
-			[]string{`tenant "acme": format`, `tenant "acme": chunkSize`, `tenant "B": id`}},
+			[]string{`format (tenant "acme")`, `chunkSize (tenant "acme")`, `id (tenant "B")`}},
 		{"not json", `{"tenants": [`, []string{`line 1, column 14: JSON syntax error: unexpected end of JSON input`}},
-		{"stack", `{"tenants": [{"id": "acme", "stack": "a b"}]}`, []string{`tenant "acme": stack: "a b" is invalid`}},
-		{"on invalid record", `{"tenants": [{"id": "acme", "onInvalidRecord": "skip"}]}`, []string{`tenant "acme": onInvalidRecord: "skip" is invalid: use "failFile" or "skipRecord"`}},
+		{"stack", `{"tenants": [{"id": "acme", "stack": "a b"}]}`, []string{`stack (tenant "acme"): "a b" is invalid`}},
+		{"on invalid record", `{"tenants": [{"id": "acme", "onInvalidRecord": "skip"}]}`, []string{`onInvalidRecord (tenant "acme"): "skip" is invalid: use "failFile" or "skipRecord"`}},
 		{"max invalid records under failFile", `{"tenants": [{"id": "acme", "maxInvalidRecords": 5}]}`,
-			[]string{`tenant "acme": maxInvalidRecords: 5 is set, but onInvalidRecord is "failFile"`}},
+			[]string{`maxInvalidRecords (tenant "acme"): 5 is set, but onInvalidRecord is "failFile"`}},
 		{"max invalid records negative", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": -1}]}`,
-			[]string{`tenant "acme": maxInvalidRecords: -1 is out of range: use 1 to 100000 records, or leave it out for 1000`}},
+			[]string{`maxInvalidRecords (tenant "acme"): -1 is out of range: use 1 to 100000 records, or leave it out for 1000`}},
 		{"max invalid records too many", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 100001}]}`,
-			[]string{`maxInvalidRecords: 100001 is out of range`}},
+			[]string{`maxInvalidRecords (tenant "acme"): 100001 is out of range`}},
 		{"reject statuses without skipRecord", `{"tenants": [{"id": "acme", "rejectStatuses": [422]}]}`,
-			[]string{`tenant "acme": rejectStatuses: [422] is set, but it only has effect with "onInvalidRecord": "skipRecord"`}},
+			[]string{`rejectStatuses (tenant "acme"): [422] is set, but it only has effect with "onInvalidRecord": "skipRecord"`}},
 		{"reject status 408", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [408]}]}`,
-			[]string{`tenant "acme": rejectStatuses: 408 is retried by Register`}},
+			[]string{`rejectStatuses (tenant "acme"): 408 is retried by Register`}},
 		{"reject status 429", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [422, 429]}]}`,
-			[]string{`tenant "acme": rejectStatuses: 429 is retried by Register`}},
+			[]string{`rejectStatuses (tenant "acme"): 429 is retried by Register`}},
 		{"reject status 5xx", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [500]}]}`,
-			[]string{`tenant "acme": rejectStatuses: 500 is not a 4xx status`}},
+			[]string{`rejectStatuses (tenant "acme"): 500 is not a 4xx status`}},
 		{"reject status 2xx", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [200]}]}`,
-			[]string{`rejectStatuses: 200 is not a 4xx status`}},
+			[]string{`rejectStatuses (tenant "acme"): 200 is not a 4xx status`}},
 		{"reject status twice", `{"tenants": [{"id": "acme", "onInvalidRecord": "skipRecord", "rejectStatuses": [422, 400, 422]}]}`,
-			[]string{`tenant "acme": rejectStatuses: 422 is listed twice`}},
+			[]string{`rejectStatuses (tenant "acme"): 422 is listed twice`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), Options{})
@@ -114,18 +116,18 @@ func TestParseInvalidRecordPolicy(t *testing.T) {
 		name, json string
 		want       pipeline.Tenant // only the two fields
 	}{
-		{"default", `{"id": "acme"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
-		{"failFile", `{"id": "acme", "onInvalidRecord": "failFile"}`, pipeline.Tenant{OnInvalidRecord: "failFile"}},
-		{"skipRecord, default limit", `{"id": "acme", "onInvalidRecord": "skipRecord"}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 1000}},
-		{"skipRecord, own limit", `{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 3}`, pipeline.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 3}},
+		{"default", `{"id": "acme"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "failFile"}}},
+		{"failFile", `{"id": "acme", "onInvalidRecord": "failFile"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "failFile"}}},
+		{"skipRecord, default limit", `{"id": "acme", "onInvalidRecord": "skipRecord"}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 1000}}},
+		{"skipRecord, own limit", `{"id": "acme", "onInvalidRecord": "skipRecord", "maxInvalidRecords": 3}`, pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: "skipRecord", MaxInvalidRecords: 3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse([]byte(`{"tenants": [`+tc.json+`]}`), Options{RegisterURL: "https://core.example.com/records"})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			s := f.Tenants[0].Settings()
-			if got := (pipeline.Tenant{OnInvalidRecord: s.OnInvalidRecord, MaxInvalidRecords: s.MaxInvalidRecords}); got != tc.want {
+			s := pipeline.SettingsOf(f.Tenants[0])
+			if got := (pipeline.Tenant{Tenant: spec.Tenant{OnInvalidRecord: s.OnInvalidRecord, MaxInvalidRecords: s.MaxInvalidRecords}}); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got settings %+v, want %+v", got, tc.want)
 			}
 		})
@@ -144,18 +146,18 @@ func TestSettingsRejectStatuses(t *testing.T) {
 		status int
 		want   bool
 	}{{0, 422, true}, {0, 400, true}, {0, 409, false}, {0, 500, false}, {1, 422, false}} {
-		if got := f.Tenants[tc.tenant].Settings().RejectsStatus(tc.status); got != tc.want {
+		if got := pipeline.SettingsOf(f.Tenants[tc.tenant]).RejectsStatus(tc.status); got != tc.want {
 			t.Errorf("tenant %d status %d: got %v, want %v", tc.tenant, tc.status, got, tc.want)
 		}
 	}
-	b, err := json.Marshal(f.Tenants[0].Settings())
+	b, err := json.Marshal(pipeline.SettingsOf(f.Tenants[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(b), `"onInvalidRecord":"skipRecord","maxInvalidRecords":1000,"rejectStatuses":[400,422]`) {
 		t.Errorf("got %s, want the policy and the statuses in ascending order", b)
 	}
-	if b, _ := json.Marshal(f.Tenants[1].Settings()); strings.Contains(string(b), "rejectStatuses") {
+	if b, _ := json.Marshal(pipeline.SettingsOf(f.Tenants[1])); strings.Contains(string(b), "rejectStatuses") {
 		t.Errorf("got %s, want no rejectStatuses for a tenant without them", b)
 	}
 }
@@ -169,7 +171,7 @@ func TestSettingsSmallFileBytes(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	for i, want := range []string{`"smallFileBytes":65536`, `"smallFileBytes":-1`, ""} {
-		b, _ := json.Marshal(f.Tenants[i].Settings())
+		b, _ := json.Marshal(pipeline.SettingsOf(f.Tenants[i]))
 		if got := string(b); want != "" && !strings.Contains(got, want) || want == "" && strings.Contains(got, "smallFileBytes") {
 			t.Errorf("tenant %d: got settings %s, want %q", i, got, want)
 		}
@@ -242,7 +244,7 @@ func TestDelimiterRuleIsShared(t *testing.T) {
 			if got := err == nil; got != tt.ok {
 				t.Errorf("tenants: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
-			_, err = records.FormatOf(pipeline.Tenant{Format: "csv", Encoding: tt.encoding, Delimiter: tt.delim})
+			_, err = records.FormatOf(pipeline.Tenant{Tenant: spec.Tenant{Format: "csv", Encoding: tt.encoding, Delimiter: tt.delim}})
 			if got := err == nil; got != tt.ok {
 				t.Errorf("records: got accepted=%v (%v), want %v", got, err, tt.ok)
 			}
@@ -258,18 +260,18 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		want       []string
 	}{
 		{"missing registerUrl beside other problems", `{"tenants": [{"id": "acme", "format": "xml"}, {"id": "b", "registerUrl": "https://core.example.com/b"}]}`,
-			[]string{`tenant "acme": registerUrl: missing`, `tenant "acme": format: "xml" is invalid`}},
+			[]string{`registerUrl (tenant "acme"): missing`, `tenants[0].format (tenant "acme"): "xml" is invalid`}},
 		{"unknown field beside other problems", `{"tenants": [{"id": "acme", "chunksize": 5, "format": "xml"}, {"id": "B"}]}`,
-			[]string{`tenants[0] ("acme"): unknown field "chunksize" (did you mean "chunkSize"?)`, `tenant "acme": format: "xml" is invalid`,
-				`tenant "acme": registerUrl: missing`, `tenant "B": id: "B" is invalid`, `tenant "B": registerUrl: missing`}},
+			[]string{`tenants[0] ("acme"): unknown field "chunksize" (did you mean "chunkSize"?)`, `tenants[0].format (tenant "acme"): "xml" is invalid`,
+				`registerUrl (tenant "acme"): missing`, `id (tenant "B"): "B" is invalid`, `registerUrl (tenant "B"): missing`}},
 		{"unknown top-level field beside other problems", `{"tenant": [], "tenants": [{"id": "Bad", "registerUrl": "https://core.example.com/b"}]}`,
-			[]string{`unknown field "tenant" (did you mean "tenants"?)`, `tenant "Bad": id: "Bad" is invalid`}},
+			[]string{`unknown field "tenant" (did you mean "tenants"?)`, `id (tenant "Bad"): "Bad" is invalid`}},
 		{"wrong type beside other problems", `{"tenants": [{"id": "x", "chunkSize": "5", "format": "xml", "registerUrl": "https://core.example.com/x"}]}`,
-			[]string{`tenants[0] ("x"): chunkSize: got JSON string, want a whole number`, `tenant "x": format: "xml" is invalid`}},
+			[]string{`tenants[0] ("x"): chunkSize: got JSON string, want a whole number`, `format (tenant "x"): "xml" is invalid`}},
 		{"fraction", `{"tenants": [{"id": "x", "chunkSize": 0.5}]}`,
-			[]string{`chunkSize: got JSON number 0.5, want a whole number`, `tenant "x": registerUrl: missing`}},
-		{"tenant not an object", `{"tenants": [5, {"id": "Y"}]}`, []string{`tenants[0]: got JSON number, want an object`, `tenant "Y": id`}},
-		{"invalid default registerUrl", `{"tenants": [{"id": "x"}]}`, []string{`default registerUrl "ftp://x" is invalid`, `tenant "x": registerUrl: missing`}},
+			[]string{`chunkSize: got JSON number 0.5, want a whole number`, `registerUrl (tenant "x"): missing`}},
+		{"tenant not an object", `{"tenants": [5, {"id": "Y"}]}`, []string{`tenants[0]: got JSON number, want an object`, `id (tenant "Y")`}},
+		{"invalid default registerUrl", `{"tenants": [{"id": "x"}]}`, []string{`default registerUrl "ftp://x" is invalid`, `registerUrl (tenant "x"): missing`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Options{}
@@ -303,22 +305,22 @@ func TestParseOneMistakeOneMessage(t *testing.T) {
 		{"mis-cased nested field", `{"id": "acme", "dynamodb": {"Key": ["id"]}}`,
 			[]string{`tenants[0] ("acme"): dynamodb: unknown field "Key" (did you mean "key"?)`}},
 		{"fields after a bad nested field are read", `{"id": "acme", "dynamodb": {"tabel": "orders", "key": ["id"]}, "chunkSize": 5000}`,
-			[]string{`tenants[0] ("acme"): dynamodb: unknown field "tabel"`, `tenant "acme": chunkSize: 5000 is out of range`}},
+			[]string{`tenants[0] ("acme"): dynamodb: unknown field "tabel"`, `tenants[0].chunkSize (tenant "acme"): 5000 is out of range`}},
 		{"nested object of the wrong type", `{"id": "acme", "dynamodb": 5}`,
 			[]string{`tenants[0] ("acme"): dynamodb: got JSON number, want an object`}},
 		{"nested field of the wrong type", `{"id": "acme", "dynamodb": {"key": "id"}}`,
 			[]string{`tenants[0] ("acme"): dynamodb.key: got JSON string, want an array`}},
 		{"id of the wrong type", `{"id": 7, ` + url + `}`, []string{`tenants[0]: id: got JSON number, want a string`}},
 		{"id of the wrong type, its problems named by position", `{"id": 7, "chunkSize": 0}, {"id": true, "chunkSize": -1}`,
-			[]string{`tenants[0]: id: got JSON number, want a string`, `tenants[0]: chunkSize: 0 is out of range`, `tenants[1]: id: got JSON bool, want a string`,
-				`tenants[1]: chunkSize: -1 is out of range`, `tenants[0]: registerUrl: missing`, `tenants[1]: registerUrl: missing`}},
-		{"no id", `{` + url + `}`, []string{`tenant "": id: "" is invalid`}},
+			[]string{`tenants[0]: id: got JSON number, want a string`, `tenants[0].chunkSize: 0 is out of range`, `tenants[1]: id: got JSON bool, want a string`,
+				`tenants[1].chunkSize: -1 is out of range`, `tenants[0].registerUrl: missing`, `tenants[1].registerUrl: missing`}},
+		{"no id", `{` + url + `}`, []string{`tenants[0].id: "" is invalid`}},
 		{"duplicate id", `{"id": "acme", ` + url + `}, {"id": "acme", ` + url + `}`,
-			[]string{`tenant "acme": id: duplicate of tenants[0]; ids must be unique`}},
+			[]string{`tenants[1].id (tenant "acme"): duplicate of tenants[0]; ids must be unique`}},
 		{"explicit chunkSize 0", `{"id": "acme", "chunkSize": 0, ` + url + `}`,
-			[]string{`tenant "acme": chunkSize: 0 is out of range: use 1 to 1000 records, or leave it out for 100`}},
+			[]string{`tenants[0].chunkSize (tenant "acme"): 0 is out of range: use 1 to 1000 records, or leave it out for 100`}},
 		{"explicit chunkSize 0 of a tenant with other problems", `{"id": "acme", "chunkSize": 0, "format": "xml", ` + url + `}`,
-			[]string{`tenant "acme": chunkSize: 0 is out of range`, `tenant "acme": format: "xml" is invalid`}},
+			[]string{`tenants[0].chunkSize (tenant "acme"): 0 is out of range`, `tenants[0].format (tenant "acme"): "xml" is invalid`}},
 		{"misspelt registerUrl", `{"id": "acme", "registerurl": "https://core.example.com/r"}`,
 			[]string{`tenants[0] ("acme"): unknown field "registerurl" (did you mean "registerUrl"?)`}},
 		{"two values of the wrong type", `{"id": "acme", "chunkSize": "5", "format": 5, ` + url + `}`,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/example/tenantpipeline/spec"
 	"io"
 	"strconv"
 	"strings"
@@ -456,7 +457,7 @@ func (w *World) settingsOf(id string) pipeline.Tenant {
 func (w *World) AddExecution(t pipeline.TenantOutput, name string, status sfntypes.ExecutionStatus, key string, start time.Time) *Execution {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in, err := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{ID: t.ID}, Source: pipeline.Source{Bucket: t.Bucket, Key: key, VersionID: "v-" + name}})
+	in, err := json.Marshal(pipeline.WorkflowInput{Tenant: pipeline.Tenant{Tenant: spec.Tenant{ID: t.ID}}, Source: pipeline.Source{Bucket: t.Bucket, Key: key, VersionID: "v-" + name}})
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,46 @@
+package spec
+
+// WithDefaults returns t with every unset field at its documented default. Tier, Pool and a
+// pooled tenant's prefix are the tenants file's app's (they depend on its pools and context).
+func (t Tenant) WithDefaults() Tenant {
+	if t.Prefix == "" && t.ID != "" {
+		t.Prefix = "inbox/" + t.ID + "/"
+	}
+	t.Format = or(t.Format, FormatCSV)
+	t.Encoding = or(t.Encoding, EncodingUTF8)
+	if t.Format == FormatCSV {
+		t.Delimiter = or(t.Delimiter, ",")
+	}
+	if t.ChunkSize == 0 {
+		t.ChunkSize = DefaultChunkSize
+	}
+	if t.MaxFieldBytes == 0 {
+		t.MaxFieldBytes = DefaultMaxFieldBytes
+	}
+	t.OnFailure = or(t.OnFailure, OnFailureContinue)
+	t.IdempotencyKey = or(t.IdempotencyKey, IdempotencyObjectVersion)
+	t.OnInvalidRecord = or(t.OnInvalidRecord, OnInvalidFailFile)
+	if t.OnInvalidRecord == OnInvalidSkipRecord && t.MaxInvalidRecords == 0 {
+		t.MaxInvalidRecords = DefaultMaxInvalidRecords
+	}
+	// registerMode stays empty when unset: empty is record mode, everywhere.
+	if t.RegisterMode == RegisterModeBatch && t.MaxBatchBytes == 0 {
+		t.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if t.DynamoDB != nil && t.DynamoDB.Concurrency == 0 {
+		d := *t.DynamoDB
+		d.Concurrency = DefaultDynamoDBConcurrency
+		t.DynamoDB = &d
+	}
+	if t.RecordOrder == RecordOrderKey && t.MaxRecordsInFlight == 0 {
+		t.MaxRecordsInFlight = DefaultMaxRecordsInFlight
+	}
+	return t
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
