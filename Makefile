@@ -13,8 +13,13 @@ GO_TEST_FLAGS ?= -timeout 45m
 GO_TEST_P ?= 3
 GO_TEST_PACKAGES ?= ./...
 TEST_JSON ?= .build/test/go-test.json
+# The two lanes. Without a tag, go test runs the fast lane: units and the CDK template assertions.
+# The e2e tag adds the end-to-end lane: the emulator scenarios, the runs of child processes (the
+# app, cdk, make, cmd/local, the outside module), cfn-lint and headless Chromium. make test runs
+# both lanes in one go test (the tag adds files; it removes none); make test-fast runs the first.
+GO_TEST_TAGS ?= e2e
 
-.PHONY: setup demo serve synth test vet bench figures scale clean
+.PHONY: setup demo serve synth test test-fast vet bench figures scale clean
 
 ## setup: install Node 22, the npm tools and the Go modules into the project (idempotent)
 setup:
@@ -44,23 +49,27 @@ synth: setup
 	@set -o pipefail; { cdk synth --quiet --output cdk.out 2>&1 1>&3 3>&- \
 	  | sed -u '/: Subprocess exited with error [0-9]*$$/d' >&2; } 3>&1
 
-## test: vet, format check and every test (GO_TEST_PACKAGES to choose). gotestsum (go.mod's tool)
-## prints each test as it ends, then its summary (failures with their output); the slowest packages
+## test: vet, format check and every test of both lanes (GO_TEST_PACKAGES to choose). gotestsum (go.mod's
+## tool) prints each test as it ends, then its summary (failures with their output); the 15 slowest tests
 ## come before its closing DONE line, which is held back to stay last. The status is go test's.
 test: setup vet
 	@mkdir -p $(dir $(TEST_JSON)); rm -f $(TEST_JSON).done
 	@set -o pipefail; status=0; \
-	  go tool gotestsum --format testname --jsonfile $(TEST_JSON) -- -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES) \
+	  go tool gotestsum --format testname --jsonfile $(TEST_JSON) -- -tags '$(GO_TEST_TAGS)' -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES) \
 	    | sed -e '/^DONE [0-9]* tests/{w $(TEST_JSON).done' -e 'd;}' || status=$$?; \
 	  go run scripts/slowest.go $(TEST_JSON); \
 	  echo; cat $(TEST_JSON).done; \
 	  exit $$status
 
+## test-fast: the fast lane alone, make test without the e2e tag: units and the CDK template assertions.
+test-fast:
+	@$(MAKE) --no-print-directory test GO_TEST_TAGS=
+
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
-	go vet -tags figures ./internal/localrun # the figures tests (make figures) are built only with the tag
+	go vet -tags e2e,figures ./... # the end-to-end lane and the figures (make figures) are built only with their tags
 
 ## bench: split throughput side by side with ../shared/bench's reference splitter (skipped without it), the pool settings load at 100,000 tenants, and admission under a burst of 1,000 and 10,000 waiting tenants beside the polling design (cmd/admissionbench)
 bench: setup
@@ -84,7 +93,7 @@ figures: setup
 ## `make test` runs 100 of each.
 scale: setup
 	@tier=$${SCALE_TIER:-silo}; n=$${SCALE_TENANTS:-$$(if [ "$$tier" = pool ]; then echo 10000; else echo 1000; fi)}; \
-	  SCALE_TIER=$$tier SCALE_TENANTS=$$n go test ./test -run 'TestScale$$' -count=1 -v -timeout 30m
+	  SCALE_TIER=$$tier SCALE_TENANTS=$$n go test -tags e2e ./test -run 'TestScale$$' -count=1 -v -timeout 30m
 
 clean:
 	rm -rf cdk.out .build

@@ -1,7 +1,9 @@
 //go:build ignore
 
-// Slowest prints the packages of a `go test -json` log that took longest, slowest first, one
-// line each: go run scripts/slowest.go [-n 5] FILE. make test prints them before gotestsum's
+// Slowest prints the tests and the packages of a `go test -json` log that took longest, slowest
+// first, one line each: go run scripts/slowest.go [-n 15] [-packages 5] FILE. A test is a
+// top-level test (its subtests' time is part of it); a parallel test's time runs from when it
+// resumed, so it is its own, not its wait for a slot. make test prints them before gotestsum's
 // summary.
 package main
 
@@ -24,21 +26,22 @@ type event struct {
 }
 
 func main() {
-	n := flag.Int("n", 5, "how many packages to print")
+	tests := flag.Int("n", 15, "how many tests to print")
+	packages := flag.Int("packages", 5, "how many packages to print")
 	flag.Parse()
-	if err := run(flag.Arg(0), *n, os.Stdout); err != nil {
+	if err := run(flag.Arg(0), *tests, *packages, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "slowest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, n int, out io.Writer) error {
+func run(path string, nTests, nPackages int, out io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var done []event
+	var tests, packages []event
 	cached := map[string]bool{} // a cached result's time is not this run's
 	dec := json.NewDecoder(f)
 	for {
@@ -49,21 +52,28 @@ func run(path string, n int, out io.Writer) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		switch {
-		case e.Test != "":
-		case e.Action == "output" && strings.HasSuffix(e.Output, "(cached)\n"):
+		case e.Action == "output" && e.Test == "" && strings.HasSuffix(e.Output, "(cached)\n"):
 			cached[e.Package] = true
-		case e.Action == "pass" || e.Action == "fail":
-			done = append(done, e)
+		case e.Action != "pass" && e.Action != "fail":
+		case e.Test == "":
+			packages = append(packages, e)
+		case !strings.Contains(e.Test, "/"):
+			tests = append(tests, e)
 		}
 	}
-	slices.SortStableFunc(done, func(a, b event) int { return cmp.Compare(b.Elapsed, a.Elapsed) })
-	fmt.Fprintln(out, "slowest packages:")
-	for _, e := range done[:min(n, len(done))] {
-		note := ""
-		if cached[e.Package] {
-			note = " (cached)"
+	tests = slices.DeleteFunc(tests, func(e event) bool { return cached[e.Package] })
+	slowest := func(title string, events []event, n int, name func(event) string) {
+		slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(b.Elapsed, a.Elapsed) })
+		fmt.Fprintln(out, title)
+		for _, e := range events[:min(n, len(events))] {
+			note := ""
+			if cached[e.Package] {
+				note = " (cached)"
+			}
+			fmt.Fprintf(out, "  %8.1fs  %s %s%s\n", e.Elapsed, e.Action, name(e), note)
 		}
-		fmt.Fprintf(out, "  %8.1fs  %s %s%s\n", e.Elapsed, e.Action, e.Package, note)
 	}
+	slowest("slowest tests:", tests, nTests, func(e event) string { return e.Package + "." + e.Test })
+	slowest("slowest packages:", packages, nPackages, func(e event) string { return e.Package })
 	return nil
 }

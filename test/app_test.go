@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/templatecheck"
 )
 
 // TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
@@ -163,7 +164,7 @@ func TestTenantsAreGroupedIntoStacks(t *testing.T) {
 	}
 	for i, want := range []int{10, 10, 5} {
 		tpl := assertions.Template_FromStack(built.TenantStacks[i], nil)
-		tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2*want)) // FIFO queue and rule dead-letter queue
+		templatecheck.Assert(t, func() { tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2*want)) }) // FIFO queue and rule dead-letter queue
 	}
 }
 

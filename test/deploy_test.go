@@ -398,6 +398,7 @@ func main() {
 
 // 4b. An app outside this module builds a TenantPipeline from the public API alone.
 func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	if _, err := outsideApp(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,6 +409,7 @@ func TestOutsideModuleUsesPublicAPIOnly(t *testing.T) {
 // in CDK's shape, status 1 and no goroutine dump; and before anything is bundled or staged: the
 // assembly directory stays empty, and the constructs after the invalid one are never built.
 func TestOutsideAppInvalidPropsExitsCleanly(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	bin, err := outsideApp()
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package test
 
 import (
@@ -223,6 +225,7 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 // uploads of a silo tenant and of a pooled tenant and nothing else, the pool's uploader role and
 // output exist, and every Deny exempts the operators by ARN alone.
 func TestOwnAppUploadsAndOperators(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
 	outdir := t.TempDir()
 	if code, out := runOwnApp(t, "uploads", outdir); code != 0 {
 		t.Fatalf("got exit status %d, want 0:\n%s", code, out)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/templatecheck"
 )
 
 var sampleTenants = []string{"acme", "globex", "initech"}
@@ -487,32 +488,42 @@ func TestLogGroupsHaveRetention(t *testing.T) {
 func TestAlarmTopicReceivesEveryAlarm(t *testing.T) {
 	_, built := synthApp(t, "one-tenant.json", stackOptions("arn:aws:sns:eu-west-1:123456789012:ops"))
 	tpl := stackAssertions(t, built.TenantStacks[0])
-	tpl.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-		"AlarmActions": []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
-		"OKActions":    []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
+	templatecheck.Assert(t, func() {
+		tpl.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"AlarmActions": []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
+			"OKActions":    []any{"arn:aws:sns:eu-west-1:123456789012:ops"},
+		})
 	})
 }
 
 func TestIngestBucket(t *testing.T) {
 	sharedApp(t)
-	shared.ingest.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
-	shared.ingest.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
-		"VersioningConfiguration":        map[string]any{"Status": "Enabled"},
-		"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
-		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
-			assertions.Match_ObjectLike(&map[string]any{"Prefix": "work/", "ExpirationInDays": 366, "Status": "Enabled"}),
-			assertions.Match_ObjectLike(&map[string]any{"Prefix": "results/", "ExpirationInDays": 30, "Status": "Enabled"}),
-		})},
+	templatecheck.Assert(t, func() { shared.ingest.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1)) })
+	templatecheck.Assert(t, func() {
+		shared.ingest.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+			"VersioningConfiguration":        map[string]any{"Status": "Enabled"},
+			"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
+			"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{"Prefix": "work/", "ExpirationInDays": 366, "Status": "Enabled"}),
+				assertions.Match_ObjectLike(&map[string]any{"Prefix": "results/", "ExpirationInDays": 30, "Status": "Enabled"}),
+			})},
+		})
 	})
-	shared.ingest.HasResource(jsii.String("AWS::S3::Bucket"), map[string]any{"DeletionPolicy": "Retain"})
+	templatecheck.Assert(t, func() {
+		shared.ingest.HasResource(jsii.String("AWS::S3::Bucket"), map[string]any{"DeletionPolicy": "Retain"})
+	})
 	// CDK turns EventBridge notifications on through its bucket-notifications custom resource.
-	shared.ingest.HasResourceProperties(jsii.String("Custom::S3BucketNotifications"), map[string]any{
-		"NotificationConfiguration": map[string]any{"EventBridgeConfiguration": map[string]any{}},
+	templatecheck.Assert(t, func() {
+		shared.ingest.HasResourceProperties(jsii.String("Custom::S3BucketNotifications"), map[string]any{
+			"NotificationConfiguration": map[string]any{"EventBridgeConfiguration": map[string]any{}},
+		})
 	})
-	shared.ingest.HasResourceProperties(jsii.String("AWS::S3::BucketPolicy"), map[string]any{
-		"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
-			assertions.Match_ObjectLike(&map[string]any{"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}}),
-		})},
+	templatecheck.Assert(t, func() {
+		shared.ingest.HasResourceProperties(jsii.String("AWS::S3::BucketPolicy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}}),
+			})},
+		})
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/templatecheck"
 )
 
 // Who may steer a tenant: the queues and the bucket's control/, work/ and quarantine/ prefixes
@@ -99,7 +100,7 @@ func hasStatement(t *testing.T, tpl assertions.Template, typ string, extra map[s
 	for k, v := range extra {
 		want[k] = v
 	}
-	tpl.HasResourceProperties(jsii.String(typ), want)
+	templatecheck.Assert(t, func() { tpl.HasResourceProperties(jsii.String(typ), want) })
 }
 
 // TestQueuesDenySendsButTheRuleThePipelineAndOperators: both queues of every tenant (the FIFO
@@ -242,10 +243,12 @@ func TestResultsExpirationDaysContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertions.Template_FromStack(built.Ingest, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
-		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
-			assertions.Match_ObjectLike(&map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": 7, "Status": "Enabled"}),
-		})},
+	templatecheck.Assert(t, func() {
+		assertions.Template_FromStack(built.Ingest, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+			"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": 7, "Status": "Enabled"}),
+			})},
+		})
 	})
 	for _, bad := range []string{"0", "a month"} {
 		app := testAppWithContext(t, map[string]any{stacks.CtxResultsExpirationDays: bad})
@@ -266,15 +269,17 @@ func TestLifecycleRulesForYourBucket(t *testing.T) {
 		stack := awscdk.NewStack(app, jsii.String("Mine"), nil)
 		awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{Versioned: jsii.Bool(true), EventBridgeEnabled: jsii.Bool(true),
 			LifecycleRules: tenantpipeline.LifecycleRules(tc.days)})
-		assertions.Template_FromStack(stack, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
-			"LifecycleConfiguration": map[string]any{"Rules": []any{
-				map[string]any{"Id": "ExpireWorkFiles", "Prefix": "work/", "ExpirationInDays": pipeline.WorkExpirationDays,
-					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
-				map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": tc.want,
-					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
-				map[string]any{"Id": "ExpireOldVersions",
-					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 30}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
-			}},
+		templatecheck.Assert(t, func() {
+			assertions.Template_FromStack(stack, nil).HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+				"LifecycleConfiguration": map[string]any{"Rules": []any{
+					map[string]any{"Id": "ExpireWorkFiles", "Prefix": "work/", "ExpirationInDays": pipeline.WorkExpirationDays,
+						"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+					map[string]any{"Id": "ExpireResults", "Prefix": "results/", "ExpirationInDays": tc.want,
+						"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 1}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+					map[string]any{"Id": "ExpireOldVersions",
+						"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 30}, "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 7}, "Status": "Enabled"},
+				}},
+			})
 		})
 	}
 }

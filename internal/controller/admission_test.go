@@ -25,8 +25,11 @@ import (
 )
 
 // fakeAdmission is a one-gate admission with limit leases and a FIFO wait queue that hands each
-// freed slot to the first armed waiter, as internal/admission decides (that package is tested
-// against DynamoDB's own semantics); here only the controller's use of it counts.
+// freed slot to the first waiter still alive, as internal/admission decides (that package is tested
+// against DynamoDB's own semantics); here only the controller's use of it counts. It honours the
+// hold a waiter is armed for as admission.Store.Arm does: the entry stays alive for two holds and a
+// minute on the fake's clock, and a handover after that skips it (its message is taken for gone).
+// A controller that armed a shorter hold than it holds the message for loses the wake-up.
 type fakeAdmission struct {
 	mu       sync.Mutex
 	limit    int
@@ -34,6 +37,9 @@ type fakeAdmission struct {
 	reserved map[string]bool // slots handed to a waiter, not claimed yet
 	waiting  []string        // executions, in line
 	armed    map[string]admission.Wake
+	holds    map[string]time.Duration // the hold each waiter was last armed for
+	alive    map[string]time.Time     // until when an armed waiter's entry is alive
+	now      time.Time                // the fake's clock; advance moves it
 	paused   map[string]bool
 	requests []admission.Request
 	released []string
@@ -44,7 +50,15 @@ type fakeAdmission struct {
 
 func newFakeAdmission(limit int) *fakeAdmission {
 	return &fakeAdmission{limit: limit, leases: map[string]bool{}, reserved: map[string]bool{}, armed: map[string]admission.Wake{},
+		holds: map[string]time.Duration{}, alive: map[string]time.Time{}, now: time.Date(2024, 5, 1, 9, 0, 0, 0, time.UTC),
 		paused: map[string]bool{}, lost: map[string]bool{}}
+}
+
+// advance moves the fake's clock on by d.
+func (f *fakeAdmission) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
 }
 
 func (f *fakeAdmission) isWaiting(exec string) bool { return slices.Contains(f.waiting, exec) }
@@ -74,12 +88,13 @@ func (f *fakeAdmission) Admit(_ context.Context, r admission.Request) (admission
 	if !f.isWaiting(r.Execution) {
 		f.waiting = append(f.waiting, r.Execution)
 	}
+	delete(f.alive, r.Execution) // a delivery renews the entry; Arm sets its life anew
 	ahead := slices.Index(f.waiting, r.Execution)
 	return admission.Decision{Gate: r.Gates[0].Key, Running: len(f.leases), Limit: f.limit, Ahead: ahead, Counted: ahead,
 		Entry: admission.EntryRef{Gate: r.Gates[0], SK: r.Execution, Tenant: r.Tenant, Execution: r.Execution}}, nil
 }
 
-func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission.Wake, _ time.Duration) (bool, error) {
+func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission.Wake, hold time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -89,16 +104,26 @@ func (f *fakeAdmission) Arm(_ context.Context, e admission.EntryRef, w admission
 		return false, nil
 	}
 	f.armed[e.Execution] = w
+	f.holds[e.Execution] = hold
+	f.alive[e.Execution] = f.now.Add(2*hold + time.Minute)
 	return true, nil
 }
 
-// free frees execution's slot: it goes to the first waiter, whose wake is returned.
+// free frees execution's slot: it goes to the first waiter whose entry is still alive, whose wake is
+// returned; the waiters before it, past their armed life, are dropped.
 func (f *fakeAdmission) free(execution string) []admission.Wake {
 	if !f.leases[execution] && !f.reserved[execution] {
 		return nil
 	}
 	delete(f.leases, execution)
 	delete(f.reserved, execution)
+	for len(f.waiting) > 0 {
+		if until, armed := f.alive[f.waiting[0]]; armed && f.now.After(until) {
+			f.waiting = f.waiting[1:]
+			continue
+		}
+		break
+	}
 	if len(f.waiting) == 0 {
 		return nil
 	}
@@ -233,7 +258,13 @@ func TestAdmissionWaitThenStartWithoutDescribe(t *testing.T) {
 			if sums := w.metricSums(t); sums[metrics.AdmissionWaits] != 3 {
 				t.Errorf("got %v AdmissionWaits, want 3", sums[metrics.AdmissionWaits])
 			}
-			// Another file ends: its release hands the slot over and wakes this file's message.
+			// The waiting entry is armed for the hold its message was given, and the fake keeps it
+			// alive for that long: another file ends just before the message would come back by
+			// itself, and its release hands the slot over and wakes this file's message.
+			if got, want := a.holds[a.waiting[0]], time.Duration(hold)*time.Second; got != want {
+				t.Errorf("got the waiting entry armed for %s, want the message's hold %s", got, want)
+			}
+			a.advance(time.Duration(hold)*time.Second - time.Second)
 			w.h.cfg.Tenant.ID = "other"
 			if err := w.h.releaseLeases(context.Background(), w.h.log, "another-file"); err != nil {
 				t.Fatal(err)

@@ -1,11 +1,7 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"github.com/example/tenantpipeline/spec"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,38 +9,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/testfake"
+	"github.com/example/tenantpipeline/spec"
 )
 
-const badKey = "inbox/bad/a.csv"
-
-// badRowSettings writes a settings file of acme, globex (as testdata/pool-settings.json) and
-// bad, whose row is broken as kind says, and returns its path.
-//   - "undecodable": the row's bytes name a field no row has (a damaged file);
-//   - "invalid": the row decodes, but its onFailure is no policy.
-func badRowSettings(t *testing.T, kind string) string {
-	t.Helper()
-	s := pipeline.PoolSettings{Pool: testPool, Prefix: testPoolPrefix, Tenants: []pipeline.PoolTenant{
-		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme", Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/acme/"},
-		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "bad", Format: "BADBAD", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536}}, Prefix: "inbox/bad/"},
-		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "globex", Format: "jsonl", Encoding: "utf-8", ChunkSize: 50, MaxFieldBytes: 4096}}, Prefix: "inbox/globex/",
-			OnFailure: pipeline.OnFailureHalt, IdempotencyKey: pipeline.IdempotencyObjectVersion},
-	}}
-	if kind == "invalid" {
-		s.Tenants[1].OnFailure = "stop"
-	}
-	b, err := s.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kind == "undecodable" {
-		b = bytes.Replace(b, []byte(`"format":"BADBAD"`), []byte(`"fxrmat":"BADBAD"`), 1)
-	}
-	path := filepath.Join(t.TempDir(), pipeline.PoolSettingsFile)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+const badKey = testfake.BadRowKey
 
 // A tenant whose row is bad does not stop the pool: the other tenants' files start, the bad
 // tenant's message is kept (a batch item failure, back after MAX_WAIT_SECONDS), and an ERROR
@@ -58,7 +27,7 @@ func TestPoolBadRowHoldsOnlyItsTenant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			r := newPoolRig(t, map[string]string{pipeline.EnvPoolSettings: badRowSettings(t, tt.kind)})
+			r := newPoolRig(t, map[string]string{pipeline.EnvPoolSettings: testfake.BadRowSettings(t, testPool, testPoolPrefix, tt.kind)})
 			records := []events.SQSMessage{
 				poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
 				poolMessage("m9", eventBody(t, evID3, badKey), "bad"),

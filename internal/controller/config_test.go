@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -284,7 +285,7 @@ func TestConfigKeyOrder(t *testing.T) {
 			}
 			check("silo", err, want)
 
-			path := writePoolSettings(t, t.TempDir(), "keyed", `{"pool":"shared-1","prefix":"inbox/","tenants":[
+			path := testfake.WritePoolSettings(t, t.TempDir(), "keyed", `{"pool":"shared-1","prefix":"inbox/","tenants":[
 				{"settings":{"id":"acme",`+tt.settings+`},"prefix":"inbox/acme/"},
 				{"settings":{"id":"initech"},"prefix":"inbox/initech/"}]}`)
 			pc := mustPoolConfig(t, map[string]string{pipeline.EnvPoolSettings: path, pipeline.EnvCoreSystemTables: tables})

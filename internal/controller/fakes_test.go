@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/md5"
@@ -26,13 +25,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 // Test fixtures shared by the handler tests.
@@ -495,44 +494,15 @@ type rig struct {
 	sfn    *fakeSFN
 	sqs    *fakeSQS
 	s3     *fakeS3
-	out    *syncBuffer
+	out    *testfake.Logs
 	mu     sync.Mutex
 	now    time.Time
 	sleeps []time.Duration
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var docs []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("got a log line that is not JSON: %q", l)
-		}
-		docs = append(docs, m)
-	}
-	return docs
-}
-
 func newRig(t *testing.T, env map[string]string) *rig {
 	t.Helper()
-	r := &rig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &syncBuffer{}, now: testStart}
+	r := &rig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &testfake.Logs{}, now: testStart}
 	cfg := mustConfig(t, env)
 	logger := slog.New(slog.NewJSONHandler(r.out, nil))
 	r.h = newHandler(cfg, r.sfn, r.sqs, r.s3, logger, metrics.New(r.out, cfg.MetricsNamespace, cfg.Tenant.ID).WithClock(r.clock))
@@ -558,7 +528,7 @@ func (r *rig) clock() time.Time {
 // logs are the slog lines (those with a level).
 func (r *rig) logs(t *testing.T) []map[string]any {
 	var out []map[string]any
-	for _, d := range r.out.lines(t) {
+	for _, d := range r.out.Lines(t) {
 		if _, ok := d["level"]; ok {
 			out = append(out, d)
 		}
@@ -580,7 +550,7 @@ func (r *rig) countLevel(t *testing.T, level string) int {
 func (r *rig) metricSums(t *testing.T) map[string]float64 {
 	t.Helper()
 	sums := map[string]float64{}
-	for _, d := range r.out.lines(t) {
+	for _, d := range r.out.Lines(t) {
 		aws, ok := d["_aws"].(map[string]any)
 		if !ok {
 			continue
@@ -647,70 +617,4 @@ func message(id, body string, receiveCount int) events.SQSMessage {
 		},
 		EventSource: "aws:sqs",
 	}
-}
-
-// fakeSender records SendMessage calls as SQS would take them; errs answers a queue URL with an
-// error instead. SendMessageBatch records each stored entry in sends too (as the SendMessageInput
-// it stands for), and each call's entries in batches; an entry that failEntry picks is answered as
-// failed and not stored.
-type fakeSender struct {
-	mu        sync.Mutex
-	sends     []*sqs.SendMessageInput
-	batches   [][]*sqs.SendMessageInput
-	errs      map[string]error
-	failEntry func(*sqs.SendMessageInput) bool
-	// deduplicate makes SendMessageBatch accept an entry whose MessageDeduplicationId it stored
-	// before without storing it again, as a FIFO queue does within its deduplication interval.
-	deduplicate bool
-	stored      map[string]bool
-}
-
-func (f *fakeSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.errs[aws.ToString(in.QueueUrl)]; err != nil {
-		return nil, err
-	}
-	if n := len(in.Entries); n == 0 || n > 10 {
-		return nil, fmt.Errorf("AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries", n)
-	}
-	out := &sqs.SendMessageBatchOutput{}
-	var batch []*sqs.SendMessageInput
-	for _, e := range in.Entries {
-		m := &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, MessageGroupId: e.MessageGroupId, MessageDeduplicationId: e.MessageDeduplicationId,
-			MessageAttributes: e.MessageAttributes}
-		batch = append(batch, m)
-		if f.failEntry != nil && f.failEntry(m) {
-			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("try again"), SenderFault: false})
-			continue
-		}
-		if f.deduplicate && f.stored[aws.ToString(m.MessageDeduplicationId)] {
-			out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("duplicate")})
-			continue
-		}
-		if f.stored == nil {
-			f.stored = map[string]bool{}
-		}
-		f.stored[aws.ToString(m.MessageDeduplicationId)] = true
-		f.sends = append(f.sends, m)
-		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sends)))})
-	}
-	f.batches = append(f.batches, batch)
-	return out, nil
-}
-
-func (f *fakeSender) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.errs[aws.ToString(in.QueueUrl)]; err != nil {
-		return nil, err
-	}
-	f.sends = append(f.sends, in)
-	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sends)))}, nil
 }

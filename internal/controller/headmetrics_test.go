@@ -19,7 +19,7 @@ import (
 func (r *rig) emitted(t *testing.T) map[string][]float64 {
 	t.Helper()
 	out := map[string][]float64{}
-	for _, d := range r.out.lines(t) {
+	for _, d := range r.out.Lines(t) {
 		a, ok := d["_aws"].(map[string]any)
 		if !ok {
 			continue
@@ -219,7 +219,7 @@ func TestPoolHeadLinePerTenant(t *testing.T) {
 		}
 	}
 	got := map[string]int{}
-	for _, l := range r.out.lines(t) {
+	for _, l := range r.out.Lines(t) {
 		if _, ok := l[metrics.Blocked]; ok {
 			got[l[metrics.DimensionTenant].(string)]++
 		}

@@ -21,10 +21,11 @@ import (
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 // The bounded backlog's tests run against dynalite and gofakes3 (backlogtest), started only by
-// the tests that need them; the queues are the package's fakeSender.
+// the tests that need them; the queues are testfake.SQS.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -51,12 +52,10 @@ func newTestBacklogThrough(t *testing.T, max int, q backlog.Sender, wrap func(ht
 
 // sentKeys are the object keys of the pool queue messages of tenant, in the order sent, each
 // checked to carry its backlog id.
-func sentKeys(t *testing.T, q *fakeSender, tenant string) []string {
+func sentKeys(t *testing.T, q *testfake.SQS, tenant string) []string {
 	t.Helper()
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	var out []string
-	for _, m := range q.sends {
+	for _, m := range q.Sent() {
 		if aws.ToString(m.QueueUrl) != testQueueURL || aws.ToString(m.MessageGroupId) != tenant {
 			continue
 		}
@@ -105,7 +104,7 @@ func backlogMessages(t *testing.T, tenant string, from, to int) []backlog.Messag
 // within the minute: only the release's own drain can send them.
 func TestPoolReleaseFeedsParkedFilesBack(t *testing.T) {
 	ctx := context.Background()
-	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
 	b, _ := newTestBacklog(t, 1, q)
 	// acme's three files as the router takes them: the first counted and sent, two parked.
 	files := backlogMessages(t, "acme", 0, 3)
@@ -177,7 +176,7 @@ func TestBacklogEnvironmentRejects(t *testing.T) {
 // gets them from the pool controller's sweep, on its next invocation of any tenant; the sweep
 // looks at most once a minute.
 func TestPoolSweepFeedsParkedFilesBack(t *testing.T) {
-	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
 	b, _ := newTestBacklog(t, 2, q)
 	for i := range 3 {
 		m := backlog.Message{Tenant: "globex", ID: fmt.Sprintf("ev-%d", i), Body: eventBody(t, fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), fmt.Sprintf("inbox/globex/f%02d.csv", i))}

@@ -14,6 +14,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 const (
@@ -27,12 +28,12 @@ type poolRig struct {
 	sfn *fakeSFN
 	sqs *fakeSQS
 	s3  *fakeS3
-	out *syncBuffer
+	out *testfake.Logs
 }
 
 func newPoolRig(t *testing.T, env map[string]string) *poolRig {
 	t.Helper()
-	r := &poolRig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &syncBuffer{}}
+	r := &poolRig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &testfake.Logs{}}
 	cfg := mustPoolConfig(t, env)
 	clock := func() time.Time { return testStart }
 	ns := cfg.Shared.MetricsNamespace
@@ -56,7 +57,7 @@ func poolMessage(id, body, group string) events.SQSMessage {
 
 func (r *poolRig) logs(t *testing.T) []map[string]any {
 	var out []map[string]any
-	for _, d := range r.out.lines(t) {
+	for _, d := range r.out.Lines(t) {
 		if _, ok := d["level"]; ok {
 			out = append(out, d)
 		}
@@ -67,7 +68,7 @@ func (r *poolRig) logs(t *testing.T) []map[string]any {
 // emf returns the EMF lines.
 func (r *poolRig) emf(t *testing.T) []map[string]any {
 	var out []map[string]any
-	for _, d := range r.out.lines(t) {
+	for _, d := range r.out.Lines(t) {
 		if _, ok := d["_aws"]; ok {
 			out = append(out, d)
 		}
@@ -425,17 +426,17 @@ func TestPoolMetricsCarryTenant(t *testing.T) {
 	poolWide := []string{metrics.UnknownTenantMessages, metrics.UnknownTenantEvents, metrics.UnroutedObjects}
 	seen := map[string]bool{}
 	for _, d := range r.emf(t) {
-		dirs := emfDirectives(d)
+		dirs := testfake.EMFDirectives(d)
 		for _, dir := range dirs {
-			if slices.Contains(dir.dimensions, metrics.DimensionTenant) {
-				t.Errorf("got metrics %v with dimensions %v, want no Tenant dimension in a pool", dir.metrics, dir.dimensions)
+			if slices.Contains(dir.Dimensions, metrics.DimensionTenant) {
+				t.Errorf("got metrics %v with dimensions %v, want no Tenant dimension in a pool", dir.Metrics, dir.Dimensions)
 			}
 		}
-		names := dirs[0].metrics
+		names := dirs[0].Metrics
 		pool := slices.ContainsFunc(names, func(n string) bool { return slices.Contains(poolWide, n) })
 		tenant, _ := d[metrics.DimensionTenant].(string)
 		switch {
-		case !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || d[metrics.DimensionPool] != testPool:
+		case !slices.Equal(dirs[0].Dimensions, []string{metrics.DimensionPool}) || d[metrics.DimensionPool] != testPool:
 			t.Errorf("got metrics %v with directives %+v and Pool %v, want [Pool] with Pool %s", names, dirs, d["Pool"], testPool)
 		case pool && d[metrics.DimensionTenant] != nil:
 			t.Errorf("got pool-wide metrics %v with Tenant %v, want none", names, d["Tenant"])
@@ -494,8 +495,8 @@ func TestPoolTenantAlarmMetricsEmitted(t *testing.T) {
 			if d[metrics.DimensionTenant] != tenant || !isNum || (name != metrics.HeadRunningSeconds && name != metrics.HeadQueuedSeconds && v < 1) {
 				continue
 			}
-			for _, dir := range emfDirectives(d) {
-				if slices.Contains(dir.metrics, name) && slices.Equal(dir.dimensions, []string{metrics.DimensionPool}) && d[metrics.DimensionPool] == testPool {
+			for _, dir := range testfake.EMFDirectives(d) {
+				if slices.Contains(dir.Metrics, name) && slices.Equal(dir.Dimensions, []string{metrics.DimensionPool}) && d[metrics.DimensionPool] == testPool {
 					found = true
 				}
 			}
@@ -504,26 +505,4 @@ func TestPoolTenantAlarmMetricsEmitted(t *testing.T) {
 			t.Errorf("%s of %s: got no line with it under [Pool] with Pool %s and Tenant %s, want one", name, tenant, testPool, tenant)
 		}
 	}
-}
-
-type emfDirective struct {
-	dimensions []string
-	metrics    []string
-}
-
-// emfDirectives returns an EMF line's directives: the dimension set (each has one) and the metric names.
-func emfDirectives(d map[string]any) []emfDirective {
-	var out []emfDirective
-	for _, x := range d["_aws"].(map[string]any)["CloudWatchMetrics"].([]any) {
-		dir := x.(map[string]any)
-		var e emfDirective
-		for _, n := range dir["Dimensions"].([]any)[0].([]any) {
-			e.dimensions = append(e.dimensions, n.(string))
-		}
-		for _, m := range dir["Metrics"].([]any) {
-			e.metrics = append(e.metrics, m.(map[string]any)["Name"].(string))
-		}
-		out = append(out, e)
-	}
-	return out
 }

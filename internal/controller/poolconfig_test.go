@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 const (
@@ -17,25 +17,6 @@ const (
 	testPoolPrefix         = "inbox/"
 	testPoolAdmissionTable = "TenantPipeline-Pool-shared-1-PoolAdmissionTable-ABC123"
 )
-
-// writePoolSettings writes the pool settings given as JSON (pipeline.PoolSettings) to dir/name in
-// the settings file's format, as the construct does, and returns its path.
-func writePoolSettings(t *testing.T, dir, name, js string) string {
-	t.Helper()
-	var s pipeline.PoolSettings
-	if err := json.Unmarshal([]byte(js), &s); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	b, err := s.Encode()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // poolEnv is a pool controller's environment: the shared variables of baseEnv without the silo
 // tenant's own, and the pool's settings file made from testdata/pool-settings.json (tenants acme
@@ -47,7 +28,7 @@ func poolEnv(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	writePoolSettings(t, root, pipeline.PoolSettingsFile, string(js))
+	testfake.WritePoolSettings(t, root, pipeline.PoolSettingsFile, string(js))
 	env := baseEnv()
 	for _, k := range []string{pipeline.EnvTenant, pipeline.EnvTenantPrefix, pipeline.EnvOnFailure, pipeline.EnvIdempotencyKey} {
 		delete(env, k)
@@ -199,7 +180,7 @@ func TestPoolTenantConfigRejects(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writePoolSettings(t, dir, fmt.Sprintf("s%d", i), tt.settings)
+			path := testfake.WritePoolSettings(t, dir, fmt.Sprintf("s%d", i), tt.settings)
 			pc := mustPoolConfig(t, map[string]string{pipeline.EnvPoolSettings: path, pipeline.EnvCoreSystemTables: tt.tables})
 			_, err := pc.tenantConfig(tt.bad)
 			if err == nil {
@@ -231,7 +212,7 @@ const coreSystemsSettings = `{"pool":"shared-1","prefix":"inbox/","tenants":[
 
 // CORE_SYSTEM_TABLES gives each pool tenant's core system its table, so every execution carries it.
 func TestPoolConfigCoreSystemTables(t *testing.T) {
-	path := writePoolSettings(t, t.TempDir(), "core", coreSystemsSettings)
+	path := testfake.WritePoolSettings(t, t.TempDir(), "core", coreSystemsSettings)
 	pc := mustPoolConfig(t, map[string]string{
 		pipeline.EnvPoolSettings:     path,
 		pipeline.EnvCoreSystemTables: `{"ledger": "TenantPipeline-Ingest-ledger-ABC", "crm": "TenantPipeline-Ingest-crm-DEF"}`,

@@ -82,7 +82,7 @@ func tiers(t *testing.T, env map[string]string) []tier {
 			defer w.mu.Unlock()
 			w.now = w.now.Add(d)
 		},
-		headQueued: func(t *testing.T) float64 { return lastValue(w.out.lines(t), metrics.HeadQueuedSeconds) },
+		headQueued: func(t *testing.T) float64 { return lastValue(w.out.Lines(t), metrics.HeadQueuedSeconds) },
 	}
 	r := newPoolRig(t, all)
 	poolNow, setup := testStart, r.p.setup

@@ -25,6 +25,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 // exchange is one HTTP request the real SDK clients must send, and the stubbed answer.
@@ -117,7 +118,7 @@ func (s *stubTransport) expect(xs ...exchange) {
 
 // sdkHandler is a Handler built on the real aws-sdk-go-v2 clients over the stub, with the
 // standard retryer (3 attempts) minus its sleeps.
-func sdkHandler(t *testing.T, env map[string]string) (*Handler, *stubTransport, *syncBuffer) {
+func sdkHandler(t *testing.T, env map[string]string) (*Handler, *stubTransport, *testfake.Logs) {
 	stub := &stubTransport{t: t}
 	awsCfg := aws.Config{
 		Region:      "eu-west-1",
@@ -131,7 +132,7 @@ func sdkHandler(t *testing.T, env map[string]string) (*Handler, *stubTransport, 
 		},
 	}
 	cfg := mustConfig(t, env)
-	out := &syncBuffer{}
+	out := &testfake.Logs{}
 	h := newHandler(cfg, sfn.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), s3.NewFromConfig(awsCfg),
 		slog.New(slog.NewJSONHandler(out, nil)), metrics.New(out, cfg.MetricsNamespace, cfg.Tenant.ID))
 	h.throttleBackoff = noJitter(cfg)
@@ -243,7 +244,7 @@ func TestHandleWithSDKClientsThrottledStart(t *testing.T) {
 		t.Errorf("got failures %v, want [m1]", got)
 	}
 	stub.done(t)
-	logs := out.lines(t)
+	logs := out.Lines(t)
 	var warned bool
 	for _, l := range logs {
 		if l["level"] == "ERROR" {
@@ -305,7 +306,7 @@ func TestHandleWithSDKClientsSkipMarker(t *testing.T) {
 	}
 	stub.done(t)
 	var skipped bool
-	for _, l := range out.lines(t) {
+	for _, l := range out.Lines(t) {
 		skipped = skipped || (l["level"] == "WARN" && l["skipMarkerVersionId"] == "mv1" && l["reason"] == "OPS-7 resent as b.csv")
 	}
 	if !skipped {

@@ -926,7 +926,7 @@ func TestWakeWithSDKClients(t *testing.T) {
 	stub.done(t)
 
 	var woke, stale int
-	for _, l := range out.lines(t) {
+	for _, l := range out.Lines(t) {
 		if l["level"] == "ERROR" || l["level"] == "WARN" {
 			t.Errorf("got %s line %v, want none", l["level"], l)
 		}

@@ -71,6 +71,15 @@ func throughputFigure(rec, keyed, bat, ddb float64, latencyMs float64) svgchart.
 	}
 }
 
+// controllerCalls is the controller's cost per running file-hour of one run: the pipeline's
+// DescribeExecution calls and the controller's invocations (event source mapping and status rule),
+// each divided by the summed running time of the file executions.
+type controllerCalls struct {
+	describePerHour, invocationsPerHour, gapMean float64
+	runningHours                                 float64
+	describes, invocations                       int64
+}
+
 // controllerCallsFigure is TestFiguresControllerCalls' chart: the controller's cost and the gap with
 // status events on, with every event dropped, and polling as before the wake-up.
 func controllerCallsFigure(on, dropped, before controllerCalls, droppedSafetyNet int) svgchart.BarChart {

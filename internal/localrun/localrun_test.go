@@ -1,3 +1,5 @@
+//go:build e2e || figures
+
 package localrun
 
 import (
@@ -14,19 +16,6 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, _ := os.Getwd()
-	root, err := deploy.ModuleRoot(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
-		t.Fatalf("Node 22 is missing (%v): run make setup", err)
-	}
-	return root
-}
 
 // TestSFNServer runs the Step Functions server's own tests (Map stop, retries, redrive,
 // sync:2 children, history counting).

@@ -1,3 +1,5 @@
+//go:build e2e || figures
+
 package localrun
 
 // What a tenant gets back from a succeeded file, read as the tenant reads it: the files under

@@ -1,3 +1,5 @@
+//go:build e2e || figures
+
 package localrun
 
 import (
@@ -38,6 +40,7 @@ const uploadTenants = `{"tenants": [
 // hands out a tagged session of the tenant role too, and the operator's S3 endpoint holds it to
 // its role: another tenant's file is refused.
 func TestScenarioUpload(t *testing.T) {
+	t.Parallel() // a serial test holds back every parallel scenario until it ends
 	forEachTier(t, uploadTenants, func(t *testing.T, tenants string) {
 		pooled := strings.Contains(tenants, `"tier":"pool"`)
 		tenants = withUploaders(t, tenants, pooled)

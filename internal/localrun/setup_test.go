@@ -1,3 +1,5 @@
+//go:build e2e || figures
+
 package localrun
 
 import (
@@ -15,6 +17,7 @@ import (
 // which step it was and that its time ran out (not "signal: killed"); each build says what it
 // builds, and for which platform, and its time when done.
 func TestSetupStepsNameThemselves(t *testing.T) {
+	t.Parallel() // a serial test holds back every parallel scenario until it ends
 	root := moduleRoot(t)
 	expired, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()

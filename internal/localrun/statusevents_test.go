@@ -1,3 +1,5 @@
+//go:build e2e || figures
+
 package localrun
 
 import (
@@ -203,15 +205,6 @@ func TestScenarioStatusEvents(t *testing.T) {
 			tc.check(t, r, rep, c)
 		})
 	}
-}
-
-// controllerCalls is the controller's cost per running file-hour of one run: the pipeline's
-// DescribeExecution calls and the controller's invocations (event source mapping and status rule),
-// each divided by the summed running time of the file executions.
-type controllerCalls struct {
-	describePerHour, invocationsPerHour, gapMean float64
-	runningHours                                 float64
-	describes, invocations                       int64
 }
 
 // checkControlPrefixProtected fails unless every controller function with wake-up events of the

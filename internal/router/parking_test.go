@@ -21,10 +21,11 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 // The bounded backlog's tests run against dynalite and gofakes3 (backlogtest), started only by
-// the tests that need them; the queues are the package's fakeSender.
+// the tests that need them; the queues are testfake.SQS.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -51,7 +52,7 @@ func newTestBacklogThrough(t *testing.T, max int, q backlog.Sender, wrap func(ht
 
 // parkingRouter is a router of the test pool with a bound of max, and the settings' tenants
 // minus those left out (a router whose settings do not name them yet).
-func parkingRouter(t *testing.T, max int, b *backlog.Backlog, q *fakeSender, out *syncBuffer, without ...string) *Router {
+func parkingRouter(t *testing.T, max int, b *backlog.Backlog, q *testfake.SQS, out *testfake.Logs, without ...string) *Router {
 	t.Helper()
 	env := routerEnv(t)
 	maps.Copy(env, map[string]string{pipeline.EnvMaxQueuedFilesPerTenant: fmt.Sprint(max), pipeline.EnvPoolAdmissionTable: "pool-admission"})
@@ -86,12 +87,10 @@ func intake(t *testing.T, keys ...string) events.SQSEvent {
 
 // sentKeys are the object keys of the pool queue messages of tenant, in the order sent, each
 // checked to carry its backlog id.
-func sentKeys(t *testing.T, q *fakeSender, tenant string) []string {
+func sentKeys(t *testing.T, q *testfake.SQS, tenant string) []string {
 	t.Helper()
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	var out []string
-	for _, m := range q.sends {
+	for _, m := range q.Sent() {
 		if aws.ToString(m.QueueUrl) != testQueueURL || aws.ToString(m.MessageGroupId) != tenant {
 			continue
 		}
@@ -114,8 +113,8 @@ func fileKeys(tenant string, from, to int) []string {
 // The router sends a tenant's files while it has fewer than the bound queued, parks the rest in
 // order, and a neighbour's files still flow.
 func TestRouterParksPastTheBound(t *testing.T) {
-	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
-	out := &syncBuffer{}
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
+	out := &testfake.Logs{}
 	b, _ := newTestBacklog(t, 3, q)
 	r := parkingRouter(t, 3, b, q, out)
 	ks := append(fileKeys("acme", 0, 7), fileKeys("globex", 0, 2)...)
@@ -134,7 +133,7 @@ func TestRouterParksPastTheBound(t *testing.T) {
 		t.Errorf("acme: got %d queued, %d parked (%v), want 3, 4", st.Queued, st.Parked, err)
 	}
 	var parked float64
-	for _, l := range out.lines(t) {
+	for _, l := range out.Lines(t) {
 		if v, ok := l[metrics.FilesParked].(float64); ok && l["Tenant"] == "acme" {
 			parked += v
 		}
@@ -155,10 +154,10 @@ func TestRouterParksPastTheBound(t *testing.T) {
 // write) is "look again": the intake batch does not fail, and the file is parked once and fed back
 // once, in order.
 func TestRouterParksThroughAWriteConflict(t *testing.T) {
-	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
 	c := &backlogtest.Conflict{Part: "/parked/", N: 1}
 	b, s := newTestBacklogThrough(t, 1, q, c.Wrap)
-	r := parkingRouter(t, 1, b, q, &syncBuffer{})
+	r := parkingRouter(t, 1, b, q, &testfake.Logs{})
 	resp, err := r.Handle(context.Background(), intake(t, fileKeys("acme", 0, 3)...))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("got %v, %v, want every intake message handled", resp.BatchItemFailures, err)
@@ -174,7 +173,7 @@ func TestRouterParksThroughAWriteConflict(t *testing.T) {
 		t.Fatalf("got %d parked objects (%v), want 2", len(list.Contents), err)
 	}
 	for round := range 2 {
-		id := aws.ToString(q.sends[round].MessageDeduplicationId)
+		id := aws.ToString(q.Sends[round].MessageDeduplicationId)
 		if err := b.Released(context.Background(), "acme", id); err != nil {
 			t.Fatal(err)
 		}
@@ -190,8 +189,8 @@ func TestRouterParksThroughAWriteConflict(t *testing.T) {
 // A file under the pool's prefix whose first segment is a tenant id the router does not know is
 // parked for that id, never dead-lettered; a key that cannot be a tenant's still is.
 func TestRouterParksFilesOfATenantItDoesNotKnowYet(t *testing.T) {
-	q := &fakeSender{errs: map[string]error{}, deduplicate: true}
-	out := &syncBuffer{}
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
+	out := &testfake.Logs{}
 	b, s := newTestBacklog(t, 10, q)
 	r := parkingRouter(t, 10, b, q, out, "globex")
 	resp, err := r.Handle(context.Background(), intake(t, append(fileKeys("globex", 0, 3), "inbox/Not_A_Tenant/a.csv", "inbox/loose.csv")...))
@@ -208,7 +207,7 @@ func TestRouterParksFilesOfATenantItDoesNotKnowYet(t *testing.T) {
 		t.Errorf("got %v for the first parked file, want it under %s", err, backlog.ParkedPrefix("globex"))
 	}
 	var dlq []string
-	for _, m := range q.sends {
+	for _, m := range q.Sends {
 		if aws.ToString(m.QueueUrl) == testDLQURL {
 			dlq = append(dlq, keyOf(t, aws.ToString(m.MessageBody)))
 		}
@@ -218,7 +217,7 @@ func TestRouterParksFilesOfATenantItDoesNotKnowYet(t *testing.T) {
 	}
 	warned := 0
 	var counted float64
-	for _, l := range out.lines(t) {
+	for _, l := range out.Lines(t) {
 		if l["level"] == "WARN" && strings.Contains(fmt.Sprint(l["msg"]), "do not name yet parked") {
 			warned++
 		}

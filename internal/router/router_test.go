@@ -22,6 +22,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 const testDLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/shared-1-unrouted"
@@ -31,7 +32,7 @@ const testDLQURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/shared-1-un
 func routerEnv(t *testing.T) map[string]string {
 	t.Helper()
 	root := t.TempDir()
-	writePoolSettings(t, root, pipeline.PoolSettingsFile, fixture(t, "pool-settings.json"))
+	testfake.WritePoolSettings(t, root, pipeline.PoolSettingsFile, fixture(t, "pool-settings.json"))
 	return map[string]string{
 		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
 		pipeline.EnvPool:               testPool,
@@ -46,8 +47,8 @@ func routerEnv(t *testing.T) map[string]string {
 
 type routerRig struct {
 	r   *Router
-	sqs *fakeSender
-	out *syncBuffer
+	sqs *testfake.SQS
+	out *testfake.Logs
 }
 
 func newRouterRig(t *testing.T) *routerRig {
@@ -64,7 +65,7 @@ func newRouterRigWith(t *testing.T, overrides map[string]string) *routerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr := &routerRig{sqs: &fakeSender{errs: map[string]error{}}, out: &syncBuffer{}}
+	rr := &routerRig{sqs: &testfake.SQS{Errs: map[string]error{}}, out: &testfake.Logs{}}
 	ns := cfg.MetricsNamespace
 	rr.r = newRouter(cfg, rr.sqs, slog.New(slog.NewJSONHandler(rr.out, nil)),
 		metrics.NewDimension(rr.out, ns, metrics.DimensionPool, cfg.Pool),
@@ -164,14 +165,14 @@ func TestRouterInvoke(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rr := newRouterRig(t)
-			maps.Copy(rr.sqs.errs, tt.errs)
+			maps.Copy(rr.sqs.Errs, tt.errs)
 			body := tt.body(t)
 			err := rr.r.Route(context.Background(), json.RawMessage(body))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
 			}
 			var logs, emf []map[string]any
-			for _, d := range rr.out.lines(t) {
+			for _, d := range rr.out.Lines(t) {
 				if _, ok := d["_aws"]; ok {
 					emf = append(emf, d)
 				} else {
@@ -179,18 +180,18 @@ func TestRouterInvoke(t *testing.T) {
 				}
 			}
 			if tt.wantErr {
-				if len(rr.sqs.sends) != 0 || len(emf) != 0 {
-					t.Errorf("got sends %d and metrics %v, want none", len(rr.sqs.sends), emf)
+				if len(rr.sqs.Sends) != 0 || len(emf) != 0 {
+					t.Errorf("got sends %d and metrics %v, want none", len(rr.sqs.Sends), emf)
 				}
 				if len(logs) != 1 || logs[0]["level"] != "ERROR" {
 					t.Errorf("got logs %v, want one ERROR", logs)
 				}
 				return
 			}
-			if len(rr.sqs.sends) != 1 {
-				t.Fatalf("got %d sends, want 1", len(rr.sqs.sends))
+			if len(rr.sqs.Sends) != 1 {
+				t.Fatalf("got %d sends, want 1", len(rr.sqs.Sends))
 			}
-			in := rr.sqs.sends[0]
+			in := rr.sqs.Sends[0]
 			if q := aws.ToString(in.QueueUrl); q != tt.wantQueue {
 				t.Errorf("got queue %s, want %s", q, tt.wantQueue)
 			}
@@ -223,7 +224,7 @@ func TestRouterInvoke(t *testing.T) {
 					t.Errorf("got metrics %v, want FilesRouted 1 of tenant %s", emf[0], tt.wantGroup)
 				}
 				// A pool's metric: dimension Pool, the tenant a property.
-				if dirs := emfDirectives(emf[0]); len(dirs) != 1 || !slices.Equal(dirs[0].dimensions, []string{metrics.DimensionPool}) || emf[0][metrics.DimensionPool] != testPool {
+				if dirs := testfake.EMFDirectives(emf[0]); len(dirs) != 1 || !slices.Equal(dirs[0].Dimensions, []string{metrics.DimensionPool}) || emf[0][metrics.DimensionPool] != testPool {
 					t.Errorf("got directives %+v and Pool %v, want [Pool] with Pool %s", dirs, emf[0][metrics.DimensionPool], testPool)
 				}
 				return
@@ -275,14 +276,14 @@ func TestRouterHandleKeepsOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rr := newRouterRig(t)
-			maps.Copy(rr.sqs.errs, tt.errs)
+			maps.Copy(rr.sqs.Errs, tt.errs)
 			ev := batch(t, tt.keys...)
 			resp, err := rr.r.Handle(context.Background(), ev)
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
 			var queues []string
-			for i, in := range rr.sqs.sends {
+			for i, in := range rr.sqs.Sends {
 				queues = append(queues, aws.ToString(in.QueueUrl))
 				if aws.ToString(in.MessageBody) != ev.Records[i].Body {
 					t.Errorf("send %d: body of another message: sends are out of order", i)
@@ -376,7 +377,7 @@ func TestRouterHandleSendsBatches(t *testing.T) {
 				t.Fatalf("Handle: got %v, failures %v, want none", err, resp.BatchItemFailures)
 			}
 			var batches []string
-			for _, b := range rr.sqs.batches {
+			for _, b := range rr.sqs.Batches {
 				var ids []string
 				tenants := map[string]bool{}
 				for _, in := range b {
@@ -396,7 +397,7 @@ func TestRouterHandleSendsBatches(t *testing.T) {
 				t.Errorf("got calls %q, want %q", batches, tt.wantBatches)
 			}
 			var dlq []string
-			for _, in := range rr.sqs.sends {
+			for _, in := range rr.sqs.Sends {
 				if aws.ToString(in.QueueUrl) == testDLQURL {
 					for _, rec := range ev.Records {
 						if rec.Body == aws.ToString(in.MessageBody) {
@@ -409,7 +410,7 @@ func TestRouterHandleSendsBatches(t *testing.T) {
 				t.Errorf("got dead-letter messages %v, want %v", dlq, tt.wantDLQ)
 			}
 			// Bodies byte for byte, each tenant's group, the event id as deduplication id.
-			for _, in := range rr.sqs.sends {
+			for _, in := range rr.sqs.Sends {
 				if aws.ToString(in.QueueUrl) != testQueueURL {
 					continue
 				}
@@ -456,10 +457,10 @@ func TestRouterHandleFailureInTheMiddle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rr := newRouterRig(t)
-			rr.sqs.deduplicate = true
-			rr.sqs.failEntry = func(in *sqs.SendMessageInput) bool { return messageOf(in) == tt.fail }
+			rr.sqs.Deduplicate = true
+			rr.sqs.FailEntry = func(in *sqs.SendMessageInput) bool { return messageOf(in) == tt.fail }
 			if tt.queueDown {
-				rr.sqs.errs[testQueueURL] = errors.New("ServiceUnavailable")
+				rr.sqs.Errs[testQueueURL] = errors.New("ServiceUnavailable")
 			}
 			ev := intakeBatch(t, keys...)
 			resp, err := rr.r.Handle(context.Background(), ev)
@@ -467,7 +468,7 @@ func TestRouterHandleFailureInTheMiddle(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stored, failures []string
-			for _, in := range rr.sqs.sends {
+			for _, in := range rr.sqs.Sends {
 				stored = append(stored, messageOf(in))
 			}
 			for _, f := range resp.BatchItemFailures {
@@ -477,7 +478,7 @@ func TestRouterHandleFailureInTheMiddle(t *testing.T) {
 				t.Errorf("got stored %v, failures %v, want %v, %v", stored, failures, tt.wantStored, tt.wantFailures)
 			}
 			routed, errorsLogged := 0, 0
-			for _, d := range rr.out.lines(t) {
+			for _, d := range rr.out.Lines(t) {
 				if d[metrics.FilesRouted] == 1.0 {
 					routed++
 				}
@@ -490,7 +491,7 @@ func TestRouterHandleFailureInTheMiddle(t *testing.T) {
 			}
 
 			// The intake delivers the kept messages again, in order, and the pool queue is back.
-			rr.sqs.failEntry, rr.sqs.errs = nil, map[string]error{}
+			rr.sqs.FailEntry, rr.sqs.Errs = nil, map[string]error{}
 			var again events.SQSEvent
 			for _, rec := range ev.Records {
 				if slices.Contains(failures, rec.MessageId) {
@@ -501,7 +502,7 @@ func TestRouterHandleFailureInTheMiddle(t *testing.T) {
 				t.Fatalf("redelivery: got %v, failures %v, want none", err, resp.BatchItemFailures)
 			}
 			perTenant := map[string][]string{}
-			for _, in := range rr.sqs.sends {
+			for _, in := range rr.sqs.Sends {
 				perTenant[aws.ToString(in.MessageGroupId)] = append(perTenant[aws.ToString(in.MessageGroupId)], messageOf(in))
 			}
 			if want := map[string][]string{"acme": {"m1", "m3", "m5"}, "globex": {"m2", "m4"}}; !maps.EqualFunc(perTenant, want, slices.Equal) {

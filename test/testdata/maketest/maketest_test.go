@@ -1,5 +1,5 @@
 // Package maketest is the package TestMakeTest runs make test on: one test that passes, one that
-// fails when MAKETEST_FAIL is set. It is under testdata, so ./... never includes it.
+// fails when MAKETEST_FAIL is set, and one of the e2e lane (e2e_test.go). It is under testdata, so ./... never includes it.
 package maketest
 
 import (
