@@ -133,7 +133,7 @@ type coreSystemValidation struct{ c *CoreSystem }
 
 // Validate implements constructs.IValidation.
 func (v *coreSystemValidation) Validate() *[]*string {
-	return jsii.Strings(messages(errors.Join(v.c.Props.validate(), v.c.nameTaken))...)
+	return answer(v.c, messages(errors.Join(v.c.Props.validate(), v.c.nameTaken)))
 }
 
 // settings is the core system as it travels in its tenants' settings: without its table, whose

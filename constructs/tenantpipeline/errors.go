@@ -3,8 +3,11 @@ package tenantpipeline
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
+	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -21,15 +24,51 @@ func refused(scope constructs.Construct, err error) bool {
 	if len(msgs) == 0 {
 		return false
 	}
-	scope.Node().AddValidation(&propsValidation{msgs})
+	scope.Node().AddValidation(&propsValidation{scope, msgs})
 	return true
 }
 
 // propsValidation is the validation of a construct refused for its props.
-type propsValidation struct{ msgs []string }
+type propsValidation struct {
+	scope constructs.Construct
+	msgs  []string
+}
 
 // Validate implements constructs.IValidation.
-func (v *propsValidation) Validate() *[]*string { return jsii.Strings(v.msgs...) }
+func (v *propsValidation) Validate() *[]*string { return answer(v.scope, v.msgs) }
+
+// synths counts the Synth calls under way: inside one, CDK's validation failure is returned as an
+// error (Synth recovers the panic jsii raises for it).
+var synths atomic.Int32
+
+// exiting is set once a validation has started to report the app's problems and exit.
+var exiting atomic.Bool
+
+// answer is a construct's validation answer, msgs. When there are problems and nothing can
+// recover what follows, that is an app that calls app.Synth itself, outside Synth and outside a
+// test binary, it reports them as CDK would and exits with status 1 instead: CDK throws
+// "Validation failed with the following errors" after its validations, which jsii raises in Go as
+// a panic no one recovers, and that ends the app with a goroutine dump and status 2.
+func answer(c constructs.Construct, msgs []string) *[]*string {
+	if len(msgs) > 0 && synths.Load() == 0 && !testing.Testing() && exiting.CompareAndSwap(false, true) {
+		fmt.Fprintln(os.Stderr, appValidationFailure(c))
+		os.Exit(1)
+	}
+	return jsii.Strings(msgs...)
+}
+
+// appValidationFailure is CDK's message for the app of c: every construct's validation problems,
+// in the tree's pre-order, each under its construct's path (aws-cdk-lib's synthesis, validateTree).
+// The calls back into each validation find exiting set, so they only answer.
+func appValidationFailure(c constructs.Construct) string {
+	var lines []string
+	for _, n := range *c.Node().Root().Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		for _, m := range *n.Node().Validate() {
+			lines = append(lines, fmt.Sprintf("[%s] %s", *n.Node().Path(), *m))
+		}
+	}
+	return "Validation failed with the following errors:\n  " + strings.Join(lines, "\n  ")
+}
 
 // PropsError is what a construct's method panics with when it is called wrongly (GrantUpload with
 // a tenant the pool does not have). Err joins every problem (errors.Join). Synth returns it as an
@@ -75,6 +114,8 @@ func Synth(app awscdk.App, build func() error) (err error) {
 		}
 		err = errors.New(panicMessage(r))
 	}()
+	synths.Add(1)
+	defer synths.Add(-1)
 	if err := build(); err != nil {
 		return err
 	}

@@ -103,9 +103,9 @@ type TenantPool struct {
 
 	// coreSystems are the app's core systems the tenants name, one per tenant (nil for none).
 	coreSystems []*CoreSystem
-	app        *appCheck
-	bucketOnce sync.Once
-	bucket     []string
+	app         *appCheck
+	bucketOnce  sync.Once
+	bucket      []string
 }
 
 // PoolProps configures one pool.
@@ -342,7 +342,7 @@ var highThroughput = struct {
 type poolValidation struct{ t *TenantPool }
 
 // Validate implements constructs.IValidation.
-func (v *poolValidation) Validate() *[]*string { return jsii.Strings(v.t.problems()...) }
+func (v *poolValidation) Validate() *[]*string { return answer(v.t, v.t.problems()) }
 
 // problems lists every problem of the pool: its own props, its bucket, then what it shares with the app's
 // other pipelines and pools (a prefix, a name, a tenant id).

@@ -33,7 +33,7 @@ type validation struct{ t *TenantPipeline }
 
 // Validate implements constructs.IValidation.
 func (v *validation) Validate() *[]*string {
-	return jsii.Strings(v.t.problems()...)
+	return answer(v.t, v.t.problems())
 }
 
 // problems lists every problem the app shows of the pipeline: its bucket, then what it shares with
