@@ -44,6 +44,7 @@ import (
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/admission/pollref"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 type options struct {
@@ -396,7 +397,7 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	var clock time.Duration
 	epoch := time.UnixMilli(1_800_000_000_000)
 	now := func() time.Time { return epoch.Add(clock) }
-	gate := admission.Gate{Table: table, Key: admission.CoreGate("bench"), Limit: o.slots}
+	gate := admission.Gate{Table: table, Key: schema.CoreGate("bench"), Limit: o.slots}
 	var gw gateway
 	switch design {
 	case "push":
@@ -584,12 +585,12 @@ func createTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(admission.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(admission.AttrSK), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
 		},
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(admission.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(admission.AttrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	})

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -153,9 +153,9 @@ func newAdmissionTable(scope constructs.Construct, id string) awsdynamodb.Table 
 		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
 	}
 	table := awsdynamodb.NewTable(scope, jsii.String(id), &awsdynamodb.TableProps{
-		PartitionKey:        key(admission.AttrPK),
-		SortKey:             key(admission.AttrSK),
-		TimeToLiveAttribute: jsii.String(admission.AttrExpiresAt),
+		PartitionKey:        key(schema.AttrPK),
+		SortKey:             key(schema.AttrSK),
+		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
 		// On demand: admission's calls come in bursts, a few per file start and end.
 		BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		// The AWS managed key: its key policy lets the account's principals that may use the table
@@ -225,7 +225,7 @@ func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"),
 		Resources: jsii.Strings(*c.Table.TableArn()),
 		Conditions: &map[string]any{"ForAllValues:StringEquals": map[string]any{
-			"dynamodb:LeadingKeys": []string{admission.CoreGate(c.Props.Name)},
+			"dynamodb:LeadingKeys": []string{schema.CoreGate(c.Props.Name)},
 		}},
 	}))
 }

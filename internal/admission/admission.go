@@ -12,12 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // How admission works (docs/controller.md, "Admission"): a semaphore per gate with a wait queue.
 //
 //   - A gate (a core system, a pool) is two partitions of a DynamoDB table: the gate's key holds
-//     the slots, the gate's key plus QueueSuffix the waiting files. A running file holds the item
+//     the slots, the gate's key plus schema.QueueSuffix the waiting files. A running file holds the item
 //     "slot#<index>" with an index below the gate's limit, naming its execution. Taking a free
 //     index is a PutItem with attribute_not_exists, and every change of a slot is conditional on
 //     the execution it names, so two files never hold one index
@@ -61,18 +63,16 @@ var _ ItemAPI = (*dynamodb.Client)(nil)
 type Gate struct {
 	// Table is the DynamoDB table the gate lives in.
 	Table string
-	// Key is the gate's partition key: CoreGate or PoolGate.
+	// Key is the gate's partition key: schema.CoreGate or schema.PoolGate.
 	Key string
 	// Limit is the gate's configured number of running files (maxRunningFiles), at least 1.
 	Limit int
-	// Adaptive says the core system's adaptive limit item (LimitSK) may lower the limit.
+	// Adaptive says the core system's adaptive limit item (schema.LimitSK) may lower the limit.
 	Adaptive bool
 }
 
-// QueueSuffix makes a gate's waiting partition key from its slot partition key.
-const QueueSuffix = "#queue"
-
-func (g Gate) queue() string { return g.Key + QueueSuffix }
+// queue is the partition key of the gate's waiting files.
+func (g Gate) queue() string { return schema.GateQueue(g.Key) }
 
 // Request is one file asking to start.
 type Request struct {
@@ -172,17 +172,6 @@ const DefaultReserveFor = 30 * time.Second
 // DefaultReconcileEvery is how often, at most, one gate's slots are read whole to find stale
 // leases, expired reservations and free slots nobody was woken for.
 const DefaultReconcileEvery = 15 * time.Second
-
-// Sort key prefixes and items.
-const (
-	slotPrefix     = "slot#"
-	overflowPrefix = "slot#x#"
-	entryPrefix    = "w#"
-	placePrefix    = "t#"
-	counterPrefix  = "ctr#"
-	// metaSK sorts after every counter ("~" follows the digits), so one Query reads both.
-	metaSK = "ctr#~"
-)
 
 // Attributes of the items.
 const (
@@ -410,10 +399,10 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, p place, since
 func (s *Store) claim(ctx context.Context, g Gate, r Request, idx int, now time.Time) (bool, error) {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.Key, slotSK(idx)),
+		Key:                       key(g.Key, schema.SlotSK(idx)),
 		UpdateExpression:          aws.String("SET #r = :now, #a = :now, #x = :exp REMOVE #res"),
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#a": attrAcquired, "#x": AttrExpiresAt, "#res": attrReserved, "#e": attrExecution},
+		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#a": attrAcquired, "#x": schema.AttrExpiresAt, "#res": attrReserved, "#e": attrExecution},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":exp": num(s.leaseExpiry(now)), ":exec": str(r.Execution)},
 	})
 	if conditionFailed(err) {
@@ -427,13 +416,13 @@ func (s *Store) claim(ctx context.Context, g Gate, r Request, idx int, now time.
 
 // stillWaiting is a waiting file's later delivery: its entry stays where it is and lives on.
 func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, now time.Time) (Decision, error) {
-	sk := entrySK(p.weight, p.ticket)
+	sk := schema.EntrySK(p.weight, p.ticket)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.queue(), sk),
 		UpdateExpression:          aws.String("SET #r = :now, #x = :exp REMOVE #a"), // Arm sets aliveUntil anew
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": AttrExpiresAt, "#e": attrExecution, "#a": attrAlive},
+		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": schema.AttrExpiresAt, "#e": attrExecution, "#a": attrAlive},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":exp": num(s.waitExpiry(now)), ":exec": str(r.Execution)},
 	})
 	if conditionFailed(err) {
@@ -472,7 +461,7 @@ func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, no
 
 // requeue puts a file that had a ticket back in its queue under the same ticket.
 func (s *Store) requeue(ctx context.Context, g Gate, r Request, p place, now time.Time) (Decision, error) {
-	sk := entrySK(p.weight, p.ticket)
+	sk := schema.EntrySK(p.weight, p.ticket)
 	if err := s.putEntry(ctx, g, r, sk, p.ticket, time.UnixMilli(p.since), now); err != nil {
 		return Decision{}, err
 	}
@@ -497,7 +486,7 @@ func (s *Store) requeue(ctx context.Context, g Gate, r Request, p place, now tim
 func (s *Store) enqueue(ctx context.Context, g Gate, r Request, since time.Time, m meta, now time.Time) (Decision, error) {
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), counterSK(r.Weight)),
+		Key:                       key(g.queue(), schema.CounterSK(r.Weight)),
 		UpdateExpression:          aws.String("ADD #i :one SET #at = :now"),
 		ExpressionAttributeNames:  map[string]string{"#i": attrIssued, "#at": attrIssuedAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":now": num(now.UnixMilli())},
@@ -507,7 +496,7 @@ func (s *Store) enqueue(ctx context.Context, g Gate, r Request, since time.Time,
 		return Decision{}, fmt.Errorf("take a ticket: %w", err)
 	}
 	ticket := nOf(out.Attributes, attrIssued)
-	sk := entrySK(r.Weight, ticket)
+	sk := schema.EntrySK(r.Weight, ticket)
 	if err := s.putEntry(ctx, g, r, sk, ticket, since, now); err != nil {
 		return Decision{}, err
 	}
@@ -522,9 +511,9 @@ func (s *Store) enqueue(ctx context.Context, g Gate, r Request, since time.Time,
 
 func (s *Store) putEntry(ctx context.Context, g Gate, r Request, sk string, ticket int64, since, now time.Time) error {
 	_, err := s.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: map[string]types.AttributeValue{
-		AttrPK: str(g.queue()), AttrSK: str(sk), attrTenant: str(r.Tenant), attrExecution: str(r.Execution),
+		schema.AttrPK: str(g.queue()), schema.AttrSK: str(sk), attrTenant: str(r.Tenant), attrExecution: str(r.Execution),
 		attrTicket: num(ticket), attrWeight: num(int64(r.Weight)), attrSince: num(since.UnixMilli()),
-		attrRenewedAt: num(now.UnixMilli()), AttrExpiresAt: num(s.waitExpiry(now)),
+		attrRenewedAt: num(now.UnixMilli()), schema.AttrExpiresAt: num(s.waitExpiry(now)),
 	}})
 	if err != nil {
 		return fmt.Errorf("record the waiting entry: %w", err)
@@ -545,7 +534,7 @@ func (s *Store) Arm(ctx context.Context, e EntryRef, w Wake, hold time.Duration)
 		Key:                      key(e.Gate.queue(), e.SK),
 		UpdateExpression:         aws.String("SET #q = :q, #h = :h, #m = :m, #r = :now, #a = :alive, #x = :exp"),
 		ConditionExpression:      aws.String("#e = :exec"),
-		ExpressionAttributeNames: map[string]string{"#q": attrQueueURL, "#h": attrReceipt, "#m": attrMessageID, "#r": attrRenewedAt, "#e": attrExecution, "#a": attrAlive, "#x": AttrExpiresAt},
+		ExpressionAttributeNames: map[string]string{"#q": attrQueueURL, "#h": attrReceipt, "#m": attrMessageID, "#r": attrRenewedAt, "#e": attrExecution, "#a": attrAlive, "#x": schema.AttrExpiresAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":q": str(w.QueueURL), ":h": str(w.ReceiptHandle), ":m": str(w.MessageID), ":now": num(now.UnixMilli()), ":exec": str(e.Execution),
 			":alive": num(alive.UnixMilli()), ":exp": num(alive.Add(24 * time.Hour).Unix()),
@@ -565,7 +554,7 @@ func (s *Store) readPlace(ctx context.Context, g Gate, tenant string) (place, er
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(g.Table),
 		ConsistentRead: aws.Bool(true),
-		Key:            key(g.queue(), placePrefix+tenant),
+		Key:            key(g.queue(), schema.PlaceSK(tenant)),
 	})
 	if err != nil {
 		return place{}, fmt.Errorf("read the tenant's place: %w", err)
@@ -580,9 +569,9 @@ func (s *Store) readPlace(ctx context.Context, g Gate, tenant string) (place, er
 
 func (s *Store) putPlace(ctx context.Context, g Gate, r Request, p place, now time.Time) error {
 	_, err := s.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: map[string]types.AttributeValue{
-		AttrPK: str(g.queue()), AttrSK: str(placePrefix + r.Tenant), attrExecution: str(p.execution), attrState: str(p.state),
+		schema.AttrPK: str(g.queue()), schema.AttrSK: str(schema.PlaceSK(r.Tenant)), attrExecution: str(p.execution), attrState: str(p.state),
 		attrSlot: num(int64(p.slot)), attrTicket: num(p.ticket), attrWeight: num(int64(max(p.weight, 1))), attrSince: num(p.since),
-		AttrExpiresAt: num(s.placeExpiry(now)),
+		schema.AttrExpiresAt: num(s.placeExpiry(now)),
 	}})
 	if err != nil {
 		return fmt.Errorf("record the tenant's place: %w", err)
@@ -594,10 +583,10 @@ func (s *Store) putPlace(ctx context.Context, g Gate, r Request, p place, now ti
 func (s *Store) touchPlace(ctx context.Context, g Gate, r Request, now time.Time) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), placePrefix+r.Tenant),
+		Key:                       key(g.queue(), schema.PlaceSK(r.Tenant)),
 		UpdateExpression:          aws.String("SET #x = :exp"),
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#x": AttrExpiresAt, "#e": attrExecution},
+		ExpressionAttributeNames:  map[string]string{"#x": schema.AttrExpiresAt, "#e": attrExecution},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":exp": num(s.placeExpiry(now)), ":exec": str(r.Execution)},
 	})
 	if err != nil && !conditionFailed(err) {
@@ -610,10 +599,10 @@ func (s *Store) touchPlace(ctx context.Context, g Gate, r Request, now time.Time
 func (s *Store) markReleased(ctx context.Context, g Gate, tenant, execution string, now time.Time) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), placePrefix+tenant),
+		Key:                       key(g.queue(), schema.PlaceSK(tenant)),
 		UpdateExpression:          aws.String("SET #st = :rel, #x = :exp"),
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#st": attrState, "#x": AttrExpiresAt, "#e": attrExecution},
+		ExpressionAttributeNames:  map[string]string{"#st": attrState, "#x": schema.AttrExpiresAt, "#e": attrExecution},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":rel": str(stateReleased), ":exp": num(s.placeExpiry(now)), ":exec": str(execution)},
 	})
 	if err != nil && !conditionFailed(err) {
@@ -626,7 +615,7 @@ func (s *Store) markReleased(ctx context.Context, g Gate, tenant, execution stri
 func (s *Store) deletePlace(ctx context.Context, g Gate, tenant, execution string) error {
 	_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), placePrefix+tenant),
+		Key:                       key(g.queue(), schema.PlaceSK(tenant)),
 		ConditionExpression:       aws.String("#e = :exec"),
 		ExpressionAttributeNames:  map[string]string{"#e": attrExecution},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":exec": str(execution)},
@@ -672,20 +661,20 @@ func (s *Store) readMeta(ctx context.Context, g Gate) (meta, error) {
 		TableName:                 aws.String(g.Table),
 		ConsistentRead:            aws.Bool(true),
 		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :c)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":c": str(counterPrefix)},
+		ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":c": str(schema.CounterPrefix)},
 	})
 	if err != nil {
 		return meta{}, fmt.Errorf("read the queue's counters: %w", err)
 	}
 	m := meta{counters: map[int]counter{}}
 	for _, it := range out.Items {
-		sk := sOf(it, AttrSK)
-		if sk == metaSK {
+		sk := sOf(it, schema.AttrSK)
+		if sk == schema.MetaSK {
 			m.reconciledAt, m.overflow = nOf(it, attrReconcile), nOf(it, attrOverflow)
 			continue
 		}
-		w, err := strconv.Atoi(strings.TrimPrefix(sk, counterPrefix))
+		w, err := strconv.Atoi(strings.TrimPrefix(sk, schema.CounterPrefix))
 		if err != nil {
 			continue
 		}
@@ -697,7 +686,7 @@ func (s *Store) readMeta(ctx context.Context, g Gate) (meta, error) {
 func (s *Store) addServed(ctx context.Context, g Gate, weight int, n int64) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), counterSK(weight)),
+		Key:                       key(g.queue(), schema.CounterSK(weight)),
 		UpdateExpression:          aws.String("ADD #s :n"),
 		ExpressionAttributeNames:  map[string]string{"#s": attrServed},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(n)},
@@ -736,8 +725,8 @@ func (s *Store) head(ctx context.Context, g Gate, weight int) (entry, bool, erro
 		TableName:                 aws.String(g.Table),
 		ConsistentRead:            aws.Bool(true),
 		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :w)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":w": str(fmt.Sprintf("%s%02d#", entryPrefix, weight))},
+		ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":w": str(fmt.Sprintf("%s%02d#", schema.EntryPrefix, weight))},
 		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
@@ -750,7 +739,7 @@ func (s *Store) head(ctx context.Context, g Gate, weight int) (entry, bool, erro
 }
 
 func entryOf(it map[string]types.AttributeValue) entry {
-	e := entry{sk: sOf(it, AttrSK), tenant: sOf(it, attrTenant), execution: sOf(it, attrExecution), weight: int(nOf(it, attrWeight)),
+	e := entry{sk: sOf(it, schema.AttrSK), tenant: sOf(it, attrTenant), execution: sOf(it, attrExecution), weight: int(nOf(it, attrWeight)),
 		ticket: nOf(it, attrTicket), since: nOf(it, attrSince), renewedAt: nOf(it, attrRenewedAt), alive: nOf(it, attrAlive)}
 	e.wake = Wake{Tenant: e.tenant, Execution: e.execution, QueueURL: sOf(it, attrQueueURL), ReceiptHandle: sOf(it, attrReceipt), MessageID: sOf(it, attrMessageID)}
 	return e
@@ -810,7 +799,7 @@ const settleGrace = time.Minute
 func (s *Store) settleCounter(ctx context.Context, g Gate, w int, c counter, now time.Time) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), counterSK(w)),
+		Key:                       key(g.queue(), schema.CounterSK(w)),
 		UpdateExpression:          aws.String("SET #s = :i"),
 		ConditionExpression:       aws.String("#i = :i AND (attribute_not_exists(#at) OR #at < :cut)"),
 		ExpressionAttributeNames:  map[string]string{"#s": attrServed, "#i": attrIssued, "#at": attrIssuedAt},
@@ -844,7 +833,7 @@ func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, m me
 			TableName:                           aws.String(g.Table),
 			Key:                                 key(g.queue(), e.sk),
 			ConditionExpression:                 aws.String("attribute_exists(#sk)"),
-			ExpressionAttributeNames:            map[string]string{"#sk": AttrSK},
+			ExpressionAttributeNames:            map[string]string{"#sk": schema.AttrSK},
 			ReturnValues:                        types.ReturnValueAllOld,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
 		})
@@ -880,10 +869,10 @@ func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, m me
 		}
 		_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(g.Table),
-			Key:                       key(g.queue(), placePrefix+e.tenant),
+			Key:                       key(g.queue(), schema.PlaceSK(e.tenant)),
 			UpdateExpression:          aws.String("SET #st = :res, #slot = :idx, #x = :exp"),
 			ConditionExpression:       aws.String("#e = :exec"),
-			ExpressionAttributeNames:  map[string]string{"#st": attrState, "#slot": attrSlot, "#x": AttrExpiresAt, "#e": attrExecution},
+			ExpressionAttributeNames:  map[string]string{"#st": attrState, "#slot": attrSlot, "#x": schema.AttrExpiresAt, "#e": attrExecution},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":res": str(stateReserved), ":idx": num(int64(idx)), ":exp": num(s.placeExpiry(now)), ":exec": str(e.execution)},
 		})
 		if err != nil && !conditionFailed(err) {
@@ -919,13 +908,13 @@ func (s *Store) restoreWake(ctx context.Context, g Gate, e entry) error {
 // reserve rewrites slot idx as reserved for the waiter, if it is still from's (or free).
 func (s *Store) reserve(ctx context.Context, g Gate, idx int, from string, e entry, now time.Time) (bool, error) {
 	in := &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: map[string]types.AttributeValue{
-		AttrPK: str(g.Key), AttrSK: str(slotSK(idx)), attrExecution: str(e.execution), attrTenant: str(e.tenant),
+		schema.AttrPK: str(g.Key), schema.AttrSK: str(schema.SlotSK(idx)), attrExecution: str(e.execution), attrTenant: str(e.tenant),
 		attrAcquired: num(now.UnixMilli()), attrRenewedAt: num(now.UnixMilli()),
-		attrReserved: num(now.Add(s.reserveFor()).UnixMilli()), AttrExpiresAt: num(s.leaseExpiry(now)),
+		attrReserved: num(now.Add(s.reserveFor()).UnixMilli()), schema.AttrExpiresAt: num(s.leaseExpiry(now)),
 	}}
 	if from == "" {
 		in.ConditionExpression = aws.String("attribute_not_exists(#sk)")
-		in.ExpressionAttributeNames = map[string]string{"#sk": AttrSK}
+		in.ExpressionAttributeNames = map[string]string{"#sk": schema.AttrSK}
 	} else {
 		in.ConditionExpression = aws.String("#e = :from")
 		in.ExpressionAttributeNames = map[string]string{"#e": attrExecution}
@@ -978,18 +967,18 @@ func (s *Store) readSlots(ctx context.Context, g Gate, now time.Time) (gateState
 			TableName:                 aws.String(g.Table),
 			ConsistentRead:            aws.Bool(true),
 			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :slot)"),
-			ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":slot": str(slotPrefix)},
+			ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":slot": str(schema.SlotPrefix)},
 			ExclusiveStartKey:         start,
 		})
 		if err != nil {
 			return st, fmt.Errorf("read the running files: %w", err)
 		}
 		for _, it := range out.Items {
-			l := lease{sk: sOf(it, AttrSK), execution: sOf(it, attrExecution), tenant: sOf(it, attrTenant),
+			l := lease{sk: sOf(it, schema.AttrSK), execution: sOf(it, attrExecution), tenant: sOf(it, attrTenant),
 				renewedAt: nOf(it, attrRenewedAt), reservedUntil: nOf(it, attrReserved), index: overflowSlot}
-			if !strings.HasPrefix(l.sk, overflowPrefix) {
-				l.index, _ = strconv.Atoi(strings.TrimPrefix(l.sk, slotPrefix))
+			if !strings.HasPrefix(l.sk, schema.OverflowPrefix) {
+				l.index, _ = strconv.Atoi(strings.TrimPrefix(l.sk, schema.SlotPrefix))
 			}
 			expired := now.Sub(time.UnixMilli(l.renewedAt)) > s.LeaseTTL ||
 				(l.reservedUntil > 0 && now.UnixMilli() > l.reservedUntil)
@@ -1020,13 +1009,13 @@ func (s *Store) effectiveLimit(ctx context.Context, g Gate) (int, error) {
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(g.Table),
 		ConsistentRead: aws.Bool(true),
-		Key:            key(g.Key, LimitSK),
+		Key:            key(g.Key, schema.LimitSK),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("read the adaptive limit: %w", err)
 	}
 	if out.Item != nil {
-		if v, err := strconv.ParseFloat(nStr(out.Item, AttrLimit), 64); err == nil && !math.IsNaN(v) {
+		if v, err := strconv.ParseFloat(nStr(out.Item, schema.AttrLimit), 64); err == nil && !math.IsNaN(v) {
 			return min(g.Limit, max(1, int(math.Floor(v)))), nil
 		}
 	}
@@ -1056,7 +1045,7 @@ func (s *Store) take(ctx context.Context, g Gate, r Request, st gateState, now t
 		}
 		in := &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: leaseItem(g, i, r, now, s.leaseExpiry(now)),
 			ConditionExpression:                 aws.String("attribute_not_exists(#sk)"),
-			ExpressionAttributeNames:            map[string]string{"#sk": AttrSK},
+			ExpressionAttributeNames:            map[string]string{"#sk": schema.AttrSK},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 		if l, ok := stale[i]; ok {
 			// Free again only if nobody renewed it since it was read.
@@ -1089,7 +1078,7 @@ func (s *Store) take(ctx context.Context, g Gate, r Request, st gateState, now t
 }
 
 func (s *Store) slotHolder(ctx context.Context, g Gate, i int) (string, error) {
-	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.Table), Key: key(g.Key, slotSK(i)), ConsistentRead: aws.Bool(true)})
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.Table), Key: key(g.Key, schema.SlotSK(i)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return "", fmt.Errorf("read slot %d: %w", i, err)
 	}
@@ -1098,24 +1087,24 @@ func (s *Store) slotHolder(ctx context.Context, g Gate, i int) (string, error) {
 
 func leaseItem(g Gate, i int, r Request, now time.Time, exp int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		AttrPK: str(g.Key), AttrSK: str(slotSK(i)), attrExecution: str(r.Execution), attrTenant: str(r.Tenant),
-		attrAcquired: num(now.UnixMilli()), attrRenewedAt: num(now.UnixMilli()), AttrExpiresAt: num(exp),
+		schema.AttrPK: str(g.Key), schema.AttrSK: str(schema.SlotSK(i)), attrExecution: str(r.Execution), attrTenant: str(r.Tenant),
+		attrAcquired: num(now.UnixMilli()), attrRenewedAt: num(now.UnixMilli()), schema.AttrExpiresAt: num(exp),
 	}
 }
 
 // renewIndex records that the file holding slot idx is still looked after. It reports a
 // ConditionalCheckFailedException when the slot names another execution.
 func (s *Store) renewIndex(ctx context.Context, g Gate, idx int, execution string, now time.Time) error {
-	sk := slotSK(idx)
+	sk := schema.SlotSK(idx)
 	if idx == overflowSlot {
-		sk = overflowPrefix + execution
+		sk = schema.OverflowSK(execution)
 	}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.Key, sk),
 		UpdateExpression:          aws.String("SET #r = :now, #x = :exp REMOVE #res"),
 		ConditionExpression:       aws.String("#e = :exec"),
-		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": AttrExpiresAt, "#e": attrExecution, "#res": attrReserved},
+		ExpressionAttributeNames:  map[string]string{"#r": attrRenewedAt, "#x": schema.AttrExpiresAt, "#e": attrExecution, "#res": attrReserved},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":exp": num(s.leaseExpiry(now)), ":exec": str(execution)},
 	})
 	return err
@@ -1215,9 +1204,9 @@ func (s *Store) Renew(ctx context.Context, gates []Gate, tenant, execution strin
 // shrink the gate back before handing slots over.
 func (s *Store) putOverflow(ctx context.Context, g Gate, r Request, now time.Time) error {
 	item := leaseItem(g, 0, r, now, s.leaseExpiry(now))
-	item[AttrSK] = str(overflowPrefix + r.Execution)
+	item[schema.AttrSK] = str(schema.OverflowSK(r.Execution))
 	_, err := s.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: item,
-		ConditionExpression: aws.String("attribute_not_exists(#sk)"), ExpressionAttributeNames: map[string]string{"#sk": AttrSK}})
+		ConditionExpression: aws.String("attribute_not_exists(#sk)"), ExpressionAttributeNames: map[string]string{"#sk": schema.AttrSK}})
 	if conditionFailed(err) {
 		return s.renewIndex(ctx, g, overflowSlot, r.Execution, now)
 	}
@@ -1230,7 +1219,7 @@ func (s *Store) putOverflow(ctx context.Context, g Gate, r Request, now time.Tim
 func (s *Store) addOverflow(ctx context.Context, g Gate, n int64) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), metaSK),
+		Key:                       key(g.queue(), schema.MetaSK),
 		UpdateExpression:          aws.String("ADD #o :n"),
 		ExpressionAttributeNames:  map[string]string{"#o": attrOverflow},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(n)},
@@ -1293,7 +1282,7 @@ func (s *Store) releaseGate(ctx context.Context, g Gate, tenant, execution strin
 	var wakes []Wake
 	if found {
 		if idx == overflowSlot {
-			err = s.deleteLease(ctx, g, overflowPrefix+execution, execution, true)
+			err = s.deleteLease(ctx, g, schema.OverflowSK(execution), execution, true)
 		} else {
 			wakes, err = s.free(ctx, g, idx, execution, now)
 		}
@@ -1340,7 +1329,7 @@ func (s *Store) free(ctx context.Context, g Gate, idx int, execution string, now
 			return []Wake{w}, nil
 		}
 	}
-	return nil, s.deleteLease(ctx, g, slotSK(idx), execution, false)
+	return nil, s.deleteLease(ctx, g, schema.SlotSK(idx), execution, false)
 }
 
 // moveOverflowIn gives slot idx to a file holding an overflow lease, so the gate shrinks back to
@@ -1350,8 +1339,8 @@ func (s *Store) moveOverflowIn(ctx context.Context, g Gate, idx int, execution s
 		TableName:                 aws.String(g.Table),
 		ConsistentRead:            aws.Bool(true),
 		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :x)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":x": str(overflowPrefix)},
+		ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.Key), ":x": str(schema.OverflowPrefix)},
 		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
@@ -1371,12 +1360,12 @@ func (s *Store) moveOverflowIn(ctx context.Context, g Gate, idx int, execution s
 	if err != nil {
 		return false, fmt.Errorf("move an overflow lease into slot %d: %w", idx, err)
 	}
-	if err := s.deleteLease(ctx, g, overflowPrefix+r.Execution, r.Execution, true); err != nil {
+	if err := s.deleteLease(ctx, g, schema.OverflowSK(r.Execution), r.Execution, true); err != nil {
 		return true, err
 	}
 	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), placePrefix+r.Tenant),
+		Key:                       key(g.queue(), schema.PlaceSK(r.Tenant)),
 		UpdateExpression:          aws.String("SET #slot = :idx"),
 		ConditionExpression:       aws.String("#e = :exec"),
 		ExpressionAttributeNames:  map[string]string{"#slot": attrSlot, "#e": attrExecution},
@@ -1412,7 +1401,7 @@ func (s *Store) deleteLease(ctx context.Context, g Gate, sk, execution string, o
 func (s *Store) leaveQueue(ctx context.Context, g Gate, p place) error {
 	_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), entrySK(p.weight, p.ticket)),
+		Key:                       key(g.queue(), schema.EntrySK(p.weight, p.ticket)),
 		ConditionExpression:       aws.String("#e = :exec"),
 		ExpressionAttributeNames:  map[string]string{"#e": attrExecution},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":exec": str(p.execution)},
@@ -1472,7 +1461,7 @@ func (s *Store) reconcileIfDue(ctx context.Context, g Gate, m meta, now time.Tim
 	}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), metaSK),
+		Key:                       key(g.queue(), schema.MetaSK),
 		UpdateExpression:          aws.String("SET #c = :now"),
 		ConditionExpression:       aws.String("attribute_not_exists(#c) OR #c = :seen"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrReconcile},
@@ -1555,14 +1544,6 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 // MaxWeightClass is the largest weight admission looks for (pipeline.MaxWeight).
 const MaxWeightClass = 10
 
-func slotSK(i int) string { return fmt.Sprintf("%s%04d", slotPrefix, i) }
-
-func counterSK(weight int) string { return fmt.Sprintf("%s%02d", counterPrefix, weight) }
-
-func entrySK(weight int, ticket int64) string {
-	return fmt.Sprintf("%s%02d#%012d", entryPrefix, weight, ticket)
-}
-
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -1571,7 +1552,7 @@ func minTime(a, b time.Time) time.Time {
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(sk)}
+	return map[string]types.AttributeValue{schema.AttrPK: str(pk), schema.AttrSK: str(sk)}
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

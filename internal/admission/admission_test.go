@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // The tests run against dynalite, the DynamoDB emulator of the local run (npm dynalite, installed by
@@ -90,12 +92,12 @@ func newTable(t *testing.T) (*dynamodb.Client, string) {
 	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(AttrSK), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
 		},
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(AttrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	})
@@ -185,7 +187,7 @@ func wokenTenants(ws []Wake) []string {
 
 func TestAdmitBoundsRunningFiles(t *testing.T) {
 	s, _, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("ledger"), Limit: 3}
+	g := Gate{Table: table, Key: schema.CoreGate("ledger"), Limit: 3}
 	var admitted []string
 	for i := range 5 {
 		tenant := fmt.Sprintf("t%d", i)
@@ -237,7 +239,7 @@ func TestAdmitBoundsRunningFiles(t *testing.T) {
 // idle while files wait (a slot a race left free is handed to a waiter by the reconciler).
 func TestAdmitConcurrentControllersNeverExceedTheLimit(t *testing.T) {
 	s, _, table := newStore(t)
-	g := Gate{Table: table, Key: PoolGate("p"), Limit: 4}
+	g := Gate{Table: table, Key: schema.PoolGate("p"), Limit: 4}
 	var wg sync.WaitGroup
 	var admitted, woken atomic.Int64
 	errs := make(chan error, 40)
@@ -299,7 +301,7 @@ func TestHandoverFairByWaitScaledByWeight(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, clk, table := newStore(t)
-			g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+			g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 			mustAdmit(t, s, req("holder", "holder-f", 1, g))
 			start := clk.Now()
 			maxAgo := time.Duration(0)
@@ -331,7 +333,7 @@ func TestHandoverFairByWaitScaledByWeight(t *testing.T) {
 // that waits as long (both always have a next file waiting).
 func TestHandoverWeightShare(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f0", 1, g))
 	weights := map[string]int{"heavy": 5, "light": 1}
 	files := map[string]int{}
@@ -365,7 +367,7 @@ func TestHandoverWeightShare(t *testing.T) {
 // waiting already: nobody waits behind another tenant's later files.
 func TestAdmitNextFileWaitsBehindWaitingTenants(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("busy", "busy-f1", 1, g))
 	clk.Add(time.Second)
 	waitArmed(t, s, req("quiet", "quiet-f1", 1, g))
@@ -383,7 +385,7 @@ func TestAdmitNextFileWaitsBehindWaitingTenants(t *testing.T) {
 
 func TestAdmitUnknownWithoutFresh(t *testing.T) {
 	s, _, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
 	r := again(req("a", "a-f1", 1, g))
 	if d := mustAdmit(t, s, r); !d.Unknown || d.Admitted {
 		t.Fatalf("got %+v, want Unknown and not admitted", d)
@@ -403,7 +405,7 @@ func TestAdmitUnknownWithoutFresh(t *testing.T) {
 // late file then queues again with its own ticket, ahead of every later waiter.
 func TestReservationExpiresToTheNextWaiter(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	for _, tenant := range []string{"late", "next", "later"} {
 		clk.Add(time.Second)
@@ -437,7 +439,7 @@ func TestReservationExpiresToTheNextWaiter(t *testing.T) {
 // an overflow lease that counts against the gate, so the bound holds again as files end.
 func TestLostLeaseIsRegainedAndCounts(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	ctx := context.Background()
 	mustAdmit(t, s, req("a", "a-f1", 1, g))
 	crashed := &Store{DB: newClient(), LeaseTTL: s.LeaseTTL, WaiterTTL: s.WaiterTTL, Now: clk.Now} // another controller
@@ -488,9 +490,9 @@ func TestLostLeaseIsRegainedAndCounts(t *testing.T) {
 func TestAdmitTwoGatesHoldsNothingWhileWaiting(t *testing.T) {
 	s, _, table := newStore(t)
 	ctx := context.Background()
-	core := Gate{Table: table, Key: CoreGate("ledger"), Limit: 2}
-	pool := Gate{Table: table, Key: PoolGate("p"), Limit: 1}
-	other := Gate{Table: table, Key: CoreGate("crm"), Limit: 5}
+	core := Gate{Table: table, Key: schema.CoreGate("ledger"), Limit: 2}
+	pool := Gate{Table: table, Key: schema.PoolGate("p"), Limit: 1}
+	other := Gate{Table: table, Key: schema.CoreGate("crm"), Limit: 5}
 	if d := mustAdmit(t, s, req("a", "a-f", 1, core, pool)); !d.Admitted {
 		t.Fatalf("a: %+v", d)
 	}
@@ -523,7 +525,7 @@ func TestAdmitTwoGatesHoldsNothingWhileWaiting(t *testing.T) {
 func TestAdaptiveLimitLowersTheGate(t *testing.T) {
 	put := func(s *Store, g Gate, v string) {
 		if _, err := s.DB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: map[string]types.AttributeValue{
-			AttrPK: str(g.Key), AttrSK: str(LimitSK), AttrLimit: &types.AttributeValueMemberN{Value: v}}}); err != nil {
+			schema.AttrPK: str(g.Key), schema.AttrSK: str(schema.LimitSK), schema.AttrLimit: &types.AttributeValueMemberN{Value: v}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -534,7 +536,7 @@ func TestAdaptiveLimitLowersTheGate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.limit, func(t *testing.T) {
 			s, _, table := newStore(t)
-			g := Gate{Table: table, Key: CoreGate("x"), Limit: 4, Adaptive: true}
+			g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 4, Adaptive: true}
 			put(s, g, tt.limit)
 			got := 0
 			for i := range 6 {
@@ -554,7 +556,7 @@ func TestAdaptiveLimitLowersTheGate(t *testing.T) {
 // is older than WaiterTTL.
 func TestStaleWaiterIsSkipped(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	waitArmed(t, s, req("gone", "gone-f", 1, g))
 	clk.Add(s.WaiterTTL + time.Second)
@@ -568,7 +570,7 @@ func TestStaleWaiterIsSkipped(t *testing.T) {
 func TestWaitingPlaceSurvivesALongWait(t *testing.T) {
 	s, clk, table := newStore(t)
 	ctx := context.Background()
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	d := waitArmed(t, s, req("w", "w-f", 1, g))
 	for range 30 { // 30 hours, an ask per hour
@@ -580,12 +582,12 @@ func TestWaitingPlaceSurvivesALongWait(t *testing.T) {
 			t.Fatalf("w admitted while the slot is held: %+v", d)
 		}
 	}
-	for _, sk := range []string{d.Entry.SK, placePrefix + "w"} {
+	for _, sk := range []string{d.Entry.SK, schema.PlacePrefix + "w"} {
 		out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(g.queue(), sk), ConsistentRead: aws.Bool(true)})
 		if err != nil || out.Item == nil {
 			t.Fatalf("%s: %v, %v", sk, out, err)
 		}
-		if exp := time.Unix(nOf(out.Item, AttrExpiresAt), 0); !exp.After(clk.Now().Add(time.Hour)) {
+		if exp := time.Unix(nOf(out.Item, schema.AttrExpiresAt), 0); !exp.After(clk.Now().Add(time.Hour)) {
 			t.Fatalf("%s expires at %v, want well after now %v", sk, exp, clk.Now())
 		}
 	}
@@ -602,7 +604,7 @@ type lostAnswer struct {
 }
 
 func (l *lostAnswer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if !l.done && strings.HasPrefix(sOf(in.Item, AttrSK), slotPrefix) {
+	if !l.done && strings.HasPrefix(sOf(in.Item, schema.AttrSK), schema.SlotPrefix) {
 		l.done = true
 		if _, err := l.ItemAPI.PutItem(ctx, in, optFns...); err != nil {
 			return nil, err
@@ -614,7 +616,7 @@ func (l *lostAnswer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt
 func TestLostPutAnswerNeverTakesTwoSlots(t *testing.T) {
 	s, _, table := newStore(t)
 	s.DB = &lostAnswer{ItemAPI: s.DB}
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 3}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 3}
 	if d := mustAdmit(t, s, req("a", "a-f", 1, g)); !d.Admitted {
 		t.Fatalf("a: %+v", d)
 	}
@@ -628,7 +630,7 @@ func TestLostPutAnswerNeverTakesTwoSlots(t *testing.T) {
 func TestPauseGivesBackAndDoesNotCountAsWaiting(t *testing.T) {
 	s, clk, table := newStore(t)
 	ctx := context.Background()
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	waitArmed(t, s, req("p", "p-f", 1, g))
 	clk.Add(time.Second)
@@ -693,7 +695,7 @@ func TestRankingCostDoesNotGrowWithWaiters(t *testing.T) {
 		cc := &callCounter{ItemAPI: s.DB}
 		s.DB = cc
 		s.ReconcileEvery = time.Hour
-		g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+		g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
 		mustAdmit(t, s, req("h0", "h0-f", 1, g))
 		mustAdmit(t, s, req("h1", "h1-f", 1, g))
 		s.Reconcile(context.Background(), g)
@@ -718,7 +720,7 @@ func TestRankingCostDoesNotGrowWithWaiters(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
 	mustAdmit(t, s, req("a", "a-f", 1, g))
 	mustAdmit(t, s, req("b", "b-f", 1, g))
 	waitArmed(t, s, req("c", "c-f", 1, g))
@@ -741,7 +743,7 @@ func TestReleaseTwiceAndLate(t *testing.T) {
 	s, _, table := newStore(t)
 	cc := &callCounter{ItemAPI: s.DB}
 	s.DB = cc
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
 	mustAdmit(t, s, req("a", "a-f1", 1, g))
 	release(t, s, []Gate{g}, "a", "a-f1")
 	before := cc.n.Load()
@@ -753,7 +755,7 @@ func TestReleaseTwiceAndLate(t *testing.T) {
 	}
 	// b's first file ends, but its release is lost; b's next file runs; the late release comes.
 	mustAdmit(t, s, req("b", "b-f1", 1, g))
-	if _, err := s.DB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key(g.queue(), placePrefix+"b")}); err != nil {
+	if _, err := s.DB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key(g.queue(), schema.PlacePrefix+"b")}); err != nil {
 		t.Fatal(err)
 	}
 	mustAdmit(t, s, req("b", "b-f2", 1, g))
@@ -788,7 +790,7 @@ func TestWaitHold(t *testing.T) {
 // handover wakes it, it is not taken for gone.
 func TestLongHoldKeepsThePlace(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	d := mustAdmit(t, s, req("far", "far-f", 1, g))
 	if ok, err := s.Arm(context.Background(), d.Entry, Wake{QueueURL: "q", ReceiptHandle: "rh-far"}, 2*time.Hour); err != nil || !ok {
@@ -804,7 +806,7 @@ func TestLongHoldKeepsThePlace(t *testing.T) {
 // message blocks the group), and its next look takes a slot as adopted, not as a lost lease.
 func TestRedrivenAfterReleaseIsAdopted(t *testing.T) {
 	s, _, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 2}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
 	mustAdmit(t, s, req("h", "h-f", 1, g))
 	release(t, s, []Gate{g}, "h", "h-f")
 	res, err := s.Renew(context.Background(), []Gate{g}, "h", "h-f")
@@ -824,7 +826,7 @@ type entryHook struct {
 }
 
 func (h entryHook) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if sk, ok := in.Item[AttrSK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "w#") && h.before != nil {
+	if sk, ok := in.Item[schema.AttrSK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "w#") && h.before != nil {
 		h.before()
 	}
 	return h.ItemAPI.PutItem(ctx, in, optFns...)
@@ -837,7 +839,7 @@ func (h entryHook) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFn
 // goes to b.
 func TestTicketWithoutEntryYetIsNotSettled(t *testing.T) {
 	s, clk, table := newStore(t)
-	g := Gate{Table: table, Key: CoreGate("x"), Limit: 1}
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
 	ctx := context.Background()
 	mustAdmit(t, s, req("holder", "holder-f", 1, g))
 	clk.Add(time.Second)

@@ -5,13 +5,15 @@
 // it.
 package pollref
 
-import "github.com/example/tenantpipeline/internal/admission"
+import (
+	"github.com/example/tenantpipeline/internal/schema"
+)
 
 // The names of the table layout, as internal/admission has them.
 const (
-	AttrPK        = admission.AttrPK
-	AttrSK        = admission.AttrSK
-	AttrExpiresAt = admission.AttrExpiresAt
-	LimitSK       = admission.LimitSK
-	AttrLimit     = admission.AttrLimit
+	AttrPK        = schema.AttrPK
+	AttrSK        = schema.AttrSK
+	AttrExpiresAt = schema.AttrExpiresAt
+	LimitSK       = schema.LimitSK
+	AttrLimit     = schema.AttrLimit
 )
