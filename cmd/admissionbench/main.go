@@ -6,7 +6,7 @@
 //
 //	admission: push N=1000: utilization 98.9 %; 3.00 invocations, 19.1 requests, 7.0 read units per admitted file; last first start 201 s of ideal 200 s (1.01x); weight 5:1 admitted 5.0x
 //
-// beside the same line for the reference design that waits by polling (internal/admission/pollref
+// beside the same line for the reference design that waits by polling (cmd/admissionbench/pollref
 // with the controller's old asking pace), in the same run, and the ratio of the two.
 //
 // The clock: time stands still while a controller works; each invocation lasts -invocation-ms plus
@@ -42,7 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
-	"github.com/example/tenantpipeline/internal/admission/pollref"
+	"github.com/example/tenantpipeline/cmd/admissionbench/pollref"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -654,7 +654,7 @@ func (p *push) release(ctx context.Context, t *tenant, _ time.Duration) ([]int, 
 	return toIndexes(wakes), err
 }
 
-// poll is the reference: internal/admission/pollref with the controller's old asking pace (every
+// poll is the reference: cmd/admissionbench/pollref with the controller's old asking pace (every
 // second while fewer tenants are ahead than a round of the gate's limit, at most 20; a second more
 // per round ahead; past the counted ranks a backoff doubling per delivery; 30 s at most).
 type poll struct {
