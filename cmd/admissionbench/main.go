@@ -41,8 +41,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/cmd/admissionbench/pollref"
+	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/schema"
 )
