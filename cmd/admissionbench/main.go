@@ -43,6 +43,7 @@ import (
 
 	"github.com/example/tenantpipeline/cmd/admissionbench/pollref"
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -113,7 +114,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	url, stop, err := emulate.StartDynalite(ctx, root, io.Discard)
+	url, stop, err := emulate.StartDynalite(ctx, deploy.NodeBinary(root), root, io.Discard)
 	if err != nil {
 		return fmt.Errorf("start dynalite (make setup installs it): %w", err)
 	}
