@@ -60,6 +60,11 @@ func TestBatchSynthIsCDKSynth(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, got := files(t, cli), files(t, batched)
+	// The app writes the CLI's performance report only when its synthesis took more than 10 s a
+	// stack (awscdk.AppProps.PerformanceReporting), so on a loaded machine and only there: it is
+	// the machine's timing, not the assembly.
+	delete(want, "performance-counters.json")
+	delete(got, "performance-counters.json")
 	if strings.Join(keysOf(want), "\n") != strings.Join(keysOf(got), "\n") {
 		t.Fatalf("got files\n%s\nwant cdk synth's\n%s", strings.Join(keysOf(got), "\n"), strings.Join(keysOf(want), "\n"))
 	}
