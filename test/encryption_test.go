@@ -291,8 +291,13 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		}
 	}
 	// hasGrant reports whether a policy attached to a role whose logical id starts with role has
-	// a statement of exactly actions under condition key (a StringEquals or StringLike key).
+	// a statement of exactly actions under condition key: a StringEquals or StringLike key, or,
+	// for a condition "ArnLike:<key>", an ArnLike key.
 	hasGrant := func(tpl assertions.Template, role string, actions []string, condition string) bool {
+		operators := []string{"StringEquals", "StringLike"}
+		if key, ok := strings.CutPrefix(condition, "ArnLike:"); ok {
+			operators, condition = []string{"ArnLike"}, key
+		}
 		policies := tpl.FindResources(jsii.String("AWS::IAM::Policy"), &map[string]any{"Properties": assertions.Match_ObjectLike(&map[string]any{
 			"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^" + role))}}),
 		})})
@@ -308,13 +313,16 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 				if string(got) != string(want) {
 					continue
 				}
-				if dig(st, "Condition", "StringEquals", condition) != nil || dig(st, "Condition", "StringLike", condition) != nil {
-					return true
+				for _, op := range operators {
+					if dig(st, "Condition", op, condition) != nil {
+						return true
+					}
 				}
 			}
 		}
 		return false
 	}
+	const ownExecutions = "kms:EncryptionContext:aws:states:stateMachineArn"
 	for _, tc := range []struct {
 		name      string
 		tpl       assertions.Template
@@ -330,7 +338,14 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"silo controller takes leases", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"silo controller starts executions", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
 		{"silo sink register writes its table", silo, "TenantglobexRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"silo controller reads and writes the bucket", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"silo file state machine", silo, "TenantacmeWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+		// The state machines' own executions: CDK's statement for the state machine's own ARN
+		// names no state machine (it has no name of its own), so the ArnLike grant is the one.
+		{"silo file state machine runs its executions", silo, "TenantacmeWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "ArnLike:" + ownExecutions},
+		{"silo segment state machine runs its executions", silo, "TenantacmeWorkflowSegmentRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "ArnLike:" + ownExecutions},
+		{"silo file state machine logs", silo, "TenantacmeWorkflowFileRole", []string{"kms:GenerateDataKey"}, "kms:EncryptionContext:SourceArn"},
+		{"silo segment state machine logs", silo, "TenantacmeWorkflowSegmentRole", []string{"kms:GenerateDataKey"}, "kms:EncryptionContext:SourceArn"},
 		{"pool router receives from the intake", pool, "PoolRouterServiceRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:aws:sqs:arn"},
 		{"pool router sends to the queue", pool, "PoolRouterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:sqs:arn"},
 		{"pool router parks files", pool, "PoolRouterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
@@ -341,7 +356,12 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"pool register keeps the adaptive limit", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"pool tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool tenant role reads its tenant's secret", pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
+		{"pool controller reads and writes the bucket", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool file state machine", pool, "PoolWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
+		{"pool file state machine runs its executions", pool, "PoolWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "ArnLike:" + ownExecutions},
+		{"pool segment state machine runs its executions", pool, "PoolWorkflowSegmentRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "ArnLike:" + ownExecutions},
+		{"pool file state machine logs", pool, "PoolWorkflowFileRole", []string{"kms:GenerateDataKey"}, "kms:EncryptionContext:SourceArn"},
+		{"pool segment state machine logs", pool, "PoolWorkflowSegmentRole", []string{"kms:GenerateDataKey"}, "kms:EncryptionContext:SourceArn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !hasGrant(tc.tpl, tc.role, tc.actions, tc.condition) {

@@ -12,6 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/internal/tenants"
 )
 
 // The repository's shape is part of what a newcomer reads: README stays a first page, its Layout
@@ -141,6 +146,100 @@ func TestLambdaDirectoriesHoldOnlyWiring(t *testing.T) {
 	}
 }
 
+// TestCommentsNameLiveCode: a comment points where the code is. The Lambdas' logic lives in
+// internal/<role>, so a comment names no file of lambdas/<fn>/ but main.go and no identifier of a
+// lambdas/<fn> package; and a declaration's doc comment that opens with an identifier opens with
+// the declaration's own name, not one it had before a rename or one of the code above it.
+func TestCommentsNameLiveCode(t *testing.T) {
+	// Known, in files another change rewrites: remove an entry once its comment is fixed.
+	known := map[string]bool{}
+	oldPath := regexp.MustCompile(`lambdas/(?:controller|split|register)(?:/[\w.]+|\.\w+|'s|, \w+\.go)`)
+	hump := regexp.MustCompile(`[a-z0-9][A-Z]`)
+	ident := regexp.MustCompile(`^[A-Za-z_]\w*$`)
+	var problems []string
+	report := func(file, what string) {
+		if !known[file+": "+what] {
+			problems = append(problems, file+": "+what)
+		}
+	}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel("..", path)
+		rel = filepath.ToSlash(rel)
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		for _, cg := range f.Comments {
+			for _, m := range oldPath.FindAllString(cg.Text(), -1) {
+				if m != "lambdas/controller/main.go" && m != "lambdas/split/main.go" && m != "lambdas/register/main.go" {
+					report(rel, m)
+				}
+			}
+		}
+		checkDoc := func(doc *ast.CommentGroup, name string) {
+			if doc == nil || name == "_" {
+				return
+			}
+			words := strings.Fields(doc.Text())
+			if len(words) == 0 {
+				return
+			}
+			first := strings.TrimRight(words[0], ",.:;")
+			if first != name && ident.MatchString(first) && (strings.EqualFold(first, name) || hump.MatchString(first)) {
+				report(rel, first+" above "+name)
+			}
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if n := decl.Name.Name; !strings.HasPrefix(n, "Test") && !strings.HasPrefix(n, "Benchmark") && !strings.HasPrefix(n, "Example") && !strings.HasPrefix(n, "Fuzz") {
+					checkDoc(decl.Doc, n)
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					doc := decl.Doc
+					if len(decl.Specs) > 1 {
+						doc = nil
+					}
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						checkDoc(cmpDoc(spec.Doc, doc), spec.Name.Name)
+					case *ast.ValueSpec:
+						if len(spec.Names) == 1 {
+							checkDoc(cmpDoc(spec.Doc, doc), spec.Names[0].Name)
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: the comment names code that is not there; point it at internal/<role> or the declaration it sits on", p)
+	}
+}
+
+// cmpDoc is a spec's own doc comment, else its declaration's.
+func cmpDoc(own, decl *ast.CommentGroup) *ast.CommentGroup {
+	if own != nil {
+		return own
+	}
+	return decl
+}
+
 // TestConstructsNeverEndTheProcess: a library imported into someone's CDK app returns its errors;
 // it never calls os.Exit and never imports a test package.
 func TestConstructsNeverEndTheProcess(t *testing.T) {
@@ -204,5 +303,66 @@ func TestDocsLinksResolve(t *testing.T) {
 				t.Errorf("%s links to %s, which does not exist", page, m[1])
 			}
 		}
+	}
+}
+
+// TestDocsFiguresAgree: a figure README.md and docs/ both give is the code's, in each place; and
+// what docs once said wrong stays fixed (the admission table's encryption, the redrive's resend).
+func TestDocsFiguresAgree(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	n := func(v int) string { return regexp.QuoteMeta(strconv.Itoa(v)) }
+	thousands := func(v int) string { // 1000 as 1000 or 1,000
+		s := strconv.Itoa(v)
+		if len(s) > 3 {
+			return "(?:" + s + "|" + s[:len(s)-3] + "," + s[len(s)-3:] + ")"
+		}
+		return s
+	}
+	cases := []struct {
+		name, file string
+		want       string // a regular expression the file must match
+	}{
+		{"chunkSize default and range", "README.md", "`chunkSize` \\| `" + n(pipeline.DefaultChunkSize) + "` \\| records per chunk, 1–" + thousands(pipeline.MaxChunkSize)},
+		{"chunkSize default and range", "docs/configuration.md", "`chunkSize` \\| `" + n(pipeline.DefaultChunkSize) + "` \\| records per Register task, 1–" + thousands(pipeline.MaxChunkSize)},
+		{"maxInvalidRecords default", "README.md", "`failFile`; " + thousands(pipeline.DefaultMaxInvalidRecords) + " \\|"},
+		{"maxInvalidRecords default and range", "docs/configuration.md", "`maxInvalidRecords` \\| `" + n(pipeline.DefaultMaxInvalidRecords) + "` under `skipRecord` \\| `skipRecord` only, 1–" + thousands(pipeline.MaxMaxInvalidRecords)},
+		{"maxBatchBytes default", "README.md", "`record`; " + n(pipeline.DefaultMaxBatchBytes>>20) + " MiB"},
+		{"maxBatchBytes default", "docs/configuration.md", "`maxBatchBytes` \\| `" + n(pipeline.DefaultMaxBatchBytes) + "`"},
+		{"maxRecordsInFlight default and range", "README.md", "`file`; none; `" + n(pipeline.DefaultMaxRecordsInFlight) + "` \\|.* up to " + n(pipeline.MinMaxRecordsInFlight) + "–" + n(pipeline.MaxMaxRecordsInFlight)},
+		{"maxRecordsInFlight default and range", "docs/configuration.md", "`maxRecordsInFlight` \\| `" + n(pipeline.DefaultMaxRecordsInFlight) + "` under `key` \\| .*, " + n(pipeline.MinMaxRecordsInFlight) + "–" + n(pipeline.MaxMaxRecordsInFlight)},
+		{"weight default and range", "README.md", "none; `" + n(pipeline.DefaultWeight) + "` \\| .*its share \\(" + n(pipeline.MinWeight) + "–" + n(pipeline.MaxWeight) + "\\)"},
+		{"weight default and range", "docs/configuration.md", "`weight` \\| `" + n(pipeline.DefaultWeight) + "` \\| " + n(pipeline.MinWeight) + "–" + n(pipeline.MaxWeight)},
+		{"pool maximumConcurrency", "README.md", "`maximumConcurrency` \\(" + n(tenants.DefaultPoolMaximumConcurrency) + ":"},
+		{"pool maximumConcurrency", "docs/configuration.md", "`maximumConcurrency` \\| `" + n(tenants.DefaultPoolMaximumConcurrency) + "` \\| " + n(tenants.MinPoolMaximumConcurrency) + "–" + thousands(tenants.MaxPoolMaximumConcurrency)},
+		{"pool maxRunningFiles", "README.md", "`maxRunningFiles` \\(" + n(tenants.DefaultPoolMaxRunningFiles) + ":"},
+		{"pool maxRunningFiles", "docs/configuration.md", "`maxRunningFiles` \\| `" + n(tenants.DefaultPoolMaxRunningFiles) + "` \\| 1–" + thousands(tenants.MaxRunningFiles)},
+		{"pool intakeGroups", "README.md", "`intakeGroups` \\(" + n(tenants.DefaultPoolIntakeGroups) + "\\)"},
+		{"pool intakeGroups", "docs/configuration.md", "`intakeGroups` \\| `" + n(tenants.DefaultPoolIntakeGroups) + "` \\| 1–" + n(tenants.MaxPoolIntakeGroups)},
+		{"pool maxQueuedFilesPerTenant", "README.md", "`maxQueuedFilesPerTenant` \\(" + n(backlog.DefaultMaxQueued) + "\\)"},
+		{"pool maxQueuedFilesPerTenant", "docs/configuration.md", "`maxQueuedFilesPerTenant` \\| `" + n(backlog.DefaultMaxQueued) + "` \\|"},
+		{"tenants per stack", "docs/configuration.md", "`tenantsPerStack` \\| `10` \\| room per silo stack for new tenants, 1–" + n(stacks.MaxTenantsPerStack)},
+		{"tenants per stack", "docs/quotas-and-cost.md", n(stacks.MaxTenantsPerStack) + " tenants per stack at most"},
+		// With a top-level encryption the admission tables take the app's key (encryption.go).
+		{"admission table encryption", "docs/configuration.md", "An admission table has [^.]*AWS-managed encryption, or the app's key with a\\s+top-level `encryption`"},
+		// A redrive resumes the failed segment at its progress: it re-sends at most the failed
+		// invocation's records, not the segment's from its first chunk.
+		{"halt redrive resumes at the progress", "docs/controller.md", "Register\\s+resumes that segment at the progress it kept in the work bucket"},
+		{"redrive resumes at the progress", "docs/operations.md", "A redrive resumes at\\s+the failed segment, at the progress Register kept for it"},
+	}
+	for _, c := range cases {
+		t.Run(c.file+": "+c.name, func(t *testing.T) {
+			if !regexp.MustCompile(c.want).MatchString(read(c.file)) {
+				t.Errorf("got no match of %q in %s: the figure there is not the code's, or the text changed; fix the wrong copy", c.want, c.file)
+			}
+		})
+	}
+	if strings.Contains(read("docs/controller.md"), "registered again from its first chunk") {
+		t.Error("docs/controller.md: got a redrive that registers the failed segment again from its first chunk, want the resume at the segment's progress")
 	}
 }

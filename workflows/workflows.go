@@ -104,6 +104,10 @@ type Props struct {
 	// small after all to Split (pipeline.NotSmallError). It needs the bundled Register and
 	// DesignPerInvocation; at most pipeline.MaxSmallFileBytes. 0: every file takes Split.
 	SmallFileBytes int64
+	// Encryption encrypts both state machines' execution data (definition, input, output,
+	// history). Default: an AWS-owned key.
+	// https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
+	Encryption sfn.EncryptionConfiguration
 }
 
 // Workflow is the pair of state machines of one tenant.
@@ -255,6 +259,7 @@ func newStateMachine(scope constructs.Construct, id string, def sfn.IChainable, 
 			Level:                sfn.LogLevel_ERROR,
 			IncludeExecutionData: jsii.Bool(false),
 		},
+		EncryptionConfiguration: p.Encryption,
 	})
 }
 

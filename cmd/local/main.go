@@ -60,6 +60,13 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	// `make serve 2>&1 | tee log`: the terminal's Ctrl-C ends tee with the rest of the group, and
+	// the runner's next line goes to a pipe nobody reads. Unnotified, that write kills the runner
+	// with SIGPIPE before it writes its report; notified, it fails with EPIPE, which the summary's
+	// writes ignore, so the report files are still written (os/signal's doc, "SIGPIPE":
+	// https://pkg.go.dev/os/signal#hdr-SIGPIPE). Notify, not Ignore: an ignored SIGPIPE would be
+	// inherited by the emulators and handlers the runner starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 

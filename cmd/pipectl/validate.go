@@ -177,11 +177,12 @@ func validateFile(t pipeline.Tenant, name, outDir string, single bool) (fileVerd
 		}
 	case errors.As(err, &fe) || errors.As(err, &tooMany):
 		v.Verdict = "rejected: " + err.Error()
-		// List every invalid record: scan again in skip mode, without a limit.
+		// List every invalid record: scan again in skip mode, without a limit. When that fails
+		// too, the file fails as a whole (a bad header, a record past its bound): no record was
+		// counted, and the verdict alone names the line.
+		sum, invalid = records.Summary{}, nil
 		if s, all, err2 := scan(records.Policy{Skip: true, Max: pipeline.MaxMaxInvalidRecords * 100}); err2 == nil {
 			sum, invalid = s, all
-		} else if fe != nil {
-			invalid = []records.Invalid{{Line: fe.Line, Reason: fe.Reason}}
 		}
 	default:
 		return v, fmt.Errorf("%s: %w", name, err)
@@ -237,7 +238,11 @@ func validateText(vs []fileVerdict) string {
 	for _, v := range vs {
 		fmt.Fprintf(&b, "%s: %d records, %d valid, %d rejected: %s\n", v.File, v.Records, v.Valid, v.Rejected, v.Verdict)
 		for _, r := range v.First {
-			fmt.Fprintf(&b, "  line %d, record %d: %s\n", r.Line, r.Record, r.Error)
+			if r.Record > 0 {
+				fmt.Fprintf(&b, "  line %d, record %d: %s\n", r.Line, r.Record, r.Error)
+			} else {
+				fmt.Fprintf(&b, "  line %d: %s\n", r.Line, r.Error)
+			}
 		}
 		if more := v.Rejected - int64(len(v.First)); more > 0 {
 			fmt.Fprintf(&b, "  … and %d more\n", more)

@@ -53,6 +53,12 @@ func TestValidate(t *testing.T) {
 			"pipectl: a file would not be accepted", nil},
 		{"over maxInvalidRecords", []string{"strict", td + "orders.csv", "--tenants", tenantsFile}, 1,
 			[]string{"rejected: 3 invalid records, more than maxInvalidRecords 2; first at line 14"}, "pipectl: a file would not be accepted", nil},
+		{"a bad header fails the file with no record counted", []string{"fail", td + "badheader.csv", "--tenants", tenantsFile}, 1,
+			[]string{"badheader.csv: 0 records, 0 valid, 0 rejected: rejected: line 1: header columns 1 and 2 have the same name"},
+			"pipectl: a file would not be accepted", []string{"-1", "record 0"}},
+		{"a bad header fails the file under skipRecord too", []string{"skip", td + "badheader.csv", "--tenants", tenantsFile}, 1,
+			[]string{"badheader.csv: 0 records, 0 valid, 0 rejected: rejected: line 1: header columns 1 and 2 have the same name"},
+			"pipectl: a file would not be accepted", []string{"-1", "record 0"}},
 		{"one refused file of two fails", []string{"fail", td + "orders.csv", td + "cp932.csv", "--tenants", tenantsFile}, 1, nil, "would not be accepted", nil},
 		{"unknown tenant", []string{"nobody", td + "orders.csv", "--tenants", tenantsFile}, 1, nil, `tenant "nobody" is not in`, nil},
 		{"no file is bad usage", []string{"skip", "--tenants", tenantsFile}, 2, nil, "usage: pipectl validate", nil},
@@ -70,6 +76,11 @@ func TestValidate(t *testing.T) {
 			}
 			if c.stderr == "" && errOut != "" || !strings.Contains(errOut, c.stderr) {
 				t.Errorf("got stderr %q, want %q", errOut, c.stderr)
+			}
+			for _, n := range c.notShown {
+				if strings.Contains(out, n) {
+					t.Errorf("got stdout\n%s\nwant no %q in it", out, n)
+				}
 			}
 		})
 	}

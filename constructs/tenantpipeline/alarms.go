@@ -18,7 +18,8 @@ import (
 )
 
 // Metric names. ErrorLogs-<tenant> comes from the log metric filters; the others are the controller's
-// Embedded Metric Format metrics, with dimension Tenant.
+// Embedded Metric Format metrics, with dimension Tenant. They are API: the names to build alarms
+// and dashboards of your own on.
 const (
 	MetricErrorLogs          = "ErrorLogs"
 	MetricHeadQueuedSeconds  = metrics.HeadQueuedSeconds
@@ -27,9 +28,9 @@ const (
 	DimensionTenant          = metrics.DimensionTenant
 )
 
-// RunbookURL is where every alarm description sends the operator: the operations section of the
+// runbookURL is where every alarm description sends the operator: the operations section of the
 // README, which says for each alarm what it means and what to do.
-const RunbookURL = "README.md#operations"
+const runbookURL = "README.md#operations"
 
 // AlarmThresholds are the points at which the tenant's alarms fire. Zero fields take their
 // defaults; some defaults derive from Props.WorkflowTimeout.
@@ -66,7 +67,8 @@ type AlarmThresholds struct {
 	EvaluationMinutes int
 }
 
-// Alarm defaults that do not depend on other props.
+// Alarm defaults that do not depend on other props: API, as the values AlarmThresholds' zero
+// fields take.
 const (
 	DefaultOldestMessageMargin = time.Hour
 	DefaultStalledMinutes      = 15
@@ -83,7 +85,7 @@ const (
 // One day: a night and a working day.
 const RetentionAlarmMargin = 24 * time.Hour
 
-// ExpiringMessageAge is the age of the queue's oldest message at which the ExpiringMessage alarm
+// expiringMessageAge is the age of the queue's oldest message at which the ExpiringMessage alarm
 // fires: QueueRetention − workflowTimeout − RetentionAlarmMargin. SQS deletes a message once it is
 // older than the queue's retention, received or not
 // (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-basic-architecture.html),
@@ -95,7 +97,7 @@ const RetentionAlarmMargin = 24 * time.Hour
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html).
 // The controller's HeadQueuedSeconds stops growing once the head starts, so it cannot tell.
 // WorkflowTimeout is below 7 days (validate), so the age is at least 6 days.
-func ExpiringMessageAge(workflowTimeout time.Duration) time.Duration {
+func expiringMessageAge(workflowTimeout time.Duration) time.Duration {
 	return QueueRetention - workflowTimeout - RetentionAlarmMargin
 }
 
@@ -168,7 +170,7 @@ func (a AlarmThresholds) validate(haltedRecheck time.Duration, bad func(string, 
 // headAlarmPeriods is how many periods the head-time alarms (HeadQueued, HeadRunning and the
 // pool's TenantHeadQueued, TenantHeadRunning) evaluate, one breaching datapoint among them being
 // enough. The controller writes a tenant's unchanged health line once per safety net
-// (lambdas/controller/headmetrics.go), and a running head file is delivered once per safety net
+// (internal/controller/headmetrics.go), and a running head file is delivered once per safety net
 // with wake events, so with a safety net as long as the period, or longer, a period can hold no
 // line while the head file still runs long; missing data is not breaching (no line: no running
 // head file), so one period alone would return to OK in between. The range covers the safety net
@@ -190,7 +192,7 @@ func (s SharedProps) controllerSafetyNet() time.Duration {
 }
 
 // Alarms are the tenant's alarms. Each description says what it means and what to do, and links
-// RunbookURL.
+// runbookURL.
 type Alarms struct {
 	// ErrorLogs: any function of the tenant logged at level ERROR.
 	ErrorLogs awscloudwatch.Alarm
@@ -200,7 +202,7 @@ type Alarms struct {
 	// OldestMessage: the oldest queued file is older than any healthy tenant's can be.
 	OldestMessage awscloudwatch.Alarm
 	// ExpiringMessage: the oldest queued file nears the queue's retention: started now, it could
-	// lose its message before its run ends (ExpiringMessageAge).
+	// lose its message before its run ends (expiringMessageAge).
 	ExpiringMessage awscloudwatch.Alarm
 	// Stalled: files are queued and nothing works on them.
 	Stalled awscloudwatch.Alarm
@@ -271,7 +273,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 
 	a := p.Alarms
 	headPeriods := headAlarmPeriods(p.controllerSafetyNet(), a.EvaluationMinutes)
-	core := t.core.alarms(a, coreAlarmWords{
+	core := t.alarms(a, coreAlarmWords{
 		ControllerErrors: "The controller of tenant %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs.",
 		OldestMessage: fmt.Sprintf("The oldest file of tenant %%[1]s has been queued longer than the workflow timeout plus a margin (%v): the tenant is stuck, or its files "+
 			"queue behind several long ones. Check the Stalled, Blocked and HeadRunning alarms, the controller's logs and the head file's execution.", a.OldestMessageAge),
@@ -313,7 +315,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 
 // expiringSpec is the ExpiringMessage alarm of queue q, in both tiers; whose names the file.
 func expiringSpec(q awssqs.IQueue, opts *awscloudwatch.MetricOptions, workflowTimeout time.Duration, whose string) alarmSpec {
-	age := ExpiringMessageAge(workflowTimeout)
+	age := expiringMessageAge(workflowTimeout)
 	return alarmSpec{id: "ExpiringMessageAlarm", metric: q.MetricApproximateAgeOfOldestMessage(opts), threshold: age.Seconds(),
 		description: fmt.Sprintf("%s has been queued %v: SQS deletes a message %v after it was sent (the queue's retention), so if it starts now and runs "+
 			"up to the workflow timeout (%v) its message could be deleted under the running file; %v is left to act. Find it with pipectl status, unblock "+
@@ -322,7 +324,7 @@ func expiringSpec(q awssqs.IQueue, opts *awscloudwatch.MetricOptions, workflowTi
 }
 
 func (t *TenantPipeline) alarm(s alarmSpec) awscloudwatch.Alarm {
-	return newAlarm(t.Construct, s, fmt.Sprintf(s.description, t.Props.Tenant.ID)+" Runbook: "+RunbookURL, t.Props.AlarmTopic)
+	return newAlarm(t.Construct, s, fmt.Sprintf(s.description, t.Props.Tenant.ID)+" Runbook: "+runbookURL, t.Props.AlarmTopic)
 }
 
 // newAlarm creates the alarm s describes (>= threshold; one period and datapoint, missing data

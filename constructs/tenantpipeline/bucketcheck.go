@@ -9,7 +9,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// WarningBucketUnversioned is the id of the warning for an unversioned ingest bucket.
+// WarningBucketUnversioned is the id of the warning for an unversioned ingest bucket: API, the id
+// an app passes to Annotations.AcknowledgeWarning.
 const WarningBucketUnversioned = "tenantpipeline:BucketUnversioned"
 
 // bucketProblems checks, at synth, an ingest bucket created in this app (an awss3.Bucket, not an

@@ -11,7 +11,8 @@ import (
 )
 
 // WarningBucketWriteDenyMissing is the id of the warning for an ingest bucket whose policy the
-// construct cannot give BucketWriteDeny.
+// construct cannot give BucketWriteDeny: API, the id an app passes to
+// Annotations.AcknowledgeWarning.
 const WarningBucketWriteDenyMissing = "tenantpipeline:BucketWriteDenyMissing"
 
 // addWriteDeny puts BucketWriteDeny for rolePath and ops in the policy of an ingest bucket this
@@ -80,7 +81,7 @@ func (a *writeDenyAspect) warn(why string) {
 	awscdk.Annotations_Of(a.scope).AddWarningV2(jsii.String(WarningBucketWriteDenyMissing), jsii.String(fmt.Sprintf(
 		"%s: the ingest bucket %s %s: add the statement of BucketWriteDenyJSON, which keeps everyone but the pipeline's roles (IAM path %s) "+
 			"and the operators from writing its %v prefixes, to the bucket's policy (docs/operations.md, \"Who may steer a tenant\"); "+
-			"until then the controllers confirm every file's end with Step Functions", a.what, bucketLabel(a.bucket), why, a.rolePath, ControlPrefixes)), nil)
+			"until then the controllers confirm every file's end with Step Functions", a.what, bucketLabel(a.bucket), why, a.rolePath, controlPrefixes)), nil)
 }
 
 // hasStatement reports whether the policy of bucket, created in this app, holds a statement sid.

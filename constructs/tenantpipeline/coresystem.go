@@ -61,7 +61,8 @@ type CoreSystemProps struct {
 	EncryptionKey awskms.IKey
 }
 
-// DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default.
+// DefaultAdmissionWaitAlarm is CoreSystemProps.AdmissionWaitAlarm's default: API, as the value
+// the zero field takes.
 const DefaultAdmissionWaitAlarm = 30 * time.Minute
 
 // CoreSystem is one core system's admission state: a DynamoDB table of its running-file leases,
@@ -96,10 +97,7 @@ func NewCoreSystem(scope constructs.Construct, id string, props *CoreSystemProps
 		props = &CoreSystemProps{}
 	}
 	c := &CoreSystem{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: *props}
-	c.Table = newAdmissionTable(c.Construct, "Table")
-	if e := newEncryption(c.Construct, props.EncryptionKey); e != nil {
-		e.tables(c.Table)
-	}
+	c.Table = newAdmissionTable(c.Construct, "Table", props.EncryptionKey)
 	c.newMonitoring()
 	c.Node().AddValidation(&coreSystemValidation{c})
 	return c
@@ -148,22 +146,21 @@ func (c *CoreSystem) settings() *pipeline.CoreSystem {
 // with its construct: a restored lease would hold a slot for a file that has long ended.
 // TTL deletes expired items "typically within a few days", so admission compares expiresAt itself.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/howitworks-ttl.html
-func newAdmissionTable(scope constructs.Construct, id string) awsdynamodb.Table {
+func newAdmissionTable(scope constructs.Construct, id string, encryptionKey awskms.IKey) awsdynamodb.Table {
 	key := func(name string) *awsdynamodb.Attribute {
 		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
 	}
-	table := awsdynamodb.NewTable(scope, jsii.String(id), &awsdynamodb.TableProps{
+	props := &awsdynamodb.TableProps{
 		PartitionKey:        key(schema.AttrPK),
 		SortKey:             key(schema.AttrSK),
 		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
 		// On demand: admission's calls come in bursts, a few per file start and end.
-		BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		// The AWS managed key: its key policy lets the account's principals that may use the table
-		// use the key through DynamoDB, so no KMS grant is needed.
-		// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
-		Encryption:    awsdynamodb.TableEncryption_AWS_MANAGED,
+		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-	})
+	}
+	// encryptionKey, else the AWS managed key (encryption.table).
+	newEncryption(scope, encryptionKey).table(props)
+	table := awsdynamodb.NewTable(scope, jsii.String(id), props)
 	cdknag.NagSuppressions_AddResourceSuppressions(table, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-DDB3"),
 		Reason: jsii.String("The admission table holds only short-lived leases of running files and waiting entries that expire by TTL; " +
@@ -275,12 +272,8 @@ func twoCoreSystemsOfOneName(ts []Tenant) []error {
 	return errs
 }
 
-// addAdmissionEnv creates the pool's admission table and gives the controller its admission
-// variables: the pool gate's table and limit, and the tables of its tenants' core systems.
+// addAdmissionEnv gives the controller its admission variables: the pool gate's table and limit, and the tables of its tenants' core systems.
 func (t *TenantPool) addAdmissionEnv(env map[string]string) {
-	if t.AdmissionTable == nil {
-		t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
-	}
 	t.CoreSystems = coreSystemsOf(t.Props.Tenants)
 	env[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
 	env[pipeline.EnvPoolMaxRunningFiles] = strconv.Itoa(t.Props.MaxRunningFiles)

@@ -38,7 +38,7 @@ func (c *CoreSystem) newMonitoring() {
 		threshold: wait.Seconds(), missing: awscloudwatch.TreatMissingData_NOT_BREACHING,
 	}, fmt.Sprintf("A file of core system %s has waited more than %v for admission: its %d running-file slots (fewer when adaptive) stay taken. "+
 		"Check the core system's health and its running files (pipectl status, coreSystems), and maxRunningFiles. Dashboard: %s Runbook: %s",
-		p.Name, wait, p.MaxRunningFiles, DashboardURL(*awscdk.Aws_REGION(), name), RunbookURL), p.AlarmTopic)
+		p.Name, wait, p.MaxRunningFiles, dashboardURL(*awscdk.Aws_REGION(), name), runbookURL), p.AlarmTopic)
 
 	c.LostLeases = newAlarm(c.Construct, alarmSpec{
 		id:        "LostLeasesAlarm",
@@ -47,7 +47,7 @@ func (c *CoreSystem) newMonitoring() {
 	}, fmt.Sprintf("A running file of core system %s had lost its running-file slot (not renewed within the lease's time to live, and taken by another "+
 		"file, or freed) and took it again, beyond maxRunningFiles until files end: more than %d files may have written to it at once. "+
 		"Check the controllers' throttles and errors, and that SAFETY_NET_SECONDS and MAX_WAIT_SECONDS were not raised under running files. Runbook: %s",
-		p.Name, p.MaxRunningFiles, RunbookURL), p.AlarmTopic)
+		p.Name, p.MaxRunningFiles, runbookURL), p.AlarmTopic)
 
 	graph := func(title string, annotations []*awscloudwatch.HorizontalAnnotation, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
@@ -66,7 +66,7 @@ func (c *CoreSystem) newMonitoring() {
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
 				Markdown: jsii.String(fmt.Sprintf("## Core system %s\n%s. Runbook: %s; `pipectl status` lists its running files and waiting tenants.",
-					p.Name, limit, RunbookURL)),
+					p.Name, limit, runbookURL)),
 				Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
 			})},
 			{

@@ -40,10 +40,10 @@ const (
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
 var dashboardID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// DashboardURL is the console link of a dashboard in a region (the console's deep link,
+// dashboardURL is the console link of a dashboard in a region (the console's deep link,
 // https://<console>/cloudwatch/home?region=<region>#dashboards:name=<name>).
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Dashboards.html
-func DashboardURL(region, name string) string {
+func dashboardURL(region, name string) string {
 	return "https://console.aws.amazon.com/cloudwatch/home?region=" + region + "#dashboards:name=" + name
 }
 
@@ -56,7 +56,7 @@ func NewDashboard(scope constructs.Construct, id string, pipelines ...*TenantPip
 	}
 	stack := awscdk.Stack_Of(scope)
 	name := *stack.StackName() + "-" + id + "-" + *awscdk.Aws_REGION()
-	d := &Dashboard{Name: jsii.String(name), URL: jsii.String(DashboardURL(*awscdk.Aws_REGION(), name))}
+	d := &Dashboard{Name: jsii.String(name), URL: jsii.String(dashboardURL(*awscdk.Aws_REGION(), name))}
 	d.Dashboard = awscloudwatch.NewDashboard(scope, jsii.String(id), &awscloudwatch.DashboardProps{
 		DashboardName:   d.Name,
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
@@ -120,7 +120,7 @@ func (t *TenantPipeline) dashboardRows() [][]awscloudwatch.IWidget {
 	return [][]awscloudwatch.IWidget{
 		{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
 			Markdown: jsii.String(fmt.Sprintf("## Tenant %s\nPolicy %s, files under `%s`. Runbook per alarm: %s; `pipectl status %s`.",
-				tenant, t.Props.Tenant.OnFailure, t.Props.Tenant.Prefix, RunbookURL, tenant)),
+				tenant, t.Props.Tenant.OnFailure, t.Props.Tenant.Prefix, runbookURL, tenant)),
 			Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
 		})},
 		{

@@ -31,16 +31,15 @@ func (t *TenantPipeline) sinkTable() awsdynamodb.ITable {
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		// The AWS managed key (aws/dynamodb): its key policy lets any principal of the account that
-		// may use the table use the key through DynamoDB, so Register needs no KMS grant.
-		// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
-		Encryption: awsdynamodb.TableEncryption_AWS_MANAGED,
 		// The registered records: removing the tenant must never delete them.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	}
 	if len(d.Key) > 1 {
 		props.SortKey = key(d.Key[1])
 	}
+	// The pipeline's key, else the AWS managed key (encryption.table). The pipeline is built after
+	// the table, whose name its controller's TENANT variable holds.
+	newEncryption(t.Construct, t.Props.EncryptionKey).table(props)
 	t.Table = awsdynamodb.NewTable(t.Construct, jsii.String("Table"), props)
 	return t.Table
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
@@ -25,11 +23,15 @@ import (
 // calls its service makes for it, conditioned on the encryption context the service sets (and on
 // kms:ViaService where the service calls KMS with the caller's credentials), and the key policy lets
 // EventBridge and CloudWatch Logs, which call KMS as service principals, use it for the
-// construct's own rules and log groups. Without a key, nothing here runs and the templates are
-// those of AWS-managed encryption.
+// construct's own rules and log groups. Without a key, every method here does nothing (a nil
+// *encryption) and the templates are those of AWS-managed encryption.
 //
-// The key is changed after the resources are built, through their CloudFormation properties,
-// so that one file holds the whole feature and the default path is untouched.
+// The key is a creation prop where the L2 construct takes it without widening a grant: the log
+// groups (awslogs.LogGroupProps.EncryptionKey), the tables (awsdynamodb.TableProps.EncryptionKey)
+// and the state machines (workflows.Props.Encryption). The queues are the exception (queue), and
+// the grants below stay hand-written because no L2 grant is as narrow: the L2 grants of a queue, a
+// table or a bucket give the key's calls without any encryption context or kms:ViaService, and
+// the state machines' grants carry no key at all.
 
 // DataKeyReusePeriod is how long SQS and Step Functions reuse a data key before they ask KMS for a
 // new one (KmsDataKeyReusePeriodSeconds). SQS allows 1 minute to 24 hours, default 5 minutes;
@@ -41,7 +43,7 @@ import (
 // https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
 const DataKeyReusePeriod = 5 * time.Minute
 
-// encryption applies one key to a construct's resources and grants.
+// encryption applies one key to a construct's resources and grants; nil for no key.
 type encryption struct {
 	scope constructs.Construct
 	key   awskms.IKey
@@ -52,6 +54,14 @@ func newEncryption(scope constructs.Construct, key awskms.IKey) *encryption {
 		return nil
 	}
 	return &encryption{scope: scope, key: key}
+}
+
+// keyOrNil is the key, as a creation prop takes it: nil for AWS-managed encryption.
+func (e *encryption) keyOrNil() awskms.IKey {
+	if e == nil {
+		return nil
+	}
+	return e.key
 }
 
 // viaService is the kms:ViaService value of a service in the stack's region.
@@ -67,8 +77,19 @@ func (e *encryption) allow(grantee awsiam.IGrantable, actions []string, conditio
 	}))
 }
 
-// queues encrypt the queues with the key (SSE-KMS) in place of SSE-SQS.
-func (e *encryption) queues(qs ...awssqs.Queue) {
+// queue encrypts a queue just created with the key (SSE-KMS) in place of SSE-SQS, through its
+// CloudFormation properties rather than awssqs.QueueProps.EncryptionMasterKey, because the L2
+// queue with a key widens three grants: GrantSendMessages and GrantConsumeMessages (which
+// SqsEventSource calls) then give the key's calls with no encryption context (grantQueues gives
+// them for the queue's ARN alone), and the EventBridge SqsQueue target of an encrypted queue drops
+// the aws:SourceArn condition from the queue policy and grants events.amazonaws.com the key in its
+// key policy with no rule named (KeyPolicy names the app's rules), so that any rule of the account
+// could send to the queue and use the key.
+// https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_events_targets.SqsQueue.html
+func (e *encryption) queue(qs ...awssqs.Queue) {
+	if e == nil {
+		return
+	}
 	for _, q := range qs {
 		cfn := q.Node().DefaultChild().(awssqs.CfnQueue)
 		cfn.AddPropertyDeletionOverride(jsii.String("SqsManagedSseEnabled"))
@@ -82,6 +103,9 @@ func (e *encryption) queues(qs ...awssqs.Queue) {
 // context (aws:sqs:arn).
 // https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
 func (e *encryption) grantQueues(grantee awsiam.IGrantable, send bool, qs ...awssqs.IQueue) {
+	if e == nil {
+		return
+	}
 	actions := []string{"kms:Decrypt"}
 	if send {
 		actions = append(actions, "kms:GenerateDataKey")
@@ -96,23 +120,14 @@ func (e *encryption) grantQueues(grantee awsiam.IGrantable, send bool, qs ...aws
 	}})
 }
 
-// logGroups encrypt the log groups with the key; CloudWatch Logs calls KMS itself, allowed by the
-// key policy (KeyPolicy).
-func (e *encryption) logGroups(lgs ...awslogs.LogGroup) {
-	for _, lg := range lgs {
-		lg.Node().DefaultChild().(awslogs.CfnLogGroup).SetKmsKeyId(e.key.KeyArn())
-	}
-}
-
-// tables encrypt the tables with the key (SSE type KMS).
+// table sets a table's encryption, before it is created: the key (SSE type KMS), or, without
+// one, the AWS managed key (aws/dynamodb), whose key policy lets any principal of the account
+// that may use the table use the key through DynamoDB, so that no KMS grant is needed.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
-func (e *encryption) tables(ts ...awsdynamodb.Table) {
-	for _, t := range ts {
-		t.Node().DefaultChild().(awsdynamodb.CfnTable).SetSseSpecification(&awsdynamodb.CfnTable_SSESpecificationProperty{
-			SseEnabled:     jsii.Bool(true),
-			SseType:        jsii.String("KMS"),
-			KmsMasterKeyId: e.key.KeyArn(),
-		})
+func (e *encryption) table(props *awsdynamodb.TableProps) {
+	props.Encryption = awsdynamodb.TableEncryption_AWS_MANAGED
+	if e != nil {
+		props.Encryption, props.EncryptionKey = awsdynamodb.TableEncryption_CUSTOMER_MANAGED, e.key
 	}
 }
 
@@ -120,6 +135,9 @@ func (e *encryption) tables(ts ...awsdynamodb.Table) {
 // encryption context names the table (aws:dynamodb:tableName).
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
 func (e *encryption) grantTables(grantee awsiam.IGrantable, write bool, ts ...awsdynamodb.ITable) {
+	if e == nil {
+		return
+	}
 	actions := []string{"kms:Decrypt"}
 	if write {
 		actions = append(actions, "kms:Encrypt", "kms:GenerateDataKey")
@@ -141,11 +159,16 @@ func (e *encryption) grantTables(grantee awsiam.IGrantable, write bool, ts ...aw
 // are on and the object's ARN when they are off.
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html#encryption-context
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html
-func (e *encryption) grantBucket(grantee awsiam.IGrantable, bucket awss3.IBucket) {
-	e.allow(grantee, []string{"kms:Decrypt", "kms:GenerateDataKey"}, map[string]any{
-		"StringEquals": map[string]any{"kms:ViaService": e.viaService("s3")},
-		"StringLike":   map[string]any{"kms:EncryptionContext:aws:s3:arn": []string{*bucket.BucketArn(), *bucket.BucketArn() + "/*"}},
-	})
+func (e *encryption) grantBucket(bucket awss3.IBucket, grantees ...awsiam.IGrantable) {
+	if e == nil {
+		return
+	}
+	for _, g := range grantees {
+		e.allow(g, []string{"kms:Decrypt", "kms:GenerateDataKey"}, map[string]any{
+			"StringEquals": map[string]any{"kms:ViaService": e.viaService("s3")},
+			"StringLike":   map[string]any{"kms:EncryptionContext:aws:s3:arn": []string{*bucket.BucketArn(), *bucket.BucketArn() + "/*"}},
+		})
+	}
 }
 
 // objectKey is the key of the ingest bucket's objects: the bucket's own (a bucket created with
@@ -157,16 +180,20 @@ func objectKey(bucket awss3.IBucket, key awskms.IKey) awskms.IKey {
 	return key
 }
 
-// stateMachines encrypt the state machines' execution data (input, output, history) with the key.
+// stateMachineEncryption encrypts the state machines' execution data (input, output, history)
+// with the key; nil without one. With it, the state machine's role gets the kms:GenerateDataKey
+// that CloudWatch Logs' vended log delivery of its logs needs, whose encryption context is the
+// delivery source (kms:EncryptionContext:SourceArn, the account's log resources), and the key's
+// policy lets delivery.logs.amazonaws.com decrypt, as Step Functions documents for a
+// customer-managed key with logging on. The role also gets a statement for the context of the
+// state machine's own ARN built from its name, which, for a state machine that CloudFormation
+// names, names no state machine: stateMachineRole grants its own executions instead.
 // https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
-func (e *encryption) stateMachines(sms ...awsstepfunctions.StateMachine) {
-	for _, sm := range sms {
-		sm.Node().DefaultChild().(awsstepfunctions.CfnStateMachine).SetEncryptionConfiguration(&awsstepfunctions.CfnStateMachine_EncryptionConfigurationProperty{
-			Type:                         jsii.String("CUSTOMER_MANAGED_KMS_KEY"),
-			KmsKeyId:                     e.key.KeyArn(),
-			KmsDataKeyReusePeriodSeconds: jsii.Number(DataKeyReusePeriod.Seconds()),
-		})
+func (e *encryption) stateMachineEncryption() awsstepfunctions.EncryptionConfiguration {
+	if e == nil {
+		return nil
 	}
+	return awsstepfunctions.NewCustomerManagedEncryptionConfiguration(e.key, seconds(DataKeyReusePeriod))
 }
 
 // stateMachineStatement allows the KMS calls on the executions of the state machines, whose
@@ -186,19 +213,23 @@ func (e *encryption) stateMachineStatement(sms ...awsstepfunctions.IStateMachine
 
 // grantStateMachines lets grantee start, read and stop executions of the state machines.
 func (e *encryption) grantStateMachines(grantee awsiam.IGrantable, sms ...awsstepfunctions.IStateMachine) {
+	if e == nil {
+		return
+	}
 	grantee.GrantPrincipal().AddToPrincipalPolicy(e.stateMachineStatement(sms...))
 }
 
 // stateMachineRole lets a state machine's role use the key for the executions of the state
-// machines it starts (startsToo, by ARN) and for its own, and, as it logs, get a data key for
-// CloudWatch Logs' vended log delivery, whose encryption context is the delivery source (SourceArn),
-// as Step Functions documents for a customer-managed key with logging on. Its own executions are
-// named by the account's state machine ARNs (ArnLike stateMachine:*), not by its own ARN: the state
-// machine depends on its role's policy, so the policy naming the state machine would be a
-// dependency cycle, and a separate policy would add a resource per state machine, past the 500 a
-// stack of 11 tenants can hold. The role is assumable only by Step Functions for a state machine of
-// the account (its trust policy's aws:SourceArn), so it decrypts nothing else.
+// machines it starts (startsToo, by ARN) and for its own. Its own executions are named by the
+// account's state machine ARNs (ArnLike stateMachine:*), not by its own ARN: the state machine
+// depends on its role's policy, so the policy naming the state machine would be a dependency
+// cycle, and a separate policy would add a resource per state machine, past the 500 a stack of 11
+// tenants can hold. The role is assumable only by Step Functions for a state machine of the
+// account (its trust policy's aws:SourceArn), so it decrypts nothing else.
 func (e *encryption) stateMachineRole(sm awsstepfunctions.StateMachine, startsToo ...awsstepfunctions.IStateMachine) {
+	if e == nil {
+		return
+	}
 	stack := awscdk.Stack_Of(e.scope)
 	own := fmt.Sprintf("arn:%s:states:%s:%s:stateMachine:*", *stack.Partition(), *stack.Region(), *stack.Account())
 	if len(startsToo) > 0 {
@@ -209,13 +240,6 @@ func (e *encryption) stateMachineRole(sm awsstepfunctions.StateMachine, startsTo
 		Resources:  jsii.Strings(*e.key.KeyArn()),
 		Conditions: &map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:states:stateMachineArn": own}},
 	}))
-	sm.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("kms:GenerateDataKey"),
-		Resources: jsii.Strings(*e.key.KeyArn()),
-		Conditions: &map[string]any{"StringEquals": map[string]any{
-			"kms:EncryptionContext:SourceArn": fmt.Sprintf("arn:%s:logs:%s:%s:*", *stack.Partition(), *stack.Region(), *stack.Account()),
-		}},
-	}))
 }
 
 // grantSecrets lets grantee read secrets encrypted with the key through Secrets Manager, whose
@@ -224,6 +248,9 @@ func (e *encryption) stateMachineRole(sm awsstepfunctions.StateMachine, startsTo
 // is readable by the role that reads the secret, and by no other.
 // https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html
 func (e *encryption) grantSecrets(grantee awsiam.IGrantable, arnPattern string) {
+	if e == nil {
+		return
+	}
 	e.allow(grantee, []string{"kms:Decrypt"}, map[string]any{
 		"StringEquals": map[string]any{"kms:ViaService": e.viaService("secretsmanager")},
 		"StringLike":   map[string]any{"kms:EncryptionContext:SecretARN": arnPattern},
@@ -347,6 +374,9 @@ func (k KeyPolicy) AddTo(scope constructs.Construct, key awskms.IKey) bool {
 // stack, or, unless covered (the app's key policy already allows them,
 // SharedProps.KeyPolicyCovered), warns at synth with the statements the key's owner must add.
 func (e *encryption) keyPolicy(covered bool) {
+	if e == nil {
+		return
+	}
 	stack := awscdk.Stack_Of(e.scope)
 	if covered || StackKeyPolicy(*stack.Partition(), *stack.Region(), *stack.Account(), *stack.StackName()).AddTo(e.scope, e.key) {
 		return
@@ -363,93 +393,50 @@ func (e *encryption) keyPolicy(covered bool) {
 			"(docs/constructs.md, \"Customer-managed key\"): "+StackKeyPolicy(partition, region, account, *stack.StackName()).JSON()), nil)
 }
 
-// encrypt applies SharedProps.EncryptionKey to the tenant's resources and grants the KMS calls
-// each role makes; a core system's table is its own key's (CoreSystemProps.EncryptionKey).
+// encrypt grants the KMS calls of the tenant's own resources and grants (the pipeline's are
+// newPipeline's): Split's and the bundled Register's reads and writes of the bucket, the rule's
+// dead-letter queue, the sink's table and secret, and the core system's table, which is its own
+// key's (CoreSystemProps.EncryptionKey).
 func (t *TenantPipeline) encrypt() {
-	p := t.Props
-	register, bundled := t.Register.(awslambda.Function)
-	bundled = bundled && p.RegisterFunction == nil
-	if key := objectKey(p.Bucket, p.EncryptionKey); key != nil {
-		be := newEncryption(t.Construct, key)
-		for _, g := range []awsiam.IGrantable{t.Controller, t.Split} {
-			be.grantBucket(g, p.Bucket)
-		}
-		if bundled {
-			be.grantBucket(register, p.Bucket)
-		}
+	p, register := t.Props, t.bundled
+	t.objects.grantBucket(p.Bucket, t.Split)
+	if register != nil {
+		t.objects.grantBucket(p.Bucket, register)
 	}
-	if cs := p.Tenant.CoreSystem; cs != nil && cs.Props.EncryptionKey != nil {
+	if cs := p.Tenant.CoreSystem; cs != nil {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
-		if bundled && cs.Props.Adaptive {
+		if register != nil && cs.Props.Adaptive {
 			ce.grantTables(register, true, cs.Table)
 		}
 	}
-	e := newEncryption(t.Construct, p.EncryptionKey)
-	if e == nil {
-		return
+	t.enc.queue(t.RuleDeadLetterQueue)
+	if register != nil && t.Table != nil {
+		t.enc.grantTables(register, true, t.Table)
 	}
-	e.queues(t.Queue, t.RuleDeadLetterQueue)
-	e.grantQueues(t.Controller, false, t.Queue)
-	e.logGroups(t.LogGroups...)
-	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRole(t.Workflow.Segment)
-	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
-	if t.Table != nil {
-		e.tables(t.Table)
+	if register != nil && p.Tenant.RegisterAuthSecretARN != "" {
+		t.enc.grantSecrets(register, p.Tenant.RegisterAuthSecretARN)
 	}
-	if bundled && t.Table != nil {
-		e.grantTables(register, true, t.Table)
-	}
-	if bundled && p.Tenant.RegisterAuthSecretARN != "" {
-		e.grantSecrets(register, p.Tenant.RegisterAuthSecretARN)
-	}
-	e.keyPolicy(p.KeyPolicyCovered)
 }
 
-// encrypt applies Shared.EncryptionKey to the pool's resources and grants the KMS calls each role
-// makes, the tenant role's included; each core system's table is its own key's.
+// encrypt grants the KMS calls of the pool's own resources and roles, the tenant role's
+// included; each core system's table is its own key's. The router's and the controller's grants
+// on the queues' key are next to their SQS grants (build, grantBacklog).
 func (t *TenantPool) encrypt() {
-	p, s := t.Props, t.Props.Shared
-	if key := objectKey(p.Bucket, s.EncryptionKey); key != nil {
-		be := newEncryption(t.Construct, key)
-		for _, g := range []awsiam.IGrantable{t.Controller, t.Router, t.TenantRole} {
-			be.grantBucket(g, p.Bucket)
-		}
-	}
+	p := t.Props
+	t.objects.grantBucket(p.Bucket, t.Router, t.TenantRole)
 	for _, cs := range t.CoreSystems {
-		if cs.Props.EncryptionKey == nil {
-			continue
-		}
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
 		if cs.Props.Adaptive {
 			ce.grantTables(t.Register, true, cs.Table)
 		}
 	}
-	e := newEncryption(t.Construct, s.EncryptionKey)
-	if e == nil {
-		return
-	}
-	e.queues(t.Queue, t.Intake, t.RuleDeadLetterQueue)
-	// The controller feeds parked files back to the queue; the router reads the intake and sends
-	// to the queue and the dead-letter queue.
-	e.grantQueues(t.Controller, true, t.Queue)
-	e.grantQueues(t.Router, false, t.Intake)
-	e.grantQueues(t.Router, true, t.Queue, t.RuleDeadLetterQueue)
-	e.logGroups(t.LogGroups...)
-	e.stateMachines(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRole(t.Workflow.File, t.Workflow.Segment)
-	e.stateMachineRole(t.Workflow.Segment)
-	e.grantStateMachines(t.Controller, t.Workflow.File, t.Workflow.Segment)
-	e.tables(t.AdmissionTable)
-	e.grantTables(t.Controller, true, t.AdmissionTable)
-	e.grantTables(t.Router, true, t.AdmissionTable)
-	if p.SecretPrefix != "" {
+	t.enc.grantTables(t.Controller, true, t.AdmissionTable)
+	t.enc.grantTables(t.Router, true, t.AdmissionTable)
+	if p.SecretPrefix != "" && t.enc != nil {
 		stack := awscdk.Stack_Of(t.Construct)
-		e.grantSecrets(t.TenantRole, fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
+		t.enc.grantSecrets(t.TenantRole, fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
 			*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix, principalTenant))
 	}
-	e.keyPolicy(s.KeyPolicyCovered)
 }

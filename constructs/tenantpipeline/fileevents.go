@@ -41,7 +41,7 @@ func grantFileEvents(controller awslambda.Function, bus awsevents.IEventBus) {
 }
 
 // grantFailedResults lets the controller invoke the Split function's results task, which writes a
-// failed file's results (the state machine writes them only on success; lambdas/controller,
+// failed file's results (the state machine writes them only on success; internal/controller,
 // results.go). Only lambda:InvokeFunction, and only on that function's unqualified ARN.
 // https://docs.aws.amazon.com/lambda/latest/dg/lambda-api-permissions-ref.html
 func grantFailedResults(controller awslambda.Function, split awslambda.IFunction) {

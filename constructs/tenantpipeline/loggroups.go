@@ -2,8 +2,6 @@ package tenantpipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
-	"github.com/aws/jsii-runtime-go"
 )
 
 // VendedLogsPrefix starts the name of every workflow log group. Step Functions delivers logs as
@@ -11,20 +9,11 @@ import (
 // CloudWatch Logs resource policy (at most 5,120 characters): deploys fail after a few dozen
 // tenants. Under this prefix, one policy entry covers every group.
 // https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html
+// It is API: a key policy written outside the app names the workflow log groups by it (KeyPolicy).
 const VendedLogsPrefix = "/aws/vendedlogs/states/"
 
 // workflowLogGroupName is unique per stack and tenant: the stack's name starts with the app's stack
 // prefix, and a tenant id appears once per app.
 func (t *TenantPipeline) workflowLogGroupName() string {
 	return VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/" + t.Props.Tenant.ID
-}
-
-// workflowLogGroup creates the log group both state machines log to.
-func (t *TenantPipeline) workflowLogGroup() awslogs.LogGroup {
-	lg := awslogs.NewLogGroup(t.Construct, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{
-		LogGroupName: jsii.String(t.workflowLogGroupName()),
-		Retention:    t.Props.LogRetention,
-	})
-	t.LogGroups = append(t.LogGroups, lg)
-	return lg
 }

@@ -126,12 +126,12 @@ func (t *TenantPipeline) denyForeignSends() {
 	}
 }
 
-// ControlPrefixes are the ingest bucket's prefixes that steer the pipeline: skip markers and
+// controlPrefixes are the ingest bucket's prefixes that steer the pipeline: skip markers and
 // wake-up state (control/), manifests (work/) and quarantined messages (quarantine/), and the
 // files' results (results/), which a tenant must be able to trust as the pipeline's own.
-var ControlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipeline.QuarantinePrefix, pipeline.ResultsPrefix}
+var controlPrefixes = []string{pipeline.ControlPrefix, pipeline.WorkPrefix, pipeline.QuarantinePrefix, pipeline.ResultsPrefix}
 
-// ControlWriteActions are the S3 actions the bucket's Deny refuses under ControlPrefixes: every
+// ControlWriteActions are the S3 actions the bucket's Deny refuses under controlPrefixes: every
 // object-level action of access level Write, Tagging or Permissions management that writes,
 // replaces or removes an object, one of its versions, its ACL, tags, retention or legal hold.
 // s3:PutObject also authorizes copies and the multipart upload's create, part and complete calls
@@ -151,7 +151,7 @@ var ControlWriteActions = []string{
 }
 
 // BucketWriteDeny is the statement the ingest bucket's policy carries: ControlWriteActions under
-// ControlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
+// controlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
 // pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
 // stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
 // path, not one by one. TenantPipeline and TenantPool add it to a bucket created in the app
@@ -194,7 +194,7 @@ type statement struct {
 
 func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) statement {
 	var resources []string
-	for _, p := range ControlPrefixes {
+	for _, p := range controlPrefixes {
 		resources = append(resources, *bucket.ArnForObjects(jsii.String(p + "*")))
 	}
 	roles := fmt.Sprintf("arn:%s:iam::%s:role%s*", *awscdk.Aws_PARTITION(), *awscdk.Aws_ACCOUNT_ID(), rolePath)

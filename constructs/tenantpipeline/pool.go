@@ -19,14 +19,12 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
-	"github.com/example/tenantpipeline/workflows"
 )
 
 // TenantPool is the pooled tier: many tenants share one pool's resources, and each tenant is a
@@ -50,6 +48,10 @@ import (
 // session of TenantRole tagged with that tenant (tenantrole.go, README "Isolation inside a pool").
 type TenantPool struct {
 	constructs.Construct
+	// Pipeline is what both tiers build alike: the pool's FIFO queue, one message group per
+	// tenant; one controller whose event source's MaximumConcurrency caps the tenants in flight;
+	// one Split, one Register (the bundled one) and the two state machines.
+	Pipeline
 
 	// Props are the props after defaults were applied.
 	Props PoolProps
@@ -70,23 +72,6 @@ type TenantPool struct {
 	Router awslambda.Function
 	// RouterSource is the router's event source on Intake.
 	RouterSource awslambdaeventsources.SqsEventSource
-	// Queue is the pool's FIFO queue: one message group per tenant.
-	Queue awssqs.Queue
-	// Controller holds each tenant's head file message until that file's workflow has finished.
-	Controller awslambda.Function
-	// EventSource is the controller's SQS event source, MaximumConcurrency capped.
-	EventSource awslambdaeventsources.SqsEventSource
-	Split       awslambda.Function
-	Register    awslambda.Function
-	Workflow    *workflows.Workflow
-	// StateMachine is Workflow.File, the one the controller starts.
-	StateMachine awsstepfunctions.StateMachine
-	// StatusRule sends the ends of the file executions to Controller (wake-up). Nil with
-	// Shared.DisableWakeEvents.
-	StatusRule awsevents.Rule
-	// EventBus receives the File Processed events: Shared.EventBus or the default bus.
-	EventBus  awsevents.IEventBus
-	LogGroups []awslogs.LogGroup
 	// TenantRules are the Contributor Insights rules over the controller's log group that the
 	// per-tenant alarms read, keyed by tenant (poolinsights.go).
 	TenantRules PoolTenantRules
@@ -115,11 +100,9 @@ type TenantPool struct {
 	// else (upload.go). Nil without PoolProps.Uploaders.
 	UploaderRole awsiam.Role
 
-	functionLogs []awslogs.LogGroup
-	app          *appCheck
-	core         *core
-	bucketOnce   sync.Once
-	bucket       []string
+	app        *appCheck
+	bucketOnce sync.Once
+	bucket     []string
 }
 
 // PoolProps configures one pool.
@@ -380,8 +363,26 @@ func (t *TenantPool) build() {
 		panic(fmt.Errorf("pool %s: settings file: %w", p.Name, err))
 	}
 	t.SettingsFile = settings
+	// The controller's and the router's code carries the tenants file.
+	code := lambdaCodeWith(pkgController, map[string][]byte{pipeline.PoolSettingsFile: settings})
+	// The admission table also holds each tenant's backlog (internal/backlog): the router and the
+	// controller both keep it.
+	t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable", s.EncryptionKey)
+	poolEnv := map[string]string{
+		pipeline.EnvPool:                    p.Name,
+		pipeline.EnvPoolSettings:            pipeline.PoolSettingsFile,
+		pipeline.EnvPoolPrefix:              p.Prefix,
+		pipeline.EnvBucket:                  *p.Bucket.BucketName(),
+		pipeline.EnvMetricsNamespace:        pipeline.DefaultMetricsNamespace,
+		pipeline.EnvPoolAdmissionTable:      *t.AdmissionTable.TableName(),
+		pipeline.EnvMaxQueuedFilesPerTenant: strconv.Itoa(p.MaxQueuedFilesPerTenant),
+	}
+	env := with(poolEnv, nil)
+	t.addAdmissionEnv(env)
 
-	c := newCore(t.Construct, coreProps{
+	// Split's, Register's and the controller's grants on tenant data are the tenant role's
+	// (tenantrole.go).
+	t.Pipeline = newPipeline(t.Construct, pipelineProps{
 		Shared:     s,
 		Bucket:     p.Bucket,
 		ManyGroups: true,
@@ -389,29 +390,42 @@ func (t *TenantPool) build() {
 			return fmt.Sprintf("Pool %s: %s (%s)", p.Name, pkg, strings.ToLower(id))
 		},
 		// Split's and Register's metrics are then the pool's, the tenant a property of each line.
-		MetricsPool:          p.Name,
-		WorkflowLogGroupName: VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/pool-" + p.Name,
+		MetricsPool:           p.Name,
+		WorkflowLogGroupName:  VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/pool-" + p.Name,
+		ControllerCode:        code,
+		ControllerEnv:         env,
+		MaximumConcurrency:    p.MaximumConcurrency,
+		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
 	})
-	t.core = c
-	t.Queue = c.Queue
+
+	t.addIntake(code, poolEnv)
+
+	t.grantAdmission()
+	t.newTenantRole()
+	// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
+	t.grantBacklog()
+	t.denyForeignSends()
+	t.encrypt()
+	t.newUploaderRole()
+	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
+	t.Alarms = t.newAlarms()
+	t.dependOnRules()
+	t.Dashboard = t.newDashboard()
+	t.addOutput()
+	t.suppressNagFindings()
+}
+
+// addIntake creates what routes the pool's events to its tenants: the intake queue, the router
+// with its event source, the dead-letter queue and the intake rules. code is the router's code
+// (the controller's, with the tenants file), poolEnv what it shares with the controller's
+// environment.
+func (t *TenantPool) addIntake(code awslambda.Code, poolEnv map[string]string) {
 	t.RuleDeadLetterQueue = awssqs.NewQueue(t.Construct, jsii.String("RuleDeadLetterQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: seconds(QueueRetention),
 		RemovalPolicy:   awscdk.RemovalPolicy_RETAIN,
 	})
-
-	// The controller's and the router's code carries the tenants file.
-	code := lambdaCodeWith(pkgController, map[string][]byte{pipeline.PoolSettingsFile: settings})
-	poolEnv := map[string]string{
-		pipeline.EnvPool:             p.Name,
-		pipeline.EnvPoolSettings:     pipeline.PoolSettingsFile,
-		pipeline.EnvPoolPrefix:       p.Prefix,
-		pipeline.EnvBucket:           *p.Bucket.BucketName(),
-		pipeline.EnvQueueURL:         *t.Queue.QueueUrl(),
-		pipeline.EnvMetricsNamespace: pipeline.DefaultMetricsNamespace,
-	}
-
 	// The router. The rules send the pool's events to the intake, a FIFO queue with one message
 	// group per rule, as a silo's rule sends to the tenant's queue (same retry policy, same
 	// dead-letter queue), so each tenant's events wait in the order EventBridge delivered them;
@@ -436,16 +450,18 @@ func (t *TenantPool) build() {
 		// No dead-letter queue: an event the router cannot store stays, in order, until it can;
 		// an event of no tenant is never a failure (it goes to RuleDeadLetterQueue).
 	})
-	// The admission table also holds each tenant's backlog (internal/backlog): the router and the
-	// controller both keep it.
-	t.AdmissionTable = newAdmissionTable(t.Construct, "AdmissionTable")
-	poolEnv[pipeline.EnvPoolAdmissionTable] = *t.AdmissionTable.TableName()
-	poolEnv[pipeline.EnvMaxQueuedFilesPerTenant] = strconv.Itoa(p.MaxQueuedFilesPerTenant)
+	t.enc.queue(t.RuleDeadLetterQueue, t.Intake)
 	routerEnv := with(poolEnv, map[string]string{
+		pipeline.EnvQueueURL:           *t.Queue.QueueUrl(),
 		pipeline.EnvFunctionRole:       pipeline.FunctionRoleRouter,
 		pipeline.EnvDeadLetterQueueURL: *t.RuleDeadLetterQueue.QueueUrl(),
 	})
-	t.Router = c.function("Router", pkgController, code, routerTimeout, 128, routerEnv)
+	var routerLogs awslogs.LogGroup
+	t.Router, routerLogs = t.function("Router", pkgController, code, routerTimeout, 128, routerEnv)
+	// The router's log group first, as when the router was built before the pipeline: the
+	// ErrorLogs alarm's filters are numbered in this order (ErrorLogsFilter<i>).
+	t.LogGroups = append([]awslogs.LogGroup{routerLogs}, t.LogGroups...)
+	t.functionLogs = append([]awslogs.LogGroup{routerLogs}, t.functionLogs...)
 	t.RouterSource = awslambdaeventsources.NewSqsEventSource(t.Intake, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -453,42 +469,10 @@ func (t *TenantPool) build() {
 	t.Router.AddEventSource(t.RouterSource)
 	t.Queue.GrantSendMessages(t.Router)
 	t.RuleDeadLetterQueue.GrantSendMessages(t.Router)
+	// The queues' key, which their L2 grants do not carry (encryption.queue).
+	t.enc.grantQueues(t.Router, false, t.Intake)
+	t.enc.grantQueues(t.Router, true, t.Queue, t.RuleDeadLetterQueue)
 	t.newIntakeRules()
-
-	// Split's, Register's and the controller's grants on tenant data are the tenant role's
-	// (tenantrole.go).
-	c.addWorkflow()
-	t.Split, t.Register, t.Workflow, t.StateMachine = c.Split, c.Register.(awslambda.Function), c.Workflow, c.StateMachine
-
-	env := with(poolEnv, nil)
-	t.addAdmissionEnv(env)
-	c.addController(controllerTier{
-		Code:               code,
-		Env:                env,
-		MaximumConcurrency: p.MaximumConcurrency,
-		GrantAdmission: func(fn awslambda.Function) {
-			t.Controller = fn
-			t.grantAdmission()
-		},
-		GrantTenantData: func(awslambda.Function) {
-			t.newTenantRole()
-			// Each tenant's bounded backlog: parked files and the counters (grantBacklog).
-			t.grantBacklog()
-		},
-		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
-	})
-	t.Controller, t.EventSource, t.EventBus, t.StatusRule = c.Controller, c.EventSource, c.EventBus, c.StatusRule
-	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
-	c.placeRoles()
-	t.denyForeignSends()
-	t.encrypt()
-	t.newUploaderRole()
-	t.TenantRules = t.newTenantRules(t.Controller.LogGroup())
-	t.Alarms = t.newAlarms()
-	t.dependOnRules()
-	t.Dashboard = t.newDashboard()
-	t.addOutput()
-	t.suppressNagFindings()
 }
 
 // settings is the pool's tenants file.
@@ -643,4 +627,5 @@ func (t *TenantPool) grantBacklog() {
 	}))
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)
 	t.Queue.GrantSendMessages(t.Controller)
+	t.enc.grantQueues(t.Controller, true, t.Queue)
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// Pool-wide metrics of the router and the pool controller (EMF, dimension Pool).
+// Pool-wide metrics of the router and the pool controller (EMF, dimension Pool): API, as the
+// names to build alarms and dashboards of your own on.
 const (
 	// MetricUnroutedObjects counts objects under the pool's prefix that belong to no tenant.
 	MetricUnroutedObjects = metrics.UnroutedObjects
@@ -44,11 +45,12 @@ const (
 // which the controller writes in every pooled tenant's lines.
 var PoolTenantAlarmMetrics = []string{MetricBlocked, MetricFailedFiles, MetricHeadRunningSeconds, MetricHeadQueuedSeconds}
 
-// IntakeAgeAlarm is how long an event may wait in a pool's intake queue before IntakeOldestMessage
+// intakeAgeAlarm is how long an event may wait in a pool's intake queue before IntakeOldestMessage
 // fires: the router routes a batch in well under a second.
-const IntakeAgeAlarm = 15 * time.Minute
+const intakeAgeAlarm = 15 * time.Minute
 
-// PoolAlarms are a pool's alarms: a fixed set, whatever its tenant count.
+// PoolAlarms are a pool's alarms: a fixed set, whatever its tenant count. Exported as the type
+// of TenantPool.Alarms.
 type PoolAlarms struct {
 	// ErrorLogs: a function of the pool logged at ERROR.
 	ErrorLogs awscloudwatch.Alarm
@@ -57,7 +59,7 @@ type PoolAlarms struct {
 	RouterErrors     awscloudwatch.Alarm
 	// OldestMessage: the pool's oldest queued file is older than any healthy tenant's can be.
 	OldestMessage awscloudwatch.Alarm
-	// ExpiringMessage: the pool's oldest queued file nears the queue's retention (ExpiringMessageAge).
+	// ExpiringMessage: the pool's oldest queued file nears the queue's retention (expiringMessageAge).
 	ExpiringMessage awscloudwatch.Alarm
 	// Stalled: files are queued and no tenant has one in flight.
 	Stalled awscloudwatch.Alarm
@@ -67,7 +69,7 @@ type PoolAlarms struct {
 	ExecutionsFailed   awscloudwatch.Alarm
 	ExecutionsTimedOut awscloudwatch.Alarm
 	ExecutionsAborted  awscloudwatch.Alarm
-	// IntakeOldestMessage: an event has waited in the intake longer than IntakeAgeAlarm: the router
+	// IntakeOldestMessage: an event has waited in the intake longer than intakeAgeAlarm: the router
 	// is failing or throttled, and the pool's new files are not queued.
 	IntakeOldestMessage awscloudwatch.Alarm
 	// RuleFailedInvocations: EventBridge could not deliver an event to the intake, through intake
@@ -142,7 +144,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		scope := constructs.NewConstruct(t.Construct, jsii.String("MoreRuleFailedInvocationsAlarms"))
 		for k := 10; k < len(t.IntakeRules); k += 10 {
 			s := alarmSpec{id: strconv.Itoa(k / 10), metric: failedInvocations(t.IntakeRules[k:min(k+10, len(t.IntakeRules))]), threshold: 1, description: failedDescription}
-			moreFailed = append(moreFailed, newAlarm(scope, s, fmt.Sprintf(s.description, p.Name)+" Dashboard: "+DashboardURL(*awscdk.Aws_REGION(), t.dashboardName())+" Runbook: "+RunbookURL, p.Shared.AlarmTopic))
+			moreFailed = append(moreFailed, newAlarm(scope, s, fmt.Sprintf(s.description, p.Name)+" Dashboard: "+dashboardURL(*awscdk.Aws_REGION(), t.dashboardName())+" Runbook: "+runbookURL, p.Shared.AlarmTopic))
 		}
 	}
 	// The top tenant's value of each rule: it reaches the threshold when any tenant does.
@@ -153,7 +155,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 	}
 	rules := t.TenantRules
 	headPeriods := headAlarmPeriods(p.Shared.controllerSafetyNet(), a.EvaluationMinutes)
-	core := t.core.alarms(a, coreAlarmWords{
+	core := t.alarms(a, coreAlarmWords{
 		ControllerErrors: "The controller of pool %[1]s failed an invocation (waits are not errors). The file's message stays queued and is retried. Read the controller's logs.",
 		OldestMessage: fmt.Sprintf("The oldest file in pool %%[1]s has been queued longer than the workflow timeout plus a margin (%v): a tenant is stuck, or halted. "+
 			"Find it with pipectl status.", a.OldestMessageAge),
@@ -179,9 +181,9 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		ExecutionsFailed:   t.alarm(core.ExecutionsFailed),
 		ExecutionsTimedOut: t.alarm(core.ExecutionsTimedOut),
 		ExecutionsAborted:  t.alarm(core.ExecutionsAborted),
-		IntakeOldestMessage: t.alarm(alarmSpec{id: "IntakeOldestMessageAlarm", metric: t.Intake.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: IntakeAgeAlarm.Seconds(),
+		IntakeOldestMessage: t.alarm(alarmSpec{id: "IntakeOldestMessageAlarm", metric: t.Intake.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: intakeAgeAlarm.Seconds(),
 			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue: the router is failing or throttled, "+
-				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", IntakeAgeAlarm)}),
+				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", intakeAgeAlarm)}),
 		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm",
 			metric: failedInvocations(t.IntakeRules[:min(10, len(t.IntakeRules))]), threshold: 1, description: failedDescription}),
 		MoreRuleFailedInvocations: moreFailed,
@@ -212,7 +214,7 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 }
 
 func (t *TenantPool) alarm(s alarmSpec) awscloudwatch.Alarm {
-	description := fmt.Sprintf(s.description, t.Props.Name) + " Dashboard: " + DashboardURL(*awscdk.Aws_REGION(), t.dashboardName()) + " Runbook: " + RunbookURL
+	description := fmt.Sprintf(s.description, t.Props.Name) + " Dashboard: " + dashboardURL(*awscdk.Aws_REGION(), t.dashboardName()) + " Runbook: " + runbookURL
 	return newAlarm(t.Construct, s, description, t.Props.Shared.AlarmTopic)
 }
 
@@ -262,7 +264,7 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 				Markdown: jsii.String(fmt.Sprintf("## Tenants of pool %s\nThe top %d contributors of each Contributor Insights rule, by tenant: "+
 					"lines of a halted head, failed files, and lines whose head file ran or waited past the alarm's threshold. "+
 					"The Tenant* alarms fire when any tenant does; the rules name them. Runbook: %s; `pipectl status TENANT`.",
-					t.Props.Name, DashboardTopTenants, RunbookURL)),
+					t.Props.Name, DashboardTopTenants, runbookURL)),
 				Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
 			})},
 			{
@@ -275,41 +277,21 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 	})
 }
 
-// suppressNagFindings records why each cdk-nag AwsSolutions finding of the pool is intended.
+// suppressNagFindings records why each cdk-nag AwsSolutions finding of the pool's own resources
+// and grants is intended, after the pipeline's (suppressCoreNagFindings).
 func (t *TenantPool) suppressNagFindings() {
-	suppress := func(scope any, rule, reason string, appliesTo ...any) {
-		s := &cdknag.NagPackSuppression{Id: jsii.String(rule), Reason: jsii.String(reason)}
-		if len(appliesTo) > 0 {
-			s.AppliesTo = &appliesTo
-		}
-		cdknag.NagSuppressions_AddResourceSuppressions(scope, &[]*cdknag.NagPackSuppression{s}, jsii.Bool(true))
-	}
-	suppress(t.Queue, "AwsSolutions-SQS3",
-		"No dead-letter queue on purpose: moving a failing head file aside would let the tenant's later files overtake it. "+
-			"Failed files are handled by each tenant's failure policy, alarmed, and the queue keeps messages 14 days.")
+	t.suppressCoreNagFindings("each tenant's")
 	suppress(t.RuleDeadLetterQueue, "AwsSolutions-SQS3",
 		"This queue is itself the dead-letter queue of the pool's rule target and router; its messages are alarmed on and re-sent by an operator.")
 	suppress(t.Intake, "AwsSolutions-SQS3",
 		"No dead-letter queue on purpose: an event the router cannot store yet stays, in order, until it can (alarmed by IntakeOldestMessage); "+
 			"an event of no tenant is never a failure, it goes to the pool's dead-letter queue.")
-	basicRole := "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-	for _, fn := range []awslambda.Function{t.Router, t.Controller, t.Split, t.Register} {
-		suppress(fn, "AwsSolutions-IAM4",
-			"AWSLambdaBasicExecutionRole only lets the function write its own logs; it is the AWS-maintained minimum for Lambda logging.", basicRole)
+	suppress(t.Router, "AwsSolutions-IAM4",
+		"AWSLambdaBasicExecutionRole only lets the function write its own logs; it is the AWS-maintained minimum for Lambda logging.", basicExecutionRole)
+	for _, fn := range []awslambda.IFunction{t.Router, t.Controller, t.Split, t.Register} {
 		suppress(fn, "AwsSolutions-IAM5",
 			"A pool's function roles hold only what is pool-wide at a constant policy size: executions of the pool's own state machines "+
 				"and the core systems' tables; one tenant's data is granted to the pool's tenant role by its session tag.",
 			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\*.*$/`)})
-	}
-	for _, sm := range []any{t.Workflow.File, t.Workflow.Segment} {
-		suppress(sm, "AwsSolutions-SF1",
-			"Logs at ERROR without execution data on purpose: records are customer data and must not reach logs. "+
-				"Execution history keeps every state transition for 90 days.")
-		suppress(sm, "AwsSolutions-IAM5",
-			"Generated by CDK for the task integrations: Lambda invoke on the function and its versions (arn:*), X-Ray and CloudWatch Logs delivery "+
-				"(these APIs take no resource), and describe/stop on the pool's own segment executions for startExecution.sync.",
-			"Resource::*",
-			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+(Split|Register)[A-F0-9]{8}\.Arn>:\*$/`)},
-			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+WorkflowSegment[A-F0-9]{8}.+\*$/`)})
 	}
 }

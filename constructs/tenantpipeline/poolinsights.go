@@ -57,7 +57,7 @@ import (
 // tenant", works it out per pooled tenant.
 
 // PoolTenantRules are a pool's Contributor Insights rules, one per per-tenant alarm (the fields of
-// PoolAlarms of the same names).
+// PoolAlarms of the same names). Exported as the type of TenantPool.TenantRules.
 type PoolTenantRules struct {
 	Blocked     awscloudwatch.CfnInsightRule
 	FailedFiles awscloudwatch.CfnInsightRule
@@ -70,16 +70,16 @@ func (r PoolTenantRules) All() []awscloudwatch.CfnInsightRule {
 	return []awscloudwatch.CfnInsightRule{r.Blocked, r.FailedFiles, r.HeadRunning, r.HeadQueued}
 }
 
-// TenantKey is the key of every per-tenant rule: the Tenant property of a pooled tenant's lines.
-const TenantKey = "$." + DimensionTenant
+// tenantKey is the key of every per-tenant rule: the Tenant property of a pooled tenant's lines.
+const tenantKey = "$." + DimensionTenant
 
-// PoolTenantRule is the rule body of one per-tenant figure of a pool, over the controller's log
+// poolTenantRule is the rule body of one per-tenant figure of a pool, over the controller's log
 // group logs. Blocked and FailedFiles are summed per tenant over every line that holds them (a
 // not-blocked tenant's Blocked 0 is data, as in a silo); HeadRunningSeconds and HeadQueuedSeconds
 // count the lines whose value is above threshold (Contributor Insights has no Maximum).
-func PoolTenantRule(logs, metric string, threshold float64) insights.Rule {
+func poolTenantRule(logs, metric string, threshold float64) insights.Rule {
 	field := "$." + metric
-	c := insights.Contribution{Keys: []string{TenantKey}, Filters: []insights.Filter{insights.Present(TenantKey)}}
+	c := insights.Contribution{Keys: []string{tenantKey}, Filters: []insights.Filter{insights.Present(tenantKey)}}
 	aggregate := insights.Count
 	switch metric {
 	case MetricBlocked, MetricFailedFiles:
@@ -91,13 +91,13 @@ func PoolTenantRule(logs, metric string, threshold float64) insights.Rule {
 	return insights.Rule{Schema: insights.Schema, LogGroupNames: []string{logs}, LogFormat: "JSON", Contribution: c, AggregateOn: aggregate}
 }
 
-// InsightRuleName is the name of a pool's rule of metric (insights.PoolTenantRuleName).
-func InsightRuleName(stack, pool, metric string) string {
+// insightRuleName is the name of a pool's rule of metric (insights.PoolTenantRuleName).
+func insightRuleName(stack, pool, metric string) string {
 	return insights.PoolTenantRuleName(stack, pool, metric)
 }
 
-// InsightRuleMetric is the metric math expression of a rule's statistic.
-func InsightRuleMetric(rule, statistic string) string {
+// insightRuleMetric is the metric math expression of a rule's statistic.
+func insightRuleMetric(rule, statistic string) string {
 	return fmt.Sprintf("INSIGHT_RULE_METRIC(%q, %q)", rule, statistic) // the docs' form: double quotes
 }
 
@@ -108,9 +108,9 @@ func (t *TenantPool) newTenantRules(logs awslogs.ILogGroup) PoolTenantRules {
 	stack := *awscdk.Stack_Of(t.Construct).StackName()
 	rule := func(metric string, threshold float64) awscloudwatch.CfnInsightRule {
 		return awscloudwatch.NewCfnInsightRule(scope, jsii.String(metric), &awscloudwatch.CfnInsightRuleProps{
-			RuleName:  jsii.String(InsightRuleName(stack, t.Props.Name, metric)),
+			RuleName:  jsii.String(insightRuleName(stack, t.Props.Name, metric)),
 			RuleState: jsii.String("ENABLED"),
-			RuleBody:  jsii.String(PoolTenantRule(*logs.LogGroupName(), metric, threshold).JSON()),
+			RuleBody:  jsii.String(poolTenantRule(*logs.LogGroupName(), metric, threshold).JSON()),
 		})
 	}
 	return PoolTenantRules{
@@ -124,7 +124,7 @@ func (t *TenantPool) newTenantRules(logs awslogs.ILogGroup) PoolTenantRules {
 // tenantRuleMetric is the alarm's metric of a rule: its top contributor's value per period.
 func tenantRuleMetric(rule awscloudwatch.CfnInsightRule, period awscdk.Duration) awscloudwatch.IMetric {
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String(InsightRuleMetric(*rule.RuleName(), "MaxContributorValue")),
+		Expression: jsii.String(insightRuleMetric(*rule.RuleName(), "MaxContributorValue")),
 		Period:     period,
 		Label:      jsii.String("Top tenant of " + *rule.RuleName()),
 	})

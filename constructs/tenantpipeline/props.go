@@ -193,7 +193,7 @@ type SharedProps struct {
 }
 
 // DefaultRegisterMemoryMB is the bundled Register function's memory, Lambda's smallest size.
-// Measured (TestRegisterPeakMemory in lambdas/register, a fresh process registering whole
+// Measured (TestRegisterPeakMemory in internal/register, a fresh process registering whole
 // invocations of 1,000-record chunks): peak RSS 24 MiB in record mode with 1 KB records, 52 MiB in
 // batch mode at the default 5 MiB maxBatchBytes. Register holds one chunk at a time, so the peak
 // does not grow with the chunks an invocation registers.
@@ -241,13 +241,13 @@ const (
 	// maxRegisterHTTPTimeout is the largest HTTP_TIMEOUT_SECONDS the register function accepts.
 	maxRegisterHTTPTimeout = 5 * time.Minute
 
-	// registerDeadlineMargin duplicates lambdas/register.DefaultDeadlineMargin: Register starts a
+	// registerDeadlineMargin duplicates internal/register.DefaultDeadlineMargin: Register starts a
 	// POST only while one HTTP timeout plus this margin remains before its deadline.
 	registerDeadlineMargin = 2 * time.Second
 	// ControllerPollBudget is how long the controller polls a running execution in-process before
 	// it hands the message back (POLL_BUDGET_SECONDS, which the construct sets).
 	ControllerPollBudget = 10 * time.Second
-	// controllerDeadlineMargin duplicates lambdas/controller's deadlineMargin: in-process polling
+	// controllerDeadlineMargin duplicates internal/controller's deadlineMargin: in-process polling
 	// stops this long before the invocation's deadline.
 	controllerDeadlineMargin = 5 * time.Second
 )
@@ -415,7 +415,7 @@ func (s SharedProps) validateAcrossFields(field func(string) string, ownRegister
 			bad("register HTTP timeout %v is invalid: use whole seconds from 1s to 5m", h)
 		} else if floor := h + registerDeadlineMargin; s.RegisterTimeout <= floor {
 			// Register starts a POST only while HTTP timeout + margin remains before its deadline
-			// (lambdas/register), so a shorter function timeout registers nothing, ever.
+			// (internal/register), so a shorter function timeout registers nothing, ever.
 			bad("register timeout %v must be longer than the register HTTP timeout %v plus the register deadline margin %v, "+
 				"or no record is ever sent: raise %s above %v (e.g. %v) or lower %s below %v",
 				s.RegisterTimeout, h, registerDeadlineMargin, field("RegisterTimeout"), floor, floor+time.Second, field("RegisterHTTPTimeout"), s.RegisterTimeout-registerDeadlineMargin)

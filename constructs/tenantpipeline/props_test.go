@@ -228,8 +228,8 @@ func TestValidateAccepts(t *testing.T) {
 
 // TestValidateAcrossFields: each cross-field rule fails just past its boundary, with a message that
 // names both fields and the fix, and passes at the boundary. The boundaries come from the
-// functions' own constants (lambdas/register DefaultDeadlineMargin 2 s, HTTP_TIMEOUT_SECONDS 1-300;
-// lambdas/controller deadlineMargin 5 s and its 10 s poll budget) and SQS's 12 h visibility cap
+// functions' own constants (internal/register DefaultDeadlineMargin 2 s, HTTP_TIMEOUT_SECONDS 1-300;
+// internal/controller deadlineMargin 5 s and its 10 s poll budget) and SQS's 12 h visibility cap
 // counted from receipt.
 func TestValidateAcrossFields(t *testing.T) {
 	for _, tc := range []struct {

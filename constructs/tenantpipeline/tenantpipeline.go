@@ -38,23 +38,23 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
-	"github.com/example/tenantpipeline/workflows"
 )
 
 // TenantPipeline is one tenant's pipeline. Every resource it creates is exposed, so callers can
-// add permissions, alarms or dashboards without reaching into the construct tree.
+// add permissions, alarms or dashboards without reaching into the construct tree: the pipeline
+// both tiers build (Pipeline: the tenant's queue, one message group, so one file in flight at a
+// time; its functions, state machines, controller and event source), and the tenant's own.
 type TenantPipeline struct {
 	constructs.Construct
+	Pipeline
 
 	// Props are the props after defaults were applied.
 	Props Props
@@ -63,29 +63,8 @@ type TenantPipeline struct {
 	Rule awsevents.Rule
 	// RuleDeadLetterQueue keeps the events Rule could not deliver to Queue after its retries.
 	RuleDeadLetterQueue awssqs.Queue
-	// Queue is the tenant's FIFO queue: one message group, so one file in flight at a time.
-	Queue awssqs.Queue
-	// Controller holds each file's message until that file's workflow has finished.
-	Controller awslambda.Function
-	// Split streams a file and writes its chunk manifest.
-	Split awslambda.Function
-	// Register registers the chunks of a segment: the bundled HTTP adapter, or Props.RegisterFunction.
-	Register awslambda.IFunction
-	// Workflow holds the File and Segment state machines.
-	Workflow *workflows.Workflow
-	// StateMachine is Workflow.File, the one the controller starts.
-	StateMachine awsstepfunctions.StateMachine
-	// LogGroups are the functions' and state machines' log groups.
-	LogGroups []awslogs.LogGroup
 	// Alarms are the tenant's alarms.
 	Alarms Alarms
-	// StatusRule sends the ends of the file state machine's executions to Controller, which wakes
-	// the waiting file's message. Nil with Props.DisableWakeEvents.
-	StatusRule awsevents.Rule
-	// EventBus receives the File Processed events: Props.EventBus or the default bus.
-	EventBus awsevents.IEventBus
-	// EventSource is the controller's SQS event source; its mapping is what pipectl pauses.
-	EventSource awslambdaeventsources.SqsEventSource
 	// Table is the DynamoDB sink's table when the construct created it; nil otherwise.
 	Table awsdynamodb.Table
 	// SinkTable is the table the DynamoDB sink writes: Table, Props.DynamoDBTable or the table
@@ -97,9 +76,7 @@ type TenantPipeline struct {
 	// prefix and nowhere else (upload.go). Nil without Props.Uploaders.
 	UploaderRole awsiam.Role
 
-	functionLogs []awslogs.LogGroup
-	checks       checks
-	core         *core
+	checks checks
 }
 
 // New creates the tenant's pipeline under scope/id. Its props are checked first, before anything
@@ -123,23 +100,34 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	return t
 }
 
-// build creates the resources from t.Props: the core both tiers share (core.go), the tenant's
-// rule, and the grants on the tenant's own keys.
+// build creates the resources from t.Props: the pipeline both tiers share (core.go), then the
+// tenant's own: its rule, the grants on its keys, its uploader role, alarms and output.
 func (t *TenantPipeline) build() {
 	p := t.Props
 	tenant := p.Tenant
-
-	c := newCore(t.Construct, coreProps{
+	// The table must exist before the controller's TENANT variable names it.
+	t.SinkTable = t.sinkTable()
+	env := map[string]string{
+		pipeline.EnvTenant:         t.settingsJSON(),
+		pipeline.EnvTenantPrefix:   tenant.Prefix,
+		pipeline.EnvOnFailure:      tenant.OnFailure,
+		pipeline.EnvIdempotencyKey: tenant.IdempotencyKey,
+	}
+	if tenant.CoreSystem != nil {
+		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
+	}
+	t.Pipeline = newPipeline(t.Construct, pipelineProps{
 		Shared: p.SharedProps,
 		Bucket: p.Bucket,
 		Describe: func(_, pkg string) string {
 			return fmt.Sprintf("Tenant %s: %s", tenant.ID, pkg)
 		},
-		Register:             p.RegisterFunction,
-		WorkflowLogGroupName: t.workflowLogGroupName(),
+		Register:              p.RegisterFunction,
+		WorkflowLogGroupName:  t.workflowLogGroupName(),
+		ControllerEnv:         env,
+		ReservedConcurrency:   p.ControllerReservedConcurrency,
+		StatusRuleDescription: fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", tenant.ID),
 	})
-	t.core = c
-	t.Queue = c.Queue
 
 	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
 		Description: jsii.String(fmt.Sprintf("Files of tenant %s to its FIFO queue", tenant.ID)),
@@ -154,50 +142,12 @@ func (t *TenantPipeline) build() {
 	})
 	t.addRuleTarget()
 
-	// The table must exist before the controller's TENANT variable names it.
-	t.SinkTable = t.sinkTable()
-	c.addWorkflow()
-	t.Split, t.Register, t.Workflow, t.StateMachine = c.Split, c.Register, c.Workflow, c.StateMachine
 	t.grantSplit()
-	if register, ok := t.Register.(awslambda.Function); ok && p.RegisterFunction == nil {
-		t.grantRegister(register)
+	if t.bundled != nil {
+		t.grantRegister(t.bundled)
 	}
-
-	env := map[string]string{
-		pipeline.EnvTenant:         t.settingsJSON(),
-		pipeline.EnvTenantPrefix:   tenant.Prefix,
-		pipeline.EnvOnFailure:      tenant.OnFailure,
-		pipeline.EnvIdempotencyKey: tenant.IdempotencyKey,
-	}
-	if tenant.CoreSystem != nil {
-		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{tenant.CoreSystem})
-	}
-	c.addController(controllerTier{
-		Env:                 env,
-		ReservedConcurrency: p.ControllerReservedConcurrency,
-		GrantEventObjects: func(fn awslambda.Function) {
-			// The File Processed event: the counts from summary.json, and the marker of each event
-			// put (results/<tenant>/<execution>/event-<redrive count>.json).
-			t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
-			t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
-		},
-		GrantAdmission: func(fn awslambda.Function) {
-			if tenant.CoreSystem != nil {
-				// Admission: the file's lease in its core system's gate, taken before StartExecution.
-				grantLeases(fn, tenant.CoreSystem.Table)
-				// Its releases wake the core system's next waiter in whichever queue it waits.
-				tagForWakeUps(t.Queue, tenant.CoreSystem)
-				grantWakeUps(fn, tenant.CoreSystem)
-			}
-		},
-		GrantTenantData:       t.grantControllerKeys,
-		StatusRuleDescription: fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", tenant.ID),
-	})
-	t.Controller, t.EventSource, t.EventBus, t.StatusRule = c.Controller, c.EventSource, c.EventBus, c.StatusRule
-	t.LogGroups, t.functionLogs = c.LogGroups, c.functionLogs
-	c.placeRoles()
+	t.grantController()
 	t.denyForeignSends()
-
 	t.encrypt()
 	t.newUploaderRole()
 	t.Alarms = t.newAlarms()
@@ -248,12 +198,24 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	}
 }
 
-// grantControllerKeys lets the controller keep the tenant's keys: quarantine records, skip
+// grantController lets the controller read the File Processed event's objects, take its file's
+// lease in the tenant's core system, and keep the tenant's keys: quarantine records, skip
 // markers, the order counter of a DynamoDB sink, and, with wake events, the wake-up state (it
 // writes control/<tenant>/wake.json and the wake-up handler control/<tenant>/wake-done.json;
 // each reads both).
-func (t *TenantPipeline) grantControllerKeys(fn awslambda.Function) {
-	tenant := t.Props.Tenant
+func (t *TenantPipeline) grantController() {
+	tenant, fn := t.Props.Tenant, t.Controller
+	// The File Processed event: the counts from summary.json, and the marker of each event put
+	// (results/<tenant>/<execution>/event-<redrive count>.json).
+	t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
+	t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
+	if tenant.CoreSystem != nil {
+		// Admission: the file's lease in its core system's gate, taken before StartExecution.
+		grantLeases(fn, tenant.CoreSystem.Table)
+		// Its releases wake the core system's next waiter in whichever queue it waits.
+		tagForWakeUps(t.Queue, tenant.CoreSystem)
+		grantWakeUps(fn, tenant.CoreSystem)
+	}
 	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
@@ -292,8 +254,7 @@ func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Co
 	return fn
 }
 
-// allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
-// allowResults lets the Split function's results task (lambdas/split, results.go) do its work for
+// allowResults lets the Split function's results task (internal/split, results.go) do its work for
 // one tenant: read the manifest (by the version id Split's write returned, which takes
 // s3:GetObjectVersion: https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 // "Permissions") and the segments' progress under work/<tenant>/, list and read the rejection
@@ -304,6 +265,7 @@ func (t *TenantPipeline) allowResults(fn awslambda.IFunction, tenant string) {
 	t.allowList(fn, pipeline.ResultsPrefix+tenant+"/")
 }
 
+// allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
 func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {
 	grantObjects(fn, t.Props.Bucket, actions, pattern)
 }

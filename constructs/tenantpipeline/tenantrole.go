@@ -36,7 +36,7 @@ const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
 // with a tenant tag, and names it to them (pipeline.EnvTenantRoleARN).
 func (t *TenantPool) newTenantRole() {
 	p := t.Props
-	acting := []awslambda.Function{t.Controller, t.Split, t.Register}
+	acting := []awslambda.Function{t.Controller, t.Split, t.bundled}
 	var principals []awsiam.IPrincipal
 	for _, fn := range acting {
 		principals = append(principals, awsiam.NewArnPrincipal(fn.Role().RoleArn()))

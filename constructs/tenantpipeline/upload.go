@@ -45,7 +45,7 @@ func tlsOnly() map[string]any {
 // grant goes to grantee's policy, or, for a principal of another account, to the policy of a
 // bucket created in the app (the aws-cdk grant rules: awsiam.Grant_AddToPrincipalOrResource).
 func (t *TenantPipeline) GrantUpload(grantee awsiam.IGrantable) awsiam.Grant {
-	return grantUpload(grantee, t.Props.Bucket, t.core.key, t.Props.Tenant.Prefix)
+	return grantUpload(grantee, t.Props.Bucket, t.objects.keyOrNil(), t.Props.Tenant.Prefix)
 }
 
 // GrantUpload lets grantee upload the files of the pool's tenant tenantID, as
@@ -54,7 +54,7 @@ func (t *TenantPipeline) GrantUpload(grantee awsiam.IGrantable) awsiam.Grant {
 func (t *TenantPool) GrantUpload(tenantID string, grantee awsiam.IGrantable) awsiam.Grant {
 	for _, tn := range t.Props.Tenants {
 		if tn.ID == tenantID {
-			return grantUpload(grantee, t.Props.Bucket, t.core.key, tn.Prefix)
+			return grantUpload(grantee, t.Props.Bucket, t.objects.keyOrNil(), tn.Prefix)
 		}
 	}
 	var ids []string
@@ -147,7 +147,7 @@ func (t *TenantPool) newUploaderRole() {
 		// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html
 		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
 	})
-	grantUpload(t.UploaderRole, p.Bucket, t.core.key, p.Prefix+principalTenant+"/")
+	grantUpload(t.UploaderRole, p.Bucket, t.objects.keyOrNil(), p.Prefix+principalTenant+"/")
 	cdknag.NagSuppressions_AddResourceSuppressions(t.UploaderRole, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Uploads only, over TLS, to the keys under <pool prefix>${aws:PrincipalTag/tenant}/, object names the customer chooses; " +

@@ -116,7 +116,7 @@ func TestUploaderRole(t *testing.T) {
 			Construct: constructs.NewConstruct(f.stack, jsii.String("Pool")),
 			Props: PoolProps{Name: "p", Prefix: "pools/p/", Bucket: f.bucket,
 				Uploaders: []awsiam.IPrincipal{awsiam.NewArnPrincipal(jsii.String(platform))}, Shared: SharedProps{RolePath: DefaultRolePath}},
-			core: &core{key: f.key},
+			Pipeline: Pipeline{objects: newEncryption(f.stack, f.key)},
 		}
 		pool.newUploaderRole()
 		if pool.UploaderRole == nil {
@@ -157,7 +157,6 @@ func TestPoolGrantUploadOfUnknownTenant(t *testing.T) {
 	pool := &TenantPool{
 		Construct: constructs.NewConstruct(f.stack, jsii.String("Pool")),
 		Props:     PoolProps{Name: "p", Prefix: "pools/p/", Bucket: f.bucket, Tenants: []Tenant{{ID: "hooli", Prefix: "pools/p/hooli/"}}},
-		core:      &core{},
 	}
 	defer func() {
 		var pe *PropsError

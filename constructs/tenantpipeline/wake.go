@@ -24,12 +24,12 @@ import (
 // https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html (detail: executionArn,
 // stateMachineArn, name, status, startDate, stopDate)
 const (
-	StatusEventSource     = "aws.states"
-	StatusEventDetailType = "Step Functions Execution Status Change"
+	statusEventSource     = "aws.states"
+	statusEventDetailType = "Step Functions Execution Status Change"
 )
 
-// StatusRuleStatuses are the statuses the status rule matches: the ends of an execution.
-var StatusRuleStatuses = []string{pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusTimedOut, pipeline.StatusAborted}
+// statusRuleStatuses are the statuses the status rule matches: the ends of an execution.
+var statusRuleStatuses = []string{pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusTimedOut, pipeline.StatusAborted}
 
 // controlPrefixProtected is the controller's CONTROL_PREFIX_PROTECTED: "true" when the ingest
 // bucket's own policy carries BucketWriteDeny for these roles and operators, else "false". With
@@ -93,11 +93,11 @@ func newStatusRule(scope constructs.Construct, description string, sm awsstepfun
 		Description: jsii.String(description),
 		// No EventBus: the default bus, where Step Functions sends these events.
 		EventPattern: &awsevents.EventPattern{
-			Source:     jsii.Strings(StatusEventSource),
-			DetailType: jsii.Strings(StatusEventDetailType),
+			Source:     jsii.Strings(statusEventSource),
+			DetailType: jsii.Strings(statusEventDetailType),
 			Detail: &map[string]any{
 				"stateMachineArn": []any{sm.StateMachineArn()},
-				"status":          StatusRuleStatuses,
+				"status":          statusRuleStatuses,
 			},
 		},
 	})

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Lines as a pool's controller writes them: EMF lines with Pool, the Tenant property and metric
+// lines are what a pool's controller writes: EMF lines with Pool, the Tenant property and metric
 // fields, slog lines, and the runtime's text lines.
 var lines = [][]byte{
 	[]byte(`{"_aws":{},"Pool":"p","Tenant":"acme","Blocked":0,"Waits":1}`),

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// admissionWaits reads the controllers' admission log lines (lambdas/controller/admission.go) as
+// admissionWaits reads the controllers' admission log lines (internal/controller/admission.go) as
 // the function processes write them: "file admitted" carries the file's whole admission wait,
 // from its first admission ask to its admission; each "waiting for admission" the wait so far.
 // The report shows it as part of a file's queued time.

@@ -1,7 +1,7 @@
 package localrun
 
 // The pipeline's own events on EventBridge: the controller puts a "File Processed" event at each
-// end of a file execution (lambdas/controller/fileevent.go). The functions reach this PutEvents
+// end of a file execution (internal/controller/fileevent.go). The functions reach this PutEvents
 // endpoint through AWS_ENDPOINT_URL_EVENTBRIDGE; each entry is routed by the synthesized rules, as
 // an uploaded file's event is, and the File Processed ones are kept for report.json (fileEvents).
 

@@ -12,13 +12,14 @@ import (
 	"strings"
 )
 
-// GetFunction (https://docs.aws.amazon.com/lambda/latest/api/API_GetFunction.html) answers for a
-// local function with its configuration and a Code.Location that the control plane itself serves:
-// a zip of the function's code asset directory, made on request, as Lambda's presigned URL of the
-// deployment package. pipectl reads a pool's tenants from it (pool-tenants.json).
+// codePath is where the control plane serves the functions' code, under Code.Location.
 const codePath = "/local-code/"
 
 // serveGetFunction answers GET /2015-03-31/functions/{name}; false if the request is not one.
+// GetFunction (https://docs.aws.amazon.com/lambda/latest/api/API_GetFunction.html) answers for a
+// local function with its configuration and a Code.Location that the control plane itself serves
+// (codePath): a zip of the function's code asset directory, made on request, as Lambda's presigned
+// URL of the deployment package. pipectl reads a pool's tenants from it (pool-tenants.json).
 func (r *Run) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
 	const prefix = "/2015-03-31/functions/"
 	name, ok := strings.CutPrefix(req.URL.Path, prefix)

@@ -45,7 +45,7 @@ func operatorRun(f *report.FileReport, key string, at time.Time) string {
 func replayKey(key string) bool { return strings.HasPrefix(key, pipeline.ReplayExecutionPrefix) }
 
 // executionOfKey is the execution name in an Idempotency-Key: "<name>-<record>" or, for a batch,
-// "<name>-c<chunk>" (lambdas/register).
+// "<name>-c<chunk>" (register.BatchIdempotencyKey).
 func executionOfKey(key string) string {
 	if i := strings.LastIndexByte(key, '-'); i > 0 {
 		return key[:i]

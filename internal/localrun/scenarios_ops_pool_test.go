@@ -73,7 +73,7 @@ func TestScenarioOpsPoolPauseResume(t *testing.T) {
 }
 
 // pausedWait is how long the controllers of the synthesized app in dir hold a paused tenant's
-// message between looks (lambdas/controller, pausedWait): the safety net with wake-up events,
+// message between looks (internal/controller, Handler.pausedWait): the safety net with wake-up events,
 // MAX_WAIT_SECONDS otherwise; the shortest among them.
 func pausedWait(t *testing.T, dir string) time.Duration {
 	t.Helper()

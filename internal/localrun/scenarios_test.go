@@ -434,7 +434,7 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 				first.VersionID, again.VersionID, first.ETag, again.ETag)
 		}
 		// One could expect the object-version key to recognise "a re-upload of identical content".
-		// The controller's key (lambdas/controller/naming.go) hashes the bucket, the key, the version
+		// The controller's key (internal/controller/naming.go) hashes the bucket, the key, the version
 		// id (the bucket is versioned) and the event's sequencer, all of which differ for a new PUT,
 		// so an identical re-upload is a new file: a second execution, and its records are
 		// registered again under the new execution's keys. This asserts that behaviour as it is

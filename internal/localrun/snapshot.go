@@ -80,6 +80,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 
 	uploads := r.Uploads()
 	var gaps []float64
+	var gapParts []report.GapPart
 	var total int64
 	for _, t := range r.Tenants {
 		tr := &report.TenantReport{Files: []report.FileReport{}, Tier: cmp.Or(t.Tier, TierSilo), Pool: t.Pool}
@@ -160,12 +161,14 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 		}
 		sort.Slice(tr.Replays, func(i, j int) bool { return tr.Replays[i].StartedAt.Before(*tr.Replays[j].StartedAt) })
 		gaps = append(gaps, tr.Gaps()...)
+		gapParts = append(gapParts, tr.GapParts()...)
 		if n, err := r.tenantDepth(ctx, t); err == nil {
 			tr.Queued = n
 		}
 		tr.Halted = halted(t, tr)
 	}
 	rep.InterFileGapSecond = report.SummarizeGaps(gaps)
+	rep.InterFileGapWakeUpSecond, rep.InterFileGapAdmissionSecond = report.SummarizeGapParts(gapParts)
 	if rep.WallSeconds > 0 {
 		rep.RecordsPerSecond = float64(total) / rep.WallSeconds
 	}
@@ -241,7 +244,7 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *report.FileRepor
 }
 
 // skipMarked reports whether an operator wrote the skip marker of the tenant's execution
-// (lambdas/controller/skip.go names it).
+// (pipeline.SkipMarkerKey names it, for the controller and pipectl alike).
 func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
 	key := pipeline.SkipMarkerKey(tenant, execution)
 	_, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &r.Bucket, Key: &key})

@@ -33,7 +33,7 @@ func resultsFile(n int) []byte {
 	return []byte(b.String())
 }
 
-// records returns the raw lines of records from..to of resultsFile-like data, with their line
+// recordBytes returns the raw lines of records from..to of resultsFile-like data, with their line
 // endings, as the file holds them.
 func recordBytes(data []byte, from, to int) string {
 	s := string(data)

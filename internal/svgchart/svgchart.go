@@ -23,7 +23,7 @@ const (
 	titleSpace = 34
 )
 
-// Palette: one colour per row, in order; readable on white and for the common colour-vision
+// palette is one colour per row, in order; readable on white and for the common colour-vision
 // deficiencies (Okabe-Ito).
 var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"}
 

@@ -357,13 +357,6 @@ func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
 	return out
 }
 
-// secretPrefixPattern and tablePrefixPattern are the shapes of a pool's name prefixes: at least
-// 3 characters, ending in a separator, so that "<prefix><tenant id>" cannot be the start of an
-// unrelated name such as "prod" of "production-db", and without IAM's wildcards "*" and "?" or
-// "$" (a policy variable). The characters are those the services allow in a name
-// (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name;
-// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
-// A table name has no "/", so a table prefix ends in "-".
 // checkUploader refuses an uploader that is not an IAM role or user ARN (uploaderPattern).
 func checkUploader(arn string) error {
 	if !uploaderPattern.MatchString(arn) || strings.ContainsAny(arn, "*?") {
@@ -380,6 +373,13 @@ func checkUploader(arn string) error {
 // Path and name characters: https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html.
 var uploaderPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:(role|user)/([\x21-\x7E]*/)?[\w+=,.@-]{1,64}$`)
 
+// secretPrefixPattern and tablePrefixPattern are the shapes of a pool's name prefixes: at least
+// 3 characters, ending in a separator, so that "<prefix><tenant id>" cannot be the start of an
+// unrelated name such as "prod" of "production-db", and without IAM's wildcards "*" and "?" or
+// "$" (a policy variable). The characters are those the services allow in a name
+// (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name;
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
+// A table name has no "/", so a table prefix ends in "-".
 var (
 	secretPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{2,}[/-]$`)
 	tablePrefixPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{2,}-$`)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// awsLatency is a fixed time added to every S3, SQS and DynamoDB call of the Lambda processes, the
+// AWSLatency is a fixed time added to every S3, SQS and DynamoDB call of the Lambda processes, the
 // round trip a call to the AWS service takes over the network, where the emulators answer on
 // loopback in about a millisecond. With it a figure shows what a design's concurrency buys: calls
 // that wait on the network overlap across invocations, where locally they would compete for the
@@ -15,10 +15,10 @@ import (
 // default, adds nothing.
 type AWSLatency struct{ d atomic.Int64 }
 
-// set makes every call from now on take d longer.
+// Set makes every call from now on take d longer.
 func (l *AWSLatency) Set(d time.Duration) { l.d.Store(int64(d)) }
 
-// wrap delays each request by the latency in force when it arrives; a request whose caller gives up
+// Wrap delays each request by the latency in force when it arrives; a request whose caller gives up
 // meanwhile is dropped.
 func (l *AWSLatency) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -37,7 +37,7 @@ import (
 	"github.com/example/tenantpipeline/internal/cost"
 )
 
-// dynamoMeter counts DynamoDB request units by table.
+// DynamoMeter counts DynamoDB request units by table.
 type DynamoMeter struct {
 	target string              // dynalite, for the stored items
 	keys   map[string][]string // each table's key attribute names
@@ -87,7 +87,7 @@ var capacityOps = map[string]bool{
 	"PutItem": false, "UpdateItem": false, "DeleteItem": false, "BatchWriteItem": false,
 }
 
-// wrap counts the units of every call that passes to next (a proxy to dynalite).
+// Wrap counts the units of every call that passes to next (a proxy to dynalite).
 func (m *DynamoMeter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		op := req.Header.Get("X-Amz-Target")
@@ -334,7 +334,7 @@ func withoutField(body []byte, name string) []byte {
 	return out
 }
 
-// localTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
+// DynamoTable is one table the run creates: from an AWS::DynamoDB::Table of the templates, or from
 // a tenant's dynamodb.table naming a table that is not in the templates (an existing table on AWS;
 // locally it is created too, with the tenant's key fields as string keys, for convenience).
 type DynamoTable struct {

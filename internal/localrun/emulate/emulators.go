@@ -141,7 +141,7 @@ func (c *APICounter) Total(service string) int64 {
 	return n
 }
 
-// countingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
+// CountingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
 // Each call is also passed to the optional observers.
 func CountingProxy(target string, service string, c *APICounter, observers ...func(op string)) http.Handler {
 	u, _ := url.Parse(target)
@@ -160,7 +160,7 @@ func CountingProxy(target string, service string, c *APICounter, observers ...fu
 	})
 }
 
-// serve starts an HTTP server on a free loopback port.
+// Serve starts an HTTP server on a free loopback port.
 func Serve(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -365,5 +365,5 @@ const (
 	Account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
 )
 
-// localAWS is the SDK configuration of the harness's own clients.
+// LocalAWS is the SDK configuration of the harness's own clients.
 var LocalAWS = aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}

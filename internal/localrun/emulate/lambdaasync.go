@@ -25,7 +25,7 @@ const (
 	// A throttled event is retried after 1 s, then twice as long each time, up to 5 minutes.
 	AsyncThrottleFirstWait = time.Second
 	AsyncThrottleMaxWait   = 5 * time.Minute
-	// dlqErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
+	// DLQErrorMessageBytes is how much of the error message the ErrorMessage attribute carries.
 	DLQErrorMessageBytes = 1024
 )
 

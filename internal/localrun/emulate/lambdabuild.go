@@ -18,7 +18,7 @@ var builtBinaries sync.Map
 // scenarios) never write the same binary at once.
 var buildLocks sync.Map
 
-// buildFunctionBinary builds a Lambda main package for the host (the deployed asset is
+// BuildFunctionBinary builds a Lambda main package for the host (the deployed asset is
 // linux/arm64), with the tag the deployed build uses, once per package and process.
 func BuildFunctionBinary(ctx context.Context, moduleRoot, pkg, outDir string) (string, error) {
 	if err := ctx.Err(); err != nil {

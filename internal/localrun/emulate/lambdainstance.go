@@ -65,7 +65,7 @@ func (f *Function) release(inst *instance, reusable bool) {
 	inst.kill()
 }
 
-// redeploy changes the variables of the function's next execution environments, as a deployment
+// Redeploy changes the variables of the function's next execution environments, as a deployment
 // of a configuration change does: the idle environments end, and the next invocation starts a
 // new one; an invocation in progress finishes in its own.
 func (f *Function) Redeploy(edit func(env []string) []string) {

@@ -5,7 +5,7 @@ import (
 	"io"
 )
 
-// newLineTap writes to w and gives observe each whole line written.
+// NewLineTap writes to w and gives observe each whole line written.
 func NewLineTap(w io.Writer, observe func([]byte)) *lineTap { return &lineTap{w: w, observe: observe} }
 
 // lineTap passes a process's output through to w and hands each complete line to observe. One

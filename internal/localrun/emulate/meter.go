@@ -79,7 +79,7 @@ func sqsBilledRequests(requestBytes, responseBytes int64) int64 {
 	return max(1, (n+sqsChunk-1)/sqsChunk)
 }
 
-// meterSQS counts the billed requests of every SQS call that passes, by its QueueUrl, then hands
+// MeterSQS counts the billed requests of every SQS call that passes, by its QueueUrl, then hands
 // the call to next.
 func MeterSQS(next http.Handler, m *RequestMeter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

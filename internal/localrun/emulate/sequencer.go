@@ -34,7 +34,7 @@ type sequencers struct {
 	count  uint64
 }
 
-// newSequencers makes the generator of a mode. A key's first sequencer depends only on the seed
+// NewSequencers makes the generator of a mode. A key's first sequencer depends only on the seed
 // and the key, not on what was written before, so a seed fixes it (0: a random seed).
 func NewSequencers(mode string, seed uint64) *sequencers {
 	if seed == 0 {

@@ -54,7 +54,7 @@ type Sink struct {
 	tenantPeak   map[string]int
 }
 
-// newSinkWith is a sink that has already seen these registrations and requests, by tenant: the
+// NewSinkWith is a sink that has already seen these registrations and requests, by tenant: the
 // history a check of the invariants reads.
 func NewSinkWith(registered map[string][]SinkRecord, requests map[string][]SinkRequest) *Sink {
 	return &Sink{order: registered, log: requests}
@@ -371,7 +371,7 @@ func (s *Sink) Total() int64 {
 	return n
 }
 
-// sinkURL is the per-tenant registerUrl the harness gives tenants when no --register-url is set.
+// SinkURL is the per-tenant registerUrl the harness gives tenants when no --register-url is set.
 func SinkURL(base, tenant string) string {
 	return strings.TrimSuffix(base, "/") + "/" + tenant + "/records"
 }

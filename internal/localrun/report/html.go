@@ -182,10 +182,26 @@ func HTMLPath(path string) string {
 	return path + ".html"
 }
 
-// WriteHTML writes the HTML report of rep to w, with the tenants' lanes in the order of ids. A
-// file still waiting or running is drawn up to now.
+// WriteHTML writes the HTML report of rep to w, with the tenants' lanes in the order of ids,
+// those with files before those without (withFilesFirst). A file still waiting or running is
+// drawn up to now.
 func WriteHTML(w io.Writer, rep *Report, ids []string, now time.Time) error {
-	return reportHTML.Execute(w, buildHTMLReport(rep, ids, now))
+	return reportHTML.Execute(w, buildHTMLReport(rep, withFilesFirst(rep, ids), now))
+}
+
+// withFilesFirst is ids with the tenants that have a file or a replay first, then the idle ones,
+// each part in the order of ids: a run that fed a few tenants of many shows their lanes at the
+// top, not below a page of empty ones.
+func withFilesFirst(rep *Report, ids []string) []string {
+	var busy, idle []string
+	for _, id := range ids {
+		if tr := rep.Tenants[id]; tr != nil && len(tr.Files)+len(tr.Replays) > 0 {
+			busy = append(busy, id)
+		} else {
+			idle = append(idle, id)
+		}
+	}
+	return append(busy, idle...)
 }
 
 func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -558,6 +559,100 @@ func TestBarTitleCounts(t *testing.T) {
 	} {
 		if got := barTitle(htmlBar{File: tc.f, Kind: "ok"}); !strings.Contains(got, tc.want) {
 			t.Errorf("%s: got title %q, want it to contain %q", tc.f.Key, got, tc.want)
+		}
+	}
+}
+
+// TestWriteHTMLTenantOrder: the lanes and the table of files list the tenants that have a file
+// (or a replay) first, then the idle ones, each part in the order given.
+func TestWriteHTMLTenantOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := func(key string) FileReport {
+		stop := t0.Add(time.Second)
+		return FileReport{Key: key, ExecutionName: "exec-" + key, Status: "SUCCEEDED", UploadedAt: t0, StartedAt: &t0, StoppedAt: &stop}
+	}
+	replay := done("again.csv")
+	replay.Replay = true
+	rep := &Report{Tenants: map[string]*TenantReport{
+		"acme": {}, "globex": {Files: []FileReport{done("注文.csv")}}, "hooli": {},
+		"initech": {Replays: []FileReport{replay}}, "umbrella": {Files: []FileReport{done("b.csv")}},
+	}}
+	tests := []struct {
+		name string
+		ids  []string
+		want []string
+	}{
+		{"idle tenants first in ids", []string{"acme", "globex", "hooli", "initech", "umbrella"}, []string{"globex", "initech", "umbrella", "acme", "hooli"}},
+		{"the order given is kept in each part", []string{"umbrella", "hooli", "initech", "acme", "globex"}, []string{"umbrella", "initech", "globex", "hooli", "acme"}},
+		{"a tenant without a report is idle", []string{"nobody", "globex"}, []string{"globex", "nobody"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteHTML(&buf, rep, tt.ids, t0.Add(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			els, lanes := reportpage.Parse(t, buf.Bytes())
+			if got, want := strings.Join(lanes.Tenants, ","), strings.Join(tt.want, ","); got != want {
+				t.Errorf("lanes: got %s, want %s", got, want)
+			}
+			var rows []string
+			for _, e := range els {
+				if e.Name == "td" && e.HasClass("tenant") && (len(rows) == 0 || rows[len(rows)-1] != e.Text) {
+					rows = append(rows, e.Text)
+				}
+			}
+			var busy []string
+			for _, id := range tt.want {
+				if tr := rep.Tenants[id]; tr != nil && len(tr.Files)+len(tr.Replays) > 0 {
+					busy = append(busy, id)
+				}
+			}
+			if got, want := strings.Join(rows, ","), strings.Join(busy, ","); got != want {
+				t.Errorf("table of files: got tenants %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestWriteHTMLFontStack: the page's font stack names fonts that have Japanese glyphs on each
+// desktop system (macOS, Linux, Windows) before the generic family, so a Japanese file name
+// renders in a font meant for it rather than in whatever fallback the browser picks.
+func TestWriteHTMLFontStack(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, &Report{Tenants: map[string]*TenantReport{}}, nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	els, _ := reportpage.Parse(t, buf.Bytes())
+	var body string
+	for _, e := range els {
+		if e.Name != "style" {
+			continue
+		}
+		for _, rule := range strings.Split(e.Text, "}") {
+			if sel, decl, ok := strings.Cut(rule, "{"); ok && strings.TrimSpace(sel) == "body" {
+				body = decl
+			}
+		}
+	}
+	var families []string
+	for _, d := range strings.Split(body, ";") {
+		if p, v, ok := strings.Cut(d, ":"); ok && strings.TrimSpace(p) == "font" {
+			// font: <size>/<line-height> <family>, <family>, ...
+			_, list, _ := strings.Cut(strings.TrimSpace(v), " ")
+			for _, f := range strings.Split(list, ",") {
+				families = append(families, strings.Trim(strings.TrimSpace(f), `"`))
+			}
+		}
+	}
+	at := func(name string) int { return slices.Index(families, name) }
+	generic := at("sans-serif")
+	if generic != len(families)-1 {
+		t.Fatalf("body font families: got %q, want sans-serif last", families)
+	}
+	for _, cjk := range []string{"Hiragino Sans", "Noto Sans CJK JP", "Yu Gothic", "Meiryo"} {
+		if i := at(cjk); i < 0 || i > generic {
+			t.Errorf("body font families: got %q, want %q before sans-serif", families, cjk)
 		}
 	}
 }

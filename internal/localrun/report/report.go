@@ -16,13 +16,17 @@ import (
 
 // Report is the JSON report of a run (docs/local-run.md, "Report").
 type Report struct {
-	Tenants            map[string]*TenantReport    `json:"tenants"`
-	InterFileGapSecond GapStats                    `json:"interFileGapSeconds"`
-	APICalls           map[string]map[string]int64 `json:"apiCalls"`
-	WallSeconds        float64                     `json:"wallSeconds"`
-	RecordsPerSecond   float64                     `json:"recordsPerSecond"`
-	APICallsPer1000    map[string]float64          `json:"apiCallsPer1000Records"`
-	Violations         []string                    `json:"violations"`
+	Tenants            map[string]*TenantReport `json:"tenants"`
+	InterFileGapSecond GapStats                 `json:"interFileGapSeconds"`
+	// The gaps in two parts (TenantReport.GapParts): the admission wait, and the rest, the
+	// wake-up: from the stop to the controller's admission ask, and from the admission to the start.
+	InterFileGapWakeUpSecond    GapStats                    `json:"interFileGapWakeUpSeconds"`
+	InterFileGapAdmissionSecond GapStats                    `json:"interFileGapAdmissionSeconds"`
+	APICalls                    map[string]map[string]int64 `json:"apiCalls"`
+	WallSeconds                 float64                     `json:"wallSeconds"`
+	RecordsPerSecond            float64                     `json:"recordsPerSecond"`
+	APICallsPer1000             map[string]float64          `json:"apiCallsPer1000Records"`
+	Violations                  []string                    `json:"violations"`
 	// ExternalEndpoint is true when the run registered to --register-url: the harness sees no
 	// record, so the record checks (record order, exactly once, registration windows) are skipped.
 	ExternalEndpoint bool `json:"externalEndpoint"`
@@ -170,7 +174,7 @@ type GapStats struct {
 	Max  float64 `json:"max"`
 }
 
-// splitCount makes Split's count the records of a file the harness cannot see registered (an
+// SplitCount makes Split's count the records of a file the harness cannot see registered (an
 // external endpoint), and returns it: 0 when unknown.
 func (f *FileReport) SplitCount() int64 {
 	if f.Expected < 0 {
@@ -181,7 +185,7 @@ func (f *FileReport) SplitCount() int64 {
 	return f.Expected
 }
 
-// setCounts takes the counts of s when it describes the file's execution as it is now: the same
+// SetCounts takes the counts of s when it describes the file's execution as it is now: the same
 // execution, run and status, as the controller reads it for the File Processed event. A summary of
 // another run or status is an earlier end of a redriven execution (each end rewrites it), or was
 // written by the results task of an execution not yet stopped.
@@ -242,8 +246,28 @@ func (tr *TenantReport) Gaps() []float64 {
 	return gaps
 }
 
-// gapSpan is one inter-file gap: from the stop of the execution a file waited for to its start.
-type gapSpan struct{ from, to time.Time }
+// GapPart is one inter-file gap in two parts that add up to it: Admission, the part the file
+// waited for an admission slot (its AdmissionWaitSeconds, at most the gap); WakeUp, the rest,
+// which the wake-up and the controller take.
+type GapPart struct{ WakeUp, Admission float64 }
+
+// GapParts are the tenant's inter-file gaps split in two, in the order of Gaps.
+func (tr *TenantReport) GapParts() []GapPart {
+	var parts []GapPart
+	for _, g := range tr.gapSpans() {
+		gap := g.to.Sub(g.from).Seconds()
+		admission := min(g.admission, gap)
+		parts = append(parts, GapPart{WakeUp: gap - admission, Admission: admission})
+	}
+	return parts
+}
+
+// gapSpan is one inter-file gap: from the stop of the execution a file waited for to its start,
+// with the file's admission wait in seconds (0 when it did not wait for a gate).
+type gapSpan struct {
+	from, to  time.Time
+	admission float64
+}
 
 // gapSpans are the tenant's inter-file gaps, in upload order: for each file, from the last stop of
 // any execution of the tenant (a file's run, a redrive or a replay) at or before the file's start,
@@ -275,19 +299,33 @@ func (tr *TenantReport) gapSpans() []gapSpan {
 			}
 		}
 		if prev != nil && f.UploadedAt.Before(*prev) {
-			gaps = append(gaps, gapSpan{*prev, *f.StartedAt})
+			g := gapSpan{from: *prev, to: *f.StartedAt}
+			if f.AdmissionWaitSeconds != nil {
+				g.admission = max(*f.AdmissionWaitSeconds, 0)
+			}
+			gaps = append(gaps, g)
 		}
 	}
 	return gaps
 }
 
+// SummarizeGapParts summarizes each part of the gaps: the wake-up, then the admission wait.
+func SummarizeGapParts(parts []GapPart) (wakeUp, admission GapStats) {
+	var w, a []float64
+	for _, p := range parts {
+		w, a = append(w, p.WakeUp), append(a, p.Admission)
+	}
+	return SummarizeGaps(w), SummarizeGaps(a)
+}
+
+// SummarizeGaps is the count, mean, p95 and maximum of gaps in seconds, to the millisecond.
 func SummarizeGaps(g []float64) GapStats {
 	s := svgchart.Summarize(g)
 	round := func(x float64) float64 { return math.Round(x*1000) / 1000 }
 	return GapStats{N: s.N, Mean: round(s.Mean), P95: round(s.P95), Max: round(s.Max)}
 }
 
-// causeType is the error type of a failure whose cause is "Error: cause" (a failed segment
+// CauseType is the error type of a failure whose cause is "Error: cause" (a failed segment
 // execution's) or the execution's own (pipeline.FailureOf).
 func CauseType(errName, cause string) string {
 	if name, rest, ok := strings.Cut(cause, ": {"); ok && !strings.ContainsAny(name, " {") {
@@ -298,7 +336,7 @@ func CauseType(errName, cause string) string {
 	return errType
 }
 
-// readableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
+// ReadableCause shows a Lambda error's type and message (pipeline.FailureOf, as pipectl shows
 // them); the cause is "Error: cause" for a failed segment execution, or the execution's own cause.
 func ReadableCause(cause string) string {
 	i := strings.Index(cause, "{")
@@ -329,7 +367,7 @@ type FileEvent struct {
 	Detail results.Event `json:"detail"`
 }
 
-// ownStop is when the file's own run stopped: before its first redrive, if it was redriven.
+// OwnStop is when the file's own run stopped: before its first redrive, if it was redriven.
 func (f *FileReport) OwnStop() *time.Time {
 	if f.FirstStop != nil {
 		return f.FirstStop

@@ -84,6 +84,44 @@ func TestTenantGapsReplay(t *testing.T) {
 	}
 }
 
+// TestTenantGapParts: each gap splits into the admission wait (at most the gap) and the wake-up,
+// the rest; the parts add up to the gap.
+func TestTenantGapParts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) *time.Time { x := t0.Add(time.Duration(s * float64(time.Second))); return &x }
+	file := func(start, stop float64, admission *float64) FileReport {
+		return FileReport{UploadedAt: t0, StartedAt: at(start), StoppedAt: at(stop), AdmissionWaitSeconds: admission}
+	}
+	wait := func(s float64) *float64 { return &s }
+	tests := []struct {
+		name  string
+		files []FileReport
+		want  []GapPart
+	}{
+		{"no gate: the gap is all wake-up", []FileReport{file(0, 1, nil), file(1.5, 2, nil)}, []GapPart{{WakeUp: 0.5}}},
+		{"an admission wait inside the gap", []FileReport{file(0, 1, nil), file(16.5, 17, wait(15))}, []GapPart{{WakeUp: 0.5, Admission: 15}}},
+		// The first file waited for admission too, but no gap ends at it.
+		{"the first file's wait is no gap's", []FileReport{file(5, 6, wait(4.5)), file(6.25, 7, nil)}, []GapPart{{WakeUp: 0.25}}},
+		// A wait longer than the gap (its first ask before the stop it waited for) is cut to it.
+		{"a wait past the gap is cut to it", []FileReport{file(0, 1, nil), file(3, 4, wait(5))}, []GapPart{{Admission: 2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &TenantReport{Files: tt.files}
+			got := tr.GapParts()
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			gaps := tr.Gaps()
+			for i, p := range got {
+				if p.WakeUp < 0 || p.Admission < 0 || i >= len(gaps) || p.WakeUp+p.Admission != gaps[i] {
+					t.Errorf("part %d: got %+v, want two parts, none negative, adding up to the gap %v", i, p, gaps)
+				}
+			}
+		})
+	}
+}
+
 // A file's registered, rejected and unprocessed come from the summary of its own execution's
 // current run, and report.json keeps them null, not 0, while there is none.
 func TestReportFileCounts(t *testing.T) {

@@ -30,6 +30,23 @@ func TestSummaryExternalEndpoint(t *testing.T) {
 	}
 }
 
+// The summary gives the inter-file gap as its two parts, each with its own figures, never one
+// mean over both: a long admission wait is not a slow wake-up.
+func TestSummaryGapParts(t *testing.T) {
+	var b bytes.Buffer
+	WriteSummary(&b, &Report{Tenants: map[string]*TenantReport{}, Violations: []string{},
+		InterFileGapSecond:          GapStats{N: 4, Mean: 15.65, P95: 30.5, Max: 31},
+		InterFileGapWakeUpSecond:    GapStats{N: 4, Mean: 0.4, P95: 0.9, Max: 1},
+		InterFileGapAdmissionSecond: GapStats{N: 4, Mean: 15.25, P95: 30, Max: 30.25}}, nil)
+	want := "inter-file gap (n=4): wake-up mean 0.40s p95 0.90s max 1.00s; admission wait mean 15.25s p95 30.00s max 30.25s;"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("got %q, want it to contain %q", b.String(), want)
+	}
+	if strings.Contains(b.String(), "15.65") {
+		t.Errorf("got %q, want no mean over both parts (15.65)", b.String())
+	}
+}
+
 // The heartbeat says what each tenant waits on.
 func TestWaitingOn(t *testing.T) {
 	started := time.Now().Add(-12 * time.Second)

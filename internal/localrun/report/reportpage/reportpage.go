@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// htmlElement is one element of a parsed HTML page: its attributes and its text.
+// Element is one element of a parsed HTML page: its attributes and its text.
 type Element struct {
 	Name  string
 	Attrs map[string]string
@@ -33,7 +33,7 @@ type Lanes struct {
 	Bars    map[string][]Element
 }
 
-// parseHTML reads a page with encoding/xml in its HTML mode (void elements, HTML entities),
+// Parse reads a page with encoding/xml in its HTML mode (void elements, HTML entities),
 // which the report's own markup and Chromium's serialization of it both satisfy.
 func Parse(t *testing.T, page []byte) ([]Element, Lanes) {
 	t.Helper()
@@ -85,7 +85,7 @@ func Parse(t *testing.T, page []byte) ([]Element, Lanes) {
 	return els, lanes
 }
 
-// barSpan is a bar's times from its data attributes, in ms from the first upload.
+// Span is a bar's times from its data attributes, in ms from the first upload.
 type Span struct {
 	Start, RunStart, Stop int64
 	Started               bool
@@ -107,7 +107,7 @@ func SpanOf(t *testing.T, bar Element) Span {
 	return s
 }
 
-// runningOverlaps lists pairs of bars of one lane whose running parts overlap.
+// RunningOverlaps lists pairs of bars of one lane whose running parts overlap.
 func RunningOverlaps(t *testing.T, bars []Element) []string {
 	t.Helper()
 	var out []string
@@ -128,7 +128,7 @@ type FileTableRow struct {
 	Cells map[string]Element
 }
 
-// fileTable reads the page's table of files, in order: each tr.file and the cells up to the next row.
+// FileTable reads the page's table of files, in order: each tr.file and the cells up to the next row.
 func FileTable(els []Element) []FileTableRow {
 	var rows []FileTableRow
 	inTable := false
