@@ -14,7 +14,7 @@
 # The admission lines are cmd/admissionbench: a burst of 1,000 and 10,000 waiting tenants
 # (BENCH_ADMISSION_TENANTS) into one gate of 50 slots, the real internal/admission code and the
 # controller's waiting and release path against dynalite on a scaled clock, beside the polling
-# design it replaced (internal/admission/pollref) on the same input, with their ratios. Goals:
+# design it replaced (cmd/admissionbench/pollref) on the same input, with their ratios. Goals:
 # utilization ≥ 95 %, ≤ 3 invocations and ≤ 10 read units per admitted file, read units within
 # 1.2x between the sizes, the last first start within 1.1x of the ideal, a weight-5 tenant admitted
 # ≥ 4x as often as a weight-1 tenant.

@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 runner=${LOCAL_RUNNER:-}
 if [ -z "$runner" ]; then
   runner=.build/bin/local
+  if [ ! -x "$runner" ]; then
+    # Measured in docs/development.md ("First run"); a rebuild takes seconds.
+    echo "demo: building the local runner, .build/bin/local (first run only: about 10 minutes on 2 cores, the AWS SDK clients it drives the emulators with) ..."
+  fi
   go build -o "$runner" ./cmd/local
 fi
 exec "$runner" --report .build/local/report.json "$@"

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // poolStatements are the statements of the policies of the pool function whose logical id starts
@@ -87,7 +87,7 @@ func TestPoolBacklogGrants(t *testing.T) {
 
 	// The router's table grant is limited to the backlog's items: never a lease or a gate.
 	s := statementWith(router, table, "dynamodb:UpdateItem")
-	want := asJSON(map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{backlog.CounterKey("*"), backlog.IndexKeyPattern, backlog.LegacyIndexKey}}})
+	want := asJSON(map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{schema.BacklogKey("*"), schema.IndexKeyPattern, schema.LegacyIndexKey}}})
 	if got := asJSON(s["Condition"]); got != want {
 		t.Errorf("router's table grant: got condition %s, want %s", got, want)
 	}

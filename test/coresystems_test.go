@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -201,7 +201,7 @@ func checkAdaptiveGrants(t *testing.T, stmts []map[string]any, names ...string) 
 	for _, name := range names {
 		s, ok := byName[name]
 		if !ok {
-			t.Errorf("core system %s: no statement limited to dynamodb:LeadingKeys %s: %s", name, admission.CoreGate(name), asJSON(stmts))
+			t.Errorf("core system %s: no statement limited to dynamodb:LeadingKeys %s: %s", name, schema.CoreGate(name), asJSON(stmts))
 			continue
 		}
 		if got := actions(s); s["Effect"] != "Allow" || !slices.Equal(got, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}) {

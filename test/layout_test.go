@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/stacks"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -344,8 +344,8 @@ func TestDocsFiguresAgree(t *testing.T) {
 		{"pool maxRunningFiles", "docs/configuration.md", "`maxRunningFiles` \\| `" + n(tenants.DefaultPoolMaxRunningFiles) + "` \\| 1–" + thousands(tenants.MaxRunningFiles)},
 		{"pool intakeGroups", "README.md", "`intakeGroups` \\(" + n(tenants.DefaultPoolIntakeGroups) + "\\)"},
 		{"pool intakeGroups", "docs/configuration.md", "`intakeGroups` \\| `" + n(tenants.DefaultPoolIntakeGroups) + "` \\| 1–" + n(tenants.MaxPoolIntakeGroups)},
-		{"pool maxQueuedFilesPerTenant", "README.md", "`maxQueuedFilesPerTenant` \\(" + n(backlog.DefaultMaxQueued) + "\\)"},
-		{"pool maxQueuedFilesPerTenant", "docs/configuration.md", "`maxQueuedFilesPerTenant` \\| `" + n(backlog.DefaultMaxQueued) + "` \\|"},
+		{"pool maxQueuedFilesPerTenant", "README.md", "`maxQueuedFilesPerTenant` \\(" + n(schema.DefaultMaxQueued) + "\\)"},
+		{"pool maxQueuedFilesPerTenant", "docs/configuration.md", "`maxQueuedFilesPerTenant` \\| `" + n(schema.DefaultMaxQueued) + "` \\|"},
 		{"tenants per stack", "docs/configuration.md", "`tenantsPerStack` \\| `10` \\| room per silo stack for new tenants, 1–" + n(stacks.MaxTenantsPerStack)},
 		{"tenants per stack", "docs/quotas-and-cost.md", n(stacks.MaxTenantsPerStack) + " tenants per stack at most"},
 		// With a top-level encryption the admission tables take the app's key (encryption.go).

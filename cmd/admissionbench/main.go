@@ -6,7 +6,7 @@
 //
 //	admission: push N=1000: utilization 98.9 %; 3.00 invocations, 19.1 requests, 7.0 read units per admitted file; last first start 201 s of ideal 200 s (1.01x); weight 5:1 admitted 5.0x
 //
-// beside the same line for the reference design that waits by polling (internal/admission/pollref
+// beside the same line for the reference design that waits by polling (cmd/admissionbench/pollref
 // with the controller's old asking pace), in the same run, and the ratio of the two.
 //
 // The clock: time stands still while a controller works; each invocation lasts -invocation-ms plus
@@ -41,9 +41,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/example/tenantpipeline/cmd/admissionbench/pollref"
 	"github.com/example/tenantpipeline/internal/admission"
-	"github.com/example/tenantpipeline/internal/admission/pollref"
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 type options struct {
@@ -112,7 +114,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	url, stop, err := emulate.StartDynalite(ctx, root, io.Discard)
+	url, stop, err := emulate.StartDynalite(ctx, deploy.NodeBinary(root), root, io.Discard)
 	if err != nil {
 		return fmt.Errorf("start dynalite (make setup installs it): %w", err)
 	}
@@ -396,7 +398,7 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	var clock time.Duration
 	epoch := time.UnixMilli(1_800_000_000_000)
 	now := func() time.Time { return epoch.Add(clock) }
-	gate := admission.Gate{Table: table, Key: admission.CoreGate("bench"), Limit: o.slots}
+	gate := admission.Gate{Table: table, Key: schema.CoreGate("bench"), Limit: o.slots}
 	var gw gateway
 	switch design {
 	case "push":
@@ -584,12 +586,12 @@ func createTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(admission.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(admission.AttrSK), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
 		},
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(admission.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(admission.AttrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	})
@@ -653,7 +655,7 @@ func (p *push) release(ctx context.Context, t *tenant, _ time.Duration) ([]int, 
 	return toIndexes(wakes), err
 }
 
-// poll is the reference: internal/admission/pollref with the controller's old asking pace (every
+// poll is the reference: cmd/admissionbench/pollref with the controller's old asking pace (every
 // second while fewer tenants are ahead than a round of the gate's limit, at most 20; a second more
 // per round ahead; past the counted ranks a backoff doubling per delivery; 30 s at most).
 type poll struct {

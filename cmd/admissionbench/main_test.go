@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
@@ -20,7 +21,7 @@ func TestBurstKeepsSlotsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, stop, err := emulate.StartDynalite(context.Background(), root, io.Discard)
+	url, stop, err := emulate.StartDynalite(context.Background(), deploy.NodeBinary(root), root, io.Discard)
 	if err != nil {
 		t.Fatalf("dynalite (make setup): %v", err)
 	}

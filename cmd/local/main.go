@@ -284,7 +284,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if o.assembly == "" {
 		o.assembly = filepath.Join(o.workDir, "cdk.out")
-		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app; the first run compiles it, which takes minutes) ...\n", o.tenants)
+		if err := compileApp(setupCtx, stdout, o.root); err != nil {
+			return setupFailed(err)
+		}
+		fmt.Fprintf(stdout, "phase 1/3: synthesizing %s (cdk synth runs the Go CDK app) ...\n", o.tenants)
 		// Tenants without a registerUrl are fine here: the run points every tenant at its own endpoint.
 		os.Setenv(tenants.EnvRegisterURL, cmp.Or(o.registerURL, localRegisterURL))
 		if err := phase(setupCtx, stdout, "synthesizing", func(ctx context.Context) error { return synthApp(ctx, o.root, o.tenants, o.assembly, nil) }); err != nil {

@@ -15,8 +15,9 @@ import (
 // fakeSetup replaces the start-up's slow steps for one test.
 func fakeSetup(t *testing.T, synth func(ctx context.Context) error, start func(ctx context.Context) error) {
 	t.Helper()
-	origSynth, origStart := synthApp, startRun
-	t.Cleanup(func() { synthApp, startRun = origSynth, origStart })
+	origSynth, origStart, origBuilt := synthApp, startRun, appBuilt
+	t.Cleanup(func() { synthApp, startRun, appBuilt = origSynth, origStart, origBuilt })
+	appBuilt = func(context.Context, string) (bool, error) { return true, nil }
 	synthApp = func(ctx context.Context, _, _, _ string, _ map[string]string) error { return synth(ctx) }
 	startRun = func(ctx context.Context, _ localrun.Config) (*localrun.Run, error) { return nil, start(ctx) }
 }

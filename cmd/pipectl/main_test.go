@@ -18,11 +18,11 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -791,9 +791,9 @@ func TestStatusCoreSystemLines(t *testing.T) {
 		pipeline.EnvPoolMaxRunningFiles: "5", pipeline.EnvMaxWaitSeconds: "300"} {
 		w.Env[pool.ControllerFunction][k] = v
 	}
-	w.AddLease("ledger-admission", admission.CoreGate("ledger"), 0, "hooli-1", "hooli", now)
-	w.AddWaiter("ledger-admission", admission.CoreGate("ledger"), "other", 1, now.Add(-40*time.Second), now)
-	w.AddLease("pool-admission", admission.PoolGate("default"), 0, "hooli-1", "hooli", now)
+	w.AddLease("ledger-admission", schema.CoreGate("ledger"), 0, "hooli-1", "hooli", now)
+	w.AddWaiter("ledger-admission", schema.CoreGate("ledger"), "other", 1, now.Add(-40*time.Second), now)
+	w.AddLease("pool-admission", schema.PoolGate("default"), 0, "hooli-1", "hooli", now)
 	code, stdout, stderr := runIn(t, w, "status")
 	if code != 0 {
 		t.Fatalf("got exit %d (%s), want 0", code, stderr)

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -155,9 +155,9 @@ func newAdmissionTable(scope constructs.Construct, id string, encryptionKey awsk
 		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
 	}
 	props := &awsdynamodb.TableProps{
-		PartitionKey:        key(admission.AttrPK),
-		SortKey:             key(admission.AttrSK),
-		TimeToLiveAttribute: jsii.String(admission.AttrExpiresAt),
+		PartitionKey:        key(schema.AttrPK),
+		SortKey:             key(schema.AttrSK),
+		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
 		// On demand: admission's calls come in bursts, a few per file start and end.
 		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
@@ -226,7 +226,7 @@ func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"),
 		Resources: jsii.Strings(*c.Table.TableArn()),
 		Conditions: &map[string]any{"ForAllValues:StringEquals": map[string]any{
-			"dynamodb:LeadingKeys": []string{admission.CoreGate(c.Props.Name)},
+			"dynamodb:LeadingKeys": []string{schema.CoreGate(c.Props.Name)},
 		}},
 	}))
 }

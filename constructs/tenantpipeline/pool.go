@@ -22,8 +22,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/spec"
 )
@@ -163,7 +163,7 @@ type PoolProps struct {
 	// the controller keep a tenant's later files parked in order under control/<tenant>/parked/
 	// and feed them back as its queue drains, so that the queue's backlog stays inside the 120,000
 	// messages SQS scans for deliverable groups (README, "A bounded backlog per tenant"). 1 to
-	// 1,000. Default: 10 (backlog.DefaultMaxQueued).
+	// 1,000. Default: 10 (schema.DefaultMaxQueued).
 	MaxQueuedFilesPerTenant int
 	// Uploaders may assume UploaderRole with the session tag tenant=<id> to upload that tenant's
 	// files: the platform's own service that authenticates customers and vends their upload
@@ -202,7 +202,7 @@ func (p PoolProps) withDefaults() PoolProps {
 		p.MaxRunningFiles = tenants.DefaultPoolMaxRunningFiles
 	}
 	if p.MaxQueuedFilesPerTenant == 0 {
-		p.MaxQueuedFilesPerTenant = backlog.DefaultMaxQueued
+		p.MaxQueuedFilesPerTenant = schema.DefaultMaxQueued
 	}
 	ts := make([]Tenant, len(p.Tenants))
 	memory := DefaultRegisterMemoryMB
@@ -618,7 +618,7 @@ func (t *TenantPool) grantBacklog() {
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"),
 		Resources: jsii.Strings(*t.AdmissionTable.TableArn()),
 		Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
-			"dynamodb:LeadingKeys": []string{backlog.CounterKey("*"), backlog.IndexKeyPattern, backlog.LegacyIndexKey},
+			"dynamodb:LeadingKeys": []string{schema.BacklogKey("*"), schema.IndexKeyPattern, schema.LegacyIndexKey},
 		}},
 	}))
 	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)

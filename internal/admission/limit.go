@@ -12,9 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
-// The adaptive rule's own attributes of the limit item, beside AttrLimit and AttrUpdatedAt (the
+// The adaptive rule's own attributes of the limit item, beside schema.AttrLimit and schema.AttrUpdatedAt (the
 // last change of either kind), which admission reads. Both are absent on an item written before
 // they existed, and absent means zero.
 const (
@@ -42,8 +43,8 @@ type AdaptiveLimit struct {
 	raw         string    // the stored limit attribute, unclamped, for the condition
 }
 
-// LimitStore reads and moves the adaptive limit item of a core system's gate (pk CoreGate(name),
-// sk LimitSK). Every write is an UpdateItem conditional on the limit and updatedAt it was computed
+// LimitStore reads and moves the adaptive limit item of a core system's gate (pk schema.CoreGate(name),
+// sk schema.LimitSK). Every write is an UpdateItem conditional on the limit and updatedAt it was computed
 // from, so two writers that read the same item never both change it: the second finds the
 // condition false, and no change is ever computed from a value another writer has already
 // replaced. In particular two files of one generation that see 429s together decrease it once.
@@ -62,8 +63,8 @@ func (s *LimitStore) now() time.Time {
 
 func limitItemKey(core pipeline.CoreSystem) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		AttrPK: &types.AttributeValueMemberS{Value: CoreGate(core.Name)},
-		AttrSK: &types.AttributeValueMemberS{Value: LimitSK},
+		schema.AttrPK: &types.AttributeValueMemberS{Value: schema.CoreGate(core.Name)},
+		schema.AttrSK: &types.AttributeValueMemberS{Value: schema.LimitSK},
 	}
 }
 
@@ -82,15 +83,15 @@ func (s *LimitStore) Read(ctx context.Context, core pipeline.CoreSystem) (Adapti
 	if len(out.Item) == 0 {
 		return AdaptiveLimit{Value: core.MaxRunningFiles}, nil
 	}
-	v, errV := limitNumber(out.Item, AttrLimit, false)
-	at, errAt := limitNumber(out.Item, AttrUpdatedAt, false)
+	v, errV := limitNumber(out.Item, schema.AttrLimit, false)
+	at, errAt := limitNumber(out.Item, schema.AttrUpdatedAt, false)
 	dec, errDec := limitNumber(out.Item, AttrDecreasedAt, true)
 	clean, errClean := limitNumber(out.Item, AttrClean, true)
 	if err := errors.Join(errV, errAt, errDec, errClean); err != nil {
 		return AdaptiveLimit{}, fmt.Errorf("the adaptive limit item of core system %s in %s: %w", core.Name, core.Table, err)
 	}
 	l := AdaptiveLimit{Value: Clamp(int(v), core.MaxRunningFiles), UpdatedAt: time.UnixMilli(at), Clean: int(clean), Stored: true,
-		raw: out.Item[AttrLimit].(*types.AttributeValueMemberN).Value}
+		raw: out.Item[schema.AttrLimit].(*types.AttributeValueMemberN).Value}
 	if dec > 0 {
 		l.DecreasedAt = time.UnixMilli(dec)
 	}
@@ -196,7 +197,7 @@ func (s *LimitStore) set(ctx context.Context, core pipeline.CoreSystem, cur Adap
 		Key:              limitItemKey(core),
 		UpdateExpression: aws.String("SET #limit = :next, #updatedAt = :now, #clean = :zero"),
 		ExpressionAttributeNames: map[string]string{
-			"#limit": AttrLimit, "#updatedAt": AttrUpdatedAt, "#clean": AttrClean,
+			"#limit": schema.AttrLimit, "#updatedAt": schema.AttrUpdatedAt, "#clean": AttrClean,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":next": &types.AttributeValueMemberN{Value: strconv.Itoa(next)},
@@ -225,12 +226,12 @@ func (s *LimitStore) set(ctx context.Context, core pipeline.CoreSystem, cur Adap
 func unchanged(in *dynamodb.UpdateItemInput, cur AdaptiveLimit) {
 	if !cur.Stored {
 		in.ConditionExpression = aws.String("attribute_not_exists(#pk)")
-		in.ExpressionAttributeNames["#pk"] = AttrPK
+		in.ExpressionAttributeNames["#pk"] = schema.AttrPK
 		return
 	}
 	in.ConditionExpression = aws.String("#limit = :old AND #updatedAt = :oldAt")
-	in.ExpressionAttributeNames["#limit"] = AttrLimit
-	in.ExpressionAttributeNames["#updatedAt"] = AttrUpdatedAt
+	in.ExpressionAttributeNames["#limit"] = schema.AttrLimit
+	in.ExpressionAttributeNames["#updatedAt"] = schema.AttrUpdatedAt
 	in.ExpressionAttributeValues[":old"] = &types.AttributeValueMemberN{Value: cur.raw}
 	in.ExpressionAttributeValues[":oldAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cur.UpdatedAt.UnixMilli(), 10)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // The limit store's tests run against dynalite (TestMain), so the conditions, ADD and
@@ -306,8 +307,8 @@ func TestLimitStoreErrors(t *testing.T) {
 		api  func(*dynamodb.Client) LimitAPI
 	}{
 		{"read fails", nil, func(db *dynamodb.Client) LimitAPI { return failingGet{db} }},
-		{"limit not a number", map[string]types.AttributeValue{AttrLimit: &types.AttributeValueMemberS{Value: "x"}, AttrUpdatedAt: &types.AttributeValueMemberN{Value: "1"}}, nil},
-		{"decreasedAt not a number", map[string]types.AttributeValue{AttrLimit: &types.AttributeValueMemberN{Value: "4"}, AttrUpdatedAt: &types.AttributeValueMemberN{Value: "1"},
+		{"limit not a number", map[string]types.AttributeValue{schema.AttrLimit: &types.AttributeValueMemberS{Value: "x"}, schema.AttrUpdatedAt: &types.AttributeValueMemberN{Value: "1"}}, nil},
+		{"decreasedAt not a number", map[string]types.AttributeValue{schema.AttrLimit: &types.AttributeValueMemberN{Value: "4"}, schema.AttrUpdatedAt: &types.AttributeValueMemberN{Value: "1"},
 			AttrDecreasedAt: &types.AttributeValueMemberS{Value: "yesterday"}}, nil},
 	}
 	for _, tc := range tests {

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // Summary is one gate as an operator sees it.
@@ -49,8 +51,8 @@ func (s *Store) Summarize(ctx context.Context, g Gate) (Summary, error) {
 			TableName:                 aws.String(g.Table),
 			ConsistentRead:            aws.Bool(true),
 			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :w)"),
-			ExpressionAttributeNames:  map[string]string{"#pk": AttrPK, "#sk": AttrSK, "#r": attrRenewedAt, "#s": attrSince, "#a": attrAlive},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":w": str(entryPrefix)},
+			ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK, "#r": attrRenewedAt, "#s": attrSince, "#a": attrAlive},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(g.queue()), ":w": str(schema.EntryPrefix)},
 			ProjectionExpression:      aws.String("#sk, #r, #s, #a"),
 			ExclusiveStartKey:         start,
 		})

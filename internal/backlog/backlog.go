@@ -31,12 +31,12 @@
 // The items pk "backlog#<shard>", sk "parked#<tenant>" index the tenants that have parked files, so
 // the router can find them without listing S3 (onboarding: a tenant's files parked before its
 // settings were deployed). Every router and controller of the pool writes the index, so it is
-// spread over IndexShards partition keys by a hash of the tenant id: DynamoDB serves at most 1,000
+// spread over schema.IndexShards partition keys by a hash of the tenant id: DynamoDB serves at most 1,000
 // write units and 3,000 read units a second to one partition
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html,
 // write sharding: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-sharding.html).
 // A table written before the index was sharded has its entries under pk "backlog"
-// (LegacyIndexKey): the sweep still lists and forgets them, so no parked tenant is left behind.
+// (schema.LegacyIndexKey): the sweep still lists and forgets them, so no parked tenant is left behind.
 package backlog
 
 import (
@@ -45,7 +45,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"regexp"
 	"strconv"
@@ -63,13 +62,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
-)
-
-// Bounds of a pool's maxQueuedFilesPerTenant.
-const (
-	DefaultMaxQueued = 10
-	MinMaxQueued     = 1
-	MaxMaxQueued     = 1000
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // Bounds of the map of a tenant's queued ids. A full entry is at most MaxIDBytes of name, a
@@ -78,29 +71,19 @@ const (
 // 137 KB, and with the item's other attributes (under 300 bytes) about a third of the 400 KB item
 // size. TestFullBacklogItemFitsDynamoDB writes such an item to dynalite, which enforces the limit.
 const (
-	MaxEntries = MaxMaxQueued
+	MaxEntries = schema.MaxMaxQueued
 	MaxIDBytes = 128
 )
 
 // ErrIDTooLong refuses a message whose id would not fit the map's bound (MaxIDBytes).
 var ErrIDTooLong = errors.New("backlog id longer than 128 bytes")
 
-// IndexShards is how many partition keys the index of tenants with parked files is spread over.
-// It is part of the table's layout: changing it moves tenants to other shards, and the entries
-// left in the old ones would no longer be forgotten. 16 shards take 16 × 1,000 index writes a
-// second, each a park or the last unpark of a tenant, and cost a sweep 17 queries when the index
-// is empty (the shards and LegacyIndexKey).
-const IndexShards = 16
-
 // AttrMessageID is the message attribute naming a counted message's entry in queued. A message
 // without it (an operator's control message) is not counted.
 const AttrMessageID = "BacklogId"
 
-// Keys and attributes of the items.
+// Attributes of the items (their keys: package schema).
 const (
-	counterSK     = "backlog"
-	indexSKPrefix = "parked#"
-
 	attrQueued     = "queued"
 	attrNextPark   = "nextPark"
 	attrNextUnpark = "nextUnpark"
@@ -108,34 +91,6 @@ const (
 	attrSlot       = "slot"
 	attrTenant     = "tenant"
 )
-
-// CounterKey is the partition key of a tenant's backlog item.
-func CounterKey(tenant string) string { return "queue#" + tenant }
-
-// LegacyIndexKey is the partition key of the index before it was sharded; IndexKeyPattern
-// matches the partition keys of its shards (IAM's StringLike).
-const (
-	LegacyIndexKey  = "backlog"
-	IndexKeyPattern = LegacyIndexKey + "#*"
-)
-
-// IndexKey is the partition key of the index shard that holds tenant: "backlog#<nn>", nn the
-// tenant id's FNV-1a hash modulo IndexShards.
-func IndexKey(tenant string) string { return shardKey(indexShard(tenant)) }
-
-func indexShard(tenant string) int {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	return int(h.Sum32() % IndexShards)
-}
-
-// shardKey is the partition key of shard n; n == IndexShards is the legacy index.
-func shardKey(n int) string {
-	if n == IndexShards {
-		return LegacyIndexKey
-	}
-	return fmt.Sprintf("%s#%02d", LegacyIndexKey, n)
-}
 
 // ParkedPrefix is where a tenant's parked files are.
 func ParkedPrefix(tenant string) string { return pipeline.ControlPrefix + tenant + "/parked/" }
@@ -450,7 +405,7 @@ func (b *Backlog) index(ctx context.Context, tenant string, n int64) error {
 	_, err := b.DB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(b.Table),
 		Item: map[string]types.AttributeValue{
-			admission.AttrPK: str(IndexKey(tenant)), admission.AttrSK: str(indexSKPrefix + tenant),
+			schema.AttrPK: str(schema.IndexKey(tenant)), schema.AttrSK: str(schema.ParkedSK(tenant)),
 			attrTenant: str(tenant), attrSlot: num(n),
 		},
 	})
@@ -463,14 +418,14 @@ func (b *Backlog) index(ctx context.Context, tenant string, n int64) error {
 // unindex drops the tenant from the index once every slot below next is unparked; a Park that
 // indexed a later slot meanwhile keeps it.
 func (b *Backlog) unindex(ctx context.Context, tenant string, next int64) error {
-	return b.unindexFrom(ctx, IndexKey(tenant), tenant, next)
+	return b.unindexFrom(ctx, schema.IndexKey(tenant), tenant, next)
 }
 
 // unindexFrom is unindex on the index partition pk.
 func (b *Backlog) unindexFrom(ctx context.Context, pk, tenant string, next int64) error {
 	_, err := b.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(b.Table),
-		Key:                       key(pk, indexSKPrefix+tenant),
+		Key:                       key(pk, schema.ParkedSK(tenant)),
 		ConditionExpression:       aws.String("attribute_not_exists(#s) OR #s < :next"),
 		ExpressionAttributeNames:  map[string]string{"#s": attrSlot},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":next": num(next)},
@@ -592,7 +547,7 @@ func (b *Backlog) Forget(ctx context.Context, tenant string) error {
 	if err := b.unindex(ctx, tenant, st.NextPark); err != nil {
 		return err
 	}
-	return b.unindexFrom(ctx, LegacyIndexKey, tenant, st.NextPark)
+	return b.unindexFrom(ctx, schema.LegacyIndexKey, tenant, st.NextPark)
 }
 
 // Send puts a counted message on the pool queue in its tenant's message group. Its id is the
@@ -627,7 +582,7 @@ func (b *Backlog) Route(ctx context.Context, m Message) (send bool, err error) {
 	return false, err
 }
 
-// Cursor is where a listing of the index goes on: a shard (IndexShards is the legacy index) and
+// Cursor is where a listing of the index goes on: a shard (schema.IndexShards is the legacy index) and
 // the last key read in it. The zero Cursor is the start of the index.
 type Cursor struct {
 	shard int
@@ -639,18 +594,18 @@ type Cursor struct {
 // over.
 func (b *Backlog) Indexed(ctx context.Context, c Cursor, limit int) ([]string, Cursor, error) {
 	var ts []string
-	for visited := 0; visited <= IndexShards && len(ts) < limit; {
+	for visited := 0; visited <= schema.IndexShards && len(ts) < limit; {
 		out, err := b.DB.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 aws.String(b.Table),
 			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :sk)"),
-			ExpressionAttributeNames:  map[string]string{"#pk": admission.AttrPK, "#sk": admission.AttrSK},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(shardKey(c.shard)), ":sk": str(indexSKPrefix)},
+			ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPK, "#sk": schema.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(schema.ShardKey(c.shard)), ":sk": str(schema.ParkedSKPrefix)},
 			ExclusiveStartKey:         c.start,
 			Limit:                     aws.Int32(int32(limit - len(ts))),
 			ConsistentRead:            aws.Bool(true),
 		})
 		if err != nil {
-			return nil, c, fmt.Errorf("list the tenants with parked files (index %s): %w", shardKey(c.shard), err)
+			return nil, c, fmt.Errorf("list the tenants with parked files (index %s): %w", schema.ShardKey(c.shard), err)
 		}
 		for _, it := range out.Items {
 			if s, ok := it[attrTenant].(*types.AttributeValueMemberS); ok {
@@ -658,18 +613,18 @@ func (b *Backlog) Indexed(ctx context.Context, c Cursor, limit int) ([]string, C
 			}
 		}
 		if c.start = out.LastEvaluatedKey; c.start == nil {
-			c.shard, visited = (c.shard+1)%(IndexShards+1), visited+1
+			c.shard, visited = (c.shard+1)%(schema.IndexShards+1), visited+1
 		}
 	}
 	return ts, c, nil
 }
 
 func counterKey(tenant string) map[string]types.AttributeValue {
-	return key(CounterKey(tenant), counterSK)
+	return key(schema.BacklogKey(tenant), schema.BacklogSK)
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{admission.AttrPK: str(pk), admission.AttrSK: str(sk)}
+	return map[string]types.AttributeValue{schema.AttrPK: str(pk), schema.AttrSK: str(sk)}
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // The tests run against dynalite (the local run's DynamoDB emulator, make setup) and gofakes3 (the
@@ -467,7 +468,7 @@ func TestIndexListsTenantsWithParkedFiles(t *testing.T) {
 	}
 }
 
-// TestIndexIsSpreadOverShards: the tenants with parked files are indexed under IndexShards
+// TestIndexIsSpreadOverShards: the tenants with parked files are indexed under schema.IndexShards
 // partition keys, not one, and a sweep page by page still lists each of them once.
 func TestIndexIsSpreadOverShards(t *testing.T) {
 	r := newRig(t, 1)
@@ -491,13 +492,13 @@ func TestIndexIsSpreadOverShards(t *testing.T) {
 			perKey[it["pk"].(*types.AttributeValueMemberS).Value]++
 		}
 	}
-	if len(perKey) != IndexShards {
-		t.Errorf("got the index under %d partition keys %v, want %d", len(perKey), perKey, IndexShards)
+	if len(perKey) != schema.IndexShards {
+		t.Errorf("got the index under %d partition keys %v, want %d", len(perKey), perKey, schema.IndexShards)
 	}
 	for pk, n := range perKey {
 		// 64 tenants over 16 shards: 4 each on average; a hash that piles them up fails here.
-		if n > 3*tenants/IndexShards {
-			t.Errorf("got %d tenants under %s, want at most %d", n, pk, 3*tenants/IndexShards)
+		if n > 3*tenants/schema.IndexShards {
+			t.Errorf("got %d tenants under %s, want at most %d", n, pk, 3*tenants/schema.IndexShards)
 		}
 	}
 	// Pages of 5, going on where the last stopped, list every tenant once before starting over
@@ -531,7 +532,7 @@ func TestLegacyIndexIsSweptAndForgotten(t *testing.T) {
 	}
 	db := r.b.DB.(*dynamodb.Client)
 	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.b.Table), Item: map[string]types.AttributeValue{
-		"pk": str(LegacyIndexKey), "sk": str("parked#oldco"), "tenant": str("oldco"), "slot": num(0),
+		"pk": str(schema.LegacyIndexKey), "sk": str("parked#oldco"), "tenant": str("oldco"), "slot": num(0),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +563,7 @@ func fill(t *testing.T, r *rig, tenant string, n int) {
 		queued[id] = num(r.now.UnixMilli())
 	}
 	_, err := r.b.DB.(*dynamodb.Client).PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(r.b.Table), Item: map[string]types.AttributeValue{
-		"pk": str(CounterKey(tenant)), "sk": str(counterSK), attrQueued: &types.AttributeValueMemberM{Value: queued},
+		"pk": str(schema.BacklogKey(tenant)), "sk": str(schema.BacklogSK), attrQueued: &types.AttributeValueMemberM{Value: queued},
 		attrNextPark: num(1 << 40), attrNextUnpark: num(1 << 40), attrLastParked: str(strings.Repeat("x", MaxIDBytes)),
 	}})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // Admission before StartExecution (docs/controller.md, "Admission").
@@ -73,10 +74,10 @@ func (c Config) leaseTTL() time.Duration { return admission.LeaseTTLFor(c.Safety
 func (c Config) gates() []admission.Gate {
 	var gs []admission.Gate
 	if cs := c.Tenant.CoreSystem; cs != nil && cs.Table != "" {
-		gs = append(gs, admission.Gate{Table: cs.Table, Key: admission.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive})
+		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive})
 	}
 	if c.Pool != "" && c.PoolAdmissionTable != "" && c.PoolMaxRunningFiles > 0 {
-		gs = append(gs, admission.Gate{Table: c.PoolAdmissionTable, Key: admission.PoolGate(c.Pool), Limit: c.PoolMaxRunningFiles})
+		gs = append(gs, admission.Gate{Table: c.PoolAdmissionTable, Key: schema.PoolGate(c.Pool), Limit: c.PoolMaxRunningFiles})
 	}
 	return gs
 }
@@ -280,7 +281,7 @@ func (h *Handler) emitCore(ctx context.Context, d *delivery, dec admission.Decis
 		ms = append(ms, metrics.Count(metrics.CoreAdmissionWaits, 1))
 	}
 	for _, l := range dec.Looks {
-		if l.Gate == admission.CoreGate(cs.Name) {
+		if l.Gate == schema.CoreGate(cs.Name) {
 			ms = append(ms, metrics.Count(metrics.CoreRunningFiles, float64(l.Running)), metrics.Count(metrics.CoreRunningFileLimit, float64(l.Limit)))
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // fakeAdmission is a one-gate admission with limit leases and a FIFO wait queue that hands each
@@ -417,7 +418,7 @@ func TestPoolTenantAdmission(t *testing.T) {
 		t.Fatalf("got %d admission requests, want 1", len(a.requests))
 	}
 	gates := a.requests[0].Gates
-	if len(gates) != 1 || gates[0].Key != admission.PoolGate(testPool) || gates[0].Limit != 10 {
+	if len(gates) != 1 || gates[0].Key != schema.PoolGate(testPool) || gates[0].Limit != 10 {
 		t.Fatalf("got gates %+v, want the pool's", gates)
 	}
 	if r.sfn.starts != 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // parkingTenants: one pool (maxQueuedFilesPerTenant at its default, 10) of three tenants.
@@ -122,11 +123,11 @@ func TestScenarioParkingBoundsAPausedTenant(t *testing.T) {
 	rep := drain(t, ctx, r)
 	maxDepth, samples := depth.finish()
 	t.Logf("held: at most %d messages in the pool queue over %d samples", maxDepth, samples)
-	if maxDepth > backlog.DefaultMaxQueued {
-		t.Errorf("held: got %d messages in the pool queue at once, want at most %d", maxDepth, backlog.DefaultMaxQueued)
+	if maxDepth > schema.DefaultMaxQueued {
+		t.Errorf("held: got %d messages in the pool queue at once, want at most %d", maxDepth, schema.DefaultMaxQueued)
 	}
-	if maxDepth < backlog.DefaultMaxQueued {
-		t.Errorf("held: got at most %d messages in the pool queue, want the bound %d reached: the scenario proves nothing", maxDepth, backlog.DefaultMaxQueued)
+	if maxDepth < schema.DefaultMaxQueued {
+		t.Errorf("held: got at most %d messages in the pool queue, want the bound %d reached: the scenario proves nothing", maxDepth, schema.DefaultMaxQueued)
 	}
 	noViolations(t, rep)
 	assertOrderedOnce(t, r, "held", heldKeys, heldRows)

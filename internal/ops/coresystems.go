@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // Admission state for status (docs/operations.md, "Core systems"). pipectl finds each tenant's core
@@ -128,7 +129,7 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 			return nil, fmt.Errorf("tenant %s: core system %s has no admission table in its controller's %s", t.ID, cs.Name, pipeline.EnvCoreSystemTables)
 		}
 		out = append(out, coreGate{tenant: t.ID, cs: *cs, env: env, gate: admission.Gate{
-			Table: tables[cs.Name], Key: admission.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
+			Table: tables[cs.Name], Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
 		}})
 	}
 	return out, nil
@@ -189,7 +190,7 @@ func (o *Ops) poolGate(ctx context.Context, p poolInfo, ps *PoolStatus) error {
 	if table == "" || err != nil || limit < 1 {
 		return nil
 	}
-	sum, err := o.summarize(ctx, admission.Gate{Table: table, Key: admission.PoolGate(p.out.Pool), Limit: limit}, p.env)
+	sum, err := o.summarize(ctx, admission.Gate{Table: table, Key: schema.PoolGate(p.out.Pool), Limit: limit}, p.env)
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 var coreNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -33,7 +33,7 @@ func coreWorld() *opsfake.World {
 		pipeline.EnvPoolMaxRunningFiles: "5", pipeline.EnvMaxWaitSeconds: "300"} {
 		w.Env[pool.ControllerFunction][k] = v
 	}
-	core := admission.CoreGate("ledger")
+	core := schema.CoreGate("ledger")
 	// Leases: two live, one nobody renewed for longer than the lease TTL (2×5 min + 2 min).
 	w.AddLease("ledger-admission", core, 0, "hooli-b", "hooli", coreNow.Add(-time.Minute))
 	w.AddLease("ledger-admission", core, 1, "acme-a", "acme", coreNow.Add(-11*time.Minute))
@@ -42,8 +42,8 @@ func coreWorld() *opsfake.World {
 	// Waiting: one tenant for 90 s, and one entry whose tenant stopped asking.
 	w.AddWaiter("ledger-admission", core, "wayne", 1, coreNow.Add(-90*time.Second), coreNow.Add(-time.Second))
 	w.AddWaiter("ledger-admission", core, "gone", 1, coreNow.Add(-time.Hour), coreNow.Add(-20*time.Minute))
-	w.AddLease("pool-admission", admission.PoolGate("default"), 0, "hooli-b", "hooli", coreNow)
-	w.AddWaiter("pool-admission", admission.PoolGate("default"), "wayne", 1, coreNow.Add(-time.Second), coreNow)
+	w.AddLease("pool-admission", schema.PoolGate("default"), 0, "hooli-b", "hooli", coreNow)
+	w.AddWaiter("pool-admission", schema.PoolGate("default"), "wayne", 1, coreNow.Add(-time.Second), coreNow)
 	return w
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/env"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // Config is the environment of the bound; zero Max: no bound.
@@ -52,7 +53,7 @@ func ConfigFromEnv(e *env.Reader) Config {
 
 // MaxFromEnv reads v, the value of MAX_QUEUED_FILES_PER_TENANT.
 func MaxFromEnv(e *env.Reader, v string) int {
-	return e.Number(pipeline.EnvMaxQueuedFilesPerTenant, v, backlog.MinMaxQueued, backlog.MaxMaxQueued)
+	return e.Number(pipeline.EnvMaxQueuedFilesPerTenant, v, schema.MinMaxQueued, schema.MaxMaxQueued)
 }
 
 // New is the pool's backlog; nil when the bound is off.

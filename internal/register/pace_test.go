@@ -22,6 +22,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/source/sourcetest"
 )
 
@@ -369,8 +370,8 @@ func (f *limitItems) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...
 	if f.err != nil {
 		return nil, f.err
 	}
-	if aws.ToString(in.TableName) != "adm" || in.Key[admission.AttrPK].(*types.AttributeValueMemberS).Value != admission.CoreGate("core-a") ||
-		in.Key[admission.AttrSK].(*types.AttributeValueMemberS).Value != admission.LimitSK {
+	if aws.ToString(in.TableName) != "adm" || in.Key[schema.AttrPK].(*types.AttributeValueMemberS).Value != schema.CoreGate("core-a") ||
+		in.Key[schema.AttrSK].(*types.AttributeValueMemberS).Value != schema.LimitSK {
 		return nil, errors.New("not the limit item")
 	}
 	return &dynamodb.GetItemOutput{Item: f.item}, nil
@@ -390,7 +391,7 @@ func (f *limitItems) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput,
 	}
 	next := in.ExpressionAttributeValues[":next"]
 	f.item = map[string]types.AttributeValue{
-		admission.AttrLimit: next, admission.AttrUpdatedAt: in.ExpressionAttributeValues[":now"],
+		schema.AttrLimit: next, schema.AttrUpdatedAt: in.ExpressionAttributeValues[":now"],
 	}
 	if strings.Contains(aws.ToString(in.UpdateExpression), "#decreasedAt") {
 		f.item[admission.AttrDecreasedAt] = in.ExpressionAttributeValues[":now"]
@@ -442,8 +443,8 @@ func TestAdaptiveLimit(t *testing.T) {
 			})
 			db := &limitItems{err: tc.storeErr}
 			if tc.stored != "" {
-				db.item = map[string]types.AttributeValue{admission.AttrLimit: &types.AttributeValueMemberN{Value: tc.stored},
-					admission.AttrUpdatedAt: &types.AttributeValueMemberN{Value: old}, admission.AttrDecreasedAt: &types.AttributeValueMemberN{Value: old}}
+				db.item = map[string]types.AttributeValue{schema.AttrLimit: &types.AttributeValueMemberN{Value: tc.stored},
+					schema.AttrUpdatedAt: &types.AttributeValueMemberN{Value: old}, admission.AttrDecreasedAt: &types.AttributeValueMemberN{Value: old}}
 				if tc.clean != "" {
 					db.item[admission.AttrClean] = &types.AttributeValueMemberN{Value: tc.clean}
 				}

@@ -81,7 +81,7 @@ func (c CoreSystemConfig) Check(field func(jsonName string) string, skip func(js
 }
 
 // CheckCoreSystemName checks a core system's name: the pool name rule, since it names a
-// construct and a DynamoDB partition key (admission.CoreGate).
+// construct and a DynamoDB partition key (schema.CoreGate).
 func CheckCoreSystemName(where, name string) error {
 	if !idPattern.MatchString(name) {
 		return fmt.Errorf("%s: core system name %q is invalid: use 1-32 lower-case letters, digits and hyphens, starting with a letter or digit", where, name)

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -108,7 +108,7 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 		c.IntakeGroups = DefaultPoolIntakeGroups
 	}
 	if c.MaxQueuedFilesPerTenant == 0 {
-		c.MaxQueuedFilesPerTenant = backlog.DefaultMaxQueued
+		c.MaxQueuedFilesPerTenant = schema.DefaultMaxQueued
 	}
 	return c
 }
@@ -203,9 +203,9 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 		if err := validRunningFiles(where, key("maxRunningFiles"), d.MaxRunningFiles); err != nil {
 			errs = append(errs, err)
 		}
-		if q := d.MaxQueuedFilesPerTenant; q < backlog.MinMaxQueued || q > backlog.MaxMaxQueued {
+		if q := d.MaxQueuedFilesPerTenant; q < schema.MinMaxQueued || q > schema.MaxMaxQueued {
 			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use %d to %d (default %d): a tenant's messages in the pool's queue, its later files parked outside it",
-				where, key("maxQueuedFilesPerTenant"), q, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
+				where, key("maxQueuedFilesPerTenant"), q, schema.MinMaxQueued, schema.MaxMaxQueued, schema.DefaultMaxQueued))
 		}
 		for _, a := range c.Uploaders {
 			if err := checkUploader(a); err != nil {
@@ -416,7 +416,7 @@ func (f *File) parsePools(raw json.RawMessage) []error {
 		if raw, set := fields["maxQueuedFilesPerTenant"]; set && string(raw) == "0" {
 			// Reading alone cannot tell an explicit 0 from an absent field (the default).
 			errs = append(errs, fmt.Errorf("%s: maxQueuedFilesPerTenant 0 is out of range: use %d to %d, or leave it out for %d",
-				where, backlog.MinMaxQueued, backlog.MaxMaxQueued, backlog.DefaultMaxQueued))
+				where, schema.MinMaxQueued, schema.MaxMaxQueued, schema.DefaultMaxQueued))
 		}
 		f.Pools[name] = c
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 var (
@@ -94,12 +94,12 @@ func Table(t *testing.T, endpoint string) (*dynamodb.Client, string) {
 	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(admission.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(admission.AttrSK), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
 		},
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(admission.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(admission.AttrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	})

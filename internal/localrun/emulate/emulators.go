@@ -27,7 +27,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
@@ -350,10 +349,11 @@ func S3Operation(r *http.Request) string {
 }
 
 // StartDynalite starts the project's DynamoDB emulator (dynalite, local/dynalite/server.mjs under
-// root) on a free loopback port, for tools and benchmarks that need DynamoDB's own semantics
-// without a whole local run. It returns the endpoint URL and the function that stops it.
-func StartDynalite(ctx context.Context, root string, logs io.Writer) (string, func(), error) {
-	p, err := StartNode(ctx, deploy.NodeBinary(root), filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
+// root) with the Node binary node on a free loopback port, for tools and benchmarks that need
+// DynamoDB's own semantics without a whole local run. It returns the endpoint URL and the function
+// that stops it.
+func StartDynalite(ctx context.Context, node, root string, logs io.Writer) (string, func(), error) {
+	p, err := StartNode(ctx, node, filepath.Join(root, "local/dynalite/server.mjs"), nil, logs)
 	if err != nil {
 		return "", nil, err
 	}

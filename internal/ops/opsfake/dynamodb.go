@@ -3,7 +3,6 @@ package opsfake
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/example/tenantpipeline/internal/admission"
-	"github.com/example/tenantpipeline/internal/backlog"
+	"github.com/example/tenantpipeline/internal/schema"
 )
 
 // dynamoFake is the admission tables pipectl reads: GetItem by key, and Query of one partition by
@@ -47,7 +45,7 @@ func (w *World) put(table string, it item) {
 
 // AddLease writes a running file's lease at index of the gate, last renewed at renewed.
 func (w *World) AddLease(table, gate string, index int, execution, tenant string, renewed time.Time) {
-	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(fmt.Sprintf("slot#%04d", index)),
+	w.put(table, item{schema.AttrPK: s(gate), schema.AttrSK: s(schema.SlotSK(index)),
 		"execution": s(execution), "tenant": s(tenant), "acquiredAt": n(renewed.UnixMilli()), "renewedAt": n(renewed.UnixMilli())})
 }
 
@@ -58,14 +56,14 @@ func (w *World) AddWaiter(table, gate, tenant string, weight int, since, renewed
 	w.tickets++
 	ticket := w.tickets
 	w.mu.Unlock()
-	w.put(table, item{admission.AttrPK: s(gate + admission.QueueSuffix), admission.AttrSK: s(fmt.Sprintf("w#%02d#%012d", weight, ticket)),
+	w.put(table, item{schema.AttrPK: s(schema.GateQueue(gate)), schema.AttrSK: s(schema.EntrySK(weight, ticket)),
 		"tenant": s(tenant), "execution": s(tenant + "-waiting"), "ticket": n(ticket), "weight": n(int64(weight)),
 		"since": n(since.UnixMilli()), "renewedAt": n(renewed.UnixMilli())})
 }
 
 // SetAdaptiveLimit writes the core system's adaptive limit item.
 func (w *World) SetAdaptiveLimit(table, gate string, limit int) {
-	w.put(table, item{admission.AttrPK: s(gate), admission.AttrSK: s(admission.LimitSK), admission.AttrLimit: n(int64(limit))})
+	w.put(table, item{schema.AttrPK: s(gate), schema.AttrSK: s(schema.LimitSK), schema.AttrLimit: n(int64(limit))})
 }
 
 // SetBacklog writes a pooled tenant's backlog item (internal/backlog's layout): the ids of its
@@ -75,7 +73,7 @@ func (w *World) SetBacklog(table, tenant string, queued []string, nextUnpark, ne
 	for _, id := range queued {
 		m[id] = n(0)
 	}
-	w.put(table, item{admission.AttrPK: s(backlog.CounterKey(tenant)), admission.AttrSK: s("backlog"),
+	w.put(table, item{schema.AttrPK: s(schema.BacklogKey(tenant)), schema.AttrSK: s(schema.BacklogSK),
 		"queued": &ddbtypes.AttributeValueMemberM{Value: m}, "nextPark": n(nextPark), "nextUnpark": n(nextUnpark)})
 }
 
@@ -85,9 +83,9 @@ func (f *dynamoFake) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...
 	if err := (*World)(f).fail("GetItem"); err != nil {
 		return nil, err
 	}
-	pk, sk := str(in.Key, admission.AttrPK), str(in.Key, admission.AttrSK)
+	pk, sk := str(in.Key, schema.AttrPK), str(in.Key, schema.AttrSK)
 	for _, it := range f.Tables[aws.ToString(in.TableName)] {
-		if str(it, admission.AttrPK) == pk && str(it, admission.AttrSK) == sk {
+		if str(it, schema.AttrPK) == pk && str(it, schema.AttrSK) == sk {
 			return &dynamodb.GetItemOutput{Item: it}, nil
 		}
 	}
@@ -111,7 +109,7 @@ func (f *dynamoFake) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 	}
 	var match []item
 	for _, it := range f.Tables[aws.ToString(in.TableName)] {
-		if str(it, admission.AttrPK) == pk && strings.HasPrefix(str(it, admission.AttrSK), prefix) {
+		if str(it, schema.AttrPK) == pk && strings.HasPrefix(str(it, schema.AttrSK), prefix) {
 			match = append(match, it)
 		}
 	}

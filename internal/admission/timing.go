@@ -6,30 +6,6 @@ package admission
 
 import "time"
 
-// Table layout, shared by every gate kind. One table may hold several gates; each gate is one
-// partition key.
-const (
-	// AttrPK and AttrSK are the table's partition and sort key attribute names (both strings).
-	AttrPK = "pk"
-	AttrSK = "sk"
-	// AttrExpiresAt is the table's TTL attribute (epoch seconds): waiting entries of a tenant that
-	// went away expire by themselves.
-	AttrExpiresAt = "expiresAt"
-
-	// LimitSK is the sort key of a core system's adaptive limit item, in the core system's gate.
-	// Attributes: AttrLimit (number, the effective running-file limit, at most maxRunningFiles) and
-	// AttrUpdatedAt (number, epoch milliseconds of the last change).
-	LimitSK       = "limit"
-	AttrLimit     = "limit"
-	AttrUpdatedAt = "updatedAt"
-)
-
-// CoreGate is the partition key of a core system's gate.
-func CoreGate(name string) string { return "core#" + name }
-
-// PoolGate is the partition key of a pool's gate.
-func PoolGate(name string) string { return "pool#" + name }
-
 // LeaseTTLFor is the time to live of a lease whose file's deliveries come back at least every
 // safetyNet (with wake-up events) or maxWait (without), each renewing it: twice the longer, plus two
 // minutes, rides out one lost visibility change and a slow invocation.

@@ -1,0 +1,106 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/schema"
+)
+
+// maxReconcileHandovers bounds the slots one reconcile hands over; the rest wait for the next.
+const maxReconcileHandovers = 10
+
+// reconcileIfDue runs the gate's reconciler if nobody did for ReconcileEvery: it hands over the
+// slots of leases nobody renewed for LeaseTTL, reservations nobody claimed in time, and free
+// slots (a lost wake-up, a raised limit) while files wait. Its cost is per gate and period, never
+// per waiter.
+func (s *Store) reconcileIfDue(ctx context.Context, g Gate, m meta, now time.Time) ([]Wake, error) {
+	if now.UnixMilli()-m.reconciledAt < s.reconcileEvery().Milliseconds() {
+		return nil, nil
+	}
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(g.Table),
+		Key:                       key(g.queue(), schema.MetaSK),
+		UpdateExpression:          aws.String("SET #c = :now"),
+		ConditionExpression:       aws.String("attribute_not_exists(#c) OR #c = :seen"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrReconcile},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":seen": num(m.reconciledAt)},
+	})
+	if conditionFailed(err) {
+		return nil, nil // another caller reconciles
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mark the reconcile: %w", err)
+	}
+	return s.reconcile(ctx, g, now)
+}
+
+// Reconcile runs the gate's reconciler now (operators, tests).
+func (s *Store) Reconcile(ctx context.Context, g Gate) ([]Wake, error) {
+	if err := checkGates([]Gate{g}); err != nil {
+		return nil, err
+	}
+	return s.reconcile(ctx, g, s.now())
+}
+
+func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, error) {
+	st, err := s.readSlots(ctx, g, now)
+	if err != nil {
+		return nil, err
+	}
+	var wakes []Wake
+	handed := 0
+	for _, l := range st.stale {
+		if handed >= maxReconcileHandovers {
+			return wakes, nil
+		}
+		if l.index == overflowSlot {
+			if err := s.deleteLease(ctx, g, l.sk, l.execution, true); err != nil {
+				return wakes, err
+			}
+			continue
+		}
+		w, err := s.free(ctx, g, l.index, l.execution, now)
+		if err != nil {
+			return wakes, err
+		}
+		wakes = append(wakes, w...)
+		handed += len(w)
+	}
+	used := map[int]bool{}
+	for _, l := range st.leases {
+		used[l.index] = true
+	}
+	for _, l := range st.stale {
+		used[l.index] = true // handed over or freed above; the next reconcile sees it
+	}
+	free := st.limit - st.occupied()
+	for i := 0; i < st.limit && free > 0 && handed < maxReconcileHandovers; i++ {
+		if used[i] {
+			continue
+		}
+		m, err := s.readMeta(ctx, g)
+		if err != nil {
+			return wakes, err
+		}
+		if m.waiting() == 0 {
+			break
+		}
+		w, ok, err := s.handover(ctx, g, i, "", m, now)
+		if err != nil {
+			return wakes, err
+		}
+		if !ok {
+			break // nobody waits
+		}
+		wakes = append(wakes, w)
+		handed++
+		free--
+	}
+	return wakes, nil
+}
