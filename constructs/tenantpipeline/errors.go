@@ -2,12 +2,12 @@ package tenantpipeline
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -48,14 +48,19 @@ var exiting atomic.Bool
 // recover what follows, that is an app that calls app.Synth itself, outside Synth and outside a
 // test binary, it reports them as CDK would and exits with status 1 instead: CDK throws
 // "Validation failed with the following errors" after its validations, which jsii raises in Go as
-// a panic no one recovers, and that ends the app with a goroutine dump and status 2.
+// a panic no one recovers, and that ends the app with a goroutine dump and status 2. This is the
+// package's one exit, and it ends only a synth that would have ended anyway.
 func answer(c constructs.Construct, msgs []string) *[]*string {
-	if len(msgs) > 0 && synths.Load() == 0 && !testing.Testing() && exiting.CompareAndSwap(false, true) {
+	if len(msgs) > 0 && synths.Load() == 0 && !testBinary() && exiting.CompareAndSwap(false, true) {
 		fmt.Fprintln(os.Stderr, appValidationFailure(c))
 		os.Exit(1)
 	}
 	return jsii.Strings(msgs...)
 }
+
+// testBinary reports whether the process is a go test binary, whose tests may recover CDK's
+// failure themselves: the testing package registers its -test.v flag before any test runs.
+func testBinary() bool { return flag.Lookup("test.v") != nil }
 
 // appValidationFailure is CDK's message for the app of c: every construct's validation problems,
 // in the tree's pre-order, each under its construct's path (aws-cdk-lib's synthesis, validateTree).

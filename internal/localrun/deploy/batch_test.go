@@ -55,7 +55,7 @@ func TestBatchSynthIsCDKSynth(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = b.Synth(ctx, root, write("bad", `{"tenants": [{"id": "Bad"}]}`), filepath.Join(dir, "bad.out"), nil)
-	if err == nil || !strings.Contains(err.Error(), `tenant "Bad": id`) || strings.Count(err.Error(), "synth failed") != 1 {
+	if err == nil || !strings.Contains(err.Error(), `tenants[0].id (tenant "Bad")`) || strings.Count(err.Error(), "synth failed") != 1 {
 		t.Errorf("a bad tenants file: got %v, want one synth failed naming the tenant", err)
 	}
 	if err := b.Synth(ctx, root, write("batch", tenants), batched, extra); err != nil {
