@@ -93,6 +93,9 @@ func (t Tenant) Check() []Problem {
 	t.checkSink(bad)
 	t.checkAdmission(bad)
 	t.checkKeyOrder(bad)
+	if t.Sequence != nil {
+		t.Sequence.check(bad)
+	}
 	return ps
 }
 

@@ -35,6 +35,10 @@ func (t Tenant) WithDefaults() Tenant {
 	if t.RecordOrder == RecordOrderKey && t.MaxRecordsInFlight == 0 {
 		t.MaxRecordsInFlight = DefaultMaxRecordsInFlight
 	}
+	if t.Sequence != nil {
+		seq := t.Sequence.withDefaults()
+		t.Sequence = &seq
+	}
 	return t
 }
 

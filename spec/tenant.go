@@ -106,6 +106,9 @@ type Tenant struct {
 	// this many bytes runs as one SmallFile task (split, register and results in one invocation).
 	// 1 to 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 32 KiB).
 	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
+	// Sequence makes the tenant's files run in the sequence their names carry, instead of the
+	// order their events reached the queue. Default: none, arrival order.
+	Sequence *Sequence `json:"sequence,omitempty"`
 }
 
 // DynamoDB is a tenant's DynamoDB sink (docs/data-path.md, "DynamoDB sink"): each record becomes
