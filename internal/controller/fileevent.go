@@ -238,6 +238,7 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 	var in pipeline.WorkflowInput
 	if json.Unmarshal([]byte(end.Input), &in) == nil {
 		ev.Source = results.Source{Bucket: in.Source.Bucket, Key: in.Source.Key, Version: in.Source.VersionID}
+		ev.Sequence = in.Source.Sequence
 	}
 	if end.Error != "" {
 		// The error name only: the cause is free text from the workflow and could quote record data.
@@ -245,6 +246,7 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 	}
 	if s, ok := h.readSummary(ctx, log, end); ok {
 		ev.Records, ev.Registered, ev.Rejected, ev.Unprocessed = s.Records, s.Registered, s.Rejected, s.Unprocessed
+		ev.Sequence = s.Sequence
 		if s.Source.Key != "" {
 			ev.Source = s.Source
 		}

@@ -25,19 +25,31 @@ import (
 //	 "requestedAt":"2026-11-30T12:00:00Z","requestId":"6f1c..."}
 //
 // "replay" carries "source" ({"bucket","key","versionId","etag","size"}) instead of "executionName".
-// Version 2 adds "source.originalExecution" to a replay. A later version may add fields or actions;
+// Version 2 adds "source.originalExecution" to a replay. Version 3 adds a sequenced tenant's actions:
+// "sequence-skip" and "sequence-set" (an operator's, with "number"), "sequence-wake" (the tenant's
+// tick asks the head to send the next held file back) and "sequence-tick" (the tick itself, which
+// travels in the tenant's TickGroup, never in its files' group). A later version may add fields or actions;
 // a controller rejects (quarantines) any version it does not know, so a message is never half
 // understood.
 const (
 	ControlType = "tenantpipeline.control"
 	// ControlVersion is the version pipectl writes; the controller reads MinControlVersion to it.
-	ControlVersion    = 2
+	ControlVersion    = 3
 	MinControlVersion = 1
 
 	// ControlRedrive redrives a failed file execution of the tenant at the head of its group.
 	ControlRedrive = "redrive"
 	// ControlReplay registers an object version again under a new execution name.
 	ControlReplay = "replay"
+	// ControlSequenceSkip skips the missing number Number of a sequenced tenant.
+	ControlSequenceSkip = "sequence-skip"
+	// ControlSequenceSet sets the next number a sequenced tenant expects to Number.
+	ControlSequenceSet = "sequence-set"
+	// ControlSequenceWake asks the head to send back the held file whose turn came (a settled name,
+	// or the files after numbers onGap "skip" passed).
+	ControlSequenceWake = "sequence-wake"
+	// ControlSequenceTick is the tenant's tick (TickGroup).
+	ControlSequenceTick = "sequence-tick"
 
 	// MaxControlReason bounds the operator's reason, in bytes.
 	MaxControlReason = 1024
@@ -58,6 +70,8 @@ type ControlMessage struct {
 	ExecutionName string `json:"executionName,omitempty"`
 	// Source is the object version to register again (replay only).
 	Source *ControlSource `json:"source,omitempty"`
+	// Number is the number a sequence-skip skips or a sequence-set sets (version 3).
+	Number *int64 `json:"number,omitempty"`
 	// RequestedBy is the caller's identity (STS GetCallerIdentity ARN), for the audit trail.
 	RequestedBy string    `json:"requestedBy"`
 	Reason      string    `json:"reason"`
@@ -101,6 +115,13 @@ func (s ControlSource) IsVersionOf(exec Source) bool {
 	unquote := func(e string) string { return strings.Trim(e, `"`) }
 	return exec.ETag != "" && unquote(exec.ETag) == unquote(s.ETag)
 }
+
+// TickGroup is the message group of a sequenced tenant's tick: "<tenant>/sequence", which no
+// tenant id can be (ids have no "/"), so the tick never holds the tenant's files.
+func TickGroup(tenant string) string { return tenant + TickGroupSuffix }
+
+// TickGroupSuffix ends a tick's message group.
+const TickGroupSuffix = "/sequence"
 
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the
 // replayed records get new Idempotency-Keys, and the same for every delivery of one request.
@@ -207,8 +228,27 @@ func (m ControlMessage) Validate() error {
 				p = append(p, "replay: source.lastModified is not RFC 3339")
 			}
 		}
+	case ControlSequenceSkip, ControlSequenceSet, ControlSequenceWake, ControlSequenceTick:
+		if m.Version < 3 {
+			p = append(p, m.Action+": needs version 3")
+		}
+		if m.ExecutionName != "" || m.Source != nil {
+			p = append(p, m.Action+": executionName and source must be absent")
+		}
+		numbered := m.Action == ControlSequenceSkip || m.Action == ControlSequenceSet
+		switch {
+		case numbered && (m.Number == nil || *m.Number < 0):
+			p = append(p, m.Action+": number must be 0 or more")
+		case !numbered && m.Number != nil:
+			p = append(p, m.Action+": number must be absent")
+		}
 	default:
-		p = append(p, fmt.Sprintf("action is %q, want %q or %q", m.Action, ControlRedrive, ControlReplay))
+		p = append(p, fmt.Sprintf("action is %q, want %q, %q, %q or %q", m.Action, ControlRedrive, ControlReplay, ControlSequenceSkip, ControlSequenceSet))
+	}
+	if m.Number != nil && m.Action != ControlSequenceSkip && m.Action != ControlSequenceSet {
+		if m.Action == ControlRedrive || m.Action == ControlReplay {
+			p = append(p, m.Action+": number must be absent")
+		}
 	}
 	if len(p) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidControl, strings.Join(p, "; "))

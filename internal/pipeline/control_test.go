@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,6 +52,11 @@ func TestDecodeControlValid(t *testing.T) {
 			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
 			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
 		}},
+		{"sequence-skip.json", ControlMessage{
+			Type: ControlType, Version: 3, Action: ControlSequenceSkip, Tenant: "acme", Number: aws.Int64(41),
+			RequestedBy: "arn:aws:iam::123456789012:user/bob", Reason: "lost upload",
+			RequestedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), RequestID: "r1",
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readControl(t, tc.file)
@@ -63,7 +70,8 @@ func TestDecodeControlValid(t *testing.T) {
 			if got.Type != tc.want.Type || got.Version != tc.want.Version || got.Action != tc.want.Action ||
 				got.Tenant != tc.want.Tenant || got.ExecutionName != tc.want.ExecutionName ||
 				got.RequestedBy != tc.want.RequestedBy || got.Reason != tc.want.Reason ||
-				!got.RequestedAt.Equal(tc.want.RequestedAt) || got.RequestID != tc.want.RequestID {
+				!got.RequestedAt.Equal(tc.want.RequestedAt) || got.RequestID != tc.want.RequestID ||
+				aws.ToInt64(got.Number) != aws.ToInt64(tc.want.Number) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 			if (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && *got.Source != *tc.want.Source) {
@@ -89,7 +97,9 @@ func TestDecodeControlRejects(t *testing.T) {
 	}{
 		{"unknown-field.json", []string{`unknown field "priority"`}},
 		{"trailing-data.json", []string{"data after the message"}},
-		{"version-3.json", []string{"version is 3, want 1 to 2"}},
+		{"version-4.json", []string{"version is 4, want 1 to 3"}},
+		{"sequence-skip-v2.json", []string{"sequence-skip: needs version 3"}},
+		{"sequence-set-no-number.json", []string{"sequence-set: number must be 0 or more"}},
 		{"replay-original-v1.json", []string{"replay: source.originalExecution needs version 2"}},
 		{"replay-with-execution.json", []string{"replay: executionName must be absent"}},
 		{"redrive-bad-name.json", []string{"redrive: executionName must be 1-80"}},

@@ -154,6 +154,14 @@ func SettingsOf(t spec.Tenant) Tenant {
 		d.Key = slices.Clone(d.Key)
 		t.DynamoDB = &d
 	}
+	if t.Sequence != nil {
+		q := *t.Sequence
+		if q.Start != nil {
+			start := *q.Start
+			q.Start = &start
+		}
+		t.Sequence = &q
+	}
 	return Tenant{Tenant: t}
 }
 
@@ -271,6 +279,9 @@ type Source struct {
 	// Unordered marks a replay whose original file's Order could not be found: its records rank
 	// below every stored item, so they only fill keys no item holds (SeqOf).
 	Unordered bool `json:"unordered,omitempty"`
+	// Sequence is the file's value in its tenant's sequence (spec.Sequence), as its name captured
+	// it; absent for a tenant without one. The results carry it.
+	Sequence string `json:"sequence,omitempty"`
 }
 
 // WorkflowInput is the input the controller gives StartExecution for one file.

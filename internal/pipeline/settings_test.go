@@ -32,6 +32,11 @@ func TestSettingsOfKeepsEveryOtherField(t *testing.T) {
 			}
 			f.Set(reflect.ValueOf([]int{422, 409}))
 		case reflect.Pointer:
+			if f.Type() == reflect.TypeOf(&spec.Sequence{}) {
+				start := int64(4)
+				f.Set(reflect.ValueOf(&spec.Sequence{Pattern: "(?P<seq>[0-9]+)", Start: &start, GapTimeout: "5m", OnGap: spec.OnGapSkip}))
+				continue
+			}
 			f.Set(reflect.ValueOf(&spec.DynamoDB{Key: []string{"pk"}, Table: "t", Concurrency: 3}))
 		default:
 			t.Fatalf("field %s: kind %s not covered", v.Type().Field(i).Name, f.Kind())
@@ -54,7 +59,7 @@ func TestSettingsOfKeepsEveryOtherField(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", name, g, w)
 		}
 	}
-	if s := SettingsOf(in); s.DynamoDB == in.DynamoDB || &s.KeyColumns[0] == &in.KeyColumns[0] {
+	if s := SettingsOf(in); s.DynamoDB == in.DynamoDB || s.Sequence == in.Sequence || &s.KeyColumns[0] == &in.KeyColumns[0] {
 		t.Error("the settings share the spec's sink or columns; want copies")
 	}
 }

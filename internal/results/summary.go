@@ -23,8 +23,16 @@ type Summary struct {
 	// ExecutionARN is the file execution's ARN.
 	ExecutionARN string `json:"executionArn,omitempty"`
 	Source       Source `json:"source"`
-	// Status is the execution's: SUCCEEDED, FAILED, TIMED_OUT or ABORTED.
-	Status  string  `json:"status"`
+	// Status is the execution's: SUCCEEDED, FAILED, TIMED_OUT or ABORTED; or REFUSED for a file of
+	// a sequenced tenant that was not registered (Refusal says why, and Execution is the name its
+	// execution would have had).
+	Status string `json:"status"`
+	// Sequence is the file's value in its tenant's sequence; absent for a tenant without one.
+	Sequence string `json:"sequence,omitempty"`
+	// Refusal is why a REFUSED file was not registered: "unmatched" (its name does not match the
+	// sequence's pattern), "duplicate" (its value was processed or is held already) or "late" (its
+	// value was skipped, or is below the last name processed).
+	Refusal string  `json:"refusal,omitempty"`
 	Timings Timings `json:"timings"`
 	// The counts: records in the file (the header not counted), registered in the core system,
 	// rejected (by validation under skipRecord, or by the core system), and unprocessed (never
@@ -45,6 +53,9 @@ type Summary struct {
 	Failure *Failure `json:"failure,omitempty"`
 	Files   Files    `json:"files"`
 }
+
+// StatusRefused is the status of a sequenced tenant's file that was not registered.
+const StatusRefused = "REFUSED"
 
 // Source is the object the file execution read.
 type Source struct {
@@ -92,11 +103,14 @@ const (
 type Event struct {
 	// EventID is "<execution name>/<redrive count>": the same for every attempt to announce one end
 	// of one run, so a consumer that sees it twice drops the second.
-	EventID     string `json:"eventId"`
-	Tenant      string `json:"tenant"`
-	Tier        string `json:"tier"`
-	Source      Source `json:"source"`
-	Status      string `json:"status"`
+	EventID string `json:"eventId"`
+	Tenant  string `json:"tenant"`
+	Tier    string `json:"tier"`
+	Source  Source `json:"source"`
+	Status  string `json:"status"`
+	// Sequence and Refusal are as in Summary.
+	Sequence    string `json:"sequence,omitempty"`
+	Refusal     string `json:"refusal,omitempty"`
 	Records     int64  `json:"records"`
 	Registered  int64  `json:"registered"`
 	Rejected    int64  `json:"rejected"`

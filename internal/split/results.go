@@ -182,6 +182,7 @@ func (h *Handler) summary(req pipeline.ResultsRequest) results.Summary {
 	}
 	sum := results.Summary{
 		Version:      results.SummaryVersion,
+		Sequence:     st.Source.Sequence,
 		Tenant:       st.Tenant.ID,
 		Tier:         tier,
 		Execution:    req.ExecutionName,
