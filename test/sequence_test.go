@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 )
@@ -144,6 +145,57 @@ func TestSequenceControllerGrants(t *testing.T) {
 	}
 }
 
+// A sequenced silo tenant of kind number has a SequenceGap alarm: the controller's
+// SequenceGapSeconds (its Tenant dimension) at its Maximum reaches the sequence's gapTimeout,
+// missing data not breaching (no tick: no gap), with the tenant's alarm actions. A named
+// sequence has no gaps and a tenant without a sequence nothing to wait for: no alarm.
+func TestSequenceGapAlarm(t *testing.T) {
+	silo, _ := sequenceApp(t)
+	for _, tc := range []struct {
+		tenant    string
+		threshold float64 // 0: no alarm
+		says      string
+	}{
+		{"ledger", 30 * 60, "pipectl sequence skip ledger NUMBER"},
+		{"tally", 60 * 60, "onGap skip"},
+		{"diary", 0, ""},
+		{"plain", 0, ""},
+	} {
+		t.Run(tc.tenant, func(t *testing.T) {
+			var found []map[string]any
+			for id, a := range tenantResources(t, silo, "AWS::CloudWatch::Alarm", tc.tenant) {
+				if strings.Contains(id, "SequenceGap") {
+					found = append(found, props(a))
+				}
+			}
+			if tc.threshold == 0 {
+				if len(found) != 0 {
+					t.Fatalf("got %d SequenceGap alarms, want none", len(found))
+				}
+				return
+			}
+			if len(found) != 1 {
+				t.Fatalf("got %d SequenceGap alarms, want 1", len(found))
+			}
+			p := found[0]
+			for k, want := range map[string]string{
+				"Namespace": `"` + pipeline.DefaultMetricsNamespace + `"`, "MetricName": `"` + metrics.SequenceGapSeconds + `"`,
+				"Dimensions": `[{"Name":"Tenant","Value":"` + tc.tenant + `"}]`, "Statistic": `"Maximum"`, "Period": `300`,
+				"Threshold": asJSON(tc.threshold), "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`,
+				"EvaluationPeriods": `1`, "DatapointsToAlarm": `1`, "TreatMissingData": `"notBreaching"`,
+				"AlarmActions": `["` + sequenceTopic + `"]`, "OKActions": `["` + sequenceTopic + `"]`,
+			} {
+				if got := asJSON(p[k]); got != want {
+					t.Errorf("%s: got %s, want %s", k, got, want)
+				}
+			}
+			if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, tc.says) || !strings.Contains(d, "Runbook: ") || !strings.Contains(d, "Dashboard: ") {
+				t.Errorf("description %q, want it to say %q and link the runbook and the dashboard", d, tc.says)
+			}
+		})
+	}
+}
+
 // A pool's tenant role keeps any tenant's sequence, whether or not a tenant of the pool has one
 // today (a pool's rows may gain one at any time): GetObject, PutObject and DeleteObject on exactly
 // control/${aws:PrincipalTag/tenant}/sequence/*, and PutObject on the tenant's results'
@@ -208,6 +260,65 @@ func TestPoolSequenceGrants(t *testing.T) {
 			}
 			if queue == "" || !sends {
 				t.Errorf("the pool controller may not send to the pool queue %q", queue)
+			}
+		})
+	}
+}
+
+// A pool has one SequenceGap alarm, whether or not a tenant of it has a sequence today: the top
+// tenant's SequenceGapsOverdue, summed per tenant by a Contributor Insights rule over the pool
+// controller's log group keyed by $.Tenant, reaches 1 (one tick of a gap past its gapTimeout),
+// missing data not breaching, with the pool's alarm actions. The rule names the tenants.
+func TestPoolSequenceGapAlarm(t *testing.T) {
+	_, withSequence := sequenceApp(t)
+	for _, tc := range []struct {
+		name    string
+		tpl     map[string]any
+		actions string
+	}{
+		{"a pool with a sequenced tenant", withSequence, `["` + sequenceTopic + `"]`},
+		{"a pool without", defaultPoolTemplate(t, "testdata/pool.json", ""), "null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ruleID, ruleName string
+			for id, r := range poolRules(t, tc.tpl) {
+				if strings.HasSuffix(r.name, "-Tenant"+metrics.SequenceGapsOverdue) {
+					c := r.body.Contribution
+					if ruleID != "" || r.body.AggregateOn != "Sum" || c.ValueOf != "$."+metrics.SequenceGapsOverdue || !slices.Equal(c.Keys, []string{"$.Tenant"}) {
+						t.Errorf("%s: got %s of %q keyed by %v (or a second rule), want one Sum of $.%s keyed by $.Tenant", id, r.body.AggregateOn, c.ValueOf, c.Keys, metrics.SequenceGapsOverdue)
+					}
+					ruleID, ruleName = id, r.name
+				}
+			}
+			if ruleID == "" {
+				t.Fatalf("got no rule of %s", metrics.SequenceGapsOverdue)
+			}
+			var found []map[string]any
+			for id, a := range resourcesOfType(tc.tpl, "AWS::CloudWatch::Alarm") {
+				if strings.Contains(id, "TenantSequenceGapAlarm") {
+					found = append(found, a)
+				}
+			}
+			if len(found) != 1 {
+				t.Fatalf("got %d TenantSequenceGap alarms, want 1", len(found))
+			}
+			p := props(found[0])
+			if got, want := flatten(t, get(t, p, "Metrics", 0, "Expression")), `INSIGHT_RULE_METRIC("`+ruleName+`", "MaxContributorValue")`; got != want {
+				t.Errorf("expression: got %s, want %s", got, want)
+			}
+			for k, want := range map[string]string{
+				"Threshold": `1`, "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`, "EvaluationPeriods": `1`,
+				"TreatMissingData": `"notBreaching"`, "AlarmActions": tc.actions, "OKActions": tc.actions,
+			} {
+				if got := asJSON(p[k]); got != want {
+					t.Errorf("%s: got %s, want %s", k, got, want)
+				}
+			}
+			if deps := asJSON(found[0]["DependsOn"]); !strings.Contains(deps, ruleID) {
+				t.Errorf("depends on %s, want its rule %s", deps, ruleID)
+			}
+			if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, "pipectl sequence skip TENANT NUMBER") || !strings.Contains(d, "get-insight-rule-report --rule-name "+ruleName) {
+				t.Errorf("description %q, want what to do and where the tenants are named", d)
 			}
 		})
 	}

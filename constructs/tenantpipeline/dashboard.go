@@ -79,7 +79,8 @@ func NewDashboard(scope constructs.Construct, id string, pipelines ...*TenantPip
 // All lists the alarms in a fixed order.
 func (a Alarms) All() []awscloudwatch.Alarm {
 	all := []awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog, a.HeadQueued, a.HeadRunning,
-		a.Blocked, a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters}
+		a.Blocked, a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters,
+		a.SequenceGap}
 	out := all[:0]
 	for _, x := range all {
 		if x != nil {
