@@ -1,6 +1,6 @@
 // Package ops is what pipectl does, without its command line: find a tenant's resources from the
 // deployed stacks, read its state, and perform the operator actions (pause, resume, skip, redrive,
-// replay) in ways that keep the tenant's file order. Every AWS call goes through the small
+// replay, a sequenced tenant's sequence skip and set) in ways that keep the tenant's file order. Every AWS call goes through the small
 // interfaces below, which the SDK clients satisfy, so the logic is tested with fakes
 // (internal/ops/opsfake) and works the same against AWS and the local run. docs/operations.md.
 package ops
