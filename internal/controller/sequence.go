@@ -111,10 +111,11 @@ func (s *sequencer) value(key, prefix string) (spec.SequenceValue, bool) {
 // names it.
 func (h *Handler) sequenceFile(ctx context.Context, d *delivery, ev s3event.Event, name, arn string) (dec decision, done bool) {
 	s, err := h.sequencer()
-	if err != nil || s == nil {
-		if err != nil {
-			return h.quarantine(ctx, d, err), true
-		}
+	if err != nil {
+		// The configuration checks the sequence at start-up; a file is never quarantined for it.
+		return h.serviceError(ctx, d, "read the tenant's sequence rule", err), true
+	}
+	if s == nil {
 		return decision{}, false
 	}
 	key := ev.Detail.Object.Key
