@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/sequence"
+	"github.com/example/tenantpipeline/internal/testfake"
 )
 
 // seqRig drives a sequenced tenant's Handler as its FIFO queue would: the files' group delivers
@@ -326,4 +329,57 @@ func TestNoSequenceNoState(t *testing.T) {
 			t.Errorf("object %s written for a tenant without a sequence", k)
 		}
 	}
+}
+
+// In a pool, a sequenced tenant's tick travels in its own group and reaches the tenant's Handler,
+// never the unknown-tenant path, and a held file goes back to the tenant's group.
+func TestPoolSequence(t *testing.T) {
+	js := strings.Replace(poolSettingsJSON(t), `"maxFieldBytes": 65536}`,
+		`"maxFieldBytes": 65536, "sequence": {"pattern": "^orders-(?P<seq>[0-9]+)\\.csv$", "kind": "number", "start": 1, "gapTimeout": "1h", "onGap": "hold"}}`, 1)
+	root := t.TempDir()
+	testfake.WritePoolSettings(t, root, pipeline.PoolSettingsFile, js)
+	r := newPoolRig(t, map[string]string{"LAMBDA_TASK_ROOT": root})
+	handle := func(m events.SQSMessage) []string {
+		t.Helper()
+		resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range resp.BatchItemFailures {
+			ids = append(ids, f.ItemIdentifier)
+		}
+		return ids
+	}
+	if kept := handle(poolMessage("m1", eventBody(t, evID1, "inbox/acme/orders-2.csv"), "acme")); len(kept) != 0 {
+		t.Fatalf("file 2 kept %v: want it held out of the queue", kept)
+	}
+	if len(r.sqs.sent) != 1 || aws.ToString(r.sqs.sent[0].MessageGroupId) != "acme/sequence" {
+		t.Fatalf("sent %v: want one tick in group acme/sequence", r.sqs.sent)
+	}
+	tick := poolMessage("t1", aws.ToString(r.sqs.sent[0].MessageBody), "acme/sequence")
+	if kept := handle(tick); !slices.Equal(kept, []string{"t1"}) {
+		t.Errorf("tick: kept %v, want it back for the next look", kept)
+	}
+	if n := r.metricSum(t, metrics.DimensionPool, testPool, metrics.UnknownTenantMessages); n != 0 {
+		t.Errorf("the tick counted as %v message(s) of no tenant", n)
+	}
+	handle(poolMessage("m2", eventBody(t, evID2, "inbox/acme/orders-1.csv"), "acme"))
+	r.sfn.set(testExecPrefix+evID2, sfntypes.ExecutionStatusSucceeded)
+	if kept := handle(poolMessage("m2", eventBody(t, evID2, "inbox/acme/orders-1.csv"), "acme")); len(kept) != 0 {
+		t.Fatalf("file 1 kept %v after its execution succeeded", kept)
+	}
+	last := r.sqs.sent[len(r.sqs.sent)-1]
+	if aws.ToString(last.MessageGroupId) != "acme" || !strings.Contains(aws.ToString(last.MessageBody), "orders-2.csv") {
+		t.Errorf("last sent %s to %s: want file 2 back in group acme", aws.ToString(last.MessageBody), aws.ToString(last.MessageGroupId))
+	}
+}
+
+func poolSettingsJSON(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "pool-settings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
