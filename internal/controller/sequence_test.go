@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -96,7 +97,7 @@ func (r *seqRig) deliver(group *[]events.SQSMessage) {
 // drain delivers the files' group until it is empty, every started execution succeeding.
 func (r *seqRig) drain() {
 	r.t.Helper()
-	for range 200 {
+	for range 5000 {
 		if len(r.files) == 0 {
 			return
 		}
@@ -382,4 +383,75 @@ func poolSettingsJSON(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// countingS3 counts the calls of a fakeS3.
+type countingS3 struct {
+	*fakeS3
+	calls int
+}
+
+func (c *countingS3) GetObject(ctx context.Context, in *s3.GetObjectInput, o ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	c.calls++
+	return c.fakeS3.GetObject(ctx, in, o...)
+}
+
+func (c *countingS3) PutObject(ctx context.Context, in *s3.PutObjectInput, o ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	c.calls++
+	return c.fakeS3.PutObject(ctx, in, o...)
+}
+
+func (c *countingS3) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, o ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	c.calls++
+	return c.fakeS3.DeleteObject(ctx, in, o...)
+}
+
+func (c *countingS3) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, o ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	c.calls++
+	return c.fakeS3.ListObjectsV2(ctx, in, o...)
+}
+
+// Held files cost a flat number of calls each, however many wait and however long: the calls per
+// file of a tenant whose files all arrive ahead of their turn, at 10 and at 100 held files, and of
+// one whose files arrive in order, beside each other. Printed with -v; the test fails if the cost
+// per held file grows with their number.
+func TestHeldFileCallsFlat(t *testing.T) {
+	perFile := func(held int, shuffled bool) float64 {
+		r := newSeqRig(t, numberSequence)
+		if held < 0 { // the reference: a tenant without a sequence
+			held, r = -held, &seqRig{rig: newRig(t, nil), t: t}
+		}
+		c := &countingS3{fakeS3: r.s3}
+		r.h.s3 = c
+		var keys []string
+		for i := 1; i <= held+1; i++ {
+			keys = append(keys, fmt.Sprintf("orders-%d.csv", i))
+		}
+		if shuffled {
+			keys = append(keys[1:], keys[0]) // every file but the first arrives ahead of its turn
+		}
+		r.upload(keys...)
+		r.drain()
+		for range 30 { // half an hour of gap-minutes costs the same for 10 or 100 held files
+			if len(r.ticks) == 0 {
+				break
+			}
+			r.now = r.now.Add(time.Minute)
+			r.tick()
+		}
+		if got := len(r.started); got != held+1 {
+			t.Fatalf("%d held: %d started, want %d", held, got, held+1)
+		}
+		r.sqs.mu.Lock()
+		sends := len(r.sqs.sent)
+		r.sqs.mu.Unlock()
+		return float64(c.calls+sends) / float64(held+1)
+	}
+	plain, inOrder := perFile(-100, false), perFile(100, false)
+	ten, hundred := perFile(10, true), perFile(100, true)
+	t.Logf("S3 and SendMessage calls per file: no sequence %.1f; in order %.1f; all held: %.1f at 10 held, %.1f at 100 held (ratio %.2f)",
+		plain, inOrder, ten, hundred, hundred/ten)
+	if hundred > 1.5*ten {
+		t.Errorf("calls per held file grow with the number held: %.1f at 10, %.1f at 100", ten, hundred)
+	}
 }
