@@ -55,10 +55,10 @@ type File struct {
 	Registered *int64 `json:"registered"`
 	Rejected   *int64 `json:"rejected"`
 	// Sequence is the file's value in a sequenced tenant's sequence (its execution input's, or
-	// its summary's); null for a tenant without a sequence. Refusal is why the controller refused
-	// a delivery under the execution's name ("unmatched", "duplicate" or "late": its summary.json
-	// has status REFUSED); null otherwise. A refused file starts no execution, so only a refusal
-	// under the name of one that ran is listed.
+	// its summary's); null for a tenant without a sequence. Refusal is the reason of a summary.json
+	// under the execution's name whose status is REFUSED ("unmatched", "duplicate" or "late"); null
+	// otherwise. The controller refuses only a file that has no execution (internal/controller,
+	// sequence.go), so a refused file itself is not among the executions Files lists.
 	Sequence *string `json:"sequence"`
 	Refusal  *string `json:"refusal"`
 }
@@ -99,9 +99,8 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		switch {
 		case err != nil || sum == nil:
 		case sum.Status == results.StatusRefused:
-			// A delivery under this execution's name that the controller refused at the head (a
-			// file's event delivered again after it ran is a duplicate): the execution keeps its
-			// status, and the refusal says what became of the delivery.
+			// A refusal under the name of an execution that exists: the execution keeps its status,
+			// and the refusal says what the summary says became of the file.
 			f.Refusal = aws.String(sum.Refusal)
 		case sum.Status == f.Status && sum.RedriveCount == int(aws.ToInt32(d.RedriveCount)):
 			f.Registered, f.Rejected = &sum.Registered, &sum.Rejected
