@@ -83,10 +83,11 @@ expects next, N whose file is held, runs or was skipped already.
 	{name: "sequence set", minArgs: 2, maxArgs: 2, args: "TENANT N --reason TEXT", flags: reasonFlag, numbers: true, run: runSequence(true),
 		short: "set the number a sequenced tenant expects next",
 		long: `Sets the number N that a tenant whose sequence is of kind number expects next: for a tenant
-that starts mid-stream, or whose state must start again. Sends a sequence-set control message
+that starts mid-stream, or to go back to a number it passed. Sends a sequence-set control message
 into the tenant's message group (audited: who, why, when, a request id), which the controller
-performs at the head of the group, after the files queued before it. It reads no state.
-Refused: a tenant without a sequence or with names.
+performs at the head of the group, after the files queued before it. Moving it forward skips
+the numbers passed over (a file of one of them that arrives later is refused as late). It reads
+no state. Refused: a tenant without a sequence or with names.
 
   --reason TEXT   why (required: it is the audit record)`},
 	{name: "health", minArgs: 1, maxArgs: 1, args: "POOL [--minutes N]", flags: healthFlags, run: runHealth,

@@ -117,7 +117,7 @@ type SequenceResult struct {
 	Action string `json:"action"`
 	Number int64  `json:"number"`
 	// Next is the number the tenant expected next when skip read its state; null for set, which
-	// reads none (a state that cannot be read is what set repairs).
+	// reads none (the controller reads it at the head, where it sets the number).
 	Next        *int64 `json:"next"`
 	RequestID   string `json:"requestId"`
 	MessageID   string `json:"messageId"`
@@ -175,7 +175,8 @@ func (o *Ops) SequenceSkip(ctx context.Context, id string, n int64, reason strin
 }
 
 // SequenceSet asks the controller to expect the number n next: for a tenant that starts
-// mid-stream, or whose state must start again. It reads no state.
+// mid-stream, or to go back to a number it passed. It reads no state: the controller does, at the
+// head of the tenant's group.
 func (o *Ops) SequenceSet(ctx context.Context, id string, n int64, reason string) (SequenceResult, error) {
 	t, _, err := o.sequenceRequest(ctx, id, "set", n, reason)
 	if err != nil {

@@ -335,7 +335,8 @@ func TestSequenceSkipFailsClosed(t *testing.T) {
 	}
 }
 
-// set reads no state: it is what repairs one that cannot be read.
+// set reads no state (the controller reads it at the head): a state pipectl cannot read does not
+// stop the request.
 func TestSequenceSetReadsNoState(t *testing.T) {
 	w := seqWorld()
 	w.SetSequence("ingest", "acme", sequence.State{Version: sequence.StateVersion, Kind: spec.SequenceName})
