@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/sequence"
 	"github.com/example/tenantpipeline/internal/termtable"
 	"github.com/example/tenantpipeline/spec"
 )
@@ -190,11 +191,19 @@ func resultsText(rep ops.ResultsReport) string {
 		{"file", "s3://" + s.Source.Bucket + "/" + s.Source.Key},
 		{"execution", rep.Execution},
 		{"status", s.Status},
+	}
+	if s.Sequence != "" {
+		rows = append(rows, []string{"sequence", s.Sequence})
+	}
+	if s.Refusal != "" {
+		rows = append(rows, []string{"refusal", s.Refusal + ": " + refusalMeaning[s.Refusal]})
+	}
+	rows = append(rows, [][]string{
 		{"records", fmt.Sprint(s.Records)},
 		{"registered", fmt.Sprint(s.Registered)},
 		{"rejected", fmt.Sprint(s.Rejected)},
 		{"unprocessed", fmt.Sprint(s.Unprocessed)},
-	}
+	}...)
 	if len(s.RegisteredAfterHalt) > 0 {
 		// A file in key order: records of other keys after the failed one, registered already.
 		rows = append(rows, []string{"registered after halt", recordRanges(s.RegisteredAfterHalt, 10)})
@@ -216,6 +225,14 @@ func resultsText(rep ops.ResultsReport) string {
 	}
 	b.WriteString(termtable.Render(rows))
 	return b.String()
+}
+
+// refusalMeaning says what each refusal of a sequenced tenant's file means (docs/operations.md,
+// "Sequenced tenants").
+var refusalMeaning = map[string]string{
+	sequence.RefusedUnmatched: "its name does not match the tenant's sequence pattern",
+	sequence.RefusedDuplicate: "its value was processed, is held already or runs",
+	sequence.RefusedLate:      "its value was skipped, or comes after a later one was processed",
 }
 
 // recordRanges prints record ranges as "124-126, 130, 141-150", the first most of them, then how

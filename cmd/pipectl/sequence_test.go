@@ -327,3 +327,24 @@ func flagSetOf(c command) *flag.FlagSet {
 	c.flags(fs)
 	return fs
 }
+
+// results shows a refused file's sequence value and its refusal, with what the refusal means.
+func TestResultsRefused(t *testing.T) {
+	w := seqWorld()
+	b, _ := json.Marshal(results.Summary{Version: 1, Tenant: "ordered", Tier: "silo", Execution: "ev-0f3a", Status: results.StatusRefused,
+		Source: results.Source{Bucket: "ingest", Key: "inbox/ordered/5.csv"}, Sequence: "5", Refusal: sequence.RefusedLate})
+	w.Objects["ingest/"+results.Key("ordered", "ev-0f3a", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
+	code, stdout, stderr := runIn(t, w, "results", "ordered", "ev-0f3a")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	for _, want := range []string{
+		"\nstatus       REFUSED\n",
+		"\nsequence     5\n",
+		"\nrefusal      late: its value was skipped, or comes after a later one was processed\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("got\n%s\nwant it to contain %q", stdout, want)
+		}
+	}
+}
