@@ -602,21 +602,18 @@ func statusTable(rep ops.StatusReport) string {
 	return b.String()
 }
 
-// sequenceStatusLine is a sequenced tenant's place in its sequence, under the names of its JSON:
-// next (or last), running, held (the first ops.MaxHeldListed, and how many more) and gapSince.
+// sequenceStatusLine is a sequenced tenant's place in its sequence, each part under its path in
+// the JSON: sequence.next (or sequence.last), sequence.running, sequence.held (its count, then the
+// first ops.MaxHeldListed values and how many more) and sequence.gapSince ("-" for null).
 func sequenceStatusLine(id string, s ops.SequenceStatus) string {
-	parts := []string{"next " + knownCount(s.Next)}
+	parts := []string{"sequence.next " + knownCount(s.Next)}
 	if s.Kind != spec.SequenceNumber {
-		last := "-"
-		if s.Last != nil {
-			last = ops.ShellQuote(*s.Last)
-		}
-		parts = []string{"last " + last}
+		parts = []string{"sequence.last " + quoted(s.Last)}
 	}
 	if s.Running != nil {
-		parts = append(parts, "running "+ops.ShellQuote(*s.Running))
+		parts = append(parts, "sequence.running "+quoted(s.Running))
 	}
-	held := fmt.Sprintf("held %d", s.HeldCount)
+	held := fmt.Sprintf("sequence.held %d", s.HeldCount)
 	if len(s.Held) > 0 {
 		values := make([]string, len(s.Held))
 		for i, v := range s.Held {
@@ -628,8 +625,16 @@ func sequenceStatusLine(id string, s ops.SequenceStatus) string {
 		}
 		held += " (" + strings.Join(values, ", ") + more + ")"
 	}
-	parts = append(parts, held, "gapSince "+stamp(s.GapSince))
-	return fmt.Sprintf("%s sequence (%s): %s\n", id, s.Kind, strings.Join(parts, ", "))
+	parts = append(parts, held, "sequence.gapSince "+stamp(s.GapSince))
+	return fmt.Sprintf("%s: %s\n", id, strings.Join(parts, ", "))
+}
+
+// quoted is a value quoted for a POSIX shell, or "-" when there is none.
+func quoted(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return ops.ShellQuote(*s)
 }
 
 // filesTable is one row per file; the SEQUENCE and REFUSAL columns only when a file has one.

@@ -64,20 +64,20 @@ func TestSequenceStatusTable(t *testing.T) {
 		want []string // the lines after the pools', in order
 	}{
 		{"every tenant", []string{"status"}, nil, []string{
-			"names sequence (name): last 20261130T0900, running 20261130T1000, held 2 (20261130T1100, 20261130T1200), gapSince -",
-			"ordered sequence (number): next 7, held 3 (9, 10, 12), gapSince 2026-11-30T11:00:00Z",
-			"pnum sequence (number): next 0, held 0, gapSince -",
+			"names: sequence.last 20261130T0900, sequence.running 20261130T1000, sequence.held 2 (20261130T1100, 20261130T1200), sequence.gapSince -",
+			"ordered: sequence.next 7, sequence.held 3 (9, 10, 12), sequence.gapSince 2026-11-30T11:00:00Z",
+			"pnum: sequence.next 0, sequence.held 0, sequence.gapSince -",
 		}},
 		{"a tenant without a sequence", []string{"status", "plain"}, nil, nil},
 		{"more held than listed", []string{"status", "ordered"}, func(w *opsfake.World) {
 			for n := int64(100); n < 130; n++ {
 				w.Hold("ingest", "ordered", spec.SequenceNumber, spec.SequenceValue{Num: n, Text: fmt.Sprint(n)}, fmt.Sprint("ordered-", n))
 			}
-		}, []string{"ordered sequence (number): next 7, held 33 (9, 10, 12, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116 and 13 more), gapSince 2026-11-30T11:00:00Z"}},
+		}, []string{"ordered: sequence.next 7, sequence.held 33 (9, 10, 12, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116 and 13 more), sequence.gapSince 2026-11-30T11:00:00Z"}},
 		{"a name to quote, before the first", []string{"status", "names"}, func(w *opsfake.World) {
 			w.SetSequence("ingest", "names", sequence.State{Version: sequence.StateVersion, Kind: spec.SequenceName})
 			w.Hold("ingest", "names", spec.SequenceName, spec.SequenceValue{Text: "20261130T1300 it's"}, "names-13")
-		}, []string{`names sequence (name): last -, held 3 (20261130T1100, 20261130T1200, '20261130T1300 it'\''s'), gapSince -`}},
+		}, []string{`names: sequence.last -, sequence.held 3 (20261130T1100, 20261130T1200, '20261130T1300 it'\''s'), sequence.gapSince -`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := seqWorld()
@@ -90,7 +90,7 @@ func TestSequenceStatusTable(t *testing.T) {
 			}
 			var got []string
 			for _, l := range strings.Split(stdout, "\n") {
-				if strings.Contains(l, " sequence ") {
+				if strings.Contains(l, ": sequence.") {
 					got = append(got, l)
 				}
 			}
