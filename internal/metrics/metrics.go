@@ -96,17 +96,6 @@ const (
 	ResultsErrors = "ResultsErrors"
 )
 
-// Sequence metrics of the controller, for a tenant that declares a sequence (spec.Sequence): its
-// files run in the order their names carry, and a missing one is a gap.
-const (
-	// SequenceGapSeconds is how long the tenant has waited for its missing file: emitted on each
-	// tick while a gap lasts, and 0 when the gap closes. Alarm on its Maximum.
-	SequenceGapSeconds = "SequenceGapSeconds"
-	// SequenceGapsOverdue is 1 on each tick while the gap has lasted at least the tenant's
-	// gapTimeout: the pool's per-tenant alarm sums it by tenant.
-	SequenceGapsOverdue = "SequenceGapsOverdue"
-)
-
 // Pooled tier metrics (docs/controller.md, "Pooled tier").
 const (
 	// FilesRouted counts "Object Created" events the pool's router put on the pool queue, under
