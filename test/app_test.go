@@ -135,6 +135,14 @@ func TestResourceCounts(t *testing.T) {
 			t.Errorf("DynamoDB tenant %s: got %d resources, want %d", tenant, per[tenant], want)
 		}
 	}
+	// A numbered sequence adds its SequenceGap alarm; a named one adds nothing.
+	silo, _ := sequenceApp(t)
+	per, _ = count(silo, []string{"ledger", "tally", "diary", "plain"})
+	for tenant, want := range map[string]int{"ledger": perTenant + 1, "tally": perTenant + 1, "diary": perTenant, "plain": perTenant} {
+		if per[tenant] != want {
+			t.Errorf("sequenced tenant %s: got %d resources, want %d (update docs/quotas-and-cost.md and docs/tiers.md if this changed on purpose)", tenant, per[tenant], want)
+		}
+	}
 	if max := stacks.MaxTenantsPerStack*perTenantTable + perStack; max > 500 {
 		t.Errorf("%d tenants per stack would make up to %d resources, over 500", stacks.MaxTenantsPerStack, max)
 	}

@@ -323,3 +323,47 @@ func TestPoolSequenceGapAlarm(t *testing.T) {
 		})
 	}
 }
+
+// A sequenced silo tenant's dashboard rows chart its gap and its held and refused files, by its
+// Tenant dimension, and its alarm status widget shows the SequenceGap alarm; a tenant without a
+// sequence has neither.
+func TestSequenceDashboard(t *testing.T) {
+	silo, _ := sequenceApp(t)
+	var body dashboardBody
+	for _, d := range resourcesOfType(silo, "AWS::CloudWatch::Dashboard") {
+		flattenJSON(t, props(d)["DashboardBody"], &body)
+	}
+	for _, tc := range []struct {
+		tenant    string
+		sequenced bool
+		alarm     bool
+	}{{"ledger", true, true}, {"diary", true, false}, {"plain", false, false}} {
+		t.Run(tc.tenant, func(t *testing.T) {
+			ten := "Tenant=" + tc.tenant
+			want := map[dashboardMetric]bool{
+				{"sequence gap (s)", pipeline.DefaultMetricsNamespace, metrics.SequenceGapSeconds, "Maximum", ten, 300}: tc.sequenced,
+				{"files held and refused", pipeline.DefaultMetricsNamespace, metrics.FilesHeld, "Sum", ten, 300}:        tc.sequenced,
+				{"files held and refused", pipeline.DefaultMetricsNamespace, metrics.FilesRefused, "Sum", ten, 300}:     tc.sequenced,
+			}
+			got := metricsOf(t, body, tc.tenant)
+			for m, present := range want {
+				if slices.Contains(got, m) != present {
+					t.Errorf("got %+v charted %v, want %v", m, !present, present)
+				}
+			}
+			var alarmID string
+			for id := range tenantResources(t, silo, "AWS::CloudWatch::Alarm", tc.tenant) {
+				if strings.Contains(id, "SequenceGapAlarm") {
+					alarmID = id
+				}
+			}
+			var shown bool
+			for _, w := range body.Widgets {
+				shown = shown || w.Type == "alarm" && alarmID != "" && slices.Contains(w.Properties.Alarms, "<GetAtt:"+alarmID+".Arn>")
+			}
+			if shown != tc.alarm {
+				t.Errorf("SequenceGap alarm %q in the alarm status widget: got %v, want %v", alarmID, shown, tc.alarm)
+			}
+		})
+	}
+}
