@@ -92,8 +92,8 @@ func (h *Handler) sequencer() (*sequencer, error) {
 	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
 }
 
-// sequenceName is the file's name relative to the tenant's prefix, and its value. The event's key
-// may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
+// value is the sequence value of the file key: its name relative to the tenant's prefix, read by
+// the tenant's pattern. The event's key may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
 // its form-decoded reading.
 func (s *sequencer) value(key, prefix string) (spec.SequenceValue, bool) {
 	rel := strings.TrimPrefix(key, prefix)

@@ -60,7 +60,10 @@ func (s Store) Load(ctx context.Context, fresh State) (State, string, error) {
 		return State{}, "", fmt.Errorf("s3://%s/%s is not a sequence state of version %d (%d bytes)", s.Bucket, key, StateVersion, len(b))
 	}
 	if st.Kind != s.Kind {
-		return State{}, "", fmt.Errorf("s3://%s/%s is the state of a sequence of kind %q, and the tenant's is %q: set the sequence again (pipectl sequence set)", s.Bucket, key, st.Kind, s.Kind)
+		// The tenant's kind changed: its place in the old sequence means nothing in the new one. It
+		// starts afresh (a number sequence at its start: pipectl sequence set moves it), and the
+		// first write replaces the old state (the ETag read).
+		return fresh, etag, nil
 	}
 	return st, etag, nil
 }
@@ -186,13 +189,16 @@ func ValueOfKey(name string) string {
 	return name
 }
 
-// get reads key; found is false for a missing key (404, or 403 for that key, which S3 answers to a
-// caller without s3:ListBucket: safe, since every write is conditional).
+// get reads key; found is false for a missing key (404). A 403 is an error, never "absent": S3
+// answers 403 for a missing key to a caller without s3:ListBucket
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), and the
+// controller and the operators list control/<tenant>/, so a 403 means the state could not be read,
+// and a fresh state must not stand in for it.
 func (s Store) get(ctx context.Context, key string) (b []byte, etag string, found bool, err error) {
 	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
 	var noKey *s3types.NoSuchKey
 	var api smithy.APIError
-	if errors.As(err, &noKey) || (errors.As(err, &api) && (api.ErrorCode() == "AccessDenied" || api.ErrorCode() == "NoSuchKey")) {
+	if errors.As(err, &noKey) || (errors.As(err, &api) && api.ErrorCode() == "NoSuchKey") {
 		return nil, "", false, nil
 	}
 	if err != nil {
