@@ -417,6 +417,9 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, s *sequencer, e 
 		Body: bytes.NewReader(append(body, '\n')), ContentType: aws.String("application/json")}); err != nil {
 		return fmt.Errorf("put s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
+	if err := s.store.Refuse(ctx, sequence.Refused{Key: e.Key, Sequence: e.Value, Refusal: reason, Execution: e.Execution, At: h.now().UTC()}); err != nil {
+		return err
+	}
 	input, _ := json.Marshal(in)
 	if err := h.announce(ctx, log, fileEnd{Name: e.Execution, ARN: h.cfg.ExecutionARN(e.Execution), Status: results.StatusRefused, Input: string(input)}); err != nil {
 		return err

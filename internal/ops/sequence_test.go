@@ -378,22 +378,42 @@ func TestFilesSequenceAndRefusal(t *testing.T) {
 	summary("acme-6", results.Summary{Version: 1, Tenant: "acme", Execution: "acme-6", Status: "SUCCEEDED", Sequence: "6", Records: 1, Registered: 1})
 	withSeq(w.AddExecution(acme, "acme-7", sfntypes.ExecutionStatusRunning, "inbox/acme/7.csv", seqNow.Add(-time.Minute)), "7")
 
-	rep, err := seqOps(w).Files(context.Background(), "acme", 10)
-	if err != nil {
-		t.Fatal(err)
+	// Two refused files, which started no execution: the controller's index of refusals names them.
+	for _, r := range []sequence.Refused{
+		{Key: "inbox/acme/5-again.csv", Sequence: "5", Refusal: sequence.RefusedDuplicate, Execution: "acme-r1", At: seqNow.Add(-90 * time.Second)},
+		{Key: "inbox/acme/readme.txt", Refusal: sequence.RefusedUnmatched, Execution: "acme-r2", At: seqNow.Add(-10 * time.Minute)},
+	} {
+		b, _ := json.Marshal(r)
+		w.Objects["ingest/"+sequence.RefusedKey("acme", r.At, r.Execution)] = &opsfake.Object{Body: string(b)}
 	}
-	var got []string
-	for _, f := range rep.Files {
-		b, _ := json.Marshal(map[string]any{"status": f.Status, "sequence": f.Sequence, "refusal": f.Refusal, "registered": f.Registered})
-		got = append(got, f.ExecutionName+" "+string(b))
+	files := func(limit int) []string {
+		rep, err := seqOps(w).Files(context.Background(), "acme", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range rep.Files {
+			b, _ := json.Marshal(map[string]any{"status": f.Status, "sequence": f.Sequence, "refusal": f.Refusal, "registered": f.Registered})
+			got = append(got, f.ExecutionName+" "+string(b))
+		}
+		return got
 	}
 	want := []string{
 		`acme-7 {"refusal":null,"registered":null,"sequence":"7","status":"RUNNING"}`,
+		`acme-r1 {"refusal":"duplicate","registered":null,"sequence":"5","status":"REFUSED"}`,
 		`acme-6 {"refusal":null,"registered":1,"sequence":"6","status":"SUCCEEDED"}`,
 		`acme-5 {"refusal":"duplicate","registered":null,"sequence":"5","status":"SUCCEEDED"}`,
+		`acme-r2 {"refusal":"unmatched","registered":null,"sequence":null,"status":"REFUSED"}`,
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := files(10); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := files(2); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
+		t.Errorf("limit 2: got\n%s\nwant the newest two", strings.Join(got, "\n"))
+	}
+	rep, err := seqOps(w).Files(context.Background(), "acme", 10)
+	if err != nil {
+		t.Fatal(err)
 	}
 	b, _ := json.Marshal(rep.Files[0])
 	for _, key := range []string{`"sequence":"7"`, `"refusal":null`} {

@@ -216,3 +216,18 @@ func TestStore(t *testing.T) {
 		t.Error("an AccessDenied read gave a state")
 	}
 }
+
+func TestRefusalsNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	s := Store{S3: &memS3{objects: map[string]string{}}, Bucket: "b", Tenant: "acme", Kind: spec.SequenceNumber}
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for i, r := range []string{RefusedUnmatched, RefusedDuplicate, RefusedLate} {
+		if err := s.Refuse(ctx, Refused{Key: fmt.Sprint("k", i), Refusal: r, Execution: fmt.Sprint("e", i), At: at.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := s.Refusals(ctx, 2)
+	if err != nil || len(rs) != 2 || rs[0].Refusal != RefusedLate || rs[1].Refusal != RefusedDuplicate {
+		t.Errorf("got %+v, %v: want late then duplicate", rs, err)
+	}
+}

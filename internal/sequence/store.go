@@ -230,3 +230,62 @@ func (st State) Gap(now time.Time) time.Duration {
 	}
 	return max(now.Sub(*st.GapSince), 0)
 }
+
+// Refused is one refused file, as the index of refusals keeps it.
+type Refused struct {
+	Key       string    `json:"key"`
+	Sequence  string    `json:"sequence,omitempty"`
+	Refusal   string    `json:"refusal"`
+	Execution string    `json:"execution"`
+	At        time.Time `json:"at"`
+}
+
+// RefusedPrefix is control/<tenant>/sequence/refused/: the index of the tenant's refused files,
+// newest first. A refused file starts no execution, so no listing of executions finds it.
+func RefusedPrefix(tenant string) string { return Prefix(tenant) + "refused/" }
+
+// maxInvertedMillis is above every Unix millisecond time until the year 33658, so that its
+// difference with the time, zero-padded, sorts the newest first.
+const maxInvertedMillis = 999_999_999_999_999
+
+// RefusedKey is the index entry of a refusal at at: control/<tenant>/sequence/refused/<newest
+// first>-<execution>.json.
+func RefusedKey(tenant string, at time.Time, execution string) string {
+	return fmt.Sprintf("%s%015d-%s.json", RefusedPrefix(tenant), maxInvertedMillis-at.UnixMilli(), execution)
+}
+
+// Refuse adds r to the index of refusals.
+func (s Store) Refuse(ctx context.Context, r Refused) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	key := RefusedKey(s.Tenant, r.At, r.Execution)
+	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
+		ContentType: aws.String("application/json")}); err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", s.Bucket, key, err)
+	}
+	return nil
+}
+
+// Refusals reads the newest limit refusals, newest first: one LIST and a GET each.
+func (s Store) Refusals(ctx context.Context, limit int) ([]Refused, error) {
+	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(RefusedPrefix(s.Tenant)),
+		MaxKeys: aws.Int32(int32(min(max(limit, 1), 1000)))})
+	if err != nil {
+		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, RefusedPrefix(s.Tenant), err)
+	}
+	var rs []Refused
+	for _, o := range out.Contents {
+		b, _, found, err := s.get(ctx, aws.ToString(o.Key))
+		if err != nil {
+			return nil, err
+		}
+		var r Refused
+		if !found || json.Unmarshal(b, &r) != nil {
+			continue // deleted since the listing, or not an entry this package wrote
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
