@@ -92,8 +92,8 @@ func (h *Handler) sequencer() (*sequencer, error) {
 	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
 }
 
-// sequenceName is the file's name relative to the tenant's prefix, and its value. The event's key
-// may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
+// value is the sequence value of the file key: its name relative to the tenant's prefix, read by
+// the tenant's pattern. The event's key may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
 // its form-decoded reading.
 func (s *sequencer) value(key, prefix string) (spec.SequenceValue, bool) {
 	rel := strings.TrimPrefix(key, prefix)
@@ -416,6 +416,9 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, s *sequencer, e 
 	if _, err := h.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(append(body, '\n')), ContentType: aws.String("application/json")}); err != nil {
 		return fmt.Errorf("put s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	if err := s.store.Refuse(ctx, sequence.Refused{Key: e.Key, Sequence: e.Value, Refusal: reason, Execution: e.Execution, At: h.now().UTC()}); err != nil {
+		return err
 	}
 	input, _ := json.Marshal(in)
 	if err := h.announce(ctx, log, fileEnd{Name: e.Execution, ARN: h.cfg.ExecutionARN(e.Execution), Status: results.StatusRefused, Input: string(input)}); err != nil {

@@ -55,10 +55,9 @@ type File struct {
 	Registered *int64 `json:"registered"`
 	Rejected   *int64 `json:"rejected"`
 	// Sequence is the file's value in a sequenced tenant's sequence (its execution input's, or
-	// its summary's); null for a tenant without a sequence. Refusal is the reason of a summary.json
-	// under the execution's name whose status is REFUSED ("unmatched", "duplicate" or "late"); null
-	// otherwise. The controller refuses only a file that has no execution (internal/controller,
-	// sequence.go), so a refused file itself is not among the executions Files lists.
+	// its summary's); null for a tenant without a sequence. Refusal is why a refused file (status
+	// REFUSED, which started no execution: ExecutionName is the name it would have had) was not
+	// registered: "unmatched", "duplicate" or "late"; null otherwise.
 	Sequence *string `json:"sequence"`
 	Refusal  *string `json:"refusal"`
 }
@@ -111,6 +110,42 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 			}
 		}
 		rep.Files = append(rep.Files, f)
+	}
+	return o.withRefusals(ctx, t, rep, limit)
+}
+
+// withRefusals adds a sequenced tenant's newest refused files (from the index the controller
+// keeps: one LIST and a GET each) to its files, newest first, and keeps the newest limit. A
+// refused file starts no execution, so the listing of executions cannot find it.
+func (o *Ops) withRefusals(ctx context.Context, t pipeline.TenantOutput, rep FilesReport, limit int) (FilesReport, error) {
+	r, err := o.sequenceRule(ctx, t)
+	if err != nil || r == nil {
+		return rep, err
+	}
+	rs, err := o.sequenceStore(t, *r).Refusals(ctx, limit)
+	if err != nil {
+		return FilesReport{}, fmt.Errorf("tenant %s: its refused files: %w", t.ID, err)
+	}
+	for _, x := range rs {
+		at := x.At
+		f := File{Key: x.Key, ExecutionName: x.Execution, Status: results.StatusRefused, Stop: &at, Refusal: aws.String(x.Refusal)}
+		if x.Sequence != "" {
+			f.Sequence = aws.String(x.Sequence)
+		}
+		rep.Files = append(rep.Files, f)
+	}
+	when := func(f File) time.Time {
+		if f.Start != nil {
+			return *f.Start
+		}
+		if f.Stop != nil {
+			return *f.Stop
+		}
+		return time.Time{}
+	}
+	slices.SortStableFunc(rep.Files, func(a, b File) int { return when(b).Compare(when(a)) })
+	if len(rep.Files) > limit {
+		rep.Files = rep.Files[:limit]
 	}
 	return rep, nil
 }

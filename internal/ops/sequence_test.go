@@ -1,6 +1,8 @@
 package ops_test
 
 import (
+	"github.com/aws/smithy-go"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,9 +166,9 @@ func TestStatusSequenceErrors(t *testing.T) {
 		edit func(w *opsfake.World)
 		want string
 	}{
-		{"a state of another kind", func(w *opsfake.World) {
-			w.SetSequence("ingest", "acme", sequence.State{Version: sequence.StateVersion, Kind: spec.SequenceName})
-		}, `tenant acme: s3://ingest/control/acme/sequence/state.json is the state of a sequence of kind "name", and the tenant's is "number"`},
+		{"the state refused", func(w *opsfake.World) {
+			w.Err["GetObject"] = &smithy.GenericAPIError{Code: "AccessDenied", Message: "Access Denied"}
+		}, "tenant acme: get s3://ingest/control/acme/sequence/state.json"},
 		{"not a state", func(w *opsfake.World) {
 			w.Objects["ingest/"+sequence.StateKey("acme")].Body = `{"version":9}`
 		}, "tenant acme: s3://ingest/control/acme/sequence/state.json is not a sequence state of version 1"},
@@ -310,9 +312,10 @@ func TestSequenceSkipFailsClosed(t *testing.T) {
 		edit   func(w *opsfake.World)
 		want   string
 	}{
-		{"state of another kind", "acme", func(w *opsfake.World) {
-			w.SetSequence("ingest", "acme", sequence.State{Version: sequence.StateVersion, Kind: spec.SequenceName})
-		}, "tenant acme: read its sequence state: s3://ingest/control/acme/sequence/state.json is the state of a sequence of kind \"name\""},
+		// S3 answers 403 for a missing key only to a caller without s3:ListBucket: never a fresh state.
+		{"state refused", "acme", func(w *opsfake.World) {
+			w.Err["GetObject"] = &smithy.GenericAPIError{Code: "AccessDenied", Message: "Access Denied"}
+		}, "tenant acme: read its sequence state: get s3://ingest/control/acme/sequence/state.json"},
 		{"GET fails", "acme", func(w *opsfake.World) { w.Err["GetObject"] = errors.New("InternalError") }, "tenant acme: read its sequence state: get s3://ingest/control/acme/sequence/state.json: InternalError"},
 		{"no such tenant", "nobody", nil, `tenant "nobody" not found`},
 	} {
@@ -375,22 +378,42 @@ func TestFilesSequenceAndRefusal(t *testing.T) {
 	summary("acme-6", results.Summary{Version: 1, Tenant: "acme", Execution: "acme-6", Status: "SUCCEEDED", Sequence: "6", Records: 1, Registered: 1})
 	withSeq(w.AddExecution(acme, "acme-7", sfntypes.ExecutionStatusRunning, "inbox/acme/7.csv", seqNow.Add(-time.Minute)), "7")
 
-	rep, err := seqOps(w).Files(context.Background(), "acme", 10)
-	if err != nil {
-		t.Fatal(err)
+	// Two refused files, which started no execution: the controller's index of refusals names them.
+	for _, r := range []sequence.Refused{
+		{Key: "inbox/acme/5-again.csv", Sequence: "5", Refusal: sequence.RefusedDuplicate, Execution: "acme-r1", At: seqNow.Add(-90 * time.Second)},
+		{Key: "inbox/acme/readme.txt", Refusal: sequence.RefusedUnmatched, Execution: "acme-r2", At: seqNow.Add(-10 * time.Minute)},
+	} {
+		b, _ := json.Marshal(r)
+		w.Objects["ingest/"+sequence.RefusedKey("acme", r.At, r.Execution)] = &opsfake.Object{Body: string(b)}
 	}
-	var got []string
-	for _, f := range rep.Files {
-		b, _ := json.Marshal(map[string]any{"status": f.Status, "sequence": f.Sequence, "refusal": f.Refusal, "registered": f.Registered})
-		got = append(got, f.ExecutionName+" "+string(b))
+	files := func(limit int) []string {
+		rep, err := seqOps(w).Files(context.Background(), "acme", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range rep.Files {
+			b, _ := json.Marshal(map[string]any{"status": f.Status, "sequence": f.Sequence, "refusal": f.Refusal, "registered": f.Registered})
+			got = append(got, f.ExecutionName+" "+string(b))
+		}
+		return got
 	}
 	want := []string{
 		`acme-7 {"refusal":null,"registered":null,"sequence":"7","status":"RUNNING"}`,
+		`acme-r1 {"refusal":"duplicate","registered":null,"sequence":"5","status":"REFUSED"}`,
 		`acme-6 {"refusal":null,"registered":1,"sequence":"6","status":"SUCCEEDED"}`,
 		`acme-5 {"refusal":"duplicate","registered":null,"sequence":"5","status":"SUCCEEDED"}`,
+		`acme-r2 {"refusal":"unmatched","registered":null,"sequence":null,"status":"REFUSED"}`,
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := files(10); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := files(2); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
+		t.Errorf("limit 2: got\n%s\nwant the newest two", strings.Join(got, "\n"))
+	}
+	rep, err := seqOps(w).Files(context.Background(), "acme", 10)
+	if err != nil {
+		t.Fatal(err)
 	}
 	b, _ := json.Marshal(rep.Files[0])
 	for _, key := range []string{`"sequence":"7"`, `"refusal":null`} {
