@@ -352,6 +352,9 @@ func healthTable(h ops.PoolHealth) string {
 		if a.Truncated {
 			rows = append(rows, []string{a.Alarm, "(more)", "-", a.Rule})
 		}
+		if a.Missing {
+			rows = append(rows, []string{a.Alarm, "(rule not deployed: deploy the pool again)", "-", a.Rule})
+		}
 	}
 	if len(rows) == 1 {
 		fmt.Fprintf(&b, "no tenant of pool %s reached a per-tenant alarm's threshold from %s to %s\n", h.Pool, stamp(&h.From), stamp(&h.To))

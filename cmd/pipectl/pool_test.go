@@ -252,6 +252,7 @@ func TestHealthPool(t *testing.T) {
 	w.SetInsightReport(rule("FailedFiles"), map[string][]float64{})
 	w.SetInsightReport(rule("HeadRunningSeconds"), map[string][]float64{"umbrella": {3}})
 	w.SetInsightReport(rule("HeadQueuedSeconds"), map[string][]float64{})
+	w.SetInsightReport(rule("SequenceGapsOverdue"), map[string][]float64{"hooli": {0, 1}})
 	code, stdout, stderr := runIn(t, w, "health", "shared", "--json")
 	if code != 0 {
 		t.Fatalf("got exit %d, %s", code, stderr)
@@ -275,12 +276,20 @@ func TestHealthPool(t *testing.T) {
 			got[a.Alarm] += fmt.Sprintf("%s=%g;", tv.Tenant, tv.Value)
 		}
 	}
-	if h.Pool != "shared" || len(h.Alarms) != 4 || got["TenantBlocked"] != "hooli=1;" || got["TenantHeadRunning"] != "umbrella=3;" || len(got) != 2 {
-		t.Errorf("got pool %s, alarms %v, want shared, 4 alarms, hooli blocked, umbrella's head running", h.Pool, got)
+	if h.Pool != "shared" || len(h.Alarms) != 5 || got["TenantBlocked"] != "hooli=1;" || got["TenantHeadRunning"] != "umbrella=3;" ||
+		got["TenantSequenceGap"] != "hooli=1;" || len(got) != 3 {
+		t.Errorf("got pool %s, alarms %v, want shared, 5 alarms, hooli blocked and in a sequence gap, umbrella's head running", h.Pool, got)
 	}
 	_, table, _ := runIn(t, w, "health", "shared")
 	if !strings.Contains(table, "TenantBlocked") || !strings.Contains(table, "hooli") || strings.Contains(table, "vandelay") {
 		t.Errorf("got table\n%s\nwant hooli's TenantBlocked row and no vandelay", table)
+	}
+	// A pool deployed before a rule existed: that alarm's tenants are unknown, said so, and the
+	// others are read.
+	delete(w.InsightReports, rule("SequenceGapsOverdue"))
+	if _, table, _ := runIn(t, w, "health", "shared"); !strings.Contains(table, "TenantSequenceGap") || !strings.Contains(table, "rule not deployed") ||
+		!strings.Contains(table, "hooli") {
+		t.Errorf("a missing rule: got table\n%s\nwant the other alarms and TenantSequenceGap's rule said not deployed", table)
 	}
 	if code, _, _ := runIn(t, w, "health", "shared", "--minutes", "0"); code != 2 {
 		t.Errorf("--minutes 0: got exit %d, want 2", code)

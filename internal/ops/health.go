@@ -2,12 +2,14 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/insights"
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -45,6 +47,7 @@ var PoolTenantAlarms = []struct{ Alarm, Metric string }{
 	{"TenantFailedFiles", metrics.FailedFiles},
 	{"TenantHeadRunning", metrics.HeadRunningSeconds},
 	{"TenantHeadQueued", metrics.HeadQueuedSeconds},
+	{"TenantSequenceGap", metrics.SequenceGapsOverdue},
 }
 
 // PoolHealth is one pool's tenants over its per-tenant alarms' thresholds in a window.
@@ -65,6 +68,9 @@ type TenantAlarm struct {
 	// Truncated: the report held HealthMaxTenants contributors, so more tenants may be over the
 	// threshold than are listed.
 	Truncated bool `json:"truncated"`
+	// Missing: the pool has no such rule (it was deployed before the alarm existed): deploy it
+	// again. Its tenants are then unknown, not none.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // TenantValue is a tenant's highest value of a rule in one period of the window.
@@ -104,6 +110,13 @@ func (o *Ops) PoolHealth(ctx context.Context, pool string, window time.Duration)
 			Period: aws.Int32(int32(HealthPeriod.Seconds())), MaxContributorCount: aws.Int32(HealthMaxTenants),
 			OrderBy: aws.String("Sum"),
 		})
+		// GetInsightRuleReport answers ResourceNotFound for a rule that does not exist
+		// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetInsightRuleReport.html).
+		var api smithy.APIError
+		if errors.As(err, &api) && (api.ErrorCode() == "ResourceNotFound" || api.ErrorCode() == "ResourceNotFoundException") {
+			h.Alarms = append(h.Alarms, TenantAlarm{Alarm: a.Alarm, Rule: rule, Tenants: []TenantValue{}, Missing: true})
+			continue
+		}
 		if err != nil {
 			return PoolHealth{}, fmt.Errorf("pool %s: report of rule %s: %w", pool, rule, err)
 		}

@@ -25,6 +25,7 @@ func healthWorld() *opsfake.World {
 	w.SetInsightReport(rule("FailedFiles"), map[string][]float64{"wayne": {0, 2}})
 	w.SetInsightReport(rule("HeadRunningSeconds"), map[string][]float64{})
 	w.SetInsightReport(rule("HeadQueuedSeconds"), map[string][]float64{})
+	w.SetInsightReport(rule("SequenceGapsOverdue"), map[string][]float64{"wayne": {1}})
 	return w
 }
 
@@ -47,14 +48,14 @@ func TestPoolHealth(t *testing.T) {
 		}
 		got = append(got, a.Alarm+":"+strings.Join(ts, ","))
 	}
-	want := "TenantBlocked:hooli=1 TenantFailedFiles:wayne=2 TenantHeadRunning: TenantHeadQueued:"
+	want := "TenantBlocked:hooli=1 TenantFailedFiles:wayne=2 TenantHeadRunning: TenantHeadQueued: TenantSequenceGap:wayne=1"
 	if g := strings.Join(got, " "); g != want {
 		t.Errorf("got %s, want %s", g, want)
 	}
 	if h.Stack != "TenantPipeline-Pool-default" || h.To.Sub(h.From) != 15*time.Minute {
 		t.Errorf("got stack %s, window %v to %v; want TenantPipeline-Pool-default and 15 minutes", h.Stack, h.From, h.To)
 	}
-	if len(w.InsightRequests) != 4 {
+	if len(w.InsightRequests) != 5 {
 		t.Fatalf("got %d report requests, want one per rule", len(w.InsightRequests))
 	}
 	for _, in := range w.InsightRequests {

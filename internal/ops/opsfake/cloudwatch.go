@@ -2,7 +2,6 @@ package opsfake
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,7 +42,7 @@ func (c *cloudWatchFake) GetInsightRuleReport(_ context.Context, in *cloudwatch.
 	w.InsightRequests = append(w.InsightRequests, *in)
 	cs, ok := w.InsightReports[aws.ToString(in.RuleName)]
 	if !ok {
-		return nil, fmt.Errorf("ResourceNotFoundException: rule %s", aws.ToString(in.RuleName))
+		return nil, &cwtypes.ResourceNotFound{Message: aws.String("rule " + aws.ToString(in.RuleName) + " does not exist")}
 	}
 	n := min(len(cs), int(aws.ToInt32(in.MaxContributorCount)))
 	return &cloudwatch.GetInsightRuleReportOutput{Contributors: cs[:n], ApproximateUniqueCount: aws.Int64(int64(len(cs)))}, nil
