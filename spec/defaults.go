@@ -17,6 +17,11 @@ func (t Tenant) WithDefaults() Tenant {
 	if t.MaxFieldBytes == 0 {
 		t.MaxFieldBytes = DefaultMaxFieldBytes
 	}
+	if t.Sequence != nil {
+		// A tenant that declared its own order has it kept under failure too: a failed file holds
+		// the later ones until it is redriven or skipped. An explicit "continue" stays allowed.
+		t.OnFailure = or(t.OnFailure, OnFailureHalt)
+	}
 	t.OnFailure = or(t.OnFailure, OnFailureContinue)
 	t.IdempotencyKey = or(t.IdempotencyKey, IdempotencyObjectVersion)
 	t.OnInvalidRecord = or(t.OnInvalidRecord, OnInvalidFailFile)

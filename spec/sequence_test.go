@@ -63,3 +63,18 @@ func (s Sequence) mustCompile(t *testing.T) SequenceRule {
 	}
 	return r
 }
+
+func TestSequenceDefaultsToHalt(t *testing.T) {
+	for _, tc := range []struct {
+		in   Tenant
+		want string
+	}{
+		{Tenant{ID: "a"}, OnFailureContinue},
+		{Tenant{ID: "a", Sequence: &Sequence{Pattern: `(?P<seq>\d+)`}}, OnFailureHalt},
+		{Tenant{ID: "a", OnFailure: OnFailureContinue, Sequence: &Sequence{Pattern: `(?P<seq>\d+)`}}, OnFailureContinue},
+	} {
+		if got := tc.in.WithDefaults().OnFailure; got != tc.want {
+			t.Errorf("%+v: onFailure %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
