@@ -219,6 +219,7 @@ func TestExitStatus(t *testing.T) {
 			"acme": {Files: []report.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
 		{"violation", violated, nil, false, options{}, 1},
 		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
+		{"holding files for a missing number", ok, &localrun.HaltedError{Holding: []string{"acme"}}, false, options{}, 4},
 		{"timeout", ok, errors.New("not drained: context deadline exceeded"), true, options{timeout: time.Minute}, 3},
 		{"serve, interrupted", ok, errors.New("not drained: context canceled"), false, options{serve: true}, 0},
 	} {
