@@ -194,3 +194,11 @@ func (r SequenceRule) Value(name string) (v SequenceValue, ok bool) {
 	v.Num = n
 	return v, true
 }
+
+// Check reports the problems of s (its kind's defaults filled in), each under "sequence.<field>":
+// the Lambdas check the sequence their settings carry with it, as the tenants file does.
+func (s Sequence) Check() []Problem {
+	var ps []Problem
+	s.withDefaults().check(func(path, format string, args ...any) { ps = append(ps, Problemf(path, format, args...)) })
+	return ps
+}

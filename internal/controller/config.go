@@ -330,6 +330,13 @@ func checkTenantID(id, name string, bad func(name, format string, args ...any)) 
 
 // checkTenantPolicy checks a tenant's prefix, failure policy and idempotency key.
 func checkTenantPolicy(c Config, n tenantNames, bad func(name, format string, args ...any)) {
+	if q := c.Tenant.Sequence; q != nil {
+		// A sequence the rules refuse holds the tenant's files (fail closed) rather than run them
+		// in an order nobody declared.
+		for _, p := range q.Check() {
+			bad(n.tenant, "%s: %s", p.Path, p.Message(func(path string) string { return path }))
+		}
+	}
 	if c.TenantPrefix != "" {
 		env.CheckPrefix(n.prefix, c.TenantPrefix, bad)
 	}

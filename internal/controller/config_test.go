@@ -97,6 +97,10 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"default safety net with the old 30 s visibility timeout", map[string]string{pipeline.EnvWakeEvents: "true", pipeline.EnvMaxWaitSeconds: "30"},
 			[]string{"SAFETY_NET_SECONDS: 5m0s is longer than MAX_WAIT_SECONDS=30s"}},
 		{"several at once", map[string]string{pipeline.EnvBucket: "", pipeline.EnvOnFailure: "x"}, []string{"INGEST_BUCKET:", "ON_FAILURE:"}},
+		{"sequence without its group", map[string]string{pipeline.EnvTenant: `{"id":"acme","sequence":{"pattern":"^orders-([0-9]+)$"}}`},
+			[]string{"TENANT: sequence.pattern:", "exactly one named group"}},
+		{"sequence settle on a number", map[string]string{pipeline.EnvTenant: `{"id":"acme","sequence":{"pattern":"(?P<seq>[0-9]+)","settle":"5s"}}`},
+			[]string{"TENANT: sequence.settle:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

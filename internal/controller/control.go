@@ -52,10 +52,32 @@ func (h *Handler) control(ctx context.Context, d *delivery) decision {
 	}
 	// The reason is operator text about the operation, never record data.
 	d.log = d.log.With("controlAction", m.Action, "requestId", m.RequestID, "requestedBy", m.RequestedBy, "reason", m.Reason)
-	if m.Action == pipeline.ControlRedrive {
+	switch m.Action {
+	case pipeline.ControlRedrive:
 		return h.controlRedrive(ctx, d, m)
+	case pipeline.ControlReplay:
+		return h.controlReplay(ctx, d, m)
+	case pipeline.ControlSequenceTick:
+		// A tick in the files' group would hold them: it belongs in its own (tickDelivery).
+		return h.quarantine(ctx, d, fmt.Errorf("%w: %s in the tenant's files' group, want group %q", pipeline.ErrInvalidControl, m.Action, pipeline.TickGroup(h.cfg.Tenant.ID)))
 	}
-	return h.controlReplay(ctx, d, m)
+	return h.sequenceControl(ctx, d, m) // sequence.go
+}
+
+// tickDelivery handles a message of the tenant's tick group: only the tick belongs there, so
+// that a request that changes the sequence is always performed at the head of the files' group.
+func (h *Handler) tickDelivery(ctx context.Context, d *delivery) decision {
+	m, err := pipeline.DecodeControl([]byte(d.rec.Body))
+	if err == nil {
+		err = h.controlBelongs(m)
+	}
+	if err == nil && m.Action != pipeline.ControlSequenceTick {
+		err = fmt.Errorf("%w: %s in the tick group %q: send it to the tenant's files' group", pipeline.ErrInvalidControl, m.Action, d.rec.Attributes["MessageGroupId"])
+	}
+	if err != nil {
+		return h.quarantine(ctx, d, err)
+	}
+	return h.sequenceTick(ctx, d, m) // sequence.go
 }
 
 // controlBelongs checks that a valid control message is about this tenant and its files.

@@ -355,6 +355,30 @@ type fakeSQS struct {
 	mu      sync.Mutex
 	changes []visibilityChange
 	err     error
+	// sent are the messages sent (SendMessage), in order; a deduplication id sent before is
+	// accepted and dropped, as SQS does within its five-minute interval.
+	sent  []*sqs.SendMessageInput
+	dedup map[string]bool
+}
+
+func (f *fakeSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if want := cmp.Or(f.url, testQueueURL); aws.ToString(in.QueueUrl) != want {
+		return nil, errors.New("wrong queue " + aws.ToString(in.QueueUrl))
+	}
+	if in.MessageGroupId == nil || in.MessageDeduplicationId == nil {
+		return nil, &smithy.GenericAPIError{Code: "MissingParameter", Message: "a FIFO queue needs MessageGroupId and, without content-based deduplication here, MessageDeduplicationId"}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dedup == nil {
+		f.dedup = map[string]bool{}
+	}
+	id := aws.ToString(in.MessageGroupId) + "|" + aws.ToString(in.MessageDeduplicationId)
+	if !f.dedup[id] {
+		f.dedup[id] = true
+		f.sent = append(f.sent, in)
+	}
+	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sent)))}, nil
 }
 
 func (f *fakeSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
@@ -424,6 +448,13 @@ func (f *fakeS3) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _
 		out.Contents = append(out.Contents, s3types.Object{Key: aws.String(k)})
 	}
 	return out, nil
+}
+
+func (f *fakeS3) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.objects, aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key))
+	return &s3.DeleteObjectOutput{}, nil
 }
 
 func newFakeS3() *fakeS3 {

@@ -23,6 +23,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
+	"github.com/example/tenantpipeline/internal/sequence"
 )
 
 // The small slices of the SDK clients the controller uses.
@@ -79,6 +80,9 @@ type Handler struct {
 	results functionInvoker
 	// head is the tenant's last health line (headmetrics.go); nil: every line is written.
 	head *headLine
+	// fileSender sends a file's message back to the tenant's group (sequence.go); nil: SendMessage
+	// on the tenant's queue. A pool with a bounded backlog counts it there.
+	fileSender func(ctx context.Context, dedupID, body string) error
 }
 
 // newHandler wires a Handler. cfg must come from ConfigFromEnv.
@@ -140,6 +144,10 @@ type delivery struct {
 	started    bool
 	// admitted: the file holds its running-file slots (admission.go).
 	admitted bool
+	// sequence is a sequenced tenant's file whose turn it is (sequence.go): its release moves the
+	// tenant's sequence on. tick: the delivery is the tenant's sequence tick.
+	sequence *sequence.Entry
+	tick     bool
 }
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
@@ -149,14 +157,34 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		rec:     rec,
 		attempt: receiveCount(rec),
 		log:     h.log.With("tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId),
+		tick:    strings.HasSuffix(rec.Attributes["MessageGroupId"], pipeline.TickGroupSuffix),
 	}
 	d.log = d.log.With("attempt", d.attempt)
 	defer func() {
-		d.metrics = append(d.metrics, h.headMetrics(d)...)
+		if !d.tick {
+			d.metrics = append(d.metrics, h.headMetrics(d)...)
+		}
 		if err := h.metrics.Emit(d.metrics...); err != nil {
 			d.log.WarnContext(ctx, "metrics not written", "error", err)
 		}
 	}()
+	dec := h.decide(ctx, d, pollUntil)
+	if dec.release && d.sequence != nil {
+		// A sequenced tenant's file is released only once its sequence moved on, so that the next
+		// held file is never left waiting for a release that happened.
+		if err := h.sequenceDone(ctx, d.log, *d.sequence); err != nil {
+			return h.serviceError(ctx, d, "move the tenant's sequence on", err)
+		}
+	}
+	return dec
+}
+
+// decide is what becomes of one delivery.
+func (h *Handler) decide(ctx context.Context, d *delivery, pollUntil time.Time) decision {
+	rec := d.rec
+	if d.tick {
+		return h.tickDelivery(ctx, d)
+	}
 
 	// A pooled tenant's pause holds what would start something. With admission, a file's pause is
 	// read just before its start (admitFile), so a waiting file reads nothing and a running one
@@ -181,6 +209,9 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 	name := executionName(h.cfg.IdempotencyKey, ev)
 	arn := h.cfg.ExecutionARN(name)
 	d.log = d.log.With("key", ev.Detail.Object.Key, "executionName", name)
+	if dec, done := h.sequenceFile(ctx, d, ev, name, arn); done {
+		return dec
+	}
 
 	var st *sfn.DescribeExecutionOutput
 	if h.admits() {
@@ -308,6 +339,9 @@ func (h *Handler) start(ctx context.Context, d *delivery, ev s3event.Event, name
 	}
 	in := h.fileInput(ev)
 	in.Admitted = h.now().UTC().Format(time.RFC3339Nano)
+	if d.sequence != nil {
+		in.Source.Sequence = d.sequence.Value
+	}
 	if h.ordered() {
 		order, err := h.nextOrder(ctx, name)
 		if err != nil {

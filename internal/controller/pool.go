@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -101,6 +102,18 @@ func (p *Pool) handler(id string) (*Handler, error) {
 	}
 	h := newHandler(cfg, p.sfn, p.sqs, objects, p.log, p.tenantMetrics(id).InPool(p.cfg.Shared.Pool))
 	h.admission, h.coreMetrics, h.events, h.results = p.admission, p.coreMetrics, p.events, p.results
+	if p.backlog != nil {
+		// A held file sent back is counted in the tenant's bounded backlog, or parked, as the
+		// router does with a new file.
+		h.fileSender = func(ctx context.Context, dedupID, body string) error {
+			m := backlog.Message{Tenant: id, ID: dedupID, Body: body}
+			send, err := p.backlog.Route(ctx, m)
+			if err != nil || !send {
+				return err
+			}
+			return p.backlog.Send(ctx, m)
+		}
+	}
 	if p.setup != nil {
 		p.setup(h)
 	}
@@ -131,7 +144,8 @@ func (p *Pool) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventR
 	}
 	var errs []error
 	for _, g := range order {
-		h, err := p.handler(g)
+		// A sequenced tenant's tick travels in a group of its own, beside its files' group.
+		h, err := p.handler(strings.TrimSuffix(g, pipeline.TickGroupSuffix))
 		if err != nil {
 			for _, rec := range groups[g] {
 				if errors.Is(err, pipeline.ErrUnknownPoolTenant) {

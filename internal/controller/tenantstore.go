@@ -53,3 +53,18 @@ func (s tenantStore) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Inpu
 }
 
 var _ objectLister = tenantStore{}
+
+// DeleteObject deletes with the tenant's session: a sequenced tenant's held file, once it runs.
+func (s tenantStore) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	c, err := s.objects(s.tenant)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := c.(interface {
+		DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("tenant %q: the session's client cannot delete objects", s.tenant)
+	}
+	return d.DeleteObject(ctx, in, optFns...)
+}

@@ -109,6 +109,15 @@ const (
 	// tenant had maxQueuedFilesPerTenant messages queued or earlier files parked
 	// (internal/backlog). Dimension Tenant.
 	FilesParked = "FilesParked"
+	// FilesHeld counts files of a sequenced tenant held because they arrived ahead of their turn.
+	FilesHeld = "FilesHeld"
+	// FilesRefused counts files of a sequenced tenant refused (unmatched, duplicate or late).
+	FilesRefused = "FilesRefused"
+	// SequenceGapSeconds is how long a sequenced tenant has waited for a missing number while
+	// holding later ones: written on each tick of the tenant while the gap lasts, 0 when it closes.
+	SequenceGapSeconds = "SequenceGapSeconds"
+	// SequenceGapsOverdue is 1 on each tick while the gap is at least the tenant's gapTimeout.
+	SequenceGapsOverdue = "SequenceGapsOverdue"
 	// FilesParkedForUnknownTenant counts files under the pool's prefix whose first path segment
 	// is a tenant id the router does not know yet (onboarding): each was parked for that id, and
 	// goes to the tenant's queue once the pool's settings name it. Dimension Pool.
