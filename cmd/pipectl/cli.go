@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -42,6 +43,9 @@ commands:
   replay TENANT KEY [--version-id V] [--reason T]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
+  sequence skip TENANT N --reason TEXT    a sequenced tenant: skip its missing number N, so the files
+                                          held after it run (audited)
+  sequence set TENANT N --reason TEXT     a sequenced tenant: the number it expects next (audited)
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
   upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
   upload-url TENANT NAME [--expires D] [--role]
@@ -111,6 +115,9 @@ type command struct {
 	maxArgs int // -1: any
 	args    string
 	flags   func(fs *flag.FlagSet) func() error // registers flags; the returned func validates them
+	// numbers: an argument may be a negative number, read as an argument (and refused with the
+	// command's reason), not as an unknown flag.
+	numbers bool
 	run     func(ctx context.Context, e *env, args []string) (any, error)
 }
 
@@ -165,19 +172,49 @@ func newRoot(newOps newOpsFunc, stdout io.Writer) *cobra.Command {
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return dispatch(cmd, args, newOps, stdout)
+			return dispatch(cmd, args, newOps, stdout, "")
 		},
 	}
+	// The global flags, declared only so that cobra tells a flag's value from a command name
+	// (`pipectl --json sequence skip ...` is the sequence skip command, not skip): every command
+	// parses them itself.
+	root.PersistentFlags().String("stack-prefix", defaultStackPrefix, "start of the stack names")
+	root.PersistentFlags().String("stack", "", "the one stack whose outputs describe the tenants")
+	root.PersistentFlags().Bool("json", false, "print one JSON document")
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		if c, ok := commandNamed(cmd.Name()); ok && cmd != root {
+		path := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+		if c, ok := commandNamed(path); ok && cmd != root {
 			fmt.Fprint(cmd.OutOrStdout(), c.helpText())
+			return
+		}
+		if isGroup(path) {
+			fmt.Fprint(cmd.OutOrStdout(), groupHelp(path))
 			return
 		}
 		fmt.Fprint(cmd.OutOrStdout(), usageText)
 	})
+	groups := map[string]*cobra.Command{}
 	for _, c := range commands {
-		root.AddCommand(&cobra.Command{
-			Use:                c.name + " " + c.args,
+		parent, use := root, c.name+" "+c.args
+		if group, sub, ok := strings.Cut(c.name, " "); ok {
+			if groups[group] == nil {
+				groups[group] = &cobra.Command{
+					Use:                group + " SUBCOMMAND",
+					Short:              groupShort[group],
+					Args:               cobra.ArbitraryArgs,
+					DisableFlagParsing: true,
+					SilenceErrors:      true,
+					SilenceUsage:       true,
+					RunE: func(cmd *cobra.Command, args []string) error {
+						return dispatch(cmd, args, newOps, stdout, group)
+					},
+				}
+				root.AddCommand(groups[group])
+			}
+			parent, use = groups[group], sub+" "+c.args
+		}
+		parent.AddCommand(&cobra.Command{
+			Use:                use,
 			Short:              c.short,
 			Long:               c.long,
 			DisableFlagParsing: true,
@@ -190,6 +227,41 @@ func newRoot(newOps newOpsFunc, stdout io.Writer) *cobra.Command {
 		})
 	}
 	return root
+}
+
+// groupShort is what each group of commands (the first word of a two-word command) is for.
+var groupShort = map[string]string{
+	"sequence": "a sequenced tenant: skip a missing number, or set the next one",
+}
+
+// isGroup reports whether name is a group of commands ("sequence").
+func isGroup(name string) bool {
+	_, ok := groupShort[name]
+	return ok
+}
+
+// groupHelp is `pipectl help GROUP`: its commands, one a line.
+func groupHelp(group string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: pipectl %s SUBCOMMAND [ARGS] [FLAGS]\n\n%s\n\ncommands:\n", group, groupShort[group])
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, group+" ") {
+			fmt.Fprintf(&b, "  %s %s\n      %s\n", c.name, c.args, c.short)
+		}
+	}
+	fmt.Fprintf(&b, "\n'pipectl help %s SUBCOMMAND' says more about one.\n\n%s", group, globalFlagsText)
+	return b.String()
+}
+
+// groupSubcommands names a group's subcommands, "skip or set".
+func groupSubcommands(group string) string {
+	var subs []string
+	for _, c := range commands {
+		if sub, ok := strings.CutPrefix(c.name, group+" "); ok {
+			subs = append(subs, sub)
+		}
+	}
+	return strings.Join(subs, " or ")
 }
 
 // requireShell makes `pipectl completion` without a shell, or with one cobra has no script for,
@@ -228,34 +300,51 @@ func (c command) helpText() string {
 	return fmt.Sprintf("usage: pipectl %s %s\n\n%s\n\n%s", c.name, c.args, strings.TrimSpace(c.long), globalFlagsText)
 }
 
-// dispatch reads the global flags before the command name, then runs the command.
-func dispatch(cmd *cobra.Command, args []string, newOps newOpsFunc, stdout io.Writer) error {
+// dispatch reads the global flags before the command name (within group, the subcommand's name,
+// for a group's own command), then runs the command.
+func dispatch(cmd *cobra.Command, args []string, newOps newOpsFunc, stdout io.Writer, group string) error {
 	g := globals{stackPrefix: prefixFlag{value: defaultStackPrefix}}
 	top := flag.NewFlagSet("pipectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
+			if group != "" {
+				fmt.Fprint(stdout, groupHelp(group))
+			} else {
+				fmt.Fprint(stdout, usageText)
+			}
 			return nil
 		}
 		return &usageError{err.Error()}
 	}
 	rest := top.Args()
-	if len(rest) == 0 {
-		return usagef("no command given")
+	// The global flags parsed here are parsed again with the command's.
+	before := args[: len(args)-len(rest) : len(args)-len(rest)]
+	if group == "" {
+		switch {
+		case len(rest) == 0:
+			return usagef("no command given")
+		case rest[0] == "help":
+			fmt.Fprint(stdout, usageText)
+			return nil
+		case isGroup(rest[0]):
+			group, rest = rest[0], rest[1:]
+		}
 	}
-	name := rest[0]
-	if name == "help" {
-		fmt.Fprint(stdout, usageText)
-		return nil
+	name := ""
+	if group != "" {
+		if len(rest) == 0 {
+			return usagef("%s needs a subcommand: %s", group, groupSubcommands(group))
+		}
+		name = group + " "
 	}
+	name += rest[0]
 	c, ok := commandNamed(name)
 	if !ok {
 		return usagef("unknown command %q", name)
 	}
-	// The global flags parsed here are parsed again with the command's.
-	return runCommand(cmd.Context(), c, append(args[:len(args)-len(rest):len(args)-len(rest)], rest[1:]...), newOps, stdout, cmd.ErrOrStderr())
+	return runCommand(cmd.Context(), c, append(before, rest[1:]...), newOps, stdout, cmd.ErrOrStderr())
 }
 
 // runCommand parses a command's arguments (global flags included, wherever they stand) and runs it.
@@ -267,6 +356,9 @@ func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc
 	validate := func() error { return nil }
 	if c.flags != nil {
 		validate = c.flags(fs)
+	}
+	if c.numbers {
+		args = numbersAsArgs(fs, args)
 	}
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -324,4 +416,51 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// negativeNumber is an argument the flag package would read as a flag: -1, -20.
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
+
+// numbersAsArgs moves the negative numbers among args that are no flag's value after "--", ahead
+// of what already stood after one, so that the flag package reads them as arguments.
+func numbersAsArgs(fs *flag.FlagSet, args []string) []string {
+	end := slices.Index(args, "--")
+	if end < 0 {
+		end = len(args)
+	}
+	var rest, nums []string
+	for i := 0; i < end; i++ {
+		a := args[i]
+		if negativeNumber.MatchString(a) {
+			nums = append(nums, a)
+			continue
+		}
+		rest = append(rest, a)
+		if takesValue(fs, a) && i+1 < end {
+			i++
+			rest = append(rest, args[i])
+		}
+	}
+	if len(nums) == 0 {
+		return args
+	}
+	out := append(append(rest, "--"), nums...)
+	if end < len(args) {
+		out = append(out, args[end+1:]...)
+	}
+	return out
+}
+
+// takesValue reports whether a is a flag of fs written without "=" that takes the next argument
+// as its value (every flag but a boolean one).
+func takesValue(fs *flag.FlagSet, a string) bool {
+	if !strings.HasPrefix(a, "-") || strings.Contains(a, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimLeft(a, "-"))
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }

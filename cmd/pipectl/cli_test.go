@@ -56,13 +56,20 @@ func TestDynamicCompletion(t *testing.T) {
 		want      []string // completions, before the directive line
 		directive string   // the directive line; "" not checked
 	}{
-		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "skip\t", "status\t", "upload\t", "upload-url\t", "validate\t"}, ""},
+		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "sequence\t", "skip\t", "status\t", "upload\t", "upload-url\t", "validate\t"}, ""},
 		{[]string{"__complete", "status", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
 		{[]string{"__complete", "status", "acme", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
 		{[]string{"__complete", "files", "--limit", "5", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
 		{[]string{"__complete", "--stack-prefix", "Other", "skip", ""}, []string{"zeta\tsilo"}, ""},
 		// A second argument is an execution, not a tenant.
 		{[]string{"__complete", "files", "acme", ""}, nil, ""},
+		// sequence's subcommands, then their TENANT; N is not completed.
+		{[]string{"__complete", "sequence", ""}, []string{"set\t", "skip\t"}, ""},
+		{[]string{"__complete", "sequence", "skip", ""}, []string{"acme\tsilo", "globex\tsilo"}, ":4"},
+		{[]string{"__complete", "--json", "sequence", "set", ""}, []string{"acme\tsilo", "globex\tsilo"}, ":4"},
+		{[]string{"__complete", "sequence", "skip", "--reason", "r", ""}, []string{"acme\tsilo", "globex\tsilo"}, ":4"},
+		{[]string{"__complete", "--stack-prefix", "Other", "sequence", "set", ""}, []string{"zeta\tsilo"}, ""},
+		{[]string{"__complete", "sequence", "skip", "acme", ""}, nil, ":4"},
 		// No stacks: nothing, not an error.
 		{[]string{"__complete", "--stack-prefix", "Nothing", "status", ""}, nil, ""},
 		// validate's TENANT is a tenant, its FILEs are local files (the shell's own completion).
@@ -114,7 +121,8 @@ func TestDynamicCompletionOnError(t *testing.T) {
 // Every command has its own help, by `help COMMAND` and by -h.
 func TestHelpPerCommand(t *testing.T) {
 	for _, c := range commands {
-		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
+		words := strings.Fields(c.name) // "sequence skip" is two
+		for _, args := range [][]string{append([]string{"help"}, words...), append(words, "-h"), append(words, "--help")} {
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				code, stdout, stderr := runIn(t, world(), args...)
 				want := "usage: pipectl " + c.name + " " + c.args + "\n"
@@ -127,6 +135,14 @@ func TestHelpPerCommand(t *testing.T) {
 	code, stdout, _ := runIn(t, world(), "help")
 	if code != 0 || stdout != usageText {
 		t.Errorf("got exit %d, %q, want 0 and the usage", code, stdout)
+	}
+	// A group of commands lists its own.
+	for _, args := range [][]string{{"help", "sequence"}, {"sequence", "-h"}, {"sequence", "--help"}, {"--json", "sequence", "-h"}} {
+		code, stdout, stderr := runIn(t, world(), args...)
+		if code != 0 || !strings.HasPrefix(stdout, "usage: pipectl sequence SUBCOMMAND") ||
+			!strings.Contains(stdout, "  sequence skip TENANT N --reason TEXT\n") || !strings.Contains(stdout, "  sequence set TENANT N --reason TEXT\n") {
+			t.Errorf("%v: got exit %d, stderr %q, stdout %q; want 0 and sequence's commands", args, code, stderr, stdout)
+		}
 	}
 }
 

@@ -4,12 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/sequence"
 	"github.com/example/tenantpipeline/internal/termtable"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // commands are pipectl's subcommands, as docs/operations.md spells them.
@@ -65,6 +71,26 @@ re-sends the events on the rule target's dead-letter queue in order.
   --version-id V  the object version to replay (default: the current one)
   --reason TEXT   why (kept in the audit trail)
   --from-dlq      re-send the dead-letter queue's events instead (TENANT only)`},
+	{name: "sequence skip", minArgs: 2, maxArgs: 2, args: "TENANT N --reason TEXT", flags: reasonFlag, numbers: true, run: runSequence(false),
+		short: "skip a sequenced tenant's missing number, so the files held after it run",
+		long: `Skips the missing number N of a tenant whose sequence is of kind number, so that the files
+held after it run: sends a sequence-skip control message into the tenant's message group
+(audited: who, why, when, a request id), which the controller performs at the head of the
+group, after the files queued before it. A file of number N that arrives later is refused as
+late. Refused: a tenant without a sequence or with names, N below the number the tenant
+expects next, N whose file is held, runs or was skipped already.
+
+  --reason TEXT   why the number is skipped (required: it is the audit record)`},
+	{name: "sequence set", minArgs: 2, maxArgs: 2, args: "TENANT N --reason TEXT", flags: reasonFlag, numbers: true, run: runSequence(true),
+		short: "set the number a sequenced tenant expects next",
+		long: `Sets the number N that a tenant whose sequence is of kind number expects next: for a tenant
+that starts mid-stream, or to go back to a number it passed. Sends a sequence-set control message
+into the tenant's message group (audited: who, why, when, a request id), which the controller
+performs at the head of the group, after the files queued before it. Moving it forward skips
+the numbers passed over (a file of one of them that arrives later is refused as late). It reads
+no state. Refused: a tenant without a sequence or with names.
+
+  --reason TEXT   why (required: it is the audit record)`},
 	{name: "health", minArgs: 1, maxArgs: 1, args: "POOL [--minutes N]", flags: healthFlags, run: runHealth,
 		short: "a pool's tenants over its per-tenant alarms' thresholds",
 		long: `Names, for each per-tenant alarm of a pool (TenantBlocked, TenantFailedFiles,
@@ -165,11 +191,19 @@ func resultsText(rep ops.ResultsReport) string {
 		{"file", "s3://" + s.Source.Bucket + "/" + s.Source.Key},
 		{"execution", rep.Execution},
 		{"status", s.Status},
+	}
+	if s.Sequence != "" {
+		rows = append(rows, []string{"sequence", s.Sequence})
+	}
+	if s.Refusal != "" {
+		rows = append(rows, []string{"refusal", s.Refusal + ": " + refusalMeaning[s.Refusal]})
+	}
+	rows = append(rows, [][]string{
 		{"records", fmt.Sprint(s.Records)},
 		{"registered", fmt.Sprint(s.Registered)},
 		{"rejected", fmt.Sprint(s.Rejected)},
 		{"unprocessed", fmt.Sprint(s.Unprocessed)},
-	}
+	}...)
 	if len(s.RegisteredAfterHalt) > 0 {
 		// A file in key order: records of other keys after the failed one, registered already.
 		rows = append(rows, []string{"registered after halt", recordRanges(s.RegisteredAfterHalt, 10)})
@@ -191,6 +225,14 @@ func resultsText(rep ops.ResultsReport) string {
 	}
 	b.WriteString(termtable.Render(rows))
 	return b.String()
+}
+
+// refusalMeaning says what each refusal of a sequenced tenant's file means (docs/operations.md,
+// "Sequenced tenants").
+var refusalMeaning = map[string]string{
+	sequence.RefusedUnmatched: "its name does not match the tenant's sequence pattern",
+	sequence.RefusedDuplicate: "its value was processed, is held already or runs",
+	sequence.RefusedLate:      "its value was skipped, or comes after a later one was processed",
 }
 
 // recordRanges prints record ranges as "124-126, 130, 141-150", the first most of them, then how
@@ -406,6 +448,44 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	return res, err
 }
 
+// runSequence is sequence skip (set false) and sequence set: N is a whole number; a negative
+// one is the tenant's to refuse, with its reason.
+func runSequence(set bool) func(ctx context.Context, e *env, args []string) (any, error) {
+	verb := map[bool]string{false: "skip", true: "set"}[set]
+	return func(ctx context.Context, e *env, args []string) (any, error) {
+		n, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			return nil, usagef("sequence %s %s: N %q is not a whole number", verb, args[0], args[1])
+		}
+		if strings.TrimSpace(flagReason) == "" {
+			return nil, usagef("sequence %s %s: --reason is required: it is the audit record", verb, args[0])
+		}
+		o, err := e.ops(ctx)
+		if err != nil {
+			return nil, err
+		}
+		do := o.SequenceSkip
+		if set {
+			do = o.SequenceSet
+		}
+		res, err := do(ctx, args[0], n, flagReason)
+		e.human = func(any) string { return sequenceLine(res) }
+		return res, err
+	}
+}
+
+// sequenceLine says what sequence skip or set asked for, and where it happens.
+func sequenceLine(res ops.SequenceResult) string {
+	what := fmt.Sprintf("sequence skip of number %d requested for %s, which expects %d next", res.Number, res.Tenant, aws.ToInt64(res.Next))
+	then := fmt.Sprintf("the files held after %d then run in order", res.Number)
+	if res.Action == pipeline.ControlSequenceSet {
+		what = fmt.Sprintf("sequence set of the next number to %d requested for %s", res.Number, res.Tenant)
+		then = fmt.Sprintf("%s then expects %d next", res.Tenant, res.Number)
+	}
+	return fmt.Sprintf("%s (request %s, message %s, by %s); the controller performs it at the head of %s's message group, after the files queued before it; %s\n",
+		what, res.RequestID, res.MessageID, res.RequestedBy, res.Tenant, then)
+}
+
 func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 	switch {
 	case flagFromDLQ && (len(args) != 1 || flagVersionID != ""):
@@ -505,6 +585,11 @@ func statusTable(rep ops.StatusReport) string {
 		}
 	}
 	for _, t := range rep.Tenants {
+		if t.Sequence != nil {
+			b.WriteString(sequenceStatusLine(t.ID, *t.Sequence))
+		}
+	}
+	for _, t := range rep.Tenants {
 		if f := t.LastFailure; f != nil {
 			fmt.Fprintf(&b, "%s last failure: %s %s %s: %s: %s\n", t.ID, orDash(f.Key), f.ExecutionName, f.Status, orDash(f.ErrorType), orDash(oneLine(f.ErrorMessage)))
 		}
@@ -517,9 +602,54 @@ func statusTable(rep ops.StatusReport) string {
 	return b.String()
 }
 
+// sequenceStatusLine is a sequenced tenant's place in its sequence, each part under its path in
+// the JSON: sequence.next (or sequence.last), sequence.running, sequence.held (its count, then the
+// first ops.MaxHeldListed values and how many more) and sequence.gapSince ("-" for null).
+func sequenceStatusLine(id string, s ops.SequenceStatus) string {
+	parts := []string{"sequence.next " + knownCount(s.Next)}
+	if s.Kind != spec.SequenceNumber {
+		parts = []string{"sequence.last " + quoted(s.Last)}
+	}
+	if s.Running != nil {
+		parts = append(parts, "sequence.running "+quoted(s.Running))
+	}
+	held := fmt.Sprintf("sequence.held %d", s.HeldCount)
+	if len(s.Held) > 0 {
+		values := make([]string, len(s.Held))
+		for i, v := range s.Held {
+			values[i] = ops.ShellQuote(v)
+		}
+		more := ""
+		if n := s.HeldCount - len(s.Held); n > 0 {
+			more = fmt.Sprintf(" and %d more", n)
+		}
+		held += " (" + strings.Join(values, ", ") + more + ")"
+	}
+	parts = append(parts, held, "sequence.gapSince "+stamp(s.GapSince))
+	return fmt.Sprintf("%s: %s\n", id, strings.Join(parts, ", "))
+}
+
+// quoted is a value quoted for a POSIX shell, or "-" when there is none.
+func quoted(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return ops.ShellQuote(*s)
+}
+
+// filesTable is one row per file; the SEQUENCE and REFUSAL columns only when a file has one.
 func filesTable(rep ops.FilesReport) string {
 	var b strings.Builder
-	rows := [][]string{{"KEY", "EXECUTION", "STATUS", "RECORDS", "REGISTERED", "REJECTED", "START", "STOP", "ERROR"}}
+	sequenced := slices.ContainsFunc(rep.Files, func(f ops.File) bool { return f.Sequence != nil })
+	refused := slices.ContainsFunc(rep.Files, func(f ops.File) bool { return f.Refusal != nil })
+	header := []string{"KEY", "EXECUTION", "STATUS", "RECORDS", "REGISTERED", "REJECTED", "START", "STOP", "ERROR"}
+	if sequenced {
+		header = slices.Insert(header, 1, "SEQUENCE")
+	}
+	if refused {
+		header = slices.Insert(header, slices.Index(header, "STATUS")+1, "REFUSAL")
+	}
+	rows := [][]string{header}
 	for _, f := range rep.Files {
 		errName := "-"
 		if f.ErrorType != nil {
@@ -532,7 +662,14 @@ func filesTable(rep ops.FilesReport) string {
 		if f.Records != nil {
 			records = fmt.Sprint(*f.Records)
 		}
-		rows = append(rows, []string{orDash(f.Key), f.ExecutionName, f.Status, records, knownCount(f.Registered), knownCount(f.Rejected), stamp(f.Start), stamp(f.Stop), errName})
+		row := []string{orDash(f.Key), f.ExecutionName, f.Status, records, knownCount(f.Registered), knownCount(f.Rejected), stamp(f.Start), stamp(f.Stop), errName}
+		if sequenced {
+			row = slices.Insert(row, 1, optional(f.Sequence))
+		}
+		if refused {
+			row = slices.Insert(row, slices.Index(header, "REFUSAL"), optional(f.Refusal))
+		}
+		rows = append(rows, row)
 	}
 	b.WriteString(termtable.Render(rows))
 	if len(rep.Files) == 0 {
@@ -547,6 +684,14 @@ func knownCount(n *int64) string {
 		return "-"
 	}
 	return fmt.Sprint(*n)
+}
+
+// optional is a value, or "-" when there is none.
+func optional(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return orDash(oneLine(*s))
 }
 
 // oneLine keeps a table row on one line whatever a message holds.

@@ -1,5 +1,6 @@
 // Command pipectl operates the tenant pipeline's tenants: status, files, pause, resume, skip,
-// redrive and replay, and uploads into a tenant's prefix (docs/operations.md). It finds every tenant from the deployed stacks alone
+// redrive and replay, a sequenced tenant's sequence skip and set, and uploads into a tenant's
+// prefix (docs/operations.md). It finds every tenant from the deployed stacks alone
 // (stack prefix + tenant id) and uses the AWS SDK's standard credential, region and endpoint chain,
 // including AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so the same binary works against AWS
 // and against the local run.

@@ -189,7 +189,7 @@ func TestStatusNulls(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("got exit %d, want 0", code)
 	}
-	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null,"next":null}],"pools":[],"coreSystems":[]}`
+	want := `{"tenants":[{"id":"globex","tier":"silo","pool":null,"policy":"continue","paused":false,"blocked":false,"queue":{"visible":0,"inFlight":0},"head":null,"lastFailure":null,"parked":null,"queuedFiles":null,"next":null,"sequence":null}],"pools":[],"coreSystems":[]}`
 	var got, exp any
 	json.Unmarshal([]byte(stdout), &got)
 	json.Unmarshal([]byte(want), &exp)
@@ -293,7 +293,7 @@ func TestFiles(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "registered", "rejected", "start", "status", "stop"}; !slices.Equal(got, want) {
+	if got, want := keys(rep.Files[0]), []string{"error", "errorMessage", "errorType", "executionName", "key", "records", "refusal", "registered", "rejected", "sequence", "start", "status", "stop"}; !slices.Equal(got, want) {
 		t.Errorf("got fields %v, want %v", got, want)
 	}
 	if rep.Files[0]["stop"] != nil || rep.Files[0]["error"] != nil || rep.Files[0]["records"] != 250000.0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -370,5 +371,119 @@ func TestSDKNoCredentials(t *testing.T) {
 	}
 	if !slices.Contains(imds.ops, "GET /latest/meta-data/iam/security-credentials/") {
 		t.Errorf("got IMDS requests %v, want the instance role asked for", imds.ops)
+	}
+}
+
+// A sequenced tenant over the wire: status reads the tenant's sequence from its controller's
+// TENANT (the one GetFunction status makes anyway), GETs its state and lists its held files a page
+// at a time from the keys alone; sequence skip reads the state and the held file of N, then sends
+// the control message into the tenant's group.
+func TestSDKSequence(t *testing.T) {
+	w := stubAWS(t)
+	settings, _ := json.Marshal(map[string]any{"id": "acme", "sequence": map[string]any{"pattern": `^(?P<seq>[0-9]+)\.csv$`}})
+	fn, _ := json.Marshal(map[string]any{"Configuration": map[string]any{"FunctionName": "acme-controller",
+		"Environment": map[string]any{"Variables": map[string]string{pipeline.EnvTenant: string(settings)}}}})
+	listESM := w["lambda"].answer
+	w["lambda"].answer = func(op string, r *http.Request, body []byte) (int, map[string]string, string) {
+		if op == "GET /2015-03-31/functions/acme-controller" {
+			return 200, map[string]string{"Content-Type": "application/json"}, string(fn)
+		}
+		return listESM(op, r, body)
+	}
+	heldPrefix := "control/acme/sequence/held/"
+	page := func(token string, keys ...string) string {
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>ingest</Name><Prefix>` + heldPrefix + `</Prefix>`)
+		fmt.Fprintf(&b, "<KeyCount>%d</KeyCount><MaxKeys>1000</MaxKeys>", len(keys))
+		if token != "" {
+			b.WriteString("<IsTruncated>true</IsTruncated><NextContinuationToken>" + token + "</NextContinuationToken>")
+		} else {
+			b.WriteString("<IsTruncated>false</IsTruncated>")
+		}
+		for _, k := range keys {
+			b.WriteString("<Contents><Key>" + heldPrefix + k + "</Key><Size>10</Size><LastModified>2026-11-30T11:00:00.000Z</LastModified></Contents>")
+		}
+		return b.String() + "</ListBucketResult>"
+	}
+	noSuchKey := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>`
+	objects := w["s3"].answer
+	w["s3"].answer = func(op string, r *http.Request, body []byte) (int, map[string]string, string) {
+		xml := map[string]string{"Content-Type": "application/xml"}
+		switch op {
+		case "GET /ingest/control/acme/sequence/state.json":
+			return 200, map[string]string{"Content-Type": "application/json", "ETag": `"s1"`},
+				`{"version":1,"kind":"number","next":7,"gapSince":"2026-11-30T11:00:00Z","updated":"2026-11-30T11:00:00Z"}`
+		case "GET /ingest?list-type=2&prefix=control%2Facme%2Fsequence%2Fheld%2F":
+			return 200, xml, page("t2", "0000000000000000009.json", "0000000000000000010.json")
+		case "GET /ingest?continuation-token=t2&list-type=2&prefix=control%2Facme%2Fsequence%2Fheld%2F":
+			return 200, xml, page("", "0000000000000000012.json")
+		case "GET /ingest/control/acme/sequence/held/0000000000000000008.json":
+			return 404, xml, noSuchKey
+		}
+		return objects(op, r, body)
+	}
+
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"status", "acme", "--json"}, &out, &errOut, awsOps); code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, errOut.String())
+	}
+	var rep struct {
+		Tenants []struct {
+			Sequence json.RawMessage `json:"sequence"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Tenants) != 1 {
+		t.Fatalf("got %s (%v), want one tenant", out.String(), err)
+	}
+	var seq bytes.Buffer
+	json.Compact(&seq, rep.Tenants[0].Sequence)
+	if want := `{"kind":"number","next":7,"last":null,"running":null,"held":["9","10","12"],"heldCount":3,"gapSince":"2026-11-30T11:00:00Z"}`; seq.String() != want {
+		t.Errorf("got sequence %s, want %s", seq.String(), want)
+	}
+	wantS3 := []string{"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2",
+		"GET /ingest/control/acme/sequence/state.json",
+		"GET /ingest?list-type=2&prefix=control%2Facme%2Fsequence%2Fheld%2F",
+		"GET /ingest?continuation-token=t2&list-type=2&prefix=control%2Facme%2Fsequence%2Fheld%2F"}
+	if got := w["s3"].ops; !slices.Equal(got, wantS3) {
+		t.Errorf("got S3 requests %q, want %q", got, wantS3)
+	}
+	if got := w["lambda"].ops; len(got) != 2 || got[1] != "GET /2015-03-31/functions/acme-controller" {
+		t.Errorf("got Lambda requests %q, want the mappings and one GetFunction", got)
+	}
+
+	// SQS answers with the MD5 of the body it took (MD5OfMessageBody), which the SDK checks.
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+	queue := w["sqs"].answer
+	w["sqs"].answer = func(op string, r *http.Request, body []byte) (int, map[string]string, string) {
+		if op != "AmazonSQS.SendMessage" {
+			return queue(op, r, body)
+		}
+		var in struct{ MessageBody string }
+		json.Unmarshal(body, &in)
+		return 200, map[string]string{"Content-Type": "application/x-amz-json-1.0"},
+			fmt.Sprintf(`{"MessageId":"m-1","MD5OfMessageBody":"%x","SequenceNumber":"1"}`, md5.Sum([]byte(in.MessageBody)))
+	}
+	w["s3"].ops = nil
+	out.Reset()
+	if code := run(context.Background(), []string{"sequence", "skip", "acme", "8", "--reason", "file 8 was never sent"}, &out, &errOut, awsOps); code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, errOut.String())
+	}
+	if want := []string{"GET /ingest/control/acme/sequence/state.json", "GET /ingest/control/acme/sequence/held/0000000000000000008.json"}; !slices.Equal(w["s3"].ops, want) {
+		t.Errorf("got S3 requests %q, want %q", w["s3"].ops, want)
+	}
+	var sent struct {
+		QueueURL, MessageGroupID, MessageDeduplicationID, MessageBody string
+	}
+	var raw map[string]string
+	json.Unmarshal([]byte(w["sqs"].bodies["AmazonSQS.SendMessage"]), &raw)
+	sent.QueueURL, sent.MessageGroupID, sent.MessageDeduplicationID, sent.MessageBody = raw["QueueUrl"], raw["MessageGroupId"], raw["MessageDeduplicationId"], raw["MessageBody"]
+	m, err := pipeline.DecodeControl([]byte(sent.MessageBody))
+	if err != nil {
+		t.Fatalf("got body %q: %v", sent.MessageBody, err)
+	}
+	if sent.QueueURL != "https://sqs.eu-west-1.amazonaws.com/123456789012/acme.fifo" || sent.MessageGroupID != "acme" || sent.MessageDeduplicationID != m.RequestID ||
+		m.Version != 3 || m.Action != pipeline.ControlSequenceSkip || m.Number == nil || *m.Number != 8 || m.Reason != "file 8 was never sent" ||
+		m.RequestedBy != "arn:aws:sts::123456789012:assumed-role/Operator/alice" {
+		t.Errorf("got SendMessage %+v, want sequence-skip of 8 in acme's group, deduplicated by its request id, audited", sent)
 	}
 }

@@ -92,8 +92,8 @@ func (h *Handler) sequencer() (*sequencer, error) {
 	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
 }
 
-// sequenceName is the file's name relative to the tenant's prefix, and its value. The event's key
-// may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
+// value is the sequence value of the file key: its name relative to the tenant's prefix, read by
+// the tenant's pattern. The event's key may be form-encoded (docs/data-path.md, "Object keys"): the key as given is tried first, then
 // its form-decoded reading.
 func (s *sequencer) value(key, prefix string) (spec.SequenceValue, bool) {
 	rel := strings.TrimPrefix(key, prefix)
@@ -192,14 +192,11 @@ func (h *Handler) sequenceFile(ctx context.Context, d *delivery, ev s3event.Even
 			if exists {
 				continue // held meanwhile: decide again
 			}
-			if st.Running == nil && st.Woken == nil {
-				if err := h.sequenceLook(ctx, d.log, s, &st); err != nil {
-					return h.serviceError(ctx, d, "look at the tenant's held files", err), true
-				}
-				if _, err := s.store.Save(ctx, st, etag); err != nil && !errors.Is(err, sequence.ErrConflict) {
-					// The file is held; the next release or tick looks again.
-					d.log.WarnContext(ctx, "the sequence state was not updated after the hold", "error", err)
-				}
+			st, err = h.lookAfterHold(ctx, d.log, s)
+			if err != nil {
+				// The file is held: its message goes, and its next delivery finds it held (Again).
+				// The state is looked at again by the next file, release, request or tick.
+				d.log.WarnContext(ctx, "the tenant's held files were not looked at after the hold", "error", err)
 			}
 			d.log.InfoContext(ctx, "file held: ahead of its turn in the tenant's sequence; message released",
 				"next", next(s.rule.Kind, st), "gapSince", st.GapSince)
@@ -208,6 +205,25 @@ func (h *Handler) sequenceFile(ctx context.Context, d *delivery, ev s3event.Even
 		}
 	}
 	return h.serviceError(ctx, d, "decide the file's turn", errors.New("the tenant's sequence state changed during every attempt")), true
+}
+
+// lookAfterHold looks at the held files of a tenant with no running or woken file, after a file
+// was held: a gap starts (and its tick), or a held file whose turn came is sent back. A conflict
+// with another writer (the tick) reads again, so that a gap is never left without its tick.
+func (h *Handler) lookAfterHold(ctx context.Context, log *slog.Logger, s *sequencer) (sequence.State, error) {
+	for range maxSequenceAttempts {
+		st, etag, err := s.store.Load(ctx, sequence.New(s.rule))
+		if err != nil || st.Running != nil || st.Woken != nil {
+			return st, err
+		}
+		if err := h.sequenceLook(ctx, log, s, &st); err != nil {
+			return st, err
+		}
+		if _, err := s.store.Save(ctx, st, etag); !errors.Is(err, sequence.ErrConflict) {
+			return st, err
+		}
+	}
+	return sequence.State{}, errors.New("the tenant's sequence state changed during every attempt")
 }
 
 // next is the state's next value as operators read it.
@@ -400,6 +416,9 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, s *sequencer, e 
 	if _, err := h.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(append(body, '\n')), ContentType: aws.String("application/json")}); err != nil {
 		return fmt.Errorf("put s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	if err := s.store.Refuse(ctx, sequence.Refused{Key: e.Key, Sequence: e.Value, Refusal: reason, Execution: e.Execution, At: h.now().UTC()}); err != nil {
+		return err
 	}
 	input, _ := json.Marshal(in)
 	if err := h.announce(ctx, log, fileEnd{Name: e.Execution, ARN: h.cfg.ExecutionARN(e.Execution), Status: results.StatusRefused, Input: string(input)}); err != nil {

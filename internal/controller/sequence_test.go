@@ -455,3 +455,49 @@ func TestHeldFileCallsFlat(t *testing.T) {
 		t.Errorf("calls per held file grow with the number held: %.1f at 10, %.1f at 100", ten, hundred)
 	}
 }
+
+// A write of the state that loses to another writer (here: the tick, clearing its own field just
+// then) reads again, so that a gap is never left without its tick.
+func TestSequenceHoldRetriesAConflict(t *testing.T) {
+	r := newSeqRig(t, numberSequence)
+	r.upload("orders-3.csv")
+	r.drain()
+	stateKey := testBucket + "/" + sequence.StateKey("acme")
+	raced := false
+	r.s3.beforePut = func(key string) {
+		if key != stateKey || raced {
+			return
+		}
+		raced = true
+		r.s3.mu.Lock()
+		defer r.s3.mu.Unlock()
+		var st sequence.State
+		if err := json.Unmarshal([]byte(r.s3.objects[key]), &st); err != nil {
+			t.Error(err)
+		}
+		st.Tick = nil
+		b, _ := json.Marshal(st)
+		r.s3.objects[key] = string(b)
+	}
+	r.now = r.now.Add(time.Hour) // the first tick was armed an hour ago; the head's look keeps it
+	r.upload("orders-4.csv")
+	r.drain()
+	if !raced {
+		t.Fatal("the state was not written after the hold")
+	}
+	st := r.state()
+	if st.Tick == nil || st.GapSince == nil {
+		t.Fatalf("state %+v: want the gap and a tick after the conflict", st)
+	}
+	// The tick the state names is out: it is the one that looks.
+	named := slices.ContainsFunc(r.ticks, func(m events.SQSMessage) bool {
+		c, err := pipeline.DecodeControl([]byte(m.Body))
+		return err == nil && c.RequestedAt.Equal(*st.Tick)
+	})
+	if !named {
+		t.Errorf("no tick out is the state's (%v); %d out", st.Tick, len(r.ticks))
+	}
+	if got := r.held(); !slices.Equal(got, []string{"3", "4"}) {
+		t.Errorf("held %v, want [3 4]", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/s3event"
 )
 
@@ -53,6 +54,12 @@ type File struct {
 	// (a redrive still running), or it cannot be read.
 	Registered *int64 `json:"registered"`
 	Rejected   *int64 `json:"rejected"`
+	// Sequence is the file's value in a sequenced tenant's sequence (its execution input's, or
+	// its summary's); null for a tenant without a sequence. Refusal is why a refused file (status
+	// REFUSED, which started no execution: ExecutionName is the name it would have had) was not
+	// registered: "unmatched", "duplicate" or "late"; null otherwise.
+	Sequence *string `json:"sequence"`
+	Refusal  *string `json:"refusal"`
 }
 
 // Files lists the tenant's newest limit executions (1–1000, one ListExecutions page).
@@ -79,10 +86,22 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 		if p := o.progress(ctx, aws.ToString(e.ExecutionArn), 0, false); p != nil {
 			f.Records = &p.Records
 		}
+		if in, ok := workflowInput(d); ok && in.Source.Sequence != "" {
+			f.Sequence = aws.String(in.Source.Sequence)
+		}
 		// A summary that cannot be read leaves the counts unknown; the listing goes on. A summary of
 		// another run or status (an earlier end of a redriven execution) is not this file's now.
-		if sum, err := o.summary(ctx, t, f.ExecutionName); err == nil && sum != nil &&
-			sum.Status == f.Status && sum.RedriveCount == int(aws.ToInt32(d.RedriveCount)) {
+		sum, err := o.summary(ctx, t, f.ExecutionName)
+		if err == nil && sum != nil && sum.Sequence != "" && f.Sequence == nil {
+			f.Sequence = aws.String(sum.Sequence)
+		}
+		switch {
+		case err != nil || sum == nil:
+		case sum.Status == results.StatusRefused:
+			// A refusal under the name of an execution that exists: the execution keeps its status,
+			// and the refusal says what the summary says became of the file.
+			f.Refusal = aws.String(sum.Refusal)
+		case sum.Status == f.Status && sum.RedriveCount == int(aws.ToInt32(d.RedriveCount)):
 			f.Registered, f.Rejected = &sum.Registered, &sum.Rejected
 			if f.Records == nil && sum.Records > 0 {
 				// A small file that failed in the SmallFile task: its history counts no records,
@@ -91,6 +110,42 @@ func (o *Ops) Files(ctx context.Context, id string, limit int) (FilesReport, err
 			}
 		}
 		rep.Files = append(rep.Files, f)
+	}
+	return o.withRefusals(ctx, t, rep, limit)
+}
+
+// withRefusals adds a sequenced tenant's newest refused files (from the index the controller
+// keeps: one LIST and a GET each) to its files, newest first, and keeps the newest limit. A
+// refused file starts no execution, so the listing of executions cannot find it.
+func (o *Ops) withRefusals(ctx context.Context, t pipeline.TenantOutput, rep FilesReport, limit int) (FilesReport, error) {
+	r, err := o.sequenceRule(ctx, t)
+	if err != nil || r == nil {
+		return rep, err
+	}
+	rs, err := o.sequenceStore(t, *r).Refusals(ctx, limit)
+	if err != nil {
+		return FilesReport{}, fmt.Errorf("tenant %s: its refused files: %w", t.ID, err)
+	}
+	for _, x := range rs {
+		at := x.At
+		f := File{Key: x.Key, ExecutionName: x.Execution, Status: results.StatusRefused, Stop: &at, Refusal: aws.String(x.Refusal)}
+		if x.Sequence != "" {
+			f.Sequence = aws.String(x.Sequence)
+		}
+		rep.Files = append(rep.Files, f)
+	}
+	when := func(f File) time.Time {
+		if f.Start != nil {
+			return *f.Start
+		}
+		if f.Stop != nil {
+			return *f.Stop
+		}
+		return time.Time{}
+	}
+	slices.SortStableFunc(rep.Files, func(a, b File) int { return when(b).Compare(when(a)) })
+	if len(rep.Files) > limit {
+		rep.Files = rep.Files[:limit]
 	}
 	return rep, nil
 }

@@ -65,11 +65,35 @@ func ttls(env map[string]string) (lease, waiter time.Duration) {
 
 // controllerEnv reads a function's environment variables.
 func (o *Ops) controllerEnv(ctx context.Context, function string) (map[string]string, error) {
-	fn, err := o.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+	env, err := o.functionEnv(ctx, function)
 	if err != nil {
 		return nil, fmt.Errorf("get function %s (its environment names the core system's admission table): %w", function, err)
 	}
-	return envOf(fn), nil
+	return env, nil
+}
+
+// functionEnv reads a function's environment variables with GetFunction, once per Ops and
+// function: status reads a silo controller's for its tenant's sequence and again for its core
+// system.
+func (o *Ops) functionEnv(ctx context.Context, function string) (map[string]string, error) {
+	o.found.mu.Lock()
+	env, ok := o.found.envs[function]
+	o.found.mu.Unlock()
+	if ok {
+		return env, nil
+	}
+	fn, err := o.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+	if err != nil {
+		return nil, err
+	}
+	env = envOf(fn)
+	o.found.mu.Lock()
+	if o.found.envs == nil {
+		o.found.envs = map[string]map[string]string{}
+	}
+	o.found.envs[function] = env
+	o.found.mu.Unlock()
+	return env, nil
 }
 
 func envOf(fn *lambda.GetFunctionOutput) map[string]string {

@@ -1,6 +1,6 @@
 // Package ops is what pipectl does, without its command line: find a tenant's resources from the
 // deployed stacks, read its state, and perform the operator actions (pause, resume, skip, redrive,
-// replay) in ways that keep the tenant's file order. Every AWS call goes through the small
+// replay, a sequenced tenant's sequence skip and set) in ways that keep the tenant's file order. Every AWS call goes through the small
 // interfaces below, which the SDK clients satisfy, so the logic is tested with fakes
 // (internal/ops/opsfake) and works the same against AWS and the local run. docs/operations.md.
 package ops
@@ -58,6 +58,8 @@ type (
 		HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 		GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 		DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+		// ListObjectsV2 lists a sequenced tenant's held files (internal/sequence).
+		ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 	}
 	STS interface {
 		GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)

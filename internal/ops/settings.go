@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -33,11 +30,11 @@ func (o *Ops) TenantSettings(ctx context.Context, id string) (pipeline.Tenant, e
 		}
 		s = pt.Settings
 	} else {
-		fn, err := o.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(t.ControllerFunction)})
+		env, err := o.functionEnv(ctx, t.ControllerFunction)
 		if err != nil {
 			return pipeline.Tenant{}, fmt.Errorf("tenant %s: get function %s (its %s variable holds the tenant's settings): %w", id, t.ControllerFunction, pipeline.EnvTenant, err)
 		}
-		ts, err := tenantFromEnv(t, envOf(fn))
+		ts, err := tenantFromEnv(t, env)
 		switch {
 		case err != nil:
 			return pipeline.Tenant{}, err

@@ -54,6 +54,9 @@ type TenantStatus struct {
 	// Next are the pipectl commands that release a blocked tenant (FailedFileCommands, the ones
 	// the local run prints at a halt); null when the tenant is not blocked.
 	Next []string `json:"next"`
+	// Sequence is a sequenced tenant's place in its sequence (sequence.go); null for a tenant
+	// without a sequence.
+	Sequence *SequenceStatus `json:"sequence"`
 }
 
 // QueueDepth is the queue's approximate message counts (GetQueueAttributes). A pooled tenant is one
@@ -237,7 +240,8 @@ func (o *Ops) queueDepth(ctx context.Context, url string) (QueueDepth, error) {
 	return QueueDepth{Visible: &visible, InFlight: &inFlight}, nil
 }
 
-// statusParallelism is how many tenants status reads at once (each costs about eight API calls).
+// statusParallelism is how many tenants status reads at once (each costs about eight API calls,
+// and a sequenced tenant one GET and one LIST page per 1,000 held files more).
 const statusParallelism = 8
 
 func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (TenantStatus, error) {
@@ -306,7 +310,12 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 		}
 		row.Next = FailedFileCommands(t.ID, t.Policy, row.Head.ExecutionName, errType)
 	}
-	return row, nil
+	r, err := o.sequenceRule(ctx, t)
+	if err != nil || r == nil {
+		return row, err
+	}
+	row.Sequence, err = o.sequenceStatus(ctx, t, *r)
+	return row, err
 }
 
 // state reads the queue depth and the newest executions, and works out the blocking execution.

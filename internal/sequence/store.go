@@ -60,7 +60,10 @@ func (s Store) Load(ctx context.Context, fresh State) (State, string, error) {
 		return State{}, "", fmt.Errorf("s3://%s/%s is not a sequence state of version %d (%d bytes)", s.Bucket, key, StateVersion, len(b))
 	}
 	if st.Kind != s.Kind {
-		return State{}, "", fmt.Errorf("s3://%s/%s is the state of a sequence of kind %q, and the tenant's is %q: set the sequence again (pipectl sequence set)", s.Bucket, key, st.Kind, s.Kind)
+		// The tenant's kind changed: its place in the old sequence means nothing in the new one. It
+		// starts afresh (a number sequence at its start: pipectl sequence set moves it), and the
+		// first write replaces the old state (the ETag read).
+		return fresh, etag, nil
 	}
 	return st, etag, nil
 }
@@ -186,13 +189,16 @@ func ValueOfKey(name string) string {
 	return name
 }
 
-// get reads key; found is false for a missing key (404, or 403 for that key, which S3 answers to a
-// caller without s3:ListBucket: safe, since every write is conditional).
+// get reads key; found is false for a missing key (404). A 403 is an error, never "absent": S3
+// answers 403 for a missing key to a caller without s3:ListBucket
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), and the
+// controller and the operators list control/<tenant>/, so a 403 means the state could not be read,
+// and a fresh state must not stand in for it.
 func (s Store) get(ctx context.Context, key string) (b []byte, etag string, found bool, err error) {
 	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
 	var noKey *s3types.NoSuchKey
 	var api smithy.APIError
-	if errors.As(err, &noKey) || (errors.As(err, &api) && (api.ErrorCode() == "AccessDenied" || api.ErrorCode() == "NoSuchKey")) {
+	if errors.As(err, &noKey) || (errors.As(err, &api) && api.ErrorCode() == "NoSuchKey") {
 		return nil, "", false, nil
 	}
 	if err != nil {
@@ -223,4 +229,63 @@ func (st State) Gap(now time.Time) time.Duration {
 		return 0
 	}
 	return max(now.Sub(*st.GapSince), 0)
+}
+
+// Refused is one refused file, as the index of refusals keeps it.
+type Refused struct {
+	Key       string    `json:"key"`
+	Sequence  string    `json:"sequence,omitempty"`
+	Refusal   string    `json:"refusal"`
+	Execution string    `json:"execution"`
+	At        time.Time `json:"at"`
+}
+
+// RefusedPrefix is control/<tenant>/sequence/refused/: the index of the tenant's refused files,
+// newest first. A refused file starts no execution, so no listing of executions finds it.
+func RefusedPrefix(tenant string) string { return Prefix(tenant) + "refused/" }
+
+// maxInvertedMillis is above every Unix millisecond time until the year 33658, so that its
+// difference with the time, zero-padded, sorts the newest first.
+const maxInvertedMillis = 999_999_999_999_999
+
+// RefusedKey is the index entry of a refusal at at: control/<tenant>/sequence/refused/<newest
+// first>-<execution>.json.
+func RefusedKey(tenant string, at time.Time, execution string) string {
+	return fmt.Sprintf("%s%015d-%s.json", RefusedPrefix(tenant), maxInvertedMillis-at.UnixMilli(), execution)
+}
+
+// Refuse adds r to the index of refusals.
+func (s Store) Refuse(ctx context.Context, r Refused) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	key := RefusedKey(s.Tenant, r.At, r.Execution)
+	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
+		ContentType: aws.String("application/json")}); err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", s.Bucket, key, err)
+	}
+	return nil
+}
+
+// Refusals reads the newest limit refusals, newest first: one LIST and a GET each.
+func (s Store) Refusals(ctx context.Context, limit int) ([]Refused, error) {
+	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(RefusedPrefix(s.Tenant)),
+		MaxKeys: aws.Int32(int32(min(max(limit, 1), 1000)))})
+	if err != nil {
+		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, RefusedPrefix(s.Tenant), err)
+	}
+	var rs []Refused
+	for _, o := range out.Contents {
+		b, _, found, err := s.get(ctx, aws.ToString(o.Key))
+		if err != nil {
+			return nil, err
+		}
+		var r Refused
+		if !found || json.Unmarshal(b, &r) != nil {
+			continue // deleted since the listing, or not an entry this package wrote
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }

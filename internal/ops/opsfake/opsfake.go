@@ -81,9 +81,12 @@ type World struct {
 	Updates    []lambda.UpdateEventSourceMappingInput
 	Objects    map[string]*Object // by bucket/key
 	Puts       []s3.PutObjectInput
-	Redrives   []sfn.RedriveExecutionInput
-	CallerARN  string
-	Now        time.Time
+	// Gets are the keys GetObject read, and Lists the ListObjectsV2 calls, in call order.
+	Gets      []string
+	Lists     []s3.ListObjectsV2Input
+	Redrives  []sfn.RedriveExecutionInput
+	CallerARN string
+	Now       time.Time
 	// Code are the functions' deployment packages (zip), by function name (GetFunction).
 	Code map[string][]byte
 	// Visibility are the ChangeMessageVisibility calls.

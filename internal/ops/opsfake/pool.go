@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -133,15 +134,58 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// GetObject reads an object; NoSuchKey for a missing one.
+// GetObject reads an object; NoSuchKey for a missing one. Gets records the keys read.
 func (w *World) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.Gets = append(w.Gets, aws.ToString(in.Key))
+	if err := w.fail("GetObject"); err != nil {
+		return nil, err
+	}
 	o, ok := w.Objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]
 	if !ok {
 		return nil, &s3types.NoSuchKey{Message: aws.String("The specified key does not exist.")}
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(o.Body)), VersionId: aws.String(o.VersionID)}, nil
+	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(o.Body)), VersionId: aws.String(o.VersionID), ETag: aws.String(o.ETag)}, nil
+}
+
+// ListObjectsV2 lists the bucket's keys under the prefix in UTF-8 binary order, at most MaxKeys
+// (default and most 1,000) a page, as S3 does; Lists records the calls.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html
+func (w *World) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Lists = append(w.Lists, *in)
+	if err := w.fail("ListObjectsV2"); err != nil {
+		return nil, err
+	}
+	bucket := aws.ToString(in.Bucket) + "/"
+	after := aws.ToString(in.StartAfter)
+	if in.ContinuationToken != nil {
+		after = aws.ToString(in.ContinuationToken)
+	}
+	var keys []string
+	for k := range w.Objects {
+		if key, ok := strings.CutPrefix(k, bucket); ok && strings.HasPrefix(key, aws.ToString(in.Prefix)) && key > after {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	size := int(aws.ToInt32(in.MaxKeys))
+	if size <= 0 || size > 1000 {
+		size = 1000
+	}
+	out := &s3.ListObjectsV2Output{Name: in.Bucket, Prefix: in.Prefix, MaxKeys: aws.Int32(int32(size))}
+	if len(keys) > size {
+		keys = keys[:size]
+		out.IsTruncated, out.NextContinuationToken = aws.Bool(true), aws.String(keys[size-1])
+	}
+	for _, k := range keys {
+		o := w.Objects[bucket+k]
+		out.Contents = append(out.Contents, s3types.Object{Key: aws.String(k), Size: aws.Int64(int64(len(o.Body))), LastModified: aws.Time(o.LastModified)})
+	}
+	out.KeyCount = aws.Int32(int32(len(out.Contents)))
+	return out, nil
 }
 
 // DeleteObject removes an object (a delete marker, on a versioned bucket).
