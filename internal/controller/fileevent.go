@@ -246,7 +246,7 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 	}
 	if s, ok := h.readSummary(ctx, log, end); ok {
 		ev.Records, ev.Registered, ev.Rejected, ev.Unprocessed = s.Records, s.Registered, s.Rejected, s.Unprocessed
-		ev.Sequence = s.Sequence
+		ev.Sequence, ev.Refusal = s.Sequence, s.Refusal
 		if s.Source.Key != "" {
 			ev.Source = s.Source
 		}

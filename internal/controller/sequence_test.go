@@ -501,3 +501,30 @@ func TestSequenceHoldRetriesAConflict(t *testing.T) {
 		t.Errorf("held %v, want [3 4]", got)
 	}
 }
+
+// The File Processed event carries the file's sequence value, and a refused file's event says
+// REFUSED and why.
+func TestSequenceFileProcessedEvents(t *testing.T) {
+	r := &seqRig{rig: newRig(t, map[string]string{
+		pipeline.EnvTenant:       `{"id":"acme","format":"csv","encoding":"utf-8","chunkSize":100,"maxFieldBytes":65536,"sequence":` + numberSequence + `}`,
+		pipeline.EnvEventBusName: "default",
+	}), t: t}
+	bus := &fakeBus{}
+	r.h.events = bus
+	r.upload("orders-1.csv", "readme.txt", "orders-01.csv")
+	r.drain()
+	got := map[string]string{}
+	for _, ev := range bus.details(t) {
+		got[strings.TrimPrefix(ev.Source.Key, "inbox/acme/")] = ev.Status + " " + ev.Sequence + " " + ev.Refusal
+	}
+	want := map[string]string{
+		"orders-1.csv":  "SUCCEEDED 1 ",
+		"readme.txt":    "REFUSED  unmatched",
+		"orders-01.csv": "REFUSED 01 duplicate",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: event %q, want %q", k, got[k], w)
+		}
+	}
+}
