@@ -217,6 +217,8 @@ func TestExitStatus(t *testing.T) {
 		{"a failed file, --fail-on-failed-files", failed, nil, false, options{failOnFailed: true}, 1},
 		{"every file failed is not OK with the flag", &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
 			"acme": {Files: []report.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
+		{"a refused file, --fail-on-failed-files", &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
+			"acme": {Files: []report.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "a-again.csv", Status: report.StatusRefused}}}}}, nil, false, options{failOnFailed: true}, 1},
 		{"violation", violated, nil, false, options{}, 1},
 		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
 		{"holding files for a missing number", ok, &localrun.HaltedError{Holding: []string{"acme"}}, false, options{}, 4},
