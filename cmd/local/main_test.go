@@ -255,3 +255,47 @@ func TestWriteReportsBesideEachOther(t *testing.T) {
 		t.Errorf("report.html: got no lane or bar of acme's file")
 	}
 }
+
+// withhold matches each glob against <tenant>/<relative path> as path.Match does, keeps the inbox
+// order on both sides, and names a glob that matches nothing.
+func TestWithhold(t *testing.T) {
+	files := []inboxFile{{"acme", "orders-1.csv", "p1"}, {"acme", "orders-10.csv", "p2"}, {"acme", "sub/orders-2.csv", "p3"}, {"globex", "orders-1.csv", "p4"}}
+	names := func(fs []inboxFile) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.tenant+"/"+f.rel)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name               string
+		globs              []string
+		wantHeld, wantSent []string
+		wantErr            string
+	}{
+		{"one file", []string{"acme/orders-1.csv"}, []string{"acme/orders-1.csv"},
+			[]string{"acme/orders-10.csv", "acme/sub/orders-2.csv", "globex/orders-1.csv"}, ""},
+		{"* stops at a slash", []string{"acme/*"}, []string{"acme/orders-1.csv", "acme/orders-10.csv"},
+			[]string{"acme/sub/orders-2.csv", "globex/orders-1.csv"}, ""},
+		{"every tenant's number 1, two globs on one file", []string{"*/orders-1.csv", "acme/orders-?.csv"}, []string{"acme/orders-1.csv", "globex/orders-1.csv"},
+			[]string{"acme/orders-10.csv", "acme/sub/orders-2.csv"}, ""},
+		{"a glob that matches nothing", []string{"acme/orders-1.csv", "acme/orders-3.csv"}, nil, nil, `"acme/orders-3.csv" matches no file`},
+		{"a relative path alone matches nothing", []string{"orders-1.csv"}, nil, nil, `"orders-1.csv" matches no file`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, held, err := withhold(files, tc.globs)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("got error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(held), tc.wantHeld) || !slices.Equal(names(sent), tc.wantSent) {
+				t.Errorf("got withheld %v, sent %v; want %v, %v", names(held), names(sent), tc.wantHeld, tc.wantSent)
+			}
+		})
+	}
+}
