@@ -23,7 +23,7 @@ import (
 // TestCdkNag applies the AwsSolutions rule pack to every stack and fails on any unsuppressed
 // error or warning. Suppressions live next to the resources they excuse, each with its reason.
 func TestCdkNag(t *testing.T) {
-	for _, file := range []string{"tenants.json", "sinks.json", "pool.json", "coresystems.json", "uploads.json", "encryption.json"} {
+	for _, file := range []string{"tenants.json", "sinks.json", "pool.json", "coresystems.json", "uploads.json", "encryption.json", "sequence.json"} {
 		t.Run(file, func(t *testing.T) {
 			app := testApp(t)
 			built, err := stacks.Build(app, stacks.Options{TenantsFile: filepath.Join("testdata", file)})
@@ -133,6 +133,14 @@ func TestResourceCounts(t *testing.T) {
 	for tenant, want := range map[string]int{"ledger": perTenantTable, "orders": perTenantTable, "stock": perTenant} {
 		if per[tenant] != want {
 			t.Errorf("DynamoDB tenant %s: got %d resources, want %d", tenant, per[tenant], want)
+		}
+	}
+	// A numbered sequence adds its SequenceGap alarm; a named one adds nothing.
+	silo, _ := sequenceApp(t)
+	per, _ = count(silo, []string{"ledger", "tally", "diary", "plain"})
+	for tenant, want := range map[string]int{"ledger": perTenant + 1, "tally": perTenant + 1, "diary": perTenant, "plain": perTenant} {
+		if per[tenant] != want {
+			t.Errorf("sequenced tenant %s: got %d resources, want %d (update docs/quotas-and-cost.md and docs/tiers.md if this changed on purpose)", tenant, per[tenant], want)
 		}
 	}
 	if max := stacks.MaxTenantsPerStack*perTenantTable + perStack; max > 500 {

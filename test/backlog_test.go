@@ -70,7 +70,8 @@ func TestPoolBacklogGrants(t *testing.T) {
 	}{
 		{"router parks and unparks files", router, parked, []string{"s3:DeleteObject", "s3:GetObject", "s3:PutObject"}, true},
 		{"router keeps the backlog items", router, table, []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"}, true},
-		{"controller unparks files", controller, parked, []string{"s3:DeleteObject", "s3:GetObject"}, true},
+		// It parks a sequenced tenant's held file it sends back to a full backlog, as the router does.
+		{"controller parks and unparks files", controller, parked, []string{"s3:DeleteObject", "s3:GetObject", "s3:PutObject"}, true},
 		{"controller sends unparked files to the pool queue", controller, queue, []string{"sqs:SendMessage"}, false},
 		{"controller keeps the backlog items", controller, table, []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}, false},
 	} {
@@ -91,9 +92,14 @@ func TestPoolBacklogGrants(t *testing.T) {
 	if got := asJSON(s["Condition"]); got != want {
 		t.Errorf("router's table grant: got condition %s, want %s", got, want)
 	}
-	// The controller never parks: only the router writes parked files.
-	if s := statementWith(controller, parked, "s3:PutObject"); s != nil {
-		t.Errorf("got the controller allowed s3:PutObject on parked files (%v), want only the router", s)
+	// Parked files are written and read under the parked prefix alone.
+	for who, stmts := range map[string][]map[string]any{"router": router, "controller": controller} {
+		for _, s := range stmts {
+			if acts := actionsOf([]map[string]any{s}); slices.Contains(acts, "s3:PutObject") && strings.Contains(asJSON(s["Resource"]), "/control/") &&
+				!strings.HasSuffix(asJSON(s["Resource"]), `/`+parked+`"]]}`) {
+				t.Errorf("%s: got s3:PutObject on %s, want control/ writes under %s only", who, asJSON(s["Resource"]), parked)
+			}
+		}
 	}
 }
 

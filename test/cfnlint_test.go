@@ -74,6 +74,7 @@ func TestCfnLint(t *testing.T) {
 		{"existing bucket and alarm topic", stacks.Options{BucketName: "existing-ingest-bucket", AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},
 		{"customer-managed key", stacks.Options{TenantsFile: filepath.Join("testdata", "encryption.json")}},
 		{"customer-managed key, existing bucket", stacks.Options{TenantsFile: filepath.Join("testdata", "encryption.json"), BucketName: "existing-ingest-bucket"}},
+		{"sequenced tenants, both tiers", stacks.Options{TenantsFile: filepath.Join("testdata", "sequence.json"), AlarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:alarms"}},
 	}
 	// The templates of every case, each distinct one copied once into one folder: cases[i] reads
 	// the findings of linted[i].

@@ -131,9 +131,10 @@ func poolRules(t *testing.T, tpl map[string]any) map[string]struct {
 
 // TestPoolTenantRulesAndAlarms: each per-tenant alarm of a pool reads one Contributor Insights
 // rule over the pool controller's log group, keyed by $.Tenant, through
-// INSIGHT_RULE_METRIC(rule, 'MaxContributorValue') at today's thresholds: Blocked and FailedFiles
-// summed per tenant (at least 1), the head file's running and queued seconds counted above the
-// alarm's threshold (at least one line). The rule count is fixed, whatever the tenant count: the
+// INSIGHT_RULE_METRIC(rule, 'MaxContributorValue') at today's thresholds: Blocked, FailedFiles and
+// SequenceGapsOverdue summed per tenant (at least 1), the head file's running and queued seconds
+// counted above the alarm's threshold (at least one line). The pool's tenants have no sequence:
+// the SequenceGap alarm is there all the same, since a tenant may gain one at any time. The rule count is fixed, whatever the tenant count: the
 // account holds 100 rules per region by default.
 // https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_limits.html
 func TestPoolTenantRulesAndAlarms(t *testing.T) {
@@ -150,6 +151,8 @@ func TestPoolTenantRulesAndAlarms(t *testing.T) {
 		// A safety net and one period more (an unchanged health line is written once per safety net).
 		metrics.HeadRunningSeconds: {insights.Count, "", tenantpipeline.DefaultHeadRunning(tenantpipeline.DefaultWorkflowTimeout).Seconds(), 2, "notBreaching"},
 		metrics.HeadQueuedSeconds:  {insights.Count, "", tenantpipeline.DefaultHeadQueued.Seconds(), 2, "notBreaching"},
+		// 1 on each tick of a gap past its gapTimeout: summed, one tick is a breach.
+		metrics.SequenceGapsOverdue: {insights.Sum, "$.SequenceGapsOverdue", 0, 1, "notBreaching"},
 	}
 	for _, tc := range []struct{ name, file, assignment string }{{"2 tenants", filepath.Join("testdata", "pool.json"), ""}, {"50 tenants", file, assignment}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,8 +241,9 @@ func TestPoolTenantRulesAndAlarms(t *testing.T) {
 						t.Errorf("%s: depends on %s, want its rule %s", id, deps, rid)
 					}
 				}
-				if !slices.Contains(metrics.PoolTenantMetrics, figure) {
-					t.Errorf("%s: reads %s, which the controller does not write in a pooled tenant's lines (metrics.PoolTenantMetrics %v)", id, figure, metrics.PoolTenantMetrics)
+				if !slices.Contains(metrics.PoolTenantMetrics, figure) && !slices.Contains(metrics.PoolSequenceMetrics, figure) {
+					t.Errorf("%s: reads %s, which the controller does not write in a pooled tenant's lines (metrics.PoolTenantMetrics %v, PoolSequenceMetrics %v)",
+						id, figure, metrics.PoolTenantMetrics, metrics.PoolSequenceMetrics)
 				}
 				alarmed = append(alarmed, figure)
 			}

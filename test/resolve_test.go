@@ -36,6 +36,9 @@ func flatten(t *testing.T, v any) string {
 					parts = append(parts, flatten(t, p))
 				}
 				return strings.Join(parts, a[0].(string))
+			case "Fn::Select":
+				// As JSON: a part of a value known at deploy time (an ARN's name, say).
+				return "<Select:" + asJSON(arg) + ">"
 			}
 			t.Fatalf("got intrinsic %s, which flatten does not know", fn)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Metric names. ErrorLogs-<tenant> comes from the log metric filters; the others are the controller's
@@ -25,6 +26,8 @@ const (
 	MetricHeadQueuedSeconds  = metrics.HeadQueuedSeconds
 	MetricHeadRunningSeconds = metrics.HeadRunningSeconds
 	MetricBlocked            = metrics.Blocked
+	// MetricSequenceGapSeconds is how long a sequenced tenant has waited for a missing number.
+	MetricSequenceGapSeconds = metrics.SequenceGapSeconds
 	DimensionTenant          = metrics.DimensionTenant
 )
 
@@ -222,6 +225,10 @@ type Alarms struct {
 	RuleFailedInvocations awscloudwatch.Alarm
 	// RuleDeadLetters: events that could not be delivered are waiting in the rule's dead-letter queue.
 	RuleDeadLetters awscloudwatch.Alarm
+	// SequenceGap: a missing number of the tenant's sequence has held its later files for the
+	// sequence's gapTimeout or longer (SequenceGapSeconds). Nil unless the tenant declares a
+	// sequence of kind number: names have no gaps.
+	SequenceGap awscloudwatch.Alarm
 }
 
 // alarmSpec is one alarm: its metric and how it evaluates. Zero values: one period, one datapoint,
@@ -284,7 +291,7 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		ExecutionsTimedOut: "A file workflow of tenant %[1]s reached the workflow timeout. Check the core system and the register function, then redrive it.",
 		ExecutionsAborted:  "A file workflow of tenant %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed.",
 	})
-	return Alarms{
+	alarms := Alarms{
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: errorLogs, threshold: 1,
 			description: "A function of tenant %[1]s logged at ERROR: a failed file, a quarantined message or a fault. Read the tenant's function logs for the ERROR line."}),
 		ControllerErrors: t.alarm(core.ControllerErrors),
@@ -311,6 +318,32 @@ func (t *TenantPipeline) newAlarms() Alarms {
 		RuleDeadLetters: t.alarm(alarmSpec{id: "RuleDeadLettersAlarm", metric: t.RuleDeadLetterQueue.MetricApproximateNumberOfMessagesVisible(opts("Maximum")), threshold: 1,
 			description: "File events of tenant %[1]s wait in the rule's dead-letter queue: those files were never queued. Fix the cause, then re-send the events in order of their time field."}),
 	}
+	if s, ok := sequenceGapSpec(p.Tenant, emf(MetricSequenceGapSeconds, "Maximum")); ok {
+		alarms.SequenceGap = t.alarm(s)
+	}
+	return alarms
+}
+
+// sequenceGapSpec is the SequenceGap alarm of a tenant whose sequence is of kind number: the
+// controller's SequenceGapSeconds (emitted on each tick of the gap, about once a minute) reaches the
+// sequence's gapTimeout. ok is false for a tenant without a sequence, or with one of kind name,
+// which has no gaps.
+func sequenceGapSpec(tenant Tenant, gap awscloudwatch.IMetric) (s alarmSpec, ok bool) {
+	if tenant.Sequence == nil {
+		return alarmSpec{}, false
+	}
+	rule, err := tenant.Sequence.Compile()
+	if err != nil || rule.Kind != spec.SequenceNumber {
+		return alarmSpec{}, false // a bad sequence was refused before anything was created
+	}
+	then := "Its later files are held until the missing file arrives: upload it, or skip its number with " +
+		"pipectl sequence skip %[1]s NUMBER --reason TEXT."
+	if rule.OnGap == spec.OnGapSkip {
+		then = "The tenant skips the missing number now (onGap skip) and goes on; the file, if it comes, is refused as late. " +
+			"Ask its sender why it is missing."
+	}
+	return alarmSpec{id: "SequenceGapAlarm", metric: gap, threshold: rule.GapTimeout.Seconds(),
+		description: fmt.Sprintf("Tenant %%[1]s has waited %v (its sequence's gapTimeout) or more for a missing number of its sequence. ", rule.GapTimeout) + then}, true
 }
 
 // expiringSpec is the ExpiringMessage alarm of queue q, in both tiers; whose names the file.

@@ -79,7 +79,8 @@ func NewDashboard(scope constructs.Construct, id string, pipelines ...*TenantPip
 // All lists the alarms in a fixed order.
 func (a Alarms) All() []awscloudwatch.Alarm {
 	all := []awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog, a.HeadQueued, a.HeadRunning,
-		a.Blocked, a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters}
+		a.Blocked, a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.RuleFailedInvocations, a.RuleDeadLetters,
+		a.SequenceGap}
 	out := all[:0]
 	for _, x := range all {
 		if x != nil {
@@ -120,7 +121,7 @@ func (t *TenantPipeline) dashboardRows() [][]awscloudwatch.IWidget {
 	for _, a := range t.Alarms.All() {
 		alarms = append(alarms, a)
 	}
-	return [][]awscloudwatch.IWidget{
+	rows := [][]awscloudwatch.IWidget{
 		{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
 			Markdown: jsii.String(fmt.Sprintf("## Tenant %s\nPolicy %s, files under `%s`. Runbook per alarm: %s; `pipectl status %s`.",
 				tenant, t.Props.Tenant.OnFailure, t.Props.Tenant.Prefix, runbookURL, tenant)),
@@ -147,10 +148,18 @@ func (t *TenantPipeline) dashboardRows() [][]awscloudwatch.IWidget {
 			graph("wake-ups and throttles",
 				emf(metrics.WakeUps, "Sum", "wake-ups", five), emf(metrics.Throttles, "Sum", "throttled calls", five)),
 		},
-		{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-			Title:  jsii.String(fmt.Sprintf("%s: alarms", tenant)),
-			Alarms: &alarms,
-			Width:  jsii.Number(dashboardWidth), Height: jsii.Number(3),
-		})},
 	}
+	if t.Props.Tenant.Sequence != nil {
+		// A sequenced tenant's order: how long a missing number has held it, and its files held
+		// ahead of their turn or refused (internal/controller, sequence.go).
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("sequence gap (s)", emf(metrics.SequenceGapSeconds, "Maximum", "gap", five)),
+			graph("files held and refused", emf(metrics.FilesHeld, "Sum", "held", five), emf(metrics.FilesRefused, "Sum", "refused", five)),
+		})
+	}
+	return append(rows, []awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+		Title:  jsii.String(fmt.Sprintf("%s: alarms", tenant)),
+		Alarms: &alarms,
+		Width:  jsii.Number(dashboardWidth), Height: jsii.Number(3),
+	})})
 }

@@ -51,6 +51,12 @@ func (t *TenantPipeline) suppressNagFindings() {
 		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+
 			"results, one folder per file execution, whose names are not known in advance.",
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
+	if t.Props.Tenant.Sequence != nil {
+		suppress(t.Controller, "AwsSolutions-IAM5",
+			"Reads, writes and deletes objects under exactly the tenant's sequence prefix: its sequence state and one object per file held "+
+				"ahead of its turn, named by the file's sequence value, which is not known in advance.",
+			objects(pipeline.SequencePrefix(id)))
+	}
 	if t.coreSystem != nil {
 		suppress(t.Controller, "AwsSolutions-IAM5",
 			"sqs:ChangeMessageVisibility alone, on only the queues tagged for the tenant's core system's wake-ups (aws:ResourceTag): "+

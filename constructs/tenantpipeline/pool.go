@@ -609,8 +609,10 @@ const routerTimeout = 30 * time.Second
 // request touches, here "queue#<tenant>" and the index's shards "backlog#<nn>" (and "backlog", the
 // index before it was sharded)
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
-// The controller unparks files as its tenants' messages are deleted, sending them to the queue;
-// its lease grant already covers the table (grantAdmission).
+// The controller unparks files as its tenants' messages are deleted, sending them to the queue,
+// and parks as the router does a sequenced tenant's held file it sends back to a full backlog
+// (internal/controller, Pool's fileSender); its lease grant already covers the table
+// (grantAdmission).
 func (t *TenantPool) grantBacklog() {
 	parked := pipeline.ControlPrefix + "*/parked/*"
 	t.allowS3(t.Router, []string{"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, parked)
@@ -621,7 +623,7 @@ func (t *TenantPool) grantBacklog() {
 			"dynamodb:LeadingKeys": []string{schema.BacklogKey("*"), schema.IndexKeyPattern, schema.LegacyIndexKey},
 		}},
 	}))
-	t.allowS3(t.Controller, []string{"s3:GetObject", "s3:DeleteObject"}, parked)
+	t.allowS3(t.Controller, []string{"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, parked)
 	t.Queue.GrantSendMessages(t.Controller)
 	t.enc.grantQueues(t.Controller, true, t.Queue)
 }

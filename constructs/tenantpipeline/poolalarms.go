@@ -36,14 +36,18 @@ const (
 const (
 	// MetricFailedFiles counts a tenant's files that failed under the continue policy.
 	MetricFailedFiles = metrics.FailedFiles
+	// MetricSequenceGapsOverdue is 1 on each tick of a sequenced tenant whose missing number has
+	// waited its gapTimeout or more.
+	MetricSequenceGapsOverdue = metrics.SequenceGapsOverdue
 	// DashboardTopTenants is the number of contributors of the pool dashboard's per-tenant widgets.
 	DashboardTopTenants = 10
 )
 
 // PoolTenantAlarmMetrics are the figures of the pool's per-tenant alarms, in the order of
 // PoolAlarms' per-tenant fields and PoolTenantRules.All. Each must be in metrics.PoolTenantMetrics,
-// which the controller writes in every pooled tenant's lines.
-var PoolTenantAlarmMetrics = []string{MetricBlocked, MetricFailedFiles, MetricHeadRunningSeconds, MetricHeadQueuedSeconds}
+// which the controller writes in every pooled tenant's lines, or metrics.PoolSequenceMetrics, which
+// it writes in a sequenced tenant's ticks.
+var PoolTenantAlarmMetrics = []string{MetricBlocked, MetricFailedFiles, MetricHeadRunningSeconds, MetricHeadQueuedSeconds, MetricSequenceGapsOverdue}
 
 // intakeAgeAlarm is how long an event may wait in a pool's intake queue before IntakeOldestMessage
 // fires: the router routes a batch in well under a second.
@@ -97,13 +101,17 @@ type PoolAlarms struct {
 	TenantHeadRunning awscloudwatch.Alarm
 	// TenantHeadQueued: a tenant's head file waited too long before its execution started.
 	TenantHeadQueued awscloudwatch.Alarm
+	// TenantSequenceGap: a sequenced tenant's missing number has waited its sequence's gapTimeout
+	// or more (SequenceGapsOverdue, as a silo's SequenceGap alarm). A pool's tenants may gain a
+	// sequence at any time, so the pool always has it.
+	TenantSequenceGap awscloudwatch.Alarm
 }
 
 // All lists the alarms.
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
 	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
-		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.LostLeases}, a.MoreRuleFailedInvocations...)
+		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.TenantSequenceGap, a.LostLeases}, a.MoreRuleFailedInvocations...)
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -204,6 +212,10 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		TenantHeadQueued: t.alarm(alarmSpec{id: "TenantHeadQueuedAlarm", metric: perTenant(rules.HeadQueued), threshold: 1, periods: headPeriods,
 			description: fmt.Sprintf("The head file of a tenant of pool %%[1]s waited more than %v before its execution started: its files wait long behind "+
 				"earlier ones, or the pool's concurrency is taken by other tenants. Check the tenant's backlog and the pool's MaximumConcurrency.", a.HeadQueued) + contributors(rules.HeadQueued)}),
+		TenantSequenceGap: t.alarm(alarmSpec{id: "TenantSequenceGapAlarm", metric: perTenant(rules.SequenceGap), threshold: 1,
+			description: "A sequenced tenant of pool %[1]s has waited its sequence's gapTimeout or more for a missing number. With onGap hold its later files are held " +
+				"until the missing file arrives: upload it, or skip its number with pipectl sequence skip TENANT NUMBER --reason TEXT. With onGap skip the tenant " +
+				"skips the number and goes on; the file, if it comes, is refused as late." + contributors(rules.SequenceGap)}),
 		LostLeases: t.alarm(alarmSpec{id: "LostLeasesAlarm", metric: metric(pipeline.DefaultMetricsNamespace, metrics.LostLeases, "Sum", pool), threshold: 1,
 			description: "A running file of pool %[1]s had lost its running-file slot (not renewed within the lease's time to live, and taken by another file, " +
 				"or freed) and took it again, beyond the pool's maxRunningFiles until files end. Check the controller's throttles and errors."}),
@@ -262,7 +274,8 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 			},
 			{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
 				Markdown: jsii.String(fmt.Sprintf("## Tenants of pool %s\nThe top %d contributors of each Contributor Insights rule, by tenant: "+
-					"lines of a halted head, failed files, and lines whose head file ran or waited past the alarm's threshold. "+
+					"lines of a halted head, failed files, lines whose head file ran or waited past the alarm's threshold, "+
+					"and ticks of a sequence gap past its gapTimeout. "+
 					"The Tenant* alarms fire when any tenant does; the rules name them. Runbook: %s; `pipectl status TENANT`.",
 					t.Props.Name, DashboardTopTenants, runbookURL)),
 				Width: jsii.Number(dashboardWidth), Height: jsii.Number(2),
@@ -273,6 +286,7 @@ func (t *TenantPool) newDashboard() awscloudwatch.Dashboard {
 				top("deliveries of a halted head file", rules.Blocked),
 				top("lines of a head file running past the alarm", rules.HeadRunning),
 			},
+			{top("ticks of a sequence gap past its gapTimeout", rules.SequenceGap)},
 		},
 	})
 }

@@ -37,14 +37,14 @@ import (
 // (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_InsightRuleContributor.html)
 // and say nothing of MaxContributorValue's precision; the rules are built so that any
 // approximation fails closed: each filter keeps only the events that are themselves a breach
-// (a value above the threshold, or Blocked and FailedFiles summed where any non-zero is one), so
-// one matching event makes the top value at least 1, the alarm's threshold.
+// (a value above the threshold, or Blocked, FailedFiles and SequenceGapsOverdue summed where any
+// non-zero is one), so one matching event makes the top value at least 1, the alarm's threshold.
 //
 // Limits relied on:
 //   - 100 Contributor Insights rules per account and region, adjustable
 //     (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_limits.html): a
-//     pool has len(PoolTenantAlarmMetrics) rules, whatever its tenant count, so 25 pools fit the
-//     default quota.
+//     pool has len(PoolTenantAlarmMetrics) rules (5), whatever its tenant count, so 20 pools fit
+//     the default quota.
 //   - A rule: at most 4 keys and 4 filters, log format JSON, AggregateOn Count or Sum, ValueOf only
 //     with Sum; its body at most 8,192 ASCII characters and its name 1 to 128 printable ASCII
 //     characters
@@ -63,26 +63,28 @@ type PoolTenantRules struct {
 	FailedFiles awscloudwatch.CfnInsightRule
 	HeadRunning awscloudwatch.CfnInsightRule
 	HeadQueued  awscloudwatch.CfnInsightRule
+	SequenceGap awscloudwatch.CfnInsightRule
 }
 
 // All lists the rules in the order of PoolTenantAlarmMetrics.
 func (r PoolTenantRules) All() []awscloudwatch.CfnInsightRule {
-	return []awscloudwatch.CfnInsightRule{r.Blocked, r.FailedFiles, r.HeadRunning, r.HeadQueued}
+	return []awscloudwatch.CfnInsightRule{r.Blocked, r.FailedFiles, r.HeadRunning, r.HeadQueued, r.SequenceGap}
 }
 
 // tenantKey is the key of every per-tenant rule: the Tenant property of a pooled tenant's lines.
 const tenantKey = "$." + DimensionTenant
 
 // poolTenantRule is the rule body of one per-tenant figure of a pool, over the controller's log
-// group logs. Blocked and FailedFiles are summed per tenant over every line that holds them (a
-// not-blocked tenant's Blocked 0 is data, as in a silo); HeadRunningSeconds and HeadQueuedSeconds
-// count the lines whose value is above threshold (Contributor Insights has no Maximum).
+// group logs. Blocked, FailedFiles and SequenceGapsOverdue are summed per tenant over every line
+// that holds them (a not-blocked tenant's Blocked 0 is data, as in a silo; SequenceGapsOverdue is 1
+// on each tick of a gap past its gapTimeout); HeadRunningSeconds and HeadQueuedSeconds count the
+// lines whose value is above threshold (Contributor Insights has no Maximum).
 func poolTenantRule(logs, metric string, threshold float64) insights.Rule {
 	field := "$." + metric
 	c := insights.Contribution{Keys: []string{tenantKey}, Filters: []insights.Filter{insights.Present(tenantKey)}}
 	aggregate := insights.Count
 	switch metric {
-	case MetricBlocked, MetricFailedFiles:
+	case MetricBlocked, MetricFailedFiles, MetricSequenceGapsOverdue:
 		aggregate, c.ValueOf = insights.Sum, field
 		c.Filters = append(c.Filters, insights.Present(field))
 	default:
@@ -118,6 +120,7 @@ func (t *TenantPool) newTenantRules(logs awslogs.ILogGroup) PoolTenantRules {
 		FailedFiles: rule(MetricFailedFiles, 0),
 		HeadRunning: rule(MetricHeadRunningSeconds, a.HeadRunning.Seconds()),
 		HeadQueued:  rule(MetricHeadQueuedSeconds, a.HeadQueued.Seconds()),
+		SequenceGap: rule(MetricSequenceGapsOverdue, 0),
 	}
 }
 
@@ -134,7 +137,7 @@ func tenantRuleMetric(rule awscloudwatch.CfnInsightRule, period awscdk.Duration)
 // a rule that does not exist yet has no data.
 func (t *TenantPool) dependOnRules() {
 	a, r := t.Alarms, t.TenantRules
-	for i, alarm := range []awscloudwatch.Alarm{a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued} {
+	for i, alarm := range []awscloudwatch.Alarm{a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.TenantSequenceGap} {
 		alarm.Node().AddDependency(r.All()[i])
 	}
 }

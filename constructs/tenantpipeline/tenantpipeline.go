@@ -235,6 +235,27 @@ func (t *TenantPipeline) grantController() {
 	if t.Props.WakeEvents() {
 		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(tenant.ID), pipeline.WakeDoneKey(tenant.ID))
 	}
+	if tenant.Sequence != nil {
+		t.grantSequence()
+	}
+}
+
+// grantSequence lets the controller of a sequenced tenant keep its order (internal/sequence): read,
+// write and delete its state and held files under control/<tenant>/sequence/ (listed under the
+// control prefix's ListBucket); write the summary.json of a file it refuses; and send to the
+// tenant's own queue, to give a held file back to the tenant's group when its turn comes and to
+// keep the tenant's tick going in the tick group (pipeline.TickGroup). The queue's Deny spares the
+// controller's role (denyForeignSends); with a key, a sender needs kms:GenerateDataKey on it
+// (grantQueues). A tenant without a sequence gets none of it.
+func (t *TenantPipeline) grantSequence() {
+	tenant, fn := t.Props.Tenant, t.Controller
+	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(tenant.ID)+"*")
+	t.allowS3Keys(fn, []string{"s3:PutObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: jsii.Strings(*t.Queue.QueueArn()),
+	}))
+	t.enc.grantQueues(fn, true, t.Queue)
 }
 
 // newGoFunction creates a function of one of this module's Go packages (provided.al2023, arm64),

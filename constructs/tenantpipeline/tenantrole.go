@@ -90,6 +90,12 @@ func (t *TenantPool) newTenantRole() {
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
 	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
 	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
+	// A sequenced tenant's state and held files (internal/sequence), which the controller reads,
+	// writes and deletes; the summary.json of a file it refuses is under results/<tenant>/,
+	// granted above, and it sends held files and the tick to the pool queue with its own role
+	// (grantBacklog). A pool's tenants may gain a sequence at any time, so this does not depend on
+	// its tenants.
+	objects([]string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(principalTenant)+"*")
 	// The controller's File Processed event: the counts from summary.json, and the marker of each
 	// event put.
 	tenantResults := results.Prefix + principalTenant + "/*/"

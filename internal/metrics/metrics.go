@@ -184,6 +184,11 @@ const (
 // whatever its value.
 var PoolTenantMetrics = []string{Blocked, FailedFiles, HeadQueuedSeconds, HeadRunningSeconds}
 
+// PoolSequenceMetrics are the fields a pooled tenant's per-tenant alarms read that only a
+// sequenced tenant's lines hold: the controller writes them on the tenant's ticks, under [Pool]
+// with the property Tenant as PoolTenantMetrics.
+var PoolSequenceMetrics = []string{SequenceGapsOverdue}
+
 // Register metric names, with the same Tenant dimension.
 const (
 	// RecordsRegistered counts the records of a chunk Register completed: one datapoint per chunk

@@ -123,6 +123,11 @@ func TickGroup(tenant string) string { return tenant + TickGroupSuffix }
 // TickGroupSuffix ends a tick's message group.
 const TickGroupSuffix = "/sequence"
 
+// SequencePrefix is where a sequenced tenant's state and held files live:
+// control/<tenant>/sequence/ (internal/sequence). It is here, in the contract, so that the
+// constructs grant it without linking the store's S3 client.
+func SequencePrefix(tenantID string) string { return ControlPrefix + tenantID + "/sequence/" }
+
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the
 // replayed records get new Idempotency-Keys, and the same for every delivery of one request.
 func (m ControlMessage) ReplayExecutionName() string { return ReplayExecutionPrefix + m.RequestID }

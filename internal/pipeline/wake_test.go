@@ -26,6 +26,14 @@ func TestWakeKeys(t *testing.T) {
 	}
 }
 
+// The sequence's objects sit under the tenant's control prefix, which the bucket's Deny protects
+// and the controller may list.
+func TestSequencePrefix(t *testing.T) {
+	if got, want := SequencePrefix("acme"), "control/acme/sequence/"; got != want {
+		t.Errorf("SequencePrefix: got %q, want %q", got, want)
+	}
+}
+
 func TestDecodeWakeState(t *testing.T) {
 	good := readFixture(t, "wake-state.json")
 	want := WakeState{

@@ -37,8 +37,8 @@ const StateVersion = 1
 // that no kept entry covers is refused as a duplicate, not as late.
 const MaxSkips = 100
 
-// Prefix is control/<tenant>/sequence/.
-func Prefix(tenant string) string { return pipeline.ControlPrefix + tenant + "/sequence/" }
+// Prefix is control/<tenant>/sequence/ (pipeline.SequencePrefix).
+func Prefix(tenant string) string { return pipeline.SequencePrefix(tenant) }
 
 // StateKey is control/<tenant>/sequence/state.json.
 func StateKey(tenant string) string { return Prefix(tenant) + "state.json" }

@@ -127,7 +127,8 @@ func (o Options) RolePath() string { return tenantpipeline.DefaultRolePath + o.S
 
 // MaxTenantsPerStack keeps the largest allowed group under 500 resources: 11 tenants of at most
 // 45 resources each (44, and a DynamoDB table the construct creates), plus the stack's dashboard,
-// are 496.
+// are 496. A numbered sequence's SequenceGap alarm is one more per tenant that has one: past 500,
+// CDK's own count of the stack's resources fails synth (docs/quotas-and-cost.md).
 const MaxTenantsPerStack = 11
 
 // OptionsFromContext reads Options from the app's context, with defaults.
