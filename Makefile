@@ -82,7 +82,10 @@ bench: setup
 ## against one message group with one send per event, at an emulated 30 ms per AWS call (TestFiguresPoolIntake);
 ## a local burst of 40 and 200 pooled tenants into one core system of 4 slots: slot utilization and per-file
 ## calls (TestFiguresAdmissionBurst); upload to first record and to the File Processed event, p50 and p95, for a
-## burst of one-chunk files and for one after an idle period, beside the fixed 30 s wait (TestFiguresLatency)
+## burst of one-chunk files and for one after an idle period, beside the fixed 30 s wait (TestFiguresLatency);
+## sequenced tenants' shuffled files with a number withheld, in both tiers: files held at most at once, the
+## missing file's upload to the first held file's first record, files out of sequence beside arrival order
+## (TestFiguresSequence)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
 	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m

@@ -3,13 +3,14 @@
 //
 //	go run ./cmd/local [--tenants FILE] [--inbox DIR] [--register-url URL] [--report FILE.json] [--timeout 10m] [--setup-timeout 30m]
 //	                   [--halted-recheck 5s] [--fail-on-failed-files] [--event-key-form raw|form] [--sequencers per-key|global]
+//	                   [--upload-order lexical|shuffle|reverse] [--upload-seed N] [--withhold GLOB]...
 //	go run ./cmd/local --serve --env-file FILE [--tenants FILE] [--inbox DIR] [--register-url URL]
 //
 // Exit status (build it into .build/ and run the binary to see it; `go run` prints its own):
 // 0 every upload drained and every invariant held; 1 an invariant broke, the run failed, or (with
 // --fail-on-failed-files) a file failed; 2 bad usage; 3 not drained by --timeout, or synth and the
-// builds not done by --setup-timeout; 4 every tenant drained or halted, and at least one halted (the
-// halt is printed with the pipectl commands). Interrupted (SIGINT, SIGTERM), the runner finishes its
+// builds not done by --setup-timeout; 4 every tenant drained, halted or holding files for a missing
+// sequence number, and at least one halted (the halt is printed with the pipectl commands) or holds. Interrupted (SIGINT, SIGTERM), the runner finishes its
 // summary and report before it stops the emulators; --serve then exits 0 (1 if an invariant broke).
 package main
 
@@ -23,9 +24,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -35,6 +39,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -87,6 +92,28 @@ type options struct {
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
 	files                                                                                      []inboxFile
+	// The uploads' order (localrun.OrderUploads), its seed (seedSet: given, not drawn), and the
+	// globs of the inbox files not uploaded (withheld, in inbox order).
+	uploadOrder string
+	uploadSeed  uint64
+	seedSet     bool
+	withhold    globs
+	withheld    []inboxFile
+	// warnings are printed to stderr before the run starts: a flag that has no effect.
+	warnings []string
+}
+
+// globs is a repeatable flag of path.Match patterns.
+type globs []string
+
+func (g *globs) String() string { return strings.Join(*g, " ") }
+
+func (g *globs) Set(v string) error {
+	if _, err := path.Match(v, ""); err != nil {
+		return fmt.Errorf("%v (Go's path.Match: *, ?, [a-z], \\ to quote)", err)
+	}
+	*g = append(*g, v)
+	return nil
 }
 
 // parse checks every flag before anything slow starts: a usage error is exit 2, in well under a
@@ -133,6 +160,10 @@ func parse(args []string, help io.Writer) (*options, error) {
 	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
 	fs.IntVar(&o.lambdaConcurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
 	fs.IntVar(&o.sinkMaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
+	// Arrivals out of the names' order, and files that never arrive (a tenant's sequence).
+	fs.StringVar(&o.uploadOrder, "upload-order", localrun.UploadLexical, "in which order each tenant's inbox files are uploaded: lexical (by relative path), shuffle (drawn from --upload-seed) or reverse; tenants follow one another in lexical order")
+	fs.Uint64Var(&o.uploadSeed, "upload-seed", 0, "seed of --upload-order shuffle (default: a new seed each run, printed so the run can be repeated)")
+	fs.Var(&o.withhold, "withhold", "do not upload the inbox files matching this glob, matched against <tenant>/<relative path> as Go's path.Match does (* stops at /); repeat it for more globs; with --serve, upload them later with pipectl upload or the aws CLI")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(help, "usage: go run ./cmd/local [flags] (docs/local-run.md)")
 		fs.SetOutput(help)
@@ -180,9 +211,21 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--setup-timeout %s: want more than 0", o.setupTimeout)
 	case o.haltedRecheck != 0 && o.haltedRecheck < time.Second:
 		return nil, usagef("--halted-recheck %s: want 0 or at least 1s", o.haltedRecheck)
+	case !slices.Contains(localrun.UploadOrders, o.uploadOrder):
+		return nil, usagef("--upload-order %q: want lexical, shuffle or reverse", o.uploadOrder)
+	}
+	fs.Visit(func(f *flag.Flag) { o.seedSet = o.seedSet || f.Name == "upload-seed" })
+	if o.seedSet && o.uploadOrder != localrun.UploadShuffle {
+		o.warnings = append(o.warnings, fmt.Sprintf("--upload-seed %d has no effect with --upload-order %s (it seeds shuffle only)", o.uploadSeed, o.uploadOrder))
 	}
 	if o.inbox == "" && !o.serve {
 		o.inbox = defaultInbox
+	}
+	if len(o.withhold) > 0 && o.inbox == "" {
+		return nil, usagef("--withhold keeps back files of --inbox, and there is none: give --inbox DIR")
+	}
+	if len(o.withhold) > 0 && !o.serve {
+		o.warnings = append(o.warnings, "--withhold without --serve: the withheld files never arrive in this run, so a sequenced tenant holds the files after them; the run ends when every tenant has drained, halted or holds (exit 4)")
 	}
 	var ids []string
 	if o.assembly == "" {
@@ -211,8 +254,59 @@ func parse(args []string, help io.Writer) (*options, error) {
 				}
 			}
 		}
+		if o.files, o.withheld, err = withhold(o.files, o.withhold); err != nil {
+			return nil, usagef("--withhold %v (in --inbox %s)", err, o.inbox)
+		}
+	}
+	if o.uploadOrder == localrun.UploadShuffle && !o.seedSet {
+		o.uploadSeed = uint64(rand.Uint32()) // short enough to type back
+	}
+	if err := localrun.OrderUploads(o.files, func(f inboxFile) string { return f.tenant }, o.uploadOrder, o.uploadSeed); err != nil {
+		return nil, usagef("--upload-order: %v", err)
 	}
 	return o, nil
+}
+
+// uploadOrderLine says in which order the files go up, with the seed of a shuffle so that the run
+// can be repeated; "" for the lexical order.
+func uploadOrderLine(o *options) string {
+	switch o.uploadOrder {
+	case localrun.UploadLexical:
+		return ""
+	case localrun.UploadShuffle:
+		return fmt.Sprintf("upload order: each tenant's files shuffled with seed %d (repeat it with --upload-order shuffle --upload-seed %d)", o.uploadSeed, o.uploadSeed)
+	}
+	return fmt.Sprintf("upload order: each tenant's files in %s order", o.uploadOrder)
+}
+
+// withhold splits files into those to upload and those matching a glob, each in inbox order; a
+// glob that matches no file is an error, as it is most likely mistyped.
+func withhold(files []inboxFile, globs []string) (upload, held []inboxFile, err error) {
+	used := make([]bool, len(globs))
+	for _, f := range files {
+		name := f.tenant + "/" + f.rel
+		matched := false
+		for i, g := range globs {
+			if ok, _ := path.Match(g, name); ok { // the pattern was checked as the flag was set
+				used[i], matched = true, true
+			}
+		}
+		if matched {
+			held = append(held, f)
+		} else {
+			upload = append(upload, f)
+		}
+	}
+	for i, g := range globs {
+		if !used[i] {
+			example := "acme/orders-3.csv"
+			if len(files) > 0 {
+				example = files[0].tenant + "/" + files[0].rel
+			}
+			return nil, nil, fmt.Errorf("%q matches no file: globs are matched against <tenant>/<relative path>, such as %s", g, example)
+		}
+	}
+	return upload, held, nil
 }
 
 // registerSource is the bundled Register function's source package, by which the local run knows
@@ -254,6 +348,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "local:", ue.hint)
 		}
 		return exitUsage
+	}
+	for _, w := range o.warnings {
+		fmt.Fprintln(stderr, "local: warning:", w)
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "local:", err)
@@ -339,6 +436,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "then: aws s3 cp x.csv s3://$INGEST_BUCKET/<prefix>x.csv ; go run ./cmd/pipectl status\n")
 	}
 	fmt.Fprintln(stdout, "phase 3/3: uploading and running")
+	if line := uploadOrderLine(o); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
 	for _, f := range o.files {
 		body, err := os.ReadFile(f.path)
 		if err != nil {
@@ -348,6 +448,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "uploaded %s/%s (%d bytes)\n", f.tenant, f.rel, len(body))
+	}
+	for _, f := range o.withheld {
+		name := ""
+		if path.Base(f.rel) != f.rel {
+			name = " --name " + ops.ShellQuote(f.rel) // pipectl keeps a file's base name by default
+		}
+		fmt.Fprintf(stdout, "withheld %s/%s (--withhold); to upload it: pipectl upload %s %s%s\n", f.tenant, f.rel, f.tenant, ops.ShellQuote(f.path), name)
 	}
 
 	wait := localrun.WaitOptions{Interval: time.Second, Heartbeat: o.heartbeat, StopWhenHalted: true}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +43,11 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"zero setup timeout", []string{"--setup-timeout", "0s"}, "--setup-timeout 0s: want more than 0"},
 		{"negative timeout", []string{"--timeout", "-1m"}, "--timeout -1m0s: want more than 0"},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},
+		{"unknown upload order", []string{"--upload-order", "random"}, `--upload-order "random": want lexical, shuffle or reverse`},
+		{"bad withhold glob", []string{"--inbox", "testdata/inbox-seq", "--withhold", "acme/orders-[.csv"}, `"acme/orders-[.csv" for flag -withhold: syntax error in pattern`},
+		{"withhold glob that matches nothing", []string{"--inbox", "testdata/inbox-seq", "--withhold", "acme/order-3.csv"},
+			`--withhold "acme/order-3.csv" matches no file: globs are matched against <tenant>/<relative path>, such as acme/orders-1.csv`},
+		{"withhold without an inbox", []string{"--serve", "--env-file", filepath.Join(work, "env"), "--withhold", "acme/*"}, "--withhold keeps back files of --inbox, and there is none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errs bytes.Buffer
@@ -95,6 +103,90 @@ func TestParseAcceptsKnownTenantInbox(t *testing.T) {
 	}
 }
 
+// The inbox's files in upload order, and the files withheld, as "<tenant>/<relative path>".
+func uploadNames(o *options) (uploads, withheld []string) {
+	for _, f := range o.files {
+		uploads = append(uploads, f.tenant+"/"+f.rel)
+	}
+	for _, f := range o.withheld {
+		withheld = append(withheld, f.tenant+"/"+f.rel)
+	}
+	return uploads, withheld
+}
+
+func TestParseUploadOrderAndWithhold(t *testing.T) {
+	acme := func(ns ...int) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, fmt.Sprintf("acme/orders-%d.csv", n))
+		}
+		return out
+	}
+	globex := []string{"globex/orders-1.csv", "globex/orders-2.csv", "globex/orders-3.csv"}
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		wantUploads  []string // nil: not checked (a shuffle: TestParseShuffleSeed)
+		wantWithheld []string
+		wantWarning  string
+	}{
+		{"lexical by default", nil, append(acme(1, 2, 3, 4, 5, 6), globex...), nil, ""},
+		{"reverse, per tenant", []string{"--upload-order", "reverse"},
+			append(acme(6, 5, 4, 3, 2, 1), "globex/orders-3.csv", "globex/orders-2.csv", "globex/orders-1.csv"), nil, ""},
+		{"a seed without shuffle is a warning", []string{"--upload-seed", "3"}, append(acme(1, 2, 3, 4, 5, 6), globex...), nil, "--upload-seed 3 has no effect with --upload-order lexical"},
+		{"withhold two globs", []string{"--withhold", "acme/orders-3.csv", "--withhold", "*/orders-1.csv"},
+			append(acme(2, 4, 5, 6), "globex/orders-2.csv", "globex/orders-3.csv"), []string{"acme/orders-1.csv", "acme/orders-3.csv", "globex/orders-1.csv"},
+			"--withhold without --serve"},
+		{"withhold then shuffle the rest", []string{"--withhold", "acme/orders-[45].csv", "--upload-order", "shuffle", "--upload-seed", "11"},
+			nil, acme(4, 5), "--withhold without --serve"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(append([]string{"--inbox", "testdata/inbox-seq"}, tc.args...), io.Discard)
+			if err != nil {
+				t.Fatalf("got %v, want no error", err)
+			}
+			uploads, withheld := uploadNames(o)
+			if tc.wantUploads != nil && !slices.Equal(uploads, tc.wantUploads) {
+				t.Errorf("uploads: got %v, want %v", uploads, tc.wantUploads)
+			}
+			if !slices.Equal(withheld, tc.wantWithheld) {
+				t.Errorf("withheld: got %v, want %v", withheld, tc.wantWithheld)
+			}
+			if tc.wantWarning == "" && len(o.warnings) > 0 || tc.wantWarning != "" && !strings.Contains(strings.Join(o.warnings, "\n"), tc.wantWarning) {
+				t.Errorf("warnings: got %q, want %q", o.warnings, tc.wantWarning)
+			}
+			for _, w := range withheld {
+				if slices.Contains(uploads, w) {
+					t.Errorf("%s is both withheld and uploaded", w)
+				}
+			}
+		})
+	}
+}
+
+// A shuffle's seed is drawn when none is given and repeats the order when given back.
+func TestParseShuffleSeed(t *testing.T) {
+	drawn, err := parse([]string{"--inbox", "testdata/inbox-seq", "--upload-order", "shuffle"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := parse([]string{"--inbox", "testdata/inbox-seq", "--upload-order", "shuffle", "--upload-seed", fmt.Sprint(drawn.uploadSeed)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := uploadNames(drawn)
+	b, _ := uploadNames(again)
+	if !slices.Equal(a, b) {
+		t.Errorf("seed %d drawn gave %v, given back %v; want the same order", drawn.uploadSeed, a, b)
+	}
+	if len(drawn.warnings) > 0 {
+		t.Errorf("got warnings %q, want none", drawn.warnings)
+	}
+	if line, want := uploadOrderLine(drawn), fmt.Sprintf("--upload-seed %d)", drawn.uploadSeed); !strings.HasSuffix(line, want) {
+		t.Errorf("got %q, want the seed printed to repeat the run: %q", line, want)
+	}
+}
+
 func TestExportLine(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"AWS_ENDPOINT_URL_S3=http://127.0.0.1:1234", "export AWS_ENDPOINT_URL_S3='http://127.0.0.1:1234'"},
@@ -125,8 +217,11 @@ func TestExitStatus(t *testing.T) {
 		{"a failed file, --fail-on-failed-files", failed, nil, false, options{failOnFailed: true}, 1},
 		{"every file failed is not OK with the flag", &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
 			"acme": {Files: []report.FileReport{{Key: "bad.csv", Status: "FAILED"}}}}}, nil, false, options{failOnFailed: true}, 1},
+		{"a refused file, --fail-on-failed-files", &report.Report{Violations: []string{}, Tenants: map[string]*report.TenantReport{
+			"acme": {Files: []report.FileReport{{Key: "a.csv", Status: "SUCCEEDED"}, {Key: "a-again.csv", Status: report.StatusRefused}}}}}, nil, false, options{failOnFailed: true}, 1},
 		{"violation", violated, nil, false, options{}, 1},
 		{"halted", failed, &localrun.HaltedError{Tenants: []string{"acme"}}, false, options{}, 4},
+		{"holding files for a missing number", ok, &localrun.HaltedError{Holding: []string{"acme"}}, false, options{}, 4},
 		{"timeout", ok, errors.New("not drained: context deadline exceeded"), true, options{timeout: time.Minute}, 3},
 		{"serve, interrupted", ok, errors.New("not drained: context canceled"), false, options{serve: true}, 0},
 	} {
@@ -158,5 +253,49 @@ func TestWriteReportsBesideEachOther(t *testing.T) {
 	}
 	if !strings.Contains(string(page), `data-tenant="acme"`) || !strings.Contains(string(page), `data-key="inbox/acme/a.csv"`) {
 		t.Errorf("report.html: got no lane or bar of acme's file")
+	}
+}
+
+// withhold matches each glob against <tenant>/<relative path> as path.Match does, keeps the inbox
+// order on both sides, and names a glob that matches nothing.
+func TestWithhold(t *testing.T) {
+	files := []inboxFile{{"acme", "orders-1.csv", "p1"}, {"acme", "orders-10.csv", "p2"}, {"acme", "sub/orders-2.csv", "p3"}, {"globex", "orders-1.csv", "p4"}}
+	names := func(fs []inboxFile) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.tenant+"/"+f.rel)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name               string
+		globs              []string
+		wantHeld, wantSent []string
+		wantErr            string
+	}{
+		{"one file", []string{"acme/orders-1.csv"}, []string{"acme/orders-1.csv"},
+			[]string{"acme/orders-10.csv", "acme/sub/orders-2.csv", "globex/orders-1.csv"}, ""},
+		{"* stops at a slash", []string{"acme/*"}, []string{"acme/orders-1.csv", "acme/orders-10.csv"},
+			[]string{"acme/sub/orders-2.csv", "globex/orders-1.csv"}, ""},
+		{"every tenant's number 1, two globs on one file", []string{"*/orders-1.csv", "acme/orders-?.csv"}, []string{"acme/orders-1.csv", "globex/orders-1.csv"},
+			[]string{"acme/orders-10.csv", "acme/sub/orders-2.csv"}, ""},
+		{"a glob that matches nothing", []string{"acme/orders-1.csv", "acme/orders-3.csv"}, nil, nil, `"acme/orders-3.csv" matches no file`},
+		{"a relative path alone matches nothing", []string{"orders-1.csv"}, nil, nil, `"orders-1.csv" matches no file`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, held, err := withhold(files, tc.globs)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("got error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(held), tc.wantHeld) || !slices.Equal(names(sent), tc.wantSent) {
+				t.Errorf("got withheld %v, sent %v; want %v, %v", names(held), names(sent), tc.wantHeld, tc.wantSent)
+			}
+		})
 	}
 }

@@ -47,10 +47,17 @@ func (r *Run) queueDepth(ctx context.Context, q *Queue) (int, error) {
 }
 
 // tenantDepth is the number of a tenant's messages, visible, in flight or delayed: its queue's
-// depth for a silo tenant, its message group's in the pool's queue for a pooled one.
+// depth for a silo tenant, its message group's in the pool's queue for a pooled one. A sequenced
+// tenant's tick (pipeline.TickGroup) is not counted: it is the pipeline's timer, in a group of
+// its own, and comes back while a gap lasts whatever the files do.
 func (r *Run) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
 	if !t.Pooled() {
-		return r.queueDepth(ctx, t.Queue)
+		n, err := r.queueDepth(ctx, t.Queue)
+		if _, seq := t.SequenceRule(); err != nil || n == 0 || !seq {
+			return n, err
+		}
+		ticks, err := r.tickDepth(ctx, t)
+		return n - ticks, err
 	}
 	groups, err := r.groupDepths(ctx, t.Queue)
 	if err != nil {

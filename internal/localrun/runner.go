@@ -21,6 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/results"
 )
 
 // MetadataSource is the resource metadata key naming a function's Go main package.
@@ -231,6 +232,8 @@ type Run struct {
 	inputs     map[string]string
 	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
 	redriven map[string]redriveTimes
+	// refused keeps the REFUSED summaries read, by execution name: a refusal is final (sequence.go).
+	refused map[string]results.Summary
 	// delivered holds, per queue ARN, the ids of the messages handed to the function, with their
 	// message group.
 	delivered map[string]map[string]string

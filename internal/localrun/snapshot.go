@@ -160,6 +160,9 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 			}
 		}
 		sort.Slice(tr.Replays, func(i, j int) bool { return tr.Replays[i].StartedAt.Before(*tr.Replays[j].StartedAt) })
+		if rule, seq := t.SequenceRule(); seq {
+			r.fillSequence(ctx, t, rule, tr)
+		}
 		gaps = append(gaps, tr.Gaps()...)
 		gapParts = append(gapParts, tr.GapParts()...)
 		if n, err := r.tenantDepth(ctx, t); err == nil {
@@ -316,13 +319,23 @@ func (r *Run) checkInvariants(rep *report.Report) []string {
 	v = append(v, bad...)
 	for _, t := range r.Tenants {
 		tr := rep.Tenants[t.ID]
+		// A sequenced tenant's files run in the order of their values, not of their uploads.
+		files, earlier := tr.Files, "an earlier upload"
+		if rule, seq := t.SequenceRule(); seq {
+			files, earlier = sequenceOrder(rule, t.Prefix, tr.Files), "a file before it in the sequence"
+			for _, f := range tr.Files {
+				if f.Status == report.StatusRefused && f.Records > 0 {
+					v = append(v, fmt.Sprintf("%s: %s was refused (%s) but %d of its records were registered", t.ID, f.Key, f.Refusal, f.Records))
+				}
+			}
+		}
 		var lastStart, lastStop *time.Time
-		for i, f := range tr.Files {
+		for i, f := range files {
 			if f.StartedAt == nil {
 				continue
 			}
 			if lastStart != nil && f.StartedAt.Before(*lastStart) {
-				v = append(v, fmt.Sprintf("%s: file %d (%s) started before an earlier upload", t.ID, i+1, f.Key))
+				v = append(v, fmt.Sprintf("%s: file %d (%s) started before %s", t.ID, i+1, f.Key, earlier))
 			}
 			if lastStop == nil && lastStart != nil {
 				v = append(v, fmt.Sprintf("%s: file %d (%s) started while the previous file was still running", t.ID, i+1, f.Key))
@@ -345,7 +358,7 @@ func (r *Run) checkInvariants(rep *report.Report) []string {
 		if t.DynamoDBTable() != "" {
 			continue // order is the table's to show (the scenarios read it back); the sink saw nothing
 		}
-		v = append(v, registrationViolations(t.ID, t.Keyed(), tr.Files, r.Sink.Registered(t.ID), r.Sink.Requests(t.ID))...)
+		v = append(v, registrationViolations(t.ID, t.Keyed(), files, r.Sink.Registered(t.ID), r.Sink.Requests(t.ID))...)
 	}
 	return v
 }
@@ -401,12 +414,14 @@ func windowOverlaps(tenant string, files []report.FileReport, reqs []emulate.Sin
 	return v
 }
 
-// Drained reports whether every upload has been processed: no message left in any queue, no
-// execution running and no event source mapping invocation in flight.
+// Drained reports whether every upload has been processed: no message left in any queue (a
+// sequenced tenant's tick aside), no file held ahead of its turn, no execution running and no event
+// source mapping invocation in flight.
 func (r *Run) Drained(ctx context.Context) (bool, error) { return r.drained(ctx, nil) }
 
 // drained is Drained, except that the queues of the tenants in halted may hold messages (a halted
-// tenant holds its head file's message and every file behind it).
+// tenant holds its head file's message and every file behind it), and their held files may wait
+// (a tenant holding files for a missing number, TenantReport.Holding).
 func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error) {
 	r.mu.Lock()
 	busy := r.busy
@@ -424,6 +439,17 @@ func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error)
 		}
 		if n > 0 {
 			return false, nil
+		}
+		if rule, seq := t.SequenceRule(); seq {
+			// Held files wait for their turn: a missing number, a skip after gapTimeout, a name
+			// settling. None of them is in the queue.
+			held, err := r.sequenceStore(t, rule).List(ctx, 0)
+			if err != nil {
+				return false, err
+			}
+			if held.Count > 0 {
+				return false, nil
+			}
 		}
 	}
 	st, err := r.sfnStats(ctx)

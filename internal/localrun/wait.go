@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,14 +30,16 @@ func (t *Tenant) Policy() string {
 }
 
 // halted reports the file a halt tenant is stopped at: its latest started file ended in failure
-// and the queue still holds messages (the head's, held by the controller, and any behind it).
+// and the queue still holds messages (the head's, held by the controller, and any behind it). The
+// latest started is the last upload started, or for a sequenced tenant, whose files start in the
+// order of their names, the last start.
 func halted(t *Tenant, tr *report.TenantReport) *report.Halt {
 	if t.Policy() != pipeline.OnFailureHalt || tr.Queued == 0 {
 		return nil
 	}
 	var last *report.FileReport
 	for i := range tr.Files {
-		if tr.Files[i].StartedAt != nil {
+		if s := tr.Files[i].StartedAt; s != nil && (last == nil || !s.Before(*last.StartedAt)) {
 			last = &tr.Files[i]
 		}
 	}
@@ -51,11 +54,23 @@ func halted(t *Tenant, tr *report.TenantReport) *report.Halt {
 	return nil
 }
 
-// HaltedError ends a wait in which every tenant drained or halted, and at least one halted.
-type HaltedError struct{ Tenants []string }
+// HaltedError ends a wait in which every tenant drained, halted or holds files for a missing
+// number (TenantReport.Holding), and at least one halted or holds: each waits for an operator (or,
+// for a held tenant, its missing file).
+type HaltedError struct {
+	Tenants []string
+	Holding []string
+}
 
 func (e *HaltedError) Error() string {
-	return "halted: " + strings.Join(e.Tenants, ", ") + " (every other tenant drained)"
+	var parts []string
+	if len(e.Tenants) > 0 {
+		parts = append(parts, "halted: "+strings.Join(e.Tenants, ", "))
+	}
+	if len(e.Holding) > 0 {
+		parts = append(parts, "holding files for a missing sequence number: "+strings.Join(e.Holding, ", "))
+	}
+	return strings.Join(parts, "; ") + " (every other tenant drained)"
 }
 
 // WaitOptions configure Wait.
@@ -65,8 +80,8 @@ type WaitOptions struct {
 	// Heartbeat prints the progress line with what each tenant waits on at least this often, even
 	// when nothing changed (0: only when the line changes).
 	Heartbeat time.Duration
-	// StopWhenHalted ends the wait when every tenant has drained or halted, with a *HaltedError
-	// when one has halted.
+	// StopWhenHalted ends the wait when every tenant has drained, halted or holds files for a
+	// missing number, with a *HaltedError when one has halted or holds.
 	StopWhenHalted bool
 	// UntilInterrupted keeps waiting (and printing) after the run drained, until ctx ends (--serve).
 	UntilInterrupted bool
@@ -91,9 +106,12 @@ func (r *Run) Wait(ctx context.Context, w io.Writer, o WaitOptions) error {
 		if w != nil || o.StopWhenHalted {
 			rep, _ = r.Snapshot(ctx)
 		}
-		haltedIDs := map[string]bool{}
+		haltedIDs, holding := map[string]bool{}, map[string]bool{}
 		if rep != nil {
 			for _, id := range r.TenantIDs() {
+				if rep.Tenants[id].Holding() {
+					holding[id] = true
+				}
 				if h := rep.Tenants[id].Halted; h != nil {
 					haltedIDs[id] = true
 					if w != nil && !announced[id+"\x00"+h.ExecutionName] {
@@ -121,7 +139,9 @@ func (r *Run) Wait(ctx context.Context, w io.Writer, o WaitOptions) error {
 		var ok bool
 		var err error
 		if o.StopWhenHalted {
-			ok, err = r.drained(ctx, haltedIDs)
+			waiting := maps.Clone(haltedIDs)
+			maps.Copy(waiting, holding)
+			ok, err = r.drained(ctx, waiting)
 		} else {
 			ok, err = r.Drained(ctx)
 		}
@@ -136,13 +156,8 @@ func (r *Run) Wait(ctx context.Context, w io.Writer, o WaitOptions) error {
 			}
 			streak++
 			if streak >= 2 && !o.UntilInterrupted {
-				if len(haltedIDs) > 0 {
-					ids := make([]string, 0, len(haltedIDs))
-					for id := range haltedIDs {
-						ids = append(ids, id)
-					}
-					sort.Strings(ids)
-					return &HaltedError{Tenants: ids}
+				if o.StopWhenHalted && len(haltedIDs)+len(holding) > 0 {
+					return &HaltedError{Tenants: slices.Sorted(maps.Keys(haltedIDs)), Holding: slices.Sorted(maps.Keys(holding))}
 				}
 				return nil
 			}

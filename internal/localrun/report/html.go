@@ -37,6 +37,8 @@ const (
 	kindReplayed  = "replayed"  // a replay's execution
 	kindRedriven  = "redriven"  // redriven at least once
 	kindRunning   = "running"   // still running when the report was written
+	kindRefused   = "refused"   // a sequenced tenant's file refused by the controller: never to run
+	kindHeld      = "held"      // a sequenced tenant's file held ahead of its turn
 	kindWaiting   = "waiting"   // no execution yet
 	kindSucceeded = "succeeded" // none of the above
 )
@@ -44,6 +46,7 @@ const (
 var legend = []struct{ Kind, Text string }{
 	{kindSucceeded, "succeeded"}, {kindRunning, "running"}, {kindFailed, "failed"}, {kindHalted, "halted (waits for an operator)"},
 	{kindSkipped, "skipped by an operator"}, {kindReplayed, "replayed"}, {kindRedriven, "redriven"},
+	{kindHeld, "held ahead of its turn (sequence)"}, {kindRefused, "refused (sequence: unmatched, duplicate or late)"},
 }
 
 // fileKind says what became of a file, for its colour.
@@ -61,6 +64,10 @@ func fileKind(f FileReport, halt *Halt) string {
 		return kindRedriven
 	case f.Status == "RUNNING":
 		return kindRunning
+	case f.Status == StatusRefused:
+		return kindRefused
+	case f.Status == StatusHeld:
+		return kindHeld
 	case f.Status == "WAITING" || f.StartedAt == nil:
 		return kindWaiting
 	}
@@ -101,10 +108,12 @@ type htmlReport struct {
 // the file has no summary (FileReport.Registered).
 type htmlFileRow struct {
 	Tenant, Key, Execution, Status, Kind string
-	Replay                               bool
-	Records                              string
-	SplitCounted                         bool // Records is Split's count
-	Registered, Rejected, Unprocessed    string
+	// Sequence is the file's value in its tenant's sequence, Refusal why it was refused; "" if none.
+	Sequence, Refusal                 string
+	Replay                            bool
+	Records                           string
+	SplitCounted                      bool // Records is Split's count
+	Registered, Rejected, Unprocessed string
 	// SomeRejected and SomeUnprocessed mark a count above 0, which the page highlights.
 	SomeRejected, SomeUnprocessed bool
 }
@@ -113,6 +122,7 @@ type htmlFileRow struct {
 func fileRow(tenant string, f FileReport, halt *Halt) htmlFileRow {
 	return htmlFileRow{
 		Tenant: tenant, Key: f.Key, Execution: orDash(f.ExecutionName), Status: f.Status, Kind: fileKind(f, halt), Replay: f.Replay,
+		Sequence: f.Sequence, Refusal: f.Refusal,
 		Records: f.RecordsText(), SplitCounted: f.RecordsCountedBy == "split",
 		Registered: CountText(f.Registered), Rejected: CountText(f.Rejected), Unprocessed: CountText(f.Unprocessed),
 		SomeRejected: positive(f.Rejected), SomeUnprocessed: positive(f.Unprocessed),
@@ -136,6 +146,10 @@ type htmlLane struct {
 	Bars   []htmlBar
 	Gaps   []htmlGap
 	Halted bool
+	// Held is the files the tenant holds ahead of their turn, and Awaits the number it waits
+	// for while a gap lasts ("" without one); a tenant without a sequence has neither.
+	Held   int
+	Awaits string
 }
 
 type htmlBar struct {
@@ -263,6 +277,12 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 			tr = &TenantReport{}
 		}
 		lane.Halted = tr.Halted != nil
+		if q := tr.Sequence; q != nil {
+			lane.Held = q.Held
+			if q.GapSince != nil {
+				lane.Awaits = q.Next
+			}
+		}
 		if tr.Tier == TierPool {
 			lane.Pool = cmp.Or(tr.Pool, "-")
 		}
@@ -437,7 +457,11 @@ func gapRow(tenant string, gaps []float64, overall bool) htmlGapRow {
 // barTitle is the hover text of a bar: every detail, one per line.
 func barTitle(b htmlBar) string {
 	f := b.File
-	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + f.Status + " (" + b.Kind + ")",
+	status := f.Status
+	if f.Refusal != "" {
+		status += ", " + f.Refusal
+	}
+	lines := []string{f.Key, "execution: " + orDash(f.ExecutionName), "status: " + status + " (" + b.Kind + ")",
 		"queued: " + b.Queued + ", running: " + b.Running, "records: " + f.RecordsText(),
 		"registered: " + CountText(f.Registered) + ", rejected: " + CountText(f.Rejected)}
 	if positive(f.Unprocessed) {

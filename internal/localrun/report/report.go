@@ -12,6 +12,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 	"github.com/example/tenantpipeline/internal/svgchart"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Report is the JSON report of a run (docs/local-run.md, "Report").
@@ -64,6 +65,47 @@ type TenantReport struct {
 	// Replays are the executions that ran an uploaded file again (a replay control message), in
 	// start order; each is marked replay and is not one of Files.
 	Replays []FileReport `json:"replays,omitempty"`
+	// Sequence is a sequenced tenant's place in its sequence; absent for a tenant without one.
+	Sequence *SequenceReport `json:"sequence,omitempty"`
+}
+
+// SequenceReport is a sequenced tenant's place in its sequence, as its state and held files in
+// the bucket tell it (internal/sequence).
+type SequenceReport struct {
+	Kind  string `json:"kind"`
+	OnGap string `json:"onGap,omitempty"`
+	// Next is the number expected next (kind number), or the last name processed (kind name).
+	Next string `json:"next"`
+	// Held is how many files are held ahead of their turn now, HeldFirst the lowest of them.
+	Held      int    `json:"held"`
+	HeldFirst string `json:"heldFirst,omitempty"`
+	// GapSince is when the tenant began to wait for its missing number Next; null without a gap.
+	GapSince *time.Time `json:"gapSince"`
+	// Skipped is how many skips the state records (an operator's, or onGap "skip" after gapTimeout).
+	Skipped int `json:"skipped,omitempty"`
+}
+
+// Statuses of a sequenced tenant's file that has no execution (FileReport.Status), beside
+// WAITING: held ahead of its turn, or refused by the controller (never to run).
+const (
+	StatusHeld    = "HELD"
+	StatusRefused = results.StatusRefused
+)
+
+// Holding reports whether a sequenced tenant holds files for a missing number that only the
+// file, or an operator's skip, can end (onGap "hold"), with nothing else to run: like a halted
+// tenant, it waits for someone.
+func (tr *TenantReport) Holding() bool {
+	s := tr.Sequence
+	if s == nil || s.Held == 0 || s.GapSince == nil || s.OnGap != spec.OnGapHold || tr.Queued > 0 {
+		return false
+	}
+	for _, f := range tr.Files {
+		if f.Status == "RUNNING" || f.Status == "WAITING" {
+			return false
+		}
+	}
+	return true
 }
 
 // FileReport is one uploaded file and its execution.
@@ -109,6 +151,11 @@ type FileReport struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Replay is true for an entry of TenantReport.Replays.
 	Replay bool `json:"replay,omitempty"`
+	// Sequence is the value the file's name carries in its tenant's sequence (a number without its
+	// zeros); Refusal why a REFUSED file will not run (its summary.json's: "unmatched",
+	// "duplicate" or "late"), and ExecutionName is then the name its summary is under.
+	Sequence string `json:"sequence,omitempty"`
+	Refusal  string `json:"refusal,omitempty"`
 	// Runs are the runs of a redriven execution, in order: the file's own (redrive 0), then one per
 	// redrive, each with its own status and times; absent for an execution never redriven, whose
 	// one run is StartedAt to StoppedAt. A redriven execution keeps its start date, so StartedAt to

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/termtable"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Halt is the file a halt tenant stopped at: its failed execution holds the tenant until an
@@ -66,9 +68,12 @@ func ProgressLine(rep *Report, ids []string) string {
 			idle++
 			continue
 		}
-		s := fmt.Sprintf("%s %d/%d done%s", id, c.done+c.failed, c.files, c.states())
+		s := fmt.Sprintf("%s %d/%d done%s", id, c.ended(), c.files, c.states())
 		if tr.Halted != nil {
 			s += " HALTED"
+		}
+		if q := tr.Sequence; q != nil && q.GapSince != nil {
+			s += fmt.Sprintf(" (waits for %s)", q.Next)
 		}
 		busy = append(busy, fmt.Sprintf("%s, %d records%s", s, tr.records(), splitNote(tr)))
 	}
@@ -76,7 +81,7 @@ func ProgressLine(rep *Report, ids []string) string {
 	if tenants == 1 {
 		noun = "tenant"
 	}
-	total := fmt.Sprintf("%d %s (%d idle): %d/%d files done%s", tenants, noun, idle, all.done+all.failed, all.files, all.states())
+	total := fmt.Sprintf("%d %s (%d idle): %d/%d files done%s", tenants, noun, idle, all.ended(), all.files, all.states())
 	if halted > 0 {
 		total += fmt.Sprintf(" %d HALTED", halted)
 	}
@@ -88,8 +93,9 @@ func ProgressLine(rep *Report, ids []string) string {
 	return strings.Join(append([]string{total}, capped(busy)...), " | ")
 }
 
-// fileCounts are a tenant's (or the run's) files by state.
-type fileCounts struct{ files, done, running, waiting, failed int }
+// fileCounts are a tenant's (or the run's) files by state: a sequenced tenant's files may also be
+// held ahead of their turn, or refused.
+type fileCounts struct{ files, done, running, waiting, held, refused, failed int }
 
 func countFiles(tr *TenantReport) fileCounts {
 	c := fileCounts{files: len(tr.Files)}
@@ -101,6 +107,10 @@ func countFiles(tr *TenantReport) fileCounts {
 			c.running++
 		case "WAITING":
 			c.waiting++
+		case StatusHeld:
+			c.held++
+		case StatusRefused:
+			c.refused++
 		default:
 			c.failed++
 		}
@@ -109,20 +119,23 @@ func countFiles(tr *TenantReport) fileCounts {
 }
 
 func (c *fileCounts) add(o fileCounts) {
-	c.files, c.done, c.running, c.waiting, c.failed = c.files+o.files, c.done+o.done, c.running+o.running, c.waiting+o.waiting, c.failed+o.failed
+	c.files, c.done, c.running, c.waiting = c.files+o.files, c.done+o.done, c.running+o.running, c.waiting+o.waiting
+	c.held, c.refused, c.failed = c.held+o.held, c.refused+o.refused, c.failed+o.failed
 }
 
-// states are the counts above 0 of running, waiting and failed files.
+// ended counts the files that will not run again: succeeded, failed or refused.
+func (c fileCounts) ended() int { return c.done + c.failed + c.refused }
+
+// states are the counts above 0 of running, waiting, held, refused and failed files.
 func (c fileCounts) states() string {
 	var s string
-	if c.running > 0 {
-		s += fmt.Sprintf(" %d running", c.running)
-	}
-	if c.waiting > 0 {
-		s += fmt.Sprintf(" %d waiting", c.waiting)
-	}
-	if c.failed > 0 {
-		s += fmt.Sprintf(" %d failed", c.failed)
+	for _, n := range []struct {
+		n    int
+		what string
+	}{{c.running, "running"}, {c.waiting, "waiting"}, {c.held, "held"}, {c.refused, "refused"}, {c.failed, "failed"}} {
+		if n.n > 0 {
+			s += fmt.Sprintf(" %d %s", n.n, n.what)
+		}
 	}
 	return s
 }
@@ -134,7 +147,7 @@ func (tr *TenantReport) busy() bool {
 		return true
 	}
 	for _, f := range tr.Files {
-		if f.Status == "RUNNING" || f.Status == "WAITING" {
+		if f.Status == "RUNNING" || f.Status == "WAITING" || f.Status == StatusHeld {
 			return true
 		}
 	}
@@ -160,14 +173,14 @@ func splitNote(tr *TenantReport) string {
 	return ""
 }
 
-// Idle reports whether no tenant has a message queued, a file running or a halt.
+// Idle reports whether no tenant has a message queued, a file running or held, or a halt.
 func Idle(rep *Report) bool {
 	for _, tr := range rep.Tenants {
 		if tr.Halted != nil || tr.Queued > 0 {
 			return false
 		}
 		for _, f := range tr.Files {
-			if f.Status == "RUNNING" {
+			if f.Status == "RUNNING" || f.Status == StatusHeld {
 				return false
 			}
 		}
@@ -195,6 +208,8 @@ func WaitingOn(rep *Report, ids []string) string {
 		switch {
 		case tr.Halted != nil:
 			parts = append(parts, fmt.Sprintf("%s an operator (halted at %s)", id, tr.Halted.Key))
+		case running == nil && tr.Sequence != nil && tr.Sequence.GapSince != nil:
+			parts = append(parts, fmt.Sprintf("%s its missing number %s (%s; onGap %s)", id, tr.Sequence.Next, tr.Sequence.heldText(), tr.Sequence.OnGap))
 		case running != nil:
 			parts = append(parts, fmt.Sprintf("%s %s, running %.0fs", id, running.Key, time.Since(*running.StartedAt).Seconds()))
 		case tr.Queued > 0:
@@ -245,6 +260,11 @@ func WriteSummary(w io.Writer, rep *Report, ids []string) {
 	for _, id := range ids {
 		if tr := rep.Tenants[id]; tr != nil && tr.Halted != nil {
 			WriteHalt(w, id, tr.Halted)
+		}
+	}
+	for _, id := range ids {
+		if tr := rep.Tenants[id]; tr != nil && tr.Sequence != nil {
+			writeSequence(w, id, tr)
 		}
 	}
 	perSecond := ""
@@ -303,7 +323,11 @@ func summaryRows(tenant string, f FileReport) [][]string {
 		if f.StartedAt != nil && f.StoppedAt != nil {
 			secs = fmt.Sprintf("%.2f", f.StoppedAt.Sub(*f.StartedAt).Seconds())
 		}
-		return [][]string{{tenant, key, f.Status, f.RecordsText(), hist, fmt.Sprint(f.MaxPayloadBytes), secs, f.Error}}
+		errText := f.Error
+		if f.Refusal != "" {
+			errText = "refused: " + f.Refusal
+		}
+		return [][]string{{tenant, key, f.Status, f.RecordsText(), hist, fmt.Sprint(f.MaxPayloadBytes), secs, errText}}
 	}
 	known := false
 	for _, run := range f.Runs {
@@ -341,4 +365,31 @@ func (rep *Report) operatorRuns() bool {
 		}
 	}
 	return false
+}
+
+// heldText is "N held from V", or "none held".
+func (q *SequenceReport) heldText() string {
+	if q.Held == 0 {
+		return "none held"
+	}
+	return fmt.Sprintf("%d held from %s", q.Held, q.HeldFirst)
+}
+
+// writeSequence prints a sequenced tenant's place: the next value, its held files and its gap,
+// and with onGap "hold" how the gap ends.
+func writeSequence(w io.Writer, tenant string, tr *TenantReport) {
+	q := tr.Sequence
+	next := "next " + q.Next
+	if q.Kind != spec.SequenceNumber {
+		next = "last name " + cmp.Or(q.Next, "(none yet)")
+	}
+	refused := countFiles(tr).refused
+	fmt.Fprintf(w, "sequence %s: %s, %s, %d refused", tenant, next, q.heldText(), refused)
+	if q.GapSince != nil {
+		fmt.Fprintf(w, "; waiting for %s since %s (onGap %s)", q.Next, q.GapSince.UTC().Format("15:04:05"), q.OnGap)
+	}
+	fmt.Fprintln(w)
+	if q.GapSince != nil && q.OnGap == spec.OnGapHold {
+		fmt.Fprintf(w, "  the held files run once %s arrives, or after: pipectl sequence skip %s %s --reason \"<why it will not come>\"\n", q.Next, tenant, q.Next)
+	}
 }
