@@ -620,7 +620,7 @@ func sequenceStatusLine(id string, s ops.SequenceStatus) string {
 	if len(s.Held) > 0 {
 		values := make([]string, len(s.Held))
 		for i, v := range s.Held {
-			values[i] = ops.ShellQuote(v)
+			values[i] = ops.ShellQuote(fmt.Sprint(v))
 		}
 		more := ""
 		if n := s.HeldCount - len(s.Held); n > 0 {

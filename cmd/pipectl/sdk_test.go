@@ -437,7 +437,7 @@ func TestSDKSequence(t *testing.T) {
 	}
 	var seq bytes.Buffer
 	json.Compact(&seq, rep.Tenants[0].Sequence)
-	if want := `{"kind":"number","next":7,"last":null,"running":null,"held":["9","10","12"],"heldCount":3,"gapSince":"2026-11-30T11:00:00Z"}`; seq.String() != want {
+	if want := `{"kind":"number","next":7,"last":null,"running":null,"held":[9,10,12],"heldCount":3,"gapSince":"2026-11-30T11:00:00Z"}`; seq.String() != want {
 		t.Errorf("got sequence %s, want %s", seq.String(), want)
 	}
 	wantS3 := []string{"HEAD /ingest/control/acme/skip/acme-2", "HEAD /ingest/inbox/acme/bad.csv?versionId=v2",

@@ -119,7 +119,7 @@ func TestSequenceStatusJSON(t *testing.T) {
 	}
 	want := map[string]string{
 		"names":   `{"kind":"name","next":null,"last":"20261130T0900","running":"20261130T1000","held":["20261130T1100","20261130T1200"],"heldCount":2,"gapSince":null}`,
-		"ordered": `{"kind":"number","next":7,"last":null,"running":null,"held":["9","10","12"],"heldCount":3,"gapSince":"2026-11-30T11:00:00Z"}`,
+		"ordered": `{"kind":"number","next":7,"last":null,"running":null,"held":[9,10,12],"heldCount":3,"gapSince":"2026-11-30T11:00:00Z"}`,
 		"plain":   `null`,
 		"pnum":    `{"kind":"number","next":0,"last":null,"running":null,"held":[],"heldCount":0,"gapSince":null}`,
 	}

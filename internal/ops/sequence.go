@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,9 +34,9 @@ type SequenceStatus struct {
 	// Running is the value of the file whose turn it is and whose execution runs; null when none.
 	Running *string `json:"running"`
 	// Held are the values of the files held ahead of their turn, oldest (lowest) first, at most
-	// MaxHeldListed, as strings for both kinds (a number in decimal, as summary.json's "sequence");
+	// MaxHeldListed: numbers (JSON numbers) for kind number, names (strings) for kind name;
 	// HeldCount counts every held file.
-	Held      []string `json:"held"`
+	Held      []any `json:"held"`
 	HeldCount int      `json:"heldCount"`
 	// GapSince is when the tenant began to wait for a missing number while holding later ones;
 	// null without a gap.
@@ -98,7 +99,14 @@ func (o *Ops) sequenceStatus(ctx context.Context, t pipeline.TenantOutput, r spe
 	if err != nil {
 		return nil, err
 	}
-	s := &SequenceStatus{Kind: r.Kind, Held: append([]string{}, held.Values...), HeldCount: held.Count, GapSince: st.GapSince}
+	s := &SequenceStatus{Kind: r.Kind, Held: []any{}, HeldCount: held.Count, GapSince: st.GapSince}
+	for _, v := range held.Values {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && r.Kind == spec.SequenceNumber {
+			s.Held = append(s.Held, n)
+		} else {
+			s.Held = append(s.Held, v)
+		}
+	}
 	if r.Kind == spec.SequenceNumber {
 		s.Next = aws.Int64(st.Next)
 	} else if st.Last != "" {

@@ -81,7 +81,7 @@ func TestStatusSequence(t *testing.T) {
 		want   string // the row's "sequence", as JSON
 	}{
 		{"silo, numbers, a gap", "acme", nil,
-			`{"kind":"number","next":7,"last":null,"running":null,"held":["9","10","12"],"heldCount":3,"gapSince":"2026-12-02T11:00:00Z"}`},
+			`{"kind":"number","next":7,"last":null,"running":null,"held":[9,10,12],"heldCount":3,"gapSince":"2026-12-02T11:00:00Z"}`},
 		{"pooled, numbers, no state yet: the spec's start", "numb", nil,
 			`{"kind":"number","next":0,"last":null,"running":null,"held":[],"heldCount":0,"gapSince":null}`},
 		{"pooled, names: the last name, no next", "hooli", nil,
@@ -92,7 +92,7 @@ func TestStatusSequence(t *testing.T) {
 			for n := int64(100); n < 1600; n++ {
 				w.Hold("ingest", "acme", spec.SequenceNumber, spec.SequenceValue{Num: n, Text: fmt.Sprint(n)}, fmt.Sprint("acme-", n))
 			}
-		}, `{"kind":"number","next":7,"last":null,"running":null,"held":["9","10","12","100","101","102","103","104","105","106","107","108","109","110","111","112","113","114","115","116"],"heldCount":1503,"gapSince":"2026-12-02T11:00:00Z"}`},
+		}, `{"kind":"number","next":7,"last":null,"running":null,"held":[9,10,12,100,101,102,103,104,105,106,107,108,109,110,111,112,113,114,115,116],"heldCount":1503,"gapSince":"2026-12-02T11:00:00Z"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
