@@ -50,6 +50,10 @@ const tickInterval = time.Minute
 // retention, 14 days (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html).
 const tickMaxAge = 12 * 24 * time.Hour
 
+// tickOrphanAfter is how long a tick waits for the state to record it before it takes itself for
+// an orphan, whose arm's state write failed.
+const tickOrphanAfter = 30 * time.Second
+
 // maxSequenceAttempts bounds the read-change-write rounds of one decision.
 const maxSequenceAttempts = 3
 
@@ -552,8 +556,18 @@ func (h *Handler) sequenceTick(ctx context.Context, d *delivery, m pipeline.Cont
 	if err != nil {
 		return h.serviceError(ctx, d, "read the tenant's sequence", err)
 	}
-	if st.Tick == nil || !st.Tick.Equal(m.RequestedAt) {
+	switch {
+	case st.Tick != nil && st.Tick.After(m.RequestedAt):
 		d.log.InfoContext(ctx, "sequence tick replaced by a newer one; released")
+		return released
+	case st.Tick == nil || st.Tick.Before(m.RequestedAt):
+		// The head sends a tick before it saves the state that records it, and a tick can be
+		// delivered in between: it waits for its record. One whose record never came (the save
+		// failed; the head arms another at its next look) goes after tickOrphanAfter.
+		if now.Sub(m.RequestedAt) < tickOrphanAfter {
+			return h.hold(ctx, d, time.Second)
+		}
+		d.log.InfoContext(ctx, "sequence tick never recorded in the state; released")
 		return released
 	}
 	stop := func() decision {

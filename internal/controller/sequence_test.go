@@ -528,3 +528,57 @@ func TestSequenceFileProcessedEvents(t *testing.T) {
 		}
 	}
 }
+
+// The head sends a tick before it saves the state that records it: a tick delivered in between
+// waits for its record instead of taking itself for a replaced one, which would leave the gap
+// with a recorded tick that no longer exists. One never recorded goes after tickOrphanAfter.
+func TestSequenceTickBeforeItsRecord(t *testing.T) {
+	r := newSeqRig(t, `{"pattern":"^orders-(?P<seq>[0-9]+)\\.csv$","kind":"number","start":1,"gapTimeout":"30s","onGap":"skip"}`)
+	stateKey := testBucket + "/" + sequence.StateKey("acme")
+	early := true
+	r.s3.beforePut = func(key string) {
+		if key != stateKey || !early || len(r.sqs.sent) == 0 {
+			return
+		}
+		early = false
+		// The tick just sent is delivered before the state that records it is written.
+		r.collect()
+		r.tick()
+		if len(r.ticks) != 1 {
+			t.Errorf("the tick delivered before its record released itself: %d out", len(r.ticks))
+		}
+	}
+	r.upload("orders-2.csv")
+	r.drain()
+	if early {
+		t.Fatal("no state write after the tick was sent")
+	}
+	r.now = r.now.Add(31 * time.Second)
+	r.tick() // now recorded, and the gap is over its timeout: it asks for the skip
+	r.drain()
+	if names := r.startedNames(); !slices.Equal(names, []string{"orders-2.csv"}) {
+		t.Fatalf("started %v: want 2 after the gap's skip", names)
+	}
+	// A tick whose record never comes goes after tickOrphanAfter.
+	orphan := r.message(sequenceTickBody(t, r.now), "acme/sequence")
+	r.ticks = []events.SQSMessage{orphan}
+	r.tick()
+	if len(r.ticks) != 1 {
+		t.Fatal("an unrecorded tick went at once; want it to wait for its record")
+	}
+	r.now = r.now.Add(tickOrphanAfter)
+	r.tick()
+	if len(r.ticks) != 0 {
+		t.Errorf("an unrecorded tick is still out after %s", tickOrphanAfter)
+	}
+}
+
+func sequenceTickBody(t *testing.T, at time.Time) string {
+	t.Helper()
+	b, err := pipeline.EncodeControl(pipeline.ControlMessage{Type: pipeline.ControlType, Version: pipeline.ControlVersion, Action: pipeline.ControlSequenceTick,
+		Tenant: "acme", RequestedBy: sequenceRequester, Reason: "test", RequestedAt: at.UTC(), RequestID: "tick-orphan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
