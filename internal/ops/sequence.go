@@ -37,7 +37,7 @@ type SequenceStatus struct {
 	// MaxHeldListed: numbers (JSON numbers) for kind number, names (strings) for kind name;
 	// HeldCount counts every held file.
 	Held      []any `json:"held"`
-	HeldCount int      `json:"heldCount"`
+	HeldCount int   `json:"heldCount"`
 	// GapSince is when the tenant began to wait for a missing number while holding later ones;
 	// null without a gap.
 	GapSince *time.Time `json:"gapSince"`
