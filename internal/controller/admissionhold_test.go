@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// A waiting file's entry is armed for exactly the hold its message is given: one safety net next
+// in line, several further back. An entry armed for one safety net while its message is held for
+// several is skipped as gone by the release whose turn it is, and the wake-up is lost.
+func TestAdmissionArmsTheHoldItsMessageGets(t *testing.T) {
+	for _, ahead := range []int{0, 3, 10} {
+		t.Run(fmt.Sprintf("%d ahead", ahead), func(t *testing.T) {
+			w, a := newAdmissionRig(t, nil, 1)
+			a.leases["another-file"] = true
+			for i := range ahead {
+				a.waiting = append(a.waiting, fmt.Sprintf("ahead-%d", i))
+			}
+			if w.deliver(t, 1) {
+				t.Fatal("got released, want held while no slot is free")
+			}
+			last := w.q.changes[len(w.q.changes)-1]
+			exec := a.waiting[ahead]
+			if got, want := a.holds[exec], time.Duration(last.Seconds)*time.Second; got != want {
+				t.Fatalf("got the entry armed for %s, want the message's hold %s", got, want)
+			}
+			if safety := w.h.cfg.admissionHold(); ahead >= 2 && a.holds[exec] <= safety {
+				t.Errorf("%d ahead of a limit of 1: got a hold of %s, want longer than one safety net (%s)", ahead, a.holds[exec], safety)
+			}
+		})
+	}
+}
+
+// A redrive or a replay takes its running-file slots first, like a file: at a full gate it waits,
+// with no RedriveExecution and no StartExecution.
+func TestControlRunsWaitForAdmission(t *testing.T) {
+	tests := []struct {
+		action string
+		setup  func(r *rig)
+	}{
+		{pipeline.ControlRedrive, func(r *rig) { r.sfn.set(arn1, sfntypes.ExecutionStatusFailed) }},
+		{pipeline.ControlReplay, func(*rig) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.action, func(t *testing.T) {
+			r, rs := newControlRig(t, admissionEnv)
+			a := newFakeAdmission(1)
+			a.leases["another-file"] = true
+			r.h.admission = a
+			tt.setup(r)
+			before := slices.Clone(r.sfn.created)
+			resp, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", controlBody(t, tt.action, nil), 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.failures(resp); !slices.Equal(got, []string{"m1"}) {
+				t.Fatalf("got batch item failures %v, want the control message held", got)
+			}
+			if got := r.sfn.created[len(before):]; len(got) != 0 || len(rs.calls) != 0 {
+				t.Fatalf("got executions started %v and %d redrives at a full gate, want none", got, len(rs.calls))
+			}
+			if len(a.waiting) != 1 || len(a.armed) != 1 {
+				t.Fatalf("got waiting %v, armed %v, want the %s waiting, armed", a.waiting, a.armed, tt.action)
+			}
+		})
+	}
+}
