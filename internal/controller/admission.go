@@ -197,16 +197,25 @@ func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []adm
 			QueueUrl: aws.String(w.QueueURL), ReceiptHandle: aws.String(w.ReceiptHandle), VisibilityTimeout: 0,
 		})
 		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID}
+		counted := metrics.AdmissionHandovers
 		switch {
 		case err == nil:
 			log.InfoContext(ctx, "running-file slot handed over; waiting file woken", attrs...)
 		case staleReceipt(err):
 			log.InfoContext(ctx, "running-file slot handed over; the waiting file is being delivered already", append(attrs, "errorCode", errorCode(err))...)
 		default:
+			counted = metrics.AdmissionWakeFailures
 			log.Log(ctx, stateErrorLevel(err), "running-file slot handed over; the waiting file could not be woken, its safety net brings it back", append(attrs, "error", err)...)
 		}
-		if err := h.metrics.Emit(metrics.Count(metrics.AdmissionHandovers, 1)); err != nil {
+		if err := h.metrics.Emit(metrics.Count(counted, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+		// A failed wake of the core system's gate is counted by core system too: its alarm covers
+		// the tenants of both tiers.
+		if cs := h.cfg.Tenant.CoreSystem; counted == metrics.AdmissionWakeFailures && h.coreMetrics != nil && cs != nil && w.Gate == schema.CoreGate(cs.Name) {
+			if err := h.coreMetrics(cs.Name).Emit(metrics.Count(metrics.AdmissionWakeFailures, 1)); err != nil {
+				log.WarnContext(ctx, "core system metrics not written", "error", err)
+			}
 		}
 	}
 }

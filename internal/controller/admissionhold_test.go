@@ -1,15 +1,20 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
@@ -69,6 +74,46 @@ func TestControlRunsWaitForAdmission(t *testing.T) {
 			}
 			if len(a.waiting) != 1 || len(a.armed) != 1 {
 				t.Fatalf("got waiting %v, armed %v, want the %s waiting, armed", a.waiting, a.armed, tt.action)
+			}
+		})
+	}
+}
+
+// A wake-up that fails is counted as failed (AdmissionWakeFailures, by tenant and by core system for
+// the core system's gate), never as a handover; a receipt no longer current is no failure: its
+// message is being delivered and claims the slot.
+func TestWakeFailuresCounted(t *testing.T) {
+	tests := []struct {
+		name           string
+		current        string // the receipt in flight
+		err            error
+		wantHandovers  float64
+		wantFailures   float64
+		wantCoreFailed float64
+	}{
+		{"woken", "rh-1", nil, 1, 0, 0},
+		{"being delivered already", "rh-2", nil, 1, 0, 0},
+		{"refused", "rh-1", errors.New("connection reset by peer"), 0, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, _ := newAdmissionRig(t, nil, 1)
+			var core bytes.Buffer
+			w.h.coreMetrics = func(name string) *metrics.Emitter {
+				return metrics.NewDimension(&core, "TenantPipeline", metrics.DimensionCoreSystem, name)
+			}
+			w.q.receive(tt.current)
+			w.q.err = tt.err
+			w.h.wakeWaiters(context.Background(), w.h.log, []admission.Wake{{Gate: "core#ledger", Tenant: "acme", Execution: "e1",
+				QueueURL: testQueueURL, ReceiptHandle: "rh-1", MessageID: "m1"}})
+			sums := w.metricSums(t)
+			if sums[metrics.AdmissionHandovers] != tt.wantHandovers || sums[metrics.AdmissionWakeFailures] != tt.wantFailures {
+				t.Errorf("got %v handovers and %v wake failures, want %v and %v", sums[metrics.AdmissionHandovers], sums[metrics.AdmissionWakeFailures],
+					tt.wantHandovers, tt.wantFailures)
+			}
+			got := float64(strings.Count(core.String(), `"`+metrics.AdmissionWakeFailures+`":1`))
+			if got != tt.wantCoreFailed {
+				t.Errorf("got %v AdmissionWakeFailures by core system (%s), want %v", got, core.String(), tt.wantCoreFailed)
 			}
 		})
 	}
