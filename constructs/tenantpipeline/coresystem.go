@@ -83,6 +83,10 @@ type CoreSystem struct {
 	// LostLeases fires when a running file of the core system had lost its running-file lease and
 	// took it again, perhaps beyond maxRunningFiles (metric LostLeases, dimension CoreSystem).
 	LostLeases awscloudwatch.Alarm
+	// WakeFailures fires when slots handed to the core system's waiting files could not wake them
+	// more than once in five minutes (metric AdmissionWakeFailures, dimension CoreSystem): each
+	// such file waits for its safety net, and its slot for the reconciler.
+	WakeFailures awscloudwatch.Alarm
 	// Dashboard shows the core system's running files against its limit, its oldest admission
 	// wait, its admissions and waits, and its alarm. DashboardName is its name.
 	Dashboard     awscloudwatch.Dashboard
