@@ -118,3 +118,47 @@ func TestWakeFailuresCounted(t *testing.T) {
 		})
 	}
 }
+
+// A long hold is counted from the message's receive, which SQS counts its 12 hours from: a file far
+// back in line, held late in its invocation, is held for what is left of them, and its entry is
+// armed for that same hold.
+func TestAdmissionHoldCountsFromTheReceive(t *testing.T) {
+	tests := []struct {
+		name         string
+		attempt      int
+		firstReceive time.Duration // before now; 0: no timestamp
+		invoked      time.Duration // before now
+		want         time.Duration
+	}{
+		{"invoked 10 minutes ago", 2, 0, 10 * time.Minute, 12*time.Hour - 11*time.Minute},
+		{"first receive 20 minutes ago", 1, 20 * time.Minute, time.Minute, 12*time.Hour - 21*time.Minute},
+		{"a later receive: its first receive's time is not its own", 3, 5 * time.Hour, 2 * time.Minute, 12*time.Hour - 3*time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, a := newAdmissionRig(t, nil, 1)
+			a.leases["another-file"] = true
+			for i := range 1000 { // far back: WaitHold's maximum
+				a.waiting = append(a.waiting, fmt.Sprintf("ahead-%d", i))
+			}
+			now := w.h.now()
+			msg := message("m1", eventBody(t, evID1, key1), tt.attempt)
+			msg.ReceiptHandle = "rh-1"
+			if tt.firstReceive > 0 {
+				msg.Attributes["ApproximateFirstReceiveTimestamp"] = fmt.Sprint(now.Add(-tt.firstReceive).UnixMilli())
+			}
+			w.q.receive(msg.ReceiptHandle)
+			ctx := withInvoked(context.Background(), now.Add(-tt.invoked))
+			if _, err := w.h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}); err != nil {
+				t.Fatal(err)
+			}
+			last := w.q.changes[len(w.q.changes)-1]
+			if got := time.Duration(last.Seconds) * time.Second; got != tt.want {
+				t.Errorf("got the message held %s, want %s", got, tt.want)
+			}
+			if got := a.holds[a.waiting[len(a.waiting)-1]]; got != tt.want {
+				t.Errorf("got the entry armed for %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
