@@ -199,6 +199,26 @@ func grantLeases(fn awslambda.IFunction, tables ...awsdynamodb.ITable) {
 // may make a message of such a queue visible (grantWakeUps), and only of such a queue.
 func WakeTagKey(coreSystem string) string { return "tenantpipeline:wake:" + coreSystem }
 
+// MaxQueueTags is the most tags an SQS queue takes
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html).
+const MaxQueueTags = 50
+
+// MaxWakeTags is the most core systems one queue is tagged for (one WakeTagKey each): the rest of
+// MaxQueueTags is kept for the tags an app puts on its stacks, which CDK copies onto the queue.
+const MaxWakeTags = MaxQueueTags - 10
+
+// wakeTagsFit refuses a queue whose tenants name more core systems than it can carry wake-up tags
+// for: a deployment would fail on the queue's tags.
+func wakeTagsFit(expr string, cs []*CoreSystem) error {
+	n := len(coreSystemsOf(cs))
+	if n <= MaxWakeTags {
+		return nil
+	}
+	return fmt.Errorf("%s: the tenants name %d core systems, over %d: the queue carries one wake-up tag per core system "+
+		"(%s), SQS allows %d tags a queue and %d are kept for the app's own tags; split the tenants over more pools",
+		expr, n, MaxWakeTags, WakeTagKey("<name>"), MaxQueueTags, MaxQueueTags-MaxWakeTags)
+}
+
 // tagForWakeUps tags q for the wake-ups of each core system.
 func tagForWakeUps(q awssqs.IQueue, cs ...*CoreSystem) {
 	for _, c := range cs {
