@@ -31,7 +31,7 @@ func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, no
 			return Decision{}, err
 		}
 		if p2.of(r.Execution) && p2.state == stateReserved {
-			ok, err := s.claim(ctx, g, r, p2.slot, now)
+			ok, err := s.claim(ctx, g, r, p2, now)
 			if err != nil || ok {
 				return Decision{Admitted: ok, Claimed: ok}, err
 			}
