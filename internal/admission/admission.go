@@ -91,6 +91,9 @@ type Wake struct {
 	Gate, Tenant, Execution string
 	QueueURL, ReceiptHandle string
 	MessageID               string
+	// Again: the waiter's reservation expired unclaimed (its wake-up was lost) and the slot went
+	// on; it is woken again so that it queues again under its ticket. Not a handover.
+	Again bool
 }
 
 // Decision is the outcome of one Admit.

@@ -113,6 +113,11 @@ func (s *Store) reserve(ctx context.Context, g Gate, idx int, from string, e ent
 		attrAcquired: num(now.UnixMilli()), attrRenewedAt: num(now.UnixMilli()),
 		attrReserved: num(now.Add(s.reserveFor()).UnixMilli()), schema.AttrExpiresAt: num(s.leaseExpiry(now)),
 	}}
+	// The reservation keeps where the waiter's message is: if it expires unclaimed (a lost
+	// wake-up), the reconciler wakes the waiter again from it (reconcile.go).
+	if e.wake.ReceiptHandle != "" {
+		in.Item[attrQueueURL], in.Item[attrReceipt], in.Item[attrMessageID] = str(e.wake.QueueURL), str(e.wake.ReceiptHandle), str(e.wake.MessageID)
+	}
 	if from == "" {
 		in.ConditionExpression = aws.String("attribute_not_exists(#sk)")
 		in.ExpressionAttributeNames = map[string]string{"#sk": schema.AttrSK}

@@ -71,6 +71,14 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 		}
 		wakes = append(wakes, w...)
 		handed += len(w)
+		if l.reservedUntil > 0 && l.wake.ReceiptHandle != "" {
+			// A reservation nobody claimed: its waiter's wake-up was lost (a failed or throttled
+			// visibility change, a releaser that stopped). Wake it again from its stored receipt, so
+			// that it queues again under its ticket now rather than after its hold, up to 12 hours.
+			again := l.wake
+			again.Again = true
+			wakes = append(wakes, again)
+		}
 	}
 	used := map[int]bool{}
 	for _, l := range st.leases {

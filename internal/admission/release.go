@@ -31,6 +31,20 @@ func (s *Store) Release(ctx context.Context, gates []Gate, tenant, execution str
 		if freed {
 			n++
 		}
+		if !freed {
+			continue // a second release reads one item, no more
+		}
+		// A release runs the gate's reconciler when it is due, as an ask does: a gate whose
+		// waiters all wait out long holds is still reconciled while its files end.
+		m, err := s.readMeta(ctx, g)
+		if err != nil {
+			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
+		}
+		w, err = s.reconcileIfDue(ctx, g, m, now)
+		if err != nil {
+			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
+		}
+		wakes = append(wakes, w...)
 	}
 	return n, wakes, nil
 }

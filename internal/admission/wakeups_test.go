@@ -79,8 +79,8 @@ func TestRequeuedWaiterCountsAsWaiting(t *testing.T) {
 	}
 	// The wake-up is lost: nobody claims the slot in time, and the reconciler frees it.
 	clk.Add(s.reserveFor() + time.Second)
-	if wakes, err := s.Reconcile(ctx, g); err != nil || len(wakes) != 0 {
-		t.Fatalf("Reconcile: %v, %v, want the slot freed with nobody else to wake", wakes, err)
+	if wakes, err := s.Reconcile(ctx, g); err != nil || !slices.Equal(wokenTenants(wakes), []string{"late"}) {
+		t.Fatalf("Reconcile: %v, %v, want the slot freed with nobody else to wake, and late woken again from its receipt", wakes, err)
 	}
 	d := mustAdmit(t, s, again(req("late", "late-f", 1, g)))
 	if d.Admitted {
@@ -126,8 +126,8 @@ func TestReservationWindowAndReconcilePeriod(t *testing.T) {
 			after time.Duration
 			want  []string
 		}{
-			{29 * time.Second, nil},                // still first's
-			{31 * time.Second, []string{"second"}}, // past the window: handed on
+			{29 * time.Second, nil},                         // still first's
+			{31 * time.Second, []string{"second", "first"}}, // past the window: handed on, first woken again
 		}
 		for _, tt := range tests {
 			s, clk, table := newStore(t)
@@ -174,4 +174,28 @@ func TestReservationWindowAndReconcilePeriod(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A release runs the gate's reconciler when it is due, as an ask does: a waiter whose wake-up was
+// lost is woken again by the next file that ends, not only when another waiter asks (waiters far
+// back in line ask rarely, after long holds).
+func TestReleaseReconcilesWhenDue(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 2}
+	mustAdmit(t, s, req("a", "a-f", 1, g))
+	mustAdmit(t, s, req("b", "b-f", 1, g))
+	for _, tenant := range []string{"lost", "next"} {
+		clk.Add(time.Second)
+		waitArmed(t, s, req(tenant, tenant+"-f", 1, g))
+	}
+	if got := wokenTenants(release(t, s, []Gate{g}, "a", "a-f")); !slices.Equal(got, []string{"lost"}) {
+		t.Fatalf("a's release woke %v, want lost", got)
+	}
+	// lost's wake-up is lost; nobody asks; b ends past the reservation and the reconcile period.
+	clk.Add(max(s.reserveFor(), s.reconcileEvery()) + time.Second)
+	got := wokenTenants(release(t, s, []Gate{g}, "b", "b-f"))
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"lost", "next"}) {
+		t.Fatalf("b's release woke %v, want next (b's slot) and lost again (its reservation expired)", got)
+	}
 }

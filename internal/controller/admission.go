@@ -197,7 +197,7 @@ func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []adm
 		_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 			QueueUrl: aws.String(w.QueueURL), ReceiptHandle: aws.String(w.ReceiptHandle), VisibilityTimeout: 0,
 		})
-		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID}
+		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID, "wokenAgain", w.Again}
 		counted := metrics.AdmissionHandovers
 		switch {
 		case err == nil:
@@ -207,6 +207,9 @@ func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []adm
 		default:
 			counted = metrics.AdmissionWakeFailures
 			log.Log(ctx, stateErrorLevel(err), "running-file slot handed over; the waiting file could not be woken, its safety net brings it back", append(attrs, "error", err)...)
+		}
+		if w.Again && counted == metrics.AdmissionHandovers {
+			continue // a waiter woken again after its reservation expired: no slot handed to it now
 		}
 		if err := h.metrics.Emit(metrics.Count(counted, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
