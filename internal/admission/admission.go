@@ -119,6 +119,9 @@ type Decision struct {
 	// Ahead is the number of files of the tenant's weight ahead of it in Gate's queue; Counted
 	// equals Ahead (kept for callers that bound it); Free the free slots Gate had, when read.
 	Ahead, Counted, Free int
+	// ExpectedWait is how long the file may still wait at Gate at the pace the gate admitted
+	// files since its previous reconcile (counters.go): 0 when unknown.
+	ExpectedWait time.Duration
 	// Running and Limit are the blocking (or last) gate's running files and effective limit,
 	// when this call read them (0 otherwise).
 	Running, Limit int
@@ -193,6 +196,8 @@ const (
 	attrMessageID = "messageId"
 	attrReconcile = "reconciledAt"
 	attrOverflow  = "overflow"
+	attrMark      = "servedAtReconcile"
+	attrPace      = "servedPerMinute"
 	attrAlive     = "aliveUntil"
 )
 

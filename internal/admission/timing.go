@@ -45,6 +45,23 @@ func HoldLeft(received, now time.Time) time.Duration {
 // hold only bounds what a lost wake-up costs, and a file far back in line would otherwise ask
 // again many times before its turn, for nothing.
 func WaitHold(safetyNet time.Duration, ahead, limit int) time.Duration {
+	return waitRounds(safetyNet, ahead, limit)
+}
+
+// Hold is how long the waiting file of d is held: WaitHold, or, when the gate's recent pace gives
+// an expected wait (Decision.ExpectedWait), twice that wait if shorter, and at least the safety
+// net. Twice: a release normally wakes the file first (an ask before its turn costs an
+// invocation), and a file whose wake-up was lost still comes back about when its turn came, its
+// look reconciling the gate, instead of after rounds of safety nets.
+func (d Decision) Hold(safetyNet time.Duration, limit int) time.Duration {
+	hold := waitRounds(safetyNet, d.Ahead, limit)
+	if d.ExpectedWait > 0 {
+		hold = min(hold, max(safetyNet, 2*d.ExpectedWait))
+	}
+	return hold
+}
+
+func waitRounds(safetyNet time.Duration, ahead, limit int) time.Duration {
 	rounds := 1 + max(0, ahead)/max(1, limit)
 	if time.Duration(rounds) > MaxHold/max(safetyNet, time.Second) {
 		return MaxHold

@@ -28,3 +28,28 @@ func TestHoldLeftCountsFromTheReceive(t *testing.T) {
 		}
 	}
 }
+
+// A far-back waiter's hold is sized from its expected wait at the gate's pace, when known: twice
+// that wait, at least the safety net, never more than the rounds of safety nets ahead of it.
+func TestHoldSizedFromTheExpectedWait(t *testing.T) {
+	const net = 5 * time.Minute
+	tests := []struct {
+		name     string
+		ahead    int
+		expected time.Duration
+		want     time.Duration
+	}{
+		{"pace unknown: rounds of safety nets", 1000, 0, 101 * net},
+		{"far back at a brisk pace", 1000, 20 * time.Minute, 40 * time.Minute},
+		{"next in line", 0, 10 * time.Second, net},
+		{"slower than the rounds", 1000, 10 * time.Hour, 101 * net},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decision{Ahead: tt.ahead, ExpectedWait: tt.expected}
+			if got := d.Hold(net, 10); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -197,5 +198,39 @@ func TestReleaseReconcilesWhenDue(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"lost", "next"}) {
 		t.Fatalf("b's release woke %v, want next (b's slot) and lost again (its reservation expired)", got)
+	}
+}
+
+// The gate's reconcile marks keep its pace: a file that waits is told its expected wait at that
+// pace (one file every 10 s here, so about 10 s per file ahead of it).
+func TestExpectedWaitFromTheGatesPace(t *testing.T) {
+	s, clk, table := newStore(t)
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("r0", "r0-f", 1, g))
+	var line []string
+	for i := range 12 {
+		tenant := fmt.Sprintf("w%02d", i)
+		waitArmed(t, s, req(tenant, tenant+"-f", 1, g))
+		line = append(line, tenant)
+	}
+	runner := "r0"
+	for range 8 { // a file ends every 10 s, and the next claims its slot
+		clk.Add(10 * time.Second)
+		woken := wokenTenants(release(t, s, []Gate{g}, runner, runner+"-f"))
+		if len(woken) == 0 {
+			t.Fatalf("%s's release woke nobody", runner)
+		}
+		runner = woken[0]
+		if d := mustAdmit(t, s, again(req(runner, runner+"-f", 1, g))); !d.Admitted {
+			t.Fatalf("%s: got %+v, want admitted", runner, d)
+		}
+	}
+	d := mustAdmit(t, s, req("late", "late-f", 1, g))
+	if d.Admitted || d.ExpectedWait <= 0 {
+		t.Fatalf("late: got %+v, want a wait with an expected wait", d)
+	}
+	per := d.ExpectedWait / time.Duration(d.Ahead+1)
+	if per < 5*time.Second || per > 20*time.Second {
+		t.Errorf("got %s expected for %d ahead (%s a file), want about 10 s a file", d.ExpectedWait, d.Ahead, per)
 	}
 }

@@ -164,8 +164,9 @@ func (h *Handler) admitFile(ctx context.Context, d *delivery, name string, fresh
 // after the record makes the message visible after this hold, never before. armed is false when
 // a release took the entry first: the caller asks again and claims the slot.
 func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.Decision) (decision, bool) {
-	// The entry is armed for the hold the message gets: counted from its receive (holdable).
-	wait := h.holdable(d, admission.WaitHold(h.cfg.admissionHold(), dec.Ahead, max(dec.Entry.Gate.Limit, 1)))
+	// The entry is armed for the hold the message gets: sized from its expected wait
+	// (Decision.Hold), and counted from its receive (holdable).
+	wait := h.holdable(d, dec.Hold(h.cfg.admissionHold(), max(dec.Entry.Gate.Limit, 1)))
 	held := h.hold(ctx, d, wait)
 	armed, err := h.admission.Arm(ctx, dec.Entry, admission.Wake{QueueURL: h.cfg.QueueURL, ReceiptHandle: d.rec.ReceiptHandle, MessageID: d.rec.MessageId}, wait)
 	if err != nil {
