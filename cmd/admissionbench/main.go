@@ -161,11 +161,13 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("push lost wake-ups: %w", err)
 		}
-		fmt.Printf("admission: push N=%d with a lost wake-up every %d handovers: %d lost, %d handed on, the slowest %.1f s after its reservation's end (goal ≤ %.0f s, one reconcile period); utilization %.1f %%, %.2f invocations per file\n",
-			o.sizes[0], o.loseEvery, res.lost, res.handedOn, res.slowestHandOn.Seconds(), admission.DefaultReconcileEvery.Seconds(),
+		// The reconciler runs on the gate's asks and releases: a wake-up lost at the burst's tail,
+		// after the gate's last ask and release, waits for its file's own hold.
+		fmt.Printf("admission: push N=%d with a lost wake-up every %d handovers: %d lost, %d handed on within one reconcile period (%.0f s) of the reservation's end, %d later or never (the slowest %.1f s); utilization %.1f %%, %.2f invocations per file\n",
+			o.sizes[0], o.loseEvery, res.lost, res.inPeriod, admission.DefaultReconcileEvery.Seconds(), res.lost-res.inPeriod, res.slowestHandOn.Seconds(),
 			100*res.utilization(), res.invocationsPerFile())
-		if res.lost == 0 || res.handedOn < res.lost || res.slowestHandOn > admission.DefaultReconcileEvery {
-			missed = append(missed, fmt.Sprintf("lost wake-ups: %d of %d handed on, slowest %.1f s", res.handedOn, res.lost, res.slowestHandOn.Seconds()))
+		if res.lost == 0 || res.inPeriod < res.lost {
+			missed = append(missed, fmt.Sprintf("lost wake-ups: %d of %d handed on within one reconcile period", res.inPeriod, res.lost))
 		}
 	}
 	push := results["push"]
@@ -219,8 +221,8 @@ type result struct {
 	maxConcurrent int
 	// The lost wake-up case: wake-ups lost, their slots handed on by the reconciler, and the
 	// longest from a lost reservation's end to its slot's handing on.
-	lost, handedOn int
-	slowestHandOn  time.Duration
+	lost, handedOn, inPeriod int
+	slowestHandOn            time.Duration
 }
 
 func (r result) utilization() float64 {
@@ -597,7 +599,7 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 		}
 	}
 	if pushed != nil {
-		res.lost, res.handedOn, res.slowestHandOn = pushed.lostCount, pushed.handedOn, pushed.slowest
+		res.lost, res.handedOn, res.inPeriod, res.slowestHandOn = pushed.lostCount, pushed.handedOn, pushed.inPeriod, pushed.slowest
 	}
 	res.requests = m.requests.Load()
 	res.readUnits = float64(m.readMilli.Load()) / 1000
@@ -645,9 +647,9 @@ type push struct {
 	safetyNet time.Duration
 	// loseEvery > 0 loses every loseEvery'th handover's wake-up; lost holds when each lost
 	// waiter's slot was handed to it, until the reconciler wakes it again (its slot handed on).
-	loseEvery, handovers, lostCount, handedOn int
-	lost                                      map[int]time.Duration
-	slowest                                   time.Duration
+	loseEvery, handovers, lostCount, handedOn, inPeriod int
+	lost                                                map[int]time.Duration
+	slowest                                             time.Duration
 }
 
 // woken is the tenants to wake of wakes at now, less the lost ones (loseEvery).
@@ -665,7 +667,11 @@ func (p *push) woken(wakes []admission.Wake, now time.Duration) []int {
 			if at, ok := p.lost[i]; ok {
 				delete(p.lost, i)
 				p.handedOn++
-				p.slowest = max(p.slowest, now-(at+admission.DefaultReserveFor))
+				late := now - (at + admission.DefaultReserveFor)
+				p.slowest = max(p.slowest, late)
+				if late <= admission.DefaultReconcileEvery {
+					p.inPeriod++
+				}
 			}
 			out = append(out, i)
 			continue
