@@ -28,12 +28,10 @@ func (s *Store) Release(ctx context.Context, gates []Gate, tenant, execution str
 			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
 		}
 		wakes = append(wakes, w...)
-		if freed {
-			n++
-		}
 		if !freed {
 			continue // a second release reads one item, no more
 		}
+		n++
 		// A release runs the gate's reconciler when it is due, as an ask does: a gate whose
 		// waiters all wait out long holds is still reconciled while its files end.
 		m, err := s.readMeta(ctx, g)
