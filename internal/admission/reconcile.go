@@ -72,7 +72,7 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 			}
 			continue
 		}
-		w, err := s.free(ctx, g, l.index, l.execution, now)
+		w, err := s.free(ctx, g, l.index, holder{execution: l.execution, seen: l.renewedAt}, now)
 		if err != nil {
 			return wakes, err
 		}
@@ -106,7 +106,7 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 		if m.waiting() == 0 {
 			break
 		}
-		w, ok, err := s.handover(ctx, g, i, "", m, now)
+		w, ok, err := s.handover(ctx, g, i, holder{}, m, now)
 		if err != nil {
 			return wakes, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -19,7 +20,18 @@ import (
 // slot first.
 type hookDB struct {
 	ItemAPI
-	afterDelete func()
+	afterDelete    func()
+	afterSlotQuery func() // once a Query of a gate's slots answered: a reconciler's read
+}
+
+func (h *hookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := h.ItemAPI.Query(ctx, in, o...)
+	if v, ok := in.ExpressionAttributeValues[":slot"]; err == nil && ok && sOf(map[string]types.AttributeValue{"v": v}, "v") == schema.SlotPrefix && h.afterSlotQuery != nil {
+		f := h.afterSlotQuery
+		h.afterSlotQuery = nil
+		f()
+	}
+	return out, err
 }
 
 func (h *hookDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
@@ -232,5 +244,45 @@ func TestExpectedWaitFromTheGatesPace(t *testing.T) {
 	per := d.ExpectedWait / time.Duration(d.Ahead+1)
 	if per < 5*time.Second || per > 20*time.Second {
 		t.Errorf("got %s expected for %d ahead (%s a file), want about 10 s a file", d.ExpectedWait, d.Ahead, per)
+	}
+}
+
+// A late file that claims its expired reservation between the reconciler's read of the slots and
+// its handing on of that slot keeps the slot: the reconciler passes a stale slot on only if it is
+// still as it read it. Otherwise the running file would lose its lease to the next waiter.
+func TestReconcileLeavesALateClaimAlone(t *testing.T) {
+	s, clk, table := newStore(t)
+	raw := s.DB
+	hook := &hookDB{ItemAPI: raw}
+	s.DB = hook
+	g := Gate{Table: table, Key: schema.CoreGate("x"), Limit: 1}
+	mustAdmit(t, s, req("holder", "holder-f", 1, g))
+	for _, tenant := range []string{"late", "next"} {
+		clk.Add(time.Second)
+		waitArmed(t, s, req(tenant, tenant+"-f", 1, g))
+	}
+	release(t, s, []Gate{g}, "holder", "holder-f")
+	clk.Add(s.reserveFor() + time.Second)
+	other := &Store{DB: raw, LeaseTTL: s.LeaseTTL, WaiterTTL: s.WaiterTTL, Now: clk.Now}
+	hook.afterSlotQuery = func() {
+		if d := mustAdmit(t, other, again(req("late", "late-f", 1, g))); !d.Admitted {
+			t.Errorf("late's claim: got %+v, want admitted (its slot still named it)", d)
+		}
+	}
+	wakes, err := s.Reconcile(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hook.afterSlotQuery != nil {
+		t.Fatal("the reconciler never read the slots: the test did not reach the race it is about")
+	}
+	if h, _, _ := s.Holders(context.Background(), g); !slices.Equal(h, []string{"late-f"}) {
+		t.Fatalf("holders %v, want late-f, which claimed its slot", h)
+	}
+	if slices.Contains(wokenTenants(wakes), "next") {
+		t.Fatalf("woken %v, want next still waiting (no slot was free)", wokenTenants(wakes))
+	}
+	if d := mustAdmit(t, s, again(req("next", "next-f", 1, g))); d.Admitted || d.Ahead != 0 {
+		t.Fatalf("next: got %+v, want still waiting, first in line", d)
 	}
 }
