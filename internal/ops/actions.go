@@ -714,13 +714,23 @@ func (o *Ops) send(ctx context.Context, t pipeline.TenantOutput, body, dedupID s
 	return aws.ToString(out.MessageId), nil
 }
 
-// caller is the ARN of the identity pipectl runs as.
+// caller is the ARN of the identity pipectl runs as, asked once per Ops (a bulk action audits
+// every tenant's action with it).
 // https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
 func (o *Ops) caller(ctx context.Context) (string, error) {
+	o.found.mu.Lock()
+	who := o.found.caller
+	o.found.mu.Unlock()
+	if who != "" {
+		return who, nil
+	}
 	out, err := o.STS.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return "", fmt.Errorf("get caller identity: %w", err)
 	}
+	o.found.mu.Lock()
+	o.found.caller = aws.ToString(out.Arn)
+	o.found.mu.Unlock()
 	return aws.ToString(out.Arn), nil
 }
 
