@@ -40,22 +40,33 @@ else is a key, and a file name without a "/" is the key under the tenant's prefi
 so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
-	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
-		short: "stop processing a tenant",
+	{name: "pause", minArgs: 0, maxArgs: 1, args: "TENANT [--reason TEXT] | SELECTOR [--dry-run] [--yes]", flags: withBulk(reasonFlag),
+		run:   bulkOr("pause", 1, "pause TENANT [--reason TEXT] | SELECTOR", runPause(true)),
+		short: "stop processing a tenant (or many)",
 		long: `Stops processing: a silo tenant's event source mapping is disabled; a pooled tenant's
 message group is held by a pause marker (audited). Files keep queuing and nothing is lost.
 
-  --reason TEXT   why (kept in the audit trail)`},
-	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false),
-		short: "restart processing a tenant",
-		long:  `Restarts processing of a paused tenant.`},
-	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip,
+  --reason TEXT   why (kept in the audit trail)
+` + bulkHelp},
+	{name: "resume", minArgs: 0, maxArgs: 1, args: "TENANT | SELECTOR [--dry-run] [--yes]", flags: withBulk(nil),
+		run:   bulkOr("resume", 1, "resume TENANT | SELECTOR", runPause(false)),
+		short: "restart processing a tenant (or many)",
+		long: `Restarts processing of a paused tenant.
+` + bulkHelp},
+	{name: "skip", minArgs: 0, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT | SELECTOR --reason TEXT [--dry-run] [--yes]", flags: withBulk(skipFlags),
+		run:   bulkOr("skip", 2, "skip TENANT EXECUTION --reason TEXT | SELECTOR --reason TEXT", runSkip),
 		short: "release a halted tenant by skipping its blocking file",
 		long: `Releases a halted tenant by skipping its blocking file: writes the skip marker, which the
 controller reads at its next check (audited).
 
-  --reason TEXT   why the file is skipped (required: it is the audit record)`},
-	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force] [--out-of-order]", flags: redriveFlags, run: runRedrive,
+  --reason TEXT   why the file is skipped (required: it is the audit record)
+
+With a selector, skips each selected tenant's halted head: the file it is halted at, the one
+single-tenant skip names as EXECUTION. A selected tenant that is not halted is skipped over
+(its outcome says so); nothing else of it is touched.
+` + bulkHelp},
+	{name: "redrive", minArgs: 0, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force] [--out-of-order] | SELECTOR [--dry-run] [--yes]", flags: withBulk(redriveFlags),
+		run:   bulkOr("redrive", 1, "redrive TENANT [EXECUTION] | SELECTOR", runRedrive),
 		short: "resume a failed file from its failed segment, in order",
 		long: `Resumes a failed file from its failed segment, in order: the blocking file of a halted
 tenant at once, any other failed file behind the tenant's current files.
@@ -67,7 +78,12 @@ tenant at once, any other failed file behind the tenant's current files.
                   are then registered after theirs. Without it such a redrive is refused, naming
                   the later files (a continue tenant's failed file that later files passed, a
                   halt tenant's skipped file). Needs --reason; audited in the control message
-                  and in the file's results folder (out-of-order.json, shown by pipectl results)`},
+                  and in the file's results folder (out-of-order.json, shown by pipectl results)
+
+With a selector, redrives each selected tenant's file as "pipectl redrive TENANT" does: a halted
+tenant's blocking file, a continue tenant's newest failed one (refused, and the tenant skipped
+over, when later files passed it, unless --out-of-order).
+` + bulkHelp},
 	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay,
 		short: "register a file again, or re-send the dead-letter queue's events",
 		long: `Registers a file again, behind what is queued, with new keys; or, with --from-dlq,
