@@ -10,7 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"golang.org/x/time/rate"
 
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
@@ -250,5 +255,60 @@ func TestBulkProgress(t *testing.T) {
 		if len(lines) != tc.wantLines || lines[len(lines)-1] != "pipectl: redrive: 3/3 tenants (3 planned, 0 skipped, 0 failed)" {
 			t.Errorf("every %d: got %q, want %d lines ending with 3/3", tc.every, progress.String(), tc.wantLines)
 		}
+	}
+}
+
+// TestLimitGuardsEveryCall: after Limit, every call to Step Functions, SQS, Lambda and S3 waits
+// for a token first; a limiter that never has one fails each of them before it is made.
+func TestLimitGuardsEveryCall(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	w := bulkWorld(now)
+	o := bulkOps(w, now)
+	o.Limit(rate.NewLimiter(0, 0))
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"ListExecutions": func() error { _, err := o.StepFunctions.ListExecutions(ctx, &sfn.ListExecutionsInput{}); return err },
+		"DescribeExecution": func() error {
+			_, err := o.StepFunctions.DescribeExecution(ctx, &sfn.DescribeExecutionInput{})
+			return err
+		},
+		"RedriveExecution": func() error {
+			_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{})
+			return err
+		},
+		"GetExecutionHistory": func() error {
+			_, err := o.StepFunctions.GetExecutionHistory(ctx, &sfn.GetExecutionHistoryInput{})
+			return err
+		},
+		"GetQueueAttributes": func() error { _, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{}); return err },
+		"SendMessage":        func() error { _, err := o.SQS.SendMessage(ctx, &sqs.SendMessageInput{}); return err },
+		"ReceiveMessage":     func() error { _, err := o.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{}); return err },
+		"DeleteMessage":      func() error { _, err := o.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{}); return err },
+		"ChangeMessageVisibility": func() error {
+			_, err := o.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{})
+			return err
+		},
+		"ListEventSourceMappings": func() error {
+			_, err := o.Lambda.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{})
+			return err
+		},
+		"UpdateEventSourceMapping": func() error {
+			_, err := o.Lambda.UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{})
+			return err
+		},
+		"GetFunction":   func() error { _, err := o.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{}); return err },
+		"PutObject":     func() error { _, err := o.S3.PutObject(ctx, &s3.PutObjectInput{}); return err },
+		"HeadObject":    func() error { _, err := o.S3.HeadObject(ctx, &s3.HeadObjectInput{}); return err },
+		"GetObject":     func() error { _, err := o.S3.GetObject(ctx, &s3.GetObjectInput{}); return err },
+		"DeleteObject":  func() error { _, err := o.S3.DeleteObject(ctx, &s3.DeleteObjectInput{}); return err },
+		"ListObjectsV2": func() error { _, err := o.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{}); return err },
+	}
+	for name, call := range calls {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "exceeds limiter's burst") {
+			t.Errorf("%s: got %v, want the limiter's refusal", name, err)
+		}
+	}
+	if len(w.Redrives) != 0 || len(w.Updates) != 0 {
+		t.Errorf("got %d redrives and %d mapping updates through a closed limiter, want none", len(w.Redrives), len(w.Updates))
 	}
 }
