@@ -344,8 +344,8 @@ func (o *Ops) bulkOne(ctx context.Context, t pipeline.TenantOutput, opt BulkOpti
 }
 
 // plan says what the action would do to one tenant, from its state, without doing it. A
-// redrive's checks that read the file (validation, work files, the order guard) run only when it
-// is done.
+// continue tenant's redrive is checked against the order guard; the checks that read the file
+// (validation, work files) run only when it is done.
 func (o *Ops) plan(ctx context.Context, t pipeline.TenantOutput, opt BulkOptions, item BulkItem) BulkItem {
 	if opt.Action == BulkPause || opt.Action == BulkResume {
 		item.Outcome, item.Detail = OutcomePlanned, "would "+opt.Action
@@ -360,10 +360,15 @@ func (o *Ops) plan(ctx context.Context, t pipeline.TenantOutput, opt BulkOptions
 		item.Execution = aws.ToString(st.blocking.Name)
 	case opt.Action == BulkRedrive && t.Policy != pipeline.OnFailureHalt:
 		for _, e := range st.recent {
-			if unsuccessful(e.Status) {
-				item.Execution = aws.ToString(e.Name)
-				break
+			if !unsuccessful(e.Status) {
+				continue
 			}
+			item.Execution = aws.ToString(e.Name)
+			// A continue tenant's failed file may have been passed: the order guard says so now.
+			if _, _, err := o.checkOrder(ctx, t, "redrive", item.Execution, aws.ToTime(e.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason}); err != nil {
+				return outcome(item, err)
+			}
+			break
 		}
 	}
 	if item.Execution == "" {

@@ -312,3 +312,29 @@ func TestLimitGuardsEveryCall(t *testing.T) {
 		t.Errorf("got %d redrives and %d mapping updates through a closed limiter, want none", len(w.Redrives), len(w.Updates))
 	}
 }
+
+// TestBulkDryRunOrderGuard: a dry run of a bulk redrive shows a continue tenant whose failed file
+// later files passed as skipped, with the order guard's reason, unless --out-of-order.
+func TestBulkDryRunOrderGuard(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		outOfOrder bool
+		want       string
+	}{{false, ops.OutcomeSkipped}, {true, ops.OutcomePlanned}} {
+		w := bulkWorld(now)
+		c1 := opsfake.Tenant("c1", pipeline.OnFailureContinue)
+		w.AddExecution(c1, "c1-2", sfntypes.ExecutionStatusSucceeded, "inbox/c1/b.csv", now.Add(-time.Minute))
+		o := bulkOps(w, now)
+		sel, err := o.Select(context.Background(), ops.Selector{Tenants: []string{"c1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := o.Bulk(context.Background(), ops.Selector{}, sel.Tenants, ops.BulkOptions{Action: ops.BulkRedrive, DryRun: true, OutOfOrder: tc.outOfOrder, Reason: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it := rep.Tenants[0]; it.Outcome != tc.want || !tc.outOfOrder && !strings.Contains(it.Reason, "inbox/c1/b.csv (c1-2, SUCCEEDED)") {
+			t.Errorf("out of order %v: got %+v, want %s", tc.outOfOrder, it, tc.want)
+		}
+	}
+}
