@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"golang.org/x/term"
 	"golang.org/x/time/rate"
 
 	"github.com/example/tenantpipeline/internal/ops"
@@ -35,11 +36,9 @@ var flagBulk bulkFlags
 
 // The terminal a bulk action asks for confirmation on; tests replace them.
 var (
-	confirmIn       io.Reader = os.Stdin
-	stdinIsTerminal           = func() bool {
-		fi, err := os.Stdin.Stat()
-		return err == nil && fi.Mode()&os.ModeCharDevice != 0
-	}
+	confirmIn io.Reader = os.Stdin
+	// A character device is not enough: /dev/null is one.
+	stdinIsTerminal = func() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
 )
 
 // bulkHelp is the selector part of each bulk-capable command's help.
