@@ -127,7 +127,9 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 		})
 		first := fileOf(t, rep, "cont", "1.csv")
 		fixed.Store(true)
-		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
+		// 2-slow.csv passed 1.csv, so the redrive registers 1.csv's records after its: refused
+		// unless out of order (TestScenarioOutOfOrderRedrive has the refusal).
+		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--out-of-order", "--reason", "core system fixed", "--stack-prefix", opsPrefix)
 		// Redriven through the queue, 1.csv waits for the running and the queued file.
 		rep = waitFor(t, ctx, r, "every file succeeded", func(rep *report.Report) bool {
 			for _, f := range rep.Tenants["cont"].Files {
