@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -297,7 +298,7 @@ func TestAdmissionEnvironment(t *testing.T) {
 		var s pipeline.Tenant
 		flattenJSON(t, e[pipeline.EnvTenant], &s)
 		want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}
-		if s.CoreSystem == nil || *s.CoreSystem != want || s.Weight != 3 {
+		if s.CoreSystem == nil || !reflect.DeepEqual(*s.CoreSystem, want) || s.Weight != 3 {
 			t.Errorf("TENANT: got core system %+v, weight %d, want %+v (no table), weight 3", s.CoreSystem, s.Weight, want)
 		}
 		for _, name := range []string{pipeline.EnvPoolAdmissionTable, pipeline.EnvPoolMaxRunningFiles} {
@@ -352,10 +353,10 @@ func TestAdmissionEnvironment(t *testing.T) {
 		hooli, _ := s.Tenant("hooli")
 		umbrella, _ := s.Tenant("umbrella")
 		want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}
-		if c := hooli.Settings.CoreSystem; c == nil || *c != want || hooli.Settings.MaxRecordsPerSecond != 20 {
+		if c := hooli.Settings.CoreSystem; c == nil || !reflect.DeepEqual(*c, want) || hooli.Settings.MaxRecordsPerSecond != 20 {
 			t.Errorf("hooli: got core system %+v, rate %v, want %+v, rate 20", c, hooli.Settings.MaxRecordsPerSecond, want)
 		}
-		if c := umbrella.Settings.CoreSystem; c == nil || *c != (pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 4}) {
+		if c := umbrella.Settings.CoreSystem; c == nil || !reflect.DeepEqual(*c, pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 4}) {
 			t.Errorf("umbrella: got core system %+v, want crm (4 running files)", c)
 		}
 	})

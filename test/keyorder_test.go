@@ -1,6 +1,7 @@
 package test
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestKeyOrderSettingsInBothTiers(t *testing.T) {
 			t.Errorf("%s: got recordOrder %q, keyColumns %v, maxRecordsInFlight %d; want %q, %v, %d",
 				c.tier, s.RecordOrder, s.KeyColumns, s.MaxRecordsInFlight, pipeline.RecordOrderKey, c.cols, c.inFlight)
 		}
-		if s.CoreSystem == nil || *s.CoreSystem != ledger {
+		if s.CoreSystem == nil || !reflect.DeepEqual(*s.CoreSystem, ledger) {
 			t.Errorf("%s: got core system %+v, want %+v (no table)", c.tier, s.CoreSystem, ledger)
 		}
 		if got := s.RecordsInFlight(); got != c.recsInFlight {

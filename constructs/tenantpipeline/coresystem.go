@@ -24,6 +24,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // CoreSystemProps configures a core system: a destination tenants register into, protected by
@@ -49,6 +50,25 @@ type CoreSystemProps struct {
 	// running file sends at least one request, and at most 10,000 (tenants.MaxRequestsInFlight, a
 	// bound against typos). Default: 0, which is MaxRunningFiles: one request per running file.
 	MaxRequestsInFlight int
+	// Breaker tunes the core system's circuit breaker (spec.Breaker): failures of the core system
+	// (5xx other than 503, timeouts, refused or reset connections) open it, and while it is open
+	// the core system's files hold at their cursor instead of failing. Default: nil, on with
+	// spec.Breaker's defaults.
+	Breaker *spec.Breaker
+	// Maintenance declares windows, in UTC, during which nothing of the core system is admitted
+	// and running files hold at their cursor (spec.MaintenanceWindow). Default: none.
+	Maintenance []spec.MaintenanceWindow
+	// IdempotencyRetention is how long the core system keeps an Idempotency-Key, at least a
+	// minute; records whose first send is older are looked up (LookupURL) before they are sent
+	// again. Default: 0, keys are kept forever.
+	IdempotencyRetention time.Duration
+	// LookupURL answers whether a record is registered: an absolute http(s) URL template with
+	// "{key}"; 200 means registered, 404 not registered, anything else holds like a 503.
+	// Default: none.
+	LookupURL string
+	// CompleteURL receives one POST per file after its last record; its answer is recorded in
+	// the file's summary. Default: none.
+	CompleteURL string
 	// AdmissionWaitAlarm is how long a file may wait for admission before the AdmissionWait
 	// alarm fires: the core system's oldest wait (the maximum of AdmissionWaitSeconds over 5
 	// minutes) at or above it. Default: 30 minutes. At least 5 minutes, one alarm period.
@@ -113,10 +133,7 @@ func (p CoreSystemProps) validate() error {
 	if err := tenants.CheckCoreSystemName("CoreSystemProps.Name", p.Name); err != nil {
 		errs = append(errs, err)
 	}
-	goName := func(jsonName string) string {
-		return "CoreSystemProps." + strings.ToUpper(jsonName[:1]) + jsonName[1:]
-	}
-	errs = append(errs, p.config().Check(goName, nil)...)
+	errs = append(errs, tenants.CheckCoreSystem(p.config(), coreSystemGoName, nil)...)
 	if w := p.AdmissionWaitAlarm; w != 0 && w < alarmPeriod {
 		errs = append(errs, fmt.Errorf("CoreSystemProps.AdmissionWaitAlarm %v must be at least %v (one alarm period), or 0 for the default %v",
 			w, alarmPeriod, DefaultAdmissionWaitAlarm))
@@ -124,9 +141,28 @@ func (p CoreSystemProps) validate() error {
 	return errors.Join(errs...)
 }
 
-func (p CoreSystemProps) config() tenants.CoreSystemConfig {
-	return tenants.CoreSystemConfig{MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive,
-		MaxRequestsInFlight: p.MaxRequestsInFlight}
+// coreSystemGoName names a field of the props by its JSON path inside a core system:
+// "breaker.window" is CoreSystemProps.Breaker.Window, "lookupUrl" CoreSystemProps.LookupURL.
+func coreSystemGoName(path string) string {
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		part = strings.ToUpper(part[:1]) + part[1:]
+		if s, ok := strings.CutSuffix(part, "Url"); ok {
+			part = s + "URL"
+		}
+		parts[i] = part
+	}
+	return "CoreSystemProps." + strings.Join(parts, ".")
+}
+
+func (p CoreSystemProps) config() spec.CoreSystem {
+	c := spec.CoreSystem{MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive,
+		MaxRequestsInFlight: p.MaxRequestsInFlight, Breaker: p.Breaker, Maintenance: p.Maintenance,
+		LookupURL: p.LookupURL, CompleteURL: p.CompleteURL}
+	if p.IdempotencyRetention != 0 {
+		c.IdempotencyRetention = p.IdempotencyRetention.String()
+	}
+	return c
 }
 
 type coreSystemValidation struct{ c *CoreSystem }
@@ -139,9 +175,7 @@ func (v *coreSystemValidation) Validate() *[]*string {
 // settings is the core system as it travels in its tenants' settings: without its table, whose
 // name is a CloudFormation token; the controller adds it from CORE_SYSTEM_TABLES.
 func (c *CoreSystem) settings() *pipeline.CoreSystem {
-	p := c.Props
-	return &pipeline.CoreSystem{Name: p.Name, MaxRunningFiles: p.MaxRunningFiles, MaxRecordsPerSecond: p.MaxRecordsPerSecond, Adaptive: p.Adaptive,
-		MaxRequestsInFlight: p.MaxRequestsInFlight}
+	return pipeline.CoreSystemOf(c.Props.Name, c.Props.config())
 }
 
 // newAdmissionTable creates an admission table (internal/admission's layout). It holds only

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestConfigCoreSystemTable(t *testing.T) {
 		pipeline.EnvCoreSystemTables: `{"ledger":"TenantPipeline-Ingest-ledger-ABC"}`,
 	})
 	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Table: "TenantPipeline-Ingest-ledger-ABC"}
-	if got := cfg.Tenant.CoreSystem; got == nil || *got != want {
+	if got := cfg.Tenant.CoreSystem; got == nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("got core system %+v, want %+v", got, want)
 	}
 	if cfg.PoolAdmissionTable != "" || cfg.PoolMaxRunningFiles != 0 {
@@ -230,7 +231,7 @@ func TestStartInputCarriesCoreSystemTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 5, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
-	if got := r.sfn.input(t, arn1).Tenant.CoreSystem; got == nil || *got != want {
+	if got := r.sfn.input(t, arn1).Tenant.CoreSystem; got == nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("got core system %+v in the execution input, want %+v", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -225,7 +226,7 @@ func TestPoolConfigCoreSystemTables(t *testing.T) {
 		return c.Tenant
 	}
 	want := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true, Table: "TenantPipeline-Ingest-ledger-ABC"}
-	if got := tenant("acme").CoreSystem; got == nil || *got != want {
+	if got := tenant("acme").CoreSystem; got == nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("acme: got core system %+v, want %+v", got, want)
 	}
 	if got := tenant("acme").AdmissionWeight(); got != 3 {

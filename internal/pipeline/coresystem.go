@@ -1,5 +1,7 @@
 package pipeline
 
+import "github.com/example/tenantpipeline/spec"
+
 // CoreSystem is a named destination that tenants register into, protected by admission: at most
 // MaxRunningFiles of its files run at once (in both tiers together), its records arrive at most
 // MaxRecordsPerSecond across all of them, and with Adaptive its effective running-file limit follows
@@ -19,9 +21,30 @@ type CoreSystem struct {
 	// MaxRequestsInFlight bounds the requests in flight to the core system across all of its
 	// running files. Zero means MaxRunningFiles: one request per running file.
 	MaxRequestsInFlight int `json:"maxRequestsInFlight,omitempty"`
+	// The fields of a core system's bad day (spec.CoreSystem).
+	Breaker              *spec.Breaker            `json:"breaker,omitempty"`
+	Maintenance          []spec.MaintenanceWindow `json:"maintenance,omitempty"`
+	IdempotencyRetention string                   `json:"idempotencyRetention,omitempty"`
+	LookupURL            string                   `json:"lookupUrl,omitempty"`
+	CompleteURL          string                   `json:"completeUrl,omitempty"`
 	// Table is the DynamoDB table of the core system's admission state: running-file leases,
 	// waiting tenants and the adaptive limit (internal/admission).
 	Table string `json:"table"`
+}
+
+// CoreSystemOf is the core system name as its settings travel in each execution, without its
+// table (the controller adds it).
+func CoreSystemOf(name string, c spec.CoreSystem) *CoreSystem {
+	return &CoreSystem{Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
+		MaxRequestsInFlight: c.MaxRequestsInFlight, Breaker: c.Breaker, Maintenance: c.Maintenance,
+		IdempotencyRetention: c.IdempotencyRetention, LookupURL: c.LookupURL, CompleteURL: c.CompleteURL}
+}
+
+// Spec is the core system's configuration, for its rules (BreakerSettings, Retention, LookupFor).
+func (c CoreSystem) Spec() spec.CoreSystem {
+	return spec.CoreSystem{MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
+		MaxRequestsInFlight: c.MaxRequestsInFlight, Breaker: c.Breaker, Maintenance: c.Maintenance,
+		IdempotencyRetention: c.IdempotencyRetention, LookupURL: c.LookupURL, CompleteURL: c.CompleteURL}
 }
 
 // RequestsInFlight is MaxRequestsInFlight, defaulted to MaxRunningFiles.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/spec"
@@ -34,29 +35,14 @@ const (
 )
 
 // CoreSystemConfig is one entry of the file's "coreSystems" object: a destination tenants register
-// into, protected by admission (internal/admission).
-type CoreSystemConfig struct {
-	// MaxRunningFiles bounds the files of every tenant naming the core system that run at once, in
-	// both tiers together. Required: 1 to 1,000.
-	MaxRunningFiles int `json:"maxRunningFiles"`
-	// MaxRecordsPerSecond bounds the records sent to the core system per second, across all its
-	// running files. Default: no rate limit.
-	MaxRecordsPerSecond float64 `json:"maxRecordsPerSecond,omitempty"`
-	// Adaptive lets the effective running-file limit fall when the core system answers 429 or 503
-	// and grow back on success, never above MaxRunningFiles. Default: false.
-	Adaptive bool `json:"adaptive,omitempty"`
-	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
-	// files, which share it evenly (keyed tenants, recordOrder "key", keep several each): at least
-	// maxRunningFiles, since each running file sends at least one request, and at most 10,000.
-	// Default: maxRunningFiles, one request per running file.
-	MaxRequestsInFlight int `json:"maxRequestsInFlight,omitempty"`
-}
+// into, protected by admission (internal/admission). Its fields are declared once, in spec.
+type CoreSystemConfig = spec.CoreSystem
 
 // Check reports every problem of c. field names a field in messages: "coreSystems.<name>.<field>"
 // in a tenants file, "CoreSystemProps.<Field>" for the construct's props: one set of rules for
 // both. skip, if not nil, tells the fields whose value could not be read (their problem is
 // already reported).
-func (c CoreSystemConfig) Check(field func(jsonName string) string, skip func(jsonName string) bool) []error {
+func CheckCoreSystem(c CoreSystemConfig, field func(jsonName string) string, skip func(jsonName string) bool) []error {
 	if skip == nil {
 		skip = func(string) bool { return false }
 	}
@@ -77,7 +63,21 @@ func (c CoreSystemConfig) Check(field func(jsonName string) string, skip func(js
 			errs = append(errs, err)
 		}
 	}
+	for _, p := range c.CheckHealth() {
+		if !skip(rootField(p.Path)) {
+			errs = append(errs, fmt.Errorf("%s %s", field(p.Path), p.Message(func(path string) string { return path })))
+		}
+	}
 	return errs
+}
+
+// rootField is the top-level JSON name of a path inside a core system: "breaker" of
+// "breaker.window", "maintenance" of "maintenance[0].cron".
+func rootField(path string) string {
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return path
 }
 
 // CheckCoreSystemName checks a core system's name: the pool name rule, since it names a
@@ -107,8 +107,7 @@ func (f *File) CoreSystemSettings(name string) *pipeline.CoreSystem {
 	if c == nil {
 		return nil
 	}
-	return &pipeline.CoreSystem{Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
-		MaxRequestsInFlight: c.MaxRequestsInFlight}
+	return pipeline.CoreSystemOf(name, *c)
 }
 
 // parseCoreSystems decodes the "coreSystems" object, each core system field by field, so that
@@ -169,7 +168,7 @@ func (f *File) validateCoreSystems(report func(int, spec.Problem)) []error {
 		case c == nil:
 			errs = append(errs, fmt.Errorf(`%s: is null: give it {"maxRunningFiles": N}`, where))
 		default:
-			errs = append(errs, c.Check(func(field string) string { return where + "." + field },
+			errs = append(errs, CheckCoreSystem(*c, func(field string) string { return where + "." + field },
 				func(field string) bool { return f.coreUnread[name+"."+field] })...)
 		}
 	}

@@ -1,15 +1,19 @@
 package tenants
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/spec"
 )
 
 func TestCoreSystemSettings(t *testing.T) {
 	f, err := Parse([]byte(`{
-		"coreSystems": {"ledger": {"maxRunningFiles": 20, "maxRecordsPerSecond": 500, "adaptive": true}, "crm": {"maxRunningFiles": 3}},
+		"coreSystems": {"ledger": {"maxRunningFiles": 20, "maxRecordsPerSecond": 500, "adaptive": true}, "crm": {"maxRunningFiles": 3, "breaker": {"consecutiveFailures": 3},
+			"maintenance": [{"cron": "0 2 * * SUN", "duration": "1h"}], "idempotencyRetention": "24h",
+			"lookupUrl": "https://crm.example/r/{key}", "completeUrl": "https://crm.example/done"}},
 		"pools": {"big": {"maxRunningFiles": 50}},
 		"tenants": [
 			{"id": "a", "coreSystem": "ledger", "weight": 3, "maxRecordsPerSecond": 12.5},
@@ -26,7 +30,9 @@ func TestCoreSystemSettings(t *testing.T) {
 	}{
 		{"core system names", strings.Join(f.CoreSystemNames(), ","), "crm,ledger"},
 		{"ledger", *f.CoreSystemSettings("ledger"), pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 20, MaxRecordsPerSecond: 500, Adaptive: true}},
-		{"crm", *f.CoreSystemSettings("crm"), pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 3}},
+		{"crm", *f.CoreSystemSettings("crm"), pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 3, Breaker: &spec.Breaker{ConsecutiveFailures: 3},
+			Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * * SUN", Duration: "1h"}}, IdempotencyRetention: "24h",
+			LookupURL: "https://crm.example/r/{key}", CompleteURL: "https://crm.example/done"}},
 		{"unknown core system", f.CoreSystemSettings("nosuch") == nil, true},
 		{"a core system", f.Tenants[0].CoreSystem, "ledger"},
 		{"a settings weight", pipeline.SettingsOf(f.Tenants[0]).Weight, 3},
@@ -42,7 +48,7 @@ func TestCoreSystemSettings(t *testing.T) {
 		{"pool default max running files", f.Pool("default").MaxRunningFiles, DefaultPoolMaxRunningFiles},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
+		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
 		}
 	}
@@ -105,6 +111,16 @@ func TestCoreSystemValidation(t *testing.T) {
 			[]string{`unknown field "coreSistem" (did you mean "coreSystem"?)`}, nil},
 		{"pool running files", `{"pools": {"default": {"maxRunningFiles": 1001}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maxRunningFiles 1001 is out of range: use 1 to 1000 (default 200)`}, nil},
+		{"breaker window", `{"coreSystems": {"ledger": {"maxRunningFiles": 5, "breaker": {"window": "2h", "consecutiveFailures": "5"}}}, "tenants": [` + ok + `]}`,
+			[]string{`coreSystems.ledger.breaker.window "2h" must be a Go duration from 1s to 1h0m0s`, `coreSystems.ledger: breaker.consecutiveFailures: got JSON string`}, nil},
+		{"maintenance cron", `{"coreSystems": {"ledger": {"maxRunningFiles": 5, "maintenance": [{"cron": "0 2 * *", "duration": "1h"}]}}, "tenants": [` + ok + `]}`,
+			[]string{`coreSystems.ledger.maintenance[0].cron "0 2 * *" must have five fields`}, nil},
+		{"maintenance unknown field", `{"coreSystems": {"ledger": {"maxRunningFiles": 5, "maintenance": [{"cron": "0 2 * * SUN", "duration": "1h", "zone": "UTC"}]}}, "tenants": [` + ok + `]}`,
+			[]string{`unknown field "zone"`}, nil},
+		{"lookup without key", `{"coreSystems": {"ledger": {"maxRunningFiles": 5, "lookupUrl": "https://erp.example/r"}}, "tenants": [` + ok + `]}`,
+			[]string{`coreSystems.ledger.lookupUrl "https://erp.example/r" must contain {key}`}, nil},
+		{"retention", `{"coreSystems": {"ledger": {"maxRunningFiles": 5, "idempotencyRetention": "1d"}}, "tenants": [` + ok + `]}`,
+			[]string{`coreSystems.ledger.idempotencyRetention "1d" must be a Go duration`}, nil},
 		{"pool running files negative", `{"pools": {"default": {"maxRunningFiles": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maxRunningFiles -1 is out of range`}, nil},
 	}

@@ -222,6 +222,21 @@ func decodeFields(where, path string, fields map[string]json.RawMessage, v refle
 			errs = append(errs, decodeFields(where, path+name+".", sub, field.Elem(), u)...)
 			continue
 		}
+		if field.Kind() == reflect.Slice && field.Type().Elem().Kind() == reflect.Struct {
+			// A list of objects: each element field by field, so a misspelt field is named too.
+			var elems []map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &elems); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %s", where, path+name, typeProblem(err)))
+				u[path+name] = true
+				continue
+			}
+			list := reflect.MakeSlice(field.Type(), len(elems), len(elems))
+			for i, sub := range elems {
+				errs = append(errs, decodeFields(where, fmt.Sprintf("%s%s[%d].", path, name, i), sub, list.Index(i), u)...)
+			}
+			field.Set(list)
+			continue
+		}
 		if err := json.Unmarshal(raw, field.Addr().Interface()); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s: %s", where, path+name, typeProblem(err)))
 			u[path+name] = true
