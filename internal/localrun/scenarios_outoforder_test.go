@@ -71,8 +71,11 @@ func TestScenarioOutOfOrderRedrive(t *testing.T) {
 			f := maybeFile(rep, "keyed", "first.csv")
 			return f != nil && f.Status == "SUCCEEDED"
 		})
-		if f := fileOf(t, rep, "keyed", "first.csv"); f.RedriveCount != 1 {
-			t.Errorf("first.csv: got redrive count %d, want 1 (the refused redrive did nothing)", f.RedriveCount)
+		if f := fileOf(t, rep, "keyed", "first.csv"); f.RedriveCount != 1 || f.OutOfOrder != reason {
+			t.Errorf("first.csv: got redrive count %d, out of order %q; want 1 (the refused redrive did nothing) and the reason %q in the report", f.RedriveCount, f.OutOfOrder, reason)
+		}
+		if f := fileOf(t, rep, "keyed", "second.csv"); f.OutOfOrder != "" {
+			t.Errorf("second.csv: got out of order %q in the report, want none", f.OutOfOrder)
 		}
 		n := map[string]int{}
 		for _, rec := range r.Sink.Registered("keyed") {
