@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -129,30 +130,16 @@ func (o *Ops) Select(ctx context.Context, sel Selector) (Selected, error) {
 		ts = slices.DeleteFunc(slices.Clone(ts), func(t pipeline.TenantOutput) bool { return t.Pool != sel.Pool })
 	}
 	if sel.CoreSystem != "" {
-		known := map[string]bool{}
-		var keep []pipeline.TenantOutput
-		for _, t := range all {
-			s, err := o.TenantSettings(ctx, t.ID)
-			if err != nil {
-				return Selected{}, fmt.Errorf("read tenant %s's core system: %w", t.ID, err)
-			}
-			if s.CoreSystem == nil {
-				continue
-			}
-			known[s.CoreSystem.Name] = true
-			if s.CoreSystem.Name == sel.CoreSystem && slices.ContainsFunc(ts, func(u pipeline.TenantOutput) bool { return u.ID == t.ID }) {
-				keep = append(keep, t)
-			}
+		// Only the tenants picked so far are read (a silo tenant's settings cost a GetFunction);
+		// all of them only when none names the core system, to tell a typo from an empty pick.
+		keep, err := o.ofCoreSystem(ctx, ts, sel.CoreSystem)
+		if err != nil {
+			return Selected{}, err
 		}
-		if !known[sel.CoreSystem] {
-			names := slices.Sorted(func(yield func(string) bool) {
-				for n := range known {
-					if !yield(n) {
-						return
-					}
-				}
-			})
-			return Selected{}, refuse("no tenant names core system %s; the tenants' core systems: %s", sel.CoreSystem, orNone(names))
+		if len(keep) == 0 {
+			if err := o.knownCoreSystem(ctx, all, sel.CoreSystem); err != nil {
+				return Selected{}, err
+			}
 		}
 		ts = keep
 	}
@@ -177,6 +164,39 @@ func (o *Ops) Select(ctx context.Context, sel Selector) (Selected, error) {
 	sort := slices.Clone(ts)
 	slices.SortFunc(sort, func(a, b pipeline.TenantOutput) int { return strings.Compare(a.ID, b.ID) })
 	return Selected{Tenants: sort, Of: len(all)}, nil
+}
+
+// ofCoreSystem returns the tenants of ts whose settings name the core system.
+func (o *Ops) ofCoreSystem(ctx context.Context, ts []pipeline.TenantOutput, name string) ([]pipeline.TenantOutput, error) {
+	var keep []pipeline.TenantOutput
+	for _, t := range ts {
+		s, err := o.TenantSettings(ctx, t.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read tenant %s's core system: %w", t.ID, err)
+		}
+		if s.CoreSystem != nil && s.CoreSystem.Name == name {
+			keep = append(keep, t)
+		}
+	}
+	return keep, nil
+}
+
+// knownCoreSystem refuses a core system that no tenant names, listing those they do.
+func (o *Ops) knownCoreSystem(ctx context.Context, all []pipeline.TenantOutput, name string) error {
+	known := map[string]bool{}
+	for _, t := range all {
+		s, err := o.TenantSettings(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("read tenant %s's core system: %w", t.ID, err)
+		}
+		if s.CoreSystem != nil {
+			known[s.CoreSystem.Name] = true
+		}
+	}
+	if known[name] {
+		return nil
+	}
+	return refuse("no tenant names core system %s; the tenants' core systems: %s", name, orNone(slices.Sorted(maps.Keys(known))))
 }
 
 func (o *Ops) poolNames() string {

@@ -78,6 +78,7 @@ func TestSelect(t *testing.T) {
 		{name: "a pool", sel: ops.Selector{Pool: "p"}, want: []string{"pc", "ph"}},
 		{name: "a list intersected with halted", sel: ops.Selector{Tenants: []string{"ok1", "h2"}, AllHalted: true}, want: []string{"h2"}},
 		{name: "a list intersected with a pool: none", sel: ops.Selector{Tenants: []string{"h1"}, Pool: "p"}, want: nil},
+		{name: "a list none of whose tenants names a known core system: none", sel: ops.Selector{Tenants: []string{"ok1"}, CoreSystem: "erp"}, want: nil},
 		{name: "a list naming an unknown tenant", sel: ops.Selector{Tenants: []string{"h1", "nope"}}, wantErr: "no stack describes: nope"},
 		{name: "an unknown pool", sel: ops.Selector{Pool: "q"}, wantErr: "no pool named q: the stacks describe p"},
 		{name: "an unknown core system", sel: ops.Selector{CoreSystem: "crm"}, wantErr: "no tenant names core system crm; the tenants' core systems: erp, ledger"},
