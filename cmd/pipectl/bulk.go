@@ -22,14 +22,14 @@ import (
 
 // bulkFlags are a bulk action's flags; one run's values, like the other command flags.
 type bulkFlags struct {
-	allHalted             bool
-	coreSystem, pool      string
-	tenantsFile           string
-	dryRun, yes           bool
-	rate                  float64
-	progressEvery         int
-	selectorGiven         bool
-	dryRunOrYesOrRateUsed bool
+	allHalted        bool
+	coreSystem, pool string
+	tenantsFile      string
+	dryRun, yes      bool
+	rate             float64
+	progressEvery    int
+	selectorGiven    bool
+	bulkOnlyFlagUsed bool
 }
 
 var flagBulk bulkFlags
@@ -85,11 +85,11 @@ func withBulk(flags func(fs *flag.FlagSet) func() error) func(fs *flag.FlagSet) 
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
 				case "dry-run", "yes", "rate", "progress-every":
-					b.dryRunOrYesOrRateUsed = true
+					b.bulkOnlyFlagUsed = true
 				}
 			})
 			switch {
-			case !b.selectorGiven && b.dryRunOrYesOrRateUsed:
+			case !b.selectorGiven && b.bulkOnlyFlagUsed:
 				return usagef("--dry-run, --yes, --rate and --progress-every go with a selector (--all-halted, --core-system, --pool, --tenants)")
 			case b.rate <= 0:
 				return usagef("--rate %v must be above 0 calls per second", b.rate)
