@@ -374,10 +374,9 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 		return RedriveResult{}, err
 	}
 	res := RedriveResult{Tenant: id, ExecutionName: execution}
-	var later []LaterFile
-	var nLater int
+	var p passed
 	if !direct {
-		later, nLater, err = o.checkOrder(ctx, t, "redrive", execution, aws.ToTime(d.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason})
+		p, err = o.checkOrder(ctx, t, st, "redrive", execution, aws.ToTime(d.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason})
 		if err != nil {
 			return RedriveResult{}, err
 		}
@@ -395,8 +394,8 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 		return res, nil
 	}
 	m := pipeline.ControlMessage{Action: pipeline.ControlRedrive, ExecutionName: execution}
-	if nLater > 0 {
-		rec, err := o.outOfOrderRecord(ctx, "redrive", execution, res.RequestID, opt.Reason, later, nLater)
+	if p.any() {
+		rec, err := o.outOfOrderRecord(ctx, "redrive", execution, res.RequestID, opt.Reason, p)
 		if err != nil {
 			return RedriveResult{}, err
 		}
@@ -404,7 +403,7 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 			return RedriveResult{}, err
 		}
 		m.OutOfOrder = true
-		res.OutOfOrder, res.Later, res.AuditKey = true, later, results.Key(t.ID, execution, results.OutOfOrderFile)
+		res.OutOfOrder, res.Later, res.AuditKey = true, p.later, results.Key(t.ID, execution, results.OutOfOrderFile)
 	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, opt.Reason)
 	if err != nil {
@@ -508,14 +507,18 @@ func (o *Ops) ReplayWith(ctx context.Context, id, key, versionID, reason string,
 		}
 		since = aws.ToTime(d.StartDate)
 	}
-	later, nLater, err := o.checkOrder(ctx, t, "replay", key, since, OutOfOrder{Allowed: outOfOrder, Reason: reason})
+	st, err := o.state(ctx, t)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	p, err := o.checkOrder(ctx, t, st, "replay", key, since, OutOfOrder{Allowed: outOfOrder, Reason: reason})
 	if err != nil {
 		return ReplayResult{}, err
 	}
 	m := pipeline.ControlMessage{Action: pipeline.ControlReplay, Source: src}
 	res := ReplayResult{Tenant: id, Key: key, VersionID: src.VersionID, RequestID: o.NewRequestID(), OriginalExecution: src.OriginalExecution}
-	if nLater > 0 {
-		rec, err := o.outOfOrderRecord(ctx, "replay", pipeline.ReplayExecutionPrefix+res.RequestID, res.RequestID, reason, later, nLater)
+	if p.any() {
+		rec, err := o.outOfOrderRecord(ctx, "replay", pipeline.ReplayExecutionPrefix+res.RequestID, res.RequestID, reason, p)
 		if err != nil {
 			return ReplayResult{}, err
 		}
@@ -523,7 +526,7 @@ func (o *Ops) ReplayWith(ctx context.Context, id, key, versionID, reason string,
 			return ReplayResult{}, err
 		}
 		m.OutOfOrder = true
-		res.OutOfOrder, res.Later = true, later
+		res.OutOfOrder, res.Later = true, p.later
 	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
 	if err != nil {

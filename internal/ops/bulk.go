@@ -385,7 +385,7 @@ func (o *Ops) plan(ctx context.Context, t pipeline.TenantOutput, opt BulkOptions
 			}
 			item.Execution = aws.ToString(e.Name)
 			// A continue tenant's failed file may have been passed: the order guard says so now.
-			if _, _, err := o.checkOrder(ctx, t, "redrive", item.Execution, aws.ToTime(e.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason}); err != nil {
+			if _, err := o.checkOrder(ctx, t, st, "redrive", item.Execution, aws.ToTime(e.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason}); err != nil {
 				return outcome(item, err)
 			}
 			break

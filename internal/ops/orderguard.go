@@ -41,20 +41,30 @@ type OutOfOrderError struct {
 	// Later are the later files, newest first, at most MaxLaterListed; Count is how many there are.
 	Later []LaterFile
 	Count int
+	// Queued is how many files of the tenant wait in its queue: a control message sent now runs
+	// after them.
+	Queued int
 }
 
 func (e *OutOfOrderError) Error() string {
-	var names []string
-	for _, f := range e.Later {
-		names = append(names, fmt.Sprintf("%s (%s, %s)", orDashOps(f.Key), f.ExecutionName, f.Status))
+	var parts []string
+	if e.Count > 0 {
+		var names []string
+		for _, f := range e.Later {
+			names = append(names, fmt.Sprintf("%s (%s, %s)", orDashOps(f.Key), f.ExecutionName, f.Status))
+		}
+		list := strings.Join(names, ", ")
+		if more := e.Count - len(e.Later); more > 0 {
+			list += fmt.Sprintf(" and %d more", more)
+		}
+		parts = append(parts, fmt.Sprintf("%d later file(s) of tenant %s ran after it: %s", e.Count, e.Tenant, list))
 	}
-	list := strings.Join(names, ", ")
-	if more := e.Count - len(e.Later); more > 0 {
-		list += fmt.Sprintf(" and %d more", more)
+	if e.Queued > 0 {
+		parts = append(parts, fmt.Sprintf("%d file(s) of tenant %s are queued and run before it", e.Queued, e.Tenant))
 	}
-	return fmt.Sprintf("%s of %s refused: %d later file(s) of tenant %s ran after it: %s; its records would be registered after theirs, "+
+	return fmt.Sprintf("%s of %s refused: %s; its records would be registered after theirs, "+
 		"out of the tenant's order. To run it anyway, pass --out-of-order --reason TEXT (audited)",
-		e.Action, e.Execution, e.Count, e.Tenant, list)
+		e.Action, e.Execution, strings.Join(parts, "; "))
 }
 
 // OutOfOrder is an operator's permission to run a file after later ones, with the reason.
@@ -97,23 +107,63 @@ func (o *Ops) guarded(ctx context.Context, t pipeline.TenantOutput) bool {
 	return err != nil || s.DynamoDB == nil // unreadable settings: guarded (fail closed)
 }
 
-// checkOrder refuses running execution (started at since) again when later files of the tenant
-// ran, unless ooo allows it.
-func (o *Ops) checkOrder(ctx context.Context, t pipeline.TenantOutput, action, execution string, since time.Time, ooo OutOfOrder) ([]LaterFile, int, error) {
+// queuedAhead is how many files of the tenant wait in its queue, or parked, besides the one
+// running: a control message sent now runs after them. A pooled tenant's are counted only in a
+// pool with a bound (maxQueuedFilesPerTenant), SQS counting no message group; elsewhere 0.
+func (o *Ops) queuedAhead(ctx context.Context, t pipeline.TenantOutput, st tenantState) (int, error) {
+	running := 0
+	if st.running != nil {
+		running = 1 // its message stays in the queue until it ends
+	}
+	if t.Pool == "" {
+		if st.queue.Visible == nil || st.queue.InFlight == nil {
+			return 0, nil
+		}
+		return max(int(*st.queue.Visible+*st.queue.InFlight)-running, 0), nil
+	}
+	var row TenantStatus
+	if err := o.backlogState(ctx, t, &row); err != nil {
+		return 0, err
+	}
+	if row.QueuedFiles == nil || row.Parked == nil {
+		return 0, nil
+	}
+	return max(*row.QueuedFiles+int(*row.Parked)-running, 0), nil
+}
+
+// passed is what an out-of-order run runs after: the later files (at most MaxLaterListed named,
+// count of all) and the files queued ahead of it.
+type passed struct {
+	later         []LaterFile
+	count, queued int
+}
+
+func (p passed) any() bool { return p.count+p.queued > 0 }
+
+// checkOrder refuses running execution (started at since) again, through the tenant's queue,
+// when later files of the tenant ran or queued files would run before it, unless ooo allows it.
+func (o *Ops) checkOrder(ctx context.Context, t pipeline.TenantOutput, st tenantState, action, execution string, since time.Time, ooo OutOfOrder) (passed, error) {
 	if !o.guarded(ctx, t) {
-		return nil, 0, nil
+		return passed{}, nil
 	}
 	later, n, err := o.laterFiles(ctx, t, since, execution)
-	if err != nil || n == 0 {
-		return later, n, err
+	if err != nil {
+		return passed{}, err
 	}
-	if !ooo.Allowed {
-		return later, n, &OutOfOrderError{Tenant: t.ID, Execution: execution, Action: action, Later: later, Count: n}
+	queued, err := o.queuedAhead(ctx, t, st)
+	if err != nil {
+		return passed{}, err
 	}
-	if strings.TrimSpace(ooo.Reason) == "" {
-		return later, n, refuse("--out-of-order needs --reason: it is the audit record")
+	p := passed{later: later, count: n, queued: queued}
+	switch {
+	case !p.any():
+		return p, nil
+	case !ooo.Allowed:
+		return p, &OutOfOrderError{Tenant: t.ID, Execution: execution, Action: action, Later: later, Count: n, Queued: queued}
+	case strings.TrimSpace(ooo.Reason) == "":
+		return p, refuse("--out-of-order needs --reason: it is the audit record")
 	}
-	return later, n, nil
+	return p, nil
 }
 
 // writeOutOfOrder writes the audit record of an out-of-order run into the file's results folder,
@@ -135,14 +185,14 @@ func (o *Ops) writeOutOfOrder(ctx context.Context, t pipeline.TenantOutput, rec 
 }
 
 // outOfOrderRecord is the audit record of an out-of-order run of execution.
-func (o *Ops) outOfOrderRecord(ctx context.Context, action, execution, requestID, reason string, later []LaterFile, n int) (results.OutOfOrder, error) {
+func (o *Ops) outOfOrderRecord(ctx context.Context, action, execution, requestID, reason string, p passed) (results.OutOfOrder, error) {
 	who, err := o.caller(ctx)
 	if err != nil {
 		return results.OutOfOrder{}, err
 	}
 	rec := results.OutOfOrder{OutOfOrder: true, Action: action, Execution: execution, Reason: oneLine(reason),
-		RequestedBy: who, RequestedAt: o.Now().UTC(), RequestID: requestID, LaterCount: n}
-	for _, f := range later {
+		RequestedBy: who, RequestedAt: o.Now().UTC(), RequestID: requestID, LaterCount: p.count, Queued: p.queued}
+	for _, f := range p.later {
 		rec.Later = append(rec.Later, results.LaterFile{Key: f.Key, Execution: f.ExecutionName, Status: f.Status})
 	}
 	return rec, nil

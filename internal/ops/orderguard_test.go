@@ -25,6 +25,7 @@ func TestRedriveOrderGuard(t *testing.T) {
 		name       string
 		policy     string
 		later      int  // files started after the failed one
+		queued     int  // files in the tenant's queue
 		dynamoDB   bool // the tenant writes to a DynamoDB sink
 		outOfOrder bool
 		reason     string
@@ -43,6 +44,9 @@ func TestRedriveOrderGuard(t *testing.T) {
 			wantErr: "redrive of acme-1 refused: 1 later file(s)"},
 		{name: "halt, a skipped file, out of order", policy: pipeline.OnFailureHalt, later: 1, outOfOrder: true, reason: "r", wantOOO: true},
 		{name: "DynamoDB sink: not guarded", policy: pipeline.OnFailureContinue, later: 3, dynamoDB: true},
+		{name: "continue, no later file but two queued ahead", policy: pipeline.OnFailureContinue, queued: 2,
+			wantErr: "redrive of acme-1 refused: 2 file(s) of tenant acme are queued and run before it"},
+		{name: "continue, queued ahead, out of order", policy: pipeline.OnFailureContinue, queued: 2, outOfOrder: true, reason: "r", wantOOO: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := opsfake.New(now)
@@ -56,6 +60,7 @@ func TestRedriveOrderGuard(t *testing.T) {
 			for i := range tc.later {
 				w.AddExecution(tenant, fmt.Sprintf("acme-l%d", i), sfntypes.ExecutionStatusSucceeded, fmt.Sprintf("inbox/acme/l%d.csv", i), now.Add(-time.Hour+time.Duration(i+1)*time.Minute))
 			}
+			w.Queues[tenant.QueueURL].Visible = int64(tc.queued)
 			o := ops.New(w.Clients(), "TenantPipeline")
 			o.Now = func() time.Time { return now }
 			o.NewRequestID = func() string { return "req-1" }
@@ -70,7 +75,7 @@ func TestRedriveOrderGuard(t *testing.T) {
 					t.Errorf("got %d messages, %d redrives, audit record %v; want nothing done", len(sent), len(w.Redrives), audited)
 				}
 				var ooe *ops.OutOfOrderError
-				if tc.later > 0 && !tc.outOfOrder && (!errors.As(err, &ooe) || ooe.Count != tc.later || len(ooe.Later) != min(tc.later, ops.MaxLaterListed)) {
+				if tc.later+tc.queued > 0 && !tc.outOfOrder && (!errors.As(err, &ooe) || ooe.Count != tc.later || ooe.Queued != tc.queued || len(ooe.Later) != min(tc.later, ops.MaxLaterListed)) {
 					t.Errorf("got %#v, want an OutOfOrderError counting %d later files", err, tc.later)
 				}
 				return
@@ -88,7 +93,8 @@ func TestRedriveOrderGuard(t *testing.T) {
 			if m.OutOfOrder != tc.wantOOO || res.OutOfOrder != tc.wantOOO || audited != tc.wantOOO {
 				t.Errorf("got message outOfOrder %v, result %v, audit record %v; want %v", m.OutOfOrder, res.OutOfOrder, audited, tc.wantOOO)
 			}
-			if tc.wantOOO && (!strings.Contains(audit, `"reason": "`+tc.reason+`"`) || !strings.Contains(audit, `"execution": "acme-l0"`) || m.Reason != tc.reason) {
+			if tc.wantOOO && (!strings.Contains(audit, `"reason": "`+tc.reason+`"`) || m.Reason != tc.reason ||
+				tc.later > 0 && !strings.Contains(audit, `"execution": "acme-l0"`) || !strings.Contains(audit, fmt.Sprintf(`"queued": %d`, tc.queued))) {
 				t.Errorf("got audit record %s, message reason %q; want the reason %q and the later files", audit, m.Reason, tc.reason)
 			}
 		})

@@ -21,6 +21,8 @@ type OutOfOrder struct {
 	// Later are the later files (at most 10, newest first); LaterCount how many there were.
 	Later      []LaterFile `json:"later"`
 	LaterCount int         `json:"laterCount"`
+	// Queued is how many files of the tenant were queued ahead of the run (it runs after them).
+	Queued int `json:"queued"`
 }
 
 // LaterFile is one file of the tenant that ran before the out-of-order run.
