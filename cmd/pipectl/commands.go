@@ -236,8 +236,8 @@ func resultsText(rep ops.ResultsReport) string {
 	}
 	if o := rep.OutOfOrder; o != nil {
 		// An operator ran the file after later files of the tenant, on purpose.
-		rows = append(rows, []string{"out of order", fmt.Sprintf("%s after %d later file(s), by %s at %s: %s",
-			o.Action, o.LaterCount, o.RequestedBy, o.RequestedAt.UTC().Format(time.RFC3339), oneLine(o.Reason))})
+		rows = append(rows, []string{"out of order", fmt.Sprintf("%s after %d later and %d queued file(s), by %s at %s: %s",
+			o.Action, o.LaterCount, o.Queued, o.RequestedBy, o.RequestedAt.UTC().Format(time.RFC3339), oneLine(o.Reason))})
 	}
 	if s.Failure != nil {
 		f := s.Failure.Type + ": " + oneLine(s.Failure.Message)
@@ -488,8 +488,8 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	res, err := o.RedriveWith(ctx, args[0], exec, ops.RedriveOptions{Reason: flagReason, Force: flagForce, OutOfOrder: flagOutOfOrder})
 	e.human = func(any) string {
 		if res.OutOfOrder {
-			return fmt.Sprintf("redrive of %s queued OUT OF ORDER, after %d later file(s) of %s (request %s, message %s; audit record s3 key %s); the controller redrives it at the head\n",
-				res.ExecutionName, len(res.Later), res.Tenant, res.RequestID, res.MessageID, res.AuditKey)
+			return fmt.Sprintf("redrive of %s queued OUT OF ORDER, after %d later and %d queued file(s) of %s (request %s, message %s; audit record s3 key %s); the controller redrives it at the head\n",
+				res.ExecutionName, res.LaterCount, res.Queued, res.Tenant, res.RequestID, res.MessageID, res.AuditKey)
 		}
 		if res.Mode == "redriven" {
 			return fmt.Sprintf("redriven %s: it resumes at its failed segment; the controller releases %s when it succeeds\n", res.ExecutionName, res.Tenant)
@@ -564,7 +564,7 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 			rank = "no original execution found: a DynamoDB sink only fills keys no item holds"
 		}
 		if res.OutOfOrder {
-			rank += fmt.Sprintf("; OUT OF ORDER: after %d later file(s) of the tenant, audited in its results folder", len(res.Later))
+			rank += fmt.Sprintf("; OUT OF ORDER: after %d later and %d queued file(s) of the tenant, audited in its results folder", res.LaterCount, res.Queued)
 		}
 		return fmt.Sprintf("replay of %s (version %s) queued behind %s's current files as execution %s (new Idempotency-Keys; %s)\n",
 			res.Key, res.VersionID, res.Tenant, res.ExecutionName, rank)

@@ -289,6 +289,9 @@ type RedriveResult struct {
 	OutOfOrder bool        `json:"outOfOrder,omitempty"`
 	Later      []LaterFile `json:"later,omitempty"`
 	AuditKey   string      `json:"auditKey,omitempty"`
+	// LaterCount and Queued are how many later files ran and how many are queued ahead of it.
+	LaterCount int `json:"laterCount,omitempty"`
+	Queued     int `json:"queued,omitempty"`
 }
 
 // RedriveOptions are redrive's flags.
@@ -404,6 +407,7 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 		}
 		m.OutOfOrder = true
 		res.OutOfOrder, res.Later, res.AuditKey = true, p.later, results.Key(t.ID, execution, results.OutOfOrderFile)
+		res.LaterCount, res.Queued = p.count, p.queued
 	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, opt.Reason)
 	if err != nil {
@@ -459,6 +463,8 @@ type ReplayResult struct {
 	// which Later names (at most MaxLaterListed).
 	OutOfOrder bool        `json:"outOfOrder,omitempty"`
 	Later      []LaterFile `json:"later,omitempty"`
+	LaterCount int         `json:"laterCount,omitempty"`
+	Queued     int         `json:"queued,omitempty"`
 }
 
 // Replay is ReplayWith without an out-of-order permission.
@@ -526,7 +532,7 @@ func (o *Ops) ReplayWith(ctx context.Context, id, key, versionID, reason string,
 			return ReplayResult{}, err
 		}
 		m.OutOfOrder = true
-		res.OutOfOrder, res.Later = true, p.later
+		res.OutOfOrder, res.Later, res.LaterCount, res.Queued = true, p.later, p.count, p.queued
 	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
 	if err != nil {

@@ -330,7 +330,7 @@ func (o *Ops) bulkOne(ctx context.Context, t pipeline.TenantOutput, opt BulkOpti
 			item.Execution, item.Result = res.ExecutionName, res
 			item.Detail = map[string]string{"redriven": "redriven: it resumes at its failed segment", "queued": "redrive queued behind the tenant's current files"}[res.Mode]
 			if res.OutOfOrder {
-				item.Detail += fmt.Sprintf(" (out of order, after %d later file(s))", len(res.Later))
+				item.Detail += fmt.Sprintf(" (out of order, after %d later and %d queued file(s))", res.LaterCount, res.Queued)
 			}
 		}
 		return outcome(item, err)
