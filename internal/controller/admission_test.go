@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
@@ -202,8 +204,9 @@ func newAdmissionRig(t *testing.T, env map[string]string, limit int) (*wakeRig, 
 func TestAdmissionGates(t *testing.T) {
 	cfg := mustConfig(t, admissionEnv)
 	got := cfg.gates()
-	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1}}
-	if len(got) != 1 || got[0] != want[0] {
+	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1,
+		Core: &corecontrol.Settings{Name: "ledger", MaxRunningFiles: 1, MaxRequestsInFlight: 1}}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got gates %+v, want %+v", got, want)
 	}
 	cfg.Pool, cfg.PoolAdmissionTable, cfg.PoolMaxRunningFiles = "default", "pool-admission", 50
