@@ -32,10 +32,10 @@ func TestEffective(t *testing.T) {
 		{"paused", Control{Paused: true}, t0, Limit{Value: 0, Why: WhyPaused}},
 		{"paused with an override", Control{Paused: true, Override: override(20, t0.Add(time.Hour))}, t0, Limit{Value: 0, Why: WhyPaused}},
 		{"inside the window", Control{}, t0.Add(45 * time.Minute), Limit{Value: 0, Why: WhyMaintenance, Until: t0.Add(90 * time.Minute)}},
-		{"window beats the override", Control{Override: override(20, t0.Add(2 * time.Hour))}, t0.Add(time.Hour), Limit{Value: 0, Why: WhyMaintenance, Until: t0.Add(90 * time.Minute)}},
+		{"window beats the override", Control{Override: override(20, t0.Add(2*time.Hour))}, t0.Add(time.Hour), Limit{Value: 0, Why: WhyMaintenance, Until: t0.Add(90 * time.Minute)}},
 		{"at the window's end", Control{}, t0.Add(90 * time.Minute), Limit{Value: 10, Why: WhyConfigured}},
 		{"override raises", Control{Override: override(20, t0.Add(time.Hour))}, t0, Limit{Value: 20, Why: WhyOverride}},
-		{"override lowers, rising at its end", Control{Override: override(3, t0.Add(10 * time.Minute))}, t0, Limit{Value: 3, Why: WhyOverride, Until: t0.Add(10 * time.Minute)}},
+		{"override lowers, rising at its end", Control{Override: override(3, t0.Add(10*time.Minute))}, t0, Limit{Value: 3, Why: WhyOverride, Until: t0.Add(10 * time.Minute)}},
 		{"override bounded by maxRequestsInFlight", Control{Override: override(100, t0.Add(time.Hour))}, t0, Limit{Value: 40, Why: WhyOverride}},
 		{"expired override ignored", Control{Override: override(20, t0)}, t0, Limit{Value: 10, Why: WhyConfigured}},
 	} {
