@@ -222,6 +222,9 @@ func (b budget) slowedDown(what string, d time.Duration) error {
 // take waits for n tokens of the rate limit (a batch of n records takes n), or returns the
 // errSlowDown stop when that wait does not fit.
 func (p *pace) take(ctx context.Context, b budget, what string, n int, need time.Duration) error {
+	if err := p.holdForMaintenance(ctx, b, what, need); err != nil {
+		return err
+	}
 	if p.lim == nil {
 		return nil
 	}
