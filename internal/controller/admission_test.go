@@ -707,3 +707,34 @@ func TestPauseSecondReadFailingHolds(t *testing.T) {
 		t.Fatalf("got %d starts, leases %v, paused %v, want nothing started and the slot given back", r.sfn.starts, a.leases, a.paused)
 	}
 }
+
+// A file waiting while a maintenance window of its core system is open is held, and its entry
+// armed, no longer than until the window ends: the first file back then finds the gate open.
+func TestAdmissionWaitEndsWithTheWindow(t *testing.T) {
+	start := testStart // the rigs' clock: the window opened just now
+	for _, tc := range []struct {
+		name     string
+		duration string
+		wantMax  int32 // the most the hold may be, in seconds
+	}{
+		{"window ends within the safety net", "2m", 121},
+		{"window longer than the safety net", "30m", int32(defaultSafetyNet.Seconds())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{pipeline.EnvTenant: fmt.Sprintf(`{"id":"acme","format":"csv","encoding":"utf-8","chunkSize":100,"maxFieldBytes":65536,`+
+				`"coreSystem":{"name":"ledger","maxRunningFiles":1,"maintenance":[{"cron":"%d %d * * *","duration":%q}]}}`, start.Minute(), start.Hour(), tc.duration)}
+			w, a := newAdmissionRig(t, env, 1)
+			a.leases["another-file"] = true
+			if w.deliver(t, 1) {
+				t.Fatal("got released, want held")
+			}
+			last := w.q.changes[len(w.q.changes)-1]
+			if last.Seconds <= 0 || last.Seconds > tc.wantMax {
+				t.Errorf("got the waiting message held %d s, want 1 to %d s", last.Seconds, tc.wantMax)
+			}
+			if got := a.holds[a.waiting[0]]; got != time.Duration(last.Seconds)*time.Second {
+				t.Errorf("got the entry armed for %s, want the message's hold %d s", got, last.Seconds)
+			}
+		})
+	}
+}
