@@ -20,8 +20,20 @@ func (p *pace) holdForMaintenance(ctx context.Context, b budget, what string, ne
 		return nil
 	}
 	now := b.now()
-	open, end, _ := spec.Maintenance(p.core.Maintenance, now)
+	p.mu.Lock()
+	quiet := now.Before(p.noWindowUntil)
+	p.mu.Unlock()
+	if quiet {
+		return nil
+	}
+	open, end, next := spec.Maintenance(p.core.Maintenance, now)
 	if !open {
+		if next.IsZero() {
+			next = now.Add(24 * time.Hour) // no window ever starts: look again tomorrow
+		}
+		p.mu.Lock()
+		p.noWindowUntil = next
+		p.mu.Unlock()
 		return nil
 	}
 	d := end.Sub(now)

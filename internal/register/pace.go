@@ -138,6 +138,8 @@ type pace struct {
 
 	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
 	window *window
+	// noWindowUntil: no maintenance window opens before it (holdForMaintenance's cache).
+	noWindowUntil time.Time
 }
 
 func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
