@@ -16,6 +16,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/schema"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Steering a core system at run time, driven by the pipectl binary, in both tiers: pipectl core
@@ -99,6 +100,40 @@ func TestScenarioSteerMaintenanceWindow(t *testing.T) {
 		}
 		if n := len(r.Sink.Requests("a")); n != 0 {
 			t.Fatalf("in a maintenance window: got %d requests at the sink, want none", n)
+		}
+	})
+}
+
+// A file that runs into a maintenance window holds at its cursor: windows open every even minute
+// for a minute, and a slow file needs more than a closed minute to send. No request reaches the
+// sink inside a window (the sink's own arrival times), and the file finishes in order and exactly
+// once after it.
+func TestScenarioSteerMaintenanceHoldsRunningFiles(t *testing.T) {
+	t.Parallel()
+	windows := []spec.MaintenanceWindow{{Cron: "*/2 * * * *", Duration: "1m"}}
+	tenants := strings.Replace(steerTenants, `"maxRequestsInFlight": 4`, `"maxRequestsInFlight": 4, "maintenance": [{"cron": "*/2 * * * *", "duration": "1m"}]`, 1)
+	forEachTier(t, tenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		in := r.Tenant("a").Prefix
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		r.Sink.SetDelay(func(string, string, int64) time.Duration { return 400 * time.Millisecond })
+		uploadAll(t, ctx, r, []upload{{"a", "1.csv", csvOf(200)}}) // 80 s of sending: more than a closed minute
+		rep := drain(t, ctx, r)
+		wantStatuses(t, rep, "a", "SUCCEEDED")
+		assertOrderedOnce(t, r, "a", []string{in + "1.csv"}, map[string]int64{in + "1.csv": 200})
+		reqs := r.Sink.Requests("a")
+		var windowsCrossed int
+		for i, q := range reqs {
+			if open, _, _ := spec.Maintenance(windows, q.Start); open {
+				t.Errorf("request of record %d arrived at %s, inside a maintenance window", q.RecordNumber, q.Start.Format(time.RFC3339Nano))
+			}
+			if i > 0 && q.Start.Truncate(2*time.Minute) != reqs[i-1].Start.Truncate(2*time.Minute) {
+				windowsCrossed++
+			}
+		}
+		if windowsCrossed == 0 {
+			t.Errorf("got the file's %d requests within one closed minute, want it to have run into a window (the scenario tests nothing)", len(reqs))
 		}
 	})
 }
