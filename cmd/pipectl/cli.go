@@ -37,9 +37,11 @@ commands:
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
-  redrive TENANT [EXECUTION] [--reason T] [--force]
+  redrive TENANT [EXECUTION] [--reason T] [--force] [--accept-duplicates]
                                           resume a failed file from its failed segment, in order
-                                          (--force: also a file that failed validation)
+                                          (--force: also a file that failed validation;
+                                          --accept-duplicates: re-send records past the core
+                                          system's idempotencyRetention without a lookupUrl)
   replay TENANT KEY [--version-id V] [--reason T]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue

@@ -154,6 +154,8 @@ var (
 	flagFromDLQ   bool
 	flagForce     bool
 	flagOut       string
+
+	flagAcceptDuplicates bool // redrive --accept-duplicates
 )
 
 func resultsFlags(fs *flag.FlagSet) func() error {
@@ -302,6 +304,9 @@ func skipFlags(fs *flag.FlagSet) func() error {
 func redriveFlags(fs *flag.FlagSet) func() error {
 	reasonFlag(fs)
 	fs.BoolVar(&flagForce, "force", false, "redrive a file that failed validation anyway")
+	// The idempotency horizon: re-send records the core system may have forgotten (audited).
+	fs.BoolVar(&flagAcceptDuplicates, "accept-duplicates", false,
+		"re-send records first sent longer ago than the core system's idempotencyRetention, when it has no lookupUrl (audited)")
 	return func() error { return nil }
 }
 
@@ -440,6 +445,7 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	if len(args) == 2 {
 		exec = args[1]
 	}
+	o.AcceptDuplicates = flagAcceptDuplicates
 	res, err := o.Redrive(ctx, args[0], exec, flagReason, flagForce)
 	e.human = func(any) string {
 		if res.Mode == "redriven" {
@@ -447,6 +453,11 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 		}
 		return fmt.Sprintf("redrive of %s queued behind %s's current files (request %s, message %s); the controller redrives it at the head\n",
 			res.ExecutionName, res.Tenant, res.RequestID, res.MessageID)
+	}
+	if human := e.human; res.DuplicatesAccepted != "" {
+		e.human = func(v any) string {
+			return human(v) + fmt.Sprintf("duplicates accepted: records first sent longer ago than the core system's idempotencyRetention are re-sent without a lookup (audit record %s)\n", res.DuplicatesAccepted)
+		}
 	}
 	return res, err
 }

@@ -284,6 +284,8 @@ type RedriveResult struct {
 	Mode      string `json:"mode"`
 	RequestID string `json:"requestId,omitempty"`
 	MessageID string `json:"messageId,omitempty"`
+	// DuplicatesAccepted is the accept-duplicates marker written (Ops.AcceptDuplicates).
+	DuplicatesAccepted string `json:"duplicatesAccepted,omitempty"`
 }
 
 // Redrive resumes a failed file from its failed segment, never beside another file of the tenant.
@@ -343,7 +345,11 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 	if err := o.workFilesPresent(ctx, id, arn, execution); err != nil {
 		return RedriveResult{}, err
 	}
-	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
+	accepted, err := o.checkHorizon(ctx, t, execution, reason, o.AcceptDuplicates)
+	if err != nil {
+		return RedriveResult{}, err
+	}
+	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID(), DuplicatesAccepted: accepted}
 	if t.Policy == pipeline.OnFailureHalt {
 		_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(res.RequestID)})
 		if nr, ok := errorsAs[*sfntypes.ExecutionNotRedrivable](err); ok {
