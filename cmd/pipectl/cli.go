@@ -33,6 +33,9 @@ commands:
   results TENANT KEY|EXECUTION [--out DIR]
                                           a file's summary (counts, failure); --out downloads its results
                                           (quote a KEY with spaces)
+  reconcile TENANT --since DATE [--lookup sample|all|none] [--sample N]
+                                          proof of what arrived: per file, records sent,
+                                          acknowledged, rejected and found in the core system
   pause TENANT [--reason T]               stop processing: a silo tenant's event source mapping is
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing

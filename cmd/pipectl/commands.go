@@ -40,6 +40,7 @@ else is a key, and a file name without a "/" is the key under the tenant's prefi
 so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
+	reconcileCommand,
 	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
 		short: "stop processing a tenant",
 		long: `Stops processing: a silo tenant's event source mapping is disabled; a pooled tenant's

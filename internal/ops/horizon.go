@@ -119,16 +119,25 @@ func (o *Ops) segmentProgress(ctx context.Context, bucket, key string) (*pipelin
 	return &p, nil
 }
 
-// coreSystemOf is the tenant's core system as its controller holds it (a silo's environment, a
-// pool's settings file); nil when it names none.
+// coreSystemOf is the tenant's core system as its controller holds it; nil when it names none.
 func (o *Ops) coreSystemOf(ctx context.Context, t pipeline.TenantOutput) (*pipeline.CoreSystem, error) {
+	s, err := o.settingsOf(ctx, t)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.CoreSystem, nil
+}
+
+// settingsOf is the tenant's settings as its controller holds them (a silo's environment, a
+// pool's settings file); nil when they cannot be found.
+func (o *Ops) settingsOf(ctx context.Context, t pipeline.TenantOutput) (*pipeline.Tenant, error) {
 	if t.Pool != "" {
 		for _, p := range o.found.pools {
 			if p.out.Pool != t.Pool || p.settings == nil {
 				continue
 			}
 			if pt, err := p.settings.Tenant(t.ID); err == nil {
-				return pt.Settings.CoreSystem, nil
+				return &pt.Settings, nil
 			}
 		}
 		return nil, nil
@@ -137,9 +146,5 @@ func (o *Ops) coreSystemOf(ctx context.Context, t pipeline.TenantOutput) (*pipel
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 	}
-	s, err := tenantFromEnv(t, env)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.CoreSystem, nil
+	return tenantFromEnv(t, env)
 }
