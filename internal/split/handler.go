@@ -54,6 +54,10 @@ type Handler struct {
 	Pool    string
 	// Now is the clock of summary.json's stopped time. Default: time.Now.
 	Now func() time.Time
+	// HTTP posts a file's completion to its core system's completeUrl (complete.go); nil: the
+	// completion is recorded as failed.
+	HTTP  Doer
+	sleep func(context.Context, time.Duration) error // Default: a timer under the context.
 }
 
 // Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the
