@@ -88,6 +88,8 @@ type options struct {
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
 	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
+	sinkKeyTTL                                                                                 time.Duration // --sink-key-ttl
+	sinkLookup                                                                                 bool          // --sink-lookup
 	retryScale, asyncRetryScale                                                                float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
@@ -160,6 +162,9 @@ func parse(args []string, help io.Writer) (*options, error) {
 	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
 	fs.IntVar(&o.lambdaConcurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
 	fs.IntVar(&o.sinkMaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
+	// A core system that forgets idempotency keys, and answers lookups by key.
+	fs.DurationVar(&o.sinkKeyTTL, "sink-key-ttl", 0, "the embedded sink forgets an idempotency key after D: a resend after D registers the record again, counted as a duplicate (0: keys kept for ever)")
+	fs.BoolVar(&o.sinkLookup, "sink-lookup", false, "the embedded sink answers lookupUrl GETs (200 registered, 404 not), and every core system's lookupUrl points at it")
 	// Arrivals out of the names' order, and files that never arrive (a tenant's sequence).
 	fs.StringVar(&o.uploadOrder, "upload-order", localrun.UploadLexical, "in which order each tenant's inbox files are uploaded: lexical (by relative path), shuffle (drawn from --upload-seed) or reverse; tenants follow one another in lexical order")
 	fs.Uint64Var(&o.uploadSeed, "upload-seed", 0, "seed of --upload-order shuffle (default: a new seed each run, printed so the run can be repeated)")
@@ -201,6 +206,10 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--sink-max-in-flight %d: want 0 (no cap) or more", o.sinkMaxInFlight)
 	case o.sinkMaxInFlight > 0 && o.registerURL != "":
 		return nil, usagef("--sink-max-in-flight is for the embedded sink; --register-url replaces it")
+	case o.sinkKeyTTL < 0:
+		return nil, usagef("--sink-key-ttl %s: want 0 (keys kept for ever) or more", o.sinkKeyTTL)
+	case (o.sinkKeyTTL > 0 || o.sinkLookup) && o.registerURL != "":
+		return nil, usagef("--sink-key-ttl and --sink-lookup are for the embedded sink; --register-url replaces it")
 	case !(o.retryScale > 0):
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case !(o.asyncRetryScale > 0):
@@ -407,6 +416,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
 				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+				SinkKeyTTL: o.sinkKeyTTL, SinkLookup: o.sinkLookup,
 			},
 		})
 		return err

@@ -40,6 +40,8 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"negative lambda concurrency", []string{"--lambda-concurrency", "-1"}, "--lambda-concurrency -1: want 0 (unlimited) or more"},
 		{"negative sink cap", []string{"--sink-max-in-flight", "-3"}, "--sink-max-in-flight -3: want 0 (no cap) or more"},
 		{"sink cap with an external endpoint", []string{"--sink-max-in-flight", "6", "--register-url", "http://127.0.0.1:9/records"}, "--sink-max-in-flight is for the embedded sink"},
+		{"negative sink key ttl", []string{"--sink-key-ttl", "-1s"}, "--sink-key-ttl -1s: want 0 (keys kept for ever) or more"},
+		{"sink lookups with an external endpoint", []string{"--sink-lookup", "--register-url", "http://127.0.0.1:9/records"}, "--sink-key-ttl and --sink-lookup are for the embedded sink"},
 		{"zero setup timeout", []string{"--setup-timeout", "0s"}, "--setup-timeout 0s: want more than 0"},
 		{"negative timeout", []string{"--timeout", "-1m"}, "--timeout -1m0s: want more than 0"},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},

@@ -55,6 +55,9 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 			cfg["registerUrl"] = r.cfg.RegisterURL
 		default:
 			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
+			if cs, ok := cfg["coreSystem"].(map[string]any); ok && r.cfg.Faults.SinkLookup {
+				cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
+			}
 		}
 		b, _ := json.Marshal(cfg)
 		vars["TENANT"] = string(b)
@@ -213,6 +216,9 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 			t.RegisterURL = r.cfg.RegisterURL
 		default:
 			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
+			if t.CoreSystem != nil && r.cfg.Faults.SinkLookup {
+				t.CoreSystem.LookupURL = emulate.SinkLookupURL(r.sinkURL, t.ID)
+			}
 		}
 	}
 	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")
