@@ -55,7 +55,8 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 			cfg["registerUrl"] = r.cfg.RegisterURL
 		default:
 			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
-			if cs, ok := cfg["coreSystem"].(map[string]any); ok && r.cfg.Faults.SinkLookup {
+			// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
+			if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Faults.SinkLookup || cs["lookupUrl"] != nil) {
 				cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
 			}
 		}
@@ -216,7 +217,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 			t.RegisterURL = r.cfg.RegisterURL
 		default:
 			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
-			if t.CoreSystem != nil && r.cfg.Faults.SinkLookup {
+			if t.CoreSystem != nil && (r.cfg.Faults.SinkLookup || t.CoreSystem.LookupURL != "") {
 				t.CoreSystem.LookupURL = emulate.SinkLookupURL(r.sinkURL, t.ID)
 			}
 		}

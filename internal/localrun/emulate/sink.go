@@ -411,6 +411,13 @@ func (s *Sink) lookup(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, `{"status":"unknown"}`, http.StatusNotFound)
 }
 
+// SetLookup turns the answers to lookupUrl GETs on or off (Lookup).
+func (s *Sink) SetLookup(on bool) {
+	s.mu.Lock()
+	s.Lookup = on
+	s.mu.Unlock()
+}
+
 // Reregistered is the records the sink registered a second time because their key was older than
 // KeyTTL: the duplicates a core system that prunes keys would hold.
 func (s *Sink) Reregistered() int64 {
