@@ -5,16 +5,19 @@ package localrun
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/ops"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // horizonTenants: three halt tenants, each with its own core system that keeps idempotency keys
@@ -39,13 +42,18 @@ const horizonTenants = `{"coreSystems": {
 func TestScenarioIdempotencyHorizon(t *testing.T) {
 	t.Parallel()
 	const (
-		records, killAt = 600, 450
+		// Record 60 lies in the file's first chunk (of 100): the invocation that reaches it is
+		// killed, or its held POST fails it, inside its first chunk, so it hands on no cursor and
+		// the retries and the redrive re-send its records 1..59, which the sink committed.
+		records, killAt = 600, 60
 		retention       = time.Minute
 		keyTTL          = 70 * time.Second // longer than the killed file's retries, shorter than the wait
 	)
 	r := startScenario(t, horizonTenants, Config{
-		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8", "HALT_WAIT_SECONDS=1"}},
-		Faults: Faults{FunctionTimeout: map[string]time.Duration{registerPkg: 8 * time.Second}, RetryIntervalScale: 0.1, SinkKeyTTL: keyTTL},
+		// The held record's POST may wait 3 s, far longer than the kill takes even on a busy
+		// machine: it is always killed, never handed on as a cursor past the committed records.
+		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=3"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=10", "HALT_WAIT_SECONDS=1"}},
+		Faults: Faults{FunctionTimeout: map[string]time.Duration{registerPkg: 10 * time.Second}, RetryIntervalScale: 0.1, SinkKeyTTL: keyTTL},
 	})
 	r.Sink.SetLookup(true)
 	tenants := []string{"hzlookup", "hzrefuse", "hzaccept"}
@@ -55,9 +63,11 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 			return 0
 		}
 		go func() {
-			time.Sleep(200 * time.Millisecond)
-			if f := r.Function(registerPkg, tenant); f != nil {
-				f.KillRunning()
+			for range 30 {
+				time.Sleep(100 * time.Millisecond)
+				if f := r.Function(registerPkg, tenant); f != nil && f.KillRunning() > 0 {
+					return
+				}
 			}
 		}()
 		return -1 // no answer: the process is killed while it waits
@@ -78,32 +88,35 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 		return true
 	})
 	// The killed invocation's records: re-sent by each retry, registered once (within the TTL).
-	first, firstSent := map[string]int64{}, time.Time{}
+	// Register records the killed invocation's first send just before it; the sink's TTL runs
+	// from each record's registration, its first send.
+	first, until := map[string]int64{}, time.Time{}
 	for _, id := range tenants {
-		sent := map[int64]int{}
+		sent, at := map[int64]int{}, map[int64]time.Time{}
 		for _, q := range r.Sink.Requests(id) {
 			if strings.HasSuffix(q.Source, "/big.csv") {
-				sent[q.RecordNumber]++
-				if firstSent.IsZero() || q.Start.Before(firstSent) {
-					firstSent = q.Start
+				if sent[q.RecordNumber]++; sent[q.RecordNumber] == 1 {
+					at[q.RecordNumber] = q.Start
 				}
 			}
 		}
 		for n := int64(1); n <= killAt; n++ {
-			if sent[n] > 1 {
+			if sent[n] > 1 && first[id] == 0 {
 				first[id] = n
-				break
+			}
+			if first[id] != 0 {
+				until = latest(until, at[first[id]].Add(retention), at[n].Add(keyTTL))
 			}
 		}
-		if first[id] == 0 {
-			t.Fatalf("%s: no record was re-sent before the redrive: the kill did not repeat", id)
+		if first[id] == 0 || first[id] >= killAt {
+			t.Fatalf("%s: re-sent from record %d before the redrive: want the killed invocation's committed records re-sent, from before record %d", id, first[id], killAt)
 		}
 		if d := duplicatesOf(r, id, "big.csv"); d != 0 {
 			t.Fatalf("%s: %d records registered twice before the redrive, want none (the retries fall within the key TTL)", id, d)
 		}
 	}
-	// Past the retention and the sink's TTL, counted from the first send.
-	if wait := time.Until(firstSent.Add(keyTTL + 5*time.Second)); wait > 0 {
+	// Past the retention and the sink's TTL.
+	if wait := time.Until(until.Add(5 * time.Second)); wait > 0 {
 		t.Logf("waiting %s for the key TTL (%s) and the retention (%s) to pass", wait.Round(time.Second), keyTTL, retention)
 		time.Sleep(wait)
 	}
@@ -113,6 +126,20 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for _, id := range tenants {
+		ex := fileOf(t, rep, id, "big.csv").ExecutionName
+		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ProgressKey(id, ex, 0))})
+		var body []byte
+		if err == nil {
+			body, _ = io.ReadAll(out.Body)
+			out.Body.Close()
+		}
+		// The scenario tests what it means to: the first send is recorded where a redrive reads it.
+		p, perr := pipeline.DecodeProgress(body)
+		if err != nil || perr != nil || p.SentAt == "" {
+			t.Fatalf("%s: got progress %s (%v, %v), want one with the killed invocation's first send (core system %v)", id, body, err, perr, r.Tenant(id).Config["coreSystem"])
+		}
+	}
 	// Without a lookupUrl: pipectl refuses, and a redrive that gets past it is refused by Register.
 	refuse := fileOf(t, rep, "hzrefuse", "big.csv")
 	code, out, errOut := pipectlIn(t, r, "", "redrive", "hzrefuse", "--reason", "core fixed", "--stack-prefix", opsPrefix)
@@ -183,6 +210,16 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 			}
 		}
 	}
+}
+
+func latest(ts ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range ts {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
 }
 
 // duplicatesOf is how many records of the tenant's file the sink registered more than once.
