@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/spec"
 )
 
 // CoreSystemProps are checked by the tenants file's rules, each message naming the prop.
@@ -27,6 +29,17 @@ func TestCoreSystemPropsValidation(t *testing.T) {
 			[]string{"CoreSystemProps.AdmissionWaitAlarm 1m0s must be at least 5m0s (one alarm period), or 0 for the default 30m0s"}},
 		{"negative admission wait alarm", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, AdmissionWaitAlarm: -time.Minute},
 			[]string{"CoreSystemProps.AdmissionWaitAlarm -1m0s must be at least 5m0s"}},
+		{"bad day fields", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, Breaker: &spec.Breaker{Window: "2h"},
+			Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * *", Duration: "1h"}}, IdempotencyRetention: time.Second,
+			LookupURL: "https://erp.example/r", CompleteURL: "erp/done"},
+			[]string{`CoreSystemProps.Breaker.Window "2h" must be a Go duration from 1s to 1h0m0s`,
+				`CoreSystemProps.Maintenance[0].Cron "0 2 * *" must have five fields`,
+				`CoreSystemProps.IdempotencyRetention "1s" must be a Go duration of at least 1m0s`,
+				`CoreSystemProps.LookupURL "https://erp.example/r" must contain {key}`,
+				`CoreSystemProps.CompleteURL "erp/done" must be an absolute http(s) URL`}},
+		{"bad day fields valid", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, Breaker: &spec.Breaker{ConsecutiveFailures: 3},
+			Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * * SUN", Duration: "1h"}}, IdempotencyRetention: 24 * time.Hour,
+			LookupURL: "https://erp.example/r/{key}", CompleteURL: "https://erp.example/done"}, nil},
 		{"no name", CoreSystemProps{MaxRunningFiles: 3}, []string{`CoreSystemProps.Name: core system name "" is invalid`}},
 		{"every problem", CoreSystemProps{Name: "Ledger", MaxRecordsPerSecond: -2},
 			[]string{`CoreSystemProps.Name: core system name "Ledger" is invalid`, "CoreSystemProps.MaxRunningFiles 0", "CoreSystemProps.MaxRecordsPerSecond -2"}},
@@ -89,5 +102,53 @@ func TestPoolMaxRunningFiles(t *testing.T) {
 	p.MaxRunningFiles = 1001
 	if err := p.withDefaults().file().Validate(); err == nil || !strings.Contains(err.Error(), "pools.p: maxRunningFiles 1001 is out of range") {
 		t.Errorf("1001: got %v, want maxRunningFiles out of range", err)
+	}
+}
+
+// A pool whose tenants name more core systems than its queue can carry wake-up tags for is refused
+// at synth, naming SQS's limit; one at the bound is built.
+func TestPoolWakeTagsFit(t *testing.T) {
+	for _, tc := range []struct {
+		systems int
+		want    string
+	}{
+		{MaxWakeTags, ""},
+		{MaxWakeTags + 1, fmt.Sprintf("PoolProps.Tenants: the tenants name %d core systems, over %d", MaxWakeTags+1, MaxWakeTags)},
+	} {
+		t.Run(fmt.Sprint(tc.systems), func(t *testing.T) {
+			app := awscdk.NewApp(nil)
+			stack := awscdk.NewStack(app, jsii.String("S"), nil)
+			var tenants []Tenant
+			for i := range tc.systems {
+				name := fmt.Sprintf("erp%02d", i)
+				NewCoreSystem(stack, "C"+name, &CoreSystemProps{Name: name, MaxRunningFiles: 1})
+				tenants = append(tenants, Tenant{ID: fmt.Sprintf("t%02d", i), RegisterURL: "https://x.example.com/", CoreSystem: name})
+			}
+			var cs []*CoreSystem
+			for i, tn := range tenants {
+				c, err := coreSystemOf(stack, tn, poolTenant(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs = append(cs, c, c) // two tenants of one core system count once
+			}
+			err := wakeTagsFit("PoolProps.Tenants", cs)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) ||
+				!strings.Contains(err.Error(), "SQS allows 50 tags a queue")) {
+				t.Fatalf("got %v, want %q (naming SQS's 50 tags a queue)", err, tc.want)
+			}
+			if tc.want == "" {
+				return
+			}
+			// NewPool refuses it before it creates anything.
+			pool := NewPool(stack, "P", &PoolProps{Name: "p", Tenants: tenants})
+			var msgs []string
+			for _, m := range *pool.Node().Validate() {
+				msgs = append(msgs, *m)
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("NewPool: got validation %q, want %q", msgs, tc.want)
+			}
+		})
 	}
 }

@@ -68,8 +68,7 @@ func TestRedriveIdempotencyHorizon(t *testing.T) {
 			}
 			o := ops.New(w.Clients(), "TenantPipeline")
 			o.Now = func() time.Time { return now }
-			o.AcceptDuplicates = tc.accept
-			res, err := o.Redrive(context.Background(), "acme", "acme-1", "core fixed", false)
+			res, err := o.RedriveWith(context.Background(), "acme", "acme-1", ops.RedriveOptions{Reason: "core fixed", AcceptDuplicates: tc.accept})
 			acted := len(w.Redrives) + len(w.Queues[tenant.QueueURL].Sent)
 			marker, wrote := w.Objects["ingest/"+pipeline.AcceptDuplicatesKey("acme", "acme-1")]
 			if wrote != tc.wantMarker || (res.DuplicatesAccepted != "") != tc.wantMarker {

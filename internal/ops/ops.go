@@ -113,10 +113,6 @@ type Ops struct {
 	NewRequestID func() string
 	// HTTP downloads a pool controller's code (GetFunction's Code.Location); nil: http.DefaultClient.
 	HTTP *http.Client
-	// AcceptDuplicates lets Redrive re-send records first sent longer ago than the core system's
-	// idempotencyRetention when it has no lookupUrl (pipectl redrive --accept-duplicates): it
-	// writes the marker Register reads (horizon.go).
-	AcceptDuplicates bool
 
 	found discovery // the stacks' tenants and pools, read once per Ops
 }
