@@ -90,6 +90,8 @@ type options struct {
 	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
 	sinkOutages                                                                                []emulate.Outage
 	sink5xx                                                                                    float64
+	sinkKeyTTL                                                                                 time.Duration // --sink-key-ttl
+	sinkLookup                                                                                 bool          // --sink-lookup
 	retryScale, asyncRetryScale                                                                float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
@@ -171,6 +173,9 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return err
 	})
 	fs.Float64Var(&o.sink5xx, "sink-5xx", 0, "fraction (0-1) of the core system's requests answered 500, 502 or 504 (never 503, which asks to slow down)")
+	// A core system that forgets idempotency keys, and answers lookups by key.
+	fs.DurationVar(&o.sinkKeyTTL, "sink-key-ttl", 0, "the embedded sink forgets an idempotency key after D: a resend after D registers the record again, counted as a duplicate (0: keys kept for ever)")
+	fs.BoolVar(&o.sinkLookup, "sink-lookup", false, "the embedded sink answers lookupUrl GETs (200 registered, 404 not), and every core system's lookupUrl points at it")
 	// Arrivals out of the names' order, and files that never arrive (a tenant's sequence).
 	fs.StringVar(&o.uploadOrder, "upload-order", localrun.UploadLexical, "in which order each tenant's inbox files are uploaded: lexical (by relative path), shuffle (drawn from --upload-seed) or reverse; tenants follow one another in lexical order")
 	fs.Uint64Var(&o.uploadSeed, "upload-seed", 0, "seed of --upload-order shuffle (default: a new seed each run, printed so the run can be repeated)")
@@ -214,6 +219,10 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--sink-max-in-flight %d: want 0 (no cap) or more", o.sinkMaxInFlight)
 	case o.sinkMaxInFlight > 0 && o.registerURL != "":
 		return nil, usagef("--sink-max-in-flight is for the embedded sink; --register-url replaces it")
+	case o.sinkKeyTTL < 0:
+		return nil, usagef("--sink-key-ttl %s: want 0 (keys kept for ever) or more", o.sinkKeyTTL)
+	case (o.sinkKeyTTL > 0 || o.sinkLookup) && o.registerURL != "":
+		return nil, usagef("--sink-key-ttl and --sink-lookup are for the embedded sink; --register-url replaces it")
 	case !(o.retryScale > 0):
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case !(o.asyncRetryScale > 0):
@@ -421,6 +430,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
 				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
 				SinkOutages: o.sinkOutages, Sink5xx: o.sink5xx,
+				SinkKeyTTL: o.sinkKeyTTL, SinkLookup: o.sinkLookup,
 			},
 		})
 		return err

@@ -43,6 +43,8 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"sink outage without FOR", []string{"--sink-outage", "30s"}, `"30s": want AT:FOR, two durations such as 30s:5m`},
 		{"sink outage of nothing", []string{"--sink-outage", "30s:0s"}, `FOR "0s": want a duration above 0`},
 		{"sink 5xx above 1", []string{"--sink-5xx", "1.5"}, "--sink-5xx 1.5: want a fraction from 0 to 1"},
+		{"negative sink key ttl", []string{"--sink-key-ttl", "-1s"}, "--sink-key-ttl -1s: want 0 (keys kept for ever) or more"},
+		{"sink lookups with an external endpoint", []string{"--sink-lookup", "--register-url", "http://127.0.0.1:9/records"}, "--sink-key-ttl and --sink-lookup are for the embedded sink"},
 		{"zero setup timeout", []string{"--setup-timeout", "0s"}, "--setup-timeout 0s: want more than 0"},
 		{"negative timeout", []string{"--timeout", "-1m"}, "--timeout -1m0s: want more than 0"},
 		{"missing tenants file", []string{"--tenants", filepath.Join(work, "none.json")}, "--tenants"},

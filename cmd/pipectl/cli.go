@@ -33,14 +33,19 @@ commands:
   results TENANT KEY|EXECUTION [--out DIR]
                                           a file's summary (counts, failure); --out downloads its results
                                           (quote a KEY with spaces)
+  reconcile TENANT --since DATE [--lookup sample|all|none] [--sample N]
+                                          proof of what arrived: per file, records sent,
+                                          acknowledged, rejected and found in the core system
   pause TENANT [--reason T]               stop processing: a silo tenant's event source mapping is
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
-  redrive TENANT [EXECUTION] [--reason T] [--force] [--out-of-order]
+  redrive TENANT [EXECUTION] [--reason T] [--force] [--out-of-order] [--accept-duplicates]
                                           resume a failed file from its failed segment, in order
                                           (--force: also a file that failed validation;
-                                          --out-of-order: also one later files passed, audited)
+                                          --out-of-order: also one later files passed, audited;
+                                          --accept-duplicates: re-send records past the core
+                                          system's idempotencyRetention without a lookupUrl)
   pause|resume|skip|redrive SELECTOR [--dry-run] [--yes] [--rate N]
                                           the same on many tenants: --all-halted, --core-system NAME,
                                           --pool NAME, --tenants FILE (together: the intersection)

@@ -40,6 +40,7 @@ else is a key, and a file name without a "/" is the key under the tenant's prefi
 so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
+	reconcileCommand,
 	{name: "pause", minArgs: 0, maxArgs: 1, args: "TENANT [--reason TEXT] | SELECTOR [--dry-run] [--yes]", flags: withBulk(reasonFlag),
 		run:   bulkOr("pause", 1, "pause TENANT [--reason TEXT] | SELECTOR", runPause(true)),
 		short: "stop processing a tenant (or many)",
@@ -65,7 +66,7 @@ With a selector, skips each selected tenant's halted head: the file it is halted
 single-tenant skip names as EXECUTION. A selected tenant that is not halted is skipped over
 (its outcome says so); nothing else of it is touched.
 ` + bulkHelp},
-	{name: "redrive", minArgs: 0, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force] [--out-of-order] | SELECTOR [--dry-run] [--yes]", flags: withBulk(redriveFlags),
+	{name: "redrive", minArgs: 0, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force] [--out-of-order] [--accept-duplicates] | SELECTOR [--dry-run] [--yes]", flags: withBulk(redriveFlags),
 		run:   bulkOr("redrive", 1, "redrive TENANT [EXECUTION] | SELECTOR", runRedrive),
 		short: "resume a failed file from its failed segment, in order",
 		long: `Resumes a failed file from its failed segment, in order: the blocking file of a halted
@@ -79,6 +80,11 @@ tenant at once, any other failed file behind the tenant's current files.
                   the later files (a continue tenant's failed file that later files passed, a
                   halt tenant's skipped file). Needs --reason; audited in the control message
                   and in the file's results folder (out-of-order.json, shown by pipectl results)
+  --accept-duplicates
+                  redrive it even though its records were first sent longer ago than the core
+                  system's idempotencyRetention and the core system has no lookupUrl to look
+                  them up: those it still has are registered again. Audited in
+                  work/<tenant>/<execution>/accept-duplicates.json
 
 With a selector, redrives each selected tenant's file as "pipectl redrive TENANT" does: a halted
 tenant's blocking file, a continue tenant's newest failed one (refused, and the tenant skipped
@@ -180,6 +186,8 @@ var (
 	flagForce      bool
 	flagOutOfOrder bool
 	flagOut        string
+
+	flagAcceptDuplicates bool // redrive --accept-duplicates
 )
 
 func resultsFlags(fs *flag.FlagSet) func() error {
@@ -334,6 +342,9 @@ func redriveFlags(fs *flag.FlagSet) func() error {
 	reasonFlag(fs)
 	fs.BoolVar(&flagForce, "force", false, "redrive a file that failed validation anyway")
 	outOfOrderFlag(fs)
+	// The idempotency horizon: re-send records the core system may have forgotten (audited).
+	fs.BoolVar(&flagAcceptDuplicates, "accept-duplicates", false,
+		"re-send records first sent longer ago than the core system's idempotencyRetention, when it has no lookupUrl (audited)")
 	return checkOutOfOrder
 }
 
@@ -485,7 +496,8 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	if len(args) == 2 {
 		exec = args[1]
 	}
-	res, err := o.RedriveWith(ctx, args[0], exec, ops.RedriveOptions{Reason: flagReason, Force: flagForce, OutOfOrder: flagOutOfOrder})
+	res, err := o.RedriveWith(ctx, args[0], exec, ops.RedriveOptions{Reason: flagReason, Force: flagForce, OutOfOrder: flagOutOfOrder,
+		AcceptDuplicates: flagAcceptDuplicates})
 	e.human = func(any) string {
 		if res.OutOfOrder {
 			return fmt.Sprintf("redrive of %s queued OUT OF ORDER, after %d later and %d queued file(s) of %s (request %s, message %s; audit record s3 key %s); the controller redrives it at the head\n",
@@ -496,6 +508,11 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 		}
 		return fmt.Sprintf("redrive of %s queued behind %s's current files (request %s, message %s); the controller redrives it at the head\n",
 			res.ExecutionName, res.Tenant, res.RequestID, res.MessageID)
+	}
+	if human := e.human; res.DuplicatesAccepted != "" {
+		e.human = func(v any) string {
+			return human(v) + fmt.Sprintf("duplicates accepted: records first sent longer ago than the core system's idempotencyRetention are re-sent without a lookup (audit record %s)\n", res.DuplicatesAccepted)
+		}
 	}
 	return res, err
 }

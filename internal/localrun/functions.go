@@ -55,6 +55,10 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 			cfg["registerUrl"] = r.registerURL
 		default:
 			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
+			// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
+			if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Faults.SinkLookup || cs["lookupUrl"] != nil) {
+				cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
+			}
 		}
 		b, _ := json.Marshal(cfg)
 		vars["TENANT"] = string(b)
@@ -213,6 +217,9 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 			t.RegisterURL = r.registerURL
 		default:
 			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
+			if t.CoreSystem != nil && (r.cfg.Faults.SinkLookup || t.CoreSystem.LookupURL != "") {
+				t.CoreSystem.LookupURL = emulate.SinkLookupURL(r.sinkURL, t.ID)
+			}
 		}
 	}
 	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")

@@ -86,6 +86,12 @@ type Faults struct {
 	// SinkMaxInFlight caps the requests the embedded sink takes at once: above it the sink answers
 	// 429 with Retry-After: 1, as a core system that sheds load. 0 means no cap.
 	SinkMaxInFlight int
+	// SinkKeyTTL makes the embedded sink forget an idempotency key after this long (emulate.Sink's
+	// KeyTTL): a resend after it registers the record again. 0 keeps keys for ever.
+	SinkKeyTTL time.Duration
+	// SinkLookup makes the embedded sink answer lookupUrl GETs (emulate.Sink's Lookup), and the
+	// harness points every core system's lookupUrl at it (emulate.SinkLookupURL).
+	SinkLookup bool
 	// EventKeyForm is how the "Object Created" events carry the object key: "raw" (default, the key
 	// as written) or "form" (form-encoded, as classic S3 event notifications carry it: "red
 	// flower.jpg" becomes "red+flower.jpg",
@@ -312,7 +318,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	noticeEncryption(asm, cfg.Logs)
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
+	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight, KeyTTL: cfg.Faults.SinkKeyTTL, Lookup: cfg.Faults.SinkLookup}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
 		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
 	r.closers = append(r.closers, cancel)
 	for _, step := range []func(context.Context) error{

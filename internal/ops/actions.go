@@ -284,6 +284,8 @@ type RedriveResult struct {
 	Mode      string `json:"mode"`
 	RequestID string `json:"requestId,omitempty"`
 	MessageID string `json:"messageId,omitempty"`
+	// DuplicatesAccepted is the accept-duplicates marker written (RedriveOptions.AcceptDuplicates).
+	DuplicatesAccepted string `json:"duplicatesAccepted,omitempty"`
 	// OutOfOrder is true when the file runs after later files of the tenant (--out-of-order); Later
 	// names them (at most MaxLaterListed) and AuditKey is the audit record in its results folder.
 	OutOfOrder bool        `json:"outOfOrder,omitempty"`
@@ -303,6 +305,10 @@ type RedriveOptions struct {
 	// OutOfOrder allows a redrive that registers the file's records after later files' (the order
 	// guard, orderguard.go); Reason is then required.
 	OutOfOrder bool
+	// AcceptDuplicates re-sends records first sent longer ago than the core system's
+	// idempotencyRetention when it has no lookupUrl (--accept-duplicates): it writes the marker
+	// Register reads (horizon.go).
+	AcceptDuplicates bool
 }
 
 // Redrive is RedriveWith without an out-of-order permission.
@@ -383,6 +389,10 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 		if err != nil {
 			return RedriveResult{}, err
 		}
+	}
+	// The idempotency horizon (horizon.go): refused, or the accepted duplicates' marker written.
+	if res.DuplicatesAccepted, err = o.checkHorizon(ctx, t, execution, opt.Reason, opt.AcceptDuplicates); err != nil {
+		return RedriveResult{}, err
 	}
 	res.RequestID = o.NewRequestID()
 	if direct {

@@ -355,6 +355,9 @@ type SplitResult struct {
 	// failFile, whose invalid record fails the file). They count in Records and keep their
 	// numbers; Register skips them.
 	Rejected int64 `json:"rejected"`
+	// SHA256 is the hex SHA-256 of the object's bytes as Split read them, for the core system's
+	// completeUrl; absent from a result written before Split hashed.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // SegmentInput is the input of one segment execution.

@@ -10,13 +10,14 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // ProgressV1 is the version of a segment's progress object.
 const ProgressV1 = 1
 
 // MaxProgressBytes bounds a progress object as Register and the results task read it; one is
-// about 25 bytes, 45 with a record, and a keyed file's lists at most MaxKeyedLead records past
+// about 25 bytes, 45 with a record, 95 with a sentAt, and a keyed file's lists at most MaxKeyedLead records past
 // Record as ranges of at most 50 bytes each ({"first":…,"last":…}, with two 15-digit numbers, and a comma).
 const MaxProgressBytes = 256 + MaxKeyedLead*50
 
@@ -36,6 +37,28 @@ type Progress struct {
 	// past its low-water mark. The results task lists them as registered, not unprocessed. Absent
 	// in file order.
 	Registered []RecordRange `json:"registered,omitempty"`
+	// SentAt is when the records from the cursor (Next, Record) on were first sent, in RFC 3339
+	// with nanoseconds: Register writes it before it sends them, for a core system with an
+	// idempotencyRetention, so that a Retry or a redrive that would send them again after the
+	// core system may have forgotten their keys looks them up first (docs/data-path.md, "The
+	// idempotency horizon"). Absent: none of them was sent.
+	SentAt string `json:"sentAt,omitempty"`
+}
+
+// Sent is SentAt parsed; zero when absent.
+func (p Progress) Sent() time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, p.SentAt)
+	return t
+}
+
+// Encode renders p (its Version set to ProgressV1).
+func (p Progress) Encode() []byte {
+	p.Version = ProgressV1
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // ints and strings always encode
+	}
+	return b
 }
 
 // RecordRange is the records First through Last of a file, both included.
@@ -81,11 +104,7 @@ func EncodeProgress(next int, record int64) []byte {
 // EncodeKeyedProgress is EncodeProgress with the records past record already registered
 // (Progress.Registered), as RangesOf returns them.
 func EncodeKeyedProgress(next int, record int64, registered []RecordRange) []byte {
-	b, err := json.Marshal(Progress{Version: ProgressV1, Next: next, Record: record, Registered: registered})
-	if err != nil {
-		panic(err) // ints always encode
-	}
-	return b
+	return Progress{Next: next, Record: record, Registered: registered}.Encode()
 }
 
 // DecodeProgress decodes a progress object strictly: unknown fields, data after the object, a
@@ -118,5 +137,17 @@ func DecodeProgress(body []byte) (Progress, error) {
 			return Progress{}, fmt.Errorf("progress: registered range %d (%d-%d) is not ascending past record %d", i, r.First, r.Last, p.Record)
 		}
 	}
+	if _, err := time.Parse(time.RFC3339Nano, p.SentAt); p.SentAt != "" && err != nil {
+		return Progress{}, errors.New("progress: sentAt is not an RFC 3339 time")
+	}
 	return p, nil
+}
+
+// AcceptDuplicatesKey is the marker an operator writes (pipectl redrive --accept-duplicates)
+// to let Register re-send, without looking them up, records of the file execution whose first
+// send is older than its core system's idempotencyRetention, when the core system has no
+// lookupUrl: beside the file's progress, under work/, which Register reads already and only the
+// pipeline's roles and the operators may write. Its body is the audit record.
+func AcceptDuplicatesKey(tenantID, executionName string) string {
+	return path.Join(WorkPrefix, tenantID, executionName, "accept-duplicates.json")
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProgressKey(t *testing.T) {
@@ -21,6 +22,7 @@ func TestDecodeProgress(t *testing.T) {
 		body    string
 		want    int
 		record  int64
+		sent    string
 		wantErr string
 	}{
 		{name: "as encoded", body: string(EncodeProgress(7, 0)), want: 7},
@@ -37,6 +39,8 @@ func TestDecodeProgress(t *testing.T) {
 		{name: "negative", body: `{"version":1,"next":-1}`, wantErr: "negative"},
 		{name: "next a string", body: `{"version":1,"next":"7"}`, wantErr: "JSON type"},
 		{name: "next fractional", body: `{"version":1,"next":7.5}`, wantErr: "JSON type"},
+		{name: "with the first send", body: string(Progress{Next: 7, Record: 705, SentAt: "2026-12-05T10:00:00.5Z"}.Encode()), want: 7, record: 705, sent: "2026-12-05T10:00:00.5Z"},
+		{name: "sentAt not a time", body: `{"version":1,"next":7,"sentAt":"yesterday"}`, wantErr: "sentAt is not an RFC 3339 time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,8 +51,11 @@ func TestDecodeProgress(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || p.Next != tt.want || p.Record != tt.record || p.Version != ProgressV1 {
-				t.Errorf("got %+v, %v; want next %d, record %d", p, err, tt.want, tt.record)
+			if err != nil || p.Next != tt.want || p.Record != tt.record || p.Version != ProgressV1 || p.SentAt != tt.sent {
+				t.Errorf("got %+v, %v; want next %d, record %d, sentAt %q", p, err, tt.want, tt.record, tt.sent)
+			}
+			if want, _ := time.Parse(time.RFC3339Nano, tt.sent); !p.Sent().Equal(want) {
+				t.Errorf("got Sent() %v, want %v", p.Sent(), want)
 			}
 		})
 	}

@@ -61,11 +61,20 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			return pipeline.ChunkResult{}, err
 		}
 		reserve = minCallTime
+		var (
+			stored *pipeline.Progress
+			read   bool
+		)
 		if req.Chunk == req.Segment.FirstChunk && req.Record == 0 {
 			var err error
-			if from, at, err = h.resume(ctx, req); err != nil {
+			if from, at, stored, err = h.resume(ctx, req); err != nil {
 				return pipeline.ChunkResult{}, err
 			}
+			read = true
+		}
+		var err error
+		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored, read); err != nil {
+			return pipeline.ChunkResult{}, err
 		}
 	}
 	// keep is the record cursor the result carries: only the per-invocation segment (which sends
@@ -82,6 +91,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		slowest    time.Duration
 		first      int64      // the first record this invocation sends, which names its part
 		rejections []rejected // those the cursor passes, in record order
+		stopped    bool       // on a failure or a wait, inside a chunk whose records may have been sent
 	)
 	for c := from; c <= req.Until(); c++ {
 		if c > from && !h.roomForChunk(ctx, now, slowest+reserve) {
@@ -128,7 +138,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			h.Log.Info("invocation ends to wait for the core system; the next invocation resumes there",
 				"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 				"chunk", c, "record", stop, "reason", err.Error())
-			res.NextRecord = keep(stop)
+			res.NextRecord, stopped = keep(stop), true
 			break
 		}
 		if err != nil {
@@ -142,7 +152,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 				h.Log.Warn("invocation ends before a failed record; the next invocation resumes there",
 					"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 					"chunk", c, "record", stop, "nearDeadline", errors.Is(err, errNearDeadline), "error", err.Error())
-				res.NextRecord = keep(stop)
+				res.NextRecord, stopped = keep(stop), true
 				break
 			}
 			if req.Segment != nil && (res.Registered > 0 || len(past) > 0) && !retryable(err) {
@@ -152,7 +162,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 				// there on (under key order, but for those past it that other keys registered:
 				// Progress.Registered). A retryable failure leaves the progress alone: the task's
 				// Retry re-sends this invocation's records from its own cursor.
-				h.saveProgress(ctx, req, c, keep(stop), past...)
+				h.putProgress(ctx, req, pipeline.Progress{Next: c, Record: keep(stop), Registered: pipeline.RangesOf(past), SentAt: o.horizon.carry(true)})
 			}
 			return pipeline.ChunkResult{}, err
 		}
@@ -170,7 +180,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 	if req.Segment != nil && res.Registered+res.Rejected > 0 && !(o.lastRun && res.Done) {
 		// Records past a keyed cursor that were registered are not listed: the next invocation
 		// sends them again with the same keys.
-		h.saveProgress(ctx, req, res.Next, res.NextRecord)
+		h.putProgress(ctx, req, pipeline.Progress{Next: res.Next, Record: res.NextRecord, SentAt: o.horizon.carry(stopped)})
 	}
 	return res, nil
 }

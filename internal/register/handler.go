@@ -100,6 +100,8 @@ type runOptions struct {
 	// chunk, when set, is the run's one chunk in memory (the SmallFile task's, which writes no
 	// manifest): its span and the object's bytes, read by Split a moment before.
 	chunk *memChunk
+	// horizon, when set, looks records up before they are sent (horizon.go).
+	horizon *horizon
 }
 
 // memChunk is a chunk in memory: its span of data, the whole object.
@@ -174,8 +176,36 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 	}
 	b.first = recs[0].Number
 	out := chunkOutcome{first: recs[0].Number, rejects: &chunkRejects{chunk: req.Chunk, start: span.Start}}
-	out.done, err = h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, recs)
+	send, err := h.lookUpRecords(ctx, b, req, o.horizon, p, c, recs)
+	if err != nil {
+		out.done = doneBefore(recs, err)
+		return out, err
+	}
+	if len(send) == 0 {
+		out.done = int64(len(recs)) // every record is registered already
+		return out, nil
+	}
+	n, err := h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, send)
+	out.done = n
+	if len(send) < len(recs) && err != nil {
+		out.done = doneBefore(recs, err)
+	} else if len(send) < len(recs) {
+		out.done = int64(len(recs))
+	}
 	return out, err
+}
+
+// doneBefore is the number of recs before the record err stops at (a *WriteError's), all of
+// them when it names none: with records the horizon found registered left out of the sink's
+// write, the sink's own count is of the records it was given.
+func doneBefore(recs []records.Record, err error) int64 {
+	var we *WriteError
+	if errors.As(err, &we) {
+		if i := slices.IndexFunc(recs, func(r records.Record) bool { return r.Number == we.Record }); i >= 0 {
+			return int64(i)
+		}
+	}
+	return int64(len(recs))
 }
 
 // chunkOutcome is what one chunk's register did.

@@ -38,42 +38,17 @@ func checkSegment(req pipeline.ChunkRequest) error {
 // the latter with a WARN, since only a foreign write makes it. Any other failure to read it is
 // retryable: starting at the segment's first chunk without knowing would write a lower progress
 // over the stored one.
-func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, int64, error) {
-	c, err := h.clientsFor(req.Tenant.ID) // the progress is under the tenant's work/ keys
-	if err != nil {
-		return 0, 0, err
+func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, int64, *pipeline.Progress, error) {
+	p, err := h.loadProgress(ctx, req)
+	if err != nil || p == nil {
+		return req.Chunk, 0, p, err
 	}
 	b := h.budget(ctx, req)
-	ctx, cancel, err := b.call(ctx, "reading the segment's progress", minCallTime, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cancel()
-	bucket, key := req.Manifest.Bucket, progressKey(req)
-	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if source.Absent(err) {
-		return req.Chunk, 0, nil
-	}
-	if err != nil {
-		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
-	}
-	body, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxProgressBytes+1))
-	out.Body.Close()
-	if err != nil {
-		return 0, 0, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
-	}
-	ignore := func(why string) (int, int64, error) {
+	ignore := func(why string) (int, int64, *pipeline.Progress, error) {
 		h.Log.Warn("segment progress ignored; the segment starts at its first chunk",
 			"tenant", req.Tenant.ID, "file", b.file, "execution", req.ExecutionName, "segment", req.Segment.Index,
-			"key", key, "reason", why)
-		return req.Chunk, 0, nil
-	}
-	if len(body) > pipeline.MaxProgressBytes {
-		return ignore(fmt.Sprintf("the object is over %d bytes", pipeline.MaxProgressBytes))
-	}
-	p, err := pipeline.DecodeProgress(body)
-	if err != nil {
-		return ignore(err.Error())
+			"key", progressKey(req), "reason", why)
+		return req.Chunk, 0, nil, nil
 	}
 	if p.Next < req.Chunk || p.Next > req.Until()+1 {
 		return ignore(fmt.Sprintf("next %d is outside the segment's chunks %d..%d", p.Next, req.Chunk, req.Until()+1))
@@ -86,7 +61,49 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, i
 			"execution", req.ExecutionName, "segment", req.Segment.Index, "chunk", p.Next, "record", p.Record)
 	}
 	// A record that is not one of chunk Next's fails that chunk (fromRecord): nothing is skipped.
-	return p.Next, p.Record, nil
+	return p.Next, p.Record, p, nil
+}
+
+// loadProgress reads the segment's stored progress: nil when it is absent, or corrupt (with a
+// WARN, since only a foreign write makes it); a RetryableError when it cannot be read.
+func (h *Handler) loadProgress(ctx context.Context, req pipeline.ChunkRequest) (*pipeline.Progress, error) {
+	c, err := h.clientsFor(req.Tenant.ID) // the progress is under the tenant's work/ keys
+	if err != nil {
+		return nil, err
+	}
+	b := h.budget(ctx, req)
+	ctx, cancel, err := b.call(ctx, "reading the segment's progress", minCallTime, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	bucket, key := req.Manifest.Bucket, progressKey(req)
+	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if source.Absent(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
+	}
+	body, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxProgressBytes+1))
+	out.Body.Close()
+	if err != nil {
+		return nil, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the segment's progress s3://%s/%s failed: %v", b.file, bucket, key, err), Err: err}
+	}
+	ignore := func(why string) (*pipeline.Progress, error) {
+		h.Log.Warn("segment progress ignored; the segment starts at its first chunk",
+			"tenant", req.Tenant.ID, "file", b.file, "execution", req.ExecutionName, "segment", req.Segment.Index,
+			"key", key, "reason", why)
+		return nil, nil
+	}
+	if len(body) > pipeline.MaxProgressBytes {
+		return ignore(fmt.Sprintf("the object is over %d bytes", pipeline.MaxProgressBytes))
+	}
+	p, err := pipeline.DecodeProgress(body)
+	if err != nil {
+		return ignore(err.Error())
+	}
+	return &p, nil
 }
 
 // saveProgress writes where the segment's next invocation starts, and the records past it that a
@@ -94,34 +111,39 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, i
 // registered whatever happens here, so a failure is a WARN: its only cost is that a redrive of the
 // file re-sends this invocation's records again, with the same idempotency keys.
 func (h *Handler) saveProgress(ctx context.Context, req pipeline.ChunkRequest, next int, record int64, registered ...int64) {
-	bucket, key := req.Manifest.Bucket, progressKey(req)
-	warn := func(err error) {
+	h.putProgress(ctx, req, pipeline.Progress{Next: next, Record: record, Registered: pipeline.RangesOf(registered)})
+}
+
+// putProgress writes p as the segment's progress; a failure is a WARN (saveProgress).
+func (h *Handler) putProgress(ctx context.Context, req pipeline.ChunkRequest, p pipeline.Progress) {
+	if err := h.writeProgress(ctx, req, p); err != nil {
 		h.Log.Warn("segment progress not written; a redrive of the file re-sends this invocation's records",
 			"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-			"segment", req.Segment.Index, "next", next, "key", key, "error", err.Error())
+			"segment", req.Segment.Index, "next", p.Next, "key", progressKey(req), "error", err.Error())
 	}
+}
+
+// writeProgress PUTs p as the segment's progress under the invocation's budget.
+func (h *Handler) writeProgress(ctx context.Context, req pipeline.ChunkRequest, p pipeline.Progress) error {
 	c, err := h.clientsFor(req.Tenant.ID)
 	if err != nil {
-		warn(err)
-		return
+		return err
 	}
 	b := h.budget(ctx, req)
 	ctx, cancel, err := b.call(ctx, "writing the segment's progress", minCallTime, 0)
 	if err != nil {
-		warn(err)
-		return
+		return err
 	}
 	defer cancel()
-	body := pipeline.EncodeKeyedProgress(next, record, pipeline.RangesOf(registered))
-	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:        aws.String(bucket),
-		Key:           aws.String(key),
+	body := p.Encode()
+	_, err = c.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(req.Manifest.Bucket),
+		Key:           aws.String(progressKey(req)),
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String("application/json"),
-	}); err != nil {
-		warn(err)
-	}
+	})
+	return err
 }
 
 func progressKey(req pipeline.ChunkRequest) string {

@@ -52,6 +52,22 @@ type Summary struct {
 	// Failure is why the file failed, if it did.
 	Failure *Failure `json:"failure,omitempty"`
 	Files   Files    `json:"files"`
+	// Complete is the core system's answer to the file's completion POST (its completeUrl);
+	// absent when none was sent: no completeUrl, or the file did not succeed.
+	Complete *Completion `json:"complete,omitempty"`
+}
+
+// Completion is what became of a file's completion POST to its core system's completeUrl.
+type Completion struct {
+	// Status is the last answer's HTTP status; 0 when there was none.
+	Status int `json:"status"`
+	// Body is the first 256 bytes of the last answer's body.
+	Body string `json:"body,omitempty"`
+	// Attempts is the POSTs sent.
+	Attempts int `json:"attempts"`
+	// Error says why the completion failed; absent when the core system took it (2xx or 409).
+	Error string     `json:"error,omitempty"`
+	At    *time.Time `json:"at,omitempty"`
 }
 
 // StatusRefused is the status of a sequenced tenant's file that was not registered.

@@ -7,6 +7,8 @@ package split
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +54,10 @@ type Handler struct {
 	Pool    string
 	// Now is the clock of summary.json's stopped time. Default: time.Now.
 	Now func() time.Time
+	// HTTP posts a file's completion to its core system's completeUrl (complete.go); nil: the
+	// completion is recorded as failed.
+	HTTP  Doer
+	sleep func(context.Context, time.Duration) error // Default: a timer under the context.
 }
 
 // Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the
@@ -186,11 +192,13 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		cut.Bytes = int64(t.BatchBytes())
 	}
 	bounds := []pipeline.Boundary{}
-	var in io.Reader = out.Body
+	// The file's SHA-256, for the core system's completeUrl: Split reads every byte anyway.
+	digest := sha256.New()
+	var in io.Reader = io.TeeReader(out.Body, digest)
 	var kept bytes.Buffer
 	if o.keep {
 		// At most maxBytes: the object's length was checked above.
-		in = io.TeeReader(out.Body, &kept)
+		in = io.TeeReader(in, &kept)
 	}
 	// Under skipRecord the whole file is still read before anything is written: Scan returns the
 	// invalid records, and fails the file when there are more than maxInvalidRecords.
@@ -221,6 +229,11 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		return SmallSplit{}, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
 	}
 
+	// Whatever the scan left unread (nothing, when it reads to the end) still counts in the hash.
+	if _, err := io.Copy(io.Discard, in); err != nil {
+		return SmallSplit{}, &pipeline.RetryableError{Message: fmt.Sprintf("%s: reading the object failed: %v", file, err)}
+	}
+	fileHash := hex.EncodeToString(digest.Sum(nil))
 	if d := t.DynamoDB; d != nil && t.Format == pipeline.FormatCSV && sum.Records > 0 {
 		// Every record would fail in Register for want of its key; say so once, before anything is
 		// written.
@@ -240,6 +253,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	if !o.manifest {
 		// In memory: one chunk at most (small), which holds every record.
 		out := SmallSplit{Result: h.result(src, manifest, sum), size: aws.ToInt64(out.ContentLength)}
+		out.Result.SHA256 = fileHash
 		if t.BatchMode() {
 			out.Result.Manifest.Version = pipeline.ManifestV2
 		}
@@ -284,7 +298,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	// Register reads exactly this write (its version id, and its ETag with If-Match), so a manifest
 	// written later under the same key is never read in its place.
 	manifest.VersionID, manifest.ETag = aws.ToString(put.VersionId), aws.ToString(put.ETag)
-	return SmallSplit{Result: h.result(src, manifest, sum), size: aws.ToInt64(out.ContentLength)}, nil
+	res := h.result(src, manifest, sum)
+	res.SHA256 = fileHash
+	return SmallSplit{Result: res, size: aws.ToInt64(out.ContentLength)}, nil
 }
 
 func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {

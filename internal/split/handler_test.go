@@ -3,6 +3,7 @@ package split
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,8 @@ func TestSplit(t *testing.T) {
 					Manifest: manifestLoc,
 					Records:  250, Chunks: 3, Header: []string{"id", "name"},
 					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
+					// The version Split read, not the object's current bytes.
+					SHA256: fmt.Sprintf("%x", sha256.Sum256(data)),
 				}
 				if !reflect.DeepEqual(res, want) {
 					t.Errorf("got %+v, want %+v", res, want)

@@ -150,6 +150,7 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 		sum.Rejected = int64(len(rejected))
 	}
 
+	sum.Complete = h.complete(ctx, req, objects)
 	body, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return &pipeline.PermanentError{Message: "encoding summary.json: " + err.Error()}

@@ -5,7 +5,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,6 +40,8 @@ func main() {
 		Log:        logger,
 		Metrics:    os.Stdout,
 		Pool:       os.Getenv(pipeline.EnvMetricsPool),
+		// A core system's completeUrl; never follow a redirect, which would turn the POST into a GET.
+		HTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Split reads and writes as the execution's tenant.

@@ -30,9 +30,18 @@ type Sink struct {
 	// load, RFC 9110 section 10.2.3 and RFC 6585 section 4) and registers nothing. Set it before
 	// the run starts.
 	MaxInFlight int
+	// KeyTTL, if above 0, is how long the sink keeps an Idempotency-Key: a POST under a key
+	// registered longer ago registers its records again (a core system that prunes its keys),
+	// counted by Reregistered. Set it before the run starts.
+	KeyTTL time.Duration
+	// Lookup makes the sink answer GET <tenant>/lookup/<key> (SinkLookupURL): 200 when a record
+	// of the key is registered (whether or not the key is still kept), 404 when not. Without it
+	// such a GET answers 501, which Register holds on like a 503, never taking it for "absent".
+	// Set it before the run starts.
+	Lookup bool
 
 	mu         sync.Mutex
-	keys       map[string]bool
+	keys       map[string]time.Time    // idempotency key -> its last registration
 	order      map[string][]SinkRecord // tenant -> first registrations in order
 	attempts   map[string]int          // idempotency key -> requests seen
 	requests   int64
@@ -45,6 +54,10 @@ type Sink struct {
 	peak       int                      // the most POSTs in flight at once
 	shed       int64                    // POSTs answered 429 for MaxInFlight
 	keep       bool                     // keep each record's JSON in its SinkRecord
+
+	// The idempotency horizon (KeyTTL, Lookup): keys holds each key's last registration.
+	reregistered int64            // records registered again after KeyTTL
+	lookups      map[string]int64 // tenant -> lookups answered
 
 	// Key order (SetKeyColumns): each keyed tenant's key columns, the record of each key in flight
 	// (by file and key), and each tenant's POSTs in flight and their peak.
@@ -116,6 +129,10 @@ func (r sinkRequest) first() int64 {
 }
 
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/lookup/") {
+		s.lookup(w, r)
+		return
+	}
 	if r.Method == http.MethodGet {
 		// The list page a redirect points to: a client that follows a 301/302/303 resends the
 		// POST as a GET without a body, and this 2xx must not count as a registration.
@@ -155,7 +172,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.attempts == nil {
-		s.attempts, s.keys, s.order = map[string]int{}, map[string]bool{}, map[string][]SinkRecord{}
+		s.attempts, s.keys, s.order = map[string]int{}, map[string]time.Time{}, map[string][]SinkRecord{}
 	}
 	if s.tenantFlight == nil {
 		s.keyInFlight, s.tenantFlight, s.tenantPeak = map[string]int64{}, map[string]int{}, map[string]int{}
@@ -231,14 +248,17 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.keys[key] {
+	now := time.Now()
+	if at, ok := s.keys[key]; ok && (s.KeyTTL <= 0 || now.Sub(at) < s.KeyTTL) {
 		s.duplicates++
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprint(w, `{"status":"duplicate"}`)
 		return
+	} else if ok {
+		// Forgotten: registered a second time, as a core system that pruned the key would.
+		s.reregistered += int64(max(1, len(req.Records)))
 	}
-	s.keys[key] = true
-	now := time.Now()
+	s.keys[key] = now
 	keep := func(rec json.RawMessage) json.RawMessage {
 		if s.keep {
 			return rec
@@ -369,6 +389,54 @@ func (s *Sink) Total() int64 {
 		n += int64(len(o))
 	}
 	return n
+}
+
+// lookup answers a lookupUrl GET: the key is the path's last element (SinkLookupURL).
+func (s *Sink) lookup(w http.ResponseWriter, r *http.Request) {
+	tenant, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/lookup/")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.Lookup {
+		http.Error(w, "the sink answers lookups with --sink-lookup", http.StatusNotImplemented)
+		return
+	}
+	if s.lookups == nil {
+		s.lookups = map[string]int64{}
+	}
+	s.lookups[tenant]++
+	if _, ok := s.keys[key]; ok {
+		fmt.Fprint(w, `{"status":"registered"}`)
+		return
+	}
+	http.Error(w, `{"status":"unknown"}`, http.StatusNotFound)
+}
+
+// SetLookup turns the answers to lookupUrl GETs on or off (Lookup).
+func (s *Sink) SetLookup(on bool) {
+	s.mu.Lock()
+	s.Lookup = on
+	s.mu.Unlock()
+}
+
+// Reregistered is the records the sink registered a second time because their key was older than
+// KeyTTL: the duplicates a core system that prunes keys would hold.
+func (s *Sink) Reregistered() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reregistered
+}
+
+// Lookups is how many lookups of the tenant's keys the sink answered.
+func (s *Sink) Lookups(tenant string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookups[tenant]
+}
+
+// SinkLookupURL is the lookupUrl template the harness gives a tenant's core system with
+// --sink-lookup.
+func SinkLookupURL(base, tenant string) string {
+	return strings.TrimSuffix(base, "/") + "/" + tenant + "/lookup/{key}"
 }
 
 // SinkURL is the per-tenant registerUrl the harness gives tenants when no --register-url is set.
