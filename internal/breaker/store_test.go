@@ -73,7 +73,9 @@ func newStore(t *testing.T) Store {
 	if err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond })
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+	})
 	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
