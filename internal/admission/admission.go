@@ -66,6 +66,9 @@ type Gate struct {
 	Limit int
 	// Adaptive says the core system's adaptive limit item (schema.LimitSK) may lower the limit.
 	Adaptive bool
+	// Breaker says the core system's breaker item (breaker.SK) may close the gate: a core gate
+	// whose breaker is not disabled.
+	Breaker bool
 }
 
 // queue is the partition key of the gate's waiting files.

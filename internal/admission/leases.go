@@ -87,8 +87,12 @@ func (s *Store) readSlots(ctx context.Context, g Gate, now time.Time) (gateState
 	return st, nil
 }
 
-// effectiveLimit is the gate's limit, lowered by its adaptive limit item.
+// effectiveLimit is the gate's limit, lowered by its adaptive limit item, and by its core
+// system's breaker: none while open, one while half-open (internal/breaker).
 func (s *Store) effectiveLimit(ctx context.Context, g Gate) (int, error) {
+	if limit, limited, err := s.breakerLimit(ctx, g); err != nil || limited {
+		return limit, err
+	}
 	if !g.Adaptive {
 		return g.Limit, nil
 	}

@@ -216,3 +216,23 @@ func (s Store) Apply(ctx context.Context, cur State, decide func(State) (State, 
 		}
 	}
 }
+
+// GateLimit is the breaker's bound on admission to the core system whose gate partition is
+// gateKey (schema.CoreGate): limited with 0 while it is open, 1 while half-open (Gate), read
+// strongly consistent as admission reads its slots. An absent item does not limit.
+func GateLimit(ctx context.Context, api ReadAPI, table, gateKey string, now time.Time) (limit int, limited bool, err error) {
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			schema.AttrPK: &types.AttributeValueMemberS{Value: gateKey},
+			schema.AttrSK: &types.AttributeValueMemberS{Value: SK},
+		}})
+	if err != nil {
+		return 0, false, fmt.Errorf("read the breaker: %w", err)
+	}
+	s, err := decode(out.Item)
+	if err != nil {
+		return 0, false, fmt.Errorf("the breaker item of %s in %s: %w", gateKey, table, err)
+	}
+	limit, limited = Gate(s, now)
+	return limit, limited, nil
+}

@@ -74,7 +74,8 @@ func (c Config) leaseTTL() time.Duration { return admission.LeaseTTLFor(c.Safety
 func (c Config) gates() []admission.Gate {
 	var gs []admission.Gate
 	if cs := c.Tenant.CoreSystem; cs != nil && cs.Table != "" {
-		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive})
+		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
+			Breaker: !cs.Spec().BreakerSettings().Disabled})
 	}
 	if c.Pool != "" && c.PoolAdmissionTable != "" && c.PoolMaxRunningFiles > 0 {
 		gs = append(gs, admission.Gate{Table: c.PoolAdmissionTable, Key: schema.PoolGate(c.Pool), Limit: c.PoolMaxRunningFiles})
