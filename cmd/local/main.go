@@ -88,6 +88,8 @@ type options struct {
 	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
 	dropStatus, throttleDescribe, throttleStart                                                float64
 	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
+	sinkOutages                                                                                []emulate.Outage
+	sink5xx                                                                                    float64
 	retryScale, asyncRetryScale                                                                float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
@@ -160,6 +162,15 @@ func parse(args []string, help io.Writer) (*options, error) {
 	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
 	fs.IntVar(&o.lambdaConcurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
 	fs.IntVar(&o.sinkMaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
+	// A core system's bad day, for the embedded sink or, with --register-url, a proxy in front of it.
+	fs.Func("sink-outage", "AT:FOR: the core system refuses connections from AT after its first request, for FOR (e.g. 30s:5m); repeat it for more outages", func(v string) error {
+		out, err := emulate.ParseOutage(v)
+		if err == nil {
+			o.sinkOutages = append(o.sinkOutages, out)
+		}
+		return err
+	})
+	fs.Float64Var(&o.sink5xx, "sink-5xx", 0, "fraction (0-1) of the core system's requests answered 500, 502 or 504 (never 503, which asks to slow down)")
 	// Arrivals out of the names' order, and files that never arrive (a tenant's sequence).
 	fs.StringVar(&o.uploadOrder, "upload-order", localrun.UploadLexical, "in which order each tenant's inbox files are uploaded: lexical (by relative path), shuffle (drawn from --upload-seed) or reverse; tenants follow one another in lexical order")
 	fs.Uint64Var(&o.uploadSeed, "upload-seed", 0, "seed of --upload-order shuffle (default: a new seed each run, printed so the run can be repeated)")
@@ -189,6 +200,8 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--throttle-describe %g: want a fraction from 0 to 1", o.throttleDescribe)
 	case o.throttleStart < 0 || o.throttleStart > 1:
 		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.throttleStart)
+	case o.sink5xx < 0 || o.sink5xx > 1:
+		return nil, usagef("--sink-5xx %g: want a fraction from 0 to 1", o.sink5xx)
 	case o.sinkLatency < 0:
 		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
 	case o.registerClientTimeout < 0:
@@ -407,6 +420,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
 				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+				SinkOutages: o.sinkOutages, Sink5xx: o.sink5xx,
 			},
 		})
 		return err

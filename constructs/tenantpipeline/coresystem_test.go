@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/spec"
 )
 
 // CoreSystemProps are checked by the tenants file's rules, each message naming the prop.
@@ -27,6 +29,17 @@ func TestCoreSystemPropsValidation(t *testing.T) {
 			[]string{"CoreSystemProps.AdmissionWaitAlarm 1m0s must be at least 5m0s (one alarm period), or 0 for the default 30m0s"}},
 		{"negative admission wait alarm", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, AdmissionWaitAlarm: -time.Minute},
 			[]string{"CoreSystemProps.AdmissionWaitAlarm -1m0s must be at least 5m0s"}},
+		{"bad day fields", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, Breaker: &spec.Breaker{Window: "2h"},
+			Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * *", Duration: "1h"}}, IdempotencyRetention: time.Second,
+			LookupURL: "https://erp.example/r", CompleteURL: "erp/done"},
+			[]string{`CoreSystemProps.Breaker.Window "2h" must be a Go duration from 1s to 1h0m0s`,
+				`CoreSystemProps.Maintenance[0].Cron "0 2 * *" must have five fields`,
+				`CoreSystemProps.IdempotencyRetention "1s" must be a Go duration of at least 1m0s`,
+				`CoreSystemProps.LookupURL "https://erp.example/r" must contain {key}`,
+				`CoreSystemProps.CompleteURL "erp/done" must be an absolute http(s) URL`}},
+		{"bad day fields valid", CoreSystemProps{Name: "ledger", MaxRunningFiles: 3, Breaker: &spec.Breaker{ConsecutiveFailures: 3},
+			Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * * SUN", Duration: "1h"}}, IdempotencyRetention: 24 * time.Hour,
+			LookupURL: "https://erp.example/r/{key}", CompleteURL: "https://erp.example/done"}, nil},
 		{"no name", CoreSystemProps{MaxRunningFiles: 3}, []string{`CoreSystemProps.Name: core system name "" is invalid`}},
 		{"every problem", CoreSystemProps{Name: "Ledger", MaxRecordsPerSecond: -2},
 			[]string{`CoreSystemProps.Name: core system name "Ledger" is invalid`, "CoreSystemProps.MaxRunningFiles 0", "CoreSystemProps.MaxRecordsPerSecond -2"}},

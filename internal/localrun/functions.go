@@ -52,7 +52,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		switch {
 		case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
 		case r.cfg.RegisterURL != "":
-			cfg["registerUrl"] = r.cfg.RegisterURL
+			cfg["registerUrl"] = r.registerURL
 		default:
 			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
 		}
@@ -210,7 +210,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 		switch {
 		case t.DynamoDB != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
 		case r.cfg.RegisterURL != "":
-			t.RegisterURL = r.cfg.RegisterURL
+			t.RegisterURL = r.registerURL
 		default:
 			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
 		}

@@ -105,6 +105,12 @@ type Faults struct {
 	Sequencers string
 	// SequencerSeed fixes the per-key sequencers (0: a random seed), for a repeatable run.
 	SequencerSeed uint64
+	// SinkOutages and Sink5xx are a core system's bad day (emulate.CoreFaults): connections
+	// refused from each outage's At (after the core system's first request) for its For, and a
+	// fraction of requests answered 500, 502 or 504. They apply to the embedded sink, or to a
+	// proxy in front of RegisterURL.
+	SinkOutages []emulate.Outage
+	Sink5xx     float64
 	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
 	// core system, or a table, that takes this long to answer); see sinklatency.go.
 	SinkLatency time.Duration
@@ -187,6 +193,11 @@ type Run struct {
 	Tenants   []*Tenant
 	Bucket    string
 	sinkURL   string
+	// registerURL is RegisterURL, or the fault proxy in front of it (startSinks).
+	registerURL string
+	// coreFaults serves the embedded sink, or the proxy to RegisterURL, with the run's
+	// SinkOutages and Sink5xx; nil without them.
+	coreFaults *emulate.FaultyServer
 	sfnURL    string
 	sqsURL    string // direct, uncounted
 	s3URL     string // harness endpoint, uncounted
@@ -284,6 +295,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	case "", emulate.SequencersPerKey, emulate.SequencersGlobal:
 	default:
 		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, emulate.SequencersPerKey, emulate.SequencersGlobal)
+	}
+	if r := cfg.Faults.Sink5xx; r < 0 || r > 1 {
+		return nil, fmt.Errorf("sink 5xx rate %v: want a fraction from 0 to 1", r)
 	}
 	if cfg.Faults.LambdaConcurrency < 0 || cfg.Faults.SinkMaxInFlight < 0 {
 		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Faults.LambdaConcurrency, cfg.Faults.SinkMaxInFlight)

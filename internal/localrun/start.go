@@ -174,8 +174,20 @@ func (r *Run) sfnFaultArgs() []string {
 // startSinks starts where records go: the embedded sink (unless --register-url) and, when a tenant
 // has a DynamoDB sink, dynalite (dynamodb.go).
 func (r *Run) startSinks(ctx context.Context) (err error) {
-	r.sinkURL = r.cfg.RegisterURL
-	if r.sinkURL == "" {
+	r.sinkURL, r.registerURL = r.cfg.RegisterURL, r.cfg.RegisterURL
+	faults := emulate.CoreFaults{Outages: r.cfg.Faults.SinkOutages, Rate5xx: r.cfg.Faults.Sink5xx}
+	switch {
+	case faults.Active() && r.cfg.RegisterURL != "":
+		if r.coreFaults, r.registerURL, err = emulate.ProxyFaulty(r.cfg.RegisterURL, faults); err != nil {
+			return err
+		}
+		r.closers = append(r.closers, r.coreFaults.Close)
+	case faults.Active():
+		if r.coreFaults, r.sinkURL, err = emulate.ServeFaulty(r.Sink, faults); err != nil {
+			return err
+		}
+		r.closers = append(r.closers, r.coreFaults.Close)
+	case r.sinkURL == "":
 		if r.sinkURL, err = r.serveOn(r.Sink); err != nil {
 			return err
 		}
