@@ -103,6 +103,10 @@ type CoreSystem struct {
 	// LostLeases fires when a running file of the core system had lost its running-file lease and
 	// took it again, perhaps beyond maxRunningFiles (metric LostLeases, dimension CoreSystem).
 	LostLeases awscloudwatch.Alarm
+	// BreakerOpen (alarm CoreSystemBreakerOpen) fires while the core system's breaker is open:
+	// its files hold at their cursor and none is admitted (metric CoreSystemBreakerOpen, dimension
+	// CoreSystem, maximum over 5 minutes at least 1).
+	BreakerOpen awscloudwatch.Alarm
 	// Dashboard shows the core system's running files against its limit, its oldest admission
 	// wait, its admissions and waits, and its alarm. DashboardName is its name.
 	Dashboard     awscloudwatch.Dashboard
