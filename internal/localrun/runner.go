@@ -184,35 +184,35 @@ type Queue struct {
 
 // Run is a started local pipeline.
 type Run struct {
-	cfg       Config
-	Counter   *emulate.APICounter
-	Meter     *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
-	S3        *emulate.S3
-	Sink      *emulate.Sink
-	Lambda    *emulate.LambdaService
-	Tenants   []*Tenant
-	Bucket    string
-	sinkURL   string
+	cfg     Config
+	Counter *emulate.APICounter
+	Meter   *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
+	S3      *emulate.S3
+	Sink    *emulate.Sink
+	Lambda  *emulate.LambdaService
+	Tenants []*Tenant
+	Bucket  string
+	sinkURL string
 	// registerURL is RegisterURL, or the fault proxy in front of it (startSinks).
 	registerURL string
 	// coreFaults serves the embedded sink, or the proxy to RegisterURL, with the run's
 	// SinkOutages and Sink5xx; nil without them.
 	coreFaults *emulate.FaultyServer
-	sfnURL    string
-	sqsURL    string // direct, uncounted
-	s3URL     string // harness endpoint, uncounted
-	functions []*emulate.Function
-	rules     []rule
-	queues    map[string]*Queue // by ARN
-	sqs       *sqs.Client       // counted (EventBridge and the event source mapping)
-	sqsAdmin  *sqs.Client       // uncounted (harness)
-	sfn       *sfn.Client
-	s3        *s3.Client
-	closers   []func()
-	pollers   sync.WaitGroup
-	cancel    context.CancelFunc
-	asm       *deploy.Assembly
-	res       *deploy.Resolver
+	sfnURL     string
+	sqsURL     string // direct, uncounted
+	s3URL      string // harness endpoint, uncounted
+	functions  []*emulate.Function
+	rules      []rule
+	queues     map[string]*Queue // by ARN
+	sqs        *sqs.Client       // counted (EventBridge and the event source mapping)
+	sqsAdmin   *sqs.Client       // uncounted (harness)
+	sfn        *sfn.Client
+	s3         *s3.Client
+	closers    []func()
+	pollers    sync.WaitGroup
+	cancel     context.CancelFunc
+	asm        *deploy.Assembly
+	res        *deploy.Resolver
 	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
 	definitions map[string]string
 	created     time.Time
@@ -230,6 +230,8 @@ type Run struct {
 	lambdaURL string
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
+	// breakers are the core systems' breaker events, from Register's logs (breakerlog.go).
+	breakers breakerLog
 	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
 	// groups (insightrules.go).
 	insightLog insightLog
