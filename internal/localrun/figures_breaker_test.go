@@ -47,8 +47,9 @@ func TestFiguresBreaker(t *testing.T) {
 	if on.failed != 0 || on.halted != 0 || on.outOfOrder != 0 || on.breaker.Opens < 1 {
 		t.Errorf("breaker on: got %s, opened %d times; want no damage and the breaker opened", on, on.breaker.Opens)
 	}
-	if off.failed == 0 {
-		t.Errorf("breaker disabled: got %s, want failed files (else the outage was shorter than the retries)", off)
+	if off.failed == 0 || off.breaker.Opens != 0 {
+		t.Errorf("breaker disabled: got %s, opened %d times; want failed files (else the outage was shorter than the retries) and no opening",
+			off, off.breaker.Opens)
 	}
 	if out := os.Getenv("LOCALRUN_FIGURES_OUT"); out != "" {
 		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)

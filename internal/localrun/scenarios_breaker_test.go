@@ -5,6 +5,7 @@ package localrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -75,7 +76,17 @@ func runBreakerOutage(t *testing.T, tenants string) (*Run, *report.Report, []upl
 	defer cancel()
 	burst := burstFiles(r, breakerFiles, breakerRecords)
 	uploadAll(t, ctx, r, burst)
-	return r, drain(t, ctx, r), burst
+	// A tenant under "halt" that halts keeps its queue: the wait ends once every tenant drained
+	// or halted (a *HaltedError then, which outcomeOf counts).
+	var he *HaltedError
+	if err := r.Wait(ctx, nil, WaitOptions{Interval: 250 * time.Millisecond, StopWhenHalted: true}); err != nil && !errors.As(err, &he) {
+		t.Errorf("waiting for the run: %v", err)
+	}
+	rep, err := r.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, rep, burst
 }
 
 // outcomeOf counts the outage's damage from the report and the sink's ground truth.
