@@ -116,6 +116,28 @@ func checkBreakerOpenAlarm(t *testing.T, tpl map[string]any, prefix, name, topic
 	}
 }
 
+// checkWakeFailuresAlarm: the sum of AdmissionWakeFailures {CoreSystem=name} over 5 minutes, at
+// least 2 (a repeat), missing data not breaching; actions on the topic if any.
+func checkWakeFailuresAlarm(t *testing.T, tpl map[string]any, prefix, name, topic string) {
+	t.Helper()
+	found := coreResources(tpl, "AWS::CloudWatch::Alarm", prefix+"AdmissionWakeFailuresAlarm")
+	if len(found) != 1 {
+		t.Fatalf("got %d AdmissionWakeFailures alarms under %s, want 1", len(found), prefix)
+	}
+	p := props(found[0])
+	for k, want := range map[string]string{
+		"MetricName": `"AdmissionWakeFailures"`, "Dimensions": `[{"Name":"CoreSystem","Value":"` + name + `"}]`, "Statistic": `"Sum"`,
+		"Period": `300`, "Threshold": `2`, "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`, "TreatMissingData": `"notBreaching"`,
+	} {
+		if got := asJSON(p[k]); got != want {
+			t.Errorf("%s: got %s, want %s", k, got, want)
+		}
+	}
+	if got := asJSON(p["AlarmActions"]); topic != "" && got != "["+topic+"]" {
+		t.Errorf("AlarmActions: got %s, want [%s]", got, topic)
+	}
+}
+
 // checkCoreDashboard: the core system's dashboard charts its running files and effective limit,
 // its oldest admission wait, its admissions and waits, every metric with the CoreSystem dimension
 // the controller writes (metrics.Dimension CoreSystem, internal/controller/admission.go emitCore),
@@ -158,8 +180,8 @@ func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 	for _, w := range body.Widgets {
 		alarms += len(w.Properties.Alarms)
 	}
-	if alarms != 3 {
-		t.Errorf("alarm status widget: got %d alarms, want 3 (AdmissionWait, LostLeases, CoreSystemBreakerOpen)", alarms)
+	if alarms != 4 {
+		t.Errorf("alarm status widget: got %d alarms, want 4 (AdmissionWait, LostLeases, AdmissionWakeFailures, CoreSystemBreakerOpen)", alarms)
 	}
 }
 
@@ -172,6 +194,7 @@ func TestCoreSystemAlarmAndDashboardFromTenantsFile(t *testing.T) {
 			checkAdmissionWaitAlarm(t, core.ingest, "CoreSystems"+name, name, 1800, "")
 			checkLostLeasesAlarm(t, core.ingest, "CoreSystems"+name, name, "")
 			checkBreakerOpenAlarm(t, core.ingest, "CoreSystems"+name, name, "")
+			checkWakeFailuresAlarm(t, core.ingest, "CoreSystems"+name, name, "")
 			checkCoreDashboard(t, core.ingest, "CoreSystems"+name, name)
 		})
 	}
@@ -204,6 +227,10 @@ func TestCoreSystemAlarmAndDashboard(t *testing.T) {
 	checkBreakerOpenAlarm(t, tpl, "Ledger", "ledger", topicRef)
 	if c.BreakerOpen == nil {
 		t.Error("got no BreakerOpen alarm field")
+	}
+	checkWakeFailuresAlarm(t, tpl, "Ledger", "ledger", topicRef)
+	if c.WakeFailures == nil {
+		t.Error("got no WakeFailures alarm field")
 	}
 	checkCoreDashboard(t, tpl, "Ledger", "ledger")
 }

@@ -56,10 +56,11 @@ func resourcesOfType(tpl map[string]any, typ string) map[string]map[string]any {
 	return out
 }
 
-// poolAlarmCount is the number of a pool's alarms: 16 pool-wide (two of them on the FailedInvocations
-// of the default 16 intake rules, at most 10 metrics an alarm; one on LostLeases) and one per
+// poolAlarmCount is the number of a pool's alarms: 17 pool-wide (two of them on the FailedInvocations
+// of the default 16 intake rules, at most 10 metrics an alarm; one on LostLeases, one on
+// AdmissionWakeFailures) and one per
 // metric of PoolTenantAlarmMetrics.
-var poolAlarmCount = 16 + len(tenantpipeline.PoolTenantAlarmMetrics)
+var poolAlarmCount = 17 + len(tenantpipeline.PoolTenantAlarmMetrics)
 
 // A running file that lost its lease and took it again is seen: the pool's LostLeases alarm, on
 // the pool's own metric (dimension Pool alone), fires on one.
@@ -76,6 +77,29 @@ func TestPoolLostLeasesAlarm(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"MetricName": `"LostLeases"`, "Statistic": `"Sum"`, "Threshold": `1`, "TreatMissingData": `"notBreaching"`,
+		"Dimensions": `[{"Name":"Pool","Value":"default"}]`, "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`,
+	} {
+		if got := asJSON(found[0][k]); got != want {
+			t.Errorf("%s: got %s, want %s", k, got, want)
+		}
+	}
+}
+
+// A slot handed to a waiting file whose message could not be woken is counted as a wake failure;
+// the pool's alarm, on the pool's own metric, fires when it repeats within five minutes.
+func TestPoolAdmissionWakeFailuresAlarm(t *testing.T) {
+	tpl := defaultPoolTemplate(t, filepath.Join("testdata", "pool.json"), "")
+	var found []map[string]any
+	for id, a := range resourcesOfType(tpl, "AWS::CloudWatch::Alarm") {
+		if strings.Contains(id, "AdmissionWakeFailuresAlarm") {
+			found = append(found, props(a))
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("got %d AdmissionWakeFailures alarms, want 1", len(found))
+	}
+	for k, want := range map[string]string{
+		"MetricName": `"AdmissionWakeFailures"`, "Statistic": `"Sum"`, "Threshold": `2`, "TreatMissingData": `"notBreaching"`,
 		"Dimensions": `[{"Name":"Pool","Value":"default"}]`, "ComparisonOperator": `"GreaterThanOrEqualToThreshold"`,
 	} {
 		if got := asJSON(found[0][k]); got != want {

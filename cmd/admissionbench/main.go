@@ -64,6 +64,9 @@ type options struct {
 	root         string
 	verbose      bool
 	maxWallClock time.Duration
+	// loseEvery, when positive, loses every loseEvery'th wake-up of a handover (push): the
+	// woken message is never made visible, as when its ChangeMessageVisibility fails.
+	loseEvery int
 }
 
 func main() {
@@ -80,6 +83,7 @@ func main() {
 	flag.DurationVar(&o.safetyNet, "safety-net", 5*time.Minute, "how long a waiting file's message is held (push)")
 	flag.DurationVar(&o.pollWindow, "poll-window", 3*time.Minute, "simulated time after which the polling design's run stops")
 	flag.DurationVar(&o.maxWallClock, "max-wall", 20*time.Minute, "wall-clock time after which a run stops")
+	flag.IntVar(&o.loseEvery, "lose-every", 100, "the lost wake-up case: lose every this many handovers' wake-ups (0: no such case)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 3 when the push design misses a goal")
 	flag.BoolVar(&o.verbose, "v", false, "progress on stderr")
 	flag.StringVar(&o.root, "root", ".", "the project's root (node_modules, local/dynalite)")
@@ -124,7 +128,9 @@ func run(o options) error {
 	for _, design := range o.designs {
 		results[design] = map[int]result{}
 		for _, n := range o.sizes {
-			res, err := simulate(ctx, o, url, design, n, false)
+			plain := o
+			plain.loseEvery = 0
+			res, err := simulate(ctx, plain, url, design, n, false)
 			if err != nil {
 				return fmt.Errorf("%s N=%d: %w", design, n, err)
 			}
@@ -135,7 +141,9 @@ func run(o options) error {
 	// Weighted fairness: a weight-5 and a weight-1 tenant that always have a next file, beside a
 	// burst of the smallest size, over the same window.
 	for _, design := range o.designs {
-		res, err := simulate(ctx, o, url, design, o.sizes[0], true)
+		plain := o
+		plain.loseEvery = 0
+		res, err := simulate(ctx, plain, url, design, o.sizes[0], true)
 		if err != nil {
 			return fmt.Errorf("%s weights: %w", design, err)
 		}
@@ -143,6 +151,23 @@ func run(o options) error {
 			design, o.sizes[0], ratio(res.heavy, res.light), res.makespan.Seconds())
 		if design == "push" && (res.light == 0 || res.heavy < 4*res.light) {
 			missed = append(missed, "weight 5 admitted "+ratio(res.heavy, res.light))
+		}
+	}
+	// Lost wake-ups: every loseEvery'th handover's wake-up is lost; the reconciler hands each such
+	// slot on, and wakes its waiter again, within one reconcile period of the reservation's end.
+	if _, ok := results["push"]; ok && o.loseEvery > 0 {
+		lo := o
+		res, err := simulate(ctx, lo, url, "push", o.sizes[0], false)
+		if err != nil {
+			return fmt.Errorf("push lost wake-ups: %w", err)
+		}
+		// The reconciler runs on the gate's asks and releases: a wake-up lost at the burst's tail,
+		// after the gate's last ask and release, waits for its file's own hold.
+		fmt.Printf("admission: push N=%d with a lost wake-up every %d handovers: %d lost, %d handed on within one reconcile period (%.0f s) of the reservation's end, %d later or never (the slowest %.1f s); utilization %.1f %%, %.2f invocations per file\n",
+			o.sizes[0], o.loseEvery, res.lost, res.inPeriod, admission.DefaultReconcileEvery.Seconds(), res.lost-res.inPeriod, res.slowestHandOn.Seconds(),
+			100*res.utilization(), res.invocationsPerFile())
+		if res.lost == 0 || res.inPeriod < res.lost {
+			missed = append(missed, fmt.Sprintf("lost wake-ups: %d of %d handed on within one reconcile period", res.inPeriod, res.lost))
 		}
 	}
 	push := results["push"]
@@ -194,6 +219,10 @@ type result struct {
 	stoppedEarly  bool
 	wall          time.Duration
 	maxConcurrent int
+	// The lost wake-up case: wake-ups lost, their slots handed on by the reconciler, and the
+	// longest from a lost reservation's end to its slot's handing on.
+	lost, handedOn, inPeriod int
+	slowestHandOn            time.Duration
 }
 
 func (r result) utilization() float64 {
@@ -390,7 +419,7 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	slotsForResults = o.slots
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(url),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-	table := fmt.Sprintf("admission-%s-%d-%v", design, n, weights)
+	table := fmt.Sprintf("admission-%s-%d-%v-%d", design, n, weights, o.loseEvery)
 	if err := createTable(ctx, db, table); err != nil {
 		return result{}, err
 	}
@@ -400,10 +429,13 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	now := func() time.Time { return epoch.Add(clock) }
 	gate := admission.Gate{Table: table, Key: schema.CoreGate("bench"), Limit: o.slots}
 	var gw gateway
+	var pushed *push
 	switch design {
 	case "push":
-		gw = &push{store: &admission.Store{DB: m, LeaseTTL: admission.LeaseTTLFor(o.safetyNet, o.safetyNet),
-			WaiterTTL: admission.WaiterTTLFor(o.safetyNet), Now: now}, gate: gate, safetyNet: o.safetyNet}
+		pushed = &push{store: &admission.Store{DB: m, LeaseTTL: admission.LeaseTTLFor(o.safetyNet, o.safetyNet),
+			WaiterTTL: admission.WaiterTTLFor(o.safetyNet), Now: now}, gate: gate, safetyNet: o.safetyNet,
+			loseEvery: o.loseEvery, lost: map[int]time.Duration{}}
+		gw = pushed
 	case "poll":
 		gw = &poll{store: &pollref.Store{DB: m, LeaseTTL: admission.LeaseTTLFor(o.safetyNet, o.safetyNet),
 			WaiterTTL: 3*30*time.Second + time.Minute, Now: now}, gate: pollref.Gate{Table: table, Key: gate.Key, Limit: o.slots}}
@@ -566,6 +598,9 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 			res.lastFirst = t.firstAt
 		}
 	}
+	if pushed != nil {
+		res.lost, res.handedOn, res.inPeriod, res.slowestHandOn = pushed.lostCount, pushed.handedOn, pushed.inPeriod, pushed.slowest
+	}
 	res.requests = m.requests.Load()
 	res.readUnits = float64(m.readMilli.Load()) / 1000
 	res.writeUnits = float64(m.wMilli.Load()) / 1000
@@ -610,6 +645,46 @@ type push struct {
 	store     *admission.Store
 	gate      admission.Gate
 	safetyNet time.Duration
+	// loseEvery > 0 loses every loseEvery'th handover's wake-up; lost holds when each lost
+	// waiter's slot was handed to it, until the reconciler wakes it again (its slot handed on).
+	loseEvery, handovers, lostCount, handedOn, inPeriod int
+	lost                                                map[int]time.Duration
+	slowest                                             time.Duration
+}
+
+// woken is the tenants to wake of wakes at now, less the lost ones (loseEvery).
+func (p *push) woken(wakes []admission.Wake, now time.Duration) []int {
+	var out []int
+	for _, w := range wakes {
+		is := toIndexes([]admission.Wake{w})
+		if len(is) == 0 {
+			continue
+		}
+		i := is[0]
+		if w.Again {
+			// The reconciler found the lost reservation's end, handed its slot on and wakes the
+			// waiter again.
+			if at, ok := p.lost[i]; ok {
+				delete(p.lost, i)
+				p.handedOn++
+				late := now - (at + admission.DefaultReserveFor)
+				p.slowest = max(p.slowest, late)
+				if late <= admission.DefaultReconcileEvery {
+					p.inPeriod++
+				}
+			}
+			out = append(out, i)
+			continue
+		}
+		p.handovers++
+		if p.loseEvery > 0 && p.handovers%p.loseEvery == 0 {
+			p.lost[i] = now
+			p.lostCount++
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
 }
 
 // tenantIndex finds a woken tenant by the id its receipt handle carries.
@@ -625,16 +700,16 @@ func (p *push) ask(ctx context.Context, t *tenant, now time.Duration) (bool, tim
 		}
 		wakes = append(wakes, dec.Wakes...)
 		if dec.Admitted {
-			return true, 0, toIndexes(wakes), nil
+			return true, 0, p.woken(wakes, now), nil
 		}
 		// The controller holds the message for the safety net, then arms the entry.
-		hold := admission.WaitHold(p.safetyNet, dec.Ahead, p.gate.Limit)
+		hold := dec.Hold(p.safetyNet, p.gate.Limit)
 		armed, err := p.store.Arm(ctx, dec.Entry, admission.Wake{QueueURL: "q", ReceiptHandle: fmt.Sprintf("%s#%d", t.id, t.receipt)}, hold)
 		if err != nil {
 			return false, 0, nil, err
 		}
 		if armed || try >= 2 {
-			return false, hold, toIndexes(wakes), nil
+			return false, hold, p.woken(wakes, now), nil
 		}
 	}
 }
@@ -650,9 +725,9 @@ func toIndexes(ws []admission.Wake) []int {
 	return out
 }
 
-func (p *push) release(ctx context.Context, t *tenant, _ time.Duration) ([]int, error) {
+func (p *push) release(ctx context.Context, t *tenant, now time.Duration) ([]int, error) {
 	_, wakes, err := p.store.Release(ctx, []admission.Gate{p.gate}, t.id, t.execution)
-	return toIndexes(wakes), err
+	return p.woken(wakes, now), err
 }
 
 // poll is the reference: cmd/admissionbench/pollref with the controller's old asking pace (every

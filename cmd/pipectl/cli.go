@@ -37,10 +37,14 @@ commands:
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
-  redrive TENANT [EXECUTION] [--reason T] [--force]
+  redrive TENANT [EXECUTION] [--reason T] [--force] [--out-of-order]
                                           resume a failed file from its failed segment, in order
-                                          (--force: also a file that failed validation)
-  replay TENANT KEY [--version-id V] [--reason T]
+                                          (--force: also a file that failed validation;
+                                          --out-of-order: also one later files passed, audited)
+  pause|resume|skip|redrive SELECTOR [--dry-run] [--yes] [--rate N]
+                                          the same on many tenants: --all-halted, --core-system NAME,
+                                          --pool NAME, --tenants FILE (together: the intersection)
+  replay TENANT KEY [--version-id V] [--reason T] [--out-of-order]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
   sequence skip TENANT N --reason TEXT    a sequenced tenant: skip its missing number N, so the files
@@ -377,7 +381,8 @@ func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc
 
 	e := &env{g: g, newOps: newOps, out: stdout, errOut: stderr}
 	v, err := c.run(ctx, e, pos)
-	if err != nil && !errors.Is(err, errNotAccepted) {
+	var failed *bulkFailed
+	if err != nil && !errors.Is(err, errNotAccepted) && !errors.As(err, &failed) {
 		return err
 	}
 	defer func() {

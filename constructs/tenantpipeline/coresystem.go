@@ -107,6 +107,10 @@ type CoreSystem struct {
 	// its files hold at their cursor and none is admitted (metric CoreSystemBreakerOpen, dimension
 	// CoreSystem, maximum over 5 minutes at least 1).
 	BreakerOpen awscloudwatch.Alarm
+	// WakeFailures fires when slots handed to the core system's waiting files could not wake them
+	// more than once in five minutes (metric AdmissionWakeFailures, dimension CoreSystem): each
+	// such file waits for its safety net, and its slot for the reconciler.
+	WakeFailures awscloudwatch.Alarm
 	// Dashboard shows the core system's running files against its limit, its oldest admission
 	// wait, its admissions and waits, and its alarm. DashboardName is its name.
 	Dashboard     awscloudwatch.Dashboard
@@ -232,6 +236,26 @@ func grantLeases(fn awslambda.IFunction, tables ...awsdynamodb.ITable) {
 // waits, a silo tenant's queue or a pool's, so every controller that takes the core system's slots
 // may make a message of such a queue visible (grantWakeUps), and only of such a queue.
 func WakeTagKey(coreSystem string) string { return "tenantpipeline:wake:" + coreSystem }
+
+// MaxQueueTags is the most tags an SQS queue takes
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html).
+const MaxQueueTags = 50
+
+// MaxWakeTags is the most core systems one queue is tagged for (one WakeTagKey each): the rest of
+// MaxQueueTags is kept for the tags an app puts on its stacks, which CDK copies onto the queue.
+const MaxWakeTags = MaxQueueTags - 10
+
+// wakeTagsFit refuses a queue whose tenants name more core systems than it can carry wake-up tags
+// for: a deployment would fail on the queue's tags.
+func wakeTagsFit(expr string, cs []*CoreSystem) error {
+	n := len(coreSystemsOf(cs))
+	if n <= MaxWakeTags {
+		return nil
+	}
+	return fmt.Errorf("%s: the tenants name %d core systems, over %d: the queue carries one wake-up tag per core system "+
+		"(%s), SQS allows %d tags a queue and %d are kept for the app's own tags; split the tenants over more pools",
+		expr, n, MaxWakeTags, WakeTagKey("<name>"), MaxQueueTags, MaxQueueTags-MaxWakeTags)
+}
 
 // tagForWakeUps tags q for the wake-ups of each core system.
 func tagForWakeUps(q awssqs.IQueue, cs ...*CoreSystem) {

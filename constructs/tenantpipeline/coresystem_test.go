@@ -104,3 +104,51 @@ func TestPoolMaxRunningFiles(t *testing.T) {
 		t.Errorf("1001: got %v, want maxRunningFiles out of range", err)
 	}
 }
+
+// A pool whose tenants name more core systems than its queue can carry wake-up tags for is refused
+// at synth, naming SQS's limit; one at the bound is built.
+func TestPoolWakeTagsFit(t *testing.T) {
+	for _, tc := range []struct {
+		systems int
+		want    string
+	}{
+		{MaxWakeTags, ""},
+		{MaxWakeTags + 1, fmt.Sprintf("PoolProps.Tenants: the tenants name %d core systems, over %d", MaxWakeTags+1, MaxWakeTags)},
+	} {
+		t.Run(fmt.Sprint(tc.systems), func(t *testing.T) {
+			app := awscdk.NewApp(nil)
+			stack := awscdk.NewStack(app, jsii.String("S"), nil)
+			var tenants []Tenant
+			for i := range tc.systems {
+				name := fmt.Sprintf("erp%02d", i)
+				NewCoreSystem(stack, "C"+name, &CoreSystemProps{Name: name, MaxRunningFiles: 1})
+				tenants = append(tenants, Tenant{ID: fmt.Sprintf("t%02d", i), RegisterURL: "https://x.example.com/", CoreSystem: name})
+			}
+			var cs []*CoreSystem
+			for i, tn := range tenants {
+				c, err := coreSystemOf(stack, tn, poolTenant(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs = append(cs, c, c) // two tenants of one core system count once
+			}
+			err := wakeTagsFit("PoolProps.Tenants", cs)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) ||
+				!strings.Contains(err.Error(), "SQS allows 50 tags a queue")) {
+				t.Fatalf("got %v, want %q (naming SQS's 50 tags a queue)", err, tc.want)
+			}
+			if tc.want == "" {
+				return
+			}
+			// NewPool refuses it before it creates anything.
+			pool := NewPool(stack, "P", &PoolProps{Name: "p", Tenants: tenants})
+			var msgs []string
+			for _, m := range *pool.Node().Validate() {
+				msgs = append(msgs, *m)
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("NewPool: got validation %q, want %q", msgs, tc.want)
+			}
+		})
+	}
+}

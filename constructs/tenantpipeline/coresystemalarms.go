@@ -22,8 +22,12 @@ import (
 // alarmPeriod is the core system alarm's period, and the shortest AdmissionWaitAlarm.
 const alarmPeriod = 5 * time.Minute
 
-// newMonitoring creates the core system's AdmissionWait, LostLeases and CoreSystemBreakerOpen
-// alarms and its dashboard.
+// wakeFailuresAlarm is how many failed wake-ups in one alarmPeriod fire the AdmissionWakeFailures
+// alarms: one is a throttled call the safety net and the reconciler make good; a repeat is a fault.
+const wakeFailuresAlarm = 2
+
+// newMonitoring creates the core system's AdmissionWait, LostLeases, AdmissionWakeFailures and
+// CoreSystemBreakerOpen alarms and its dashboard.
 func (c *CoreSystem) newMonitoring() {
 	p := c.Props
 	wait := p.AdmissionWaitAlarm
@@ -51,6 +55,15 @@ func (c *CoreSystem) newMonitoring() {
 		"Check the controllers' throttles and errors, and that SAFETY_NET_SECONDS and MAX_WAIT_SECONDS were not raised under running files. Runbook: %s",
 		p.Name, p.MaxRunningFiles, runbookURL), p.AlarmTopic)
 
+	c.WakeFailures = newAlarm(c.Construct, alarmSpec{
+		id:        "AdmissionWakeFailuresAlarm",
+		metric:    c.metric(metrics.AdmissionWakeFailures, "Sum", ""),
+		threshold: wakeFailuresAlarm, missing: awscloudwatch.TreatMissingData_NOT_BREACHING,
+	}, fmt.Sprintf("Running-file slots of core system %s were handed to waiting files whose messages could not be made visible, "+
+		"%d times or more in five minutes: each such file waits for its safety net and its slot for the reconciler. "+
+		"Check the controllers' SQS errors and throttles (ChangeMessageVisibility) in their ERROR and WARN logs. Runbook: %s",
+		p.Name, wakeFailuresAlarm, runbookURL), p.AlarmTopic)
+
 	c.BreakerOpen = newAlarm(c.Construct, alarmSpec{
 		id: "CoreSystemBreakerOpenAlarm",
 		// Each held invocation writes 1, the one whose answer closes the breaker 0.
@@ -72,7 +85,7 @@ func (c *CoreSystem) newMonitoring() {
 	if p.Adaptive {
 		limit += ", adaptive: the effective limit falls on 429 and 503 answers"
 	}
-	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait, c.LostLeases, c.BreakerOpen}
+	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait, c.LostLeases, c.WakeFailures, c.BreakerOpen}
 	c.Dashboard = awscloudwatch.NewDashboard(c.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName:   c.DashboardName,
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),

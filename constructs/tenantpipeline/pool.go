@@ -303,6 +303,7 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 		c, err := coreSystemOf(scope, tn, poolTenant(i))
 		cs[i], errs = c, append(errs, err)
 	}
+	errs = append(errs, wakeTagsFit("PoolProps.Tenants", cs))
 	t := &TenantPool{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystems: cs}
 	if refused(t.Construct, errors.Join(errs...)) {
 		return t

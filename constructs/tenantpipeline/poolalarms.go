@@ -90,6 +90,9 @@ type PoolAlarms struct {
 	// LostLeases: a running file of the pool had lost its running-file lease and took it again,
 	// perhaps beyond the pool's maxRunningFiles.
 	LostLeases awscloudwatch.Alarm
+	// WakeFailures: slots of the pool's gate handed to waiting files whose messages could not be
+	// made visible, more than once in five minutes (AdmissionWakeFailures).
+	WakeFailures awscloudwatch.Alarm
 
 	// Per-tenant alarms, each on its Contributor Insights rule (TenantPool.TenantRules): the
 	// alarm fires when any one tenant reaches the threshold, and the rule's report names them.
@@ -111,7 +114,7 @@ type PoolAlarms struct {
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
 	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
-		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.TenantSequenceGap, a.LostLeases}, a.MoreRuleFailedInvocations...)
+		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.TenantSequenceGap, a.LostLeases, a.WakeFailures}, a.MoreRuleFailedInvocations...)
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -219,6 +222,10 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		LostLeases: t.alarm(alarmSpec{id: "LostLeasesAlarm", metric: metric(pipeline.DefaultMetricsNamespace, metrics.LostLeases, "Sum", pool), threshold: 1,
 			description: "A running file of pool %[1]s had lost its running-file slot (not renewed within the lease's time to live, and taken by another file, " +
 				"or freed) and took it again, beyond the pool's maxRunningFiles until files end. Check the controller's throttles and errors."}),
+		WakeFailures: t.alarm(alarmSpec{id: "AdmissionWakeFailuresAlarm", metric: metric(pipeline.DefaultMetricsNamespace, metrics.AdmissionWakeFailures, "Sum", pool),
+			threshold: wakeFailuresAlarm,
+			description: "Running-file slots of pool %[1]s were handed to waiting files whose messages could not be made visible, more than once in five minutes: " +
+				"each such file waits for its safety net and its slot for the reconciler. Check the controller's SQS errors and throttles (ChangeMessageVisibility)."}),
 		UnroutedObjects: t.alarm(alarmSpec{id: "UnroutedObjectsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, MetricUnroutedObjects, "Sum", pool), threshold: 1,
 			description: "An object arrived under pool %[1]s's prefix but under no tenant's prefix; the router kept its event in the dead-letter queue. " +
 				"Add the tenant (or fix the sender's key), then re-send it with pipectl replay --from-dlq."}),

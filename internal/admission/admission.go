@@ -94,6 +94,9 @@ type Wake struct {
 	Gate, Tenant, Execution string
 	QueueURL, ReceiptHandle string
 	MessageID               string
+	// Again: the waiter's reservation expired unclaimed (its wake-up was lost) and the slot went
+	// on; it is woken again so that it queues again under its ticket. Not a handover.
+	Again bool
 }
 
 // Decision is the outcome of one Admit.
@@ -119,6 +122,9 @@ type Decision struct {
 	// Ahead is the number of files of the tenant's weight ahead of it in Gate's queue; Counted
 	// equals Ahead (kept for callers that bound it); Free the free slots Gate had, when read.
 	Ahead, Counted, Free int
+	// ExpectedWait is how long the file may still wait at Gate at the pace the gate admitted
+	// files since its previous reconcile (counters.go): 0 when unknown.
+	ExpectedWait time.Duration
 	// Running and Limit are the blocking (or last) gate's running files and effective limit,
 	// when this call read them (0 otherwise).
 	Running, Limit int
@@ -193,6 +199,8 @@ const (
 	attrMessageID = "messageId"
 	attrReconcile = "reconciledAt"
 	attrOverflow  = "overflow"
+	attrMark      = "servedAtReconcile"
+	attrPace      = "servedPerMinute"
 	attrAlive     = "aliveUntil"
 )
 
@@ -202,6 +210,9 @@ const (
 	stateReserved = "reserved"
 	stateHolding  = "holding"
 	statePaused   = "paused"
+	// stateYielded: the file gave the gate's slot back because a later gate was full (yield.go).
+	// It keeps its ticket and its wait: when it comes back, it queues under that ticket.
+	stateYielded = "yielded"
 	// stateReleased: the file ended and gave its slots back. Kept (until its expiry) so that a
 	// second release of the same file, its status event and its delivery both, finds it at once.
 	stateReleased = "released"
@@ -281,7 +292,7 @@ func (s *Store) Admit(ctx context.Context, r Request) (Decision, error) {
 	since := now
 	waited := false
 	for _, p := range places {
-		if p.found && (p.state == stateWaiting || p.state == stateReserved) {
+		if p.found && (p.state == stateWaiting || p.state == stateReserved || p.state == stateYielded) {
 			waited = true
 			since = minTime(since, time.UnixMilli(p.since))
 		}
@@ -306,9 +317,9 @@ func (s *Store) Admit(ctx context.Context, r Request) (Decision, error) {
 			continue
 		}
 		// Gate i is full: give back what this call took before it, so no file holds one gate's
-		// slot while it waits for another's.
+		// slot while it waits for another's. The file keeps its place there (yield.go).
 		for _, j := range taken {
-			_, wakes, err := s.releaseGate(ctx, r.Gates[j], r.Tenant, r.Execution, now)
+			wakes, err := s.yieldGate(ctx, r.Gates[j], r, since, now)
 			if err != nil {
 				return Decision{}, fmt.Errorf("admission gate %s: give back: %w", r.Gates[j].Key, err)
 			}
@@ -327,8 +338,10 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, p place, since
 		switch p.state {
 		case stateHolding:
 			return Decision{Admitted: true, Held: true}, nil
+		case stateYielded:
+			return s.comeBack(ctx, g, r, p, now)
 		case stateReserved:
-			ok, err := s.claim(ctx, g, r, p.slot, now)
+			ok, err := s.claim(ctx, g, r, p, now)
 			if err != nil || ok {
 				return Decision{Admitted: ok, Claimed: ok}, err
 			}
@@ -383,7 +396,8 @@ func (s *Store) admitGate(ctx context.Context, g Gate, r Request, p place, since
 
 // claim turns the slot reserved for the file into its lease. It reports false when the slot no
 // longer names the file (its reservation expired and went on).
-func (s *Store) claim(ctx context.Context, g Gate, r Request, idx int, now time.Time) (bool, error) {
+func (s *Store) claim(ctx context.Context, g Gate, r Request, p place, now time.Time) (bool, error) {
+	idx := p.slot
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(g.Table),
 		Key:                       key(g.Key, schema.SlotSK(idx)),
@@ -398,7 +412,9 @@ func (s *Store) claim(ctx context.Context, g Gate, r Request, idx int, now time.
 	if err != nil {
 		return false, fmt.Errorf("claim slot %d: %w", idx, err)
 	}
-	return true, s.putPlace(ctx, g, r, place{execution: r.Execution, state: stateHolding, slot: idx, weight: r.Weight}, now)
+	// The place keeps the ticket it was handed the slot under: a file that gives the slot back
+	// (yieldGate) queues under it again.
+	return true, s.putPlace(ctx, g, r, place{execution: r.Execution, state: stateHolding, slot: idx, ticket: p.ticket, weight: r.Weight, since: p.since}, now)
 }
 
 // MaxWeightClass is the largest weight admission looks for (pipeline.MaxWeight).

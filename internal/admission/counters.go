@@ -22,6 +22,26 @@ type meta struct {
 	counters     map[int]counter
 	reconciledAt int64
 	overflow     int64
+	// mark is the files served in all weights at reconciledAt; pace the files served per minute
+	// between the two reconciles before it (0: unknown).
+	mark, pace int64
+}
+
+// served is the files served in all weights.
+func (m meta) served() int64 {
+	var n int64
+	for _, c := range m.counters {
+		n += c.served
+	}
+	return n
+}
+
+// expectedWait is how long a file with ahead files ahead of it may wait at the gate's pace.
+func (m meta) expectedWait(ahead int) time.Duration {
+	if m.pace <= 0 {
+		return 0
+	}
+	return time.Duration(float64(ahead+1) / float64(m.pace) * float64(time.Minute))
 }
 
 func (m meta) waiting() int64 {
@@ -53,6 +73,7 @@ func (s *Store) readMeta(ctx context.Context, g Gate) (meta, error) {
 		sk := sOf(it, schema.AttrSK)
 		if sk == schema.MetaSK {
 			m.reconciledAt, m.overflow = nOf(it, attrReconcile), nOf(it, attrOverflow)
+			m.mark, m.pace = nOf(it, attrMark), nOf(it, attrPace)
 			continue
 		}
 		w, err := strconv.Atoi(strings.TrimPrefix(sk, schema.CounterPrefix))

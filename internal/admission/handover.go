@@ -16,9 +16,30 @@ import (
 // first, entries whose file stopped asking).
 const maxHandoverTries = 5
 
-// handover gives slot idx, now held by from (or free, when from is ""), to the next waiter. It
-// reports the waiter to wake; false when nobody waits, and then the slot is left as it was.
-func (s *Store) handover(ctx context.Context, g Gate, idx int, from string, m meta, now time.Time) (Wake, bool, error) {
+// holder is a slot as its caller read it: the execution it named ("" for a free slot) and, for a
+// stale lease or reservation the reconciler found, the renewedAt it read. A slot is passed on only
+// if it is still so: a late file that claimed its expired reservation between the reconciler's
+// read and its write keeps its slot.
+type holder struct {
+	execution string
+	seen      int64 // renewedAt as read; 0: any
+}
+
+// condition is the condition that the slot is still as h read it.
+func (h holder) condition() (string, map[string]string, map[string]types.AttributeValue) {
+	if h.execution == "" {
+		return "attribute_not_exists(#sk)", map[string]string{"#sk": schema.AttrSK}, nil
+	}
+	if h.seen == 0 {
+		return "#e = :from", map[string]string{"#e": attrExecution}, map[string]types.AttributeValue{":from": str(h.execution)}
+	}
+	return "#e = :from AND #r = :seen", map[string]string{"#e": attrExecution, "#r": attrRenewedAt},
+		map[string]types.AttributeValue{":from": str(h.execution), ":seen": num(h.seen)}
+}
+
+// handover gives slot idx, now held as from says (or free), to the next waiter. It reports the
+// waiter to wake; false when nobody waits, and then the slot is left as it was.
+func (s *Store) handover(ctx context.Context, g Gate, idx int, from holder, m meta, now time.Time) (Wake, bool, error) {
 	for try := 0; try < maxHandoverTries; try++ {
 		if try > 0 {
 			var err error
@@ -106,21 +127,20 @@ func (s *Store) restoreWake(ctx context.Context, g Gate, e entry) error {
 	return nil
 }
 
-// reserve rewrites slot idx as reserved for the waiter, if it is still from's (or free).
-func (s *Store) reserve(ctx context.Context, g Gate, idx int, from string, e entry, now time.Time) (bool, error) {
+// reserve rewrites slot idx as reserved for the waiter, if it is still as from read it.
+func (s *Store) reserve(ctx context.Context, g Gate, idx int, from holder, e entry, now time.Time) (bool, error) {
 	in := &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: map[string]types.AttributeValue{
 		schema.AttrPK: str(g.Key), schema.AttrSK: str(schema.SlotSK(idx)), attrExecution: str(e.execution), attrTenant: str(e.tenant),
 		attrAcquired: num(now.UnixMilli()), attrRenewedAt: num(now.UnixMilli()),
 		attrReserved: num(now.Add(s.reserveFor()).UnixMilli()), schema.AttrExpiresAt: num(s.leaseExpiry(now)),
 	}}
-	if from == "" {
-		in.ConditionExpression = aws.String("attribute_not_exists(#sk)")
-		in.ExpressionAttributeNames = map[string]string{"#sk": schema.AttrSK}
-	} else {
-		in.ConditionExpression = aws.String("#e = :from")
-		in.ExpressionAttributeNames = map[string]string{"#e": attrExecution}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":from": str(from)}
+	// The reservation keeps where the waiter's message is: if it expires unclaimed (a lost
+	// wake-up), the reconciler wakes the waiter again from it (reconcile.go).
+	if e.wake.ReceiptHandle != "" {
+		in.Item[attrQueueURL], in.Item[attrReceipt], in.Item[attrMessageID] = str(e.wake.QueueURL), str(e.wake.ReceiptHandle), str(e.wake.MessageID)
 	}
+	cond, names, values := from.condition()
+	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = aws.String(cond), names, values
 	_, err := s.DB.PutItem(ctx, in)
 	if conditionFailed(err) {
 		return false, nil

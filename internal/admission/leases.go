@@ -24,6 +24,7 @@ type lease struct {
 	tenant        string
 	renewedAt     int64
 	reservedUntil int64
+	wake          Wake // a reservation's waiter's message, when it was armed
 }
 
 // gateState is one strongly consistent look at a gate's slots.
@@ -62,7 +63,9 @@ func (s *Store) readSlots(ctx context.Context, g Gate, now time.Time) (gateState
 		}
 		for _, it := range out.Items {
 			l := lease{sk: sOf(it, schema.AttrSK), execution: sOf(it, attrExecution), tenant: sOf(it, attrTenant),
-				renewedAt: nOf(it, attrRenewedAt), reservedUntil: nOf(it, attrReserved), index: overflowSlot}
+				renewedAt: nOf(it, attrRenewedAt), reservedUntil: nOf(it, attrReserved), index: overflowSlot,
+				wake: Wake{Gate: g.Key, Tenant: sOf(it, attrTenant), Execution: sOf(it, attrExecution),
+					QueueURL: sOf(it, attrQueueURL), ReceiptHandle: sOf(it, attrReceipt), MessageID: sOf(it, attrMessageID)}}
 			if !strings.HasPrefix(l.sk, schema.OverflowPrefix) {
 				l.index, _ = strconv.Atoi(strings.TrimPrefix(l.sk, schema.SlotPrefix))
 			}

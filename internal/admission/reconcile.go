@@ -23,13 +23,20 @@ func (s *Store) reconcileIfDue(ctx context.Context, g Gate, m meta, now time.Tim
 	if now.UnixMilli()-m.reconciledAt < s.reconcileEvery().Milliseconds() {
 		return nil, nil
 	}
+	// The mark also keeps the gate's pace: files served per minute since the previous mark, which
+	// sizes a waiting file's hold from its expected wait (Decision.Hold).
+	served, pace := m.served(), int64(0)
+	if elapsed := now.UnixMilli() - m.reconciledAt; m.reconciledAt > 0 && elapsed > 0 && served > m.mark {
+		pace = max(1, (served-m.mark)*time.Minute.Milliseconds()/elapsed)
+	}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(g.Table),
-		Key:                       key(g.queue(), schema.MetaSK),
-		UpdateExpression:          aws.String("SET #c = :now"),
-		ConditionExpression:       aws.String("attribute_not_exists(#c) OR #c = :seen"),
-		ExpressionAttributeNames:  map[string]string{"#c": attrReconcile},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":seen": num(m.reconciledAt)},
+		TableName:                aws.String(g.Table),
+		Key:                      key(g.queue(), schema.MetaSK),
+		UpdateExpression:         aws.String("SET #c = :now, #m = :served, #p = :pace"),
+		ConditionExpression:      aws.String("attribute_not_exists(#c) OR #c = :seen"),
+		ExpressionAttributeNames: map[string]string{"#c": attrReconcile, "#m": attrMark, "#p": attrPace},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":seen": num(m.reconciledAt),
+			":served": num(served), ":pace": num(pace)},
 	})
 	if conditionFailed(err) {
 		return nil, nil // another caller reconciles
@@ -65,12 +72,20 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 			}
 			continue
 		}
-		w, err := s.free(ctx, g, l.index, l.execution, now)
+		w, err := s.free(ctx, g, l.index, holder{execution: l.execution, seen: l.renewedAt}, now)
 		if err != nil {
 			return wakes, err
 		}
 		wakes = append(wakes, w...)
 		handed += len(w)
+		if l.reservedUntil > 0 && l.wake.ReceiptHandle != "" {
+			// A reservation nobody claimed: its waiter's wake-up was lost (a failed or throttled
+			// visibility change, a releaser that stopped). Wake it again from its stored receipt, so
+			// that it queues again under its ticket now rather than after its hold, up to 12 hours.
+			again := l.wake
+			again.Again = true
+			wakes = append(wakes, again)
+		}
 	}
 	used := map[int]bool{}
 	for _, l := range st.leases {
@@ -91,7 +106,7 @@ func (s *Store) reconcile(ctx context.Context, g Gate, now time.Time) ([]Wake, e
 		if m.waiting() == 0 {
 			break
 		}
-		w, ok, err := s.handover(ctx, g, i, "", m, now)
+		w, ok, err := s.handover(ctx, g, i, holder{}, m, now)
 		if err != nil {
 			return wakes, err
 		}

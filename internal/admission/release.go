@@ -28,9 +28,21 @@ func (s *Store) Release(ctx context.Context, gates []Gate, tenant, execution str
 			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
 		}
 		wakes = append(wakes, w...)
-		if freed {
-			n++
+		if !freed {
+			continue // a second release reads one item, no more
 		}
+		n++
+		// A release runs the gate's reconciler when it is due, as an ask does: a gate whose
+		// waiters all wait out long holds is still reconciled while its files end.
+		m, err := s.readMeta(ctx, g)
+		if err != nil {
+			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
+		}
+		w, err = s.reconcileIfDue(ctx, g, m, now)
+		if err != nil {
+			return n, wakes, fmt.Errorf("admission gate %s: %w", g.Key, err)
+		}
+		wakes = append(wakes, w...)
 	}
 	return n, wakes, nil
 }
@@ -66,7 +78,7 @@ func (s *Store) releaseGate(ctx context.Context, g Gate, tenant, execution strin
 		if idx == overflowSlot {
 			err = s.deleteLease(ctx, g, schema.OverflowSK(execution), execution, true)
 		} else {
-			wakes, err = s.free(ctx, g, idx, execution, now)
+			wakes, err = s.free(ctx, g, idx, holder{execution: execution}, now)
 		}
 		if err != nil {
 			return false, wakes, err
@@ -87,13 +99,13 @@ func (s *Store) releaseGate(ctx context.Context, g Gate, tenant, execution strin
 
 // free passes slot idx, held by execution, on: to an overflow lease, to the next waiter, or to
 // nobody.
-func (s *Store) free(ctx context.Context, g Gate, idx int, execution string, now time.Time) ([]Wake, error) {
+func (s *Store) free(ctx context.Context, g Gate, idx int, from holder, now time.Time) ([]Wake, error) {
 	m, err := s.readMeta(ctx, g)
 	if err != nil {
 		return nil, err
 	}
 	if m.overflow > 0 {
-		moved, err := s.moveOverflowIn(ctx, g, idx, execution, now)
+		moved, err := s.moveOverflowIn(ctx, g, idx, from, now)
 		if err != nil || moved {
 			return nil, err
 		}
@@ -103,7 +115,7 @@ func (s *Store) free(ctx context.Context, g Gate, idx int, execution string, now
 		return nil, err
 	}
 	if idx < limit && m.waiting() > 0 {
-		w, ok, err := s.handover(ctx, g, idx, execution, m, now)
+		w, ok, err := s.handover(ctx, g, idx, from, m, now)
 		if err != nil {
 			return nil, err
 		}
@@ -111,12 +123,18 @@ func (s *Store) free(ctx context.Context, g Gate, idx int, execution string, now
 			return []Wake{w}, nil
 		}
 	}
-	return nil, s.deleteLease(ctx, g, schema.SlotSK(idx), execution, false)
+	cond, names, values := from.condition()
+	_, err = s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(g.Table), Key: key(g.Key, schema.SlotSK(idx)),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values})
+	if err != nil && !conditionFailed(err) {
+		return nil, fmt.Errorf("release slot %d: %w", idx, err)
+	}
+	return nil, nil
 }
 
 // moveOverflowIn gives slot idx to a file holding an overflow lease, so the gate shrinks back to
 // its indexes.
-func (s *Store) moveOverflowIn(ctx context.Context, g Gate, idx int, execution string, now time.Time) (bool, error) {
+func (s *Store) moveOverflowIn(ctx context.Context, g Gate, idx int, from holder, now time.Time) (bool, error) {
 	out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(g.Table),
 		ConsistentRead:            aws.Bool(true),
@@ -133,9 +151,9 @@ func (s *Store) moveOverflowIn(ctx context.Context, g Gate, idx int, execution s
 	}
 	it := out.Items[0]
 	r := Request{Execution: sOf(it, attrExecution), Tenant: sOf(it, attrTenant)}
+	cond, names, values := from.condition()
 	_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(g.Table), Item: leaseItem(g, idx, r, now, s.leaseExpiry(now)),
-		ConditionExpression: aws.String("#e = :from"), ExpressionAttributeNames: map[string]string{"#e": attrExecution},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":from": str(execution)}})
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values})
 	if conditionFailed(err) {
 		return false, nil
 	}

@@ -31,7 +31,7 @@ func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, no
 			return Decision{}, err
 		}
 		if p2.of(r.Execution) && p2.state == stateReserved {
-			ok, err := s.claim(ctx, g, r, p2.slot, now)
+			ok, err := s.claim(ctx, g, r, p2, now)
 			if err != nil || ok {
 				return Decision{Admitted: ok, Claimed: ok}, err
 			}
@@ -52,7 +52,7 @@ func (s *Store) stillWaiting(ctx context.Context, g Gate, r Request, p place, no
 	}
 	d := Decision{Entry: EntryRef{Gate: g, SK: sk, Tenant: r.Tenant, Execution: r.Execution}}
 	d.Ahead = m.ahead(p.weight, p.ticket)
-	d.Counted = d.Ahead
+	d.Counted, d.ExpectedWait = d.Ahead, m.expectedWait(d.Ahead)
 	d.Wakes, err = s.reconcileIfDue(ctx, g, m, now)
 	return d, err
 }
@@ -75,7 +75,7 @@ func (s *Store) requeue(ctx context.Context, g Gate, r Request, p place, now tim
 		return Decision{}, err
 	}
 	d := Decision{Entry: EntryRef{Gate: g, SK: sk, Tenant: r.Tenant, Execution: r.Execution}, Ahead: m.ahead(p.weight, p.ticket)}
-	d.Counted = d.Ahead
+	d.Counted, d.ExpectedWait = d.Ahead, m.expectedWait(d.Ahead)
 	d.Wakes, err = s.reconcileIfDue(ctx, g, m, now)
 	return d, err
 }
@@ -103,7 +103,7 @@ func (s *Store) enqueue(ctx context.Context, g Gate, r Request, since time.Time,
 	}
 	m.counters[r.Weight] = counter{issued: ticket, served: m.counters[r.Weight].served}
 	d := Decision{Entry: EntryRef{Gate: g, SK: sk, Tenant: r.Tenant, Execution: r.Execution}, Ahead: m.ahead(r.Weight, ticket)}
-	d.Counted = d.Ahead
+	d.Counted, d.ExpectedWait = d.Ahead, m.expectedWait(d.Ahead)
 	return d, nil
 }
 

@@ -165,7 +165,9 @@ func (h *Handler) admitFile(ctx context.Context, d *delivery, name string, fresh
 // after the record makes the message visible after this hold, never before. armed is false when
 // a release took the entry first: the caller asks again and claims the slot.
 func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.Decision) (decision, bool) {
-	wait := admission.WaitHold(h.cfg.admissionHold(), dec.Ahead, max(dec.Entry.Gate.Limit, 1))
+	// The entry is armed for the hold the message gets: sized from its expected wait
+	// (Decision.Hold), and counted from its receive (holdable).
+	wait := h.holdable(d, dec.Hold(h.cfg.admissionHold(), max(dec.Entry.Gate.Limit, 1)))
 	held := h.hold(ctx, d, wait)
 	armed, err := h.admission.Arm(ctx, dec.Entry, admission.Wake{QueueURL: h.cfg.QueueURL, ReceiptHandle: d.rec.ReceiptHandle, MessageID: d.rec.MessageId}, wait)
 	if err != nil {
@@ -197,17 +199,29 @@ func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []adm
 		_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 			QueueUrl: aws.String(w.QueueURL), ReceiptHandle: aws.String(w.ReceiptHandle), VisibilityTimeout: 0,
 		})
-		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID}
+		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID, "wokenAgain", w.Again}
+		counted := metrics.AdmissionHandovers
 		switch {
 		case err == nil:
 			log.InfoContext(ctx, "running-file slot handed over; waiting file woken", attrs...)
 		case staleReceipt(err):
 			log.InfoContext(ctx, "running-file slot handed over; the waiting file is being delivered already", append(attrs, "errorCode", errorCode(err))...)
 		default:
+			counted = metrics.AdmissionWakeFailures
 			log.Log(ctx, stateErrorLevel(err), "running-file slot handed over; the waiting file could not be woken, its safety net brings it back", append(attrs, "error", err)...)
 		}
-		if err := h.metrics.Emit(metrics.Count(metrics.AdmissionHandovers, 1)); err != nil {
+		if w.Again && counted == metrics.AdmissionHandovers {
+			continue // a waiter woken again after its reservation expired: no slot handed to it now
+		}
+		if err := h.metrics.Emit(metrics.Count(counted, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+		// A failed wake of the core system's gate is counted by core system too: its alarm covers
+		// the tenants of both tiers.
+		if cs := h.cfg.Tenant.CoreSystem; counted == metrics.AdmissionWakeFailures && h.coreMetrics != nil && cs != nil && w.Gate == schema.CoreGate(cs.Name) {
+			if err := h.coreMetrics(cs.Name).Emit(metrics.Count(metrics.AdmissionWakeFailures, 1)); err != nil {
+				log.WarnContext(ctx, "core system metrics not written", "error", err)
+			}
 		}
 	}
 }

@@ -101,6 +101,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		return resp, errors.New("controller is not configured: build its Config with ConfigFromEnv")
 	}
 	pollUntil := h.pollDeadline(ctx)
+	ctx = withInvoked(ctx, h.now())
 	for i, rec := range ev.Records {
 		d := h.process(ctx, rec, pollUntil)
 		if d.release {
@@ -144,6 +145,9 @@ type delivery struct {
 	started    bool
 	// admitted: the file holds its running-file slots (admission.go).
 	admitted bool
+	// received is the latest the message can have been received (receivedAt): a hold is counted
+	// from it.
+	received time.Time
 	// sequence is a sequenced tenant's file whose turn it is (sequence.go): its release moves the
 	// tenant's sequence on. tick: the delivery is the tenant's sequence tick.
 	sequence *sequence.Entry
@@ -159,6 +163,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil 
 		log:     h.log.With("tenant", h.cfg.Tenant.ID, "messageId", rec.MessageId),
 		tick:    strings.HasSuffix(rec.Attributes["MessageGroupId"], pipeline.TickGroupSuffix),
 	}
+	d.received = receivedAt(ctx, rec, d.attempt, h.now())
 	d.log = d.log.With("attempt", d.attempt)
 	defer func() {
 		if !d.tick {
@@ -561,6 +566,7 @@ func accessDeniedError(err error) bool {
 // hold keeps the record in flight for wait: it will be reported as a batch item failure, and
 // its visibility is set so that it returns after wait.
 func (h *Handler) hold(ctx context.Context, d *delivery, wait time.Duration) decision {
+	wait = h.holdable(d, wait)
 	if d.visibility != wait && h.changeVisibility(ctx, d.rec, wait) {
 		d.visibility = wait
 	}

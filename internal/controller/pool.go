@@ -157,6 +157,9 @@ func (p *Pool) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventR
 			}
 			continue
 		}
+		// The batch was received before the first tenant's turn: each tenant's holds count from
+		// there (received.go), not from when its own turn in the batch came.
+		ctx = withInvoked(ctx, h.now())
 		r, err := h.Handle(ctx, events.SQSEvent{Records: groups[g]})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tenant %s: %w", g, err))

@@ -141,8 +141,11 @@ const (
 	// each wait) or in all (when admitted). Maximum per period is the oldest admission wait.
 	AdmissionWaitSeconds = "AdmissionWaitSeconds"
 	// AdmissionHandovers counts slots a release handed to a waiting file, whose message it made
-	// visible at once.
+	// visible at once (or found being delivered already).
 	AdmissionHandovers = "AdmissionHandovers"
+	// AdmissionWakeFailures counts slots handed to a waiting file whose message could not be made
+	// visible: the file waits for its safety net, the slot for the reconciler. Repeats are alarmed.
+	AdmissionWakeFailures = "AdmissionWakeFailures"
 	// LostLeases counts deliveries of a running file that found its running-file lease gone (not
 	// renewed in time and taken, or released) and took it again, perhaps beyond the gate's limit.
 	// Its alarm says a lease's time to live is too short for how the file's deliveries come back.

@@ -324,3 +324,25 @@ func TestSmallFileResultsEndBeforeTheDeadline(t *testing.T) {
 		t.Error("the task returned after the Lambda deadline, want before it")
 	}
 }
+
+// The SmallFile task's one chunk carries the file's start (its admission), as a segment of the full
+// path does: the adaptive limit lets only a 429 of a file admitted after its last decrease lower it
+// again, so a request without it could never lower the limit.
+func TestSmallFileChunkCarriesTheFileStart(t *testing.T) {
+	tests := []struct {
+		start string
+		want  time.Time
+	}{
+		{"2026-12-03T08:00:00Z", time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)},
+		{"2026-12-03T08:00:00.123Z", time.Date(2026, 12, 3, 8, 0, 0, 123_000_000, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.start, func(t *testing.T) {
+			s, req := smallFixture(t, sourcetest.NewFakeS3(), pipeline.Tenant{}, []byte("id\n1\n"))
+			req.StartTime = tt.start
+			if got := fileAdmitted(s.chunkRequest(req, pipeline.SplitResult{})); !got.Equal(tt.want) {
+				t.Errorf("got the chunk's file admitted at %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
