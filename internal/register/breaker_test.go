@@ -408,3 +408,47 @@ func TestBreakerSmallFile(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerProbeIsAlone: under key order, with several requests allowed in flight, the probe
+// goes alone: no other request is sent until its answer closes the breaker; then the rest go.
+func TestBreakerProbeIsAlone(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	var mu sync.Mutex
+	alone := true
+	var c *throttlingCore
+	c = newThrottlingCore(t, func(n int, _ string) (int, string) {
+		if n == 0 {
+			// Hold the probe's answer a moment: a request sent meanwhile would be seen here.
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			alone = len(c.seen()) == 1
+			mu.Unlock()
+		}
+		return 200, ""
+	})
+	start := clock.now()
+	b := &fakeBreaker{st: breaker.State{Status: breaker.Open, OpenedAt: start, NextProbe: start, Backoff: time.Second, Opens: 1, Version: 5}}
+	h, _ := breakerHandler(clock, b, nil)
+	// The holds wait a little for real, so that the probe's answer comes within the invocation's
+	// time on the fake clock.
+	h.sleep = func(_ context.Context, d time.Duration) error { time.Sleep(5 * time.Millisecond); clock.add(d); return nil }
+	tenant := csvTenant(c.srv.URL)
+	core := *breakerCore
+	core.MaxRequestsInFlight = 16 // four a running file
+	tenant.CoreSystem = &core
+	tenant.RecordOrder, tenant.KeyColumns, tenant.MaxRecordsInFlight = pipeline.RecordOrderKey, []string{"id"}, 4
+	tenant.ChunkSize = 100
+	// The holds advance the fake clock by a poll each: a long invocation, so none runs out.
+	res, err := runPaced(t, h, clock, tenant, 6, time.Hour)
+	if err != nil || res.Registered != 6 {
+		t.Fatalf("got %+v, %v; want all 6 registered", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !alone {
+		t.Errorf("got other requests sent while the probe was in flight, want the probe alone")
+	}
+	if st := b.state(); st.Status != breaker.Closed || len(c.seen()) != 6 {
+		t.Errorf("got breaker %s and %d requests, want closed and 6", st.Status, len(c.seen()))
+	}
+}
