@@ -431,7 +431,11 @@ func TestBreakerProbeIsAlone(t *testing.T) {
 	h, _ := breakerHandler(clock, b, nil)
 	// The holds wait a little for real, so that the probe's answer comes within the invocation's
 	// time on the fake clock.
-	h.sleep = func(_ context.Context, d time.Duration) error { time.Sleep(5 * time.Millisecond); clock.add(d); return nil }
+	h.sleep = func(_ context.Context, d time.Duration) error {
+		time.Sleep(5 * time.Millisecond)
+		clock.add(d)
+		return nil
+	}
 	tenant := csvTenant(c.srv.URL)
 	core := *breakerCore
 	core.MaxRequestsInFlight = 16 // four a running file
