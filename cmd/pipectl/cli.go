@@ -50,6 +50,13 @@ commands:
   sequence skip TENANT N --reason TEXT    a sequenced tenant: skip its missing number N, so the files
                                           held after it run (audited)
   sequence set TENANT N --reason TEXT     a sequenced tenant: the number it expects next (audited)
+  core status [NAME]                      core systems: limits, running and waiting files, pause,
+                                          override, maintenance windows
+  core pause NAME --reason TEXT           admit no new file of a core system; running files finish (audited)
+  core resume NAME [--reason T]           lift a core system's pause; wake its waiting files (audited)
+  core limit NAME N --until TIME --reason TEXT
+                                          override maxRunningFiles until TIME, at most maxRequestsInFlight;
+                                          core limit NAME --clear removes it (audited)
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
   upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
   upload-url TENANT NAME [--expires D] [--role]

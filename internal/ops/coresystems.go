@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/breaker"
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -49,6 +50,11 @@ type CoreSystemStatus struct {
 	OpenedAt     *string `json:"openedAt"`
 	Reason       string  `json:"reason"`
 	BreakerOpens int     `json:"breakerOpens"`
+
+	// Steering (steer.go): Paused while an operator's pause holds admission (pipectl core
+	// pause); Override the limit override in force, null when none or expired.
+	Paused   bool          `json:"paused"`
+	Override *CoreOverride `json:"override"`
 }
 
 // BreakerDisabled is CoreSystemStatus.Breaker for a core system whose breaker is disabled.
@@ -188,6 +194,7 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 		out = append(out, coreGate{tenant: t.ID, cs: *cs, env: env, gate: admission.Gate{
 			Table: tables[cs.Name], Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
 			Breaker: !cs.Spec().BreakerSettings().Disabled,
+			Core:    &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance},
 		}})
 	}
 	return out, nil
@@ -230,6 +237,9 @@ func (o *Ops) coreSystems(ctx context.Context, ts []pipeline.TenantOutput) ([]Co
 			OldestAdmissionWaitSeconds: *seconds(sum.OldestWaitSeconds), Tenants: []string{g.tenant},
 		}
 		if err := o.breakerStatus(ctx, g, byName[g.cs.Name]); err != nil {
+			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
+		}
+		if err := o.steering(ctx, g, byName[g.cs.Name]); err != nil {
 			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
 		}
 		names = append(names, g.cs.Name)
