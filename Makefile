@@ -85,7 +85,8 @@ bench: setup
 ## burst of one-chunk files and for one after an idle period, beside the fixed 30 s wait (TestFiguresLatency);
 ## sequenced tenants' shuffled files with a number withheld, in both tiers: files held at most at once, the
 ## missing file's upload to the first held file's first record, files out of sequence beside arrival order
-## (TestFiguresSequence)
+## (TestFiguresSequence); a core system refusing connections for longer than a file's retries in a burst of 50
+## tenants, its breaker on beside disabled: failed files, halted tenants, files out of order (TestFiguresBreaker)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
 figures: setup
 	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m

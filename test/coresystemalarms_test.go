@@ -85,6 +85,37 @@ func checkLostLeasesAlarm(t *testing.T, tpl map[string]any, prefix, name, topic 
 	}
 }
 
+// checkBreakerOpenAlarm: the alarm CoreSystemBreakerOpen, the maximum of CoreSystemBreakerOpen
+// {CoreSystem=name} over 5 minutes, at least 1, in one period, missing data not breaching (no
+// invocation saw it open); actions on the topic if any.
+func checkBreakerOpenAlarm(t *testing.T, tpl map[string]any, prefix, name, topic string) {
+	t.Helper()
+	found := coreResources(tpl, "AWS::CloudWatch::Alarm", prefix+"CoreSystemBreakerOpenAlarm")
+	if len(found) != 1 {
+		t.Fatalf("got %d CoreSystemBreakerOpen alarms under %s, want 1", len(found), prefix)
+	}
+	p := props(found[0])
+	for k, want := range map[string]string{
+		"Namespace": `"` + pipeline.DefaultMetricsNamespace + `"`, "MetricName": `"CoreSystemBreakerOpen"`,
+		"Dimensions": `[{"Name":"CoreSystem","Value":"` + name + `"}]`, "Statistic": `"Maximum"`, "Period": `300`,
+		"EvaluationPeriods": `1`, "DatapointsToAlarm": `1`, "Threshold": `1`,
+		"ComparisonOperator": `"GreaterThanOrEqualToThreshold"`, "TreatMissingData": `"notBreaching"`,
+	} {
+		if got := asJSON(p[k]); got != want {
+			t.Errorf("%s: got %s, want %s", k, got, want)
+		}
+	}
+	if d := flatten(t, p["AlarmDescription"]); !strings.Contains(d, "breaker of core system "+name+" is open") || !strings.Contains(d, "pipectl status") {
+		t.Errorf("description: got %s, want what it means and where to look", d)
+	}
+	for _, k := range []string{"AlarmActions", "OKActions"} {
+		got := asJSON(p[k])
+		if topic == "" && p[k] != nil || topic != "" && got != "["+topic+"]" {
+			t.Errorf("%s: got %s, want [%s]", k, got, topic)
+		}
+	}
+}
+
 // checkWakeFailuresAlarm: the sum of AdmissionWakeFailures {CoreSystem=name} over 5 minutes, at
 // least 2 (a repeat), missing data not breaching; actions on the topic if any.
 func checkWakeFailuresAlarm(t *testing.T, tpl map[string]any, prefix, name, topic string) {
@@ -138,6 +169,9 @@ func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 		"admissions and waits: " + metrics.CoreAdmissionWaits + " Sum",
 		"429 and 503 answers and requests (per 5 minutes): " + metrics.CoreSystemThrottles + " Sum",
 		"429 and 503 answers and requests (per 5 minutes): " + metrics.CoreSystemRequests + " Sum",
+		"breaker (1: open) and its opens and holds (per 5 minutes): " + metrics.CoreSystemBreakerOpen + " Maximum",
+		"breaker (1: open) and its opens and holds (per 5 minutes): " + metrics.CoreSystemBreakerOpens + " Sum",
+		"breaker (1: open) and its opens and holds (per 5 minutes): " + metrics.CoreSystemBreakerHolds + " Sum",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("metrics: got %q, want %q", got, want)
@@ -146,8 +180,8 @@ func checkCoreDashboard(t *testing.T, tpl map[string]any, prefix, name string) {
 	for _, w := range body.Widgets {
 		alarms += len(w.Properties.Alarms)
 	}
-	if alarms != 3 {
-		t.Errorf("alarm status widget: got %d alarms, want 3 (AdmissionWait, LostLeases, AdmissionWakeFailures)", alarms)
+	if alarms != 4 {
+		t.Errorf("alarm status widget: got %d alarms, want 4 (AdmissionWait, LostLeases, AdmissionWakeFailures, CoreSystemBreakerOpen)", alarms)
 	}
 }
 
@@ -159,6 +193,7 @@ func TestCoreSystemAlarmAndDashboardFromTenantsFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkAdmissionWaitAlarm(t, core.ingest, "CoreSystems"+name, name, 1800, "")
 			checkLostLeasesAlarm(t, core.ingest, "CoreSystems"+name, name, "")
+			checkBreakerOpenAlarm(t, core.ingest, "CoreSystems"+name, name, "")
 			checkWakeFailuresAlarm(t, core.ingest, "CoreSystems"+name, name, "")
 			checkCoreDashboard(t, core.ingest, "CoreSystems"+name, name)
 		})
@@ -188,6 +223,10 @@ func TestCoreSystemAlarmAndDashboard(t *testing.T) {
 	checkLostLeasesAlarm(t, tpl, "Ledger", "ledger", topicRef)
 	if c.LostLeases == nil {
 		t.Error("got no LostLeases alarm field")
+	}
+	checkBreakerOpenAlarm(t, tpl, "Ledger", "ledger", topicRef)
+	if c.BreakerOpen == nil {
+		t.Error("got no BreakerOpen alarm field")
 	}
 	checkWakeFailuresAlarm(t, tpl, "Ledger", "ledger", topicRef)
 	if c.WakeFailures == nil {

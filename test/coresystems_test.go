@@ -11,6 +11,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/spec"
 )
 
 var core struct {
@@ -356,8 +357,9 @@ func TestAdmissionEnvironment(t *testing.T) {
 		if c := hooli.Settings.CoreSystem; c == nil || !reflect.DeepEqual(*c, want) || hooli.Settings.MaxRecordsPerSecond != 20 {
 			t.Errorf("hooli: got core system %+v, rate %v, want %+v, rate 20", c, hooli.Settings.MaxRecordsPerSecond, want)
 		}
-		if c := umbrella.Settings.CoreSystem; c == nil || !reflect.DeepEqual(*c, pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 4}) {
-			t.Errorf("umbrella: got core system %+v, want crm (4 running files)", c)
+		// The tenants file's breaker travels with the core system's settings.
+		if c := umbrella.Settings.CoreSystem; c == nil || !reflect.DeepEqual(*c, pipeline.CoreSystem{Name: "crm", MaxRunningFiles: 4, Breaker: &spec.Breaker{Disabled: true}}) {
+			t.Errorf("umbrella: got core system %+v, want crm (4 running files, its breaker disabled)", c)
 		}
 	})
 }

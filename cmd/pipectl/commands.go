@@ -650,6 +650,7 @@ func statusTable(rep ops.StatusReport) string {
 		}
 		fmt.Fprintf(&b, "core system %s: %d of %d running files (%s), %d tenants waiting, oldest admission wait %s; tenants %s\n",
 			c.Name, c.RunningFiles, c.Limit, limit, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
+		b.WriteString(breakerLine(c))
 		b.WriteString(steeringLine(c))
 	}
 	for _, t := range rep.Tenants {

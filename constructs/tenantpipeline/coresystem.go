@@ -103,6 +103,10 @@ type CoreSystem struct {
 	// LostLeases fires when a running file of the core system had lost its running-file lease and
 	// took it again, perhaps beyond maxRunningFiles (metric LostLeases, dimension CoreSystem).
 	LostLeases awscloudwatch.Alarm
+	// BreakerOpen (alarm CoreSystemBreakerOpen) fires while the core system's breaker is open:
+	// its files hold at their cursor and none is admitted (metric CoreSystemBreakerOpen, dimension
+	// CoreSystem, maximum over 5 minutes at least 1).
+	BreakerOpen awscloudwatch.Alarm
 	// WakeFailures fires when slots handed to the core system's waiting files could not wake them
 	// more than once in five minutes (metric AdmissionWakeFailures, dimension CoreSystem): each
 	// such file waits for its safety net, and its slot for the reconciler.
@@ -278,9 +282,10 @@ func grantWakeUps(fn awslambda.IFunction, c *CoreSystem) {
 	}))
 }
 
-// grantAdaptiveLimit lets Register read and change the core system's adaptive limit item, and no
-// other item: dynamodb:LeadingKeys holds the partition key of every item the request touches, and
-// the limit item is in the core system's gate.
+// grantAdaptiveLimit lets Register read and change the core system's adaptive limit item and its
+// breaker item (internal/breaker), and no item outside the core system's gate:
+// dynamodb:LeadingKeys holds the partition key of every item the request touches, and both items
+// are in the gate's partition.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
 func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -329,7 +334,7 @@ func (t *TenantPool) addAdmissionEnv(env map[string]string) {
 }
 
 // grantAdmission lets the controller manage leases in the pool's table and its core systems'
-// tables, and Register read and update each core system's adaptive limit.
+// tables, and Register read and update each core system's adaptive limit and breaker.
 func (t *TenantPool) grantAdmission() {
 	tables := []awsdynamodb.ITable{t.AdmissionTable}
 	for _, c := range t.CoreSystems {

@@ -16,7 +16,8 @@ import (
 // A core system's monitoring reads the metrics the controllers emit on each look at its gate
 // (internal/metrics, dimension CoreSystem): running files, the effective limit, the waiting file's
 // admission wait, and whether the look admitted the file or held it; and those Register emits
-// on each invocation: the core system's 429 and 503 answers and the POSTs sent to it.
+// on each invocation: the core system's 429 and 503 answers, the POSTs sent to it, and its
+// breaker's state, opens and holds.
 
 // alarmPeriod is the core system alarm's period, and the shortest AdmissionWaitAlarm.
 const alarmPeriod = 5 * time.Minute
@@ -25,7 +26,8 @@ const alarmPeriod = 5 * time.Minute
 // alarms: one is a throttled call the safety net and the reconciler make good; a repeat is a fault.
 const wakeFailuresAlarm = 2
 
-// newMonitoring creates the core system's AdmissionWait alarm and dashboard.
+// newMonitoring creates the core system's AdmissionWait, LostLeases, AdmissionWakeFailures and
+// CoreSystemBreakerOpen alarms and its dashboard.
 func (c *CoreSystem) newMonitoring() {
 	p := c.Props
 	wait := p.AdmissionWaitAlarm
@@ -62,6 +64,17 @@ func (c *CoreSystem) newMonitoring() {
 		"Check the controllers' SQS errors and throttles (ChangeMessageVisibility) in their ERROR and WARN logs. Runbook: %s",
 		p.Name, wakeFailuresAlarm, runbookURL), p.AlarmTopic)
 
+	c.BreakerOpen = newAlarm(c.Construct, alarmSpec{
+		id: "CoreSystemBreakerOpenAlarm",
+		// Each held invocation writes 1, the one whose answer closes the breaker 0.
+		metric:    c.metric(metrics.CoreSystemBreakerOpen, "Maximum", ""),
+		threshold: 1, missing: awscloudwatch.TreatMissingData_NOT_BREACHING,
+	}, fmt.Sprintf("The breaker of core system %s is open: it failed its health (5xx other than 503, timeouts, refused or reset connections) "+
+		"too often, so its running files hold at their cursor and none of its files is admitted; a probe request goes every few seconds and "+
+		"the first success closes it. Nothing fails and nothing needs redriving: check the core system's health, and pipectl status "+
+		"(coreSystems[].breaker, openedAt, reason). Dashboard: %s Runbook: %s",
+		p.Name, dashboardURL(*awscdk.Aws_REGION(), name), runbookURL), p.AlarmTopic)
+
 	graph := func(title string, annotations []*awscloudwatch.HorizontalAnnotation, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String(fmt.Sprintf("%s: %s", p.Name, title)), Left: &left, LeftAnnotations: &annotations,
@@ -72,7 +85,7 @@ func (c *CoreSystem) newMonitoring() {
 	if p.Adaptive {
 		limit += ", adaptive: the effective limit falls on 429 and 503 answers"
 	}
-	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait, c.LostLeases, c.WakeFailures}
+	alarms := []interfacesawscloudwatch.IAlarmRef{c.AdmissionWait, c.LostLeases, c.WakeFailures, c.BreakerOpen}
 	c.Dashboard = awscloudwatch.NewDashboard(c.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName:   c.DashboardName,
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
@@ -98,6 +111,10 @@ func (c *CoreSystem) newMonitoring() {
 				graph("429 and 503 answers and requests (per 5 minutes)", nil,
 					c.metric(metrics.CoreSystemThrottles, "Sum", "429 and 503 answers"),
 					c.metric(metrics.CoreSystemRequests, "Sum", "requests sent")),
+				graph("breaker (1: open) and its opens and holds (per 5 minutes)", nil,
+					c.metric(metrics.CoreSystemBreakerOpen, "Maximum", "open"),
+					c.metric(metrics.CoreSystemBreakerOpens, "Sum", "opens"),
+					c.metric(metrics.CoreSystemBreakerHolds, "Sum", "invocations held")),
 				awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
 					Title:  jsii.String(fmt.Sprintf("%s: alarms", p.Name)),
 					Alarms: &alarms, Width: jsii.Number(graphWidth), Height: jsii.Number(graphHeight),

@@ -67,6 +67,9 @@ type Gate struct {
 	Limit int
 	// Adaptive says the core system's adaptive limit item (schema.LimitSK) may lower the limit.
 	Adaptive bool
+	// Breaker says the core system's breaker item (breaker.SK) may close the gate: a core gate
+	// whose breaker is not disabled.
+	Breaker bool
 	// Core is a core system gate's settings: its control item (package corecontrol) and its
 	// maintenance windows set the limit (paused or in a window: 0; an override in place of
 	// Limit). Nil for a pool's gate.

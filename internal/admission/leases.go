@@ -91,12 +91,19 @@ func (s *Store) readSlots(ctx context.Context, g Gate, now time.Time) (gateState
 	return st, nil
 }
 
-// effectiveLimit is the gate's limit as its operators steer it (steeredLimit), lowered by its
+// effectiveLimit is the gate's limit as its operators steer it (steeredLimit), bounded by its core
+// system's breaker (none while open, one while half-open: internal/breaker) and lowered by its
 // adaptive limit item while that is below maxRunningFiles.
 func (s *Store) effectiveLimit(ctx context.Context, g Gate) (int, error) {
 	limit, err := s.steeredLimit(ctx, g)
-	if err != nil || !g.Adaptive {
+	if err != nil {
 		return limit, err
+	}
+	if b, limited, err := s.breakerLimit(ctx, g); err != nil || limited {
+		return min(limit, b), err
+	}
+	if !g.Adaptive {
+		return limit, nil
 	}
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(g.Table),

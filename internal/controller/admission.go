@@ -76,7 +76,8 @@ func (c Config) gates() []admission.Gate {
 	var gs []admission.Gate
 	if cs := c.Tenant.CoreSystem; cs != nil && cs.Table != "" {
 		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
-			Core: &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance}})
+			Breaker: !cs.Spec().BreakerSettings().Disabled,
+			Core:    &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance}})
 	}
 	if c.Pool != "" && c.PoolAdmissionTable != "" && c.PoolMaxRunningFiles > 0 {
 		gs = append(gs, admission.Gate{Table: c.PoolAdmissionTable, Key: schema.PoolGate(c.Pool), Limit: c.PoolMaxRunningFiles})

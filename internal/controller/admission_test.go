@@ -204,10 +204,16 @@ func newAdmissionRig(t *testing.T, env map[string]string, limit int) (*wakeRig, 
 func TestAdmissionGates(t *testing.T) {
 	cfg := mustConfig(t, admissionEnv)
 	got := cfg.gates()
-	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1,
+	// The core system's breaker closes its gate unless disabled.
+	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1, Breaker: true,
 		Core: &corecontrol.Settings{Name: "ledger", MaxRunningFiles: 1, MaxRequestsInFlight: 1}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got gates %+v, want %+v", got, want)
+	}
+	disabled := maps.Clone(admissionEnv)
+	disabled[pipeline.EnvTenant] = strings.Replace(disabled[pipeline.EnvTenant], `"maxRunningFiles":1}`, `"maxRunningFiles":1,"breaker":{"disabled":true}}`, 1)
+	if got := mustConfig(t, disabled).gates(); len(got) != 1 || got[0].Breaker {
+		t.Fatalf("breaker disabled: got gates %+v, want the core gate without the breaker", got)
 	}
 	cfg.Pool, cfg.PoolAdmissionTable, cfg.PoolMaxRunningFiles = "default", "pool-admission", 50
 	got = cfg.gates()

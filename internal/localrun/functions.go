@@ -87,7 +87,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	if spec.DeadLetterQ != "" && r.queues[spec.DeadLetterQ] == nil {
 		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
 	}
-	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, r.admissionWaits.observe), LogGroup: spec.LogGroup,
+	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, func(line []byte) { r.admissionWaits.observe(line); r.breakers.observe(line) }), LogGroup: spec.LogGroup,
 		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
 		f.Timeout = d

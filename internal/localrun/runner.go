@@ -236,6 +236,8 @@ type Run struct {
 	lambdaURL string
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
+	// breakers are the core systems' breaker events, from Register's logs (breakerlog.go).
+	breakers breakerLog
 	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
 	// groups (insightrules.go).
 	insightLog insightLog

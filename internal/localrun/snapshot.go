@@ -66,6 +66,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 	}
 	rep.SinkMaxInFlight, rep.Sink429 = r.Sink.InFlight()
 	rep.FileEvents = r.FileEvents()
+	rep.CoreSystemBreakers = r.breakers.byCoreSystem()
 	rep.APICalls["lambda"] = lambdaCalls
 	if rep.APICalls["stepfunctions"] == nil {
 		rep.APICalls["stepfunctions"] = map[string]int64{}

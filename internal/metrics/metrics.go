@@ -211,6 +211,16 @@ const (
 	// system is the share of its answers that asked to slow down. The DynamoDB sink sends none:
 	// the SDK retries its throttled calls.
 	CoreSystemRequests = "CoreSystemRequests"
+	// CoreSystemBreakerOpen is 1 from each Register invocation that saw its core system's breaker
+	// open or half-open (held, or opened it), and 0 from the invocation whose answer closed it: its
+	// maximum per period says whether the breaker was open (the CoreSystemBreakerOpen alarm).
+	CoreSystemBreakerOpen = "CoreSystemBreakerOpen"
+	// CoreSystemBreakerOpens counts the times the breaker opened: from the invocation whose
+	// recorded failure opened it.
+	CoreSystemBreakerOpens = "CoreSystemBreakerOpens"
+	// CoreSystemBreakerHolds counts the Register invocations that held at their cursor because the
+	// breaker was open: one datapoint per such invocation.
+	CoreSystemBreakerHolds = "CoreSystemBreakerHolds"
 )
 
 // CoreSystemTenantMetrics are the Register metrics a tenant naming a core system also emits with
@@ -220,7 +230,7 @@ var CoreSystemTenantMetrics = []string{CoreSystemThrottles}
 
 // CoreSystemOnlyMetrics are the Register metrics emitted with the dimension CoreSystem alone: by
 // tenant they would cost one more custom metric per tenant and answer no operator's question.
-var CoreSystemOnlyMetrics = []string{CoreSystemRequests}
+var CoreSystemOnlyMetrics = []string{CoreSystemRequests, CoreSystemBreakerOpen, CoreSystemBreakerOpens, CoreSystemBreakerHolds}
 
 // Unit is a CloudWatch metric unit.
 type Unit string

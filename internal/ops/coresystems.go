@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/breaker"
 	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
@@ -42,11 +43,43 @@ type CoreSystemStatus struct {
 	OldestAdmissionWaitSeconds float64 `json:"oldestAdmissionWaitSeconds"`
 	// Tenants are the reported tenants naming the core system, sorted.
 	Tenants []string `json:"tenants"`
+	// Breaker is the core system's breaker: closed, open or half-open (internal/breaker); while it
+	// is not closed, OpenedAt is when it opened (RFC 3339, UTC) and Reason the failure that opened
+	// it, else null and "". BreakerOpens counts its openings. A disabled breaker is "disabled".
+	Breaker      string  `json:"breaker"`
+	OpenedAt     *string `json:"openedAt"`
+	Reason       string  `json:"reason"`
+	BreakerOpens int     `json:"breakerOpens"`
 
 	// Steering (steer.go): Paused while an operator's pause holds admission (pipectl core
 	// pause); Override the limit override in force, null when none or expired.
 	Paused   bool          `json:"paused"`
 	Override *CoreOverride `json:"override"`
+}
+
+// BreakerDisabled is CoreSystemStatus.Breaker for a core system whose breaker is disabled.
+const BreakerDisabled = "disabled"
+
+// breakerStatus reads the core system's breaker into c.
+func (o *Ops) breakerStatus(ctx context.Context, g coreGate, c *CoreSystemStatus) error {
+	if !g.gate.Breaker {
+		c.Breaker = BreakerDisabled
+		return nil
+	}
+	st, err := breaker.Read(ctx, o.DynamoDB, g.gate.Table, g.cs.Name, true)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if o.Now != nil {
+		now = o.Now()
+	}
+	c.Breaker, c.BreakerOpens = string(st.Effective(now)), st.Opens
+	if c.Breaker != string(breaker.Closed) {
+		at := st.OpenedAt.UTC().Format(time.RFC3339)
+		c.OpenedAt, c.Reason = &at, st.Reason
+	}
+	return nil
 }
 
 // ttls are the controller's lease and waiting-entry times to live, from its environment as the
@@ -160,7 +193,8 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 		}
 		out = append(out, coreGate{tenant: t.ID, cs: *cs, env: env, gate: admission.Gate{
 			Table: tables[cs.Name], Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
-			Core: &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance},
+			Breaker: !cs.Spec().BreakerSettings().Disabled,
+			Core:    &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance},
 		}})
 	}
 	return out, nil
@@ -201,6 +235,9 @@ func (o *Ops) coreSystems(ctx context.Context, ts []pipeline.TenantOutput) ([]Co
 			Name: g.cs.Name, MaxRunningFiles: g.cs.MaxRunningFiles, Limit: sum.Limit, Adaptive: g.cs.Adaptive,
 			RunningFiles: len(sum.Running), Running: sum.Running, WaitingTenants: sum.Waiting,
 			OldestAdmissionWaitSeconds: *seconds(sum.OldestWaitSeconds), Tenants: []string{g.tenant},
+		}
+		if err := o.breakerStatus(ctx, g, byName[g.cs.Name]); err != nil {
+			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
 		}
 		if err := o.steering(ctx, g, byName[g.cs.Name]); err != nil {
 			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)

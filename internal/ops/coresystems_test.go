@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/breaker"
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -62,7 +63,7 @@ func TestStatusCoreSystems(t *testing.T) {
 	}
 	want := []ops.CoreSystemStatus{{
 		Name: "ledger", MaxRunningFiles: 3, Limit: 2, Adaptive: true, RunningFiles: 2, Running: []string{"acme-a", "hooli-b"},
-		WaitingTenants: 1, OldestAdmissionWaitSeconds: 90, Tenants: []string{"acme", "hooli"},
+		WaitingTenants: 1, OldestAdmissionWaitSeconds: 90, Tenants: []string{"acme", "hooli"}, Breaker: "closed",
 	}}
 	if !reflect.DeepEqual(rep.CoreSystems, want) {
 		t.Errorf("core systems: got %+v, want %+v", rep.CoreSystems, want)
@@ -76,7 +77,7 @@ func TestStatusCoreSystems(t *testing.T) {
 	}
 	b, _ := json.Marshal(rep.CoreSystems[0])
 	for _, field := range []string{`"name":`, `"maxRunningFiles":`, `"limit":`, `"adaptive":`, `"runningFiles":`, `"running":`,
-		`"waitingTenants":`, `"oldestAdmissionWaitSeconds":`, `"tenants":`} {
+		`"waitingTenants":`, `"oldestAdmissionWaitSeconds":`, `"tenants":`, `"breaker":"closed"`, `"openedAt":null`, `"reason":""`} {
 		if !strings.Contains(string(b), field) {
 			t.Errorf("JSON %s: got no field %s", b, field)
 		}
@@ -145,3 +146,40 @@ type accessError struct{}
 func (accessError) Error() string { return "access denied" }
 
 var errAccess = accessError{}
+
+// status shows each core system's breaker: its state (an open one past its probe time is
+// half-open), since when and why while not closed; an open breaker admits nothing, so the
+// effective limit is 0, and one file while half-open.
+func TestStatusCoreSystemBreaker(t *testing.T) {
+	opened := coreNow.Add(-3 * time.Minute)
+	reason := "the core system did not answer: connection refused"
+	at := opened.UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		name      string
+		status    breaker.Status
+		nextProbe time.Time
+		want      string
+		wantLimit int
+		wantAt    *string
+		wantWhy   string
+	}{
+		{"open", breaker.Open, coreNow.Add(time.Second), "open", 0, &at, reason},
+		{"open past its probe time: half-open", breaker.Open, coreNow.Add(-time.Second), "half-open", 1, &at, reason},
+		{"closed after opening", breaker.Closed, time.Time{}, "closed", 2, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := coreWorld()
+			w.SetBreaker("ledger-admission", schema.CoreGate("ledger"), tc.status, opened, tc.nextProbe, reason, 2)
+			rep, err := coreOps(w).Status(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rep.CoreSystems[0]
+			if c.Breaker != tc.want || c.Reason != tc.wantWhy || c.Limit != tc.wantLimit || c.BreakerOpens != 2 ||
+				(c.OpenedAt == nil) != (tc.wantAt == nil) || c.OpenedAt != nil && *c.OpenedAt != *tc.wantAt {
+				t.Errorf("got breaker %q opened %v reason %q limit %d opens %d, want %q %v %q %d 2", c.Breaker, c.OpenedAt, c.Reason, c.Limit, c.BreakerOpens,
+					tc.want, tc.wantAt, tc.wantWhy, tc.wantLimit)
+			}
+		})
+	}
+}

@@ -83,6 +83,9 @@ type Handler struct {
 	// keyedAnswered, when set, is told each record whose answer the keyed schedule has taken in
 	// (keyedSink), so that a test can order its replies after it.
 	keyedAnswered func(record int64)
+	// breakers, when set, is the store of a core system's breaker (tests); else the breaker item
+	// in the core system's admission table, with DynamoDB.
+	breakers func(pipeline.CoreSystem) breakerStore
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -113,6 +116,7 @@ type memChunk struct {
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
 	start := time.Now()
 	p := h.newPace(req)
+	p.guard.start(ctx, h.budget(ctx, req))
 	res, err := h.registerRun(ctx, req, p, o)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}

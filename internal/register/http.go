@@ -136,9 +136,16 @@ func (c coreClient) auth(ctx context.Context, b budget, req pipeline.ChunkReques
 //
 // The response is returned with the error, for the status and body a rejection keeps.
 func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkRequest, what, key string, n int, auth *string, body []byte) (response, Rejection, error) {
-	sending, refreshed := what, false
+	sending, refreshed, probe := what, false, false
 	for attempt := 1; ; attempt++ {
+		if !probe {
+			var err error
+			if probe, err = c.pace.guard.admit(ctx, b, what, c.timeout); err != nil {
+				return response{}, Stopped, err
+			}
+		}
 		if err := c.pace.take(ctx, b, what, n, c.timeout); err != nil {
+			c.pace.guard.abandon(probe)
 			return response{}, Stopped, err
 		}
 		resp, err := c.post(ctx, b, sending, key, *auth, body)
@@ -154,18 +161,26 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 				c.slowed()
 			}
 			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
+				c.pace.guard.abandon(probe)
 				return response{}, Stopped, err
 			}
 			continue
 		}
 		var stop *pipeline.RetryableError
 		if errors.As(err, &stop) {
+			c.pace.guard.abandon(probe)
 			if attempt > 1 && errors.Is(err, errNearDeadline) {
 				// The resend after a slow-down answer no longer fits: still a wait, not a failure.
 				return response{}, Stopped, b.slowedDown(what, 0)
 			}
 			return response{}, Stopped, stop // the budget stopped before the POST
 		}
+		if c.pace.guard.answered(ctx, b, probe, resp, err) {
+			// The core system's breaker is open: hold at this request instead of failing it.
+			probe = false
+			continue
+		}
+		probe = false
 		if err == nil && c.rejects && req.Tenant.RejectsStatus(resp.status) {
 			return resp, RejectedRecord, &pipeline.PermanentError{Message: fmt.Sprintf("%s: %s: the core system rejected it with %d %s", b.file, what, resp.status, http.StatusText(resp.status))}
 		}

@@ -138,6 +138,8 @@ type pace struct {
 
 	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
 	window *window
+	// guard keeps the core system's breaker (breaker.go); nil without one.
+	guard *guard
 	// noWindowUntil: no maintenance window opens before it (holdForMaintenance's cache).
 	noWindowUntil time.Time
 }
@@ -161,6 +163,7 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		p.limits = &admission.LimitStore{API: h.DynamoDB, Now: h.now}
 		p.admitted = fileAdmitted(req)
 	}
+	p.guard = h.newGuard(req, p)
 	return p
 }
 
@@ -357,6 +360,9 @@ func (p *pace) metrics() []metrics.Metric {
 	}
 	if p.rateWait > 0 {
 		ms = append(ms, metrics.Seconds(metrics.RateLimitWaitSeconds, p.rateWait))
+	}
+	if p.coreSystem() != "" {
+		ms = append(ms, p.guard.metrics()...)
 	}
 	return ms
 }

@@ -102,6 +102,8 @@ type htmlReport struct {
 	SplitCounted bool
 	// FileRows are the table of files: each tenant's files then its replays, tenants in lane order.
 	FileRows []htmlFileRow
+	// Breakers are the core systems whose breaker changed during the run, by name (breakerRows).
+	Breakers []htmlBreakerRow
 }
 
 // htmlFileRow is one file (or replay) of the table of files, with its counts as printed: "–" while
@@ -258,7 +260,7 @@ func buildHTMLReport(rep *Report, ids []string, now time.Time) htmlReport {
 		return fmt.Sprintf("%.4f%%", 100*float64(d)/float64(max(of, time.Nanosecond)))
 	}
 
-	out := htmlReport{
+	out := htmlReport{Breakers: breakerRows(rep, origin),
 		Origin: origin.UTC().Format("2006-01-02 15:04:05.000 UTC"), SpanMs: span.Milliseconds(), Legend: legend,
 		Wall: fmt.Sprintf("%.1f s", rep.WallSeconds), PerSecond: fmt.Sprintf("%.0f", rep.RecordsPerSecond),
 		Violations: rep.Violations, External: rep.ExternalEndpoint,

@@ -42,6 +42,9 @@ type Report struct {
 	// FileEvents are the File Processed events the pipeline put on EventBridge, in the order they
 	// were put (docs/local-run.md); [] when none.
 	FileEvents []FileEvent `json:"fileEvents"`
+	// CoreSystemBreakers are the core systems' breakers over the run, from Register's logs, by
+	// core system; {} when none changed.
+	CoreSystemBreakers map[string]CoreSystemBreaker `json:"coreSystemBreakers"`
 }
 
 // Tenant tiers (TenantReport.Tier).
