@@ -56,4 +56,3 @@ func TestReconcileDue(t *testing.T) {
 		})
 	}
 }
-
