@@ -75,25 +75,17 @@ func (c *CoreSystem) addSilo(t *TenantPipeline) {
 	}
 }
 
-// siloReconciler is the silo tenant whose controller runs c's schedule: nil when a pool covers c,
-// else the silo tenant with the smallest id whose pipeline was built.
+// siloReconciler is the silo tenant whose controller runs c's schedule: nil when a pool covers c
+// or no silo tenant names it, else the silo tenant with the smallest id. Only a pipeline that was
+// built is added (addSilo, at the end of build).
 func (c *CoreSystem) siloReconciler() *TenantPipeline {
 	r := &c.reconcilers
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pooled {
+	if r.pooled || len(r.silos) == 0 {
 		return nil
 	}
-	var built []*TenantPipeline
-	for _, t := range r.silos {
-		if t.Controller != nil {
-			built = append(built, t)
-		}
-	}
-	if len(built) == 0 {
-		return nil
-	}
-	return slices.MinFunc(built, func(a, b *TenantPipeline) int { return strings.Compare(a.Props.Tenant.ID, b.Props.Tenant.ID) })
+	return slices.MinFunc(r.silos, func(a, b *TenantPipeline) int { return strings.Compare(a.Props.Tenant.ID, b.Props.Tenant.ID) })
 }
 
 // reconcileAspect creates the core system's silo schedule once the app is complete.
