@@ -153,7 +153,7 @@ func TestWithDefaults(t *testing.T) {
 	}{
 		{"prefix", got.Prefix, "inbox/acme/"}, {"format", got.Format, FormatCSV}, {"encoding", got.Encoding, EncodingUTF8},
 		{"delimiter", got.Delimiter, ","}, {"chunkSize", got.ChunkSize, DefaultChunkSize}, {"maxFieldBytes", got.MaxFieldBytes, DefaultMaxFieldBytes},
-		{"onFailure", got.OnFailure, OnFailureContinue}, {"idempotencyKey", got.IdempotencyKey, IdempotencyObjectVersion},
+		{"onFailure (recordOrder key)", got.OnFailure, OnFailureHalt}, {"idempotencyKey", got.IdempotencyKey, IdempotencyObjectVersion},
 		{"maxInvalidRecords", got.MaxInvalidRecords, DefaultMaxInvalidRecords}, {"maxBatchBytes", got.MaxBatchBytes, DefaultMaxBatchBytes},
 		{"dynamodb.concurrency", got.DynamoDB.Concurrency, DefaultDynamoDBConcurrency}, {"maxRecordsInFlight", got.MaxRecordsInFlight, DefaultMaxRecordsInFlight},
 		{"tier left to the app", got.Tier, ""}, {"weight left at 0", got.Weight, 0}, {"smallFileBytes left to the app", got.SmallFileBytes, int64(0)},

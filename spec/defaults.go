@@ -17,9 +17,11 @@ func (t Tenant) WithDefaults() Tenant {
 	if t.MaxFieldBytes == 0 {
 		t.MaxFieldBytes = DefaultMaxFieldBytes
 	}
-	if t.Sequence != nil {
-		// A tenant that declared its own order has it kept under failure too: a failed file holds
-		// the later ones until it is redriven or skipped. An explicit "continue" stays allowed.
+	if t.Sequence != nil || t.RecordOrder == RecordOrderKey {
+		// A tenant that declared its own order (a sequence, or records in order per key) has it
+		// kept under failure too: a failed file holds the later ones until it is redriven or
+		// skipped. Under "continue" later files pass a failed one, and its redrive would register
+		// its records behind theirs. An explicit "continue" stays allowed.
 		t.OnFailure = or(t.OnFailure, OnFailureHalt)
 	}
 	t.OnFailure = or(t.OnFailure, OnFailureContinue)

@@ -72,6 +72,9 @@ func TestSequenceDefaultsToHalt(t *testing.T) {
 		{Tenant{ID: "a"}, OnFailureContinue},
 		{Tenant{ID: "a", Sequence: &Sequence{Pattern: `(?P<seq>\d+)`}}, OnFailureHalt},
 		{Tenant{ID: "a", OnFailure: OnFailureContinue, Sequence: &Sequence{Pattern: `(?P<seq>\d+)`}}, OnFailureContinue},
+		{Tenant{ID: "a", RecordOrder: RecordOrderKey, KeyColumns: []string{"order"}}, OnFailureHalt},
+		{Tenant{ID: "a", RecordOrder: RecordOrderFile}, OnFailureContinue},
+		{Tenant{ID: "a", RecordOrder: RecordOrderKey, KeyColumns: []string{"order"}, OnFailure: OnFailureContinue}, OnFailureContinue},
 	} {
 		if got := tc.in.WithDefaults().OnFailure; got != tc.want {
 			t.Errorf("%+v: onFailure %q, want %q", tc.in, got, tc.want)

@@ -30,7 +30,8 @@ type Tenant struct {
 	// MaxFieldBytes bounds one CSV field or JSON line: 1 to 1,048,576. Default: 65,536.
 	MaxFieldBytes int `json:"maxFieldBytes,omitempty"`
 	// OnFailure is "continue" (the next file goes on) or "halt" (the tenant stops until an operator
-	// resumes it). Default: "continue"; "halt" for a tenant with a Sequence.
+	// resumes it). Default: "continue"; "halt" for a tenant with a Sequence or with RecordOrder
+	// "key", whose order a failed file passed by later ones would break.
 	OnFailure string `json:"onFailure,omitempty"`
 	// IdempotencyKey is "event-id" or "object-version". Default: "object-version": S3 delivers
 	// events to EventBridge at least once, and a duplicate can carry a new event id.

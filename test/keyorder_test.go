@@ -7,12 +7,14 @@ import (
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
+	"github.com/example/tenantpipeline/spec"
 )
 
 // A keyed tenant's settings reach its executions from tenants.json in both tiers: a silo
 // controller's TENANT variable and a pool's settings row carry recordOrder, keyColumns and
 // maxRecordsInFlight (defaulted to 8), and their core system its maxRequestsInFlight, so each file
-// of either keeps min(maxRecordsInFlight, 40/4) requests in flight.
+// of either keeps min(maxRecordsInFlight, 40/4) requests in flight, and its maintenance windows,
+// which the controller's admission and Register read.
 func TestKeyOrderSettingsInBothTiers(t *testing.T) {
 	_, built := synthApp(t, "keyorder.json", stacks.Options{})
 	if len(built.TenantStacks) != 1 || len(built.PoolStacks) != 1 {
@@ -28,7 +30,8 @@ func TestKeyOrderSettingsInBothTiers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hooli's row: %v", err)
 	}
-	ledger := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRequestsInFlight: 40}
+	ledger := pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 4, MaxRequestsInFlight: 40,
+		Maintenance: []spec.MaintenanceWindow{{Cron: "0 2 * * SUN", Duration: "1h"}}}
 	for _, c := range []struct {
 		tier                   string
 		got                    pipeline.Tenant

@@ -37,15 +37,26 @@ commands:
                                           disabled; a pooled tenant's message group is held (audited)
   resume TENANT                           restart processing
   skip TENANT EXECUTION --reason TEXT     release a halted tenant by skipping its blocking file (audited)
-  redrive TENANT [EXECUTION] [--reason T] [--force]
+  redrive TENANT [EXECUTION] [--reason T] [--force] [--out-of-order]
                                           resume a failed file from its failed segment, in order
-                                          (--force: also a file that failed validation)
-  replay TENANT KEY [--version-id V] [--reason T]
+                                          (--force: also a file that failed validation;
+                                          --out-of-order: also one later files passed, audited)
+  pause|resume|skip|redrive SELECTOR [--dry-run] [--yes] [--rate N]
+                                          the same on many tenants: --all-halted, --core-system NAME,
+                                          --pool NAME, --tenants FILE (together: the intersection)
+  replay TENANT KEY [--version-id V] [--reason T] [--out-of-order]
                                           register a file again, behind what is queued, with new keys
   replay TENANT --from-dlq                re-send the events on the rule target's dead-letter queue
   sequence skip TENANT N --reason TEXT    a sequenced tenant: skip its missing number N, so the files
                                           held after it run (audited)
   sequence set TENANT N --reason TEXT     a sequenced tenant: the number it expects next (audited)
+  core status [NAME]                      core systems: limits, running and waiting files, pause,
+                                          override, maintenance windows
+  core pause NAME --reason TEXT           admit no new file of a core system; running files finish (audited)
+  core resume NAME [--reason T]           lift a core system's pause; wake its waiting files (audited)
+  core limit NAME N --until TIME --reason TEXT
+                                          override maxRunningFiles until TIME, at most maxRequestsInFlight;
+                                          core limit NAME --clear removes it (audited)
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
   upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
   upload-url TENANT NAME [--expires D] [--role]
@@ -377,7 +388,8 @@ func runCommand(ctx context.Context, c command, args []string, newOps newOpsFunc
 
 	e := &env{g: g, newOps: newOps, out: stdout, errOut: stderr}
 	v, err := c.run(ctx, e, pos)
-	if err != nil && !errors.Is(err, errNotAccepted) {
+	var failed *bulkFailed
+	if err != nil && !errors.Is(err, errNotAccepted) && !errors.As(err, &failed) {
 		return err
 	}
 	defer func() {

@@ -56,7 +56,7 @@ func TestDynamicCompletion(t *testing.T) {
 		want      []string // completions, before the directive line
 		directive string   // the directive line; "" not checked
 	}{
-		{[]string{"__complete", ""}, []string{"files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "sequence\t", "skip\t", "status\t", "upload\t", "upload-url\t", "validate\t"}, ""},
+		{[]string{"__complete", ""}, []string{"core\t", "files\t", "health\t", "pause\t", "redrive\t", "replay\t", "results\t", "resume\t", "sequence\t", "skip\t", "status\t", "upload\t", "upload-url\t", "validate\t"}, ""},
 		{[]string{"__complete", "status", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
 		{[]string{"__complete", "status", "acme", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},
 		{[]string{"__complete", "files", "--limit", "5", ""}, []string{"acme\tsilo", "globex\tsilo"}, ""},

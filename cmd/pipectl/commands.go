@@ -40,29 +40,50 @@ else is a key, and a file name without a "/" is the key under the tenant's prefi
 so). Quote a key with spaces. --json prints summary.json as stored.
 
   --out DIR   download the results files (summary.json, rejected.*, unprocessed.*) into DIR`},
-	{name: "pause", minArgs: 1, maxArgs: 1, args: "TENANT [--reason TEXT]", flags: reasonFlag, run: runPause(true),
-		short: "stop processing a tenant",
+	{name: "pause", minArgs: 0, maxArgs: 1, args: "TENANT [--reason TEXT] | SELECTOR [--dry-run] [--yes]", flags: withBulk(reasonFlag),
+		run:   bulkOr("pause", 1, "pause TENANT [--reason TEXT] | SELECTOR", runPause(true)),
+		short: "stop processing a tenant (or many)",
 		long: `Stops processing: a silo tenant's event source mapping is disabled; a pooled tenant's
 message group is held by a pause marker (audited). Files keep queuing and nothing is lost.
 
-  --reason TEXT   why (kept in the audit trail)`},
-	{name: "resume", minArgs: 1, maxArgs: 1, args: "TENANT", run: runPause(false),
-		short: "restart processing a tenant",
-		long:  `Restarts processing of a paused tenant.`},
-	{name: "skip", minArgs: 2, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT", flags: skipFlags, run: runSkip,
+  --reason TEXT   why (kept in the audit trail)
+` + bulkHelp},
+	{name: "resume", minArgs: 0, maxArgs: 1, args: "TENANT | SELECTOR [--dry-run] [--yes]", flags: withBulk(nil),
+		run:   bulkOr("resume", 1, "resume TENANT | SELECTOR", runPause(false)),
+		short: "restart processing a tenant (or many)",
+		long: `Restarts processing of a paused tenant.
+` + bulkHelp},
+	{name: "skip", minArgs: 0, maxArgs: 2, args: "TENANT EXECUTION --reason TEXT | SELECTOR --reason TEXT [--dry-run] [--yes]", flags: withBulk(skipFlags),
+		run:   bulkOr("skip", 2, "skip TENANT EXECUTION --reason TEXT | SELECTOR --reason TEXT", runSkip),
 		short: "release a halted tenant by skipping its blocking file",
 		long: `Releases a halted tenant by skipping its blocking file: writes the skip marker, which the
 controller reads at its next check (audited).
 
-  --reason TEXT   why the file is skipped (required: it is the audit record)`},
-	{name: "redrive", minArgs: 1, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force]", flags: redriveFlags, run: runRedrive,
+  --reason TEXT   why the file is skipped (required: it is the audit record)
+
+With a selector, skips each selected tenant's halted head: the file it is halted at, the one
+single-tenant skip names as EXECUTION. A selected tenant that is not halted is skipped over
+(its outcome says so); nothing else of it is touched.
+` + bulkHelp},
+	{name: "redrive", minArgs: 0, maxArgs: 2, args: "TENANT [EXECUTION] [--reason TEXT] [--force] [--out-of-order] | SELECTOR [--dry-run] [--yes]", flags: withBulk(redriveFlags),
+		run:   bulkOr("redrive", 1, "redrive TENANT [EXECUTION] | SELECTOR", runRedrive),
 		short: "resume a failed file from its failed segment, in order",
 		long: `Resumes a failed file from its failed segment, in order: the blocking file of a halted
 tenant at once, any other failed file behind the tenant's current files.
 
   --reason TEXT   why (kept in the audit trail)
   --force         also redrive a file that failed validation (it fails again unless the
-                  file changed)`},
+                  file changed)
+  --out-of-order  redrive it even though later files of the tenant ran after it: its records
+                  are then registered after theirs. Without it such a redrive is refused, naming
+                  the later files (a continue tenant's failed file that later files passed, a
+                  halt tenant's skipped file). Needs --reason; audited in the control message
+                  and in the file's results folder (out-of-order.json, shown by pipectl results)
+
+With a selector, redrives each selected tenant's file as "pipectl redrive TENANT" does: a halted
+tenant's blocking file, a continue tenant's newest failed one (refused, and the tenant skipped
+over, when later files passed it, unless --out-of-order).
+` + bulkHelp},
 	{name: "replay", minArgs: 1, maxArgs: 2, args: "TENANT KEY [--version-id V] [--reason TEXT] | TENANT --from-dlq", flags: replayFlags, run: runReplay,
 		short: "register a file again, or re-send the dead-letter queue's events",
 		long: `Registers a file again, behind what is queued, with new keys; or, with --from-dlq,
@@ -70,7 +91,11 @@ re-sends the events on the rule target's dead-letter queue in order.
 
   --version-id V  the object version to replay (default: the current one)
   --reason TEXT   why (kept in the audit trail)
-  --from-dlq      re-send the dead-letter queue's events instead (TENANT only)`},
+  --from-dlq      re-send the dead-letter queue's events instead (TENANT only)
+  --out-of-order  replay it even though later files of the tenant ran after the version's first
+                  execution: its records are then registered after theirs (refused otherwise,
+                  naming them; a tenant with a DynamoDB sink keeps the newest record per key and
+                  is not refused). Needs --reason; audited as for redrive`},
 	{name: "sequence skip", minArgs: 2, maxArgs: 2, args: "TENANT N --reason TEXT", flags: reasonFlag, numbers: true, run: runSequence(false),
 		short: "skip a sequenced tenant's missing number, so the files held after it run",
 		long: `Skips the missing number N of a tenant whose sequence is of kind number, so that the files
@@ -147,13 +172,14 @@ access is needed.
 
 // Command flags. Each command's flag set is new per run, so these hold one run's values.
 var (
-	flagMinutes   int
-	flagLimit     int
-	flagReason    string
-	flagVersionID string
-	flagFromDLQ   bool
-	flagForce     bool
-	flagOut       string
+	flagMinutes    int
+	flagLimit      int
+	flagReason     string
+	flagVersionID  string
+	flagFromDLQ    bool
+	flagForce      bool
+	flagOutOfOrder bool
+	flagOut        string
 )
 
 func resultsFlags(fs *flag.FlagSet) func() error {
@@ -207,6 +233,11 @@ func resultsText(rep ops.ResultsReport) string {
 	if len(s.RegisteredAfterHalt) > 0 {
 		// A file in key order: records of other keys after the failed one, registered already.
 		rows = append(rows, []string{"registered after halt", recordRanges(s.RegisteredAfterHalt, 10)})
+	}
+	if o := rep.OutOfOrder; o != nil {
+		// An operator ran the file after later files of the tenant, on purpose.
+		rows = append(rows, []string{"out of order", fmt.Sprintf("%s after %d later and %d queued file(s), by %s at %s: %s",
+			o.Action, o.LaterCount, o.Queued, o.RequestedBy, o.RequestedAt.UTC().Format(time.RFC3339), oneLine(o.Reason))})
 	}
 	if s.Failure != nil {
 		f := s.Failure.Type + ": " + oneLine(s.Failure.Message)
@@ -302,14 +333,28 @@ func skipFlags(fs *flag.FlagSet) func() error {
 func redriveFlags(fs *flag.FlagSet) func() error {
 	reasonFlag(fs)
 	fs.BoolVar(&flagForce, "force", false, "redrive a file that failed validation anyway")
-	return func() error { return nil }
+	outOfOrderFlag(fs)
+	return checkOutOfOrder
 }
 
 func replayFlags(fs *flag.FlagSet) func() error {
 	reasonFlag(fs)
 	fs.StringVar(&flagVersionID, "version-id", "", "the object version to replay (default: the current one)")
 	fs.BoolVar(&flagFromDLQ, "from-dlq", false, "re-send the events on the rule target's dead-letter queue")
-	return func() error { return nil }
+	outOfOrderFlag(fs)
+	return checkOutOfOrder
+}
+
+// outOfOrderFlag is --out-of-order: run a file after later files of the tenant, on purpose.
+func outOfOrderFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&flagOutOfOrder, "out-of-order", false, "run the file even though later files of the tenant ran (audited; needs --reason)")
+}
+
+func checkOutOfOrder() error {
+	if flagOutOfOrder && strings.TrimSpace(flagReason) == "" {
+		return usagef("--out-of-order needs --reason TEXT: it is the audit record")
+	}
+	return nil
 }
 
 func (e *env) ops(ctx context.Context) (*ops.Ops, error) {
@@ -440,8 +485,12 @@ func runRedrive(ctx context.Context, e *env, args []string) (any, error) {
 	if len(args) == 2 {
 		exec = args[1]
 	}
-	res, err := o.Redrive(ctx, args[0], exec, flagReason, flagForce)
+	res, err := o.RedriveWith(ctx, args[0], exec, ops.RedriveOptions{Reason: flagReason, Force: flagForce, OutOfOrder: flagOutOfOrder})
 	e.human = func(any) string {
+		if res.OutOfOrder {
+			return fmt.Sprintf("redrive of %s queued OUT OF ORDER, after %d later and %d queued file(s) of %s (request %s, message %s; audit record s3 key %s); the controller redrives it at the head\n",
+				res.ExecutionName, res.LaterCount, res.Queued, res.Tenant, res.RequestID, res.MessageID, res.AuditKey)
+		}
 		if res.Mode == "redriven" {
 			return fmt.Sprintf("redriven %s: it resumes at its failed segment; the controller releases %s when it succeeds\n", res.ExecutionName, res.Tenant)
 		}
@@ -508,11 +557,14 @@ func runReplay(ctx context.Context, e *env, args []string) (any, error) {
 		}
 		return res, err
 	}
-	res, err = o.Replay(ctx, args[0], args[1], flagVersionID, flagReason)
+	res, err = o.ReplayWith(ctx, args[0], args[1], flagVersionID, flagReason, flagOutOfOrder)
 	e.human = func(any) string {
 		rank := "ranked as its original execution " + res.OriginalExecution
 		if res.OriginalExecution == "" {
 			rank = "no original execution found: a DynamoDB sink only fills keys no item holds"
+		}
+		if res.OutOfOrder {
+			rank += fmt.Sprintf("; OUT OF ORDER: after %d later and %d queued file(s) of the tenant, audited in its results folder", res.LaterCount, res.Queued)
 		}
 		return fmt.Sprintf("replay of %s (version %s) queued behind %s's current files as execution %s (new Idempotency-Keys; %s)\n",
 			res.Key, res.VersionID, res.Tenant, res.ExecutionName, rank)
@@ -581,6 +633,7 @@ func statusTable(rep ops.StatusReport) string {
 		}
 		fmt.Fprintf(&b, "core system %s: %d of %d running files (%s), %d tenants waiting, oldest admission wait %s; tenants %s\n",
 			c.Name, c.RunningFiles, c.Limit, limit, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
+		b.WriteString(steeringLine(c))
 	}
 	for _, t := range rep.Tenants {
 		if t.Parked != nil && t.QueuedFiles != nil && t.Pool != nil && (*t.Parked > 0 || *t.QueuedFiles > 0) {

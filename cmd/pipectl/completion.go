@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,7 @@ func completeTenants(c command, newOps newOpsFunc) cobra.CompletionFunc {
 		if err == nil && (c.name == "validate" || c.name == "upload") && len(pos) > 0 {
 			return nil, cobra.ShellCompDirectiveDefault // validate's and upload's FILEs are local files
 		}
-		if err != nil || (c.name != "status" && len(pos) > 0) {
+		if err != nil || (c.name != "status" && len(pos) > 0) || strings.HasPrefix(c.name, "core ") { // a core system is no tenant
 			return nil, none
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)

@@ -14,6 +14,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
@@ -42,7 +43,7 @@ func main() {
 // it builds then keeps that logger: outside EC2 it would warn "falling back to IMDSv1" before
 // every missing-credentials error. The service clients log as the SDK does by default.
 func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
-	cfg, err := awsconfig.Load(ctx, config.WithLogger(logging.Nop{}))
+	cfg, err := awsconfig.Load(ctx, config.WithLogger(logging.Nop{}), config.WithRetryer(retryer))
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
@@ -65,6 +66,15 @@ func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
 		},
 	}, stackPrefix), nil
 }
+
+// maxAttempts is how often pipectl tries one AWS call. A bulk action (--all-halted, ...) keeps
+// within the services' quotas with its rate (--rate); a throttle that happens all the same (a
+// quota shared with other callers) is retried by the SDK's standard retryer, with exponential
+// backoff and jitter up to 20 s, more times than its default 3 so that a long run rides it out.
+// https://docs.aws.amazon.com/sdk-for-go/v2/developer-guide/configure-retries-timeouts.html
+const maxAttempts = 10
+
+func retryer() aws.Retryer { return retry.AddWithMaxAttempts(retry.NewStandard(), maxAttempts) }
 
 // newOpsFunc builds the operations for a stack prefix (a fake in tests).
 type newOpsFunc func(ctx context.Context, stackPrefix string) (*ops.Ops, error)

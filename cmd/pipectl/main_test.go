@@ -474,6 +474,9 @@ func TestRedrive(t *testing.T) {
 		wantError   string
 		wantRedrive string // execution redriven directly (halt)
 		wantControl string // execution named by the control message sent (continue)
+		// wantOutOfOrder: the control message and the audit record in the file's results folder
+		// say out of order.
+		wantOutOfOrder bool
 	}{
 		{name: "halt: the blocking execution is redriven", args: []string{"redrive", "acme"}, wantRedrive: "acme-2"},
 		{name: "halt: naming the blocking execution", args: []string{"redrive", "acme", "acme-2"}, wantRedrive: "acme-2"},
@@ -490,8 +493,13 @@ func TestRedrive(t *testing.T) {
 				w.Executions[1].RedriveStatus = sfntypes.ExecutionRedriveStatusNotRedrivable
 				w.Executions[1].RedriveReason = "Execution history event limit exceeded."
 			}},
-		{name: "continue: goes through the FIFO group", args: []string{"redrive", "globex", "globex-1", "--reason", "core fixed"}, wantControl: "globex-1"},
-		{name: "continue: the newest failure by default", args: []string{"redrive", "globex"}, wantControl: "globex-1"},
+		// globex-1 failed and later files (globex-2, globex-3) ran after it: an out-of-order redrive.
+		{name: "continue: goes through the FIFO group", args: []string{"redrive", "globex", "globex-1", "--reason", "core fixed", "--out-of-order"}, wantControl: "globex-1", wantOutOfOrder: true},
+		{name: "continue: passed by later files, refused naming them", args: []string{"redrive", "globex", "globex-1", "--reason", "core fixed"}, wantCode: 1,
+			wantError: "redrive of globex-1 refused: 2 later file(s) of tenant globex ran after it: inbox/globex/big.csv (globex-3, RUNNING), inbox/globex/b.csv (globex-2, SUCCEEDED)"},
+		{name: "continue: --out-of-order without --reason is bad usage", args: []string{"redrive", "globex", "globex-1", "--out-of-order"}, wantCode: 2,
+			wantError: "--out-of-order needs --reason"},
+		{name: "continue: the newest failure by default", args: []string{"redrive", "globex", "--out-of-order", "--reason", "r"}, wantControl: "globex-1", wantOutOfOrder: true},
 		{name: "continue: a succeeded execution is refused", args: []string{"redrive", "globex", "globex-2"}, wantCode: 1,
 			wantError: "execution globex-2 is SUCCEEDED: only FAILED, TIMED_OUT or ABORTED executions can be redriven"},
 		{name: "continue: an unknown execution is refused", args: []string{"redrive", "globex", "nope"}, wantCode: 1,
@@ -512,7 +520,7 @@ func TestRedrive(t *testing.T) {
 				w.Executions[2].Error, w.Executions[2].Cause = pipeline.ErrValidation, "inbox/globex/old.csv line 1: not UTF-8"
 			},
 			wantError: "execution globex-1 failed validation (ValidationError: inbox/globex/old.csv line 1: not UTF-8)"},
-		{name: "continue: --force queues a file that failed validation", args: []string{"redrive", "globex", "--force"}, wantControl: "globex-1",
+		{name: "continue: --force queues a file that failed validation", args: []string{"redrive", "globex", "--force", "--out-of-order", "--reason", "r"}, wantControl: "globex-1", wantOutOfOrder: true,
 			setup: func(w *opsfake.World) { failValidation(w.Executions[2], "inbox/globex/old.csv") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -565,6 +573,14 @@ func TestRedrive(t *testing.T) {
 				m.RequestedBy != "arn:aws:sts::123456789012:assumed-role/Operator/alice" || m.RequestID != "req-1" || !m.RequestedAt.Equal(now) {
 				t.Errorf("got %+v, want a redrive of %s by alice at %s", m, tc.wantControl, now)
 			}
+			audit, written := w.Body("ingest", "results/globex/"+tc.wantControl+"/out-of-order.json")
+			if m.OutOfOrder != tc.wantOutOfOrder || written != tc.wantOutOfOrder {
+				t.Errorf("got control outOfOrder %v, audit record written %v, want both %v", m.OutOfOrder, written, tc.wantOutOfOrder)
+			}
+			if tc.wantOutOfOrder && (m.Version != pipeline.ControlVersionOutOfOrder || !strings.Contains(audit, `"outOfOrder": true`) ||
+				!strings.Contains(audit, `"reason": "`+m.Reason+`"`) || !strings.Contains(audit, `"laterCount": 2`)) {
+				t.Errorf("got version %d, audit record %s; want version %d and a record with the reason %q and 2 later files", m.Version, audit, pipeline.ControlVersionOutOfOrder, m.Reason)
+			}
 		})
 	}
 }
@@ -577,7 +593,7 @@ func failValidation(e *opsfake.Execution, key string) {
 func TestReplay(t *testing.T) {
 	t.Run("a key is pinned to its current version and queued as a control message", func(t *testing.T) {
 		w := world()
-		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv", "--reason", "core lost it", "--json")
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv", "--reason", "core lost it", "--json", "--out-of-order")
 		if code != 0 {
 			t.Fatalf("got exit %d (%s), want 0", code, stderr)
 		}
@@ -612,7 +628,7 @@ func TestReplay(t *testing.T) {
 		later := &opsfake.Execution{Name: "rp-earlier", StateMachineARN: globex.StateMachineARN, Status: sfntypes.ExecutionStatusSucceeded,
 			Input: versionInput, Start: now.Add(-time.Minute)}
 		w.Executions = append(append([]*opsfake.Execution{before}, w.Executions...), later)
-		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv")
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/b.csv", "--out-of-order", "--reason", "r")
 		if code != 0 {
 			t.Fatalf("got exit %d (%s), want 0", code, stderr)
 		}
@@ -630,7 +646,7 @@ func TestReplay(t *testing.T) {
 	t.Run("a version no execution registered has no original", func(t *testing.T) {
 		w := world()
 		w.Objects["ingest/inbox/globex/new.csv"] = &opsfake.Object{VersionID: "v-new", ETag: `"etag-new"`, Body: "id\n1\n", LastModified: now.Add(-time.Minute)}
-		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/new.csv")
+		code, stdout, stderr := runIn(t, w, "replay", "globex", "inbox/globex/new.csv", "--out-of-order", "--reason", "r")
 		if code != 0 {
 			t.Fatalf("got exit %d (%s), want 0", code, stderr)
 		}

@@ -184,10 +184,13 @@ func (c *CoreSystem) settings() *pipeline.CoreSystem {
 	return pipeline.CoreSystemOf(c.Props.Name, c.Props.config())
 }
 
-// newAdmissionTable creates an admission table (internal/admission's layout). It holds only
+// newAdmissionTable creates an admission table (internal/admission's layout). It holds mostly
 // short-lived state: leases of running files, which the controller releases when a file ends,
 // and waiting entries, which expire by TTL. So it has no point-in-time recovery and is destroyed
-// with its construct: a restored lease would hold a slot for a file that has long ended.
+// with its construct: a restored lease would hold a slot for a file that has long ended. A core
+// system's table also holds operators' steering (its pause and limit override, with their audit
+// items, internal/corecontrol): a deploy never writes items, and an update of these properties
+// keeps the table, so steering outlasts a redeploy; only removing the core system deletes it.
 // TTL deletes expired items "typically within a few days", so admission compares expiresAt itself.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/howitworks-ttl.html
 func newAdmissionTable(scope constructs.Construct, id string, encryptionKey awskms.IKey) awsdynamodb.Table {

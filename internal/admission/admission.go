@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/schema"
 )
 
@@ -66,6 +67,10 @@ type Gate struct {
 	Limit int
 	// Adaptive says the core system's adaptive limit item (schema.LimitSK) may lower the limit.
 	Adaptive bool
+	// Core is a core system gate's settings: its control item (package corecontrol) and its
+	// maintenance windows set the limit (paused or in a window: 0; an override in place of
+	// Limit). Nil for a pool's gate.
+	Core *corecontrol.Settings
 }
 
 // queue is the partition key of the gate's waiting files.

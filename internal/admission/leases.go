@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/schema"
 )
 
@@ -90,10 +91,12 @@ func (s *Store) readSlots(ctx context.Context, g Gate, now time.Time) (gateState
 	return st, nil
 }
 
-// effectiveLimit is the gate's limit, lowered by its adaptive limit item.
+// effectiveLimit is the gate's limit as its operators steer it (steeredLimit), lowered by its
+// adaptive limit item while that is below maxRunningFiles.
 func (s *Store) effectiveLimit(ctx context.Context, g Gate) (int, error) {
-	if !g.Adaptive {
-		return g.Limit, nil
+	limit, err := s.steeredLimit(ctx, g)
+	if err != nil || !g.Adaptive {
+		return limit, err
 	}
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(g.Table),
@@ -104,11 +107,24 @@ func (s *Store) effectiveLimit(ctx context.Context, g Gate) (int, error) {
 		return 0, fmt.Errorf("read the adaptive limit: %w", err)
 	}
 	if out.Item != nil {
-		if v, err := strconv.ParseFloat(nStr(out.Item, schema.AttrLimit), 64); err == nil && !math.IsNaN(v) {
-			return min(g.Limit, max(1, int(math.Floor(v)))), nil
+		if v, err := strconv.ParseFloat(nStr(out.Item, schema.AttrLimit), 64); err == nil && !math.IsNaN(v) && int(math.Floor(v)) < g.Limit {
+			return min(limit, max(1, int(math.Floor(v)))), nil
 		}
 	}
-	return g.Limit, nil
+	return limit, nil
+}
+
+// steeredLimit is a core system gate's limit as its control item and maintenance windows leave
+// it (corecontrol.Effective); a pool gate's is its Limit.
+func (s *Store) steeredLimit(ctx context.Context, g Gate) (int, error) {
+	if g.Core == nil {
+		return g.Limit, nil
+	}
+	l, err := (&corecontrol.Store{DB: s.DB, Now: s.Now}).Limit(ctx, g.Table, *g.Core)
+	if err != nil {
+		return 0, err
+	}
+	return l.Value, nil
 }
 
 // take writes a lease at a free index below the effective limit: a free one, or one whose lease

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -75,7 +76,8 @@ func (c Config) leaseTTL() time.Duration { return admission.LeaseTTLFor(c.Safety
 func (c Config) gates() []admission.Gate {
 	var gs []admission.Gate
 	if cs := c.Tenant.CoreSystem; cs != nil && cs.Table != "" {
-		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive})
+		gs = append(gs, admission.Gate{Table: cs.Table, Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
+			Core: &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance}})
 	}
 	if c.Pool != "" && c.PoolAdmissionTable != "" && c.PoolMaxRunningFiles > 0 {
 		gs = append(gs, admission.Gate{Table: c.PoolAdmissionTable, Key: schema.PoolGate(c.Pool), Limit: c.PoolMaxRunningFiles})
@@ -166,8 +168,13 @@ func (h *Handler) admitFile(ctx context.Context, d *delivery, name string, fresh
 // a release took the entry first: the caller asks again and claims the slot.
 func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.Decision) (decision, bool) {
 	// The entry is armed for the hold the message gets: sized from its expected wait
-	// (Decision.Hold), and counted from its receive (holdable).
-	wait := h.holdable(d, dec.Hold(h.cfg.admissionHold(), max(dec.Entry.Gate.Limit, 1)))
+	// (Decision.Hold), no longer than an open maintenance window (the first file back after it
+	// finds the gate open), and counted from its receive (holdable).
+	hold := dec.Hold(h.cfg.admissionHold(), max(dec.Entry.Gate.Limit, 1))
+	if c := dec.Entry.Gate.Core; c != nil {
+		hold = corecontrol.Hold(hold, c.Maintenance, h.now())
+	}
+	wait := h.holdable(d, hold)
 	held := h.hold(ctx, d, wait)
 	armed, err := h.admission.Arm(ctx, dec.Entry, admission.Wake{QueueURL: h.cfg.QueueURL, ReceiptHandle: d.rec.ReceiptHandle, MessageID: d.rec.MessageId}, wait)
 	if err != nil {

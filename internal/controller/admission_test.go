@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
@@ -204,8 +206,9 @@ func newAdmissionRig(t *testing.T, env map[string]string, limit int) (*wakeRig, 
 func TestAdmissionGates(t *testing.T) {
 	cfg := mustConfig(t, admissionEnv)
 	got := cfg.gates()
-	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1}}
-	if len(got) != 1 || got[0] != want[0] {
+	want := []admission.Gate{{Table: "ledger-admission", Key: "core#ledger", Limit: 1,
+		Core: &corecontrol.Settings{Name: "ledger", MaxRunningFiles: 1, MaxRequestsInFlight: 1}}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got gates %+v, want %+v", got, want)
 	}
 	cfg.Pool, cfg.PoolAdmissionTable, cfg.PoolMaxRunningFiles = "default", "pool-admission", 50
@@ -704,5 +707,36 @@ func TestPauseSecondReadFailingHolds(t *testing.T) {
 	}
 	if r.sfn.starts != 0 || len(a.leases) != 0 || !a.paused[a.requests[0].Execution] {
 		t.Fatalf("got %d starts, leases %v, paused %v, want nothing started and the slot given back", r.sfn.starts, a.leases, a.paused)
+	}
+}
+
+// A file waiting while a maintenance window of its core system is open is held, and its entry
+// armed, no longer than until the window ends: the first file back then finds the gate open.
+func TestAdmissionWaitEndsWithTheWindow(t *testing.T) {
+	start := testStart // the rigs' clock: the window opened just now
+	for _, tc := range []struct {
+		name     string
+		duration string
+		wantMax  int32 // the most the hold may be, in seconds
+	}{
+		{"window ends within the safety net", "2m", 121},
+		{"window longer than the safety net", "30m", int32(defaultSafetyNet.Seconds())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{pipeline.EnvTenant: fmt.Sprintf(`{"id":"acme","format":"csv","encoding":"utf-8","chunkSize":100,"maxFieldBytes":65536,`+
+				`"coreSystem":{"name":"ledger","maxRunningFiles":1,"maintenance":[{"cron":"%d %d * * *","duration":%q}]}}`, start.Minute(), start.Hour(), tc.duration)}
+			w, a := newAdmissionRig(t, env, 1)
+			a.leases["another-file"] = true
+			if w.deliver(t, 1) {
+				t.Fatal("got released, want held")
+			}
+			last := w.q.changes[len(w.q.changes)-1]
+			if last.Seconds <= 0 || last.Seconds > tc.wantMax {
+				t.Errorf("got the waiting message held %d s, want 1 to %d s", last.Seconds, tc.wantMax)
+			}
+			if got := a.holds[a.waiting[0]]; got != time.Duration(last.Seconds)*time.Second {
+				t.Errorf("got the entry armed for %s, want the message's hold %d s", got, last.Seconds)
+			}
+		})
 	}
 }

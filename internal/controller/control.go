@@ -52,6 +52,11 @@ func (h *Handler) control(ctx context.Context, d *delivery) decision {
 	}
 	// The reason is operator text about the operation, never record data.
 	d.log = d.log.With("controlAction", m.Action, "requestId", m.RequestID, "requestedBy", m.RequestedBy, "reason", m.Reason)
+	if m.OutOfOrder {
+		// The operator runs the file after later files of the tenant on purpose (pipectl
+		// --out-of-order): the log line is part of the audit trail.
+		d.log = d.log.With("outOfOrder", true)
+	}
 	switch m.Action {
 	case pipeline.ControlRedrive:
 		return h.controlRedrive(ctx, d, m)

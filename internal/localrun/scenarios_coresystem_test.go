@@ -52,7 +52,8 @@ func TestScenarioStatusCoreSystem(t *testing.T) {
 			t.Fatalf("status --json: %v\n%s", err, out)
 		}
 		want := []map[string]any{{"name": "ledger", "maxRunningFiles": 1.0, "limit": 1.0, "adaptive": false, "runningFiles": 0.0,
-			"running": []any{}, "waitingTenants": 0.0, "oldestAdmissionWaitSeconds": 0.0, "tenants": []any{"a", "b"}}}
+			"running": []any{}, "waitingTenants": 0.0, "oldestAdmissionWaitSeconds": 0.0, "tenants": []any{"a", "b"},
+			"paused": false, "override": nil}}
 		if !reflect.DeepEqual(st.CoreSystems, want) {
 			t.Errorf("coreSystems: got %v, want %v", st.CoreSystems, want)
 		}

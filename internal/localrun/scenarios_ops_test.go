@@ -127,7 +127,9 @@ func TestScenarioOpsContinueRedrive(t *testing.T) {
 		})
 		first := fileOf(t, rep, "cont", "1.csv")
 		fixed.Store(true)
-		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--reason", "core system fixed", "--stack-prefix", opsPrefix)
+		// 2-slow.csv passed 1.csv, so the redrive registers 1.csv's records after its: refused
+		// unless out of order (TestScenarioOutOfOrderRedrive has the refusal).
+		pipectl(t, r, "redrive", "cont", first.ExecutionName, "--out-of-order", "--reason", "core system fixed", "--stack-prefix", opsPrefix)
 		// Redriven through the queue, 1.csv waits for the running and the queued file.
 		rep = waitFor(t, ctx, r, "every file succeeded", func(rep *report.Report) bool {
 			for _, f := range rep.Tenants["cont"].Files {
@@ -178,7 +180,9 @@ func TestScenarioOpsReplay(t *testing.T) {
 		drain(t, ctx, r)
 		pipectl(t, r, "pause", "cont", "--stack-prefix", opsPrefix)
 		uploadAll(t, ctx, r, []upload{{"cont", "y.csv", csvOf(12)}, {"cont", "z.csv", csvOf(14)}})
-		pipectl(t, r, "replay", "cont", in+"x.csv", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
+		// y.csv and z.csv are queued ahead of the replay and run first: it runs out of order, on
+		// purpose (a silo tenant's queue says so; a pool without a bound cannot count them).
+		pipectl(t, r, "replay", "cont", in+"x.csv", "--out-of-order", "--reason", "core system lost them", "--stack-prefix", opsPrefix)
 		st := pipectlStatus(t, r, opsPrefix, "cont")
 		row := st.Tenants[0]
 		if row.Paused == nil || !*row.Paused {

@@ -223,6 +223,7 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *report.FileRepor
 	case "FAILED", "TIMED_OUT", "ABORTED":
 		fr.Skipped = r.skipMarked(ctx, t.ID, e.Name)
 	}
+	fr.OutOfOrder = r.outOfOrder(ctx, t.ID, e)
 	if e.RedriveCount > 0 {
 		fr.Runs = r.redriveHistory(ctx, e)
 		if len(fr.Runs) > 0 {

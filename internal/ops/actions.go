@@ -284,16 +284,43 @@ type RedriveResult struct {
 	Mode      string `json:"mode"`
 	RequestID string `json:"requestId,omitempty"`
 	MessageID string `json:"messageId,omitempty"`
+	// OutOfOrder is true when the file runs after later files of the tenant (--out-of-order); Later
+	// names them (at most MaxLaterListed) and AuditKey is the audit record in its results folder.
+	OutOfOrder bool        `json:"outOfOrder,omitempty"`
+	Later      []LaterFile `json:"later,omitempty"`
+	AuditKey   string      `json:"auditKey,omitempty"`
+	// LaterCount and Queued are how many later files ran and how many are queued ahead of it.
+	LaterCount int `json:"laterCount,omitempty"`
+	Queued     int `json:"queued,omitempty"`
 }
 
-// Redrive resumes a failed file from its failed segment, never beside another file of the tenant.
-// Under halt it redrives the blocking execution, which is the only one that may run. Under continue
-// it sends a control message through the tenant's FIFO group; the controller redrives at the head.
-// It refuses what Step Functions would refuse: an execution that is not redrivable, or that
-// stopped more than 14 days ago; and one whose manifest or source version is gone. Unless force
-// is set, it also refuses a file that failed validation, which a redrive reads again and fails the
-// same way.
+// RedriveOptions are redrive's flags.
+type RedriveOptions struct {
+	// Reason goes into the control message and the audit record.
+	Reason string
+	// Force also redrives a file that failed validation.
+	Force bool
+	// OutOfOrder allows a redrive that registers the file's records after later files' (the order
+	// guard, orderguard.go); Reason is then required.
+	OutOfOrder bool
+}
+
+// Redrive is RedriveWith without an out-of-order permission.
 func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force bool) (RedriveResult, error) {
+	return o.RedriveWith(ctx, id, execution, RedriveOptions{Reason: reason, Force: force})
+}
+
+// RedriveWith resumes a failed file from its failed segment, never beside another file of the
+// tenant. Under halt it redrives the blocking execution, which is the only one that may run. Under
+// continue it sends a control message through the tenant's FIFO group; the controller redrives at
+// the head. It refuses what Step Functions would refuse: an execution that is not redrivable, or
+// that stopped more than 14 days ago; and one whose manifest or source version is gone. Unless
+// Force is set, it also refuses a file that failed validation, which a redrive reads again and
+// fails the same way. Unless OutOfOrder is set, it refuses a file that later files of the tenant
+// passed (a continue tenant's failed file, a halt tenant's skipped one), naming them: its records
+// would be registered after theirs. A halt tenant's file that is not its blocking one is redriven,
+// when it may be, through the tenant's FIFO group as under continue.
+func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt RedriveOptions) (RedriveResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
 		return RedriveResult{}, err
@@ -302,14 +329,20 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 	if err != nil {
 		return RedriveResult{}, err
 	}
+	// direct: the halted tenant's blocking execution, redriven now; nothing started after it, as
+	// the controller holds the tenant's group at it.
+	direct := false
 	if t.Policy == pipeline.OnFailureHalt {
-		if st.blocking == nil {
+		switch {
+		case st.blocking == nil && execution == "":
 			return RedriveResult{}, refuse("tenant %s is not blocked: under halt only the blocking execution is redriven", id)
+		case st.blocking == nil:
+			// A skipped (or otherwise passed) file of a halt tenant: the order guard decides.
+		case execution != "" && execution != aws.ToString(st.blocking.Name):
+			return RedriveResult{}, refuse("execution %s is not tenant %s's blocking execution (%s is); redriving it would run beside the tenant's order", execution, id, aws.ToString(st.blocking.Name))
+		default:
+			execution, direct = aws.ToString(st.blocking.Name), true
 		}
-		if name := aws.ToString(st.blocking.Name); execution != "" && execution != name {
-			return RedriveResult{}, refuse("execution %s is not tenant %s's blocking execution (%s is); redriving it would run beside the tenant's order", execution, id, name)
-		}
-		execution = aws.ToString(st.blocking.Name)
 	} else if execution == "" {
 		for _, e := range st.recent {
 			if unsuccessful(e.Status) {
@@ -335,7 +368,7 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 	if err := o.redrivable(d, execution); err != nil {
 		return RedriveResult{}, err
 	}
-	if !force {
+	if !opt.Force {
 		if err := failedValidation(t, d, execution); err != nil {
 			return RedriveResult{}, err
 		}
@@ -343,8 +376,16 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 	if err := o.workFilesPresent(ctx, id, arn, execution); err != nil {
 		return RedriveResult{}, err
 	}
-	res := RedriveResult{Tenant: id, ExecutionName: execution, RequestID: o.NewRequestID()}
-	if t.Policy == pipeline.OnFailureHalt {
+	res := RedriveResult{Tenant: id, ExecutionName: execution}
+	var p passed
+	if !direct {
+		p, err = o.checkOrder(ctx, t, st, "redrive", execution, aws.ToTime(d.StartDate), OutOfOrder{Allowed: opt.OutOfOrder, Reason: opt.Reason})
+		if err != nil {
+			return RedriveResult{}, err
+		}
+	}
+	res.RequestID = o.NewRequestID()
+	if direct {
 		_, err := o.StepFunctions.RedriveExecution(ctx, &sfn.RedriveExecutionInput{ExecutionArn: aws.String(arn), ClientToken: aws.String(res.RequestID)})
 		if nr, ok := errorsAs[*sfntypes.ExecutionNotRedrivable](err); ok {
 			return RedriveResult{}, refuse("Step Functions refuses to redrive %s: %s", execution, aws.ToString(nr.Message))
@@ -356,7 +397,19 @@ func (o *Ops) Redrive(ctx context.Context, id, execution, reason string, force b
 		return res, nil
 	}
 	m := pipeline.ControlMessage{Action: pipeline.ControlRedrive, ExecutionName: execution}
-	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
+	if p.any() {
+		rec, err := o.outOfOrderRecord(ctx, "redrive", execution, res.RequestID, opt.Reason, p)
+		if err != nil {
+			return RedriveResult{}, err
+		}
+		if err := o.writeOutOfOrder(ctx, t, rec); err != nil {
+			return RedriveResult{}, err
+		}
+		m.OutOfOrder = true
+		res.OutOfOrder, res.Later, res.AuditKey = true, p.later, results.Key(t.ID, execution, results.OutOfOrderFile)
+		res.LaterCount, res.Queued = p.count, p.queued
+	}
+	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, opt.Reason)
 	if err != nil {
 		return RedriveResult{}, err
 	}
@@ -406,11 +459,25 @@ type ReplayResult struct {
 	Resent int `json:"resent"`
 	// Skipped counts dead-letter messages that were not S3 events of the tenant; they stay there.
 	Skipped int `json:"skipped"`
+	// OutOfOrder is true when the replay runs after later files of the tenant (--out-of-order),
+	// which Later names (at most MaxLaterListed).
+	OutOfOrder bool        `json:"outOfOrder,omitempty"`
+	Later      []LaterFile `json:"later,omitempty"`
+	LaterCount int         `json:"laterCount,omitempty"`
+	Queued     int         `json:"queued,omitempty"`
 }
 
-// Replay registers an object version again, behind whatever is queued now, under a new execution
-// name (so new Idempotency-Keys). Without versionID it pins the key's current version.
+// Replay is ReplayWith without an out-of-order permission.
 func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (ReplayResult, error) {
+	return o.ReplayWith(ctx, id, key, versionID, reason, false)
+}
+
+// ReplayWith registers an object version again, behind whatever is queued now, under a new
+// execution name (so new Idempotency-Keys). Without versionID it pins the key's current version.
+// Unless outOfOrder is set, it refuses when later files of the tenant ran after the version's
+// original execution (or after the version was written, when none is found): the replay would
+// register its records after theirs (orderguard.go).
+func (o *Ops) ReplayWith(ctx context.Context, id, key, versionID, reason string, outOfOrder bool) (ReplayResult, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
 		return ReplayResult{}, err
@@ -436,8 +503,37 @@ func (o *Ops) Replay(ctx context.Context, id, key, versionID, reason string) (Re
 	if src.OriginalExecution, err = o.originalExecution(ctx, t, *src, obj.LastModified); err != nil {
 		return ReplayResult{}, err
 	}
+	// The files that started after the version's original execution (itself not counted), or
+	// after the version was written.
+	since := aws.ToTime(obj.LastModified)
+	if src.OriginalExecution != "" {
+		d, err := o.describe(ctx, executionARN(t.StateMachineARN, src.OriginalExecution))
+		if err != nil {
+			return ReplayResult{}, err
+		}
+		since = aws.ToTime(d.StartDate)
+	}
+	st, err := o.state(ctx, t)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	p, err := o.checkOrder(ctx, t, st, "replay", key, since, OutOfOrder{Allowed: outOfOrder, Reason: reason})
+	if err != nil {
+		return ReplayResult{}, err
+	}
 	m := pipeline.ControlMessage{Action: pipeline.ControlReplay, Source: src}
 	res := ReplayResult{Tenant: id, Key: key, VersionID: src.VersionID, RequestID: o.NewRequestID(), OriginalExecution: src.OriginalExecution}
+	if p.any() {
+		rec, err := o.outOfOrderRecord(ctx, "replay", pipeline.ReplayExecutionPrefix+res.RequestID, res.RequestID, reason, p)
+		if err != nil {
+			return ReplayResult{}, err
+		}
+		if err := o.writeOutOfOrder(ctx, t, rec); err != nil {
+			return ReplayResult{}, err
+		}
+		m.OutOfOrder = true
+		res.OutOfOrder, res.Later, res.LaterCount, res.Queued = true, p.later, p.count, p.queued
+	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, reason)
 	if err != nil {
 		return ReplayResult{}, err
@@ -594,6 +690,9 @@ func (o *Ops) sendControl(ctx context.Context, t pipeline.TenantOutput, m *pipel
 		return "", err
 	}
 	m.Type, m.Version, m.Tenant = pipeline.ControlType, pipeline.ControlVersion, t.ID
+	if m.OutOfOrder {
+		m.Version = pipeline.ControlVersionOutOfOrder
+	}
 	m.RequestedBy, m.Reason, m.RequestedAt, m.RequestID = who, oneLine(reason), o.Now().UTC(), requestID
 	body, err := pipeline.EncodeControl(*m)
 	if err != nil {
@@ -624,13 +723,23 @@ func (o *Ops) send(ctx context.Context, t pipeline.TenantOutput, body, dedupID s
 	return aws.ToString(out.MessageId), nil
 }
 
-// caller is the ARN of the identity pipectl runs as.
+// caller is the ARN of the identity pipectl runs as, asked once per Ops (a bulk action audits
+// every tenant's action with it).
 // https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
 func (o *Ops) caller(ctx context.Context) (string, error) {
+	o.found.mu.Lock()
+	who := o.found.caller
+	o.found.mu.Unlock()
+	if who != "" {
+		return who, nil
+	}
 	out, err := o.STS.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return "", fmt.Errorf("get caller identity: %w", err)
 	}
+	o.found.mu.Lock()
+	o.found.caller = aws.ToString(out.Arn)
+	o.found.mu.Unlock()
 	return aws.ToString(out.Arn), nil
 }
 

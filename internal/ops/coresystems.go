@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/example/tenantpipeline/internal/admission"
+	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 )
@@ -41,6 +42,11 @@ type CoreSystemStatus struct {
 	OldestAdmissionWaitSeconds float64 `json:"oldestAdmissionWaitSeconds"`
 	// Tenants are the reported tenants naming the core system, sorted.
 	Tenants []string `json:"tenants"`
+
+	// Steering (steer.go): Paused while an operator's pause holds admission (pipectl core
+	// pause); Override the limit override in force, null when none or expired.
+	Paused   bool          `json:"paused"`
+	Override *CoreOverride `json:"override"`
 }
 
 // ttls are the controller's lease and waiting-entry times to live, from its environment as the
@@ -154,6 +160,7 @@ func (o *Ops) coreGates(ctx context.Context, ts []pipeline.TenantOutput) ([]core
 		}
 		out = append(out, coreGate{tenant: t.ID, cs: *cs, env: env, gate: admission.Gate{
 			Table: tables[cs.Name], Key: schema.CoreGate(cs.Name), Limit: cs.MaxRunningFiles, Adaptive: cs.Adaptive,
+			Core: &corecontrol.Settings{Name: cs.Name, MaxRunningFiles: cs.MaxRunningFiles, MaxRequestsInFlight: cs.RequestsInFlight(), Maintenance: cs.Maintenance},
 		}})
 	}
 	return out, nil
@@ -194,6 +201,9 @@ func (o *Ops) coreSystems(ctx context.Context, ts []pipeline.TenantOutput) ([]Co
 			Name: g.cs.Name, MaxRunningFiles: g.cs.MaxRunningFiles, Limit: sum.Limit, Adaptive: g.cs.Adaptive,
 			RunningFiles: len(sum.Running), Running: sum.Running, WaitingTenants: sum.Waiting,
 			OldestAdmissionWaitSeconds: *seconds(sum.OldestWaitSeconds), Tenants: []string{g.tenant},
+		}
+		if err := o.steering(ctx, g, byName[g.cs.Name]); err != nil {
+			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
 		}
 		names = append(names, g.cs.Name)
 	}

@@ -60,6 +60,7 @@ type discovery struct {
 	mu        sync.Mutex
 	described map[string]*sfn.DescribeExecutionOutput // closed executions only: they do not change
 	envs      map[string]map[string]string            // functions' environments, by function name
+	caller    string                                  // the caller's ARN, once asked
 }
 
 // poolTenants reads the pool's settings file from its controller's code and describes each tenant

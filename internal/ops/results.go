@@ -59,6 +59,9 @@ type ResultsReport struct {
 	Summary results.Summary `json:"summary"`
 	// Raw is summary.json as stored.
 	Raw json.RawMessage `json:"-"`
+	// OutOfOrder is the file's out-of-order audit record (results.OutOfOrderFile), when an
+	// operator ran it after later files of the tenant; nil otherwise.
+	OutOfOrder *results.OutOfOrder `json:"outOfOrder,omitempty"`
 	// Downloaded are the local paths of the files written under the --out folder.
 	Downloaded []string `json:"downloaded,omitempty"`
 }
@@ -132,6 +135,16 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 	rep := ResultsReport{Tenant: t.ID, Execution: execution, Key: r.Key, Note: r.Note, Raw: body}
 	if err := json.Unmarshal(body, &rep.Summary); err != nil {
 		return ResultsReport{}, fmt.Errorf("s3://%s/%s: %w", t.Bucket, key, err)
+	}
+	oooKey := results.Key(t.ID, execution, results.OutOfOrderFile)
+	if b, found, err := o.object(ctx, t.Bucket, oooKey); err != nil {
+		return ResultsReport{}, err
+	} else if found {
+		var ooo results.OutOfOrder
+		if err := json.Unmarshal(b, &ooo); err != nil {
+			return ResultsReport{}, fmt.Errorf("s3://%s/%s: %w", t.Bucket, oooKey, err)
+		}
+		rep.OutOfOrder = &ooo
 	}
 	if outDir == "" {
 		return rep, nil

@@ -28,14 +28,21 @@ import (
 // Version 2 adds "source.originalExecution" to a replay. Version 3 adds a sequenced tenant's actions:
 // "sequence-skip" and "sequence-set" (an operator's, with "number"), "sequence-wake" (the tenant's
 // tick asks the head to send the next held file back) and "sequence-tick" (the tick itself, which
-// travels in the tenant's TickGroup, never in its files' group). A later version may add fields or actions;
+// travels in the tenant's TickGroup, never in its files' group). Version 4 adds "outOfOrder" to a
+// redrive or a replay: the operator ran the file after later files of the tenant on purpose, and
+// the reason says why. A later version may add fields or actions;
 // a controller rejects (quarantines) any version it does not know, so a message is never half
 // understood.
 const (
 	ControlType = "tenantpipeline.control"
-	// ControlVersion is the version pipectl writes; the controller reads MinControlVersion to it.
-	ControlVersion    = 3
-	MinControlVersion = 1
+	// ControlVersion is the version pipectl writes, and ControlVersionOutOfOrder the one it writes
+	// for an out-of-order run, so that a controller that does not know the field quarantines the
+	// message instead of half understanding it. The controller reads MinControlVersion to
+	// MaxControlVersion.
+	ControlVersion           = 3
+	ControlVersionOutOfOrder = 4
+	MinControlVersion        = 1
+	MaxControlVersion        = ControlVersionOutOfOrder
 
 	// ControlRedrive redrives a failed file execution of the tenant at the head of its group.
 	ControlRedrive = "redrive"
@@ -72,6 +79,9 @@ type ControlMessage struct {
 	Source *ControlSource `json:"source,omitempty"`
 	// Number is the number a sequence-skip skips or a sequence-set sets (version 3).
 	Number *int64 `json:"number,omitempty"`
+	// OutOfOrder says the operator runs the file (redrive, replay) after later files of the tenant
+	// on purpose; Reason is then required (version 4).
+	OutOfOrder bool `json:"outOfOrder,omitempty"`
 	// RequestedBy is the caller's identity (STS GetCallerIdentity ARN), for the audit trail.
 	RequestedBy string    `json:"requestedBy"`
 	Reason      string    `json:"reason"`
@@ -182,8 +192,8 @@ func (m ControlMessage) Validate() error {
 	if m.Type != ControlType {
 		p = append(p, fmt.Sprintf("type is %q, want %q", m.Type, ControlType))
 	}
-	if m.Version < MinControlVersion || m.Version > ControlVersion {
-		p = append(p, fmt.Sprintf("version is %d, want %d to %d", m.Version, MinControlVersion, ControlVersion))
+	if m.Version < MinControlVersion || m.Version > MaxControlVersion {
+		p = append(p, fmt.Sprintf("version is %d, want %d to %d", m.Version, MinControlVersion, MaxControlVersion))
 	}
 	if m.Tenant == "" {
 		p = append(p, "tenant is empty")
@@ -199,6 +209,16 @@ func (m ControlMessage) Validate() error {
 	}
 	if len(m.Reason) > MaxControlReason || !utf8.ValidString(m.Reason) {
 		p = append(p, fmt.Sprintf("reason must be valid UTF-8 of at most %d bytes", MaxControlReason))
+	}
+	if m.OutOfOrder {
+		switch {
+		case m.Action != ControlRedrive && m.Action != ControlReplay:
+			p = append(p, m.Action+": outOfOrder must be absent")
+		case m.Version < ControlVersionOutOfOrder:
+			p = append(p, m.Action+": outOfOrder needs version 4")
+		case strings.TrimSpace(m.Reason) == "":
+			p = append(p, m.Action+": outOfOrder needs a reason")
+		}
 	}
 	switch m.Action {
 	case ControlRedrive:

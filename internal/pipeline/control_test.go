@@ -52,6 +52,12 @@ func TestDecodeControlValid(t *testing.T) {
 			RequestedAt: time.Date(2026, 11, 30, 12, 5, 0, 123_000_000, time.UTC),
 			RequestID:   "9a7c1e2d-0b3f-4e5a-8c6d-1f2e3a4b5c6d",
 		}},
+		{"redrive-out-of-order.json", ControlMessage{
+			Type: ControlType, Version: 4, Action: ControlRedrive, Tenant: "acme", ExecutionName: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8",
+			OutOfOrder:  true,
+			RequestedBy: "arn:aws:sts::123456789012:assumed-role/Operator/alice", Reason: "the later files hold other orders",
+			RequestedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), RequestID: "5b0e6a8e-2f5c-4a0e-9d1e-7c2b9f0a1d3e",
+		}},
 		{"sequence-skip.json", ControlMessage{
 			Type: ControlType, Version: 3, Action: ControlSequenceSkip, Tenant: "acme", Number: aws.Int64(41),
 			RequestedBy: "arn:aws:iam::123456789012:user/bob", Reason: "lost upload",
@@ -71,7 +77,7 @@ func TestDecodeControlValid(t *testing.T) {
 				got.Tenant != tc.want.Tenant || got.ExecutionName != tc.want.ExecutionName ||
 				got.RequestedBy != tc.want.RequestedBy || got.Reason != tc.want.Reason ||
 				!got.RequestedAt.Equal(tc.want.RequestedAt) || got.RequestID != tc.want.RequestID ||
-				aws.ToInt64(got.Number) != aws.ToInt64(tc.want.Number) {
+				aws.ToInt64(got.Number) != aws.ToInt64(tc.want.Number) || got.OutOfOrder != tc.want.OutOfOrder {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 			if (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && *got.Source != *tc.want.Source) {
@@ -97,7 +103,10 @@ func TestDecodeControlRejects(t *testing.T) {
 	}{
 		{"unknown-field.json", []string{`unknown field "priority"`}},
 		{"trailing-data.json", []string{"data after the message"}},
-		{"version-4.json", []string{"version is 4, want 1 to 3"}},
+		{"version-5.json", []string{"version is 5, want 1 to 4"}},
+		{"out-of-order-v3.json", []string{"redrive: outOfOrder needs version 4"}},
+		{"out-of-order-no-reason.json", []string{"redrive: outOfOrder needs a reason"}},
+		{"sequence-skip-out-of-order.json", []string{"sequence-skip: outOfOrder must be absent"}},
 		{"sequence-skip-v2.json", []string{"sequence-skip: needs version 3"}},
 		{"sequence-set-no-number.json", []string{"sequence-set: number must be 0 or more"}},
 		{"replay-original-v1.json", []string{"replay: source.originalExecution needs version 2"}},

@@ -138,6 +138,8 @@ type pace struct {
 
 	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
 	window *window
+	// noWindowUntil: no maintenance window opens before it (holdForMaintenance's cache).
+	noWindowUntil time.Time
 }
 
 func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
@@ -222,6 +224,9 @@ func (b budget) slowedDown(what string, d time.Duration) error {
 // take waits for n tokens of the rate limit (a batch of n records takes n), or returns the
 // errSlowDown stop when that wait does not fit.
 func (p *pace) take(ctx context.Context, b budget, what string, n int, need time.Duration) error {
+	if err := p.holdForMaintenance(ctx, b, what, need); err != nil {
+		return err
+	}
 	if p.lim == nil {
 		return nil
 	}

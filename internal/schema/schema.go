@@ -14,6 +14,8 @@
 //	lease                  <gate>                    slot#<index, 4 digits>      admission
 //	overflow lease         <gate>                    slot#x#<execution>          admission
 //	adaptive limit         core#<name>               limit                       admission
+//	pause and override     core#<name>               control                     corecontrol
+//	operator's action      core#<name>               audit#<time>#<action>       corecontrol
 //	ticket counter         <gate>#queue              ctr#<weight, 2 digits>      admission
 //	gate meta              <gate>#queue              ctr#~                       admission
 //	waiter                 <gate>#queue              w#<weight>#<ticket, 12>     admission
@@ -150,3 +152,15 @@ const (
 	MinMaxQueued     = 1
 	MaxMaxQueued     = 1000
 )
+
+// A core system's steering by operators (package corecontrol), in the core system's gate.
+const (
+	// ControlSK is the sort key of a core system's control item: its pause and its limit override.
+	ControlSK = "control"
+	// AuditPrefix starts the sort key of an operator's action on the core system (AuditSK).
+	AuditPrefix = "audit#"
+)
+
+// AuditSK is the sort key of one audited action: its time (UTC, RFC 3339 with nanoseconds, so
+// a gate's actions list in order) and the action.
+func AuditSK(at, action string) string { return AuditPrefix + at + "#" + action }

@@ -483,6 +483,7 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 		out[name] = tenantpipeline.NewCoreSystem(scope, name, &tenantpipeline.CoreSystemProps{
 			Name: name, MaxRunningFiles: c.MaxRunningFiles, MaxRecordsPerSecond: c.MaxRecordsPerSecond, Adaptive: c.Adaptive,
 			MaxRequestsInFlight: c.MaxRequestsInFlight, AlarmTopic: topic, EncryptionKey: key.in(scope),
+			Breaker: c.Breaker, Maintenance: c.Maintenance, IdempotencyRetention: c.Spec().Retention(), LookupURL: c.LookupURL, CompleteURL: c.CompleteURL,
 		})
 	}
 	return out, stack

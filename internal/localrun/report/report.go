@@ -151,6 +151,10 @@ type FileReport struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Replay is true for an entry of TenantReport.Replays.
 	Replay bool `json:"replay,omitempty"`
+	// OutOfOrder is the operator's reason for running the file after later files of its tenant
+	// (a redrive or replay with pipectl --out-of-order, audited in its results folder's
+	// out-of-order.json); absent otherwise.
+	OutOfOrder string `json:"outOfOrder,omitempty"`
 	// Sequence is the value the file's name carries in its tenant's sequence (a number without its
 	// zeros); Refusal why a REFUSED file will not run (its summary.json's: "unmatched",
 	// "duplicate" or "late"), and ExecutionName is then the name its summary is under.

@@ -3,6 +3,7 @@ package opsfake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -127,10 +128,52 @@ func (f *dynamoFake) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 	return out, nil
 }
 
-var errReadOnly = errors.New("opsfake: pipectl only reads admission tables")
+var errReadOnly = errors.New("opsfake: pipectl only reads admission tables, but for a core system's control and audit items")
 
-func (f *dynamoFake) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return nil, errReadOnly
+// PutItem writes a core system's control item (sk schema.ControlSK, conditional on its version)
+// or an audit item (sk under schema.AuditPrefix, conditional on its absence), as pipectl core
+// does; any other write is refused.
+func (f *dynamoFake) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := (*World)(f).fail("PutItem"); err != nil {
+		return nil, err
+	}
+	table, sk := aws.ToString(in.TableName), str(in.Item, schema.AttrSK)
+	if sk != schema.ControlSK && !strings.HasPrefix(sk, schema.AuditPrefix) {
+		return nil, errReadOnly
+	}
+	idx := -1
+	for i, it := range f.Tables[table] {
+		if str(it, schema.AttrPK) == str(in.Item, schema.AttrPK) && str(it, schema.AttrSK) == sk {
+			idx = i
+		}
+	}
+	switch cond := aws.ToString(in.ConditionExpression); cond {
+	case "attribute_not_exists(#sk)":
+		if idx >= 0 {
+			return nil, &ddbtypes.ConditionalCheckFailedException{Message: aws.String("exists")}
+		}
+	case "attribute_not_exists(#v) OR #v = :v":
+		if idx >= 0 {
+			cur, _ := f.Tables[table][idx]["version"].(*ddbtypes.AttributeValueMemberN)
+			want := in.ExpressionAttributeValues[":v"].(*ddbtypes.AttributeValueMemberN)
+			if cur != nil && cur.Value != want.Value {
+				return nil, &ddbtypes.ConditionalCheckFailedException{Message: aws.String("version")}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("opsfake: PutItem with an unexpected condition %q", cond)
+	}
+	if f.Tables == nil {
+		f.Tables = map[string][]item{}
+	}
+	if idx >= 0 {
+		f.Tables[table][idx] = in.Item
+	} else {
+		f.Tables[table] = append(f.Tables[table], in.Item)
+	}
+	return &dynamodb.PutItemOutput{}, nil
 }
 
 func (f *dynamoFake) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {

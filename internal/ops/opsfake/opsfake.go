@@ -277,6 +277,9 @@ func (f *sfnFake) RedriveExecution(_ context.Context, in *sfn.RedriveExecutionIn
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Redrives = append(f.Redrives, *in)
+	if err := (*World)(f).fail("RedriveExecution"); err != nil {
+		return nil, err
+	}
 	e, err := f.find(in.ExecutionArn)
 	if err != nil {
 		return nil, err
