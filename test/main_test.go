@@ -95,7 +95,7 @@ func fileRule(t *testing.T, tpl map[string]any, tenant string) (string, map[stri
 	var id string
 	var rule map[string]any
 	for rid, r := range tenantResources(t, tpl, "AWS::Events::Rule", tenant) {
-		if strings.Contains(rid, "StatusRule") {
+		if strings.Contains(rid, "StatusRule") || strings.Contains(rid, "ReconcileRule") {
 			continue
 		}
 		if rule != nil {

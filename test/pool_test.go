@@ -90,8 +90,8 @@ func TestPoolShape(t *testing.T) {
 	// One rule per intake group (16 by default), each with its own message group, the silo rule's
 	// retry policy and dead-letter queue, and a filter on the characters of its group.
 	rules := byType(tpl, "AWS::Events::Rule")
-	if len(rules) != tenants.DefaultPoolIntakeGroups+1 {
-		t.Fatalf("got %d rules, want %d intake rules and the status rule", len(rules), tenants.DefaultPoolIntakeGroups)
+	if len(rules) != tenants.DefaultPoolIntakeGroups+2 {
+		t.Fatalf("got %d rules, want %d intake rules, the status rule and the reconciler's schedule", len(rules), tenants.DefaultPoolIntakeGroups)
 	}
 	groups := map[string]string{} // message group -> rule
 	for id, r := range rules {
@@ -326,6 +326,9 @@ func TestPoolRuleFailuresWatchEveryIntakeRule(t *testing.T) {
 	for id, r := range byType(tpl, "AWS::Events::Rule") {
 		if strings.Contains(asJSON(props(r)["EventPattern"]), `"aws.states"`) {
 			continue // the status rule: its target is the controller
+		}
+		if _, scheduled := props(r)["ScheduleExpression"]; scheduled {
+			continue // the reconciler's schedule: its target is the controller
 		}
 		rules++
 		if n := watched[asJSON(map[string]any{"Ref": id})]; n != 1 {

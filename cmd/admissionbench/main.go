@@ -67,6 +67,9 @@ type options struct {
 	// loseEvery, when positive, loses every loseEvery'th wake-up of a handover (push): the
 	// woken message is never made visible, as when its ChangeMessageVisibility fails.
 	loseEvery int
+	// reconcileTimer, when positive, is the reconciler's schedule (push): the gate is reconciled
+	// every reconcileTimer, as the scheduled rule invokes a controller, beside its asks and releases.
+	reconcileTimer time.Duration
 }
 
 func main() {
@@ -84,6 +87,7 @@ func main() {
 	flag.DurationVar(&o.pollWindow, "poll-window", 3*time.Minute, "simulated time after which the polling design's run stops")
 	flag.DurationVar(&o.maxWallClock, "max-wall", 20*time.Minute, "wall-clock time after which a run stops")
 	flag.IntVar(&o.loseEvery, "lose-every", 100, "the lost wake-up case: lose every this many handovers' wake-ups (0: no such case)")
+	flag.DurationVar(&o.reconcileTimer, "reconcile-timer", time.Minute, "the reconciler's schedule: the gate is also reconciled this often, as the scheduled rule does (0: only on asks and releases)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 3 when the push design misses a goal")
 	flag.BoolVar(&o.verbose, "v", false, "progress on stderr")
 	flag.StringVar(&o.root, "root", ".", "the project's root (node_modules, local/dynalite)")
@@ -161,13 +165,14 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("push lost wake-ups: %w", err)
 		}
-		// The reconciler runs on the gate's asks and releases: a wake-up lost at the burst's tail,
-		// after the gate's last ask and release, waits for its file's own hold.
-		fmt.Printf("admission: push N=%d with a lost wake-up every %d handovers: %d lost, %d handed on within one reconcile period (%.0f s) of the reservation's end, %d later or never (the slowest %.1f s); utilization %.1f %%, %.2f invocations per file\n",
-			o.sizes[0], o.loseEvery, res.lost, res.inPeriod, admission.DefaultReconcileEvery.Seconds(), res.lost-res.inPeriod, res.slowestHandOn.Seconds(),
-			100*res.utilization(), res.invocationsPerFile())
-		if res.lost == 0 || res.inPeriod < res.lost {
-			missed = append(missed, fmt.Sprintf("lost wake-ups: %d of %d handed on within one reconcile period", res.inPeriod, res.lost))
+		// The reconciler runs on the gate's asks and releases, and on its schedule (-reconcile-timer):
+		// without the schedule, a wake-up lost at the burst's tail, after the gate's last ask and
+		// release, waits for its file's own hold.
+		fmt.Printf("admission: push N=%d with a lost wake-up every %d handovers, reconciler schedule %s: %d lost, %d handed on within one reconcile period (%.0f s) of the reservation's end, %d within one reconciler period (%s), %d later or never (the slowest %.1f s); utilization %.1f %%, %.2f invocations per file\n",
+			o.sizes[0], o.loseEvery, timerName(o.reconcileTimer), res.lost, res.inPeriod, admission.DefaultReconcileEvery.Seconds(), res.inTimer, timerName(o.reconcileTimer),
+			res.lost-res.inTimer, res.slowestHandOn.Seconds(), 100*res.utilization(), res.invocationsPerFile())
+		if res.lost == 0 || res.inTimer < res.lost {
+			missed = append(missed, fmt.Sprintf("lost wake-ups: %d of %d handed on within one reconciler period", res.inTimer, res.lost))
 		}
 	}
 	push := results["push"]
@@ -223,6 +228,17 @@ type result struct {
 	// longest from a lost reservation's end to its slot's handing on.
 	lost, handedOn, inPeriod int
 	slowestHandOn            time.Duration
+	// inTimer: lost wake-ups handed on within one reconciler period: the schedule's
+	// (-reconcile-timer), or the reconcile period without one.
+	inTimer int
+}
+
+// timerName names the reconciler's schedule of the lost wake-up case.
+func timerName(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
 }
 
 func (r result) utilization() float64 {
@@ -373,6 +389,7 @@ type event struct {
 const (
 	evDeliver = iota
 	evStatus
+	evTimer // the reconciler's schedule
 )
 
 type events []event
@@ -413,13 +430,15 @@ type gateway interface {
 	// tenants whose messages to make visible.
 	ask(ctx context.Context, t *tenant, now time.Duration) (admitted bool, again time.Duration, wakes []int, err error)
 	release(ctx context.Context, t *tenant, now time.Duration) (wakes []int, err error)
+	// tick is the reconciler's scheduled run.
+	tick(ctx context.Context, now time.Duration) (wakes []int, err error)
 }
 
 func simulate(ctx context.Context, o options, url, design string, n int, weights bool) (result, error) {
 	slotsForResults = o.slots
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(url),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-	table := fmt.Sprintf("admission-%s-%d-%v-%d", design, n, weights, o.loseEvery)
+	table := fmt.Sprintf("admission-%s-%d-%v-%d-%d", design, n, weights, o.loseEvery, int(o.reconcileTimer.Seconds()))
 	if err := createTable(ctx, db, table); err != nil {
 		return result{}, err
 	}
@@ -434,7 +453,10 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	case "push":
 		pushed = &push{store: &admission.Store{DB: m, LeaseTTL: admission.LeaseTTLFor(o.safetyNet, o.safetyNet),
 			WaiterTTL: admission.WaiterTTLFor(o.safetyNet), Now: now}, gate: gate, safetyNet: o.safetyNet,
-			loseEvery: o.loseEvery, lost: map[int]time.Duration{}}
+			loseEvery: o.loseEvery, lost: map[int]time.Duration{}, period: admission.DefaultReconcileEvery}
+		if o.reconcileTimer > 0 {
+			pushed.period = o.reconcileTimer
+		}
 		gw = pushed
 	case "poll":
 		gw = &poll{store: &pollref.Store{DB: m, LeaseTTL: admission.LeaseTTLFor(o.safetyNet, o.safetyNet),
@@ -467,6 +489,9 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 		ts[i].receipt = 1
 		ts[i].inFlight = true
 		push(0, evDeliver, i, 1)
+	}
+	if pushed != nil && o.reconcileTimer > 0 {
+		push(o.reconcileTimer, evTimer, 0, 0)
 	}
 	free := make([]time.Duration, o.controllers)
 	res := result{design: design, tenants: n, weights: weights}
@@ -545,6 +570,14 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 			}
 			res.invocations++
 			wakes = w
+		case evTimer:
+			w, err := gw.tick(ctx, clock)
+			if err != nil {
+				return res, err
+			}
+			res.invocations++
+			wakes = w
+			push(e.at+o.reconcileTimer, evTimer, 0, 0) // on the schedule, however long this one took
 		}
 		calls := m.requests.Load() - before
 		end := clock + o.invocation + time.Duration(calls)*o.perCall
@@ -600,6 +633,7 @@ func simulate(ctx context.Context, o options, url, design string, n int, weights
 	}
 	if pushed != nil {
 		res.lost, res.handedOn, res.inPeriod, res.slowestHandOn = pushed.lostCount, pushed.handedOn, pushed.inPeriod, pushed.slowest
+		res.inTimer = pushed.inTimer
 	}
 	res.requests = m.requests.Load()
 	res.readUnits = float64(m.readMilli.Load()) / 1000
@@ -650,6 +684,10 @@ type push struct {
 	loseEvery, handovers, lostCount, handedOn, inPeriod int
 	lost                                                map[int]time.Duration
 	slowest                                             time.Duration
+	// period is one reconciler period: the schedule's, or the reconcile period without one;
+	// inTimer counts the lost wake-ups handed on within it of their reservation's end.
+	period  time.Duration
+	inTimer int
 }
 
 // woken is the tenants to wake of wakes at now, less the lost ones (loseEvery).
@@ -671,6 +709,9 @@ func (p *push) woken(wakes []admission.Wake, now time.Duration) []int {
 				p.slowest = max(p.slowest, late)
 				if late <= admission.DefaultReconcileEvery {
 					p.inPeriod++
+				}
+				if late <= p.period {
+					p.inTimer++
 				}
 			}
 			out = append(out, i)
@@ -730,6 +771,12 @@ func (p *push) release(ctx context.Context, t *tenant, now time.Duration) ([]int
 	return p.woken(wakes, now), err
 }
 
+// tick is the scheduled rule's invocation: the controller reconciles the gate if it is due.
+func (p *push) tick(ctx context.Context, now time.Duration) ([]int, error) {
+	wakes, err := p.store.ReconcileDue(ctx, p.gate)
+	return p.woken(wakes, now), err
+}
+
 // poll is the reference: cmd/admissionbench/pollref with the controller's old asking pace (every
 // second while fewer tenants are ahead than a round of the gate's limit, at most 20; a second more
 // per round ahead; past the counted ranks a backoff doubling per delivery; 30 s at most).
@@ -749,6 +796,8 @@ func (p *poll) ask(ctx context.Context, t *tenant, _ time.Duration) (bool, time.
 	}
 	return false, oldPace(time.Second, dec.Ahead, dec.Counted, dec.Limit, t.attempt), nil, nil
 }
+
+func (p *poll) tick(context.Context, time.Duration) ([]int, error) { return nil, nil }
 
 func (p *poll) release(ctx context.Context, t *tenant, _ time.Duration) ([]int, error) {
 	_, err := p.store.Release(ctx, []pollref.Gate{p.gate}, t.execution)

@@ -53,3 +53,44 @@ func TestBurstKeepsSlotsBusy(t *testing.T) {
 		t.Errorf("weights: got %s heavy:light, want at least 4x", ratio(weights.heavy, weights.light))
 	}
 }
+
+// A lost wake-up is handed on within one reconciler period once the gate is also reconciled on
+// its schedule; with the reconciler run only by asks and releases, a wake-up lost at the burst's
+// tail waits for its waiter's hold.
+func TestLostWakeUpsHandedOnBySchedule(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop, err := emulate.StartDynalite(context.Background(), deploy.NodeBinary(root), root, io.Discard)
+	if err != nil {
+		t.Fatalf("dynalite (make setup): %v", err)
+	}
+	defer stop()
+	tests := []struct {
+		name      string
+		timer     time.Duration
+		wantAllIn bool // every lost wake-up handed on within one reconciler period
+	}{
+		{name: "scheduled every minute", timer: time.Minute, wantAllIn: true},
+		{name: "asks and releases only", timer: 0, wantAllIn: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options{slots: 10, fileDur: 10 * time.Second, controllers: 4, invocation: 5 * time.Millisecond, perCall: 4 * time.Millisecond,
+				delivery: 50 * time.Millisecond, event: 150 * time.Millisecond, safetyNet: 5 * time.Minute, pollWindow: time.Hour,
+				maxWallClock: 5 * time.Minute, loseEvery: 10, reconcileTimer: tt.timer}
+			res, err := simulate(context.Background(), o, url, "push", 200, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d lost, %d within one reconciler period, the slowest %s", res.lost, res.inTimer, res.slowestHandOn)
+			if res.lost == 0 {
+				t.Fatal("got no lost wake-up, want some")
+			}
+			if allIn := res.inTimer == res.lost; allIn != tt.wantAllIn {
+				t.Errorf("got %d of %d lost wake-ups handed on within one reconciler period, want all: %v", res.inTimer, res.lost, tt.wantAllIn)
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ type options struct {
 	sink5xx                                                                                    float64
 	sinkKeyTTL                                                                                 time.Duration // --sink-key-ttl
 	sinkLookup                                                                                 bool          // --sink-lookup
-	retryScale, asyncRetryScale                                                                float64
+	retryScale, asyncRetryScale, scheduleScale                                                 float64
 	registerClientTimeout                                                                      time.Duration
 	faultSeed                                                                                  uint64
 	files                                                                                      []inboxFile
@@ -159,6 +159,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.DurationVar(&o.registerClientTimeout, "register-client-timeout", 0, "Step Functions gives up on an Invoke of Register after this long: the task fails with Lambda.ClientExecutionTimeoutException while the invocation goes on (0: never)")
 	fs.IntVar(&o.loseChildStarts, "lose-child-start-answers", 0, "the first N segment executions are started, and then each starting task fails with StepFunctions.SdkClientException, as when a start's answer is lost")
 	fs.Float64Var(&o.asyncRetryScale, "async-retry-scale", 1.0/60, "multiply Lambda's waits before retrying a failed asynchronous invocation (1 and 2 minutes) and the maximum event age (default: retries after 1 s and 2 s)")
+	fs.Float64Var(&o.scheduleScale, "schedule-scale", 1.0/12, "multiply the period of the scheduled EventBridge rules, such as the admission reconciler's rate(1 minute) (default: every 5 s)")
 	fs.Float64Var(&o.retryScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
@@ -227,6 +228,8 @@ func parse(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
 	case !(o.asyncRetryScale > 0):
 		return nil, usagef("--async-retry-scale %g: want more than 0", o.asyncRetryScale)
+	case !(o.scheduleScale > 0):
+		return nil, usagef("--schedule-scale %g: want more than 0", o.scheduleScale)
 	case o.timeout <= 0:
 		return nil, usagef("--timeout %s: want more than 0", o.timeout)
 	case o.setupTimeout <= 0:
@@ -428,7 +431,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
 				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
 				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
-				AsyncRetryScale: o.asyncRetryScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
+				AsyncRetryScale: o.asyncRetryScale, ScheduleScale: o.scheduleScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
 				SinkOutages: o.sinkOutages, Sink5xx: o.sink5xx,
 				SinkKeyTTL: o.sinkKeyTTL, SinkLookup: o.sinkLookup,
 			},

@@ -37,6 +37,7 @@ func TestBadFlagsFailFast(t *testing.T) {
 		{"negative lost starts", []string{"--lose-child-start-answers", "-2"}, "--lose-child-start-answers -2: want 0 or more"},
 		{"zero retry scale", []string{"--retry-interval-scale", "0"}, "--retry-interval-scale 0: want more than 0"},
 		{"zero async retry scale", []string{"--async-retry-scale", "0"}, "--async-retry-scale 0: want more than 0"},
+		{"zero schedule scale", []string{"--schedule-scale", "0"}, "--schedule-scale 0: want more than 0"},
 		{"negative lambda concurrency", []string{"--lambda-concurrency", "-1"}, "--lambda-concurrency -1: want 0 (unlimited) or more"},
 		{"negative sink cap", []string{"--sink-max-in-flight", "-3"}, "--sink-max-in-flight -3: want 0 (no cap) or more"},
 		{"sink cap with an external endpoint", []string{"--sink-max-in-flight", "6", "--register-url", "http://127.0.0.1:9/records"}, "--sink-max-in-flight is for the embedded sink"},

@@ -118,6 +118,8 @@ type CoreSystem struct {
 
 	// nameTaken says another core system of the app has the name (registerCoreSystem).
 	nameTaken error
+	// reconcilers decide which controller runs the core system's reconciler schedule (reconcile.go).
+	reconcilers reconcilers
 }
 
 // NewCoreSystem creates the core system's admission table under scope/id. Props are checked at

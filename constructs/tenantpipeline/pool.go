@@ -100,6 +100,9 @@ type TenantPool struct {
 	// session tag tenant=<id>, to upload that tenant's files under "<Prefix><id>/" and nowhere
 	// else (upload.go). Nil without PoolProps.Uploaders.
 	UploaderRole awsiam.Role
+	// ReconcileRule invokes the controller once a minute on the admission reconciler's schedule:
+	// it reconciles the pool gate and the gates of CoreSystems (reconcile.go).
+	ReconcileRule awsevents.Rule
 
 	// coreSystems are the app's core systems the tenants name, one per tenant (nil for none).
 	coreSystems []*CoreSystem
@@ -396,6 +399,10 @@ func (t *TenantPool) build() {
 	})
 
 	t.addIntake(code, poolEnv)
+	t.ReconcileRule = newReconcileRule(t.Construct, fmt.Sprintf("Admission reconciler of pool %s and its core systems", p.Name), t.Controller)
+	for _, c := range t.CoreSystems {
+		c.coveredByPool()
+	}
 
 	t.grantAdmission()
 	t.newTenantRole()

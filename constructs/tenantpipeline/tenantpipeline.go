@@ -77,6 +77,10 @@ type TenantPipeline struct {
 	// UploaderRole is the role Props.Uploaders assume to upload the tenant's files under its
 	// prefix and nowhere else (upload.go). Nil without Props.Uploaders.
 	UploaderRole awsiam.Role
+	// ReconcileRule invokes the controller on the admission reconciler's schedule, for its core
+	// system (reconcile.go): set, when the app is synthesized, on the one silo tenant of a core
+	// system that no pool of the app covers with the smallest id. Nil otherwise.
+	ReconcileRule awsevents.Rule
 
 	checks checks
 	// coreSystem is the app's core system Tenant.CoreSystem names, nil for none.
@@ -121,6 +125,7 @@ func (t *TenantPipeline) build() {
 	}
 	if t.coreSystem != nil {
 		env[pipeline.EnvCoreSystemTables] = coreSystemTables(t.Construct, []*CoreSystem{t.coreSystem})
+		defer t.coreSystem.addSilo(t)
 	}
 	t.Pipeline = newPipeline(t.Construct, pipelineProps{
 		Shared: p.SharedProps,

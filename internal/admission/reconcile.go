@@ -47,6 +47,19 @@ func (s *Store) reconcileIfDue(ctx context.Context, g Gate, m meta, now time.Tim
 	return s.reconcile(ctx, g, now)
 }
 
+// ReconcileDue runs the gate's reconciler on its schedule (the controller's scheduled
+// invocation): unless a release or a waiter ran it within ReconcileEvery, as reconcileIfDue.
+func (s *Store) ReconcileDue(ctx context.Context, g Gate) ([]Wake, error) {
+	if err := checkGates([]Gate{g}); err != nil {
+		return nil, err
+	}
+	m, err := s.readMeta(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return s.reconcileIfDue(ctx, g, m, s.now())
+}
+
 // Reconcile runs the gate's reconciler now (operators, tests).
 func (s *Store) Reconcile(ctx context.Context, g Gate) ([]Wake, error) {
 	if err := checkGates([]Gate{g}); err != nil {

@@ -43,6 +43,7 @@ type admitter interface {
 	Renew(ctx context.Context, gates []admission.Gate, tenant, execution string) (admission.RenewResult, error)
 	Pause(ctx context.Context, gates []admission.Gate, tenant, execution string) ([]admission.Wake, error)
 	Resume(ctx context.Context, gates []admission.Gate, tenant, execution string) error
+	ReconcileDue(ctx context.Context, g admission.Gate) ([]admission.Wake, error)
 }
 
 var _ admitter = (*admission.Store)(nil)
@@ -199,11 +200,23 @@ func (h *Handler) admissionWait(ctx context.Context, d *delivery, dec admission.
 // when it arms. Any other failure leaves the file to its safety net, and the slot to the
 // reconciler once the reservation expires.
 func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []admission.Wake) {
+	var core map[string]string
+	if cs := h.cfg.Tenant.CoreSystem; cs != nil {
+		core = map[string]string{schema.CoreGate(cs.Name): cs.Name}
+	}
+	wakeAll(ctx, h.sqs, log, h.metrics, core, h.coreMetrics, wakes)
+}
+
+// wakeAll makes the messages of wakes visible (wakeWaiters) and counts each on m: a handover, or a
+// failed wake. core names the core system of each core gate whose failed wakes are also counted
+// on the core system's emitter (coreMetrics), so that its alarm covers the tenants of both tiers.
+func wakeAll(ctx context.Context, q queue, log *slog.Logger, m *metrics.Emitter, core map[string]string,
+	coreMetrics func(string) *metrics.Emitter, wakes []admission.Wake) {
 	for _, w := range wakes {
 		if w.ReceiptHandle == "" || w.QueueURL == "" {
 			continue
 		}
-		_, err := h.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		_, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 			QueueUrl: aws.String(w.QueueURL), ReceiptHandle: aws.String(w.ReceiptHandle), VisibilityTimeout: 0,
 		})
 		attrs := []any{"gate", w.Gate, "wokenTenant", w.Tenant, "wokenExecution", w.Execution, "wokenMessageId", w.MessageID, "wokenAgain", w.Again}
@@ -220,13 +233,11 @@ func (h *Handler) wakeWaiters(ctx context.Context, log *slog.Logger, wakes []adm
 		if w.Again && counted == metrics.AdmissionHandovers {
 			continue // a waiter woken again after its reservation expired: no slot handed to it now
 		}
-		if err := h.metrics.Emit(metrics.Count(counted, 1)); err != nil {
+		if err := m.Emit(metrics.Count(counted, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
 		}
-		// A failed wake of the core system's gate is counted by core system too: its alarm covers
-		// the tenants of both tiers.
-		if cs := h.cfg.Tenant.CoreSystem; counted == metrics.AdmissionWakeFailures && h.coreMetrics != nil && cs != nil && w.Gate == schema.CoreGate(cs.Name) {
-			if err := h.coreMetrics(cs.Name).Emit(metrics.Count(metrics.AdmissionWakeFailures, 1)); err != nil {
+		if name, ok := core[w.Gate]; ok && counted == metrics.AdmissionWakeFailures && coreMetrics != nil {
+			if err := coreMetrics(name).Emit(metrics.Count(metrics.AdmissionWakeFailures, 1)); err != nil {
 				log.WarnContext(ctx, "core system metrics not written", "error", err)
 			}
 		}

@@ -49,6 +49,8 @@ type fakeAdmission struct {
 	renewed  []string
 	lost     map[string]bool // executions whose lease Renew regains
 	err      error           // answered by every call, when set
+	// reconciled are the gates ReconcileDue was asked for (reconcile_test.go).
+	reconciled []admission.Gate
 }
 
 func newFakeAdmission(limit int) *fakeAdmission {

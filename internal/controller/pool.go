@@ -59,6 +59,8 @@ type Pool struct {
 
 	mu       sync.Mutex
 	handlers map[string]*Handler
+	// scheduledGates are the core systems' gates of the scheduled reconcile, once found (reconcile.go).
+	scheduledGates []coreGate
 }
 
 // newPool wires a Pool. cfg must come from PoolConfigFromEnv.

@@ -131,8 +131,9 @@ func eventDate(raw json.RawMessage) *time.Time {
 	return &t
 }
 
-// Invoke is the controller's Lambda entry point. It serves two event shapes: the SQS event of the
-// tenant's queue (Handle), and a Step Functions status change event from EventBridge (Wake).
+// Invoke is the controller's Lambda entry point. It serves three event shapes: the SQS event of the
+// tenant's queue (Handle), a Step Functions status change event from EventBridge (Wake), and the
+// reconciler's scheduled input (Reconcile).
 // Anything else is a misconfiguration: ERROR and an error, so the function's Errors metric counts it.
 func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
 	return invoke(ctx, h, payload)
@@ -142,6 +143,7 @@ func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, err
 type target interface {
 	Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 	Wake(ctx context.Context, ev events.EventBridgeEvent) error
+	Reconcile(ctx context.Context) error
 	unknownShape(ctx context.Context, err error) error
 }
 
@@ -151,11 +153,18 @@ func invoke(ctx context.Context, t target, payload json.RawMessage) (any, error)
 		Records    json.RawMessage `json:"Records"`
 		Source     *string         `json:"source"`
 		DetailType *string         `json:"detail-type"`
+		Reconcile  *bool           `json:"reconcile"`
 	}
 	if err := json.Unmarshal(payload, &probe); err != nil {
 		return nil, t.unknownShape(ctx, fmt.Errorf("payload is not a JSON object: %w", err))
 	}
 	switch {
+	case probe.Reconcile != nil:
+		// The reconciler's schedule (reconcile.go): exactly pipeline.ReconcileInput, nothing else.
+		if string(compactJSON(payload)) != pipeline.ReconcileInput {
+			return nil, t.unknownShape(ctx, fmt.Errorf("scheduled input %s, want %s", compactJSON(payload), pipeline.ReconcileInput))
+		}
+		return nil, t.Reconcile(ctx)
 	case probe.Records != nil && probe.Source == nil && probe.DetailType == nil:
 		var ev events.SQSEvent
 		if err := json.Unmarshal(payload, &ev); err != nil {
@@ -177,7 +186,7 @@ func invoke(ctx context.Context, t target, payload json.RawMessage) (any, error)
 		}
 		return nil, t.Wake(ctx, ev)
 	default:
-		return nil, t.unknownShape(ctx, errors.New("neither an SQS event (Records) nor an EventBridge event (source, detail-type)"))
+		return nil, t.unknownShape(ctx, errors.New("neither an SQS event (Records), an EventBridge event (source, detail-type) nor the reconciler's schedule (reconcile)"))
 	}
 }
 

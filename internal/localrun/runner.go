@@ -141,6 +141,9 @@ type Faults struct {
 	// (1 minute, then 2 minutes) and the function's maximum event age (asyncinvoke.go). 0 means
 	// 1/60: retries after 1 s and 2 s, the local default.
 	AsyncRetryScale float64
+	// ScheduleScale multiplies the period of the scheduled rules (rate(...)): 0 means 1/12, so
+	// that the reconciler's rate(1 minute) runs every 5 s locally (schedules.go).
+	ScheduleScale float64
 }
 
 // Event key forms (Faults.EventKeyForm).
@@ -209,6 +212,7 @@ type Run struct {
 	s3URL      string // harness endpoint, uncounted
 	functions  []*emulate.Function
 	rules      []rule
+	schedules  []schedule        // the scheduled rules' targets (schedules.go)
 	queues     map[string]*Queue // by ARN
 	sqs        *sqs.Client       // counted (EventBridge and the event source mapping)
 	sqsAdmin   *sqs.Client       // uncounted (harness)
@@ -332,6 +336,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		r.startFunctions,
 		r.routeRules,
 		r.startMappings,
+		r.startSchedules,
 		r.startControlPlane,
 	} {
 		if err := step(ctx); err != nil {

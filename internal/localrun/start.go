@@ -269,6 +269,12 @@ func (r *Run) routeRules(context.Context) error {
 		if err != nil {
 			return err
 		}
+		if spec.Schedule != "" {
+			if err := r.scheduleRule(rr.LogicalID, spec); err != nil {
+				return err
+			}
+			continue
+		}
 		p, err := emulate.ParsePattern(spec.Pattern)
 		if err != nil {
 			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)

@@ -407,18 +407,30 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}
 	rules := 0
+	pooled := map[string]bool{} // core systems a pool's reconciler schedule covers
 	for _, p := range out.Pools {
 		rules += len(p.IntakeRules) // the S3 rules, one per intake group
 		if p.StatusRule != nil {
 			rules++
 		}
+		if p.ReconcileRule != nil {
+			rules++ // the reconciler's schedule
+		}
+		for _, c := range p.CoreSystems {
+			pooled[c.Props.Name] = true
+		}
 	}
+	siloScheduled := map[string]bool{} // one silo tenant's schedule per core system no pool covers
 	for _, p := range out.Pipelines {
 		rules++ // the S3 rule
 		if p.StatusRule != nil {
 			rules++ // the wake-up rule on the file executions' status changes
 		}
+		if cs := p.Props.Tenant.CoreSystem; cs != "" && !pooled[cs] {
+			siloScheduled[cs] = true
+		}
 	}
+	rules += len(siloScheduled)
 	first := append(append([]awscdk.Stack{}, out.TenantStacks...), out.PoolStacks...)[0]
 	WarnRuleQuota(first, rules)
 	if o.BucketName != "" {

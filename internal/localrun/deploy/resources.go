@@ -228,7 +228,10 @@ func ReadMapping(res *Resolver, m *Resource) (Mapping, error) {
 // Rule is an AWS::Events::Rule: its event pattern, as JSON, and its targets.
 type Rule struct {
 	Pattern []byte
-	Targets []RuleTarget
+	// Schedule is a scheduled rule's ScheduleExpression ("rate(1 minute)"); "" for a rule with an
+	// event pattern.
+	Schedule string
+	Targets  []RuleTarget
 }
 
 // RuleTarget is one target of a rule: a queue (with the message group of its SqsParameters) or a
@@ -236,25 +239,32 @@ type Rule struct {
 type RuleTarget struct {
 	Arn            string
 	MessageGroupID string
+	// Input is the target's constant input (a JSON text), sent instead of the event; "" for none.
+	Input string
 }
 
 // ReadRule reads a rule's pattern and targets.
 func (a *Assembly) ReadRule(res *Resolver, rr *Resource) (Rule, error) {
 	var pattern map[string]any
+	var schedule string
 	var targets []struct {
 		Arn           string
+		Input         string
 		SqsParameters struct{ MessageGroupId string }
 	}
 	if err := a.Prop(res, rr, "EventPattern", &pattern); err != nil {
+		return Rule{}, err
+	}
+	if err := a.Prop(res, rr, "ScheduleExpression", &schedule); err != nil {
 		return Rule{}, err
 	}
 	if err := a.Prop(res, rr, "Targets", &targets); err != nil {
 		return Rule{}, err
 	}
 	pb, _ := json.Marshal(pattern)
-	out := Rule{Pattern: pb}
+	out := Rule{Pattern: pb, Schedule: schedule}
 	for _, t := range targets {
-		out.Targets = append(out.Targets, RuleTarget{Arn: t.Arn, MessageGroupID: t.SqsParameters.MessageGroupId})
+		out.Targets = append(out.Targets, RuleTarget{Arn: t.Arn, MessageGroupID: t.SqsParameters.MessageGroupId, Input: t.Input})
 	}
 	return out, nil
 }
