@@ -76,7 +76,7 @@ type CoreSystemProps struct {
 	// AlarmTopic receives the core system's alarm state changes. Default: the alarm has no actions.
 	AlarmTopic awssns.ITopic
 	// EncryptionKey is the customer-managed KMS key of the admission table; the controllers (and
-	// an adaptive core system's Register functions) of its tenants get the KMS calls DynamoDB
+	// Register functions, for the adaptive limit and the breaker) of its tenants get the KMS calls DynamoDB
 	// makes for them. Default: nil, the AWS-managed key.
 	EncryptionKey awskms.IKey
 }
@@ -297,6 +297,13 @@ func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 			"dynamodb:LeadingKeys": []string{schema.CoreGate(c.Props.Name)},
 		}},
 	}))
+}
+
+// registerKeepsItems says whether Register reads and writes items of the core system's table: its
+// adaptive limit, or its breaker (on unless disabled). With a customer-managed key it then needs
+// the KMS calls DynamoDB makes for it, or every read of the breaker would fail.
+func (c *CoreSystem) registerKeepsItems() bool {
+	return c.Props.Adaptive || !c.Props.config().BreakerSettings().Disabled
 }
 
 // coreSystemsOf are the distinct core systems of cs, by name.
