@@ -128,25 +128,11 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 	return m.limit, nil
 }
 
-// Leave removes the invocation's entry, so that its grant goes to the others at their next read.
+// Leave removes the invocation's entry (Store.Remove), so that its grant goes to the others at
+// their next read.
 func (m *Member) Leave(ctx context.Context) error {
-	st, err := m.Store.Read(ctx, true)
-	if err != nil {
+	if err := m.Store.Remove(ctx, m.Self.Execution); err != nil {
 		return err
-	}
-	present := false
-	_, wrote, err := m.Store.Apply(ctx, st, m.now(), func(cur State) ([]Entry, bool) {
-		_, present = cur.Entry(m.Self.Execution)
-		if !present {
-			return nil, false
-		}
-		return slices.DeleteFunc(slices.Clone(cur.Entries), func(e Entry) bool { return e.Execution == m.Self.Execution }), true
-	})
-	switch {
-	case err != nil:
-		return err
-	case present && !wrote:
-		return ErrBusy
 	}
 	m.grant, m.joined, m.limit = 0, false, 0
 	return nil

@@ -1,5 +1,5 @@
 // Package shares divides a core system's requests in flight among its running files by what each
-// can use (docs/configuration.md, "Core systems"). The core system's capacity is its
+// can use (docs/configuration.md, "Request shares"). The core system's capacity is its
 // maxRequestsInFlight, scaled down by its adaptive limit while that is below maxRunningFiles. Each
 // running Register invocation of the core system has one entry in the core system's shares item
 // (schema.SharesSK, in its admission table): its demand (the most it can use: a key-ordered
@@ -18,15 +18,16 @@
 // invocation at its timeout) and is pruned by the next write.
 //
 // Cost, per Register invocation of a file of a core system, whatever the number of tenants: one
-// GetItem and one conditional UpdateItem to join, one UpdateItem to leave, about one GetItem a
+// GetItem and one conditional UpdateItem to join, one UpdateItem to leave (Store.Remove), about one GetItem a
 // second while it runs (two for an adaptive core system, whose limit item is read too), and one
-// UpdateItem each time its grant changes. The reads are eventually consistent; the item holds at
-// most one entry per running file (maxRunningFiles, plus entries of invocations that died before
-// leaving), about 150 bytes each, so under 4 KB (27 entries) a read costs 0.5 read request units
-// and a write one write request unit per KB
+// UpdateItem each time its grant changes (the join's GetItem, and the re-read after a lost race,
+// are strongly consistent; the regular reads eventually consistent). The item holds one entry per
+// running file (at most maxRunningFiles, plus entries of invocations that died before leaving),
+// about 150 bytes each, so up to 27 running files it is under 4 KB: an eventually consistent read
+// costs 0.5 read request units and a write one write request unit per KB
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
-// With maxRunningFiles 10 that is 0.5 RRU a second per running file, about $0.00000013 at
-// $0.25 per million RRU.
+// That is 0.5 RRU a second per running file: 1,800 an hour, $0.000225 at on-demand's $0.125 per
+// million RRU (us-east-1, https://aws.amazon.com/dynamodb/pricing/on-demand/).
 package shares
 
 import (

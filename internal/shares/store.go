@@ -122,16 +122,8 @@ func decode(it map[string]types.AttributeValue) (State, error) {
 // ok is false when another writer got there first.
 func write(ctx context.Context, api API, table, name string, cur State, entries []Entry) (State, bool, error) {
 	next := State{Entries: entries, Version: cur.Version + 1}
-	m := make(map[string]types.AttributeValue, len(entries))
-	for _, e := range entries {
-		m[e.Execution] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			schema.AttrShareDemand: num(int64(e.Demand)), schema.AttrShareWeight: num(int64(e.Weight)),
-			schema.AttrShareGrant: num(int64(e.Grant)), schema.AttrShareJoined: num(e.Joined.UnixMilli()),
-			schema.AttrShareSeen: num(e.Seen.UnixMilli()), schema.AttrShareUntil: num(e.Until.UnixMilli()),
-		}}
-	}
 	names := map[string]string{"#entries": schema.AttrShareEntries, "#version": schema.AttrShareVersion}
-	vals := map[string]types.AttributeValue{":entries": &types.AttributeValueMemberM{Value: m}, ":version": num(next.Version)}
+	vals := map[string]types.AttributeValue{":entries": entriesValue(entries), ":version": num(next.Version)}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(table),
 		Key:                       Key(name),
@@ -157,6 +149,27 @@ func write(ctx context.Context, api API, table, name string, cur State, entries 
 	return next, true, nil
 }
 
+// entriesValue is the AttrShareEntries map of entries.
+func entriesValue(entries []Entry) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(entries))
+	for _, e := range entries {
+		m[e.Execution] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			schema.AttrShareDemand: num(int64(e.Demand)), schema.AttrShareWeight: num(int64(e.Weight)),
+			schema.AttrShareGrant: num(int64(e.Grant)), schema.AttrShareJoined: num(e.Joined.UnixMilli()),
+			schema.AttrShareSeen: num(e.Seen.UnixMilli()), schema.AttrShareUntil: num(e.Until.UnixMilli()),
+		}}
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// Item is the shares item of core system name holding st, as the store writes it (for fakes of
+// the table).
+func Item(name string, st State) map[string]types.AttributeValue {
+	it := Key(name)
+	it[schema.AttrShareEntries], it[schema.AttrShareVersion] = entriesValue(st.Entries), num(st.Version)
+	return it
+}
+
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
@@ -171,6 +184,26 @@ type Store struct {
 // Read reads the shares; see the package function Read.
 func (s Store) Read(ctx context.Context, consistent bool) (State, error) {
 	return Read(ctx, s.API, s.Table, s.Name, consistent)
+}
+
+// Remove removes the entry of execution in one unconditional UpdateItem that also raises the
+// version, so that a write another invocation computed from a state that held the entry fails
+// its condition instead of writing it back. Removing an entry only frees capacity, so it needs no
+// read first. An item without the entry is left as it is.
+func (s Store) Remove(ctx context.Context, execution string) error {
+	_, err := s.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table),
+		Key:                       Key(s.Name),
+		UpdateExpression:          aws.String("REMOVE #entries.#me SET #version = #version + :one"),
+		ConditionExpression:       aws.String("attribute_exists(#entries.#me)"),
+		ExpressionAttributeNames:  map[string]string{"#entries": schema.AttrShareEntries, "#me": execution, "#version": schema.AttrShareVersion},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("removing %s from the request shares of core system %s: %w", execution, s.Name, err)
+	}
+	return nil
 }
 
 // MaxAttempts bounds how often Apply computes the entries again after losing to another writer.

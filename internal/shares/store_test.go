@@ -315,3 +315,23 @@ func TestMembersNeverAboveCapacity(t *testing.T) {
 		t.Errorf("got %d entries after every invocation left, want none", len(st.Entries))
 	}
 }
+
+// TestItemRoundTrip: Item writes what Read decodes.
+func TestItemRoundTrip(t *testing.T) {
+	want := State{Version: 3, Entries: []Entry{
+		{Execution: "a", Demand: 8, Weight: 2, Grant: 5, Joined: t0, Seen: t0.Add(time.Second), Until: t0.Add(time.Minute)},
+		{Execution: "b", Demand: 1, Weight: 1, Grant: 0, Joined: t0, Seen: t0, Until: t0.Add(time.Minute)},
+	}}
+	got, err := decode(Item("ledger", want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Entries {
+		for _, tm := range []*time.Time{&got.Entries[i].Joined, &got.Entries[i].Seen, &got.Entries[i].Until} {
+			*tm = tm.UTC()
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
