@@ -45,8 +45,9 @@ type CoreSystemProps struct {
 	// Default: false, the limit is MaxRunningFiles.
 	Adaptive bool
 	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
-	// files; each running file gets an even share (MaxRequestsInFlight / MaxRunningFiles), which
-	// bounds a keyed tenant's Tenant.MaxRecordsInFlight. At least MaxRunningFiles, since each
+	// files, which share it by what each can use (a keyed tenant's Tenant.MaxRecordsInFlight, one
+	// for the others), by weight when they want more than there is, at least one each, recomputed
+	// as files start and end (SharedProps.RequestShares). At least MaxRunningFiles, since each
 	// running file sends at least one request, and at most 10,000 (tenants.MaxRequestsInFlight, a
 	// bound against typos). Default: 0, which is MaxRunningFiles: one request per running file.
 	MaxRequestsInFlight int
