@@ -237,8 +237,10 @@ func (b budget) slowedDown(what string, d time.Duration) error {
 		b.file, what, b.chunk, d.Round(time.Millisecond)), Err: errSlowDown}
 }
 
-// take waits for n tokens of the rate limit (a batch of n records takes n), or returns the
-// errSlowDown stop when that wait does not fit.
+// take waits for a maintenance window to close, for a free request of the file's share (shares.go)
+// and for n tokens of the rate limit (a batch of n records takes n), or returns the errSlowDown
+// stop when a wait does not fit. A request take lets go holds its place in the share until
+// release.
 func (p *pace) take(ctx context.Context, b budget, what string, n int, need time.Duration) error {
 	if err := p.holdForMaintenance(ctx, b, what, need); err != nil {
 		return err
@@ -257,6 +259,7 @@ func (p *pace) take(ctx context.Context, b budget, what string, n int, need time
 	d := r.DelayFrom(now)
 	if err := p.wait(ctx, b, what, d, need); err != nil {
 		r.CancelAt(b.now())
+		p.shares.release()
 		return err
 	}
 	p.mu.Lock()
@@ -355,12 +358,9 @@ func (p *pace) answered() {
 	p.mu.Unlock()
 }
 
-// requestsInFlight is the POSTs sent and not yet answered.
-func (p *pace) requestsInFlight() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inFlight
-}
+// release ends the place in the file's share of one request take let go, once it is answered or
+// will not be sent.
+func (p *pace) release() { p.shares.release() }
 
 // peak is the most POSTs this invocation had in flight at once.
 func (p *pace) peak() int {

@@ -58,25 +58,26 @@ const leaveTimeout = time.Second
 // keeper is one invocation's share of its core system's requests in flight. Its methods are safe
 // for the keyed sink's concurrent sends.
 type keeper struct {
-	member   sharer
-	static   int // the static share, the fallback
-	poll     time.Duration
-	now      func() time.Time
-	sleep    func(context.Context, time.Duration) error
-	inFlight func() int
-	window   *window // the keyed window the limit caps; nil in file order and batch
-	log      *slog.Logger
-	attrs    []any
+	member sharer
+	static int // the static share, the fallback
+	poll   time.Duration
+	now    func() time.Time
+	sleep  func(context.Context, time.Duration) error
+	window *window // the keyed window the limit caps; nil in file order and batch
+	log    *slog.Logger
+	attrs  []any
 
-	calls  sync.Mutex // one call of the member at a time
-	mu     sync.Mutex
-	limit  int
-	joined bool
-	held   bool // a send held at least once for a share of 0
-	peak   int  // the largest limit
-	warned bool // a failed refresh was logged
-	stop   chan struct{}
-	done   chan struct{}
+	calls    sync.Mutex // one call of the member at a time
+	mu       sync.Mutex
+	limit    int
+	out      int           // requests admit let through and not yet released: what is in flight
+	released chan struct{} // closed and replaced at each release
+	joined   bool
+	held     bool // a send held at least once for a share of 0
+	peak     int  // the largest limit
+	warned   bool // a failed refresh was logged
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // newKeeper is the keeper of req's core system, nil when its requests are not shared: no core
@@ -104,7 +105,7 @@ func (h *Handler) newKeeper(req pipeline.ChunkRequest, p *pace) *keeper {
 		return nil
 	}
 	k := &keeper{member: member, static: c.FileShare(), poll: shares.RefreshInterval, now: p.now, sleep: p.sleep,
-		inFlight: p.requestsInFlight, log: p.log, attrs: append(append([]any{}, p.attrs...), "coreSystem", c.Name)}
+		released: make(chan struct{}), log: p.log, attrs: append(append([]any{}, p.attrs...), "coreSystem", c.Name)}
 	if h.sharesPoll > 0 {
 		k.poll = h.sharesPoll
 	}
@@ -181,7 +182,10 @@ func (k *keeper) refresh(ctx context.Context, b budget) bool {
 			return 0, err
 		}
 		defer cancel()
-		return k.member.Refresh(ctx, k.inFlight())
+		k.mu.Lock()
+		out := k.out
+		k.mu.Unlock()
+		return k.member.Refresh(ctx, out)
 	}()
 	var stopped *pipeline.RetryableError
 	switch {
@@ -212,9 +216,11 @@ func (k *keeper) set(limit int) {
 	k.limit = limit
 }
 
-// admit returns when a request may go: the invocation's limit is above 0. While it is 0 it waits
-// a poll and reads the share again, as the breaker's holds do; a hold that does not fit the
-// invocation, with need left for the request, ends it with the errSlowDown stop.
+// admit returns when a request may go: fewer than the invocation's limit are out, and it takes
+// one place until release. While the limit is 0 it waits a poll and reads the share again, as the
+// breaker's holds do; while the limit is taken (a limit lowered under sends the keyed window let
+// go) it waits for a release. A hold that does not fit the invocation, with need left for the
+// request, ends it with the errSlowDown stop.
 func (k *keeper) admit(ctx context.Context, b budget, what string, need time.Duration) error {
 	if k == nil {
 		return nil
@@ -222,14 +228,17 @@ func (k *keeper) admit(ctx context.Context, b budget, what string, need time.Dur
 	var waited time.Duration
 	for {
 		k.mu.Lock()
-		limit := k.limit
+		limit, released := k.limit, k.released
+		if limit > 0 && k.out < limit {
+			k.out++
+			k.mu.Unlock()
+			return nil
+		}
 		if limit == 0 {
 			k.held = true
 		}
 		k.mu.Unlock()
-		if limit > 0 {
-			return nil
-		}
+		now := k.now()
 		d := k.poll
 		if b.deadline.IsZero() {
 			if waited >= maxHoldWithoutDeadline {
@@ -237,11 +246,25 @@ func (k *keeper) admit(ctx context.Context, b budget, what string, need time.Dur
 			}
 		} else {
 			// Room for the next look at the item and for the request after it.
-			left := b.deadline.Sub(k.now()) - b.margin - need - minCallTime
+			left := b.deadline.Sub(now) - b.margin - need - minCallTime
 			if left <= 0 {
 				return k.stopHold(b, what, waited)
 			}
 			d = min(d, left)
+		}
+		if limit > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-released:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			if ctx.Err() != nil {
+				return k.stopHold(b, what, waited)
+			}
+			waited += k.now().Sub(now)
+			continue
 		}
 		if err := k.sleep(ctx, d); err != nil {
 			return k.stopHold(b, what, waited)
@@ -251,6 +274,18 @@ func (k *keeper) admit(ctx context.Context, b budget, what string, need time.Dur
 			return k.stopHold(b, what, waited)
 		}
 	}
+}
+
+// release gives back the place of one request admit let through.
+func (k *keeper) release() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.out = max(0, k.out-1)
+	close(k.released)
+	k.released = make(chan struct{})
 }
 
 // stopHold is the stop of an invocation that waited for a share: a wait, not a failure.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -204,5 +206,33 @@ func TestParseRequestShares(t *testing.T) {
 		if static != c.wantStatic || (err != nil) != c.wantErr {
 			t.Errorf("%q: got %v, %v; want static %v, error %v", c.v, static, err, c.wantStatic, c.wantErr)
 		}
+	}
+}
+
+// TestSharesAdmitCountsOut: admit lets at most the limit through until their places are released,
+// whatever the window let go.
+func TestSharesAdmitCountsOut(t *testing.T) {
+	k := &keeper{limit: 2, poll: time.Second, now: time.Now, sleep: sleepContext, released: make(chan struct{}),
+		log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	ctx := context.Background()
+	b := budget{now: time.Now, margin: 0, deadline: time.Now().Add(time.Minute)}
+	for i := range 2 {
+		if err := k.admit(ctx, b, "r", 0); err != nil {
+			t.Fatalf("admit %d: %v", i, err)
+		}
+	}
+	third := make(chan error, 1)
+	go func() { third <- k.admit(ctx, b, "r", 0) }()
+	select {
+	case err := <-third:
+		t.Fatalf("got the third admitted (%v) with two out of a limit of 2, want it held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	k.release()
+	if err := <-third; err != nil {
+		t.Fatalf("got %v after a release, want the third admitted", err)
+	}
+	if k.out != 2 {
+		t.Errorf("got %d out, want 2", k.out)
 	}
 }

@@ -100,7 +100,9 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 			self.Grant = 0
 			entries = append(entries, self)
 		}
-		grant, limit := Step(entries, m.Self.Execution, m.capacity, inFlight, now)
+		// A lower grant is written only once the limit the invocation enforces is at or below
+		// it too: sends admitted under an older, higher limit may not have reached inFlight yet.
+		grant, limit := Step(entries, m.Self.Execution, m.capacity, max(inFlight, m.limit), now)
 		decided = limit
 		changed = !ok || grant != self.Grant
 		if !changed {

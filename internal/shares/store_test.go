@@ -194,7 +194,8 @@ func TestMembersStorm(t *testing.T) {
 	b := member(s, core, "b", 1, 64, 1, clock())
 	a.Join(ctx)
 	b.Join(ctx)
-	a.Refresh(ctx, 15)
+	a.Refresh(ctx, 30) // limits itself to 15
+	a.Refresh(ctx, 15) // drained: lowers its grant
 	b.Refresh(ctx, 0)
 	if a.Grant() != 15 || b.Grant() != 15 {
 		t.Fatalf("before the storm: got grants %d and %d, want 15 and 15", a.Grant(), b.Grant())
@@ -333,5 +334,24 @@ func TestItemRoundTrip(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestMembersLowerOnlyUnderAnEnforcedLimit: a refresh that finds the invocation's requests in
+// flight already at its new target still does not write the lower grant while the limit it
+// enforced until then was higher (sends admitted under it may not be counted yet); the next one
+// does.
+func TestMembersLowerOnlyUnderAnEnforcedLimit(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	a := member(s, ledger, "a", 0, 64, 1, clock())
+	b := member(s, ledger, "b", 1, 64, 1, clock())
+	a.Join(ctx)
+	b.Join(ctx)
+	for i, want := range []struct{ limit, grant int }{{15, 30}, {15, 15}} {
+		limit, err := a.Refresh(ctx, 0)
+		if err != nil || limit != want.limit || a.Grant() != want.grant {
+			t.Errorf("refresh %d: got limit %d grant %d %v, want limit %d grant %d", i+1, limit, a.Grant(), err, want.limit, want.grant)
+		}
 	}
 }
