@@ -115,8 +115,8 @@ func (h *Handler) newKeeper(req pipeline.ChunkRequest, p *pace) *keeper {
 	return k
 }
 
-// join adds the invocation to the shares and starts its refreshes; a join that fails sets the
-// static share.
+// join adds the invocation to the shares and starts its refreshes; a join that fails for want of
+// the store sets the static share.
 func (k *keeper) join(ctx context.Context, b budget) {
 	if k == nil {
 		return
@@ -136,11 +136,13 @@ func (k *keeper) join(ctx context.Context, b budget) {
 		defer cancel()
 		return k.member.Join(ctx)
 	}()
-	if err != nil {
+	if err != nil && !errors.Is(err, shares.ErrBusy) {
 		k.log.Warn("request shares not joined; the file keeps the static share", append(k.attrs, "staticShare", k.static, "error", err.Error())...)
 		k.set(k.static)
 		return
 	}
+	// Joined, or every attempt lost to other writers: then the limit is 0 and the next refresh
+	// joins, so the file waits rather than sending outside the shares.
 	k.mu.Lock()
 	k.joined = true
 	k.stop, k.done = make(chan struct{}), make(chan struct{})
