@@ -306,6 +306,36 @@ func TestRegisterRequestSharesEnv(t *testing.T) {
 	}
 }
 
+// TestRequestSharesContext: -c requestShares reads "shared" and "static" and refuses anything
+// else, naming the key and both values.
+func TestRequestSharesContext(t *testing.T) {
+	for _, c := range []struct {
+		value, want, err string
+	}{
+		{"", "", ""},
+		{"shared", pipeline.RequestSharesShared, ""},
+		{"static", pipeline.RequestSharesStatic, ""},
+		{"even", "", `context requestShares: "even" is not a way to share a core system's requests: use "shared"`},
+	} {
+		t.Run(c.value, func(t *testing.T) {
+			ctx := map[string]any{}
+			if c.value != "" {
+				ctx[stacks.CtxRequestShares] = c.value
+			}
+			o, err := stacks.OptionsFromContext(testAppWithContext(t, ctx))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("got %v, want an error starting %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || o.RequestShares != c.want {
+				t.Errorf("got %q %v, want %q", o.RequestShares, err, c.want)
+			}
+		})
+	}
+}
+
 // The controllers' admission environment: CORE_SYSTEM_TABLES names each core system's table (a
 // silo's one, a pool's every one its tenants name), a pool's POOL_ADMISSION_TABLE and
 // POOL_MAX_RUNNING_FILES; the tenants' settings carry their core system without its table.
