@@ -102,7 +102,13 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 		}
 		// A lower grant is written only once the limit the invocation enforces is at or below
 		// it too: sends admitted under an older, higher limit may not have reached inFlight yet.
-		grant, limit := Step(entries, m.Self.Execution, m.capacity, max(inFlight, m.limit), now)
+		live := 0
+		for _, e := range entries {
+			if e.Live(now) || e.Execution == m.Self.Execution {
+				live++
+			}
+		}
+		grant, limit := Step(entries, m.Self.Execution, m.capacity, Reserve(m.Core, m.capacity, live), max(inFlight, m.limit), now)
 		decided = limit
 		changed = !ok || grant != self.Grant
 		if !changed {

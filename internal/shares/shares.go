@@ -6,8 +6,8 @@
 // file's maxRecordsInFlight, 1 for file order and batch), its tenant's weight, its grant (what it
 // may keep in flight now) and its deadline. Targets water-fills the capacity by weight: one each
 // first, then the rest to the files that can use more, in proportion to their weights and never
-// above their demand. When more files run than the capacity holds, the newest entries get 0 and
-// wait.
+// above their demand, less a small reserve for files that start (Reserve). When more files run
+// than the capacity holds, the newest entries get 0 and wait.
 //
 // The invariant is that the grants of the live entries never add up to more than the capacity.
 // An invocation raises its own grant only by a write conditional on the item's version, and only
@@ -77,6 +77,19 @@ func Capacity(c pipeline.CoreSystem, adaptiveLimit int) int {
 	return max(1, n)
 }
 
+// Reserve is how much of the capacity the water-filling holds back for files that start, so that
+// a file admitted next finds its floor of one free at once instead of waiting for the others to
+// drain: one per running-file slot not in use (maxRunningFiles - running), at most a tenth of the
+// capacity, at least one while a slot is free. It costs a file running alone a tenth of the
+// capacity at most; once every slot runs a file nothing is held back.
+func Reserve(c pipeline.CoreSystem, capacity, running int) int {
+	free := c.MaxRunningFiles - running
+	if free <= 0 || capacity <= running {
+		return 0
+	}
+	return min(free, max(1, capacity/10), capacity-running)
+}
+
 // Sum is the grants of the entries live at now.
 func Sum(entries []Entry, now time.Time) int {
 	n := 0
@@ -89,12 +102,13 @@ func Sum(entries []Entry, now time.Time) int {
 }
 
 // Targets is what each live entry should hold, by execution: the capacity water-filled by weight
-// with a floor of one each, each capped at its demand. The entries are taken in join order
-// (Joined, then Execution, so every reader computes the same answer); when there are more of them
-// than the capacity, the first ones get 1 and the rest 0. Past the floor, each further request
-// goes to the entry that would then hold the least per unit of weight ((grant+1)/weight), the
-// earlier one on a tie, among those below their demand. Capacity no entry can use stays free.
-func Targets(entries []Entry, capacity int) map[string]int {
+// with a floor of one each, each capped at its demand, and reserve (Reserve) left over. The
+// entries are taken in join order (Joined, then Execution, so every reader computes the same
+// answer); when there are more of them than the capacity, the first ones get 1 and the rest 0.
+// Past the floor, each further request goes to the entry that would then hold the least per unit
+// of weight ((grant+1)/weight), the earlier one on a tie, among those below their demand, until
+// only reserve is left. Capacity no entry can use stays free.
+func Targets(entries []Entry, capacity, reserve int) map[string]int {
 	es := slices.Clone(entries)
 	slices.SortFunc(es, func(a, b Entry) int {
 		return cmp.Or(a.Joined.Compare(b.Joined), cmp.Compare(a.Execution, b.Execution))
@@ -114,7 +128,7 @@ func Targets(entries []Entry, capacity int) map[string]int {
 		}
 	}
 	heap.Init(h)
-	for left > 0 && h.Len() > 0 {
+	for left > max(0, reserve) && h.Len() > 0 {
 		f := &h.items[0]
 		f.grant++
 		out[f.name] = f.grant
@@ -164,8 +178,8 @@ func (h *fill) Pop() any {
 //   - Its target below its grant: it keeps at most the target in flight from now on, and writes
 //     the lower grant once its own requests in flight (inFlight) are at or below it.
 //
-// self must be one of entries.
-func Step(entries []Entry, self string, capacity, inFlight int, now time.Time) (grant, limit int) {
+// reserve is Targets'. self must be one of entries.
+func Step(entries []Entry, self string, capacity, reserve, inFlight int, now time.Time) (grant, limit int) {
 	var live []Entry
 	others := 0
 	mine := -1
@@ -183,7 +197,7 @@ func Step(entries []Entry, self string, capacity, inFlight int, now time.Time) (
 	if mine < 0 {
 		return 0, 0
 	}
-	target := Targets(live, capacity)[self]
+	target := Targets(live, capacity, reserve)[self]
 	switch {
 	case target > mine:
 		grant = max(mine, min(target, capacity-others))

@@ -86,7 +86,12 @@ func newStore(t *testing.T) Store {
 	return Store{API: db, Table: name, Name: "ledger"}
 }
 
-var ledger = pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 10, MaxRequestsInFlight: 30}
+var (
+	ledger = pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 10, MaxRequestsInFlight: 30}
+	// pair runs two files at most: one running alone leaves one request free for the other
+	// (Reserve), and two running hold nothing back.
+	pair = pipeline.CoreSystem{Name: "ledger", MaxRunningFiles: 2, MaxRequestsInFlight: 30}
+)
 
 func member(s Store, core pipeline.CoreSystem, name string, i, demand, weight int, now func() time.Time) *Member {
 	return &Member{Store: s, Core: core, Now: now, Self: Entry{Execution: name, Demand: demand, Weight: weight,
@@ -95,14 +100,15 @@ func member(s Store, core pipeline.CoreSystem, name string, i, demand, weight in
 
 func clock() func() time.Time { return func() time.Time { return t0.Add(time.Second) } }
 
-// TestMembersShare walks two large files through the item: the first alone takes the capacity,
-// the second waits at 0 until the first's requests drain to its new target, and when the first
-// leaves the second grows into the whole capacity.
+// TestMembersShare walks two large files through the item: the first alone takes the capacity
+// but the one request held back for a file that starts, the second starts at once with that one
+// and grows to its share once the first's requests drain to its new target, and when the first
+// leaves the second grows into the capacity.
 func TestMembersShare(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	a := member(s, ledger, "a", 0, 64, 1, clock())
-	b := member(s, ledger, "b", 1, 64, 1, clock())
+	a := member(s, pair, "a", 0, 64, 1, clock())
+	b := member(s, pair, "b", 1, 64, 1, clock())
 	steps := []struct {
 		name string
 		do   func() (int, error)
@@ -111,14 +117,14 @@ func TestMembersShare(t *testing.T) {
 		// the grants in the item afterwards
 		wantA, wantB int
 	}{
-		{"a joins alone: the whole capacity", func() (int, error) { return a.Join(ctx) }, a, 30, 30, -1},
-		{"b joins: nothing free, it waits", func() (int, error) { return b.Join(ctx) }, b, 0, 30, 0},
-		{"a sees b: keeps its grant while 30 are in flight, sends at most 15", func() (int, error) { return a.Refresh(ctx, 30) }, a, 15, 30, 0},
-		{"b still waits", func() (int, error) { return b.Refresh(ctx, 0) }, b, 0, 30, 0},
-		{"a drained to 15: lowers its grant", func() (int, error) { return a.Refresh(ctx, 15) }, a, 15, 15, 0},
-		{"b takes the 15 freed", func() (int, error) { return b.Refresh(ctx, 0) }, b, 15, 15, 15},
+		{"a joins alone: all but the reserve", func() (int, error) { return a.Join(ctx) }, a, 29, 29, -1},
+		{"b joins: the reserved one at once", func() (int, error) { return b.Join(ctx) }, b, 1, 29, 1},
+		{"a sees b: keeps its grant while 29 are in flight, sends at most 15", func() (int, error) { return a.Refresh(ctx, 29) }, a, 15, 29, 1},
+		{"b: nothing more free yet", func() (int, error) { return b.Refresh(ctx, 1) }, b, 1, 29, 1},
+		{"a drained to 15: lowers its grant", func() (int, error) { return a.Refresh(ctx, 15) }, a, 15, 15, 1},
+		{"b takes what a freed", func() (int, error) { return b.Refresh(ctx, 1) }, b, 15, 15, 15},
 		{"a leaves", func() (int, error) { return 0, a.Leave(ctx) }, a, 0, -1, 15},
-		{"b grows into the capacity", func() (int, error) { return b.Refresh(ctx, 15) }, b, 30, -1, 30},
+		{"b grows into the capacity but the reserve", func() (int, error) { return b.Refresh(ctx, 15) }, b, 29, -1, 29},
 	}
 	for _, st := range steps {
 		got, err := st.do()
@@ -152,7 +158,7 @@ func TestMembersShare(t *testing.T) {
 func TestMembersStaleEntryPruned(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	dead := member(s, ledger, "dead", 0, 64, 1, clock())
+	dead := member(s, pair, "dead", 0, 64, 1, clock())
 	if _, err := dead.Join(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -161,19 +167,19 @@ func TestMembersStaleEntryPruned(t *testing.T) {
 		at   time.Time
 		want int
 	}{
-		{"before the dead one's deadline: nothing free", t0.Add(time.Minute), 0},
-		{"past its deadline and the skew: all free", t0.Add(2*time.Minute + Skew + time.Second), 30},
+		{"before the dead one's deadline: only the reserve", t0.Add(time.Minute), 1},
+		{"past its deadline and the skew: all free", t0.Add(2*time.Minute + Skew + time.Second), 29},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			at := c.at
-			m := member(s, ledger, "new", 1, 64, 1, func() time.Time { return at })
+			m := member(s, pair, "new", 1, 64, 1, func() time.Time { return at })
 			m.Self.Until = at.Add(2 * time.Minute)
 			got, err := m.Join(ctx)
 			if err != nil || got != c.want {
 				t.Fatalf("got %d %v, want %d", got, err, c.want)
 			}
 			item, _ := s.Read(ctx, true)
-			if _, ok := item.Entry("dead"); ok == (c.want == 30) {
+			if _, ok := item.Entry("dead"); ok == (c.want == 29) {
 				t.Errorf("got the dead entry present %v, want it pruned only past its deadline", ok)
 			}
 			if err := m.Leave(ctx); err != nil {
@@ -188,15 +194,15 @@ func TestMembersStaleEntryPruned(t *testing.T) {
 func TestMembersStorm(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	core := ledger
+	core := pair
 	core.Adaptive = true
 	a := member(s, core, "a", 0, 64, 1, clock())
 	b := member(s, core, "b", 1, 64, 1, clock())
 	a.Join(ctx)
 	b.Join(ctx)
-	a.Refresh(ctx, 30) // limits itself to 15
+	a.Refresh(ctx, 29) // limits itself to 15
 	a.Refresh(ctx, 15) // drained: lowers its grant
-	b.Refresh(ctx, 0)
+	b.Refresh(ctx, 1)
 	if a.Grant() != 15 || b.Grant() != 15 {
 		t.Fatalf("before the storm: got grants %d and %d, want 15 and 15", a.Grant(), b.Grant())
 	}
@@ -210,15 +216,16 @@ func TestMembersStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Capacity 3: targets 2 and 1. Each first limits itself, then lowers its grant once drained.
+	// Capacity 30 × 1/2 = 15: targets 8 and 7. Each first limits itself, then lowers its grant
+	// once drained.
 	for _, c := range []struct {
 		m                   *Member
 		inFlight, wantLimit int
 		wantGrant           int
-	}{{a, 15, 2, 15}, {b, 15, 1, 15}, {a, 2, 2, 2}, {b, 1, 1, 1}} {
+	}{{a, 15, 8, 15}, {b, 15, 7, 15}, {a, 8, 8, 8}, {b, 7, 7, 7}} {
 		got, err := c.m.Refresh(ctx, c.inFlight)
-		if err != nil || got != c.wantLimit || c.m.Grant() != c.wantGrant || c.m.Capacity() != 3 {
-			t.Errorf("%s with %d in flight: got limit %d grant %d capacity %d %v, want limit %d grant %d capacity 3",
+		if err != nil || got != c.wantLimit || c.m.Grant() != c.wantGrant || c.m.Capacity() != 15 {
+			t.Errorf("%s with %d in flight: got limit %d grant %d capacity %d %v, want limit %d grant %d capacity 15",
 				c.m.Self.Execution, c.inFlight, got, c.m.Grant(), c.m.Capacity(), err, c.wantLimit, c.wantGrant)
 		}
 	}
@@ -344,11 +351,11 @@ func TestItemRoundTrip(t *testing.T) {
 func TestMembersLowerOnlyUnderAnEnforcedLimit(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	a := member(s, ledger, "a", 0, 64, 1, clock())
-	b := member(s, ledger, "b", 1, 64, 1, clock())
+	a := member(s, pair, "a", 0, 64, 1, clock())
+	b := member(s, pair, "b", 1, 64, 1, clock())
 	a.Join(ctx)
 	b.Join(ctx)
-	for i, want := range []struct{ limit, grant int }{{15, 30}, {15, 15}} {
+	for i, want := range []struct{ limit, grant int }{{15, 29}, {15, 15}} {
 		limit, err := a.Refresh(ctx, 0)
 		if err != nil || limit != want.limit || a.Grant() != want.grant {
 			t.Errorf("refresh %d: got limit %d grant %d %v, want limit %d grant %d", i+1, limit, a.Grant(), err, want.limit, want.grant)
