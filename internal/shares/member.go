@@ -100,22 +100,28 @@ func (m *Member) move(ctx context.Context, st State, inFlight int) (int, error) 
 			self.Grant = 0
 			entries = append(entries, self)
 		}
-		// A lower grant is written only once the limit the invocation enforces is at or below
-		// it too: sends admitted under an older, higher limit may not have reached inFlight yet.
+		// An entry of an earlier invocation of the same file (one that ended without leaving)
+		// is this one's from now on: its deadline, demand and weight are this invocation's, or
+		// it would be pruned while this one runs. Its grant and place stay.
+		stale := ok && (!self.Until.Equal(m.Self.Until) || self.Demand != m.Self.Demand || self.Weight != m.Self.Weight)
+		self.Until, self.Demand, self.Weight = m.Self.Until, m.Self.Demand, m.Self.Weight
+		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Execution == self.Execution })
+		entries[i] = self
 		live := 0
 		for _, e := range entries {
-			if e.Live(now) || e.Execution == m.Self.Execution {
+			if e.Live(now) {
 				live++
 			}
 		}
+		// A lower grant is written only once the limit the invocation enforces is at or below
+		// it too: sends admitted under an older, higher limit may not have reached inFlight yet.
 		grant, limit := Step(entries, m.Self.Execution, m.capacity, Reserve(m.Core, m.capacity, live), max(inFlight, m.limit), now)
 		decided = limit
-		changed = !ok || grant != self.Grant
+		changed = !ok || stale || grant != self.Grant
 		if !changed {
 			return nil, false
 		}
 		self.Grant, self.Seen = grant, now
-		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Execution == self.Execution })
 		entries[i] = self
 		return entries, true
 	})

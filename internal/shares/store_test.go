@@ -362,3 +362,25 @@ func TestMembersLowerOnlyUnderAnEnforcedLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersRejoinTakesTheEntry: an invocation of a file whose earlier invocation ended without
+// leaving takes over its entry with its own deadline, so the entry is not pruned while it runs;
+// the grant it finds is its own.
+func TestMembersRejoinTakesTheEntry(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	first := member(s, pair, "file", 0, 64, 1, clock())
+	if _, err := first.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := member(s, pair, "file", 0, 64, 1, clock())
+	next.Self.Until = t0.Add(10 * time.Minute)
+	limit, err := next.Join(ctx)
+	if err != nil || limit != 29 {
+		t.Fatalf("got %d %v, want the entry's 29", limit, err)
+	}
+	item, _ := s.Read(ctx, true)
+	if e, ok := item.Entry("file"); !ok || !e.Until.Equal(next.Self.Until) || len(item.Entries) != 1 {
+		t.Errorf("got %+v, want one entry with the new deadline %v", item.Entries, next.Self.Until)
+	}
+}
