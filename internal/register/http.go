@@ -79,9 +79,9 @@ type coreClient struct {
 	// rejects: a status of the tenant's rejectStatuses rejects the one record the POST carries
 	// (record mode), rather than failing it.
 	rejects bool
-	// slowed, when set, is told of each 429 or 503 answer before the wait (keyedSink halves its
-	// window).
-	slowed func()
+	// window, set for a keyed file, numbers each POST and is told of each 429 or 503 answer
+	// before the wait: it halves once per round trip (window.slowed).
+	window *window
 }
 
 // maxAnswerBytes bounds the body Register keeps of one answer: a batch's "rejected" array of a
@@ -148,18 +148,18 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 			c.pace.guard.abandon(probe)
 			return response{}, Stopped, err
 		}
+		sent := c.window.sending()
 		resp, err := c.post(ctx, b, sending, key, *auth, body)
 		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
 			if *auth, err = c.auth(ctx, b, req, true); err != nil {
 				return response{}, rejection(err, 0), err
 			}
 			sending, refreshed = "resending "+what+" after a 401", true
+			sent = c.window.sending()
 			resp, err = c.post(ctx, b, sending, key, *auth, body)
 		}
 		if err == nil && slowDown(resp.status) {
-			if c.slowed != nil {
-				c.slowed()
-			}
+			c.window.slowed(sent)
 			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
 				c.pace.guard.abandon(probe)
 				return response{}, Stopped, err

@@ -12,7 +12,8 @@ import (
 // keyedSink is record mode under key order (Tenant.KeyedOrder): one POST per record with its own
 // idempotency key, as recordSink sends it, but several records of different keys in flight at
 // once. A record's key is its keyColumns' values (records.Keyer). The schedule keeps four rules:
-//   - at most the window's requests in flight (window, which a 429 or 503 halves);
+//   - at most the window's requests in flight (window.go: a 429 or 503 halves it once per round
+//     trip, a window's worth of answers adds one);
 //   - never two records of one key in flight, and a key's records strictly in file order: a key's
 //     next record is sent only once the previous one is acknowledged (or rejected under skipRecord);
 //   - no record more than pipeline.MaxKeyedLead records past the low-water mark, the first record
@@ -236,35 +237,4 @@ func (r *keyedRun) acknowledgedPast() []int64 {
 		}
 	}
 	return ns
-}
-
-// window is a keyed file's AIMD window: how many requests it may keep in flight. A 429 or 503
-// answer halves it (at least 1), and each answered record grows it by 1 up to most, the tenant's
-// RecordsInFlight, so the file backs off at once and probes back slowly, as TCP's congestion
-// window does. It lives for one invocation (the pace's); the core system's adaptive limit, which
-// the same answers lower, carries the longer memory.
-type window struct {
-	mu   sync.Mutex
-	most int
-	n    int
-}
-
-func newWindow(most int) *window { return &window{most: max(1, most), n: max(1, most)} }
-
-func (w *window) size() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.n
-}
-
-func (w *window) halve() {
-	w.mu.Lock()
-	w.n = max(1, w.n/2)
-	w.mu.Unlock()
-}
-
-func (w *window) grow() {
-	w.mu.Lock()
-	w.n = min(w.most, w.n+1)
-	w.mu.Unlock()
 }

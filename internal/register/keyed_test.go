@@ -334,10 +334,10 @@ func play(t *testing.T, arrivals chan *keyedCall, answered chan int64, first []i
 	}
 }
 
-// TestKeyedWindow: a 429 or 503 halves the file's window (at least 1) and each answered record
-// grows it by 1 back to maxRecordsInFlight. Window 4, 12 records of 12 keys; the test answers one
-// request at a time and counts what arrives. A resend after a 429 is the same request, still in
-// flight.
+// TestKeyedWindow: a 429 or 503 halves the file's window (at least 1) once per round trip, and
+// a window's worth of answers grows it by 1 back to maxRecordsInFlight. Window 4, 12 records of
+// 12 keys; the test answers one request at a time and counts what arrives. A resend after a 429
+// is the same request, still in flight.
 func TestKeyedWindow(t *testing.T) {
 	tenant, data, keys := keyedFile(keysOf(12, func(i int) string { return fmt.Sprint("c", i) }), 4)
 	fake := sourcetest.NewFakeS3()
@@ -350,12 +350,12 @@ func TestKeyedWindow(t *testing.T) {
 
 	play(t, arrivals, answered, []int64{1, 2, 3, 4}, []step{
 		{to: 1, status: 429, retryAfter: "0", arrive: []int64{1}}, // window 2
-		{to: 2, status: 503, retryAfter: "0", arrive: []int64{2}}, // window 1
-		{to: 1, status: 200}, // window 2, 3 in flight
+		{to: 2, status: 503, retryAfter: "0", arrive: []int64{2}}, // sent before the decrease: still 2
+		{to: 1, status: 200}, // 1 answer of 2
 		{to: 2, status: 200, arrive: []int64{5}, inFlight: 3},    // window 3
-		{to: 3, status: 200, arrive: []int64{6, 7}, inFlight: 4}, // window 4: recovered
-		{to: 4, status: 200, arrive: []int64{8}, inFlight: 4},
-		{to: 5, status: 200, arrive: []int64{9}, inFlight: 4},
+		{to: 3, status: 200, arrive: []int64{6}, inFlight: 3},    // 1 of 3
+		{to: 4, status: 200, arrive: []int64{7}, inFlight: 3},    // 2 of 3
+		{to: 5, status: 200, arrive: []int64{8, 9}, inFlight: 4}, // window 4: recovered
 		{to: 6, status: 200, arrive: []int64{10}, inFlight: 4},
 		{to: 7, status: 200, arrive: []int64{11}, inFlight: 4},
 		{to: 8, status: 200, arrive: []int64{12}, inFlight: 4},
@@ -621,42 +621,6 @@ func TestKeyedRefusedKey(t *testing.T) {
 type doerFunc func(*http.Request) (*http.Response, error)
 
 func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
-
-// TestWindow pins the AIMD window: halved by a slow-down answer down to 1, grown by 1 per answer
-// up to its most.
-func TestWindow(t *testing.T) {
-	tests := []struct {
-		name string
-		most int
-		ops  string // h: halve, g: grow
-		want []int  // the size after each op
-	}{
-		{name: "halves to 1 and no lower", most: 8, ops: "hhhhh", want: []int{4, 2, 1, 1, 1}},
-		{name: "grows back by 1 to its most", most: 4, ops: "hhgggg", want: []int{2, 1, 2, 3, 4, 4}},
-		{name: "an odd size halves down", most: 7, ops: "hg", want: []int{3, 4}},
-		{name: "file order: one", most: 1, ops: "gh", want: []int{1, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := newWindow(tt.most)
-			if w.size() != tt.most {
-				t.Fatalf("got a window of %d to start, want %d", w.size(), tt.most)
-			}
-			var got []int
-			for _, op := range tt.ops {
-				if op == 'h' {
-					w.halve()
-				} else {
-					w.grow()
-				}
-				got = append(got, w.size())
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got sizes %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 // TestKeyedThroughDeliver: what record mode's POST does holds under key order, with several
 // requests at once: a status of rejectStatuses under skipRecord rejects the record and its key's

@@ -136,7 +136,8 @@ type pace struct {
 	inFlight     int           // POSTs sent and not yet answered
 	peakInFlight int           // the most of them at once
 
-	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
+	// window is a keyed file's requests in flight (keyedSink), for the whole invocation; it
+	// starts at what the file's previous invocation left (restoreWindow).
 	window *window
 	// guard keeps the core system's breaker (breaker.go); nil without one.
 	guard *guard
@@ -151,7 +152,7 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		backoff: retry.NewExponentialJitterBackoff(SlowDownMaxBackoff),
 		log:     h.Log,
 		attrs:   []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName},
-		window:  newWindow(req.Tenant.RecordsInFlight()),
+		window:  newWindow(req.Tenant.RecordsInFlight(), 0),
 	}
 	if p.sleep == nil {
 		p.sleep = sleepContext

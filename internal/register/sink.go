@@ -45,7 +45,7 @@ func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantCl
 	}
 	core.rejects = t.CanReject()
 	if t.KeyedOrder() {
-		core.slowed = p.window.halve
+		core.window = p.window
 		return newKeyedSink(core, rej, p.window, h.keyedAnswered)
 	}
 	return &recordSink{core, rej}
