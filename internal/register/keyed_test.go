@@ -428,7 +428,9 @@ func TestKeyedFailure(t *testing.T) {
 				{to: 2, status: 503, retryAfter: "7200"},
 				{to: 1, status: 200}, {to: 3, status: 200}, {to: 4, status: 200},
 			},
-			wantSent: seq(1, 4), wantNext: 2, wantPut: `{"version":1,"next":0,"record":2}`, mark: 2},
+			// The 503 halved the window to 2, the three answers after it brought it to 3: the next
+			// invocation starts there.
+			wantSent: seq(1, 4), wantNext: 2, wantPut: `{"version":1,"next":0,"record":2,"window":3}`, mark: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

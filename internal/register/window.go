@@ -39,10 +39,18 @@ type window struct {
 func newWindow(most, carried int) *window {
 	most = max(1, most)
 	w := &window{most: most, cap: most, cwnd: most}
-	if carried >= 1 && carried < most {
-		w.cwnd = carried
-	}
+	w.restore(carried)
 	return w
+}
+
+// restore starts the window at carried, the window the file's previous invocation left
+// (Progress.Window), when it is one (1..most); else it stays where it is.
+func (w *window) restore(carried int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if carried >= 1 && carried < w.most {
+		w.cwnd, w.acks = carried, 0
+	}
 }
 
 // size is what may be in flight now: the window, within its cap and most.

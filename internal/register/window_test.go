@@ -1,9 +1,17 @@
 package register
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 )
 
 // TestWindow pins the AIMD window. ops are, in turn: "s" sends a request (numbered from 1), "x<n>"
@@ -115,5 +123,80 @@ func TestWindowCarried(t *testing.T) {
 				t.Errorf("got the next invocation's window %d, want %d", next.size(), want)
 			}
 		})
+	}
+}
+
+// TestKeyedWindowCarried: the window an invocation leaves in the segment's progress is where the
+// next invocation of the file starts, the segment's first (a redrive) or a later one; progress
+// written before the window, or at maxRecordsInFlight, starts at maxRecordsInFlight. 24 records
+// of 24 keys in chunks of 12, maxRecordsInFlight 4; the core system holds the first window's
+// worth of requests a while (a window of 4 sends its other two meanwhile) and fails the test if
+// more are in flight at once.
+func TestKeyedWindowCarried(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunk  int    // the invocation's first chunk
+		stored string // the segment's progress
+		want   int    // the requests in flight at once
+	}{
+		{name: "the segment's first invocation starts at the carried window", chunk: 0, stored: `{"version":1,"next":0,"window":2}`, want: 2},
+		{name: "a later invocation starts at the carried window", chunk: 1, stored: `{"version":1,"next":1,"window":2}`, want: 2},
+		{name: "a later invocation with no window carried", chunk: 1, stored: `{"version":1,"next":1}`, want: 4},
+		{name: "no progress", chunk: 0, want: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant, data, keys := keyedFile(keysOf(24, func(i int) string { return fmt.Sprint("c", i) }), 4)
+			tenant.ChunkSize = 12
+			fake := sourcetest.NewFakeS3()
+			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
+			req := run(reqs, tt.chunk, 1)
+			req.Segment = &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 1}
+			key := pipeline.ProgressKey(tenant.ID, execName, 0)
+			if tt.stored != "" {
+				fake.Put(work, key, &sourcetest.Object{Data: []byte(tt.stored)})
+			}
+			core := newKeyedCore(t, tt.want, keys, int64(tt.chunk*12+1))
+			core.answer = holdFirst(tt.want, 200*time.Millisecond)
+			h := keyedHandler(fake, core, io.Discard)
+			res, err := h.Handle(context.Background(), req)
+			if err != nil || !res.Done {
+				t.Fatalf("got %v, done %v; want the segment registered", err, res.Done)
+			}
+			if core.peak != tt.want {
+				t.Errorf("got a peak of %d in flight, want %d", core.peak, tt.want)
+			}
+			// 12 answers from 2 bring the window back to 4 (2 + 3 + ... ): nothing left to carry.
+			if put := string(fake.Puts[work+"/"+key]); strings.Contains(put, "window") {
+				t.Errorf("got progress %s, want no window once it is back at maxRecordsInFlight", put)
+			}
+		})
+	}
+}
+
+// holdFirst holds the first n requests until d after the n-th arrived, then answers every request
+// 200: a schedule that may send more than n at once sends them meanwhile.
+func holdFirst(n int, d time.Duration) func(context.Context, *keyedCall) keyedReply {
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	return func(ctx context.Context, _ *keyedCall) keyedReply {
+		mu.Lock()
+		arrived++
+		first := arrived <= n
+		if arrived == n {
+			time.AfterFunc(d, func() { close(all) })
+		}
+		mu.Unlock()
+		if first {
+			select {
+			case <-all:
+			case <-ctx.Done():
+				return keyedReply{}
+			}
+		}
+		return keyedReply{status: 200}
 	}
 }
