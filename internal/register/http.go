@@ -34,7 +34,8 @@ func ParseHTTPTimeout(v string) (time.Duration, error) {
 }
 
 // NewHTTPClient builds the one client an execution environment reuses across invocations, so the
-// records of a chunk, and of the next chunks, share one keep-alive connection.
+// records of a chunk, and of the next chunks, share one keep-alive connection (a keyed file's
+// window of them).
 //
 // A connection kept idle while Lambda freezes the environment may be dead on thaw. net/http
 // resends a request that failed on a reused connection before any response only when the request
@@ -52,11 +53,15 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 		// PermanentError.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          4,
-			MaxIdleConnsPerHost:   4,
+			Proxy:             http.ProxyFromEnvironment,
+			DialContext:       dialer.DialContext,
+			ForceAttemptHTTP2: true,
+			// A keyed file keeps up to its window of POSTs in flight, each on its own HTTP/1.1
+			// connection (HTTP/2 multiplexes them on one): keep that many idle between chunks and invocations, or every round past
+			// the idle ones dials (and for https handshakes) again. MaxConnsPerHost stays unset:
+			// the window bounds the connections.
+			MaxIdleConns:          pipeline.MaxMaxRecordsInFlight,
+			MaxIdleConnsPerHost:   pipeline.MaxMaxRecordsInFlight,
 			IdleConnTimeout:       60 * time.Second,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: timeout,
