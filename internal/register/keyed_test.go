@@ -396,6 +396,15 @@ func TestKeyedFailure(t *testing.T) {
 			},
 			wantErr: pipeline.ErrPermanent, wantMsg: "record 3: the core system rejected it with 400", wantSent: seq(1, 6),
 			wantPut: `{"version":1,"next":0,"record":3,"registered":[{"first":4,"last":6}]}`, mark: 3},
+		{name: "the invocation's first record fails: the records other keys registered past it are saved all the same",
+			keys: distinct, first: []int64{1, 2, 3, 4},
+			steps: []step{
+				{to: 2, status: 200, arrive: []int64{5}},
+				{to: 1, status: 400},
+				{to: 3, status: 200}, {to: 4, status: 200}, {to: 5, status: 200},
+			},
+			wantErr: pipeline.ErrPermanent, wantMsg: "record 1: the core system rejected it with 400", wantSent: seq(1, 5),
+			wantPut: `{"version":1,"next":0,"registered":[{"first":2,"last":5}]}`, mark: 1},
 		{name: "a record of a busy key before the failed one: the mark stays at it",
 			keys: []string{"a", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}, first: []int64{1, 3, 4, 5},
 			steps: []step{
