@@ -60,8 +60,9 @@ func (w *window) size() int {
 	return min(w.cwnd, w.cap, w.most)
 }
 
-// setCap bounds the window by the file's share of its core system's requests in flight; the
-// congestion state under it is kept, so a share that grows back finds the window it had.
+// setCap bounds the window by the file's share of its core system's requests in flight. The
+// window keeps growing under the cap (a share is not a sign of congestion), so a share that grows
+// is used at once; a slow-down answer halves the window within the cap.
 func (w *window) setCap(n int) {
 	w.mu.Lock()
 	w.cap = max(0, n)
@@ -90,7 +91,9 @@ func (w *window) slowed(sent uint64) {
 	if sent < w.recover {
 		return
 	}
-	w.cwnd, w.acks = max(1, w.cwnd/2), 0
+	// Halve what was in flight, the window within its cap (as TCP halves its flight size, RFC
+	// 5681 equation 4): halving a window above a smaller share would not slow the file.
+	w.cwnd, w.acks = max(1, min(w.cwnd, w.cap)/2), 0
 	w.recover = w.seq + 1
 }
 

@@ -56,6 +56,16 @@ func TestWindow(t *testing.T) {
 			most: 8, ops: []string{"c3", "s", "c0", "c12", "x1", "c2"},
 			want: []int{3, 3, 0, 8, 4, 2},
 		},
+		{
+			name: "a slow-down under a cap halves what was in flight",
+			most: 8, ops: []string{"c3", "s", "x1", "c8"},
+			want: []int{3, 3, 1, 1},
+		},
+		{
+			name: "the window grows under a cap, so a larger share is used at once",
+			most: 8, carried: 4, ops: []string{"c2", "a", "a", "a", "a", "c8"},
+			want: []int{2, 2, 2, 2, 2, 5},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
