@@ -86,6 +86,13 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 			return pipeline.ChunkResult{}, err
 		}
 	}
+	if req.Tenant.KeyedOrder() && req.Tenant.DynamoDB == nil && !o.horizon.active() {
+		// Records looked up before they are sent are never sent ahead of their chunk's lookup.
+		o.ahead = &readAhead{until: req.Until(), chunk: -1}
+	}
+	// The keyed sink's requests of a chunk past the last one registered end before the
+	// invocation does.
+	defer func() { p.keyed.finish() }()
 	// keep is the record cursor the result carries: only the per-invocation segment (which sends
 	// its segment) keeps it in its state; any other caller gets the chunk cursor it always had,
 	// and a chunk it resumes starts again at its first record, with the same keys.

@@ -516,9 +516,11 @@ func TestKeyedFailure(t *testing.T) {
 func TestKeyedLead(t *testing.T) {
 	const n = pipeline.MaxKeyedLead + 200
 	recs := make([]records.Record, n)
-	r := newKeyedRun(recs)
 	for i := range recs {
 		recs[i].Number = int64(i + 1)
+	}
+	r := newKeyedRun(recs, nil)
+	for i := range recs {
 		r.keys[i] = fmt.Sprint("c", i)
 	}
 	r.keys[0] = "slow"
@@ -707,6 +709,80 @@ func TestKeyedThroughDeliver(t *testing.T) {
 			defer sm.mu.Unlock()
 			if tt.rotate && sm.calls > 1+4 {
 				t.Errorf("got %d secret fetches, want at most %d: a refreshed secret is kept for the next POSTs", sm.calls, 1+4)
+			}
+		})
+	}
+}
+
+// TestKeyedAcrossChunks: the keyed schedule sends the next chunk's records before the chunk's
+// end, under the same rules, so the window does not drain there; a failure in the chunk still
+// waits for every request in flight, and the segment's progress lists the next chunk's records
+// that were registered past the mark. 12 records of 12 keys in chunks of 6, window 4, one
+// invocation over both chunks.
+func TestKeyedAcrossChunks(t *testing.T) {
+	tests := []struct {
+		name    string
+		steps   []step
+		wantErr string
+		wantPut string // the progress written
+	}{
+		{name: "the next chunk's records go before the chunk's end",
+			steps: []step{
+				{to: 1, status: 200, arrive: []int64{5}, inFlight: 4},
+				{to: 2, status: 200, arrive: []int64{6}, inFlight: 4},
+				{to: 3, status: 200, arrive: []int64{7}, inFlight: 4}, // chunk 1's first, with 4..6 in flight
+				{to: 4, status: 200, arrive: []int64{8}, inFlight: 4},
+				{to: 5, status: 200, arrive: []int64{9}, inFlight: 4},
+				{to: 6, status: 200, arrive: []int64{10}, inFlight: 4},
+				{to: 7, status: 200, arrive: []int64{11}, inFlight: 4},
+				{to: 8, status: 200, arrive: []int64{12}, inFlight: 4},
+				{to: 9, status: 200}, {to: 10, status: 200}, {to: 11, status: 200}, {to: 12, status: 200},
+			}},
+		{name: "a failure in the chunk keeps the next chunk's registered records",
+			steps: []step{
+				{to: 1, status: 200, arrive: []int64{5}},
+				{to: 3, status: 200, arrive: []int64{6}},
+				{to: 4, status: 200, arrive: []int64{7}},
+				{to: 5, status: 200, arrive: []int64{8}},
+				{to: 2, status: 400},
+				{to: 6, status: 200}, {to: 7, status: 200}, {to: 8, status: 200},
+			},
+			wantErr: pipeline.ErrPermanent, wantPut: `{"version":1,"next":0,"record":2,"registered":[{"first":3,"last":8}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant, data, keys := keyedFile(keysOf(12, func(i int) string { return fmt.Sprint("c", i) }), 4)
+			tenant.ChunkSize = 6
+			fake := sourcetest.NewFakeS3()
+			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
+			req := run(reqs, 0, 1)
+			req.Segment = &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 1}
+			core := newKeyedCore(t, 4, keys, 1)
+			h := keyedHandler(fake, core, io.Discard)
+			arrivals, answered := conduct(core, h)
+			type result struct {
+				res pipeline.ChunkResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() { res, err := h.Handle(context.Background(), req); done <- result{res, err} }()
+			play(t, arrivals, answered, []int64{1, 2, 3, 4}, tt.steps)
+			got := <-done
+			if typ := source.ErrorType(got.err); typ != tt.wantErr && (got.err != nil || tt.wantErr != "") {
+				t.Fatalf("got error %v (%s), want %q", got.err, typ, tt.wantErr)
+			}
+			if got.err == nil && (!got.res.Done || got.res.Registered != 12) {
+				t.Errorf("got done %v, %d registered; want done, 12", got.res.Done, got.res.Registered)
+			}
+			if tt.wantPut != "" {
+				if put := string(fake.Puts[work+"/"+pipeline.ProgressKey(tenant.ID, execName, 0)]); put != tt.wantPut {
+					t.Errorf("got progress %s, want %s", put, tt.wantPut)
+				}
+			}
+			select {
+			case c := <-arrivals:
+				t.Errorf("got record %d sent after the steps, want none", c.record)
+			default:
 			}
 		})
 	}

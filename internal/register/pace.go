@@ -139,6 +139,9 @@ type pace struct {
 	// window is a keyed file's requests in flight (keyedSink), for the whole invocation; it
 	// starts at what the file's previous invocation left (restoreWindow).
 	window *window
+	// keyed is a keyed file's sink, for the whole invocation (its requests may cross a chunk's
+	// end); nil until its first chunk.
+	keyed *keyedSink
 	// guard keeps the core system's breaker (breaker.go); nil without one.
 	guard *guard
 	// noWindowUntil: no maintenance window opens before it (holdForMaintenance's cache).
