@@ -42,8 +42,8 @@ type keyedSink struct {
 	mu   sync.Mutex
 	auth string // the Authorization value, refreshed by whichever POST got a 401
 
-	// ahead are the next chunk's records (of aheadReq, under aheadBudget) that the next Write
-	// may send once its own are sent; register sets them before each Write.
+	// ahead are the next chunk's records (of aheadReq, under aheadBudget) that Write may send
+	// beside its own; register sets them before each Write.
 	ahead       []records.Record
 	aheadReq    pipeline.ChunkRequest
 	aheadBudget budget
