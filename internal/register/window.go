@@ -60,12 +60,13 @@ func (w *window) size() int {
 	return min(w.cwnd, w.cap, w.most)
 }
 
-// setCap bounds the window by the file's share of its core system's requests in flight. The
-// window keeps growing under the cap (a share is not a sign of congestion), so a share that grows
-// is used at once; a slow-down answer halves the window within the cap.
+// setCap bounds the window by the file's share of its core system's requests in flight, at
+// least 1: a file whose share is 0 holds before each send instead (pace.take). The window keeps
+// growing under the cap (a share is not a sign of congestion), so a share that grows is used at
+// once; a slow-down answer halves the window within the cap.
 func (w *window) setCap(n int) {
 	w.mu.Lock()
-	w.cap = max(0, n)
+	w.cap = max(1, n)
 	w.mu.Unlock()
 }
 

@@ -54,7 +54,7 @@ func TestWindow(t *testing.T) {
 		{
 			name: "the cap bounds the size and keeps the window under it",
 			most: 8, ops: []string{"c3", "s", "c0", "c12", "x1", "c2"},
-			want: []int{3, 3, 0, 8, 4, 2},
+			want: []int{3, 3, 1, 8, 4, 2},
 		},
 		{
 			name: "a slow-down under a cap halves what was in flight",
