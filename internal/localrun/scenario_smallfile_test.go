@@ -40,8 +40,8 @@ var smallSizes = map[string]int{"one.csv": 1, "some.csv": 37, "chunk.csv": small
 // of one chunk or of several runs as the states FileSize and SmallFile alone (2 state transitions,
 // no segment execution), registers every record once in file order, and gets its summary and its
 // File Processed event. One whose records take longer than its Register invocation (2,000 records
-// 5 ms late, 12 s of Lambda timeout of which the 2 s margin, a 1 s HTTP timeout and the 5 s kept
-// for the results leave room for a few chunks) registers some chunks in SmallFile, hands on to
+// 5 ms late, 12 s of Lambda timeout of which the 2 s margin, a 1 s HTTP timeout and the 3 s kept
+// for the progress and the results leave room for some chunks) registers some chunks in SmallFile, hands on to
 // Split, and the full path resumes where it stopped: every record sent once. One the core system
 // refuses at a record fails at SmallFile and halts the tenant (the next file waits); its results
 // say exactly which records were registered (those before it) and which not (the rest, as
@@ -208,10 +208,11 @@ func TestScenarioSmallFiles(t *testing.T) {
 	})
 }
 
-// handOffCause is the cause of the SmallFile task's NotSmallError in an execution's history, "" if
-// none.
+// handOffCause is the cause of the SmallFile task's NotSmallError in an execution's history, else
+// the task failures it has.
 func handOffCause(t *testing.T, ctx context.Context, r *Run, arn string) string {
 	t.Helper()
+	var failures []string
 	p := sfn.NewGetExecutionHistoryPaginator(r.StepFunctions(), &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(arn), MaxResults: 1000})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -219,12 +220,17 @@ func handOffCause(t *testing.T, ctx context.Context, r *Run, arn string) string 
 			t.Fatalf("GetExecutionHistory %s: %v", arn, err)
 		}
 		for _, ev := range page.Events {
-			if d := ev.TaskFailedEventDetails; d != nil && aws.ToString(d.Error) == pipeline.ErrNotSmall {
-				return aws.ToString(d.Cause)
+			// The task's Lambda ARN (LambdaInvoke with PayloadResponseOnly) writes
+			// LambdaFunctionFailed.
+			if d := ev.LambdaFunctionFailedEventDetails; d != nil {
+				if aws.ToString(d.Error) == pipeline.ErrNotSmall {
+					return aws.ToString(d.Cause)
+				}
+				failures = append(failures, aws.ToString(d.Error)+": "+aws.ToString(d.Cause))
 			}
 		}
 	}
-	return ""
+	return fmt.Sprintf("no %s among the task failures %q", pipeline.ErrNotSmall, failures)
 }
 
 // statesEntered is the names of the states an execution entered, in order, and the number of its

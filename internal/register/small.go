@@ -23,8 +23,9 @@ import (
 //   - a run that does not end in this invocation (its budget ran out after some chunks, the core
 //     system asked it to wait, its breaker or a maintenance window holds it) is handed on after
 //     Register wrote the segment's progress, where the full path's Register of segment 0 resumes;
-//   - a run that ended with too little time left for the results (ResultsTime) is handed on with
-//     the progress at the segment's end: the full path registers nothing and writes the results.
+//   - a run that ended with too little time left for the results (less than two S3 calls': the
+//     progress's write and the summary's) is handed on with the progress at the segment's end:
+//     the full path registers nothing and writes the results.
 //
 // The bound is in bytes only. A file within it that cannot be registered in one invocation at the
 // core system's pace (its rate limit, its latency) is handed on when the budget runs out, with
@@ -42,14 +43,11 @@ type SmallFile struct {
 	// (the file's status never depends on its results, as on the full path). Default: 3.
 	ResultsAttempts int
 	// ResultsTime is kept free for the results after the registration (a few S3 writes and the
-	// completion's POST): no chunk starts unless it fits after it, and a registration that ends
-	// with less left hands the file on. Default: DefaultResultsTime.
+	// completion's POST): no chunk after the first starts unless it fits after it. Default: one
+	// HTTP timeout (Register's, which the completion's POST has too) and one S3 call.
 	ResultsTime time.Duration
 	sleep       func(context.Context, time.Duration) error
 }
-
-// DefaultResultsTime is SmallFile.ResultsTime's default.
-const DefaultResultsTime = 5 * time.Second
 
 // Invoke is the Register function's entry point: the SmallFile task when the request's kind says
 // so, else Register (a pipeline.ChunkRequest, which has no kind).
@@ -113,7 +111,7 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 		if err != nil {
 			return pipeline.SmallFileResult{}, err
 		}
-		if res.Done && !s.roomForResults(ctx) && s.Register.writeProgress(ctx, cr, pipeline.Progress{Next: cr.Until() + 1}) == nil {
+		if res.Done && !s.roomFor(ctx, 2*minCallTime) && s.Register.writeProgress(ctx, cr, pipeline.Progress{Next: cr.Until() + 1}) == nil {
 			// Every record is registered; the full path's Register of segment 0 finds the progress
 			// at its end and sends nothing, and its results task has an invocation of its own.
 			log.Info("small file handed to the full path for its results", "registered", res.Registered)
@@ -145,11 +143,11 @@ func (s *SmallFile) resultsTime() time.Duration {
 	if s.ResultsTime > 0 {
 		return s.ResultsTime
 	}
-	return DefaultResultsTime
+	return s.Register.HTTPTimeout + minCallTime
 }
 
-// roomForResults reports whether ResultsTime is left before the deadline, less the margin.
-func (s *SmallFile) roomForResults(ctx context.Context) bool {
+// roomFor reports whether d is left before the deadline, less the margin.
+func (s *SmallFile) roomFor(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return true
@@ -162,7 +160,7 @@ func (s *SmallFile) roomForResults(ctx context.Context) bool {
 	if now == nil {
 		now = time.Now
 	}
-	return dl.Sub(now())-margin >= s.resultsTime()
+	return dl.Sub(now())-margin >= d
 }
 
 // chunkRequest is the Register request of the file's chunks, as segment 0's first invocation

@@ -260,16 +260,17 @@ func TestSmallFileHandsOnWithoutResending(t *testing.T) {
 	}
 }
 
-// A registration that ends with less than the results' time left hands the file on with the
-// progress at the segment's end: the full path's Register sends nothing again.
+// A registration that ends with less than two S3 calls' time left (the progress's and the
+// summary's) hands the file on with the progress at the segment's end: the full path's Register
+// sends nothing again.
 func TestSmallFileHandsOnForItsResults(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	c := newCore(t, func(int, seenRequest) int { clock.add(3 * time.Second); return 200 })
 	store := sourcetest.NewFakeS3()
 	s, req := smallFixture(t, store, csvTenant(c.srv.URL), csvRecords(2))
-	s.Register.HTTPTimeout, s.Register.now = 5*time.Second, clock.now
-	s.ResultsTime = 15 * time.Second // after two records at 3 s each, 20-6-2 = 12 s are left
-	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(20*time.Second))
+	s.Register.HTTPTimeout, s.Register.now = time.Second, clock.now
+	// Records 1 and 2 at 0 and 3 s (each with its HTTP timeout left); after them, 9.5-6-2 = 1.5 s.
+	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(9500*time.Millisecond))
 	defer cancel()
 	_, err := s.Handle(ctx, req)
 	if source.ErrorType(err) != pipeline.ErrNotSmall || !strings.Contains(err.Error(), "too little of the invocation left for its results") {
