@@ -132,7 +132,7 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	const records = 1050 // chunk size 1: two segments, of 1,000 and 50 chunks
 	r := startScenario(t, scenarioTenants, Config{
 		Faults: Faults{
-			// big.csv's two segments; small.csv's one child would finish before its retry comes.
+			// big.csv's two segments; small.csv is a small file, which starts no child.
 			LoseChildStartAnswers: 2,
 			// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while
 			// the child still runs, however fast this machine registers 50 chunks.
@@ -169,8 +169,9 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	if got := fileTaskErrors(t, ctx, r, parent); !slices.Equal(got, []string{"StepFunctions.SdkClientException", "StepFunctions.SdkClientException"}) {
 		t.Errorf("big.csv: RegisterSegment failures: got %v, want two StepFunctions.SdkClientException", got)
 	}
-	if small := fileOf(t, rep, "wide", "small.csv"); small.SegmentExecutions != 1 || small.Records != 5 {
-		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 1", small.Records, small.SegmentExecutions)
+	// small.csv's five chunks are a small file: the SmallFile task, no child execution.
+	if small := fileOf(t, rep, "wide", "small.csv"); small.SegmentExecutions != 0 || small.Records != 5 {
+		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 0 (the small-file path)", small.Records, small.SegmentExecutions)
 	}
 	t.Logf("big.csv: %d records, children %v, %.1fs", big.Records, children, rep.WallSeconds)
 }
