@@ -511,3 +511,44 @@ func TestSmallFileChunkCarriesTheFileStart(t *testing.T) {
 		})
 	}
 }
+
+// A core system that asks for a wait longer than the invocation has (a 429 with a Retry-After of
+// 10 minutes, in the file's second chunk) makes the SmallFile task hand on at the record that
+// waits, after Register wrote the progress there: the full path sends it again with the same key,
+// and nothing before it.
+func TestSmallFileHandsOnToWait(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	waiting := true
+	c := newThrottlingCore(t, func(_ int, key string) (int, string) {
+		if waiting && strings.HasSuffix(key, "-5") {
+			return http.StatusTooManyRequests, "600"
+		}
+		return http.StatusOK, ""
+	})
+	store := sourcetest.NewFakeS3()
+	s, req := smallFixture(t, store, csvTenant(c.srv.URL), csvRecords(7)) // chunks of 3
+	s.Register.now = clock.now
+	s.Register.sleep = func(_ context.Context, d time.Duration) error { clock.add(d); return nil }
+	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(60*time.Second))
+	defer cancel()
+	_, err := s.Handle(ctx, req)
+	if source.ErrorType(err) != pipeline.ErrNotSmall || !strings.Contains(err.Error(), "it resumes at record 5") {
+		t.Fatalf("got %s %v, want NotSmallError resuming at record 5", source.ErrorType(err), err)
+	}
+	waiting = false
+	sp, err := s.Split.Handle(context.Background(), pipeline.SplitRequest{Tenant: req.Input.Tenant, Source: req.Input.Source, ExecutionName: execName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Register.now = nil
+	if res, err := s.Register.Handle(context.Background(), s.chunkRequest(req, sp)); err != nil || !res.Done || res.Registered != 3 {
+		t.Fatalf("got %+v, %v; want records 5 to 7 registered, done", res, err)
+	}
+	var want []string
+	for _, n := range []int{1, 2, 3, 4, 5, 5, 6, 7} {
+		want = append(want, fmt.Sprintf("%s-%d", execName, n))
+	}
+	if got := c.seen(); !slices.Equal(got, want) {
+		t.Errorf("got keys %q, want %q: record 5 again after the wait, nothing else twice", got, want)
+	}
+}
