@@ -46,27 +46,28 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 // done instead of hanging again). The controller holds the failed file until the stop of the
 // execution that ran the hung task + the Register timeout + 30 s, so the next file's first record
 // arrives only after the hung invocation has ended. Both paths: a one-chunk file hangs in the file
-// execution's own SmallFile task; a file of two chunks, in its segment's Register, whose segment
-// execution fails.
+// execution's own SmallFile task; a file of two chunks, for a tenant without the small-file path
+// (the file is within the bound), in its segment's Register, whose segment execution fails.
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		records int
+		tenants string
 	}{
-		{"small file", 30},
-		{"segment", 130},
+		{"small file", 30, scenarioTenants},
+		{"segment", 130, withTenantJSON(scenarioTenants, "cont", "smallFileBytes", -1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ambiguousRegisterHold(t, tc.records)
+			ambiguousRegisterHold(t, tc.records, tc.tenants)
 		})
 	}
 }
 
-func ambiguousRegisterHold(t *testing.T, records int) {
+func ambiguousRegisterHold(t *testing.T, records int, tenants string) {
 	const registerTimeout = 8 * time.Second
-	r := startScenario(t, scenarioTenants, Config{
+	r := startScenario(t, tenants, Config{
 		EnvFor: map[string][]string{
 			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8"},
