@@ -107,7 +107,7 @@ type Tenant struct {
 	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
 	// SmallFileBytes is the tenant's own small-file bound: a file whose S3 event gives it at most
 	// this many bytes runs as one SmallFile task (split, register and results in one invocation).
-	// 1 to 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 32 KiB).
+	// 1 to 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 1 MiB).
 	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
 	// Sequence makes the tenant's files run in the sequence their names carry, instead of the
 	// order their events reached the queue. Default: none, arrival order.

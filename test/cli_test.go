@@ -179,7 +179,7 @@ func TestAppRegisterDesignContext(t *testing.T) {
 		want          []string // states only that design's file and segment have
 		not           []string
 	}{
-		{"", "", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `32768}`}, []string{`\"Chunks\":`}},
+		{"", "", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `1048576}`}, []string{`\"Chunks\":`}},
 		{"per-invocation", "1000", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `1000}`}, []string{`\"Chunks\":`}},
 		{"per-invocation", "-1", []string{`\"NextChunks\":{\"Type\":\"Choice\"`}, []string{`\"Chunks\":`, `\"FileSize\"`, `\"SmallFile\"`}},
 		// The per-chunk design is the design before, with no small-file path.

@@ -133,15 +133,16 @@ type SharedProps struct {
 	// each, kept for comparison). Default: shared.
 	RequestShares string
 	// DefaultSmallFileBytes is the small-file bound of every tenant that sets no Tenant.SmallFileBytes
-	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register and results in one
-	// invocation, two state transitions instead of seven), and one that is not small after all (more
-	// than one chunk, or its registration does not end in one invocation) goes on through Split
-	// without any record sent twice (docs/data-path.md, "Small files"). -1 turns the path off; at
-	// most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file into memory. The path
-	// needs the bundled register function and the per-invocation design; it is off with
-	// RegisterFunction or per-chunk. Set it to about the tenants' chunkSize × their records' usual
-	// bytes: a file under the bound with more than one chunk costs a SmallFile invocation and two
-	// state transitions more. Default: pipeline.DefaultSmallFileBytes (32 KiB: 100 records of ≈ 320 bytes).
+	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register chunk after
+	// chunk and results in one invocation, two state transitions), and one that is not small after
+	// all (more than one segment of chunks, or its registration does not end in one invocation)
+	// goes on through Split without any record sent twice (docs/data-path.md, "Small files"). -1
+	// turns the path off; at most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file
+	// into memory. The path needs the bundled register function and the per-invocation design; it
+	// is off with RegisterFunction or per-chunk. Lower it for a core system too slow to take the
+	// bound's records in one invocation: such a file is handed on with what it registered kept, at
+	// the cost of the SmallFile task's two state transitions and a second split.
+	// Default: pipeline.DefaultSmallFileBytes (1 MiB: about 10,000 records of 100 bytes).
 	DefaultSmallFileBytes int
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,

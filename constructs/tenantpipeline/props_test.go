@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
-		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 32 << 10},
+		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 1 << 20},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -123,7 +123,7 @@ func TestSmallFiles(t *testing.T) {
 		change func(*Props)
 		want   int
 	}{
-		{"default", func(*Props) {}, 32 << 10},
+		{"default", func(*Props) {}, 1 << 20},
 		{"set", func(p *Props) { p.DefaultSmallFileBytes = 1000 }, 1000},
 		{"turned off", func(p *Props) { p.DefaultSmallFileBytes = -1 }, 0},
 		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, 0},

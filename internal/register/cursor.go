@@ -60,7 +60,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		if err := checkSegment(req); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
-		reserve = minCallTime
+		reserve = minCallTime + o.reserve
 		var (
 			stored *pipeline.Progress
 			read   bool
@@ -189,7 +189,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 	if len(rejections) > 0 {
 		// Before the cursor passes them: a crash from here re-sends the same records with the same
 		// keys, and rewrites the same part.
-		if err := h.writeRejections(ctx, req, from, first, rejections); err != nil {
+		if err := h.writeRejections(ctx, req, from, first, rejections, o.file); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 	}

@@ -52,7 +52,7 @@ const (
 	// or "static".
 	CtxRequestShares = "requestShares"
 	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
+	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 1 MiB.
 	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
