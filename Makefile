@@ -89,7 +89,7 @@ bench: setup
 ## tenants, its breaker on beside disabled: failed files, halted tenants, files out of order (TestFiguresBreaker);
 ## a large key-ordered file alone and then among 100 small files on one core system of 30 requests in flight at
 ## 20 ms: mean requests in flight, the large file's records/s, the peak, beside requestShares=static (TestFiguresCapacity)
-## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
+## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls, capacity)
 figures: setup
 	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m
 

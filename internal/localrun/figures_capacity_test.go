@@ -81,6 +81,8 @@ func TestFiguresCapacity(t *testing.T) {
 		shared.alone, capacityLimit, shared.overall, thousands(shared.largeRate), static.alone, capacityLimit, static.overall, thousands(static.largeRate),
 		shared.largeRate/static.largeRate, peak, capacityLimit, thousands(capacityLargeRecords), capacityLargeKeys, capacityLargeWindow,
 		shared.aloneFor.Seconds(), capacitySmallFiles, capacitySmallTenants, capacityRunning, capacityLatency.Seconds()*1000)
+	writeFigure(t, "capacity.svg", capacityFigure(capacityLimit,
+		capacityBars{"shared", shared.alone, shared.overall, shared.largeRate}, capacityBars{"static", static.alone, static.overall, static.largeRate}).SVG())
 	for _, g := range []struct {
 		what       string
 		got, goal  float64
