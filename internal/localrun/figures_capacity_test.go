@@ -65,6 +65,7 @@ type capacityRun struct {
 	aloneFor       time.Duration
 	largeRate      float64 // the large file's records over its first request to its last answer
 	peak           int
+	design         string // Register's REQUEST_SHARES, "" when the app sets none
 }
 
 // TestFiguresCapacity measures the capacity figure (make figures): how much of a core system's
@@ -98,6 +99,8 @@ func TestFiguresCapacity(t *testing.T) {
 		t.Logf("%s: %.1f %s %s the goal of %s %.1f", g.what, g.got, g.unit, verdict, g.goes, g.goal)
 	}
 	t.Logf("peak in flight: shared %d, static %d, never above %d", shared.peak, static.peak, capacityLimit)
+	// An app that does not know requestShares measures one design twice.
+	t.Logf("Register's REQUEST_SHARES: %q by default, %q with %s=static", shared.design, static.design, requestSharesKey)
 }
 
 // measureCapacity runs the shape once on the app synthesized with extra context.
@@ -141,10 +144,23 @@ func measureCapacity(t *testing.T, extra map[string]string) capacityRun {
 		}
 	}
 	first, last := flight.Span()
-	return capacityRun{
+	return capacityRun{design: requestSharesOf(r),
 		alone: flight.Mean(largeFrom, aloneTo), overall: flight.Mean(first, last), aloneFor: aloneTo.Sub(largeFrom),
 		largeRate: capacityLargeRecords / largeTo.Sub(largeFrom).Seconds(), peak: peak,
 	}
+}
+
+// requestSharesOf is the request-shares design the run's Register functions were given (the
+// REQUEST_SHARES environment variable the requestShares context key renders), "" when none.
+func requestSharesOf(r *Run) string {
+	for _, f := range functionsOf(r, registerPkg) {
+		for _, kv := range f.Env {
+			if v, ok := strings.CutPrefix(kv, "REQUEST_SHARES="); ok {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // requestSpan is the first arrival and the last answer of requests; zero times when none.
