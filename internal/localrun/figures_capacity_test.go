@@ -78,9 +78,9 @@ func TestFiguresCapacity(t *testing.T) {
 	shared := measureCapacity(t, nil)
 	static := measureCapacity(t, map[string]string{requestSharesKey: "static"})
 	peak := max(shared.peak, static.peak)
-	fmt.Printf("capacity: shared %.1f of %d in flight while the large file ran alone (mean %.1f over the run), large file %s rec/s; static %.1f of %d (mean %.1f), %s rec/s; %.1f× the static design's rate; peak %d of %d (%s key-ordered records over %d keys, %d in flight at most, alone %.0f s; then %d small files of 20-200 records across %d pooled tenants; %d running files, %.0f ms core latency)\n",
+	fmt.Printf("capacity: shared %.1f of %d in flight while the large file ran alone (mean %.1f over the run), large file %s rec/s; static %.1f of %d (mean %.1f), %s rec/s; %.1f× the static design's rate; peak %d of %d (%s key-ordered records over %s keys, %d in flight at most, alone %.0f s; then %d small files of 20-200 records across %d pooled tenants; %d running files, %.0f ms core latency)\n",
 		shared.alone, capacityLimit, shared.overall, thousands(shared.largeRate), static.alone, capacityLimit, static.overall, thousands(static.largeRate),
-		shared.largeRate/static.largeRate, peak, capacityLimit, thousands(capacityLargeRecords), capacityLargeKeys, capacityLargeWindow,
+		shared.largeRate/static.largeRate, peak, capacityLimit, thousands(capacityLargeRecords), thousands(capacityLargeKeys), capacityLargeWindow,
 		shared.aloneFor.Seconds(), capacitySmallFiles, capacitySmallTenants, capacityRunning, capacityLatency.Seconds()*1000)
 	writeFigure(t, "capacity.svg", capacityFigure(capacityLimit,
 		capacityBars{"shared", shared.alone, shared.overall, shared.largeRate}, capacityBars{"static", static.alone, static.overall, static.largeRate}).SVG())
