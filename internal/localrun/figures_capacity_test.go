@@ -66,6 +66,9 @@ type capacityRun struct {
 	largeRate      float64 // the large file's records over its first request to its last answer
 	peak           int
 	design         string // Register's REQUEST_SHARES, "" when the app sets none
+	// perSecond is the mean in flight in each second while the large file ran alone: its ramp, and
+	// what its chunks' ends cost once ramped.
+	perSecond []float64
 }
 
 // TestFiguresCapacity measures the capacity figure (make figures): how much of a core system's
@@ -99,6 +102,16 @@ func TestFiguresCapacity(t *testing.T) {
 		t.Logf("%s: %.1f %s %s the goal of %s %.1f", g.what, g.got, g.unit, verdict, g.goes, g.goal)
 	}
 	t.Logf("peak in flight: shared %d, static %d, never above %d", shared.peak, static.peak, capacityLimit)
+	for _, d := range []struct {
+		name string
+		run  capacityRun
+	}{{"shared", shared}, {"static", static}} {
+		var each []string
+		for _, m := range d.run.perSecond {
+			each = append(each, fmt.Sprintf("%.1f", m))
+		}
+		t.Logf("%s: in flight second by second while the large file ran alone: %s", d.name, strings.Join(each, " "))
+	}
 	// An app that does not know requestShares measures one design twice.
 	t.Logf("Register's REQUEST_SHARES: %q by default, %q with %s=static", shared.design, static.design, requestSharesKey)
 }
@@ -143,8 +156,16 @@ func measureCapacity(t *testing.T, extra map[string]string) capacityRun {
 			aloneTo = from
 		}
 	}
+	var perSecond []float64
+	for at := largeFrom; at.Before(aloneTo); at = at.Add(time.Second) {
+		end := at.Add(time.Second)
+		if end.After(aloneTo) {
+			end = aloneTo
+		}
+		perSecond = append(perSecond, flight.Mean(at, end))
+	}
 	first, last := flight.Span()
-	return capacityRun{design: requestSharesOf(r),
+	return capacityRun{design: requestSharesOf(r), perSecond: perSecond,
 		alone: flight.Mean(largeFrom, aloneTo), overall: flight.Mean(first, last), aloneFor: aloneTo.Sub(largeFrom),
 		largeRate: capacityLargeRecords / largeTo.Sub(largeFrom).Seconds(), peak: peak,
 	}
