@@ -126,6 +126,12 @@ type SharedProps struct {
 	// contract (docs/data-path.md, "Bringing your own register function").
 	// Default: per-invocation; per-chunk when RegisterFunction is set.
 	RegisterDesign string
+	// RequestShares is how the bundled Register divides a core system's maxRequestsInFlight among
+	// its running files (pipeline.EnvRequestShares): pipeline.RequestSharesShared ("shared": by
+	// what each can use, recomputed as files start and end; docs/configuration.md, "Core
+	// systems") or pipeline.RequestSharesStatic ("static": maxRequestsInFlight / maxRunningFiles
+	// each, kept for comparison). Default: shared.
+	RequestShares string
 	// DefaultSmallFileBytes is the small-file bound of every tenant that sets no Tenant.SmallFileBytes
 	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register and results in one
 	// invocation, two state transitions instead of seven), and one that is not small after all (more
@@ -290,6 +296,9 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 			s.RegisterDesign = workflows.DesignPerChunk
 		}
 	}
+	if s.RequestShares == "" {
+		s.RequestShares = pipeline.RequestSharesShared
+	}
 	defInt(&s.DefaultSmallFileBytes, pipeline.DefaultSmallFileBytes)
 	def(&s.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&s.HaltedRecheck, DefaultHaltedRecheck)
@@ -385,6 +394,9 @@ func (s SharedProps) validate(field func(string) string, ownRegister bool, bad f
 	}
 	if !slices.Contains(workflows.Designs, s.RegisterDesign) {
 		bad("register design %q is invalid: use %q or %q", s.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
+	}
+	if !slices.Contains(pipeline.RequestShares, s.RequestShares) {
+		bad("request shares %q is invalid: set %s to %q or %q", s.RequestShares, field("RequestShares"), pipeline.RequestSharesShared, pipeline.RequestSharesStatic)
 	}
 	if s.DefaultSmallFileBytes != -1 && (s.DefaultSmallFileBytes < 1 || s.DefaultSmallFileBytes > pipeline.MaxSmallFileBytes) {
 		bad("small-file bound %d bytes is invalid: set %s to 1 up to %d (4 MiB), or -1 to turn the small-file path off", s.DefaultSmallFileBytes, field("DefaultSmallFileBytes"), pipeline.MaxSmallFileBytes)

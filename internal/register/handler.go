@@ -86,6 +86,15 @@ type Handler struct {
 	// breakers, when set, is the store of a core system's breaker (tests); else the breaker item
 	// in the core system's admission table, with DynamoDB.
 	breakers func(pipeline.CoreSystem) breakerStore
+	// StaticShares gives each running file of a core system the even share
+	// CoreSystem.FileShare instead of a share of what the others leave (shares.go;
+	// pipeline.EnvRequestShares).
+	StaticShares bool
+	// sharers, when set, is an invocation's membership of its core system's shares (tests); else
+	// the shares item in the core system's admission table, with DynamoDB. sharesPoll, when set,
+	// replaces shares.RefreshInterval.
+	sharers    func(pipeline.ChunkRequest) sharer
+	sharesPoll time.Duration
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -117,6 +126,8 @@ func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOp
 	start := time.Now()
 	p := h.newPace(req)
 	p.guard.start(ctx, h.budget(ctx, req))
+	p.shares.join(ctx, h.budget(ctx, req))
+	defer p.shares.leave(ctx)
 	res, err := h.registerRun(ctx, req, p, o)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}

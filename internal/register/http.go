@@ -151,11 +151,13 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 		resp, err := c.post(ctx, b, sending, key, *auth, body)
 		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
 			if *auth, err = c.auth(ctx, b, req, true); err != nil {
+				c.pace.release()
 				return response{}, rejection(err, 0), err
 			}
 			sending, refreshed = "resending "+what+" after a 401", true
 			resp, err = c.post(ctx, b, sending, key, *auth, body)
 		}
+		c.pace.release()
 		if err == nil && slowDown(resp.status) {
 			if c.slowed != nil {
 				c.slowed()

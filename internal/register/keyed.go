@@ -247,14 +247,27 @@ type window struct {
 	mu   sync.Mutex
 	most int
 	n    int
+	cap  int // the file's share of its core system's requests in flight (setCap); 0: none
 }
 
 func newWindow(most int) *window { return &window{most: max(1, most), n: max(1, most)} }
 
+// size is what may be in flight now: the window, within the share.
 func (w *window) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.cap > 0 {
+		return min(w.n, w.cap)
+	}
 	return w.n
+}
+
+// setCap bounds what may be in flight by the file's share of its core system's requests
+// (shares.go), at least 1: a file whose share is 0 holds before each send instead.
+func (w *window) setCap(n int) {
+	w.mu.Lock()
+	w.cap = max(1, n)
+	w.mu.Unlock()
 }
 
 func (w *window) halve() {
