@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // requestSharesKey is the CDK context key that selects how a core system's maxRequestsInFlight is
@@ -113,7 +114,7 @@ func TestFiguresCapacity(t *testing.T) {
 		t.Logf("%s: in flight second by second while the large file ran alone: %s", d.name, strings.Join(each, " "))
 	}
 	// An app that does not know requestShares measures one design twice.
-	t.Logf("Register's REQUEST_SHARES: %q by default, %q with %s=static", shared.design, static.design, requestSharesKey)
+	t.Logf("Register's %s: %q by default, %q with %s=static", pipeline.EnvRequestShares, shared.design, static.design, requestSharesKey)
 }
 
 // measureCapacity runs the shape once on the app synthesized with extra context.
@@ -172,11 +173,11 @@ func measureCapacity(t *testing.T, extra map[string]string) capacityRun {
 }
 
 // requestSharesOf is the request-shares design the run's Register functions were given (the
-// REQUEST_SHARES environment variable the requestShares context key renders), "" when none.
+// environment variable the requestShares context key renders), "" when none.
 func requestSharesOf(r *Run) string {
 	for _, f := range functionsOf(r, registerPkg) {
 		for _, kv := range f.Env {
-			if v, ok := strings.CutPrefix(kv, "REQUEST_SHARES="); ok {
+			if v, ok := strings.CutPrefix(kv, pipeline.EnvRequestShares+"="); ok {
 				return v
 			}
 		}
