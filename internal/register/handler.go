@@ -114,6 +114,17 @@ type runOptions struct {
 	chunk *memChunk
 	// horizon, when set, looks records up before they are sent (horizon.go).
 	horizon *horizon
+	// ahead, when set, reads a keyed file's next chunk before the chunk's records are sent, so
+	// that the keyed sink may send its records before the chunk's end (keyedSink).
+	ahead *readAhead
+}
+
+// readAhead is the next chunk a keyed run read ahead, for register to use when it comes to it.
+type readAhead struct {
+	until int // the run's last chunk
+	chunk int // the chunk read, -1: none
+	span  pipeline.ChunkSpan
+	recs  []records.Record
 }
 
 // memChunk is a chunk in memory: its span of data, the whole object.
@@ -178,8 +189,14 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		return chunkOutcome{}, err
 	}
 	b := h.budget(ctx, req)
-	span, recs, err := h.readChunk(ctx, &b, req, f, c.S3, o.chunk)
-	if err != nil {
+	var (
+		span pipeline.ChunkSpan
+		recs []records.Record
+	)
+	if a := o.ahead; a != nil && a.chunk == req.Chunk && req.Record == 0 {
+		span, recs, a.chunk = a.span, a.recs, -1
+		b.first = span.FirstRecord
+	} else if span, recs, err = h.readChunk(ctx, &b, req, f, c.S3, o.chunk); err != nil {
 		return chunkOutcome{}, err
 	}
 	if len(recs) == 0 {
@@ -200,7 +217,11 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		out.done = int64(len(recs)) // every record is registered already
 		return out, nil
 	}
-	n, err := h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, send)
+	sink := h.sinkFor(req.Tenant, target, p, c, out.rejects)
+	if ks, ok := sink.(*keyedSink); ok && o.ahead != nil && req.Chunk < o.ahead.until && len(send) == len(recs) {
+		ks.ahead, ks.aheadReq, ks.aheadBudget = h.readNext(ctx, req, f, c, o)
+	}
+	n, err := sink.Write(ctx, b, req, send)
 	out.done = n
 	if len(send) < len(recs) && err != nil {
 		out.done = doneBefore(recs, err)
@@ -208,6 +229,24 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		out.done = int64(len(recs))
 	}
 	return out, err
+}
+
+// readNext reads the chunk after req's into o.ahead, and returns its records with the request
+// and budget they are sent under. A read that fails leaves nothing ahead: the chunk's own
+// register reads it again and reports the failure.
+func (h *Handler) readNext(ctx context.Context, req pipeline.ChunkRequest, f records.Format, c *TenantClients, o runOptions) ([]records.Record, pipeline.ChunkRequest, budget) {
+	next := req
+	next.Chunk, next.Record = req.Chunk+1, 0
+	b := h.budget(ctx, next)
+	span, recs, err := h.readChunk(ctx, &b, next, f, c.S3, o.chunk)
+	if err != nil {
+		return nil, next, b
+	}
+	o.ahead.chunk, o.ahead.span, o.ahead.recs = next.Chunk, span, recs
+	if len(recs) > 0 {
+		b.first = recs[0].Number
+	}
+	return recs, next, b
 }
 
 // doneBefore is the number of recs before the record err stops at (a *WriteError's), all of

@@ -136,8 +136,12 @@ type pace struct {
 	inFlight     int           // POSTs sent and not yet answered
 	peakInFlight int           // the most of them at once
 
-	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
+	// window is a keyed file's requests in flight (keyedSink), for the whole invocation; it
+	// starts at what the file's previous invocation left (restoreWindow).
 	window *window
+	// keyed is a keyed file's sink, for the whole invocation (its requests may cross a chunk's
+	// end); nil until its first chunk.
+	keyed *keyedSink
 	// guard keeps the core system's breaker (breaker.go); nil without one.
 	guard *guard
 	// shares keeps the file's share of the core system's requests in flight (shares.go); nil
@@ -155,7 +159,7 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		backoff: retry.NewExponentialJitterBackoff(SlowDownMaxBackoff),
 		log:     h.Log,
 		attrs:   []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName},
-		window:  newWindow(req.Tenant.RecordsInFlight()),
+		window:  newWindow(req.Tenant.RecordsInFlight(), 0),
 		now:     h.now,
 	}
 	if p.sleep == nil {

@@ -19,7 +19,9 @@ import (
 // chunk. So after each successful invocation Register writes where the next one starts, and an
 // invocation that begins the segment reads it and starts there: a redriven file re-sends at most
 // the failed invocation's records, with the same idempotency keys. It costs one GET per segment
-// execution and one PUT per successful invocation, in the work bucket beside the manifest.
+// execution and one PUT per successful invocation, in the work bucket beside the manifest; and
+// for a keyed file one GET per invocation, whose progress carries the window the previous
+// invocation left (Progress.Window, window.go).
 
 // checkSegment rejects a request whose segment does not hold its run: a wiring fault no retry
 // fixes, and progress read under the wrong segment could skip records.

@@ -22,9 +22,10 @@ import (
 // the breaker's holds do, and an invocation whose time runs out first ends at its cursor
 // (errSlowDown), so a file that waits for a share never fails.
 //
-// An invocation that cannot join (the item cannot be read or written) falls back to the static
-// share, CoreSystem.FileShare, for the rest of the invocation, and says so at WARN. Once it has
-// joined, a read or write that fails leaves its grant as it was: the item still counts it.
+// An invocation that cannot join (the item cannot be read or written) sends nothing and tries
+// again at each refresh, and says so at WARN: sending outside the shares could take the core
+// system past its maxRequestsInFlight. Once it has joined, a read or write that fails leaves its
+// grant as it was: the item still counts it.
 
 // ParseRequestShares reads pipeline.EnvRequestShares: "" is pipeline.RequestSharesShared.
 // It reports whether the shares are static.
@@ -59,7 +60,6 @@ const leaveTimeout = time.Second
 // for the keyed sink's concurrent sends.
 type keeper struct {
 	member sharer
-	static int // the static share, the fallback
 	poll   time.Duration
 	now    func() time.Time
 	sleep  func(context.Context, time.Duration) error
@@ -104,7 +104,7 @@ func (h *Handler) newKeeper(req pipeline.ChunkRequest, p *pace) *keeper {
 	default:
 		return nil
 	}
-	k := &keeper{member: member, static: c.FileShare(), poll: shares.RefreshInterval, now: p.now, sleep: p.sleep,
+	k := &keeper{member: member, poll: shares.RefreshInterval, now: p.now, sleep: p.sleep,
 		released: make(chan struct{}), log: p.log, attrs: append(append([]any{}, p.attrs...), "coreSystem", c.Name)}
 	if h.sharesPoll > 0 {
 		k.poll = h.sharesPoll
@@ -116,7 +116,7 @@ func (h *Handler) newKeeper(req pipeline.ChunkRequest, p *pace) *keeper {
 }
 
 // join adds the invocation to the shares and starts its refreshes; a join that fails for want of
-// the store sets the static share.
+// the store leaves the limit at 0 until a refresh joins.
 func (k *keeper) join(ctx context.Context, b budget) {
 	if k == nil {
 		return
@@ -137,12 +137,13 @@ func (k *keeper) join(ctx context.Context, b budget) {
 		return k.member.Join(ctx)
 	}()
 	if err != nil && !errors.Is(err, shares.ErrBusy) {
-		k.log.Warn("request shares not joined; the file keeps the static share", append(k.attrs, "staticShare", k.static, "error", err.Error())...)
-		k.set(k.static)
-		return
+		// Fail closed: sending outside the shares could take the core system over its
+		// maxRequestsInFlight, since the other files' grants may already add up to all of it.
+		k.log.Warn("request shares not joined; the file waits and joins at its next refresh", append(k.attrs, "error", err.Error())...)
+		limit = 0
 	}
-	// Joined, or every attempt lost to other writers: then the limit is 0 and the next refresh
-	// joins, so the file waits rather than sending outside the shares.
+	// Joined, or not (every attempt lost to other writers, or the store failed): then the limit
+	// is 0 and the next refresh joins, so the file waits rather than sending outside the shares.
 	k.mu.Lock()
 	k.joined = true
 	k.stop, k.done = make(chan struct{}), make(chan struct{})

@@ -56,7 +56,7 @@ func (f *fakeSharer) left() int {
 
 // TestSharesCapKeyedWindow: a key-ordered file keeps its grant in flight, not the static share
 // (maxRequestsInFlight / maxRunningFiles) and not more than the grant; without a share (static
-// shares, or a join that failed) it keeps the static share.
+// shares) it keeps the static share; a join that failed waits for its next refresh.
 func TestSharesCapKeyedWindow(t *testing.T) {
 	// Static share 8/4 = 2; the tenant can use 8.
 	core := &pipeline.CoreSystem{Name: "erp", MaxRunningFiles: 4, MaxRequestsInFlight: 8, Table: "adm"}
@@ -73,7 +73,8 @@ func TestSharesCapKeyedWindow(t *testing.T) {
 	}{
 		{"a grant of 6: six in flight", &fakeSharer{join: 6}, false, 6, 1, "", 0},
 		{"a grant of 8, the whole demand", &fakeSharer{join: 8}, false, 8, 1, "", 0},
-		{"the join fails: the static share", &fakeSharer{joinErr: errors.New("throttled")}, false, 2, 0, "static share", 0},
+		// Fail closed: it sends nothing outside the shares, and joins at its next refresh.
+		{"the join fails: it waits and joins at its next refresh", &fakeSharer{joinErr: errors.New("throttled"), refresh: func(int) int { return 5 }}, false, 5, 1, "joins at its next refresh", 1},
 		// Its first request waits for the refresh, under a window of one: the window opens
 		// to the grant only as answers come back.
 		{"the join loses every race: it joins at its next refresh", &fakeSharer{join: 0, joinErr: shares.ErrBusy, refresh: func(int) int { return 5 }}, false, 5, 1, "", 1},
