@@ -86,8 +86,10 @@ bench: setup
 ## sequenced tenants' shuffled files with a number withheld, in both tiers: files held at most at once, the
 ## missing file's upload to the first held file's first record, files out of sequence beside arrival order
 ## (TestFiguresSequence); a core system refusing connections for longer than a file's retries in a burst of 50
-## tenants, its breaker on beside disabled: failed files, halted tenants, files out of order (TestFiguresBreaker)
-## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls)
+## tenants, its breaker on beside disabled: failed files, halted tenants, files out of order (TestFiguresBreaker);
+## a large key-ordered file alone and then among 100 small files on one core system of 30 requests in flight at
+## 20 ms: mean requests in flight, the large file's records/s, the peak, beside requestShares=static (TestFiguresCapacity)
+## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls, capacity)
 figures: setup
 	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m
 

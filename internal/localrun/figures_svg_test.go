@@ -71,6 +71,33 @@ func throughputFigure(rec, keyed, bat, ddb float64, latencyMs float64) svgchart.
 	}
 }
 
+// capacityBars is one request-shares design in TestFiguresCapacity's chart: the core system's mean
+// requests in flight while the large file ran alone and over the run, and the large file's rate.
+type capacityBars struct {
+	name                 string
+	alone, overall, rate float64
+}
+
+// capacityFigure is TestFiguresCapacity's chart: each design's requests in flight against the core
+// system's limit, and the large file's records per second.
+func capacityFigure(limit int, designs ...capacityBars) svgchart.BarChart {
+	var inFlight, rate []svgchart.Bar
+	for _, d := range designs {
+		inFlight = append(inFlight,
+			svgchart.Bar{Label: d.name + ", large file alone", Value: d.alone, Text: fmt.Sprintf("%.1f of %d", d.alone, limit)},
+			svgchart.Bar{Label: d.name + ", over the run", Value: d.overall, Text: fmt.Sprintf("%.1f of %d", d.overall, limit)})
+		rate = append(rate, svgchart.Bar{Label: d.name, Value: d.rate, Text: svgchart.Format(d.rate) + " rec/s"})
+	}
+	return svgchart.BarChart{
+		Title: fmt.Sprintf("A core system of %d requests in flight: request shares", limit),
+		Note:  "time-weighted mean of the POSTs in flight at the sink; one large key-ordered file, then small files of other tenants",
+		Sections: []svgchart.Section{
+			{Title: "mean requests in flight", Bars: inFlight},
+			{Title: "the large file's records per second", Bars: rate},
+		},
+	}
+}
+
 // controllerCalls is the controller's cost per running file-hour of one run: the pipeline's
 // DescribeExecution calls and the controller's invocations (event source mapping and status rule),
 // each divided by the summed running time of the file executions.
@@ -127,6 +154,12 @@ func TestFigureCharts(t *testing.T) {
 				controllerCalls{describePerHour: 40, invocationsPerHour: 120, gapMean: 59.56},
 				controllerCalls{describePerHour: 897, invocationsPerHour: 239.2, gapMean: 19.75}, 60).SVG(),
 			wantTexts: []string{"events on", "events dropped (safety net 60 s)", "0", "897", "89.7", "0.03 s", "59.6 s", "19.8 s"},
+		},
+		{
+			name: "capacity",
+			svg:  capacityFigure(30, capacityBars{"shared", 27.14, 18.3, 1240}, capacityBars{"static", 3, 9.94, 150}).SVG(),
+			wantTexts: []string{"A core system of 30 requests in flight: request shares", "shared, large file alone", "27.1 of 30",
+				"shared, over the run", "18.3 of 30", "static, large file alone", "3.0 of 30", "9.9 of 30", "1,240 rec/s", "150 rec/s"},
 		},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,8 @@ func (r *Run) startMapping(ctx context.Context, asm *deploy.Assembly, res *deplo
 		}
 		t.Stack = m.Stack.Name
 		r.Tenants = append(r.Tenants, t)
-		r.Sink.SetKeyColumns(t.ID, t.KeyColumns()) // the sink checks a keyed tenant's order per key
+		r.Sink.SetKeyColumns(t.ID, t.KeyColumns())     // the sink checks a keyed tenant's order per key
+		r.Sink.SetCoreSystem(t.ID, t.CoreSystemName()) // and gauges each core system's requests in flight
 	}
 	if c := props.MaximumConcurrency; c != 0 && (c < minMaximumConcurrency || c > maxMaximumConcurrency) {
 		return fmt.Errorf("mapping %s: ScalingConfig.MaximumConcurrency %d: Lambda accepts %d to %d", m.LogicalID, c, minMaximumConcurrency, maxMaximumConcurrency)

@@ -185,6 +185,13 @@ const (
 // Pooled reports whether the tenant shares its pool's queue and functions.
 func (t *Tenant) Pooled() bool { return t.Tier == TierPool }
 
+// CoreSystemName is the name of the core system the tenant registers into, "" when it names none.
+func (t *Tenant) CoreSystemName() string {
+	cs, _ := t.Config["coreSystem"].(map[string]any)
+	name, _ := cs["name"].(string)
+	return name
+}
+
 // Queue is one SQS queue of the templates.
 type Queue struct {
 	Name, URL, ARN    string

@@ -65,6 +65,11 @@ type Sink struct {
 	keyInFlight  map[string]int64
 	tenantFlight map[string]int
 	tenantPeak   map[string]int
+
+	// The core systems' POSTs in flight over time (sinkflight.go): each tenant's core system, and
+	// each core system's gauge.
+	coreSystem map[string]string
+	flights    map[string]*flightGauge
 }
 
 // NewSinkWith is a sink that has already seen these registrations and requests, by tenant: the
@@ -190,10 +195,12 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.tenantFlight[req.Tenant]++
 	s.tenantPeak[req.Tenant] = max(s.tenantPeak[req.Tenant], s.tenantFlight[req.Tenant])
+	s.fly(req.Tenant, +1)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.tenantFlight[req.Tenant]--
+		s.fly(req.Tenant, -1)
 		if keyed && s.keyInFlight[flight] == req.RecordNumber {
 			delete(s.keyInFlight, flight)
 		}
