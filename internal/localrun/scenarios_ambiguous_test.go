@@ -45,9 +45,10 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 // finishes it (one that did would record the progress, and the next attempt would find the file
 // done instead of hanging again). The controller holds the failed file until the stop of the
 // execution that ran the hung task + the Register timeout + 30 s, so the next file's first record
-// arrives only after the hung invocation has ended. Both paths: a one-chunk file hangs in the file
-// execution's own SmallFile task; a file of two chunks, in its segment's Register, whose segment
-// execution fails.
+// arrives only after the hung invocation has ended. Both of the file execution's own tasks that
+// register: a one-chunk file hangs in its SmallFile task; a file of two chunks, one segment, in the
+// Register loop the file execution runs itself. (A segment execution's hung Register is the
+// controller's TestFailedFileHold.)
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -55,7 +56,7 @@ func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 		records int
 	}{
 		{"small file", 30},
-		{"segment", 130},
+		{"one segment", 130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -132,7 +133,7 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	const records = 1050 // chunk size 1: two segments, of 1,000 and 50 chunks
 	r := startScenario(t, scenarioTenants, Config{
 		Faults: Faults{
-			// big.csv's two segments; small.csv's one child would finish before its retry comes.
+			// big.csv's two segments; small.csv, of one segment, starts no child.
 			LoseChildStartAnswers: 2,
 			// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while
 			// the child still runs, however fast this machine registers 50 chunks.
@@ -169,8 +170,9 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	if got := fileTaskErrors(t, ctx, r, parent); !slices.Equal(got, []string{"StepFunctions.SdkClientException", "StepFunctions.SdkClientException"}) {
 		t.Errorf("big.csv: RegisterSegment failures: got %v, want two StepFunctions.SdkClientException", got)
 	}
-	if small := fileOf(t, rep, "wide", "small.csv"); small.SegmentExecutions != 1 || small.Records != 5 {
-		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 1", small.Records, small.SegmentExecutions)
+	// A file of one segment runs its Register loop in its own execution.
+	if small := fileOf(t, rep, "wide", "small.csv"); small.SegmentExecutions != 0 || small.Records != 5 {
+		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 0", small.Records, small.SegmentExecutions)
 	}
 	t.Logf("big.csv: %d records, children %v, %.1fs", big.Records, children, rep.WallSeconds)
 }
