@@ -124,7 +124,9 @@ type Workflow struct {
 	constructs.Construct
 	// File runs once per file; the controller starts it and watches its status.
 	File sfn.StateMachine
-	// Segment registers the chunks of one segment; File starts it once per segment.
+	// Segment registers the chunks of one segment; File starts it once per segment of a file of
+	// several segments (a file of one runs the same loop itself), and of every file under
+	// DesignPerChunk.
 	Segment sfn.StateMachine
 }
 
