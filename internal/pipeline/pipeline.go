@@ -386,9 +386,11 @@ type ChunkRequest struct {
 	// where the next invocation starts (ChunkResult.Next). Absent (0) or below Chunk: Chunk only,
 	// as the per-chunk workflow and a user's own register function expect.
 	LastChunk int `json:"lastChunk,omitempty"`
-	// Segment is the segment the run belongs to, as the per-invocation segment sends it. The
-	// bundled Register keeps the segment's progress under its index (ProgressKey) and, when Chunk
-	// is the segment's FirstChunk (a new segment execution), starts where that progress says.
+	// Segment is the segment the run belongs to, as the per-invocation segment sends it (and the
+	// file execution of a file of one segment, which runs that loop itself). The bundled Register
+	// keeps the segment's progress under its index (ProgressKey) and, when Chunk is the segment's
+	// FirstChunk (a new segment execution, or the loop's first task), starts where that progress
+	// says.
 	// Absent (the per-chunk design): no progress is read or written.
 	Segment *Segment `json:"segment,omitempty"`
 	// Record is where the cursor stopped inside Chunk: the 1-based number in the file of Chunk's

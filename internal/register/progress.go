@@ -16,7 +16,9 @@ import (
 // The segment's progress (pipeline.Progress) carries the cursor across segment executions. The
 // cursor in the segment execution's state covers a Retry and a redrive of that execution, but a
 // redrive of the file execution starts a new segment execution (-r<n>) at the segment's first
-// chunk. So after each successful invocation Register writes where the next one starts, and an
+// chunk. (A file of one segment runs the loop in its own execution, whose state keeps the cursor
+// across a redrive of the file; its first Register task asks for the segment's first chunk, and
+// so reads the progress too, under the same key.) So after each successful invocation Register writes where the next one starts, and an
 // invocation that begins the segment reads it and starts there: a redriven file re-sends at most
 // the failed invocation's records, with the same idempotency keys. It costs one GET per segment
 // execution and one PUT per successful invocation, in the work bucket beside the manifest.
