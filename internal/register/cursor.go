@@ -63,17 +63,12 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		reserve = minCallTime
 		var (
 			stored *pipeline.Progress
-			read   bool
+			err    error
 		)
-		if req.Chunk == req.Segment.FirstChunk && req.Record == 0 {
-			var err error
-			if from, at, stored, err = h.resume(ctx, req); err != nil {
-				return pipeline.ChunkResult{}, err
-			}
-			read = true
+		if from, at, stored, err = h.resume(ctx, req); err != nil {
+			return pipeline.ChunkResult{}, err
 		}
-		var err error
-		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored, read); err != nil {
+		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 	}
