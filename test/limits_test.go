@@ -102,10 +102,10 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 		t.Errorf("file execution: got %d segments and %d events, want 20 and at most %d", len(segments), file, limit)
 	}
 	// A file of one segment runs the loop in its own execution: the file's loop writes what the
-	// segment's does, from RegisterNext back to RegisterNext.
+	// segment's does, from Register back to Register.
 	fileASL, _, _, _ := stateMachines(t, "acme")
 	fileStates := get(t, fileASL, "States").(map[string]any)
-	inline, at := 0, "RegisterNext"
+	inline, at := 0, "Register"
 	for range len(fileStates) {
 		st := fileStates[at].(map[string]any)
 		if st["Type"] == "Task" {
@@ -117,13 +117,13 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 		if n, ok := st["Next"].(string); ok {
 			next = n
 		}
-		if at = next; at == "RegisterNext" || at == "" {
+		if at = next; at == "Register" || at == "" {
 			break
 		}
 	}
 	// started 1, FileSize 2, SmallFile 5, Split 5, OneSegment 2, the loop, Results 5, succeeded 1.
 	oneSegment := 1 + 2 + 5 + 5 + 2 + pipeline.SegmentChunks*inline + 5 + 1
-	if at != "RegisterNext" || inline != perInvocation || oneSegment > limit-3*1000 {
+	if at != "Register" || inline != perInvocation || oneSegment > limit-3*1000 {
 		t.Errorf("a file of one segment: got %d events per invocation (back at %q), %d in all, want %d, with room for at least 1,000 retries under %d",
 			inline, at, oneSegment, perInvocation, limit)
 	}

@@ -20,7 +20,7 @@ import (
 //     succeeded 1;
 //   - a file execution of one segment of pipeline.SegmentChunks chunks, which runs the segment's
 //     loop itself, one Register invocation each: started 1, FileSize 2, SmallFile 5, Split 5,
-//     OneSegment 2, Register (or RegisterNext) and NextChunks 7 a chunk, Results 5, succeeded 1;
+//     OneSegment 2, Register and NextChunks 7 a chunk, Results 5, succeeded 1;
 //   - a segment execution of pipeline.SegmentChunks chunks, one Register invocation each (its worst
 //     case): started 1, Register and NextChunks 7 a chunk, SegmentDone 2, succeeded 1.
 //

@@ -7,7 +7,7 @@
 //	file:    FileSize (Choice) ─┬─▶ SmallFile (the event's size ≤ SmallFileBound; NotSmallError ─▶ Split)
 //	                            └─▶ Split ─▶ OneSegment (Choice) ─┬─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment
 //	                                                              │   (startExecution.sync of segment) ─▶ Results ─▶ FileDone
-//	                                                              └─▶ Register ─▶ NextChunks (Choice) ─┬─▶ RegisterNext ─▶ NextChunks
+//	                                                              └─▶ Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                                                  (a file of one segment)          └─▶ Results ─▶ FileDone
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
@@ -59,10 +59,9 @@ const (
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
 	// The file of one segment (DesignPerInvocation): OneSegment chooses it after Split, and the file
-	// execution runs the segment's Register loop itself, Register (from the segment's first chunk),
-	// then NextChunks and RegisterNext (from the cursor) until the segment is done.
-	StateOneSegment   = "OneSegment"
-	StateRegisterNext = "RegisterNext"
+	// execution runs the segment's Register loop itself, Register and NextChunks, with the cursor at
+	// $.split.cursor, until the segment is done.
+	StateOneSegment = "OneSegment"
 	// The file's results (internal/results), at the end of the success path.
 	StateResults  = "Results"
 	StateFileDone = "FileDone"
@@ -195,8 +194,8 @@ func throttleRetry(errs []string, timeout time.Duration) *sfn.RetryProps {
 //     Register and NextChunks 7 an invocation, at worst one invocation per chunk of
 //     pipeline.SegmentChunks, SegmentDone 2, succeeded 1); a file of one segment, which runs that
 //     loop in its own execution, at most 7,021 (started 1, FileSize 2, SmallFile 5, Split 5,
-//     OneSegment 2, Register or RegisterNext and NextChunks 7 an invocation, Results 5, succeeded
-//     1). Both leave more;
+//     OneSegment 2, Register and NextChunks 7 an invocation, Results 5, succeeded 1). Both leave
+//     more;
 //   - retries per hour: once the wait reaches the cap, FULL jitter draws it uniformly below the
 //     cap, so an attempt comes on average every cap/2: 3,600 / (cap/2) an hour;
 //   - hours: at most the state machine's timeout, the construct's 24 h by default and below 7
@@ -391,75 +390,66 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 }
 
 // oneSegmentRoute is the file state machine's path after Split: the OneSegment choice sends a file
-// of exactly one segment to its Register loop, run in the file execution itself (Register from the
-// segment's first chunk, then NextChunks and RegisterNext from the cursor, the segment state
-// machine's loop), and any other file to the Segments Map of segment executions. A file of one
-// segment so saves the Map, RegisterSegment and SegmentDone states for the OneSegment choice: two
-// state transitions a file, at $0.025 per 1,000 (https://aws.amazon.com/step-functions/pricing/),
-// and a child execution.
+// of exactly one segment, for which Split returns the start of its Register loop
+// (pipeline.SplitResult.Cursor), to that loop, run in the file execution itself (Register, then
+// NextChunks, the segment state machine's loop), and any other file to the Segments Map of
+// segment executions. A file of one segment so saves the Map, RegisterSegment and SegmentDone
+// states for the OneSegment choice: two state transitions a file, at $0.025 per 1,000
+// (https://aws.amazon.com/step-functions/pricing/), and a child execution.
 //
 // Nothing else changes for the file: each Register request is the one the segment state machine
 // sends (the same pipeline.ChunkRequest fields, the segment with the file's start, the cursor from
 // the segment's first chunk and record), with the same retriers and no Catch, so a failed
-// invocation fails the file execution itself. A Retry, or a redrive of the file, starts again at
-// the failed invocation's first chunk and record, which the state keeps; and Register, asked for
-// the segment's first chunk, starts where the segment's progress in the work bucket says (keyed
-// by the file execution's name and the segment's index, as a segment execution's is), as a new
-// segment execution does.
+// invocation fails the file execution itself. The cursor lives in the state at $.split.cursor,
+// where Split starts it and each Register task replaces it: a Retry, or a redrive of the file,
+// starts the failed task again at that invocation's first chunk and record, and Register goes on
+// from the segment's progress in the work bucket when that lies further on (keyed by the file
+// execution's name and the segment's index, as a segment execution's is), as a new segment
+// execution does.
 func oneSegmentRoute(scope constructs.Construct, p *Props, segments, results sfn.IChainable) sfn.IChainable {
-	seg := "$.split.segments[0]"
-	file := func(chunk, record string, extra map[string]any) *map[string]any {
-		m := map[string]any{
-			"tenant": sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
-			// The source Split actually read (pipeline.SplitResult.Source), as the Segments Map passes it.
-			"source":        sfn.JsonPath_ObjectAt(jsii.String("$.split.source")),
-			"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
-			"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.split.manifest")),
-			"records":       sfn.JsonPath_NumberAt(jsii.String("$.split.records")),
-			"header":        sfn.JsonPath_ListAt(jsii.String("$.split.header")),
-			"chunk":         sfn.JsonPath_NumberAt(jsii.String(chunk)),
-			"lastChunk":     sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
-			// The segment as the Segments Map builds it for a segment execution.
-			"segment": map[string]any{
-				"index":       sfn.JsonPath_NumberAt(jsii.String(seg + ".index")),
-				"firstChunk":  sfn.JsonPath_NumberAt(jsii.String(seg + ".firstChunk")),
-				"lastChunk":   sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
-				"fileStarted": sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
-			},
-		}
-		if p.RecordCursor {
-			if record == "" {
-				m["record"] = 0
-			} else {
-				m["record"] = sfn.JsonPath_NumberAt(jsii.String(record))
-			}
-		}
-		maps.Copy(m, extra)
-		return &m
+	seg, cursor := "$.split.segments[0]", "$.split.cursor"
+	payload := map[string]any{
+		"tenant": sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+		// The source Split actually read (pipeline.SplitResult.Source), as the Segments Map passes it.
+		"source":        sfn.JsonPath_ObjectAt(jsii.String("$.split.source")),
+		"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+		"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.split.manifest")),
+		"records":       sfn.JsonPath_NumberAt(jsii.String("$.split.records")),
+		"header":        sfn.JsonPath_ListAt(jsii.String("$.split.header")),
+		"chunk":         sfn.JsonPath_NumberAt(jsii.String(cursor + ".chunk")),
+		"lastChunk":     sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
+		// The segment as the Segments Map builds it for a segment execution.
+		"segment": map[string]any{
+			"index":       sfn.JsonPath_NumberAt(jsii.String(seg + ".index")),
+			"firstChunk":  sfn.JsonPath_NumberAt(jsii.String(seg + ".firstChunk")),
+			"lastChunk":   sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
+			"fileStarted": sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+		},
 	}
-	// The first invocation starts at the segment's first chunk, from its first record: a state of
-	// its own rather than a Pass state that sets the cursor, which would cost a transition a file.
-	first := registerTask(scope, "FileRegister", StateRegister, p, file(seg+".firstChunk", "", nil))
-	next := registerTask(scope, "FileRegisterNext", StateRegisterNext, p, file("$.cursor.chunk", "$.cursor.record", nil))
+	if p.RecordCursor {
+		payload["record"] = sfn.JsonPath_NumberAt(jsii.String(cursor + ".record"))
+	}
+	// Construct ids of their own: the segment state machine's states of these names are in scope.
+	register := registerTask(scope, "FileRegister", StateRegister, cursor, p, &payload)
 	more := sfn.NewChoice(scope, jsii.String("FileNextChunks"), &sfn.ChoiceProps{StateName: jsii.String(StateNextChunks)}).
-		When(sfn.Condition_BooleanEquals(jsii.String("$.cursor.done"), jsii.Bool(true)), results, nil).
-		Otherwise(next)
-	first.Next(more)
-	next.Next(more)
+		When(sfn.Condition_BooleanEquals(jsii.String(cursor+".done"), jsii.Bool(true)), results, nil).
+		Otherwise(register)
+	register.Next(more)
 
-	// One segment: the first is present and a second is not. A file of no records has no segment
-	// and takes the Map, which runs no iteration.
+	// Split's cursor, which it returns for a file of exactly one segment, and no second segment. A
+	// file of no records has no segment and takes the Map, which runs no iteration; so does one
+	// whose Split returned no cursor.
 	return sfn.NewChoice(scope, jsii.String(StateOneSegment), nil).
-		When(sfn.Condition_And(sfn.Condition_IsPresent(jsii.String(seg)),
-			sfn.Condition_Not(sfn.Condition_IsPresent(jsii.String("$.split.segments[1]")))), first, nil).
+		When(sfn.Condition_And(sfn.Condition_IsPresent(jsii.String(cursor)),
+			sfn.Condition_Not(sfn.Condition_IsPresent(jsii.String("$.split.segments[1]")))), register, nil).
 		Otherwise(segments)
 }
 
 // registerTask is a Register task of the per-invocation loop under construct id and state name:
-// the request payload, the new cursor in $.cursor (pipeline.ChunkResult: two or three small
-// numbers, so the state never grows), and Register's retriers. No Catch: a failed invocation
-// fails the execution that runs the loop.
-func registerTask(scope constructs.Construct, id, name string, p *Props, payload *map[string]any) tasks.LambdaInvoke {
+// the request payload, the new cursor at cursorPath (pipeline.Cursor from a ChunkResult: two or
+// three small numbers, so the state never grows), and Register's retriers. No Catch: a failed
+// invocation fails the execution that runs the loop.
+func registerTask(scope constructs.Construct, id, name, cursorPath string, p *Props, payload *map[string]any) tasks.LambdaInvoke {
 	cursor := map[string]any{
 		"chunk.$": "$.next",
 		"done.$":  "$.done",
@@ -474,7 +464,7 @@ func registerTask(scope constructs.Construct, id, name string, p *Props, payload
 		PayloadResponseOnly:      jsii.Bool(true),
 		RetryOnServiceExceptions: jsii.Bool(false),
 		ResultSelector:           &cursor,
-		ResultPath:               jsii.String("$.cursor"),
+		ResultPath:               jsii.String(cursorPath),
 	})
 	addLambdaRetries(t, p.RegisterTimeout, p.Timeout)
 	return t
@@ -598,7 +588,7 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 	if p.RecordCursor {
 		payload["record"] = sfn.JsonPath_NumberAt(jsii.String("$.cursor.record"))
 	}
-	register := registerTask(scope, StateRegister, StateRegister, p, fileFields(payload))
+	register := registerTask(scope, StateRegister, StateRegister, "$.cursor", p, fileFields(payload))
 
 	// The segment's output is {}: RegisterSegment discards it anyway.
 	done := sfn.NewSucceed(scope, jsii.String(StateSegmentDone), &sfn.SucceedProps{OutputPath: sfn.JsonPath_DISCARD()})

@@ -124,7 +124,7 @@ func TestFileResults(t *testing.T) {
 	if got := state(StateSegments)["Next"]; got != StateResults {
 		t.Errorf("got Segments.Next %v, want %s", got, StateResults)
 	}
-	for _, name := range []string{StateSplit, StateSegments, StateRegister, StateRegisterNext} {
+	for _, name := range []string{StateSplit, StateSegments, StateRegister} {
 		if c, ok := state(name)["Catch"]; ok {
 			t.Errorf("got %s.Catch %v, want none (a redrive must continue from the failed state)", name, c)
 		}
@@ -206,12 +206,12 @@ func TestSmallFileRoute(t *testing.T) {
 	}
 }
 
-// TestOneSegmentRoute: after Split, the OneSegment choice sends a file of exactly one segment to
-// the segment's Register loop run in the file execution, and any other (none, or several) to the
-// Segments Map. The loop sends Register the request a segment execution sends (the same fields,
-// the same segment, the cursor from the segment's first chunk and record), keeps the cursor in the
-// state, retries by the same rules, catches nothing, and ends in Results. DesignPerChunk keeps a
-// segment execution for every segment.
+// TestOneSegmentRoute: after Split, the OneSegment choice sends a file of exactly one segment, for
+// which Split returned the loop's start ($.split.cursor), to the segment's Register loop run in the
+// file execution, and any other (none, several, or no cursor) to the Segments Map. The loop sends
+// Register the request a segment execution sends (the same fields, the same segment, the cursor
+// Split started), keeps the cursor at $.split.cursor, retries by the same rules, catches nothing,
+// and ends in Results. DesignPerChunk keeps a segment execution for every segment.
 func TestOneSegmentRoute(t *testing.T) {
 	file := func(w *Workflow) sfn.StateMachine { return w.File }
 	segment := func(w *Workflow) sfn.StateMachine { return w.Segment }
@@ -220,61 +220,43 @@ func TestOneSegmentRoute(t *testing.T) {
 			states := asl(t, recordCursor, file)["States"].(map[string]any)
 			segStates := asl(t, recordCursor, segment)["States"].(map[string]any)
 			choice, _ := json.Marshal(states[StateOneSegment])
-			const wantChoice = `{"Choices":[{"And":[{"IsPresent":true,"Variable":"$.split.segments[0]"},` +
+			const wantChoice = `{"Choices":[{"And":[{"IsPresent":true,"Variable":"$.split.cursor"},` +
 				`{"Not":{"IsPresent":true,"Variable":"$.split.segments[1]"}}],"Next":"Register"}],"Default":"Segments","Type":"Choice"}`
 			if string(choice) != wantChoice {
 				t.Errorf("got OneSegment\n%s\nwant\n%s", choice, wantChoice)
 			}
 			segReg := segStates[StateRegister].(map[string]any)
-			segPayload := segReg["Parameters"].(map[string]any)
-			record := func(v string) string {
-				if recordCursor {
-					return v
-				}
-				return ""
+			reg, ok := states[StateRegister].(map[string]any)
+			if !ok {
+				t.Fatalf("got no state %s in the file, want one", StateRegister)
 			}
-			for _, tt := range []struct {
-				name, next, chunk, record string
-				recordZero                bool
-			}{
-				{StateRegister, StateNextChunks, "$.split.segments[0].firstChunk", "", recordCursor},
-				{StateRegisterNext, StateNextChunks, "$.cursor.chunk", record("$.cursor.record"), false},
-			} {
-				reg, ok := states[tt.name].(map[string]any)
-				if !ok {
-					t.Fatalf("got no state %s in the file, want one", tt.name)
+			p := reg["Parameters"].(map[string]any)
+			if got, want := fields(p), fields(segReg["Parameters"].(map[string]any)); !slices.Equal(got, want) {
+				t.Errorf("got payload fields %v, want the segment's Register fields %v", got, want)
+			}
+			want := map[string]any{
+				"tenant.$": "$.tenant", "source.$": "$.split.source", "executionName.$": "$$.Execution.Name",
+				"manifest.$": "$.split.manifest", "records.$": "$.split.records", "header.$": "$.split.header",
+				"chunk.$": "$.split.cursor.chunk", "lastChunk.$": "$.split.segments[0].lastChunk",
+				"segment": map[string]any{"index.$": "$.split.segments[0].index", "firstChunk.$": "$.split.segments[0].firstChunk",
+					"lastChunk.$": "$.split.segments[0].lastChunk", "fileStarted.$": "$$.Execution.StartTime"},
+			}
+			if recordCursor {
+				want["record.$"] = "$.split.cursor.record"
+			}
+			if g, w := mustJSON(t, p), mustJSON(t, want); g != w {
+				t.Errorf("got payload %s, want %s", g, w)
+			}
+			for _, key := range []string{"Retry", "ResultSelector", "Resource"} {
+				if g, w := mustJSON(t, reg[key]), mustJSON(t, segReg[key]); g != w {
+					t.Errorf("got %s %s, want the segment's Register's %s", key, g, w)
 				}
-				p := reg["Parameters"].(map[string]any)
-				if got, want := fields(p), fields(segPayload); !slices.Equal(got, want) {
-					t.Errorf("%s: got payload fields %v, want the segment's Register fields %v", tt.name, got, want)
-				}
-				want := map[string]any{
-					"tenant.$": "$.tenant", "source.$": "$.split.source", "executionName.$": "$$.Execution.Name",
-					"manifest.$": "$.split.manifest", "records.$": "$.split.records", "header.$": "$.split.header",
-					"chunk.$": tt.chunk, "lastChunk.$": "$.split.segments[0].lastChunk",
-					"segment": map[string]any{"index.$": "$.split.segments[0].index", "firstChunk.$": "$.split.segments[0].firstChunk",
-						"lastChunk.$": "$.split.segments[0].lastChunk", "fileStarted.$": "$$.Execution.StartTime"},
-				}
-				if tt.record != "" {
-					want["record.$"] = tt.record
-				}
-				if tt.recordZero {
-					want["record"] = 0.0
-				}
-				if g, w := mustJSON(t, p), mustJSON(t, want); g != w {
-					t.Errorf("%s: got payload %s, want %s", tt.name, g, w)
-				}
-				for _, key := range []string{"Retry", "ResultSelector", "ResultPath", "Resource"} {
-					if g, w := mustJSON(t, reg[key]), mustJSON(t, segReg[key]); g != w {
-						t.Errorf("%s: got %s %s, want the segment's Register's %s", tt.name, key, g, w)
-					}
-				}
-				if reg["Next"] != tt.next || reg["Catch"] != nil {
-					t.Errorf("%s: got Next %v Catch %v, want %s and no Catch", tt.name, reg["Next"], reg["Catch"], tt.next)
-				}
+			}
+			if reg["ResultPath"] != "$.split.cursor" || reg["Next"] != StateNextChunks || reg["Catch"] != nil {
+				t.Errorf("got ResultPath %v Next %v Catch %v, want $.split.cursor, %s and no Catch", reg["ResultPath"], reg["Next"], reg["Catch"], StateNextChunks)
 			}
 			next, _ := json.Marshal(states[StateNextChunks])
-			const wantNext = `{"Choices":[{"BooleanEquals":true,"Next":"Results","Variable":"$.cursor.done"}],"Default":"RegisterNext","Type":"Choice"}`
+			const wantNext = `{"Choices":[{"BooleanEquals":true,"Next":"Results","Variable":"$.split.cursor.done"}],"Default":"Register","Type":"Choice"}`
 			if string(next) != wantNext {
 				t.Errorf("got NextChunks %s, want %s", next, wantNext)
 			}

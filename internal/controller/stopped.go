@@ -60,10 +60,10 @@ const (
 )
 
 // inlineLoopStates are the file workflow's states of the Register loop that a file of one segment
-// runs in its own execution (workflows.StateRegister, StateRegisterNext, StateNextChunks): a
+// runs in its own execution (workflows.StateRegister, StateNextChunks): a
 // history that shows one of them has no segment execution. They are newest in such a file's
 // history whenever it stopped after Split, and only Results comes after them.
-var inlineLoopStates = []string{"Register", "RegisterNext", "NextChunks"}
+var inlineLoopStates = []string{"Register", "NextChunks"}
 
 // outcomeUnknownErrors are the errors of a Lambda task whose invocation may still be running when
 // Step Functions reports them: the Invoke call timed out on Step Functions' side

@@ -66,8 +66,8 @@ func segmentEvents(child string, done bool) []sfntypes.HistoryEvent {
 }
 
 // inlineHistory is a file execution of one segment, which runs its Register loop itself, stopped
-// in its Register task after invocations earlier ones (a Register, then NextChunks and RegisterNext
-// each), with no Map and no segment execution.
+// in its Register task after invocations earlier ones (Register and NextChunks each), with no Map
+// and no segment execution.
 func inlineHistory(end sfntypes.HistoryEventType, invocations int) []sfntypes.HistoryEvent {
 	entered := func(typ sfntypes.HistoryEventType, name string) sfntypes.HistoryEvent {
 		return sfntypes.HistoryEvent{Type: typ, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String(name)}}
@@ -87,7 +87,7 @@ func inlineHistory(end sfntypes.HistoryEventType, invocations int) []sfntypes.Hi
 	evs := append(splitEvents()[:6], event(sfntypes.HistoryEventTypeChoiceStateEntered), event(sfntypes.HistoryEventTypeChoiceStateExited))
 	name := "Register"
 	for range invocations {
-		evs, name = append(evs, task(name, true)...), "RegisterNext"
+		evs = append(evs, task(name, true)...)
 	}
 	return append(append(evs, task(name, false)...), event(end))
 }

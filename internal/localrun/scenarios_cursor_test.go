@@ -20,7 +20,7 @@ import (
 // executions (every *StateEntered event of their histories, read with GetExecutionHistory): Step
 // Functions bills one state transition per state entered. It also returns the Register task
 // entries (one per Register invocation, retries not counted): the segments', or the file's own
-// Register and RegisterNext when it runs its one segment's loop itself.
+// Register when it runs its one segment's loop itself.
 func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) (states, registers int) {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
@@ -191,10 +191,10 @@ const cursorTenants = `{"pools": {"shared": {}}, "tenants": [
   {"id": "pslow", "tier": "pool", "pool": "shared", "chunkSize": 20, "registerUrl": "https://core.example.com/records"}
 ]}`
 
-// registerState reports whether a state is a Register task of the per-invocation loop: Register
-// in a segment execution, Register or RegisterNext in a file execution that runs its one segment's
-// loop itself (workflows.StateRegister, StateRegisterNext). No other state has these names.
-func registerState(name string) bool { return name == "Register" || name == "RegisterNext" }
+// registerState reports whether a state is a Register task of the per-invocation loop, in a
+// segment execution or in a file execution that runs its one segment's loop itself
+// (workflows.StateRegister). No other state has this name.
+func registerState(name string) bool { return name == "Register" }
 
 // registerCursors returns the cursor each successful Register task of a file handed on (the
 // "cursor" of the Register state's output, from the TaskStateExited events of the segment
@@ -222,11 +222,18 @@ func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f
 				if ev.Type != "TaskStateExited" || d == nil || !registerState(aws.ToString(d.Name)) {
 					continue
 				}
-				var out1 struct{ Cursor cursorState }
-				if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &out1); err != nil {
-					t.Fatalf("Register output %q: %v", aws.ToString(d.Output), err)
+				// A segment keeps its cursor at $.cursor, a file of one segment at $.split.cursor.
+				var out1 struct {
+					Cursor *cursorState
+					Split  struct{ Cursor *cursorState }
 				}
-				out = append(out, out1.Cursor)
+				if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &out1); err != nil || out1.Cursor == nil && out1.Split.Cursor == nil {
+					t.Fatalf("Register output %q: %v, want a cursor", aws.ToString(d.Output), err)
+				}
+				if out1.Cursor == nil {
+					out1.Cursor = out1.Split.Cursor
+				}
+				out = append(out, *out1.Cursor)
 			}
 		}
 	}

@@ -23,8 +23,8 @@ type Progress struct {
 }
 
 // inlineRegisterStates are the Register tasks of a file execution that runs its one segment's loop
-// itself (workflows.StateRegister, StateRegisterNext).
-var inlineRegisterStates = []string{"Register", "RegisterNext"}
+// itself (workflows.StateRegister).
+var inlineRegisterStates = []string{"Register"}
 
 const (
 	// splitHistoryEvents is enough of a history, oldest first, to hold Split's exit: the execution
@@ -79,11 +79,11 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 				// A file of one segment runs the segment's Register loop itself: the segment is done
 				// when a Register task hands on a cursor that says so.
 				var state struct {
-					Cursor struct {
-						Done bool `json:"done"`
-					} `json:"cursor"`
+					Split struct {
+						Cursor *pipeline.Cursor `json:"cursor"`
+					} `json:"split"`
 				}
-				if json.Unmarshal([]byte(aws.ToString(ev.StateExitedEventDetails.Output)), &state) == nil && state.Cursor.Done {
+				if json.Unmarshal([]byte(aws.ToString(ev.StateExitedEventDetails.Output)), &state) == nil && state.Split.Cursor != nil && state.Split.Cursor.Done {
 					p.SegmentsOK++
 				}
 			}

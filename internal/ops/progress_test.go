@@ -55,7 +55,7 @@ func TestHeadProgressOfOneSegment(t *testing.T) {
 		{"first invocation running", 0, false, ops.Progress{Records: 2500, Segments: 1}},
 		{"three invocations, not done", 3, false, ops.Progress{Records: 2500, Segments: 1}},
 		{"done in the first", 1, true, ops.Progress{Records: 2500, Segments: 1, SegmentsOK: 1, Registered: 2500}},
-		{"done in RegisterNext", 3, true, ops.Progress{Records: 2500, Segments: 1, SegmentsOK: 1, Registered: 2500}},
+		{"done in a later invocation", 3, true, ops.Progress{Records: 2500, Segments: 1, SegmentsOK: 1, Registered: 2500}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := opsfake.New(now)

@@ -358,6 +358,21 @@ type SplitResult struct {
 	// SHA256 is the hex SHA-256 of the object's bytes as Split read them, for the core system's
 	// completeUrl; absent from a result written before Split hashed.
 	SHA256 string `json:"sha256,omitempty"`
+	// Cursor is, for a file of exactly one segment, where the segment's Register loop starts (its
+	// first chunk, from its first record): the file execution runs that loop itself
+	// (workflows.StateOneSegment) and keeps the cursor here, each Register task replacing it with
+	// the one it hands on. Absent for a file of no or several segments, which take segment
+	// executions, as a file does whose Split predates it.
+	Cursor *Cursor `json:"cursor,omitempty"`
+}
+
+// Cursor is where a segment's Register loop goes on: the chunk, the record within it (0: its
+// first) and whether the segment is done, as the Register task's ResultSelector keeps it from a
+// ChunkResult (Next, NextRecord, Done).
+type Cursor struct {
+	Chunk  int   `json:"chunk"`
+	Record int64 `json:"record"`
+	Done   bool  `json:"done"`
 }
 
 // SegmentInput is the input of one segment execution.

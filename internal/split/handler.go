@@ -304,7 +304,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 }
 
 func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {
-	return pipeline.SplitResult{
+	res := pipeline.SplitResult{
 		Source:   src,
 		Manifest: manifest,
 		Records:  sum.Records,
@@ -313,6 +313,11 @@ func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum re
 		Segments: pipeline.Segments(sum.Chunks),
 		Rejected: sum.Invalid,
 	}
+	if len(res.Segments) == 1 {
+		// The file execution runs the one segment's Register loop itself, from here.
+		res.Cursor = &pipeline.Cursor{Chunk: res.Segments[0].FirstChunk}
+	}
+	return res
 }
 
 // writeLines writes each chunk's first physical line (pipeline.LinesKey) before the manifest, so

@@ -509,16 +509,14 @@ func SmallFileHistory(records int64) []sfntypes.HistoryEvent {
 }
 
 // OneSegmentHistory is the history of a file execution of one segment, which runs the segment's
-// Register loop itself (workflows.StateOneSegment): Split's exit, then invocations Register tasks
-// (Register, then RegisterNext), the last of which hands on a done cursor when done is set.
+// Register loop itself (workflows.StateOneSegment): Split's exit, then invocations Register tasks,
+// each leaving its cursor at $.split.cursor, the last of which is done when done is set.
 func OneSegmentHistory(records int64, invocations int, done bool) []sfntypes.HistoryEvent {
 	h := SplitHistory(records, 1, 0)
 	for i := range invocations {
-		name := "Register"
-		if i > 0 {
-			name = "RegisterNext"
-		}
-		out, err := json.Marshal(map[string]any{"cursor": map[string]any{"chunk": i + 1, "record": 0, "done": done && i == invocations-1}})
+		const name = "Register"
+		out, err := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: records, Segments: make([]pipeline.Segment, 1),
+			Cursor: &pipeline.Cursor{Chunk: i + 1, Done: done && i == invocations-1}}})
 		if err != nil {
 			panic(err)
 		}
