@@ -24,9 +24,10 @@ type CoreSystem struct {
 	// and grow back on success, never above MaxRunningFiles. Default: false.
 	Adaptive bool `json:"adaptive,omitempty"`
 	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
-	// files, which share it evenly (keyed tenants, recordOrder "key", keep several each): at least
-	// maxRunningFiles, since each running file sends at least one request, and at most 10,000.
-	// Default: maxRunningFiles, one request per running file.
+	// files, which share it by what each can use (keyed tenants, recordOrder "key", up to their
+	// maxRecordsInFlight; the others one), by weight when they want more than there is, at least
+	// one each: at least maxRunningFiles, since each running file sends at least one request, and
+	// at most 10,000. Default: maxRunningFiles, one request per running file.
 	MaxRequestsInFlight int `json:"maxRequestsInFlight,omitempty"`
 
 	// Breaker tunes the core system's circuit breaker: failures of the core system (5xx other

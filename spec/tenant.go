@@ -101,11 +101,13 @@ type Tenant struct {
 	// it: non-empty names, each once. Default: none.
 	KeyColumns []string `json:"keyColumns,omitempty"`
 	// MaxRecordsInFlight bounds the requests one file keeps in flight under recordOrder "key": 1
-	// to 64, and never more than its core system's share. Default: 8 under "key".
+	// to 64. With a core system, the file keeps at most its share of the core system's
+	// maxRequestsInFlight at a time, which is all of this while the others leave it free.
+	// Default: 8 under "key".
 	MaxRecordsInFlight int `json:"maxRecordsInFlight,omitempty"`
 	// SmallFileBytes is the tenant's own small-file bound: a file whose S3 event gives it at most
 	// this many bytes runs as one SmallFile task (split, register and results in one invocation).
-	// 1 to 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 32 KiB).
+	// 1 to 4 MiB, or -1 for none. Default: the app's bound (-c smallFileBytes, 1 MiB).
 	SmallFileBytes int64 `json:"smallFileBytes,omitempty"`
 	// Sequence makes the tenant's files run in the sequence their names carry, instead of the
 	// order their events reached the queue. Default: none, arrival order.

@@ -92,6 +92,8 @@ func TestAppInvalidInputExitsCleanly(t *testing.T) {
 		{"invalid context", good, map[string]any{"tenantsPerStack": 99}, []string{"tenantsPerStack: 99 is out of range"}, nil},
 		{"invalid register design", good, map[string]any{"registerDesign": "per-file"},
 			[]string{`context registerDesign: "per-file" is not a register design: use "per-invocation" (the default) or "per-chunk"`}, nil},
+		{"invalid request shares", good, map[string]any{"requestShares": "even"},
+			[]string{`context requestShares: "even" is not a way to share a core system's requests: use "shared" (the default: by what each running file can use) or "static"`}, nil},
 		{"invalid small-file bound", good, map[string]any{"smallFileBytes": "5000000"},
 			[]string{`context smallFileBytes: "5000000" is not a number of bytes from 1 to 4194304 (4 MiB), or -1 to turn the small-file path off`}, nil},
 		{"CDK error raised through jsii", good, map[string]any{"alarmTopicArn": "not-an-arn"}, []string{`ARNs must start with "arn:"`}, nil},
@@ -177,7 +179,7 @@ func TestAppRegisterDesignContext(t *testing.T) {
 		want          []string // states only that design's file and segment have
 		not           []string
 	}{
-		{"", "", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `32768}`}, []string{`\"Chunks\":`}},
+		{"", "", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `1048576}`}, []string{`\"Chunks\":`}},
 		{"per-invocation", "1000", []string{`\"NextChunks\":{\"Type\":\"Choice\"`, smallFiles + `1000}`}, []string{`\"Chunks\":`}},
 		{"per-invocation", "-1", []string{`\"NextChunks\":{\"Type\":\"Choice\"`}, []string{`\"Chunks\":`, `\"FileSize\"`, `\"SmallFile\"`}},
 		// The per-chunk design is the design before, with no small-file path.

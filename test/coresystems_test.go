@@ -219,7 +219,8 @@ func checkAdaptiveGrants(t *testing.T, stmts []map[string]any, names ...string) 
 }
 
 // Silo: the controller manages leases in its tenant's core system table only, Register reads and
-// updates its adaptive limit only; Split, and a tenant without a core system, get nothing.
+// updates the items of its core system's gate only (adaptive limit, breaker, request shares);
+// Split, and a tenant without a core system, get nothing.
 func TestSiloAdmissionGrants(t *testing.T) {
 	coreApp(t)
 	checkLeaseGrant(t, dynamoStatements(t, core.silo, "Tenantacme"+"Controller"), []string{importOf(t, "ledger", "Arn")})
@@ -232,8 +233,9 @@ func TestSiloAdmissionGrants(t *testing.T) {
 }
 
 // Pool: the controller manages leases in the pool's table and its tenants' core system tables;
-// Register reads and updates each core system's adaptive limit; the router only its backlog items;
-// Split gets nothing.
+// Register reads and updates each core system's gate items (crm keeps no breaker and no adaptive
+// limit: its grant is for the request shares alone); the router only its backlog items; Split gets
+// nothing.
 // A pool whose tenants name no core system grants its controller its own table only.
 func TestPoolAdmissionGrants(t *testing.T) {
 	coreApp(t)
@@ -278,6 +280,60 @@ func env(t *testing.T, tpl map[string]any, prefix string) map[string]any {
 		t.Fatalf("got %d functions %s…, want 1", len(found), prefix)
 	}
 	return get(t, props(found[0]), "Environment", "Variables").(map[string]any)
+}
+
+// TestRegisterRequestSharesEnv: the bundled Register of both tiers is told how to share a core
+// system's requests in flight (REQUEST_SHARES): shared by default, static with -c
+// requestShares=static.
+func TestRegisterRequestSharesEnv(t *testing.T) {
+	coreApp(t)
+	_, static := synthApp(t, "keyorder.json", stacks.Options{RequestShares: pipeline.RequestSharesStatic})
+	for _, c := range []struct {
+		name, prefix string
+		tpl          map[string]any
+		want         string
+	}{
+		{"silo, default", "TenantacmeRegister", core.silo, pipeline.RequestSharesShared},
+		{"pool, default", "PoolRegister", core.pool, pipeline.RequestSharesShared},
+		{"silo, static", "TenantacmeRegister", stackTemplate(t, static.TenantStacks[0]), pipeline.RequestSharesStatic},
+		{"pool, static", "PoolRegister", stackTemplate(t, static.PoolStacks[0]), pipeline.RequestSharesStatic},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := env(t, c.tpl, c.prefix)[pipeline.EnvRequestShares]; got != c.want {
+				t.Errorf("got %s %v, want %q", pipeline.EnvRequestShares, got, c.want)
+			}
+		})
+	}
+}
+
+// TestRequestSharesContext: -c requestShares reads "shared" and "static" and refuses anything
+// else, naming the key and both values.
+func TestRequestSharesContext(t *testing.T) {
+	for _, c := range []struct {
+		value, want, err string
+	}{
+		{"", "", ""},
+		{"shared", pipeline.RequestSharesShared, ""},
+		{"static", pipeline.RequestSharesStatic, ""},
+		{"even", "", `context requestShares: "even" is not a way to share a core system's requests: use "shared"`},
+	} {
+		t.Run(c.value, func(t *testing.T) {
+			ctx := map[string]any{}
+			if c.value != "" {
+				ctx[stacks.CtxRequestShares] = c.value
+			}
+			o, err := stacks.OptionsFromContext(testAppWithContext(t, ctx))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("got %v, want an error starting %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || o.RequestShares != c.want {
+				t.Errorf("got %q %v, want %q", o.RequestShares, err, c.want)
+			}
+		})
+	}
 }
 
 // The controllers' admission environment: CORE_SYSTEM_TABLES names each core system's table (a

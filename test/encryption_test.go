@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 	"github.com/example/tenantpipeline/internal/templatecheck"
 )
@@ -291,38 +292,6 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 			pool = assertions.Template_FromStack(s, nil)
 		}
 	}
-	// hasGrant reports whether a policy attached to a role whose logical id starts with role has
-	// a statement of exactly actions under condition key: a StringEquals or StringLike key, or,
-	// for a condition "ArnLike:<key>", an ArnLike key.
-	hasGrant := func(tpl assertions.Template, role string, actions []string, condition string) bool {
-		operators := []string{"StringEquals", "StringLike"}
-		if key, ok := strings.CutPrefix(condition, "ArnLike:"); ok {
-			operators, condition = []string{"ArnLike"}, key
-		}
-		policies := tpl.FindResources(jsii.String("AWS::IAM::Policy"), &map[string]any{"Properties": assertions.Match_ObjectLike(&map[string]any{
-			"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^" + role))}}),
-		})})
-		want, _ := json.Marshal(actions)
-		for _, pol := range *policies {
-			sts, _ := dig(*pol, "Properties", "PolicyDocument", "Statement").([]any)
-			for _, st := range sts {
-				action := dig(st, "Action")
-				if a, ok := action.(string); ok {
-					action = []string{a} // one action renders as a string
-				}
-				got, _ := json.Marshal(action)
-				if string(got) != string(want) {
-					continue
-				}
-				for _, op := range operators {
-					if dig(st, "Condition", op, condition) != nil {
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
 	const ownExecutions = "kms:EncryptionContext:aws:states:stateMachineArn"
 	for _, tc := range []struct {
 		name      string
@@ -335,7 +304,7 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"silo split reads and writes the bucket", silo, "TenantacmeSplitServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"silo register reads the bucket", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"silo register reads its secret", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
-		{"silo register keeps the breaker", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"silo register keeps the request shares", silo, "TenantacmeRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"silo controller takes leases", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"silo controller starts executions", silo, "TenantacmeControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
 		{"silo sink register writes its table", silo, "TenantglobexRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
@@ -354,7 +323,7 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"pool controller sends and receives", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:sqs:arn"},
 		{"pool controller starts executions", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
 		{"pool controller takes leases", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
-		{"pool register keeps the breaker", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
+		{"pool register keeps the request shares", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"pool tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool tenant role reads its tenant's secret", pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
 		{"pool controller reads and writes the bucket", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
@@ -365,11 +334,68 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"pool segment state machine logs", pool, "PoolWorkflowSegmentRole", []string{"kms:GenerateDataKey"}, "kms:EncryptionContext:SourceArn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if !hasGrant(tc.tpl, tc.role, tc.actions, tc.condition) {
+			if !hasKMSGrant(tc.tpl, tc.role, tc.actions, tc.condition) {
 				t.Errorf("got no policy of %s* with %v under %s", tc.role, tc.actions, tc.condition)
 			}
 		})
 	}
+}
+
+// hasKMSGrant reports whether a policy attached to a role whose logical id starts with role has
+// a statement of exactly actions under condition key: a StringEquals or StringLike key, or,
+// for a condition "ArnLike:<key>", an ArnLike key.
+func hasKMSGrant(tpl assertions.Template, role string, actions []string, condition string) bool {
+	operators := []string{"StringEquals", "StringLike"}
+	if key, ok := strings.CutPrefix(condition, "ArnLike:"); ok {
+		operators, condition = []string{"ArnLike"}, key
+	}
+	policies := tpl.FindResources(jsii.String("AWS::IAM::Policy"), &map[string]any{"Properties": assertions.Match_ObjectLike(&map[string]any{
+		"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^" + role))}}),
+	})})
+	want, _ := json.Marshal(actions)
+	for _, pol := range *policies {
+		sts, _ := dig(*pol, "Properties", "PolicyDocument", "Statement").([]any)
+		for _, st := range sts {
+			action := dig(st, "Action")
+			if a, ok := action.(string); ok {
+				action = []string{a} // one action renders as a string
+			}
+			got, _ := json.Marshal(action)
+			if string(got) != string(want) {
+				continue
+			}
+			for _, op := range operators {
+				if dig(st, "Condition", op, condition) != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestEncryptionStaticSharesNoTableGrant: the encryption fixture's core system keeps no breaker
+// and no adaptive limit, so Register's KMS calls on its table are for the request shares alone;
+// with static shares it keeps no item there and gets none, in either tier.
+func TestEncryptionStaticSharesNoTableGrant(t *testing.T) {
+	built, _ := encryptedApp(t, "", stacks.Options{RequestShares: pipeline.RequestSharesStatic})
+	silo := assertions.Template_FromStack(built.TenantStacks[0], nil)
+	for _, s := range built.PoolStacks {
+		if *s.StackName() != "TenantPipeline-Pool-default" {
+			continue
+		}
+		pool := assertions.Template_FromStack(s, nil)
+		for _, c := range []struct {
+			tpl  assertions.Template
+			role string
+		}{{silo, "TenantacmeRegisterServiceRole"}, {pool, "PoolRegisterServiceRole"}} {
+			if hasKMSGrant(c.tpl, c.role, []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName") {
+				t.Errorf("%s: got the core system table's KMS calls with static shares, want none", c.role)
+			}
+		}
+		return
+	}
+	t.Fatal("got no pool stack TenantPipeline-Pool-default")
 }
 
 // TestEncryptionAddsNoResourcePerTenant: a key adds properties and policy statements, never a

@@ -357,6 +357,8 @@ func TestDocsFiguresAgree(t *testing.T) {
 		{"pool intakeGroups", "docs/configuration.md", "`intakeGroups` \\| `" + n(tenants.DefaultPoolIntakeGroups) + "` \\| 1–" + n(tenants.MaxPoolIntakeGroups)},
 		{"pool maxQueuedFilesPerTenant", "README.md", "`maxQueuedFilesPerTenant` \\(" + n(schema.DefaultMaxQueued) + "\\)"},
 		{"pool maxQueuedFilesPerTenant", "docs/configuration.md", "`maxQueuedFilesPerTenant` \\| `" + n(schema.DefaultMaxQueued) + "` \\|"},
+		{"small-file bound default", "README.md", "`SmallFileBytes`, " + n(pipeline.DefaultSmallFileBytes>>20) + " MiB"},
+		{"small-file bound default", "docs/configuration.md", "`smallFileBytes` \\| `" + n(pipeline.DefaultSmallFileBytes) + "` \\(" + n(pipeline.DefaultSmallFileBytes>>20) + " MiB\\)"},
 		{"tenants per stack", "docs/configuration.md", "`tenantsPerStack` \\| `10` \\| room per silo stack for new tenants, 1–" + n(stacks.MaxTenantsPerStack)},
 		{"tenants per stack", "docs/quotas-and-cost.md", n(stacks.MaxTenantsPerStack) + " tenants per stack at most"},
 		// With a top-level encryption the admission tables take the app's key (encryption.go).

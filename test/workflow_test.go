@@ -94,10 +94,29 @@ func TestFileWorkflowShape(t *testing.T) {
 	if file["StartAt"] != "FileSize" || file["TimeoutSeconds"] != float64(86400) {
 		t.Errorf("StartAt %v, TimeoutSeconds %v; want FileSize, 86400 (24 h)", file["StartAt"], file["TimeoutSeconds"])
 	}
-	// The small-file path: FileSize sends a file of at most 32 KiB by its event to SmallFile, on
-	// the Register function, which ends the execution or hands the file to Split.
+	// The small-file path: FileSize sends a file of at most the bound by its event (the tenant's
+	// own, else the app's default, 1 MiB) to SmallFile, on the Register function, which ends the
+	// execution or hands the file to Split. A file of exactly the bound is small: the comparisons
+	// are NumericLessThanEquals, never NumericLessThan.
 	if got := asJSON(get(t, file, "States", "FileSize", "Default")); got != `"Split"` {
 		t.Errorf("FileSize Default: got %s, want Split", got)
+	}
+	var bounds []string
+	for i := range 2 {
+		for _, c := range get(t, file, "States", "FileSize", "Choices", i, "And").([]any) {
+			for k, v := range c.(map[string]any) {
+				if strings.HasPrefix(k, "Numeric") {
+					bounds = append(bounds, fmt.Sprintf("%s %v", k, v))
+				}
+			}
+		}
+		if got := get(t, file, "States", "FileSize", "Choices", i, "Next"); got != "SmallFile" {
+			t.Errorf("FileSize rule %d: Next %v, want SmallFile", i, got)
+		}
+	}
+	want := []string{"NumericLessThanEquals 1.048576e+06", "NumericLessThanEqualsPath $.tenant.smallFileBytes"}
+	if slices.Sort(bounds); !slices.Equal(bounds, want) {
+		t.Errorf("FileSize comparisons: got %v, want %v", bounds, want)
 	}
 	small := get(t, file, "States", "SmallFile").(map[string]any)
 	if small["ResultPath"] != "$.split" || asJSON(small["ResultSelector"]) != `{"records.$":"$.records"}` {

@@ -24,8 +24,9 @@
 //	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
 //
 // A small file (Props.SmallFileBound) runs as the one SmallFile task, two state transitions in all:
-// the Register function splits it, registers its one chunk and writes its results in one
-// invocation (pipeline.TaskSmallFile), and hands a file that is not small after all to Split.
+// the Register function splits it, registers its chunks one after another and writes its results
+// in one invocation (pipeline.TaskSmallFile), and hands a file that is not small after all (more
+// than one segment, or its registration does not end in the invocation) to Split.
 //
 // Split returns a few numbers and one small descriptor per 1,000 chunks, never the chunks
 // themselves; Register reads its chunk's byte range from the manifest Split wrote to S3. README

@@ -648,8 +648,8 @@ func statusTable(rep ops.StatusReport) string {
 		if c.Adaptive {
 			limit += ", adaptive"
 		}
-		fmt.Fprintf(&b, "core system %s: %d of %d running files (%s), %d tenants waiting, oldest admission wait %s; tenants %s\n",
-			c.Name, c.RunningFiles, c.Limit, limit, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
+		fmt.Fprintf(&b, "core system %s: %d of %d running files (%s), %d of %d requests in flight, %d tenants waiting, oldest admission wait %s; tenants %s\n",
+			c.Name, c.RunningFiles, c.Limit, limit, c.RequestsInFlight, c.MaxRequestsInFlight, c.WaitingTenants, dur(&c.OldestAdmissionWaitSeconds), strings.Join(c.Tenants, ", "))
 		b.WriteString(breakerLine(c))
 		b.WriteString(steeringLine(c))
 	}

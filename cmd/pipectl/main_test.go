@@ -23,6 +23,7 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/s3event"
 	"github.com/example/tenantpipeline/internal/schema"
+	"github.com/example/tenantpipeline/internal/shares"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -810,13 +811,14 @@ func TestStatusCoreSystemLines(t *testing.T) {
 	w.AddLease("ledger-admission", schema.CoreGate("ledger"), 0, "hooli-1", "hooli", now)
 	w.AddWaiter("ledger-admission", schema.CoreGate("ledger"), "other", 1, now.Add(-40*time.Second), now)
 	w.AddLease("pool-admission", schema.PoolGate("default"), 0, "hooli-1", "hooli", now)
+	w.SetShares("ledger-admission", "ledger", shares.Entry{Execution: "hooli-1", Demand: 8, Weight: 1, Grant: 2, Until: now.Add(time.Minute)})
 	code, stdout, stderr := runIn(t, w, "status")
 	if code != 0 {
 		t.Fatalf("got exit %d (%s), want 0", code, stderr)
 	}
 	for _, want := range []string{
 		"pool default admission: 1 of 5 running files, 0 tenants waiting\n",
-		"core system ledger: 1 of 3 running files (maxRunningFiles 3, adaptive), 1 tenants waiting, oldest admission wait 40s; tenants hooli\n",
+		"core system ledger: 1 of 3 running files (maxRunningFiles 3, adaptive), 2 of 3 requests in flight, 1 tenants waiting, oldest admission wait 40s; tenants hooli\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("got %s, want the line %q", stdout, want)

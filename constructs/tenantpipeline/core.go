@@ -187,6 +187,7 @@ func (c *Pipeline) addWorkflow(p pipelineProps) {
 		env := map[string]string{
 			pipeline.EnvHTTPTimeoutSeconds: strconv.Itoa(int(s.RegisterHTTPTimeout.Seconds())),
 			pipeline.EnvMetricsNamespace:   pipeline.DefaultMetricsNamespace,
+			pipeline.EnvRequestShares:      s.RequestShares,
 		}
 		if s.smallFiles(false) > 0 {
 			// The SmallFile task writes the manifest and the results, as Split does.

@@ -45,8 +45,9 @@ type CoreSystemProps struct {
 	// Default: false, the limit is MaxRunningFiles.
 	Adaptive bool
 	// MaxRequestsInFlight bounds the requests in flight to the core system across all its running
-	// files; each running file gets an even share (MaxRequestsInFlight / MaxRunningFiles), which
-	// bounds a keyed tenant's Tenant.MaxRecordsInFlight. At least MaxRunningFiles, since each
+	// files, which share it by what each can use (a keyed tenant's Tenant.MaxRecordsInFlight, one
+	// for the others), by weight when they want more than there is, at least one each, recomputed
+	// as files start and end (SharedProps.RequestShares). At least MaxRunningFiles, since each
 	// running file sends at least one request, and at most 10,000 (tenants.MaxRequestsInFlight, a
 	// bound against typos). Default: 0, which is MaxRunningFiles: one request per running file.
 	MaxRequestsInFlight int
@@ -284,8 +285,9 @@ func grantWakeUps(fn awslambda.IFunction, c *CoreSystem) {
 	}))
 }
 
-// grantAdaptiveLimit lets Register read and change the core system's adaptive limit item and its
-// breaker item (internal/breaker), and no item outside the core system's gate:
+// grantAdaptiveLimit lets Register read and change the core system's adaptive limit item, its
+// breaker item (internal/breaker) and its request shares (internal/shares, which writes only by
+// UpdateItem), and no item outside the core system's gate:
 // dynamodb:LeadingKeys holds the partition key of every item the request touches, and both items
 // are in the gate's partition.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
@@ -300,10 +302,11 @@ func grantAdaptiveLimit(fn awslambda.IFunction, c *CoreSystem) {
 }
 
 // registerKeepsItems says whether Register reads and writes items of the core system's table: its
-// adaptive limit, or its breaker (on unless disabled). With a customer-managed key it then needs
-// the KMS calls DynamoDB makes for it, or every read of the breaker would fail.
-func (c *CoreSystem) registerKeepsItems() bool {
-	return c.Props.Adaptive || !c.Props.config().BreakerSettings().Disabled
+// request shares (unless shares is static), its adaptive limit, or its breaker (on unless
+// disabled). With a customer-managed key it then needs the KMS calls DynamoDB makes for it, or
+// every read of the item would fail.
+func (c *CoreSystem) registerKeepsItems(shares string) bool {
+	return shares != pipeline.RequestSharesStatic || c.Props.Adaptive || !c.Props.config().BreakerSettings().Disabled
 }
 
 // coreSystemsOf are the distinct core systems of cs, by name.

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -148,6 +149,31 @@ func TestPoolWakeTagsFit(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
 				t.Errorf("NewPool: got validation %q, want %q", msgs, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegisterKeepsItems: Register keeps items of the core system's table, and with a
+// customer-managed key gets the table's KMS calls, whenever its requests are shared; with static
+// shares only for an adaptive limit or a breaker.
+func TestRegisterKeepsItems(t *testing.T) {
+	off := &spec.Breaker{Disabled: true}
+	for _, tc := range []struct {
+		name   string
+		props  CoreSystemProps
+		shares string
+		want   bool
+	}{
+		{"shared, no breaker, not adaptive", CoreSystemProps{Name: "crm", MaxRunningFiles: 4, Breaker: off}, pipeline.RequestSharesShared, true},
+		{"static, no breaker, not adaptive", CoreSystemProps{Name: "crm", MaxRunningFiles: 4, Breaker: off}, pipeline.RequestSharesStatic, false},
+		{"static, breaker", CoreSystemProps{Name: "crm", MaxRunningFiles: 4}, pipeline.RequestSharesStatic, true},
+		{"static, adaptive", CoreSystemProps{Name: "crm", MaxRunningFiles: 4, Breaker: off, Adaptive: true}, pipeline.RequestSharesStatic, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &CoreSystem{Props: tc.props}
+			if got := c.registerKeepsItems(tc.shares); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -406,7 +406,7 @@ func (t *TenantPipeline) encrypt() {
 	if cs := t.coreSystem; cs != nil {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
-		if register != nil && cs.registerKeepsItems() {
+		if register != nil && cs.registerKeepsItems(p.RequestShares) {
 			ce.grantTables(register, true, cs.Table)
 		}
 	}
@@ -428,7 +428,7 @@ func (t *TenantPool) encrypt() {
 	for _, cs := range t.CoreSystems {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
-		if cs.registerKeepsItems() {
+		if cs.registerKeepsItems(p.Shared.RequestShares) {
 			ce.grantTables(t.Register, true, cs.Table)
 		}
 	}

@@ -27,7 +27,7 @@ func TestKeyOrderProps(t *testing.T) {
 		{"KeyColumns", s.KeyColumns, []string{"customer"}},
 		{"MaxRecordsInFlight defaulted", s.MaxRecordsInFlight, pipeline.DefaultMaxRecordsInFlight},
 		{"core system MaxRequestsInFlight", s.CoreSystem.MaxRequestsInFlight, 16},
-		{"records in flight: the core system's share", s.RecordsInFlight(), 8},
+		{"records in flight: not capped by the core system's share", s.RecordsInFlight(), pipeline.DefaultMaxRecordsInFlight},
 		{"file order unchanged", settings(Tenant{ID: "a"}.WithDefaults(), nil).MaxRecordsInFlight, 0},
 		{"file order RecordOrder left empty", settings(Tenant{ID: "a"}.WithDefaults(), nil).RecordOrder, ""},
 	}

@@ -126,16 +126,23 @@ type SharedProps struct {
 	// contract (docs/data-path.md, "Bringing your own register function").
 	// Default: per-invocation; per-chunk when RegisterFunction is set.
 	RegisterDesign string
+	// RequestShares is how the bundled Register divides a core system's maxRequestsInFlight among
+	// its running files (pipeline.EnvRequestShares): pipeline.RequestSharesShared ("shared": by
+	// what each can use, recomputed as files start and end; docs/configuration.md, "Core
+	// systems") or pipeline.RequestSharesStatic ("static": maxRequestsInFlight / maxRunningFiles
+	// each, kept for comparison). Default: shared.
+	RequestShares string
 	// DefaultSmallFileBytes is the small-file bound of every tenant that sets no Tenant.SmallFileBytes
-	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register and results in one
-	// invocation, two state transitions instead of seven), and one that is not small after all (more
-	// than one chunk, or its registration does not end in one invocation) goes on through Split
-	// without any record sent twice (docs/data-path.md, "Small files"). -1 turns the path off; at
-	// most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file into memory. The path
-	// needs the bundled register function and the per-invocation design; it is off with
-	// RegisterFunction or per-chunk. Set it to about the tenants' chunkSize × their records' usual
-	// bytes: a file under the bound with more than one chunk costs a SmallFile invocation and two
-	// state transitions more. Default: pipeline.DefaultSmallFileBytes (32 KiB: 100 records of ≈ 320 bytes).
+	// of its own: a file whose S3 event gives it at most this many bytes runs as one SmallFile task of the register function (split, register chunk after
+	// chunk and results in one invocation, two state transitions), and one that is not small after
+	// all (more than one segment of chunks, or its registration does not end in one invocation)
+	// goes on through Split without any record sent twice (docs/data-path.md, "Small files"). -1
+	// turns the path off; at most pipeline.MaxSmallFileBytes (4 MiB), since the task reads the file
+	// into memory. The path needs the bundled register function and the per-invocation design; it
+	// is off with RegisterFunction or per-chunk. Lower it for a core system too slow to take the
+	// bound's records in one invocation: such a file is handed on with what it registered kept, at
+	// the cost of the SmallFile task's two state transitions and a second split.
+	// Default: pipeline.DefaultSmallFileBytes (1 MiB: about 10,000 records of 100 bytes).
 	DefaultSmallFileBytes int
 
 	// WorkflowTimeout bounds one file's workflow. It must be well below the queue's 14-day retention,
@@ -290,6 +297,9 @@ func (s SharedProps) withDefaults(registerMemoryMB int, ownRegister bool) Shared
 			s.RegisterDesign = workflows.DesignPerChunk
 		}
 	}
+	if s.RequestShares == "" {
+		s.RequestShares = pipeline.RequestSharesShared
+	}
 	defInt(&s.DefaultSmallFileBytes, pipeline.DefaultSmallFileBytes)
 	def(&s.WorkflowTimeout, DefaultWorkflowTimeout)
 	def(&s.HaltedRecheck, DefaultHaltedRecheck)
@@ -385,6 +395,9 @@ func (s SharedProps) validate(field func(string) string, ownRegister bool, bad f
 	}
 	if !slices.Contains(workflows.Designs, s.RegisterDesign) {
 		bad("register design %q is invalid: use %q or %q", s.RegisterDesign, workflows.DesignPerInvocation, workflows.DesignPerChunk)
+	}
+	if !slices.Contains(pipeline.RequestShares, s.RequestShares) {
+		bad("request shares %q is invalid: set %s to %q or %q", s.RequestShares, field("RequestShares"), pipeline.RequestSharesShared, pipeline.RequestSharesStatic)
 	}
 	if s.DefaultSmallFileBytes != -1 && (s.DefaultSmallFileBytes < 1 || s.DefaultSmallFileBytes > pipeline.MaxSmallFileBytes) {
 		bad("small-file bound %d bytes is invalid: set %s to 1 up to %d (4 MiB), or -1 to turn the small-file path off", s.DefaultSmallFileBytes, field("DefaultSmallFileBytes"), pipeline.MaxSmallFileBytes)

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/workflows"
 )
 
@@ -41,13 +42,14 @@ func TestDefaults(t *testing.T) {
 		{"Tenant.Prefix", p.Tenant.Prefix, "inbox/acme/"},
 		{"Tenant.ChunkSize", p.Tenant.ChunkSize, 100},
 		{"RegisterDesign", p.RegisterDesign, workflows.DesignPerInvocation},
+		{"RequestShares", p.RequestShares, pipeline.RequestSharesShared},
 		{"RegisterMemoryMB", p.RegisterMemoryMB, 128},
 		{"SplitMemoryMB", p.SplitMemoryMB, 256},
 		{"Alarms.HeadQueued", p.Alarms.HeadQueued, 2 * time.Hour},
 		{"Alarms.BacklogMessages", p.Alarms.BacklogMessages, 100},
 		{"len(Operators.PrincipalARNs)", len(p.Operators.PrincipalARNs), 0},
 		{"RolePath", p.RolePath, "/tenantpipeline/"},
-		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 32 << 10},
+		{"DefaultSmallFileBytes", p.DefaultSmallFileBytes, 1 << 20},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -87,6 +89,7 @@ func TestValidateRejects(t *testing.T) {
 		{"split timeout", func(p *Props) { p.SplitTimeout = 16 * time.Minute }, `split timeout 16m0s is invalid`},
 		{"register memory", func(p *Props) { p.RegisterMemoryMB = 64 }, `register memory 64 MB is invalid`},
 		{"register design", func(p *Props) { p.RegisterDesign = "per-file" }, `register design "per-file" is invalid: use "per-invocation" or "per-chunk"`},
+		{"request shares", func(p *Props) { p.RequestShares = "even" }, `request shares "even" is invalid: set RequestShares to "shared" or "static"`},
 		{"small-file bound too large", func(p *Props) { p.DefaultSmallFileBytes = 4<<20 + 1 },
 			`small-file bound 4194305 bytes is invalid: set DefaultSmallFileBytes to 1 up to 4194304 (4 MiB), or -1 to turn the small-file path off`},
 		{"small-file bound negative", func(p *Props) { p.DefaultSmallFileBytes = -2 },
@@ -120,7 +123,7 @@ func TestSmallFiles(t *testing.T) {
 		change func(*Props)
 		want   int
 	}{
-		{"default", func(*Props) {}, 32 << 10},
+		{"default", func(*Props) {}, 1 << 20},
 		{"set", func(p *Props) { p.DefaultSmallFileBytes = 1000 }, 1000},
 		{"turned off", func(p *Props) { p.DefaultSmallFileBytes = -1 }, 0},
 		{"own register function", func(p *Props) { p.RegisterFunction = fakeFunction{} }, 0},

@@ -59,8 +59,8 @@ func TestCostCounting(t *testing.T) {
 			}
 		}
 	}
-	// One file execution and no segment execution: 150 records are two chunks of 100, one
-	// segment, whose Register loop the file execution runs itself.
+	// One file execution: 150 records, two chunks of 100, are a small file (the SmallFile task,
+	// which starts no child execution).
 	if executions != 1 {
 		t.Errorf("executions: got %d, want 1", executions)
 	}
@@ -69,10 +69,10 @@ func TestCostCounting(t *testing.T) {
 	if u.StateTransitions != float64(entered) || entered < executions {
 		t.Errorf("state transitions: got %v, want the %d states entered in the histories, at least one per execution", u.StateTransitions, entered)
 	}
-	if u.LambdaRequests < 3 || u.LambdaGBSeconds <= 0 {
-		t.Errorf("Lambda: got %v requests and %v GB-s, want at least 3 requests (controller, Split, Register) and some GB-s", u.LambdaRequests, u.LambdaGBSeconds)
+	if u.LambdaRequests < 2 || u.LambdaGBSeconds <= 0 {
+		t.Errorf("Lambda: got %v requests and %v GB-s, want at least 2 requests (controller, the SmallFile task) and some GB-s", u.LambdaRequests, u.LambdaGBSeconds)
 	}
-	// Split reads the file and writes the manifest; Register reads the manifest and the chunks.
+	// The SmallFile task reads the file and the segment's progress (absent), and writes the results.
 	if u.S3Tier1Requests < 1 || u.S3Tier2Requests < 2 {
 		t.Errorf("S3: got %v PUT-class and %v GET-class requests, want at least 1 and 2", u.S3Tier1Requests, u.S3Tier2Requests)
 	}

@@ -13,13 +13,17 @@ import (
 	"github.com/example/tenantpipeline/internal/cost"
 )
 
-// costTenants are the workloads of the cost figure: record mode (100 records per chunk), batch
-// mode (1,000 per chunk), and small files of one chunk each, in a silo and in a pool (whose tenant
-// credentials and Contributor Insights rules only a pool has), all registering into one core
-// system, so that admission's DynamoDB calls are in the figure.
+// costTenants are the workloads of the cost figure: record mode (100 records per chunk; a file
+// within the small-file bound, so on the small-file path, and the same file for "recfull", which
+// has no small-file path), batch mode (1,000 per chunk), small files of one chunk each, in a silo
+// and in a pool (whose tenant credentials and Contributor Insights rules only a pool has), and a
+// realistic mix of small files of 1 to 5 chunks ("mix"), all registering into one core system, so
+// that admission's DynamoDB calls are in the figure.
 const costTenants = `{"coreSystems": {"core": {"maxRunningFiles": 4}}, "pools": {"shared": {}}, "tenants": [
   {"id": "psmall", "tier": "pool", "pool": "shared", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
   {"id": "rec", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
+  {"id": "recfull", "chunkSize": 100, "smallFileBytes": -1, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
+  {"id": "mix", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
   {"id": "bat", "chunkSize": 1000, "registerMode": "batch", "coreSystem": "core", "registerUrl": "https://core.example.com/records"},
   {"id": "small", "chunkSize": 100, "coreSystem": "core", "registerUrl": "https://core.example.com/records"}
 ]}`
@@ -32,25 +36,53 @@ const (
 	costBatchFile   = 100000
 	costSmallFiles  = 20
 	costSmallRecord = 10
+	costMixFiles    = 40
 	costLatency     = 20 * time.Millisecond
 )
+
+// mixRows is the records of file i of the realistic mix: 20 to 500, spread by a fixed stride.
+func mixRows(i int) int { return 20 + i*373%481 }
+
+// mixFile is a CSV file of rows records of mixRowBytes bytes each (an order line: id, customer,
+// product, quantity, amount, note), so that 20 to 500 records make 1.2 to 29.5 KB.
+func mixFile(rows int) []byte {
+	var b strings.Builder
+	b.WriteString("id,customer,product,quantity,amount,note\n")
+	for n := 1; n <= rows; n++ {
+		line := fmt.Sprintf("%d,C%06d,P%05d,%d,%.2f,", n, n*7919%1000000, n*104729%100000, 1+n%9, float64(n*7%10000)/100)
+		b.WriteString(line + strings.Repeat("x", mixRowBytes-1-len(line)) + "\n")
+	}
+	return []byte(b.String())
+}
+
+const mixRowBytes = 59
 
 // registerDesignKey is the CDK context key that selects Register's design: per-invocation (the
 // default: one invocation registers many chunks) or per-chunk (one invocation per chunk, the design
 // before it). An app that does not know the key ignores it.
 const registerDesignKey = "registerDesign"
 
-// costFigure is the priced usage of the three workloads, scaled to their units.
+// costFigure is the priced usage of the workloads, scaled to their units.
 type costFigure struct {
 	record, batch, small, pooled                 cost.Usage // per 1M records, per 1M records, per 1,000 files (twice)
 	recordBill, batchBill, smallBill, pooledBill cost.Bill
 	smallTransitionsEach, latencyMillis          float64
+	// full: record mode on the full path and the realistic mix, measured only when set.
+	full                         bool
+	recordFull, mix              cost.Usage // per 1M records, per 1,000 files
+	recordFullBill, mixBill      cost.Bill
+	mixTransitionsEach, mixFiles float64
 }
 
 func (c costFigure) line() string {
-	return fmt.Sprintf("cost: record $%.3f per 1M records (%s transitions), batch $%.4f per 1M records (%s transitions), small files $%.3f per 1,000 files (%s transitions each); us-east-1 list prices, %.0f ms core latency",
-		c.recordBill.Total(), count(c.record.StateTransitions), c.batchBill.Total(), count(c.batch.StateTransitions),
-		c.smallBill.Total(), count(c.smallTransitionsEach), c.latencyMillis)
+	full, mix := "", ""
+	if c.full {
+		full = fmt.Sprintf(", record (full path) $%.3f per 1M records (%s transitions)", c.recordFullBill.Total(), count(c.recordFull.StateTransitions))
+		mix = fmt.Sprintf(", small files (realistic mix) $%.3f per 1,000 files (%s transitions each)", c.mixBill.Total(), count(c.mixTransitionsEach))
+	}
+	return fmt.Sprintf("cost: record $%.3f per 1M records (%s transitions)%s, batch $%.4f per 1M records (%s transitions), small files $%.3f per 1,000 files (%s transitions each)%s; us-east-1 list prices, %.0f ms core latency",
+		c.recordBill.Total(), count(c.record.StateTransitions), full, c.batchBill.Total(), count(c.batch.StateTransitions),
+		c.smallBill.Total(), count(c.smallTransitionsEach), mix, c.latencyMillis)
 }
 
 // counted is the second line: the terms counted beside the requests and the duration, per unit.
@@ -60,8 +92,13 @@ func (c costFigure) counted() string {
 			dollars(b.DynamoDB), count(u.DynamoDBReadUnits), count(u.DynamoDBWriteUnits), dollars(b.Logs), u.LogBytes/1e6,
 			dollars(b.Insights), count(u.InsightMatches), dollars(b.STS), count(u.STSCalls))
 	}
-	return fmt.Sprintf("cost-counted: record %s per 1M records; batch %s per 1M records; small files %s per 1,000 files; pooled small files $%.3f per 1,000 files, of which %s",
+	line := fmt.Sprintf("cost-counted: record %s per 1M records; batch %s per 1M records; small files %s per 1,000 files; pooled small files $%.3f per 1,000 files, of which %s",
 		term(c.record, c.recordBill), term(c.batch, c.batchBill), term(c.small, c.smallBill), c.pooledBill.Total(), term(c.pooled, c.pooledBill))
+	if c.full {
+		line += fmt.Sprintf("; record (full path) %s per 1M records; small files (realistic mix) %s per 1,000 files",
+			term(c.recordFull, c.recordFullBill), term(c.mix, c.mixBill))
+	}
+	return line
 }
 
 // dollars prints an amount with two significant digits, at least four decimals: a small term
@@ -86,10 +123,11 @@ func count(v float64) string {
 // Processed events, DynamoDB request units, log bytes, Contributor Insights matches, AssumeRole
 // calls), scaled to 1M records or 1,000 files and priced at us-east-1 list prices (internal/cost).
 // It prints two lines for the default Register design (the totals, then the terms counted beside
-// the requests and duration) and two, prefixed, for the per-chunk design before it.
+// the requests and duration) and two, prefixed, for the per-chunk design before it, which has no
+// small-file path and so neither record mode on the full path nor the realistic mix apart.
 func TestFiguresCost(t *testing.T) {
-	now := measureCost(t, nil)
-	before := measureCost(t, map[string]string{registerDesignKey: "per-chunk"})
+	now := measureCost(t, nil, true)
+	before := measureCost(t, map[string]string{registerDesignKey: "per-chunk"}, false)
 	// Printed as plain lines, so make figures shows them as they are.
 	fmt.Println(now.line())
 	fmt.Println(now.counted())
@@ -104,6 +142,8 @@ func TestFiguresCost(t *testing.T) {
 		{"record", now.recordBill, 0.10, "1M records"},
 		{"batch", now.batchBill, 0.01, "1M records"},
 		{"small files", now.smallBill, 0.10, "1,000 files"},
+		{"record (full path)", now.recordFullBill, 0.08, "1M records"},
+		{"small files (realistic mix)", now.mixBill, 0.10, "1,000 files"},
 	} {
 		verdict := "meets"
 		if g.bill.Total() > g.goal {
@@ -111,12 +151,18 @@ func TestFiguresCost(t *testing.T) {
 		}
 		t.Logf("%s: $%.4f per %s %s the goal of $%.2f; largest term %s $%.4f", g.what, g.bill.Total(), g.units, verdict, g.goal, g.bill.Terms()[0].Name, g.bill.Terms()[0].Dollars)
 	}
+	verdict := "meets"
+	if now.mixTransitionsEach != 2 {
+		verdict = "misses"
+	}
+	t.Logf("small files (realistic mix): %s transitions per file %s the goal of 2 (%.0f files of 20 to 500 records, 1 to 30 KB)", count(now.mixTransitionsEach), verdict, now.mixFiles)
 }
 
 // measureCost runs the three workloads one after another on the app synthesized with extra
 // context, and prices each workload's own usage: the difference of its tenant's usage across its
 // phase (an idle tenant's event source mapping keeps polling its queue).
-func measureCost(t *testing.T, extra map[string]string) costFigure {
+// With full it also runs record mode on the full path and the realistic mix of small files.
+func measureCost(t *testing.T, extra map[string]string, full bool) costFigure {
 	t.Helper()
 	r := startScenarioWith(t, costTenants, extra, Config{Faults: Faults{SinkLatency: costLatency}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -163,12 +209,29 @@ func measureCost(t *testing.T, extra map[string]string) costFigure {
 	}
 	batchUsed := phase("bat", []upload{{"bat", "big.csv", csvOf(costBatchFile)}})
 	recordUsed := phase("rec", []upload{{"rec", "file.csv", csvOf(costRecordFile)}})
+	registered := map[string]int64{"rec": costRecordFile, "bat": costBatchFile, "small": costSmallFiles * costSmallRecord, "psmall": costSmallFiles * costSmallRecord}
+	var recordFullUsed, mixUsed cost.Usage
+	if full {
+		recordFullUsed = phase("recfull", []upload{{"recfull", "file.csv", csvOf(costRecordFile)}})
+		var mix []upload
+		var rows int64
+		for i := range costMixFiles {
+			body := mixFile(mixRows(i))
+			if len(body) < 1000 || len(body) > 30000 {
+				t.Fatalf("mix file %d: %d bytes, want 1 to 30 KB", i, len(body))
+			}
+			mix = append(mix, upload{"mix", fmt.Sprintf("%02d.csv", i+1), body})
+			rows += int64(mixRows(i))
+		}
+		mixUsed = phase("mix", mix)
+		registered["recfull"], registered["mix"] = costRecordFile, rows
+	}
 	rep, err := r.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertInvariants(t, r, rep, nil, false)
-	for id, want := range map[string]int64{"rec": costRecordFile, "bat": costBatchFile, "small": costSmallFiles * costSmallRecord, "psmall": costSmallFiles * costSmallRecord} {
+	for id, want := range registered {
 		if got := rep.Tenants[id].RecordsRegistered; got != want {
 			t.Errorf("%s: got %d records registered, want %d", id, got, want)
 		}
@@ -183,10 +246,20 @@ func measureCost(t *testing.T, extra map[string]string) costFigure {
 		latencyMillis:        float64(costLatency.Milliseconds()),
 	}
 	c.recordBill, c.batchBill, c.smallBill, c.pooledBill = cost.USEast1.Price(c.record), cost.USEast1.Price(c.batch), cost.USEast1.Price(c.small), cost.USEast1.Price(c.pooled)
-	for _, m := range []struct {
+	bills := []struct {
 		what string
 		b    cost.Bill
-	}{{"record per 1M records", c.recordBill}, {"batch per 1M records", c.batchBill}, {"small files per 1,000 files", c.smallBill}, {"pooled small files per 1,000 files", c.pooledBill}} {
+	}{{"record per 1M records", c.recordBill}, {"batch per 1M records", c.batchBill}, {"small files per 1,000 files", c.smallBill}, {"pooled small files per 1,000 files", c.pooledBill}}
+	if full {
+		c.full, c.mixFiles = true, costMixFiles
+		c.recordFull, c.mix = cost.Per(recordFullUsed, costRecordFile, 1e6), cost.Per(mixUsed, costMixFiles, 1000)
+		c.recordFullBill, c.mixBill = cost.USEast1.Price(c.recordFull), cost.USEast1.Price(c.mix)
+		c.mixTransitionsEach = mixUsed.StateTransitions / costMixFiles
+		bills = append(bills, bills[0], bills[0])
+		bills[4].what, bills[4].b = "record (full path) per 1M records", c.recordFullBill
+		bills[5].what, bills[5].b = "small files (realistic mix) per 1,000 files", c.mixBill
+	}
+	for _, m := range bills {
 		var terms []string
 		for _, term := range m.b.Terms() {
 			terms = append(terms, fmt.Sprintf("%s $%.4f", term.Name, term.Dollars))

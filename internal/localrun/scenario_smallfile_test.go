@@ -15,34 +15,48 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
 // The small-file scenario's files, for the halt tenant of scenarioTenants (chunks of 100
-// records): three small files, the last exactly one chunk; a file of one record more than a
-// chunk, a few KiB, which the event sends to the small-file path and which falls back; and a small
-// file the core system refuses at one record.
+// records): small files of one chunk, exactly one chunk, and several chunks; a small file whose
+// registration does not fit its Register invocation (the sink answers it smallHandOffDelay late,
+// and the invocation has smallRegisterTimeout), which hands on to the full path in the middle; and
+// a small file the core system refuses at one record.
 const (
-	smallChunk  = 100
-	smallFallTo = smallChunk + 1
-	smallFails  = 30
-	smallFailAt = 12
+	smallChunk           = 100
+	smallSeveral         = 2*smallChunk + 50
+	smallHandOff         = 20 * smallChunk
+	smallHandOffDelay    = 5 * time.Millisecond
+	smallRegisterTimeout = 12 * time.Second
+	smallFails           = 30
+	smallFailAt          = 12
 )
 
-var smallSizes = map[string]int{"one.csv": 1, "some.csv": 37, "chunk.csv": smallChunk}
+var smallSizes = map[string]int{"one.csv": 1, "some.csv": 37, "chunk.csv": smallChunk, "several.csv": smallSeveral, "handoff.csv": smallHandOff}
 
-// TestScenarioSmallFiles, in both tiers: files the S3 event gives well under the small-file bound.
-// One that fits one chunk runs as the states FileSize and SmallFile alone (2 state transitions, no
-// segment execution), registers every record once in file order, and gets its summary and its File
-// Processed event. One with a record more than a chunk enters SmallFile, falls back to Split and
-// its segments, and still sends every record once. One the core system refuses at a record fails
-// at SmallFile and halts the tenant (the next file waits); its results say exactly which records
-// were registered (those before it) and which not (the rest, as uploaded); a redrive after the fix
-// resumes at the failed record and completes the file, and the waiting file runs after it.
+// TestScenarioSmallFiles, in both tiers: files the S3 event gives under the small-file bound. One
+// of one chunk or of several runs as the states FileSize and SmallFile alone (2 state transitions,
+// no segment execution), registers every record once in file order, and gets its summary and its
+// File Processed event. One whose records take longer than its Register invocation (2,000 records
+// 5 ms late, 12 s of Lambda timeout of which the 2 s margin, a 1 s HTTP timeout and the 3 s kept
+// for the progress and the results leave room for some chunks) registers some chunks in SmallFile, hands on to
+// Split, and the full path resumes where it stopped: every record sent once. One the core system
+// refuses at a record fails at SmallFile and halts the tenant (the next file waits); its results
+// say exactly which records were registered (those before it) and which not (the rest, as
+// uploaded); a redrive after the fix resumes at the failed record and completes the file, and the
+// waiting file runs after it.
 func TestScenarioSmallFiles(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
-		r := startScenario(t, tenants, Config{})
+		r := startScenario(t, tenants, Config{
+			EnvFor: map[string][]string{
+				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
+				controllerPkg: {fmt.Sprintf("REGISTER_TIMEOUT_SECONDS=%.0f", smallRegisterTimeout.Seconds())},
+			},
+			Faults: Faults{FunctionTimeout: map[string]time.Duration{registerPkg: smallRegisterTimeout}},
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var fixed atomic.Bool
@@ -52,9 +66,16 @@ func TestScenarioSmallFiles(t *testing.T) {
 			}
 			return 0
 		})
+		r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
+			if tenant == "halt" && strings.HasSuffix(source, "/handoff.csv") {
+				return smallHandOffDelay
+			}
+			return 0
+		})
 
-		// Small files and the one that is not small after all.
-		files := []upload{{"halt", "one.csv", csvOf(1)}, {"halt", "some.csv", csvOf(37)}, {"halt", "chunk.csv", csvOf(smallChunk)}, {"halt", "over.csv", csvOf(smallFallTo)}}
+		// Small files, and the one whose registration does not fit one invocation.
+		files := []upload{{"halt", "one.csv", csvOf(1)}, {"halt", "some.csv", csvOf(37)}, {"halt", "chunk.csv", csvOf(smallChunk)},
+			{"halt", "several.csv", csvOf(smallSeveral)}, {"halt", "handoff.csv", csvOf(smallHandOff)}}
 		uploadAll(t, ctx, r, files)
 		rep := drain(t, ctx, r)
 		assertInvariants(t, r, rep, nil, false)
@@ -64,11 +85,8 @@ func TestScenarioSmallFiles(t *testing.T) {
 		}
 		for _, up := range files {
 			want := smallSizes[up.rel]
-			if up.rel == "over.csv" {
-				want = smallFallTo
-			}
-			if len(up.body) >= 256<<10 {
-				t.Fatalf("%s: %d bytes, want a file under the small-file bound", up.rel, len(up.body))
+			if len(up.body) > pipeline.DefaultSmallFileBytes {
+				t.Fatalf("%s: %d bytes, want a file within the small-file bound", up.rel, len(up.body))
 			}
 			f := fileOf(t, rep, "halt", up.rel)
 			arn := executionARN(t, r, "halt", f.ExecutionName)
@@ -79,11 +97,15 @@ func TestScenarioSmallFiles(t *testing.T) {
 					children++
 				}
 			}
-			if up.rel == "over.csv" {
-				// Handed on to Split: a file of one segment, whose Register loop the file execution
-				// runs itself, with no segment execution.
-				if len(states) < 5 || !slices.Equal(states[:5], []string{"FileSize", "SmallFile", "Split", "OneSegment", "Register"}) || children != 0 {
-					t.Errorf("%s: got states %v and %d segment executions, want FileSize, SmallFile, Split, OneSegment and its own Register loop, no segment execution", up.rel, states, children)
+			if up.rel == "handoff.csv" {
+				// The full path after the hand-off (with or without a segment execution).
+				if len(states) < 3 || !slices.Equal(states[:3], []string{"FileSize", "SmallFile", "Split"}) {
+					t.Errorf("%s: got states %v, want FileSize, SmallFile, then Split", up.rel, states)
+				}
+				// The SmallFile task registered records before it handed on: the hand-off is in the
+				// middle of the file, not before it.
+				if cause := handOffCause(t, ctx, r, arn); !strings.Contains(cause, "records registered, it resumes at") || strings.Contains(cause, "(0 records registered") {
+					t.Errorf("%s: got the hand-off %q, want one after some records were registered", up.rel, cause)
 				}
 			} else {
 				if !slices.Equal(states, []string{"FileSize", "SmallFile"}) || children != 0 || f.SegmentExecutions != 0 {
@@ -184,6 +206,31 @@ func TestScenarioSmallFiles(t *testing.T) {
 			t.Errorf("core system: got %d duplicate requests and %v, want none", dups, bad)
 		}
 	})
+}
+
+// handOffCause is the cause of the SmallFile task's NotSmallError in an execution's history, else
+// the task failures it has.
+func handOffCause(t *testing.T, ctx context.Context, r *Run, arn string) string {
+	t.Helper()
+	var failures []string
+	p := sfn.NewGetExecutionHistoryPaginator(r.StepFunctions(), &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(arn), MaxResults: 1000})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("GetExecutionHistory %s: %v", arn, err)
+		}
+		for _, ev := range page.Events {
+			// The task's Lambda ARN (LambdaInvoke with PayloadResponseOnly) writes
+			// LambdaFunctionFailed.
+			if d := ev.LambdaFunctionFailedEventDetails; d != nil {
+				if aws.ToString(d.Error) == pipeline.ErrNotSmall {
+					return aws.ToString(d.Cause)
+				}
+				failures = append(failures, aws.ToString(d.Error)+": "+aws.ToString(d.Cause))
+			}
+		}
+	}
+	return fmt.Sprintf("no %s among the task failures %q", pipeline.ErrNotSmall, failures)
 }
 
 // statesEntered is the names of the states an execution entered, in order, and the number of its

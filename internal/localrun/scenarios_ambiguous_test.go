@@ -46,28 +46,30 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 // done instead of hanging again). The controller holds the failed file until the stop of the
 // execution that ran the hung task + the Register timeout + 30 s, so the next file's first record
 // arrives only after the hung invocation has ended. Both of the file execution's own tasks that
-// register: a one-chunk file hangs in its SmallFile task; a file of two chunks, one segment, in the
-// Register loop the file execution runs itself. (A segment execution's hung Register is the
+// register: a one-chunk file hangs in its SmallFile task; a file of two chunks, for a tenant
+// without the small-file path (the file is within the bound), in the Register loop the file
+// execution runs itself for its one segment. (A segment execution's hung Register is the
 // controller's TestFailedFileHold.)
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		records int
+		tenants string
 	}{
-		{"small file", 30},
-		{"one segment", 130},
+		{"small file", 30, scenarioTenants},
+		{"one segment", 130, withTenantJSON(scenarioTenants, "cont", "smallFileBytes", -1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ambiguousRegisterHold(t, tc.records)
+			ambiguousRegisterHold(t, tc.records, tc.tenants)
 		})
 	}
 }
 
-func ambiguousRegisterHold(t *testing.T, records int) {
+func ambiguousRegisterHold(t *testing.T, records int, tenants string) {
 	const registerTimeout = 8 * time.Second
-	r := startScenario(t, scenarioTenants, Config{
+	r := startScenario(t, tenants, Config{
 		EnvFor: map[string][]string{
 			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8"},
@@ -133,7 +135,7 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	const records = 1050 // chunk size 1: two segments, of 1,000 and 50 chunks
 	r := startScenario(t, scenarioTenants, Config{
 		Faults: Faults{
-			// big.csv's two segments; small.csv, of one segment, starts no child.
+			// big.csv's two segments; small.csv is a small file, which starts no child.
 			LoseChildStartAnswers: 2,
 			// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while
 			// the child still runs, however fast this machine registers 50 chunks.
@@ -170,9 +172,9 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	if got := fileTaskErrors(t, ctx, r, parent); !slices.Equal(got, []string{"StepFunctions.SdkClientException", "StepFunctions.SdkClientException"}) {
 		t.Errorf("big.csv: RegisterSegment failures: got %v, want two StepFunctions.SdkClientException", got)
 	}
-	// A file of one segment runs its Register loop in its own execution.
+	// small.csv's five chunks are a small file: the SmallFile task, no child execution.
 	if small := fileOf(t, rep, "wide", "small.csv"); small.SegmentExecutions != 0 || small.Records != 5 {
-		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 0", small.Records, small.SegmentExecutions)
+		t.Errorf("small.csv: got %d records and %d segment executions, want 5 and 0 (the small-file path)", small.Records, small.SegmentExecutions)
 	}
 	t.Logf("big.csv: %d records, children %v, %.1fs", big.Records, children, rep.WallSeconds)
 }

@@ -44,25 +44,38 @@ func TestScenarioKeyOrder(t *testing.T) {
 		// Each answer takes 5 ms, so that requests sent together are in flight together. The
 		// failing record's answer waits until a later record of fails.csv (another key's) is
 		// registered, so that the halt has records after it to account for.
+		// fails.csv fails at keyOrderFailAt until fixed; fails-first.csv at its first record, the
+		// first its invocation sends, so that the records other keys registered past it are all
+		// the invocation registered.
 		var fixed atomic.Bool
-		laterRegistered := func() bool {
+		failsAt := func(source string) int64 {
+			switch {
+			case strings.HasSuffix(source, "/fails.csv") && !fixed.Load():
+				return keyOrderFailAt
+			case strings.HasSuffix(source, "/fails-first.csv"):
+				return 1
+			}
+			return 0
+		}
+		laterRegistered := func(source string, at int64) bool {
+			name := source[strings.LastIndex(source, "/"):]
 			for _, rec := range r.Sink.Registered("keyed") {
-				if strings.HasSuffix(rec.Source, "/fails.csv") && rec.RecordNumber > keyOrderFailAt {
+				if strings.HasSuffix(rec.Source, name) && rec.RecordNumber > at {
 					return true
 				}
 			}
 			return false
 		}
 		r.Sink.SetDelay(func(_, source string, n int64) time.Duration {
-			if strings.HasSuffix(source, "/fails.csv") && n == keyOrderFailAt && !fixed.Load() {
-				for end := time.Now().Add(time.Minute); !laterRegistered() && time.Now().Before(end); {
+			if at := failsAt(source); at > 0 && n == at {
+				for end := time.Now().Add(time.Minute); !laterRegistered(source, at) && time.Now().Before(end); {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
 			return 5 * time.Millisecond
 		})
 		r.Sink.SetFault(func(tenant, source string, n int64, _ int) int {
-			if strings.HasSuffix(source, "/fails.csv") && n == keyOrderFailAt && !fixed.Load() {
+			if at := failsAt(source); at > 0 && n == at {
 				return 400 // permanent: the file fails at this record, the tenant halts
 			}
 			return 0
@@ -93,69 +106,7 @@ func TestScenarioKeyOrder(t *testing.T) {
 		}
 
 		// The same records with a failure at one record: the file halts there.
-		uploadAll(t, ctx, r, []upload{{"keyed", "fails.csv", body}})
-		rep = waitFor(t, ctx, r, "fails.csv failed and its results written", func(rep *report.Report) bool {
-			f := maybeFile(rep, "keyed", "fails.csv")
-			if f == nil || f.Status != "FAILED" {
-				return false
-			}
-			for _, ev := range rep.FileEvents {
-				if ev.Detail.Execution == f.ExecutionName {
-					return true
-				}
-			}
-			return false
-		})
-		fails := fileOf(t, rep, "keyed", "fails.csv")
-		failKey := fmt.Sprintf("%q", keyOfRecord(keyOrderFailAt, keyOrderKeys))
-		var registered []int64
-		for _, rec := range r.Sink.Registered("keyed") {
-			if !strings.HasSuffix(rec.Source, "/fails.csv") {
-				continue
-			}
-			registered = append(registered, rec.RecordNumber)
-			if rec.RecordKey == failKey && rec.RecordNumber > keyOrderFailAt {
-				t.Errorf("fails.csv: record %d of the failed record's key %s was registered after it", rec.RecordNumber, failKey)
-			}
-		}
-		slices.Sort(registered)
-		var after []int64
-		for _, n := range registered {
-			if n == keyOrderFailAt {
-				t.Errorf("fails.csv: the failed record %d is registered", n)
-			}
-			if n > keyOrderFailAt {
-				after = append(after, n)
-			}
-		}
-		sum := readSummary(t, ctx, r, "keyed", fails.ExecutionName)
-		if sum.Status != "FAILED" || sum.Failure == nil || !strings.Contains(sum.Failure.Message, "record "+strconv.Itoa(keyOrderFailAt)) {
-			t.Errorf("fails.csv summary: got %s, failure %+v; want FAILED at record %d", sum.Status, sum.Failure, keyOrderFailAt)
-		}
-		if sum.Records != keyOrderRecords || sum.Registered != int64(len(registered)) || sum.Unprocessed != keyOrderRecords-int64(len(registered)) {
-			t.Errorf("fails.csv summary: got %d records, %d registered, %d unprocessed; the core system holds %d of %d",
-				sum.Records, sum.Registered, sum.Unprocessed, len(registered), keyOrderRecords)
-		}
-		if len(after) == 0 {
-			t.Errorf("fails.csv: no record after the failed one was registered, want other keys' records past it")
-		}
-		t.Logf("fails.csv halted at record %d with %d records registered, %d of them after it; at most %d requests in flight",
-			keyOrderFailAt, len(registered), len(after), r.Sink.PeakInFlight("keyed"))
-		if got := registeredAfterHalt(sum); !slices.Equal(got, after) {
-			t.Errorf("fails.csv summary: got records %v registered after the failed one, want %v (the core system's)", got, after)
-		}
-		// The unprocessed file: the header and exactly the records not registered, as uploaded.
-		unprocessed := readObject(t, ctx, r, results.Key("keyed", fails.ExecutionName, results.UnprocessedCSV))
-		lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
-		want := []string{lines[0]}
-		for i, line := range lines[1:] {
-			if _, ok := slices.BinarySearch(registered, int64(i+1)); !ok {
-				want = append(want, line)
-			}
-		}
-		if got := strings.TrimSuffix(string(unprocessed), "\n"); got != strings.Join(want, "\n") {
-			t.Errorf("fails.csv unprocessed.csv: got %d lines, want the header and the %d records not registered, byte for byte", strings.Count(got, "\n")+1, len(want)-1)
-		}
+		fails := keyOrderHalt(t, ctx, r, "fails.csv", keyOrderFailAt, body)
 
 		// Redriven after the fix: it resends from the low-water mark with the same keys; the core
 		// system holds every record once.
@@ -178,7 +129,83 @@ func TestScenarioKeyOrder(t *testing.T) {
 		if sum := readSummary(t, ctx, r, "keyed", fails.ExecutionName); sum.Status != "SUCCEEDED" || sum.Registered != keyOrderRecords || sum.Unprocessed != 0 {
 			t.Errorf("fails.csv after the redrive: got %s, %d registered, %d unprocessed; want SUCCEEDED, %d, 0", sum.Status, sum.Registered, sum.Unprocessed, keyOrderRecords)
 		}
+
+		// A file whose first record fails: the invocation registered nothing before it, only
+		// other keys' records past it, and the results still list those as registered.
+		keyOrderHalt(t, ctx, r, "fails-first.csv", 1, body)
 	})
+}
+
+// keyOrderHalt uploads body as rel, which the core system fails at record failAt, and checks the
+// halt: the failed record and its key's later records not registered, the summary's counts, the
+// records registered after the failed one (other keys') as the core system holds them, and the
+// unprocessed file, exactly the records not registered. It returns the failed file.
+func keyOrderHalt(t *testing.T, ctx context.Context, r *Run, rel string, failAt int64, body []byte) report.FileReport {
+	t.Helper()
+	uploadAll(t, ctx, r, []upload{{"keyed", rel, body}})
+	rep := waitFor(t, ctx, r, rel+" failed and its results written", func(rep *report.Report) bool {
+		f := maybeFile(rep, "keyed", rel)
+		if f == nil || f.Status != "FAILED" {
+			return false
+		}
+		for _, ev := range rep.FileEvents {
+			if ev.Detail.Execution == f.ExecutionName {
+				return true
+			}
+		}
+		return false
+	})
+	fails := fileOf(t, rep, "keyed", rel)
+	failKey := fmt.Sprintf("%q", keyOfRecord(int(failAt), keyOrderKeys))
+	var registered []int64
+	for _, rec := range r.Sink.Registered("keyed") {
+		if !strings.HasSuffix(rec.Source, "/"+rel) {
+			continue
+		}
+		registered = append(registered, rec.RecordNumber)
+		if rec.RecordKey == failKey && rec.RecordNumber > failAt {
+			t.Errorf("%s: record %d of the failed record's key %s was registered after it", rel, rec.RecordNumber, failKey)
+		}
+	}
+	slices.Sort(registered)
+	var after []int64
+	for _, n := range registered {
+		if n == failAt {
+			t.Errorf("%s: the failed record %d is registered", rel, n)
+		}
+		if n > failAt {
+			after = append(after, n)
+		}
+	}
+	sum := readSummary(t, ctx, r, "keyed", fails.ExecutionName)
+	if sum.Status != "FAILED" || sum.Failure == nil || !strings.Contains(sum.Failure.Message, "record "+strconv.FormatInt(failAt, 10)+":") {
+		t.Errorf("%s summary: got %s, failure %+v; want FAILED at record %d", rel, sum.Status, sum.Failure, failAt)
+	}
+	if sum.Records != keyOrderRecords || sum.Registered != int64(len(registered)) || sum.Unprocessed != keyOrderRecords-int64(len(registered)) {
+		t.Errorf("%s summary: got %d records, %d registered, %d unprocessed; the core system holds %d of %d",
+			rel, sum.Records, sum.Registered, sum.Unprocessed, len(registered), keyOrderRecords)
+	}
+	if len(after) == 0 {
+		t.Errorf("%s: no record after the failed one was registered, want other keys' records past it", rel)
+	}
+	t.Logf("%s halted at record %d with %d records registered, %d of them after it; at most %d requests in flight",
+		rel, failAt, len(registered), len(after), r.Sink.PeakInFlight("keyed"))
+	if got := registeredAfterHalt(sum); !slices.Equal(got, after) {
+		t.Errorf("%s summary: got records %v registered after the failed one, want %v (the core system's)", rel, got, after)
+	}
+	// The unprocessed file: the header and exactly the records not registered, as uploaded.
+	unprocessed := readObject(t, ctx, r, results.Key("keyed", fails.ExecutionName, results.UnprocessedCSV))
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	want := []string{lines[0]}
+	for i, line := range lines[1:] {
+		if _, ok := slices.BinarySearch(registered, int64(i+1)); !ok {
+			want = append(want, line)
+		}
+	}
+	if got := strings.TrimSuffix(string(unprocessed), "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("%s unprocessed.csv: got %d lines, want the header and the %d records not registered, byte for byte", rel, strings.Count(got, "\n")+1, len(want)-1)
+	}
+	return fails
 }
 
 // registeredAfterHalt lists, one by one, the records a summary's registeredAfterHalt ranges hold.

@@ -221,6 +221,12 @@ const (
 	// CoreSystemBreakerHolds counts the Register invocations that held at their cursor because the
 	// breaker was open: one datapoint per such invocation.
 	CoreSystemBreakerHolds = "CoreSystemBreakerHolds"
+	// CoreSystemRequestGrant is the largest share of its core system's requests in flight that a
+	// Register invocation held (internal/shares): one datapoint per invocation that held one.
+	CoreSystemRequestGrant = "CoreSystemRequestGrant"
+	// CoreSystemShareHolds counts the Register invocations that held at their cursor, at least
+	// once, because their share was 0 (more files ran than the capacity holds).
+	CoreSystemShareHolds = "CoreSystemShareHolds"
 )
 
 // CoreSystemTenantMetrics are the Register metrics a tenant naming a core system also emits with
@@ -230,7 +236,8 @@ var CoreSystemTenantMetrics = []string{CoreSystemThrottles}
 
 // CoreSystemOnlyMetrics are the Register metrics emitted with the dimension CoreSystem alone: by
 // tenant they would cost one more custom metric per tenant and answer no operator's question.
-var CoreSystemOnlyMetrics = []string{CoreSystemRequests, CoreSystemBreakerOpen, CoreSystemBreakerOpens, CoreSystemBreakerHolds}
+var CoreSystemOnlyMetrics = []string{CoreSystemRequests, CoreSystemBreakerOpen, CoreSystemBreakerOpens, CoreSystemBreakerHolds,
+	CoreSystemRequestGrant, CoreSystemShareHolds}
 
 // Unit is a CloudWatch metric unit.
 type Unit string

@@ -16,6 +16,7 @@ import (
 	"github.com/example/tenantpipeline/internal/corecontrol"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
+	"github.com/example/tenantpipeline/internal/shares"
 )
 
 // Admission state for status (docs/operations.md, "Core systems"). pipectl finds each tenant's core
@@ -51,6 +52,14 @@ type CoreSystemStatus struct {
 	Reason       string  `json:"reason"`
 	BreakerOpens int     `json:"breakerOpens"`
 
+	// RequestsInFlight is the requests in flight the core system's running files hold as shares
+	// (internal/shares: the sum of the live grants, which bound what they send) against
+	// MaxRequestsInFlight, the capacity they share: maxRequestsInFlight, scaled down by the
+	// adaptive limit while that is below maxRunningFiles. RequestsInFlight is 0 under static
+	// shares, which keep no shares item.
+	RequestsInFlight    int `json:"requestsInFlight"`
+	MaxRequestsInFlight int `json:"maxRequestsInFlight"`
+
 	// Steering (steer.go): Paused while an operator's pause holds admission (pipectl core
 	// pause); Override the limit override in force, null when none or expired.
 	Paused   bool          `json:"paused"`
@@ -79,6 +88,27 @@ func (o *Ops) breakerStatus(ctx context.Context, g coreGate, c *CoreSystemStatus
 		at := st.OpenedAt.UTC().Format(time.RFC3339)
 		c.OpenedAt, c.Reason = &at, st.Reason
 	}
+	return nil
+}
+
+// requestShares reads the core system's request shares into c: the live grants and the
+// capacity, as Register computes it.
+func (o *Ops) requestShares(ctx context.Context, g coreGate, c *CoreSystemStatus) error {
+	st, err := shares.Read(ctx, o.DynamoDB, g.gate.Table, g.cs.Name, true)
+	if err != nil {
+		return err
+	}
+	adaptive := 0
+	if g.cs.Adaptive {
+		if adaptive, err = shares.LimitOf(ctx, o.DynamoDB, g.gate.Table, g.cs.Name, g.cs.MaxRunningFiles); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	if o.Now != nil {
+		now = o.Now()
+	}
+	c.RequestsInFlight, c.MaxRequestsInFlight = shares.Sum(st.Entries, now), shares.Capacity(g.cs, adaptive)
 	return nil
 }
 
@@ -237,6 +267,9 @@ func (o *Ops) coreSystems(ctx context.Context, ts []pipeline.TenantOutput) ([]Co
 			OldestAdmissionWaitSeconds: *seconds(sum.OldestWaitSeconds), Tenants: []string{g.tenant},
 		}
 		if err := o.breakerStatus(ctx, g, byName[g.cs.Name]); err != nil {
+			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
+		}
+		if err := o.requestShares(ctx, g, byName[g.cs.Name]); err != nil {
 			return nil, fmt.Errorf("core system %s: %w", g.cs.Name, err)
 		}
 		if err := o.steering(ctx, g, byName[g.cs.Name]); err != nil {

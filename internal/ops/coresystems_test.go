@@ -13,6 +13,7 @@ import (
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
+	"github.com/example/tenantpipeline/internal/shares"
 )
 
 var coreNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -40,6 +41,11 @@ func coreWorld() *opsfake.World {
 	w.AddLease("ledger-admission", core, 1, "acme-a", "acme", coreNow.Add(-11*time.Minute))
 	w.AddLease("ledger-admission", core, 2, "acme-old", "acme", coreNow.Add(-13*time.Minute))
 	w.SetAdaptiveLimit("ledger-admission", core, 2)
+	// Request shares: two live grants, and one of an invocation whose deadline passed long ago.
+	w.SetShares("ledger-admission", "ledger",
+		shares.Entry{Execution: "acme-a", Demand: 8, Weight: 1, Grant: 1, Until: coreNow.Add(time.Minute)},
+		shares.Entry{Execution: "hooli-b", Demand: 1, Weight: 1, Grant: 1, Until: coreNow.Add(time.Minute)},
+		shares.Entry{Execution: "acme-dead", Demand: 8, Weight: 1, Grant: 5, Until: coreNow.Add(-time.Hour)})
 	// Waiting: one tenant for 90 s, and one entry whose tenant stopped asking.
 	w.AddWaiter("ledger-admission", core, "wayne", 1, coreNow.Add(-90*time.Second), coreNow.Add(-time.Second))
 	w.AddWaiter("ledger-admission", core, "gone", 1, coreNow.Add(-time.Hour), coreNow.Add(-20*time.Minute))
@@ -64,6 +70,9 @@ func TestStatusCoreSystems(t *testing.T) {
 	want := []ops.CoreSystemStatus{{
 		Name: "ledger", MaxRunningFiles: 3, Limit: 2, Adaptive: true, RunningFiles: 2, Running: []string{"acme-a", "hooli-b"},
 		WaitingTenants: 1, OldestAdmissionWaitSeconds: 90, Tenants: []string{"acme", "hooli"}, Breaker: "closed",
+		// Capacity: maxRequestsInFlight 3 (maxRunningFiles) × adaptive limit 2 / 3 = 2; the dead
+		// invocation's grant is not counted.
+		RequestsInFlight: 2, MaxRequestsInFlight: 2,
 	}}
 	if !reflect.DeepEqual(rep.CoreSystems, want) {
 		t.Errorf("core systems: got %+v, want %+v", rep.CoreSystems, want)
@@ -77,7 +86,8 @@ func TestStatusCoreSystems(t *testing.T) {
 	}
 	b, _ := json.Marshal(rep.CoreSystems[0])
 	for _, field := range []string{`"name":`, `"maxRunningFiles":`, `"limit":`, `"adaptive":`, `"runningFiles":`, `"running":`,
-		`"waitingTenants":`, `"oldestAdmissionWaitSeconds":`, `"tenants":`, `"breaker":"closed"`, `"openedAt":null`, `"reason":""`} {
+		`"waitingTenants":`, `"oldestAdmissionWaitSeconds":`, `"tenants":`, `"breaker":"closed"`, `"openedAt":null`, `"reason":""`,
+		`"requestsInFlight":2`, `"maxRequestsInFlight":2`} {
 		if !strings.Contains(string(b), field) {
 			t.Errorf("JSON %s: got no field %s", b, field)
 		}

@@ -55,9 +55,10 @@ func (c CoreSystem) RequestsInFlight() int {
 	return c.MaxRequestsInFlight
 }
 
-// FileShare is the most requests one running file of the core system keeps in flight: admission
-// runs at most MaxRunningFiles of its files at once, so shares of RequestsInFlight/MaxRunningFiles
-// never add up to more than RequestsInFlight. At least 1, since a running file sends.
+// FileShare is the static share of one running file of the core system (RequestSharesStatic),
+// and Register's fallback when it cannot read or write the shares: admission runs at most
+// MaxRunningFiles of its files at once, so shares of RequestsInFlight/MaxRunningFiles never add
+// up to more than RequestsInFlight. At least 1, since a running file sends.
 func (c CoreSystem) FileShare() int {
 	if c.MaxRunningFiles <= 0 {
 		return max(1, c.RequestsInFlight())

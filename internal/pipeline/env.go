@@ -48,7 +48,24 @@ const (
 
 	// Register.
 	EnvHTTPTimeoutSeconds = "HTTP_TIMEOUT_SECONDS" // per-request timeout towards the core system
+	// EnvRequestShares is how Register divides a core system's requests in flight among its
+	// running files: RequestSharesShared (unset: the default) or RequestSharesStatic.
+	EnvRequestShares = "REQUEST_SHARES"
 )
+
+// How a core system's maxRequestsInFlight is divided among its running files (EnvRequestShares,
+// the CDK context key requestShares).
+const (
+	// RequestSharesShared: by what each file can use, recomputed as files start and end
+	// (internal/shares).
+	RequestSharesShared = "shared"
+	// RequestSharesStatic: an even split, maxRequestsInFlight / maxRunningFiles per running file
+	// (CoreSystem.FileShare), whatever the others use; kept for comparison.
+	RequestSharesStatic = "static"
+)
+
+// RequestShares are the values of EnvRequestShares, the default first.
+var RequestShares = []string{RequestSharesShared, RequestSharesStatic}
 
 // DefaultMetricsNamespace is the CloudWatch namespace of the pipeline's own metrics.
 const DefaultMetricsNamespace = "TenantPipeline"

@@ -20,12 +20,28 @@ func TestRecordsInFlight(t *testing.T) {
 		{"key order, set", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 32}}, 32},
 		{"batch mode is never keyed", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, RegisterMode: RegisterModeBatch}}, 1},
 		{"the DynamoDB sink is never keyed", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, DynamoDB: &DynamoDBSink{}}}, 1},
-		{"core system default: one request per running file", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 0)}, 1},
-		{"core system share", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 40)}, 4},
-		{"share above the tenant's own bound", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 3}, CoreSystem: core(2, 40)}, 3},
-		{"share rounds down, at least 1", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 5)}, 1},
+		// A core system's share bounds what a file keeps in flight at a time, not what it can use.
+		{"core system of one request per running file: not capped", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey}, CoreSystem: core(10, 0)}, DefaultMaxRecordsInFlight},
+		{"core system: not capped at the static share", Tenant{Tenant: spec.Tenant{RecordOrder: RecordOrderKey, MaxRecordsInFlight: 32}, CoreSystem: core(10, 40)}, 32},
 	} {
 		if got := c.t.RecordsInFlight(); got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestFileShare(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    CoreSystem
+		want int
+	}{
+		{"one request per running file", CoreSystem{MaxRunningFiles: 10}, 1},
+		{"even split", CoreSystem{MaxRunningFiles: 10, MaxRequestsInFlight: 40}, 4},
+		{"rounds down", CoreSystem{MaxRunningFiles: 3, MaxRequestsInFlight: 10}, 3},
+		{"no running-file bound: the whole", CoreSystem{MaxRequestsInFlight: 7}, 7},
+	} {
+		if got := c.c.FileShare(); got != c.want {
 			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
 		}
 	}

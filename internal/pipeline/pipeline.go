@@ -200,9 +200,10 @@ func (t Tenant) KeyedOrder() bool {
 	return t.RecordOrder == RecordOrderKey && t.DynamoDB == nil && t.RegisterMode != RegisterModeBatch
 }
 
-// RecordsInFlight is the most requests one file of the tenant keeps in flight: 1 in file order,
-// maxRecordsInFlight (defaulted) in key order, and never more than its core system's share per
-// running file (CoreSystem.FileShare).
+// RecordsInFlight is the most requests one file of the tenant can use in flight: 1 in file order,
+// maxRecordsInFlight (defaulted) in key order. Its core system's share bounds what it may keep in
+// flight at a time: the share of the running files (internal/shares), or, with static shares,
+// CoreSystem.FileShare.
 func (t Tenant) RecordsInFlight() int {
 	if !t.KeyedOrder() {
 		return 1
@@ -210,9 +211,6 @@ func (t Tenant) RecordsInFlight() int {
 	n := t.MaxRecordsInFlight
 	if n == 0 {
 		n = DefaultMaxRecordsInFlight
-	}
-	if t.CoreSystem != nil {
-		n = min(n, t.CoreSystem.FileShare())
 	}
 	return max(1, n)
 }

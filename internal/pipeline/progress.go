@@ -17,7 +17,7 @@ import (
 const ProgressV1 = 1
 
 // MaxProgressBytes bounds a progress object as Register and the results task read it; one is
-// about 25 bytes, 45 with a record, 95 with a sentAt, and a keyed file's lists at most MaxKeyedLead records past
+// about 25 bytes, 45 with a record, 95 with a sentAt, 110 with a window, and a keyed file's lists at most MaxKeyedLead records past
 // Record as ranges of at most 50 bytes each ({"first":…,"last":…}, with two 15-digit numbers, and a comma).
 const MaxProgressBytes = 256 + MaxKeyedLead*50
 
@@ -43,6 +43,11 @@ type Progress struct {
 	// core system may have forgotten their keys looks them up first (docs/data-path.md, "The
 	// idempotency horizon"). Absent: none of them was sent.
 	SentAt string `json:"sentAt,omitempty"`
+	// Window is the keyed file's window (Tenant.KeyedOrder) when its last invocation ended below
+	// its maxRecordsInFlight, after slow-down answers: the next invocation starts there rather
+	// than at maxRecordsInFlight, so that the core system's 429s are not learned again every
+	// invocation. Absent: maxRecordsInFlight (and in file order, and in progress written before it).
+	Window int `json:"window,omitempty"`
 }
 
 // Sent is SentAt parsed; zero when absent.
@@ -128,6 +133,9 @@ func DecodeProgress(body []byte) (Progress, error) {
 	}
 	if p.Record < 0 {
 		return Progress{}, fmt.Errorf("progress: record %d is negative", p.Record)
+	}
+	if p.Window < 0 || p.Window > MaxMaxRecordsInFlight {
+		return Progress{}, fmt.Errorf("progress: window %d is outside 0..%d", p.Window, MaxMaxRecordsInFlight)
 	}
 	if len(p.Registered) > MaxKeyedLead {
 		return Progress{}, fmt.Errorf("progress: %d registered ranges, more than %d", len(p.Registered), MaxKeyedLead)

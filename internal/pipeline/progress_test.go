@@ -23,6 +23,7 @@ func TestDecodeProgress(t *testing.T) {
 		want    int
 		record  int64
 		sent    string
+		window  int
 		wantErr string
 	}{
 		{name: "as encoded", body: string(EncodeProgress(7, 0)), want: 7},
@@ -40,6 +41,10 @@ func TestDecodeProgress(t *testing.T) {
 		{name: "next a string", body: `{"version":1,"next":"7"}`, wantErr: "JSON type"},
 		{name: "next fractional", body: `{"version":1,"next":7.5}`, wantErr: "JSON type"},
 		{name: "with the first send", body: string(Progress{Next: 7, Record: 705, SentAt: "2026-12-05T10:00:00.5Z"}.Encode()), want: 7, record: 705, sent: "2026-12-05T10:00:00.5Z"},
+		{name: "with a keyed file's window", body: string(Progress{Next: 7, Record: 705, Window: 3}.Encode()), want: 7, record: 705, window: 3},
+		{name: "a window as written", body: `{"version":1,"next":7,"window":5}`, want: 7, window: 5},
+		{name: "negative window", body: `{"version":1,"next":7,"window":-1}`, wantErr: "window -1 is outside"},
+		{name: "a window above the largest maxRecordsInFlight", body: `{"version":1,"next":7,"window":65}`, wantErr: "window 65 is outside"},
 		{name: "sentAt not a time", body: `{"version":1,"next":7,"sentAt":"yesterday"}`, wantErr: "sentAt is not an RFC 3339 time"},
 	}
 	for _, tt := range tests {
@@ -51,8 +56,8 @@ func TestDecodeProgress(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || p.Next != tt.want || p.Record != tt.record || p.Version != ProgressV1 || p.SentAt != tt.sent {
-				t.Errorf("got %+v, %v; want next %d, record %d, sentAt %q", p, err, tt.want, tt.record, tt.sent)
+			if err != nil || p.Next != tt.want || p.Record != tt.record || p.Version != ProgressV1 || p.SentAt != tt.sent || p.Window != tt.window {
+				t.Errorf("got %+v, %v; want next %d, record %d, sentAt %q, window %d", p, err, tt.want, tt.record, tt.sent, tt.window)
 			}
 			if want, _ := time.Parse(time.RFC3339Nano, tt.sent); !p.Sent().Equal(want) {
 				t.Errorf("got Sent() %v, want %v", p.Sent(), want)

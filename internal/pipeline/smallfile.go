@@ -3,10 +3,11 @@ package pipeline
 // The small-file path. A file whose S3 event gives it at most the state machine's small-file
 // bound in bytes (DefaultSmallFileBytes unless the construct sets another) takes the file state
 // machine's SmallFile task: one invocation of the Register function splits the file in memory,
-// registers its one chunk and writes its results, so the file costs two state transitions (the
-// routing Choice and the task) instead of seven. A file that turns out not to be small (more than
-// one chunk of records, more bytes than the bound, or a core system that makes the invocation end
-// before its last record) is handed to the full path (Split and its segments) by a NotSmallError,
+// registers its chunks one after another (segment 0's run, as the full path's first Register
+// invocation would) and writes its results, so the file costs two state transitions (the routing
+// Choice and the task). A file that turns out not to be small (more than one segment of chunks,
+// more bytes than the bound, or a core system that makes the invocation end before its last
+// record) is handed to the full path (Split and its segments) by a NotSmallError,
 // which the task's Catch follows; records the task registered before are not sent again, because
 // the full path's Register resumes from the progress the task wrote, with the same idempotency
 // keys.

@@ -60,18 +60,30 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		if err := checkSegment(req); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
-		reserve = minCallTime
+		reserve = minCallTime + o.reserve
 		var (
 			stored *pipeline.Progress
 			err    error
 		)
+		// Every invocation reads the segment's progress: where it starts, and for a keyed file the
+		// window the file's previous invocation left.
 		if from, at, stored, err = h.resume(ctx, req); err != nil {
 			return pipeline.ChunkResult{}, err
+		}
+		if stored != nil {
+			p.window.restore(stored.Window)
 		}
 		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 	}
+	if req.Tenant.KeyedOrder() && req.Tenant.DynamoDB == nil && !o.horizon.active() {
+		// Records looked up before they are sent are never sent ahead of their chunk's lookup.
+		o.ahead = &readAhead{until: req.Until(), chunk: -1}
+	}
+	// The keyed sink's requests of a chunk past the last one registered end before the
+	// invocation does.
+	defer func() { p.keyed.finish() }()
 	// keep is the record cursor the result carries: only the per-invocation segment (which sends
 	// its segment) keeps it in its state; any other caller gets the chunk cursor it always had,
 	// and a chunk it resumes starts again at its first record, with the same keys.
@@ -157,7 +169,7 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 				// there on (under key order, but for those past it that other keys registered:
 				// Progress.Registered). A retryable failure leaves the progress alone: the task's
 				// Retry re-sends this invocation's records from its own cursor.
-				h.putProgress(ctx, req, pipeline.Progress{Next: c, Record: keep(stop), Registered: pipeline.RangesOf(past), SentAt: o.horizon.carry(true)})
+				h.putProgress(ctx, req, pipeline.Progress{Next: c, Record: keep(stop), Registered: pipeline.RangesOf(past), SentAt: o.horizon.carry(true), Window: p.window.carried()})
 			}
 			return pipeline.ChunkResult{}, err
 		}
@@ -168,14 +180,14 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 	if len(rejections) > 0 {
 		// Before the cursor passes them: a crash from here re-sends the same records with the same
 		// keys, and rewrites the same part.
-		if err := h.writeRejections(ctx, req, from, first, rejections); err != nil {
+		if err := h.writeRejections(ctx, req, from, first, rejections, o.file); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 	}
 	if req.Segment != nil && res.Registered+res.Rejected > 0 && !(o.lastRun && res.Done) {
 		// Records past a keyed cursor that were registered are not listed: the next invocation
 		// sends them again with the same keys.
-		h.putProgress(ctx, req, pipeline.Progress{Next: res.Next, Record: res.NextRecord, SentAt: o.horizon.carry(stopped)})
+		h.putProgress(ctx, req, pipeline.Progress{Next: res.Next, Record: res.NextRecord, SentAt: o.horizon.carry(stopped), Window: p.window.carried()})
 	}
 	return res, nil
 }

@@ -86,6 +86,15 @@ type Handler struct {
 	// breakers, when set, is the store of a core system's breaker (tests); else the breaker item
 	// in the core system's admission table, with DynamoDB.
 	breakers func(pipeline.CoreSystem) breakerStore
+	// StaticShares gives each running file of a core system the even share
+	// CoreSystem.FileShare instead of a share of what the others leave (shares.go;
+	// pipeline.EnvRequestShares).
+	StaticShares bool
+	// sharers, when set, is an invocation's membership of its core system's shares (tests); else
+	// the shares item in the core system's admission table, with DynamoDB. sharesPoll, when set,
+	// replaces shares.RefreshInterval.
+	sharers    func(pipeline.ChunkRequest) sharer
+	sharesPoll time.Duration
 }
 
 // Handle is the Register task. It returns only the *pipeline error types, unwrapped, because the
@@ -100,23 +109,51 @@ type runOptions struct {
 	// lastRun: no invocation follows a run that is done (the SmallFile task), so its progress is
 	// not written.
 	lastRun bool
-	// chunk, when set, is the run's one chunk in memory (the SmallFile task's, which writes no
-	// manifest): its span and the object's bytes, read by Split a moment before.
-	chunk *memChunk
+	// file, when set, is the run's file in memory (the SmallFile task's, which writes no
+	// manifest): its chunks' spans and the object's bytes, read by Split a moment before.
+	file *memFile
+	// reserve is time kept free after the run's last chunk, on top of the progress's write: a
+	// chunk starts only if the slowest chunk so far, one HTTP timeout and the reserve fit (the
+	// SmallFile task's results, which it writes in the same invocation).
+	reserve time.Duration
 	// horizon, when set, looks records up before they are sent (horizon.go).
 	horizon *horizon
+	// ahead, when set, reads a keyed file's next chunk before the chunk's records are sent, so
+	// that the keyed sink may send its records before the chunk's end (keyedSink).
+	ahead *readAhead
 }
 
-// memChunk is a chunk in memory: its span of data, the whole object.
-type memChunk struct {
-	span pipeline.ChunkSpan
-	data []byte
+// readAhead is the next chunk a keyed run read ahead, for register to use when it comes to it.
+type readAhead struct {
+	until int // the run's last chunk
+	chunk int // the chunk read, -1: none
+	span  pipeline.ChunkSpan
+	recs  []records.Record
+}
+
+// memFile is a file in memory: the manifest's entries (each chunk's span of data), the lines
+// object's (each chunk's first line; nil when the tenant's records cannot be rejected), and the
+// whole object.
+type memFile struct {
+	spans []pipeline.ChunkSpan
+	lines []int64
+	data  []byte
+}
+
+// span is chunk i's span, if the file in memory has it.
+func (m *memFile) span(i int) (pipeline.ChunkSpan, bool) {
+	if m == nil || i < 0 || i >= len(m.spans) {
+		return pipeline.ChunkSpan{}, false
+	}
+	return m.spans[i], true
 }
 
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
 	start := time.Now()
 	p := h.newPace(req)
 	p.guard.start(ctx, h.budget(ctx, req))
+	p.shares.join(ctx, h.budget(ctx, req))
+	defer p.shares.leave(ctx)
 	res, err := h.registerRun(ctx, req, p, o)
 	attrs := []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 		"chunk", req.Chunk, "lastChunk", req.Until(), "ms", time.Since(start).Milliseconds()}
@@ -167,8 +204,14 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		return chunkOutcome{}, err
 	}
 	b := h.budget(ctx, req)
-	span, recs, err := h.readChunk(ctx, &b, req, f, c.S3, o.chunk)
-	if err != nil {
+	var (
+		span pipeline.ChunkSpan
+		recs []records.Record
+	)
+	if a := o.ahead; a != nil && a.chunk == req.Chunk && req.Record == 0 {
+		span, recs, a.chunk = a.span, a.recs, -1
+		b.first = span.FirstRecord
+	} else if span, recs, err = h.readChunk(ctx, &b, req, f, c.S3, o.file); err != nil {
 		return chunkOutcome{}, err
 	}
 	if len(recs) == 0 {
@@ -189,7 +232,11 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		out.done = int64(len(recs)) // every record is registered already
 		return out, nil
 	}
-	n, err := h.sinkFor(req.Tenant, target, p, c, out.rejects).Write(ctx, b, req, send)
+	sink := h.sinkFor(req.Tenant, target, p, c, out.rejects)
+	if ks, ok := sink.(*keyedSink); ok && o.ahead != nil && req.Chunk < o.ahead.until && len(send) == len(recs) {
+		ks.ahead, ks.aheadReq, ks.aheadBudget = h.readNext(ctx, req, f, c, o)
+	}
+	n, err := sink.Write(ctx, b, req, send)
 	out.done = n
 	if len(send) < len(recs) && err != nil {
 		out.done = doneBefore(recs, err)
@@ -197,6 +244,24 @@ func (h *Handler) register(ctx context.Context, req pipeline.ChunkRequest, p *pa
 		out.done = int64(len(recs))
 	}
 	return out, err
+}
+
+// readNext reads the chunk after req's into o.ahead, and returns its records with the request
+// and budget they are sent under. A read that fails leaves nothing ahead: the chunk's own
+// register reads it again and reports the failure.
+func (h *Handler) readNext(ctx context.Context, req pipeline.ChunkRequest, f records.Format, c *TenantClients, o runOptions) ([]records.Record, pipeline.ChunkRequest, budget) {
+	next := req
+	next.Chunk, next.Record = req.Chunk+1, 0
+	b := h.budget(ctx, next)
+	span, recs, err := h.readChunk(ctx, &b, next, f, c.S3, o.file)
+	if err != nil {
+		return nil, next, b
+	}
+	o.ahead.chunk, o.ahead.span, o.ahead.recs = next.Chunk, span, recs
+	if len(recs) > 0 {
+		b.first = recs[0].Number
+	}
+	return recs, next, b
 }
 
 // doneBefore is the number of recs before the record err stops at (a *WriteError's), all of
@@ -359,14 +424,17 @@ func (b budget) stopped(what string) error {
 
 // readChunk reads the chunk's manifest entries, then its byte range of the pinned object version,
 // and parses it; each read under the budget. It sets b.first from a version 2 manifest.
-func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI, mem *memChunk) (pipeline.ChunkSpan, []records.Record, error) {
-	if mem != nil && req.Chunk == 0 {
-		b.first = mem.span.FirstRecord
-		recs, skipped, err := h.parseChunk(*b, req, f, mem.span, bytes.NewReader(mem.data[mem.span.Start:mem.span.End]))
-		if err == nil && int64(len(recs))+skipped != mem.span.Records {
-			err = &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk 0 holds %d records, want %d", b.file, int64(len(recs))+skipped, mem.span.Records)}
+func (h *Handler) readChunk(ctx context.Context, b *budget, req pipeline.ChunkRequest, f records.Format, objects ObjectAPI, mem *memFile) (pipeline.ChunkSpan, []records.Record, error) {
+	if span, ok := mem.span(req.Chunk); ok {
+		b.first = span.FirstRecord
+		if span.Start < 0 || span.Start > span.End || span.End > int64(len(mem.data)) {
+			return span, nil, &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d's bytes %d-%d are outside the file's %d", b.file, req.Chunk, span.Start, span.End, len(mem.data))}
 		}
-		return mem.span, recs, err
+		recs, skipped, err := h.parseChunk(*b, req, f, span, bytes.NewReader(mem.data[span.Start:span.End]))
+		if err == nil && int64(len(recs))+skipped != span.Records {
+			err = &pipeline.PermanentError{Message: fmt.Sprintf("%s: chunk %d holds %d records, want %d", b.file, req.Chunk, int64(len(recs))+skipped, span.Records)}
+		}
+		return span, recs, err
 	}
 	span, err := h.readManifestEntry(ctx, *b, req, objects)
 	if err != nil {

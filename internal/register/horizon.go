@@ -123,6 +123,9 @@ func (h *Handler) openHorizon(ctx context.Context, req pipeline.ChunkRequest, fr
 	if stored != nil && stored.Next == from && stored.Record == at {
 		p.Registered = stored.Registered
 	}
+	if stored != nil {
+		p.Window = stored.Window
+	}
 	if err := h.writeProgress(ctx, req, p); err != nil {
 		return nil, &pipeline.RetryableError{Message: fmt.Sprintf(
 			"%s: recording the first send of chunk %d's records failed, so none is sent (a later redrive could not tell whether the core system still knows their keys): %v",

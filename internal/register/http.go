@@ -34,7 +34,8 @@ func ParseHTTPTimeout(v string) (time.Duration, error) {
 }
 
 // NewHTTPClient builds the one client an execution environment reuses across invocations, so the
-// records of a chunk, and of the next chunks, share one keep-alive connection.
+// records of a chunk, and of the next chunks, share one keep-alive connection (a keyed file's
+// window of them).
 //
 // A connection kept idle while Lambda freezes the environment may be dead on thaw. net/http
 // resends a request that failed on a reused connection before any response only when the request
@@ -52,11 +53,15 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 		// PermanentError.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          4,
-			MaxIdleConnsPerHost:   4,
+			Proxy:             http.ProxyFromEnvironment,
+			DialContext:       dialer.DialContext,
+			ForceAttemptHTTP2: true,
+			// A keyed file keeps up to its window of POSTs in flight, each on its own HTTP/1.1
+			// connection (HTTP/2 multiplexes them on one): keep that many idle between chunks and invocations, or every round past
+			// the idle ones dials (and for https handshakes) again. MaxConnsPerHost stays unset:
+			// the window bounds the connections.
+			MaxIdleConns:          pipeline.MaxMaxRecordsInFlight,
+			MaxIdleConnsPerHost:   pipeline.MaxMaxRecordsInFlight,
 			IdleConnTimeout:       60 * time.Second,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: timeout,
@@ -79,9 +84,9 @@ type coreClient struct {
 	// rejects: a status of the tenant's rejectStatuses rejects the one record the POST carries
 	// (record mode), rather than failing it.
 	rejects bool
-	// slowed, when set, is told of each 429 or 503 answer before the wait (keyedSink halves its
-	// window).
-	slowed func()
+	// window, set for a keyed file, numbers each POST and is told of each 429 or 503 answer
+	// before the wait: it halves once per round trip (window.slowed).
+	window *window
 }
 
 // maxAnswerBytes bounds the body Register keeps of one answer: a batch's "rejected" array of a
@@ -148,18 +153,20 @@ func (c coreClient) deliver(ctx context.Context, b budget, req pipeline.ChunkReq
 			c.pace.guard.abandon(probe)
 			return response{}, Stopped, err
 		}
+		sent := c.window.sending()
 		resp, err := c.post(ctx, b, sending, key, *auth, body)
 		if err == nil && resp.status == http.StatusUnauthorized && req.Tenant.RegisterAuthSecretARN != "" && !refreshed {
 			if *auth, err = c.auth(ctx, b, req, true); err != nil {
+				c.pace.release()
 				return response{}, rejection(err, 0), err
 			}
 			sending, refreshed = "resending "+what+" after a 401", true
+			sent = c.window.sending()
 			resp, err = c.post(ctx, b, sending, key, *auth, body)
 		}
+		c.pace.release()
 		if err == nil && slowDown(resp.status) {
-			if c.slowed != nil {
-				c.slowed()
-			}
+			c.window.slowed(sent)
 			if err := c.pace.slowedDown(ctx, b, what, resp, attempt, c.timeout); err != nil {
 				c.pace.guard.abandon(probe)
 				return response{}, Stopped, err

@@ -26,7 +26,7 @@ func (l latencyCore) Do(r *http.Request) (*http.Response, error) {
 // against a core system answering after 10 ms: in record mode (one at a time, file order), keyed
 // with 1,000 distinct keys and 8 in flight, and keyed with every record under one key. It reports
 // each mode's records/s and their ratios to record mode: keyed with 1,000 keys should approach the
-// window (8x, less the drain at each chunk's end), one key should match record mode.
+// window (8x: the schedule crosses the chunks' ends), one key should match record mode.
 //
 //	go test ./internal/register -run '^$' -bench BenchmarkKeyedVsRecord -benchtime 1x
 func BenchmarkKeyedVsRecord(b *testing.B) {

@@ -334,10 +334,10 @@ func play(t *testing.T, arrivals chan *keyedCall, answered chan int64, first []i
 	}
 }
 
-// TestKeyedWindow: a 429 or 503 halves the file's window (at least 1) and each answered record
-// grows it by 1 back to maxRecordsInFlight. Window 4, 12 records of 12 keys; the test answers one
-// request at a time and counts what arrives. A resend after a 429 is the same request, still in
-// flight.
+// TestKeyedWindow: a 429 or 503 halves the file's window (at least 1) once per round trip, and
+// a window's worth of answers grows it by 1 back to maxRecordsInFlight. Window 4, 12 records of
+// 12 keys; the test answers one request at a time and counts what arrives. A resend after a 429
+// is the same request, still in flight.
 func TestKeyedWindow(t *testing.T) {
 	tenant, data, keys := keyedFile(keysOf(12, func(i int) string { return fmt.Sprint("c", i) }), 4)
 	fake := sourcetest.NewFakeS3()
@@ -350,12 +350,12 @@ func TestKeyedWindow(t *testing.T) {
 
 	play(t, arrivals, answered, []int64{1, 2, 3, 4}, []step{
 		{to: 1, status: 429, retryAfter: "0", arrive: []int64{1}}, // window 2
-		{to: 2, status: 503, retryAfter: "0", arrive: []int64{2}}, // window 1
-		{to: 1, status: 200}, // window 2, 3 in flight
+		{to: 2, status: 503, retryAfter: "0", arrive: []int64{2}}, // sent before the decrease: still 2
+		{to: 1, status: 200}, // 1 answer of 2
 		{to: 2, status: 200, arrive: []int64{5}, inFlight: 3},    // window 3
-		{to: 3, status: 200, arrive: []int64{6, 7}, inFlight: 4}, // window 4: recovered
-		{to: 4, status: 200, arrive: []int64{8}, inFlight: 4},
-		{to: 5, status: 200, arrive: []int64{9}, inFlight: 4},
+		{to: 3, status: 200, arrive: []int64{6}, inFlight: 3},    // 1 of 3
+		{to: 4, status: 200, arrive: []int64{7}, inFlight: 3},    // 2 of 3
+		{to: 5, status: 200, arrive: []int64{8, 9}, inFlight: 4}, // window 4: recovered
 		{to: 6, status: 200, arrive: []int64{10}, inFlight: 4},
 		{to: 7, status: 200, arrive: []int64{11}, inFlight: 4},
 		{to: 8, status: 200, arrive: []int64{12}, inFlight: 4},
@@ -396,6 +396,15 @@ func TestKeyedFailure(t *testing.T) {
 			},
 			wantErr: pipeline.ErrPermanent, wantMsg: "record 3: the core system rejected it with 400", wantSent: seq(1, 6),
 			wantPut: `{"version":1,"next":0,"record":3,"registered":[{"first":4,"last":6}]}`, mark: 3},
+		{name: "the invocation's first record fails: the records other keys registered past it are saved all the same",
+			keys: distinct, first: []int64{1, 2, 3, 4},
+			steps: []step{
+				{to: 2, status: 200, arrive: []int64{5}},
+				{to: 1, status: 400},
+				{to: 3, status: 200}, {to: 4, status: 200}, {to: 5, status: 200},
+			},
+			wantErr: pipeline.ErrPermanent, wantMsg: "record 1: the core system rejected it with 400", wantSent: seq(1, 5),
+			wantPut: `{"version":1,"next":0,"registered":[{"first":2,"last":5}]}`, mark: 1},
 		{name: "a record of a busy key before the failed one: the mark stays at it",
 			keys: []string{"a", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}, first: []int64{1, 3, 4, 5},
 			steps: []step{
@@ -428,7 +437,9 @@ func TestKeyedFailure(t *testing.T) {
 				{to: 2, status: 503, retryAfter: "7200"},
 				{to: 1, status: 200}, {to: 3, status: 200}, {to: 4, status: 200},
 			},
-			wantSent: seq(1, 4), wantNext: 2, wantPut: `{"version":1,"next":0,"record":2}`, mark: 2},
+			// The 503 halved the window to 2, the three answers after it brought it to 3: the next
+			// invocation starts there.
+			wantSent: seq(1, 4), wantNext: 2, wantPut: `{"version":1,"next":0,"record":2,"window":3}`, mark: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -505,9 +516,11 @@ func TestKeyedFailure(t *testing.T) {
 func TestKeyedLead(t *testing.T) {
 	const n = pipeline.MaxKeyedLead + 200
 	recs := make([]records.Record, n)
-	r := newKeyedRun(recs)
 	for i := range recs {
 		recs[i].Number = int64(i + 1)
+	}
+	r := newKeyedRun(recs, nil)
+	for i := range recs {
 		r.keys[i] = fmt.Sprint("c", i)
 	}
 	r.keys[0] = "slow"
@@ -622,42 +635,6 @@ type doerFunc func(*http.Request) (*http.Response, error)
 
 func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestWindow pins the AIMD window: halved by a slow-down answer down to 1, grown by 1 per answer
-// up to its most.
-func TestWindow(t *testing.T) {
-	tests := []struct {
-		name string
-		most int
-		ops  string // h: halve, g: grow
-		want []int  // the size after each op
-	}{
-		{name: "halves to 1 and no lower", most: 8, ops: "hhhhh", want: []int{4, 2, 1, 1, 1}},
-		{name: "grows back by 1 to its most", most: 4, ops: "hhgggg", want: []int{2, 1, 2, 3, 4, 4}},
-		{name: "an odd size halves down", most: 7, ops: "hg", want: []int{3, 4}},
-		{name: "file order: one", most: 1, ops: "gh", want: []int{1, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := newWindow(tt.most)
-			if w.size() != tt.most {
-				t.Fatalf("got a window of %d to start, want %d", w.size(), tt.most)
-			}
-			var got []int
-			for _, op := range tt.ops {
-				if op == 'h' {
-					w.halve()
-				} else {
-					w.grow()
-				}
-				got = append(got, w.size())
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got sizes %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestKeyedThroughDeliver: what record mode's POST does holds under key order, with several
 // requests at once: a status of rejectStatuses under skipRecord rejects the record and its key's
 // next record goes on; a rotated secret is fetched again after a 401 and every record is
@@ -732,6 +709,80 @@ func TestKeyedThroughDeliver(t *testing.T) {
 			defer sm.mu.Unlock()
 			if tt.rotate && sm.calls > 1+4 {
 				t.Errorf("got %d secret fetches, want at most %d: a refreshed secret is kept for the next POSTs", sm.calls, 1+4)
+			}
+		})
+	}
+}
+
+// TestKeyedAcrossChunks: the keyed schedule sends the next chunk's records before the chunk's
+// end, under the same rules, so the window does not drain there; a failure in the chunk still
+// waits for every request in flight, and the segment's progress lists the next chunk's records
+// that were registered past the mark. 12 records of 12 keys in chunks of 6, window 4, one
+// invocation over both chunks.
+func TestKeyedAcrossChunks(t *testing.T) {
+	tests := []struct {
+		name    string
+		steps   []step
+		wantErr string
+		wantPut string // the progress written
+	}{
+		{name: "the next chunk's records go before the chunk's end",
+			steps: []step{
+				{to: 1, status: 200, arrive: []int64{5}, inFlight: 4},
+				{to: 2, status: 200, arrive: []int64{6}, inFlight: 4},
+				{to: 3, status: 200, arrive: []int64{7}, inFlight: 4}, // chunk 1's first, with 4..6 in flight
+				{to: 4, status: 200, arrive: []int64{8}, inFlight: 4},
+				{to: 5, status: 200, arrive: []int64{9}, inFlight: 4},
+				{to: 6, status: 200, arrive: []int64{10}, inFlight: 4},
+				{to: 7, status: 200, arrive: []int64{11}, inFlight: 4},
+				{to: 8, status: 200, arrive: []int64{12}, inFlight: 4},
+				{to: 9, status: 200}, {to: 10, status: 200}, {to: 11, status: 200}, {to: 12, status: 200},
+			}},
+		{name: "a failure in the chunk keeps the next chunk's registered records",
+			steps: []step{
+				{to: 1, status: 200, arrive: []int64{5}},
+				{to: 3, status: 200, arrive: []int64{6}},
+				{to: 4, status: 200, arrive: []int64{7}},
+				{to: 5, status: 200, arrive: []int64{8}},
+				{to: 2, status: 400},
+				{to: 6, status: 200}, {to: 7, status: 200}, {to: 8, status: 200},
+			},
+			wantErr: pipeline.ErrPermanent, wantPut: `{"version":1,"next":0,"record":2,"registered":[{"first":3,"last":8}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant, data, keys := keyedFile(keysOf(12, func(i int) string { return fmt.Sprint("c", i) }), 4)
+			tenant.ChunkSize = 6
+			fake := sourcetest.NewFakeS3()
+			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
+			req := run(reqs, 0, 1)
+			req.Segment = &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 1}
+			core := newKeyedCore(t, 4, keys, 1)
+			h := keyedHandler(fake, core, io.Discard)
+			arrivals, answered := conduct(core, h)
+			type result struct {
+				res pipeline.ChunkResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() { res, err := h.Handle(context.Background(), req); done <- result{res, err} }()
+			play(t, arrivals, answered, []int64{1, 2, 3, 4}, tt.steps)
+			got := <-done
+			if typ := source.ErrorType(got.err); typ != tt.wantErr && (got.err != nil || tt.wantErr != "") {
+				t.Fatalf("got error %v (%s), want %q", got.err, typ, tt.wantErr)
+			}
+			if got.err == nil && (!got.res.Done || got.res.Registered != 12) {
+				t.Errorf("got done %v, %d registered; want done, 12", got.res.Done, got.res.Registered)
+			}
+			if tt.wantPut != "" {
+				if put := string(fake.Puts[work+"/"+pipeline.ProgressKey(tenant.ID, execName, 0)]); put != tt.wantPut {
+					t.Errorf("got progress %s, want %s", put, tt.wantPut)
+				}
+			}
+			select {
+			case c := <-arrivals:
+				t.Errorf("got record %d sent after the steps, want none", c.record)
+			default:
 			}
 		})
 	}

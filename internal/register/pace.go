@@ -136,10 +136,18 @@ type pace struct {
 	inFlight     int           // POSTs sent and not yet answered
 	peakInFlight int           // the most of them at once
 
-	// window is a keyed file's requests in flight (keyedSink), for the whole invocation.
+	// window is a keyed file's requests in flight (keyedSink), for the whole invocation; it
+	// starts at what the file's previous invocation left (restoreWindow).
 	window *window
+	// keyed is a keyed file's sink, for the whole invocation (its requests may cross a chunk's
+	// end); nil until its first chunk.
+	keyed *keyedSink
 	// guard keeps the core system's breaker (breaker.go); nil without one.
 	guard *guard
+	// shares keeps the file's share of the core system's requests in flight (shares.go); nil
+	// when they are not shared.
+	shares *keeper
+	now    func() time.Time
 	// noWindowUntil: no maintenance window opens before it (holdForMaintenance's cache).
 	noWindowUntil time.Time
 }
@@ -151,10 +159,14 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		backoff: retry.NewExponentialJitterBackoff(SlowDownMaxBackoff),
 		log:     h.Log,
 		attrs:   []any{"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName},
-		window:  newWindow(req.Tenant.RecordsInFlight()),
+		window:  newWindow(req.Tenant.RecordsInFlight(), 0),
+		now:     h.now,
 	}
 	if p.sleep == nil {
 		p.sleep = sleepContext
+	}
+	if p.now == nil {
+		p.now = time.Now
 	}
 	if r := recordRate(req.Tenant); r > 0 {
 		p.lim = h.limiters.get(req.ExecutionName, r)
@@ -164,6 +176,11 @@ func (h *Handler) newPace(req pipeline.ChunkRequest) *pace {
 		p.admitted = fileAdmitted(req)
 	}
 	p.guard = h.newGuard(req, p)
+	p.shares = h.newKeeper(req, p)
+	if p.shares == nil && p.core != nil {
+		// Static shares: admission runs at most maxRunningFiles of the core system's files.
+		p.window.setCap(p.core.FileShare())
+	}
 	return p
 }
 
@@ -224,10 +241,15 @@ func (b budget) slowedDown(what string, d time.Duration) error {
 		b.file, what, b.chunk, d.Round(time.Millisecond)), Err: errSlowDown}
 }
 
-// take waits for n tokens of the rate limit (a batch of n records takes n), or returns the
-// errSlowDown stop when that wait does not fit.
+// take waits for a maintenance window to close, for a free request of the file's share (shares.go)
+// and for n tokens of the rate limit (a batch of n records takes n), or returns the errSlowDown
+// stop when a wait does not fit. A request take lets go holds its place in the share until
+// release.
 func (p *pace) take(ctx context.Context, b budget, what string, n int, need time.Duration) error {
 	if err := p.holdForMaintenance(ctx, b, what, need); err != nil {
+		return err
+	}
+	if err := p.shares.admit(ctx, b, what, need); err != nil {
 		return err
 	}
 	if p.lim == nil {
@@ -241,6 +263,7 @@ func (p *pace) take(ctx context.Context, b budget, what string, n int, need time
 	d := r.DelayFrom(now)
 	if err := p.wait(ctx, b, what, d, need); err != nil {
 		r.CancelAt(b.now())
+		p.shares.release()
 		return err
 	}
 	p.mu.Lock()
@@ -339,6 +362,10 @@ func (p *pace) answered() {
 	p.mu.Unlock()
 }
 
+// release ends the place in the file's share of one request take let go, once it is answered or
+// will not be sent.
+func (p *pace) release() { p.shares.release() }
+
 // peak is the most POSTs this invocation had in flight at once.
 func (p *pace) peak() int {
 	p.mu.Lock()
@@ -363,6 +390,7 @@ func (p *pace) metrics() []metrics.Metric {
 	}
 	if p.coreSystem() != "" {
 		ms = append(ms, p.guard.metrics()...)
+		ms = append(ms, p.shares.metrics()...)
 	}
 	return ms
 }

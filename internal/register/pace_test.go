@@ -451,6 +451,8 @@ func TestAdaptiveLimit(t *testing.T) {
 			}
 			h, _ := pacedHandler(sourcetest.NewFakeS3(), clock, nil)
 			h.DynamoDB = db
+			// The limit item alone: the request shares are tested in shares_test.go.
+			h.StaticShares = true
 			tenant := csvTenant(c.srv.URL)
 			tenant.CoreSystem = &pipeline.CoreSystem{Name: "core-a", MaxRunningFiles: 8, Adaptive: tc.adaptive, Table: "adm"}
 			if _, err := runPacedWith(t, h, clock, tenant, 3, 0, func(r *pipeline.ChunkRequest) {

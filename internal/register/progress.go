@@ -23,8 +23,9 @@ import (
 // every invocation reads it and starts there when it lies ahead of the request's cursor within
 // the segment: a redriven file re-sends at most the failed invocation's records, with the same
 // idempotency keys, and none it registered before a record that failed it. Progress is written
-// only once the records before it are registered, so it never skips a record. It costs one GET
-// and one PUT per invocation, in the work bucket beside the manifest.
+// only once the records before it are registered, so it never skips a record. A keyed file's
+// progress also carries the window the previous invocation left (Progress.Window, window.go). It
+// costs one GET and one PUT per invocation, in the work bucket beside the manifest.
 
 // checkSegment rejects a request whose segment does not hold its run: a wiring fault no retry
 // fixes, and progress read under the wrong segment could skip records.

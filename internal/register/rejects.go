@@ -232,7 +232,10 @@ func countLines(r io.Reader, max int64) (int64, int64, error) {
 // lines object Split wrote beside the manifest, with one ranged GET pinned as the manifest's is;
 // without one (an execution Split ran before it wrote lines), counted from the source's first
 // byte (lineCounter).
-func (h *Handler) chunkLine(ctx context.Context, b budget, objects ObjectAPI, req pipeline.ChunkRequest, chunk int, start int64) (int64, error) {
+func (h *Handler) chunkLine(ctx context.Context, b budget, objects ObjectAPI, req pipeline.ChunkRequest, chunk int, start int64, mem *memFile) (int64, error) {
+	if mem != nil && chunk >= 0 && chunk < len(mem.lines) {
+		return mem.lines[chunk], nil // the SmallFile task's: Split counted them a moment before
+	}
 	loc := req.Manifest.Lines
 	if loc == nil {
 		return h.lines.lineAt(ctx, b, objects, req.Source, start)
@@ -261,7 +264,7 @@ func (h *Handler) chunkLine(ctx context.Context, b budget, objects ObjectAPI, re
 // writeRejections writes the invocation's rejections, lines made absolute, as its part in the
 // ingest bucket, beside the file's other results (results.Dir): a retry
 // starts at the same chunk and record, and rewrites the same key.
-func (h *Handler) writeRejections(ctx context.Context, req pipeline.ChunkRequest, chunk int, first int64, rej []rejected) error {
+func (h *Handler) writeRejections(ctx context.Context, req pipeline.ChunkRequest, chunk int, first int64, rej []rejected, mem *memFile) error {
 	c, err := h.clientsFor(req.Tenant.ID)
 	if err != nil {
 		return err
@@ -272,7 +275,7 @@ func (h *Handler) writeRejections(ctx context.Context, req pipeline.ChunkRequest
 	for _, r := range rej {
 		line, ok := starts[r.chunk]
 		if !ok {
-			if line, err = h.chunkLine(ctx, b, c.S3, req, r.chunk, r.chunkStart); err != nil {
+			if line, err = h.chunkLine(ctx, b, c.S3, req, r.chunk, r.chunkStart, mem); err != nil {
 				return err
 			}
 			starts[r.chunk] = line

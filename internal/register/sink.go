@@ -45,8 +45,13 @@ func (h *Handler) sinkFor(t pipeline.Tenant, target string, p *pace, c *TenantCl
 	}
 	core.rejects = t.CanReject()
 	if t.KeyedOrder() {
-		core.slowed = p.window.halve
-		return newKeyedSink(core, rej, p.window, h.keyedAnswered)
+		// One for the invocation: its requests may outlive a chunk's Write (keyedSink).
+		core.window = p.window
+		if p.keyed == nil {
+			p.keyed = newKeyedSink(core, rej, p.window, h.keyedAnswered)
+		}
+		p.keyed.record.rejects = rej
+		return p.keyed
 	}
 	return &recordSink{core, rej}
 }

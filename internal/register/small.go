@@ -12,17 +12,26 @@ import (
 )
 
 // SmallFile is the file state machine's SmallFile task (pipeline.TaskSmallFile), which the Register
-// function serves beside Register: for a file of one chunk it runs, in one invocation, what the
-// full path runs in three tasks and two executions: Split (Split.Small: the same checks and
-// writes), Register of the one chunk as the segment's first invocation (the same cursor, progress
-// and idempotency keys), and the results task (Split.Results). So a file is registered alike
-// whichever path it takes, and a file the task hands to the full path (a *pipeline.NotSmallError)
-// is resumed there, never registered twice:
-//   - a file of more than one chunk, or of more bytes than the bound, is handed on before
+// function serves beside Register: for a file of one segment it runs, in one invocation, what the
+// full path runs in three tasks: Split (Split.Small: the same checks and writes), Register of
+// segment 0 as its first invocation (the same run of chunks from the same cursor, the same
+// progress and idempotency keys: chunk after chunk while the budget lasts), and the results task
+// (Split.Results). So a file is registered alike whichever path it takes, and a file the task
+// hands to the full path (a *pipeline.NotSmallError) is resumed there, never registered twice:
+//   - a file of more than one segment, or of more bytes than the bound, is handed on before
 //     anything is registered or written;
-//   - a run that does not end in this invocation (its budget ran out, or the core system asked it
-//     to wait) is handed on after Register wrote the segment's progress, where the full path's
-//     Register of segment 0 resumes.
+//   - a run that does not end in this invocation (its budget ran out after some chunks, the core
+//     system asked it to wait, its breaker or a maintenance window holds it) is handed on after
+//     Register wrote the segment's progress, where the full path's Register of segment 0 resumes;
+//   - a run that ended with too little time left for the results (less than two S3 calls': the
+//     progress's write and the summary's) is handed on with the progress at the segment's end:
+//     the full path registers nothing and writes the results.
+//
+// The bound is in bytes only. A file within it that cannot be registered in one invocation at the
+// core system's pace (its rate limit, its latency) is handed on when the budget runs out, with
+// every record registered so far kept: what the invocation did is not lost, so a bound on the
+// records that handed such a file on before registering would save only the second split of at
+// most the bound's bytes and one Choice, and would cost a full path to files it misjudged.
 //
 // A failure is Register's or Split's own error, so the state machine retries and fails the file as
 // it would on the full path, and a redrive re-runs this task, which resumes from the progress.
@@ -33,7 +42,11 @@ type SmallFile struct {
 	// ResultsAttempts is how many times the results are tried before the task gives up on them
 	// (the file's status never depends on its results, as on the full path). Default: 3.
 	ResultsAttempts int
-	sleep           func(context.Context, time.Duration) error
+	// ResultsTime is kept free for the results after the registration (a few S3 writes and the
+	// completion's POST): no chunk after the first starts unless it fits after it. Default: one
+	// HTTP timeout (Register's, which the completion's POST has too) and one S3 call.
+	ResultsTime time.Duration
+	sleep       func(context.Context, time.Duration) error
 }
 
 // Invoke is the Register function's entry point: the SmallFile task when the request's kind says
@@ -88,24 +101,35 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	sp := ss.Result
 	out := pipeline.SmallFileResult{Records: sp.Records, Rejected: sp.Rejected}
 	if sp.Chunks > 0 {
-		if len(ss.Spans) != 1 {
+		if len(ss.Spans) != sp.Chunks || sp.Chunks > pipeline.SegmentChunks {
 			return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: fmt.Sprintf("%s: the small file split into %d chunks and %d spans", file, sp.Chunks, len(ss.Spans))}
 		}
-		// The chunk in memory: no manifest is written or read, nor the object read again.
-		mem := &memChunk{span: ss.Spans[0], data: ss.Data}
-		res, err := s.Register.handle(ctx, s.chunkRequest(req, sp), runOptions{lastRun: true, chunk: mem})
+		// The chunks in memory: no manifest is written or read, nor the object read again.
+		mem := &memFile{spans: ss.Spans, lines: ss.Lines, data: ss.Data}
+		cr := s.chunkRequest(req, sp)
+		res, err := s.Register.handle(ctx, cr, runOptions{lastRun: true, file: mem, reserve: s.resultsTime()})
 		if err != nil {
 			return pipeline.SmallFileResult{}, err
+		}
+		if res.Done && !s.roomFor(ctx, 2*minCallTime) && s.Register.writeProgress(ctx, cr, pipeline.Progress{Next: cr.Until() + 1}) == nil {
+			// Every record is registered; the full path's Register of segment 0 finds the progress
+			// at its end and sends nothing, and its results task has an invocation of its own.
+			log.Info("small file handed to the full path for its results", "registered", res.Registered)
+			return pipeline.SmallFileResult{}, &pipeline.NotSmallError{Message: fmt.Sprintf(
+				"%s: the small file's %d records are registered, with too little of the invocation left for its results: the full path writes them", file, sp.Records)}
 		}
 		if !res.Done {
 			// Register wrote the segment's progress: the full path resumes there.
 			from := "its first record"
-			if res.NextRecord > 0 {
+			switch {
+			case res.NextRecord > 0:
 				from = fmt.Sprintf("record %d", res.NextRecord)
+			case res.Next > 0:
+				from = fmt.Sprintf("chunk %d", res.Next)
 			}
 			msg := fmt.Sprintf("%s: the small file's registration did not end in one invocation (%d records registered, it resumes at %s): the full path goes on from there",
 				file, res.Registered, from)
-			log.Info("small file handed to the full path", "registered", res.Registered, "nextRecord", res.NextRecord)
+			log.Info("small file handed to the full path", "registered", res.Registered, "next", res.Next, "nextRecord", res.NextRecord)
 			return pipeline.SmallFileResult{}, &pipeline.NotSmallError{Message: msg}
 		}
 		out.Registered, out.Rejected = res.Registered, out.Rejected+res.Rejected
@@ -114,10 +138,36 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	return out, nil
 }
 
-// chunkRequest is the Register request of the file's one chunk, as the segment's first invocation
-// would send it: segment 0 from its first record, so that Register reads and writes segment 0's
-// progress.
+// resultsTime is ResultsTime or its default.
+func (s *SmallFile) resultsTime() time.Duration {
+	if s.ResultsTime > 0 {
+		return s.ResultsTime
+	}
+	return s.Register.HTTPTimeout + minCallTime
+}
+
+// roomFor reports whether d is left before the deadline, less the margin.
+func (s *SmallFile) roomFor(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
+	margin := s.Register.DeadlineMargin
+	if margin == 0 {
+		margin = DefaultDeadlineMargin
+	}
+	now := s.Register.now
+	if now == nil {
+		now = time.Now
+	}
+	return dl.Sub(now())-margin >= d
+}
+
+// chunkRequest is the Register request of the file's chunks, as segment 0's first invocation
+// would send it: from its first record through its last chunk, so that Register reads and writes
+// segment 0's progress.
 func (s *SmallFile) chunkRequest(req pipeline.SmallFileRequest, sp pipeline.SplitResult) pipeline.ChunkRequest {
+	last := max(sp.Chunks-1, 0)
 	return pipeline.ChunkRequest{
 		Tenant:        req.Input.Tenant,
 		Source:        sp.Source,
@@ -126,8 +176,8 @@ func (s *SmallFile) chunkRequest(req pipeline.SmallFileRequest, sp pipeline.Spli
 		Records:       sp.Records,
 		Header:        sp.Header,
 		Chunk:         0,
-		LastChunk:     0,
-		Segment:       &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 0, FileStarted: req.StartTime},
+		LastChunk:     last,
+		Segment:       &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: last, FileStarted: req.StartTime},
 	}
 }
 

@@ -14,6 +14,8 @@
 //	lease                  <gate>                    slot#<index, 4 digits>      admission
 //	overflow lease         <gate>                    slot#x#<execution>          admission
 //	adaptive limit         core#<name>               limit                       admission
+//	breaker                core#<name>               breaker                     breaker (Register)
+//	request shares         core#<name>               shares                      shares (Register)
 //	pause and override     core#<name>               control                     corecontrol
 //	operator's action      core#<name>               audit#<time>#<action>       corecontrol
 //	ticket counter         <gate>#queue              ctr#<weight, 2 digits>      admission
@@ -26,7 +28,9 @@
 //
 // where <gate> is CoreGate ("core#<name>") or PoolGate ("pool#<name>"). The prefixes keep the
 // kinds apart: a gate's partition holds only slots and its limit, its queue partition only
-// counters, waiters and places, and no gate key starts with "queue#" or "backlog". IAM scopes a
+// counters, waiters and places, and no gate key starts with "queue#" or "backlog". A core
+// system's gate partition also holds its steering, its breaker and its request shares, none of
+// whose sort keys starts with SlotPrefix, so a listing of the slots never meets them. IAM scopes a
 // function to some kinds with dynamodb:LeadingKeys on these partition keys
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
 package schema
@@ -159,6 +163,23 @@ const (
 	ControlSK = "control"
 	// AuditPrefix starts the sort key of an operator's action on the core system (AuditSK).
 	AuditPrefix = "audit#"
+)
+
+// A core system's request shares (package shares), in the core system's gate: one item whose
+// AttrShareEntries map holds, per running Register invocation (by execution name), a map of
+// AttrShareDemand, AttrShareWeight, AttrShareGrant and the epoch milliseconds AttrShareJoined,
+// AttrShareSeen and AttrShareUntil (numbers); and AttrShareVersion (number), which every write
+// raises by one and is conditional on.
+const (
+	SharesSK         = "shares"
+	AttrShareEntries = "entries"
+	AttrShareVersion = "version"
+	AttrShareDemand  = "demand"
+	AttrShareWeight  = "weight"
+	AttrShareGrant   = "grant"
+	AttrShareJoined  = "joined"
+	AttrShareSeen    = "seen"
+	AttrShareUntil   = "until"
 )
 
 // AuditSK is the sort key of one audited action: its time (UTC, RFC 3339 with nanoseconds, so

@@ -19,6 +19,7 @@ func TestKeysKnownAnswers(t *testing.T) {
 		{"counter", CounterSK(3), "ctr#03"},
 		{"waiter", EntrySK(3, 42), "w#03#000000000042"},
 		{"place", PlaceSK("t1"), "t#t1"},
+		{"shares", SharesSK, "shares"},
 		{"backlog", BacklogKey("t1"), "queue#t1"},
 		{"parked", ParkedSK("t1"), "parked#t1"},
 		{"shard", ShardKey(5), "backlog#05"},
@@ -52,6 +53,14 @@ func TestKindsDoNotCollide(t *testing.T) {
 				t.Errorf("backlog partition %q starts like a gate (%q)", pk, gate)
 			}
 		}
+	}
+	for _, sk := range []string{LimitSK, ControlSK, SharesSK, "breaker"} {
+		if strings.HasPrefix(sk, SlotPrefix) {
+			t.Errorf("gate item %q starts with the slot prefix %q, want a slot listing never to meet it", sk, SlotPrefix)
+		}
+	}
+	if SharesSK == LimitSK || SharesSK == ControlSK || SharesSK == "breaker" {
+		t.Errorf("got shares sort key %q equal to another item of the gate", SharesSK)
 	}
 	if MinMaxQueued > DefaultMaxQueued || DefaultMaxQueued > MaxMaxQueued {
 		t.Errorf("got bounds %d <= %d <= %d false, want the default inside the bounds", MinMaxQueued, DefaultMaxQueued, MaxMaxQueued)

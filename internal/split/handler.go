@@ -90,7 +90,8 @@ type splitOptions struct {
 	manifest bool
 	// maxBytes, when positive, makes an object of more bytes a NotSmallError, before it is read.
 	maxBytes int64
-	// small makes a file of more than one chunk a NotSmallError, before anything is written.
+	// small makes a file of more than one segment (pipeline.SegmentChunks chunks) a
+	// NotSmallError, before anything is written.
 	small bool
 	// keep returns the object's bytes (smallSplit.Data).
 	keep bool
@@ -100,17 +101,21 @@ type splitOptions struct {
 // written, and what the manifest would hold in memory.
 type SmallSplit struct {
 	Result pipeline.SplitResult
-	// Spans are the chunks' spans (at most one): the manifest's entries.
+	// Spans are the chunks' spans, at most one segment's: the manifest's entries.
 	Spans []pipeline.ChunkSpan
+	// Lines are the chunks' first physical lines (the lines object's entries), for a tenant whose
+	// records the core system can reject; else nil.
+	Lines []int64
 	// Data is the object's bytes (Small only).
 	Data []byte
 	size int64 // the object's bytes, as S3 gave its length
 }
 
 // Small is the small-file path's split (pipeline.TaskSmallFile): Split's checks for a file of at
-// most maxBytes bytes and one chunk, which writes only a skipRecord file's rejection parts and
-// hands the chunk on in memory; any other file is a *pipeline.NotSmallError before anything is
-// written, so that the full path splits it from the start.
+// most maxBytes bytes and one segment (any number of chunks up to pipeline.SegmentChunks), which
+// writes only a skipRecord file's rejection parts and hands the chunks on in memory; any other
+// file is a *pipeline.NotSmallError before anything is written, so that the full path splits it
+// from the start.
 func (h *Handler) Small(ctx context.Context, req pipeline.SplitRequest, maxBytes int64) (SmallSplit, error) {
 	return h.split(ctx, req, splitOptions{parts: true, maxBytes: maxBytes, small: true, keep: true})
 }
@@ -180,7 +185,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		maxChunks = pipeline.MaxSegments * pipeline.SegmentChunks
 	}
 	if o.small {
-		maxChunks = 1
+		maxChunks = pipeline.SegmentChunks
 	}
 	// Batch mode cuts chunks by bytes as well, so chunks hold any number of records and the
 	// manifest (version 2) records each chunk's first record; record mode keeps version 1.
@@ -197,7 +202,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	var in io.Reader = io.TeeReader(out.Body, digest)
 	var kept bytes.Buffer
 	if o.keep {
-		// At most maxBytes: the object's length was checked above.
+		// At most maxBytes: the object's length was checked above. Grown once to it, so that the
+		// buffer never holds twice the object while it doubles.
+		kept.Grow(int(aws.ToInt64(out.ContentLength)))
 		in = io.TeeReader(in, &kept)
 	}
 	// Under skipRecord the whole file is still read before anything is written: Scan returns the
@@ -214,7 +221,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	switch {
 	case o.small && errors.Is(err, errTooManyChunks):
 		return SmallSplit{}, &pipeline.NotSmallError{Message: fmt.Sprintf(
-			"%s: the file has more than one chunk of %d records: the full path splits it", file, t.ChunkSize), Err: err}
+			"%s: the file has more than one segment (%d chunks of %d records): the full path splits it", file, maxChunks, t.ChunkSize), Err: err}
 	case errors.As(err, &tooMany):
 		return SmallSplit{}, &pipeline.ValidationError{Message: fmt.Sprintf("%s: %v", file, tooMany)}
 	case errors.Is(err, errTooManyChunks):
@@ -251,14 +258,20 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		}
 	}
 	if !o.manifest {
-		// In memory: one chunk at most (small), which holds every record.
+		// In memory: the manifest's entries (one segment at most, small), and the lines object's.
 		out := SmallSplit{Result: h.result(src, manifest, sum), size: aws.ToInt64(out.ContentLength)}
 		out.Result.SHA256 = fileHash
 		if t.BatchMode() {
 			out.Result.Manifest.Version = pipeline.ManifestV2
 		}
-		if sum.Chunks == 1 && len(bounds) == 2 {
-			out.Spans = []pipeline.ChunkSpan{{Start: bounds[0].Offset, End: bounds[1].Offset, FirstRecord: 1, Records: sum.Records}}
+		if sum.Chunks > 0 && len(bounds) == sum.Chunks+1 {
+			out.Spans = spansOf(bounds)
+			if cut.Lines {
+				out.Lines = make([]int64, sum.Chunks)
+				for i, b := range bounds[:sum.Chunks] {
+					out.Lines[i] = b.Line
+				}
+			}
 		}
 		if o.keep {
 			out.Data = kept.Bytes()
@@ -301,6 +314,16 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 	res := h.result(src, manifest, sum)
 	res.SHA256 = fileHash
 	return SmallSplit{Result: res, size: aws.ToInt64(out.ContentLength)}, nil
+}
+
+// spansOf is the chunks' spans between Chunks+1 boundaries, as the manifest would give them.
+func spansOf(bounds []pipeline.Boundary) []pipeline.ChunkSpan {
+	spans := make([]pipeline.ChunkSpan, len(bounds)-1)
+	for i := range spans {
+		b, next := bounds[i], bounds[i+1]
+		spans[i] = pipeline.ChunkSpan{Start: b.Offset, End: next.Offset, FirstRecord: b.FirstRecord, Records: next.FirstRecord - b.FirstRecord}
+	}
+	return spans
 }
 
 func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {

@@ -47,8 +47,12 @@ const (
 	CtxOperatorTag    = "operatorTag"
 	CtxOperatorArns   = "operatorArns"
 	CtxRegisterDesign = "registerDesign"
+	// CtxRequestShares is how every bundled Register divides a core system's requests in flight
+	// among its running files (tenantpipeline.SharedProps RequestShares): "shared" (the default)
+	// or "static".
+	CtxRequestShares = "requestShares"
 	// CtxSmallFileBytes is every tenant's small-file bound (tenantpipeline.SharedProps
-	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 32 KiB.
+	// DefaultSmallFileBytes): bytes from 1 to 4 MiB, or -1 for none. Default: 1 MiB.
 	CtxSmallFileBytes = "smallFileBytes"
 	// CtxDefaultTier is the tier of tenants that set none: "silo" (the default) or "pool".
 	CtxDefaultTier = "defaultTier"
@@ -88,6 +92,10 @@ type Options struct {
 	// before per-invocation cursors, kept so that both can be synthesized side by side.
 	// Default: per-invocation.
 	RegisterDesign string
+	// RequestShares is how every bundled Register divides a core system's requests in flight
+	// (tenantpipeline.SharedProps RequestShares): pipeline.RequestSharesShared or
+	// pipeline.RequestSharesStatic, the even split kept for comparison. Default: shared.
+	RequestShares string
 	// DefaultSmallFileBytes is the small-file bound of every tenant that sets none of its own
 	// (tenantpipeline.SharedProps.DefaultSmallFileBytes); 0: its default.
 	DefaultSmallFileBytes int
@@ -146,6 +154,7 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		StackPrefix:    get(CtxStackPrefix),
 		RegisterURL:    get(CtxRegisterURL),
 		RegisterDesign: get(CtxRegisterDesign),
+		RequestShares:  get(CtxRequestShares),
 	}
 	if o.RegisterURL == "" {
 		o.RegisterURL = os.Getenv(tenants.EnvRegisterURL)
@@ -219,6 +228,10 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 	if d := o.RegisterDesign; d != "" && !slices.Contains(workflows.Designs, d) {
 		return o, fmt.Errorf("context %s: %q is not a register design: use %q (the default) or %q (one Register task per chunk, kept for comparison)",
 			CtxRegisterDesign, d, workflows.DesignPerInvocation, workflows.DesignPerChunk)
+	}
+	if v := o.RequestShares; v != "" && !slices.Contains(pipeline.RequestShares, v) {
+		return o, fmt.Errorf("context %s: %q is not a way to share a core system's requests: use %q (the default: by what each running file can use) or %q (maxRequestsInFlight / maxRunningFiles each, kept for comparison)",
+			CtxRequestShares, v, pipeline.RequestSharesShared, pipeline.RequestSharesStatic)
 	}
 	return o.withDefaults(), nil
 }
@@ -455,7 +468,7 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 // policy the app keeps (KeyPolicyCovered).
 func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
 	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
-		DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
+		RequestShares: o.RequestShares, DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack

@@ -30,6 +30,11 @@ func main() {
 		logger.Error("register cannot start", "error", err)
 		os.Exit(1)
 	}
+	static, err := register.ParseRequestShares(os.Getenv(pipeline.EnvRequestShares))
+	if err != nil {
+		logger.Error("register cannot start", "error", err)
+		os.Exit(1)
+	}
 	cfg, err := awsconfig.Load(context.Background())
 	if err != nil {
 		logger.Error("register cannot load the AWS SDK configuration", "error", err)
@@ -43,6 +48,8 @@ func main() {
 		Secrets:     register.NewSecretCache(secretsmanager.NewFromConfig(cfg)),
 		HTTPTimeout: timeout,
 		Log:         logger,
+		// How the core system's requests in flight are divided among its running files.
+		StaticShares: static,
 		// EMF lines on stdout become the RecordsRegistered metric; slog lines are ordinary logs.
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
