@@ -95,10 +95,37 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	if worst > limit-3*1000 {
 		t.Errorf("a segment's worst case: got %d events, want room for at least 1,000 retries (3 events each) under %d", worst, limit)
 	}
-	// started 1, Split 5, Map entered/started/succeeded/exited 4, per segment 8, succeeded 1.
-	file := 1 + 5 + 4 + 8*len(segments) + 1
+	// started 1, FileSize 2, SmallFile handing on 5, Split 5, OneSegment 2, Map
+	// entered/started/succeeded/exited 4, per segment 8, Results 5, succeeded 1.
+	file := 1 + 2 + 5 + 5 + 2 + 4 + 8*len(segments) + 5 + 1
 	if len(segments) != 20 || file > limit {
 		t.Errorf("file execution: got %d segments and %d events, want 20 and at most %d", len(segments), file, limit)
+	}
+	// A file of one segment runs the loop in its own execution: the file's loop writes what the
+	// segment's does, from Register back to Register.
+	fileASL, _, _, _ := stateMachines(t, "acme")
+	fileStates := get(t, fileASL, "States").(map[string]any)
+	inline, at := 0, "Register"
+	for range len(fileStates) {
+		st := fileStates[at].(map[string]any)
+		if st["Type"] == "Task" {
+			inline += 5
+		} else {
+			inline += 2
+		}
+		next, _ := st["Default"].(string)
+		if n, ok := st["Next"].(string); ok {
+			next = n
+		}
+		if at = next; at == "Register" || at == "" {
+			break
+		}
+	}
+	// started 1, FileSize 2, SmallFile 5, Split 5, OneSegment 2, the loop, Results 5, succeeded 1.
+	oneSegment := 1 + 2 + 5 + 5 + 2 + pipeline.SegmentChunks*inline + 5 + 1
+	if at != "Register" || inline != perInvocation || oneSegment > limit-3*1000 {
+		t.Errorf("a file of one segment: got %d events per invocation (back at %q), %d in all, want %d, with room for at least 1,000 retries under %d",
+			inline, at, oneSegment, perInvocation, limit)
 	}
 	t.Logf("2,000,000 records: %d chunks, %d segments; file history %d events; segment history at most %d events (%d retries of headroom); transitions per file 2 + 2×%d + 2×invocations: %d to %d (per-chunk design: %d)",
 		chunks, len(segments), file, worst, (limit-worst)/3, len(segments), 2+2*len(segments)+2*len(segments), 2+2*len(segments)+2*chunks, 2+3*len(segments)+chunks)

@@ -127,8 +127,28 @@ func TestFileWorkflowShape(t *testing.T) {
 	}
 	checkLambdaRetries(t, "SmallFile", small, 120)
 	split := get(t, file, "States", "Split").(map[string]any)
-	if split["Next"] != "Segments" || split["ResultPath"] != "$.split" {
+	if split["Next"] != "OneSegment" || split["ResultPath"] != "$.split" {
 		t.Errorf("Split: Next %v ResultPath %v", split["Next"], split["ResultPath"])
+	}
+	// A file of one segment runs the segment's Register loop in its own execution; any other goes
+	// to the Segments Map of segment executions.
+	one := get(t, file, "States", "OneSegment").(map[string]any)
+	if one["Default"] != "Segments" || get(t, one, "Choices", 0, "Next") != "Register" {
+		t.Errorf("OneSegment: Default %v Choices %s, want a file of one segment to Register, any other to Segments", one["Default"], asJSON(one["Choices"]))
+	}
+	_, seg, _, _ := stateMachines(t, "acme")
+	for _, name := range []string{"Register"} {
+		reg := get(t, file, "States", name).(map[string]any)
+		if reg["Next"] != "NextChunks" || reg["Catch"] != nil || reg["ResultPath"] != "$.split.cursor" {
+			t.Errorf("file %s: Next %v Catch %v ResultPath %v, want NextChunks, no Catch (the file fails), the cursor in $.split.cursor, where Split starts it", name, reg["Next"], reg["Catch"], reg["ResultPath"])
+		}
+		if got, want := asJSON(reg["Resource"])+asJSON(reg["Retry"]), asJSON(get(t, seg, "States", "Register", "Resource"))+asJSON(get(t, seg, "States", "Register", "Retry")); got != want {
+			t.Errorf("file %s: Resource and Retry %s, want the segment's Register's %s", name, got, want)
+		}
+		checkLambdaRetries(t, "file "+name, reg, 120)
+	}
+	if got := asJSON(get(t, file, "States", "NextChunks")); got != `{"Choices":[{"BooleanEquals":true,"Next":"Results","Variable":"$.split.cursor.done"}],"Default":"Register","Type":"Choice"}` {
+		t.Errorf("file NextChunks: got %s, want Results when done, else Register", got)
 	}
 	// With a payload-only result the state's Parameters are the function's payload.
 	if got := asJSON(get(t, split, "Parameters")); got != `{"executionName.$":"$$.Execution.Name","source.$":"$.source","tenant.$":"$.tenant"}` {

@@ -15,8 +15,12 @@ import (
 // (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html) and what each state
 // machine writes of its own at its largest (test/limits_test.go counts both from the rendered
 // definitions):
-//   - a file execution of pipeline.MaxSegments segments: started 1, Split 5, the Segments Map 4,
-//     8 a segment, succeeded 1;
+//   - a file execution of pipeline.MaxSegments segments: started 1, FileSize 2, a SmallFile task
+//     that hands the file on 5, Split 5, OneSegment 2, the Segments Map 4, 8 a segment, Results 5,
+//     succeeded 1;
+//   - a file execution of one segment of pipeline.SegmentChunks chunks, which runs the segment's
+//     loop itself, one Register invocation each: started 1, FileSize 2, SmallFile 5, Split 5,
+//     OneSegment 2, Register and NextChunks 7 a chunk, Results 5, succeeded 1;
 //   - a segment execution of pipeline.SegmentChunks chunks, one Register invocation each (its worst
 //     case): started 1, Register and NextChunks 7 a chunk, SegmentDone 2, succeeded 1.
 //
@@ -28,7 +32,7 @@ const (
 )
 
 var throttleRoom = map[string]int{
-	"file":    testHistoryLimit - (1 + 5 + 4 + 8*pipeline.MaxSegments + 1),
+	"file":    testHistoryLimit - max(1+2+5+5+2+4+8*pipeline.MaxSegments+5+1, 1+2+5+5+2+7*pipeline.SegmentChunks+5+1),
 	"segment": testHistoryLimit - (1 + 7*pipeline.SegmentChunks + 2 + 1),
 }
 

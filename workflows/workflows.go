@@ -5,8 +5,10 @@
 // Step Functions' per-execution limits of 25,000 history events and 256 KiB of state payload:
 //
 //	file:    FileSize (Choice) ─┬─▶ SmallFile (the event's size ≤ SmallFileBound; NotSmallError ─▶ Split)
-//	                            └─▶ Split ─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment
-//	                                (startExecution.sync of segment) ─▶ Results ─▶ FileDone
+//	                            └─▶ Split ─▶ OneSegment (Choice) ─┬─▶ Segments (Map, MaxConcurrency 1) ─▶ RegisterSegment
+//	                                                              │   (startExecution.sync of segment) ─▶ Results ─▶ FileDone
+//	                                                              └─▶ Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
+//	                                                                  (a file of one segment)          └─▶ Results ─▶ FileDone
 //	segment: Register ─▶ NextChunks (Choice) ─┬─▶ Register (not done)
 //	                                          └─▶ SegmentDone
 //
@@ -14,8 +16,10 @@
 // returns the cursor (the next chunk), which the segment keeps in its state (RegisterSegment starts
 // it at the segment's first chunk): Step Functions bills
 // and limits state transitions, so a file costs transitions per Register invocation, not per chunk.
-// DesignPerChunk keeps the previous segment (an inline Map with one Register task per chunk) for
-// comparison:
+// A file of one segment (at most pipeline.SegmentChunks chunks) runs the same loop in its own
+// execution (oneSegmentRoute): no Map, no child execution, two state transitions fewer.
+// DesignPerChunk keeps the previous segment (an inline Map with one Register task per chunk), and
+// a segment execution for every segment, for comparison:
 //
 //	segment: ChunkIndexes (Pass, States.ArrayRange) ─▶ Chunks (Map, MaxConcurrency 1) ─▶ Register
 //
@@ -55,6 +59,10 @@ const (
 	StateRegister        = "Register"
 	StateNextChunks      = "NextChunks"
 	StateSegmentDone     = "SegmentDone"
+	// The file of one segment (DesignPerInvocation): OneSegment chooses it after Split, and the file
+	// execution runs the segment's Register loop itself, Register and NextChunks, with the cursor at
+	// $.split.cursor, until the segment is done.
+	StateOneSegment = "OneSegment"
 	// The file's results (internal/results), at the end of the success path.
 	StateResults  = "Results"
 	StateFileDone = "FileDone"
@@ -116,7 +124,9 @@ type Workflow struct {
 	constructs.Construct
 	// File runs once per file; the controller starts it and watches its status.
 	File sfn.StateMachine
-	// Segment registers the chunks of one segment; File starts it once per segment.
+	// Segment registers the chunks of one segment; File starts it once per segment of a file of
+	// several segments (a file of one runs the same loop itself), and of every file under
+	// DesignPerChunk.
 	Segment sfn.StateMachine
 }
 
@@ -178,31 +188,40 @@ func throttleRetry(errs []string, timeout time.Duration) *sfn.RetryProps {
 //     (TaskSubmitFailed for a StartExecution refused). AWS lists the event types
 //     (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html) but
 //     documents no count per attempt, so the bound counts one more: throttleEventsPerAttempt, 4;
-//   - room: a file execution at pipeline.MaxSegments writes 20,018 events of its own (started 1,
-//     the FileSize choice 2 and a SmallFile task that hands the file on 5, Split 5, the Segments
-//     Map 4, 8 a segment, succeeded 1), which leaves 4,982, room for 1,245 throttled attempts (a
-//     segment execution, at most 7,004 of its own, leaves more);
+//   - room: a file execution at pipeline.MaxSegments writes 20,025 events of its own (started 1,
+//     the FileSize choice 2 and a SmallFile task that hands the file on 5, Split 5, the OneSegment
+//     choice 2, the Segments Map 4, 8 a segment, Results 5, succeeded 1), which leaves 4,975, room
+//     for 1,243 throttled attempts. A segment execution writes at most 7,004 of its own (started 1,
+//     Register and NextChunks 7 an invocation, at worst one invocation per chunk of
+//     pipeline.SegmentChunks, SegmentDone 2, succeeded 1); a file of one segment, which runs that
+//     loop in its own execution, at most 7,021 (started 1, FileSize 2, SmallFile 5, Split 5,
+//     OneSegment 2, Register and NextChunks 7 an invocation, Results 5, succeeded 1). Both leave
+//     more;
 //   - retries per hour: once the wait reaches the cap, FULL jitter draws it uniformly below the
 //     cap, so an attempt comes on average every cap/2: 3,600 / (cap/2) an hour;
 //   - hours: at most the state machine's timeout, the construct's 24 h by default and below 7
 //     days at most.
 //
-// So cap ≥ 2 × timeout / 1,245: 139 s for 24 h (the cap stays at 5 minutes, 24 attempts and 96
-// events an hour, 2,304 in a day), 970 s for 7 days (17 minutes). A 5 s cap would write 5,760
+// So cap ≥ 2 × timeout / 1,243: 139 s for 24 h (the cap stays at 5 minutes, 24 attempts and 96
+// events an hour, 2,304 in a day), 973 s for 7 days (17 minutes). A 5 s cap would write 5,760
 // events an hour and fill the whole history in about 4 h 20 min (6 h at 3 events an attempt).
 const (
 	historyLimit             = 25000
 	throttleEventsPerAttempt = 4
 	// fileHistoryEvents is what a file execution of pipeline.MaxSegments segments writes with no
-	// retry.
-	fileHistoryEvents   = 1 + 2 + 5 + 5 + 4 + 8*pipeline.MaxSegments + 1
-	minThrottleMaxDelay = 5 * time.Minute
+	// retry, the most a file execution writes (a file of one segment writes at most
+	// oneSegmentHistoryEvents).
+	fileHistoryEvents = 1 + 2 + 5 + 5 + 2 + 4 + 8*pipeline.MaxSegments + 5 + 1
+	// oneSegmentHistoryEvents is what a file of one segment of pipeline.SegmentChunks chunks writes
+	// with no retry and one Register invocation per chunk, its worst case.
+	oneSegmentHistoryEvents = 1 + 2 + 5 + 5 + 2 + 7*pipeline.SegmentChunks + 5 + 1
+	minThrottleMaxDelay     = 5 * time.Minute
 )
 
 // throttleMaxDelay is the throttle retriers' cap for a state machine of that timeout: 5 minutes,
 // or the least whole minutes that keep a throttle lasting the whole timeout inside the history.
 func throttleMaxDelay(timeout time.Duration) time.Duration {
-	attempts := time.Duration((historyLimit - fileHistoryEvents) / throttleEventsPerAttempt)
+	attempts := time.Duration((historyLimit - max(fileHistoryEvents, oneSegmentHistoryEvents)) / throttleEventsPerAttempt)
 	// A throttle that lasts the whole timeout makes timeout / (cap/2) attempts.
 	minutes := (2*timeout/attempts + time.Minute - 1) / time.Minute
 	return max(minThrottleMaxDelay, minutes*time.Minute)
@@ -359,11 +378,97 @@ func fileDefinition(scope constructs.Construct, p *Props, segment sfn.IStateMach
 	// when it sees the failure, with the same task (internal/controller, results.go).
 	succeeded := resultsTask(scope, StateResults, pipeline.StatusSucceeded, p, done)
 
-	full := split.Next(segments).Next(succeeded)
+	segments.Next(succeeded)
+	if p.Design == DesignPerChunk {
+		split.Next(segments)
+	} else {
+		split.Next(oneSegmentRoute(scope, p, segments, succeeded))
+	}
 	if p.SmallFileBound <= 0 {
-		return full
+		return split
 	}
 	return smallFileRoute(scope, p, split)
+}
+
+// oneSegmentRoute is the file state machine's path after Split: the OneSegment choice sends a file
+// of exactly one segment, for which Split returns the start of its Register loop
+// (pipeline.SplitResult.Cursor), to that loop, run in the file execution itself (Register, then
+// NextChunks, the segment state machine's loop), and any other file to the Segments Map of
+// segment executions. A file of one segment so saves the Map, RegisterSegment and SegmentDone
+// states for the OneSegment choice: two state transitions a file, at $0.025 per 1,000
+// (https://aws.amazon.com/step-functions/pricing/), and a child execution.
+//
+// Nothing else changes for the file: each Register request is the one the segment state machine
+// sends (the same pipeline.ChunkRequest fields, the segment with the file's start, the cursor from
+// the segment's first chunk and record), with the same retriers and no Catch, so a failed
+// invocation fails the file execution itself. The cursor lives in the state at $.split.cursor,
+// where Split starts it and each Register task replaces it: a Retry, or a redrive of the file,
+// starts the failed task again at that invocation's first chunk and record, and Register goes on
+// from the segment's progress in the work bucket when that lies further on (keyed by the file
+// execution's name and the segment's index, as a segment execution's is), as a new segment
+// execution does.
+func oneSegmentRoute(scope constructs.Construct, p *Props, segments, results sfn.IChainable) sfn.IChainable {
+	seg, cursor := "$.split.segments[0]", "$.split.cursor"
+	payload := map[string]any{
+		"tenant": sfn.JsonPath_ObjectAt(jsii.String("$.tenant")),
+		// The source Split actually read (pipeline.SplitResult.Source), as the Segments Map passes it.
+		"source":        sfn.JsonPath_ObjectAt(jsii.String("$.split.source")),
+		"executionName": sfn.JsonPath_StringAt(jsii.String("$$.Execution.Name")),
+		"manifest":      sfn.JsonPath_ObjectAt(jsii.String("$.split.manifest")),
+		"records":       sfn.JsonPath_NumberAt(jsii.String("$.split.records")),
+		"header":        sfn.JsonPath_ListAt(jsii.String("$.split.header")),
+		"chunk":         sfn.JsonPath_NumberAt(jsii.String(cursor + ".chunk")),
+		"lastChunk":     sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
+		// The segment as the Segments Map builds it for a segment execution.
+		"segment": map[string]any{
+			"index":       sfn.JsonPath_NumberAt(jsii.String(seg + ".index")),
+			"firstChunk":  sfn.JsonPath_NumberAt(jsii.String(seg + ".firstChunk")),
+			"lastChunk":   sfn.JsonPath_NumberAt(jsii.String(seg + ".lastChunk")),
+			"fileStarted": sfn.JsonPath_StringAt(jsii.String("$$.Execution.StartTime")),
+		},
+	}
+	if p.RecordCursor {
+		payload["record"] = sfn.JsonPath_NumberAt(jsii.String(cursor + ".record"))
+	}
+	// Construct ids of their own: the segment state machine's states of these names are in scope.
+	register := registerTask(scope, "FileRegister", StateRegister, cursor, p, &payload)
+	more := sfn.NewChoice(scope, jsii.String("FileNextChunks"), &sfn.ChoiceProps{StateName: jsii.String(StateNextChunks)}).
+		When(sfn.Condition_BooleanEquals(jsii.String(cursor+".done"), jsii.Bool(true)), results, nil).
+		Otherwise(register)
+	register.Next(more)
+
+	// Split's cursor, which it returns for a file of exactly one segment, and no second segment. A
+	// file of no records has no segment and takes the Map, which runs no iteration; so does one
+	// whose Split returned no cursor.
+	return sfn.NewChoice(scope, jsii.String(StateOneSegment), nil).
+		When(sfn.Condition_And(sfn.Condition_IsPresent(jsii.String(cursor)),
+			sfn.Condition_Not(sfn.Condition_IsPresent(jsii.String("$.split.segments[1]")))), register, nil).
+		Otherwise(segments)
+}
+
+// registerTask is a Register task of the per-invocation loop under construct id and state name:
+// the request payload, the new cursor at cursorPath (pipeline.Cursor from a ChunkResult: two or
+// three small numbers, so the state never grows), and Register's retriers. No Catch: a failed
+// invocation fails the execution that runs the loop.
+func registerTask(scope constructs.Construct, id, name, cursorPath string, p *Props, payload *map[string]any) tasks.LambdaInvoke {
+	cursor := map[string]any{
+		"chunk.$": "$.next",
+		"done.$":  "$.done",
+	}
+	if p.RecordCursor {
+		cursor["record.$"] = "$.nextRecord"
+	}
+	t := tasks.NewLambdaInvoke(scope, jsii.String(id), &tasks.LambdaInvokeProps{
+		StateName:                jsii.String(name),
+		LambdaFunction:           p.Register,
+		Payload:                  sfn.TaskInput_FromObject(payload),
+		PayloadResponseOnly:      jsii.Bool(true),
+		RetryOnServiceExceptions: jsii.Bool(false),
+		ResultSelector:           &cursor,
+		ResultPath:               jsii.String(cursorPath),
+	})
+	addLambdaRetries(t, p.RegisterTimeout, p.Timeout)
+	return t
 }
 
 // smallFileRoute is the file state machine's start with the small-file path: the FileSize choice
@@ -481,24 +586,10 @@ func segmentDefinition(scope constructs.Construct, p *Props) sfn.IChainable {
 		"lastChunk": sfn.JsonPath_NumberAt(jsii.String("$.segment.lastChunk")),
 		"segment":   sfn.JsonPath_ObjectAt(jsii.String("$.segment")),
 	}
-	// The new cursor (pipeline.ChunkResult): two or three small numbers, so the state never grows.
-	cursor := map[string]any{
-		"chunk.$": "$.next",
-		"done.$":  "$.done",
-	}
 	if p.RecordCursor {
 		payload["record"] = sfn.JsonPath_NumberAt(jsii.String("$.cursor.record"))
-		cursor["record.$"] = "$.nextRecord"
 	}
-	register := tasks.NewLambdaInvoke(scope, jsii.String(StateRegister), &tasks.LambdaInvokeProps{
-		LambdaFunction:           p.Register,
-		Payload:                  sfn.TaskInput_FromObject(fileFields(payload)),
-		PayloadResponseOnly:      jsii.Bool(true),
-		RetryOnServiceExceptions: jsii.Bool(false),
-		ResultSelector:           &cursor,
-		ResultPath:               jsii.String("$.cursor"),
-	})
-	addLambdaRetries(register, p.RegisterTimeout, p.Timeout)
+	register := registerTask(scope, StateRegister, StateRegister, "$.cursor", p, fileFields(payload))
 
 	// The segment's output is {}: RegisterSegment discards it anyway.
 	done := sfn.NewSucceed(scope, jsii.String(StateSegmentDone), &sfn.SucceedProps{OutputPath: sfn.JsonPath_DISCARD()})

@@ -2,7 +2,10 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +124,7 @@ func TestFileResults(t *testing.T) {
 	if got := state(StateSegments)["Next"]; got != StateResults {
 		t.Errorf("got Segments.Next %v, want %s", got, StateResults)
 	}
-	for _, name := range []string{StateSplit, StateSegments} {
+	for _, name := range []string{StateSplit, StateSegments, StateRegister} {
 		if c, ok := state(name)["Catch"]; ok {
 			t.Errorf("got %s.Catch %v, want none (a redrive must continue from the failed state)", name, c)
 		}
@@ -198,7 +201,87 @@ func TestSmallFileRoute(t *testing.T) {
 	if !strings.Contains(string(retry), `"RetryableError","RecordLatencyError"`) || !strings.Contains(string(retry), `"Lambda.TooManyRequestsException"`) {
 		t.Errorf("got SmallFile Retry %s, want Register's retriers (%s)", retry, registerRetry)
 	}
-	if states[StateSplit].(map[string]any)["Next"] != StateSegments {
+	if states[StateSplit].(map[string]any)["Next"] != StateOneSegment {
 		t.Errorf("got Split's Next %v, want the full path on from it", states[StateSplit].(map[string]any)["Next"])
 	}
+}
+
+// TestOneSegmentRoute: after Split, the OneSegment choice sends a file of exactly one segment, for
+// which Split returned the loop's start ($.split.cursor), to the segment's Register loop run in the
+// file execution, and any other (none, several, or no cursor) to the Segments Map. The loop sends
+// Register the request a segment execution sends (the same fields, the same segment, the cursor
+// Split started), keeps the cursor at $.split.cursor, retries by the same rules, catches nothing,
+// and ends in Results. DesignPerChunk keeps a segment execution for every segment.
+func TestOneSegmentRoute(t *testing.T) {
+	file := func(w *Workflow) sfn.StateMachine { return w.File }
+	segment := func(w *Workflow) sfn.StateMachine { return w.Segment }
+	for _, recordCursor := range []bool{true, false} {
+		t.Run(fmt.Sprintf("record cursor %v", recordCursor), func(t *testing.T) {
+			states := asl(t, recordCursor, file)["States"].(map[string]any)
+			segStates := asl(t, recordCursor, segment)["States"].(map[string]any)
+			choice, _ := json.Marshal(states[StateOneSegment])
+			const wantChoice = `{"Choices":[{"And":[{"IsPresent":true,"Variable":"$.split.cursor"},` +
+				`{"Not":{"IsPresent":true,"Variable":"$.split.segments[1]"}}],"Next":"Register"}],"Default":"Segments","Type":"Choice"}`
+			if string(choice) != wantChoice {
+				t.Errorf("got OneSegment\n%s\nwant\n%s", choice, wantChoice)
+			}
+			segReg := segStates[StateRegister].(map[string]any)
+			reg, ok := states[StateRegister].(map[string]any)
+			if !ok {
+				t.Fatalf("got no state %s in the file, want one", StateRegister)
+			}
+			p := reg["Parameters"].(map[string]any)
+			if got, want := fields(p), fields(segReg["Parameters"].(map[string]any)); !slices.Equal(got, want) {
+				t.Errorf("got payload fields %v, want the segment's Register fields %v", got, want)
+			}
+			want := map[string]any{
+				"tenant.$": "$.tenant", "source.$": "$.split.source", "executionName.$": "$$.Execution.Name",
+				"manifest.$": "$.split.manifest", "records.$": "$.split.records", "header.$": "$.split.header",
+				"chunk.$": "$.split.cursor.chunk", "lastChunk.$": "$.split.segments[0].lastChunk",
+				"segment": map[string]any{"index.$": "$.split.segments[0].index", "firstChunk.$": "$.split.segments[0].firstChunk",
+					"lastChunk.$": "$.split.segments[0].lastChunk", "fileStarted.$": "$$.Execution.StartTime"},
+			}
+			if recordCursor {
+				want["record.$"] = "$.split.cursor.record"
+			}
+			if g, w := mustJSON(t, p), mustJSON(t, want); g != w {
+				t.Errorf("got payload %s, want %s", g, w)
+			}
+			for _, key := range []string{"Retry", "ResultSelector", "Resource"} {
+				if g, w := mustJSON(t, reg[key]), mustJSON(t, segReg[key]); g != w {
+					t.Errorf("got %s %s, want the segment's Register's %s", key, g, w)
+				}
+			}
+			if reg["ResultPath"] != "$.split.cursor" || reg["Next"] != StateNextChunks || reg["Catch"] != nil {
+				t.Errorf("got ResultPath %v Next %v Catch %v, want $.split.cursor, %s and no Catch", reg["ResultPath"], reg["Next"], reg["Catch"], StateNextChunks)
+			}
+			next, _ := json.Marshal(states[StateNextChunks])
+			const wantNext = `{"Choices":[{"BooleanEquals":true,"Next":"Results","Variable":"$.split.cursor.done"}],"Default":"Register","Type":"Choice"}`
+			if string(next) != wantNext {
+				t.Errorf("got NextChunks %s, want %s", next, wantNext)
+			}
+		})
+	}
+	perChunk := aslWith(t, func(p *Props) { p.Design = DesignPerChunk }, file)["States"].(map[string]any)
+	if next := perChunk[StateSplit].(map[string]any)["Next"]; next != StateSegments || perChunk[StateOneSegment] != nil {
+		t.Errorf("per-chunk design: got Split's Next %v, OneSegment %v; want Segments and no OneSegment", next, perChunk[StateOneSegment])
+	}
+}
+
+// fields lists a payload's field names, without the ".$" of a path.
+func fields(payload map[string]any) []string {
+	var names []string
+	for k := range maps.Keys(payload) {
+		names = append(names, strings.TrimSuffix(k, ".$"))
+	}
+	return slices.Sorted(slices.Values(names))
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

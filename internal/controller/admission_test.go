@@ -672,6 +672,10 @@ func TestSlotsKeptWhileAnEndedFileMayWrite(t *testing.T) {
 		{"segment failed just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "States.TaskFailed", testStart, true},
 		{"segment failed long ago, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "States.TaskFailed", stoppedLongAgo, false},
 		{"split failed just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "ValidationError", testStart, false},
+		// The SmallFile task and the Register loop of a file of one segment run in the file execution.
+		{"own Register attempt of unknown outcome just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "Lambda.ClientExecutionTimeoutException", testStart, true},
+		{"own Register attempt of unknown outcome long ago, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "Lambda.SdkClientException", stoppedLongAgo, false},
+		{"own Register returned an error just now, halt", pipeline.OnFailureHalt, sfntypes.ExecutionStatusFailed, "PermanentError", testStart, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

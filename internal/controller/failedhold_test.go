@@ -164,6 +164,23 @@ func TestFailedFileHold(t *testing.T) {
 			wantMetrics: map[string]float64{metrics.StoppedFileHolds: 1},
 		},
 		{
+			// A file of one segment runs its Register loop itself: its own error says the outcome.
+			name:        "a file of one segment, its own last Register attempt timed out on the client 1 s ago: held by its own stop",
+			fileError:   "Lambda.ClientExecutionTimeoutException",
+			history:     inlineHistory(sfntypes.HistoryEventTypeExecutionFailed, 3),
+			wantWait:    49,
+			wantMetrics: map[string]float64{metrics.StoppedFileHolds: 1, metrics.FailedFiles: 0},
+			wantLog: &wantLog{"INFO", "waiting for stopped file's invocations to end", map[string]any{
+				"reason": "the failed file's last attempt of its own task ended without a known outcome (Lambda.ClientExecutionTimeoutException): its invocation may still be running"}},
+		},
+		{
+			name:        "a file of one segment, its own Register returned an error: released at once",
+			fileError:   pipeline.ErrPermanent,
+			history:     inlineHistory(sfntypes.HistoryEventTypeExecutionFailed, 3),
+			wantRelease: true,
+			wantMetrics: map[string]float64{metrics.FailedFiles: 1, metrics.StoppedFileHolds: 0},
+		},
+		{
 			name:        "halt, skip marker, ambiguous last attempt 10 s ago: held",
 			env:         halt,
 			history:     fileHistory(sfntypes.HistoryEventTypeExecutionFailed, child1),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -482,14 +483,16 @@ func (h *Handler) failed(ctx context.Context, d *delivery, name, arn string, st 
 // haltedMayStillWrite reports whether a halted tenant's failed file may still have a Register
 // invocation running, without the look into its history that the operator's skip makes
 // (stopped): a TIMED_OUT or ABORTED file's segment may run on, so its slots are kept until the
-// operator's skip or redrive; a FAILED file whose error can come from its segment keeps them until
-// its last invocation has certainly ended (the stop plus the Register timeout plus the margin).
-// The rare failed file whose segment runs on after a failed start is seen only at the skip.
+// operator's skip or redrive; a FAILED file whose error can come from its segment, or from a
+// Register attempt of its own of unknown outcome (the SmallFile task, the Register loop of a file
+// of one segment), keeps them until its last invocation has certainly ended (the stop plus the
+// Register timeout plus the margin). The rare failed file whose segment runs on after a failed
+// start is seen only at the skip.
 func (h *Handler) haltedMayStillWrite(st *sfn.DescribeExecutionOutput) bool {
 	switch {
 	case st.Status == sfntypes.ExecutionStatusTimedOut || st.Status == sfntypes.ExecutionStatusAborted:
 		return true
-	case !segmentTaskError(aws.ToString(st.Error)):
+	case !segmentTaskError(aws.ToString(st.Error)) && !slices.Contains(outcomeUnknownErrors, aws.ToString(st.Error)):
 		return false
 	case st.StopDate == nil:
 		return true

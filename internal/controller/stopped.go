@@ -30,6 +30,10 @@ import (
 // only once no invocation of that file can still run: no segment child is RUNNING, and now is at
 // least the later of the two stop dates plus the Register timeout plus releaseMargin.
 //
+// A file of one segment runs its Register loop in its own execution (workflows.StateOneSegment):
+// its history has no segment task, and its last Register invocation is bounded by the file's own
+// stop date, as the SmallFile task's is.
+//
 // A FAILED file usually failed because a task returned, and then nothing of it still runs. Two
 // exceptions are held the same way:
 //   - its segment execution failed on a Register attempt whose outcome Step Functions could not
@@ -55,6 +59,12 @@ const (
 	maxHistoryPages = 40
 )
 
+// inlineLoopStates are the file workflow's states of the Register loop that a file of one segment
+// runs in its own execution (workflows.StateRegister, StateNextChunks): a
+// history that shows one of them has no segment execution. They are newest in such a file's
+// history whenever it stopped after Split, and only Results comes after them.
+var inlineLoopStates = []string{"Register", "NextChunks"}
+
 // outcomeUnknownErrors are the errors of a Lambda task whose invocation may still be running when
 // Step Functions reports them: the Invoke call timed out on Step Functions' side
 // (ClientExecutionTimeoutException), or failed in the SDK client or the Lambda service after the
@@ -77,10 +87,10 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 	if !failed && st.Status != sfntypes.ExecutionStatusTimedOut && st.Status != sfntypes.ExecutionStatusAborted {
 		return decision{}, false
 	}
-	// The file execution's own task failed without a known outcome: the SmallFile task registers
-	// in the file execution itself, so its last invocation may still be running, and it is held as
-	// a segment's would be. (Split's and Results' register nothing; they are held alike, which
-	// costs a wait at most.)
+	// The file execution's own task failed without a known outcome: the SmallFile task, and the
+	// Register loop of a file of one segment, register in the file execution itself, so the last
+	// invocation may still be running, and it is held as a segment's would be. (Split's and
+	// Results' register nothing; they are held alike, which costs a wait at most.)
 	ownTask := failed && slices.Contains(outcomeUnknownErrors, aws.ToString(st.Error))
 	if failed && !ownTask && !segmentTaskError(aws.ToString(st.Error)) {
 		return decision{}, false
@@ -90,7 +100,7 @@ func (h *Handler) stopped(ctx context.Context, d *delivery, arn string, st *sfn.
 	}
 	stoppedAt := *st.StopDate
 	if ownTask {
-		return h.holdUntil(ctx, d, stoppedAt, "the failed file's last SmallFile attempt ended without a known outcome ("+aws.ToString(st.Error)+"): its invocation may still be running",
+		return h.holdUntil(ctx, d, stoppedAt, "the failed file's last attempt of its own task ended without a known outcome ("+aws.ToString(st.Error)+"): its invocation may still be running",
 			[]any{"status", string(st.Status), "executionArn", arn})
 	}
 
@@ -202,6 +212,9 @@ type segmentRef struct {
 //     (pipeline.SegmentExecutionName). This finds a child whose start succeeded although the file
 //     saw an error, which no TaskSubmitted event records.
 //
+// It returns a zero segmentRef, with no further page read, at an event of the Register loop a file
+// of one segment runs itself (inlineLoopStates): that file has no segment execution.
+//
 // redriveCount is the file execution's; each ExecutionRedriven event passed on the way back lowers
 // it by one. https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html
 func (h *Handler) segmentChild(ctx context.Context, fileARN string, redriveCount int32) (segmentRef, error) {
@@ -218,6 +231,9 @@ func (h *Handler) segmentChild(ctx context.Context, fileARN string, redriveCount
 			return segmentRef{}, fmt.Errorf("get execution history %s: %w", fileARN, err)
 		}
 		for _, ev := range out.Events {
+			if inlineLoop(ev) {
+				return segmentRef{}, nil
+			}
 			switch ev.Type {
 			case sfntypes.HistoryEventTypeExecutionRedriven:
 				redriveCount--
@@ -243,6 +259,16 @@ func (h *Handler) segmentChild(ctx context.Context, fileARN string, redriveCount
 		in.NextToken = out.NextToken
 	}
 	return segmentRef{}, fmt.Errorf("execution %s: %w (%d)", fileARN, errNoSegmentTask, maxHistoryPages*historyPageSize)
+}
+
+// inlineLoop reports whether a file execution's history event is a state of the Register loop a
+// file of one segment runs itself.
+func inlineLoop(ev sfntypes.HistoryEvent) bool {
+	if d := ev.StateEnteredEventDetails; d != nil && slices.Contains(inlineLoopStates, aws.ToString(d.Name)) {
+		return true
+	}
+	d := ev.StateExitedEventDetails
+	return d != nil && slices.Contains(inlineLoopStates, aws.ToString(d.Name))
 }
 
 // childARN reads the segment execution's ARN from a TaskSubmitted output and checks that it is an

@@ -65,6 +65,33 @@ func segmentEvents(child string, done bool) []sfntypes.HistoryEvent {
 	return evs
 }
 
+// inlineHistory is a file execution of one segment, which runs its Register loop itself, stopped
+// in its Register task after invocations earlier ones (Register and NextChunks each), with no Map
+// and no segment execution.
+func inlineHistory(end sfntypes.HistoryEventType, invocations int) []sfntypes.HistoryEvent {
+	entered := func(typ sfntypes.HistoryEventType, name string) sfntypes.HistoryEvent {
+		return sfntypes.HistoryEvent{Type: typ, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String(name)}}
+	}
+	exited := func(typ sfntypes.HistoryEventType, name string) sfntypes.HistoryEvent {
+		return sfntypes.HistoryEvent{Type: typ, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String(name)}}
+	}
+	task := func(name string, done bool) []sfntypes.HistoryEvent {
+		evs := []sfntypes.HistoryEvent{entered(sfntypes.HistoryEventTypeTaskStateEntered, name),
+			event(sfntypes.HistoryEventTypeTaskScheduled), event(sfntypes.HistoryEventTypeTaskStarted)}
+		if done {
+			evs = append(evs, event(sfntypes.HistoryEventTypeTaskSucceeded), exited(sfntypes.HistoryEventTypeTaskStateExited, name),
+				entered(sfntypes.HistoryEventTypeChoiceStateEntered, "NextChunks"), exited(sfntypes.HistoryEventTypeChoiceStateExited, "NextChunks"))
+		}
+		return evs
+	}
+	evs := append(splitEvents()[:6], event(sfntypes.HistoryEventTypeChoiceStateEntered), event(sfntypes.HistoryEventTypeChoiceStateExited))
+	name := "Register"
+	for range invocations {
+		evs = append(evs, task(name, true)...)
+	}
+	return append(append(evs, task(name, false)...), event(end))
+}
+
 // fileHistory is a file execution stopped while running its last segment of children.
 func fileHistory(end sfntypes.HistoryEventType, children ...string) []sfntypes.HistoryEvent {
 	evs := splitEvents()
@@ -245,6 +272,29 @@ func TestStoppedFile(t *testing.T) {
 			wantPages:   40,
 			wantErrors:  1,
 			wantMetrics: map[string]float64{metrics.ServiceErrors: 1, metrics.FailedFiles: 0},
+		},
+		{
+			// A file of one segment runs its Register loop itself: no segment execution to look
+			// for, and its last invocation is bounded by the file's own stop. The search ends at the
+			// loop's newest event, however long the history.
+			name:        "a file of one segment, aborted 10 s ago in its own Register loop: held by its own stop, no child",
+			status:      aborted,
+			stopAgo:     10 * time.Second,
+			history:     inlineHistory(sfntypes.HistoryEventTypeExecutionAborted, 200),
+			wantWait:    40,
+			wantPages:   1,
+			wantMetrics: map[string]float64{metrics.StoppedFileHolds: 1, metrics.FailedFiles: 0, metrics.ServiceErrors: 0},
+			wantLog:     &wantLog{"INFO", "waiting for stopped file's invocations to end", map[string]any{"reason": reasonMayRun, "nextWaitSeconds": 40.0}},
+		},
+		{
+			name:        "a file of one segment, timed out long ago in its own Register loop: released",
+			status:      timedOut,
+			stopAgo:     time.Hour,
+			history:     inlineHistory(sfntypes.HistoryEventTypeExecutionTimedOut, 200),
+			wantRelease: true,
+			wantPages:   1,
+			wantErrors:  1,
+			wantMetrics: map[string]float64{metrics.FailedFiles: 1, metrics.ServiceErrors: 0},
 		},
 		{
 			name:        "long wait capped at the longest wait",

@@ -80,8 +80,8 @@ func functionsOf(r *Run, pkg string) []*emulate.Function {
 }
 
 // taskErrors returns the error names of the failed task attempts (TaskFailed, LambdaFunctionFailed)
-// of a file execution's segment executions, in order, read with GetExecutionHistory as an operator
-// would.
+// of a file execution's segment executions, or of its own Register tasks, in order, read with
+// GetExecutionHistory as an operator would.
 func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []string {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
@@ -91,8 +91,9 @@ func taskErrors(t *testing.T, ctx context.Context, r *Run, tenant string, f repo
 	parent := executionARN(t, r, tenant, f.ExecutionName)
 	var errs []string
 	for _, e := range st.Executions {
-		// The segment executions' tasks, and the file execution's own SmallFile task (a small
-		// file registers there); a SmallFile task's hand-off to the full path fails nothing.
+		// The segment executions' tasks, and the file execution's own SmallFile task and Register
+		// loop (a small file, and a file of one segment, register there); a SmallFile task's
+		// hand-off to the full path fails nothing.
 		own := e.ExecutionArn == parent
 		if e.ParentArn != parent && !own {
 			continue
@@ -393,16 +394,17 @@ func wideCSV(records, headerBytes int) []byte {
 	return []byte(b.String())
 }
 
-// One segment of 1,000 chunks (chunkSize 1) whose header is close to the
-// 16 KiB header cap. Each Map iteration's result is collected before ResultPath discards it, and the
-// local Step Functions server counts the collection against 256 KiB as AWS may; the workflow stays
-// inside the limit only if each iteration returns {} (server.test.mjs shows the failure without it).
+// Two segments, of 1,000 chunks and one (chunkSize 1), whose header is close to the 16 KiB header
+// cap. Each Map iteration's result is collected before ResultPath discards it, and the local Step
+// Functions server counts the collection against 256 KiB as AWS may; the workflow stays inside the
+// limit only if each iteration returns {} (server.test.mjs shows the failure without it). Two
+// segments, because a file of one runs its Register loop in its own execution, without the Map.
 // The file is within the small-file bound, so the tenant has no small-file path here: the full
 // path is the point.
 func TestScenarioWideSegment(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, withTenantJSON(scenarioTenants, "wide", "smallFileBytes", -1), func(t *testing.T, tenants string) {
-		const records, headerBytes = 1000, 16_000
+		const records, headerBytes = 1001, 16_000
 		body := wideCSV(records, headerBytes)
 		if h := strings.IndexByte(string(body), '\n'); h > 16*1024 || h < 15_000 {
 			t.Fatalf("header: got %d bytes, want close to and below 16 KiB", h)
@@ -414,8 +416,8 @@ func TestScenarioWideSegment(t *testing.T) {
 		rep := drain(t, ctx, r)
 		assertInvariants(t, r, rep, nil, false)
 		f := fileOf(t, rep, "wide", "wide.csv")
-		if f.Status != "SUCCEEDED" || f.Records != records || f.SegmentExecutions != 1 {
-			t.Fatalf("wide.csv: got %s (%s %s), %d records, %d segment executions; want SUCCEEDED, %d, 1", f.Status, f.Error, f.Cause, f.Records, f.SegmentExecutions, records)
+		if f.Status != "SUCCEEDED" || f.Records != records || f.SegmentExecutions != 2 {
+			t.Fatalf("wide.csv: got %s (%s %s), %d records, %d segment executions; want SUCCEEDED, %d, 2", f.Status, f.Error, f.Cause, f.Records, f.SegmentExecutions, records)
 		}
 		st, err := r.sfnStats(ctx)
 		if err != nil {
@@ -426,7 +428,7 @@ func TestScenarioWideSegment(t *testing.T) {
 				t.Errorf("execution %s: got %s (%s), largest payload %d B; want SUCCEEDED below 256 KiB", e.Name, e.Status, e.Error, e.MaxPayloadBytes)
 			}
 		}
-		t.Logf("1,000 chunks with a %d-byte header: largest payload %d B, segment history %d events, %.1fs", headerBytes, f.MaxPayloadBytes, f.SegmentHistoryEventsMax, rep.WallSeconds)
+		t.Logf("1,001 chunks with a %d-byte header: largest payload %d B, segment history %d events, %.1fs", headerBytes, f.MaxPayloadBytes, f.SegmentHistoryEventsMax, rep.WallSeconds)
 	})
 }
 

@@ -45,9 +45,11 @@ func fileTaskErrors(t *testing.T, ctx context.Context, r *Run, arn string) []str
 // finishes it (one that did would record the progress, and the next attempt would find the file
 // done instead of hanging again). The controller holds the failed file until the stop of the
 // execution that ran the hung task + the Register timeout + 30 s, so the next file's first record
-// arrives only after the hung invocation has ended. Both paths: a one-chunk file hangs in the file
-// execution's own SmallFile task; a file of two chunks, for a tenant without the small-file path
-// (the file is within the bound), in its segment's Register, whose segment execution fails.
+// arrives only after the hung invocation has ended. Both of the file execution's own tasks that
+// register: a one-chunk file hangs in its SmallFile task; a file of two chunks, for a tenant
+// without the small-file path (the file is within the bound), in the Register loop the file
+// execution runs itself for its one segment. (A segment execution's hung Register is the
+// controller's TestFailedFileHold.)
 func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -56,7 +58,7 @@ func TestScenarioAmbiguousRegisterHold(t *testing.T) {
 		tenants string
 	}{
 		{"small file", 30, scenarioTenants},
-		{"segment", 130, withTenantJSON(scenarioTenants, "cont", "smallFileBytes", -1)},
+		{"one segment", 130, withTenantJSON(scenarioTenants, "cont", "smallFileBytes", -1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

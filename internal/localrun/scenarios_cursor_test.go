@@ -19,7 +19,8 @@ import (
 // stateEntries counts the states a file entered, in its own execution and in its segment
 // executions (every *StateEntered event of their histories, read with GetExecutionHistory): Step
 // Functions bills one state transition per state entered. It also returns the Register task
-// entries of the segments alone (one per Register invocation, retries not counted).
+// entries (one per Register invocation, retries not counted): the segments', or the file's own
+// Register when it runs its one segment's loop itself.
 func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) (states, registers int) {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
@@ -40,7 +41,7 @@ func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f re
 			for _, ev := range page.Events {
 				if strings.HasSuffix(string(ev.Type), "StateEntered") {
 					states++
-					if d := ev.StateEnteredEventDetails; e.ParentArn == parent && d != nil && aws.ToString(d.Name) == "Register" {
+					if d := ev.StateEnteredEventDetails; d != nil && registerState(aws.ToString(d.Name)) {
 						registers++
 					}
 				}
@@ -54,8 +55,9 @@ func stateEntries(t *testing.T, ctx context.Context, r *Run, tenant string, f re
 // chunks, on every attempt, so the segment and the file fail and the halt tenant stops. Before
 // that, each Retry of the killed invocation starts again at the cursor in its input: it re-sends
 // that invocation's records only, never those of the earlier invocations. Then the core system is
-// fixed and the file is redriven (RedriveExecution of the file execution, which starts a new
-// segment execution, -r1): it resumes at the killed invocation's first chunk, from the segment's
+// fixed and the file is redriven (RedriveExecution of the file execution, which runs its one
+// segment's Register loop itself and so re-runs the failed Register task, with the cursor its state
+// kept): it resumes at the killed invocation's first chunk, or further on from the segment's
 // progress in the work bucket, so it re-sends at most that invocation's records. No record is lost,
 // each record's first successful registration is in file order, and the file needed far fewer
 // Register invocations than chunks.
@@ -99,7 +101,8 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 		return len(rep.Tenants["halt"].Files) > 0 && rep.Tenants["halt"].Files[0].Status == "FAILED"
 	})
 	big := fileOf(t, rep, "halt", "big.csv")
-	if big.Error == "" || !strings.Contains(big.Cause, "Lambda.Unknown") {
+	// The file's own error when it runs its one segment's loop itself, its segment's otherwise.
+	if big.Error == "" || !strings.Contains(big.Error+" "+big.Cause, "Lambda.Unknown") {
 		t.Errorf("big.csv: got %s %q, want it failed by the killed Register (Lambda.Unknown)", big.Error, big.Cause)
 	}
 	if got := fileOf(t, rep, "halt", "after.csv").Status; got != "WAITING" {
@@ -188,9 +191,14 @@ const cursorTenants = `{"pools": {"shared": {}}, "tenants": [
   {"id": "pslow", "tier": "pool", "pool": "shared", "chunkSize": 20, "registerUrl": "https://core.example.com/records"}
 ]}`
 
+// registerState reports whether a state is a Register task of the per-invocation loop, in a
+// segment execution or in a file execution that runs its one segment's loop itself
+// (workflows.StateRegister). No other state has this name.
+func registerState(name string) bool { return name == "Register" }
+
 // registerCursors returns the cursor each successful Register task of a file handed on (the
-// "cursor" of the Register state's output, from the segment executions' TaskStateExited events),
-// in history order.
+// "cursor" of the Register state's output, from the TaskStateExited events of the segment
+// executions, or of the file execution that runs its one segment's loop), in history order.
 func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f report.FileReport) []cursorState {
 	t.Helper()
 	st, err := r.sfnStats(ctx)
@@ -200,7 +208,7 @@ func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f
 	parent := executionARN(t, r, tenant, f.ExecutionName)
 	var out []cursorState
 	for _, e := range st.Executions {
-		if e.ParentArn != parent {
+		if e.ExecutionArn != parent && e.ParentArn != parent {
 			continue
 		}
 		p := sfn.NewGetExecutionHistoryPaginator(r.StepFunctions(), &sfn.GetExecutionHistoryInput{ExecutionArn: aws.String(e.ExecutionArn), MaxResults: 1000})
@@ -211,14 +219,21 @@ func registerCursors(t *testing.T, ctx context.Context, r *Run, tenant string, f
 			}
 			for _, ev := range page.Events {
 				d := ev.StateExitedEventDetails
-				if ev.Type != "TaskStateExited" || d == nil || aws.ToString(d.Name) != "Register" {
+				if ev.Type != "TaskStateExited" || d == nil || !registerState(aws.ToString(d.Name)) {
 					continue
 				}
-				var out1 struct{ Cursor cursorState }
-				if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &out1); err != nil {
-					t.Fatalf("Register output %q: %v", aws.ToString(d.Output), err)
+				// A segment keeps its cursor at $.cursor, a file of one segment at $.split.cursor.
+				var out1 struct {
+					Cursor *cursorState
+					Split  struct{ Cursor *cursorState }
 				}
-				out = append(out, out1.Cursor)
+				if err := json.Unmarshal([]byte(aws.ToString(d.Output)), &out1); err != nil || out1.Cursor == nil && out1.Split.Cursor == nil {
+					t.Fatalf("Register output %q: %v, want a cursor", aws.ToString(d.Output), err)
+				}
+				if out1.Cursor == nil {
+					out1.Cursor = out1.Split.Cursor
+				}
+				out = append(out, *out1.Cursor)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -20,6 +21,10 @@ type Progress struct {
 	SegmentsOK int   `json:"segmentsDone"`
 	Registered int64 `json:"registeredAtLeast"`
 }
+
+// inlineRegisterStates are the Register tasks of a file execution that runs its one segment's loop
+// itself (workflows.StateRegister).
+var inlineRegisterStates = []string{"Register"}
 
 const (
 	// splitHistoryEvents is enough of a history, oldest first, to hold Split's exit: the execution
@@ -69,6 +74,18 @@ func (o *Ops) progress(ctx context.Context, arn string, chunkSize int, all bool)
 				}
 			case ev.Type == sfntypes.HistoryEventTypeMapIterationSucceeded && p != nil:
 				p.SegmentsOK++
+			case ev.Type == sfntypes.HistoryEventTypeTaskStateExited && ev.StateExitedEventDetails != nil && p != nil &&
+				slices.Contains(inlineRegisterStates, aws.ToString(ev.StateExitedEventDetails.Name)):
+				// A file of one segment runs the segment's Register loop itself: the segment is done
+				// when a Register task hands on a cursor that says so.
+				var state struct {
+					Split struct {
+						Cursor *pipeline.Cursor `json:"cursor"`
+					} `json:"split"`
+				}
+				if json.Unmarshal([]byte(aws.ToString(ev.StateExitedEventDetails.Output)), &state) == nil && state.Split.Cursor != nil && state.Split.Cursor.Done {
+					p.SegmentsOK++
+				}
 			}
 		}
 		if !all || aws.ToString(out.NextToken) == "" {

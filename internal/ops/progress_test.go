@@ -40,3 +40,39 @@ func TestFilesRecordsOfBothPaths(t *testing.T) {
 		t.Errorf("files not listed: %v", want)
 	}
 }
+
+// TestHeadProgressOfOneSegment: a file of one segment runs the segment's Register loop in its own
+// execution, with no Map: its head counts the segment done once a Register task hands on a done
+// cursor, and not before.
+func TestHeadProgressOfOneSegment(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name        string
+		invocations int
+		done        bool
+		want        ops.Progress
+	}{
+		{"first invocation running", 0, false, ops.Progress{Records: 2500, Segments: 1}},
+		{"three invocations, not done", 3, false, ops.Progress{Records: 2500, Segments: 1}},
+		{"done in the first", 1, true, ops.Progress{Records: 2500, Segments: 1, SegmentsOK: 1, Registered: 2500}},
+		{"done in a later invocation", 3, true, ops.Progress{Records: 2500, Segments: 1, SegmentsOK: 1, Registered: 2500}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := opsfake.New(now)
+			tenant := opsfake.Tenant("acme", pipeline.OnFailureHalt)
+			w.AddTenant("TenantPipeline-Tenants-1", tenant)
+			e := w.AddExecution(tenant, "acme-1", sfntypes.ExecutionStatusRunning, "inbox/acme/f.csv", now.Add(-time.Minute))
+			e.History = opsfake.OneSegmentHistory(2500, tt.invocations, tt.done)
+			rep, err := ops.New(w.Clients(), "TenantPipeline").Status(context.Background(), []string{"acme"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Tenants) != 1 || rep.Tenants[0].Head == nil || rep.Tenants[0].Head.Progress == nil {
+				t.Fatalf("got %+v, want acme's head with its progress", rep.Tenants)
+			}
+			if got := *rep.Tenants[0].Head.Progress; got != tt.want {
+				t.Errorf("got progress %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -356,6 +356,21 @@ type SplitResult struct {
 	// SHA256 is the hex SHA-256 of the object's bytes as Split read them, for the core system's
 	// completeUrl; absent from a result written before Split hashed.
 	SHA256 string `json:"sha256,omitempty"`
+	// Cursor is, for a file of exactly one segment, where the segment's Register loop starts (its
+	// first chunk, from its first record): the file execution runs that loop itself
+	// (workflows.StateOneSegment) and keeps the cursor here, each Register task replacing it with
+	// the one it hands on. Absent for a file of no or several segments, which take segment
+	// executions, as a file does whose Split predates it.
+	Cursor *Cursor `json:"cursor,omitempty"`
+}
+
+// Cursor is where a segment's Register loop goes on: the chunk, the record within it (0: its
+// first) and whether the segment is done, as the Register task's ResultSelector keeps it from a
+// ChunkResult (Next, NextRecord, Done).
+type Cursor struct {
+	Chunk  int   `json:"chunk"`
+	Record int64 `json:"record"`
+	Done   bool  `json:"done"`
 }
 
 // SegmentInput is the input of one segment execution.
@@ -384,9 +399,11 @@ type ChunkRequest struct {
 	// where the next invocation starts (ChunkResult.Next). Absent (0) or below Chunk: Chunk only,
 	// as the per-chunk workflow and a user's own register function expect.
 	LastChunk int `json:"lastChunk,omitempty"`
-	// Segment is the segment the run belongs to, as the per-invocation segment sends it. The
-	// bundled Register keeps the segment's progress under its index (ProgressKey) and, when Chunk
-	// is the segment's FirstChunk (a new segment execution), starts where that progress says.
+	// Segment is the segment the run belongs to, as the per-invocation segment sends it (and the
+	// file execution of a file of one segment, which runs that loop itself). The bundled Register
+	// keeps the segment's progress under its index (ProgressKey) and, when Chunk is the segment's
+	// FirstChunk (a new segment execution, or the loop's first task), starts where that progress
+	// says.
 	// Absent (the per-chunk design): no progress is read or written.
 	Segment *Segment `json:"segment,omitempty"`
 	// Record is where the cursor stopped inside Chunk: the 1-based number in the file of Chunk's

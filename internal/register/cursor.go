@@ -63,26 +63,17 @@ func (h *Handler) registerRun(ctx context.Context, req pipeline.ChunkRequest, p 
 		reserve = minCallTime + o.reserve
 		var (
 			stored *pipeline.Progress
-			read   bool
+			err    error
 		)
-		if req.Chunk == req.Segment.FirstChunk && req.Record == 0 {
-			var err error
-			if from, at, stored, err = h.resume(ctx, req); err != nil {
-				return pipeline.ChunkResult{}, err
-			}
-			read = true
-		} else if req.Tenant.KeyedOrder() {
-			// For the window the file's previous invocation left. Unreadable, the window starts
-			// afresh; openHorizon, which needs the progress, reads it again and fails closed.
-			if loaded, err := h.loadProgress(ctx, req); err == nil {
-				stored, read = loaded, true
-			}
+		// Every invocation reads the segment's progress: where it starts, and for a keyed file the
+		// window the file's previous invocation left.
+		if from, at, stored, err = h.resume(ctx, req); err != nil {
+			return pipeline.ChunkResult{}, err
 		}
 		if stored != nil {
 			p.window.restore(stored.Window)
 		}
-		var err error
-		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored, read); err != nil {
+		if o.horizon, err = h.openHorizon(ctx, req, from, at, stored); err != nil {
 			return pipeline.ChunkResult{}, err
 		}
 	}

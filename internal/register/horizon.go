@@ -80,25 +80,19 @@ func (z *horizon) carry(stopped bool) string {
 // cursor (from, at). It returns nil for a tenant the horizon does not concern: no segment (the
 // per-chunk design keeps no progress), the DynamoDB sink (its _seq never expires), or a core
 // system that keeps its keys for ever (no idempotencyRetention). stored is the progress resume
-// read, nil when it read none. Otherwise:
+// read, nil when there was none. Otherwise:
 //   - the progress records a first send of these records (its cursor is this one and it has a
 //     SentAt) longer ago than the retention: with a lookupUrl the records are looked up; without
 //     one the invocation fails with a PermanentError that names the fixes, unless the operator's
 //     accept-duplicates marker exists;
 //   - it records none: the invocation writes the cursor with SentAt now before it sends, and
 //     fails with a RetryableError when it cannot (fail closed: a later redrive could not know).
-func (h *Handler) openHorizon(ctx context.Context, req pipeline.ChunkRequest, from int, at int64, stored *pipeline.Progress, read bool) (*horizon, error) {
+func (h *Handler) openHorizon(ctx context.Context, req pipeline.ChunkRequest, from int, at int64, stored *pipeline.Progress) (*horizon, error) {
 	core := req.Tenant.CoreSystem
 	if req.Segment == nil || req.Tenant.DynamoDB != nil || core == nil || retention(core) <= 0 {
 		return nil, nil
 	}
 	now := h.clock()()
-	if !read {
-		var err error
-		if stored, err = h.loadProgress(ctx, req); err != nil {
-			return nil, err
-		}
-	}
 	z := &horizon{core: core, keyed: req.Tenant.KeyedOrder(), sentAt: now, now: now}
 	if stored != nil && stored.Next == from && stored.Record == at && stored.SentAt != "" {
 		z.sentAt = stored.Sent()

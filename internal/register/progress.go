@@ -16,12 +16,16 @@ import (
 // The segment's progress (pipeline.Progress) carries the cursor across segment executions. The
 // cursor in the segment execution's state covers a Retry and a redrive of that execution, but a
 // redrive of the file execution starts a new segment execution (-r<n>) at the segment's first
-// chunk. So after each successful invocation Register writes where the next one starts, and an
-// invocation that begins the segment reads it and starts there: a redriven file re-sends at most
-// the failed invocation's records, with the same idempotency keys. It costs one GET per segment
-// execution and one PUT per successful invocation, in the work bucket beside the manifest; and
-// for a keyed file one GET per invocation, whose progress carries the window the previous
-// invocation left (Progress.Window, window.go).
+// chunk; and a file of one segment, which runs the loop in its own execution, re-runs the failed
+// Register task at that invocation's first chunk and record, which its state kept. Neither knows
+// how far the failed invocation got. So after each successful invocation, and at the record that
+// failed a file after others were registered, Register writes where the next one starts, and
+// every invocation reads it and starts there when it lies ahead of the request's cursor within
+// the segment: a redriven file re-sends at most the failed invocation's records, with the same
+// idempotency keys, and none it registered before a record that failed it. Progress is written
+// only once the records before it are registered, so it never skips a record. A keyed file's
+// progress also carries the window the previous invocation left (Progress.Window, window.go). It
+// costs one GET and one PUT per invocation, in the work bucket beside the manifest.
 
 // checkSegment rejects a request whose segment does not hold its run: a wiring fault no retry
 // fixes, and progress read under the wrong segment could skip records.
@@ -34,34 +38,38 @@ func checkSegment(req pipeline.ChunkRequest) error {
 	return nil
 }
 
-// resume returns the chunk a new segment execution starts at, and the record within it (0: its
-// first): the stored progress when it lies in (Chunk, Until+1], or at Chunk inside it, else Chunk. Absent progress (404, or the 403 S3 answers a caller without
-// s3:ListBucket: source.Absent) and progress that is corrupt or outside the segment are ignored;
-// the latter with a WARN, since only a foreign write makes it. Any other failure to read it is
-// retryable: starting at the segment's first chunk without knowing would write a lower progress
-// over the stored one.
+// resume returns the chunk an invocation starts at, and the record within it (0: its first): the
+// stored progress when it lies ahead of the request's cursor (Chunk, Record) and no further than
+// the segment's end (Until+1), else the request's cursor. Progress behind the cursor is a write
+// that failed (putProgress) and is passed over. Absent progress (404, or the 403 S3 answers a
+// caller without s3:ListBucket: source.Absent) and progress that is corrupt or outside the
+// segment are ignored; the latter with a WARN, since only a foreign write makes it. Any other
+// failure to read it is retryable: starting at the request's cursor without knowing would write a
+// lower progress over the stored one.
 func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, int64, *pipeline.Progress, error) {
 	p, err := h.loadProgress(ctx, req)
 	if err != nil || p == nil {
-		return req.Chunk, 0, p, err
+		return req.Chunk, req.Record, p, err
 	}
 	b := h.budget(ctx, req)
 	ignore := func(why string) (int, int64, *pipeline.Progress, error) {
-		h.Log.Warn("segment progress ignored; the segment starts at its first chunk",
+		h.Log.Warn("segment progress ignored; the invocation starts at its request's cursor",
 			"tenant", req.Tenant.ID, "file", b.file, "execution", req.ExecutionName, "segment", req.Segment.Index,
 			"key", progressKey(req), "reason", why)
-		return req.Chunk, 0, nil, nil
+		return req.Chunk, req.Record, nil, nil
 	}
-	if p.Next < req.Chunk || p.Next > req.Until()+1 {
-		return ignore(fmt.Sprintf("next %d is outside the segment's chunks %d..%d", p.Next, req.Chunk, req.Until()+1))
+	if p.Next < req.Segment.FirstChunk || p.Next > req.Until()+1 {
+		return ignore(fmt.Sprintf("next %d is outside the segment's chunks %d..%d", p.Next, req.Segment.FirstChunk, req.Until()+1))
 	}
 	if p.Record > 0 && p.Next > req.Until() {
 		return ignore(fmt.Sprintf("record %d is past the segment's end", p.Record))
 	}
-	if p.Next > req.Chunk || p.Record > 0 {
-		h.Log.Info("segment resumes from its progress", "tenant", req.Tenant.ID, "file", b.file,
-			"execution", req.ExecutionName, "segment", req.Segment.Index, "chunk", p.Next, "record", p.Record)
+	if p.Next < req.Chunk || p.Next == req.Chunk && p.Record <= req.Record {
+		// At the cursor (the previous invocation's end), or behind it.
+		return req.Chunk, req.Record, p, nil
 	}
+	h.Log.Info("segment resumes from its progress", "tenant", req.Tenant.ID, "file", b.file,
+		"execution", req.ExecutionName, "segment", req.Segment.Index, "chunk", p.Next, "record", p.Record)
 	// A record that is not one of chunk Next's fails that chunk (fromRecord): nothing is skipped.
 	return p.Next, p.Record, p, nil
 }

@@ -15,9 +15,11 @@ import (
 
 // TestRegisterRunProgress pins the segment's progress: written after each successful invocation
 // with the cursor it returns, and after a permanent failure that follows registered records at
-// the failed record (so a redrive resumes there and the file's results know what was never sent), and read only by an invocation that begins the
-// segment (a new segment execution, as a redrive of the file starts), which then starts at the
-// stored cursor if it lies inside the segment. The file has 30 records in chunks of 3 (chunks
+// the failed record (so a redrive resumes there and the file's results know what was never sent),
+// and read by every invocation, which starts at the stored cursor when it lies ahead of its own
+// and inside the segment: a new segment execution (as a redrive of a file of several segments
+// starts) and the failed task of a file of one segment, which a redrive re-runs at its own first
+// chunk and record. The file has 30 records in chunks of 3 (chunks
 // 0..9); the segment is index 1, chunks 2..9 (records 7..30).
 func TestRegisterRunProgress(t *testing.T) {
 	seg := &pipeline.Segment{Index: 1, FirstChunk: 2, LastChunk: 9}
@@ -40,6 +42,7 @@ func TestRegisterRunProgress(t *testing.T) {
 		wantPut    string // the progress written; "" for none
 		wantWarn   string // a WARN message expected in the log
 		noRead     bool   // the progress is not read
+		noWarn     bool   // no WARN is logged
 	}{
 		{name: "written after a successful invocation", first: 2,
 			wantSent: seq(7, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
@@ -61,8 +64,12 @@ func TestRegisterRunProgress(t *testing.T) {
 			wantErr: pipeline.ErrPermanent, wantSent: seq(7, 8), wantPut: `{"version":1,"next":2,"record":8}`},
 		{name: "a new segment execution starts at the stored cursor", first: 2, stored: `{"version":1,"next":6}`,
 			wantSent: seq(19, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
-		{name: "a later invocation of the same execution follows its own cursor, unread", first: 5, stored: `{"version":1,"next":8}`,
-			wantSent: seq(16, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`, noRead: true},
+		{name: "a later invocation resumes at stored progress ahead of its cursor (a redriven task of a file of one segment)", first: 5, stored: `{"version":1,"next":8}`,
+			wantSent: seq(25, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
+		{name: "a later invocation at its stored progress follows its own cursor", first: 5, stored: `{"version":1,"next":5}`,
+			wantSent: seq(16, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`},
+		{name: "stored progress behind a later invocation's cursor (a write that failed): its own cursor, no WARN", first: 5, stored: `{"version":1,"next":3,"record":11}`,
+			wantSent: seq(16, 30), wantNext: 10, wantDone: true, wantPut: `{"version":1,"next":10}`, noWarn: true},
 		{name: "stored cursor past the segment's last chunk: done, nothing sent", first: 2, stored: `{"version":1,"next":10}`,
 			wantNext: 10, wantDone: true},
 		{name: "stored cursor at the segment's first chunk", first: 2, stored: `{"version":1,"next":2}`,
@@ -142,6 +149,9 @@ func TestRegisterRunProgress(t *testing.T) {
 			}
 			if read == tt.noRead {
 				t.Errorf("got progress read %v, want %v", read, !tt.noRead)
+			}
+			if tt.noWarn && strings.Contains(logs.String(), `"level":"WARN"`) {
+				t.Errorf("got log %s, want no WARN", logs.String())
 			}
 			if tt.wantWarn != "" && !strings.Contains(logs.String(), tt.wantWarn) {
 				t.Errorf("got log %s, want a WARN containing %q", logs.String(), tt.wantWarn)

@@ -327,7 +327,7 @@ func spansOf(bounds []pipeline.Boundary) []pipeline.ChunkSpan {
 }
 
 func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum records.Summary) pipeline.SplitResult {
-	return pipeline.SplitResult{
+	res := pipeline.SplitResult{
 		Source:   src,
 		Manifest: manifest,
 		Records:  sum.Records,
@@ -336,6 +336,11 @@ func (h *Handler) result(src pipeline.Source, manifest pipeline.Location, sum re
 		Segments: pipeline.Segments(sum.Chunks),
 		Rejected: sum.Invalid,
 	}
+	if len(res.Segments) == 1 {
+		// The file execution runs the one segment's Register loop itself, from here.
+		res.Cursor = &pipeline.Cursor{Chunk: res.Segments[0].FirstChunk}
+	}
+	return res
 }
 
 // writeLines writes each chunk's first physical line (pipeline.LinesKey) before the manifest, so

@@ -87,6 +87,8 @@ func TestSplit(t *testing.T) {
 					Segments: []pipeline.Segment{{Index: 0, FirstChunk: 0, LastChunk: 2}},
 					// The version Split read, not the object's current bytes.
 					SHA256: fmt.Sprintf("%x", sha256.Sum256(data)),
+					// One segment: the file execution runs its Register loop from chunk 0.
+					Cursor: &pipeline.Cursor{Chunk: 0},
 				}
 				if !reflect.DeepEqual(res, want) {
 					t.Errorf("got %+v, want %+v", res, want)

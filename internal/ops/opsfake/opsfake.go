@@ -508,6 +508,29 @@ func SmallFileHistory(records int64) []sfntypes.HistoryEvent {
 	return h
 }
 
+// OneSegmentHistory is the history of a file execution of one segment, which runs the segment's
+// Register loop itself (workflows.StateOneSegment): Split's exit, then invocations Register tasks,
+// each leaving its cursor at $.split.cursor, the last of which is done when done is set.
+func OneSegmentHistory(records int64, invocations int, done bool) []sfntypes.HistoryEvent {
+	h := SplitHistory(records, 1, 0)
+	for i := range invocations {
+		const name = "Register"
+		out, err := json.Marshal(map[string]any{"split": pipeline.SplitResult{Records: records, Segments: make([]pipeline.Segment, 1),
+			Cursor: &pipeline.Cursor{Chunk: i + 1, Done: done && i == invocations-1}}})
+		if err != nil {
+			panic(err)
+		}
+		h = append(h,
+			sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeTaskStateEntered, StateEnteredEventDetails: &sfntypes.StateEnteredEventDetails{Name: aws.String(name)}},
+			sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeLambdaFunctionSucceeded},
+			sfntypes.HistoryEvent{Type: sfntypes.HistoryEventTypeTaskStateExited, StateExitedEventDetails: &sfntypes.StateExitedEventDetails{Name: aws.String(name), Output: aws.String(string(out))}})
+	}
+	for i := range h {
+		h[i].Id = int64(i + 1)
+	}
+	return h
+}
+
 // SplitHistory is the history of a file execution that split records into segments of the default
 // chunk size and registered done of them: Split's exit, then done MapIterationSucceeded events,
 // padded with other events so that it spans several pages.
