@@ -53,7 +53,8 @@ func TestScenarioStatusCoreSystem(t *testing.T) {
 		}
 		want := []map[string]any{{"name": "ledger", "maxRunningFiles": 1.0, "limit": 1.0, "adaptive": false, "runningFiles": 0.0,
 			"running": []any{}, "waitingTenants": 0.0, "oldestAdmissionWaitSeconds": 0.0, "tenants": []any{"a", "b"},
-			"breaker": "closed", "openedAt": nil, "reason": "", "breakerOpens": 0.0, "paused": false, "override": nil}}
+			"breaker": "closed", "openedAt": nil, "reason": "", "breakerOpens": 0.0, "paused": false, "override": nil,
+			"requestsInFlight": 0.0, "maxRequestsInFlight": 1.0}}
 		if !reflect.DeepEqual(st.CoreSystems, want) {
 			t.Errorf("coreSystems: got %v, want %v", st.CoreSystems, want)
 		}

@@ -20,8 +20,8 @@ import (
 )
 
 const isolatedTenants = `{"tenants": [
-  {"id": "ta", "tier": "pool", "registerUrl": "https://core.example.com/records"},
-  {"id": "tb", "tier": "pool", "registerUrl": "https://core.example.com/records"}
+  {"id": "ta", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
+  {"id": "tb", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"}
 ]}`
 
 // A pool's functions act for each tenant with a session of the synthesized tenant role tagged
@@ -33,8 +33,8 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	r := startScenario(t, isolatedTenants, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Two chunks each, so that each file takes Split and leaves work/ objects (a one-chunk file
-	// runs as the SmallFile task, which writes none).
+	// No small-file path (smallFileBytes -1), so that each file takes Split and leaves work/
+	// objects (the SmallFile task writes none).
 	uploadAll(t, ctx, r, []upload{{"ta", "a.csv", csvOf(150)}, {"tb", "b.csv", csvOf(150)}})
 	rep := waitFor(t, ctx, r, "both files succeed", func(rep *report.Report) bool {
 		for _, id := range []string{"ta", "tb"} {
