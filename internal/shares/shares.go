@@ -79,15 +79,17 @@ func Capacity(c pipeline.CoreSystem, adaptiveLimit int) int {
 
 // Reserve is how much of the capacity the water-filling holds back for files that start, so that
 // a file admitted next finds its floor of one free at once instead of waiting for the others to
-// drain: one per running-file slot not in use (maxRunningFiles - running), at most a tenth of the
-// capacity, at least one while a slot is free. It costs a file running alone a tenth of the
-// capacity at most; once every slot runs a file nothing is held back.
+// drain: one per running-file slot not in use (maxRunningFiles - running), at most a twentieth of
+// the capacity, at least one while a slot is free. It costs a file running alone a twentieth of
+// the capacity at most (one request of 30), so that a large file alone keeps the core system
+// busy; a second file that starts takes the reserve at once, and a third waits a refresh or two
+// for the others to drain. Once every slot runs a file nothing is held back.
 func Reserve(c pipeline.CoreSystem, capacity, running int) int {
 	free := c.MaxRunningFiles - running
 	if free <= 0 || capacity <= running {
 		return 0
 	}
-	return min(free, max(1, capacity/10), capacity-running)
+	return min(free, max(1, capacity/20), capacity-running)
 }
 
 // Sum is the grants of the entries live at now.

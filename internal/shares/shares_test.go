@@ -133,7 +133,8 @@ func TestReserve(t *testing.T) {
 		capacity, running int
 		want              int
 	}{
-		{"one running of ten: a tenth of the capacity", 30, 1, 3},
+		{"one running of ten: a twentieth of the capacity", 30, 1, 1},
+		{"a large capacity: a twentieth of it", 100, 1, 5},
 		{"nine running: one free slot", 30, 9, 1},
 		{"every slot running: none", 30, 10, 0},
 		{"a small capacity: at least one", 10, 1, 1},
