@@ -80,7 +80,7 @@ func (r *Run) startSQS(ctx context.Context) error {
 	}
 	r.closers = append(r.closers, fq.Close)
 	r.sqsURL = fq.URL
-	pipeSQS := emulate.MeterSQS(emulate.CountingProxy(fq.URL, "sqs", r.Counter), r.Meter)
+	pipeSQS := emulate.MeterSQS(emulate.Counting(emulate.SQSLongPoll(emulate.Proxy(fq.URL)), "sqs", r.Counter), r.Meter)
 	if r.pipe.sqs, err = r.serveOn(pipeSQS); err != nil {
 		return err
 	}

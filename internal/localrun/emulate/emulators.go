@@ -144,9 +144,20 @@ func (c *APICounter) Total(service string) int64 {
 // CountingProxy forwards a JSON-protocol service (X-Amz-Target: Service.Operation) and counts calls.
 // Each call is also passed to the optional observers.
 func CountingProxy(target string, service string, c *APICounter, observers ...func(op string)) http.Handler {
+	return Counting(Proxy(target), service, c, observers...)
+}
+
+// Proxy forwards every request to target.
+func Proxy(target string) http.Handler {
 	u, _ := url.Parse(target)
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.ErrorLog = log.New(io.Discard, "", 0) // calls cut short when the run stops
+	return p
+}
+
+// Counting counts the calls of a JSON-protocol service (X-Amz-Target: Service.Operation) that pass
+// to next, and passes each to the optional observers.
+func Counting(next http.Handler, service string, c *APICounter, observers ...func(op string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target")
 		if i := strings.LastIndex(op, "."); i >= 0 {
@@ -156,7 +167,7 @@ func CountingProxy(target string, service string, c *APICounter, observers ...fu
 		for _, o := range observers {
 			o(op)
 		}
-		p.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 
