@@ -139,7 +139,7 @@ func TestFiguresCost(t *testing.T) {
 		goal  float64
 		units string
 	}{
-		{"record", now.recordBill, 0.10, "1M records"},
+		{"record", now.recordBill, 0.08, "1M records"},
 		{"batch", now.batchBill, 0.01, "1M records"},
 		{"small files", now.smallBill, 0.10, "1,000 files"},
 		{"record (full path)", now.recordFullBill, 0.08, "1M records"},
