@@ -9,6 +9,7 @@ import (
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/stacks"
 	"github.com/example/tenantpipeline/spec"
@@ -403,7 +404,7 @@ func TestAdmissionEnvironment(t *testing.T) {
 			t.Errorf("PoolRouter %s: got %s, want the pool's table (the bounded backlog)", pipeline.EnvPoolAdmissionTable, v)
 		}
 		// pool-tenants.json rows: the core system without its table, the tenant's own rate.
-		s, err := pipeline.ParsePoolIndex(core.built.Pools["default"].SettingsFile)
+		s, err := poolsettings.Parse(core.built.Pools["default"].SettingsFile)
 		if err != nil {
 			t.Fatalf("pool default's SettingsFile: %v", err)
 		}

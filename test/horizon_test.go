@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
 
@@ -14,7 +15,7 @@ func TestCoreSystemHorizonSettingsInBothTiers(t *testing.T) {
 	_, built := synthApp(t, "horizon.json", stacks.Options{})
 	var silo pipeline.Tenant
 	flattenJSON(t, env(t, stackTemplate(t, built.TenantStacks[0]), "TenantacmeController")[pipeline.EnvTenant], &silo)
-	rows, err := pipeline.ParsePoolIndex(built.Pools["default"].SettingsFile)
+	rows, err := poolsettings.Parse(built.Pools["default"].SettingsFile)
 	if err != nil {
 		t.Fatalf("pool default's SettingsFile: %v", err)
 	}

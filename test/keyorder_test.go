@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/stacks"
 	"github.com/example/tenantpipeline/spec"
 )
@@ -22,7 +23,7 @@ func TestKeyOrderSettingsInBothTiers(t *testing.T) {
 	}
 	var silo pipeline.Tenant
 	flattenJSON(t, env(t, stackTemplate(t, built.TenantStacks[0]), "TenantacmeController")[pipeline.EnvTenant], &silo)
-	rows, err := pipeline.ParsePoolIndex(built.Pools["default"].SettingsFile)
+	rows, err := poolsettings.Parse(built.Pools["default"].SettingsFile)
 	if err != nil {
 		t.Fatalf("pool default's SettingsFile: %v", err)
 	}

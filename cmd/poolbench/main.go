@@ -6,7 +6,7 @@
 //
 //	pool-settings: <n> tenants, <MB> MB; start-up <ms> ms CPU, peak <MB> MB; lookup <µs> µs/key; reference (JSON, linear scan): start-up …; ratio start-up <x>x, lookup <x>x
 //
-// The controller and the router load the file alike (pipeline.OpenPoolIndex at start); start-up
+// The controller and the router load the file alike (poolsettings.Open at start); start-up
 // is the larger of the two, each measured in its own child. Goals: start-up ≤ 100 ms CPU and
 // ≤ 48 MB peak, lookup ≤ 10 µs per key; -strict makes a missed goal exit 3.
 package main
@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 const (
@@ -202,7 +203,7 @@ func generate(n int, distinct bool, v1, v2 string) error {
 		}
 	}
 	s := tenants(n, distinct)
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(s)
 	if err != nil {
 		return err
 	}
@@ -225,7 +226,7 @@ func measure(kind, path string, n int) error {
 	var lookup func(key string) (string, bool)
 	switch kind {
 	case "controller", "router":
-		x, err := pipeline.OpenPoolIndex(path)
+		x, err := poolsettings.Open(path)
 		if err != nil {
 			return err
 		}

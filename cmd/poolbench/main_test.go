@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // The bench compares like with like: on the generated pool, the index and the reference give
@@ -22,7 +22,7 @@ func TestIndexAndReferenceAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, err := pipeline.OpenPoolIndex(v2)
+		x, err := poolsettings.Open(v2)
 		if err != nil {
 			t.Fatal(err)
 		}

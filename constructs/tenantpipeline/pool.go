@@ -23,6 +23,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/schema"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/spec"
@@ -83,7 +84,7 @@ type TenantPool struct {
 	Output awscdk.CfnOutput
 	// SettingsFile is the tenants file in the controller's and the router's code
 	// (pool-tenants.json), as pipeline.PoolSettings.Encode writes it: an index of the tenants'
-	// ids and prefixes, and their rows. pipeline.ParsePoolIndex reads it.
+	// ids and prefixes, and their rows. poolsettings.Parse reads it.
 	SettingsFile []byte
 	// AdmissionTable is the pool's admission table: the leases of its running files in its pool
 	// gate (at most PoolProps.MaxRunningFiles) and its waiting tenants. Same layout as
@@ -358,7 +359,7 @@ func (t *TenantPool) build() {
 	p := t.Props
 	s := p.Shared
 	// Validation has refused what Encode refuses (ids, prefixes), so this cannot fail.
-	settings, err := t.settings().Encode()
+	settings, err := poolsettings.Encode(t.settings())
 	if err != nil {
 		panic(fmt.Errorf("pool %s: settings file: %w", p.Name, err))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/example/tenantpipeline/internal/env"
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // maxVisibility is the longest visibility timeout SQS accepts: 12 hours.
@@ -131,7 +132,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // and IDEMPOTENCY_KEY for each tenant.
 type PoolConfig struct {
 	Shared   Config
-	Settings *pipeline.PoolIndex
+	Settings *poolsettings.Index
 	// coreTables is CORE_SYSTEM_TABLES, for each tenant's core system (tenantConfig).
 	coreTables map[string]string
 	// Backlog bounds each tenant's messages in the pool queue (internal/parking); zero: no bound.
@@ -149,7 +150,7 @@ func PoolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 			e.Bad(name, "is set, but a pool controller (%s) reads each tenant's settings from %s: remove it", pipeline.EnvPool, pipeline.EnvPoolSettings)
 		}
 	}
-	var settings *pipeline.PoolIndex
+	var settings *poolsettings.Index
 	c.Pool, settings = e.Pool()
 	c.PoolAdmissionTable = e.Required(pipeline.EnvPoolAdmissionTable)
 	if c.PoolAdmissionTable != "" {
@@ -171,7 +172,7 @@ func PoolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 }
 
 // tenantConfig is the Config of the pool's tenant id, its row read from the settings file and
-// checked as a silo controller checks its variables. The error is pipeline.ErrUnknownPoolTenant
+// checked as a silo controller checks its variables. The error is poolsettings.ErrUnknownTenant
 // for an id of no tenant, or names every problem of the tenant's row.
 func (pc PoolConfig) tenantConfig(id string) (Config, error) {
 	t, err := pc.Settings.Tenant(id)

@@ -17,6 +17,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // The pooled tier (docs/controller.md, "Pooled tier"). Many tenants share one pool's FIFO queue,
@@ -83,7 +84,7 @@ const maxHandlers = 1024
 
 // handler returns the Handler of the pool's tenant id, made on first use from the tenant's row of
 // the settings file and kept (at most maxHandlers of them). The error is
-// pipeline.ErrUnknownPoolTenant for an id that is no tenant of the pool, or names the problems of
+// poolsettings.ErrUnknownTenant for an id that is no tenant of the pool, or names the problems of
 // the tenant's row; a tenant whose row is bad gets no Handler, and its row is read again on its
 // next message.
 func (p *Pool) handler(id string) (*Handler, error) {
@@ -150,7 +151,7 @@ func (p *Pool) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventR
 		h, err := p.handler(strings.TrimSuffix(g, pipeline.TickGroupSuffix))
 		if err != nil {
 			for _, rec := range groups[g] {
-				if errors.Is(err, pipeline.ErrUnknownPoolTenant) {
+				if errors.Is(err, poolsettings.ErrUnknownTenant) {
 					p.unknownTenant(ctx, rec)
 				} else {
 					p.badTenant(ctx, rec, err)
@@ -252,7 +253,7 @@ func (p *Pool) Wake(ctx context.Context, ev events.EventBridgeEvent) error {
 	}
 	h, err := p.handler(in.Tenant.ID)
 	switch {
-	case errors.Is(err, pipeline.ErrUnknownPoolTenant):
+	case errors.Is(err, poolsettings.ErrUnknownTenant):
 		log.ErrorContext(ctx, "status event of an execution of no tenant of the pool; nothing to wake", "tenant", in.Tenant.ID, "inputFrom", from)
 		p.countUnknownEvent(ctx, log)
 		return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // Reader collects every problem of an environment, each naming its variable.
@@ -100,14 +101,14 @@ func (e *Reader) Boolean(name string) bool {
 
 // Pool reads POOL, POOL_PREFIX and the POOL_SETTINGS file's header and index, and checks that they
 // agree. settings is nil if the file could not be opened.
-func (e *Reader) Pool() (string, *pipeline.PoolIndex) {
+func (e *Reader) Pool() (string, *poolsettings.Index) {
 	pool := e.Required(pipeline.EnvPool)
 	prefix := e.Required(pipeline.EnvPoolPrefix)
 	if prefix != "" {
 		CheckPrefix(pipeline.EnvPoolPrefix, prefix, e.Bad)
 	}
 	path := pipeline.PoolSettingsPath(e.getenv)
-	settings, err := pipeline.OpenPoolIndex(path)
+	settings, err := poolsettings.Open(path)
 	if err != nil {
 		e.Bad(pipeline.EnvPoolSettings, "%s: %v", path, err)
 		return pool, nil

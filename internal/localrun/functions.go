@@ -20,6 +20,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*emulate.Function, error) {
@@ -205,7 +206,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 		}
 		return vars[k]
 	})
-	s, err := pipeline.LoadPoolSettings(path)
+	s, err := poolsettings.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("function %s (pool %s): %w", fr.LogicalID, vars[pipeline.EnvPool], err)
 	}
@@ -227,7 +228,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 		return nil, err
 	}
 	out := filepath.Join(dir, name+"-"+pipeline.PoolSettingsFile)
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(s)
 	if err != nil {
 		return nil, fmt.Errorf("function %s (pool %s): %w", fr.LogicalID, vars[pipeline.EnvPool], err)
 	}

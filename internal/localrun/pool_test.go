@@ -16,6 +16,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // A pool controller's settings file (beside bootstrap in its code asset) makes one tenant per row,
@@ -32,7 +33,7 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &ps); err != nil {
 		t.Fatal(err)
 	}
-	settings, err := ps.Encode()
+	settings, err := poolsettings.Encode(&ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 		}
 		return vars[k]
 	})
-	read, err := pipeline.OpenPoolIndex(path)
+	read, err := poolsettings.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

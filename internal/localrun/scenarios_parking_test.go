@@ -21,6 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/schema"
 )
 
@@ -216,13 +217,13 @@ func TestScenarioParkingOnboardsATenant(t *testing.T) {
 	defer cancel()
 	router := routerOf(t, r)
 	full := envOf(router, pipeline.EnvPoolSettings)
-	settings, err := pipeline.LoadPoolSettings(full)
+	settings, err := poolsettings.Load(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := *settings
 	old.Tenants = slices.DeleteFunc(slices.Clone(old.Tenants), func(pt pipeline.PoolTenant) bool { return pt.ID() == "newco" })
-	js, err := old.Encode()
+	js, err := poolsettings.Encode(&old)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // Pooled tenants. A pool stack has one output (pipeline.PoolOutput) and no tenant list: its
@@ -43,7 +44,7 @@ const maxCodeBytes = 50 << 20
 type poolInfo struct {
 	stack    string
 	out      pipeline.PoolOutput
-	settings *pipeline.PoolIndex
+	settings *poolsettings.Index
 	env      map[string]string // the pool controller's environment
 	// uploaderRole is the ARN of the pool's uploader role (the output's uploaderRoleArn); empty:
 	// the pool has none.
@@ -141,7 +142,7 @@ func (o *Ops) download(ctx context.Context, url string) ([]byte, error) {
 
 // settingsFromZip finds the pool's settings file in a deployment package: at its root, where the
 // construct puts it beside bootstrap, or else the one file of that name anywhere in it.
-func settingsFromZip(b []byte) (*pipeline.PoolIndex, error) {
+func settingsFromZip(b []byte) (*poolsettings.Index, error) {
 	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("not a zip: %w", err)
@@ -168,7 +169,7 @@ func settingsFromZip(b []byte) (*pipeline.PoolIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.ParsePoolIndex(data)
+	return poolsettings.Parse(data)
 }
 
 // maxPoolScan bounds the executions of a pool's shared state machine that one look at a pooled

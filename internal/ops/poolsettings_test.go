@@ -10,6 +10,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/ops/opsfake"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // poolCode is a controller's package whose settings file has the rows of tenants, each edited by
@@ -17,7 +18,7 @@ import (
 func poolCode(t *testing.T, p pipeline.PoolOutput, edit func([]byte) []byte, tenants ...pipeline.PoolTenant) []byte {
 	t.Helper()
 	s := pipeline.PoolSettings{Pool: p.Pool, Prefix: p.Prefix, Tenants: tenants}
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(&s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 const maxUnroutedKeys = 5
 
 // unrouted reads the pool's dead-letter queue, as replay --from-dlq does, for the events of
-// objects under the pool's prefix that no tenant's prefix holds (pipeline.PoolIndex.TenantOf):
+// objects under the pool's prefix that no tenant's prefix holds (poolsettings.Index.TenantOf):
 // they reach no tenant's message group, so only that queue keeps them. It returns their count and
 // their distinct keys, newest first (arrivalOrder), at most maxUnroutedKeys.
 //

@@ -2,9 +2,6 @@ package pipeline
 
 import (
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -13,7 +10,7 @@ import (
 // bootstrap executable, because a Lambda environment holds 4 KB in all
 // (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html, "Environment
 // variables"), while a deployment package holds 250 MB unzipped: a tenant is about 55 bytes of
-// index and, unless its row is shared, about 400 bytes of row (poolindex.go). Adding a tenant
+// index and, unless its row is shared, about 400 bytes of row (internal/poolsettings). Adding a tenant
 // changes the asset's hash and so updates the function's code; it creates no AWS resource.
 const (
 	// EnvPool names the pool the controller serves. Set, it replaces TENANT, TENANT_PREFIX,
@@ -55,13 +52,13 @@ const (
 
 	// PoolSettingsFile is the settings file's name in the controller's asset.
 	PoolSettingsFile = "pool-tenants.json"
-	// PoolSettingsVersion is the version of the file's format (poolindex.go). Version 1 was one
+	// PoolSettingsVersion is the version of the file's format (internal/poolsettings). Version 1 was one
 	// JSON document, read whole at start.
 	PoolSettingsVersion = 2
 )
 
-// PoolSettings is the pool's tenants, whole: what the construct writes (Encode) and tools read
-// (ParsePoolSettings). A function serving the pool reads the file through a PoolIndex.
+// PoolSettings is the pool's tenants, whole: what the construct writes (poolsettings.Encode) and tools read
+// (poolsettings.ParseSettings). A function serving the pool reads the file through a poolsettings.Index.
 type PoolSettings struct {
 	Version int    `json:"version"`
 	Pool    string `json:"pool"`
@@ -81,39 +78,6 @@ type PoolTenant struct {
 
 // ID is the tenant's id, its message group id in the pool's queue.
 func (t PoolTenant) ID() string { return t.Settings.ID }
-
-// LoadPoolSettings reads a whole settings file and decodes every row: for tools and tests. A
-// function serving the pool opens it with OpenPoolIndex instead.
-func LoadPoolSettings(path string) (*PoolSettings, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("pool settings: %w", err)
-	}
-	return ParsePoolSettings(b)
-}
-
-// ParsePoolSettings decodes a whole settings file (Encode's output), its tenants in the order of
-// their ids. Every bad row is reported.
-func ParsePoolSettings(b []byte) (*PoolSettings, error) {
-	x, err := ParsePoolIndex(b)
-	if err != nil {
-		return nil, err
-	}
-	s := &PoolSettings{Version: PoolSettingsVersion, Pool: x.Pool, Prefix: x.Prefix, Tenants: make([]PoolTenant, 0, x.Len())}
-	var errs []error
-	for e := range x.All() {
-		t, err := x.Tenant(e.ID)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s.Tenants = append(s.Tenants, t)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
 
 // PoolSettingsPath resolves EnvPoolSettings against LAMBDA_TASK_ROOT.
 func PoolSettingsPath(getenv func(string) string) string {

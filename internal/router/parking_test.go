@@ -21,6 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/testfake"
 )
 
@@ -272,7 +273,7 @@ func TestBacklogEnvironmentRejects(t *testing.T) {
 
 // settingsWithout is the settings index x without the tenants named: what a router whose settings
 // are older than those tenants reads.
-func settingsWithout(t *testing.T, x *pipeline.PoolIndex, without ...string) *pipeline.PoolIndex {
+func settingsWithout(t *testing.T, x *poolsettings.Index, without ...string) *poolsettings.Index {
 	t.Helper()
 	s := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: x.Pool, Prefix: x.Prefix}
 	for e := range x.All() {
@@ -285,11 +286,11 @@ func settingsWithout(t *testing.T, x *pipeline.PoolIndex, without ...string) *pi
 		}
 		s.Tenants = append(s.Tenants, pt)
 	}
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := pipeline.ParsePoolIndex(b)
+	out, err := poolsettings.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/parking"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/s3event"
 )
 
@@ -65,7 +66,7 @@ type Config struct {
 	// DeadLetterQueueURL is a standard queue: events of no tenant are kept there.
 	DeadLetterQueueURL string
 	MetricsNamespace   string
-	Settings           *pipeline.PoolIndex
+	Settings           *poolsettings.Index
 	// SendBatchSize caps the entries of a SendMessageBatch call (ROUTER_SEND_BATCH_SIZE): 1 to
 	// 10, default 10.
 	SendBatchSize int

@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/internal/s3event"
 	"github.com/example/tenantpipeline/internal/testfake"
 )
@@ -331,11 +332,11 @@ func withTenants(t *testing.T, rr *routerRig, n int) []string {
 		s.Tenants = append(s.Tenants, pipeline.PoolTenant{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: id}}, Prefix: "inbox/" + id + "/"})
 		keys = append(keys, "inbox/"+id+"/a.csv")
 	}
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr.r.cfg.Settings, err = pipeline.ParsePoolIndex(b); err != nil {
+	if rr.r.cfg.Settings, err = poolsettings.Parse(b); err != nil {
 		t.Fatal(err)
 	}
 	return keys

@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -162,7 +163,7 @@ func WritePoolSettings(t testing.TB, dir, name, js string) string {
 	if err := json.Unmarshal([]byte(js), &s); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(&s)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -192,7 +193,7 @@ func BadRowSettings(t testing.TB, pool, prefix, kind string) string {
 	if kind == "invalid" {
 		s.Tenants[1].OnFailure = "stop"
 	}
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(&s)
 	if err != nil {
 		t.Fatal(err)
 	}

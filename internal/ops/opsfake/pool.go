@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 // codeHost is the host of the fake presigned code URLs (HTTPClient serves them).
@@ -55,7 +56,7 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 			EventSourceMappingUUID: p.EventSourceMappingUUID, DLQURL: p.DLQURL, Pool: p.Pool}
 	}
 	p.Tenants = len(tenants)
-	js, err := settings.Encode()
+	js, err := poolsettings.Encode(&settings)
 	if err != nil {
 		panic(err)
 	}

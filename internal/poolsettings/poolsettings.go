@@ -1,4 +1,7 @@
-package pipeline
+// Package poolsettings is the binary format of a pool's settings file (pipeline.PoolSettingsFile),
+// which the construct writes into the pool functions' asset and each function reads through an
+// Index: a small index loaded at start, a tenant's row read when the tenant is first used.
+package poolsettings
 
 import (
 	"bytes"
@@ -13,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// The settings file of a pool (PoolSettingsFile), version 2. A pool of 100,000 tenants must start
+// The settings file of a pool (pipeline.PoolSettingsFile), version 2. A pool of 100,000 tenants must start
 // inside a 128 MB function: Lambda gives a function's initialization 10 s
 // (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html, "Init phase"),
 // and a 128 MB function gets a small share of a vCPU, since CPU is allocated in proportion to
@@ -38,9 +43,9 @@ const poolSettingsFormat = "tenantpipeline-pool-settings"
 // maxPoolHeaderBytes bounds the header line a reader looks for.
 const maxPoolHeaderBytes = 64 << 10
 
-// MaxCachedPoolRows bounds the decoded rows a PoolIndex keeps: a warm function decodes a row when
+// MaxCachedRows bounds the decoded rows a Index keeps: a warm function decodes a row when
 // it first serves one of its tenants, and keeps at most this many (about 1 KB each).
-const MaxCachedPoolRows = 1024
+const MaxCachedRows = 1024
 
 type poolHeader struct {
 	Format  string `json:"format"`
@@ -53,18 +58,18 @@ type poolHeader struct {
 	RowBytes   int64 `json:"rowBytes"`
 }
 
-// poolRow is a tenant's row: a PoolTenant without its id and prefix.
+// poolRow is a tenant's row: a pipeline.PoolTenant without its id and prefix.
 type poolRow struct {
-	Settings       Tenant `json:"settings"`
-	OnFailure      string `json:"onFailure,omitempty"`
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Settings       pipeline.Tenant `json:"settings"`
+	OnFailure      string          `json:"onFailure,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 }
 
-// Encode writes the settings in the file format PoolIndex reads. It checks what every reader
+// Encode writes the settings in the file format Index reads. It checks what every reader
 // relies on, reporting every problem at once: a pool name, a non-empty unique id per tenant, each
 // prefix a folder under the pool's prefix, no prefix holding another, and no tab or line end in
 // an id or a prefix. It sorts once and marshals each distinct row once: O(n log n).
-func (s *PoolSettings) Encode() ([]byte, error) {
+func Encode(s *pipeline.PoolSettings) ([]byte, error) {
 	var errs []error
 	if s.Pool == "" {
 		errs = append(errs, errors.New("pool settings: no pool name"))
@@ -149,7 +154,7 @@ func (s *PoolSettings) Encode() ([]byte, error) {
 		binary.BigEndian.PutUint32(order[4*k:], uint32(pos[i]))
 	}
 
-	h, err := json.Marshal(poolHeader{Format: poolSettingsFormat, Version: PoolSettingsVersion, Pool: s.Pool, Prefix: s.Prefix,
+	h, err := json.Marshal(poolHeader{Format: poolSettingsFormat, Version: pipeline.PoolSettingsVersion, Pool: s.Pool, Prefix: s.Prefix,
 		Tenants: len(s.Tenants), IndexBytes: int64(index.Len()), RowBytes: int64(rows.Len())})
 	if err != nil {
 		return nil, err
@@ -160,38 +165,38 @@ func (s *PoolSettings) Encode() ([]byte, error) {
 	return out, nil
 }
 
-// PoolEntry is a tenant's line of a pool's index: enough to route its files.
-type PoolEntry struct {
+// Entry is a tenant's line of a pool's index: enough to route its files.
+type Entry struct {
 	ID     string
 	Prefix string
 	off, n int64 // the tenant's row in the rows section
 }
 
-// ErrUnknownPoolTenant is returned by PoolIndex.Tenant for an id that is no tenant of the pool.
-var ErrUnknownPoolTenant = errors.New("no tenant of the pool")
+// ErrUnknownTenant is returned by Index.Tenant for an id that is no tenant of the pool.
+var ErrUnknownTenant = errors.New("no tenant of the pool")
 
-// PoolRowError is a tenant whose row could not be read or decoded: only that tenant is affected.
-type PoolRowError struct {
+// RowError is a tenant whose row could not be read or decoded: only that tenant is affected.
+type RowError struct {
 	Tenant string
 	Err    error
 }
 
-func (e *PoolRowError) Error() string {
+func (e *RowError) Error() string {
 	return fmt.Sprintf("pool settings: tenant %q: row: %v", e.Tenant, e.Err)
 }
 
-func (e *PoolRowError) Unwrap() error { return e.Err }
+func (e *RowError) Unwrap() error { return e.Err }
 
-// PoolIndex is a pool's settings file opened for lookups. Opening it reads and checks the header
+// Index is a pool's settings file opened for lookups. Opening it reads and checks the header
 // and the index; a tenant's row is read (ReadAt) and decoded on its first use, and at most
-// MaxCachedPoolRows decoded rows are kept. It is safe for concurrent use.
-type PoolIndex struct {
+// MaxCachedRows decoded rows are kept. It is safe for concurrent use.
+type Index struct {
 	// Pool is the pool's name; Prefix the key prefix of all its tenants (EnvPoolPrefix).
 	Pool   string
 	Prefix string
 
-	entries []PoolEntry // sorted by prefix
-	byID    []int32     // entries in the order of their ids
+	entries []Entry // sorted by prefix
+	byID    []int32 // entries in the order of their ids
 	rows    io.ReaderAt
 	rowBase int64
 	closer  io.Closer
@@ -205,8 +210,8 @@ type rowResult struct {
 	err error
 }
 
-// OpenPoolIndex opens a settings file. The file stays open for the rows: Close closes it.
-func OpenPoolIndex(path string) (*PoolIndex, error) {
+// Open opens a settings file. The file stays open for the rows: Close closes it.
+func Open(path string) (*Index, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pool settings: %w", err)
@@ -216,7 +221,7 @@ func OpenPoolIndex(path string) (*PoolIndex, error) {
 		f.Close()
 		return nil, fmt.Errorf("pool settings: %w", err)
 	}
-	x, err := NewPoolIndex(f, st.Size())
+	x, err := NewIndex(f, st.Size())
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -225,29 +230,29 @@ func OpenPoolIndex(path string) (*PoolIndex, error) {
 	return x, nil
 }
 
-// ParsePoolIndex opens a settings file held in memory.
-func ParsePoolIndex(b []byte) (*PoolIndex, error) {
-	return NewPoolIndex(bytes.NewReader(b), int64(len(b)))
+// Parse opens a settings file held in memory.
+func Parse(b []byte) (*Index, error) {
+	return NewIndex(bytes.NewReader(b), int64(len(b)))
 }
 
-// NewPoolIndex reads the header and index of the settings file r of size bytes, and checks them:
+// NewIndex reads the header and index of the settings file r of size bytes, and checks them:
 // the format and version, the sizes of the sections, ids unique and in order, each prefix a folder
 // under the pool's prefix, no prefix holding another, and every row within the file.
-func NewPoolIndex(r io.ReaderAt, size int64) (*PoolIndex, error) {
+func NewIndex(r io.ReaderAt, size int64) (*Index, error) {
 	head := make([]byte, min(size, maxPoolHeaderBytes))
 	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("pool settings: %w", err)
 	}
 	nl := bytes.IndexByte(head, '\n')
 	if nl < 0 {
-		return nil, fmt.Errorf("pool settings: no header line in the first %d bytes: not a version %d settings file", len(head), PoolSettingsVersion)
+		return nil, fmt.Errorf("pool settings: no header line in the first %d bytes: not a version %d settings file", len(head), pipeline.PoolSettingsVersion)
 	}
 	var h poolHeader
 	if err := json.Unmarshal(head[:nl], &h); err != nil {
-		return nil, fmt.Errorf("pool settings: header: not a version %d settings file: %w", PoolSettingsVersion, err)
+		return nil, fmt.Errorf("pool settings: header: not a version %d settings file: %w", pipeline.PoolSettingsVersion, err)
 	}
-	if h.Version != PoolSettingsVersion {
-		return nil, fmt.Errorf("pool settings: version %d, want %d", h.Version, PoolSettingsVersion)
+	if h.Version != pipeline.PoolSettingsVersion {
+		return nil, fmt.Errorf("pool settings: version %d, want %d", h.Version, pipeline.PoolSettingsVersion)
 	}
 	if h.Format != poolSettingsFormat {
 		return nil, fmt.Errorf("pool settings: format %q, want %q", h.Format, poolSettingsFormat)
@@ -273,7 +278,7 @@ func NewPoolIndex(r io.ReaderAt, size int64) (*PoolIndex, error) {
 	if _, err := r.ReadAt(order, indexAt+h.IndexBytes); err != nil && !(err == io.EOF && len(order) == 0) {
 		return nil, fmt.Errorf("pool settings: id order: %w", err)
 	}
-	x := &PoolIndex{Pool: h.Pool, Prefix: h.Prefix, rows: r, rowBase: indexAt + h.IndexBytes + int64(len(order)), cache: map[int64]rowResult{}}
+	x := &Index{Pool: h.Pool, Prefix: h.Prefix, rows: r, rowBase: indexAt + h.IndexBytes + int64(len(order)), cache: map[int64]rowResult{}}
 	if err := x.parseIndex(index.String(), h.Tenants, h.RowBytes); err != nil {
 		return nil, err
 	}
@@ -283,8 +288,8 @@ func NewPoolIndex(r io.ReaderAt, size int64) (*PoolIndex, error) {
 	return x, nil
 }
 
-func (x *PoolIndex) parseIndex(index string, n int, rowBytes int64) error {
-	x.entries = make([]PoolEntry, 0, n)
+func (x *Index) parseIndex(index string, n int, rowBytes int64) error {
+	x.entries = make([]Entry, 0, n)
 	for len(index) > 0 {
 		line, rest, ok := strings.Cut(index, "\n")
 		if !ok {
@@ -315,7 +320,7 @@ func (x *PoolIndex) parseIndex(index string, n int, rowBytes int64) error {
 	return nil
 }
 
-func parseEntry(line string, rowBytes int64) (PoolEntry, error) {
+func parseEntry(line string, rowBytes int64) (Entry, error) {
 	var f [4]string
 	rest, ok := line, true
 	for i := range f {
@@ -324,25 +329,25 @@ func parseEntry(line string, rowBytes int64) (PoolEntry, error) {
 			break
 		}
 		if f[i], rest, ok = strings.Cut(rest, "\t"); !ok {
-			return PoolEntry{}, fmt.Errorf("%d fields, want 4 (id, prefix, offset, length)", i+1)
+			return Entry{}, fmt.Errorf("%d fields, want 4 (id, prefix, offset, length)", i+1)
 		}
 	}
 	if strings.Contains(f[3], "\t") {
-		return PoolEntry{}, errors.New("more than 4 fields, want 4 (id, prefix, offset, length)")
+		return Entry{}, errors.New("more than 4 fields, want 4 (id, prefix, offset, length)")
 	}
 	off, err1 := strconv.ParseInt(f[2], 10, 64)
 	n, err2 := strconv.ParseInt(f[3], 10, 64)
 	switch {
 	case f[0] == "":
-		return PoolEntry{}, errors.New("a tenant has no id")
+		return Entry{}, errors.New("a tenant has no id")
 	case err1 != nil || err2 != nil || off < 0 || n < 0 || off+n > rowBytes:
-		return PoolEntry{}, fmt.Errorf("tenant %q: row at %s length %s is not within the %d bytes of rows", f[0], f[2], f[3], rowBytes)
+		return Entry{}, fmt.Errorf("tenant %q: row at %s length %s is not within the %d bytes of rows", f[0], f[2], f[3], rowBytes)
 	}
-	return PoolEntry{ID: f[0], Prefix: f[1], off: off, n: n}, nil
+	return Entry{ID: f[0], Prefix: f[1], off: off, n: n}, nil
 }
 
 // parseOrder reads the id order: strictly increasing ids over every entry, so unique ones.
-func (x *PoolIndex) parseOrder(b []byte) error {
+func (x *Index) parseOrder(b []byte) error {
 	x.byID = make([]int32, len(x.entries))
 	for k := range x.byID {
 		i := binary.BigEndian.Uint32(b[4*k:])
@@ -362,8 +367,8 @@ func (x *PoolIndex) parseOrder(b []byte) error {
 	return nil
 }
 
-// Close closes the file OpenPoolIndex opened.
-func (x *PoolIndex) Close() error {
+// Close closes the file Open opened.
+func (x *Index) Close() error {
 	if x.closer == nil {
 		return nil
 	}
@@ -371,42 +376,42 @@ func (x *PoolIndex) Close() error {
 }
 
 // Len is the number of tenants.
-func (x *PoolIndex) Len() int { return len(x.entries) }
+func (x *Index) Len() int { return len(x.entries) }
 
 // TenantOf finds the tenant whose prefix holds key, in O(log n): the last prefix sorted at or
 // before key is the only one that can hold it, since no prefix holds another (every string
 // between a prefix and a key it holds starts with that prefix). The prefix is then confirmed, so
 // that a key is never given to a sibling ("inbox/acme2/a.csv" is not acme's). ok is false for a
 // key of no tenant.
-func (x *PoolIndex) TenantOf(key string) (PoolEntry, bool) {
-	i, _ := slices.BinarySearchFunc(x.entries, key, func(e PoolEntry, k string) int {
+func (x *Index) TenantOf(key string) (Entry, bool) {
+	i, _ := slices.BinarySearchFunc(x.entries, key, func(e Entry, k string) int {
 		if e.Prefix <= k {
 			return -1
 		}
 		return 1
 	})
 	if i == 0 {
-		return PoolEntry{}, false
+		return Entry{}, false
 	}
 	e := x.entries[i-1]
 	if !strings.HasPrefix(key, e.Prefix) {
-		return PoolEntry{}, false
+		return Entry{}, false
 	}
 	return e, true
 }
 
 // Entry finds the tenant with this id, in O(log n).
-func (x *PoolIndex) Entry(id string) (PoolEntry, bool) {
+func (x *Index) Entry(id string) (Entry, bool) {
 	k, ok := slices.BinarySearchFunc(x.byID, id, func(i int32, id string) int { return strings.Compare(x.entries[i].ID, id) })
 	if !ok {
-		return PoolEntry{}, false
+		return Entry{}, false
 	}
 	return x.entries[x.byID[k]], true
 }
 
 // All yields every tenant's entry, in the order of their ids.
-func (x *PoolIndex) All() iter.Seq[PoolEntry] {
-	return func(yield func(PoolEntry) bool) {
+func (x *Index) All() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
 		for _, i := range x.byID {
 			if !yield(x.entries[i]) {
 				return
@@ -416,18 +421,18 @@ func (x *PoolIndex) All() iter.Seq[PoolEntry] {
 }
 
 // Tenant returns the settings of the tenant with this id, its row read and decoded on first use.
-// The error is ErrUnknownPoolTenant for an id of no tenant, or a *PoolRowError when the tenant's
+// The error is ErrUnknownTenant for an id of no tenant, or a *RowError when the tenant's
 // row cannot be read or decoded: only that tenant (and any sharing its row) is affected.
-func (x *PoolIndex) Tenant(id string) (PoolTenant, error) {
+func (x *Index) Tenant(id string) (pipeline.PoolTenant, error) {
 	e, ok := x.Entry(id)
 	if !ok {
-		return PoolTenant{}, ErrUnknownPoolTenant
+		return pipeline.PoolTenant{}, ErrUnknownTenant
 	}
 	r := x.row(e)
 	if r.err != nil {
-		return PoolTenant{}, &PoolRowError{Tenant: id, Err: r.err}
+		return pipeline.PoolTenant{}, &RowError{Tenant: id, Err: r.err}
 	}
-	t := PoolTenant{Settings: r.row.Settings, Prefix: e.Prefix, OnFailure: r.row.OnFailure, IdempotencyKey: r.row.IdempotencyKey}
+	t := pipeline.PoolTenant{Settings: r.row.Settings, Prefix: e.Prefix, OnFailure: r.row.OnFailure, IdempotencyKey: r.row.IdempotencyKey}
 	t.Settings.ID = id
 	// Tenants sharing a row must not share what a caller may change.
 	if cs := t.Settings.CoreSystem; cs != nil {
@@ -444,7 +449,7 @@ func (x *PoolIndex) Tenant(id string) (PoolTenant, error) {
 	return t, nil
 }
 
-func (x *PoolIndex) row(e PoolEntry) rowResult {
+func (x *Index) row(e Entry) rowResult {
 	x.mu.Lock()
 	r, ok := x.cache[e.off]
 	x.mu.Unlock()
@@ -457,7 +462,7 @@ func (x *PoolIndex) row(e PoolEntry) rowResult {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if len(x.cache) >= MaxCachedPoolRows {
+	if len(x.cache) >= MaxCachedRows {
 		for k := range x.cache { // any one: a row is cheap to read again
 			delete(x.cache, k)
 			break
@@ -487,4 +492,37 @@ func decodeRow(r io.ReaderAt, at, n int64) (_ rowResult, readErr bool) {
 		return rowResult{err: fmt.Errorf("the row names id %q: the index gives a tenant's id", row.Settings.ID)}, false
 	}
 	return rowResult{row: row}, false
+}
+
+// Load reads a whole settings file and decodes every row: for tools and tests. A
+// function serving the pool opens it with Open instead.
+func Load(path string) (*pipeline.PoolSettings, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pool settings: %w", err)
+	}
+	return ParseSettings(b)
+}
+
+// ParseSettings decodes a whole settings file (Encode's output), its tenants in the order of
+// their ids. Every bad row is reported.
+func ParseSettings(b []byte) (*pipeline.PoolSettings, error) {
+	x, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	s := &pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: x.Pool, Prefix: x.Prefix, Tenants: make([]pipeline.PoolTenant, 0, x.Len())}
+	var errs []error
+	for e := range x.All() {
+		t, err := x.Tenant(e.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.Tenants = append(s.Tenants, t)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
 }

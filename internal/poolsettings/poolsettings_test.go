@@ -1,4 +1,4 @@
-package pipeline_test
+package poolsettings_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
 func poolOf(tenants ...pipeline.PoolTenant) *pipeline.PoolSettings {
@@ -22,16 +23,16 @@ func pooled(id, prefix string) pipeline.PoolTenant {
 
 func mustEncode(t *testing.T, s *pipeline.PoolSettings) []byte {
 	t.Helper()
-	b, err := s.Encode()
+	b, err := poolsettings.Encode(s)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
 	return b
 }
 
-func mustIndex(t *testing.T, b []byte) *pipeline.PoolIndex {
+func mustIndex(t *testing.T, b []byte) *poolsettings.Index {
 	t.Helper()
-	x, err := pipeline.ParsePoolIndex(b)
+	x, err := poolsettings.Parse(b)
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -82,11 +83,11 @@ func TestPoolIndexRoundTrip(t *testing.T) {
 	if got, want := strings.Join(ids, ","), "acme,acme2,dyn,globex,z-9"; got != want {
 		t.Errorf("All: got %s, want %s", got, want)
 	}
-	whole, err := pipeline.ParsePoolSettings(b)
+	whole, err := poolsettings.ParseSettings(b)
 	if err != nil || len(whole.Tenants) != 5 || whole.Pool != "shared" {
-		t.Errorf("ParsePoolSettings: got %+v, %v, want the pool's 5 tenants", whole, err)
+		t.Errorf("ParseSettings: got %+v, %v, want the pool's 5 tenants", whole, err)
 	}
-	if _, err := x.Tenant("nobody"); !errors.Is(err, pipeline.ErrUnknownPoolTenant) {
+	if _, err := x.Tenant("nobody"); !errors.Is(err, poolsettings.ErrUnknownTenant) {
 		t.Errorf("tenant nobody: got %v, want ErrUnknownPoolTenant", err)
 	}
 }
@@ -146,7 +147,7 @@ func TestPoolSettingsEncodeRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.s.Encode()
+			_, err := poolsettings.Encode(tt.s)
 			if err == nil {
 				t.Fatalf("got no error, want %v", tt.want)
 			}
@@ -192,7 +193,7 @@ func TestPoolIndexRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := pipeline.ParsePoolIndex(tt.b)
+			_, err := poolsettings.Parse(tt.b)
 			if err == nil {
 				t.Fatalf("got no error, want %q", tt.want)
 			}
@@ -216,22 +217,22 @@ func TestPoolIndexBadRow(t *testing.T) {
 		}
 	}
 	_, err := x.Tenant("bad")
-	var re *pipeline.PoolRowError
+	var re *poolsettings.RowError
 	if !errors.As(err, &re) || re.Tenant != "bad" || !strings.Contains(err.Error(), `unknown field "fxrmat"`) {
 		t.Errorf("tenant bad: got %v, want a PoolRowError of bad naming the unknown field", err)
 	}
 	if e, ok := x.TenantOf("inbox/bad/f.csv"); !ok || e.ID != "bad" {
 		t.Errorf("TenantOf: got %q, %v, want bad: its files still reach its message group", e.ID, ok)
 	}
-	if _, err := pipeline.ParsePoolSettings(b); err == nil || !strings.Contains(err.Error(), `tenant "bad"`) {
-		t.Errorf("ParsePoolSettings: got %v, want the bad row named", err)
+	if _, err := poolsettings.ParseSettings(b); err == nil || !strings.Contains(err.Error(), `tenant "bad"`) {
+		t.Errorf("ParseSettings: got %v, want the bad row named", err)
 	}
 }
 
 // More tenants than the cache holds: every one still reads back.
 func TestPoolIndexCacheBound(t *testing.T) {
 	s := poolOf()
-	for i := range pipeline.MaxCachedPoolRows + 50 {
+	for i := range poolsettings.MaxCachedRows + 50 {
 		tn := pooled(fmt.Sprintf("t%04d", i), fmt.Sprintf("inbox/t%04d/", i))
 		tn.Settings.ChunkSize = i + 1 // a row each
 		s.Tenants = append(s.Tenants, tn)
@@ -247,16 +248,16 @@ func TestPoolIndexCacheBound(t *testing.T) {
 	}
 }
 
-func ExamplePoolIndex() {
+func ExampleIndex() {
 	s := pipeline.PoolSettings{Pool: "shared", Prefix: "inbox/", Tenants: []pipeline.PoolTenant{
 		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme", Format: "csv", ChunkSize: 100}}, Prefix: "inbox/acme/"},
 		{Settings: pipeline.Tenant{Tenant: spec.Tenant{ID: "acme2", Format: "jsonl", ChunkSize: 50}}, Prefix: "inbox/acme2/", OnFailure: pipeline.OnFailureHalt},
 	}}
-	file, err := s.Encode() // at synth: the file goes into the code asset
+	file, err := poolsettings.Encode(&s) // at synth: the file goes into the code asset
 	if err != nil {
 		panic(err)
 	}
-	x, err := pipeline.ParsePoolIndex(file) // in the function: pipeline.OpenPoolIndex(path)
+	x, err := poolsettings.Parse(file) // in the function: poolsettings.Open(path)
 	if err != nil {
 		panic(err)
 	}
@@ -292,7 +293,7 @@ func BenchmarkPoolSettingsEncode100k(b *testing.B) {
 		s.Tenants = append(s.Tenants, tn)
 	}
 	for b.Loop() {
-		if _, err := s.Encode(); err != nil {
+		if _, err := poolsettings.Encode(s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -317,12 +318,12 @@ func TestPoolIndexReadErrorNotKept(t *testing.T) {
 	b := mustEncode(t, poolOf(pooled("acme", "inbox/acme/")))
 	rowsAt := int64(bytes.LastIndex(b, []byte(`{"settings"`)))
 	fr := &failingReader{r: bytes.NewReader(b), from: rowsAt}
-	x, err := pipeline.NewPoolIndex(fr, int64(len(b)))
+	x, err := poolsettings.NewIndex(fr, int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr.fail = true
-	var re *pipeline.PoolRowError
+	var re *poolsettings.RowError
 	if _, err := x.Tenant("acme"); !errors.As(err, &re) || !strings.Contains(err.Error(), "input/output error") {
 		t.Fatalf("got %v, want the read error as a PoolRowError", err)
 	}
