@@ -78,14 +78,16 @@ func (t Tenant) Check() []Problem {
 	default:
 		bad("onInvalidRecord", "%q is invalid: use %q or %q", t.OnInvalidRecord, OnInvalidFailFile, OnInvalidSkipRecord)
 	}
-	if t.RegisterURL != "" && !ValidURL(t.RegisterURL) {
-		bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
+	if t.RegisterURL != "" {
+		t.checkRegisterURL(bad)
 	}
 	if t.Stack != "" && !StackPattern.MatchString(t.Stack) {
 		bad("stack", "%q is invalid: use 1-32 letters, digits and hyphens, starting with a letter or digit", t.Stack)
 	}
-	if t.RegisterAuthSecretARN != "" && !strings.HasPrefix(t.RegisterAuthSecretARN, "arn:") {
-		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN", t.RegisterAuthSecretARN)
+	if t.RegisterAuthSecretARN != "" && !secretARNPattern.MatchString(t.RegisterAuthSecretARN) {
+		bad("registerAuthSecretArn", "%q is invalid: use the secret's full ARN, arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 characters>, "+
+			"as Secrets Manager shows it: the function's role is granted exactly this ARN, and a partial one (without the 6 characters Secrets Manager appends) matches no secret",
+			t.RegisterAuthSecretARN)
 	}
 	for _, problem := range CheckRejectStatuses(t.RejectStatuses, t.OnInvalidRecord) {
 		bad("rejectStatuses", "%s", problem)
@@ -97,6 +99,31 @@ func (t Tenant) Check() []Problem {
 		t.Sequence.check(bad)
 	}
 	return ps
+}
+
+// secretARNPattern is a complete Secrets Manager secret ARN: "The ARN includes the name of the
+// secret followed by six random characters"
+// (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, the
+// response's ARN). The function's role is granted the ARN as given, and an IAM resource without
+// those characters matches no secret's ARN.
+var secretARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+
+// checkRegisterURL refuses a register URL that is not an absolute http(s) URL, that carries
+// credentials (they would be written to the function's environment and logs, and sent to every
+// host the URL redirects to), or that is plain http while a secret is set (the secret goes in
+// every request's Authorization header, so in clear text).
+func (t Tenant) checkRegisterURL(bad func(path, format string, args ...any)) {
+	u, err := url.Parse(t.RegisterURL)
+	switch {
+	case err != nil || !ValidURL(t.RegisterURL):
+		bad("registerUrl", "%q is invalid: use an absolute http(s) URL", t.RegisterURL)
+	case u.User != nil:
+		bad("registerUrl", "%q carries credentials in the URL: they would be stored in the function's environment and logged; "+
+			"remove them and give the core system's credentials as %s", u.Redacted(), Field("registerAuthSecretArn"))
+	case u.Scheme == "http" && t.RegisterAuthSecretARN != "":
+		bad("registerUrl", "%q is http, but %s is set: the secret goes in every request's Authorization header, "+
+			"so it would cross the network in clear text; use https", t.RegisterURL, Field("registerAuthSecretArn"))
+	}
 }
 
 // ValidURL reports whether s is an absolute http(s) URL.

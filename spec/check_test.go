@@ -45,6 +45,19 @@ func TestCheckRendersEachRule(t *testing.T) {
 		{"registerUrl", func(t *Tenant) { t.RegisterURL = "core.example.com" }, `tenants[3].registerUrl (tenant "acme"): "core.example.com" is invalid: use an absolute http(s) URL`, `Tenant.RegisterURL`, ""},
 		{"stack", func(t *Tenant) { t.Stack = "a_b" }, `tenants[3].stack (tenant "acme"): "a_b" is invalid`, `Tenant.Stack`, ""},
 		{"registerAuthSecretArn", func(t *Tenant) { t.RegisterAuthSecretARN = "secret" }, `tenants[3].registerAuthSecretArn (tenant "acme"): "secret" is invalid: use the secret's full ARN`, `Tenant.RegisterAuthSecretARN`, ""},
+		{"registerAuthSecretArn without Secrets Manager's suffix", func(t *Tenant) {
+			t.RegisterAuthSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-auth"
+		}, `tenants[3].registerAuthSecretArn (tenant "acme"): "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-auth" is invalid: use the secret's full ARN, arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 characters>`,
+			`Tenant.RegisterAuthSecretARN (tenant "acme"): "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-auth" is invalid`, ""},
+		{"registerAuthSecretArn of another service", func(t *Tenant) {
+			t.RegisterAuthSecretARN = "arn:aws:ssm:eu-west-1:123456789012:parameter/core-auth-AbCdEf"
+		}, `tenants[3].registerAuthSecretArn (tenant "acme"): "arn:aws:ssm:eu-west-1:123456789012:parameter/core-auth-AbCdEf" is invalid`, `Tenant.RegisterAuthSecretARN`, ""},
+		{"registerUrl with credentials", func(t *Tenant) { t.RegisterURL = "https://erp:hunter2@core.example.com/records" },
+			`tenants[3].registerUrl (tenant "acme"): "https://erp:xxxxx@core.example.com/records" carries credentials in the URL`, `Tenant.RegisterURL (tenant "acme"): "https://erp:xxxxx@core.example.com/records" carries credentials`, ""},
+		{"http registerUrl with a secret", func(t *Tenant) {
+			t.RegisterURL, t.RegisterAuthSecretARN = "http://core.example.com/records", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:core-auth-AbCdEf"
+		}, `tenants[3].registerUrl (tenant "acme"): "http://core.example.com/records" is http, but registerAuthSecretArn is set: the secret goes in every request's Authorization header, so it would cross the network in clear text; use https`,
+			`Tenant.RegisterURL (tenant "acme"): "http://core.example.com/records" is http, but Tenant.RegisterAuthSecretARN is set`, ""},
 		{"rejectStatuses", func(t *Tenant) { t.OnInvalidRecord, t.RejectStatuses = OnInvalidSkipRecord, []int{429} },
 			`tenants[3].rejectStatuses (tenant "acme"): 429 is retried by Register`, `Tenant.RejectStatuses (tenant "acme"): 429 is retried`, ""},
 		{"registerMode", func(t *Tenant) { t.RegisterMode = "bulk" }, `tenants[3].registerMode (tenant "acme"): "bulk" is invalid: use "record" or "batch"`, `Tenant.RegisterMode`, ""},
