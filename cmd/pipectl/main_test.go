@@ -63,13 +63,13 @@ func world() *opsfake.World {
 	return w
 }
 
-// run runs pipectl against the world, with the world's clock and request id "req-1".
+// runIn runs pipectl against the world, with the world's clock and request id "req-1".
 func runIn(t *testing.T, w *opsfake.World, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
 		o := ops.New(w.Clients(), prefix)
 		o.HTTP = w.HTTPClient()
-		o.Now = func() time.Time { return now }
+		o.Now = func() time.Time { return w.Now }
 		o.NewRequestID = func() string { return "req-1" }
 		return o, nil
 	}

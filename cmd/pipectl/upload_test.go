@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,22 +88,34 @@ func TestUploadURLJSON(t *testing.T) {
 	}
 }
 
-// --role signs with a session of the pool's uploader role, tagged with the tenant, that lasts at
-// least as long as the URL (and AssumeRole's 900-second minimum).
+// --role signs with a session of the pool's uploader role, tagged with the tenant, that lasts a
+// minute longer than the URL (at least AssumeRole's 900 seconds, at most the role's hour). The
+// clock is within a second, as STS's answer is counted in whole seconds: a session asked for
+// exactly the URL's lifetime ended before the URL, and the default 15 minutes were refused.
+// A one-hour URL, whose session may last no longer, ends with its session.
 func TestUploadURLRole(t *testing.T) {
 	w, _ := pooledWorld()
+	w.Now = now.Add(700 * time.Millisecond)
 	w.SetUploaderRole("shared", "arn:aws:iam::123456789012:role/shared-uploader")
 	for _, tc := range []struct {
 		expires     string
 		wantSeconds int32
-	}{{"5m", 900}, {"2h", 7200}} {
-		t.Run(tc.expires, func(t *testing.T) {
+		wantURL     string // X-Amz-Expires
+	}{{"5m", 900, "300"}, {"15m", 960, "900"}, {"", 960, "900"}, {"59m30s", 3600, "3570"}, {"1h", 3600, "3599"}} {
+		t.Run(cmp.Or(tc.expires, "the default"), func(t *testing.T) {
 			w.AssumeRoles = nil
-			code, stdout, stderr := runIn(t, w, "upload-url", "hooli", "a.csv", "--role", "--expires", tc.expires)
+			args := []string{"upload-url", "hooli", "a.csv", "--role"}
+			if tc.expires != "" {
+				args = append(args, "--expires", tc.expires)
+			}
+			code, stdout, stderr := runIn(t, w, args...)
 			if code != 0 {
 				t.Fatalf("got exit %d, %s", code, stderr)
 			}
 			q := presigned(t, stdout).Query()
+			if got := q.Get("X-Amz-Expires"); got != tc.wantURL {
+				t.Errorf("got X-Amz-Expires %s, want %s", got, tc.wantURL)
+			}
 			if !strings.HasPrefix(q.Get("X-Amz-Credential"), "ASIASESSION1/") || q.Get("X-Amz-Security-Token") != "session-token" {
 				t.Errorf("got credential %q, token %q; want the uploader session's", q.Get("X-Amz-Credential"), q.Get("X-Amz-Security-Token"))
 			}
@@ -141,7 +154,7 @@ func TestUploadURLRefused(t *testing.T) {
 		{"past the operator's session", []string{"acme", "a.csv", "--expires", "1h"}, &session, false, 1, "outlives the temporary credentials"},
 		{"a silo tenant's role", []string{"acme", "a.csv", "--role"}, nil, true, 1, "tenant acme is a silo tenant"},
 		{"a pool without uploaders", []string{"hooli", "a.csv", "--role"}, nil, false, 1, "pool shared has no uploader role; set uploaders on the pool"},
-		{"past a role session's limit", []string{"hooli", "a.csv", "--role", "--expires", "13h"}, nil, true, 1, "a role session lasts at most 12h"},
+		{"past a role session's limit", []string{"hooli", "a.csv", "--role", "--expires", "61m"}, nil, true, 1, "a session of the uploader role lasts at most 1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, _ := pooledWorld()

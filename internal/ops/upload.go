@@ -40,10 +40,15 @@ const (
 	// DefaultPresignExpiry is upload-url's --expires default.
 	DefaultPresignExpiry = 15 * time.Minute
 	// minRoleSession and maxRoleSession bound AssumeRole's DurationSeconds: 900 seconds to the
-	// role's maximum session duration, at most 12 hours; a session of a session (role chaining) is
-	// capped at one hour. https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html
+	// role's maximum session duration, which the construct sets to one hour on every uploader
+	// role; a session of a session (role chaining, as from IAM Identity Center credentials) is
+	// capped at one hour as well. https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html
 	minRoleSession = 15 * time.Minute
-	maxRoleSession = 12 * time.Hour
+	maxRoleSession = time.Hour
+	// sessionSlack is asked of STS beyond the URL's lifetime, and the most a URL is shortened to
+	// end with its session: the session's expiry is counted by STS's clock from its answer and
+	// has whole seconds (AssumeRole's Expiration), while the URL's lifetime starts at its signing.
+	sessionSlack = time.Minute
 	// maxPutBytes is the largest object one PUT uploads: 5 GB.
 	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html
 	maxPutBytes = 5 << 30
@@ -107,20 +112,27 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 			return PresignedUpload{}, err
 		}
 		if expires > maxRoleSession {
-			return PresignedUpload{}, refuse("--expires %s with --role: the URL lasts no longer than the role's session, and a role session lasts at most 12h "+
-				"(the role's maximum session duration)", expires)
+			return PresignedUpload{}, refuse("--expires %s with --role: the URL lasts no longer than the role's session, and a session of the uploader role lasts at most 1h "+
+				"(its maximum session duration, and AWS's limit for a session assumed from another role's session)", expires)
 		}
 		creds, err := o.uploaderSession(ctx, arn, t.ID, tagged, expires)
 		if err != nil {
 			return PresignedUpload{}, err
 		}
 		signer, up.Role = creds, arn
+		now = o.Now() // the URL's lifetime starts at its signing, after the session's
 	} else {
 		signer = o.Credentials
 	}
 	creds, err := signer.Retrieve(ctx)
 	if err != nil {
 		return PresignedUpload{}, fmt.Errorf("get AWS credentials: %w", err)
+	}
+	if over := now.Add(expires).Sub(creds.Expires); role && creds.CanExpire && over > 0 && over <= sessionSlack {
+		// A one-hour URL asks for a one-hour session, the most a chained session may last: the
+		// session then ends a fraction of a second to a few seconds before the URL would, and the
+		// URL ends with it (its expires says when).
+		expires = creds.Expires.Sub(now).Truncate(time.Second)
 	}
 	if err := CheckExpiry(expires, creds, now); err != nil {
 		return PresignedUpload{}, refuse("%v", err)
@@ -157,14 +169,15 @@ func (o *Ops) uploaderRole(t pipeline.TenantOutput) (arn string, tagged bool, er
 	return "", false, fmt.Errorf("tenant %s names pool %s, which no stack describes", t.ID, t.Pool)
 }
 
-// uploaderSession assumes the uploader role for the tenant, for at least as long as the URL lasts.
+// uploaderSession assumes the uploader role for the tenant, for a minute longer than the URL lasts
+// (at most the role's hour).
 // With tagged (a pool's role), the session carries the tag tenant=<id> the role's trust policy
 // requires and its policy reads (${aws:PrincipalTag/tenant}); a silo tenant's role is the
 // tenant's alone, and its trust policy allows no sts:TagSession, so its session has no tags.
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html ("Permissions required
 // to add session tags")
 func (o *Ops) uploaderSession(ctx context.Context, roleARN, tenant string, tagged bool, expires time.Duration) (aws.CredentialsProvider, error) {
-	seconds := int32(math.Ceil(max(expires, minRoleSession).Seconds()))
+	seconds := int32(math.Ceil(min(max(expires+sessionSlack, minRoleSession), maxRoleSession).Seconds()))
 	in := &sts.AssumeRoleInput{
 		RoleArn: aws.String(roleARN),
 		// [\w+=,.@-]{2,64}; a tenant id is at most 32 of a-z 0-9 -.

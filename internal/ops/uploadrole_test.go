@@ -35,7 +35,7 @@ func uploadWorld() *opsfake.World {
 
 // TestPresignUploadWithRole: --role signs with a session of the tenant's uploader role: a silo
 // tenant's own, assumed without tags (its trust policy allows no sts:TagSession), or its pool's,
-// assumed with exactly the tag tenant=<id>; either lasts at least as long as the URL.
+// assumed with exactly the tag tenant=<id>; either lasts a minute longer than the URL.
 func TestPresignUploadWithRole(t *testing.T) {
 	for _, tc := range []struct {
 		tenant, wantRole, wantTags, wantPrefix string
@@ -47,7 +47,7 @@ func TestPresignUploadWithRole(t *testing.T) {
 			w := uploadWorld()
 			o := ops.New(w.Clients(), "TenantPipeline")
 			o.Now, o.HTTP = func() time.Time { return w.Now }, w.HTTPClient()
-			up, err := o.PresignUpload(context.Background(), tc.tenant, "a.csv", 2*time.Hour, true)
+			up, err := o.PresignUpload(context.Background(), tc.tenant, "a.csv", 30*time.Minute, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,8 +62,8 @@ func TestPresignUploadWithRole(t *testing.T) {
 			for _, tg := range in.Tags {
 				tags = append(tags, aws.ToString(tg.Key)+"="+aws.ToString(tg.Value))
 			}
-			if got := strings.Join(tags, ","); aws.ToString(in.RoleArn) != tc.wantRole || got != tc.wantTags || aws.ToInt32(in.DurationSeconds) != 7200 {
-				t.Errorf("got AssumeRole of %s with tags %q for %ds, want %s with tags %q for 7200s",
+			if got := strings.Join(tags, ","); aws.ToString(in.RoleArn) != tc.wantRole || got != tc.wantTags || aws.ToInt32(in.DurationSeconds) != 1860 {
+				t.Errorf("got AssumeRole of %s with tags %q for %ds, want %s with tags %q for 1860s (the URL's 30 minutes and one more)",
 					aws.ToString(in.RoleArn), got, aws.ToInt32(in.DurationSeconds), tc.wantRole, tc.wantTags)
 			}
 			u, err := url.Parse(up.URL)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aws/smithy-go"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,9 +46,16 @@ func (w *World) AssumeRole(_ context.Context, in *sts.AssumeRoleInput, _ ...func
 	if seconds == 0 {
 		seconds = 3600
 	}
+	if seconds > 3600 {
+		// Every uploader role's MaxSessionDuration is one hour (constructs/tenantpipeline).
+		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "The requested DurationSeconds exceeds the MaxSessionDuration set for this role."}
+	}
+	// STS counts the session from its own clock and answers its expiry in whole seconds
+	// (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html, the example's
+	// Expiration): a session asked for exactly a URL's lifetime ends before the URL.
 	return &sts.AssumeRoleOutput{Credentials: &ststypes.Credentials{
 		AccessKeyId: aws.String(fmt.Sprintf("ASIASESSION%d", len(w.AssumeRoles))), SecretAccessKey: aws.String("session-secret"),
-		SessionToken: aws.String("session-token"), Expiration: aws.Time(w.Now.Add(time.Duration(seconds) * time.Second)),
+		SessionToken: aws.String("session-token"), Expiration: aws.Time(w.Now.Add(time.Duration(seconds) * time.Second).Truncate(time.Second)),
 	}}, nil
 }
 
