@@ -183,21 +183,22 @@ func Maintenance(windows []MaintenanceWindow, now time.Time) (open bool, end, ne
 		if err != nil || derr != nil || d <= 0 {
 			continue
 		}
-		// The latest start at or before now, if it is within d: the first start after now-d-1s
-		// (cron's resolution is a minute, and Next is strictly after its argument).
-		if s := sched.Next(now.Add(-d).Add(-time.Second)); !s.IsZero() && !s.After(now) {
-			if e := s.Add(d); e.After(now) {
-				open = true
-				// A later start within the window extends it; windows that chain for ever are
-				// followed a bounded number of times.
-				for i, ns := 0, sched.Next(s); i < maxChainedWindows && !ns.IsZero() && !ns.After(e); i, ns = i+1, sched.Next(ns) {
-					e = ns.Add(d)
-				}
-				if e.After(end) {
-					end = e
-				}
-				continue
+		// The first start at or before now whose window has not ended: the starts from the first
+		// after now-d-1s (cron's resolution is a minute, and Next is strictly after its argument)
+		// up to now, at most one a minute. The first of them may have ended while a later one is
+		// still open (a window every minute that lasts two, at the turn of a minute).
+		if s, ok := firstOpenStart(sched, now, d); ok {
+			open = true
+			e := s.Add(d)
+			// A later start within the window extends it; windows that chain for ever are
+			// followed a bounded number of times.
+			for i, ns := 0, sched.Next(s); i < maxChainedWindows && !ns.IsZero() && !ns.After(e); i, ns = i+1, sched.Next(ns) {
+				e = ns.Add(d)
 			}
+			if e.After(end) {
+				end = e
+			}
+			continue
 		}
 		if s := sched.Next(now); !s.IsZero() && (next.IsZero() || s.Before(next)) {
 			next = s
@@ -207,6 +208,17 @@ func Maintenance(windows []MaintenanceWindow, now time.Time) (open bool, end, ne
 		next = time.Time{}
 	}
 	return open, end, next
+}
+
+// firstOpenStart is the earliest start of sched in (now-d, now] whose window of d is still open
+// at now. Starts are a minute apart at least, so it looks at no more than d's minutes of them.
+func firstOpenStart(sched cron.Schedule, now time.Time, d time.Duration) (time.Time, bool) {
+	for s, i := sched.Next(now.Add(-d).Add(-time.Second)), 0; !s.IsZero() && !s.After(now) && i <= int(d/time.Minute)+1; s, i = sched.Next(s), i+1 {
+		if s.Add(d).After(now) {
+			return s, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // CheckHealth reports every problem of the bad-day fields, by JSON path inside the core system

@@ -82,6 +82,8 @@ func TestMaintenance(t *testing.T) {
 		{"at end", sunday2am, "2026-12-06T03:00:00Z", false, "", "2026-12-13T02:00:00Z"},
 		{"other zone, same instant", sunday2am, "2026-12-06T11:30:00+09:00", true, "2026-12-06T03:00:00Z", ""},
 		{"overlapping starts extend", []MaintenanceWindow{{Cron: "0,20 2 * * *", Duration: "30m"}}, "2026-12-06T02:10:00Z", true, "2026-12-06T02:50:00Z", ""},
+		{"a later start open when the first has ended", []MaintenanceWindow{{Cron: "0,20 2 * * *", Duration: "30m"}}, "2026-12-06T02:30:00Z", true, "2026-12-06T02:50:00Z", ""},
+		{"every minute for two, at the turn of a minute", []MaintenanceWindow{{Cron: "* * * * *", Duration: "2m"}}, "2026-12-06T02:00:00.5Z", true, "2026-12-06T03:05:00Z", ""},
 		{"two windows, next is the nearer", []MaintenanceWindow{{Cron: "0 4 * * *", Duration: "1h"}, {Cron: "0 3 * * *", Duration: "1h"}},
 			"2026-12-06T00:00:00Z", false, "", "2026-12-06T03:00:00Z"},
 		{"bad window ignored", []MaintenanceWindow{{Cron: "nope", Duration: "1h"}}, "2026-12-06T00:00:00Z", false, "", ""},
