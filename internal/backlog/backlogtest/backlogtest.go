@@ -1,5 +1,6 @@
-// Package backlogtest runs the emulators the backlog's tests need: dynalite, the local run's
-// DynamoDB emulator (npm dynalite, installed by make setup), and gofakes3, the local run's S3.
+// Package backlogtest runs the emulators the backlog's tests need, and the tests of every other
+// store in the admission table (breaker, shares): dynalite, the local run's DynamoDB emulator
+// (npm dynalite, installed by make setup), and gofakes3, the local run's S3.
 package backlogtest
 
 import (
