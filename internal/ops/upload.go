@@ -116,10 +116,9 @@ type PresignOptions struct {
 // CappedPresignExpiry is the longest URL upload-url hands out without --allow-long. A presigned
 // URL is a bearer token: whoever holds it may use it until it expires, and it cannot be revoked
 // short of revoking the credentials that signed it. An hour is enough to start an upload, and
-// bounds the damage of a URL that leaks (into a log, a chat, a browser history).
-// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html ("anyone with
-// valid security credentials can create a presigned URL ... the URL ... grants access" until it
-// expires)
+// bounds the damage of a URL that leaks (into a log, a chat, a browser history). S3's guide
+// says as much: a presigned URL grants access to whoever has it, so protect it and keep its
+// expiry short. https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html
 const CappedPresignExpiry = time.Hour
 
 // ErrEmptyBytes refuses a presigned URL bound to an empty body: the SDK's SigV4 signer signs
