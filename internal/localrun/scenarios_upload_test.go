@@ -62,6 +62,10 @@ func TestScenarioUpload(t *testing.T) {
 		if up.Headers["If-None-Match"] != "*" || up.Headers["Content-Length"] != strconv.Itoa(len(csvOf(3))) {
 			t.Fatalf("upload-url --json: got headers %v, want If-None-Match: * and the Content-Length", up.Headers)
 		}
+		// Another size than the one signed (--bytes) is refused, as S3 refuses it.
+		if code, body := putSigned(t, ctx, up, csvOf(4)); code != http.StatusForbidden || !strings.Contains(body, "<Code>SignatureDoesNotMatch</Code>") {
+			t.Errorf("PUT of another size than signed: got HTTP %d (%s), want 403 SignatureDoesNotMatch", code, body)
+		}
 		if code, body := putSigned(t, ctx, up, csvOf(3)); code != http.StatusOK {
 			t.Fatalf("PUT to the presigned URL: got HTTP %d (%s), want 200", code, body)
 		}
