@@ -301,7 +301,7 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 		props = &PoolProps{}
 	}
 	p := props.withDefaults()
-	errs := []error{p.validate()}
+	errs := []error{p.validate(), checkUploaders(scope, "PoolProps.Uploaders", p.Uploaders)}
 	cs := make([]*CoreSystem, len(p.Tenants))
 	for i, tn := range p.Tenants {
 		c, err := coreSystemOf(scope, tn, poolTenant(i))
