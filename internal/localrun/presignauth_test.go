@@ -45,6 +45,7 @@ func TestTenantAuthPresignedSignature(t *testing.T) {
 	}{
 		{"the run's own key", emulate.LocalAWS.Credentials, "pools/p/a/own.csv", nil, body, 200, ""},
 		{"an uploader session", session, "pools/p/a/session.csv", nil, body, 200, ""},
+		{"a name with spaces, Japanese and S3's safe punctuation", session, "pools/p/a/受注 11月 (v2)!_-.*'.csv", nil, body, 200, ""},
 		{"another key in the path", session, "pools/p/a/edited.csv", func(q url.Values, p string, _ http.Header) (url.Values, string) {
 			return q, strings.Replace(p, "edited.csv", "other.csv", 1)
 		}, body, 403, "<Code>SignatureDoesNotMatch</Code>"},
