@@ -52,7 +52,7 @@ func TestInvokeAsyncDeadLetterQueue(t *testing.T) {
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: scale}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+			r := &Cloud{ctx: ctx, logs: io.Discard, faults: Faults{AsyncRetryScale: scale}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 			payload := `{"do":"` + tc.do + `","id":"event-1"}`
 			start := time.Now()
 			r.invokeAsync(f, []byte(payload))
@@ -144,7 +144,7 @@ func TestInvokeAsyncRetriesThrottles(t *testing.T) {
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: 0.01}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+	r := &Cloud{ctx: ctx, logs: io.Discard, faults: Faults{AsyncRetryScale: 0.01}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 	r.invokeAsync(controller, []byte(`{"do":"answer"}`))
 	deadline := time.Now().Add(time.Minute)
 	for controller.Throttles() < 3 {

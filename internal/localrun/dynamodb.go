@@ -111,13 +111,13 @@ func (d *dynamoLocal) proxy(target string, c *emulate.APICounter, latency time.D
 // OnPutItem sets a function that sees every PutItem of the pipeline before it is forwarded;
 // returning true holds the call (a scenario's crash mid-chunk: the write never reaches the table).
 // nil removes it. It does nothing without a DynamoDB sink.
-func (r *Run) OnPutItem(f func(PutItemCall) bool) {
-	if r.dynamo == nil {
+func (c *Cloud) OnPutItem(f func(PutItemCall) bool) {
+	if c.dynamo == nil {
 		return
 	}
-	r.dynamo.mu.Lock()
-	r.dynamo.onPut = f
-	r.dynamo.mu.Unlock()
+	c.dynamo.mu.Lock()
+	c.dynamo.onPut = f
+	c.dynamo.mu.Unlock()
 }
 
 // dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
@@ -245,39 +245,39 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *depl
 
 // dynamoWritten is how many records of an execution the DynamoDB sink wrote (each once, whatever
 // was retried): the report's "records" of a DynamoDB tenant's file.
-func (r *Run) dynamoWritten(execution string) int64 {
-	if r.dynamo == nil || execution == "" {
+func (c *Cloud) dynamoWritten(execution string) int64 {
+	if c.dynamo == nil || execution == "" {
 		return 0
 	}
-	r.dynamo.mu.Lock()
-	defer r.dynamo.mu.Unlock()
-	return int64(len(r.dynamo.written[execution]))
+	c.dynamo.mu.Lock()
+	defer c.dynamo.mu.Unlock()
+	return int64(len(c.dynamo.written[execution]))
 }
 
 // DynamoDB is a client of the run's DynamoDB emulator (uncounted, without the sink latency), or
 // nil when the app has no DynamoDB sink.
-func (r *Run) DynamoDB() *dynamodb.Client {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDB() *dynamodb.Client {
+	if c.dynamo == nil {
 		return nil
 	}
-	return r.dynamo.admin
+	return c.dynamo.admin
 }
 
 // DynamoDBEndpoint is the DynamoDB endpoint the Lambdas use (counted, with the sink and AWS call
 // latencies), or "" when the app has no DynamoDB sink.
-func (r *Run) DynamoDBEndpoint() string {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDBEndpoint() string {
+	if c.dynamo == nil {
 		return ""
 	}
-	return r.dynamo.url
+	return c.dynamo.url
 }
 
 // DynamoDBTables lists the tables the run created, by name.
-func (r *Run) DynamoDBTables() []string {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDBTables() []string {
+	if c.dynamo == nil {
 		return nil
 	}
-	return append([]string(nil), r.dynamo.tables...)
+	return append([]string(nil), c.dynamo.tables...)
 }
 
 // DynamoDBTable is the table a tenant's DynamoDB sink writes to (its synthesized dynamodb.table),

@@ -11,13 +11,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
@@ -198,14 +195,13 @@ type Queue struct {
 	VisibilityTimeout int
 }
 
-// Run is a started local pipeline.
+// Run is a started local pipeline: the emulated account (Cloud) with the templates deployed in
+// it, and the harness around it, which uploads files, waits for them, reads what the pipeline did
+// and reports it.
 type Run struct {
+	*Cloud
 	cfg     Config
-	Counter *emulate.APICounter
-	Meter   *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
-	S3      *emulate.S3
 	Sink    *emulate.Sink
-	Lambda  *emulate.LambdaService
 	Tenants []*Tenant
 	Bucket  string
 	sinkURL string
@@ -214,71 +210,24 @@ type Run struct {
 	// coreFaults serves the embedded sink, or the proxy to RegisterURL, with the run's
 	// SinkOutages and Sink5xx; nil without them.
 	coreFaults *emulate.FaultyServer
-	sfnURL     string
-	sqsURL     string // direct, uncounted
-	s3URL      string // harness endpoint, uncounted
-	functions  []*emulate.Function
-	rules      []rule
-	schedules  []schedule        // the scheduled rules' targets (schedules.go)
-	queues     map[string]*Queue // by ARN
-	sqs        *sqs.Client       // counted (EventBridge and the event source mapping)
-	sqsAdmin   *sqs.Client       // uncounted (harness)
-	sfn        *sfn.Client
-	s3         *s3.Client
 	closers    []func()
-	pollers    sync.WaitGroup
-	cancel     context.CancelFunc
-	asm        *deploy.Assembly
-	res        *deploy.Resolver
-	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
-	definitions map[string]string
-	created     time.Time
-	endpoints   Endpoints    // for operators' clients (Env)
-	dynamo      *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
-	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
-	auth        *tenantAuth  // pool tenant sessions and their policies (tenantauth.go)
-	// pipe are the pipeline's counted endpoints; fn serve the same to the Lambda processes, each
-	// call delayed by awsLatency (awslatency.go).
-	pipe       struct{ s3, sqs, sfn string }
-	fn         struct{ s3, sqs string }
-	awsLatency emulate.AWSLatency
-	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
-	// controller invokes a failed file's results task).
-	lambdaURL string
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
 	// breakers are the core systems' breaker events, from Register's logs (breakerlog.go).
 	breakers breakerLog
-	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
-	// groups (insightrules.go).
-	insightLog insightLog
 
 	mu      sync.Mutex
 	uploads []*Upload
 	// fileEvents are the File Processed events the pipeline put (fileevents.go).
 	fileEvents []report.FileEvent
 	started    time.Time
-	busy       int // event source mapping invocations in flight
 	inputs     map[string]string
 	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
 	redriven map[string]redriveTimes
 	// refused keeps the REFUSED summaries read, by execution name: a refusal is final (sequence.go).
 	refused map[string]results.Summary
-	// delivered holds, per queue ARN, the ids of the messages handed to the function, with their
-	// message group.
-	delivered map[string]map[string]string
 	// drainedAt is when WaitDrained first saw the run drained (zero until then).
 	drainedAt time.Time
-	esms      []*esm
-	esmOf     map[*mapping]*esm
-
-	runCtx     context.Context
-	statusOnce sync.Once
-	statusSt   *statusState
-	// mappingErrors counts failed event source mapping invocations (esm.go).
-	mappingErrors atomic.Int64
-	// mappingThrottleRetries counts the retries of throttled event source mapping batches (esm.go).
-	mappingThrottleRetries atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -298,7 +247,6 @@ type rule struct {
 	fn       *emulate.Function // a Lambda target, invoked asynchronously with the whole event
 }
 
-// Start brings up the emulators and wires the pipeline from the synthesized templates.
 // Start brings up the emulators and wires the pipeline from the synthesized templates, one step
 // after another (start.go).
 func Start(ctx context.Context, cfg Config) (*Run, error) {
@@ -330,10 +278,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	noticeEncryption(asm, cfg.Logs)
-	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight, KeyTTL: cfg.Faults.SinkKeyTTL, Lookup: cfg.Faults.SinkLookup}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
-		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
-	r.closers = append(r.closers, cancel)
+	r := &Run{Cloud: newCloud(cfg.Faults, cfg.Logs, asm, res), cfg: cfg, started: time.Now(),
+		Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight, KeyTTL: cfg.Faults.SinkKeyTTL, Lookup: cfg.Faults.SinkLookup}}
+	r.watch = r
 	for _, step := range []func(context.Context) error{
 		r.startS3,
 		r.startSQS,
@@ -400,9 +347,6 @@ func (r *Run) PutObject(ctx context.Context, key string, body []byte) error {
 	return err
 }
 
-// StepFunctions is a client of the local Step Functions server (operator actions such as redrive).
-func (r *Run) StepFunctions() *sfn.Client { return r.sfn }
-
 func uuid() string {
 	h := emulate.NewID()
 	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
@@ -415,21 +359,13 @@ func (r *Run) Uploads() []*Upload {
 	return append([]*Upload(nil), r.uploads...)
 }
 
-// Close stops every process and server of the run.
+// Close stops every process and server of the run: the cloud's, then the harness's.
 func (r *Run) Close() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.pollers.Wait()
-	for _, f := range r.functions {
-		f.Close()
+	if r.Cloud != nil {
+		r.Cloud.Close()
 	}
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		r.closers[i]()
 	}
 	r.closers = nil
 }
-
-// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
-// from now on (0: none), as if each call crossed the network to AWS.
-func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.Set(d) }

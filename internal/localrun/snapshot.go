@@ -425,10 +425,7 @@ func (r *Run) Drained(ctx context.Context) (bool, error) { return r.drained(ctx,
 // tenant holds its head file's message and every file behind it), and their held files may wait
 // (a tenant holding files for a missing number, TenantReport.Holding).
 func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error) {
-	r.mu.Lock()
-	busy := r.busy
-	r.mu.Unlock()
-	if busy > 0 {
+	if r.inFlight() > 0 {
 		return false, nil
 	}
 	for _, t := range r.Tenants {

@@ -25,16 +25,6 @@ import (
 	"github.com/johannesboyne/gofakes3"
 )
 
-// serveOn starts an HTTP server on loopback for h; it stops when the run closes.
-func (r *Run) serveOn(h http.Handler) (string, error) {
-	u, stop, err := emulate.Serve(h)
-	if err != nil {
-		return "", err
-	}
-	r.closers = append(r.closers, stop)
-	return u, nil
-}
-
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
@@ -297,7 +287,7 @@ func (r *Run) routeRules(context.Context) error {
 // mapping makes a tenant.
 func (r *Run) startMappings(context.Context) error {
 	for _, m := range r.asm.OfType("AWS::Lambda::EventSourceMapping") {
-		if err := r.startMapping(r.runCtx, r.asm, r.res, m); err != nil {
+		if err := r.startMapping(r.ctx, r.asm, r.res, m); err != nil {
 			return err
 		}
 	}
