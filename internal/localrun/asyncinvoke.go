@@ -18,7 +18,7 @@ package localrun
 //     ErrorMessage (String, the first 1 KB of the error message)
 //     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
 //     Without one the event is discarded.
-// Faults.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
+// LambdaOptions.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
 // minutes and a short maximum age still cuts the retries as it would on AWS.
 
 import (
@@ -38,13 +38,13 @@ import (
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
 var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
 
-// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Faults.AsyncRetryScale says.
+// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless LambdaOptions.AsyncRetryScale says.
 const defaultAsyncRetryScale = 1.0 / 60
 
 // asyncScale is the factor of the asynchronous invocation waits and maximum age.
 func (c *Cloud) asyncScale() float64 {
-	if c.faults.AsyncRetryScale > 0 {
-		return c.faults.AsyncRetryScale
+	if c.opts.lambda.AsyncRetryScale > 0 {
+		return c.opts.lambda.AsyncRetryScale
 	}
 	return defaultAsyncRetryScale
 }

@@ -22,9 +22,9 @@ import (
 // poll them. It owns what the templates create and how AWS behaves; the harness around it (Run)
 // uploads files, waits, reads the results and writes the report.
 type Cloud struct {
-	faults Faults    // how the emulated services differ from a plain run
-	logs   io.Writer // the emulators' and the mappings' diagnostics
-	watch  observer  // the harness, told of what it records; nil watches nothing
+	opts  cloudOptions // how the emulated services differ from a plain run (options.go)
+	logs  io.Writer    // the emulators' and the mappings' diagnostics
+	watch observer     // the harness, told of what it records; nil watches nothing
 
 	Counter *emulate.APICounter
 	Meter   *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
@@ -94,9 +94,9 @@ type observer interface {
 }
 
 // newCloud is an empty account for the templates of asm, resolved by res.
-func newCloud(faults Faults, logs io.Writer, asm *deploy.Assembly, res *deploy.Resolver) *Cloud {
+func newCloud(opts cloudOptions, logs io.Writer, asm *deploy.Assembly, res *deploy.Resolver) *Cloud {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cloud{faults: faults, logs: logs, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{},
+	return &Cloud{opts: opts, logs: logs, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{},
 		Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, asm: asm, res: res, created: time.Now(),
 		esmOf: map[*mapping]*esm{}, definitions: map[string]string{}, ctx: ctx, cancel: cancel}
 }

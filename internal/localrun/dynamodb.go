@@ -28,7 +28,7 @@ import (
 // AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
 // (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
-// Faults.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
+// CoreOptions.Latency to every request, so a DynamoDB table and an HTTP core system answer equally
 // slowly in the figures, and Run.SetAWSCallLatency's (awslatency.go).
 
 // dynamoLocal is the run's DynamoDB emulator.
@@ -218,7 +218,7 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *depl
 	}
 	r.closers = append(r.closers, p.Close)
 	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, tables)}
-	u, stop, err := emulate.Serve(r.awsLatency.Wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.Faults.SinkLatency))))
+	u, stop, err := emulate.Serve(r.awsLatency.Wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.Core.Latency))))
 	if err != nil {
 		return nil, err
 	}

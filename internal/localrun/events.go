@@ -95,14 +95,14 @@ func (c *Cloud) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"detail":      detail,
 	}
 	c.PutEvent(context.Background(), ev)
-	if c.faults.DuplicateEvents {
-		c.putEvent(context.Background(), ev, c.faults.DuplicateAfterDedupWindow)
+	if c.opts.events.DuplicateEvents {
+		c.putEvent(context.Background(), ev, c.opts.events.DuplicateAfterDedupWindow)
 	}
 }
 
-// eventKey is the object key as the events carry it (Faults.EventKeyForm).
+// eventKey is the object key as the events carry it (S3Options.EventKeyForm).
 func (c *Cloud) eventKey(key string) string {
-	if c.faults.EventKeyForm != EventKeyForm {
+	if c.opts.s3.EventKeyForm != EventKeyForm {
 		return key
 	}
 	return FormEncodeKey(key)

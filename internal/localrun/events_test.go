@@ -71,7 +71,7 @@ func TestSFNThrottle(t *testing.T) {
 		w.Write([]byte(`{"executionArn":"arn:aws:states:us-east-1:000000000000:execution:m:x","startDate":1}`))
 	})
 	newClient := func(t *testing.T, th SFNThrottle) (*Cloud, *sfn.Client) {
-		r := &Cloud{Counter: &emulate.APICounter{}, faults: Faults{SFNThrottle: th}}
+		r := &Cloud{Counter: &emulate.APICounter{}, opts: cloudOptions{sfn: StepFunctionsOptions{Throttle: th}}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		t.Cleanup(srv.Close)
 		c := sfn.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), RetryMaxAttempts: 1},

@@ -6,7 +6,7 @@ package localrun
 // (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-rule-schedule.html,
 // https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html). Only
 // rate expressions are emulated ("rate(value unit)", unit minute(s), hour(s) or day(s)); a cron
-// expression fails the start rather than never running. Faults.ScheduleScale shortens the period
+// expression fails the start rather than never running. EventBridgeOptions.ScheduleScale shortens the period
 // locally, so that a run need not wait minutes for the reconciler's schedule.
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
-// defaultScheduleScale makes rate(1 minute) run every 5 s unless Faults.ScheduleScale says.
+// defaultScheduleScale makes rate(1 minute) run every 5 s unless EventBridgeOptions.ScheduleScale says.
 const defaultScheduleScale = 1.0 / 12
 
 // schedule is one Lambda target of a scheduled rule.
@@ -84,8 +84,8 @@ func (c *Cloud) scheduleRule(name string, spec deploy.Rule) error {
 
 // scheduleScale is the factor of the scheduled rules' periods.
 func (c *Cloud) scheduleScale() float64 {
-	if c.faults.ScheduleScale > 0 {
-		return c.faults.ScheduleScale
+	if c.opts.events.ScheduleScale > 0 {
+		return c.opts.events.ScheduleScale
 	}
 	return defaultScheduleScale
 }

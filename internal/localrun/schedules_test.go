@@ -99,7 +99,7 @@ func TestScheduledRules(t *testing.T) {
 	// Invoked on the scaled period: 1 minute at 1/600 is every 100 ms.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Cloud{ctx: ctx, logs: io.Discard, faults: Faults{ScheduleScale: 1.0 / 600}, Lambda: &emulate.LambdaService{}}
+	r := &Cloud{ctx: ctx, logs: io.Discard, opts: cloudOptions{events: EventBridgeOptions{ScheduleScale: 1.0 / 600}}, Lambda: &emulate.LambdaService{}}
 	r.Lambda.Add(f)
 	if err := r.scheduleRule("ReconcileRule", deploy.Rule{Schedule: pipeline.ReconcileSchedule,
 		Targets: []deploy.RuleTarget{{Arn: f.ARN, Input: `{"do":"answer","id":"tick"}`}}}); err != nil {

@@ -28,7 +28,7 @@ type execInput struct {
 }
 
 // names reports whether the execution input is about the uploaded object version. The controller
-// passes the key as the event carried it (eventKey: raw or form-encoded, Faults.EventKeyForm).
+// passes the key as the event carried it (eventKey: raw or form-encoded, S3Options.EventKeyForm).
 func (in execInput) names(u *Upload, eventKey string) bool {
 	return in.Source.Key == eventKey && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
 		(u.VersionID != "" || in.Source.ETag == "" || in.Source.ETag == u.ETag)

@@ -28,8 +28,8 @@ import (
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = emulate.NewS3(r.Counter, r.Meter, emulate.NewSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
-	r.S3.MissingKeyForbidden = r.cfg.Faults.S3MissingKeyForbidden
+	r.S3 = emulate.NewS3(r.Counter, r.Meter, emulate.NewSequencers(r.cfg.S3.Sequencers, r.cfg.S3.SequencerSeed))
+	r.S3.MissingKeyForbidden = r.cfg.S3.MissingKeyForbidden
 	r.S3.OnPut = r.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
 	r.auth = newTenantAuth(r.asm, r.res)
@@ -137,7 +137,7 @@ func (r *Run) startStepFunctions(ctx context.Context) error {
 	return nil
 }
 
-// sfnFaultArgs are the Step Functions server's fault switches for Faults.LambdaClientTimeout,
+// sfnFaultArgs are the Step Functions server's fault switches for StepFunctionsOptions.LambdaClientTimeout,
 // LoseChildStartAnswers and RetryIntervalScale; a client timeout names every function of its source
 // package.
 func (r *Run) sfnFaultArgs() []string {
@@ -147,15 +147,15 @@ func (r *Run) sfnFaultArgs() []string {
 		if raw, ok := f.Metadata[MetadataSource]; ok {
 			json.Unmarshal(raw, &src)
 		}
-		if d, ok := r.cfg.Faults.LambdaClientTimeout[src]; ok {
+		if d, ok := r.cfg.StepFunctions.LambdaClientTimeout[src]; ok {
 			id, _ := r.res.Identity(f)
 			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
 		}
 	}
-	if n := r.cfg.Faults.LoseChildStartAnswers; n > 0 {
+	if n := r.cfg.StepFunctions.LoseChildStartAnswers; n > 0 {
 		args = append(args, "--lose-child-start-answers", strconv.Itoa(n))
 	}
-	if f := r.cfg.Faults.RetryIntervalScale; f > 0 && f != 1 {
+	if f := r.cfg.StepFunctions.RetryIntervalScale; f > 0 && f != 1 {
 		args = append(args, "--retry-interval-scale", strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return args
@@ -165,7 +165,7 @@ func (r *Run) sfnFaultArgs() []string {
 // has a DynamoDB sink, dynalite (dynamodb.go).
 func (r *Run) startSinks(ctx context.Context) (err error) {
 	r.sinkURL, r.registerURL = r.cfg.RegisterURL, r.cfg.RegisterURL
-	faults := emulate.CoreFaults{Outages: r.cfg.Faults.SinkOutages, Rate5xx: r.cfg.Faults.Sink5xx}
+	faults := emulate.CoreFaults{Outages: r.cfg.Core.Outages, Rate5xx: r.cfg.Core.Rate5xx}
 	switch {
 	case faults.Active() && r.cfg.RegisterURL != "":
 		if r.coreFaults, r.registerURL, err = emulate.ProxyFaulty(r.cfg.RegisterURL, faults); err != nil {
@@ -185,7 +185,7 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res); err != nil {
 		return err
 	}
-	r.Sink.SetLatency(r.cfg.Faults.SinkLatency)
+	r.Sink.SetLatency(r.cfg.Core.Latency)
 	return nil
 }
 
@@ -308,11 +308,11 @@ func (r *Run) startControlPlane(context.Context) error {
 	return nil
 }
 
-// limitConcurrency applies Faults.LambdaConcurrency: the functions without a reserved concurrency
+// limitConcurrency applies LambdaOptions.Concurrency: the functions without a reserved concurrency
 // share what the reservations leave of it. Lambda keeps at least 100 unreserved
 // (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
 func (r *Run) limitConcurrency() error {
-	n := r.cfg.Faults.LambdaConcurrency
+	n := r.cfg.Lambda.Concurrency
 	if n == 0 {
 		return nil
 	}

@@ -48,7 +48,7 @@ type SFNThrottle struct {
 // StatusEventCounts counts the status change events of a run.
 type StatusEventCounts struct {
 	Emitted int64 // sent by the Step Functions server
-	Dropped int64 // lost by Faults.StatusEvents.Drop (events that match a rule)
+	Dropped int64 // lost by EventBridgeOptions.StatusEvents.Drop (events that match a rule)
 	Routed  int64 // routed to the rules (a duplicated event counts twice)
 	Invokes int64 // asynchronous invocations of rule targets, retries included
 	Retries int64 // retries after a function error or a throttle
@@ -79,8 +79,8 @@ func (c *Cloud) status() *statusState {
 			return s
 		}
 		c.statusSt = &statusState{
-			events:   rand.New(rand.NewPCG(seed(c.faults.StatusEvents.Seed), 1)),
-			throttle: rand.New(rand.NewPCG(seed(c.faults.SFNThrottle.Seed), 2)),
+			events:   rand.New(rand.NewPCG(seed(c.opts.events.StatusEvents.Seed), 1)),
+			throttle: rand.New(rand.NewPCG(seed(c.opts.sfn.Throttle.Seed), 2)),
 			starts:   map[string]int64{},
 			counts:   StatusEventCounts{Throttled: map[string]int64{}},
 		}
@@ -125,7 +125,7 @@ func invocationOfTrace(h string) string {
 // StartExecution calls of each Lambda invocation.
 func (c *Cloud) sfnGate(inner http.Handler) http.Handler {
 	st := c.status()
-	th := c.faults.SFNThrottle
+	th := c.opts.sfn.Throttle
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		op := req.Header.Get("X-Amz-Target")
 		if i := strings.LastIndex(op, "."); i >= 0 {
@@ -185,7 +185,7 @@ func (c *Cloud) eventsHandler() http.Handler {
 		routable := c.matchesRule(ev)
 		st.mu.Lock()
 		st.counts.Emitted++
-		drop := routable && c.faults.StatusEvents.Drop > 0 && st.events.Float64() < c.faults.StatusEvents.Drop
+		drop := routable && c.opts.events.StatusEvents.Drop > 0 && st.events.Float64() < c.opts.events.StatusEvents.Drop
 		if drop {
 			st.counts.Dropped++
 		}
@@ -194,7 +194,7 @@ func (c *Cloud) eventsHandler() http.Handler {
 			return
 		}
 		copies := 1
-		if c.faults.StatusEvents.Duplicate {
+		if c.opts.events.StatusEvents.Duplicate {
 			copies = 2
 		}
 		for range copies {
