@@ -22,9 +22,11 @@ import (
 // poll them. It owns what the templates create and how AWS behaves; the harness around it (Run)
 // uploads files, waits, reads the results and writes the report.
 type Cloud struct {
-	opts  cloudOptions // how the emulated services differ from a plain run (options.go)
-	logs  io.Writer    // the emulators' and the mappings' diagnostics
-	watch observer     // the harness, told of what it records; nil watches nothing
+	opts cloudOptions // how the emulated services differ from a plain run (options.go)
+	logs io.Writer    // the emulators' and the mappings' diagnostics
+	// node runs the Node emulators (fauxqs, the Step Functions server, dynalite), from moduleRoot's local/.
+	node, moduleRoot string
+	watch            observer // the harness, told of what it records; nil watches nothing
 
 	Counter *emulate.APICounter
 	Meter   *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
@@ -48,6 +50,8 @@ type Cloud struct {
 
 	asm *deploy.Assembly
 	res *deploy.Resolver
+	// buckets are the templates' buckets, in the templates' order (the first is the ingest bucket).
+	buckets []string
 	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
 	definitions map[string]string
 	created     time.Time
@@ -93,10 +97,12 @@ type observer interface {
 	fileProcessed(report.FileEvent)
 }
 
-// newCloud is an empty account for the templates of asm, resolved by res.
-func newCloud(opts cloudOptions, logs io.Writer, asm *deploy.Assembly, res *deploy.Resolver) *Cloud {
+// newCloud is an empty account for the templates of asm, resolved by res, with cfg's options for
+// its services.
+func newCloud(cfg Config, asm *deploy.Assembly, res *deploy.Resolver) *Cloud {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cloud{opts: opts, logs: logs, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{},
+	opts := cloudOptions{s3: cfg.S3, events: cfg.EventBridge, lambda: cfg.Lambda, sfn: cfg.StepFunctions}
+	return &Cloud{opts: opts, logs: cfg.Logs, node: cfg.Node, moduleRoot: cfg.ModuleRoot, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{},
 		Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, asm: asm, res: res, created: time.Now(),
 		esmOf: map[*mapping]*esm{}, definitions: map[string]string{}, ctx: ctx, cancel: cancel}
 }

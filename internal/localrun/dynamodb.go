@@ -206,23 +206,24 @@ func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]emulate.DynamoT
 }
 
 // startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
-// environment the Lambdas need to reach it (none when the app has no DynamoDB sink).
-func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver) ([]string, error) {
+// environment the Lambdas need to reach it (none when the app has no DynamoDB sink). Every request
+// takes latency longer (CoreOptions.Latency: a table is the core system of its tenants).
+func (c *Cloud) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, latency time.Duration) ([]string, error) {
 	tables, needed, err := dynamoTables(asm, res)
 	if err != nil || !needed {
 		return nil, err
 	}
-	p, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/dynalite/server.mjs"), nil, r.cfg.Logs)
+	p, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/dynalite/server.mjs"), nil, c.logs)
 	if err != nil {
 		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
 	}
-	r.closers = append(r.closers, p.Close)
+	c.stops = append(c.stops, p.Close)
 	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, tables)}
-	u, stop, err := emulate.Serve(r.awsLatency.Wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.Core.Latency))))
+	u, stop, err := emulate.Serve(c.awsLatency.Wrap(c.auth.guardDynamoDB(d.proxy(p.URL, c.Counter, latency))))
 	if err != nil {
 		return nil, err
 	}
-	r.closers = append(r.closers, stop)
+	c.stops = append(c.stops, stop)
 	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: emulate.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.URL)
 	})
@@ -237,9 +238,9 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *depl
 			return nil, fmt.Errorf("create DynamoDB table %s (%s): %w", t.Name, t.From, err)
 		}
 		d.tables = append(d.tables, t.Name)
-		fmt.Fprintf(r.cfg.Logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
+		fmt.Fprintf(c.logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
 	}
-	r.dynamo = d
+	c.dynamo = d
 	return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}, nil
 }
 

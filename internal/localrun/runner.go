@@ -189,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	noticeEncryption(asm, cfg.Logs)
-	r := &Run{Cloud: newCloud(cloudOptions{s3: cfg.S3, events: cfg.EventBridge, lambda: cfg.Lambda, sfn: cfg.StepFunctions}, cfg.Logs, asm, res), cfg: cfg, started: time.Now(),
+	r := &Run{Cloud: newCloud(cfg, asm, res), cfg: cfg, started: time.Now(),
 		Sink: &emulate.Sink{MaxInFlight: cfg.Core.MaxInFlight, KeyTTL: cfg.Core.KeyTTL, Lookup: cfg.Core.Lookup}}
 	r.watch = r
 	for _, step := range []func(context.Context) error{
@@ -208,6 +208,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 			r.Close()
 			return nil, err
 		}
+	}
+	if len(r.buckets) > 0 {
+		r.Bucket = r.buckets[0] // the files' bucket: the first of the templates
 	}
 	return r, nil
 }
