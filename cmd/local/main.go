@@ -83,19 +83,20 @@ var (
 
 // options are the checked flags.
 type options struct {
-	root, tenants, inbox, registerURL, report, assembly, workDir, keyForm, envFile, sequencers string
-	timeout, setupTimeout, haltedRecheck, heartbeat, sinkLatency                               time.Duration
-	serve, failOnFailed, dupStatus, s3MissingForbidden                                         bool
-	dropStatus, throttleDescribe, throttleStart                                                float64
-	loseChildStarts, lambdaConcurrency, sinkMaxInFlight                                        int
-	sinkOutages                                                                                []emulate.Outage
-	sink5xx                                                                                    float64
-	sinkKeyTTL                                                                                 time.Duration // --sink-key-ttl
-	sinkLookup                                                                                 bool          // --sink-lookup
-	retryScale, asyncRetryScale, scheduleScale                                                 float64
-	registerClientTimeout                                                                      time.Duration
-	faultSeed                                                                                  uint64
-	files                                                                                      []inboxFile
+	root, tenants, inbox, registerURL, report, assembly, workDir, envFile string
+	timeout, setupTimeout, haltedRecheck, heartbeat                       time.Duration
+	serve, failOnFailed                                                   bool
+	// What the emulated services and the core system do differently, one struct per service as
+	// localrun.Config takes them; each flag fills one field. --register-client-timeout and
+	// --fault-seed are set into them after parsing (clientTimeouts, the throttles' and drops' seeds).
+	s3                    localrun.S3Options
+	eventBridge           localrun.EventBridgeOptions
+	lambda                localrun.LambdaOptions
+	stepFunctions         localrun.StepFunctionsOptions
+	core                  localrun.CoreOptions
+	registerClientTimeout time.Duration
+	faultSeed             uint64
+	files                 []inboxFile
 	// The uploads' order (localrun.OrderUploads), its seed (seedSet: given, not drawn), and the
 	// globs of the inbox files not uploaded (withheld, in inbox order).
 	uploadOrder string
@@ -141,42 +142,42 @@ func parse(args []string, help io.Writer) (*options, error) {
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 30*time.Minute, "exit 3 if synth, the Lambda builds and the emulators' start have not finished by then (--timeout counts from the upload on)")
 	fs.StringVar(&o.assembly, "cdk-out", "", "use this synthesized cloud assembly instead of synthesizing --tenants")
 	fs.StringVar(&o.workDir, "work", filepath.Join(root, ".build/local"), "where binaries, the assembly and logs go")
-	fs.StringVar(&o.keyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
-	fs.StringVar(&o.sequencers, "sequencers", emulate.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
+	fs.StringVar(&o.s3.EventKeyForm, "event-key-form", localrun.EventKeyRaw, "how Object Created events carry the object key: raw (as written) or form (form-encoded, as S3 event notifications: a space as +)")
+	fs.StringVar(&o.s3.Sequencers, "sequencers", emulate.SequencersPerKey, "how the events' S3 sequencers grow: per-key (as AWS documents them: increasing per key, in no order across keys) or global (one counter, following the writes)")
 	fs.DurationVar(&o.haltedRecheck, "halted-recheck", 5*time.Second, "how often a halted tenant re-checks its failed file (HALT_WAIT_SECONDS of the controllers; 0 keeps the template's)")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "print what each tenant waits on at least this often")
 	fs.BoolVar(&o.failOnFailed, "fail-on-failed-files", false, "exit 1 when a file's execution did not succeed")
 	fs.BoolVar(&o.serve, "serve", false, "keep running until interrupted, for the aws CLI and pipectl (needs --env-file)")
 	fs.StringVar(&o.envFile, "env-file", "", "with --serve: write the shell export lines of the local endpoints to this file")
 	// A slow core system (and DynamoDB table) for measuring the sinks.
-	fs.DurationVar(&o.sinkLatency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
+	fs.DurationVar(&o.core.Latency, "sink-latency", 0, "add this latency to every request of the embedded sink and of the local DynamoDB (e.g. 10ms)")
 	// Step Functions status change events and throttling (docs/local-run.md).
-	fs.BoolVar(&o.s3MissingForbidden, "s3-missing-key-403", false, "the Lambdas' S3 answers a read of a missing key with 403 AccessDenied instead of 404, as S3 does without s3:ListBucket")
-	fs.Float64Var(&o.dropStatus, "drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
-	fs.BoolVar(&o.dupStatus, "duplicate-status-events", false, "route every Step Functions status change event twice")
-	fs.Float64Var(&o.throttleDescribe, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
-	fs.Float64Var(&o.throttleStart, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
+	fs.BoolVar(&o.s3.MissingKeyForbidden, "s3-missing-key-403", false, "the Lambdas' S3 answers a read of a missing key with 403 AccessDenied instead of 404, as S3 does without s3:ListBucket")
+	fs.Float64Var(&o.eventBridge.StatusEvents.Drop, "drop-status-events", 0, "fraction (0-1) of Step Functions status change events lost before routing")
+	fs.BoolVar(&o.eventBridge.StatusEvents.Duplicate, "duplicate-status-events", false, "route every Step Functions status change event twice")
+	fs.Float64Var(&o.stepFunctions.Throttle.DescribeExecution, "throttle-describe", 0, "fraction (0-1) of the pipeline's DescribeExecution calls answered ThrottlingException")
+	fs.Float64Var(&o.stepFunctions.Throttle.StartExecution, "throttle-start", 0, "fraction (0-1) of the pipeline's StartExecution calls answered ThrottlingException")
 	fs.DurationVar(&o.registerClientTimeout, "register-client-timeout", 0, "Step Functions gives up on an Invoke of Register after this long: the task fails with Lambda.ClientExecutionTimeoutException while the invocation goes on (0: never)")
-	fs.IntVar(&o.loseChildStarts, "lose-child-start-answers", 0, "the first N segment executions are started, and then each starting task fails with StepFunctions.SdkClientException, as when a start's answer is lost")
-	fs.Float64Var(&o.asyncRetryScale, "async-retry-scale", 1.0/60, "multiply Lambda's waits before retrying a failed asynchronous invocation (1 and 2 minutes) and the maximum event age (default: retries after 1 s and 2 s)")
-	fs.Float64Var(&o.scheduleScale, "schedule-scale", 1.0/12, "multiply the period of the scheduled EventBridge rules, such as the admission reconciler's rate(1 minute) (default: every 5 s)")
-	fs.Float64Var(&o.retryScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
+	fs.IntVar(&o.stepFunctions.LoseChildStartAnswers, "lose-child-start-answers", 0, "the first N segment executions are started, and then each starting task fails with StepFunctions.SdkClientException, as when a start's answer is lost")
+	fs.Float64Var(&o.lambda.AsyncRetryScale, "async-retry-scale", 1.0/60, "multiply Lambda's waits before retrying a failed asynchronous invocation (1 and 2 minutes) and the maximum event age (default: retries after 1 s and 2 s)")
+	fs.Float64Var(&o.eventBridge.ScheduleScale, "schedule-scale", 1.0/12, "multiply the period of the scheduled EventBridge rules, such as the admission reconciler's rate(1 minute) (default: every 5 s)")
+	fs.Float64Var(&o.stepFunctions.RetryIntervalScale, "retry-interval-scale", 1, "multiply every Retry's interval and maximum delay in the state machines (e.g. 0.05 to wait out a 2.5-minute retrier in 7.5 s)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the drops and throttles (0: a fixed default), for a repeatable run")
 	// Concurrency limits: Lambda's account concurrency and a core system that sheds load.
-	fs.IntVar(&o.lambdaConcurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
-	fs.IntVar(&o.sinkMaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
+	fs.IntVar(&o.lambda.Concurrency, "lambda-concurrency", 0, "the account's Lambda concurrency: invocations beyond N at once, across every function, are refused with TooManyRequestsException (429), as Lambda does (0: unlimited)")
+	fs.IntVar(&o.core.MaxInFlight, "sink-max-in-flight", 0, "the embedded sink answers 429 with Retry-After: 1 to a request beyond N in flight (0: no cap)")
 	// A core system's bad day, for the embedded sink or, with --register-url, a proxy in front of it.
 	fs.Func("sink-outage", "AT:FOR: the core system refuses connections from AT after its first request, for FOR (e.g. 30s:5m); repeat it for more outages", func(v string) error {
 		out, err := emulate.ParseOutage(v)
 		if err == nil {
-			o.sinkOutages = append(o.sinkOutages, out)
+			o.core.Outages = append(o.core.Outages, out)
 		}
 		return err
 	})
-	fs.Float64Var(&o.sink5xx, "sink-5xx", 0, "fraction (0-1) of the core system's requests answered 500, 502 or 504 (never 503, which asks to slow down)")
+	fs.Float64Var(&o.core.Rate5xx, "sink-5xx", 0, "fraction (0-1) of the core system's requests answered 500, 502 or 504 (never 503, which asks to slow down)")
 	// A core system that forgets idempotency keys, and answers lookups by key.
-	fs.DurationVar(&o.sinkKeyTTL, "sink-key-ttl", 0, "the embedded sink forgets an idempotency key after D: a resend after D registers the record again, counted as a duplicate (0: keys kept for ever)")
-	fs.BoolVar(&o.sinkLookup, "sink-lookup", false, "the embedded sink answers lookupUrl GETs (200 registered, 404 not), and every core system's lookupUrl points at it")
+	fs.DurationVar(&o.core.KeyTTL, "sink-key-ttl", 0, "the embedded sink forgets an idempotency key after D: a resend after D registers the record again, counted as a duplicate (0: keys kept for ever)")
+	fs.BoolVar(&o.core.Lookup, "sink-lookup", false, "the embedded sink answers lookupUrl GETs (200 registered, 404 not), and every core system's lookupUrl points at it")
 	// Arrivals out of the names' order, and files that never arrive (a tenant's sequence).
 	fs.StringVar(&o.uploadOrder, "upload-order", localrun.UploadLexical, "in which order each tenant's inbox files are uploaded: lexical (by relative path), shuffle (drawn from --upload-seed) or reverse; tenants follow one another in lexical order")
 	fs.Uint64Var(&o.uploadSeed, "upload-seed", 0, "seed of --upload-order shuffle (default: a new seed each run, printed so the run can be repeated)")
@@ -192,44 +193,44 @@ func parse(args []string, help io.Writer) (*options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return nil, usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
-	case o.keyForm != localrun.EventKeyRaw && o.keyForm != localrun.EventKeyForm:
-		return nil, usagef("--event-key-form %q: want raw or form", o.keyForm)
-	case o.sequencers != emulate.SequencersPerKey && o.sequencers != emulate.SequencersGlobal:
-		return nil, usagef("--sequencers %q: want per-key or global", o.sequencers)
+	case o.s3.EventKeyForm != localrun.EventKeyRaw && o.s3.EventKeyForm != localrun.EventKeyForm:
+		return nil, usagef("--event-key-form %q: want raw or form", o.s3.EventKeyForm)
+	case o.s3.Sequencers != emulate.SequencersPerKey && o.s3.Sequencers != emulate.SequencersGlobal:
+		return nil, usagef("--sequencers %q: want per-key or global", o.s3.Sequencers)
 	case o.serve && o.envFile == "":
 		return nil, usagef("--serve needs --env-file FILE (where the export lines go)")
 	case !o.serve && o.envFile != "":
 		return nil, usagef("--env-file is for --serve")
-	case o.dropStatus < 0 || o.dropStatus > 1:
-		return nil, usagef("--drop-status-events %g: want a fraction from 0 to 1", o.dropStatus)
-	case o.throttleDescribe < 0 || o.throttleDescribe > 1:
-		return nil, usagef("--throttle-describe %g: want a fraction from 0 to 1", o.throttleDescribe)
-	case o.throttleStart < 0 || o.throttleStart > 1:
-		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.throttleStart)
-	case o.sink5xx < 0 || o.sink5xx > 1:
-		return nil, usagef("--sink-5xx %g: want a fraction from 0 to 1", o.sink5xx)
-	case o.sinkLatency < 0:
-		return nil, usagef("--sink-latency %s: want 0 or more", o.sinkLatency)
+	case o.eventBridge.StatusEvents.Drop < 0 || o.eventBridge.StatusEvents.Drop > 1:
+		return nil, usagef("--drop-status-events %g: want a fraction from 0 to 1", o.eventBridge.StatusEvents.Drop)
+	case o.stepFunctions.Throttle.DescribeExecution < 0 || o.stepFunctions.Throttle.DescribeExecution > 1:
+		return nil, usagef("--throttle-describe %g: want a fraction from 0 to 1", o.stepFunctions.Throttle.DescribeExecution)
+	case o.stepFunctions.Throttle.StartExecution < 0 || o.stepFunctions.Throttle.StartExecution > 1:
+		return nil, usagef("--throttle-start %g: want a fraction from 0 to 1", o.stepFunctions.Throttle.StartExecution)
+	case o.core.Rate5xx < 0 || o.core.Rate5xx > 1:
+		return nil, usagef("--sink-5xx %g: want a fraction from 0 to 1", o.core.Rate5xx)
+	case o.core.Latency < 0:
+		return nil, usagef("--sink-latency %s: want 0 or more", o.core.Latency)
 	case o.registerClientTimeout < 0:
 		return nil, usagef("--register-client-timeout %s: want 0 or more", o.registerClientTimeout)
-	case o.loseChildStarts < 0:
-		return nil, usagef("--lose-child-start-answers %d: want 0 or more", o.loseChildStarts)
-	case o.lambdaConcurrency < 0:
-		return nil, usagef("--lambda-concurrency %d: want 0 (unlimited) or more", o.lambdaConcurrency)
-	case o.sinkMaxInFlight < 0:
-		return nil, usagef("--sink-max-in-flight %d: want 0 (no cap) or more", o.sinkMaxInFlight)
-	case o.sinkMaxInFlight > 0 && o.registerURL != "":
+	case o.stepFunctions.LoseChildStartAnswers < 0:
+		return nil, usagef("--lose-child-start-answers %d: want 0 or more", o.stepFunctions.LoseChildStartAnswers)
+	case o.lambda.Concurrency < 0:
+		return nil, usagef("--lambda-concurrency %d: want 0 (unlimited) or more", o.lambda.Concurrency)
+	case o.core.MaxInFlight < 0:
+		return nil, usagef("--sink-max-in-flight %d: want 0 (no cap) or more", o.core.MaxInFlight)
+	case o.core.MaxInFlight > 0 && o.registerURL != "":
 		return nil, usagef("--sink-max-in-flight is for the embedded sink; --register-url replaces it")
-	case o.sinkKeyTTL < 0:
-		return nil, usagef("--sink-key-ttl %s: want 0 (keys kept for ever) or more", o.sinkKeyTTL)
-	case (o.sinkKeyTTL > 0 || o.sinkLookup) && o.registerURL != "":
+	case o.core.KeyTTL < 0:
+		return nil, usagef("--sink-key-ttl %s: want 0 (keys kept for ever) or more", o.core.KeyTTL)
+	case (o.core.KeyTTL > 0 || o.core.Lookup) && o.registerURL != "":
 		return nil, usagef("--sink-key-ttl and --sink-lookup are for the embedded sink; --register-url replaces it")
-	case !(o.retryScale > 0):
-		return nil, usagef("--retry-interval-scale %g: want more than 0", o.retryScale)
-	case !(o.asyncRetryScale > 0):
-		return nil, usagef("--async-retry-scale %g: want more than 0", o.asyncRetryScale)
-	case !(o.scheduleScale > 0):
-		return nil, usagef("--schedule-scale %g: want more than 0", o.scheduleScale)
+	case !(o.stepFunctions.RetryIntervalScale > 0):
+		return nil, usagef("--retry-interval-scale %g: want more than 0", o.stepFunctions.RetryIntervalScale)
+	case !(o.lambda.AsyncRetryScale > 0):
+		return nil, usagef("--async-retry-scale %g: want more than 0", o.lambda.AsyncRetryScale)
+	case !(o.eventBridge.ScheduleScale > 0):
+		return nil, usagef("--schedule-scale %g: want more than 0", o.eventBridge.ScheduleScale)
 	case o.timeout <= 0:
 		return nil, usagef("--timeout %s: want more than 0", o.timeout)
 	case o.setupTimeout <= 0:
@@ -239,6 +240,8 @@ func parse(args []string, help io.Writer) (*options, error) {
 	case !slices.Contains(localrun.UploadOrders, o.uploadOrder):
 		return nil, usagef("--upload-order %q: want lexical, shuffle or reverse", o.uploadOrder)
 	}
+	o.stepFunctions.LambdaClientTimeout = clientTimeouts(o.registerClientTimeout)
+	o.eventBridge.StatusEvents.Seed, o.stepFunctions.Throttle.Seed = o.faultSeed, o.faultSeed
 	fs.Visit(func(f *flag.Flag) { o.seedSet = o.seedSet || f.Name == "upload-seed" })
 	if o.seedSet && o.uploadOrder != localrun.UploadShuffle {
 		o.warnings = append(o.warnings, fmt.Sprintf("--upload-seed %d has no effect with --upload-order %s (it seeds shuffle only)", o.uploadSeed, o.uploadOrder))
@@ -338,7 +341,7 @@ func withhold(files []inboxFile, globs []string) (upload, held []inboxFile, err 
 // its functions (the tenantpipeline:source metadata of the templates).
 const registerSource = "lambdas/register"
 
-// clientTimeouts is Faults.LambdaClientTimeout for --register-client-timeout (nil for 0).
+// clientTimeouts is StepFunctionsOptions.LambdaClientTimeout for --register-client-timeout (nil for 0).
 func clientTimeouts(d time.Duration) map[string]time.Duration {
 	if d == 0 {
 		return nil
@@ -426,15 +429,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var err error
 		r, err = startRun(ctx, localrun.Config{
 			ModuleRoot: o.root, Assembly: o.assembly, RegisterURL: o.registerURL, Node: deploy.NodeBinary(o.root), WorkDir: o.workDir, Logs: logs, Progress: stdout, EnvFor: env,
-			Faults: localrun.Faults{
-				EventKeyForm: o.keyForm, Sequencers: o.sequencers, SinkLatency: o.sinkLatency, S3MissingKeyForbidden: o.s3MissingForbidden,
-				StatusEvents:        localrun.StatusEvents{Drop: o.dropStatus, Duplicate: o.dupStatus, Seed: o.faultSeed},
-				SFNThrottle:         localrun.SFNThrottle{DescribeExecution: o.throttleDescribe, StartExecution: o.throttleStart, Seed: o.faultSeed},
-				LambdaClientTimeout: clientTimeouts(o.registerClientTimeout), LoseChildStartAnswers: o.loseChildStarts, RetryIntervalScale: o.retryScale,
-				AsyncRetryScale: o.asyncRetryScale, ScheduleScale: o.scheduleScale, LambdaConcurrency: o.lambdaConcurrency, SinkMaxInFlight: o.sinkMaxInFlight,
-				SinkOutages: o.sinkOutages, Sink5xx: o.sink5xx,
-				SinkKeyTTL: o.sinkKeyTTL, SinkLookup: o.sinkLookup,
-			},
+			S3: o.s3, EventBridge: o.eventBridge, Lambda: o.lambda, StepFunctions: o.stepFunctions, Core: o.core,
 		})
 		return err
 	})

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 )
 
@@ -190,6 +192,48 @@ func TestParseShuffleSeed(t *testing.T) {
 	}
 	if line, want := uploadOrderLine(drawn), fmt.Sprintf("--upload-seed %d)", drawn.uploadSeed); !strings.HasSuffix(line, want) {
 		t.Errorf("got %q, want the seed printed to repeat the run: %q", line, want)
+	}
+}
+
+// Every flag of the emulated services and of the core system fills one field of its service's
+// options, which go to localrun.Config as they are.
+func TestServiceFlagsFillTheirService(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		got  func(o *options) any
+		want any
+	}{
+		{[]string{"--event-key-form", "form"}, func(o *options) any { return o.s3.EventKeyForm }, "form"},
+		{[]string{"--sequencers", "global"}, func(o *options) any { return o.s3.Sequencers }, "global"},
+		{[]string{"--s3-missing-key-403"}, func(o *options) any { return o.s3.MissingKeyForbidden }, true},
+		{[]string{"--drop-status-events", "0.5"}, func(o *options) any { return o.eventBridge.StatusEvents.Drop }, 0.5},
+		{[]string{"--duplicate-status-events"}, func(o *options) any { return o.eventBridge.StatusEvents.Duplicate }, true},
+		{[]string{"--schedule-scale", "0.5"}, func(o *options) any { return o.eventBridge.ScheduleScale }, 0.5},
+		{[]string{"--async-retry-scale", "0.5"}, func(o *options) any { return o.lambda.AsyncRetryScale }, 0.5},
+		{[]string{"--lambda-concurrency", "7"}, func(o *options) any { return o.lambda.Concurrency }, 7},
+		{[]string{"--throttle-describe", "0.25"}, func(o *options) any { return o.stepFunctions.Throttle.DescribeExecution }, 0.25},
+		{[]string{"--throttle-start", "0.25"}, func(o *options) any { return o.stepFunctions.Throttle.StartExecution }, 0.25},
+		{[]string{"--register-client-timeout", "3s"}, func(o *options) any { return o.stepFunctions.LambdaClientTimeout[registerSource] }, 3 * time.Second},
+		{[]string{"--register-client-timeout", "0s"}, func(o *options) any { return len(o.stepFunctions.LambdaClientTimeout) }, 0},
+		{[]string{"--lose-child-start-answers", "2"}, func(o *options) any { return o.stepFunctions.LoseChildStartAnswers }, 2},
+		{[]string{"--retry-interval-scale", "0.1"}, func(o *options) any { return o.stepFunctions.RetryIntervalScale }, 0.1},
+		{[]string{"--fault-seed", "9"}, func(o *options) any { return [2]uint64{o.eventBridge.StatusEvents.Seed, o.stepFunctions.Throttle.Seed} }, [2]uint64{9, 9}},
+		{[]string{"--sink-max-in-flight", "4"}, func(o *options) any { return o.core.MaxInFlight }, 4},
+		{[]string{"--sink-outage", "30s:5m"}, func(o *options) any { return o.core.Outages }, []emulate.Outage{{At: 30 * time.Second, For: 5 * time.Minute}}},
+		{[]string{"--sink-5xx", "0.1"}, func(o *options) any { return o.core.Rate5xx }, 0.1},
+		{[]string{"--sink-key-ttl", "1m"}, func(o *options) any { return o.core.KeyTTL }, time.Minute},
+		{[]string{"--sink-lookup"}, func(o *options) any { return o.core.Lookup }, true},
+		{[]string{"--sink-latency", "10ms"}, func(o *options) any { return o.core.Latency }, 10 * time.Millisecond},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parse(append([]string{"--inbox", "testdata/inbox-seq"}, tc.args...), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.got(o); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -18,7 +18,7 @@ package localrun
 //     ErrorMessage (String, the first 1 KB of the error message)
 //     (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
 //     Without one the event is discarded.
-// Faults.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
+// LambdaOptions.AsyncRetryScale scales the waits and the maximum age alike, so that a run need not wait
 // minutes and a short maximum age still cuts the retries as it would on AWS.
 
 import (
@@ -38,13 +38,13 @@ import (
 // asyncRetryWaits are Lambda's waits before the first and the second retry of a function error.
 var asyncRetryWaits = []time.Duration{time.Minute, 2 * time.Minute}
 
-// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless Faults.AsyncRetryScale says.
+// defaultAsyncRetryScale makes the local waits 1 s and 2 s unless LambdaOptions.AsyncRetryScale says.
 const defaultAsyncRetryScale = 1.0 / 60
 
 // asyncScale is the factor of the asynchronous invocation waits and maximum age.
-func (r *Run) asyncScale() float64 {
-	if r.cfg.Faults.AsyncRetryScale > 0 {
-		return r.cfg.Faults.AsyncRetryScale
+func (c *Cloud) asyncScale() float64 {
+	if c.opts.lambda.AsyncRetryScale > 0 {
+		return c.opts.lambda.AsyncRetryScale
 	}
 	return defaultAsyncRetryScale
 }
@@ -52,16 +52,16 @@ func (r *Run) asyncScale() float64 {
 func scaled(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
 
 // invokeAsync queues one asynchronous invocation of f with payload and handles its failures.
-func (r *Run) invokeAsync(f *emulate.Function, payload []byte) {
-	st := r.status()
+func (c *Cloud) invokeAsync(f *emulate.Function, payload []byte) {
+	st := c.status()
 	st.async.Add(1)
-	r.setBusy(1)
+	c.setBusy(1)
 	queued := time.Now()
 	go func() {
 		defer st.async.Done()
-		defer r.setBusy(-1)
-		ctx := r.runCtx
-		cfg, scale := f.Async, r.asyncScale()
+		defer c.setBusy(-1)
+		ctx := c.ctx
+		cfg, scale := f.Async, c.asyncScale()
 		maxAge := scaled(cfg.EventAge(), scale)
 		failures, throttles := 0, 0
 		count := func(p *int64) {
@@ -80,18 +80,18 @@ func (r *Run) invokeAsync(f *emulate.Function, payload []byte) {
 				throttles++
 			case err != nil:
 				if ctx.Err() == nil {
-					fmt.Fprintf(r.cfg.Logs, "lambda async %s: invoke: %v (event dropped)\n", f.Name, err)
+					fmt.Fprintf(c.logs, "lambda async %s: invoke: %v (event dropped)\n", f.Name, err)
 				}
 				return
 			case res.ErrorType != "":
 				if failures >= cfg.Retries() {
 					// A function error answers the Invoke with 200 and X-Amz-Function-Error.
-					r.asyncFailed(ctx, f, payload, res.RequestID, 200, errorMessage(res), fmt.Sprintf("function error %s after %d retries", res.ErrorType, failures))
+					c.asyncFailed(ctx, f, payload, res.RequestID, 200, errorMessage(res), fmt.Sprintf("function error %s after %d retries", res.ErrorType, failures))
 					return
 				}
 				wait = scaled(asyncRetryWaits[min(failures, len(asyncRetryWaits)-1)], scale)
 				failures++
-				fmt.Fprintf(r.cfg.Logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.Retries(), wait)
+				fmt.Fprintf(c.logs, "lambda async %s: function error %s; retry %d of %d in %s\n", f.Name, res.ErrorType, failures, cfg.Retries(), wait)
 			default:
 				return
 			}
@@ -100,7 +100,7 @@ func (r *Run) invokeAsync(f *emulate.Function, payload []byte) {
 				if err != nil {
 					code, msg = 429, "Rate Exceeded."
 				}
-				r.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.EventAge(), maxAge))
+				c.asyncFailed(ctx, f, payload, res.RequestID, code, msg, fmt.Sprintf("older than the maximum event age %s (scaled: %s)", cfg.EventAge(), maxAge))
 				return
 			}
 			sleep(ctx, wait)
@@ -130,14 +130,14 @@ func errorMessage(res emulate.Result) string {
 }
 
 // asyncFailed ends an event Lambda gives up on: to the function's dead-letter queue, or discarded.
-func (r *Run) asyncFailed(ctx context.Context, f *emulate.Function, payload []byte, requestID string, code int, message, why string) {
-	st := r.status()
-	q := r.queues[f.Async.DeadLetterTargetARN]
+func (c *Cloud) asyncFailed(ctx context.Context, f *emulate.Function, payload []byte, requestID string, code int, message, why string) {
+	st := c.status()
+	q := c.queues[f.Async.DeadLetterTargetARN]
 	if q == nil {
 		st.mu.Lock()
 		st.counts.Discarded++
 		st.mu.Unlock()
-		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event discarded\n", f.Name, why)
+		fmt.Fprintf(c.logs, "lambda async %s: %s; event discarded\n", f.Name, why)
 		return
 	}
 	if len(message) > emulate.DLQErrorMessageBytes {
@@ -150,15 +150,15 @@ func (r *Run) asyncFailed(ctx context.Context, f *emulate.Function, payload []by
 			"ErrorMessage": {DataType: aws.String("String"), StringValue: aws.String(cmp.Or(message, "-"))},
 		}}
 	for attempt := 0; ctx.Err() == nil && attempt < 5; attempt++ {
-		if _, err := r.sqs.SendMessage(ctx, in); err != nil {
-			fmt.Fprintf(r.cfg.Logs, "lambda async %s: send to dead-letter queue %s: %v\n", f.Name, q.Name, err)
+		if _, err := c.sqs.SendMessage(ctx, in); err != nil {
+			fmt.Fprintf(c.logs, "lambda async %s: send to dead-letter queue %s: %v\n", f.Name, q.Name, err)
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		st.mu.Lock()
 		st.counts.DeadLettered++
 		st.mu.Unlock()
-		fmt.Fprintf(r.cfg.Logs, "lambda async %s: %s; event sent to dead-letter queue %s\n", f.Name, why, q.Name)
+		fmt.Fprintf(c.logs, "lambda async %s: %s; event sent to dead-letter queue %s\n", f.Name, why, q.Name)
 		return
 	}
 }

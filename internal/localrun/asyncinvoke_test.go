@@ -17,7 +17,7 @@ import (
 )
 
 // A failed asynchronous invocation is retried MaximumRetryAttempts times (default 2), after 1 and
-// 2 minutes scaled by Faults.AsyncRetryScale, no longer than MaximumEventAgeInSeconds allows; then
+// 2 minutes scaled by LambdaOptions.AsyncRetryScale, no longer than MaximumEventAgeInSeconds allows; then
 // the event goes unchanged to the function's dead-letter queue with RequestID, ErrorCode and
 // ErrorMessage (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html,
 // https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq).
@@ -52,7 +52,7 @@ func TestInvokeAsyncDeadLetterQueue(t *testing.T) {
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: scale}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+			r := &Cloud{ctx: ctx, logs: io.Discard, opts: cloudOptions{lambda: LambdaOptions{AsyncRetryScale: scale}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 			payload := `{"do":"` + tc.do + `","id":"event-1"}`
 			start := time.Now()
 			r.invokeAsync(f, []byte(payload))
@@ -144,7 +144,7 @@ func TestInvokeAsyncRetriesThrottles(t *testing.T) {
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{AsyncRetryScale: 0.01}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
+	r := &Cloud{ctx: ctx, logs: io.Discard, opts: cloudOptions{lambda: LambdaOptions{AsyncRetryScale: 0.01}}, sqs: client, queues: map[string]*Queue{dlq.ARN: dlq}}
 	r.invokeAsync(controller, []byte(`{"do":"answer"}`))
 	deadline := time.Now().Add(time.Minute)
 	for controller.Throttles() < 3 {

@@ -12,7 +12,7 @@ import (
 // A call reaches the emulator at once without a latency, and not before the latency has passed with
 // one: a caller that gives up first never reaches it. No clock is read.
 func TestAWSLatencyHoldsEachCall(t *testing.T) {
-	r := &Run{}
+	r := &Cloud{}
 	var reached atomic.Int32
 	h := r.awsLatency.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
 	call := func(ctx context.Context) {

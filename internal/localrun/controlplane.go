@@ -102,16 +102,16 @@ func (e *esm) json(transition bool) map[string]any {
 }
 
 // mappingFor returns the event source mapping state of a poller (nil for none: always enabled).
-func (r *Run) mappingFor(m *mapping) *esm {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.esmOf[m]
+func (c *Cloud) mappingFor(m *mapping) *esm {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.esmOf[m]
 }
 
 // pollGate is the event source mapping's Enabled, as the poller sees it: before a receive it
 // blocks while the mapping is disabled (false when ctx ended).
-func (r *Run) pollGate(ctx context.Context, m *mapping) bool {
-	if e := r.mappingFor(m); e != nil {
+func (c *Cloud) pollGate(ctx context.Context, m *mapping) bool {
+	if e := c.mappingFor(m); e != nil {
 		return e.waitEnabled(ctx)
 	}
 	return true
@@ -119,14 +119,14 @@ func (r *Run) pollGate(ctx context.Context, m *mapping) bool {
 
 // releaseIfDisabled returns messages that a long poll received after the mapping was disabled:
 // their visibility is set to 0, so they stay queued and visible, and the function is not invoked.
-func (r *Run) releaseIfDisabled(ctx context.Context, m *mapping, msgs []sqstypes.Message) bool {
-	e := r.mappingFor(m)
+func (c *Cloud) releaseIfDisabled(ctx context.Context, m *mapping, msgs []sqstypes.Message) bool {
+	e := c.mappingFor(m)
 	if e == nil || e.Enabled() {
 		return false
 	}
 	for _, msg := range msgs {
-		if _, err := r.sqsAdmin.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(m.queue.URL), ReceiptHandle: msg.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
-			fmt.Fprintf(r.cfg.Logs, "event source mapping %s: release after disable: %v\n", m.queue.Name, err)
+		if _, err := c.sqsAdmin.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(m.queue.URL), ReceiptHandle: msg.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			fmt.Fprintf(c.logs, "event source mapping %s: release after disable: %v\n", m.queue.Name, err)
 		}
 	}
 	return true
@@ -138,10 +138,15 @@ func (r *Run) Mapping(tenantID string) *esm {
 	if t == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.esms {
-		if e.EventSourceArn == t.Queue.ARN {
+	return r.mappingOf(t.Queue.ARN)
+}
+
+// mappingOf returns the event source mapping of a queue.
+func (c *Cloud) mappingOf(queueARN string) *esm {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.esms {
+		if e.EventSourceArn == queueARN {
 			return e
 		}
 	}
@@ -189,7 +194,7 @@ func (r *Run) controlPlane() http.Handler {
 // serveESM answers ListEventSourceMappings, GetEventSourceMapping and UpdateEventSourceMapping
 // (Enabled only) (https://docs.aws.amazon.com/lambda/latest/api/API_ListEventSourceMappings.html,
 // API_UpdateEventSourceMapping.html: 202 Accepted with the configuration).
-func (r *Run) serveESM(w http.ResponseWriter, req *http.Request) {
+func (c *Cloud) serveESM(w http.ResponseWriter, req *http.Request) {
 	id := strings.Trim(strings.TrimPrefix(req.URL.Path, "/2015-03-31/event-source-mappings"), "/")
 	writeJSON := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -200,9 +205,9 @@ func (r *Run) serveESM(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
 		writeJSON(http.StatusNotFound, map[string]string{"Type": "User", "Message": "The resource you requested does not exist. (Service: Lambda, Status Code: 404)"})
 	}
-	r.mu.Lock()
-	all := append([]*esm(nil), r.esms...)
-	r.mu.Unlock()
+	c.mu.Lock()
+	all := append([]*esm(nil), c.esms...)
+	c.mu.Unlock()
 	if id == "" {
 		if req.Method != http.MethodGet {
 			writeJSON(http.StatusMethodNotAllowed, map[string]string{"Message": "creating event source mappings is not emulated"})
@@ -223,9 +228,9 @@ func (r *Run) serveESM(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var e *esm
-	for _, c := range all {
-		if c.UUID == id {
-			e = c
+	for _, m := range all {
+		if m.UUID == id {
+			e = m
 		}
 	}
 	if e == nil {
@@ -245,7 +250,7 @@ func (r *Run) serveESM(w http.ResponseWriter, req *http.Request) {
 		changed := in.Enabled != nil && *in.Enabled != e.Enabled()
 		if in.Enabled != nil {
 			e.SetEnabled(*in.Enabled)
-			fmt.Fprintf(r.cfg.Logs, "lambda: event source mapping %s enabled=%v\n", e.UUID, *in.Enabled)
+			fmt.Fprintf(c.logs, "lambda: event source mapping %s enabled=%v\n", e.UUID, *in.Enabled)
 		}
 		writeJSON(http.StatusAccepted, e.json(changed))
 	default:

@@ -33,7 +33,7 @@ func TestDescribeStacksOutputs(t *testing.T) {
 	}
 	res.Set(q, deploy.Identity{Ref: "http://127.0.0.1:9/000000000000/acme.fifo", Attrs: map[string]string{"Arn": "arn:aws:sqs:us-east-1:000000000000:acme.fifo"}})
 	ctrl := &emulate.Function{Name: "globex-controller", Env: []string{"ON_FAILURE=halt", "IDEMPOTENCY_KEY=object-version", "SEGMENT_STATE_MACHINE_ARN=arn:seg"}}
-	r := &Run{asm: asm, res: res, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Lambda: &emulate.LambdaService{}, Tenants: []*Tenant{
+	r := &Run{Cloud: &Cloud{asm: asm, res: res, logs: io.Discard, Lambda: &emulate.LambdaService{}}, Bucket: "ingest", cfg: Config{Logs: io.Discard}, Tenants: []*Tenant{
 		{ID: "acme", Stack: stack.Name},
 		{ID: "globex", Stack: stack.Name, Prefix: "inbox/globex/", Queue: &Queue{URL: "http://q/globex.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:globex.fifo"},
 			FileMachine: "arn:aws:states:us-east-1:000000000000:stateMachine:globex", Controller: ctrl, Config: map[string]any{"id": "globex"}},

@@ -28,7 +28,7 @@ import (
 // AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
 // (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
-// Faults.SinkLatency to every request, so a DynamoDB table and an HTTP core system answer equally
+// CoreOptions.Latency to every request, so a DynamoDB table and an HTTP core system answer equally
 // slowly in the figures, and Run.SetAWSCallLatency's (awslatency.go).
 
 // dynamoLocal is the run's DynamoDB emulator.
@@ -111,13 +111,13 @@ func (d *dynamoLocal) proxy(target string, c *emulate.APICounter, latency time.D
 // OnPutItem sets a function that sees every PutItem of the pipeline before it is forwarded;
 // returning true holds the call (a scenario's crash mid-chunk: the write never reaches the table).
 // nil removes it. It does nothing without a DynamoDB sink.
-func (r *Run) OnPutItem(f func(PutItemCall) bool) {
-	if r.dynamo == nil {
+func (c *Cloud) OnPutItem(f func(PutItemCall) bool) {
+	if c.dynamo == nil {
 		return
 	}
-	r.dynamo.mu.Lock()
-	r.dynamo.onPut = f
-	r.dynamo.mu.Unlock()
+	c.dynamo.mu.Lock()
+	c.dynamo.onPut = f
+	c.dynamo.mu.Unlock()
 }
 
 // dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
@@ -206,23 +206,24 @@ func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]emulate.DynamoT
 }
 
 // startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
-// environment the Lambdas need to reach it (none when the app has no DynamoDB sink).
-func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver) ([]string, error) {
+// environment the Lambdas need to reach it (none when the app has no DynamoDB sink). Every request
+// takes latency longer (CoreOptions.Latency: a table is the core system of its tenants).
+func (c *Cloud) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, latency time.Duration) ([]string, error) {
 	tables, needed, err := dynamoTables(asm, res)
 	if err != nil || !needed {
 		return nil, err
 	}
-	p, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/dynalite/server.mjs"), nil, r.cfg.Logs)
+	p, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/dynalite/server.mjs"), nil, c.logs)
 	if err != nil {
 		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
 	}
-	r.closers = append(r.closers, p.Close)
+	c.stops = append(c.stops, p.Close)
 	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, tables)}
-	u, stop, err := emulate.Serve(r.awsLatency.Wrap(r.auth.guardDynamoDB(d.proxy(p.URL, r.Counter, r.cfg.Faults.SinkLatency))))
+	u, stop, err := emulate.Serve(c.awsLatency.Wrap(c.auth.guardDynamoDB(d.proxy(p.URL, c.Counter, latency))))
 	if err != nil {
 		return nil, err
 	}
-	r.closers = append(r.closers, stop)
+	c.stops = append(c.stops, stop)
 	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: emulate.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.URL)
 	})
@@ -237,47 +238,47 @@ func (r *Run) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *depl
 			return nil, fmt.Errorf("create DynamoDB table %s (%s): %w", t.Name, t.From, err)
 		}
 		d.tables = append(d.tables, t.Name)
-		fmt.Fprintf(r.cfg.Logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
+		fmt.Fprintf(c.logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
 	}
-	r.dynamo = d
+	c.dynamo = d
 	return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}, nil
 }
 
 // dynamoWritten is how many records of an execution the DynamoDB sink wrote (each once, whatever
 // was retried): the report's "records" of a DynamoDB tenant's file.
-func (r *Run) dynamoWritten(execution string) int64 {
-	if r.dynamo == nil || execution == "" {
+func (c *Cloud) dynamoWritten(execution string) int64 {
+	if c.dynamo == nil || execution == "" {
 		return 0
 	}
-	r.dynamo.mu.Lock()
-	defer r.dynamo.mu.Unlock()
-	return int64(len(r.dynamo.written[execution]))
+	c.dynamo.mu.Lock()
+	defer c.dynamo.mu.Unlock()
+	return int64(len(c.dynamo.written[execution]))
 }
 
 // DynamoDB is a client of the run's DynamoDB emulator (uncounted, without the sink latency), or
 // nil when the app has no DynamoDB sink.
-func (r *Run) DynamoDB() *dynamodb.Client {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDB() *dynamodb.Client {
+	if c.dynamo == nil {
 		return nil
 	}
-	return r.dynamo.admin
+	return c.dynamo.admin
 }
 
 // DynamoDBEndpoint is the DynamoDB endpoint the Lambdas use (counted, with the sink and AWS call
 // latencies), or "" when the app has no DynamoDB sink.
-func (r *Run) DynamoDBEndpoint() string {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDBEndpoint() string {
+	if c.dynamo == nil {
 		return ""
 	}
-	return r.dynamo.url
+	return c.dynamo.url
 }
 
 // DynamoDBTables lists the tables the run created, by name.
-func (r *Run) DynamoDBTables() []string {
-	if r.dynamo == nil {
+func (c *Cloud) DynamoDBTables() []string {
+	if c.dynamo == nil {
 		return nil
 	}
-	return append([]string(nil), r.dynamo.tables...)
+	return append([]string(nil), c.dynamo.tables...)
 }
 
 // DynamoDBTable is the table a tenant's DynamoDB sink writes to (its synthesized dynamodb.table),

@@ -27,7 +27,7 @@ import (
 //     still in flight, then left alone like a failed one (invokeBatch);
 //   - a response naming an unknown message id fails the whole batch.
 type mapping struct {
-	run            *Run
+	cloud          *Cloud
 	queue          *Queue
 	fn             *emulate.Function
 	batch          int
@@ -56,9 +56,9 @@ func (m *mapping) start(ctx context.Context) {
 func (m *mapping) spawn(ctx context.Context) {
 	m.pollers++
 	m.peakPoll = max(m.peakPoll, m.pollers)
-	m.run.pollers.Add(1)
+	m.cloud.pollers.Add(1)
 	go func() {
-		defer m.run.pollers.Done()
+		defer m.cloud.pollers.Done()
 		m.poll(ctx)
 	}()
 }
@@ -108,10 +108,10 @@ func (m *mapping) Peak() (invocations, pollers int) {
 
 func (m *mapping) poll(ctx context.Context) {
 	for ctx.Err() == nil {
-		if !m.run.pollGate(ctx, m) { // a disabled mapping does not poll (controlplane.go)
+		if !m.cloud.pollGate(ctx, m) { // a disabled mapping does not poll (controlplane.go)
 			continue
 		}
-		out, err := m.run.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		out, err := m.cloud.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:            aws.String(m.queue.URL),
 			MaxNumberOfMessages: int32(m.batch),
 			// Lambda's pollers long-poll for 20 s, so an idle queue costs few ReceiveMessage calls
@@ -130,7 +130,7 @@ func (m *mapping) poll(ctx context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: receive: %v\n", m.queue.Name, err)
+				fmt.Fprintf(m.cloud.logs, "event source mapping %s: receive: %v\n", m.queue.Name, err)
 				sleep(ctx, time.Second)
 			}
 			continue
@@ -138,40 +138,40 @@ func (m *mapping) poll(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			continue
 		}
-		if !m.run.releaseIfDisabled(ctx, m, out.Messages) {
-			m.run.setBusy(1)
+		if !m.cloud.releaseIfDisabled(ctx, m, out.Messages) {
+			m.cloud.setBusy(1)
 			m.handle(ctx, out.Messages, received)
-			m.run.setBusy(-1)
+			m.cloud.setBusy(-1)
 		}
 		m.handled()
 	}
 }
 
 func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message, received time.Time) {
-	m.run.mu.Lock()
-	if m.run.delivered == nil {
-		m.run.delivered = map[string]map[string]string{}
+	m.cloud.mu.Lock()
+	if m.cloud.delivered == nil {
+		m.cloud.delivered = map[string]map[string]string{}
 	}
-	if m.run.delivered[m.queue.ARN] == nil {
-		m.run.delivered[m.queue.ARN] = map[string]string{}
+	if m.cloud.delivered[m.queue.ARN] == nil {
+		m.cloud.delivered[m.queue.ARN] = map[string]string{}
 	}
 	for _, msg := range msgs {
-		m.run.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
+		m.cloud.delivered[m.queue.ARN][aws.ToString(msg.MessageId)] = msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
 	}
-	m.run.mu.Unlock()
+	m.cloud.mu.Unlock()
 	event := map[string]any{"Records": m.records(msgs)}
 	payload, _ := json.Marshal(event)
 	res, err := m.invokeBatch(ctx, payload, received)
 	if err != nil {
 		if !errors.Is(err, emulate.ErrThrottled) && ctx.Err() == nil {
-			m.run.mappingErrors.Add(1)
-			fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: invoke: %v\n", m.queue.Name, err)
+			m.cloud.mappingErrors.Add(1)
+			fmt.Fprintf(m.cloud.logs, "event source mapping %s: invoke: %v\n", m.queue.Name, err)
 		}
 		return
 	}
 	if res.ErrorType != "" {
-		m.run.mappingErrors.Add(1)
-		fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: function error %s: %s\n", m.queue.Name, res.ErrorType, res.Payload)
+		m.cloud.mappingErrors.Add(1)
+		fmt.Fprintf(m.cloud.logs, "event source mapping %s: function error %s: %s\n", m.queue.Name, res.ErrorType, res.Payload)
 		return
 	}
 	keep := map[string]bool{}
@@ -207,8 +207,8 @@ func (m *mapping) handle(ctx context.Context, msgs []sqstypes.Message, received 
 	if len(entries) == 0 {
 		return
 	}
-	if _, err := m.run.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.queue.URL), Entries: entries}); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(m.run.cfg.Logs, "event source mapping %s: delete: %v\n", m.queue.Name, err)
+	if _, err := m.cloud.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.queue.URL), Entries: entries}); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(m.cloud.logs, "event source mapping %s: delete: %v\n", m.queue.Name, err)
 	}
 }
 
@@ -240,7 +240,7 @@ func (m *mapping) invokeBatch(ctx context.Context, payload []byte, received time
 		if berr != nil || time.Now().Add(wait+m.fn.Timeout).After(visibleAgain) {
 			return res, err
 		}
-		m.run.mappingThrottleRetries.Add(1)
+		m.cloud.mappingThrottleRetries.Add(1)
 		sleep(ctx, wait)
 		if ctx.Err() != nil {
 			return res, err
@@ -283,13 +283,18 @@ func (r *Run) Messages(tenantID string) int {
 	if t == nil {
 		return 0
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	return r.messagesOf(t)
+}
+
+// messagesOf is Messages of one tenant.
+func (c *Cloud) messagesOf(t *Tenant) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !t.Pooled() {
-		return len(r.delivered[t.Queue.ARN])
+		return len(c.delivered[t.Queue.ARN])
 	}
 	n := 0
-	for _, g := range r.delivered[t.Queue.ARN] {
+	for _, g := range c.delivered[t.Queue.ARN] {
 		if g == t.ID {
 			n++
 		}
@@ -298,17 +303,24 @@ func (r *Run) Messages(tenantID string) int {
 }
 
 // MappingThrottleRetries is how many times an event source mapping retried a throttled batch.
-func (r *Run) MappingThrottleRetries() int64 { return r.mappingThrottleRetries.Load() }
+func (c *Cloud) MappingThrottleRetries() int64 { return c.mappingThrottleRetries.Load() }
 
 // MappingErrors is how many event source mapping invocations failed (a function error, a crash, a
 // timeout; not a throttle): the deliveries whose messages came back only after their visibility
 // timeout.
-func (r *Run) MappingErrors() int64 { return r.mappingErrors.Load() }
+func (c *Cloud) MappingErrors() int64 { return c.mappingErrors.Load() }
 
-func (r *Run) setBusy(d int) {
-	r.mu.Lock()
-	r.busy += d
-	r.mu.Unlock()
+func (c *Cloud) setBusy(d int) {
+	c.mu.Lock()
+	c.busy += d
+	c.mu.Unlock()
+}
+
+// inFlight is how many event source mapping and asynchronous invocations are in progress.
+func (c *Cloud) inFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.busy
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -84,8 +84,8 @@ func TestMappingScalesToMessageGroups(t *testing.T) {
 			defer f.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			r := &Run{cfg: Config{Logs: io.Discard}, sqs: client, sqsAdmin: client, runCtx: ctx, esmOf: map[*mapping]*esm{}}
-			mp := &mapping{run: r, queue: q, fn: f, batch: 1, reportFailures: true, scale: mappingScale(f.Concurrency, tc.maxConc)}
+			r := &Cloud{logs: io.Discard, sqs: client, sqsAdmin: client, ctx: ctx, esmOf: map[*mapping]*esm{}}
+			mp := &mapping{cloud: r, queue: q, fn: f, batch: 1, reportFailures: true, scale: mappingScale(f.Concurrency, tc.maxConc)}
 			mp.start(ctx)
 			deadline := time.Now().Add(time.Minute)
 			for {
@@ -158,8 +158,8 @@ func TestMappingRetriesThrottledBatch(t *testing.T) {
 	<-started
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	r := &Run{cfg: Config{Logs: io.Discard}, sqs: client, sqsAdmin: client, runCtx: ctx, esmOf: map[*mapping]*esm{}}
-	mp := &mapping{run: r, queue: q, fn: controller, batch: 1, reportFailures: true, scale: mappingScale(0, 0)}
+	r := &Cloud{logs: io.Discard, sqs: client, sqsAdmin: client, ctx: ctx, esmOf: map[*mapping]*esm{}}
+	mp := &mapping{cloud: r, queue: q, fn: controller, batch: 1, reportFailures: true, scale: mappingScale(0, 0)}
 	mp.start(ctx)
 	deadline := time.Now().Add(2 * time.Minute)
 	for r.MappingThrottleRetries() < 2 {

@@ -67,12 +67,14 @@ func (r *Run) arrived(bucket, key, versionID, etag string) {
 
 // objectCreated turns a PutObject into the EventBridge event S3 sends
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html) and routes it.
-func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
-	r.arrived(bucket, key, versionID, etag)
+func (c *Cloud) objectCreated(bucket, key, versionID, etag string, size int64) {
+	if c.watch != nil {
+		c.watch.arrived(bucket, key, versionID, etag)
+	}
 	detail := map[string]any{
 		"version":           "0",
 		"bucket":            map[string]any{"name": bucket},
-		"object":            map[string]any{"key": r.eventKey(key), "size": size, "etag": etag, "sequencer": r.S3.Sequencer(bucket, key)},
+		"object":            map[string]any{"key": c.eventKey(key), "size": size, "etag": etag, "sequencer": c.S3.Sequencer(bucket, key)},
 		"request-id":        emulate.NewID()[:16],
 		"requester":         emulate.Account,
 		"source-ip-address": "127.0.0.1",
@@ -92,15 +94,15 @@ func (r *Run) objectCreated(bucket, key, versionID, etag string, size int64) {
 		"resources":   []any{"arn:aws:s3:::" + bucket},
 		"detail":      detail,
 	}
-	r.PutEvent(context.Background(), ev)
-	if r.cfg.Faults.DuplicateEvents {
-		r.putEvent(context.Background(), ev, r.cfg.Faults.DuplicateAfterDedupWindow)
+	c.PutEvent(context.Background(), ev)
+	if c.opts.events.DuplicateEvents {
+		c.putEvent(context.Background(), ev, c.opts.events.DuplicateAfterDedupWindow)
 	}
 }
 
-// eventKey is the object key as the events carry it (Faults.EventKeyForm).
-func (r *Run) eventKey(key string) string {
-	if r.cfg.Faults.EventKeyForm != EventKeyForm {
+// eventKey is the object key as the events carry it (S3Options.EventKeyForm).
+func (c *Cloud) eventKey(key string) string {
+	if c.opts.s3.EventKeyForm != EventKeyForm {
 		return key
 	}
 	return FormEncodeKey(key)
@@ -121,24 +123,24 @@ func FormEncodeKey(key string) string {
 // PutEvent routes one event to every matching rule's target queue, as EventBridge does: the body is
 // the event, the message group is the target's fixed MessageGroupId, and deduplication is left to
 // the queue's content-based deduplication (EventBridge sends no deduplication id).
-func (r *Run) PutEvent(ctx context.Context, ev map[string]any) { r.putEvent(ctx, ev, false) }
+func (c *Cloud) PutEvent(ctx context.Context, ev map[string]any) { c.putEvent(ctx, ev, false) }
 
 // putEvent routes one event; late sends it with its own deduplication id, as a copy that arrives
 // after the queue's deduplication interval is no longer deduplicated.
-func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
+func (c *Cloud) putEvent(ctx context.Context, ev map[string]any, late bool) {
 	body, _ := json.Marshal(ev)
 	// Route on the decoded event, as EventBridge matches JSON values.
 	var decoded map[string]any
 	json.Unmarshal(body, &decoded)
-	for _, rl := range r.rules {
+	for _, rl := range c.rules {
 		if !rl.pattern.Match(decoded) {
 			continue
 		}
 		if rl.fn != nil {
-			r.invokeAsync(rl.fn, body)
+			c.invokeAsync(rl.fn, body)
 			continue
 		}
-		q := r.queues[rl.queueARN]
+		q := c.queues[rl.queueARN]
 		in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body))}
 		if rl.groupID != "" {
 			in.MessageGroupId = aws.String(rl.groupID)
@@ -148,10 +150,10 @@ func (r *Run) putEvent(ctx context.Context, ev map[string]any, late bool) {
 		}
 		// EventBridge retries delivery for up to 24 hours; locally a few attempts suffice.
 		for attempt := 0; attempt < 5; attempt++ {
-			if _, err := r.sqs.SendMessage(ctx, in); err == nil {
+			if _, err := c.sqs.SendMessage(ctx, in); err == nil {
 				break
 			} else {
-				fmt.Fprintf(r.cfg.Logs, "eventbridge: deliver to %s: %v\n", q.Name, err)
+				fmt.Fprintf(c.logs, "eventbridge: deliver to %s: %v\n", q.Name, err)
 				time.Sleep(200 * time.Millisecond)
 			}
 		}

@@ -70,8 +70,8 @@ func TestSFNThrottle(t *testing.T) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		w.Write([]byte(`{"executionArn":"arn:aws:states:us-east-1:000000000000:execution:m:x","startDate":1}`))
 	})
-	newClient := func(t *testing.T, th SFNThrottle) (*Run, *sfn.Client) {
-		r := &Run{Counter: &emulate.APICounter{}, cfg: Config{Faults: Faults{SFNThrottle: th}}}
+	newClient := func(t *testing.T, th SFNThrottle) (*Cloud, *sfn.Client) {
+		r := &Cloud{Counter: &emulate.APICounter{}, opts: cloudOptions{sfn: StepFunctionsOptions{Throttle: th}}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		t.Cleanup(srv.Close)
 		c := sfn.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), RetryMaxAttempts: 1},
@@ -112,7 +112,7 @@ func TestSFNThrottle(t *testing.T) {
 		}
 	})
 	t.Run("StartExecution attributed by trace id", func(t *testing.T) {
-		r := &Run{Counter: &emulate.APICounter{}}
+		r := &Cloud{Counter: &emulate.APICounter{}}
 		srv := httptest.NewServer(r.sfnGate(stub))
 		defer srv.Close()
 		for _, trace := range []string{"Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000001-aaaaaaaaaaaaaaaaaaaaaaaa;Sampled=0", "Root=1-00000002-bbbbbbbbbbbbbbbbbbbbbbbb;Sampled=0"} {
@@ -155,7 +155,7 @@ func TestInvokeAsyncRetries(t *testing.T) {
 			defer f.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard}}
+			r := &Cloud{ctx: ctx, logs: io.Discard}
 			r.invokeAsync(f, []byte(`{"do":"`+tc.do+`"}`))
 			r.status().async.Wait()
 			if got := f.Invocations(); got != tc.want {

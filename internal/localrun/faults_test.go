@@ -168,7 +168,7 @@ func TestScenarioRegisterKilled(t *testing.T) {
 				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=5"},
 			},
-			Faults: Faults{
+			Lambda: LambdaOptions{
 				// A small Register timeout, so that waiting for it is short. The HTTP timeout stays below it
 				// by more than Register's deadline margin, as the construct's validation demands.
 				FunctionTimeout: map[string]time.Duration{registerPkg: 5 * time.Second},
@@ -221,7 +221,7 @@ func TestScenarioThrottled(t *testing.T) {
 	t.Parallel()
 	forEachTier(t, scenarioTenants, func(t *testing.T, tenants string) {
 		const throttleFor = 15 * time.Second
-		r := startScenario(t, tenants, Config{Faults: Faults{Throttle: map[string]emulate.Throttle{registerPkg: {For: throttleFor}}}})
+		r := startScenario(t, tenants, Config{Lambda: LambdaOptions{Throttle: map[string]emulate.Throttle{registerPkg: {For: throttleFor}}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "a.csv", csvOf(150)}, {"cont", "b.csv", csvOf(50)}, {"ov", "x.csv", csvOf(60)}})
@@ -272,7 +272,7 @@ func TestScenarioLambdaThrottled(t *testing.T) {
 		// The retriers' waits at a fiftieth: the throttle retrier's 5 s to 5 min become 0.1 s to 6 s.
 		// The sink takes as many requests at once as Lambda runs invocations: Register posts one
 		// request at a time, so the account's limit alone keeps the core system within it.
-		r := startScenario(t, tenants, Config{Faults: Faults{LambdaConcurrency: concurrency, SinkMaxInFlight: concurrency, RetryIntervalScale: 0.02}})
+		r := startScenario(t, tenants, Config{Lambda: LambdaOptions{Concurrency: concurrency}, StepFunctions: StepFunctionsOptions{RetryIntervalScale: 0.02}, Core: CoreOptions{MaxInFlight: concurrency}})
 		// A core system of 15 ms a record keeps each Register invocation busy for about a second,
 		// so the tenants' invocations meet at the limit.
 		r.Sink.SetDelay(func(string, string, int64) time.Duration { return 15 * time.Millisecond })
@@ -326,7 +326,7 @@ func TestScenarioStoppedFile(t *testing.T) {
 				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 				controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"},
 			},
-			Faults: Faults{
+			Lambda: LambdaOptions{
 				FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second},
 			},
 		})
@@ -450,12 +450,12 @@ func TestScenarioDataPath(t *testing.T) {
 			name string
 			cfg  Config
 		}{
-			{EventKeyRaw, Config{Faults: Faults{EventKeyForm: EventKeyRaw}}},
-			{EventKeyForm, Config{Faults: Faults{EventKeyForm: EventKeyForm}}},
+			{EventKeyRaw, Config{S3: S3Options{EventKeyForm: EventKeyRaw}}},
+			{EventKeyForm, Config{S3: S3Options{EventKeyForm: EventKeyForm}}},
 			// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without
 			// s3:ListBucket: the key as given (form-encoded) is not there, and neither are the
 			// controller's wake-up objects at first. Nothing may fail or log at ERROR for it.
-			{"form, missing keys answer 403", Config{Faults: Faults{EventKeyForm: EventKeyForm, S3MissingKeyForbidden: true}}},
+			{"form, missing keys answer 403", Config{S3: S3Options{EventKeyForm: EventKeyForm, MissingKeyForbidden: true}}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -475,7 +475,7 @@ func TestScenarioDataPath(t *testing.T) {
 				if errs := lambdaLogs(t, r, func(l map[string]any) bool { return l["level"] == "ERROR" }); len(errs) > 0 {
 					t.Errorf("got %d ERROR lines, want none: %v", len(errs), errs)
 				}
-				if tc.cfg.Faults.S3MissingKeyForbidden {
+				if tc.cfg.S3.MissingKeyForbidden {
 					// The form-encoded keys that differ from the stored ones were denied (403) and then
 					// read under their decoded form.
 					decoded := lambdaLogs(t, r, func(l map[string]any) bool {

@@ -26,7 +26,7 @@ type burstAdmission struct {
 // core system of slots running files, and measures it.
 func runBurstAdmission(t *testing.T, tenants, files, slots int) burstAdmission {
 	t.Helper()
-	r := startScenario(t, burstTenantsJSON(tenants, 0, map[string]any{"maxRunningFiles": slots}), Config{Faults: Faults{SinkMaxInFlight: slots}})
+	r := startScenario(t, burstTenantsJSON(tenants, 0, map[string]any{"maxRunningFiles": slots}), Config{Core: CoreOptions{MaxInFlight: slots}})
 	defer r.Close()
 	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 20 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

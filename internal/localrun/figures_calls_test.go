@@ -51,9 +51,9 @@ func TestFiguresControllerCalls(t *testing.T) {
 		cfg  Config
 	}{
 		{"events on", Config{EnvFor: map[string][]string{controllerPkg: {"SAFETY_NET_SECONDS=300", "MAX_WAIT_SECONDS=330"}}}},
-		{"events dropped", Config{Faults: Faults{StatusEvents: StatusEvents{Drop: 1}}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
+		{"events dropped", Config{EventBridge: EventBridgeOptions{StatusEvents: StatusEvents{Drop: 1}}, EnvFor: map[string][]string{controllerPkg: {fmt.Sprintf("SAFETY_NET_SECONDS=%d", figuresDroppedSafetyNet), "MAX_WAIT_SECONDS=330"}}}},
 		// Before the wake-up on status events: no wake-up, in-process polling for 10 s, then a backoff up to 30 s.
-		{"polling", Config{Faults: Faults{StatusEvents: StatusEvents{Drop: 1}}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
+		{"polling", Config{EventBridge: EventBridgeOptions{StatusEvents: StatusEvents{Drop: 1}}, EnvFor: map[string][]string{controllerPkg: {"WAKE_EVENTS=false", "POLL_BUDGET_SECONDS=10", "MAX_WAIT_SECONDS=30"}}}},
 	}
 	// The app's ingest bucket carries the write Deny, so the construct lets the controllers release
 	// on the recorded SUCCEEDED without a describe: the "events on" line measures that path.

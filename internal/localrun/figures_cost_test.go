@@ -164,7 +164,7 @@ func TestFiguresCost(t *testing.T) {
 // With full it also runs record mode on the full path and the realistic mix of small files.
 func measureCost(t *testing.T, extra map[string]string, full bool) costFigure {
 	t.Helper()
-	r := startScenarioWith(t, costTenants, extra, Config{Faults: Faults{SinkLatency: costLatency}})
+	r := startScenarioWith(t, costTenants, extra, Config{Core: CoreOptions{Latency: costLatency}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	phase := func(tenant string, files []upload) cost.Usage {

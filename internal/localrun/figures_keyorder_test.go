@@ -45,7 +45,7 @@ func TestFiguresKeyOrderPace(t *testing.T) {
 	}
 	for _, tier := range []string{"silo", "pool"} {
 		t.Run(tier, func(t *testing.T) {
-			r := startScenario(t, withTierJSON(keyPaceTenants, tier), Config{Faults: Faults{SinkLatency: keyPaceLatency}})
+			r := startScenario(t, withTierJSON(keyPaceTenants, tier), Config{Core: CoreOptions{Latency: keyPaceLatency}})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
 			body := csvKeyed(keyPaceRecords, keyPaceKeys)

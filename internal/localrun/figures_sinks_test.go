@@ -41,7 +41,7 @@ func TestFiguresRegisterThroughput(t *testing.T) {
 		files   = 2
 		records = 6000
 	)
-	r := startScenario(t, figureTenants, Config{Faults: Faults{SinkLatency: latency}})
+	r := startScenario(t, figureTenants, Config{Core: CoreOptions{Latency: latency}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var batch []upload

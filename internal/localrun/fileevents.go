@@ -27,7 +27,7 @@ type putEventsEntry struct {
 
 // servePutEvents is EventBridge's PutEvents (JSON 1.1, X-Amz-Target AWSEvents.PutEvents), the one
 // action the functions call.
-func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
+func (c *Cloud) servePutEvents(w http.ResponseWriter, req *http.Request) {
 	if target := req.Header.Get("X-Amz-Target"); target != "AWSEvents.PutEvents" {
 		http.Error(w, `{"__type":"UnknownOperationException","message":"only PutEvents is served locally"}`, http.StatusBadRequest)
 		return
@@ -57,15 +57,15 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 		if e.Source == results.EventSource && e.DetailType == results.EventDetailType {
 			var ev results.Event
 			json.Unmarshal([]byte(e.Detail), &ev)
-			r.mu.Lock()
-			r.fileEvents = append(r.fileEvents, report.FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
-			r.mu.Unlock()
+			if c.watch != nil {
+				c.watch.fileProcessed(report.FileEvent{ID: id, Time: now, Bus: e.EventBusName, Detail: ev})
+			}
 		}
 		resources := e.Resources
 		if resources == nil {
 			resources = []string{}
 		}
-		r.PutEvent(req.Context(), map[string]any{
+		c.PutEvent(req.Context(), map[string]any{
 			"version": "0", "id": id, "detail-type": e.DetailType, "source": e.Source, "account": emulate.Account,
 			"time": now.Format(time.RFC3339), "region": emulate.Region, "resources": resources, "detail": detail,
 		})
@@ -73,6 +73,13 @@ func (r *Run) servePutEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	json.NewEncoder(w).Encode(out)
+}
+
+// fileProcessed records a File Processed event the pipeline put.
+func (r *Run) fileProcessed(ev report.FileEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fileEvents = append(r.fileEvents, ev)
 }
 
 // FileEvents are the File Processed events put so far, in order.

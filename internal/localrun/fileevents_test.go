@@ -18,7 +18,8 @@ import (
 // The local PutEvents keeps the File Processed events in order and answers as EventBridge does;
 // other events are routed but not kept.
 func TestServePutEvents(t *testing.T) {
-	r := &Run{}
+	r := &Run{Cloud: &Cloud{}}
+	r.watch = r
 	body := `{"Entries":[` +
 		`{"Source":"tenantpipeline","DetailType":"File Processed","EventBusName":"default","Detail":"{\"eventId\":\"e1/0\",\"tenant\":\"acme\",\"status\":\"SUCCEEDED\"}"},` +
 		`{"Source":"other","DetailType":"Other","Detail":"{}"},` +

@@ -57,7 +57,7 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		default:
 			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
 			// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
-			if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Faults.SinkLookup || cs["lookupUrl"] != nil) {
+			if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Core.Lookup || cs["lookupUrl"] != nil) {
 				cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
 			}
 		}
@@ -90,10 +90,10 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	}
 	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, func(line []byte) { r.admissionWaits.observe(line); r.breakers.observe(line) }), LogGroup: spec.LogGroup,
 		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
-	if d, ok := r.cfg.Faults.FunctionTimeout[src]; ok {
+	if d, ok := r.cfg.Lambda.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
-	if t, ok := r.cfg.Faults.Throttle[src]; ok {
+	if t, ok := r.cfg.Lambda.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
 	if t, ok := vars["TENANT"]; ok {
@@ -101,12 +101,12 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		json.Unmarshal([]byte(t), &cfg)
 		f.Tenant = cfg.ID
 	}
-	if t, ok := vars["TENANT"]; ok && r.cfg.Faults.ControllerCrash != nil {
+	if t, ok := vars["TENANT"]; ok && r.cfg.Lambda.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
 		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
 		// hook knows whether the invocation it is asked about started an execution.
-		crash := r.cfg.Faults.ControllerCrash
+		crash := r.cfg.Lambda.ControllerCrash
 		f.BeforeResponse = func(_ *emulate.Function, id string, payload []byte) bool {
 			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
 		}
@@ -218,7 +218,7 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 			t.RegisterURL = r.registerURL
 		default:
 			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
-			if t.CoreSystem != nil && (r.cfg.Faults.SinkLookup || t.CoreSystem.LookupURL != "") {
+			if t.CoreSystem != nil && (r.cfg.Core.Lookup || t.CoreSystem.LookupURL != "") {
 				t.CoreSystem.LookupURL = emulate.SinkLookupURL(r.sinkURL, t.ID)
 			}
 		}

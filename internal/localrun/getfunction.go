@@ -20,7 +20,7 @@ const codePath = "/local-code/"
 // local function with its configuration and a Code.Location that the control plane itself serves
 // (codePath): a zip of the function's code asset directory, made on request, as Lambda's presigned
 // URL of the deployment package. pipectl reads a pool's tenants from it (pool-tenants.json).
-func (r *Run) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
+func (c *Cloud) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
 	const prefix = "/2015-03-31/functions/"
 	name, ok := strings.CutPrefix(req.URL.Path, prefix)
 	if req.Method != http.MethodGet || !ok || name == "" || strings.Contains(strings.TrimSuffix(name, "/"), "/") {
@@ -30,7 +30,7 @@ func (r *Run) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
 	if u, err := url.PathUnescape(name); err == nil {
 		name = u
 	}
-	f := r.Lambda.Lookup(name)
+	f := c.Lambda.Lookup(name)
 	w.Header().Set("Content-Type", "application/json")
 	if f == nil {
 		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
@@ -58,9 +58,9 @@ func (r *Run) serveGetFunction(w http.ResponseWriter, req *http.Request) bool {
 }
 
 // serveCode answers GET /local-code/{name}.zip with a zip of the function's asset directory.
-func (r *Run) serveCode(w http.ResponseWriter, req *http.Request) {
+func (c *Cloud) serveCode(w http.ResponseWriter, req *http.Request) {
 	name, _ := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(req.URL.Path, codePath), ".zip"))
-	f := r.Lambda.Lookup(name)
+	f := c.Lambda.Lookup(name)
 	if f == nil || f.AssetDir == "" {
 		http.NotFound(w, req)
 		return
@@ -91,6 +91,6 @@ func (r *Run) serveCode(w http.ResponseWriter, req *http.Request) {
 	}
 	if err != nil {
 		// The status is sent; a truncated zip fails the reader's check.
-		fmt.Fprintf(r.cfg.Logs, "lambda: code of %s: %v\n", f.Name, err)
+		fmt.Fprintf(c.logs, "lambda: code of %s: %v\n", f.Name, err)
 	}
 }

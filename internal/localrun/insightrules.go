@@ -33,10 +33,10 @@ type insightLog struct {
 var tenantField = []byte(`"Tenant"`)
 
 // loadInsightRules reads the templates' AWS::CloudWatch::InsightRule resources.
-func (r *Run) loadInsightRules(asm *deploy.Assembly, res *deploy.Resolver) error {
-	r.insightLog.mu.Lock()
-	defer r.insightLog.mu.Unlock()
-	r.insightLog.rules = map[string]insights.Rule{}
+func (c *Cloud) loadInsightRules(asm *deploy.Assembly, res *deploy.Resolver) error {
+	c.insightLog.mu.Lock()
+	defer c.insightLog.mu.Unlock()
+	c.insightLog.rules = map[string]insights.Rule{}
 	for _, ir := range asm.OfType("AWS::CloudWatch::InsightRule") {
 		var name, body string
 		if err := asm.Prop(res, ir, "RuleName", &name); err != nil {
@@ -49,7 +49,7 @@ func (r *Run) loadInsightRules(asm *deploy.Assembly, res *deploy.Resolver) error
 		if err != nil {
 			return fmt.Errorf("insight rule %s: %w", ir.LogicalID, err)
 		}
-		r.insightLog.rules[name] = rule
+		c.insightLog.rules[name] = rule
 	}
 	return nil
 }
@@ -71,11 +71,11 @@ func (l *insightLog) observer(logGroup string, next func([]byte)) func([]byte) {
 }
 
 // InsightRules are the names of the templates' Contributor Insights rules, sorted.
-func (r *Run) InsightRules() []string {
-	r.insightLog.mu.Lock()
-	defer r.insightLog.mu.Unlock()
+func (c *Cloud) InsightRules() []string {
+	c.insightLog.mu.Lock()
+	defer c.insightLog.mu.Unlock()
 	var names []string
-	for n := range r.insightLog.rules {
+	for n := range c.insightLog.rules {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -84,8 +84,8 @@ func (r *Run) InsightRules() []string {
 
 // InsightRuleReport evaluates the named rule on the lines its log groups received so far: every
 // contributor, the highest value first, as GetInsightRuleReport's contributors are ordered.
-func (r *Run) InsightRuleReport(name string) ([]insights.Contributor, error) {
-	l := &r.insightLog
+func (c *Cloud) InsightRuleReport(name string) ([]insights.Contributor, error) {
+	l := &c.insightLog
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rule, ok := l.rules[name]
@@ -101,8 +101,8 @@ func (r *Run) InsightRuleReport(name string) ([]insights.Contributor, error) {
 
 // InsightMatches is how many log events of the log groups for which in is true match a rule,
 // counted once per rule they match: what Contributor Insights bills.
-func (r *Run) InsightMatches(in func(logGroup string) bool) int {
-	l := &r.insightLog
+func (c *Cloud) InsightMatches(in func(logGroup string) bool) int {
+	l := &c.insightLog
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -126,7 +126,7 @@ const cloudWatchPath = "/service/GraniteServiceVersion20100801/operation/"
 // with one datapoint, the whole run being one period, in the report's last period
 // (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetInsightRuleReport.html).
 // Every other operation is refused by name.
-func (r *Run) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
+func (c *Cloud) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
 	op := strings.TrimPrefix(req.URL.Path, cloudWatchPath)
 	if op != "GetInsightRuleReport" {
 		cborError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local run does not emulate CloudWatch %s", op))
@@ -148,13 +148,13 @@ func (r *Run) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	limit := int64(10)
-	if c, ok := in["MaxContributorCount"]; ok {
-		if limit, err = cbor.AsInt64(c); err != nil || limit < 1 || limit > 100 {
+	if v, ok := in["MaxContributorCount"]; ok {
+		if limit, err = cbor.AsInt64(v); err != nil || limit < 1 || limit > 100 {
 			cborError(w, http.StatusBadRequest, "InvalidParameterValue", "MaxContributorCount must be 1 to 100")
 			return
 		}
 	}
-	cs, err := r.InsightRuleReport(string(name))
+	cs, err := c.InsightRuleReport(string(name))
 	if err != nil {
 		cborError(w, http.StatusBadRequest, "ResourceNotFound", err.Error())
 		return
@@ -162,18 +162,18 @@ func (r *Run) serveCloudWatch(w http.ResponseWriter, req *http.Request) {
 	at := &cbor.Tag{ID: 1, Value: cbor.Float64(float64(end.Add(-time.Duration(period) * time.Second).Unix()))}
 	var sum float64
 	list := cbor.List{}
-	for i, c := range cs {
-		sum += c.Value
+	for i, ct := range cs {
+		sum += ct.Value
 		if int64(i) >= limit {
 			continue
 		}
 		keys := cbor.List{}
-		for _, k := range c.Keys {
+		for _, k := range ct.Keys {
 			keys = append(keys, cbor.String(k))
 		}
 		list = append(list, cbor.Map{
-			"Keys": keys, "ApproximateAggregateValue": cbor.Float64(c.Value),
-			"Datapoints": cbor.List{cbor.Map{"Timestamp": at, "ApproximateValue": cbor.Float64(c.Value)}},
+			"Keys": keys, "ApproximateAggregateValue": cbor.Float64(ct.Value),
+			"Datapoints": cbor.List{cbor.Map{"Timestamp": at, "ApproximateValue": cbor.Float64(ct.Value)}},
 		})
 	}
 	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")

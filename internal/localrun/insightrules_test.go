@@ -10,7 +10,7 @@ import (
 // evaluates a rule on its own log groups' lines only; the matched events it bills are those of the
 // log groups asked about.
 func TestInsightLog(t *testing.T) {
-	r := &Run{}
+	r := &Cloud{}
 	r.insightLog.rules = map[string]insights.Rule{"blocked": {Schema: insights.Schema, LogGroupNames: []string{"controller-logs"}, LogFormat: "JSON",
 		AggregateOn: insights.Sum, Contribution: insights.Contribution{Keys: []string{"$.Tenant"}, ValueOf: "$.Blocked", Filters: []insights.Filter{insights.Present("$.Blocked")}}}}
 	var passed int

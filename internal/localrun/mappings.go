@@ -35,15 +35,20 @@ func (r *Run) startMapping(ctx context.Context, asm *deploy.Assembly, res *deplo
 	if c := props.MaximumConcurrency; c != 0 && (c < minMaximumConcurrency || c > maxMaximumConcurrency) {
 		return fmt.Errorf("mapping %s: ScalingConfig.MaximumConcurrency %d: Lambda accepts %d to %d", m.LogicalID, c, minMaximumConcurrency, maxMaximumConcurrency)
 	}
-	mp := &mapping{run: r, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures,
+	mp := &mapping{cloud: r.Cloud, queue: q, fn: f, batch: min(batch, 10), reportFailures: reportFailures,
 		scale: mappingScale(f.Concurrency, props.MaximumConcurrency)}
 	// Its Enabled is the Lambda API's to change (pipectl pause/resume); a disabled mapping does not poll.
 	state := newESM(uuidFor(m.Stack.Name+"/"+m.LogicalID), f.ARN, q.ARN, batch, props.Enabled)
 	res.Set(m, deploy.Identity{Ref: state.UUID})
-	r.mu.Lock()
-	r.esms = append(r.esms, state)
-	r.esmOf[mp] = state
-	r.mu.Unlock()
-	mp.start(ctx)
+	r.addMapping(ctx, mp, state)
 	return nil
+}
+
+// addMapping records a mapping's state under the Lambda API and starts its pollers.
+func (c *Cloud) addMapping(ctx context.Context, mp *mapping, state *esm) {
+	c.mu.Lock()
+	c.esms = append(c.esms, state)
+	c.esmOf[mp] = state
+	c.mu.Unlock()
+	mp.start(ctx)
 }

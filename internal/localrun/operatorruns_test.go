@@ -143,7 +143,7 @@ func TestRedriveHistoryRuns(t *testing.T) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	r := &Run{sfn: sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
+	r := &Run{Cloud: &Cloud{sfn: sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(srv.URL) })}}
 	at := func(sec float64) *time.Time { x := unixTime(sec); return &x }
 	e := sfnExecution{ExecutionArn: "arn:aws:states:us-east-1:000000000000:execution:m:e1", Status: "SUCCEEDED", StartDate: 1800000000.1, RedriveCount: 2}
 	got := r.redriveHistory(context.Background(), e)

@@ -40,7 +40,7 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(asset, pipeline.PoolSettingsFile), settings, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := &Run{cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
+	r := &Run{Cloud: &Cloud{}, cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
 	fr := &deploy.Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
 	dir := r.assetDir(fr)
 	if dir != asset {
@@ -138,7 +138,7 @@ func TestTenantDepthByMessageGroup(t *testing.T) {
 	if _, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 1}); err != nil {
 		t.Fatal(err)
 	}
-	r := &Run{sqsURL: aws.ToString(client.Options().BaseEndpoint), sqsAdmin: client}
+	r := &Cloud{sqsURL: aws.ToString(client.Options().BaseEndpoint), sqsAdmin: client}
 	for _, tc := range []struct {
 		tenant *Tenant
 		want   int

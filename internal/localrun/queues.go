@@ -18,13 +18,13 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
-func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, q *deploy.Resource) (*Queue, error) {
+func (c *Cloud) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, q *deploy.Resource) (*Queue, error) {
 	spec, err := deploy.ReadQueue(res, q)
 	if err != nil {
 		return nil, err
 	}
 	name, attrs := spec.Name, spec.Attributes
-	out, err := r.sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	out, err := c.sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
 		return nil, fmt.Errorf("create queue %s: %w", name, err)
 	}
@@ -33,8 +33,8 @@ func (r *Run) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy
 }
 
 // queueDepth is the number of messages of a queue, visible or in flight.
-func (r *Run) queueDepth(ctx context.Context, q *Queue) (int, error) {
-	out, err := r.sqsAdmin.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+func (c *Cloud) queueDepth(ctx context.Context, q *Queue) (int, error) {
+	out, err := c.sqsAdmin.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
 	if err != nil {
 		return 0, err
 	}
@@ -50,16 +50,16 @@ func (r *Run) queueDepth(ctx context.Context, q *Queue) (int, error) {
 // depth for a silo tenant, its message group's in the pool's queue for a pooled one. A sequenced
 // tenant's tick (pipeline.TickGroup) is not counted: it is the pipeline's timer, in a group of
 // its own, and comes back while a gap lasts whatever the files do.
-func (r *Run) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
+func (c *Cloud) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
 	if !t.Pooled() {
-		n, err := r.queueDepth(ctx, t.Queue)
+		n, err := c.queueDepth(ctx, t.Queue)
 		if _, seq := t.SequenceRule(); err != nil || n == 0 || !seq {
 			return n, err
 		}
-		ticks, err := r.tickDepth(ctx, t)
+		ticks, err := c.tickDepth(ctx, t)
 		return n - ticks, err
 	}
-	groups, err := r.groupDepths(ctx, t.Queue)
+	groups, err := c.groupDepths(ctx, t.Queue)
 	if err != nil {
 		return 0, err
 	}
@@ -69,8 +69,8 @@ func (r *Run) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
 // groupDepths counts a FIFO queue's messages (visible, in flight, delayed) by message group. SQS
 // has no API for it; fauxqs's inspection endpoint (GET /_fauxqs/queues/<name>) lists every message
 // without changing it.
-func (r *Run) groupDepths(ctx context.Context, q *Queue) (map[string]int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.sqsURL+"/_fauxqs/queues/"+url.PathEscape(q.Name), nil)
+func (c *Cloud) groupDepths(ctx context.Context, q *Queue) (map[string]int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.sqsURL+"/_fauxqs/queues/"+url.PathEscape(q.Name), nil)
 	if err != nil {
 		return nil, err
 	}

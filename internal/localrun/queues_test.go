@@ -23,7 +23,7 @@ func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Run{sqsAdmin: client}
+	r := &Cloud{sqsAdmin: client}
 	for _, tc := range []struct {
 		name, props               string
 		wantLimit, wantDedupScope string

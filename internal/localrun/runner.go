@@ -11,13 +11,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
@@ -47,106 +44,17 @@ type Config struct {
 	// pool's name: the pool-intake figures run one pool's router as the router was before it sent
 	// batches (pipeline.EnvRouterSendBatchSize).
 	EnvForPool map[string][]string
-	// Faults are what the emulated AWS does differently from a plain run: injected failures,
-	// duplicates and throttles, limits, and the time scale of retries. The zero value is a plain run.
-	Faults Faults
+	// S3, EventBridge, Lambda and StepFunctions are what the emulated services do differently from
+	// a plain run (the cloud's options); Core is what the core system does (the embedded sink's, or
+	// a fault proxy's in front of RegisterURL). Each zero value behaves as AWS documents it.
+	S3            S3Options
+	EventBridge   EventBridgeOptions
+	Lambda        LambdaOptions
+	StepFunctions StepFunctionsOptions
+	Core          CoreOptions
 }
 
-// Faults are a run's fault injection: each field changes one behaviour of the emulated AWS (or of
-// the embedded sink) as a scenario needs it, and its zero value keeps the behaviour as AWS
-// documents it.
-type Faults struct {
-	// ControllerCrash, if set, is asked when a controller process posts its response; true kills
-	// the process instead, so the event source mapping sees a crashed invocation after the
-	// handler's side effects (StartExecution, ChangeMessageVisibility) happened.
-	ControllerCrash func(ControllerCall) bool
-	// DuplicateEvents delivers every EventBridge event twice, with the same body. A FIFO queue's
-	// content-based deduplication drops the second copy within its 5-minute interval.
-	DuplicateEvents bool
-	// DuplicateAfterDedupWindow makes the second copy of DuplicateEvents bypass the queue's
-	// deduplication (an explicit MessageDeduplicationId), as a copy EventBridge delivers after the
-	// 5-minute deduplication interval would, so that the controller itself sees both.
-	DuplicateAfterDedupWindow bool
-	// FunctionTimeout overrides the template's Timeout of the functions of one source package (a
-	// scenario's small Register timeout). The harness changes nothing else: a variable that
-	// carries the same number to another function (the controller's REGISTER_TIMEOUT_SECONDS) is
-	// the scenario's to set through EnvFor.
-	FunctionTimeout map[string]time.Duration
-	// Throttle makes the Lambda Invoke API refuse invocations of the functions of one source package
-	// with TooManyRequestsException, from the first invocation on (Function.SetThrottle changes it
-	// while the run goes).
-	Throttle map[string]emulate.Throttle
-	// LambdaConcurrency is the account's Lambda concurrency limit (AWS's default is 1,000, shared
-	// by every function of the account and region): an invocation that would put more than this
-	// many in progress at once, across every function of the run, is refused with
-	// TooManyRequestsException (HTTP 429), on every invoke path (Step Functions tasks, event source
-	// mappings, asynchronous invocations), each of which handles it as on AWS. Functions with a
-	// reserved concurrency keep it and the others share the rest. 0 means no limit.
-	LambdaConcurrency int
-	// SinkMaxInFlight caps the requests the embedded sink takes at once: above it the sink answers
-	// 429 with Retry-After: 1, as a core system that sheds load. 0 means no cap.
-	SinkMaxInFlight int
-	// SinkKeyTTL makes the embedded sink forget an idempotency key after this long (emulate.Sink's
-	// KeyTTL): a resend after it registers the record again. 0 keeps keys for ever.
-	SinkKeyTTL time.Duration
-	// SinkLookup makes the embedded sink answer lookupUrl GETs (emulate.Sink's Lookup), and the
-	// harness points every core system's lookupUrl at it (emulate.SinkLookupURL).
-	SinkLookup bool
-	// EventKeyForm is how the "Object Created" events carry the object key: "raw" (default, the key
-	// as written) or "form" (form-encoded, as classic S3 event notifications carry it: "red
-	// flower.jpg" becomes "red+flower.jpg",
-	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
-	// AWS documents neither form for EventBridge, so the pipeline must work with both.
-	EventKeyForm string
-	// S3MissingKeyForbidden makes the pipeline's S3 endpoint answer a GetObject or HeadObject of a
-	// missing key or version with 403 AccessDenied instead of 404, as S3 answers a caller without
-	// s3:ListBucket (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
-	// "Permissions"). Whether the construct's prefix-conditioned ListBucket grant counts is not
-	// documented, so the pipeline must work either way. The harness's own endpoint (uploads,
-	// pipectl) keeps answering 404.
-	S3MissingKeyForbidden bool
-	// Sequencers is how the "Object Created" events' S3 sequencers grow: "per-key" (default, as AWS
-	// documents them: increasing for the events of one key, in no order across keys) or "global"
-	// (one counter for all keys, following the order of the writes). See sequencer.go.
-	Sequencers string
-	// SequencerSeed fixes the per-key sequencers (0: a random seed), for a repeatable run.
-	SequencerSeed uint64
-	// SinkOutages and Sink5xx are a core system's bad day (emulate.CoreFaults): connections
-	// refused from each outage's At (after the core system's first request) for its For, and a
-	// fraction of requests answered 500, 502 or 504. They apply to the embedded sink, or to a
-	// proxy in front of RegisterURL.
-	SinkOutages []emulate.Outage
-	Sink5xx     float64
-	// SinkLatency is added to every request of the embedded sink and of the DynamoDB emulator (a
-	// core system, or a table, that takes this long to answer); see sinklatency.go.
-	SinkLatency time.Duration
-	// StatusEvents drops or duplicates the Step Functions status change events (statusevents.go);
-	// SFNThrottle answers ThrottlingException to a fraction of the pipeline's Step Functions calls.
-	StatusEvents StatusEvents
-	SFNThrottle  SFNThrottle
-	// LambdaClientTimeout makes the Step Functions server give up on an Invoke of the functions of
-	// one source package that has not answered after this long: the task fails with
-	// Lambda.ClientExecutionTimeoutException and the invocation goes on running, as when Step
-	// Functions' own Invoke call times out (docs/local-run.md, "Ambiguous failures").
-	LambdaClientTimeout map[string]time.Duration
-	// LoseChildStartAnswers: the first N child executions the workflows start (each name once) are
-	// created, and the starting task then fails with StepFunctions.SdkClientException, as when the
-	// answer of a StartExecution that succeeded is lost.
-	LoseChildStartAnswers int
-	// RetryIntervalScale multiplies every Retry's IntervalSeconds and MaxDelaySeconds in the state
-	// machines (0 means 1): a scenario can wait out a retrier meant for minutes. Which errors are
-	// retried, and how often, stays as synthesized.
-	RetryIntervalScale float64
-	// AsyncRetryScale multiplies Lambda's waits before retrying a failed asynchronous invocation
-	// (1 minute, then 2 minutes) and the function's maximum event age (asyncinvoke.go). 0 means
-	// 1/60: retries after 1 s and 2 s, the local default.
-	AsyncRetryScale float64
-	// ScheduleScale multiplies the period of the scheduled rules (rate(...)): 0 means 1/12, so
-	// that the reconciler's rate(1 minute) runs every 5 s locally (schedules.go).
-	ScheduleScale float64
-}
-
-// Event key forms (Faults.EventKeyForm).
+// Event key forms (S3Options.EventKeyForm).
 const (
 	EventKeyRaw  = "raw"
 	EventKeyForm = "form"
@@ -198,14 +106,13 @@ type Queue struct {
 	VisibilityTimeout int
 }
 
-// Run is a started local pipeline.
+// Run is a started local pipeline: the emulated account (Cloud) with the templates deployed in
+// it, and the harness around it, which uploads files, waits for them, reads what the pipeline did
+// and reports it.
 type Run struct {
+	*Cloud
 	cfg     Config
-	Counter *emulate.APICounter
-	Meter   *emulate.RequestMeter // billed S3 and SQS requests (meter.go)
-	S3      *emulate.S3
 	Sink    *emulate.Sink
-	Lambda  *emulate.LambdaService
 	Tenants []*Tenant
 	Bucket  string
 	sinkURL string
@@ -214,71 +121,24 @@ type Run struct {
 	// coreFaults serves the embedded sink, or the proxy to RegisterURL, with the run's
 	// SinkOutages and Sink5xx; nil without them.
 	coreFaults *emulate.FaultyServer
-	sfnURL     string
-	sqsURL     string // direct, uncounted
-	s3URL      string // harness endpoint, uncounted
-	functions  []*emulate.Function
-	rules      []rule
-	schedules  []schedule        // the scheduled rules' targets (schedules.go)
-	queues     map[string]*Queue // by ARN
-	sqs        *sqs.Client       // counted (EventBridge and the event source mapping)
-	sqsAdmin   *sqs.Client       // uncounted (harness)
-	sfn        *sfn.Client
-	s3         *s3.Client
 	closers    []func()
-	pollers    sync.WaitGroup
-	cancel     context.CancelFunc
-	asm        *deploy.Assembly
-	res        *deploy.Resolver
-	// definitions are the state machines' resolved definitions, by ARN (written by Start only).
-	definitions map[string]string
-	created     time.Time
-	endpoints   Endpoints    // for operators' clients (Env)
-	dynamo      *dynamoLocal // nil without a DynamoDB sink (dynamodb.go)
-	dynamoEnv   []string     // the Lambdas' DynamoDB endpoint, if any
-	auth        *tenantAuth  // pool tenant sessions and their policies (tenantauth.go)
-	// pipe are the pipeline's counted endpoints; fn serve the same to the Lambda processes, each
-	// call delayed by awsLatency (awslatency.go).
-	pipe       struct{ s3, sqs, sfn string }
-	fn         struct{ s3, sqs string }
-	awsLatency emulate.AWSLatency
-	// lambdaURL serves the Lambda Invoke API to Step Functions and to the functions (the
-	// controller invokes a failed file's results task).
-	lambdaURL string
 	// admissionWaits are the files' admission waits, from the controllers' logs (admissionlog.go).
 	admissionWaits admissionWaits
 	// breakers are the core systems' breaker events, from Register's logs (breakerlog.go).
 	breakers breakerLog
-	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
-	// groups (insightrules.go).
-	insightLog insightLog
 
 	mu      sync.Mutex
 	uploads []*Upload
 	// fileEvents are the File Processed events the pipeline put (fileevents.go).
 	fileEvents []report.FileEvent
 	started    time.Time
-	busy       int // event source mapping invocations in flight
 	inputs     map[string]string
 	// redriven caches the redrive history of stopped redriven executions (operatorruns.go).
 	redriven map[string]redriveTimes
 	// refused keeps the REFUSED summaries read, by execution name: a refusal is final (sequence.go).
 	refused map[string]results.Summary
-	// delivered holds, per queue ARN, the ids of the messages handed to the function, with their
-	// message group.
-	delivered map[string]map[string]string
 	// drainedAt is when WaitDrained first saw the run drained (zero until then).
 	drainedAt time.Time
-	esms      []*esm
-	esmOf     map[*mapping]*esm
-
-	runCtx     context.Context
-	statusOnce sync.Once
-	statusSt   *statusState
-	// mappingErrors counts failed event source mapping invocations (esm.go).
-	mappingErrors atomic.Int64
-	// mappingThrottleRetries counts the retries of throttled event source mapping batches (esm.go).
-	mappingThrottleRetries atomic.Int64
 }
 
 // Upload is one file the harness put into the ingest bucket.
@@ -298,28 +158,27 @@ type rule struct {
 	fn       *emulate.Function // a Lambda target, invoked asynchronously with the whole event
 }
 
-// Start brings up the emulators and wires the pipeline from the synthesized templates.
 // Start brings up the emulators and wires the pipeline from the synthesized templates, one step
 // after another (start.go).
 func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.Logs == nil {
 		cfg.Logs = io.Discard
 	}
-	switch cfg.Faults.EventKeyForm {
+	switch cfg.S3.EventKeyForm {
 	case "", EventKeyRaw, EventKeyForm:
 	default:
-		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.Faults.EventKeyForm, EventKeyRaw, EventKeyForm)
+		return nil, fmt.Errorf("event key form %q: want %q or %q", cfg.S3.EventKeyForm, EventKeyRaw, EventKeyForm)
 	}
-	switch cfg.Faults.Sequencers {
+	switch cfg.S3.Sequencers {
 	case "", emulate.SequencersPerKey, emulate.SequencersGlobal:
 	default:
-		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.Faults.Sequencers, emulate.SequencersPerKey, emulate.SequencersGlobal)
+		return nil, fmt.Errorf("sequencers %q: want %q or %q", cfg.S3.Sequencers, emulate.SequencersPerKey, emulate.SequencersGlobal)
 	}
-	if r := cfg.Faults.Sink5xx; r < 0 || r > 1 {
+	if r := cfg.Core.Rate5xx; r < 0 || r > 1 {
 		return nil, fmt.Errorf("sink 5xx rate %v: want a fraction from 0 to 1", r)
 	}
-	if cfg.Faults.LambdaConcurrency < 0 || cfg.Faults.SinkMaxInFlight < 0 {
-		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Faults.LambdaConcurrency, cfg.Faults.SinkMaxInFlight)
+	if cfg.Lambda.Concurrency < 0 || cfg.Core.MaxInFlight < 0 {
+		return nil, fmt.Errorf("lambda concurrency %d, sink max in flight %d: want 0 (no limit) or more", cfg.Lambda.Concurrency, cfg.Core.MaxInFlight)
 	}
 	asm, err := deploy.LoadAssembly(cfg.Assembly)
 	if err != nil {
@@ -330,10 +189,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	noticeEncryption(asm, cfg.Logs)
-	runCtx, cancel := context.WithCancel(context.Background())
-	r := &Run{cfg: cfg, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{}, Sink: &emulate.Sink{MaxInFlight: cfg.Faults.SinkMaxInFlight, KeyTTL: cfg.Faults.SinkKeyTTL, Lookup: cfg.Faults.SinkLookup}, Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, cancel: cancel, started: time.Now(),
-		runCtx: runCtx, asm: asm, res: res, created: time.Now(), esmOf: map[*mapping]*esm{}, definitions: map[string]string{}}
-	r.closers = append(r.closers, cancel)
+	r := &Run{Cloud: newCloud(cfg, asm, res), cfg: cfg, started: time.Now(),
+		Sink: &emulate.Sink{MaxInFlight: cfg.Core.MaxInFlight, KeyTTL: cfg.Core.KeyTTL, Lookup: cfg.Core.Lookup}}
+	r.watch = r
 	for _, step := range []func(context.Context) error{
 		r.startS3,
 		r.startSQS,
@@ -350,6 +208,9 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 			r.Close()
 			return nil, err
 		}
+	}
+	if len(r.buckets) > 0 {
+		r.Bucket = r.buckets[0] // the files' bucket: the first of the templates
 	}
 	return r, nil
 }
@@ -400,9 +261,6 @@ func (r *Run) PutObject(ctx context.Context, key string, body []byte) error {
 	return err
 }
 
-// StepFunctions is a client of the local Step Functions server (operator actions such as redrive).
-func (r *Run) StepFunctions() *sfn.Client { return r.sfn }
-
 func uuid() string {
 	h := emulate.NewID()
 	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
@@ -415,21 +273,13 @@ func (r *Run) Uploads() []*Upload {
 	return append([]*Upload(nil), r.uploads...)
 }
 
-// Close stops every process and server of the run.
+// Close stops every process and server of the run: the cloud's, then the harness's.
 func (r *Run) Close() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.pollers.Wait()
-	for _, f := range r.functions {
-		f.Close()
+	if r.Cloud != nil {
+		r.Cloud.Close()
 	}
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		r.closers[i]()
 	}
 	r.closers = nil
 }
-
-// SetAWSCallLatency sets the time added to each S3, SQS and DynamoDB call the Lambda processes make
-// from now on (0: none), as if each call crossed the network to AWS.
-func (r *Run) SetAWSCallLatency(d time.Duration) { r.awsLatency.Set(d) }

@@ -55,7 +55,7 @@ func TestScenarioSmallFiles(t *testing.T) {
 				registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 				controllerPkg: {fmt.Sprintf("REGISTER_TIMEOUT_SECONDS=%.0f", smallRegisterTimeout.Seconds())},
 			},
-			Faults: Faults{FunctionTimeout: map[string]time.Duration{registerPkg: smallRegisterTimeout}},
+			Lambda: LambdaOptions{FunctionTimeout: map[string]time.Duration{registerPkg: smallRegisterTimeout}},
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

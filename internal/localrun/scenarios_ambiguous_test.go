@@ -74,8 +74,8 @@ func ambiguousRegisterHold(t *testing.T, records int, tenants string) {
 			registerPkg:   {"HTTP_TIMEOUT_SECONDS=1"},
 			controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8"},
 		},
-		Faults: Faults{
-			FunctionTimeout: map[string]time.Duration{registerPkg: registerTimeout},
+		Lambda: LambdaOptions{FunctionTimeout: map[string]time.Duration{registerPkg: registerTimeout}},
+		StepFunctions: StepFunctionsOptions{
 			// Step Functions gives up on Register's Invoke after 1 s.
 			LambdaClientTimeout: map[string]time.Duration{registerPkg: time.Second},
 			// The template retries the client timeout after Register's 2-minute timeout + 30 s; scaled
@@ -134,7 +134,7 @@ func TestScenarioChildStartAmbiguous(t *testing.T) {
 	t.Parallel()
 	const records = 1050 // chunk size 1: two segments, of 1,000 and 50 chunks
 	r := startScenario(t, scenarioTenants, Config{
-		Faults: Faults{
+		StepFunctions: StepFunctionsOptions{
 			// big.csv's two segments; small.csv is a small file, which starts no child.
 			LoseChildStartAnswers: 2,
 			// The start is retried after up to 5 s (full jitter); scaled to 0.1 s, so the retry comes while

@@ -70,7 +70,7 @@ func (o breakerOutcome) String() string {
 // runBreakerOutage runs the outage workload on a run of the tenants (their tier set) and drains it.
 func runBreakerOutage(t *testing.T, tenants string) (*Run, *report.Report, []upload) {
 	t.Helper()
-	r := startScenario(t, tenants, Config{Faults: Faults{RetryIntervalScale: breakerRetryScale, SinkOutages: []emulate.Outage{breakerOutage}}})
+	r := startScenario(t, tenants, Config{StepFunctions: StepFunctionsOptions{RetryIntervalScale: breakerRetryScale}, Core: CoreOptions{Outages: []emulate.Outage{breakerOutage}}})
 	r.Sink.SetDelay(func(string, string, int64) time.Duration { return breakerRecordWait })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -64,7 +64,7 @@ func TestScenarioBurstCoreSystem(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, files, records, limit = 100, 3, 2, 5, 6
 	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}),
-		Config{Faults: Faults{LambdaConcurrency: 40, SinkMaxInFlight: limit}})
+		Config{Lambda: LambdaOptions{Concurrency: 40}, Core: CoreOptions{MaxInFlight: limit}})
 	if n := len(r.TenantIDs()); n != pooled+silo || 40 >= n {
 		t.Fatalf("got %d tenants, want %d, more than the Lambda concurrency", n, pooled+silo)
 	}
@@ -153,7 +153,7 @@ func TestScenarioBurstAdaptive(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, files, records, declared, takes = 30, 2, 2, 10, 12, 4
 	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": declared, "adaptive": true}),
-		Config{Faults: Faults{SinkMaxInFlight: takes}})
+		Config{Core: CoreOptions{MaxInFlight: takes}})
 	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 200 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -225,7 +225,7 @@ func coreSystemOf(t *testing.T, r *Run) pipeline.CoreSystem {
 func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 	t.Parallel()
 	const pooled, silo, limit = 20, 2, 2
-	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}), Config{Faults: Faults{SinkMaxInFlight: limit}})
+	r := startScenario(t, burstTenantsJSON(pooled, silo, map[string]any{"maxRunningFiles": limit}), Config{Core: CoreOptions{MaxInFlight: limit}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var fixed atomic.Bool

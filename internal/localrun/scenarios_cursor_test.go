@@ -66,13 +66,13 @@ func TestScenarioRegisterFailsMidBudgetThenRedrive(t *testing.T) {
 	const records, killAt = 3000, 1450 // 30 chunks of 100; record 1,450 is in chunk 14
 	r := startScenario(t, scenarioTenants, Config{
 		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=8", "HALT_WAIT_SECONDS=1"}},
-		Faults: Faults{
+		Lambda: LambdaOptions{
 			// Each invocation may run for 8 s: 2 s of margin, and a chunk starts only while the slowest
 			// chunk so far plus one HTTP timeout (1 s) fits, so an invocation registers several chunks of
 			// 100 records at 5 ms each, and the kill falls in the middle of an invocation.
-			FunctionTimeout:    map[string]time.Duration{registerPkg: 8 * time.Second},
-			RetryIntervalScale: 0.1,
+			FunctionTimeout: map[string]time.Duration{registerPkg: 8 * time.Second},
 		},
+		StepFunctions: StepFunctionsOptions{RetryIntervalScale: 0.1},
 	})
 	r.Sink.SetDelay(func(tenant, source string, _ int64) time.Duration {
 		if tenant == "halt" && strings.HasSuffix(source, "/big.csv") {
@@ -257,11 +257,9 @@ func TestScenarioCursorInsideChunk(t *testing.T) {
 	t.Parallel()
 	const records = 20
 	r := startScenario(t, cursorTenants, Config{
-		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"}},
-		Faults: Faults{
-			FunctionTimeout:    map[string]time.Duration{registerPkg: 6 * time.Second},
-			RetryIntervalScale: 0.1,
-		},
+		EnvFor:        map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=1"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=6"}},
+		Lambda:        LambdaOptions{FunctionTimeout: map[string]time.Duration{registerPkg: 6 * time.Second}},
+		StepFunctions: StepFunctionsOptions{RetryIntervalScale: 0.1},
 	})
 	r.Sink.SetLatency(200 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -53,7 +53,7 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 		// The held record's POST may wait 3 s, far longer than the kill takes even on a busy
 		// machine: it is always killed, never handed on as a cursor past the committed records.
 		EnvFor: map[string][]string{registerPkg: {"HTTP_TIMEOUT_SECONDS=3"}, controllerPkg: {"REGISTER_TIMEOUT_SECONDS=10", "HALT_WAIT_SECONDS=1"}},
-		Faults: Faults{FunctionTimeout: map[string]time.Duration{registerPkg: 10 * time.Second}, RetryIntervalScale: 0.1, SinkKeyTTL: keyTTL},
+		Lambda: LambdaOptions{FunctionTimeout: map[string]time.Duration{registerPkg: 10 * time.Second}}, StepFunctions: StepFunctionsOptions{RetryIntervalScale: 0.1}, Core: CoreOptions{KeyTTL: keyTTL},
 	})
 	r.Sink.SetLookup(true)
 	tenants := []string{"hzlookup", "hzrefuse", "hzaccept"}

@@ -36,7 +36,7 @@ func TestScenarioEncodedKeys(t *testing.T) {
 	forEachTier(t, keyTenants, func(t *testing.T, tenants string) {
 		for _, form := range []string{EventKeyRaw, EventKeyForm} {
 			t.Run(form, func(t *testing.T) {
-				r := startScenario(t, tenants, Config{Faults: Faults{EventKeyForm: form}})
+				r := startScenario(t, tenants, Config{S3: S3Options{EventKeyForm: form}})
 				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 				defer cancel()
 				uploadAll(t, ctx, r, files)

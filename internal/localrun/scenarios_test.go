@@ -344,7 +344,7 @@ func TestScenarioControllerCrash(t *testing.T) {
 		// No in-process polling: the crashed invocation has just started the execution and set the
 		// message's visibility to the first wait (1 s), so the redelivery comes quickly.
 		EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=0"}},
-		Faults: Faults{
+		Lambda: LambdaOptions{
 			ControllerCrash: func(c ControllerCall) bool {
 				if c.StartExecutions == 0 {
 					return false
@@ -393,7 +393,7 @@ func TestScenarioDuplicateEvents(t *testing.T) {
 		{"after the dedup interval", true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startScenario(t, scenarioTenants, Config{Faults: Faults{DuplicateEvents: true, DuplicateAfterDedupWindow: tc.late}})
+			r := startScenario(t, scenarioTenants, Config{EventBridge: EventBridgeOptions{DuplicateEvents: true, DuplicateAfterDedupWindow: tc.late}})
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			files := []upload{
@@ -584,7 +584,7 @@ func TestScenarioBadFile(t *testing.T) {
 	// The Lambdas' S3 answers a missing key with 403, as S3 does to a role without s3:ListBucket:
 	// the missing skip marker and wake-up record read as absent, never as a failed read.
 	t.Run("halt then skip, missing keys answer 403", func(t *testing.T) {
-		r := haltThenSkip(t, Config{EnvFor: env, Faults: Faults{S3MissingKeyForbidden: true}})
+		r := haltThenSkip(t, Config{EnvFor: env, S3: S3Options{MissingKeyForbidden: true}})
 		unread := lambdaLogs(t, r, func(l map[string]any) bool {
 			msg, _ := l["msg"].(string)
 			return strings.Contains(msg, "could not be read")

@@ -6,7 +6,7 @@ package localrun
 // (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-rule-schedule.html,
 // https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html). Only
 // rate expressions are emulated ("rate(value unit)", unit minute(s), hour(s) or day(s)); a cron
-// expression fails the start rather than never running. Faults.ScheduleScale shortens the period
+// expression fails the start rather than never running. EventBridgeOptions.ScheduleScale shortens the period
 // locally, so that a run need not wait minutes for the reconciler's schedule.
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
-// defaultScheduleScale makes rate(1 minute) run every 5 s unless Faults.ScheduleScale says.
+// defaultScheduleScale makes rate(1 minute) run every 5 s unless EventBridgeOptions.ScheduleScale says.
 const defaultScheduleScale = 1.0 / 12
 
 // schedule is one Lambda target of a scheduled rule.
@@ -59,13 +59,13 @@ func parseRate(expr string) (time.Duration, error) {
 }
 
 // scheduleRule records a scheduled rule's targets; each must be a function of the templates.
-func (r *Run) scheduleRule(name string, spec deploy.Rule) error {
+func (c *Cloud) scheduleRule(name string, spec deploy.Rule) error {
 	every, err := parseRate(spec.Schedule)
 	if err != nil {
 		return fmt.Errorf("rule %s: %w", name, err)
 	}
 	for _, t := range spec.Targets {
-		f := r.Lambda.Lookup(t.Arn)
+		f := c.Lambda.Lookup(t.Arn)
 		if f == nil {
 			return fmt.Errorf("rule %s: scheduled target %s is no function of the templates", name, t.Arn)
 		}
@@ -77,36 +77,36 @@ func (r *Run) scheduleRule(name string, spec deploy.Rule) error {
 		} else if !json.Valid(input) {
 			return fmt.Errorf("rule %s: target %s: Input is not JSON", name, t.Arn)
 		}
-		r.schedules = append(r.schedules, schedule{name: name, every: every, fn: f, input: input})
+		c.schedules = append(c.schedules, schedule{name: name, every: every, fn: f, input: input})
 	}
 	return nil
 }
 
 // scheduleScale is the factor of the scheduled rules' periods.
-func (r *Run) scheduleScale() float64 {
-	if r.cfg.Faults.ScheduleScale > 0 {
-		return r.cfg.Faults.ScheduleScale
+func (c *Cloud) scheduleScale() float64 {
+	if c.opts.events.ScheduleScale > 0 {
+		return c.opts.events.ScheduleScale
 	}
 	return defaultScheduleScale
 }
 
 // startSchedules invokes each scheduled target once a (scaled) period, until the run ends.
-func (r *Run) startSchedules(context.Context) error {
-	for _, s := range r.schedules {
-		period := scaled(s.every, r.scheduleScale())
+func (c *Cloud) startSchedules(context.Context) error {
+	for _, s := range c.schedules {
+		period := scaled(s.every, c.scheduleScale())
 		if period <= 0 {
 			return fmt.Errorf("rule %s: scaled period %s: want more than 0", s.name, period)
 		}
-		fmt.Fprintf(r.cfg.Logs, "eventbridge: rule %s invokes %s every %s (%s scaled by %g)\n", s.name, s.fn.Name, period, s.every, r.scheduleScale())
+		fmt.Fprintf(c.logs, "eventbridge: rule %s invokes %s every %s (%s scaled by %g)\n", s.name, s.fn.Name, period, s.every, c.scheduleScale())
 		go func() {
 			t := time.NewTicker(period)
 			defer t.Stop()
 			for {
 				select {
-				case <-r.runCtx.Done():
+				case <-c.ctx.Done():
 					return
 				case <-t.C:
-					r.invokeAsync(s.fn, s.input)
+					c.invokeAsync(s.fn, s.input)
 				}
 			}
 		}()

@@ -71,7 +71,7 @@ func TestScheduledRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Run{cfg: Config{Logs: io.Discard}, Lambda: &emulate.LambdaService{}}
+			r := &Cloud{logs: io.Discard, Lambda: &emulate.LambdaService{}}
 			r.Lambda.Add(f)
 			err := r.scheduleRule("ReconcileRule", deploy.Rule{Schedule: pipeline.ReconcileSchedule, Targets: []deploy.RuleTarget{tt.target}})
 			if tt.wantErr != "" {
@@ -99,7 +99,7 @@ func TestScheduledRules(t *testing.T) {
 	// Invoked on the scaled period: 1 minute at 1/600 is every 100 ms.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Run{runCtx: ctx, cfg: Config{Logs: io.Discard, Faults: Faults{ScheduleScale: 1.0 / 600}}, Lambda: &emulate.LambdaService{}}
+	r := &Cloud{ctx: ctx, logs: io.Discard, opts: cloudOptions{events: EventBridgeOptions{ScheduleScale: 1.0 / 600}}, Lambda: &emulate.LambdaService{}}
 	r.Lambda.Add(f)
 	if err := r.scheduleRule("ReconcileRule", deploy.Rule{Schedule: pipeline.ReconcileSchedule,
 		Targets: []deploy.RuleTarget{{Arn: f.ARN, Input: `{"do":"answer","id":"tick"}`}}}); err != nil {

@@ -228,8 +228,8 @@ func sequenceOrder(rule spec.SequenceRule, prefix string, files []report.FileRep
 
 // tickDepth is the messages of the tenant's sequence tick in its queue (pipeline.TickGroup):
 // the pipeline's own timer, not a file.
-func (r *Run) tickDepth(ctx context.Context, t *Tenant) (int, error) {
-	groups, err := r.groupDepths(ctx, t.Queue)
+func (c *Cloud) tickDepth(ctx context.Context, t *Tenant) (int, error) {
+	groups, err := c.groupDepths(ctx, t.Queue)
 	if err != nil {
 		return 0, err
 	}

@@ -150,7 +150,7 @@ func keyMod(prefix string, m int) func(int) string {
 // although the records of one chunk are written 16 at a time.
 func TestScenarioDynamoDBLastWins(t *testing.T) {
 	t.Parallel()
-	r := startScenario(t, sinkTenants, Config{Faults: Faults{SinkLatency: 5 * time.Millisecond}})
+	r := startScenario(t, sinkTenants, Config{Core: CoreOptions{Latency: 5 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	files := []keyedFile{
@@ -186,8 +186,8 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, sinkTenants, Config{
 		EnvFor: map[string][]string{controllerPkg: {"HALT_WAIT_SECONDS=1"}},
-		Faults: Faults{
-			SinkLatency: 20 * time.Millisecond,
+		Core: CoreOptions{
+			Latency: 20 * time.Millisecond,
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -338,7 +338,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 func TestScenarioDynamoDBSameSecondKeys(t *testing.T) {
 	t.Parallel()
 	// A fixed seed, so that the same pairs disagree with the queue on every run.
-	r := startScenario(t, sinkTenants, Config{Faults: Faults{Sequencers: emulate.SequencersPerKey, SequencerSeed: 7}})
+	r := startScenario(t, sinkTenants, Config{S3: S3Options{Sequencers: emulate.SequencersPerKey, SequencerSeed: 7}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	type pair struct{ first, second keyedFile }

@@ -28,7 +28,7 @@ type execInput struct {
 }
 
 // names reports whether the execution input is about the uploaded object version. The controller
-// passes the key as the event carried it (eventKey: raw or form-encoded, Faults.EventKeyForm).
+// passes the key as the event carried it (eventKey: raw or form-encoded, S3Options.EventKeyForm).
 func (in execInput) names(u *Upload, eventKey string) bool {
 	return in.Source.Key == eventKey && (u.VersionID == "" || in.Source.VersionID == u.VersionID) &&
 		(u.VersionID != "" || in.Source.ETag == "" || in.Source.ETag == u.ETag)
@@ -425,10 +425,7 @@ func (r *Run) Drained(ctx context.Context) (bool, error) { return r.drained(ctx,
 // tenant holds its head file's message and every file behind it), and their held files may wait
 // (a tenant holding files for a missing number, TenantReport.Holding).
 func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error) {
-	r.mu.Lock()
-	busy := r.busy
-	r.mu.Unlock()
-	if busy > 0 {
+	if r.inFlight() > 0 {
 		return false, nil
 	}
 	for _, t := range r.Tenants {

@@ -4,6 +4,10 @@ package localrun
 // them locally and records their local identities (Ref, Fn::GetAtt), so that a later step can
 // resolve what refers to them: buckets and queues before the state machine definitions and the
 // function environments that name them, functions before the rules and mappings that target them.
+//
+// The steps on *Cloud create only what the templates declare in the account; the steps on *Run
+// also need the harness: the sinks the functions register into, the functions' builds and logs,
+// and the tenants each controller mapping makes.
 
 import (
 	"cmp"
@@ -25,85 +29,73 @@ import (
 	"github.com/johannesboyne/gofakes3"
 )
 
-// serveOn starts an HTTP server on loopback for h; it stops when the run closes.
-func (r *Run) serveOn(h http.Handler) (string, error) {
-	u, stop, err := emulate.Serve(h)
-	if err != nil {
-		return "", err
-	}
-	r.closers = append(r.closers, stop)
-	return u, nil
-}
-
 // startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
 // Every PutObject on either becomes an "Object Created" event (events.go).
-func (r *Run) startS3(context.Context) (err error) {
-	r.S3 = emulate.NewS3(r.Counter, r.Meter, emulate.NewSequencers(r.cfg.Faults.Sequencers, r.cfg.Faults.SequencerSeed))
-	r.S3.MissingKeyForbidden = r.cfg.Faults.S3MissingKeyForbidden
-	r.S3.OnPut = r.objectCreated
+func (c *Cloud) startS3(context.Context) (err error) {
+	c.S3 = emulate.NewS3(c.Counter, c.Meter, emulate.NewSequencers(c.opts.s3.Sequencers, c.opts.s3.SequencerSeed))
+	c.S3.MissingKeyForbidden = c.opts.s3.MissingKeyForbidden
+	c.S3.OnPut = c.objectCreated
 	// A pool's tenant sessions are held to their role's policies (tenantauth.go).
-	r.auth = newTenantAuth(r.asm, r.res)
-	pipeS3 := r.auth.guardS3(r.S3.Handler(true))
-	if r.pipe.s3, err = r.serveOn(pipeS3); err != nil {
+	c.auth = newTenantAuth(c.asm, c.res)
+	pipeS3 := c.auth.guardS3(c.S3.Handler(true))
+	if c.pipe.s3, err = c.serveOn(pipeS3); err != nil {
 		return err
 	}
-	if r.fn.s3, err = r.serveOn(r.awsLatency.Wrap(pipeS3)); err != nil {
+	if c.fn.s3, err = c.serveOn(c.awsLatency.Wrap(pipeS3)); err != nil {
 		return err
 	}
-	if r.s3URL, err = r.serveOn(r.auth.guardS3(r.S3.Handler(false))); err != nil { // operators' uploader sessions too
+	if c.s3URL, err = c.serveOn(c.auth.guardS3(c.S3.Handler(false))); err != nil { // operators' uploader sessions too
 		return err
 	}
-	r.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.s3URL); o.UsePathStyle = true })
-	asm, res := r.asm, r.res
+	c.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(c.s3URL); o.UsePathStyle = true })
+	asm, res := c.asm, c.res
 	for _, b := range asm.OfType("AWS::S3::Bucket") {
 		bucket := asm.ReadBucket(res, b)
 		name := bucket.Name
-		if err := r.S3.Backend.CreateBucket(name); err != nil {
+		if err := c.S3.Backend.CreateBucket(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 		if bucket.Versioned {
-			r.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
+			c.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
 		}
 		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + emulate.Region + ".amazonaws.com"}})
-		if r.Bucket == "" {
-			r.Bucket = name
-		}
+		c.buckets = append(c.buckets, name)
 	}
 	return nil
 }
 
 // startSQS starts fauxqs, its counting proxy for the pipeline, and the queues (queues.go).
-func (r *Run) startSQS(ctx context.Context) error {
-	fq, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, r.cfg.Logs)
+func (c *Cloud) startSQS(ctx context.Context) error {
+	fq, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, c.logs)
 	if err != nil {
 		return err
 	}
-	r.closers = append(r.closers, fq.Close)
-	r.sqsURL = fq.URL
-	pipeSQS := emulate.MeterSQS(emulate.Counting(emulate.SQSLongPoll(emulate.Proxy(fq.URL)), "sqs", r.Counter), r.Meter)
-	if r.pipe.sqs, err = r.serveOn(pipeSQS); err != nil {
+	c.stops = append(c.stops, fq.Close)
+	c.sqsURL = fq.URL
+	pipeSQS := emulate.MeterSQS(emulate.Counting(emulate.SQSLongPoll(emulate.Proxy(fq.URL)), "sqs", c.Counter), c.Meter)
+	if c.pipe.sqs, err = c.serveOn(pipeSQS); err != nil {
 		return err
 	}
-	if r.fn.sqs, err = r.serveOn(r.awsLatency.Wrap(pipeSQS)); err != nil {
+	if c.fn.sqs, err = c.serveOn(c.awsLatency.Wrap(pipeSQS)); err != nil {
 		return err
 	}
-	r.sqs = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.pipe.sqs) })
-	r.sqsAdmin = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
-	for _, q := range r.asm.OfType("AWS::SQS::Queue") {
-		queue, err := r.createQueue(ctx, r.asm, r.res, q)
+	c.sqs = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(c.pipe.sqs) })
+	c.sqsAdmin = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
+	for _, q := range c.asm.OfType("AWS::SQS::Queue") {
+		queue, err := c.createQueue(ctx, c.asm, c.res, q)
 		if err != nil {
 			return err
 		}
-		r.queues[queue.ARN] = queue
-		r.res.Set(q, deploy.Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
+		c.queues[queue.ARN] = queue
+		c.res.Set(q, deploy.Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
 	}
 	return nil
 }
 
 // nameFunctionsAndStateMachines gives functions and state machines their local names and ARNs,
 // before any environment or definition refers to them.
-func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
-	asm, res := r.asm, r.res
+func (c *Cloud) nameFunctionsAndStateMachines(context.Context) error {
+	asm, res := c.asm, c.res
 	for _, f := range asm.OfType("AWS::Lambda::Function") {
 		name := asm.NameOf(res, f, "FunctionName", 64)
 		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", emulate.Region, emulate.Account, name)}})
@@ -118,54 +110,54 @@ func (r *Run) nameFunctionsAndStateMachines(context.Context) error {
 
 // startStepFunctions serves the Lambda Invoke API and the status-event intake, starts the Step
 // Functions server with them, and creates the state machines (statemachines.go).
-func (r *Run) startStepFunctions(ctx context.Context) error {
-	lambdaURL, err := r.serveOn(r.Lambda)
+func (c *Cloud) startStepFunctions(ctx context.Context) error {
+	lambdaURL, err := c.serveOn(c.Lambda)
 	if err != nil {
 		return err
 	}
-	r.lambdaURL = lambdaURL
-	eventsURL, err := r.serveOn(r.eventsHandler())
+	c.lambdaURL = lambdaURL
+	eventsURL, err := c.serveOn(c.eventsHandler())
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", emulate.Region, "--account", emulate.Account}, r.sfnFaultArgs()...)
-	sf, err := emulate.StartNode(ctx, r.cfg.Node, filepath.Join(r.cfg.ModuleRoot, "local/sfn-server/server.mjs"), args, r.cfg.Logs)
+	args := append([]string{"--lambda-endpoint", lambdaURL, "--events-endpoint", eventsURL, "--region", emulate.Region, "--account", emulate.Account}, c.sfnFaultArgs()...)
+	sf, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/sfn-server/server.mjs"), args, c.logs)
 	if err != nil {
 		return err
 	}
-	r.closers = append(r.closers, sf.Close)
-	r.sfnURL = sf.URL
-	if r.pipe.sfn, err = r.serveOn(r.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", r.Counter))); err != nil {
+	c.stops = append(c.stops, sf.Close)
+	c.sfnURL = sf.URL
+	if c.pipe.sfn, err = c.serveOn(c.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", c.Counter))); err != nil {
 		return err
 	}
-	r.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
-	for _, m := range r.asm.OfType("AWS::StepFunctions::StateMachine") {
-		if err := r.createStateMachine(ctx, r.asm, r.res, m); err != nil {
+	c.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
+	for _, m := range c.asm.OfType("AWS::StepFunctions::StateMachine") {
+		if err := c.createStateMachine(ctx, c.asm, c.res, m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sfnFaultArgs are the Step Functions server's fault switches for Faults.LambdaClientTimeout,
+// sfnFaultArgs are the Step Functions server's fault switches for StepFunctionsOptions.LambdaClientTimeout,
 // LoseChildStartAnswers and RetryIntervalScale; a client timeout names every function of its source
 // package.
-func (r *Run) sfnFaultArgs() []string {
+func (c *Cloud) sfnFaultArgs() []string {
 	var args []string
-	for _, f := range r.asm.OfType("AWS::Lambda::Function") {
+	for _, f := range c.asm.OfType("AWS::Lambda::Function") {
 		var src string
 		if raw, ok := f.Metadata[MetadataSource]; ok {
 			json.Unmarshal(raw, &src)
 		}
-		if d, ok := r.cfg.Faults.LambdaClientTimeout[src]; ok {
-			id, _ := r.res.Identity(f)
+		if d, ok := c.opts.sfn.LambdaClientTimeout[src]; ok {
+			id, _ := c.res.Identity(f)
 			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
 		}
 	}
-	if n := r.cfg.Faults.LoseChildStartAnswers; n > 0 {
+	if n := c.opts.sfn.LoseChildStartAnswers; n > 0 {
 		args = append(args, "--lose-child-start-answers", strconv.Itoa(n))
 	}
-	if f := r.cfg.Faults.RetryIntervalScale; f > 0 && f != 1 {
+	if f := c.opts.sfn.RetryIntervalScale; f > 0 && f != 1 {
 		args = append(args, "--retry-interval-scale", strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return args
@@ -175,7 +167,7 @@ func (r *Run) sfnFaultArgs() []string {
 // has a DynamoDB sink, dynalite (dynamodb.go).
 func (r *Run) startSinks(ctx context.Context) (err error) {
 	r.sinkURL, r.registerURL = r.cfg.RegisterURL, r.cfg.RegisterURL
-	faults := emulate.CoreFaults{Outages: r.cfg.Faults.SinkOutages, Rate5xx: r.cfg.Faults.Sink5xx}
+	faults := emulate.CoreFaults{Outages: r.cfg.Core.Outages, Rate5xx: r.cfg.Core.Rate5xx}
 	switch {
 	case faults.Active() && r.cfg.RegisterURL != "":
 		if r.coreFaults, r.registerURL, err = emulate.ProxyFaulty(r.cfg.RegisterURL, faults); err != nil {
@@ -192,10 +184,10 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res); err != nil {
+	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res, r.cfg.Core.Latency); err != nil {
 		return err
 	}
-	r.Sink.SetLatency(r.cfg.Faults.SinkLatency)
+	r.Sink.SetLatency(r.cfg.Core.Latency)
 	return nil
 }
 
@@ -263,14 +255,14 @@ func (r *Run) startFunctions(ctx context.Context) error {
 
 // routeRules reads each EventBridge rule's pattern and targets: a queue (with the target's message
 // group) or a function (invoked asynchronously). events.go routes by them.
-func (r *Run) routeRules(context.Context) error {
-	for _, rr := range r.asm.OfType("AWS::Events::Rule") {
-		spec, err := r.asm.ReadRule(r.res, rr)
+func (c *Cloud) routeRules(context.Context) error {
+	for _, rr := range c.asm.OfType("AWS::Events::Rule") {
+		spec, err := c.asm.ReadRule(c.res, rr)
 		if err != nil {
 			return err
 		}
 		if spec.Schedule != "" {
-			if err := r.scheduleRule(rr.LogicalID, spec); err != nil {
+			if err := c.scheduleRule(rr.LogicalID, spec); err != nil {
 				return err
 			}
 			continue
@@ -280,14 +272,14 @@ func (r *Run) routeRules(context.Context) error {
 			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
 		}
 		for _, t := range spec.Targets {
-			if f := r.Lambda.Lookup(t.Arn); f != nil {
-				r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
+			if f := c.Lambda.Lookup(t.Arn); f != nil {
+				c.rules = append(c.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
 				continue
 			}
-			if r.queues[t.Arn] == nil {
+			if c.queues[t.Arn] == nil {
 				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
 			}
-			r.rules = append(r.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
+			c.rules = append(c.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
 		}
 	}
 	return nil
@@ -297,7 +289,7 @@ func (r *Run) routeRules(context.Context) error {
 // mapping makes a tenant.
 func (r *Run) startMappings(context.Context) error {
 	for _, m := range r.asm.OfType("AWS::Lambda::EventSourceMapping") {
-		if err := r.startMapping(r.runCtx, r.asm, r.res, m); err != nil {
+		if err := r.startMapping(r.ctx, r.asm, r.res, m); err != nil {
 			return err
 		}
 	}
@@ -318,23 +310,23 @@ func (r *Run) startControlPlane(context.Context) error {
 	return nil
 }
 
-// limitConcurrency applies Faults.LambdaConcurrency: the functions without a reserved concurrency
+// limitConcurrency applies LambdaOptions.Concurrency: the functions without a reserved concurrency
 // share what the reservations leave of it. Lambda keeps at least 100 unreserved
 // (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
-func (r *Run) limitConcurrency() error {
-	n := r.cfg.Faults.LambdaConcurrency
+func (c *Cloud) limitConcurrency() error {
+	n := c.opts.lambda.Concurrency
 	if n == 0 {
 		return nil
 	}
 	unreserved := n
-	for _, f := range r.functions {
+	for _, f := range c.functions {
 		unreserved -= f.Concurrency
 	}
 	if unreserved < 1 {
 		return fmt.Errorf("lambda concurrency %d: the functions' reserved concurrency takes %d of it and leaves none for the others", n, n-unreserved)
 	}
 	account := emulate.NewAccountConcurrency(unreserved)
-	for _, f := range r.functions {
+	for _, f := range c.functions {
 		f.Account = account
 	}
 	return nil

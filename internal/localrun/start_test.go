@@ -10,7 +10,7 @@ import (
 )
 
 func TestStartRejectsUnknownSequencers(t *testing.T) {
-	_, err := Start(context.Background(), Config{Faults: Faults{Sequencers: "sorted"}})
+	_, err := Start(context.Background(), Config{S3: S3Options{Sequencers: "sorted"}})
 	if err == nil || !strings.Contains(err.Error(), `sequencers "sorted": want "per-key" or "global"`) {
 		t.Errorf("got %v, want the sequencers value named", err)
 	}

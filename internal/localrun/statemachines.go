@@ -17,7 +17,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
-func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
+func (c *Cloud) createStateMachine(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, m *deploy.Resource) error {
 	id, _ := res.Identity(m)
 	var def string
 	if raw, ok := m.Properties["DefinitionString"]; ok {
@@ -39,10 +39,10 @@ func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res 
 	for k, v := range subs {
 		def = strings.ReplaceAll(def, "${"+k+"}", v)
 	}
-	r.definitions[id.Ref] = def
+	c.definitions[id.Ref] = def
 	var roleArn string
 	asm.Prop(res, m, "RoleArn", &roleArn)
-	_, err := r.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmp.Or(roleArn, "arn:aws:iam::"+emulate.Account+":role/local"))})
+	_, err := c.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(id.Attrs["Name"]), Definition: aws.String(def), RoleArn: aws.String(cmp.Or(roleArn, "arn:aws:iam::"+emulate.Account+":role/local"))})
 	if err != nil {
 		return fmt.Errorf("state machine %s: %w", m.LogicalID, err)
 	}
@@ -50,8 +50,8 @@ func (r *Run) createStateMachine(ctx context.Context, asm *deploy.Assembly, res 
 }
 
 // sfnStats reads the Step Functions server's execution table.
-func (r *Run) sfnStats(ctx context.Context) (*sfnStats, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.sfnURL, strings.NewReader("{}"))
+func (c *Cloud) sfnStats(ctx context.Context) (*sfnStats, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.sfnURL, strings.NewReader("{}"))
 	req.Header.Set("X-Amz-Target", "LocalStepFunctions.Stats")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -48,7 +48,7 @@ type SFNThrottle struct {
 // StatusEventCounts counts the status change events of a run.
 type StatusEventCounts struct {
 	Emitted int64 // sent by the Step Functions server
-	Dropped int64 // lost by Faults.StatusEvents.Drop (events that match a rule)
+	Dropped int64 // lost by EventBridgeOptions.StatusEvents.Drop (events that match a rule)
 	Routed  int64 // routed to the rules (a duplicated event counts twice)
 	Invokes int64 // asynchronous invocations of rule targets, retries included
 	Retries int64 // retries after a function error or a throttle
@@ -70,35 +70,35 @@ type statusState struct {
 	async  sync.WaitGroup
 }
 
-func (r *Run) status() *statusState {
-	r.statusOnce.Do(func() {
+func (c *Cloud) status() *statusState {
+	c.statusOnce.Do(func() {
 		seed := func(s uint64) uint64 {
 			if s == 0 {
 				return 12
 			}
 			return s
 		}
-		r.statusSt = &statusState{
-			events:   rand.New(rand.NewPCG(seed(r.cfg.Faults.StatusEvents.Seed), 1)),
-			throttle: rand.New(rand.NewPCG(seed(r.cfg.Faults.SFNThrottle.Seed), 2)),
+		c.statusSt = &statusState{
+			events:   rand.New(rand.NewPCG(seed(c.opts.events.StatusEvents.Seed), 1)),
+			throttle: rand.New(rand.NewPCG(seed(c.opts.sfn.Throttle.Seed), 2)),
 			starts:   map[string]int64{},
 			counts:   StatusEventCounts{Throttled: map[string]int64{}},
 		}
 	})
-	return r.statusSt
+	return c.statusSt
 }
 
 // StatusEventCounts returns the counts of status change events and throttled calls so far.
-func (r *Run) StatusEventCounts() StatusEventCounts {
-	st := r.status()
+func (c *Cloud) StatusEventCounts() StatusEventCounts {
+	st := c.status()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c := st.counts
-	c.Throttled = map[string]int64{}
+	counts := st.counts
+	counts.Throttled = map[string]int64{}
 	for k, v := range st.counts.Throttled {
-		c.Throttled[k] = v
+		counts.Throttled[k] = v
 	}
-	return c
+	return counts
 }
 
 // invocationOfTrace returns the Lambda invocation id a request was made for, from its X-Amzn-Trace-Id
@@ -123,9 +123,9 @@ func invocationOfTrace(h string) string {
 // sfnGate wraps the pipeline's Step Functions endpoint: it refuses the configured fraction of calls
 // with ThrottlingException (counted as calls, since the pipeline made them) and counts the
 // StartExecution calls of each Lambda invocation.
-func (r *Run) sfnGate(inner http.Handler) http.Handler {
-	st := r.status()
-	th := r.cfg.Faults.SFNThrottle
+func (c *Cloud) sfnGate(inner http.Handler) http.Handler {
+	st := c.status()
+	th := c.opts.sfn.Throttle
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		op := req.Header.Get("X-Amz-Target")
 		if i := strings.LastIndex(op, "."); i >= 0 {
@@ -149,7 +149,7 @@ func (r *Run) sfnGate(inner http.Handler) http.Handler {
 		}
 		st.mu.Unlock()
 		if refuse {
-			r.Counter.Add("stepfunctions", op)
+			c.Counter.Add("stepfunctions", op)
 			io.Copy(io.Discard, req.Body)
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 			w.Header().Set("X-Amzn-ErrorType", "ThrottlingException")
@@ -162,8 +162,8 @@ func (r *Run) sfnGate(inner http.Handler) http.Handler {
 }
 
 // startsOf returns and forgets the StartExecution calls made for one Lambda invocation.
-func (r *Run) startsOf(invocationID string) int64 {
-	st := r.status()
+func (c *Cloud) startsOf(invocationID string) int64 {
+	st := c.status()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	n := st.starts[invocationID]
@@ -173,7 +173,7 @@ func (r *Run) startsOf(invocationID string) int64 {
 
 // eventsHandler receives the events the Step Functions server emits (POST, one event per request)
 // and routes them as EventBridge routes events of the default bus: through every rule's pattern.
-func (r *Run) eventsHandler() http.Handler {
+func (c *Cloud) eventsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var ev map[string]any
 		if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
@@ -181,11 +181,11 @@ func (r *Run) eventsHandler() http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-		st := r.status()
-		routable := r.matchesRule(ev)
+		st := c.status()
+		routable := c.matchesRule(ev)
 		st.mu.Lock()
 		st.counts.Emitted++
-		drop := routable && r.cfg.Faults.StatusEvents.Drop > 0 && st.events.Float64() < r.cfg.Faults.StatusEvents.Drop
+		drop := routable && c.opts.events.StatusEvents.Drop > 0 && st.events.Float64() < c.opts.events.StatusEvents.Drop
 		if drop {
 			st.counts.Dropped++
 		}
@@ -194,21 +194,21 @@ func (r *Run) eventsHandler() http.Handler {
 			return
 		}
 		copies := 1
-		if r.cfg.Faults.StatusEvents.Duplicate {
+		if c.opts.events.StatusEvents.Duplicate {
 			copies = 2
 		}
 		for range copies {
 			st.mu.Lock()
 			st.counts.Routed++
 			st.mu.Unlock()
-			r.PutEvent(context.Background(), ev)
+			c.PutEvent(context.Background(), ev)
 		}
 	})
 }
 
 // matchesRule reports whether any rule of the templates matches the event.
-func (r *Run) matchesRule(ev map[string]any) bool {
-	for _, rl := range r.rules {
+func (c *Cloud) matchesRule(ev map[string]any) bool {
+	for _, rl := range c.rules {
 		if rl.pattern.Match(ev) {
 			return true
 		}

@@ -107,7 +107,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "30 percent dropped",
 			// Seed 2 loses 3 of the 7 files' end events (the 1st, 4th and 5th to end), so at least
 			// one is not a tenant's last file and holds the next file until the safety net.
-			cfg: Config{Faults: Faults{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}}},
+			cfg: Config{EventBridge: EventBridgeOptions{StatusEvents: StatusEvents{Drop: 0.3, Seed: 2}}},
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Dropped == 0 || c.Dropped == c.Invokes+c.Dropped {
 					t.Errorf("file executions' end events dropped: got %d of %d, want some but not all", c.Dropped, c.Invokes+c.Dropped)
@@ -127,7 +127,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name:     "every event twice",
-			cfg:      Config{Faults: Faults{StatusEvents: StatusEvents{Duplicate: true}}},
+			cfg:      Config{EventBridge: EventBridgeOptions{StatusEvents: StatusEvents{Duplicate: true}}},
 			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
 				if c.Routed != 2*c.Emitted || c.Emitted == 0 {
@@ -139,7 +139,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 			name: "20 percent of DescribeExecution throttled",
 			// In-process polling on (10 s), so that the controller describes each running file
 			// several times, as without events or after a lost one.
-			cfg:      Config{Faults: Faults{SFNThrottle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
+			cfg:      Config{StepFunctions: StepFunctionsOptions{Throttle: SFNThrottle{DescribeExecution: 0.2, Seed: 3}}, EnvFor: map[string][]string{controllerPkg: {"POLL_BUDGET_SECONDS=10"}}},
 			slow:     15 * time.Millisecond,
 			onEvents: true,
 			check: func(t *testing.T, r *Run, rep *report.Report, c StatusEventCounts) {
@@ -150,7 +150,7 @@ func TestScenarioStatusEvents(t *testing.T) {
 		},
 		{
 			name: "20 percent of StartExecution throttled",
-			cfg:  Config{Faults: Faults{SFNThrottle: SFNThrottle{StartExecution: 0.2, Seed: 5}}},
+			cfg:  Config{StepFunctions: StepFunctionsOptions{Throttle: SFNThrottle{StartExecution: 0.2, Seed: 5}}},
 			// Files of seconds, so that a tenant held for a second or two by a throttled start
 			// still runs beside the other.
 			slow: 15 * time.Millisecond,

@@ -33,10 +33,10 @@ type Report struct {
 	ExternalEndpoint bool `json:"externalEndpoint"`
 	// LambdaThrottles counts, per function (its local name), the invocations Lambda refused with
 	// TooManyRequestsException: the account's or a reserved concurrency in use
-	// (Faults.LambdaConcurrency), or Faults.Throttle. Only throttled functions appear; {} when none.
+	// (LambdaOptions.Concurrency), or LambdaOptions.Throttle. Only throttled functions appear; {} when none.
 	LambdaThrottles map[string]int64 `json:"lambdaThrottles"`
 	// SinkMaxInFlight is the most POSTs the embedded sink had in progress at once (those it
-	// answered 429 included), and Sink429 how many it answered 429 for Faults.SinkMaxInFlight.
+	// answered 429 included), and Sink429 how many it answered 429 for CoreOptions.MaxInFlight.
 	SinkMaxInFlight int   `json:"sinkMaxInFlight"`
 	Sink429         int64 `json:"sink429"`
 	// FileEvents are the File Processed events the pipeline put on EventBridge, in the order they
