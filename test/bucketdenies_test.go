@@ -1,6 +1,8 @@
 package test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,4 +226,53 @@ func TestStackOwningTheBucketAddsTheUploadDenies(t *testing.T) {
 		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
 	tpl := assertions.Template_FromStack(owner, nil)
 	checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, templateJSON(tpl), "AWS::S3::Bucket")), nil, tenantpipeline.DefaultRolePath))
+}
+
+// TestExistingBucketGetsTheUploadDeniesToAdd: with an existing bucket, the first tenant stack
+// outputs the upload Denies its owner must add, with the key's statements when the app has a key,
+// all on the bucket's objects, and synth names the output.
+func TestExistingBucketGetsTheUploadDeniesToAdd(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		sids []string
+	}{
+		{"one-tenant.json", []string{sidSSEC, sidStorageClass, sidNoOverwrite}},
+		{"encryption.json", []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			o := stackOptions("")
+			o.BucketName = "corp-ingest"
+			_, built := synthApp(t, tc.file, o)
+			stack := built.TenantStacks[0]
+			tpl := assertions.Template_FromStack(stack, nil)
+			out := templateJSON(tpl)["Outputs"].(map[string]any)[stacks.ImportedBucketUploadDeniesOutput]
+			if out == nil {
+				t.Fatalf("got no output %s", stacks.ImportedBucketUploadDeniesOutput)
+			}
+			var got []map[string]any
+			flattenJSON(t, get(t, out, "Value"), &got)
+			var sids []string
+			for _, st := range got {
+				sids = append(sids, st["Sid"].(string))
+				if r, _ := st["Resource"].([]any); len(r) != 1 || r[0] != "arn:<Ref:AWS::Partition>:s3:::corp-ingest/*" {
+					t.Errorf("%s: got Resource %v, want the bucket's objects", st["Sid"], st["Resource"])
+				}
+				if a, _ := st["Action"].([]any); st["Effect"] != "Deny" || len(a) != 1 || a[0] != "s3:PutObject" {
+					t.Errorf("%s: got Effect %v, Action %v, want a Deny of s3:PutObject", st["Sid"], st["Effect"], st["Action"])
+				}
+				// The app's key, from its own stack.
+				if k := fmt.Sprint(st["Condition"]); st["Sid"] == sidKey && !strings.Contains(k, "EncryptionKey") {
+					t.Errorf("got the key statement's condition %s, want the app's EncryptionKey's ARN", k)
+				}
+			}
+			if !slices.Equal(sids, tc.sids) {
+				t.Errorf("got statements %v, want %v", sids, tc.sids)
+			}
+			msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("corp-ingest is not managed by this app.*stack output "+stacks.ImportedBucketUploadDeniesOutput)))
+			if len(*msgs) != 1 {
+				t.Errorf("got %d warnings naming %s, want 1", len(*msgs), stacks.ImportedBucketUploadDeniesOutput)
+			}
+		})
+	}
 }
