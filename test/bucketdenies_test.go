@@ -36,6 +36,9 @@ const (
 	sidControlWrites = "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine"
 )
 
+// uploadDenySids are the Sids of the upload Denies.
+var uploadDenySids = map[string]bool{sidSSEC: true, sidSSEKMS: true, sidKey: true, sidStorageClass: true, sidNoOverwrite: true}
+
 // uploadDenies are the exact statements, by Sid, that a bucket's policy carries for the bucket's
 // ARN bucketArn (a template value), the key's ARN keyArn (nil: no key), the role path and the
 // operators.
