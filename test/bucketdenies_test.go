@@ -279,3 +279,58 @@ func TestExistingBucketGetsTheUploadDeniesToAdd(t *testing.T) {
 		})
 	}
 }
+
+// TestUploadDeniesOfABucketWithoutItsOwnKey: a bucket of the app encrypted by S3 (no key of its
+// own) gets no key statements, even when the constructs take a key, and an app's own upload Denies
+// for another role path leave the overwrite Deny to the app, with a warning that names it alone
+// (the write Deny is in place, so the controllers keep trusting it).
+func TestUploadDeniesOfABucketWithoutItsOwnKey(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		otherPath   bool
+		wantSids    map[string]int
+		wantWarning string // "": none
+	}{
+		{"the constructs' key", false, map[string]int{sidSSEC: 1, sidStorageClass: 1, sidNoOverwrite: 1, sidControlWrites: 1}, ""},
+		{"the app's Denies for another role path", true, map[string]int{sidSSEC: 1, sidStorageClass: 1, sidNoOverwrite: 1, sidControlWrites: 1},
+			"statements \\[" + sidNoOverwrite + "\\] are for another role path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("NoOwnKey"), nil)
+			bucket := stacks.NewIngestBucket(stack, "Bucket")
+			if tc.otherPath {
+				for _, s := range tenantpipeline.BucketUploadDenies(bucket, nil, "/other/", tenantpipeline.Operators{}) {
+					bucket.AddToResourcePolicy(s)
+				}
+			}
+			key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket,
+				SharedProps: tenantpipeline.SharedProps{EncryptionKey: key}})
+			counts := sidCounts(t, templateJSON(assertions.Template_FromStack(stack, nil)))
+			for _, sid := range []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite, sidControlWrites} {
+				if counts[sid] != tc.wantSids[sid] {
+					t.Errorf("got %d statements %s, want %d", counts[sid], sid, tc.wantSids[sid])
+				}
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("BucketUploadDeniesJSON")))
+			switch {
+			case tc.wantWarning == "" && len(*warnings) != 0:
+				t.Errorf("got %d warnings about the bucket's Denies, want none", len(*warnings))
+			case tc.wantWarning != "":
+				matching := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+					assertions.Match_StringLikeRegexp(jsii.String(tc.wantWarning)))
+				if len(*warnings) != 1 || len(*matching) != 1 {
+					t.Errorf("got %d warnings about the bucket's Denies, %d matching %q, want 1 and 1", len(*warnings), len(*matching), tc.wantWarning)
+				}
+				for _, w := range *matching {
+					if msg := asJSON(w.Entry.Data); strings.Contains(msg, "until BucketWriteDeny") {
+						t.Errorf("got warning %s, want no word of the write Deny, which is in place", msg)
+					}
+				}
+			}
+		})
+	}
+}

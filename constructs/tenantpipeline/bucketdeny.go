@@ -30,6 +30,13 @@ func addBucketDenies(scope constructs.Construct, what string, bucket awss3.IBuck
 	if bucket == nil {
 		return
 	}
+	_, owned := bucket.Node().DefaultChild().(awss3.CfnBucket)
+	if owned {
+		// A bucket of the app is refused another key than its own default's: with none (SSE-S3),
+		// the pipeline reads what it is sent, and a statement naming a key of another stack could
+		// make the bucket's stack depend on one that depends on it.
+		key = bucket.EncryptionKey()
+	}
 	a := &bucketDenyAspect{scope: scope, what: what, bucket: bucket, key: key, rolePath: rolePath, ops: ops}
 	// One aspect, or one warning, per app, bucket, key, role path and operators, however many
 	// pipelines and pools share them.
@@ -40,8 +47,8 @@ func addBucketDenies(scope constructs.Construct, what string, bucket awss3.IBuck
 	if _, loaded := denyAspects.LoadOrStore(k, a); loaded {
 		return
 	}
-	if _, owned := bucket.Node().DefaultChild().(awss3.CfnBucket); !owned {
-		a.warn("is not created in this app, so CDK cannot change its policy")
+	if !owned {
+		a.warn("is not created in this app, so CDK cannot change its policy", true)
 		return
 	}
 	awscdk.Aspects_Of(bucket).Add(a, nil)
@@ -89,18 +96,25 @@ func (a *bucketDenyAspect) Visit(node constructs.IConstruct) {
 			}
 		}
 		if len(clashes) > 0 {
-			a.warn(fmt.Sprintf("has a policy whose statements %v are for another role path, other operators or another key, and a policy holds one statement of a Sid", clashes))
+			a.warn(fmt.Sprintf("has a policy whose statements %v are for another role path, other operators or another key, and a policy holds one statement of a Sid", clashes),
+				clashes[0] == want[0].Sid)
 		}
 	})
 }
 
-func (a *bucketDenyAspect) warn(why string) {
+// warn says which statements the bucket's policy lacks, and, when the write Deny is one of them
+// (writeDeny), that the controllers confirm every file's end until it is there.
+func (a *bucketDenyAspect) warn(why string, writeDeny bool) {
+	until := ""
+	if writeDeny {
+		until = "; until BucketWriteDeny's is there the controllers confirm every file's end with Step Functions"
+	}
 	awscdk.Annotations_Of(a.scope).AddWarningV2(jsii.String(WarningBucketWriteDenyMissing), jsii.String(fmt.Sprintf(
 		"%s: the ingest bucket %s %s: add the statement of BucketWriteDenyJSON, which keeps everyone but the pipeline's roles (IAM path %s) "+
 			"and the operators from writing its %v prefixes, and the statements of BucketUploadDeniesJSON, which refuse SSE-C, another key, "+
 			"another storage class and writes without If-None-Match, to the bucket's policy (docs/operations.md, \"Who may steer a tenant\", "+
-			"and docs/isolation.md, \"Uploads\"); until then the controllers confirm every file's end with Step Functions",
-		a.what, bucketLabel(a.bucket), why, a.rolePath, controlPrefixes)), nil)
+			"and docs/isolation.md, \"Uploads\")%s",
+		a.what, bucketLabel(a.bucket), why, a.rolePath, controlPrefixes, until)), nil)
 }
 
 // policyHolds reports whether bucket is created in this app and its policy holds exactly the
