@@ -19,8 +19,9 @@ import (
 //   - SSE-C, always: S3 keeps no copy of a customer-provided key, so nobody but the uploader
 //     could ever read the object.
 //     https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerSideEncryptionCustomerKeys.html
-//   - With a customer-managed key (the key of the bucket's objects: the bucket's own, or, for a
-//     bucket imported by name, SharedProps.EncryptionKey): any encryption but SSE-KMS (SSE-S3,
+//   - With a customer-managed key (the key of the bucket's objects: the default key of a bucket
+//     created in the app, none for one without; for a bucket imported by name,
+//     SharedProps.EncryptionKey): any encryption but SSE-KMS (SSE-S3,
 //     DSSE-KMS) and any KMS key but that one (aws/s3, another key). The pipeline's roles may use
 //     that key alone. DSSE-KMS ("aws:kms:dsse") would use the same key twice over, without S3
 //     Bucket Keys, so a KMS call per object: the pipeline has no use for it, and it is refused.
@@ -40,7 +41,7 @@ import (
 //
 // Every statement is on the bucket's objects ("<bucket>/*"), whatever the tenants: a bucket policy
 // holds 20 KB, and a statement per tenant prefix would not fit a thousand tenants.
-// https://docs.aws.amazon.com/AmazonS3/latest/userguide/BucketRestrictions.html
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-iam-policies.html
 // The first three refuse everybody, the pipeline's roles and the operators included: none of the
 // pipeline's writes sends an SSE-C, encryption or storage-class header (its objects take the
 // bucket's default encryption and STANDARD), and an object of that kind is as unreadable when an
