@@ -325,7 +325,8 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"pool controller takes leases", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"pool register keeps the request shares", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"pool tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
-		{"pool tenant role reads its tenant's secret", pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
+		{"pool register tenant role reads and writes the bucket", pool, "PoolRegisterTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"pool register tenant role reads its tenant's secret", pool, "PoolRegisterTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
 		{"pool controller reads and writes the bucket", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool file state machine", pool, "PoolWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
 		{"pool file state machine runs its executions", pool, "PoolWorkflowFileRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "ArnLike:" + ownExecutions},
@@ -338,6 +339,10 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 				t.Errorf("got no policy of %s* with %v under %s", tc.role, tc.actions, tc.condition)
 			}
 		})
+	}
+	// Split's and the controller's tenant sessions never decrypt a secret.
+	if hasKMSGrant(pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN") {
+		t.Error("the pool's TenantRole (controller, Split) may decrypt secrets, want Register's role alone")
 	}
 }
 

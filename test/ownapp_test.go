@@ -129,6 +129,16 @@ func build(app awscdk.App) func() error {
 				Bucket: bucket,
 			})
 			silo("hooli", "inbox/hooli/")
+		case "root-uploader":
+			pool.Uploaders = []awsiam.IPrincipal{awsiam.NewAccountRootPrincipal()}
+		case "grant-imported-key":
+			// A partner's role of another account, and a key the app imports: its policy cannot
+			// take the statement the partner needs.
+			pool.Shared.EncryptionKey = awskms.Key_FromKeyArn(stack, jsii.String("Key"),
+				jsii.String("arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"))
+			p := tenantpipeline.NewPool(stack, "Pool", pool)
+			p.GrantUpload("hooli", awsiam.NewArnPrincipal(jsii.String("arn:aws:iam::210987654321:role/partner")))
+			return nil
 		case "uploads":
 			// Operators by ARN, a customer's uploads in both tiers, a platform's uploader role.
 			ops := tenantpipeline.Operators{PrincipalARNs: []string{"arn:aws:iam::123456789012:role/ops/*"}}
@@ -187,7 +197,8 @@ func runOwnApp(t *testing.T, ownCase, outdir string, env ...string) (int, string
 // on a pool's invalid props (before anything is bundled), a pool without tenants, a silo prefix
 // that overlaps the pool's, and a tenant id used twice (two silo tenants, or a silo and a pooled
 // tenant) with CDK's validation message, one line per problem, status 1 and no goroutine dump;
-// each message names the construct props and both constructs. Invalid props reach it as CDK's
+// each message names the construct props and both constructs. An uploader that is a whole account,
+// and an upload grant that no policy the app can change would carry, fail the same way. Invalid props reach it as CDK's
 // validation error too: the construct stays an empty scope, nothing panics.
 func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 	t.Parallel() // child processes only, never this binary's jsii runtime
@@ -205,6 +216,13 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 		{"overlap", []string{
 			`[MyPipeline/Pool] pool "default": prefix "pools/default/" overlaps the prefix "pools/" of tenant "acme" (MyPipeline/Tenant-acme) on the same bucket`,
 			`make the prefixes disjoint (PoolProps.Prefix or Tenant.Prefix)`,
+		}},
+		{"root-uploader", []string{
+			`[MyPipeline/Pool] PoolProps.Uploaders[0]: `, `is a whole account or a wildcard: an uploader is an IAM role or user`,
+		}},
+		{"grant-imported-key", []string{
+			`[MyPipeline/Pool] GrantUpload to {"AWS":["arn:aws:iam::210987654321:role/partner"]}: `,
+			`add to the key policy a statement allowing kms:GenerateDataKey, kms:Decrypt to that principal`,
 		}},
 		{"duplicate", []string{
 			`[MyPipeline/Tenant-acme-again] tenant "acme": tenant id "acme" is also used by tenant "acme" (MyPipeline/Tenant-acme)`,
@@ -234,7 +252,7 @@ func TestOwnAppFailsAsCDKDoes(t *testing.T) {
 					}
 				}
 				// Invalid props fail before anything is bundled: the pool is the app's only construct.
-				if left, _ := os.ReadDir(outdir); (tc.ownCase == "invalid-pool" || tc.ownCase == "no-tenants") && len(left) != 0 {
+				if left, _ := os.ReadDir(outdir); (tc.ownCase == "invalid-pool" || tc.ownCase == "no-tenants" || tc.ownCase == "root-uploader") && len(left) != 0 {
 					t.Errorf("got %d entries in the assembly directory, want nothing bundled or staged", len(left))
 				}
 				// The valid constructs' assets are staged as they are built; no template or manifest

@@ -36,80 +36,139 @@ func tenantData(resource string) bool {
 		strings.Contains(resource, ":table/pool-")
 }
 
-// TestPoolTenantRole: the pool's tenant role trusts exactly the controller's, Split's and
-// Register's roles, with sts:TagSession and exactly the tenant tag; each of its data statements
-// names ${aws:PrincipalTag/tenant}; no function role keeps a grant on tenant data; the three
-// functions may assume it and are told its ARN, the router neither. The silo tier has none of it.
+// TestPoolTenantRole: the pool's tenant roles trust exactly their functions' roles (TenantRole the
+// controller's and Split's, RegisterTenantRole Register's), with sts:TagSession and exactly the
+// tenant tag; each of their data statements names ${aws:PrincipalTag/tenant}; only Register's reads
+// the tenant's secret and writes its table; no function role keeps a grant on tenant data; each
+// function may assume its role alone and is told its ARN, the router neither. The silo tier has
+// none of it.
 func TestPoolTenantRole(t *testing.T) {
 	_, tpl := poolTemplate(t)
-	var roleID string
-	var trust []any
-	for id, r := range byType(tpl, "AWS::IAM::Role") {
-		if strings.HasPrefix(id, "PoolTenantRole") {
-			roleID, trust = id, get(t, props(r), "AssumeRolePolicyDocument", "Statement").([]any)
-		}
-	}
-	if roleID == "" {
-		t.Fatal("no PoolTenantRole")
+	secret := "secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????"
+	table := "dynamodb:PutItem arn:<Ref:AWS::Partition>:dynamodb:<Ref:AWS::Region>:<Ref:AWS::AccountId>:table/pool-${aws:PrincipalTag/tenant}"
+	roleIDs := map[string]string{}
+	for _, tc := range []struct {
+		role       string
+		principals []string // the functions' roles it trusts, sorted
+		assumedBy  []string // function id prefixes
+		register   bool     // the secret and the table
+	}{
+		{"PoolTenantRole", []string{"<GetAtt:PoolControllerServiceRole", "<GetAtt:PoolSplitServiceRole"}, []string{"PoolController", "PoolSplit"}, false},
+		{"PoolRegisterTenantRole", []string{"<GetAtt:PoolRegisterServiceRole"}, []string{"PoolRegister"}, true},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			var roleID string
+			var trust []any
+			for id, r := range byType(tpl, "AWS::IAM::Role") {
+				if strings.HasPrefix(id, tc.role) {
+					roleID, trust = id, get(t, props(r), "AssumeRolePolicyDocument", "Statement").([]any)
+				}
+			}
+			if roleID == "" {
+				t.Fatalf("no %s", tc.role)
+			}
+			roleIDs[tc.role] = roleID
+			var principals []string
+			for _, s := range trust {
+				st := s.(map[string]any)
+				if got := asJSON(st["Action"]); got != `["sts:AssumeRole","sts:TagSession"]` {
+					t.Errorf("got actions %s, want sts:AssumeRole and sts:TagSession", got)
+				}
+				want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
+				if got := asJSON(st["Condition"]); got != want {
+					t.Errorf("got conditions %s, want %s", got, want)
+				}
+				p := get(t, st, "Principal", "AWS")
+				if l, ok := p.([]any); ok {
+					for _, e := range l {
+						principals = append(principals, flatten(t, e))
+					}
+				} else {
+					principals = append(principals, flatten(t, p))
+				}
+			}
+			slices.Sort(principals)
+			ok := len(principals) == len(tc.principals)
+			for i := range principals {
+				ok = ok && strings.HasPrefix(principals[i], tc.principals[i])
+			}
+			if !ok {
+				t.Errorf("got principals %v, want exactly %v", principals, tc.principals)
+			}
+
+			stmts := poolPolicyStatements(t, tpl, tc.role)
+			var granted []string
+			for _, st := range stmts {
+				for _, r := range resources(t, st) {
+					named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
+					if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
+						named = !strings.Contains(asJSON(st["Condition"]), `"pools/default/*"`) &&
+							asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
+					}
+					if !named {
+						t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
+					}
+					granted = append(granted, strings.Join(actions(st), ",")+" "+r)
+				}
+			}
+			all := strings.Join(granted, "\n")
+			for _, want := range []string{
+				"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
+				"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
+				"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
+				// The results task and Register: the rejection parts and the results files.
+				"s3:GetObject,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
+				"/control/${aws:PrincipalTag/tenant}/paused.json",
+				"/control/${aws:PrincipalTag/tenant}/order.json",
+			} {
+				if !strings.Contains(all, want) {
+					t.Errorf("the tenant role grants\n%s\nwant %q", all, want)
+				}
+			}
+			for _, own := range []string{secret, table} {
+				if strings.Contains(all, own) != tc.register {
+					t.Errorf("%s grants %q: %v, want %v (Register's role alone)", tc.role, own, !tc.register, tc.register)
+				}
+			}
+
+			for _, fn := range []string{"PoolController", "PoolSplit", "PoolRegister", "PoolRouter"} {
+				want := slices.Contains(tc.assumedBy, fn)
+				assumes := slices.ContainsFunc(poolPolicyStatements(t, tpl, fn+"ServiceRole"), func(st map[string]any) bool {
+					return asJSON(st["Action"]) == `["sts:AssumeRole","sts:TagSession"]` && slices.Equal(resources(t, st), []string{"<GetAtt:" + roleID + ".Arn>"})
+				})
+				if assumes != want {
+					t.Errorf("%s may assume %s: got %v, want %v", fn, tc.role, assumes, want)
+				}
+				for id, f := range byType(tpl, "AWS::Lambda::Function") {
+					if !strings.HasPrefix(id, fn) || !want {
+						continue
+					}
+					v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRoleARN]
+					if !ok || flatten(t, v) != "<GetAtt:"+roleID+".Arn>" {
+						t.Errorf("%s: got %s=%v (set %v), want it set to %s", id, pipeline.EnvTenantRoleARN, v, ok, tc.role)
+					}
+				}
+			}
+		})
 	}
 
-	t.Run("trust", func(t *testing.T) {
-		var principals []string
-		for _, s := range trust {
-			st := s.(map[string]any)
-			if got := asJSON(st["Action"]); got != `["sts:AssumeRole","sts:TagSession"]` {
-				t.Errorf("got actions %s, want sts:AssumeRole and sts:TagSession", got)
+	t.Run("the router assumes neither", func(t *testing.T) {
+		for id, f := range byType(tpl, "AWS::Lambda::Function") {
+			if !strings.HasPrefix(id, "PoolRouter") {
+				continue
 			}
-			want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
-			if got := asJSON(st["Condition"]); got != want {
-				t.Errorf("got conditions %s, want %s", got, want)
-			}
-			principals = append(principals, flatten(t, get(t, st, "Principal", "AWS")))
-		}
-		slices.Sort(principals)
-		if len(principals) != 3 || !strings.HasPrefix(principals[0], "<GetAtt:PoolControllerServiceRole") ||
-			!strings.HasPrefix(principals[1], "<GetAtt:PoolRegisterServiceRole") || !strings.HasPrefix(principals[2], "<GetAtt:PoolSplitServiceRole") {
-			t.Errorf("got principals %v, want exactly the controller's, Register's and Split's roles", principals)
-		}
-	})
-
-	t.Run("every data statement names the tenant tag", func(t *testing.T) {
-		stmts := poolPolicyStatements(t, tpl, "PoolTenantRole")
-		var granted []string
-		for _, st := range stmts {
-			for _, r := range resources(t, st) {
-				named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
-				if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
-					named = !strings.Contains(asJSON(st["Condition"]), `"pools/default/*"`) &&
-						asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
-				}
-				if !named {
-					t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
-				}
-				granted = append(granted, strings.Join(actions(st), ",")+" "+r)
+			if v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRoleARN]; ok {
+				t.Errorf("%s: got %s=%v, want none", id, pipeline.EnvTenantRoleARN, v)
 			}
 		}
-		all := strings.Join(granted, "\n")
-		for _, want := range []string{
-			"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
-			"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
-			"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
-			// The results task and Register: the rejection parts and the results files.
-			"s3:GetObject,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
-			"/control/${aws:PrincipalTag/tenant}/paused.json",
-			"/control/${aws:PrincipalTag/tenant}/order.json",
-			"secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????",
-			"dynamodb:PutItem arn:<Ref:AWS::Partition>:dynamodb:<Ref:AWS::Region>:<Ref:AWS::AccountId>:table/pool-${aws:PrincipalTag/tenant}",
-		} {
-			if !strings.Contains(all, want) {
-				t.Errorf("the tenant role grants\n%s\nwant %q", all, want)
-			}
+		if strings.Contains(asJSON(poolPolicyStatements(t, tpl, "PoolRouterServiceRole")), "sts:TagSession") {
+			t.Error("the router may tag a session, want not")
 		}
 	})
 
 	t.Run("function roles keep no tenant data", func(t *testing.T) {
 		for _, fn := range []string{"PoolController", "PoolSplit", "PoolRegister", "PoolRouter"} {
-			for _, st := range poolPolicyStatements(t, tpl, fn) {
+			for _, st := range poolPolicyStatements(t, tpl, fn+"ServiceRole") {
 				rs, ok := st["Resource"].([]any)
 				if !ok {
 					rs = []any{st["Resource"]}
@@ -124,29 +183,6 @@ func TestPoolTenantRole(t *testing.T) {
 					if tenantData(asJSON(r)) {
 						t.Errorf("%s: %s on %s: a function role grants tenant data without the tenant tag", fn, asJSON(st["Action"]), r)
 					}
-				}
-			}
-		}
-	})
-
-	t.Run("who may assume it", func(t *testing.T) {
-		for _, tc := range []struct {
-			fn   string
-			want bool
-		}{{"PoolController", true}, {"PoolSplit", true}, {"PoolRegister", true}, {"PoolRouter", false}} {
-			assumes := slices.ContainsFunc(poolPolicyStatements(t, tpl, tc.fn), func(st map[string]any) bool {
-				return asJSON(st["Action"]) == `["sts:AssumeRole","sts:TagSession"]` && slices.Equal(resources(t, st), []string{"<GetAtt:" + roleID + ".Arn>"})
-			})
-			if assumes != tc.want {
-				t.Errorf("%s may assume the tenant role: got %v, want %v", tc.fn, assumes, tc.want)
-			}
-			for id, f := range byType(tpl, "AWS::Lambda::Function") {
-				if !strings.HasPrefix(id, tc.fn) {
-					continue
-				}
-				v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRoleARN]
-				if ok != tc.want || (ok && flatten(t, v) != "<GetAtt:"+roleID+".Arn>") {
-					t.Errorf("%s: got %s=%v (set %v), want set %v to the tenant role", id, pipeline.EnvTenantRoleARN, v, ok, tc.want)
 				}
 			}
 		}

@@ -64,9 +64,10 @@ commands:
                                           core limit NAME --clear removes it (audited)
   health POOL [--minutes N]               a pool's tenants over its per-tenant alarms' thresholds
   upload TENANT FILE... [--name NAME]     put files under the tenant's prefix, in the order given
-  upload-url TENANT NAME [--expires D] [--role]
-                                          print a presigned PUT URL for NAME under the tenant's prefix
-                                          (--role: signed by the tenant's uploader role)
+  upload-url TENANT NAME [--expires D] [--allow-long] [--bytes N] [--max-bytes M] [--role]
+                                          print a single-use presigned PUT URL for NAME under the
+                                          tenant's prefix and the headers it signs (default 15m,
+                                          at most 1h; --role: signed by the tenant's uploader role)
   validate TENANT FILE... [--out DIR] [--tenants FILE]
                                           check local files as Split would, before upload (the
                                           deployed settings unless --tenants or ./tenants.json has them)

@@ -137,23 +137,41 @@ another in the order given: each upload has finished before the next starts, so 
 processes them in that order. Prints each file's key and version as it is put. A name may hold
 letters, digits, ! - _ . * ' ( ), spaces and non-ASCII characters (Japanese, accents), and nothing
 needs escaping beyond the shell's own quoting. Every file and name is checked before the first
-upload, so bad input uploads nothing. A file is at most 5 GiB (one PUT).
+upload, so bad input uploads nothing. A file is at most 5 GiB (one PUT). An upload never
+overwrites: it sends If-None-Match: * (and, with a customer-managed key, the bucket's encryption
+headers), as upload-url's URL does, so a name that exists is refused; choose another.
 
   --name NAME   the object's name under the prefix, for one FILE (folders with "/")`},
-	{name: "upload-url", minArgs: 2, maxArgs: 2, args: "TENANT NAME [--expires D] [--role]", flags: uploadURLFlags, run: runUploadURL,
+	{name: "upload-url", minArgs: 2, maxArgs: 2, args: "TENANT NAME [--expires D] [--allow-long] [--bytes N] [--max-bytes M] [--role]", flags: uploadURLFlags, run: runUploadURL,
 		short: "print a presigned PUT URL for a name under the tenant's prefix",
-		long: `Prints a presigned URL that lets whoever holds it PUT one object, <prefix>NAME, until it
-expires (curl -T FILE URL); the file is then processed like any other. Nothing is written. With
---json: {"url", "key", "expires"}, and "role" with --role.
+		long: `Prints a presigned URL that lets whoever holds it PUT one object, <prefix>NAME, once, until
+it expires; the file is then processed like any other. Nothing is written. The URL signs
+headers the uploader must send exactly, printed after it one "Name: value" a line, then a curl
+command that sends them:
+
+  If-None-Match: *        the PUT creates the object or fails (412 PreconditionFailed): the URL
+                          can neither overwrite a file nor be used twice
+  Content-Length: N       with --bytes: S3 refuses any other size (SignatureDoesNotMatch)
+  x-amz-server-side-encryption, x-amz-server-side-encryption-aws-kms-key-id
+                          when the bucket is encrypted with a customer-managed key
+
+With --json: {"url", "key", "expires", "headers": {name: value}}, "bytes" with --bytes and
+"role" with --role.
 
 The URL is signed with your credentials, or with --role by a session of the tenant's uploader
 role, which may put under that tenant's prefix only: a silo tenant's own (its "uploaders"), or
-its pool's, tagged tenant=TENANT. It lasts at
-most 7 days (S3's limit), and no longer than the credentials that sign it when they are
-temporary: pipectl refuses an expiry past theirs.
+its pool's, tagged tenant=TENANT. A URL is a bearer token: anyone who holds it may use it until
+it expires, and nothing revokes it short of the credentials that signed it. So it lasts 15
+minutes by default and at most 1 hour, which bounds the damage of one that leaks; --allow-long
+lifts the cap to S3's 7 days, and a URL never outlives the temporary credentials that sign it
+(pipectl refuses an expiry past theirs). With --role the cap stays 1 hour, the session's.
 
-  --expires D   how long the URL is valid (Go duration: 90s, 15m, 2h; default 15m, at most 168h)
-  --role        sign with a session of the tenant's uploader role (its own, or its pool's)`},
+  --expires D      how long the URL is valid (Go duration: 90s, 15m, 2h; default 15m, at most 1h)
+  --allow-long     allow --expires up to 168h (not with --role)
+  --bytes N        the file's exact size in bytes (1 or more): the URL takes no other
+  --max-bytes M    the largest size allowed (default and most 5 GiB, one PUT's limit); a presigned
+                   PUT binds only an exact size, so a smaller M needs --bytes
+  --role           sign with a session of the tenant's uploader role (its own, or its pool's)`},
 	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
 		short: "check local files as Split would, before upload",
 		long: `Reads each local FILE with the tenant's settings (format, encoding, delimiter,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -485,5 +486,69 @@ func TestSDKSequence(t *testing.T) {
 		m.Version != 3 || m.Action != pipeline.ControlSequenceSkip || m.Number == nil || *m.Number != 8 || m.Reason != "file 8 was never sent" ||
 		m.RequestedBy != "arn:aws:sts::123456789012:assumed-role/Operator/alice" {
 		t.Errorf("got SendMessage %+v, want sequence-skip of 8 in acme's group, deduplicated by its request id, audited", sent)
+	}
+}
+
+// upload reads the bucket's default encryption (GetBucketEncryption), then puts each file with
+// If-None-Match: * and, for a customer-managed key, the SSE-KMS headers; S3's 412 to a key that
+// exists is told as such. upload-url signs the same headers into its URL, without a call but
+// GetBucketEncryption.
+func TestSDKUpload(t *testing.T) {
+	const key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	w := stubAWS(t)
+	var mu sync.Mutex
+	headers := map[string]http.Header{}
+	w["s3"].answer = func(op string, r *http.Request, _ []byte) (int, map[string]string, string) {
+		mu.Lock()
+		headers[op] = r.Header.Clone()
+		mu.Unlock()
+		switch op {
+		case "GET /ingest?encryption=":
+			return 200, map[string]string{"Content-Type": "application/xml"}, `<ServerSideEncryptionConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">` +
+				`<Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>aws:kms</SSEAlgorithm><KMSMasterKeyID>` + key + `</KMSMasterKeyID>` +
+				`</ApplyServerSideEncryptionByDefault><BucketKeyEnabled>true</BucketKeyEnabled></Rule></ServerSideEncryptionConfiguration>`
+		case "PUT /ingest/inbox/acme/new.csv":
+			return 200, map[string]string{"x-amz-version-id": "v1", "ETag": `"e"`}, ""
+		case "PUT /ingest/inbox/acme/old.csv":
+			return 412, map[string]string{"Content-Type": "application/xml"}, `<Error><Code>PreconditionFailed</Code>` +
+				`<Message>At least one of the pre-conditions you specified did not hold</Message><Condition>If-None-Match</Condition></Error>`
+		}
+		return 404, nil, ""
+	}
+	files := writeFiles(t, "new.csv", "old.csv")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"upload", "acme", files[0], files[1]}, &out, &errOut, awsOps); code != 1 ||
+		!strings.Contains(errOut.String(), "s3://ingest/inbox/acme/old.csv already exists (S3 answered 412 PreconditionFailed to If-None-Match: *)") {
+		t.Errorf("got exit %d, %q; want 1 and old.csv named as existing", code, errOut.String())
+	}
+	if want := []string{"GET /ingest?encryption=", "PUT /ingest/inbox/acme/new.csv", "PUT /ingest/inbox/acme/old.csv"}; !slices.Equal(w["s3"].ops, want) {
+		t.Fatalf("got S3 requests %v, want %v", w["s3"].ops, want)
+	}
+	for _, op := range w["s3"].ops[1:] {
+		h := headers[op]
+		for k, want := range map[string]string{"If-None-Match": "*", "X-Amz-Server-Side-Encryption": "aws:kms", "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id": key} {
+			if got := h.Get(k); got != want {
+				t.Errorf("%s: got %s %q, want %q", op, k, got, want)
+			}
+		}
+		if !strings.Contains(h.Get("Authorization"), "if-none-match;") {
+			t.Errorf("%s: got Authorization %q, want If-None-Match signed", op, h.Get("Authorization"))
+		}
+	}
+
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"upload-url", "acme", "new.csv", "--json"}, &out, &errOut, awsOps); code != 0 {
+		t.Fatalf("upload-url: got exit %d, %s", code, errOut.String())
+	}
+	var up struct{ Headers map[string]string }
+	if err := json.Unmarshal(out.Bytes(), &up); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"If-None-Match": "*", "x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": key}; !maps.Equal(up.Headers, want) {
+		t.Errorf("upload-url: got headers %v, want %v", up.Headers, want)
+	}
+	if n := len(w["s3"].ops); n != 4 || w["s3"].ops[3] != "GET /ingest?encryption=" {
+		t.Errorf("got S3 requests %v, want one GetBucketEncryption more for upload-url", w["s3"].ops)
 	}
 }

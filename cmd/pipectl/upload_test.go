@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,71 +22,142 @@ import (
 	"github.com/example/tenantpipeline/internal/ops"
 )
 
-// presigned parses a presigned URL printed alone on stdout.
-func presigned(t *testing.T, stdout string) *url.URL {
+// presigned parses upload-url's text output: the URL on the first line, then the headers to send,
+// "Name: value" a line, then a blank line and a curl command.
+func presigned(t *testing.T, stdout string) (*url.URL, map[string]string, string) {
 	t.Helper()
-	if strings.Count(stdout, "\n") != 1 || !strings.HasSuffix(stdout, "\n") {
-		t.Fatalf("got stdout %q, want the URL alone on one line", stdout)
+	head, curl, ok := strings.Cut(stdout, "\n\n")
+	if !ok || !strings.HasPrefix(curl, "curl ") || strings.Count(curl, "\n") != 1 || !strings.HasSuffix(curl, "\n") {
+		t.Fatalf("got stdout %q, want the URL, its headers, a blank line and one curl line", stdout)
 	}
-	u, err := url.Parse(strings.TrimSpace(stdout))
-	if err != nil {
-		t.Fatal(err)
+	lines := strings.Split(head, "\n")
+	u, err := url.Parse(lines[0])
+	if err != nil || u.Scheme != "https" {
+		t.Fatalf("got first line %q, want the URL (%v)", lines[0], err)
 	}
-	return u
-}
-
-// upload-url prints a presigned PUT of <prefix><name>, signed with the operator's credentials, and
-// a name with a space and Japanese arrives as it was typed (the SDK encodes it in the URL).
-func TestUploadURL(t *testing.T) {
-	w := world()
-	code, stdout, stderr := runIn(t, w, "upload-url", "acme", "受注 11月.csv")
-	if code != 0 {
-		t.Fatalf("got exit %d, %s", code, stderr)
-	}
-	u := presigned(t, stdout)
-	q := u.Query()
-	if got, want := u.Path, "/inbox/acme/受注 11月.csv"; !strings.HasSuffix(got, want) {
-		t.Errorf("got path %q, want it to end in %q", got, want)
-	}
-	if !strings.HasPrefix(u.Host, "ingest.") && !strings.HasPrefix(u.Path, "/ingest/") {
-		t.Errorf("got %s, want the bucket ingest", u)
-	}
-	for k, want := range map[string]string{"X-Amz-Expires": "900", "X-Amz-SignedHeaders": "host"} {
-		if got := q.Get(k); got != want {
-			t.Errorf("got %s=%q, want %q", k, got, want)
+	headers := map[string]string{}
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("got header line %q, want Name: value", l)
 		}
+		headers[k] = v
 	}
-	if c := q.Get("X-Amz-Credential"); !strings.HasPrefix(c, "AKIAOPERATOR/") {
-		t.Errorf("got credential %q, want the operator's", c)
-	}
-	if len(w.Puts) != 0 || len(w.AssumeRoles) != 0 {
-		t.Errorf("got %d puts and %d AssumeRole calls, want none: presigning writes nothing", len(w.Puts), len(w.AssumeRoles))
+	return u, headers, curl
+}
+
+// upload-url prints a presigned PUT of <prefix><name>, signed with the operator's credentials,
+// then the headers it signs, which the uploader must send, and a curl command that sends them: the
+// URL is single-use (If-None-Match: *), binds the size with --bytes, and the bucket's
+// customer-managed key when it has one. A name with a space and Japanese arrives as it was typed
+// (the SDK encodes it in the URL).
+func TestUploadURL(t *testing.T) {
+	const key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		bucketKey   string
+		wantSigned  string // X-Amz-SignedHeaders
+		wantHeaders map[string]string
+	}{
+		{"the default", nil, "", "host;if-none-match", map[string]string{"If-None-Match": "*"}},
+		{"an exact size", []string{"--bytes", "2048"}, "", "content-length;host;if-none-match",
+			map[string]string{"If-None-Match": "*", "Content-Length": "2048"}},
+		{"an exact size under --max-bytes", []string{"--bytes", "2048", "--max-bytes", "4096"}, "", "content-length;host;if-none-match",
+			map[string]string{"If-None-Match": "*", "Content-Length": "2048"}},
+		{"a customer-managed key", nil, key,
+			"host;if-none-match;x-amz-server-side-encryption;x-amz-server-side-encryption-aws-kms-key-id",
+			map[string]string{"If-None-Match": "*", "x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": key}},
+		{"a key and a size", []string{"--bytes", "5368709120"}, key,
+			"content-length;host;if-none-match;x-amz-server-side-encryption;x-amz-server-side-encryption-aws-kms-key-id",
+			map[string]string{"If-None-Match": "*", "Content-Length": "5368709120", "x-amz-server-side-encryption": "aws:kms",
+				"x-amz-server-side-encryption-aws-kms-key-id": key}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			if tc.bucketKey != "" {
+				w.BucketKeys = map[string]string{"ingest": tc.bucketKey}
+			}
+			code, stdout, stderr := runIn(t, w, append([]string{"upload-url", "acme", "受注 11月.csv"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("got exit %d, %s", code, stderr)
+			}
+			u, headers, curl := presigned(t, stdout)
+			q := u.Query()
+			if got, want := u.Path, "/inbox/acme/受注 11月.csv"; !strings.HasSuffix(got, want) {
+				t.Errorf("got path %q, want it to end in %q", got, want)
+			}
+			if !strings.HasPrefix(u.Host, "ingest.") && !strings.HasPrefix(u.Path, "/ingest/") {
+				t.Errorf("got %s, want the bucket ingest", u)
+			}
+			for k, want := range map[string]string{"X-Amz-Expires": "900", "X-Amz-SignedHeaders": tc.wantSigned} {
+				if got := q.Get(k); got != want {
+					t.Errorf("got %s=%q, want %q", k, got, want)
+				}
+			}
+			if c := q.Get("X-Amz-Credential"); !strings.HasPrefix(c, "AKIAOPERATOR/") {
+				t.Errorf("got credential %q, want the operator's", c)
+			}
+			if !maps.Equal(headers, tc.wantHeaders) {
+				t.Errorf("got headers %v, want %v", headers, tc.wantHeaders)
+			}
+			for k, v := range tc.wantHeaders {
+				if want := " -H " + ops.ShellQuote(k+": "+v); !strings.Contains(curl, want) {
+					t.Errorf("got %q, want it to send %q", curl, want)
+				}
+			}
+			if !strings.HasPrefix(curl, "curl --fail -T '受注 11月.csv' ") || !strings.HasSuffix(curl, " "+ops.ShellQuote(u.String())+"\n") {
+				t.Errorf("got %q, want curl -T the file, then the URL", curl)
+			}
+			if len(w.Puts) != 0 || len(w.AssumeRoles) != 0 {
+				t.Errorf("got %d puts and %d AssumeRole calls, want none: presigning writes nothing", len(w.Puts), len(w.AssumeRoles))
+			}
+		})
 	}
 }
 
+// --json has the URL's fields and the headers to send; bytes with --bytes. A URL over an hour
+// needs --allow-long.
 func TestUploadURLJSON(t *testing.T) {
-	code, stdout, stderr := runIn(t, world(), "upload-url", "acme", "a.csv", "--expires", "2h", "--json")
-	if code != 0 {
-		t.Fatalf("got exit %d, %s", code, stderr)
-	}
-	var got map[string]any
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatal(err)
-	}
-	keys := make([]string, 0, len(got))
-	for k := range got {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if want := []string{"expires", "key", "url"}; !slices.Equal(keys, want) {
-		t.Errorf("got fields %v, want %v", keys, want)
-	}
-	if got["key"] != "inbox/acme/a.csv" || got["expires"] != now.Add(2*time.Hour).Format(time.RFC3339) {
-		t.Errorf("got key %v, expires %v; want inbox/acme/a.csv, %s", got["key"], got["expires"], now.Add(2*time.Hour).Format(time.RFC3339))
-	}
-	u, _ := url.Parse(got["url"].(string))
-	if e := u.Query().Get("X-Amz-Expires"); e != "7200" {
-		t.Errorf("got X-Amz-Expires %q, want 7200", e)
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		wantFields  []string
+		wantSeconds string
+		wantHeaders map[string]any
+	}{
+		{"the default", nil, []string{"expires", "headers", "key", "url"}, "900", map[string]any{"If-None-Match": "*"}},
+		{"long, with a size", []string{"--expires", "2h", "--allow-long", "--bytes", "12"}, []string{"bytes", "expires", "headers", "key", "url"}, "7200",
+			map[string]any{"If-None-Match": "*", "Content-Length": "12"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runIn(t, world(), append([]string{"upload-url", "acme", "a.csv", "--json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("got exit %d, %s", code, stderr)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatal(err)
+			}
+			if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, tc.wantFields) {
+				t.Errorf("got fields %v, want %v", keys, tc.wantFields)
+			}
+			seconds, _ := strconv.Atoi(tc.wantSeconds)
+			wantExpires := now.Add(time.Duration(seconds) * time.Second).Format(time.RFC3339)
+			if got["key"] != "inbox/acme/a.csv" || got["expires"] != wantExpires {
+				t.Errorf("got key %v, expires %v; want inbox/acme/a.csv, %s", got["key"], got["expires"], wantExpires)
+			}
+			if h, _ := got["headers"].(map[string]any); !maps.Equal(h, tc.wantHeaders) {
+				t.Errorf("got headers %v, want %v", got["headers"], tc.wantHeaders)
+			}
+			if _, sized := got["bytes"]; sized && got["bytes"] != 12.0 {
+				t.Errorf("got bytes %v, want 12", got["bytes"])
+			}
+			u, _ := url.Parse(got["url"].(string))
+			if e := u.Query().Get("X-Amz-Expires"); e != tc.wantSeconds {
+				t.Errorf("got X-Amz-Expires %q, want %s", e, tc.wantSeconds)
+			}
+		})
 	}
 }
 
@@ -112,7 +185,11 @@ func TestUploadURLRole(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("got exit %d, %s", code, stderr)
 			}
-			q := presigned(t, stdout).Query()
+			u, headers, _ := presigned(t, stdout)
+			q := u.Query()
+			if headers["If-None-Match"] != "*" {
+				t.Errorf("got headers %v, want If-None-Match: *", headers)
+			}
 			if got := q.Get("X-Amz-Expires"); got != tc.wantURL {
 				t.Errorf("got X-Amz-Expires %s, want %s", got, tc.wantURL)
 			}
@@ -150,11 +227,24 @@ func TestUploadURLRefused(t *testing.T) {
 		{"a control character", []string{"acme", "a\tb.csv"}, nil, false, 2, "control character U+0009"},
 		{"outside the safe set", []string{"acme", "a#b.csv"}, nil, false, 2, `contains "#"`},
 		{"past 7 days", []string{"acme", "a.csv", "--expires", "169h"}, nil, false, 2, "past S3's limit of 7 days"},
+		{"past 7 days, allowed long", []string{"acme", "a.csv", "--expires", "169h", "--allow-long"}, nil, false, 2, "past S3's limit of 7 days"},
+		{"over an hour", []string{"acme", "a.csv", "--expires", "61m"}, nil, false, 2, "is over 1h: a presigned URL is a bearer token"},
+		{"allowed long, past the operator's session", []string{"acme", "a.csv", "--expires", "2h", "--allow-long"}, &session, false, 1, "outlives the temporary credentials"},
+		{"a size over --max-bytes", []string{"acme", "a.csv", "--bytes", "4097", "--max-bytes", "4096"}, nil, false, 2, "--bytes 4097 is over --max-bytes 4096"},
+		{"a size over one PUT's", []string{"acme", "a.csv", "--bytes", "5368709121"}, nil, false, 2, "--bytes 5368709121 is over --max-bytes 5368709120"},
+		{"--max-bytes without --bytes", []string{"acme", "a.csv", "--max-bytes", "1048576"}, nil, false, 2, "binds only an exact Content-Length"},
+		{"--max-bytes over one PUT's", []string{"acme", "a.csv", "--max-bytes", "5368709121"}, nil, false, 2, "--max-bytes 5368709121 is out of range"},
+		{"--max-bytes 0", []string{"acme", "a.csv", "--max-bytes", "0", "--bytes", "1"}, nil, false, 2, "--max-bytes 0 is out of range"},
+		{"an empty size", []string{"acme", "a.csv", "--bytes", "0"}, nil, false, 2, "signs no Content-Length of 0"},
+		{"a negative size", []string{"acme", "a.csv", "--bytes", "-1"}, nil, false, 2, "--bytes -1 is negative"},
+		{"a size that is not a number", []string{"acme", "a.csv", "--bytes", "2k"}, nil, false, 2, "not a whole number of bytes"},
+		{"the bucket's encryption unknown", []string{"acme", "a.csv"}, nil, false, 1, "s3:GetEncryptionConfiguration"},
 		{"not a duration", []string{"acme", "a.csv", "--expires", "tomorrow"}, nil, false, 2, `invalid value "tomorrow" for flag -expires`},
 		{"past the operator's session", []string{"acme", "a.csv", "--expires", "1h"}, &session, false, 1, "outlives the temporary credentials"},
 		{"a silo tenant's role", []string{"acme", "a.csv", "--role"}, nil, true, 1, "tenant acme is a silo tenant"},
 		{"a pool without uploaders", []string{"hooli", "a.csv", "--role"}, nil, false, 1, "pool shared has no uploader role; set uploaders on the pool"},
-		{"past a role session's limit", []string{"hooli", "a.csv", "--role", "--expires", "61m"}, nil, true, 1, "a session of the uploader role lasts at most 1h"},
+		{"past a role session's limit", []string{"hooli", "a.csv", "--role", "--expires", "61m"}, nil, true, 2, "a session of the uploader role lasts at most 1h"},
+		{"past a role session's limit, allowed long", []string{"hooli", "a.csv", "--role", "--expires", "61m", "--allow-long"}, nil, true, 2, "a session of the uploader role lasts at most 1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, _ := pooledWorld()
@@ -163,6 +253,9 @@ func TestUploadURLRefused(t *testing.T) {
 			}
 			if tc.uploader {
 				w.SetUploaderRole("shared", "arn:aws:iam::123456789012:role/shared-uploader")
+			}
+			if tc.name == "the bucket's encryption unknown" {
+				w.Err["GetBucketEncryption"] = errors.New("AccessDenied: Access Denied")
 			}
 			code, stdout, stderr := runIn(t, w, append([]string{"upload-url"}, tc.args...)...)
 			if code != tc.wantCode || !strings.Contains(stderr, tc.want) {
@@ -201,6 +294,9 @@ func TestUpload(t *testing.T) {
 	var keys []string
 	for _, p := range w.Puts {
 		keys = append(keys, aws.ToString(p.Key))
+		if aws.ToString(p.IfNoneMatch) != "*" {
+			t.Errorf("got If-None-Match %q on %s, want *: an upload never overwrites", aws.ToString(p.IfNoneMatch), aws.ToString(p.Key))
+		}
 	}
 	if want := []string{"inbox/acme/z last name.csv", "inbox/acme/a 受注.csv", "inbox/acme/m.csv"}; !slices.Equal(keys, want) {
 		t.Errorf("got puts %q, want %q in that order", keys, want)
@@ -250,6 +346,9 @@ func TestUploadRefusedWritesNothing(t *testing.T) {
 		{"a folder", []string{"acme", ok[0], filepath.Dir(ok[0])}, 1, "is not a regular file"},
 		{"--name for two files", []string{"acme", ok[0], ok[1], "--name", "x.csv"}, 2, "--name names one file, got 2"},
 		{"--name up and out", []string{"acme", ok[0], "--name", "../globex/x.csv"}, 2, `has a ".." segment`},
+		// The world holds inbox/acme/a.csv: S3 answers If-None-Match: * with 412.
+		{"a name that exists", []string{"acme", ok[0]}, 1, "s3://ingest/inbox/acme/a.csv already exists (S3 answered 412 PreconditionFailed to If-None-Match: *)"},
+		{"a name that exists, by --name", []string{"acme", ok[1], "--name", "a.csv"}, 1, "choose another name (--name)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := world()
@@ -267,7 +366,7 @@ func TestUploadRefusedWritesNothing(t *testing.T) {
 // A failure midway says what arrived and what did not; the files before it stay.
 func TestUploadFailureMidway(t *testing.T) {
 	w := world()
-	files := writeFiles(t, "a.csv", "b.csv", "c.csv")
+	files := writeFiles(t, "p.csv", "q.csv", "r.csv")
 	newOps := func(_ context.Context, prefix string) (*ops.Ops, error) {
 		c := w.Clients()
 		c.S3 = &failingPut{S3: c.S3, at: 2}
@@ -280,7 +379,7 @@ func TestUploadFailureMidway(t *testing.T) {
 	if code != 1 {
 		t.Errorf("got exit %d, want 1", code)
 	}
-	if want := "uploaded inbox/acme/a.csv (version v1, 16 bytes)\n"; out.String() != want {
+	if want := "uploaded inbox/acme/p.csv (version v1, 16 bytes)\n"; out.String() != want {
 		t.Errorf("got stdout %q, want %q", out.String(), want)
 	}
 	if want := "1 of 3 files uploaded before it, not uploaded: " + files[1] + ", " + files[2]; !strings.Contains(errOut.String(), want) {

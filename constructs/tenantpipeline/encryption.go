@@ -424,7 +424,7 @@ func (t *TenantPipeline) encrypt() {
 // on the queues' key are next to their SQS grants (build, grantBacklog).
 func (t *TenantPool) encrypt() {
 	p := t.Props
-	t.objects.grantBucket(p.Bucket, t.Router, t.TenantRole)
+	t.objects.grantBucket(p.Bucket, t.Router, t.TenantRole, t.RegisterTenantRole)
 	for _, cs := range t.CoreSystems {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)
@@ -436,7 +436,7 @@ func (t *TenantPool) encrypt() {
 	t.enc.grantTables(t.Router, true, t.AdmissionTable)
 	if p.SecretPrefix != "" && t.enc != nil {
 		stack := awscdk.Stack_Of(t.Construct)
-		t.enc.grantSecrets(t.TenantRole, fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
+		t.enc.grantSecrets(t.RegisterTenantRole, fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s%s-??????",
 			*stack.Partition(), *stack.Region(), *stack.Account(), p.SecretPrefix, principalTenant))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -124,8 +125,31 @@ func Synth(app awscdk.App, build func() error) (err error) {
 	if err := build(); err != nil {
 		return err
 	}
-	app.Synth(nil)
-	return nil
+	return templatesFit(app.Synth(nil))
+}
+
+// MaxTemplateBytes is the largest template CloudFormation takes: "Template body size in an Amazon
+// S3 object: 1 MB", and CDK deploys every template through S3 once it is over 50 KB.
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html
+const MaxTemplateBytes = 1 << 20
+
+// templatesFit fails a synth whose assembly holds a template CloudFormation would refuse at
+// deploy (MaxTemplateBytes), naming each such stack, its size and what to change: a deploy that
+// would fail is told at synth, before any stack is touched.
+func templatesFit(asm cxapi.CloudAssembly) error {
+	var errs []error
+	for _, st := range *asm.Stacks() {
+		info, err := os.Stat(*st.TemplateFullPath())
+		if err != nil {
+			return fmt.Errorf("stack %s: %w", *st.StackName(), err)
+		}
+		if info.Size() > MaxTemplateBytes {
+			errs = append(errs, fmt.Errorf("stack %s: its template is %d bytes, over CloudFormation's %d (1 MB): "+
+				"give some of its tenants another stack (a lower tenantsPerStack, or a \"stack\" of their own)",
+				*st.StackName(), info.Size(), MaxTemplateBytes))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // panicMessage keeps the message of a panic and drops the JavaScript stack trace jsii appends.

@@ -152,3 +152,21 @@ func ExampleBucketUploadDenies() {
 	}
 	app.Synth(nil)
 }
+
+// An on-call role may run pipectl against one tenant (status, pause, skip, redrive, replay),
+// and, listed in the operator set, write what the Denies keep from everyone else.
+func ExampleTenantPipeline_GrantOperate() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true)})
+	oncall := "arn:aws:iam::123456789012:role/ops/oncall"
+	p := tenantpipeline.New(stack, "Acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+		Bucket: bucket,
+		SharedProps: tenantpipeline.SharedProps{
+			Operators: tenantpipeline.Operators{PrincipalARNs: []string{oncall}},
+		},
+	})
+	// An imported role takes policies (it is mutable); an awsiam.ArnPrincipal would fail synth.
+	p.GrantOperate(awsiam.Role_FromRoleArn(stack, jsii.String("OnCall"), jsii.String(oncall), nil))
+}

@@ -93,10 +93,13 @@ type TenantPool struct {
 	// CoreSystems are the distinct core systems the pool's tenants name, by name.
 	CoreSystems []*CoreSystem
 	// TenantRole is the pool's tenant-scoped role: every grant on one tenant's data (its prefix,
-	// work/, control/ and quarantine/ keys, its secret and its table) is conditioned on the
-	// session tag tenant=<id> (${aws:PrincipalTag/tenant}). The controller, Split and Register
-	// assume it for one tenant at a time (tenantrole.go).
+	// work/, control/ and quarantine/ keys) is conditioned on the session tag tenant=<id>
+	// (${aws:PrincipalTag/tenant}). The controller and Split assume it for one tenant at a time
+	// (tenantrole.go).
 	TenantRole awsiam.Role
+	// RegisterTenantRole is Register's tenant-scoped role: TenantRole's data, and the tenant's
+	// secret and table, which no other function's session reaches.
+	RegisterTenantRole awsiam.Role
 	// UploaderRole is the role a platform that authenticates its customers assumes, with the
 	// session tag tenant=<id>, to upload that tenant's files under "<Prefix><id>/" and nowhere
 	// else (upload.go). Nil without PoolProps.Uploaders.
@@ -301,7 +304,7 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 		props = &PoolProps{}
 	}
 	p := props.withDefaults()
-	errs := []error{p.validate()}
+	errs := []error{p.validate(), checkUploaders(scope, "PoolProps.Uploaders", p.Uploaders)}
 	cs := make([]*CoreSystem, len(p.Tenants))
 	for i, tn := range p.Tenants {
 		c, err := coreSystemOf(scope, tn, poolTenant(i))

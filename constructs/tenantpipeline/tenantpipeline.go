@@ -100,7 +100,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	p := props.withDefaults()
 	cs, csErr := coreSystemOf(scope, p.Tenant, "Tenant")
 	t := &TenantPipeline{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p, coreSystem: cs}
-	if refused(t.Construct, errors.Join(p.validate(), csErr)) {
+	if refused(t.Construct, errors.Join(p.validate(), csErr, checkUploaders(scope, "Uploaders", p.Uploaders))) {
 		return t
 	}
 	t.build()

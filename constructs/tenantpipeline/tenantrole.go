@@ -15,11 +15,12 @@ import (
 
 // How a pool keeps its tenants apart (docs/isolation.md). The pool's functions serve every tenant,
 // so their own roles hold only what is pool-wide; everything that is one tenant's data is granted
-// to the pool's tenant-scoped role (TenantPool.TenantRole), whose policies name the tenant as
-// ${aws:PrincipalTag/tenant}. The controller, Split and Register assume it for one tenant at a
-// time, with the session tag tenant=<id> taken from the message group or the execution's input
+// to the pool's tenant-scoped roles (TenantPool.TenantRole, and RegisterTenantRole, which alone
+// adds the tenant's secret and table), whose policies name the tenant as ${aws:PrincipalTag/tenant}.
+// The controller and Split assume the first, Register the second, for one tenant at a time, with
+// the session tag tenant=<id> taken from the message group or the execution's input
 // (internal/tenantcreds), so a request made for tenant A is refused on any key, secret or table of
-// tenant B.
+// tenant B, and a Split session reads no secret at all.
 //
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html (session tags, the trust
 // policy's sts:TagSession, aws:RequestTag and aws:TagKeys);
@@ -32,31 +33,44 @@ import (
 // principalTenant is the policy variable of the session's tenant tag.
 const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
 
-// newTenantRole creates the tenant-scoped role, lets the controller, Split and Register assume it
-// with a tenant tag, and names it to them (pipeline.EnvTenantRoleARN).
+// newTenantRole creates the tenant-scoped roles: TenantRole, which the controller and Split
+// assume, and RegisterTenantRole, which Register alone assumes and which alone reads the tenant's
+// secret and writes its table, so that Split, the function that parses untrusted files, never
+// holds a core system's credentials. Each function is named its role (pipeline.EnvTenantRoleARN).
 func (t *TenantPool) newTenantRole() {
 	p := t.Props
-	acting := []awslambda.Function{t.Controller, t.Split, t.bundled}
+	t.TenantRole = t.tenantScopedRole("TenantRole", fmt.Sprintf("Pool %s: one tenant's data, for the controller's and Split's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
+		t.Controller, t.Split)
+	t.RegisterTenantRole = t.tenantScopedRole("RegisterTenantRole", fmt.Sprintf("Pool %s: one tenant's data, secret and table, for Register's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
+		t.bundled)
+	t.grantTenantData(t.TenantRole)
+	t.grantTenantData(t.RegisterTenantRole)
+	t.grantTenantSecretAndTable(t.RegisterTenantRole)
+}
+
+// tenantScopedRole creates a role that acting functions assume for one tenant at a time, lets
+// them, and names it to them.
+func (t *TenantPool) tenantScopedRole(id, description string, acting ...awslambda.Function) awsiam.Role {
+	p := t.Props
 	var principals []awsiam.IPrincipal
 	for _, fn := range acting {
 		principals = append(principals, awsiam.NewArnPrincipal(fn.Role().RoleArn()))
 	}
-	// The trust policy: only the three function roles, only with exactly one session tag, tenant,
-	// present. IAM's string conditions cannot say the id's pattern; tenantcreds sends nothing but a
-	// tenant id (no "/", "*", "?" or "$").
+	// The trust policy: only the acting functions' roles, only with exactly one session tag,
+	// tenant, present. IAM's string conditions cannot say the id's pattern; tenantcreds sends
+	// nothing but a tenant id (no "/", "*", "?" or "$").
 	trust := awsiam.NewPrincipalWithConditions(awsiam.NewCompositePrincipal(principals...).WithSessionTags(), &map[string]any{
 		"Null":                      map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "false"},
 		"StringLike":                map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "?*"},
 		"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{pipeline.TenantTag}},
 	})
-	t.TenantRole = awsiam.NewRole(t.Construct, jsii.String("TenantRole"), &awsiam.RoleProps{
+	role := awsiam.NewRole(t.Construct, jsii.String(id), &awsiam.RoleProps{
 		AssumedBy:   trust,
-		Description: jsii.String(fmt.Sprintf("Pool %s: one tenant's data, for a session tagged %s=<tenant id>", p.Name, pipeline.TenantTag)),
+		Description: jsii.String(description),
 		Path:        jsii.String(p.Shared.RolePath),
 		// Role chaining caps a session at one hour whatever this says.
 		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
 	})
-	role := t.TenantRole
 	for _, fn := range acting {
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sts:AssumeRole", "sts:TagSession"),
@@ -64,7 +78,13 @@ func (t *TenantPool) newTenantRole() {
 		}))
 		fn.AddEnvironment(jsii.String(pipeline.EnvTenantRoleARN), role.RoleArn(), nil)
 	}
+	return role
+}
 
+// grantTenantData gives role the tenant's objects: its files, work, results, control and
+// quarantine keys, each under ${aws:PrincipalTag/tenant}.
+func (t *TenantPool) grantTenantData(role awsiam.Role) {
+	p := t.Props
 	tenantPrefix := p.Prefix + principalTenant + "/"
 	work := pipeline.WorkPrefix + principalTenant + "/"
 	control := pipeline.ControlPrefix + principalTenant + "/"
@@ -117,6 +137,11 @@ func (t *TenantPool) newTenantRole() {
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))
+}
+
+// grantTenantSecretAndTable gives role the tenant's secret and DynamoDB table: Register's alone.
+func (t *TenantPool) grantTenantSecretAndTable(role awsiam.Role) {
+	p := t.Props
 	stack := awscdk.Stack_Of(t.Construct)
 	if p.SecretPrefix != "" {
 		// The secret <secretPrefix><id>, whose ARN ends in "-" and six random characters: "??????"

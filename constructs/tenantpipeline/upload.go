@@ -3,11 +3,14 @@ package tenantpipeline
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
@@ -45,7 +48,7 @@ func tlsOnly() map[string]any {
 // grant goes to grantee's policy, or, for a principal of another account, to the policy of a
 // bucket created in the app (the aws-cdk grant rules: awsiam.Grant_AddToPrincipalOrResource).
 func (t *TenantPipeline) GrantUpload(grantee awsiam.IGrantable) awsiam.Grant {
-	return grantUpload(grantee, t.Props.Bucket, t.objects.keyOrNil(), t.Props.Tenant.Prefix)
+	return grantUpload(t.Construct, grantee, t.Props.Bucket, t.objects.keyOrNil(), t.Props.Tenant.Prefix)
 }
 
 // GrantUpload lets grantee upload the files of the pool's tenant tenantID, as
@@ -54,7 +57,7 @@ func (t *TenantPipeline) GrantUpload(grantee awsiam.IGrantable) awsiam.Grant {
 func (t *TenantPool) GrantUpload(tenantID string, grantee awsiam.IGrantable) awsiam.Grant {
 	for _, tn := range t.Props.Tenants {
 		if tn.ID == tenantID {
-			return grantUpload(grantee, t.Props.Bucket, t.objects.keyOrNil(), tn.Prefix)
+			return grantUpload(t.Construct, grantee, t.Props.Bucket, t.objects.keyOrNil(), tn.Prefix)
 		}
 	}
 	var ids []string
@@ -66,24 +69,97 @@ func (t *TenantPool) GrantUpload(tenantID string, grantee awsiam.IGrantable) aws
 }
 
 // grantUpload grants UploadActions on the keys under prefix, and the key's UploadKeyActions when
-// key is set.
-func grantUpload(grantee awsiam.IGrantable, bucket awss3.IBucket, key awskms.IKey, prefix string) awsiam.Grant {
-	g := awsiam.Grant_AddToPrincipalOrResource(&awsiam.GrantWithResourceOptions{
-		Grantee:      grantee,
-		Actions:      jsii.Strings(UploadActions...),
-		ResourceArns: jsii.Strings(*bucket.ArnForObjects(jsii.String(prefix + "*"))),
-		Resource:     bucket,
-		Conditions:   conditions(tlsOnly()),
-	})
-	if key == nil {
-		return g
+// key is set, each to grantee's policy or, where that is not enough (an ArnPrincipal, a role of
+// another account), to the bucket's or the key's own policy, as aws-cdk's grants decide
+// (awsiam.Grant_AddToPrincipalOrResource). A part that lands in neither, because the bucket or the
+// key is imported and so has a policy the app cannot change, fails synth through scope's
+// validation, naming the grantee and the statement to add: an upload grant never succeeds
+// silently and then fails at the first upload (kms:GenerateDataKey, AccessDenied).
+func grantUpload(scope constructs.Construct, grantee awsiam.IGrantable, bucket awss3.IBucket, key awskms.IKey, prefix string) awsiam.Grant {
+	objects := *bucket.ArnForObjects(jsii.String(prefix + "*"))
+	g, ok := grantOn(grantee, UploadActions, []string{objects}, []string{objects}, tlsOnly(),
+		&resourcePolicy{env: bucket.Env, add: bucket.AddToResourcePolicy})
+	var problems []string
+	if !ok {
+		problems = append(problems, fmt.Sprintf("GrantUpload to %s: the grantee has no policy this app can change (an ArnPrincipal, or a role of another account) "+
+			"and the bucket %s is not created in this app, so its bucket policy cannot be changed either: add to the bucket policy a statement allowing %s on %s "+
+			"to that principal, with the condition aws:SecureTransport true, or grant a role created in this app",
+			principalOf(scope, grantee), *bucket.Node().Path(), strings.Join(UploadActions, ", "), objects))
 	}
-	return g.Combine(awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee:      grantee,
-		Actions:      jsii.Strings(UploadKeyActions...),
-		ResourceArns: jsii.Strings(*key.KeyArn()),
-		Conditions:   conditions(uploadKeyConditions(bucket, prefix)),
-	}))
+	if key != nil {
+		// In a key policy, "Resource": "*" is the key itself.
+		// https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-overview.html
+		kg, ok := grantOn(grantee, UploadKeyActions, []string{*key.KeyArn()}, []string{"*"}, uploadKeyConditions(bucket, prefix),
+			&resourcePolicy{env: key.Env, add: func(st awsiam.PolicyStatement) *awsiam.AddToResourcePolicyResult {
+				// allowNoOp: an imported key answers that nothing was added, which is reported
+				// below, where it would fail synth with aws-cdk's own message.
+				return key.AddToResourcePolicy(st, jsii.Bool(true))
+			}})
+		if !ok {
+			problems = append(problems, fmt.Sprintf("GrantUpload to %s: the grantee has no policy this app can change (an ArnPrincipal, or a role of another account) "+
+				"and the key %s is not created in this app, so its key policy cannot be changed either: add to the key policy a statement allowing %s to that principal, "+
+				"with the conditions kms:ViaService s3.<region>.amazonaws.com and kms:EncryptionContext:aws:s3:arn like the bucket's objects under %q, or grant a role created in this app",
+				principalOf(scope, grantee), *key.Node().Path(), strings.Join(UploadKeyActions, ", "), prefix))
+		}
+		g = g.Combine(kg)
+	}
+	if len(problems) > 0 {
+		scope.Node().AddValidation(&propsValidation{scope, problems})
+	}
+	return g
+}
+
+// grantOn grants actions on resourceArns to grantee as aws-cdk's
+// awsiam.Grant_AddToPrincipalOrResource does: to grantee's own policy when grantee is of the
+// resource's account, and to the resource's policy (Resource selfArns) otherwise, or when grantee
+// has no policy the app can change (an ArnPrincipal). ok reports whether the grant holds, which
+// aws-cdk's Grant.Success does not: it is true for a statement the resource's policy could not
+// take (an imported bucket or key). Where the accounts cannot be compared (one of them a token),
+// grantee's own statement is taken as enough, as aws-cdk takes it for two tokens.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic-cross-account.html
+func grantOn(grantee awsiam.IGrantable, actions, resourceArns, selfArns []string, cond map[string]any, r *resourcePolicy) (g awsiam.Grant, ok bool) {
+	pg := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: jsii.Strings(resourceArns...), Conditions: conditions(cond),
+	})
+	onPrincipal := *pg.Success()
+	cmp := awscdk.TokenComparison_DIFFERENT()
+	if account := grantee.GrantPrincipal().PrincipalAccount(); account != nil {
+		cmp = awscdk.Token_CompareStrings(r.Env().Account, account)
+	}
+	if onPrincipal && (cmp == awscdk.TokenComparison_SAME() || cmp == awscdk.TokenComparison_BOTH_UNRESOLVED()) {
+		return pg, true
+	}
+	st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(actions...), Resources: jsii.Strings(selfArns...),
+		Principals: &[]awsiam.IPrincipal{grantee.GrantPrincipal()}, Conditions: &cond,
+	})
+	rg := awsiam.Grant_AddStatementToResourcePolicy(&awsiam.GrantPolicyWithResourceOptions{
+		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: jsii.Strings(resourceArns...), Resource: r, Statement: st,
+	})
+	return pg.Combine(rg), r.added || onPrincipal && cmp == awscdk.TokenComparison_ONE_UNRESOLVED()
+}
+
+// resourcePolicy is a bucket's or a key's policy for aws-cdk's grants, recording whether it took
+// the statement.
+type resourcePolicy struct {
+	env   func() *interfaces.ResourceEnvironment
+	add   func(awsiam.PolicyStatement) *awsiam.AddToResourcePolicyResult
+	added bool
+}
+
+// Env implements awsiam.IResourceWithPolicyV2.
+func (r *resourcePolicy) Env() *interfaces.ResourceEnvironment { return r.env() }
+
+// AddToResourcePolicy implements awsiam.IResourceWithPolicyV2.
+func (r *resourcePolicy) AddToResourcePolicy(st awsiam.PolicyStatement) *awsiam.AddToResourcePolicyResult {
+	res := r.add(st)
+	r.added = res != nil && res.StatementAdded != nil && *res.StatementAdded
+	return res
+}
+
+// principalOf is grantee's principal as a policy names it, for a message.
+func principalOf(scope constructs.Construct, grantee awsiam.IGrantable) string {
+	return principalString(awscdk.Stack_Of(scope).Resolve(grantee.GrantPrincipal().PolicyFragment().PrincipalJson()))
 }
 
 // uploadKeyConditions scope an uploader's use of the key to S3 (kms:ViaService) and to the
@@ -147,7 +223,7 @@ func (t *TenantPool) newUploaderRole() {
 		// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html
 		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
 	})
-	grantUpload(t.UploaderRole, p.Bucket, t.objects.keyOrNil(), p.Prefix+principalTenant+"/")
+	grantUpload(t.Construct, t.UploaderRole, p.Bucket, t.objects.keyOrNil(), p.Prefix+principalTenant+"/")
 	cdknag.NagSuppressions_AddResourceSuppressions(t.UploaderRole, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Uploads only, over TLS, to the keys under <pool prefix>${aws:PrincipalTag/tenant}/, object names the customer chooses; " +

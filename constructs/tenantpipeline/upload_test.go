@@ -81,7 +81,7 @@ func TestGrantUploadStatements(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newUploadFixture(tc.withKey)
-			g := grantUpload(f.role, f.bucket, f.key, tc.prefix)
+			g := grantUpload(f.stack, f.role, f.bucket, f.key, tc.prefix)
 			if !*g.Success() {
 				t.Fatal("got an unsuccessful grant")
 			}

@@ -54,21 +54,31 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		t.Errorf("got %d refused requests, want 0: a function asked for what its tenant's policy does not allow", n)
 	}
 
-	// The role the functions were given, and the run's STS and S3 endpoints.
+	// The roles the functions were given (Split's and the controller's one, Register's its own,
+	// which alone reads secrets and tables), and the run's STS and S3 endpoints.
 	var role, stsURL string
+	roles := map[string]string{} // by function: Controller, Split, Register
 	for _, f := range r.functions {
 		for _, kv := range f.Env {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
 			case pipeline.EnvTenantRoleARN:
-				role = v
+				for _, fn := range []string{"Controller", "Split", "Register"} {
+					if strings.Contains(strings.ToLower(f.Name), strings.ToLower(fn)) {
+						roles[fn] = v
+					}
+				}
 			case "AWS_ENDPOINT_URL_STS":
 				stsURL = v
 			}
 		}
 	}
+	role = roles["Split"]
 	if role == "" || stsURL == "" {
-		t.Fatalf("got role %q, STS %q: the pool's functions were not given the tenant role", role, stsURL)
+		t.Fatalf("got roles %v, STS %q: the pool's functions were not given the tenant role", roles, stsURL)
+	}
+	if roles["Controller"] != role || roles["Register"] == "" || roles["Register"] == role {
+		t.Errorf("got roles %v, want the controller and Split on one, Register on another", roles)
 	}
 	creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
 	if err != nil {

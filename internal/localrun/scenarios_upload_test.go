@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,23 +51,29 @@ func TestScenarioUpload(t *testing.T) {
 		defer cancel()
 		prefix := r.Tenant("up").Prefix
 
-		// upload-url, then a plain HTTP PUT of the file.
+		// upload-url, then a plain HTTP PUT of the file with the headers it signs, as its curl line
+		// does: the file is processed. The URL is single-use: a second PUT is refused with 412
+		// PreconditionFailed, and the object stays the first.
 		byURL := "by url 受注.csv"
-		url := strings.TrimSpace(pipectl(t, r, "upload-url", "up", byURL, "--expires", "5m", "--stack-prefix", opsPrefix))
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(csvOf(3)))
-		if err != nil {
+		var up ops.PresignedUpload
+		if err := json.Unmarshal([]byte(pipectl(t, r, "upload-url", "up", byURL, "--expires", "5m", "--bytes", strconv.Itoa(len(csvOf(3))), "--json", "--stack-prefix", opsPrefix)), &up); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if up.Headers["If-None-Match"] != "*" || up.Headers["Content-Length"] != strconv.Itoa(len(csvOf(3))) {
+			t.Fatalf("upload-url --json: got headers %v, want If-None-Match: * and the Content-Length", up.Headers)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("PUT to the presigned URL: got HTTP %d, want 200", resp.StatusCode)
+		// Another size than the one signed (--bytes) is refused, as S3 refuses it.
+		if code, body := putSigned(t, ctx, up, csvOf(4)); code != http.StatusForbidden || !strings.Contains(body, "<Code>SignatureDoesNotMatch</Code>") {
+			t.Errorf("PUT of another size than signed: got HTTP %d (%s), want 403 SignatureDoesNotMatch", code, body)
+		}
+		if code, body := putSigned(t, ctx, up, csvOf(3)); code != http.StatusOK {
+			t.Fatalf("PUT to the presigned URL: got HTTP %d (%s), want 200", code, body)
 		}
 		if err := waitRegistered(ctx, r, "up", 3); err != nil {
 			t.Fatalf("the presigned upload: %v", err)
+		}
+		if code, body := putSigned(t, ctx, up, csvOf(3)); code != http.StatusPreconditionFailed || !strings.Contains(body, "<Code>PreconditionFailed</Code>") {
+			t.Errorf("the presigned URL's second PUT: got HTTP %d (%s), want 412 PreconditionFailed", code, body)
 		}
 
 		// pipectl upload: the second name sorts first, and is processed second.
@@ -79,6 +87,11 @@ func TestScenarioUpload(t *testing.T) {
 		}
 		if len(put) != 2 || put[0].Key != prefix+"z first.csv" || put[1].Key != prefix+"a second.csv" || put[0].VersionID == "" {
 			t.Fatalf("upload --json: got %+v, want z first.csv then a second.csv with versions", put)
+		}
+		// An upload never overwrites: the same name again is refused, and nothing is put.
+		if code, stdout, stderr := pipectlIn(t, r, "", "upload", "up", first, "--stack-prefix", opsPrefix); code != 1 || stdout != "" ||
+			!strings.Contains(stderr, "already exists (S3 answered 412 PreconditionFailed to If-None-Match: *)") {
+			t.Errorf("upload of a name that exists: got exit %d, stdout %q, stderr %q; want 1 and already exists", code, stdout, stderr)
 		}
 		waitFor(t, ctx, r, "the three files registered", func(rep *report.Report) bool {
 			tr := rep.Tenants["up"]
@@ -111,6 +124,8 @@ func TestScenarioUpload(t *testing.T) {
 		}{
 			{[]string{"upload-url", "other", "../up/x.csv"}, 2, `has a ".." segment`},
 			{[]string{"upload-url", "other", "x.csv", "--expires", "200h"}, 2, "past S3's limit of 7 days"},
+			{[]string{"upload-url", "other", "x.csv", "--expires", "2h"}, 2, "is over 1h: a presigned URL is a bearer token"},
+			{[]string{"upload-url", "other", "x.csv", "--max-bytes", "1024"}, 2, "binds only an exact Content-Length"},
 			{[]string{"upload-url", "nobody", "x.csv"}, 1, `tenant "nobody" not found`},
 			{[]string{"upload", "other", first, filepath.Join(dir, "missing.csv")}, 1, "nothing uploaded"},
 		} {
@@ -136,9 +151,22 @@ func TestScenarioUpload(t *testing.T) {
 		// The tenant's uploader role: upload-url --role presigns with a session of it (tagged
 		// tenant=up in the pool), and that URL's PUT is processed like any other.
 		byRole := "by role.csv"
-		url = strings.TrimSpace(pipectl(t, r, "upload-url", "up", byRole, "--role", "--expires", "5m", "--stack-prefix", opsPrefix))
-		if code := putURL(t, ctx, url, csvOf(2)); code != http.StatusOK {
-			t.Fatalf("PUT to the uploader role's presigned URL: got HTTP %d, want 200", code)
+		// Its text output: the URL, then the headers to send.
+		out := pipectl(t, r, "upload-url", "up", byRole, "--role", "--expires", "5m", "--stack-prefix", opsPrefix)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		byRoleURL := ops.PresignedUpload{URL: lines[0], Headers: map[string]string{}}
+		for _, l := range lines[1:] {
+			k, v, ok := strings.Cut(l, ": ")
+			if !ok {
+				break // the blank line before the curl command
+			}
+			byRoleURL.Headers[k] = v
+		}
+		if byRoleURL.Headers["If-None-Match"] != "*" {
+			t.Fatalf("upload-url --role: got %q, want the URL then If-None-Match: *", out)
+		}
+		if code, body := putSigned(t, ctx, byRoleURL, csvOf(2)); code != http.StatusOK {
+			t.Fatalf("PUT to the uploader role's presigned URL: got HTTP %d (%s), want 200", code, body)
 		}
 		if err := waitRegistered(ctx, r, "up", 14); err != nil {
 			t.Fatalf("the uploader role's upload: %v", err)
@@ -201,6 +229,29 @@ func putURL(t *testing.T, ctx context.Context, url string, body []byte) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// putSigned PUTs body to a presigned upload's URL with the headers it signs, as its curl line
+// does, and returns the HTTP status and the response body.
+func putSigned(t *testing.T, ctx context.Context, up ops.PresignedUpload, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range up.Headers {
+		if strings.EqualFold(k, "Content-Length") {
+			continue // net/http sends the body's length, which the signed one must match
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // presignAsUploader presigns a PUT of any key with a session of the tenant's uploader role, from

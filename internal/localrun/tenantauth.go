@@ -52,7 +52,8 @@ import (
 // policy like the functions' are. A
 // presigned request names its key in the query (X-Amz-Credential) and is refused once its
 // X-Amz-Expires has passed, as S3 refuses it
-// (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). The local
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html), and refused when
+// its signature does not verify (presignauth.go). The local
 // endpoints are plain HTTP on loopback, standing in for AWS's HTTPS endpoints, so
 // aws:SecureTransport is true for a loopback request: a TLS-only Allow stays testable, and a
 // request from elsewhere would be false.
@@ -174,7 +175,7 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 		RoleID      string      `xml:"AssumeRoleResult>AssumedRoleUser>AssumedRoleId"`
 		Request     string      `xml:"ResponseMetadata>RequestId"`
 	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/",
-		Credentials: credentials{AccessKeyID: key, SecretAccessKey: "local", SessionToken: "local-" + key,
+		Credentials: credentials{AccessKeyID: key, SecretAccessKey: localSecret, SessionToken: "local-" + key,
 			Expiration: time.Now().Add(time.Duration(seconds) * time.Second).UTC().Format(time.RFC3339)},
 		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: "AROALOCAL:" + form.Get("RoleSessionName"), Request: uuid()})
 }
@@ -509,6 +510,11 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if presignExpired(req, time.Now()) {
 			deny(w, req, strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>Request has expired</Message>", 1))
+			return
+		}
+		if code, message := a.presignError(req); code != "" {
+			deny(w, req, strings.Replace(strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>"+message+"</Message>", 1),
+				"<Code>AccessDenied</Code>", "<Code>"+code+"</Code>", 1))
 			return
 		}
 		if s, ok := a.session(req); ok {

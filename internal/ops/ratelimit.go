@@ -168,3 +168,10 @@ func (c limitedS3) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input,
 	}
 	return c.c.ListObjectsV2(ctx, in, optFns...)
 }
+
+func (c limitedS3) GetBucketEncryption(ctx context.Context, in *s3.GetBucketEncryptionInput, optFns ...func(*s3.Options)) (*s3.GetBucketEncryptionOutput, error) {
+	if err := c.l.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.c.GetBucketEncryption(ctx, in, optFns...)
+}

@@ -1,20 +1,25 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -49,9 +54,9 @@ const (
 	// end with its session: the session's expiry is counted by STS's clock from its answer and
 	// has whole seconds (AssumeRole's Expiration), while the URL's lifetime starts at its signing.
 	sessionSlack = time.Minute
-	// maxPutBytes is the largest object one PUT uploads: 5 GB.
+	// MaxPutBytes is the largest object one PUT uploads: 5 GiB, upload-url's --max-bytes default.
 	// https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html
-	maxPutBytes = 5 << 30
+	MaxPutBytes = 5 << 30
 )
 
 // CheckExpiry checks a presigned URL's expiry against S3's limit and, when the credentials that
@@ -81,15 +86,103 @@ type PresignedUpload struct {
 	Expires time.Time `json:"expires"`
 	// Role is the uploader role whose session signed it; empty: the operator's credentials.
 	Role string `json:"role,omitempty"`
+	// Headers are the signed headers the uploader must send with the PUT, exactly (S3 refuses the
+	// request otherwise): If-None-Match, Content-Length with Bytes, the encryption headers with a
+	// customer-managed key.
+	Headers map[string]string `json:"headers"`
+	// Bytes is the one size the URL takes (PresignOptions.Bytes); nil: any size up to one PUT's.
+	Bytes *int64 `json:"bytes,omitempty"`
 }
 
-// PresignUpload presigns a PUT of <tenant's prefix><name>, valid for expires. With role, it is
-// signed by a session of the tenant's uploader role, whose policy lets it put under that tenant's
-// prefix only: a silo tenant's own role, assumed without tags, or its pool's, assumed with the
-// session tag tenant=<id>; without role, by the operator's credentials. name must pass
-// CheckObjectName. Nothing is written.
-func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.Duration, role bool) (PresignedUpload, error) {
+// PresignOptions bound what a presigned upload allows.
+type PresignOptions struct {
+	// Expires is how long the URL is valid. Default: DefaultPresignExpiry (15 minutes); at most
+	// CappedPresignExpiry (1 hour) unless AllowLong.
+	Expires time.Duration
+	// AllowLong lifts the 1-hour cap to S3's 7 days (MaxPresignExpiry), still bounded by the
+	// signing credentials' expiry; with Role the cap stays, the role session's.
+	AllowLong bool
+	// Role signs with a session of the tenant's uploader role instead of the operator's credentials.
+	Role bool
+	// Bytes is the exact size the URL takes: Content-Length is signed, and S3 refuses any other
+	// with SignatureDoesNotMatch. Default (0): any size up to one PUT's. An empty file cannot be
+	// bound (ErrEmptyBytes).
+	Bytes int64
+	// MaxBytes is the largest size the caller allows. Default: 5 GiB, one PUT's limit. A presigned
+	// PUT binds only an exact size, so a smaller MaxBytes needs Bytes.
+	MaxBytes int64
+}
+
+// CappedPresignExpiry is the longest URL upload-url hands out without --allow-long. A presigned
+// URL is a bearer token: whoever holds it may use it until it expires, and it cannot be revoked
+// short of revoking the credentials that signed it. An hour is enough to start an upload, and
+// bounds the damage of a URL that leaks (into a log, a chat, a browser history). S3's guide
+// says as much: a presigned URL grants access to whoever has it, so protect it and keep its
+// expiry short. https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html
+const CappedPresignExpiry = time.Hour
+
+// ErrEmptyBytes refuses a presigned URL bound to an empty body: the SDK's SigV4 signer signs
+// Content-Length only when it is above 0, so such a URL would take a body of any size.
+var ErrEmptyBytes = errors.New("--bytes 0 cannot be bound: Signature Version 4 signs no Content-Length of 0, so the URL would take any size; " +
+	"upload an empty file with pipectl upload")
+
+// checkSize checks the size bounds of a presigned upload.
+func checkSize(opt PresignOptions) error {
+	max := cmp.Or(opt.MaxBytes, MaxPutBytes)
+	switch {
+	case max < 1 || max > MaxPutBytes:
+		return fmt.Errorf("--max-bytes %d is out of range: a PUT uploads 1 byte to 5 GiB (5368709120 bytes)", max)
+	case opt.Bytes < 0:
+		return fmt.Errorf("--bytes %d is negative: give the file's exact size", opt.Bytes)
+	case opt.Bytes > max:
+		return fmt.Errorf("--bytes %d is over --max-bytes %d", opt.Bytes, max)
+	case opt.Bytes == 0 && max < MaxPutBytes:
+		return fmt.Errorf("--max-bytes %d without --bytes: a presigned PUT binds only an exact Content-Length, not a range, so it would take up to 5 GiB; "+
+			"pass --bytes N, the file's exact size (at most %d)", max, max)
+	}
+	return nil
+}
+
+// checkCap checks a URL's lifetime against upload-url's cap (CappedPresignExpiry).
+func checkCap(opt PresignOptions) error {
+	if opt.Expires <= CappedPresignExpiry || opt.AllowLong && !opt.Role {
+		return nil
+	}
+	if opt.Role {
+		return fmt.Errorf("--expires %s with --role: the URL lasts no longer than the role's session, and a session of the uploader role lasts at most 1h "+
+			"(its maximum session duration, and AWS's limit for a session assumed from another role's session)", opt.Expires)
+	}
+	return fmt.Errorf("--expires %s is over 1h: a presigned URL is a bearer token that anyone holding it may use until it expires, "+
+		"and 1h bounds the damage of one that leaks; pass --allow-long for up to 7 days (168h)", opt.Expires)
+}
+
+// CheckPresign checks the bounds of a presigned upload that do not depend on the credentials:
+// the sizes, S3's limits of a URL's lifetime, and upload-url's cap.
+func CheckPresign(opt PresignOptions) error {
+	if err := checkSize(opt); err != nil {
+		return err
+	}
+	if opt.Expires < time.Second || opt.Expires > MaxPresignExpiry {
+		return CheckExpiry(opt.Expires, aws.Credentials{}, time.Time{})
+	}
+	return checkCap(opt)
+}
+
+// PresignUpload presigns a PUT of <tenant's prefix><name> that creates the object once: the URL
+// signs If-None-Match: *, so S3 refuses it (412 PreconditionFailed) once the key exists, and it
+// can neither overwrite a file nor be used twice. With opt.Bytes it signs Content-Length, and with
+// a bucket encrypted by a customer-managed key the encryption headers, so the uploader can change
+// neither. The headers the uploader must send are in Headers.
+// With opt.Role, it is signed by a session of the tenant's uploader role, whose policy lets it put
+// under that tenant's prefix only: a silo tenant's own role, assumed without tags, or its pool's,
+// assumed with the session tag tenant=<id>; without, by the operator's credentials. name must
+// pass CheckObjectName. Nothing is written.
+func (o *Ops) PresignUpload(ctx context.Context, id, name string, opt PresignOptions) (PresignedUpload, error) {
+	opt.Expires = cmp.Or(opt.Expires, DefaultPresignExpiry)
 	if err := CheckObjectName(name); err != nil {
+		return PresignedUpload{}, refuse("%v", err)
+	}
+	if err := CheckPresign(opt); err != nil {
 		return PresignedUpload{}, refuse("%v", err)
 	}
 	t, err := o.Tenant(ctx, id)
@@ -103,17 +196,21 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 	if o.Presigner == nil || o.Credentials == nil {
 		return PresignedUpload{}, errors.New("upload-url needs credentials and a presigner (ops.Clients.Credentials, Presigner)")
 	}
+	in := &s3.PutObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key), IfNoneMatch: aws.String("*")}
+	if err := o.withBucketKey(ctx, t.Bucket, in); err != nil {
+		return PresignedUpload{}, err
+	}
+	if opt.Bytes > 0 {
+		in.ContentLength = aws.Int64(opt.Bytes)
+	}
+	expires := opt.Expires
 	now := o.Now()
 	var up PresignedUpload
 	var signer aws.CredentialsProvider
-	if role {
+	if opt.Role {
 		arn, tagged, err := o.uploaderRole(t)
 		if err != nil {
 			return PresignedUpload{}, err
-		}
-		if expires > maxRoleSession {
-			return PresignedUpload{}, refuse("--expires %s with --role: the URL lasts no longer than the role's session, and a session of the uploader role lasts at most 1h "+
-				"(its maximum session duration, and AWS's limit for a session assumed from another role's session)", expires)
 		}
 		creds, err := o.uploaderSession(ctx, arn, t.ID, tagged, expires)
 		if err != nil {
@@ -128,7 +225,7 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 	if err != nil {
 		return PresignedUpload{}, fmt.Errorf("get AWS credentials: %w", err)
 	}
-	if over := now.Add(expires).Sub(creds.Expires); role && creds.CanExpire && over > 0 && over <= sessionSlack {
+	if over := now.Add(expires).Sub(creds.Expires); opt.Role && creds.CanExpire && over > 0 && over <= sessionSlack {
 		// A one-hour URL asks for a one-hour session, the most a chained session may last: the
 		// session then ends a fraction of a second to a few seconds before the URL would, and the
 		// URL ends with it (its expires says when).
@@ -137,13 +234,70 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, expires time.D
 	if err := CheckExpiry(expires, creds, now); err != nil {
 		return PresignedUpload{}, refuse("%v", err)
 	}
-	req, err := o.Presigner(signer).PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key)},
-		s3.WithPresignExpires(expires))
+	req, err := o.Presigner(signer).PresignPutObject(ctx, in, s3.WithPresignExpires(expires))
 	if err != nil {
 		return PresignedUpload{}, fmt.Errorf("presign the PUT of s3://%s/%s: %w", t.Bucket, key, err)
 	}
 	up.URL, up.Key, up.Expires = req.URL, key, now.Add(expires).UTC().Truncate(time.Second)
+	up.Headers = map[string]string{}
+	for k, v := range req.SignedHeader {
+		if !strings.EqualFold(k, "Host") && len(v) > 0 {
+			up.Headers[HeaderName(k)] = strings.Join(v, ",")
+		}
+	}
+	if opt.Bytes > 0 {
+		up.Bytes = aws.Int64(opt.Bytes)
+		if up.Headers["Content-Length"] != strconv.FormatInt(opt.Bytes, 10) {
+			// Fail closed: a URL said to bind the size must sign it.
+			return PresignedUpload{}, fmt.Errorf("presign the PUT of s3://%s/%s: the signer did not sign Content-Length %d", t.Bucket, key, opt.Bytes)
+		}
+	}
 	return up, nil
+}
+
+// HeaderName is a header's name as S3's documentation writes it: x-amz-* in lower case, the
+// others canonical (If-None-Match). HTTP header names are case-insensitive.
+func HeaderName(k string) string {
+	if l := strings.ToLower(k); strings.HasPrefix(l, "x-amz-") {
+		return l
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+// withBucketKey sets the bucket's customer-managed key on a PUT, when its default encryption
+// names one (SSE-KMS or DSSE-KMS with a KMSMasterKeyID), so that the encryption headers are
+// sent, and in a presigned URL signed: the upload cannot pick another key or none. A bucket
+// encrypted with S3's keys (SSE-S3) or the AWS managed key (aws:kms without a key id) needs no
+// header. A bucket without an encryption configuration (one older than S3's default encryption
+// of every bucket) answers ServerSideEncryptionConfigurationNotFoundError: no header either.
+// Any other failure refuses, as the URL's headers would be unknown.
+// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketEncryption.html
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/specifying-kms-encryption.html
+func (o *Ops) withBucketKey(ctx context.Context, bucket string, in *s3.PutObjectInput) error {
+	out, err := o.S3.GetBucketEncryption(ctx, &s3.GetBucketEncryptionInput{Bucket: aws.String(bucket)})
+	if api, ok := errorsAs[smithy.APIError](err); ok && api.ErrorCode() == "ServerSideEncryptionConfigurationNotFoundError" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the default encryption of bucket %s (s3:GetEncryptionConfiguration), which says whether an upload must name its KMS key: %w", bucket, err)
+	}
+	if out.ServerSideEncryptionConfiguration == nil {
+		return nil
+	}
+	for _, r := range out.ServerSideEncryptionConfiguration.Rules {
+		d := r.ApplyServerSideEncryptionByDefault
+		if d == nil || aws.ToString(d.KMSMasterKeyID) == "" {
+			continue
+		}
+		if d.SSEAlgorithm != s3types.ServerSideEncryptionAwsKms && d.SSEAlgorithm != s3types.ServerSideEncryptionAwsKmsDsse {
+			continue
+		}
+		// No x-amz-server-side-encryption-bucket-key-enabled: the object then takes the bucket's
+		// S3 Bucket Key setting. https://docs.aws.amazon.com/AmazonS3/latest/userguide/configuring-bucket-key-object.html
+		in.ServerSideEncryption, in.SSEKMSKeyId = d.SSEAlgorithm, d.KMSMasterKeyID
+		return nil
+	}
+	return nil
 }
 
 // uploaderRole is the ARN of the tenant's uploader role: a silo tenant's own (its output's
@@ -234,8 +388,10 @@ type Uploaded struct {
 // Upload puts the files under the tenant's prefix one after another, in the order given: each PUT
 // has returned before the next starts, so their arrival order is the order given, which is the
 // order the pipeline processes them in. Every file and name is checked before the first PUT, so
-// bad input writes nothing. done, if not nil, is called after each PUT. On a failure, the error
-// names what was put before it and what was not.
+// bad input writes nothing. Each PUT creates its object or fails, as a presigned URL's does: it
+// sends If-None-Match: *, so a name that exists is refused (ExistsError) instead of overwritten,
+// and with a customer-managed key the bucket's encryption headers. done, if not nil, is called
+// after each PUT. On a failure, the error names what was put before it and what was not.
 func (o *Ops) Upload(ctx context.Context, id string, files []UploadFile, done func(Uploaded)) ([]Uploaded, error) {
 	t, err := o.Tenant(ctx, id)
 	if err != nil {
@@ -275,7 +431,7 @@ func (o *Ops) Upload(ctx context.Context, id string, files []UploadFile, done fu
 		case !st.Mode().IsRegular():
 			bad = append(bad, fmt.Errorf("%s is not a regular file", f.Path))
 			continue
-		case st.Size() > maxPutBytes:
+		case st.Size() > MaxPutBytes:
 			bad = append(bad, fmt.Errorf("%s is %d bytes; one PUT uploads at most 5 GiB (5368709120 bytes)", f.Path, st.Size()))
 			continue
 		}
@@ -284,9 +440,13 @@ func (o *Ops) Upload(ctx context.Context, id string, files []UploadFile, done fu
 	if err := errors.Join(bad...); err != nil {
 		return nil, refuse("nothing uploaded: %v", err)
 	}
+	sse := &s3.PutObjectInput{}
+	if err := o.withBucketKey(ctx, t.Bucket, sse); err != nil {
+		return nil, fmt.Errorf("nothing uploaded: %w", err)
+	}
 	var out []Uploaded
 	for i, p := range plan {
-		u, err := o.put(ctx, t.Bucket, p.path, p.key)
+		u, err := o.put(ctx, t.Bucket, p.path, p.key, sse)
 		if err != nil {
 			var left []string
 			for _, q := range plan[i:] {
@@ -302,7 +462,17 @@ func (o *Ops) Upload(ctx context.Context, id string, files []UploadFile, done fu
 	return out, nil
 }
 
-func (o *Ops) put(ctx context.Context, bucket, path, key string) (Uploaded, error) {
+// ExistsError is a PUT refused because its key exists: S3 answered If-None-Match: * with 412
+// PreconditionFailed. https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-requests.html
+type ExistsError struct{ Bucket, Key string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("s3://%s/%s already exists (S3 answered 412 PreconditionFailed to If-None-Match: *): an upload creates a file once and never overwrites one, "+
+		"which the pipeline has processed or queued; choose another name (--name)", e.Bucket, e.Key)
+}
+
+// put puts one file, creating its object only (If-None-Match: *), with sse's encryption headers.
+func (o *Ops) put(ctx context.Context, bucket, path, key string, sse *s3.PutObjectInput) (Uploaded, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Uploaded{}, err
@@ -313,7 +483,11 @@ func (o *Ops) put(ctx context.Context, bucket, path, key string) (Uploaded, erro
 		return Uploaded{}, err
 	}
 	// An *os.File is seekable: the SDK reads its length and checksum, and retries from the start.
-	out, err := o.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f, ContentLength: aws.Int64(st.Size())})
+	out, err := o.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f, ContentLength: aws.Int64(st.Size()),
+		IfNoneMatch: aws.String("*"), ServerSideEncryption: sse.ServerSideEncryption, SSEKMSKeyId: sse.SSEKMSKeyId})
+	if api, ok := errorsAs[smithy.APIError](err); ok && api.ErrorCode() == "PreconditionFailed" {
+		return Uploaded{}, fmt.Errorf("upload %s: %w", path, &ExistsError{Bucket: bucket, Key: key})
+	}
 	if err != nil {
 		return Uploaded{}, fmt.Errorf("upload %s to s3://%s/%s: %w", path, bucket, key, err)
 	}

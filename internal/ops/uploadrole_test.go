@@ -47,7 +47,7 @@ func TestPresignUploadWithRole(t *testing.T) {
 			w := uploadWorld()
 			o := ops.New(w.Clients(), "TenantPipeline")
 			o.Now, o.HTTP = func() time.Time { return w.Now }, w.HTTPClient()
-			up, err := o.PresignUpload(context.Background(), tc.tenant, "a.csv", 30*time.Minute, true)
+			up, err := o.PresignUpload(context.Background(), tc.tenant, "a.csv", ops.PresignOptions{Expires: 30 * time.Minute, Role: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestPresignUploadWithoutRole(t *testing.T) {
 	w := uploadWorld()
 	o := ops.New(w.Clients(), "TenantPipeline")
 	o.Now, o.HTTP = func() time.Time { return w.Now }, w.HTTPClient()
-	_, err := o.PresignUpload(context.Background(), "globex", "a.csv", time.Hour, true)
+	_, err := o.PresignUpload(context.Background(), "globex", "a.csv", ops.PresignOptions{Expires: time.Hour, Role: true})
 	var refused *ops.RefusedError
 	want := `tenant globex is a silo tenant without an uploader role: set "uploaders" on the tenant in tenants.json (Props.Uploaders in your own app) and deploy`
 	if !errors.As(err, &refused) || !strings.Contains(err.Error(), want) {

@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/spec"
 
 	"bytes"
@@ -194,5 +195,25 @@ func TestStrictAssignmentRefusesToWrite(t *testing.T) {
 	}
 	if err := saveAssignment(path, tenantsFile, want, want, true); err != nil {
 		t.Errorf("current file: got %v, want no error", err)
+	}
+}
+
+// TestNewTenantsPerStackWithKey: with a customer-managed key a new tenant's stack holds at most
+// MaxTenantsPerStackWithKey tenants, whatever tenantsPerStack asks; without one, what it asks.
+func TestNewTenantsPerStackWithKey(t *testing.T) {
+	for _, tc := range []struct {
+		asked int
+		key   *tenants.Encryption
+		want  int
+	}{
+		{10, nil, 10},
+		{11, nil, 11},
+		{10, &tenants.Encryption{Key: "create"}, MaxTenantsPerStackWithKey},
+		{11, &tenants.Encryption{KeyARN: "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"}, MaxTenantsPerStackWithKey},
+		{5, &tenants.Encryption{Key: "create"}, 5},
+	} {
+		if got := newTenantsPerStack(Options{TenantsPerStack: tc.asked}, &tenants.File{Encryption: tc.key}); got != tc.want {
+			t.Errorf("tenantsPerStack %d, key %v: got %d, want %d", tc.asked, tc.key != nil, got, tc.want)
+		}
 	}
 }

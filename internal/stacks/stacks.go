@@ -78,7 +78,7 @@ type Options struct {
 	// TenantsPerStack is how many tenants a new tenant's stack may hold: a new tenant goes to the
 	// lowest-numbered stack with room (assignment.go); changing it moves nobody. A tenant is at most
 	// 45 resources (README), so the default keeps a stack at 451 of CloudFormation's 500.
-	// Default: 10.
+	// Default: 10; with a customer-managed key, at most MaxTenantsPerStackWithKey.
 	TenantsPerStack int
 	// AlarmTopicArn receives every alarm. Default: alarms without actions.
 	AlarmTopicArn string
@@ -138,6 +138,23 @@ func (o Options) RolePath() string { return tenantpipeline.DefaultRolePath + o.S
 // are 496. A numbered sequence's SequenceGap alarm is one more per tenant that has one: past 500,
 // CDK's own count of the stack's resources fails synth (docs/quotas-and-cost.md).
 const MaxTenantsPerStack = 11
+
+// MaxTenantsPerStackWithKey is how many tenants a new tenant's stack may hold when a
+// customer-managed key encrypts the pipeline, whatever TenantsPerStack says: the key's grants
+// (each role's kms statements, scoped by encryption context) make the largest tenant about 107 KB
+// of template, so 9 are 966 KB and 10 would pass CloudFormation's 1 MB
+// (tenantpipeline.MaxTemplateBytes; test/limits_test.go measures it). Stacks assigned before keep
+// their tenants; synth refuses a template over the limit, naming the stack.
+const MaxTenantsPerStackWithKey = 9
+
+// newTenantsPerStack is how many tenants a new tenant's stack may hold: o.TenantsPerStack, at most
+// MaxTenantsPerStackWithKey when file's pipeline has a customer-managed key.
+func newTenantsPerStack(o Options, file *tenants.File) int {
+	if file.Encryption != nil {
+		return min(o.TenantsPerStack, MaxTenantsPerStackWithKey)
+	}
+	return o.TenantsPerStack
+}
 
 // OptionsFromContext reads Options from the app's context, with defaults.
 func OptionsFromContext(app constructs.Construct) (Options, error) {
@@ -320,7 +337,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			siloAssigned[id] = s
 		}
 	}
-	stackOf, err := assign(silo, siloAssigned, o.TenantsPerStack)
+	stackOf, err := assign(silo, siloAssigned, newTenantsPerStack(o, file))
 	if err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}

@@ -208,7 +208,7 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 				where, key("maxQueuedFilesPerTenant"), q, schema.MinMaxQueued, schema.MaxMaxQueued, schema.DefaultMaxQueued))
 		}
 		for _, a := range c.Uploaders {
-			if err := checkUploader(a); err != nil {
+			if err := spec.CheckUploader(a); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", where, key("uploaders"), err))
 			}
 		}
@@ -232,7 +232,7 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 				bad("pool", "%q is set, but the tenant's tier is %q: set \"tier\": %q to pool it, or remove pool", t.Pool, t.Tier, TierPool)
 			}
 			for _, a := range t.Uploaders {
-				if err := checkUploader(a); err != nil {
+				if err := spec.CheckUploader(a); err != nil {
 					bad("uploaders", "%v", err)
 				}
 			}
@@ -347,22 +347,6 @@ func (f *File) siloPoolOverlaps(pools []string) map[int][]string {
 	}
 	return out
 }
-
-// checkUploader refuses an uploader that is not an IAM role or user ARN (uploaderPattern).
-func checkUploader(arn string) error {
-	if !uploaderPattern.MatchString(arn) || strings.ContainsAny(arn, "*?") {
-		return fmt.Errorf("%q is not an IAM role or user ARN: name the role your platform's service runs as, "+
-			"e.g. \"arn:aws:iam::123456789012:role/platform\" (no wildcards: a trust policy names principals exactly; not an assumed-role session, not a whole account)", arn)
-	}
-	return nil
-}
-
-// uploaderPattern is an IAM role or user ARN as a trust policy's Principal names it: no wildcards,
-// which a Principal element refuses, and not the account's root, which would trust every principal
-// of the account its own policies allow
-// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html).
-// Path and name characters: https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html.
-var uploaderPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:(role|user)/([\x21-\x7E]*/)?[\w+=,.@-]{1,64}$`)
 
 // secretPrefixPattern and tablePrefixPattern are the shapes of a pool's name prefixes: at least
 // 3 characters, ending in a separator, so that "<prefix><tenant id>" cannot be the start of an

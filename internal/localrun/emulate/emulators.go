@@ -221,6 +221,9 @@ func (s *S3) Handler(counted bool) http.Handler {
 		if (op == "GetObject" || op == "HeadObject") && serveVersion(inner, w, r) {
 			return
 		}
+		if serveConditionalWrite(s.Backend, w, r, op) || serveBucketEncryption(s.Backend, w, r, op) {
+			return
+		}
 		if op == "GetObject" && r.Header.Get("Range") != "" {
 			// S3 sends no full-object checksum with a ranged GET; gofakes3 does, and the SDK would
 			// then reject the partial body.

@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -113,6 +114,9 @@ type World struct {
 	// (upload.go).
 	Creds       aws.Credentials
 	AssumeRoles []sts.AssumeRoleInput
+	// BucketKeys are the buckets' customer-managed keys (GetBucketEncryption), by bucket name; a
+	// bucket without one is encrypted with S3's keys (SSE-S3), as every bucket is by default.
+	BucketKeys map[string]string
 }
 
 // New returns an empty world whose clock is now.
@@ -353,6 +357,10 @@ func (w *World) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s
 	defer w.mu.Unlock()
 	if err := w.fail("PutObject"); err != nil {
 		return nil, err
+	}
+	if _, exists := w.Objects[aws.ToString(in.Bucket)+"/"+aws.ToString(in.Key)]; exists && aws.ToString(in.IfNoneMatch) == "*" {
+		// https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-requests.html
+		return nil, &smithy.GenericAPIError{Code: "PreconditionFailed", Message: "At least one of the pre-conditions you specified did not hold"}
 	}
 	b, err := io.ReadAll(in.Body)
 	if err != nil {

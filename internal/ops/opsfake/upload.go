@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/aws/smithy-go"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/ops"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -78,4 +79,21 @@ func (w *World) SetUploaderRole(pool, arn string) {
 			w.Stacks[i].Outputs[j].OutputValue = aws.String(string(b))
 		}
 	}
+}
+
+// GetBucketEncryption answers the bucket's default encryption: SSE-KMS with its key in
+// w.BucketKeys and S3 Bucket Keys on, as the app's bucket is, or else SSE-S3, S3's default for
+// every bucket. https://docs.aws.amazon.com/AmazonS3/latest/userguide/default-encryption-faq.html
+func (w *World) GetBucketEncryption(_ context.Context, in *s3.GetBucketEncryptionInput, _ ...func(*s3.Options)) (*s3.GetBucketEncryptionOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.fail("GetBucketEncryption"); err != nil {
+		return nil, err
+	}
+	rule := s3types.ServerSideEncryptionRule{ApplyServerSideEncryptionByDefault: &s3types.ServerSideEncryptionByDefault{SSEAlgorithm: s3types.ServerSideEncryptionAes256}}
+	if key := w.BucketKeys[aws.ToString(in.Bucket)]; key != "" {
+		rule = s3types.ServerSideEncryptionRule{BucketKeyEnabled: aws.Bool(true),
+			ApplyServerSideEncryptionByDefault: &s3types.ServerSideEncryptionByDefault{SSEAlgorithm: s3types.ServerSideEncryptionAwsKms, KMSMasterKeyID: aws.String(key)}}
+	}
+	return &s3.GetBucketEncryptionOutput{ServerSideEncryptionConfiguration: &s3types.ServerSideEncryptionConfiguration{Rules: []s3types.ServerSideEncryptionRule{rule}}}, nil
 }
