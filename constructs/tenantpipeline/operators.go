@@ -152,11 +152,12 @@ var ControlWriteActions = []string{
 // controlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
 // pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
 // stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
-// path, not one by one. TenantPipeline and TenantPool add it to a bucket created in the app
-// (bucketdeny.go), unless its policy holds it already; an app may also add it itself with
-// bucket.AddToResourcePolicy. For a bucket it imports, CDK cannot change the policy, and the
-// statement must be added by its owner (synth warns; this repository's app prints the statement as
-// a stack output: internal/stacks).
+// path, not one by one ("Bucket policies are limited to 20 KB in size":
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-iam-policies.html). TenantPipeline
+// and TenantPool add it to a bucket created in the app (bucketdeny.go), unless its policy holds it
+// already; an app may also add it itself with bucket.AddToResourcePolicy. For a bucket it imports,
+// CDK cannot change the policy, and the statement must be added by its owner (synth warns; this
+// repository's app prints the statement as a stack output: internal/stacks).
 func BucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsiam.PolicyStatement {
 	return bucketWriteDeny(bucket, rolePath, ops).policyStatement()
 }
