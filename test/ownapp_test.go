@@ -90,9 +90,13 @@ func main() {
 func build(app awscdk.App) func() error {
 	return func() error {
 		stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
-		bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
-			EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true),
-		})
+		props := &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true)}
+		if os.Getenv("OWN_CASE") == "denies" {
+			// The app's own key encrypts the bucket.
+			key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			props.Encryption, props.EncryptionKey, props.BucketKeyEnabled = awss3.BucketEncryption_KMS, key, jsii.Bool(true)
+		}
+		bucket := awss3.NewBucket(stack, jsii.String("Ingest"), props)
 		silo := func(id, prefix string) {
 			tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
 				Tenant: tenantpipeline.Tenant{ID: id, Prefix: prefix, RegisterURL: "https://core.example.com/" + id},
@@ -149,6 +153,14 @@ func build(app awscdk.App) func() error {
 			acme.GrantUpload(customer)
 			p.GrantUpload("hooli", customer)
 			return nil
+		case "denies":
+			// Both tiers, with operators, on the key's bucket; the constructs add its Denies.
+			ops := tenantpipeline.Operators{PrincipalARNs: []string{"arn:aws:iam::123456789012:role/ops/*"}}
+			tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+				Bucket: bucket, SharedProps: tenantpipeline.SharedProps{Operators: ops},
+			})
+			pool.Shared.Operators = ops
 		}
 		tenantpipeline.NewPool(stack, "Pool", pool)
 		return nil
@@ -284,6 +296,41 @@ func TestOwnAppUploadsAndOperators(t *testing.T) {
 		"Ingest": controlWriteActions, "TenantacmeQueue": "sqs:SendMessage", "TenantacmeRuleDeadLetterQueue": "sqs:SendMessage",
 		"PoolQueue": "sqs:SendMessage", "PoolIntake": "sqs:SendMessage", "PoolRuleDeadLetterQueue": "sqs:SendMessage",
 	})
+}
+
+// TestOwnAppBucketRefusesWhatThePipelineCannotHonour: in a user's own app whose bucket is
+// encrypted with the app's own key, a silo tenant and a pool add the bucket's upload Denies, each
+// once and exact: SSE-C, another encryption or key, another storage class, and a write without
+// If-None-Match by anyone but the pipeline's roles and the operators.
+func TestOwnAppBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
+	t.Parallel() // child processes only, never this binary's jsii runtime
+	outdir := t.TempDir()
+	if code, out := runOwnApp(t, "denies", outdir); code != 0 {
+		t.Fatalf("got exit status %d, want 0:\n%s", code, out)
+	}
+	var tpl map[string]any
+	b, err := os.ReadFile(filepath.Join(outdir, "MyPipeline.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	want := uploadDenies(getAtt(onlyID(t, tpl, "AWS::S3::Bucket", "Ingest")), getAtt(onlyID(t, tpl, "AWS::KMS::Key", "Key")),
+		"/tenantpipeline/", "arn:aws:iam::123456789012:role/ops/*")
+	got := map[string][]any{}
+	for _, pol := range byType(tpl, "AWS::S3::BucketPolicy") {
+		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if sid, _ := st.(map[string]any)["Sid"].(string); want[sid] != nil {
+				got[sid] = append(got[sid], st)
+			}
+		}
+	}
+	for sid, w := range want {
+		if len(got[sid]) != 1 || asJSON(got[sid][0]) != asJSON(w) {
+			t.Errorf("got statements %s\n%s\nwant one\n%s", sid, asJSON(got[sid]), asJSON(w))
+		}
+	}
 }
 
 // TestOwnAppSynthesizesAndPipectlFindsItsTenants: the valid own app synthesizes with the bucket's

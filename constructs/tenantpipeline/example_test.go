@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
@@ -129,6 +130,27 @@ func ExampleTenantPipeline_GrantUpload() {
 	// s3:PutObject and the multipart actions on inbox/acme/*, over TLS, nothing else.
 	p.GrantUpload(customer)
 	awscdk.NewCfnOutput(stack, jsii.String("UploaderRole"), &awscdk.CfnOutputProps{Value: p.UploaderRole.RoleArn()})
+}
+
+// The app that owns an ingest bucket which the pipeline's app imports by name adds the bucket's
+// Denies to its policy itself: the constructs change only the policy of a bucket created in their
+// own app (and warn otherwise). Uploads must then send "If-None-Match: *" on PutObject and
+// CompleteMultipartUpload, no SSE-C, and no key or storage class but the bucket's.
+func ExampleBucketUploadDenies() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("IngestBucket"), nil)
+	key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+		EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true),
+		Encryption: awss3.BucketEncryption_KMS, EncryptionKey: key, BucketKeyEnabled: jsii.Bool(true),
+	})
+	// The pipeline's app uses the same role path and operators (SharedProps.RolePath, Operators).
+	ops := tenantpipeline.Operators{PrincipalARNs: []string{"arn:aws:iam::123456789012:role/ops/*"}}
+	bucket.AddToResourcePolicy(tenantpipeline.BucketWriteDeny(bucket, tenantpipeline.DefaultRolePath, ops))
+	for _, s := range tenantpipeline.BucketUploadDenies(bucket, key, tenantpipeline.DefaultRolePath, ops) {
+		bucket.AddToResourcePolicy(s)
+	}
+	app.Synth(nil)
 }
 
 // An on-call role may run pipectl against one tenant (status, pause, skip, redrive, replay),

@@ -2,11 +2,9 @@ package tenantpipeline
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -154,21 +152,14 @@ var ControlWriteActions = []string{
 // controlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
 // pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
 // stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
-// path, not one by one. TenantPipeline and TenantPool add it to a bucket created in the app
-// (bucketdeny.go), unless its policy holds it already; an app may also add it itself with
-// bucket.AddToResourcePolicy. For a bucket it imports, CDK cannot change the policy, and the
-// statement must be added by its owner (synth warns; this repository's app prints the statement as
-// a stack output: internal/stacks).
+// path, not one by one ("Bucket policies are limited to 20 KB in size":
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-iam-policies.html). TenantPipeline
+// and TenantPool add it to a bucket created in the app (bucketdeny.go), unless its policy holds it
+// already; an app may also add it itself with bucket.AddToResourcePolicy. For a bucket it imports,
+// CDK cannot change the policy, and the statement must be added by its owner (synth warns; this
+// repository's app prints the statement as a stack output: internal/stacks).
 func BucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsiam.PolicyStatement {
-	d := bucketWriteDeny(bucket, rolePath, ops)
-	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String(d.Sid),
-		Effect:     awsiam.Effect_DENY,
-		Principals: &[]awsiam.IPrincipal{awsiam.NewStarPrincipal()},
-		Actions:    jsii.Strings(d.Action...),
-		Resources:  jsii.Strings(d.Resource...),
-		Conditions: &d.Condition,
-	})
+	return bucketWriteDeny(bucket, rolePath, ops).policyStatement()
 }
 
 // BucketWriteDenyJSON is BucketWriteDeny as the JSON text of one policy statement, for the owner
@@ -197,14 +188,13 @@ func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) state
 	for _, p := range controlPrefixes {
 		resources = append(resources, *bucket.ArnForObjects(jsii.String(p + "*")))
 	}
-	roles := fmt.Sprintf("arn:%s:iam::%s:role%s*", *awscdk.Aws_PARTITION(), *awscdk.Aws_ACCOUNT_ID(), rolePath)
 	return statement{
 		Sid:       "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine",
 		Effect:    "Deny",
 		Principal: "*",
 		Action:    ControlWriteActions,
 		Resource:  resources,
-		Condition: exemptConditions([]string{roles}, ops),
+		Condition: exemptConditions([]string{pipelineRoles(rolePath)}, ops),
 	}
 }
 

@@ -104,7 +104,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		return t
 	}
 	t.build()
-	addWriteDeny(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, p.RolePath, p.Operators)
+	addBucketDenies(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, t.objects.keyOrNil(), p.RolePath, p.Operators)
 	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t

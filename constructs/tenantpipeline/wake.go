@@ -1,13 +1,11 @@
 package tenantpipeline
 
 import (
-	"reflect"
 	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
@@ -57,34 +55,7 @@ func (p *writeDenyProducer) Produce() *string {
 // hasWriteDeny reports whether bucket is created in this app and its policy holds exactly the
 // statement BucketWriteDeny makes for rolePath and ops.
 func hasWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) bool {
-	if bucket == nil {
-		return false
-	}
-	if _, ok := bucket.Node().DefaultChild().(awss3.CfnBucket); !ok {
-		return false // imported: its policy is not in this app
-	}
-	policy := bucket.Policy()
-	if policy == nil {
-		return false
-	}
-	// Both sides resolved as documents, so that they render alike.
-	statements := func(doc awsiam.PolicyDocument) []any {
-		m, _ := awscdk.Stack_Of(bucket).Resolve(doc).(map[string]any)
-		s, _ := m["Statement"].([]any)
-		return s
-	}
-	want := statements(awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{
-		Statements: &[]awsiam.PolicyStatement{BucketWriteDeny(bucket, rolePath, ops)},
-	}))
-	if len(want) != 1 {
-		return false
-	}
-	for _, s := range statements(policy.Document()) {
-		if reflect.DeepEqual(s, want[0]) {
-			return true
-		}
-	}
-	return false
+	return bucket != nil && policyHolds(bucket, BucketWriteDeny(bucket, rolePath, ops))
 }
 
 // newStatusRule sends the ends of sm's executions to controller.

@@ -447,7 +447,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	first := append(append([]awscdk.Stack{}, out.TenantStacks...), out.PoolStacks...)[0]
 	WarnRuleQuota(first, rules)
 	if o.BucketName != "" {
-		ImportedBucketPolicy(first, firstBucket, o)
+		ImportedBucketPolicy(first, firstBucket, key.in(first), o)
 	}
 	if e := file.Encryption; e != nil && e.KeyARN != "" {
 		ImportedKeyPolicy(first, e.KeyARN, o.StackPrefix)
@@ -507,18 +507,35 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 // policy must get.
 const ImportedBucketPolicyOutput = "IngestBucketPolicyStatement"
 
-// ImportedBucketPolicy reports the Deny statement that an existing bucket's owner must add to its
-// bucket policy (tenantpipeline.BucketWriteDeny): CDK cannot change the policy of a bucket it
-// imports by name. The statement becomes a stack output, resolved at deploy time with the
-// account's partition and id, and synth prints a warning that says so.
-func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, o Options) {
+// ImportedBucketUploadDeniesOutput is the output that carries the upload Denies an existing ingest
+// bucket's policy must get (tenantpipeline.BucketUploadDenies), as a JSON array of statements.
+const ImportedBucketUploadDeniesOutput = "IngestBucketUploadDenyStatements"
+
+// ImportedBucketPolicy reports the Deny statements that an existing bucket's owner must add to its
+// bucket policy (tenantpipeline.BucketWriteDeny, and tenantpipeline.BucketUploadDenies for the key
+// of its objects, nil for none): CDK cannot change the policy of a bucket it imports by name. The
+// statements become stack outputs of stack, resolved at deploy time with the account's partition
+// and id, and synth prints a warning that says so. The upload Denies name the key by its ARN, so
+// with a key the app creates they are the key's stack's output: an output of an imported value is
+// one cfn-lint warns of (W6001).
+func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, key awskms.IKey, o Options) {
 	awscdk.NewCfnOutput(stack, jsii.String(ImportedBucketPolicyOutput), &awscdk.CfnOutputProps{
 		Description: jsii.String("Add this statement to the policy of the existing ingest bucket: only the pipeline and its operators may write control/, work/ and quarantine/"),
 		Value:       jsii.String(tenantpipeline.BucketWriteDenyJSON(bucket, o.RolePath(), o.Operators)),
 	})
+	uploads := stack
+	if _, created := key.(awskms.Key); created {
+		uploads = awscdk.Stack_Of(key)
+	}
+	awscdk.NewCfnOutput(uploads, jsii.String(ImportedBucketUploadDeniesOutput), &awscdk.CfnOutputProps{
+		Description: jsii.String("Add these statements to the policy of the existing ingest bucket: no SSE-C, no other key or storage class, no overwrite by customers"),
+		Value:       jsii.String(tenantpipeline.BucketUploadDeniesJSON(bucket, key, o.RolePath(), o.Operators)),
+	})
 	msg := fmt.Sprintf("the ingest bucket %s is not managed by this app, so CDK cannot add the Deny that keeps everyone but the pipeline's roles "+
 		"(IAM path %s) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s "+
-		"to the bucket's policy after the deploy (docs/operations.md, \"Who may steer a tenant\")", o.BucketName, o.RolePath(), ImportedBucketPolicyOutput)
+		"and the statements of stack output %s of stack %s (SSE-C, another key or storage class, customers' writes without If-None-Match) "+
+		"to the bucket's policy after the deploy (docs/operations.md, \"Who may steer a tenant\"; docs/isolation.md, \"Uploads\")",
+		o.BucketName, o.RolePath(), ImportedBucketPolicyOutput, ImportedBucketUploadDeniesOutput, *uploads.StackName())
 	awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("tenantpipeline:ImportedBucketPolicy"), jsii.String(msg), nil)
 }
 

@@ -1,0 +1,341 @@
+package test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/stacks"
+)
+
+// The ingest bucket refuses what the pipeline cannot honour: SSE-C always; with a customer-managed
+// key, another encryption or another key; a storage class but STANDARD and INTELLIGENT_TIERING;
+// and, from everyone but the pipeline's roles and the operators, a write without If-None-Match.
+// The statements are written out here as S3's and IAM's pages give them, not taken from the
+// construct:
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerSideEncryptionCustomerKeys.html
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html#require-sse-kms
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html
+
+// The Sids of the upload Denies.
+const (
+	sidSSEC          = "NoObjectEncryptedWithACustomerProvidedKey"
+	sidSSEKMS        = "NoObjectEncryptionButSSEKMS"
+	sidKey           = "NoObjectKMSKeyButThePipelines"
+	sidStorageClass  = "NoObjectStorageClassButStandardOrIntelligentTiering"
+	sidNoOverwrite   = "OnlyThePipelineAndOperatorsWriteWithoutIfNoneMatch"
+	sidControlWrites = "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine"
+)
+
+// uploadDenySids are the Sids of the upload Denies.
+var uploadDenySids = map[string]bool{sidSSEC: true, sidSSEKMS: true, sidKey: true, sidStorageClass: true, sidNoOverwrite: true}
+
+// uploadDenies are the exact statements, by Sid, that a bucket's policy carries for the bucket's
+// ARN bucketArn (a template value), the key's ARN keyArn (nil: no key), the role path and the
+// operators.
+func uploadDenies(bucketArn, keyArn any, rolePath string, operatorARNs ...any) map[string]map[string]any {
+	objects := map[string]any{"Fn::Join": []any{"", []any{bucketArn, "/*"}}}
+	deny := func(sid string, condition map[string]any) map[string]any {
+		return map[string]any{"Sid": sid, "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": objects, "Condition": condition}
+	}
+	roles := map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::", map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + "*"}}}
+	exempt := append([]any{roles}, operatorARNs...)
+	out := map[string]map[string]any{
+		sidSSEC: deny(sidSSEC, map[string]any{"Null": map[string]any{"s3:x-amz-server-side-encryption-customer-algorithm": "false"}}),
+		sidStorageClass: deny(sidStorageClass, map[string]any{
+			"Null":            map[string]any{"s3:x-amz-storage-class": "false"},
+			"StringNotEquals": map[string]any{"s3:x-amz-storage-class": []any{"STANDARD", "INTELLIGENT_TIERING"}},
+		}),
+		sidNoOverwrite: deny(sidNoOverwrite, map[string]any{
+			"Null":       map[string]any{"s3:if-none-match": "true"},
+			"Bool":       map[string]any{"s3:ObjectCreationOperation": "true"},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": exempt},
+		}),
+	}
+	if keyArn != nil {
+		out[sidSSEKMS] = deny(sidSSEKMS, map[string]any{
+			"Null":            map[string]any{"s3:x-amz-server-side-encryption": "false"},
+			"StringNotEquals": map[string]any{"s3:x-amz-server-side-encryption": "aws:kms"},
+		})
+		out[sidKey] = deny(sidKey, map[string]any{
+			"Null":            map[string]any{"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"},
+			"StringNotEquals": map[string]any{"s3:x-amz-server-side-encryption-aws-kms-key-id": keyArn},
+		})
+	}
+	return out
+}
+
+// sidCounts counts the statements of each Sid in the template's bucket policies.
+func sidCounts(t *testing.T, tpl map[string]any) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, pol := range byType(tpl, "AWS::S3::BucketPolicy") {
+		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if sid, ok := st.(map[string]any)["Sid"].(string); ok {
+				n[sid]++
+			}
+		}
+	}
+	return n
+}
+
+// checkUploadDenies asserts that the template's bucket policy holds exactly one of each statement
+// of want, and none of the key's statements that want lacks.
+func checkUploadDenies(t *testing.T, tpl assertions.Template, want map[string]map[string]any) {
+	t.Helper()
+	for sid, st := range want {
+		t.Run(sid, func(t *testing.T) { hasStatement(t, tpl, "AWS::S3::BucketPolicy", nil, st) })
+	}
+	counts := sidCounts(t, templateJSON(tpl))
+	for _, sid := range []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite, sidControlWrites} {
+		wantN := 0
+		if _, ok := want[sid]; ok || sid == sidControlWrites {
+			wantN = 1
+		}
+		if counts[sid] != wantN {
+			t.Errorf("got %d statements %s in the bucket's policy, want %d", counts[sid], sid, wantN)
+		}
+	}
+}
+
+// TestBucketRefusesWhatThePipelineCannotHonour: a bucket created in the app gets the upload
+// Denies from the constructs, in both tiers, with and without a customer-managed key; with
+// several silo tenants and pools on one bucket, still one statement of each.
+func TestBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
+	ops := tenantpipeline.Operators{PrincipalARNs: []string{operatorPattern}}
+	for _, tc := range []struct {
+		name         string
+		silos, pools int
+		withKey      bool
+	}{
+		{"silo", 1, 0, false},
+		{"silo with a key", 1, 0, true},
+		{"pool", 0, 1, false},
+		{"pool with a key", 0, 1, true},
+		{"two silos and two pools with a key", 2, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("Refuses"), nil)
+			bprops := &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true), EnforceSSL: jsii.Bool(true)}
+			if tc.withKey {
+				key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+				bprops.Encryption, bprops.EncryptionKey, bprops.BucketKeyEnabled = awss3.BucketEncryption_KMS, key, jsii.Bool(true)
+			}
+			bucket := awss3.NewBucket(stack, jsii.String("Ingest"), bprops)
+			shared := tenantpipeline.SharedProps{Operators: ops}
+			for i, id := range []string{"acme", "initech"}[:tc.silos] {
+				tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
+					Tenant: tenantpipeline.Tenant{ID: id, RegisterURL: "https://core.example.com/" + id, Prefix: "inbox/" + strings.Repeat("x", i) + id + "/"},
+					Bucket: bucket, SharedProps: shared,
+				})
+			}
+			for _, name := range []string{"p", "q"}[:tc.pools] {
+				tenantpipeline.NewPool(stack, "Pool-"+name, &tenantpipeline.PoolProps{Name: name, Bucket: bucket, IntakeGroups: 1,
+					Tenants: []tenantpipeline.Tenant{{ID: "hooli" + name, RegisterURL: "https://core.example.com/h"}}, Shared: shared})
+			}
+			tpl := assertions.Template_FromStack(stack, nil)
+			tj := templateJSON(tpl)
+			var keyArn any
+			if tc.withKey {
+				keyArn = getAtt(logicalIDOfType(t, tj, "AWS::KMS::Key"))
+			}
+			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn, tenantpipeline.DefaultRolePath, operatorPattern))
+		})
+	}
+}
+
+// TestAppIngestBucketRefusesWhatThePipelineCannotHonour: the app's own ingest bucket, without and
+// with the app's key (tenants file "encryption"), carries the upload Denies beside the write Deny
+// the app adds itself.
+func TestAppIngestBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		withKey bool
+	}{
+		{"one-tenant.json", false},
+		{"encryption.json", true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, built := synthApp(t, tc.file, stackOptions(""))
+			tpl := assertions.Template_FromStack(built.Ingest, nil)
+			tj := templateJSON(tpl)
+			var keyArn any
+			if tc.withKey {
+				keyArn = getAtt(logicalIDOfType(t, tj, "AWS::KMS::Key"))
+			}
+			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn, "/tenantpipeline/TenantPipeline/"))
+		})
+	}
+}
+
+// TestImportedBucketWarnsOfTheUploadDenies: CDK cannot change an imported bucket's policy, so synth
+// warns with the statements to add, and BucketUploadDeniesJSON is them, the key's included.
+func TestImportedBucketWarnsOfTheUploadDenies(t *testing.T) {
+	app := testApp(t)
+	stack := awscdk.NewStack(app, jsii.String("Imported"), nil)
+	bucket := awss3.Bucket_FromBucketName(stack, jsii.String("Bucket"), jsii.String("corp-ingest"))
+	key := awskms.Key_FromKeyArn(stack, jsii.String("Key"), jsii.String("arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"))
+	shared := tenantpipeline.SharedProps{EncryptionKey: key, KeyPolicyCovered: true}
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket, SharedProps: shared})
+	tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "default", Bucket: bucket, IntakeGroups: 1,
+		Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}, Shared: shared})
+	tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+	if n := len(byType(tpl, "AWS::S3::BucketPolicy")); n != 0 {
+		t.Errorf("got %d bucket policies, want none for an imported bucket", n)
+	}
+	warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+		assertions.Match_StringLikeRegexp(jsii.String("the statements of BucketUploadDeniesJSON, which refuse SSE-C, another key")))
+	if got := len(*warnings); got != 1 {
+		t.Errorf("got %d warnings naming BucketUploadDeniesJSON, want 1 for the bucket's role path, operators and key", got)
+	}
+
+	objects := `"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/*"]`
+	keyArn := *key.KeyArn()
+	got := flatten(t, stack.Resolve(jsii.String(tenantpipeline.BucketUploadDeniesJSON(bucket, key, "/tenantpipeline/", tenantpipeline.Operators{}))))
+	want := `[` +
+		`{"Sid":"` + sidSSEC + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-server-side-encryption-customer-algorithm":"false"}}},` +
+		`{"Sid":"` + sidSSEKMS + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-server-side-encryption":"false"},"StringNotEquals":{"s3:x-amz-server-side-encryption":"aws:kms"}}},` +
+		`{"Sid":"` + sidKey + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-server-side-encryption-aws-kms-key-id":"false"},"StringNotEquals":{"s3:x-amz-server-side-encryption-aws-kms-key-id":"` + keyArn + `"}}},` +
+		`{"Sid":"` + sidStorageClass + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-storage-class":"false"},"StringNotEquals":{"s3:x-amz-storage-class":["STANDARD","INTELLIGENT_TIERING"]}}},` +
+		`{"Sid":"` + sidNoOverwrite + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/*"]},"Bool":{"s3:ObjectCreationOperation":"true"},"Null":{"s3:if-none-match":"true"}}}` +
+		`]`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestStackOwningTheBucketAddsTheUploadDenies: an app whose bucket lives in a stack of its own
+// adds BucketUploadDenies there, and the constructs in another stack then add none of their own.
+func TestStackOwningTheBucketAddsTheUploadDenies(t *testing.T) {
+	app := testApp(t)
+	owner := awscdk.NewStack(app, jsii.String("Owner"), nil)
+	bucket := stacks.NewIngestBucket(owner, "Bucket")
+	for _, s := range tenantpipeline.BucketUploadDenies(bucket, nil, tenantpipeline.DefaultRolePath, tenantpipeline.Operators{}) {
+		bucket.AddToResourcePolicy(s)
+	}
+	stack := awscdk.NewStack(app, jsii.String("Tenants"), nil)
+	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
+	tpl := assertions.Template_FromStack(owner, nil)
+	checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, templateJSON(tpl), "AWS::S3::Bucket")), nil, tenantpipeline.DefaultRolePath))
+}
+
+// TestExistingBucketGetsTheUploadDeniesToAdd: with an existing bucket, the first tenant stack
+// outputs the upload Denies its owner must add, with the key's statements when the app has a key,
+// all on the bucket's objects, and synth names the output.
+func TestExistingBucketGetsTheUploadDeniesToAdd(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		sids []string
+	}{
+		{"one-tenant.json", []string{sidSSEC, sidStorageClass, sidNoOverwrite}},
+		{"encryption.json", []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			o := stackOptions("")
+			o.BucketName = "corp-ingest"
+			_, built := synthApp(t, tc.file, o)
+			stack, outStack := built.TenantStacks[0], built.TenantStacks[0]
+			if built.Key != nil {
+				// An output may not carry an import: the key's own stack outputs the statements
+				// that name it.
+				outStack = awscdk.Stack_Of(built.Key)
+			}
+			tpl := assertions.Template_FromStack(outStack, nil)
+			out := templateJSON(tpl)["Outputs"].(map[string]any)[stacks.ImportedBucketUploadDeniesOutput]
+			if out == nil {
+				t.Fatalf("got no output %s", stacks.ImportedBucketUploadDeniesOutput)
+			}
+			var got []map[string]any
+			flattenJSON(t, get(t, out, "Value"), &got)
+			var sids []string
+			for _, st := range got {
+				sids = append(sids, st["Sid"].(string))
+				if r, _ := st["Resource"].([]any); len(r) != 1 || r[0] != "arn:<Ref:AWS::Partition>:s3:::corp-ingest/*" {
+					t.Errorf("%s: got Resource %v, want the bucket's objects", st["Sid"], st["Resource"])
+				}
+				if a, _ := st["Action"].([]any); st["Effect"] != "Deny" || len(a) != 1 || a[0] != "s3:PutObject" {
+					t.Errorf("%s: got Effect %v, Action %v, want a Deny of s3:PutObject", st["Sid"], st["Effect"], st["Action"])
+				}
+				// The app's key, in its own stack.
+				if k := fmt.Sprint(st["Condition"]); st["Sid"] == sidKey && !strings.Contains(k, "<GetAtt:EncryptionKey") {
+					t.Errorf("got the key statement's condition %s, want the app's EncryptionKey's ARN", k)
+				}
+			}
+			if !slices.Equal(sids, tc.sids) {
+				t.Errorf("got statements %v, want %v", sids, tc.sids)
+			}
+			msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("corp-ingest is not managed by this app.*stack output "+stacks.ImportedBucketUploadDeniesOutput+" of stack "+*outStack.StackName())))
+			if len(*msgs) != 1 {
+				t.Errorf("got %d warnings naming %s, want 1", len(*msgs), stacks.ImportedBucketUploadDeniesOutput)
+			}
+		})
+	}
+}
+
+// TestUploadDeniesOfABucketWithoutItsOwnKey: a bucket of the app encrypted by S3 (no key of its
+// own) gets no key statements, even when the constructs take a key, and an app's own upload Denies
+// for another role path leave the overwrite Deny to the app, with a warning that names it alone
+// (the write Deny is in place, so the controllers keep trusting it).
+func TestUploadDeniesOfABucketWithoutItsOwnKey(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		otherPath   bool
+		wantSids    map[string]int
+		wantWarning string // "": none
+	}{
+		{"the constructs' key", false, map[string]int{sidSSEC: 1, sidStorageClass: 1, sidNoOverwrite: 1, sidControlWrites: 1}, ""},
+		{"the app's Denies for another role path", true, map[string]int{sidSSEC: 1, sidStorageClass: 1, sidNoOverwrite: 1, sidControlWrites: 1},
+			"statements \\[" + sidNoOverwrite + "\\] are for another role path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("NoOwnKey"), nil)
+			bucket := stacks.NewIngestBucket(stack, "Bucket")
+			if tc.otherPath {
+				for _, s := range tenantpipeline.BucketUploadDenies(bucket, nil, "/other/", tenantpipeline.Operators{}) {
+					bucket.AddToResourcePolicy(s)
+				}
+			}
+			key := awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket,
+				SharedProps: tenantpipeline.SharedProps{EncryptionKey: key}})
+			counts := sidCounts(t, templateJSON(assertions.Template_FromStack(stack, nil)))
+			for _, sid := range []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite, sidControlWrites} {
+				if counts[sid] != tc.wantSids[sid] {
+					t.Errorf("got %d statements %s, want %d", counts[sid], sid, tc.wantSids[sid])
+				}
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("BucketUploadDeniesJSON")))
+			switch {
+			case tc.wantWarning == "" && len(*warnings) != 0:
+				t.Errorf("got %d warnings about the bucket's Denies, want none", len(*warnings))
+			case tc.wantWarning != "":
+				matching := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+					assertions.Match_StringLikeRegexp(jsii.String(tc.wantWarning)))
+				if len(*warnings) != 1 || len(*matching) != 1 {
+					t.Errorf("got %d warnings about the bucket's Denies, %d matching %q, want 1 and 1", len(*warnings), len(*matching), tc.wantWarning)
+				}
+				for _, w := range *matching {
+					if msg := asJSON(w.Entry.Data); strings.Contains(msg, "until BucketWriteDeny") {
+						t.Errorf("got warning %s, want no word of the write Deny, which is in place", msg)
+					}
+				}
+			}
+		})
+	}
+}
