@@ -48,6 +48,10 @@ const (
 
 	// Register.
 	EnvHTTPTimeoutSeconds = "HTTP_TIMEOUT_SECONDS" // per-request timeout towards the core system
+	// EnvDeployedTenant is a silo Register's JSON of Tenant, the settings it was deployed with:
+	// the request's core system URL, secret and sink must be these (register.Deployed). A pool's
+	// Register reads its pool's settings file instead (EnvPoolSettings).
+	EnvDeployedTenant = "DEPLOYED_TENANT"
 	// EnvRequestShares is how Register divides a core system's requests in flight among its
 	// running files: RequestSharesShared (unset: the default) or RequestSharesStatic.
 	EnvRequestShares = "REQUEST_SHARES"

@@ -75,10 +75,13 @@ type Handler struct {
 	// the tenant's own). DynamoDB stays the function's own for what is not one tenant's data (a
 	// core system's adaptive limits).
 	ForTenant func(tenant string) (*TenantClients, error)
-	now       func() time.Time
-	sleep     func(context.Context, time.Duration) error // Default: a timer under the context.
-	limiters  limiters                                   // the current file's token bucket
-	lines     lineCounter                                // where the current file's chunks start, for rejections
+	// Deployed, when set, gives the settings the function was deployed with; a request whose core
+	// system URL, secret or sink differ from them is refused (deployed.go). Nil: not checked.
+	Deployed Deployed
+	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error // Default: a timer under the context.
+	limiters limiters                                   // the current file's token bucket
+	lines    lineCounter                                // where the current file's chunks start, for rejections
 
 	// keyedAnswered, when set, is told each record whose answer the keyed schedule has taken in
 	// (keyedSink), so that a test can order its replies after it.
@@ -149,6 +152,11 @@ func (m *memFile) span(i int) (pipeline.ChunkSpan, bool) {
 }
 
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
+	if err := checkDeployed(h.Deployed, req); err != nil {
+		h.Log.Log(ctx, source.LogLevel(err), "register failed", "tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
+			"errorType", source.ErrorType(err), "error", err.Error())
+		return pipeline.ChunkResult{}, err
+	}
 	start := time.Now()
 	p := h.newPace(req)
 	p.guard.start(ctx, h.budget(ctx, req))

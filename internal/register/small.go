@@ -80,6 +80,11 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	if s.Split == nil || s.Split.WorkBucket == "" {
 		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: file + ": the Register function has no " + pipeline.EnvWorkBucket + " for the small-file path"}
 	}
+	// Refused before the file is read: a request that is not the deployed settings' reads nothing.
+	if err := checkDeployed(s.Register.Deployed, pipeline.ChunkRequest{Tenant: in.Tenant, Source: in.Source}); err != nil {
+		log.Error("small file failed", "errorType", source.ErrorType(err), "error", err.Error())
+		return pipeline.SmallFileResult{}, err
+	}
 	// The tenant's own bound, when it has one, else the state machine's: the one FileSize chose by.
 	bound := req.MaxBytes
 	if own := in.Tenant.SmallFileBytes; own != 0 {

@@ -552,3 +552,39 @@ func TestSmallFileHandsOnToWait(t *testing.T) {
 		t.Errorf("got keys %q, want %q: record 5 again after the wait, nothing else twice", got, want)
 	}
 }
+
+// A small-file request whose core system URL is not the deployed one is refused before the file
+// is read: no GET, no write, nothing sent; the deployed URL's request runs.
+func TestSmallFileRefusesSettingsNotDeployed(t *testing.T) {
+	c := newCore(t, nil)
+	for _, tc := range []struct {
+		name string
+		url  string
+		want bool // refused
+	}{
+		{"the deployed URL", c.srv.URL, false},
+		{"another URL", "https://evil.example.net/records", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := sourcetest.NewFakeS3()
+			s, req := smallFixture(t, store, csvTenant(tc.url), []byte("id,name\n1,a\n"))
+			deployed := req.Input.Tenant
+			deployed.RegisterURL = c.srv.URL
+			s.Register.Deployed = func(string) (pipeline.Tenant, error) { return deployed, nil }
+			_, err := s.Handle(context.Background(), req)
+			var pe *pipeline.PermanentError
+			if !tc.want {
+				if err != nil {
+					t.Fatalf("got %v, want the file registered", err)
+				}
+				return
+			}
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), "registerUrl") {
+				t.Fatalf("got %v, want a PermanentError naming registerUrl", err)
+			}
+			if len(store.Gets) != 0 || len(store.Puts) != 0 {
+				t.Errorf("got %d GETs and %d writes, want none", len(store.Gets), len(store.Puts))
+			}
+		})
+	}
+}

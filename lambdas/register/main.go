@@ -35,6 +35,13 @@ func main() {
 		logger.Error("register cannot start", "error", err)
 		os.Exit(1)
 	}
+	// The settings it was deployed with: a request's core system URL, secret and sink must be
+	// these (register.Deployed).
+	deployed, err := register.DeployedFromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("register cannot start", "error", err)
+		os.Exit(1)
+	}
 	cfg, err := awsconfig.Load(context.Background())
 	if err != nil {
 		logger.Error("register cannot load the AWS SDK configuration", "error", err)
@@ -54,6 +61,7 @@ func main() {
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
 		Pool:             os.Getenv(pipeline.EnvMetricsPool),
+		Deployed:         deployed,
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Register reads, writes and fetches secrets as the execution's tenant.

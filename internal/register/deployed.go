@@ -1,0 +1,104 @@
+package register
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/poolsettings"
+	"github.com/example/tenantpipeline/internal/source"
+)
+
+// Deployed gives the settings a tenant's Register was deployed with, by tenant id. Where the
+// request's records go and with which credentials (the core system's URL, the secret, the
+// DynamoDB sink) is the deployed settings', never the request's alone: a request that disagrees
+// fails as a PermanentError naming the field (checkDeployed), so that whoever may invoke Register
+// or start its state machine cannot point a tenant's records or secret anywhere else.
+type Deployed func(tenant string) (pipeline.Tenant, error)
+
+// DeployedFromEnv reads the deployed settings from the function's environment: a silo tenant's
+// EnvDeployedTenant, or the pool's settings file (EnvPoolSettings). Neither set: nil, and
+// requests are not checked (a Register deployed without them).
+func DeployedFromEnv(getenv func(string) string) (Deployed, error) {
+	if v := getenv(pipeline.EnvDeployedTenant); v != "" {
+		var t pipeline.Tenant
+		if err := json.Unmarshal([]byte(v), &t); err != nil {
+			return nil, fmt.Errorf("%s is not the JSON of a tenant's settings: %w", pipeline.EnvDeployedTenant, err)
+		}
+		return func(id string) (pipeline.Tenant, error) {
+			if id != t.ID {
+				return pipeline.Tenant{}, fmt.Errorf("this Register was deployed for tenant %q", t.ID)
+			}
+			return t, nil
+		}, nil
+	}
+	if getenv(pipeline.EnvPoolSettings) == "" {
+		return nil, nil
+	}
+	path := pipeline.PoolSettingsPath(getenv)
+	x, err := poolsettings.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", pipeline.EnvPoolSettings, path, err)
+	}
+	return func(id string) (pipeline.Tenant, error) {
+		t, err := x.Tenant(id)
+		if errors.Is(err, poolsettings.ErrUnknownTenant) {
+			return pipeline.Tenant{}, fmt.Errorf("tenant %q is not a tenant of pool %s", id, x.Pool)
+		}
+		return t.Settings, err
+	}, nil
+}
+
+// checkDeployed refuses a request whose tenant is not one Register was deployed for, or whose
+// core system URLs (registerUrl, lookupUrl, completeUrl), secret or DynamoDB sink differ from the deployed settings', naming the field.
+// An execution started before a deploy changed them carries the old ones: it fails here, and a
+// replay of the file starts with the new ones.
+func checkDeployed(d Deployed, req pipeline.ChunkRequest) error {
+	if d == nil {
+		return nil
+	}
+	permanent := func(format string, a ...any) error {
+		return &pipeline.PermanentError{Message: source.Name(req.Source) + ": " + fmt.Sprintf(format, a...)}
+	}
+	t := req.Tenant
+	dt, err := d(t.ID)
+	if err != nil {
+		return permanent("the request's tenant %q: %v", t.ID, err)
+	}
+	differs := func(field, got, want string) error {
+		return permanent("tenant %q: the request's %s %q is not the deployed %q: Register takes it from its deployed settings, "+
+			"never from a request alone (an execution started before a deploy changed it: replay the file)", t.ID, field, got, want)
+	}
+	if t.RegisterURL != dt.RegisterURL {
+		return differs("registerUrl", t.RegisterURL, dt.RegisterURL)
+	}
+	if t.RegisterAuthSecretARN != dt.RegisterAuthSecretARN {
+		return differs("registerAuthSecretArn", t.RegisterAuthSecretARN, dt.RegisterAuthSecretARN)
+	}
+	// A core system's lookup and completion URLs receive the same Authorization header.
+	var got, want pipeline.CoreSystem
+	if t.CoreSystem != nil {
+		got = *t.CoreSystem
+	}
+	if dt.CoreSystem != nil {
+		want = *dt.CoreSystem
+	}
+	if got.LookupURL != want.LookupURL {
+		return differs("coreSystem.lookupUrl", got.LookupURL, want.LookupURL)
+	}
+	if got.CompleteURL != want.CompleteURL {
+		return differs("coreSystem.completeUrl", got.CompleteURL, want.CompleteURL)
+	}
+	switch got, want := t.DynamoDB, dt.DynamoDB; {
+	case (got == nil) != (want == nil):
+		return differs("dynamodb", fmt.Sprint(got != nil), fmt.Sprint(want != nil))
+	case got == nil:
+	case got.Table != want.Table:
+		return differs("dynamodb.table", got.Table, want.Table)
+	case !slices.Equal(got.Key, want.Key):
+		return differs("dynamodb.key", fmt.Sprint(got.Key), fmt.Sprint(want.Key))
+	}
+	return nil
+}
