@@ -43,26 +43,16 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	}
 	vars := spec.Variables
 	// The harness points every tenant at the register endpoint of the run by rewriting registerUrl in
-	// the TENANT variable; the controller passes it into every execution, so Split and Register see it.
-	if t, ok := vars["TENANT"]; ok {
-		var cfg map[string]any
-		if err := json.Unmarshal([]byte(t), &cfg); err != nil {
-			return nil, fmt.Errorf("function %s: TENANT is not JSON: %w", fr.LogicalID, err)
-		}
-		tid, _ := cfg["id"].(string)
-		switch {
-		case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
-		case r.cfg.RegisterURL != "":
-			cfg["registerUrl"] = r.registerURL
-		default:
-			cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
-			// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
-			if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Core.Lookup || cs["lookupUrl"] != nil) {
-				cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
+	// the TENANT variable; the controller passes it into every execution, so Split and Register see
+	// it. A silo Register's DEPLOYED_TENANT, which a request must agree with, is rewritten alike.
+	for _, name := range []string{pipeline.EnvTenant, pipeline.EnvDeployedTenant} {
+		if t, ok := vars[name]; ok {
+			v, err := r.pointAtSink(t)
+			if err != nil {
+				return nil, fmt.Errorf("function %s: %s is not JSON: %w", fr.LogicalID, name, err)
 			}
+			vars[name] = v
 		}
-		b, _ := json.Marshal(cfg)
-		vars["TENANT"] = string(b)
 	}
 	// Lambda unpacks the code asset in /var/task and names it LAMBDA_TASK_ROOT; locally it is the
 	// asset's directory in the cloud assembly, where a pool's settings file lies beside bootstrap.
@@ -72,11 +62,18 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		all = append(all, "LAMBDA_TASK_ROOT="+assetDir)
 	}
 	var pool *pipeline.PoolSettings
-	if vars[pipeline.EnvPool] != "" {
-		var err error
-		if pool, err = r.poolSettings(fr, id.Ref, assetDir, vars); err != nil {
+	poolName := vars[pipeline.EnvPool]
+	if poolName != "" || vars[pipeline.EnvPoolSettings] != "" {
+		// A pool's Register names no pool, only the settings file it checks requests against: it
+		// is the pool's function all the same (Run.Function), but serves no tenant's mapping.
+		s, err := r.poolSettings(fr, id.Ref, assetDir, vars)
+		if err != nil {
 			return nil, err
 		}
+		if poolName != "" {
+			pool = s
+		}
+		poolName = s.Pool
 	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
@@ -89,14 +86,15 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
 	}
 	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, func(line []byte) { r.admissionWaits.observe(line); r.breakers.observe(line) }), LogGroup: spec.LogGroup,
-		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: vars[pipeline.EnvPool], Role: vars["FUNCTION_ROLE"]}
+		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: poolName, Role: vars["FUNCTION_ROLE"]}
 	if d, ok := r.cfg.Lambda.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
 	if t, ok := r.cfg.Lambda.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
-	if t, ok := vars["TENANT"]; ok {
+	// The tenant a function serves: a silo controller's TENANT, or a silo Register's DEPLOYED_TENANT.
+	if t := cmp.Or(vars[pipeline.EnvTenant], vars[pipeline.EnvDeployedTenant]); t != "" {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
 		f.Tenant = cfg.ID
@@ -192,6 +190,30 @@ func (r *Run) assetDir(fr *deploy.Resource) string {
 		p = abs
 	}
 	return p
+}
+
+// pointAtSink rewrites a tenant's settings JSON (a TENANT or DEPLOYED_TENANT variable) to send
+// to the run's register endpoint: the --register-url, or the sink's per-tenant URL and, for a core
+// system with a lookupUrl or --sink-lookup, its lookup URL. A DynamoDB sink is left as it is.
+func (r *Run) pointAtSink(settings string) (string, error) {
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(settings), &cfg); err != nil {
+		return "", err
+	}
+	tid, _ := cfg["id"].(string)
+	switch {
+	case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
+	case r.cfg.RegisterURL != "":
+		cfg["registerUrl"] = r.registerURL
+	default:
+		cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
+		// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
+		if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Core.Lookup || cs["lookupUrl"] != nil) {
+			cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
+		}
+	}
+	b, err := json.Marshal(cfg)
+	return string(b), err
 }
 
 // poolSettings reads the settings file of a pool function (POOL_SETTINGS against its asset
