@@ -94,6 +94,11 @@ type pipelineProps struct {
 	WorkflowLogGroupName string
 	// ControllerCode is the controller's code; nil for the bundled package alone.
 	ControllerCode awslambda.Code
+	// RegisterFiles are files bundled beside the bundled Register's executable (a pool's settings
+	// file), and RegisterEnv its variables naming the settings it was deployed with
+	// (register.Deployed): a request's core system URL, secret and sink must be those.
+	RegisterFiles map[string][]byte
+	RegisterEnv   map[string]string
 	// ControllerEnv is the tier's own environment of the controller: where a tenant's settings
 	// come from.
 	ControllerEnv map[string]string
@@ -193,7 +198,10 @@ func (c *Pipeline) addWorkflow(p pipelineProps) {
 			// The SmallFile task writes the manifest and the results, as Split does.
 			env[pipeline.EnvWorkBucket] = *p.Bucket.BucketName()
 		}
-		c.bundled = c.ownFunction("Register", pkgRegister, lambdaCode(pkgRegister), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(env))
+		for k, v := range p.RegisterEnv {
+			env[k] = v
+		}
+		c.bundled = c.ownFunction("Register", pkgRegister, lambdaCodeWith(pkgRegister, p.RegisterFiles), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(env))
 		c.Register = c.bundled
 	}
 	logs := awslogs.NewLogGroup(c.scope, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{

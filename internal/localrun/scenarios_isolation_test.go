@@ -4,6 +4,8 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -121,4 +123,66 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		})
 	}
 	t.Logf("sessions %v; tenants %d", tags, len(rep.Tenants))
+}
+
+const deployedTenants = `{"tenants": [
+  {"id": "sa", "registerUrl": "https://core.example.com/records"},
+  {"id": "pa", "tier": "pool", "registerUrl": "https://core.example.com/records"},
+  {"id": "pb", "tier": "pool", "registerUrl": "https://core.example.com/records"}
+]}`
+
+// Register takes where records go from its deployed settings, never from the request alone: in
+// both tiers the tenants' files are registered (the run's settings and the request's agree), and
+// a direct invoke of Register with the tenant's settings but another registerUrl, or a tenant it
+// was not deployed for, fails as a PermanentError naming the field, with nothing sent.
+func TestScenarioRegisterTakesDeployedSettings(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, deployedTenants, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"sa", "a.csv", csvOf(20)}, {"pa", "a.csv", csvOf(20)}, {"pb", "a.csv", csvOf(20)}})
+	waitFor(t, ctx, r, "every file succeeds", func(rep *report.Report) bool {
+		for _, id := range []string{"sa", "pa", "pb"} {
+			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
+				return false
+			}
+		}
+		return true
+	})
+	sent := r.Sink.Total()
+	for _, tc := range []struct {
+		name, function, tenant string
+		edit                   func(cfg map[string]any)
+		want                   string
+	}{
+		{"silo, another URL", "sa", "sa", func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }, `the request's registerUrl "https://evil.example.net/records"`},
+		{"silo, another tenant", "sa", "pa", nil, `this Register was deployed for tenant "sa"`},
+		{"pool, another URL", "pa", "pb", func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }, `the request's registerUrl "https://evil.example.net/records"`},
+		{"pool, a silo tenant", "pa", "sa", nil, `tenant "sa" is not a tenant of pool`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := r.Function(registerPkg, tc.function)
+			if f == nil {
+				t.Fatalf("no Register serves %s", tc.function)
+			}
+			cfg := maps.Clone(r.Tenant(tc.tenant).Config)
+			if tc.edit != nil {
+				tc.edit(cfg)
+			}
+			payload, _ := json.Marshal(map[string]any{"tenant": cfg, "executionName": "forged", "chunk": 0,
+				"source": map[string]any{"bucket": r.Bucket, "key": r.Tenant(tc.tenant).Prefix + "a.csv"}})
+			res, err := f.Invoke(ctx, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct{ ErrorMessage string }
+			json.Unmarshal(res.Payload, &e)
+			if res.ErrorType != "PermanentError" || !strings.Contains(e.ErrorMessage, tc.want) {
+				t.Errorf("got %s %s, want a PermanentError containing %q", res.ErrorType, res.Payload, tc.want)
+			}
+		})
+	}
+	if got := r.Sink.Total(); got != sent {
+		t.Errorf("the sink got %d records after the forged requests, want none", got-sent)
+	}
 }
