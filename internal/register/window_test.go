@@ -141,7 +141,7 @@ func TestWindowCarried(t *testing.T) {
 // written before the window, or at maxRecordsInFlight, starts at maxRecordsInFlight. 24 records
 // of 24 keys in chunks of 12, maxRecordsInFlight 4; the core system holds the first window's
 // worth of requests a while (a window of 4 sends its other two meanwhile) and fails the test if
-// more are in flight at once.
+// more are in flight before the first answer.
 func TestKeyedWindowCarried(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -166,15 +166,18 @@ func TestKeyedWindowCarried(t *testing.T) {
 			if tt.stored != "" {
 				fake.Put(work, key, &sourcetest.Object{Data: []byte(tt.stored)})
 			}
+			// The window is what is sent before the first answer; answers grow it (to 3 after 2),
+			// so what is in flight later depends on the machine's timing and is not checked.
 			core := newKeyedCore(t, tt.want, keys, int64(tt.chunk*12+1))
+			core.firstWindow = true
 			core.answer = holdFirst(tt.want, 200*time.Millisecond)
 			h := keyedHandler(fake, core, io.Discard)
 			res, err := h.Handle(context.Background(), req)
 			if err != nil || !res.Done {
 				t.Fatalf("got %v, done %v; want the segment registered", err, res.Done)
 			}
-			if core.peak != tt.want {
-				t.Errorf("got a peak of %d in flight, want %d", core.peak, tt.want)
+			if core.firstPeak != tt.want {
+				t.Errorf("got %d in flight before the first answer, want %d", core.firstPeak, tt.want)
 			}
 			// 12 answers from 2 bring the window back to 4 (2 + 3 + ... ): nothing left to carry.
 			if put := string(fake.Puts[work+"/"+key]); strings.Contains(put, "window") {
