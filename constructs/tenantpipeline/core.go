@@ -158,7 +158,7 @@ func (c *Pipeline) newQueue(manyGroups bool) awssqs.Queue {
 // encrypted with the key, and its role under RolePath, the path BucketWriteDeny exempts.
 func (c *Pipeline) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string) (awslambda.Function, awslogs.LogGroup) {
 	logs := awslogs.NewLogGroup(c.scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{Retention: c.shared.LogRetention, EncryptionKey: c.enc.keyOrNil()})
-	fn := newGoFunction(c.scope, id, pkg, code, timeout, memoryMB, env, logs, c.describe(id, pkg))
+	fn := newGoFunction(c.scope, id, pkg, code, timeout, memoryMB, env, logs, c.describe(id, pkg), c.enc.keyOrNil())
 	if role, ok := fn.Role().(awsiam.Role); ok {
 		role.Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(c.shared.RolePath))
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -265,14 +266,20 @@ func (t *TenantPipeline) grantSequence() {
 }
 
 // newGoFunction creates a function of one of this module's Go packages (provided.al2023, arm64),
-// logging to logs, with the package in its metadata for the local run (MetadataSource).
+// logging to logs, with the package in its metadata for the local run (MetadataSource). With a
+// customer-managed key (nil: none), Lambda encrypts the environment with it (KmsKeyArn): a
+// controller's environment holds its tenant's settings. Lambda decrypts it at init through a KMS
+// grant for the function's role, made when the function is created or updated (CDK adds no role
+// statement for it, nor does this), so the principal that deploys must be allowed to use the key:
+// the key policy's account statement lets IAM allow it. The page lists the KMS actions:
+// https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars-encryption.html
 func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string,
-	logs awslogs.ILogGroup, description string) awslambda.Function {
+	logs awslogs.ILogGroup, description string, key awskms.IKey) awslambda.Function {
 	vars := map[string]*string{}
 	for k, v := range env {
 		vars[k] = jsii.String(v)
 	}
-	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+	props := &awslambda.FunctionProps{
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
@@ -282,7 +289,11 @@ func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Co
 		Environment:  &vars,
 		LogGroup:     logs,
 		Description:  jsii.String(description),
-	})
+	}
+	if key != nil {
+		props.EnvironmentEncryption = key
+	}
+	fn := awslambda.NewFunction(scope, jsii.String(id), props)
 	fn.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(MetadataSource), pkg)
 	return fn
 }
