@@ -198,8 +198,8 @@ func keyPolicyStatements(t *testing.T, built *stacks.App) []map[string]any {
 }
 
 // TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups: EventBridge may use the key only for
-// the app's rules, CloudWatch Logs only for its log groups; with an existing bucket the key gets a
-// stack of its own and the same policy.
+// the app's rules, CloudWatch Logs only for its log groups, vended log delivery only for the key's
+// account; with an existing bucket the key gets a stack of its own and the same policy.
 func TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups(t *testing.T) {
 	for _, o := range []stacks.Options{{}, {BucketName: "existing-ingest-bucket"}} {
 		t.Run(cmpOr(o.BucketName, "ingest stack"), func(t *testing.T) {
@@ -218,6 +218,18 @@ func TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups(t *testing.T) {
 					if acts, _ := json.Marshal(s["Action"]); string(acts) != `["kms:Decrypt","kms:GenerateDataKey"]` {
 						t.Errorf("got EventBridge's actions %s, want kms:Decrypt and kms:GenerateDataKey", acts)
 					}
+				case strings.Contains(string(principal), "delivery.logs.amazonaws.com"):
+					// CDK's state machine adds an Allow of its own without a condition; the Deny of
+					// every other encryption context is what scopes the service to the account.
+					if s["Effect"] == "Deny" {
+						found["delivery"] = true
+						if !strings.Contains(string(cond), `{"StringNotEquals":{"kms:EncryptionContext:SourceArn":`) || !strings.Contains(string(cond), `:logs:`) {
+							t.Errorf("got vended log delivery's Deny condition %s, want StringNotEquals kms:EncryptionContext:SourceArn the account's logs", cond)
+						}
+						if acts, _ := json.Marshal(s["Action"]); string(acts) != `"kms:Decrypt*"` {
+							t.Errorf("got vended log delivery's Deny of %s, want kms:Decrypt*, what its Allows grant", acts)
+						}
+					}
 				case strings.Contains(string(principal), `"logs.`):
 					found["logs"] = true
 					if !strings.Contains(string(cond), `"kms:EncryptionContext:aws:logs:arn"`) || !strings.Contains(string(cond), `log-group:TenantPipeline-*`) ||
@@ -226,8 +238,8 @@ func TestEncryptionKeyPolicyLetsOnlyTheAppsRulesAndLogGroups(t *testing.T) {
 					}
 				}
 			}
-			if !found["events"] || !found["logs"] {
-				t.Errorf("got statements for %v, want EventBridge and CloudWatch Logs", found)
+			if !found["events"] || !found["logs"] || !found["delivery"] {
+				t.Errorf("got statements for %v, want EventBridge, CloudWatch Logs and vended log delivery", found)
 			}
 			// The pattern must match the names CloudFormation gives: every stack of the app starts
 			// with the prefix, so do its rules' and log groups' generated names.

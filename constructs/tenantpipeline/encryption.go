@@ -307,9 +307,16 @@ func stackKeyPolicy(partition, region, account, generated, vended string) KeyPol
 //     (kms:EncryptionContext:aws:logs:arn)
 //     https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
 //   - vended log delivery (delivery.logs.amazonaws.com), kms:Decrypt, which Step Functions'
-//     logging with a customer-managed key needs; AWS documents no condition for it, and CDK's own
-//     state machine adds it without one.
-//     https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html
+//     logging with a customer-managed key needs
+//     (https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html), only for the
+//     key's own account's logs: the data keys of a state machine's log delivery are made under the
+//     encryption context SourceArn arn:<partition>:logs:<region>:<account>:* (the context Step
+//     Functions documents for the state machine role's kms:GenerateDataKey, and which CDK's state
+//     machine grants by), and a Decrypt must name the context its data key was made with. CDK's
+//     state machine adds its own Allow for the service with no condition to a key it can change;
+//     a Deny of kms:Decrypt* under any other context (or none) beats it, so the key serves no
+//     other account's delivery. Were the context ever absent, the Deny refuses: the workflows'
+//     logs stop, never their executions.
 func (k KeyPolicy) Statements() []map[string]any {
 	var out []map[string]any
 	if len(k.RuleARNs) > 0 {
@@ -339,9 +346,22 @@ func (k KeyPolicy) Statements() []map[string]any {
 			"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
 			"Action":    "kms:Decrypt*",
 			"Resource":  "*",
+			"Condition": map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:SourceArn": k.deliverySource()}},
+		}, map[string]any{
+			"Sid":       "TenantPipelineVendedLogDeliveryOnlyForThisAccount",
+			"Effect":    "Deny",
+			"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
+			"Action":    "kms:Decrypt*",
+			"Resource":  "*",
+			"Condition": map[string]any{"StringNotEquals": map[string]any{"kms:EncryptionContext:SourceArn": k.deliverySource()}},
 		})
 	}
 	return out
+}
+
+// deliverySource is the encryption context SourceArn of the account's vended log delivery.
+func (k KeyPolicy) deliverySource() string {
+	return fmt.Sprintf("arn:%s:logs:%s:%s:*", k.Partition, k.Region, k.Account)
 }
 
 // JSON is Statements as an indented JSON array, to paste into a key policy's "Statement".

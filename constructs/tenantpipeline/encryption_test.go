@@ -7,7 +7,8 @@ import (
 )
 
 // The key policy names exactly the services that call KMS in their own name, each scoped: the
-// rules of the app's stacks for EventBridge, its log groups for CloudWatch Logs.
+// rules of the app's stacks for EventBridge, its log groups for CloudWatch Logs, the key's
+// account for vended log delivery.
 func TestKeyPolicyStatements(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -21,11 +22,14 @@ func TestKeyPolicyStatements(t *testing.T) {
 			`"Principal":{"Service":"logs.eu-west-1.amazonaws.com"}`,
 			`"kms:EncryptionContext:aws:logs:arn":["arn:aws:logs:eu-west-1:111122223333:log-group:TenantPipeline-*",` +
 				`"arn:aws:logs:eu-west-1:111122223333:log-group:/aws/vendedlogs/states/TenantPipeline-*"]`,
+			`"Principal":{"Service":"delivery.logs.amazonaws.com"}`,
 		}},
 		{"stack", StackKeyPolicy("aws-cn", "cn-north-1", "111122223333", "MyPipeline"), []string{
 			`"arn:aws-cn:events:cn-north-1:111122223333:rule/MyPipeline-*"`,
 			`"arn:aws-cn:logs:cn-north-1:111122223333:log-group:/aws/vendedlogs/states/MyPipeline/*"`,
 			`"Principal":{"Service":"logs.cn-north-1.amazonaws.com"}`,
+			`"Condition":{"StringEquals":{"kms:EncryptionContext:SourceArn":"arn:aws-cn:logs:cn-north-1:111122223333:*"}}`,
+			`"Condition":{"StringNotEquals":{"kms:EncryptionContext:SourceArn":"arn:aws-cn:logs:cn-north-1:111122223333:*"}},"Effect":"Deny"`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,13 +43,13 @@ func TestKeyPolicyStatements(t *testing.T) {
 				}
 			}
 			var back []map[string]any
-			if err := json.Unmarshal([]byte(tc.policy.JSON()), &back); err != nil || len(back) != 3 {
-				t.Errorf("got JSON %s (%v), want the 3 statements", tc.policy.JSON(), err)
+			if err := json.Unmarshal([]byte(tc.policy.JSON()), &back); err != nil || len(back) != 4 {
+				t.Errorf("got JSON %s (%v), want the 4 statements", tc.policy.JSON(), err)
 			}
-			// No statement for EventBridge without its condition: the grant is scoped.
+			// No service statement without its condition: every grant is scoped.
 			for _, s := range tc.policy.Statements() {
-				if p, _ := json.Marshal(s["Principal"]); strings.Contains(string(p), "events.") && s["Condition"] == nil {
-					t.Errorf("got an unconditioned EventBridge statement %v", s)
+				if s["Condition"] == nil {
+					t.Errorf("got an unconditioned statement %v", s)
 				}
 			}
 		})
