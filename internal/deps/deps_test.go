@@ -36,8 +36,8 @@ var synthSide = []string{
 // wiring; a new import here is a new duty of the function, and should be a decision.
 var lambdaRoles = map[string][]string{
 	"lambdas/controller": {"internal/awsconfig", "internal/controller", "internal/pipeline", "internal/router", "internal/tenantcreds"},
-	"lambdas/register":   {"internal/awsconfig", "internal/pipeline", "internal/register", "internal/split", "internal/tenantcreds"},
-	"lambdas/split":      {"internal/awsconfig", "internal/pipeline", "internal/split", "internal/tenantcreds"},
+	"lambdas/register":   {"internal/awsconfig", "internal/deployed", "internal/pipeline", "internal/register", "internal/split", "internal/tenantcreds"},
+	"lambdas/split":      {"internal/awsconfig", "internal/deployed", "internal/pipeline", "internal/split", "internal/tenantcreds"},
 }
 
 // cdkModules are the CDK's Go bindings (jsii): a Lambda that linked them would carry the jsii

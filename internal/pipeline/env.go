@@ -48,9 +48,9 @@ const (
 
 	// Register.
 	EnvHTTPTimeoutSeconds = "HTTP_TIMEOUT_SECONDS" // per-request timeout towards the core system
-	// EnvDeployedTenant is a silo Register's JSON of Tenant, the settings it was deployed with:
-	// the request's core system URL, secret and sink must be these (register.Deployed). A pool's
-	// Register reads its pool's settings file instead (EnvPoolSettings).
+	// EnvDeployedTenant is a silo Split's and Register's JSON of Tenant, the settings they were
+	// deployed with: a request's tenant, core system URLs, secret and sink must be these
+	// (internal/deployed). A pool's read their pool's settings file instead (EnvPoolSettings).
 	EnvDeployedTenant = "DEPLOYED_TENANT"
 	// EnvRequestShares is how Register divides a core system's requests in flight among its
 	// running files: RequestSharesShared (unset: the default) or RequestSharesStatic.

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
@@ -76,8 +77,8 @@ type Handler struct {
 	// core system's adaptive limits).
 	ForTenant func(tenant string) (*TenantClients, error)
 	// Deployed, when set, gives the settings the function was deployed with; a request whose core
-	// system URL, secret or sink differ from them is refused (deployed.go). Nil: not checked.
-	Deployed Deployed
+	// system URLs, secret or sink differ from them is refused (deployed.Check). Nil: not checked.
+	Deployed deployed.Settings
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error // Default: a timer under the context.
 	limiters limiters                                   // the current file's token bucket
@@ -152,7 +153,7 @@ func (m *memFile) span(i int) (pipeline.ChunkSpan, bool) {
 }
 
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
-	if err := checkDeployed(h.Deployed, req); err != nil {
+	if err := deployed.Check(h.Deployed, req.Tenant, req.Source); err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", "tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.ChunkResult{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/source"
 	"github.com/example/tenantpipeline/internal/split"
@@ -81,7 +82,7 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: file + ": the Register function has no " + pipeline.EnvWorkBucket + " for the small-file path"}
 	}
 	// Refused before the file is read: a request that is not the deployed settings' reads nothing.
-	if err := checkDeployed(s.Register.Deployed, pipeline.ChunkRequest{Tenant: in.Tenant, Source: in.Source}); err != nil {
+	if err := deployed.Check(s.Register.Deployed, in.Tenant, in.Source); err != nil {
 		log.Error("small file failed", "errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SmallFileResult{}, err
 	}

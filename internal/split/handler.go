@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
 	"github.com/example/tenantpipeline/internal/results"
@@ -56,8 +57,12 @@ type Handler struct {
 	Now func() time.Time
 	// HTTP posts a file's completion to its core system's completeUrl (complete.go); nil: the
 	// completion is recorded as failed.
-	HTTP  Doer
-	sleep func(context.Context, time.Duration) error // Default: a timer under the context.
+	HTTP Doer
+	// Deployed, when set, gives the settings the function was deployed with: Invoke refuses a
+	// request for a tenant it was not deployed for, or whose core system URLs, secret or sink
+	// differ, before any session is made or object read (deployed.Check). Nil: not checked.
+	Deployed deployed.Settings
+	sleep    func(context.Context, time.Duration) error // Default: a timer under the context.
 }
 
 // Handle is the Split task. It returns only the *pipeline error types, unwrapped, because the

@@ -463,3 +463,68 @@ func keysOf(m map[string][]byte) []string {
 	}
 	return ks
 }
+
+// Invoke refuses a Split or results request for a tenant the function was not deployed for, or
+// whose core system URLs differ from the deployed settings', before any session is asked for or
+// object read; the deployed settings' request runs.
+func TestInvokeRefusesSettingsNotDeployed(t *testing.T) {
+	data := csvRows(3)
+	deployedTenant := tenant()
+	deployedTenant.Prefix = "pools/p/t1/"
+	deployedTenant.CoreSystem = &pipeline.CoreSystem{Name: "core", CompleteURL: "https://core.example.com/done"}
+	settings := func(id string) (pipeline.Tenant, error) {
+		if id != deployedTenant.ID {
+			return pipeline.Tenant{}, fmt.Errorf("tenant %q is not a tenant of pool p", id)
+		}
+		return deployedTenant, nil
+	}
+	src := pipeline.Source{Bucket: ingest, Key: "pools/p/t1/a.csv", ETag: "e", Size: int64(len(data))}
+	for _, tc := range []struct {
+		name string
+		kind string
+		edit func(*pipeline.Tenant)
+		want string // "" for accepted
+	}{
+		{"split, the deployed settings", "", nil, ""},
+		{"split, another completeUrl", "", func(t *pipeline.Tenant) {
+			t.CoreSystem = &pipeline.CoreSystem{Name: "core", CompleteURL: "https://evil.example.net/"}
+		},
+			`the request's coreSystem.completeUrl "https://evil.example.net/"`},
+		{"split, a tenant of no deployed settings", "", func(t *pipeline.Tenant) { t.ID = "acme" }, `tenant "acme" is not a tenant of pool p`},
+		{"results, a tenant of no deployed settings", pipeline.TaskResults, func(t *pipeline.Tenant) { t.ID = "acme" }, `tenant "acme" is not a tenant of pool p`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := sourcetest.NewFakeS3()
+			store.Put(ingest, src.Key, &sourcetest.Object{Data: data, ETag: "e"})
+			var asked []string
+			h := newHandler(store)
+			h.Deployed = settings
+			h.ForTenant = func(id string) (ObjectAPI, error) { asked = append(asked, id); return store, nil }
+			ten := deployedTenant
+			if tc.edit != nil {
+				tc.edit(&ten)
+			}
+			var in []byte
+			if tc.kind == pipeline.TaskResults {
+				in, _ = json.Marshal(pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusFailed, ExecutionName: "exec-1",
+					State: pipeline.ResultsState{Tenant: ten, Source: src}})
+			} else {
+				in, _ = json.Marshal(pipeline.SplitRequest{Tenant: ten, Source: src, ExecutionName: "exec-1"})
+			}
+			_, err := h.Invoke(context.Background(), in)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want the file split", err)
+				}
+				return
+			}
+			var pe *pipeline.PermanentError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want a PermanentError containing %q", err, tc.want)
+			}
+			if len(asked) != 0 || len(store.Gets) != 0 || len(store.Puts) != 0 {
+				t.Errorf("got sessions %v, %d GETs and %d writes, want none", asked, len(store.Gets), len(store.Puts))
+			}
+		})
+	}
+}

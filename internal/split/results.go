@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/records"
@@ -49,13 +50,28 @@ func (h *Handler) Invoke(ctx context.Context, in json.RawMessage) (any, error) {
 		if err := json.Unmarshal(in, &req); err != nil {
 			return nil, &pipeline.PermanentError{Message: "the results request: " + pipeline.JSONProblem(err, "")}
 		}
+		if err := h.checkDeployed(req.State.Tenant, req.State.Source, req.ExecutionName); err != nil {
+			return nil, err
+		}
 		return struct{}{}, h.Results(ctx, req)
 	}
 	var req pipeline.SplitRequest
 	if err := json.Unmarshal(in, &req); err != nil {
 		return nil, &pipeline.PermanentError{Message: "the split request: " + pipeline.JSONProblem(err, "")}
 	}
+	if err := h.checkDeployed(req.Tenant, req.Source, req.ExecutionName); err != nil {
+		return nil, err
+	}
 	return h.Handle(ctx, req)
+}
+
+// checkDeployed refuses, and logs, a request that is not the deployed settings' (Deployed).
+func (h *Handler) checkDeployed(t pipeline.Tenant, src pipeline.Source, execution string) error {
+	err := deployed.Check(h.Deployed, t, src)
+	if err != nil {
+		h.Log.Error("request refused", "tenant", t.ID, "execution", execution, "errorType", source.ErrorType(err), "error", err.Error())
+	}
+	return err
 }
 
 // Results writes a file execution's results under results/<tenant>/<execution>/: the rejected

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/register"
 	"github.com/example/tenantpipeline/internal/split"
@@ -35,9 +36,9 @@ func main() {
 		logger.Error("register cannot start", "error", err)
 		os.Exit(1)
 	}
-	// The settings it was deployed with: a request's core system URL, secret and sink must be
-	// these (register.Deployed).
-	deployed, err := register.DeployedFromEnv(os.Getenv)
+	// The settings it was deployed with: a request's core system URLs, secret and sink must be
+	// these (deployed.Check).
+	settings, err := deployed.FromEnv(os.Getenv)
 	if err != nil {
 		logger.Error("register cannot start", "error", err)
 		os.Exit(1)
@@ -61,7 +62,7 @@ func main() {
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
 		Pool:             os.Getenv(pipeline.EnvMetricsPool),
-		Deployed:         deployed,
+		Deployed:         settings,
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
 		// A pool's Register reads, writes and fetches secrets as the execution's tenant.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
+	"github.com/example/tenantpipeline/internal/deployed"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/split"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
@@ -34,7 +35,15 @@ func main() {
 		logger.Error("split cannot load the AWS SDK configuration", "error", err)
 		os.Exit(1)
 	}
+	// The settings it was deployed with: a request's tenant and core system URLs must be these
+	// (deployed.Check).
+	settings, err := deployed.FromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("split cannot start", "error", err)
+		os.Exit(1)
+	}
 	h := &split.Handler{
+		Deployed:   settings,
 		S3:         s3.NewFromConfig(cfg, awsconfig.S3Options),
 		WorkBucket: workBucket,
 		Log:        logger,

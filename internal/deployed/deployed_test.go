@@ -1,4 +1,4 @@
-package register
+package deployed
 
 import (
 	"encoding/json"
@@ -22,11 +22,11 @@ func deployedTenant(id string, edit func(*pipeline.Tenant)) pipeline.Tenant {
 	return t
 }
 
-// TestCheckDeployed: a request is refused as a PermanentError naming the field when its tenant is
+// TestCheck: a request is refused as a PermanentError naming the field when its tenant is
 // not deployed, or its registerUrl, lookupUrl, completeUrl, secret or DynamoDB sink differ from the deployed settings';
 // the same settings pass, and so does any request without deployed settings to check.
-func TestCheckDeployed(t *testing.T) {
-	deployed := Deployed(func(id string) (pipeline.Tenant, error) {
+func TestCheck(t *testing.T) {
+	deployed := Settings(func(id string) (pipeline.Tenant, error) {
 		switch id {
 		case "acme":
 			return deployedTenant("acme", nil), nil
@@ -40,7 +40,7 @@ func TestCheckDeployed(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name     string
-		deployed Deployed
+		deployed Settings
 		tenant   pipeline.Tenant
 		want     string // "" for accepted
 	}{
@@ -77,7 +77,7 @@ func TestCheckDeployed(t *testing.T) {
 		}), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkDeployed(tc.deployed, pipeline.ChunkRequest{Tenant: tc.tenant})
+			err := Check(tc.deployed, tc.tenant, pipeline.Source{Bucket: "b", Key: "k"})
 			if tc.want == "" {
 				if err != nil {
 					t.Errorf("got %v, want none", err)
@@ -92,9 +92,9 @@ func TestCheckDeployed(t *testing.T) {
 	}
 }
 
-// TestDeployedFromEnv: a silo Register's settings come from DEPLOYED_TENANT, a pool's from its
+// TestFromEnv: a silo Register's settings come from DEPLOYED_TENANT, a pool's from its
 // settings file; neither is no check; a variable that is not a tenant's JSON fails start-up.
-func TestDeployedFromEnv(t *testing.T) {
+func TestFromEnv(t *testing.T) {
 	acme := deployedTenant("acme", nil)
 	silo, _ := json.Marshal(acme)
 	file, err := poolsettings.Encode(&pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: "p", Prefix: "pools/p/",
@@ -119,7 +119,7 @@ func TestDeployedFromEnv(t *testing.T) {
 		{"no such file", map[string]string{pipeline.EnvPoolSettings: path + ".gone"}, true, "POOL_SETTINGS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := DeployedFromEnv(func(k string) string { return tc.env[k] })
+			d, err := FromEnv(func(k string) string { return tc.env[k] })
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("got %v, want an error containing %q", err, tc.wantErr)

@@ -1,4 +1,9 @@
-package register
+// Package deployed holds the settings a function was deployed with, by tenant, and checks a
+// request against them: where a tenant's records go and with which credentials (its core system's
+// URLs, its secret, its DynamoDB sink) is the deployed settings', never a request's alone, so that
+// whoever may invoke Register or Split, or start their state machine, cannot point a tenant's
+// records, secret or file facts anywhere else, nor act for a tenant the function does not serve.
+package deployed
 
 import (
 	"encoding/json"
@@ -11,17 +16,14 @@ import (
 	"github.com/example/tenantpipeline/internal/source"
 )
 
-// Deployed gives the settings a tenant's Register was deployed with, by tenant id. Where the
-// request's records go and with which credentials (the core system's URL, the secret, the
-// DynamoDB sink) is the deployed settings', never the request's alone: a request that disagrees
-// fails as a PermanentError naming the field (checkDeployed), so that whoever may invoke Register
-// or start its state machine cannot point a tenant's records or secret anywhere else.
-type Deployed func(tenant string) (pipeline.Tenant, error)
+// Settings gives the settings a function was deployed with, by tenant id; an error for a tenant
+// it was not deployed for.
+type Settings func(tenant string) (pipeline.Tenant, error)
 
-// DeployedFromEnv reads the deployed settings from the function's environment: a silo tenant's
+// FromEnv reads the deployed settings from the function's environment: a silo tenant's
 // EnvDeployedTenant, or the pool's settings file (EnvPoolSettings). Neither set: nil, and
-// requests are not checked (a Register deployed without them).
-func DeployedFromEnv(getenv func(string) string) (Deployed, error) {
+// requests are not checked (a function deployed without them).
+func FromEnv(getenv func(string) string) (Settings, error) {
 	if v := getenv(pipeline.EnvDeployedTenant); v != "" {
 		var t pipeline.Tenant
 		if err := json.Unmarshal([]byte(v), &t); err != nil {
@@ -29,7 +31,7 @@ func DeployedFromEnv(getenv func(string) string) (Deployed, error) {
 		}
 		return func(id string) (pipeline.Tenant, error) {
 			if id != t.ID {
-				return pipeline.Tenant{}, fmt.Errorf("this Register was deployed for tenant %q", t.ID)
+				return pipeline.Tenant{}, fmt.Errorf("this function was deployed for tenant %q", t.ID)
 			}
 			return t, nil
 		}, nil
@@ -51,24 +53,23 @@ func DeployedFromEnv(getenv func(string) string) (Deployed, error) {
 	}, nil
 }
 
-// checkDeployed refuses a request whose tenant is not one Register was deployed for, or whose
+// Check refuses a request whose tenant is not one the function was deployed for, or whose
 // core system URLs (registerUrl, lookupUrl, completeUrl), secret or DynamoDB sink differ from the deployed settings', naming the field.
 // An execution started before a deploy changed them carries the old ones: it fails here, and a
 // replay of the file starts with the new ones.
-func checkDeployed(d Deployed, req pipeline.ChunkRequest) error {
+func Check(d Settings, t pipeline.Tenant, src pipeline.Source) error {
 	if d == nil {
 		return nil
 	}
 	permanent := func(format string, a ...any) error {
-		return &pipeline.PermanentError{Message: source.Name(req.Source) + ": " + fmt.Sprintf(format, a...)}
+		return &pipeline.PermanentError{Message: source.Name(src) + ": " + fmt.Sprintf(format, a...)}
 	}
-	t := req.Tenant
 	dt, err := d(t.ID)
 	if err != nil {
 		return permanent("the request's tenant %q: %v", t.ID, err)
 	}
 	differs := func(field, got, want string) error {
-		return permanent("tenant %q: the request's %s %q is not the deployed %q: Register takes it from its deployed settings, "+
+		return permanent("tenant %q: the request's %s %q is not the deployed %q: the function takes it from its deployed settings, "+
 			"never from a request alone (an execution started before a deploy changed it: replay the file)", t.ID, field, got, want)
 	}
 	if t.RegisterURL != dt.RegisterURL {
