@@ -94,11 +94,12 @@ type pipelineProps struct {
 	WorkflowLogGroupName string
 	// ControllerCode is the controller's code; nil for the bundled package alone.
 	ControllerCode awslambda.Code
-	// RegisterFiles are files bundled beside the bundled Register's executable (a pool's settings
-	// file), and RegisterEnv its variables naming the settings it was deployed with
-	// (register.Deployed): a request's core system URL, secret and sink must be those.
-	RegisterFiles map[string][]byte
-	RegisterEnv   map[string]string
+	// DeployedFiles are files bundled beside Split's and the bundled Register's executables (a
+	// pool's settings file), and DeployedEnv their variables naming the settings they were
+	// deployed with (internal/deployed): a request's tenant, core system URLs, secret and sink
+	// must be those.
+	DeployedFiles map[string][]byte
+	DeployedEnv   map[string]string
 	// ControllerEnv is the tier's own environment of the controller: where a tenant's settings
 	// come from.
 	ControllerEnv map[string]string
@@ -184,9 +185,15 @@ func (c *Pipeline) addWorkflow(p pipelineProps) {
 		}
 		return env
 	}
-	c.Split = c.ownFunction("Split", pkgSplit, lambdaCode(pkgSplit), s.SplitTimeout, s.SplitMemoryMB, metricsPool(map[string]string{
+	deployedEnv := func(env map[string]string) map[string]string {
+		for k, v := range p.DeployedEnv {
+			env[k] = v
+		}
+		return env
+	}
+	c.Split = c.ownFunction("Split", pkgSplit, lambdaCodeWith(pkgSplit, p.DeployedFiles), s.SplitTimeout, s.SplitMemoryMB, metricsPool(deployedEnv(map[string]string{
 		pipeline.EnvWorkBucket: *p.Bucket.BucketName(),
-	}))
+	})))
 	c.Register = p.Register
 	if c.Register == nil {
 		env := map[string]string{
@@ -198,10 +205,7 @@ func (c *Pipeline) addWorkflow(p pipelineProps) {
 			// The SmallFile task writes the manifest and the results, as Split does.
 			env[pipeline.EnvWorkBucket] = *p.Bucket.BucketName()
 		}
-		for k, v := range p.RegisterEnv {
-			env[k] = v
-		}
-		c.bundled = c.ownFunction("Register", pkgRegister, lambdaCodeWith(pkgRegister, p.RegisterFiles), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(env))
+		c.bundled = c.ownFunction("Register", pkgRegister, lambdaCodeWith(pkgRegister, p.DeployedFiles), s.RegisterTimeout, s.RegisterMemoryMB, metricsPool(deployedEnv(env)))
 		c.Register = c.bundled
 	}
 	logs := awslogs.NewLogGroup(c.scope, jsii.String("WorkflowLogs"), &awslogs.LogGroupProps{

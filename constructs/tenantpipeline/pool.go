@@ -398,8 +398,8 @@ func (t *TenantPool) build() {
 		WorkflowLogGroupName:  VendedLogsPrefix + *awscdk.Stack_Of(t.Construct).StackName() + "/pool-" + p.Name,
 		ControllerCode:        code,
 		ControllerEnv:         env,
-		RegisterFiles:         map[string][]byte{pipeline.PoolSettingsFile: settings},
-		RegisterEnv:           map[string]string{pipeline.EnvPoolSettings: pipeline.PoolSettingsFile},
+		DeployedFiles:         map[string][]byte{pipeline.PoolSettingsFile: settings},
+		DeployedEnv:           map[string]string{pipeline.EnvPoolSettings: pipeline.PoolSettingsFile},
 		MaximumConcurrency:    p.MaximumConcurrency,
 		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
 	})

@@ -137,7 +137,7 @@ func (t *TenantPipeline) build() {
 		Register:              p.RegisterFunction,
 		WorkflowLogGroupName:  t.workflowLogGroupName(),
 		ControllerEnv:         env,
-		RegisterEnv:           map[string]string{pipeline.EnvDeployedTenant: env[pipeline.EnvTenant]},
+		DeployedEnv:           map[string]string{pipeline.EnvDeployedTenant: env[pipeline.EnvTenant]},
 		ReservedConcurrency:   p.ControllerReservedConcurrency,
 		StatusRuleDescription: fmt.Sprintf("Ends of tenant %s's file executions to its controller (wake-up)", tenant.ID),
 	})

@@ -131,11 +131,12 @@ const deployedTenants = `{"tenants": [
   {"id": "pb", "tier": "pool", "registerUrl": "https://core.example.com/records"}
 ]}`
 
-// Register takes where records go from its deployed settings, never from the request alone: in
-// both tiers the tenants' files are registered (the run's settings and the request's agree), and
-// a direct invoke of Register with the tenant's settings but another registerUrl, or a tenant it
-// was not deployed for, fails as a PermanentError naming the field, with nothing sent.
-func TestScenarioRegisterTakesDeployedSettings(t *testing.T) {
+// Split and Register take where records go from their deployed settings, never from the request
+// alone: in both tiers the tenants' files are registered (the run's settings and the request's
+// agree), and a direct invoke of either with the tenant's settings but another registerUrl, or a
+// tenant it was not deployed for (a silo tenant's id sent to the pool's), fails as a
+// PermanentError naming the field, with nothing sent and no tenant session asked for.
+func TestScenarioSplitAndRegisterTakeDeployedSettings(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, deployedTenants, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -150,20 +151,23 @@ func TestScenarioRegisterTakesDeployedSettings(t *testing.T) {
 		return true
 	})
 	sent := r.Sink.Total()
+	evil := func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }
 	for _, tc := range []struct {
-		name, function, tenant string
-		edit                   func(cfg map[string]any)
-		want                   string
+		name, pkg, function, tenant string
+		edit                        func(cfg map[string]any)
+		want                        string
 	}{
-		{"silo, another URL", "sa", "sa", func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }, `the request's registerUrl "https://evil.example.net/records"`},
-		{"silo, another tenant", "sa", "pa", nil, `this Register was deployed for tenant "sa"`},
-		{"pool, another URL", "pa", "pb", func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }, `the request's registerUrl "https://evil.example.net/records"`},
-		{"pool, a silo tenant", "pa", "sa", nil, `tenant "sa" is not a tenant of pool`},
+		{"silo Register, another URL", registerPkg, "sa", "sa", evil, `the request's registerUrl "https://evil.example.net/records"`},
+		{"silo Register, another tenant", registerPkg, "sa", "pa", nil, `this function was deployed for tenant "sa"`},
+		{"pool Register, another URL", registerPkg, "pa", "pb", evil, `the request's registerUrl "https://evil.example.net/records"`},
+		{"pool Register, a silo tenant", registerPkg, "pa", "sa", nil, `tenant "sa" is not a tenant of pool`},
+		{"silo Split, another URL", "lambdas/split", "sa", "sa", evil, `the request's registerUrl "https://evil.example.net/records"`},
+		{"pool Split, a silo tenant", "lambdas/split", "pa", "sa", nil, `tenant "sa" is not a tenant of pool`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := r.Function(registerPkg, tc.function)
+			f := r.Function(tc.pkg, tc.function)
 			if f == nil {
-				t.Fatalf("no Register serves %s", tc.function)
+				t.Fatalf("no %s serves %s", tc.pkg, tc.function)
 			}
 			cfg := maps.Clone(r.Tenant(tc.tenant).Config)
 			if tc.edit != nil {
@@ -184,5 +188,9 @@ func TestScenarioRegisterTakesDeployedSettings(t *testing.T) {
 	}
 	if got := r.Sink.Total(); got != sent {
 		t.Errorf("the sink got %d records after the forged requests, want none", got-sent)
+	}
+	// A silo tenant has no pool session: none was asked for in its name.
+	if got := r.auth.SessionTenants(); slices.Contains(got, "sa") {
+		t.Errorf("got tenant sessions %v, want none of the silo tenant sa", got)
 	}
 }
