@@ -44,7 +44,8 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	vars := spec.Variables
 	// The harness points every tenant at the register endpoint of the run by rewriting registerUrl in
 	// the TENANT variable; the controller passes it into every execution, so Split and Register see
-	// it. A silo Register's DEPLOYED_TENANT, which a request must agree with, is rewritten alike.
+	// it. A silo Split's and Register's DEPLOYED_TENANT, which a request must agree with, is
+	// rewritten alike.
 	for _, name := range []string{pipeline.EnvTenant, pipeline.EnvDeployedTenant} {
 		if t, ok := vars[name]; ok {
 			v, err := r.pointAtSink(t)
@@ -64,8 +65,8 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	var pool *pipeline.PoolSettings
 	poolName := vars[pipeline.EnvPool]
 	if poolName != "" || vars[pipeline.EnvPoolSettings] != "" {
-		// A pool's Register names no pool, only the settings file it checks requests against: it
-		// is the pool's function all the same (Run.Function), but serves no tenant's mapping.
+		// A pool's Split and Register name no pool, only the settings file they check requests
+		// against: they are the pool's functions all the same (Run.Function), but serve no mapping.
 		s, err := r.poolSettings(fr, id.Ref, assetDir, vars)
 		if err != nil {
 			return nil, err
@@ -93,7 +94,8 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	if t, ok := r.cfg.Lambda.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
-	// The tenant a function serves: a silo controller's TENANT, or a silo Register's DEPLOYED_TENANT.
+	// The tenant a function serves: a silo controller's TENANT, or a silo Split's or Register's
+	// DEPLOYED_TENANT.
 	if t := cmp.Or(vars[pipeline.EnvTenant], vars[pipeline.EnvDeployedTenant]); t != "" {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
