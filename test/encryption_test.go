@@ -503,6 +503,14 @@ func TestEncryptionInYourOwnApp(t *testing.T) {
 				SharedProps: tenantpipeline.SharedProps{EncryptionKey: key},
 			})
 			tpl := assertions.Template_FromStack(stack, nil)
+			// Every role of the construct that calls a store holds the key for it.
+			missing, checked := rolesMissingTheKey(stack)
+			for _, m := range missing {
+				t.Error(m)
+			}
+			if checked < 5 {
+				t.Errorf("checked %d role needs of the construct, want at least 5", checked)
+			}
 			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("policy cannot be changed from this stack")))
 			if imported {
 				if len(*warnings) != 1 {
