@@ -18,8 +18,8 @@ import (
 // Annotations.AcknowledgeWarning.
 const WarningBucketWriteDenyMissing = "tenantpipeline:BucketWriteDenyMissing"
 
-// addBucketDenies puts BucketWriteDeny for rolePath and ops, and BucketUploadDenies for key,
-// rolePath and ops, in the policy of an ingest bucket this app creates, so that no app goes without
+// addBucketDenies puts BucketWriteDeny and BucketReadDeny for rolePath and ops, and
+// BucketUploadDenies for key, rolePath and ops, in the policy of an ingest bucket this app creates, so that no app goes without
 // them by forgetting them, each unless the policy holds it already: the app added it, before or
 // after the construct, or another pipeline or pool on the bucket did. They are added by an aspect,
 // when the app is complete. A bucket the app imports has a policy CDK cannot change, and a policy
@@ -66,8 +66,8 @@ type denyKey struct {
 	ops      string
 }
 
-// bucketDenyAspect adds one construct's BucketWriteDeny and BucketUploadDenies to its bucket's
-// policy (addBucketDenies).
+// bucketDenyAspect adds one construct's BucketWriteDeny, BucketReadDeny and BucketUploadDenies to
+// its bucket's policy (addBucketDenies).
 type bucketDenyAspect struct {
 	scope    constructs.Construct
 	what     string
@@ -84,7 +84,8 @@ func (a *bucketDenyAspect) Visit(node constructs.IConstruct) {
 		return
 	}
 	a.once.Do(func() {
-		want := append([]statement{bucketWriteDeny(a.bucket, a.rolePath, a.ops)}, bucketUploadDenies(a.bucket, a.key, a.rolePath, a.ops)...)
+		want := append([]statement{bucketWriteDeny(a.bucket, a.rolePath, a.ops), bucketReadDeny(a.bucket, a.rolePath, a.ops)},
+			bucketUploadDenies(a.bucket, a.key, a.rolePath, a.ops)...)
 		var clashes []string
 		for _, s := range want {
 			switch {
@@ -111,7 +112,8 @@ func (a *bucketDenyAspect) warn(why string, writeDeny bool) {
 	}
 	awscdk.Annotations_Of(a.scope).AddWarningV2(jsii.String(WarningBucketWriteDenyMissing), jsii.String(fmt.Sprintf(
 		"%s: the ingest bucket %s %s: add the statement of BucketWriteDenyJSON, which keeps everyone but the pipeline's roles (IAM path %s) "+
-			"and the operators from writing its %v prefixes, and the statements of BucketUploadDeniesJSON, which refuse SSE-C, another key, "+
+			"and the operators from writing its %v prefixes, the statement of BucketReadDenyJSON, which keeps them from reading its objects, "+
+			"and the statements of BucketUploadDeniesJSON, which refuse SSE-C, another key, "+
 			"another storage class and writes without If-None-Match, to the bucket's policy (docs/operations.md, \"Who may steer a tenant\", "+
 			"and docs/isolation.md, \"Uploads\")%s",
 		a.what, bucketLabel(a.bucket), why, a.rolePath, controlPrefixes, until)), nil)

@@ -147,6 +147,7 @@ func ExampleBucketUploadDenies() {
 	// The pipeline's app uses the same role path and operators (SharedProps.RolePath, Operators).
 	ops := tenantpipeline.Operators{PrincipalARNs: []string{"arn:aws:iam::123456789012:role/ops/*"}}
 	bucket.AddToResourcePolicy(tenantpipeline.BucketWriteDeny(bucket, tenantpipeline.DefaultRolePath, ops))
+	bucket.AddToResourcePolicy(tenantpipeline.BucketReadDeny(bucket, tenantpipeline.DefaultRolePath, ops))
 	for _, s := range tenantpipeline.BucketUploadDenies(bucket, key, tenantpipeline.DefaultRolePath, ops) {
 		bucket.AddToResourcePolicy(s)
 	}

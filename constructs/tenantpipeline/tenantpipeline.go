@@ -106,6 +106,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 	}
 	t.build()
 	addBucketDenies(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, t.objects.keyOrNil(), p.RolePath, p.Operators)
+	warnOwnRegisterRole(t.Construct, p.RegisterFunction, p.RolePath)
 	t.checks.app = register(t.Construct, t)
 	t.Node().AddValidation(&validation{t: t})
 	return t

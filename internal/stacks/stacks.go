@@ -507,12 +507,16 @@ func coreSystems(app awscdk.App, ingest awscdk.Stack, file *tenants.File, o Opti
 // policy must get.
 const ImportedBucketPolicyOutput = "IngestBucketPolicyStatement"
 
+// ImportedBucketReadDenyOutput is the output that carries the read Deny an existing ingest bucket's
+// policy must get (tenantpipeline.BucketReadDeny).
+const ImportedBucketReadDenyOutput = "IngestBucketReadDenyStatement"
+
 // ImportedBucketUploadDeniesOutput is the output that carries the upload Denies an existing ingest
 // bucket's policy must get (tenantpipeline.BucketUploadDenies), as a JSON array of statements.
 const ImportedBucketUploadDeniesOutput = "IngestBucketUploadDenyStatements"
 
 // ImportedBucketPolicy reports the Deny statements that an existing bucket's owner must add to its
-// bucket policy (tenantpipeline.BucketWriteDeny, and tenantpipeline.BucketUploadDenies for the key
+// bucket policy (tenantpipeline.BucketWriteDeny and BucketReadDeny, and BucketUploadDenies for the key
 // of its objects, nil for none): CDK cannot change the policy of a bucket it imports by name. The
 // statements become stack outputs of stack, resolved at deploy time with the account's partition
 // and id, and synth prints a warning that says so. The upload Denies name the key by its ARN, so
@@ -523,6 +527,10 @@ func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, key awskms.I
 		Description: jsii.String("Add this statement to the policy of the existing ingest bucket: only the pipeline and its operators may write control/, work/ and quarantine/"),
 		Value:       jsii.String(tenantpipeline.BucketWriteDenyJSON(bucket, o.RolePath(), o.Operators)),
 	})
+	awscdk.NewCfnOutput(stack, jsii.String(ImportedBucketReadDenyOutput), &awscdk.CfnOutputProps{
+		Description: jsii.String("Add this statement to the policy of the existing ingest bucket: only the pipeline and its operators may read its objects (narrow its Resource to the pipeline's prefixes if the bucket holds other data)"),
+		Value:       jsii.String(tenantpipeline.BucketReadDenyJSON(bucket, o.RolePath(), o.Operators)),
+	})
 	uploads := stack
 	if _, created := key.(awskms.Key); created {
 		uploads = awscdk.Stack_Of(key)
@@ -532,10 +540,11 @@ func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, key awskms.I
 		Value:       jsii.String(tenantpipeline.BucketUploadDeniesJSON(bucket, key, o.RolePath(), o.Operators)),
 	})
 	msg := fmt.Sprintf("the ingest bucket %s is not managed by this app, so CDK cannot add the Deny that keeps everyone but the pipeline's roles "+
-		"(IAM path %s) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s "+
+		"(IAM path %s) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s, "+
+		"the statement of stack output %s (only they read its objects) "+
 		"and the statements of stack output %s of stack %s (SSE-C, another key or storage class, customers' writes without If-None-Match) "+
 		"to the bucket's policy after the deploy (docs/operations.md, \"Who may steer a tenant\"; docs/isolation.md, \"Uploads\")",
-		o.BucketName, o.RolePath(), ImportedBucketPolicyOutput, ImportedBucketUploadDeniesOutput, *uploads.StackName())
+		o.BucketName, o.RolePath(), ImportedBucketPolicyOutput, ImportedBucketReadDenyOutput, ImportedBucketUploadDeniesOutput, *uploads.StackName())
 	awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("tenantpipeline:ImportedBucketPolicy"), jsii.String(msg), nil)
 }
 
