@@ -8,7 +8,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
@@ -34,6 +36,7 @@ const (
 	sidStorageClass  = "NoObjectStorageClassButStandardOrIntelligentTiering"
 	sidNoOverwrite   = "OnlyThePipelineAndOperatorsWriteWithoutIfNoneMatch"
 	sidControlWrites = "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine"
+	sidReadDeny      = "OnlyThePipelineAndOperatorsReadObjects"
 )
 
 // uploadDenySids are the Sids of the upload Denies.
@@ -41,7 +44,8 @@ var uploadDenySids = map[string]bool{sidSSEC: true, sidSSEKMS: true, sidKey: tru
 
 // uploadDenies are the exact statements, by Sid, that a bucket's policy carries for the bucket's
 // ARN bucketArn (a template value), the key's ARN keyArn (nil: no key), the role path and the
-// operators.
+// operators: the upload Denies and the read Deny, which keeps everyone but the pipeline's roles
+// and the operators from reading the bucket's objects.
 func uploadDenies(bucketArn, keyArn any, rolePath string, operatorARNs ...any) map[string]map[string]any {
 	objects := map[string]any{"Fn::Join": []any{"", []any{bucketArn, "/*"}}}
 	deny := func(sid string, condition map[string]any) map[string]any {
@@ -50,6 +54,8 @@ func uploadDenies(bucketArn, keyArn any, rolePath string, operatorARNs ...any) m
 	roles := map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::", map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + "*"}}}
 	exempt := append([]any{roles}, operatorARNs...)
 	out := map[string]map[string]any{
+		sidReadDeny: {"Sid": sidReadDeny, "Effect": "Deny", "Principal": "*", "Action": []any{"s3:GetObject", "s3:GetObjectVersion"}, "Resource": objects,
+			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": exempt}}},
 		sidSSEC: deny(sidSSEC, map[string]any{"Null": map[string]any{"s3:x-amz-server-side-encryption-customer-algorithm": "false"}}),
 		sidStorageClass: deny(sidStorageClass, map[string]any{
 			"Null":            map[string]any{"s3:x-amz-storage-class": "false"},
@@ -96,7 +102,7 @@ func checkUploadDenies(t *testing.T, tpl assertions.Template, want map[string]ma
 		t.Run(sid, func(t *testing.T) { hasStatement(t, tpl, "AWS::S3::BucketPolicy", nil, st) })
 	}
 	counts := sidCounts(t, templateJSON(tpl))
-	for _, sid := range []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite, sidControlWrites} {
+	for _, sid := range []string{sidSSEC, sidSSEKMS, sidKey, sidStorageClass, sidNoOverwrite, sidControlWrites, sidReadDeny} {
 		wantN := 0
 		if _, ok := want[sid]; ok || sid == sidControlWrites {
 			wantN = 1
@@ -335,6 +341,61 @@ func TestUploadDeniesOfABucketWithoutItsOwnKey(t *testing.T) {
 						t.Errorf("got warning %s, want no word of the write Deny, which is in place", msg)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestBucketReadDenyForAnExistingBucketAndOwnRegisterFunctions: an existing bucket's first tenant
+// stack outputs the read Deny its owner must add, exactly, and synth names the output; a register
+// function of your own whose role is not under the role path is warned of, since the Deny refuses
+// it the files, and one whose role is is not.
+func TestBucketReadDenyForAnExistingBucketAndOwnRegisterFunctions(t *testing.T) {
+	t.Run("existing bucket", func(t *testing.T) {
+		o := stackOptions("")
+		o.BucketName = "corp-ingest"
+		_, built := synthApp(t, "one-tenant.json", o)
+		stack := built.TenantStacks[0]
+		out := templateJSON(assertions.Template_FromStack(stack, nil))["Outputs"].(map[string]any)[stacks.ImportedBucketReadDenyOutput]
+		if out == nil {
+			t.Fatalf("got no output %s", stacks.ImportedBucketReadDenyOutput)
+		}
+		got := flatten(t, get(t, out, "Value"))
+		want := `{"Sid":"` + sidReadDeny + `","Effect":"Deny","Principal":"*","Action":["s3:GetObject","s3:GetObjectVersion"],` +
+			`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/*"],` +
+			`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]}}}`
+		if got != want {
+			t.Errorf("got\n%s\nwant\n%s", got, want)
+		}
+		msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+			assertions.Match_StringLikeRegexp(jsii.String("corp-ingest is not managed by this app.*stack output "+stacks.ImportedBucketReadDenyOutput)))
+		if len(*msgs) != 1 {
+			t.Errorf("got %d warnings naming %s, want 1", len(*msgs), stacks.ImportedBucketReadDenyOutput)
+		}
+	})
+	for _, tc := range []struct {
+		name     string
+		path     string
+		wantWarn int
+	}{
+		{"own register function under the role path", tenantpipeline.DefaultRolePath, 0},
+		{"own register function elsewhere", "/", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("OwnRegister"), nil)
+			bucket := stacks.NewIngestBucket(stack, "Bucket")
+			role := awsiam.NewRole(stack, jsii.String("RegisterRole"), &awsiam.RoleProps{
+				AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil), Path: jsii.String(tc.path)})
+			fn := awslambda.NewFunction(stack, jsii.String("MyRegister"), &awslambda.FunctionProps{
+				Runtime: awslambda.Runtime_NODEJS_22_X(), Handler: jsii.String("index.handler"), Role: role,
+				Code: awslambda.Code_FromInline(jsii.String("exports.handler = async () => ({})"))})
+			tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "acme"}, Bucket: bucket, RegisterFunction: fn})
+			msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("register function .*MyRegister has no role under the pipeline's role path")))
+			if len(*msgs) != tc.wantWarn {
+				t.Errorf("got %d warnings about the register function's role, want %d", len(*msgs), tc.wantWarn)
 			}
 		})
 	}
