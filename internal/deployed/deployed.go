@@ -53,10 +53,11 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	}, nil
 }
 
-// Check refuses a request whose tenant is not one the function was deployed for, or whose
-// core system URLs (registerUrl, lookupUrl, completeUrl), secret or DynamoDB sink differ from the deployed settings', naming the field.
-// An execution started before a deploy changed them carries the old ones: it fails here, and a
-// replay of the file starts with the new ones.
+// Check refuses a request whose tenant is not one the function was deployed for, or whose core
+// system URLs (registerUrl, lookupUrl, completeUrl), secret or DynamoDB sink differ from the
+// deployed settings', as a PermanentError naming the field. An execution started before a deploy
+// changed them carries the old ones: it fails here, and a replay of the file starts with the new
+// ones.
 func Check(d Settings, t pipeline.Tenant, src pipeline.Source) error {
 	if d == nil {
 		return nil
