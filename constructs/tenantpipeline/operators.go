@@ -166,7 +166,12 @@ func BucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsia
 // of a bucket the app does not manage. Its partition and account are deploy-time tokens: use it as
 // a stack output's value.
 func BucketWriteDenyJSON(bucket awss3.IBucket, rolePath string, ops Operators) string {
-	b, err := json.Marshal(bucketWriteDeny(bucket, rolePath, ops))
+	return statementsJSON(bucketWriteDeny(bucket, rolePath, ops))
+}
+
+// statementsJSON is the JSON text of a statement, or of a slice of them.
+func statementsJSON[T statement | []statement](s T) string {
+	b, err := json.Marshal(s)
 	if err != nil {
 		panic(err) // plain strings and maps
 	}

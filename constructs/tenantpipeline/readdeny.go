@@ -1,7 +1,6 @@
 package tenantpipeline
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -42,11 +41,7 @@ func BucketReadDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsiam
 // a bucket the app does not manage. Its partition and account may be deploy-time tokens: use it as
 // a stack output's value.
 func BucketReadDenyJSON(bucket awss3.IBucket, rolePath string, ops Operators) string {
-	b, err := json.Marshal(bucketReadDeny(bucket, rolePath, ops))
-	if err != nil {
-		panic(err) // plain strings and maps
-	}
-	return string(b)
+	return statementsJSON(bucketReadDeny(bucket, rolePath, ops))
 }
 
 func bucketReadDeny(bucket awss3.IBucket, rolePath string, ops Operators) statement {

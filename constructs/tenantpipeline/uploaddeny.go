@@ -1,7 +1,6 @@
 package tenantpipeline
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -88,11 +87,7 @@ func BucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, 
 // for the owner of a bucket the app does not manage. Its partition, account and key ARN may be
 // deploy-time tokens: use it as a stack output's value.
 func BucketUploadDeniesJSON(bucket awss3.IBucket, key awskms.IKey, rolePath string, ops Operators) string {
-	b, err := json.Marshal(bucketUploadDenies(bucket, key, rolePath, ops))
-	if err != nil {
-		panic(err) // plain strings and maps
-	}
-	return string(b)
+	return statementsJSON(bucketUploadDenies(bucket, key, rolePath, ops))
 }
 
 func bucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, ops Operators) []statement {
