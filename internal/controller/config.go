@@ -73,6 +73,9 @@ type Config struct {
 	// ResultsFunction is the function whose results task writes a failed file's results
 	// (EnvResultsFunction); empty: a failed file gets none (results.go).
 	ResultsFunction string
+	// InputWithoutURLs leaves the core system's URLs and the secret's ARN out of executions'
+	// input (EnvInputWithoutURLs): Split and Register take them from their deployed settings.
+	InputWithoutURLs bool
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
@@ -395,6 +398,7 @@ func (e *envReader) shared() Config {
 	c.ControlPrefixProtected = e.Boolean(pipeline.EnvControlPrefixProtected)
 	c.EventBus = e.Optional(pipeline.EnvEventBusName, "")
 	c.ResultsFunction = e.Optional(pipeline.EnvResultsFunction, "")
+	c.InputWithoutURLs = e.Boolean(pipeline.EnvInputWithoutURLs)
 	// The queue's visibility timeout is the longest wait (MAX_WAIT_SECONDS); it grows with the
 	// safety net, so that a message whose visibility change failed still comes back within it.
 	if c.WakeEvents && c.SafetyNet > 0 && c.MaxWait > 0 && c.SafetyNet > c.MaxWait {

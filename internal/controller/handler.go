@@ -379,6 +379,9 @@ func (h *Handler) fileInput(ev s3event.Event) pipeline.WorkflowInput {
 
 // startInput starts the execution name with the input.
 func (h *Handler) startInput(ctx context.Context, d *delivery, in pipeline.WorkflowInput, name, arn string) (*sfn.DescribeExecutionOutput, error) {
+	if h.cfg.InputWithoutURLs {
+		in.Tenant = in.Tenant.WithoutURLs()
+	}
 	input, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("encode workflow input: %w", err)

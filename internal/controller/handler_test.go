@@ -797,3 +797,34 @@ func TestTransient(t *testing.T) {
 		}
 	}
 }
+
+// With INPUT_WITHOUT_URLS, an execution's input carries no core system URL and no secret's ARN
+// (Split and Register take them from their deployed settings), and the tenant's other settings as
+// they are; without it, the input is the tenant's settings whole.
+func TestStartInputWithoutURLs(t *testing.T) {
+	tenant := `{"id":"acme","format":"csv","encoding":"utf-8","chunkSize":100,"maxFieldBytes":65536,` +
+		`"registerUrl":"https://core.example.com/acme","registerAuthSecretArn":"arn:aws:secretsmanager:us-east-1:123456789012:secret:acme-AbCdEf"}`
+	for _, tc := range []struct {
+		flag     string
+		wantURLs bool
+	}{{"true", false}, {"false", true}} {
+		t.Run(pipeline.EnvInputWithoutURLs+"="+tc.flag, func(t *testing.T) {
+			r := newRig(t, map[string]string{pipeline.EnvTenant: tenant, pipeline.EnvInputWithoutURLs: tc.flag})
+			if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			in := r.sfn.input(t, arn1)
+			raw := r.sfn.execs[arn1].input
+			hasURLs := strings.Contains(raw, "core.example.com") || strings.Contains(raw, "secretsmanager")
+			if hasURLs != tc.wantURLs {
+				t.Errorf("got input %s, want the URL and the secret's ARN in it: %v", raw, tc.wantURLs)
+			}
+			if in.Tenant.ID != "acme" || in.Tenant.Format != "csv" || in.Tenant.Prefix != "inbox/acme/" {
+				t.Errorf("got tenant %+v in the input, want acme's other settings as they are", in.Tenant)
+			}
+			if !tc.wantURLs && !reflect.DeepEqual(in.Tenant, r.h.cfg.Tenant.WithoutURLs()) {
+				t.Errorf("got tenant %+v, want the settings without URLs %+v", in.Tenant, r.h.cfg.Tenant.WithoutURLs())
+			}
+		})
+	}
+}

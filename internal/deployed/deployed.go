@@ -6,6 +6,7 @@
 package deployed
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,26 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		return t.Settings, err
 	}, nil
+}
+
+// Resolve completes a request's tenant t with what an execution's input leaves out (the core
+// system's URLs and the secret's ARN: pipeline.Tenant.WithoutURLs) from the deployed settings,
+// then checks it (Check). Nil d: t is left as it is and not checked.
+func Resolve(d Settings, t *pipeline.Tenant, src pipeline.Source) error {
+	if d == nil {
+		return nil
+	}
+	if dt, err := d(t.ID); err == nil {
+		t.RegisterURL = cmp.Or(t.RegisterURL, dt.RegisterURL)
+		t.RegisterAuthSecretARN = cmp.Or(t.RegisterAuthSecretARN, dt.RegisterAuthSecretARN)
+		if t.CoreSystem != nil && dt.CoreSystem != nil {
+			cs := *t.CoreSystem
+			cs.LookupURL = cmp.Or(cs.LookupURL, dt.CoreSystem.LookupURL)
+			cs.CompleteURL = cmp.Or(cs.CompleteURL, dt.CoreSystem.CompleteURL)
+			t.CoreSystem = &cs
+		}
+	}
+	return Check(d, *t, src)
 }
 
 // Check refuses a request whose tenant is not one the function was deployed for, or whose core

@@ -142,3 +142,46 @@ func TestFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestResolve: a request whose input left out the URLs and the secret (pipeline.Tenant.WithoutURLs)
+// gets the deployed ones, the core system's included; one that carries them is checked as before;
+// a request of a tenant not deployed is refused; no deployed settings leave the request as it is.
+func TestResolve(t *testing.T) {
+	full := deployedTenant("acme", func(t *pipeline.Tenant) {
+		t.CoreSystem = &pipeline.CoreSystem{Name: "core", LookupURL: "https://core.example.com/acme/{key}", CompleteURL: "https://core.example.com/done", Table: "t"}
+	})
+	settings := Settings(func(id string) (pipeline.Tenant, error) {
+		if id != "acme" {
+			return pipeline.Tenant{}, errors.New("not a tenant of pool p")
+		}
+		return full, nil
+	})
+	src := pipeline.Source{Bucket: "b", Key: "k"}
+
+	got := full.WithoutURLs()
+	if got.RegisterURL != "" || got.RegisterAuthSecretARN != "" || got.CoreSystem.LookupURL != "" || got.CoreSystem.CompleteURL != "" || full.CoreSystem.LookupURL == "" {
+		t.Fatalf("WithoutURLs: got %+v (core %+v), and the original's core %+v; want no URL or secret in the copy, the original untouched", got, got.CoreSystem, full.CoreSystem)
+	}
+	if err := Resolve(settings, &got, src); err != nil {
+		t.Fatal(err)
+	}
+	if got.RegisterURL != full.RegisterURL || got.RegisterAuthSecretARN != full.RegisterAuthSecretARN ||
+		got.CoreSystem.LookupURL != full.CoreSystem.LookupURL || got.CoreSystem.CompleteURL != full.CoreSystem.CompleteURL || got.CoreSystem.Table != "t" {
+		t.Errorf("got %+v (core %+v), want the deployed URLs and secret filled in", got, got.CoreSystem)
+	}
+
+	other := full
+	other.RegisterURL = "https://evil.example.net/"
+	if err := Resolve(settings, &other, src); err == nil || !strings.Contains(err.Error(), "the request's registerUrl") {
+		t.Errorf("got %v, want the request's own registerUrl refused", err)
+	}
+	stranger := full.WithoutURLs()
+	stranger.ID = "hooli"
+	if err := Resolve(settings, &stranger, src); err == nil || stranger.RegisterURL != "" {
+		t.Errorf("got %v and URL %q, want a tenant not deployed refused and given nothing", err, stranger.RegisterURL)
+	}
+	bare := full.WithoutURLs()
+	if err := Resolve(nil, &bare, src); err != nil || bare.RegisterURL != "" {
+		t.Errorf("got %v and URL %q, want no deployed settings to leave the request as it is", err, bare.RegisterURL)
+	}
+}

@@ -42,6 +42,11 @@ const (
 	// function's results task), which the controller invokes when a file fails, times out or is
 	// aborted. Unset: such a file gets no results.
 	EnvResultsFunction = "RESULTS_FUNCTION"
+	// EnvInputWithoutURLs "true" says that Split and Register take the core system's URLs and the
+	// secret from their deployed settings (internal/deployed), so the controller leaves them out of
+	// every execution's input: Step Functions puts the input in its status events and history.
+	// Unset or "false": a register function of your own, which reads them from its payload.
+	EnvInputWithoutURLs = "INPUT_WITHOUT_URLS"
 
 	// Split.
 	EnvWorkBucket = "WORK_BUCKET" // where manifests are written (the ingest bucket)

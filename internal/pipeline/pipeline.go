@@ -189,6 +189,19 @@ func (t Tenant) MarshalJSON() ([]byte, error) {
 	return bytes.Replace(b, []byte(`"coreSystem":"\u0000"`), append([]byte(`"coreSystem":`), cs...), 1), nil
 }
 
+// WithoutURLs is t without its core system's URLs (registerUrl, lookupUrl, completeUrl) and its
+// secret's ARN, as an execution's input carries it when Split and Register take them from their
+// deployed settings (EnvInputWithoutURLs, internal/deployed).
+func (t Tenant) WithoutURLs() Tenant {
+	t.RegisterURL, t.RegisterAuthSecretARN = "", ""
+	if t.CoreSystem != nil {
+		cs := *t.CoreSystem
+		cs.LookupURL, cs.CompleteURL = "", ""
+		t.CoreSystem = &cs
+	}
+	return t
+}
+
 // MaxKeyedLead bounds how far past its low-water mark (the first record not yet acknowledged) a
 // keyed file sends: no record more than MaxKeyedLead records after it. So the records registered
 // past the mark, which a segment's progress lists (Progress.Registered), are at most MaxKeyedLead.

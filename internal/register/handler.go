@@ -153,7 +153,7 @@ func (m *memFile) span(i int) (pipeline.ChunkSpan, bool) {
 }
 
 func (h *Handler) handle(ctx context.Context, req pipeline.ChunkRequest, o runOptions) (pipeline.ChunkResult, error) {
-	if err := deployed.Check(h.Deployed, req.Tenant, req.Source); err != nil {
+	if err := deployed.Resolve(h.Deployed, &req.Tenant, req.Source); err != nil {
 		h.Log.Log(ctx, source.LogLevel(err), "register failed", "tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
 			"errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.ChunkResult{}, err

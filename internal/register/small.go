@@ -81,11 +81,13 @@ func (s *SmallFile) Handle(ctx context.Context, req pipeline.SmallFileRequest) (
 	if s.Split == nil || s.Split.WorkBucket == "" {
 		return pipeline.SmallFileResult{}, &pipeline.PermanentError{Message: file + ": the Register function has no " + pipeline.EnvWorkBucket + " for the small-file path"}
 	}
-	// Refused before the file is read: a request that is not the deployed settings' reads nothing.
-	if err := deployed.Check(s.Register.Deployed, in.Tenant, in.Source); err != nil {
+	// Completed from the deployed settings, and refused before the file is read when it is not
+	// theirs: a request that is not the deployed settings' reads nothing.
+	if err := deployed.Resolve(s.Register.Deployed, &req.Input.Tenant, in.Source); err != nil {
 		log.Error("small file failed", "errorType", source.ErrorType(err), "error", err.Error())
 		return pipeline.SmallFileResult{}, err
 	}
+	in = req.Input
 	// The tenant's own bound, when it has one, else the state machine's: the one FileSize chose by.
 	bound := req.MaxBytes
 	if own := in.Tenant.SmallFileBytes; own != 0 {

@@ -50,7 +50,7 @@ func (h *Handler) Invoke(ctx context.Context, in json.RawMessage) (any, error) {
 		if err := json.Unmarshal(in, &req); err != nil {
 			return nil, &pipeline.PermanentError{Message: "the results request: " + pipeline.JSONProblem(err, "")}
 		}
-		if err := h.checkDeployed(req.State.Tenant, req.State.Source, req.ExecutionName); err != nil {
+		if err := h.resolveDeployed(&req.State.Tenant, req.State.Source, req.ExecutionName); err != nil {
 			return nil, err
 		}
 		return struct{}{}, h.Results(ctx, req)
@@ -59,15 +59,16 @@ func (h *Handler) Invoke(ctx context.Context, in json.RawMessage) (any, error) {
 	if err := json.Unmarshal(in, &req); err != nil {
 		return nil, &pipeline.PermanentError{Message: "the split request: " + pipeline.JSONProblem(err, "")}
 	}
-	if err := h.checkDeployed(req.Tenant, req.Source, req.ExecutionName); err != nil {
+	if err := h.resolveDeployed(&req.Tenant, req.Source, req.ExecutionName); err != nil {
 		return nil, err
 	}
 	return h.Handle(ctx, req)
 }
 
-// checkDeployed refuses, and logs, a request that is not the deployed settings' (Deployed).
-func (h *Handler) checkDeployed(t pipeline.Tenant, src pipeline.Source, execution string) error {
-	err := deployed.Check(h.Deployed, t, src)
+// resolveDeployed completes the request's tenant from the deployed settings (Deployed), and
+// refuses, and logs, a request that is not theirs (deployed.Resolve).
+func (h *Handler) resolveDeployed(t *pipeline.Tenant, src pipeline.Source, execution string) error {
+	err := deployed.Resolve(h.Deployed, t, src)
 	if err != nil {
 		h.Log.Error("request refused", "tenant", t.ID, "execution", execution, "errorType", source.ErrorType(err), "error", err.Error())
 	}
