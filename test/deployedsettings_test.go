@@ -12,7 +12,8 @@ import (
 // the settings a request must agree with (internal/deployed), so that a direct invoke cannot
 // point a tenant's records or secret anywhere else, nor act for a tenant they do not serve: a silo
 // tenant's DEPLOYED_TENANT is its controller's TENANT, exactly; a pool's read the pool's settings
-// file, as its controller does, and name no single tenant.
+// file, as its controller does, and name no single tenant. The controllers of both tiers then
+// leave the URLs and the secret out of executions' input.
 func TestSplitAndRegisterKnowTheirDeployedSettings(t *testing.T) {
 	t.Run("silo", func(t *testing.T) {
 		sharedApp(t)
@@ -31,6 +32,10 @@ func TestSplitAndRegisterKnowTheirDeployedSettings(t *testing.T) {
 			}
 			if controller == nil || len(checks) != 2 {
 				t.Fatalf("tenant %s: got a controller %v and %d of Split and Register, want both", tenant, controller != nil, len(checks))
+			}
+			if controller[pipeline.EnvInputWithoutURLs] != "true" {
+				t.Errorf("tenant %s: controller's %s = %v, want true: executions' input leaves the URLs and the secret to the deployed settings",
+					tenant, pipeline.EnvInputWithoutURLs, controller[pipeline.EnvInputWithoutURLs])
 			}
 			for id, vars := range checks {
 				got, ok := vars[pipeline.EnvDeployedTenant].(string)
@@ -75,6 +80,13 @@ func TestSplitAndRegisterKnowTheirDeployedSettings(t *testing.T) {
 		}
 		if checked != 2 {
 			t.Errorf("got %d of Split and Register, want 2", checked)
+		}
+		for id, f := range byType(tpl, "AWS::Lambda::Function") {
+			if strings.HasPrefix(id, "PoolController") {
+				if v := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvInputWithoutURLs]; v != "true" {
+					t.Errorf("%s: %s = %v, want true", id, pipeline.EnvInputWithoutURLs, v)
+				}
+			}
 		}
 	})
 }

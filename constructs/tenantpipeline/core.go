@@ -252,6 +252,13 @@ func (c *Pipeline) addController(p pipelineProps) {
 		pipeline.EnvEventBusName:      *c.EventBus.EventBusArn(),
 		pipeline.EnvResultsFunction:   *c.Split.FunctionArn(),
 	}
+	if c.bundled != nil {
+		// Split and the bundled Register take the core system's URLs and the secret from their
+		// deployed settings (DeployedEnv), so executions' input, which Step Functions puts in its
+		// status events and history, leaves them out. A register function of your own reads them
+		// from its payload.
+		env[pipeline.EnvInputWithoutURLs] = "true"
+	}
 	if s.WakeEvents() {
 		env[pipeline.EnvWakeEvents] = "true"
 		env[pipeline.EnvSafetyNetSeconds] = strconv.Itoa(int(s.SafetyNetInterval.Seconds()))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
@@ -135,7 +136,8 @@ const deployedTenants = `{"tenants": [
 // alone: in both tiers the tenants' files are registered (the run's settings and the request's
 // agree), and a direct invoke of either with the tenant's settings but another registerUrl, or a
 // tenant it was not deployed for (a silo tenant's id sent to the pool's), fails as a
-// PermanentError naming the field, with nothing sent and no tenant session asked for.
+// PermanentError naming the field, with nothing sent and no tenant session asked for. The
+// executions' input carries no URL and no secret's ARN.
 func TestScenarioSplitAndRegisterTakeDeployedSettings(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, deployedTenants, Config{})
@@ -150,6 +152,29 @@ func TestScenarioSplitAndRegisterTakeDeployedSettings(t *testing.T) {
 		}
 		return true
 	})
+	// The executions' input, which Step Functions puts in its status events and history, names
+	// no core system URL and no secret: Split and Register took them from their deployed settings.
+	st, err := r.sfnStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs int
+	for _, e := range st.Executions {
+		if e.ParentArn != "" {
+			continue // a segment execution's input is its parent's Map item
+		}
+		out, err := r.StepFunctions().DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(e.ExecutionArn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs++
+		if in := aws.ToString(out.Input); strings.Contains(in, "registerUrl") || strings.Contains(in, "registerAuthSecretArn") || strings.Contains(in, r.sinkURL) {
+			t.Errorf("execution %s: got input %s, want no core system URL or secret in it", e.Name, in)
+		}
+	}
+	if inputs != 3 {
+		t.Errorf("checked the input of %d file executions, want 3", inputs)
+	}
 	sent := r.Sink.Total()
 	evil := func(cfg map[string]any) { cfg["registerUrl"] = "https://evil.example.net/records" }
 	for _, tc := range []struct {
