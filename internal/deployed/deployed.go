@@ -76,9 +76,9 @@ func Resolve(d Settings, t *pipeline.Tenant, src pipeline.Source) error {
 
 // Check refuses a request whose tenant is not one the function was deployed for, or whose core
 // system URLs (registerUrl, lookupUrl, completeUrl), secret or DynamoDB sink differ from the
-// deployed settings', as a PermanentError naming the field. An execution started before a deploy
-// changed them carries the old ones: it fails here, and a replay of the file starts with the new
-// ones.
+// deployed settings', as a PermanentError naming the field. An execution whose input carries a
+// value a later deploy changed (its DynamoDB sink, or a URL an earlier controller put there) fails
+// here, and a replay of the file starts with the new ones.
 func Check(d Settings, t pipeline.Tenant, src pipeline.Source) error {
 	if d == nil {
 		return nil
