@@ -340,23 +340,24 @@ func (k KeyPolicy) Statements() []map[string]any {
 			"Action":    []string{"kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"},
 			"Resource":  "*",
 			"Condition": map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:logs:arn": k.LogGroupARNs}},
-		}, map[string]any{
-			"Sid":       "TenantPipelineVendedLogDelivery",
-			"Effect":    "Allow",
-			"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
-			"Action":    "kms:Decrypt*",
-			"Resource":  "*",
-			"Condition": map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:SourceArn": k.deliverySource()}},
-		}, map[string]any{
-			"Sid":       "TenantPipelineVendedLogDeliveryOnlyForThisAccount",
-			"Effect":    "Deny",
-			"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
-			"Action":    "kms:Decrypt*",
-			"Resource":  "*",
-			"Condition": map[string]any{"StringNotEquals": map[string]any{"kms:EncryptionContext:SourceArn": k.deliverySource()}},
-		})
+		},
+			k.delivery("TenantPipelineVendedLogDelivery", "Allow", "StringEquals"),
+			k.delivery("TenantPipelineVendedLogDeliveryOnlyForThisAccount", "Deny", "StringNotEquals"))
 	}
 	return out
+}
+
+// delivery is a statement of vended log delivery's kms:Decrypt* under the account's delivery
+// context, compared by operator: the Allow (StringEquals), and the Deny of any other context.
+func (k KeyPolicy) delivery(sid, effect, operator string) map[string]any {
+	return map[string]any{
+		"Sid":       sid,
+		"Effect":    effect,
+		"Principal": map[string]any{"Service": "delivery.logs.amazonaws.com"},
+		"Action":    "kms:Decrypt*",
+		"Resource":  "*",
+		"Condition": map[string]any{operator: map[string]any{"kms:EncryptionContext:SourceArn": k.deliverySource()}},
+	}
 }
 
 // deliverySource is the encryption context SourceArn of the account's vended log delivery.
