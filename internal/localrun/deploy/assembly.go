@@ -389,10 +389,44 @@ func (r *Resolver) ref(s *Stack, name string) (any, error) {
 		return nil, fmt.Errorf("Ref to unknown %s in %s", name, s.Name)
 	}
 	id, ok := r.Identity(res)
+	if !ok && res.Type == "AWS::IAM::Role" {
+		id, ok = r.roleIdentity(s, name, res), true
+	}
 	if !ok {
 		return "local-" + strings.ToLower(name), nil
 	}
 	return id.Ref, nil
+}
+
+// roleIdentity is a role's name and ARN as IAM gives them: its RoleName, or a name CloudFormation
+// makes of the stack's and the resource's names, and the ARN with the role's path, which policies
+// match on (aws:PrincipalArn with a path's wildcard).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-iam-role.html
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
+func (r *Resolver) roleIdentity(s *Stack, logicalID string, res *Resource) Identity {
+	name := ""
+	if raw, ok := res.Properties["RoleName"]; ok {
+		name, _ = r.ResolveString(s, raw)
+	}
+	if name == "" {
+		// CloudFormation's generated names end in a random suffix; the local one is fixed, so
+		// that a run's ARNs are the same from one run to the next. A role name holds 64 characters.
+		name = s.Name + "-" + logicalID
+		if len(name) > 58 {
+			name = name[:58]
+		}
+		name += "-LOCAL"
+	}
+	path := "/"
+	if raw, ok := res.Properties["Path"]; ok {
+		if p, err := r.ResolveString(s, raw); err == nil && p != "" {
+			path = p
+		}
+	}
+	return Identity{Ref: name, Attrs: map[string]string{
+		"Arn":    fmt.Sprintf("arn:aws:iam::%s:role%s%s", r.Account, path, name),
+		"RoleId": "AROALOCAL" + strings.ToUpper(logicalID),
+	}}
 }
 
 func (r *Resolver) getAtt(s *Stack, name, attr string) (any, error) {
@@ -401,11 +435,14 @@ func (r *Resolver) getAtt(s *Stack, name, attr string) (any, error) {
 		return nil, fmt.Errorf("Fn::GetAtt of unknown %s in %s", name, s.Name)
 	}
 	id, ok := r.Identity(res)
+	if !ok && res.Type == "AWS::IAM::Role" {
+		id, ok = r.roleIdentity(s, name, res), true
+	}
 	if ok {
 		if v, ok := id.Attrs[attr]; ok {
 			return v, nil
 		}
 	}
-	// Resources the local run does not model (roles, log groups, keys) get a stable placeholder ARN.
+	// Resources the local run does not model (log groups, keys) get a stable placeholder ARN.
 	return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", r.Region, r.Account, strings.ToLower(name), attr), nil
 }

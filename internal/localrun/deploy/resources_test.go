@@ -63,3 +63,36 @@ func TestReadersDefaults(t *testing.T) {
 		t.Errorf("FIFO queue without a name: got %+v, %v; want tenantqueue.fifo, FifoQueue, VisibilityTimeout 330", q, err)
 	}
 }
+
+// A role resolves to the name and ARN IAM gives it: its RoleName or a name made of the stack's and
+// its own, at most 64 characters, and an ARN with its path, which the bucket's exemption of the
+// pipeline's roles (aws:PrincipalArn under the role path) matches.
+func TestRoleIdentity(t *testing.T) {
+	st := &Stack{Name: "TenantPipeline-Pool-default-with-a-name-that-runs-long", Resources: map[string]*Resource{}}
+	for id, props := range map[string]string{
+		"Named":   `{"RoleName": "platform-uploader"}`,
+		"Pathed":  `{"Path": "/tenantpipeline/TenantPipeline/"}`,
+		"Default": `{}`,
+	} {
+		r := &Resource{Stack: st, LogicalID: id, Type: "AWS::IAM::Role", Properties: map[string]json.RawMessage{}}
+		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
+			t.Fatal(err)
+		}
+		st.Resources[id] = r
+	}
+	res, err := NewResolver(&Assembly{Stacks: []*Stack{st}}, "us-east-1", "000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ id, wantName, wantARN string }{
+		{"Named", "platform-uploader", "arn:aws:iam::000000000000:role/platform-uploader"},
+		{"Pathed", "TenantPipeline-Pool-default-with-a-name-that-runs-long-Pat-LOCAL", "arn:aws:iam::000000000000:role/tenantpipeline/TenantPipeline/TenantPipeline-Pool-default-with-a-name-that-runs-long-Pat-LOCAL"},
+		{"Default", "TenantPipeline-Pool-default-with-a-name-that-runs-long-Def-LOCAL", "arn:aws:iam::000000000000:role/TenantPipeline-Pool-default-with-a-name-that-runs-long-Def-LOCAL"},
+	} {
+		name, err := res.ResolveString(st, json.RawMessage(`{"Ref": "`+tc.id+`"}`))
+		arn, err2 := res.ResolveString(st, json.RawMessage(`{"Fn::GetAtt": ["`+tc.id+`", "Arn"]}`))
+		if err != nil || err2 != nil || name != tc.wantName || arn != tc.wantARN || len(name) > 64 {
+			t.Errorf("%s: got %q, %q (%v, %v); want %q, %q", tc.id, name, arn, err, err2, tc.wantName, tc.wantARN)
+		}
+	}
+}
