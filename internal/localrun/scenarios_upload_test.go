@@ -259,6 +259,18 @@ func putSigned(t *testing.T, ctx context.Context, up ops.PresignedUpload, body [
 // session tag tenant=<tenant>, or the silo tenant's own role without tags.
 func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key string, pooled bool) string {
 	t.Helper()
+	ps := s3.NewPresignClient(uploaderClient(t, ctx, r, tenant, pooled))
+	req, err := ps.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key)}, s3.WithPresignExpires(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req.URL
+}
+
+// uploaderClient is an S3 client of the run's operator endpoint with a session of the tenant's
+// uploader role (presignAsUploader).
+func uploaderClient(t *testing.T, ctx context.Context, r *Run, tenant string, pooled bool) *s3.Client {
+	t.Helper()
 	var role string
 	for _, st := range r.StackOutputs() {
 		for _, o := range st.Outputs {
@@ -277,19 +289,30 @@ func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key st
 	if role == "" {
 		t.Fatalf("no stack output names an uploader role of tenant %s (pooled: %v)", tenant, pooled)
 	}
-	endpoint := func(name string) string {
-		for _, kv := range r.Env() {
-			if k, v, _ := strings.Cut(kv, "="); k == name {
-				return v
-			}
-		}
-		t.Fatalf("the run's environment has no %s", name)
-		return ""
-	}
-	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_STS")) })
-	in := &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("upload-" + tenant)}
+	var tags map[string]string
 	if pooled {
-		in.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}
+		tags = map[string]string{pipeline.TenantTag: tenant}
+	}
+	return sessionClient(t, ctx, r, role, tags)
+}
+
+// sessionClient is an S3 client of the run's operator endpoint with a session of role from the
+// run's STS, with the session tags given.
+func sessionClient(t *testing.T, ctx context.Context, r *Run, role string, tags map[string]string) *s3.Client {
+	t.Helper()
+	return s3.NewFromConfig(sessionConfig(t, ctx, r, role, tags), func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_S3"))
+		o.UsePathStyle = true
+	})
+}
+
+// sessionConfig is the SDK's configuration with a session of role from the run's STS.
+func sessionConfig(t *testing.T, ctx context.Context, r *Run, role string, tags map[string]string) aws.Config {
+	t.Helper()
+	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_STS")) })
+	in := &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("test-session")}
+	for k, v := range tags {
+		in.Tags = append(in.Tags, ststypes.Tag{Key: aws.String(k), Value: aws.String(v)})
 	}
 	out, err := stsClient.AssumeRole(ctx, in)
 	if err != nil {
@@ -300,15 +323,19 @@ func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key st
 		c := out.Credentials
 		return aws.Credentials{AccessKeyID: *c.AccessKeyId, SecretAccessKey: *c.SecretAccessKey, SessionToken: *c.SessionToken, CanExpire: true, Expires: *c.Expiration}, nil
 	}))
-	ps := s3.NewPresignClient(s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_S3"))
-		o.UsePathStyle = true
-	}))
-	req, err := ps.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key)}, s3.WithPresignExpires(5*time.Minute))
-	if err != nil {
-		t.Fatal(err)
+	return cfg
+}
+
+// runEndpoint is one AWS_ENDPOINT_URL_<SERVICE> of the run's environment (Run.Env).
+func runEndpoint(t *testing.T, r *Run, name string) string {
+	t.Helper()
+	for _, kv := range r.Env() {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
 	}
-	return req.URL
+	t.Fatalf("the run's environment has no %s", name)
+	return ""
 }
 
 // operatorSessionRefused takes a session of the pool's tenant role for "up" from the operator's

@@ -71,8 +71,12 @@ func (c *Cloud) startSQS(ctx context.Context) error {
 		return err
 	}
 	c.stops = append(c.stops, fq.Close)
-	c.sqsURL = fq.URL
-	pipeSQS := emulate.MeterSQS(emulate.Counting(emulate.SQSLongPoll(emulate.Proxy(fq.URL)), "sqs", c.Counter), c.Meter)
+	// A session's requests are held to its role's policies and the queue's (sqsauth.go), at the
+	// pipeline's endpoints and the operators'.
+	if c.sqsURL, err = c.serveOn(c.auth.guardSQS(emulate.Proxy(fq.URL))); err != nil {
+		return err
+	}
+	pipeSQS := c.auth.guardSQS(emulate.MeterSQS(emulate.Counting(emulate.SQSLongPoll(emulate.Proxy(fq.URL)), "sqs", c.Counter), c.Meter))
 	if c.pipe.sqs, err = c.serveOn(pipeSQS); err != nil {
 		return err
 	}

@@ -7,10 +7,10 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,41 +22,33 @@ import (
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
-// The local emulation of a pool's tenant-scoped credentials (constructs/tenantpipeline,
-// tenantrole.go). A local STS answers AssumeRole with an access key id that names the session, and
-// remembers the session's role and tags. In front of the pipeline's S3 and DynamoDB endpoints, a
-// request signed with such a key is allowed only by an Allow statement of the role's policies in
-// the synthesized template, with ${aws:PrincipalTag/<key>} replaced by the session's tag; anything
-// else is refused with AWS's AccessDenied. A request signed with the functions' own key ("local")
-// passes as before. Secrets Manager has no local emulator, so no secret is read locally; the same
-// evaluation (tenantAuth.allowed) covers its ARNs in the unit tests.
+// The local emulation of the sessions the pipeline's roles hand out (constructs/tenantpipeline,
+// tenantrole.go and upload.go). A local STS answers AssumeRole with an access key id that names the
+// session, and remembers the session's role and tags. In front of the pipeline's S3 and DynamoDB
+// endpoints, a request signed with such a key is judged by the role's policies in the synthesized
+// template, with ${aws:PrincipalTag/<key>} replaced by the session's tag, and, for S3, by the
+// bucket's policy (resourcepolicy.go), in AWS's order (policyeval.go, which says what of IAM's
+// language is evaluated and how the rest fails closed); a refusal is AWS's AccessDenied. A request
+// signed with the functions' and operators' own key ("local") passes as before. Secrets Manager
+// has no local emulator, so no secret is read locally; the same evaluation (tenantAuth.allowed)
+// covers its ARNs in the unit tests.
 //
-// What is emulated of IAM: Allow and Deny statements, Action and Resource with the "*" and "?"
-// wildcards (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html),
-// policy variables ${aws:PrincipalTag/<key>} (a missing tag makes the statement not apply,
-// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html), and the
-// conditions StringLike, StringEquals and Bool on the keys s3:prefix and aws:SecureTransport. An
-// explicit Deny wins over any Allow
-// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
-// A condition the emulation cannot evaluate (another operator, another key) fails closed: its
-// Allow does not apply and its Deny does. The trust policy's effect is checked, not evaluated: a
-// role whose trust policy allows sts:TagSession (the pool's tenant-scoped and uploader roles)
-// gives sessions with exactly one tag, tenant, with a value; any other (a silo tenant's uploader
-// role) gives sessions without tags, as STS refuses tags a trust policy does not allow
+// The trust policy's effect is checked, not evaluated: a role whose trust policy allows
+// sts:TagSession (the pool's tenant-scoped and uploader roles) gives sessions with exactly one
+// tag, tenant, with a value; any other (a silo tenant's uploader role, the outsider role) gives
+// sessions without tags, as STS refuses tags a trust policy does not allow
 // (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html, "Permissions required
 // to add session tags"). Who calls AssumeRole is not checked: the local run has one caller.
 //
 // The same sessions reach the operator's endpoints: the control plane's STS answers AssumeRole
 // here (a pool's uploader role, pipectl upload-url --role), and the operator's S3 endpoint is
 // guarded too, so an uploader's session (of a pool's role or a silo tenant's) is held to its role's
-// policy like the functions' are. A
-// presigned request names its key in the query (X-Amz-Credential) and is refused once its
-// X-Amz-Expires has passed, as S3 refuses it
+// policy and the bucket's like the functions' are. A presigned request names its key in the query
+// (X-Amz-Credential) and is refused once its X-Amz-Expires has passed, as S3 refuses it
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html), and refused when
-// its signature does not verify (presignauth.go). The local
-// endpoints are plain HTTP on loopback, standing in for AWS's HTTPS endpoints, so
-// aws:SecureTransport is true for a loopback request: a TLS-only Allow stays testable, and a
-// request from elsewhere would be false.
+// its signature does not verify (presignauth.go). The local endpoints are plain HTTP on loopback,
+// standing in for AWS's HTTPS endpoints, so aws:SecureTransport is true for a loopback request: a
+// TLS-only Allow stays testable, and a request from elsewhere would be false.
 
 // tenantSession is one session of a role the local STS handed out.
 type tenantSession struct {
@@ -75,39 +67,18 @@ type tenantAuth struct {
 	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
 	maxSession map[string]int
 	// tagged is whether each resolved role's trust policy allows sts:TagSession.
-	tagged  map[string]bool
-	refused int
-	assumed map[string]int // AssumeRole calls answered, by the session's tenant tag
+	tagged map[string]bool
+	// resourcePolicies are the statements of each bucket's and queue's policy, by bucket name and
+	// by "sqs:" and queue name (resourcepolicy.go).
+	resourcePolicies map[string][]statement
+	logs             io.Writer // why a request was refused; nil: not said
+	refused          int
+	assumed          map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
 	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{},
 		tagged: map[string]bool{}}
-}
-
-// statement is one resolved policy statement.
-type statement struct {
-	Effect    string
-	Action    stringList
-	Resource  stringList
-	Condition map[string]map[string]stringList
-}
-
-// stringList is a policy element that is one string or a list of them.
-type stringList []string
-
-func (l *stringList) UnmarshalJSON(b []byte) error {
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*l = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return err
-	}
-	*l = many
-	return nil
 }
 
 // sessionKeyPrefix starts every access key id of a local tenant session.
@@ -180,6 +151,13 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: "AROALOCAL:" + form.Get("RoleSessionName"), Request: uuid()})
 }
 
+// say writes one line of why a request was refused to the run's diagnostics.
+func (a *tenantAuth) say(format string, args ...any) {
+	if a.logs != nil {
+		fmt.Fprintf(a.logs, "local IAM: "+format+"\n", args...)
+	}
+}
+
 func (a *tenantAuth) refuse() {
 	a.mu.Lock()
 	a.refused++
@@ -219,6 +197,9 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	defer a.mu.Unlock()
 	if st, ok := a.policies[role]; ok {
 		return st, nil
+	}
+	if role == a.outsiderRole() {
+		return outsiderStatements, nil
 	}
 	var found *deploy.Resource
 	for _, r := range a.asm.OfType("AWS::IAM::Role") {
@@ -294,141 +275,62 @@ func (a *tenantAuth) session(req *http.Request) (tenantSession, bool) {
 // allowed evaluates the session's role policies for one action on one resource, with the request's
 // condition keys (s3:prefix).
 func (a *tenantAuth) allowed(s tenantSession, action, resource string, keys map[string]string) bool {
+	ok, _ := a.decide(s, action, resource, keys)
+	return ok
+}
+
+// decide evaluates the session's role policies and the policy of the resource (a bucket's, for its
+// objects and itself; policyeval.go) for one action on one resource, with the request's condition
+// keys; why says what refused it.
+func (a *tenantAuth) decide(s tenantSession, action, resource string, keys map[string]string) (ok bool, why string) {
 	stmts, err := a.roleStatements(s.role)
 	if err != nil {
-		return false
+		return false, err.Error()
+	}
+	resourceStmts, err := a.resourceStatements(resource)
+	if err != nil {
+		return false, err.Error() // a policy the run cannot read: fail closed
+	}
+	keys = maps.Clone(keys)
+	if keys == nil {
+		keys = map[string]string{}
+	}
+	if _, set := keys["aws:PrincipalArn"]; !set {
+		keys["aws:PrincipalArn"] = s.role
 	}
 	allow := false
-	for _, st := range stmts {
+	judge := func(where string, st statement, grants bool) (denied bool, why string) {
 		m := st.applies(s.tags, action, resource, keys)
 		switch {
-		case st.Effect == "Deny" && m != noMatch:
-			return false // an explicit Deny, or one that cannot be ruled out
-		case st.Effect == "Allow" && m == match:
+		case st.Effect == "Deny" && m != noMatch: // an explicit Deny, or one that cannot be ruled out
+			why = fmt.Sprintf("explicit deny in %s (Sid %q)", where, st.Sid)
+			if u := st.unsupported(); u != "" && m == unknown {
+				why += "; the local run does not evaluate " + u + ", so the Deny is taken to apply"
+			}
+			return true, why
+		case st.Effect == "Allow" && m == match && grants:
 			allow = true
 		}
+		return false, ""
 	}
-	return allow
-}
-
-// applied is whether a statement applies to a request: a condition the emulation cannot evaluate
-// makes it unknown, which an Allow takes as no and a Deny as yes.
-type applied int
-
-const (
-	noMatch applied = iota
-	match
-	unknown
-)
-
-// conditionKeys are the condition keys the emulation knows. A request without one of them has no
-// such key, and a condition on a missing key is false (no ...IfExists operator is emulated):
-// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html.
-var conditionKeys = []string{"s3:prefix", "aws:SecureTransport"}
-
-func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) applied {
-	if !matchesAny(st.Action, action, tags, true) || !matchesAny(st.Resource, resource, tags, false) {
-		return noMatch
-	}
-	out := match
-	for op, conds := range st.Condition {
-		for key, values := range conds {
-			if !slices.Contains(conditionKeys, key) {
-				out = unknown
-				continue
-			}
-			v, ok := keys[key]
-			var holds bool
-			switch op {
-			case "StringLike":
-				holds = ok && matchesAny(values, v, tags, false)
-			case "StringEquals":
-				holds = ok && slicesContainsSubstituted(values, v, tags)
-			case "Bool":
-				holds = ok && slices.ContainsFunc(values, func(b string) bool { return strings.EqualFold(b, v) })
-			default:
-				out = unknown // not emulated
-				continue
-			}
-			if !holds {
-				return noMatch
-			}
+	for _, st := range stmts {
+		if denied, why := judge("the identity policy of "+s.role, st, true); denied {
+			return false, why
 		}
 	}
-	return out
-}
-
-var policyVariable = regexp.MustCompile(`\$\{aws:PrincipalTag/([^}]+)\}`)
-
-// substitute replaces the principal tag variables; ok is false when a tag is missing.
-func substitute(pattern string, tags map[string]string) (string, bool) {
-	ok := true
-	out := policyVariable.ReplaceAllStringFunc(pattern, func(m string) string {
-		v, found := tags[policyVariable.FindStringSubmatch(m)[1]]
-		ok = ok && found
-		return v
-	})
-	return out, ok
-}
-
-// wildcard compiles an IAM pattern: "*" any run of characters, "?" one character. The tag's value
-// is substituted first and taken literally.
-func wildcard(pattern string, tags map[string]string, fold bool) (*regexp.Regexp, bool) {
-	var b strings.Builder
-	b.WriteString("^")
-	if fold {
-		b.WriteString("(?i)")
-	}
-	for _, part := range splitKeepVariables(pattern) {
-		if policyVariable.MatchString(part) {
-			v, ok := substitute(part, tags)
-			if !ok {
-				return nil, false
-			}
-			b.WriteString(regexp.QuoteMeta(v))
+	for _, st := range resourceStmts {
+		names, grants := st.namesPrincipal(s.role)
+		if !names {
 			continue
 		}
-		for _, c := range part {
-			switch c {
-			case '*':
-				b.WriteString(".*")
-			case '?':
-				b.WriteString(".")
-			default:
-				b.WriteString(regexp.QuoteMeta(string(c)))
-			}
+		if denied, why := judge("the resource policy of "+resource, st, grants); denied {
+			return false, why
 		}
 	}
-	b.WriteString("$")
-	return regexp.MustCompile(b.String()), true
-}
-
-// splitKeepVariables splits a pattern into its policy variables and the text between them.
-func splitKeepVariables(p string) []string {
-	var out []string
-	for _, loc := range policyVariable.FindAllStringIndex(p, -1) {
-		out = append(out, p[:loc[0]], p[loc[0]:loc[1]])
-		p = p[loc[1]:]
+	if !allow {
+		return false, "no Allow for " + action + " on " + resource
 	}
-	return append(out, p)
-}
-
-func matchesAny(patterns []string, v string, tags map[string]string, fold bool) bool {
-	for _, p := range patterns {
-		if re, ok := wildcard(p, tags, fold); ok && re.MatchString(v) {
-			return true
-		}
-	}
-	return false
-}
-
-func slicesContainsSubstituted(values []string, v string, tags map[string]string) bool {
-	for _, p := range values {
-		if s, ok := substitute(p, tags); ok && s == v {
-			return true
-		}
-	}
-	return false
+	return true, ""
 }
 
 // s3Request is a request's IAM action, resource and condition keys
@@ -450,6 +352,7 @@ func s3Request(req *http.Request) (action, resource string, keys map[string]stri
 		}
 	case "PutObject":
 		action = "s3:PutObject"
+		writeKeys(req, keys, true)
 	case "DeleteObject":
 		action = "s3:DeleteObject"
 		if q.Has("versionId") {
@@ -460,6 +363,9 @@ func s3Request(req *http.Request) (action, resource string, keys map[string]stri
 		return "s3:ListBucket", "arn:aws:s3:::" + bucket, keys
 	case "MultipartPOST", "MultipartPUT": // create, upload a part, complete
 		action = "s3:PutObject"
+		// Only CompleteMultipartUpload creates the object; the create and the parts take no
+		// conditional header.
+		writeKeys(req, keys, req.Method == http.MethodPost && q.Has("uploadId"))
 	case "MultipartDELETE":
 		action = "s3:AbortMultipartUpload"
 	case "MultipartGET":
@@ -471,6 +377,38 @@ func s3Request(req *http.Request) (action, resource string, keys map[string]stri
 		action = "s3:" + op // not granted to a tenant: refused
 	}
 	return action, "arn:aws:s3:::" + bucket + "/" + key, keys
+}
+
+// writeHeaderKeys are the condition keys of a write's request headers, by header
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html).
+var writeHeaderKeys = map[string]string{
+	"X-Amz-Server-Side-Encryption":                    "s3:x-amz-server-side-encryption",
+	"X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id":     "s3:x-amz-server-side-encryption-aws-kms-key-id",
+	"X-Amz-Server-Side-Encryption-Customer-Algorithm": "s3:x-amz-server-side-encryption-customer-algorithm",
+	"X-Amz-Storage-Class":                             "s3:x-amz-storage-class",
+	"If-None-Match":                                   "s3:if-none-match",
+	"If-Match":                                        "s3:if-match",
+}
+
+// writeKeys adds a write's condition keys: the headers it sends (in its headers, or in a presigned
+// URL's query), and s3:ObjectCreationOperation, true for the calls that create the object
+// (PutObject, CopyObject, CompleteMultipartUpload) and false for CreateMultipartUpload and the
+// parts, which take no conditional header.
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html
+func writeKeys(req *http.Request, keys map[string]string, creates bool) {
+	keys["s3:ObjectCreationOperation"] = fmt.Sprint(creates)
+	q := req.URL.Query()
+	for header, key := range writeHeaderKeys {
+		if v := req.Header.Get(header); v != "" {
+			keys[key] = v
+			continue
+		}
+		for name, vs := range q {
+			if strings.EqualFold(name, header) && len(vs) > 0 {
+				keys[key] = vs[0]
+			}
+		}
+	}
 }
 
 // secureTransport is aws:SecureTransport for a local request: TLS, or loopback, where the local
@@ -519,7 +457,8 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 		}
 		if s, ok := a.session(req); ok {
 			action, resource, keys := s3Request(req)
-			if !a.allowed(s, action, resource, keys) {
+			if ok, why := a.decide(s, action, resource, keys); !ok {
+				a.say("S3 %s %s: AccessDenied: %s", req.Method, req.URL.Path, why)
 				deny(w, req, emulate.AccessDeniedBody)
 				return
 			}

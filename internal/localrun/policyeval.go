@@ -1,0 +1,312 @@
+package localrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The local IAM policy evaluation: the identity policies of a session's role and the resource
+// policy of the bucket it calls, judged in AWS's order: an explicit Deny in either wins; else an
+// Allow in either allows (the principal and the bucket are in one account); else the request is
+// denied implicitly.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic-cross-account.html
+//
+// No maintained Go library evaluates IAM policies (the module proxy has policy engines for Cedar
+// and Rego, not for IAM's language), so the evaluator is small and says what it supports:
+//
+//   - Effect, Action and Resource with the "*" and "?" wildcards, and the policy variable
+//     ${aws:PrincipalTag/<key>} (a missing tag makes the statement not apply);
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html
+//   - in a resource policy, Principal "*", {"AWS": "*"}, {"AWS": <role ARN>} and {"AWS": <account
+//     id or root ARN>}, which names every principal of the account; a service, federated or
+//     canonical-user principal names no session. An Allow that names the account grants nothing
+//     by itself: it leaves the decision to the identity policies;
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html
+//   - the condition operators String(Not)Equals, String(Not)Like, String(Not)EqualsIgnoreCase,
+//     Arn(Not)Equals, Arn(Not)Like (each of an ARN's six parts matched apart), Bool and Null, each
+//     with the ...IfExists suffix, on the keys of conditionKeys. A negated operator, and an
+//     ...IfExists one, holds for a key the request lacks; any other operator does not; Null
+//     "true" holds exactly when it is absent. Several values of one key are ORed (for a negated
+//     operator: equal to none), several keys and operators ANDed.
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-logic-multiple-context-keys-or-values.html
+//
+// Anything else fails closed: NotAction, NotResource and NotPrincipal, a set operator
+// (ForAnyValue:, ForAllValues:), another operator, another key. Such a statement is unknown,
+// which an Allow takes as not applying and a Deny as applying, and unsupported names it.
+
+// statement is one resolved policy statement.
+type statement struct {
+	Sid       string
+	Effect    string
+	Principal json.RawMessage
+	Action    stringList
+	Resource  stringList
+	Condition map[string]map[string]stringList
+
+	// Present only to fail closed: the emulation does not evaluate them.
+	NotPrincipal json.RawMessage
+	NotAction    json.RawMessage
+	NotResource  json.RawMessage
+}
+
+// stringList is a policy element that is one value or a list of them. A boolean or a number (a
+// condition's "true" may be written unquoted) is kept as its JSON text.
+type stringList []string
+
+func (l *stringList) UnmarshalJSON(b []byte) error {
+	var many []json.RawMessage
+	if err := json.Unmarshal(b, &many); err != nil {
+		many = []json.RawMessage{b}
+	}
+	out := make([]string, 0, len(many))
+	for _, raw := range many {
+		var one string
+		if json.Unmarshal(raw, &one) != nil {
+			var scalar any
+			if err := json.Unmarshal(raw, &scalar); err != nil {
+				return err
+			}
+			switch scalar.(type) {
+			case bool, float64:
+				one = string(raw)
+			default:
+				return fmt.Errorf("policy element %s: want a string or a list of strings", raw)
+			}
+		}
+		out = append(out, one)
+	}
+	*l = out
+	return nil
+}
+
+// applied is whether a statement applies to a request: a condition the emulation cannot evaluate
+// makes it unknown, which an Allow takes as no and a Deny as yes.
+type applied int
+
+const (
+	noMatch applied = iota
+	match
+	unknown
+)
+
+// conditionKeys are the condition keys the emulation knows, with the request's value where it has
+// one. A request without one of them has no such key.
+//   - aws:SecureTransport: TLS, or loopback (secureTransport);
+//   - aws:PrincipalArn: for a role's session, the role's ARN
+//     (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn);
+//   - aws:SourceArn: never present: only a service acting for a resource sends it;
+//   - s3:prefix: a listing's prefix;
+//   - the S3 request headers of a write (s3Request).
+//     https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
+var conditionKeys = []string{
+	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "s3:prefix",
+	"s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
+	"s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-storage-class",
+	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation",
+}
+
+// operators are the condition operators the emulation evaluates, without ...IfExists.
+var operators = []string{
+	"StringEquals", "StringNotEquals", "StringLike", "StringNotLike", "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase",
+	"ArnEquals", "ArnNotEquals", "ArnLike", "ArnNotLike", "Bool", "Null",
+}
+
+func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) applied {
+	if st.NotAction != nil || st.NotResource != nil || st.NotPrincipal != nil {
+		return unknown
+	}
+	if !matchesAny(st.Action, action, tags, true) || !matchesAny(st.Resource, resource, tags, false) {
+		return noMatch
+	}
+	out := match
+	for op, conds := range st.Condition {
+		base, ifExists := strings.CutSuffix(op, "IfExists")
+		for key, values := range conds {
+			if !slices.Contains(conditionKeys, key) || !slices.Contains(operators, base) {
+				out = unknown
+				continue
+			}
+			v, present := keys[key]
+			if !conditionHolds(base, ifExists, values, v, present, tags) {
+				return noMatch
+			}
+		}
+	}
+	return out
+}
+
+// conditionHolds evaluates one operator on one key whose value is v (present: the request has it).
+func conditionHolds(op string, ifExists bool, values []string, v string, present bool, tags map[string]string) bool {
+	if op == "Null" {
+		return slices.ContainsFunc(values, func(b string) bool { return strings.EqualFold(b, fmt.Sprint(!present)) })
+	}
+	negated := strings.Contains(op, "Not")
+	if !present {
+		return negated || ifExists
+	}
+	var any bool
+	switch strings.Replace(op, "Not", "", 1) {
+	case "StringEquals":
+		any = slicesContainsSubstituted(values, v, tags, false)
+	case "StringEqualsIgnoreCase":
+		any = slicesContainsSubstituted(values, v, tags, true)
+	case "StringLike":
+		any = matchesAny(values, v, tags, false)
+	case "ArnEquals", "ArnLike":
+		any = slices.ContainsFunc(values, func(p string) bool { return arnMatches(p, v, tags) })
+	case "Bool":
+		any = slices.ContainsFunc(values, func(b string) bool { return strings.EqualFold(b, v) })
+	}
+	return any != negated
+}
+
+// arnMatches matches an ARN against a pattern part by part: a wildcard does not run past a colon
+// into the next of the six parts, and a value that is no ARN matches nothing.
+func arnMatches(pattern, v string, tags map[string]string) bool {
+	pp, vp := strings.SplitN(pattern, ":", 6), strings.SplitN(v, ":", 6)
+	if len(pp) != 6 || len(vp) != 6 {
+		return false
+	}
+	for i := range pp {
+		if re, ok := wildcard(pp[i], tags, false); !ok || !re.MatchString(vp[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// namesPrincipal is whether a resource policy's statement names the session of role (names), and
+// whether it names it as itself, by "*" or the role's ARN (grants): only then does an Allow grant
+// by itself. A statement naming the role's account names the session but leaves an Allow to the
+// identity policies.
+func (st statement) namesPrincipal(role string) (names, grants bool) {
+	if st.NotPrincipal != nil {
+		return true, false // not evaluated: applies returns unknown, so a Deny applies
+	}
+	if st.Principal == nil {
+		return false, false
+	}
+	var star string
+	if json.Unmarshal(st.Principal, &star) == nil {
+		return star == "*", star == "*"
+	}
+	var p map[string]stringList
+	if err := json.Unmarshal(st.Principal, &p); err != nil {
+		return false, false
+	}
+	acct := ""
+	if parts := strings.SplitN(role, ":", 6); len(parts) == 6 {
+		acct = parts[4]
+	}
+	for _, v := range p["AWS"] {
+		switch {
+		case v == "*" || v == role:
+			return true, true
+		case acct != "" && (v == acct || strings.HasSuffix(v, ":iam::"+acct+":root")):
+			names = true
+		}
+	}
+	return names, false
+}
+
+// unsupported names what of a statement the emulation does not evaluate, for the refusal's log
+// line: "" when it evaluates all of it.
+func (st statement) unsupported() string {
+	var out []string
+	for name, raw := range map[string]json.RawMessage{"NotPrincipal": st.NotPrincipal, "NotAction": st.NotAction, "NotResource": st.NotResource} {
+		if raw != nil {
+			out = append(out, name)
+		}
+	}
+	for op, conds := range st.Condition {
+		base, _ := strings.CutSuffix(op, "IfExists")
+		for key := range conds {
+			if !slices.Contains(operators, base) {
+				out = append(out, "the condition operator "+op)
+			} else if !slices.Contains(conditionKeys, key) {
+				out = append(out, "the condition key "+key)
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+var policyVariable = regexp.MustCompile(`\$\{aws:PrincipalTag/([^}]+)\}`)
+
+// substitute replaces the principal tag variables; ok is false when a tag is missing.
+func substitute(pattern string, tags map[string]string) (string, bool) {
+	ok := true
+	out := policyVariable.ReplaceAllStringFunc(pattern, func(m string) string {
+		v, found := tags[policyVariable.FindStringSubmatch(m)[1]]
+		ok = ok && found
+		return v
+	})
+	return out, ok
+}
+
+// wildcard compiles an IAM pattern: "*" any run of characters, "?" one character. The tag's value
+// is substituted first and taken literally.
+func wildcard(pattern string, tags map[string]string, fold bool) (*regexp.Regexp, bool) {
+	var b strings.Builder
+	b.WriteString("^")
+	if fold {
+		b.WriteString("(?i)")
+	}
+	for _, part := range splitKeepVariables(pattern) {
+		if policyVariable.MatchString(part) {
+			v, ok := substitute(part, tags)
+			if !ok {
+				return nil, false
+			}
+			b.WriteString(regexp.QuoteMeta(v))
+			continue
+		}
+		for _, c := range part {
+			switch c {
+			case '*':
+				b.WriteString(".*")
+			case '?':
+				b.WriteString(".")
+			default:
+				b.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String()), true
+}
+
+// splitKeepVariables splits a pattern into its policy variables and the text between them.
+func splitKeepVariables(p string) []string {
+	var out []string
+	for _, loc := range policyVariable.FindAllStringIndex(p, -1) {
+		out = append(out, p[:loc[0]], p[loc[0]:loc[1]])
+		p = p[loc[1]:]
+	}
+	return append(out, p)
+}
+
+func matchesAny(patterns []string, v string, tags map[string]string, fold bool) bool {
+	for _, p := range patterns {
+		if re, ok := wildcard(p, tags, fold); ok && re.MatchString(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesContainsSubstituted(values []string, v string, tags map[string]string, fold bool) bool {
+	for _, p := range values {
+		if s, ok := substitute(p, tags); ok && (s == v || fold && strings.EqualFold(s, v)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+package localrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The resource policies the local run judges requests by: each bucket's policy
+// (AWS::S3::BucketPolicy in the templates) and each queue's (AWS::SQS::QueuePolicy), read with the
+// run's identities of the resources they name. A session's request to a bucket is judged by its role's policies and the bucket's
+// (tenantAuth.decide), so the bucket's Denies (who writes control/, work/ and results/, who reads
+// objects, which encryption, storage class and conditional headers an upload carries) refuse
+// locally what they refuse in AWS.
+//
+// The functions' own credentials and the operators' ("local") are not sessions and pass: the
+// pipeline's roles and the operators are exempt from the bucket's Denies by their ARNs, and the
+// local run has one key for both. The outsider role stands for everyone else.
+
+// OutsiderRoleName is the name of a role the local STS knows beside the templates' roles: an
+// identity of the account that is allowed everything by its own policy and is none of the
+// pipeline's roles and no operator, so that only resource policies can refuse it. Assume
+// arn:aws:iam::<account>:role/local-outsider (Run.OutsiderRoleARN) to see what the bucket's
+// policy refuses to anyone else in the account.
+const OutsiderRoleName = "local-outsider"
+
+// outsiderStatements are the outsider role's identity policy: AdministratorAccess's one statement.
+// https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AdministratorAccess.html
+var outsiderStatements = []statement{{Effect: "Allow", Action: stringList{"*"}, Resource: stringList{"*"}}}
+
+// outsiderRole is the outsider role's ARN in the run's account.
+func (a *tenantAuth) outsiderRole() string {
+	return fmt.Sprintf("arn:aws:iam::%s:role/%s", a.res.Account, OutsiderRoleName)
+}
+
+// resourceStatements returns the statements of the resource policy that governs resource: for an
+// S3 bucket or object ARN, the bucket's policy; for a queue's ARN, the queue's (none when the
+// templates give it none).
+func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
+	var typ, owner, key string // the policy's type, its property naming what it governs, the cache key
+	var governs func(resolved string) bool
+	if rest, ok := strings.CutPrefix(resource, "arn:aws:s3:::"); ok {
+		bucket, _, _ := strings.Cut(rest, "/")
+		typ, owner, key = "AWS::S3::BucketPolicy", "Bucket", bucket
+		governs = func(name string) bool { return name == bucket }
+	} else if parts := strings.SplitN(resource, ":", 6); len(parts) == 6 && parts[2] == "sqs" {
+		// A queue policy names its queues by URL (Ref), whose last part is the queue's name.
+		typ, owner, key = "AWS::SQS::QueuePolicy", "Queues", "sqs:"+parts[5]
+		governs = func(url string) bool { return url[strings.LastIndex(url, "/")+1:] == parts[5] }
+	} else {
+		return nil, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.resourcePolicies[key]; ok {
+		return st, nil
+	}
+	var out []statement
+	for _, p := range a.asm.OfType(typ) {
+		names, err := a.res.Resolve(p.Stack, p.Properties[owner])
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %s: %w", typ, p.LogicalID, owner, err) // fail closed
+		}
+		list, ok := names.([]any)
+		if !ok {
+			list = []any{names}
+		}
+		if !slices.ContainsFunc(list, func(n any) bool { return governs(fmt.Sprint(n)) }) {
+			continue
+		}
+		doc, err := a.res.Resolve(p.Stack, p.Properties["PolicyDocument"])
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)
+		}
+		b, _ := json.Marshal(doc)
+		var d struct{ Statement []statement }
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)
+		}
+		out = append(out, d.Statement...)
+	}
+	if a.resourcePolicies == nil {
+		a.resourcePolicies = map[string][]statement{}
+	}
+	a.resourcePolicies[key] = out
+	return out, nil
+}
+
+// OutsiderRoleARN is the ARN of the outsider role (OutsiderRoleName) in the run's account: assume
+// it from the run's STS, without tags.
+func (c *Cloud) OutsiderRoleARN() string {
+	return c.auth.outsiderRole()
+}

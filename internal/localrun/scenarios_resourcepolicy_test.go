@@ -1,0 +1,187 @@
+//go:build e2e || figures
+
+package localrun
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/pipeline"
+)
+
+// The local cloud judges a session's request by the bucket's or the queue's policy as well as its
+// role's, as S3 and SQS do, in both tiers and with the app's own key: the tenant's uploader session is refused, with
+// AccessDenied, an upload that overwrites (no If-None-Match), one in GLACIER, one under SSE-C,
+// SSE-S3 or another KMS key, although its role allows the put; an outsider of the account whose
+// own policy allows everything is refused the tenant's files and results and the control records,
+// and a forged event sent straight to the tenant's queue. Nothing refused is written, and the
+// tenant's proper upload is registered beside them. Without the bucket's or the queue's
+// statements (as in a build that dropped them) the same requests pass: these are the statements
+// that refuse them.
+func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
+	t.Parallel()
+	forEachTier(t, uploadTenants, func(t *testing.T, tenants string) {
+		pooled := strings.Contains(tenants, `"tier":"pool"`)
+		tenants = withUploaders(t, tenants, pooled)
+		tenants = withTopLevelJSON(t, tenants, "encryption", map[string]any{"key": "create"})
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		prefix := r.Tenant("up").Prefix
+		up := uploaderClient(t, ctx, r, "up", pooled)
+
+		// The proper upload: If-None-Match, the bucket's default encryption and storage class.
+		good := prefix + "good.csv"
+		if _, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(good),
+			Body: strings.NewReader(string(csvOf(3))), IfNoneMatch: aws.String("*")}); err != nil {
+			t.Fatalf("the uploader's proper PutObject: %v", err)
+		}
+
+		ssecKey := strings.Repeat("k", 32)
+		sum := md5.Sum([]byte(ssecKey))
+		refused := []struct {
+			name string
+			in   s3.PutObjectInput
+		}{
+			{"without If-None-Match (an overwrite)", s3.PutObjectInput{}},
+			{"in GLACIER", s3.PutObjectInput{IfNoneMatch: aws.String("*"), StorageClass: s3types.StorageClassGlacier}},
+			{"in DEEP_ARCHIVE", s3.PutObjectInput{IfNoneMatch: aws.String("*"), StorageClass: s3types.StorageClassDeepArchive}},
+			{"under SSE-C", s3.PutObjectInput{IfNoneMatch: aws.String("*"), SSECustomerAlgorithm: aws.String("AES256"),
+				SSECustomerKey: aws.String(base64.StdEncoding.EncodeToString([]byte(ssecKey))), SSECustomerKeyMD5: aws.String(base64.StdEncoding.EncodeToString(sum[:]))}},
+			{"under SSE-S3", s3.PutObjectInput{IfNoneMatch: aws.String("*"), ServerSideEncryption: s3types.ServerSideEncryptionAes256}},
+			{"under another KMS key", s3.PutObjectInput{IfNoneMatch: aws.String("*"), ServerSideEncryption: s3types.ServerSideEncryptionAwsKms,
+				SSEKMSKeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab")}},
+		}
+		put := func(c *s3.Client, in s3.PutObjectInput, key string) error {
+			in.Bucket, in.Key, in.Body = aws.String(r.Bucket), aws.String(key), strings.NewReader(string(csvOf(2)))
+			_, err := c.PutObject(ctx, &in)
+			return err
+		}
+		for i, tc := range refused {
+			key := prefix + "refused-" + string(rune('a'+i)) + ".csv"
+			if err := put(up, tc.in, key); errorCode(err) != "AccessDenied" {
+				t.Errorf("the uploader's PutObject %s: got %q (%v), want AccessDenied from the bucket's policy", tc.name, errorCode(err), err)
+			}
+		}
+		if n := objectsUnder(t, ctx, r, prefix+"refused-"); n != 0 {
+			t.Errorf("got %d refused objects under up's prefix, want none", n)
+		}
+
+		waitFor(t, ctx, r, "the proper upload registered", func(rep *report.Report) bool {
+			tr := rep.Tenants["up"]
+			return tr != nil && len(tr.Files) == 1 && tr.Files[0].Status == "SUCCEEDED" && len(r.Sink.Registered("up")) == 3
+		})
+		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsPrefix + "up/")})
+		if err != nil || len(results.Contents) == 0 {
+			t.Fatalf("up's results: %v, %d objects; want one", err, len(results.Contents))
+		}
+		result := aws.ToString(results.Contents[0].Key)
+
+		// The outsider: allowed everything by its own policy, none of the pipeline's roles, no
+		// operator.
+		outsider := sessionClient(t, ctx, r, r.OutsiderRoleARN(), nil)
+		get := func(c *s3.Client, key string) error {
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key)})
+			if err == nil {
+				out.Body.Close()
+			}
+			return err
+		}
+		outsiders := []struct {
+			name string
+			do   func() error
+		}{
+			{"reads up's file", func() error { return get(outsider, good) }},
+			{"reads up's results", func() error { return get(outsider, result) }},
+			{"writes up's wake-up record", func() error {
+				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlPrefix+"up/forged-wake-done.json")
+			}},
+			{"writes into up's results", func() error {
+				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ResultsPrefix+"up/forged.json")
+			}},
+		}
+		for _, tc := range outsiders {
+			if err := tc.do(); errorCode(err) != "AccessDenied" {
+				t.Errorf("the outsider %s: got %q (%v), want AccessDenied from the bucket's policy", tc.name, errorCode(err), err)
+			}
+		}
+		if n := objectsUnder(t, ctx, r, pipeline.ControlPrefix+"up/forged") + objectsUnder(t, ctx, r, pipeline.ResultsPrefix+"up/forged"); n != 0 {
+			t.Errorf("got %d forged objects, want none", n)
+		}
+
+		// A forged S3 event sent straight to the tenant's queue (a silo tenant's own; in the pool
+		// the intake and the pool's queue): the queues' policies refuse the outsider's SendMessage.
+		sqsOutsider := sqs.NewFromConfig(sessionConfig(t, ctx, r, r.OutsiderRoleARN(), nil), func(o *sqs.Options) {
+			o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_SQS"))
+		})
+		forged := `{"detail-type":"Object Created","source":"aws.s3","detail":{"bucket":{"name":"` + r.Bucket + `"},"object":{"key":"` + good + `"}}}`
+		var queues []*Queue
+		for _, q := range r.queues {
+			if q.URL == r.Tenant("up").Queue.URL || pooled && strings.Contains(strings.ToLower(q.Name), "intake") {
+				queues = append(queues, q)
+			}
+		}
+		if len(queues) != map[bool]int{false: 1, true: 2}[pooled] {
+			t.Fatalf("got queues %v for up, want its own (silo) or the pool's queue and intake", queues)
+		}
+		send := func(q *Queue) error {
+			in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(forged)}
+			if strings.HasSuffix(q.Name, ".fifo") {
+				in.MessageGroupId, in.MessageDeduplicationId = aws.String("up"), aws.String("forged")
+			}
+			_, err := sqsOutsider.SendMessage(ctx, in)
+			return err
+		}
+		for _, q := range queues {
+			if err := send(q); errorCode(err) != "AccessDenied" {
+				t.Errorf("the outsider's SendMessage to %s: got %q (%v), want AccessDenied from the queue's policy", q.Name, errorCode(err), err)
+			}
+		}
+
+		// Without the bucket's statements the same requests pass: the policy is what refused them.
+		r.auth.mu.Lock()
+		kept := r.auth.resourcePolicies[r.Bucket]
+		r.auth.resourcePolicies[r.Bucket] = nil
+		r.auth.mu.Unlock()
+		if err := get(outsider, result); err != nil {
+			t.Errorf("the outsider reads up's results without the bucket's policy: %v; want it allowed by its own policy", err)
+		}
+		if err := put(up, s3.PutObjectInput{StorageClass: s3types.StorageClassGlacier}, prefix+"unrefused.csv"); err != nil {
+			t.Errorf("the uploader's put in GLACIER without If-None-Match, without the bucket's policy: %v; want it allowed by its role", err)
+		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[r.Bucket] = kept
+		// And without the queue's: the first queue takes the outsider's message.
+		r.auth.resourcePolicies["sqs:"+queues[0].Name] = nil
+		r.auth.mu.Unlock()
+		if err := send(queues[0]); err != nil {
+			t.Errorf("the outsider's SendMessage to %s without the queue's policy: %v; want it allowed by its own policy", queues[0].Name, err)
+		}
+	})
+}
+
+// withTopLevelJSON sets a top-level field of a tenants file.
+func withTopLevelJSON(t *testing.T, tenantsJSON, field string, value any) string {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal([]byte(tenantsJSON), &f); err != nil {
+		t.Fatal(err)
+	}
+	f[field] = value
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
