@@ -184,7 +184,7 @@ func (r *Run) controlPlane() http.Handler {
 		case "GetCallerIdentity":
 			writeXML(w, http.StatusOK, callerIdentity(req))
 		case "AssumeRole": // an operator's session of a role, e.g. a pool's uploader role (tenantauth.go)
-			r.auth.assumeRole(w, form)
+			r.auth.assumeRole(w, req, form)
 		default:
 			queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local run does not emulate %q", form.Get("Action")))
 		}

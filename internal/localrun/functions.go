@@ -79,6 +79,11 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
 	}
+	creds, err := r.roleCredentials(fr, id.Ref)
+	if err != nil {
+		return nil, err
+	}
+	all = append(all, creds...)
 	all = append(all, r.cfg.EnvFor[src]...)
 	if p := vars[pipeline.EnvPool]; p != "" {
 		all = append(all, r.cfg.EnvForPool[p]...)
@@ -297,4 +302,32 @@ func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *d
 	}
 	f.Async.MaximumRetryAttempts, f.Async.MaximumEventAge = props.MaximumRetryAttempts, age
 	return nil
+}
+
+// roleCredentials are the credentials Lambda gives a function in its environment: a session of its
+// execution role, which the local STS records, so that the S3, SQS and DynamoDB endpoints judge the
+// function's requests by its role's policies and the resources' policies (tenantauth.go), as AWS
+// does. They come after the run's own key in the environment, and the last value of a name wins.
+// https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime
+//
+// CloudFormation requires a function's Role, so only a hand-made template (the tests' fixture) has
+// none: such a function keeps the run's own key, and the run's log says so.
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-function.html
+func (r *Run) roleCredentials(fr *deploy.Resource, name string) ([]string, error) {
+	if _, ok := fr.Properties["Role"]; !ok {
+		fmt.Fprintf(r.cfg.Logs, "localrun: function %s has no Role; it runs with the run's own key, and its requests are not judged\n", fr.LogicalID)
+		return nil, nil
+	}
+	role, err := r.res.ResolveString(fr.Stack, fr.Properties["Role"])
+	if err != nil || role == "" {
+		return nil, fmt.Errorf("function %s: its role: %v", fr.LogicalID, err)
+	}
+	key := r.auth.newSession(role, nil)
+	r.auth.mu.Lock()
+	if r.auth.functionRoles == nil {
+		r.auth.functionRoles = map[string]string{}
+	}
+	r.auth.functionRoles[name] = role
+	r.auth.mu.Unlock()
+	return []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + localSecret, "AWS_SESSION_TOKEN=local-" + key}, nil
 }

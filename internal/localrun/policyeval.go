@@ -36,8 +36,13 @@ import (
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-logic-multiple-context-keys-or-values.html
 //
-// Anything else fails closed: NotAction, NotResource and NotPrincipal, a set operator
-// (ForAnyValue:, ForAllValues:), another operator, another key. Such a statement is unknown,
+//   - the set operators ForAllValues: and ForAnyValue: on dynamodb:LeadingKeys (leadingkeys.go)
+//     and aws:TagKeys, the single-valued aws:RequestTag/<key> (sts.go), and a queue's
+//     aws:ResourceTag/<key> (sqsauth.go).
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
+//
+// Anything else fails closed: NotAction, NotResource and NotPrincipal, a set operator on another
+// key, another operator, another key. Such a statement is unknown,
 // which an Allow takes as not applying and a Deny as applying, and unsupported names it.
 
 // statement is one resolved policy statement.
@@ -111,6 +116,12 @@ var conditionKeys = []string{
 	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation",
 }
 
+// knownKey is whether the emulation knows a single-valued condition key: one of conditionKeys, or
+// a request tag of AssumeRole (aws:RequestTag/<key>).
+func knownKey(key string) bool {
+	return slices.Contains(conditionKeys, key) || strings.HasPrefix(key, "aws:RequestTag/")
+}
+
 // operators are the condition operators the emulation evaluates, without ...IfExists.
 var operators = []string{
 	"StringEquals", "StringNotEquals", "StringLike", "StringNotLike", "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase",
@@ -126,19 +137,57 @@ func (st statement) applies(tags map[string]string, action, resource string, key
 	}
 	out := match
 	for op, conds := range st.Condition {
-		base, ifExists := strings.CutSuffix(op, "IfExists")
+		set, base, _ := strings.Cut(op, ":")
+		if base == "" {
+			set, base = "", op
+		}
+		base, ifExists := strings.CutSuffix(base, "IfExists")
 		for key, values := range conds {
-			if !slices.Contains(conditionKeys, key) || !slices.Contains(operators, base) {
+			multi := slices.Contains(multiValuedKeys, key)
+			known := knownKey(key) || strings.HasPrefix(key, "aws:ResourceTag/") && keys[resourceTagsRead] == "true"
+			if !known && !multi || !slices.Contains(operators, base) || multi != (set != "") {
 				out = unknown
 				continue
 			}
 			v, present := keys[key]
-			if !conditionHolds(base, ifExists, values, v, present, tags) {
+			var holds bool
+			switch set {
+			case "":
+				holds = conditionHolds(base, ifExists, values, v, present, tags)
+			case "ForAllValues", "ForAnyValue":
+				if !present { // a value the emulation could not read
+					out = unknown
+					continue
+				}
+				holds = setHolds(set == "ForAllValues", base, values, v, tags)
+			default:
+				out = unknown
+				continue
+			}
+			if !holds {
 				return noMatch
 			}
 		}
 	}
 	return out
+}
+
+// setHolds evaluates a set operator on a multi-valued key whose values are joined by
+// valueSeparator: ForAllValues holds when every value satisfies the operator (and for none),
+// ForAnyValue when one does.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
+func setHolds(all bool, op string, values []string, joined string, tags map[string]string) bool {
+	var got []string
+	if joined != "" {
+		got = strings.Split(joined, valueSeparator)
+	}
+	for _, v := range got {
+		holds := conditionHolds(op, false, values, v, true, tags)
+		if holds != all {
+			return holds // ForAnyValue: one holds; ForAllValues: one does not
+		}
+	}
+	return all
 }
 
 // conditionHolds evaluates one operator on one key whose value is v (present: the request has it).
@@ -225,12 +274,20 @@ func (st statement) unsupported() string {
 		}
 	}
 	for op, conds := range st.Condition {
-		base, _ := strings.CutSuffix(op, "IfExists")
+		set, base, _ := strings.Cut(op, ":")
+		if base == "" {
+			set, base = "", op
+		}
+		base, _ = strings.CutSuffix(base, "IfExists")
 		for key := range conds {
-			if !slices.Contains(operators, base) {
+			multi := slices.Contains(multiValuedKeys, key)
+			switch {
+			case !slices.Contains(operators, base) || set != "" && set != "ForAllValues" && set != "ForAnyValue":
 				out = append(out, "the condition operator "+op)
-			} else if !slices.Contains(conditionKeys, key) {
+			case !knownKey(key) && !multi:
 				out = append(out, "the condition key "+key)
+			case multi != (set != ""):
+				out = append(out, "the condition operator "+op+" on "+key)
 			}
 		}
 	}

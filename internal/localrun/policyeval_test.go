@@ -114,6 +114,14 @@ func TestPolicyEvaluation(t *testing.T) {
 			[]statement{stmt(`{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::ingest/*","Condition":{"Bool":{"aws:SecureTransport":false}}}`)},
 			"s3:PutObject", object, with(map[string]string{"aws:SecureTransport": "false"}), false},
 
+		// A queue's tags, for the core system's wake-ups (attribute-based access control).
+		{"a queue tagged for wake-ups", []statement{wakeUps}, nil, "sqs:ChangeMessageVisibility", "arn:aws:sqs:us-east-1:123456789012:q",
+			map[string]string{resourceTagsRead: "true", "aws:ResourceTag/wake": "true"}, true},
+		{"a queue not tagged", []statement{wakeUps}, nil, "sqs:ChangeMessageVisibility", "arn:aws:sqs:us-east-1:123456789012:q",
+			map[string]string{resourceTagsRead: "true"}, false},
+		{"a resource whose tags are not read", []statement{wakeUps}, nil, "sqs:ChangeMessageVisibility", "arn:aws:sqs:us-east-1:123456789012:q",
+			map[string]string{"aws:ResourceTag/wake": "true"}, false},
+
 		// What the emulation does not evaluate fails closed.
 		{"NotPrincipal: a Deny applies", []statement{anyS3},
 			[]statement{stmt(`{"Effect":"Deny","NotPrincipal":{"AWS":"arn:aws:iam::123456789012:role/op"},"Action":"s3:*","Resource":"arn:aws:s3:::ingest/*"}`)},
@@ -141,8 +149,11 @@ func TestPolicyEvaluation(t *testing.T) {
 	}
 }
 
-// The statements of the constructs' BucketUploadDenies, as the templates resolve them.
+// The statements of the constructs' BucketUploadDenies, as the templates resolve them, and the
+// core system's wake-up grant.
 var (
+	wakeUps = mustStatement(`{"Effect":"Allow","Action":"sqs:ChangeMessageVisibility","Resource":"arn:aws:sqs:us-east-1:123456789012:*",
+		"Condition":{"StringEquals":{"aws:ResourceTag/wake":"true"}}}`)
 	sseKMSOnly = mustStatement(`{"Sid":"NoObjectEncryptionButSSEKMS","Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::ingest/*",
 		"Condition":{"Null":{"s3:x-amz-server-side-encryption":"false"},"StringNotEquals":{"s3:x-amz-server-side-encryption":"aws:kms"}}}`)
 	storageClasses = mustStatement(`{"Sid":"NoObjectStorageClassButStandardOrIntelligentTiering","Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::ingest/*",

@@ -28,7 +28,7 @@ func TestTenantAuthPresignedSignature(t *testing.T) {
 	role := "arn:aws:iam::123456789012:role/uploader"
 	r.auth.mu.Lock()
 	r.auth.policies[role] = uploaderStatements
-	r.auth.tagged[role] = true
+	r.auth.trust[role] = poolUploaderTrust(role)
 	r.auth.mu.Unlock()
 	session := aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
 		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}

@@ -14,9 +14,10 @@ import (
 // objects, which encryption, storage class and conditional headers an upload carries) refuse
 // locally what they refuse in AWS.
 //
-// The functions' own credentials and the operators' ("local") are not sessions and pass: the
-// pipeline's roles and the operators are exempt from the bucket's Denies by their ARNs, and the
-// local run has one key for both. The outsider role stands for everyone else.
+// Each function runs with a session of its execution role (Run.roleCredentials), as Lambda runs
+// it, so its requests are judged too. The operators' and the harness's key ("local") is no session
+// and passes: operators are exempt from the bucket's and the queues' Denies by their ARNs. The
+// outsider role stands for everyone else in the account.
 
 // OutsiderRoleName is the name of a role the local STS knows beside the templates' roles: an
 // identity of the account that is allowed everything by its own policy and is none of the

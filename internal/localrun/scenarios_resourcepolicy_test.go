@@ -12,10 +12,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 )
@@ -82,6 +86,25 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			tr := rep.Tenants["up"]
 			return tr != nil && len(tr.Files) == 1 && tr.Files[0].Status == "SUCCEEDED" && len(r.Sink.Registered("up")) == 3
 		})
+		// The functions run with their execution roles' sessions, each request judged by its role's
+		// policies and the resources': up's controller (a pool's controller and router), which
+		// read and write the bucket, the queue and the admission table with their own roles.
+		judged := 0
+		for _, f := range r.functions {
+			if f.Source != "lambdas/controller" || f.Tenant != "up" && f.Pool == "" {
+				continue
+			}
+			judged++
+			r.auth.mu.Lock()
+			role := r.auth.functionRoles[f.Name]
+			r.auth.mu.Unlock()
+			if role == "" || r.auth.Judged(role) == 0 {
+				t.Errorf("function %s (%s): role %q, %d requests judged; want its role's session judged", f.Name, f.Source, role, r.auth.Judged(role))
+			}
+		}
+		if judged == 0 {
+			t.Error("found no controller of up")
+		}
 		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsPrefix + "up/")})
 		if err != nil || len(results.Contents) == 0 {
 			t.Fatalf("up's results: %v, %d objects; want one", err, len(results.Contents))
@@ -146,6 +169,64 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		for _, q := range queues {
 			if err := send(q); errorCode(err) != "AccessDenied" {
 				t.Errorf("the outsider's SendMessage to %s: got %q (%v), want AccessDenied from the queue's policy", q.Name, errorCode(err), err)
+			}
+		}
+
+		// Trust policies: the outsider may take neither the tenant's uploader role nor, in the
+		// pool, the tenant roles; Split's role may not take Register's tenant role, which alone
+		// reads secrets and tables, and Register's may.
+		stsAs := func(role string) *sts.Client {
+			key := r.auth.newSession(role, nil)
+			cfg := emulate.LocalAWS.Copy()
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(key, localSecret, "local-"+key)
+			return sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_STS")) })
+		}
+		assume := func(c *sts.Client, role string, tags map[string]string) error {
+			in := &sts.AssumeRoleInput{RoleArn: aws.String(role), RoleSessionName: aws.String("forged")}
+			for k, v := range tags {
+				in.Tags = append(in.Tags, ststypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+			}
+			_, err := c.AssumeRole(ctx, in)
+			return err
+		}
+		roles := map[string]string{} // by function source: the function's execution role, and the tenant role it is given
+		tenantRoles := map[string]string{}
+		for _, f := range r.functions {
+			if f.Tenant != "up" && f.Pool == "" {
+				continue
+			}
+			r.auth.mu.Lock()
+			roles[f.Source] = r.auth.functionRoles[f.Name]
+			r.auth.mu.Unlock()
+			for _, kv := range f.Env {
+				if k, v, _ := strings.Cut(kv, "="); k == pipeline.EnvTenantRoleARN {
+					tenantRoles[f.Source] = v
+				}
+			}
+		}
+		upTag := map[string]string{pipeline.TenantTag: "up"}
+		type assumption struct {
+			name, by, role string
+			tags           map[string]string
+			want           string
+		}
+		assumptions := []assumption{{"the outsider takes up's uploader role", r.OutsiderRoleARN(), uploaderRole(t, r, "up", pooled), upTag, "AccessDenied"}}
+		if !pooled {
+			assumptions[0].tags = nil
+		} else {
+			assumptions = append(assumptions,
+				assumption{"the outsider takes the tenant role", r.OutsiderRoleARN(), tenantRoles["lambdas/split"], upTag, "AccessDenied"},
+				assumption{"Split takes Register's tenant role", roles["lambdas/split"], tenantRoles["lambdas/register"], upTag, "AccessDenied"},
+				assumption{"Split takes its tenant role", roles["lambdas/split"], tenantRoles["lambdas/split"], upTag, ""},
+				assumption{"Register takes its tenant role", roles["lambdas/register"], tenantRoles["lambdas/register"], upTag, ""},
+			)
+		}
+		for _, a := range assumptions {
+			if a.by == "" || a.role == "" {
+				t.Fatalf("%s: no role found (by %q, role %q)", a.name, a.by, a.role)
+			}
+			if err := assume(stsAs(a.by), a.role, a.tags); errorCode(err) != a.want {
+				t.Errorf("%s: got %q (%v), want %q", a.name, errorCode(err), err, a.want)
 			}
 		}
 

@@ -271,6 +271,17 @@ func presignAsUploader(t *testing.T, ctx context.Context, r *Run, tenant, key st
 // uploader role (presignAsUploader).
 func uploaderClient(t *testing.T, ctx context.Context, r *Run, tenant string, pooled bool) *s3.Client {
 	t.Helper()
+	var tags map[string]string
+	if pooled {
+		tags = map[string]string{pipeline.TenantTag: tenant}
+	}
+	return sessionClient(t, ctx, r, uploaderRole(t, r, tenant, pooled), tags)
+}
+
+// uploaderRole is the ARN of the tenant's uploader role: the pool's (pooled), or the silo tenant's
+// own, from the stack outputs.
+func uploaderRole(t *testing.T, r *Run, tenant string, pooled bool) string {
+	t.Helper()
 	var role string
 	for _, st := range r.StackOutputs() {
 		for _, o := range st.Outputs {
@@ -289,11 +300,7 @@ func uploaderClient(t *testing.T, ctx context.Context, r *Run, tenant string, po
 	if role == "" {
 		t.Fatalf("no stack output names an uploader role of tenant %s (pooled: %v)", tenant, pooled)
 	}
-	var tags map[string]string
-	if pooled {
-		tags = map[string]string{pipeline.TenantTag: tenant}
-	}
-	return sessionClient(t, ctx, r, role, tags)
+	return role
 }
 
 // sessionClient is an S3 client of the run's operator endpoint with a session of role from the

@@ -37,6 +37,12 @@ func (a *tenantAuth) guardSQS(next http.Handler) http.Handler {
 			resource = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", a.res.Region, a.res.Account, queueName)
 		}
 		keys := map[string]string{"aws:SecureTransport": fmt.Sprint(secureTransport(req))}
+		if queueName != "" {
+			for k, v := range a.queueTags(queueName) {
+				keys["aws:ResourceTag/"+k] = v
+			}
+			keys[resourceTagsRead] = "true"
+		}
 		if allowed, why := a.decide(s, action, resource, keys); !allowed {
 			a.refuse()
 			a.say("SQS %s %s: AccessDenied: %s", op, resource, why)
@@ -72,4 +78,27 @@ func sqsRequest(req *http.Request, body []byte) (op, queueURL, queueName string)
 		queueURL = req.URL.Path // the query protocol may name the queue by its path
 	}
 	return form.Get("Action"), queueURL, form.Get("QueueName")
+}
+
+// resourceTagsRead marks a request whose resource's tags are its aws:ResourceTag/<key> condition
+// keys: a tag the resource lacks is then an absent key. Without the mark (a resource whose tags
+// the emulation does not read) a condition on them fails closed.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-abac-condition-keys.html
+const resourceTagsRead = "\x00resourceTags"
+
+// queueTags are the tags of the queue named name, from its AWS::SQS::Queue.
+func (a *tenantAuth) queueTags(name string) map[string]string {
+	out := map[string]string{}
+	for _, q := range a.asm.OfType("AWS::SQS::Queue") {
+		n, err := a.res.ResolveString(q.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"QueueName"]}`, q.LogicalID)))
+		if err != nil || n != name {
+			continue
+		}
+		var tags []struct{ Key, Value string }
+		a.asm.Prop(a.res, q, "Tags", &tags)
+		for _, t := range tags {
+			out[t.Key] = t.Value
+		}
+	}
+	return out
 }

@@ -24,21 +24,23 @@ import (
 
 // The local emulation of the sessions the pipeline's roles hand out (constructs/tenantpipeline,
 // tenantrole.go and upload.go). A local STS answers AssumeRole with an access key id that names the
-// session, and remembers the session's role and tags. In front of the pipeline's S3 and DynamoDB
+// session, and remembers the session's role and tags. In front of the S3, SQS and DynamoDB
 // endpoints, a request signed with such a key is judged by the role's policies in the synthesized
-// template, with ${aws:PrincipalTag/<key>} replaced by the session's tag, and, for S3, by the
-// bucket's policy (resourcepolicy.go), in AWS's order (policyeval.go, which says what of IAM's
-// language is evaluated and how the rest fails closed); a refusal is AWS's AccessDenied. A request
-// signed with the functions' and operators' own key ("local") passes as before. Secrets Manager
-// has no local emulator, so no secret is read locally; the same evaluation (tenantAuth.allowed)
-// covers its ARNs in the unit tests.
+// template, with ${aws:PrincipalTag/<key>} replaced by the session's tag, and by the bucket's or
+// the queue's policy (resourcepolicy.go, sqsauth.go, leadingkeys.go), in AWS's order
+// (policyeval.go, which says what of IAM's language is evaluated and how the rest fails closed);
+// a refusal is AWS's AccessDenied. Each
+// function runs with a session of its execution role (Run.roleCredentials), so the pipeline's own
+// requests are judged as well; a request signed with the operators' and the harness's key
+// ("local") passes. Secrets Manager has no local emulator, so no secret is read locally; the same
+// evaluation (tenantAuth.allowed) covers its ARNs in the unit tests.
 //
-// The trust policy's effect is checked, not evaluated: a role whose trust policy allows
-// sts:TagSession (the pool's tenant-scoped and uploader roles) gives sessions with exactly one
-// tag, tenant, with a value; any other (a silo tenant's uploader role, the outsider role) gives
-// sessions without tags, as STS refuses tags a trust policy does not allow
+// AssumeRole is judged by the role's trust policy and the caller's own policies (sts.go): its
+// principals, its conditions on the session tags (aws:RequestTag/<key>, aws:TagKeys), and
+// sts:TagSession for a tagged session, as STS judges it
 // (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html, "Permissions required
-// to add session tags"). Who calls AssumeRole is not checked: the local run has one caller.
+// to add session tags"). A function calls with its execution role's session; the run's own key
+// stands for whichever principal the trust names (an operator, a platform's uploader).
 //
 // The same sessions reach the operator's endpoints: the control plane's STS answers AssumeRole
 // here (a pool's uploader role, pipectl upload-url --role), and the operator's S3 endpoint is
@@ -66,19 +68,21 @@ type tenantAuth struct {
 	policies map[string][]statement   // by role ARN, resolved on first use
 	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
 	maxSession map[string]int
-	// tagged is whether each resolved role's trust policy allows sts:TagSession.
-	tagged map[string]bool
+	// trust is each resolved role's trust policy, its statements' Resource the role (sts.go).
+	trust map[string][]statement
 	// resourcePolicies are the statements of each bucket's and queue's policy, by bucket name and
 	// by "sqs:" and queue name (resourcepolicy.go).
 	resourcePolicies map[string][]statement
-	logs             io.Writer // why a request was refused; nil: not said
+	logs             io.Writer         // why a request was refused; nil: not said
+	judged           map[string]int    // requests judged, by the session's role
+	functionRoles    map[string]string // each function's execution role, by the function's name
 	refused          int
 	assumed          map[string]int // AssumeRole calls answered, by the session's tenant tag
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
 	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{},
-		tagged: map[string]bool{}}
+		trust: map[string][]statement{}}
 }
 
 // sessionKeyPrefix starts every access key id of a local tenant session.
@@ -93,24 +97,28 @@ func (a *tenantAuth) serveSTS(w http.ResponseWriter, req *http.Request) {
 		queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local STS emulates AssumeRole only, not %q", form.Get("Action")))
 		return
 	}
-	a.assumeRole(w, form)
+	a.assumeRole(w, req, form)
 }
 
 // assumeRole answers one AssumeRole request's form, for the functions' STS and the operator's.
-func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
+func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form url.Values) {
 	role := form.Get("RoleArn")
 	tags := map[string]string{}
 	for i := 1; form.Has(fmt.Sprintf("Tags.member.%d.Key", i)); i++ {
 		tags[form.Get(fmt.Sprintf("Tags.member.%d.Key", i))] = form.Get(fmt.Sprintf("Tags.member.%d.Value", i))
 	}
-	// A tagging role's trust policy: exactly the tenant tag, non-empty; any other role's: no tags.
-	_, err := a.roleStatements(role)
-	a.mu.Lock()
-	tagged := a.tagged[role]
-	a.mu.Unlock()
-	if err != nil || (tagged && (len(tags) != 1 || tags[pipeline.TenantTag] == "")) || (!tagged && len(tags) > 0) {
+	var caller *tenantSession
+	if s, ok := a.session(req); ok {
+		caller = &s
+	}
+	if ok, why := a.trusts(caller, role, tags); !ok {
 		a.refuse()
-		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("not authorized to perform sts:AssumeRole on %s with tags %v", role, tags))
+		who := "the run's own key"
+		if caller != nil {
+			who = caller.role
+		}
+		a.say("STS AssumeRole %s by %s with tags %v: AccessDenied: %s", role, who, tags, why)
+		queryError(w, http.StatusForbidden, "AccessDenied", fmt.Sprintf("User: %s is not authorized to perform: sts:AssumeRole on resource: %s", who, role))
 		return
 	}
 	seconds := 3600
@@ -124,9 +132,8 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, form url.Values) {
 		queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The requested DurationSeconds %d is outside 900 to the MaxSessionDuration %d set for this role.", seconds, limit))
 		return
 	}
-	key := sessionKeyPrefix + strings.ToUpper(emulate.NewID()[:12])
+	key := a.newSession(role, tags)
 	a.mu.Lock()
-	a.sessions[key] = tenantSession{role: role, tags: tags}
 	if a.assumed == nil {
 		a.assumed = map[string]int{}
 	}
@@ -158,6 +165,16 @@ func (a *tenantAuth) say(format string, args ...any) {
 	}
 }
 
+// newSession records a session of role with tags and returns its access key id; its secret is
+// localSecret and its token "local-" and the key.
+func (a *tenantAuth) newSession(role string, tags map[string]string) string {
+	key := sessionKeyPrefix + strings.ToUpper(emulate.NewID()[:12])
+	a.mu.Lock()
+	a.sessions[key] = tenantSession{role: role, tags: tags}
+	a.mu.Unlock()
+	return key
+}
+
 func (a *tenantAuth) refuse() {
 	a.mu.Lock()
 	a.refused++
@@ -183,6 +200,13 @@ func (a *tenantAuth) AssumeRoleCalls(tenant string) int {
 	return a.assumed[tenant]
 }
 
+// Judged is how many requests of sessions of the role were judged.
+func (a *tenantAuth) Judged(role string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.judged[role]
+}
+
 // Refused is how many requests and AssumeRole calls were refused.
 func (a *tenantAuth) Refused() int {
 	a.mu.Lock()
@@ -199,6 +223,9 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 		return st, nil
 	}
 	if role == a.outsiderRole() {
+		// Any principal of the account may assume it, by its own policies.
+		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
+			Action: stringList{"sts:AssumeRole"}, Resource: stringList{role}}}
 		return outsiderStatements, nil
 	}
 	var found *deploy.Resource
@@ -224,9 +251,12 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if err := json.Unmarshal(b, &td); err != nil {
 		return nil, fmt.Errorf("role %s: trust policy: %w", found.LogicalID, err)
 	}
-	a.tagged[role] = slices.ContainsFunc(td.Statement, func(st statement) bool {
-		return st.Effect == "Allow" && slices.Contains(st.Action, "sts:TagSession")
-	})
+	for i := range td.Statement {
+		if len(td.Statement[i].Resource) == 0 {
+			td.Statement[i].Resource = stringList{role} // a trust policy is the role's own
+		}
+	}
+	a.trust[role] = td.Statement
 	var out []statement
 	for _, p := range a.asm.OfType("AWS::IAM::Policy") {
 		var roles []struct{ Ref string }
@@ -283,6 +313,12 @@ func (a *tenantAuth) allowed(s tenantSession, action, resource string, keys map[
 // objects and itself; policyeval.go) for one action on one resource, with the request's condition
 // keys; why says what refused it.
 func (a *tenantAuth) decide(s tenantSession, action, resource string, keys map[string]string) (ok bool, why string) {
+	a.mu.Lock()
+	if a.judged == nil {
+		a.judged = map[string]int{}
+	}
+	a.judged[s.role]++
+	a.mu.Unlock()
 	stmts, err := a.roleStatements(s.role)
 	if err != nil {
 		return false, err.Error()
@@ -480,7 +516,12 @@ func (a *tenantAuth) guardDynamoDB(next http.Handler) http.Handler {
 			op := req.Header.Get("X-Amz-Target")
 			op = op[strings.LastIndex(op, ".")+1:]
 			table := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", a.res.Region, a.res.Account, in.TableName)
-			if !a.allowed(s, "dynamodb:"+op, table, map[string]string{"aws:SecureTransport": fmt.Sprint(secureTransport(req))}) {
+			keys := map[string]string{"aws:SecureTransport": fmt.Sprint(secureTransport(req))}
+			if leading, ok := a.leadingKeys(op, in.TableName, body); ok {
+				keys["dynamodb:LeadingKeys"] = leading
+			}
+			if ok, why := a.decide(s, "dynamodb:"+op, table, keys); !ok {
+				a.say("DynamoDB %s %s: AccessDeniedException: %s", op, table, why)
 				a.refuse()
 				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 				w.Header().Set("X-Amzn-ErrorType", "AccessDeniedException")

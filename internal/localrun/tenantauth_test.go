@@ -343,7 +343,7 @@ func TestTenantAuthUploaderSession(t *testing.T) {
 	role := "arn:aws:iam::123456789012:role/uploader"
 	r.auth.mu.Lock()
 	r.auth.policies[role] = uploaderStatements
-	r.auth.tagged[role] = true // the pool's trust policy allows sts:TagSession
+	r.auth.trust[role] = poolUploaderTrust(role) // the pool's trust policy allows sts:TagSession
 	r.auth.mu.Unlock()
 	p := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
 		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
@@ -446,7 +446,7 @@ func TestTenantAuthSiloUploaderSession(t *testing.T) {
 	role := "arn:aws:iam::123456789012:role/silo-uploader"
 	r.auth.mu.Lock()
 	r.auth.policies[role] = siloUploaderStatements
-	r.auth.tagged[role] = false
+	r.auth.trust[role] = siloUploaderTrust(role)
 	r.auth.mu.Unlock()
 	tagged := stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
 		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
@@ -472,4 +472,21 @@ func TestTenantAuthSiloUploaderSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// poolUploaderTrust is a pool uploader role's trust policy as the constructs write it: its
+// uploaders may assume it with exactly one session tag, tenant, whose value is a tenant's id.
+func poolUploaderTrust(role string) []statement {
+	st := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/platform"},"Action":["sts:AssumeRole","sts:TagSession"],
+		"Condition":{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"},
+		"StringNotLike":{"aws:RequestTag/tenant":["*/*"]}}}`)
+	st.Resource = stringList{role}
+	return []statement{st}
+}
+
+// siloUploaderTrust is a silo tenant's uploader role's trust policy: its uploaders, without tags.
+func siloUploaderTrust(role string) []statement {
+	st := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/platform"},"Action":"sts:AssumeRole"}`)
+	st.Resource = stringList{role}
+	return []statement{st}
 }
