@@ -182,7 +182,7 @@ func (r *Run) controlPlane() http.Handler {
 		case "DescribeStacks":
 			r.serveDescribeStacks(w, form.Get("StackName"))
 		case "GetCallerIdentity":
-			writeXML(w, http.StatusOK, callerIdentity(req))
+			writeXML(w, http.StatusOK, callerIdentity(req, r.auth))
 		case "AssumeRole": // an operator's session of a role, e.g. a pool's uploader role (tenantauth.go)
 			r.auth.assumeRole(w, req, form)
 		default:
@@ -364,12 +364,18 @@ func (r *Run) tenantOutput(t *Tenant) pipeline.TenantOutput {
 // ("Credential=<access key id>/<date>/<region>/<service>/aws4_request",
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-signing-request.html), in the
 // account of the local ARNs.
-func callerIdentity(req *http.Request) any {
+func callerIdentity(req *http.Request, auth *tenantAuth) any {
 	user := "anonymous"
 	if _, cred, ok := strings.Cut(req.Header.Get("Authorization"), "Credential="); ok {
 		if akid, _, _ := strings.Cut(cred, "/"); akid != "" {
 			user = akid
 		}
+	}
+	arn, id := "arn:aws:iam::"+emulate.Account+":user/"+user, "AIDALOCAL"+strings.ToUpper(user)
+	if s, ok := auth.session(req); ok && s.role != "unknown session" {
+		// A session of a role is its assumed-role ARN, as STS answers it.
+		// https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
+		arn, id = s.assumedRoleARN(), "AROALOCAL:"+s.name
 	}
 	return struct {
 		XMLName xml.Name `xml:"GetCallerIdentityResponse"`
@@ -378,7 +384,7 @@ func callerIdentity(req *http.Request) any {
 		UserID  string   `xml:"GetCallerIdentityResult>UserId"`
 		Account string   `xml:"GetCallerIdentityResult>Account"`
 		Request string   `xml:"ResponseMetadata>RequestId"`
-	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: "arn:aws:iam::" + emulate.Account + ":user/" + user, UserID: "AIDALOCAL" + strings.ToUpper(user), Account: emulate.Account, Request: uuid()}
+	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: arn, UserID: id, Account: emulate.Account, Request: uuid()}
 }
 
 func writeXML(w http.ResponseWriter, status int, v any) {

@@ -322,7 +322,7 @@ func (r *Run) roleCredentials(fr *deploy.Resource, name string) ([]string, error
 	if err != nil || role == "" {
 		return nil, fmt.Errorf("function %s: its role: %v", fr.LogicalID, err)
 	}
-	key := r.auth.newSession(role, nil)
+	key := r.auth.newSession(role, name, nil)
 	r.auth.mu.Lock()
 	if r.auth.functionRoles == nil {
 		r.auth.functionRoles = map[string]string{}

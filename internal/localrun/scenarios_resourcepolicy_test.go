@@ -176,7 +176,7 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		// pool, the tenant roles; Split's role may not take Register's tenant role, which alone
 		// reads secrets and tables, and Register's may.
 		stsAs := func(role string) *sts.Client {
-			key := r.auth.newSession(role, nil)
+			key := r.auth.newSession(role, "forged", nil)
 			cfg := emulate.LocalAWS.Copy()
 			cfg.Credentials = credentials.NewStaticCredentialsProvider(key, localSecret, "local-"+key)
 			return sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_STS")) })

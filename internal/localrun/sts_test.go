@@ -1,6 +1,10 @@
 package localrun
 
 import (
+	"encoding/xml"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -68,5 +72,26 @@ func TestTrustPolicy(t *testing.T) {
 				t.Errorf("got %v (%s), want %v", got, why, tc.want)
 			}
 		})
+	}
+}
+
+// GetCallerIdentity names a session by its assumed-role ARN (the role's name without its path, and
+// the session's name), as STS does; the run's own key stays the user it names.
+func TestCallerIdentityOfASession(t *testing.T) {
+	r := newTenantAuthRig(t)
+	key := r.auth.newSession("arn:aws:iam::123456789012:role/tenantpipeline/App/split", "poolsplit", nil)
+	for _, tc := range []struct{ key, want string }{
+		{key, "arn:aws:sts::123456789012:assumed-role/split/poolsplit"},
+		{"operator", "arn:aws:iam::000000000000:user/operator"},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+tc.key+"/20261206/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=x")
+		b, err := xml.Marshal(callerIdentity(req, r.auth))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "<Arn>"+tc.want+"</Arn>") {
+			t.Errorf("key %s: got %s, want the ARN %s", tc.key, b, tc.want)
+		}
 	}
 }

@@ -56,6 +56,7 @@ import (
 type tenantSession struct {
 	role string // the role's ARN as the template resolves it
 	tags map[string]string
+	name string // the RoleSessionName; a function's session is named after the function, as Lambda names it
 }
 
 // tenantAuth holds the sessions and evaluates their roles' policies.
@@ -132,7 +133,7 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form u
 		queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The requested DurationSeconds %d is outside 900 to the MaxSessionDuration %d set for this role.", seconds, limit))
 		return
 	}
-	key := a.newSession(role, tags)
+	key := a.newSession(role, form.Get("RoleSessionName"), tags)
 	a.mu.Lock()
 	if a.assumed == nil {
 		a.assumed = map[string]int{}
@@ -165,14 +166,26 @@ func (a *tenantAuth) say(format string, args ...any) {
 	}
 }
 
-// newSession records a session of role with tags and returns its access key id; its secret is
-// localSecret and its token "local-" and the key.
-func (a *tenantAuth) newSession(role string, tags map[string]string) string {
+// newSession records a session of role named name with tags and returns its access key id; its
+// secret is localSecret and its token "local-" and the key.
+func (a *tenantAuth) newSession(role, name string, tags map[string]string) string {
 	key := sessionKeyPrefix + strings.ToUpper(emulate.NewID()[:12])
 	a.mu.Lock()
-	a.sessions[key] = tenantSession{role: role, tags: tags}
+	a.sessions[key] = tenantSession{role: role, tags: tags, name: name}
 	a.mu.Unlock()
 	return key
+}
+
+// assumedRoleARN is the ARN STS gives a session of a role: the role's name without its path, and
+// the session's name.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
+func (s tenantSession) assumedRoleARN() string {
+	parts := strings.SplitN(s.role, ":", 6)
+	if len(parts) != 6 {
+		return s.role
+	}
+	name := parts[5][strings.LastIndex(parts[5], "/")+1:]
+	return fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", parts[4], name, s.name)
 }
 
 func (a *tenantAuth) refuse() {
