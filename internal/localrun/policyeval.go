@@ -38,7 +38,8 @@ import (
 //
 //   - the set operators ForAllValues: and ForAnyValue: on dynamodb:LeadingKeys (leadingkeys.go)
 //     and aws:TagKeys, the single-valued aws:RequestTag/<key> (sts.go), and a queue's
-//     aws:ResourceTag/<key> (sqsauth.go).
+//     aws:ResourceTag/<key> (sqsauth.go), and kms:ViaService and kms:EncryptionContext:<key> of the
+//     KMS calls S3 and SQS make for the caller (kmsauth.go).
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
 //
 // Anything else fails closed: NotAction, NotResource and NotPrincipal, a set operator on another
@@ -110,7 +111,7 @@ const (
 //   - the S3 request headers of a write (s3Request).
 //     https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
 var conditionKeys = []string{
-	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "s3:prefix",
+	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "s3:prefix", "kms:ViaService",
 	"s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
 	"s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-storage-class",
 	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation",
@@ -119,7 +120,7 @@ var conditionKeys = []string{
 // knownKey is whether the emulation knows a single-valued condition key: one of conditionKeys, or
 // a request tag of AssumeRole (aws:RequestTag/<key>).
 func knownKey(key string) bool {
-	return slices.Contains(conditionKeys, key) || strings.HasPrefix(key, "aws:RequestTag/")
+	return slices.Contains(conditionKeys, key) || strings.HasPrefix(key, "aws:RequestTag/") || strings.HasPrefix(key, "kms:EncryptionContext:")
 }
 
 // operators are the condition operators the emulation evaluates, without ...IfExists.

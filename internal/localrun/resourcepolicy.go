@@ -8,8 +8,9 @@ import (
 )
 
 // The resource policies the local run judges requests by: each bucket's policy
-// (AWS::S3::BucketPolicy in the templates) and each queue's (AWS::SQS::QueuePolicy), read with the
-// run's identities of the resources they name. A session's request to a bucket is judged by its role's policies and the bucket's
+// (AWS::S3::BucketPolicy in the templates), each queue's (AWS::SQS::QueuePolicy) and each KMS
+// key's (AWS::KMS::Key's KeyPolicy, kmsauth.go), read with the run's identities of the resources
+// they name. A session's request to a bucket is judged by its role's policies and the bucket's
 // (tenantAuth.decide), so the bucket's Denies (who writes control/, work/ and results/, who reads
 // objects, which encryption, storage class and conditional headers an upload carries) refuse
 // locally what they refuse in AWS.
@@ -36,8 +37,8 @@ func (a *tenantAuth) outsiderRole() string {
 }
 
 // resourceStatements returns the statements of the resource policy that governs resource: for an
-// S3 bucket or object ARN, the bucket's policy; for a queue's ARN, the queue's (none when the
-// templates give it none).
+// S3 bucket or object ARN, the bucket's policy; for a queue's ARN, the queue's; for a KMS key's ARN,
+// the key's (none when the templates give it none).
 func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 	var typ, owner, key string // the policy's type, its property naming what it governs, the cache key
 	var governs func(resolved string) bool
@@ -49,6 +50,10 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 		// A queue policy names its queues by URL (Ref), whose last part is the queue's name.
 		typ, owner, key = "AWS::SQS::QueuePolicy", "Queues", "sqs:"+parts[5]
 		governs = func(url string) bool { return url[strings.LastIndex(url, "/")+1:] == parts[5] }
+	} else if strings.HasPrefix(resource, "arn:aws:kms:") {
+		// A key's policy; its statements' Resource is "*", the key itself.
+		typ, owner, key = "AWS::KMS::Key", "", resource
+		governs = func(arn string) bool { return arn == resource }
 	} else {
 		return nil, nil
 	}
@@ -59,7 +64,11 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 	}
 	var out []statement
 	for _, p := range a.asm.OfType(typ) {
-		names, err := a.res.Resolve(p.Stack, p.Properties[owner])
+		ownerValue, doc := p.Properties[owner], p.Properties["PolicyDocument"]
+		if typ == "AWS::KMS::Key" {
+			ownerValue, doc = json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, p.LogicalID)), p.Properties["KeyPolicy"]
+		}
+		names, err := a.res.Resolve(p.Stack, ownerValue)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %s: %w", typ, p.LogicalID, owner, err) // fail closed
 		}
@@ -70,11 +79,11 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 		if !slices.ContainsFunc(list, func(n any) bool { return governs(fmt.Sprint(n)) }) {
 			continue
 		}
-		doc, err := a.res.Resolve(p.Stack, p.Properties["PolicyDocument"])
+		resolved, err := a.res.Resolve(p.Stack, doc)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)
 		}
-		b, _ := json.Marshal(doc)
+		b, _ := json.Marshal(resolved)
 		var d struct{ Statement []statement }
 		if err := json.Unmarshal(b, &d); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)

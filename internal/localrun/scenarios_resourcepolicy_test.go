@@ -241,6 +241,26 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		if err := put(up, s3.PutObjectInput{StorageClass: s3types.StorageClassGlacier}, prefix+"unrefused.csv"); err != nil {
 			t.Errorf("the uploader's put in GLACIER without If-None-Match, without the bucket's policy: %v; want it allowed by its role", err)
 		}
+		// And without the key's policy, whose root statement is what lets IAM policies use the key,
+		// the uploader's proper upload is refused: S3 cannot make the data key for it.
+		key, _ := r.auth.bucketKMS(r.Bucket, "", nil)
+		if key == "" {
+			t.Fatal("the bucket has no key of the templates; the scenario creates one")
+		}
+		if _, err := r.auth.resourceStatements(key); err != nil {
+			t.Fatal(err)
+		}
+		r.auth.mu.Lock()
+		keyPolicy := r.auth.resourcePolicies[key]
+		r.auth.resourcePolicies[key] = nil
+		r.auth.mu.Unlock()
+		if err := put(up, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, prefix+"without-key-policy.csv"); errorCode(err) != "AccessDenied" {
+			t.Errorf("the uploader's proper PutObject without the key's policy: got %q (%v), want AccessDenied", errorCode(err), err)
+		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[key] = keyPolicy
+		r.auth.mu.Unlock()
+
 		r.auth.mu.Lock()
 		r.auth.resourcePolicies[r.Bucket] = kept
 		// And without the queue's: the first queue takes the outsider's message.

@@ -43,7 +43,13 @@ func (a *tenantAuth) guardSQS(next http.Handler) http.Handler {
 			}
 			keys[resourceTagsRead] = "true"
 		}
-		if allowed, why := a.decide(s, action, resource, keys); !allowed {
+		allowed, why := a.decide(s, action, resource, keys)
+		if kmsAction := map[string]string{"sqs:SendMessage": "kms:GenerateDataKey", "sqs:ReceiveMessage": "kms:Decrypt"}[action]; allowed && kmsAction != "" && queueName != "" {
+			if key := a.queueKMS(queueName); key != "" {
+				allowed, why = a.kmsAllowed(s, kmsAction, key, "sqs", map[string]string{"aws:sqs:arn": resource}, secureTransport(req))
+			}
+		}
+		if !allowed {
 			a.refuse()
 			a.say("SQS %s %s: AccessDenied: %s", op, resource, why)
 			message := fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s", s.role, strings.ToLower(action), resource)

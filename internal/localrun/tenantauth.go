@@ -428,6 +428,19 @@ func s3Request(req *http.Request) (action, resource string, keys map[string]stri
 	return action, "arn:aws:s3:::" + bucket + "/" + key, keys
 }
 
+// s3KMSAction is the KMS call S3 makes for a request on an object under SSE-KMS (kmsauth.go):
+// kms:GenerateDataKey for a PutObject or CreateMultipartUpload, kms:Decrypt for a GetObject; ""
+// for any other.
+func s3KMSAction(req *http.Request) string {
+	switch op := emulate.S3Operation(req); {
+	case op == "PutObject", op == "MultipartPOST" && req.URL.Query().Has("uploads"):
+		return "kms:GenerateDataKey"
+	case op == "GetObject":
+		return "kms:Decrypt"
+	}
+	return ""
+}
+
 // writeHeaderKeys are the condition keys of a write's request headers, by header
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html).
 var writeHeaderKeys = map[string]string{
@@ -506,7 +519,14 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 		}
 		if s, ok := a.session(req); ok {
 			action, resource, keys := s3Request(req)
-			if ok, why := a.decide(s, action, resource, keys); !ok {
+			ok, why := a.decide(s, action, resource, keys)
+			if kmsAction := s3KMSAction(req); ok && kmsAction != "" {
+				bucket, _ := emulate.SplitPath(req.URL.Path)
+				if key, context := a.bucketKMS(bucket, resource, keys); key != "" {
+					ok, why = a.kmsAllowed(s, kmsAction, key, "s3", context, secureTransport(req))
+				}
+			}
+			if !ok {
 				a.say("S3 %s %s: AccessDenied: %s", req.Method, req.URL.Path, why)
 				deny(w, req, emulate.AccessDeniedBody)
 				return

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -389,13 +391,31 @@ func (r *Resolver) ref(s *Stack, name string) (any, error) {
 		return nil, fmt.Errorf("Ref to unknown %s in %s", name, s.Name)
 	}
 	id, ok := r.Identity(res)
-	if !ok && res.Type == "AWS::IAM::Role" {
-		id, ok = r.roleIdentity(s, name, res), true
+	if !ok {
+		id, ok = r.modelledIdentity(s, name, res)
 	}
 	if !ok {
 		return "local-" + strings.ToLower(name), nil
 	}
 	return id.Ref, nil
+}
+
+// modelledIdentity is the identity of a resource the local run creates nothing for but names as AWS
+// does, because policies match its ARN: a role (roleIdentity) and a KMS key, whose ARN is
+// arn:aws:kms:<region>:<account>:key/<key id>, its id a UUID (here made of the resource's name, so
+// that a run's ARNs are the same from one run to the next).
+// https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN
+func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (Identity, bool) {
+	switch res.Type {
+	case "AWS::IAM::Role":
+		return r.roleIdentity(s, logicalID, res), true
+	case "AWS::KMS::Key":
+		sum := sha256.Sum256([]byte(s.Name + "/" + logicalID))
+		h := hex.EncodeToString(sum[:16])
+		id := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+		return Identity{Ref: id, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:kms:%s:%s:key/%s", r.Region, r.Account, id), "KeyId": id}}, true
+	}
+	return Identity{}, false
 }
 
 // roleIdentity is a role's name and ARN as IAM gives them: its RoleName, or a name CloudFormation
@@ -435,8 +455,8 @@ func (r *Resolver) getAtt(s *Stack, name, attr string) (any, error) {
 		return nil, fmt.Errorf("Fn::GetAtt of unknown %s in %s", name, s.Name)
 	}
 	id, ok := r.Identity(res)
-	if !ok && res.Type == "AWS::IAM::Role" {
-		id, ok = r.roleIdentity(s, name, res), true
+	if !ok {
+		id, ok = r.modelledIdentity(s, name, res)
 	}
 	if ok {
 		if v, ok := id.Attrs[attr]; ok {

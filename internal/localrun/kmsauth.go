@@ -1,0 +1,134 @@
+package localrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The KMS calls S3 and SQS make for a caller: the local run makes no KMS call and stores nothing
+// encrypted (encryption.go), but it judges the call the service would make, so a role that may write
+// an object of a bucket under a customer-managed key, or send to a queue under one, and may not use
+// the key is refused as AWS refuses it.
+//
+//   - S3: a PutObject or CreateMultipartUpload under SSE-KMS takes kms:GenerateDataKey, a GetObject
+//     kms:Decrypt, with kms:ViaService s3.<region>.amazonaws.com and the encryption context
+//     aws:s3:arn, the bucket's ARN with an S3 Bucket Key and the object's without.
+//     https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html#aws-managed-customer-managed-keys
+//     https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
+//   - SQS: a SendMessage takes kms:GenerateDataKey and a ReceiveMessage kms:Decrypt, with
+//     kms:ViaService sqs.<region>.amazonaws.com and the encryption context aws:sqs:arn, the queue's.
+//     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+//
+// A key's use needs its key policy: an explicit Deny in it or the caller's policies refuses; an
+// Allow in it that names the caller's role allows; one that names the account (the default key
+// policy's root statement) leaves it to the caller's policies, which must allow the action on the
+// key. Without such a statement no identity policy can use the key.
+// https://docs.aws.amazon.com/kms/latest/developerguide/determining-access-key-policy.html
+// An AWS managed key (alias/aws/s3, alias/aws/sqs) is not in the templates and is not judged.
+
+// kmsAllowed judges the KMS call action on key that service makes for s with the encryption
+// context.
+//
+// The call is judged with the caller's request's aws:SecureTransport (secure): the service calls
+// KMS in a forward access session, whose request context is the caller's.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/access_forward_access_sessions.html
+func (a *tenantAuth) kmsAllowed(s tenantSession, action, key, service string, context map[string]string, secure bool) (bool, string) {
+	keys := map[string]string{
+		"aws:PrincipalArn":    s.role,
+		"aws:SecureTransport": fmt.Sprint(secure),
+		"kms:ViaService":      fmt.Sprintf("%s.%s.amazonaws.com", service, a.res.Region),
+	}
+	for k, v := range context {
+		keys["kms:EncryptionContext:"+k] = v
+	}
+	identity, err := a.roleStatements(s.role)
+	if err != nil {
+		return false, err.Error()
+	}
+	policy, err := a.resourceStatements(key)
+	if err != nil {
+		return false, err.Error()
+	}
+	keyAllows, delegated, identityAllows := false, false, false
+	for _, st := range identity {
+		switch m := st.applies(s.tags, action, key, keys); {
+		case st.Effect == "Deny" && m != noMatch:
+			return false, fmt.Sprintf("explicit deny of %s in the identity policy of %s", action, s.role)
+		case st.Effect == "Allow" && m == match:
+			identityAllows = true
+		}
+	}
+	for _, st := range policy {
+		names, grants := st.namesPrincipal(s.role)
+		if !names {
+			continue
+		}
+		switch m := st.applies(s.tags, action, key, keys); {
+		case st.Effect == "Deny" && m != noMatch:
+			return false, fmt.Sprintf("explicit deny of %s in the key policy of %s (Sid %q)", action, key, st.Sid)
+		case st.Effect == "Allow" && m == match && grants:
+			keyAllows = true
+		case st.Effect == "Allow" && m == match:
+			delegated = true
+		}
+	}
+	if keyAllows || delegated && identityAllows {
+		return true, ""
+	}
+	if !delegated {
+		return false, fmt.Sprintf("the key policy of %s allows %s to neither %s nor its account", key, action, s.role)
+	}
+	return false, fmt.Sprintf("no identity policy of %s allows %s on %s through %s", s.role, action, key, keys["kms:ViaService"])
+}
+
+// bucketKMS is the KMS key a write or read of the bucket uses and its encryption context for
+// object: the key the request names (x-amz-server-side-encryption-aws-kms-key-id under aws:kms),
+// else the bucket's default key; "" when the object is not under a key of the templates.
+func (a *tenantAuth) bucketKMS(bucket, object string, keys map[string]string) (key string, context map[string]string) {
+	bucketKey := false
+	for _, b := range a.asm.OfType("AWS::S3::Bucket") {
+		if a.asm.ReadBucket(a.res, b).Name != bucket {
+			continue
+		}
+		var enc struct {
+			ServerSideEncryptionConfiguration []struct {
+				BucketKeyEnabled              bool
+				ServerSideEncryptionByDefault struct{ SSEAlgorithm, KMSMasterKeyID string }
+			}
+		}
+		a.asm.Prop(a.res, b, "BucketEncryption", &enc)
+		for _, rule := range enc.ServerSideEncryptionConfiguration {
+			if d := rule.ServerSideEncryptionByDefault; strings.HasPrefix(d.SSEAlgorithm, "aws:kms") {
+				key, bucketKey = d.KMSMasterKeyID, rule.BucketKeyEnabled
+			}
+		}
+	}
+	if named := keys["s3:x-amz-server-side-encryption-aws-kms-key-id"]; keys["s3:x-amz-server-side-encryption"] == "aws:kms" && named != "" {
+		key = named
+	}
+	if !strings.HasPrefix(key, "arn:aws:kms:") {
+		return "", nil // none, or an AWS managed key
+	}
+	if bucketKey {
+		return key, map[string]string{"aws:s3:arn": "arn:aws:s3:::" + bucket}
+	}
+	return key, map[string]string{"aws:s3:arn": object}
+}
+
+// queueKMS is the KMS key of the queue named name (its KmsMasterKeyId), "" for none or an AWS
+// managed key.
+func (a *tenantAuth) queueKMS(name string) string {
+	for _, q := range a.asm.OfType("AWS::SQS::Queue") {
+		n, err := a.res.ResolveString(q.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"QueueName"]}`, q.LogicalID)))
+		if err != nil || n != name {
+			continue
+		}
+		var key string
+		a.asm.Prop(a.res, q, "KmsMasterKeyId", &key)
+		if strings.HasPrefix(key, "arn:aws:kms:") {
+			return key
+		}
+	}
+	return ""
+}
