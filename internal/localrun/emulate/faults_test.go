@@ -68,8 +68,11 @@ func TestFaultyServerOutage(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b), nil
 	}
-	if body, err := get(); err != nil || body != "registered /t/a" {
-		t.Fatalf("first request: %q, %v", body, err)
+	// The first request starts the outage clock, and the outage begins 0 after it, so it may be cut
+	// while it is answered (a core system that goes down mid-request): any answer is one it could
+	// give, and none but the served body is.
+	if body, err := get(); err == nil && body != "registered /t/a" {
+		t.Fatalf("first request: %q, want the handler's answer or a cut connection", body)
 	}
 	waitFor(t, "went down", s.Down)
 	if _, err := get(); !errors.Is(err, syscall.ECONNREFUSED) {
