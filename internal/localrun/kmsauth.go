@@ -1,7 +1,6 @@
 package localrun
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -119,16 +118,12 @@ func (a *tenantAuth) bucketKMS(bucket, object string, keys map[string]string) (k
 // queueKMS is the KMS key of the queue named name (its KmsMasterKeyId), "" for none or an AWS
 // managed key.
 func (a *tenantAuth) queueKMS(name string) string {
-	for _, q := range a.asm.OfType("AWS::SQS::Queue") {
-		n, err := a.res.ResolveString(q.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"QueueName"]}`, q.LogicalID)))
-		if err != nil || n != name {
-			continue
-		}
-		var key string
+	var key string
+	if q := a.queue(name); q != nil {
 		a.asm.Prop(a.res, q, "KmsMasterKeyId", &key)
-		if strings.HasPrefix(key, "arn:aws:kms:") {
-			return key
-		}
 	}
-	return ""
+	if !strings.HasPrefix(key, "arn:aws:kms:") {
+		return ""
+	}
+	return key
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
 )
 
 // guardSQS refuses an SQS request of a session (an uploader's, a pool tenant's, the outsider's)
@@ -95,11 +97,7 @@ const resourceTagsRead = "\x00resourceTags"
 // queueTags are the tags of the queue named name, from its AWS::SQS::Queue.
 func (a *tenantAuth) queueTags(name string) map[string]string {
 	out := map[string]string{}
-	for _, q := range a.asm.OfType("AWS::SQS::Queue") {
-		n, err := a.res.ResolveString(q.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"QueueName"]}`, q.LogicalID)))
-		if err != nil || n != name {
-			continue
-		}
+	if q := a.queue(name); q != nil {
 		var tags []struct{ Key, Value string }
 		a.asm.Prop(a.res, q, "Tags", &tags)
 		for _, t := range tags {
@@ -107,4 +105,15 @@ func (a *tenantAuth) queueTags(name string) map[string]string {
 		}
 	}
 	return out
+}
+
+// queue is the AWS::SQS::Queue of the queue named name, nil when the templates have none.
+func (a *tenantAuth) queue(name string) *deploy.Resource {
+	for _, q := range a.asm.OfType("AWS::SQS::Queue") {
+		n, err := a.res.ResolveString(q.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"QueueName"]}`, q.LogicalID)))
+		if err == nil && n == name {
+			return q
+		}
+	}
+	return nil
 }
