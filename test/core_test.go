@@ -105,6 +105,7 @@ func TestCoreGrantsInBothTiers(t *testing.T) {
 		{"controller keeps the event markers", "<data>Controller", []string{`"s3:PutObject"`, `/results/<T>/*/event-*.json`}},
 		{"controller quarantines messages", "<data>Controller", []string{`"Action":"s3:PutObject"`, `/quarantine/<T>/*`}},
 		{"controller reads skip markers", "<data>Controller", []string{`"Action":"s3:GetObject"`, `/control/<T>/skip/*`}},
+		{"controller reads the operators' control records", "<data>Controller", []string{`"s3:GetObject"`, `/control/<T>/requests/*`}},
 		{"controller keeps the wake-up state", "<data>Controller", []string{`"s3:PutObject"`, `/control/<T>/wake`}},
 		{"controller lists the control keys", "<data>Controller", []string{`"Action":"s3:ListBucket"`, `control/<T>/`}},
 		{"Split and Register read the tenant's files", "<data>Split", []string{`"s3:GetObjectVersion"`, `/<P>*`}},

@@ -310,7 +310,7 @@ func TestControllerPermissionsAreExact(t *testing.T) {
 		t.Errorf("controller actions:\ngot  %v\nwant %v", got, want)
 	}
 	all := asJSON(stmts)
-	for _, frag := range []string{`/quarantine/acme/*`, `/control/acme/skip/*`, `:execution:`, `/control/acme/wake.json`, `/control/acme/wake-done.json`} {
+	for _, frag := range []string{`/quarantine/acme/*`, `/control/acme/skip/*`, `/control/acme/requests/*`, `:execution:`, `/control/acme/wake.json`, `/control/acme/wake-done.json`} {
 		if !strings.Contains(all, frag) {
 			t.Errorf("controller policy lacks resource %s: %s", frag, all)
 		}

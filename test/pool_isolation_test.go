@@ -105,6 +105,12 @@ func TestPoolIsolationStatements(t *testing.T) {
 				"Action": "s3:GetObject", "Effect": "Allow", "Resource": []any{key("skip/*"), key("paused.json")},
 			})
 		})
+		// The operators' control records, and the record of a sequenced tenant's own gap skip.
+		asserted(t, func() {
+			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
+				"Action": []any{"s3:GetObject", "s3:PutObject"}, "Effect": "Allow", "Resource": key("requests/*"),
+			})
+		})
 		asserted(t, func() {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
 				"Action": "s3:ListBucket", "Effect": "Allow", "Resource": bucket,

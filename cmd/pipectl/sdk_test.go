@@ -185,7 +185,7 @@ func stubAWS(t *testing.T) map[string]*wire {
 		return 400, nil, `{}`
 	})
 	// S3 (restXml, path style).
-	w["s3"] = newWire(t, "AWS_ENDPOINT_URL_S3", restName, func(op string, _ *http.Request, _ []byte) (int, map[string]string, string) {
+	w["s3"] = newWire(t, "AWS_ENDPOINT_URL_S3", restName, func(op string, r *http.Request, _ []byte) (int, map[string]string, string) {
 		switch {
 		case strings.HasPrefix(op, "HEAD /ingest/control/"):
 			return 404, nil, ""
@@ -193,6 +193,12 @@ func stubAWS(t *testing.T) map[string]*wire {
 			return 200, map[string]string{"Last-Modified": "Mon, 30 Nov 2026 11:49:00 GMT", "ETag": `"e"`, "x-amz-version-id": "v2", "Content-Length": "0"}, ""
 		case strings.HasPrefix(op, "PUT /ingest/control/acme/skip/acme-2"):
 			return 200, map[string]string{"x-amz-version-id": "marker-v1", "ETag": `"m"`}, ""
+		case strings.HasPrefix(op, "PUT /ingest/control/acme/requests/"):
+			// A control record is created once: pipectl sends If-None-Match: *.
+			if r.Header.Get("If-None-Match") != "*" {
+				return 400, nil, ""
+			}
+			return 200, map[string]string{"x-amz-version-id": "record-v1", "ETag": `"r"`}, ""
 		case op == "HEAD /ingest/inbox/acme/bad.csv?versionId=bogus":
 			// A version id S3 cannot read: 400 (InvalidArgument), without a body on HEAD.
 			return 400, map[string]string{"x-amz-request-id": "R400", "x-amz-id-2": "HOST400"}, ""
@@ -469,9 +475,6 @@ func TestSDKSequence(t *testing.T) {
 	if code := run(context.Background(), []string{"sequence", "skip", "acme", "8", "--reason", "file 8 was never sent"}, &out, &errOut, awsOps); code != 0 {
 		t.Fatalf("got exit %d (%s), want 0", code, errOut.String())
 	}
-	if want := []string{"GET /ingest/control/acme/sequence/state.json", "GET /ingest/control/acme/sequence/held/0000000000000000008.json"}; !slices.Equal(w["s3"].ops, want) {
-		t.Errorf("got S3 requests %q, want %q", w["s3"].ops, want)
-	}
 	var sent struct {
 		QueueURL, MessageGroupID, MessageDeduplicationID, MessageBody string
 	}
@@ -486,6 +489,14 @@ func TestSDKSequence(t *testing.T) {
 		m.Version != 3 || m.Action != pipeline.ControlSequenceSkip || m.Number == nil || *m.Number != 8 || m.Reason != "file 8 was never sent" ||
 		m.RequestedBy != "arn:aws:sts::123456789012:assumed-role/Operator/alice" {
 		t.Errorf("got SendMessage %+v, want sequence-skip of 8 in acme's group, deduplicated by its request id, audited", sent)
+	}
+	// Before the message, its control record: the same body, which the controller checks.
+	record := "PUT /ingest/control/acme/requests/" + m.RequestID + ".json"
+	if want := []string{"GET /ingest/control/acme/sequence/state.json", "GET /ingest/control/acme/sequence/held/0000000000000000008.json", record}; !slices.Equal(w["s3"].ops, want) {
+		t.Errorf("got S3 requests %q, want %q", w["s3"].ops, want)
+	}
+	if got := w["s3"].bodies[record]; got != sent.MessageBody {
+		t.Errorf("got control record %q, want the message's body %q", got, sent.MessageBody)
 	}
 }
 

@@ -40,12 +40,14 @@ func (t *TenantPipeline) suppressNagFindings() {
 		return &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/(` + re + `)\*$/`)}
 	}
 	suppress(t.Controller, "AwsSolutions-IAM5",
-		"Object-level grants on exactly the tenant's quarantine prefix (writes unprocessable messages) and skip-marker prefix (reads operator decisions); "+
+		"Object-level grants on exactly the tenant's quarantine prefix (writes unprocessable messages), skip-marker prefix (reads operator decisions) "+
+			"and control-record prefix (reads the operator's record of each redrive, replay or sequence request, named by its request id; "+
+			"with a sequence, writes the record of the gap skip it asks for itself); "+
 			"execution-level DescribeExecution, GetExecutionHistory and RedriveExecution (an operator's redrive, performed in the tenant's "+
 			"message group) on the tenant's own file state machine, and DescribeExecution and "+
 			"StopExecution on its own segment state machine (a stopped file's running segment is stopped before the next file starts); "+
 			"execution names are per file and per segment.",
-		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/"),
+		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/", pipeline.ControlRequestsPrefix(id)),
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+:\*$/`)})
 	suppress(t.Controller, "AwsSolutions-IAM5",
 		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+

@@ -86,7 +86,10 @@ func (p *Pipeline) grantOperate(scope constructs.Construct, grantee awsiam.IGran
 			ResourceName: jsii.String(*sm.StateMachineName() + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 		}, awscdk.Stack_Of(scope)))
 	}
-	putMarkers := []string{control + "skip/*"}
+	// The control record of each redrive, replay or sequence request, which the controller checks
+	// before it performs one (pipeline.NeedsRecord); pipectl reads one back when it retries a
+	// request id.
+	putMarkers := []string{control + "skip/*", control + "requests/*"}
 	if !o.mappingSteered {
 		putMarkers = append(putMarkers, control+"paused.json")
 	}
@@ -106,7 +109,7 @@ func (p *Pipeline) grantOperate(scope constructs.Construct, grantee awsiam.IGran
 		{[]string{"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage"}, []string{*o.dlq.QueueArn()}, nil},
 		{[]string{"states:ListExecutions"}, machines, nil},
 		{[]string{"states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution"}, executions, nil},
-		{[]string{"s3:GetObject", "s3:GetObjectVersion"}, objects(o.prefix+"*", control+"skip/*", control+"paused.json", control+"sequence/*", pipeline.WorkPrefix+o.tenant+"/*"), nil},
+		{[]string{"s3:GetObject", "s3:GetObjectVersion"}, objects(o.prefix+"*", control+"skip/*", control+"requests/*", control+"paused.json", control+"sequence/*", pipeline.WorkPrefix+o.tenant+"/*"), nil},
 		{[]string{"s3:PutObject"}, objects(putMarkers...), nil},
 		// Listing the prefixes makes S3 answer a missing marker with 404, not 403.
 		// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html ("Permissions")

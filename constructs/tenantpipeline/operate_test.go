@@ -63,7 +63,7 @@ func TestGrantOperate(t *testing.T) {
 					`"Action":"states:ListExecutions"`,
 					`"Action":["states:DescribeExecution","states:GetExecutionHistory","states:RedriveExecution"]`,
 					`":execution:"`,
-					`"/` + prefix + `*"`, `"/control/acme/skip/*"`, `"/control/acme/sequence/*"`, `"/work/acme/*"`,
+					`"/` + prefix + `*"`, `"/control/acme/skip/*"`, `"/control/acme/requests/*"`, `"/control/acme/sequence/*"`, `"/work/acme/*"`,
 					`"s3:prefix":["` + prefix + `*","control/acme/*"]`,
 				} {
 					if !strings.Contains(got, want) {
@@ -82,6 +82,15 @@ func TestGrantOperate(t *testing.T) {
 					a, _ := json.Marshal(s["Action"])
 					r, _ := json.Marshal(s["Resource"])
 					marker = marker || strings.Contains(string(a), `"s3:PutObject"`) && strings.Contains(string(r), `/control/acme/paused.json"`)
+				}
+				records := false
+				for _, s := range parsed {
+					a, _ := json.Marshal(s["Action"])
+					r, _ := json.Marshal(s["Resource"])
+					records = records || strings.Contains(string(a), `"s3:PutObject"`) && strings.Contains(string(r), `/control/acme/requests/*"`)
+				}
+				if !records {
+					t.Error("the operator may not write the tenant's control records (control/acme/requests/*), without which the controller performs no redrive, replay or sequence request")
 				}
 				if marker != (tier == "pool") {
 					t.Errorf("the pause marker writable: %v, want %v (a pool's tenant is paused by its marker)", marker, tier == "pool")

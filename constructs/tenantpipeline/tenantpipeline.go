@@ -232,6 +232,9 @@ func (t *TenantPipeline) grantController() {
 	}
 	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
 	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
+	// An operator action (redrive, replay, sequence-skip, sequence-set) is performed only as the
+	// operator's control record under control/<tenant>/requests/ says (pipeline.NeedsRecord).
+	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlRequestsPrefix(tenant.ID)+"*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
 	// controller could not tell "no skip marker" from "no access".
 	t.allowList(fn, pipeline.ControlPrefix+tenant.ID+"/")
@@ -258,6 +261,8 @@ func (t *TenantPipeline) grantController() {
 func (t *TenantPipeline) grantSequence() {
 	tenant, fn := t.Props.Tenant, t.Controller
 	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(tenant.ID)+"*")
+	// The control record of the sequence-skip it asks for itself (onGap "skip").
+	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.ControlRequestsPrefix(tenant.ID)+"*")
 	t.allowS3Keys(fn, []string{"s3:PutObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),

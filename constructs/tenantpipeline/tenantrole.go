@@ -109,6 +109,10 @@ func (t *TenantPool) grantTenantData(role awsiam.Role) {
 	// and pause marker (read only: an operator writes it).
 	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
 	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
+	// The operator's record of each redrive, replay or sequence request (pipeline.NeedsRecord),
+	// which the controller reads before it performs one, and the record of the gap skip a sequenced
+	// tenant's controller asks for itself.
+	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"requests/*")
 	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
 	// A sequenced tenant's state and held files (internal/sequence), which the controller reads,
 	// writes and deletes; the summary.json of a file it refuses is under results/<tenant>/,

@@ -62,7 +62,7 @@ func TestControlRunsWaitForAdmission(t *testing.T) {
 			r.h.admission = a
 			tt.setup(r)
 			before := slices.Clone(r.sfn.created)
-			resp, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", controlBody(t, tt.action, nil), 1)}})
+			resp, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", r.s3.recordControl(t, controlBody(t, tt.action, nil)), 1)}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -50,6 +50,14 @@ func (h *Handler) control(ctx context.Context, d *delivery) decision {
 	if err != nil {
 		return h.quarantine(ctx, d, err)
 	}
+	if pipeline.NeedsRecord(m.Action) {
+		switch err := h.checkRecord(ctx, m); {
+		case errors.Is(err, pipeline.ErrInvalidControl):
+			return h.quarantine(ctx, d, err)
+		case err != nil:
+			return h.serviceError(ctx, d, "read the request's control record", err)
+		}
+	}
 	// The reason is operator text about the operation, never record data.
 	d.log = d.log.With("controlAction", m.Action, "requestId", m.RequestID, "requestedBy", m.RequestedBy, "reason", m.Reason)
 	if m.OutOfOrder {
@@ -83,6 +91,23 @@ func (h *Handler) tickDelivery(ctx context.Context, d *delivery) decision {
 		return h.quarantine(ctx, d, err)
 	}
 	return h.sequenceTick(ctx, d, m) // sequence.go
+}
+
+// checkRecord performs an operator action only as its control record says (pipeline.NeedsRecord):
+// the record must exist under control/<tenant>/requests/ and equal the message. A record that is
+// absent, or that the controller may not read (S3 answers 403 then, which reads as absent), refuses
+// the message: a direct invoke of the controller with a made-up event cannot start a replay.
+func (h *Handler) checkRecord(ctx context.Context, m pipeline.ControlMessage) error {
+	key := pipeline.ControlRequestKey(m.Tenant, m.RequestID)
+	b, found, err := h.getControlLimited(ctx, key, pipeline.MaxControlRecordBytes)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w at s3://%s/%s: an operator action is performed only as the record pipectl writes says",
+			pipeline.ErrNoControlRecord, h.cfg.Bucket, key)
+	}
+	return pipeline.CheckControlRecord(m, b)
 }
 
 // controlBelongs checks that a valid control message is about this tenant and its files.

@@ -17,11 +17,14 @@ import (
 
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/pipeline"
+	"github.com/example/tenantpipeline/internal/source/sourcetest"
 )
 
 const (
 	testRequestID = "5b0e6a8e-2f5c-4a0e-9d1e-7c2b9f0a1d3e"
 	replayARN     = testExecPrefix + pipeline.ReplayExecutionPrefix + testRequestID
+	// requestRecord is the control record of testRequestID, "bucket/key" as fakeS3 keeps it.
+	requestRecord = testBucket + "/control/acme/requests/" + testRequestID + ".json"
 )
 
 // redriveSFN adds RedriveExecution to the fake, as Step Functions does it: a FAILED, TIMED_OUT or
@@ -93,6 +96,20 @@ func controlBody(t *testing.T, action string, edit func(m *pipeline.ControlMessa
 	return string(b)
 }
 
+// recordControl writes body's control record, as pipectl does before it sends a redrive, replay,
+// sequence-skip or sequence-set (pipeline.ControlRequestKey), and returns body.
+func (f *fakeS3) recordControl(t *testing.T, body string) string {
+	t.Helper()
+	var m pipeline.ControlMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.objects[testBucket+"/"+pipeline.ControlRequestKey(m.Tenant, m.RequestID)] = body
+	return body
+}
+
 func TestControlMessages(t *testing.T) {
 	halt := map[string]string{pipeline.EnvOnFailure: pipeline.OnFailureHalt}
 	sent := testStart.Add(-90 * time.Second) // message()'s SentTimestamp
@@ -109,6 +126,12 @@ func TestControlMessages(t *testing.T) {
 		wantErrors   int
 		wantLog      *wantLog
 		wantQuar     bool // body stored under quarantine/acme/m1.json
+		// noRecord sends the message without its control record; record writes this one instead
+		// of the message's own.
+		noRecord bool
+		record   func(t *testing.T) string
+		// wantReason is part of the quarantine's reason.
+		wantReason string
 	}{
 		{
 			name:         "redrive of a failed execution redrives it once and holds the group",
@@ -241,6 +264,60 @@ func TestControlMessages(t *testing.T) {
 			wantRelease: true, wantErrors: 1, wantQuar: true,
 		},
 		{
+			name:        "redrive without its control record is quarantined and nothing is redriven",
+			setup:       func(r *rig, rs *redriveSFN) { r.sfn.set(arn1, sfntypes.ExecutionStatusFailed) },
+			body:        func(t *testing.T) string { return controlBody(t, pipeline.ControlRedrive, nil) },
+			noRecord:    true,
+			wantRelease: true, wantErrors: 1, wantQuar: true,
+			wantReason: "no control record at s3://" + testBucket + "/control/acme/requests/" + testRequestID + ".json",
+		},
+		{
+			name:        "replay without its control record is quarantined and nothing starts",
+			body:        func(t *testing.T) string { return controlBody(t, pipeline.ControlReplay, nil) },
+			noRecord:    true,
+			wantRelease: true, wantErrors: 1, wantQuar: true,
+			wantReason: "no control record",
+		},
+		{
+			name:  "redrive whose record names another execution is quarantined",
+			setup: func(r *rig, rs *redriveSFN) { r.sfn.set(arn1, sfntypes.ExecutionStatusFailed) },
+			body:  func(t *testing.T) string { return controlBody(t, pipeline.ControlRedrive, nil) },
+			record: func(t *testing.T) string {
+				return controlBody(t, pipeline.ControlRedrive, func(m *pipeline.ControlMessage) { m.ExecutionName = evID2 })
+			},
+			wantRelease: true, wantErrors: 1, wantQuar: true,
+			wantReason: "the message differs from its control record: executionName",
+		},
+		{
+			name: "replay whose record names another key and reason is quarantined, naming both fields",
+			body: func(t *testing.T) string { return controlBody(t, pipeline.ControlReplay, nil) },
+			record: func(t *testing.T) string {
+				return controlBody(t, pipeline.ControlReplay, func(m *pipeline.ControlMessage) { m.Source.Key = "inbox/acme/other.csv"; m.Reason = "other" })
+			},
+			wantRelease: true, wantErrors: 1, wantQuar: true,
+			wantReason: "the message differs from its control record: reason, source",
+		},
+		{
+			name: "a record the controller may not read (403) counts as absent",
+			setup: func(r *rig, rs *redriveSFN) {
+				r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
+				r.s3.keyGetErrs[requestRecord] = []error{sourcetest.APIError("GetObject", 403, "AccessDenied")}
+			},
+			body:        func(t *testing.T) string { return controlBody(t, pipeline.ControlRedrive, nil) },
+			wantRelease: true, wantErrors: 1, wantQuar: true,
+			wantReason: "no control record",
+		},
+		{
+			name: "a record S3 cannot read now holds the message, unperformed and not quarantined",
+			setup: func(r *rig, rs *redriveSFN) {
+				r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
+				r.s3.keyGetErrs[requestRecord] = []error{sourcetest.APIError("GetObject", 500, "InternalError")}
+			},
+			body:        func(t *testing.T) string { return controlBody(t, pipeline.ControlRedrive, nil) },
+			wantWait:    1,
+			wantMetrics: map[string]float64{metricRedrives: 0, metrics.ServiceErrors: 1},
+		},
+		{
 			name: "control message of an unknown version is quarantined",
 			body: func(t *testing.T) string {
 				return controlBody(t, pipeline.ControlRedrive, func(m *pipeline.ControlMessage) { m.Version = 2 })
@@ -265,6 +342,11 @@ func TestControlMessages(t *testing.T) {
 			}
 			before := slices.Clone(r.sfn.created)
 			body := tt.body(t)
+			if tt.record != nil {
+				r.s3.recordControl(t, tt.record(t))
+			} else if !tt.noRecord {
+				r.s3.recordControl(t, body)
+			}
 			resp, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}})
 			if err != nil {
 				t.Fatalf("got error %v, want none", err)
@@ -303,6 +385,12 @@ func TestControlMessages(t *testing.T) {
 					t.Errorf("got metric %s = %v, want %v", name, got, want)
 				}
 			}
+			if tt.wantReason != "" {
+				l := r.findLog(t, "ERROR", "quarantined")
+				if got, _ := l["reason"].(string); !strings.Contains(got, tt.wantReason) {
+					t.Errorf("got quarantine reason %q, want it to contain %q", got, tt.wantReason)
+				}
+			}
 			if wl := tt.wantLog; wl != nil {
 				l := r.findLog(t, wl.level, wl.msg)
 				for k, want := range wl.attrs {
@@ -327,6 +415,7 @@ func TestReplayInput(t *testing.T) {
 	body := controlBody(t, pipeline.ControlReplay, func(m *pipeline.ControlMessage) {
 		m.Source.LastModified = "2024-04-01T07:00:00Z"
 	})
+	r.s3.recordControl(t, body)
 	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -445,6 +534,7 @@ func TestReplayOrder(t *testing.T) {
 					tt.edit(m)
 				}
 			})
+			r.s3.recordControl(t, body)
 			released := r.deliver(t, "m1", body, 1)
 			if tt.wantHeld {
 				if released || slices.Contains(r.sfn.created, replayARN) {
@@ -482,7 +572,7 @@ func TestControlMessageHoldsTheGroup(t *testing.T) {
 	r, _ := newControlRig(t, nil)
 	r.sfn.set(arn1, sfntypes.ExecutionStatusFailed)
 	resp, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		message("m1", controlBody(t, pipeline.ControlRedrive, nil), 1),
+		message("m1", r.s3.recordControl(t, controlBody(t, pipeline.ControlRedrive, nil)), 1),
 		message("m2", eventBody(t, evID2, "inbox/acme/next.csv"), 1),
 	}})
 	if err != nil {
@@ -533,7 +623,7 @@ func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
 		"silo": func(t *testing.T, exec, input, body string) outcome {
 			r, rs := newControlRig(t, nil)
 			r.sfn.execs[exec] = &fakeExec{status: sfntypes.ExecutionStatusFailed, input: input, errName: "States.TaskFailed", stopDate: aws.Time(stoppedLongAgo)}
-			if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", body, 1)}}); err != nil {
+			if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", r.s3.recordControl(t, body), 1)}}); err != nil {
 				t.Fatal(err)
 			}
 			_, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]
@@ -550,7 +640,7 @@ func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
 			rs := &redriveSFN{fakeSFN: r.sfn, redriveDates: map[string]time.Time{}}
 			r.p.sfn = rs
 			r.sfn.execs[exec] = &fakeExec{status: sfntypes.ExecutionStatusFailed, input: input, errName: "States.TaskFailed", stopDate: aws.Time(stoppedLongAgo)}
-			if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", body, "acme")}}); err != nil {
+			if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", r.s3.recordControl(t, body), "acme")}}); err != nil {
 				t.Fatal(err)
 			}
 			_, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]

@@ -389,7 +389,35 @@ func (h *Handler) sendControl(ctx context.Context, group, action string, number 
 	if err != nil {
 		return err
 	}
+	if pipeline.NeedsRecord(action) {
+		if body, err = h.recordControl(ctx, body, id); err != nil {
+			return err
+		}
+	}
 	return h.send(ctx, group, id, string(body))
+}
+
+// recordControl writes the control record of the controller's own request (pipeline.NeedsRecord)
+// once, with If-None-Match: *, and returns the body to send: the record's own when an earlier
+// tick already wrote one for this request id, so every message of the request equals its record.
+func (h *Handler) recordControl(ctx context.Context, body []byte, id string) ([]byte, error) {
+	key := pipeline.ControlRequestKey(h.cfg.Tenant.ID, id)
+	_, err := h.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
+		Body: bytes.NewReader(body), ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
+	if err == nil {
+		return body, nil
+	}
+	if !conditionFailed(err) {
+		return nil, fmt.Errorf("write the control record s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	b, found, err := h.getControlLimited(ctx, key, pipeline.MaxControlRecordBytes)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("the control record s3://%s/%s exists but cannot be read", h.cfg.Bucket, key)
+	}
+	return b, nil
 }
 
 // refuse writes a refused file's results and announces it.

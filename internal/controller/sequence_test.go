@@ -219,8 +219,14 @@ func TestSequenceRefusals(t *testing.T) {
 	r.drain()
 	r.upload("orders-4.csv", "orders-4.csv", "readme.txt", "orders-0002.csv")
 	r.drain()
-	// An operator skips 3: 4 runs; then 3 arrives, late.
+	// A skip no operator recorded (a direct invoke, say) is quarantined and moves nothing.
 	r.files = append(r.files, r.message(sequenceControlBody(t, pipeline.ControlSequenceSkip, 3), "acme"))
+	r.drain()
+	if names := r.startedNames(); !slices.Equal(names, []string{"orders-1.csv", "orders-2.csv"}) || r.state().Next != 3 {
+		t.Fatalf("after a skip without its control record: started %v, next %d; want 1, 2 and next 3", names, r.state().Next)
+	}
+	// An operator skips 3: 4 runs; then 3 arrives, late.
+	r.files = append(r.files, r.message(r.s3.recordControl(t, sequenceControlBody(t, pipeline.ControlSequenceSkip, 3)), "acme"))
 	r.drain()
 	r.upload("orders-3.csv")
 	r.drain()
@@ -277,6 +283,16 @@ func TestSequenceGapTimeoutSkips(t *testing.T) {
 	st := r.state()
 	if st.Next != 5 || len(st.Skipped) != 1 || st.Skipped[0].From != 1 || st.Skipped[0].To != 2 || st.Skipped[0].By != sequenceRequester {
 		t.Errorf("state %+v: want 1-2 skipped by the pipeline, next 5", st)
+	}
+	// The pipeline's own skip went through its control record, as an operator's does.
+	var records []string
+	for k := range r.s3.objects {
+		if strings.HasPrefix(k, testBucket+"/control/acme/requests/") {
+			records = append(records, k)
+		}
+	}
+	if len(records) != 1 || !strings.Contains(records[0], "/requests/gap-1-") {
+		t.Errorf("control records %v, want the one of the gap skip", records)
 	}
 	r.upload("orders-2.csv")
 	r.drain()

@@ -462,6 +462,12 @@ func (h *Handler) putControl(ctx context.Context, key string, body []byte) error
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html), so both read as absent
 // (source.Absent): absent only ever means "look the execution up", never a release.
 func (h *Handler) getControl(ctx context.Context, key string) ([]byte, bool, error) {
+	return h.getControlLimited(ctx, key, pipeline.MaxWakeObjectBytes)
+}
+
+// getControlLimited is getControl reading at most limit+1 bytes, so that a caller sees an object
+// over its limit.
+func (h *Handler) getControlLimited(ctx context.Context, key string, limit int64) ([]byte, bool, error) {
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
 	if source.Absent(err) {
 		return nil, false, nil
@@ -470,7 +476,7 @@ func (h *Handler) getControl(ctx context.Context, key string) ([]byte, bool, err
 		return nil, false, fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
 	defer out.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(out.Body, pipeline.MaxWakeObjectBytes+1))
+	b, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
 	if err != nil {
 		return nil, false, fmt.Errorf("read s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}

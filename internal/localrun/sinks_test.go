@@ -272,6 +272,11 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The operator's control record, as pipectl writes it before the message.
+	if _, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey("dynh", requestID)),
+		Body: strings.NewReader(string(msg)), IfNoneMatch: aws.String("*")}); err != nil {
+		t.Fatal(err)
+	}
 	q := r.Tenant("dynh").Queue
 	if _, err := r.sqsAdmin.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(msg)),
 		MessageGroupId: aws.String("dynh"), MessageDeduplicationId: aws.String(requestID)}); err != nil {
