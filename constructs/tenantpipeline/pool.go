@@ -355,7 +355,8 @@ func (v *poolValidation) Validate() *[]*string { return answer(v.t, v.t.problems
 // problems lists every problem of the pool: its own props, its bucket, then what it shares with the app's
 // other pipelines and pools (a prefix, a name, a tenant id).
 func (t *TenantPool) problems() []string {
-	return append(t.bucketProblems(), t.app.conflictsOf(*t.Node().Path())...)
+	out := append(t.bucketProblems(), keyedRuleNameProblems(t.Construct, t.Props.Shared.EncryptionKey != nil)...)
+	return append(out, t.app.conflictsOf(*t.Node().Path())...)
 }
 
 func (t *TenantPool) build() {
@@ -526,6 +527,7 @@ func (t *TenantPool) newIntakeRules() {
 		}
 		pattern := intakePattern(p.Bucket.BucketName(), filter)
 		rule := awsevents.NewRule(scope, jsii.String(id), &awsevents.RuleProps{
+			RuleName:    keyedRuleName(scope, id, p.Shared.EncryptionKey != nil),
 			Description: jsii.String(description),
 			EventPattern: &awsevents.EventPattern{
 				Source:     jsii.Strings("aws.s3"),

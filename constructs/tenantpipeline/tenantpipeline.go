@@ -144,6 +144,7 @@ func (t *TenantPipeline) build() {
 	})
 
 	t.Rule = awsevents.NewRule(t.Construct, jsii.String("Rule"), &awsevents.RuleProps{
+		RuleName:    keyedRuleName(t.Construct, "Rule", p.EncryptionKey != nil),
 		Description: jsii.String(fmt.Sprintf("Files of tenant %s to its FIFO queue", tenant.ID)),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.s3"),

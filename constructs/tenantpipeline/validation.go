@@ -39,7 +39,7 @@ func (v *validation) Validate() *[]*string {
 // problems lists every problem the app shows of the pipeline: its bucket, then what it shares with
 // the app's other pipelines and pools (a prefix, an id).
 func (t *TenantPipeline) problems() []string {
-	out := t.bucketProblems()
+	out := append(t.bucketProblems(), keyedRuleNameProblems(t.Construct, t.Props.EncryptionKey != nil)...)
 	if t.checks.app != nil {
 		out = append(out, t.checks.app.conflictsOf(*t.Node().Path())...)
 	}
