@@ -141,6 +141,11 @@ func (c *Cloud) putEvent(ctx context.Context, ev map[string]any, late bool) {
 			continue
 		}
 		q := c.queues[rl.queueARN]
+		if ok, why := c.auth.eventBridgeMaySend(rl.arn, q.ARN); !ok {
+			c.auth.refuse()
+			c.auth.say("EventBridge rule %s to %s: AccessDenied: %s; the event is not delivered", rl.arn, q.Name, why)
+			continue
+		}
 		in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body))}
 		if rl.groupID != "" {
 			in.MessageGroupId = aws.String(rl.groupID)

@@ -106,12 +106,13 @@ const (
 //   - aws:SecureTransport: TLS, or loopback (secureTransport);
 //   - aws:PrincipalArn: for a role's session, the role's ARN
 //     (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn);
-//   - aws:SourceArn: never present: only a service acting for a resource sends it;
+//   - aws:SourceArn and aws:SourceAccount: present only for a service acting for a resource, as
+//     EventBridge for its rule (eventbridgeauth.go);
 //   - s3:prefix: a listing's prefix;
 //   - the S3 request headers of a write (s3Request).
 //     https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
 var conditionKeys = []string{
-	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "s3:prefix", "kms:ViaService",
+	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "aws:SourceAccount", "s3:prefix", "kms:ViaService",
 	"s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
 	"s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-storage-class",
 	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation",

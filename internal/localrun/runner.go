@@ -152,6 +152,7 @@ type Upload struct {
 
 type rule struct {
 	name     string
+	arn      string // the rule's ARN, which the queue's and the key's policies name (aws:SourceArn)
 	pattern  *emulate.Pattern
 	queueARN string
 	groupID  string

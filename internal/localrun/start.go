@@ -283,7 +283,11 @@ func (c *Cloud) routeRules(context.Context) error {
 			if c.queues[t.Arn] == nil {
 				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
 			}
-			c.rules = append(c.rules, rule{name: rr.LogicalID, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
+			arn, err := c.res.ResolveString(rr.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, rr.LogicalID)))
+			if err != nil {
+				return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
+			}
+			c.rules = append(c.rules, rule{name: rr.LogicalID, arn: arn, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
 		}
 	}
 	return nil

@@ -409,6 +409,9 @@ func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (
 	switch res.Type {
 	case "AWS::IAM::Role":
 		return r.roleIdentity(s, logicalID, res), true
+	case "AWS::Events::Rule":
+		name := r.ruleName(s, logicalID, res)
+		return Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", r.Region, r.Account, name)}}, true
 	case "AWS::KMS::Key":
 		sum := sha256.Sum256([]byte(s.Name + "/" + logicalID))
 		h := hex.EncodeToString(sum[:16])
@@ -429,13 +432,8 @@ func (r *Resolver) roleIdentity(s *Stack, logicalID string, res *Resource) Ident
 		name, _ = r.ResolveString(s, raw)
 	}
 	if name == "" {
-		// CloudFormation's generated names end in a random suffix; the local one is fixed, so
-		// that a run's ARNs are the same from one run to the next. A role name holds 64 characters.
-		name = s.Name + "-" + logicalID
-		if len(name) > 58 {
-			name = name[:58]
-		}
-		name += "-LOCAL"
+		// A role name holds 64 characters.
+		name = generatedName(s.Name, logicalID, 64)
 	}
 	path := "/"
 	if raw, ok := res.Properties["Path"]; ok {
@@ -447,6 +445,42 @@ func (r *Resolver) roleIdentity(s *Stack, logicalID string, res *Resource) Ident
 		"Arn":    fmt.Sprintf("arn:aws:iam::%s:role%s%s", r.Account, path, name),
 		"RoleId": "AROALOCAL" + strings.ToUpper(logicalID),
 	}}
+}
+
+// MaxRuleName is EventBridge's limit on a rule's name.
+// https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutRule.html
+const MaxRuleName = 64
+
+// ruleName is a rule's name as EventBridge keeps it, which its ARN ends in and key and queue
+// policies match (aws:SourceArn): its Name, or the name CloudFormation makes (generatedName). A
+// long logical id leaves too little of the stack name for a pattern rule/<stack name>-* to match.
+func (r *Resolver) ruleName(s *Stack, logicalID string, res *Resource) string {
+	if raw, ok := res.Properties["Name"]; ok {
+		if n, err := r.ResolveString(s, raw); err == nil && n != "" {
+			return n
+		}
+	}
+	return generatedName(s.Name, logicalID, MaxRuleName)
+}
+
+// generatedName is the name CloudFormation makes for a resource without one,
+// "<stack name>-<logical id>-<random>", in at most max characters. Its random part is here 12
+// characters fixed by the names, so that a run's names are the same from one run to the next and
+// two resources never share one. A longer name is cut as the names seen in the field are: the
+// stack name first, then the logical id (AWS does not document how).
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html
+func generatedName(stackName, logicalID string, max int) string {
+	sum := sha256.Sum256([]byte(stackName + "/" + logicalID))
+	suffix := strings.ToUpper(hex.EncodeToString(sum[:6]))
+	stack, id := stackName, logicalID
+	if over := len(stack) + 1 + len(id) + 1 + len(suffix) - max; over > 0 {
+		cut := min(over, len(stack)-1)
+		stack, over = stack[:len(stack)-cut], over-cut
+		if over > 0 {
+			id = id[:len(id)-over]
+		}
+	}
+	return stack + "-" + id + "-" + suffix
 }
 
 func (r *Resolver) getAtt(s *Stack, name, attr string) (any, error) {

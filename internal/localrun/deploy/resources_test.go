@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,7 +66,8 @@ func TestReadersDefaults(t *testing.T) {
 }
 
 // A role resolves to the name and ARN IAM gives it: its RoleName or a name made of the stack's and
-// its own, at most 64 characters, and an ARN with its path, which the bucket's exemption of the
+// its own and a suffix of its own, at most 64 characters (two long logical ids that begin alike
+// never share one), and an ARN with its path, which the bucket's exemption of the
 // pipeline's roles (aws:PrincipalArn under the role path) matches.
 func TestRoleIdentity(t *testing.T) {
 	st := &Stack{Name: "TenantPipeline-Pool-default-with-a-name-that-runs-long", Resources: map[string]*Resource{}}
@@ -86,13 +88,50 @@ func TestRoleIdentity(t *testing.T) {
 	}
 	for _, tc := range []struct{ id, wantName, wantARN string }{
 		{"Named", "platform-uploader", "arn:aws:iam::000000000000:role/platform-uploader"},
-		{"Pathed", "TenantPipeline-Pool-default-with-a-name-that-runs-long-Pat-LOCAL", "arn:aws:iam::000000000000:role/tenantpipeline/TenantPipeline/TenantPipeline-Pool-default-with-a-name-that-runs-long-Pat-LOCAL"},
-		{"Default", "TenantPipeline-Pool-default-with-a-name-that-runs-long-Def-LOCAL", "arn:aws:iam::000000000000:role/TenantPipeline-Pool-default-with-a-name-that-runs-long-Def-LOCAL"},
+		{"Pathed", "TenantPipeline-Pool-default-with-a-name-that-Pathed-FAE3FD2FE2F2", "arn:aws:iam::000000000000:role/tenantpipeline/TenantPipeline/TenantPipeline-Pool-default-with-a-name-that-Pathed-FAE3FD2FE2F2"},
+		{"Default", "TenantPipeline-Pool-default-with-a-name-tha-Default-01835922FE91", "arn:aws:iam::000000000000:role/TenantPipeline-Pool-default-with-a-name-tha-Default-01835922FE91"},
 	} {
 		name, err := res.ResolveString(st, json.RawMessage(`{"Ref": "`+tc.id+`"}`))
 		arn, err2 := res.ResolveString(st, json.RawMessage(`{"Fn::GetAtt": ["`+tc.id+`", "Arn"]}`))
 		if err != nil || err2 != nil || name != tc.wantName || arn != tc.wantARN || len(name) > 64 {
 			t.Errorf("%s: got %q, %q (%v, %v); want %q, %q", tc.id, name, arn, err, err2, tc.wantName, tc.wantARN)
+		}
+	}
+}
+
+// A rule resolves to the name EventBridge keeps, which policies match through its ARN: its Name,
+// or CloudFormation's "<stack>-<logical id>-<random>", cut to 64 characters by the stack name
+// first, so that a long logical id leaves too little of the stack name for a pattern
+// rule/<stack name>-* to match.
+func TestRuleIdentity(t *testing.T) {
+	st := &Stack{Name: "TenantPipeline-Tenants-1", Resources: map[string]*Resource{}}
+	for id, props := range map[string]string{
+		"Named":                  `{"Name": "TenantPipeline-Tenants-1-Rule-0a1b2c3d"}`,
+		"TenantacmeRuleAA0F7514": `{}`,
+		"TenanttenantwithalongidentifierxxxRuleAA0F7514": `{}`,
+	} {
+		r := &Resource{Stack: st, LogicalID: id, Type: "AWS::Events::Rule", Properties: map[string]json.RawMessage{}}
+		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
+			t.Fatal(err)
+		}
+		st.Resources[id] = r
+	}
+	res, err := NewResolver(&Assembly{Stacks: []*Stack{st}}, "us-east-1", "000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id, wantPrefix string
+		keepsStack     bool
+	}{
+		{"Named", "TenantPipeline-Tenants-1-Rule-0a1b2c3d", true},
+		{"TenantacmeRuleAA0F7514", "TenantPipeline-Tenants-1-TenantacmeRuleAA0F7514-", true},
+		{"TenanttenantwithalongidentifierxxxRuleAA0F7514", "Tena-Tenanttenantwithalongidentifierxxx", false},
+	} {
+		arn, err := res.ResolveString(st, json.RawMessage(`{"Fn::GetAtt": ["`+tc.id+`", "Arn"]}`))
+		name, _ := strings.CutPrefix(arn, "arn:aws:events:us-east-1:000000000000:rule/")
+		if err != nil || !strings.HasPrefix(name, tc.wantPrefix) || len(name) > MaxRuleName || strings.HasPrefix(name, st.Name+"-") != tc.keepsStack {
+			t.Errorf("%s: got %q (%v); want a name of at most 64 starting %q, keeping the stack name %v", tc.id, arn, err, tc.wantPrefix, tc.keepsStack)
 		}
 	}
 }

@@ -1,0 +1,71 @@
+//go:build e2e || figures
+
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// With the app's customer-managed key, EventBridge's delivery of a tenant's files to its queue is
+// judged by the queue's policy and by the key's policy, as AWS judges it: the key policy names the
+// rules by their stack's name (rule/<stack prefix>-*), so a rule must keep that name. A tenant with
+// the longest id (32 characters) still gets its files, in both tiers; without the key policy's
+// EventBridge statement, the same upload is never delivered.
+func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
+	t.Parallel()
+	const id = "tenant-with-a-long-id-0123456789"
+	tenants := withTopLevelJSON(t, `{"tenants": [{"id": "`+id+`", "registerUrl": "https://core.example.com/records"}]}`,
+		"encryption", map[string]any{"key": "create"})
+	forEachTier(t, tenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		refused := r.auth.Refused()
+		uploadAll(t, ctx, r, []upload{{id, "a.csv", csvOf(3)}})
+		rep := drain(t, ctx, r)
+		if got := len(r.Sink.Registered(id)); got != 3 {
+			t.Fatalf("got %d records registered, want 3", got)
+		}
+		noViolations(t, rep)
+		if n := r.auth.Refused() - refused; n != 0 {
+			t.Errorf("got %d requests refused, want none", n)
+		}
+
+		// Without the statement that lets EventBridge use the key, the next upload's event is refused.
+		key := ""
+		for _, q := range r.queues {
+			if k := r.auth.queueKMS(q.Name); k != "" {
+				key = k
+			}
+		}
+		if key == "" {
+			t.Fatal("no queue under the app's key")
+		}
+		policy, err := r.auth.resourceStatements(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var without []statement
+		for _, st := range policy {
+			if b, _ := json.Marshal(st.Principal); string(b) != `{"Service":["events.amazonaws.com"]}` && string(b) != `{"Service":"events.amazonaws.com"}` {
+				without = append(without, st)
+			}
+		}
+		if len(without) != len(policy)-1 {
+			t.Fatalf("got %d statements for EventBridge in the key policy, want 1", len(policy)-len(without))
+		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[key] = without
+		r.auth.mu.Unlock()
+		refused = r.auth.Refused()
+		if _, err := r.Upload(ctx, id, "b.csv", csvOf(2)); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.auth.Refused() - refused; n == 0 {
+			t.Error("the upload's event was delivered without the key policy's EventBridge statement, want it refused")
+		}
+	})
+}
