@@ -194,3 +194,38 @@ func TestFailedResultsGrant(t *testing.T) {
 		check(t, poolPolicyStatements(t, tpl, "PoolController"), poolControllerEnv(t, stack), splitOf(t, fns))
 	})
 }
+
+// TestNoRuleTakesFileProcessedEvents: the pipeline puts File Processed events and none of its own
+// rules takes them, in either tier. Every rule of the constructs is scheduled or matches only
+// events of AWS services (source "aws.*": S3's Object Created, Step Functions' status changes),
+// which no PutEvents caller can send: a source may not start with "aws."
+// (https://docs.aws.amazon.com/scheduler/latest/APIReference/API_EventBridgePutEventsV2Parameters.html,
+// "Source"). So a File Processed event from anyone else, or a forged S3 or status event, reaches no
+// controller, queue or function of the pipeline; its consumers are the users' own rules.
+func TestNoRuleTakesFileProcessedEvents(t *testing.T) {
+	rules := 0
+	for id, r := range bothTiers()["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] != "AWS::Events::Rule" {
+			continue
+		}
+		rules++
+		p := props(res)
+		if _, scheduled := p["ScheduleExpression"]; scheduled {
+			continue
+		}
+		pattern, _ := p["EventPattern"].(map[string]any)
+		sources, _ := pattern["source"].([]any)
+		if len(sources) == 0 {
+			t.Errorf("rule %s: got pattern %s, want one that names its sources", id, asJSON(pattern))
+		}
+		for _, s := range sources {
+			if name, ok := s.(string); !ok || !strings.HasPrefix(name, "aws.") {
+				t.Errorf("rule %s: takes events of source %v, want AWS services' alone (aws.*)", id, s)
+			}
+		}
+	}
+	if rules == 0 {
+		t.Fatal("got no rule in either tier")
+	}
+}
