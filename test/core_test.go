@@ -55,15 +55,20 @@ func tierStatements(tpl map[string]any, prefix string) []string {
 }
 
 // tier is how the table's placeholders read in one tier: S the scope's logical id prefix, T a
-// tenant's id in keys, P a tenant's prefix, Data the holder of a tenant's own keys.
-type tier struct{ name, S, T, P, Data string }
+// tenant's id in keys, P a tenant's prefix, Data the holder of a tenant's own keys by function
+// (none: the function's own role).
+type tier struct {
+	name, S, T, P string
+	Data          map[string]string
+}
 
 var tiers = []tier{
 	// A silo's function roles hold its one tenant's keys.
-	{name: "silo", S: "Silo", T: "acme", P: "inbox/acme/", Data: ""},
-	// A pool's functions serve every tenant: a tenant's keys are its tenant-scoped role's
-	// (tenantrole.go), named by the session's tag.
-	{name: "pool", S: "Pool", T: "${aws:PrincipalTag/tenant}", P: "pools/p/${aws:PrincipalTag/tenant}/", Data: "TenantRole"},
+	{name: "silo", S: "Silo", T: "acme", P: "inbox/acme/"},
+	// A pool's functions serve every tenant: a tenant's keys are the function's tenant-scoped
+	// role's (tenantrole.go), named by the session's tag.
+	{name: "pool", S: "Pool", T: "${aws:PrincipalTag/tenant}", P: "pools/p/${aws:PrincipalTag/tenant}/",
+		Data: map[string]string{"Controller": "TenantRole", "Split": "SplitTenantRole", "Register": "RegisterTenantRole"}},
 }
 
 func (tr tier) fill(s string) string {
@@ -101,7 +106,7 @@ func TestCoreGrantsInBothTiers(t *testing.T) {
 		{"only the pipeline writes control/, work/, quarantine/, results/", "BucketPolicy", []string{`"Effect":"Deny"`, `OnlyThePipelineAndOperatorsWriteControlWorkQuarantine`}},
 
 		// A tenant's own keys.
-		{"controller reads the File Processed counts", "<data>Controller", []string{`"Action":"s3:GetObject"`, `/results/<T>/*/summary.json`}},
+		{"controller reads the File Processed counts", "<data>Controller", []string{`"s3:GetObject"`, `/results/<T>/*/summary.json`}},
 		{"controller keeps the event markers", "<data>Controller", []string{`"s3:PutObject"`, `/results/<T>/*/event-*.json`}},
 		{"controller quarantines messages", "<data>Controller", []string{`"Action":"s3:PutObject"`, `/quarantine/<T>/*`}},
 		{"controller reads skip markers", "<data>Controller", []string{`"Action":"s3:GetObject"`, `/control/<T>/skip/*`}},
@@ -120,8 +125,8 @@ func TestCoreGrantsInBothTiers(t *testing.T) {
 				holder := tr.S + g.holder
 				if fn, ok := strings.CutPrefix(g.holder, "<data>"); ok {
 					holder = tr.S + fn + "ServiceRoleDefaultPolicy"
-					if tr.Data != "" {
-						holder = tr.S + tr.Data + "DefaultPolicy"
+					if role, ok := tr.Data[fn]; ok {
+						holder = tr.S + role + "DefaultPolicy"
 					}
 				}
 				statements := tierStatements(tpl, holder)

@@ -341,7 +341,8 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		{"pool controller starts executions", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:states:stateMachineArn"},
 		{"pool controller takes leases", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
 		{"pool register keeps the request shares", pool, "PoolRegisterServiceRole", []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:dynamodb:tableName"},
-		{"pool tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"pool controller's tenant role reads and writes the bucket", pool, "PoolTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
+		{"pool split tenant role reads and writes the bucket", pool, "PoolSplitTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool register tenant role reads and writes the bucket", pool, "PoolRegisterTenantRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
 		{"pool register tenant role reads its tenant's secret", pool, "PoolRegisterTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN"},
 		{"pool controller reads and writes the bucket", pool, "PoolControllerServiceRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, "kms:EncryptionContext:aws:s3:arn"},
@@ -358,8 +359,10 @@ func TestEncryptionGrantsPerRole(t *testing.T) {
 		})
 	}
 	// Split's and the controller's tenant sessions never decrypt a secret.
-	if hasKMSGrant(pool, "PoolTenantRole", []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN") {
-		t.Error("the pool's TenantRole (controller, Split) may decrypt secrets, want Register's role alone")
+	for _, role := range []string{"PoolTenantRole", "PoolSplitTenantRole"} {
+		if hasKMSGrant(pool, role, []string{"kms:Decrypt"}, "kms:EncryptionContext:SecretARN") {
+			t.Errorf("the pool's %s may decrypt secrets, want Register's role alone", role)
+		}
 	}
 }
 

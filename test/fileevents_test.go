@@ -98,11 +98,10 @@ func TestFileEventGrants(t *testing.T) {
 				if g := objectGrants(poolPolicyStatements(t, tpl, "PoolController")); len(g) != 0 {
 					t.Errorf("pool controller's own role: got grants on results %v, want none (the tenant role holds them)", g)
 				}
-				// The tenant role also holds the results task's and Register's grant on the whole
-				// results folder of the tenant, which the controller's session shares.
-				want := map[string]string{`/results/${aws:PrincipalTag/tenant}/*/summary.json`: `"s3:GetObject"`,
-					`/results/${aws:PrincipalTag/tenant}/*/event-*.json`: `["s3:GetObject","s3:PutObject"]`,
-					`/results/${aws:PrincipalTag/tenant}/*`:              `["s3:GetObject","s3:PutObject"]`}
+				// The controller's tenant role: the summaries (read, and written for a file a
+				// sequenced tenant refuses) and the event markers, nothing else under results/.
+				want := map[string]string{`/results/${aws:PrincipalTag/tenant}/*/summary.json`: `["s3:GetObject","s3:PutObject"]`,
+					`/results/${aws:PrincipalTag/tenant}/*/event-*.json`: `["s3:GetObject","s3:PutObject"]`}
 				checkGrants(t, objectGrants(poolPolicyStatements(t, tpl, "PoolTenantRole")), want)
 			})
 		})

@@ -115,8 +115,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
 				"Action": "s3:ListBucket", "Effect": "Allow", "Resource": bucket,
 				"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{
-					"pools/default/${aws:PrincipalTag/tenant}/*", "work/${aws:PrincipalTag/tenant}/*", "control/${aws:PrincipalTag/tenant}/*",
-					"results/${aws:PrincipalTag/tenant}/*",
+					"control/${aws:PrincipalTag/tenant}/*", "results/${aws:PrincipalTag/tenant}/*",
 				}}},
 			})
 		})

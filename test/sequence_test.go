@@ -216,12 +216,12 @@ func TestPoolSequenceGrants(t *testing.T) {
 			for _, s := range poolPolicyStatements(t, tc.tpl, "PoolTenantRole") {
 				g := granted(t, s)
 				roleStmts = append(roleStmts, g)
-				if strings.HasPrefix(g, "s3:GetObject,s3:GetObjectVersion,s3:PutObject ") && strings.HasSuffix(g, "/work/${aws:PrincipalTag/tenant}/*") {
-					bucket = strings.TrimSuffix(strings.TrimPrefix(g, "s3:GetObject,s3:GetObjectVersion,s3:PutObject "), "/work/${aws:PrincipalTag/tenant}/*")
+				if strings.HasPrefix(g, "s3:PutObject ") && strings.HasSuffix(g, "/quarantine/${aws:PrincipalTag/tenant}/*") {
+					bucket = strings.TrimSuffix(strings.TrimPrefix(g, "s3:PutObject "), "/quarantine/${aws:PrincipalTag/tenant}/*")
 				}
 			}
 			if bucket == "" {
-				t.Fatalf("no work/ grant to find the bucket's ARN in:\n%s", strings.Join(roleStmts, "\n"))
+				t.Fatalf("no quarantine/ grant to find the bucket's ARN in:\n%s", strings.Join(roleStmts, "\n"))
 			}
 			tag := "${aws:PrincipalTag/tenant}"
 			want := "s3:DeleteObject,s3:GetObject,s3:PutObject " + bucket + "/" + pipeline.SequencePrefix(tag) + "*"

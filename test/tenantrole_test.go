@@ -36,25 +36,50 @@ func tenantData(resource string) bool {
 		strings.Contains(resource, ":table/pool-")
 }
 
-// TestPoolTenantRole: the pool's tenant roles trust exactly their functions' roles (TenantRole the
-// controller's and Split's, RegisterTenantRole Register's), with sts:TagSession and exactly the
-// tenant tag; each of their data statements names ${aws:PrincipalTag/tenant}; only Register's reads
-// the tenant's secret and writes its table; no function role keeps a grant on tenant data; each
-// function may assume its role alone and is told its ARN, the router neither. The silo tier has
-// none of it.
+// TestPoolTenantRole: the pool's tenant roles, one per function, trust exactly their function's
+// role (TenantRole the controller's, SplitTenantRole Split's, RegisterTenantRole Register's), with
+// sts:TagSession and exactly the tenant tag; each of their data statements names
+// ${aws:PrincipalTag/tenant}; each grants what its function does for a tenant and nothing else:
+// the controller's no file and no work object, Split's and Register's no control or quarantine
+// key; only Register's reads the tenant's secret and writes its table; no function role keeps a
+// grant on tenant data; each function may assume its role alone and is told its ARN, the router
+// neither. The silo tier has none of it.
 func TestPoolTenantRole(t *testing.T) {
 	_, tpl := poolTemplate(t)
 	secret := "secretsmanager:GetSecretValue arn:<Ref:AWS::Partition>:secretsmanager:<Ref:AWS::Region>:<Ref:AWS::AccountId>:secret:tenantpipeline/${aws:PrincipalTag/tenant}-??????"
 	table := "dynamodb:PutItem arn:<Ref:AWS::Partition>:dynamodb:<Ref:AWS::Region>:<Ref:AWS::AccountId>:table/pool-${aws:PrincipalTag/tenant}"
+	const bucket = "<Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>"
+	files := []string{
+		"s3:GetObject,s3:GetObjectVersion " + bucket + "/pools/default/${aws:PrincipalTag/tenant}/*",
+		"s3:GetObject,s3:GetObjectVersion,s3:PutObject " + bucket + "/work/${aws:PrincipalTag/tenant}/*",
+		// The results task and Register: the rejection parts and the results files.
+		"s3:GetObject,s3:PutObject " + bucket + "/results/${aws:PrincipalTag/tenant}/*",
+	}
+	filesList := `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
+	controller := []string{
+		"s3:PutObject " + bucket + "/quarantine/${aws:PrincipalTag/tenant}/*",
+		"/control/${aws:PrincipalTag/tenant}/paused.json",
+		"/control/${aws:PrincipalTag/tenant}/order.json",
+		"s3:GetObject,s3:PutObject " + bucket + "/control/${aws:PrincipalTag/tenant}/requests/*",
+		"s3:GetObject,s3:PutObject " + bucket + "/results/${aws:PrincipalTag/tenant}/*/summary.json",
+	}
+	controllerList := `{"StringLike":{"s3:prefix":["control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
 	roleIDs := map[string]string{}
 	for _, tc := range []struct {
 		role       string
 		principals []string // the functions' roles it trusts, sorted
 		assumedBy  []string // function id prefixes
 		register   bool     // the secret and the table
+		want       []string // grants it holds
+		list       string   // its ListBucket condition
+		never      []string // key fragments it may not reach
 	}{
-		{"PoolTenantRole", []string{"<GetAtt:PoolControllerServiceRole", "<GetAtt:PoolSplitServiceRole"}, []string{"PoolController", "PoolSplit"}, false},
-		{"PoolRegisterTenantRole", []string{"<GetAtt:PoolRegisterServiceRole"}, []string{"PoolRegister"}, true},
+		{"PoolTenantRole", []string{"<GetAtt:PoolControllerServiceRole"}, []string{"PoolController"}, false, controller, controllerList,
+			[]string{"/pools/default/", "/work/", "/results/${aws:PrincipalTag/tenant}/*\n"}},
+		{"PoolSplitTenantRole", []string{"<GetAtt:PoolSplitServiceRole"}, []string{"PoolSplit"}, false, files, filesList,
+			[]string{"/control/", "/quarantine/"}},
+		{"PoolRegisterTenantRole", []string{"<GetAtt:PoolRegisterServiceRole"}, []string{"PoolRegister"}, true, files, filesList,
+			[]string{"/control/", "/quarantine/"}},
 	} {
 		t.Run(tc.role, func(t *testing.T) {
 			var roleID string
@@ -102,8 +127,7 @@ func TestPoolTenantRole(t *testing.T) {
 				for _, r := range resources(t, st) {
 					named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
 					if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
-						named = !strings.Contains(asJSON(st["Condition"]), `"pools/default/*"`) &&
-							asJSON(st["Condition"]) == `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
+						named = asJSON(st["Condition"]) == tc.list
 					}
 					if !named {
 						t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
@@ -111,18 +135,15 @@ func TestPoolTenantRole(t *testing.T) {
 					granted = append(granted, strings.Join(actions(st), ",")+" "+r)
 				}
 			}
-			all := strings.Join(granted, "\n")
-			for _, want := range []string{
-				"s3:GetObject,s3:GetObjectVersion <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/pools/default/${aws:PrincipalTag/tenant}/*",
-				"s3:GetObject,s3:GetObjectVersion,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/work/${aws:PrincipalTag/tenant}/*",
-				"s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/quarantine/${aws:PrincipalTag/tenant}/*",
-				// The results task and Register: the rejection parts and the results files.
-				"s3:GetObject,s3:PutObject <Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>/results/${aws:PrincipalTag/tenant}/*",
-				"/control/${aws:PrincipalTag/tenant}/paused.json",
-				"/control/${aws:PrincipalTag/tenant}/order.json",
-			} {
+			all := strings.Join(granted, "\n") + "\n"
+			for _, want := range tc.want {
 				if !strings.Contains(all, want) {
-					t.Errorf("the tenant role grants\n%s\nwant %q", all, want)
+					t.Errorf("%s grants\n%s\nwant %q", tc.role, all, want)
+				}
+			}
+			for _, never := range tc.never {
+				if strings.Contains(all, never) {
+					t.Errorf("%s grants\n%s\nwant nothing on %q", tc.role, all, never)
 				}
 			}
 			for _, own := range []string{secret, table} {

@@ -445,7 +445,7 @@ func (t *TenantPipeline) encrypt() {
 // on the queues' key are next to their SQS grants (build, grantBacklog).
 func (t *TenantPool) encrypt() {
 	p := t.Props
-	t.objects.grantBucket(p.Bucket, t.Router, t.TenantRole, t.RegisterTenantRole)
+	t.objects.grantBucket(p.Bucket, t.Router, t.TenantRole, t.SplitTenantRole, t.RegisterTenantRole)
 	for _, cs := range t.CoreSystems {
 		ce := newEncryption(t.Construct, cs.Props.EncryptionKey)
 		ce.grantTables(t.Controller, true, cs.Table)

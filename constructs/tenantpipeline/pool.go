@@ -92,12 +92,15 @@ type TenantPool struct {
 	AdmissionTable awsdynamodb.Table
 	// CoreSystems are the distinct core systems the pool's tenants name, by name.
 	CoreSystems []*CoreSystem
-	// TenantRole is the pool's tenant-scoped role: every grant on one tenant's data (its prefix,
-	// work/, control/ and quarantine/ keys) is conditioned on the session tag tenant=<id>
-	// (${aws:PrincipalTag/tenant}). The controller and Split assume it for one tenant at a time
-	// (tenantrole.go).
+	// TenantRole is the controller's tenant-scoped role: its grants on one tenant's data (its
+	// control/ and quarantine/ keys, its results' summaries and event markers) are conditioned on
+	// the session tag tenant=<id> (${aws:PrincipalTag/tenant}). The controller assumes it for one
+	// tenant at a time (tenantrole.go).
 	TenantRole awsiam.Role
-	// RegisterTenantRole is Register's tenant-scoped role: TenantRole's data, and the tenant's
+	// SplitTenantRole is Split's tenant-scoped role: one tenant's files, work/ and results/ keys,
+	// and no control key, secret or table.
+	SplitTenantRole awsiam.Role
+	// RegisterTenantRole is Register's tenant-scoped role: SplitTenantRole's data, and the tenant's
 	// secret and table, which no other function's session reaches.
 	RegisterTenantRole awsiam.Role
 	// UploaderRole is the role a platform that authenticates its customers assumes, with the

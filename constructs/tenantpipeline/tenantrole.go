@@ -15,12 +15,13 @@ import (
 
 // How a pool keeps its tenants apart (docs/isolation.md). The pool's functions serve every tenant,
 // so their own roles hold only what is pool-wide; everything that is one tenant's data is granted
-// to the pool's tenant-scoped roles (TenantPool.TenantRole, and RegisterTenantRole, which alone
-// adds the tenant's secret and table), whose policies name the tenant as ${aws:PrincipalTag/tenant}.
-// The controller and Split assume the first, Register the second, for one tenant at a time, with
-// the session tag tenant=<id> taken from the message group or the execution's input
-// (internal/tenantcreds), so a request made for tenant A is refused on any key, secret or table of
-// tenant B, and a Split session reads no secret at all.
+// to the pool's tenant-scoped roles, one per function (TenantPool.TenantRole the controller's,
+// SplitTenantRole and RegisterTenantRole, which alone adds the tenant's secret and table), whose
+// policies name the tenant as ${aws:PrincipalTag/tenant}. Each function assumes its own for one
+// tenant at a time, with the session tag tenant=<id> taken from the message group or the
+// execution's input (internal/tenantcreds), so a request made for tenant A is refused on any key,
+// secret or table of tenant B, a Split session reads no secret and writes no control key, and a
+// controller session reads no file.
 //
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html (session tags, the trust
 // policy's sts:TagSession, aws:RequestTag and aws:TagKeys);
@@ -33,18 +34,23 @@ import (
 // principalTenant is the policy variable of the session's tenant tag.
 const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
 
-// newTenantRole creates the tenant-scoped roles: TenantRole, which the controller and Split
-// assume, and RegisterTenantRole, which Register alone assumes and which alone reads the tenant's
-// secret and writes its table, so that Split, the function that parses untrusted files, never
-// holds a core system's credentials. Each function is named its role (pipeline.EnvTenantRoleARN).
+// newTenantRole creates the tenant-scoped roles, one per function, each with only what its
+// function does for a tenant: TenantRole, the controller's (control keys, quarantine, the results'
+// summaries and event markers); SplitTenantRole, Split's (the tenant's files, work and results);
+// and RegisterTenantRole, Register's, which alone adds the tenant's secret and table, so that
+// Split, the function that parses untrusted files, never holds a core system's credentials nor
+// writes a control key. Each function is named its role (pipeline.EnvTenantRoleARN).
 func (t *TenantPool) newTenantRole() {
 	p := t.Props
-	t.TenantRole = t.tenantScopedRole("TenantRole", fmt.Sprintf("Pool %s: one tenant's data, for the controller's and Split's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
-		t.Controller, t.Split)
-	t.RegisterTenantRole = t.tenantScopedRole("RegisterTenantRole", fmt.Sprintf("Pool %s: one tenant's data, secret and table, for Register's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
+	t.TenantRole = t.tenantScopedRole("TenantRole", fmt.Sprintf("Pool %s: one tenant's control keys, quarantine and results, for the controller's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
+		t.Controller)
+	t.SplitTenantRole = t.tenantScopedRole("SplitTenantRole", fmt.Sprintf("Pool %s: one tenant's files, work and results, for Split's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
+		t.Split)
+	t.RegisterTenantRole = t.tenantScopedRole("RegisterTenantRole", fmt.Sprintf("Pool %s: one tenant's files, work, results, secret and table, for Register's sessions tagged %s=<tenant id>", p.Name, pipeline.TenantTag),
 		t.bundled)
-	t.grantTenantData(t.TenantRole)
-	t.grantTenantData(t.RegisterTenantRole)
+	t.grantControllerData(t.TenantRole)
+	t.grantTenantFiles(t.SplitTenantRole)
+	t.grantTenantFiles(t.RegisterTenantRole)
 	t.grantTenantSecretAndTable(t.RegisterTenantRole)
 }
 
@@ -81,57 +87,28 @@ func (t *TenantPool) tenantScopedRole(id, description string, acting ...awslambd
 	return role
 }
 
-// grantTenantData gives role the tenant's objects: its files, work, results, control and
-// quarantine keys, each under ${aws:PrincipalTag/tenant}.
-func (t *TenantPool) grantTenantData(role awsiam.Role) {
-	p := t.Props
-	tenantPrefix := p.Prefix + principalTenant + "/"
-	work := pipeline.WorkPrefix + principalTenant + "/"
-	control := pipeline.ControlPrefix + principalTenant + "/"
-	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
-	objects := func(actions []string, patterns ...string) {
-		var arns []string
-		for _, pt := range patterns {
-			arns = append(arns, *p.Bucket.ArnForObjects(jsii.String(pt)))
-		}
-		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: jsii.Strings(arns...)}))
+// tenantObjects adds to role one statement of actions on the bucket's objects matching patterns.
+func (t *TenantPool) tenantObjects(role awsiam.Role, actions []string, patterns ...string) {
+	var arns []string
+	for _, pt := range patterns {
+		arns = append(arns, *t.Props.Bucket.ArnForObjects(jsii.String(pt)))
 	}
-	// Split and Register: the tenant's files, the exact version the event named.
-	objects([]string{"s3:GetObject", "s3:GetObjectVersion"}, tenantPrefix+"*")
-	// Split writes the manifest, Register reads it and reads and writes the segments' progress.
-	// Register reads the manifest by the version id Split's write returned, which takes
-	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
-	// "Permissions").
-	objects([]string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
-	// The results task (Split's function) and Register: the rejection parts, the results files.
-	objects([]string{"s3:GetObject", "s3:PutObject"}, resultsDir+"*")
-	// The controller: the tenant's quarantine records, skip markers, wake-up state, order counter
-	// and pause marker (read only: an operator writes it).
-	objects([]string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
-	objects([]string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
-	// The operator's record of each redrive, replay or sequence request (pipeline.NeedsRecord),
-	// which the controller reads before it performs one, and the record of the gap skip a sequenced
-	// tenant's controller asks for itself.
-	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"requests/*")
-	objects([]string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
-	// A sequenced tenant's state and held files (internal/sequence), which the controller reads,
-	// writes and deletes; the summary.json of a file it refuses is under results/<tenant>/,
-	// granted above, and it sends held files and the tick to the pool queue with its own role
-	// (grantBacklog). A pool's tenants may gain a sequence at any time, so this does not depend on
-	// its tenants.
-	objects([]string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(principalTenant)+"*")
-	// The controller's File Processed event: the counts from summary.json, and the marker of each
-	// event put.
-	tenantResults := results.Prefix + principalTenant + "/*/"
-	objects([]string{"s3:GetObject"}, tenantResults+results.SummaryFile)
-	objects([]string{"s3:GetObject", "s3:PutObject"}, tenantResults+"event-*.json")
-	// Listing the tenant's own prefixes makes S3 answer a missing key with 404, not 403
-	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), so an
-	// absent marker is told from a refused one.
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: jsii.Strings(arns...)}))
+}
+
+// tenantList lets role list the tenant's prefixes under prefixes (each ending in "/"): S3 then
+// answers a missing key with 404, not 403
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions"), so an
+// absent object is told from a refused one.
+func (t *TenantPool) tenantList(role awsiam.Role, prefixes ...string) {
+	var like []string
+	for _, p := range prefixes {
+		like = append(like, p+"*")
+	}
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),
-		Resources:  jsii.Strings(*p.Bucket.BucketArn()),
-		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{tenantPrefix + "*", work + "*", control + "*", resultsDir + "*"}}},
+		Resources:  jsii.Strings(*t.Props.Bucket.BucketArn()),
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": like}},
 	}))
 	// cdk-nag shows ${aws:PrincipalTag/tenant} as <aws:PrincipalTag/tenant>.
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
@@ -141,6 +118,52 @@ func (t *TenantPool) grantTenantData(role awsiam.Role) {
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))
+}
+
+// grantTenantFiles gives role (Split's, Register's) the tenant's files, work and results, each
+// under ${aws:PrincipalTag/tenant}, and no control or quarantine key.
+func (t *TenantPool) grantTenantFiles(role awsiam.Role) {
+	tenantPrefix := t.Props.Prefix + principalTenant + "/"
+	work := pipeline.WorkPrefix + principalTenant + "/"
+	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
+	// The tenant's files, the exact version the event named.
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenantPrefix+"*")
+	// Split writes the manifest, Register reads it and reads and writes the segments' progress.
+	// Register reads the manifest by the version id Split's write returned, which takes
+	// s3:GetObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+	// "Permissions").
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, work+"*")
+	// The results task (Split's function) and Register: the rejection parts, the results files.
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, resultsDir+"*")
+	t.tenantList(role, tenantPrefix, work, resultsDir)
+}
+
+// grantControllerData gives role (the controller's) the tenant's control keys, quarantine records
+// and results' summaries and event markers, each under ${aws:PrincipalTag/tenant}: no file, no
+// work object, and no results file but those.
+func (t *TenantPool) grantControllerData(role awsiam.Role) {
+	control := pipeline.ControlPrefix + principalTenant + "/"
+	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
+	// The tenant's quarantine records, skip markers, wake-up state, order counter and pause marker
+	// (read only: an operator writes it).
+	t.tenantObjects(role, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
+	t.tenantObjects(role, []string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
+	// The operator's record of each redrive, replay or sequence request (pipeline.NeedsRecord),
+	// which the controller reads before it performs one, and the record of the gap skip a sequenced
+	// tenant's controller asks for itself.
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, control+"requests/*")
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, control+"wake*.json", control+"order.json")
+	// A sequenced tenant's state and held files (internal/sequence), which the controller reads,
+	// writes and deletes; it sends held files and the tick to the pool queue with its own role
+	// (grantBacklog). A pool's tenants may gain a sequence at any time, so this does not depend on
+	// its tenants.
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(principalTenant)+"*")
+	// The File Processed event's counts from summary.json, and the summary.json of a file a
+	// sequenced tenant's controller refuses; the marker of each event put.
+	tenantResults := results.Prefix + principalTenant + "/*/"
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, tenantResults+results.SummaryFile)
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, tenantResults+"event-*.json")
+	t.tenantList(role, control, resultsDir)
 }
 
 // grantTenantSecretAndTable gives role the tenant's secret and DynamoDB table: Register's alone.
