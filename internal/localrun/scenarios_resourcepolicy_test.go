@@ -229,6 +229,25 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 				t.Errorf("%s: got %q (%v), want %q", a.name, errorCode(err), err, a.want)
 			}
 		}
+		if pooled {
+			// Each function's tenant role holds what its function does for the tenant and no more:
+			// Split's session reads the file and writes no control key (a request's record), the
+			// controller's reads its control keys and no file.
+			split := sessionClient(t, ctx, r, tenantRoles["lambdas/split"], upTag)
+			controller := sessionClient(t, ctx, r, tenantRoles["lambdas/controller"], upTag)
+			if err := get(split, good); err != nil {
+				t.Errorf("Split's tenant session reads up's file: %v, want it allowed", err)
+			}
+			if err := put(split, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey("up", "forged-by-split")); errorCode(err) != "AccessDenied" {
+				t.Errorf("Split's tenant session writes a control record: got %q (%v), want AccessDenied from its role", errorCode(err), err)
+			}
+			if err := get(controller, good); errorCode(err) != "AccessDenied" {
+				t.Errorf("the controller's tenant session reads up's file: got %q (%v), want AccessDenied from its role", errorCode(err), err)
+			}
+			if err := put(controller, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey("up", "by-the-controller")); err != nil {
+				t.Errorf("the controller's tenant session writes a control record: %v, want it allowed", err)
+			}
+		}
 
 		// Without the bucket's statements the same requests pass: the policy is what refused them.
 		r.auth.mu.Lock()
