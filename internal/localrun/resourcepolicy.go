@@ -17,8 +17,10 @@ import (
 //
 // Each function runs with a session of its execution role (Run.roleCredentials), as Lambda runs
 // it, so its requests are judged too. The operators' and the harness's key ("local") is no session
-// and passes: operators are exempt from the bucket's and the queues' Denies by their ARNs. The
-// outsider role stands for everyone else in the account.
+// and passes: operators are exempt from the bucket's and the queues' Denies by their ARNs. An
+// operator's role named by ARN (operatorArns) can be assumed too (externalRole), and its session
+// is judged like any other, so the exemption of its ARN is what lets it through. The outsider role
+// stands for everyone else in the account.
 
 // OutsiderRoleName is the name of a role the local STS knows beside the templates' roles: an
 // identity of the account that is allowed everything by its own policy and is none of the
@@ -34,6 +36,38 @@ var outsiderStatements = []statement{{Effect: "Allow", Action: stringList{"*"}, 
 // outsiderRole is the outsider role's ARN in the run's account.
 func (a *tenantAuth) outsiderRole() string {
 	return fmt.Sprintf("arn:aws:iam::%s:role/%s", a.res.Account, OutsiderRoleName)
+}
+
+// externalRole reports whether role is one the templates name and do not create: a role of the
+// run's account that a bucket's or queue's policy exempts by its exact ARN (aws:PrincipalArn), as
+// the constructs exempt the configured operators (operatorArns). The local STS knows it as it knows
+// the outsider: allowed everything by its own policy, so that only the resource policies decide,
+// and an operator's session shows the exemption of its ARN at work.
+func (a *tenantAuth) externalRole(role string) bool {
+	if !strings.HasPrefix(role, fmt.Sprintf("arn:aws:iam::%s:role/", a.res.Account)) || strings.ContainsAny(role, "*?$") {
+		return false
+	}
+	for _, typ := range []string{"AWS::S3::BucketPolicy", "AWS::SQS::QueuePolicy"} {
+		for _, p := range a.asm.OfType(typ) {
+			doc, err := a.res.Resolve(p.Stack, p.Properties["PolicyDocument"])
+			if err != nil {
+				continue
+			}
+			b, _ := json.Marshal(doc)
+			var d struct{ Statement []statement }
+			if json.Unmarshal(b, &d) != nil {
+				continue
+			}
+			for _, st := range d.Statement {
+				for _, conds := range st.Condition {
+					if slices.Contains(conds["aws:PrincipalArn"], role) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // resourceStatements returns the statements of the resource policy that governs resource: for an

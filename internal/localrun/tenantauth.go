@@ -235,7 +235,7 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if st, ok := a.policies[role]; ok {
 		return st, nil
 	}
-	if role == a.outsiderRole() {
+	if role == a.outsiderRole() || a.externalRole(role) {
 		// Any principal of the account may assume it, by its own policies.
 		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
 			Action: stringList{"sts:AssumeRole"}, Resource: stringList{role}}}
