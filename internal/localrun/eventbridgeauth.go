@@ -1,7 +1,6 @@
 package localrun
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -79,19 +78,9 @@ func serviceAllowed(service, action, resource string, policy []statement, keys m
 // principal, or {"Service": service}.
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html
 func (st statement) namesService(service string) (names, grants bool) {
-	if st.NotPrincipal != nil {
-		return true, false // not evaluated: applies returns unknown, so a Deny applies
-	}
-	if st.Principal == nil {
-		return false, false
-	}
-	var star string
-	if json.Unmarshal(st.Principal, &star) == nil {
-		return star == "*", star == "*"
-	}
-	var p map[string]stringList
-	if err := json.Unmarshal(st.Principal, &p); err != nil {
-		return false, false
+	p, decided, names, grants := st.principals()
+	if decided {
+		return names, grants
 	}
 	for _, v := range p["Service"] {
 		if v == service {

@@ -237,19 +237,9 @@ func arnMatches(pattern, v string, tags map[string]string) bool {
 // by itself. A statement naming the role's account names the session but leaves an Allow to the
 // identity policies.
 func (st statement) namesPrincipal(role string) (names, grants bool) {
-	if st.NotPrincipal != nil {
-		return true, false // not evaluated: applies returns unknown, so a Deny applies
-	}
-	if st.Principal == nil {
-		return false, false
-	}
-	var star string
-	if json.Unmarshal(st.Principal, &star) == nil {
-		return star == "*", star == "*"
-	}
-	var p map[string]stringList
-	if err := json.Unmarshal(st.Principal, &p); err != nil {
-		return false, false
+	p, decided, names, grants := st.principals()
+	if decided {
+		return names, grants
 	}
 	acct := ""
 	if parts := strings.SplitN(role, ":", 6); len(parts) == 6 {
@@ -264,6 +254,26 @@ func (st statement) namesPrincipal(role string) (names, grants bool) {
 		}
 	}
 	return names, false
+}
+
+// principals reads a resource policy's statement's Principal: decided (with names and grants) for
+// a NotPrincipal (not evaluated: applies returns unknown, so a Deny applies), none, "*" or one
+// that does not parse; otherwise its principals by kind ("AWS", "Service").
+func (st statement) principals() (p map[string]stringList, decided, names, grants bool) {
+	if st.NotPrincipal != nil {
+		return nil, true, true, false
+	}
+	if st.Principal == nil {
+		return nil, true, false, false
+	}
+	var star string
+	if json.Unmarshal(st.Principal, &star) == nil {
+		return nil, true, star == "*", star == "*"
+	}
+	if err := json.Unmarshal(st.Principal, &p); err != nil {
+		return nil, true, false, false
+	}
+	return p, false, false, false
 }
 
 // unsupported names what of a statement the emulation does not evaluate, for the refusal's log

@@ -70,22 +70,11 @@ func TestReadersDefaults(t *testing.T) {
 // never share one), and an ARN with its path, which the bucket's exemption of the
 // pipeline's roles (aws:PrincipalArn under the role path) matches.
 func TestRoleIdentity(t *testing.T) {
-	st := &Stack{Name: "TenantPipeline-Pool-default-with-a-name-that-runs-long", Resources: map[string]*Resource{}}
-	for id, props := range map[string]string{
+	st, res := stackOf(t, "TenantPipeline-Pool-default-with-a-name-that-runs-long", "AWS::IAM::Role", map[string]string{
 		"Named":   `{"RoleName": "platform-uploader"}`,
 		"Pathed":  `{"Path": "/tenantpipeline/TenantPipeline/"}`,
 		"Default": `{}`,
-	} {
-		r := &Resource{Stack: st, LogicalID: id, Type: "AWS::IAM::Role", Properties: map[string]json.RawMessage{}}
-		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
-			t.Fatal(err)
-		}
-		st.Resources[id] = r
-	}
-	res, err := NewResolver(&Assembly{Stacks: []*Stack{st}}, "us-east-1", "000000000000")
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	for _, tc := range []struct{ id, wantName, wantARN string }{
 		{"Named", "platform-uploader", "arn:aws:iam::000000000000:role/platform-uploader"},
 		{"Pathed", "TenantPipeline-Pool-default-with-a-name-that-Pathed-FAE3FD2FE2F2", "arn:aws:iam::000000000000:role/tenantpipeline/TenantPipeline/TenantPipeline-Pool-default-with-a-name-that-Pathed-FAE3FD2FE2F2"},
@@ -104,22 +93,11 @@ func TestRoleIdentity(t *testing.T) {
 // first, so that a long logical id leaves too little of the stack name for a pattern
 // rule/<stack name>-* to match.
 func TestRuleIdentity(t *testing.T) {
-	st := &Stack{Name: "TenantPipeline-Tenants-1", Resources: map[string]*Resource{}}
-	for id, props := range map[string]string{
+	st, res := stackOf(t, "TenantPipeline-Tenants-1", "AWS::Events::Rule", map[string]string{
 		"Named":                  `{"Name": "TenantPipeline-Tenants-1-Rule-0a1b2c3d"}`,
 		"TenantacmeRuleAA0F7514": `{}`,
 		"TenanttenantwithalongidentifierxxxRuleAA0F7514": `{}`,
-	} {
-		r := &Resource{Stack: st, LogicalID: id, Type: "AWS::Events::Rule", Properties: map[string]json.RawMessage{}}
-		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
-			t.Fatal(err)
-		}
-		st.Resources[id] = r
-	}
-	res, err := NewResolver(&Assembly{Stacks: []*Stack{st}}, "us-east-1", "000000000000")
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	for _, tc := range []struct {
 		id, wantPrefix string
 		keepsStack     bool
@@ -134,4 +112,23 @@ func TestRuleIdentity(t *testing.T) {
 			t.Errorf("%s: got %q (%v); want a name of at most 64 starting %q, keeping the stack name %v", tc.id, arn, err, tc.wantPrefix, tc.keepsStack)
 		}
 	}
+}
+
+// stackOf is a stack named name of resources of one type, by logical id and properties, and the
+// resolver of an assembly of it alone.
+func stackOf(t *testing.T, name, typ string, resources map[string]string) (*Stack, *Resolver) {
+	t.Helper()
+	st := &Stack{Name: name, Resources: map[string]*Resource{}}
+	for id, props := range resources {
+		r := &Resource{Stack: st, LogicalID: id, Type: typ, Properties: map[string]json.RawMessage{}}
+		if err := json.Unmarshal([]byte(props), &r.Properties); err != nil {
+			t.Fatal(err)
+		}
+		st.Resources[id] = r
+	}
+	res, err := NewResolver(&Assembly{Stacks: []*Stack{st}}, "us-east-1", "000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, res
 }
