@@ -4,6 +4,8 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/stacks"
 )
@@ -65,6 +68,37 @@ func TestScenarioOperatorActsByItsARN(t *testing.T) {
 			if err := tc.do(outsider); errorCode(err) != "AccessDenied" {
 				t.Errorf("the outsider %s: got %q (%v), want AccessDenied", tc.name, errorCode(err), err)
 			}
+		}
+
+		// pipectl run with the operator's session: its replay's control record is written under
+		// the Deny and names the operator, and the controller performs it.
+		creds, err := sessionConfig(t, ctx, r, alice, nil).Credentials.Retrieve(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(pipectlBinary(t, moduleRoot(t)), "replay", "cont", r.Tenant("cont").Prefix+"x.csv", "--reason", "alice replays", "--stack-prefix", opsPrefix)
+		cmd.Env = append(operatorEnv(t, r), "AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey, "AWS_SESSION_TOKEN="+creds.SessionToken)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("pipectl replay as the operator: %v\n%s", err, out)
+		}
+		waitFor(t, ctx, r, "the operator's replay registered", func(*report.Report) bool { return len(r.Sink.Registered("cont")) >= 6 })
+		records, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ControlRequestsPrefix("cont"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := ""
+		for _, o := range records.Contents {
+			if k := aws.ToString(o.Key); strings.HasSuffix(k, "operator-check.json") {
+				continue
+			} else if out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(k)}); err == nil {
+				var m struct{ RequestedBy string }
+				json.NewDecoder(out.Body).Decode(&m)
+				out.Body.Close()
+				by = m.RequestedBy
+			}
+		}
+		if !strings.Contains(by, ":assumed-role/ops-alice/") {
+			t.Errorf("the replay's control record names %q, want the operator's session", by)
 		}
 	})
 }
