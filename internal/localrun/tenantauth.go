@@ -236,9 +236,11 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 		return st, nil
 	}
 	if role == a.outsiderRole() || a.externalRole(role) {
-		// Any principal of the account may assume it, by its own policies.
+		// Any principal of the account may assume it, by its own policies. Kept, so that the
+		// policies are not searched for the role's ARN again at each of its requests.
 		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
 			Action: stringList{"sts:AssumeRole"}, Resource: stringList{role}}}
+		a.policies[role] = outsiderStatements
 		return outsiderStatements, nil
 	}
 	var found *deploy.Resource
