@@ -13,6 +13,7 @@ func TestKMSCallsJudgedByTheKeyPolicy(t *testing.T) {
 	r := newTenantAuthRig(t)
 	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 	root := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"kms:*","Resource":"*"}`)
+	rootButDeletion := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"NotAction":["kms:ScheduleKeyDeletion","kms:DisableKey"],"Resource":"*"}`)
 	use := mustStatement(`{"Effect":"Allow","Action":["kms:GenerateDataKey","kms:Decrypt"],"Resource":"` + key + `",
 		"Condition":{"StringEquals":{"kms:ViaService":"s3.us-east-1.amazonaws.com"},"StringLike":{"kms:EncryptionContext:aws:s3:arn":"arn:aws:s3:::ingest/pools/p/${aws:PrincipalTag/tenant}/*"}}}`)
 	object := map[string]string{"aws:s3:arn": "arn:aws:s3:::ingest/pools/p/a/x.csv"}
@@ -32,6 +33,7 @@ func TestKMSCallsJudgedByTheKeyPolicy(t *testing.T) {
 		{"a key policy naming the role", []statement{mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/kms5"},"Action":"kms:GenerateDataKey","Resource":"*"}`)}, nil, "s3", object, true},
 		{"the role's own Deny", []statement{root}, []statement{use, deny([]string{"kms:*"}, []string{"*"}, nil)}, "s3", object, false},
 		{"the key policy's Deny", []statement{root, mustStatement(`{"Effect":"Deny","Principal":"*","Action":"kms:*","Resource":"*","Condition":{"StringNotEquals":{"kms:ViaService":"sqs.us-east-1.amazonaws.com"}}}`)}, []statement{use}, "s3", object, false},
+		{"the account statement that holds back deletion", []statement{rootButDeletion}, []statement{use}, "s3", object, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := r.synthetic(t, fmt.Sprintf("kms%d", i), tc.identity)
@@ -42,5 +44,23 @@ func TestKMSCallsJudgedByTheKeyPolicy(t *testing.T) {
 				t.Errorf("got %v (%s), want %v", got, why, tc.want)
 			}
 		})
+	}
+}
+
+// The account statement of a key NewKey creates leaves out what only the key's administrators may
+// do: a role whose own policy allows kms:* may use the key, and may not schedule its deletion.
+func TestKMSAccountStatementHoldsBackDeletion(t *testing.T) {
+	r := newTenantAuthRig(t)
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	account := mustStatement(`{"Sid":"TenantPipelineAccountUsesTheKey","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},
+		"NotAction":["kms:ScheduleKeyDeletion","kms:DisableKey","kms:DisableKeyRotation","kms:DeleteImportedKeyMaterial"],"Resource":"*"}`)
+	s, _ := r.synthetic(t, "kmsall", []statement{mustStatement(`{"Effect":"Allow","Action":"kms:*","Resource":"*"}`)})
+	r.auth.mu.Lock()
+	r.auth.resourcePolicies = map[string][]statement{key: {account}}
+	r.auth.mu.Unlock()
+	for action, want := range map[string]bool{"kms:GenerateDataKey": true, "kms:Decrypt": true, "kms:ScheduleKeyDeletion": false, "kms:DisableKey": false} {
+		if got, why := r.auth.kmsAllowed(s, action, key, "s3", nil, true); got != want {
+			t.Errorf("%s: got %v (%s), want %v", action, got, why, want)
+		}
 	}
 }

@@ -18,9 +18,11 @@ import (
 // No maintained Go library evaluates IAM policies (the module proxy has policy engines for Cedar
 // and Rego, not for IAM's language), so the evaluator is small and says what it supports:
 //
-//   - Effect, Action and Resource with the "*" and "?" wildcards, and the policy variable
+//   - Effect, Action, NotAction (every action but those it lists, as a key policy's account
+//     statement may hold back deletion) and Resource with the "*" and "?" wildcards, and the policy variable
 //     ${aws:PrincipalTag/<key>} (a missing tag makes the statement not apply);
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html
+//     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_notaction.html
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html
 //   - in a resource policy, Principal "*", {"AWS": "*"}, {"AWS": <role ARN>} and {"AWS": <account
 //     id or root ARN>}, which names every principal of the account; a service, federated or
@@ -42,7 +44,7 @@ import (
 //     KMS calls S3 and SQS make for the caller (kmsauth.go).
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
 //
-// Anything else fails closed: NotAction, NotResource and NotPrincipal, a set operator on another
+// Anything else fails closed: NotResource and NotPrincipal, a set operator on another
 // key, another operator, another key. Such a statement is unknown,
 // which an Allow takes as not applying and a Deny as applying, and unsupported names it.
 
@@ -52,12 +54,12 @@ type statement struct {
 	Effect    string
 	Principal json.RawMessage
 	Action    stringList
+	NotAction stringList
 	Resource  stringList
 	Condition map[string]map[string]stringList
 
 	// Present only to fail closed: the emulation does not evaluate them.
 	NotPrincipal json.RawMessage
-	NotAction    json.RawMessage
 	NotResource  json.RawMessage
 }
 
@@ -131,10 +133,14 @@ var operators = []string{
 }
 
 func (st statement) applies(tags map[string]string, action, resource string, keys map[string]string) applied {
-	if st.NotAction != nil || st.NotResource != nil || st.NotPrincipal != nil {
+	if st.NotResource != nil || st.NotPrincipal != nil || st.NotAction != nil && st.Action != nil {
 		return unknown
 	}
-	if !matchesAny(st.Action, action, tags, true) || !matchesAny(st.Resource, resource, tags, false) {
+	actionMatches := matchesAny(st.Action, action, tags, true)
+	if st.NotAction != nil {
+		actionMatches = !matchesAny(st.NotAction, action, tags, true)
+	}
+	if !actionMatches || !matchesAny(st.Resource, resource, tags, false) {
 		return noMatch
 	}
 	out := match
@@ -280,10 +286,13 @@ func (st statement) principals() (p map[string]stringList, decided, names, grant
 // line: "" when it evaluates all of it.
 func (st statement) unsupported() string {
 	var out []string
-	for name, raw := range map[string]json.RawMessage{"NotPrincipal": st.NotPrincipal, "NotAction": st.NotAction, "NotResource": st.NotResource} {
+	for name, raw := range map[string]json.RawMessage{"NotPrincipal": st.NotPrincipal, "NotResource": st.NotResource} {
 		if raw != nil {
 			out = append(out, name)
 		}
+	}
+	if st.NotAction != nil && st.Action != nil {
+		out = append(out, "both Action and NotAction")
 	}
 	for op, conds := range st.Condition {
 		set, base, _ := strings.Cut(op, ":")

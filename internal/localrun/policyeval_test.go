@@ -122,11 +122,23 @@ func TestPolicyEvaluation(t *testing.T) {
 		{"a resource whose tags are not read", []statement{wakeUps}, nil, "sqs:ChangeMessageVisibility", "arn:aws:sqs:us-east-1:123456789012:q",
 			map[string]string{"aws:ResourceTag/wake": "true"}, false},
 
+		// NotAction: every action but those it lists.
+		{"NotAction: an Allow of every other action", []statement{stmt(`{"Effect":"Allow","NotAction":"iam:*","Resource":"*"}`)}, nil,
+			"s3:GetObject", object, put, true},
+		{"NotAction: an Allow leaves out what it lists", []statement{stmt(`{"Effect":"Allow","NotAction":["s3:Delete*","iam:*"],"Resource":"*"}`)}, nil,
+			"s3:DeleteObject", object, put, false},
+		{"NotAction: a Deny of every other action", []statement{anyS3},
+			[]statement{stmt(`{"Effect":"Deny","Principal":"*","NotAction":"s3:GetObject","Resource":"arn:aws:s3:::ingest/*"}`)},
+			"s3:PutObject", object, put, false},
+		{"NotAction: a Deny spares what it lists", []statement{anyS3},
+			[]statement{stmt(`{"Effect":"Deny","Principal":"*","NotAction":"s3:GetObject","Resource":"arn:aws:s3:::ingest/*"}`)},
+			"s3:GetObject", object, put, true},
+
 		// What the emulation does not evaluate fails closed.
 		{"NotPrincipal: a Deny applies", []statement{anyS3},
 			[]statement{stmt(`{"Effect":"Deny","NotPrincipal":{"AWS":"arn:aws:iam::123456789012:role/op"},"Action":"s3:*","Resource":"arn:aws:s3:::ingest/*"}`)},
 			"s3:GetObject", object, put, false},
-		{"NotAction: an Allow does not", []statement{stmt(`{"Effect":"Allow","NotAction":"iam:*","Resource":"*"}`)}, nil,
+		{"Action and NotAction in one statement: an Allow does not", []statement{stmt(`{"Effect":"Allow","Action":"s3:*","NotAction":"iam:*","Resource":"*"}`)}, nil,
 			"s3:GetObject", object, put, false},
 		{"an unknown key: a Deny applies", []statement{anyS3},
 			[]statement{stmt(`{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::ingest/*","Condition":{"StringNotEquals":{"aws:SourceVpce":"vpce-1"}}}`)},
@@ -179,5 +191,8 @@ func TestPolicyUnsupportedNamesWhat(t *testing.T) {
 	want := "NotPrincipal, the condition key aws:SourceVpce, the condition operator IpAddress"
 	if got := s.unsupported(); got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := mustStatement(`{"Effect":"Allow","Action":"s3:*","NotAction":"iam:*","Resource":"*"}`).unsupported(); got != "both Action and NotAction" {
+		t.Errorf("got %q, want both Action and NotAction", got)
 	}
 }
