@@ -21,7 +21,11 @@ import (
 	"github.com/example/tenantpipeline/internal/templatecheck"
 )
 
-const importedKeyARN = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+const (
+	importedKeyARN = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	// keyAdmin is testdata/encryption.json's encryption.admins.
+	keyAdmin = "arn:aws:iam::123456789012:role/key-admin"
+)
 
 // encryptedApp synthesizes testdata/encryption.json (both tiers, a core system, a DynamoDB sink,
 // secrets), with the key it creates or, with keyARN, an imported one; it returns every stack.
@@ -34,7 +38,7 @@ func encryptedApp(t *testing.T, keyARN string, o stacks.Options) (*stacks.App, [
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = []byte(strings.Replace(string(b), `{"key": "create"}`, `{"keyArn": "`+keyARN+`"}`, 1))
+		b = []byte(strings.Replace(string(b), `{"key": "create", "admins": ["`+keyAdmin+`"]}`, `{"keyArn": "`+keyARN+`"}`, 1))
 		file = filepath.Join(dir, file)
 		if err := os.WriteFile(file, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -602,4 +606,122 @@ func TestEncryptionDefaultIsUnchanged(t *testing.T) {
 			t.Errorf("%s: got %d key warnings without encryption", *s.StackName(), len(found))
 		}
 	}
+}
+
+// TestEncryptionKeyAdministrationIsSeparated: the created key's account statement lets IAM
+// policies grant every KMS action but deleting, disabling or unrotating the key; only the named
+// administrators hold those, and they may not encrypt or decrypt. A key without administrators
+// warns; a construct user's NewKey refuses an administrator that is no role or user ARN.
+func TestEncryptionKeyAdministrationIsSeparated(t *testing.T) {
+	built, _ := encryptedApp(t, "", stacks.Options{})
+	statements := keyPolicyStatements(t, built)
+	grants := func(s map[string]any, action string) bool {
+		list := func(k string) []string {
+			var out []string
+			switch v := s[k].(type) {
+			case string:
+				out = []string{v}
+			case []any:
+				for _, a := range v {
+					out = append(out, a.(string))
+				}
+			}
+			return out
+		}
+		matches := func(patterns []string) bool {
+			for _, p := range patterns {
+				if ok, _ := filepath.Match(p, action); ok {
+					return true
+				}
+			}
+			return false
+		}
+		if s["NotAction"] != nil {
+			return !matches(list("NotAction"))
+		}
+		return matches(list("Action"))
+	}
+	accountStatements := 0
+	for _, s := range statements {
+		principal, _ := json.Marshal(s["Principal"])
+		if strings.Contains(string(principal), ":root") {
+			accountStatements++
+			if s["Sid"] != tenantpipeline.KeyAccountStatementSid || s["Action"] != nil {
+				t.Errorf("got the account statement %v, want Sid %s and NotAction, no Action", s, tenantpipeline.KeyAccountStatementSid)
+			}
+			for _, a := range []string{"kms:Decrypt", "kms:GenerateDataKey", "kms:CreateGrant", "kms:PutKeyPolicy", "kms:DescribeKey"} {
+				if !grants(s, a) {
+					t.Errorf("the account statement leaves out %s, which IAM policies (and CloudFormation's role) need", a)
+				}
+			}
+		}
+		if s["Effect"] != "Allow" {
+			continue
+		}
+		for _, a := range tenantpipeline.KeyAdminOnlyActions {
+			if grants(s, a) && string(principal) != `{"AWS":"`+keyAdmin+`"}` {
+				t.Errorf("statement %v grants %s to %s, want only the key administrator %s", s["Sid"], a, principal, keyAdmin)
+			}
+		}
+		if string(principal) == `{"AWS":"`+keyAdmin+`"}` {
+			for _, a := range []string{"kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:CancelKeyDeletion", "kms:PutKeyPolicy"} {
+				if !grants(s, a) {
+					t.Errorf("the key administrator lacks %s", a)
+				}
+			}
+			for _, a := range []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom"} {
+				if grants(s, a) {
+					t.Errorf("the key administrator may %s, want administration without use", a)
+				}
+			}
+		}
+	}
+	if accountStatements != 1 {
+		t.Errorf("got %d account statements, want 1", accountStatements)
+	}
+	admins := 0
+	for _, s := range statements {
+		if p, _ := json.Marshal(s["Principal"]); string(p) == `{"AWS":"`+keyAdmin+`"}` && grants(s, "kms:ScheduleKeyDeletion") {
+			admins++
+		}
+	}
+	if admins != 1 {
+		t.Errorf("got %d statements letting %s schedule the deletion, want 1", admins, keyAdmin)
+	}
+	warned := assertions.Annotations_FromStack(awscdk.Stack_Of(built.Key)).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("the key has no administrators")))
+	if len(*warned) != 0 {
+		t.Errorf("got %d warnings about the key's administrators, want none: it has one", len(*warned))
+	}
+
+	t.Run("a construct user's key without administrators", func(t *testing.T) {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		stack := awscdk.NewStack(app, jsii.String("MyKey"), nil)
+		tenantpipeline.NewKey(stack, "Key", nil)
+		warned := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("the key has no administrators")))
+		if len(*warned) != 1 {
+			t.Errorf("got %d warnings about the key's administrators, want 1", len(*warned))
+		}
+		tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+		for _, r := range tpl["Resources"].(map[string]any) {
+			for _, s := range dig(r.(map[string]any), "Properties", "KeyPolicy", "Statement").([]any) {
+				for _, a := range tenantpipeline.KeyAdminOnlyActions {
+					if grants(s.(map[string]any), a) {
+						t.Errorf("statement %v grants %s with no administrator named", s, a)
+					}
+				}
+			}
+		}
+	})
+	t.Run("a construct user's administrator that is no role", func(t *testing.T) {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		err := tenantpipeline.Synth(app, func() error {
+			stack := awscdk.NewStack(app, jsii.String("MyKey"), nil)
+			tenantpipeline.NewKey(stack, "Key", &tenantpipeline.KeyProps{Admins: []string{"arn:aws:iam::123456789012:root"}})
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "Validation failed with the following errors:") ||
+			!strings.Contains(err.Error(), `KeyProps.Admins: "arn:aws:iam::123456789012:root" is not an IAM role or user ARN`) {
+			t.Errorf("got %v, want CDK's validation failure naming KeyProps.Admins", err)
+		}
+	})
 }

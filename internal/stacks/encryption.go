@@ -25,8 +25,9 @@ type appKey struct {
 // newAppKey creates or imports the tenants file's key. A created key lives in stack (the ingest
 // stack, or a stack of its own with an existing bucket): symmetric, rotated automatically every
 // year, and kept when its stack is deleted (RETAIN), since deleting a key makes everything it
-// encrypted unreadable for good. Its policy gets the statements EventBridge and CloudWatch Logs
-// need for every rule and log group of the app's stacks (tenantpipeline.AppKeyPolicy); an
+// encrypted unreadable for good. Its policy separates administration from use
+// (tenantpipeline.NewKey: only "encryption.admins" may disable it or schedule its deletion),
+// and gets the statements EventBridge and CloudWatch Logs need for every rule and log group of the app's stacks (tenantpipeline.AppKeyPolicy); an
 // imported key's policy cannot be changed, so synth warns with those statements.
 // https://docs.aws.amazon.com/kms/latest/developerguide/rotate-keys.html
 // https://docs.aws.amazon.com/kms/latest/developerguide/deleting-keys.html
@@ -43,11 +44,10 @@ func newAppKey(app awscdk.App, stack awscdk.Stack, file *tenants.File, o Options
 			Description: jsii.String("Ordered per-tenant file pipeline: the customer-managed key"),
 		})
 	}
-	key := awskms.NewKey(stack, jsii.String("EncryptionKey"), &awskms.KeyProps{
-		Description:       jsii.String("Ordered per-tenant file pipeline " + o.StackPrefix + ": the ingest bucket, queues, log groups, workflows and tables"),
-		EnableKeyRotation: jsii.Bool(true),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-		Alias:             jsii.String("alias/" + o.StackPrefix),
+	key := tenantpipeline.NewKey(stack, "EncryptionKey", &tenantpipeline.KeyProps{
+		Description: "Ordered per-tenant file pipeline " + o.StackPrefix + ": the ingest bucket, queues, log groups, workflows and tables",
+		Alias:       "alias/" + o.StackPrefix,
+		Admins:      e.Admins,
 	})
 	tenantpipeline.AppKeyPolicy(*stack.Partition(), *stack.Region(), *stack.Account(), o.StackPrefix).AddTo(stack, key)
 	return &appKey{Key: key, arn: *key.KeyArn()}

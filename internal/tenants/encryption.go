@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+
+	"github.com/example/tenantpipeline/spec"
 )
 
 // Encryption is the file's "encryption": the customer-managed KMS key that encrypts what the
@@ -21,6 +23,10 @@ type Encryption struct {
 	// KeyARN imports an existing symmetric key, "arn:<partition>:kms:<region>:<account>:key/<id>".
 	// The app cannot change its key policy: synth prints the statements its owner must add.
 	KeyARN string `json:"keyArn,omitempty"`
+	// Admins are the IAM role or user ARNs that administer a created key: only they may disable
+	// it, turn its rotation off or schedule its deletion (tenantpipeline.NewKey). Only with
+	// "key": "create"; an imported key's policy is its owner's.
+	Admins []string `json:"admins,omitempty"`
 }
 
 // EncryptionCreate is the value of "key" that makes the app create the key.
@@ -75,6 +81,19 @@ func (f *File) parseEncryption(raw json.RawMessage) []error {
 		if err := CheckKeyARN("encryption.keyArn", e.KeyARN); err != nil {
 			errs = append(errs, err)
 		}
+		if len(e.Admins) > 0 {
+			errs = append(errs, errors.New(`encryption.admins is set with "keyArn": the app cannot change an existing key's policy; name its administrators in the key policy yourself`))
+		}
+	}
+	seen := map[string]bool{}
+	for i, a := range e.Admins {
+		switch err := spec.CheckKeyAdmin(a); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("encryption.admins[%d]: %w", i, err))
+		case seen[a]:
+			errs = append(errs, fmt.Errorf("encryption.admins[%d]: %q is listed twice", i, a))
+		}
+		seen[a] = true
 	}
 	if len(errs) == 0 {
 		f.Encryption = e

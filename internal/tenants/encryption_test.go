@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,18 @@ func TestEncryption(t *testing.T) {
 			wantErr: []string{`encryption.keyArn`, `is not a KMS key ARN`}},
 		{name: "unknown field", encryption: `"encryption": {"key": "create", "rotation": true},`, wantErr: []string{`encryption: unknown field "rotation"`}},
 		{name: "misspelt field", encryption: `"encryption": {"keyARN": "` + arn + `"},`, wantErr: []string{`encryption: unknown field "keyARN" (did you mean "keyArn"?)`}},
+		{name: "admins", encryption: `"encryption": {"key": "create", "admins": ["arn:aws:iam::111122223333:role/key-admin", "arn:aws:iam::111122223333:user/ops/alice"]},`,
+			want: &Encryption{Key: "create", Admins: []string{"arn:aws:iam::111122223333:role/key-admin", "arn:aws:iam::111122223333:user/ops/alice"}}},
+		{name: "admin root", encryption: `"encryption": {"key": "create", "admins": ["arn:aws:iam::111122223333:root"]},`,
+			wantErr: []string{`encryption.admins[0]: "arn:aws:iam::111122223333:root" is not an IAM role or user ARN`}},
+		{name: "admin wildcard", encryption: `"encryption": {"key": "create", "admins": ["arn:aws:iam::111122223333:role/key-admin", "arn:aws:iam::111122223333:role/*"]},`,
+			wantErr: []string{`encryption.admins[1]: "arn:aws:iam::111122223333:role/*" is not an IAM role or user ARN`}},
+		{name: "admin session", encryption: `"encryption": {"key": "create", "admins": ["arn:aws:sts::111122223333:assumed-role/key-admin/alice"]},`,
+			wantErr: []string{`encryption.admins[0]:`, `not an IAM role or user ARN`}},
+		{name: "admin twice", encryption: `"encryption": {"key": "create", "admins": ["arn:aws:iam::111122223333:role/a", "arn:aws:iam::111122223333:role/a"]},`,
+			wantErr: []string{`encryption.admins[1]: "arn:aws:iam::111122223333:role/a" is listed twice`}},
+		{name: "admins of an imported key", encryption: `"encryption": {"keyArn": "` + arn + `", "admins": ["arn:aws:iam::111122223333:role/key-admin"]},`,
+			wantErr: []string{`encryption.admins is set with "keyArn"`}},
 		{name: "wrong type", encryption: `"encryption": "create",`, wantErr: []string{`"encryption": `}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,7 +62,7 @@ func TestEncryption(t *testing.T) {
 			switch {
 			case tc.want == nil && f.Encryption != nil:
 				t.Errorf("got %+v, want no encryption", f.Encryption)
-			case tc.want != nil && (f.Encryption == nil || *f.Encryption != *tc.want):
+			case tc.want != nil && (f.Encryption == nil || !reflect.DeepEqual(*f.Encryption, *tc.want)):
 				t.Errorf("got %+v, want %+v", f.Encryption, tc.want)
 			}
 		})
