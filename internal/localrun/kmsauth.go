@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -18,6 +19,12 @@ import (
 //   - SQS: a SendMessage takes kms:GenerateDataKey and a ReceiveMessage kms:Decrypt, with
 //     kms:ViaService sqs.<region>.amazonaws.com and the encryption context aws:sqs:arn, the queue's.
 //     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+//   - DynamoDB: a read or write of an item of a table under a customer-managed key takes
+//     kms:Decrypt of the table key, in the caller's name, with kms:ViaService
+//     dynamodb.<region>.amazonaws.com and the encryption context aws:dynamodb:tableName and
+//     aws:dynamodb:subscriberId (the account). DynamoDB caches a caller's table key for up to 5
+//     minutes; the local run judges every request, which refuses no request AWS would allow.
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
 //
 // A key's use needs its key policy: an explicit Deny in it or the caller's policies refuses; an
 // Allow in it that names the caller's role allows; one that names the account (the default key
@@ -127,3 +134,27 @@ func (a *tenantAuth) queueKMS(name string) string {
 	}
 	return key
 }
+
+// tableKMS is the KMS key of the table named name (its SSESpecification's KMSMasterKeyId), ""
+// for none, DynamoDB's own key or an AWS managed key.
+func (a *tenantAuth) tableKMS(name string) string {
+	for _, t := range a.asm.OfType("AWS::DynamoDB::Table") {
+		if ref, err := a.res.ResolveString(t.Stack, json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, t.LogicalID))); err != nil || ref != name {
+			continue
+		}
+		var sse struct {
+			SSEEnabled     bool
+			SSEType        string
+			KMSMasterKeyId string
+		}
+		a.asm.Prop(a.res, t, "SSESpecification", &sse)
+		if sse.SSEEnabled && sse.SSEType == "KMS" && strings.HasPrefix(sse.KMSMasterKeyId, "arn:aws:kms:") {
+			return sse.KMSMasterKeyId
+		}
+	}
+	return ""
+}
+
+// itemOps are the DynamoDB operations on a table's items that name one table: each uses the
+// table key.
+var itemOps = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"}

@@ -1,8 +1,21 @@
 package localrun
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // A KMS call S3 makes for a caller is judged by the key's policy and the caller's: the default key
@@ -62,5 +75,70 @@ func TestKMSAccountStatementHoldsBackDeletion(t *testing.T) {
 		if got, why := r.auth.kmsAllowed(s, action, key, "s3", nil, true); got != want {
 			t.Errorf("%s: got %v (%s), want %v", action, got, why, want)
 		}
+	}
+}
+
+// A read or write of an item of a table under a customer-managed key is DynamoDB's kms:Decrypt of
+// the table key in the caller's name: a role allowed the item but not the key is refused with
+// DynamoDB's AccessDeniedException, as is one whose key grant names another table; a table
+// without a key of the templates needs no key grant.
+func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
+	r := newTenantAuthRig(t)
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	for _, tr := range r.auth.asm.OfType("AWS::DynamoDB::Table") {
+		name := map[string]string{"EncryptedTable": "admission", "PlainTable": "plain"}[tr.LogicalID]
+		r.auth.res.Set(tr, deploy.Identity{Ref: name})
+	}
+	r.auth.mu.Lock()
+	r.auth.resourcePolicies = map[string][]statement{key: {mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"kms:*","Resource":"*"}`)}}
+	r.auth.mu.Unlock()
+	db := httptest.NewServer(r.auth.guardDynamoDB(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Write([]byte("{}"))
+	})))
+	t.Cleanup(db.Close)
+	items := allow([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, []string{"arn:aws:dynamodb:us-east-1:123456789012:table/*"}, nil)
+	tableKey := func(table string) statement {
+		return mustStatement(`{"Effect":"Allow","Action":"kms:Decrypt","Resource":"` + key + `","Condition":{"StringEquals":{
+			"kms:ViaService":"dynamodb.us-east-1.amazonaws.com","kms:EncryptionContext:aws:dynamodb:tableName":"` + table + `"}}}`)
+	}
+	for i, tc := range []struct {
+		name     string
+		identity []statement
+		table    string
+		want     bool
+	}{
+		{"the item and the table's key", []statement{items, tableKey("admission")}, "admission", true},
+		{"the item, not the key", []statement{items}, "admission", false},
+		{"the key of another table", []statement{items, tableKey("other")}, "admission", false},
+		{"a table without a key", []statement{items}, "plain", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.synthetic(t, fmt.Sprintf("ddb%d", i), tc.identity)
+			cfg := emulate.LocalAWS.Copy()
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+fmt.Sprintf("DDB%d", i), "local", "local")
+			c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(db.URL) })
+			for _, call := range []func() error{
+				func() error {
+					_, err := c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tc.table),
+						Key: map[string]dyntypes.AttributeValue{"pk": &dyntypes.AttributeValueMemberS{Value: "queue#a"}}})
+					return err
+				},
+				func() error {
+					_, err := c.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(tc.table),
+						Item: map[string]dyntypes.AttributeValue{"pk": &dyntypes.AttributeValueMemberS{Value: "queue#a"}}})
+					return err
+				},
+			} {
+				err := call()
+				var api smithy.APIError
+				switch {
+				case tc.want && err != nil:
+					t.Errorf("got %v, want the call allowed", err)
+				case !tc.want && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException"):
+					t.Errorf("got %v, want AccessDeniedException", err)
+				}
+			}
+		})
 	}
 }

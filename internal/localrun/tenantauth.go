@@ -555,7 +555,12 @@ func (a *tenantAuth) guardDynamoDB(next http.Handler) http.Handler {
 			if leading, ok := a.leadingKeys(op, in.TableName, body); ok {
 				keys["dynamodb:LeadingKeys"] = leading
 			}
-			if ok, why := a.decide(s, "dynamodb:"+op, table, keys); !ok {
+			ok, why := a.decide(s, "dynamodb:"+op, table, keys)
+			if key := a.tableKMS(in.TableName); ok && key != "" && slices.Contains(itemOps, op) {
+				ok, why = a.kmsAllowed(s, "kms:Decrypt", key, "dynamodb",
+					map[string]string{"aws:dynamodb:tableName": in.TableName, "aws:dynamodb:subscriberId": a.res.Account}, secureTransport(req))
+			}
+			if !ok {
 				a.say("DynamoDB %s %s: AccessDeniedException: %s", op, table, why)
 				a.refuse()
 				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
