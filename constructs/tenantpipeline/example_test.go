@@ -171,3 +171,23 @@ func ExampleTenantPipeline_GrantOperate() {
 	// An imported role takes policies (it is mutable); an awsiam.ArnPrincipal would fail synth.
 	p.GrantOperate(awsiam.Role_FromRoleArn(stack, jsii.String("OnCall"), jsii.String(oncall), nil))
 }
+
+// The pipeline's key, with its administration apart from its use: IAM policies may let roles use
+// it, never delete or disable it; only the named administrators may, and they cannot decrypt.
+func ExampleNewKey() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("MyPipeline"), nil)
+	key := tenantpipeline.NewKey(stack, "Key", &tenantpipeline.KeyProps{
+		Alias:  "alias/my-pipeline",
+		Admins: []string{"arn:aws:iam::123456789012:role/key-admin"},
+	})
+	bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{
+		EventBridgeEnabled: jsii.Bool(true), Versioned: jsii.Bool(true),
+		Encryption: awss3.BucketEncryption_KMS, EncryptionKey: key, BucketKeyEnabled: jsii.Bool(true),
+	})
+	tenantpipeline.New(stack, "Acme", &tenantpipeline.Props{
+		Tenant:      tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/acme"},
+		Bucket:      bucket,
+		SharedProps: tenantpipeline.SharedProps{EncryptionKey: key},
+	})
+}
