@@ -33,6 +33,7 @@ type Cloud struct {
 	S3      *emulate.S3
 	Lambda  *emulate.LambdaService
 	sfnURL  string
+	sfnOps  string // judged, for operators (Env)
 	sqsURL  string // direct, uncounted
 	s3URL   string // harness endpoint, uncounted
 	// pipe are the pipeline's counted endpoints; fn serve the same to the Lambda processes, each

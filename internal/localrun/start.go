@@ -131,7 +131,12 @@ func (c *Cloud) startStepFunctions(ctx context.Context) error {
 	}
 	c.stops = append(c.stops, sf.Close)
 	c.sfnURL = sf.URL
-	if c.pipe.sfn, err = c.serveOn(c.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", c.Counter))); err != nil {
+	// The functions' and the operators' requests are judged (sfnauth.go); the harness's own
+	// client and the state machines' creation use the server directly.
+	if c.pipe.sfn, err = c.serveOn(c.auth.guardSFN(c.sfnGate(emulate.CountingProxy(sf.URL, "stepfunctions", c.Counter)))); err != nil {
+		return err
+	}
+	if c.sfnOps, err = c.serveOn(c.auth.guardSFN(emulate.Proxy(sf.URL))); err != nil {
 		return err
 	}
 	c.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
@@ -314,7 +319,7 @@ func (r *Run) startControlPlane(context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnURL, Lambda: cp, CloudFormation: cp, STS: cp, CloudWatch: cp}
+	r.endpoints = Endpoints{S3: r.s3URL, SQS: r.sqsURL, SFN: r.sfnOps, Lambda: cp, CloudFormation: cp, STS: cp, CloudWatch: cp}
 	return nil
 }
 
