@@ -173,7 +173,7 @@ func (r *Run) controlPlane() http.Handler {
 			return
 		}
 		if strings.HasPrefix(req.URL.Path, "/2015-03-31/") || strings.HasPrefix(req.URL.Path, "/2019-09-25/") {
-			r.Lambda.ServeHTTP(w, req)
+			r.auth.guardLambda(r.Lambda).ServeHTTP(w, req)
 			return
 		}
 		body, _ := io.ReadAll(req.Body)

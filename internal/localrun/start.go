@@ -115,7 +115,7 @@ func (c *Cloud) nameFunctionsAndStateMachines(context.Context) error {
 // startStepFunctions serves the Lambda Invoke API and the status-event intake, starts the Step
 // Functions server with them, and creates the state machines (statemachines.go).
 func (c *Cloud) startStepFunctions(ctx context.Context) error {
-	lambdaURL, err := c.serveOn(c.Lambda)
+	lambdaURL, err := c.serveOn(c.auth.guardLambda(c.Lambda))
 	if err != nil {
 		return err
 	}
