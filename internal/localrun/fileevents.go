@@ -7,7 +7,9 @@ package localrun
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
@@ -26,7 +28,8 @@ type putEventsEntry struct {
 }
 
 // servePutEvents is EventBridge's PutEvents (JSON 1.1, X-Amz-Target AWSEvents.PutEvents), the one
-// action the functions call.
+// action the functions call. A session's entry is judged by its role's policies
+// (putEventAllowed); a refused entry fails alone, as AWS reports it in the entry.
 func (c *Cloud) servePutEvents(w http.ResponseWriter, req *http.Request) {
 	if target := req.Header.Get("X-Amz-Target"); target != "AWSEvents.PutEvents" {
 		http.Error(w, `{"__type":"UnknownOperationException","message":"only PutEvents is served locally"}`, http.StatusBadRequest)
@@ -46,7 +49,18 @@ func (c *Cloud) servePutEvents(w http.ResponseWriter, req *http.Request) {
 		FailedEntryCount int
 		Entries          []resultEntry
 	}{Entries: []resultEntry{}}
+	session, judged := c.auth.session(req)
 	for _, e := range in.Entries {
+		if judged {
+			if ok, why := c.auth.putEventAllowed(session, e, secureTransport(req)); !ok {
+				c.auth.refuse()
+				c.auth.say("EventBridge PutEvents %s from %s: NotAuthorizedForSourceException: %s", e.EventBusName, e.Source, why)
+				out.FailedEntryCount++
+				out.Entries = append(out.Entries, resultEntry{ErrorCode: "NotAuthorizedForSourceException",
+					ErrorMessage: "Not authorized for the source " + e.Source + " on the event bus " + e.EventBusName})
+				continue
+			}
+		}
 		var detail map[string]any
 		if err := json.Unmarshal([]byte(e.Detail), &detail); err != nil {
 			out.FailedEntryCount++
@@ -87,4 +101,23 @@ func (r *Run) FileEvents() []report.FileEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]report.FileEvent{}, r.fileEvents...)
+}
+
+// putEventAllowed judges one PutEvents entry of session s: events:PutEvents on the event bus it
+// names (a name, "default" when empty, or an ARN), with the entry's source and detail-type as the
+// condition keys events:source and events:detail-type. AWS fails such an entry alone, with
+// NotAuthorizedForSourceException (or NotAuthorizedForDetailTypeException).
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html
+// https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html
+func (a *tenantAuth) putEventAllowed(s tenantSession, e putEventsEntry, secure bool) (bool, string) {
+	bus := e.EventBusName
+	if bus == "" {
+		bus = "default"
+	}
+	if !strings.HasPrefix(bus, "arn:") {
+		bus = fmt.Sprintf("arn:aws:events:%s:%s:event-bus/%s", a.res.Region, a.res.Account, bus)
+	}
+	return a.decide(s, "events:PutEvents", bus, map[string]string{
+		"aws:SecureTransport": fmt.Sprint(secure), "events:source": e.Source, "events:detail-type": e.DetailType,
+	})
 }

@@ -31,7 +31,8 @@ import (
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html
 //   - the condition operators String(Not)Equals, String(Not)Like, String(Not)EqualsIgnoreCase,
 //     Arn(Not)Equals, Arn(Not)Like (each of an ARN's six parts matched apart), Bool and Null, each
-//     with the ...IfExists suffix, on the keys of conditionKeys. A negated operator, and an
+//     with the ...IfExists suffix, on the keys of conditionKeys (among them PutEvents'
+//     events:source and events:detail-type, fileevents.go). A negated operator, and an
 //     ...IfExists one, holds for a key the request lacks; any other operator does not; Null
 //     "true" holds exactly when it is absent. Several values of one key are ORed (for a negated
 //     operator: equal to none), several keys and operators ANDed.
@@ -117,7 +118,7 @@ var conditionKeys = []string{
 	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "aws:SourceAccount", "s3:prefix", "kms:ViaService",
 	"s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
 	"s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-storage-class",
-	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation",
+	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation", "events:source", "events:detail-type",
 }
 
 // knownKey is whether the emulation knows a single-valued condition key: one of conditionKeys, or
