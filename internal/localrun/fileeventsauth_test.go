@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
@@ -41,9 +39,7 @@ func TestPutEventsJudgedByEntry(t *testing.T) {
 		{"no grant", nil, []ebtypes.PutEventsRequestEntry{entry(results.EventSource, "default")}, []bool{true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r.synthetic(t, fmt.Sprintf("ev%d", i), tc.identity)
-			cfg := emulate.LocalAWS.Copy()
-			cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+fmt.Sprintf("EV%d", i), "local", "local")
+			cfg := r.sessionConfig(t, fmt.Sprintf("ev%d", i), tc.identity)
 			out, err := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(server.URL) }).
 				PutEvents(context.Background(), &eventbridge.PutEventsInput{Entries: tc.entries})
 			if err != nil {

@@ -2,20 +2,16 @@ package localrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
-	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // A KMS call S3 makes for a caller is judged by the key's policy and the caller's: the default key
@@ -114,9 +110,7 @@ func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
 		{"a table without a key", []statement{items}, "plain", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r.synthetic(t, fmt.Sprintf("ddb%d", i), tc.identity)
-			cfg := emulate.LocalAWS.Copy()
-			cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+fmt.Sprintf("DDB%d", i), "local", "local")
+			cfg := r.sessionConfig(t, fmt.Sprintf("ddb%d", i), tc.identity)
 			c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(db.URL) })
 			for _, call := range []func() error{
 				func() error {
@@ -130,14 +124,7 @@ func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
 					return err
 				},
 			} {
-				err := call()
-				var api smithy.APIError
-				switch {
-				case tc.want && err != nil:
-					t.Errorf("got %v, want the call allowed", err)
-				case !tc.want && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException"):
-					t.Errorf("got %v, want AccessDeniedException", err)
-				}
+				wantAllowed(t, call(), tc.want, "AccessDeniedException")
 			}
 		})
 	}

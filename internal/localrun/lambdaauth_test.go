@@ -2,16 +2,13 @@ package localrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
@@ -56,22 +53,14 @@ func TestLambdaInvokeJudged(t *testing.T) {
 		{"no grant", nil, "results", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r.synthetic(t, fmt.Sprintf("fn%d", i), tc.identity)
-			cfg := emulate.LocalAWS.Copy()
-			cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+fmt.Sprintf("FN%d", i), "local", "local")
+			cfg := r.sessionConfig(t, fmt.Sprintf("fn%d", i), tc.identity)
 			c := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server.URL) })
 			in := &lambda.InvokeInput{FunctionName: aws.String(tc.function), Payload: []byte("{}")}
 			if tc.qualifier != "" {
 				in.Qualifier = aws.String(tc.qualifier)
 			}
 			_, err := c.Invoke(context.Background(), in)
-			var api smithy.APIError
-			switch {
-			case tc.want && err != nil:
-				t.Errorf("got %v, want the invoke allowed", err)
-			case !tc.want && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException"):
-				t.Errorf("got %v, want AccessDeniedException", err)
-			}
+			wantAllowed(t, err, tc.want, "AccessDeniedException")
 		})
 	}
 	own := lambda.NewFromConfig(emulate.LocalAWS, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server.URL) })

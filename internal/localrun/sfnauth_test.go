@@ -2,19 +2,15 @@ package localrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/smithy-go"
 
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
-	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 func TestSFNResource(t *testing.T) {
@@ -89,18 +85,9 @@ func TestSFNCallsJudged(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := fmt.Sprintf("sfn%d", i)
-			r.synthetic(t, name, tc.identity)
-			cfg := emulate.LocalAWS.Copy()
-			cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+fmt.Sprintf("SFN%d", i), "local", "local")
+			cfg := r.sessionConfig(t, fmt.Sprintf("sfn%d", i), tc.identity)
 			err := tc.call(sfn.NewFromConfig(cfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(server.URL) }))
-			var api smithy.APIError
-			switch {
-			case tc.want && err != nil:
-				t.Errorf("got %v, want the call allowed", err)
-			case !tc.want && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException"):
-				t.Errorf("got %v, want AccessDeniedException", err)
-			}
+			wantAllowed(t, err, tc.want, "AccessDeniedException")
 		})
 	}
 }

@@ -218,6 +218,29 @@ func (r *tenantAuthRig) synthetic(t *testing.T, name string, stmts []statement) 
 	return s, r.client(credentials.NewStaticCredentialsProvider(key, "local", "local-"+key))
 }
 
+// sessionConfig is the SDK configuration of a session named name whose role holds stmts (synthetic),
+// for a client of any service the rig's guards judge.
+func (r *tenantAuthRig) sessionConfig(t *testing.T, name string, stmts []statement) aws.Config {
+	t.Helper()
+	r.synthetic(t, name, stmts)
+	cfg := emulate.LocalAWS.Copy()
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(sessionKeyPrefix+strings.ToUpper(name), "local", "local")
+	return cfg
+}
+
+// wantAllowed fails t unless err is nil when want is true, and the service's error code when it
+// is false.
+func wantAllowed(t *testing.T, err error, want bool, code string) {
+	t.Helper()
+	var api smithy.APIError
+	switch {
+	case want && err != nil:
+		t.Errorf("got %v, want the call allowed", err)
+	case !want && (!errors.As(err, &api) || api.ErrorCode() != code):
+		t.Errorf("got %v, want %s", err, code)
+	}
+}
+
 func allow(actions, resources []string, cond map[string]map[string]stringList) statement {
 	return statement{Effect: "Allow", Action: actions, Resource: resources, Condition: cond}
 }
