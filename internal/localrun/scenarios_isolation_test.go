@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -59,24 +60,8 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 
 	// The roles the functions were given (each its own: Register's alone reads secrets and tables,
 	// the controller's no file), and the run's STS and S3 endpoints.
-	var role, stsURL string
-	roles := map[string]string{} // by function: Controller, Split, Register
-	for _, f := range r.functions {
-		for _, kv := range f.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case pipeline.EnvTenantRoleARN:
-				for _, fn := range []string{"Controller", "Split", "Register"} {
-					if strings.Contains(strings.ToLower(f.Name), strings.ToLower(fn)) {
-						roles[fn] = v
-					}
-				}
-			case "AWS_ENDPOINT_URL_STS":
-				stsURL = v
-			}
-		}
-	}
-	role = roles["Split"]
+	roles, endpoints := poolFunctionRoles(r)
+	role, stsURL := roles["Split"], endpoints["AWS_ENDPOINT_URL_STS"]
 	if role == "" || stsURL == "" {
 		t.Fatalf("got roles %v, STS %q: the pool's functions were not given the tenant role", roles, stsURL)
 	}
@@ -218,4 +203,92 @@ func TestScenarioSplitAndRegisterTakeDeployedSettings(t *testing.T) {
 	if got := r.auth.SessionTenants(); slices.Contains(got, "sa") {
 		t.Errorf("got tenant sessions %v, want none of the silo tenant sa", got)
 	}
+}
+
+const secretTenants = `{"pools": {"default": {"secretPrefix": "tenantpipeline/"}}, "tenants": [
+  {"id": "sa", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records",
+   "registerAuthSecretArn": "arn:aws:secretsmanager:us-east-1:000000000000:secret:tenantpipeline/sa-AbCdEf"},
+  {"id": "sb", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
+  {"id": "sc", "tier": "silo", "registerUrl": "https://core.example.com/records",
+   "registerAuthSecretArn": "arn:aws:secretsmanager:us-east-1:000000000000:secret:core/sc-AbCdEf"}
+]}`
+
+// Register reads a tenant's secret through the local Secrets Manager, judged by its role: the
+// pooled tenant's Register session reads its own secret (under the pool's secretPrefix), the silo
+// Register its tenant's, each record carries its own tenant's secret and no other, a tenant
+// without a secret sends none, and nothing is refused. A session of the pool's Split role is
+// refused the secret (AccessDeniedException).
+func TestScenarioRegisterReadsOnlyItsTenantsSecret(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, secretTenants, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	uploadAll(t, ctx, r, []upload{{"sa", "a.csv", csvOf(30)}, {"sb", "b.csv", csvOf(30)}, {"sc", "c.csv", csvOf(30)}})
+	waitFor(t, ctx, r, "every file succeeds", func(rep *report.Report) bool {
+		for _, id := range []string{"sa", "sb", "sc"} {
+			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
+				return false
+			}
+		}
+		return true
+	})
+	if n := r.auth.Refused(); n != 0 {
+		t.Errorf("got %d refused requests, want 0", n)
+	}
+	for id, want := range map[string]string{"sa": "local-secret:tenantpipeline/sa", "sb": "", "sc": "local-secret:core/sc"} {
+		reqs := r.Sink.Requests(id)
+		if len(reqs) == 0 {
+			t.Errorf("%s: got no request at the core system", id)
+		}
+		for _, q := range reqs {
+			if q.Authorization != want {
+				t.Errorf("%s: record %d sent Authorization %q, want %q", id, q.RecordNumber, q.Authorization, want)
+				break
+			}
+		}
+	}
+	// The pool's Split, which parses untrusted files, is refused the secret by its tenant role, and
+	// Register's session of another tenant is refused it too.
+	roles, endpoints := poolFunctionRoles(r)
+	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoints["AWS_ENDPOINT_URL_STS"]) })
+	const secret = "arn:aws:secretsmanager:us-east-1:000000000000:secret:tenantpipeline/sa-AbCdEf"
+	for _, tc := range []struct {
+		function, tenant string
+		want             bool
+	}{{"Register", "sa", true}, {"Split", "sa", false}, {"Register", "sb", false}} {
+		creds, err := tenantcreds.New(stsClient, roles[tc.function], 0).For(tc.tenant)
+		if err != nil {
+			t.Fatalf("%s's session of %s: %v", tc.function, tc.tenant, err)
+		}
+		cfg := emulate.LocalAWS.Copy()
+		cfg.Credentials = creds
+		_, err = secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) {
+			o.BaseEndpoint = aws.String(endpoints["AWS_ENDPOINT_URL_SECRETS_MANAGER"])
+		}).
+			GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret)})
+		t.Logf("%s's session of %s reads sa's secret: %v", tc.function, tc.tenant, err)
+		wantAllowed(t, err, tc.want, "AccessDeniedException")
+	}
+}
+
+// poolFunctionRoles are the tenant roles the pool's functions were given, by function (Controller,
+// Split, Register), and the functions' AWS endpoints, by variable.
+func poolFunctionRoles(r *Run) (roles, endpoints map[string]string) {
+	roles, endpoints = map[string]string{}, map[string]string{}
+	for _, f := range r.functions {
+		for _, kv := range f.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			switch {
+			case k == pipeline.EnvTenantRoleARN:
+				for _, fn := range []string{"Controller", "Split", "Register"} {
+					if strings.Contains(strings.ToLower(f.Name), strings.ToLower(fn)) {
+						roles[fn] = v
+					}
+				}
+			case strings.HasPrefix(k, "AWS_ENDPOINT_URL_"):
+				endpoints[k] = v
+			}
+		}
+	}
+	return roles, endpoints
 }

@@ -237,6 +237,12 @@ func (r *Run) startFunctions(ctx context.Context) error {
 		return err
 	}
 	endpoints = append(endpoints, "AWS_ENDPOINT_URL_EVENTBRIDGE="+eventBridge)
+	// Register's secrets (secrets.go).
+	secrets, err := r.serveOn(http.HandlerFunc(r.serveSecrets))
+	if err != nil {
+		return err
+	}
+	endpoints = append(endpoints, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+secrets)
 	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
 		if _, ok := fr.Metadata[MetadataSource]; !ok {
 			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS

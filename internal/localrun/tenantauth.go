@@ -32,8 +32,8 @@ import (
 // a refusal is AWS's AccessDenied. Each
 // function runs with a session of its execution role (Run.roleCredentials), so the pipeline's own
 // requests are judged as well; a request signed with the operators' and the harness's key
-// ("local") passes. Secrets Manager has no local emulator, so no secret is read locally; the same
-// evaluation (tenantAuth.allowed) covers its ARNs in the unit tests.
+// ("local") passes. Register's GetSecretValue is judged the same way by the local Secrets
+// Manager (secrets.go).
 //
 // AssumeRole is judged by the role's trust policy and the caller's own policies (sts.go): its
 // principals, its conditions on the session tags (aws:RequestTag/<key>, aws:TagKeys), and

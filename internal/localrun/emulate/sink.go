@@ -90,6 +90,9 @@ type SinkRequest struct {
 	Records      int       // 1, or the records of a batch
 	Start, End   time.Time // arrival and answer
 	Status       int
+	// Authorization is the request's Authorization header: the tenant's secret, when it has a
+	// registerAuthSecretArn.
+	Authorization string
 }
 
 // SinkRecord is one first registration; the records of a batch share its Idempotency-Key.
@@ -211,7 +214,8 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.log == nil {
 			s.log = map[string][]SinkRequest{}
 		}
-		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Path: r.URL.Path, Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.Status})
+		s.log[req.Tenant] = append(s.log[req.Tenant], SinkRequest{Path: r.URL.Path, Source: req.Source.Key, VersionID: req.Source.VersionID, Key: key, RecordNumber: req.first(), Records: max(1, len(req.Records)), Start: start, End: time.Now(), Status: rw.Status,
+			Authorization: r.Header.Get("Authorization")})
 		s.mu.Unlock()
 	}()
 	if shed {
