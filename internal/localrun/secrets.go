@@ -9,8 +9,8 @@ import (
 )
 
 // The local Secrets Manager: GetSecretValue only, the one call the pipeline makes (Register reads a
-// tenant's registerAuthSecretArn). A request of a session (a function's, an operator's, the
-// outsider's) is judged by its role's policies as secretsmanager:GetSecretValue on the secret's
+// tenant's registerAuthSecretArn), served to the functions. A request of a session (a function's,
+// or a test's) is judged by its role's policies as secretsmanager:GetSecretValue on the secret's
 // ARN, so a pool's Split, whose tenant role holds no secret, is refused as AWS refuses it
 // (AccessDeniedException, HTTP 400). Every secret ARN of the Secrets Manager form exists locally,
 // its value "local-secret:<name>" (the ARN's name, without the 6-character suffix Secrets Manager
@@ -23,8 +23,8 @@ import (
 // secretARN is a Secrets Manager secret ARN; its name is group 1.
 var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:(.+)-[A-Za-z0-9]{6}$`)
 
-// LocalSecretValue is the value of a secret in the local run.
-func LocalSecretValue(arn string) string {
+// localSecretValue is the value of a secret in the local run.
+func localSecretValue(arn string) string {
 	if m := secretARN.FindStringSubmatch(arn); m != nil {
 		return "local-secret:" + m[1]
 	}
@@ -57,7 +57,7 @@ func (c *Cloud) serveSecrets(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	value := LocalSecretValue(in.SecretId)
+	value := localSecretValue(in.SecretId)
 	if value == "" {
 		fail("ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
 		return
