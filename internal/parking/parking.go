@@ -2,7 +2,8 @@
 // backlog per tenant") the way the pool's Lambdas share it. The pool queue holds at most
 // MAX_QUEUED_FILES_PER_TENANT messages of one tenant:
 //   - the router (internal/router) counts each file it sends (backlog.Route), or parks it when the
-//     tenant has that many queued or earlier files parked, and then feeds the tenant's parked files
+//     tenant has that many queued or earlier files parked (a later file of the tenant in the same
+//     intake batch is parked straight away), and after the batch feeds the tenant's parked files
 //     back while there is room. The intake queue is FIFO, each tenant's events in one intake group,
 //     and the router handles a group one batch at a time, so one tenant's files are counted and
 //     parked in arrival order;

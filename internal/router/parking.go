@@ -15,7 +15,14 @@ import (
 
 // admit counts a routed file in its tenant's backlog, or parks it. send is true when the caller
 // sends it to the pool queue now. With no bound, every known tenant's file is sent.
-func (r *Router) admit(ctx context.Context, m routed) (send bool, err error) {
+//
+// behindParked says that an earlier file of the tenant in the same intake batch was parked: this
+// one is parked straight away, without the count's read and conditional write, which could only
+// fail while anything of the tenant is parked (Backlog.Admit). Parking a file that could have
+// been sent keeps its order too: it waits behind the earlier one and is fed back after it. The
+// caller feeds the tenant's parked files back once, after the batch (drainParked), not after each
+// file, so a flood of one tenant costs the router its parking calls and little else.
+func (r *Router) admit(ctx context.Context, m routed, behindParked bool) (send bool, err error) {
 	if r.backlog == nil {
 		return true, nil
 	}
@@ -34,7 +41,11 @@ func (r *Router) admit(ctx context.Context, m routed) (send bool, err error) {
 		}
 		return false, nil
 	}
-	send, err = r.backlog.Route(ctx, msg)
+	if behindParked {
+		_, err = r.backlog.Park(ctx, msg)
+	} else {
+		send, err = r.backlog.Route(ctx, msg)
+	}
 	if err != nil {
 		log.ErrorContext(ctx, "the tenant's backlog could not be kept; the file stays on the intake queue", "error", err)
 		return false, err
@@ -46,8 +57,15 @@ func (r *Router) admit(ctx context.Context, m routed) (send bool, err error) {
 	if err := r.tenantMetrics(m.tenant).Emit(metrics.Count(metrics.FilesParked, 1)); err != nil {
 		log.WarnContext(ctx, "metrics not written", "error", err)
 	}
-	parking.Drain(ctx, r.backlog, log, m.tenant)
 	return false, nil
+}
+
+// drainParked feeds back the parked files of the tenants, in order, once nothing of theirs waits
+// to be sent (parking.Drain).
+func (r *Router) drainParked(ctx context.Context, tenants []string) {
+	for _, t := range tenants {
+		parking.Drain(ctx, r.backlog, r.log.With("tenant", t), t)
+	}
 }
 
 // sweepParked drains the tenants of the index the router knows, a page at a time.

@@ -14,8 +14,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/example/tenantpipeline/internal/admission"
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
 	"github.com/example/tenantpipeline/internal/metrics"
@@ -295,4 +297,50 @@ func settingsWithout(t *testing.T, x *poolsettings.Index, without ...string) *po
 		t.Fatal(err)
 	}
 	return out
+}
+
+// countingDB counts the conditional writes that count a file in its tenant's queue (Backlog.Admit).
+type countingDB struct {
+	admission.ItemAPI
+	admits int
+}
+
+func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.Contains(aws.ToString(in.ConditionExpression), "size(#q) < :max") && strings.Contains(aws.ToString(in.ConditionExpression), "#p = #u") {
+		c.admits++
+	}
+	return c.ItemAPI.UpdateItem(ctx, in, optFns...)
+}
+
+// A flood of one tenant in one intake batch: once a file of the tenant is parked, its later files
+// are parked without trying to count them (which could only fail), in order, and fed back in
+// order as the queue frees.
+func TestRouterParksAFloodWithoutCountingEachFile(t *testing.T) {
+	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
+	b, _ := newTestBacklog(t, 1, q)
+	db := &countingDB{ItemAPI: b.DB}
+	b.DB = db
+	r := parkingRouter(t, 1, b, q, &testfake.Logs{})
+	resp, err := r.Handle(context.Background(), intake(t, fileKeys("acme", 0, 10)...))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("got %v, %v, want every intake message handled", resp.BatchItemFailures, err)
+	}
+	if db.admits != 2 {
+		t.Errorf("got %d attempts to count a file, want 2: the first file, sent, and the first parked one", db.admits)
+	}
+	if st, _ := b.State(context.Background(), "acme"); st.Queued != 1 || st.Parked != 9 {
+		t.Errorf("got %d queued, %d parked, want 1, 9", st.Queued, st.Parked)
+	}
+	for round := range 9 {
+		id := aws.ToString(q.Sends[round].MessageDeduplicationId)
+		if err := b.Released(context.Background(), "acme", id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Drain(context.Background(), "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := sentKeys(t, q, "acme"), fileKeys("acme", 0, 10); !slices.Equal(got, want) {
+		t.Errorf("got sent %v, want each file once, in order: %v", got, want)
+	}
 }

@@ -206,6 +206,10 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		return r.send(ctx, batch)
 	}
 	r.sweepParked(ctx)
+	// The tenants with a file parked in this batch, in the order they first had one; fed back
+	// after the batch's last send, so a file drained then can never overtake an earlier one.
+	var parked []string
+	defer func() { r.drainParked(ctx, parked) }()
 	for i, rec := range ev.Records {
 		m, u := r.classify(i, json.RawMessage(rec.Body))
 		if u != nil || len(batch) == r.cfg.SendBatchSize || bytes+len(m.body) > maxSendBatchBytes || slices.ContainsFunc(batch, m.sameTenant) {
@@ -221,9 +225,8 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			}
 			continue
 		}
-		// No message of m's tenant waits in the batch (flushed above), so a file parked here
-		// and drained at once can never overtake an earlier one (parking.go).
-		send, err := r.admit(ctx, m)
+		behind := slices.Contains(parked, m.tenant)
+		send, err := r.admit(ctx, m, behind)
 		if err != nil {
 			if from, ferr := flush(); ferr != nil {
 				keep(from, ferr)
@@ -233,6 +236,9 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			return resp, nil
 		}
 		if !send {
+			if !behind && !m.unknown {
+				parked = append(parked, m.tenant)
+			}
 			continue
 		}
 		batch, bytes = append(batch, m), bytes+len(m.body)
@@ -300,9 +306,15 @@ func (r *Router) Route(ctx context.Context, payload json.RawMessage) error {
 	if u != nil {
 		return r.unrouted(ctx, *u)
 	}
-	send, err := r.admit(ctx, m)
-	if err != nil || !send {
+	send, err := r.admit(ctx, m, false)
+	if err != nil {
 		return err
+	}
+	if !send {
+		if !m.unknown {
+			r.drainParked(ctx, []string{m.tenant})
+		}
+		return nil
 	}
 	_, err = r.send(ctx, []routed{m})
 	return err
