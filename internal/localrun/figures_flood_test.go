@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -22,18 +23,31 @@ var floodNeighbours = []string{"f01", "f02", "f03", "a01", "b01", "c01", "d01", 
 // TestFiguresFlood measures what one pooled tenant's burst does to its neighbours (make figures):
 // each neighbour's time from its upload to its first record at the core system, without a flood
 // and then right after the flooder uploaded FLOOD_FILES small files (default 300; the isolation
-// issue's 2,000 take about ten minutes), in the same run, each AWS call of the functions taking intakeFigureAWSLatency. It prints one "flood:" line
-// a neighbour and a summary; it asserts nothing about time. The flooder's files are not waited for.
+// issue's 2,000 take several minutes), each AWS call of the functions taking
+// intakeFigureAWSLatency. It runs twice, one pool after the other: with the router's reference
+// (ROUTER_PARK_EACH=true, each parked file counted and fed back) and as deployed. It prints one
+// "flood:" line a neighbour, a summary a router and the ratio; it asserts nothing about time. The
+// flooder's files are not waited for.
 func TestFiguresFlood(t *testing.T) {
 	files := 300
 	if v, err := strconv.Atoi(os.Getenv("FLOOD_FILES")); err == nil && v > 0 {
 		files = v
 	}
+	reference := flood(t, "park-each", []string{pipeline.EnvRouterParkEach + "=true"}, files)
+	deployed := flood(t, "deployed", nil, files)
+	fmt.Printf("flood: the flooder's intake group waited %.1f s with the deployed router, %.1f s with the reference, ratio %.1f\n",
+		deployed.Seconds(), reference.Seconds(), reference.Seconds()/deployed.Seconds())
+}
+
+// flood runs the flood once with routerEnv on the pool's router and returns the longest wait of
+// the neighbours in the flooder's intake group after it.
+func flood(t *testing.T, name string, routerEnv []string, files int) time.Duration {
+	t.Helper()
 	rows := []string{`{"id": "f00", "tier": "pool", "registerUrl": "https://core.example.com/records"}`}
 	for _, id := range floodNeighbours {
 		rows = append(rows, fmt.Sprintf(`{"id": %q, "tier": "pool", "registerUrl": "https://core.example.com/records"}`, id))
 	}
-	r := startScenario(t, `{"tenants": [`+strings.Join(rows, ",\n")+`]}`, Config{})
+	r := startScenario(t, `{"tenants": [`+strings.Join(rows, ",\n")+`]}`, Config{EnvForPool: map[string][]string{tenants.DefaultPool: routerEnv}})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -92,14 +106,15 @@ func TestFiguresFlood(t *testing.T) {
 	var shared, others [2]time.Duration // [baseline, flooded] maxima
 	for _, id := range floodNeighbours {
 		b, f := baseline[id], flooded[id]
-		fmt.Printf("flood: neighbour %s (intake group %d%s) baseline %.2f s, after the flood %.2f s, ratio %.1f\n",
-			id, group(id), map[bool]string{true: ", the flooder's"}[group(id) == group("f00")], b.Seconds(), f.Seconds(), f.Seconds()/b.Seconds())
+		fmt.Printf("flood: %s: neighbour %s (intake group %d%s) baseline %.2f s, after the flood %.2f s, ratio %.1f\n",
+			name, id, group(id), map[bool]string{true: ", the flooder's"}[group(id) == group("f00")], b.Seconds(), f.Seconds(), f.Seconds()/b.Seconds())
 		m := &others
 		if group(id) == group("f00") {
 			m = &shared
 		}
 		m[0], m[1] = max(m[0], b), max(m[1], f)
 	}
-	fmt.Printf("flood: %d files from f00 uploaded in %.1f s; neighbours in its intake group: at most %.1f s after the flood (%.1f s before); the others: at most %.1f s (%.1f s) (emulated %d ms per AWS call)\n",
-		files, uploadSecs, shared[1].Seconds(), shared[0].Seconds(), others[1].Seconds(), others[0].Seconds(), intakeFigureAWSLatency.Milliseconds())
+	fmt.Printf("flood: %s: %d files from f00 uploaded in %.1f s; neighbours in its intake group: at most %.1f s after the flood (%.1f s before); the others: at most %.1f s (%.1f s) (emulated %d ms per AWS call)\n",
+		name, files, uploadSecs, shared[1].Seconds(), shared[0].Seconds(), others[1].Seconds(), others[0].Seconds(), intakeFigureAWSLatency.Milliseconds())
+	return shared[1]
 }

@@ -37,6 +37,10 @@ const (
 	// (default 10). The construct never sets it: 1 sends one message a call, as the router did
 	// before it sent batches, for the local figures (docs/local-run.md, "Pool intake").
 	EnvRouterSendBatchSize = "ROUTER_SEND_BATCH_SIZE"
+	// EnvRouterParkEach "true" makes the router count and feed back each file it parks, as it did
+	// before it parked a batch's later files of a tenant straight away. The construct never sets
+	// it: it is the reference of the local flood figure (docs/tiers.md, "The sharded intake").
+	EnvRouterParkEach = "ROUTER_PARK_EACH"
 
 	// EnvTenantRoleARN is the pool's tenant-scoped role: a pool's controller, Split and Register
 	// read and write one tenant's data only with the credentials of a session of this role tagged

@@ -314,19 +314,31 @@ func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 
 // A flood of one tenant in one intake batch: once a file of the tenant is parked, its later files
 // are parked without trying to count them (which could only fail), in order, and fed back in
-// order as the queue frees.
+// order as the queue frees. ROUTER_PARK_EACH, the flood figure's reference, tries each.
 func TestRouterParksAFloodWithoutCountingEachFile(t *testing.T) {
+	for _, tc := range []struct {
+		parkEach bool
+		admits   int
+	}{{false, 2}, {true, 10}} {
+		t.Run(fmt.Sprintf("park each %v", tc.parkEach), func(t *testing.T) {
+			parksAFlood(t, tc.parkEach, tc.admits)
+		})
+	}
+}
+
+func parksAFlood(t *testing.T, parkEach bool, admits int) {
 	q := &testfake.SQS{Errs: map[string]error{}, Deduplicate: true}
 	b, _ := newTestBacklog(t, 1, q)
 	db := &countingDB{ItemAPI: b.DB}
 	b.DB = db
 	r := parkingRouter(t, 1, b, q, &testfake.Logs{})
+	r.cfg.ParkEach = parkEach
 	resp, err := r.Handle(context.Background(), intake(t, fileKeys("acme", 0, 10)...))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("got %v, %v, want every intake message handled", resp.BatchItemFailures, err)
 	}
-	if db.admits != 2 {
-		t.Errorf("got %d attempts to count a file, want 2: the first file, sent, and the first parked one", db.admits)
+	if db.admits != admits {
+		t.Errorf("got %d attempts to count a file, want %d", db.admits, admits)
 	}
 	if st, _ := b.State(context.Background(), "acme"); st.Queued != 1 || st.Parked != 9 {
 		t.Errorf("got %d queued, %d parked, want 1, 9", st.Queued, st.Parked)

@@ -72,6 +72,9 @@ type Config struct {
 	SendBatchSize int
 	// Backlog bounds each tenant's messages in the pool queue (parking.go); zero: no bound.
 	Backlog parking.Config
+	// ParkEach counts and feeds back each parked file (ROUTER_PARK_EACH), the reference of the
+	// flood figure; false, the default, parks a batch's later files of a tenant straight away.
+	ParkEach bool
 }
 
 // ConfigFromEnv reads and validates the router's environment. Every problem is reported,
@@ -93,6 +96,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			e.Bad(pipeline.EnvRouterSendBatchSize, "%q is out of range, want 1 to %d", v, maxSendBatchEntries)
 		}
 		c.SendBatchSize = n
+	}
+	switch v := e.Optional(pipeline.EnvRouterParkEach, "false"); v {
+	case "true", "false":
+		c.ParkEach = v == "true"
+	default:
+		e.Bad(pipeline.EnvRouterParkEach, "%q is invalid, want true or false", v)
 	}
 	if c.QueueURL != "" {
 		env.CheckURL(pipeline.EnvQueueURL, c.QueueURL, e.Bad)
@@ -225,7 +234,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			}
 			continue
 		}
-		behind := slices.Contains(parked, m.tenant)
+		behind := !r.cfg.ParkEach && slices.Contains(parked, m.tenant)
 		send, err := r.admit(ctx, m, behind)
 		if err != nil {
 			if from, ferr := flush(); ferr != nil {
@@ -236,7 +245,11 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			return resp, nil
 		}
 		if !send {
-			if !behind && !m.unknown {
+			switch {
+			case m.unknown, behind:
+			case r.cfg.ParkEach:
+				r.drainParked(ctx, []string{m.tenant})
+			default:
 				parked = append(parked, m.tenant)
 			}
 			continue

@@ -530,3 +530,21 @@ func TestRouterSendBatchSizeFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestRouterParkEachFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{{"", false, false}, {"false", false, false}, {"true", true, false}, {"yes", false, true}} {
+		env := routerEnv(t)
+		env[pipeline.EnvRouterParkEach] = tt.value
+		c, err := ConfigFromEnv(func(k string) string { return env[k] })
+		if (err != nil) != tt.wantErr || (err == nil && c.ParkEach != tt.want) {
+			t.Errorf("%s=%q: got %v, error %v, want %v, error %v", pipeline.EnvRouterParkEach, tt.value, c.ParkEach, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), pipeline.EnvRouterParkEach) {
+			t.Errorf("error %q does not name %s", err, pipeline.EnvRouterParkEach)
+		}
+	}
+}
