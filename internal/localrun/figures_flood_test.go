@@ -22,8 +22,8 @@ var floodNeighbours = []string{"f01", "f02", "f03", "a01", "b01", "c01", "d01", 
 
 // TestFiguresFlood measures what one pooled tenant's burst does to its neighbours (make figures):
 // each neighbour's time from its upload to its first record at the core system, without a flood
-// and then right after the flooder uploaded FLOOD_FILES small files (default 300; the isolation
-// issue's 2,000 take several minutes), each AWS call of the functions taking
+// and then right after the flooder uploaded FLOOD_FILES small files (default 300; 2,000 take
+// several minutes), each AWS call of the functions taking
 // intakeFigureAWSLatency. It runs twice, one pool after the other: with the router's reference
 // (ROUTER_PARK_EACH=true, each parked file counted and fed back) and as deployed. It prints one
 // "flood:" line a neighbour, a summary a router and the ratio; it asserts nothing about time. The
