@@ -138,6 +138,11 @@ func (a *tenantAuth) queueKMS(name string) string {
 // tableKMS is the KMS key of the table named name (its SSESpecification's KMSMasterKeyId), ""
 // for none, DynamoDB's own key or an AWS managed key.
 func (a *tenantAuth) tableKMS(name string) string {
+	return a.storeKey("table/"+name, func() string { return a.findTableKMS(name) })
+}
+
+// findTableKMS reads tableKMS's answer from the templates.
+func (a *tenantAuth) findTableKMS(name string) string {
 	for _, t := range a.asm.OfType("AWS::DynamoDB::Table") {
 		if ref, err := a.res.ResolveString(t.Stack, json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, t.LogicalID))); err != nil || ref != name {
 			continue

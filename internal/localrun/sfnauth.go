@@ -83,6 +83,11 @@ func sfnResource(op string, body []byte) (resource, stateMachine string) {
 // stateMachineKMS is the customer-managed key of the state machine whose ARN is arn (its
 // EncryptionConfiguration), "" for none.
 func (a *tenantAuth) stateMachineKMS(arn string) string {
+	return a.storeKey(arn, func() string { return a.findStateMachineKMS(arn) })
+}
+
+// findStateMachineKMS reads stateMachineKMS's answer from the templates.
+func (a *tenantAuth) findStateMachineKMS(arn string) string {
 	for _, m := range a.asm.OfType("AWS::StepFunctions::StateMachine") {
 		if ref, err := a.res.ResolveString(m.Stack, json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, m.LogicalID))); err != nil || ref != arn {
 			continue

@@ -79,6 +79,28 @@ type tenantAuth struct {
 	functionRoles    map[string]string // each function's execution role, by the function's name
 	refused          int
 	assumed          map[string]int // AssumeRole calls answered, by the session's tenant tag
+	// storeKeys is the customer-managed key of each table and state machine a request named
+	// (kmsauth.go, sfnauth.go), "" for none, read from the templates on first use.
+	storeKeys map[string]string
+}
+
+// storeKey is the key of the store id, found by find on first use: the templates do not change
+// during a run, so a request never scans them again.
+func (a *tenantAuth) storeKey(id string, find func() string) string {
+	a.mu.Lock()
+	k, ok := a.storeKeys[id]
+	a.mu.Unlock()
+	if ok {
+		return k
+	}
+	k = find()
+	a.mu.Lock()
+	if a.storeKeys == nil {
+		a.storeKeys = map[string]string{}
+	}
+	a.storeKeys[id] = k
+	a.mu.Unlock()
+	return k
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
