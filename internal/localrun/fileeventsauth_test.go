@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,8 +19,7 @@ import (
 func TestPutEventsJudgedByEntry(t *testing.T) {
 	r := newTenantAuthRig(t)
 	c := &Cloud{auth: r.auth}
-	server := httptest.NewServer(http.HandlerFunc(c.servePutEvents))
-	t.Cleanup(server.Close)
+	server := serveTest(t, http.HandlerFunc(c.servePutEvents))
 	grant := mustStatement(`{"Effect":"Allow","Action":"events:PutEvents","Resource":"arn:aws:events:us-east-1:123456789012:event-bus/default",
 		"Condition":{"StringEquals":{"events:source":"` + results.EventSource + `"}}}`)
 	entry := func(source, bus string) ebtypes.PutEventsRequestEntry {
@@ -40,7 +38,7 @@ func TestPutEventsJudgedByEntry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := r.sessionConfig(t, fmt.Sprintf("ev%d", i), tc.identity)
-			out, err := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(server.URL) }).
+			out, err := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(server) }).
 				PutEvents(context.Background(), &eventbridge.PutEventsInput{Entries: tc.entries})
 			if err != nil {
 				t.Fatal(err)

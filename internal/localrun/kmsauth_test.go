@@ -3,8 +3,6 @@ package localrun
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -85,14 +83,8 @@ func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
 		name := map[string]string{"EncryptedTable": "admission", "PlainTable": "plain"}[tr.LogicalID]
 		r.auth.res.Set(tr, deploy.Identity{Ref: name})
 	}
-	r.auth.mu.Lock()
-	r.auth.resourcePolicies = map[string][]statement{key: {mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"kms:*","Resource":"*"}`)}}
-	r.auth.mu.Unlock()
-	db := httptest.NewServer(r.auth.guardDynamoDB(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Write([]byte("{}"))
-	})))
-	t.Cleanup(db.Close)
+	r.setKeyPolicy(key, mustStatement(rootKeyStatement))
+	db := serveGuarded(t, r.auth.guardDynamoDB, "application/x-amz-json-1.0", "{}")
 	items := allow([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, []string{"arn:aws:dynamodb:us-east-1:123456789012:table/*"}, nil)
 	tableKey := func(table string) statement {
 		return mustStatement(`{"Effect":"Allow","Action":"kms:Decrypt","Resource":"` + key + `","Condition":{"StringEquals":{
@@ -111,7 +103,7 @@ func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := r.sessionConfig(t, fmt.Sprintf("ddb%d", i), tc.identity)
-			c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(db.URL) })
+			c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(db) })
 			for _, call := range []func() error{
 				func() error {
 					_, err := c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tc.table),

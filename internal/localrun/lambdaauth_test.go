@@ -3,8 +3,6 @@ package localrun
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,11 +31,7 @@ func TestLambdaFunctionARN(t *testing.T) {
 func TestLambdaInvokeJudged(t *testing.T) {
 	r := newTenantAuthRig(t)
 	const results = "arn:aws:lambda:us-east-1:123456789012:function:results"
-	server := httptest.NewServer(r.auth.guardLambda(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte("{}"))
-	})))
-	t.Cleanup(server.Close)
+	server := serveGuarded(t, r.auth.guardLambda, "application/json", "{}")
 	invoke := allow([]string{"lambda:InvokeFunction"}, []string{results}, nil)
 	for i, tc := range []struct {
 		name      string
@@ -54,7 +48,7 @@ func TestLambdaInvokeJudged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := r.sessionConfig(t, fmt.Sprintf("fn%d", i), tc.identity)
-			c := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server.URL) })
+			c := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server) })
 			in := &lambda.InvokeInput{FunctionName: aws.String(tc.function), Payload: []byte("{}")}
 			if tc.qualifier != "" {
 				in.Qualifier = aws.String(tc.qualifier)
@@ -63,7 +57,7 @@ func TestLambdaInvokeJudged(t *testing.T) {
 			wantAllowed(t, err, tc.want, "AccessDeniedException")
 		})
 	}
-	own := lambda.NewFromConfig(emulate.LocalAWS, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server.URL) })
+	own := lambda.NewFromConfig(emulate.LocalAWS, func(o *lambda.Options) { o.BaseEndpoint = aws.String(server) })
 	if _, err := own.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("controller")}); err != nil {
 		t.Errorf("the run's own key: got %v, want the invoke passed on", err)
 	}

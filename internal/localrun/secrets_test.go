@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,13 +19,12 @@ import (
 func TestSecretsJudged(t *testing.T) {
 	r := newTenantAuthRig(t)
 	c := &Cloud{auth: r.auth}
-	server := httptest.NewServer(http.HandlerFunc(c.serveSecrets))
-	t.Cleanup(server.Close)
+	server := serveTest(t, http.HandlerFunc(c.serveSecrets))
 	const prefix = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tenantpipeline/"
 	own, other := prefix+"a-AbCdEf", prefix+"b-AbCdEf"
 	grant := allow([]string{"secretsmanager:GetSecretValue"}, []string{prefix + "${aws:PrincipalTag/tenant}-??????"}, nil)
 	get := func(cfg aws.Config, id string) (string, error) {
-		out, err := secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(server.URL) }).
+		out, err := secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(server) }).
 			GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
 		if err != nil {
 			return "", err

@@ -3,8 +3,6 @@ package localrun
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,14 +41,8 @@ func TestSFNCallsJudged(t *testing.T) {
 		arn := map[string]string{"EncryptedMachine": files, "PlainMachine": plain}[m.LogicalID]
 		r.auth.res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn}})
 	}
-	r.auth.mu.Lock()
-	r.auth.resourcePolicies = map[string][]statement{key: {mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"kms:*","Resource":"*"}`)}}
-	r.auth.mu.Unlock()
-	server := httptest.NewServer(r.auth.guardSFN(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Write([]byte(`{"executionArn":"` + exec + `","startDate":0}`))
-	})))
-	t.Cleanup(server.Close)
+	r.setKeyPolicy(key, mustStatement(rootKeyStatement))
+	server := serveGuarded(t, r.auth.guardSFN, "application/x-amz-json-1.0", `{"executionArn":"`+exec+`","startDate":0}`)
 	start := allow([]string{"states:StartExecution"}, []string{files, plain}, nil)
 	describe := allow([]string{"states:DescribeExecution"}, []string{"arn:aws:states:us-east-1:123456789012:execution:files:*"}, nil)
 	useKey := func(action string) statement {
@@ -86,7 +78,7 @@ func TestSFNCallsJudged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := r.sessionConfig(t, fmt.Sprintf("sfn%d", i), tc.identity)
-			err := tc.call(sfn.NewFromConfig(cfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(server.URL) }))
+			err := tc.call(sfn.NewFromConfig(cfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(server) }))
 			wantAllowed(t, err, tc.want, "AccessDeniedException")
 		})
 	}

@@ -228,6 +228,34 @@ func (r *tenantAuthRig) sessionConfig(t *testing.T, name string, stmts []stateme
 	return cfg
 }
 
+// serveTest serves h for the length of the test and returns its URL.
+func serveTest(t *testing.T, h http.Handler) string {
+	t.Helper()
+	server := httptest.NewServer(h)
+	t.Cleanup(server.Close)
+	return server.URL
+}
+
+// serveGuarded serves guard in front of a service that answers every request with body, of
+// contentType, and returns its URL.
+func serveGuarded(t *testing.T, guard func(http.Handler) http.Handler, contentType, body string) string {
+	t.Helper()
+	return serveTest(t, guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Write([]byte(body))
+	})))
+}
+
+// setKeyPolicy makes stmts the policy of the KMS key key.
+func (r *tenantAuthRig) setKeyPolicy(key string, stmts ...statement) {
+	r.auth.mu.Lock()
+	r.auth.resourcePolicies = map[string][]statement{key: stmts}
+	r.auth.mu.Unlock()
+}
+
+// rootKeyStatement is the default key policy's account statement.
+const rootKeyStatement = `{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"kms:*","Resource":"*"}`
+
 // wantAllowed fails t unless err is nil when want is true, and the service's error code when it
 // is false.
 func wantAllowed(t *testing.T, err error, want bool, code string) {
