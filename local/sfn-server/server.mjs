@@ -34,7 +34,7 @@ import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
 const { StateMachine, ExecutionAbortedError, ExecutionTimeoutError } = await import('aws-local-stepfunctions');
-const { patched } = await import('./patch.mjs');
+const { patched, validatorPatched } = await import('./patch.mjs');
 
 const { values: args } = parseArgs({
   options: {
@@ -69,8 +69,8 @@ if (!Number.isInteger(loseChildStartAnswers) || loseChildStartAnswers < 0 || !(r
   console.error('sfn-server: --lose-child-start-answers must be an integer >= 0 and --retry-interval-scale > 0');
   process.exit(2);
 }
-if (!patched) {
-  console.error('sfn-server: the Map patch was not applied');
+if (!patched || !validatorPatched) {
+  console.error('sfn-server: the patches of patch.mjs were not applied');
   process.exit(2);
 }
 

@@ -332,6 +332,27 @@ function wideMap(discard) {
   };
 }
 
+test('CreateStateMachine refuses an invalid definition with InvalidDefinition, each time, before and after valid ones', async () => {
+  const role = 'arn:aws:iam::000000000000:role/r';
+  const valid = { StartAt: 'Done', States: { Done: { Type: 'Pass', End: true } } };
+  const invalid = [
+    // No such state type: the schema check.
+    { StartAt: 'Done', States: { Done: { Type: 'Sleep', End: true } } },
+    // A malformed path: the path format, compiled into the validator.
+    { StartAt: 'Done', States: { Done: { Type: 'Pass', InputPath: 'no dollar', End: true } } },
+    // A Task whose Resource is not an ARN: the ARN format, compiled into the validator.
+    { StartAt: 'Done', States: { Done: { Type: 'Task', Resource: 'register', End: true } } },
+  ];
+  // The validator is compiled once and kept (patch.mjs); every definition is still judged.
+  for (const round of [1, 2]) {
+    await api('CreateStateMachine', { name: `valid-${round}`, definition: JSON.stringify(valid), roleArn: role });
+    for (const [i, def] of invalid.entries()) {
+      await assert.rejects(api('CreateStateMachine', { name: `invalid-${round}-${i}`, definition: JSON.stringify(def), roleArn: role }),
+        (e) => e.type === 'InvalidDefinition', `round ${round}, definition ${i}`);
+    }
+  }
+});
+
 test('ResultPath "$" replaces the input with the result, as on AWS', async () => {
   const def = {
     StartAt: 'Replace',
