@@ -196,3 +196,39 @@ func TestPolicyUnsupportedNamesWhat(t *testing.T) {
 		t.Errorf("got %q, want both Action and NotAction", got)
 	}
 }
+
+// IAM's wildcards as the evaluator matches them, without a regular expression: "*" any run of
+// characters (none, or a newline, included), "?" exactly one character (of any width), the rest
+// literally, case-insensitively only when asked; a tag's value is literal, a missing tag matches
+// nothing, and a "*" backtracks past an earlier partial match.
+func TestWildcard(t *testing.T) {
+	tags := map[string]string{"tenant": "a*c", "empty": ""}
+	for _, tc := range []struct {
+		pattern, v string
+		fold       bool
+		want, ok   bool
+	}{
+		{"*", "", false, true, true},
+		{"*", "any\nthing", false, true, true},
+		{"pools/p/*", "pools/p/a/x.csv", false, true, true},
+		{"pools/p/*", "pools/q/a/x.csv", false, false, true},
+		{"pools/p/?/x.csv", "pools/p/注/x.csv", false, true, true},
+		{"pools/p/?/x.csv", "pools/p/ab/x.csv", false, false, true},
+		{"a*b*c", "aXbYbZc", false, true, true},
+		{"a*b*c", "aXbYbZ", false, false, true},
+		{"*.csv", ".csv.csv", false, true, true},
+		{"s3:GetObject*", "S3:getobjectversion", true, true, true},
+		{"s3:GetObject*", "S3:getobjectversion", false, false, true},
+		{"pools/p/${aws:PrincipalTag/tenant}/*", "pools/p/a*c/x.csv", false, true, true},
+		{"pools/p/${aws:PrincipalTag/tenant}/*", "pools/p/abc/x.csv", false, false, true},
+		{"pools/p/${aws:PrincipalTag/empty}x", "pools/p/x", false, true, true},
+		{"pools/p/${aws:PrincipalTag/missing}/*", "pools/p//x", false, false, false},
+		{"exact", "exact", false, true, true},
+		{"exact", "exact ", false, false, true},
+	} {
+		got, ok := wildcard(tc.pattern, tags, tc.fold, tc.v)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("wildcard(%q, fold=%v) on %q: got %v, %v; want %v, %v", tc.pattern, tc.fold, tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}
