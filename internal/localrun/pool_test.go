@@ -148,7 +148,7 @@ func TestTenantDepthByMessageGroup(t *testing.T) {
 		{&Tenant{ID: "p3", Queue: q, Tier: TierPool, Pool: "a"}, 0},
 		{&Tenant{ID: "acme", Queue: q, Tier: TierSilo}, 4}, // the whole queue
 	} {
-		if got, err := r.tenantDepth(t.Context(), tc.tenant); err != nil || got != tc.want {
+		if got, err := r.tenantDepth(t.Context(), tc.tenant, map[string]map[string]int{}); err != nil || got != tc.want {
 			t.Errorf("tenantDepth(%s): got %d, %v; want %d", tc.tenant.ID, got, err, tc.want)
 		}
 	}

@@ -49,8 +49,10 @@ func (c *Cloud) queueDepth(ctx context.Context, q *Queue) (int, error) {
 // tenantDepth is the number of a tenant's messages, visible, in flight or delayed: its queue's
 // depth for a silo tenant, its message group's in the pool's queue for a pooled one. A sequenced
 // tenant's tick (pipeline.TickGroup) is not counted: it is the pipeline's timer, in a group of
-// its own, and comes back while a gap lasts whatever the files do.
-func (c *Cloud) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
+// its own, and comes back while a gap lasts whatever the files do. groups keeps each pool queue's
+// depths by message group for the caller's pass over the tenants, so that the queue is listed
+// once a pass, not once for each of its tenants.
+func (c *Cloud) tenantDepth(ctx context.Context, t *Tenant, groups map[string]map[string]int) (int, error) {
 	if !t.Pooled() {
 		n, err := c.queueDepth(ctx, t.Queue)
 		if _, seq := t.SequenceRule(); err != nil || n == 0 || !seq {
@@ -59,11 +61,15 @@ func (c *Cloud) tenantDepth(ctx context.Context, t *Tenant) (int, error) {
 		ticks, err := c.tickDepth(ctx, t)
 		return n - ticks, err
 	}
-	groups, err := c.groupDepths(ctx, t.Queue)
-	if err != nil {
-		return 0, err
+	depths, ok := groups[t.Queue.Name]
+	if !ok {
+		var err error
+		if depths, err = c.groupDepths(ctx, t.Queue); err != nil {
+			return 0, err
+		}
+		groups[t.Queue.Name] = depths
 	}
-	return groups[t.ID], nil
+	return depths[t.ID], nil
 }
 
 // groupDepths counts a FIFO queue's messages (visible, in flight, delayed) by message group. SQS

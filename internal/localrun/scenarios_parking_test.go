@@ -48,7 +48,7 @@ func sampleDepth(ctx context.Context, r *Run, tenant string) *depthSampler {
 	go func() {
 		defer close(s.done)
 		for {
-			if n, err := r.tenantDepth(ctx, t); err == nil {
+			if n, err := r.tenantDepth(ctx, t, map[string]map[string]int{}); err == nil {
 				s.mu.Lock()
 				s.max, s.samples = max(s.max, n), s.samples+1
 				s.mu.Unlock()

@@ -83,6 +83,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 	var gaps []float64
 	var gapParts []report.GapPart
 	var total int64
+	groups := map[string]map[string]int{} // the pool queues' depths by group, listed once (tenantDepth)
 	for _, t := range r.Tenants {
 		tr := &report.TenantReport{Files: []report.FileReport{}, Tier: cmp.Or(t.Tier, TierSilo), Pool: t.Pool}
 		rep.Tenants[t.ID] = tr
@@ -92,26 +93,27 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 		tr.RecordsRegistered = int64(len(registered))
 		total += tr.RecordsRegistered
 		used := map[string]bool{}
+		// Each execution's input, decoded once for all the tenant's uploads (nil if it is not JSON).
+		inputs := make([]*execInput, len(execs))
+		for i, e := range execs {
+			var in execInput
+			if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil {
+				inputs[i] = &in
+			}
+		}
 		for _, u := range uploads {
 			if u.Tenant != t.ID {
 				continue
 			}
 			fr := report.FileReport{Key: u.Key, VersionID: u.VersionID, ETag: u.ETag, Status: "WAITING", UploadedAt: u.At, Expected: -1}
-			for _, e := range execs {
-				var in execInput
-				if json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in) == nil && in.names(u, r.eventKey(u.Key)) {
+			key := r.eventKey(u.Key)
+			for _, in := range inputs {
+				if in != nil && in.names(u, key) {
 					fr.Executions++
 				}
 			}
-			for _, e := range execs {
-				if used[e.ExecutionArn] {
-					continue
-				}
-				var in execInput
-				if err := json.Unmarshal([]byte(r.executionInput(ctx, e.ExecutionArn)), &in); err != nil {
-					continue
-				}
-				if !in.names(u, r.eventKey(u.Key)) {
+			for i, e := range execs {
+				if used[e.ExecutionArn] || inputs[i] == nil || !inputs[i].names(u, key) {
 					continue
 				}
 				used[e.ExecutionArn] = true
@@ -166,7 +168,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 		}
 		gaps = append(gaps, tr.Gaps()...)
 		gapParts = append(gapParts, tr.GapParts()...)
-		if n, err := r.tenantDepth(ctx, t); err == nil {
+		if n, err := r.tenantDepth(ctx, t, groups); err == nil {
 			tr.Queued = n
 		}
 		tr.Halted = halted(t, tr)
@@ -428,11 +430,12 @@ func (r *Run) drained(ctx context.Context, halted map[string]bool) (bool, error)
 	if r.inFlight() > 0 {
 		return false, nil
 	}
+	groups := map[string]map[string]int{}
 	for _, t := range r.Tenants {
 		if halted[t.ID] {
 			continue
 		}
-		n, err := r.tenantDepth(ctx, t)
+		n, err := r.tenantDepth(ctx, t, groups)
 		if err != nil {
 			return false, err
 		}
