@@ -92,6 +92,13 @@ func keyEqualities(expr string) map[string]string {
 
 // hashKey is the partition key's attribute name of the table, from its AWS::DynamoDB::Table.
 func (a *tenantAuth) hashKey(table string) (string, bool) {
+	attr := a.storeKey("hash/"+table, func() string { return a.findHashKey(table) })
+	return attr, attr != ""
+}
+
+// findHashKey reads the partition key of the table named table from the templates; "" if no
+// template declares it.
+func (a *tenantAuth) findHashKey(table string) string {
 	for _, t := range a.asm.OfType("AWS::DynamoDB::Table") {
 		name, err := a.res.ResolveString(t.Stack, json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, t.LogicalID)))
 		if err != nil || name != table {
@@ -99,13 +106,13 @@ func (a *tenantAuth) hashKey(table string) (string, bool) {
 		}
 		var schema []struct{ AttributeName, KeyType string }
 		if err := a.asm.Prop(a.res, t, "KeySchema", &schema); err != nil {
-			return "", false
+			return ""
 		}
 		for _, k := range schema {
 			if k.KeyType == "HASH" {
-				return k.AttributeName, true
+				return k.AttributeName
 			}
 		}
 	}
-	return "", false
+	return ""
 }

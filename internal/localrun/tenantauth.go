@@ -79,13 +79,14 @@ type tenantAuth struct {
 	functionRoles    map[string]string // each function's execution role, by the function's name
 	refused          int
 	assumed          map[string]int // AssumeRole calls answered, by the session's tenant tag
-	// storeKeys is the customer-managed key of each table and state machine a request named
-	// (kmsauth.go, sfnauth.go), "" for none, read from the templates on first use.
+	// storeKeys is what the templates say of each store a request named, read on first use: the
+	// customer-managed key of a table or state machine (kmsauth.go, sfnauth.go) and a table's
+	// partition key (leadingkeys.go), "" for none.
 	storeKeys map[string]string
 }
 
-// storeKey is the key of the store id, found by find on first use: the templates do not change
-// during a run, so a request never scans them again.
+// storeKey is the fact id of a store ("table/<name>", "hash/<name>"), found by find on first
+// use: the templates do not change during a run, so a request never scans them again.
 func (a *tenantAuth) storeKey(id string, find func() string) string {
 	a.mu.Lock()
 	k, ok := a.storeKeys[id]
