@@ -241,6 +241,13 @@ func TestScenarioBurstReplayAndRedrive(t *testing.T) {
 			len(rep.Tenants["silo-00"].Files) == 1 && fileOf(t, rep, "silo-00", "x.csv").Status == "SUCCEEDED"
 	})
 	bad := fileOf(t, rep, "p000", "bad.csv")
+	// The failed file leaves its tenant's queued count when the controller hands the tenant on,
+	// a moment after the execution fails; until then pipectl rightly refuses the redrive as
+	// queued behind a file of the tenant. An operator redrives a tenant that has moved on.
+	waitFor(t, ctx, r, "p000's failed file left its queue", func(*report.Report) bool {
+		st := pipectlStatusParked(t, r, "p000")
+		return (st.QueuedFiles == nil || *st.QueuedFiles == 0) && (st.Parked == nil || *st.Parked == 0)
+	})
 	fixed.Store(true)
 	r.Sink.SetDelay(func(string, string, int64) time.Duration { return 30 * time.Millisecond })
 	var burst []upload
