@@ -58,12 +58,17 @@ type Cloud struct {
 	created     time.Time
 	endpoints   Endpoints // for operators' clients (Env)
 	functions   []*emulate.Function
-	rules       []rule
-	schedules   []schedule        // the scheduled rules' targets (schedules.go)
-	queues      map[string]*Queue // by ARN
-	dynamo      *dynamoLocal      // nil without a DynamoDB sink (dynamodb.go)
-	dynamoEnv   []string          // the Lambdas' DynamoDB endpoint, if any
-	auth        *tenantAuth       // pool tenant sessions and their policies (tenantauth.go)
+	built       map[string]string // each source package's binary (CreateFunction)
+	fnEnv       []string          // the endpoints every function is deployed with (startFunctionEndpoints)
+	// account is the concurrency the functions without a reservation share; nil without
+	// LambdaOptions.Concurrency (limitConcurrency).
+	account   *emulate.AccountConcurrency
+	rules     []rule
+	schedules []schedule        // the scheduled rules' targets (schedules.go)
+	queues    map[string]*Queue // by ARN
+	dynamo    *dynamoLocal      // nil without a DynamoDB sink (dynamodb.go)
+	dynamoEnv []string          // the Lambdas' DynamoDB endpoint, if any
+	auth      *tenantAuth       // pool tenant sessions and their policies (tenantauth.go)
 	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
 	// groups (insightrules.go).
 	insightLog insightLog
@@ -96,16 +101,21 @@ type observer interface {
 	arrived(bucket, key, versionID, etag string)
 	// fileProcessed is every File Processed event the functions put.
 	fileProcessed(report.FileEvent)
+	// logged is every line a function logs.
+	logged(line []byte)
+	// mappingCreated is every event source mapping, before it polls; an error fails the deploy.
+	mappingCreated(stack string, f *emulate.Function, q *Queue) error
 }
 
 // newCloud is an empty account for the templates of asm, resolved by res, with cfg's options for
 // its services.
 func newCloud(cfg Config, asm *deploy.Assembly, res *deploy.Resolver) *Cloud {
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := cloudOptions{s3: cfg.S3, events: cfg.EventBridge, lambda: cfg.Lambda, sfn: cfg.StepFunctions}
+	opts := cloudOptions{s3: cfg.S3, events: cfg.EventBridge, lambda: cfg.Lambda, sfn: cfg.StepFunctions, dynamoLatency: cfg.Core.Latency,
+		code: codeOptions{assembly: cfg.Assembly, binDir: cfg.BinDir, workDir: cfg.WorkDir, progress: cfg.Progress, envFor: cfg.EnvFor, envForPool: cfg.EnvForPool}}
 	return &Cloud{opts: opts, logs: cfg.Logs, node: cfg.Node, moduleRoot: cfg.ModuleRoot, Counter: &emulate.APICounter{}, Meter: &emulate.RequestMeter{},
 		Lambda: &emulate.LambdaService{}, queues: map[string]*Queue{}, asm: asm, res: res, created: time.Now(),
-		esmOf: map[*mapping]*esm{}, definitions: map[string]string{}, ctx: ctx, cancel: cancel}
+		esmOf: map[*mapping]*esm{}, definitions: map[string]string{}, built: map[string]string{}, ctx: ctx, cancel: cancel}
 }
 
 // serveOn starts an HTTP server on loopback for h; it stops when the cloud closes.

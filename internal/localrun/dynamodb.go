@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,128 +120,103 @@ func (c *Cloud) OnPutItem(f func(PutItemCall) bool) {
 	c.dynamo.mu.Unlock()
 }
 
-// dynamoTables lists the tables of the templates and sets their identities (Ref = name, Arn), then
-// adds the tables the tenants name that no template creates. It tells whether any tenant has a
-// DynamoDB sink. It must run after every identity an Environment refers to has been set.
-func dynamoTables(asm *deploy.Assembly, res *deploy.Resolver) ([]emulate.DynamoTable, bool, error) {
-	var tables []emulate.DynamoTable
-	byName := map[string]bool{}
-	for _, tr := range asm.OfType("AWS::DynamoDB::Table") {
-		var props struct {
-			TableName            string
-			KeySchema            []struct{ AttributeName, KeyType string }
-			AttributeDefinitions []struct{ AttributeName, AttributeType string }
-		}
-		for k, into := range map[string]any{"TableName": &props.TableName, "KeySchema": &props.KeySchema, "AttributeDefinitions": &props.AttributeDefinitions} {
-			if err := asm.Prop(res, tr, k, into); err != nil {
-				return nil, false, err
-			}
-		}
-		name := props.TableName
-		if name == "" {
-			name = deploy.PhysicalName(tr, 255)
-		}
-		if len(props.KeySchema) == 0 {
-			return nil, false, fmt.Errorf("table %s: no KeySchema", tr.LogicalID)
-		}
-		t := emulate.DynamoTable{Name: name, From: tr.LogicalID}
-		for _, k := range props.KeySchema {
-			t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k.AttributeName), KeyType: dyntypes.KeyType(k.KeyType)})
-		}
-		for _, a := range props.AttributeDefinitions {
-			t.AttributeDefinitions = append(t.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(a.AttributeName), AttributeType: dyntypes.ScalarAttributeType(a.AttributeType)})
-		}
-		tables = append(tables, t)
-		byName[name] = true
-		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", emulate.Region, emulate.Account, name)
-		res.Set(tr, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
+// tenantTable is the table a tenant's settings (a TENANT or DEPLOYED_TENANT variable) name for its
+// DynamoDB sink, keyed by its dynamodb.key as strings; nil when the tenant has no DynamoDB sink.
+// Such a table exists before the deploy in AWS when no template creates it; the local run creates
+// it.
+func tenantTable(settings string) (*emulate.DynamoTable, error) {
+	var cfg struct {
+		ID       string `json:"id"`
+		DynamoDB *struct {
+			Key   []string `json:"key"`
+			Table string   `json:"table"`
+		} `json:"dynamodb"`
 	}
-	needed := false
-	for _, fr := range asm.OfType("AWS::Lambda::Function") {
-		var env struct{ Variables map[string]string }
-		if err := asm.Prop(res, fr, "Environment", &env); err != nil {
-			return nil, false, err
-		}
-		raw, ok := env.Variables["TENANT"]
-		if !ok {
-			continue
-		}
-		var cfg struct {
-			ID       string `json:"id"`
-			DynamoDB *struct {
-				Key   []string `json:"key"`
-				Table string   `json:"table"`
-			} `json:"dynamodb"`
-		}
-		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-			return nil, false, fmt.Errorf("function %s: TENANT is not JSON: %w", fr.LogicalID, err)
-		}
-		d := cfg.DynamoDB
-		if d == nil {
-			continue
-		}
-		needed = true
-		switch {
-		case d.Table == "":
-			return nil, false, fmt.Errorf("tenant %s: dynamodb.table is empty in the synthesized TENANT variable: the construct fills in the name of the table it creates", cfg.ID)
-		case byName[d.Table]:
-			continue
-		case len(d.Key) < 1 || len(d.Key) > 2:
-			return nil, false, fmt.Errorf("tenant %s: dynamodb.key has %d fields, want 1 or 2", cfg.ID, len(d.Key))
-		}
-		t := emulate.DynamoTable{Name: d.Table, From: "tenant " + cfg.ID}
-		for i, k := range d.Key {
-			typ := dyntypes.KeyTypeHash
-			if i == 1 {
-				typ = dyntypes.KeyTypeRange
-			}
-			t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k), KeyType: typ})
-			t.AttributeDefinitions = append(t.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(k), AttributeType: dyntypes.ScalarAttributeTypeS})
-		}
-		tables = append(tables, t)
-		byName[d.Table] = true
+	if err := json.Unmarshal([]byte(settings), &cfg); err != nil {
+		return nil, fmt.Errorf("tenant settings are not JSON: %w", err)
 	}
-	sort.Slice(tables, func(i, j int) bool { return tables[i].Name < tables[j].Name })
-	return tables, needed || len(tables) > 0, nil
+	d := cfg.DynamoDB
+	switch {
+	case d == nil:
+		return nil, nil
+	case d.Table == "":
+		return nil, fmt.Errorf("tenant %s: dynamodb.table is empty in the synthesized settings: the construct fills in the name of the table it creates", cfg.ID)
+	case len(d.Key) < 1 || len(d.Key) > 2:
+		return nil, fmt.Errorf("tenant %s: dynamodb.key has %d fields, want 1 or 2", cfg.ID, len(d.Key))
+	}
+	t := &emulate.DynamoTable{Name: d.Table, From: "tenant " + cfg.ID}
+	for i, k := range d.Key {
+		typ := dyntypes.KeyTypeHash
+		if i == 1 {
+			typ = dyntypes.KeyTypeRange
+		}
+		t.KeySchema = append(t.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k), KeyType: typ})
+		t.AttributeDefinitions = append(t.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(k), AttributeType: dyntypes.ScalarAttributeTypeS})
+	}
+	return t, nil
 }
 
-// startDynamoDB starts dynalite when the app needs it, creates the tables and returns the
-// environment the Lambdas need to reach it (none when the app has no DynamoDB sink). Every request
-// takes latency longer (CoreOptions.Latency: a table is the core system of its tenants).
-func (c *Cloud) startDynamoDB(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, latency time.Duration) ([]string, error) {
-	tables, needed, err := dynamoTables(asm, res)
-	if err != nil || !needed {
-		return nil, err
+// CreateTable creates a template's table (deploy.Account).
+func (c *Cloud) CreateTable(ctx context.Context, tr *deploy.Resource, t deploy.Table) error {
+	table := emulate.DynamoTable{Name: t.Name, From: tr.LogicalID}
+	for _, k := range t.KeySchema {
+		table.KeySchema = append(table.KeySchema, dyntypes.KeySchemaElement{AttributeName: aws.String(k.AttributeName), KeyType: dyntypes.KeyType(k.KeyType)})
+	}
+	for _, a := range t.AttributeDefinitions {
+		table.AttributeDefinitions = append(table.AttributeDefinitions, dyntypes.AttributeDefinition{AttributeName: aws.String(a.AttributeName), AttributeType: dyntypes.ScalarAttributeType(a.AttributeType)})
+	}
+	return c.createTable(ctx, table)
+}
+
+// createTable creates a table in dynalite, once, starting dynalite at the first table: the app
+// needs DynamoDB only when a template creates a table or a tenant names one.
+func (c *Cloud) createTable(ctx context.Context, t emulate.DynamoTable) error {
+	if err := c.startDynamoDB(ctx); err != nil {
+		return err
+	}
+	d := c.dynamo
+	if slices.Contains(d.tables, t.Name) {
+		return nil
+	}
+	_, err := d.admin.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(t.Name),
+		KeySchema:            t.KeySchema,
+		AttributeDefinitions: t.AttributeDefinitions,
+		BillingMode:          dyntypes.BillingModePayPerRequest,
+	})
+	if err != nil {
+		return fmt.Errorf("create DynamoDB table %s (%s): %w", t.Name, t.From, err)
+	}
+	d.meter.AddTable(t)
+	d.tables = append(d.tables, t.Name)
+	fmt.Fprintf(c.logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
+	return nil
+}
+
+// startDynamoDB starts dynalite, once, behind the pipeline's endpoint; every request takes
+// DynamoDBLatency longer (CoreOptions.Latency: a table is the core system of its tenants). The
+// functions created after it reach it by AWS_ENDPOINT_URL_DYNAMODB (dynamoEnv).
+func (c *Cloud) startDynamoDB(ctx context.Context) error {
+	if c.dynamo != nil {
+		return nil
 	}
 	p, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/dynalite/server.mjs"), nil, c.logs)
 	if err != nil {
-		return nil, fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
+		return fmt.Errorf("DynamoDB emulator (npm dynalite, installed by make setup): %w", err)
 	}
 	c.stops = append(c.stops, p.Close)
-	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, tables)}
-	u, stop, err := emulate.Serve(c.awsLatency.Wrap(c.auth.guardDynamoDB(d.proxy(p.URL, c.Counter, latency))))
+	d := &dynamoLocal{meter: emulate.NewDynamoMeter(p.URL, nil)}
+	u, stop, err := emulate.Serve(c.awsLatency.Wrap(c.auth.guardDynamoDB(d.proxy(p.URL, c.Counter, c.opts.dynamoLatency))))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.stops = append(c.stops, stop)
 	d.url, d.admin = u, dynamodb.NewFromConfig(aws.Config{Region: emulate.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.URL)
 	})
-	for _, t := range tables {
-		_, err := d.admin.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(t.Name),
-			KeySchema:            t.KeySchema,
-			AttributeDefinitions: t.AttributeDefinitions,
-			BillingMode:          dyntypes.BillingModePayPerRequest,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("create DynamoDB table %s (%s): %w", t.Name, t.From, err)
-		}
-		d.tables = append(d.tables, t.Name)
-		fmt.Fprintf(c.logs, "localrun: DynamoDB table %s created (%s)\n", t.Name, t.From)
-	}
 	c.dynamo = d
-	return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}, nil
+	c.dynamoEnv = []string{"AWS_ENDPOINT_URL_DYNAMODB=" + u}
+	return nil
 }
 
 // dynamoWritten is how many records of an execution the DynamoDB sink wrote (each once, whatever

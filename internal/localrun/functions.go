@@ -23,42 +23,54 @@ import (
 	"github.com/example/tenantpipeline/internal/poolsettings"
 )
 
-func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, fr *deploy.Resource, binDir string, built map[string]string, endpoints []string) (*emulate.Function, error) {
-	id, _ := res.Identity(fr)
-	spec, err := asm.ReadFunction(res, fr)
-	if err != nil {
-		return nil, err
-	}
+// CreateFunction deploys a function of the templates (deploy.Account): its package built once
+// for every function of the package, its tenants' settings pointed at the run's sink
+// (codeOptions.sink), the table its tenant names created, its role's credentials in its
+// environment, and its timeout, concurrency and log group as the template says. A function
+// without the source metadata (CDK's own custom-resource handlers, which configure AWS at deploy
+// time) has nothing to do locally and is not run.
+func (c *Cloud) CreateFunction(ctx context.Context, fr *deploy.Resource, spec deploy.Function) error {
 	src := spec.Source
 	if src == "" {
-		return nil, fmt.Errorf("function %s has no %q metadata naming its Go package", fr.LogicalID, MetadataSource)
+		fmt.Fprintf(c.logs, "localrun: %s has no %s metadata; not run locally\n", fr.LogicalID, MetadataSource)
+		return nil
 	}
-	bin, ok := built[src]
+	bin, ok := c.built[src]
 	if !ok {
 		var err error
-		if bin, err = r.build(ctx, src, binDir); err != nil {
-			return nil, err
+		if bin, err = c.build(ctx, src, c.binDir()); err != nil {
+			return err
 		}
-		built[src] = bin
+		c.built[src] = bin
 	}
 	vars := spec.Variables
-	// The harness points every tenant at the register endpoint of the run by rewriting registerUrl in
-	// the TENANT variable; the controller passes it into every execution, so Split and Register see
-	// it. A silo Split's and Register's DEPLOYED_TENANT, which a request must agree with, is
-	// rewritten alike.
+	// The run points every tenant at its register endpoint by rewriting registerUrl in the TENANT
+	// variable; the controller passes it into every execution, so Split and Register see it. A
+	// silo Split's and Register's DEPLOYED_TENANT, which a request must agree with, is rewritten
+	// alike. A table the tenant names is created first, so that the function is deployed with
+	// DynamoDB's endpoint (dynamodb.go).
 	for _, name := range []string{pipeline.EnvTenant, pipeline.EnvDeployedTenant} {
-		if t, ok := vars[name]; ok {
-			v, err := r.pointAtSink(t)
-			if err != nil {
-				return nil, fmt.Errorf("function %s: %s is not JSON: %w", fr.LogicalID, name, err)
+		t, ok := vars[name]
+		if !ok {
+			continue
+		}
+		table, err := tenantTable(t)
+		if err != nil {
+			return fmt.Errorf("function %s: %s: %w", fr.LogicalID, name, err)
+		}
+		if table != nil {
+			if err := c.createTable(ctx, *table); err != nil {
+				return err
 			}
-			vars[name] = v
+		}
+		if vars[name], err = c.pointAtSink(t); err != nil {
+			return fmt.Errorf("function %s: %s is not JSON: %w", fr.LogicalID, name, err)
 		}
 	}
 	// Lambda unpacks the code asset in /var/task and names it LAMBDA_TASK_ROOT; locally it is the
 	// asset's directory in the cloud assembly, where a pool's settings file lies beside bootstrap.
-	assetDir := r.assetDir(fr)
-	all := append([]string{}, endpoints...)
+	assetDir := c.assetDir(fr)
+	all := append(append([]string{}, c.fnEnv...), c.dynamoEnv...)
 	if assetDir != "" {
 		all = append(all, "LAMBDA_TASK_ROOT="+assetDir)
 	}
@@ -67,9 +79,9 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	if poolName != "" || vars[pipeline.EnvPoolSettings] != "" {
 		// A pool's Split and Register name no pool, only the settings file they check requests
 		// against: they are the pool's functions all the same (Run.Function), but serve no mapping.
-		s, err := r.poolSettings(fr, id.Ref, assetDir, vars)
+		s, err := c.poolSettings(fr, spec.Name, assetDir, vars)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if poolName != "" {
 			pool = s
@@ -79,24 +91,28 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
 	}
-	creds, err := r.roleCredentials(fr, id.Ref)
+	creds, err := c.roleCredentials(fr, spec.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	all = append(all, creds...)
-	all = append(all, r.cfg.EnvFor[src]...)
+	all = append(all, c.opts.code.envFor[src]...)
 	if p := vars[pipeline.EnvPool]; p != "" {
-		all = append(all, r.cfg.EnvForPool[p]...)
+		all = append(all, c.opts.code.envForPool[p]...)
 	}
-	if spec.DeadLetterQ != "" && r.queues[spec.DeadLetterQ] == nil {
-		return nil, fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
+	if spec.DeadLetterQ != "" && c.queues[spec.DeadLetterQ] == nil {
+		return fmt.Errorf("function %s: dead-letter target %s is not a queue of the templates", fr.LogicalID, spec.DeadLetterQ)
 	}
-	f := &emulate.Function{Name: id.Ref, ARN: id.Attrs["Arn"], Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: r.cfg.Logs, LogLine: r.insightLog.observer(spec.LogGroup, func(line []byte) { r.admissionWaits.observe(line); r.breakers.observe(line) }), LogGroup: spec.LogGroup,
-		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: poolName, Role: vars["FUNCTION_ROLE"]}
-	if d, ok := r.cfg.Lambda.FunctionTimeout[src]; ok {
+	logged := func([]byte) {}
+	if c.watch != nil {
+		logged = c.watch.logged
+	}
+	f := &emulate.Function{Name: spec.Name, ARN: spec.ARN, Source: src, Binary: bin, Env: all, Timeout: spec.Timeout, Concurrency: spec.Reserved, MemoryMB: spec.MemoryMB, Logs: c.logs, LogLine: c.insightLog.observer(spec.LogGroup, logged), LogGroup: spec.LogGroup,
+		Async: emulate.AsyncConfig{DeadLetterTargetARN: spec.DeadLetterQ}, AssetDir: assetDir, PoolSettings: pool, Pool: poolName, Role: vars["FUNCTION_ROLE"], Account: c.account}
+	if d, ok := c.opts.lambda.FunctionTimeout[src]; ok {
 		f.Timeout = d
 	}
-	if t, ok := r.cfg.Lambda.Throttle[src]; ok {
+	if t, ok := c.opts.lambda.Throttle[src]; ok {
 		f.SetThrottle(t)
 	}
 	// The tenant a function serves: a silo controller's TENANT, or a silo Split's or Register's
@@ -106,30 +122,39 @@ func (r *Run) function(ctx context.Context, asm *deploy.Assembly, res *deploy.Re
 		json.Unmarshal([]byte(t), &cfg)
 		f.Tenant = cfg.ID
 	}
-	if t, ok := vars["TENANT"]; ok && r.cfg.Lambda.ControllerCrash != nil {
+	if t, ok := vars["TENANT"]; ok && c.opts.lambda.ControllerCrash != nil {
 		var cfg struct{ ID string }
 		json.Unmarshal([]byte(t), &cfg)
 		// StartExecution calls are attributed to the invocation by its trace id (sfnGate), so the
 		// hook knows whether the invocation it is asked about started an execution.
-		crash := r.cfg.Lambda.ControllerCrash
+		crash := c.opts.lambda.ControllerCrash
 		f.BeforeResponse = func(_ *emulate.Function, id string, payload []byte) bool {
-			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: r.startsOf(id)})
+			return crash(ControllerCall{Tenant: cfg.ID, Response: payload, StartExecutions: c.startsOf(id)})
 		}
 	}
-	return f, nil
+	c.functions = append(c.functions, f)
+	c.Lambda.Add(f)
+	return nil
+}
+
+// binDir is where the functions' binaries go: Config.BinDir, or bin under the work directory.
+func (c *Cloud) binDir() string {
+	d := cmp.Or(c.opts.code.binDir, filepath.Join(c.opts.code.workDir, "bin"))
+	os.MkdirAll(d, 0o755)
+	return d
 }
 
 // build builds one function package, saying on Config.Progress what it builds and how long it took.
 // The binary is for the host (GOOS and GOARCH as go build reads them), not the deployed asset's.
-func (r *Run) build(ctx context.Context, src, binDir string) (string, error) {
-	progress := r.cfg.Progress
+func (c *Cloud) build(ctx context.Context, src, binDir string) (string, error) {
+	progress := c.opts.code.progress
 	if progress == nil {
 		progress = io.Discard
 	}
 	target := cmp.Or(os.Getenv("GOOS"), runtime.GOOS) + "/" + cmp.Or(os.Getenv("GOARCH"), runtime.GOARCH)
 	fmt.Fprintf(progress, "  building %s (%s) ...\n", src, target)
 	start := time.Now()
-	bin, err := emulate.BuildFunctionBinary(ctx, r.cfg.ModuleRoot, src, binDir)
+	bin, err := emulate.BuildFunctionBinary(ctx, c.moduleRoot, src, binDir)
 	if err != nil {
 		return "", err
 	}
@@ -182,7 +207,7 @@ func (r *Run) tenantsOf(f *emulate.Function, q *Queue) []*Tenant {
 
 // assetDir is the directory of a function's code asset (its "aws:asset:path" metadata, relative
 // to the cloud assembly), or "" when the template names none.
-func (r *Run) assetDir(fr *deploy.Resource) string {
+func (c *Cloud) assetDir(fr *deploy.Resource) string {
 	var p string
 	if raw, ok := fr.Metadata["aws:asset:path"]; ok {
 		json.Unmarshal(raw, &p)
@@ -191,7 +216,7 @@ func (r *Run) assetDir(fr *deploy.Resource) string {
 		return ""
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.cfg.Assembly, p)
+		p = filepath.Join(c.opts.code.assembly, p)
 	}
 	if abs, err := filepath.Abs(p); err == nil {
 		p = abs
@@ -199,36 +224,36 @@ func (r *Run) assetDir(fr *deploy.Resource) string {
 	return p
 }
 
-// pointAtSink rewrites a tenant's settings JSON (a TENANT or DEPLOYED_TENANT variable) to send
-// to the run's register endpoint: the --register-url, or the sink's per-tenant URL and, for a core
-// system with a lookupUrl or --sink-lookup, its lookup URL. A DynamoDB sink is left as it is.
-func (r *Run) pointAtSink(settings string) (string, error) {
+// pointAtSink rewrites a tenant's settings JSON (a TENANT or DEPLOYED_TENANT variable) to send to
+// the run's register endpoint and, for a core system with a lookupUrl, to its lookup URL
+// (codeOptions.sink). A DynamoDB sink is left as it is.
+func (c *Cloud) pointAtSink(settings string) (string, error) {
 	var cfg map[string]any
 	if err := json.Unmarshal([]byte(settings), &cfg); err != nil {
 		return "", err
 	}
+	if cfg["dynamodb"] != nil || c.opts.code.sink == nil { // a DynamoDB sink has no registerUrl (dynamodb.go)
+		return settings, nil
+	}
 	tid, _ := cfg["id"].(string)
-	switch {
-	case cfg["dynamodb"] != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
-	case r.cfg.RegisterURL != "":
-		cfg["registerUrl"] = r.registerURL
-	default:
-		cfg["registerUrl"] = emulate.SinkURL(r.sinkURL, tid)
-		// A core system's lookupUrl, declared or asked for with --sink-lookup, is the sink's.
-		if cs, ok := cfg["coreSystem"].(map[string]any); ok && (r.cfg.Core.Lookup || cs["lookupUrl"] != nil) {
-			cs["lookupUrl"] = emulate.SinkLookupURL(r.sinkURL, tid)
-		}
+	cs, _ := cfg["coreSystem"].(map[string]any)
+	register, lookup := c.opts.code.sink(tid, cs != nil && cs["lookupUrl"] != nil)
+	if register != "" {
+		cfg["registerUrl"] = register
+	}
+	if lookup != "" && cs != nil {
+		cs["lookupUrl"] = lookup
 	}
 	b, err := json.Marshal(cfg)
 	return string(b), err
 }
 
 // poolSettings reads the settings file of a pool function (POOL_SETTINGS against its asset
-// directory, as the function resolves it) and, as the harness does for a silo tenant's TENANT
+// directory, as the function resolves it) and, as pointAtSink does for a silo tenant's TENANT
 // variable, points every pooled tenant at the register endpoint of the run: it writes the changed
 // file to the work directory and sets POOL_SETTINGS to it (an absolute path, which the function
 // takes as it is).
-func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
+func (c *Cloud) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[string]string) (*pipeline.PoolSettings, error) {
 	path := pipeline.PoolSettingsPath(func(k string) string {
 		if k == "LAMBDA_TASK_ROOT" {
 			return assetDir
@@ -241,18 +266,18 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 	}
 	for i := range s.Tenants {
 		t := &s.Tenants[i].Settings
-		switch {
-		case t.DynamoDB != nil: // a DynamoDB sink has no registerUrl (dynamodb.go)
-		case r.cfg.RegisterURL != "":
-			t.RegisterURL = r.registerURL
-		default:
-			t.RegisterURL = emulate.SinkURL(r.sinkURL, t.ID)
-			if t.CoreSystem != nil && (r.cfg.Core.Lookup || t.CoreSystem.LookupURL != "") {
-				t.CoreSystem.LookupURL = emulate.SinkLookupURL(r.sinkURL, t.ID)
-			}
+		if t.DynamoDB != nil || c.opts.code.sink == nil { // a DynamoDB sink has no registerUrl (dynamodb.go)
+			continue
+		}
+		register, lookup := c.opts.code.sink(t.ID, t.CoreSystem != nil && t.CoreSystem.LookupURL != "")
+		if register != "" {
+			t.RegisterURL = register
+		}
+		if lookup != "" && t.CoreSystem != nil {
+			t.CoreSystem.LookupURL = lookup
 		}
 	}
-	dir := filepath.Join(r.cfg.WorkDir, "pool-settings")
+	dir := filepath.Join(c.opts.code.workDir, "pool-settings")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -268,39 +293,25 @@ func (r *Run) poolSettings(fr *deploy.Resource, name, assetDir string, vars map[
 	return s, nil
 }
 
-// eventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's asynchronous
-// invocations (asyncinvoke.go). Its DestinationConfig is not emulated.
-func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *deploy.Resource) error {
-	var props struct {
-		FunctionName             string
-		Qualifier                string
-		MaximumRetryAttempts     *int
-		MaximumEventAgeInSeconds int
-		DestinationConfig        map[string]any
-	}
-	raw, err := res.Resolve(c.Stack, mustJSON(c.Properties))
-	if err != nil {
-		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
-	}
-	if err := json.Unmarshal(mustJSON(raw), &props); err != nil {
-		return fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
-	}
-	f := r.Lambda.Lookup(props.FunctionName)
+// PutFunctionEventInvokeConfig applies an AWS::Lambda::EventInvokeConfig to its function's
+// asynchronous invocations (asyncinvoke.go; deploy.Account). Its DestinationConfig is not
+// emulated.
+func (c *Cloud) PutFunctionEventInvokeConfig(_ context.Context, r *deploy.Resource, ic deploy.InvokeConfig) error {
+	f := c.Lambda.Lookup(ic.FunctionName)
 	if f == nil {
-		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: function %s is not run locally\n", c.LogicalID, props.FunctionName)
+		fmt.Fprintf(c.logs, "localrun: event invoke config %s: function %s is not run locally\n", r.LogicalID, ic.FunctionName)
 		return nil
 	}
-	if n := props.MaximumRetryAttempts; n != nil && (*n < 0 || *n > emulate.AsyncDefaultRetries) {
-		return fmt.Errorf("event invoke config %s: MaximumRetryAttempts %d: Lambda accepts 0 to %d", c.LogicalID, *n, emulate.AsyncDefaultRetries)
+	if n := ic.MaximumRetryAttempts; n != nil && (*n < 0 || *n > emulate.AsyncDefaultRetries) {
+		return fmt.Errorf("MaximumRetryAttempts %d: Lambda accepts 0 to %d", *n, emulate.AsyncDefaultRetries)
 	}
-	age := time.Duration(props.MaximumEventAgeInSeconds) * time.Second
-	if age != 0 && (age < emulate.AsyncMinEventAge || age > emulate.AsyncDefaultEventAge) {
-		return fmt.Errorf("event invoke config %s: MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", c.LogicalID, props.MaximumEventAgeInSeconds, int(emulate.AsyncMinEventAge.Seconds()), int(emulate.AsyncDefaultEventAge.Seconds()))
+	if age := ic.MaximumEventAge; age != 0 && (age < emulate.AsyncMinEventAge || age > emulate.AsyncDefaultEventAge) {
+		return fmt.Errorf("MaximumEventAgeInSeconds %d: Lambda accepts %d to %d", ic.MaximumEventAgeSeconds, int(emulate.AsyncMinEventAge.Seconds()), int(emulate.AsyncDefaultEventAge.Seconds()))
 	}
-	if len(props.DestinationConfig) > 0 {
-		fmt.Fprintf(r.cfg.Logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", c.LogicalID)
+	if ic.Destinations {
+		fmt.Fprintf(c.logs, "localrun: event invoke config %s: DestinationConfig is not emulated\n", r.LogicalID)
 	}
-	f.Async.MaximumRetryAttempts, f.Async.MaximumEventAge = props.MaximumRetryAttempts, age
+	f.Async.MaximumRetryAttempts, f.Async.MaximumEventAge = ic.MaximumRetryAttempts, ic.MaximumEventAge
 	return nil
 }
 
@@ -313,21 +324,21 @@ func (r *Run) eventInvokeConfig(asm *deploy.Assembly, res *deploy.Resolver, c *d
 // CloudFormation requires a function's Role, so only a hand-made template (the tests' fixture) has
 // none: such a function keeps the run's own key, and the run's log says so.
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-function.html
-func (r *Run) roleCredentials(fr *deploy.Resource, name string) ([]string, error) {
+func (c *Cloud) roleCredentials(fr *deploy.Resource, name string) ([]string, error) {
 	if _, ok := fr.Properties["Role"]; !ok {
-		fmt.Fprintf(r.cfg.Logs, "localrun: function %s has no Role; it runs with the run's own key, and its requests are not judged\n", fr.LogicalID)
+		fmt.Fprintf(c.logs, "localrun: function %s has no Role; it runs with the run's own key, and its requests are not judged\n", fr.LogicalID)
 		return nil, nil
 	}
-	role, err := r.res.ResolveString(fr.Stack, fr.Properties["Role"])
+	role, err := c.res.ResolveString(fr.Stack, fr.Properties["Role"])
 	if err != nil || role == "" {
 		return nil, fmt.Errorf("function %s: its role: %v", fr.LogicalID, err)
 	}
-	key := r.auth.newSession(role, name, nil)
-	r.auth.mu.Lock()
-	if r.auth.functionRoles == nil {
-		r.auth.functionRoles = map[string]string{}
+	key := c.auth.newSession(role, name, nil)
+	c.auth.mu.Lock()
+	if c.auth.functionRoles == nil {
+		c.auth.functionRoles = map[string]string{}
 	}
-	r.auth.functionRoles[name] = role
-	r.auth.mu.Unlock()
+	c.auth.functionRoles[name] = role
+	c.auth.mu.Unlock()
 	return []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + localSecret, "AWS_SESSION_TOKEN=local-" + key}, nil
 }

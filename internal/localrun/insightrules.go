@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,25 +33,18 @@ type insightLog struct {
 // tenantField marks the lines a per-tenant rule can match; the others are not kept.
 var tenantField = []byte(`"Tenant"`)
 
-// loadInsightRules reads the templates' AWS::CloudWatch::InsightRule resources.
-func (c *Cloud) loadInsightRules(asm *deploy.Assembly, res *deploy.Resolver) error {
+// PutInsightRule adds a Contributor Insights rule of the templates (deploy.Account).
+func (c *Cloud) PutInsightRule(_ context.Context, _ *deploy.Resource, ir deploy.InsightRule) error {
+	rule, err := insights.Parse(ir.Body)
+	if err != nil {
+		return err
+	}
 	c.insightLog.mu.Lock()
 	defer c.insightLog.mu.Unlock()
-	c.insightLog.rules = map[string]insights.Rule{}
-	for _, ir := range asm.OfType("AWS::CloudWatch::InsightRule") {
-		var name, body string
-		if err := asm.Prop(res, ir, "RuleName", &name); err != nil {
-			return err
-		}
-		if err := asm.Prop(res, ir, "RuleBody", &body); err != nil {
-			return err
-		}
-		rule, err := insights.Parse(body)
-		if err != nil {
-			return fmt.Errorf("insight rule %s: %w", ir.LogicalID, err)
-		}
-		c.insightLog.rules[name] = rule
+	if c.insightLog.rules == nil {
+		c.insightLog.rules = map[string]insights.Rule{}
 	}
+	c.insightLog.rules[ir.Name] = rule
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"io"
 	"time"
 
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
@@ -122,10 +123,25 @@ type CoreOptions struct {
 }
 
 // cloudOptions are the emulated services' options of a run: Config's S3, EventBridge, Lambda and
-// StepFunctions.
+// StepFunctions, the latency of DynamoDB (CoreOptions.Latency), and how the functions' code is
+// deployed.
 type cloudOptions struct {
-	s3     S3Options
-	events EventBridgeOptions
-	lambda LambdaOptions
-	sfn    StepFunctionsOptions
+	s3            S3Options
+	events        EventBridgeOptions
+	lambda        LambdaOptions
+	sfn           StepFunctionsOptions
+	dynamoLatency time.Duration
+	code          codeOptions
+}
+
+// codeOptions are how the cloud deploys the functions of the templates (functions.go): where it
+// builds their packages, what it adds to their environment, and where their tenants' records go.
+type codeOptions struct {
+	assembly, binDir, workDir string
+	progress                  io.Writer
+	envFor, envForPool        map[string][]string // Config's
+	// sink is where a tenant's records go in this run: the registerUrl the function is deployed
+	// with and, when lookup (the tenant's core system declares a lookupUrl), its lookupUrl. ""
+	// keeps the deployed value. Without it, the templates' are kept.
+	sink func(tenant string, lookup bool) (registerURL, lookupURL string)
 }

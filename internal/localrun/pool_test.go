@@ -40,7 +40,8 @@ func TestPoolTenantsFromSettings(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(asset, pipeline.PoolSettingsFile), settings, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := &Run{Cloud: &Cloud{}, cfg: Config{Assembly: asm, WorkDir: t.TempDir(), Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
+	r := &Run{Cloud: &Cloud{opts: cloudOptions{code: codeOptions{assembly: asm, workDir: t.TempDir()}}}, cfg: Config{Logs: io.Discard}, sinkURL: "http://127.0.0.1:9/"}
+	r.opts.code.sink = r.sinkFor
 	fr := &deploy.Resource{LogicalID: "PoolController", Metadata: map[string]json.RawMessage{"aws:asset:path": json.RawMessage(`"asset.0123abcd"`)}}
 	dir := r.assetDir(fr)
 	if dir != asset {

@@ -1,9 +1,9 @@
 package localrun
 
-// The SQS queues of the templates, created in fauxqs with the templates' attributes.
+// The depths of the SQS queues of the templates (created in fauxqs by CreateQueue, account.go), as
+// the snapshot reads them.
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,23 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/example/tenantpipeline/internal/localrun/deploy"
-	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
-
-func (c *Cloud) createQueue(ctx context.Context, asm *deploy.Assembly, res *deploy.Resolver, q *deploy.Resource) (*Queue, error) {
-	spec, err := deploy.ReadQueue(res, q)
-	if err != nil {
-		return nil, err
-	}
-	name, attrs := spec.Name, spec.Attributes
-	out, err := c.sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-	if err != nil {
-		return nil, fmt.Errorf("create queue %s: %w", name, err)
-	}
-	vis, _ := strconv.Atoi(cmp.Or(attrs["VisibilityTimeout"], "30"))
-	return &Queue{Name: name, URL: aws.ToString(out.QueueUrl), ARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", emulate.Region, emulate.Account, name), VisibilityTimeout: vis}, nil
-}
 
 // queueDepth is the number of messages of a queue, visible or in flight.
 func (c *Cloud) queueDepth(ctx context.Context, q *Queue) (int, error) {

@@ -23,7 +23,7 @@ func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Cloud{sqsAdmin: client}
+	r := &Cloud{sqsAdmin: client, queues: map[string]*Queue{}}
 	for _, tc := range []struct {
 		name, props               string
 		wantLimit, wantDedupScope string
@@ -36,11 +36,16 @@ func TestCreateQueueKeepsFIFOThroughputMode(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.props), &props); err != nil {
 				t.Fatal(err)
 			}
-			q, err := r.createQueue(t.Context(), nil, res, &deploy.Resource{Stack: &deploy.Stack{}, LogicalID: "Queue" + tc.name, Type: "AWS::SQS::Queue", Properties: props})
+			qr := &deploy.Resource{Stack: &deploy.Stack{}, LogicalID: "Queue" + tc.name, Type: "AWS::SQS::Queue", Properties: props}
+			q, err := deploy.ReadQueue(res, qr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL),
+			url, err := r.CreateQueue(t.Context(), qr, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameFifoThroughputLimit, sqstypes.QueueAttributeNameDeduplicationScope}})
 			if err != nil {
 				t.Fatal(err)

@@ -193,15 +193,14 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	r := &Run{Cloud: newCloud(cfg, asm, res), cfg: cfg, started: time.Now(),
 		Sink: &emulate.Sink{MaxInFlight: cfg.Core.MaxInFlight, KeyTTL: cfg.Core.KeyTTL, Lookup: cfg.Core.Lookup}}
 	r.watch = r
+	r.opts.code.sink = r.sinkFor
 	for _, step := range []func(context.Context) error{
 		r.startS3,
 		r.startSQS,
-		r.nameFunctionsAndStateMachines,
 		r.startStepFunctions,
 		r.startSinks,
-		r.startFunctions,
-		r.routeRules,
-		r.startMappings,
+		r.startFunctionEndpoints,
+		r.apply,
 		r.startSchedules,
 		r.startControlPlane,
 	} {
@@ -214,6 +213,26 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		r.Bucket = r.buckets[0] // the files' bucket: the first of the templates
 	}
 	return r, nil
+}
+
+// sinkFor is where a tenant's records go in this run (codeOptions.sink): the --register-url (or
+// the fault proxy in front of it), else the embedded sink's per-tenant URL and, for a core system
+// with a lookupUrl or when CoreOptions.Lookup asks for it, the sink's lookup URL.
+func (r *Run) sinkFor(tenant string, lookup bool) (registerURL, lookupURL string) {
+	switch {
+	case r.cfg.RegisterURL != "":
+		return r.registerURL, ""
+	case lookup || r.cfg.Core.Lookup:
+		return emulate.SinkURL(r.sinkURL, tenant), emulate.SinkLookupURL(r.sinkURL, tenant)
+	}
+	return emulate.SinkURL(r.sinkURL, tenant), ""
+}
+
+// logged reads the functions' log lines the report needs: the controllers' admission waits and
+// Register's breaker events.
+func (r *Run) logged(line []byte) {
+	r.admissionWaits.observe(line)
+	r.breakers.observe(line)
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -62,12 +62,12 @@ func parseRate(expr string) (time.Duration, error) {
 func (c *Cloud) scheduleRule(name string, spec deploy.Rule) error {
 	every, err := parseRate(spec.Schedule)
 	if err != nil {
-		return fmt.Errorf("rule %s: %w", name, err)
+		return err
 	}
 	for _, t := range spec.Targets {
 		f := c.Lambda.Lookup(t.Arn)
 		if f == nil {
-			return fmt.Errorf("rule %s: scheduled target %s is no function of the templates", name, t.Arn)
+			return fmt.Errorf("scheduled target %s is no function of the templates", t.Arn)
 		}
 		input := []byte(t.Input)
 		if t.Input == "" {
@@ -75,7 +75,7 @@ func (c *Cloud) scheduleRule(name string, spec deploy.Rule) error {
 				"account": emulate.Account, "region": emulate.Region, "resources": []string{"arn:aws:events:" + emulate.Region + ":" + emulate.Account + ":rule/" + name},
 				"detail": map[string]any{}})
 		} else if !json.Valid(input) {
-			return fmt.Errorf("rule %s: target %s: Input is not JSON", name, t.Arn)
+			return fmt.Errorf("target %s: Input is not JSON", t.Arn)
 		}
 		c.schedules = append(c.schedules, schedule{name: name, every: every, fn: f, input: input})
 	}

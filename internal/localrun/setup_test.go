@@ -47,7 +47,7 @@ func TestSetupStepsNameThemselves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var progress bytes.Buffer
-			err := tc.step(&Run{cfg: Config{ModuleRoot: root, Progress: &progress}})
+			err := tc.step(&Run{Cloud: &Cloud{moduleRoot: root, opts: cloudOptions{code: codeOptions{progress: &progress}}}})
 			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("got %v, want %q wrapping context.DeadlineExceeded", err, tc.wantErr)
 			}
@@ -58,7 +58,7 @@ func TestSetupStepsNameThemselves(t *testing.T) {
 	}
 	t.Run("a build that succeeds says how long it took", func(t *testing.T) {
 		var progress bytes.Buffer
-		r := &Run{cfg: Config{ModuleRoot: root, Progress: &progress}}
+		r := &Run{Cloud: &Cloud{moduleRoot: root, opts: cloudOptions{code: codeOptions{progress: &progress}}}}
 		if _, err := r.build(context.Background(), "lambdas/split", t.TempDir()); err != nil {
 			t.Fatal(err)
 		}

@@ -1,16 +1,13 @@
 package localrun
 
-// The steps of Start, in the order they run. Each reads its resources from the templates, creates
-// them locally and records their local identities (Ref, Fn::GetAtt), so that a later step can
-// resolve what refers to them: buckets and queues before the state machine definitions and the
-// function environments that name them, functions before the rules and mappings that target them.
+// The steps of Start, in the order they run. The services start first, each behind its judged
+// and counted endpoints; then deploy.Apply creates what the templates declare, in the order their
+// references need (account.go); then the schedules and the operators' control plane start.
 //
-// The steps on *Cloud create only what the templates declare in the account; the steps on *Run
-// also need the harness: the sinks the functions register into, the functions' builds and logs,
-// and the tenants each controller mapping makes.
+// The steps on *Cloud belong to the account; those on *Run also need the harness: the sinks the
+// functions register into, and the tenants each controller mapping makes.
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,10 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
-	"github.com/johannesboyne/gofakes3"
 )
 
-// startS3 serves S3 twice (the pipeline's counted endpoint, the harness's) and creates the buckets.
+// startS3 serves S3 twice (the pipeline's counted endpoint, the harness's).
 // Every PutObject on either becomes an "Object Created" event (events.go).
 func (c *Cloud) startS3(context.Context) (err error) {
 	c.S3 = emulate.NewS3(c.Counter, c.Meter, emulate.NewSequencers(c.opts.s3.Sequencers, c.opts.s3.SequencerSeed))
@@ -48,23 +44,10 @@ func (c *Cloud) startS3(context.Context) (err error) {
 		return err
 	}
 	c.s3 = s3.NewFromConfig(emulate.LocalAWS, func(o *s3.Options) { o.BaseEndpoint = aws.String(c.s3URL); o.UsePathStyle = true })
-	asm, res := c.asm, c.res
-	for _, b := range asm.OfType("AWS::S3::Bucket") {
-		bucket := asm.ReadBucket(res, b)
-		name := bucket.Name
-		if err := c.S3.Backend.CreateBucket(name); err != nil {
-			return fmt.Errorf("create bucket %s: %w", name, err)
-		}
-		if bucket.Versioned {
-			c.S3.Backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
-		}
-		res.Set(b, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com", "RegionalDomainName": name + ".s3." + emulate.Region + ".amazonaws.com"}})
-		c.buckets = append(c.buckets, name)
-	}
 	return nil
 }
 
-// startSQS starts fauxqs, its counting proxy for the pipeline, and the queues (queues.go).
+// startSQS starts fauxqs and its counting proxy for the pipeline.
 func (c *Cloud) startSQS(ctx context.Context) error {
 	fq, err := emulate.StartNode(ctx, c.node, filepath.Join(c.moduleRoot, "local/fauxqs/server.mjs"), []string{"--region", emulate.Region}, c.logs)
 	if err != nil {
@@ -85,35 +68,11 @@ func (c *Cloud) startSQS(ctx context.Context) error {
 	}
 	c.sqs = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(c.pipe.sqs) })
 	c.sqsAdmin = sqs.NewFromConfig(emulate.LocalAWS, func(o *sqs.Options) { o.BaseEndpoint = aws.String(fq.URL) })
-	for _, q := range c.asm.OfType("AWS::SQS::Queue") {
-		queue, err := c.createQueue(ctx, c.asm, c.res, q)
-		if err != nil {
-			return err
-		}
-		c.queues[queue.ARN] = queue
-		c.res.Set(q, deploy.Identity{Ref: queue.URL, Attrs: map[string]string{"Arn": queue.ARN, "QueueName": queue.Name, "QueueUrl": queue.URL}})
-	}
 	return nil
 }
 
-// nameFunctionsAndStateMachines gives functions and state machines their local names and ARNs,
-// before any environment or definition refers to them.
-func (c *Cloud) nameFunctionsAndStateMachines(context.Context) error {
-	asm, res := c.asm, c.res
-	for _, f := range asm.OfType("AWS::Lambda::Function") {
-		name := asm.NameOf(res, f, "FunctionName", 64)
-		res.Set(f, deploy.Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", emulate.Region, emulate.Account, name)}})
-	}
-	for _, m := range asm.OfType("AWS::StepFunctions::StateMachine") {
-		name := asm.NameOf(res, m, "StateMachineName", 80)
-		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", emulate.Region, emulate.Account, name)
-		res.Set(m, deploy.Identity{Ref: arn, Attrs: map[string]string{"Arn": arn, "Name": name}})
-	}
-	return nil
-}
-
-// startStepFunctions serves the Lambda Invoke API and the status-event intake, starts the Step
-// Functions server with them, and creates the state machines (statemachines.go).
+// startStepFunctions serves the Lambda Invoke API and the status-event intake, and starts the Step
+// Functions server with them.
 func (c *Cloud) startStepFunctions(ctx context.Context) error {
 	lambdaURL, err := c.serveOn(c.auth.guardLambda(c.Lambda))
 	if err != nil {
@@ -140,11 +99,6 @@ func (c *Cloud) startStepFunctions(ctx context.Context) error {
 		return err
 	}
 	c.sfn = sfn.NewFromConfig(emulate.LocalAWS, func(o *sfn.Options) { o.BaseEndpoint = aws.String(sf.URL) })
-	for _, m := range c.asm.OfType("AWS::StepFunctions::StateMachine") {
-		if err := c.createStateMachine(ctx, c.asm, c.res, m); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -159,8 +113,8 @@ func (c *Cloud) sfnFaultArgs() []string {
 			json.Unmarshal(raw, &src)
 		}
 		if d, ok := c.opts.sfn.LambdaClientTimeout[src]; ok {
-			id, _ := c.res.Identity(f)
-			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", id.Ref, d.Milliseconds()))
+			name := c.asm.NameOf(c.res, f, "FunctionName", 64) // as deploy.Name names it
+			args = append(args, "--lambda-client-timeout", fmt.Sprintf("%s=%d", name, d.Milliseconds()))
 		}
 	}
 	if n := c.opts.sfn.LoseChildStartAnswers; n > 0 {
@@ -172,8 +126,8 @@ func (c *Cloud) sfnFaultArgs() []string {
 	return args
 }
 
-// startSinks starts where records go: the embedded sink (unless --register-url) and, when a tenant
-// has a DynamoDB sink, dynalite (dynamodb.go).
+// startSinks starts where records go: the embedded sink (unless --register-url), or a fault proxy
+// in front of either. A table starts dynalite when it is created (dynamodb.go).
 func (r *Run) startSinks(ctx context.Context) (err error) {
 	r.sinkURL, r.registerURL = r.cfg.RegisterURL, r.cfg.RegisterURL
 	faults := emulate.CoreFaults{Outages: r.cfg.Core.Outages, Rate5xx: r.cfg.Core.Rate5xx}
@@ -193,124 +147,50 @@ func (r *Run) startSinks(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if r.dynamoEnv, err = r.startDynamoDB(ctx, r.asm, r.res, r.cfg.Core.Latency); err != nil {
-		return err
-	}
 	r.Sink.SetLatency(r.cfg.Core.Latency)
 	return nil
 }
 
-// startFunctions builds each function's package once and prepares its processes (functions.go),
-// pointed at the pipeline's counted endpoints.
-func (r *Run) startFunctions(ctx context.Context) error {
-	binDir := cmp.Or(r.cfg.BinDir, filepath.Join(r.cfg.WorkDir, "bin"))
-	os.MkdirAll(binDir, 0o755)
-	built := map[string]string{}
-	endpoints := []string{
-		"AWS_ENDPOINT_URL_S3=" + r.fn.s3,
-		"AWS_ENDPOINT_URL_SQS=" + r.fn.sqs,
-		"AWS_ENDPOINT_URL_SFN=" + r.pipe.sfn,
-		"AWS_ENDPOINT_URL_LAMBDA=" + r.lambdaURL,
+// startFunctionEndpoints serves what the functions reach besides S3, SQS, Step Functions and
+// Lambda: STS (a pool's functions assume the tenant role, tenantauth.go), EventBridge's PutEvents
+// (the controller's File Processed events, fileevents.go) and Secrets Manager (Register's secrets,
+// secrets.go). Every function is deployed with these endpoints (CreateFunction).
+func (c *Cloud) startFunctionEndpoints(context.Context) error {
+	c.fnEnv = []string{
+		"AWS_ENDPOINT_URL_S3=" + c.fn.s3,
+		"AWS_ENDPOINT_URL_SQS=" + c.fn.sqs,
+		"AWS_ENDPOINT_URL_SFN=" + c.pipe.sfn,
+		"AWS_ENDPOINT_URL_LAMBDA=" + c.lambdaURL,
 		"S3_USE_PATH_STYLE=true",
 		"AWS_REGION=" + emulate.Region,
 		"AWS_DEFAULT_REGION=" + emulate.Region,
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_CONFIG_FILE=" + filepath.Join(r.cfg.WorkDir, "no-aws-config"),
-		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(r.cfg.WorkDir, "no-aws-credentials"),
+		"AWS_CONFIG_FILE=" + filepath.Join(c.opts.code.workDir, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(c.opts.code.workDir, "no-aws-credentials"),
 		"PATH=" + os.Getenv("PATH"),
 	}
-	endpoints = append(endpoints, r.dynamoEnv...)
-	if err := r.loadInsightRules(r.asm, r.res); err != nil {
-		return err
-	}
-	// A pool's functions assume the tenant role here (tenantauth.go).
-	sts, err := r.serveOn(http.HandlerFunc(r.auth.serveSTS))
-	if err != nil {
-		return err
-	}
-	endpoints = append(endpoints, "AWS_ENDPOINT_URL_STS="+sts)
-	// The controller's File Processed events (fileevents.go).
-	eventBridge, err := r.serveOn(http.HandlerFunc(r.servePutEvents))
-	if err != nil {
-		return err
-	}
-	endpoints = append(endpoints, "AWS_ENDPOINT_URL_EVENTBRIDGE="+eventBridge)
-	// Register's secrets (secrets.go).
-	secrets, err := r.serveOn(http.HandlerFunc(r.serveSecrets))
-	if err != nil {
-		return err
-	}
-	endpoints = append(endpoints, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+secrets)
-	for _, fr := range r.asm.OfType("AWS::Lambda::Function") {
-		if _, ok := fr.Metadata[MetadataSource]; !ok {
-			// CDK's own custom-resource handlers (bucket notifications, log retention) configure AWS
-			// at deploy time; the local run has nothing for them to do.
-			fmt.Fprintf(r.cfg.Logs, "localrun: %s has no %s metadata; not run locally\n", fr.LogicalID, MetadataSource)
-			continue
-		}
-		f, err := r.function(ctx, r.asm, r.res, fr, binDir, built, endpoints)
+	for _, s := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{{"STS", c.auth.serveSTS}, {"EVENTBRIDGE", c.servePutEvents}, {"SECRETS_MANAGER", c.serveSecrets}} {
+		u, err := c.serveOn(s.h)
 		if err != nil {
 			return err
 		}
-		r.functions = append(r.functions, f)
-		r.Lambda.Add(f)
+		c.fnEnv = append(c.fnEnv, "AWS_ENDPOINT_URL_"+s.name+"="+u)
 	}
+	return nil
+}
+
+// apply deploys the templates into the cloud (deploy.Apply) and checks that they serve a tenant.
+func (r *Run) apply(ctx context.Context) error {
 	if err := r.limitConcurrency(); err != nil {
 		return err
 	}
-	for _, c := range r.asm.OfType("AWS::Lambda::EventInvokeConfig") {
-		if err := r.eventInvokeConfig(r.asm, r.res, c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// routeRules reads each EventBridge rule's pattern and targets: a queue (with the target's message
-// group) or a function (invoked asynchronously). events.go routes by them.
-func (c *Cloud) routeRules(context.Context) error {
-	for _, rr := range c.asm.OfType("AWS::Events::Rule") {
-		spec, err := c.asm.ReadRule(c.res, rr)
-		if err != nil {
-			return err
-		}
-		if spec.Schedule != "" {
-			if err := c.scheduleRule(rr.LogicalID, spec); err != nil {
-				return err
-			}
-			continue
-		}
-		p, err := emulate.ParsePattern(spec.Pattern)
-		if err != nil {
-			return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
-		}
-		for _, t := range spec.Targets {
-			if f := c.Lambda.Lookup(t.Arn); f != nil {
-				c.rules = append(c.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
-				continue
-			}
-			if c.queues[t.Arn] == nil {
-				return fmt.Errorf("rule %s: target %s is neither a queue nor a function of the templates", rr.LogicalID, t.Arn)
-			}
-			arn, err := c.res.ResolveString(rr.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, rr.LogicalID)))
-			if err != nil {
-				return fmt.Errorf("rule %s: %w", rr.LogicalID, err)
-			}
-			c.rules = append(c.rules, rule{name: rr.LogicalID, arn: arn, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
-		}
-	}
-	return nil
-}
-
-// startMappings starts the pollers of the event source mappings (mappings.go); each controller
-// mapping makes a tenant.
-func (r *Run) startMappings(context.Context) error {
-	for _, m := range r.asm.OfType("AWS::Lambda::EventSourceMapping") {
-		if err := r.startMapping(r.ctx, r.asm, r.res, m); err != nil {
-			return err
-		}
+	if err := deploy.Apply(ctx, r.asm, r.res, r.Cloud); err != nil {
+		return err
 	}
 	if len(r.Tenants) == 0 {
 		return errors.New("no tenant found in the templates (no event source mapping of a controller with a TENANT or POOL variable)")
@@ -330,7 +210,8 @@ func (r *Run) startControlPlane(context.Context) error {
 }
 
 // limitConcurrency applies LambdaOptions.Concurrency: the functions without a reserved concurrency
-// share what the reservations leave of it. Lambda keeps at least 100 unreserved
+// share what the reservations of the templates' functions leave of it (CreateFunction gives them
+// the account). Lambda keeps at least 100 unreserved
 // (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html); locally at least 1.
 func (c *Cloud) limitConcurrency() error {
 	n := c.opts.lambda.Concurrency
@@ -338,15 +219,17 @@ func (c *Cloud) limitConcurrency() error {
 		return nil
 	}
 	unreserved := n
-	for _, f := range c.functions {
-		unreserved -= f.Concurrency
+	for _, f := range c.asm.OfType("AWS::Lambda::Function") {
+		if _, ok := f.Metadata[MetadataSource]; !ok {
+			continue // not run locally (CreateFunction)
+		}
+		var reserved int
+		c.asm.Prop(c.res, f, "ReservedConcurrentExecutions", &reserved)
+		unreserved -= reserved
 	}
 	if unreserved < 1 {
 		return fmt.Errorf("lambda concurrency %d: the functions' reserved concurrency takes %d of it and leaves none for the others", n, n-unreserved)
 	}
-	account := emulate.NewAccountConcurrency(unreserved)
-	for _, f := range c.functions {
-		f.Account = account
-	}
+	c.account = emulate.NewAccountConcurrency(unreserved)
 	return nil
 }

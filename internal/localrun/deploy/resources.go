@@ -57,6 +57,7 @@ func (a *Assembly) NameOf(res *Resolver, r *Resource, prop string, max int) stri
 // Queue is an AWS::SQS::Queue as CreateQueue takes it: its name and attributes.
 type Queue struct {
 	Name       string
+	ARN        string // set by Apply
 	Attributes map[string]string
 }
 
@@ -135,6 +136,7 @@ func AttrString(v any) string {
 
 // Function is an AWS::Lambda::Function as the local Lambda runtime runs it.
 type Function struct {
+	Name, ARN   string            // as Name gave them; "" before
 	Source      string            // its Go main package (MetadataSource); "" when the metadata is absent
 	Variables   map[string]string // Environment.Variables, never nil
 	Timeout     time.Duration     // Lambda's default 3 s when unset
@@ -148,6 +150,9 @@ type Function struct {
 // (the defaults: https://docs.aws.amazon.com/lambda/latest/api/API_CreateFunction.html).
 func (a *Assembly) ReadFunction(res *Resolver, fr *Resource) (Function, error) {
 	var f Function
+	if id, ok := res.Identity(fr); ok {
+		f.Name, f.ARN = id.Ref, id.Attrs["Arn"]
+	}
 	if raw, ok := fr.Metadata[MetadataSource]; ok {
 		json.Unmarshal(raw, &f.Source)
 	}
@@ -227,6 +232,7 @@ func ReadMapping(res *Resolver, m *Resource) (Mapping, error) {
 
 // Rule is an AWS::Events::Rule: its event pattern, as JSON, and its targets.
 type Rule struct {
+	ARN     string // set by Apply: what the queue's and the key's policies name (aws:SourceArn)
 	Pattern []byte
 	// Schedule is a scheduled rule's ScheduleExpression ("rate(1 minute)"); "" for a rule with an
 	// event pattern.

@@ -1,8 +1,9 @@
-// Package deploy reads what the local run deploys: the cloud assembly (cdk.out) that Synth writes
-// (Synths once per content), its CloudFormation templates, the values of their intrinsic
-// functions as CloudFormation would resolve them (Resolver), and each resource as the emulators
-// create it, with the AWS defaults the templates leave out (ReadQueue, ReadFunction, ReadMapping,
-// ReadRule, ReadBucket). The local run's Start creates and wires what these read.
+// Package deploy is what the local run deploys and how, CloudFormation's part: the cloud assembly
+// (cdk.out) that Synth writes (Synths once per content), its CloudFormation templates, the values
+// of their intrinsic functions as CloudFormation would resolve them (Resolver), each resource as
+// the emulators create it, with the AWS defaults the templates leave out (ReadQueue,
+// ReadFunction, ReadMapping, ReadRule, ...), and Apply, which creates them in an Account in the
+// order their references need. The local run's Cloud is that account.
 package deploy
 
 import (

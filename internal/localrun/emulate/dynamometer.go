@@ -50,11 +50,19 @@ type DynamoMeter struct {
 func NewDynamoMeter(target string, tables []DynamoTable) *DynamoMeter {
 	m := &DynamoMeter{target: target, keys: map[string][]string{}, read: map[string]float64{}, write: map[string]float64{}}
 	for _, t := range tables {
-		for _, k := range t.KeySchema {
-			m.keys[t.Name] = append(m.keys[t.Name], *k.AttributeName)
-		}
+		m.AddTable(t)
 	}
 	return m
+}
+
+// AddTable meters a table created after the meter.
+func (m *DynamoMeter) AddTable(t DynamoTable) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keys[t.Name] = nil
+	for _, k := range t.KeySchema {
+		m.keys[t.Name] = append(m.keys[t.Name], *k.AttributeName)
+	}
 }
 
 func (m *DynamoMeter) add(table string, read, write float64) {
@@ -223,7 +231,10 @@ func (m *DynamoMeter) transactGet(w http.ResponseWriter, req *http.Request, body
 // keyOf is the primary key of an item of the table.
 func (m *DynamoMeter) keyOf(table string, item map[string]json.RawMessage) map[string]json.RawMessage {
 	key := map[string]json.RawMessage{}
-	for _, k := range m.keys[table] {
+	m.mu.Lock()
+	names := m.keys[table]
+	m.mu.Unlock()
+	for _, k := range names {
 		if v, ok := item[k]; ok {
 			key[k] = v
 		}
