@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -80,6 +82,48 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		}
 		if n := objectsUnder(t, ctx, r, prefix+"refused-"); n != 0 {
 			t.Errorf("got %d refused objects under up's prefix, want none", n)
+		}
+
+		// The control plane judges the same sessions (controlplaneauth.go): the uploader's role lets
+		// it upload, not find the stacks, list or pause the mappings or read the controller; the
+		// outsider, allowed everything by its own policy, lists the mappings (these APIs have no
+		// resource policy).
+		var upTags map[string]string
+		if pooled {
+			upTags = map[string]string{pipeline.TenantTag: "up"}
+		}
+		upCfg := sessionConfig(t, ctx, r, uploaderRole(t, r, "up", pooled), upTags)
+		functions := func(cfg aws.Config) *lambda.Client {
+			return lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_LAMBDA")) })
+		}
+		mappings, err := functions(sessionConfig(t, ctx, r, r.OutsiderRoleARN(), nil)).ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{})
+		if err != nil || len(mappings.EventSourceMappings) == 0 {
+			t.Fatalf("the outsider's ListEventSourceMappings: %v; want the mappings", err)
+		}
+		stacks := cloudformation.NewFromConfig(upCfg, func(o *cloudformation.Options) {
+			o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_CLOUDFORMATION"))
+		})
+		for _, tc := range []struct {
+			name, want string
+			do         func() error
+		}{
+			{"DescribeStacks", "AccessDenied", func() error { _, err := stacks.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{}); return err }},
+			{"ListEventSourceMappings", "AccessDeniedException", func() error {
+				_, err := functions(upCfg).ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{})
+				return err
+			}},
+			{"UpdateEventSourceMapping (a pause)", "AccessDeniedException", func() error {
+				_, err := functions(upCfg).UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{UUID: mappings.EventSourceMappings[0].UUID, Enabled: aws.Bool(false)})
+				return err
+			}},
+			{"GetFunction of the controller", "AccessDeniedException", func() error {
+				_, err := functions(upCfg).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.Tenant("up").Controller.Name)})
+				return err
+			}},
+		} {
+			if err := tc.do(); errorCode(err) != tc.want {
+				t.Errorf("the uploader's %s: got %q (%v), want %s", tc.name, errorCode(err), err, tc.want)
+			}
 		}
 
 		waitFor(t, ctx, r, "the proper upload registered", func(rep *report.Report) bool {

@@ -201,7 +201,8 @@ func (r *Run) apply(ctx context.Context) error {
 // startControlPlane serves CloudFormation, STS and Lambda's event source mapping API for operators'
 // clients (controlplane.go), and records the endpoints Env exports.
 func (r *Run) startControlPlane(context.Context) error {
-	cp, err := r.serveOn(r.controlPlane())
+	// A session's requests are judged by its role's policies (controlplaneauth.go).
+	cp, err := r.serveOn(r.auth.guardControlPlane(r.controlPlane()))
 	if err != nil {
 		return err
 	}
