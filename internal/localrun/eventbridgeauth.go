@@ -67,6 +67,9 @@ func serviceAllowed(service, action, resource string, policy []statement, keys m
 			allowed = true
 		}
 	}
+	if !allowed && keys["aws:SourceArn"] == "" {
+		return false, fmt.Sprintf("%s allows %s no %s", what, service, action)
+	}
 	if !allowed {
 		return false, fmt.Sprintf("%s allows %s no %s (for %s)", what, service, action, keys["aws:SourceArn"])
 	}

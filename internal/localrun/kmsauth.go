@@ -163,3 +163,35 @@ func (a *tenantAuth) findTableKMS(name string) string {
 // itemOps are the DynamoDB operations on a table's items that name one table: each uses the
 // table key.
 var itemOps = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"}
+
+// templateKey reports whether key is the ARN of a key the templates create, whose policy the
+// local run knows.
+func (a *tenantAuth) templateKey(key string) bool {
+	for _, k := range a.asm.OfType("AWS::KMS::Key") {
+		if arn, err := a.res.ResolveString(k.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, k.LogicalID))); err == nil && arn == key {
+			return true
+		}
+	}
+	return false
+}
+
+// logsMayUse judges CloudWatch Logs' use of key for the log group logGroupARN (its ARN without
+// ":*"), as the service makes it when a log group is created with the key and as it ingests and
+// reads its events: kms:GenerateDataKey and kms:Decrypt by the service principal
+// logs.<region>.amazonaws.com, under the encryption context aws:logs:arn, the log group's ARN. The
+// key policy alone decides (a service principal has no identity policy).
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
+func (a *tenantAuth) logsMayUse(key, logGroupARN string) (bool, string) {
+	policy, err := a.resourceStatements(key)
+	if err != nil {
+		return false, err.Error()
+	}
+	service := fmt.Sprintf("logs.%s.amazonaws.com", a.res.Region)
+	keys := map[string]string{"kms:EncryptionContext:aws:logs:arn": logGroupARN, "aws:SecureTransport": "true"}
+	for _, action := range []string{"kms:GenerateDataKey", "kms:Decrypt"} {
+		if ok, why := serviceAllowed(service, action, key, policy, keys, "the key policy of "+key+" for "+logGroupARN); !ok {
+			return false, why
+		}
+	}
+	return true, ""
+}

@@ -121,3 +121,38 @@ func TestKMSDynamoDBItemsNeedTheTableKey(t *testing.T) {
 		})
 	}
 }
+
+// CloudWatch Logs' use of a key for a log group is judged by the key policy alone, under the
+// encryption context aws:logs:arn: the statement the constructs write (ArnLike on the stack's log
+// groups) allows the stack's log groups and no other's; the root statement, which delegates to
+// identity policies, does not name the service; a Deny refuses.
+func TestKMSLogGroupsNeedTheLogsStatement(t *testing.T) {
+	r := newTenantAuthRig(t)
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	const group = "arn:aws:logs:us-east-1:123456789012:log-group:"
+	root := mustStatement(rootKeyStatement)
+	logs := mustStatement(`{"Sid":"TenantPipelineCloudWatchLogs","Effect":"Allow","Principal":{"Service":"logs.us-east-1.amazonaws.com"},
+		"Action":["kms:Encrypt*","kms:Decrypt*","kms:ReEncrypt*","kms:GenerateDataKey*","kms:Describe*"],"Resource":"*",
+		"Condition":{"ArnLike":{"kms:EncryptionContext:aws:logs:arn":["` + group + `ops-acme-*"]}}}`)
+	decryptOnly := mustStatement(`{"Effect":"Allow","Principal":{"Service":"logs.us-east-1.amazonaws.com"},"Action":"kms:Decrypt*","Resource":"*"}`)
+	denyLogs := mustStatement(`{"Effect":"Deny","Principal":{"Service":"logs.us-east-1.amazonaws.com"},"Action":"kms:*","Resource":"*"}`)
+	for _, tc := range []struct {
+		name      string
+		keyPolicy []statement
+		logGroup  string
+		want      bool
+	}{
+		{"the stack's log group", []statement{root, logs}, group + "ops-acme-AcmeControllerLogs-1A2B3C4D5E6F", true},
+		{"another stack's log group", []statement{root, logs}, group + "other-AcmeControllerLogs-1A2B3C4D5E6F", false},
+		{"the root statement alone", []statement{root}, group + "ops-acme-AcmeControllerLogs-1A2B3C4D5E6F", false},
+		{"decrypt only", []statement{root, decryptOnly}, group + "ops-acme-AcmeControllerLogs-1A2B3C4D5E6F", false},
+		{"a Deny of the service", []statement{root, logs, denyLogs}, group + "ops-acme-AcmeControllerLogs-1A2B3C4D5E6F", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.setKeyPolicy(key, tc.keyPolicy...)
+			if got, why := r.auth.logsMayUse(key, tc.logGroup); got != tc.want {
+				t.Errorf("got %v (%s), want %v", got, why, tc.want)
+			}
+		})
+	}
+}

@@ -5,15 +5,20 @@ package localrun
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/localrun/deploy"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 )
 
 // With the app's customer-managed key, EventBridge's delivery of a tenant's files to its queue is
 // judged by the queue's policy and by the key's policy, as AWS judges it: the key policy names the
 // rules by their stack's name (rule/<stack prefix>-*), so a rule must keep that name. A tenant with
 // the longest id (32 characters) still gets its files, in both tiers; without the key policy's
-// EventBridge statement, the same upload is never delivered.
+// EventBridge statement, the same upload is never delivered. CloudWatch Logs' use of the key is
+// judged likewise when a log group is created.
 func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
 	t.Parallel()
 	const id = "tenant-with-a-long-id-0123456789"
@@ -66,6 +71,41 @@ func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
 		}
 		if n := r.auth.Refused() - refused; n == 0 {
 			t.Error("the upload's event was delivered without the key policy's EventBridge statement, want it refused")
+		}
+
+		// The log groups under the key were created at the start, each judged as CloudWatch Logs
+		// judges a log group created with a key; without the key policy's statement for the
+		// service, creating one fails as CloudWatch Logs refuses it.
+		var groups []deploy.LogGroup
+		for _, lr := range r.asm.OfType("AWS::Logs::LogGroup") {
+			if g, err := r.asm.ReadLogGroup(r.res, lr); err == nil && g.KmsKeyId == key {
+				groups = append(groups, g)
+			}
+		}
+		if len(groups) == 0 {
+			t.Fatal("no log group under the app's key")
+		}
+		var noLogs []statement
+		for _, st := range policy {
+			if b, _ := json.Marshal(st.Principal); !strings.Contains(string(b), `"logs.`+emulate.Region+`.amazonaws.com"`) {
+				noLogs = append(noLogs, st)
+			}
+		}
+		if len(noLogs) != len(policy)-1 {
+			t.Fatalf("got %d statements for CloudWatch Logs in the key policy, want 1", len(policy)-len(noLogs))
+		}
+		for _, tc := range []struct {
+			name    string
+			policy  []statement
+			wantErr string
+		}{{"with the key policy", policy, ""}, {"without its CloudWatch Logs statement", noLogs, "InvalidParameterException: The specified KMS key does not exist or is not allowed to be used with Arn"}} {
+			r.auth.mu.Lock()
+			r.auth.resourcePolicies[key] = tc.policy
+			r.auth.mu.Unlock()
+			err := r.CreateLogGroup(ctx, nil, groups[0])
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("CreateLogGroup %s %s: got %v, want %q", groups[0].Name, tc.name, err, tc.wantErr)
+			}
 		}
 	})
 }

@@ -22,6 +22,7 @@ type Account interface {
 	CreateQueue(ctx context.Context, r *Resource, q Queue) (url string, err error)
 	CreateStateMachine(ctx context.Context, r *Resource, m StateMachine) error
 	CreateTable(ctx context.Context, r *Resource, t Table) error
+	CreateLogGroup(ctx context.Context, r *Resource, g LogGroup) error
 	CreateFunction(ctx context.Context, r *Resource, f Function) error
 	PutFunctionEventInvokeConfig(ctx context.Context, r *Resource, c InvokeConfig) error
 	PutInsightRule(ctx context.Context, r *Resource, ir InsightRule) error
@@ -33,7 +34,7 @@ type Account interface {
 // Apply creates every resource of the assembly that the account emulates, in an order in which
 // each resource's references resolve: buckets and queues first, then the names of the functions
 // and state machines (which definitions and environments name), the state machines, the tables,
-// the functions and their asynchronous configuration, the Contributor Insights rules, the
+// the log groups, the functions and their asynchronous configuration, the Contributor Insights rules, the
 // EventBridge rules that target them, and last the event source mappings, which start polling.
 // It stops at the first error, naming the resource.
 func Apply(ctx context.Context, a *Assembly, res *Resolver, acct Account) error {
@@ -77,6 +78,15 @@ func Apply(ctx context.Context, a *Assembly, res *Resolver, acct Account) error 
 		}
 		arn := fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", res.Region, res.Account, t.Name)
 		res.Set(tr, Identity{Ref: t.Name, Attrs: map[string]string{"Arn": arn, "StreamArn": arn + "/stream/local"}})
+	}
+	for _, lr := range a.OfType("AWS::Logs::LogGroup") {
+		g, err := a.ReadLogGroup(res, lr)
+		if err != nil {
+			return err
+		}
+		if err := acct.CreateLogGroup(ctx, lr, g); err != nil {
+			return fmt.Errorf("log group %s (%s): %w", g.Name, lr.LogicalID, err)
+		}
 	}
 	for _, fr := range a.OfType("AWS::Lambda::Function") {
 		f, err := a.ReadFunction(res, fr)
@@ -221,6 +231,25 @@ func (a *Assembly) ReadTable(res *Resolver, tr *Resource) (Table, error) {
 		return Table{}, fmt.Errorf("table %s: no KeySchema", tr.LogicalID)
 	}
 	return t, nil
+}
+
+// LogGroup is an AWS::Logs::LogGroup: its name, its ARN as CloudWatch Logs names it in a KMS
+// encryption context (aws:logs:arn, without Fn::GetAtt's ":*"), and its KmsKeyId ("" for none).
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
+type LogGroup struct{ Name, ARN, KmsKeyId string }
+
+// ReadLogGroup reads a log group's name (the Resolver's: its LogGroupName, or the name
+// CloudFormation makes) and key.
+func (a *Assembly) ReadLogGroup(res *Resolver, lr *Resource) (LogGroup, error) {
+	name, err := res.ResolveString(lr.Stack, json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, lr.LogicalID)))
+	if err != nil {
+		return LogGroup{}, fmt.Errorf("log group %s: %w", lr.LogicalID, err)
+	}
+	g := LogGroup{Name: name, ARN: fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", res.Region, res.Account, name)}
+	if err := a.Prop(res, lr, "KmsKeyId", &g.KmsKeyId); err != nil {
+		return LogGroup{}, err
+	}
+	return g, nil
 }
 
 // InsightRule is an AWS::CloudWatch::InsightRule: its name and its rule body (JSON).

@@ -41,8 +41,12 @@ func (r *recorder) CreateTable(_ context.Context, res *Resource, t Table) error 
 	return r.call(res, "table %s %v", t.Name, t.KeySchema)
 }
 
+func (r *recorder) CreateLogGroup(_ context.Context, res *Resource, g LogGroup) error {
+	return r.call(res, "log group %s %s key=%s", g.Name, g.ARN, g.KmsKeyId)
+}
+
 func (r *recorder) CreateFunction(_ context.Context, res *Resource, f Function) error {
-	return r.call(res, "function %s %s %s QUEUE=%s TABLE=%s", f.Name, f.ARN, f.Source, f.Variables["QUEUE"], f.Variables["TABLE"])
+	return r.call(res, "function %s %s %s QUEUE=%s TABLE=%s LOGS=%s", f.Name, f.ARN, f.Source, f.Variables["QUEUE"], f.Variables["TABLE"], f.LogGroup)
 }
 
 func (r *recorder) PutFunctionEventInvokeConfig(_ context.Context, res *Resource, c InvokeConfig) error {
@@ -71,7 +75,9 @@ func TestApply(t *testing.T) {
 	"Ir": {"Type": "AWS::CloudWatch::InsightRule", "Properties": {"RuleName": "blocked", "RuleBody": "{}", "RuleState": "ENABLED"}},
 	"Cfg": {"Type": "AWS::Lambda::EventInvokeConfig", "Properties": {"FunctionName": {"Ref": "Ctl"}, "Qualifier": "$LATEST", "MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60}},
 	"Ctl": {"Type": "AWS::Lambda::Function", "Metadata": {"tenantpipeline:source": "lambdas/controller"},
-		"Properties": {"FunctionName": "acme-controller", "Environment": {"Variables": {"QUEUE": {"Ref": "Q"}, "TABLE": {"Ref": "Tbl"}}}}},
+		"Properties": {"FunctionName": "acme-controller", "Environment": {"Variables": {"QUEUE": {"Ref": "Q"}, "TABLE": {"Ref": "Tbl"}}}, "LoggingConfig": {"LogGroup": {"Ref": "Lg"}}}},
+	"Lg": {"Type": "AWS::Logs::LogGroup", "Properties": {"KmsKeyId": {"Fn::GetAtt": ["Key", "Arn"]}, "RetentionInDays": 30}},
+	"Key": {"Type": "AWS::KMS::Key", "Properties": {}},
 	"Tbl": {"Type": "AWS::DynamoDB::Table", "Properties": {"KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}], "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}]}},
 	"Sm": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {"DefinitionString": {"Fn::Join": ["", ["{\"F\":\"", {"Fn::GetAtt": ["Ctl", "Arn"]}, "\",\"Q\":\"${q}\"}"]]},
 		"DefinitionSubstitutions": {"q": {"Ref": "Q"}}}},
@@ -100,12 +106,15 @@ func TestApply(t *testing.T) {
 	}
 	const queueARN = "arn:aws:sqs:us-east-1:000000000000:q.fifo"
 	const fnARN = "arn:aws:lambda:us-east-1:000000000000:function:acme-controller"
+	logs := generatedName("S", "Lg", MaxLogGroupName) // CloudFormation's name for a log group without one
+	key, _ := res.modelledIdentity(asm.Stacks[0], "Key", asm.Stacks[0].Resources["Key"])
 	want := []string{
 		"bucket ingest",
 		"queue q.fifo " + queueARN + " fifo=true",
 		`state machine sm arn:aws:states:us-east-1:000000000000:stateMachine:sm {"F":"` + fnARN + `","Q":"http://sqs.local/q.fifo"}`,
 		"table tbl [{pk HASH}]",
-		"function acme-controller " + fnARN + " lambdas/controller QUEUE=http://sqs.local/q.fifo TABLE=tbl",
+		"log group " + logs + " arn:aws:logs:us-east-1:000000000000:log-group:" + logs + " key=" + key.Attrs["Arn"],
+		"function acme-controller " + fnARN + " lambdas/controller QUEUE=http://sqs.local/q.fifo TABLE=tbl LOGS=" + logs,
 		"invoke config acme-controller retries=0 age=1m0s destinations=false",
 		"insight rule blocked {}",
 		`rule Rl {"source":["aws.s3"]} -> ` + queueARN + " group g",

@@ -401,10 +401,13 @@ func (r *Resolver) ref(s *Stack, name string) (any, error) {
 }
 
 // modelledIdentity is the identity of a resource the local run creates nothing for but names as AWS
-// does, because policies match its ARN: a role (roleIdentity) and a KMS key, whose ARN is
-// arn:aws:kms:<region>:<account>:key/<key id>, its id a UUID (here made of the resource's name, so
-// that a run's ARNs are the same from one run to the next).
+// does, because policies match its ARN: a role (roleIdentity), a rule (ruleName), a log group (its
+// LogGroupName, or the name CloudFormation makes: a key policy names the log groups it serves by
+// their names' stack prefix; its ARN ends in ":*", as Fn::GetAtt gives it) and a KMS key, whose
+// ARN is arn:aws:kms:<region>:<account>:key/<key id>, its id a UUID (here made of the resource's
+// name, so that a run's ARNs are the same from one run to the next).
 // https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-logs-loggroup.html
 func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (Identity, bool) {
 	switch res.Type {
 	case "AWS::IAM::Role":
@@ -412,6 +415,15 @@ func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (
 	case "AWS::Events::Rule":
 		name := r.ruleName(s, logicalID, res)
 		return Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", r.Region, r.Account, name)}}, true
+	case "AWS::Logs::LogGroup":
+		name := ""
+		if raw, ok := res.Properties["LogGroupName"]; ok {
+			name, _ = r.ResolveString(s, raw)
+		}
+		if name == "" {
+			name = generatedName(s.Name, logicalID, MaxLogGroupName)
+		}
+		return Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s:*", r.Region, r.Account, name)}}, true
 	case "AWS::KMS::Key":
 		sum := sha256.Sum256([]byte(s.Name + "/" + logicalID))
 		h := hex.EncodeToString(sum[:16])
@@ -450,6 +462,10 @@ func (r *Resolver) roleIdentity(s *Stack, logicalID string, res *Resource) Ident
 // MaxRuleName is EventBridge's limit on a rule's name.
 // https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutRule.html
 const MaxRuleName = 64
+
+// MaxLogGroupName is CloudWatch Logs' limit on a log group's name.
+// https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogGroup.html
+const MaxLogGroupName = 512
 
 // ruleName is a rule's name as EventBridge keeps it, which its ARN ends in and key and queue
 // policies match (aws:SourceArn): its Name, or the name CloudFormation makes (generatedName). A
