@@ -277,13 +277,7 @@ func ReadInvokeConfig(res *Resolver, c *Resource) (InvokeConfig, error) {
 		MaximumEventAgeInSeconds int
 		DestinationConfig        map[string]any
 	}
-	all, _ := json.Marshal(c.Properties)
-	raw, err := res.Resolve(c.Stack, all)
-	if err != nil {
-		return InvokeConfig{}, fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
-	}
-	b, _ := json.Marshal(raw)
-	if err := json.Unmarshal(b, &props); err != nil {
+	if err := res.ResolveProperties(c, &props); err != nil {
 		return InvokeConfig{}, fmt.Errorf("event invoke config %s: %w", c.LogicalID, err)
 	}
 	return InvokeConfig{FunctionName: props.FunctionName, MaximumRetryAttempts: props.MaximumRetryAttempts,

@@ -210,13 +210,7 @@ func ReadMapping(res *Resolver, m *Resource) (Mapping, error) {
 		FunctionResponseTypes []string
 		ScalingConfig         struct{ MaximumConcurrency int }
 	}
-	all, _ := json.Marshal(m.Properties)
-	raw, err := res.Resolve(m.Stack, all)
-	if err != nil {
-		return Mapping{}, fmt.Errorf("mapping %s: %w", m.LogicalID, err)
-	}
-	b, _ := json.Marshal(raw)
-	if err := json.Unmarshal(b, &props); err != nil {
+	if err := res.ResolveProperties(m, &props); err != nil {
 		return Mapping{}, fmt.Errorf("mapping %s: %w", m.LogicalID, err)
 	}
 	out := Mapping{EventSourceArn: props.EventSourceArn, FunctionName: props.FunctionName, BatchSize: props.BatchSize,
@@ -228,6 +222,17 @@ func ReadMapping(res *Resolver, m *Resource) (Mapping, error) {
 		out.ReportBatchItemFailures = out.ReportBatchItemFailures || t == "ReportBatchItemFailures"
 	}
 	return out, nil
+}
+
+// ResolveProperties resolves every property of r into into, a struct of the properties read.
+func (r *Resolver) ResolveProperties(res *Resource, into any) error {
+	all, _ := json.Marshal(res.Properties)
+	raw, err := r.Resolve(res.Stack, all)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(raw)
+	return json.Unmarshal(b, into)
 }
 
 // Rule is an AWS::Events::Rule: its event pattern, as JSON, and its targets.
