@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/example/tenantpipeline/spec"
 )
 
 // The KMS calls S3 and SQS make for a caller: the local run makes no KMS call and stores nothing
@@ -32,6 +34,8 @@ import (
 // key. Without such a statement no identity policy can use the key.
 // https://docs.aws.amazon.com/kms/latest/developerguide/determining-access-key-policy.html
 // An AWS managed key (alias/aws/s3, alias/aws/sqs) is not in the templates and is not judged.
+// An imported key (the templates name it and do not create it) is judged by the policy synth asks
+// its owner to write (importedKeyPolicy).
 
 // kmsAllowed judges the KMS call action on key that service makes for s with the encryption
 // context.
@@ -164,15 +168,49 @@ func (a *tenantAuth) findTableKMS(name string) string {
 // table key.
 var itemOps = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"}
 
-// templateKey reports whether key is the ARN of a key the templates create, whose policy the
-// local run knows.
-func (a *tenantAuth) templateKey(key string) bool {
-	for _, k := range a.asm.OfType("AWS::KMS::Key") {
-		if arn, err := a.res.ResolveString(k.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, k.LogicalID))); err == nil && arn == key {
-			return true
+// keyProperties are the properties by which the templates' stores name their KMS key.
+var keyProperties = map[string]string{
+	"AWS::S3::Bucket": "BucketEncryption", "AWS::SQS::Queue": "KmsMasterKeyId", "AWS::Logs::LogGroup": "KmsKeyId",
+	"AWS::DynamoDB::Table": "SSESpecification", "AWS::StepFunctions::StateMachine": "EncryptionConfiguration",
+}
+
+// namesKey reports whether a store of the templates names key: a key the templates create, or
+// one they import (a tenants file's keyArn, a construct user's imported key).
+func (a *tenantAuth) namesKey(key string) bool {
+	for typ, prop := range keyProperties {
+		for _, r := range a.asm.OfType(typ) {
+			var v any
+			if a.asm.Prop(a.res, r, prop, &v) != nil {
+				continue
+			}
+			if b, _ := json.Marshal(v); strings.Contains(string(b), `"`+key+`"`) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// importedKeyPolicy is the policy the local run judges an imported key by: a key the templates
+// name and do not create has its owner's policy, which the run cannot read, so it judges the key
+// as synth asked the owner to write it (the tenantpipeline:ImportedKeyPolicy warning): the
+// default key policy's statement for the account, which leaves the key's use to the callers' IAM
+// policies, and the statements the services that call KMS in their own name need for each stack's
+// rules and log groups (spec.StackKeyPolicy). The account is the run's, whatever the key's ARN
+// says: the local account is never the one the key lives in.
+// https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
+func (a *tenantAuth) importedKeyPolicy(key string) []statement {
+	policy := []any{map[string]any{"Sid": "DefaultKeyPolicyAccount", "Effect": "Allow",
+		"Principal": map[string]any{"AWS": fmt.Sprintf("arn:aws:iam::%s:root", a.res.Account)}, "Action": "kms:*", "Resource": "*"}}
+	for _, s := range a.asm.Stacks {
+		for _, st := range spec.StackKeyPolicy("aws", a.res.Region, a.res.Account, s.Name).Statements() {
+			policy = append(policy, st)
+		}
+	}
+	b, _ := json.Marshal(policy)
+	var out []statement
+	json.Unmarshal(b, &out)
+	return out
 }
 
 // logsMayUse judges CloudWatch Logs' use of key for the log group logGroupARN (its ARN without

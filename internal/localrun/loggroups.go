@@ -14,15 +14,9 @@ import (
 // with InvalidParameterException, "The specified KMS key does not exist or is not allowed to be
 // used with Arn ...", and so does the deploy.
 // https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogGroup.html
-// A key the templates do not create (an imported keyArn) has a policy the local run does not
-// know: its log groups are not judged, and the run's log says so; synth warns with the statements
-// that key's policy needs.
+// An imported key is judged by the policy synth asked its owner to write (importedKeyPolicy).
 func (c *Cloud) CreateLogGroup(_ context.Context, _ *deploy.Resource, g deploy.LogGroup) error {
 	if g.KmsKeyId == "" {
-		return nil
-	}
-	if !c.auth.templateKey(g.KmsKeyId) {
-		fmt.Fprintf(c.logs, "localrun: log group %s: key %s is not a key of the templates; CloudWatch Logs' use of it is not judged\n", g.Name, g.KmsKeyId)
 		return nil
 	}
 	if ok, why := c.auth.logsMayUse(g.KmsKeyId, g.ARN); !ok {

@@ -124,6 +124,9 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 		}
 		out = append(out, d.Statement...)
 	}
+	if typ == "AWS::KMS::Key" && len(out) == 0 && a.namesKey(resource) {
+		out = a.importedKeyPolicy(resource) // an imported key (kmsauth.go)
+	}
 	if a.resourcePolicies == nil {
 		a.resourcePolicies = map[string][]statement{}
 	}

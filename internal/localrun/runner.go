@@ -190,6 +190,7 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	noticeEncryption(asm, cfg.Logs)
+	noticeImportedKeys(asm, res, cfg.Logs)
 	r := &Run{Cloud: newCloud(cfg, asm, res), cfg: cfg, started: time.Now(),
 		Sink: &emulate.Sink{MaxInFlight: cfg.Core.MaxInFlight, KeyTTL: cfg.Core.KeyTTL, Lookup: cfg.Core.Lookup}}
 	r.watch = r

@@ -109,3 +109,45 @@ func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
 		}
 	})
 }
+
+// An imported key (the tenants file's keyArn) has its owner's policy, which the local run cannot
+// read: it judges the key's uses by the policy synth asks the owner to write (the account's
+// statement and the pipeline's service statements), so a tenant's files run under it, in both
+// tiers, its log groups are created, and taking the EventBridge statement away refuses the
+// delivery as before.
+func TestScenarioImportedKeyJudgedAsSynthAsks(t *testing.T) {
+	t.Parallel()
+	const key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	tenants := withTopLevelJSON(t, `{"tenants": [{"id": "acme", "registerUrl": "https://core.example.com/records"}]}`,
+		"encryption", map[string]any{"keyArn": key})
+	forEachTier(t, tenants, func(t *testing.T, tenants string) {
+		r := startScenario(t, tenants, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		refused := r.auth.Refused()
+		uploadAll(t, ctx, r, []upload{{"acme", "a.csv", csvOf(3)}})
+		drain(t, ctx, r)
+		if got := len(r.Sink.Registered("acme")); got != 3 || r.auth.Refused() != refused {
+			t.Fatalf("got %d records registered, %d requests refused; want 3 and none", got, r.auth.Refused()-refused)
+		}
+		policy, err := r.auth.resourceStatements(key)
+		if err != nil || len(policy) < 3 {
+			t.Fatalf("the imported key's policy: %v, %d statements; want the account's and the services'", err, len(policy))
+		}
+		var without []statement
+		for _, st := range policy {
+			if b, _ := json.Marshal(st.Principal); !strings.Contains(string(b), `"events.amazonaws.com"`) {
+				without = append(without, st)
+			}
+		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[key] = without
+		r.auth.mu.Unlock()
+		if _, err := r.Upload(ctx, "acme", "b.csv", csvOf(2)); err != nil {
+			t.Fatal(err)
+		}
+		if r.auth.Refused() == refused {
+			t.Error("the upload's event was delivered without the EventBridge statement, want it refused")
+		}
+	})
+}
