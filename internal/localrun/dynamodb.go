@@ -24,8 +24,8 @@ import (
 )
 
 // The DynamoDB sink locally: dynalite (npm dynalite 4.0.0, in memory) on 127.0.0.1, started only
-// when the synthesized app needs it (a tenant whose TENANT variable has a "dynamodb" sink, or an
-// AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
+// when the synthesized app needs it (a silo tenant whose TENANT variable, or a pooled tenant whose
+// pool settings, name a "dynamodb" table, or an AWS::DynamoDB::Table in a template). The Lambdas reach it through a counting proxy
 // (AWS_ENDPOINT_URL_DYNAMODB, the SDK's service-specific endpoint variable:
 // https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html) that adds
 // CoreOptions.Latency to every request, so a DynamoDB table and an HTTP core system answer equally

@@ -83,6 +83,23 @@ func (c *Cloud) CreateFunction(ctx context.Context, fr *deploy.Resource, spec de
 		if err != nil {
 			return err
 		}
+		// The tables the pool's tenants name (tablePrefix + id), as for a silo tenant above; the
+		// function gets the endpoint if it was not started yet.
+		for _, pt := range s.Tenants {
+			settings, _ := json.Marshal(pt.Settings)
+			table, err := tenantTable(string(settings))
+			if err != nil {
+				return fmt.Errorf("function %s (pool %s): %w", fr.LogicalID, s.Pool, err)
+			}
+			if table != nil {
+				if err := c.createTable(ctx, *table); err != nil {
+					return err
+				}
+			}
+		}
+		if len(c.dynamoEnv) > 0 && !slices.Contains(all, c.dynamoEnv[0]) {
+			all = append(all, c.dynamoEnv...)
+		}
 		if poolName != "" {
 			pool = s
 		}
