@@ -70,10 +70,6 @@ func (c *Cloud) CreateFunction(ctx context.Context, fr *deploy.Resource, spec de
 	// Lambda unpacks the code asset in /var/task and names it LAMBDA_TASK_ROOT; locally it is the
 	// asset's directory in the cloud assembly, where a pool's settings file lies beside bootstrap.
 	assetDir := c.assetDir(fr)
-	all := append(append([]string{}, c.fnEnv...), c.dynamoEnv...)
-	if assetDir != "" {
-		all = append(all, "LAMBDA_TASK_ROOT="+assetDir)
-	}
 	var pool *pipeline.PoolSettings
 	poolName := vars[pipeline.EnvPool]
 	if poolName != "" || vars[pipeline.EnvPoolSettings] != "" {
@@ -83,8 +79,7 @@ func (c *Cloud) CreateFunction(ctx context.Context, fr *deploy.Resource, spec de
 		if err != nil {
 			return err
 		}
-		// The tables the pool's tenants name (tablePrefix + id), as for a silo tenant above; the
-		// function gets the endpoint if it was not started yet.
+		// The tables the pool's tenants name (tablePrefix + id), as for a silo tenant above.
 		for _, pt := range s.Tenants {
 			settings, _ := json.Marshal(pt.Settings)
 			table, err := tenantTable(string(settings))
@@ -97,13 +92,15 @@ func (c *Cloud) CreateFunction(ctx context.Context, fr *deploy.Resource, spec de
 				}
 			}
 		}
-		if len(c.dynamoEnv) > 0 && !slices.Contains(all, c.dynamoEnv[0]) {
-			all = append(all, c.dynamoEnv...)
-		}
 		if poolName != "" {
 			pool = s
 		}
 		poolName = s.Pool
+	}
+	// The environment, once every table the function's tenants name exists (dynamoEnv).
+	all := append(append([]string{}, c.fnEnv...), c.dynamoEnv...)
+	if assetDir != "" {
+		all = append(all, "LAMBDA_TASK_ROOT="+assetDir)
 	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		all = append(all, k+"="+vars[k])
