@@ -31,6 +31,19 @@ func TestSFNServer(t *testing.T) {
 	}
 }
 
+// TestAPIGatewayRender runs the local API Gateway mapping-template renderer's own tests ($input,
+// $util, $context, the Java string methods it allows, and the calls it refuses).
+func TestAPIGatewayRender(t *testing.T) {
+	t.Parallel()
+	root := moduleRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, "local/apigateway/render.test.mjs"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+}
+
 func TestPattern(t *testing.T) {
 	p, err := emulate.ParsePattern([]byte(`{"source":["aws.s3"],"detail-type":["Object Created"],"detail":{"bucket":{"name":["b"]},"object":{"key":[{"prefix":"inbox/acme/"}]}}}`))
 	if err != nil {
