@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 stamp=node_modules/.setup-stamp
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || [ package.json -nt "$stamp" ]; then
   command -v npm >/dev/null || { echo "setup: npm is needed to install the pinned tools (any Node >= 18 with npm)" >&2; exit 1; }
-  echo "setup: installing the pinned npm tools (Node 22, aws-cdk, asl-validator, fauxqs, aws-local-stepfunctions, dynalite)"
+  echo "setup: installing the pinned npm tools (Node 22, aws-cdk, asl-validator, fauxqs, aws-local-stepfunctions, dynalite, velocityjs)"
   npm ci --no-audit --no-fund --loglevel=error
   touch "$stamp"
 fi
