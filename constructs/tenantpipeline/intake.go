@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -112,4 +113,26 @@ func intakePatternChars(prefix string, groups int, bucket string) (chars, group 
 		}
 	}
 	return chars, group
+}
+
+// MaxMessageGroupIDLength is SQS's bound on a message group id: 128 characters, alphanumeric and
+// punctuation (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html).
+const MaxMessageGroupIDLength = 128
+
+// IntakeRequestTemplate is the request mapping template of an API Gateway integration with SQS
+// SendMessage (the query API's form body) that puts an "Object Created" event under the pool's
+// prefix in a message group of its own tenant: the event's key, split on "/", has the tenant in
+// the segment after the prefix's (a prefix has no empty segment, spec.CheckPrefix). The segment
+// is URL-encoded, so whatever the key holds the group has only characters SQS takes, and cut to
+// MaxMessageGroupIDLength; an empty one is "-". The deduplication id is the event's id, so a
+// delivery EventBridge repeats is stored once. The template is one line: the form body has
+// nothing around its parameters.
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-mapping-template-reference.html
+func IntakeRequestTemplate(prefix string) string {
+	n := strconv.Itoa(strings.Count(prefix, "/"))
+	return `#set($parts = $input.path('$.detail.object.key').split('/'))` +
+		`#if($parts.size() > ` + n + `)#set($group = $util.urlEncode($parts.get(` + n + `)))#{else}#set($group = '')#{end}` +
+		`#if($group.length() == 0)#set($group = '-')#{end}` +
+		`#if($group.length() > ` + strconv.Itoa(MaxMessageGroupIDLength) + `)#set($group = $group.substring(0, ` + strconv.Itoa(MaxMessageGroupIDLength) + `))#{end}` +
+		`Action=SendMessage&MessageGroupId=$util.urlEncode($group)&MessageDeduplicationId=$util.urlEncode($input.path('$.id'))&MessageBody=$util.urlEncode($input.body)`
 }
