@@ -38,8 +38,8 @@ func (a *tenantAuth) outsiderRole() string {
 	return fmt.Sprintf("arn:aws:iam::%s:role/%s", a.res.Account, OutsiderRoleName)
 }
 
-// externalRole reports whether role is one the templates name and do not create: a role of the
-// run's account that a bucket's or queue's policy exempts by its exact ARN (aws:PrincipalArn), as
+// externalRole reports whether role, which the templates do not create, is one they name: a role
+// of the run's account that a bucket's or queue's policy exempts by its exact ARN (aws:PrincipalArn), as
 // the constructs exempt the configured operators (operatorArns). The local STS knows it as it knows
 // the outsider: allowed everything by its own policy, so that only the resource policies decide,
 // and an operator's session shows the exemption of its ARN at work.
@@ -71,8 +71,8 @@ func (a *tenantAuth) externalRole(role string) bool {
 }
 
 // resourceStatements returns the statements of the resource policy that governs resource: for an
-// S3 bucket or object ARN, the bucket's policy; for a queue's ARN, the queue's; for a KMS key's ARN,
-// the key's (none when the templates give it none).
+// S3 bucket or object ARN, the bucket's policy; for a queue's ARN, the queue's; for an execute-api
+// ARN, its REST API's; for a KMS key's ARN, the key's (none when the templates give it none).
 func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 	var typ, owner, key string // the policy's type, its property naming what it governs, the cache key
 	var governs func(resolved string) bool
@@ -84,6 +84,12 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 		// A queue policy names its queues by URL (Ref), whose last part is the queue's name.
 		typ, owner, key = "AWS::SQS::QueuePolicy", "Queues", "sqs:"+parts[5]
 		governs = func(url string) bool { return url[strings.LastIndex(url, "/")+1:] == parts[5] }
+	} else if parts := strings.SplitN(resource, ":", 6); len(parts) == 6 && parts[2] == "execute-api" {
+		// A REST API's policy, its Resource "execute-api:/..." short for the API's own ARN
+		// (https://docs.aws.amazon.com/apigateway/latest/developerguide/apigateway-resource-policies-create-attach.html).
+		apiID, _, _ := strings.Cut(parts[5], "/")
+		typ, owner, key = "AWS::ApiGateway::RestApi", "", "execute-api:"+apiID
+		governs = func(id string) bool { return id == apiID }
 	} else if strings.HasPrefix(resource, "arn:aws:kms:") {
 		// A key's policy; its statements' Resource is "*", the key itself.
 		typ, owner, key = "AWS::KMS::Key", "", resource
@@ -99,8 +105,14 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 	var out []statement
 	for _, p := range a.asm.OfType(typ) {
 		ownerValue, doc := p.Properties[owner], p.Properties["PolicyDocument"]
-		if typ == "AWS::KMS::Key" {
+		switch typ {
+		case "AWS::KMS::Key":
 			ownerValue, doc = json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, p.LogicalID)), p.Properties["KeyPolicy"]
+		case "AWS::ApiGateway::RestApi":
+			ownerValue, doc = json.RawMessage(fmt.Sprintf(`{"Ref":%q}`, p.LogicalID)), p.Properties["Policy"]
+			if doc == nil {
+				continue
+			}
 		}
 		names, err := a.res.Resolve(p.Stack, ownerValue)
 		if err != nil {
@@ -118,6 +130,10 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)
 		}
 		b, _ := json.Marshal(resolved)
+		if typ == "AWS::ApiGateway::RestApi" {
+			arn := strings.Join(strings.SplitN(resource, "/", 2)[:1], "")
+			b = []byte(strings.ReplaceAll(string(b), `"execute-api:/`, `"`+arn+`/`))
+		}
 		var d struct{ Statement []statement }
 		if err := json.Unmarshal(b, &d); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", typ, p.LogicalID, err)

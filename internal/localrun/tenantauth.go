@@ -258,14 +258,6 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	if st, ok := a.policies[role]; ok {
 		return st, nil
 	}
-	if role == a.outsiderRole() || a.externalRole(role) {
-		// Any principal of the account may assume it, by its own policies. Kept, so that the
-		// policies are not searched for the role's ARN again at each of its requests.
-		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
-			Action: stringList{"sts:AssumeRole"}, Resource: stringList{role}}}
-		a.policies[role] = outsiderStatements
-		return outsiderStatements, nil
-	}
 	var found *deploy.Resource
 	for _, r := range a.asm.OfType("AWS::IAM::Role") {
 		arn, err := a.res.ResolveString(r.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"Arn"]}`, r.LogicalID)))
@@ -273,6 +265,16 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 			found = r
 			break
 		}
+	}
+	// A role the templates create is judged by its own policies, even where a resource policy
+	// exempts it by ARN as it exempts an operator's.
+	if found == nil && (role == a.outsiderRole() || a.externalRole(role)) {
+		// Any principal of the account may assume it, by its own policies. Kept, so that the
+		// policies are not searched for the role's ARN again at each of its requests.
+		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
+			Action: stringList{"sts:AssumeRole"}, Resource: stringList{role}}}
+		a.policies[role] = outsiderStatements
+		return outsiderStatements, nil
 	}
 	if found == nil {
 		return nil, fmt.Errorf("no role %s in the templates", role)
