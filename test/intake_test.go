@@ -170,3 +170,177 @@ func TestPoolIntakeRulesCoverEveryFirstByte(t *testing.T) {
 		}
 	}
 }
+
+// onlyOf returns the one resource of typ in tpl whose logical id starts with prefix.
+func onlyOf(t *testing.T, tpl map[string]any, typ, prefix string) (string, map[string]any) {
+	t.Helper()
+	var id string
+	var found map[string]any
+	for k, r := range byType(tpl, typ) {
+		if strings.HasPrefix(k, prefix) {
+			if found != nil {
+				t.Fatalf("two %s resources %s and %s", typ, id, k)
+			}
+			id, found = k, r
+		}
+	}
+	if found == nil {
+		t.Fatalf("no %s resource %s*", typ, prefix)
+	}
+	return id, found
+}
+
+// roleStatements returns the statements of the AWS::IAM::Policy attached to role.
+func roleStatements(t *testing.T, tpl map[string]any, role string) []any {
+	t.Helper()
+	var out []any
+	for _, p := range byType(tpl, "AWS::IAM::Policy") {
+		if asJSON(props(p)["Roles"]) == asJSON([]any{map[string]any{"Ref": role}}) {
+			out = append(out, get(t, props(p), "PolicyDocument", "Statement").([]any)...)
+		}
+	}
+	return out
+}
+
+// TestPoolPerTenantIntake: with the per-tenant intake (pool big of pool.json, the default), the
+// pool has one rule on its whole prefix, whose target is POST /events of the intake REST API,
+// signed with the rule's own role; the API takes AWS_IAM requests of that role alone (its policy
+// denies every other principal); its SQS integration sends to the intake queue with the
+// integration's role, whose only grant is that SendMessage, the request template
+// (IntakeRequestTemplate) putting each event in its tenant's message group, and answers anything
+// but SQS's 2xx with a 500, which EventBridge retries. The intake queue's Deny exempts that role.
+// Every key under the prefix, whatever its first byte, matches the rule.
+func TestPoolPerTenantIntake(t *testing.T) {
+	built, _ := poolTemplate(t)
+	tpl := stackTemplate(t, built.PoolStacks[0]) // big
+	api, restAPI := onlyOf(t, tpl, "AWS::ApiGateway::RestApi", "PoolIntakeApi")
+	eventRole, _ := onlyOf(t, tpl, "AWS::IAM::Role", "PoolIntakeApiEventRole")
+	apiRole, _ := onlyOf(t, tpl, "AWS::IAM::Role", "PoolIntakeApiRole")
+	intake, _ := onlyOf(t, tpl, "AWS::SQS::Queue", "PoolIntake")
+	_, method := onlyOf(t, tpl, "AWS::ApiGateway::Method", "PoolIntakeApi")
+	_, stage := onlyOf(t, tpl, "AWS::ApiGateway::Stage", "PoolIntakeApi")
+
+	var intakeRules []string
+	for id, r := range byType(tpl, "AWS::Events::Rule") {
+		if strings.Contains(asJSON(props(r)["EventPattern"]), `"aws.s3"`) {
+			intakeRules = append(intakeRules, id)
+		}
+	}
+	if len(intakeRules) != 1 {
+		t.Fatalf("got intake rules %v, want one", intakeRules)
+	}
+	rule := props(byType(tpl, "AWS::Events::Rule")[intakeRules[0]])
+	targets := rule["Targets"].([]any)
+	if len(targets) != 1 {
+		t.Fatalf("got %d targets, want 1", len(targets))
+	}
+	target := targets[0].(map[string]any)
+	if got, want := flatten(t, target["Arn"]), "arn:<Ref:AWS::Partition>:execute-api:<Ref:AWS::Region>:<Ref:AWS::AccountId>:<Ref:"+api+">/"+
+		tenantpipeline.IntakeAPIStage+"/POST/"+tenantpipeline.IntakeAPIPath; got != want {
+		t.Errorf("target ARN %s, want %s", got, want)
+	}
+	if got := asJSON(target["RoleArn"]); got != asJSON(getAtt(eventRole)) {
+		t.Errorf("target role %s, want the rule's role %s", got, eventRole)
+	}
+	if got := asJSON(target["RetryPolicy"]); got != fmt.Sprintf(`{"MaximumEventAgeInSeconds":%d,"MaximumRetryAttempts":%d}`, int(tenantpipeline.RuleMaxEventAge.Seconds()), tenantpipeline.RuleRetryAttempts) {
+		t.Errorf("retry policy %s, want the silo rule's", got)
+	}
+	if _, ok := target["DeadLetterConfig"]; !ok {
+		t.Error("the target has no dead-letter queue")
+	}
+	if got := asJSON(get(t, rule, "EventPattern", "detail", "object", "key")); got != `[{"prefix":"big/"}]` {
+		t.Errorf("key filter %s, want the pool's whole prefix", got)
+	}
+
+	// The rule's role may invoke that method and nothing else.
+	if got, want := asJSON(roleStatements(t, tpl, eventRole)), asJSON([]any{map[string]any{"Action": "execute-api:Invoke", "Effect": "Allow",
+		"Resource": target["Arn"]}}); got != want {
+		t.Errorf("the rule's role holds %s, want %s", got, want)
+	}
+	// The API: Regional, and only the rule's role may invoke it.
+	if got := asJSON(get(t, props(restAPI), "EndpointConfiguration", "Types")); got != `["REGIONAL"]` {
+		t.Errorf("endpoint types %s, want REGIONAL", got)
+	}
+	policy := asJSON(get(t, props(restAPI), "Policy", "Statement"))
+	for _, want := range []string{
+		asJSON(map[string]any{"Action": "execute-api:Invoke", "Effect": "Allow", "Principal": map[string]any{"AWS": getAtt(eventRole)}, "Resource": "execute-api:/*"}),
+		asJSON(map[string]any{"Action": "execute-api:Invoke", "Condition": map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": getAtt(eventRole)}},
+			"Effect": "Deny", "Principal": "*", "Resource": "execute-api:/*", "Sid": "OnlyThePoolsRule"}),
+	} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("the API's policy %s lacks %s", policy, want)
+		}
+	}
+	if got := get(t, props(stage), "StageName"); got != tenantpipeline.IntakeAPIStage {
+		t.Errorf("stage %v, want %s", got, tenantpipeline.IntakeAPIStage)
+	}
+	// The method: AWS_IAM, an SQS integration of the intake with the integration's role.
+	m := props(method)
+	if m["AuthorizationType"] != "AWS_IAM" || m["HttpMethod"] != "POST" {
+		t.Errorf("method %s %v, want POST with AWS_IAM", m["HttpMethod"], m["AuthorizationType"])
+	}
+	integration := m["Integration"].(map[string]any)
+	for k, want := range map[string]string{
+		"Type": `"AWS"`, "IntegrationHttpMethod": `"POST"`, "PassthroughBehavior": `"NEVER"`, "Credentials": asJSON(getAtt(apiRole)),
+		"RequestTemplates":     asJSON(map[string]any{"application/json": tenantpipeline.IntakeRequestTemplate("big/")}),
+		"RequestParameters":    `{"integration.request.header.Content-Type":"'application/x-www-form-urlencoded'"}`,
+		"IntegrationResponses": `[{"StatusCode":"500"},{"SelectionPattern":"2\\d{2}","StatusCode":"200"}]`,
+	} {
+		if got := asJSON(integration[k]); got != want {
+			t.Errorf("integration %s: %s, want %s", k, got, want)
+		}
+	}
+	if got, want := flatten(t, integration["Uri"]), "arn:<Ref:AWS::Partition>:apigateway:<Ref:AWS::Region>:sqs:path/<Ref:AWS::AccountId>/<GetAtt:"+intake+".QueueName>"; got != want {
+		t.Errorf("integration URI %s, want %s", got, want)
+	}
+	// The integration's role: SendMessage on the intake, nothing else.
+	if got, want := asJSON(roleStatements(t, tpl, apiRole)), asJSON([]any{map[string]any{"Action": "sqs:SendMessage", "Effect": "Allow", "Resource": getAtt(intake)}}); got != want {
+		t.Errorf("the integration's role holds %s, want %s", got, want)
+	}
+	// The intake's Deny exempts the integration's role, and no rule.
+	var deny map[string]any
+	for _, p := range byType(tpl, "AWS::SQS::QueuePolicy") {
+		for _, st := range get(t, props(p), "PolicyDocument", "Statement").([]any) {
+			s := st.(map[string]any)
+			if s["Effect"] == "Deny" && asJSON(s["Resource"]) == asJSON(getAtt(intake)) && s["Action"] == "sqs:SendMessage" {
+				deny = s
+			}
+		}
+	}
+	if deny == nil {
+		t.Fatal("the intake has no SendMessage Deny")
+	}
+	if cond := asJSON(deny["Condition"]); !strings.Contains(cond, asJSON(getAtt(apiRole))) || strings.Contains(cond, "aws:SourceArn") {
+		t.Errorf("the intake's Deny exempts %s, want the integration's role and no rule", cond)
+	}
+	// The router reads the intake's groups at most RouterConcurrency at once, not one invocation per
+	// tenant with new files.
+	var routerMappings []string
+	for _, m := range byType(tpl, "AWS::Lambda::EventSourceMapping") {
+		if asJSON(props(m)["EventSourceArn"]) == asJSON(getAtt(intake)) {
+			routerMappings = append(routerMappings, asJSON(props(m)["ScalingConfig"]))
+		}
+	}
+	if want := fmt.Sprintf(`{"MaximumConcurrency":%d}`, tenantpipeline.RouterConcurrency); len(routerMappings) != 1 || routerMappings[0] != want {
+		t.Errorf("the router's mappings of the intake have %v, want one with %s", routerMappings, want)
+	}
+	// Every key under the prefix reaches the one rule, and none outside it.
+	pattern := rule["EventPattern"].(map[string]any)
+	get(t, pattern, "detail", "bucket").(map[string]any)["name"] = []any{intakeBucket}
+	b, _ := json.Marshal(pattern)
+	p, err := localrun.ParsePattern(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := []intakeRule{{id: intakeRules[0], group: "api", pattern: p}}
+	for fb, key := range firstByteKeys(t, "big/") {
+		if got := matching(one, key); len(got) != 1 {
+			t.Errorf("key %q (first byte %#x): matched %d rules, want 1", key, fb, len(got))
+		}
+	}
+	for _, key := range []string{"big", "bigger/a/1.csv", "pools/default/a/1.csv"} {
+		if got := matching(one, key); len(got) != 0 {
+			t.Errorf("key %q: matched the rule, want no match", key)
+		}
+	}
+}

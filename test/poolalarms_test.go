@@ -40,7 +40,7 @@ func poolOf50(t *testing.T) (string, string) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tenants.json")
-	if err := os.WriteFile(file, []byte(`{"tenants": [`+strings.Join(entries, ",\n")+`]}`), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(`{"pools": {"default": {"intake": "sharded"}}, "tenants": [`+strings.Join(entries, ",\n")+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return file, filepath.Join(dir, "tenants.stacks.json")

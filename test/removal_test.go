@@ -14,7 +14,7 @@ import (
 // the context keys removeTenants, moveTenants and regroupIntake confirm them, and the confirmed
 // removal leaves the assignment.
 func TestPoolRemovalNeedsConfirming(t *testing.T) {
-	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}, "poolIntakeGroups": {"default": 16}}`
+	const assignment = `{"stacks": {}, "pools": {"hooli": "default", "gone": "default"}, "poolPrefixes": {"default": "pools/default/"}, "poolIntakeGroups": {"default": 0}}`
 	const regrouped = `{"pools": {"default": {"intakeGroups": 4}}, "tenants": [{"id": "hooli", "tier": "pool"}, {"id": "gone", "tier": "pool"}]}`
 	for _, tc := range []struct {
 		name    string
@@ -28,7 +28,7 @@ func TestPoolRemovalNeedsConfirming(t *testing.T) {
 		{"re-prefixed", `{"pools": {"default": {"prefix": "in/default/"}}, "tenants": [{"id": "hooli", "tier": "pool"}, {"id": "gone", "tier": "pool"}]}`, nil,
 			`pool default's prefix changes from "pools/default/" to "in/default/"`},
 		{"removal confirmed", `{"tenants": [{"id": "hooli", "tier": "pool"}]}`, map[string]any{stacks.CtxRemoveTenants: "gone"}, ""},
-		{"regrouped", regrouped, nil, `pool default's intakeGroups changes from 16 to 4`},
+		{"regrouped", regrouped, nil, `pool default's intakeGroups changes from one per tenant (intake "tenant") to 4`},
 		{"regrouping confirmed", regrouped, map[string]any{stacks.CtxRegroupIntake: "default"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -69,6 +70,12 @@ type TenantPool struct {
 	// Intake is the FIFO queue the rules send to, IntakeGroups message groups, so each tenant's
 	// events wait in the order EventBridge delivered them.
 	Intake awssqs.Queue
+	// IntakeAPI, with the per-tenant intake (Intake "tenant"), is what the rule posts each event
+	// to: its integration sends the event to Intake in its tenant's message group (intakeapi.go).
+	// IntakeAPIRole is the integration's role, IntakeAPIEventRole the rule's. Nil when sharded.
+	IntakeAPI          awsapigateway.RestApi
+	IntakeAPIRole      awsiam.Role
+	IntakeAPIEventRole awsiam.Role
 	// Router reads each group of Intake in order and sends its events to Queue in their tenants'
 	// message groups, up to 10 in one SendMessageBatch call.
 	Router awslambda.Function
@@ -154,6 +161,11 @@ type PoolProps struct {
 	// Intake queue before deploying the change (docs/operations.md, "Changing a pool's
 	// intakeGroups"; an app built from the tenants file refuses it until -c regroupIntake=<pool>).
 	IntakeGroups int
+	// Intake is how the pool's events reach its intake queue (intakeapi.go): tenants.IntakeTenant
+	// ("tenant", the default), each tenant its own message group, so that no tenant's burst holds
+	// another's events; or tenants.IntakeSharded ("sharded"), IntakeGroups groups by the character
+	// after Prefix. A pool that sets IntakeGroups and no Intake is sharded.
+	Intake string
 	// TablePrefix is the name prefix of the DynamoDB tables pooled tenants name
 	// (Tenant.DynamoDB.Table): tenant <id>'s table is "<TablePrefix><id>", which only a session of
 	// TenantRole tagged with <id> may write. At least 3 characters, ending in "-". Required when a
@@ -193,7 +205,7 @@ func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
 		Prefix: checkablePrefix(p.Prefix), MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
-		MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant,
+		Intake: p.Intake, MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant,
 	}}}
 	// The tenants' core systems are the app's (coreSystemOf): the file's check of them is not
 	// the pool's.
@@ -206,8 +218,8 @@ func (p PoolProps) file() *tenants.File {
 }
 
 func (p PoolProps) withDefaults() PoolProps {
-	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages, IntakeGroups: p.IntakeGroups}.PoolDefaults(p.Name)
-	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages, p.IntakeGroups = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages, c.IntakeGroups
+	c := tenants.PoolConfig{Prefix: p.Prefix, MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages, IntakeGroups: p.IntakeGroups, Intake: p.Intake}.PoolDefaults(p.Name)
+	p.Prefix, p.MaximumConcurrency, p.BacklogAlarmMessages, p.IntakeGroups, p.Intake = c.Prefix, c.MaximumConcurrency, c.BacklogAlarmMessages, c.IntakeGroups, c.Intake
 	if p.MaxRunningFiles == 0 {
 		p.MaxRunningFiles = tenants.DefaultPoolMaxRunningFiles
 	}
@@ -479,6 +491,7 @@ func (t *TenantPool) addIntake(code awslambda.Code, poolEnv map[string]string) {
 	t.RouterSource = awslambdaeventsources.NewSqsEventSource(t.Intake, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(t.routerConcurrency()),
 	})
 	t.Router.AddEventSource(t.RouterSource)
 	t.Queue.GrantSendMessages(t.Router)
@@ -514,7 +527,12 @@ func (t *TenantPool) allowList(fn awslambda.IFunction, prefix string) {
 // the rule it had; the others are IntakeRules/<g>.
 func (t *TenantPool) newIntakeRules() {
 	p := t.Props
-	filters := intakeKeyFilters(p.Prefix, p.IntakeGroups)
+	groups := p.IntakeGroups
+	var api awsevents.IRuleTarget
+	if t.perTenantIntake() {
+		groups, api = 1, t.newIntakeAPI()
+	}
+	filters := intakeKeyFilters(p.Prefix, groups)
 	var more constructs.Construct
 	if len(filters) > 1 {
 		more = constructs.NewConstruct(t.Construct, jsii.String("IntakeRules"))
@@ -538,12 +556,17 @@ func (t *TenantPool) newIntakeRules() {
 				Detail:     ptr(pattern["detail"].(map[string]any)),
 			},
 		})
-		rule.AddTarget(awseventstargets.NewSqsQueue(t.Intake, &awseventstargets.SqsQueueProps{
-			MessageGroupId:  jsii.String(IntakeMessageGroupOf(g)),
-			DeadLetterQueue: t.RuleDeadLetterQueue,
-			MaxEventAge:     seconds(RuleMaxEventAge),
-			RetryAttempts:   jsii.Number(RuleRetryAttempts),
-		}))
+		if api != nil {
+			rule.AddTarget(api)
+			t.narrowIntakeEventRole()
+		} else {
+			rule.AddTarget(awseventstargets.NewSqsQueue(t.Intake, &awseventstargets.SqsQueueProps{
+				MessageGroupId:  jsii.String(IntakeMessageGroupOf(g)),
+				DeadLetterQueue: t.RuleDeadLetterQueue,
+				MaxEventAge:     seconds(RuleMaxEventAge),
+				RetryAttempts:   jsii.Number(RuleRetryAttempts),
+			}))
+		}
 		t.IntakeRules = append(t.IntakeRules, rule)
 	}
 	t.Rule = t.IntakeRules[0]
@@ -557,16 +580,23 @@ func (t *TenantPool) intakeRuleARNs() []string {
 	return arns
 }
 
+// queueSenders are who may send to a queue: the roles, and the rules by aws:SourceArn.
+type queueSenders struct {
+	queue  awssqs.Queue
+	source []string
+	roles  []string
+}
+
 // denyForeignSends: only the router, the controller and the operators send to the pool's queue and
-// the intake (besides the intake rules); only the intake rules, the router and the operators to the
-// dead-letter queue.
+// the intake, besides the intake rules (the intake API's role with the per-tenant intake); only
+// the intake rules, the router and the operators to the dead-letter queue.
 func (t *TenantPool) denyForeignSends() {
 	roles := []string{*t.Controller.Role().RoleArn(), *t.Router.Role().RoleArn()}
-	for _, q := range []struct {
-		queue  awssqs.Queue
-		source []string
-		roles  []string
-	}{{t.Queue, nil, roles}, {t.Intake, t.intakeRuleARNs(), roles}, {t.RuleDeadLetterQueue, t.intakeRuleARNs(), roles[1:]}} {
+	intake := queueSenders{t.Intake, t.intakeRuleARNs(), roles}
+	if t.perTenantIntake() {
+		intake = queueSenders{t.Intake, nil, append([]string{*t.IntakeAPIRole.RoleArn()}, roles...)}
+	}
+	for _, q := range []queueSenders{{t.Queue, nil, roles}, intake, {t.RuleDeadLetterQueue, t.intakeRuleARNs(), roles[1:]}} {
 		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTheRouterThePipelineAndOperatorsSend"),
 			Effect:     awsiam.Effect_DENY,

@@ -82,6 +82,11 @@ type PoolAlarms struct {
 	// Metrics). MoreRuleFailedInvocations: the same for each further 10 intake rules.
 	RuleFailedInvocations     awscloudwatch.Alarm
 	MoreRuleFailedInvocations []awscloudwatch.Alarm
+	// IntakeAPIErrors, with the per-tenant intake: the intake API answered EventBridge with a 5xx,
+	// because SQS refused or throttled its SendMessage. EventBridge retries for up to 24 hours
+	// before RuleFailedInvocations counts it, so this is the first sign of a refusing integration.
+	// Nil with the sharded intake.
+	IntakeAPIErrors awscloudwatch.Alarm
 	// RuleDeadLetters: events wait in the dead-letter queue (undeliverable, router failures,
 	// objects of no tenant).
 	RuleDeadLetters awscloudwatch.Alarm
@@ -112,9 +117,13 @@ type PoolAlarms struct {
 
 // All lists the alarms.
 func (a PoolAlarms) All() []awscloudwatch.Alarm {
-	return append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
+	all := append([]awscloudwatch.Alarm{a.ErrorLogs, a.ControllerErrors, a.RouterErrors, a.OldestMessage, a.ExpiringMessage, a.Stalled, a.Backlog,
 		a.ExecutionsFailed, a.ExecutionsTimedOut, a.ExecutionsAborted, a.IntakeOldestMessage, a.RuleFailedInvocations, a.RuleDeadLetters, a.UnroutedObjects,
 		a.TenantBlocked, a.TenantFailedFiles, a.TenantHeadRunning, a.TenantHeadQueued, a.TenantSequenceGap, a.LostLeases, a.WakeFailures}, a.MoreRuleFailedInvocations...)
+	if a.IntakeAPIErrors != nil {
+		all = append(all, a.IntakeAPIErrors)
+	}
+	return all
 }
 
 func (t *TenantPool) newAlarms() PoolAlarms {
@@ -177,7 +186,15 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		ExecutionsTimedOut: "A file workflow of pool %[1]s reached the workflow timeout. Check the tenant's core system, then redrive it.",
 		ExecutionsAborted:  "A file workflow of pool %[1]s was stopped by someone. Check CloudTrail for who stopped it, and redrive it if the file must be processed.",
 	})
+	var apiErrors awscloudwatch.Alarm
+	if t.IntakeAPI != nil {
+		apiErrors = t.alarm(alarmSpec{id: "IntakeApiErrorsAlarm", metric: t.IntakeAPI.DeploymentStage().MetricServerError(opts("Sum")), threshold: 1,
+			description: "The intake API of pool %[1]s answered EventBridge with a server error: SQS refused or throttled the SendMessage of a file event. " +
+				"EventBridge retries it for up to 24 hours, then keeps it in the dead-letter queue; nothing is lost, but the pool's new files wait. " +
+				"If it repeats, check the intake API role's sqs:SendMessage (and the key's kms:GenerateDataKey) and the intake queue's policy."})
+	}
 	return PoolAlarms{
+		IntakeAPIErrors: apiErrors,
 		ErrorLogs: t.alarm(alarmSpec{id: "ErrorLogsAlarm", metric: metric(pipeline.DefaultMetricsNamespace, errorLogsName, "Sum", nil), threshold: 1,
 			description: "A function of pool %[1]s logged at ERROR: a failed file, a quarantined message, an object of no tenant or a fault. Every line names its tenant; read the pool's function logs."}),
 		ControllerErrors: t.alarm(core.ControllerErrors),

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -69,8 +70,16 @@ func (c *Cloud) PutRule(_ context.Context, rr *deploy.Resource, spec deploy.Rule
 			c.rules = append(c.rules, rule{name: rr.LogicalID, pattern: p, fn: f})
 			continue
 		}
+		if strings.HasPrefix(t.Arn, "arn:aws:execute-api:") {
+			api, err := c.apiTargetOf(t.Arn, t.RoleArn)
+			if err != nil {
+				return err
+			}
+			c.rules = append(c.rules, rule{name: rr.LogicalID, arn: spec.ARN, pattern: p, api: api})
+			continue
+		}
 		if c.queues[t.Arn] == nil {
-			return fmt.Errorf("target %s is neither a queue nor a function of the templates", t.Arn)
+			return fmt.Errorf("target %s is neither a queue, a function nor an API method of the templates", t.Arn)
 		}
 		c.rules = append(c.rules, rule{name: rr.LogicalID, arn: spec.ARN, pattern: p, queueARN: t.Arn, groupID: t.MessageGroupID})
 	}

@@ -64,11 +64,12 @@ type Cloud struct {
 	// LambdaOptions.Concurrency (limitConcurrency).
 	account   *emulate.AccountConcurrency
 	rules     []rule
-	schedules []schedule        // the scheduled rules' targets (schedules.go)
-	queues    map[string]*Queue // by ARN
-	dynamo    *dynamoLocal      // nil without a DynamoDB sink (dynamodb.go)
-	dynamoEnv []string          // the Lambdas' DynamoDB endpoint, if any
-	auth      *tenantAuth       // pool tenant sessions and their policies (tenantauth.go)
+	schedules []schedule               // the scheduled rules' targets (schedules.go)
+	queues    map[string]*Queue        // by ARN
+	dynamo    *dynamoLocal             // nil without a DynamoDB sink (dynamodb.go)
+	dynamoEnv []string                 // the Lambdas' DynamoDB endpoint, if any
+	auth      *tenantAuth              // pool tenant sessions and their policies (tenantauth.go)
+	mapping   *emulate.MappingRenderer // API Gateway's request templates; nil without an API target (apigateway.go)
 	// insightLog holds the Contributor Insights rules of the templates and the lines of their log
 	// groups (insightrules.go).
 	insightLog insightLog

@@ -140,6 +140,10 @@ func (c *Cloud) putEvent(ctx context.Context, ev map[string]any, late bool) {
 			c.invokeAsync(rl.fn, body)
 			continue
 		}
+		if rl.api != nil {
+			c.deliverToAPI(ctx, rl, body, late)
+			continue
+		}
 		q := c.queues[rl.queueARN]
 		if ok, why := c.auth.eventBridgeMaySend(rl.arn, q.ARN); !ok {
 			c.auth.refuse()

@@ -157,6 +157,7 @@ type rule struct {
 	queueARN string
 	groupID  string
 	fn       *emulate.Function // a Lambda target, invoked asynchronously with the whole event
+	api      *apiTarget        // an API Gateway target (apigateway.go)
 }
 
 // Start brings up the emulators and wires the pipeline from the synthesized templates, one step

@@ -17,7 +17,8 @@ import (
 // judged by the queue's policy and by the key's policy, as AWS judges it: the key policy names the
 // rules by their stack's name (rule/<stack prefix>-*), so a rule must keep that name. A tenant with
 // the longest id (32 characters) still gets its files, in both tiers; without the key policy's
-// EventBridge statement, the same upload is never delivered. CloudWatch Logs' use of the key is
+// EventBridge statement (a pool: without its intake API role's key grant, which sends in its own
+// name), the same upload is never delivered. CloudWatch Logs' use of the key is
 // judged likewise when a log group is created.
 func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
 	t.Parallel()
@@ -65,13 +66,25 @@ func TestScenarioKeyedRulesDeliverEveryTenantsFiles(t *testing.T) {
 		r.auth.mu.Lock()
 		r.auth.resourcePolicies[key] = without
 		r.auth.mu.Unlock()
+		// A pool's rule posts to its intake API, whose role sends to the intake under the key in
+		// its own name: its grant is what a pool's delivery needs.
+		what := "the key policy's EventBridge statement"
+		if r.Tenant(id).Pooled() {
+			r.auth.mu.Lock()
+			r.auth.resourcePolicies[key] = policy
+			r.auth.mu.Unlock()
+			what = withoutIntakeAPIKeyGrant(t, r)
+		}
 		refused = r.auth.Refused()
 		if _, err := r.Upload(ctx, id, "b.csv", csvOf(2)); err != nil {
 			t.Fatal(err)
 		}
 		if n := r.auth.Refused() - refused; n == 0 {
-			t.Error("the upload's event was delivered without the key policy's EventBridge statement, want it refused")
+			t.Errorf("the upload's event was delivered without %s, want it refused", what)
 		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[key] = policy
+		r.auth.mu.Unlock()
 
 		// The log groups under the key were created at the start, each judged as CloudWatch Logs
 		// judges a log group created with a key; without the key policy's statement for the
@@ -140,14 +153,51 @@ func TestScenarioImportedKeyJudgedAsSynthAsks(t *testing.T) {
 				without = append(without, st)
 			}
 		}
-		r.auth.mu.Lock()
-		r.auth.resourcePolicies[key] = without
-		r.auth.mu.Unlock()
+		what := "the EventBridge statement"
+		if r.Tenant("acme").Pooled() {
+			what = withoutIntakeAPIKeyGrant(t, r)
+		} else {
+			r.auth.mu.Lock()
+			r.auth.resourcePolicies[key] = without
+			r.auth.mu.Unlock()
+		}
 		if _, err := r.Upload(ctx, "acme", "b.csv", csvOf(2)); err != nil {
 			t.Fatal(err)
 		}
 		if r.auth.Refused() == refused {
-			t.Error("the upload's event was delivered without the EventBridge statement, want it refused")
+			t.Errorf("the upload's event was delivered without %s, want it refused", what)
 		}
 	})
+}
+
+// withoutIntakeAPIKeyGrant takes the KMS statements from the identity policy of the pool's intake
+// API role, as the run judges it from now on, and says what it took.
+func withoutIntakeAPIKeyGrant(t *testing.T, r *Run) string {
+	t.Helper()
+	role := ""
+	for _, rl := range r.rules {
+		if rl.api != nil {
+			role = rl.api.method.Credentials
+		}
+	}
+	if role == "" {
+		t.Fatal("no rule posts to an intake API")
+	}
+	policy, err := r.auth.roleStatements(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var without []statement
+	for _, st := range policy {
+		if !strings.HasPrefix(strings.Join(st.Action, " "), "kms:") {
+			without = append(without, st)
+		}
+	}
+	if len(without) == len(policy) {
+		t.Fatalf("the intake API role %s holds no KMS statement", role)
+	}
+	r.auth.mu.Lock()
+	r.auth.policies[role] = without
+	r.auth.mu.Unlock()
+	return "the intake API role's key grant"
 }

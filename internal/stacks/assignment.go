@@ -411,11 +411,11 @@ func poolEdits(file *tenants.File, old assignmentDoc, o Options) error {
 		if !ok || was == now || slices.Contains(o.RegroupIntake, name) {
 			continue
 		}
-		errs = append(errs, fmt.Errorf("pool %s's intakeGroups changes from %d to %d: a tenant's new events would go to another intake group than its events "+
+		errs = append(errs, fmt.Errorf("pool %s's intakeGroups changes from %s to %s: a tenant's new events would go to another intake group than its events "+
 			"still on the intake queue, and the groups are routed at once, so a newer file could be queued before an older one. "+
 			"Drain the pool's intake first: stop new files for its tenants, wait until the Intake queue of stack %s-Pool-%s holds no message "+
 			"(aws sqs get-queue-attributes: ApproximateNumberOfMessages and ApproximateNumberOfMessagesNotVisible both 0), then synth and deploy with -c %s=%s",
-			name, was, now, o.StackPrefix, name, CtxRegroupIntake, name))
+			name, intakeGroupsText(was), intakeGroupsText(now), o.StackPrefix, name, CtxRegroupIntake, name))
 	}
 	for _, t := range file.Tenants {
 		if !t.Pooled() || old.Pools[t.ID] != t.Pool {
@@ -433,4 +433,13 @@ func poolEdits(file *tenants.File, old assignmentDoc, o Options) error {
 			t.ID, was, t.Prefix, t.Pool, drainSteps(t.ID, CtxMoveTenants, t.ID)))
 	}
 	return errors.Join(errs...)
+}
+
+// intakeGroupsText says a pool's recorded intakeGroups: 0 is the per-tenant intake, which has a
+// message group for each tenant.
+func intakeGroupsText(n int) string {
+	if n == 0 {
+		return "one per tenant (intake \"tenant\")"
+	}
+	return strconv.Itoa(n)
 }

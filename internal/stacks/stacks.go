@@ -412,7 +412,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 		props := &tenantpipeline.PoolProps{
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
-			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups,
+			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups, Intake: c.Intake,
 			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
 			Uploaders:               arnPrincipals(c.Uploaders),
 			Shared:                  o.shared(topic, key.in(stack)),

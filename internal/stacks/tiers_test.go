@@ -187,6 +187,7 @@ func TestPoolIntakeRegrouping(t *testing.T) {
 		}
 		return f
 	}
+	const sharded = `"pools": {"default": {"intake": "sharded"}, "big": {"intake": "sharded"}}, `
 	for _, tc := range []struct {
 		name    string
 		f       *tenants.File
@@ -195,12 +196,16 @@ func TestPoolIntakeRegrouping(t *testing.T) {
 		want    []string // substrings of the error; none: no error
 		notWant string
 	}{
-		{"unchanged", file(`"pools": {"big": {"intakeGroups": 8}}, `), old, nil, nil, ""},
+		{"unchanged", file(`"pools": {"default": {"intake": "sharded"}, "big": {"intakeGroups": 8}}, `), old, nil, nil, ""},
 		{"default pool regrouped", file(`"pools": {"default": {"intakeGroups": 4}, "big": {"intakeGroups": 8}}, `), old, nil, []string{
 			"pool default's intakeGroups changes from 16 to 4", "Intake queue of stack TP-Pool-default holds no message", "-c regroupIntake=default"}, "pool big"},
-		{"back to the default", file(""), old, nil, []string{"pool big's intakeGroups changes from 8 to 16", "-c regroupIntake=big"}, "pool default"},
-		{"confirmed", file(""), old, []string{"big"}, nil, ""},
-		{"another pool's confirmation is none", file(""), old, []string{"default"}, []string{"-c regroupIntake=big"}, ""},
+		{"back to the default groups", file(sharded), old, nil, []string{"pool big's intakeGroups changes from 8 to 16", "-c regroupIntake=big"}, "pool default"},
+		{"confirmed", file(sharded), old, []string{"big"}, nil, ""},
+		{"another pool's confirmation is none", file(sharded), old, []string{"default"}, []string{"-c regroupIntake=big"}, ""},
+		// The per-tenant intake (the default) moves every tenant to a group of its own.
+		{"to the per-tenant intake", file(`"pools": {"default": {"intake": "sharded"}}, `), old, nil, []string{
+			`pool big's intakeGroups changes from 8 to one per tenant (intake "tenant")`, "-c regroupIntake=big"}, "pool default"},
+		{"per-tenant confirmed", file(`"pools": {"default": {"intake": "sharded"}}, `), old, []string{"big"}, nil, ""},
 		{"a file that recorded no intake groups compares none", file(`"pools": {"default": {"intakeGroups": 4}}, `),
 			assignmentDoc{Pools: old.Pools, PoolPrefixes: old.PoolPrefixes}, nil, nil, ""},
 	} {
@@ -250,7 +255,8 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	if want := map[string]string{"default": "pools/default/", "big": "in/big/"}; !maps.Equal(got.PoolPrefixes, want) {
 		t.Errorf("got pool prefixes %v, want %v", got.PoolPrefixes, want)
 	}
-	if want := map[string]int{"default": 16, "big": 16}; !maps.Equal(got.PoolIntakeGroups, want) {
+	// Both pools have the per-tenant intake, recorded as 0 groups.
+	if want := map[string]int{"default": 0, "big": 0}; !maps.Equal(got.PoolIntakeGroups, want) {
 		t.Errorf("got pool intake groups %v, want %v", got.PoolIntakeGroups, want)
 	}
 	if want := map[string]string(nil); !maps.Equal(got.Prefixes, want) {

@@ -47,6 +47,17 @@ const (
 	MaxPoolIntakeGroups     = 64
 )
 
+// A pool's intake designs (PoolConfig.Intake).
+const (
+	// IntakeTenant, the default, gives every tenant its own message group of the intake queue: one
+	// rule on the pool's prefix sends each event through an API Gateway integration that names the
+	// group after the key's tenant segment, so no tenant's burst holds another's events.
+	IntakeTenant = "tenant"
+	// IntakeSharded sends the events through IntakeGroups rules, each with its own static message
+	// group, by the character after the pool's prefix: tenants of one group share its order.
+	IntakeSharded = "sharded"
+)
+
 // PoolConfig is one entry of the file's "pools" object: what the tenants of a pool share.
 type PoolConfig struct {
 	// Prefix is the key prefix every tenant of the pool lies under. Default: "pools/<name>/". A
@@ -78,6 +89,11 @@ type PoolConfig struct {
 	// group and one rule on the whole prefix). A change is refused at synth until the pool's
 	// intake is drained and -c regroupIntake=<pool> confirms it (internal/stacks, poolEdits).
 	IntakeGroups int `json:"intakeGroups,omitempty"`
+	// Intake is how the pool's events reach its intake queue: IntakeTenant ("tenant", the default:
+	// each tenant its own message group) or IntakeSharded ("sharded": IntakeGroups groups by the
+	// character after the prefix). A pool that sets intakeGroups and no intake is sharded, as it
+	// was before the per-tenant intake existed.
+	Intake string `json:"intake,omitempty"`
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue; the tenant's later
 	// files wait in order outside it, parked in S3 (internal/backlog), so that the pool's backlog
 	// stays inside the 120,000 messages SQS scans for deliverable groups (FIFOScanWindow): size a
@@ -104,7 +120,13 @@ func (c PoolConfig) PoolDefaults(name string) PoolConfig {
 	if c.MaxRunningFiles == 0 {
 		c.MaxRunningFiles = DefaultPoolMaxRunningFiles
 	}
-	if c.IntakeGroups == 0 {
+	if c.Intake == "" {
+		c.Intake = IntakeTenant
+		if c.IntakeGroups != 0 {
+			c.Intake = IntakeSharded
+		}
+	}
+	if c.Intake == IntakeSharded && c.IntakeGroups == 0 {
 		c.IntakeGroups = DefaultPoolIntakeGroups
 	}
 	if c.MaxQueuedFilesPerTenant == 0 {
@@ -212,8 +234,19 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", where, key("uploaders"), err))
 			}
 		}
-		if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
-			errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, key("intakeGroups"), d.IntakeGroups, MaxPoolIntakeGroups))
+		switch d.Intake {
+		case IntakeTenant:
+			if d.IntakeGroups != 0 {
+				errs = append(errs, fmt.Errorf("%s: %s %d applies to %s %q only: the %q intake gives each tenant its own message group; remove it, or set %s %q",
+					where, key("intakeGroups"), d.IntakeGroups, key("intake"), IntakeSharded, IntakeTenant, key("intake"), IntakeSharded))
+			}
+		case IntakeSharded:
+			if d.IntakeGroups < 1 || d.IntakeGroups > MaxPoolIntakeGroups {
+				errs = append(errs, fmt.Errorf("%s: %s %d is out of range: use 1 to %d (each group is one EventBridge rule on the default event bus)", where, key("intakeGroups"), d.IntakeGroups, MaxPoolIntakeGroups))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: %s %q is not an intake: use %q (each tenant its own message group, the default) or %q (intakeGroups groups by the character after the prefix)",
+				where, key("intake"), d.Intake, IntakeTenant, IntakeSharded))
 		}
 	}
 	configured := slices.Sorted(maps.Keys(f.Pools))

@@ -34,7 +34,7 @@ func TestPoolDefaults(t *testing.T) {
 	if c := f.Pool("big"); c.MaximumConcurrency != 50 || c.BacklogAlarmMessages != DefaultPoolBacklogAlarmMessages {
 		t.Errorf("pool big = %+v", c)
 	}
-	if c := f.Pool("default"); c.Prefix != "pools/default/" || c.MaximumConcurrency != DefaultPoolMaximumConcurrency || c.IntakeGroups != DefaultPoolIntakeGroups {
+	if c := f.Pool("default"); c.Prefix != "pools/default/" || c.MaximumConcurrency != DefaultPoolMaximumConcurrency || c.Intake != IntakeTenant || c.IntakeGroups != 0 {
 		t.Errorf("pool default = %+v", c)
 	}
 
@@ -104,6 +104,10 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: maxQueuedFilesPerTenant -1 is out of range`}},
 		{"explicit zero max queued files per tenant", `{"pools": {"default": {"maxQueuedFilesPerTenant": 0}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: maxQueuedFilesPerTenant 0 is out of range: use 1 to 1000, or leave it out for 10`}},
+		{"unknown intake", `{"pools": {"default": {"intake": "hash"}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: intake "hash" is not an intake: use "tenant"`}},
+		{"intake groups on the per-tenant intake", `{"pools": {"default": {"intake": "tenant", "intakeGroups": 4}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: intakeGroups 4 applies to intake "sharded" only`}},
 		{"negative intake groups", `{"pools": {"default": {"intakeGroups": -1}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
 			[]string{`pools.default: intakeGroups -1 is out of range`}},
 		// The uploader role's trust policy names principals exactly.
@@ -165,8 +169,28 @@ func TestPoolOneIntakeGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Pool("default").IntakeGroups; got != 1 {
-		t.Errorf("got intakeGroups %d, want 1", got)
+	if got := f.Pool("default"); got.IntakeGroups != 1 || got.Intake != IntakeSharded {
+		t.Errorf("got intakeGroups %d, intake %q; want 1, %q", got.IntakeGroups, got.Intake, IntakeSharded)
+	}
+}
+
+// Which intake a pool gets: the per-tenant one by default; the sharded one when it says so or
+// sets intakeGroups, with 16 groups unless it names another number.
+func TestPoolIntakeDefaults(t *testing.T) {
+	for _, c := range []struct {
+		config       PoolConfig
+		intake       string
+		intakeGroups int
+	}{
+		{PoolConfig{}, IntakeTenant, 0},
+		{PoolConfig{Intake: IntakeTenant}, IntakeTenant, 0},
+		{PoolConfig{Intake: IntakeSharded}, IntakeSharded, DefaultPoolIntakeGroups},
+		{PoolConfig{IntakeGroups: 4}, IntakeSharded, 4},
+		{PoolConfig{Intake: IntakeSharded, IntakeGroups: 1}, IntakeSharded, 1},
+	} {
+		if d := c.config.PoolDefaults("p"); d.Intake != c.intake || d.IntakeGroups != c.intakeGroups {
+			t.Errorf("%+v: intake %q with %d groups, want %q with %d", c.config, d.Intake, d.IntakeGroups, c.intake, c.intakeGroups)
+		}
 	}
 }
 

@@ -405,7 +405,8 @@ func (r *Resolver) ref(s *Stack, name string) (any, error) {
 // LogGroupName, or the name CloudFormation makes: a key policy names the log groups it serves by
 // their names' stack prefix; its ARN ends in ":*", as Fn::GetAtt gives it) and a KMS key, whose
 // ARN is arn:aws:kms:<region>:<account>:key/<key id>, its id a UUID (here made of the resource's
-// name, so that a run's ARNs are the same from one run to the next).
+// name, so that a run's ARNs are the same from one run to the next), and a REST API, whose id an
+// EventBridge target's execute-api ARN holds.
 // https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-logs-loggroup.html
 func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (Identity, bool) {
@@ -424,6 +425,11 @@ func (r *Resolver) modelledIdentity(s *Stack, logicalID string, res *Resource) (
 			name = generatedName(s.Name, logicalID, MaxLogGroupName)
 		}
 		return Identity{Ref: name, Attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s:*", r.Region, r.Account, name)}}, true
+	case "AWS::ApiGateway::RestApi":
+		// An API's id is 10 lower-case letters and digits, in its execute-api ARNs and URL.
+		sum := sha256.Sum256([]byte(s.Name + "/" + logicalID))
+		id := hex.EncodeToString(sum[:5])
+		return Identity{Ref: id, Attrs: map[string]string{"RootResourceId": id[:6] + "root"}}, true
 	case "AWS::KMS::Key":
 		sum := sha256.Sum256([]byte(s.Name + "/" + logicalID))
 		h := hex.EncodeToString(sum[:16])

@@ -250,6 +250,8 @@ type Rule struct {
 type RuleTarget struct {
 	Arn            string
 	MessageGroupID string
+	// RoleArn is the role EventBridge uses to deliver (an API Gateway target's signer).
+	RoleArn string
 	// Input is the target's constant input (a JSON text), sent instead of the event; "" for none.
 	Input string
 }
@@ -261,6 +263,7 @@ func (a *Assembly) ReadRule(res *Resolver, rr *Resource) (Rule, error) {
 	var targets []struct {
 		Arn           string
 		Input         string
+		RoleArn       string
 		SqsParameters struct{ MessageGroupId string }
 	}
 	if err := a.Prop(res, rr, "EventPattern", &pattern); err != nil {
@@ -275,7 +278,7 @@ func (a *Assembly) ReadRule(res *Resolver, rr *Resource) (Rule, error) {
 	pb, _ := json.Marshal(pattern)
 	out := Rule{Pattern: pb, Schedule: schedule}
 	for _, t := range targets {
-		out.Targets = append(out.Targets, RuleTarget{Arn: t.Arn, MessageGroupID: t.SqsParameters.MessageGroupId, Input: t.Input})
+		out.Targets = append(out.Targets, RuleTarget{Arn: t.Arn, MessageGroupID: t.SqsParameters.MessageGroupId, Input: t.Input, RoleArn: t.RoleArn})
 	}
 	return out, nil
 }
