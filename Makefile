@@ -79,7 +79,8 @@ bench: setup
 ## register throughput of the record, batch and DynamoDB sinks at 10 ms (TestFiguresRegisterThroughput);
 ## the cost per 1M records and per 1,000 files from counted usage at list prices, the default Register
 ## design beside registerDesign=per-chunk (TestFiguresCost); a pool's routing rate, sharded intake
-## against one message group with one send per event, at an emulated 30 ms per AWS call (TestFiguresPoolIntake);
+## against one message group with one send per event, and the per-tenant intake beside the sharded one,
+## at an emulated 30 ms per AWS call (TestFiguresPoolIntake);
 ## a local burst of 40 and 200 pooled tenants into one core system of 4 slots: slot utilization and per-file
 ## calls (TestFiguresAdmissionBurst); upload to first record and to the File Processed event, p50 and p95, for a
 ## burst of one-chunk files and for one after an idle period, beside the fixed 30 s wait (TestFiguresLatency);
@@ -88,7 +89,9 @@ bench: setup
 ## (TestFiguresSequence); a core system refusing connections for longer than a file's retries in a burst of 50
 ## tenants, its breaker on beside disabled: failed files, halted tenants, files out of order (TestFiguresBreaker);
 ## a large key-ordered file alone and then among 100 small files on one core system of 30 requests in flight at
-## 20 ms: mean requests in flight, the large file's records/s, the peak, beside requestShares=static (TestFiguresCapacity)
+## 20 ms: mean requests in flight, the large file's records/s, the peak, beside requestShares=static (TestFiguresCapacity);
+## one pooled tenant's flood of FLOOD_FILES (2,000) files, then ten neighbours' files: each neighbour's upload to first
+## record without and after the flood, the per-tenant intake beside the sharded one (TestFiguresFlood)
 ## each figure also as an SVG chart in .build/figures/ (inter-file-gap, register-throughput, controller-calls, capacity)
 figures: setup
 	LOCALRUN_FIGURES_DIR=$(CURDIR)/.build/figures go test -tags figures ./internal/localrun -run TestFigures -v -timeout 60m

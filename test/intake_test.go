@@ -257,7 +257,10 @@ func TestPoolPerTenantIntake(t *testing.T) {
 		"Resource": target["Arn"]}}); got != want {
 		t.Errorf("the rule's role holds %s, want %s", got, want)
 	}
-	// The API: Regional, and only the rule's role may invoke it.
+	// The API: named after its stack, Regional, and only the rule's role may invoke it.
+	if name, _ := props(restAPI)["Name"].(string); !strings.HasSuffix(name, "-Pool-big-intake") {
+		t.Errorf("API name %q, want <stack>-intake", name)
+	}
 	if got := asJSON(get(t, props(restAPI), "EndpointConfiguration", "Types")); got != `["REGIONAL"]` {
 		t.Errorf("endpoint types %s, want REGIONAL", got)
 	}

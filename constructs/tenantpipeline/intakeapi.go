@@ -63,6 +63,7 @@ func (t *TenantPool) newIntakeAPI() awsevents.IRuleTarget {
 		}),
 	}})
 	t.IntakeAPI = awsapigateway.NewRestApi(t.Construct, jsii.String("IntakeApi"), &awsapigateway.RestApiProps{
+		RestApiName: jsii.String(*stack.StackName() + "-intake"),
 		Description: jsii.String(fmt.Sprintf("Pool %s: the file events of its rule into the intake queue, each in its tenant's message group", p.Name)),
 		// EventBridge reaches Regional and edge-optimized endpoints, not private ones
 		// (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-api-gateway-target.html).

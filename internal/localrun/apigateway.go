@@ -44,6 +44,9 @@ func (c *Cloud) apiTargetOf(arn, role string) (*apiTarget, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Authorization != "AWS_IAM" {
+		return nil, fmt.Errorf("%s: the local run delivers to methods of AWS_IAM authorization, not %q", arn, m.Authorization)
+	}
 	q := c.queues[fmt.Sprintf("arn:aws:sqs:%s:%s:%s", c.res.Region, c.res.Account, m.QueueName)]
 	if q == nil {
 		return nil, fmt.Errorf("%s: its integration sends to %s, which is not a queue of the templates", arn, m.QueueName)
@@ -80,12 +83,10 @@ func (c *Cloud) deliverToAPI(ctx context.Context, rl rule, body []byte, late boo
 // when it is not a success.
 func (c *Cloud) invokeAPI(ctx context.Context, t *apiTarget, body []byte, late bool) (int, string) {
 	m := t.method
-	if m.Authorization == "AWS_IAM" || t.role != "" {
-		if ok, why := c.auth.apiMayInvoke(t.role, t.arn); !ok {
-			c.auth.refuse()
-			c.auth.say("API Gateway %s: AccessDeniedException: %s", t.arn, why)
-			return http.StatusForbidden, why
-		}
+	if ok, why := c.auth.apiMayInvoke(t.role, t.arn); !ok {
+		c.auth.refuse()
+		c.auth.say("API Gateway %s: AccessDeniedException: %s", t.arn, why)
+		return http.StatusForbidden, why
 	}
 	// EventBridge posts the event as JSON; API Gateway picks the template of the content type.
 	const contentType = "application/json; charset=utf-8"

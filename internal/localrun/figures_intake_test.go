@@ -18,7 +18,7 @@ import (
 )
 
 // intakeFigureTenants is one pool of tenants whose ids begin with 32 different characters, with
-// its intakeGroups (0: the default).
+// its intakeGroups (0: none, the per-tenant intake).
 func intakeFigureTenants(pool string, tenants, groups int) string {
 	const first = "abcdefghijklmnopqrstuvwxyz012345"
 	var rows []string
@@ -39,8 +39,12 @@ func intakeFigureTenants(pool string, tenants, groups int) string {
 // 2-core machine still bounded the sharded rate (ratio 9.7 at a load average of 15).
 const intakeFigureAWSLatency = 30 * time.Millisecond
 
+// defaultIntakeGroups is the sharded intake's default.
+const defaultIntakeGroups = tenants.DefaultPoolIntakeGroups
+
 // TestFiguresPoolIntake measures the pool-intake figure (make figures): the same burst of "Object
-// Created" events routed by the default intake (16 message groups, SendMessageBatch) and by the
+// Created" events routed by the sharded intake (16 message groups, SendMessageBatch), by the
+// per-tenant intake (a group per tenant, 16 router invocations at once) and by the
 // intake as it was (one message group, one SendMessage a message: intakeGroups 1 and
 // ROUTER_SEND_BATCH_SIZE=1), one pool after the other in one test (the local run names the state
 // machines by logical id, which two pool stacks share), each call of the router taking
@@ -50,10 +54,12 @@ const intakeFigureAWSLatency = 30 * time.Millisecond
 // queue once, each tenant's in order), never a rate.
 func TestFiguresPoolIntake(t *testing.T) {
 	const tenants, files = 64, 16
-	sharded := routeBurst(t, "sharded", 0, nil, tenants, files, true)
+	sharded := routeBurst(t, "sharded", defaultIntakeGroups, nil, tenants, files, true)
 	single := routeBurst(t, "single", 1, []string{pipeline.EnvRouterSendBatchSize + "=1"}, tenants, files, false)
+	perTenant := routeBurst(t, "pertenant", 0, nil, tenants, files, false)
 	fmt.Printf("pool-intake: sharded %.0f events/s, single group %.0f events/s, ratio %.1f (emulated %d ms per AWS call)\n",
 		sharded.rate, single.rate, sharded.rate/single.rate, intakeFigureAWSLatency.Milliseconds())
+	fmt.Printf("pool-intake: per-tenant %.0f events/s, sharded %.0f events/s, ratio %.2f\n", perTenant.rate, sharded.rate, perTenant.rate/sharded.rate)
 	fmt.Println(sharded.burst(10000, 10))
 	t.Logf("measured: router %.1f ms an invocation; per file %.2f executions started, %.1f state transitions, %.0f ms of controller, Split and Register (%.0f ms of controller)",
 		sharded.batchMillis, sharded.startsPerFile, sharded.transitionsPerFile, sharded.lambdaMillisPerFile, sharded.controllerMillisPerFile)

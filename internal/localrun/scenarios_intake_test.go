@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -98,4 +99,84 @@ func (r *Run) intakeGroups(t *testing.T) map[string]int {
 		out[g]++
 	}
 	return out
+}
+
+// The per-tenant intake's two judged steps: EventBridge's request to the intake API, signed with
+// the rule's role, and the API's SendMessage with its integration's role. A file goes through
+// with the templates' policies; without the API's Allow for the rule's role and the role's own
+// grant, or without the integration role's sqs:SendMessage, the next file's event is refused and
+// never reaches the intake; given back, the file after it goes through.
+func TestScenarioIntakeAPIJudged(t *testing.T) {
+	t.Parallel()
+	r := startScenario(t, `{"tenants": [{"id": "hooli", "tier": "pool", "registerUrl": "https://core.example.com/records"}]}`, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var api *apiTarget
+	for _, rl := range r.rules {
+		if rl.api != nil {
+			api = rl.api
+		}
+	}
+	if api == nil {
+		t.Fatal("no rule posts to the intake API")
+	}
+	apiPolicy, err := r.auth.resourceStatements(api.arn)
+	if err != nil || len(apiPolicy) != 2 {
+		t.Fatalf("the intake API's policy: %v, %d statements; want the Allow and the Deny", err, len(apiPolicy))
+	}
+	eventRole, _ := r.auth.roleStatements(api.role)
+	apiRole, _ := r.auth.roleStatements(api.method.Credentials)
+	set := func(apiStatements, eventStatements, apiRoleStatements []statement) {
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies["execute-api:"+api.method.APIID] = apiStatements
+		r.auth.policies[api.role] = eventStatements
+		r.auth.policies[api.method.Credentials] = apiRoleStatements
+		r.auth.mu.Unlock()
+	}
+	var onlyDeny, noSend []statement
+	for _, st := range apiPolicy {
+		if st.Effect == "Deny" {
+			onlyDeny = append(onlyDeny, st)
+		}
+	}
+	for _, st := range apiRole {
+		if !slices.Contains(st.Action, "sqs:SendMessage") {
+			noSend = append(noSend, st)
+		}
+	}
+	files := 0
+	for _, tc := range []struct {
+		name          string
+		api, ev, role []statement
+		delivered     bool
+	}{
+		{"as deployed", apiPolicy, eventRole, apiRole, true},
+		{"without the rule role's Allow", onlyDeny, nil, apiRole, false},
+		{"without the integration role's SendMessage", apiPolicy, eventRole, noSend, false},
+		{"given back", apiPolicy, eventRole, apiRole, true},
+	} {
+		set(tc.api, tc.ev, tc.role)
+		refused := r.auth.Refused()
+		name := fmt.Sprintf("%d.csv", files)
+		files++
+		if _, err := r.Upload(ctx, "hooli", name, csvOf(2)); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.auth.Refused() > refused; got == tc.delivered {
+			t.Errorf("%s: refused %v, want %v", tc.name, got, !tc.delivered)
+		}
+		if tc.delivered {
+			waitFor(t, ctx, r, name+" registered", func(*report.Report) bool {
+				for _, q := range r.Sink.Requests("hooli") {
+					if strings.HasSuffix(q.Source, "/"+name) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+	}
+	if got := r.intakeGroups(t)["hooli"]; got != 2 {
+		t.Errorf("the intake received %d of hooli's events, want the 2 delivered", got)
+	}
 }

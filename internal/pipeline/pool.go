@@ -39,7 +39,7 @@ const (
 	EnvRouterSendBatchSize = "ROUTER_SEND_BATCH_SIZE"
 	// EnvRouterParkEach "true" makes the router count and feed back each file it parks, as it did
 	// before it parked a batch's later files of a tenant straight away. The construct never sets
-	// it: it is the reference of the local flood figure (docs/tiers.md, "The sharded intake").
+	// it: it is a reference for measuring the router locally.
 	EnvRouterParkEach = "ROUTER_PARK_EACH"
 
 	// EnvTenantRoleARN is the pool's tenant-scoped role: a pool's controller, Split and Register

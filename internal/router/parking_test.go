@@ -314,7 +314,7 @@ func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 
 // A flood of one tenant in one intake batch: once a file of the tenant is parked, its later files
 // are parked without trying to count them (which could only fail), in order, and fed back in
-// order as the queue frees. ROUTER_PARK_EACH, the flood figure's reference, tries each.
+// order as the queue frees. ROUTER_PARK_EACH, the reference design, tries each.
 func TestRouterParksAFloodWithoutCountingEachFile(t *testing.T) {
 	for _, tc := range []struct {
 		parkEach bool

@@ -72,8 +72,9 @@ type Config struct {
 	SendBatchSize int
 	// Backlog bounds each tenant's messages in the pool queue (parking.go); zero: no bound.
 	Backlog parking.Config
-	// ParkEach counts and feeds back each parked file (ROUTER_PARK_EACH), the reference of the
-	// flood figure; false, the default, parks a batch's later files of a tenant straight away.
+	// ParkEach counts and feeds back each parked file (ROUTER_PARK_EACH), a reference for
+	// measuring the router; false, the default, parks a batch's later files of a tenant straight
+	// away.
 	ParkEach bool
 }
 
