@@ -139,7 +139,9 @@ func routeBurst(t *testing.T, pool string, groups int, routerEnv []string, tenan
 		if f.Pool != pool {
 			continue
 		}
-		prefix = f.PoolSettings.Prefix
+		if f.PoolSettings != nil { // the controller's and the router's: their settings asset
+			prefix = f.PoolSettings.Prefix
+		}
 		for _, e := range r.esms {
 			switch {
 			case e.FunctionArn != f.ARN:
