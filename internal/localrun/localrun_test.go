@@ -19,28 +19,21 @@ import (
 
 // TestSFNServer runs the Step Functions server's own tests (Map stop, retries, redrive,
 // sync:2 children, history counting).
-func TestSFNServer(t *testing.T) {
-	t.Parallel()
-	root := moduleRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, "local/sfn-server/server.test.mjs"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("node --test: %v\n%s", err, out)
-	}
-}
+func TestSFNServer(t *testing.T) { nodeTests(t, "local/sfn-server/server.test.mjs") }
 
 // TestAPIGatewayRender runs the local API Gateway mapping-template renderer's own tests ($input,
 // $util, $context, the Java string methods it allows, and the calls it refuses).
-func TestAPIGatewayRender(t *testing.T) {
+func TestAPIGatewayRender(t *testing.T) { nodeTests(t, "local/apigateway/render.test.mjs") }
+
+// nodeTests runs a Node test file of the module with node --test.
+func nodeTests(t *testing.T, file string) {
 	t.Parallel()
 	root := moduleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, "local/apigateway/render.test.mjs"))
+	cmd := exec.CommandContext(ctx, deploy.NodeBinary(root), "--test", filepath.Join(root, file))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("node --test: %v\n%s", err, out)
+		t.Fatalf("node --test %s: %v\n%s", file, err, out)
 	}
 }
 
