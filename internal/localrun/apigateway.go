@@ -88,6 +88,9 @@ func (c *Cloud) invokeAPI(ctx context.Context, t *apiTarget, body []byte, late b
 		c.auth.say("API Gateway %s: AccessDeniedException: %s", t.arn, why)
 		return http.StatusForbidden, why
 	}
+	// A request past its authorization is one billed API call
+	// (https://aws.amazon.com/api-gateway/pricing/: no charge for failed authorizations).
+	c.Counter.Add("apigateway", m.HTTPMethod+" "+m.Path)
 	// EventBridge posts the event as JSON; API Gateway picks the template of the content type.
 	const contentType = "application/json; charset=utf-8"
 	mediaType, _, _ := mime.ParseMediaType(contentType)

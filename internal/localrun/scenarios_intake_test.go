@@ -179,4 +179,13 @@ func TestScenarioIntakeAPIJudged(t *testing.T) {
 	if got := r.intakeGroups(t)["hooli"]; got != 2 {
 		t.Errorf("the intake received %d of hooli's events, want the 2 delivered", got)
 	}
+	// Each request past its authorization is counted as one API call; the one refused at
+	// authorization is not, the one refused by SQS is (retried: EventBridge retries a 500).
+	rep, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.APICalls["apigateway"]["POST /events"]; got < 3 {
+		t.Errorf("got %d API Gateway calls, want one per delivered event and at least one for the refused send", got)
+	}
 }
