@@ -166,6 +166,9 @@ func TestPoolPropsMessagesNameTheProps(t *testing.T) {
 		{"maximum concurrency", func(p *PoolProps) { p.MaximumConcurrency = 1 }, `pool "p": PoolProps.MaximumConcurrency 1 is out of range: Lambda accepts 2 to 1000`},
 		{"max running files", func(p *PoolProps) { p.MaxRunningFiles = 2000 }, `pool "p": PoolProps.MaxRunningFiles 2000 is out of range`},
 		{"intake groups", func(p *PoolProps) { p.IntakeGroups = 65 }, `pool "p": PoolProps.IntakeGroups 65 is out of range: use 1 to 64`},
+		{"unknown intake", func(p *PoolProps) { p.Intake = "hash" }, `pool "p": PoolProps.Intake "hash" is not an intake: use "tenant"`},
+		{"intake groups on the per-tenant intake", func(p *PoolProps) { p.Intake, p.IntakeGroups = "tenant", 4 },
+			`pool "p": PoolProps.IntakeGroups 4 applies to PoolProps.Intake "sharded" only`},
 		{"tenant prefix", func(p *PoolProps) { p.Tenants[0].Prefix = "in/a/" }, `PoolProps.Tenants[0].Prefix (tenant "a"): "in/a/" is not "pools/p/a/"`},
 		{"secret without a secret prefix", func(p *PoolProps) { p.Tenants[0].RegisterAuthSecretARN = secret },
 			`PoolProps.Tenants[0].RegisterAuthSecretARN (tenant "a"): is set, but pool p has no PoolProps.SecretPrefix: ` +
