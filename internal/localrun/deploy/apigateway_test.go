@@ -25,19 +25,7 @@ func apiTemplate(t *testing.T, integration string) (*Assembly, *Resolver) {
 	"Stage": {"Type": "AWS::ApiGateway::Stage", "Properties": {"RestApiId": {"Ref": "Api"}, "StageName": "live"}},
 	"Role": {"Type": "AWS::IAM::Role", "Properties": {"Path": "/p/"}}
 	}`
-	st := &Stack{Name: "S", Resources: map[string]*Resource{}}
-	if err := json.Unmarshal([]byte(template), &st.Resources); err != nil {
-		t.Fatal(err)
-	}
-	for id, r := range st.Resources {
-		r.Stack, r.LogicalID = st, id
-	}
-	asm := &Assembly{Stacks: []*Stack{st}}
-	res, err := NewResolver(asm, "us-east-1", "000000000000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return asm, res
+	return oneStack(t, template)
 }
 
 // ReadAPIMethod finds the method an execute-api ARN names, through the API's id, the stage and the

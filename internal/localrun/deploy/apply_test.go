@@ -84,21 +84,7 @@ func TestApply(t *testing.T) {
 	"Q": {"Type": "AWS::SQS::Queue", "Properties": {"FifoQueue": true}},
 	"In": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "ingest"}}
 	}`
-	load := func(t *testing.T) (*Assembly, *Resolver) {
-		st := &Stack{Name: "S", Resources: map[string]*Resource{}}
-		if err := json.Unmarshal([]byte(template), &st.Resources); err != nil {
-			t.Fatal(err)
-		}
-		for id, r := range st.Resources {
-			r.Stack, r.LogicalID = st, id
-		}
-		asm := &Assembly{Stacks: []*Stack{st}}
-		res, err := NewResolver(asm, "us-east-1", "000000000000")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return asm, res
-	}
+	load := func(t *testing.T) (*Assembly, *Resolver) { return oneStack(t, template) }
 	asm, res := load(t)
 	acct := &recorder{}
 	if err := Apply(context.Background(), asm, res, acct); err != nil {
@@ -134,4 +120,23 @@ func TestApply(t *testing.T) {
 	if err == nil || err.Error() != "queue q.fifo (Q): refused" || len(acct.calls) != 2 {
 		t.Errorf("got %v after %d calls, want \"queue q.fifo (Q): refused\" after the bucket and the queue", err, len(acct.calls))
 	}
+}
+
+// oneStack is an assembly of one stack "S" with the resources of template (a JSON object of
+// logical ids), resolved in us-east-1 of account 000000000000.
+func oneStack(t *testing.T, template string) (*Assembly, *Resolver) {
+	t.Helper()
+	st := &Stack{Name: "S", Resources: map[string]*Resource{}}
+	if err := json.Unmarshal([]byte(template), &st.Resources); err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range st.Resources {
+		r.Stack, r.LogicalID = st, id
+	}
+	asm := &Assembly{Stacks: []*Stack{st}}
+	res, err := NewResolver(asm, "us-east-1", "000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return asm, res
 }
