@@ -1,5 +1,5 @@
 // Package cost prices what a local run measured (state transitions, Lambda requests and
-// GB-seconds, S3 and SQS requests, DynamoDB request units, log bytes, ...) at AWS list prices, and scales it to a unit of work (a million
+// GB-seconds, S3, SQS and API Gateway requests, DynamoDB request units, log bytes, ...) at AWS list prices, and scales it to a unit of work (a million
 // records, a thousand files). Free tiers are left out: the figures are the marginal cost of the work.
 package cost
 
@@ -34,6 +34,9 @@ type Usage struct {
 	InsightMatches float64
 	// STSCalls are AssumeRole calls: free, counted so that the figure shows them.
 	STSCalls float64
+	// APIGatewayRequests are REST API requests (a pool's per-tenant intake: one per event
+	// EventBridge delivers, retries included; a refused authorization is not billed).
+	APIGatewayRequests float64
 }
 
 // Add sums two usages.
@@ -51,6 +54,7 @@ func (u Usage) Add(o Usage) Usage {
 		LogBytes:           u.LogBytes + o.LogBytes,
 		InsightMatches:     u.InsightMatches + o.InsightMatches,
 		STSCalls:           u.STSCalls + o.STSCalls,
+		APIGatewayRequests: u.APIGatewayRequests + o.APIGatewayRequests,
 	}
 }
 
@@ -70,6 +74,7 @@ func (u Usage) Scale(f float64) Usage {
 		LogBytes:           u.LogBytes * f,
 		InsightMatches:     u.InsightMatches * f,
 		STSCalls:           u.STSCalls * f,
+		APIGatewayRequests: u.APIGatewayRequests * f,
 	}
 }
 
@@ -96,6 +101,7 @@ type Prices struct {
 	LogByte           float64
 	InsightMatch      float64
 	STSCall           float64
+	APIGatewayRequest float64
 }
 
 // USEast1 are the us-east-1 list prices of the first pricing tier, as the pricing pages showed
@@ -137,6 +143,9 @@ var USEast1 = Prices{
 	// (https://docs.aws.amazon.com/cost-management/latest/userguide/security-iam.html; the IAM FAQs,
 	// https://aws.amazon.com/iam/faqs/, say the same of IAM and STS).
 	STSCall: 0,
+	// REST APIs, first 333 million requests a month: $3.50 per million.
+	// https://aws.amazon.com/api-gateway/pricing/
+	APIGatewayRequest: 3.50 / 1e6,
 }
 
 // Bill is a usage priced term by term, in US dollars.
@@ -151,6 +160,7 @@ type Bill struct {
 	Logs           float64
 	Insights       float64
 	STS            float64
+	APIGateway     float64
 }
 
 // Price prices a usage.
@@ -166,13 +176,14 @@ func (p Prices) Price(u Usage) Bill {
 		Logs:           u.LogBytes * p.LogByte,
 		Insights:       u.InsightMatches * p.InsightMatch,
 		STS:            u.STSCalls * p.STSCall,
+		APIGateway:     u.APIGatewayRequests * p.APIGatewayRequest,
 	}
 }
 
 // Total is the sum of the terms.
 func (b Bill) Total() float64 {
 	return b.StepFunctions + b.LambdaRequests + b.LambdaDuration + b.S3 + b.SQS + b.EventBridge +
-		b.DynamoDB + b.Logs + b.Insights + b.STS
+		b.DynamoDB + b.Logs + b.Insights + b.STS + b.APIGateway
 }
 
 // Term is one term of a bill.
@@ -194,6 +205,7 @@ func (b Bill) Terms() []Term {
 		{"CloudWatch Logs ingestion", b.Logs},
 		{"Contributor Insights matches", b.Insights},
 		{"STS calls", b.STS},
+		{"API Gateway requests", b.APIGateway},
 	}
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Dollars > terms[j].Dollars })
 	return terms

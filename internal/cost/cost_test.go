@@ -2,6 +2,7 @@ package cost
 
 import (
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -25,6 +26,7 @@ func TestPrice(t *testing.T) {
 		{"1 GB of log lines costs $0.50", Usage{LogBytes: 1e9}, Bill{Logs: 0.50}},
 		{"1M matched log events cost $0.02", Usage{InsightMatches: 1e6}, Bill{Insights: 0.02}},
 		{"AssumeRole is free", Usage{STSCalls: 1e6}, Bill{}},
+		{"1M REST API requests cost $3.50", Usage{APIGatewayRequests: 1e6}, Bill{APIGateway: 3.50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := USEast1.Price(tc.u)
@@ -32,7 +34,7 @@ func TestPrice(t *testing.T) {
 				{got.StepFunctions, tc.want.StepFunctions}, {got.LambdaRequests, tc.want.LambdaRequests},
 				{got.LambdaDuration, tc.want.LambdaDuration}, {got.S3, tc.want.S3}, {got.SQS, tc.want.SQS},
 				{got.EventBridge, tc.want.EventBridge}, {got.DynamoDB, tc.want.DynamoDB}, {got.Logs, tc.want.Logs},
-				{got.Insights, tc.want.Insights}, {got.STS, tc.want.STS}, {got.Total(), tc.want.Total()},
+				{got.Insights, tc.want.Insights}, {got.STS, tc.want.STS}, {got.APIGateway, tc.want.APIGateway}, {got.Total(), tc.want.Total()},
 			} {
 				if math.Abs(p[0]-p[1]) > 1e-6 {
 					t.Errorf("got %+v, want %+v", got, tc.want)
@@ -64,7 +66,29 @@ func TestScale(t *testing.T) {
 	if got := Per(measured, 0, 1e6); got != (Usage{}) {
 		t.Errorf("Per of zero units: got %+v, want zero", got)
 	}
-	if got := measured.Add(measured); got != measured.Scale(2) {
-		t.Errorf("Add: got %+v, want %+v", got, measured.Scale(2))
+	// Every term, so that one Add, Scale or Price leaves out fails here.
+	var every Usage
+	v := reflect.ValueOf(&every).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetFloat(float64(i + 1))
+	}
+	sum, twice := every.Add(every), every.Scale(2)
+	if sum != twice {
+		t.Errorf("Add: got %+v, want %+v", sum, twice)
+	}
+	for i := range v.NumField() {
+		if got := reflect.ValueOf(sum).Field(i).Float(); got != float64(2*(i+1)) {
+			t.Errorf("Add and Scale leave out %s: got %v, want %v", v.Type().Field(i).Name, got, 2*(i+1))
+		}
+	}
+	priced, prices := USEast1.Price(every), reflect.ValueOf(USEast1)
+	// Prices lists its prices in Usage's order.
+	var wantTotal float64
+	for i := range prices.NumField() {
+		wantTotal += prices.Field(i).Float() * float64(i+1)
+	}
+	if !near(priced.Total(), wantTotal) || prices.NumField() != v.NumField() || len(priced.Terms()) != reflect.ValueOf(priced).NumField() {
+		t.Errorf("Price of every term: total %v, want %v (Prices has %d fields, Usage %d; %d terms of %d)",
+			priced.Total(), wantTotal, prices.NumField(), v.NumField(), len(priced.Terms()), reflect.ValueOf(priced).NumField())
 	}
 }

@@ -15,6 +15,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -89,8 +90,10 @@ func (c *Cloud) invokeAPI(ctx context.Context, t *apiTarget, body []byte, late b
 		return http.StatusForbidden, why
 	}
 	// A request past its authorization is one billed API call
-	// (https://aws.amazon.com/api-gateway/pricing/: no charge for failed authorizations).
+	// (https://aws.amazon.com/api-gateway/pricing/: no charge for failed authorizations), metered
+	// on the key of the object the event is about, so that a figure finds its tenant.
 	c.Counter.Add("apigateway", m.HTTPMethod+" "+m.Path)
+	c.Meter.Add(emulate.ClassAPIGateway, eventObjectKey(body), 1)
 	// EventBridge posts the event as JSON; API Gateway picks the template of the content type.
 	const contentType = "application/json; charset=utf-8"
 	mediaType, _, _ := mime.ParseMediaType(contentType)
@@ -196,4 +199,19 @@ func (a *tenantAuth) integrationMaySend(role string, q *Queue) (bool, string) {
 		return a.kmsAllowed(s, "kms:GenerateDataKey", key, "sqs", map[string]string{"aws:sqs:arn": q.ARN}, true)
 	}
 	return true, ""
+}
+
+// eventObjectKey is the object key an S3 event (detail.object.key) names; "" for another event.
+func eventObjectKey(body []byte) string {
+	var ev struct {
+		Detail struct {
+			Object struct {
+				Key string `json:"key"`
+			} `json:"object"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal(body, &ev) != nil {
+		return ""
+	}
+	return ev.Detail.Object.Key
 }

@@ -88,9 +88,13 @@ func (c costFigure) line() string {
 // counted is the second line: the terms counted beside the requests and the duration, per unit.
 func (c costFigure) counted() string {
 	term := func(u cost.Usage, b cost.Bill) string {
-		return fmt.Sprintf("DynamoDB %s (%s RRU, %s WRU), logs %s (%.1f MB), Contributor Insights %s (%s matched), STS %s (%s AssumeRole)",
+		line := fmt.Sprintf("DynamoDB %s (%s RRU, %s WRU), logs %s (%.1f MB), Contributor Insights %s (%s matched), STS %s (%s AssumeRole)",
 			dollars(b.DynamoDB), count(u.DynamoDBReadUnits), count(u.DynamoDBWriteUnits), dollars(b.Logs), u.LogBytes/1e6,
 			dollars(b.Insights), count(u.InsightMatches), dollars(b.STS), count(u.STSCalls))
+		if u.APIGatewayRequests > 0 {
+			line += fmt.Sprintf(", API Gateway %s (%s requests)", dollars(b.APIGateway), count(u.APIGatewayRequests))
+		}
+		return line
 	}
 	line := fmt.Sprintf("cost-counted: record %s per 1M records; batch %s per 1M records; small files %s per 1,000 files; pooled small files $%.3f per 1,000 files, of which %s",
 		term(c.record, c.recordBill), term(c.batch, c.batchBill), term(c.small, c.smallBill), c.pooledBill.Total(), term(c.pooled, c.pooledBill))
@@ -119,9 +123,9 @@ func count(v float64) string {
 }
 
 // TestFiguresCost measures the cost figure (make figures): the pipeline's billed usage, counted on
-// the local run (state transitions, Lambda requests and GB-seconds, S3 and SQS requests, File
-// Processed events, DynamoDB request units, log bytes, Contributor Insights matches, AssumeRole
-// calls), scaled to 1M records or 1,000 files and priced at us-east-1 list prices (internal/cost).
+// the local run (state transitions, Lambda requests and GB-seconds, S3, SQS and API Gateway
+// requests, File Processed events, DynamoDB request units, log bytes, Contributor Insights
+// matches, AssumeRole calls), scaled to 1M records or 1,000 files and priced at us-east-1 list prices (internal/cost).
 // It prints two lines for the default Register design (the totals, then the terms counted beside
 // the requests and duration) and two, prefixed, for the per-chunk design before it, which has no
 // small-file path and so neither record mode on the full path nor the realistic mix apart.
@@ -206,6 +210,10 @@ func measureCost(t *testing.T, extra map[string]string, full bool) costFigure {
 	pooledUsed := phase("psmall", smallFiles("psmall"))
 	if pooledUsed.STSCalls <= 0 {
 		t.Errorf("psmall: got %v AssumeRole calls, want the pool's tenant sessions counted", pooledUsed.STSCalls)
+	}
+	// The pool's per-tenant intake: one API Gateway request per file's event.
+	if pooledUsed.APIGatewayRequests != costSmallFiles {
+		t.Errorf("psmall: got %v API Gateway requests, want %d (one per file)", pooledUsed.APIGatewayRequests, costSmallFiles)
 	}
 	batchUsed := phase("bat", []upload{{"bat", "big.csv", csvOf(costBatchFile)}})
 	recordUsed := phase("rec", []upload{{"rec", "file.csv", csvOf(costRecordFile)}})

@@ -2,8 +2,9 @@ package localrun
 
 // What AWS would bill for one tenant's work so far, from the run's counters: the state transitions
 // of its executions (child executions included), its functions' Lambda requests, GB-seconds and log
-// bytes, the S3 and SQS requests on its keys and its queue, its File Processed events, the DynamoDB
-// request units on its tables, Contributor Insights matches and AssumeRole calls.
+// bytes, the S3 and SQS requests on its keys and its queues, the API Gateway requests of its
+// events, its File Processed events, the DynamoDB request units on its tables, Contributor Insights
+// matches and AssumeRole calls.
 
 import (
 	"context"
@@ -18,14 +19,15 @@ import (
 // Usage is the billed usage of one tenant so far. Nothing of the harness itself is in it (uploads,
 // monitoring): those calls go to uncounted endpoints. Step Functions API calls and EventBridge's
 // events from AWS services are not billed per request, and CloudWatch metrics and alarms are not
-// counted. DynamoDB's request units are those of every table the tenant's functions (and its pool's) name in
-// their variables (its sink's table, its core system's and its pool's admission tables), log bytes
-// those these functions write, Contributor Insights matches those of the rules over its functions' log
-// groups, and STS calls the AssumeRole calls for its sessions. For a pooled tenant, state
-// transitions, S3 requests and STS calls are the tenant's own (its executions, by the tenant in
-// their input; its keys; its sessions), while the Lambda, log, Contributor Insights, SQS and
-// DynamoDB figures are the whole pool's or core system's: its functions, queue and tables are
-// shared, and their counters do not say for whom.
+// counted. DynamoDB's request units are those of every table the tenant's functions (and its
+// pool's) name in their variables (its sink's table, its core system's and its pool's admission
+// tables), log bytes those these functions write, Contributor Insights matches those of the rules
+// over its functions' log groups, and STS calls the AssumeRole calls for its sessions. For a pooled
+// tenant, state transitions, S3 and API Gateway requests and STS calls are the tenant's own (its
+// executions, by the tenant in their input; its keys and its events; its sessions), while the
+// Lambda, log, Contributor Insights, SQS (the pool's queue and its intake) and DynamoDB figures are
+// the whole pool's or core system's: its functions, queues and tables are shared, and their
+// counters do not say for whom.
 func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	t := r.Tenant(tenantID)
 	if t == nil {
@@ -55,18 +57,16 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	}
 	machines := r.machinesOf(t)
 	// fns are the tenant's functions and, for a pooled tenant, every function of its pool (the
-	// pool's controller is in none of the state machines): whose logs, tables and rules count.
+	// pool's controller and router are in none of the state machines): whose requests, duration,
+	// logs, tables and rules count.
 	var fns []*emulate.Function
 	for _, f := range r.functions {
-		own := f.Tenant == t.ID || mentionedIn(machines, f.ARN, f.Name)
-		if own || t.Pool != "" && f.Pool == t.Pool {
-			fns = append(fns, f)
-			u.LogBytes += float64(f.Usage().LogBytes)
-		}
-		if !own {
+		if f.Tenant != t.ID && !mentionedIn(machines, f.ARN, f.Name) && (t.Pool == "" || f.Pool != t.Pool) {
 			continue
 		}
+		fns = append(fns, f)
 		fu := f.Usage()
+		u.LogBytes += float64(fu.LogBytes)
 		u.LambdaRequests += float64(fu.Requests)
 		u.LambdaGBSeconds += fu.GBSeconds()
 	}
@@ -87,13 +87,32 @@ func (r *Run) Usage(ctx context.Context, tenantID string) (cost.Usage, error) {
 	ownKey := func(key string) bool { return tenantOfKey(key, t) }
 	u.S3Tier1Requests = float64(r.Meter.Sum(emulate.ClassS3Tier1, ownKey))
 	u.S3Tier2Requests = float64(r.Meter.Sum(emulate.ClassS3Tier2, ownKey))
-	u.SQSRequests = float64(r.Meter.Sum(emulate.ClassSQS, func(q string) bool { return q == t.Queue.URL }))
+	u.APIGatewayRequests = float64(r.Meter.Sum(emulate.ClassAPIGateway, ownKey))
+	queues := r.queuesOf(t)
+	u.SQSRequests = float64(r.Meter.Sum(emulate.ClassSQS, func(q string) bool { return queues[q] }))
 	for _, ev := range r.FileEvents() {
 		if ev.Detail.Tenant == t.ID {
 			u.EventBridgeEvents++ // a File Processed detail is far below 64 KB: one event each
 		}
 	}
 	return u, nil
+}
+
+// queuesOf are the URLs of the queues whose requests count for the tenant: its queue and, for a
+// pooled tenant, every queue a function of its pool reads (the pool's intake).
+func (r *Run) queuesOf(t *Tenant) map[string]bool {
+	urls := map[string]bool{t.Queue.URL: true}
+	if t.Pool == "" {
+		return urls
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for m := range r.esmOf {
+		if m.fn.Pool == t.Pool {
+			urls[m.queue.URL] = true
+		}
+	}
+	return urls
 }
 
 // namedInEnv reports whether one of the functions' variables names the table: as a whole value

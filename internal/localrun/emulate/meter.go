@@ -1,6 +1,6 @@
 package emulate
 
-// Billed requests of S3 and SQS, by the class AWS prices them in and by what they touched (an
+// Billed requests of S3, SQS and API Gateway, by the class AWS prices them in and by what they touched (an
 // object key, a queue URL), so that a figure can attribute them to a tenant. The APICounter counts
 // calls by operation; this meter counts what the bill counts.
 
@@ -20,6 +20,9 @@ const (
 	ClassS3Tier2 = "s3.tier2"
 	// SQS requests, each 64 KB chunk of a payload one request (https://aws.amazon.com/sqs/pricing/).
 	ClassSQS = "sqs"
+	// API Gateway REST API requests, scoped by the object key of the event they carry
+	// (https://aws.amazon.com/api-gateway/pricing/).
+	ClassAPIGateway = "apigateway"
 )
 
 // RequestMeter counts billed requests by class and scope.
