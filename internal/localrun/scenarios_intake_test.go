@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
+	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
@@ -188,4 +190,40 @@ func TestScenarioIntakeAPIJudged(t *testing.T) {
 	if got := rep.APICalls["apigateway"]["POST /events"]; got < 3 {
 		t.Errorf("got %d API Gateway calls, want one per delivered event and at least one for the refused send", got)
 	}
+
+	// Another principal of the account, allowed everything by its own policy (the outsider), posts
+	// a forged event: the API's Deny refuses it, and only the Deny (API Gateway allows a caller of
+	// the same account whose identity policy allows it when the resource policy is silent:
+	// https://docs.aws.amazon.com/apigateway/latest/developerguide/apigateway-authorization-flow.html).
+	// The forged key names no tenant of the pool, so the request let through without the Deny is
+	// left unrouted by the router.
+	forged := fmt.Sprintf(`{"version":"0","id":"%s","detail-type":"Object Created","source":"aws.s3","account":"%s","detail":{"bucket":{"name":"%s"},"object":{"key":"%snobody/forged.csv","size":10}}}`,
+		emulate.NewID(), r.res.Account, r.Bucket, strings.TrimSuffix(r.Tenant("hooli").Prefix, "hooli/"))
+	outsider := *api
+	outsider.role = r.auth.outsiderRole()
+	for _, tc := range []struct {
+		name   string
+		policy []statement
+		want   int
+	}{
+		{"the outsider, as deployed", apiPolicy, http.StatusForbidden},
+		{"the outsider, without the API's Deny", withoutDeny(apiPolicy), http.StatusOK},
+	} {
+		set(tc.policy, eventRole, apiRole)
+		if got, why := r.invokeAPI(ctx, &outsider, []byte(forged), false); got != tc.want {
+			t.Errorf("%s: got %d (%s), want %d", tc.name, got, why, tc.want)
+		}
+	}
+	set(apiPolicy, eventRole, apiRole)
+}
+
+// withoutDeny is a policy's statements but its Deny.
+func withoutDeny(policy []statement) []statement {
+	var out []statement
+	for _, st := range policy {
+		if st.Effect != "Deny" {
+			out = append(out, st)
+		}
+	}
+	return out
 }
