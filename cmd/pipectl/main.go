@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/ops"
@@ -41,9 +42,12 @@ func main() {
 //
 // The SDK's logger is quiet while the configuration loads, because the instance-role client (IMDS)
 // it builds then keeps that logger: outside EC2 it would warn "falling back to IMDSv1" before
-// every missing-credentials error. The service clients log as the SDK does by default.
+// every missing-credentials error. The service clients log as the SDK does by default. A read whose
+// answer is cut short is asked again (awsconfig.RetryTruncatedReads): status and the reports read
+// many pages.
 func awsOps(ctx context.Context, stackPrefix string) (*ops.Ops, error) {
-	cfg, err := awsconfig.Load(ctx, config.WithLogger(logging.Nop{}), config.WithRetryer(retryer))
+	cfg, err := awsconfig.Load(ctx, config.WithLogger(logging.Nop{}), config.WithRetryer(retryer),
+		config.WithAPIOptions([]func(*middleware.Stack) error{awsconfig.RetryTruncatedReads}))
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}

@@ -8,12 +8,17 @@ package awsconfig
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // EnvS3PathStyle, when "true", makes S3 clients address buckets by path.
@@ -37,3 +42,37 @@ func S3Options(o *s3.Options) {
 		o.UsePathStyle = true
 	}
 }
+
+// RetryTruncatedReads makes a client retry a read (an operation named Get…, List…, Describe…
+// or Head…) whose successful answer was cut short: the body ended before its Content-Length, so
+// the deserializer failed with io.ErrUnexpectedEOF. The SDK's standard retryer retries a
+// connection that fails before the answer, but not one that fails while the body is read
+// (https://github.com/aws/aws-sdk-go-v2/issues/3494), though asking again is as safe for a read.
+// A write is left as it is: it may have taken effect, and its retry could answer otherwise (a
+// conditional PutObject's 412). Use it with config.WithAPIOptions.
+func RetryTruncatedReads(stack *middleware.Stack) error {
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("RetryTruncatedReads",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if err != nil && errors.Is(err, io.ErrUnexpectedEOF) && isRead(awsmiddleware.GetOperationName(ctx)) {
+				err = truncatedRead{err}
+			}
+			return out, md, err
+		}), middleware.Before)
+}
+
+// isRead reports whether an operation only reads, by the names AWS gives its reads.
+func isRead(op string) bool {
+	for _, p := range []string{"Get", "List", "Describe", "Head"} {
+		if strings.HasPrefix(op, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncatedRead is a read's error that the standard retryer retries (retry.RetryableError).
+type truncatedRead struct{ error }
+
+func (e truncatedRead) Unwrap() error        { return e.error }
+func (e truncatedRead) RetryableError() bool { return true }

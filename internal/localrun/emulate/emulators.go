@@ -26,7 +26,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
@@ -379,5 +381,7 @@ const (
 	Account = "000000000000" // the account fauxqs puts in queue URLs and ARNs
 )
 
-// LocalAWS is the SDK configuration of the harness's own clients.
-var LocalAWS = aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+// LocalAWS is the SDK configuration of the harness's own clients; a read cut short is asked again,
+// as pipectl asks it.
+var LocalAWS = aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	APIOptions: []func(*middleware.Stack) error{awsconfig.RetryTruncatedReads}}
