@@ -43,8 +43,8 @@ func S3Options(o *s3.Options) {
 	}
 }
 
-// RetryTruncatedReads makes a client retry a read (an operation named Get…, List…, Describe…
-// or Head…) whose successful answer was cut short: the body ended before its Content-Length, so
+// RetryTruncatedReads makes a client retry a read (an operation named Get…, List…, Describe…,
+// Head…, BatchGet…, Query or Scan) whose successful answer was cut short: the body ended before its Content-Length, so
 // the deserializer failed with io.ErrUnexpectedEOF. The SDK's standard retryer retries a
 // connection that fails before the answer, but not one that fails while the body is read
 // (https://github.com/aws/aws-sdk-go-v2/issues/3494), though asking again is as safe for a read.
@@ -63,12 +63,12 @@ func RetryTruncatedReads(stack *middleware.Stack) error {
 
 // isRead reports whether an operation only reads, by the names AWS gives its reads.
 func isRead(op string) bool {
-	for _, p := range []string{"Get", "List", "Describe", "Head"} {
+	for _, p := range []string{"Get", "List", "Describe", "Head", "BatchGet"} {
 		if strings.HasPrefix(op, p) {
 			return true
 		}
 	}
-	return false
+	return op == "Query" || op == "Scan"
 }
 
 // truncatedRead is a read's error that the standard retryer retries (retry.RetryableError).

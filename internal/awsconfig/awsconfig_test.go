@@ -120,3 +120,18 @@ func startExecution(ctx context.Context, c *sfn.Client) error {
 	_, err := c.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: aws.String("arn:aws:states:us-east-1:123456789012:stateMachine:m")})
 	return err
 }
+
+// Which operations count as reads: by the names AWS gives them; ReceiveMessage changes what it
+// returns (the messages go in flight), so it is not one.
+func TestIsRead(t *testing.T) {
+	for op, want := range map[string]bool{
+		"ListExecutions": true, "DescribeStacks": true, "GetObject": true, "HeadObject": true, "GetInsightRuleReport": true,
+		"BatchGetItem": true, "Query": true, "Scan": true,
+		"StartExecution": false, "PutObject": false, "SendMessage": false, "ReceiveMessage": false, "UpdateEventSourceMapping": false,
+		"BatchWriteItem": false, "QueryX": false, "": false,
+	} {
+		if got := isRead(op); got != want {
+			t.Errorf("isRead(%q) = %v, want %v", op, got, want)
+		}
+	}
+}
