@@ -31,7 +31,8 @@ import (
 //     https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html
 //   - the condition operators String(Not)Equals, String(Not)Like, String(Not)EqualsIgnoreCase,
 //     Arn(Not)Equals, Arn(Not)Like (each of an ARN's six parts matched apart), Bool and Null, each
-//     with the ...IfExists suffix, on the keys of conditionKeys (among them PutEvents'
+//     with the ...IfExists suffix, on the session's tags (aws:PrincipalTag/<key>) and the keys of
+//     conditionKeys (among them PutEvents'
 //     events:source and events:detail-type, fileevents.go). A negated operator, and an
 //     ...IfExists one, holds for a key the request lacks; any other operator does not; Null
 //     "true" holds exactly when it is absent. Several values of one key are ORed (for a negated
@@ -121,10 +122,13 @@ var conditionKeys = []string{
 	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation", "events:source", "events:detail-type",
 }
 
-// knownKey is whether the emulation knows a single-valued condition key: one of conditionKeys, or
-// a request tag of AssumeRole (aws:RequestTag/<key>).
+// knownKey is whether the emulation knows a single-valued condition key: one of conditionKeys, a
+// request tag of AssumeRole (aws:RequestTag/<key>), or a tag of the session
+// (aws:PrincipalTag/<key>: session tags are principal tags,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principaltag).
 func knownKey(key string) bool {
-	return slices.Contains(conditionKeys, key) || strings.HasPrefix(key, "aws:RequestTag/") || strings.HasPrefix(key, "kms:EncryptionContext:")
+	return slices.Contains(conditionKeys, key) || strings.HasPrefix(key, "aws:RequestTag/") || strings.HasPrefix(key, "aws:PrincipalTag/") ||
+		strings.HasPrefix(key, "kms:EncryptionContext:")
 }
 
 // operators are the condition operators the emulation evaluates, without ...IfExists.

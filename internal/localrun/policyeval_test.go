@@ -232,3 +232,37 @@ func TestWildcard(t *testing.T) {
 		}
 	}
 }
+
+// A condition on the session's tag (aws:PrincipalTag/<key>): the Deny a pool's tenant roles carry
+// against silo tenants' ids applies to a session tagged with one of them, not to another tenant's
+// session nor to a session without the tag (a missing key makes StringEquals false).
+func TestPolicyPrincipalTagCondition(t *testing.T) {
+	r := newTenantAuthRig(t)
+	object := "arn:aws:s3:::ingest/control/s1/wake-done.json"
+	policy := []statement{
+		allow([]string{"s3:*"}, []string{"arn:aws:s3:::ingest/*"}, nil),
+		mustStatement(`{"Sid":"NoSiloTenantSessions","Effect":"Deny","Action":"*","Resource":"*","Condition":{"StringEquals":{"aws:PrincipalTag/tenant":["s1","s2"]}}}`),
+	}
+	s, _ := r.synthetic(t, "PrincipalTagCondition", policy)
+	for _, tc := range []struct {
+		name string
+		tags map[string]string
+		want bool
+	}{
+		{"a silo tenant's id", map[string]string{"tenant": "s1"}, false},
+		{"the other silo tenant's id", map[string]string{"tenant": "s2"}, false},
+		{"a pooled tenant's id", map[string]string{"tenant": "p1"}, true},
+		{"an id that only starts like one", map[string]string{"tenant": "s1x"}, true},
+		{"no tenant tag", map[string]string{"team": "s1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.tags = tc.tags
+			r.auth.mu.Lock()
+			r.auth.resourcePolicies = map[string][]statement{}
+			r.auth.mu.Unlock()
+			if got, why := r.auth.decide(s, "s3:PutObject", object, nil); got != tc.want {
+				t.Errorf("got allowed %v (%s), want %v", got, why, tc.want)
+			}
+		})
+	}
+}

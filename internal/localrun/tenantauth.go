@@ -374,6 +374,9 @@ func (a *tenantAuth) decide(s tenantSession, action, resource string, keys map[s
 	if _, set := keys["aws:PrincipalArn"]; !set {
 		keys["aws:PrincipalArn"] = s.role
 	}
+	for k, v := range s.tags {
+		keys["aws:PrincipalTag/"+k] = v // a session tag is a principal tag
+	}
 	allow := false
 	judge := func(where string, st statement, grants bool) (denied bool, why string) {
 		m := st.applies(s.tags, action, resource, keys)
