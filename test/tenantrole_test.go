@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
@@ -41,8 +42,8 @@ func tenantData(resource string) bool {
 // sts:TagSession and exactly the tenant tag; each of their data statements names
 // ${aws:PrincipalTag/tenant}; each grants what its function does for a tenant and nothing else:
 // the controller's no file and no work object, Split's and Register's no control or quarantine
-// key; only Register's reads the tenant's secret and writes its table; no function role keeps a
-// grant on tenant data; each function may assume its role alone and is told its ARN, the router
+// key; only Register's reads the tenant's secret and writes its table; each denies everything to
+// a session tagged with the app's silo tenant's id; no function role keeps a grant on tenant data; each function may assume its role alone and is told its ARN, the router
 // neither. The silo tier has none of it.
 func TestPoolTenantRole(t *testing.T) {
 	_, tpl := poolTemplate(t)
@@ -122,8 +123,18 @@ func TestPoolTenantRole(t *testing.T) {
 			}
 
 			stmts := poolPolicyStatements(t, tpl, tc.role)
+			// The app's silo tenant (acme) is denied to every session of the role, exactly.
+			wantDeny := `{"Action":"*","Condition":{"StringEquals":{"aws:PrincipalTag/tenant":["acme"]}},"Effect":"Deny","Resource":"*","Sid":"` + tenantpipeline.SidNoSiloTenantSessions + `"}`
+			denies := 0
 			var granted []string
 			for _, st := range stmts {
+				if st["Effect"] == "Deny" {
+					if got := asJSON(st); got != wantDeny {
+						t.Errorf("%s: got Deny %s, want only %s", tc.role, got, wantDeny)
+					}
+					denies++
+					continue
+				}
 				for _, r := range resources(t, st) {
 					named := strings.Contains(r, "${aws:PrincipalTag/tenant}")
 					if a := actions(st); slices.Equal(a, []string{"s3:ListBucket"}) {
@@ -134,6 +145,9 @@ func TestPoolTenantRole(t *testing.T) {
 					}
 					granted = append(granted, strings.Join(actions(st), ",")+" "+r)
 				}
+			}
+			if denies != 1 {
+				t.Errorf("%s: got %d Deny statements, want the one naming the app's silo tenants", tc.role, denies)
 			}
 			all := strings.Join(granted, "\n") + "\n"
 			for _, want := range tc.want {
@@ -244,5 +258,47 @@ func TestPoolPropsDerivedNames(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("synth message\n%s\nlacks %q", msg, want)
 		}
+	}
+}
+
+// TestPoolTenantRolesDenySiloTenants: in a Go app that imports the constructs, a pool's three
+// tenant roles deny everything to a session tagged with the id of any silo tenant of the app, the
+// ones created after the pool included (the Deny is added when the app is complete), sorted; a
+// pool in an app without silo tenants has no Deny.
+func TestPoolTenantRolesDenySiloTenants(t *testing.T) {
+	denies := func(t *testing.T, silos ...string) map[string]string {
+		t.Helper()
+		app := testApp(t)
+		stack := awscdk.NewStack(app, jsii.String("Silos"), nil)
+		bucket := stacks.NewIngestBucket(stack, "Bucket")
+		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name: "shared", Bucket: bucket,
+			Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli"}},
+		})
+		for _, id := range silos {
+			tenantpipeline.New(stack, "Tenant-"+id, &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: id, RegisterURL: "https://core.example.com/" + id}, Bucket: bucket,
+			})
+		}
+		tpl := templateJSON(assertions.Template_FromStack(stack, nil))
+		out := map[string]string{}
+		for _, role := range []string{"PoolTenantRole", "PoolSplitTenantRole", "PoolRegisterTenantRole"} {
+			for _, st := range poolPolicyStatements(t, tpl, role) {
+				if st["Effect"] == "Deny" {
+					out[role] += asJSON(st)
+				}
+			}
+		}
+		return out
+	}
+	want := `{"Action":"*","Condition":{"StringEquals":{"aws:PrincipalTag/tenant":["acme","zeta"]}},"Effect":"Deny","Resource":"*","Sid":"NoSiloTenantSessions"}`
+	got := denies(t, "zeta", "acme")
+	for _, role := range []string{"PoolTenantRole", "PoolSplitTenantRole", "PoolRegisterTenantRole"} {
+		if got[role] != want {
+			t.Errorf("%s: got Deny %s, want %s", role, got[role], want)
+		}
+	}
+	if got := denies(t); len(got) != 0 {
+		t.Errorf("a pool without silo tenants: got Denies %v, want none", got)
 	}
 }

@@ -52,6 +52,7 @@ func (t *TenantPool) newTenantRole() {
 	t.grantTenantFiles(t.SplitTenantRole)
 	t.grantTenantFiles(t.RegisterTenantRole)
 	t.grantTenantSecretAndTable(t.RegisterTenantRole)
+	t.denySiloTenantSessions()
 }
 
 // tenantScopedRole creates a role that acting functions assume for one tenant at a time, lets

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/pipeline"
@@ -25,13 +26,15 @@ import (
 
 const isolatedTenants = `{"tenants": [
   {"id": "ta", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
-  {"id": "tb", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"}
+  {"id": "tb", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
+  {"id": "sx", "registerUrl": "https://core.example.com/records"}
 ]}`
 
 // A pool's functions act for each tenant with a session of the synthesized tenant role tagged
 // with it: both tenants' files succeed through those sessions, nothing of theirs is refused, and a
 // session of ta (made as the functions make it, against the run's STS and S3) is refused tb's
-// file and tb's work/ objects, the policy read from the synthesized template.
+// file and tb's work/ objects, the policy read from the synthesized template; a session tagged
+// with the silo tenant's id is refused that tenant's keys.
 func TestScenarioPoolTenantSessions(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, isolatedTenants, Config{})
@@ -107,6 +110,61 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 				t.Errorf("GetObject %s as ta: got %q (%v), want %q", tc.key, got, err, tc.wantCode)
 			}
 		})
+	}
+
+	// A session of the pool's tenant roles tagged with the silo tenant's id (which the pool's
+	// functions never ask for, and a compromised one could) is refused the silo tenant's keys its
+	// tag would otherwise name: the controller's a forged wake-up record, Split's a manifest. The
+	// roles' NoSiloTenantSessions Deny refuses them, and nothing else: without it, both pass (the
+	// bucket's Denies exempt the pipeline's roles).
+	forged := []struct{ fn, key string }{
+		{"Controller", pipeline.WakeDoneKey("sx")},
+		{"Split", pipeline.ManifestKey("sx", "forged")},
+	}
+	asSilo := func(fn string) *s3.Client {
+		t.Helper()
+		creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), roles[fn], 0).For("sx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := emulate.LocalAWS.Copy()
+		cfg.Credentials = creds
+		return s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.pipe.s3); o.UsePathStyle = true })
+	}
+	put := func(fn, key string) string {
+		_, err := asSilo(fn).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: strings.NewReader("{}")})
+		return errorCode(err)
+	}
+	for _, f := range forged {
+		if got := put(f.fn, f.key); got != "AccessDenied" {
+			t.Errorf("%s's tenant role tagged sx: PutObject %s got %q, want AccessDenied", f.fn, f.key, got)
+		}
+	}
+	for _, f := range forged {
+		role := roles[f.fn]
+		deployed, err := r.auth.roleStatements(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var withoutDeny []statement
+		for _, st := range deployed {
+			if st.Sid != tenantpipeline.SidNoSiloTenantSessions {
+				withoutDeny = append(withoutDeny, st)
+			}
+		}
+		if len(withoutDeny) != len(deployed)-1 {
+			t.Fatalf("%s's tenant role: %d statements, want its %s Deny among them", f.fn, len(deployed), tenantpipeline.SidNoSiloTenantSessions)
+		}
+		r.auth.mu.Lock()
+		r.auth.policies[role] = withoutDeny
+		r.auth.mu.Unlock()
+		got := put(f.fn, f.key)
+		r.auth.mu.Lock()
+		r.auth.policies[role] = deployed
+		r.auth.mu.Unlock()
+		if got != "" {
+			t.Errorf("%s's tenant role without its Deny: PutObject %s got %q, want it to pass", f.fn, f.key, got)
+		}
 	}
 	t.Logf("sessions %v; tenants %d", tags, len(rep.Tenants))
 }
