@@ -74,7 +74,10 @@ type PoolAlarms struct {
 	ExecutionsTimedOut awscloudwatch.Alarm
 	ExecutionsAborted  awscloudwatch.Alarm
 	// IntakeOldestMessage: an event has waited in the intake longer than intakeAgeAlarm: the router
-	// is failing or throttled, and the pool's new files are not queued.
+	// is failing or throttled, or one tenant's burst is still being parked, and the pool's new files
+	// are not queued. SQS publishes the age of a queue's oldest message, none per message group; a
+	// FIFO queue never reorders a group, so it is the oldest of any group's (any tenant's, with the
+	// per-tenant intake).
 	IntakeOldestMessage awscloudwatch.Alarm
 	// RuleFailedInvocations: EventBridge could not deliver an event to the intake, through intake
 	// rules 0 to 9: an alarm reads at most 10 metrics
@@ -210,8 +213,9 @@ func (t *TenantPool) newAlarms() PoolAlarms {
 		ExecutionsTimedOut: t.alarm(core.ExecutionsTimedOut),
 		ExecutionsAborted:  t.alarm(core.ExecutionsAborted),
 		IntakeOldestMessage: t.alarm(alarmSpec{id: "IntakeOldestMessageAlarm", metric: t.Intake.MetricApproximateAgeOfOldestMessage(opts("Maximum")), threshold: intakeAgeAlarm.Seconds(),
-			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue: the router is failing or throttled, "+
-				"so the pool's new files are not queued yet (nothing is lost: they stay in the intake, in order). Read the router's logs.", intakeAgeAlarm)}),
+			description: fmt.Sprintf("A file event of pool %%[1]s has waited more than %v in the pool's intake queue (the oldest of any tenant's message group): "+
+				"the router is failing or throttled, or one tenant's burst is still being parked, so the pool's new files are not queued yet "+
+				"(nothing is lost: they stay in the intake, in order). Read the router's logs and FilesRouted.", intakeAgeAlarm)}),
 		RuleFailedInvocations: t.alarm(alarmSpec{id: "RuleFailedInvocationsAlarm",
 			metric: failedInvocations(t.IntakeRules[:min(10, len(t.IntakeRules))]), threshold: 1, description: failedDescription}),
 		MoreRuleFailedInvocations: moreFailed,
