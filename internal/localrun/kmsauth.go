@@ -52,6 +52,9 @@ func (a *tenantAuth) kmsAllowed(s tenantSession, action, key, service string, co
 	for k, v := range context {
 		keys["kms:EncryptionContext:"+k] = v
 	}
+	for k, v := range s.tags {
+		keys["aws:PrincipalTag/"+k] = v // the caller's session tags, as in decide
+	}
 	identity, err := a.roleStatements(s.role)
 	if err != nil {
 		return false, err.Error()
