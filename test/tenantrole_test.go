@@ -261,6 +261,46 @@ func TestPoolPropsDerivedNames(t *testing.T) {
 	}
 }
 
+// TestPoolsNamePrefixesDisjoint: in a Go app, a pool whose secret or table name prefix starts
+// another pool's fails synth, told on the later pool, as two such pools of a tenants file do: a
+// session of the first pool's tenant role tagged "q-y" would name the second pool's tenant y's
+// secret or table. Disjoint prefixes pass.
+func TestPoolsNamePrefixesDisjoint(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		second          tenantpipeline.PoolProps
+		want, notWanted string
+	}{
+		{"secret prefixes overlap", tenantpipeline.PoolProps{SecretPrefix: "tp/q-"},
+			`[Names/Pool-q] pool "q": PoolProps.SecretPrefix "tp/q-" overlaps the PoolProps.SecretPrefix "tp/" of pool "p" (Names/Pool-p), ` +
+				`so a session of one pool's tenant role could name the other pool's tenants' secrets: make the prefixes disjoint`, "[Names/Pool-p]"},
+		{"table prefixes equal", tenantpipeline.PoolProps{TablePrefix: "pool-p-"},
+			`[Names/Pool-q] pool "q": PoolProps.TablePrefix "pool-p-" overlaps the PoolProps.TablePrefix "pool-p-" of pool "p" (Names/Pool-p)`, "[Names/Pool-p]"},
+		{"disjoint", tenantpipeline.PoolProps{SecretPrefix: "tq/", TablePrefix: "pool-q-"}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("Names"), nil)
+			bucket := stacks.NewIngestBucket(stack, "Bucket")
+			tenantpipeline.NewPool(stack, "Pool-p", &tenantpipeline.PoolProps{Name: "p", Bucket: bucket, SecretPrefix: "tp/", TablePrefix: "pool-p-",
+				Tenants: []tenantpipeline.Tenant{{ID: "x", RegisterURL: "https://core.example.com/x"}}})
+			second := tc.second
+			second.Name, second.Bucket = "q", bucket
+			second.Tenants = []tenantpipeline.Tenant{{ID: "y", RegisterURL: "https://core.example.com/y"}}
+			tenantpipeline.NewPool(stack, "Pool-q", &second)
+			msg := synthPanic(app)
+			switch {
+			case tc.want == "" && msg != "":
+				t.Errorf("got synth failure %q, want success", msg)
+			case tc.want != "" && !strings.Contains(msg, "Validation failed with the following errors:\n  "+tc.want):
+				t.Errorf("got synth failure %q, want one listing %q", msg, tc.want)
+			case tc.notWanted != "" && strings.Contains(msg, tc.notWanted):
+				t.Errorf("got %q, want the overlap told once, on the later pool", msg)
+			}
+		})
+	}
+}
+
 // TestPoolTenantRolesDenySiloTenants: in a Go app that imports the constructs, a pool's three
 // tenant roles deny everything to a session tagged with the id of any silo tenant of the app, the
 // ones created after the pool included (the Deny is added when the app is complete), sorted; a

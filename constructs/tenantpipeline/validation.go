@@ -72,10 +72,13 @@ type owner struct {
 
 // claim is the part of a bucket one construct reads: a pipeline's tenant prefix, or a pool's
 // prefix (its tenants' prefixes lie under it). An empty bucket or prefix is unknown (an
-// unresolved token, or invalid props) and never compared.
+// unresolved token, or invalid props) and never compared. A claim with names set is instead a
+// pool's name prefix of the secrets or tables its tenant role reaches (PoolProps.SecretPrefix,
+// PoolProps.TablePrefix); bucket then keeps the two kinds apart.
 type claim struct {
 	owner
 	bucket, prefix string
+	names          string // "secrets" or "tables"; "" for a bucket's keys
 }
 
 // name is a name that must be unique in the app: a tenant's id, or a pool's name. kind says which.
@@ -119,6 +122,13 @@ func conflicts(claims []claim, names []name) map[string][]string {
 		}
 		for _, o := range open {
 			prefixOf := map[string]string{c.path: c.prefix, o.path: o.prefix}
+			if c.names != "" {
+				tell(c.owner, o.owner, func(later, earlier owner) string {
+					return fmt.Sprintf("%s: %s %q overlaps the %s %q of %s (%s), so a session of one pool's tenant role could name the other pool's tenants' %s: make the prefixes disjoint",
+						later.what, later.prop, prefixOf[later.path], earlier.prop, prefixOf[earlier.path], earlier.what, earlier.path, c.names)
+				})
+				continue
+			}
 			tell(c.owner, o.owner, func(later, earlier owner) string {
 				fix := later.prop
 				if earlier.prop != later.prop {
@@ -169,10 +179,24 @@ func (t *TenantPool) claims(order int) ([]claim, []name) {
 	for _, tn := range p.Tenants {
 		names = append(names, name{owner: owner{path: path, what: o.what, order: order, pool: path}, kind: kindTenantID, value: tn.ID})
 	}
-	if p.Bucket == nil || p.Prefix == "" || unresolved(p.Prefix) {
-		return nil, names
+	// The tenant role reads "<SecretPrefix>${aws:PrincipalTag/tenant}-??????" and writes
+	// "<TablePrefix>${aws:PrincipalTag/tenant}" (tenantrole.go): when one pool's prefix starts
+	// another's, a session of the first names the second pool's tenants' secrets or tables.
+	var cs []claim
+	for _, n := range []struct{ prop, prefix, names string }{
+		{"PoolProps.SecretPrefix", p.SecretPrefix, "secrets"},
+		{"PoolProps.TablePrefix", p.TablePrefix, "tables"},
+	} {
+		if n.prefix != "" && !unresolved(n.prefix) {
+			no := o
+			no.prop = n.prop
+			cs = append(cs, claim{owner: no, bucket: "the " + n.names + "' names", prefix: n.prefix, names: n.names})
+		}
 	}
-	return []claim{{owner: o, bucket: bucketKey(p.Bucket), prefix: p.Prefix}}, names
+	if p.Bucket == nil || p.Prefix == "" || unresolved(p.Prefix) {
+		return cs, names
+	}
+	return append(cs, claim{owner: o, bucket: bucketKey(p.Bucket), prefix: p.Prefix}), names
 }
 
 // bucketKey tells buckets apart: a bucket is the same when it is the same construct, or when two

@@ -43,6 +43,15 @@ func TestConflicts(t *testing.T) {
 	p := func(order int, poolName, prefix string, ids ...string) func() ([]claim, []name) {
 		return func() ([]claim, []name) { return pool(order, poolName, prefix, ids...) }
 	}
+	// names adds to a pool's claims its secret or table name prefix, as TenantPool.claims does.
+	names := func(f func() ([]claim, []name), kind, prefix string) func() ([]claim, []name) {
+		return func() ([]claim, []name) {
+			cs, ns := f()
+			o := cs[0].owner
+			o.prop = map[string]string{"secrets": "PoolProps.SecretPrefix", "tables": "PoolProps.TablePrefix"}[kind]
+			return append(cs, claim{owner: o, bucket: "the " + kind + "' names", prefix: prefix, names: kind}), ns
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		members members
@@ -78,6 +87,12 @@ func TestConflicts(t *testing.T) {
 		{"one pool name twice", members{p(0, "a", "pools/a/", "x"), on("name other", p(1, "a", "pools/a/", "y"))}, map[string][]string{"S/Pool-a": {
 			`pool "a": pool name "a" is also used by pool "a" (S/Pool-a)`}}},
 		{"a pool's own tenants are its own to check", members{p(0, "a", "pools/a/", "x", "x")}, nil},
+		{"two pools' secret prefixes", members{names(p(0, "a", "pools/a/", "x"), "secrets", "tp/"), names(p(1, "b", "pools/b/", "y"), "secrets", "tp/b-")}, map[string][]string{"S/Pool-b": {
+			`pool "b": PoolProps.SecretPrefix "tp/b-" overlaps the PoolProps.SecretPrefix "tp/" of pool "a" (S/Pool-a), so a session of one pool's tenant role could name the other pool's tenants' secrets: make the prefixes disjoint`}}},
+		{"two pools' table prefixes", members{names(p(0, "a", "pools/a/", "x"), "tables", "pool-"), names(p(1, "b", "pools/b/", "y"), "tables", "pool-")}, map[string][]string{"S/Pool-b": {
+			`PoolProps.TablePrefix "pool-" overlaps the PoolProps.TablePrefix "pool-" of pool "a"`}}},
+		{"disjoint name prefixes", members{names(p(0, "a", "pools/a/", "x"), "tables", "pool-a-"), names(p(1, "b", "pools/b/", "y"), "tables", "pool-ab-")}, nil},
+		{"a secret prefix and a table prefix alike", members{names(p(0, "a", "pools/a/", "x"), "secrets", "pool-"), names(p(1, "b", "pools/b/", "y"), "tables", "pool-")}, nil},
 		{"an id and a pool name alike", members{p(0, "acme", "pools/acme/", "x"), s(1, "acme", "inbox/acme/")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

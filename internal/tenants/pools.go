@@ -255,6 +255,29 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 		errs = append(errs, fmt.Errorf("%s: %s %q overlaps pool %s's prefix %q, so one file would reach two pools; make them disjoint",
 			n.Pool(other), n.PoolKey(other, "prefix"), f.Pool(other).Prefix, name, f.Pool(name).Prefix))
 	}
+	// A pool's tenant role reads the secret "<secretPrefix>${aws:PrincipalTag/tenant}-??????" and
+	// writes the table "<tablePrefix>${aws:PrincipalTag/tenant}" (constructs/tenantpipeline,
+	// tenantrole.go). When one pool's prefix starts another's ("tp/" and "tp/a-"), a session of
+	// the first tagged "a-b" names the second pool's tenant b's secret or table, so the prefixes
+	// must be disjoint for a pool's tenant role to reach only its own pool's tenants.
+	for _, field := range []struct {
+		key  string
+		of   func(PoolConfig) string
+		what string
+	}{
+		{"secretPrefix", func(c PoolConfig) string { return c.SecretPrefix }, "secrets"},
+		{"tablePrefix", func(c PoolConfig) string { return c.TablePrefix }, "tables"},
+	} {
+		prefixes := make([]string, len(configured))
+		for i, name := range configured {
+			prefixes[i] = field.of(f.Pool(name))
+		}
+		for _, p := range overlaps(prefixes) {
+			name, other := configured[p.i], configured[p.j]
+			errs = append(errs, fmt.Errorf("%s: %s %q overlaps pool %s's %s %q, so a session of one pool's tenant role could name the other pool's tenants' %s; make them disjoint",
+				n.Pool(other), n.PoolKey(other, field.key), prefixes[p.j], name, field.key, prefixes[p.i], field.what))
+		}
+	}
 	pools := f.PoolNames()
 	siloOverlaps := f.siloPoolOverlaps(pools)
 	for i, t := range f.Tenants {

@@ -124,6 +124,13 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
 		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
 			[]string{`pools.b: prefix "p/b/" overlaps pool a's prefix "p/"`}},
+		// Pool a's tenant role, tagged "b-y", would name pool b's tenant y's secret and table.
+		{"secret prefixes overlap", `{"pools": {"a": {"secretPrefix": "tp/"}, "b": {"secretPrefix": "tp/b-"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
+			[]string{`pools.b: secretPrefix "tp/b-" overlaps pool a's secretPrefix "tp/", so a session of one pool's tenant role could name the other pool's tenants' secrets; make them disjoint`}},
+		{"secret prefixes equal", `{"pools": {"a": {"secretPrefix": "tp/"}, "b": {"secretPrefix": "tp/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
+			[]string{`pools.b: secretPrefix "tp/" overlaps pool a's secretPrefix "tp/"`}},
+		{"table prefixes overlap", `{"pools": {"a": {"tablePrefix": "pool-b-"}, "b": {"tablePrefix": "pool-"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
+			[]string{`pools.b: tablePrefix "pool-" overlaps pool a's tablePrefix "pool-b-", so a session of one pool's tenant role could name the other pool's tenants' tables; make them disjoint`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,6 +144,16 @@ func TestPoolValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Pools whose secret and table prefixes are disjoint pass, one pool's prefix being the other's
+// but for its last characters included.
+func TestPoolNamePrefixesDisjoint(t *testing.T) {
+	_, err := Parse([]byte(`{"pools": {"a": {"secretPrefix": "tp/a/", "tablePrefix": "pool-a-"}, "b": {"secretPrefix": "tp/ab/", "tablePrefix": "pool-ab-"}},
+		"tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`), Options{RegisterURL: "https://core.example.com/records"})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
