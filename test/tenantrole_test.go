@@ -100,7 +100,8 @@ func TestPoolTenantRole(t *testing.T) {
 				if got := asJSON(st["Action"]); got != `["sts:AssumeRole","sts:TagSession"]` {
 					t.Errorf("got actions %s, want sts:AssumeRole and sts:TagSession", got)
 				}
-				want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
+				want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant","pool"]},"Null":{"aws:RequestTag/tenant":"false"},` +
+					`"StringEquals":{"aws:RequestTag/pool":"default"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
 				if got := asJSON(st["Condition"]); got != want {
 					t.Errorf("got conditions %s, want %s", got, want)
 				}
@@ -182,6 +183,9 @@ func TestPoolTenantRole(t *testing.T) {
 					if !ok || flatten(t, v) != "<GetAtt:"+roleID+".Arn>" {
 						t.Errorf("%s: got %s=%v (set %v), want it set to %s", id, pipeline.EnvTenantRoleARN, v, ok, tc.role)
 					}
+					if v := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRolePool]; v != "default" {
+						t.Errorf("%s: got %s=%v, want the pool's name, default, the tag its role's trust wants", id, pipeline.EnvTenantRolePool, v)
+					}
 				}
 			}
 		})
@@ -192,8 +196,10 @@ func TestPoolTenantRole(t *testing.T) {
 			if !strings.HasPrefix(id, "PoolRouter") {
 				continue
 			}
-			if v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvTenantRoleARN]; ok {
-				t.Errorf("%s: got %s=%v, want none", id, pipeline.EnvTenantRoleARN, v)
+			for _, name := range []string{pipeline.EnvTenantRoleARN, pipeline.EnvTenantRolePool} {
+				if v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[name]; ok {
+					t.Errorf("%s: got %s=%v, want none", id, name, v)
+				}
 			}
 		}
 		if strings.Contains(asJSON(poolPolicyStatements(t, tpl, "PoolRouterServiceRole")), "sts:TagSession") {
@@ -226,7 +232,7 @@ func TestPoolTenantRole(t *testing.T) {
 	t.Run("silo tier unchanged", func(t *testing.T) {
 		sharedApp(t)
 		all := asJSON(shared.template)
-		for _, absent := range []string{"sts:TagSession", pipeline.EnvTenantRoleARN, "${aws:PrincipalTag/tenant}"} {
+		for _, absent := range []string{"sts:TagSession", pipeline.EnvTenantRoleARN, pipeline.EnvTenantRolePool, "${aws:PrincipalTag/tenant}"} {
 			if strings.Contains(all, absent) {
 				t.Errorf("the silo template has %q, want none", absent)
 			}

@@ -19,9 +19,10 @@ import (
 // SplitTenantRole and RegisterTenantRole, which alone adds the tenant's secret and table), whose
 // policies name the tenant as ${aws:PrincipalTag/tenant}. Each function assumes its own for one
 // tenant at a time, with the session tag tenant=<id> taken from the message group or the
-// execution's input (internal/tenantcreds), so a request made for tenant A is refused on any key,
-// secret or table of tenant B, a Split session reads no secret and writes no control key, and a
-// controller session reads no file.
+// execution's input, and the tag pool=<its pool>, which the trust policy requires
+// (internal/tenantcreds), so a request made for tenant A is refused on any key, secret or table of
+// tenant B, a Split session reads no secret and writes no control key, and a controller session
+// reads no file.
 //
 // https://docs.aws.amazon.com/IAM/latest/UserGuide/id_session-tags.html (session tags, the trust
 // policy's sts:TagSession, aws:RequestTag and aws:TagKeys);
@@ -63,13 +64,14 @@ func (t *TenantPool) tenantScopedRole(id, description string, acting ...awslambd
 	for _, fn := range acting {
 		principals = append(principals, awsiam.NewArnPrincipal(fn.Role().RoleArn()))
 	}
-	// The trust policy: only the acting functions' roles, only with exactly one session tag,
-	// tenant, present. IAM's string conditions cannot say the id's pattern; tenantcreds sends
-	// nothing but a tenant id (no "/", "*", "?" or "$").
+	// The trust policy: only the acting functions' roles, only with the session tags tenant,
+	// present, and pool, this pool's name, and no other tag. IAM's string conditions cannot say
+	// the id's pattern; tenantcreds sends nothing but a tenant id (no "/", "*", "?" or "$").
 	trust := awsiam.NewPrincipalWithConditions(awsiam.NewCompositePrincipal(principals...).WithSessionTags(), &map[string]any{
 		"Null":                      map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "false"},
 		"StringLike":                map[string]any{"aws:RequestTag/" + pipeline.TenantTag: "?*"},
-		"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{pipeline.TenantTag}},
+		"StringEquals":              map[string]any{"aws:RequestTag/" + pipeline.PoolTag: p.Name},
+		"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{pipeline.TenantTag, pipeline.PoolTag}},
 	})
 	role := awsiam.NewRole(t.Construct, jsii.String(id), &awsiam.RoleProps{
 		AssumedBy:   trust,
@@ -84,6 +86,7 @@ func (t *TenantPool) tenantScopedRole(id, description string, acting ...awslambd
 			Resources: jsii.Strings(*role.RoleArn()),
 		}))
 		fn.AddEnvironment(jsii.String(pipeline.EnvTenantRoleARN), role.RoleArn(), nil)
+		fn.AddEnvironment(jsii.String(pipeline.EnvTenantRolePool), jsii.String(p.Name), nil)
 	}
 	return role
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 
 	"github.com/example/tenantpipeline/constructs/tenantpipeline"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
@@ -65,10 +66,10 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	// the controller's no file), and the run's STS and S3 endpoints.
 	roles, endpoints := poolFunctionRoles(r)
 	role, stsURL := roles["Split"], endpoints["AWS_ENDPOINT_URL_STS"]
-	if role == "" || stsURL == "" {
+	if role.ARN == "" || role.Pool == "" || stsURL == "" {
 		t.Fatalf("got roles %v, STS %q: the pool's functions were not given the tenant role", roles, stsURL)
 	}
-	if roles["Controller"] == "" || roles["Register"] == "" || roles["Controller"] == role || roles["Register"] == role || roles["Controller"] == roles["Register"] {
+	if roles["Controller"].ARN == "" || roles["Register"].ARN == "" || roles["Controller"].ARN == role.ARN || roles["Register"].ARN == role.ARN || roles["Controller"].ARN == roles["Register"].ARN {
 		t.Errorf("got roles %v, want one of its own for each of the controller, Split and Register", roles)
 	}
 	creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For("ta")
@@ -112,6 +113,49 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		})
 	}
 
+	// The tenant roles' trust wants the pool's own tag beside the tenant's: a session asked with
+	// another pool's name, or without one, is refused at AssumeRole, and the trust's condition on
+	// the pool tag, nothing else, refuses the first (without it, it passes).
+	assume := func(tags map[string]string) string {
+		in := &sts.AssumeRoleInput{RoleArn: aws.String(role.ARN), RoleSessionName: aws.String("forged")}
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			in.Tags = append(in.Tags, ststypes.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+		}
+		_, err := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }).AssumeRole(ctx, in)
+		return errorCode(err)
+	}
+	otherPool := map[string]string{pipeline.TenantTag: "ta", pipeline.PoolTag: role.Pool + "x"}
+	for _, tc := range []struct {
+		name     string
+		tags     map[string]string
+		wantCode string
+	}{
+		{"its own pool's tag", map[string]string{pipeline.TenantTag: "ta", pipeline.PoolTag: role.Pool}, ""},
+		{"another pool's tag", otherPool, "AccessDenied"},
+		{"no pool tag", map[string]string{pipeline.TenantTag: "ta"}, "AccessDenied"},
+	} {
+		if got := assume(tc.tags); got != tc.wantCode {
+			t.Errorf("Split's tenant role with %s: AssumeRole got %q, want %q", tc.name, got, tc.wantCode)
+		}
+	}
+	r.auth.mu.Lock()
+	trust := r.auth.trust[role.ARN]
+	var loose []statement
+	for _, st := range trust {
+		st.Condition = maps.Clone(st.Condition)
+		delete(st.Condition, "StringEquals")
+		loose = append(loose, st)
+	}
+	r.auth.trust[role.ARN] = loose
+	r.auth.mu.Unlock()
+	got := assume(otherPool)
+	r.auth.mu.Lock()
+	r.auth.trust[role.ARN] = trust
+	r.auth.mu.Unlock()
+	if got != "" {
+		t.Errorf("Split's tenant role without the trust's pool condition, another pool's tag: AssumeRole got %q, want it to pass", got)
+	}
+
 	// A session of the pool's tenant roles tagged with the silo tenant's id (which the pool's
 	// functions never ask for, and a compromised one could) is refused the silo tenant's keys its
 	// tag would otherwise name: the controller's a forged wake-up record, Split's a manifest. The
@@ -141,7 +185,7 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		}
 	}
 	for _, f := range forged {
-		role := roles[f.fn]
+		role := roles[f.fn].ARN
 		deployed, err := r.auth.roleStatements(role)
 		if err != nil {
 			t.Fatal(err)
@@ -329,20 +373,28 @@ func TestScenarioRegisterReadsOnlyItsTenantsSecret(t *testing.T) {
 	}
 }
 
-// poolFunctionRoles are the tenant roles the pool's functions were given, by function (Controller,
-// Split, Register), and the functions' AWS endpoints, by variable.
-func poolFunctionRoles(r *Run) (roles, endpoints map[string]string) {
-	roles, endpoints = map[string]string{}, map[string]string{}
+// poolFunctionRoles are the tenant roles the pool's functions were given, with their pool, by
+// function (Controller, Split, Register), and the functions' AWS endpoints, by variable.
+func poolFunctionRoles(r *Run) (roles map[string]tenantcreds.Role, endpoints map[string]string) {
+	roles, endpoints = map[string]tenantcreds.Role{}, map[string]string{}
 	for _, f := range r.functions {
+		var fn string
+		for _, name := range []string{"Controller", "Split", "Register"} {
+			if strings.Contains(strings.ToLower(f.Name), strings.ToLower(name)) {
+				fn = name
+			}
+		}
 		for _, kv := range f.Env {
 			k, v, _ := strings.Cut(kv, "=")
 			switch {
-			case k == pipeline.EnvTenantRoleARN:
-				for _, fn := range []string{"Controller", "Split", "Register"} {
-					if strings.Contains(strings.ToLower(f.Name), strings.ToLower(fn)) {
-						roles[fn] = v
-					}
-				}
+			case k == pipeline.EnvTenantRoleARN && fn != "":
+				role := roles[fn]
+				role.ARN = v
+				roles[fn] = role
+			case k == pipeline.EnvTenantRolePool && fn != "":
+				role := roles[fn]
+				role.Pool = v
+				roles[fn] = role
 			case strings.HasPrefix(k, "AWS_ENDPOINT_URL_"):
 				endpoints[k] = v
 			}

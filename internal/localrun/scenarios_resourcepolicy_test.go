@@ -235,6 +235,7 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		}
 		roles := map[string]string{} // by function source: the function's execution role, and the tenant role it is given
 		tenantRoles := map[string]string{}
+		var pool string // the pool of the tenant roles
 		for _, f := range r.functions {
 			if f.Tenant != "up" && f.Pool == "" {
 				continue
@@ -243,12 +244,16 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			roles[f.Source] = r.auth.functionRoles[f.Name]
 			r.auth.mu.Unlock()
 			for _, kv := range f.Env {
-				if k, v, _ := strings.Cut(kv, "="); k == pipeline.EnvTenantRoleARN {
+				switch k, v, _ := strings.Cut(kv, "="); k {
+				case pipeline.EnvTenantRoleARN:
 					tenantRoles[f.Source] = v
+				case pipeline.EnvTenantRolePool:
+					pool = v
 				}
 			}
 		}
-		upTag := map[string]string{pipeline.TenantTag: "up"}
+		upTag := map[string]string{pipeline.TenantTag: "up"} // an uploader's
+		tenantTags := map[string]string{pipeline.TenantTag: "up", pipeline.PoolTag: pool}
 		type assumption struct {
 			name, by, role string
 			tags           map[string]string
@@ -259,10 +264,10 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			assumptions[0].tags = nil
 		} else {
 			assumptions = append(assumptions,
-				assumption{"the outsider takes the tenant role", r.OutsiderRoleARN(), tenantRoles["lambdas/split"], upTag, "AccessDenied"},
-				assumption{"Split takes Register's tenant role", roles["lambdas/split"], tenantRoles["lambdas/register"], upTag, "AccessDenied"},
-				assumption{"Split takes its tenant role", roles["lambdas/split"], tenantRoles["lambdas/split"], upTag, ""},
-				assumption{"Register takes its tenant role", roles["lambdas/register"], tenantRoles["lambdas/register"], upTag, ""},
+				assumption{"the outsider takes the tenant role", r.OutsiderRoleARN(), tenantRoles["lambdas/split"], tenantTags, "AccessDenied"},
+				assumption{"Split takes Register's tenant role", roles["lambdas/split"], tenantRoles["lambdas/register"], tenantTags, "AccessDenied"},
+				assumption{"Split takes its tenant role", roles["lambdas/split"], tenantRoles["lambdas/split"], tenantTags, ""},
+				assumption{"Register takes its tenant role", roles["lambdas/register"], tenantRoles["lambdas/register"], tenantTags, ""},
 			)
 		}
 		for _, a := range assumptions {
@@ -277,8 +282,8 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			// Each function's tenant role holds what its function does for the tenant and no more:
 			// Split's session reads the file and writes no control key (a request's record), the
 			// controller's reads its control keys and no file.
-			split := sessionClient(t, ctx, r, tenantRoles["lambdas/split"], upTag)
-			controller := sessionClient(t, ctx, r, tenantRoles["lambdas/controller"], upTag)
+			split := sessionClient(t, ctx, r, tenantRoles["lambdas/split"], tenantTags)
+			controller := sessionClient(t, ctx, r, tenantRoles["lambdas/controller"], tenantTags)
 			if err := get(split, good); err != nil {
 				t.Errorf("Split's tenant session reads up's file: %v, want it allowed", err)
 			}

@@ -350,11 +350,14 @@ func runEndpoint(t *testing.T, r *Run, name string) string {
 // read, other's is refused, and a put the role does not grant is refused.
 func operatorSessionRefused(t *testing.T, ctx context.Context, r *Run) {
 	t.Helper()
-	var role string
+	var role, pool string
 	for _, f := range r.functions {
 		for _, kv := range f.Env {
-			if k, v, _ := strings.Cut(kv, "="); k == pipeline.EnvTenantRoleARN {
+			switch k, v, _ := strings.Cut(kv, "="); k {
+			case pipeline.EnvTenantRoleARN:
 				role = v
+			case pipeline.EnvTenantRolePool:
+				pool = v
 			}
 		}
 	}
@@ -370,7 +373,7 @@ func operatorSessionRefused(t *testing.T, ctx context.Context, r *Run) {
 	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_STS")) })
 	cfg := emulate.LocalAWS.Copy()
 	cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, role, func(o *stscreds.AssumeRoleOptions) {
-		o.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String("up")}}
+		o.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String("up")}, {Key: aws.String(pipeline.PoolTag), Value: aws.String(pool)}}
 	}))
 	asUp := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(endpoint("AWS_ENDPOINT_URL_S3"))

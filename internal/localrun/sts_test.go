@@ -10,16 +10,18 @@ import (
 
 // AssumeRole is judged by the role's trust policy (its principals, its conditions on the session
 // tags) and the caller's own policies, as STS judges it: Split's role may not take Register's
-// tenant role, which alone reads secrets; an outsider of the account may take no role that does
-// not name it; a trust that names only the account needs the caller's own Allow; the run's own
-// key stands for the principal a trust names and is held to its conditions.
+// tenant role, which alone reads secrets; a pool's tenant role is taken only with its own pool's
+// tag; an outsider of the account may take no role that does not name it; a trust that names only
+// the account needs the caller's own Allow; the run's own key stands for the principal a trust
+// names and is held to its conditions.
 func TestTrustPolicy(t *testing.T) {
 	r := newTenantAuthRig(t)
 	const account = "123456789012"
 	role := func(name string) string { return "arn:aws:iam::" + account + ":role/" + name }
 	trustOf := func(principal string) []statement {
 		st := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"` + principal + `"},"Action":["sts:AssumeRole","sts:TagSession"],
-			"Condition":{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"}}}`)
+			"Condition":{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant","pool"]},"Null":{"aws:RequestTag/tenant":"false"},"StringLike":{"aws:RequestTag/tenant":"?*"},
+			"StringEquals":{"aws:RequestTag/pool":"p"}}}`)
 		return []statement{st}
 	}
 	r.auth.mu.Lock()
@@ -43,7 +45,7 @@ func TestTrustPolicy(t *testing.T) {
 	r.auth.trust[role("register")] = append(r.auth.trust[role("register")], trustOf(role("deniesassume"))...)
 	r.auth.trust[role("register")][1].Resource = stringList{role("register")}
 	r.auth.mu.Unlock()
-	tenant := map[string]string{"tenant": "a"}
+	tenant := map[string]string{"tenant": "a", "pool": "p"}
 	for _, tc := range []struct {
 		name   string
 		caller *tenantSession
@@ -55,8 +57,11 @@ func TestTrustPolicy(t *testing.T) {
 		{"Split takes Register's tenant role", &split, role("register"), tenant, false},
 		{"Register takes its tenant role", &register, role("register"), tenant, true},
 		{"without the tenant tag", &register, role("register"), nil, false},
-		{"with another tag too", &register, role("register"), map[string]string{"tenant": "a", "team": "x"}, false},
-		{"with an empty tenant", &register, role("register"), map[string]string{"tenant": ""}, false},
+		{"with another tag too", &register, role("register"), map[string]string{"tenant": "a", "pool": "p", "team": "x"}, false},
+		{"with an empty tenant", &register, role("register"), map[string]string{"tenant": "", "pool": "p"}, false},
+		{"without the pool tag", &register, role("register"), map[string]string{"tenant": "a"}, false},
+		{"with another pool's tag", &register, role("register"), map[string]string{"tenant": "a", "pool": "q"}, false},
+		{"with a pool tag of a wildcard", &register, role("register"), map[string]string{"tenant": "a", "pool": "*"}, false},
 		{"the outsider takes the tenant role", &outsider, role("tenant"), tenant, false},
 		{"the outsider takes the outsider role", &outsider, r.auth.outsiderRole(), nil, true},
 		{"the outsider role with a tag", &outsider, r.auth.outsiderRole(), tenant, false},

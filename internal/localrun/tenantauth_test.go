@@ -93,7 +93,7 @@ func errorCode(err error) string {
 // b processed with a's tag, cannot reach b's objects. The function's own credentials are unchanged.
 func TestTenantSessionReadsOnlyItsTenant(t *testing.T) {
 	r := newTenantAuthRig(t)
-	creds, err := tenantcreds.New(r.stsClient(), r.role, 0).For("a")
+	creds, err := tenantcreds.New(r.stsClient(), tenantcreds.Role{ARN: r.role, Pool: "p"}, 0).For("a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +169,19 @@ func TestTenantSessionPolicy(t *testing.T) {
 	}
 }
 
-// The local STS refuses a session without exactly the tenant tag, as the role's trust policy does,
-// and one longer than the role's MaxSessionDuration (none in the template: 3600) or shorter than 900
-// seconds, as STS does.
+// The local STS refuses a session without exactly the tenant tag and its pool's tag, as the role's
+// trust policy does, and one longer than the role's MaxSessionDuration (none in the template: 3600)
+// or shorter than 900 seconds, as STS does.
 func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 	r := newTenantAuthRig(t)
+	tag := func(kv ...string) []ststypes.Tag {
+		var out []ststypes.Tag
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, ststypes.Tag{Key: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+		}
+		return out
+	}
+	tenantA := tag("tenant", "a", "pool", "p")
 	for _, tc := range []struct {
 		name     string
 		role     string
@@ -181,14 +189,16 @@ func TestLocalAssumeRoleNeedsTheTenantTag(t *testing.T) {
 		wantCode string
 		duration time.Duration
 	}{
-		{"the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", time.Hour},
-		{"past the role's maximum session", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", time.Hour + time.Second},
-		{"under 900 seconds", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "ValidationError", 899 * time.Second},
-		{"tenant tag", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "", 0},
+		{"the role's maximum session", "", tenantA, "", time.Hour},
+		{"past the role's maximum session", "", tenantA, "ValidationError", time.Hour + time.Second},
+		{"under 900 seconds", "", tenantA, "ValidationError", 899 * time.Second},
+		{"tenant and pool tags", "", tenantA, "", 0},
 		{"no tag", "", nil, "AccessDenied", 0},
-		{"another tag too", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("team"), Value: aws.String("x")}}, "AccessDenied", 0},
-		{"empty tenant", "", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("")}}, "AccessDenied", 0},
-		{"unknown role", "arn:aws:iam::123456789012:role/other", []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}, "AccessDenied", 0},
+		{"the tenant tag alone", "", tag("tenant", "a"), "AccessDenied", 0},
+		{"another pool's tag", "", tag("tenant", "a", "pool", "q"), "AccessDenied", 0},
+		{"another tag too", "", tag("tenant", "a", "pool", "p", "team", "x"), "AccessDenied", 0},
+		{"empty tenant", "", tag("tenant", "", "pool", "p"), "AccessDenied", 0},
+		{"unknown role", "arn:aws:iam::123456789012:role/other", tenantA, "AccessDenied", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			role := tc.role

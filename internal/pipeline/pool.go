@@ -50,6 +50,12 @@ const (
 	// TenantTag is the session tag key that names the tenant a session acts for; the tenant-scoped
 	// role's policies name its value as ${aws:PrincipalTag/tenant}.
 	TenantTag = "tenant"
+	// EnvTenantRolePool is the pool whose tenant-scoped role EnvTenantRoleARN is: its sessions
+	// carry PoolTag=<pool name> beside TenantTag, which the role's trust policy requires.
+	EnvTenantRolePool = "TENANT_ROLE_POOL"
+	// PoolTag is the session tag key that names the pool a session of a pool's tenant-scoped role
+	// is made for; the role's trust policy requires it to be the role's own pool.
+	PoolTag = "pool"
 
 	// FunctionRoleRouter is the EnvFunctionRole value of the pool's router.
 	FunctionRoleRouter = "router"

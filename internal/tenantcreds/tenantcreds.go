@@ -1,5 +1,6 @@
 // Package tenantcreds gives a pool's functions the credentials of one tenant: a session of the
-// pool's tenant-scoped role (pipeline.EnvTenantRoleARN) tagged tenant=<id>. The role's policies
+// pool's tenant-scoped role (pipeline.EnvTenantRoleARN) tagged tenant=<id> and pool=<the role's
+// pool> (pipeline.EnvTenantRolePool), the two tags its trust policy requires. The role's policies
 // grant only what is named from ${aws:PrincipalTag/tenant}, so a request made for tenant A cannot
 // read or write tenant B's objects, secret or table, whatever key or name a bug or a wrong input
 // puts in it (docs/isolation.md).
@@ -42,9 +43,26 @@ const (
 	ExpiryWindow = 5 * time.Minute
 )
 
-// idPattern is a tenant id's shape (internal/tenants). The id becomes the session tag's value,
-// which the role's policies put into ARNs, so nothing else is ever sent: no "/", "*", "?" or "$".
+// idPattern is a tenant id's shape (internal/tenants), and a pool name's. The id becomes the
+// session tag's value, which the role's policies put into ARNs, so nothing else is ever sent: no
+// "/", "*", "?" or "$".
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// Role is a pool's tenant-scoped role and the pool it belongs to, whose name each session carries
+// as the tag pool=<Pool>: the role's trust policy refuses a session without it or with another
+// pool's name.
+type Role struct {
+	ARN  string
+	Pool string
+}
+
+// Check says what is wrong with the role's settings, for a function to refuse to start.
+func (r Role) Check() error {
+	if !idPattern.MatchString(r.Pool) {
+		return fmt.Errorf("pool name %q of role %s is not a pool name (%s, %s): no session is made", r.Pool, r.ARN, idPattern, pipeline.EnvTenantRolePool)
+	}
+	return nil
+}
 
 // Cache hands out one T per tenant, built once from the credentials of the tenant's session, an
 // aws.CredentialsCache over an stscreds.AssumeRoleProvider (renewed ExpiryWindow before it
@@ -52,10 +70,10 @@ var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 // the credentials themselves (New) or the clients made with them (NewCache). Safe for concurrent
 // use.
 type Cache[T any] struct {
-	client  stscreds.AssumeRoleAPIClient
-	roleARN string
-	size    int
-	build   func(tenant string, creds aws.CredentialsProvider) T
+	client stscreds.AssumeRoleAPIClient
+	role   Role
+	size   int
+	build  func(tenant string, creds aws.CredentialsProvider) T
 
 	mu     sync.Mutex
 	recent *list.List // of *entry[T], most recently used first
@@ -67,18 +85,18 @@ type entry[T any] struct {
 	value  T
 }
 
-// New returns the tenants' credentials of roleARN's sessions, made with client (an STS client
-// with the function's own credentials). size <= 0 means DefaultSize.
-func New(client stscreds.AssumeRoleAPIClient, roleARN string, size int) *Cache[aws.CredentialsProvider] {
-	return NewCache(client, roleARN, size, func(_ string, c aws.CredentialsProvider) aws.CredentialsProvider { return c })
+// New returns the tenants' credentials of role's sessions, made with client (an STS client with
+// the function's own credentials). size <= 0 means DefaultSize.
+func New(client stscreds.AssumeRoleAPIClient, role Role, size int) *Cache[aws.CredentialsProvider] {
+	return NewCache(client, role, size, func(_ string, c aws.CredentialsProvider) aws.CredentialsProvider { return c })
 }
 
 // NewCache is New with the value kept per tenant made by build.
-func NewCache[T any](client stscreds.AssumeRoleAPIClient, roleARN string, size int, build func(tenant string, creds aws.CredentialsProvider) T) *Cache[T] {
+func NewCache[T any](client stscreds.AssumeRoleAPIClient, role Role, size int, build func(tenant string, creds aws.CredentialsProvider) T) *Cache[T] {
 	if size <= 0 {
 		size = DefaultSize
 	}
-	return &Cache[T]{client: client, roleARN: roleARN, size: size, build: build, recent: list.New(), byID: map[string]*list.Element{}}
+	return &Cache[T]{client: client, role: role, size: size, build: build, recent: list.New(), byID: map[string]*list.Element{}}
 }
 
 // For returns the value of tenant, whose credentials act for that tenant only. The caller takes
@@ -89,17 +107,23 @@ func (c *Cache[T]) For(tenant string) (T, error) {
 	if !idPattern.MatchString(tenant) {
 		return zero, fmt.Errorf("tenant id %q is not a tenant id (%s): no session is made for it", tenant, idPattern)
 	}
+	if err := c.role.Check(); err != nil {
+		return zero, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byID[tenant]; ok {
 		c.recent.MoveToFront(e)
 		return e.Value.(*entry[T]).value, nil
 	}
-	p := stscreds.NewAssumeRoleProvider(c.client, c.roleARN, func(o *stscreds.AssumeRoleOptions) {
-		// The session name shows the tenant in CloudTrail; the tag is what the policies read.
+	p := stscreds.NewAssumeRoleProvider(c.client, c.role.ARN, func(o *stscreds.AssumeRoleOptions) {
+		// The session name shows the tenant in CloudTrail; the tags are what the policies read.
 		o.RoleSessionName = "tenant-" + tenant
 		o.Duration = Duration
-		o.Tags = []ststypes.Tag{{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)}}
+		o.Tags = []ststypes.Tag{
+			{Key: aws.String(pipeline.TenantTag), Value: aws.String(tenant)},
+			{Key: aws.String(pipeline.PoolTag), Value: aws.String(c.role.Pool)},
+		}
 	})
 	creds := aws.NewCredentialsCache(p, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = ExpiryWindow })
 	v := c.build(tenant, creds)

@@ -2,6 +2,7 @@ package tenantcreds
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,11 +34,13 @@ func (f *fakeSTS) count() int {
 	return len(f.calls)
 }
 
-// A session is tagged tenant=<id> on the pool's role for an hour, and is assumed once however
-// often its credentials are used.
+var testRole = Role{ARN: "arn:aws:iam::123456789012:role/tenant", Pool: "shared"}
+
+// A session is tagged tenant=<id> and pool=<the role's pool> on the pool's role for an hour, and
+// is assumed once however often its credentials are used.
 func TestForTagsTheSession(t *testing.T) {
 	f := &fakeSTS{}
-	s := New(f, "arn:aws:iam::123456789012:role/tenant", 0)
+	s := New(f, testRole, 0)
 	for range 3 {
 		p, err := s.For("acme")
 		if err != nil {
@@ -58,8 +61,12 @@ func TestForTagsTheSession(t *testing.T) {
 	if got := aws.ToString(in.RoleArn); got != "arn:aws:iam::123456789012:role/tenant" {
 		t.Errorf("got role %q", got)
 	}
-	if len(in.Tags) != 1 || aws.ToString(in.Tags[0].Key) != "tenant" || aws.ToString(in.Tags[0].Value) != "acme" {
-		t.Errorf("got tags %+v, want exactly tenant=acme", in.Tags)
+	var tags []string
+	for _, tg := range in.Tags {
+		tags = append(tags, aws.ToString(tg.Key)+"="+aws.ToString(tg.Value))
+	}
+	if got := strings.Join(tags, ","); got != "tenant=acme,pool=shared" {
+		t.Errorf("got tags %s, want exactly tenant=acme,pool=shared", got)
 	}
 	if got := aws.ToInt32(in.DurationSeconds); got != 3600 {
 		t.Errorf("got DurationSeconds %d, want 3600 (role chaining's maximum)", got)
@@ -72,7 +79,7 @@ func TestForTagsTheSession(t *testing.T) {
 // Each tenant has its own session, and the least recently used one goes when Size is passed.
 func TestForKeepsTheMostRecentTenants(t *testing.T) {
 	f := &fakeSTS{}
-	s := New(f, "arn:aws:iam::123456789012:role/tenant", 2)
+	s := New(f, testRole, 2)
 	use := func(id string) {
 		t.Helper()
 		p, err := s.For(id)
@@ -105,7 +112,7 @@ func TestForKeepsTheMostRecentTenants(t *testing.T) {
 // An id that is no tenant id gets no session: it would become part of the policies' ARNs.
 func TestForRefusesWhatIsNoTenantID(t *testing.T) {
 	f := &fakeSTS{}
-	s := New(f, "arn:aws:iam::123456789012:role/tenant", 0)
+	s := New(f, testRole, 0)
 	for _, id := range []string{"", "*", "a/b", "a*", "A", "${aws:username}", "-a", "a?"} {
 		if _, err := s.For(id); err == nil {
 			t.Errorf("For(%q): got no error, want one", id)
@@ -113,5 +120,20 @@ func TestForRefusesWhatIsNoTenantID(t *testing.T) {
 	}
 	if got := f.count(); got != 0 {
 		t.Errorf("got %d AssumeRole calls, want 0", got)
+	}
+}
+
+// A role without a pool name, or with one no pool can have, makes no session: the trust policy
+// would refuse it anyway, and the message says which setting is missing.
+func TestForRefusesARoleWithoutItsPool(t *testing.T) {
+	for _, pool := range []string{"", "Shared", "a/b", "*"} {
+		f := &fakeSTS{}
+		_, err := New(f, Role{ARN: testRole.ARN, Pool: pool}, 0).For("acme")
+		if err == nil || !strings.Contains(err.Error(), "TENANT_ROLE_POOL") {
+			t.Errorf("pool %q: got %v, want an error naming TENANT_ROLE_POOL", pool, err)
+		}
+		if f.count() != 0 {
+			t.Errorf("pool %q: got %d AssumeRole calls, want none", pool, f.count())
+		}
 	}
 }

@@ -57,11 +57,15 @@ func main() {
 	case pool != "":
 		var cfg controller.PoolConfig
 		cfg, err = controller.PoolConfigFromEnv(os.Getenv)
+		tenantRole := tenantcreds.Role{ARN: os.Getenv(pipeline.EnvTenantRoleARN), Pool: os.Getenv(pipeline.EnvTenantRolePool)}
+		if err == nil && tenantRole.ARN != "" {
+			err = tenantRole.Check()
+		}
 		build = func(awsCfg aws.Config) any {
 			c := clients(awsCfg)
-			if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+			if tenantRole.ARN != "" {
 				// Each tenant's control and quarantine objects as that tenant.
-				c.TenantS3 = tenantcreds.NewCache(sts.NewFromConfig(awsCfg), role, tenantcreds.DefaultSize,
+				c.TenantS3 = tenantcreds.NewCache(sts.NewFromConfig(awsCfg), tenantRole, tenantcreds.DefaultSize,
 					func(_ string, creds aws.CredentialsProvider) *s3.Client {
 						return s3.NewFromConfig(awsCfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
 					}).For

@@ -65,8 +65,13 @@ func main() {
 		Deployed:         settings,
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+		tenantRole := tenantcreds.Role{ARN: role, Pool: os.Getenv(pipeline.EnvTenantRolePool)}
+		if err := tenantRole.Check(); err != nil {
+			logger.Error("register cannot start", "error", err)
+			os.Exit(1)
+		}
 		// A pool's Register reads, writes and fetches secrets as the execution's tenant.
-		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
+		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), tenantRole, tenantcreds.DefaultSize,
 			func(_ string, creds aws.CredentialsProvider) *register.TenantClients {
 				tc := cfg.Copy()
 				tc.Credentials = creds

@@ -53,8 +53,13 @@ func main() {
 		HTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
+		tenantRole := tenantcreds.Role{ARN: role, Pool: os.Getenv(pipeline.EnvTenantRolePool)}
+		if err := tenantRole.Check(); err != nil {
+			logger.Error("split cannot start", "error", err)
+			os.Exit(1)
+		}
 		// A pool's Split reads and writes as the execution's tenant.
-		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), role, tenantcreds.DefaultSize,
+		h.ForTenant = tenantcreds.NewCache(sts.NewFromConfig(cfg), tenantRole, tenantcreds.DefaultSize,
 			func(_ string, creds aws.CredentialsProvider) split.ObjectAPI {
 				return s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) { o.Credentials = creds })
 			}).For
