@@ -59,6 +59,9 @@ func (a *tenantAuth) kmsAllowed(s tenantSession, action, key, service string, co
 	if err != nil {
 		return false, err.Error()
 	}
+	if id, ok := a.userID(s); ok {
+		keys["aws:userid"] = id
+	}
 	policy, err := a.resourceStatements(key)
 	if err != nil {
 		return false, err.Error()

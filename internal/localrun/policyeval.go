@@ -110,13 +110,16 @@ const (
 //   - aws:SecureTransport: TLS, or loopback (secureTransport);
 //   - aws:PrincipalArn: for a role's session, the role's ARN
 //     (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn);
+//   - aws:userid: for a role's session, "<the role's unique id>:<the session's name>", the id
+//     the templates' role resolves to (deploy: AROALOCAL<logical id>)
+//     (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html#principaltable);
 //   - aws:SourceArn and aws:SourceAccount: present only for a service acting for a resource, as
 //     EventBridge for its rule (eventbridgeauth.go);
 //   - s3:prefix: a listing's prefix;
 //   - the S3 request headers of a write (s3Request).
 //     https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html
 var conditionKeys = []string{
-	"aws:SecureTransport", "aws:PrincipalArn", "aws:SourceArn", "aws:SourceAccount", "s3:prefix", "kms:ViaService",
+	"aws:SecureTransport", "aws:PrincipalArn", "aws:userid", "aws:SourceArn", "aws:SourceAccount", "s3:prefix", "kms:ViaService",
 	"s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
 	"s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-storage-class",
 	"s3:if-none-match", "s3:if-match", "s3:ObjectCreationOperation", "events:source", "events:detail-type",

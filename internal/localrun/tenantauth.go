@@ -69,6 +69,9 @@ type tenantAuth struct {
 	policies map[string][]statement   // by role ARN, resolved on first use
 	// maxSession is each resolved role's MaxSessionDuration in seconds (absent: 3600, IAM's default).
 	maxSession map[string]int
+	// roleIDs is each resolved role's unique id (AROA…), by ARN: a session's aws:userid is
+	// "<role id>:<session name>" (userID).
+	roleIDs map[string]string
 	// trust is each resolved role's trust policy, its statements' Resource the role (sts.go).
 	trust map[string][]statement
 	// resourcePolicies are the statements of each bucket's and queue's policy, by bucket name and
@@ -105,7 +108,7 @@ func (a *tenantAuth) storeKey(id string, find func() string) string {
 }
 
 func newTenantAuth(asm *deploy.Assembly, res *deploy.Resolver) *tenantAuth {
-	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{},
+	return &tenantAuth{asm: asm, res: res, sessions: map[string]tenantSession{}, policies: map[string][]statement{}, maxSession: map[string]int{}, roleIDs: map[string]string{},
 		trust: map[string][]statement{}}
 }
 
@@ -157,6 +160,11 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form u
 		return
 	}
 	key := a.newSession(role, form.Get("RoleSessionName"), tags)
+	// AssumedRoleId is the session's aws:userid: the role's unique id and the session's name.
+	userID, ok := a.userID(tenantSession{role: role, name: form.Get("RoleSessionName")})
+	if !ok {
+		userID = "AROALOCAL:" + form.Get("RoleSessionName")
+	}
 	a.mu.Lock()
 	if a.assumed == nil {
 		a.assumed = map[string]int{}
@@ -179,7 +187,7 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form u
 	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/",
 		Credentials: credentials{AccessKeyID: key, SecretAccessKey: localSecret, SessionToken: "local-" + key,
 			Expiration: time.Now().Add(time.Duration(seconds) * time.Second).UTC().Format(time.RFC3339)},
-		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: "AROALOCAL:" + form.Get("RoleSessionName"), Request: uuid()})
+		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: userID, Request: uuid()})
 }
 
 // say writes one line of why a request was refused to the run's diagnostics.
@@ -197,6 +205,20 @@ func (a *tenantAuth) newSession(role, name string, tags map[string]string) strin
 	a.sessions[key] = tenantSession{role: role, tags: tags, name: name}
 	a.mu.Unlock()
 	return key
+}
+
+// userID is the session's aws:userid, "<role's unique id>:<session name>", once its role was
+// resolved (roleStatements); a role the templates do not create has none here, and a condition
+// on the key then finds it absent.
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html#principaltable
+func (a *tenantAuth) userID(s tenantSession) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, ok := a.roleIDs[s.role]
+	if !ok {
+		return "", false
+	}
+	return id + ":" + s.name, true
 }
 
 // assumedRoleARN is the ARN STS gives a session of a role: the role's name without its path, and
@@ -282,6 +304,9 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	var maxSession int
 	a.asm.Prop(a.res, found, "MaxSessionDuration", &maxSession)
 	a.maxSession[role] = maxSession
+	if id, err := a.res.ResolveString(found.Stack, json.RawMessage(fmt.Sprintf(`{"Fn::GetAtt":[%q,"RoleId"]}`, found.LogicalID))); err == nil {
+		a.roleIDs[role] = id
+	}
 	trust, err := a.res.Resolve(found.Stack, found.Properties["AssumeRolePolicyDocument"])
 	if err != nil {
 		return nil, fmt.Errorf("role %s: trust policy: %w", found.LogicalID, err)
@@ -373,6 +398,9 @@ func (a *tenantAuth) decide(s tenantSession, action, resource string, keys map[s
 	}
 	if _, set := keys["aws:PrincipalArn"]; !set {
 		keys["aws:PrincipalArn"] = s.role
+	}
+	if id, ok := a.userID(s); ok {
+		keys["aws:userid"] = id
 	}
 	for k, v := range s.tags {
 		keys["aws:PrincipalTag/"+k] = v // a session tag is a principal tag

@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -550,4 +551,58 @@ func siloUploaderTrust(role string) []statement {
 	st := mustStatement(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/platform"},"Action":"sts:AssumeRole"}`)
 	st.Resource = stringList{role}
 	return []statement{st}
+}
+
+// A session's aws:userid is its role's unique id and its name, as STS gives it (AssumedRoleId),
+// so a resource policy can exempt exact roles by id: the bucket's Deny on every other userid
+// lets the tenant role's session read and refuses a role of any other id, whatever its own
+// policy allows; a Deny naming another id refuses the tenant role's session too.
+func TestUserIDNamesTheRoleExactly(t *testing.T) {
+	r := newTenantAuthRig(t)
+	const roleID = "AROALOCALPOOLTENANTROLE0DA6EF0C" // deploy: AROALOCAL<logical id>
+	out, err := r.stsClient().AssumeRole(context.Background(), &sts.AssumeRoleInput{
+		RoleArn: aws.String(r.role), RoleSessionName: aws.String("tenant-a"),
+		Tags: []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}, {Key: aws.String("pool"), Value: aws.String("p")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(out.AssumedRoleUser.AssumedRoleId); got != roleID+":tenant-a" {
+		t.Errorf("got AssumedRoleId %q, want %s:tenant-a", got, roleID)
+	}
+	c := *out.Credentials
+	tenant := r.client(credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken)))
+	_, other := r.synthetic(t, "other", []statement{allow([]string{"s3:GetObject"}, []string{"*"}, nil)})
+	read := func(c *s3.Client) string {
+		out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String("pools/p/a/x.csv")})
+		if err == nil {
+			out.Body.Close()
+		}
+		return errorCode(err)
+	}
+	for _, tc := range []struct {
+		name              string
+		exempt            string
+		wantTenant, wantO string
+	}{
+		{"the tenant role's id exempt", roleID + ":*", "", "AccessDenied"},
+		{"another id exempt", "AROALOCALOTHER:*", "AccessDenied", "AccessDenied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.auth.mu.Lock()
+			if r.auth.resourcePolicies == nil {
+				r.auth.resourcePolicies = map[string][]statement{}
+			}
+			st := deny([]string{"s3:GetObject"}, []string{"arn:aws:s3:::ingest/*"}, map[string]map[string]stringList{"StringNotLike": {"aws:userid": {tc.exempt}}})
+			st.Principal = json.RawMessage(`"*"`)
+			r.auth.resourcePolicies["ingest"] = []statement{st}
+			r.auth.mu.Unlock()
+			if got := read(tenant); got != tc.wantTenant {
+				t.Errorf("the tenant role's session: got %q, want %q", got, tc.wantTenant)
+			}
+			if got := read(other); got != tc.wantO {
+				t.Errorf("a role of another id: got %q, want %q", got, tc.wantO)
+			}
+		})
+	}
 }
