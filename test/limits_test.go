@@ -152,7 +152,7 @@ func TestSegmentLoopFitsFor2MRecords(t *testing.T) {
 	src := pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
 		ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 40), EventTime: "2026-12-01T00:00:00Z"}
 	tenant := pipeline.Tenant{Tenant: spec.Tenant{ID: strings.Repeat("t", 32), Format: "csv", Encoding: "utf-8", ChunkSize: 100, MaxFieldBytes: 65536, RegisterURL: "https://" + strings.Repeat("u", 200), RegisterAuthSecretARN: strings.Repeat("s", 200)}}
-	manifest := pipeline.Location{Bucket: src.Bucket, Key: pipeline.ManifestKey(tenant.ID, strings.Repeat("e", 80))}
+	manifest := pipeline.Location{Bucket: src.Bucket, Key: pipeline.ManifestKey(pipeline.SiloOwner(tenant.ID), strings.Repeat("e", 80))}
 	last := segments[len(segments)-1]
 	state := map[string]any{
 		"input":  pipeline.SegmentInput{Tenant: tenant, Source: src, ExecutionName: strings.Repeat("e", 80), Manifest: manifest, Records: records, Header: header, Segment: last},

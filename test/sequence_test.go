@@ -86,8 +86,8 @@ func TestSequenceControllerGrants(t *testing.T) {
 			// The sequence's statements, each exactly once for a sequenced tenant; for any tenant,
 			// no other statement names the sequence prefix, deletes or sends.
 			wants := map[string]string{
-				"s3:DeleteObject,s3:GetObject,s3:PutObject": "/" + pipeline.SequencePrefix(tc.tenant) + "*",
-				"s3:PutObject":    "/" + results.Key(tc.tenant, "*", results.SummaryFile),
+				"s3:DeleteObject,s3:GetObject,s3:PutObject": "/" + pipeline.SequencePrefix(pipeline.SiloOwner(tc.tenant)) + "*",
+				"s3:PutObject":    "/" + results.Key(pipeline.SiloOwner(tc.tenant), "*", results.SummaryFile),
 				"sqs:SendMessage": queue,
 			}
 			found := map[string]int{}
@@ -224,7 +224,7 @@ func TestPoolSequenceGrants(t *testing.T) {
 				t.Fatalf("no quarantine/ grant to find the bucket's ARN in:\n%s", strings.Join(roleStmts, "\n"))
 			}
 			tag := "${aws:PrincipalTag/tenant}"
-			want := "s3:DeleteObject,s3:GetObject,s3:PutObject " + bucket + "/" + pipeline.SequencePrefix(tag) + "*"
+			want := "s3:DeleteObject,s3:GetObject,s3:PutObject " + bucket + "/" + pipeline.SequencePrefix(pipeline.PoolOwner("default", tag)) + "*"
 			if n := slices.Index(roleStmts, want); n < 0 {
 				t.Errorf("the tenant role grants\n%s\nwant %q", strings.Join(roleStmts, "\n"), want)
 			}
@@ -234,7 +234,7 @@ func TestPoolSequenceGrants(t *testing.T) {
 				}
 			}
 			// A refused file's summary.json, written under the tenant's results.
-			summary := bucket + "/" + results.Key(tag, "execution-1", results.SummaryFile)
+			summary := bucket + "/" + results.Key(pipeline.PoolOwner("default", tag), "execution-1", results.SummaryFile)
 			var writes bool
 			for _, s := range poolPolicyStatements(t, tc.tpl, "PoolTenantRole") {
 				if !slices.Contains(actions(s), "s3:PutObject") {

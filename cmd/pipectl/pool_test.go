@@ -141,7 +141,7 @@ func TestPauseResumePooledTenant(t *testing.T) {
 	// The controller holds hooli's next message.
 	ws, _ := pipeline.EncodeWakeState(pipeline.WakeState{Version: 1, MessageID: "m9", ReceiptHandle: "rh-m9", QueueURL: ts["hooli"].QueueURL,
 		WrittenAt: now, Paused: true})
-	w.PutObject(t.Context(), putInput("ingest", pipeline.WakeStateKey("hooli"), string(ws)))
+	w.PutObject(t.Context(), putInput("ingest", pipeline.WakeStateKey(w.OwnerOf("hooli")), string(ws)))
 
 	code, stdout, stderr = runIn(t, w, "resume", "hooli")
 	if code != 0 || !strings.Contains(stdout, "resumed hooli (pool shared)") || !strings.Contains(stdout, "made visible") {

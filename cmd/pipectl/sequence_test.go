@@ -271,7 +271,7 @@ func TestFilesSequence(t *testing.T) {
 	}
 	withSeq(w.AddExecution(ordered, "ordered-5", sfntypes.ExecutionStatusSucceeded, "inbox/ordered/5.csv", now.Add(-3*time.Minute)), "5")
 	b, _ := json.Marshal(results.Summary{Version: 1, Tenant: "ordered", Execution: "ordered-5", Status: results.StatusRefused, Sequence: "5", Refusal: sequence.RefusedDuplicate})
-	w.Objects["ingest/"+results.Key("ordered", "ordered-5", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
+	w.Objects["ingest/"+results.Key(w.OwnerOf("ordered"), "ordered-5", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
 	withSeq(w.AddExecution(ordered, "ordered-6", sfntypes.ExecutionStatusRunning, "inbox/ordered/6.csv", now.Add(-time.Minute)), "6")
 	w.AddExecution(plain, "plain-1", sfntypes.ExecutionStatusSucceeded, "inbox/plain/a.csv", now.Add(-time.Minute))
 
@@ -333,7 +333,7 @@ func TestResultsRefused(t *testing.T) {
 	w := seqWorld()
 	b, _ := json.Marshal(results.Summary{Version: 1, Tenant: "ordered", Tier: "silo", Execution: "ev-0f3a", Status: results.StatusRefused,
 		Source: results.Source{Bucket: "ingest", Key: "inbox/ordered/5.csv"}, Sequence: "5", Refusal: sequence.RefusedLate})
-	w.Objects["ingest/"+results.Key("ordered", "ev-0f3a", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
+	w.Objects["ingest/"+results.Key(w.OwnerOf("ordered"), "ev-0f3a", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
 	code, stdout, stderr := runIn(t, w, "results", "ordered", "ev-0f3a")
 	if code != 0 {
 		t.Fatalf("got exit %d (%s), want 0", code, stderr)

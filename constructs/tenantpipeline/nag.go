@@ -7,7 +7,6 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/example/tenantpipeline/internal/pipeline"
-	"github.com/example/tenantpipeline/internal/results"
 )
 
 // suppress records, next to scope's resources (its children too), why a cdk-nag AwsSolutions
@@ -27,7 +26,6 @@ const basicExecutionRole = "Policy::arn:<AWS::Partition>:iam::aws:policy/service
 // suppressNagFindings records why each cdk-nag AwsSolutions finding of the tenant's own grants is
 // intended, after the pipeline's (suppressCoreNagFindings).
 func (t *TenantPipeline) suppressNagFindings() {
-	id := t.Props.Tenant.ID
 	t.suppressCoreNagFindings("the tenant's")
 	objects := func(prefixes ...string) any {
 		re := ""
@@ -47,17 +45,17 @@ func (t *TenantPipeline) suppressNagFindings() {
 			"message group) on the tenant's own file state machine, and DescribeExecution and "+
 			"StopExecution on its own segment state machine (a stopped file's running segment is stopped before the next file starts); "+
 			"execution names are per file and per segment.",
-		objects(pipeline.QuarantinePrefix+id+"/", pipeline.ControlPrefix+id+"/skip/", pipeline.ControlRequestsPrefix(id)),
+		objects(pipeline.QuarantineDir(t.owner()), pipeline.ControlDir(t.owner())+"skip/", pipeline.ControlRequestsPrefix(t.owner())),
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.+:\*$/`)})
 	suppress(t.Controller, "AwsSolutions-IAM5",
 		"Reads summary.json and reads and writes the File Processed event markers (event-<redrive count>.json) of exactly the tenant's "+
 			"results, one folder per file execution, whose names are not known in advance.",
-		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta("results/"+id+"/") + `\*\/(summary\.json|event-\*\.json)$/`)})
+		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.+\/` + regexp.QuoteMeta(pipeline.ResultsDir(t.owner())) + `\*\/(summary\.json|event-\*\.json)$/`)})
 	if t.Props.Tenant.Sequence != nil {
 		suppress(t.Controller, "AwsSolutions-IAM5",
 			"Reads, writes and deletes objects under exactly the tenant's sequence prefix: its sequence state and one object per file held "+
 				"ahead of its turn, named by the file's sequence value, which is not known in advance.",
-			objects(pipeline.SequencePrefix(id)))
+			objects(pipeline.SequencePrefix(t.owner())))
 	}
 	if t.coreSystem != nil {
 		suppress(t.Controller, "AwsSolutions-IAM5",
@@ -70,11 +68,11 @@ func (t *TenantPipeline) suppressNagFindings() {
 		"Reads objects under exactly the tenant's inbox prefix, writes manifests under exactly its work prefix (and, for the results task, "+
 			"reads them and the segments' progress there), and reads the rejection parts and writes each file's results under exactly its "+
 			"results prefix; object keys are not known in advance.",
-		objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/", pipeline.ResultsPrefix+id+"/"))
+		objects(t.Props.Tenant.Prefix, pipeline.WorkDir(t.owner()), pipeline.ResultsDir(t.owner())))
 	if t.bundled != nil {
 		suppress(t.bundled, "AwsSolutions-IAM5",
 			"Reads objects under exactly the tenant's inbox prefix and its manifests under its work prefix, and writes its rejections under "+
 				"exactly the tenant's results prefix; object keys are not known in advance.",
-			objects(t.Props.Tenant.Prefix, pipeline.WorkPrefix+id+"/", results.Prefix+id+"/"))
+			objects(t.Props.Tenant.Prefix, pipeline.WorkDir(t.owner()), pipeline.ResultsDir(t.owner())))
 	}
 }

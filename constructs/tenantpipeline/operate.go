@@ -23,7 +23,7 @@ import (
 // fails synth, naming it.
 func (t *TenantPipeline) GrantOperate(grantee awsiam.IGrantable) awsiam.Grant {
 	return t.Pipeline.grantOperate(t.Construct, grantee, operated{
-		bucket: t.Props.Bucket, tenant: t.Props.Tenant.ID, prefix: t.Props.Tenant.Prefix,
+		bucket: t.Props.Bucket, owner: t.owner(), prefix: t.Props.Tenant.Prefix,
 		dlq: t.RuleDeadLetterQueue, mappingSteered: true,
 	})
 }
@@ -38,7 +38,7 @@ func (t *TenantPool) GrantOperate(tenantID string, grantee awsiam.IGrantable) aw
 	for _, tn := range t.Props.Tenants {
 		if tn.ID == tenantID {
 			return t.Pipeline.grantOperate(t.Construct, grantee, operated{
-				bucket: t.Props.Bucket, tenant: tn.ID, prefix: tn.Prefix, dlq: t.RuleDeadLetterQueue,
+				bucket: t.Props.Bucket, owner: pipeline.PoolOwner(t.Props.Name, tn.ID), prefix: tn.Prefix, dlq: t.RuleDeadLetterQueue,
 			})
 		}
 	}
@@ -56,8 +56,9 @@ type operated struct {
 		ArnForObjects(*string) *string
 		BucketArn() *string
 	}
-	tenant, prefix string
-	dlq            awssqs.IQueue
+	owner  pipeline.Owner
+	prefix string
+	dlq    awssqs.IQueue
 	// mappingSteered: pause and resume switch the controller's event source mapping (a silo
 	// tenant's own); a pool's tenant is paused by its marker, control/<tenant>/paused.json.
 	mappingSteered bool
@@ -67,7 +68,7 @@ type operated struct {
 // policy, and the key's for the same resources; a grantee that takes no statement fails synth
 // through scope's validation, naming it.
 func (p *Pipeline) grantOperate(scope constructs.Construct, grantee awsiam.IGrantable, o operated) awsiam.Grant {
-	control := pipeline.ControlPrefix + o.tenant + "/"
+	control := pipeline.ControlDir(o.owner)
 	objects := func(patterns ...string) []string {
 		var arns []string
 		for _, pt := range patterns {
@@ -109,7 +110,7 @@ func (p *Pipeline) grantOperate(scope constructs.Construct, grantee awsiam.IGran
 		{[]string{"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage"}, []string{*o.dlq.QueueArn()}, nil},
 		{[]string{"states:ListExecutions"}, machines, nil},
 		{[]string{"states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution"}, executions, nil},
-		{[]string{"s3:GetObject", "s3:GetObjectVersion"}, objects(o.prefix+"*", control+"skip/*", control+"requests/*", control+"paused.json", control+"sequence/*", pipeline.WorkPrefix+o.tenant+"/*"), nil},
+		{[]string{"s3:GetObject", "s3:GetObjectVersion"}, objects(o.prefix+"*", control+"skip/*", control+"requests/*", control+"paused.json", control+"sequence/*", pipeline.WorkDir(o.owner)+"*"), nil},
 		{[]string{"s3:PutObject"}, objects(putMarkers...), nil},
 		// Listing the prefixes makes S3 answer a missing marker with 404, not 403.
 		// https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html ("Permissions")
@@ -143,7 +144,7 @@ func (p *Pipeline) grantOperate(scope constructs.Construct, grantee awsiam.IGran
 		p.objects.allow(grantee, []string{"kms:Decrypt", "kms:GenerateDataKey"}, map[string]any{
 			"StringEquals": map[string]any{"kms:ViaService": p.objects.viaService("s3")},
 			"StringLike": map[string]any{"kms:EncryptionContext:aws:s3:arn": append([]string{*o.bucket.BucketArn()},
-				objects(o.prefix+"*", control+"*", pipeline.WorkPrefix+o.tenant+"/*")...)},
+				objects(o.prefix+"*", control+"*", pipeline.WorkDir(o.owner)+"*")...)},
 		})
 	}
 	return g

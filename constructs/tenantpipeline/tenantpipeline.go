@@ -175,8 +175,8 @@ func (t *TenantPipeline) grantSplit() {
 	tenant := t.Props.Tenant
 	t.allowS3(t.Split, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenant.Prefix+"*")
 	t.allowList(t.Split, tenant.Prefix)
-	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
-	t.allowResults(t.Split, tenant.ID)
+	t.allowS3(t.Split, []string{"s3:PutObject"}, pipeline.WorkDir(t.owner())+"*")
+	t.allowResults(t.Split, t.owner())
 }
 
 // grantRegister lets the bundled Register read the tenant's files and manifests, keep its
@@ -192,15 +192,15 @@ func (t *TenantPipeline) grantRegister(register awslambda.Function) {
 	// every successful invocation and reads when a segment execution begins. A manifest is read
 	// by its version id in a versioned bucket, which needs s3:GetObjectVersion
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
-	t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkPrefix+tenant.ID+"/*")
+	t.allowS3(register, []string{"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}, pipeline.WorkDir(t.owner())+"*")
 	// The rejections of each invocation (the core system's, under skipRecord), as parts of the
 	// file's results. The SmallFile task also does what the results task does there: it reads the
 	// rejection parts, listing them, and writes the results files.
 	if t.Props.smallFiles(false) > 0 {
-		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, results.Prefix+tenant.ID+"/*")
-		t.allowList(register, results.Prefix+tenant.ID+"/")
+		t.allowS3(register, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ResultsDir(t.owner())+"*")
+		t.allowList(register, pipeline.ResultsDir(t.owner()))
 	} else {
-		t.allowS3(register, []string{"s3:PutObject"}, results.Prefix+tenant.ID+"/*")
+		t.allowS3(register, []string{"s3:PutObject"}, pipeline.ResultsDir(t.owner())+"*")
 	}
 	if t.coreSystem != nil {
 		grantAdaptiveLimit(register, t.coreSystem)
@@ -222,8 +222,8 @@ func (t *TenantPipeline) grantController() {
 	tenant, fn := t.Props.Tenant, t.Controller
 	// The File Processed event: the counts from summary.json, and the marker of each event put
 	// (results/<tenant>/<execution>/event-<redrive count>.json).
-	t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
-	t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(tenant.ID, "*", "event-*.json"))
+	t.allowS3Keys(fn, []string{"s3:GetObject"}, results.Key(t.owner(), "*", results.SummaryFile))
+	t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, results.Key(t.owner(), "*", "event-*.json"))
 	if cs := t.coreSystem; cs != nil {
 		// Admission: the file's lease in its core system's gate, taken before StartExecution.
 		grantLeases(fn, cs.Table)
@@ -231,21 +231,21 @@ func (t *TenantPipeline) grantController() {
 		tagForWakeUps(t.Queue, cs)
 		grantWakeUps(fn, cs)
 	}
-	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+tenant.ID+"/*")
-	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlPrefix+tenant.ID+"/skip/*")
+	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.QuarantineDir(t.owner())+"*")
+	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlDir(t.owner())+"skip/*")
 	// An operator action (redrive, replay, sequence-skip, sequence-set) is performed only as the
 	// operator's control record under control/<tenant>/requests/ says (pipeline.NeedsRecord).
-	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlRequestsPrefix(tenant.ID)+"*")
+	t.allowS3(fn, []string{"s3:GetObject"}, pipeline.ControlRequestsPrefix(t.owner())+"*")
 	// Without ListBucket, S3 answers a GetObject of a missing key with 403 instead of 404, and the
 	// controller could not tell "no skip marker" from "no access".
-	t.allowList(fn, pipeline.ControlPrefix+tenant.ID+"/")
+	t.allowList(fn, pipeline.ControlDir(t.owner()))
 	if tenant.DynamoDB != nil {
 		// The DynamoDB sink ranks files by their place in the tenant's queue: the controller keeps
 		// the tenant's order counter, control/<tenant>/order.json (docs/data-path.md).
-		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.OrderKey(tenant.ID))
+		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.OrderKey(t.owner()))
 	}
 	if t.Props.WakeEvents() {
-		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(tenant.ID), pipeline.WakeDoneKey(tenant.ID))
+		t.allowS3Keys(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.WakeStateKey(t.owner()), pipeline.WakeDoneKey(t.owner()))
 	}
 	if tenant.Sequence != nil {
 		t.grantSequence()
@@ -260,11 +260,11 @@ func (t *TenantPipeline) grantController() {
 // controller's role (denyForeignSends); with a key, a sender needs kms:GenerateDataKey on it
 // (grantQueues). A tenant without a sequence gets none of it.
 func (t *TenantPipeline) grantSequence() {
-	tenant, fn := t.Props.Tenant, t.Controller
-	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(tenant.ID)+"*")
+	fn := t.Controller
+	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(t.owner())+"*")
 	// The control record of the sequence-skip it asks for itself (onGap "skip").
-	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.ControlRequestsPrefix(tenant.ID)+"*")
-	t.allowS3Keys(fn, []string{"s3:PutObject"}, results.Key(tenant.ID, "*", results.SummaryFile))
+	t.allowS3(fn, []string{"s3:PutObject"}, pipeline.ControlRequestsPrefix(t.owner())+"*")
+	t.allowS3Keys(fn, []string{"s3:PutObject"}, results.Key(t.owner(), "*", results.SummaryFile))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: jsii.Strings(*t.Queue.QueueArn()),
@@ -310,11 +310,14 @@ func newGoFunction(scope constructs.Construct, id, pkg string, code awslambda.Co
 // s3:GetObjectVersion: https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
 // "Permissions") and the segments' progress under work/<tenant>/, list and read the rejection
 // parts and write the results under results/<tenant>/.
-func (t *TenantPipeline) allowResults(fn awslambda.IFunction, tenant string) {
-	t.allowS3(fn, []string{"s3:GetObject", "s3:GetObjectVersion"}, pipeline.WorkPrefix+tenant+"/*")
-	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ResultsPrefix+tenant+"/*")
-	t.allowList(fn, pipeline.ResultsPrefix+tenant+"/")
+func (t *TenantPipeline) allowResults(fn awslambda.IFunction, o pipeline.Owner) {
+	t.allowS3(fn, []string{"s3:GetObject", "s3:GetObjectVersion"}, pipeline.WorkDir(o)+"*")
+	t.allowS3(fn, []string{"s3:GetObject", "s3:PutObject"}, pipeline.ResultsDir(o)+"*")
+	t.allowList(fn, pipeline.ResultsDir(o))
 }
+
+// owner is whose keys the tenant's are: a silo tenant's.
+func (t *TenantPipeline) owner() pipeline.Owner { return pipeline.SiloOwner(t.Props.Tenant.ID) }
 
 // allowS3 grants exact S3 object actions on one key pattern of the ingest bucket.
 func (t *TenantPipeline) allowS3(fn awslambda.IFunction, actions []string, pattern string) {

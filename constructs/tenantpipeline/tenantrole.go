@@ -35,6 +35,12 @@ import (
 // principalTenant is the policy variable of the session's tenant tag.
 const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
 
+// tenantOwner is the owner of the keys a session of the pool's tenant roles reaches: the tenant
+// its tag names, in this pool.
+func (t *TenantPool) tenantOwner() pipeline.Owner {
+	return pipeline.PoolOwner(t.Props.Name, principalTenant)
+}
+
 // newTenantRole creates the tenant-scoped roles, one per function, each with only what its
 // function does for a tenant: TenantRole, the controller's (control keys, quarantine, the results'
 // summaries and event markers); SplitTenantRole, Split's (the tenant's files, work and results);
@@ -129,8 +135,8 @@ func (t *TenantPool) tenantList(role awsiam.Role, prefixes ...string) {
 // under ${aws:PrincipalTag/tenant}, and no control or quarantine key.
 func (t *TenantPool) grantTenantFiles(role awsiam.Role) {
 	tenantPrefix := t.Props.Prefix + principalTenant + "/"
-	work := pipeline.WorkPrefix + principalTenant + "/"
-	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
+	work := pipeline.WorkDir(t.tenantOwner())
+	resultsDir := pipeline.ResultsDir(t.tenantOwner())
 	// The tenant's files, the exact version the event named.
 	t.tenantObjects(role, []string{"s3:GetObject", "s3:GetObjectVersion"}, tenantPrefix+"*")
 	// Split writes the manifest, Register reads it and reads and writes the segments' progress.
@@ -147,11 +153,11 @@ func (t *TenantPool) grantTenantFiles(role awsiam.Role) {
 // and results' summaries and event markers, each under ${aws:PrincipalTag/tenant}: no file, no
 // work object, and no results file but those.
 func (t *TenantPool) grantControllerData(role awsiam.Role) {
-	control := pipeline.ControlPrefix + principalTenant + "/"
-	resultsDir := pipeline.ResultsPrefix + principalTenant + "/"
+	control := pipeline.ControlDir(t.tenantOwner())
+	resultsDir := pipeline.ResultsDir(t.tenantOwner())
 	// The tenant's quarantine records, skip markers, wake-up state, order counter and pause marker
 	// (read only: an operator writes it).
-	t.tenantObjects(role, []string{"s3:PutObject"}, pipeline.QuarantinePrefix+principalTenant+"/*")
+	t.tenantObjects(role, []string{"s3:PutObject"}, pipeline.QuarantineDir(t.tenantOwner())+"*")
 	t.tenantObjects(role, []string{"s3:GetObject"}, control+"skip/*", control+"paused.json")
 	// The operator's record of each redrive, replay or sequence request (pipeline.NeedsRecord),
 	// which the controller reads before it performs one, and the record of the gap skip a sequenced
@@ -162,10 +168,10 @@ func (t *TenantPool) grantControllerData(role awsiam.Role) {
 	// writes and deletes; it sends held files and the tick to the pool queue with its own role
 	// (grantBacklog). A pool's tenants may gain a sequence at any time, so this does not depend on
 	// its tenants.
-	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(principalTenant)+"*")
+	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, pipeline.SequencePrefix(t.tenantOwner())+"*")
 	// The File Processed event's counts from summary.json, and the summary.json of a file a
 	// sequenced tenant's controller refuses; the marker of each event put.
-	tenantResults := results.Prefix + principalTenant + "/*/"
+	tenantResults := pipeline.ResultsDir(t.tenantOwner()) + "*/"
 	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, tenantResults+results.SummaryFile)
 	t.tenantObjects(role, []string{"s3:GetObject", "s3:PutObject"}, tenantResults+"event-*.json")
 	t.tenantList(role, control, resultsDir)

@@ -93,11 +93,11 @@ const (
 )
 
 // ParkedPrefix is where a tenant's parked files are.
-func ParkedPrefix(tenant string) string { return pipeline.ControlPrefix + tenant + "/parked/" }
+func ParkedPrefix(o pipeline.Owner) string { return pipeline.ControlDir(o) + "parked/" }
 
 // ParkedKey is the object of one parked file. The slot is zero-padded, so the keys list in order.
-func ParkedKey(tenant string, slot int64) string {
-	return fmt.Sprintf("%s%020d.json", ParkedPrefix(tenant), slot)
+func ParkedKey(o pipeline.Owner, slot int64) string {
+	return fmt.Sprintf("%s%020d.json", ParkedPrefix(o), slot)
 }
 
 // Objects is the part of the S3 client the backlog uses.
@@ -120,7 +120,9 @@ var (
 
 // Backlog is the bounded backlog of one pool's tenants.
 type Backlog struct {
-	DB       admission.ItemAPI
+	DB admission.ItemAPI
+	// Pool is the pool whose tenants' files it parks: the owner of their keys, with the tenant.
+	Pool     string
 	Table    string
 	S3       Objects
 	Bucket   string
@@ -343,7 +345,7 @@ func (b *Backlog) Park(ctx context.Context, m Message) (int64, error) {
 		// below, never overwritten
 		// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
 		_, err = b.S3.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(m.Tenant, n)), Body: bytes.NewReader(body),
+			Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(pipeline.PoolOwner(b.Pool, m.Tenant), n)), Body: bytes.NewReader(body),
 			ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*"),
 		})
 		owner := m.ID
@@ -438,7 +440,7 @@ func (b *Backlog) unindexFrom(ctx context.Context, pk, tenant string, next int64
 
 // slot reads the parked file in slot n. found is false when it is absent.
 func (b *Backlog) slot(ctx context.Context, tenant string, n int64) (parkedFile, bool, error) {
-	out, err := b.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(tenant, n))})
+	out, err := b.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(pipeline.PoolOwner(b.Pool, tenant), n))})
 	var missing *s3types.NoSuchKey
 	if errors.As(err, &missing) {
 		return parkedFile{}, false, nil
@@ -501,7 +503,7 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 			if again, err := b.State(ctx, tenant); err == nil && again.NextUnpark > n {
 				continue // another drain unparked it
 			}
-			return sent, fmt.Errorf("tenant %s, slot %d (%s): %w", tenant, n, ParkedKey(tenant, n), ErrMissingParkedFile)
+			return sent, fmt.Errorf("tenant %s, slot %d (%s): %w", tenant, n, ParkedKey(pipeline.PoolOwner(b.Pool, tenant), n), ErrMissingParkedFile)
 		}
 		if _, ok := st.queued[f.ID]; !ok && int64(st.Queued) >= b.limit() {
 			return sent, nil
@@ -529,7 +531,7 @@ func (b *Backlog) Drain(ctx context.Context, tenant string) (int, error) {
 		if err != nil && !conditionFailed(err) {
 			return sent, fmt.Errorf("advance the parked files of tenant %s past slot %d: %w", tenant, n, err)
 		}
-		if _, err := b.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(tenant, n))}); err != nil {
+		if _, err := b.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.Bucket), Key: aws.String(ParkedKey(pipeline.PoolOwner(b.Pool, tenant), n))}); err != nil {
 			return sent, fmt.Errorf("delete unparked file %d of tenant %s: %w", n, tenant, err)
 		}
 	}

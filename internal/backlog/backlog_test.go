@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/example/tenantpipeline/internal/backlog/backlogtest"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/schema"
 )
 
@@ -129,7 +130,7 @@ func newRig(t *testing.T, max int) *rig { return newRigOn(t, max, newS3(t)) }
 func newRigOn(t *testing.T, max int, s *s3.Client) *rig {
 	db, table := newTable(t)
 	r := &rig{q: newQueue(), s3: s, now: time.UnixMilli(1_800_000_000_000)}
-	r.b = &Backlog{DB: db, Table: table, S3: r.s3, Bucket: "ingest", SQS: r.q, QueueURL: "https://sqs.local/pool.fifo",
+	r.b = &Backlog{DB: db, Pool: "default", Table: table, S3: r.s3, Bucket: "ingest", SQS: r.q, QueueURL: "https://sqs.local/pool.fifo",
 		Max: max, Retention: 14 * 24 * time.Hour, Now: func() time.Time { return r.now }}
 	return r
 }
@@ -289,7 +290,7 @@ func TestParkedFileIsInS3UnderTheTenantsControlPrefix(t *testing.T) {
 		t.Errorf("got parked %+v (%v), want %+v", f, err, msg("acme", 1))
 	}
 	r.release(t, "acme")
-	if _, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey("acme", 0))}); err == nil {
+	if _, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey(pipeline.PoolOwner("default", "acme"), 0))}); err == nil {
 		t.Errorf("got the parked file still there after it was unparked, want it deleted")
 	}
 }
@@ -300,7 +301,7 @@ func TestParkAdoptsAnObjectAnotherWriterLeftInItsSlot(t *testing.T) {
 	r := newRig(t, 1)
 	r.route(t, msg("acme", 0))
 	left, _ := json.Marshal(parkedFile{ID: "crashed", Body: "crashed-body"})
-	if _, err := r.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey("acme", 0)), Body: bytes.NewReader(left)}); err != nil {
+	if _, err := r.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey(pipeline.PoolOwner("default", "acme"), 0)), Body: bytes.NewReader(left)}); err != nil {
 		t.Fatal(err)
 	}
 	slot, err := r.b.Park(context.Background(), msg("acme", 1))
@@ -403,7 +404,7 @@ func TestMissingParkedFileHoldsTheTenant(t *testing.T) {
 	r := newRig(t, 1)
 	r.route(t, msg("acme", 0))
 	r.route(t, msg("acme", 1))
-	if _, err := r.s3.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey("acme", 0))}); err != nil {
+	if _, err := r.s3.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("ingest"), Key: aws.String(ParkedKey(pipeline.PoolOwner("default", "acme"), 0))}); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := r.q.head("acme")

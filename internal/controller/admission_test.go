@@ -577,7 +577,7 @@ func TestPoolWaitingFileMakesNoTenantCall(t *testing.T) {
 func TestPoolPausedTenantGivesItsSlotBack(t *testing.T) {
 	r, a, _ := newPoolAdmissionRig(t, 1)
 	rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "ops", RequestedAt: testStart})
-	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	marker := testBucket + "/" + pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))
 	r.s3.objects[marker] = string(rec)
 	// acme waits (reading nothing), with globex behind it; a release hands acme the slot.
 	a.leases["someone-else"] = true
@@ -709,7 +709,7 @@ func TestSlotsKeptWhileAnEndedFileMayWrite(t *testing.T) {
 func TestPauseSecondReadFailingHolds(t *testing.T) {
 	r, a, _ := newPoolAdmissionRig(t, 1)
 	rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "ops", RequestedAt: testStart})
-	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	marker := testBucket + "/" + pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))
 	r.s3.objects[marker] = string(rec)
 	r.s3.keyGetErrs = map[string][]error{marker: {nil, errors.New("s3: slow down")}}
 	if deliverPool(t, r, 1) {

@@ -106,7 +106,7 @@ func (f *fakeS3) recordControl(t *testing.T, body string) string {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.objects[testBucket+"/"+pipeline.ControlRequestKey(m.Tenant, m.RequestID)] = body
+	f.objects[testBucket+"/"+pipeline.ControlRequestKey(pipeline.SiloOwner(m.Tenant), m.RequestID)] = body
 	return body
 }
 

@@ -167,8 +167,7 @@ func (h *Handler) announce(ctx context.Context, log *slog.Logger, end fileEnd) e
 		h.writeResults(ctx, log, end)
 		return nil
 	}
-	tenant := h.cfg.Tenant.ID
-	marker := results.EventMarkerKey(tenant, end.Name, end.RedriveCount)
+	marker := results.EventMarkerKey(h.owner(), end.Name, end.RedriveCount)
 	_, found, err := h.getControl(ctx, marker)
 	if err != nil {
 		h.countEvent(ctx, log, metrics.FileEventErrors)
@@ -230,7 +229,7 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 		Tenant:       tenant,
 		Tier:         h.tier(),
 		Status:       end.Status,
-		Summary:      results.URI(h.cfg.Bucket, results.Key(tenant, end.Name, results.SummaryFile)),
+		Summary:      results.URI(h.cfg.Bucket, results.Key(h.owner(), end.Name, results.SummaryFile)),
 		Execution:    end.Name,
 		ExecutionARN: end.ARN,
 		CountsFrom:   results.CountsFromNone,
@@ -270,7 +269,7 @@ func (h *Handler) fileEvent(ctx context.Context, log *slog.Logger, end fileEnd) 
 // readSummary reads the file's summary.json; ok only when it describes end: the same execution,
 // run and status (a summary of an earlier run of a redriven execution does not).
 func (h *Handler) readSummary(ctx context.Context, log *slog.Logger, end fileEnd) (results.Summary, bool) {
-	key := results.Key(h.cfg.Tenant.ID, end.Name, results.SummaryFile)
+	key := results.Key(h.owner(), end.Name, results.SummaryFile)
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
 	if err != nil {
 		if !source.Absent(err) {

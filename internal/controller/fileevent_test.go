@@ -169,7 +169,7 @@ func TestFileEventOnce(t *testing.T) {
 	if got := len(bus.entries); got != 1 {
 		t.Fatalf("got %d events after a duplicated status event, want 1", got)
 	}
-	marker := testBucket + "/" + results.EventMarkerKey("acme", evID1, 0)
+	marker := testBucket + "/" + results.EventMarkerKey(pipeline.SiloOwner("acme"), evID1, 0)
 	if _, ok := w.s3.objects[marker]; !ok {
 		t.Errorf("got no marker %s", marker)
 	}
@@ -310,7 +310,7 @@ func TestFileEventLateStatusEvent(t *testing.T) {
 		if got := bus.details(t); len(got) != 0 {
 			t.Fatalf("got events %v after the late event, want none", ids(got))
 		}
-		if _, ok := w.s3.objects[testBucket+"/"+results.EventMarkerKey("acme", evID1, 1)]; ok {
+		if _, ok := w.s3.objects[testBucket+"/"+results.EventMarkerKey(pipeline.SiloOwner("acme"), evID1, 1)]; ok {
 			t.Fatalf("got run 1's marker while run 1 runs, want none")
 		}
 		redriven(w, sfntypes.ExecutionStatusSucceeded)

@@ -157,6 +157,9 @@ type delivery struct {
 
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
 
+// owner is whose keys the handler reads and writes: its tenant, in its pool.
+func (h *Handler) owner() pipeline.Owner { return pipeline.PoolOwner(h.cfg.Pool, h.cfg.Tenant.ID) }
+
 func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil time.Time) decision {
 	d := &delivery{
 		rec:     rec,
@@ -505,7 +508,7 @@ func (h *Handler) haltedMayStillWrite(st *sfn.DescribeExecutionOutput) bool {
 
 // halted keeps a halt tenant's failed file until an operator redrives it or writes its skip marker.
 func (h *Handler) halted(ctx context.Context, d *delivery, name, arn string, st *sfn.DescribeExecutionOutput, attrs []any) decision {
-	markerKey := skipMarkerKey(h.cfg.Tenant.ID, name)
+	markerKey := skipMarkerKey(h.owner(), name)
 	attrs = append(attrs, "skipMarkerKey", markerKey)
 	marker, found, err := h.skipMarker(ctx, markerKey)
 	if err != nil {

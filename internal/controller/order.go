@@ -70,7 +70,7 @@ func (h *Handler) ordered() bool { return h.cfg.Tenant.DynamoDB != nil }
 
 // nextOrder takes the tenant's next order for the execution name and stores it.
 func (h *Handler) nextOrder(ctx context.Context, name string) (int64, error) {
-	key := pipeline.OrderKey(h.cfg.Tenant.ID)
+	key := pipeline.OrderKey(h.owner())
 	for range maxOrderAttempts {
 		st, etag, found, err := h.readOrder(ctx)
 		if err != nil {
@@ -121,7 +121,7 @@ func (h *Handler) orderLimit(ctx context.Context) (int64, error) {
 
 // readOrder reads the counter and its ETag; found is false for a missing object.
 func (h *Handler) readOrder(ctx context.Context) (st orderState, etag string, found bool, err error) {
-	key := pipeline.OrderKey(h.cfg.Tenant.ID)
+	key := pipeline.OrderKey(h.owner())
 	out, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
 	var noKey *s3types.NoSuchKey
 	if errors.As(err, &noKey) || accessDeniedError(err) {

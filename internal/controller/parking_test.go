@@ -47,7 +47,7 @@ func newTestBacklogThrough(t *testing.T, max int, q backlog.Sender, wrap func(ht
 	}
 	db, table := backlogtest.Table(t, url)
 	s := backlogtest.S3Through(t, testBucket, wrap)
-	return parking.New(parking.Config{Table: table, Max: max}, db, s, q, testBucket, testQueueURL), s
+	return parking.New(parking.Config{Table: table, Max: max}, testPool, db, s, q, testBucket, testQueueURL), s
 }
 
 // sentKeys are the object keys of the pool queue messages of tenant, in the order sent, each

@@ -35,7 +35,7 @@ func (h *Handler) pausedHold(ctx context.Context, d *delivery) (decision, bool) 
 	if h.cfg.Pool == "" {
 		return decision{}, false
 	}
-	key := pipeline.PauseMarkerKey(h.cfg.Tenant.ID)
+	key := pipeline.PauseMarkerKey(h.owner())
 	body, paused, err := h.readPauseMarker(ctx, key)
 	if err != nil {
 		return h.pauseUnknown(ctx, d, key, err), true
@@ -49,7 +49,7 @@ func (h *Handler) pausedHold(ctx context.Context, d *delivery) (decision, bool) 
 		QueueURL: h.cfg.QueueURL, WrittenAt: h.now().UTC(), Paused: true,
 	})
 	if err == nil {
-		err = h.putControl(ctx, pipeline.WakeStateKey(h.cfg.Tenant.ID), state)
+		err = h.putControl(ctx, pipeline.WakeStateKey(h.owner()), state)
 	}
 	if err != nil {
 		d.log.Log(ctx, stateErrorLevel(err), "paused hold not recorded: a resume takes effect only after the hold", "error", err, "nextWaitSeconds", wait.Seconds())

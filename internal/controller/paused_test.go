@@ -28,7 +28,7 @@ func TestPoolPausedTenantHeldOthersFlow(t *testing.T) {
 			r := newPoolRig(t, tc.env)
 			rec, _ := pipeline.EncodePauseRecord(pipeline.PauseRecord{Version: 1, Tenant: "acme", RequestedBy: "arn:aws:iam::123456789012:user/ops",
 				RequestedAt: testStart, Reason: "supplier resends"})
-			r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey("acme")] = string(rec)
+			r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))] = string(rec)
 
 			resp, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 				poolMessage("m1", eventBody(t, evID1, acmeKey), "acme"),
@@ -54,7 +54,7 @@ func TestPoolPausedTenantHeldOthersFlow(t *testing.T) {
 			if i := slices.IndexFunc(r.sqs.changes, func(c visibilityChange) bool { return c.Receipt == "rh-m1" }); i < 0 || r.sqs.changes[i].Seconds != tc.wantHold {
 				t.Errorf("got visibility changes %v, want rh-m1 held %d s", r.sqs.changes, tc.wantHold)
 			}
-			body, ok := r.s3.objects[testBucket+"/"+pipeline.WakeStateKey("acme")]
+			body, ok := r.s3.objects[testBucket+"/"+pipeline.WakeStateKey(pipeline.PoolOwner(testPool, "acme"))]
 			if !ok {
 				t.Fatal("no wake state for acme: resume could not release the held message")
 			}
@@ -74,10 +74,10 @@ func TestPoolPausedTenantHeldOthersFlow(t *testing.T) {
 // go on: the file starts.
 func TestPoolPausedTenantResumedDuringHold(t *testing.T) {
 	r := newPoolRig(t, nil)
-	key := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	key := testBucket + "/" + pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))
 	r.s3.objects[key] = `{"version":1}`
 	r.s3.beforePut = func(k string) {
-		if k == testBucket+"/"+pipeline.WakeStateKey("acme") {
+		if k == testBucket+"/"+pipeline.WakeStateKey(pipeline.PoolOwner(testPool, "acme")) {
 			r.s3.mu.Lock()
 			delete(r.s3.objects, key)
 			r.s3.mu.Unlock()
@@ -94,7 +94,7 @@ func TestPoolPausedTenantResumedDuringHold(t *testing.T) {
 // A silo controller never reads a pause marker: its pause is the event source mapping.
 func TestSiloIgnoresPauseMarker(t *testing.T) {
 	r := newRig(t, nil)
-	r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey("acme")] = `{"version":1}`
+	r.s3.objects[testBucket+"/"+pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))] = `{"version":1}`
 	if _, err := r.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", eventBody(t, evID1, key1), 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestSiloIgnoresPauseMarker(t *testing.T) {
 // whose key a permitted listing shows absent) lets the file start. A mis-scoped s3:GetObject grant
 // on control/*/paused.json must never turn a pause off.
 func TestPoolPauseMarkerUnreadableHolds(t *testing.T) {
-	marker := testBucket + "/" + pipeline.PauseMarkerKey("acme")
+	marker := testBucket + "/" + pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))
 	denied := sourcetest.APIError("GetObject", 403, "AccessDenied")
 	tests := []struct {
 		name      string

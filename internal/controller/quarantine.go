@@ -14,15 +14,15 @@ import (
 
 // quarantineKey is where a message body that can never be processed is kept:
 // quarantine/<tenant>/<message id>.json in the ingest bucket. A redelivery overwrites the same key.
-func quarantineKey(tenantID, messageID string) string {
-	return pipeline.QuarantinePrefix + tenantID + "/" + messageID + ".json"
+func quarantineKey(o pipeline.Owner, messageID string) string {
+	return pipeline.QuarantineDir(o) + messageID + ".json"
 }
 
 // quarantine copies a message body that is not an event of this tenant's files to the quarantine
 // prefix, and releases the message only once the copy is stored: nothing is lost, and the tenant
 // is not blocked by a message that could never succeed.
 func (h *Handler) quarantine(ctx context.Context, d *delivery, reason error) decision {
-	key := quarantineKey(h.cfg.Tenant.ID, d.rec.MessageId)
+	key := quarantineKey(h.owner(), d.rec.MessageId)
 	in := &s3.PutObjectInput{
 		Bucket: aws.String(h.cfg.Bucket),
 		Key:    aws.String(key),

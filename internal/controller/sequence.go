@@ -93,7 +93,7 @@ func (h *Handler) sequencer() (*sequencer, error) {
 	if !ok {
 		return nil, errors.New("the controller's S3 client cannot list and delete objects")
 	}
-	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
+	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Pool: h.cfg.Pool, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
 }
 
 // value is the sequence value of the file key: its name relative to the tenant's prefix, read by
@@ -401,7 +401,7 @@ func (h *Handler) sendControl(ctx context.Context, group, action string, number 
 // once, with If-None-Match: *, and returns the body to send: the record's own when an earlier
 // tick already wrote one for this request id, so every message of the request equals its record.
 func (h *Handler) recordControl(ctx context.Context, body []byte, id string) ([]byte, error) {
-	key := pipeline.ControlRequestKey(h.cfg.Tenant.ID, id)
+	key := pipeline.ControlRequestKey(h.owner(), id)
 	_, err := h.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(body), ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
 	if err == nil {
@@ -431,7 +431,7 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, s *sequencer, e 
 		Status:   results.StatusRefused,
 		Sequence: e.Value, Refusal: reason,
 		OnInvalidRecord: h.cfg.Tenant.OnInvalidRecord,
-		Files:           results.Files{Summary: results.URI(h.cfg.Bucket, results.Key(h.cfg.Tenant.ID, e.Execution, results.SummaryFile))},
+		Files:           results.Files{Summary: results.URI(h.cfg.Bucket, results.Key(h.owner(), e.Execution, results.SummaryFile))},
 	}
 	if !queued.IsZero() {
 		q := queued.UTC()
@@ -444,7 +444,7 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, s *sequencer, e 
 	if err != nil {
 		return err
 	}
-	key := results.Key(h.cfg.Tenant.ID, e.Execution, results.SummaryFile)
+	key := results.Key(h.owner(), e.Execution, results.SummaryFile)
 	if _, err := h.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(append(body, '\n')), ContentType: aws.String("application/json")}); err != nil {
 		return fmt.Errorf("put s3://%s/%s: %w", h.cfg.Bucket, key, err)

@@ -128,7 +128,7 @@ func (r *seqRig) tick() {
 func (r *seqRig) state() sequence.State {
 	r.t.Helper()
 	var st sequence.State
-	if err := json.Unmarshal([]byte(r.s3.objects[testBucket+"/"+sequence.StateKey("acme")]), &st); err != nil {
+	if err := json.Unmarshal([]byte(r.s3.objects[testBucket+"/"+sequence.StateKey(pipeline.SiloOwner("acme"))]), &st); err != nil {
 		r.t.Fatalf("state: %v", err)
 	}
 	return st
@@ -137,7 +137,7 @@ func (r *seqRig) state() sequence.State {
 func (r *seqRig) held() []string {
 	var hs []string
 	for k := range r.s3.objects {
-		if rest, ok := strings.CutPrefix(k, testBucket+"/"+sequence.HeldPrefix("acme")); ok {
+		if rest, ok := strings.CutPrefix(k, testBucket+"/"+sequence.HeldPrefix(pipeline.SiloOwner("acme"))); ok {
 			hs = append(hs, sequence.ValueOfKey(rest))
 		}
 	}
@@ -478,7 +478,7 @@ func TestSequenceHoldRetriesAConflict(t *testing.T) {
 	r := newSeqRig(t, numberSequence)
 	r.upload("orders-3.csv")
 	r.drain()
-	stateKey := testBucket + "/" + sequence.StateKey("acme")
+	stateKey := testBucket + "/" + sequence.StateKey(pipeline.SiloOwner("acme"))
 	raced := false
 	r.s3.beforePut = func(key string) {
 		if key != stateKey || raced {
@@ -550,7 +550,7 @@ func TestSequenceFileProcessedEvents(t *testing.T) {
 // with a recorded tick that no longer exists. One never recorded goes after tickOrphanAfter.
 func TestSequenceTickBeforeItsRecord(t *testing.T) {
 	r := newSeqRig(t, `{"pattern":"^orders-(?P<seq>[0-9]+)\\.csv$","kind":"number","start":1,"gapTimeout":"30s","onGap":"skip"}`)
-	stateKey := testBucket + "/" + sequence.StateKey("acme")
+	stateKey := testBucket + "/" + sequence.StateKey(pipeline.SiloOwner("acme"))
 	early := true
 	r.s3.beforePut = func(key string) {
 		if key != stateKey || !early || len(r.sqs.sent) == 0 {

@@ -34,7 +34,7 @@ func TestPoolTenantStores(t *testing.T) {
 			r := newPoolRig(t, nil)
 			stores := map[string]*fakeS3{"acme": newFakeS3(), "globex": newFakeS3(), "own": r.s3}
 			if tc.markerIn != "" {
-				stores[tc.markerIn].objects[testBucket+"/"+pipeline.PauseMarkerKey("acme")] = string(rec)
+				stores[tc.markerIn].objects[testBucket+"/"+pipeline.PauseMarkerKey(pipeline.PoolOwner(testPool, "acme"))] = string(rec)
 			}
 			var asked []string
 			r.p.tenantObjects = func(id string) (objectStore, error) {

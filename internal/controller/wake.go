@@ -356,7 +356,7 @@ func (h *Handler) arm(ctx context.Context, d *delivery, name, arn string) {
 		WrittenAt:     h.now().UTC(),
 	})
 	if err == nil {
-		err = h.putControl(ctx, pipeline.WakeStateKey(h.cfg.Tenant.ID), body)
+		err = h.putControl(ctx, pipeline.WakeStateKey(h.owner()), body)
 	}
 	if err != nil {
 		d.log.Log(ctx, stateErrorLevel(err), "wake-up state not written; waiting with the backoff", "error", err)
@@ -386,7 +386,7 @@ const (
 // any other recorded status, none, or a record that cannot be read: the lookup decides, with no
 // Step Functions call here. err is a failed DescribeExecution.
 func (h *Handler) wokenSucceeded(ctx context.Context, d *delivery, name, arn string) (st *sfn.DescribeExecutionOutput, how string, err error) {
-	b, found, err := h.getControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID))
+	b, found, err := h.getControl(ctx, pipeline.WakeDoneKey(h.owner()))
 	var done pipeline.WakeDone
 	if err == nil && found {
 		done, err = pipeline.DecodeWakeDone(b)
@@ -428,7 +428,7 @@ func recordedForMessage(done pipeline.WakeDone, rec events.SQSMessage) bool {
 }
 
 func (h *Handler) readWakeState(ctx context.Context) (pipeline.WakeState, bool, error) {
-	b, found, err := h.getControl(ctx, pipeline.WakeStateKey(h.cfg.Tenant.ID))
+	b, found, err := h.getControl(ctx, pipeline.WakeStateKey(h.owner()))
 	if err != nil || !found {
 		return pipeline.WakeState{}, found, err
 	}
@@ -441,7 +441,7 @@ func (h *Handler) writeWakeDone(ctx context.Context, done pipeline.WakeDone) err
 	if err != nil {
 		return err
 	}
-	return h.putControl(ctx, pipeline.WakeDoneKey(h.cfg.Tenant.ID), body)
+	return h.putControl(ctx, pipeline.WakeDoneKey(h.owner()), body)
 }
 
 func (h *Handler) putControl(ctx context.Context, key string, body []byte) error {

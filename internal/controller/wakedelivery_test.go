@@ -277,7 +277,7 @@ func TestWakeWriteOrder(t *testing.T) {
 						end()
 					case "after the wake-state write":
 						w.s3h.afterPut = func(key string) {
-							if key == pipeline.WakeStateKey("acme") {
+							if key == pipeline.WakeStateKey(pipeline.SiloOwner("acme")) {
 								end()
 							}
 						}

@@ -79,7 +79,7 @@ func TestScenarioFileEvents(t *testing.T) {
 					t.Errorf("%s/%s: got event %+v, want id %s/0, tenant %s, tier %s, status %s, key %s",
 						f.tenant, f.rel, d, fr.ExecutionName, f.tenant, tc.tier, fr.Status, fr.Key)
 				}
-				if want := results.URI(r.Bucket, results.Key(f.tenant, fr.ExecutionName, results.SummaryFile)); d.Summary != want {
+				if want := results.URI(r.Bucket, results.Key(r.Tenant(f.tenant).Owner(), fr.ExecutionName, results.SummaryFile)); d.Summary != want {
 					t.Errorf("%s/%s: got summary %s, want %s", f.tenant, f.rel, d.Summary, want)
 				}
 				switch d.CountsFrom {

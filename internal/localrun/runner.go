@@ -18,6 +18,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/deploy"
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/results"
 )
 
@@ -265,6 +266,9 @@ func (r *Run) Function(pkg, tenant string) *emulate.Function {
 	}
 	return nil
 }
+
+// Owner is whose keys the tenant's are: in its pool, if pooled.
+func (t *Tenant) Owner() pipeline.Owner { return pipeline.PoolOwner(t.Pool, t.ID) }
 
 // Tenant returns one tenant by id.
 func (r *Run) Tenant(id string) *Tenant {

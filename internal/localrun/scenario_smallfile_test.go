@@ -170,7 +170,7 @@ func TestScenarioSmallFiles(t *testing.T) {
 		// The unprocessed file: the header and the records from the failed one on, as uploaded.
 		body := string(csvOf(smallFails))
 		want := "id,name\n" + body[strings.Index(body, fmt.Sprintf("\n%d,", smallFailAt))+1:]
-		if got := string(readObject(t, ctx, r, results.Key("halt", fails.ExecutionName, results.UnprocessedCSV))); got != want {
+		if got := string(readObject(t, ctx, r, results.Key(r.Tenant("halt").Owner(), fails.ExecutionName, results.UnprocessedCSV))); got != want {
 			t.Errorf("fails.csv unprocessed.csv: got %q, want the header and records %d to %d as uploaded", got, smallFailAt, smallFails)
 		}
 

@@ -99,7 +99,7 @@ func TestScenarioDirectInvokeOfTheControllerNeedsAControlRecord(t *testing.T) {
 		}
 
 		// The operator's record makes the same request the operator's: it is performed.
-		if _, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey("cont", requestID)),
+		if _, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey(r.Tenant("cont").Owner(), requestID)),
 			Body: strings.NewReader(string(body)), IfNoneMatch: aws.String("*")}); err != nil {
 			t.Fatalf("the operator's control record: %v", err)
 		}

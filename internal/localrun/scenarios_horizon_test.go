@@ -128,7 +128,7 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 
 	for _, id := range tenants {
 		ex := fileOf(t, rep, id, "big.csv").ExecutionName
-		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ProgressKey(id, ex, 0))})
+		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ProgressKey(r.Tenant(id).Owner(), ex, 0))})
 		var body []byte
 		if err == nil {
 			body, _ = io.ReadAll(out.Body)

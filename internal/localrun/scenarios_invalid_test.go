@@ -58,7 +58,7 @@ func TestScenarioInvalidRecords(t *testing.T) {
 			if got := recordNumbers(registeredOf(r, "skipper", f.Key)); !reflect.DeepEqual(got, want) {
 				t.Errorf("skipper: got records %v, want %v", got, want)
 			}
-			out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.PartKey("skipper", f.ExecutionName, results.SplitPart))})
+			out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.PartKey(r.Tenant("skipper").Owner(), f.ExecutionName, results.SplitPart))})
 			if err != nil {
 				t.Fatalf("skipper: reading %s: %v", results.SplitPart, err)
 			}

@@ -162,8 +162,8 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	// roles' NoSiloTenantSessions Deny refuses them, and nothing else: without it, both pass (the
 	// bucket's Denies exempt the pipeline's roles).
 	forged := []struct{ fn, key string }{
-		{"Controller", pipeline.WakeDoneKey("sx")},
-		{"Split", pipeline.ManifestKey("sx", "forged")},
+		{"Controller", pipeline.WakeDoneKey(r.Tenant("sx").Owner())},
+		{"Split", pipeline.ManifestKey(r.Tenant("sx").Owner(), "forged")},
 	}
 	asSilo := func(fn string) *s3.Client {
 		t.Helper()

@@ -194,7 +194,7 @@ func keyOrderHalt(t *testing.T, ctx context.Context, r *Run, rel string, failAt 
 		t.Errorf("%s summary: got records %v registered after the failed one, want %v (the core system's)", rel, got, after)
 	}
 	// The unprocessed file: the header and exactly the records not registered, as uploaded.
-	unprocessed := readObject(t, ctx, r, results.Key("keyed", fails.ExecutionName, results.UnprocessedCSV))
+	unprocessed := readObject(t, ctx, r, results.Key(r.Tenant("keyed").Owner(), fails.ExecutionName, results.UnprocessedCSV))
 	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
 	want := []string{lines[0]}
 	for i, line := range lines[1:] {

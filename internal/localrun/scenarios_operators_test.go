@@ -57,7 +57,7 @@ func TestScenarioOperatorActsByItsARN(t *testing.T) {
 				return err
 			}},
 			{"writes a control record", func(c *s3.Client) error {
-				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey("cont", "operator-check")),
+				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey(r.Tenant("cont").Owner(), "operator-check")),
 					Body: strings.NewReader("{}"), IfNoneMatch: aws.String("*")})
 				return err
 			}},
@@ -82,7 +82,7 @@ func TestScenarioOperatorActsByItsARN(t *testing.T) {
 			t.Fatalf("pipectl replay as the operator: %v\n%s", err, out)
 		}
 		waitFor(t, ctx, r, "the operator's replay registered", func(*report.Report) bool { return len(r.Sink.Registered("cont")) >= 6 })
-		records, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ControlRequestsPrefix("cont"))})
+		records, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ControlRequestsPrefix(r.Tenant("cont").Owner()))})
 		if err != nil {
 			t.Fatal(err)
 		}

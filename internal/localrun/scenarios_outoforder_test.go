@@ -87,7 +87,7 @@ func TestScenarioOutOfOrderRedrive(t *testing.T) {
 
 		// The file's results say it ran out of order, with the reason and the later file.
 		var audit results.OutOfOrder
-		if err := json.Unmarshal(readObject(t, ctx, r, results.Key("keyed", first.ExecutionName, results.OutOfOrderFile)), &audit); err != nil {
+		if err := json.Unmarshal(readObject(t, ctx, r, results.Key(r.Tenant("keyed").Owner(), first.ExecutionName, results.OutOfOrderFile)), &audit); err != nil {
 			t.Fatal(err)
 		}
 		if !audit.OutOfOrder || audit.Reason != reason || audit.LaterCount != 1 || audit.Later[0].Execution != second.ExecutionName || audit.RequestedBy == "" {

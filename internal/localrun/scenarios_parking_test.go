@@ -76,7 +76,7 @@ func (s *depthSampler) finish() (maxDepth, samples int) {
 // parkedObjects counts a tenant's parked files in the ingest bucket.
 func parkedObjects(t *testing.T, ctx context.Context, r *Run, tenant string) int {
 	t.Helper()
-	out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(backlog.ParkedPrefix(tenant))})
+	out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(backlog.ParkedPrefix(r.Tenant(tenant).Owner()))})
 	if err != nil {
 		t.Fatal(err)
 	}

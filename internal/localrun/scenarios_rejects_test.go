@@ -85,7 +85,7 @@ func coreSystemRejected(t *testing.T, ctx context.Context, r *Run, rep *report.R
 		t.Errorf("got registered %v, want %v (in order, once each)", registered, want)
 	}
 
-	prefix := results.PartsPrefix(id, f.ExecutionName)
+	prefix := results.PartsPrefix(r.Tenant(id).Owner(), f.ExecutionName)
 	out, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func coreSystemRejected(t *testing.T, ctx context.Context, r *Run, rep *report.R
 	}
 	// The chunks' first lines, which Register read those lines from: the lines object on the
 	// full path; none on the small-file path, which keeps them in memory.
-	obj, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.LinesKey(id, f.ExecutionName))})
+	obj, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.LinesKey(r.Tenant(id).Owner(), f.ExecutionName))})
 	switch {
 	case id == "rejsmall" && err == nil:
 		obj.Body.Close()

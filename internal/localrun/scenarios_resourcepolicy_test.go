@@ -287,13 +287,13 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			if err := get(split, good); err != nil {
 				t.Errorf("Split's tenant session reads up's file: %v, want it allowed", err)
 			}
-			if err := put(split, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey("up", "forged-by-split")); errorCode(err) != "AccessDenied" {
+			if err := put(split, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey(r.Tenant("up").Owner(), "forged-by-split")); errorCode(err) != "AccessDenied" {
 				t.Errorf("Split's tenant session writes a control record: got %q (%v), want AccessDenied from its role", errorCode(err), err)
 			}
 			if err := get(controller, good); errorCode(err) != "AccessDenied" {
 				t.Errorf("the controller's tenant session reads up's file: got %q (%v), want AccessDenied from its role", errorCode(err), err)
 			}
-			if err := put(controller, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey("up", "by-the-controller")); err != nil {
+			if err := put(controller, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlRequestKey(r.Tenant("up").Owner(), "by-the-controller")); err != nil {
 				t.Errorf("the controller's tenant session writes a control record: %v, want it allowed", err)
 			}
 		}

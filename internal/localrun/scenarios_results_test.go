@@ -45,17 +45,17 @@ func resultsFixture(t *testing.T, name string) []byte {
 // resultOf reads one results file of a file execution; ok is false when there is none.
 func resultOf(t *testing.T, ctx context.Context, r *Run, tenant, execution, name string) (body []byte, ok bool) {
 	t.Helper()
-	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(tenant, execution, name))})
+	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(r.Tenant(tenant).Owner(), execution, name))})
 	if source.Absent(err) {
 		return nil, false
 	}
 	if err != nil {
-		t.Fatalf("reading %s: %v", results.Key(tenant, execution, name), err)
+		t.Fatalf("reading %s: %v", results.Key(r.Tenant(tenant).Owner(), execution, name), err)
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
 	if err != nil {
-		t.Fatalf("reading %s: %v", results.Key(tenant, execution, name), err)
+		t.Fatalf("reading %s: %v", results.Key(r.Tenant(tenant).Owner(), execution, name), err)
 	}
 	return b, true
 }
@@ -65,7 +65,7 @@ func mustResult(t *testing.T, ctx context.Context, r *Run, tenant, execution, na
 	t.Helper()
 	b, ok := resultOf(t, ctx, r, tenant, execution, name)
 	if !ok {
-		t.Fatalf("%s: absent", results.Key(tenant, execution, name))
+		t.Fatalf("%s: absent", results.Key(r.Tenant(tenant).Owner(), execution, name))
 	}
 	return b
 }
@@ -78,7 +78,7 @@ func summaryOf(t *testing.T, ctx context.Context, r *Run, tenant, execution stri
 		return sum, false
 	}
 	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatalf("%s: %v", results.Key(tenant, execution, results.SummaryFile), err)
+		t.Fatalf("%s: %v", results.Key(r.Tenant(tenant).Owner(), execution, results.SummaryFile), err)
 	}
 	return sum, true
 }
@@ -105,9 +105,9 @@ func checkSucceededSummary(t *testing.T, ctx context.Context, r *Run, rep *repor
 	if sum.OnInvalidRecord != policy {
 		t.Errorf("%s: got summary onInvalidRecord %q, want %q", f.Key, sum.OnInvalidRecord, policy)
 	}
-	wantFiles := results.Files{Summary: results.URI(r.Bucket, results.Key(tenant, f.ExecutionName, results.SummaryFile))}
+	wantFiles := results.Files{Summary: results.URI(r.Bucket, results.Key(r.Tenant(tenant).Owner(), f.ExecutionName, results.SummaryFile))}
 	for i, name := range rejected {
-		uri := results.URI(r.Bucket, results.Key(tenant, f.ExecutionName, name))
+		uri := results.URI(r.Bucket, results.Key(r.Tenant(tenant).Owner(), f.ExecutionName, name))
 		if i == 0 {
 			wantFiles.Rejected = uri
 		} else {

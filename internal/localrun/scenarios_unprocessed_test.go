@@ -91,11 +91,11 @@ func TestScenarioFailedFileResults(t *testing.T) {
 			sum.Timings.Admitted.Before(*sum.Timings.Queued) || sum.Timings.Stopped.Before(*sum.Timings.Started) {
 			t.Errorf("big.csv timings: got %+v, want queued ≤ admitted, started ≤ stopped, all four", sum.Timings)
 		}
-		wantURI := results.URI(r.Bucket, results.Key("halter", big.ExecutionName, results.UnprocessedCSV))
+		wantURI := results.URI(r.Bucket, results.Key(r.Tenant("halter").Owner(), big.ExecutionName, results.UnprocessedCSV))
 		if sum.Files.Unprocessed != wantURI {
 			t.Errorf("big.csv unprocessed file: got %q, want %q", sum.Files.Unprocessed, wantURI)
 		}
-		unprocessed := readObject(t, ctx, r, results.Key("halter", big.ExecutionName, results.UnprocessedCSV))
+		unprocessed := readObject(t, ctx, r, results.Key(r.Tenant("halter").Owner(), big.ExecutionName, results.UnprocessedCSV))
 		want := "id,name\n" + string(body[bytes.Index(body, []byte("\n23,"))+1:])
 		if string(unprocessed) != want {
 			t.Errorf("big.csv unprocessed.csv: got %q, want the header and records 23 to 50 as uploaded", unprocessed)
@@ -209,7 +209,7 @@ func readObject(t *testing.T, ctx context.Context, r *Run, key string) []byte {
 func readSummary(t *testing.T, ctx context.Context, r *Run, tenant, execution string) results.Summary {
 	t.Helper()
 	var s results.Summary
-	if err := json.Unmarshal(readObject(t, ctx, r, results.Key(tenant, execution, results.SummaryFile)), &s); err != nil {
+	if err := json.Unmarshal(readObject(t, ctx, r, results.Key(r.Tenant(tenant).Owner(), execution, results.SummaryFile)), &s); err != nil {
 		t.Fatalf("%s/%s summary.json: %v", tenant, execution, err)
 	}
 	return s

@@ -59,7 +59,7 @@ func display(kind string, v spec.SequenceValue) string {
 // sequenceStore is the tenant's sequence objects in the run's bucket, read through the harness's
 // own (uncounted) S3 endpoint.
 func (r *Run) sequenceStore(t *Tenant, rule spec.SequenceRule) sequence.Store {
-	return sequence.Store{S3: r.s3, Bucket: r.Bucket, Tenant: t.ID, Kind: rule.Kind}
+	return sequence.Store{S3: r.s3, Bucket: r.Bucket, Pool: t.Pool, Tenant: t.ID, Kind: rule.Kind}
 }
 
 // Sequence reads a sequenced tenant's state and its held files (at most limit values, and their
@@ -105,7 +105,7 @@ func (r *Run) sequenceReport(ctx context.Context, t *Tenant, rule spec.SequenceR
 // for the executions not in started (which ran, so were not refused). A refusal is final, so each
 // is read once and kept.
 func (r *Run) refusedSummaries(ctx context.Context, t *Tenant, started map[string]bool) []results.Summary {
-	prefix := results.Key(t.ID, "", "") + "/"
+	prefix := pipeline.ResultsDir(t.Owner())
 	p := s3.NewListObjectsV2Paginator(r.s3, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(prefix)})
 	var names []string
 	for p.HasMorePages() {
@@ -126,7 +126,7 @@ func (r *Run) refusedSummaries(ctx context.Context, t *Tenant, started map[strin
 		s, known := r.refused[exec]
 		r.mu.Unlock()
 		if !known {
-			got, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(t.ID, exec, results.SummaryFile))})
+			got, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(t.Owner(), exec, results.SummaryFile))})
 			if err != nil {
 				continue
 			}

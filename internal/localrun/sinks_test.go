@@ -298,7 +298,7 @@ func TestScenarioDynamoDBCrashRedriveReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The operator's control record, as pipectl writes it before the message.
-	if _, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey("dynh", requestID)),
+	if _, err := r.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlRequestKey(r.Tenant("dynh").Owner(), requestID)),
 		Body: strings.NewReader(string(msg)), IfNoneMatch: aws.String("*")}); err != nil {
 		t.Fatal(err)
 	}

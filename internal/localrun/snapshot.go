@@ -118,7 +118,7 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 				}
 				used[e.ExecutionArn] = true
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
-				r.fillCounts(ctx, t.ID, &fr)
+				r.fillCounts(ctx, t.Owner(), &fr)
 				break
 			}
 			fr.Records = perSource[u.Key+"\x00"+u.VersionID]
@@ -150,8 +150,8 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 				}
 				fr := report.FileReport{Key: f.Key, VersionID: f.VersionID, ETag: f.ETag, Replay: true, Expected: -1}
 				r.fillExecution(ctx, t, &fr, e, byParent[e.ExecutionArn])
-				fr.UploadedAt = *fr.StartedAt // a control message, not an upload: no queued time is known
-				r.fillCounts(ctx, t.ID, &fr)  // a replay is an execution of its own, with its own summary
+				fr.UploadedAt = *fr.StartedAt     // a control message, not an upload: no queued time is known
+				r.fillCounts(ctx, t.Owner(), &fr) // a replay is an execution of its own, with its own summary
 				fr.Records = perReplay[fr.ExecutionName]
 				if t.DynamoDBTable() != "" {
 					fr.Records = r.dynamoWritten(fr.ExecutionName)
@@ -196,11 +196,11 @@ func (r *Run) Snapshot(ctx context.Context) (*report.Report, error) {
 
 // fillCounts sets the file's registered, rejected and unprocessed counts from its execution's
 // summary.json; they stay nil when it has none (or it cannot be read).
-func (r *Run) fillCounts(ctx context.Context, tenant string, f *report.FileReport) {
+func (r *Run) fillCounts(ctx context.Context, o pipeline.Owner, f *report.FileReport) {
 	if f.ExecutionName == "" || r.s3 == nil {
 		return
 	}
-	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(tenant, f.ExecutionName, results.SummaryFile))})
+	out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(results.Key(o, f.ExecutionName, results.SummaryFile))})
 	if err != nil {
 		return
 	}
@@ -224,9 +224,9 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *report.FileRepor
 	case "SUCCEEDED":
 		fr.Expected = r.splitRecords(ctx, e.ExecutionArn)
 	case "FAILED", "TIMED_OUT", "ABORTED":
-		fr.Skipped = r.skipMarked(ctx, t.ID, e.Name)
+		fr.Skipped = r.skipMarked(ctx, t.Owner(), e.Name)
 	}
-	fr.OutOfOrder = r.outOfOrder(ctx, t.ID, e)
+	fr.OutOfOrder = r.outOfOrder(ctx, t.Owner(), e)
 	if e.RedriveCount > 0 {
 		fr.Runs = r.redriveHistory(ctx, e)
 		if len(fr.Runs) > 0 {
@@ -252,8 +252,8 @@ func (r *Run) fillExecution(ctx context.Context, t *Tenant, fr *report.FileRepor
 
 // skipMarked reports whether an operator wrote the skip marker of the tenant's execution
 // (pipeline.SkipMarkerKey names it, for the controller and pipectl alike).
-func (r *Run) skipMarked(ctx context.Context, tenant, execution string) bool {
-	key := pipeline.SkipMarkerKey(tenant, execution)
+func (r *Run) skipMarked(ctx context.Context, o pipeline.Owner, execution string) bool {
+	key := pipeline.SkipMarkerKey(o, execution)
 	_, err := r.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &r.Bucket, Key: &key})
 	return err == nil
 }

@@ -162,13 +162,14 @@ func mentionedIn(defs []string, ids ...string) bool {
 }
 
 // tenantOfKey reports whether an object key belongs to the tenant: under its ingest prefix, or
-// under a reserved prefix of the tenant (work/<tenant>/…, control/<tenant>/…, quarantine/<tenant>/…).
+// under a reserved prefix of the tenant (work/<root>/…, control/<root>/…, quarantine/<root>/…, the
+// root its pipeline.Owner's).
 func tenantOfKey(key string, t *Tenant) bool {
 	if t.Prefix != "" && strings.HasPrefix(key, t.Prefix) {
 		return true
 	}
 	for _, p := range pipeline.ReservedPrefixes {
-		if strings.HasPrefix(key, p+t.ID+"/") {
+		if strings.HasPrefix(key, p+t.Owner().Root()+"/") {
 			return true
 		}
 	}

@@ -263,7 +263,7 @@ func (o *Ops) Skip(ctx context.Context, id, execution, reason string) (SkipResul
 		return SkipResult{}, err
 	}
 	now := o.Now().UTC()
-	key := skipMarkerKey(id, execution)
+	key := skipMarkerKey(t.Owner(), execution)
 	body := fmt.Sprintf("%s\nrequested-by: %s\nrequested-at: %s\n", oneLine(reason), who, now.Format(time.RFC3339))
 	out, err := o.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(t.Bucket), Key: aws.String(key), Body: strings.NewReader(body),
@@ -416,7 +416,7 @@ func (o *Ops) RedriveWith(ctx context.Context, id, execution string, opt Redrive
 			return RedriveResult{}, err
 		}
 		m.OutOfOrder = true
-		res.OutOfOrder, res.Later, res.AuditKey = true, p.later, results.Key(t.ID, execution, results.OutOfOrderFile)
+		res.OutOfOrder, res.Later, res.AuditKey = true, p.later, results.Key(t.Owner(), execution, results.OutOfOrderFile)
 		res.LaterCount, res.Queued = p.count, p.queued
 	}
 	res.MessageID, err = o.sendControl(ctx, t, &m, res.RequestID, opt.Reason)

@@ -89,8 +89,8 @@ func TestReplayIntoAPoolGoesThroughTheBound(t *testing.T) {
 				t.Errorf("got %d queued, %d parked, want %d, %d", st.Queued, st.Parked, want, tc.wantParked)
 			}
 			if tc.wantParked > 0 {
-				if o, ok := w.Objects["ingest/"+backlog.ParkedKey("hooli", 0)]; !ok || !strings.Contains(o.Body, `"id":"req-1"`) {
-					t.Errorf("got parked object %v, want the replay under %s", o, backlog.ParkedPrefix("hooli"))
+				if o, ok := w.Objects["ingest/"+backlog.ParkedKey(w.OwnerOf("hooli"), 0)]; !ok || !strings.Contains(o.Body, `"id":"req-1"`) {
+					t.Errorf("got parked object %v, want the replay under %s", o, backlog.ParkedPrefix(w.OwnerOf("hooli")))
 				}
 			}
 		})

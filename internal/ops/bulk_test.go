@@ -181,7 +181,7 @@ func TestBulk(t *testing.T) {
 		{name: "pause a pool's tenants", sel: ops.Selector{Pool: "p"}, opt: ops.BulkOptions{Action: ops.BulkPause, Reason: "ERP maintenance"},
 			want: want{done: 2}, outcomes: map[string]string{"pc": "done", "ph": "done"},
 			check: func(t *testing.T, w *opsfake.World, _ ops.BulkReport) {
-				if _, ok := w.Body("ingest", pipeline.PauseMarkerKey("ph")); !ok {
+				if _, ok := w.Body("ingest", pipeline.PauseMarkerKey(w.OwnerOf("ph"))); !ok {
 					t.Errorf("got no pause marker for ph")
 				}
 			}},

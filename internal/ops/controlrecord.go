@@ -20,7 +20,7 @@ import (
 // equals its record.
 // https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
 func (o *Ops) recordControl(ctx context.Context, t pipeline.TenantOutput, body []byte, requestID string) ([]byte, error) {
-	key := pipeline.ControlRequestKey(t.ID, requestID)
+	key := pipeline.ControlRequestKey(t.Owner(), requestID)
 	in := &s3.PutObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
 		ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")}
 	// No encryption headers: the object takes the bucket's default, as the operators' markers do.

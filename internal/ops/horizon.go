@@ -53,7 +53,7 @@ func (o *Ops) checkHorizon(ctx context.Context, t pipeline.TenantOutput, executi
 		return "", err
 	}
 	now := o.Now().UTC()
-	key := pipeline.AcceptDuplicatesKey(t.ID, execution)
+	key := pipeline.AcceptDuplicatesKey(t.Owner(), execution)
 	body := fmt.Sprintf("%s\nrequested-by: %s\nrequested-at: %s\n", oneLine("accept duplicates: "+reason), who, now.Format(time.RFC3339))
 	if _, err := o.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(t.Bucket), Key: aws.String(key), Body: strings.NewReader(body),
@@ -68,7 +68,7 @@ func (o *Ops) checkHorizon(ctx context.Context, t pipeline.TenantOutput, executi
 // pastHorizon lists, as phrases, the segments of execution whose records from the cursor were
 // first sent longer than keep ago.
 func (o *Ops) pastHorizon(ctx context.Context, t pipeline.TenantOutput, execution string, keep time.Duration) ([]string, error) {
-	prefix := path.Join(pipeline.WorkPrefix, t.ID, execution) + "/progress-s"
+	prefix := path.Join(pipeline.WorkDir(t.Owner()), execution) + "/progress-s"
 	var past []string
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(t.Bucket), Prefix: aws.String(prefix)}
 	for {

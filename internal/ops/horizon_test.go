@@ -20,7 +20,7 @@ import (
 // --accept-duplicates, which writes the audited marker Register reads.
 func TestRedriveIdempotencyHorizon(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	progressKey := pipeline.ProgressKey("acme", "acme-1", 0)
+	progressKey := pipeline.ProgressKey(pipeline.SiloOwner("acme"), "acme-1", 0)
 	sentAt := func(ago time.Duration) string {
 		return string(pipeline.Progress{Next: 3, Record: 305, SentAt: now.Add(-ago).Format(time.RFC3339Nano)}.Encode())
 	}
@@ -70,7 +70,7 @@ func TestRedriveIdempotencyHorizon(t *testing.T) {
 			o.Now = func() time.Time { return now }
 			res, err := o.RedriveWith(context.Background(), "acme", "acme-1", ops.RedriveOptions{Reason: "core fixed", AcceptDuplicates: tc.accept})
 			acted := len(w.Redrives) + len(w.Queues[tenant.QueueURL].Sent)
-			marker, wrote := w.Objects["ingest/"+pipeline.AcceptDuplicatesKey("acme", "acme-1")]
+			marker, wrote := w.Objects["ingest/"+pipeline.AcceptDuplicatesKey(w.OwnerOf("acme"), "acme-1")]
 			if wrote != tc.wantMarker || (res.DuplicatesAccepted != "") != tc.wantMarker {
 				t.Errorf("got marker written %v (result %q), want %v", wrote, res.DuplicatesAccepted, tc.wantMarker)
 			}

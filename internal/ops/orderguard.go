@@ -173,7 +173,7 @@ func (o *Ops) writeOutOfOrder(ctx context.Context, t pipeline.TenantOutput, rec 
 	if err != nil {
 		return err
 	}
-	key := results.Key(t.ID, rec.Execution, results.OutOfOrderFile)
+	key := results.Key(t.Owner(), rec.Execution, results.OutOfOrderFile)
 	_, err = o.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(t.Bucket), Key: aws.String(key), Body: bytes.NewReader(append(body, '\n')),
 		ContentType: aws.String("application/json"),

@@ -267,7 +267,7 @@ func poolTenantIDs(p poolInfo) []string {
 
 // wakeState reads the tenant's wake state (pipeline.WakeStateKey); ok is false when there is none.
 func (o *Ops) wakeState(ctx context.Context, t pipeline.TenantOutput) (pipeline.WakeState, bool, error) {
-	key := pipeline.WakeStateKey(t.ID)
+	key := pipeline.WakeStateKey(t.Owner())
 	out, err := o.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key)})
 	if _, nk := errorsAs[*s3types.NoSuchKey](err); nk {
 		return pipeline.WakeState{}, false, nil
@@ -296,7 +296,7 @@ func (o *Ops) wakeState(ctx context.Context, t pipeline.TenantOutput) (pipeline.
 // marker and makes the held message visible at once (ChangeMessageVisibility 0 with the receipt
 // handle the controller recorded), so it takes effect within seconds, not after the safety net.
 func (o *Ops) setPooledPaused(ctx context.Context, t pipeline.TenantOutput, paused bool, reason string) (MappingResult, error) {
-	key := pipeline.PauseMarkerKey(t.ID)
+	key := pipeline.PauseMarkerKey(t.Owner())
 	res := MappingResult{Tenant: t.ID, UUID: t.EventSourceMappingUUID, Tier: tier(t), Pool: t.Pool, Bucket: t.Bucket, MarkerKey: key}
 	isPaused, err := o.exists(ctx, t.Bucket, key)
 	if err != nil {

@@ -153,7 +153,7 @@ func (o *Ops) Reconcile(ctx context.Context, id string, opt ReconcileOptions) (R
 		rep.Differences += len(f.Differences)
 		rep.Files = append(rep.Files, f)
 	}
-	key := fmt.Sprintf("%s%s/reconcile/%s.json", results.Prefix, t.ID, rep.At.Format("20060102T150405Z"))
+	key := fmt.Sprintf("%sreconcile/%s.json", pipeline.ResultsDir(t.Owner()), rep.At.Format("20060102T150405Z"))
 	rep.Written = results.URI(t.Bucket, key)
 	body, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {

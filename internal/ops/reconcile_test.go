@@ -106,7 +106,7 @@ func TestReconcile(t *testing.T) {
 			s := tc.summary
 			s.Execution, s.Tenant, s.Source = "acme-1", "acme", results.Source{Bucket: "ingest", Key: "inbox/acme/a.csv", Version: "v-acme-1"}
 			b, _ := json.Marshal(s)
-			w.Objects["ingest/"+results.Key("acme", "acme-1", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
+			w.Objects["ingest/"+results.Key(w.OwnerOf("acme"), "acme-1", results.SummaryFile)] = &opsfake.Object{Body: string(b)}
 			if tc.rejected != "" {
 				w.Objects["ingest/results/acme/acme-1/rejected.jsonl"] = &opsfake.Object{Body: tc.rejected}
 			}

@@ -24,7 +24,7 @@ const maxSummaryBytes = 1 << 20
 
 // summary reads the summary.json of one file execution of the tenant; nil when there is none.
 func (o *Ops) summary(ctx context.Context, t pipeline.TenantOutput, execution string) (*results.Summary, error) {
-	key := results.Key(t.ID, execution, results.SummaryFile)
+	key := results.Key(t.Owner(), execution, results.SummaryFile)
 	out, err := o.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(key)})
 	if _, nk := errorsAs[*s3types.NoSuchKey](err); nk {
 		return nil, nil
@@ -119,7 +119,7 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 			return ResultsReport{}, err
 		}
 	}
-	key := results.Key(t.ID, execution, results.SummaryFile)
+	key := results.Key(t.Owner(), execution, results.SummaryFile)
 	body, found, err := o.object(ctx, t.Bucket, key)
 	if err != nil {
 		return ResultsReport{}, err
@@ -136,7 +136,7 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 	if err := json.Unmarshal(body, &rep.Summary); err != nil {
 		return ResultsReport{}, fmt.Errorf("s3://%s/%s: %w", t.Bucket, key, err)
 	}
-	oooKey := results.Key(t.ID, execution, results.OutOfOrderFile)
+	oooKey := results.Key(t.Owner(), execution, results.OutOfOrderFile)
 	if b, found, err := o.object(ctx, t.Bucket, oooKey); err != nil {
 		return ResultsReport{}, err
 	} else if found {
@@ -155,7 +155,7 @@ func (o *Ops) Results(ctx context.Context, id, ref, outDir string) (ResultsRepor
 	fs := rep.Summary.Files
 	for _, uri := range []string{fs.Summary, fs.Rejected, fs.RejectedNotCSV, fs.Unprocessed} {
 		bucket, k, ok := strings.Cut(strings.TrimPrefix(uri, "s3://"), "/")
-		if uri == "" || !ok || bucket != t.Bucket || !strings.HasPrefix(k, results.Dir(t.ID, execution)) {
+		if uri == "" || !ok || bucket != t.Bucket || !strings.HasPrefix(k, results.Dir(t.Owner(), execution)) {
 			continue // only the tenant's own results folder
 		}
 		b, found, err := o.object(ctx, bucket, k)

@@ -141,13 +141,13 @@ func TestStatusSequenceCost(t *testing.T) {
 			}
 			gets := 0
 			for _, k := range w.Gets {
-				if strings.HasPrefix(k, sequence.Prefix(tc.tenant)) {
+				if strings.HasPrefix(k, sequence.Prefix(w.OwnerOf(tc.tenant))) {
 					gets++
 				}
 			}
 			lists := 0
 			for _, l := range w.Lists {
-				if strings.HasPrefix(aws.ToString(l.Prefix), sequence.Prefix(tc.tenant)) {
+				if strings.HasPrefix(aws.ToString(l.Prefix), sequence.Prefix(w.OwnerOf(tc.tenant))) {
 					lists++
 				}
 			}
@@ -170,7 +170,7 @@ func TestStatusSequenceErrors(t *testing.T) {
 			w.Err["GetObject"] = &smithy.GenericAPIError{Code: "AccessDenied", Message: "Access Denied"}
 		}, "tenant acme: get s3://ingest/control/acme/sequence/state.json"},
 		{"not a state", func(w *opsfake.World) {
-			w.Objects["ingest/"+sequence.StateKey("acme")].Body = `{"version":9}`
+			w.Objects["ingest/"+sequence.StateKey(w.OwnerOf("acme"))].Body = `{"version":9}`
 		}, "tenant acme: s3://ingest/control/acme/sequence/state.json is not a sequence state of version 1"},
 		{"the listing fails", func(w *opsfake.World) {
 			w.Err["ListObjectsV2"] = errors.New("SlowDown")
@@ -347,7 +347,7 @@ func TestSequenceSetReadsNoState(t *testing.T) {
 		t.Fatalf("got %v, want the request sent", err)
 	}
 	for _, k := range w.Gets {
-		if strings.HasPrefix(k, sequence.Prefix("acme")) {
+		if strings.HasPrefix(k, sequence.Prefix(w.OwnerOf("acme"))) {
 			t.Errorf("got a GET of %s, want none", k)
 		}
 	}
@@ -369,7 +369,7 @@ func TestFilesSequenceAndRefusal(t *testing.T) {
 	}
 	summary := func(exec string, s results.Summary) {
 		b, _ := json.Marshal(s)
-		w.Objects["ingest/"+results.Key("acme", exec, results.SummaryFile)] = &opsfake.Object{Body: string(b)}
+		w.Objects["ingest/"+results.Key(w.OwnerOf("acme"), exec, results.SummaryFile)] = &opsfake.Object{Body: string(b)}
 	}
 	e5 := w.AddExecution(acme, "acme-5", sfntypes.ExecutionStatusSucceeded, "inbox/acme/5.csv", seqNow.Add(-3*time.Minute))
 	withSeq(e5, "5")
@@ -384,7 +384,7 @@ func TestFilesSequenceAndRefusal(t *testing.T) {
 		{Key: "inbox/acme/readme.txt", Refusal: sequence.RefusedUnmatched, Execution: "acme-r2", At: seqNow.Add(-10 * time.Minute)},
 	} {
 		b, _ := json.Marshal(r)
-		w.Objects["ingest/"+sequence.RefusedKey("acme", r.At, r.Execution)] = &opsfake.Object{Body: string(b)}
+		w.Objects["ingest/"+sequence.RefusedKey(w.OwnerOf("acme"), r.At, r.Execution)] = &opsfake.Object{Body: string(b)}
 	}
 	files := func(limit int) []string {
 		rep, err := seqOps(w).Files(context.Background(), "acme", limit)

@@ -248,7 +248,7 @@ func (o *Ops) tenantStatus(ctx context.Context, t pipeline.TenantOutput) (Tenant
 	row := TenantStatus{ID: t.ID, Tier: tier(t), Policy: t.Policy}
 	if t.Pool != "" {
 		row.Pool = aws.String(t.Pool)
-		paused, err := o.exists(ctx, t.Bucket, pipeline.PauseMarkerKey(t.ID))
+		paused, err := o.exists(ctx, t.Bucket, pipeline.PauseMarkerKey(t.Owner()))
 		if err != nil {
 			return row, err
 		}
@@ -355,7 +355,7 @@ func (o *Ops) state(ctx context.Context, t pipeline.TenantOutput) (tenantState, 
 		return st, nil
 	}
 	newest := st.recent[0]
-	skipped, err := o.exists(ctx, t.Bucket, skipMarkerKey(t.ID, aws.ToString(newest.Name)))
+	skipped, err := o.exists(ctx, t.Bucket, skipMarkerKey(t.Owner(), aws.ToString(newest.Name)))
 	if err != nil {
 		return st, err
 	}

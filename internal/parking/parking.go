@@ -57,12 +57,12 @@ func MaxFromEnv(e *env.Reader, v string) int {
 	return e.Number(pipeline.EnvMaxQueuedFilesPerTenant, v, schema.MinMaxQueued, schema.MaxMaxQueued)
 }
 
-// New is the pool's backlog; nil when the bound is off.
-func New(c Config, db admission.ItemAPI, s3 backlog.Objects, q backlog.Sender, bucket, queueURL string) *backlog.Backlog {
+// New is the backlog of pool's tenants; nil when the bound is off.
+func New(c Config, pool string, db admission.ItemAPI, s3 backlog.Objects, q backlog.Sender, bucket, queueURL string) *backlog.Backlog {
 	if c.Max == 0 {
 		return nil
 	}
-	return &backlog.Backlog{DB: db, Table: c.Table, S3: s3, Bucket: bucket, SQS: q, QueueURL: queueURL,
+	return &backlog.Backlog{DB: db, Pool: pool, Table: c.Table, S3: s3, Bucket: bucket, SQS: q, QueueURL: queueURL,
 		Max: c.Max, Retention: QueueRetention}
 }
 

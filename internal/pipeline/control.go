@@ -136,7 +136,7 @@ const TickGroupSuffix = "/sequence"
 // SequencePrefix is where a sequenced tenant's state and held files live:
 // control/<tenant>/sequence/ (internal/sequence). It is here, in the contract, so that the
 // constructs grant it without linking the store's S3 client.
-func SequencePrefix(tenantID string) string { return ControlPrefix + tenantID + "/sequence/" }
+func SequencePrefix(o Owner) string { return ControlDir(o) + "sequence/" }
 
 // ReplayExecutionName is the execution name of a replay request: new for every request, so the
 // replayed records get new Idempotency-Keys, and the same for every delivery of one request.

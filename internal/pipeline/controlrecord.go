@@ -28,12 +28,12 @@ const MaxControlRecordBytes = 16 * 1024
 
 // ControlRequestKey is the control record of a request: control/<tenant>/requests/<request id>.json.
 // Request ids are [A-Za-z0-9-] (DecodeControl), so the key stays under the tenant's prefix.
-func ControlRequestKey(tenantID, requestID string) string {
-	return ControlPrefix + tenantID + "/requests/" + requestID + ".json"
+func ControlRequestKey(o Owner, requestID string) string {
+	return ControlRequestsPrefix(o) + requestID + ".json"
 }
 
 // ControlRequestsPrefix is where a tenant's control records live.
-func ControlRequestsPrefix(tenantID string) string { return ControlPrefix + tenantID + "/requests/" }
+func ControlRequestsPrefix(o Owner) string { return ControlDir(o) + "requests/" }
 
 // NeedsRecord reports whether a control message's action is performed only as a control record
 // says: redrive, replay, sequence-skip and sequence-set.

@@ -60,10 +60,10 @@ func TestCheckControlRecord(t *testing.T) {
 }
 
 func TestControlRecordKeys(t *testing.T) {
-	if got, want := ControlRequestKey("acme", "5b0e-1"), "control/acme/requests/5b0e-1.json"; got != want {
+	if got, want := ControlRequestKey(SiloOwner("acme"), "5b0e-1"), "control/acme/requests/5b0e-1.json"; got != want {
 		t.Errorf("ControlRequestKey: got %q, want %q", got, want)
 	}
-	if !strings.HasPrefix(ControlRequestKey("acme", "x"), ControlRequestsPrefix("acme")) {
+	if !strings.HasPrefix(ControlRequestKey(SiloOwner("acme"), "x"), ControlRequestsPrefix(SiloOwner("acme"))) {
 		t.Error("a record is not under its tenant's requests prefix")
 	}
 	for action, want := range map[string]bool{ControlRedrive: true, ControlReplay: true, ControlSequenceSkip: true, ControlSequenceSet: true,

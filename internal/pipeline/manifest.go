@@ -78,8 +78,8 @@ func DecodeChunkSpan(b []byte) (ChunkSpan, error) {
 }
 
 // ManifestKey is where Split writes the manifest of one file execution.
-func ManifestKey(tenantID, executionName string) string {
-	return path.Join(WorkPrefix, tenantID, executionName, "manifest")
+func ManifestKey(o Owner, executionName string) string {
+	return path.Join(WorkDir(o), executionName, "manifest")
 }
 
 // The lines object is the physical line (from 1) at which each chunk starts, one big-endian uint64
@@ -91,8 +91,8 @@ func ManifestKey(tenantID, executionName string) string {
 const linesEntryBytes = 8
 
 // LinesKey is where Split writes the lines object of one file execution, beside its manifest.
-func LinesKey(tenantID, executionName string) string {
-	return path.Join(WorkPrefix, tenantID, executionName, "lines")
+func LinesKey(o Owner, executionName string) string {
+	return path.Join(WorkDir(o), executionName, "lines")
 }
 
 // EncodeLines renders each chunk's first line as a lines object body.

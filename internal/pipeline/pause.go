@@ -19,7 +19,7 @@ import (
 const PauseRecordVersion = 1
 
 // PauseMarkerKey is a pooled tenant's pause marker: control/<tenant>/paused.json.
-func PauseMarkerKey(tenantID string) string { return ControlPrefix + tenantID + "/paused.json" }
+func PauseMarkerKey(o Owner) string { return ControlDir(o) + "paused.json" }
 
 // PauseRecord is the pause marker's body.
 type PauseRecord struct {

@@ -460,7 +460,7 @@ type ChunkResult struct {
 // OrderKey is a tenant's order counter, which the controller keeps in the ingest bucket:
 // control/<tenant>/order.json (internal/controller/order.go). It lives per tenant, not per queue,
 // so a tenant that moves to another queue, stack or tier keeps counting up.
-func OrderKey(tenantID string) string { return ControlPrefix + tenantID + "/order.json" }
+func OrderKey(o Owner) string { return ControlDir(o) + "order.json" }
 
 // Until is the last chunk the request covers: LastChunk, or Chunk alone when LastChunk is absent or
 // lower.

@@ -104,13 +104,13 @@ func TestChunkRecordNumbers(t *testing.T) {
 }
 
 func TestManifestKey(t *testing.T) {
-	if got, want := ManifestKey("acme", "f-123"), "work/acme/f-123/manifest"; got != want {
+	if got, want := ManifestKey(SiloOwner("acme"), "f-123"), "work/acme/f-123/manifest"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
 
 func TestLinesKey(t *testing.T) {
-	if got, want := LinesKey("acme", "f-123"), "work/acme/f-123/lines"; got != want {
+	if got, want := LinesKey(SiloOwner("acme"), "f-123"), "work/acme/f-123/lines"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

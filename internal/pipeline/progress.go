@@ -96,8 +96,8 @@ func RangesOf(ns []int64) []RecordRange {
 
 // ProgressKey is where Register keeps the progress of one segment of a file execution, beside the
 // manifest Split wrote for it (ManifestKey).
-func ProgressKey(tenantID, executionName string, segment int) string {
-	return path.Join(WorkPrefix, tenantID, executionName, "progress-s"+strconv.Itoa(segment)+".json")
+func ProgressKey(o Owner, executionName string, segment int) string {
+	return path.Join(WorkDir(o), executionName, "progress-s"+strconv.Itoa(segment)+".json")
 }
 
 // EncodeProgress renders the progress of a segment whose next chunk to register is next, from its
@@ -156,6 +156,6 @@ func DecodeProgress(body []byte) (Progress, error) {
 // send is older than its core system's idempotencyRetention, when the core system has no
 // lookupUrl: beside the file's progress, under work/, which Register reads already and only the
 // pipeline's roles and the operators may write. Its body is the audit record.
-func AcceptDuplicatesKey(tenantID, executionName string) string {
-	return path.Join(WorkPrefix, tenantID, executionName, "accept-duplicates.json")
+func AcceptDuplicatesKey(o Owner, executionName string) string {
+	return path.Join(WorkDir(o), executionName, "accept-duplicates.json")
 }

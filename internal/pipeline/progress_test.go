@@ -7,11 +7,11 @@ import (
 )
 
 func TestProgressKey(t *testing.T) {
-	got := ProgressKey("acme", "acme-3f2a", 12)
+	got := ProgressKey(SiloOwner("acme"), "acme-3f2a", 12)
 	if want := "work/acme/acme-3f2a/progress-s12.json"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if m := ManifestKey("acme", "acme-3f2a"); !strings.HasPrefix(got, m[:strings.LastIndex(m, "/")+1]) {
+	if m := ManifestKey(SiloOwner("acme"), "acme-3f2a"); !strings.HasPrefix(got, m[:strings.LastIndex(m, "/")+1]) {
 		t.Errorf("got %q, want it in the manifest's folder %q", got, m)
 	}
 }

@@ -48,16 +48,16 @@ func TerminalStatus(s string) bool {
 }
 
 // WakeStateKey is the controller's wake-up state of a tenant: control/<tenant>/wake.json.
-func WakeStateKey(tenantID string) string { return ControlPrefix + tenantID + "/wake.json" }
+func WakeStateKey(o Owner) string { return ControlDir(o) + "wake.json" }
 
 // WakeDoneKey is where the wake-up handler records an execution's end: control/<tenant>/wake-done.json.
-func WakeDoneKey(tenantID string) string { return ControlPrefix + tenantID + "/wake-done.json" }
+func WakeDoneKey(o Owner) string { return ControlDir(o) + "wake-done.json" }
 
 // SkipMarkerKey is the object an operator writes to skip a halted tenant's failed file:
 // control/<tenant>/skip/<execution name>. The bucket is versioned and its writes are recorded by
 // CloudTrail, which makes the marker its own audit trail.
-func SkipMarkerKey(tenantID, executionName string) string {
-	return ControlPrefix + tenantID + "/skip/" + executionName
+func SkipMarkerKey(o Owner, executionName string) string {
+	return ControlDir(o) + "skip/" + executionName
 }
 
 // WakeState is what the controller stores on each delivery of a tenant's head message whose

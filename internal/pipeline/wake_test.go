@@ -18,10 +18,10 @@ func readFixture(t *testing.T, name string) string {
 }
 
 func TestWakeKeys(t *testing.T) {
-	if got, want := WakeStateKey("acme"), "control/acme/wake.json"; got != want {
+	if got, want := WakeStateKey(SiloOwner("acme")), "control/acme/wake.json"; got != want {
 		t.Errorf("WakeStateKey: got %q, want %q", got, want)
 	}
-	if got, want := WakeDoneKey("acme"), "control/acme/wake-done.json"; got != want {
+	if got, want := WakeDoneKey(SiloOwner("acme")), "control/acme/wake-done.json"; got != want {
 		t.Errorf("WakeDoneKey: got %q, want %q", got, want)
 	}
 }
@@ -29,7 +29,7 @@ func TestWakeKeys(t *testing.T) {
 // The sequence's objects sit under the tenant's control prefix, which the bucket's Deny protects
 // and the controller may list.
 func TestSequencePrefix(t *testing.T) {
-	if got, want := SequencePrefix("acme"), "control/acme/sequence/"; got != want {
+	if got, want := SequencePrefix(SiloOwner("acme")), "control/acme/sequence/"; got != want {
 		t.Errorf("SequencePrefix: got %q, want %q", got, want)
 	}
 }

@@ -85,7 +85,7 @@ func fixtureV2(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src 
 		t.Fatal(err)
 	}
 	s3.Put(src.Bucket, src.Key, &sourcetest.Object{Data: data, ETag: src.ETag})
-	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName), Version: pipeline.ManifestV2}
+	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(pipeline.SiloOwner(tenant.ID), execName), Version: pipeline.ManifestV2}
 	s3.Put(work, manifest.Key, &sourcetest.Object{Data: pipeline.EncodeManifestV2(bs)})
 	var reqs []pipeline.ChunkRequest
 	for i := range sum.Chunks {

@@ -105,7 +105,7 @@ func fixture(t testing.TB, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, src pi
 		obj.ETag = "etag-2"
 	}
 	s3.Put(src.Bucket, src.Key, obj)
-	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName)}
+	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(pipeline.SiloOwner(tenant.ID), execName)}
 	s3.Put(work, manifest.Key, &sourcetest.Object{Data: pipeline.EncodeManifest(offsets)})
 	var reqs []pipeline.ChunkRequest
 	for i := range sum.Chunks {
@@ -605,8 +605,8 @@ func TestRegisterActsForTheInputsTenant(t *testing.T) {
 			if ownSecrets.calls != 0 || len(own.Puts) != 0 {
 				t.Errorf("got %d secret fetches and %d puts with the function's own clients, want 0", ownSecrets.calls, len(own.Puts))
 			}
-			if _, ok := tenantS3.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; tc.wantErr == "" && !ok {
-				t.Errorf("got no progress written with t1's client, want %s", pipeline.ProgressKey("t1", execName, 0))
+			if _, ok := tenantS3.Puts[work+"/"+pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)]; tc.wantErr == "" && !ok {
+				t.Errorf("got no progress written with t1's client, want %s", pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0))
 			}
 			if len(c.seen) != tc.wantPOST {
 				t.Fatalf("got %d POSTs, want %d", len(c.seen), tc.wantPOST)

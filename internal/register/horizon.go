@@ -116,7 +116,7 @@ func (h *Handler) openHorizon(ctx context.Context, req pipeline.ChunkRequest, fr
 		}
 		h.Log.Warn("records past the idempotency horizon are re-sent without a lookup: the operator accepted duplicates",
 			"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-			"chunk", from, "record", at, "firstSent", stored.SentAt, "marker", pipeline.AcceptDuplicatesKey(req.Tenant.ID, req.ExecutionName))
+			"chunk", from, "record", at, "firstSent", stored.SentAt, "marker", pipeline.AcceptDuplicatesKey(h.owner(req), req.ExecutionName))
 		return z, nil
 	}
 	p := pipeline.Progress{Next: from, Record: at, SentAt: now.UTC().Format(time.RFC3339Nano)}
@@ -160,7 +160,7 @@ func (h *Handler) duplicatesAccepted(ctx context.Context, req pipeline.ChunkRequ
 		return false, err
 	}
 	defer cancel()
-	key := pipeline.AcceptDuplicatesKey(req.Tenant.ID, req.ExecutionName)
+	key := pipeline.AcceptDuplicatesKey(h.owner(req), req.ExecutionName)
 	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(req.Manifest.Bucket), Key: aws.String(key)})
 	if source.Absent(err) {
 		return false, nil

@@ -78,7 +78,7 @@ func TestRegisterRunIdempotencyHorizon(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	stamp := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339Nano) }
 	seg := &pipeline.Segment{Index: 1, FirstChunk: 2, LastChunk: 9}
-	key := pipeline.ProgressKey("t1", execName, 1)
+	key := pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 1)
 	keys := func(from, to int64) []string {
 		var ks []string
 		for n := from; n <= to; n++ {
@@ -169,7 +169,7 @@ func TestRegisterRunIdempotencyHorizon(t *testing.T) {
 				fake.Put(work, key, &sourcetest.Object{Data: []byte(tt.stored)})
 			}
 			if tt.accepted {
-				fake.Put(work, pipeline.AcceptDuplicatesKey("t1", execName), &sourcetest.Object{Data: []byte("accepted\n")})
+				fake.Put(work, pipeline.AcceptDuplicatesKey(pipeline.SiloOwner("t1"), execName), &sourcetest.Object{Data: []byte("accepted\n")})
 			}
 			fake.PutErr = tt.putErr
 			h := newHandler(fake, &fakeSecrets{})

@@ -494,7 +494,7 @@ func TestKeyedFailure(t *testing.T) {
 			if sent := slices.Sorted(slices.Values(core.sent())); !reflect.DeepEqual(sent, tt.wantSent) {
 				t.Errorf("got records sent %v, want %v (nothing new after the failure)", sent, tt.wantSent)
 			}
-			key := pipeline.ProgressKey(tenant.ID, execName, 0)
+			key := pipeline.ProgressKey(pipeline.SiloOwner(tenant.ID), execName, 0)
 			if put := string(fake.Puts[work+"/"+key]); put != tt.wantPut {
 				t.Errorf("got progress %s, want %s", put, tt.wantPut)
 			}
@@ -784,7 +784,7 @@ func TestKeyedAcrossChunks(t *testing.T) {
 				t.Errorf("got done %v, %d registered; want done, 12", got.res.Done, got.res.Registered)
 			}
 			if tt.wantPut != "" {
-				if put := string(fake.Puts[work+"/"+pipeline.ProgressKey(tenant.ID, execName, 0)]); put != tt.wantPut {
+				if put := string(fake.Puts[work+"/"+pipeline.ProgressKey(pipeline.SiloOwner(tenant.ID), execName, 0)]); put != tt.wantPut {
 					t.Errorf("got progress %s, want %s", put, tt.wantPut)
 				}
 			}

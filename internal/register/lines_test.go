@@ -48,10 +48,10 @@ func linesFixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, s
 		t.Fatal(err)
 	}
 	s3.Put(src.Bucket, src.Key, &sourcetest.Object{Data: data, ETag: src.ETag})
-	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName)}
+	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(pipeline.SiloOwner(tenant.ID), execName)}
 	s3.Put(work, manifest.Key, &sourcetest.Object{Data: pipeline.EncodeManifest(offsets)})
 	if lines != nil {
-		manifest.Lines = &pipeline.Location{Bucket: work, Key: pipeline.LinesKey(tenant.ID, execName), VersionID: "lv1", ETag: `"lines-1"`}
+		manifest.Lines = &pipeline.Location{Bucket: work, Key: pipeline.LinesKey(pipeline.SiloOwner(tenant.ID), execName), VersionID: "lv1", ETag: `"lines-1"`}
 		s3.Put(work, manifest.Lines.Key, &sourcetest.Object{Data: []byte("a later write"), ETag: "lines-2",
 			Versions:     map[string][]byte{"lv1": pipeline.EncodeLines(firsts[:sum.Chunks])},
 			VersionETags: map[string]string{"lv1": "lines-1"}})

@@ -55,7 +55,7 @@ func (h *Handler) resume(ctx context.Context, req pipeline.ChunkRequest) (int, i
 	ignore := func(why string) (int, int64, *pipeline.Progress, error) {
 		h.Log.Warn("segment progress ignored; the invocation starts at its request's cursor",
 			"tenant", req.Tenant.ID, "file", b.file, "execution", req.ExecutionName, "segment", req.Segment.Index,
-			"key", progressKey(req), "reason", why)
+			"key", h.progressKey(req), "reason", why)
 		return req.Chunk, req.Record, nil, nil
 	}
 	if p.Next < req.Segment.FirstChunk || p.Next > req.Until()+1 {
@@ -87,7 +87,7 @@ func (h *Handler) loadProgress(ctx context.Context, req pipeline.ChunkRequest) (
 		return nil, err
 	}
 	defer cancel()
-	bucket, key := req.Manifest.Bucket, progressKey(req)
+	bucket, key := req.Manifest.Bucket, h.progressKey(req)
 	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if source.Absent(err) {
 		return nil, nil
@@ -129,7 +129,7 @@ func (h *Handler) putProgress(ctx context.Context, req pipeline.ChunkRequest, p 
 	if err := h.writeProgress(ctx, req, p); err != nil {
 		h.Log.Warn("segment progress not written; a redrive of the file re-sends this invocation's records",
 			"tenant", req.Tenant.ID, "file", source.Name(req.Source), "execution", req.ExecutionName,
-			"segment", req.Segment.Index, "next", p.Next, "key", progressKey(req), "error", err.Error())
+			"segment", req.Segment.Index, "next", p.Next, "key", h.progressKey(req), "error", err.Error())
 	}
 }
 
@@ -148,7 +148,7 @@ func (h *Handler) writeProgress(ctx context.Context, req pipeline.ChunkRequest, 
 	body := p.Encode()
 	_, err = c.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(req.Manifest.Bucket),
-		Key:           aws.String(progressKey(req)),
+		Key:           aws.String(h.progressKey(req)),
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String("application/json"),
@@ -156,6 +156,11 @@ func (h *Handler) writeProgress(ctx context.Context, req pipeline.ChunkRequest, 
 	return err
 }
 
-func progressKey(req pipeline.ChunkRequest) string {
-	return pipeline.ProgressKey(req.Tenant.ID, req.ExecutionName, req.Segment.Index)
+// owner is whose keys the request's are: its tenant, in the handler's pool ("" in a silo).
+func (h *Handler) owner(req pipeline.ChunkRequest) pipeline.Owner {
+	return pipeline.PoolOwner(h.Pool, req.Tenant.ID)
+}
+
+func (h *Handler) progressKey(req pipeline.ChunkRequest) string {
+	return pipeline.ProgressKey(h.owner(req), req.ExecutionName, req.Segment.Index)
 }

@@ -23,7 +23,7 @@ import (
 // 0..9); the segment is index 1, chunks 2..9 (records 7..30).
 func TestRegisterRunProgress(t *testing.T) {
 	seg := &pipeline.Segment{Index: 1, FirstChunk: 2, LastChunk: 9}
-	key := pipeline.ProgressKey("t1", execName, 1)
+	key := pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 1)
 	tests := []struct {
 		name     string
 		stored   string // the progress object's body; "" for none

@@ -163,7 +163,7 @@ func TestRegisterRunRecordCursorBatch(t *testing.T) {
 
 	// A cursor inside a batch would send part of it under the chunk's key: refused, nothing sent.
 	// (With the segment's progress behind it: progress ahead of a cursor is where it starts.)
-	s3.Put(work, pipeline.ProgressKey(req.Tenant.ID, execName, 0), &sourcetest.Object{Data: []byte(`{"version":1,"next":1}`)})
+	s3.Put(work, pipeline.ProgressKey(pipeline.SiloOwner(req.Tenant.ID), execName, 0), &sourcetest.Object{Data: []byte(`{"version":1,"next":1}`)})
 	req.Chunk, req.Record = 1, 20
 	if _, err := h.Handle(context.Background(), req); source.ErrorType(err) != pipeline.ErrPermanent {
 		t.Errorf("got %v, want a PermanentError for a cursor inside a batch", err)

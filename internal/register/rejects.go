@@ -292,7 +292,7 @@ func (h *Handler) writeRejections(ctx context.Context, req pipeline.ChunkRequest
 		return err
 	}
 	defer cancel()
-	key := results.RegisterPartKey(req.Tenant.ID, req.ExecutionName, chunk, first)
+	key := results.RegisterPartKey(h.owner(req), req.ExecutionName, chunk, first)
 	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(req.Source.Bucket),
 		Key:           aws.String(key),

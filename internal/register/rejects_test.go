@@ -54,7 +54,7 @@ func parts(t *testing.T, s3 *sourcetest.FakeS3) map[string][]results.Rejection {
 }
 
 func partKey(chunk int, first int64) string {
-	return results.RegisterPartKey("t1", execName, chunk, first)
+	return results.RegisterPartKey(pipeline.SiloOwner("t1"), execName, chunk, first)
 }
 
 // Record mode: a status the tenant lists rejects the one record under skipRecord, the next record

@@ -28,7 +28,7 @@ func skipFixture(t *testing.T, s3 *sourcetest.FakeS3, tenant pipeline.Tenant, sr
 		t.Fatal(err)
 	}
 	s3.Put(src.Bucket, src.Key, &sourcetest.Object{Data: data, ETag: "etag-1"})
-	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(tenant.ID, execName)}
+	manifest := pipeline.Location{Bucket: work, Key: pipeline.ManifestKey(pipeline.SiloOwner(tenant.ID), execName)}
 	s3.Put(work, manifest.Key, &sourcetest.Object{Data: pipeline.EncodeManifest(offsets)})
 	var reqs []pipeline.ChunkRequest
 	for i := range sum.Chunks {

@@ -46,7 +46,7 @@ func smallFixture(t *testing.T, store *sourcetest.FakeS3, tenant pipeline.Tenant
 
 func summaryOf(t *testing.T, store *sourcetest.FakeS3) results.Summary {
 	t.Helper()
-	b, ok := store.Puts[work+"/"+results.Key("t1", execName, results.SummaryFile)]
+	b, ok := store.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), execName, results.SummaryFile)]
 	if !ok {
 		t.Fatalf("no summary.json written; puts: %v", slices.Sorted(mapsKeys(store.Puts)))
 	}
@@ -99,7 +99,7 @@ func TestSmallFileOneInvocation(t *testing.T) {
 	if sum.Status != pipeline.StatusSucceeded || sum.Records != 3 || sum.Registered != 3 || sum.Unprocessed != 0 || sum.ExecutionARN != req.ExecutionARN {
 		t.Errorf("got summary %+v, want SUCCEEDED with 3 of 3 registered", sum)
 	}
-	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; ok {
+	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)]; ok {
 		t.Error("got the segment's progress written, want none: no invocation follows the small file's")
 	}
 	// One GET of the object and one of the segment's progress (absent), one PUT of the results:
@@ -108,7 +108,7 @@ func TestSmallFileOneInvocation(t *testing.T) {
 	for _, g := range store.Gets {
 		gets = append(gets, *g.Key)
 	}
-	if want := []string{"inbox/t1/a.csv", pipeline.ProgressKey("t1", execName, 0)}; !slices.Equal(gets, want) {
+	if want := []string{"inbox/t1/a.csv", pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)}; !slices.Equal(gets, want) {
 		t.Errorf("got GETs %v, want %v", gets, want)
 	}
 	if puts := slices.Sorted(mapsKeys(store.Puts)); len(puts) != 1 {
@@ -237,7 +237,7 @@ func TestSmallFileHandsOnWithoutResending(t *testing.T) {
 			if got := recordNumbers(c.seen); !slices.Equal(got, oneTo(tt.sent)) {
 				t.Errorf("got records %v sent by the SmallFile task, want 1 to %d", got, tt.sent)
 			}
-			if _, ok := store.Puts[work+"/"+results.Key("t1", execName, results.SummaryFile)]; ok {
+			if _, ok := store.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), execName, results.SummaryFile)]; ok {
 				t.Error("got results written, want none: the full path writes them")
 			}
 			// The full path: Split writes the manifest, then segment 0's first Register.
@@ -245,7 +245,7 @@ func TestSmallFileHandsOnWithoutResending(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)]; !ok {
+			if _, ok := store.Puts[work+"/"+pipeline.ManifestKey(pipeline.SiloOwner("t1"), execName)]; !ok {
 				t.Fatal("the full path's Split wrote no manifest")
 			}
 			s.Register.now = nil
@@ -276,7 +276,7 @@ func TestSmallFileHandsOnForItsResults(t *testing.T) {
 	if source.ErrorType(err) != pipeline.ErrNotSmall || !strings.Contains(err.Error(), "too little of the invocation left for its results") {
 		t.Fatalf("got %s %v, want NotSmallError for the results", source.ErrorType(err), err)
 	}
-	p, ok := store.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]
+	p, ok := store.Puts[work+"/"+pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)]
 	if !ok {
 		t.Fatal("got no progress written, want it at the segment's end")
 	}
@@ -321,14 +321,14 @@ func TestSmallFileSeveralChunks(t *testing.T) {
 	}
 	var gets []string
 	for _, g := range store.Gets {
-		if !strings.HasPrefix(*g.Key, results.PartsPrefix("t1", execName)) {
+		if !strings.HasPrefix(*g.Key, results.PartsPrefix(pipeline.SiloOwner("t1"), execName)) {
 			gets = append(gets, *g.Key)
 		}
 	}
-	if want := []string{"inbox/t1/a.csv", pipeline.ProgressKey("t1", execName, 0)}; !slices.Equal(gets, want) {
+	if want := []string{"inbox/t1/a.csv", pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)}; !slices.Equal(gets, want) {
 		t.Errorf("got GETs %v besides the results' parts, want %v", gets, want)
 	}
-	part := store.Puts[ingest+"/"+results.RegisterPartKey("t1", execName, 0, 1)]
+	part := store.Puts[ingest+"/"+results.RegisterPartKey(pipeline.SiloOwner("t1"), execName, 0, 1)]
 	if !strings.Contains(string(part), `"line":6,"record":5`) {
 		t.Errorf("got the rejections' part %q, want record 5 at line 6", part)
 	}
@@ -336,7 +336,7 @@ func TestSmallFileSeveralChunks(t *testing.T) {
 	if sum.Status != pipeline.StatusSucceeded || sum.Records != 10 {
 		t.Errorf("got summary %+v, want SUCCEEDED with 10 records", sum)
 	}
-	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey("t1", execName, 0)]; ok {
+	if _, ok := store.Puts[work+"/"+pipeline.ProgressKey(pipeline.SiloOwner("t1"), execName, 0)]; ok {
 		t.Error("got the segment's progress written, want none: no invocation follows the small file's")
 	}
 }
@@ -393,10 +393,10 @@ func TestSmallFileFailsAndRedrives(t *testing.T) {
 	if sum.Records != 7 || sum.Registered != 4 || sum.Unprocessed != 3 {
 		t.Errorf("got summary records %d registered %d unprocessed %d, want 7, 4, 3", sum.Records, sum.Registered, sum.Unprocessed)
 	}
-	if got := string(store.Puts[work+"/"+results.Key("t1", execName, results.UnprocessedCSV)]); got != "id,name\n5,n5\n6,n6\n7,n7\n" {
+	if got := string(store.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), execName, results.UnprocessedCSV)]); got != "id,name\n5,n5\n6,n6\n7,n7\n" {
 		t.Errorf("got unprocessed.csv %q, want the header and records 5 to 7", got)
 	}
-	if n := len(store.Puts) - writes; n != 2 || store.Puts[work+"/"+pipeline.ManifestKey("t1", execName)] != nil {
+	if n := len(store.Puts) - writes; n != 2 || store.Puts[work+"/"+pipeline.ManifestKey(pipeline.SiloOwner("t1"), execName)] != nil {
 		t.Errorf("got %d writes by the results task, want 2 (unprocessed.csv, summary.json): splitting again writes nothing", n)
 	}
 

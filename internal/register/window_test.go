@@ -162,7 +162,7 @@ func TestKeyedWindowCarried(t *testing.T) {
 			reqs := fixture(t, fake, tenant, pipeline.Source{Bucket: ingest, Key: "k", ETag: "etag-1"}, data)
 			req := run(reqs, tt.chunk, 1)
 			req.Segment = &pipeline.Segment{Index: 0, FirstChunk: 0, LastChunk: 1}
-			key := pipeline.ProgressKey(tenant.ID, execName, 0)
+			key := pipeline.ProgressKey(pipeline.SiloOwner(tenant.ID), execName, 0)
 			if tt.stored != "" {
 				fake.Put(work, key, &sourcetest.Object{Data: []byte(tt.stored)})
 			}

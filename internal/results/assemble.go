@@ -23,11 +23,13 @@ const (
 )
 
 // PartsPrefix is the key prefix of an execution's parts.
-func PartsPrefix(tenant, execution string) string { return Dir(tenant, execution) + PartsDir + "/" }
+func PartsPrefix(o pipeline.Owner, execution string) string {
+	return Dir(o, execution) + PartsDir + "/"
+}
 
 // PartKey is the key of one part.
-func PartKey(tenant, execution, name string) string {
-	return path.Join(Prefix, tenant, execution, PartsDir, name)
+func PartKey(o pipeline.Owner, execution, name string) string {
+	return path.Join(pipeline.ResultsDir(o), execution, PartsDir, name)
 }
 
 // RegisterPart is the name of the part of one Register invocation's range: deterministic, so a

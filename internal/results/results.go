@@ -58,10 +58,12 @@ const (
 )
 
 // Dir is the results folder of one file execution: results/<tenant>/<execution>/.
-func Dir(tenant, execution string) string { return Prefix + tenant + "/" + execution + "/" }
+func Dir(o pipeline.Owner, execution string) string { return pipeline.ResultsDir(o) + execution + "/" }
 
 // Key is the key of one results file of an execution.
-func Key(tenant, execution, name string) string { return path.Join(Prefix, tenant, execution, name) }
+func Key(o pipeline.Owner, execution, name string) string {
+	return path.Join(pipeline.ResultsDir(o), execution, name)
+}
 
 // RejectedName and UnprocessedName are the names of the rejected and unprocessed files for a
 // format (pipeline.FormatCSV or pipeline.FormatJSONL).

@@ -127,10 +127,10 @@ func TestAppendJSONL(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
-	if got, want := Key("acme", "exec-1", SummaryFile), "results/acme/exec-1/summary.json"; got != want {
+	if got, want := Key(pipeline.SiloOwner("acme"), "exec-1", SummaryFile), "results/acme/exec-1/summary.json"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got, want := Dir("acme", "exec-1"), "results/acme/exec-1/"; got != want {
+	if got, want := Dir(pipeline.SiloOwner("acme"), "exec-1"), "results/acme/exec-1/"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if RejectedName(pipeline.FormatJSONL) != RejectedJSONL || RejectedName(pipeline.FormatCSV) != RejectedCSV {

@@ -157,8 +157,8 @@ func EventID(execution string, redriveCount int) string {
 
 // EventMarkerKey is the marker the controller writes once the File Processed event of one end of a
 // run was put: results/<tenant>/<execution>/event-<redrive count>.json.
-func EventMarkerKey(tenant, execution string, redriveCount int) string {
-	return Key(tenant, execution, "event-"+strconv.Itoa(redriveCount)+".json")
+func EventMarkerKey(o pipeline.Owner, execution string, redriveCount int) string {
+	return Key(o, execution, "event-"+strconv.Itoa(redriveCount)+".json")
 }
 
 var lineRE = regexp.MustCompile(`\bline (\d+)\b`)

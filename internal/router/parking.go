@@ -6,6 +6,7 @@ import (
 	"github.com/example/tenantpipeline/internal/backlog"
 	"github.com/example/tenantpipeline/internal/metrics"
 	"github.com/example/tenantpipeline/internal/parking"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The router's half of a pooled tenant's bounded backlog (internal/parking): it counts each file
@@ -35,7 +36,7 @@ func (r *Router) admit(ctx context.Context, m routed, behindParked bool) (send b
 			return false, err
 		}
 		log.WarnContext(ctx, "file of a tenant the pool's settings do not name yet parked: it is routed, in order, once the settings name the tenant",
-			"slot", slot, "parkedKey", backlog.ParkedKey(m.tenant, slot))
+			"slot", slot, "parkedKey", backlog.ParkedKey(pipeline.PoolOwner(r.cfg.Pool, m.tenant), slot))
 		if err := r.metrics.Emit(metrics.Count(metrics.FilesParkedForUnknownTenant, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
 		}

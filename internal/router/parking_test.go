@@ -50,7 +50,7 @@ func newTestBacklogThrough(t *testing.T, max int, q backlog.Sender, wrap func(ht
 	}
 	db, table := backlogtest.Table(t, url)
 	s := backlogtest.S3Through(t, testBucket, wrap)
-	return parking.New(parking.Config{Table: table, Max: max}, db, s, q, testBucket, testQueueURL), s
+	return parking.New(parking.Config{Table: table, Max: max}, testPool, db, s, q, testBucket, testQueueURL), s
 }
 
 // parkingRouter is a router of the test pool with a bound of max, and the settings' tenants
@@ -171,7 +171,7 @@ func TestRouterParksThroughAWriteConflict(t *testing.T) {
 	if st, _ := b.State(context.Background(), "acme"); st.Queued != 1 || st.Parked != 2 || st.NextPark != 2 {
 		t.Errorf("got %d queued, %d parked, next slot %d, want 1, 2, 2: each file parked once", st.Queued, st.Parked, st.NextPark)
 	}
-	list, err := s.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String(backlog.ParkedPrefix("acme"))})
+	list, err := s.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String(backlog.ParkedPrefix(pipeline.PoolOwner(testPool, "acme")))})
 	if err != nil || len(list.Contents) != 2 {
 		t.Fatalf("got %d parked objects (%v), want 2", len(list.Contents), err)
 	}
@@ -206,8 +206,8 @@ func TestRouterParksFilesOfATenantItDoesNotKnowYet(t *testing.T) {
 	if st, _ := b.State(context.Background(), "globex"); st.Parked != 3 {
 		t.Errorf("got %d of globex's files parked, want 3", st.Parked)
 	}
-	if _, err := s.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(testBucket), Key: aws.String(backlog.ParkedKey("globex", 0))}); err != nil {
-		t.Errorf("got %v for the first parked file, want it under %s", err, backlog.ParkedPrefix("globex"))
+	if _, err := s.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(testBucket), Key: aws.String(backlog.ParkedKey(pipeline.PoolOwner(testPool, "globex"), 0))}); err != nil {
+		t.Errorf("got %v for the first parked file, want it under %s", err, backlog.ParkedPrefix(pipeline.PoolOwner(testPool, "globex")))
 	}
 	var dlq []string
 	for _, m := range q.Sends {

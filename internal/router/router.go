@@ -155,7 +155,7 @@ func New(cfg Config, c Clients, log *slog.Logger, out io.Writer) *Router {
 		metrics.NewDimension(out, ns, metrics.DimensionPool, cfg.Pool),
 		func(tenant string) *metrics.Emitter { return metrics.New(out, ns, tenant) })
 	// Each tenant's bounded backlog (parking.go).
-	r.backlog = parking.New(cfg.Backlog, c.DynamoDB, c.S3, c.SQS, cfg.Bucket, cfg.QueueURL)
+	r.backlog = parking.New(cfg.Backlog, cfg.Pool, c.DynamoDB, c.S3, c.SQS, cfg.Bucket, cfg.QueueURL)
 	return r
 }
 

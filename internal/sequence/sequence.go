@@ -38,19 +38,19 @@ const StateVersion = 1
 const MaxSkips = 100
 
 // Prefix is control/<tenant>/sequence/ (pipeline.SequencePrefix).
-func Prefix(tenant string) string { return pipeline.SequencePrefix(tenant) }
+func Prefix(o pipeline.Owner) string { return pipeline.SequencePrefix(o) }
 
 // StateKey is control/<tenant>/sequence/state.json.
-func StateKey(tenant string) string { return Prefix(tenant) + "state.json" }
+func StateKey(o pipeline.Owner) string { return Prefix(o) + "state.json" }
 
 // HeldPrefix is control/<tenant>/sequence/held/.
-func HeldPrefix(tenant string) string { return Prefix(tenant) + "held/" }
+func HeldPrefix(o pipeline.Owner) string { return Prefix(o) + "held/" }
 
 // HeldKey is the object of a file held with value v. Numbers are zero-padded to 19 digits (the
 // most an int64 has) and names hex-encoded, so that S3's listing order (UTF-8 binary) is the
 // sequence's order.
-func HeldKey(tenant, kind string, v spec.SequenceValue) string {
-	return HeldPrefix(tenant) + heldName(kind, v) + ".json"
+func HeldKey(o pipeline.Owner, kind string, v spec.SequenceValue) string {
+	return HeldPrefix(o) + heldName(kind, v) + ".json"
 }
 
 func heldName(kind string, v spec.SequenceValue) string {

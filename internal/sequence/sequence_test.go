@@ -17,6 +17,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -92,7 +93,7 @@ func TestHeldKeysSortAsTheSequence(t *testing.T) {
 		}
 		var keys []string
 		for _, v := range vals {
-			keys = append(keys, HeldKey("acme", kind, v))
+			keys = append(keys, HeldKey(pipeline.SiloOwner("acme"), kind, v))
 		}
 		if !slices.IsSorted(keys) {
 			t.Errorf("%s: keys %v do not sort as the values", kind, keys)
@@ -102,7 +103,7 @@ func TestHeldKeysSortAsTheSequence(t *testing.T) {
 			if kind == spec.SequenceNumber {
 				want = fmt.Sprint(vals[i].Num)
 			}
-			if got := ValueOfKey(strings.TrimPrefix(k, HeldPrefix("acme"))); got != want && want != "" {
+			if got := ValueOfKey(strings.TrimPrefix(k, HeldPrefix(pipeline.SiloOwner("acme")))); got != want && want != "" {
 				t.Errorf("%s: ValueOfKey(%s) = %q, want %q", kind, k, got, want)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/spec"
 )
 
@@ -41,13 +42,18 @@ const maxObjectBytes = 256 * 1024
 type Store struct {
 	S3     Objects
 	Bucket string
+	// Pool is the tenant's pool, "" for a silo tenant: with Tenant, the owner of the keys.
+	Pool   string
 	Tenant string
 	Kind   string
 }
 
+// owner is whose keys the store reads and writes.
+func (s Store) owner() pipeline.Owner { return pipeline.PoolOwner(s.Pool, s.Tenant) }
+
 // Load reads the state and its ETag; a tenant without one gets fresh (New), with etag "".
 func (s Store) Load(ctx context.Context, fresh State) (State, string, error) {
-	key := StateKey(s.Tenant)
+	key := StateKey(s.owner())
 	b, etag, found, err := s.get(ctx, key)
 	if err != nil || !found {
 		return fresh, "", err
@@ -75,7 +81,7 @@ func (s Store) Save(ctx context.Context, st State, etag string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	in := &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(StateKey(s.Tenant)), Body: bytes.NewReader(body),
+	in := &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(StateKey(s.owner())), Body: bytes.NewReader(body),
 		ContentType: aws.String("application/json")}
 	if etag == "" {
 		in.IfNoneMatch = aws.String("*")
@@ -87,14 +93,14 @@ func (s Store) Save(ctx context.Context, st State, etag string) (string, error) 
 		return "", ErrConflict
 	}
 	if err != nil {
-		return "", fmt.Errorf("put s3://%s/%s: %w", s.Bucket, StateKey(s.Tenant), err)
+		return "", fmt.Errorf("put s3://%s/%s: %w", s.Bucket, StateKey(s.owner()), err)
 	}
 	return aws.ToString(out.ETag), nil
 }
 
 // Held reads the file held under v; nil when none is.
 func (s Store) Held(ctx context.Context, v spec.SequenceValue) (*Held, error) {
-	return s.heldAt(ctx, HeldKey(s.Tenant, s.Kind, v))
+	return s.heldAt(ctx, HeldKey(s.owner(), s.Kind, v))
 }
 
 func (s Store) heldAt(ctx context.Context, key string) (*Held, error) {
@@ -115,7 +121,7 @@ func (s Store) Hold(ctx context.Context, h Held) (exists bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	key := HeldKey(s.Tenant, s.Kind, spec.SequenceValue{Num: h.Num, Text: h.Value})
+	key := HeldKey(s.owner(), s.Kind, spec.SequenceValue{Num: h.Num, Text: h.Value})
 	_, err = s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
 		ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
 	if conditionFailed(err) {
@@ -129,7 +135,7 @@ func (s Store) Hold(ctx context.Context, h Held) (exists bool, err error) {
 
 // Release deletes the file held under v (nothing when none is).
 func (s Store) Release(ctx context.Context, v spec.SequenceValue) error {
-	key := HeldKey(s.Tenant, s.Kind, v)
+	key := HeldKey(s.owner(), s.Kind, v)
 	if _, err := s.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)}); err != nil {
 		return fmt.Errorf("delete s3://%s/%s: %w", s.Bucket, key, err)
 	}
@@ -138,9 +144,9 @@ func (s Store) Release(ctx context.Context, v spec.SequenceValue) error {
 
 // Lowest reads the lowest held file; nil when none is held. One LIST of one key and one GET.
 func (s Store) Lowest(ctx context.Context) (*Held, error) {
-	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(HeldPrefix(s.Tenant)), MaxKeys: aws.Int32(1)})
+	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(HeldPrefix(s.owner())), MaxKeys: aws.Int32(1)})
 	if err != nil {
-		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, HeldPrefix(s.Tenant), err)
+		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, HeldPrefix(s.owner()), err)
 	}
 	if len(out.Contents) == 0 {
 		return nil, nil
@@ -158,16 +164,16 @@ type Listed struct {
 // List lists the held files' values from their keys alone (no GET), a page of 1,000 keys a call.
 func (s Store) List(ctx context.Context, limit int) (Listed, error) {
 	var l Listed
-	p := s3.NewListObjectsV2Paginator(s.S3, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(HeldPrefix(s.Tenant))})
+	p := s3.NewListObjectsV2Paginator(s.S3, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(HeldPrefix(s.owner()))})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return Listed{}, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, HeldPrefix(s.Tenant), err)
+			return Listed{}, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, HeldPrefix(s.owner()), err)
 		}
 		for _, o := range out.Contents {
 			l.Count++
 			if len(l.Values) < limit {
-				l.Values = append(l.Values, ValueOfKey(strings.TrimPrefix(aws.ToString(o.Key), HeldPrefix(s.Tenant))))
+				l.Values = append(l.Values, ValueOfKey(strings.TrimPrefix(aws.ToString(o.Key), HeldPrefix(s.owner()))))
 			}
 		}
 	}
@@ -242,7 +248,7 @@ type Refused struct {
 
 // RefusedPrefix is control/<tenant>/sequence/refused/: the index of the tenant's refused files,
 // newest first. A refused file starts no execution, so no listing of executions finds it.
-func RefusedPrefix(tenant string) string { return Prefix(tenant) + "refused/" }
+func RefusedPrefix(o pipeline.Owner) string { return Prefix(o) + "refused/" }
 
 // maxInvertedMillis is above every Unix millisecond time until the year 33658, so that its
 // difference with the time, zero-padded, sorts the newest first.
@@ -250,8 +256,8 @@ const maxInvertedMillis = 999_999_999_999_999
 
 // RefusedKey is the index entry of a refusal at at: control/<tenant>/sequence/refused/<newest
 // first>-<execution>.json.
-func RefusedKey(tenant string, at time.Time, execution string) string {
-	return fmt.Sprintf("%s%015d-%s.json", RefusedPrefix(tenant), maxInvertedMillis-at.UnixMilli(), execution)
+func RefusedKey(o pipeline.Owner, at time.Time, execution string) string {
+	return fmt.Sprintf("%s%015d-%s.json", RefusedPrefix(o), maxInvertedMillis-at.UnixMilli(), execution)
 }
 
 // Refuse adds r to the index of refusals.
@@ -260,7 +266,7 @@ func (s Store) Refuse(ctx context.Context, r Refused) error {
 	if err != nil {
 		return err
 	}
-	key := RefusedKey(s.Tenant, r.At, r.Execution)
+	key := RefusedKey(s.owner(), r.At, r.Execution)
 	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
 		ContentType: aws.String("application/json")}); err != nil {
 		return fmt.Errorf("put s3://%s/%s: %w", s.Bucket, key, err)
@@ -270,10 +276,10 @@ func (s Store) Refuse(ctx context.Context, r Refused) error {
 
 // Refusals reads the newest limit refusals, newest first: one LIST and a GET each.
 func (s Store) Refusals(ctx context.Context, limit int) ([]Refused, error) {
-	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(RefusedPrefix(s.Tenant)),
+	out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(RefusedPrefix(s.owner())),
 		MaxKeys: aws.Int32(int32(min(max(limit, 1), 1000)))})
 	if err != nil {
-		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, RefusedPrefix(s.Tenant), err)
+		return nil, fmt.Errorf("list s3://%s/%s: %w", s.Bucket, RefusedPrefix(s.owner()), err)
 	}
 	var rs []Refused
 	for _, o := range out.Contents {

@@ -87,7 +87,7 @@ func TestResultsComplete(t *testing.T) {
 				t.Fatalf("got %v, want the results written", err)
 			}
 			var sum results.Summary
-			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.SummaryFile)], &sum); err != nil {
 				t.Fatal(err)
 			}
 			if tt.noComplete {

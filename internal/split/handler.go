@@ -256,7 +256,7 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 			}
 		}
 	}
-	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(t.ID, req.ExecutionName)}
+	manifest := pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.ManifestKey(h.owner(t.ID), req.ExecutionName)}
 	if o.parts && t.SkipsInvalid() {
 		if err := h.writeParts(ctx, objects, req, file, sum, invalid); err != nil {
 			return SmallSplit{}, err
@@ -358,7 +358,7 @@ func (h *Handler) writeLines(ctx context.Context, objects ObjectAPI, req pipelin
 		lines[i] = b.Line
 	}
 	body := pipeline.EncodeLines(lines)
-	loc := &pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.LinesKey(req.Tenant.ID, req.ExecutionName)}
+	loc := &pipeline.Location{Bucket: h.WorkBucket, Key: pipeline.LinesKey(h.owner(req.Tenant.ID), req.ExecutionName)}
 	put, err := objects.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(loc.Bucket),
 		Key:           aws.String(loc.Key),
@@ -400,7 +400,7 @@ func (h *Handler) writeParts(ctx context.Context, objects ObjectAPI, req pipelin
 		}{results.HeaderPart, sum.RawHeader, "application/octet-stream"})
 	}
 	for _, p := range parts {
-		key := results.PartKey(req.Tenant.ID, req.ExecutionName, p.name)
+		key := results.PartKey(h.owner(req.Tenant.ID), req.ExecutionName, p.name)
 		_, err := objects.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(h.WorkBucket),
 			Key:           aws.String(key),

@@ -294,7 +294,7 @@ func TestStateSizeFor2MRecords(t *testing.T) {
 	res := pipeline.SplitResult{
 		Source: pipeline.Source{Bucket: strings.Repeat("b", 63), Key: strings.Repeat("k", 1024), VersionID: strings.Repeat("v", 32),
 			ETag: strings.Repeat("e", 32) + "-10000", Size: 1 << 40, Sequencer: strings.Repeat("0", 18)},
-		Manifest: pipeline.Location{Bucket: strings.Repeat("b", 63), Key: pipeline.ManifestKey(strings.Repeat("t", 64), strings.Repeat("e", 80))},
+		Manifest: pipeline.Location{Bucket: strings.Repeat("b", 63), Key: pipeline.ManifestKey(pipeline.SiloOwner(strings.Repeat("t", 64)), strings.Repeat("e", 80))},
 		Records:  records, Chunks: chunks, Header: header, Segments: pipeline.Segments(chunks),
 	}
 	b, err := json.Marshal(res)

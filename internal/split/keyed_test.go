@@ -27,7 +27,7 @@ func TestSplitKeyedFile(t *testing.T) {
 		return t
 	}
 	data := []byte("id,customer\r\n1,acme\r\n2,\r\n3,globex\r\n")
-	partsKey := results.PartKey("t1", "exec-1", results.SplitPart)
+	partsKey := results.PartKey(pipeline.SiloOwner("t1"), "exec-1", results.SplitPart)
 	for _, c := range []struct {
 		name      string
 		tenant    pipeline.Tenant

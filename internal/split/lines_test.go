@@ -80,7 +80,7 @@ func TestSplitLines(t *testing.T) {
 		}, quoted, nil},
 	}
 	const key = "inbox/t1/f.csv"
-	linesKey, manifestKey := pipeline.LinesKey("t1", "exec-1"), pipeline.ManifestKey("t1", "exec-1")
+	linesKey, manifestKey := pipeline.LinesKey(pipeline.SiloOwner("t1"), "exec-1"), pipeline.ManifestKey(pipeline.SiloOwner("t1"), "exec-1")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fake := sourcetest.NewFakeS3()
@@ -155,7 +155,7 @@ func TestSplitLinesWriteFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := sourcetest.NewFakeS3()
 			fake.Put(ingest, "inbox/t1/f.csv", &sourcetest.Object{Data: csvRows(3), ETag: "e1"})
-			o := &failingPut{orderedS3: orderedS3{FakeS3: fake}, key: pipeline.LinesKey("t1", "exec-1"), err: tc.err}
+			o := &failingPut{orderedS3: orderedS3{FakeS3: fake}, key: pipeline.LinesKey(pipeline.SiloOwner("t1"), "exec-1"), err: tc.err}
 			tn := tenant()
 			tn.OnInvalidRecord = pipeline.OnInvalidSkipRecord
 			tn.RejectStatuses = []int{422}
@@ -164,10 +164,10 @@ func TestSplitLinesWriteFails(t *testing.T) {
 			if got := source.ErrorType(err); got != tc.want {
 				t.Fatalf("got %v (%s), want %s", err, got, tc.want)
 			}
-			if slices.Contains(o.keys, pipeline.ManifestKey("t1", "exec-1")) {
+			if slices.Contains(o.keys, pipeline.ManifestKey(pipeline.SiloOwner("t1"), "exec-1")) {
 				t.Errorf("got writes %v, want no manifest", o.keys)
 			}
-			if !slices.Contains(o.keys, results.PartKey("t1", "exec-1", results.SplitPart)) {
+			if !slices.Contains(o.keys, results.PartKey(pipeline.SiloOwner("t1"), "exec-1", results.SplitPart)) {
 				t.Errorf("got writes %v, want the split part first", o.keys)
 			}
 		})

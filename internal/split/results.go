@@ -104,7 +104,7 @@ func (h *Handler) results(ctx context.Context, req pipeline.ResultsRequest) erro
 			return &pipeline.RetryableError{Message: err.Error(), Err: err}
 		}
 	}
-	w := resultsWriter{h: h, objects: objects, tenant: t.ID, execution: req.ExecutionName}
+	w := resultsWriter{h: h, objects: objects, owner: h.owner(t.ID), execution: req.ExecutionName}
 	sum := h.summary(req)
 
 	// Only a skipRecord file has rejection parts (Split's and Register's): under failFile the first
@@ -216,7 +216,7 @@ func (h *Handler) summary(req pipeline.ResultsRequest) results.Summary {
 			Stopped:  stopped,
 		},
 		OnInvalidRecord: cmp.Or(st.Tenant.OnInvalidRecord, pipeline.OnInvalidFailFile),
-		Files:           results.Files{Summary: s3URI(h.WorkBucket, results.Key(st.Tenant.ID, req.ExecutionName, results.SummaryFile))},
+		Files:           results.Files{Summary: s3URI(h.WorkBucket, results.Key(h.owner(st.Tenant.ID), req.ExecutionName, results.SummaryFile))},
 	}
 	if e := st.Error; e != nil {
 		typ, msg := pipeline.FailureOf(e.Error, e.Cause)
@@ -243,6 +243,9 @@ func parseTime(s string) *time.Time {
 
 func s3URI(bucket, key string) string { return "s3://" + bucket + "/" + key }
 
+// owner is whose keys tenant's are: in the handler's pool, "" in a silo.
+func (h *Handler) owner(tenant string) pipeline.Owner { return pipeline.PoolOwner(h.Pool, tenant) }
+
 func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
 	if h.Metrics == nil {
 		return
@@ -258,16 +261,17 @@ func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
 
 // resultsWriter reads and writes one execution's results folder.
 type resultsWriter struct {
-	h                 *Handler
-	objects           ObjectAPI
-	tenant, execution string
+	h         *Handler
+	objects   ObjectAPI
+	owner     pipeline.Owner
+	execution string
 	// spans, when set, are the chunks' spans in memory (a small file split again: Rescan), which
 	// has no manifest to read them from.
 	spans []pipeline.ChunkSpan
 }
 
 func (w resultsWriter) put(ctx context.Context, name string, body []byte) (string, error) {
-	bucket, key := w.h.WorkBucket, results.Key(w.tenant, w.execution, name)
+	bucket, key := w.h.WorkBucket, results.Key(w.owner, w.execution, name)
 	return w.putReader(ctx, name, bytes.NewReader(body), int64(len(body)), bucket, key)
 }
 
@@ -329,7 +333,7 @@ func (w resultsWriter) get(ctx context.Context, in *s3.GetObjectInput) ([]byte, 
 
 // parts reads every part of the execution, merged in record order, and the CSV header part.
 func (w resultsWriter) parts(ctx context.Context) ([]results.Rejection, []byte, error) {
-	bucket, prefix := w.h.WorkBucket, results.PartsPrefix(w.tenant, w.execution)
+	bucket, prefix := w.h.WorkBucket, results.PartsPrefix(w.owner, w.execution)
 	var all [][]results.Rejection
 	var header []byte
 	p := s3.NewListObjectsV2Paginator(w.objects, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
@@ -379,7 +383,7 @@ type position struct {
 // Every segment done: position{chunk: Chunks}.
 func (w resultsWriter) firstUnsent(ctx context.Context, sp pipeline.SplitResult) (position, error) {
 	for _, seg := range sp.Segments {
-		key := pipeline.ProgressKey(w.tenant, w.execution, seg.Index)
+		key := pipeline.ProgressKey(w.owner, w.execution, seg.Index)
 		b, err := w.get(ctx, &s3.GetObjectInput{Bucket: aws.String(sp.Manifest.Bucket), Key: aws.String(key)})
 		if source.Absent(err) {
 			return position{chunk: seg.FirstChunk, lastChunk: seg.LastChunk}, nil
@@ -516,7 +520,7 @@ func (w resultsWriter) writeUnprocessed(ctx context.Context, t pipeline.Tenant, 
 	}
 	defer out.Body.Close()
 	name := results.UnprocessedName(t.Format)
-	bucket, key := w.h.WorkBucket, results.Key(w.tenant, w.execution, name)
+	bucket, key := w.h.WorkBucket, results.Key(w.owner, w.execution, name)
 	body := io.MultiReader(bytes.NewReader(lead), &spanReader{r: out.Body, at: off, spans: kept})
 	uri, err := w.putReader(ctx, name, body, int64(len(lead))+length, bucket, key)
 	if err != nil {

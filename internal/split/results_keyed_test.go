@@ -57,10 +57,10 @@ func keyedResult(t *testing.T, tn pipeline.Tenant, data []byte, status string, p
 	fake := sourcetest.NewFakeS3()
 	sp := splitFor(t, fake, tn, data)
 	for seg, body := range progress {
-		fake.Put(work, pipeline.ProgressKey("t1", "exec", seg), &sourcetest.Object{Data: body})
+		fake.Put(work, pipeline.ProgressKey(pipeline.SiloOwner("t1"), "exec", seg), &sourcetest.Object{Data: body})
 	}
 	for name, rs := range parts {
-		fake.Put(work, results.PartKey("t1", "exec", name), &sourcetest.Object{Data: partBody(t, rs...)})
+		fake.Put(work, results.PartKey(pipeline.SiloOwner("t1"), "exec", name), &sourcetest.Object{Data: partBody(t, rs...)})
 	}
 	st := pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp,
 		Error: &pipeline.TaskError{Error: "PermanentError", Cause: `{"errorMessage":"record 5: 400","errorType":"PermanentError"}`}}
@@ -73,11 +73,11 @@ func keyedResult(t *testing.T, tn pipeline.Tenant, data []byte, status string, p
 		t.Fatalf("got %v, want success", err)
 	}
 	var sum results.Summary
-	if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+	if err := json.Unmarshal(fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.SummaryFile)], &sum); err != nil {
 		t.Fatalf("summary.json: %v", err)
 	}
 	name := results.UnprocessedName(tn.Format)
-	body, ok := fake.Puts[work+"/"+results.Key("t1", "exec", name)]
+	body, ok := fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", name)]
 	if ok != (sum.Files.Unprocessed != "") {
 		t.Errorf("got %s written %v, summary names %q", name, ok, sum.Files.Unprocessed)
 	}
@@ -458,7 +458,7 @@ func TestResultsKeyedReadsOnce(t *testing.T) {
 	tn := keyedTenant()
 	tn.ChunkSize = 100
 	sp := splitFor(t, fake, tn, data)
-	fake.Put(work, pipeline.ProgressKey("t1", "exec", 0), &sourcetest.Object{Data: pipeline.EncodeKeyedProgress(0, 2, ranges(3, 3, 900, 1000))})
+	fake.Put(work, pipeline.ProgressKey(pipeline.SiloOwner("t1"), "exec", 0), &sourcetest.Object{Data: pipeline.EncodeKeyedProgress(0, 2, ranges(3, 3, 900, 1000))})
 	reads := &sourceReads{FakeS3: fake}
 	h := newHandler(fake)
 	h.S3 = reads
@@ -474,7 +474,7 @@ func TestResultsKeyedReadsOnce(t *testing.T) {
 	}
 	lines := strings.SplitAfter(string(data), "\r\n")
 	want := lines[0] + lines[2] + strings.Join(lines[4:900], "") + strings.Join(lines[1001:], "")
-	if got := fake.Puts[work+"/"+results.Key("t1", "exec", results.UnprocessedCSV)]; string(got) != want {
+	if got := fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.UnprocessedCSV)]; string(got) != want {
 		t.Errorf("got unprocessed.csv of %d bytes, want %d", len(got), len(want))
 	}
 }

@@ -143,12 +143,12 @@ func TestResults(t *testing.T) {
 			}
 			sp := splitFor(t, fake, tn, data)
 			for seg, body := range tt.progress {
-				fake.Put(work, pipeline.ProgressKey("t1", "exec", seg), &sourcetest.Object{Data: []byte(body)})
+				fake.Put(work, pipeline.ProgressKey(pipeline.SiloOwner("t1"), "exec", seg), &sourcetest.Object{Data: []byte(body)})
 			}
 			for name, rs := range tt.parts {
-				fake.Put(work, results.PartKey("t1", "exec", name), &sourcetest.Object{Data: partBody(t, rs...)})
+				fake.Put(work, results.PartKey(pipeline.SiloOwner("t1"), "exec", name), &sourcetest.Object{Data: partBody(t, rs...)})
 			}
-			fake.Put(work, results.PartKey("t1", "exec", results.HeaderPart), &sourcetest.Object{Data: []byte("id,name")})
+			fake.Put(work, results.PartKey(pipeline.SiloOwner("t1"), "exec", results.HeaderPart), &sourcetest.Object{Data: []byte("id,name")})
 			st := pipeline.ResultsState{Tenant: tn, Source: sp.Source, Split: &sp, Error: tt.taskErr}
 			if tt.noSplit {
 				st.Split = nil
@@ -162,7 +162,7 @@ func TestResults(t *testing.T) {
 				t.Fatalf("got %v, want success", err)
 			}
 			var sum results.Summary
-			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.SummaryFile)], &sum); err != nil {
 				t.Fatalf("summary.json: %v", err)
 			}
 			got := results.Counts{Records: sum.Records, Registered: sum.Registered, Rejected: sum.Rejected, Unprocessed: sum.Unprocessed}
@@ -192,7 +192,7 @@ func TestResults(t *testing.T) {
 				{results.RejectedCSV, sum.Files.Rejected, tt.wantRej},
 				{results.UnprocessedCSV, sum.Files.Unprocessed, tt.wantUnproc},
 			} {
-				key := results.Key("t1", "exec", f.name)
+				key := results.Key(pipeline.SiloOwner("t1"), "exec", f.name)
 				body, ok := fake.Puts[work+"/"+key]
 				if string(body) != f.want || ok != (f.want != "") {
 					t.Errorf("got %s %q (written %v), want %q", f.name, body, ok, f.want)
@@ -221,9 +221,9 @@ func TestResultsCP932(t *testing.T) {
 	tn := tenant()
 	tn.ChunkSize, tn.Encoding, tn.OnInvalidRecord = 3, pipeline.EncodingCP932, pipeline.OnInvalidSkipRecord
 	sp := splitFor(t, fake, tn, data)
-	fake.Put(work, pipeline.ProgressKey("t1", "exec", 0), &sourcetest.Object{Data: []byte(`{"version":1,"next":0,"record":2}`)})
-	fake.Put(work, results.PartKey("t1", "exec", results.HeaderPart), &sourcetest.Object{Data: enc("番号,名前")})
-	fake.Put(work, results.PartKey("t1", "exec", results.RegisterPart(0, 1)), &sourcetest.Object{Data: partBody(t,
+	fake.Put(work, pipeline.ProgressKey(pipeline.SiloOwner("t1"), "exec", 0), &sourcetest.Object{Data: []byte(`{"version":1,"next":0,"record":2}`)})
+	fake.Put(work, results.PartKey(pipeline.SiloOwner("t1"), "exec", results.HeaderPart), &sourcetest.Object{Data: enc("番号,名前")})
+	fake.Put(work, results.PartKey(pipeline.SiloOwner("t1"), "exec", results.RegisterPart(0, 1)), &sourcetest.Object{Data: partBody(t,
 		results.Rejection{Line: 2, Record: 1, Error: "重複", Status: 409, Raw: enc("1,ソニー")})})
 	h := newHandler(fake)
 	err := h.Results(context.Background(), pipeline.ResultsRequest{Kind: pipeline.TaskResults, Status: pipeline.StatusFailed, ExecutionName: "exec",
@@ -231,10 +231,10 @@ func TestResultsCP932(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fake.Puts[work+"/"+results.Key("t1", "exec", results.UnprocessedCSV)], enc("番号,名前\r\n2,\"表\r\n示\"\r\n3,山田\r\n4,田中\r\n"); !bytes.Equal(got, want) {
+	if got, want := fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.UnprocessedCSV)], enc("番号,名前\r\n2,\"表\r\n示\"\r\n3,山田\r\n4,田中\r\n"); !bytes.Equal(got, want) {
 		t.Errorf("got unprocessed.csv %q, want %q", got, want)
 	}
-	if got, want := fake.Puts[work+"/"+results.Key("t1", "exec", results.RejectedCSV)], enc("_line,_record,_error,番号,名前\n2,1,重複,1,ソニー\n"); !bytes.Equal(got, want) {
+	if got, want := fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.RejectedCSV)], enc("_line,_record,_error,番号,名前\n2,1,重複,1,ソニー\n"); !bytes.Equal(got, want) {
 		t.Errorf("got rejected.csv %q, want %q", got, want)
 	}
 }
@@ -257,7 +257,7 @@ func TestResultsOnInvalidRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			var sum results.Summary
-			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.SummaryFile)], &sum); err != nil {
 				t.Fatalf("summary.json: %v", err)
 			}
 			if sum.OnInvalidRecord != tt.want {
@@ -333,7 +333,7 @@ func TestResultsRunFacts(t *testing.T) {
 				t.Fatal(err)
 			}
 			var sum results.Summary
-			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key("t1", "exec", results.SummaryFile)], &sum); err != nil {
+			if err := json.Unmarshal(fake.Puts[work+"/"+results.Key(pipeline.SiloOwner("t1"), "exec", results.SummaryFile)], &sum); err != nil {
 				t.Fatal(err)
 			}
 			if sum.RedriveCount != tt.wantRedrive || sum.OnInvalidRecord != tt.wantPolicy {

@@ -38,8 +38,8 @@ func TestSplitInvalidRecordPolicy(t *testing.T) {
 		t.OnInvalidRecord, t.MaxInvalidRecords = pipeline.OnInvalidSkipRecord, max
 		return t
 	}
-	partsKey := results.PartKey("t1", "exec-1", results.SplitPart)
-	headerKey := results.PartKey("t1", "exec-1", results.HeaderPart)
+	partsKey := results.PartKey(pipeline.SiloOwner("t1"), "exec-1", results.SplitPart)
+	headerKey := results.PartKey(pipeline.SiloOwner("t1"), "exec-1", results.HeaderPart)
 	manifestKey := "work/t1/exec-1/manifest"
 	cases := []struct {
 		name     string

@@ -74,7 +74,8 @@ type Queue struct {
 // World is every fake service at once.
 type World struct {
 	mu         sync.Mutex
-	tickets    int64 // AddWaiter's last ticket
+	tickets    int64             // AddWaiter's last ticket
+	poolOf     map[string]string // AddPool's tenants' pools, by tenant id
 	Stacks     []cftypes.Stack
 	Queues     map[string]*Queue // by URL
 	Executions []*Execution      // in start order
@@ -121,7 +122,7 @@ type World struct {
 
 // New returns an empty world whose clock is now.
 func New(now time.Time) *World {
-	return &World{Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
+	return &World{poolOf: map[string]string{}, Queues: map[string]*Queue{}, Objects: map[string]*Object{}, Now: now, Err: map[string]error{}, Code: map[string][]byte{},
 		Env: map[string]map[string]string{}, CoreSystemOf: map[string]*pipeline.CoreSystem{}, SettingsOf: map[string]pipeline.Tenant{},
 		CallerARN: "arn:aws:sts::123456789012:assumed-role/Operator/alice",
 		Creds:     aws.Credentials{AccessKeyID: "AKIAOPERATOR", SecretAccessKey: "secret", Source: "opsfake"}}

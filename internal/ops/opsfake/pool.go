@@ -48,6 +48,7 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 	settings := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Pool, Prefix: p.Prefix}
 	out := map[string]pipeline.TenantOutput{}
 	for id, policy := range tenants {
+		w.poolOf[id] = p.Pool
 		pt := pipeline.PoolTenant{Settings: w.settingsOf(id), Prefix: p.Prefix + id + "/", OnFailure: policy}
 		settings.Tenants = append(settings.Tenants, pt)
 		out[id] = pipeline.TenantOutput{Version: pipeline.TenantOutputVersion, ID: id, Policy: policy, IdempotencyKey: pipeline.IdempotencyEventID,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/sequence"
 	"github.com/example/tenantpipeline/spec"
 )
@@ -17,7 +18,7 @@ func (w *World) SetSequence(bucket, tenant string, st sequence.State) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.Objects[bucket+"/"+sequence.StateKey(tenant)] = &Object{VersionID: "v-state", ETag: `"etag-state"`, Body: string(b), LastModified: w.Now}
+	w.Objects[bucket+"/"+sequence.StateKey(w.ownerOf(tenant))] = &Object{VersionID: "v-state", ETag: `"etag-state"`, Body: string(b), LastModified: w.Now}
 }
 
 // Hold writes the held file of value v of a tenant's sequence of kind kind (sequence.HeldKey), as
@@ -30,5 +31,17 @@ func (w *World) Hold(bucket, tenant, kind string, v spec.SequenceValue, executio
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.Objects[bucket+"/"+sequence.HeldKey(tenant, kind, v)] = &Object{VersionID: "v-held", Body: string(b), LastModified: w.Now}
+	w.Objects[bucket+"/"+sequence.HeldKey(w.ownerOf(tenant), kind, v)] = &Object{VersionID: "v-held", Body: string(b), LastModified: w.Now}
+}
+
+// ownerOf is whose keys tenant's are: in the pool AddPool put it in, if any. w.mu is held.
+func (w *World) ownerOf(tenant string) pipeline.Owner {
+	return pipeline.PoolOwner(w.poolOf[tenant], tenant)
+}
+
+// OwnerOf is whose keys tenant's are, for a test to name them.
+func (w *World) OwnerOf(tenant string) pipeline.Owner {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ownerOf(tenant)
 }
