@@ -27,6 +27,7 @@ type Stack struct {
 type Resource struct {
 	Stack      *Stack
 	LogicalID  string
+	sharedID   bool                       // another stack has a resource of this logical id (PhysicalName)
 	Type       string                     `json:"Type"`
 	Properties map[string]json.RawMessage `json:"Properties"`
 	Metadata   map[string]json.RawMessage `json:"Metadata"`
@@ -86,6 +87,19 @@ func LoadAssembly(dir string) (*Assembly, error) {
 			r.Stack, r.LogicalID = s, id
 		}
 		a.Stacks = append(a.Stacks, s)
+	}
+	// A logical id of more than one stack (two pools' stacks hold the same constructs) takes its
+	// stack's name in its physical name (PhysicalName), so that the names stay apart.
+	seen := map[string]int{}
+	for _, s := range a.Stacks {
+		for id := range s.Resources {
+			seen[id]++
+		}
+	}
+	for _, s := range a.Stacks {
+		for id, r := range s.Resources {
+			r.sharedID = seen[id] > 1
+		}
 	}
 	return a, nil
 }

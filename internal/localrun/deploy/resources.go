@@ -15,9 +15,17 @@ import (
 // MetadataSource is the resource metadata key naming a function's Go main package.
 const MetadataSource = "tenantpipeline:source"
 
-// PhysicalName derives a deterministic local name for a resource without an explicit one.
+// PhysicalName derives a deterministic local name for a resource without an explicit one: its
+// logical id, lower-cased, after its stack's name when another stack has the same logical id, as
+// CloudFormation's names hold the stack's ("<stack>-<logical id>-<random>", generatedName).
 func PhysicalName(res *Resource, max int) string {
 	n := strings.ToLower(res.LogicalID)
+	if res.sharedID && res.Stack != nil {
+		n = strings.ToLower(res.Stack.Name) + "-" + n
+		if len(n) > max {
+			n = n[len(n)-max:] // keep the logical id, which says what the resource is
+		}
+	}
 	if len(n) > max {
 		n = n[:max]
 	}
