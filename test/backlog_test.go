@@ -59,7 +59,8 @@ func TestPoolBacklogGrants(t *testing.T) {
 		}
 	}
 	router, controller := poolStatements(t, tpl, "PoolRouter"), poolStatements(t, tpl, "PoolController")
-	parked := pipeline.ControlPrefix + "*/parked/*"
+	// The pool's keys carry its name: its functions park only its own tenants' files.
+	parked := pipeline.ControlPrefix + pipeline.PoolRootPrefix + "default/*/parked/*"
 
 	for _, tc := range []struct {
 		name     string

@@ -98,7 +98,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 		tenantRole := idOf("AWS::IAM::Role", "PoolTenantRole")
 		roles := map[string]any{"Roles": []any{map[string]any{"Ref": tenantRole}}}
 		key := func(suffix string) map[string]any {
-			return map[string]any{"Fn::Join": []any{"", []any{bucket, "/control/${aws:PrincipalTag/tenant}/" + suffix}}}
+			return map[string]any{"Fn::Join": []any{"", []any{bucket, "/control/pool.default/${aws:PrincipalTag/tenant}/" + suffix}}}
 		}
 		asserted(t, func() {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
@@ -115,7 +115,7 @@ func TestPoolIsolationStatements(t *testing.T) {
 			hasStatement(t, pool, "AWS::IAM::Policy", roles, map[string]any{
 				"Action": "s3:ListBucket", "Effect": "Allow", "Resource": bucket,
 				"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{
-					"control/${aws:PrincipalTag/tenant}/*", "results/${aws:PrincipalTag/tenant}/*",
+					"control/pool.default/${aws:PrincipalTag/tenant}/*", "results/pool.default/${aws:PrincipalTag/tenant}/*",
 				}}},
 			})
 		})

@@ -216,8 +216,9 @@ func TestPoolSequenceGrants(t *testing.T) {
 			for _, s := range poolPolicyStatements(t, tc.tpl, "PoolTenantRole") {
 				g := granted(t, s)
 				roleStmts = append(roleStmts, g)
-				if strings.HasPrefix(g, "s3:PutObject ") && strings.HasSuffix(g, "/quarantine/${aws:PrincipalTag/tenant}/*") {
-					bucket = strings.TrimSuffix(strings.TrimPrefix(g, "s3:PutObject "), "/quarantine/${aws:PrincipalTag/tenant}/*")
+				quarantine := "/" + pipeline.QuarantineDir(pipeline.PoolOwner("default", "${aws:PrincipalTag/tenant}")) + "*"
+				if strings.HasPrefix(g, "s3:PutObject ") && strings.HasSuffix(g, quarantine) {
+					bucket = strings.TrimSuffix(strings.TrimPrefix(g, "s3:PutObject "), quarantine)
 				}
 			}
 			if bucket == "" {

@@ -52,19 +52,19 @@ func TestPoolTenantRole(t *testing.T) {
 	const bucket = "<Import:TenantPipeline-Ingest:ExportsOutputFnGetAttBucket83908E77Arn063C8555>"
 	files := []string{
 		"s3:GetObject,s3:GetObjectVersion " + bucket + "/pools/default/${aws:PrincipalTag/tenant}/*",
-		"s3:GetObject,s3:GetObjectVersion,s3:PutObject " + bucket + "/work/${aws:PrincipalTag/tenant}/*",
+		"s3:GetObject,s3:GetObjectVersion,s3:PutObject " + bucket + "/work/pool.default/${aws:PrincipalTag/tenant}/*",
 		// The results task and Register: the rejection parts and the results files.
-		"s3:GetObject,s3:PutObject " + bucket + "/results/${aws:PrincipalTag/tenant}/*",
+		"s3:GetObject,s3:PutObject " + bucket + "/results/pool.default/${aws:PrincipalTag/tenant}/*",
 	}
-	filesList := `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
+	filesList := `{"StringLike":{"s3:prefix":["pools/default/${aws:PrincipalTag/tenant}/*","work/pool.default/${aws:PrincipalTag/tenant}/*","results/pool.default/${aws:PrincipalTag/tenant}/*"]}}`
 	controller := []string{
-		"s3:PutObject " + bucket + "/quarantine/${aws:PrincipalTag/tenant}/*",
-		"/control/${aws:PrincipalTag/tenant}/paused.json",
-		"/control/${aws:PrincipalTag/tenant}/order.json",
-		"s3:GetObject,s3:PutObject " + bucket + "/control/${aws:PrincipalTag/tenant}/requests/*",
-		"s3:GetObject,s3:PutObject " + bucket + "/results/${aws:PrincipalTag/tenant}/*/summary.json",
+		"s3:PutObject " + bucket + "/quarantine/pool.default/${aws:PrincipalTag/tenant}/*",
+		"/control/pool.default/${aws:PrincipalTag/tenant}/paused.json",
+		"/control/pool.default/${aws:PrincipalTag/tenant}/order.json",
+		"s3:GetObject,s3:PutObject " + bucket + "/control/pool.default/${aws:PrincipalTag/tenant}/requests/*",
+		"s3:GetObject,s3:PutObject " + bucket + "/results/pool.default/${aws:PrincipalTag/tenant}/*/summary.json",
 	}
-	controllerList := `{"StringLike":{"s3:prefix":["control/${aws:PrincipalTag/tenant}/*","results/${aws:PrincipalTag/tenant}/*"]}}`
+	controllerList := `{"StringLike":{"s3:prefix":["control/pool.default/${aws:PrincipalTag/tenant}/*","results/pool.default/${aws:PrincipalTag/tenant}/*"]}}`
 	roleIDs := map[string]string{}
 	for _, tc := range []struct {
 		role       string
@@ -76,7 +76,7 @@ func TestPoolTenantRole(t *testing.T) {
 		never      []string // key fragments it may not reach
 	}{
 		{"PoolTenantRole", []string{"<GetAtt:PoolControllerServiceRole"}, []string{"PoolController"}, false, controller, controllerList,
-			[]string{"/pools/default/", "/work/", "/results/${aws:PrincipalTag/tenant}/*\n"}},
+			[]string{"/pools/default/", "/work/", "/results/pool.default/${aws:PrincipalTag/tenant}/*\n"}},
 		{"PoolSplitTenantRole", []string{"<GetAtt:PoolSplitServiceRole"}, []string{"PoolSplit"}, false, files, filesList,
 			[]string{"/control/", "/quarantine/"}},
 		{"PoolRegisterTenantRole", []string{"<GetAtt:PoolRegisterServiceRole"}, []string{"PoolRegister"}, true, files, filesList,
@@ -143,6 +143,13 @@ func TestPoolTenantRole(t *testing.T) {
 					}
 					if !named {
 						t.Errorf("statement %s: resource %s is not conditioned on the tenant tag", asJSON(st["Action"]), r)
+					}
+					// The pipeline's keys of a tenant carry the pool: a session tagged with another
+					// pool's tenant's id names none of that tenant's objects.
+					for _, area := range pipeline.ReservedPrefixes {
+						if strings.Contains(r, "/"+area) && !strings.Contains(r, "/"+area+"pool.default/${aws:PrincipalTag/tenant}/") {
+							t.Errorf("statement %s: resource %s is under %s without the pool: pool.default/${aws:PrincipalTag/tenant}/", asJSON(st["Action"]), r, area)
+						}
 					}
 					granted = append(granted, strings.Join(actions(st), ",")+" "+r)
 				}
@@ -218,7 +225,7 @@ func TestPoolTenantRole(t *testing.T) {
 					// The parked files are the router's own state, the S3 events it could not queue
 					// yet (a key and its metadata, no file content), written before any tenant is
 					// known to the router and read back by the controller: pool-wide, like the queue.
-					if strings.HasSuffix(asJSON(r), `/control/*/parked/*"]]}`) {
+					if strings.HasSuffix(asJSON(r), `/control/pool.default/*/parked/*"]]}`) {
 						continue
 					}
 					if tenantData(asJSON(r)) {
@@ -339,4 +346,80 @@ func TestPoolTenantRolesDenySiloTenants(t *testing.T) {
 	if got := denies(t); len(got) != 0 {
 		t.Errorf("a pool without silo tenants: got Denies %v, want none", got)
 	}
+}
+
+// TestPoolKeysInAGoApp: a Go app's pool with Keys KeysPerPool names its tenants' keys under
+// "<area>/pool.<name>/" in every grant of its tenant roles and its parked files, and tells its
+// four functions KEYS_POOL; without Keys, a pool keeps the earlier layout (KeysPerTenant) and
+// sets no KEYS_POOL; any other value fails synth.
+func TestPoolKeysInAGoApp(t *testing.T) {
+	synth := func(t *testing.T, keys string) map[string]any {
+		t.Helper()
+		app := testApp(t)
+		stack := awscdk.NewStack(app, jsii.String("Keys"), nil)
+		tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+			Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), Keys: keys,
+			Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli"}},
+		})
+		return templateJSON(assertions.Template_FromStack(stack, nil))
+	}
+	for _, tc := range []struct {
+		name, keys, root, keysPool string
+	}{
+		{"per pool", tenantpipeline.KeysPerPool, "pool.shared/${aws:PrincipalTag/tenant}/", "shared"},
+		{"default: per tenant", "", "${aws:PrincipalTag/tenant}/", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl := synth(t, tc.keys)
+			for _, role := range []string{"PoolTenantRole", "PoolSplitTenantRole", "PoolRegisterTenantRole"} {
+				for _, st := range poolPolicyStatements(t, tpl, role) {
+					for _, r := range resources(t, st) {
+						for _, area := range pipeline.ReservedPrefixes {
+							if strings.Contains(r, "/"+area) && !strings.Contains(r, "/"+area+tc.root) {
+								t.Errorf("%s: %s on %s, want it under %s%s", role, asJSON(st["Action"]), r, area, tc.root)
+							}
+						}
+					}
+				}
+			}
+			parked := `/control/` + strings.TrimSuffix(strings.TrimSuffix(tc.root, "${aws:PrincipalTag/tenant}/"), "/")
+			for _, fn := range []string{"PoolRouter", "PoolController"} {
+				all := asJSON(poolPolicyStatements(t, tpl, fn+"ServiceRole"))
+				want := parked + `/*/parked/*`
+				if tc.keysPool == "" {
+					want = `/control/*/parked/*`
+				}
+				if !strings.Contains(all, want) {
+					t.Errorf("%s's role: want parked files under %s, in\n%s", fn, want, all)
+				}
+				if tc.keysPool != "" && strings.Contains(all, `/control/*/parked/*`) {
+					t.Errorf("%s's role: parked files of every pool's tenants, want its pool's only", fn)
+				}
+			}
+			for _, fn := range []string{"PoolRouter", "PoolController", "PoolSplit", "PoolRegister"} {
+				for id, f := range byType(tpl, "AWS::Lambda::Function") {
+					if !strings.HasPrefix(id, fn) {
+						continue
+					}
+					v, ok := get(t, props(f), "Environment", "Variables").(map[string]any)[pipeline.EnvKeysPool]
+					if tc.keysPool == "" && ok || tc.keysPool != "" && v != tc.keysPool {
+						t.Errorf("%s: got %s=%v (set %v), want %q", id, pipeline.EnvKeysPool, v, ok, tc.keysPool)
+					}
+				}
+			}
+		})
+	}
+	t.Run("another value", func(t *testing.T) {
+		app := testApp(t)
+		stack := awscdk.NewStack(app, jsii.String("BadKeys"), nil)
+		msg := propsFailure(t, app, func() {
+			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{
+				Name: "shared", Bucket: stacks.NewIngestBucket(stack, "Bucket"), Keys: "pool-scoped",
+				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/hooli"}},
+			})
+		})
+		if !strings.Contains(msg, `pool "shared": PoolProps.Keys "pool-scoped" is not a layout: use "pool"`) {
+			t.Errorf("synth message\n%s\nlacks the layout's refusal", msg)
+		}
+	})
 }

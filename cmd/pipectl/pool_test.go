@@ -124,10 +124,10 @@ func TestPauseResumePooledTenant(t *testing.T) {
 	}
 	var res map[string]any
 	json.Unmarshal([]byte(stdout), &res)
-	if res["state"] != "Disabled" || res["changed"] != true || res["pool"] != "shared" || res["markerKey"] != "control/hooli/paused.json" {
+	if res["state"] != "Disabled" || res["changed"] != true || res["pool"] != "shared" || res["markerKey"] != "control/pool.shared/hooli/paused.json" {
 		t.Errorf("pause: got %s", stdout)
 	}
-	body, ok := w.Body("ingest", "control/hooli/paused.json")
+	body, ok := w.Body("ingest", "control/pool.shared/hooli/paused.json")
 	rec, err := pipeline.DecodePauseRecord([]byte(body))
 	if !ok || err != nil || rec.RequestedBy != w.CallerARN || rec.Reason != "supplier resends" || !rec.RequestedAt.Equal(now) {
 		t.Errorf("got marker %q (%v), want the audit record", body, err)
@@ -147,7 +147,7 @@ func TestPauseResumePooledTenant(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "resumed hooli (pool shared)") || !strings.Contains(stdout, "made visible") {
 		t.Errorf("resume: got exit %d, %q %q", code, stdout, stderr)
 	}
-	if _, ok := w.Body("ingest", "control/hooli/paused.json"); ok {
+	if _, ok := w.Body("ingest", "control/pool.shared/hooli/paused.json"); ok {
 		t.Error("resume left the pause marker")
 	}
 	if len(w.Visibility) != 1 || aws.ToString(w.Visibility[0].ReceiptHandle) != "rh-m9" || w.Visibility[0].VisibilityTimeout != 0 {

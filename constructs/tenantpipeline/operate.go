@@ -38,7 +38,7 @@ func (t *TenantPool) GrantOperate(tenantID string, grantee awsiam.IGrantable) aw
 	for _, tn := range t.Props.Tenants {
 		if tn.ID == tenantID {
 			return t.Pipeline.grantOperate(t.Construct, grantee, operated{
-				bucket: t.Props.Bucket, owner: pipeline.PoolOwner(t.Props.Name, tn.ID), prefix: tn.Prefix, dlq: t.RuleDeadLetterQueue,
+				bucket: t.Props.Bucket, owner: pipeline.PoolOwner(t.keysPool(), tn.ID), prefix: tn.Prefix, dlq: t.RuleDeadLetterQueue,
 			})
 		}
 	}

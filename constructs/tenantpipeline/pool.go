@@ -193,6 +193,16 @@ type PoolProps struct {
 	// (awsiam.NewArnPrincipal) or roles of the app, never a whole account.
 	// Default: none, and no UploaderRole.
 	Uploaders []awsiam.IPrincipal
+	// Keys is where the tenants' objects lie under work/, results/, control/ and quarantine/:
+	// KeysPerPool, "<area>/pool.<Name>/<id>/", so that the pool's tenant roles name the pool
+	// literally and a session tagged with another pool's tenant's id reaches none of its keys; or
+	// KeysPerTenant, "<area>/<id>/", the layout of pools deployed before KeysPerPool existed, whose
+	// tenant roles reach any tenant of that id. Changing a deployed pool's layout leaves its
+	// tenants' parked files, sequence state and pause markers behind (docs/operations.md,
+	// "A pool's key layout"). Default: KeysPerTenant, so that a pool deployed before keeps its
+	// keys; set KeysPerPool for a new pool. An app built from the tenants file gives a new pool
+	// KeysPerPool.
+	Keys string
 	// Shared are the props every tenant of the pool shares, as a TenantPipeline's Props embed them:
 	// timeouts, memory, wake events, log retention, alarm thresholds and topic, the event bus,
 	// operators, role path. Default: SharedProps' defaults; RegisterMemoryMB is the largest any
@@ -205,7 +215,7 @@ func (p PoolProps) file() *tenants.File {
 	f := &tenants.File{Pools: map[string]*tenants.PoolConfig{p.Name: {
 		Prefix: checkablePrefix(p.Prefix), MaximumConcurrency: p.MaximumConcurrency, BacklogAlarmMessages: p.BacklogAlarmMessages,
 		SecretPrefix: p.SecretPrefix, TablePrefix: p.TablePrefix, MaxRunningFiles: p.MaxRunningFiles, IntakeGroups: p.IntakeGroups,
-		Intake: p.Intake, MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant,
+		Intake: p.Intake, MaxQueuedFilesPerTenant: p.MaxQueuedFilesPerTenant, Keys: p.Keys,
 	}}}
 	// The tenants' core systems are the app's (coreSystemOf): the file's check of them is not
 	// the pool's.
@@ -225,6 +235,9 @@ func (p PoolProps) withDefaults() PoolProps {
 	}
 	if p.MaxQueuedFilesPerTenant == 0 {
 		p.MaxQueuedFilesPerTenant = schema.DefaultMaxQueued
+	}
+	if p.Keys == "" {
+		p.Keys = KeysPerTenant
 	}
 	ts := make([]Tenant, len(p.Tenants))
 	memory := DefaultRegisterMemoryMB
@@ -397,6 +410,9 @@ func (t *TenantPool) build() {
 		pipeline.EnvPoolAdmissionTable:      *t.AdmissionTable.TableName(),
 		pipeline.EnvMaxQueuedFilesPerTenant: strconv.Itoa(p.MaxQueuedFilesPerTenant),
 	}
+	if t.keysPool() != "" {
+		poolEnv[pipeline.EnvKeysPool] = t.keysPool()
+	}
 	env := with(poolEnv, nil)
 	t.addAdmissionEnv(env)
 
@@ -415,7 +431,7 @@ func (t *TenantPool) build() {
 		ControllerCode:        code,
 		ControllerEnv:         env,
 		DeployedFiles:         map[string][]byte{pipeline.PoolSettingsFile: settings},
-		DeployedEnv:           map[string]string{pipeline.EnvPoolSettings: pipeline.PoolSettingsFile},
+		DeployedEnv:           t.deployedEnv(),
 		MaximumConcurrency:    p.MaximumConcurrency,
 		StatusRuleDescription: fmt.Sprintf("Ends of pool %s's file executions to its controller (wake-up)", p.Name),
 	})
@@ -624,6 +640,7 @@ func (t *TenantPool) addOutput() {
 		RouterFunction:         *t.Router.FunctionName(),
 		EventSourceMappingUUID: *t.EventSource.EventSourceMappingId(),
 		DLQURL:                 *t.RuleDeadLetterQueue.QueueUrl(),
+		Keys:                   p.Keys,
 	}
 	if t.UploaderRole != nil {
 		o.UploaderRoleARN = *t.UploaderRole.RoleArn()
@@ -633,6 +650,31 @@ func (t *TenantPool) addOutput() {
 		Value:       toJSON(t.Construct, o),
 	})
 	t.Output.OverrideLogicalId(jsii.String(pipeline.PoolOutputKey(p.Name)))
+}
+
+// Layouts of a pool's keys (PoolProps.Keys).
+const (
+	KeysPerPool   = pipeline.KeysPerPool
+	KeysPerTenant = pipeline.KeysPerTenant
+)
+
+// keysPool is the pool its tenants' keys carry (pipeline.Owner): its name under KeysPerPool, else
+// "".
+func (t *TenantPool) keysPool() string {
+	if t.Props.Keys == KeysPerPool {
+		return t.Props.Name
+	}
+	return ""
+}
+
+// deployedEnv are Split's and Register's variables of the pool's deployed settings, and of the
+// pool their keys carry.
+func (t *TenantPool) deployedEnv() map[string]string {
+	env := map[string]string{pipeline.EnvPoolSettings: pipeline.PoolSettingsFile}
+	if t.keysPool() != "" {
+		env[pipeline.EnvKeysPool] = t.keysPool()
+	}
+	return env
 }
 
 // with returns a copy of base with more set.
@@ -663,7 +705,7 @@ const routerTimeout = 30 * time.Second
 // (internal/controller, Pool's fileSender); its lease grant already covers the table
 // (grantAdmission).
 func (t *TenantPool) grantBacklog() {
-	parked := pipeline.ControlPrefix + "*/parked/*"
+	parked := pipeline.ControlDir(pipeline.PoolOwner(t.keysPool(), "*")) + "parked/*"
 	t.allowS3(t.Router, []string{"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, parked)
 	t.Router.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"),

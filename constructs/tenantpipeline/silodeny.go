@@ -25,13 +25,14 @@ const SidNoSiloTenantSessions = "NoSiloTenantSessions"
 // that a test reaches the bound without 172 silo tenants.
 var maxSiloDenyChars = 6000
 
-// The keys a pool's tenant roles grant carry the tenant's id, not the pool
-// (work/${aws:PrincipalTag/tenant}/, control/…, results/…, quarantine/…), so a session of one of
-// them tagged with a silo tenant's id would reach that tenant's keys of the same kind: a forged
-// wake-done record, a manifest, its results. The pool's functions never ask for such a session
-// (they refuse a tenant not in their settings, isolation.md); this Deny makes IAM refuse it too,
-// for every silo tenant of the app, whatever a compromised function asks. A silo tenant of another
-// app on the same bucket, or another pool's tenant, is not named (docs/isolation.md says so).
+// A pool of the earlier key layout (KeysPerTenant) grants keys that carry the tenant's id and not
+// the pool (work/${aws:PrincipalTag/tenant}/, control/…, results/…, quarantine/…), so a session of
+// its tenant roles tagged with a silo tenant's id would reach that tenant's keys of the same kind:
+// a forged wake-done record, a manifest, its results; and any pool's Register role names the
+// secret <secretPrefix><tag>, which may be a silo tenant's. The pool's functions never ask for
+// such a session (they refuse a tenant not in their settings, isolation.md); this Deny makes IAM
+// refuse it too, for every silo tenant of the app, whatever a compromised function asks. A pool
+// whose keys carry it (KeysPerPool) reaches no silo tenant's keys without it.
 //
 // It is added when the app is complete (an aspect), since silo tenants may be created after the
 // pool: an explicit Deny on every action whose condition names the session's tag

@@ -38,7 +38,7 @@ const principalTenant = "${aws:PrincipalTag/" + pipeline.TenantTag + "}"
 // tenantOwner is the owner of the keys a session of the pool's tenant roles reaches: the tenant
 // its tag names, in this pool.
 func (t *TenantPool) tenantOwner() pipeline.Owner {
-	return pipeline.PoolOwner(t.Props.Name, principalTenant)
+	return pipeline.PoolOwner(t.keysPool(), principalTenant)
 }
 
 // newTenantRole creates the tenant-scoped roles, one per function, each with only what its
@@ -124,8 +124,8 @@ func (t *TenantPool) tenantList(role awsiam.Role, prefixes ...string) {
 	// cdk-nag shows ${aws:PrincipalTag/tenant} as <aws:PrincipalTag/tenant>.
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/, " +
-			"work/${aws:PrincipalTag/tenant}/, results/${aws:PrincipalTag/tenant}/, control/${aws:PrincipalTag/tenant}/ and quarantine/${aws:PrincipalTag/tenant}/, and the " +
+		Reason: jsii.String("Every wildcard is inside one tenant's names: the keys under <pool prefix>${aws:PrincipalTag/tenant}/ and " +
+			"work/, results/, control/ and quarantine/ followed by " + t.tenantOwner().Root() + "/, and the " +
 			"six random characters Secrets Manager appends to the secret <secretPrefix>${aws:PrincipalTag/tenant}; the session's tag is the tenant."),
 		AppliesTo: &[]any{&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::.*<aws:PrincipalTag\/tenant>\/.*\*.*$/`)}},
 	}}, jsii.Bool(true))

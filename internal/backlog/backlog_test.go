@@ -277,13 +277,15 @@ func TestTenantsHaveTheirOwnBound(t *testing.T) {
 	}
 }
 
+// A parked file lies under its tenant's control keys, which carry the pool: the keys the pool's
+// functions, and no other pool's, may write.
 func TestParkedFileIsInS3UnderTheTenantsControlPrefix(t *testing.T) {
 	r := newRig(t, 1)
 	r.route(t, msg("acme", 0))
 	r.route(t, msg("acme", 1))
-	out, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String("control/acme/parked/00000000000000000000.json")})
+	out, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("ingest"), Key: aws.String("control/pool.default/acme/parked/00000000000000000000.json")})
 	if err != nil {
-		t.Fatalf("got %v reading the parked file, want it under control/acme/parked/", err)
+		t.Fatalf("got %v reading the parked file, want it under control/pool.default/acme/parked/", err)
 	}
 	var f parkedFile
 	if err := json.NewDecoder(out.Body).Decode(&f); err != nil || f.ID != msg("acme", 1).ID || f.Body != msg("acme", 1).Body {

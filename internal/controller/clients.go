@@ -60,7 +60,7 @@ func NewPool(cfg PoolConfig, c Clients, log *slog.Logger, out io.Writer) *Pool {
 		}
 	}
 	// Each tenant's bounded backlog (parking.go).
-	p.backlog, p.deleter = parking.New(cfg.Backlog, cfg.Shared.Pool, c.DynamoDB, c.S3, c.SQS, cfg.Shared.Bucket, cfg.Shared.QueueURL), c.SQS
+	p.backlog, p.deleter = parking.New(cfg.Backlog, cfg.Shared.KeysPool, c.DynamoDB, c.S3, c.SQS, cfg.Shared.Bucket, cfg.Shared.QueueURL), c.SQS
 	return p
 }
 

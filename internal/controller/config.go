@@ -79,6 +79,9 @@ type Config struct {
 
 	// Pool is the pool a pool controller serves (EnvPool); empty for a silo controller.
 	Pool string
+	// KeysPool is the pool its tenants' keys carry (EnvKeysPool, pipeline.Owner): Pool, or empty
+	// for a silo controller and the KeysPerTenant layout.
+	KeysPool string
 	// PoolAdmissionTable is a pool controller's admission table (EnvPoolAdmissionTable): the
 	// leases of the pool's running files in its pool gate and its waiting tenants. Empty for a
 	// silo controller.
@@ -155,6 +158,7 @@ func PoolConfigFromEnv(getenv func(string) string) (PoolConfig, error) {
 	}
 	var settings *poolsettings.Index
 	c.Pool, settings = e.Pool()
+	c.KeysPool = e.KeysPool(c.Pool)
 	c.PoolAdmissionTable = e.Required(pipeline.EnvPoolAdmissionTable)
 	if c.PoolAdmissionTable != "" {
 		env.CheckTableName(pipeline.EnvPoolAdmissionTable, c.PoolAdmissionTable, e.Bad)

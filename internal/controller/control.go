@@ -98,7 +98,7 @@ func (h *Handler) tickDelivery(ctx context.Context, d *delivery) decision {
 // absent, or that the controller may not read (S3 answers 403 then, which reads as absent), refuses
 // the message: a direct invoke of the controller with a made-up event cannot start a replay.
 func (h *Handler) checkRecord(ctx context.Context, m pipeline.ControlMessage) error {
-	key := pipeline.ControlRequestKey(pipeline.PoolOwner(h.cfg.Pool, m.Tenant), m.RequestID)
+	key := pipeline.ControlRequestKey(pipeline.PoolOwner(h.cfg.KeysPool, m.Tenant), m.RequestID)
 	b, found, err := h.getControlLimited(ctx, key, pipeline.MaxControlRecordBytes)
 	if err != nil {
 		return err

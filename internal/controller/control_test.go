@@ -106,7 +106,7 @@ func (f *fakeS3) recordControl(t *testing.T, body string) string {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.objects[testBucket+"/"+pipeline.ControlRequestKey(pipeline.SiloOwner(m.Tenant), m.RequestID)] = body
+	f.objects[testBucket+"/"+pipeline.ControlRequestKey(pipeline.PoolOwner(f.keysPool, m.Tenant), m.RequestID)] = body
 	return body
 }
 
@@ -643,7 +643,7 @@ func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
 			if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", r.s3.recordControl(t, body), "acme")}}); err != nil {
 				t.Fatal(err)
 			}
-			_, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]
+			_, q := r.s3.objects[testBucket+"/"+pipeline.QuarantineDir(pipeline.PoolOwner(testPool, "acme"))+"m1.json"]
 			o := outcome{quarantined: q, calls: len(rs.calls) + len(r.sfn.created)}
 			for _, l := range r.logs(t) {
 				if l["level"] == "ERROR" {
@@ -676,7 +676,7 @@ func TestControlRefusesAnotherTenantsExecution(t *testing.T) {
 		if _, err := r.p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{poolMessage("m1", redrive(t), "acme")}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, q := r.s3.objects[testBucket+"/quarantine/acme/m1.json"]; !q || len(rs.calls) != 0 {
+		if _, q := r.s3.objects[testBucket+"/"+pipeline.QuarantineDir(pipeline.PoolOwner(testPool, "acme"))+"m1.json"]; !q || len(rs.calls) != 0 {
 			t.Errorf("got quarantined %v and %d redrives, want quarantined and none", q, len(rs.calls))
 		}
 	})

@@ -401,10 +401,11 @@ func (f *fakeSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 // and If-None-Match as S3 does: 412 PreconditionFailed when the condition does not hold
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
 type fakeS3 struct {
-	mu      sync.Mutex
-	objects map[string]string // "bucket/key" → body
-	putErr  error
-	getErr  error
+	mu       sync.Mutex
+	objects  map[string]string // "bucket/key" → body
+	keysPool string            // the pool the tenants' keys carry, a pool rig's (recordControl)
+	putErr   error
+	getErr   error
 	// noListBucket: the role lacks s3:ListBucket, so S3 answers a missing key with 403
 	// AccessDenied instead of 404 NoSuchKey
 	// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").

@@ -158,7 +158,7 @@ type delivery struct {
 func (d *delivery) count(name string) { d.metrics = append(d.metrics, metrics.Count(name, 1)) }
 
 // owner is whose keys the handler reads and writes: its tenant, in its pool.
-func (h *Handler) owner() pipeline.Owner { return pipeline.PoolOwner(h.cfg.Pool, h.cfg.Tenant.ID) }
+func (h *Handler) owner() pipeline.Owner { return pipeline.PoolOwner(h.cfg.KeysPool, h.cfg.Tenant.ID) }
 
 func (h *Handler) process(ctx context.Context, rec events.SQSMessage, pollUntil time.Time) decision {
 	d := &delivery{

@@ -14,6 +14,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/example/tenantpipeline/internal/metrics"
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/testfake"
 )
 
@@ -34,6 +35,7 @@ type poolRig struct {
 func newPoolRig(t *testing.T, env map[string]string) *poolRig {
 	t.Helper()
 	r := &poolRig{sfn: newFakeSFN(), sqs: &fakeSQS{}, s3: newFakeS3(), out: &testfake.Logs{}}
+	r.s3.keysPool = testPool
 	cfg := mustPoolConfig(t, env)
 	clock := func() time.Time { return testStart }
 	ns := cfg.Shared.MetricsNamespace
@@ -172,7 +174,7 @@ func TestPoolHandleDispatchesByGroup(t *testing.T) {
 			},
 			wantTenants:   map[string]string{},
 			wantFailures:  []string{},
-			wantQuarantAt: testBucket + "/quarantine/acme/m1.json",
+			wantQuarantAt: testBucket + "/" + pipeline.QuarantineDir(pipeline.PoolOwner(testPool, "acme")) + "m1.json",
 		},
 	}
 	for _, tt := range tests {
@@ -357,7 +359,7 @@ func TestPoolWake(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.sfn.set(arn1, sfntypes.ExecutionStatusSucceeded)
-			for _, k := range []string{wakeStateObject, testBucket + "/control/globex/wake.json"} {
+			for _, k := range []string{wakeStateObjectOf(testPool), testBucket + "/" + pipeline.WakeStateKey(pipeline.PoolOwner(testPool, "globex"))} {
 				if _, ok := r.s3.objects[k]; !ok {
 					t.Fatalf("got no wake-up state %s, want one", k)
 				}
@@ -380,7 +382,7 @@ func TestPoolWake(t *testing.T) {
 			if slices.Contains(r.sqs.changes[changesBefore:], visibilityChange{"rh-m2", 0}) {
 				t.Error("got globex's head woken by acme's execution, want it untouched")
 			}
-			if _, ok := r.s3.objects[wakeDoneObject]; ok != tt.wantWoken {
+			if _, ok := r.s3.objects[wakeDoneObjectOf(testPool)]; ok != tt.wantWoken {
 				t.Errorf("got acme's wake-done record %v, want %v", ok, tt.wantWoken)
 			}
 			if n := r.sfn.describes - describesBefore; n != tt.wantDescribes {

@@ -36,6 +36,7 @@ func poolEnv(t *testing.T) map[string]string {
 	}
 	maps.Copy(env, map[string]string{
 		pipeline.EnvPool:         testPool,
+		pipeline.EnvKeysPool:     testPool, // its tenants' keys carry it, as a new pool's do
 		pipeline.EnvPoolPrefix:   testPoolPrefix,
 		pipeline.EnvPoolSettings: pipeline.PoolSettingsFile,
 		"LAMBDA_TASK_ROOT":       root,

@@ -210,7 +210,7 @@ func TestReleaseOnRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tr.s3.objects[wakeDoneObject] = string(b)
+				tr.s3.objects[wakeDoneObjectOf(tr.s3.keysPool)] = string(b)
 				if got := tr.deliver(t, 3, tt.sent); got != tt.wantRelease {
 					t.Errorf("got released %v, want %v", got, tt.wantRelease)
 				}

@@ -93,7 +93,7 @@ func (h *Handler) sequencer() (*sequencer, error) {
 	if !ok {
 		return nil, errors.New("the controller's S3 client cannot list and delete objects")
 	}
-	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Pool: h.cfg.Pool, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
+	return &sequencer{rule: r, store: sequence.Store{S3: objs, Bucket: h.cfg.Bucket, Pool: h.cfg.KeysPool, Tenant: h.cfg.Tenant.ID, Kind: r.Kind}}, nil
 }
 
 // value is the sequence value of the file key: its name relative to the tenant's prefix, read by

@@ -33,6 +33,16 @@ const (
 	statusEventID   = "315c1398-40ff-a850-213b-158f73e60175"
 )
 
+// wakeDoneObjectOf is acme's wake-up record in the keys of keysPool ("" for a silo tenant's).
+func wakeDoneObjectOf(keysPool string) string {
+	return testBucket + "/" + pipeline.WakeDoneKey(pipeline.PoolOwner(keysPool, "acme"))
+}
+
+// wakeStateObjectOf is acme's wake-up state in the keys of keysPool ("" for a silo tenant's).
+func wakeStateObjectOf(keysPool string) string {
+	return testBucket + "/" + pipeline.WakeStateKey(pipeline.PoolOwner(keysPool, "acme"))
+}
+
 // statusPayload is the fixture status change event (an AWS example with this tenant's ARNs) for
 // the execution name with status.
 func statusPayload(t *testing.T, name, status string) json.RawMessage {

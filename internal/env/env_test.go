@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // Every bad variable is reported at once, each under its own name; good and empty optional ones
@@ -54,5 +56,31 @@ func TestReaderReportsEveryProblem(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want it to contain %q", err, want)
 		}
+	}
+}
+
+// A pool's functions read the pool their tenants' keys carry: their own pool, or none (the
+// earlier layout); another pool's name stops them, naming the variable.
+func TestKeysPool(t *testing.T) {
+	for _, tc := range []struct {
+		name, keysPool, want, wantErr string
+	}{
+		{"the function's pool", "shared", "shared", ""},
+		{"unset: the earlier layout", "", "", ""},
+		{"another pool's", "other", "", `KEYS_POOL "other" is not the function's pool "shared"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{pipeline.EnvKeysPool: tc.keysPool, pipeline.EnvMetricsPool: "shared"}
+			got, err := SplitRegisterKeysPool(func(k string) string { return vars[k] })
+			if tc.wantErr == "" && (err != nil || got != tc.want) || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Split or Register: got %q, %v; want %q, %q", got, err, tc.want, tc.wantErr)
+			}
+			r := NewReader(func(k string) string { return vars[k] })
+			got = r.KeysPool("shared")
+			err = r.Err()
+			if tc.wantErr == "" && (err != nil || got != tc.want) || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), "KEYS_POOL")) {
+				t.Errorf("controller or router: got %q, %v; want %q, an error naming KEYS_POOL: %v", got, err, tc.want, tc.wantErr != "")
+			}
+		})
 	}
 }

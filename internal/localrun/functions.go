@@ -180,10 +180,12 @@ func (c *Cloud) build(ctx context.Context, src, binDir string) (string, error) {
 // silo tenant, with its own queue), or every tenant of its pool's settings file (pooled tenants,
 // sharing the pool's queue, each its message group).
 func (r *Run) tenantsOf(f *emulate.Function, q *Queue) []*Tenant {
-	var tenantVar, prefix, machine string
+	var tenantVar, prefix, machine, keysPool string
 	for _, kv := range f.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
+		case pipeline.EnvKeysPool:
+			keysPool = v
 		case "TENANT":
 			tenantVar = v
 		case "TENANT_PREFIX":
@@ -206,7 +208,7 @@ func (r *Run) tenantsOf(f *emulate.Function, q *Queue) []*Tenant {
 			if pt.IdempotencyKey != "" {
 				cfg["idempotencyKey"] = pt.IdempotencyKey
 			}
-			ts = append(ts, &Tenant{ID: pt.ID(), Prefix: pt.Prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg, Tier: TierPool, Pool: f.Pool})
+			ts = append(ts, &Tenant{ID: pt.ID(), Prefix: pt.Prefix, Queue: q, FileMachine: machine, Controller: f, Config: cfg, Tier: TierPool, Pool: f.Pool, KeysPool: keysPool})
 		}
 		return ts
 	}

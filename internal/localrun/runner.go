@@ -83,6 +83,9 @@ type Tenant struct {
 	// queue); Pool is the pool's name, "" for a silo tenant.
 	Tier string
 	Pool string
+	// KeysPool is the pool its keys carry (its controller's KEYS_POOL): Pool under the
+	// KeysPerPool layout, else "".
+	KeysPool string
 }
 
 // Tenant tiers (Tenant.Tier).
@@ -268,7 +271,7 @@ func (r *Run) Function(pkg, tenant string) *emulate.Function {
 }
 
 // Owner is whose keys the tenant's are: in its pool, if pooled.
-func (t *Tenant) Owner() pipeline.Owner { return pipeline.PoolOwner(t.Pool, t.ID) }
+func (t *Tenant) Owner() pipeline.Owner { return pipeline.PoolOwner(t.KeysPool, t.ID) }
 
 // Tenant returns one tenant by id.
 func (r *Run) Tenant(id string) *Tenant {

@@ -91,7 +91,7 @@ func TestScenarioDirectInvokeOfTheControllerNeedsAControlRecord(t *testing.T) {
 		if started() {
 			t.Fatalf("the forged replay started %s, want nothing started", replay)
 		}
-		if n := objectsUnder(t, ctx, r, pipeline.QuarantinePrefix+"cont/forged-m1"); n != 1 {
+		if n := objectsUnder(t, ctx, r, pipeline.QuarantineDir(r.Tenant("cont").Owner())+"forged-m1"); n != 1 {
 			t.Errorf("got %d quarantine records of the forged message, want 1", n)
 		}
 		if got := len(r.Sink.Registered("cont")); got != registered {

@@ -196,7 +196,7 @@ func TestScenarioIdempotencyHorizon(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
 			t.Fatalf("pipectl reconcile %s: %v\n%s", id, err, stdout)
 		}
-		if !strings.HasPrefix(rec.Written, "s3://") || !strings.Contains(rec.Written, "/results/"+id+"/reconcile/") && !strings.Contains(rec.Written, "results/"+id+"/reconcile/") {
+		if !strings.HasPrefix(rec.Written, "s3://") || !strings.Contains(rec.Written, "/"+pipeline.ResultsDir(r.Tenant(id).Owner())+"reconcile/") {
 			t.Errorf("%s: reconcile written to %q, want the tenant's results area", id, rec.Written)
 		}
 		for _, f := range rec.Files {

@@ -25,17 +25,21 @@ import (
 	"github.com/example/tenantpipeline/internal/tenantcreds"
 )
 
-const isolatedTenants = `{"tenants": [
+const isolatedTenants = `{"pools": {"other": {"keys": "tenant"}}, "tenants": [
   {"id": "ta", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
   {"id": "tb", "tier": "pool", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"},
-  {"id": "sx", "registerUrl": "https://core.example.com/records"}
+  {"id": "sx", "registerUrl": "https://core.example.com/records"},
+  {"id": "oc", "tier": "pool", "pool": "other", "smallFileBytes": -1, "registerUrl": "https://core.example.com/records"}
 ]}`
 
 // A pool's functions act for each tenant with a session of the synthesized tenant role tagged
 // with it: both tenants' files succeed through those sessions, nothing of theirs is refused, and a
 // session of ta (made as the functions make it, against the run's STS and S3) is refused tb's
 // file and tb's work/ objects, the policy read from the synthesized template; a session tagged
-// with the silo tenant's id is refused that tenant's keys.
+// with the silo tenant's id is refused that tenant's keys, and one tagged with another pool's
+// tenant's id reaches none of that tenant's keys. Pool default's keys carry the pool (a new
+// pool's layout); pool other keeps the earlier layout ("keys": "tenant"), whose roles only the
+// NoSiloTenantSessions Deny keeps from a silo tenant's keys.
 func TestScenarioPoolTenantSessions(t *testing.T) {
 	t.Parallel()
 	r := startScenario(t, isolatedTenants, Config{})
@@ -43,9 +47,9 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 	defer cancel()
 	// No small-file path (smallFileBytes -1), so that each file takes Split and leaves work/
 	// objects (the SmallFile task writes none).
-	uploadAll(t, ctx, r, []upload{{"ta", "a.csv", csvOf(150)}, {"tb", "b.csv", csvOf(150)}})
-	rep := waitFor(t, ctx, r, "both files succeed", func(rep *report.Report) bool {
-		for _, id := range []string{"ta", "tb"} {
+	uploadAll(t, ctx, r, []upload{{"ta", "a.csv", csvOf(150)}, {"tb", "b.csv", csvOf(150)}, {"oc", "c.csv", csvOf(150)}})
+	rep := waitFor(t, ctx, r, "the three files succeed", func(rep *report.Report) bool {
+		for _, id := range []string{"ta", "tb", "oc"} {
 			if tr := rep.Tenants[id]; tr == nil || len(tr.Files) != 1 || tr.Files[0].Status != "SUCCEEDED" {
 				return false
 			}
@@ -64,7 +68,7 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 
 	// The roles the functions were given (each its own: Register's alone reads secrets and tables,
 	// the controller's no file), and the run's STS and S3 endpoints.
-	roles, endpoints := poolFunctionRoles(r)
+	roles, endpoints := poolFunctionRoles(r, "default")
 	role, stsURL := roles["Split"], endpoints["AWS_ENDPOINT_URL_STS"]
 	if role.ARN == "" || role.Pool == "" || stsURL == "" {
 		t.Fatalf("got roles %v, STS %q: the pool's functions were not given the tenant role", roles, stsURL)
@@ -98,9 +102,9 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		name, key, wantCode string
 	}{
 		{"ta's file", keys("ta", poolPrefix+"ta/")[0], ""},
-		{"ta's work/", keys("ta", pipeline.WorkPrefix+"ta/")[0], ""},
+		{"ta's work/", keys("ta", pipeline.WorkDir(r.Tenant("ta").Owner()))[0], ""},
 		{"tb's file", keys("tb", poolPrefix+"tb/")[0], "AccessDenied"},
-		{"tb's work/ (tb's execution read with ta's tag)", keys("tb", pipeline.WorkPrefix+"tb/")[0], "AccessDenied"},
+		{"tb's work/ (tb's execution read with ta's tag)", keys("tb", pipeline.WorkDir(r.Tenant("tb").Owner()))[0], "AccessDenied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := asA.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(tc.key)})
@@ -156,18 +160,21 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		t.Errorf("Split's tenant role without the trust's pool condition, another pool's tag: AssumeRole got %q, want it to pass", got)
 	}
 
-	// A session of the pool's tenant roles tagged with the silo tenant's id (which the pool's
-	// functions never ask for, and a compromised one could) is refused the silo tenant's keys its
-	// tag would otherwise name: the controller's a forged wake-up record, Split's a manifest. The
-	// roles' NoSiloTenantSessions Deny refuses them, and nothing else: without it, both pass (the
-	// bucket's Denies exempt the pipeline's roles).
-	forged := []struct{ fn, key string }{
-		{"Controller", pipeline.WakeDoneKey(r.Tenant("sx").Owner())},
-		{"Split", pipeline.ManifestKey(r.Tenant("sx").Owner(), "forged")},
+	// A session of one pool's tenant roles tagged with another pool's tenant (which the pools'
+	// functions never ask for, and a compromised one could) names keys under its own pool's root
+	// only. Pool default's session tagged oc is refused oc's manifest and a forged wake-up record
+	// of oc (oc's keys are <area>/oc/, the earlier layout), while it may write default's root for
+	// that id, where oc has nothing; pool other's session tagged ta is refused ta's manifest, under
+	// <area>/pool.default/ta/. Each tenant's own pool's session reads its manifest.
+	ocManifest := keys("oc", pipeline.WorkDir(r.Tenant("oc").Owner()))[0]
+	taManifest := keys("ta", pipeline.WorkDir(r.Tenant("ta").Owner()))[0]
+	if !strings.HasPrefix(taManifest, pipeline.WorkPrefix+pipeline.PoolRootPrefix+"default/ta/") || !strings.HasPrefix(ocManifest, pipeline.WorkPrefix+"oc/") {
+		t.Errorf("work objects %s and %s, want ta's under its pool's root and oc's under its id", taManifest, ocManifest)
 	}
-	asSilo := func(fn string) *s3.Client {
+	otherRoles, _ := poolFunctionRoles(r, "other")
+	sessionOf := func(role tenantcreds.Role, tenant string) *s3.Client {
 		t.Helper()
-		creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), roles[fn], 0).For("sx")
+		creds, err := tenantcreds.New(sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(stsURL) }), role, 0).For(tenant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,39 +182,85 @@ func TestScenarioPoolTenantSessions(t *testing.T) {
 		cfg.Credentials = creds
 		return s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(r.pipe.s3); o.UsePathStyle = true })
 	}
-	put := func(fn, key string) string {
-		_, err := asSilo(fn).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: strings.NewReader("{}")})
+	get := func(c *s3.Client, key string) string {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key)})
+		if err == nil {
+			out.Body.Close()
+		}
 		return errorCode(err)
 	}
-	for _, f := range forged {
-		if got := put(f.fn, f.key); got != "AccessDenied" {
-			t.Errorf("%s's tenant role tagged sx: PutObject %s got %q, want AccessDenied", f.fn, f.key, got)
-		}
+	putAs := func(c *s3.Client, key string) string {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(key), Body: strings.NewReader("{}")})
+		return errorCode(err)
 	}
-	for _, f := range forged {
-		role := roles[f.fn].ARN
+	if got := get(sessionOf(roles["Split"], "oc"), ocManifest); got != "AccessDenied" {
+		t.Errorf("pool default's Split session tagged oc: GetObject %s got %q, want AccessDenied", ocManifest, got)
+	}
+	if got := putAs(sessionOf(roles["Controller"], "oc"), pipeline.WakeDoneKey(r.Tenant("oc").Owner())); got != "AccessDenied" {
+		t.Errorf("pool default's controller session tagged oc: PutObject oc's wake-up record got %q, want AccessDenied", got)
+	}
+	if got := putAs(sessionOf(roles["Controller"], "oc"), pipeline.WakeDoneKey(pipeline.PoolOwner("default", "oc"))); got != "" {
+		t.Errorf("pool default's controller session tagged oc: PutObject under default's own root got %q, want it allowed", got)
+	}
+	if got := get(sessionOf(otherRoles["Split"], "oc"), ocManifest); got != "" {
+		t.Errorf("pool other's Split session of oc: GetObject %s got %q, want it allowed", ocManifest, got)
+	}
+	if got := get(sessionOf(otherRoles["Split"], "ta"), taManifest); got != "AccessDenied" {
+		t.Errorf("pool other's Split session tagged ta: GetObject %s got %q, want AccessDenied", taManifest, got)
+	}
+	if got := get(sessionOf(roles["Split"], "ta"), taManifest); got != "" {
+		t.Errorf("pool default's Split session of ta: GetObject %s got %q, want it allowed", taManifest, got)
+	}
+
+	// A session of a pool's tenant roles tagged with the silo tenant's id (which the pools'
+	// functions never ask for, and a compromised one could) is refused the silo tenant's keys its
+	// tag would otherwise name: the controller's a forged wake-up record, Split's a manifest. Pool
+	// other's roles (the earlier layout, whose grants name <area>/<tag>/) are refused by their
+	// NoSiloTenantSessions Deny and nothing else: without it, both pass (the bucket's Denies exempt
+	// the pipeline's roles). Pool default's are refused with or without it: their grants name
+	// <area>/pool.default/<tag>/ only.
+	forged := []struct{ fn, key string }{
+		{"Controller", pipeline.WakeDoneKey(r.Tenant("sx").Owner())},
+		{"Split", pipeline.ManifestKey(r.Tenant("sx").Owner(), "forged")},
+	}
+	put := func(role tenantcreds.Role, key string) string {
+		return putAs(sessionOf(role, "sx"), key)
+	}
+	withoutDeny := func(role string, do func()) {
+		t.Helper()
 		deployed, err := r.auth.roleStatements(role)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var withoutDeny []statement
+		var without []statement
 		for _, st := range deployed {
 			if st.Sid != tenantpipeline.SidNoSiloTenantSessions {
-				withoutDeny = append(withoutDeny, st)
+				without = append(without, st)
 			}
 		}
-		if len(withoutDeny) != len(deployed)-1 {
-			t.Fatalf("%s's tenant role: %d statements, want its %s Deny among them", f.fn, len(deployed), tenantpipeline.SidNoSiloTenantSessions)
+		if len(without) != len(deployed)-1 {
+			t.Fatalf("tenant role %s: %d statements, want its %s Deny among them", role, len(deployed), tenantpipeline.SidNoSiloTenantSessions)
 		}
 		r.auth.mu.Lock()
-		r.auth.policies[role] = withoutDeny
+		r.auth.policies[role] = without
 		r.auth.mu.Unlock()
-		got := put(f.fn, f.key)
+		do()
 		r.auth.mu.Lock()
 		r.auth.policies[role] = deployed
 		r.auth.mu.Unlock()
-		if got != "" {
-			t.Errorf("%s's tenant role without its Deny: PutObject %s got %q, want it to pass", f.fn, f.key, got)
+	}
+	for _, f := range forged {
+		for pool, rs := range map[string]map[string]tenantcreds.Role{"default": roles, "other": otherRoles} {
+			role := rs[f.fn]
+			if got := put(role, f.key); got != "AccessDenied" {
+				t.Errorf("pool %s's %s tenant role tagged sx: PutObject %s got %q, want AccessDenied", pool, f.fn, f.key, got)
+			}
+			want := map[string]string{"default": "AccessDenied", "other": ""}[pool]
+			withoutDeny(role.ARN, func() {
+				if got := put(role, f.key); got != want {
+					t.Errorf("pool %s's %s tenant role without its Deny: PutObject %s got %q, want %q", pool, f.fn, f.key, got, want)
+				}
+			})
 		}
 	}
 	t.Logf("sessions %v; tenants %d", tags, len(rep.Tenants))
@@ -351,7 +404,7 @@ func TestScenarioRegisterReadsOnlyItsTenantsSecret(t *testing.T) {
 	}
 	// The pool's Split, which parses untrusted files, is refused the secret by its tenant role, and
 	// Register's session of another tenant is refused it too.
-	roles, endpoints := poolFunctionRoles(r)
+	roles, endpoints := poolFunctionRoles(r, "default")
 	stsClient := sts.NewFromConfig(emulate.LocalAWS, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoints["AWS_ENDPOINT_URL_STS"]) })
 	const secret = "arn:aws:secretsmanager:us-east-1:000000000000:secret:tenantpipeline/sa-AbCdEf"
 	for _, tc := range []struct {
@@ -373,9 +426,9 @@ func TestScenarioRegisterReadsOnlyItsTenantsSecret(t *testing.T) {
 	}
 }
 
-// poolFunctionRoles are the tenant roles the pool's functions were given, with their pool, by
+// poolFunctionRoles are the tenant roles the functions of pool were given, with their pool, by
 // function (Controller, Split, Register), and the functions' AWS endpoints, by variable.
-func poolFunctionRoles(r *Run) (roles map[string]tenantcreds.Role, endpoints map[string]string) {
+func poolFunctionRoles(r *Run, pool string) (roles map[string]tenantcreds.Role, endpoints map[string]string) {
 	roles, endpoints = map[string]tenantcreds.Role{}, map[string]string{}
 	for _, f := range r.functions {
 		var fn string
@@ -384,20 +437,20 @@ func poolFunctionRoles(r *Run) (roles map[string]tenantcreds.Role, endpoints map
 				fn = name
 			}
 		}
+		var role tenantcreds.Role
 		for _, kv := range f.Env {
 			k, v, _ := strings.Cut(kv, "=")
 			switch {
-			case k == pipeline.EnvTenantRoleARN && fn != "":
-				role := roles[fn]
+			case k == pipeline.EnvTenantRoleARN:
 				role.ARN = v
-				roles[fn] = role
-			case k == pipeline.EnvTenantRolePool && fn != "":
-				role := roles[fn]
+			case k == pipeline.EnvTenantRolePool:
 				role.Pool = v
-				roles[fn] = role
 			case strings.HasPrefix(k, "AWS_ENDPOINT_URL_"):
 				endpoints[k] = v
 			}
+		}
+		if fn != "" && role.ARN != "" && role.Pool == pool {
+			roles[fn] = role
 		}
 	}
 	return roles, endpoints

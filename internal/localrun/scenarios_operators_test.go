@@ -32,7 +32,7 @@ func TestScenarioOperatorActsByItsARN(t *testing.T) {
 		defer cancel()
 		uploadAll(t, ctx, r, []upload{{"cont", "x.csv", csvOf(3)}})
 		drain(t, ctx, r)
-		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsPrefix + "cont/")})
+		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsDir(r.Tenant("cont").Owner()))})
 		if err != nil || len(results.Contents) == 0 {
 			t.Fatalf("cont's results: %v; want some", err)
 		}
@@ -52,7 +52,7 @@ func TestScenarioOperatorActsByItsARN(t *testing.T) {
 				return err
 			}},
 			{"writes a skip marker", func(c *s3.Client) error {
-				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlPrefix + "cont/skip/none"),
+				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.ControlDir(r.Tenant("cont").Owner()) + "skip/none"),
 					Body: strings.NewReader("not blocked: nothing to skip")})
 				return err
 			}},

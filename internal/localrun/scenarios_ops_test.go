@@ -17,6 +17,7 @@ import (
 	"github.com/example/tenantpipeline/internal/localrun/emulate"
 	"github.com/example/tenantpipeline/internal/localrun/report"
 	"github.com/example/tenantpipeline/internal/localrun/report/reportpage"
+	"github.com/example/tenantpipeline/internal/pipeline"
 )
 
 // The operator scenarios on the synthesized app, driven by the pipectl binary through the
@@ -75,7 +76,7 @@ func TestScenarioOpsHaltSkip(t *testing.T) {
 			t.Errorf("2-bad.csv in the report: got skipped false, want true (its skip marker was written)")
 		}
 		assertOrderedOnce(t, r, "halt", []string{in + "1.csv", in + "3.csv"}, map[string]int64{in + "1.csv": 20, in + "3.csv": 30})
-		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String("control/halt/skip/" + h.ExecutionName)})
+		out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(pipeline.SkipMarkerKey(r.Tenant("halt").Owner(), h.ExecutionName))})
 		if err != nil {
 			t.Fatalf("skip marker: %v", err)
 		}

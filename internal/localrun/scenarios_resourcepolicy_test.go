@@ -149,7 +149,7 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		if judged == 0 {
 			t.Error("found no controller of up")
 		}
-		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsPrefix + "up/")})
+		results, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(r.Bucket), Prefix: aws.String(pipeline.ResultsDir(r.Tenant("up").Owner()))})
 		if err != nil || len(results.Contents) == 0 {
 			t.Fatalf("up's results: %v, %d objects; want one", err, len(results.Contents))
 		}
@@ -172,10 +172,10 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 			{"reads up's file", func() error { return get(outsider, good) }},
 			{"reads up's results", func() error { return get(outsider, result) }},
 			{"writes up's wake-up record", func() error {
-				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlPrefix+"up/forged-wake-done.json")
+				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ControlDir(r.Tenant("up").Owner())+"forged-wake-done.json")
 			}},
 			{"writes into up's results", func() error {
-				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ResultsPrefix+"up/forged.json")
+				return put(outsider, s3.PutObjectInput{IfNoneMatch: aws.String("*")}, pipeline.ResultsDir(r.Tenant("up").Owner())+"forged.json")
 			}},
 		}
 		for _, tc := range outsiders {
@@ -183,7 +183,7 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 				t.Errorf("the outsider %s: got %q (%v), want AccessDenied from the bucket's policy", tc.name, errorCode(err), err)
 			}
 		}
-		if n := objectsUnder(t, ctx, r, pipeline.ControlPrefix+"up/forged") + objectsUnder(t, ctx, r, pipeline.ResultsPrefix+"up/forged"); n != 0 {
+		if n := objectsUnder(t, ctx, r, pipeline.ControlDir(r.Tenant("up").Owner())+"forged") + objectsUnder(t, ctx, r, pipeline.ResultsDir(r.Tenant("up").Owner())+"forged"); n != 0 {
 			t.Errorf("got %d forged objects, want none", n)
 		}
 

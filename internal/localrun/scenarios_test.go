@@ -570,7 +570,7 @@ func TestScenarioBadFile(t *testing.T) {
 			{"halt", "1.csv", csvOf(20)}, {"halt", "2-bad.csv", badCSV()}, {"halt", "3.csv", csvOf(30)}, {"halt", "4.csv", csvOf(40)},
 		}, "2-bad.csv", func(ctx context.Context, fr report.FileReport) {
 			assertLine7(t, fr)
-			if err := r.PutObject(ctx, "control/halt/skip/"+fr.ExecutionName, []byte("bad export, resent as 3.csv")); err != nil {
+			if err := r.PutObject(ctx, pipeline.SkipMarkerKey(r.Tenant("halt").Owner(), fr.ExecutionName), []byte("bad export, resent as 3.csv")); err != nil {
 				t.Fatal(err)
 			}
 		})

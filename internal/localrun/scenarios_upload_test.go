@@ -176,8 +176,8 @@ func TestScenarioUpload(t *testing.T) {
 		// the local policy check) refuses the PUT with AccessDenied.
 		for _, key := range []string{
 			r.Tenant("other").Prefix + "forged.csv",
-			pipeline.ControlPrefix + "up/forged.json",
-			"results/other/forged.json",
+			pipeline.ControlDir(r.Tenant("up").Owner()) + "forged.json",
+			pipeline.ResultsDir(r.Tenant("other").Owner()) + "forged.json",
 			"outside.csv",
 		} {
 			u := presignAsUploader(t, ctx, r, "up", key, pooled)

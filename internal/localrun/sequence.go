@@ -59,7 +59,7 @@ func display(kind string, v spec.SequenceValue) string {
 // sequenceStore is the tenant's sequence objects in the run's bucket, read through the harness's
 // own (uncounted) S3 endpoint.
 func (r *Run) sequenceStore(t *Tenant, rule spec.SequenceRule) sequence.Store {
-	return sequence.Store{S3: r.s3, Bucket: r.Bucket, Pool: t.Pool, Tenant: t.ID, Kind: rule.Kind}
+	return sequence.Store{S3: r.s3, Bucket: r.Bucket, Pool: t.KeysPool, Tenant: t.ID, Kind: rule.Kind}
 }
 
 // Sequence reads a sequenced tenant's state and its held files (at most limit values, and their

@@ -26,7 +26,7 @@ func (o *Ops) poolBacklog(t pipeline.TenantOutput) *backlog.Backlog {
 		if err != nil || limit < 1 || table == "" {
 			return nil
 		}
-		return &backlog.Backlog{DB: o.DynamoDB, Pool: t.Pool, Table: table, S3: o.S3, Bucket: t.Bucket, SQS: o.SQS, QueueURL: t.QueueURL,
+		return &backlog.Backlog{DB: o.DynamoDB, Pool: t.KeysPool, Table: table, S3: o.S3, Bucket: t.Bucket, SQS: o.SQS, QueueURL: t.QueueURL,
 			Max: limit, Now: o.Now}
 	}
 	return nil

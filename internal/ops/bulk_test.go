@@ -172,7 +172,7 @@ func TestBulk(t *testing.T) {
 		{name: "skip each halted head", sel: ops.Selector{Tenants: []string{"h1", "ok1", "ph"}}, opt: ops.BulkOptions{Action: ops.BulkSkip, Reason: "ERP lost the batch"},
 			want: want{done: 2, skipped: 1}, outcomes: map[string]string{"h1": "done", "ok1": "skipped", "ph": "done"},
 			check: func(t *testing.T, w *opsfake.World, _ ops.BulkReport) {
-				for _, k := range []string{"control/h1/skip/h1-1", "control/ph/skip/ph-1"} {
+				for _, k := range []string{"control/h1/skip/h1-1", "control/pool.p/ph/skip/ph-1"} {
 					if body, ok := w.Body("ingest", k); !ok || !strings.HasPrefix(body, "ERP lost the batch\n") {
 						t.Errorf("skip marker %s: got %q, %v; want the reason first", k, body, ok)
 					}

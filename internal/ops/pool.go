@@ -102,7 +102,7 @@ func (o *Ops) poolTenants(ctx context.Context, stack string, p pipeline.PoolOutp
 			Bucket:         p.Bucket, Prefix: pt.Prefix, QueueURL: p.QueueURL, QueueARN: p.QueueARN,
 			StateMachineARN: p.StateMachineARN, SegmentStateMachineARN: p.SegmentStateMachineARN,
 			ControllerFunction: p.ControllerFunction, EventSourceMappingUUID: p.EventSourceMappingUUID,
-			DLQURL: p.DLQURL, Pool: p.Pool,
+			DLQURL: p.DLQURL, Pool: p.Pool, KeysPool: p.KeysPool(),
 		})
 	}
 	// An operator must not act on a tenant whose policy cannot be read: the pool's commands fail,

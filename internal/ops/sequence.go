@@ -84,7 +84,7 @@ func (o *Ops) sequenceRule(ctx context.Context, t pipeline.TenantOutput) (*spec.
 // sequenceStore is the store of the tenant's sequence objects, in its bucket (a pool's bucket for
 // a pooled tenant).
 func (o *Ops) sequenceStore(t pipeline.TenantOutput, r spec.SequenceRule) sequence.Store {
-	return sequence.Store{S3: o.S3, Bucket: t.Bucket, Pool: t.Pool, Tenant: t.ID, Kind: r.Kind}
+	return sequence.Store{S3: o.S3, Bucket: t.Bucket, Pool: t.KeysPool, Tenant: t.ID, Kind: r.Kind}
 }
 
 // sequenceStatus reads the tenant's place in its sequence: one GET of its state and one LIST page

@@ -130,4 +130,15 @@ type PoolOutput struct {
 	// UploaderRoleARN is the pool's uploader role, which a session tagged tenant=<id> assumes to
 	// upload that tenant's files; empty when the pool names no uploaders.
 	UploaderRoleARN string `json:"uploaderRoleArn,omitempty"`
+	// Keys is the layout of the pool's keys, KeysPerPool or KeysPerTenant; empty in the output of
+	// a pool deployed before it was written: KeysPerTenant.
+	Keys string `json:"keys,omitempty"`
+}
+
+// KeysPool is the pool its tenants' keys carry (Owner): its name under KeysPerPool, else "".
+func (p PoolOutput) KeysPool() string {
+	if p.Keys == KeysPerPool {
+		return p.Pool
+	}
+	return ""
 }

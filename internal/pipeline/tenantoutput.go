@@ -66,6 +66,9 @@ type TenantOutput struct {
 	// other tenants share. No stack writes it: pipectl builds a pooled tenant's descriptor from its
 	// pool's output and settings file and sets it. Empty for a silo tenant.
 	Pool string `json:"pool,omitempty"`
+	// KeysPool is the pool a pooled tenant's keys carry (Owner): its pool when the pool's keys are
+	// KeysPerPool, else empty. Set by pipectl from the pool's output, as Pool.
+	KeysPool string `json:"keysPool,omitempty"`
 }
 
 // DecodeTenantOutput reads one output value. Unknown fields are allowed (a newer stack may add

@@ -69,6 +69,9 @@ type Handler struct {
 	// pool the metrics have the dimension Pool instead of Tenant, and the tenant is a property of
 	// the line (metrics.Emitter.InPool), so that the pool's metrics do not grow with its tenants.
 	Pool string
+	// KeysPool is the pool its tenants' keys carry (pipeline.EnvKeysPool, pipeline.Owner): Pool
+	// under the KeysPerPool layout, else empty.
+	KeysPool string
 	// ForTenant, when set, gives the clients that act for one tenant, by the id of the execution's
 	// input: in a pool, each made with a session of the pool's tenant-scoped role tagged with the
 	// tenant (internal/tenantcreds), which may read only that tenant's prefix and work/ keys, its

@@ -158,7 +158,7 @@ func (h *Handler) writeProgress(ctx context.Context, req pipeline.ChunkRequest, 
 
 // owner is whose keys the request's are: its tenant, in the handler's pool ("" in a silo).
 func (h *Handler) owner(req pipeline.ChunkRequest) pipeline.Owner {
-	return pipeline.PoolOwner(h.Pool, req.Tenant.ID)
+	return pipeline.PoolOwner(h.KeysPool, req.Tenant.ID)
 }
 
 func (h *Handler) progressKey(req pipeline.ChunkRequest) string {

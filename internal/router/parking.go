@@ -36,7 +36,7 @@ func (r *Router) admit(ctx context.Context, m routed, behindParked bool) (send b
 			return false, err
 		}
 		log.WarnContext(ctx, "file of a tenant the pool's settings do not name yet parked: it is routed, in order, once the settings name the tenant",
-			"slot", slot, "parkedKey", backlog.ParkedKey(pipeline.PoolOwner(r.cfg.Pool, m.tenant), slot))
+			"slot", slot, "parkedKey", backlog.ParkedKey(pipeline.PoolOwner(r.cfg.KeysPool, m.tenant), slot))
 		if err := r.metrics.Emit(metrics.Count(metrics.FilesParkedForUnknownTenant, 1)); err != nil {
 			log.WarnContext(ctx, "metrics not written", "error", err)
 		}

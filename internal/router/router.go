@@ -60,7 +60,10 @@ const (
 
 // Config is the router's environment.
 type Config struct {
-	Pool     string
+	Pool string
+	// KeysPool is the pool its tenants' keys carry (EnvKeysPool, pipeline.Owner): Pool, or empty
+	// for the KeysPerTenant layout.
+	KeysPool string
 	Bucket   string
 	QueueURL string
 	// DeadLetterQueueURL is a standard queue: events of no tenant are kept there.
@@ -89,6 +92,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		MetricsNamespace:   e.Optional(pipeline.EnvMetricsNamespace, pipeline.DefaultMetricsNamespace),
 	}
 	c.Pool, c.Settings = e.Pool()
+	c.KeysPool = e.KeysPool(c.Pool)
 	c.Backlog = parking.ConfigFromEnv(e)
 	c.SendBatchSize = maxSendBatchEntries
 	if v := e.Optional(pipeline.EnvRouterSendBatchSize, ""); v != "" {
@@ -155,7 +159,7 @@ func New(cfg Config, c Clients, log *slog.Logger, out io.Writer) *Router {
 		metrics.NewDimension(out, ns, metrics.DimensionPool, cfg.Pool),
 		func(tenant string) *metrics.Emitter { return metrics.New(out, ns, tenant) })
 	// Each tenant's bounded backlog (parking.go).
-	r.backlog = parking.New(cfg.Backlog, cfg.Pool, c.DynamoDB, c.S3, c.SQS, cfg.Bucket, cfg.QueueURL)
+	r.backlog = parking.New(cfg.Backlog, cfg.KeysPool, c.DynamoDB, c.S3, c.SQS, cfg.Bucket, cfg.QueueURL)
 	return r
 }
 

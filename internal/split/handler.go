@@ -53,6 +53,9 @@ type Handler struct {
 	// nil: none. Pool is the pool's name, the metrics' dimension in a pool.
 	Metrics io.Writer
 	Pool    string
+	// KeysPool is the pool its tenants' keys carry (pipeline.EnvKeysPool, pipeline.Owner): Pool
+	// under the KeysPerPool layout, else empty.
+	KeysPool string
 	// Now is the clock of summary.json's stopped time. Default: time.Now.
 	Now func() time.Time
 	// HTTP posts a file's completion to its core system's completeUrl (complete.go); nil: the

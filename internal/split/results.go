@@ -244,7 +244,7 @@ func parseTime(s string) *time.Time {
 func s3URI(bucket, key string) string { return "s3://" + bucket + "/" + key }
 
 // owner is whose keys tenant's are: in the handler's pool, "" in a silo.
-func (h *Handler) owner(tenant string) pipeline.Owner { return pipeline.PoolOwner(h.Pool, tenant) }
+func (h *Handler) owner(tenant string) pipeline.Owner { return pipeline.PoolOwner(h.KeysPool, tenant) }
 
 func (h *Handler) emit(tenant string, ms ...metrics.Metric) {
 	if h.Metrics == nil {

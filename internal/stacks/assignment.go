@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 	"github.com/example/tenantpipeline/spec"
 )
@@ -51,6 +52,38 @@ type assignmentDoc struct {
 	// the intake group of the first character of its id, modulo intakeGroups, so changing it moves
 	// tenants to other groups. Absent in a file written before it was recorded: nothing to compare.
 	PoolIntakeGroups map[string]int `json:"poolIntakeGroups,omitempty"`
+	// PoolKeys holds the key layout of each pool with tenants (pipeline.KeysPerPool or
+	// KeysPerTenant): where its tenants' objects lie, which a change would leave behind. A pool
+	// in PoolPrefixes and not here was deployed before the layout was recorded: KeysPerTenant.
+	PoolKeys map[string]string `json:"poolKeys,omitempty"`
+}
+
+// keysOf is pool name's key layout: the tenants file's "keys", else the recorded one, else
+// KeysPerTenant for a pool recorded before layouts were (its tenants' objects lie there), else,
+// for a new pool, KeysPerPool.
+func (d assignmentDoc) keysOf(file *tenants.File, name string) string {
+	if k := file.Pool(name).Keys; k != "" {
+		return k
+	}
+	if k, ok := d.PoolKeys[name]; ok {
+		return k
+	}
+	if _, deployed := d.PoolPrefixes[name]; deployed {
+		return pipeline.KeysPerTenant
+	}
+	return pipeline.KeysPerPool
+}
+
+// withKeys records the key layout of the file's pools, each as old gives it (keysOf).
+func (d assignmentDoc) withKeys(file *tenants.File, old assignmentDoc) assignmentDoc {
+	d.PoolKeys = nil
+	for _, name := range file.PoolNames() {
+		if d.PoolKeys == nil {
+			d.PoolKeys = map[string]string{}
+		}
+		d.PoolKeys[name] = old.keysOf(file, name)
+	}
+	return d
 }
 
 // recordedPrefix is the prefix the file recorded for the pooled tenant id of pool, if it did.
@@ -353,6 +386,11 @@ func prefixChanges(old, doc assignmentDoc) string {
 			parts = append(parts, fmt.Sprintf("pool %s intakeGroups %d", name, doc.PoolIntakeGroups[name]))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(doc.PoolKeys)) {
+		if k, ok := old.PoolKeys[name]; !ok || k != doc.PoolKeys[name] {
+			parts = append(parts, fmt.Sprintf("pool %s keys %s", name, doc.PoolKeys[name]))
+		}
+	}
 	if len(parts) == 0 {
 		return ""
 	}
@@ -404,6 +442,17 @@ func poolEdits(file *tenants.File, old assignmentDoc, o Options) error {
 				"are no longer their tenant's. Drain the pool first: stop new files for its tenants, wait until pipectl status shows no queued or running file in the pool, "+
 				"then synth and deploy with -c %s=%s", name, was, now, CtxMoveTenants, confirm))
 		}
+	}
+	for _, name := range file.PoolNames() {
+		_, deployed := old.PoolPrefixes[name]
+		was, now := old.keysOf(&tenants.File{Pools: map[string]*tenants.PoolConfig{}}, name), old.keysOf(file, name)
+		if !deployed || was == now || slices.Contains(o.MoveTenants, "keys:"+name) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("pool %s's keys change from %q to %q: its tenants' parked files, sequence state, pause markers and results "+
+			"would stay under the old keys, where the pool's functions no longer look. Drain the pool first: stop new files for its tenants, "+
+			"wait until pipectl status shows no queued, parked or running file in the pool, copy what must carry over (docs/operations.md, "+
+			"\"A pool's key layout\"), then synth and deploy with -c %s=keys:%s", name, was, now, CtxMoveTenants, name))
 	}
 	for _, name := range file.PoolNames() {
 		was, ok := old.PoolIntakeGroups[name]

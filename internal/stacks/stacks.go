@@ -324,7 +324,7 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenants file %s: %w", o.TenantsFile, err)
 	}
-	doc := assignmentDoc{Stacks: stackOf, Pools: poolOf}.withPrefixes(file)
+	doc := assignmentDoc{Stacks: stackOf, Pools: poolOf}.withPrefixes(file).withKeys(file, old)
 	if err := saveAssignmentDoc(o.AssignmentFile, o.TenantsFile, old, doc, o.StrictAssignment); err != nil {
 		return nil, err
 	}
@@ -413,9 +413,9 @@ func Build(app awscdk.App, o Options) (_ *App, err error) {
 			Name: name, Prefix: c.Prefix, Tenants: members, Bucket: bucket,
 			MaximumConcurrency: c.MaximumConcurrency, BacklogAlarmMessages: c.BacklogAlarmMessages,
 			SecretPrefix: c.SecretPrefix, TablePrefix: c.TablePrefix, MaxRunningFiles: c.MaxRunningFiles, IntakeGroups: c.IntakeGroups, Intake: c.Intake,
-			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant,
-			Uploaders:               arnPrincipals(c.Uploaders),
-			Shared:                  o.shared(topic, key.in(stack)),
+			MaxQueuedFilesPerTenant: c.MaxQueuedFilesPerTenant, Keys: doc.PoolKeys[name],
+			Uploaders: arnPrincipals(c.Uploaders),
+			Shared:    o.shared(topic, key.in(stack)),
 		}
 		out.Pools[name] = tenantpipeline.NewPool(stack, "Pool", props)
 	}

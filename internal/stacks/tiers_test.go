@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/tenants"
 )
 
@@ -281,5 +282,63 @@ func TestAssignmentRecordsPrefixes(t *testing.T) {
 	silo, _ := tenants.Parse([]byte(`{"tenants": [{"id": "acme"}]}`), tenants.Options{RegisterURL: "https://core.example.com/records"})
 	if d := (assignmentDoc{Stacks: map[string]string{"acme": "1"}}).withPrefixes(silo); d.PoolPrefixes != nil || d.Prefixes != nil || d.PoolIntakeGroups != nil {
 		t.Errorf("silo only: got %v %v, want nothing recorded", d.PoolPrefixes, d.Prefixes)
+	}
+}
+
+// A pool's key layout: a new pool's keys carry the pool; a pool the assignment file recorded
+// before layouts were keeps its tenants' keys where they are (KeysPerTenant); a recorded layout
+// stays; the tenants file's "keys" chooses. A change of a deployed pool's layout, which would
+// leave its tenants' parked files and state behind, is refused until -c moveTenants=keys:<pool>.
+func TestPoolKeysLayout(t *testing.T) {
+	file := func(pools string) *tenants.File {
+		t.Helper()
+		f, err := tenants.Parse([]byte(`{`+pools+`"tenants": [{"id": "hooli", "tier": "pool"}]}`), tenants.Options{RegisterURL: "https://core.example.com/records"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	deployedBefore := assignmentDoc{Pools: map[string]string{"hooli": "default"}, PoolPrefixes: map[string]string{"default": "pools/default/"}}
+	recorded := func(k string) assignmentDoc {
+		d := deployedBefore
+		d.PoolKeys = map[string]string{"default": k}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		old  assignmentDoc
+		f    *tenants.File
+		want string
+	}{
+		{"a new pool", assignmentDoc{}, file(""), pipeline.KeysPerPool},
+		{"a pool deployed before layouts were recorded", deployedBefore, file(""), pipeline.KeysPerTenant},
+		{"a recorded layout stays", recorded(pipeline.KeysPerPool), file(""), pipeline.KeysPerPool},
+		{"the file chooses", recorded(pipeline.KeysPerTenant), file(`"pools": {"default": {"keys": "pool"}}, `), pipeline.KeysPerPool},
+		{"the file chooses for a new pool too", assignmentDoc{}, file(`"pools": {"default": {"keys": "tenant"}}, `), pipeline.KeysPerTenant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (assignmentDoc{}).withKeys(tc.f, tc.old).PoolKeys["default"]; got != tc.want {
+				t.Errorf("got keys %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	o := Options{StackPrefix: "TP"}
+	moved := file(`"pools": {"default": {"keys": "pool"}}, `)
+	err := poolEdits(moved, deployedBefore, o)
+	for _, w := range []string{`pool default's keys change from "tenant" to "pool"`, "parked files", "-c moveTenants=keys:default"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("got %v, want an error containing %q", err, w)
+		}
+	}
+	o.MoveTenants = []string{"keys:default"}
+	if err := poolEdits(moved, deployedBefore, o); err != nil {
+		t.Errorf("confirmed: got %v, want no error", err)
+	}
+	if err := poolEdits(file(""), recorded(pipeline.KeysPerPool), Options{StackPrefix: "TP"}); err != nil {
+		t.Errorf("unchanged: got %v, want no error", err)
+	}
+	if err := poolEdits(moved, assignmentDoc{}, Options{StackPrefix: "TP"}); err != nil {
+		t.Errorf("a new pool: got %v, want no error", err)
 	}
 }

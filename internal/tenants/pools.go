@@ -94,6 +94,12 @@ type PoolConfig struct {
 	// character after the prefix). A pool that sets intakeGroups and no intake is sharded, as it
 	// was before the per-tenant intake existed.
 	Intake string `json:"intake,omitempty"`
+	// Keys is where the pool's tenants' objects lie under work/, results/, control/ and
+	// quarantine/: pipeline.KeysPerPool ("pool": <area>/pool.<name>/<id>/, so that the pool's
+	// tenant roles reach only its own tenants' keys) or pipeline.KeysPerTenant ("tenant":
+	// <area>/<id>/, the layout of pools deployed before). Default: "pool" for a pool the app has
+	// not deployed yet, the recorded layout for one it has (internal/stacks).
+	Keys string `json:"keys,omitempty"`
 	// MaxQueuedFilesPerTenant bounds one tenant's messages in the pool's queue; the tenant's later
 	// files wait in order outside it, parked in S3 (internal/backlog), so that the pool's backlog
 	// stays inside the 120,000 messages SQS scans for deliverable groups (FIFOScanWindow): size a
@@ -233,6 +239,10 @@ func (f *File) validateTiers(report func(int, spec.Problem), n Naming) []error {
 			if err := spec.CheckUploader(a); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", where, key("uploaders"), err))
 			}
+		}
+		if c.Keys != "" && c.Keys != pipeline.KeysPerPool && c.Keys != pipeline.KeysPerTenant {
+			errs = append(errs, fmt.Errorf("%s: %s %q is not a layout: use %q (the tenants' keys carry the pool) or %q (the earlier layout, of a pool deployed before)",
+				where, key("keys"), c.Keys, pipeline.KeysPerPool, pipeline.KeysPerTenant))
 		}
 		switch d.Intake {
 		case IntakeTenant:

@@ -124,6 +124,8 @@ func TestPoolValidation(t *testing.T) {
 			[]string{`pools.default: unknown field "maximumConcurency" (did you mean "maximumConcurrency"?)`}},
 		{"pools overlap", `{"pools": {"a": {"prefix": "p/"}, "b": {"prefix": "p/b/"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
 			[]string{`pools.b: prefix "p/b/" overlaps pool a's prefix "p/"`}},
+		{"unknown key layout", `{"pools": {"default": {"keys": "pool-scoped"}}, "tenants": [{"id": "a", "tier": "pool"}]}`,
+			[]string{`pools.default: keys "pool-scoped" is not a layout: use "pool"`}},
 		// Pool a's tenant role, tagged "b-y", would name pool b's tenant y's secret and table.
 		{"secret prefixes overlap", `{"pools": {"a": {"secretPrefix": "tp/"}, "b": {"secretPrefix": "tp/b-"}}, "tenants": [{"id": "x", "tier": "pool", "pool": "a"}, {"id": "y", "tier": "pool", "pool": "b"}]}`,
 			[]string{`pools.b: secretPrefix "tp/b-" overlaps pool a's secretPrefix "tp/", so a session of one pool's tenant role could name the other pool's tenants' secrets; make them disjoint`}},

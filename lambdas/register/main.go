@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/deployed"
+	"github.com/example/tenantpipeline/internal/env"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/register"
 	"github.com/example/tenantpipeline/internal/split"
@@ -62,6 +63,7 @@ func main() {
 		Metrics:          os.Stdout,
 		MetricsNamespace: os.Getenv(pipeline.EnvMetricsNamespace),
 		Pool:             os.Getenv(pipeline.EnvMetricsPool),
+		KeysPool:         keysPool(logger),
 		Deployed:         settings,
 	}
 	if role := os.Getenv(pipeline.EnvTenantRoleARN); role != "" {
@@ -90,6 +92,7 @@ func main() {
 		Log:        logger,
 		Metrics:    os.Stdout,
 		Pool:       os.Getenv(pipeline.EnvMetricsPool),
+		KeysPool:   keysPool(logger),
 	}}
 	if h.ForTenant != nil {
 		small.Split.ForTenant = func(tenant string) (split.ObjectAPI, error) {
@@ -105,4 +108,15 @@ func main() {
 		}
 	}
 	lambda.Start(small.Invoke)
+}
+
+// keysPool is the pool the tenants' keys carry (pipeline.EnvKeysPool); any other pool's stops
+// the function.
+func keysPool(logger *slog.Logger) string {
+	v, err := env.SplitRegisterKeysPool(os.Getenv)
+	if err != nil {
+		logger.Error("register cannot start", "error", err)
+		os.Exit(1)
+	}
+	return v
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/deployed"
+	"github.com/example/tenantpipeline/internal/env"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/split"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
@@ -49,6 +50,7 @@ func main() {
 		Log:        logger,
 		Metrics:    os.Stdout,
 		Pool:       os.Getenv(pipeline.EnvMetricsPool),
+		KeysPool:   keysPool(logger),
 		// A core system's completeUrl; never follow a redirect, which would turn the POST into a GET.
 		HTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
@@ -65,4 +67,15 @@ func main() {
 			}).For
 	}
 	lambda.Start(h.Invoke)
+}
+
+// keysPool is the pool the tenants' keys carry (pipeline.EnvKeysPool); any other pool's stops
+// the function.
+func keysPool(logger *slog.Logger) string {
+	v, err := env.SplitRegisterKeysPool(os.Getenv)
+	if err != nil {
+		logger.Error("split cannot start", "error", err)
+		os.Exit(1)
+	}
+	return v
 }

@@ -75,7 +75,7 @@ type Queue struct {
 type World struct {
 	mu         sync.Mutex
 	tickets    int64             // AddWaiter's last ticket
-	poolOf     map[string]string // AddPool's tenants' pools, by tenant id
+	poolOf     map[string]string // the pool AddPool's tenants' keys carry, by tenant id
 	Stacks     []cftypes.Stack
 	Queues     map[string]*Queue // by URL
 	Executions []*Execution      // in start order

@@ -36,6 +36,7 @@ func Pool(name string) pipeline.PoolOutput {
 		ControllerFunction:     "pool-" + name + "-controller",
 		RouterFunction:         "pool-" + name + "-router",
 		EventSourceMappingUUID: "esm-pool-" + name,
+		Keys:                   pipeline.KeysPerPool,
 	}
 }
 
@@ -48,13 +49,13 @@ func (w *World) AddPool(stack string, p pipeline.PoolOutput, tenants map[string]
 	settings := pipeline.PoolSettings{Version: pipeline.PoolSettingsVersion, Pool: p.Pool, Prefix: p.Prefix}
 	out := map[string]pipeline.TenantOutput{}
 	for id, policy := range tenants {
-		w.poolOf[id] = p.Pool
+		w.poolOf[id] = p.KeysPool()
 		pt := pipeline.PoolTenant{Settings: w.settingsOf(id), Prefix: p.Prefix + id + "/", OnFailure: policy}
 		settings.Tenants = append(settings.Tenants, pt)
 		out[id] = pipeline.TenantOutput{Version: pipeline.TenantOutputVersion, ID: id, Policy: policy, IdempotencyKey: pipeline.IdempotencyEventID,
 			Bucket: p.Bucket, Prefix: pt.Prefix, QueueURL: p.QueueURL, QueueARN: p.QueueARN, StateMachineARN: p.StateMachineARN,
 			SegmentStateMachineARN: p.SegmentStateMachineARN, ControllerFunction: p.ControllerFunction,
-			EventSourceMappingUUID: p.EventSourceMappingUUID, DLQURL: p.DLQURL, Pool: p.Pool}
+			EventSourceMappingUUID: p.EventSourceMappingUUID, DLQURL: p.DLQURL, Pool: p.Pool, KeysPool: p.KeysPool()}
 	}
 	p.Tenants = len(tenants)
 	js, err := poolsettings.Encode(&settings)

@@ -34,7 +34,8 @@ func (w *World) Hold(bucket, tenant, kind string, v spec.SequenceValue, executio
 	w.Objects[bucket+"/"+sequence.HeldKey(w.ownerOf(tenant), kind, v)] = &Object{VersionID: "v-held", Body: string(b), LastModified: w.Now}
 }
 
-// ownerOf is whose keys tenant's are: in the pool AddPool put it in, if any. w.mu is held.
+// ownerOf is whose keys tenant's are: in the keys of the pool AddPool put it in, if any. w.mu is
+// held.
 func (w *World) ownerOf(tenant string) pipeline.Owner {
 	return pipeline.PoolOwner(w.poolOf[tenant], tenant)
 }
