@@ -363,7 +363,8 @@ func tierMoves(ts []spec.Tenant, stacks, pools map[string]string, o Options) err
 		}
 		errs = append(errs, fmt.Errorf("tenant %q moves from %s to %s: its files will queue in another queue, and files still queued in the old one "+
 			"would run beside the new ones or be lost with it. Drain it first: stop new files for the tenant, wait until pipectl status shows "+
-			"its queue empty and nothing running, then synth and deploy with -c %s=%s", t.ID, from, to, CtxMoveTenants, t.ID))
+			"its queue empty and nothing running, copy its sequence state and pause marker to its new keys if a pool's keys carry the pool "+
+			"(docs/operations.md, \"A pool's key layout\"), then synth and deploy with -c %s=%s", t.ID, from, to, CtxMoveTenants, t.ID))
 	}
 	return errors.Join(errs...)
 }
