@@ -133,17 +133,6 @@ func (e *Reader) KeysPool(pool string) string {
 	return v
 }
 
-// SplitRegisterKeysPool reads EnvKeysPool for Split or Register, whose pool is EnvMetricsPool: the
-// pool itself, or unset. Any other value is an error: the function must never read or write
-// another pool's keys.
-func SplitRegisterKeysPool(getenv func(string) string) (string, error) {
-	v, pool := getenv(pipeline.EnvKeysPool), getenv(pipeline.EnvMetricsPool)
-	if v != "" && v != pool {
-		return "", fmt.Errorf("%s %q is not the function's pool %q (%s)", pipeline.EnvKeysPool, v, pool, pipeline.EnvMetricsPool)
-	}
-	return v, nil
-}
-
 // CheckURL checks an absolute URL (a queue URL).
 func CheckURL(name, v string, bad func(name, format string, args ...any)) {
 	if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {

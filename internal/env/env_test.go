@@ -71,7 +71,7 @@ func TestKeysPool(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]string{pipeline.EnvKeysPool: tc.keysPool, pipeline.EnvMetricsPool: "shared"}
-			got, err := SplitRegisterKeysPool(func(k string) string { return vars[k] })
+			got, err := pipeline.SplitRegisterKeysPool(func(k string) string { return vars[k] })
 			if tc.wantErr == "" && (err != nil || got != tc.want) || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("Split or Register: got %q, %v; want %q, %q", got, err, tc.want, tc.wantErr)
 			}

@@ -1,5 +1,7 @@
 package pipeline
 
+import "fmt"
+
 // Owner is the tenant whose objects a key of the pipeline's areas names (WorkPrefix, ResultsPrefix,
 // ControlPrefix, QuarantinePrefix), and the pool its keys carry. Every such key is made from an
 // Owner, so where a tenant's objects lie is decided in one place, Root. The tenant comes from what
@@ -66,3 +68,14 @@ func QuarantineDir(o Owner) string { return QuarantinePrefix + o.Root() + "/" }
 
 // Owner is whose keys the tenant's are: in its pool's keys, if they carry the pool.
 func (t TenantOutput) Owner() Owner { return PoolOwner(t.KeysPool, t.ID) }
+
+// SplitRegisterKeysPool reads EnvKeysPool for Split or Register, whose pool is EnvMetricsPool: the
+// pool itself, or unset. Any other value is an error: the function must never read or write
+// another pool's keys. (A pool's controller and router read it with internal/env.)
+func SplitRegisterKeysPool(getenv func(string) string) (string, error) {
+	v, pool := getenv(EnvKeysPool), getenv(EnvMetricsPool)
+	if v != "" && v != pool {
+		return "", fmt.Errorf("%s %q is not the function's pool %q (%s)", EnvKeysPool, v, pool, EnvMetricsPool)
+	}
+	return v, nil
+}

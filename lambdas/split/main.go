@@ -16,7 +16,6 @@ import (
 
 	"github.com/example/tenantpipeline/internal/awsconfig"
 	"github.com/example/tenantpipeline/internal/deployed"
-	"github.com/example/tenantpipeline/internal/env"
 	"github.com/example/tenantpipeline/internal/pipeline"
 	"github.com/example/tenantpipeline/internal/split"
 	"github.com/example/tenantpipeline/internal/tenantcreds"
@@ -72,7 +71,7 @@ func main() {
 // keysPool is the pool the tenants' keys carry (pipeline.EnvKeysPool); any other pool's stops
 // the function.
 func keysPool(logger *slog.Logger) string {
-	v, err := env.SplitRegisterKeysPool(os.Getenv)
+	v, err := pipeline.SplitRegisterKeysPool(os.Getenv)
 	if err != nil {
 		logger.Error("split cannot start", "error", err)
 		os.Exit(1)
