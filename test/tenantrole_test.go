@@ -348,9 +348,9 @@ func TestPoolTenantRolesDenySiloTenants(t *testing.T) {
 	}
 }
 
-// TestPoolKeysInAGoApp: a Go app's pool with Keys KeysPerPool names its tenants' keys under
-// "<area>/pool.<name>/" in every grant of its tenant roles and its parked files, and tells its
-// four functions KEYS_POOL; without Keys, a pool keeps the earlier layout (KeysPerTenant) and
+// TestPoolKeysInAGoApp: a Go app's pool's tenant roles trust only sessions tagged with its name;
+// with Keys KeysPerPool it names its tenants' keys under "<area>/pool.<name>/" in every grant of
+// its tenant roles and its parked files, and tells its four functions KEYS_POOL; without Keys, a pool keeps the earlier layout (KeysPerTenant) and
 // sets no KEYS_POOL; any other value fails synth.
 func TestPoolKeysInAGoApp(t *testing.T) {
 	synth := func(t *testing.T, keys string) map[string]any {
@@ -372,6 +372,19 @@ func TestPoolKeysInAGoApp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tpl := synth(t, tc.keys)
 			for _, role := range []string{"PoolTenantRole", "PoolSplitTenantRole", "PoolRegisterTenantRole"} {
+				// Whatever the layout, the trust wants the pool's own tag beside the tenant's.
+				for id, r := range byType(tpl, "AWS::IAM::Role") {
+					if !strings.HasPrefix(id, role) {
+						continue
+					}
+					for _, st := range get(t, props(r), "AssumeRolePolicyDocument", "Statement").([]any) {
+						want := `{"ForAllValues:StringEquals":{"aws:TagKeys":["tenant","pool"]},"Null":{"aws:RequestTag/tenant":"false"},` +
+							`"StringEquals":{"aws:RequestTag/pool":"shared"},"StringLike":{"aws:RequestTag/tenant":"?*"}}`
+						if got := asJSON(st.(map[string]any)["Condition"]); got != want {
+							t.Errorf("%s: got trust conditions %s, want %s", id, got, want)
+						}
+					}
+				}
 				for _, st := range poolPolicyStatements(t, tpl, role) {
 					for _, r := range resources(t, st) {
 						for _, area := range pipeline.ReservedPrefixes {
