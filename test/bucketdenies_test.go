@@ -2,7 +2,9 @@ package test
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,16 +45,15 @@ const (
 var uploadDenySids = map[string]bool{sidSSEC: true, sidSSEKMS: true, sidKey: true, sidStorageClass: true, sidNoOverwrite: true}
 
 // uploadDenies are the exact statements, by Sid, that a bucket's policy carries for the bucket's
-// ARN bucketArn (a template value), the key's ARN keyArn (nil: no key), the role path and the
-// operators: the upload Denies and the read Deny, which keeps everyone but the pipeline's roles
+// ARN bucketArn (a template value), the key's ARN keyArn (nil: no key), the pipeline's roles
+// (exactRoles) and the operators: the upload Denies and the read Deny, which keeps everyone but the pipeline's roles
 // and the operators from reading the bucket's objects.
-func uploadDenies(bucketArn, keyArn any, rolePath string, operatorARNs ...any) map[string]map[string]any {
+func uploadDenies(bucketArn, keyArn any, roles []any, operatorARNs ...any) map[string]map[string]any {
 	objects := map[string]any{"Fn::Join": []any{"", []any{bucketArn, "/*"}}}
 	deny := func(sid string, condition map[string]any) map[string]any {
 		return map[string]any{"Sid": sid, "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": objects, "Condition": condition}
 	}
-	roles := map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::", map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + "*"}}}
-	exempt := append([]any{roles}, operatorARNs...)
+	exempt := append(slices.Clone(roles), operatorARNs...)
 	out := map[string]map[string]any{
 		sidReadDeny: {"Sid": sidReadDeny, "Effect": "Deny", "Principal": "*", "Action": []any{"s3:GetObject", "s3:GetObjectVersion"}, "Resource": objects,
 			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": exempt}}},
@@ -155,7 +156,7 @@ func TestBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
 			if tc.withKey {
 				keyArn = getAtt(logicalIDOfType(t, tj, "AWS::KMS::Key"))
 			}
-			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn, tenantpipeline.DefaultRolePath, operatorPattern))
+			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn, exactRoles(t, tenantpipeline.DefaultRolePath, tj), operatorPattern))
 		})
 	}
 }
@@ -179,7 +180,8 @@ func TestAppIngestBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
 			if tc.withKey {
 				keyArn = getAtt(logicalIDOfType(t, tj, "AWS::KMS::Key"))
 			}
-			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn, "/tenantpipeline/TenantPipeline/"))
+			checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, tj, "AWS::S3::Bucket")), keyArn,
+				exactRoles(t, "/tenantpipeline/TenantPipeline/", appTemplates(t, built)...)))
 		})
 	}
 }
@@ -214,7 +216,7 @@ func TestImportedBucketWarnsOfTheUploadDenies(t *testing.T) {
 		`{"Sid":"` + sidSSEKMS + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-server-side-encryption":"false"},"StringNotEquals":{"s3:x-amz-server-side-encryption":"aws:kms"}}},` +
 		`{"Sid":"` + sidKey + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-server-side-encryption-aws-kms-key-id":"false"},"StringNotEquals":{"s3:x-amz-server-side-encryption-aws-kms-key-id":"` + keyArn + `"}}},` +
 		`{"Sid":"` + sidStorageClass + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"Null":{"s3:x-amz-storage-class":"false"},"StringNotEquals":{"s3:x-amz-storage-class":["STANDARD","INTELLIGENT_TIERING"]}}},` +
-		`{"Sid":"` + sidNoOverwrite + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/*"]},"Bool":{"s3:ObjectCreationOperation":"true"},"Null":{"s3:if-none-match":"true"}}}` +
+		`{"Sid":"` + sidNoOverwrite + `","Effect":"Deny","Principal":"*","Action":["s3:PutObject"],` + objects + `,"Condition":{"ArnNotLike":{"aws:PrincipalArn":[` + exactRolesFlat(t, "/tenantpipeline/", templateJSON(assertions.Template_FromStack(stack, nil))) + `]},"Bool":{"s3:ObjectCreationOperation":"true"},"Null":{"s3:if-none-match":"true"}}}` +
 		`]`
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
@@ -234,7 +236,8 @@ func TestStackOwningTheBucketAddsTheUploadDenies(t *testing.T) {
 	tenantpipeline.New(stack, "Tenant-acme", &tenantpipeline.Props{
 		Tenant: tenantpipeline.Tenant{ID: "acme", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
 	tpl := assertions.Template_FromStack(owner, nil)
-	checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, templateJSON(tpl), "AWS::S3::Bucket")), nil, tenantpipeline.DefaultRolePath))
+	checkUploadDenies(t, tpl, uploadDenies(getAtt(logicalIDOfType(t, templateJSON(tpl), "AWS::S3::Bucket")), nil,
+		exactRoles(t, tenantpipeline.DefaultRolePath, templateJSON(assertions.Template_FromStack(stack, nil)))))
 }
 
 // TestExistingBucketGetsTheUploadDeniesToAdd: with an existing bucket, the first tenant stack
@@ -363,7 +366,7 @@ func TestBucketReadDenyForAnExistingBucketAndOwnRegisterFunctions(t *testing.T) 
 		got := flatten(t, get(t, out, "Value"))
 		want := `{"Sid":"` + sidReadDeny + `","Effect":"Deny","Principal":"*","Action":["s3:GetObject","s3:GetObjectVersion"],` +
 			`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/*"],` +
-			`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]}}}`
+			`"Condition":{"ArnNotLike":{"aws:PrincipalArn":[` + exactRolesFlat(t, "/tenantpipeline/TenantPipeline/", appTemplates(t, built)...) + `]}}}`
 		if got != want {
 			t.Errorf("got\n%s\nwant\n%s", got, want)
 		}
@@ -399,4 +402,198 @@ func TestBucketReadDenyForAnExistingBucketAndOwnRegisterFunctions(t *testing.T) 
 			}
 		})
 	}
+}
+
+// exactRoles is what the bucket's Denies exempt for the roles under rolePath in the templates:
+// each role's exact ARN, arn:<partition>:iam::<account>:role<path><name>, in the order of the
+// names. Every role under the path must have a name of its own (RoleName): a pattern would exempt
+// any role created under the path.
+func exactRoles(t *testing.T, rolePath string, tpls ...map[string]any) []any {
+	t.Helper()
+	type named struct {
+		name string
+		arn  any
+	}
+	var roles []named
+	for _, tpl := range tpls {
+		for id, r := range byType(tpl, "AWS::IAM::Role") {
+			if path, _ := props(r)["Path"].(string); path != rolePath {
+				continue
+			}
+			name, ok := props(r)["RoleName"]
+			if !ok {
+				t.Errorf("role %s under %s has no RoleName, so no exact ARN", id, rolePath)
+				continue
+			}
+			// The construct's names: <hash>-<region>, the region a deploy-time value.
+			parts := get(t, name, "Fn::Join").([]any)[1].([]any)
+			hash := parts[0].(string)
+			if len(parts) != 2 || !regexp.MustCompile(`^[a-z2-7]{12}-$`).MatchString(hash) || asJSON(parts[1]) != `{"Ref":"AWS::Region"}` {
+				t.Fatalf("role %s: RoleName %s, want <12 base32 characters>-<AWS::Region>", id, asJSON(name))
+			}
+			roles = append(roles, named{hash, map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::",
+				map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + hash, map[string]any{"Ref": "AWS::Region"}}}}})
+		}
+	}
+	slices.SortFunc(roles, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	var out []any
+	for _, r := range roles {
+		out = append(out, r.arn)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no role under %s", rolePath)
+	}
+	return out
+}
+
+// exactRolesFlat is exactRoles as flatten writes it, each ARN quoted, comma-separated.
+func exactRolesFlat(t *testing.T, rolePath string, tpls ...map[string]any) string {
+	t.Helper()
+	var out []string
+	for _, r := range exactRoles(t, rolePath, tpls...) {
+		out = append(out, strconv.Quote(flatten(t, r)))
+	}
+	return strings.Join(out, ",")
+}
+
+// appTemplates are the templates of every stack of the app.
+func appTemplates(t *testing.T, built *stacks.App) []map[string]any {
+	t.Helper()
+	var all []awscdk.Stack
+	if built.Ingest != nil {
+		all = append(all, built.Ingest)
+	}
+	all = append(append(all, built.TenantStacks...), built.PoolStacks...)
+	if built.CoreSystemStack != nil && built.CoreSystemStack != built.Ingest {
+		all = append(all, built.CoreSystemStack)
+	}
+	var out []map[string]any
+	for _, s := range all {
+		out = append(out, templateJSON(assertions.Template_FromStack(s, nil)))
+	}
+	return out
+}
+
+// TestBucketDeniesNameEachRole: the bucket's Denies exempt each of the pipeline's roles by its
+// exact ARN while three lists of them fit the bucket policy's 20 KB; past that, or when the app
+// asks (ExemptRolePath), they exempt the path, and synth warns; two constructs under one path
+// that disagree fail synth, and a policy that cannot fit either way fails synth. The same app in
+// two regions gets two sets of role names.
+func TestBucketDeniesNameEachRole(t *testing.T) {
+	longPath := "/" + strings.Repeat("p", 400) + "/" // about 460 bytes an ARN: 11 roles fill the lists
+	ops := func(n int) tenantpipeline.Operators {
+		var o tenantpipeline.Operators
+		for i := range n {
+			o.PrincipalARNs = append(o.PrincipalARNs, fmt.Sprintf("arn:aws:iam::123456789012:role/operators-of-the-pipeline/oncall-%03d", i))
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name      string
+		rolePath  string
+		silos     int
+		asked     []bool // ExemptRolePath of each silo tenant (nil: none asks)
+		operators int
+		byPath    bool
+		warn      string // a warning, or an error when fail is set
+		fail      bool
+	}{
+		{name: "three silo tenants and a pool", rolePath: tenantpipeline.DefaultRolePath, silos: 3},
+		{name: "one silo tenant under a long path", rolePath: longPath, silos: 1},
+		{name: "four silo tenants under a long path", rolePath: longPath, silos: 4, byPath: true,
+			warn: "the app's 19 roles under it do not fit a bucket policy's 20 KB three times over"},
+		{name: "asked", rolePath: tenantpipeline.DefaultRolePath, silos: 2, asked: []bool{true, true}, byPath: true,
+			warn: "because SharedProps.ExemptRolePath is set"},
+		{name: "asked by one only", rolePath: tenantpipeline.DefaultRolePath, silos: 2, asked: []bool{true, false}, fail: true,
+			warn: "SharedProps.ExemptRolePath is false here and true for"},
+		{name: "too many operators", rolePath: tenantpipeline.DefaultRolePath, silos: 1, operators: 80, fail: true,
+			warn: "would be up to \\d+ bytes, over S3's 20480"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("Names"), nil)
+			bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), EnforceSSL: jsii.Bool(true)})
+			for i := range tc.silos {
+				shared := tenantpipeline.SharedProps{RolePath: tc.rolePath, Operators: ops(tc.operators)}
+				if tc.asked != nil {
+					shared.ExemptRolePath = tc.asked[i]
+				}
+				tenantpipeline.New(stack, fmt.Sprintf("Tenant-t%d", i), &tenantpipeline.Props{
+					Tenant: tenantpipeline.Tenant{ID: fmt.Sprintf("t%d", i), RegisterURL: "https://core.example.com/r"}, Bucket: bucket, SharedProps: shared})
+			}
+			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "p", Bucket: bucket, IntakeGroups: 1,
+				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}},
+				Shared:  tenantpipeline.SharedProps{RolePath: tc.rolePath, Operators: ops(tc.operators), ExemptRolePath: tc.asked != nil && tc.asked[0]}})
+			if tc.fail {
+				errs := assertions.Annotations_FromStack(stack).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(tc.warn)))
+				if len(*errs) == 0 {
+					t.Fatalf("got no error matching %q", tc.warn)
+				}
+				return
+			}
+			tj := templateJSON(assertions.Template_FromStack(stack, nil))
+			want := []any{map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::",
+				map[string]any{"Ref": "AWS::AccountId"}, ":role" + tc.rolePath + "*"}}}}
+			if !tc.byPath {
+				want = exactRoles(t, tc.rolePath, tj)
+				if n := len(want); n != 3*tc.silos+7 {
+					t.Errorf("got %d roles under the path, want %d: 3 a silo tenant, 7 the pool (its intake has no API)", n, 3*tc.silos+7)
+				}
+			}
+			for _, pol := range byType(tj, "AWS::S3::BucketPolicy") {
+				for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+					sid, _ := st.(map[string]any)["Sid"].(string)
+					if sid != sidControlWrites && sid != sidReadDeny && sid != sidNoOverwrite {
+						continue
+					}
+					if got := get(t, st, "Condition", "ArnNotLike", "aws:PrincipalArn"); asJSON(got) != asJSON(want) {
+						t.Errorf("%s exempts %s, want %s", sid, asJSON(got), asJSON(want))
+					}
+				}
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("the ingest bucket's Denies exempt every role under the path")))
+			if got, want := len(*warnings), map[bool]int{false: 0, true: 1}[tc.byPath]; got != want {
+				t.Errorf("got %d warnings that the Denies exempt the path, want %d", got, want)
+			}
+			if tc.warn != "" {
+				if w := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(tc.warn))); len(*w) != 1 {
+					t.Errorf("got %d warnings matching %q, want 1", len(*w), tc.warn)
+				}
+			}
+		})
+	}
+
+	t.Run("two regions", func(t *testing.T) {
+		names := map[string]string{}
+		var all []awscdk.Stack
+		for _, region := range []string{"eu-west-1", "us-east-1"} {
+			// One app each, as two deployments of the same app are.
+			stack := awscdk.NewStack(testApp(t), jsii.String("Same-"+region), &awscdk.StackProps{
+				StackName: jsii.String("Same"), Env: &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String(region)}})
+			bucket := awss3.NewBucket(stack, jsii.String("Ingest"), &awss3.BucketProps{EventBridgeEnabled: jsii.Bool(true), EnforceSSL: jsii.Bool(true)})
+			tenantpipeline.New(stack, "Tenant-a", &tenantpipeline.Props{
+				Tenant: tenantpipeline.Tenant{ID: "a", RegisterURL: "https://core.example.com/r"}, Bucket: bucket})
+			all = append(all, stack)
+		}
+		for _, stack := range all {
+			region := *stack.Region()
+			for id, r := range byType(templateJSON(assertions.Template_FromStack(stack, nil)), "AWS::IAM::Role") {
+				name, _ := props(r)["RoleName"].(string)
+				if name == "" {
+					continue
+				}
+				if other, ok := names[name]; ok {
+					t.Errorf("role %s in %s has the name %s of %s", id, region, name, other)
+				}
+				if !strings.HasSuffix(name, "-"+region) || len(name) > 64 {
+					t.Errorf("role %s: name %q, want one ending in its region, of at most 64 characters", id, name)
+				}
+				names[name] = region + "/" + id
+			}
+		}
+		if len(names) != 6 {
+			t.Errorf("got %d named roles, want 3 in each region", len(names))
+		}
+	})
 }

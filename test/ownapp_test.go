@@ -317,7 +317,7 @@ func TestOwnAppBucketRefusesWhatThePipelineCannotHonour(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := uploadDenies(getAtt(onlyID(t, tpl, "AWS::S3::Bucket", "Ingest")), getAtt(onlyID(t, tpl, "AWS::KMS::Key", "Key")),
-		"/tenantpipeline/", "arn:aws:iam::123456789012:role/ops/*")
+		exactRoles(t, "/tenantpipeline/", tpl), "arn:aws:iam::123456789012:role/ops/*")
 	got := map[string][]any{}
 	for _, pol := range byType(tpl, "AWS::S3::BucketPolicy") {
 		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {

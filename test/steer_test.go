@@ -1,6 +1,7 @@
 package test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,14 +75,13 @@ var controlWriteActions = []any{
 }
 
 // bucketDeny is the exact statement the ingest bucket's policy must carry.
-func bucketDeny(bucketArn any, rolePath string, operatorARNs ...any) map[string]any {
+func bucketDeny(bucketArn any, roles []any, operatorARNs ...any) map[string]any {
 	res := func(prefix string) any {
 		if s, ok := bucketArn.(string); ok {
 			return map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":s3:::" + s + "/" + prefix + "*"}}}
 		}
 		return map[string]any{"Fn::Join": []any{"", []any{bucketArn, "/" + prefix + "*"}}}
 	}
-	roles := map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::", map[string]any{"Ref": "AWS::AccountId"}, ":role" + rolePath + "*"}}}
 	return map[string]any{
 		"Sid":       "OnlyThePipelineAndOperatorsWriteControlWorkQuarantine",
 		"Effect":    "Deny",
@@ -89,7 +89,7 @@ func bucketDeny(bucketArn any, rolePath string, operatorARNs ...any) map[string]
 		"Action":    controlWriteActions,
 		"Resource":  []any{res("control/"), res("work/"), res("quarantine/"), res("results/")},
 		"Condition": map[string]any{
-			"ArnNotLike": map[string]any{"aws:PrincipalArn": append([]any{roles}, operatorARNs...)},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": append(slices.Clone(roles), operatorARNs...)},
 		},
 	}
 }
@@ -123,13 +123,13 @@ func TestQueuesDenySendsButTheRuleThePipelineAndOperators(t *testing.T) {
 }
 
 // TestIngestBucketDeniesForeignWrites: the bucket the app creates denies writes and deletes under
-// control/, work/ and quarantine/ to all but the roles under the app's role path and the operators,
-// in one statement.
+// control/, work/ and quarantine/ to all but the roles under the app's role path, each by its exact
+// ARN, and the operators, in one statement.
 func TestIngestBucketDeniesForeignWrites(t *testing.T) {
 	sharedApp(t)
 	bucket := logicalIDOfType(t, templateJSON(shared.ingest), "AWS::S3::Bucket")
 	hasStatement(t, shared.ingest, "AWS::S3::BucketPolicy", nil,
-		bucketDeny(getAtt(bucket), "/tenantpipeline/TenantPipeline/"))
+		bucketDeny(getAtt(bucket), exactRoles(t, "/tenantpipeline/TenantPipeline/", appTemplates(t, shared.app)...)))
 	// The app adds the Deny before the tenants' and pools' constructs, which then add none.
 	denies := 0
 	for _, pol := range byType(templateJSON(shared.ingest), "AWS::S3::BucketPolicy") {
@@ -180,7 +180,7 @@ func TestOperatorsFromContext(t *testing.T) {
 	arns := []any{"arn:aws:iam::123456789012:role/ops/*", "arn:aws:iam::123456789012:user/alice"}
 	ingest := assertions.Template_FromStack(built.Ingest, nil)
 	hasStatement(t, ingest, "AWS::S3::BucketPolicy", nil,
-		bucketDeny(getAtt(logicalIDOfType(t, templateJSON(ingest), "AWS::S3::Bucket")), "/tenantpipeline/Corp/", arns...))
+		bucketDeny(getAtt(logicalIDOfType(t, templateJSON(ingest), "AWS::S3::Bucket")), exactRoles(t, "/tenantpipeline/Corp/", appTemplates(t, built)...), arns...))
 	tenants := assertions.Template_FromStack(built.TenantStacks[0], nil)
 	tpl := templateJSON(tenants)
 	ruleID, _ := fileRule(t, tpl, "acme")
@@ -219,7 +219,7 @@ func TestExistingBucketGetsTheStatementToAdd(t *testing.T) {
 		`"s3:DeleteObjectTagging","s3:DeleteObjectVersionTagging","s3:PutObjectRetention","s3:PutObjectLegalHold","s3:DeleteObject","s3:DeleteObjectVersion",` +
 		`"s3:ReplicateObject","s3:ReplicateDelete","s3:ReplicateTags","s3:RestoreObject","s3:AbortMultipartUpload"],` +
 		`"Resource":["arn:<Ref:AWS::Partition>:s3:::corp-ingest/control/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/work/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/quarantine/*","arn:<Ref:AWS::Partition>:s3:::corp-ingest/results/*"],` +
-		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role/tenantpipeline/TenantPipeline/*"]}}}`
+		`"Condition":{"ArnNotLike":{"aws:PrincipalArn":[` + exactRolesFlat(t, "/tenantpipeline/TenantPipeline/", appTemplates(t, built)...) + `]}}}`
 	if got != want {
 		t.Errorf("got output\n%s\nwant\n%s", got, want)
 	}

@@ -84,8 +84,9 @@ func (a *bucketDenyAspect) Visit(node constructs.IConstruct) {
 		return
 	}
 	a.once.Do(func() {
-		want := append([]statement{bucketWriteDeny(a.bucket, a.rolePath, a.ops), bucketReadDeny(a.bucket, a.rolePath, a.ops)},
-			bucketUploadDenies(a.bucket, a.key, a.rolePath, a.ops)...)
+		exempt := lazyExempt(a.bucket, a.rolePath, a.ops)
+		want := append([]statement{bucketWriteDeny(a.bucket, exempt), bucketReadDeny(a.bucket, exempt)},
+			bucketUploadDenies(a.bucket, a.key, exempt)...)
 		var clashes []string
 		for _, s := range want {
 			switch {
@@ -96,6 +97,8 @@ func (a *bucketDenyAspect) Visit(node constructs.IConstruct) {
 				a.bucket.AddToResourcePolicy(s.policyStatement())
 			}
 		}
+		checkPolicySize(awscdk.Stack_Of(a.bucket), a.what, a.bucket, a.rolePath)
+		warnIfByPath(a.scope, a.what, a.rolePath)
 		if len(clashes) > 0 {
 			a.warn(fmt.Sprintf("has a policy whose statements %v are for another role path, other operators or another key, and a policy holds one statement of a Sid", clashes),
 				clashes[0] == want[0].Sid)
@@ -111,7 +114,7 @@ func (a *bucketDenyAspect) warn(why string, writeDeny bool) {
 		until = "; until BucketWriteDeny's is there the controllers confirm every file's end with Step Functions"
 	}
 	awscdk.Annotations_Of(a.scope).AddWarningV2(jsii.String(WarningBucketWriteDenyMissing), jsii.String(fmt.Sprintf(
-		"%s: the ingest bucket %s %s: add the statement of BucketWriteDenyJSON, which keeps everyone but the pipeline's roles (IAM path %s) "+
+		"%s: the ingest bucket %s %s: add the statement of BucketWriteDenyJSON, which keeps everyone but the pipeline's roles (under IAM path %s, each by its ARN) "+
 			"and the operators from writing its %v prefixes, the statement of BucketReadDenyJSON, which keeps them from reading its objects, "+
 			"and the statements of BucketUploadDeniesJSON, which refuse SSE-C, another key, "+
 			"another storage class and writes without If-None-Match, to the bucket's policy (docs/operations.md, \"Who may steer a tenant\", "+

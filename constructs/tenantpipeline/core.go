@@ -156,12 +156,13 @@ func (c *Pipeline) newQueue(manyGroups bool) awssqs.Queue {
 }
 
 // function creates one of the pipeline's (or the tier's) Go functions with its own log group,
-// encrypted with the key, and its role under RolePath, the path BucketWriteDeny exempts.
+// encrypted with the key, and its role under RolePath, named so that the bucket's Denies exempt it
+// by its exact ARN (nameRole).
 func (c *Pipeline) function(id, pkg string, code awslambda.Code, timeout time.Duration, memoryMB int, env map[string]string) (awslambda.Function, awslogs.LogGroup) {
 	logs := awslogs.NewLogGroup(c.scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{Retention: c.shared.LogRetention, EncryptionKey: c.enc.keyOrNil()})
 	fn := newGoFunction(c.scope, id, pkg, code, timeout, memoryMB, env, logs, c.describe(id, pkg), c.enc.keyOrNil())
 	if role, ok := fn.Role().(awsiam.Role); ok {
-		role.Node().DefaultChild().(awsiam.CfnRole).SetPath(jsii.String(c.shared.RolePath))
+		nameRole(role, c.shared.RolePath)
 	}
 	return fn, logs
 }

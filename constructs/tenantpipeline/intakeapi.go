@@ -47,6 +47,7 @@ func (t *TenantPool) newIntakeAPI() awsevents.IRuleTarget {
 		Path:        jsii.String(p.Shared.RolePath),
 		Description: jsii.String(fmt.Sprintf("Pool %s: EventBridge posts the pool's file events to its intake API", p.Name)),
 	})
+	nameRole(t.IntakeAPIEventRole, p.Shared.RolePath)
 	deny := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(t.IntakeAPIEventRole.RoleArn())},
@@ -82,6 +83,7 @@ func (t *TenantPool) newIntakeAPI() awsevents.IRuleTarget {
 		Path:        jsii.String(p.Shared.RolePath),
 		Description: jsii.String(fmt.Sprintf("Pool %s: the intake API sends each event to the intake queue", p.Name)),
 	})
+	nameRole(t.IntakeAPIRole, p.Shared.RolePath)
 	t.IntakeAPIRole.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: jsii.Strings(*t.Intake.QueueArn()),

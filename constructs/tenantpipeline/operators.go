@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -149,33 +150,41 @@ var ControlWriteActions = []string{
 }
 
 // BucketWriteDeny is the statement the ingest bucket's policy carries: ControlWriteActions under
-// controlPrefixes are denied to everyone but the roles under rolePath in the bucket's account (the
-// pipeline's functions, Props.RolePath) and the operators. The bucket's tenants may live in many
-// stacks and a bucket policy is limited to 20 KB, so the pipeline's roles are named by their IAM
-// path, not one by one ("Bucket policies are limited to 20 KB in size":
-// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-iam-policies.html). TenantPipeline
+// controlPrefixes are denied to everyone but the roles the app's pipelines and pools create under
+// rolePath (Props.RolePath), each by its exact ARN, and the operators. The list is made when the
+// template is rendered, so it names the roles of every pipeline and pool of the app, whichever
+// stack they are in and whenever they were created; past what a bucket policy holds, or with
+// SharedProps.ExemptRolePath, it is the path's pattern instead (roles.go). TenantPipeline
 // and TenantPool add it to a bucket created in the app (bucketdeny.go), unless its policy holds it
 // already; an app may also add it itself with bucket.AddToResourcePolicy. For a bucket it imports,
 // CDK cannot change the policy, and the statement must be added by its owner (synth warns; this
 // repository's app prints the statement as a stack output: internal/stacks).
 func BucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) awsiam.PolicyStatement {
-	return bucketWriteDeny(bucket, rolePath, ops).policyStatement()
+	return bucketWriteDeny(bucket, lazyExempt(bucket, rolePath, ops)).policyStatement()
 }
 
 // BucketWriteDenyJSON is BucketWriteDeny as the JSON text of one policy statement, for the owner
-// of a bucket the app does not manage. Its partition and account are deploy-time tokens: use it as
-// a stack output's value.
+// of a bucket the app does not manage. Its partition, account and region are deploy-time tokens:
+// use it as a stack output's value, and apply it again after a deploy that adds roles.
 func BucketWriteDenyJSON(bucket awss3.IBucket, rolePath string, ops Operators) string {
-	return statementsJSON(bucketWriteDeny(bucket, rolePath, ops))
+	return lazyJSON(func() any { return bucketWriteDeny(bucket, exemptARNs(bucket, rolePath, ops)) })
 }
 
-// statementsJSON is the JSON text of a statement, or of a slice of them.
-func statementsJSON[T statement | []statement](s T) string {
-	b, err := json.Marshal(s)
+// lazyJSON is the JSON text of the statement, or slice of them, that build returns, produced when
+// the template is rendered (the roles the statements name are all created by then).
+func lazyJSON(build func() any) string {
+	return *awscdk.Lazy_String(&jsonProducer{build}, nil)
+}
+
+type jsonProducer struct{ build func() any }
+
+// Produce implements awscdk.IStableStringProducer.
+func (p *jsonProducer) Produce() *string {
+	b, err := json.Marshal(p.build())
 	if err != nil {
 		panic(err) // plain strings and maps
 	}
-	return string(b)
+	return jsii.String(string(b))
 }
 
 // statement is one IAM policy statement in IAM's JSON shape.
@@ -188,7 +197,8 @@ type statement struct {
 	Condition map[string]any `json:"Condition"`
 }
 
-func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) statement {
+// bucketWriteDeny is BucketWriteDeny's statement, sparing exempt (exemptARNs, or its lazyExempt).
+func bucketWriteDeny(bucket awss3.IBucket, exempt []string) statement {
 	var resources []string
 	for _, p := range controlPrefixes {
 		resources = append(resources, *bucket.ArnForObjects(jsii.String(p + "*")))
@@ -199,7 +209,7 @@ func bucketWriteDeny(bucket awss3.IBucket, rolePath string, ops Operators) state
 		Principal: "*",
 		Action:    ControlWriteActions,
 		Resource:  resources,
-		Condition: exemptConditions([]string{pipelineRoles(rolePath)}, ops),
+		Condition: exemptConditions(exempt, Operators{}),
 	}
 }
 

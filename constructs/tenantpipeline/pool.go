@@ -344,6 +344,7 @@ func NewPool(scope constructs.Construct, id string, props *PoolProps) *TenantPoo
 		return t
 	}
 	t.build()
+	exemptPath(t.Construct, p.Shared.RolePath, p.Shared.ExemptRolePath)
 	addBucketDenies(t.Construct, fmt.Sprintf("pool %q", p.Name), p.Bucket, t.objects.keyOrNil(), p.Shared.RolePath, p.Shared.Operators)
 	t.app = register(t.Construct, t)
 	t.Node().AddValidation(&poolValidation{t})

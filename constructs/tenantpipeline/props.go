@@ -178,11 +178,22 @@ type SharedProps struct {
 	// Default: no operators; only the pipeline's own roles steer.
 	Operators Operators
 
-	// RolePath is the IAM path of the functions' roles (controller, split, the bundled register):
-	// BucketWriteDeny lets the roles under it write the bucket's control/, work/, quarantine/ and
-	// results/ prefixes, so keep every other role off it. "/" or "/<segments>/", printable ASCII,
-	// at most 512 characters. Changing it replaces the roles. Default: /tenantpipeline/.
+	// RolePath is the IAM path of the functions' roles (controller, split, the bundled register,
+	// a pool's router, intake and tenant roles). Each gets a name of its own, and the bucket's
+	// Denies (BucketWriteDeny, BucketReadDeny, BucketUploadDenies) exempt each one's exact ARN, so
+	// a role someone else creates under the path is refused like any other. "/" or
+	// "/<segments>/", printable ASCII, at most 512 characters. Changing it replaces the roles.
+	// Default: /tenantpipeline/.
 	RolePath string
+
+	// ExemptRolePath makes the bucket's Denies exempt every role under RolePath, by the path's
+	// pattern, instead of naming each role: for an app whose roles do not fit a bucket policy's
+	// 20 KB (synth fails, naming the count; about 3 roles a silo tenant, 8 a pool). Whoever may
+	// then create a role under the path (iam:CreateRole) may write the pipeline's control records
+	// and read every tenant's files: keep that to the deployment, with an SCP (docs/operations.md).
+	// Every pipeline and pool of the app under one RolePath must set it alike.
+	// Default: false, each role by its ARN.
+	ExemptRolePath bool
 
 	// EncryptionKey is the customer-managed KMS key of what the construct stores: its queues
 	// (SSE-KMS, data keys reused for DataKeyReusePeriod), log groups, state machines' execution

@@ -105,6 +105,7 @@ func New(scope constructs.Construct, id string, props *Props) *TenantPipeline {
 		return t
 	}
 	t.build()
+	exemptPath(t.Construct, p.RolePath, p.ExemptRolePath)
 	addBucketDenies(t.Construct, fmt.Sprintf("tenant %q", p.Tenant.ID), p.Bucket, t.objects.keyOrNil(), p.RolePath, p.Operators)
 	warnOwnRegisterRole(t.Construct, p.RegisterFunction, p.RolePath)
 	t.checks.app = register(t.Construct, t)

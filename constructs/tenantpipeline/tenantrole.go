@@ -86,6 +86,7 @@ func (t *TenantPool) tenantScopedRole(id, description string, acting ...awslambd
 		// Role chaining caps a session at one hour whatever this says.
 		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
 	})
+	nameRole(role, p.Shared.RolePath)
 	for _, fn := range acting {
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sts:AssumeRole", "sts:TagSession"),

@@ -1,9 +1,6 @@
 package tenantpipeline
 
 import (
-	"fmt"
-
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -70,14 +67,15 @@ const (
 // BucketUploadDenies are the statements that make the ingest bucket refuse what the pipeline cannot
 // honour: SSE-C, always; with key (the customer-managed key of the bucket's objects; nil for none),
 // any encryption but SSE-KMS with that key; a storage class other than UploadStorageClasses; and,
-// for everyone but the roles under rolePath in the bucket's account and the operators, a write
+// for everyone but the app's roles under rolePath (each by its ARN, as BucketWriteDeny names them)
+// and the operators, a write
 // without If-None-Match, which could replace an existing object. TenantPipeline and TenantPool add
 // them to a bucket created in the app, next to BucketWriteDeny (bucketdeny.go); an app that imports
 // its bucket adds them to the bucket's policy itself, as the example of BucketUploadDeniesJSON
 // shows. Uploaders must then send "If-None-Match: *" on PutObject and CompleteMultipartUpload.
 func BucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, ops Operators) []awsiam.PolicyStatement {
 	var out []awsiam.PolicyStatement
-	for _, d := range bucketUploadDenies(bucket, key, rolePath, ops) {
+	for _, d := range bucketUploadDenies(bucket, key, lazyExempt(bucket, rolePath, ops)) {
 		out = append(out, d.policyStatement())
 	}
 	return out
@@ -87,10 +85,12 @@ func BucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, 
 // for the owner of a bucket the app does not manage. Its partition, account and key ARN may be
 // deploy-time tokens: use it as a stack output's value.
 func BucketUploadDeniesJSON(bucket awss3.IBucket, key awskms.IKey, rolePath string, ops Operators) string {
-	return statementsJSON(bucketUploadDenies(bucket, key, rolePath, ops))
+	return lazyJSON(func() any { return bucketUploadDenies(bucket, key, exemptARNs(bucket, rolePath, ops)) })
 }
 
-func bucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, ops Operators) []statement {
+// bucketUploadDenies is BucketUploadDenies' statements, the overwrite Deny sparing exempt
+// (exemptARNs, or its lazyExempt).
+func bucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, exempt []string) []statement {
 	objects := []string{*bucket.ArnForObjects(jsii.String("*"))}
 	put := func(sid string, condition map[string]any) statement {
 		return statement{Sid: sid, Effect: "Deny", Principal: "*", Action: []string{"s3:PutObject"}, Resource: objects, Condition: condition}
@@ -114,15 +114,10 @@ func bucketUploadDenies(bucket awss3.IBucket, key awskms.IKey, rolePath string, 
 			put(sidPipelineKeyOnly, present("s3:x-amz-server-side-encryption-aws-kms-key-id", *key.KeyArn())))
 	}
 	out = append(out, put(sidStorageClasses, present("s3:x-amz-storage-class", UploadStorageClasses...)))
-	noOverwrite := exemptConditions([]string{pipelineRoles(rolePath)}, ops)
+	noOverwrite := exemptConditions(exempt, Operators{})
 	noOverwrite["Null"] = map[string]any{"s3:if-none-match": "true"}
 	noOverwrite["Bool"] = map[string]any{"s3:ObjectCreationOperation": "true"}
 	return append(out, put(sidNoOverwrite, noOverwrite))
-}
-
-// pipelineRoles is the ArnLike pattern of the roles under rolePath in the stack's account.
-func pipelineRoles(rolePath string) string {
-	return fmt.Sprintf("arn:%s:iam::%s:role%s*", *awscdk.Aws_PARTITION(), *awscdk.Aws_ACCOUNT_ID(), rolePath)
 }
 
 // policyStatement is s, a Deny, as an awsiam.PolicyStatement.

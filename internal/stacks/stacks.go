@@ -66,6 +66,10 @@ const (
 	// CtxResultsExpirationDays is how many days the ingest bucket keeps each file's results
 	// (results/). Default: pipeline.DefaultResultsExpirationDays.
 	CtxResultsExpirationDays = "resultsExpirationDays"
+	// CtxExemptRolePath "true" makes the bucket's Denies exempt every role under the app's role
+	// path instead of each role by its ARN (tenantpipeline.SharedProps.ExemptRolePath).
+	// Default: false.
+	CtxExemptRolePath = "exemptRolePath"
 )
 
 // Options are the app-wide settings.
@@ -127,6 +131,9 @@ type Options struct {
 	// under results/ (a bucket it imports keeps its owner's rules). Default: 30 days
 	// (pipeline.DefaultResultsExpirationDays).
 	ResultsExpirationDays int
+	// ExemptRolePath makes the bucket's Denies exempt the role path, not each role's ARN
+	// (tenantpipeline.SharedProps.ExemptRolePath). Context: exemptRolePath. Default: false.
+	ExemptRolePath bool
 }
 
 // RolePath is the IAM path of the app's function roles, one per stack prefix, so that two copies
@@ -203,6 +210,13 @@ func OptionsFromContext(app constructs.Construct) (Options, error) {
 		if name = strings.TrimSpace(name); name != "" {
 			o.RegroupIntake = append(o.RegroupIntake, name)
 		}
+	}
+	switch v := get(CtxExemptRolePath); v {
+	case "", "false":
+	case "true":
+		o.ExemptRolePath = true
+	default:
+		return o, fmt.Errorf("context %s: %q is not true or false", CtxExemptRolePath, v)
 	}
 	if v := get(CtxResultsExpirationDays); v != "" {
 		n, err := strconv.Atoi(v)
@@ -469,7 +483,8 @@ func arnPrincipals(arns []string) []awsiam.IPrincipal {
 // policy the app keeps (KeyPolicyCovered).
 func (o Options) shared(topic awssns.ITopic, key awskms.IKey) tenantpipeline.SharedProps {
 	return tenantpipeline.SharedProps{AlarmTopic: topic, Operators: o.Operators, RolePath: o.RolePath(), RegisterDesign: o.RegisterDesign,
-		RequestShares: o.RequestShares, DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil}
+		RequestShares: o.RequestShares, DefaultSmallFileBytes: o.DefaultSmallFileBytes, EncryptionKey: key, KeyPolicyCovered: key != nil,
+		ExemptRolePath: o.ExemptRolePath}
 }
 
 // coreSystems creates one CoreSystem per entry of the file's "coreSystems", in the shared stack
@@ -540,7 +555,7 @@ func ImportedBucketPolicy(stack awscdk.Stack, bucket awss3.IBucket, key awskms.I
 		Value:       jsii.String(tenantpipeline.BucketUploadDeniesJSON(bucket, key, o.RolePath(), o.Operators)),
 	})
 	msg := fmt.Sprintf("the ingest bucket %s is not managed by this app, so CDK cannot add the Deny that keeps everyone but the pipeline's roles "+
-		"(IAM path %s) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s, "+
+		"(under IAM path %s, each by its ARN) and the operators from writing its control/, work/ and quarantine/ prefixes; add the statement of stack output %s, "+
 		"the statement of stack output %s (only they read its objects) "+
 		"and the statements of stack output %s of stack %s (SSE-C, another key or storage class, customers' writes without If-None-Match) "+
 		"to the bucket's policy after the deploy (docs/operations.md, \"Who may steer a tenant\"; docs/isolation.md, \"Uploads\")",
