@@ -183,6 +183,32 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 				t.Errorf("the outsider %s: got %q (%v), want AccessDenied from the bucket's policy", tc.name, errorCode(err), err)
 			}
 		}
+		// A role created under the pipeline's role path, which the bucket's Denies exempted
+		// before they named each role: refused as the outsider is, though its ARN is under the
+		// path of every role of the pipeline.
+		r.auth.mu.Lock()
+		path := rolePathOf(r.auth.functionRoles[r.Tenant("up").Controller.Name])
+		r.auth.mu.Unlock()
+		if path == "/" {
+			t.Fatalf("up's controller's role has no path of its own (%q)", path)
+		}
+		intruder := sessionClient(t, ctx, r, r.OutsiderRoleUnder(path), nil)
+		for _, tc := range []struct {
+			name string
+			do   func() error
+		}{
+			{"reads up's results", func() error { return get(intruder, result) }},
+			{"writes up's wake-up record", func() error {
+				return put(intruder, s3.PutObjectInput{}, pipeline.ControlDir(r.Tenant("up").Owner())+"forged-wake-done.json")
+			}},
+			{"writes up's file without If-None-Match", func() error {
+				return put(intruder, s3.PutObjectInput{}, good)
+			}},
+		} {
+			if err := tc.do(); errorCode(err) != "AccessDenied" {
+				t.Errorf("a role under the pipeline's path %s %s: got %q (%v), want AccessDenied from the bucket's policy", path, tc.name, errorCode(err), err)
+			}
+		}
 		if n := objectsUnder(t, ctx, r, pipeline.ControlDir(r.Tenant("up").Owner())+"forged") + objectsUnder(t, ctx, r, pipeline.ResultsDir(r.Tenant("up").Owner())+"forged"); n != 0 {
 			t.Errorf("got %d forged objects, want none", n)
 		}
@@ -353,4 +379,10 @@ func withTopLevelJSON(t *testing.T, tenantsJSON, field string, value any) string
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// rolePathOf is the IAM path of the role whose ARN is arn ("/a/b/" of arn:aws:iam::1:role/a/b/name).
+func rolePathOf(arn string) string {
+	_, rest, _ := strings.Cut(arn, ":role")
+	return rest[:strings.LastIndex(rest, "/")+1]
 }

@@ -290,7 +290,7 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 	}
 	// A role the templates create is judged by its own policies, even where a resource policy
 	// exempts it by ARN as it exempts an operator's.
-	if found == nil && (role == a.outsiderRole() || a.externalRole(role)) {
+	if found == nil && (a.isOutsider(role) || a.externalRole(role)) {
 		// Any principal of the account may assume it, by its own policies. Kept, so that the
 		// policies are not searched for the role's ARN again at each of its requests.
 		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
