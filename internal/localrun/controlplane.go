@@ -185,6 +185,8 @@ func (r *Run) controlPlane() http.Handler {
 			writeXML(w, http.StatusOK, callerIdentity(req, r.auth))
 		case "AssumeRole": // an operator's session of a role, e.g. a pool's uploader role (tenantauth.go)
 			r.auth.assumeRole(w, req, form)
+		case "CreateRole", "PutRolePolicy", "GetRole", "DeleteRole": // iam.go
+			r.auth.serveIAM(w, form)
 		default:
 			queryError(w, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the local run does not emulate %q", form.Get("Action")))
 		}
@@ -428,6 +430,7 @@ func (r *Run) Env() []string {
 		"AWS_ENDPOINT_URL_LAMBDA=" + e.Lambda,
 		"AWS_ENDPOINT_URL_CLOUDFORMATION=" + e.CloudFormation,
 		"AWS_ENDPOINT_URL_STS=" + e.STS,
+		"AWS_ENDPOINT_URL_IAM=" + e.STS, // the same control plane (iam.go)
 		"AWS_ENDPOINT_URL_CLOUDWATCH=" + e.CloudWatch,
 		"AWS_REGION=" + emulate.Region,
 		"AWS_DEFAULT_REGION=" + emulate.Region,

@@ -130,6 +130,12 @@ func (a *tenantAuth) controlPlaneRequest(req *http.Request, body []byte) control
 		return controlPlaneCall{} // Invoke, judged by guardLambda
 	}
 	form, _ := url.ParseQuery(string(body))
+	if action := form.Get("Action"); iamActions[action] {
+		return controlPlaneCall{op: action, action: "iam:" + action, resource: a.iamResource(form),
+			refuse: func(w http.ResponseWriter, status int, code, msg string) {
+				queryError(w, status, cmp.Or(code, "AccessDenied"), msg)
+			}}
+	}
 	if form.Get("Action") != "DescribeStacks" {
 		return controlPlaneCall{} // GetCallerIdentity needs no permission; AssumeRole is judged by the trust policy
 	}

@@ -38,13 +38,6 @@ func (a *tenantAuth) outsiderRole() string {
 	return fmt.Sprintf("arn:aws:iam::%s:role/%s", a.res.Account, OutsiderRoleName)
 }
 
-// isOutsider reports whether role is the outsider role, at the root path or under any other
-// (OutsiderRoleUnder): a role anyone allowed iam:CreateRole could create there.
-func (a *tenantAuth) isOutsider(role string) bool {
-	rest, ok := strings.CutPrefix(role, fmt.Sprintf("arn:aws:iam::%s:role/", a.res.Account))
-	return ok && (rest == OutsiderRoleName || strings.HasSuffix(rest, "/"+OutsiderRoleName)) && !strings.ContainsAny(rest, "*?$")
-}
-
 // externalRole reports whether role, which the templates do not create, is one they name: a role
 // of the run's account that a bucket's or queue's policy exempts by its exact ARN (aws:PrincipalArn), as
 // the constructs exempt the configured operators (operatorArns). The local STS knows it as it knows
@@ -161,11 +154,4 @@ func (a *tenantAuth) resourceStatements(resource string) ([]statement, error) {
 // it from the run's STS, without tags.
 func (c *Cloud) OutsiderRoleARN() string {
 	return c.auth.outsiderRole()
-}
-
-// OutsiderRoleUnder is the ARN of the outsider role under the IAM path rolePath ("/a/b/"): a role
-// someone allowed iam:CreateRole made there, say under the pipeline's role path. Its own policy
-// allows everything, as the outsider's does, so only the resource policies can refuse it.
-func (c *Cloud) OutsiderRoleUnder(rolePath string) string {
-	return fmt.Sprintf("arn:aws:iam::%s:role%s%s", c.auth.res.Account, rolePath, OutsiderRoleName)
 }

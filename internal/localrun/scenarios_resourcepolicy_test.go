@@ -7,6 +7,7 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -183,16 +185,40 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 				t.Errorf("the outsider %s: got %q (%v), want AccessDenied from the bucket's policy", tc.name, errorCode(err), err)
 			}
 		}
-		// A role created under the pipeline's role path, which the bucket's Denies exempted
-		// before they named each role: refused as the outsider is, though its ARN is under the
-		// path of every role of the pipeline.
+		// A role created under the pipeline's role path (the outsider may call iam:CreateRole),
+		// which the bucket's Denies exempted before they named each role, allowed everything by
+		// its own policy: refused as the outsider is, though its ARN is under the path of every
+		// role of the pipeline. A role of a pipeline role's own name cannot be created.
 		r.auth.mu.Lock()
-		path := rolePathOf(r.auth.functionRoles[r.Tenant("up").Controller.Name])
+		controllerRole := r.auth.functionRoles[r.Tenant("up").Controller.Name]
 		r.auth.mu.Unlock()
+		path := rolePathOf(controllerRole)
 		if path == "/" {
-			t.Fatalf("up's controller's role has no path of its own (%q)", path)
+			t.Fatalf("up's controller's role has no path of its own (%q)", controllerRole)
 		}
-		intruder := sessionClient(t, ctx, r, r.OutsiderRoleUnder(path), nil)
+		admin := iam.NewFromConfig(sessionConfig(t, ctx, r, r.OutsiderRoleARN(), nil), func(o *iam.Options) {
+			o.BaseEndpoint = aws.String(runEndpoint(t, r, "AWS_ENDPOINT_URL_IAM"))
+		})
+		account := strings.Split(controllerRole, ":")[4]
+		trust := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::` + account + `:root"},"Action":"sts:AssumeRole"}]}`
+		_, err = admin.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(controllerRole[strings.LastIndex(controllerRole, "/")+1:]),
+			Path: aws.String(path), AssumeRolePolicyDocument: aws.String(trust)})
+		if errorCode(err) != "EntityAlreadyExists" {
+			t.Errorf("CreateRole of the controller's role's own name: got %q (%v), want EntityAlreadyExists", errorCode(err), err)
+		}
+		created, err := admin.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("intruder"), Path: aws.String(path),
+			AssumeRolePolicyDocument: aws.String(trust)})
+		if err != nil {
+			t.Fatalf("CreateRole under %s: %v", path, err)
+		}
+		if _, err := admin.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: created.Role.RoleName, PolicyName: aws.String("admin"),
+			PolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`)}); err != nil {
+			t.Fatalf("PutRolePolicy: %v", err)
+		}
+		if got := aws.ToString(created.Role.Arn); got != "arn:aws:iam::"+account+":role"+path+"intruder" {
+			t.Errorf("created role's ARN %s, want it under %s", got, path)
+		}
+		intruder := sessionClient(t, ctx, r, aws.ToString(created.Role.Arn), nil)
 		for _, tc := range []struct {
 			name string
 			do   func() error
@@ -207,6 +233,54 @@ func TestScenarioResourcePoliciesRefuseLocally(t *testing.T) {
 		} {
 			if err := tc.do(); errorCode(err) != "AccessDenied" {
 				t.Errorf("a role under the pipeline's path %s %s: got %q (%v), want AccessDenied from the bucket's policy", path, tc.name, errorCode(err), err)
+			}
+		}
+		// With the Denies exempting the path's pattern instead of each role (what ExemptRolePath
+		// builds), the same role reads the results: the exact list is what refused it.
+		if _, err := r.auth.resourceStatements("arn:aws:s3:::" + r.Bucket); err != nil {
+			t.Fatal(err)
+		}
+		r.auth.mu.Lock()
+		exact := r.auth.resourcePolicies[r.Bucket]
+		var byPath []statement
+		exempting := 0
+		for _, st := range exact {
+			if arns, ok := st.Condition["ArnNotLike"]["aws:PrincipalArn"]; ok && len(arns) > 0 {
+				c := map[string]map[string]stringList{}
+				for op, kv := range st.Condition {
+					c[op] = map[string]stringList{}
+					for k, v := range kv {
+						c[op][k] = v
+					}
+				}
+				c["ArnNotLike"]["aws:PrincipalArn"] = stringList{"arn:aws:iam::" + account + ":role" + path + "*"}
+				st.Condition = c
+				exempting++
+			}
+			byPath = append(byPath, st)
+		}
+		r.auth.resourcePolicies[r.Bucket] = byPath
+		r.auth.mu.Unlock()
+		if exempting != 3 {
+			t.Fatalf("found %d statements of the bucket's policy exempting by aws:PrincipalArn, want the write, read and overwrite Denies", exempting)
+		}
+		if err := get(intruder, result); err != nil {
+			t.Errorf("a role under the pipeline's path reads up's results when the Denies exempt the path: %v; want it allowed", err)
+		}
+		r.auth.mu.Lock()
+		r.auth.resourcePolicies[r.Bucket] = exact
+		r.auth.mu.Unlock()
+		// The tenant's file and control records are as they were.
+		if n := objectsUnder(t, ctx, r, pipeline.ControlDir(r.Tenant("up").Owner())+"forged"); n != 0 {
+			t.Errorf("got %d forged control records, want none", n)
+		}
+		if out, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.Bucket), Key: aws.String(good)}); err != nil {
+			t.Errorf("up's file: %v", err)
+		} else {
+			b, _ := io.ReadAll(out.Body)
+			out.Body.Close()
+			if string(b) != string(csvOf(3)) {
+				t.Errorf("up's file is %q after the refused overwrite, want the uploader's %q", b, csvOf(3))
 			}
 		}
 		if n := objectsUnder(t, ctx, r, pipeline.ControlDir(r.Tenant("up").Owner())+"forged") + objectsUnder(t, ctx, r, pipeline.ResultsDir(r.Tenant("up").Owner())+"forged"); n != 0 {

@@ -86,6 +86,8 @@ type tenantAuth struct {
 	// customer-managed key of a table or state machine (kmsauth.go, sfnauth.go) and a table's
 	// partition key (leadingkeys.go), "" for none.
 	storeKeys map[string]string
+	// created are the roles made through the local IAM API, by ARN (iam.go).
+	created map[string]*createdRole
 }
 
 // storeKey is the fact id of a store ("table/<name>", "hash/<name>"), found by find on first
@@ -288,9 +290,20 @@ func (a *tenantAuth) roleStatements(role string) ([]statement, error) {
 			break
 		}
 	}
+	// A role made through the local IAM API: its trust policy and inline policies (iam.go).
+	if c := a.created[role]; found == nil && c != nil {
+		a.trust[role] = c.trust
+		a.roleIDs[role] = c.ID
+		var out []statement
+		for _, doc := range c.policies {
+			out = append(out, doc...)
+		}
+		a.policies[role] = out
+		return out, nil
+	}
 	// A role the templates create is judged by its own policies, even where a resource policy
 	// exempts it by ARN as it exempts an operator's.
-	if found == nil && (a.isOutsider(role) || a.externalRole(role)) {
+	if found == nil && (role == a.outsiderRole() || a.externalRole(role)) {
 		// Any principal of the account may assume it, by its own policies. Kept, so that the
 		// policies are not searched for the role's ARN again at each of its requests.
 		a.trust[role] = []statement{{Effect: "Allow", Principal: json.RawMessage(fmt.Sprintf(`{"AWS":"arn:aws:iam::%s:root"}`, a.res.Account)),
