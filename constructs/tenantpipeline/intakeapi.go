@@ -42,12 +42,12 @@ const (
 func (t *TenantPool) newIntakeAPI() awsevents.IRuleTarget {
 	p := t.Props
 	stack := awscdk.Stack_Of(t.Construct)
+	// Neither of the intake API's roles touches the bucket, so neither is under RolePath, whose
+	// roles the bucket's Denies exempt (roles.go).
 	t.IntakeAPIEventRole = awsiam.NewRole(t.Construct, jsii.String("IntakeApiEventRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil),
-		Path:        jsii.String(p.Shared.RolePath),
 		Description: jsii.String(fmt.Sprintf("Pool %s: EventBridge posts the pool's file events to its intake API", p.Name)),
 	})
-	nameRole(t.IntakeAPIEventRole, p.Shared.RolePath)
 	deny := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(t.IntakeAPIEventRole.RoleArn())},
@@ -80,10 +80,8 @@ func (t *TenantPool) newIntakeAPI() awsevents.IRuleTarget {
 	})
 	t.IntakeAPIRole = awsiam.NewRole(t.Construct, jsii.String("IntakeApiRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("apigateway.amazonaws.com"), nil),
-		Path:        jsii.String(p.Shared.RolePath),
 		Description: jsii.String(fmt.Sprintf("Pool %s: the intake API sends each event to the intake queue", p.Name)),
 	})
-	nameRole(t.IntakeAPIRole, p.Shared.RolePath)
 	t.IntakeAPIRole.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: jsii.Strings(*t.Intake.QueueArn()),

@@ -188,7 +188,7 @@ type SharedProps struct {
 
 	// ExemptRolePath makes the bucket's Denies exempt every role under RolePath, by the path's
 	// pattern, instead of naming each role: for an app whose roles do not fit a bucket policy's
-	// 20 KB (synth fails, naming the count; about 3 roles a silo tenant, 8 a pool). Whoever may
+	// 20 KB (synth warns, naming the count; 3 roles a silo tenant, 7 a pool). Whoever may
 	// then create a role under the path (iam:CreateRole) may write the pipeline's control records
 	// and read every tenant's files: keep that to the deployment, with an SCP (docs/operations.md).
 	// Every pipeline and pool of the app under one RolePath must set it alike.

@@ -33,7 +33,7 @@ import (
 //
 // The exemption is exact while the three lists fit S3's 20 KB for a bucket policy
 // (MaxBucketPolicyBytes, less what the bucket's other statements take: exactBudget): 55 roles of
-// the app's path, about 15 silo tenants and a pool. Past that, or with SharedProps.ExemptRolePath, the Denies exempt the
+// the app's path, a pool and about 16 silo tenants. Past that, or with SharedProps.ExemptRolePath, the Denies exempt the
 // path, as they did before the roles had names, synth warns (WarningBucketDenyExemptsRolePath),
 // and role creation under the path must be kept to the deployment (an SCP, docs/operations.md).
 
@@ -212,7 +212,7 @@ func warnIfByPath(scope constructs.IConstruct, what, rolePath string) {
 	}
 	why := "SharedProps.ExemptRolePath is set"
 	if !asked {
-		why = fmt.Sprintf("the app's %d roles under it do not fit a bucket policy's 20 KB three times over (3 a silo tenant, 9 a pool): "+
+		why = fmt.Sprintf("the app's %d roles under it do not fit a bucket policy's 20 KB three times over (3 a silo tenant, 7 a pool): "+
 			"move silo tenants into a pool or give some another ingest bucket, and each role is named again", roles)
 	}
 	awscdk.Annotations_Of(scope).AddWarningV2(jsii.String(WarningBucketDenyExemptsRolePath), jsii.String(fmt.Sprintf(
