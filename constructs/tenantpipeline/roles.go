@@ -147,7 +147,7 @@ func roleName(role constructs.IConstruct) string {
 
 // exemptARNs is what the bucket's Denies exempt by aws:PrincipalArn for the roles under rolePath
 // of scope's app and the operators: each role's exact ARN, or the path's pattern when the app set
-// ExemptRolePath, then the operators' ARNs. With no role (an app that adds the statements before,
+// ExemptRolePath or the exact lists would not fit (byPath), then the operators' ARNs. With no role (an app that adds the statements before,
 // or without, any pipeline) it names the path itself, which is no role's ARN, so the Deny spares
 // the operators alone.
 func exemptARNs(scope constructs.IConstruct, rolePath string, ops Operators) []string {
