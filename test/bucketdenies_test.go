@@ -564,6 +564,37 @@ func TestBucketDeniesNameEachRole(t *testing.T) {
 		})
 	}
 
+	// A bucket the app imports: its owner adds the …JSON statements, which list the same roles,
+	// and synth warns when they exempt the path.
+	for _, silos := range []int{1, 4} {
+		t.Run(fmt.Sprintf("an imported bucket, %d silo tenants under a long path", silos), func(t *testing.T) {
+			app := testApp(t)
+			stack := awscdk.NewStack(app, jsii.String("Imported"), nil)
+			bucket := awss3.Bucket_FromBucketName(stack, jsii.String("Bucket"), jsii.String("corp-ingest"))
+			for i := range silos {
+				tenantpipeline.New(stack, fmt.Sprintf("Tenant-t%d", i), &tenantpipeline.Props{
+					Tenant: tenantpipeline.Tenant{ID: fmt.Sprintf("t%d", i), RegisterURL: "https://core.example.com/r"}, Bucket: bucket,
+					SharedProps: tenantpipeline.SharedProps{RolePath: longPath}})
+			}
+			tenantpipeline.NewPool(stack, "Pool", &tenantpipeline.PoolProps{Name: "p", Bucket: bucket, IntakeGroups: 1,
+				Tenants: []tenantpipeline.Tenant{{ID: "hooli", RegisterURL: "https://core.example.com/h"}}, Shared: tenantpipeline.SharedProps{RolePath: longPath}})
+			got := flatten(t, stack.Resolve(jsii.String(tenantpipeline.BucketReadDenyJSON(bucket, longPath, tenantpipeline.Operators{}))))
+			want := `"aws:PrincipalArn":["arn:<Ref:AWS::Partition>:iam::<Ref:AWS::AccountId>:role` + longPath + `*"]`
+			byPath := silos == 4
+			if !byPath {
+				want = `"aws:PrincipalArn":[` + exactRolesFlat(t, longPath, templateJSON(assertions.Template_FromStack(stack, nil))) + `]`
+			}
+			if !strings.Contains(got, want) {
+				t.Errorf("got\n%s\nwant it to hold\n%s", got, want)
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"),
+				assertions.Match_StringLikeRegexp(jsii.String("the ingest bucket's Denies exempt every role under the path")))
+			if n, want := len(*warnings), map[bool]int{false: 0, true: 1}[byPath]; n != want {
+				t.Errorf("got %d warnings that the Denies exempt the path, want %d", n, want)
+			}
+		})
+	}
+
 	t.Run("two regions", func(t *testing.T) {
 		names := map[string]string{}
 		var all []awscdk.Stack

@@ -49,7 +49,9 @@ func addBucketDenies(scope constructs.Construct, what string, bucket awss3.IBuck
 	}
 	if !owned {
 		a.warn("is not created in this app, so CDK cannot change its policy", true)
-		return
+		// Its owner adds the statements of the …JSON outputs, which name the roles as the
+		// aspect would: the aspect only warns when they exempt the path (warnIfByPath).
+		a.imported = true
 	}
 	awscdk.Aspects_Of(bucket).Add(a, nil)
 }
@@ -75,6 +77,7 @@ type bucketDenyAspect struct {
 	key      awskms.IKey
 	rolePath string
 	ops      Operators
+	imported bool // a bucket of another app: nothing to add, only warnIfByPath
 	once     sync.Once
 }
 
@@ -84,6 +87,10 @@ func (a *bucketDenyAspect) Visit(node constructs.IConstruct) {
 		return
 	}
 	a.once.Do(func() {
+		if a.imported {
+			warnIfByPath(a.scope, a.what, a.rolePath)
+			return
+		}
 		exempt := lazyExempt(a.bucket, a.rolePath, a.ops)
 		want := append([]statement{bucketWriteDeny(a.bucket, exempt), bucketReadDeny(a.bucket, exempt)},
 			bucketUploadDenies(a.bucket, a.key, exempt)...)
