@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -55,7 +56,7 @@ func (a *tenantAuth) iamRoleARN(path, name string) string {
 func (a *tenantAuth) iamResource(form url.Values) string {
 	name := form.Get("RoleName")
 	if form.Get("Action") == "CreateRole" {
-		return a.iamRoleARN(cmpOr(form.Get("Path"), "/"), name)
+		return a.iamRoleARN(cmp.Or(form.Get("Path"), "/"), name)
 	}
 	if r := a.createdByName(name); r != nil {
 		return r.ARN
@@ -64,13 +65,6 @@ func (a *tenantAuth) iamResource(form url.Values) string {
 		return arn
 	}
 	return a.iamRoleARN("/", name)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // createdByName is the created role of that name (IAM's names are case-insensitive), or nil.
@@ -118,7 +112,7 @@ func (a *tenantAuth) serveIAM(w http.ResponseWriter, form url.Values) {
 	}
 	switch form.Get("Action") {
 	case "CreateRole":
-		path := cmpOr(form.Get("Path"), "/")
+		path := cmp.Or(form.Get("Path"), "/")
 		if len(path) > 512 || !iamPathRe.MatchString(path) {
 			queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The specified value for path is invalid: %q", path))
 			return
@@ -128,12 +122,15 @@ func (a *tenantAuth) serveIAM(w http.ResponseWriter, form url.Values) {
 			queryError(w, http.StatusBadRequest, "MalformedPolicyDocument", "AssumeRolePolicyDocument: "+err.Error())
 			return
 		}
-		if a.createdByName(name) != nil || a.templateRoleARN(name) != "" {
+		exists := func() {
 			queryError(w, http.StatusConflict, "EntityAlreadyExists", fmt.Sprintf("Role with name %s already exists.", name))
+		}
+		if a.templateRoleARN(name) != "" {
+			exists()
 			return
 		}
 		r := &createdRole{Name: name, Path: path, ARN: a.iamRoleARN(path, name), TrustJSON: form.Get("AssumeRolePolicyDocument"),
-			ID: "AROA" + strings.ToUpper(strings.ReplaceAll(emulate.NewID(), "-", ""))[:17], Created: time.Now().UTC(),
+			ID: "AROA" + strings.ToUpper(emulate.NewID())[:17], Created: time.Now().UTC(), // NewID: 32 hex digits
 			trust: trust, policies: map[string][]statement{}}
 		for i := range r.trust {
 			if len(r.trust[i].Resource) == 0 {
@@ -141,6 +138,13 @@ func (a *tenantAuth) serveIAM(w http.ResponseWriter, form url.Values) {
 			}
 		}
 		a.mu.Lock()
+		for _, c := range a.created { // checked and taken under one lock: two creates race for a name
+			if strings.EqualFold(c.Name, name) {
+				a.mu.Unlock()
+				exists()
+				return
+			}
+		}
 		if a.created == nil {
 			a.created = map[string]*createdRole{}
 		}
