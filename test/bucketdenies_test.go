@@ -628,3 +628,52 @@ func TestBucketDeniesNameEachRole(t *testing.T) {
 		}
 	})
 }
+
+// TestExemptRolePathFromContext: the app's context exemptRolePath=true reaches every Deny of the
+// ingest bucket as the role path's pattern, with the warning; a value other than true or false is
+// refused, naming the key.
+func TestExemptRolePathFromContext(t *testing.T) {
+	app := testAppWithContext(t, map[string]any{stacks.CtxExemptRolePath: "true", stacks.CtxStackPrefix: "Wide"})
+	o, err := stacks.OptionsFromContext(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.ExemptRolePath {
+		t.Fatal("exemptRolePath=true did not set Options.ExemptRolePath")
+	}
+	o.TenantsFile, o.AssignmentFile = "testdata/one-tenant.json", "testdata/one-tenant.stacks.json"
+	built, err := stacks.Build(app, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest := assertions.Template_FromStack(built.Ingest, nil)
+	want := asJSON([]any{map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::",
+		map[string]any{"Ref": "AWS::AccountId"}, ":role/tenantpipeline/Wide/*"}}}})
+	n := 0
+	for _, pol := range byType(templateJSON(ingest), "AWS::S3::BucketPolicy") {
+		for _, st := range get(t, props(pol), "PolicyDocument", "Statement").([]any) {
+			if arns, ok := st.(map[string]any)["Condition"].(map[string]any)["ArnNotLike"]; ok {
+				n++
+				if got := asJSON(arns.(map[string]any)["aws:PrincipalArn"]); got != want {
+					t.Errorf("%v exempts %s, want the path's pattern %s", st.(map[string]any)["Sid"], got, want)
+				}
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("got %d statements exempting by aws:PrincipalArn, want the write, read and overwrite Denies", n)
+	}
+	var warned int
+	for _, s := range append([]awscdk.Stack{built.Ingest}, built.TenantStacks...) {
+		warned += len(*assertions.Annotations_FromStack(s).FindWarning(jsii.String("*"),
+			assertions.Match_StringLikeRegexp(jsii.String("because SharedProps.ExemptRolePath is set"))))
+	}
+	if warned != 1 {
+		t.Errorf("got %d warnings that the path is exempted on request, want 1", warned)
+	}
+
+	bad := testAppWithContext(t, map[string]any{stacks.CtxExemptRolePath: "yes"})
+	if _, err := stacks.OptionsFromContext(bad); err == nil || !strings.Contains(err.Error(), `context exemptRolePath: "yes" is not true or false`) {
+		t.Errorf("got %v, want the context key and value named", err)
+	}
+}
