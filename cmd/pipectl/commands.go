@@ -152,11 +152,13 @@ command that sends them:
   If-None-Match: *        the PUT creates the object or fails (412 PreconditionFailed): the URL
                           can neither overwrite a file nor be used twice
   Content-Length: N       with --bytes: S3 refuses any other size (SignatureDoesNotMatch)
+  x-amz-meta-max-bytes: M with --max-bytes below 5 GiB and no --bytes: S3 takes any size, and
+                          the pipeline fails a larger file before registering anything
   x-amz-server-side-encryption, x-amz-server-side-encryption-aws-kms-key-id
                           when the bucket is encrypted with a customer-managed key
 
-With --json: {"url", "key", "expires", "headers": {name: value}}, "bytes" with --bytes and
-"role" with --role.
+With --json: {"url", "key", "expires", "headers": {name: value}}, "bytes" with --bytes,
+"maxBytes" with --max-bytes alone and "role" with --role.
 
 The URL is signed with your credentials, or with --role by a session of the tenant's uploader
 role, which may put under that tenant's prefix only: a silo tenant's own (its "uploaders"), or
@@ -170,7 +172,8 @@ lifts the cap to S3's 7 days, and a URL never outlives the temporary credentials
   --allow-long     allow --expires up to 168h (not with --role)
   --bytes N        the file's exact size in bytes (1 or more): the URL takes no other
   --max-bytes M    the largest size allowed (default and most 5 GiB, one PUT's limit); a presigned
-                   PUT binds only an exact size, so a smaller M needs --bytes
+                   PUT can sign an exact size but no range, so without --bytes the URL signs M as
+                   the object's metadata, and a larger file is stored but never registered
   --role           sign with a session of the tenant's uploader role (its own, or its pool's)`},
 	{name: "validate", minArgs: 2, maxArgs: -1, args: "TENANT FILE... [--out DIR] [--tenants FILE]", flags: validateFlags, run: runValidate,
 		short: "check local files as Split would, before upload",

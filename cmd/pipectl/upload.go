@@ -58,7 +58,7 @@ func uploadURLFlags(fs *flag.FlagSet) func() error {
 	fs.BoolVar(&flagRole, "role", false, "sign with a session of the tenant's uploader role (its own, or its pool's)")
 	fs.BoolVar(&flagAllowLong, "allow-long", false, "allow --expires over 1h, up to 168h (not with --role)")
 	fs.Var(&flagBytes, "bytes", "the file's exact size: the URL takes no other")
-	fs.Int64Var(&flagMaxBytes, "max-bytes", ops.MaxPutBytes, "the largest size allowed (1 to 5 GiB); below 5 GiB needs --bytes")
+	fs.Int64Var(&flagMaxBytes, "max-bytes", ops.MaxPutBytes, "the largest size allowed (1 to 5 GiB); without --bytes, signed as the object's metadata and enforced by the pipeline")
 	return func() error {
 		// The bounds that do not depend on the credentials; ops.PresignUpload checks theirs.
 		if flagBytes.set && flagBytes.n == 0 {

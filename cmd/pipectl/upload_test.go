@@ -65,6 +65,12 @@ func TestUploadURL(t *testing.T) {
 			map[string]string{"If-None-Match": "*", "Content-Length": "2048"}},
 		{"an exact size under --max-bytes", []string{"--bytes", "2048", "--max-bytes", "4096"}, "", "content-length;host;if-none-match",
 			map[string]string{"If-None-Match": "*", "Content-Length": "2048"}},
+		{"a bound without an exact size", []string{"--max-bytes", "1048576"}, "", "host;if-none-match;x-amz-meta-max-bytes",
+			map[string]string{"If-None-Match": "*", "x-amz-meta-max-bytes": "1048576"}},
+		{"the default bound is one PUT's, and S3's own", []string{"--max-bytes", "5368709120"}, "", "host;if-none-match", map[string]string{"If-None-Match": "*"}},
+		{"a bound and a key", []string{"--max-bytes", "10"}, key,
+			"host;if-none-match;x-amz-meta-max-bytes;x-amz-server-side-encryption;x-amz-server-side-encryption-aws-kms-key-id",
+			map[string]string{"If-None-Match": "*", "x-amz-meta-max-bytes": "10", "x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": key}},
 		{"a customer-managed key", nil, key,
 			"host;if-none-match;x-amz-server-side-encryption;x-amz-server-side-encryption-aws-kms-key-id",
 			map[string]string{"If-None-Match": "*", "x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": key}},
@@ -116,7 +122,8 @@ func TestUploadURL(t *testing.T) {
 	}
 }
 
-// --json has the URL's fields and the headers to send; bytes with --bytes. A URL over an hour
+// --json has the URL's fields and the headers to send; bytes with --bytes, maxBytes with
+// --max-bytes alone. A URL over an hour
 // needs --allow-long.
 func TestUploadURLJSON(t *testing.T) {
 	for _, tc := range []struct {
@@ -129,6 +136,8 @@ func TestUploadURLJSON(t *testing.T) {
 		{"the default", nil, []string{"expires", "headers", "key", "url"}, "900", map[string]any{"If-None-Match": "*"}},
 		{"long, with a size", []string{"--expires", "2h", "--allow-long", "--bytes", "12"}, []string{"bytes", "expires", "headers", "key", "url"}, "7200",
 			map[string]any{"If-None-Match": "*", "Content-Length": "12"}},
+		{"a bound", []string{"--max-bytes", "4096"}, []string{"expires", "headers", "key", "maxBytes", "url"}, "900",
+			map[string]any{"If-None-Match": "*", "x-amz-meta-max-bytes": "4096"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runIn(t, world(), append([]string{"upload-url", "acme", "a.csv", "--json"}, tc.args...)...)
@@ -152,6 +161,9 @@ func TestUploadURLJSON(t *testing.T) {
 			}
 			if _, sized := got["bytes"]; sized && got["bytes"] != 12.0 {
 				t.Errorf("got bytes %v, want 12", got["bytes"])
+			}
+			if _, bound := got["maxBytes"]; bound && got["maxBytes"] != 4096.0 {
+				t.Errorf("got maxBytes %v, want 4096", got["maxBytes"])
 			}
 			u, _ := url.Parse(got["url"].(string))
 			if e := u.Query().Get("X-Amz-Expires"); e != tc.wantSeconds {
@@ -232,7 +244,6 @@ func TestUploadURLRefused(t *testing.T) {
 		{"allowed long, past the operator's session", []string{"acme", "a.csv", "--expires", "2h", "--allow-long"}, &session, false, 1, "outlives the temporary credentials"},
 		{"a size over --max-bytes", []string{"acme", "a.csv", "--bytes", "4097", "--max-bytes", "4096"}, nil, false, 2, "--bytes 4097 is over --max-bytes 4096"},
 		{"a size over one PUT's", []string{"acme", "a.csv", "--bytes", "5368709121"}, nil, false, 2, "--bytes 5368709121 is over --max-bytes 5368709120"},
-		{"--max-bytes without --bytes", []string{"acme", "a.csv", "--max-bytes", "1048576"}, nil, false, 2, "binds only an exact Content-Length"},
 		{"--max-bytes over one PUT's", []string{"acme", "a.csv", "--max-bytes", "5368709121"}, nil, false, 2, "--max-bytes 5368709121 is out of range"},
 		{"--max-bytes 0", []string{"acme", "a.csv", "--max-bytes", "0", "--bytes", "1"}, nil, false, 2, "--max-bytes 0 is out of range"},
 		{"an empty size", []string{"acme", "a.csv", "--bytes", "0"}, nil, false, 2, "signs no Content-Length of 0"},

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -125,7 +126,7 @@ func TestScenarioUpload(t *testing.T) {
 			{[]string{"upload-url", "other", "../up/x.csv"}, 2, `has a ".." segment`},
 			{[]string{"upload-url", "other", "x.csv", "--expires", "200h"}, 2, "past S3's limit of 7 days"},
 			{[]string{"upload-url", "other", "x.csv", "--expires", "2h"}, 2, "is over 1h: a presigned URL is a bearer token"},
-			{[]string{"upload-url", "other", "x.csv", "--max-bytes", "1024"}, 2, "binds only an exact Content-Length"},
+			{[]string{"upload-url", "other", "x.csv", "--max-bytes", "0"}, 2, "--max-bytes 0 is out of range"},
 			{[]string{"upload-url", "nobody", "x.csv"}, 1, `tenant "nobody" not found`},
 			{[]string{"upload", "other", first, filepath.Join(dir, "missing.csv")}, 1, "nothing uploaded"},
 		} {
@@ -187,6 +188,59 @@ func TestScenarioUpload(t *testing.T) {
 		}
 		if n := objectsUnder(t, ctx, r, r.Tenant("other").Prefix+"forged"); n != 0 {
 			t.Errorf("got %d forged objects under other's prefix, want none", n)
+		}
+
+		// --max-bytes without --bytes: the URL signs the bound as x-amz-meta-max-bytes, which the
+		// PUT must send as signed. A file within it is processed; S3 stores a larger one, which the
+		// pipeline fails before registering anything. Last, as the failed file halts up.
+		bounded := func(name string, max int) ops.PresignedUpload {
+			var u ops.PresignedUpload
+			if err := json.Unmarshal([]byte(pipectl(t, r, "upload-url", "up", name, "--max-bytes", strconv.Itoa(max), "--json", "--stack-prefix", opsPrefix)), &u); err != nil {
+				t.Fatal(err)
+			}
+			if u.Headers["x-amz-meta-max-bytes"] != strconv.Itoa(max) || u.MaxBytes == nil || *u.MaxBytes != int64(max) {
+				t.Fatalf("upload-url --max-bytes %d: got headers %v, maxBytes %v; want the bound signed", max, u.Headers, u.MaxBytes)
+			}
+			return u
+		}
+		within := bounded("within.csv", len(csvOf(2)))
+		if code, body := putSigned(t, ctx, within, csvOf(2)); code != http.StatusOK {
+			t.Fatalf("PUT within the URL's bound: got HTTP %d (%s), want 200", code, body)
+		}
+		if err := waitRegistered(ctx, r, "up", 16); err != nil {
+			t.Fatalf("the upload within its bound: %v", err)
+		}
+		over := bounded("over.csv", len(csvOf(2)))
+		// The bound cannot be dropped or raised: each is a signature that does not match.
+		for _, headers := range []map[string]string{
+			{"If-None-Match": "*"},
+			{"If-None-Match": "*", "x-amz-meta-max-bytes": strconv.Itoa(1 << 20)},
+		} {
+			if code, body := putSigned(t, ctx, ops.PresignedUpload{URL: over.URL, Headers: headers}, csvOf(5)); code != http.StatusForbidden || !strings.Contains(body, "<Code>SignatureDoesNotMatch</Code>") {
+				t.Errorf("PUT with headers %v instead of the signed bound: got HTTP %d (%s), want 403 SignatureDoesNotMatch", headers, code, body)
+			}
+		}
+		if code, body := putSigned(t, ctx, over, csvOf(5)); code != http.StatusOK {
+			t.Fatalf("PUT over the URL's bound: got HTTP %d (%s), want 200: a presigned PUT binds no range", code, body)
+		}
+		waitFor(t, ctx, r, "over.csv ended", func(rep *report.Report) bool {
+			for _, f := range rep.Tenants["up"].Files {
+				if f.Key == prefix+"over.csv" && f.Status == "SUCCEEDED" {
+					t.Errorf("over.csv: got SUCCEEDED with %d records, want it failed over its URL's bound", f.Records)
+					return true
+				}
+				if f.Key == prefix+"over.csv" && f.Status == "FAILED" {
+					want := fmt.Sprintf("the object has %d bytes, more than the %d its upload URL allowed", len(csvOf(5)), len(csvOf(2)))
+					if f.Error != pipeline.ErrValidation || !strings.Contains(f.Cause, want) {
+						t.Errorf("over.csv: got %s (%s), want ValidationError and %q", f.Error, f.Cause, want)
+					}
+					return true
+				}
+			}
+			return false
+		})
+		if n := len(r.Sink.Registered("up")); n != 16 {
+			t.Errorf("got %d records of up registered, want 16: nothing of the file over its bound", n)
 		}
 	})
 }

@@ -92,6 +92,10 @@ type PresignedUpload struct {
 	Headers map[string]string `json:"headers"`
 	// Bytes is the one size the URL takes (PresignOptions.Bytes); nil: any size up to one PUT's.
 	Bytes *int64 `json:"bytes,omitempty"`
+	// MaxBytes is the most bytes a file through the URL may have when it signs no exact size
+	// (PresignOptions.MaxBytes below 5 GiB): S3 stores a larger one, and the pipeline fails it
+	// before registering anything. nil: one PUT's limit, or Bytes.
+	MaxBytes *int64 `json:"maxBytes,omitempty"`
 }
 
 // PresignOptions bound what a presigned upload allows.
@@ -109,7 +113,10 @@ type PresignOptions struct {
 	// bound (ErrEmptyBytes).
 	Bytes int64
 	// MaxBytes is the largest size the caller allows. Default: 5 GiB, one PUT's limit. A presigned
-	// PUT binds only an exact size, so a smaller MaxBytes needs Bytes.
+	// PUT can sign an exact size (Bytes) but no range, so below 5 GiB without Bytes the URL signs
+	// the bound as the object's metadata x-amz-meta-max-bytes (pipeline.MaxBytesMetadata): the
+	// uploader must send it as signed, S3 stores a larger body all the same, and Split fails such
+	// a file before anything is registered.
 	MaxBytes int64
 }
 
@@ -136,9 +143,6 @@ func checkSize(opt PresignOptions) error {
 		return fmt.Errorf("--bytes %d is negative: give the file's exact size", opt.Bytes)
 	case opt.Bytes > max:
 		return fmt.Errorf("--bytes %d is over --max-bytes %d", opt.Bytes, max)
-	case opt.Bytes == 0 && max < MaxPutBytes:
-		return fmt.Errorf("--max-bytes %d without --bytes: a presigned PUT binds only an exact Content-Length, not a range, so it would take up to 5 GiB; "+
-			"pass --bytes N, the file's exact size (at most %d)", max, max)
 	}
 	return nil
 }
@@ -200,8 +204,13 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, opt PresignOpt
 	if err := o.withBucketKey(ctx, t.Bucket, in); err != nil {
 		return PresignedUpload{}, err
 	}
-	if opt.Bytes > 0 {
+	var bound int64 // the signed x-amz-meta-max-bytes, or 0
+	switch max := cmp.Or(opt.MaxBytes, MaxPutBytes); {
+	case opt.Bytes > 0:
 		in.ContentLength = aws.Int64(opt.Bytes)
+	case max < MaxPutBytes:
+		bound = max
+		in.Metadata = map[string]string{pipeline.MaxBytesMetadata: strconv.FormatInt(max, 10)}
 	}
 	expires := opt.Expires
 	now := o.Now()
@@ -252,8 +261,18 @@ func (o *Ops) PresignUpload(ctx context.Context, id, name string, opt PresignOpt
 			return PresignedUpload{}, fmt.Errorf("presign the PUT of s3://%s/%s: the signer did not sign Content-Length %d", t.Bucket, key, opt.Bytes)
 		}
 	}
+	if bound > 0 {
+		up.MaxBytes = aws.Int64(bound)
+		if up.Headers[maxBytesHeader] != strconv.FormatInt(bound, 10) {
+			// Fail closed: an unsigned bound could be dropped or changed by the uploader.
+			return PresignedUpload{}, fmt.Errorf("presign the PUT of s3://%s/%s: the signer did not sign %s", t.Bucket, key, maxBytesHeader)
+		}
+	}
 	return up, nil
 }
+
+// maxBytesHeader is the header that carries a URL's signed bound (pipeline.MaxBytesMetadata).
+const maxBytesHeader = "x-amz-meta-" + pipeline.MaxBytesMetadata
 
 // HeaderName is a header's name as S3's documentation writes it: x-amz-* in lower case, the
 // others canonical (If-None-Match). HTTP header names are case-insensitive.

@@ -267,6 +267,13 @@ func (t Tenant) BatchBytes() int {
 // execution.
 type DynamoDBSink = spec.DynamoDB
 
+// MaxBytesMetadata is the user metadata (the header x-amz-meta-max-bytes) in which a presigned
+// upload URL without an exact size (pipectl upload-url --max-bytes) signs the most bytes it
+// allows. A presigned PUT can sign an exact Content-Length but no range, so S3 stores a larger
+// body; the signature binds the header, so the uploader can neither drop nor change it, and Split
+// fails a file larger than it says before anything is registered.
+const MaxBytesMetadata = "max-bytes"
+
 // Source is the exact object version that triggered a workflow.
 type Source struct {
 	Bucket string `json:"bucket"`

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -179,6 +180,9 @@ func (h *Handler) split(ctx context.Context, req pipeline.SplitRequest, o splitO
 		return SmallSplit{}, err
 	}
 	defer out.Body.Close()
+	if err := withinSignedBound(file, out); err != nil {
+		return SmallSplit{}, err
+	}
 	if size := aws.ToInt64(out.ContentLength); o.maxBytes > 0 && size > o.maxBytes {
 		return SmallSplit{}, &pipeline.NotSmallError{Message: fmt.Sprintf(
 			"%s: the object has %d bytes, more than the small-file bound of %d (the event said %d): the full path splits it", file, size, o.maxBytes, req.Source.Size)}
@@ -418,6 +422,28 @@ func (h *Handler) writeParts(ctx context.Context, objects ObjectAPI, req pipelin
 			}
 			return &pipeline.RetryableError{Message: msg}
 		}
+	}
+	return nil
+}
+
+// withinSignedBound fails a file larger than the bound its presigned upload URL signed
+// (pipeline.MaxBytesMetadata, pipectl upload-url --max-bytes), before anything is registered: S3
+// stores any size up to 5 GiB for a URL that signs no exact Content-Length. An object without the
+// metadata has no such bound; one whose bound is not a whole number fails closed.
+func withinSignedBound(file string, out *s3.GetObjectOutput) error {
+	v, ok := out.Metadata[pipeline.MaxBytesMetadata]
+	if !ok {
+		return nil
+	}
+	size := aws.ToInt64(out.ContentLength)
+	limit, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil || limit < 1:
+		return &pipeline.ValidationError{Message: fmt.Sprintf("%s: its upload's x-amz-meta-%s %q is not a number of bytes: nothing is registered", file, pipeline.MaxBytesMetadata, v)}
+	case size > limit:
+		return &pipeline.ValidationError{Message: fmt.Sprintf(
+			"%s: the object has %d bytes, more than the %d its upload URL allowed (x-amz-meta-%s, pipectl upload-url --max-bytes): nothing is registered",
+			file, size, limit, pipeline.MaxBytesMetadata)}
 	}
 	return nil
 }

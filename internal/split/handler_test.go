@@ -222,6 +222,12 @@ func TestSplitErrors(t *testing.T) {
 		{"header too wide", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
 			s.Objects[ingest+"/"+key].Data = []byte(strings.Repeat("h", pipeline.MaxHeaderBytes) + "\nSECRET\n")
 		}, pipeline.ErrValidation, "s3://ingest-bucket/inbox/t1/売上 a+b.csv: line 1: the header is 16388 bytes as JSON, over the 16384-byte limit"},
+		{"over its upload URL's bound", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.Objects[ingest+"/"+key].Metadata = map[string]string{pipeline.MaxBytesMetadata: "1024"}
+		}, pipeline.ErrValidation, fmt.Sprintf("s3://ingest-bucket/inbox/t1/売上 a+b.csv: the object has %d bytes, more than the 1024 its upload URL allowed", len(csvRows(300)))},
+		{"an upload URL's bound that is no number", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) {
+			s.Objects[ingest+"/"+key].Metadata = map[string]string{pipeline.MaxBytesMetadata: "1k"}
+		}, pipeline.ErrValidation, `its upload's x-amz-meta-max-bytes "1k" is not a number of bytes`},
 		{"too many chunks", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, h *Handler) { h.MaxChunks = 2 },
 			pipeline.ErrValidation, "the file is too large: it has more than 2 chunks of 100 records"},
 		{"read fails", func(s *sourcetest.FakeS3, r *pipeline.SplitRequest, _ *Handler) { s.FailRead = 1000 },
@@ -524,6 +530,24 @@ func TestInvokeRefusesSettingsNotDeployed(t *testing.T) {
 			}
 			if len(asked) != 0 || len(store.Gets) != 0 || len(store.Puts) != 0 {
 				t.Errorf("got sessions %v, %d GETs and %d writes, want none", asked, len(store.Gets), len(store.Puts))
+			}
+		})
+	}
+}
+
+// A file within the bound its upload URL signed (pipectl upload-url --max-bytes) is split as any
+// other, at the bound exactly too.
+func TestSplitWithinItsUploadBound(t *testing.T) {
+	const key = "inbox/t1/bounded.csv"
+	data := csvRows(120)
+	for _, bound := range []int{len(data), len(data) + 1, 5 << 30} {
+		t.Run(strconv.Itoa(bound), func(t *testing.T) {
+			s3 := sourcetest.NewFakeS3()
+			s3.Put(ingest, key, &sourcetest.Object{Data: data, ETag: "e1", Metadata: map[string]string{pipeline.MaxBytesMetadata: strconv.Itoa(bound)}})
+			req := pipeline.SplitRequest{Tenant: tenant(), Source: pipeline.Source{Bucket: ingest, Key: key, ETag: "e1"}, ExecutionName: "exec"}
+			res, err := newHandler(s3).Handle(context.Background(), req)
+			if err != nil || res.Records != 120 {
+				t.Fatalf("got %d records, error %v; want 120 and none", res.Records, err)
 			}
 		})
 	}

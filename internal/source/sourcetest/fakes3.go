@@ -52,6 +52,7 @@ type Object struct {
 	ETag         string            // bare
 	Versions     map[string][]byte // version id -> data
 	VersionETags map[string]string // version id -> bare ETag (a version not listed has the ETag "")
+	Metadata     map[string]string // user metadata, as GetObject returns it (x-amz-meta- left off)
 }
 
 // NewFakeS3 returns an empty store.
@@ -116,7 +117,7 @@ func (f *FakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*
 	if f.FailRead > 0 {
 		body = io.MultiReader(io.LimitReader(body, int64(f.FailRead)), errReader{})
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(body), ContentLength: aws.Int64(int64(len(data)))}, nil
+	return &s3.GetObjectOutput{Body: io.NopCloser(body), ContentLength: aws.Int64(int64(len(data))), Metadata: o.Metadata}, nil
 }
 
 type errReader struct{}
