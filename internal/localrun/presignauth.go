@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ func (a *tenantAuth) presignError(req *http.Request) (code, message string) {
 	key := scope[0]
 	if a.unknownSession(key) {
 		return "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records."
+	}
+	if unsigned := unsignedAmzHeaders(req, q.Get("X-Amz-SignedHeaders")); len(unsigned) > 0 {
+		return "AccessDenied", "There were headers present in the request which were not signed: " + strings.Join(unsigned, ", ")
 	}
 	u := *req.URL
 	rest := u.Query()
@@ -94,4 +98,25 @@ func (a *tenantAuth) unknownSession(key string) bool {
 	defer a.mu.Unlock()
 	_, ok := a.sessions[key]
 	return !ok
+}
+
+// unsignedAmzHeaders are the request's x-amz-* headers that a presigned request's signature does
+// not cover, by their lower-case names. S3 requires every x-amz-* header a request sends to be
+// signed ("X-Amz-SignedHeaders … Any x-amz-* headers that you plan to add to the request",
+// https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html), and refuses one
+// that is not with 403 AccessDenied, "There were headers present in the request which were not
+// signed", naming them (HeadersNotSigned). So the holder of a URL can add neither a storage
+// class, an encryption nor metadata of its own. x-amz-content-sha256 is left out: it names how the
+// payload is signed (a presigned body is UNSIGNED-PAYLOAD) and grants nothing.
+func unsignedAmzHeaders(req *http.Request, signedHeaders string) []string {
+	signed := strings.Split(strings.ToLower(signedHeaders), ";")
+	var out []string
+	for k := range req.Header {
+		name := strings.ToLower(k)
+		if strings.HasPrefix(name, "x-amz-") && name != "x-amz-content-sha256" && !slices.Contains(signed, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -19,8 +19,9 @@ import (
 
 // The local S3 verifies a presigned PUT's signature as S3 does: the URL as signed, with the
 // headers it signs, is taken (signed with the run's own key or an uploader session's); an edited
-// key, expiry or query, a missing signed header, another size than the signed Content-Length, or
-// a session key the local STS never handed out is refused with 403 and S3's code, and nothing is
+// key, expiry or query, a missing signed header, another size than the signed Content-Length, an
+// x-amz-* header the URL does not sign, or a session key the local STS never handed out is
+// refused with 403 and S3's code, and nothing is
 // written. Any other access key id with the run's secret is the operator's, as at the local STS.
 func TestTenantAuthPresignedSignature(t *testing.T) {
 	r := newTenantAuthRig(t)
@@ -58,6 +59,15 @@ func TestTenantAuthPresignedSignature(t *testing.T) {
 			return q, p
 		}, body, 403, "<Code>SignatureDoesNotMatch</Code>"},
 		{"another size than signed", session, "pools/p/a/bigger.csv", nil, body + "2\n", 403, "<Code>SignatureDoesNotMatch</Code>"},
+		{"an x-amz-* header the URL does not sign", session, "pools/p/a/glacier.csv", func(q url.Values, p string, h http.Header) (url.Values, string) {
+			h.Set("X-Amz-Storage-Class", "GLACIER")
+			h.Set("x-amz-meta-max-bytes", "5368709120")
+			return q, p
+		}, body, 403, "<Code>AccessDenied</Code><Message>There were headers present in the request which were not signed: x-amz-meta-max-bytes, x-amz-storage-class</Message>"},
+		{"the payload's hash, unsigned", session, "pools/p/a/sha.csv", func(q url.Values, p string, h http.Header) (url.Values, string) {
+			h.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+			return q, p
+		}, body, 200, ""},
 		{"an operator's key id", credentials.NewStaticCredentialsProvider("tester", "local", ""), "pools/p/a/operator.csv", nil, body, 200, ""},
 		{"a session the STS never handed out", credentials.NewStaticCredentialsProvider(sessionKeyPrefix+"FORGED", "local", "local-forged"), "pools/p/a/stranger.csv", nil, body, 403,
 			"<Code>InvalidAccessKeyId</Code>"},
