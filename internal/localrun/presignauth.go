@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,9 +46,15 @@ func (a *tenantAuth) presignError(req *http.Request) (code, message string) {
 	if len(scope) != 5 || err != nil || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
 		return "AuthorizationQueryParametersError", "Error parsing the X-Amz-Credential parameter; the request must be signed with AWS4-HMAC-SHA256"
 	}
+	if seconds, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || seconds < 1 || seconds > maxPresignSeconds {
+		return "AuthorizationQueryParametersError", "X-Amz-Expires must be less than a week (in seconds) that is 604800"
+	}
 	key := scope[0]
 	if a.unknownSession(key) {
 		return "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records."
+	}
+	if a.sessionExpired(key, time.Now()) {
+		return "ExpiredToken", "The provided token has expired."
 	}
 	if unsigned := unsignedAmzHeaders(req, q.Get("X-Amz-SignedHeaders")); len(unsigned) > 0 {
 		return "AccessDenied", "There were headers present in the request which were not signed: " + strings.Join(unsigned, ", ")
@@ -82,6 +89,33 @@ func (a *tenantAuth) presignError(req *http.Request) (code, message string) {
 		return "SignatureDoesNotMatch", mismatch
 	}
 	return "", ""
+}
+
+// maxPresignSeconds is the longest X-Amz-Expires S3 takes: a week, past which it answers 400
+// AuthorizationQueryParametersError. https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
+const maxPresignSeconds = 7 * 24 * 3600
+
+// presignErrorStatus is the HTTP status S3 answers a presigned request's error code with: 400 for
+// the query's parameters and for an expired session token, 403 for the rest
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList: ExpiredToken
+// and AuthorizationQueryParametersError are 400 Bad Request).
+func presignErrorStatus(code string) int {
+	switch code {
+	case "ExpiredToken", "AuthorizationQueryParametersError":
+		return http.StatusBadRequest
+	}
+	return http.StatusForbidden
+}
+
+// sessionExpired reports whether key names an AssumeRole session of the local STS that has ended:
+// a URL it signed stops working then, whatever its X-Amz-Expires says ("If you created a presigned
+// URL using a temporary credential, the URL expires when the credential expires",
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html).
+func (a *tenantAuth) sessionExpired(key string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.sessions[key]
+	return ok && !s.expires.IsZero() && !now.Before(s.expires)
 }
 
 // localSecret is the secret access key of every key the local run hands out: its clients' (the

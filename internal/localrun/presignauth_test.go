@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -21,7 +22,8 @@ import (
 // headers it signs, is taken (signed with the run's own key or an uploader session's); an edited
 // key, expiry or query, a missing signed header, another size than the signed Content-Length, an
 // x-amz-* header the URL does not sign, or a session key the local STS never handed out is
-// refused with 403 and S3's code, and nothing is
+// refused with 403 and S3's code, an expiry past a week or a session that has ended with 400, and
+// nothing is
 // written. Any other access key id with the run's secret is the operator's, as at the local STS.
 func TestTenantAuthPresignedSignature(t *testing.T) {
 	r := newTenantAuthRig(t)
@@ -34,6 +36,19 @@ func TestTenantAuthPresignedSignature(t *testing.T) {
 	session := aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
 		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
 	}))
+	// A session of its own, ended by the case that uses it.
+	ended := aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(r.stsClient(), role, func(o *stscreds.AssumeRoleOptions) {
+		o.Tags = []ststypes.Tag{{Key: aws.String("tenant"), Value: aws.String("a")}}
+	}))
+	endSession := func(q url.Values, p string, _ http.Header) (url.Values, string) {
+		key, _, _ := strings.Cut(q.Get("X-Amz-Credential"), "/")
+		r.auth.mu.Lock()
+		s := r.auth.sessions[key]
+		s.expires = time.Now().Add(-time.Second)
+		r.auth.sessions[key] = s
+		r.auth.mu.Unlock()
+		return q, p
+	}
 	const body = "id\n1\n"
 	for _, tc := range []struct {
 		name   string
@@ -64,6 +79,12 @@ func TestTenantAuthPresignedSignature(t *testing.T) {
 			h.Set("x-amz-meta-max-bytes", "5368709120")
 			return q, p
 		}, body, 403, "<Code>AccessDenied</Code><Message>There were headers present in the request which were not signed: x-amz-meta-max-bytes, x-amz-storage-class</Message>"},
+		{"past a week", emulate.LocalAWS.Credentials, "pools/p/a/week.csv", func(q url.Values, p string, _ http.Header) (url.Values, string) {
+			q.Set("X-Amz-Expires", "604801")
+			return q, p
+		}, body, 400, "<Code>AuthorizationQueryParametersError</Code>"},
+		{"signed by a session that has ended", ended, "pools/p/a/ended.csv", endSession, body, 400,
+			"<Code>ExpiredToken</Code><Message>The provided token has expired.</Message>"},
 		{"the payload's hash, unsigned", session, "pools/p/a/sha.csv", func(q url.Values, p string, h http.Header) (url.Values, string) {
 			h.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 			return q, p

@@ -57,6 +57,9 @@ type tenantSession struct {
 	role string // the role's ARN as the template resolves it
 	tags map[string]string
 	name string // the RoleSessionName; a function's session is named after the function, as Lambda names it
+	// expires is when an AssumeRole session ends (its Expiration); zero for a function's own,
+	// which Lambda renews.
+	expires time.Time
 }
 
 // tenantAuth holds the sessions and evaluates their roles' policies.
@@ -161,7 +164,13 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form u
 		queryError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("The requested DurationSeconds %d is outside 900 to the MaxSessionDuration %d set for this role.", seconds, limit))
 		return
 	}
+	expires := time.Now().Add(time.Duration(seconds) * time.Second).UTC().Truncate(time.Second)
 	key := a.newSession(role, form.Get("RoleSessionName"), tags)
+	a.mu.Lock()
+	s := a.sessions[key]
+	s.expires = expires
+	a.sessions[key] = s
+	a.mu.Unlock()
 	// AssumedRoleId is the session's aws:userid: the role's unique id and the session's name.
 	userID, ok := a.userID(tenantSession{role: role, name: form.Get("RoleSessionName")})
 	if !ok {
@@ -188,7 +197,7 @@ func (a *tenantAuth) assumeRole(w http.ResponseWriter, req *http.Request, form u
 		Request     string      `xml:"ResponseMetadata>RequestId"`
 	}{NS: "https://sts.amazonaws.com/doc/2011-06-15/",
 		Credentials: credentials{AccessKeyID: key, SecretAccessKey: localSecret, SessionToken: "local-" + key,
-			Expiration: time.Now().Add(time.Duration(seconds) * time.Second).UTC().Format(time.RFC3339)},
+			Expiration: expires.Format(time.RFC3339)},
 		Arn: role + "/" + form.Get("RoleSessionName"), RoleID: userID, Request: uuid()})
 }
 
@@ -584,8 +593,16 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 			return
 		}
 		if code, message := a.presignError(req); code != "" {
-			deny(w, req, strings.Replace(strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>"+message+"</Message>", 1),
-				"<Code>AccessDenied</Code>", "<Code>"+code+"</Code>", 1))
+			body := strings.Replace(strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>"+message+"</Message>", 1),
+				"<Code>AccessDenied</Code>", "<Code>"+code+"</Code>", 1)
+			if status := presignErrorStatus(code); status != http.StatusForbidden {
+				a.refuse()
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(status)
+				io.WriteString(w, body)
+				return
+			}
+			deny(w, req, body)
 			return
 		}
 		if s, ok := a.session(req); ok {
