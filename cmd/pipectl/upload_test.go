@@ -48,7 +48,8 @@ func presigned(t *testing.T, stdout string) (*url.URL, map[string]string, string
 
 // upload-url prints a presigned PUT of <prefix><name>, signed with the operator's credentials,
 // then the headers it signs, which the uploader must send, and a curl command that sends them: the
-// URL is single-use (If-None-Match: *), binds the size with --bytes, and the bucket's
+// URL is single-use (If-None-Match: *), binds the size with --bytes (with --max-bytes alone, the
+// bound as x-amz-meta-max-bytes; at 5 GiB, one PUT's own, nothing), and the bucket's
 // customer-managed key when it has one. A name with a space and Japanese arrives as it was typed
 // (the SDK encodes it in the URL).
 func TestUploadURL(t *testing.T) {
