@@ -23,8 +23,11 @@ import (
 // group of the sharded intake, and four others. It runs twice, one pool after the other: with the
 // sharded intake as the reference, and with the per-tenant intake as deployed. It prints one
 // "flood:" line a neighbour, a summary a design, the bound the design is held to (1.5 times the
-// neighbour's time without the flood, plus 2 s) and the ratio; it asserts nothing about time. The
-// flooder's files are not waited for.
+// neighbour's time without the flood, plus 2 s) and the ratio; it asserts nothing about time.
+// With FLOOD_DRAIN=1 it then waits, with the per-tenant intake, until every file of the flooder is
+// registered, and fails unless each is, once and in upload order (files run one at a time, so
+// 2,000 take most of an hour here: give go test a -timeout to match); without, the flooder's files
+// are not waited for (TestScenarioIntakeGroups checks a smaller flood's order in every run).
 func TestFiguresFlood(t *testing.T) {
 	files := 2000
 	if v, err := strconv.Atoi(os.Getenv("FLOOD_FILES")); err == nil && v > 0 {
@@ -91,6 +94,9 @@ func flood(t *testing.T, intake string, files int) time.Duration {
 	uploadSecs := time.Since(floodStart).Seconds()
 	t.Logf("flood of %d files uploaded in %.1f s", files, uploadSecs)
 	flooded := firstRecord("after.csv", upload("after.csv"))
+	if os.Getenv("FLOOD_DRAIN") == "1" && intake == tenants.IntakeTenant {
+		defer drainFlooder(t, r, files, floodStart)
+	}
 
 	group := func(id string) int {
 		g, _ := tenantpipeline.IntakeGroupOf(id[0], tenants.DefaultPoolIntakeGroups)
@@ -112,4 +118,31 @@ func flood(t *testing.T, intake string, files int) time.Duration {
 	fmt.Printf("flood: intake %s: %d files from %s uploaded in %.1f s; %d of %d neighbours within 1.5 times their baseline plus 2 s; the slowest %.1f s (emulated %d ms per AWS call)\n",
 		intake, files, intakeFlooder, uploadSecs, within, len(intakeNeighbours), slowest.Seconds(), intakeFigureAWSLatency.Milliseconds())
 	return slowest
+}
+
+// drainFlooder waits until the flooder's files are all registered (one record each), then checks
+// that each was registered once and in upload order, and prints how long the flood took to drain.
+func drainFlooder(t *testing.T, r *Run, files int, start time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
+	defer cancel()
+	last := time.Now()
+	for len(r.Sink.Registered(intakeFlooder)) < files {
+		if ctx.Err() != nil {
+			t.Fatalf("the flood: %d of %d files registered after %s", len(r.Sink.Registered(intakeFlooder)), files, time.Since(start).Round(time.Second))
+		}
+		sleep(ctx, 500*time.Millisecond)
+		if time.Since(last) > time.Minute {
+			last = time.Now()
+			t.Logf("the flood: %d of %d files registered", len(r.Sink.Registered(intakeFlooder)), files)
+		}
+	}
+	got := r.Sink.Registered(intakeFlooder)
+	prefix := r.Tenant(intakeFlooder).Prefix
+	for n, rec := range got {
+		if want := prefix + fmt.Sprintf("%05d.csv", n); rec.Source != want {
+			t.Fatalf("the flood: record %d of %d came from %s, want %s: each file once, in upload order", n+1, len(got), rec.Source, want)
+		}
+	}
+	fmt.Printf("flood: the flooder's %d files registered, each once and in upload order, %.0f s after the flood began\n", len(got), time.Since(start).Seconds())
 }
