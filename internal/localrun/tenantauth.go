@@ -579,13 +579,16 @@ func presignExpired(req *http.Request, now time.Time) bool {
 // guardS3 refuses an S3 request of a tenant session that the session's role does not allow, with
 // S3's AccessDenied (HTTP 403, https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
 func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
-	deny := func(w http.ResponseWriter, req *http.Request, body string) {
+	refuse := func(w http.ResponseWriter, req *http.Request, status int, body string) {
 		a.refuse()
 		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusForbidden)
+		w.WriteHeader(status)
 		if req.Method != http.MethodHead {
 			io.WriteString(w, body)
 		}
+	}
+	deny := func(w http.ResponseWriter, req *http.Request, body string) {
+		refuse(w, req, http.StatusForbidden, body)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if presignExpired(req, time.Now()) {
@@ -595,14 +598,7 @@ func (a *tenantAuth) guardS3(next http.Handler) http.Handler {
 		if code, message := a.presignError(req); code != "" {
 			body := strings.Replace(strings.Replace(emulate.AccessDeniedBody, "<Message>Access Denied</Message>", "<Message>"+message+"</Message>", 1),
 				"<Code>AccessDenied</Code>", "<Code>"+code+"</Code>", 1)
-			if status := presignErrorStatus(code); status != http.StatusForbidden {
-				a.refuse()
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(status)
-				io.WriteString(w, body)
-				return
-			}
-			deny(w, req, body)
+			refuse(w, req, presignErrorStatus(code), body)
 			return
 		}
 		if s, ok := a.session(req); ok {
